@@ -24,7 +24,7 @@ def _pvalues_iv(pvalues, name: str = "pvalues") -> np.ndarray:
     if np.any(np.isnan(p)):
         raise ValueError(f"`{name}` contains NaN.")
     if np.any((p < 0) | (p > 1)):
-        bad = p[(p < 0) | (p > 1)][0]
+        bad = float(p[(p < 0) | (p > 1)][0])
         raise ValueError(f"`{name}` must lie in [0, 1], got {bad!r}.")
     return p
 

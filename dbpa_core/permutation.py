@@ -190,9 +190,10 @@ def run_permutations(stat: Callable[[np.ndarray], np.ndarray], n: int, k: int, *
     return t_obs, stats, _p_value(stats, t_obs, exact=False), False, False
 
 
-def _all_identical(similarity: np.ndarray) -> bool:
-    vals = off_diagonal(similarity)
-    return float(vals.max() - vals.min()) <= 1e-9
+def _all_identical(matrix: np.ndarray) -> bool:
+    """Every pairwise similarity (or distance) is the same: no split can differ."""
+    vals = off_diagonal(matrix)
+    return float(vals.max() - vals.min()) <= 1e-9 * max(1.0, float(np.abs(vals).max()))
 
 
 def _test_on_matrices(similarity: np.ndarray, distance: np.ndarray | None, k: int,
@@ -202,7 +203,8 @@ def _test_on_matrices(similarity: np.ndarray, distance: np.ndarray | None, k: in
     m = n - k
     p0 = off_diagonal(similarity[:k, :k])
     p1 = similarity[:k, k:].ravel().copy()
-    if _all_identical(similarity):
+    used = distance if measure.uses == "distance" else similarity
+    if _all_identical(used):
         warnings.warn(
             "All responses are identical (every pairwise similarity is equal): ω = 0 and "
             "p = 1, and the test carries no information. Sample with temperature > 0 and "
@@ -212,7 +214,7 @@ def _test_on_matrices(similarity: np.ndarray, distance: np.ndarray | None, k: in
         edges = histogram_edges(similarity, bins) if measure.name == "jsd" else None
         return DBPAResult(0.0, 1.0, p0, p1, np.zeros(0), measure.name, k, m, 0,
                           bin_edges=edges)
-    stat = measure.prepare(distance if measure.uses == "distance" else similarity, k, m, bins)
+    stat = measure.prepare(used, k, m, bins)
     edges = getattr(stat, "edges", None)
     t_obs, stats, p, exact, stopped = run_permutations(
         stat, n, k, n_permutations=n_permutations, rng=rng, sequential=sequential, batch=batch)

@@ -85,6 +85,12 @@ def power_simulation(pilot_base, pilot_perturbed, sample_sizes: Sequence[int], *
     -------
     PowerResult
         ``power[i]`` for ``sample_sizes[i]`` with a 95 % Wilson interval.
+
+    Notes
+    -----
+    The simulation takes the pilot's groups as the truth, so the power is that
+    of the *observed* pilot difference; a small pilot's noise looks like an
+    effect, especially with ``gaussian``. Treat the numbers as a planning aid.
     """
     if method not in ("subsample", "gaussian"):
         raise ValueError(f"`method` must be in {{'subsample', 'gaussian'}}, got {method!r}.")
