@@ -1,0 +1,90 @@
+"""The LLM backend Protocol and what travels through it."""
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+
+class BackendError(RuntimeError):
+    """A backend could not produce a sample; the message says what to do."""
+
+
+class AuthError(BackendError):
+    """The server rejected the API key (401/403)."""
+
+
+class ModelNotFoundError(BackendError):
+    """The server does not know the model (404)."""
+
+
+class PromptTooLongError(BackendError):
+    """The prompt does not fit the model's context (400)."""
+
+
+class ServerUnavailableError(BackendError):
+    """The server could not be reached or kept failing after all retries."""
+
+
+@dataclass(frozen=True)
+class GenerationParams:
+    """Everything besides the prompt that determines a sample's distribution."""
+
+    temperature: float = 0.8
+    top_p: float = 1.0
+    max_tokens: int = 300
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"temperature": self.temperature, "top_p": self.top_p,
+                "max_tokens": self.max_tokens}
+
+
+@dataclass(frozen=True)
+class SampleRequest:
+    """The ``index``-th independent sample for one (system prompt, prompt)."""
+
+    prompt: str
+    index: int
+    seed: int
+    params: GenerationParams
+    system_prompt: str | None = None
+
+
+@dataclass(frozen=True)
+class Sample:
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    model: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+OnSample = Callable[[SampleRequest, Sample], None]
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """Turns prompts into sampled responses.
+
+    ``generate`` calls ``on_sample`` as soon as each sample exists (so the
+    caller can cache it: an interrupted run loses nothing already received)
+    and raises :class:`BackendError` for what it cannot recover from.
+    """
+
+    name: str
+    model: str
+    deterministic: bool
+
+    def identity(self) -> dict[str, Any]:
+        """What, besides the request, determines a sample (never a key)."""
+
+    def generate(self, requests: Sequence[SampleRequest], on_sample: OnSample, *,
+                 should_stop: Callable[[], bool] | None = None) -> None:
+        ...
+
+
+def sample_seed(seed: int, prompt: str, system_prompt: str | None, index: int) -> int:
+    """A 63-bit seed of one sample, derived from the audit seed and the request."""
+    h = hashlib.sha256(f"{seed}\x1f{system_prompt or ''}\x1f{prompt}\x1f{index}".encode())
+    return int.from_bytes(h.digest()[:8], "big") >> 1

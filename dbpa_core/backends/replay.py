@@ -1,0 +1,94 @@
+"""Replay recorded responses from a JSONL file.
+
+One object per line: ``{"prompt": "...", "response": "...", "model": "..."}``
+(``model`` optional). Sample ``i`` of a prompt is the ``i``-th recorded response
+of that prompt in a shuffled order fixed by the prompt: samples are always
+distinct records; asking for more than are recorded is an error, never reuse.
+"""
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .base import BackendError, Sample, SampleRequest
+
+
+def load_replay_file(path: str | os.PathLike) -> dict[tuple[str, str | None], list[str]]:
+    """Recorded responses by (prompt, model); errors name the line."""
+    if not os.path.isfile(path):
+        raise BackendError(f"Replay file {str(path)!r} does not exist.")
+    records: dict[tuple[str, str | None], list[str]] = defaultdict(list)
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise BackendError(f"{path}, line {lineno}: not valid JSON ({exc.msg}).") from None
+            if not isinstance(obj, dict) or not isinstance(obj.get("prompt"), str) \
+                    or not isinstance(obj.get("response"), str):
+                raise BackendError(
+                    f"{path}, line {lineno}: each line needs string fields 'prompt' and 'response'.")
+            model = obj.get("model")
+            records[(obj["prompt"], model if isinstance(model, str) else None)].append(obj["response"])
+    return dict(records)
+
+
+class ReplayBackend:
+    name = "replay"
+    deterministic = True
+
+    def __init__(self, path: str | os.PathLike, model: str | None = None):
+        self.path = str(path)
+        self.model = model or ""
+        self._records = load_replay_file(path)
+
+    def identity(self) -> dict[str, Any]:
+        return {"backend": self.name, "model": self.model, "file": os.path.abspath(self.path)}
+
+    def available(self, prompt: str) -> int:
+        return len(self._responses(prompt))
+
+    def _responses(self, prompt: str) -> list[str]:
+        if self.model:
+            if (prompt, self.model) in self._records:
+                return self._records[(prompt, self.model)]
+            return self._records.get((prompt, None), [])
+        out: list[str] = []
+        for (p, _m), rs in self._records.items():
+            if p == prompt:
+                out.extend(rs)
+        return out
+
+    def check(self, prompt: str, k: int) -> None:
+        n = self.available(prompt)
+        if n < k:
+            short = prompt if len(prompt) <= 60 else prompt[:57] + "..."
+            who = f" for model {self.model!r}" if self.model else ""
+            raise BackendError(
+                f"Replay file {self.path!r} has {n} recorded responses{who} for prompt "
+                f"{short!r}, but {k} samples were asked for. Record more or lower 'samples'.")
+
+    def generate(self, requests: Sequence[SampleRequest], on_sample, *,
+                 should_stop: Callable[[], bool] | None = None) -> None:
+        for req in requests:
+            if should_stop is not None and should_stop():
+                return
+            responses = self._responses(req.prompt)
+            self.check(req.prompt, req.index + 1)
+            # one shuffled order per prompt, so indices 0..k-1 are k distinct records
+            order = np.random.default_rng(_prompt_seed(req)).permutation(len(responses))
+            on_sample(req, Sample(responses[order[req.index]], model=self.model or "replay"))
+
+
+def _prompt_seed(req: SampleRequest) -> int:
+    import hashlib
+
+    h = hashlib.sha256(f"{req.system_prompt or ''}\x1f{req.prompt}".encode()).digest()
+    return int.from_bytes(h[:8], "big")

