@@ -242,7 +242,8 @@ def estimate(spec: AuditSpec, *, cache: Cache | None = None) -> dict[str, Any]:
         reqs = _requests(spec, arm)
         cached = sum(1 for r in reqs if cache is not None and sample_key(ident, r) in cache)
         calls = len(reqs) - cached
-        in_tok = calls * (estimate_tokens(arm.prompt) + estimate_tokens(arm.system_prompt or "") + 8)
+        system = estimate_tokens(arm.system_prompt) if arm.system_prompt else 0
+        in_tok = calls * (estimate_tokens(arm.prompt) + system + 8)  # + chat-template overhead
         out_tok = calls * spec.max_tokens
         model_name = arm.model.get("name", "") if arm.model.get("backend") == "openai" else ""
         price = price_of(model_name, spec.prices) if model_name else {"input": 0.0, "output": 0.0}

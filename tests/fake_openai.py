@@ -71,8 +71,11 @@ class FakeOpenAI:
             def do_POST(self):
                 fake._handle(self)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 256  # the default backlog of 5 serializes concurrent clients
+            daemon_threads = True
+
+        self.server = Server(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
         return self

@@ -1,0 +1,113 @@
+"""Speed of sampling and caching (issue 3).
+
+1. Concurrency: 200 requests against the local fake OpenAI server with 100 ms
+   latency each, at concurrency 16. Ideal: 200 / 16 x 0.1 s = 1.25 s; target
+   within 1.5x of it (1.875 s).
+2. A fully cached rerun of the eight-persona example (9 prompts x 20 samples)
+   as a fresh ``dbpa audit`` process, everything included; target < 3 s. The
+   first, uncached run (real generation with the local model) is done first if
+   needed and reported too.
+3. The local backend's tokens per second, one sample at a time vs batched.
+
+Run: ``make bench`` or ``.venv/bin/python benchmarks/bench_audit.py [--skip-local]``.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from dbpa_core.audit import run_audit  # noqa: E402
+from dbpa_core.cache import Cache  # noqa: E402
+from dbpa_core.spec import parse_spec  # noqa: E402
+from tests.fake_openai import FakeOpenAI  # noqa: E402
+
+
+def bench_concurrency() -> bool:
+    with FakeOpenAI(latency=0.1) as srv, tempfile.TemporaryDirectory() as tmp:
+        spec = parse_spec(f"""
+model: {{backend: openai, name: fake-model, base_url: "{srv.base_url}", concurrency: 16}}
+embedder: {{backend: rouge1}}
+samples: 100
+permutations: 10
+base: {{prompt: "base prompt"}}
+perturbations: [{{name: p, prompt: "perturbed prompt"}}]
+""")
+        t = time.perf_counter()
+        res = run_audit(spec, cache=Cache(tmp, enabled=False))
+        elapsed = time.perf_counter() - t
+        assert res.usage["calls"] == 200 and srv.chat_ok == 200
+    ideal = 200 / 16 * 0.1
+    # the statistics (text similarity + test) are included; report both
+    ok = elapsed <= 1.5 * ideal
+    print(f"200 requests, 100 ms latency, concurrency 16: {elapsed:.2f} s "
+          f"(ideal {ideal:.2f} s, target <= {1.5 * ideal:.2f} s: {'met' if ok else 'MISSED'})")
+    return ok
+
+
+def bench_cached_rerun(cache_dir: str) -> bool:
+    env = dict(os.environ, DBPA_CACHE_DIR=cache_dir)
+    cmd = [sys.executable, "-m", "dbpa_core.cli", "audit", str(ROOT / "examples/nice_personas.yaml"),
+           "--out", os.path.join(cache_dir, "bench-out"), "--quiet"]
+    t = time.perf_counter()
+    first = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    t_first = time.perf_counter() - t
+    if first.returncode != 0:
+        print(first.stderr)
+        return False
+    runs = []
+    for _ in range(3):
+        t = time.perf_counter()
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        runs.append(time.perf_counter() - t)
+        assert r.returncode == 0 and "0 new calls" in r.stdout, r.stdout + r.stderr
+    best = min(runs)
+    ok = best < 3.0
+    print(f"eight-persona example (9 x 20 samples): first run {t_first:.1f} s; fully cached "
+          f"rerun, fresh process: {best:.2f} s (target < 3 s: {'met' if ok else 'MISSED'})")
+    return ok
+
+
+def bench_local_tokens(cache_dir: str) -> None:
+    from dbpa_core.backends import GenerationParams, SampleRequest
+    from dbpa_core.backends.local import LocalBackend
+
+    b = LocalBackend(cache_dir)
+    p = GenerationParams(temperature=0.8, max_tokens=64)
+    prompt = "Give three tips for a healthy heart."
+    b.generate([SampleRequest(prompt, 0, 1, p)], lambda r, s: None)  # load
+    for batch in (1, 16):
+        b.batch_size = batch
+        n = 16 if batch > 1 else 4
+        toks = []
+        t = time.perf_counter()
+        b.generate([SampleRequest(prompt, i, 1000 + i, p) for i in range(n)],
+                   lambda r, s: toks.append(s.completion_tokens))
+        dt = time.perf_counter() - t
+        print(f"local SmolLM2-135M, batch {batch:>2}: {sum(toks) / dt:6.1f} tokens/s "
+              f"({n} samples, {sum(toks)} tokens, {dt:.1f} s)")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--skip-local", action="store_true", help="skip the real local-model parts")
+    ap.add_argument("--cache-dir", default=str(ROOT / ".cache" / "bench"),
+                    help="cache for the persona example (kept between runs)")
+    args = ap.parse_args()
+    ok = bench_concurrency()
+    if not args.skip_local:
+        ok &= bench_cached_rerun(args.cache_dir)
+        bench_local_tokens(args.cache_dir)
+    print("all targets met" if ok else "SOME TARGETS MISSED")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
