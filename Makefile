@@ -39,6 +39,8 @@ run: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_permutation.py
+	$(PY) benchmarks/bench_audit.py
+	$(PY) benchmarks/bench_dashboard.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info

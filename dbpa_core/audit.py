@@ -182,13 +182,13 @@ def build_arms(spec: AuditSpec) -> list[Arm]:
                      for p in spec.perturbations]
 
 
-def _params(spec: AuditSpec) -> GenerationParams:
-    return GenerationParams(temperature=spec.temperature, top_p=spec.top_p,
-                            max_tokens=spec.max_tokens)
+def _params(spec: AuditSpec, model: dict[str, Any]) -> GenerationParams:
+    return GenerationParams(temperature=float(model.get("temperature", spec.temperature)),
+                            top_p=spec.top_p, max_tokens=spec.max_tokens)
 
 
 def _requests(spec: AuditSpec, arm: Arm) -> list[SampleRequest]:
-    params = _params(spec)
+    params = _params(spec, arm.model)
     return [SampleRequest(arm.prompt, i, sample_seed(spec.seed, arm.prompt, arm.system_prompt, i),
                           params, arm.system_prompt) for i in range(spec.samples)]
 

@@ -25,7 +25,8 @@ TOP_KEYS = {"name", "description", "model", "models", "embedder", "samples", "te
             "top_p", "max_tokens", "permutations", "measure", "correction", "alpha", "seed",
             "system_prompt", "base", "perturbations", "prices", "sequential"}
 MODEL_KEYS = {"backend", "name", "label", "base_url", "api_key_env", "path", "file",
-              "concurrency", "max_retries", "timeout", "n_per_request", "batch_size"}
+              "concurrency", "max_retries", "timeout", "n_per_request", "batch_size",
+              "temperature"}
 EMBEDDER_KEYS = {"backend", "name", "path", "base_url", "api_key_env", "concurrency",
                  "max_retries", "timeout"}
 BASE_KEYS = {"prompt", "system_prompt"}
@@ -101,7 +102,8 @@ def model_label(config: dict[str, Any]) -> str:
     if config.get("label"):
         return str(config["label"])
     if config.get("backend", "local") == "local":
-        return "SmolLM2-135M (local)"
+        t = config.get("temperature")
+        return "SmolLM2-135M (local)" + (f" T={t:g}" if t is not None else "")
     if config.get("name"):
         return str(config["name"])
     return os.path.basename(str(config.get("path") or config.get("file") or "model"))
@@ -214,6 +216,8 @@ def _model(doc: _Doc, obj: Any, path: tuple, base_dir: Path) -> dict[str, Any]:
             raise doc.err(path + ("file",), f"replay file {f!r} does not exist")
         cfg["file"] = str(full)
     _get(doc, obj, "batch_size", path, int, minimum=1, maximum=256)
+    # a model variant: the same weights sampled at another temperature
+    _get(doc, obj, "temperature", path, float, minimum=0.0, maximum=2.0)
     return cfg
 
 

@@ -65,6 +65,14 @@ class FakeOpenAI:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
+            def setup(self):
+                super().setup()
+                # headers and body go out in two writes: without NODELAY, Nagle's algorithm
+                # and delayed ACKs add ~40 ms to every response
+                import socket
+
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
             def log_message(self, *args):  # quiet
                 pass
 
@@ -161,3 +169,35 @@ class FakeOpenAI:
                             "usage": {"prompt_tokens": len(prompt) // 4 + 1,
                                       "completion_tokens": 12 * n,
                                       "total_tokens": len(prompt) // 4 + 1 + 12 * n}})
+
+
+def serve_forever_in_subprocess(conn, kwargs):  # pragma: no cover - runs in a child process
+    """Target for multiprocessing: run a FakeOpenAI, send its base_url, serve until killed."""
+    with FakeOpenAI(**kwargs) as srv:
+        conn.send(srv.base_url)
+        conn.recv()  # blocks until the parent says stop
+
+
+class FakeOpenAIProcess:
+    """The fake server in its own process, so its Python work does not share our GIL
+    (as a real server would not). Used by the concurrency benchmark."""
+
+    def __init__(self, **kwargs):
+        self.kwargs = kwargs
+
+    def __enter__(self):
+        import multiprocessing as mp
+
+        ctx = mp.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=serve_forever_in_subprocess, args=(child, self.kwargs),
+                                daemon=True)
+        self.proc.start()
+        self.base_url = self.conn.recv()
+        return self
+
+    def __exit__(self, *exc):
+        self.conn.send("stop")
+        self.proc.join(timeout=5)
+        if self.proc.is_alive():
+            self.proc.kill()

@@ -1,0 +1,61 @@
+"""Reference-model distance: how far is each model's answer distribution from a reference's?"""
+import streamlit as st
+
+from ui import figures, runner, widgets
+
+KEY = "models"
+st.title("Model comparison")
+st.markdown("<div class='dbpa-explain'>Every model answers the same prompt <i>k</i> times; "
+            "each is tested against the reference model. ω is the distance of its answers from "
+            "the reference's, the stars say whether that distance exceeds sampling noise "
+            "(the paper's Figure 3).</div>", unsafe_allow_html=True)
+
+st.session_state.setdefault("w_models_prompt", "Explain in three sentences what a statin does.")
+st.text_area("Prompt", key="w_models_prompt", height=80)
+models = runner.model_options()
+names = list(models)
+if len(names) < 2:
+    st.info("Only one model is configured. Add models on the **Settings** page — an "
+            "OpenAI-compatible server, a Hugging Face folder, a replay file, or the local model "
+            "at another temperature.")
+    if st.button("Add the local model at temperature 1.2 and 0.4", key="models_add_variants"):
+        st.session_state["models"] += [{"backend": "local", "temperature": 1.2},
+                                       {"backend": "local", "temperature": 0.4}]
+        st.rerun()
+c1, c2 = st.columns([1, 2])
+reference = c1.selectbox("Reference model", names, key="w_models_reference")
+others = c2.multiselect("Compared models", [n for n in names if n != reference],
+                        default=[n for n in names if n != reference][:4], key="w_models_others")
+
+if runner.interrupted(KEY):
+    st.info("The last run was stopped; what was sampled is cached. Press **Run** to resume.")
+spec = None
+if others:
+    try:
+        spec = runner.build_spec(base_prompt=st.session_state["w_models_prompt"],
+                                 models=[models[reference]] + [models[o] for o in others])
+    except Exception as exc:  # noqa: BLE001
+        st.error(runner.friendly(exc))
+elif len(names) >= 2:
+    st.error("Choose at least one model to compare with the reference.")
+if spec is not None:
+    runner.show_estimate([spec])
+if st.button("Run", type="primary", key="models_run", disabled=spec is None,
+             icon=":material/play_arrow:"):
+    out = runner.run_jobs([("model comparison", spec)], key=KEY)
+    if out:
+        st.session_state["results"][KEY] = out["model comparison"]
+
+result = st.session_state["results"].get(KEY)
+if result is not None:
+    st.divider()
+    bar = figures.model_distance_figure(result)
+    st.plotly_chart(bar, key=f"{KEY}_bar")
+    st.caption("Orange bars: significantly different from the reference after correction; "
+               "grey: not shown to differ with this k.")
+    widgets.show_results_table(result, key=KEY)
+    hist = figures.similarity_histograms(result)
+    st.plotly_chart(hist, key=f"{KEY}_hist")
+    widgets.response_viewer(result, key=KEY)
+    widgets.downloads(result, {"Distance from the reference": bar, "Histograms": hist},
+                      key=KEY, title="Model comparison")

@@ -1,0 +1,77 @@
+"""Personas x models: a heat map of ω with significance stars (the paper's Table 2)."""
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from ui import figures, presets, runner, widgets
+
+KEY = "personas"
+st.title("Persona explorer")
+st.markdown("<div class='dbpa-explain'>Each persona is put before the base prompt (\"Act as a "
+            "comedian. …\") and tested against the plain prompt, on every chosen model. Colour "
+            "and number: the effect size ω; stars: significance after correction.</div>",
+            unsafe_allow_html=True)
+
+st.text_area("Base prompt", key="w_base_prompt", height=90)
+c1, c2 = st.columns([3, 2])
+personas = c1.multiselect("Personas", presets.PERSONAS, default=presets.PERSONAS,
+                          key="w_persona_list")
+custom = c2.text_input("More personas (comma-separated)", key="w_persona_custom")
+personas = personas + [c.strip() for c in custom.split(",") if c.strip()]
+models = runner.model_options()
+chosen_models = st.multiselect("Models", list(models), default=list(models)[:2],
+                               key="w_persona_models")
+
+if runner.interrupted(KEY):
+    st.info("The last run was stopped; what was sampled is cached. Press **Run** to resume.")
+specs = {}
+if not personas:
+    st.error("Choose at least one persona.")
+elif not chosen_models:
+    st.error("Choose at least one model (add more on the **Settings** page).")
+else:
+    entries = runner.perturbation_entries(pd.DataFrame(presets.persona_rows(personas)))
+    try:
+        specs = {m: runner.build_spec(base_prompt=st.session_state["w_base_prompt"],
+                                      perturbations=entries, model=models[m])
+                 for m in chosen_models}
+    except Exception as exc:  # noqa: BLE001
+        st.error(runner.friendly(exc))
+if specs:
+    runner.show_estimate(list(specs.values()))
+if st.button("Run", type="primary", key="personas_run", disabled=not specs,
+             icon=":material/play_arrow:"):
+    out = runner.run_jobs(list(specs.items()), key=KEY)
+    if out:
+        st.session_state["results"][KEY] = out
+
+results = st.session_state["results"].get(KEY)
+if results:
+    model_names = list(results)
+    persona_names = [p.name for p in next(iter(results.values())).perturbations]
+    eff = np.full((len(persona_names), len(model_names)), np.nan)
+    pv = np.full_like(eff, np.nan)
+    stars = [["" for _ in model_names] for _ in persona_names]
+    for j, m in enumerate(model_names):
+        for p in results[m].perturbations:
+            i = persona_names.index(p.name)
+            eff[i, j], pv[i, j], stars[i][j] = p.effect_size, p.p_adjusted, p.stars
+    st.divider()
+    heat = figures.persona_heatmap(eff, pv, stars, persona_names, model_names)
+    st.plotly_chart(heat, key=f"{KEY}_heat")
+    st.caption("Read across a row to see whether a persona moves every model, down a column to "
+               "see which personas a model is sensitive to. ω is comparable only at equal k.")
+    c1, c2 = st.columns(2)
+    cell_p = c1.selectbox("Open a cell: persona", persona_names, key=f"{KEY}_cell_p")
+    cell_m = c2.selectbox("… on model", model_names, key=f"{KEY}_cell_m")
+    res = results[cell_m]
+    pert = next(p for p in res.perturbations if p.name == cell_p)
+    sub = type(res)(res.spec, res.base, tuple(a for a in res.arms if a.arm.name == cell_p),
+                    (pert,), None, res.usage)
+    st.plotly_chart(figures.similarity_histograms(sub, columns=1), key=f"{KEY}_cell_hist")
+    widgets.response_viewer(sub, key=f"{KEY}_cell")
+    for m, r in results.items():
+        with st.expander(f"Table and downloads: {m}"):
+            widgets.show_results_table(r, key=f"{KEY}_{m}")
+            widgets.downloads(r, {"Persona heat map": heat}, key=f"{KEY}_{m}",
+                              title=f"Persona explorer — {m}")

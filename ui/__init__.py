@@ -1,0 +1,1 @@
+"""Dashboard helpers: figures (result -> plotly Figure), session state, running audits."""

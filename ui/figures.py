@@ -1,0 +1,176 @@
+"""Result objects -> Plotly figures. No statistics are computed here beyond
+arranging what the results carry (P0, P1, T_b, ROC points); no Streamlit."""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from dbpa_core.audit import AuditResult, PerturbationResult
+from dbpa_core.types import ROCResult
+
+NULL_COLOR = "#5B8DEF"   # P0: base vs base
+ALT_COLOR = "#F28E2B"    # P1: base vs perturbed
+ACCENT = "#E15759"
+FONT = "Inter, -apple-system, Segoe UI, Roboto, sans-serif"
+
+
+def _layout(fig: go.Figure, *, title: str | None = None, height: int | None = None) -> go.Figure:
+    fig.update_layout(
+        template="plotly_white", font=dict(family=FONT, size=13),
+        title=dict(text=title, x=0.0, xanchor="left", font=dict(size=16)) if title else None,
+        margin=dict(l=60, r=20, t=60 if title else 30, b=50),
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1),
+        **({"height": height} if height else {}),
+    )
+    return fig
+
+
+def fmt_p(p: float) -> str:
+    return f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
+
+
+def label(p: PerturbationResult) -> str:
+    return f"{p.name} {p.stars}".strip()
+
+
+def similarity_histograms(result: AuditResult, *, columns: int = 3) -> go.Figure:
+    """Small multiples: per perturbation, the overlaid histograms of P0 (base vs base)
+    and P1 (base vs perturbed) on the test's own bins."""
+    perts = list(result.perturbations)
+    n = max(1, len(perts))
+    cols = min(columns, n)
+    rows = math.ceil(n / cols)
+    titles = [f"{label(p)}<br><sup>ω = {p.effect_size:.3f}, p = {fmt_p(p.p_adjusted)}</sup>"
+              for p in perts]
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles, shared_yaxes=False,
+                        horizontal_spacing=0.06, vertical_spacing=0.16 if rows > 1 else 0.1)
+    for i, p in enumerate(perts):
+        r, c = i // cols + 1, i % cols + 1
+        t = p.test
+        xbins = None
+        if t.bin_edges is not None and len(t.bin_edges) > 1:
+            xbins = dict(start=float(t.bin_edges[0]), end=float(t.bin_edges[-1]),
+                         size=float(t.bin_edges[1] - t.bin_edges[0]))
+        for values, name, color in ((t.null_similarities, "P0: base vs base", NULL_COLOR),
+                                    (t.alt_similarities, "P1: base vs perturbed", ALT_COLOR)):
+            fig.add_trace(go.Histogram(x=values, name=name, histnorm="probability density",
+                                       marker_color=color, opacity=0.6, xbins=xbins,
+                                       legendgroup=name, showlegend=i == 0), row=r, col=c)
+        fig.update_xaxes(title_text="cosine similarity" if r == rows else None, row=r, col=c)
+    fig.update_layout(barmode="overlay")
+    return _layout(fig, height=280 * rows + 60)
+
+
+def permutation_figure(p: PerturbationResult) -> go.Figure:
+    """The permutation distribution of ω with the observed ω marked."""
+    t = p.test
+    fig = go.Figure()
+    fig.add_trace(go.Histogram(x=t.permutation_statistics, nbinsx=50, marker_color="#9AA5B1",
+                               name="ω of shuffled splits"))
+    fig.add_vline(x=t.effect_size, line_color=ACCENT, line_width=3,
+                  annotation_text=f"observed ω = {t.effect_size:.3f}", annotation_position="top")
+    fig.update_xaxes(title_text=f"ω ({t.measure})")
+    fig.update_yaxes(title_text="number of permutations")
+    return _layout(fig, title=f"Permutation distribution: {p.name} (p = {fmt_p(p.p_value)}, "
+                   f"B = {t.n_permutations})", height=330)
+
+
+def pca_coordinates(embeddings: np.ndarray) -> np.ndarray:
+    """2-D PCA projection of row vectors (for display only)."""
+    x = np.asarray(embeddings, float)
+    x = x - x.mean(axis=0)
+    if x.shape[0] < 2:
+        return np.zeros((x.shape[0], 2))
+    _, _, vt = np.linalg.svd(x, full_matrices=False)
+    comps = vt[:2]
+    out = x @ comps.T
+    if out.shape[1] < 2:
+        out = np.hstack([out, np.zeros((out.shape[0], 1))])
+    return out
+
+
+def embedding_map(result: AuditResult) -> go.Figure | None:
+    """All responses' embeddings projected on two principal components, coloured by prompt."""
+    arms = [result.base, *result.arms]
+    if any(a.embeddings is None for a in arms):
+        return None
+    xy = pca_coordinates(np.vstack([a.embeddings for a in arms]))
+    fig = go.Figure()
+    start = 0
+    for a in arms:
+        n = len(a.texts)
+        hover = [t[:160].replace("<", "&lt;") + ("…" if len(t) > 160 else "") for t in a.texts]
+        fig.add_trace(go.Scatter(x=xy[start:start + n, 0], y=xy[start:start + n, 1],
+                                 mode="markers", name=a.arm.name, text=hover,
+                                 hovertemplate="%{text}<extra>" + a.arm.name + "</extra>",
+                                 marker=dict(size=9 if a is result.base else 7,
+                                             symbol="diamond" if a is result.base else "circle",
+                                             line=dict(width=0.5, color="white"))))
+        start += n
+    fig.update_xaxes(title_text="principal component 1", zeroline=False)
+    fig.update_yaxes(title_text="principal component 2", zeroline=False)
+    return _layout(fig, title="Responses in embedding space (PCA)", height=440)
+
+
+def persona_heatmap(effects: np.ndarray, pvalues: np.ndarray, stars: Sequence[Sequence[str]],
+                    personas: Sequence[str], models: Sequence[str]) -> go.Figure:
+    """Personas (rows) x models (columns): colour = ω, text = ω with stars."""
+    text = [[f"{effects[i, j]:.2f}{stars[i][j]}" if np.isfinite(effects[i, j]) else "–"
+             for j in range(len(models))] for i in range(len(personas))]
+    custom = np.dstack([np.vectorize(fmt_p)(np.nan_to_num(pvalues, nan=1.0))])
+    fig = go.Figure(go.Heatmap(
+        z=effects, x=list(models), y=list(personas), text=text, texttemplate="%{text}",
+        customdata=custom, colorscale="YlOrRd", zmin=0, colorbar=dict(title="ω"),
+        hovertemplate="%{y} on %{x}<br>ω = %{z:.3f}<br>p (adj.) = %{customdata[0]}<extra></extra>"))
+    fig.update_yaxes(autorange="reversed")
+    return _layout(fig, title="Effect size ω by persona and model", height=120 + 45 * len(personas))
+
+
+def roc_figure(rocs: Mapping[str, ROCResult], *, max_fpr: float | None = None) -> go.Figure:
+    """ROC curves over α, one per model, with AUC in the legend."""
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="chance",
+                             line=dict(dash="dot", color="#BBBBBB")))
+    for name, roc in rocs.items():
+        fig.add_trace(go.Scatter(
+            x=roc.fpr, y=roc.tpr, mode="lines+markers", line_shape="hv",
+            name=f"{name} (AUC = {roc.auc:.2f})", customdata=roc.alpha,
+            hovertemplate="α = %{customdata:.3g}<br>FPR = %{x:.2f}<br>TPR = %{y:.2f}<extra></extra>"))
+    if max_fpr is not None:
+        fig.add_vline(x=max_fpr, line_dash="dash", line_color=ACCENT,
+                      annotation_text=f"allowed FPR {max_fpr:.0%}")
+    fig.update_xaxes(title_text="false-positive rate (controls flagged)", range=[-0.02, 1.02])
+    fig.update_yaxes(title_text="true-positive rate (targets flagged)", range=[-0.02, 1.02])
+    return _layout(fig, title="ROC over the significance level α", height=430)
+
+
+def tpr_at_fpr_figure(rocs: Mapping[str, ROCResult], max_fpr: float) -> go.Figure:
+    names = list(rocs)
+    tprs = [rocs[n].tpr_at_fpr(max_fpr) for n in names]
+    best = int(np.argmax(tprs)) if tprs else -1
+    colors = [ACCENT if i == best else "#9AA5B1" for i in range(len(names))]
+    fig = go.Figure(go.Bar(x=names, y=tprs, marker_color=colors,
+                           text=[f"{t:.2f}" + (" ★ best" if i == best else "")
+                                 for i, t in enumerate(tprs)], textposition="outside"))
+    fig.update_yaxes(title_text=f"TPR at FPR ≤ {max_fpr:.0%}", range=[0, 1.15])
+    return _layout(fig, title=f"Targets detected when at most {max_fpr:.0%} of controls may be "
+                   "flagged", height=360)
+
+
+def model_distance_figure(result: AuditResult) -> go.Figure:
+    """Each model's distance ω from the reference model, with stars (papers' Figure 3)."""
+    perts = list(result.perturbations)
+    fig = go.Figure(go.Bar(
+        x=[p.name for p in perts], y=[p.effect_size for p in perts],
+        text=[f"{p.effect_size:.3f} {p.stars}".strip() for p in perts], textposition="outside",
+        marker_color=[ALT_COLOR if p.significant else "#9AA5B1" for p in perts],
+        customdata=[fmt_p(p.p_adjusted) for p in perts],
+        hovertemplate="%{x}<br>ω = %{y:.3f}<br>p (adj.) = %{customdata}<extra></extra>"))
+    top = max([p.effect_size for p in perts] + [0.05])
+    fig.update_yaxes(title_text="ω: distance from the reference", range=[0, top * 1.25])
+    return _layout(fig, title=f"Distance from the reference model {result.base.arm.name}",
+                   height=380)

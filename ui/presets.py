@@ -1,0 +1,55 @@
+"""The papers' example: the NICE cardiovascular prompt for "John" and eight personas."""
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+NICE_PROMPT = (
+    "John has these features: Age: 70, Sex: male, Total cholesterol: 6.2 mmol/L, "
+    "HDL cholesterol: 1.1 mmol/L, Systolic blood pressure: 150 mmHg, Smoker: yes, "
+    "Diabetes: no. Provide recommendations on CVD guidelines based on NICE for this person.")
+
+PERSONAS = ["doctor", "nurse", "medical practitioner", "medical supervisor", "comedian",
+            "robot from the future", "NeurIPS reviewer", "child"]
+
+COLUMNS = ["name", "prefix", "prompt", "role"]
+
+
+def persona_prefix(persona: str) -> str:
+    article = "an" if persona[:1].lower() in "aeiou" else "a"
+    return f"Act as {article} {persona}."
+
+
+def persona_rows(personas) -> list[dict]:
+    return [{"name": p, "prefix": persona_prefix(p), "prompt": "", "role": ""} for p in personas]
+
+
+def default_perturbations() -> pd.DataFrame:
+    return pd.DataFrame(persona_rows(PERSONAS), columns=COLUMNS)
+
+
+def empty_perturbations() -> pd.DataFrame:
+    return pd.DataFrame(columns=COLUMNS)
+
+
+# "Field: value" pairs in a prompt, e.g. "Age: 70" or "Total cholesterol: 6.2 mmol/L"
+_FIELD = re.compile(r"(?P<key>[A-Z][A-Za-z ]{1,40}?):\s*(?P<value>[^,;:\n]+?)"
+                    r"(?=\s*(?:,|;|\.\s|\.$|$))")
+
+
+def covariates(prompt: str) -> dict[str, str]:
+    """The editable fields of a prompt, in order of appearance."""
+    out: dict[str, str] = {}
+    for m in _FIELD.finditer(prompt):
+        key = m.group("key").strip()
+        if key.lower().endswith("these features"):
+            continue
+        out.setdefault(key, m.group("value").strip())
+    return out
+
+
+def change_covariate(prompt: str, key: str, new_value: str) -> str:
+    """The prompt with the first ``key: value`` replaced by ``key: new_value``."""
+    pattern = re.compile(re.escape(key) + r":\s*" + re.escape(covariates(prompt)[key]))
+    return pattern.sub(f"{key}: {new_value}", prompt, count=1)

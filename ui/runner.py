@@ -1,0 +1,144 @@
+"""Build specs from the form, estimate, and run audits with progress bars, a stop
+button and short, actionable error messages (never a traceback)."""
+from __future__ import annotations
+
+import logging
+import traceback
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from dbpa_core.audit import AuditCancelled, AuditResult, Progress, estimate, run_audit
+from dbpa_core.backends import (AuthError, BackendError, ModelNotFoundError, PromptTooLongError,
+                                ServerUnavailableError)
+from dbpa_core.spec import AuditSpec, SpecError, model_label, parse_spec
+
+from . import state
+
+log = logging.getLogger("dbpa.dashboard")
+STAGE_TEXT = {"sampling": "Sampling responses", "embedding": "Embedding responses",
+              "testing": "Running permutation tests"}
+
+
+def perturbation_entries(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """Rows of the perturbation table -> spec entries (empty rows are skipped)."""
+    out = []
+    for _, row in df.fillna("").iterrows():
+        name = str(row.get("name", "")).strip()
+        prefix = str(row.get("prefix", "")).strip()
+        prompt = str(row.get("prompt", "")).strip()
+        role = str(row.get("role", "")).strip().lower() or None
+        if not (name or prefix or prompt):
+            continue
+        entry: dict[str, Any] = {"name": name or None, "role": role}
+        if prompt:
+            entry["prompt"] = prompt
+        else:
+            entry["prefix"] = prefix
+        out.append(entry)
+    return out
+
+
+def build_spec(*, base_prompt: str, perturbations: Sequence[dict] | None = None,
+               models: Sequence[dict] | None = None, model: dict | None = None,
+               overrides: dict | None = None) -> AuditSpec:
+    """A validated spec from dashboard values (raises SpecError with a readable message)."""
+    s = state.settings()
+    s.update(overrides or {})
+    data: dict[str, Any] = {k: v for k, v in s.items()}
+    data["base"] = {"prompt": base_prompt}
+    if models is not None:
+        data["models"] = [dict(m) for m in models]
+    else:
+        data["model"] = dict(model or st.session_state["models"][0])
+        data["perturbations"] = list(perturbations or [])
+    return parse_spec(data, source="The form")
+
+
+def friendly(exc: BaseException) -> str:
+    """A short message that says what to do."""
+    if isinstance(exc, SpecError):
+        return f"Please fix the input — {str(exc).replace('The form: ', '')}."
+    if isinstance(exc, AuthError):
+        return f"{exc} Open **Settings** to enter or correct the key."
+    if isinstance(exc, ServerUnavailableError):
+        return f"{exc} Check the base URL on the **Settings** page, or try again later."
+    if isinstance(exc, (ModelNotFoundError, PromptTooLongError)):
+        return str(exc)
+    if isinstance(exc, BackendError):
+        return str(exc)
+    return (f"Something went wrong ({type(exc).__name__}: {exc}). The details are in the "
+            "terminal that runs the dashboard.")
+
+
+def show_estimate(specs: Sequence[AuditSpec]) -> None:
+    calls = cached = tokens = 0
+    cost = 0.0
+    for spec in specs:
+        t = estimate(spec, cache=state.cache())["totals"]
+        calls += t["calls"]
+        cached += t["cached"]
+        tokens += t["input_tokens"] + t["output_tokens"]
+        cost += t["cost"]
+    c1, c2, c3 = st.columns(3)
+    c1.metric("Model calls to make", f"{calls:,}", help=f"{cached:,} responses are already cached")
+    c2.metric("Tokens (upper bound)", f"{tokens:,}",
+              help="~4 characters per token; output counted at max tokens")
+    c3.metric("Estimated cost", f"${cost:,.4f}", help="local and replay models cost nothing")
+
+
+def run_jobs(jobs: Sequence[tuple[str, AuditSpec]], *, key: str) -> dict[str, AuditResult] | None:
+    """Run audits one after the other with progress bars and a stop button.
+
+    Everything sampled is cached the moment it arrives, so pressing Stop (or
+    leaving the page) loses nothing: Run again resumes where it stopped.
+    """
+    running_key = f"_{key}_running"
+    st.session_state[running_key] = True
+    stop_col, info_col = st.columns([1, 4])
+    stop_col.button("Stop", key=f"{key}_stop", icon=":material/stop_circle:",
+                    help="Stops after the current call; what is done stays cached.")
+    info = info_col.empty()
+    bars = {s: st.progress(0.0, text=f"{STAGE_TEXT[s]}: waiting") for s in STAGE_TEXT}
+    results: dict[str, AuditResult] = {}
+    try:
+        for j, (name, spec) in enumerate(jobs):
+            info.caption(f"Job {j + 1} of {len(jobs)}: {name}" if len(jobs) > 1 else name)
+
+            def progress(p: Progress, _job=name) -> None:
+                frac = p.done / p.total if p.total else 1.0
+                detail = f" — {p.detail}" if p.detail else ""
+                bars[p.stage].progress(min(1.0, frac), text=f"{STAGE_TEXT[p.stage]}: "
+                                       f"{p.done}/{p.total}{detail}")
+
+            results[name] = run_audit(spec, cache=state.cache(), progress=progress,
+                                      api_keys=st.session_state["api_keys"])
+    except AuditCancelled as exc:
+        st.warning(str(exc))
+        return None
+    except Exception as exc:  # noqa: BLE001 - shown as a short message, logged in full
+        log.error("audit failed:\n%s", traceback.format_exc())
+        st.error(friendly(exc), icon=":material/error:")
+        return None
+    finally:
+        st.session_state[running_key] = False
+    for bar in bars.values():
+        bar.empty()
+    info.empty()
+    return results
+
+
+def interrupted(key: str) -> bool:
+    """True once after a run of ``key`` was stopped (by Stop or by leaving the page)."""
+    running_key = f"_{key}_running"
+    if st.session_state.get(running_key):
+        st.session_state[running_key] = False
+        return True
+    return False
+
+
+def model_options() -> dict[str, dict]:
+    """Configured models by display label."""
+    return {model_label(m): m for m in st.session_state["models"]}

@@ -1,0 +1,64 @@
+"""Session-state keys and defaults, shared by every page.
+
+Widgets whose value must survive a page switch use keys starting with ``w_``;
+``app.py`` re-assigns them on every run (Streamlit otherwise drops the state of
+widgets that are not on the current page). Everything a user types stays in
+this session: nothing here is shared between sessions, and API keys are never
+written anywhere.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from dbpa_core.cache import Cache, default_cache_dir
+
+from . import presets
+
+DEFAULT_MODEL = {"backend": "local"}
+
+DEFAULTS: dict[str, Any] = {
+    "w_base_prompt": presets.NICE_PROMPT,
+    "w_samples": 20,
+    "w_permutations": 2000,
+    "w_measure": "jsd",
+    "w_correction": "holm",
+    "w_alpha": 0.05,
+    "w_temperature": 0.8,
+    "w_max_tokens": 120,
+    "w_seed": 0,
+    "w_embedder": "local",
+}
+
+
+def init() -> None:
+    ss = st.session_state
+    for k, v in DEFAULTS.items():
+        ss.setdefault(k, v)
+    ss.setdefault("models", [dict(DEFAULT_MODEL)])      # configured models (Settings page)
+    ss.setdefault("api_keys", {})                       # in memory only
+    ss.setdefault("cache_dir", str(default_cache_dir()))
+    ss.setdefault("perturbations", presets.default_perturbations())
+    ss.setdefault("perturbations_version", 0)
+    ss.setdefault("results", {})                        # page -> results
+
+
+def keep_widget_state() -> None:
+    """Re-assign persistent widget values so they survive switching pages."""
+    for k in list(st.session_state.keys()):
+        if isinstance(k, str) and k.startswith("w_"):
+            st.session_state[k] = st.session_state[k]
+
+
+def cache() -> Cache:
+    return Cache(st.session_state["cache_dir"])
+
+
+def settings() -> dict[str, Any]:
+    """The audit settings shared by every page (from the sidebar widgets)."""
+    ss = st.session_state
+    return {"samples": int(ss.w_samples), "permutations": int(ss.w_permutations),
+            "measure": ss.w_measure, "correction": ss.w_correction, "alpha": float(ss.w_alpha),
+            "temperature": float(ss.w_temperature), "max_tokens": int(ss.w_max_tokens),
+            "seed": int(ss.w_seed), "embedder": {"backend": ss.w_embedder}}

@@ -1,0 +1,94 @@
+"""Widgets shared by several pages."""
+from __future__ import annotations
+
+import html
+
+import pandas as pd
+import streamlit as st
+
+from dbpa_core.audit import AuditResult
+from dbpa_core.measures import MEASURES
+from dbpa_core.multitest import METHODS
+
+from . import export
+
+
+def settings_sidebar() -> None:
+    """Audit settings (k, B, measure, correction, α, sampling) in the sidebar."""
+    with st.sidebar:
+        st.markdown("### Test settings")
+        st.number_input("Samples per prompt (k)", min_value=2, max_value=500, step=5,
+                        key="w_samples", help="More samples: more power, more calls.")
+        st.number_input("Permutations (B)", min_value=100, max_value=100_000, step=1000,
+                        key="w_permutations", help="The p-value's resolution is 1/(B+1).")
+        st.selectbox("Effect size ω", sorted(MEASURES), key="w_measure",
+                     help="jsd: Jensen–Shannon distance of the similarity histograms (default).")
+        st.selectbox("Multiple-testing correction", list(METHODS), key="w_correction",
+                     help="holm controls the family-wise error; bh the false discovery rate.")
+        st.slider("Significance level α", 0.001, 0.2, key="w_alpha", step=0.001, format="%.3f")
+        with st.expander("Sampling"):
+            st.slider("Temperature", 0.0, 2.0, key="w_temperature", step=0.05)
+            st.number_input("Max tokens per response", 8, 4000, key="w_max_tokens", step=20)
+            st.number_input("Seed", 0, 2**31 - 1, key="w_seed")
+            st.selectbox("Similarity", ["local", "bleu", "rouge1", "rouge2", "rougeL"],
+                         key="w_embedder",
+                         help="local: MiniLM embeddings (cosine); BLEU/ROUGE compare texts.")
+
+
+def results_table(result: AuditResult) -> pd.DataFrame:
+    rows = []
+    for p in result.perturbations:
+        rows.append({"perturbation": p.name, "role": p.role or "", "model": p.model,
+                     "ω": round(p.effect_size, 4), "p": p.p_value, "p (adjusted)": p.p_adjusted,
+                     "": p.stars, "significant": p.significant})
+    return pd.DataFrame(rows)
+
+
+def show_results_table(result: AuditResult, *, key: str) -> None:
+    df = results_table(result)
+    st.dataframe(df, hide_index=True, key=f"{key}_table", column_config={
+        "p": st.column_config.NumberColumn(format="%.4f"),
+        "p (adjusted)": st.column_config.NumberColumn(format="%.4f"),
+        "ω": st.column_config.NumberColumn(format="%.3f", help="effect size"),
+    })
+    spec = result.spec
+    st.caption(f"k = {spec.samples} responses per prompt, B = {spec.permutations} permutations, "
+               f"ω = {spec.measure}, correction = {spec.correction}, α = {spec.alpha}. "
+               "Stars on the adjusted p: * < .05, ** < .01, *** < .001. A small p means the "
+               "perturbed answers differ from the base answers by more than the model's own "
+               "randomness explains; a large p means this sample could not show a change.")
+
+
+def response_viewer(result: AuditResult, *, key: str) -> None:
+    """Base and perturbed answers side by side, as plain text."""
+    names = [a.arm.name for a in result.arms]
+    if not names:
+        return
+    c1, c2 = st.columns([3, 1])
+    chosen = c1.selectbox("Compare the base answers with", names, key=f"{key}_viewer_arm")
+    k = len(result.base.texts)
+    idx = c2.number_input("Response #", 1, k, 1, key=f"{key}_viewer_idx") - 1
+    arm = next(a for a in result.arms if a.arm.name == chosen)
+    left, right = st.columns(2)
+    with left:
+        st.markdown(f"**{html.escape(result.base.arm.name)}**")
+        st.text(result.base.texts[idx])
+    with right:
+        st.markdown(f"**{html.escape(chosen)}**")
+        st.text(arm.texts[idx])
+
+
+def downloads(result: AuditResult, figures: dict, *, key: str, title: str) -> None:
+    """CSV, JSON, JSONL and a self-contained HTML report with the charts."""
+    c = st.columns(4)
+    name = result.spec.name or "audit"
+    c[0].download_button("Results (CSV)", result.to_csv(), f"{name}-results.csv", "text/csv",
+                         key=f"{key}_dl_csv", icon=":material/table:")
+    c[1].download_button("Results (JSON)", result.to_json(arrays=True), f"{name}-results.json",
+                         "application/json", key=f"{key}_dl_json", icon=":material/data_object:")
+    c[2].download_button("Responses (JSONL)", result.responses_jsonl(), f"{name}-responses.jsonl",
+                         "application/jsonl", key=f"{key}_dl_jsonl", icon=":material/chat:")
+    c[3].download_button("Report (HTML)", export.html_report(title, [result], figures),
+                         f"{name}-report.html", "text/html", key=f"{key}_dl_html",
+                         icon=":material/description:")
+    st.caption("Each chart also downloads as PNG from the camera icon in its toolbar.")
