@@ -14,7 +14,6 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import streamlit as st  # noqa: E402
 
-from ui import state, widgets  # noqa: E402
 
 ROOT = Path(__file__).parent
 
@@ -23,8 +22,6 @@ def main() -> None:
     st.set_page_config(page_title="dbpa — LLM robustness audits", page_icon="📊", layout="wide")
     st.html(f"<style>{(ROOT / 'assets' / 'style.css').read_text()}</style>")
     st.logo(str(ROOT / "assets" / "logo.svg"), size="large")
-    state.init()
-    state.keep_widget_state()
     pages = {
         "Audits": [
             st.Page(str(ROOT / "pages" / "perturbation_test.py"), title="Perturbation test",
@@ -41,9 +38,7 @@ def main() -> None:
                     icon=":material/settings:", url_path="settings"),
         ],
     }
-    nav = st.navigation(pages)
-    widgets.settings_sidebar()
-    nav.run()
+    st.navigation(pages).run()
 
 
 main()

@@ -3,9 +3,10 @@ import pandas as pd
 import streamlit as st
 
 from dbpa_core.roc import best_model_at_fpr
-from ui import figures, presets, runner
+from ui import figures, presets, runner, widgets
 
 KEY = "roc"
+widgets.page_setup()
 st.title("Control vs target")
 st.markdown("<div class='dbpa-explain'>Controls should not change the answer (a new name), "
             "targets should (a risk factor that changes the guideline). A good test — and a "
@@ -31,7 +32,7 @@ def _default_table():
 
 st.session_state.setdefault("roc_table", _default_table())
 st.session_state.setdefault("roc_table_version", 0)
-st.text_area("Base prompt", key="w_base_prompt", height=90)
+widgets.base_prompt_input()
 table = st.session_state["roc_table"]
 edited = st.data_editor(table, key=f"roc_editor_{st.session_state['roc_table_version']}",
                         num_rows="dynamic", hide_index=True, column_config={
@@ -41,7 +42,7 @@ if not edited.equals(table):
     st.session_state["roc_table"] = edited.reset_index(drop=True)
     st.session_state["roc_table_version"] += 1
 models = runner.model_options()
-chosen = st.multiselect("Models", list(models), default=list(models)[:3], key="w_roc_models")
+chosen = widgets.pick_models("Models", "w_roc_models", list(models), default_count=3)
 
 if runner.interrupted(KEY):
     st.info("The last run was stopped; what was sampled is cached. Press **Run** to resume.")
@@ -70,8 +71,9 @@ results = st.session_state["results"].get(KEY)
 if results:
     st.divider()
     rocs = {m: r.roc for m, r in results.items() if r.roc is not None}
+    st.session_state.setdefault("w_roc_fpr", 0.05)
     max_fpr = st.select_slider("Allowed false-positive rate", options=[0.01, 0.05, 0.1, 0.2],
-                               value=0.05, format_func=lambda v: f"{v:.0%}", key="w_roc_fpr")
+                               format_func=lambda v: f"{v:.0%}", key="w_roc_fpr")
     c1, c2 = st.columns([3, 2])
     c1.plotly_chart(figures.roc_figure(rocs, max_fpr=max_fpr), key=f"{KEY}_curve")
     c2.plotly_chart(figures.tpr_at_fpr_figure(rocs, max_fpr), key=f"{KEY}_bar")
@@ -85,7 +87,6 @@ if results:
                                 "TPR at allowed FPR": r.tpr_at_fpr(max_fpr),
                                 "controls": r.n_control, "targets": r.n_target}
                                for m, r in rocs.items()]), hide_index=True, key=f"{KEY}_auc")
-    from ui import widgets
 
     for m, r in results.items():
         with st.expander(f"Per-perturbation results: {m}"):

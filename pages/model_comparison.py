@@ -4,6 +4,7 @@ import streamlit as st
 from ui import figures, runner, widgets
 
 KEY = "models"
+widgets.page_setup()
 st.title("Model comparison")
 st.markdown("<div class='dbpa-explain'>Every model answers the same prompt <i>k</i> times; "
             "each is tested against the reference model. ω is the distance of its answers from "
@@ -23,9 +24,11 @@ if len(names) < 2:
                                        {"backend": "local", "temperature": 0.4}]
         st.rerun()
 c1, c2 = st.columns([1, 2])
-reference = c1.selectbox("Reference model", names, key="w_models_reference")
-others = c2.multiselect("Compared models", [n for n in names if n != reference],
-                        default=[n for n in names if n != reference][:4], key="w_models_others")
+with c1:
+    reference = widgets.pick_model("Reference model", "w_models_reference", names)
+with c2:
+    others = widgets.pick_models("Compared models", "w_models_others",
+                                 [n for n in names if n != reference], default_count=4)
 
 if runner.interrupted(KEY):
     st.info("The last run was stopped; what was sampled is cached. Press **Run** to resume.")

@@ -6,21 +6,22 @@ import streamlit as st
 from ui import figures, presets, runner, widgets
 
 KEY = "personas"
+widgets.page_setup()
 st.title("Persona explorer")
 st.markdown("<div class='dbpa-explain'>Each persona is put before the base prompt (\"Act as a "
             "comedian. …\") and tested against the plain prompt, on every chosen model. Colour "
             "and number: the effect size ω; stars: significance after correction.</div>",
             unsafe_allow_html=True)
 
-st.text_area("Base prompt", key="w_base_prompt", height=90)
+widgets.base_prompt_input()
 c1, c2 = st.columns([3, 2])
-personas = c1.multiselect("Personas", presets.PERSONAS, default=presets.PERSONAS,
-                          key="w_persona_list")
+st.session_state.setdefault("w_persona_list", list(presets.PERSONAS))
+personas = c1.multiselect("Personas", presets.PERSONAS, key="w_persona_list")
 custom = c2.text_input("More personas (comma-separated)", key="w_persona_custom")
 personas = personas + [c.strip() for c in custom.split(",") if c.strip()]
 models = runner.model_options()
-chosen_models = st.multiselect("Models", list(models), default=list(models)[:2],
-                               key="w_persona_models")
+chosen_models = widgets.pick_models("Models", "w_persona_models", list(models),
+                                   default_count=2)
 
 if runner.interrupted(KEY):
     st.info("The last run was stopped; what was sampled is cached. Press **Run** to resume.")

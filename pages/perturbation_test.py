@@ -4,6 +4,7 @@ import streamlit as st
 from ui import figures, presets, runner, state, widgets
 
 KEY = "landing"
+widgets.page_setup()
 st.title("Does a perturbation change what the model says?")
 st.markdown(
     "<div class='dbpa-explain'>The model answers the base prompt and each perturbed prompt "
@@ -12,7 +13,7 @@ st.markdown(
     "paper's example: a NICE cardiovascular question and eight personas.</div>",
     unsafe_allow_html=True)
 
-st.text_area("Base prompt", key="w_base_prompt", height=110)
+widgets.base_prompt_input()
 st.markdown("**Perturbations** — a *prefix* is put before the base prompt; a full *prompt* "
             "replaces it. Role: *control* should not change the answer, *target* should.")
 table = st.session_state["perturbations"]
@@ -62,8 +63,9 @@ with st.expander("Quick add: personas and covariate changes"):
             st.caption("Write fields as `Name: value` in the base prompt to edit them here.")
 
 models = runner.model_options()
-model_name = st.selectbox("Model", list(models), key="w_landing_model",
-                          help="Add OpenAI-compatible, Hugging Face or replay models in Settings.")
+model_name = widgets.pick_model("Model", "w_landing_model", list(models),
+                                help="Add OpenAI-compatible, Hugging Face or replay models "
+                                "in Settings.")
 
 if runner.interrupted(KEY):
     st.info("The last run was stopped. Every response received is cached: press **Run** to "

@@ -4,8 +4,9 @@ import os
 import streamlit as st
 
 from dbpa_core.spec import model_label
-from ui import state
+from ui import state, widgets
 
+widgets.page_setup()
 st.title("Settings")
 
 st.subheader("Models")

@@ -1,13 +1,14 @@
 """Session-state keys and defaults, shared by every page.
 
 Widgets whose value must survive a page switch use keys starting with ``w_``;
-``app.py`` re-assigns them on every run (Streamlit otherwise drops the state of
+``app.py`` keeps a shadow copy of them (Streamlit otherwise drops the state of
 widgets that are not on the current page). Everything a user types stays in
 this session: nothing here is shared between sessions, and API keys are never
 written anywhere.
 """
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import streamlit as st
@@ -32,11 +33,20 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+def default_models() -> list[dict[str, Any]]:
+    """The embedded model, or replayed responses when ``DBPA_REPLAY_FILE`` names a file
+    (demos without waiting for generation; the browser tests)."""
+    replay = os.environ.get("DBPA_REPLAY_FILE")
+    if replay:
+        return [{"backend": "replay", "file": replay, "label": "replay"}]
+    return [dict(DEFAULT_MODEL)]
+
+
 def init() -> None:
     ss = st.session_state
     for k, v in DEFAULTS.items():
         ss.setdefault(k, v)
-    ss.setdefault("models", [dict(DEFAULT_MODEL)])      # configured models (Settings page)
+    ss.setdefault("models", default_models())           # configured models (Settings page)
     ss.setdefault("api_keys", {})                       # in memory only
     ss.setdefault("cache_dir", str(default_cache_dir()))
     ss.setdefault("perturbations", presets.default_perturbations())
@@ -45,10 +55,20 @@ def init() -> None:
 
 
 def keep_widget_state() -> None:
-    """Re-assign persistent widget values so they survive switching pages."""
-    for k in list(st.session_state.keys()):
+    """Keep ``w_*`` widget values across page switches.
+
+    Streamlit deletes the state of a widget that is not rendered in a run, and a
+    widget on another page is another widget even with the same key. So each run
+    first copies every live ``w_*`` value into a shadow store, then sets every
+    stored value again as a user value, which the page's widgets start from.
+    """
+    ss = st.session_state
+    store = ss.setdefault("_persist", {})
+    for k in list(ss.keys()):
         if isinstance(k, str) and k.startswith("w_"):
-            st.session_state[k] = st.session_state[k]
+            store[k] = ss[k]
+    for k, v in store.items():
+        ss[k] = v
 
 
 def cache() -> Cache:

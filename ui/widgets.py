@@ -10,7 +10,41 @@ from dbpa_core.audit import AuditResult
 from dbpa_core.measures import MEASURES
 from dbpa_core.multitest import METHODS
 
-from . import export
+from . import export, state
+
+
+def page_setup() -> None:
+    """First thing on every page: session defaults, widget persistence, the sidebar.
+
+    Done by the page (not by app.py) so that a page also works when it is run on its
+    own, as Streamlit's AppTest does after ``switch_page``.
+    """
+    state.init()
+    state.keep_widget_state()
+    settings_sidebar()
+
+
+def base_prompt_input() -> str:
+    """The base prompt, shared by the audit pages (one widget definition, so its
+    identity - and value - is the same on every page)."""
+    return st.text_area("Base prompt", key="w_base_prompt", height=110)
+
+
+def pick_models(label: str, key: str, options: list[str], *, default_count: int,
+                help: str | None = None) -> list[str]:
+    """A multiselect of configured models whose remembered choice survives models
+    being added or removed in Settings (unknown names are dropped)."""
+    ss = st.session_state
+    kept = [m for m in ss.get(key, []) if m in options]
+    ss[key] = kept if (kept or key in ss) else options[:default_count]
+    return st.multiselect(label, options, key=key, help=help)
+
+
+def pick_model(label: str, key: str, options: list[str], *, help: str | None = None) -> str:
+    """A selectbox of configured models that tolerates the remembered one being removed."""
+    if st.session_state.get(key) not in options:
+        st.session_state[key] = options[0]
+    return st.selectbox(label, options, key=key, help=help)
 
 
 def settings_sidebar() -> None:

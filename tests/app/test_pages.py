@@ -1,0 +1,174 @@
+"""Every page driven headless with AppTest: runs with the replay backend (or a local
+fake OpenAI server), bad input shows a short error, never a traceback."""
+import pandas as pd
+import pytest
+
+from tests.fake_openai import FakeOpenAI
+
+from .conftest import DEMO, errors
+
+pytestmark = pytest.mark.slow
+
+
+def test_landing_runs_the_persona_example(make_app):
+    at = make_app()
+    assert at.title[0].value.startswith("Does a perturbation change")
+    assert not errors(at)
+    assert len(at.metric) == 3  # calls, tokens, cost before running
+    at.button(key="landing_run").click().run()
+    assert not at.exception, at.exception
+    assert not errors(at), errors(at)
+    result = at.session_state["results"]["landing"]
+    assert [p.name for p in result.perturbations][:2] == ["doctor", "nurse"]
+    assert len(result.perturbations) == 8
+    table = next(d.value for d in at.dataframe if "perturbation" in d.value.columns)
+    assert list(table["perturbation"]) == [p.name for p in result.perturbations]
+    assert {"ω", "p", "p (adjusted)"} <= set(table.columns)
+    # comedian and robot move SmolLM2's answers clearly in the recorded data
+    by = {p.name: p for p in result.perturbations}
+    assert by["robot from the future"].p_value < 0.05
+    # rerun from the cache: still no calls, same numbers
+    at.button(key="landing_run").click().run()
+    again = at.session_state["results"]["landing"]
+    assert again.usage["calls"] == 0
+    assert [p.p_value for p in again.perturbations] == [p.p_value for p in result.perturbations]
+
+
+def test_landing_bad_input(make_app):
+    at = make_app(w_base_prompt="   ")
+    assert any("base.prompt is empty" in e for e in errors(at))
+    assert at.button(key="landing_run").disabled
+    at = make_app(perturbations=pd.DataFrame(columns=["name", "prefix", "prompt", "role"]))
+    assert any("nothing to compare" in e for e in errors(at))
+    assert at.number_input(key="w_samples").min == 2  # k = 1 cannot be entered
+
+
+def test_landing_more_samples_than_recorded(make_app):
+    at = make_app(w_samples=25)
+    at.button(key="landing_run").click().run()
+    assert not at.exception
+    assert any("20 recorded responses" in e and "25 samples" in e for e in errors(at))
+
+
+def test_landing_wrong_key(make_app):
+    with FakeOpenAI(api_key="sk-right", models=("m",)) as srv:
+        at = make_app(models=[{"backend": "openai", "name": "m", "base_url": srv.base_url,
+                               "api_key_env": "DBPA_APP_TEST_KEY"}],
+                      api_keys={"DBPA_APP_TEST_KEY": "sk-wrong"}, w_embedder="rouge1")
+        at.button(key="landing_run").click().run()
+    assert not at.exception
+    assert any("rejected the API key" in e and "Settings" in e for e in errors(at))
+
+
+def test_landing_server_down(make_app):
+    with FakeOpenAI() as srv:
+        url = srv.base_url
+    at = make_app(models=[{"backend": "openai", "name": "m", "base_url": url, "max_retries": 1}],
+                  w_embedder="rouge1")
+    at.button(key="landing_run").click().run()
+    assert not at.exception
+    assert any("Cannot reach" in e for e in errors(at))
+
+
+def test_persona_explorer(make_app):
+    models = [{"backend": "replay", "file": DEMO, "label": "demo-a"},
+              {"backend": "replay", "file": DEMO, "label": "demo-b"}]
+    at = make_app(models=models, page="pages/persona_explorer.py", w_embedder="rouge1",
+                  w_persona_list=["comedian", "doctor"])
+    assert at.title[0].value == "Persona explorer"
+    at.button(key="personas_run").click().run()
+    assert not at.exception, at.exception
+    assert not errors(at)
+    res = at.session_state["results"]["personas"]
+    assert set(res) == {"demo-a", "demo-b"}
+    assert [p.name for p in res["demo-a"].perturbations] == ["comedian", "doctor"]
+    at.selectbox(key="personas_cell_p").set_value("doctor")
+    at.selectbox(key="personas_cell_m").set_value("demo-b").run()
+    assert not at.exception
+
+
+def test_persona_explorer_bad_input(make_app):
+    at = make_app(page="pages/persona_explorer.py", w_persona_list=[])
+    assert any("at least one persona" in e for e in errors(at))
+    assert at.button(key="personas_run").disabled
+
+
+def _roc_table():
+    base = "John has these features: Age: 70"
+    rows = [{"name": "ahmed", "prefix": "", "prompt": base.replace("John", "Ahmed"),
+             "role": "control"},
+            {"name": "peter", "prefix": "", "prompt": base.replace("John", "Peter"),
+             "role": "control"},
+            {"name": "comedian", "prefix": "", "prompt": "Act as a comedian. " + base,
+             "role": "target"}]
+    return base, pd.DataFrame(rows)
+
+
+def test_control_vs_target(make_app):
+    base, table = _roc_table()
+    with FakeOpenAI(models=("m1", "m2")) as srv:
+        models = [{"backend": "openai", "name": "m1", "base_url": srv.base_url},
+                  {"backend": "openai", "name": "m2", "base_url": srv.base_url}]
+        at = make_app(models=models, page="pages/control_target.py", roc_table=table,
+                      w_base_prompt=base, w_embedder="rouge1")
+        at.button(key="roc_run").click().run()
+    assert not at.exception, at.exception
+    assert not errors(at), errors(at)
+    res = at.session_state["results"]["roc"]
+    assert set(res) == {"m1", "m2"}
+    assert all(r.roc is not None and r.roc.auc == 1.0 for r in res.values())
+    assert any("detects the most targets" in s.value for s in at.success)
+    at.select_slider(key="w_roc_fpr").set_value(0.2).run()
+    assert not at.exception
+
+
+def test_control_vs_target_needs_both_roles(make_app):
+    base, table = _roc_table()
+    table["role"] = "control"
+    at = make_app(page="pages/control_target.py", roc_table=table)
+    assert any("one as **target**" in e for e in errors(at))
+
+
+def test_model_comparison(make_app):
+    with FakeOpenAI(models=("ref", "other")) as srv:
+        models = [{"backend": "openai", "name": "ref", "base_url": srv.base_url},
+                  {"backend": "openai", "name": "other", "base_url": srv.base_url}]
+        at = make_app(models=models, page="pages/model_comparison.py", w_embedder="rouge1")
+        at.button(key="models_run").click().run()
+    assert not at.exception, at.exception
+    assert not errors(at), errors(at)
+    res = at.session_state["results"]["models"]
+    assert res.base.arm.name == "ref" and [p.name for p in res.perturbations] == ["other"]
+
+
+def test_model_comparison_with_one_model(make_app):
+    at = make_app(page="pages/model_comparison.py")
+    assert any("Only one model" in i.value for i in at.info)
+    at.button(key="models_add_variants").click().run()
+    assert len(at.session_state["models"]) == 3
+    assert not at.exception
+
+
+def submit(at):
+    next(b for b in at.button if b.label == "Add model").click()
+    at.run()
+
+
+def test_settings_page(make_app, tmp_path):
+    at = make_app(page="pages/settings.py")
+    assert at.title[0].value == "Settings"
+    at.radio(key="settings_backend").set_value("replay")
+    at.text_input(key="settings_path").set_value(DEMO)
+    at.text_input(key="settings_name").set_value("SmolLM2-135M-Instruct")
+    submit(at)
+    assert not at.exception
+    labels = [m.get("label") or m.get("name") for m in at.session_state["models"]]
+    assert "SmolLM2-135M-Instruct" in labels
+    at.radio(key="settings_backend").set_value("openai")
+    at.text_input(key="settings_name").set_value("gpt-x")
+    at.text_input(key="settings_key").set_value("sk-secret-in-memory")
+    submit(at)
+    assert at.session_state["api_keys"]["OPENAI_API_KEY"] == "sk-secret-in-memory"
+    assert all("sk-secret" not in str(m) for m in at.session_state["models"])
+    at.button(key="settings_clear").click().run()
+    assert any("Removed" in s.value for s in at.success)
