@@ -62,7 +62,12 @@ def similarity_histograms(result: AuditResult, *, columns: int = 3) -> go.Figure
                                        legendgroup=name, showlegend=i == 0), row=r, col=c)
         fig.update_xaxes(title_text="cosine similarity" if r == rows else None, row=r, col=c)
     fig.update_layout(barmode="overlay")
-    return _layout(fig, height=280 * rows + 60)
+    _layout(fig, height=280 * rows + 90)
+    # the legend sits above every subplot title, left-aligned
+    fig.update_layout(margin=dict(t=100), legend=dict(y=1.0, yref="container", yanchor="top",
+                                                      x=0, xanchor="left"))
+    fig.update_annotations(font=dict(size=13, color="#1F2933"))
+    return fig
 
 
 def permutation_figure(p: PerturbationResult) -> go.Figure:
@@ -124,7 +129,9 @@ def persona_heatmap(effects: np.ndarray, pvalues: np.ndarray, stars: Sequence[Se
     custom = np.dstack([np.vectorize(fmt_p)(np.nan_to_num(pvalues, nan=1.0))])
     fig = go.Figure(go.Heatmap(
         z=effects, x=list(models), y=list(personas), text=text, texttemplate="%{text}",
-        customdata=custom, colorscale="YlOrRd", zmin=0, colorbar=dict(title="ω"),
+        customdata=custom, colorscale="YlOrRd", zmin=0,
+        zmax=float(max(0.5, np.nanmax(effects))) if np.isfinite(effects).any() else 1.0,
+        colorbar=dict(title="ω"),
         hovertemplate="%{y} on %{x}<br>ω = %{z:.3f}<br>p (adj.) = %{customdata[0]}<extra></extra>"))
     fig.update_yaxes(autorange="reversed")
     return _layout(fig, title="Effect size ω by persona and model", height=120 + 45 * len(personas))

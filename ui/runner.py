@@ -97,11 +97,13 @@ def run_jobs(jobs: Sequence[tuple[str, AuditSpec]], *, key: str) -> dict[str, Au
     """
     running_key = f"_{key}_running"
     st.session_state[running_key] = True
-    stop_col, info_col = st.columns([1, 4])
+    panel = st.empty()  # stop button, job caption and bars: all cleared when the run ends
+    box = panel.container()
+    stop_col, info_col = box.columns([1, 4])
     stop_col.button("Stop", key=f"{key}_stop", icon=":material/stop_circle:",
                     help="Stops after the current call; what is done stays cached.")
     info = info_col.empty()
-    bars = {s: st.progress(0.0, text=f"{STAGE_TEXT[s]}: waiting") for s in STAGE_TEXT}
+    bars = {s: box.progress(0.0, text=f"{STAGE_TEXT[s]}: waiting") for s in STAGE_TEXT}
     results: dict[str, AuditResult] = {}
     try:
         for j, (name, spec) in enumerate(jobs):
@@ -124,9 +126,7 @@ def run_jobs(jobs: Sequence[tuple[str, AuditSpec]], *, key: str) -> dict[str, Au
         return None
     finally:
         st.session_state[running_key] = False
-    for bar in bars.values():
-        bar.empty()
-    info.empty()
+        panel.empty()
     return results
 
 

@@ -78,7 +78,22 @@ def results_table(result: AuditResult) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def summary_sentence(result: AuditResult) -> str:
+    """One plain sentence: which perturbations changed the answers."""
+    sig = [p.name for p in result.perturbations if p.significant]
+    n = len(result.perturbations)
+    spec = result.spec
+    what = "models differ" if result.mode == "models" else "perturbations change the answers"
+    corr = "" if spec.correction == "none" else f", {spec.correction}-adjusted"
+    if not sig:
+        return (f"None of the {n} {what} significantly (α = {spec.alpha}{corr}). This does not "
+                "prove they have no effect: more samples may show one.")
+    return (f"{len(sig)} of {n} {what} significantly (α = {spec.alpha}{corr}): "
+            + ", ".join(sig) + ".")
+
+
 def show_results_table(result: AuditResult, *, key: str) -> None:
+    st.markdown(f"**{html.escape(summary_sentence(result))}**")
     df = results_table(result)
     st.dataframe(df, hide_index=True, key=f"{key}_table", column_config={
         "p": st.column_config.NumberColumn(format="%.4f"),

@@ -1,0 +1,140 @@
+"""A real browser (Playwright + Debian's Chromium) drives the running dashboard.
+
+Starts ``streamlit run app.py`` on 127.0.0.1 with the replay backend, runs the
+landing example, waits for the histograms, checks that a ``<script>`` inside a
+response is shown as text (and never runs), and saves screenshots to
+``screenshots/`` (or ``$DBPA_SCREENSHOTS``).
+"""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from .conftest import DEMO, ROOT
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+INJECTED = "<script>alert('pwned')</script> <b>bold?</b> **not bold**"
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+playwright = pytest.importorskip("playwright.sync_api")
+if not os.path.exists(CHROMIUM):
+    pytest.skip("Debian's chromium is not installed (make browser-deps)", allow_module_level=True)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("browser")
+    replay = tmp / "replay.jsonl"
+    from ui import presets
+
+    with open(DEMO) as fin, open(replay, "w") as fout:
+        for line in fin:
+            r = json.loads(line)
+            if r["prompt"] == presets.NICE_PROMPT:
+                r["response"] = INJECTED + " " + r["response"]
+            fout.write(json.dumps(r) + "\n")
+    port = _free_port()
+    env = dict(os.environ, DBPA_REPLAY_FILE=str(replay), DBPA_CACHE_DIR=str(tmp / "cache"),
+               HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port",
+         str(port), "--server.address", "127.0.0.1", "--server.headless", "true",
+         "--browser.gatherUsageStats", "false"],
+        env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(120):
+        try:
+            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=1).read() == b"ok":
+                break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        proc.kill()
+        pytest.fail("streamlit did not start: " + proc.stdout.read().decode()[-2000:])
+    yield url
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with playwright.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        yield b
+        b.close()
+
+
+def shots() -> Path:
+    d = Path(os.environ.get("DBPA_SCREENSHOTS", ROOT / "screenshots"))
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def test_landing_example_in_a_real_browser(app_url, browser):
+    # tall: Streamlit's main pane scrolls inside the page, so full_page does not help
+    page = browser.new_page(viewport={"width": 1400, "height": 2400})
+    dialogs = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.goto(app_url, wait_until="networkidle")
+    page.get_by_text("Does a perturbation change what the model says?").wait_for(timeout=60_000)
+    page.screenshot(path=str(shots() / "01-landing.png"), full_page=True)
+
+    page.get_by_role("button", name="Run audit").click()
+    page.get_by_text("Similarity histograms").first.wait_for(timeout=240_000)
+    page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
+    page.wait_for_timeout(1500)
+    page.screenshot(path=str(shots() / "02-results.png"), full_page=True)
+    body = page.inner_text("body")
+    assert "perturbations change the answers significantly" in body
+    assert "robot from the future" in body.split("significantly")[1]
+    assert "Traceback" not in body
+
+    page.get_by_role("tab", name="Permutation test").click()
+    page.wait_for_timeout(1000)
+    page.screenshot(path=str(shots() / "03-permutation.png"), full_page=True)
+    page.get_by_role("tab", name="Embedding map").click()
+    page.wait_for_timeout(1000)
+    page.screenshot(path=str(shots() / "04-embedding-map.png"), full_page=True)
+    page.get_by_role("tab", name="Responses").click()
+    page.get_by_text("<script>alert('pwned')</script>", exact=False).first.wait_for(timeout=30_000)
+    page.screenshot(path=str(shots() / "05-responses.png"), full_page=True)
+    assert "**not bold**" in page.inner_text("body")  # markdown not rendered either
+    assert not dialogs, f"a response ran as code: {dialogs}"
+
+    # state survives a page switch in the real app
+    page.get_by_role("link", name="Settings").click()
+    page.get_by_text("Cached items").wait_for(timeout=30_000)
+    page.screenshot(path=str(shots() / "06-settings.png"), full_page=True)
+    page.get_by_role("link", name="Perturbation test").click()
+    page.get_by_text("perturbations change the answers significantly").wait_for(timeout=30_000)
+    page.close()
+
+
+def test_persona_explorer_in_a_real_browser(app_url, browser):
+    page = browser.new_page(viewport={"width": 1400, "height": 2000})
+    page.goto(f"{app_url}/personas", wait_until="networkidle")
+    page.get_by_text("Persona explorer").first.wait_for(timeout=60_000)
+    page.get_by_role("button", name="Run").click()
+    page.locator(".js-plotly-plot").first.wait_for(timeout=240_000)
+    page.wait_for_timeout(1500)
+    page.screenshot(path=str(shots() / "07-persona-explorer.png"), full_page=True)
+    assert "Traceback" not in page.inner_text("body")
+    page.close()
