@@ -109,7 +109,11 @@ def _energy_kernel(subsets, dist, rowsum, total, m):
 
 
 @nb.njit(parallel=True, cache=True)
-def _wasserstein_kernel(subsets, n, pair_i, pair_j, gaps, m):
+def _cdf_kernel(subsets, n, pair_i, pair_j, gaps, last_of_tie, m, use_ks):
+    """Wasserstein (``use_ks`` False) or KS between P0 and P1 in one sweep over the
+    pooled off-diagonal pairs sorted by similarity: a within-A pair steps F0, a
+    cross pair steps F1. W1 adds ``|F0 - F1|`` times the gap to the next value;
+    KS takes the largest ``|F0 - F1|`` after the last member of each tie group."""
     n_split, k = subsets.shape
     inv0 = 1.0 / (k * (k - 1) / 2.0)
     inv1 = 1.0 / (k * m)
@@ -129,36 +133,12 @@ def _wasserstein_kernel(subsets, n, pair_i, pair_j, gaps, m):
                 c0 += 1
             elif x or y:
                 c1 += 1
-            acc += abs(c0 * inv0 - c1 * inv1) * gaps[t]
-        out[b] = acc
-    return out
-
-
-@nb.njit(parallel=True, cache=True)
-def _ks_kernel(subsets, n, pair_i, pair_j, last_of_tie, m):
-    n_split, k = subsets.shape
-    inv0 = 1.0 / (k * (k - 1) / 2.0)
-    inv1 = 1.0 / (k * m)
-    n_pairs = pair_i.shape[0]
-    out = np.empty(n_split)
-    for b in nb.prange(n_split):
-        mask = np.zeros(n, np.bool_)
-        for a in range(k):
-            mask[subsets[b, a]] = True
-        c0 = 0
-        c1 = 0
-        acc = 0.0
-        for t in range(n_pairs):
-            x = mask[pair_i[t]]
-            y = mask[pair_j[t]]
-            if x and y:
-                c0 += 1
-            elif x or y:
-                c1 += 1
-            if last_of_tie[t]:
-                diff = abs(c0 * inv0 - c1 * inv1)
-                if diff > acc:
+            diff = abs(c0 * inv0 - c1 * inv1)
+            if use_ks:
+                if last_of_tie[t] and diff > acc:
                     acc = diff
+            else:
+                acc += diff * gaps[t]
         out[b] = acc
     return out
 
@@ -237,24 +217,17 @@ def _sorted_pairs(similarity: np.ndarray):
     return (ii[order].astype(np.int32), jj[order].astype(np.int32), gaps, last_of_tie)
 
 
-def _prepare_wasserstein(similarity: np.ndarray, k: int, m: int, bins: int) -> StatFn:
-    n = similarity.shape[0]
-    pi, pj, gaps, _ = _sorted_pairs(similarity)
+def _prepare_cdf(use_ks: bool):
+    def prepare(similarity: np.ndarray, k: int, m: int, bins: int) -> StatFn:
+        n = similarity.shape[0]
+        pi, pj, gaps, last_of_tie = _sorted_pairs(similarity)
 
-    def stat(subsets: np.ndarray) -> np.ndarray:
-        return _wasserstein_kernel(subsets, n, pi, pj, gaps, m)
+        def stat(subsets: np.ndarray) -> np.ndarray:
+            return _cdf_kernel(subsets, n, pi, pj, gaps, last_of_tie, m, use_ks)
 
-    return stat
+        return stat
 
-
-def _prepare_ks(similarity: np.ndarray, k: int, m: int, bins: int) -> StatFn:
-    n = similarity.shape[0]
-    pi, pj, _, last_of_tie = _sorted_pairs(similarity)
-
-    def stat(subsets: np.ndarray) -> np.ndarray:
-        return _ks_kernel(subsets, n, pi, pj, last_of_tie, m)
-
-    return stat
+    return prepare
 
 
 def _prepare_energy(distance: np.ndarray, k: int, m: int, bins: int) -> StatFn:
@@ -288,9 +261,9 @@ MEASURES: dict[str, Measure] = {
     "jsd": Measure("jsd", "similarity", None,
                    "Jensen–Shannon distance between the histograms of P0 and P1", _prepare_jsd),
     "wasserstein": Measure("wasserstein", "similarity", None,
-                           "1-Wasserstein distance between P0 and P1", _prepare_wasserstein),
+                           "1-Wasserstein distance between P0 and P1", _prepare_cdf(False)),
     "ks": Measure("ks", "similarity", None,
-                  "Kolmogorov–Smirnov statistic between P0 and P1", _prepare_ks),
+                  "Kolmogorov–Smirnov statistic between P0 and P1", _prepare_cdf(True)),
     "energy-cosine": Measure("energy-cosine", "distance", "cosine",
                              "energy distance between the embeddings, cosine distance",
                              _prepare_energy),

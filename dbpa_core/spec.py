@@ -190,6 +190,15 @@ def _get(doc, obj, key, path, kind, default=None, *, minimum=None, maximum=None,
     return value
 
 
+def _existing(doc: _Doc, obj: dict, path: tuple, key: str, base_dir: Path, what: str) -> str:
+    """A required file (``key == "file"``) or folder, relative to the spec's folder."""
+    given = _get(doc, obj, key, path, str, required=True)
+    full = Path(given) if os.path.isabs(given) else (base_dir / given).resolve()
+    if not (full.is_file() if key == "file" else full.is_dir()):
+        raise doc.err(path + (key,), f"{what} {given!r} does not exist")
+    return str(full)
+
+
 def _model(doc: _Doc, obj: Any, path: tuple, base_dir: Path) -> dict[str, Any]:
     _check_keys(doc, obj, MODEL_KEYS, path, _name(path))
     backend = _get(doc, obj, "backend", path, str, "local", choices=BACKENDS)
@@ -204,17 +213,9 @@ def _model(doc: _Doc, obj: Any, path: tuple, base_dir: Path) -> dict[str, Any]:
         _get(doc, obj, "timeout", path, float, minimum=0.1)
         _get(doc, obj, "n_per_request", path, int, minimum=1, maximum=128)
     elif backend == "hf":
-        p = _get(doc, obj, "path", path, str, required=True)
-        full = (base_dir / p).resolve() if not os.path.isabs(p) else Path(p)
-        if not full.is_dir():
-            raise doc.err(path + ("path",), f"Hugging Face model folder {p!r} does not exist")
-        cfg["path"] = str(full)
+        cfg["path"] = _existing(doc, obj, path, "path", base_dir, "Hugging Face model folder")
     elif backend == "replay":
-        f = _get(doc, obj, "file", path, str, required=True)
-        full = (base_dir / f).resolve() if not os.path.isabs(f) else Path(f)
-        if not full.is_file():
-            raise doc.err(path + ("file",), f"replay file {f!r} does not exist")
-        cfg["file"] = str(full)
+        cfg["file"] = _existing(doc, obj, path, "file", base_dir, "replay file")
     _get(doc, obj, "batch_size", path, int, minimum=1, maximum=256)
     # a model variant: the same weights sampled at another temperature
     _get(doc, obj, "temperature", path, float, minimum=0.0, maximum=2.0)
@@ -256,11 +257,8 @@ def parse_spec(data: str | dict, *, source: str = "<spec>", base_dir: str | os.P
     embedder = {k: v for k, v in emb.items() if v is not None}
     embedder["backend"] = emb_backend
     if emb_backend == "sentence-transformers":
-        p = _get(doc, emb, "path", ("embedder",), str, required=True)
-        full = (base_dir / p).resolve() if not os.path.isabs(p) else Path(p)
-        if not full.is_dir():
-            raise doc.err(("embedder", "path"), f"embedding model folder {p!r} does not exist")
-        embedder["path"] = str(full)
+        embedder["path"] = _existing(doc, emb, ("embedder",), "path", base_dir,
+                                     "embedding model folder")
 
     base = top.get("base")
     if base is None:

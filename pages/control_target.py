@@ -44,8 +44,6 @@ if not edited.equals(table):
 models = runner.model_options()
 chosen = widgets.pick_models("Models", "w_roc_models", list(models), default_count=3)
 
-if runner.interrupted(KEY):
-    st.info("The last run was stopped; what was sampled is cached. Press **Run** to resume.")
 entries = runner.perturbation_entries(st.session_state["roc_table"])
 roles = {e.get("role") for e in entries}
 specs = {}
@@ -59,15 +57,7 @@ else:
                                       perturbations=entries, model=models[m]) for m in chosen}
     except Exception as exc:  # noqa: BLE001
         st.error(runner.friendly(exc))
-if specs:
-    runner.show_estimate(list(specs.values()))
-if st.button("Run", type="primary", key="roc_run", disabled=not specs,
-             icon=":material/play_arrow:"):
-    out = runner.run_jobs(list(specs.items()), key=KEY)
-    if out:
-        st.session_state["results"][KEY] = out
-
-results = st.session_state["results"].get(KEY)
+results = runner.run_section(specs, key=KEY)
 if results:
     st.divider()
     rocs = {m: r.roc for m, r in results.items() if r.roc is not None}

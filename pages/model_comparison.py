@@ -30,8 +30,6 @@ with c2:
     others = widgets.pick_models("Compared models", "w_models_others",
                                  [n for n in names if n != reference], default_count=4)
 
-if runner.interrupted(KEY):
-    st.info("The last run was stopped; what was sampled is cached. Press **Run** to resume.")
 spec = None
 if others:
     try:
@@ -41,15 +39,8 @@ if others:
         st.error(runner.friendly(exc))
 elif len(names) >= 2:
     st.error("Choose at least one model to compare with the reference.")
-if spec is not None:
-    runner.show_estimate([spec])
-if st.button("Run", type="primary", key="models_run", disabled=spec is None,
-             icon=":material/play_arrow:"):
-    out = runner.run_jobs([("model comparison", spec)], key=KEY)
-    if out:
-        st.session_state["results"][KEY] = out["model comparison"]
-
-result = st.session_state["results"].get(KEY)
+results = runner.run_section({"model comparison": spec} if spec else None, key=KEY)
+result = results["model comparison"] if results else None
 if result is not None:
     st.divider()
     bar = figures.model_distance_figure(result)

@@ -23,8 +23,6 @@ models = runner.model_options()
 chosen_models = widgets.pick_models("Models", "w_persona_models", list(models),
                                    default_count=2)
 
-if runner.interrupted(KEY):
-    st.info("The last run was stopped; what was sampled is cached. Press **Run** to resume.")
 specs = {}
 if not personas:
     st.error("Choose at least one persona.")
@@ -38,15 +36,7 @@ else:
                  for m in chosen_models}
     except Exception as exc:  # noqa: BLE001
         st.error(runner.friendly(exc))
-if specs:
-    runner.show_estimate(list(specs.values()))
-if st.button("Run", type="primary", key="personas_run", disabled=not specs,
-             icon=":material/play_arrow:"):
-    out = runner.run_jobs(list(specs.items()), key=KEY)
-    if out:
-        st.session_state["results"][KEY] = out
-
-results = st.session_state["results"].get(KEY)
+results = runner.run_section(specs, key=KEY)
 if results:
     model_names = list(results)
     persona_names = [p.name for p in next(iter(results.values())).perturbations]

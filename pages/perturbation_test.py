@@ -67,9 +67,6 @@ model_name = widgets.pick_model("Model", "w_landing_model", list(models),
                                 help="Add OpenAI-compatible, Hugging Face or replay models "
                                 "in Settings.")
 
-if runner.interrupted(KEY):
-    st.info("The last run was stopped. Every response received is cached: press **Run** to "
-            "resume where it stopped.")
 try:
     spec = runner.build_spec(base_prompt=st.session_state["w_base_prompt"],
                              perturbations=runner.perturbation_entries(
@@ -78,15 +75,8 @@ try:
 except Exception as exc:  # noqa: BLE001
     spec = None
     st.error(runner.friendly(exc), icon=":material/edit_note:")
-if spec is not None:
-    runner.show_estimate([spec])
-if st.button("Run audit", type="primary", key="landing_run", disabled=spec is None,
-             icon=":material/play_arrow:"):
-    out = runner.run_jobs([(model_name, spec)], key=KEY)
-    if out:
-        st.session_state["results"][KEY] = out[model_name]
-
-result = st.session_state["results"].get(KEY)
+results = runner.run_section({model_name: spec} if spec else None, key=KEY, label="Run audit")
+result = next(iter(results.values())) if results else None
 if result is not None:
     st.divider()
     st.subheader("Results")

@@ -130,6 +130,27 @@ def run_jobs(jobs: Sequence[tuple[str, AuditSpec]], *, key: str) -> dict[str, Au
     return results
 
 
+def run_section(specs: dict[str, AuditSpec] | None, *, key: str,
+                label: str = "Run") -> dict[str, AuditResult] | None:
+    """Estimate, Run button, progress and stop: the part every audit page shares.
+
+    ``specs`` maps a job name to its spec (``None`` or empty when the form has an
+    error, which the page has shown). Returns the page's last results (job name ->
+    result), kept in the session so they survive page switches.
+    """
+    if interrupted(key):
+        st.info("The last run was stopped. Every response received is cached: press "
+                f"**{label}** to resume where it stopped.")
+    if specs:
+        show_estimate(list(specs.values()))
+    if st.button(label, type="primary", key=f"{key}_run", disabled=not specs,
+                 icon=":material/play_arrow:"):
+        out = run_jobs(list(specs.items()), key=key)
+        if out:
+            st.session_state["results"][key] = out
+    return st.session_state["results"].get(key)
+
+
 def interrupted(key: str) -> bool:
     """True once after a run of ``key`` was stopped (by Stop or by leaving the page)."""
     running_key = f"_{key}_running"

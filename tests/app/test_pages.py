@@ -10,6 +10,10 @@ from .conftest import DEMO, errors
 pytestmark = pytest.mark.slow
 
 
+def first(at, page):
+    return next(iter(at.session_state["results"][page].values()))
+
+
 def test_landing_runs_the_persona_example(make_app):
     at = make_app()
     assert at.title[0].value.startswith("Does a perturbation change")
@@ -18,7 +22,7 @@ def test_landing_runs_the_persona_example(make_app):
     at.button(key="landing_run").click().run()
     assert not at.exception, at.exception
     assert not errors(at), errors(at)
-    result = at.session_state["results"]["landing"]
+    result = first(at, "landing")
     assert [p.name for p in result.perturbations][:2] == ["doctor", "nurse"]
     assert len(result.perturbations) == 8
     table = next(d.value for d in at.dataframe if "perturbation" in d.value.columns)
@@ -29,7 +33,7 @@ def test_landing_runs_the_persona_example(make_app):
     assert by["robot from the future"].p_value < 0.05
     # rerun from the cache: still no calls, same numbers
     at.button(key="landing_run").click().run()
-    again = at.session_state["results"]["landing"]
+    again = first(at, "landing")
     assert again.usage["calls"] == 0
     assert [p.p_value for p in again.perturbations] == [p.p_value for p in result.perturbations]
 
@@ -137,7 +141,7 @@ def test_model_comparison(make_app):
         at.button(key="models_run").click().run()
     assert not at.exception, at.exception
     assert not errors(at), errors(at)
-    res = at.session_state["results"]["models"]
+    res = first(at, "models")
     assert res.base.arm.name == "ref" and [p.name for p in res.perturbations] == ["other"]
 
 
