@@ -56,11 +56,9 @@ if results:
     cell_p = c1.selectbox("Open a cell: persona", persona_names, key=f"{KEY}_cell_p")
     cell_m = c2.selectbox("… on model", model_names, key=f"{KEY}_cell_m")
     res = results[cell_m]
-    pert = next(p for p in res.perturbations if p.name == cell_p)
-    sub = type(res)(res.spec, res.base, tuple(a for a in res.arms if a.arm.name == cell_p),
-                    (pert,), None, res.usage)
-    st.plotly_chart(figures.similarity_histograms(sub, columns=1), key=f"{KEY}_cell_hist")
-    widgets.response_viewer(sub, key=f"{KEY}_cell")
+    st.plotly_chart(figures.similarity_histograms(res, columns=1, only=[cell_p]),
+                    key=f"{KEY}_cell_hist")
+    widgets.response_viewer(res, key=f"{KEY}_cell", only=[cell_p])
     for m, r in results.items():
         with st.expander(f"Table and downloads: {m}"):
             widgets.show_results_table(r, key=f"{KEY}_{m}")

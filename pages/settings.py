@@ -22,34 +22,44 @@ for i, m in enumerate(list(st.session_state["models"])):
         st.session_state["models"].pop(i)
         st.rerun()
 
+st.markdown("**Add a model**")
+backend = st.radio("Backend", ["openai", "local", "hf", "replay"], horizontal=True,
+                   key="settings_backend", format_func={
+                       "openai": "OpenAI-compatible server", "local": "Local model variant",
+                       "hf": "Hugging Face folder", "replay": "Replay file"}.get)
 with st.form("settings_add_model", clear_on_submit=True):
-    st.markdown("**Add a model**")
-    backend = st.radio("Backend", ["openai", "local", "hf", "replay"], horizontal=True,
-                       key="settings_backend", format_func={
-                           "openai": "OpenAI-compatible", "local": "Local model variant",
-                           "hf": "Hugging Face folder", "replay": "Replay file"}.get)
-    c1, c2 = st.columns(2)
-    name = c1.text_input("Model name (OpenAI-compatible) or label", key="settings_name",
-                         placeholder="gpt-4o-mini")
-    base_url = c2.text_input("Base URL (OpenAI-compatible)", key="settings_base_url",
-                             value="https://api.openai.com/v1")
-    key = c1.text_input("API key (kept in this session only, never saved)", type="password",
-                        key="settings_key")
-    key_env = c2.text_input("…or the environment variable that holds it", key="settings_key_env",
-                            value="OPENAI_API_KEY")
-    path = c1.text_input("Folder (Hugging Face) or file (replay)", key="settings_path")
-    temperature = c2.number_input("Temperature for this model (local variant)", 0.0, 2.0, 1.2,
-                                  0.1, key="settings_temperature")
+    cfg: dict = {"backend": backend}
+    key = ""
+    if backend == "openai":
+        c1, c2 = st.columns(2)
+        name = c1.text_input("Model name", key="settings_name", placeholder="gpt-4o-mini")
+        base_url = c2.text_input("Base URL", key="settings_base_url",
+                                 value="https://api.openai.com/v1",
+                                 help="vLLM: http://host:8000/v1 · Ollama: http://host:11434/v1")
+        key = c1.text_input("API key (kept in this session only, never saved)", type="password",
+                            key="settings_key")
+        key_env = c2.text_input("…or the environment variable that holds it",
+                                key="settings_key_env", value="OPENAI_API_KEY")
+    elif backend == "local":
+        st.caption("The embedded SmolLM2-135M sampled at another temperature: a second "
+                   "'model' that works offline.")
+        c1, c2 = st.columns(2)
+        name = c1.text_input("Label (optional)", key="settings_name")
+        temperature = c2.number_input("Temperature", 0.0, 2.0, 1.2, 0.1,
+                                      key="settings_temperature")
+    else:
+        c1, c2 = st.columns(2)
+        what = "Folder of the model" if backend == "hf" else "JSONL file of recorded responses"
+        path = c1.text_input(what, key="settings_path")
+        name = c2.text_input("Model name (optional; for replay: the records' 'model')",
+                             key="settings_name")
     if st.form_submit_button("Add model", type="primary"):
-        cfg = {"backend": backend}
         error = None
         if backend == "openai":
             if not name.strip():
                 error = "Give the model name the server knows (e.g. gpt-4o-mini)."
             cfg.update(name=name.strip(), base_url=base_url.strip(),
                        api_key_env=key_env.strip() or "OPENAI_API_KEY")
-            if key:
-                st.session_state["api_keys"][cfg["api_key_env"]] = key
         elif backend == "local":
             cfg["temperature"] = float(temperature)
             if name.strip():
@@ -68,6 +78,8 @@ with st.form("settings_add_model", clear_on_submit=True):
         elif model_label(cfg) in {model_label(m) for m in st.session_state["models"]}:
             st.error(f"A model called {model_label(cfg)!r} is already there: give a label.")
         else:
+            if key:
+                st.session_state["api_keys"][cfg["api_key_env"]] = key
             st.session_state["models"].append(cfg)
             st.success(f"Added {model_label(cfg)}.")
             st.rerun()

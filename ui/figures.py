@@ -37,10 +37,11 @@ def label(p: PerturbationResult) -> str:
     return f"{p.name} {p.stars}".strip()
 
 
-def similarity_histograms(result: AuditResult, *, columns: int = 3) -> go.Figure:
-    """Small multiples: per perturbation, the overlaid histograms of P0 (base vs base)
-    and P1 (base vs perturbed) on the test's own bins."""
-    perts = list(result.perturbations)
+def similarity_histograms(result: AuditResult, *, columns: int = 3,
+                          only: Sequence[str] | None = None) -> go.Figure:
+    """Small multiples: per perturbation (or those named in ``only``), the overlaid
+    histograms of P0 (base vs base) and P1 (base vs perturbed) on the test's own bins."""
+    perts = [p for p in result.perturbations if only is None or p.name in only]
     n = max(1, len(perts))
     cols = min(columns, n)
     rows = math.ceil(n / cols)

@@ -108,9 +108,9 @@ def show_results_table(result: AuditResult, *, key: str) -> None:
                "randomness explains; a large p means this sample could not show a change.")
 
 
-def response_viewer(result: AuditResult, *, key: str) -> None:
+def response_viewer(result: AuditResult, *, key: str, only: list[str] | None = None) -> None:
     """Base and perturbed answers side by side, as plain text."""
-    names = [a.arm.name for a in result.arms]
+    names = [a.arm.name for a in result.arms if only is None or a.arm.name in only]
     if not names:
         return
     c1, c2 = st.columns([3, 1])

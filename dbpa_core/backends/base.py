@@ -67,6 +67,10 @@ OnSample = Callable[[SampleRequest, Sample], None]
 class Backend(Protocol):
     """Turns prompts into sampled responses.
 
+    Cache keys do not come from the backend object: :mod:`dbpa_core.audit` derives
+    them from the model's config (backend, model, host or file) so that a cached
+    run needs no backend at all.
+
     ``generate`` calls ``on_sample`` as soon as each sample exists (so the
     caller can cache it: an interrupted run loses nothing already received)
     and raises :class:`BackendError` for what it cannot recover from.
@@ -76,8 +80,6 @@ class Backend(Protocol):
     model: str
     deterministic: bool
 
-    def identity(self) -> dict[str, Any]:
-        """What, besides the request, determines a sample (never a key)."""
 
     def generate(self, requests: Sequence[SampleRequest], on_sample: OnSample, *,
                  should_stop: Callable[[], bool] | None = None) -> None:

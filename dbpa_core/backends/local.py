@@ -95,8 +95,6 @@ class TransformersBackend:
         self.model = model_name or Path(path).name
         self.batch_size = batch_size
 
-    def identity(self) -> dict[str, Any]:
-        return {"backend": self.name, "model": self.model, "path": os.path.abspath(self.path)}
 
     def _messages(self, req: SampleRequest) -> list[dict[str, str]]:
         msgs = []
@@ -178,8 +176,6 @@ class LocalBackend(TransformersBackend):
         self.model = SMOLLM2_NAME
         self.batch_size = batch_size
 
-    def identity(self) -> dict[str, Any]:
-        return {"backend": self.name, "model": self.model}
 
     def generate(self, requests, on_sample, *, should_stop=None) -> None:
         if not self.path:

@@ -195,8 +195,6 @@ class OpenAIBackend:
         self.prompt_tokens = 0
         self.completion_tokens = 0
 
-    def identity(self) -> dict[str, Any]:
-        return {"backend": self.name, "model": self.model, "host": self.settings.host}
 
     def generate(self, requests: Sequence[SampleRequest], on_sample, *,
                  should_stop: Callable[[], bool] | None = None) -> None:

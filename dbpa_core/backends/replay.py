@@ -49,8 +49,6 @@ class ReplayBackend:
         self.model = model or ""
         self._records = load_replay_file(path)
 
-    def identity(self) -> dict[str, Any]:
-        return {"backend": self.name, "model": self.model, "file": os.path.abspath(self.path)}
 
     def available(self, prompt: str) -> int:
         return len(self._responses(prompt))

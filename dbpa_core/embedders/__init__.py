@@ -18,10 +18,11 @@ _MODELS: dict[str, Any] = {}
 
 @runtime_checkable
 class Embedder(Protocol):
+    """Turns texts into vectors. Cache keys come from the embedder's config (see
+    :mod:`dbpa_core.audit`), not from this object."""
+
     name: str
 
-    def identity(self) -> dict[str, Any]:
-        """What determines an embedding besides the text."""
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """(len(texts), dim) float32 array, one row per text."""
@@ -46,8 +47,6 @@ class SentenceTransformerEmbedder:
         self.batch_size = batch_size
         self.label = label or os.path.basename(os.path.normpath(path))
 
-    def identity(self) -> dict[str, Any]:
-        return {"embedder": self.name, "model": self.label}
 
     def _model(self):
         with _LOCK:
@@ -76,8 +75,6 @@ class LocalEmbedder(SentenceTransformerEmbedder):
     def __init__(self, *, batch_size: int = 64):
         super().__init__(minilm_path(), batch_size=batch_size, label="all-MiniLM-L6-v2")
 
-    def identity(self) -> dict[str, Any]:
-        return {"embedder": self.name, "model": self.label}
 
 
 class OpenAIEmbedder:
@@ -88,8 +85,6 @@ class OpenAIEmbedder:
         self.settings = settings
         self.batch_size = batch_size
 
-    def identity(self) -> dict[str, Any]:
-        return {"embedder": self.name, "model": self.model, "host": self.settings.host}
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         from ..backends.openai_compat import run_async

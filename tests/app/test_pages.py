@@ -161,18 +161,22 @@ def submit(at):
 def test_settings_page(make_app, tmp_path):
     at = make_app(page="pages/settings.py")
     assert at.title[0].value == "Settings"
-    at.radio(key="settings_backend").set_value("replay")
+    at.radio(key="settings_backend").set_value("replay").run()
     at.text_input(key="settings_path").set_value(DEMO)
     at.text_input(key="settings_name").set_value("SmolLM2-135M-Instruct")
     submit(at)
     assert not at.exception
     labels = [m.get("label") or m.get("name") for m in at.session_state["models"]]
     assert "SmolLM2-135M-Instruct" in labels
-    at.radio(key="settings_backend").set_value("openai")
+    at.radio(key="settings_backend").set_value("openai").run()
     at.text_input(key="settings_name").set_value("gpt-x")
     at.text_input(key="settings_key").set_value("sk-secret-in-memory")
     submit(at)
     assert at.session_state["api_keys"]["OPENAI_API_KEY"] == "sk-secret-in-memory"
     assert all("sk-secret" not in str(m) for m in at.session_state["models"])
+    at.radio(key="settings_backend").set_value("replay").run()
+    at.text_input(key="settings_path").set_value("/no/such/file.jsonl")
+    submit(at)
+    assert any("No file at" in e for e in errors(at))
     at.button(key="settings_clear").click().run()
     assert any("Removed" in s.value for s in at.success)
