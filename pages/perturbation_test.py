@@ -1,7 +1,7 @@
 """Landing page: does a perturbation change what the model says?"""
 import streamlit as st
 
-from ui import figures, presets, runner, state, widgets
+from ui import figures, presets, runner, widgets
 
 KEY = "landing"
 widgets.page_setup()

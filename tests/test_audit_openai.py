@@ -1,5 +1,4 @@
 """The audit runner over real HTTP (openai client) against a local faulty server."""
-import os
 import time
 from pathlib import Path
 

@@ -92,7 +92,7 @@ def test_cli_audit_writes_results(tmp_path, capsys):
     csv_lines = (out / "results.csv").read_text().splitlines()
     assert csv_lines[0].startswith("name,role,model,effect_size,p_value,p_adjusted")
     assert len(csv_lines) == 3
-    rows = [json.loads(l) for l in (out / "responses.jsonl").read_text().splitlines()]
+    rows = [json.loads(x) for x in (out / "responses.jsonl").read_text().splitlines()]
     assert len(rows) == 3 * 8 and {r["arm"] for r in rows} == {"base", "name-change", "comedian"}
 
 

@@ -80,7 +80,6 @@ class Backend(Protocol):
     model: str
     deterministic: bool
 
-
     def generate(self, requests: Sequence[SampleRequest], on_sample: OnSample, *,
                  should_stop: Callable[[], bool] | None = None) -> None:
         ...

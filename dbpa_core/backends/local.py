@@ -95,7 +95,6 @@ class TransformersBackend:
         self.model = model_name or Path(path).name
         self.batch_size = batch_size
 
-
     def _messages(self, req: SampleRequest) -> list[dict[str, str]]:
         msgs = []
         if req.system_prompt:
@@ -175,7 +174,6 @@ class LocalBackend(TransformersBackend):
         self.path = ""
         self.model = SMOLLM2_NAME
         self.batch_size = batch_size
-
 
     def generate(self, requests, on_sample, *, should_stop=None) -> None:
         if not self.path:

@@ -195,7 +195,6 @@ class OpenAIBackend:
         self.prompt_tokens = 0
         self.completion_tokens = 0
 
-
     def generate(self, requests: Sequence[SampleRequest], on_sample, *,
                  should_stop: Callable[[], bool] | None = None) -> None:
         if requests:

@@ -11,7 +11,6 @@ import json
 import os
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
 
@@ -48,7 +47,6 @@ class ReplayBackend:
         self.path = str(path)
         self.model = model or ""
         self._records = load_replay_file(path)
-
 
     def available(self, prompt: str) -> int:
         return len(self._responses(prompt))

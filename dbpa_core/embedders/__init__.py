@@ -23,7 +23,6 @@ class Embedder(Protocol):
 
     name: str
 
-
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """(len(texts), dim) float32 array, one row per text."""
 
@@ -46,7 +45,6 @@ class SentenceTransformerEmbedder:
         self.path = path
         self.batch_size = batch_size
         self.label = label or os.path.basename(os.path.normpath(path))
-
 
     def _model(self):
         with _LOCK:
@@ -84,7 +82,6 @@ class OpenAIEmbedder:
         self.model = model
         self.settings = settings
         self.batch_size = batch_size
-
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         from ..backends.openai_compat import run_async
