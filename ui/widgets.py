@@ -11,17 +11,35 @@ from dbpa_core.measures import MEASURES
 from dbpa_core.multitest import METHODS
 
 from . import export, state
+from .nav import PAGES, ROOT
 
 
 def page_setup() -> None:
-    """First thing on every page: session defaults, widget persistence, the sidebar.
+    """First thing on every page: page config, style, session defaults, widget
+    persistence, navigation and settings in the sidebar.
 
-    Done by the page (not by app.py) so that a page also works when it is run on its
-    own, as Streamlit's AppTest does after ``switch_page``.
+    Done by the page (not by app.py) so that a page is the same when Streamlit runs
+    it on its own: when its URL is opened directly (a ``pages/`` folder makes
+    Streamlit serve each file), and in AppTest after ``switch_page``.
     """
+    st.set_page_config(page_title="dbpa — LLM robustness audits", page_icon="📊",
+                       layout="wide")
+    st.html(f"<style>{(ROOT / 'assets' / 'style.css').read_text()}</style>")
+    st.logo(str(ROOT / "assets" / "logo.svg"), size="large")
     state.init()
     state.keep_widget_state()
+    navigation_links()
     settings_sidebar()
+
+
+def navigation_links() -> None:
+    with st.sidebar:
+        section = None
+        for sec, file, title, icon, _url in PAGES:
+            if sec != section:
+                st.caption(sec)
+                section = sec
+            st.page_link(str(ROOT / file), label=title, icon=icon)
 
 
 def base_prompt_input() -> str:

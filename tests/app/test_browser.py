@@ -128,6 +128,27 @@ def test_landing_example_in_a_real_browser(app_url, browser):
     page.close()
 
 
+def test_direct_page_urls_look_the_same(app_url, browser):
+    """With a pages/ folder Streamlit serves /settings from the file alone: same look."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    for url, heading in (("settings", "Settings"), ("roc", "Control vs target"),
+                         ("models", "Model comparison")):
+        page.goto(f"{app_url}/{url}", wait_until="networkidle")
+        try:
+            page.get_by_role("heading", name=heading).first.wait_for(timeout=60_000)
+        except Exception:
+            page.screenshot(path=str(shots() / f"failed-{url}.png"))
+            raise
+        side = page.locator("[data-testid='stSidebar']")
+        side.get_by_text("Persona explorer").wait_for(timeout=30_000)
+        side.get_by_text("Test settings").wait_for(timeout=30_000)
+        sidebar = side.inner_text()
+        assert "Persona explorer" in sidebar and "Test settings" in sidebar
+        assert "\napp\n" not in f"\n{sidebar}\n"  # Streamlit's own list stays hidden
+    page.screenshot(path=str(shots() / "08-direct-url.png"))
+    page.close()
+
+
 def test_persona_explorer_in_a_real_browser(app_url, browser):
     page = browser.new_page(viewport={"width": 1400, "height": 2000})
     page.goto(f"{app_url}/personas", wait_until="networkidle")
