@@ -68,8 +68,11 @@ if results:
     c1.plotly_chart(figures.roc_figure(rocs, max_fpr=max_fpr), key=f"{KEY}_curve")
     c2.plotly_chart(figures.tpr_at_fpr_figure(rocs, max_fpr), key=f"{KEY}_bar")
     best, tpr = best_model_at_fpr(rocs, max_fpr)
-    st.success(f"At an allowed FPR of {max_fpr:.0%}, **{best}** detects the most targets "
-               f"(TPR {tpr:.2f}). The best model can change with the allowed FPR.")
+    tied = figures.best_models(rocs, max_fpr)
+    who = f"**{best}** detects" if len(tied) == 1 else \
+        "**" + "**, **".join(tied) + "** tie: each detects"
+    st.success(f"At an allowed FPR of {max_fpr:.0%}, {who} the most targets (TPR {tpr:.2f}). "
+               "The best model can change with the allowed FPR.")
     st.caption("A point of the curve is one threshold α: the share of controls (x) and of "
                "targets (y) with p below it. AUC 1 = every target below every control; 0.5 = "
                "no better than chance. With few perturbations the curve is coarse.")

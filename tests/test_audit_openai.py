@@ -203,9 +203,21 @@ perturbations: [{{name: p, prompt: ho}}]
 
 def test_missing_key_variable(cache, monkeypatch):
     monkeypatch.delenv("DBPA_TEST_KEY")
-    with server() as srv:
-        with pytest.raises(AuthError, match="DBPA_TEST_KEY is not set"):
+    with server() as srv:  # this server wants a key: its 401 names the unset variable
+        with pytest.raises(AuthError, match=r"needs an API key \(401\).*DBPA_TEST_KEY is not set"):
             run_audit(spec_for(srv), cache=cache)
+    with FakeOpenAI(models=("fake-model", "fake-embed")) as open_srv:  # a keyless local server
+        res = run_audit(spec_for(open_srv, samples=3), cache=cache)
+    assert len(res.perturbations) == 2
+
+
+def test_missing_key_for_openai_is_caught_before_any_call(monkeypatch, tmp_path):
+    from dbpa_core.backends.openai_compat import OpenAIClientSettings
+
+    monkeypatch.delenv("DBPA_TEST_KEY")
+    s = OpenAIClientSettings(base_url="https://api.openai.com/v1", api_key_env="DBPA_TEST_KEY")
+    with pytest.raises(AuthError, match="DBPA_TEST_KEY is not set"):
+        s.api_key()
 
 
 def test_key_given_in_memory(cache, monkeypatch):

@@ -153,20 +153,29 @@ def roc_figure(rocs: Mapping[str, ROCResult], *, max_fpr: float | None = None) -
                       annotation_text=f"allowed FPR {max_fpr:.0%}")
     fig.update_xaxes(title_text="false-positive rate (controls flagged)", range=[-0.02, 1.02])
     fig.update_yaxes(title_text="true-positive rate (targets flagged)", range=[-0.02, 1.02])
-    return _layout(fig, title="ROC over the significance level α", height=430)
+    _layout(fig, title="ROC over the significance level α", height=430)
+    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.2, xanchor="left", x=0),
+                      margin=dict(b=110))
+    return fig
+
+
+def best_models(rocs: Mapping[str, ROCResult], max_fpr: float) -> list[str]:
+    """Every model reaching the highest TPR at the allowed FPR (ties included)."""
+    tprs = {n: r.tpr_at_fpr(max_fpr) for n, r in rocs.items()}
+    top = max(tprs.values(), default=0.0)
+    return [n for n, t in tprs.items() if t >= top - 1e-12]
 
 
 def tpr_at_fpr_figure(rocs: Mapping[str, ROCResult], max_fpr: float) -> go.Figure:
     names = list(rocs)
     tprs = [rocs[n].tpr_at_fpr(max_fpr) for n in names]
-    best = int(np.argmax(tprs)) if tprs else -1
-    colors = [ACCENT if i == best else "#9AA5B1" for i in range(len(names))]
+    best = set(best_models(rocs, max_fpr))
+    colors = [ACCENT if n in best else "#9AA5B1" for n in names]
     fig = go.Figure(go.Bar(x=names, y=tprs, marker_color=colors,
-                           text=[f"{t:.2f}" + (" ★ best" if i == best else "")
-                                 for i, t in enumerate(tprs)], textposition="outside"))
-    fig.update_yaxes(title_text=f"TPR at FPR ≤ {max_fpr:.0%}", range=[0, 1.15])
-    return _layout(fig, title=f"Targets detected when at most {max_fpr:.0%} of controls may be "
-                   "flagged", height=360)
+                           text=[f"{t:.2f}" + (" ★" if n in best else "")
+                                 for n, t in zip(names, tprs)], textposition="outside"))
+    fig.update_yaxes(title_text="targets flagged (TPR)", range=[0, 1.15])
+    return _layout(fig, title=f"TPR at FPR ≤ {max_fpr:.0%} (★ best)", height=430)
 
 
 def model_distance_figure(result: AuditResult) -> go.Figure:
@@ -178,6 +187,8 @@ def model_distance_figure(result: AuditResult) -> go.Figure:
         marker_color=[ALT_COLOR if p.significant else "#9AA5B1" for p in perts],
         customdata=[fmt_p(p.p_adjusted) for p in perts],
         hovertemplate="%{x}<br>ω = %{y:.3f}<br>p (adj.) = %{customdata}<extra></extra>"))
+    if len(perts) <= 3:
+        fig.update_traces(width=0.35)
     top = max([p.effect_size for p in perts] + [0.05])
     fig.update_yaxes(title_text="ω: distance from the reference", range=[0, top * 1.25])
     return _layout(fig, title=f"Distance from the reference model {result.base.arm.name}",

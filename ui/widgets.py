@@ -97,17 +97,26 @@ def results_table(result: AuditResult) -> pd.DataFrame:
 
 
 def summary_sentence(result: AuditResult) -> str:
-    """One plain sentence: which perturbations changed the answers."""
+    """One plain sentence: which perturbations (or models) changed the answers."""
     sig = [p.name for p in result.perturbations if p.significant]
     n = len(result.perturbations)
     spec = result.spec
-    what = "models differ" if result.mode == "models" else "perturbations change the answers"
     corr = "" if spec.correction == "none" else f", {spec.correction}-adjusted"
+    level = f"(α = {spec.alpha}{corr})"
+    models = result.mode == "models"
+    if n == 1:
+        p = result.perturbations[0]
+        does, does_not = (("differs from the reference", "does not differ from the reference")
+                          if models else ("changes the answers", "does not change the answers"))
+        if p.significant:
+            return f"{p.name} {does} significantly {level}."
+        return (f"{p.name} {does_not} significantly {level}. This does not prove it has no "
+                "effect: more samples may show one.")
+    what = "models differ from the reference" if models else "perturbations change the answers"
     if not sig:
-        return (f"None of the {n} {what} significantly (α = {spec.alpha}{corr}). This does not "
-                "prove they have no effect: more samples may show one.")
-    return (f"{len(sig)} of {n} {what} significantly (α = {spec.alpha}{corr}): "
-            + ", ".join(sig) + ".")
+        return (f"None of the {n} {what} significantly {level}. This does not prove they have "
+                "no effect: more samples may show one.")
+    return f"{len(sig)} of {n} {what} significantly {level}: " + ", ".join(sig) + "."
 
 
 def show_results_table(result: AuditResult, *, key: str) -> None:

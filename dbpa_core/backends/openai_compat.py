@@ -93,6 +93,7 @@ class OpenAIClientSettings:
         self.timeout = float(timeout)
         self.backoff_base = float(backoff_base)
         self.backoff_max = float(backoff_max)
+        self.key_missing = False
 
     @property
     def host(self) -> str:
@@ -100,6 +101,10 @@ class OpenAIClientSettings:
         return f"{u.scheme}://{u.netloc}{u.path.rstrip('/')}"
 
     def api_key(self) -> str:
+        """The key: given in memory, else from ``api_key_env``. Self-hosted servers
+        (vLLM, Ollama, llama.cpp) often need none, so an unset variable is an error
+        only for api.openai.com; elsewhere a placeholder is sent and a 401 answer
+        says which variable to set."""
         import os
 
         if self._api_key:
@@ -108,10 +113,11 @@ class OpenAIClientSettings:
             key = os.environ.get(self.api_key_env)
             if key:
                 return key
-            raise AuthError(
-                f"The environment variable {self.api_key_env} is not set: export your API key "
-                f"in it (or type the key into the dashboard's Settings page).")
-        # local servers (vLLM, Ollama, llama.cpp) accept any key
+            if "api.openai.com" in self.host:
+                raise AuthError(
+                    f"The environment variable {self.api_key_env} is not set: export your API "
+                    "key in it (or type the key into the dashboard's Settings page).")
+            self.key_missing = True
         return "not-needed"
 
     def client(self):
@@ -133,6 +139,11 @@ class OpenAIClientSettings:
             try:
                 return await call()
             except openai.AuthenticationError:
+                if self.key_missing:
+                    raise AuthError(
+                        f"{self.host} needs an API key (401), and the environment variable "
+                        f"{self.api_key_env} is not set: export the key in it (or type it "
+                        "into the dashboard's Settings page).") from None
                 raise AuthError(
                     f"{self.host} rejected the API key (401). Check the key"
                     + (f" in ${self.api_key_env}." if self.api_key_env else ".")) from None

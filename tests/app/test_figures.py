@@ -70,7 +70,10 @@ def test_roc_figures():
     assert [t.name for t in fig.data] == ["chance", "a (AUC = 1.00)", "b (AUC = 0.50)"]
     assert fig.layout.xaxis.title.text.startswith("false-positive rate")
     bar = figures.tpr_at_fpr_figure({"a": a, "b": b}, 0.05)
-    assert "best" in bar.data[0].text[0] and "best" not in bar.data[0].text[1]
+    assert "★" in bar.data[0].text[0] and "★" not in bar.data[0].text[1]
+    tie = figures.tpr_at_fpr_figure({"a": a, "c": a}, 0.05)
+    assert all("★" in t for t in tie.data[0].text)
+    assert figures.best_models({"a": a, "b": b, "c": a}, 0.05) == ["a", "c"]
 
 
 def test_model_distance_figure(result):
