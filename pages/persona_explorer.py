@@ -49,7 +49,15 @@ if results:
             eff[i, j], pv[i, j], stars[i][j] = p.effect_size, p.p_adjusted, p.stars
     st.divider()
     heat = figures.persona_heatmap(eff, pv, stars, persona_names, model_names)
-    st.plotly_chart(heat, key=f"{KEY}_heat")
+    event = st.plotly_chart(heat, key=f"{KEY}_heat", on_select="rerun", selection_mode="points")
+    points = (event or {}).get("selection", {}).get("points", []) if event else []
+    click = (points[0].get("y"), points[0].get("x")) if points else None
+    if click and click != st.session_state.get(f"_{KEY}_last_click") \
+            and click[0] in persona_names and click[1] in model_names:
+        # a newly clicked cell opens below (the selectboxes are drawn after this); the
+        # selection stays in the chart, so apply it once and let the selectboxes rule after
+        st.session_state[f"_{KEY}_last_click"] = click
+        st.session_state[f"{KEY}_cell_p"], st.session_state[f"{KEY}_cell_m"] = click
     st.caption("Read across a row to see whether a persona moves every model, down a column to "
                "see which personas a model is sensitive to. ω is comparable only at equal k.")
     c1, c2 = st.columns(2)

@@ -127,15 +127,27 @@ def persona_heatmap(effects: np.ndarray, pvalues: np.ndarray, stars: Sequence[Se
     """Personas (rows) x models (columns): colour = ω, text = ω with stars."""
     text = [[f"{effects[i, j]:.2f}{stars[i][j]}" if np.isfinite(effects[i, j]) else "–"
              for j in range(len(models))] for i in range(len(personas))]
-    custom = np.dstack([np.vectorize(fmt_p)(np.nan_to_num(pvalues, nan=1.0))])
     fig = go.Figure(go.Heatmap(
         z=effects, x=list(models), y=list(personas), text=text, texttemplate="%{text}",
-        customdata=custom, colorscale="YlOrRd", zmin=0,
+        colorscale="YlOrRd", zmin=0, hoverinfo="skip",
         zmax=float(max(0.5, np.nanmax(effects))) if np.isfinite(effects).any() else 1.0,
-        colorbar=dict(title="ω"),
-        hovertemplate="%{y} on %{x}<br>ω = %{z:.3f}<br>p (adj.) = %{customdata[0]}<extra></extra>"))
+        colorbar=dict(title="ω")))
+    # heat maps report no clicks: invisible markers on the cell centres do, and carry the
+    # tooltip (a trace with hoverinfo "skip" gets no click events either)
+    xs, ys, hover = [], [], []
+    for i, p in enumerate(personas):
+        for j, m in enumerate(models):
+            xs.append(m)
+            ys.append(p)
+            hover.append(f"{p} on {m}<br>ω = {effects[i, j]:.3f}<br>p (adj.) = "
+                         f"{fmt_p(pvalues[i, j]) if np.isfinite(pvalues[i, j]) else '–'}")
+    fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers", showlegend=False, text=hover,
+                             hovertemplate="%{text}<extra></extra>", name="cells",
+                             marker=dict(size=40, opacity=0, symbol="square")))
+    fig.update_layout(clickmode="event+select", dragmode=False)
     fig.update_yaxes(autorange="reversed")
-    return _layout(fig, title="Effect size ω by persona and model", height=120 + 45 * len(personas))
+    return _layout(fig, title="Effect size ω by persona and model (click a cell)",
+                   height=120 + 45 * len(personas))
 
 
 def roc_figure(rocs: Mapping[str, ROCResult], *, max_fpr: float | None = None) -> go.Figure:

@@ -6,14 +6,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# (section, file, title, icon, url_path)
+# (section, file, title, icon, url_path). The url_path is the file's stem: with a pages/
+# folder Streamlit's legacy router serves the stems too, so one URL works in every case.
 PAGES = [
     ("Audits", "pages/perturbation_test.py", "Perturbation test", ":material/science:",
-     "perturbation"),
+     "perturbation_test"),
     ("Audits", "pages/persona_explorer.py", "Persona explorer", ":material/grid_view:",
-     "personas"),
-    ("Audits", "pages/control_target.py", "Control vs target", ":material/show_chart:", "roc"),
+     "persona_explorer"),
+    ("Audits", "pages/control_target.py", "Control vs target", ":material/show_chart:",
+     "control_target"),
     ("Audits", "pages/model_comparison.py", "Model comparison", ":material/compare_arrows:",
-     "models"),
+     "model_comparison"),
     ("Setup", "pages/settings.py", "Settings", ":material/settings:", "settings"),
 ]

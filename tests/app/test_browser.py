@@ -131,8 +131,8 @@ def test_landing_example_in_a_real_browser(app_url, browser):
 def test_direct_page_urls_look_the_same(app_url, browser):
     """With a pages/ folder Streamlit serves /settings from the file alone: same look."""
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    for url, heading in (("settings", "Settings"), ("roc", "Control vs target"),
-                         ("models", "Model comparison")):
+    for url, heading in (("settings", "Settings"), ("control_target", "Control vs target"),
+                         ("model_comparison", "Model comparison")):
         page.goto(f"{app_url}/{url}", wait_until="networkidle")
         try:
             page.get_by_role("heading", name=heading).first.wait_for(timeout=60_000)
@@ -151,10 +151,24 @@ def test_direct_page_urls_look_the_same(app_url, browser):
 
 def test_persona_explorer_in_a_real_browser(app_url, browser):
     page = browser.new_page(viewport={"width": 1400, "height": 2000})
-    page.goto(f"{app_url}/personas", wait_until="networkidle")
+    page.goto(f"{app_url}/persona_explorer", wait_until="networkidle")
     page.get_by_text("Persona explorer").first.wait_for(timeout=60_000)
     page.get_by_role("button", name="Run").click()
     page.locator(".js-plotly-plot").first.wait_for(timeout=240_000)
+    page.wait_for_timeout(1500)
+    # click the heat map's "robot from the future" cell (row 6 of 8): it opens below
+    page.wait_for_timeout(2000)  # the chart redraws once it knows its width
+    box = page.locator(".js-plotly-plot").first.locator(".nsewdrag").first.bounding_box()
+    cell = (box["x"] + box["width"] / 2, box["y"] + box["height"] * (5.5 / 8))
+    page.mouse.move(*cell)
+    page.wait_for_timeout(300)
+    page.mouse.click(*cell)
+    try:
+        playwright.expect(page.get_by_role("combobox", name="Open a cell: persona").last) \
+            .to_have_value("robot from the future", timeout=30_000)
+    except Exception:
+        page.screenshot(path=str(shots() / "failed-click.png"), full_page=True)
+        raise
     page.wait_for_timeout(1500)
     page.screenshot(path=str(shots() / "07-persona-explorer.png"), full_page=True)
     assert "Traceback" not in page.inner_text("body")
