@@ -39,3 +39,25 @@ def test_local_embedder_is_offline_minilm():
     v = v / np.linalg.norm(v, axis=1, keepdims=True)
     assert v[0] @ v[1] > v[0] @ v[2] + 0.2
     assert np.isfinite(v).all()
+
+
+def test_hf_folder_backend_and_sentence_transformers_folder_in_an_audit(tmp_path):
+    """The hf backend loads any causal-LM folder (here: the converted SmolLM2), and
+    the sentence-transformers embedder any model folder (here: MiniLM's)."""
+    from dbpa_core.audit import run_audit
+    from dbpa_core.backends.local import converted_smollm2_dir
+    from dbpa_core.cache import Cache
+    from dbpa_core.embedders import minilm_path
+    from dbpa_core.spec import parse_spec
+
+    folder = converted_smollm2_dir(MODEL_CACHE)
+    spec = parse_spec({
+        "model": {"backend": "hf", "path": str(folder), "name": "smol-from-folder"},
+        "embedder": {"backend": "sentence-transformers", "path": minilm_path()},
+        "samples": 3, "max_tokens": 12, "permutations": 50, "temperature": 1.0,
+        "base": {"prompt": "Say hello."},
+        "perturbations": [{"name": "pirate", "prefix": "Talk like a pirate."}]})
+    res = run_audit(spec, cache=Cache(tmp_path / "c"))
+    assert res.usage["calls"] == 6 and res.base.embeddings.shape == (3, 384)
+    assert res.base.arm.model_label == "smol-from-folder"
+    assert 0 < res.perturbations[0].p_value <= 1
