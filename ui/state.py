@@ -71,8 +71,15 @@ def keep_widget_state() -> None:
         ss[k] = v
 
 
+@st.cache_resource(show_spinner=False)
+def _cache_for(directory: str) -> Cache:
+    # one open cache per folder for the whole server: diskcache is thread- and
+    # process-safe, and reopening its SQLite store on every rerun is wasted work
+    return Cache(directory)
+
+
 def cache() -> Cache:
-    return Cache(st.session_state["cache_dir"])
+    return _cache_for(st.session_state["cache_dir"])
 
 
 def settings() -> dict[str, Any]:
