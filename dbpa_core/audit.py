@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import time
 import warnings
 from collections.abc import Callable
@@ -216,15 +217,24 @@ def _backend_identity(model: dict[str, Any]) -> dict[str, Any]:
         return {"backend": "openai", "model": model["name"],
                 "host": OpenAIClientSettings(base_url=model.get("base_url")).host}
     if kind == "hf":
-        import os
-
         return {"backend": "hf", "model": model.get("name") or os.path.basename(model["path"]),
                 "path": model["path"]}
-    import os
-
     st = os.stat(model["file"])
     return {"backend": "replay", "model": model.get("name") or "", "file": model["file"],
             "mtime": st.st_mtime_ns, "size": st.st_size}
+
+
+def _embedder_identity(config: dict[str, Any]) -> dict[str, Any]:
+    """What identifies an embedder's vectors, known without loading it."""
+    kind = config.get("backend", "local")
+    if kind == "local":
+        return {"embedder": "local", "model": "all-MiniLM-L6-v2"}
+    if kind == "openai":
+        from .backends.openai_compat import OpenAIClientSettings
+
+        return {"embedder": "openai", "model": config.get("name", "text-embedding-3-small"),
+                "host": OpenAIClientSettings(base_url=config.get("base_url")).host}
+    return {"embedder": kind, "model": config.get("name") or config.get("path")}
 
 
 def estimate(spec: AuditSpec, *, cache: Cache | None = None) -> dict[str, Any]:
@@ -350,9 +360,7 @@ class _Runner:
         return self._embedder
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        emb_cfg = self.spec.embedder
-        ident = {"embedder": emb_cfg.get("backend", "local"),
-                 "model": emb_cfg.get("name") or emb_cfg.get("path") or "all-MiniLM-L6-v2"}
+        ident = _embedder_identity(self.spec.embedder)
         unique = list(dict.fromkeys(texts))
         vecs: dict[str, np.ndarray] = {}
         for t in unique:

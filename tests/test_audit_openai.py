@@ -250,3 +250,13 @@ def test_no_cache_repeats_calls(tmp_path):
         run_audit(spec_for(srv, samples=3), cache=off)
         assert srv.chat_ok == 18
     assert not (tmp_path / "c").exists()
+
+
+def test_embeddings_from_different_servers_are_cached_apart(cache):
+    """The embedding cache key names the server, not just the model name."""
+    with server() as a, server() as b:
+        run_audit(spec_for(a, samples=3), cache=cache)
+        assert a.embedding_ok > 0
+        res = run_audit(spec_for(b, samples=3), cache=cache)
+        # both servers return the same texts: only the host in the key keeps them apart
+        assert b.embedding_ok > 0 and res.usage["embeddings_computed"] > 0
