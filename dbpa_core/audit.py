@@ -32,8 +32,6 @@ from .similarity import TEXT_SIMILARITIES, text_similarity_matrix
 from .spec import AuditSpec, model_label
 from .types import DBPAResult, ROCResult, _jsonable
 
-STAGES = ("sampling", "embedding", "testing")
-
 
 @dataclass(frozen=True)
 class Progress:

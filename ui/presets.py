@@ -29,10 +29,6 @@ def default_perturbations() -> pd.DataFrame:
     return pd.DataFrame(persona_rows(PERSONAS), columns=COLUMNS)
 
 
-def empty_perturbations() -> pd.DataFrame:
-    return pd.DataFrame(columns=COLUMNS)
-
-
 # "Field: value" pairs in a prompt, e.g. "Age: 70" or "Total cholesterol: 6.2 mmol/L"
 _FIELD = re.compile(r"(?P<key>[A-Z][A-Za-z ]{1,40}?):\s*(?P<value>[^,;:\n]+?)"
                     r"(?=\s*(?:,|;|\.\s|\.$|$))")
