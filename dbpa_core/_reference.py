@@ -9,8 +9,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .measures import (DEFAULT_BINS, energy_distance, histogram_edges, jsd_distance,
-                       ks_2sample, wasserstein_1d)
+from .measures import (
+    DEFAULT_BINS,
+    energy_distance,
+    histogram_edges,
+    jsd_distance,
+    ks_2sample,
+    wasserstein_1d,
+)
 from .similarity import cosine_similarity_matrix, normalize_rows
 
 
@@ -20,7 +26,11 @@ def _omega(xa: np.ndarray, xb: np.ndarray, measure: str, edges) -> float:
     p1 = (normalize_rows(xa) @ normalize_rows(xb).T).ravel()
     p1 = np.clip(p1, -1.0, 1.0)
     if measure == "jsd":
-        return jsd_distance(p0, p1, edges)
+        # recomputed similarities differ from the pooled matrix's in the last bits, so
+        # the pair at the pooled min or max can land a hair outside the outer edges,
+        # where np.histogram would drop it: clip to the edges, as binning once does
+        lo, hi = edges[0], edges[-1]
+        return jsd_distance(np.clip(p0, lo, hi), np.clip(p1, lo, hi), edges)
     if measure == "wasserstein":
         return wasserstein_1d(p0, p1)
     if measure == "ks":
