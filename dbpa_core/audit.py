@@ -1,18 +1,17 @@
-"""The audit runner: the only place where backend -> cache -> embed -> statistics meet.
+"""DBPA audits: a thin orchestrator over :mod:`dbpa_core.sampling`.
 
 ``run_audit(spec)`` samples k responses per arm (the base prompt and each
 perturbation, or each model on the base prompt), embeds them, tests every
 perturbation against the base, corrects for multiplicity and builds the ROC
 over α when roles are given. Every sample and embedding is cached as soon as it
-arrives, so a repeated run costs nothing and an interrupted one resumes with
-only the missing calls.
+arrives (by :class:`~dbpa_core.sampling.Sampler`), so a repeated run costs
+nothing and an interrupted one resumes with only the missing calls.
 """
 from __future__ import annotations
 
 import csv
 import io
 import json
-import os
 import time
 import warnings
 from collections.abc import Callable
@@ -21,30 +20,19 @@ from typing import Any
 
 import numpy as np
 
-from .backends import Backend, BackendError, GenerationParams, SampleRequest, make_backend, sample_seed
-from .cache import Cache, make_key
-from .embedders import Embedder, make_embedder
+from .backends import Backend, GenerationParams, SampleRequest
+from .cache import Cache
+from .embedders import Embedder
 from .multitest import multiple_testing
 from .permutation import DBPAWarning, dbpa_test, dbpa_test_similarity
 from .pricing import estimate_tokens, price_of
 from .roc import roc_over_alpha
+from .sampling import Job, Progress, RunCancelled, Sampler, is_cached, model_key, requests_for
 from .similarity import TEXT_SIMILARITIES, text_similarity_matrix
 from .spec import AuditSpec, model_label
 from .types import DBPAResult, ROCResult, _jsonable
 
-
-@dataclass(frozen=True)
-class Progress:
-    """One progress report: ``done`` of ``total`` units of ``stage`` (``detail`` says which)."""
-
-    stage: str
-    done: int
-    total: int
-    detail: str = ""
-
-
-class AuditCancelled(RuntimeError):
-    """The run was stopped on request; everything received so far is cached."""
+AuditCancelled = RunCancelled  # the name audits raised before sampling.py existed
 
 
 @dataclass(frozen=True)
@@ -87,10 +75,21 @@ class PerturbationResult:
     stars: str
     test: DBPAResult
 
+    @property
+    def chance_effect_size(self) -> float:
+        """The ω chance alone gives at this k (the mean permutation statistic)."""
+        return self.test.chance_effect_size
+
+    @property
+    def effect_above_chance(self) -> float:
+        """ω minus the ω chance alone gives: about 0 when nothing changed."""
+        return self.test.effect_above_chance
+
     def to_dict(self) -> dict[str, Any]:
         return _jsonable({
             "name": self.name, "role": self.role, "prompt": self.prompt, "model": self.model,
-            "effect_size": self.effect_size, "p_value": self.p_value,
+            "effect_size": self.effect_size, "chance_effect_size": self.chance_effect_size,
+            "effect_above_chance": self.effect_above_chance, "p_value": self.p_value,
             "p_adjusted": self.p_adjusted, "significant": self.significant, "stars": self.stars,
             "n_permutations": self.test.n_permutations, "exact": self.test.exact,
         })
@@ -127,7 +126,7 @@ class AuditResult:
             "warnings": list(self.warnings),
         }
         if arrays:
-            for d, p in zip(out["perturbations"], self.perturbations):
+            for d, p in zip(out["perturbations"], self.perturbations, strict=False):
                 d["test"] = p.test.to_dict()
         if self.roc is not None:
             out["roc"] = self.roc.to_dict()
@@ -138,8 +137,8 @@ class AuditResult:
 
     def to_csv(self) -> str:
         buf = io.StringIO()
-        cols = ["name", "role", "model", "effect_size", "p_value", "p_adjusted", "significant",
-                "stars", "prompt"]
+        cols = ["name", "role", "model", "effect_size", "chance_effect_size",
+                "effect_above_chance", "p_value", "p_adjusted", "significant", "stars", "prompt"]
         w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore")
         w.writeheader()
         for p in self.perturbations:
@@ -187,52 +186,8 @@ def _params(spec: AuditSpec, model: dict[str, Any]) -> GenerationParams:
 
 
 def _requests(spec: AuditSpec, arm: Arm) -> list[SampleRequest]:
-    params = _params(spec, arm.model)
-    return [SampleRequest(arm.prompt, i, sample_seed(spec.seed, arm.prompt, arm.system_prompt, i),
-                          params, arm.system_prompt) for i in range(spec.samples)]
-
-
-def sample_key(identity: dict[str, Any], req: SampleRequest) -> str:
-    return make_key("sample", {**identity, "system_prompt": req.system_prompt,
-                               "prompt": req.prompt, "params": req.params.as_dict(),
-                               "index": req.index, "seed": req.seed})
-
-
-def embedding_key(identity: dict[str, Any], text: str) -> str:
-    return make_key("embedding", {**identity, "text": text})
-
-
-def _backend_identity(model: dict[str, Any]) -> dict[str, Any]:
-    """What identifies a backend's samples, known without loading it."""
-    kind = model.get("backend", "local")
-    if kind == "local":
-        from .backends.local import SMOLLM2_NAME
-
-        return {"backend": "local", "model": SMOLLM2_NAME}
-    if kind == "openai":
-        from .backends.openai_compat import OpenAIClientSettings
-
-        return {"backend": "openai", "model": model["name"],
-                "host": OpenAIClientSettings(base_url=model.get("base_url")).host}
-    if kind == "hf":
-        return {"backend": "hf", "model": model.get("name") or os.path.basename(model["path"]),
-                "path": model["path"]}
-    st = os.stat(model["file"])
-    return {"backend": "replay", "model": model.get("name") or "", "file": model["file"],
-            "mtime": st.st_mtime_ns, "size": st.st_size}
-
-
-def _embedder_identity(config: dict[str, Any]) -> dict[str, Any]:
-    """What identifies an embedder's vectors, known without loading it."""
-    kind = config.get("backend", "local")
-    if kind == "local":
-        return {"embedder": "local", "model": "all-MiniLM-L6-v2"}
-    if kind == "openai":
-        from .backends.openai_compat import OpenAIClientSettings
-
-        return {"embedder": "openai", "model": config.get("name", "text-embedding-3-small"),
-                "host": OpenAIClientSettings(base_url=config.get("base_url")).host}
-    return {"embedder": kind, "model": config.get("name") or config.get("path")}
+    return requests_for(arm.prompt, n=spec.samples, seed=spec.seed,
+                        params=_params(spec, arm.model), system_prompt=arm.system_prompt)
 
 
 def estimate(spec: AuditSpec, *, cache: Cache | None = None) -> dict[str, Any]:
@@ -246,9 +201,8 @@ def estimate(spec: AuditSpec, *, cache: Cache | None = None) -> dict[str, Any]:
     totals = {"calls": 0, "cached": 0, "input_tokens": 0, "output_tokens": 0, "cost": 0.0}
     unknown_price = set()
     for arm in build_arms(spec):
-        ident = _backend_identity(arm.model)
         reqs = _requests(spec, arm)
-        cached = sum(1 for r in reqs if cache is not None and sample_key(ident, r) in cache)
+        cached = sum(1 for r in reqs if is_cached(cache, arm.model, r))
         calls = len(reqs) - cached
         system = estimate_tokens(arm.system_prompt) if arm.system_prompt else 0
         in_tok = calls * (estimate_tokens(arm.prompt) + system + 8)  # + chat-template overhead
@@ -280,109 +234,6 @@ def estimate(spec: AuditSpec, *, cache: Cache | None = None) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- running
-class _Runner:
-    def __init__(self, spec: AuditSpec, cache: Cache, progress, should_stop, api_keys,
-                 backends: dict[int, Backend] | None, embedder: Embedder | None):
-        self.spec = spec
-        self.cache = cache
-        self.progress = progress or (lambda p: None)
-        self.should_stop = should_stop or (lambda: False)
-        self.api_keys = api_keys or {}
-        self._backends: dict[str, Backend] = {}
-        self._given_backends = backends or {}
-        self._embedder = embedder
-        self.usage = {"calls": 0, "cached_samples": 0, "prompt_tokens": 0, "completion_tokens": 0,
-                      "embeddings_computed": 0, "embeddings_cached": 0}
-
-    def backend(self, model: dict[str, Any]) -> Backend:
-        key = json.dumps(model, sort_keys=True)
-        if key not in self._backends:
-            idx = list(self.spec.models).index(model)
-            if idx in self._given_backends:
-                self._backends[key] = self._given_backends[idx]
-            else:
-                self._backends[key] = make_backend(
-                    model, cache_dir=str(self.cache.directory),
-                    api_key=self.api_keys.get(model.get("api_key_env") or "openai"))
-        return self._backends[key]
-
-    def check_stop(self) -> None:
-        if self.should_stop():
-            raise AuditCancelled("Stopped: every response received so far is cached; run again "
-                                 "to resume where it stopped.")
-
-    def sample(self, arm: Arm, done_before: int, total: int) -> ArmResponses:
-        reqs = _requests(self.spec, arm)
-        ident = _backend_identity(arm.model)
-        got: dict[int, dict[str, Any]] = {}
-        for r in reqs:
-            v = self.cache.get(sample_key(ident, r))
-            if v is not None:
-                got[r.index] = v
-        cached = len(got)
-        self.usage["cached_samples"] += cached
-        missing = [r for r in reqs if r.index not in got]
-        self.progress(Progress("sampling", done_before + cached, total, arm.name))
-        if missing:
-            backend = self.backend(arm.model)
-            check = getattr(backend, "check", None)
-            if check is not None:
-                check(arm.prompt, self.spec.samples)
-
-            def on_sample(req: SampleRequest, s) -> None:
-                value = {"text": s.text, "prompt_tokens": s.prompt_tokens,
-                         "completion_tokens": s.completion_tokens, "model": s.model}
-                self.cache.set(sample_key(ident, req), value)  # at once: nothing lost on a stop
-                got[req.index] = value
-                self.usage["calls"] += 1
-                self.usage["prompt_tokens"] += s.prompt_tokens
-                self.usage["completion_tokens"] += s.completion_tokens
-                self.progress(Progress("sampling", done_before + len(got), total, arm.name))
-
-            backend.generate(missing, on_sample, should_stop=self.should_stop)
-            self.check_stop()
-            if len(got) < len(reqs):
-                raise BackendError(f"The backend returned {len(got)} of {len(reqs)} samples for "
-                                   f"{arm.name!r}; run again to fetch the rest.")
-        texts = tuple(got[i]["text"] for i in range(len(reqs)))
-        return ArmResponses(arm, texts, None, len(missing),
-                            sum(int(v.get("prompt_tokens", 0)) for v in got.values()),
-                            sum(int(v.get("completion_tokens", 0)) for v in got.values()))
-
-    def embedder(self) -> Embedder:
-        if self._embedder is None:
-            env = self.spec.embedder.get("api_key_env")
-            key = self.api_keys.get(env) if env else None
-            self._embedder = make_embedder(self.spec.embedder,
-                                           api_key=key or self.api_keys.get("embedder"))
-        return self._embedder
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        ident = _embedder_identity(self.spec.embedder)
-        unique = list(dict.fromkeys(texts))
-        vecs: dict[str, np.ndarray] = {}
-        for t in unique:
-            v = self.cache.get(embedding_key(ident, t))
-            if v is not None:
-                vecs[t] = v
-        self.usage["embeddings_cached"] += len(vecs)
-        todo = [t for t in unique if t not in vecs]
-        total = len(unique)
-        self.progress(Progress("embedding", len(vecs), total))
-        batch = 64
-        for start in range(0, len(todo), batch):
-            self.check_stop()
-            chunk = todo[start:start + batch]
-            out = self.embedder().embed(chunk)
-            for t, v in zip(chunk, out):
-                v = np.asarray(v, dtype=np.float32)
-                self.cache.set(embedding_key(ident, t), v)
-                vecs[t] = v
-            self.usage["embeddings_computed"] += len(chunk)
-            self.progress(Progress("embedding", len(vecs), total))
-        return np.vstack([vecs[t] for t in texts]) if texts else np.zeros((0, 0))
-
-
 def run_audit(spec: AuditSpec, *, cache: Cache | None = None,
               progress: Callable[[Progress], None] | None = None,
               should_stop: Callable[[], bool] | None = None,
@@ -412,20 +263,28 @@ def run_audit(spec: AuditSpec, *, cache: Cache | None = None,
         for callers that keep models loaded.
     """
     t0 = time.perf_counter()
-    cache = cache if cache is not None else Cache()
-    runner = _Runner(spec, cache, progress, should_stop, api_keys, backends, embedder)
+    given = {model_key(spec.models[i]): b for i, b in (backends or {}).items()}
+    embedders = {model_key(spec.embedder): embedder} if embedder is not None else None
+    sampler = Sampler(cache, progress=progress, should_stop=should_stop, api_keys=api_keys,
+                      backends=given, embedders=embedders)
     arms = build_arms(spec)
     k = spec.samples
-    total = k * len(arms)
+    sampler.check_stop()
+    # every arm's samples in one call, so that a backend can batch across prompts
+    records = sampler.sample([Job(arm.model, r, arm.name) for arm in arms
+                              for r in _requests(spec, arm)])
     sampled: list[ArmResponses] = []
     for i, arm in enumerate(arms):
-        runner.check_stop()
-        sampled.append(runner.sample(arm, i * k, total))
+        recs = records[i * k:(i + 1) * k]
+        sampled.append(ArmResponses(arm, tuple(r.text for r in recs), None,
+                                    sum(not r.cached for r in recs),
+                                    sum(r.prompt_tokens for r in recs),
+                                    sum(r.completion_tokens for r in recs)))
 
     text_sim = spec.embedder.get("backend") in TEXT_SIMILARITIES
     if not text_sim:
         all_texts = [t for a in sampled for t in a.texts]
-        emb = runner.embed(all_texts)
+        emb = sampler.embed(all_texts, spec.embedder)
         sampled = [ArmResponses(a.arm, a.texts, emb[i * k:(i + 1) * k], a.new_samples,
                                 a.prompt_tokens, a.completion_tokens)
                    for i, a in enumerate(sampled)]
@@ -434,8 +293,8 @@ def run_audit(spec: AuditSpec, *, cache: Cache | None = None,
     tests: list[DBPAResult] = []
     caught: list[str] = []
     for j, other in enumerate(others):
-        runner.check_stop()
-        runner.progress(Progress("testing", j, len(others), other.arm.name))
+        sampler.check_stop()
+        sampler.progress(Progress("testing", j, len(others), other.arm.name))
         rng = np.random.default_rng([spec.seed, j])
         with warnings.catch_warnings(record=True) as wlist:
             warnings.simplefilter("always", DBPAWarning)
@@ -452,7 +311,7 @@ def run_audit(spec: AuditSpec, *, cache: Cache | None = None,
         for w in wlist:
             caught.append(f"{other.arm.name}: {w.message}")
         tests.append(r)
-    runner.progress(Progress("testing", len(others), len(others)))
+    sampler.progress(Progress("testing", len(others), len(others)))
 
     mt = multiple_testing([t.p_value for t in tests], spec.correction, alpha=spec.alpha) \
         if tests else None
@@ -460,11 +319,11 @@ def run_audit(spec: AuditSpec, *, cache: Cache | None = None,
         PerturbationResult(o.arm.name, o.arm.role, o.arm.prompt, o.arm.model_label,
                            t.effect_size, t.p_value, float(mt.p_adjusted[i]), bool(mt.reject[i]),
                            mt.stars[i], t)
-        for i, (o, t) in enumerate(zip(others, tests)))
+        for i, (o, t) in enumerate(zip(others, tests, strict=False)))
     roc = None
     controls = [r.p_value for r in results if r.role == "control"]
     targets = [r.p_value for r in results if r.role == "target"]
     if controls and targets:
         roc = roc_over_alpha(controls, targets)
-    usage = dict(runner.usage, seconds=round(time.perf_counter() - t0, 3))
+    usage = dict(sampler.usage, seconds=round(time.perf_counter() - t0, 3))
     return AuditResult(spec, base, tuple(others), results, roc, usage, tuple(caught))

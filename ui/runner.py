@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import logging
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pandas as pd
 import streamlit as st
 
-from dbpa_core.audit import AuditCancelled, AuditResult, Progress, estimate, run_audit
-from dbpa_core.backends import (AuthError, BackendError, ModelNotFoundError, PromptTooLongError,
-                                ServerUnavailableError)
+from dbpa_core.audit import AuditResult, estimate, run_audit
+from dbpa_core.backends import (
+    AuthError,
+    BackendError,
+    ModelNotFoundError,
+    PromptTooLongError,
+    ServerUnavailableError,
+)
+from dbpa_core.sampling import Progress, RunCancelled
 from dbpa_core.spec import AuditSpec, SpecError, model_label, parse_spec
 
 from . import state
@@ -89,11 +95,18 @@ def show_estimate(specs: Sequence[AuditSpec]) -> None:
     c3.metric("Estimated cost", f"${cost:,.4f}", help="local and replay models cost nothing")
 
 
-def run_jobs(jobs: Sequence[tuple[str, AuditSpec]], *, key: str) -> dict[str, AuditResult] | None:
-    """Run audits one after the other with progress bars and a stop button.
+Task = Callable[[Callable[[Progress], None]], Any]
 
-    Everything sampled is cached the moment it arrives, so pressing Stop (or
+
+def run_tasks(tasks: Sequence[tuple[str, Task]], *, key: str) -> dict[str, Any] | None:
+    """Run tasks one after the other with a progress bar per stage and a stop button.
+
+    A task is ``fn(progress) -> result``; it reports :class:`Progress` objects and
+    every stage gets its own bar as it first reports. Everything sampled is cached
+    the moment it arrives (see :mod:`dbpa_core.sampling`), so pressing Stop (or
     leaving the page) loses nothing: Run again resumes where it stopped.
+    Returns ``{task name: result}``, or None when stopped or failed (the reason
+    is shown as one short message).
     """
     running_key = f"_{key}_running"
     st.session_state[running_key] = True
@@ -103,25 +116,26 @@ def run_jobs(jobs: Sequence[tuple[str, AuditSpec]], *, key: str) -> dict[str, Au
     stop_col.button("Stop", key=f"{key}_stop", icon=":material/stop_circle:",
                     help="Stops after the current call; what is done stays cached.")
     info = info_col.empty()
-    bars = {s: box.progress(0.0, text=f"{STAGE_TEXT[s]}: waiting") for s in STAGE_TEXT}
-    results: dict[str, AuditResult] = {}
+    bars: dict[str, Any] = {}
+    results: dict[str, Any] = {}
+
+    def progress(p: Progress) -> None:
+        frac = p.done / p.total if p.total else 1.0
+        detail = f" — {p.detail}" if p.detail else ""
+        text = f"{STAGE_TEXT.get(p.stage, p.stage.capitalize())}: {p.done}/{p.total}{detail}"
+        if p.stage not in bars:
+            bars[p.stage] = box.progress(0.0)
+        bars[p.stage].progress(min(1.0, max(0.0, frac)), text=text)
+
     try:
-        for j, (name, spec) in enumerate(jobs):
-            info.caption(f"Job {j + 1} of {len(jobs)}: {name}" if len(jobs) > 1 else name)
-
-            def progress(p: Progress, _job=name) -> None:
-                frac = p.done / p.total if p.total else 1.0
-                detail = f" — {p.detail}" if p.detail else ""
-                bars[p.stage].progress(min(1.0, frac), text=f"{STAGE_TEXT[p.stage]}: "
-                                       f"{p.done}/{p.total}{detail}")
-
-            results[name] = run_audit(spec, cache=state.cache(), progress=progress,
-                                      api_keys=st.session_state["api_keys"])
-    except AuditCancelled as exc:
+        for j, (name, task) in enumerate(tasks):
+            info.caption(f"Job {j + 1} of {len(tasks)}: {name}" if len(tasks) > 1 else name)
+            results[name] = task(progress)
+    except RunCancelled as exc:
         st.warning(str(exc))
         return None
     except Exception as exc:  # noqa: BLE001 - shown as a short message, logged in full
-        log.error("audit failed:\n%s", traceback.format_exc())
+        log.error("run failed:\n%s", traceback.format_exc())
         st.error(friendly(exc), icon=":material/error:")
         return None
     finally:
@@ -130,25 +144,46 @@ def run_jobs(jobs: Sequence[tuple[str, AuditSpec]], *, key: str) -> dict[str, Au
     return results
 
 
-def run_section(specs: dict[str, AuditSpec] | None, *, key: str,
-                label: str = "Run") -> dict[str, AuditResult] | None:
-    """Estimate, Run button, progress and stop: the part every audit page shares.
+def audit_task(spec: AuditSpec) -> Task:
+    """A task that runs one audit on the session's cache and keys."""
+    return lambda progress: run_audit(spec, cache=state.cache(), progress=progress,
+                                      api_keys=st.session_state["api_keys"])
 
-    ``specs`` maps a job name to its spec (``None`` or empty when the form has an
-    error, which the page has shown). Returns the page's last results (job name ->
-    result), kept in the session so they survive page switches.
+
+def run_jobs(jobs: Sequence[tuple[str, AuditSpec]], *, key: str) -> dict[str, AuditResult] | None:
+    """Run audits one after the other (see :func:`run_tasks`)."""
+    return run_tasks([(name, audit_task(spec)) for name, spec in jobs], key=key)
+
+
+def task_section(tasks: dict[str, Task] | None, *, key: str, label: str = "Run",
+                 before: Callable[[], None] | None = None) -> dict[str, Any] | None:
+    """Run button, progress and stop for any capability's page.
+
+    ``tasks`` maps a job name to ``fn(progress) -> result`` (``None`` or empty when
+    the form has an error, which the page has shown); ``before`` draws what goes
+    above the button (e.g. an estimate of the calls). Returns the page's last
+    results, kept in the session so that they survive page switches.
     """
     if interrupted(key):
         st.info("The last run was stopped. Every response received is cached: press "
                 f"**{label}** to resume where it stopped.")
-    if specs:
-        show_estimate(list(specs.values()))
-    if st.button(label, type="primary", key=f"{key}_run", disabled=not specs,
+    if tasks and before is not None:
+        before()
+    if st.button(label, type="primary", key=f"{key}_run", disabled=not tasks,
                  icon=":material/play_arrow:"):
-        out = run_jobs(list(specs.items()), key=key)
+        out = run_tasks(list(tasks.items()), key=key)
         if out:
             st.session_state["results"][key] = out
     return st.session_state["results"].get(key)
+
+
+def run_section(specs: dict[str, AuditSpec] | None, *, key: str,
+                label: str = "Run") -> dict[str, AuditResult] | None:
+    """Estimate, Run button, progress and stop for the audit pages (see
+    :func:`task_section`); ``specs`` maps a job name to its spec."""
+    tasks = {name: audit_task(spec) for name, spec in specs.items()} if specs else None
+    return task_section(tasks, key=key, label=label,
+                        before=lambda: show_estimate(list(specs.values())))
 
 
 def interrupted(key: str) -> bool:
