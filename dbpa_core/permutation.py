@@ -222,6 +222,7 @@ def _test_on_matrices(similarity: np.ndarray, distance: np.ndarray | None, k: in
         effect_size=t_obs, p_value=float(p), null_similarities=p0, alt_similarities=p1,
         permutation_statistics=stats, measure=measure.name, k=k, m=m,
         n_permutations=int(stats.size), exact=exact, stopped_early=stopped, bin_edges=edges,
+        chance_effect_size=float(stats.mean()),
     )
 
 

@@ -57,6 +57,13 @@ class DBPAResult:
         True when Besag–Clifford sequential stopping ended the test.
     bin_edges : ndarray or None
         Histogram edges shared by P0 and P1 (for ``jsd``; useful for plots).
+    chance_effect_size : float
+        The mean of the permutation statistics T_b: the ω that chance alone gives
+        at these k and m (ω has no fixed zero; for ``jsd`` it is about 0.6 at
+        k = 5 and 0.2 at k = 20 under H0). 0 when every response is identical.
+    effect_above_chance : float
+        ``effect_size - chance_effect_size``: how much more the answers moved than
+        chance alone moves them at this k (about 0 under H0, at any k).
     """
 
     effect_size: float
@@ -71,6 +78,11 @@ class DBPAResult:
     exact: bool = False
     stopped_early: bool = False
     bin_edges: np.ndarray | None = None
+    chance_effect_size: float = 0.0
+
+    @property
+    def effect_above_chance(self) -> float:
+        return self.effect_size - self.chance_effect_size
 
     @property
     def statistic(self) -> float:
@@ -86,6 +98,8 @@ class DBPAResult:
         """A JSON-ready dict; ``arrays=False`` leaves out the long arrays."""
         d = {
             "effect_size": self.effect_size,
+            "chance_effect_size": self.chance_effect_size,
+            "effect_above_chance": self.effect_above_chance,
             "p_value": self.p_value,
             "measure": self.measure,
             "k": self.k,

@@ -37,6 +37,8 @@ def test_matches_literal_algorithm_1(rng, measure):
 def test_result_fields(shifted):
     x, y = shifted
     r = dbpa_test(x, y, n_permutations=500, rng=0)
+    assert r.chance_effect_size == pytest.approx(r.permutation_statistics.mean(), abs=1e-15)
+    assert r.effect_above_chance == pytest.approx(r.effect_size - r.chance_effect_size)
     assert r.null_similarities.shape == (45,)
     assert r.alt_similarities.shape == (100,)
     assert r.permutation_statistics.shape == (500,)

@@ -55,7 +55,7 @@ def test_replay_draws_distinct_records(tmp_path):
 
 def test_replay_refuses_to_reuse(tmp_path):
     spec = load_spec(write_spec(tmp_path, samples=13))
-    with pytest.raises(BackendError, match="has 12 recorded responses .* but 13 samples"):
+    with pytest.raises(BackendError, match=r"has 12 recorded responses .* but 13 samples"):
         run_audit(spec, cache=Cache(tmp_path / "c"))
 
 
@@ -90,7 +90,8 @@ def test_cli_audit_writes_results(tmp_path, capsys):
         assert {"name", "role", "effect_size", "p_value", "p_adjusted", "significant"} <= set(p)
     assert "roc" in data and data["roc"]["auc"] == 1.0
     csv_lines = (out / "results.csv").read_text().splitlines()
-    assert csv_lines[0].startswith("name,role,model,effect_size,p_value,p_adjusted")
+    assert csv_lines[0].startswith("name,role,model,effect_size,chance_effect_size,"
+                                   "effect_above_chance,p_value,p_adjusted")
     assert len(csv_lines) == 3
     rows = [json.loads(x) for x in (out / "responses.jsonl").read_text().splitlines()]
     assert len(rows) == 3 * 8 and {r["arm"] for r in rows} == {"base", "name-change", "comedian"}
