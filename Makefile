@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-fast bench venv browser-deps clean
+.PHONY: run test test-fast lint bench venv browser-deps clean
 
 $(STAMP): pyproject.toml Makefile
 	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) not found: install Python 3.11"; exit 1; }
@@ -28,10 +28,13 @@ browser-deps:
 	  else echo "note: /usr/bin/chromium missing and not root: browser tests will be skipped"; fi; \
 	fi
 
-test: $(STAMP) browser-deps
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+test: $(STAMP) browser-deps lint
 	$(PY) -m pytest -q
 
-test-fast: $(STAMP)
+test-fast: $(STAMP) lint
 	$(PY) -m pytest -q -m "not slow and not browser"
 
 run: $(STAMP)

@@ -13,9 +13,9 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-import streamlit as st  # noqa: E402
+import streamlit as st
 
-from ui.nav import PAGES, ROOT  # noqa: E402
+from ui.nav import PAGES, ROOT
 
 
 def main() -> None:

@@ -101,7 +101,7 @@ def bench_local_tokens(cache_dir: str) -> None:
         toks = []
         t = time.perf_counter()
         b.generate([SampleRequest(prompt, i, 1000 + i, p) for i in range(n)],
-                   lambda r, s: toks.append(s.completion_tokens))
+                   lambda r, s, toks=toks: toks.append(s.completion_tokens))
         dt = time.perf_counter() - t
         print(f"local SmolLM2-135M, batch {batch:>2}: {sum(toks) / dt:6.1f} tokens/s "
               f"({n} samples, {sum(toks)} tokens, {dt:.1f} s)")

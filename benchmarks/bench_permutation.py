@@ -25,8 +25,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from dbpa_core import dbpa_test  # noqa: E402
-from dbpa_core._reference import literal_dbpa_test  # noqa: E402
+from dbpa_core import dbpa_test
+from dbpa_core._reference import literal_dbpa_test
 
 B = 10_000
 
@@ -62,11 +62,12 @@ def main() -> int:
     ok = True
     for k in sizes:
         x, y = embeddings(k)
-        ours = best_time(lambda: dbpa_test(x, y, measure=args.measure, n_permutations=B, rng=0),
+        ours = best_time(lambda x=x, y=y: dbpa_test(x, y, measure=args.measure, n_permutations=B,
+                                                   rng=0),
                          repeats=7 if k <= 100 else 3)
         n_lit = max(20, args.literal_permutations // max(1, k // 50))
-        lit = best_time(lambda: literal_dbpa_test(x, y, measure=args.measure,
-                                                  n_permutations=n_lit, rng=0), repeats=1)
+        lit = best_time(lambda x=x, y=y, n=n_lit: literal_dbpa_test(
+            x, y, measure=args.measure, n_permutations=n, rng=0), repeats=1)
         lit_rate = n_lit / lit
         speedup = (B / lit_rate) / ours
         target = ""

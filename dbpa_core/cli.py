@@ -27,7 +27,7 @@ def _table(result) -> str:
         rows.append((p.name, p.role or "-", f"{p.effect_size:.3f}", _fmt_p(p.p_value),
                      _fmt_p(p.p_adjusted), p.stars))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 
@@ -70,7 +70,7 @@ def cmd_audit(args) -> int:
     from .spec import load_spec
 
     spec = load_spec(args.spec)
-    bars = _Bars(not args.quiet and sys.stderr.isatty() or args.progress)
+    bars = _Bars((not args.quiet and sys.stderr.isatty()) or args.progress)
     try:
         result = run_audit(spec, cache=_cache(args), progress=bars)
     except AuditCancelled as exc:

@@ -5,8 +5,12 @@ from pathlib import Path
 import pytest
 
 from dbpa_core.audit import AuditCancelled, run_audit
-from dbpa_core.backends import (AuthError, ModelNotFoundError, PromptTooLongError,
-                                ServerUnavailableError)
+from dbpa_core.backends import (
+    AuthError,
+    ModelNotFoundError,
+    PromptTooLongError,
+    ServerUnavailableError,
+)
 from dbpa_core.cache import Cache
 from dbpa_core.spec import parse_spec
 

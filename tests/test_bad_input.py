@@ -2,8 +2,15 @@
 import numpy as np
 import pytest
 
-from dbpa_core import (adjust_pvalues, dbpa_test, dbpa_test_similarity, multiple_testing,
-                       power_simulation, roc_over_alpha, sample_size)
+from dbpa_core import (
+    adjust_pvalues,
+    dbpa_test,
+    dbpa_test_similarity,
+    multiple_testing,
+    power_simulation,
+    roc_over_alpha,
+    sample_size,
+)
 from dbpa_core.similarity import cosine_similarity_matrix, text_similarity_matrix
 
 GOOD = np.random.default_rng(0).normal(size=(5, 4)) + 2

@@ -8,8 +8,13 @@ from scipy import stats
 from scipy.spatial.distance import cdist, jensenshannon
 
 from dbpa_core import MEASURES, dbpa_test, dbpa_test_similarity, get_measure
-from dbpa_core.measures import (energy_distance, histogram_edges, jsd_distance, ks_2sample,
-                                wasserstein_1d)
+from dbpa_core.measures import (
+    energy_distance,
+    histogram_edges,
+    jsd_distance,
+    ks_2sample,
+    wasserstein_1d,
+)
 from dbpa_core.similarity import cosine_similarity_matrix
 
 from .conftest import cloud

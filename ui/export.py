@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import plotly.graph_objects as go
 
@@ -50,7 +50,7 @@ def html_report(title: str, results: Sequence[AuditResult],
             full_html=False, include_plotlyjs=True if first else False))
         first = False
     body = [f"<h1>{html.escape(title)}</h1>",
-            f"<p class='muted'>Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC} by dbpa. "
+            f"<p class='muted'>Generated {datetime.now(UTC):%Y-%m-%d %H:%M UTC} by dbpa. "
             "ω is the effect size; p comes from a permutation test on the response "
             "embeddings' similarities; stars mark the adjusted p (* &lt; .05, ** &lt; .01, "
             "*** &lt; .001).</p>"]

@@ -185,7 +185,7 @@ def tpr_at_fpr_figure(rocs: Mapping[str, ROCResult], max_fpr: float) -> go.Figur
     colors = [ACCENT if n in best else "#9AA5B1" for n in names]
     fig = go.Figure(go.Bar(x=names, y=tprs, marker_color=colors,
                            text=[f"{t:.2f}" + (" ★" if n in best else "")
-                                 for n, t in zip(names, tprs)], textposition="outside"))
+                                 for n, t in zip(names, tprs, strict=False)], textposition="outside"))
     fig.update_yaxes(title_text="targets flagged (TPR)", range=[0, 1.15])
     return _layout(fig, title=f"TPR at FPR ≤ {max_fpr:.0%} (★ best)", height=430)
 

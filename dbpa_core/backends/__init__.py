@@ -3,8 +3,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import (AuthError, Backend, BackendError, GenerationParams, ModelNotFoundError,
-                   PromptTooLongError, Sample, SampleRequest, ServerUnavailableError, sample_seed)
+from .base import (
+    AuthError,
+    Backend,
+    BackendError,
+    GenerationParams,
+    ModelNotFoundError,
+    PromptTooLongError,
+    Sample,
+    SampleRequest,
+    ServerUnavailableError,
+    sample_seed,
+)
 
 BACKENDS = ("local", "openai", "hf", "replay")
 
@@ -38,6 +48,17 @@ def make_backend(config: dict[str, Any], *, cache_dir: str, api_key: str | None 
     raise BackendError(f"Unknown backend {kind!r}: choose one of {', '.join(BACKENDS)}.")
 
 
-__all__ = ["AuthError", "BACKENDS", "Backend", "BackendError", "GenerationParams",
-           "ModelNotFoundError", "PromptTooLongError", "Sample", "SampleRequest",
-           "ServerUnavailableError", "make_backend", "sample_seed"]
+__all__ = [
+    "BACKENDS",
+    "AuthError",
+    "Backend",
+    "BackendError",
+    "GenerationParams",
+    "ModelNotFoundError",
+    "PromptTooLongError",
+    "Sample",
+    "SampleRequest",
+    "ServerUnavailableError",
+    "make_backend",
+    "sample_seed",
+]

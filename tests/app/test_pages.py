@@ -127,7 +127,7 @@ def test_control_vs_target(make_app):
 
 
 def test_control_vs_target_needs_both_roles(make_app):
-    base, table = _roc_table()
+    _base, table = _roc_table()
     table["role"] = "control"
     at = make_app(page="pages/control_target.py", roc_table=table)
     assert any("one as **target**" in e for e in errors(at))
