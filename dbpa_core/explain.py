@@ -362,14 +362,15 @@ def representatives(texts: Sequence[str], embeddings=None) -> tuple[Representati
 
 
 # --------------------------------------------------------------------------- highlighting
-def highlight(text: str, other: str, *, terms: Iterable[str] = (),
+def highlight(text: str, other: str | Sequence[str], *, terms: Iterable[str] = (),
               stop_words: Iterable[str] = STOP_WORDS) -> list[tuple[str, str]]:
     """``text`` cut into ``(segment, kind)`` pieces whose concatenation is ``text``.
 
     ``kind`` is ``"term"`` for a word that belongs to one of ``terms`` (unigrams or
     bigrams, e.g. the distinguishing terms of this side), ``"only"`` for a word
-    (not a stop word) that does not occur in ``other``, else ``""``. The segments
-    are raw text: escape them before putting them in HTML.
+    (not a stop word) that occurs nowhere in ``other`` (one answer, or all the
+    answers of the other group), else ``""``. The segments are raw text: escape
+    them before putting them in HTML.
 
     Examples
     --------
@@ -377,7 +378,8 @@ def highlight(text: str, other: str, *, terms: Iterable[str] = (),
     [('Take', ''), (' ', ''), ('statins', 'only'), (' ', ''), ('daily', ''), ('.', '')]
     """
     stops = frozenset(stop_words)
-    other_words = {_norm(w) for w in _WORD.findall(other)}
+    others = [other] if isinstance(other, str) else list(other)
+    other_words = {_norm(w) for o in others for w in _WORD.findall(o)}
     term_set = {t.lower() for t in terms}
     pieces = _SEGMENT.findall(text)
     kinds = [""] * len(pieces)

@@ -798,48 +798,53 @@ def _fmt_p(p: float) -> str:
     return f"{p:.4f}" if p >= 1e-4 else f"{p:.1e}"
 
 
-def _svg_dots(result: SensitivityResult, study: str) -> str:
-    """Effect above chance per perturbation (rows) and setting (colours); filled dots
-    are significant after correction."""
-    rows = [r for r in result.study(study) if r.applicable]
-    if not rows:
+def _svg_bars(result: SensitivityResult, study: str) -> str:
+    """Small multiples: one panel per setting, each on its own scale (ω of different
+    measures or embedders are in different units); a bar per perturbation for ω above
+    chance, pale when not significant after correction."""
+    rows = result.study(study)
+    if not any(r.applicable for r in rows):
         return ""
     perts = result.perturbations
     settings = result.settings(study)
-    vals = [r.effect_above_chance for r in rows]
-    lo, hi = min(0.0, min(vals)), max(0.0, max(vals))
-    span = (hi - lo) or 1.0
-    left, width, row_h = 190, 520, 26
-    height = 40 + row_h * len(perts)
-
-    def x(v: float) -> float:
-        return left + (v - lo) / span * width
-
-    parts = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{left + width + 200}' "
-             f"height='{height}' font-family='sans-serif' font-size='12'>",
-             f"<line x1='{x(0):.1f}' y1='10' x2='{x(0):.1f}' y2='{height - 20}' stroke='#9aa5b1' "
-             "stroke-dasharray='3,3'/>",
-             f"<text x='{x(0):.1f}' y='{height - 5}' text-anchor='middle' fill='#616e7c'>"
-             "0 = what chance gives</text>"]
+    left, col_w, gap, row_h, top = 170, 120, 18, 22, 34
+    width = left + len(settings) * (col_w + gap)
+    height = top + row_h * len(perts) + 10
+    parts = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "
+             "font-family='sans-serif' font-size='12'>"]
     for i, p in enumerate(perts):
-        y = 25 + i * row_h
-        parts.append(f"<text x='{left - 8}' y='{y + 4}' text-anchor='end'>"
-                     f"{html.escape(p[:28])}</text>")
-        parts.append(f"<line x1='{left}' y1='{y}' x2='{left + width}' y2='{y}' stroke='#eef0f3'/>")
-        for r in rows:
-            if r.perturbation != p:
-                continue
-            c = PALETTE[settings.index(r.setting) % len(PALETTE)]
-            fill = c if r.significant else "white"
-            parts.append(f"<circle cx='{x(r.effect_above_chance):.1f}' cy='{y}' r='5' "
-                         f"fill='{fill}' stroke='{c}' stroke-width='2'><title>"
-                         f"{html.escape(r.setting)}: {r.effect_above_chance:.3f}, p(adj) "
-                         f"{_fmt_p(r.p_adjusted)}</title></circle>")
+        y = top + i * row_h + row_h / 2
+        parts.append(f"<text x='{left - 8}' y='{y + 4:.1f}' text-anchor='end'>"
+                     f"{html.escape(p[:26])}</text>")
     for j, s in enumerate(settings):
-        c = PALETTE[j % len(PALETTE)]
-        parts.append(f"<circle cx='{left + width + 20}' cy='{20 + j * 16}' r='5' fill='{c}'/>"
-                     f"<text x='{left + width + 30}' y='{24 + j * 16}'>{html.escape(s[:24])}"
+        x0 = left + j * (col_w + gap)
+        color = PALETTE[j % len(PALETTE)]
+        mine = {r.perturbation: r for r in rows if r.setting == s}
+        vals = [r.effect_above_chance for r in mine.values() if r.applicable]
+        lo, hi = min([0.0, *vals]), max([0.0, *vals])
+        span = (hi - lo) or 1.0
+
+        def x(v: float, x0=x0, lo=lo, span=span) -> float:
+            return x0 + (v - lo) / span * (col_w - 22)
+
+        base = " (audit)" if any(r.baseline for r in mine.values()) else ""
+        parts.append(f"<text x='{x0}' y='16' font-weight='bold'>{html.escape(s[:18])}{base}"
                      "</text>")
+        parts.append(f"<line x1='{x(0):.1f}' y1='{top - 4}' x2='{x(0):.1f}' y2='{height - 6}' "
+                     "stroke='#9aa5b1'/>")
+        for i, p in enumerate(perts):
+            r = mine.get(p)
+            y = top + i * row_h + 4
+            if r is None or not r.applicable:
+                parts.append(f"<text x='{x0}' y='{y + 11}' fill='#9aa5b1'>n/a</text>")
+                continue
+            a, b = sorted((x(0), x(r.effect_above_chance)))
+            parts.append(f"<rect x='{a:.1f}' y='{y}' width='{max(b - a, 1):.1f}' "
+                         f"height='{row_h - 8}' fill='{color}' "
+                         f"fill-opacity='{1.0 if r.significant else 0.3}'><title>"
+                         f"{html.escape(s)}, {html.escape(p)}: {r.effect_above_chance:.3f} "
+                         f"above chance, p (adj.) {_fmt_p(r.p_adjusted)}</title></rect>")
+            parts.append(f"<text x='{b + 3:.1f}' y='{y + 11}' fill='#52606d'>{r.stars}</text>")
     parts.append("</svg>")
     return "".join(parts)
 
@@ -883,7 +888,7 @@ def _html_report(result: SensitivityResult, *, title: str | None,
            f"<p class='muted'>Base prompt: {html.escape(s.base_prompt)}</p>"]
     studies = result.studies
     head = "<tr><th>perturbation</th><th>audit verdict</th>" + "".join(
-        f"<th>{STUDY_TITLES[st]}: significant in</th>" for st in studies) + "<th></th></tr>"
+        f"<th>{STUDY_TITLES[st]}: significant in</th>" for st in studies) + "<th>verdict</th></tr>"
     body = []
     for v in result.verdicts():
         base = {True: "changes the answers", False: "no change shown",
@@ -897,7 +902,7 @@ def _html_report(result: SensitivityResult, *, title: str | None,
         if charts and STUDY_TITLES[st] in charts:
             out.append(charts[STUDY_TITLES[st]])
         else:
-            out.append(_svg_dots(result, st))
+            out.append(_svg_bars(result, st))
         out.append(_study_table(result, st))
         if st == "length" and result.padded_prompts:
             longest = max(result.padded_prompts)

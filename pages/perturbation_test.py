@@ -85,7 +85,7 @@ if result is not None:
     hist = figures.similarity_histograms(result)
     emb = figures.embedding_map(result)
     tabs = st.tabs(["Similarity histograms", "Permutation test", "Embedding map", "Responses",
-                    "Why"])
+                    "Why"], key=f"{KEY}_tabs")  # keyed: a widget in a tab keeps its tab open
     with tabs[0]:
         st.caption("Blue: how similar the base answers are to each other (the model's own "
                    "noise, P0). Orange: how similar base answers are to perturbed ones (P1). "

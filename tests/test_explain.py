@@ -173,6 +173,10 @@ def test_highlight_marks_words_absent_from_the_other_answer():
     assert kinds["atorvastatin"] == "only"
     assert kinds["Offer"] == "" and kinds["and"] == ""
     assert kinds["blood"] == kinds["pressure"] == "term"
+    # against a whole group: only words no answer of it uses
+    group = ["Offer a joke.", "Check atorvastatin doses."]
+    kinds = {s: k for s, k in highlight("Offer atorvastatin and a statin.", group) if s.strip()}
+    assert kinds["atorvastatin"] == "" and kinds["statin"] == "only"
 
 
 @settings(max_examples=60, deadline=None)

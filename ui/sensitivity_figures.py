@@ -26,51 +26,79 @@ def _p(r: SensitivityRow) -> str:
 
 
 def effect_figure(result: SensitivityResult, study: str) -> go.Figure:
-    """Grouped bars: ω above chance per perturbation (x), one colour per setting; bars
-    of non-significant results are pale, stars on top, the audit's setting outlined."""
+    """Small multiples, one panel per setting (each on its own scale: ω of different
+    measures or embedders are in different units): ω above chance per perturbation,
+    pale when not significant, stars beside; the audit's own setting is marked."""
     rows = result.study(study)
     settings = result.settings(study)
-    fig = go.Figure()
+    perts = result.perturbations
+    cols = max(1, len(settings))
+    titles = [_esc(s) + (" (audit)" if any(r.baseline and r.setting == s for r in rows) else "")
+              for s in settings]
+    fig = make_subplots(rows=1, cols=cols, shared_yaxes=True, subplot_titles=titles,
+                        horizontal_spacing=min(0.04, 0.4 / cols))
     for j, s in enumerate(settings):
-        rs = [r for r in rows if r.setting == s]
+        by = {r.perturbation: r for r in rows if r.setting == s}
+        rs = [by.get(p) for p in perts]
         color = PALETTE[j % len(PALETTE)]
         fig.add_trace(go.Bar(
-            x=[_esc(r.perturbation) for r in rs],
-            y=[r.effect_above_chance if r.applicable else None for r in rs],
-            name=_esc(s) + (" (audit)" if any(r.baseline for r in rs) else ""),
-            marker=dict(color=color, opacity=[1.0 if r.significant else 0.35 for r in rs],
-                        line=dict(color="#1F2933", width=[2 if r.baseline else 0 for r in rs])),
-            text=[r.stars for r in rs], textposition="outside",
-            customdata=[[_p(r), r.note] for r in rs],
-            hovertemplate=(f"{_esc(s)}<br>%{{x}}<br>ω above chance = %{{y:.3f}}<br>"
-                           "p (adj.) = %{customdata[0]}<extra>%{customdata[1]}</extra>")))
-    fig.add_hline(y=0, line_color="#52606D", line_width=1)
-    fig.update_yaxes(title_text="ω above chance")
-    fig.update_layout(barmode="group", bargap=0.2)
-    return _layout(fig, title=f"{STUDY_TITLES[study]}: effect above chance (pale: not "
-                   "significant)", height=400)
+            y=[_esc(p) for p in perts], orientation="h",
+            x=[r.effect_above_chance if r is not None and r.applicable else None for r in rs],
+            marker=dict(color=color, opacity=[1.0 if r is not None and r.significant else 0.35
+                                              for r in rs],
+                        line=dict(color="#1F2933", width=[2 if r is not None and r.baseline
+                                                          else 0 for r in rs])),
+            text=[(r.stars if r.applicable else "n/a") if r is not None else "" for r in rs],
+            textposition="outside", cliponaxis=False, showlegend=False,
+            customdata=[[_p(r), r.note] if r is not None else ["", ""] for r in rs],
+            hovertemplate=(f"{_esc(s)}<br>%{{y}}<br>ω above chance = %{{x:.3f}}<br>"
+                           "p (adj.) = %{customdata[0]}<extra>%{customdata[1]}</extra>")),
+            row=1, col=j + 1)
+        fig.add_vline(x=0, line_color="#52606D", line_width=1, row=1, col=j + 1)
+        fig.update_xaxes(nticks=3, zeroline=False, row=1, col=j + 1)
+    fig.update_yaxes(autorange="reversed", automargin=True)
+    fig.update_annotations(font=dict(size=12, color="#1F2933"))
+    fig.update_layout(bargap=0.3)
+    return _layout(fig, title=f"{STUDY_TITLES[study]}: ω above chance, each on its own scale "
+                   "(pale: not significant)", height=120 + 30 * len(perts))
+
+
+P_TICKS = [1, 0.1, 0.05, 0.01, 0.001, 0.0001]
 
 
 def pvalue_figure(result: SensitivityResult, study: str, alpha: float) -> go.Figure:
-    """Adjusted p per perturbation and setting on a log scale, with the level α."""
+    """Adjusted p per perturbation (x) and setting (side by side) on a log scale, with α."""
     rows = [r for r in result.study(study) if r.applicable]
     settings = result.settings(study)
+    perts = result.perturbations
+    width = min(0.8, 0.12 * len(settings))
     fig = go.Figure()
     for j, s in enumerate(settings):
         rs = [r for r in rows if r.setting == s]
         color = PALETTE[j % len(PALETTE)]
+        offset = (j - (len(settings) - 1) / 2) * width / max(1, len(settings) - 1) \
+            if len(settings) > 1 else 0.0
         fig.add_trace(go.Scatter(
-            x=[_esc(r.perturbation) for r in rs], y=[max(r.p_adjusted, 1e-6) for r in rs],
-            mode="markers", name=_esc(s),
-            marker=dict(size=11, color=[color if r.significant else "white" for r in rs],
+            x=[perts.index(r.perturbation) + offset for r in rs],
+            y=[max(r.p_adjusted, 1e-6) for r in rs], mode="markers", name=_esc(s),
+            marker=dict(size=10, color=[color if r.significant else "white" for r in rs],
                         line=dict(color=color, width=2),
                         symbol=["diamond" if r.baseline else "circle" for r in rs]),
-            hovertemplate=f"{_esc(s)}<br>%{{x}}<br>p (adj.) = %{{y:.4g}}<extra></extra>"))
-    fig.add_hline(y=alpha, line_dash="dash", line_color=ACCENT,
-                  annotation_text=f"α = {alpha:g}", annotation_position="top right")
-    fig.update_yaxes(type="log", title_text="p (adjusted; log scale)", autorange="reversed")
+            customdata=[_esc(r.perturbation) for r in rs],
+            hovertemplate=f"{_esc(s)}<br>%{{customdata}}<br>p (adj.) = %{{y:.4g}}<extra></extra>"))
+    fig.add_hline(y=alpha, line_dash="dash", line_color=ACCENT)
+    # on a log axis an annotation's y is the exponent (add_hline's own label lands off-chart)
+    fig.add_annotation(x=1, xref="paper", y=math.log10(alpha), yref="y", text=f"α = {alpha:g}",
+                       showarrow=False, xanchor="right", yanchor="top",
+                       font=dict(color=ACCENT, size=12))
+    lowest = min([r.p_adjusted for r in rows] + [alpha, 0.01])
+    ticks = [t for t in P_TICKS if t >= lowest / 2]
+    fig.update_yaxes(type="log", title_text="p (adjusted)", tickvals=ticks,
+                     ticktext=[f"{t:g}" for t in ticks], autorange="reversed")
+    fig.update_xaxes(tickvals=list(range(len(perts))), ticktext=[_esc(p) for p in perts],
+                     range=[-0.6, len(perts) - 0.4])
     return _layout(fig, title=f"{STUDY_TITLES[study]}: p-values (filled: significant; "
-                   "diamond: the audit's setting)", height=380)
+                   "diamond: the audit's setting; higher is smaller)", height=380)
 
 
 def length_figure(result: SensitivityResult, alpha: float) -> go.Figure:
@@ -113,10 +141,10 @@ def verdict_table(result: SensitivityResult) -> pd.DataFrame:
     for v in result.verdicts():
         d = {"perturbation": v["perturbation"], "role": v["role"] or "",
              "audit": {True: "changes the answers", False: "no change shown",
-                       None: "–"}[v["baseline_significant"]]}
+                       None: "–"}[v["baseline_significant"]],
+             "verdict": "holds" if v["holds"] else "depends on the setting"}
         for s in result.studies:
             d[STUDY_TITLES[s]] = f"significant in {v[s]['significant']} of {v[s]['settings']}"
-        d["verdict"] = "holds" if v["holds"] else "depends on the setting"
         rows.append(d)
     return pd.DataFrame(rows)
 

@@ -37,9 +37,9 @@ ROBUST_EMBEDDERS = {"spec": "the audit's embedder", "local": "MiniLM (local)",
                     "rougeL": "ROUGE-L (slow)"}
 
 
-def marked_html(text: str, other: str, terms: list[str]) -> str:
-    """``text`` as escaped HTML with the words ``other`` lacks marked, and the
-    distinguishing ``terms`` marked more strongly."""
+def marked_html(text: str, other, terms: list[str]) -> str:
+    """``text`` as escaped HTML with the words ``other`` (a text or a list of them)
+    never uses marked, and the distinguishing ``terms`` marked more strongly."""
     out = []
     for seg, kind in highlight(text, other, terms=terms):
         esc = html.escape(seg)
@@ -210,14 +210,15 @@ def why_view(result: AuditResult, *, key: str, only: str | None = None) -> None:
     reps = ex.typical if which == "typical" else ex.atypical
     terms = {"base": [t.term for t in ex.terms_for("base", 12)],
              "perturbed": [t.term for t in ex.terms_for("perturbed", 12)]}
+    texts = {"base": result.base.texts, "perturbed": result.responses(name)}
     cols = st.columns(2)
     for col, side, other in zip(cols, ("base", "perturbed"), ("perturbed", "base"), strict=True):
         r = reps[side]
         with col:
             st.markdown(f"**{html.escape(labels[side])}** — answer #{r.index + 1} "
                         f"(similarity to its group's centre {r.similarity:.2f})")
-            st.html(marked_html(r.text, reps[other].text, terms[side]))
-    st.caption("Highlighted: words the answer beside it does not use; darker: the "
+            st.html(marked_html(r.text, texts[other], terms[side]))
+    st.caption("Highlighted: words that no answer of the other group uses; darker: the "
                "distinguishing terms of the chart. Model output is shown as plain text.")
 
     st.markdown("##### Repeated answers")
