@@ -397,11 +397,12 @@ def import_promptfoo(path: str | os.PathLike, *, keep_cached_copies: bool = Fals
     notes: list[str] = []
     if dropped:
         shown = ", ".join(str(x) for x in dropped[:12] if x is not None)
+        where = (f": line{'s' if len(dropped) > 1 else ''} {shown}"
+                 f"{' …' if len(dropped) > 12 else ''}") if shown else ""
         notes.append(f"dropped {len(dropped)} response(s) promptfoo served from its cache that "
                      f"repeat another response of the same prompt (copies of one draw, not "
-                     f"independent samples){': lines ' + shown if shown else ''}"
-                     f"{' …' if len(dropped) > 12 else ''}. Run promptfoo with --no-cache, or "
-                     "pass --keep-cached-copies to keep them.")
+                     f"independent samples){where}. Run promptfoo with --no-cache (or keep "
+                     "them with `dbpa import --keep-cached-copies`).")
     n_cached = sum(c for _, c in items) - len(dropped)
     if n_cached:
         notes.append(f"{n_cached} response(s) came from promptfoo's cache (recorded in an "
