@@ -134,7 +134,7 @@ def cmd_cache(args) -> int:
 
 def _verdict_table(result) -> str:
     studies = result.studies
-    rows = [("perturbation", "audit", *[f"{s}s" for s in studies], "")]
+    rows = [("perturbation", "audit", *[f"{s}s" for s in studies], "verdict")]
     for v in result.verdicts():
         base = {True: "changed", False: "no change", None: "-"}[v["baseline_significant"]]
         rows.append((v["perturbation"], base,
