@@ -617,6 +617,8 @@ def run_sensitivity(spec: AuditSpec, config: SensitivityConfig, *, cache: Cache 
     SensitivityResult
         One row per perturbation × setting; within a setting p-values are
         corrected across perturbations with the spec's correction, as in the audit.
+        A study always includes the audit's own setting (its measure, its
+        embedder, the unpadded prompt): the baseline the others are compared with.
 
     Raises
     ------
@@ -652,13 +654,19 @@ def run_sensitivity(spec: AuditSpec, config: SensitivityConfig, *, cache: Cache 
                 materials[key] = study.material(texts, cfg)
             return materials[key]
 
-        for measure in config.measures:
+        # the audit's own setting is always part of a study: it is the reference
+        measures = list(dict.fromkeys([spec.measure, *config.measures])) \
+            if config.measures else []
+        embedders = [spec.embedder] + [e for e in config.embedders
+                                       if model_key(e) != model_key(spec.embedder)] \
+            if config.embedders else []
+        for measure in measures:
             mat = mat_for(spec.embedder)
             res = study.tests(mat, measure, names, f"measure {measure}")
             rows += study.rows("measure", measure, arms, res, measure=measure, embedder=spec_emb,
                                length=None, prompt_tokens=base_tokens,
                                baseline=measure == spec.measure)
-        for cfg in config.embedders:
+        for cfg in embedders:
             mat = mat_for(cfg)
             res = study.tests(mat, spec.measure, names, f"embedder {mat.label}")
             note = "" if _applicable(spec.measure, cfg) else \

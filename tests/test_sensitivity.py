@@ -176,6 +176,35 @@ def test_after_an_audit_measures_and_embedders_make_zero_model_calls(cache):
     assert emb["BLEU"].note == "text similarity: no model"
 
 
+def test_the_audit_setting_is_always_the_reference(cache):
+    with FakeOpenAI(models=MODELS) as srv:
+        spec = parse_spec(spec_text(srv))
+        res = run_sensitivity(spec, SensitivityConfig(measures=("ks",),
+                                                      embedders=parse_embedders("bleu")),
+                              cache=cache)
+    assert res.settings("measure") == ["jsd", "ks"]
+    assert res.settings("embedder") == ["fake-embed", "BLEU"]
+    assert all(v["baseline_significant"] is not None for v in res.verdicts())
+
+
+@pytest.mark.slow
+def test_a_sentence_transformers_folder_matches_the_local_embedder(cache):
+    from dbpa_core.embedders import minilm_path
+
+    with FakeOpenAI(models=MODELS) as srv:
+        spec = parse_spec(spec_text(srv))
+        run_audit(spec, cache=cache)
+        emb = parse_embedders(f"local,st:{minilm_path()}", spec)
+        assert emb[1] == {"backend": "sentence-transformers", "path": minilm_path()}
+        res = run_sensitivity(spec, SensitivityConfig(embedders=emb), cache=cache)
+    rows = {(r.setting, r.perturbation): r for r in res.study("embedder")}
+    folder = next(s for s in res.settings("embedder") if s not in ("fake-embed", "MiniLM (local)"))
+    for name in ("name-change", "comedian"):   # the same weights give the same test
+        assert rows[(folder, name)].p_value == rows[("MiniLM (local)", name)].p_value
+        assert rows[(folder, name)].effect_size == pytest.approx(
+            rows[("MiniLM (local)", name)].effect_size, abs=1e-6)
+
+
 def test_text_similarity_spec_marks_energy_l1_not_applicable(cache):
     with FakeOpenAI(models=MODELS) as srv:
         spec = parse_spec(spec_text(srv).replace(
