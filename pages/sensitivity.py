@@ -1,4 +1,6 @@
 """Sensitivity: does the verdict hold under other measures, embedders and prompt lengths?"""
+import html
+
 import streamlit as st
 
 from dbpa_core import sensitivity as sens
@@ -117,6 +119,10 @@ if result is not None:
     st.divider()
     alpha = result.spec.alpha
     st.subheader("Does the verdict hold?")
+    rs = result.spec
+    st.caption(f"Examined: {html.escape(', '.join(model_label(m) for m in rs.models))}, "
+               f"{len(result.perturbations)} comparisons, k = {rs.samples}, measure "
+               f"{rs.measure}, embedder {sens.embedder_label(rs.embedder)}.")
     table = sf.verdict_table(result)
     n_hold = int((table["verdict"] == "holds").sum())
     st.markdown(f"**{n_hold} of {len(table)} verdicts hold in every setting tried.**")

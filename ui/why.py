@@ -180,7 +180,12 @@ def why_view(result: AuditResult, *, key: str, only: str | None = None) -> None:
     pert = next(p for p in result.perturbations if p.name == name)
     base_label = result.base.arm.name
     labels = {"base": base_label, "perturbed": name}
-    ex = explain_result(result, name)
+    memo = st.session_state.setdefault("_why_memo", {})
+    if (id(result), name) not in memo:   # tokenizing 2k answers on every rerun is wasted work
+        if len(memo) > 32:
+            memo.clear()
+        memo[(id(result), name)] = (result, explain_result(result, name))
+    ex = memo[(id(result), name)][1]
     verdict = "changes the answers" if pert.significant else "does not change the answers " \
         "significantly"
     if result.mode == "models":
