@@ -139,7 +139,7 @@ def parse_embedders(value: str | Sequence[str] | None,
             cfg = {"backend": next(t for t in TEXT_SIMILARITIES if t.lower() == low)}
         elif low == "openai" or low.startswith("openai:"):
             cfg = {"backend": "openai", "name": n.split(":", 1)[1] if ":" in n
-                   else "text-embedding-3-small"}
+                   else "text-embedding-3-small", "api_key_env": "OPENAI_API_KEY"}
             if spec is not None and spec.embedder.get("backend") == "openai":
                 for key in ("base_url", "api_key_env", "concurrency", "max_retries", "timeout"):
                     if key in spec.embedder:

@@ -92,7 +92,7 @@ def test_parsers():
     assert parse_lengths("900, 100,300,100") == (100, 300, 900)
     assert parse_embedders("local,bleu,rouge,openai:text-embedding-3-large") == (
         {"backend": "local"}, {"backend": "bleu"}, {"backend": "rougeL"},
-        {"backend": "openai", "name": "text-embedding-3-large"})
+        {"backend": "openai", "name": "text-embedding-3-large", "api_key_env": "OPENAI_API_KEY"})
 
 
 @pytest.mark.parametrize("call, match", [
