@@ -93,8 +93,10 @@ def pvalue_figure(result: SensitivityResult, study: str, alpha: float) -> go.Fig
                        font=dict(color=ACCENT, size=12))
     lowest = min([r.p_adjusted for r in rows] + [alpha, 0.01])
     ticks = [t for t in P_TICKS if t >= lowest / 2]
+    # from p = 1 at the bottom to just past the smallest p at the top (log axis: exponents)
     fig.update_yaxes(type="log", title_text="p (adjusted)", tickvals=ticks,
-                     ticktext=[f"{t:g}" for t in ticks], autorange="reversed")
+                     ticktext=[f"{t:g}" for t in ticks],
+                     range=[0.08, math.log10(lowest) - 0.25])
     fig.update_xaxes(tickvals=list(range(len(perts))), ticktext=[_esc(p) for p in perts],
                      range=[-0.6, len(perts) - 0.4])
     return _layout(fig, title=f"{STUDY_TITLES[study]}: p-values (filled: significant; "
