@@ -124,15 +124,24 @@ def length_figure(result: SensitivityResult, alpha: float) -> go.Figure:
         fig.add_trace(go.Scatter(x=x, y=[max(r.p_adjusted, 1e-6) for r in rs],
                                  mode="lines+markers", name=_esc(name), legendgroup=_esc(name),
                                  showlegend=False, line=dict(color=color),
+                                 marker=dict(size=9, color=[color if r.significant else "white"
+                                                            for r in rs],
+                                             line=dict(color=color, width=2)),
                                  hovertemplate="~%{x} tokens<br>p (adj.) = %{y:.4g}"
                                  "<extra>" + _esc(name) + "</extra>"), row=1, col=2)
     fig.add_hline(y=alpha, line_dash="dash", line_color=ACCENT, row=1, col=2)
     fig.add_hline(y=0, line_color="#52606D", line_width=1, row=1, col=1)
-    fig.update_yaxes(type="log", autorange="reversed", row=1, col=2)
+    lowest = min([r.p_adjusted for r in rows] + [alpha, 0.01])
+    ticks = [t for t in P_TICKS if t >= lowest / 2]
+    fig.update_yaxes(type="log", tickvals=ticks, ticktext=[f"{t:g}" for t in ticks],
+                     range=[0.08, math.log10(lowest) - 0.25], row=1, col=2)
     fig.update_xaxes(title_text="prompt length (tokens, ~4 characters each)")
     fig.update_annotations(font=dict(size=13, color="#1F2933"))
-    return _layout(fig, title="Prompt length: does the effect survive a longer prompt?",
-                   height=420)
+    _layout(fig, title="Prompt length: does the effect survive a longer prompt? (filled: "
+            f"significant; dashed: α = {alpha:g})", height=440)
+    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0),
+                      margin=dict(b=110))
+    return fig
 
 
 # --------------------------------------------------------------------------- tables
