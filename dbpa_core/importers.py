@@ -345,6 +345,11 @@ def import_promptfoo(path: str | os.PathLike, *, keep_cached_copies: bool = Fals
     they repeat another response word for word (they are then not independent).
     """
     source = str(path)
+    if source.lower().endswith((".csv", ".html", ".yaml", ".yml", ".xml", ".txt")):
+        raise ImportFormatError(
+            f"{source}: promptfoo's {Path(source).suffix[1:].upper()} output does not keep each "
+            "response with its prompt; write JSON or JSONL instead "
+            "(`promptfoo eval --repeat N -o results.json`)")
     text = _read_text(path)
     entries, fmt = _promptfoo_results(text, source)
     problems: list[ImportProblem] = []

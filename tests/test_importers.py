@@ -69,6 +69,10 @@ def test_promptfoo_rejects_other_json(tmp_path):
     p.write_text(json.dumps({"hello": "world"}))
     with pytest.raises(ImportFormatError, match="not a promptfoo output file"):
         import_promptfoo(p)
+    csv_out = tmp_path / "results.csv"
+    csv_out.write_text("[openai:gpt-4o-mini] base\n[PASS] (1.00) hello\n")
+    with pytest.raises(ImportFormatError, match="write JSON or JSONL"):
+        import_promptfoo(csv_out)
     empty = tmp_path / "e.json"
     empty.write_text("  ")
     with pytest.raises(ImportFormatError, match="empty"):
