@@ -3,6 +3,8 @@
     dbpa audit SPEC.yaml --out DIR [--no-cache] [--fail-on-control]
     dbpa estimate SPEC.yaml
     dbpa cache info | clear
+    dbpa sensitivity SPEC.yaml --measures all --embedders spec,bleu --lengths 100,300,900 --out DIR
+    dbpa import FILE [--from promptfoo|openai-batch|csv|jsonl] --out replay.jsonl
 
 Exit codes: 0 done, 1 a control perturbation was significant (with
 ``--fail-on-control``), 2 a mistake in the spec or arguments, 3 a backend
@@ -130,6 +132,113 @@ def cmd_cache(args) -> int:
     return 0
 
 
+def _verdict_table(result) -> str:
+    studies = result.studies
+    rows = [("perturbation", "audit", *[f"{s}s" for s in studies], "verdict")]
+    for v in result.verdicts():
+        base = {True: "changed", False: "no change", None: "-"}[v["baseline_significant"]]
+        rows.append((v["perturbation"], base,
+                     *[f"{v[s]['significant']}/{v[s]['settings']} significant" for s in studies],
+                     "holds" if v["holds"] else "DEPENDS ON THE SETTING"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def cmd_sensitivity(args) -> int:
+    from .sampling import RunCancelled
+    from .sensitivity import (
+        SensitivityConfig,
+        SensitivityError,
+        parse_embedders,
+        parse_lengths,
+        parse_measures,
+        plan,
+        run_sensitivity,
+    )
+    from .spec import load_spec
+
+    spec = load_spec(args.spec)
+    try:
+        config = SensitivityConfig(
+            measures=parse_measures(args.measures), embedders=parse_embedders(args.embedders, spec),
+            lengths=parse_lengths(args.lengths),
+            cost_models=tuple(m.strip() for m in (args.cost_models or "").split(",") if m.strip()))
+        need = plan(spec, config, cache=_cache(args))
+    except SensitivityError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"{need['calls']} model calls to make ({need['cached']} samples already cached), "
+          f"estimated cost ${need['cost']:.4f}"
+          + (f" (no price for {', '.join(need['unknown_prices'])})" if need["unknown_prices"]
+             else "") + ".", file=sys.stderr)
+    if args.dry_run:
+        return 0
+    bars = _Bars((not args.quiet and sys.stderr.isatty()) or args.progress)
+    try:
+        result = run_sensitivity(spec, config, cache=_cache(args), progress=bars)
+    except RunCancelled as exc:
+        print(str(exc), file=sys.stderr)
+        return 130
+    finally:
+        bars.close()
+    paths = result.write(args.out)
+    print(_verdict_table(result))
+    u = result.usage
+    print(f"\n{u['calls']} new model calls, {u['cached_samples']} samples from the cache, "
+          f"{u['embeddings_computed']} new embeddings, {u['seconds']:.1f} s. One row per "
+          f"perturbation x setting in results.csv; cost in cost.csv.")
+    for w in result.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    print("wrote " + ", ".join(paths))
+    return 0
+
+
+def cmd_import(args) -> int:
+    from pathlib import Path
+
+    from .importers import ImportFormatError, import_file
+
+    try:
+        result = import_file(args.file, args.fmt, requests=args.requests,
+                             prompt_column=args.prompt_column,
+                             response_column=args.response_column,
+                             model_column=args.model_column, system_column=args.system_column,
+                             keep_cached_copies=args.keep_cached_copies)
+    except ImportFormatError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for p in result.problems[:50]:
+        print(f"{'skipped' if args.skip_bad else 'bad row'}: {args.file}, {p}", file=sys.stderr)
+    if len(result.problems) > 50:
+        print(f"... and {len(result.problems) - 50} more", file=sys.stderr)
+    if result.problems and not args.skip_bad:
+        print(f"error: {len(result.problems)} row(s) could not be imported; nothing was written. "
+              f"Fix them, or pass --skip-bad to import the other {len(result.records)}.",
+              file=sys.stderr)
+        return 2
+    if not result.records:
+        print(f"error: {args.file}: no usable responses", file=sys.stderr)
+        return 2
+    out = args.out or str(Path(args.file).with_suffix("")) + ".replay.jsonl"
+    result.write(out)
+    print(result.summary())
+    if result.problems:
+        print(f"skipped {len(result.problems)} malformed row(s), listed above.")
+    print(f"wrote {out}")
+    if args.spec_out:
+        spec_dir = str(Path(args.spec_out).resolve().parent)
+        Path(args.spec_out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.spec_out).write_text(result.starter_spec(str(Path(out).resolve()),
+                                                           spec_dir=spec_dir), encoding="utf-8")
+        print(f"wrote {args.spec_out}: check it, then run `dbpa audit {args.spec_out}`")
+    else:
+        print(f"Use it as a model: {{backend: replay, file: {out}}} (or --spec-out SPEC.yaml "
+              "for a starter spec).")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="dbpa", description="Audit LLM robustness with "
                                  "distribution-based perturbation analysis.")
@@ -152,6 +261,41 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("cache", help="show or clear the cache")
     c.add_argument("action", choices=["info", "clear"])
     c.set_defaults(func=cmd_cache)
+    s = sub.add_parser("sensitivity", help="does the verdict hold under other measures, "
+                       "embedders and prompt lengths?")
+    s.add_argument("spec")
+    s.add_argument("--measures", default="all",
+                   help="'all', 'none' or a comma-separated list (default: all)")
+    s.add_argument("--embedders", default="spec",
+                   help="comma-separated: spec, local, bleu, rouge1, rouge2, rougeL, openai[:MODEL], "
+                   "st:FOLDER (default: spec, the spec's own)")
+    s.add_argument("--lengths", default="",
+                   help="prompt lengths in tokens, e.g. 100,300,900 (new model calls; default none)")
+    s.add_argument("--cost-models", default="",
+                   help="priced models to compare in the cost table, e.g. gpt-4o-mini,gpt-4o")
+    s.add_argument("--out", default="dbpa-sensitivity", help="output folder")
+    s.add_argument("--dry-run", action="store_true", help="print the calls and cost; run nothing")
+    s.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    s.add_argument("--quiet", action="store_true", help="no progress bars")
+    s.add_argument("--progress", action="store_true", help="progress bars even when not a TTY")
+    s.set_defaults(func=cmd_sensitivity)
+    i = sub.add_parser("import", help="turn promptfoo, OpenAI Batch or CSV/JSONL output into a "
+                       "replay file")
+    i.add_argument("file")
+    i.add_argument("--from", dest="fmt", default="auto",
+                   choices=["auto", "promptfoo", "openai-batch", "csv", "jsonl"])
+    i.add_argument("--requests", help="OpenAI Batch: the requests file that was uploaded")
+    i.add_argument("--prompt-column", help="CSV/JSONL: the column with the prompt")
+    i.add_argument("--response-column", help="CSV/JSONL: the column with the response")
+    i.add_argument("--model-column", help="CSV/JSONL: the column with the model name (optional)")
+    i.add_argument("--system-column", help="CSV/JSONL: the column with the system prompt (optional)")
+    i.add_argument("--out", help="replay file to write (default: next to FILE, .replay.jsonl)")
+    i.add_argument("--spec-out", help="also write a starter audit spec for the imported responses")
+    i.add_argument("--skip-bad", action="store_true",
+                   help="import the good rows when some are malformed (each is still listed)")
+    i.add_argument("--keep-cached-copies", action="store_true",
+                   help="promptfoo: keep cached responses that repeat another word for word")
+    i.set_defaults(func=cmd_import)
     return ap
 
 

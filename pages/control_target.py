@@ -4,6 +4,7 @@ import streamlit as st
 
 from dbpa_core.roc import best_model_at_fpr
 from ui import figures, presets, runner, widgets
+from ui.why import why_view
 
 KEY = "roc"
 widgets.page_setup()
@@ -86,3 +87,4 @@ if results:
             widgets.show_results_table(r, key=f"{KEY}_{m}")
             widgets.downloads(r, {"ROC": figures.roc_figure(rocs, max_fpr=max_fpr)},
                               key=f"{KEY}_{m}", title=f"Control vs target — {m}")
+            why_view(r, key=f"{KEY}_{m}_why")

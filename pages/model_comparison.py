@@ -2,6 +2,7 @@
 import streamlit as st
 
 from ui import figures, runner, widgets
+from ui.why import why_view
 
 KEY = "models"
 widgets.page_setup()
@@ -51,5 +52,6 @@ if result is not None:
     hist = figures.similarity_histograms(result)
     st.plotly_chart(hist, key=f"{KEY}_hist")
     widgets.response_viewer(result, key=KEY)
+    why_view(result, key=f"{KEY}_why")
     widgets.downloads(result, {"Distance from the reference": bar, "Histograms": hist},
                       key=KEY, title="Model comparison")

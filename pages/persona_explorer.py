@@ -4,6 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from ui import figures, presets, runner, widgets
+from ui.why import why_view
 
 KEY = "personas"
 widgets.page_setup()
@@ -67,6 +68,7 @@ if results:
     st.plotly_chart(figures.similarity_histograms(res, columns=1, only=[cell_p]),
                     key=f"{KEY}_cell_hist")
     widgets.response_viewer(res, key=f"{KEY}_cell", only=[cell_p])
+    why_view(res, key=f"{KEY}_why", only=cell_p)
     for m, r in results.items():
         with st.expander(f"Table and downloads: {m}"):
             widgets.show_results_table(r, key=f"{KEY}_{m}")

@@ -2,6 +2,7 @@
 import streamlit as st
 
 from ui import figures, presets, runner, widgets
+from ui.why import why_view
 
 KEY = "landing"
 widgets.page_setup()
@@ -83,7 +84,8 @@ if result is not None:
     widgets.show_results_table(result, key=KEY)
     hist = figures.similarity_histograms(result)
     emb = figures.embedding_map(result)
-    tabs = st.tabs(["Similarity histograms", "Permutation test", "Embedding map", "Responses"])
+    tabs = st.tabs(["Similarity histograms", "Permutation test", "Embedding map", "Responses",
+                    "Why"], key=f"{KEY}_tabs")  # keyed: a widget in a tab keeps its tab open
     with tabs[0]:
         st.caption("Blue: how similar the base answers are to each other (the model's own "
                    "noise, P0). Orange: how similar base answers are to perturbed ones (P1). "
@@ -106,5 +108,7 @@ if result is not None:
             st.info("No embeddings with BLEU/ROUGE similarity.")
     with tabs[3]:
         widgets.response_viewer(result, key=KEY)
+    with tabs[4]:
+        why_view(result, key=f"{KEY}_why")
     widgets.downloads(result, {"Similarity histograms": hist, "Embedding map": emb}, key=KEY,
                       title="Perturbation test")

@@ -95,3 +95,7 @@ c2.metric("Size", f"{cache.volume() / 1e6:.1f} MB")
 if c3.button("Clear the cache", key="settings_clear", icon=":material/delete:"):
     n = cache.clear()
     st.success(f"Removed {n} cached items.")
+
+from ui import imports  # noqa: E402 - the import block is self-contained, at the end
+
+imports.import_block()
