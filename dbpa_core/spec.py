@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from .backends.base import redact_url
 from .measures import MEASURES
 from .multitest import METHODS
 
@@ -26,9 +27,9 @@ TOP_KEYS = {"name", "description", "model", "models", "embedder", "samples", "te
             "system_prompt", "base", "perturbations", "prices", "sequential"}
 MODEL_KEYS = {"backend", "name", "label", "base_url", "api_key_env", "path", "file",
               "concurrency", "max_retries", "timeout", "n_per_request", "batch_size",
-              "temperature"}
+              "temperature", "max_retry_wait", "max_response_mb"}
 EMBEDDER_KEYS = {"backend", "name", "path", "base_url", "api_key_env", "concurrency",
-                 "max_retries", "timeout"}
+                 "max_retries", "timeout", "max_retry_wait", "max_response_mb"}
 BASE_KEYS = {"prompt", "system_prompt"}
 PERTURBATION_KEYS = {"name", "prompt", "prefix", "suffix", "system_prompt", "role"}
 
@@ -86,7 +87,7 @@ class AuditSpec:
         """A JSON-ready copy (holds names of key variables, never keys)."""
         return {
             "name": self.name, "description": self.description, "mode": self.mode,
-            "models": [dict(m) for m in self.models], "embedder": dict(self.embedder),
+            "models": [_shown(m) for m in self.models], "embedder": _shown(self.embedder),
             "base": {"prompt": self.base_prompt, "system_prompt": self.system_prompt},
             "perturbations": [{"name": p.name, "prompt": p.prompt, "role": p.role,
                                "system_prompt": p.system_prompt} for p in self.perturbations],
@@ -95,6 +96,14 @@ class AuditSpec:
             "measure": self.measure, "correction": self.correction, "alpha": self.alpha,
             "seed": self.seed, "sequential": self.sequential,
         }
+
+
+def _shown(config: dict[str, Any]) -> dict[str, Any]:
+    """A model or embedder config fit to be written out: no password in ``base_url``."""
+    out = dict(config)
+    if "base_url" in out:
+        out["base_url"] = redact_url(out["base_url"])
+    return out
 
 
 def model_label(config: dict[str, Any]) -> str:
@@ -211,6 +220,8 @@ def _model(doc: _Doc, obj: Any, path: tuple, base_dir: Path) -> dict[str, Any]:
         _get(doc, obj, "concurrency", path, int, minimum=1, maximum=256)
         _get(doc, obj, "max_retries", path, int, minimum=0, maximum=20)
         _get(doc, obj, "timeout", path, float, minimum=0.1)
+        _get(doc, obj, "max_retry_wait", path, float, minimum=0.0, maximum=86_400)
+        _get(doc, obj, "max_response_mb", path, float, minimum=0.01, maximum=4096)
         _get(doc, obj, "n_per_request", path, int, minimum=1, maximum=128)
     elif backend == "hf":
         cfg["path"] = _existing(doc, obj, path, "path", base_dir, "Hugging Face model folder")
