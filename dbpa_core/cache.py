@@ -195,6 +195,7 @@ class Cache:
         self.enabled = enabled
         self.size_limit = size_limit
         self._store = None
+        self._opened: tuple[int, int] | None = None
         self._lock = threading.RLock()
         self.owner = {"host": socket.gethostname(), "pid": os.getpid(),
                       "token": uuid.uuid4().hex}
@@ -236,11 +237,21 @@ class Cache:
             raise CacheError(f"Cannot open the cache at {self.store_dir} "
                              f"({exc.strerror or exc}).") from None
 
+    def _db_id(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.store_dir / "cache.db")
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
+
     @property
     def store(self):
         with self._lock:
+            if self._store is not None and self._db_id() != self._opened:
+                self.close()  # another process removed and rebuilt the store: reopen it
             if self._store is None:
                 self._store = self._open()
+                self._opened = self._db_id()
             return self._store
 
     def _run(self, op, *, retry: bool = True):

@@ -51,7 +51,7 @@ class _Bars:
         bar.total = p.total
         bar.n = p.done
         if p.detail:
-            bar.set_postfix_str(p.detail[:30], refresh=False)
+            bar.set_postfix_str(p.detail[:60], refresh=False)
         bar.refresh()
 
     def close(self) -> None:
@@ -124,7 +124,11 @@ def cmd_cache(args) -> int:
     c = _cache(args)
     if args.action == "clear":
         n = c.clear()
-        print(f"removed {n} cached items from {c.directory}")
+        if c.repaired:
+            print(f"the cache store in {c.directory} was damaged: removed it and started an "
+                  "empty one")
+        else:
+            print(f"removed {n} cached items from {c.directory}")
     else:
         print(f"cache folder: {c.directory}\nitems: {c.count()}\nsize: {c.volume() / 1e6:.1f} MB")
     return 0
@@ -160,11 +164,12 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     args = build_parser().parse_args(argv)
     from .backends.base import BackendError
+    from .cache import CacheError
     from .spec import SpecError
 
     try:
         return args.func(args)
-    except SpecError as exc:
+    except (SpecError, CacheError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except BackendError as exc:
