@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import shutil
 import socket
@@ -106,7 +107,7 @@ def decode_value(raw: Any) -> Any:
         if not sep or dtype not in _ARRAY_DTYPES or any(x < 0 for x in shape):
             return None
         dt = np.dtype(dtype)
-        if len(body) != dt.itemsize * int(np.prod(shape, dtype=np.int64)):
+        if len(body) != dt.itemsize * math.prod(shape):
             return None
         return np.frombuffer(body, dtype=dt).reshape(shape).astype(dt.newbyteorder("="))
     if isinstance(raw, str):
@@ -195,6 +196,7 @@ class Cache:
         self.enabled = enabled
         self.size_limit = size_limit
         self._store = None
+        self._db_path = str(self.directory / "store" / "cache.db")
         self._opened: tuple[int, int] | None = None
         self._lock = threading.RLock()
         self.owner = {"host": socket.gethostname(), "pid": os.getpid(),
@@ -239,7 +241,7 @@ class Cache:
 
     def _db_id(self) -> tuple[int, int] | None:
         try:
-            st = os.stat(self.store_dir / "cache.db")
+            st = os.stat(self._db_path)
         except OSError:
             return None
         return st.st_dev, st.st_ino
