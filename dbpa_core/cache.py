@@ -20,8 +20,11 @@ What is guaranteed:
   :meth:`Cache.clear` always works: it removes and recreates a damaged store.
 * **Claimable keys.** :meth:`Cache.claim` lets one run take a key it is about to
   pay for; another run on the same folder sees the claim and waits for the value
-  instead of paying again (see :mod:`dbpa_core.sampling`). Claims expire, and a
-  claim of a process that no longer runs (same host) is broken at once.
+  instead of paying again (see :mod:`dbpa_core.sampling`). A run that holds
+  claims beats a heartbeat (:meth:`Cache.beat`); the claims of a run whose
+  heartbeat stopped for HEARTBEAT_TTL seconds (a crashed process, a cancelled CI
+  container on a shared volume) are broken, at once when it was a process on
+  this host that no longer exists.
 """
 from __future__ import annotations
 
@@ -42,7 +45,9 @@ from typing import Any
 import numpy as np
 
 DEFAULT_SIZE_LIMIT = 2 * 1024**3  # 2 GiB
-CLAIM_TTL = 1800.0  # seconds a claim lives unless refreshed
+CLAIM_TTL = 6 * 3600.0  # a claim's last-resort lifetime; liveness comes from the heartbeat
+HEARTBEAT_TTL = 45.0  # a run that has not beaten for this long is gone: its claims are broken
+HEARTBEAT_EVERY = 10.0  # seconds between beats of a run that holds claims
 _ARRAY_MAGIC = b"DBPA-NDARRAY\n"
 _ARRAY_DTYPES = ("<f4", "<f8")
 
@@ -202,6 +207,7 @@ class Cache:
         self.owner = {"host": socket.gethostname(), "pid": os.getpid(),
                       "token": uuid.uuid4().hex}
         self.repaired = False  # set by clear() when it had to rebuild a damaged store
+        self._beaten: dict[str, float] = {}  # token -> when its heartbeat was last set
 
     @property
     def store_dir(self) -> Path:
@@ -310,27 +316,47 @@ class Cache:
         return self.enabled and self.get(key) is not None
 
     # ------------------------------------------------------------------ claims
-    def claim(self, key: str, *, ttl: float = CLAIM_TTL) -> bool:
-        """Take ``key`` for this process (True), unless another run holds it (False)."""
+    def new_owner(self) -> dict[str, Any]:
+        """A fresh claimant (one per run: two runs in one process must not share one)."""
+        return {"host": self.owner["host"], "pid": os.getpid(), "token": uuid.uuid4().hex}
+
+    def claim(self, key: str, owner: dict | None = None, *, ttl: float = CLAIM_TTL) -> bool:
+        """Take ``key`` for ``owner`` (default: this Cache object) and return True, unless
+        another claimant holds it (False)."""
         if not self.enabled:
             return True
-        owner = json.dumps({**self.owner, "since": time.time()})
-        return bool(self._run(lambda s: s.add("claim:" + key, owner, expire=ttl)))
+        owner = owner or self.owner
+        if time.monotonic() - self._beaten.get(owner["token"], -math.inf) > \
+                min(HEARTBEAT_EVERY, HEARTBEAT_TTL) / 2:
+            self.beat(owner)  # the heartbeat exists before the claim is visible
+        value = json.dumps({**owner, "since": time.time()})
+        return bool(self._run(lambda s: s.add("claim:" + key, value, expire=ttl)))
 
-    def refresh(self, keys, *, ttl: float = CLAIM_TTL) -> None:
-        """Extend the life of claims this process holds."""
+    def beat(self, owner: dict | None = None, *, ttl: float | None = None) -> None:
+        """Say that ``owner`` is alive (for ``ttl`` seconds, default HEARTBEAT_TTL): its
+        claims stand."""
         if self.enabled:
-            self._run(lambda s: [s.touch("claim:" + k, expire=ttl) for k in keys])
+            token = (owner or self.owner)["token"]
+            ttl = HEARTBEAT_TTL if ttl is None else ttl
+            self._run(lambda s: s.set("owner:" + token, "alive", expire=ttl))
+            self._beaten[token] = time.monotonic()
 
-    def release(self, keys) -> None:
-        """Give up claims this process holds (a claim of another run is left alone)."""
+    def end_beat(self, owner: dict | None = None) -> None:
+        """``owner`` holds no claims any more: remove its heartbeat."""
+        token = (owner or self.owner)["token"]
+        if self.enabled and self._beaten.pop(token, None) is not None:
+            self._run(lambda s: s.delete("owner:" + token))
+
+    def release(self, keys, owner: dict | None = None) -> None:
+        """Give up claims ``owner`` holds (a claim of another claimant is left alone)."""
         if not self.enabled:
             return
+        token = (owner or self.owner)["token"]
 
         def op(store):
             for k in keys:
                 holder = self._holder(store, k)
-                if holder is not None and holder.get("token") == self.owner["token"]:
+                if holder is not None and holder.get("token") == token:
                     store.delete("claim:" + k)
 
         self._run(op)
@@ -350,7 +376,8 @@ class Cache:
     def claim_holder(self, key: str) -> dict | None:
         """Who holds ``key`` (``host``, ``pid``, ``token``, ``since``), or None.
 
-        A claim of a process that has ended on this host is removed and reads as None.
+        A claim whose run is gone — its heartbeat stopped, or its process has ended
+        on this host — is removed and reads as None.
         """
         if not self.enabled:
             return None
@@ -359,9 +386,10 @@ class Cache:
             holder = self._holder(store, key)
             if holder is None:
                 return None
-            pid = holder.get("pid")
-            if holder.get("host") == self.owner["host"] and isinstance(pid, int) \
-                    and pid != os.getpid() and not _pid_alive(pid):
+            pid, token = holder.get("pid"), holder.get("token")
+            dead = holder.get("host") == self.owner["host"] and isinstance(pid, int) \
+                and pid != os.getpid() and not _pid_alive(pid)
+            if dead or not isinstance(token, str) or store.get("owner:" + token) is None:
                 store.delete("claim:" + key)
                 return None
             return holder
@@ -376,9 +404,10 @@ class Cache:
         return int(self._run(lambda s: s.volume()))
 
     def count(self) -> int:
+        """Items stored (expired claims and heartbeats of crashed runs are purged first)."""
         if not self.store_dir.exists():
             return 0
-        return int(self._run(lambda s: len(s)))
+        return int(self._run(lambda s: (s.expire(), len(s))[1]))
 
     def clear(self) -> int:
         """Remove every cached sample and embedding; returns how many were removed.

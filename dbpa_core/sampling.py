@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from . import cache as _cache
 from .backends import (
     Backend,
     BackendError,
@@ -47,7 +49,7 @@ from .backends import (
     make_backend,
     sample_seed,
 )
-from .cache import CLAIM_TTL, Cache, make_key
+from .cache import Cache, make_key
 from .embedders import Embedder, make_embedder
 
 EMBED_BATCH = 64
@@ -313,25 +315,30 @@ class Sampler:
         vanishes without a value (that run failed or stopped) is claimed again.
         """
         pending = list(missing)
-        while pending:
-            self.check_stop()
-            mine, theirs = [], []
-            for key in pending:
-                if self.cache.claim(key):
-                    if lookup(key):  # stored between our look and our claim
-                        self.cache.release([key])
-                    else:
-                        mine.append(key)
-                elif not lookup(key):
-                    theirs.append(key)
-            if mine:
-                self._claims.hold(mine)
-                try:
-                    produce(mine)
-                finally:
-                    self._claims.release_all()
-            pending = self._wait_for_others(theirs, lookup, stage=stage, done=done,
-                                            total=total, noun=noun) if theirs else []
+        try:
+            while pending:
+                self.check_stop()
+                mine, theirs = [], []
+                owner = self._claims.owner
+                for key in pending:
+                    if self.cache.claim(key, owner):
+                        if lookup(key):  # stored between our look and our claim
+                            self.cache.release([key], owner)
+                        else:
+                            mine.append(key)
+                    elif not lookup(key):
+                        theirs.append(key)
+                if mine:
+                    self._claims.hold(mine)
+                    try:
+                        produce(mine)
+                    finally:
+                        self._claims.release_all()
+                pending = self._wait_for_others(theirs, lookup, stage=stage, done=done,
+                                                total=total, noun=noun) if theirs else []
+        finally:
+            if missing:
+                self.cache.end_beat(self._claims.owner)
 
     def _wait_for_others(self, keys: list[str], lookup: Callable[[str], bool], *, stage: str,
                          done: Callable[[], int], total: int, noun: str) -> list[str]:
@@ -413,30 +420,43 @@ class Sampler:
 
 
 class _Claims:
-    """The keys this sampler holds claims on: released as each value is stored,
-    refreshed while a long fetch goes on, all given up when the fetch ends."""
+    """The keys this sampler holds claims on: each released as its value is stored,
+    all given up when the fetch ends. While any are held, a daemon thread beats the
+    cache's heartbeat, so that other runs know this one is alive (and break the
+    claims within a minute if it dies)."""
 
     def __init__(self, cache: Cache):
         self.cache = cache
+        self.owner = cache.new_owner()  # this sampler's own: runs sharing a Cache stay apart
         self.held: set[str] = set()
-        self.refreshed = time.monotonic()
+        self._stop: threading.Event | None = None
 
     def hold(self, keys: list[str]) -> None:
         self.held.update(keys)
-        self.refreshed = time.monotonic()
+        if self._stop is None and self.cache.enabled:
+            self._stop = threading.Event()
+            threading.Thread(target=self._beat, args=(self._stop,), daemon=True,
+                             name="dbpa-claims-heartbeat").start()
+
+    def _beat(self, stop: threading.Event) -> None:
+        while not stop.wait(_cache.HEARTBEAT_EVERY):
+            try:
+                self.cache.beat(self.owner)
+            except Exception:  # noqa: BLE001 - a failed beat must not kill the run
+                pass
 
     def done(self, key: str) -> None:
         if key in self.held:
             self.held.discard(key)
-            self.cache.release([key])
-        if self.held and time.monotonic() - self.refreshed > CLAIM_TTL / 4:
-            self.cache.refresh(list(self.held))
-            self.refreshed = time.monotonic()
+            self.cache.release([key], self.owner)
 
     def release_all(self) -> None:
         held, self.held = list(self.held), set()
+        if self._stop is not None:
+            self._stop.set()
+            self._stop = None
         if held:
-            self.cache.release(held)
+            self.cache.release(held, self.owner)
 
 
 def _cached_record(v: Any) -> SampleRecord | None:

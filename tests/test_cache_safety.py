@@ -309,6 +309,30 @@ def test_two_samplers_on_one_folder_pay_once(tmp_path):
     assert any("waiting for another run" in p.detail for p in seen)
 
 
+def test_two_runs_sharing_one_cache_object_pay_once(tmp_path, monkeypatch):
+    """The dashboard keeps one Cache per folder for every session: two sessions running
+    the same audit at once must still pay once (each run claims as itself)."""
+    import dbpa_core.cache as cache_mod
+
+    monkeypatch.setattr(cache_mod, "HEARTBEAT_TTL", 0.6)
+    monkeypatch.setattr(cache_mod, "HEARTBEAT_EVERY", 0.1)
+    shared = Cache(tmp_path)
+    backend = CountingBackend(delay=0.3)
+    out = {}
+
+    def run(name, wait):
+        time.sleep(wait)
+        out[name] = [r.text for r in sampler(shared, backend).sample(jobs(("a",), 4))]
+
+    threads = [threading.Thread(target=run, args=("x", 0)), threading.Thread(target=run, args=("y", 0.1))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert out["x"] == out["y"] and len(backend.requests) == 4
+    assert shared.count() == 4  # no claim or heartbeat left behind
+
+
 def test_a_claim_of_a_dead_process_does_not_block(tmp_path):
     from dbpa_core.sampling import backend_identity, sample_key
 
@@ -327,13 +351,52 @@ def test_a_claim_of_a_dead_process_does_not_block(tmp_path):
     assert time.monotonic() - t < 5 and [r.text for r in recs] == ["a#0", "a#1"]
 
 
+def test_a_claim_of_a_run_whose_heartbeat_stopped_is_broken(tmp_path):
+    """A run on another machine (a cancelled CI container on a shared volume) that
+    died: its claims stand only until its heartbeat expires."""
+    from dbpa_core.sampling import backend_identity, sample_key
+
+    j = jobs(("a",), 2)
+    cache = Cache(tmp_path)
+    cache.store.set("owner:gone", "alive", expire=1.0)
+    for job in j:
+        cache.store.add("claim:" + sample_key(backend_identity(MODEL), job.request),
+                        json.dumps({"host": "another-machine", "pid": 1, "token": "gone"}))
+    seen: list[Progress] = []
+    t = time.monotonic()
+    recs = sampler(Cache(tmp_path), CountingBackend(), progress=seen.append).sample(j)
+    took = time.monotonic() - t
+    assert [r.text for r in recs] == ["a#0", "a#1"]
+    assert 0.7 < took < 6 and any("waiting for another run (pid 1)" in p.detail for p in seen)
+
+
+def test_a_slow_live_run_keeps_its_claims_by_its_heartbeat(tmp_path, monkeypatch):
+    import dbpa_core.cache as cache_mod
+
+    monkeypatch.setattr(cache_mod, "HEARTBEAT_TTL", 0.6)
+    monkeypatch.setattr(cache_mod, "HEARTBEAT_EVERY", 0.1)
+    backend = CountingBackend(delay=0.4)  # 4 samples: 1.6 s, longer than the heartbeat TTL
+    out = {}
+
+    def run(name, wait):
+        time.sleep(wait)
+        out[name] = [r.text for r in sampler(Cache(tmp_path), backend).sample(jobs(("a",), 4))]
+
+    threads = [threading.Thread(target=run, args=("x", 0)), threading.Thread(target=run, args=("y", 0.2))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert out["x"] == out["y"] and len(backend.requests) == 4
+
+
 def test_a_run_waits_for_a_live_claim_and_reads_the_value(tmp_path):
     from dbpa_core.sampling import backend_identity, sample_key
 
     j = jobs(("a",), 1)
     key = sample_key(backend_identity(MODEL), j[0].request)
     other = Cache(tmp_path)
-    assert other.claim(key)
+    assert other.claim(key)  # claims as itself, with a heartbeat
     seen: list[Progress] = []
 
     def finish():
@@ -396,16 +459,17 @@ perturbations: [{{name: p, prompt: "Act as a comedian. John is 70"}}]
                  str(tmp_path / out), "--progress"], cwd=ROOT, env=env,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
-        first = start("o1")
-        while srv.requests == 0 and first.poll() is None:
-            time.sleep(0.05)
-        second = start("o2")
-        _out1, err1 = first.communicate(timeout=150)
+        # started together: they reach sampling together, one claims, the other waits
+        first, second = start("o1"), start("o2")
+        out1, err1 = first.communicate(timeout=150)
         out2, err2 = second.communicate(timeout=150)
         assert first.returncode == 0, err1
         assert second.returncode == 0, err2
         assert srv.chat_ok == 8 and srv.embedding_ok == 1, (srv.chat_ok, srv.embedding_ok)
-    assert "waiting for another run" in err2
+    assert "waiting for another run" in err1 + err2
+    import re
+
+    paid = [int(re.search(r"(\d+) new calls", out).group(1)) for out in (out1, out2)]
+    assert sum(paid) == 8, paid  # each sample paid by one of the two runs
     r1 = (tmp_path / "o1" / "responses.jsonl").read_text()
     assert r1 == (tmp_path / "o2" / "responses.jsonl").read_text()
-    assert "0 new calls" in out2
