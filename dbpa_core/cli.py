@@ -1,7 +1,7 @@
 """``dbpa``: run audits from spec files, for batch jobs and CI.
 
-    dbpa audit SPEC.yaml --out DIR [--no-cache] [--fail-on-control]
-    dbpa estimate SPEC.yaml
+    dbpa audit SPEC.yaml --out DIR [--no-cache] [--fail-on-control] [--allow-key-env NAME]
+    dbpa estimate SPEC.yaml [--allow-key-env NAME]
     dbpa cache info | clear
 
 Exit codes: 0 done, 1 a control perturbation was significant (with

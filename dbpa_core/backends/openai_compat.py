@@ -292,9 +292,9 @@ class OpenAIClientSettings:
                           "connection dropped" if isinstance(exc, (_Transport,
                                                                    openai.APIConnectionError))
                           else f"{status} from the server" if status else type(exc).__name__)
-                note = (f"{reason}; retry in {_seconds(delay)} s ({attempt + 1}/{self.max_retries})"
-                        + (f", the server asked for {_seconds(hinted)} s" if capped and hinted
-                           else ""))
+                asked = f" (asked {_seconds(hinted)} s)" if capped and hinted else ""
+                note = (f"{reason}{asked}; retry in {_seconds(delay)} s "
+                        f"({attempt + 1}/{self.max_retries})")
                 log.info("retrying %s: %s", what, note)
                 if on_status is not None:
                     on_status(note)
