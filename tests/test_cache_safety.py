@@ -348,7 +348,7 @@ def test_a_claim_of_a_dead_process_does_not_block(tmp_path):
                                                     "pid": dead.pid, "token": "x"}))
     t = time.monotonic()
     recs = sampler(Cache(tmp_path), CountingBackend()).sample(j)
-    assert time.monotonic() - t < 5 and [r.text for r in recs] == ["a#0", "a#1"]
+    assert time.monotonic() - t < 15 and [r.text for r in recs] == ["a#0", "a#1"]
 
 
 def test_a_claim_of_a_run_whose_heartbeat_stopped_is_broken(tmp_path):
@@ -367,7 +367,7 @@ def test_a_claim_of_a_run_whose_heartbeat_stopped_is_broken(tmp_path):
     recs = sampler(Cache(tmp_path), CountingBackend(), progress=seen.append).sample(j)
     took = time.monotonic() - t
     assert [r.text for r in recs] == ["a#0", "a#1"]
-    assert 0.7 < took < 6 and any("waiting for another run (pid 1)" in p.detail for p in seen)
+    assert 0.7 < took < 15 and any("waiting for another run (pid 1)" in p.detail for p in seen)
 
 
 def test_a_slow_live_run_keeps_its_claims_by_its_heartbeat(tmp_path, monkeypatch):
@@ -434,7 +434,7 @@ def test_stop_ends_a_wait_for_another_run(tmp_path):
     with pytest.raises(RunCancelled):
         sampler(Cache(tmp_path), CountingBackend(),
                 should_stop=lambda: time.monotonic() - t > 0.5).sample(j)
-    assert time.monotonic() - t < 5
+    assert time.monotonic() - t < 15
 
 
 @pytest.mark.timeout(180)

@@ -83,7 +83,7 @@ def test_n_per_request_never_deadlocks_even_with_concurrency_1(cache, kw):
         t = time.monotonic()
         res = run_audit(spec_for(srv, samples=4, concurrency=1, embedder="rouge1",
                                  model_extra="  n_per_request: 3"), cache=cache)
-        assert time.monotonic() - t < 30
+        assert time.monotonic() - t < 45
         seen = list(srv.delivered)
     assert len(seen) == len(set(seen)) == 12 and res.usage["calls"] == 12
     assert all(len(a.texts) == 4 for a in (res.base, *res.arms))
@@ -98,7 +98,7 @@ def test_retry_after_is_capped_and_shown_on_the_progress_line(cache):
                            model_extra="  max_retry_wait: 0.5"),
                   cache=cache, progress=lambda p: seen.append(p.detail))
         took = time.monotonic() - t
-    assert took < 10  # not 3600 s
+    assert took < 30  # not 3600 s
     assert any("429" in d and "retry in 0.5 s" in d for d in seen), seen
 
 
@@ -119,7 +119,7 @@ def test_stop_interrupts_a_long_retry_wait(cache):
             run_audit(spec_for(srv, samples=2, concurrency=1, embedder="rouge1",
                                model_extra="  max_retry_wait: 30"),
                       cache=cache, should_stop=lambda: time.monotonic() - t0 > 1.0)
-    assert time.monotonic() - t0 < 8
+    assert time.monotonic() - t0 < 20  # not 30 s per wait
 
 
 @pytest.mark.timeout(60)
@@ -138,7 +138,7 @@ def test_a_trickling_server_hits_the_total_deadline(cache):
             run_audit(spec_for(srv, samples=2, concurrency=1, max_retries=1, timeout=1.0,
                                embedder="rouge1"), cache=cache)
         took = time.monotonic() - t
-    assert took < 10
+    assert took < 20
     assert "Cannot reach" not in str(ei.value) and "running" not in str(ei.value)
     assert cache.count() == 0
 

@@ -154,7 +154,7 @@ def test_a_yaml_alias_bomb_is_refused_at_once():
     t = time.monotonic()
     with pytest.raises(SpecError, match=r"s.yaml, line \d+: the spec expands to more than"):
         parse_spec(BOMB, source="s.yaml")
-    assert time.monotonic() - t < 5
+    assert time.monotonic() - t < 10
 
 
 def test_aliases_for_shared_settings_still_work():
