@@ -91,13 +91,22 @@ st.caption("Every response and embedding is cached on disk, so a repeated or int
            "costs nothing twice. Keys are never cached.")
 st.text_input("Cache folder", key="cache_dir")
 cache = state.cache()
+
+
+def _clear_cache() -> None:  # runs before the page is drawn: the counts below are fresh
+    c = state.cache()
+    n = c.clear()
+    st.session_state["_settings_cleared"] = (
+        "The damaged cache was removed and an empty one started." if c.repaired
+        else f"Removed {n} cached items.")
+
+
 c1, c2, c3 = st.columns(3)
 try:
     c1.metric("Cached items", f"{cache.count():,}")
     c2.metric("Size", f"{cache.volume() / 1e6:.1f} MB")
 except CacheError as exc:  # a damaged store: one line; Clear repairs it
     st.error(str(exc), icon=":material/error:")
-if c3.button("Clear the cache", key="settings_clear", icon=":material/delete:"):
-    n = cache.clear()
-    st.success("The damaged cache was removed and an empty one started." if cache.repaired
-               else f"Removed {n} cached items.")
+c3.button("Clear the cache", key="settings_clear", icon=":material/delete:", on_click=_clear_cache)
+if cleared := st.session_state.pop("_settings_cleared", None):
+    st.success(cleared)
