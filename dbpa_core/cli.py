@@ -1,14 +1,15 @@
 """``dbpa``: run audits from spec files, for batch jobs and CI.
 
-    dbpa audit SPEC.yaml --out DIR [--no-cache] [--fail-on-control]
-    dbpa estimate SPEC.yaml
+    dbpa audit SPEC.yaml --out DIR [--no-cache] [--fail-on-control] [--allow-key-env NAME]
+    dbpa estimate SPEC.yaml [--allow-key-env NAME]
     dbpa cache info | clear
     dbpa sensitivity SPEC.yaml --measures all --embedders spec,bleu --lengths 100,300,900 --out DIR
     dbpa import FILE [--from promptfoo|openai-batch|csv|jsonl] --out replay.jsonl
 
 Exit codes: 0 done, 1 a control perturbation was significant (with
-``--fail-on-control``), 2 a mistake in the spec or arguments, 3 a backend
-failure (key, server, model), 130 stopped.
+``--fail-on-control``), 2 a mistake in the spec, the arguments or the setup (an
+unwritable ``--out``, a damaged cache), 3 a backend failure (key, server, model,
+malformed answers), 130 stopped.
 """
 from __future__ import annotations
 
@@ -53,7 +54,7 @@ class _Bars:
         bar.total = p.total
         bar.n = p.done
         if p.detail:
-            bar.set_postfix_str(p.detail[:30], refresh=False)
+            bar.set_postfix_str(p.detail[:60], refresh=False)
         bar.refresh()
 
     def close(self) -> None:
@@ -68,19 +69,27 @@ def _cache(args):
 
 
 def cmd_audit(args) -> int:
-    from .audit import AuditCancelled, run_audit
+    from .audit import AuditCancelled, check_out_dir, run_audit
     from .spec import load_spec
 
-    spec = load_spec(args.spec)
+    spec = load_spec(args.spec, allow_key_env=args.allow_key_env)
+    check_out_dir(args.out)  # before any paid call
+    cache = _cache(args)
+    cache.check()
     bars = _Bars((not args.quiet and sys.stderr.isatty()) or args.progress)
     try:
-        result = run_audit(spec, cache=_cache(args), progress=bars)
+        result = run_audit(spec, cache=cache, progress=bars)
     except AuditCancelled as exc:
         print(str(exc), file=sys.stderr)
         return 130
     finally:
         bars.close()
-    paths = result.write(args.out)
+    try:
+        paths = result.write(args.out)
+    except OSError as exc:
+        print(f"error: cannot write the results to {args.out} ({exc.strerror or exc}); every "
+              "response is cached, so running again costs nothing.", file=sys.stderr)
+        return 2
     print(_table(result))
     if result.roc is not None:
         print(f"\nROC over alpha: AUC = {result.roc.auc:.3f}; "
@@ -104,7 +113,7 @@ def cmd_estimate(args) -> int:
     from .audit import estimate
     from .spec import load_spec
 
-    spec = load_spec(args.spec)
+    spec = load_spec(args.spec, allow_key_env=args.allow_key_env)
     est = estimate(spec, cache=_cache(args))
     print(f"{'arm':<28} {'model':<24} {'calls':>6} {'cached':>7} {'in tok':>9} {'out tok':>9} {'cost $':>9}")
     for r in est["arms"]:
@@ -126,7 +135,11 @@ def cmd_cache(args) -> int:
     c = _cache(args)
     if args.action == "clear":
         n = c.clear()
-        print(f"removed {n} cached items from {c.directory}")
+        if c.repaired:
+            print(f"the cache store in {c.directory} was damaged: removed it and started an "
+                  "empty one")
+        else:
+            print(f"removed {n} cached items from {c.directory}")
     else:
         print(f"cache folder: {c.directory}\nitems: {c.count()}\nsize: {c.volume() / 1e6:.1f} MB")
     return 0
@@ -258,6 +271,10 @@ def build_parser() -> argparse.ArgumentParser:
     e = sub.add_parser("estimate", help="calls, tokens and cost of a spec; calls nothing")
     e.add_argument("spec")
     e.set_defaults(func=cmd_estimate)
+    for p in (a, e):
+        p.add_argument("--allow-key-env", action="append", default=[], metavar="NAME",
+                       help="let the spec send this environment variable as an API key although "
+                       "it does not look like an LLM key (specs are trusted input; repeatable)")
     c = sub.add_parser("cache", help="show or clear the cache")
     c.add_argument("action", choices=["info", "clear"])
     c.set_defaults(func=cmd_cache)
@@ -303,16 +320,18 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     args = build_parser().parse_args(argv)
-    from .backends.base import BackendError
+    from .audit import OutputDirError
+    from .backends.base import BackendError, clean_text
+    from .cache import CacheError
     from .spec import SpecError
 
     try:
         return args.func(args)
-    except SpecError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (SpecError, CacheError, OutputDirError) as exc:
+        print(f"error: {clean_text(exc, 1000)}", file=sys.stderr)
         return 2
-    except BackendError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except BackendError as exc:  # server text is stripped of escapes before it is shown
+        print(f"error: {clean_text(exc, 1000)}", file=sys.stderr)
         return 3
     except KeyboardInterrupt:
         print("stopped: every response received so far is cached; run again to resume.",

@@ -7,16 +7,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._validate import check_level, real_array
 from .types import MultipleTestingResult
 
 METHODS = ("none", "bonferroni", "holm", "bh")
 
 
 def _pvalues_iv(pvalues, name: str = "pvalues") -> np.ndarray:
-    try:
-        p = np.asarray(pvalues, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"`{name}` must be a 1-D sequence of numbers.") from exc
+    p = real_array(pvalues, name, "a 1-D sequence of numbers")
     if p.ndim == 0:
         p = p[None]
     if p.ndim != 1:
@@ -30,6 +28,9 @@ def _pvalues_iv(pvalues, name: str = "pvalues") -> np.ndarray:
 
 
 def _method_iv(method: str) -> str:
+    if method is not None and not isinstance(method, str):
+        raise TypeError(f"`method` must be one of {set(METHODS)} (a string), "
+                        f"got {type(method).__name__}.")
     aliases = {"fdr_bh": "bh", "benjamini-hochberg": "bh", "BH": "bh", None: "none"}
     method = aliases.get(method, method)
     if method not in METHODS:
@@ -86,8 +87,7 @@ def significance_stars(p) -> str | list[str]:
 
 def multiple_testing(pvalues, method: str = "holm", *, alpha: float = 0.05) -> MultipleTestingResult:
     """Adjusted p-values, rejections at ``alpha`` (``p_adjusted <= alpha``) and stars."""
-    if not (isinstance(alpha, (int, float)) and 0.0 < alpha < 1.0):
-        raise ValueError(f"`alpha` must lie in (0, 1), got {alpha!r}.")
+    alpha = check_level(alpha, "alpha")
     method = _method_iv(method)
     p = _pvalues_iv(pvalues)
     adj = adjust_pvalues(p, method)

@@ -111,6 +111,8 @@ def single_threaded_blas() -> Iterator[None]:
 
 # --------------------------------------------------------------------------- input validation
 def _as_generator(rng) -> np.random.Generator:
+    if isinstance(rng, (bool, np.bool_)):
+        raise TypeError("`rng` must be None, an int seed or a numpy.random.Generator, got bool.")
     if rng is None or isinstance(rng, (int, np.integer)):
         if rng is not None and rng < 0:
             raise ValueError(f"`rng` seed must be non-negative, got {rng}.")
@@ -330,10 +332,9 @@ def dbpa_test_similarity(similarity, k: int, *, measure: str = "jsd",
         )
     n_permutations, gen, sequential, batch, bins = _engine_iv(
         n_permutations, rng, sequential, batch, bins)
-    try:
-        s = np.asarray(similarity, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise TypeError("`similarity` must be a square array of numbers.") from exc
+    from ._validate import real_array
+
+    s = real_array(similarity, "similarity", "a square array of numbers")
     if s.ndim != 2 or s.shape[0] != s.shape[1]:
         raise ValueError(f"`similarity` must be a square matrix, got shape {s.shape}.")
     if not np.all(np.isfinite(s)):
@@ -341,7 +342,11 @@ def dbpa_test_similarity(similarity, k: int, *, measure: str = "jsd",
     if not np.allclose(s, s.T, atol=1e-9):
         raise ValueError("`similarity` must be symmetric (S[i, j] == S[j, i]).")
     k = _check_int(k, "k", 0)
-    _group_sizes_iv(k, s.shape[0] - k)
+    n = s.shape[0]
+    if k > n:
+        raise ValueError(f"`k` ({k}) is larger than the {n} x {n} `similarity` matrix; k counts "
+                         f"its base responses and must leave 2 perturbed ones: at most {n - 2}.")
+    _group_sizes_iv(k, n - k)
     distance = np.maximum(1.0 - s, 0.0) if meas.uses == "distance" else None
     if distance is not None:
         np.fill_diagonal(distance, 0.0)

@@ -14,6 +14,13 @@ host or file, system prompt, prompt, generation parameters, index, seed) and
 never an API key; they are derived from the model *config*, so a fully cached
 run needs no backend at all.
 
+Nothing malformed is stored: every sample (text, token counts) and every batch of
+embeddings (one finite, non-zero row of one width per text) is validated before
+it is cached, and a cached value that does not pass is treated as missing. Each
+sample is paid once even when two runs share a cache: a run claims the keys it
+is about to fetch (:meth:`~dbpa_core.cache.Cache.claim`), and another run that
+finds them claimed waits for the values instead of paying again.
+
 Examples
 --------
 >>> sampler = Sampler(Cache(enabled=False))                      # doctest: +SKIP
@@ -25,12 +32,15 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from . import cache as _cache
 from .backends import (
     Backend,
     BackendError,
@@ -43,6 +53,7 @@ from .cache import Cache, make_key
 from .embedders import Embedder, make_embedder
 
 EMBED_BATCH = 64
+WAIT_POLL = 0.25  # seconds between looks at keys another run is fetching
 
 
 @dataclass(frozen=True)
@@ -178,6 +189,7 @@ class Sampler:
         self.api_keys = dict(api_keys or {})
         self._backends: dict[str, Backend] = dict(backends or {})
         self._embedders: dict[str, Embedder] = dict(embedders or {})
+        self._claims = _Claims(self.cache)
         self.usage: dict[str, int] = {"calls": 0, "cached_samples": 0, "prompt_tokens": 0,
                                       "completion_tokens": 0, "embeddings_computed": 0,
                                       "embeddings_cached": 0}
@@ -219,82 +231,279 @@ class Sampler:
             When a backend fails or returns fewer samples than asked for.
         """
         keys = [sample_key(backend_identity(j.model), j.request) for j in jobs]
+        job_of: dict[str, Job] = {}
+        for job, key in zip(jobs, keys, strict=False):
+            job_of.setdefault(key, job)
         got: dict[str, SampleRecord] = {}
-        for key in dict.fromkeys(keys):
-            v = self.cache.get(key)
-            if v is not None:
-                got[key] = SampleRecord(v["text"], int(v.get("prompt_tokens", 0)),
-                                        int(v.get("completion_tokens", 0)),
-                                        str(v.get("model", "")), cached=True)
-        self.usage["cached_samples"] += len(got)
-        total = len(dict.fromkeys(keys))
+
+        def lookup(key: str) -> bool:
+            record = _cached_record(self.cache.get(key))
+            if record is None:
+                return False
+            got[key] = record
+            self.usage["cached_samples"] += 1
+            return True
+
+        missing = [key for key in job_of if not lookup(key)]
+        total = len(job_of)
         self.progress(Progress(stage, len(got), total))
 
-        todo: dict[str, dict[str, tuple[Job, str]]] = {}   # model -> sample key -> (job, key)
-        for job, key in zip(jobs, keys, strict=False):
-            if key not in got:
-                todo.setdefault(model_key(job.model), {})[key] = (job, key)
-        for group in todo.values():
-            self.check_stop()
-            model = next(iter(group.values()))[0].model
-            backend = self.backend(model)
-            check = getattr(backend, "check", None)
-            if check is not None:
-                need: dict[tuple[str | None, str], int] = {}
-                for job, _ in group.values():
-                    r = job.request
-                    need[(r.system_prompt, r.prompt)] = max(need.get((r.system_prompt, r.prompt), 0),
-                                                            r.index + 1)
-                for (_sys, prompt), n in need.items():
-                    check(prompt, n)
-            by_request = {job.request: (key, job.label) for job, key in group.values()}
+        def produce(mine: list[str]) -> None:
+            todo: dict[str, dict[str, tuple[Job, str]]] = {}  # model -> sample key -> (job, key)
+            for key in mine:
+                todo.setdefault(model_key(job_of[key].model), {})[key] = (job_of[key], key)
+            for group in todo.values():
+                self.check_stop()
+                model = next(iter(group.values()))[0].model
+                backend = self.backend(model)
+                check = getattr(backend, "check", None)
+                if check is not None:
+                    need: dict[tuple[str | None, str], int] = {}
+                    for job, _ in group.values():
+                        r = job.request
+                        need[(r.system_prompt, r.prompt)] = max(
+                            need.get((r.system_prompt, r.prompt), 0), r.index + 1)
+                    for (_sys, prompt), n in need.items():
+                        check(prompt, n)
+                by_request = {job.request: (key, job.label) for job, key in group.values()}
 
-            def on_sample(req: SampleRequest, s, _by_request=by_request) -> None:
-                key, label = _by_request[req]
-                value = {"text": s.text, "prompt_tokens": s.prompt_tokens,
-                         "completion_tokens": s.completion_tokens, "model": s.model}
-                self.cache.set(key, value)  # at once: nothing lost on a stop
-                got[key] = SampleRecord(s.text, s.prompt_tokens, s.completion_tokens, s.model)
-                self.usage["calls"] += 1
-                self.usage["prompt_tokens"] += s.prompt_tokens
-                self.usage["completion_tokens"] += s.completion_tokens
-                self.progress(Progress(stage, len(got), total, label or _label(req)))
+                def on_sample(req: SampleRequest, s, _by_request=by_request, _backend=backend) -> None:
+                    key, label = _by_request[req]
+                    value = _sample_value(s, _backend)  # validated before it is stored
+                    self.cache.set(key, value)  # at once: nothing lost on a stop
+                    self._claims.done(key)
+                    got[key] = SampleRecord(value["text"], value["prompt_tokens"],
+                                            value["completion_tokens"], value["model"])
+                    self.usage["calls"] += 1
+                    self.usage["prompt_tokens"] += value["prompt_tokens"]
+                    self.usage["completion_tokens"] += value["completion_tokens"]
+                    self.progress(Progress(stage, len(got), total, label or _label(req)))
 
-            backend.generate(list(by_request), on_sample, should_stop=self.should_stop)
-            self.check_stop()
-            missing = sum(1 for _, key in group.values() if key not in got)
-            if missing:
-                raise BackendError(
-                    f"The backend returned {len(group) - missing} of {len(group)} samples; "
-                    "run again to fetch the rest.")
+                self._hook(backend, stage, lambda: len(got), total)
+                try:
+                    backend.generate(list(by_request), on_sample, should_stop=self.should_stop)
+                except BackendError:
+                    self.check_stop()  # an error caused by the stop is a stop
+                    raise
+                self.check_stop()
+                n_missing = sum(1 for _, key in group.values() if key not in got)
+                if n_missing:
+                    raise BackendError(
+                        f"The backend returned {len(group) - n_missing} of {len(group)} samples; "
+                        "run again to fetch the rest.")
+
+        self._fetch_once(missing, lookup, produce, stage=stage, done=lambda: len(got),
+                         total=total, noun="samples")
         return [got[k] for k in keys]
+
+    def _hook(self, obj, stage: str, done: Callable[[], int], total: int) -> None:
+        """Let a backend or embedder report what a retry waits for, and stop the wait."""
+        if hasattr(obj, "on_status"):
+            obj.on_status = lambda msg: self.progress(Progress(stage, done(), total, msg))
+        if hasattr(obj, "should_stop"):
+            obj.should_stop = self.should_stop
+
+    def _fetch_once(self, missing: list[str], lookup: Callable[[str], bool],
+                    produce: Callable[[list[str]], None], *, stage: str,
+                    done: Callable[[], int], total: int, noun: str) -> None:
+        """Fetch the values of ``missing`` keys so that each is paid once, even when
+        another run on the same cache wants them too.
+
+        Each key is claimed first; ``produce`` fetches the keys this run holds (and
+        stores each value, which gives its claim up); keys that another run holds
+        are waited for and read from the cache (``lookup``). A key whose claim
+        vanishes without a value (that run failed or stopped) is claimed again.
+        """
+        pending = list(missing)
+        try:
+            while pending:
+                self.check_stop()
+                mine, theirs = [], []
+                owner = self._claims.owner
+                for key in pending:
+                    if self.cache.claim(key, owner):
+                        if lookup(key):  # stored between our look and our claim
+                            self.cache.release([key], owner)
+                        else:
+                            mine.append(key)
+                    elif not lookup(key):
+                        theirs.append(key)
+                if mine:
+                    self._claims.hold(mine)
+                    try:
+                        produce(mine)
+                    finally:
+                        self._claims.release_all()
+                pending = self._wait_for_others(theirs, lookup, stage=stage, done=done,
+                                                total=total, noun=noun) if theirs else []
+        finally:
+            if missing:
+                self.cache.end_beat(self._claims.owner)
+
+    def _wait_for_others(self, keys: list[str], lookup: Callable[[str], bool], *, stage: str,
+                         done: Callable[[], int], total: int, noun: str) -> list[str]:
+        """Wait until another run has stored ``keys``; returns those whose claim was
+        given up without a value (to be claimed and fetched here)."""
+        left = list(keys)
+        while True:
+            left = [k for k in left if not lookup(k)]
+            if not left:
+                return []
+            holders = [self.cache.claim_holder(k) for k in left]
+            if any(h is None for h in holders):
+                return left
+            pids = sorted({str(h.get("pid")) for h in holders if h})
+            self.progress(Progress(stage, done(), total,
+                                   f"waiting for another run (pid {', '.join(pids[:3])}) "
+                                   f"to fetch {len(left)} {noun}"))
+            self.check_stop()
+            time.sleep(WAIT_POLL)
 
     # ------------------------------------------------------------------ embeddings
     def embed(self, texts: Sequence[str], config: Mapping[str, Any], *,
               stage: str = "embedding") -> np.ndarray:
-        """``(len(texts), dim)`` float32 embeddings, each text embedded once and cached."""
+        """``(len(texts), dim)`` float32 embeddings, each text embedded once and cached.
+
+        Each batch is validated before it is stored (one row per text, finite, not
+        all zero, one width); a malformed batch raises :class:`BackendError` and
+        nothing of it is cached."""
         ident = embedder_identity(config)
         unique = list(dict.fromkeys(texts))
+        key_of = {t: embedding_key(ident, t) for t in unique}
+        text_of = {k: t for t, k in key_of.items()}
         vecs: dict[str, np.ndarray] = {}
-        for t in unique:
-            v = self.cache.get(embedding_key(ident, t))
-            if v is not None:
-                vecs[t] = np.asarray(v, dtype=np.float32)
-        self.usage["embeddings_cached"] += len(vecs)
-        todo = [t for t in unique if t not in vecs]
+
+        def lookup(key: str) -> bool:
+            v = self.cache.get(key)
+            if not (isinstance(v, np.ndarray) and v.ndim == 1 and v.size
+                    and np.isfinite(v).all() and v.any()):
+                return False
+            vecs[text_of[key]] = v.astype(np.float32, copy=False)
+            self.usage["embeddings_cached"] += 1
+            return True
+
+        missing = [key_of[t] for t in unique if not lookup(key_of[t])]
         total = len(unique)
         self.progress(Progress(stage, len(vecs), total))
-        for start in range(0, len(todo), EMBED_BATCH):
-            self.check_stop()
-            chunk = todo[start:start + EMBED_BATCH]
-            out = self.embedder(config).embed(chunk)
-            for t, v in zip(chunk, out, strict=False):
-                v = np.asarray(v, dtype=np.float32)
-                self.cache.set(embedding_key(ident, t), v)
-                vecs[t] = v
-            self.usage["embeddings_computed"] += len(chunk)
-            self.progress(Progress(stage, len(vecs), total))
-        return np.vstack([vecs[t] for t in texts]) if texts else np.zeros((0, 0), np.float32)
+
+        def produce(mine: list[str]) -> None:
+            todo = [text_of[k] for k in mine]
+            embedder = self.embedder(config)
+            self._hook(embedder, stage, lambda: len(vecs), total)
+            for start in range(0, len(todo), EMBED_BATCH):
+                self.check_stop()
+                chunk = todo[start:start + EMBED_BATCH]
+                try:
+                    out = embedder.embed(chunk)
+                except BackendError:
+                    self.check_stop()  # an error caused by the stop is a stop
+                    raise
+                arr = _valid_embeddings(out, len(chunk), getattr(embedder, "name", "the"))
+                for t, v in zip(chunk, arr, strict=True):
+                    self.cache.set(key_of[t], v)
+                    self._claims.done(key_of[t])
+                    vecs[t] = v
+                self.usage["embeddings_computed"] += len(chunk)
+                self.progress(Progress(stage, len(vecs), total))
+
+        self._fetch_once(missing, lookup, produce, stage=stage, done=lambda: len(vecs),
+                         total=total, noun="embeddings")
+        if not texts:
+            return np.zeros((0, 0), np.float32)
+        widths = sorted({v.shape[0] for v in vecs.values()})
+        if len(widths) > 1:
+            raise BackendError(
+                f"The cached and new embeddings of this embedder have different widths "
+                f"({', '.join(map(str, widths))}): the server changed its model. Run "
+                "`dbpa cache clear` (or use another cache folder) and run again.")
+        return np.vstack([vecs[t] for t in texts])
+
+
+class _Claims:
+    """The keys this sampler holds claims on: each released as its value is stored,
+    all given up when the fetch ends. While any are held, a daemon thread beats the
+    cache's heartbeat, so that other runs know this one is alive (and break the
+    claims within a minute if it dies)."""
+
+    def __init__(self, cache: Cache):
+        self.cache = cache
+        self.owner = cache.new_owner()  # this sampler's own: runs sharing a Cache stay apart
+        self.held: set[str] = set()
+        self._stop: threading.Event | None = None
+
+    def hold(self, keys: list[str]) -> None:
+        self.held.update(keys)
+        if self._stop is None and self.cache.enabled:
+            self._stop = threading.Event()
+            threading.Thread(target=self._beat, args=(self._stop,), daemon=True,
+                             name="dbpa-claims-heartbeat").start()
+
+    def _beat(self, stop: threading.Event) -> None:
+        while not stop.wait(_cache.HEARTBEAT_EVERY):
+            try:
+                self.cache.beat(self.owner)
+            except Exception:  # noqa: BLE001 - a failed beat must not kill the run
+                pass
+
+    def done(self, key: str) -> None:
+        if key in self.held:
+            self.held.discard(key)
+            self.cache.release([key], self.owner)
+
+    def release_all(self) -> None:
+        held, self.held = list(self.held), set()
+        if self._stop is not None:
+            self._stop.set()
+            self._stop = None
+        if held:
+            self.cache.release(held, self.owner)
+
+
+def _cached_record(v: Any) -> SampleRecord | None:
+    """A cached sample, or None when the value is not a valid one (then it is fetched again)."""
+    if not (isinstance(v, dict) and isinstance(v.get("text"), str)):
+        return None
+    pt, ct, model = v.get("prompt_tokens", 0), v.get("completion_tokens", 0), v.get("model", "")
+    if not (type(pt) is int and type(ct) is int and pt >= 0 and ct >= 0 and isinstance(model, str)):
+        return None
+    return SampleRecord(v["text"], pt, ct, model, cached=True)
+
+
+def _sample_value(s: Any, backend: Any) -> dict[str, Any]:
+    """The cache value of a sample, or :class:`BackendError` when it is malformed."""
+    text = getattr(s, "text", None)
+    if not isinstance(text, str):
+        raise BackendError(
+            f"The {getattr(backend, 'name', '')} backend returned {type(text).__name__} instead of "
+            "a text; nothing was cached.")
+
+    def count(x: Any) -> int:
+        return int(x) if isinstance(x, (int, np.integer)) and not isinstance(x, bool) and x >= 0 else 0
+
+    model = getattr(s, "model", "")
+    return {"text": text, "prompt_tokens": count(getattr(s, "prompt_tokens", 0)),
+            "completion_tokens": count(getattr(s, "completion_tokens", 0)),
+            "model": model if isinstance(model, str) else ""}
+
+
+def _valid_embeddings(out: Any, n: int, name: str) -> np.ndarray:
+    """``out`` as an ``(n, dim)`` float32 array, or :class:`BackendError` (nothing is cached)."""
+    def bad(what: str) -> BackendError:
+        return BackendError(f"The {name} embedder returned malformed embeddings ({what}); "
+                            "nothing was cached.")
+
+    try:
+        with np.errstate(over="ignore", invalid="ignore"):
+            arr = np.asarray(out, dtype=np.float32)
+    except (TypeError, ValueError):
+        raise bad("not a rectangular array of numbers") from None
+    if arr.ndim != 2 or arr.shape[0] != n or arr.shape[1] < 1:
+        raise bad(f"shape {arr.shape} for {n} texts")
+    if not np.isfinite(arr).all():
+        raise bad("NaN or infinite values")
+    if not arr.any(axis=1).all():
+        raise bad("an all-zero vector")
+    return arr
 
 
 def _label(req: SampleRequest) -> str:

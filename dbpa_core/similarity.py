@@ -11,15 +11,23 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ._validate import real_array
+
 TEXT_SIMILARITIES = ("bleu", "rouge1", "rouge2", "rougeL")
 
 
+MAX_ABS_ENTRY = 1e150  # larger entries overflow the squares of norms and distances
+MIN_ROW_SCALE = 1e-150  # a row whose largest entry is smaller underflows to a zero norm
+
+
 def check_embeddings(x, name: str) -> np.ndarray:
-    """Validate one group of embeddings and return it as a float64 (n, d) array."""
-    try:
-        arr = np.asarray(x, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"`{name}` must be a 2-D array of numbers (one row per response).") from exc
+    """Validate one group of embeddings and return it as a float64 (n, d) array.
+
+    Refused, with a message naming ``name``: anything but real numbers (booleans
+    and complex numbers included), NaN or infinite entries, zero rows, and
+    magnitudes whose squares overflow or underflow float64 (rescale such
+    embeddings: cosine similarity does not change)."""
+    arr = real_array(x, name, "a 2-D array of numbers (one row per response)")
     if arr.ndim != 2:
         raise ValueError(
             f"`{name}` must be a 2-D array of shape (n_responses, dim), got {arr.ndim}-D "
@@ -30,10 +38,18 @@ def check_embeddings(x, name: str) -> np.ndarray:
     if not np.all(np.isfinite(arr)):
         bad = int(np.argwhere(~np.isfinite(arr))[0][0])
         raise ValueError(f"`{name}` contains NaN or infinite values (first in row {bad}).")
-    norms = np.linalg.norm(arr, axis=1)
-    if np.any(norms == 0):
-        bad = int(np.nonzero(norms == 0)[0][0])
+    scale = np.abs(arr).max(axis=1) if arr.shape[0] else np.zeros(0)
+    if np.any(scale == 0):
+        bad = int(np.nonzero(scale == 0)[0][0])
         raise ValueError(f"`{name}` contains a zero vector (row {bad}); it has no direction.")
+    if np.any(scale > MAX_ABS_ENTRY):
+        bad = int(np.argmax(scale))
+        raise ValueError(f"`{name}` has entries as large as {scale[bad]:.3g} (row {bad}): their "
+                         "squares overflow; rescale the embeddings (cosine similarity does not change).")
+    if np.any(scale < MIN_ROW_SCALE):
+        bad = int(np.argmin(scale))
+        raise ValueError(f"`{name}` row {bad} has no entry larger than {scale[bad]:.3g}: its norm "
+                         "underflows; rescale the embeddings (cosine similarity does not change).")
     return arr
 
 

@@ -2,17 +2,25 @@
 
 Mistakes (an unknown key, a missing prompt, samples < 2, a replay file that
 does not exist, ...) are rejected before any call, with the line that is wrong.
+So is hostile input: a file that is not UTF-8, a YAML alias bomb or deep nesting,
+NaN or infinite numbers, a section of the wrong type, samples whose similarity
+matrices cannot fit in memory, and an ``api_key_env`` that does not look like an
+LLM key (a spec decides which variable is sent to which server: specs are
+trusted input, and other variables need ``allow_key_env``).
 """
 from __future__ import annotations
 
 import difflib
+import math
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from .backends.base import redact_url
 from .measures import MEASURES
 from .multitest import METHODS
 
@@ -26,10 +34,22 @@ TOP_KEYS = {"name", "description", "model", "models", "embedder", "samples", "te
             "system_prompt", "base", "perturbations", "prices", "sequential"}
 MODEL_KEYS = {"backend", "name", "label", "base_url", "api_key_env", "path", "file",
               "concurrency", "max_retries", "timeout", "n_per_request", "batch_size",
-              "temperature"}
+              "temperature", "max_retry_wait", "max_response_mb"}
 EMBEDDER_KEYS = {"backend", "name", "path", "base_url", "api_key_env", "concurrency",
-                 "max_retries", "timeout"}
+                 "max_retries", "timeout", "max_retry_wait", "max_response_mb"}
 BASE_KEYS = {"prompt", "system_prompt"}
+MAX_SPEC_BYTES = 10 * 1024**2  # a spec is a page of YAML; anything this large is not one
+MAX_DEPTH = 32                 # nesting levels
+MAX_VALUES = 20_000            # values after YAML aliases are expanded
+# an LLM key variable: OPENAI_API_KEY, HF_TOKEN, MY_VLLM_KEY, ... but not a cloud, CI or
+# database secret that happens to end the same way
+KEY_ENV_PATTERN = re.compile(r"[A-Z][A-Z0-9_]*_(?:KEY|TOKEN)")
+KEY_ENV_DENIED = re.compile(
+    r"(SECRET|PRIVATE|PASSWORD|PASSWD|CREDENTIAL|SESSION|SIGNING|ENCRYPTION|SSH|GPG|PGP)|"
+    r"^(AWS|AZURE_CLIENT|AZURE_STORAGE|GCP|GOOGLE_APPLICATION|GITHUB|GH|GITLAB|CI|ACTIONS|RUNNER|"
+    r"BUILDKITE|CIRCLE|TRAVIS|JENKINS|NPM|NODE_AUTH|PYPI|TWINE|DOCKER|REGISTRY|KUBE|K8S|VAULT|"
+    r"SLACK|STRIPE|TWILIO|SENDGRID|HEROKU|NETLIFY|VERCEL|CLOUDFLARE|DIGITALOCEAN|CODECOV|SONAR|"
+    r"SENTRY|DATADOG|DD|DATABASE|DB|POSTGRES|PG|MYSQL|REDIS|MONGO|DJANGO|FLASK|JWT|OAUTH|SMTP)_")
 PERTURBATION_KEYS = {"name", "prompt", "prefix", "suffix", "system_prompt", "role"}
 
 
@@ -86,7 +106,7 @@ class AuditSpec:
         """A JSON-ready copy (holds names of key variables, never keys)."""
         return {
             "name": self.name, "description": self.description, "mode": self.mode,
-            "models": [dict(m) for m in self.models], "embedder": dict(self.embedder),
+            "models": [_shown(m) for m in self.models], "embedder": _shown(self.embedder),
             "base": {"prompt": self.base_prompt, "system_prompt": self.system_prompt},
             "perturbations": [{"name": p.name, "prompt": p.prompt, "role": p.role,
                                "system_prompt": p.system_prompt} for p in self.perturbations],
@@ -95,6 +115,14 @@ class AuditSpec:
             "measure": self.measure, "correction": self.correction, "alpha": self.alpha,
             "seed": self.seed, "sequential": self.sequential,
         }
+
+
+def _shown(config: dict[str, Any]) -> dict[str, Any]:
+    """A model or embedder config fit to be written out: no password in ``base_url``."""
+    out = dict(config)
+    if "base_url" in out:
+        out["base_url"] = redact_url(out["base_url"])
+    return out
 
 
 def model_label(config: dict[str, Any]) -> str:
@@ -126,9 +154,19 @@ class _Doc:
 
     def convert(self, node: yaml.Node, path: tuple = ()) -> Any:
         self.lines.setdefault(path, node.start_mark.line + 1)
+        self.values = getattr(self, "values", 0) + 1
+        if self.values > MAX_VALUES:
+            raise self.err(path, f"the spec expands to more than {MAX_VALUES} values "
+                           "(YAML aliases that repeat each other?)")
+        if len(path) > MAX_DEPTH:
+            raise self.err(path, f"nested more than {MAX_DEPTH} levels deep")
         if isinstance(node, yaml.MappingNode):
+            _flatten_merge_keys(self, node, path)
             out: dict[str, Any] = {}
             for knode, vnode in node.value:
+                if not isinstance(knode, yaml.ScalarNode):
+                    self.lines[path + ("?",)] = knode.start_mark.line + 1
+                    raise self.err(path + ("?",), "keys must be plain text, not lists or mappings")
                 key = knode.value
                 if key in out:
                     self.lines[path + (key,)] = knode.start_mark.line + 1
@@ -138,15 +176,82 @@ class _Doc:
             return out
         if isinstance(node, yaml.SequenceNode):
             return [self.convert(v, path + (i,)) for i, v in enumerate(node.value)]
-        return _scalar(node)
+        try:
+            return self.scalar(node)
+        except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:
+            raise self.err(path, f"cannot read the value {node.value[:40]!r} "
+                           f"({getattr(exc, 'problem', None) or exc})") from None
 
 
-def _scalar(node: yaml.ScalarNode) -> Any:
+    def scalar(self, node: yaml.ScalarNode) -> Any:
+        if not hasattr(self, "_loader"):
+            self._loader = yaml.SafeLoader("")
+        return self._loader.construct_object(node, deep=True)
+
+
+def _flatten_merge_keys(doc: _Doc, node: yaml.MappingNode, path: tuple) -> None:
+    """Resolve ``<<: *alias`` merge keys in place, as YAML loaders do."""
+    if not any(k.tag == "tag:yaml.org,2002:merge" for k, _ in node.value):
+        return
+    explicit = [(k, v) for k, v in node.value if k.tag != "tag:yaml.org,2002:merge"]
     loader = yaml.SafeLoader("")
     try:
-        return loader.construct_object(node, deep=True)
+        loader.flatten_mapping(node)
+    except yaml.YAMLError as exc:
+        raise doc.err(path, f"a '<<' merge key must refer to a mapping ({exc.problem})") from None
     finally:
         loader.dispose()
+    # merged keys come first; a key given here, or merged again later, overrides them
+    own = {k.value for k, _ in explicit if isinstance(k, yaml.ScalarNode)}
+    merged: dict[Any, tuple] = {}
+    for k, v in node.value[:len(node.value) - len(explicit)]:
+        if isinstance(k, yaml.ScalarNode) and k.value not in own:
+            merged.pop(k.value, None)
+            merged[k.value] = (k, v)
+    node.value = list(merged.values()) + explicit
+
+
+class _DepthLimitedLoader(yaml.SafeLoader):
+    """PyYAML's composer is recursive: refuse nesting deeper than MAX_DEPTH before it
+    can end in a RecursionError."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self.depth = 0
+
+    def compose_node(self, parent, index):
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                mark = self.peek_event().start_mark
+                raise SpecError(f"{self.spec_source}, line {mark.line + 1}: nested more than "
+                                f"{MAX_DEPTH} levels deep")
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+
+def _compose(text: str, source: str) -> yaml.Node | None:
+    """The YAML node graph of ``text`` (one pass; nesting limited to MAX_DEPTH)."""
+    loader = None
+    try:
+        loader = _DepthLimitedLoader(text)
+        loader.spec_source = source
+        return loader.get_single_node()
+    except yaml.reader.ReaderError as exc:  # a control character the YAML reader refuses
+        line = text.count("\n", 0, max(0, exc.position)) + 1
+        raise SpecError(f"{source}, line {line}: not valid YAML (character "
+                        f"#x{exc.character:04x} is not allowed)") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{source}, line {mark.line + 1}" if mark else source
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise SpecError(f"{where}: not valid YAML ({problem})") from None
+    except RecursionError:  # belt and braces: the depth limit comes first
+        raise SpecError(f"{source}: nested too deeply") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
 
 
 def _name(path: tuple) -> str:
@@ -178,7 +283,12 @@ def _get(doc, obj, key, path, kind, default=None, *, minimum=None, maximum=None,
     if kind is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise doc.err(here, f"{_name(here)} must be a number, got {value!r}")
-        value = float(value)
+        try:
+            value = float(value)
+        except OverflowError:
+            value = math.inf
+        if not math.isfinite(value):
+            raise doc.err(here, f"{_name(here)} must be a finite number, got {value!r}")
     if kind is str and not isinstance(value, str):
         raise doc.err(here, f"{_name(here)} must be text, got {value!r}")
     if minimum is not None and value < minimum:
@@ -199,40 +309,88 @@ def _existing(doc: _Doc, obj: dict, path: tuple, key: str, base_dir: Path, what:
     return str(full)
 
 
-def _model(doc: _Doc, obj: Any, path: tuple, base_dir: Path) -> dict[str, Any]:
+def _server(doc: _Doc, obj: dict, path: tuple, allow_key_env) -> None:
+    """The connection keys shared by an openai model and an openai embedder."""
+    for key in ("name", "label", "path", "file"):
+        _get(doc, obj, key, path, str)
+    url = _get(doc, obj, "base_url", path, str)
+    if url is not None:
+        from urllib.parse import urlsplit
+
+        try:
+            u = urlsplit(url)
+            ok = u.scheme in ("http", "https") and bool(u.hostname)
+        except ValueError:
+            ok = False
+        if not ok:
+            raise doc.err(path + ("base_url",), f"{_name(path + ('base_url',))} must be an http(s) "
+                          f"URL such as http://localhost:8000/v1, got {redact_url(url)!r}")
+    env = _get(doc, obj, "api_key_env", path, str)
+    if env is not None and env not in set(allow_key_env or ()) and \
+            (not KEY_ENV_PATTERN.fullmatch(env) or KEY_ENV_DENIED.search(env)):
+        raise doc.err(path + ("api_key_env",), (
+            f"{_name(path + ('api_key_env',))} {env!r} does not look like an LLM API key variable "
+            "(such as OPENAI_API_KEY or HF_TOKEN); a spec decides which variable is sent to which "
+            f"server, so other names need --allow-key-env {env} on the command line"))
+    _get(doc, obj, "concurrency", path, int, minimum=1, maximum=256)
+    _get(doc, obj, "max_retries", path, int, minimum=0, maximum=20)
+    _get(doc, obj, "timeout", path, float, minimum=0.1, maximum=86_400)
+    _get(doc, obj, "max_retry_wait", path, float, minimum=0.0, maximum=86_400)
+    _get(doc, obj, "max_response_mb", path, float, minimum=0.01, maximum=4096)
+
+
+_REPLAY_CHECKED: dict[tuple, str | None] = {}
+
+
+def _check_replay(doc: _Doc, path: tuple, file: str) -> None:
+    """A replay file must be UTF-8 JSON lines (read once per version of the file)."""
+    from .backends.base import BackendError
+    from .backends.replay import load_replay_file
+
+    st = os.stat(file)
+    stamp = (file, st.st_mtime_ns, st.st_size)
+    if stamp not in _REPLAY_CHECKED:
+        try:
+            load_replay_file(file)
+            _REPLAY_CHECKED[stamp] = None
+        except BackendError as exc:
+            _REPLAY_CHECKED[stamp] = str(exc)
+    if _REPLAY_CHECKED[stamp]:
+        raise doc.err(path + ("file",), _REPLAY_CHECKED[stamp])
+
+
+def _model(doc: _Doc, obj: Any, path: tuple, base_dir: Path,
+           allow_key_env=()) -> dict[str, Any]:
     _check_keys(doc, obj, MODEL_KEYS, path, _name(path))
     backend = _get(doc, obj, "backend", path, str, "local", choices=BACKENDS)
     cfg = {k: v for k, v in obj.items() if v is not None}
     cfg["backend"] = backend
+    _server(doc, obj, path, allow_key_env)
     if backend == "openai":
         _get(doc, obj, "name", path, str, required=True)
-        _get(doc, obj, "base_url", path, str)
-        _get(doc, obj, "api_key_env", path, str)
-        _get(doc, obj, "concurrency", path, int, minimum=1, maximum=256)
-        _get(doc, obj, "max_retries", path, int, minimum=0, maximum=20)
-        _get(doc, obj, "timeout", path, float, minimum=0.1)
         _get(doc, obj, "n_per_request", path, int, minimum=1, maximum=128)
     elif backend == "hf":
         cfg["path"] = _existing(doc, obj, path, "path", base_dir, "Hugging Face model folder")
     elif backend == "replay":
         cfg["file"] = _existing(doc, obj, path, "file", base_dir, "replay file")
+        _check_replay(doc, path, cfg["file"])
     _get(doc, obj, "batch_size", path, int, minimum=1, maximum=256)
     # a model variant: the same weights sampled at another temperature
     _get(doc, obj, "temperature", path, float, minimum=0.0, maximum=2.0)
     return cfg
 
 
-def parse_spec(data: str | dict, *, source: str = "<spec>", base_dir: str | os.PathLike = ".") -> AuditSpec:
-    """Validate a spec given as YAML text (or an already loaded dict)."""
+def parse_spec(data: str | dict, *, source: str = "<spec>", base_dir: str | os.PathLike = ".",
+               allow_key_env=()) -> AuditSpec:
+    """Validate a spec given as YAML text (or an already loaded dict).
+
+    ``allow_key_env`` names environment variables that may be sent as API keys
+    although they do not look like an LLM key (``dbpa --allow-key-env``).
+    """
     doc = _Doc(source)
     base_dir = Path(base_dir)
     if isinstance(data, str):
-        try:
-            node = yaml.compose(data, Loader=yaml.SafeLoader)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f"{source}, line {mark.line + 1}" if mark else source
-            raise SpecError(f"{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+        node = _compose(data, source)
         if node is None:
             raise SpecError(f"{source}: the spec is empty")
         raw = doc.convert(node)
@@ -245,15 +403,17 @@ def parse_spec(data: str | dict, *, source: str = "<spec>", base_dir: str | os.P
     if "models" in top:
         if not isinstance(top["models"], list) or len(top["models"]) < 2:
             raise doc.err(("models",), "'models' must list at least 2 models; the first is the reference")
-        models = tuple(_model(doc, m, ("models", i), base_dir) for i, m in enumerate(top["models"]))
+        models = tuple(_model(doc, m, ("models", i), base_dir, allow_key_env)
+                       for i, m in enumerate(top["models"]))
         labels = [model_label(m) for m in models]
         if len(set(labels)) != len(labels):
             raise doc.err(("models",), "two models have the same name: give each a distinct 'label'")
     else:
-        models = (_model(doc, top.get("model") or {}, ("model",), base_dir),)
+        models = (_model(doc, _section(top, "model"), ("model",), base_dir, allow_key_env),)
 
-    emb = _check_keys(doc, top.get("embedder") or {}, EMBEDDER_KEYS, ("embedder",), "embedder")
+    emb = _check_keys(doc, _section(top, "embedder"), EMBEDDER_KEYS, ("embedder",), "embedder")
     emb_backend = _get(doc, emb, "backend", ("embedder",), str, "local", choices=EMBEDDER_BACKENDS)
+    _server(doc, emb, ("embedder",), allow_key_env)
     embedder = {k: v for k, v in emb.items() if v is not None}
     embedder["backend"] = emb_backend
     if emb_backend == "sentence-transformers":
@@ -273,7 +433,7 @@ def parse_spec(data: str | dict, *, source: str = "<spec>", base_dir: str | os.P
         _get(doc, top, "system_prompt", (), str)
 
     perturbations: list[Perturbation] = []
-    raw_perts = top.get("perturbations") or []
+    raw_perts = _section(top, "perturbations", [])
     if not isinstance(raw_perts, list):
         raise doc.err(("perturbations",), "'perturbations' must be a list")
     if len(models) > 1 and raw_perts:
@@ -305,14 +465,15 @@ def parse_spec(data: str | dict, *, source: str = "<spec>", base_dir: str | os.P
         role = _get(doc, p, "role", path, str, choices=ROLES)
         perturbations.append(Perturbation(name, prompt, role, psys or system_prompt))
 
-    prices = top.get("prices") or {}
+    prices = _section(top, "prices")
     if not isinstance(prices, dict) or not all(
             isinstance(v, dict) and set(v) <= {"input", "output"}
-            and all(isinstance(x, (int, float)) for x in v.values()) for v in prices.values()):
+            and all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+                    and x >= 0 for x in v.values()) for v in prices.values()):
         raise doc.err(("prices",), "'prices' maps a model name to {input: $ per 1M tokens, "
                       "output: $ per 1M tokens}")
 
-    return AuditSpec(
+    spec = AuditSpec(
         models=models, embedder=embedder, base_prompt=base_prompt,
         perturbations=tuple(perturbations), system_prompt=system_prompt,
         samples=_get(doc, top, "samples", (), int, 20, minimum=2, maximum=10_000),
@@ -330,11 +491,94 @@ def parse_spec(data: str | dict, *, source: str = "<spec>", base_dir: str | os.P
         description=_get(doc, top, "description", (), str, ""),
         source=source,
     )
+    _check_memory(doc, spec)
+    return spec
 
 
-def load_spec(path: str | os.PathLike) -> AuditSpec:
+def _section(top: dict, key: str, default: Any = None) -> Any:
+    """A top-level section: missing or null gives the default, anything else is
+    returned as it is, to be checked (``model: []`` must not mean the local model)."""
+    value = top.get(key)
+    if value is None:
+        return {} if default is None else default
+    return value
+
+
+# --------------------------------------------------------------------------- memory
+MATRICES_PER_TEST = 4  # pooled similarity, distances and the measure's working copies
+
+
+def memory_limit_bytes() -> float:
+    """``$DBPA_MEMORY_LIMIT_GB`` or half of this machine's memory."""
+    env = os.environ.get("DBPA_MEMORY_LIMIT_GB")
+    if env:
+        try:
+            gb = float(env)
+        except ValueError:
+            gb = math.nan
+        if not (math.isfinite(gb) and gb > 0):
+            raise SpecError(f"DBPA_MEMORY_LIMIT_GB must be a number of GB > 0, got {env!r}")
+        return gb * 1024**3
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2
+    except (ValueError, OSError, AttributeError):
+        return 8 * 1024**3
+
+
+def memory_needed(samples: int, comparisons: int, permutations: int) -> float:
+    """Bytes the tests of one audit hold at their peak: the (2k)² pooled matrices of
+    one comparison at a time (several per measure), plus what every result keeps
+    (P0 and P1, k(k-1)/2 + k² values, and the B permutation statistics)."""
+    n = 2 * samples
+    working = MATRICES_PER_TEST * n * n * 8
+    kept = comparisons * ((samples * (samples - 1) // 2 + samples * samples) + permutations) * 8
+    return float(working + kept)
+
+
+def _check_memory(doc: _Doc, spec: AuditSpec) -> None:
+    comparisons = max(1, len(spec.perturbations) or len(spec.models) - 1)
+    need = memory_needed(spec.samples, comparisons, spec.permutations)
+    limit = memory_limit_bytes()
+    if need <= limit:
+        return
+    lo, hi = 2, spec.samples  # the largest k that fits
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if memory_needed(mid, comparisons, spec.permutations) <= limit:
+            lo = mid
+        else:
+            hi = mid - 1
+    why = ("DBPA_MEMORY_LIMIT_GB" if os.environ.get("DBPA_MEMORY_LIMIT_GB") else
+           "half of this machine's memory; set DBPA_MEMORY_LIMIT_GB to change it")
+    fix = (f"lower samples to at most {lo}" if memory_needed(lo, comparisons, spec.permutations)
+           <= limit else "lower permutations")
+    raise doc.err(("samples",), (
+        f"samples: {spec.samples} needs about {need / 1024**3:.1f} GB for the similarity matrices "
+        f"({MATRICES_PER_TEST} of {2 * spec.samples} x {2 * spec.samples} pooled responses per "
+        f"comparison, and what {comparisons} results keep), more than the "
+        f"{limit / 1024**3:.1f} GB allowed ({why}): {fix}"))
+
+
+def load_spec(path: str | os.PathLike, *, allow_key_env=()) -> AuditSpec:
     """Read and validate a spec file (relative paths inside resolve next to it)."""
     p = Path(path)
     if not p.is_file():
         raise SpecError(f"{path}: no such spec file")
-    return parse_spec(p.read_text(encoding="utf-8"), source=str(path), base_dir=p.parent)
+    try:
+        if p.stat().st_size > MAX_SPEC_BYTES:
+            raise SpecError(f"{path}: larger than {MAX_SPEC_BYTES // 1024**2} MB, not a spec")
+        data = p.read_bytes()
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    return parse_spec(decode_utf8(data, str(path)), source=str(path), base_dir=p.parent,
+                      allow_key_env=allow_key_env)
+
+
+def decode_utf8(data: bytes, source: str) -> str:
+    """``data`` as text, or a SpecError naming the line of the first byte that is not UTF-8."""
+    try:
+        return data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise SpecError(f"{source}, line {line}: not UTF-8 text (byte 0x{data[exc.start]:02x}); "
+                        "save the file as UTF-8") from None

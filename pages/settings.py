@@ -3,6 +3,8 @@ import os
 
 import streamlit as st
 
+from dbpa_core.backends.base import redact_url
+from dbpa_core.cache import CacheError
 from dbpa_core.spec import model_label
 from ui import state, widgets
 
@@ -15,7 +17,7 @@ st.caption("The embedded SmolLM2-135M runs offline with no key. Add any OpenAI-c
            "replay file of recorded responses.")
 for i, m in enumerate(list(st.session_state["models"])):
     c1, c2 = st.columns([5, 1])
-    desc = {"local": "embedded, offline", "openai": m.get("base_url", ""),
+    desc = {"local": "embedded, offline", "openai": redact_url(m.get("base_url", "")),
             "hf": m.get("path", ""), "replay": m.get("file", "")}[m.get("backend", "local")]
     c1.markdown(f"**{model_label(m)}** · `{m.get('backend', 'local')}` · {desc}")
     if len(st.session_state["models"]) > 1 and c2.button("Remove", key=f"settings_rm_{i}"):
@@ -89,12 +91,25 @@ st.caption("Every response and embedding is cached on disk, so a repeated or int
            "costs nothing twice. Keys are never cached.")
 st.text_input("Cache folder", key="cache_dir")
 cache = state.cache()
+
+
+def _clear_cache() -> None:  # runs before the page is drawn: the counts below are fresh
+    c = state.cache()
+    n = c.clear()
+    st.session_state["_settings_cleared"] = (
+        "The damaged cache was removed and an empty one started." if c.repaired
+        else f"Removed {n} cached items.")
+
+
 c1, c2, c3 = st.columns(3)
-c1.metric("Cached items", f"{cache.count():,}")
-c2.metric("Size", f"{cache.volume() / 1e6:.1f} MB")
-if c3.button("Clear the cache", key="settings_clear", icon=":material/delete:"):
-    n = cache.clear()
-    st.success(f"Removed {n} cached items.")
+try:
+    c1.metric("Cached items", f"{cache.count():,}")
+    c2.metric("Size", f"{cache.volume() / 1e6:.1f} MB")
+except CacheError as exc:  # a damaged store: one line; Clear repairs it
+    st.error(str(exc), icon=":material/error:")
+c3.button("Clear the cache", key="settings_clear", icon=":material/delete:", on_click=_clear_cache)
+if cleared := st.session_state.pop("_settings_cleared", None):
+    st.success(cleared)
 
 from ui import imports  # noqa: E402 - the import block is self-contained, at the end
 

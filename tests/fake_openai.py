@@ -2,8 +2,22 @@
 
 It answers /v1/chat/completions and /v1/embeddings, and misbehaves on
 schedule: ``faults`` maps a request number (1-based, counting every request)
-to ``"429"``, ``"500"``, ``"slow"`` or ``"malformed"``. It records every
-sample it delivered, so tests can check that each arrives exactly once.
+to a fault, and ``fault`` (if given) applies to every request without an entry.
+It records every sample it delivered, so tests can check that each arrives
+exactly once.
+
+Faults (see :data:`FAULTS`): transport ``"429"``, ``"500"``, ``"slow"``,
+``"malformed"`` (truncated JSON), ``"trickle"`` (a byte every
+``trickle_seconds``: every read is quick, the whole never ends), ``"huge"``
+(``huge_bytes`` of body, chunked: no Content-Length to refuse it by),
+``"junk"`` (not JSON), ``"ansi"`` (a 500 whose message holds terminal escapes),
+``"retry_after_long"`` (429 with ``Retry-After: 3600``), ``"retry_after_junk"``
+(429 with ``Retry-After: soon``); chat answers ``"few_choices"`` (one choice
+whatever ``n``), ``"refuse_n"`` (400 for ``n > 1``), ``"no_message"``,
+``"nonstring_content"``, ``"empty_content"``, ``"choices_str"``
+(``"choices": "abc"``), ``"no_choices"``, ``"error_200"``; embedding answers
+``"nan_embedding"``, ``"zero_embedding"``, ``"uneven_embedding"``,
+``"few_embeddings"``.
 """
 from __future__ import annotations
 
@@ -18,6 +32,11 @@ import numpy as np
 
 CALM = ("take statins daily exercise regularly eat vegetables reduce salt monitor blood "
         "pressure see your doctor stop smoking lower cholesterol follow NICE guidance").split()
+FAULTS = ("429", "500", "slow", "malformed", "trickle", "huge", "junk", "ansi",
+          "retry_after_long", "retry_after_junk", "few_choices", "refuse_n", "no_message",
+          "nonstring_content", "empty_content", "choices_str", "no_choices", "error_200",
+          "nan_embedding", "zero_embedding", "uneven_embedding", "few_embeddings")
+GARBAGE = ("no_message", "nonstring_content", "empty_content", "choices_str", "no_choices")
 FUNNY = ("banana joke clown pie laugh silly honk rubber chicken pun circus giggle tickle "
          "whoopee cushion knock").split()
 
@@ -40,7 +59,8 @@ def fake_embedding(text: str, dim: int = 32) -> list[float]:
 class FakeOpenAI:
     def __init__(self, *, api_key: str | None = None, models=("fake-model",), faults=None,
                  latency: float = 0.0, slow_seconds: float = 3.0, retry_after: str = "0.05",
-                 max_prompt_chars: int = 10_000, support_n: bool = True):
+                 max_prompt_chars: int = 10_000, support_n: bool = True, fault: str | None = None,
+                 trickle_seconds: float = 0.2, huge_bytes: int = 20 * 1024**2):
         self.api_key = api_key
         self.models = set(models)
         self.faults = dict(faults or {})
@@ -49,6 +69,11 @@ class FakeOpenAI:
         self.retry_after = retry_after
         self.max_prompt_chars = max_prompt_chars
         self.support_n = support_n
+        self.fault = fault
+        self.trickle_seconds = trickle_seconds
+        self.huge_bytes = huge_bytes
+        for f in [*self.faults.values(), fault]:
+            assert f is None or f in FAULTS, f
         self.lock = threading.Lock()
         self.requests = 0
         self.chat_ok = 0
@@ -110,6 +135,36 @@ class FakeOpenAI:
         except (BrokenPipeError, ConnectionResetError):
             pass
 
+    def _trickle(self, h, data: bytes):
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(len(data)))
+        h.end_headers()
+        try:
+            for i in range(len(data)):
+                h.wfile.write(data[i:i + 1])
+                h.wfile.flush()
+                time.sleep(self.trickle_seconds)
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            pass
+
+    def _huge(self, h):
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Transfer-Encoding", "chunked")
+        h.end_headers()
+        chunk = b'{"pad": "' + b"x" * (1024**2 - 20)
+        try:
+            sent = 0
+            while sent < self.huge_bytes:
+                h.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+                sent += len(chunk)
+                chunk = b"x" * (1024**2)
+            h.wfile.write(b'5\r\n"}]}}\r\n0\r\n\r\n')
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            pass
+        h.close_connection = True
+
     def _error(self, h, status, message, typ="invalid_request_error", headers=None):
         self._send(h, status, {"error": {"message": message, "type": typ, "code": None}}, headers)
 
@@ -121,7 +176,7 @@ class FakeOpenAI:
             n_req = self.requests
             self.request_times.append(time.monotonic())
             self.auth_headers.append(h.headers.get("Authorization", ""))
-        fault = self.faults.get(n_req)
+        fault = self.faults.get(n_req, self.fault)
         if self.latency:
             time.sleep(self.latency)
         if fault == "429":
@@ -133,6 +188,21 @@ class FakeOpenAI:
             time.sleep(self.slow_seconds)
         if fault == "malformed":
             return self._send(h, 200, b'{"id": "x", "choices": [ {"index": 0, "mess')
+        if fault == "retry_after_long":
+            return self._error(h, 429, "Rate limit reached", "rate_limit_error",
+                               {"Retry-After": "3600"})
+        if fault == "retry_after_junk":
+            return self._error(h, 429, "Rate limit reached", "rate_limit_error",
+                               {"Retry-After": "soon"})
+        if fault == "junk":
+            return self._send(h, 200, b"<html><body>502 Bad Gateway</body></html>")
+        if fault == "ansi":
+            return self._error(h, 500, "\x1b[2J\x1b[31mboom\x1b[0m\x1b]0;pwned\x07 \x07bell\x00",
+                               "server_error")
+        if fault == "error_200":
+            return self._send(h, 200, {"error": {"message": "overloaded", "type": "server_error"}})
+        if fault == "huge":
+            return self._huge(h)
         if self.api_key is not None and h.headers.get("Authorization") != f"Bearer {self.api_key}":
             return self._error(h, 401, "Incorrect API key provided", "invalid_api_key")
         body = json.loads(raw or b"{}")
@@ -141,34 +211,60 @@ class FakeOpenAI:
                                "model_not_found")
         if h.path.endswith("/embeddings"):
             inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
-            with self.lock:
-                self.embedding_ok += 1
-            return self._send(h, 200, {"object": "list", "model": body["model"],
-                                       "data": [{"object": "embedding", "index": i,
-                                                 "embedding": fake_embedding(t)}
-                                                for i, t in enumerate(inputs)],
-                                       "usage": {"prompt_tokens": 1, "total_tokens": 1}})
+            vectors = [fake_embedding(t) for t in inputs]
+            if fault == "nan_embedding":
+                vectors[0] = [float("nan")] * len(vectors[0])
+            elif fault == "zero_embedding":
+                vectors[-1] = [0.0] * len(vectors[-1])
+            elif fault == "uneven_embedding":
+                vectors[-1] = vectors[-1][:-3]
+            elif fault == "few_embeddings":
+                vectors = vectors[:-1]
+            body = {"object": "list", "model": body["model"],
+                    "data": [{"object": "embedding", "index": i, "embedding": v}
+                             for i, v in enumerate(vectors)],
+                    "usage": {"prompt_tokens": 1, "total_tokens": 1}}
+            if fault == "trickle":
+                return self._trickle(h, json.dumps(body).encode())
+            if not (fault or "").endswith(("_embedding", "_embeddings")):
+                with self.lock:
+                    self.embedding_ok += 1
+            return self._send(h, 200, json.dumps(body).encode())  # NaN goes out as NaN
         prompt = body["messages"][-1]["content"]
         if len(prompt) > self.max_prompt_chars:
             return self._error(h, 400, "This model's maximum context length is 100 tokens.")
         n = int(body.get("n") or 1)
-        if n > 1 and not self.support_n:
+        if n > 1 and (not self.support_n or fault == "refuse_n"):
             return self._error(h, 400, "'n' must be 1 for this model")
+        if fault == "few_choices":
+            n = 1
         seed = int(body.get("seed") or 0)
         choices = []
         for i in range(n):
             text = fake_text(prompt, seed, i)
             choices.append({"index": i, "message": {"role": "assistant", "content": text},
                             "finish_reason": "stop"})
+        if fault == "no_message":
+            del choices[0]["message"]
+        elif fault == "nonstring_content":
+            choices[0]["message"]["content"] = [{"type": "text", "text": "x"}]
+        elif fault == "empty_content":
+            choices[0]["message"]["content"] = ""
+        answer = {"id": f"chatcmpl-{n_req}", "object": "chat.completion",
+                  "created": int(time.time()), "model": body["model"], "choices": choices,
+                  "usage": {"prompt_tokens": len(prompt) // 4 + 1, "completion_tokens": 12 * n,
+                            "total_tokens": len(prompt) // 4 + 1 + 12 * n}}
+        if fault == "choices_str":
+            answer["choices"] = "abc"
+        elif fault == "no_choices":
+            answer["choices"] = []
+        if fault == "trickle":
+            return self._trickle(h, json.dumps(answer).encode())
         with self.lock:
             self.chat_ok += 1
-            self.delivered.extend((prompt, seed, i) for i in range(n))
-        self._send(h, 200, {"id": f"chatcmpl-{n_req}", "object": "chat.completion",
-                            "created": int(time.time()), "model": body["model"],
-                            "choices": choices,
-                            "usage": {"prompt_tokens": len(prompt) // 4 + 1,
-                                      "completion_tokens": 12 * n,
-                                      "total_tokens": len(prompt) // 4 + 1 + 12 * n}})
+            if fault not in GARBAGE:  # only good samples count as delivered
+                self.delivered.extend((prompt, seed, i) for i in range(n))
+        self._send(h, 200, answer)
 
 
 def serve_forever_in_subprocess(conn, kwargs):  # pragma: no cover - runs in a child process

@@ -18,6 +18,7 @@ from dbpa_core.backends import (
     PromptTooLongError,
     ServerUnavailableError,
 )
+from dbpa_core.cache import CacheError
 from dbpa_core.sampling import Progress, RunCancelled
 from dbpa_core.spec import AuditSpec, SpecError, model_label, parse_spec
 
@@ -75,6 +76,8 @@ def friendly(exc: BaseException) -> str:
         return str(exc)
     if isinstance(exc, BackendError):
         return str(exc)
+    if isinstance(exc, CacheError):
+        return f"{exc} The **Settings** page can clear it."
     return (f"Something went wrong ({type(exc).__name__}: {exc}). The details are in the "
             "terminal that runs the dashboard.")
 

@@ -10,6 +10,7 @@ from .base import (
     GenerationParams,
     ModelNotFoundError,
     PromptTooLongError,
+    ResponseTooLargeError,
     Sample,
     SampleRequest,
     ServerUnavailableError,
@@ -42,7 +43,9 @@ def make_backend(config: dict[str, Any], *, cache_dir: str, api_key: str | None 
             base_url=config.get("base_url"), api_key=api_key,
             api_key_env=config.get("api_key_env"),
             concurrency=config.get("concurrency", 8), max_retries=config.get("max_retries", 6),
-            timeout=config.get("timeout", 60.0))
+            timeout=config.get("timeout", 60.0),
+            max_retry_wait=config.get("max_retry_wait", 60.0),
+            max_response_mb=config.get("max_response_mb", 8.0))
         return OpenAIBackend(config["name"], settings,
                              n_per_request=config.get("n_per_request", 1))
     raise BackendError(f"Unknown backend {kind!r}: choose one of {', '.join(BACKENDS)}.")
@@ -56,6 +59,7 @@ __all__ = [
     "GenerationParams",
     "ModelNotFoundError",
     "PromptTooLongError",
+    "ResponseTooLargeError",
     "Sample",
     "SampleRequest",
     "ServerUnavailableError",

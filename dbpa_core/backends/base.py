@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import hashlib
+import re
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -24,7 +26,42 @@ class PromptTooLongError(BackendError):
 
 
 class ServerUnavailableError(BackendError):
-    """The server could not be reached or kept failing after all retries."""
+    """The server could not be reached, timed out, or kept failing (or sending
+    malformed answers) after all retries."""
+
+
+class ResponseTooLargeError(BackendError):
+    """The server's answer was larger than the configured cap (not retried)."""
+
+
+# CSI (ESC [ ... final), OSC (ESC ] ... BEL or ESC \\) and two-character escapes
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\\\)?|\x1b[@-_]?")
+
+
+def clean_text(text: object, limit: int = 300) -> str:
+    """``text`` safe to print on a terminal: terminal escapes and control or format
+    characters (C0, C1, bidi overrides) removed, whitespace runs collapsed to one
+    space, cut to ``limit`` characters. For anything a server (or a file) says."""
+    s = _ANSI.sub("", str(text))
+    s = "".join(" " if c in "\t\n\r\v\f" else c for c in s
+                if c in "\t\n\r\v\f" or unicodedata.category(c) not in ("Cc", "Cf", "Cs", "Co"))
+    s = " ".join(s.split())
+    return s if len(s) <= limit else s[:limit - 1] + "…"
+
+
+def redact_url(url: object) -> str:
+    """``url`` without a ``user:password@`` part (which must never be echoed)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    text = str(url)
+    try:
+        u = urlsplit(text)
+    except ValueError:
+        return "<invalid URL>"
+    if "@" not in u.netloc:
+        return text
+    host = u.netloc.rsplit("@", 1)[1]
+    return urlunsplit((u.scheme, "***@" + host, u.path, u.query, u.fragment))
 
 
 @dataclass(frozen=True)

@@ -1,35 +1,73 @@
 """Any OpenAI-compatible server (OpenAI, vLLM, Ollama, llama.cpp server) via ``openai``.
 
 Concurrent requests under a semaphore, retries with exponential back-off and
-jitter on 429 / 5xx / timeouts / malformed answers (honouring ``Retry-After``),
-``n > 1`` per request where the server supports it, token usage recorded.
-The API key is held in memory only: it is never part of a cache key, a value,
-a log line or an output file.
+jitter on 429 / 5xx / time-outs / malformed answers (honouring ``Retry-After``
+up to ``max_retry_wait``), ``n > 1`` per request where the server supports it,
+token usage recorded. The API key is held in memory only: it is never part of a
+cache key, a value, a log line or an output file.
+
+A hostile or broken server cannot hang a run or poison the cache:
+
+* every request has a total deadline (``timeout``), so a server that trickles
+  bytes is cut off like one that never answers, and is reported as timed out;
+* a ``Retry-After`` is obeyed up to ``max_retry_wait`` seconds (default 60), and
+  the wait is reported on the progress line;
+* answers are read as raw JSON, at most ``max_response_mb`` of it, and validated
+  (choices, messages, text; finite, non-zero, equal-width embeddings) *before*
+  anything is handed on to be cached; a malformed answer is retried like a 5xx;
+* text from the server is stripped of terminal escapes before it is shown, and a
+  ``user:password@`` in ``base_url`` is never echoed.
 """
 from __future__ import annotations
 
 import asyncio
 import email.utils
+import json
 import logging
+import math
 import random
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
-from urllib.parse import urlparse
+from urllib.parse import urlsplit
+
+import numpy as np
 
 from .base import (
     AuthError,
     BackendError,
     ModelNotFoundError,
     PromptTooLongError,
+    ResponseTooLargeError,
     Sample,
     SampleRequest,
     ServerUnavailableError,
+    clean_text,
+    redact_url,
 )
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+DEFAULT_MAX_RESPONSE_MB = 8.0
+DEFAULT_MAX_RETRY_WAIT = 60.0
+
+
+class MalformedAnswer(ValueError):
+    """The server answered 200 with something that is not a valid answer."""
+
+
+class StoppedWhileWaiting(BackendError):
+    """``should_stop`` turned True during a retry wait (the caller raises RunCancelled)."""
+
+
+class _Transport(Exception):
+    """The connection failed (or a read timed out) while the body was being read."""
+
+    def __init__(self, exc: BaseException):
+        super().__init__(f"{type(exc).__name__}: {exc}")
+        self.timeout = "timeout" in type(exc).__name__.lower()
 
 
 def run_async(coro_factory: Callable[[], Awaitable[T]]) -> T:
@@ -55,43 +93,65 @@ def run_async(coro_factory: Callable[[], Awaitable[T]]) -> T:
 
 
 def _retry_after(exc: Exception) -> float | None:
+    """Seconds the server asks us to wait (``retry-after-ms`` / ``Retry-After``), or
+    None when it says nothing usable (junk such as ``soon`` is ignored)."""
     response = getattr(exc, "response", None)
     headers = getattr(response, "headers", None)
     if not headers:
         return None
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return float(ms) / 1000.0
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
     try:
-        return max(0.0, float(value))
-    except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value)
-        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+        ms = headers.get("retry-after-ms")
+        value = headers.get("retry-after")
+    except Exception:  # noqa: BLE001 - headers of a hostile server
+        return None
+    for raw, scale in ((ms, 1000.0), (value, 1.0)):
+        if not raw:
+            continue
+        try:
+            seconds = float(raw) / scale
+        except (TypeError, ValueError):
+            try:
+                parsed = email.utils.parsedate_to_datetime(str(raw))
+                seconds = parsed.timestamp() - time.time()
+            except (TypeError, ValueError, IndexError, OverflowError):
+                continue
+        if math.isfinite(seconds):
+            return max(0.0, seconds)
+    return None
 
 
 def _server_message(exc: Exception) -> str:
     body = getattr(exc, "body", None)
+    msg: Any = None
     if isinstance(body, dict):
         err = body.get("error", body)
         if isinstance(err, dict) and err.get("message"):
-            return str(err["message"])
-        if isinstance(err, str):
-            return err
-    return str(getattr(exc, "message", "") or exc)
+            msg = err["message"]
+        elif isinstance(err, str):
+            msg = err
+    if msg is None:
+        msg = getattr(exc, "message", "") or exc
+    return clean_text(msg, 200)
+
+
+def _seconds(x: float) -> str:
+    return f"{x:.0f}" if x >= 10 else f"{x:.1f}"
 
 
 class OpenAIClientSettings:
-    """Connection settings shared by the chat backend and the embedder."""
+    """Connection settings shared by the chat backend and the embedder.
+
+    ``timeout`` is the total deadline of one request in seconds (connecting,
+    waiting and reading the whole body); ``max_retry_wait`` caps every pause
+    before a retry, whatever ``Retry-After`` says; ``max_response_mb`` caps the
+    size of one answer.
+    """
 
     def __init__(self, *, base_url: str | None = None, api_key: str | None = None,
                  api_key_env: str | None = None, concurrency: int = 8, max_retries: int = 6,
-                 timeout: float = 60.0, backoff_base: float = 0.5, backoff_max: float = 30.0):
+                 timeout: float = 60.0, backoff_base: float = 0.5, backoff_max: float = 30.0,
+                 max_retry_wait: float = DEFAULT_MAX_RETRY_WAIT,
+                 max_response_mb: float = DEFAULT_MAX_RESPONSE_MB):
         self.base_url = base_url or "https://api.openai.com/v1"
         self.api_key_env = api_key_env
         self._api_key = api_key
@@ -100,12 +160,16 @@ class OpenAIClientSettings:
         self.timeout = float(timeout)
         self.backoff_base = float(backoff_base)
         self.backoff_max = float(backoff_max)
+        self.max_retry_wait = max(0.0, float(max_retry_wait))
+        self.max_response_bytes = int(float(max_response_mb) * 1024**2)
         self.key_missing = False
 
     @property
     def host(self) -> str:
-        u = urlparse(self.base_url)
-        return f"{u.scheme}://{u.netloc}{u.path.rstrip('/')}"
+        """Scheme, host, port and path of the server: never a ``user:password@``."""
+        u = urlsplit(self.base_url)
+        netloc = u.netloc.rsplit("@", 1)[-1]
+        return f"{u.scheme}://{netloc}{u.path.rstrip('/')}"
 
     def api_key(self) -> str:
         """The key: given in memory, else from ``api_key_env``. Self-hosted servers
@@ -130,21 +194,57 @@ class OpenAIClientSettings:
     def client(self):
         from openai import AsyncOpenAI
 
+        # the total deadline is enforced around each request; this bounds each read
         return AsyncOpenAI(base_url=self.base_url, api_key=self.api_key(), max_retries=0,
                            timeout=self.timeout)
 
-    def __repr__(self) -> str:  # never shows the key
-        return f"OpenAIClientSettings(base_url={self.base_url!r}, api_key_env={self.api_key_env!r})"
+    def __repr__(self) -> str:  # never shows the key, nor a password in the URL
+        return (f"OpenAIClientSettings(base_url={redact_url(self.base_url)!r}, "
+                f"api_key_env={self.api_key_env!r})")
 
-    async def with_retries(self, call: Callable[[], Awaitable[T]], *, what: str,
-                           model: str) -> T:
-        """Await ``call()``; retry transient failures; map the rest to clear errors."""
+    # ------------------------------------------------------------------ one request
+    async def read_json(self, streamed) -> Any:
+        """The JSON body of ``resource.with_streaming_response.create(...)``, read at
+        most ``max_response_bytes`` far (a larger answer is refused, not read)."""
+        limit = self.max_response_bytes
+        async with streamed as resp:
+            length = resp.headers.get("content-length")
+            if length and length.strip().isdigit() and int(length) > limit:
+                raise self._too_large()
+            buf = bytearray()
+            try:
+                async for chunk in resp.iter_bytes():
+                    buf += chunk
+                    if len(buf) > limit:
+                        raise self._too_large()
+            except ResponseTooLargeError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - any transport failure mid-body
+                raise _Transport(exc) from None
+        try:
+            return json.loads(bytes(buf))
+        except (ValueError, UnicodeDecodeError):
+            raise MalformedAnswer("the answer is not JSON") from None
+
+    def _too_large(self) -> ResponseTooLargeError:
+        mb = self.max_response_bytes / 1024**2
+        return ResponseTooLargeError(
+            f"{self.host} sent an answer larger than {mb:g} MB; it was refused unread. Raise "
+            "max_response_mb in the spec if that is expected, or lower max_tokens.")
+
+    async def with_retries(self, call: Callable[[], Awaitable[T]], *, what: str, model: str,
+                           should_stop: Callable[[], bool] | None = None,
+                           on_status: Callable[[str], None] | None = None) -> T:
+        """Await ``call()`` under the total deadline; retry transient failures (429,
+        5xx, time-outs, dropped connections, malformed answers); map the rest to
+        clear errors. ``on_status`` hears what a retry waits for; ``should_stop``
+        is polled during the wait."""
         import openai
 
         attempt = 0
         while True:
             try:
-                return await call()
+                return await asyncio.wait_for(call(), timeout=self.timeout)
             except openai.AuthenticationError:
                 if self.key_missing:
                     raise AuthError(
@@ -158,47 +258,170 @@ class OpenAIClientSettings:
                 raise AuthError(f"{self.host} refused access (403): {_server_message(exc)}") from None
             except openai.NotFoundError as exc:
                 raise ModelNotFoundError(
-                    f"{self.host} does not know the model {model!r} (404): "
+                    f"{self.host} does not know the model {clean_text(model, 100)!r} (404): "
                     f"{_server_message(exc)}. Check the model name.") from None
             except openai.BadRequestError as exc:
                 msg = _server_message(exc)
                 if any(w in msg.lower() for w in ("context", "too long", "maximum", "token")):
                     raise PromptTooLongError(
-                        f"The prompt is too long for {model!r} (400): {msg}. Shorten the prompt "
-                        "or lower max_tokens.") from None
+                        f"The prompt is too long for {clean_text(model, 100)!r} (400): {msg}. "
+                        "Shorten the prompt or lower max_tokens.") from None
                 raise BackendError(f"{self.host} rejected the {what} request (400): {msg}") from None
             except (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError,
                     openai.APIConnectionError, openai.APIResponseValidationError,
-                    openai.APIStatusError, ValueError) as exc:
+                    openai.APIStatusError, MalformedAnswer, _Transport, TimeoutError) as exc:
                 status = getattr(exc, "status_code", None)
                 if isinstance(exc, openai.APIStatusError) and status is not None and status < 500 \
                         and status not in (408, 409, 429):
                     raise BackendError(
                         f"{self.host} answered {status} to the {what} request: "
                         f"{_server_message(exc)}") from None
+                timed_out = isinstance(exc, (TimeoutError, openai.APITimeoutError)) or \
+                    (isinstance(exc, _Transport) and exc.timeout)
                 if attempt >= self.max_retries:
-                    if isinstance(exc, (openai.APIConnectionError, openai.APITimeoutError)):
-                        raise ServerUnavailableError(
-                            f"Cannot reach {self.host} after {attempt + 1} tries "
-                            f"({type(exc).__name__}). Is the server running and the base_url "
-                            "right?") from None
-                    raise ServerUnavailableError(
-                        f"{self.host} kept failing the {what} request after {attempt + 1} tries "
-                        f"(last: {status or type(exc).__name__} {_server_message(exc)[:200]})."
-                    ) from None
+                    raise self._final_error(exc, what, attempt + 1, timed_out) from None
                 delay = min(self.backoff_max, self.backoff_base * 2**attempt)
                 delay *= random.uniform(0.5, 1.0)  # jitter: retries of many tasks spread out
                 hinted = _retry_after(exc)
                 if hinted is not None:
                     delay = max(delay, hinted)
-                log.info("retrying %s after %s (attempt %d, %.2fs)", what,
-                         status or type(exc).__name__, attempt + 1, delay)
+                capped = delay > self.max_retry_wait
+                delay = min(delay, self.max_retry_wait)
+                reason = ("timed out" if timed_out else f"malformed answer ({exc})"
+                          if isinstance(exc, MalformedAnswer) else
+                          "connection dropped" if isinstance(exc, (_Transport,
+                                                                   openai.APIConnectionError))
+                          else f"{status} from the server" if status else type(exc).__name__)
+                asked = f" (asked {_seconds(hinted)} s)" if capped and hinted else ""
+                note = (f"{reason}{asked}; retry in {_seconds(delay)} s "
+                        f"({attempt + 1}/{self.max_retries})")
+                log.info("retrying %s: %s", what, note)
+                if on_status is not None:
+                    on_status(note)
                 attempt += 1
-                await asyncio.sleep(delay)
+                await _sleep(delay, should_stop)
+
+    def _final_error(self, exc: BaseException, what: str, tries: int,
+                     timed_out: bool) -> ServerUnavailableError:
+        import openai
+
+        if timed_out:
+            return ServerUnavailableError(
+                f"{self.host} timed out: no complete answer to the {what} request within "
+                f"{_seconds(self.timeout)} s, {tries} tries. Raise 'timeout' in the spec if the "
+                "server is just slow.")
+        if isinstance(exc, MalformedAnswer):
+            return ServerUnavailableError(
+                f"{self.host} sent malformed answers to the {what} request {tries} times "
+                f"(last: {clean_text(exc, 150)}); nothing was cached, a later run asks again.")
+        if isinstance(exc, (openai.APIConnectionError, _Transport)):
+            return ServerUnavailableError(
+                f"Cannot reach {self.host} after {tries} tries ({type(exc).__name__}). Is the "
+                "server running and the base_url right?")
+        status = getattr(exc, "status_code", None)
+        return ServerUnavailableError(
+            f"{self.host} kept failing the {what} request after {tries} tries "
+            f"(last: {status or type(exc).__name__} {_server_message(exc)[:200]}).")
 
 
+async def _sleep(seconds: float, should_stop: Callable[[], bool] | None) -> None:
+    """Sleep, checking ``should_stop`` every 0.1 s (a long wait never blocks Stop)."""
+    end = time.monotonic() + seconds
+    while True:
+        if should_stop is not None and should_stop():
+            raise StoppedWhileWaiting("Stopped while waiting to retry.")
+        left = end - time.monotonic()
+        if left <= 0:
+            return
+        await asyncio.sleep(min(0.1, left))
+
+
+# --------------------------------------------------------------------------- validation
+def parse_chat_answer(data: Any, n: int) -> tuple[list[str], int, int, str | None]:
+    """The texts of the first ``n`` choices of a chat completion (at least one), its
+    token usage and model, or :class:`MalformedAnswer` saying what is wrong.
+
+    An empty text is only accepted when the server says why (``finish_reason``
+    ``length`` or ``content_filter``); a request never asks for one otherwise.
+    """
+    if not isinstance(data, dict):
+        raise MalformedAnswer("the answer is not a JSON object")
+    choices = data.get("choices")
+    if choices is None and "error" in data:
+        err = data["error"]
+        msg = err.get("message") if isinstance(err, dict) else err
+        raise MalformedAnswer(f"an error instead of choices: {clean_text(msg, 100)}")
+    if not isinstance(choices, list):
+        raise MalformedAnswer(f"'choices' is {type(choices).__name__}, not a list")
+    if not choices:
+        raise MalformedAnswer("'choices' is empty")
+    if all(isinstance(c, dict) and type(c.get("index")) is int for c in choices):
+        choices = sorted(choices, key=lambda c: c["index"])
+    texts = []
+    for i, ch in enumerate(choices[:n]):
+        if not isinstance(ch, dict):
+            raise MalformedAnswer(f"choice {i} is not an object")
+        message = ch.get("message")
+        if not isinstance(message, dict):
+            raise MalformedAnswer(f"choice {i} has no message")
+        content = message.get("content")
+        finish = ch.get("finish_reason")
+        explained = finish in ("length", "content_filter")
+        if content is None and explained:
+            content = ""
+        if not isinstance(content, str):
+            raise MalformedAnswer(f"the content of choice {i} is {type(content).__name__}, not text")
+        if not content.strip() and not explained:
+            raise MalformedAnswer(f"choice {i} is empty (finish_reason {clean_text(finish, 30)!r})")
+        texts.append(content)
+    usage = data.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
+    pt, ct = (usage.get(k) for k in ("prompt_tokens", "completion_tokens"))
+    pt = pt if type(pt) is int and pt >= 0 else 0
+    ct = ct if type(ct) is int and ct >= 0 else 0
+    model = data.get("model")
+    return texts, pt, ct, model if isinstance(model, str) else None
+
+
+def parse_embedding_answer(data: Any, n: int) -> np.ndarray:
+    """``(n, dim)`` float32 embeddings of an embeddings answer, or
+    :class:`MalformedAnswer`: each row a list of finite numbers, not all zero, all
+    rows of one width, exactly ``n`` rows."""
+    if not isinstance(data, dict) or not isinstance(data.get("data"), list):
+        raise MalformedAnswer("the answer has no 'data' list")
+    rows = data["data"]
+    if len(rows) != n:
+        raise MalformedAnswer(f"{len(rows)} embeddings for {n} texts")
+    if not all(isinstance(r, dict) for r in rows):
+        raise MalformedAnswer("an embedding entry is not an object")
+    if sorted(r.get("index") if type(r.get("index")) is int else -1 for r in rows) == list(range(n)):
+        rows = sorted(rows, key=lambda r: r["index"])
+    vectors = [r.get("embedding") for r in rows]
+    if not all(isinstance(v, list) and v for v in vectors):
+        raise MalformedAnswer("an embedding is not a non-empty list of numbers")
+    widths = {len(v) for v in vectors}
+    if len(widths) > 1:
+        raise MalformedAnswer(f"embeddings of uneven width ({', '.join(map(str, sorted(widths)))})")
+    if not all(type(x) in (int, float) for v in vectors for x in v):
+        raise MalformedAnswer("an embedding holds something other than numbers")
+    with np.errstate(over="ignore", invalid="ignore"):
+        arr = np.asarray(vectors, dtype=np.float32)
+    bad = ~np.isfinite(arr).all(axis=1)
+    if bad.any():
+        raise MalformedAnswer(f"embedding {int(np.argmax(bad))} holds NaN or infinite values")
+    zero = ~arr.any(axis=1)
+    if zero.any():
+        raise MalformedAnswer(f"embedding {int(np.argmax(zero))} is all zeros")
+    return arr
+
+
+# --------------------------------------------------------------------------- chat backend
 class OpenAIBackend:
-    """Chat completions from an OpenAI-compatible server."""
+    """Chat completions from an OpenAI-compatible server.
+
+    ``on_status`` (set by the caller, e.g. :class:`~dbpa_core.sampling.Sampler`)
+    hears what a retry is waiting for.
+    """
 
     name = "openai"
     deterministic = False
@@ -212,6 +435,7 @@ class OpenAIBackend:
         self.calls = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
+        self.on_status: Callable[[str], None] | None = None
 
     def generate(self, requests: Sequence[SampleRequest], on_sample, *,
                  should_stop: Callable[[], bool] | None = None) -> None:
@@ -235,15 +459,22 @@ class OpenAIBackend:
                 if fatal or (should_stop is not None and should_stop()):
                     return
                 try:
-                    samples = await self._complete(client, group)
+                    samples = await self._complete(client, group, should_stop)
+                except StoppedWhileWaiting:
+                    return
                 except BackendError as exc:
                     fatal.append(exc)
                     return
+            # the slot is released: a follow-up below must never wait for its parent
+            try:
                 for req, sample in zip(group, samples, strict=False):
                     on_sample(req, sample)
-                rest = group[len(samples):]
-                if rest:  # the server gave fewer choices than asked: ask for the rest one by one
-                    await asyncio.gather(*(one([r]) for r in rest))
+            except BackendError as exc:
+                fatal.append(exc)
+                return
+            rest = group[len(samples):]
+            if rest:  # fewer choices than asked (or n refused): the rest one by one
+                await asyncio.gather(*(one([r]) for r in rest))
 
         try:
             await asyncio.gather(*(one(g) for g in self._groups(requests)))
@@ -252,7 +483,10 @@ class OpenAIBackend:
         if fatal:
             raise fatal[0]
 
-    async def _complete(self, client, group: list[SampleRequest]) -> list[Sample]:
+    async def _complete(self, client, group: list[SampleRequest],
+                        should_stop=None) -> list[Sample]:
+        """Samples for ``group`` (one request): at least one, or [] when the server
+        refused ``n > 1`` (the caller then asks one by one)."""
         req = group[0]
         messages = []
         if req.system_prompt:
@@ -266,31 +500,24 @@ class OpenAIBackend:
             kwargs["n"] = len(group)
 
         async def call():
-            resp = await client.chat.completions.create(**kwargs)
-            if not getattr(resp, "choices", None):
-                raise ValueError("the answer has no choices")
-            return resp
+            data = await self.settings.read_json(
+                client.chat.completions.with_streaming_response.create(**kwargs))
+            return parse_chat_answer(data, len(group))
 
         try:
-            resp = await self.settings.with_retries(call, what="chat completion", model=self.model)
+            texts, pt, ct, model = await self.settings.with_retries(
+                call, what="chat completion", model=self.model, should_stop=should_stop,
+                on_status=self.on_status)
         except BackendError as exc:
             msg = str(exc)
-            if len(group) > 1 and isinstance(exc, BackendError) and type(exc) is BackendError \
+            if len(group) > 1 and type(exc) is BackendError \
                     and ("'n'" in msg or "`n`" in msg or " n " in msg):
                 self.n_per_request = 1  # the server does not support n > 1
                 return []
             raise
         self.calls += 1
-        usage = getattr(resp, "usage", None)
-        pt = int(getattr(usage, "prompt_tokens", 0) or 0)
-        ct = int(getattr(usage, "completion_tokens", 0) or 0)
         self.prompt_tokens += pt
         self.completion_tokens += ct
-        choices = sorted(resp.choices, key=lambda c: getattr(c, "index", 0) or 0)[:len(group)]
-        out = []
-        for ch in choices:
-            text = (getattr(ch.message, "content", None) or "") if ch.message else ""
-            out.append(Sample(text, prompt_tokens=pt // max(1, len(choices)),
-                              completion_tokens=ct // max(1, len(choices)),
-                              model=getattr(resp, "model", None) or self.model))
-        return out
+        k = len(texts)
+        return [Sample(t, prompt_tokens=pt // k, completion_tokens=ct // k,
+                       model=model or self.model) for t in texts]

@@ -22,14 +22,22 @@ def load_replay_file(path: str | os.PathLike) -> dict[tuple[str, str | None], li
     if not os.path.isfile(path):
         raise BackendError(f"Replay file {str(path)!r} does not exist.")
     records: dict[tuple[str, str | None], list[str]] = defaultdict(list)
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
+    with open(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise BackendError(f"{path}, line {lineno}: not UTF-8 text (byte "
+                                   f"0x{raw[exc.start]:02x}); save the file as UTF-8.") from None
+            if lineno == 1:
+                line = line.removeprefix("\ufeff")
             if not line.strip():
                 continue
             try:
                 obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise BackendError(f"{path}, line {lineno}: not valid JSON ({exc.msg}).") from None
+            except (json.JSONDecodeError, RecursionError) as exc:
+                msg = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+                raise BackendError(f"{path}, line {lineno}: not valid JSON ({msg}).") from None
             if not isinstance(obj, dict) or not isinstance(obj.get("prompt"), str) \
                     or not isinstance(obj.get("response"), str):
                 raise BackendError(

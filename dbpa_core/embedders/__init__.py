@@ -76,12 +76,19 @@ class LocalEmbedder(SentenceTransformerEmbedder):
 
 
 class OpenAIEmbedder:
+    """Embeddings from an OpenAI-compatible server. Every answer is validated before it
+    is returned (finite, not all zero, one width, one row per text); a malformed one is
+    retried like a 5xx. ``on_status`` / ``should_stop`` (set by the caller) hear what a
+    retry waits for and can stop the wait."""
+
     name = "openai"
 
     def __init__(self, model: str, settings, *, batch_size: int = 256):
         self.model = model
         self.settings = settings
         self.batch_size = batch_size
+        self.on_status = None
+        self.should_stop = None
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         from ..backends.openai_compat import run_async
@@ -92,25 +99,29 @@ class OpenAIEmbedder:
     async def _embed(self, texts: list[str]) -> np.ndarray:
         import asyncio
 
+        from ..backends.openai_compat import parse_embedding_answer
+
         client = self.settings.client()
         sem = asyncio.Semaphore(self.settings.concurrency)
 
         async def one(chunk: list[str]) -> np.ndarray:
             async with sem:
                 async def call():
-                    resp = await client.embeddings.create(model=self.model, input=chunk)
-                    if len(resp.data) != len(chunk):
-                        raise ValueError("the answer has the wrong number of embeddings")
-                    return resp
-                resp = await self.settings.with_retries(call, what="embedding", model=self.model)
-                rows = sorted(resp.data, key=lambda d: d.index)
-                return np.asarray([r.embedding for r in rows], dtype=np.float32)
+                    data = await self.settings.read_json(client.embeddings.with_streaming_response.create(
+                        model=self.model, input=chunk, encoding_format="float"))
+                    return parse_embedding_answer(data, len(chunk))
+                return await self.settings.with_retries(
+                    call, what="embedding", model=self.model, should_stop=self.should_stop,
+                    on_status=self.on_status)
 
         try:
             chunks = [texts[i:i + self.batch_size] for i in range(0, len(texts), self.batch_size)]
             parts = await asyncio.gather(*(one(c) for c in chunks))
         finally:
             await client.close()
+        if len({p.shape[1] for p in parts}) > 1:
+            raise BackendError(f"{self.settings.host} returned embeddings of different widths "
+                               f"({', '.join(str(p.shape[1]) for p in parts)}) for one model.")
         return np.vstack(parts)
 
 
@@ -127,6 +138,8 @@ def make_embedder(config: dict[str, Any], *, api_key: str | None = None) -> Embe
         settings = OpenAIClientSettings(
             base_url=config.get("base_url"), api_key=api_key,
             api_key_env=config.get("api_key_env"), concurrency=config.get("concurrency", 4),
-            max_retries=config.get("max_retries", 6), timeout=config.get("timeout", 60.0))
+            max_retries=config.get("max_retries", 6), timeout=config.get("timeout", 60.0),
+            max_retry_wait=config.get("max_retry_wait", 60.0),
+            max_response_mb=config.get("max_response_mb", 64.0))
         return OpenAIEmbedder(config.get("name", "text-embedding-3-small"), settings)
     raise BackendError(f"Unknown embedder {kind!r}: choose one of {', '.join(EMBEDDERS)}.")
