@@ -17,5 +17,6 @@ PAGES = [
      "control_target"),
     ("Audits", "pages/model_comparison.py", "Model comparison", ":material/compare_arrows:",
      "model_comparison"),
+    ("Records", "pages/history.py", "History", ":material/history:", "history"),
     ("Setup", "pages/settings.py", "Settings", ":material/settings:", "settings"),
 ]
