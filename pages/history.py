@@ -165,10 +165,8 @@ with tab_compare:
                          "significant B": r.b.significant if r.b else None,
                          "change": r.status} for r in cmp.rows]
                 df = pd.DataFrame(rows)
-                st.dataframe(widgets.styled(df).format(
-                    {c: "{:+.3f}" for c in ("ω above chance A", "ω above chance B")},
-                    na_rep="–"), hide_index=True, key="hist_cmp_table",
-                    height=widgets.table_height(len(df)))
+                st.dataframe(widgets.styled(df), hide_index=True, key="hist_cmp_table",
+                             height=widgets.table_height(len(df)))
                 st.download_button("Comparison (JSON)", lambda: json.dumps(
                     cmp.to_dict(), indent=2, ensure_ascii=False),
                     f"dbpa-compare_run{a}-run{b}.json", "application/json",

@@ -123,9 +123,11 @@ def permutation_figure(p: PerturbationResult) -> go.Figure:
                   annotation_position="bottom right")
     fig.update_xaxes(title_text=f"ω ({t.measure})")
     fig.update_yaxes(title_text="number of permutations")
-    return _layout(fig, title=f"Permutation distribution: {esc(p.name)} ({p_text(p.p_value, raw=True)}"
-                   f", {p_text(p.p_adjusted)}; B = {t.n_permutations}, smallest possible p = "
-                   f"{fmt_p(resolution(t.n_permutations))})", height=330)
+    _layout(fig, title=f"Permutation distribution: {esc(p.name)}<br><sup>"
+            f"{p_text(p.p_value, raw=True)}, {p_text(p.p_adjusted)}; B = {t.n_permutations}, "
+            f"smallest possible p = {fmt_p(resolution(t.n_permutations))}</sup>", height=360)
+    fig.update_layout(margin=dict(t=80))
+    return fig
 
 
 def permutation_grid(result: AuditResult, *, columns: int = 3) -> go.Figure:

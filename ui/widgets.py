@@ -120,11 +120,17 @@ def results_table(result: AuditResult) -> pd.DataFrame:
 
 def styled(df: pd.DataFrame):
     """p columns shown as 0.0123 or < 0.0001 (never 0.0000) while staying numbers, so
-    the table still sorts by them."""
-    cols = [c for c in df.columns if str(c).startswith("p (")]
-    return df.style.format({c: fmt_p for c in cols}).format(
-        {"ω": "{:.3f}", "ω above chance": "{:+.3f}"},
-        subset=[c for c in ("ω", "ω above chance") if c in df.columns])
+    the table still sorts by them; ω columns with three decimals."""
+    formats = {}
+    for c in df.columns:
+        name = str(c)
+        if name.startswith("p ("):
+            formats[c] = fmt_p
+        elif name.startswith("ω above chance"):
+            formats[c] = "{:+.3f}"
+        elif name.startswith("ω"):
+            formats[c] = "{:.3f}"
+    return df.style.format(formats, na_rep="–")
 
 
 def show_results_table(result: AuditResult, *, key: str) -> None:
