@@ -311,3 +311,36 @@ def test_every_default_example_is_recorded():
             key = (arm.prompt, make_demo_replay.recorded_name(arm.model))
             assert counts.get(key, 0) >= 20, f"{name}: {arm.name} is not recorded"
     assert not any(re.search(r"<\|im_(start|end)\|>", k[0]) for k in counts)
+
+
+def test_history_reopens_every_kind_of_run(make_app):
+    """Persona (two models), control-vs-target and model-comparison runs reopen with their
+    own views: heat map, gate and ROC, distance bars."""
+    base = "John has these features: Age: 70"
+    table = pd.DataFrame([
+        {"name": "peter", "prefix": "", "prompt": base.replace("John", "Peter"), "role": "control"},
+        {"name": "comedian", "prefix": "", "prompt": "Act as a comedian. " + base, "role": "target"}])
+    with FakeOpenAI(models=("m1", "m2")) as srv:
+        models = [{"backend": "openai", "name": "m1", "base_url": srv.base_url},
+                  {"backend": "openai", "name": "m2", "base_url": srv.base_url}]
+        at = make_app(models=models, page="pages/persona_explorer.py", w_embedder="rouge1",
+                      w_samples=5, w_base_prompt=base, w_persona_list=["comedian", "doctor"],
+                      w_persona_models=["m1", "m2"], roc_table=table)
+        at.button(key="personas_run").click().run()
+        at.switch_page("pages/control_target.py").run()
+        at.button(key="roc_run").click().run()
+        at.switch_page("pages/model_comparison.py").run()
+        at.button(key="models_run").click().run()
+    assert not at.exception and not errors(at), errors(at)
+    at.switch_page("pages/history.py").run()
+    runs = _table(at, "control gate")
+    assert list(runs["from"]) == ["Model comparison", "Control vs target", "Persona explorer"]
+    for run_id, check in ((3, "Distance from the reference"), (2, "ROC over the significance"),
+                          (1, "by persona and model")):
+        at.selectbox(key="hist_open").set_value(run_id).run()
+        assert not at.exception, at.exception
+        specs = " ".join(c.proto.spec for c in at.get("plotly_chart"))
+        assert check in specs, (run_id, check)
+    # the control-vs-target run shows its gate first
+    at.selectbox(key="hist_open").set_value(2).run()
+    assert any("Control gate passed" in s for s in successes(at))
