@@ -73,10 +73,9 @@ by_id = {r.id: r for r in runs}
 table = pd.DataFrame([{
     "id": r.id, "when (UTC)": r.created_at.strftime("%Y-%m-%d %H:%M"),
     "from": r.source if r.source == "cli" else PAGE_TITLES.get(r.page, r.page or "dashboard"),
-    "title": r.title, "models": ", ".join(r.models),
-    "base prompt": " ".join(r.base_prompt.split())[:80], "tests": r.n_tests,
-    "significant": r.n_significant,
-    "control gate": {"fail": "FAIL", "pass": "pass", "": ""}[r.control_gate]} for r in runs])
+    "title": r.title, "control gate": {"fail": "FAIL", "pass": "pass", "": ""}[r.control_gate],
+    "tests": r.n_tests, "significant": r.n_significant, "models": ", ".join(r.models),
+    "base prompt": " ".join(r.base_prompt.split())[:80]} for r in runs])
 st.dataframe(table, hide_index=True, key="hist_table", height=widgets.table_height(min(len(runs), 12)),
              column_config={"id": st.column_config.NumberColumn(format="%d", width="small")})
 st.caption(f"{len(runs)} run(s). Control gate: FAIL when a perturbation marked control changed "

@@ -29,8 +29,11 @@ def comparison_figure(cmp: RunComparison) -> go.Figure:
     for side, color, name in (("a", A_COLOR, f"A: run {cmp.a.id}"),
                               ("b", B_COLOR, f"B: run {cmp.b.id}")):
         ps = [getattr(r, side) for r in rows]
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name,
+                                 marker=dict(size=13, color=color)))   # the legend's entry
         fig.add_trace(go.Scatter(
             x=[p.effect_above_chance for p in ps], y=labels, mode="markers", name=name,
+            showlegend=False,
             marker=dict(size=13, color=[color if p.significant else "white" for p in ps],
                         line=dict(color=color, width=2.5)),
             customdata=[[p.effect_size, p_text(p.p_adjusted),

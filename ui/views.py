@@ -107,7 +107,7 @@ def model_comparison_view(result: AuditResult, *, key: str, meta: RunMeta,
                    "significantly different from the reference after correction; grey (n.s.): "
                    "not shown to differ with this k. The test takes the reference's answers as "
                    "the null, so swapping reference and model can change p.")
-        widgets.show_results_table(result, key=key)
+        widgets.show_results_table(result, key=key, sentence=False)
         st.plotly_chart(figures.similarity_histograms(result), key=f"{key}_hist")
         widgets.response_viewer(result, key=key)
         widgets.downloads(result, lambda: {
@@ -200,16 +200,24 @@ def control_target_view(results: Mapping[str, AuditResult], *, key: str, meta: R
         c2.plotly_chart(figures.tpr_at_fpr_figure(rocs, max_fpr), key=f"{key}_bar")
         best, tpr = best_model_at_fpr(rocs, max_fpr)
         tied = figures.best_models(rocs, max_fpr)
-        who = f"**{md_escape(best)}** detects" if len(tied) == 1 else \
-            "**" + "**, **".join(md_escape(t) for t in tied) + "** tie: each detects"
-        sentence = (f"At an allowed FPR of {max_fpr:.0%} (a threshold α on the raw p that flags "
-                    f"at most that share of controls), {who} the most targets (TPR {tpr:.2f}). "
-                    "The best model can change with the allowed FPR.")
+        where = (f"At an allowed FPR of {max_fpr:.0%} (a threshold α on the raw p that flags at "
+                 "most that share of controls)")
+        if len(rocs) == 1:
+            sentence = (f"{where}, **{md_escape(best)}** flags {tpr:.0%} of the targets "
+                        f"(TPR {tpr:.2f}).")
+        else:
+            who = f"**{md_escape(best)}** detects" if len(tied) == 1 else \
+                "**" + "**, **".join(md_escape(t) for t in tied) + "** tie: each detects"
+            sentence = (f"{where}, {who} the most targets (TPR {tpr:.2f}). The best model can "
+                        "change with the allowed FPR.")
         if passed is False:
             failing = [g.model for g in verdicts.gates(results) if g.failed]
             st.warning(sentence + " But the control gate failed on "
                        + ", ".join(f"**{md_escape(m)}**" for m in failing)
                        + ": a model that reacts to controls is not robust, whatever its TPR.")
+        elif tpr <= 0:
+            st.info(sentence + " No target is told apart from the controls at this level: "
+                    "the targets may not change these answers, or k is too small to show it.")
         else:
             st.success(sentence)
         st.caption("A point of the curve is one threshold α: the share of controls (x) and of "

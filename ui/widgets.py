@@ -133,8 +133,10 @@ def styled(df: pd.DataFrame):
     return df.style.format(formats, na_rep="–")
 
 
-def show_results_table(result: AuditResult, *, key: str) -> None:
-    st.markdown(f"**{md_escape(summary_sentence(result))}**")
+def show_results_table(result: AuditResult, *, key: str, sentence: bool = True) -> None:
+    """The verdict sentence (unless the caller shows it already) and the results table."""
+    if sentence:
+        st.markdown(f"**{md_escape(summary_sentence(result))}**")
     df = results_table(result)
     st.dataframe(styled(df), hide_index=True, key=f"{key}_table", height=table_height(len(df)),
                  column_config={
