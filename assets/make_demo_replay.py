@@ -8,7 +8,7 @@ page out of the box, offline, in seconds.
 
 The examples are built from the same presets the pages use (``ui/presets.py``, the sidebar
 defaults in ``ui/state.py``), so a page's default prompts and the recording cannot drift
-apart (``tests/app/test_demo.py`` checks it). Records already in the file are kept unless
+apart (``tests/app/test_audit_ready.py`` checks it). Records already in the file are kept unless
 ``--force``; each record names its model: ``SmolLM2-135M-Instruct`` at the default
 temperature, ``SmolLM2-135M-Instruct T=1.2`` for a variant.
 """
