@@ -5,6 +5,11 @@
     dbpa cache info | clear
     dbpa sensitivity SPEC.yaml --measures all --embedders spec,bleu --lengths 100,300,900 --out DIR
     dbpa import FILE [--from promptfoo|openai-batch|csv|jsonl] --out replay.jsonl
+    dbpa history [--model M] [--prompt P] [--since DATE] [--until DATE] [--json]
+    dbpa history show ID | compare A B | delete ID... --yes
+
+Every ``dbpa audit`` is recorded in the run history (``$DBPA_HOME/history.sqlite3``,
+see :mod:`dbpa_core.history`) unless ``--no-history``.
 
 Exit codes: 0 done, 1 a control perturbation was significant (with
 ``--fail-on-control``), 2 a mistake in the spec, the arguments or the setup (an
@@ -100,6 +105,8 @@ def cmd_audit(args) -> int:
     for w in result.warnings:
         print(f"warning: {w}", file=sys.stderr)
     print("wrote " + ", ".join(paths))
+    if not args.no_history:
+        _record_cli_run(spec, result, args)
     if args.fail_on_control:
         bad = [p.name for p in result.perturbations if p.role == "control" and p.significant]
         if bad:
@@ -107,6 +114,26 @@ def cmd_audit(args) -> int:
                   f"{', '.join(bad)}", file=sys.stderr)
             return 1
     return 0
+
+
+def _record_cli_run(spec, result, args) -> None:
+    """Record an audit in the run history; a history that cannot be written is a warning,
+    never a failed audit (the results are already written)."""
+    import sqlite3
+
+    from .history import History, HistoryError
+    from .spec import model_label
+
+    job = model_label(spec.model) if spec.mode == "perturbation" else "model comparison"
+    try:
+        h = History()
+        run_id = h.record({job: result}, source="cli", title=spec.name,
+                          cache_dir=None if args.no_cache else _cache(args).directory,
+                          out_dir=os.path.abspath(args.out))
+    except (HistoryError, OSError, sqlite3.Error) as exc:
+        print(f"warning: the run was not recorded in the history: {exc}", file=sys.stderr)
+        return
+    print(f"recorded as run {run_id} in {h.path} (dbpa history show {run_id})")
 
 
 def cmd_estimate(args) -> int:
@@ -252,6 +279,21 @@ def cmd_import(args) -> int:
     return 0
 
 
+def cmd_history(args) -> int:
+    """List, show, compare or delete recorded runs (text for people, --json for scripts)."""
+    from . import history_cli
+    from .history import History, HistoryError
+
+    action = getattr(args, "action", None) or "list"
+    try:
+        text = history_cli.ACTIONS[action](History(), args)
+    except HistoryError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(text)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="dbpa", description="Audit LLM robustness with "
                                  "distribution-based perturbation analysis.")
@@ -267,6 +309,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="exit 1 when a control perturbation is significant (for CI)")
     a.add_argument("--quiet", action="store_true", help="no progress bars")
     a.add_argument("--progress", action="store_true", help="progress bars even when not a TTY")
+    a.add_argument("--no-history", action="store_true",
+                   help="do not record this audit in the run history ($DBPA_HOME)")
     a.set_defaults(func=cmd_audit)
     e = sub.add_parser("estimate", help="calls, tokens and cost of a spec; calls nothing")
     e.add_argument("spec")
@@ -313,6 +357,27 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--keep-cached-copies", action="store_true",
                    help="promptfoo: keep cached responses that repeat another word for word")
     i.set_defaults(func=cmd_import)
+    h = sub.add_parser("history", help="list the recorded runs (every audit is recorded)")
+    h.add_argument("--model", help="only runs with a model whose name contains this")
+    h.add_argument("--prompt", help="only runs whose prompts or perturbations contain this")
+    h.add_argument("--since", help="only runs on or after this date (YYYY-MM-DD)")
+    h.add_argument("--until", help="only runs on or before this date (YYYY-MM-DD)")
+    h.add_argument("--source", choices=["cli", "dashboard"], help="only runs from here")
+    h.add_argument("--limit", type=int, default=None, help="at most this many runs")
+    h.add_argument("--json", action="store_true", help="machine-readable output")
+    h.set_defaults(func=cmd_history, action="list")
+    hs = h.add_subparsers(dest="action")
+    s = hs.add_parser("show", help="one run: settings, results, where its responses live")
+    s.add_argument("id", type=int)
+    c = hs.add_parser("compare", help="two runs side by side: which verdicts changed")
+    c.add_argument("a", type=int, help="run A (e.g. before an upgrade)")
+    c.add_argument("b", type=int, help="run B (e.g. after)")
+    d = hs.add_parser("delete", help="delete runs (with their results and responses)")
+    d.add_argument("ids", type=int, nargs="+")
+    d.add_argument("--yes", action="store_true", help="really delete (required)")
+    for p in (s, c, d):
+        p.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                       help="machine-readable output")
     return ap
 
 

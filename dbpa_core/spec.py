@@ -559,6 +559,37 @@ def _check_memory(doc: _Doc, spec: AuditSpec) -> None:
         f"{limit / 1024**3:.1f} GB allowed ({why}): {fix}"))
 
 
+def dump_spec(spec: AuditSpec, *, header: str | None = None) -> str:
+    """A spec as YAML that :func:`parse_spec` reads back to the same audit (for the CLI and
+    CI: the dashboard's "download spec"). Key names of API keys travel, keys never do."""
+    d = spec.to_dict()
+    d.pop("mode", None)
+    models = d.pop("models")
+    base = {k: v for k, v in d.pop("base").items() if v is not None}
+    perts = []
+    for p in d.pop("perturbations"):
+        entry = {k: v for k, v in p.items() if v is not None}
+        if entry.get("system_prompt") == spec.system_prompt:
+            entry.pop("system_prompt", None)   # inherited from the base
+        perts.append(entry)
+    out: dict[str, Any] = {"name": d.pop("name")}
+    if d.get("description"):
+        out["description"] = d["description"]
+    d.pop("description", None)
+    if spec.mode == "models":
+        out["models"] = models
+    else:
+        out["model"] = models[0]
+    out.update({k: v for k, v in d.items() if v is not None})
+    if spec.prices:
+        out["prices"] = spec.prices
+    out["base"] = base
+    if perts:
+        out["perturbations"] = perts
+    text = yaml.safe_dump(out, sort_keys=False, allow_unicode=True, width=100)
+    return (f"# {header}\n" if header else "") + text
+
+
 def load_spec(path: str | os.PathLike, *, allow_key_env=()) -> AuditSpec:
     """Read and validate a spec file (relative paths inside resolve next to it)."""
     p = Path(path)

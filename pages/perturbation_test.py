@@ -1,8 +1,8 @@
 """Landing page: does a perturbation change what the model says?"""
+import pandas as pd
 import streamlit as st
 
-from ui import figures, presets, runner, widgets
-from ui.why import why_view
+from ui import presets, runner, specfile, views, widgets
 
 KEY = "landing"
 widgets.page_setup()
@@ -20,7 +20,7 @@ st.markdown("**Perturbations** — a *prefix* is put before the base prompt; a f
 table = st.session_state["perturbations"]
 edited = st.data_editor(
     table, key=f"pert_editor_{st.session_state['perturbations_version']}", num_rows="dynamic",
-    hide_index=True, column_config={
+    hide_index=True, height=widgets.table_height(len(table) + 1), column_config={
         "name": st.column_config.TextColumn("name", required=True),
         "prefix": st.column_config.TextColumn("prefix", width="medium"),
         "prompt": st.column_config.TextColumn("prompt (replaces the base)", width="large"),
@@ -32,11 +32,17 @@ if not edited.equals(table):
 
 
 def _add_rows(rows):
+    """Append rows, skipping names already in the table (a duplicate name is an error)."""
     df = st.session_state["perturbations"]
-    import pandas as pd
-
-    st.session_state["perturbations"] = pd.concat([df, pd.DataFrame(rows)], ignore_index=True)
-    st.session_state["perturbations_version"] += 1
+    have = {str(n).strip() for n in df["name"].fillna("")}
+    new = [r for r in rows if r["name"].strip() not in have]
+    skipped = [r["name"] for r in rows if r["name"].strip() in have]
+    if skipped:
+        st.session_state["_landing_add_note"] = (
+            "Already in the table, not added again: " + ", ".join(skipped) + ".")
+    if new:
+        st.session_state["perturbations"] = pd.concat([df, pd.DataFrame(new)], ignore_index=True)
+        st.session_state["perturbations_version"] += 1
 
 
 with st.expander("Quick add: personas and covariate changes"):
@@ -46,7 +52,8 @@ with st.expander("Quick add: personas and covariate changes"):
         custom = st.text_input("Custom personas (comma-separated)", key="landing_custom",
                                placeholder="pharmacist, pirate")
         if st.button("Add personas", key="landing_add_personas"):
-            names = picked + [c.strip() for c in custom.split(",") if c.strip()]
+            names = list(dict.fromkeys(picked + [c.strip() for c in custom.split(",")
+                                                 if c.strip()]))
             _add_rows(presets.persona_rows(names))
             st.rerun()
     with c2:
@@ -62,6 +69,9 @@ with st.expander("Quick add: personas and covariate changes"):
                 st.rerun()
         else:
             st.caption("Write fields as `Name: value` in the base prompt to edit them here.")
+    note = st.session_state.pop("_landing_add_note", None)
+    if note:
+        st.info(widgets.md_escape(note))
 
 models = runner.model_options()
 model_name = widgets.pick_model("Model", "w_landing_model", list(models),
@@ -72,43 +82,13 @@ try:
     spec = runner.build_spec(base_prompt=st.session_state["w_base_prompt"],
                              perturbations=runner.perturbation_entries(
                                  st.session_state["perturbations"]),
-                             model=models.get(model_name))
+                             model=models.get(model_name), name="perturbation-test")
 except Exception as exc:  # noqa: BLE001
     spec = None
     st.error(runner.friendly(exc), icon=":material/edit_note:")
+specfile.spec_section({model_name: spec} if spec else None, key=KEY)
 results = runner.run_section({model_name: spec} if spec else None, key=KEY, label="Run audit")
-result = next(iter(results.values())) if results else None
-if result is not None:
+if results:
+    job, result = next(iter(results.items()))
     st.divider()
-    st.subheader("Results")
-    widgets.show_results_table(result, key=KEY)
-    hist = figures.similarity_histograms(result)
-    emb = figures.embedding_map(result)
-    tabs = st.tabs(["Similarity histograms", "Permutation test", "Embedding map", "Responses",
-                    "Why"], key=f"{KEY}_tabs")  # keyed: a widget in a tab keeps its tab open
-    with tabs[0]:
-        st.caption("Blue: how similar the base answers are to each other (the model's own "
-                   "noise, P0). Orange: how similar base answers are to perturbed ones (P1). "
-                   "The further orange sits left of blue, the more the perturbation changed "
-                   "the answers.")
-        st.plotly_chart(hist, key=f"{KEY}_hist")
-    with tabs[1]:
-        names = [p.name for p in result.perturbations]
-        chosen = st.selectbox("Perturbation", names, key=f"{KEY}_perm_pick")
-        pert = next(p for p in result.perturbations if p.name == chosen)
-        st.caption("Grey: ω for random re-labellings of the pooled answers (what chance "
-                   "gives). Red: the observed ω. p is the share of grey at or beyond red.")
-        st.plotly_chart(figures.permutation_figure(pert), key=f"{KEY}_perm")
-    with tabs[2]:
-        st.caption("Each dot is one response, placed by its embedding (two principal "
-                   "components). Clouds apart from the base (diamonds) mean changed answers.")
-        if emb is not None:
-            st.plotly_chart(emb, key=f"{KEY}_pca")
-        else:
-            st.info("No embeddings with BLEU/ROUGE similarity.")
-    with tabs[3]:
-        widgets.response_viewer(result, key=KEY)
-    with tabs[4]:
-        why_view(result, key=f"{KEY}_why")
-    widgets.downloads(result, {"Similarity histograms": hist, "Embedding map": emb}, key=KEY,
-                      title="Perturbation test")
+    views.perturbation_view(result, key=KEY, meta=runner.run_meta(KEY), job=job)

@@ -17,3 +17,10 @@ def cloud(rng, n, d=16, center=None, spread=0.6):
 @pytest.fixture
 def rng():
     return np.random.default_rng(12345)
+
+
+@pytest.fixture(autouse=True)
+def _private_dbpa_home(tmp_path_factory, monkeypatch):
+    """Every test writes its run history and saved models to a temporary DBPA_HOME (the
+    CLI records each audit), never to the user's own."""
+    monkeypatch.setenv("DBPA_HOME", str(tmp_path_factory.mktemp("dbpa_home")))

@@ -49,3 +49,29 @@ def change_covariate(prompt: str, key: str, new_value: str) -> str:
     """The prompt with the first ``key: value`` replaced by ``key: new_value``."""
     pattern = re.compile(re.escape(key) + r":\s*" + re.escape(covariates(prompt)[key]))
     return pattern.sub(f"{key}: {new_value}", prompt, count=1)
+
+
+def control_target_rows(base: str = NICE_PROMPT) -> list[dict]:
+    """The Control vs target page's example: three name changes that should not change the
+    advice (controls) and three risk-factor changes that should (targets)."""
+    rows = [
+        {"name": "name: Ahmed", "prompt": base.replace("John", "Ahmed"), "role": "control"},
+        {"name": "name: Peter", "prompt": base.replace("John", "Peter"), "role": "control"},
+        {"name": "name: Wei", "prompt": base.replace("John", "Wei"), "role": "control"},
+        {"name": "age 25, healthy", "prompt": change_covariate(change_covariate(
+            base, "Age", "25"), "Smoker", "no"), "role": "target"},
+        {"name": "cholesterol 3.9", "prompt": change_covariate(
+            base, "Total cholesterol", "3.9 mmol/L"), "role": "target"},
+        {"name": "diabetes: yes", "prompt": change_covariate(base, "Diabetes", "yes"),
+         "role": "target"},
+    ]
+    return [{**r, "prefix": ""} for r in rows]
+
+
+def control_target_table() -> pd.DataFrame:
+    return pd.DataFrame(control_target_rows(), columns=COLUMNS)
+
+
+# the Model comparison page's example: one prompt, the embedded model at three temperatures
+MODELS_PROMPT = "Explain in three sentences what a statin does."
+VARIANT_TEMPERATURES = (1.2, 0.4)

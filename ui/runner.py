@@ -2,9 +2,12 @@
 button and short, actionable error messages (never a traceback)."""
 from __future__ import annotations
 
+import json
 import logging
+import os
 import traceback
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import pandas as pd
@@ -23,6 +26,7 @@ from dbpa_core.sampling import Progress, RunCancelled
 from dbpa_core.spec import AuditSpec, SpecError, model_label, parse_spec
 
 from . import state
+from .export import RunMeta
 
 log = logging.getLogger("dbpa.dashboard")
 STAGE_TEXT = {"sampling": "Sampling responses", "embedding": "Embedding responses",
@@ -50,11 +54,13 @@ def perturbation_entries(df: pd.DataFrame) -> list[dict[str, Any]]:
 
 def build_spec(*, base_prompt: str, perturbations: Sequence[dict] | None = None,
                models: Sequence[dict] | None = None, model: dict | None = None,
-               overrides: dict | None = None) -> AuditSpec:
-    """A validated spec from dashboard values (raises SpecError with a readable message)."""
+               overrides: dict | None = None, name: str = "audit") -> AuditSpec:
+    """A validated spec from dashboard values (raises SpecError with a readable message).
+    ``name`` is the page's default audit name; the sidebar's audit name wins when given."""
     s = state.settings()
     s.update(overrides or {})
     data: dict[str, Any] = {k: v for k, v in s.items()}
+    data["name"] = str(st.session_state.get("w_audit_name") or "").strip() or name
     data["base"] = {"prompt": base_prompt}
     if models is not None:
         data["models"] = [dict(m) for m in models]
@@ -101,7 +107,8 @@ def show_estimate(specs: Sequence[AuditSpec]) -> None:
 Task = Callable[[Callable[[Progress], None]], Any]
 
 
-def run_tasks(tasks: Sequence[tuple[str, Task]], *, key: str) -> dict[str, Any] | None:
+def run_tasks(tasks: Sequence[tuple[str, Task]], *, key: str,
+              panel: Any = None) -> dict[str, Any] | None:
     """Run tasks one after the other with a progress bar per stage and a stop button.
 
     A task is ``fn(progress) -> result``; it reports :class:`Progress` objects and
@@ -109,11 +116,12 @@ def run_tasks(tasks: Sequence[tuple[str, Task]], *, key: str) -> dict[str, Any] 
     the moment it arrives (see :mod:`dbpa_core.sampling`), so pressing Stop (or
     leaving the page) loses nothing: Run again resumes where it stopped.
     Returns ``{task name: result}``, or None when stopped or failed (the reason
-    is shown as one short message).
+    is shown as one short message, in ``panel`` when given).
     """
     running_key = f"_{key}_running"
     st.session_state[running_key] = True
-    panel = st.empty()  # stop button, job caption and bars: all cleared when the run ends
+    # stop button, job caption and bars: all cleared when the run ends
+    panel = panel if panel is not None else st.empty()
     box = panel.container()
     stop_col, info_col = box.columns([1, 4])
     stop_col.button("Stop", key=f"{key}_stop", icon=":material/stop_circle:",
@@ -130,20 +138,28 @@ def run_tasks(tasks: Sequence[tuple[str, Task]], *, key: str) -> dict[str, Any] 
             bars[p.stage] = box.progress(0.0)
         bars[p.stage].progress(min(1.0, max(0.0, frac)), text=text)
 
+    message = None
     try:
         for j, (name, task) in enumerate(tasks):
             info.caption(f"Job {j + 1} of {len(tasks)}: {name}" if len(tasks) > 1 else name)
             results[name] = task(progress)
     except RunCancelled as exc:
-        st.warning(str(exc))
-        return None
+        message = ("warning", str(exc))
     except Exception as exc:  # noqa: BLE001 - shown as a short message, logged in full
         log.error("run failed:\n%s", traceback.format_exc())
-        st.error(friendly(exc), icon=":material/error:")
-        return None
+        message = ("error", friendly(exc))
     finally:
         st.session_state[running_key] = False
         panel.empty()
+    if message is not None:
+        # in the panel's place, so the elements below keep their positions (a tab that
+        # is open stays open)
+        kind, text = message
+        if kind == "error":
+            panel.error(text, icon=":material/error:")
+        else:
+            panel.warning(text)
+        return None
     return results
 
 
@@ -159,34 +175,206 @@ def run_jobs(jobs: Sequence[tuple[str, AuditSpec]], *, key: str) -> dict[str, Au
 
 
 def task_section(tasks: dict[str, Task] | None, *, key: str, label: str = "Run",
-                 before: Callable[[], None] | None = None) -> dict[str, Any] | None:
+                 before: Callable[[], None] | None = None, signature: str | None = None,
+                 on_done: Callable[[dict[str, Any]], Any] | None = None) -> dict[str, Any] | None:
     """Run button, progress and stop for any capability's page.
 
     ``tasks`` maps a job name to ``fn(progress) -> result`` (``None`` or empty when
     the form has an error, which the page has shown); ``before`` draws what goes
     above the button (e.g. an estimate of the calls). Returns the page's last
     results, kept in the session so that they survive page switches.
+
+    ``signature`` is a string that changes whenever the inputs change (e.g. the specs as
+    JSON): results made from other inputs, or followed by a failed or stopped run, are
+    marked *outdated* above them (see :func:`outdated`). ``on_done(results)`` is called
+    once after a successful run (e.g. to record it in the history); what it returns is
+    kept as the run's ``record``. Every element here is drawn on every rerun, in the same
+    order, so widgets and open tabs below keep their identity when a run ends.
     """
+    ss = st.session_state
+    meta_all = ss.setdefault("results_meta", {})
+    notice = st.empty()
     if interrupted(key):
-        st.info("The last run was stopped. Every response received is cached: press "
-                f"**{label}** to resume where it stopped.")
+        notice.info("The last run was stopped. Every response received is cached: press "
+                    f"**{label}** to resume where it stopped.")
     if tasks and before is not None:
         before()
-    if st.button(label, type="primary", key=f"{key}_run", disabled=not tasks,
-                 icon=":material/play_arrow:"):
-        out = run_tasks(list(tasks.items()), key=key)
+    clicked = st.button(label, type="primary", key=f"{key}_run", disabled=not tasks,
+                        icon=":material/play_arrow:")
+    panel = st.empty()
+    if clicked and tasks:
+        out = run_tasks(list(tasks.items()), key=key, panel=panel)
         if out:
-            st.session_state["results"][key] = out
-    return st.session_state["results"].get(key)
+            ss["results"][key] = out
+            meta = {"signature": signature, "failed": None,
+                    "run": RunMeta(created_at=datetime.now(UTC))}
+            meta_all[key] = meta
+            if on_done is not None:
+                meta["record"] = on_done(out)
+        elif key in ss["results"]:
+            meta_all.setdefault(key, {})["failed"] = datetime.now(UTC)
+    results = ss["results"].get(key)
+    marker = st.empty()
+    if results:
+        why = outdated(key, signature, form_ok=bool(tasks))
+        if why:
+            marker.warning(why, icon=":material/history:")
+    return results
+
+
+def outdated(key: str, signature: str | None = None, *, form_ok: bool = True) -> str | None:
+    """Why the results of ``key`` no longer match the inputs on screen (None if they do).
+
+    The inputs changed since the run (``signature`` differs from the one stored by
+    :func:`task_section`, or the form now has an error: ``form_ok`` False), or a later run
+    failed or was stopped.
+    """
+    meta = st.session_state.get("results_meta", {}).get(key)
+    if not meta or key not in st.session_state.get("results", {}):
+        return None
+    run: RunMeta | None = meta.get("run")
+    when = f" of {run.created_at:%H:%M} UTC" if run else ""
+    if not form_ok or signature != meta.get("signature"):
+        changed = _changed_inputs(meta.get("signature"), signature)
+        return (f"**Outdated:** the results below are from the run{when}; the inputs have "
+                f"changed since{changed}. Press Run to update them.")
+    if meta.get("failed"):
+        return (f"**The last run did not finish.** The results below are from the earlier "
+                f"run{when}, with the same inputs.")
+    return None
+
+
+def is_outdated(key: str) -> bool:
+    """True while :func:`task_section` marks ``key``'s results as outdated."""
+    return st.session_state.get("results_meta", {}).get(key, {}).get("_outdated", False)
+
+
+def _changed_inputs(old: str | None, new: str | None) -> str:
+    """' (k, base prompt, ...)': which spec fields differ between two signatures."""
+    if not old or not new:
+        return ""
+    try:
+        a, b = json.loads(old), json.loads(new)
+    except ValueError:
+        return ""
+    fields: list[str] = []
+    if list(a) != list(b):
+        fields.append("jobs")
+    for job in set(a) & set(b):
+        for k in sorted(set(a[job]) | set(b[job])):
+            if a[job].get(k) != b[job].get(k) and k not in fields:
+                fields.append(k)
+    names = {"samples": "k", "permutations": "B", "base": "prompt", "models": "model"}
+    shown = [names.get(f, f) for f in fields]
+    return f" ({', '.join(shown)})" if shown else ""
 
 
 def run_section(specs: dict[str, AuditSpec] | None, *, key: str,
                 label: str = "Run") -> dict[str, AuditResult] | None:
     """Estimate, Run button, progress and stop for the audit pages (see
-    :func:`task_section`); ``specs`` maps a job name to its spec."""
+    :func:`task_section`); ``specs`` maps a job name to its spec. Before a run, a replay
+    model is checked for every prompt it must answer; after one, the run is recorded in
+    the history. Results that no longer match the specs are marked outdated."""
+    if specs:
+        missing = replay_shortfalls(specs)
+        if missing:
+            st.error(missing, icon=":material/playlist_remove:")
+            specs = None
+    signature = specs_signature(specs) if specs else None
     tasks = {name: audit_task(spec) for name, spec in specs.items()} if specs else None
-    return task_section(tasks, key=key, label=label,
-                        before=lambda: show_estimate(list(specs.values())))
+    results = task_section(tasks, key=key, label=label, signature=signature,
+                           before=lambda: show_estimate(list(specs.values())),
+                           on_done=lambda out: record(out, key=key))
+    meta = st.session_state["results_meta"].get(key)
+    if meta is not None:
+        meta["_outdated"] = bool(results) and outdated(key, signature,
+                                                       form_ok=bool(specs)) is not None
+    return results
+
+
+def specs_signature(specs: dict[str, AuditSpec]) -> str:
+    return json.dumps({name: s.to_dict() for name, s in specs.items()}, sort_keys=True,
+                      default=str)
+
+
+def record(results: dict[str, Any], *, key: str) -> int | None:
+    """Record a finished run in the history; a failure is a warning, never a lost result."""
+    audits = {k: v for k, v in results.items() if isinstance(v, AuditResult)}
+    if not audits:
+        return None
+    try:
+        first = next(iter(audits.values()))
+        run_id = state.history().record(audits, source="dashboard", page=key,
+                                        title=first.spec.name,
+                                        cache_dir=st.session_state.get("cache_dir"))
+    except Exception as exc:  # noqa: BLE001 - the results stay on screen either way
+        log.error("history: %s", exc)
+        st.warning(f"This run could not be saved in the history ({exc}).")
+        return None
+    meta = st.session_state["results_meta"].get(key)
+    if meta is not None:
+        meta["run"] = RunMeta(created_at=meta["run"].created_at, run_id=run_id)
+    return run_id
+
+
+def run_meta(key: str) -> RunMeta:
+    """When (and as which history run) ``key``'s results were made."""
+    meta = st.session_state.get("results_meta", {}).get(key) or {}
+    return meta.get("run") or RunMeta()
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _replay_counts(path: str, mtime: float) -> dict[tuple[str, str | None], int]:
+    from dbpa_core.backends.replay import load_replay_file
+
+    return {k: len(v) for k, v in load_replay_file(path).items()}
+
+
+def _available(model: dict, prompt: str) -> int:
+    """How many distinct recorded responses a replay model can give for ``prompt`` (the
+    replay backend's own rule: the model's records, else unnamed ones; all when unnamed)."""
+    counts = _replay_counts(model["file"], os.path.getmtime(model["file"]))
+    name = model.get("name")
+    if name:
+        return counts.get((prompt, name)) or counts.get((prompt, None), 0)
+    return sum(n for (p, _m), n in counts.items() if p == prompt)
+
+
+def replay_shortfalls(specs: dict[str, AuditSpec]) -> str | None:
+    """A message naming every prompt (and model) a replay file cannot answer k times, or
+    None when every replay model holds what the audits need."""
+    from dbpa_core.audit import build_arms
+
+    lacking: dict[str, list[str]] = {}
+    for spec in specs.values():
+        for arm in build_arms(spec):
+            m = arm.model
+            if m.get("backend") != "replay":
+                continue
+            try:
+                have = _available(m, arm.prompt)
+            except (OSError, BackendError) as exc:
+                return f"The replay file of {model_label(m)} cannot be read: {exc}"
+            if have < spec.samples:
+                what = f"{arm.name} ({have} recorded)" if have else arm.name
+                lacking.setdefault(model_label(m), [])
+                if what not in lacking[model_label(m)]:
+                    lacking[model_label(m)].append(what)
+    if not lacking:
+        return None
+    k = next(iter(specs.values())).samples
+    parts = [f"**{_md(m)}** lacks {len(w)} prompt{'s' if len(w) > 1 else ''}: "
+             + ", ".join(_md(x) for x in w) for m, w in lacking.items()]
+    return ("The replay file does not hold k = " + str(k) + " recorded responses for every "
+            "prompt of this audit — " + "; ".join(parts) + ". A replay model answers only the "
+            "prompts recorded in its file: use the recorded prompts, lower k, choose another "
+            "model, or record these prompts (assets/make_demo_replay.py shows how).")
+
+
+def _md(text: str) -> str:
+    from .widgets import md_escape
+
+    return md_escape(text)
 
 
 def interrupted(key: str) -> bool:

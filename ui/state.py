@@ -3,8 +3,9 @@
 Widgets whose value must survive a page switch use keys starting with ``w_``;
 ``app.py`` keeps a shadow copy of them (Streamlit otherwise drops the state of
 widgets that are not on the current page). Everything a user types stays in
-this session: nothing here is shared between sessions, and API keys are never
-written anywhere.
+this session, except model definitions (never keys), which are saved in
+``$DBPA_HOME/models.yaml`` so that added models survive a reload, and finished
+audits, which are recorded in the run history (``$DBPA_HOME/history.sqlite3``).
 """
 from __future__ import annotations
 
@@ -14,6 +15,10 @@ from typing import Any
 import streamlit as st
 
 from dbpa_core.cache import Cache, default_cache_dir
+from dbpa_core.history import History
+from dbpa_core.home import load_models
+from dbpa_core.home import save_models as _save_models
+from dbpa_core.spec import model_label
 
 from . import presets
 
@@ -30,28 +35,92 @@ DEFAULTS: dict[str, Any] = {
     "w_max_tokens": 120,
     "w_seed": 0,
     "w_embedder": "local",
+    "w_audit_name": "",
 }
 
 
+def demo_file() -> str | None:
+    """The replay file of demo mode (``DBPA_REPLAY_FILE``), or None."""
+    return os.environ.get("DBPA_REPLAY_FILE") or None
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _recorded_models(path: str, mtime: float) -> list[str]:
+    """Model names recorded in a replay file, most responses first."""
+    from collections import Counter
+
+    from dbpa_core.backends.replay import load_replay_file
+
+    counts: Counter = Counter()
+    for (_prompt, model), responses in load_replay_file(path).items():
+        if model:
+            counts[model] += len(responses)
+    return [m for m, _ in counts.most_common()]
+
+
 def default_models() -> list[dict[str, Any]]:
-    """The embedded model, or replayed responses when ``DBPA_REPLAY_FILE`` names a file
-    (demos without waiting for generation; the browser tests)."""
-    replay = os.environ.get("DBPA_REPLAY_FILE")
+    """The embedded model and two temperature variants of it (so that Model comparison
+    runs out of the box). In demo mode (``DBPA_REPLAY_FILE``): one replay model per model
+    recorded in the file — for the shipped demo, SmolLM2 at T = 0.8, 1.2 and 0.4."""
+    replay = demo_file()
     if replay:
-        return [{"backend": "replay", "file": replay, "label": "replay"}]
-    return [dict(DEFAULT_MODEL)]
+        try:
+            names = _recorded_models(replay, os.path.getmtime(replay))
+        except Exception:  # noqa: BLE001 - a broken file is reported when a run uses it
+            names = []
+        if not names:
+            return [{"backend": "replay", "file": replay, "label": "replay"}]
+        return [{"backend": "replay", "file": replay, "name": n, "label": f"{n} (recorded)"}
+                for n in names]
+    return [dict(DEFAULT_MODEL)] + [{"backend": "local", "temperature": t}
+                                    for t in presets.VARIANT_TEMPERATURES]
+
+
+def _initial_models() -> tuple[list[dict[str, Any]], list[str]]:
+    """The default models merged with the ones saved in ``$DBPA_HOME/models.yaml``."""
+    try:
+        saved, problems = load_models()
+    except OSError as exc:
+        saved, problems = [], [f"The saved models could not be read: {exc}"]
+    defaults = default_models()
+    if demo_file():
+        labels = {model_label(m) for m in defaults}
+        return defaults + [m for m in saved if model_label(m) not in labels], problems
+    return (saved or defaults), problems
+
+
+def save_models() -> str | None:
+    """Save the session's model definitions (never keys; in demo mode, only the ones the
+    user added). Returns an error message, or None when saved."""
+    models = st.session_state["models"]
+    if demo_file():
+        defaults = default_models()
+        models = [m for m in models if m not in defaults]
+    try:
+        _save_models(models)
+    except OSError as exc:
+        return f"The models could not be saved to $DBPA_HOME ({exc}); they last this session."
+    return None
+
+
+def history() -> History:
+    """The run history (``$DBPA_HOME/history.sqlite3``)."""
+    return History()
 
 
 def init() -> None:
     ss = st.session_state
     for k, v in DEFAULTS.items():
         ss.setdefault(k, v)
-    ss.setdefault("models", default_models())           # configured models (Settings page)
+    if "models" not in ss:                               # configured models (Settings page)
+        ss["models"], ss["model_problems"] = _initial_models()
+    ss.setdefault("model_problems", [])
     ss.setdefault("api_keys", {})                       # in memory only
     ss.setdefault("cache_dir", str(default_cache_dir()))
     ss.setdefault("perturbations", presets.default_perturbations())
     ss.setdefault("perturbations_version", 0)
     ss.setdefault("results", {})                        # page -> results
+    ss.setdefault("results_meta", {})                   # page -> when, run id, inputs
 
 
 def keep_widget_state() -> None:

@@ -1,7 +1,9 @@
 """Widgets shared by several pages."""
 from __future__ import annotations
 
+import difflib
 import html
+import re
 
 import pandas as pd
 import streamlit as st
@@ -10,8 +12,21 @@ from dbpa_core.audit import AuditResult
 from dbpa_core.measures import MEASURES
 from dbpa_core.multitest import METHODS
 
-from . import export, state
+from . import export, state, verdicts
+from .figures import fmt_p, resolution
 from .nav import PAGES, ROOT
+
+summary_sentence = verdicts.summary_sentence  # where pages and tests have always found it
+
+# Everything Streamlit's markdown could read as syntax: CommonMark punctuation, and ':'
+# for its :emoji:, :material/icon: and :color[...] directives.
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=&^\"'])")
+
+
+def md_escape(text: object) -> str:
+    """User- or model-given text made literal inside ``st.markdown`` (and labels): every
+    markdown, HTML and directive character is backslash-escaped."""
+    return _MD_SPECIAL.sub(r"\\\1", str(text))
 
 
 def page_setup() -> None:
@@ -49,12 +64,14 @@ def base_prompt_input() -> str:
 
 
 def pick_models(label: str, key: str, options: list[str], *, default_count: int,
-                help: str | None = None) -> list[str]:
+                help: str | None = None, default: list[str] | None = None) -> list[str]:
     """A multiselect of configured models whose remembered choice survives models
-    being added or removed in Settings (unknown names are dropped)."""
+    being added or removed in Settings (unknown names are dropped). The first visit
+    selects ``default`` (or the first ``default_count`` options)."""
     ss = st.session_state
     kept = [m for m in ss.get(key, []) if m in options]
-    ss[key] = kept if (kept or key in ss) else options[:default_count]
+    first = [m for m in (default or []) if m in options] or options[:default_count]
+    ss[key] = kept if (kept or key in ss) else first
     return st.multiselect(label, options, key=key, help=help)
 
 
@@ -69,6 +86,8 @@ def settings_sidebar() -> None:
     """Audit settings (k, B, measure, correction, α, sampling) in the sidebar."""
     with st.sidebar:
         st.markdown("### Test settings")
+        st.text_input("Audit name", key="w_audit_name", placeholder="named after the page",
+                      help="Names the run in the History and every downloaded file.")
         st.number_input("Samples per prompt (k)", min_value=2, max_value=500, step=5,
                         key="w_samples", help="More samples: more power, more calls.")
         st.number_input("Permutations (B)", min_value=100, max_value=100_000, step=1000,
@@ -78,9 +97,11 @@ def settings_sidebar() -> None:
         st.selectbox("Multiple-testing correction", list(METHODS), key="w_correction",
                      help="holm controls the family-wise error; bh the false discovery rate.")
         st.slider("Significance level α", 0.001, 0.2, key="w_alpha", step=0.001, format="%.3f")
+        st.number_input("Max tokens per response", 8, 4000, key="w_max_tokens", step=20,
+                        help="Longer answers cost more calls' time (and money) and take the "
+                        "embedded model longer.")
         with st.expander("Sampling"):
             st.slider("Temperature", 0.0, 2.0, key="w_temperature", step=0.05)
-            st.number_input("Max tokens per response", 8, 4000, key="w_max_tokens", step=20)
             st.number_input("Seed", 0, 2**31 - 1, key="w_seed")
             st.selectbox("Similarity", ["local", "bleu", "rouge1", "rouge2", "rougeL"],
                          key="w_embedder",
@@ -91,80 +112,148 @@ def results_table(result: AuditResult) -> pd.DataFrame:
     rows = []
     for p in result.perturbations:
         rows.append({"perturbation": p.name, "role": p.role or "", "model": p.model,
-                     "ω": round(p.effect_size, 4), "p": p.p_value, "p (adjusted)": p.p_adjusted,
+                     "ω": round(p.effect_size, 4), "ω above chance": round(p.effect_above_chance, 4),
+                     "p (raw)": p.p_value, "p (adjusted)": p.p_adjusted,
                      "": p.stars, "significant": p.significant})
     return pd.DataFrame(rows)
 
 
-def summary_sentence(result: AuditResult) -> str:
-    """One plain sentence: which perturbations (or models) changed the answers."""
-    sig = [p.name for p in result.perturbations if p.significant]
-    n = len(result.perturbations)
-    spec = result.spec
-    corr = "" if spec.correction == "none" else f", {spec.correction}-adjusted"
-    level = f"(α = {spec.alpha}{corr})"
-    models = result.mode == "models"
-    if n == 1:
-        p = result.perturbations[0]
-        does, does_not = (("differs from the reference", "does not differ from the reference")
-                          if models else ("changes the answers", "does not change the answers"))
-        if p.significant:
-            return f"{p.name} {does} significantly {level}."
-        return (f"{p.name} {does_not} significantly {level}. This does not prove it has no "
-                "effect: more samples may show one.")
-    what = "models differ from the reference" if models else "perturbations change the answers"
-    if not sig:
-        return (f"None of the {n} {what} significantly {level}. This does not prove they have "
-                "no effect: more samples may show one.")
-    return f"{len(sig)} of {n} {what} significantly {level}: " + ", ".join(sig) + "."
+def styled(df: pd.DataFrame):
+    """p columns shown as 0.0123 or < 0.0001 (never 0.0000) while staying numbers, so
+    the table still sorts by them; ω columns with three decimals."""
+    formats = {}
+    for c in df.columns:
+        name = str(c)
+        if name.startswith("p ("):
+            formats[c] = fmt_p
+        elif name.startswith("ω above chance"):
+            formats[c] = "{:+.3f}"
+        elif name.startswith("ω"):
+            formats[c] = "{:.3f}"
+    return df.style.format(formats, na_rep="–")
 
 
-def show_results_table(result: AuditResult, *, key: str) -> None:
-    st.markdown(f"**{html.escape(summary_sentence(result))}**")
+def show_results_table(result: AuditResult, *, key: str, sentence: bool = True) -> None:
+    """The verdict sentence (unless the caller shows it already) and the results table."""
+    if sentence:
+        st.markdown(f"**{md_escape(summary_sentence(result))}**")
     df = results_table(result)
-    st.dataframe(df, hide_index=True, key=f"{key}_table", column_config={
-        "p": st.column_config.NumberColumn(format="%.4f"),
-        "p (adjusted)": st.column_config.NumberColumn(format="%.4f"),
-        "ω": st.column_config.NumberColumn(format="%.3f", help="effect size"),
-    })
+    st.dataframe(styled(df), hide_index=True, key=f"{key}_table", height=table_height(len(df)),
+                 column_config={
+                     "ω": st.column_config.NumberColumn(help="effect size"),
+                     "ω above chance": st.column_config.NumberColumn(
+                         help="ω minus the ω chance alone gives at this k (about 0 when "
+                         "nothing changed)"),
+                     "p (raw)": st.column_config.NumberColumn(
+                         help="the permutation test's p for this perturbation alone"),
+                     "p (adjusted)": st.column_config.NumberColumn(
+                         help="p corrected for the number of perturbations tested; "
+                         "significant means adjusted p <= α"),
+                 })
     spec = result.spec
-    st.caption(f"k = {spec.samples} responses per prompt, B = {spec.permutations} permutations, "
-               f"ω = {spec.measure}, correction = {spec.correction}, α = {spec.alpha}. "
-               "Stars on the adjusted p: * < .05, ** < .01, *** < .001. A small p means the "
-               "perturbed answers differ from the base answers by more than the model's own "
-               "randomness explains; a large p means this sample could not show a change.")
+    st.caption(f"k = {spec.samples} responses per prompt, B = {spec.permutations} permutations "
+               f"(no p can be below 1/(B+1) = {fmt_p(resolution(spec.permutations))}), ω = "
+               f"{spec.measure}, correction = {spec.correction}, α = {spec.alpha}, seed = "
+               f"{spec.seed}. Significant = adjusted p ≤ α; stars on the adjusted p: * < .05, "
+               "** < .01, *** < .001. A small p means the perturbed answers differ from the "
+               "base answers by more than the model's own randomness explains; a large p "
+               "means this sample could not show a change.")
+
+
+def table_height(rows: int) -> int | str:
+    """Tall enough for every row (no hidden duplicates), up to a screenful."""
+    return min(36 + 35 * max(rows, 1), 720)
+
+
+_TOKEN = re.compile(r"\s+|\w+|[^\w\s]")
+
+
+def diff_html(a: str, b: str) -> tuple[str, str]:
+    """Two texts as escaped HTML with the words that differ marked: in ``a`` what ``b``
+    lacks (<del>), in ``b`` what ``a`` lacks (<ins>). Model output is escaped before any
+    mark is added, so nothing in it can act as HTML."""
+    ta, tb = _TOKEN.findall(a), _TOKEN.findall(b)
+    sm = difflib.SequenceMatcher(None, ta, tb, autojunk=False)
+    out_a, out_b = [], []
+    for op, i1, i2, j1, j2 in sm.get_opcodes():
+        pa, pb = html.escape("".join(ta[i1:i2])), html.escape("".join(tb[j1:j2]))
+        if op == "equal":
+            out_a.append(pa)
+            out_b.append(pb)
+            continue
+        if pa:
+            out_a.append(f"<del>{pa}</del>")
+        if pb:
+            out_b.append(f"<ins>{pb}</ins>")
+    return "".join(out_a), "".join(out_b)
+
+
+DIFF_CSS = ("<style>.dbpa-diff{white-space:pre-wrap;background:#f5f7fa;border-radius:6px;"
+            "padding:.6rem .8rem;font-size:.86rem;max-height:420px;overflow-y:auto;"
+            "font-family:ui-monospace,SFMono-Regular,Menlo,monospace}.dbpa-diff del{"
+            "background:#fde2e1;color:#8a1c12;text-decoration:none}.dbpa-diff ins{"
+            "background:#dcf5e3;color:#0b5c2c;text-decoration:none}</style>")
 
 
 def response_viewer(result: AuditResult, *, key: str, only: list[str] | None = None) -> None:
-    """Base and perturbed answers side by side, as plain text."""
+    """Base and perturbed answers side by side, as plain text, with what differs marked."""
     names = [a.arm.name for a in result.arms if only is None or a.arm.name in only]
     if not names:
         return
-    c1, c2 = st.columns([3, 1])
+    c1, c2, c3 = st.columns([3, 1, 1])
     chosen = c1.selectbox("Compare the base answers with", names, key=f"{key}_viewer_arm")
     k = len(result.base.texts)
     idx = c2.number_input("Response #", 1, k, 1, key=f"{key}_viewer_idx") - 1
+    c3.write("")
+    marked = c3.toggle("Mark differences", value=True, key=f"{key}_viewer_diff",
+                       help="Red: words of the base answer that the other lacks; green: "
+                       "words the other answer adds.")
     arm = next(a for a in result.arms if a.arm.name == chosen)
     left, right = st.columns(2)
+    base_text, other = result.base.texts[idx], arm.texts[idx]
     with left:
-        st.markdown(f"**{html.escape(result.base.arm.name)}**")
-        st.text(result.base.texts[idx])
+        st.markdown(f"**{md_escape(result.base.arm.name)}**")
     with right:
-        st.markdown(f"**{html.escape(chosen)}**")
-        st.text(arm.texts[idx])
+        st.markdown(f"**{md_escape(chosen)}**")
+    if marked:
+        a, b = diff_html(base_text, other)
+        left.html(f"{DIFF_CSS}<div class='dbpa-diff'>{a}</div>")
+        right.html(f"{DIFF_CSS}<div class='dbpa-diff'>{b}</div>")
+    else:
+        left.text(base_text)
+        right.text(other)
 
 
-def downloads(result: AuditResult, figures: dict, *, key: str, title: str) -> None:
-    """CSV, JSON, JSONL and a self-contained HTML report with the charts."""
-    c = st.columns(4)
-    name = result.spec.name or "audit"
-    c[0].download_button("Results (CSV)", result.to_csv(), f"{name}-results.csv", "text/csv",
-                         key=f"{key}_dl_csv", icon=":material/table:")
-    c[1].download_button("Results (JSON)", result.to_json(arrays=True), f"{name}-results.json",
-                         "application/json", key=f"{key}_dl_json", icon=":material/data_object:")
-    c[2].download_button("Responses (JSONL)", result.responses_jsonl(), f"{name}-responses.jsonl",
-                         "application/jsonl", key=f"{key}_dl_jsonl", icon=":material/chat:")
-    c[3].download_button("Report (HTML)", export.html_report(title, [result], figures),
-                         f"{name}-report.html", "text/html", key=f"{key}_dl_html",
-                         icon=":material/description:")
+def downloads(result: AuditResult, figures, *, key: str, title: str,
+              meta: export.RunMeta | None = None, job: str | None = None) -> None:
+    """CSV (settings on every row), JSON (tool version, time), JSONL responses, the spec
+    as YAML and a self-contained HTML report, named ``<audit>_<model>_<date>``.
+
+    ``figures`` (a dict of name -> figure, or a function returning one) go into the report.
+    Files are made when a button is pressed, and pressing one does not rerun the page.
+    """
+    meta = meta or export.RunMeta()
+    stem = export.file_stem(result, meta, job)
+
+    def report() -> str:
+        figs = figures() if callable(figures) else figures
+        return export.html_report(title, {job or result.base.arm.model_label: result}, figs, meta)
+
+    files = [
+        ("Results (CSV)", lambda: export.results_csv(result, meta), "results.csv", "text/csv",
+         ":material/table:", "csv", None),
+        ("Results (JSON)", lambda: export.results_json(result, meta), "results.json",
+         "application/json", ":material/data_object:", "json", None),
+        ("Responses (JSONL)", result.responses_jsonl, "responses.jsonl", "application/jsonl",
+         ":material/chat:", "jsonl", None),
+        ("Spec (YAML)", lambda: export.spec_yaml(result, meta), "spec.yaml", "application/yaml",
+         ":material/code:", "spec", "This audit as a spec file: `dbpa audit FILE` reruns it "
+         "from the command line or in CI."),
+        ("Report (HTML)", report, "report.html", "text/html", ":material/description:", "html",
+         "Verdict, settings, table, charts and every response in one file."),
+    ]
+    cols = st.columns(len(files))
+    for col, (label, data, suffix, mime, icon, short, hint) in zip(cols, files, strict=True):
+        col.download_button(label, data, f"{stem}-{suffix}", mime, key=f"{key}_dl_{short}",
+                            icon=icon, help=hint, on_click="ignore")
     st.caption("Each chart also downloads as PNG from the camera icon in its toolbar.")

@@ -75,6 +75,11 @@ class ReplayBackend:
         if n < k:
             short = prompt if len(prompt) <= 60 else prompt[:57] + "..."
             who = f" for model {self.model!r}" if self.model else ""
+            if n == 0:
+                raise BackendError(
+                    f"Replay file {self.path!r} holds no response{who} for prompt {short!r}: "
+                    "a replay file answers only the prompts recorded in it. Use a recorded "
+                    "prompt, another model, or record this one.")
             raise BackendError(
                 f"Replay file {self.path!r} has {n} recorded responses{who} for prompt "
                 f"{short!r}, but {k} samples were asked for. Record more or lower 'samples'.")

@@ -1,3 +1,4 @@
+import re
 from pathlib import Path
 
 import pytest
@@ -6,17 +7,22 @@ from streamlit.testing.v1 import AppTest
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")
 DEMO = str(ROOT / "assets" / "demo_replay.jsonl")
+DEFAULT = object()
 
 
 @pytest.fixture
 def make_app(tmp_path):
-    """An AppTest of the dashboard with a temporary cache and given models."""
+    """An AppTest of the dashboard with a temporary cache and given models (``models=None``:
+    the defaults, as a fresh session gets them). DBPA_HOME is a temporary folder (see
+    tests/conftest.py), so the history and saved models start empty."""
 
-    def make(models=None, page=None, **state):
+    def make(models=DEFAULT, page=None, **state):
         at = AppTest.from_file(APP, default_timeout=240)
         at.session_state["cache_dir"] = str(tmp_path / "cache")
-        at.session_state["models"] = models or [{"backend": "replay", "file": DEMO,
-                                                 "label": "demo"}]
+        if models is DEFAULT:
+            models = [{"backend": "replay", "file": DEMO, "label": "demo"}]
+        if models is not None:
+            at.session_state["models"] = models
         at.session_state["w_samples"] = 10
         at.session_state["w_permutations"] = 500
         for k, v in state.items():
@@ -31,5 +37,18 @@ def make_app(tmp_path):
     return make
 
 
+def plain(text: str) -> str:
+    """Markdown text as read on screen: backslash escapes (ui.widgets.md_escape) undone."""
+    return re.sub(r"\\(.)", r"\1", text)
+
+
 def errors(at) -> list[str]:
-    return [e.value for e in at.error]
+    return [plain(e.value) for e in at.error]
+
+
+def warnings(at) -> list[str]:
+    return [plain(w.value) for w in at.warning]
+
+
+def successes(at) -> list[str]:
+    return [plain(s.value) for s in at.success]

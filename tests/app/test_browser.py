@@ -29,9 +29,17 @@ if not os.path.exists(CHROMIUM):
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port on 127.0.0.1: from ``$DBPA_TEST_PORTS`` (e.g. ``8651-8659``) when set,
+    else any the system gives."""
+    lo, _, hi = os.environ.get("DBPA_TEST_PORTS", "0-0").partition("-")
+    for port in range(int(lo), int(hi or lo) + 1):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return s.getsockname()[1]
+    raise RuntimeError(f"no free port in DBPA_TEST_PORTS={os.environ['DBPA_TEST_PORTS']}")
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +56,7 @@ def app_url(tmp_path_factory):
             fout.write(json.dumps(r) + "\n")
     port = _free_port()
     env = dict(os.environ, DBPA_REPLAY_FILE=str(replay), DBPA_CACHE_DIR=str(tmp / "cache"),
-               HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+               DBPA_HOME=str(tmp / "home"), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port",
          str(port), "--server.address", "127.0.0.1", "--server.headless", "true",

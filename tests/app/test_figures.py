@@ -34,7 +34,7 @@ def test_similarity_histograms(result):
     p = next(p for p in result.perturbations if p.name == "comedian")
     if p.stars:
         assert any(f"comedian {p.stars}" in t for t in titles)
-    assert fig.layout.xaxis.title.text == "cosine similarity"
+    assert fig.layout.xaxis.title.text == "rouge1 similarity"
     np.testing.assert_array_equal(fig.data[0].x, p.test.null_similarities)
 
 
@@ -53,14 +53,92 @@ def test_embedding_map_needs_embeddings(result):
     assert xy.shape == (10, 2)
 
 
-def test_heatmap_text_has_stars():
-    eff = np.array([[0.1, 0.4], [0.3, np.nan]])
-    pv = np.array([[0.5, 0.001], [0.02, np.nan]])
-    stars = [["", "**"], ["*", ""]]
-    fig = figures.persona_heatmap(eff, pv, stars, ["doctor", "comedian"], ["m1", "m2"])
-    assert fig.data[0].type == "heatmap"
-    assert fig.data[0].text[0][1] == "0.40**" and fig.data[0].text[1][1] == "–"
-    assert list(fig.data[0].y) == ["doctor", "comedian"]
+def _fake(result, name, significant, above, p_adj=0.01, stars="**"):
+    """A copy of the first perturbation with the given name, verdict and effect above chance."""
+    import dataclasses
+
+    p = result.perturbations[0]
+    test = dataclasses.replace(p.test, effect_size=0.3 + above, chance_effect_size=0.3)
+    return dataclasses.replace(p, name=name, significant=significant, stars=stars if significant
+                               else "", effect_size=0.3 + above, p_adjusted=p_adj, test=test)
+
+
+def test_heatmap_colours_significant_cells_by_effect_above_chance(result):
+    import dataclasses
+
+    a = dataclasses.replace(result, perturbations=(_fake(result, "doctor", False, 0.21, 0.2),
+                                                   _fake(result, "comedian", True, 0.23)))
+    b = dataclasses.replace(result, perturbations=(_fake(result, "doctor", True, 0.10),
+                                                   _fake(result, "comedian", True, 0.40)))
+    fig = figures.persona_heatmap({"m1": a, "m2": b}, selected=("comedian", "m2"))
+    ns, sig = fig.data[0], fig.data[1]
+    assert ns.type == sig.type == "heatmap"
+    # the non-significant 0.21 is grey (no colour value), the significant 0.23 coloured
+    assert np.isnan(sig.z[0][0]) and ns.z[0][0] == 0.0
+    assert sig.z[1][0] == pytest.approx(0.23) and np.isnan(ns.z[1][0])
+    assert sig.text[0][0] == "+0.21 n.s." and sig.text[1][0] == "+0.23**"
+    assert sig.zmin == 0 and "above" in sig.colorbar.title.text
+    assert list(fig.layout.yaxis.ticktext) == ["doctor", "comedian"]
+    # the selected cell (row 1, column 1) is outlined
+    (shape,) = fig.layout.shapes
+    assert (shape.x0, shape.x1, shape.y0, shape.y1) == (0.5, 1.5, 0.5, 1.5)
+    assert "n.s." not in fig.data[2].text[3] and "significant" in fig.data[2].text[3]
+
+
+def test_heatmap_escapes_names(result):
+    import dataclasses
+
+    evil = dataclasses.replace(result, perturbations=(_fake(result, "<b>x</b>", True, 0.2),))
+    fig = figures.persona_heatmap({"m<i>": evil})
+    assert list(fig.layout.yaxis.ticktext) == ["&lt;b&gt;x&lt;/b&gt;"]
+    assert list(fig.layout.xaxis.ticktext) == ["m&lt;i&gt;"]
+    assert "<b>x</b>" not in fig.data[2].text[0]
+
+
+def test_p_values_say_which_p_and_never_show_zero(result):
+    assert figures.fmt_p(0.00004) == "< 0.0001" and figures.fmt_p(0.0005) == "0.0005"
+    assert figures.p_text(0.00004, raw=True) == "p (raw) < 0.0001"
+    assert figures.p_text(0.0123) == "p (adj.) = 0.0123"
+    p = result.perturbations[0]
+    perm = figures.permutation_figure(p)
+    assert "p (raw)" in perm.layout.title.text and "p (adj.)" in perm.layout.title.text
+    assert f"smallest possible p = {figures.fmt_p(1 / 301)}" in perm.layout.title.text
+    hist = figures.similarity_histograms(result)
+    assert all("p (adj.)" in a.text for a in hist.layout.annotations)
+    assert "0.0000" not in perm.layout.title.text
+
+
+def test_names_are_escaped_in_chart_titles(result):
+    import dataclasses
+
+    evil = dataclasses.replace(result, perturbations=(_fake(result, "<b>bold</b> **x**", True, .1),))
+    titles = [a.text for a in figures.similarity_histograms(evil).layout.annotations]
+    assert titles[0].startswith("&lt;b&gt;bold&lt;/b&gt; **x**")
+    assert "&lt;b&gt;" in figures.permutation_figure(evil.perturbations[0]).layout.title.text
+    bar = figures.model_distance_figure(evil)
+    assert list(bar.data[0].x) == ["&lt;b&gt;bold&lt;/b&gt; **x**"]
+
+
+def test_embedding_map_colours_do_not_repeat_and_legend_is_beside(result):
+    import dataclasses
+
+    rng = np.random.default_rng(0)
+    arms = tuple(dataclasses.replace(result.arms[0], arm=dataclasses.replace(
+        result.arms[0].arm, name=f"arm {i}"), embeddings=rng.normal(size=(3, 4)))
+        for i in range(14))
+    base = dataclasses.replace(result.base, embeddings=rng.normal(size=(3, 4)))
+    fig = figures.embedding_map(dataclasses.replace(result, base=base, arms=arms))
+    styles = [(t.marker.color, t.marker.symbol) for t in fig.data]
+    assert len(set(styles)) == 15                     # base + 14 arms, no two alike
+    assert len({t.marker.color for t in fig.data[1:]}) == 14
+    assert fig.layout.legend.orientation == "v" and fig.layout.legend.x > 1
+    assert len({figures.arm_style(i) for i in range(200)}) == 200
+
+
+def test_model_distance_uses_effect_above_chance(result):
+    fig = figures.model_distance_figure(result)
+    assert list(fig.data[0].y) == pytest.approx([p.effect_above_chance for p in result.perturbations])
+    assert "above chance" in fig.layout.yaxis.title.text
 
 
 def test_roc_figures():
@@ -79,8 +157,8 @@ def test_roc_figures():
 def test_model_distance_figure(result):
     fig = figures.model_distance_figure(result)
     assert list(fig.data[0].x) == ["comedian", "doctor"]
-    assert all(t.startswith(f"{p.effect_size:.3f}") for t, p in zip(fig.data[0].text,
-                                                                      result.perturbations, strict=False))
+    assert all(t.startswith(f"{p.effect_above_chance:+.3f}") for t, p in zip(
+        fig.data[0].text, result.perturbations, strict=True))
 
 
 def test_html_report_escapes_model_output(result):

@@ -1,11 +1,13 @@
 """Every page driven headless with AppTest: runs with the replay backend (or a local
 fake OpenAI server), bad input shows a short error, never a traceback."""
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
 from tests.fake_openai import FakeOpenAI
 
-from .conftest import DEMO, errors
+from .conftest import DEMO, errors, successes, warnings
 
 pytestmark = pytest.mark.slow
 
@@ -27,7 +29,7 @@ def test_landing_runs_the_persona_example(make_app):
     assert len(result.perturbations) == 8
     table = next(d.value for d in at.dataframe if "perturbation" in d.value.columns)
     assert list(table["perturbation"]) == [p.name for p in result.perturbations]
-    assert {"ω", "p", "p (adjusted)"} <= set(table.columns)
+    assert {"ω", "ω above chance", "p (raw)", "p (adjusted)"} <= set(table.columns)
     # comedian and robot move SmolLM2's answers clearly in the recorded data
     by = {p.name: p for p in result.perturbations}
     assert by["robot from the future"].p_value < 0.05
@@ -49,9 +51,11 @@ def test_landing_bad_input(make_app):
 
 def test_landing_more_samples_than_recorded(make_app):
     at = make_app(w_samples=25)
-    at.button(key="landing_run").click().run()
-    assert not at.exception
-    assert any("20 recorded responses" in e and "25 samples" in e for e in errors(at))
+    # checked before the run: which prompts lack recordings, and what to do
+    msg = next(e for e in errors(at) if "replay file does not hold" in e)
+    assert "k = 25" in msg and "lacks 9 prompts" in msg and "20 recorded" in msg
+    assert "lower k" in msg
+    assert at.button(key="landing_run").disabled
 
 
 def test_landing_wrong_key(make_app):
@@ -78,7 +82,7 @@ def test_persona_explorer(make_app):
     models = [{"backend": "replay", "file": DEMO, "label": "demo-a"},
               {"backend": "replay", "file": DEMO, "label": "demo-b"}]
     at = make_app(models=models, page="pages/persona_explorer.py", w_embedder="rouge1",
-                  w_persona_list=["comedian", "doctor"])
+                  w_persona_list=["comedian", "doctor"], w_persona_models=["demo-a", "demo-b"])
     assert at.title[0].value == "Persona explorer"
     at.button(key="personas_run").click().run()
     assert not at.exception, at.exception
@@ -114,14 +118,17 @@ def test_control_vs_target(make_app):
         models = [{"backend": "openai", "name": "m1", "base_url": srv.base_url},
                   {"backend": "openai", "name": "m2", "base_url": srv.base_url}]
         at = make_app(models=models, page="pages/control_target.py", roc_table=table,
-                      w_base_prompt=base, w_embedder="rouge1")
+                      w_base_prompt=base, w_embedder="rouge1", w_roc_models=["m1", "m2"])
         at.button(key="roc_run").click().run()
     assert not at.exception, at.exception
     assert not errors(at), errors(at)
     res = at.session_state["results"]["roc"]
     assert set(res) == {"m1", "m2"}
     assert all(r.roc is not None and r.roc.auc == 1.0 for r in res.values())
-    assert any("the most targets" in s.value and "tie" in s.value for s in at.success)
+    assert any("the most targets" in s and "tie" in s for s in successes(at))
+    assert any("Control gate passed" in s for s in successes(at))
+    gate = next(d.value for d in at.dataframe if "control gate" in d.value.columns)
+    assert list(gate["control gate"]) == ["PASS", "PASS"]
     at.select_slider(key="w_roc_fpr").set_value(0.2).run()
     assert not at.exception
 
@@ -146,11 +153,15 @@ def test_model_comparison(make_app):
 
 
 def test_model_comparison_with_one_model(make_app):
-    at = make_app(page="pages/model_comparison.py")
+    at = make_app(models=[{"backend": "local"}], page="pages/model_comparison.py")
     assert any("Only one model" in i.value for i in at.info)
+    assert at.button(key="models_run").disabled
     at.button(key="models_add_variants").click().run()
     assert len(at.session_state["models"]) == 3
     assert not at.exception
+    # the added models are selected: Run is enabled at once
+    assert len(at.multiselect(key="w_models_others").value) == 2
+    assert not at.button(key="models_run").disabled
 
 
 def submit(at):
@@ -159,6 +170,8 @@ def submit(at):
 
 
 def test_settings_page(make_app, tmp_path):
+    import os
+
     at = make_app(page="pages/settings.py")
     assert at.title[0].value == "Settings"
     at.radio(key="settings_backend").set_value("replay").run()
@@ -168,15 +181,46 @@ def test_settings_page(make_app, tmp_path):
     assert not at.exception
     labels = [m.get("label") or m.get("name") for m in at.session_state["models"]]
     assert "SmolLM2-135M-Instruct" in labels
-    at.radio(key="settings_backend").set_value("openai").run()
-    at.text_input(key="settings_name").set_value("gpt-x")
-    at.text_input(key="settings_key").set_value("sk-secret-in-memory")
-    submit(at)
-    assert at.session_state["api_keys"]["OPENAI_API_KEY"] == "sk-secret-in-memory"
-    assert all("sk-secret" not in str(m) for m in at.session_state["models"])
+    # tested (a replay file is read), saved, and selected on the audit pages
+    assert any("recorded responses for" in s and "selected it" in s for s in successes(at))
+    assert at.session_state["w_landing_model"] == "SmolLM2-135M-Instruct"
+    assert "SmolLM2-135M-Instruct" in at.session_state["w_roc_models"]
+    saved = (tmp_path.parent / os.environ["DBPA_HOME"]).joinpath("models.yaml").read_text()
+    assert "SmolLM2-135M-Instruct" in saved
+
+    with FakeOpenAI(api_key="sk-right", models=("gpt-x",)) as srv:
+        at.radio(key="settings_backend").set_value("openai").run()
+        at.text_input(key="settings_name").set_value("gpt-x")
+        at.text_input(key="settings_base_url").set_value(srv.base_url)
+        at.text_input(key="settings_key_env").set_value("DBPA_SETTINGS_TEST_KEY")
+        at.text_input(key="settings_key").set_value("sk-wrong")
+        submit(at)
+        assert any("did not answer the test call" in e and "Not added" in e for e in errors(at))
+        assert "gpt-x" not in [m.get("name") for m in at.session_state["models"]]
+        assert "DBPA_SETTINGS_TEST_KEY" not in at.session_state["api_keys"]
+        at.text_input(key="settings_key").set_value("sk-right")
+        submit(at)
+        assert any("Connected: gpt-x answered" in s for s in successes(at)), errors(at)
+    assert at.session_state["api_keys"]["DBPA_SETTINGS_TEST_KEY"] == "sk-right"
+    assert all("sk-right" not in str(m) for m in at.session_state["models"])
+    saved = Path(os.environ["DBPA_HOME"], "models.yaml").read_text()
+    assert "gpt-x" in saved and "DBPA_SETTINGS_TEST_KEY" in saved and "sk-right" not in saved
+
     at.radio(key="settings_backend").set_value("replay").run()
     at.text_input(key="settings_path").set_value("/no/such/file.jsonl")
     submit(at)
     assert any("No file at" in e for e in errors(at))
     at.button(key="settings_clear").click().run()
-    assert any("Removed" in s.value for s in at.success)
+    assert not any("Removed" in s for s in successes(at))  # asks first
+    assert any("Remove all" in w for w in warnings(at))
+    at.button(key="settings_clear_no").click().run()
+    assert not any("Remove all" in w for w in warnings(at))
+    at.button(key="settings_clear").click().run()
+    at.button(key="settings_clear_yes").click().run()
+    assert any("Removed" in s for s in successes(at))
+
+    # a new session (a reload) starts with the saved models
+    fresh = make_app(models=None, page="pages/settings.py")
+    labels = [m.get("label") or m.get("name") for m in fresh.session_state["models"]]
+    assert "SmolLM2-135M-Instruct" in labels and "gpt-x" in labels
+    assert fresh.session_state["api_keys"] == {}

@@ -1,0 +1,573 @@
+"""The run history: every audit, from the dashboard or the CLI, in a local SQLite database.
+
+The only module that touches the database (``$DBPA_HOME/history.sqlite3``). It uses the
+standard :mod:`sqlite3` with numbered migrations (``PRAGMA user_version`` says which have
+run), so an older database is upgraded in place and never rewritten by hand.
+
+A *run* is one press of Run in the dashboard or one ``dbpa audit``; it holds one or more
+*audits* (the persona explorer and control vs target run one audit per model). Each audit
+keeps its spec, its results (ω, p, adjusted p, the permutation statistics and similarity
+samples the charts need), its responses and their embeddings, so a run can be reopened with
+all its charts — and compared with another — long after its cache was cleared.
+
+Examples
+--------
+>>> h = History("/tmp/h.sqlite3")                                   # doctest: +SKIP
+>>> run_id = h.record({"gpt-4o": result}, source="cli")             # doctest: +SKIP
+>>> [r.title for r in h.list(model="gpt-4o")]                       # doctest: +SKIP
+>>> h.get(run_id).audits["gpt-4o"].perturbations[0].p_value         # doctest: +SKIP
+>>> h.compare(3, run_id).changed                                    # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import os
+import platform
+import sqlite3
+import zlib
+from collections.abc import Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import __version__
+from .audit import Arm, ArmResponses, AuditResult, PerturbationResult
+from .home import dbpa_home
+from .spec import AuditSpec, Perturbation, model_label
+from .types import DBPAResult, ROCResult, _jsonable
+
+DB_NAME = "history.sqlite3"
+
+# Numbered migrations: entry i brings a database from user_version i to i + 1. Never edit
+# one that has shipped; append a new one.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE runs (
+        id           INTEGER PRIMARY KEY AUTOINCREMENT,
+        created_at   TEXT NOT NULL,          -- ISO 8601, UTC
+        source       TEXT NOT NULL,          -- 'cli' or 'dashboard'
+        page         TEXT,                   -- the dashboard page that ran it
+        title        TEXT NOT NULL,
+        tool_version TEXT NOT NULL,
+        environment  TEXT NOT NULL,          -- JSON: python, platform
+        settings     TEXT NOT NULL,          -- JSON: k, B, measure, correction, alpha, seed, ...
+        cache_dir    TEXT,                   -- where the responses are cached
+        out_dir      TEXT,                   -- where `dbpa audit --out` wrote them
+        seconds      REAL
+    );
+    CREATE TABLE audits (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id      INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        position    INTEGER NOT NULL,
+        job         TEXT NOT NULL,           -- e.g. the model label on multi-model pages
+        name        TEXT NOT NULL,
+        mode        TEXT NOT NULL,           -- 'perturbation' or 'models'
+        models      TEXT NOT NULL,           -- model labels, for filtering
+        base_prompt TEXT NOT NULL,
+        spec        TEXT NOT NULL,           -- JSON (AuditSpec.to_dict: key names, never keys)
+        usage       TEXT NOT NULL,           -- JSON
+        warnings    TEXT NOT NULL,           -- JSON list
+        roc         TEXT                     -- JSON or NULL
+    );
+    CREATE TABLE tests (
+        audit_id            INTEGER NOT NULL REFERENCES audits(id) ON DELETE CASCADE,
+        position            INTEGER NOT NULL,
+        name                TEXT NOT NULL,
+        role                TEXT,
+        model               TEXT NOT NULL,
+        prompt              TEXT NOT NULL,
+        effect_size         REAL NOT NULL,
+        chance_effect_size  REAL NOT NULL,
+        effect_above_chance REAL NOT NULL,
+        p_value             REAL NOT NULL,
+        p_adjusted          REAL NOT NULL,
+        significant         INTEGER NOT NULL,
+        stars               TEXT NOT NULL,
+        detail              BLOB NOT NULL,   -- zlib-compressed JSON of the DBPAResult
+        PRIMARY KEY (audit_id, position)
+    );
+    CREATE TABLE arms (
+        audit_id          INTEGER NOT NULL REFERENCES audits(id) ON DELETE CASCADE,
+        position          INTEGER NOT NULL,  -- 0: the base (or reference model)
+        name              TEXT NOT NULL,
+        role              TEXT,
+        prompt            TEXT NOT NULL,
+        system_prompt     TEXT,
+        model             TEXT NOT NULL,     -- JSON model config
+        responses         TEXT NOT NULL,     -- JSON list of the k texts
+        embeddings        BLOB,              -- .npy bytes (float32), NULL for BLEU/ROUGE
+        new_samples       INTEGER NOT NULL,
+        prompt_tokens     INTEGER NOT NULL,
+        completion_tokens INTEGER NOT NULL,
+        PRIMARY KEY (audit_id, position)
+    );
+    CREATE INDEX audits_run ON audits(run_id);
+    CREATE INDEX runs_created ON runs(created_at);
+    """,
+)
+
+SETTINGS_KEYS = ("samples", "permutations", "measure", "correction", "alpha", "seed",
+                 "temperature", "top_p", "max_tokens", "embedder", "sequential")
+
+
+class HistoryError(ValueError):
+    """A run that does not exist, or a database that cannot be read."""
+
+
+def default_db_path() -> Path:
+    """``$DBPA_HOME/history.sqlite3``."""
+    return dbpa_home() / DB_NAME
+
+
+# --------------------------------------------------------------------------- results
+@dataclass(frozen=True)
+class RunSummary:
+    """One line of the history list."""
+
+    id: int
+    created_at: datetime
+    source: str
+    page: str | None
+    title: str
+    tool_version: str
+    models: tuple[str, ...]
+    base_prompt: str
+    n_audits: int
+    n_tests: int
+    n_significant: int
+    failed_controls: tuple[str, ...]   # "job: name" of significant control perturbations
+
+    @property
+    def control_gate(self) -> str:
+        """'fail' when a control changed the answers significantly, 'pass' when controls
+        were tested and none did, '' when no perturbation is a control."""
+        return "fail" if self.failed_controls else ("pass" if self._has_controls else "")
+
+    _has_controls: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "created_at": self.created_at.isoformat(), "source": self.source,
+                "page": self.page, "title": self.title, "tool_version": self.tool_version,
+                "models": list(self.models), "base_prompt": self.base_prompt,
+                "audits": self.n_audits, "tests": self.n_tests,
+                "significant": self.n_significant, "control_gate": self.control_gate,
+                "failed_controls": list(self.failed_controls)}
+
+
+@dataclass(frozen=True)
+class Run:
+    """A recorded run with its audits rebuilt as :class:`AuditResult` objects (by job)."""
+
+    summary: RunSummary
+    settings: dict[str, Any]
+    environment: dict[str, Any]
+    cache_dir: str | None
+    out_dir: str | None
+    seconds: float | None
+    audits: dict[str, AuditResult]
+
+    @property
+    def id(self) -> int:
+        return self.summary.id
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.summary.to_dict(), "settings": self.settings,
+                "environment": self.environment, "cache_dir": self.cache_dir,
+                "out_dir": self.out_dir, "seconds": self.seconds,
+                "responses": _where_responses_live(self.cache_dir, self.out_dir),
+                "audits": {job: a.to_dict() for job, a in self.audits.items()}}
+
+
+@dataclass(frozen=True)
+class ComparedTest:
+    """One perturbation (or model) in two runs; ``None`` where a run lacks it."""
+
+    job: str
+    name: str
+    role: str | None
+    a: PerturbationResult | None
+    b: PerturbationResult | None
+
+    @property
+    def status(self) -> str:
+        if self.a is None:
+            return "only in B"
+        if self.b is None:
+            return "only in A"
+        if self.a.significant == self.b.significant:
+            return "same verdict"
+        return "now significant" if self.b.significant else "no longer significant"
+
+    @property
+    def verdict_changed(self) -> bool:
+        return self.status in ("now significant", "no longer significant")
+
+    def to_dict(self) -> dict[str, Any]:
+        def side(p):
+            return None if p is None else {
+                "effect_size": p.effect_size, "effect_above_chance": p.effect_above_chance,
+                "p_value": p.p_value, "p_adjusted": p.p_adjusted,
+                "significant": p.significant, "stars": p.stars}
+        return {"job": self.job, "name": self.name, "role": self.role, "status": self.status,
+                "a": side(self.a), "b": side(self.b)}
+
+
+@dataclass(frozen=True)
+class RunComparison:
+    """Two runs side by side: which perturbations changed verdict, and what settings differ."""
+
+    a: Run
+    b: Run
+    rows: tuple[ComparedTest, ...]
+    settings_changed: dict[str, tuple[Any, Any]]
+    pairs: tuple[tuple[str, str], ...]          # (job in A, job in B)
+
+    @property
+    def changed(self) -> tuple[ComparedTest, ...]:
+        return tuple(r for r in self.rows if r.verdict_changed)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"a": self.a.summary.to_dict(), "b": self.b.summary.to_dict(),
+                "pairs": [list(p) for p in self.pairs],
+                "settings_changed": {k: list(v) for k, v in self.settings_changed.items()},
+                "rows": [r.to_dict() for r in self.rows],
+                "verdicts_changed": len(self.changed)}
+
+
+# --------------------------------------------------------------------------- the database
+class History:
+    """The run database at ``path`` (default ``$DBPA_HOME/history.sqlite3``).
+
+    Every method opens its own short connection, so one object can be shared between
+    threads (the dashboard's sessions) and processes can write at the same time (SQLite
+    serialises them; a writer waits up to ``timeout`` seconds).
+    """
+
+    def __init__(self, path: str | os.PathLike | None = None, *, timeout: float = 30.0):
+        self.path = Path(path) if path else default_db_path()
+        self.timeout = timeout
+
+    # ------------------------------------------------------------------ plumbing
+    @contextmanager
+    def _connect(self):
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            con = sqlite3.connect(self.path, timeout=self.timeout)
+        except sqlite3.Error as exc:
+            raise HistoryError(f"Cannot open the run history {self.path}: {exc}") from None
+        try:
+            con.row_factory = sqlite3.Row
+            con.execute("PRAGMA foreign_keys = ON")
+            self._migrate(con)
+            with con:  # one transaction: committed on success, rolled back on error
+                yield con
+        except sqlite3.DatabaseError as exc:
+            raise HistoryError(f"The run history {self.path} cannot be read ({exc}). Move "
+                               "the file away to start a new one.") from None
+        finally:
+            con.close()
+
+    @staticmethod
+    def _migrate(con: sqlite3.Connection) -> None:
+        version = con.execute("PRAGMA user_version").fetchone()[0]
+        if version > len(MIGRATIONS):
+            raise HistoryError(f"The run history was written by a newer dbpa (schema "
+                               f"{version}, this one knows {len(MIGRATIONS)}): upgrade dbpa.")
+        for i in range(version, len(MIGRATIONS)):
+            with con:
+                con.executescript("BEGIN;" + MIGRATIONS[i] + f"; PRAGMA user_version = {i + 1}; COMMIT;")
+
+    def schema_version(self) -> int:
+        with self._connect() as con:
+            return con.execute("PRAGMA user_version").fetchone()[0]
+
+    # ------------------------------------------------------------------ writing
+    def record(self, audits: Mapping[str, AuditResult] | Sequence[AuditResult], *,
+               source: str, page: str | None = None, title: str | None = None,
+               cache_dir: str | os.PathLike | None = None,
+               out_dir: str | os.PathLike | None = None,
+               created_at: datetime | None = None) -> int:
+        """Store one run (one or more audits, by job name); returns its id."""
+        if not isinstance(audits, Mapping):
+            audits = {model_label(r.spec.model) if len(audits) > 1 else r.spec.name: r
+                      for r in audits}
+        if not audits:
+            raise ValueError("`audits` is empty: nothing to record.")
+        if source not in ("cli", "dashboard"):
+            raise ValueError(f"`source` must be 'cli' or 'dashboard', got {source!r}.")
+        first = next(iter(audits.values()))
+        spec_d = first.spec.to_dict()
+        settings = {k: spec_d.get(k) for k in SETTINGS_KEYS}
+        when = (created_at or datetime.now(UTC)).astimezone(UTC)
+        seconds = sum(float(r.usage.get("seconds", 0.0)) for r in audits.values())
+        env = {"python": platform.python_version(), "platform": platform.platform(terse=True),
+               "numpy": np.__version__}
+        with self._connect() as con:
+            run_id = con.execute(
+                "INSERT INTO runs (created_at, source, page, title, tool_version, environment,"
+                " settings, cache_dir, out_dir, seconds) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (when.isoformat(timespec="seconds"), source, page, title or first.spec.name,
+                 __version__, json.dumps(env), json.dumps(_jsonable(settings)),
+                 str(cache_dir) if cache_dir else None, str(out_dir) if out_dir else None,
+                 round(seconds, 3))).lastrowid
+            for pos, (job, result) in enumerate(audits.items()):
+                self._insert_audit(con, run_id, pos, str(job), result)
+        return int(run_id)
+
+    @staticmethod
+    def _insert_audit(con, run_id: int, position: int, job: str, r: AuditResult) -> None:
+        s = r.spec
+        audit_id = con.execute(
+            "INSERT INTO audits (run_id, position, job, name, mode, models, base_prompt, spec,"
+            " usage, warnings, roc) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            (run_id, position, job, s.name, r.mode, "\n".join(model_label(m) for m in s.models),
+             s.base_prompt, json.dumps(_jsonable(s.to_dict()), ensure_ascii=False),
+             json.dumps(_jsonable(r.usage)), json.dumps(list(r.warnings), ensure_ascii=False),
+             json.dumps(r.roc.to_dict()) if r.roc is not None else None)).lastrowid
+        con.executemany(
+            "INSERT INTO tests VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            [(audit_id, i, p.name, p.role, p.model, p.prompt, float(p.effect_size),
+              float(p.chance_effect_size), float(p.effect_above_chance), float(p.p_value),
+              float(p.p_adjusted), int(bool(p.significant)), p.stars, _pack(p.test.to_dict()))
+             for i, p in enumerate(r.perturbations)])
+        con.executemany(
+            "INSERT INTO arms VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            [(audit_id, i, a.arm.name, a.arm.role, a.arm.prompt, a.arm.system_prompt,
+              json.dumps(_jsonable(dict(a.arm.model)), ensure_ascii=False),
+              json.dumps(list(a.texts), ensure_ascii=False), _npy(a.embeddings),
+              int(a.new_samples), int(a.prompt_tokens), int(a.completion_tokens))
+             for i, a in enumerate((r.base, *r.arms))])
+
+    def delete(self, *run_ids: int) -> int:
+        """Delete runs (with their audits, results and responses); returns how many."""
+        if not run_ids:
+            return 0
+        with self._connect() as con:
+            marks = ",".join("?" * len(run_ids))
+            n = con.execute(f"DELETE FROM runs WHERE id IN ({marks})",  # only "?" marks
+                            [int(i) for i in run_ids]).rowcount
+        return int(n)
+
+    # ------------------------------------------------------------------ reading
+    def list(self, *, model: str | None = None, prompt: str | None = None,
+             since: date | datetime | str | None = None, until: date | datetime | str | None = None,
+             source: str | None = None, limit: int | None = None) -> list[RunSummary]:
+        """Runs, newest first. ``model`` and ``prompt`` match any part (case-insensitive) of a
+        model label or of the base or perturbed prompts; ``since``/``until`` are dates
+        (inclusive) or datetimes."""
+        where, args = [], []
+        if model:
+            where.append("r.id IN (SELECT run_id FROM audits WHERE models LIKE ? ESCAPE '\\')")
+            args.append(_like(model))
+        if prompt:
+            where.append("r.id IN (SELECT a.run_id FROM audits a LEFT JOIN tests t ON "
+                         "t.audit_id = a.id WHERE a.base_prompt LIKE ? ESCAPE '\\' OR "
+                         "t.prompt LIKE ? ESCAPE '\\' OR t.name LIKE ? ESCAPE '\\')")
+            args += [_like(prompt)] * 3
+        if since is not None:
+            where.append("r.created_at >= ?")
+            args.append(_bound(since, end=False))
+        if until is not None:
+            where.append("r.created_at <= ?")
+            args.append(_bound(until, end=True))
+        if source:
+            where.append("r.source = ?")
+            args.append(source)
+        sql = "SELECT r.* FROM runs r" + (" WHERE " + " AND ".join(where) if where else "") + \
+            " ORDER BY r.created_at DESC, r.id DESC" + (f" LIMIT {int(limit)}" if limit else "")
+        with self._connect() as con:
+            return [self._summary(con, row) for row in con.execute(sql, args).fetchall()]
+
+    @staticmethod
+    def _summary(con, row) -> RunSummary:
+        audits = con.execute("SELECT id, job, models, base_prompt FROM audits WHERE run_id = ? "
+                             "ORDER BY position", (row["id"],)).fetchall()
+        models: list[str] = []
+        for a in audits:
+            models += [m for m in a["models"].split("\n") if m not in models]
+        tests = con.execute(
+            "SELECT a.job, t.name, t.role, t.significant FROM tests t JOIN audits a ON "
+            "a.id = t.audit_id WHERE a.run_id = ? ORDER BY a.position, t.position",
+            (row["id"],)).fetchall()
+        several = len(audits) > 1
+        failed = tuple((f"{t['job']}: " if several else "") + t["name"] for t in tests
+                       if t["role"] == "control" and t["significant"])
+        return RunSummary(
+            id=row["id"], created_at=datetime.fromisoformat(row["created_at"]),
+            source=row["source"], page=row["page"], title=row["title"],
+            tool_version=row["tool_version"], models=tuple(models),
+            base_prompt=audits[0]["base_prompt"] if audits else "", n_audits=len(audits),
+            n_tests=len(tests), n_significant=sum(t["significant"] for t in tests),
+            failed_controls=failed, _has_controls=any(t["role"] == "control" for t in tests))
+
+    def get(self, run_id: int) -> Run:
+        """A run with every audit rebuilt (raises :class:`HistoryError` if there is none)."""
+        with self._connect() as con:
+            row = con.execute("SELECT * FROM runs WHERE id = ?", (int(run_id),)).fetchone()
+            if row is None:
+                raise HistoryError(f"There is no run {run_id} in the history ({self.path}).")
+            summary = self._summary(con, row)
+            audits = {}
+            for a in con.execute("SELECT * FROM audits WHERE run_id = ? ORDER BY position",
+                                 (row["id"],)).fetchall():
+                audits[a["job"]] = _rebuild(con, a)
+        return Run(summary, json.loads(row["settings"]), json.loads(row["environment"]),
+                   row["cache_dir"], row["out_dir"], row["seconds"], audits)
+
+    def compare(self, a_id: int, b_id: int) -> RunComparison:
+        """Run ``a_id`` (A, e.g. before an upgrade) against run ``b_id`` (B).
+
+        Audits are paired by job name (e.g. the model label on multi-model pages); two runs
+        of one audit each are paired whatever their models are called, so a model before
+        and after an upgrade compare directly. Perturbations are matched by name.
+        """
+        a, b = self.get(a_id), self.get(b_id)
+        if len(a.audits) == 1 and len(b.audits) == 1:
+            pairs = [(next(iter(a.audits)), next(iter(b.audits)))]
+        else:
+            pairs = [(j, j) for j in a.audits if j in b.audits]
+        rows: list[ComparedTest] = []
+        paired_a = {p[0] for p in pairs}
+        paired_b = {p[1] for p in pairs}
+        for ja, jb in pairs:
+            ra, rb = a.audits[ja], b.audits[jb]
+            job = ja if ja == jb else f"{ja} → {jb}"
+            by_b = {p.name: p for p in rb.perturbations}
+            for p in ra.perturbations:
+                rows.append(ComparedTest(job, p.name, p.role, p, by_b.pop(p.name, None)))
+            rows += [ComparedTest(job, p.name, p.role, None, p) for p in by_b.values()]
+        for j, r in a.audits.items():
+            if j not in paired_a:
+                rows += [ComparedTest(j, p.name, p.role, p, None) for p in r.perturbations]
+        for j, r in b.audits.items():
+            if j not in paired_b:
+                rows += [ComparedTest(j, p.name, p.role, None, p) for p in r.perturbations]
+        changed = {k: (a.settings.get(k), b.settings.get(k)) for k in SETTINGS_KEYS
+                   if a.settings.get(k) != b.settings.get(k)}
+        ma, mb = a.summary.models, b.summary.models
+        if ma != mb:
+            changed["models"] = (", ".join(ma), ", ".join(mb))
+        pa, pb = a.summary.base_prompt, b.summary.base_prompt
+        if pa != pb:
+            changed["base prompt"] = (pa, pb)
+        return RunComparison(a, b, tuple(rows), changed, tuple(pairs))
+
+
+# --------------------------------------------------------------------------- helpers
+def _like(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def _bound(value: date | datetime | str, *, end: bool) -> str:
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value) if "T" in value or " " in value \
+                else date.fromisoformat(value)
+        except ValueError:
+            raise HistoryError(f"{value!r} is not a date (YYYY-MM-DD)") from None
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return value.astimezone(UTC).isoformat(timespec="seconds")
+    t = "23:59:59" if end else "00:00:00"
+    return f"{value.isoformat()}T{t}+00:00"
+
+
+def _pack(obj: Any) -> bytes:
+    return zlib.compress(json.dumps(_jsonable(obj)).encode(), 6)
+
+
+def _unpack(blob: bytes) -> Any:
+    return json.loads(zlib.decompress(blob).decode())
+
+
+def _npy(arr: np.ndarray | None) -> bytes | None:
+    if arr is None:
+        return None
+    buf = io.BytesIO()
+    np.save(buf, np.asarray(arr, dtype=np.float32), allow_pickle=False)
+    return buf.getvalue()
+
+
+def _from_npy(blob: bytes | None) -> np.ndarray | None:
+    if blob is None:
+        return None
+    return np.load(io.BytesIO(blob), allow_pickle=False)
+
+
+def _known(cls, data: Mapping[str, Any]) -> dict[str, Any]:
+    """The entries of ``data`` that are fields of dataclass ``cls`` (newer or older dbpa
+    versions may have written more or fewer)."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
+
+
+def _spec(d: Mapping[str, Any]) -> AuditSpec:
+    kw = _known(AuditSpec, d)
+    kw["models"] = tuple(dict(m) for m in d["models"])
+    kw["embedder"] = dict(d.get("embedder") or {"backend": "local"})
+    kw["base_prompt"] = d["base"]["prompt"]
+    kw["system_prompt"] = d["base"].get("system_prompt")
+    kw["perturbations"] = tuple(Perturbation(**_known(Perturbation, p))
+                                for p in d.get("perturbations") or ())
+    kw["source"] = "history"
+    return AuditSpec(**kw)
+
+
+def _test(d: Mapping[str, Any]) -> DBPAResult:
+    kw = _known(DBPAResult, d)
+    for k in ("null_similarities", "alt_similarities", "permutation_statistics"):
+        kw[k] = np.asarray(d.get(k) or [], dtype=float)
+    kw["bin_edges"] = np.asarray(d["bin_edges"], float) if d.get("bin_edges") is not None else None
+    return DBPAResult(**kw)
+
+
+def _rebuild(con, a) -> AuditResult:
+    spec = _spec(json.loads(a["spec"]))
+    arms = []
+    for row in con.execute("SELECT * FROM arms WHERE audit_id = ? ORDER BY position",
+                           (a["id"],)).fetchall():
+        arm = Arm(row["name"], row["prompt"], row["system_prompt"], json.loads(row["model"]),
+                  row["role"])
+        arms.append(ArmResponses(arm, tuple(json.loads(row["responses"])),
+                                 _from_npy(row["embeddings"]), row["new_samples"],
+                                 row["prompt_tokens"], row["completion_tokens"]))
+    tests = tuple(
+        PerturbationResult(t["name"], t["role"], t["prompt"], t["model"], t["effect_size"],
+                           t["p_value"], t["p_adjusted"], bool(t["significant"]), t["stars"],
+                           _test(_unpack(t["detail"])))
+        for t in con.execute("SELECT * FROM tests WHERE audit_id = ? ORDER BY position",
+                             (a["id"],)).fetchall())
+    roc = None
+    if a["roc"]:
+        d = json.loads(a["roc"])
+        roc = ROCResult(np.asarray(d["alpha"], float), np.asarray(d["fpr"], float),
+                        np.asarray(d["tpr"], float), float(d["auc"]), int(d["n_control"]),
+                        int(d["n_target"]))
+    return AuditResult(spec, arms[0], tuple(arms[1:]), tests, roc, json.loads(a["usage"]),
+                       tuple(json.loads(a["warnings"])))
+
+
+def _where_responses_live(cache_dir: str | None, out_dir: str | None) -> str:
+    parts = ["in the history database (every response of every arm)"]
+    if out_dir:
+        parts.append(f"{Path(out_dir) / 'responses.jsonl'}")
+    if cache_dir:
+        parts.append(f"the cache {cache_dir}")
+    return "; ".join(parts)
+
+
+def where_responses_live(run: Run) -> str:
+    """A sentence naming every place that holds a run's responses."""
+    return _where_responses_live(run.cache_dir, run.out_dir)
+
+
+__all__ = ["DB_NAME", "MIGRATIONS", "ComparedTest", "History", "HistoryError", "Run",
+           "RunComparison", "RunSummary", "default_db_path", "where_responses_live"]

@@ -1,0 +1,195 @@
+"""History: every recorded audit (dashboard and CLI) — find, reopen with all its charts,
+compare two runs side by side, delete."""
+import json
+
+import pandas as pd
+import streamlit as st
+
+from dbpa_core.history import HistoryError, where_responses_live
+from ui import history_figures, specfile, state, views, widgets
+from ui.export import RunMeta
+from ui.nav import PAGES
+from ui.widgets import md_escape
+
+widgets.page_setup()
+st.title("History")
+ss = st.session_state
+history = state.history()
+st.markdown("<div class='dbpa-explain'>Every audit run here or with <code>dbpa audit</code> is "
+            "recorded with its spec, settings, tool version, time, results and responses. Find "
+            "a run, reopen it with all its charts, compare two (a model before and after an "
+            "upgrade: which perturbations changed verdict), or delete runs. From a terminal: "
+            "<code>dbpa history</code>.</div>", unsafe_allow_html=True)
+st.caption(f"Database: `{history.path}`")
+
+PAGE_TITLES = {"landing": "Perturbation test", "personas": "Persona explorer",
+               "roc": "Control vs target", "models": "Model comparison"}
+# which page a recorded run can be loaded into, by the view that draws it
+LOAD_INTO = {"perturbation": ("landing", "perturbation_test"), "control_target": ("roc",
+             "control_target"), "models": ("models", "model_comparison")}
+
+
+
+def load_into_page(spec, page_key: str, url: str) -> None:
+    """A button callback (runs before the page draws, so the settings can still be set)."""
+    specfile.apply_spec(spec, page_key)
+    ss["_hist_goto"] = url
+
+
+goto = ss.pop("_hist_goto", None)
+if goto:
+    st.switch_page(next(f for _s, f, _t, _i, url in PAGES if url == goto))
+
+c1, c2, c3, c4, c5 = st.columns([2, 2, 1.2, 1.2, 1.2])
+f_model = c1.text_input("Model contains", key="hist_f_model")
+f_prompt = c2.text_input("Prompt or perturbation contains", key="hist_f_prompt")
+f_since = c3.date_input("From", value=None, key="hist_f_since", format="YYYY-MM-DD")
+f_until = c4.date_input("To", value=None, key="hist_f_until", format="YYYY-MM-DD")
+f_source = c5.selectbox("Run from", ["anywhere", "dashboard", "cli"], key="hist_f_source")
+try:
+    runs = history.list(model=f_model.strip() or None, prompt=f_prompt.strip() or None,
+                        since=f_since, until=f_until,
+                        source=None if f_source == "anywhere" else f_source)
+except HistoryError as exc:
+    st.error(md_escape(str(exc)))
+    st.stop()
+
+note = ss.pop("_hist_note", None)
+if note:
+    st.success(note)
+if not runs:
+    filtered = any([f_model.strip(), f_prompt.strip(), f_since, f_until, f_source != "anywhere"])
+    st.info("No recorded run matches these filters." if filtered else
+            "No runs recorded yet: run an audit on any page (or `dbpa audit SPEC`), and it "
+            "appears here.")
+    st.stop()
+
+
+def describe(r) -> str:
+    return f"#{r.id} · {r.created_at:%Y-%m-%d %H:%M} · {r.title} · {', '.join(r.models)}"
+
+
+by_id = {r.id: r for r in runs}
+table = pd.DataFrame([{
+    "id": r.id, "when (UTC)": r.created_at.strftime("%Y-%m-%d %H:%M"),
+    "from": r.source if r.source == "cli" else PAGE_TITLES.get(r.page, r.page or "dashboard"),
+    "title": r.title, "control gate": {"fail": "FAIL", "pass": "pass", "": ""}[r.control_gate],
+    "tests": r.n_tests, "significant": r.n_significant, "models": ", ".join(r.models),
+    "base prompt": " ".join(r.base_prompt.split())[:80]} for r in runs])
+st.dataframe(table, hide_index=True, key="hist_table", height=widgets.table_height(min(len(runs), 12)),
+             column_config={"id": st.column_config.NumberColumn(format="%d", width="small")})
+st.caption(f"{len(runs)} run(s). Control gate: FAIL when a perturbation marked control changed "
+           "the answers significantly.")
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def load(path: str, run_id: int):
+    from dbpa_core.history import History
+
+    return History(path).get(run_id)
+
+
+tab_open, tab_compare, tab_delete = st.tabs(["Open a run", "Compare two runs", "Delete runs"],
+                                            key="hist_tabs", on_change="rerun")
+ids = list(by_id)
+with tab_open:
+    if tab_open.open is not False:
+        if ss.get("hist_open") not in ids:
+            ss["hist_open"] = ids[0]
+        run_id = st.selectbox("Run", ids, format_func=lambda i: describe(by_id[i]),
+                              key="hist_open")
+        run = load(str(history.path), run_id)
+        s = run.summary
+        src = "`dbpa audit`" if s.source == "cli" else f"the {PAGE_TITLES.get(s.page, s.page)} page"
+        st.markdown(f"**{md_escape(s.title)}** — run {s.id}, {s.created_at:%Y-%m-%d %H:%M} UTC, "
+                    f"from {src}, dbpa {md_escape(s.tool_version)}"
+                    + (f", {run.seconds:.1f} s" if run.seconds else ""))
+        cfg = run.settings
+        st.caption(f"k = {cfg.get('samples')}, B = {cfg.get('permutations')}, ω = "
+                   f"{cfg.get('measure')}, correction = {cfg.get('correction')}, α = "
+                   f"{cfg.get('alpha')}, seed = {cfg.get('seed')}, temperature = "
+                   f"{cfg.get('temperature')}, max tokens = {cfg.get('max_tokens')}. Responses: "
+                   f"{md_escape(where_responses_live(run))}.")
+        load_into = LOAD_INTO.get(views.view_for(s.page, run.audits))
+        if load_into and len(run.audits) == 1:
+            st.button(f"Load into the {PAGE_TITLES[load_into[0]]} page (to run it again)",
+                      key="hist_load", icon=":material/open_in_new:", on_click=load_into_page,
+                      args=(next(iter(run.audits.values())).spec, *load_into))
+        st.divider()
+        views.show_recorded(run.audits, page=s.page, key=f"hist_{s.id}",
+                            meta=RunMeta(s.created_at, s.id, s.source, s.tool_version),
+                            title=s.title)
+
+with tab_compare:
+    if tab_compare.open is not False:
+        if len(ids) < 2:
+            st.info("Record at least two runs to compare them.")
+        else:
+            c1, c2 = st.columns(2)
+            if ss.get("hist_a") not in ids:
+                ss["hist_a"] = ids[1]
+            if ss.get("hist_b") not in ids:
+                ss["hist_b"] = ids[0]
+            a = c1.selectbox("Run A (before)", ids, format_func=lambda i: describe(by_id[i]),
+                             key="hist_a")
+            b = c2.selectbox("Run B (after)", ids, format_func=lambda i: describe(by_id[i]),
+                             key="hist_b")
+            if a == b:
+                st.info("Choose two different runs.")
+            else:
+                cmp = history.compare(a, b)
+                both = [r for r in cmp.rows if r.a is not None and r.b is not None]
+                if not both:
+                    st.warning("These runs share no perturbation (matched by name): nothing "
+                               "to compare.")
+                elif cmp.changed:
+                    st.error(f"**{len(cmp.changed)} of {len(both)}** perturbations tested in "
+                             "both runs changed verdict: " + "; ".join(
+                                 f"{md_escape(r.name)} ({r.status})" for r in cmp.changed) + ".",
+                             icon=":material/compare_arrows:")
+                else:
+                    st.success(f"No verdict changed: all {len(both)} perturbations tested in "
+                               "both runs got the same verdict.")
+                for k, (va, vb) in cmp.settings_changed.items():
+                    st.caption(f"Changed between the runs — {md_escape(k)}: "
+                               f"{md_escape(str(va)[:120])} → {md_escape(str(vb)[:120])}")
+                if both:
+                    st.plotly_chart(history_figures.comparison_figure(cmp), key="hist_cmp_fig")
+                rows = [{"audit": r.job, "perturbation": r.name, "role": r.role or "",
+                         "ω above chance A": r.a.effect_above_chance if r.a else None,
+                         "ω above chance B": r.b.effect_above_chance if r.b else None,
+                         "p (adjusted) A": r.a.p_adjusted if r.a else None,
+                         "p (adjusted) B": r.b.p_adjusted if r.b else None,
+                         "significant A": r.a.significant if r.a else None,
+                         "significant B": r.b.significant if r.b else None,
+                         "change": r.status} for r in cmp.rows]
+                df = pd.DataFrame(rows)
+                st.dataframe(widgets.styled(df), hide_index=True, key="hist_cmp_table",
+                             height=widgets.table_height(len(df)))
+                st.download_button("Comparison (JSON)", lambda: json.dumps(
+                    cmp.to_dict(), indent=2, ensure_ascii=False),
+                    f"dbpa-compare_run{a}-run{b}.json", "application/json",
+                    key="hist_cmp_dl", on_click="ignore", icon=":material/data_object:")
+
+with tab_delete:
+    if tab_delete.open is not False:
+        doomed = st.multiselect("Runs to delete", ids, format_func=lambda i: describe(by_id[i]),
+                                key="hist_delete_ids")
+        if ss.get("_hist_confirm") and doomed:
+            st.warning(f"Delete {len(doomed)} run(s) with their results and responses? This "
+                       "cannot be undone.")
+            y, n, _ = st.columns([1, 1, 4])
+            if y.button("Yes, delete", key="hist_delete_yes", type="primary"):
+                removed = history.delete(*doomed)
+                ss["_hist_confirm"] = False
+                ss.pop("hist_delete_ids", None)
+                load.clear()
+                ss["_hist_note"] = f"Deleted {removed} run(s)."
+                st.rerun()
+            if n.button("Cancel", key="hist_delete_no"):
+                ss["_hist_confirm"] = False
+                st.rerun()
+        elif st.button("Delete…", key="hist_delete", disabled=not doomed,
+                       icon=":material/delete:"):
+            ss["_hist_confirm"] = True
+            st.rerun()

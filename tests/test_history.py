@@ -1,0 +1,273 @@
+"""The run history (dbpa_core.history) and `dbpa history`: record, list with filters, reopen
+with everything the charts need, compare two runs, delete, migrations, the CLI."""
+import json
+import sqlite3
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dbpa_core import cli
+from dbpa_core.audit import run_audit
+from dbpa_core.cache import Cache
+from dbpa_core.history import MIGRATIONS, History, HistoryError
+from dbpa_core.spec import parse_spec
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = str(ROOT / "assets" / "demo_replay.jsonl")
+NICE = ("John has these features: Age: 70, Sex: male, Total cholesterol: 6.2 mmol/L, "
+        "HDL cholesterol: 1.1 mmol/L, Systolic blood pressure: 150 mmHg, Smoker: yes, "
+        "Diabetes: no. Provide recommendations on CVD guidelines based on NICE for this person.")
+
+
+def _spec(*, samples=8, name="audit-a", model_label=None, perts=("comedian", "doctor"),
+          embedder="rouge1"):
+    model = {"backend": "replay", "file": DEMO}
+    if model_label:
+        model["label"] = model_label
+    roles = {"comedian": "target", "doctor": "control", "child": "target"}
+    return parse_spec({
+        "name": name, "model": model, "embedder": {"backend": embedder}, "samples": samples,
+        "permutations": 200, "base": {"prompt": NICE},
+        "perturbations": [{"name": p, "prefix": f"Act as a {p}.", "role": roles[p]}
+                          for p in perts]})
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    cache = Cache(tmp_path_factory.mktemp("cache"))
+    return {"a": run_audit(_spec(), cache=cache),
+            "b": run_audit(_spec(samples=12, name="audit-b", model_label="model v2",
+                                 perts=("comedian", "doctor", "child")), cache=cache)}
+
+
+@pytest.fixture
+def history(tmp_path):
+    return History(tmp_path / "h.sqlite3")
+
+
+def test_record_and_reopen_with_everything_the_charts_need(history, results):
+    a = results["a"]
+    run_id = history.record({"replay": a}, source="dashboard", page="landing",
+                            cache_dir="/tmp/c")
+    run = history.get(run_id)
+    assert run.summary.source == "dashboard" and run.summary.page == "landing"
+    assert run.summary.tool_version and run.settings["samples"] == 8
+    assert run.settings["permutations"] == 200 and run.settings["measure"] == a.spec.measure
+    back = run.audits["replay"]
+    assert back.spec.base_prompt == a.spec.base_prompt
+    assert [p.name for p in back.perturbations] == ["comedian", "doctor"]
+    for p, q in zip(a.perturbations, back.perturbations, strict=True):
+        assert (p.effect_size, p.p_value, p.p_adjusted, p.significant, p.stars) == \
+            (q.effect_size, q.p_value, q.p_adjusted, q.significant, q.stars)
+        np.testing.assert_array_equal(p.test.permutation_statistics, q.test.permutation_statistics)
+        np.testing.assert_array_equal(p.test.null_similarities, q.test.null_similarities)
+        assert q.chance_effect_size == pytest.approx(p.chance_effect_size)
+    assert back.base.texts == a.base.texts and back.arms[0].texts == a.arms[0].texts
+    assert back.roc is not None and back.roc.auc == a.roc.auc
+    assert back.to_csv() == a.to_csv()
+    assert "history database" in json.dumps(run.to_dict()) and "/tmp/c" in run.to_dict()["responses"]
+
+
+def test_embeddings_survive_as_float32(history, results):
+    import dataclasses
+
+    a = results["a"]
+    emb = np.random.default_rng(0).normal(size=(len(a.base.texts), 5)).astype(np.float32)
+    with_emb = dataclasses.replace(a, base=dataclasses.replace(a.base, embeddings=emb))
+    back = history.get(history.record([with_emb], source="cli")).audits
+    got = next(iter(back.values())).base.embeddings
+    np.testing.assert_array_equal(got, emb)
+    assert next(iter(back.values())).arms[0].embeddings is None  # ROUGE: none
+
+
+def test_list_filters_by_model_prompt_date_and_source(history, results):
+    old = datetime.now(UTC) - timedelta(days=8)
+    i1 = history.record({"replay": results["a"]}, source="cli", created_at=old)
+    i2 = history.record({"model v2": results["b"]}, source="dashboard", page="landing")
+    assert [r.id for r in history.list()] == [i2, i1]          # newest first
+    assert [r.id for r in history.list(model="V2")] == [i2]     # case-insensitive
+    assert [r.id for r in history.list(prompt="act as a child")] == [i2]
+    assert [r.id for r in history.list(prompt="cholesterol")] == [i2, i1]
+    assert [r.id for r in history.list(since=(datetime.now(UTC) - timedelta(days=1)).date())] == [i2]
+    assert [r.id for r in history.list(until=old.date().isoformat())] == [i1]
+    assert [r.id for r in history.list(source="cli")] == [i1]
+    assert history.list(model="100%_") == []                    # LIKE wildcards are literal
+    with pytest.raises(HistoryError, match="not a date"):
+        history.list(since="last tuesday")
+
+
+def test_summary_names_significant_controls(history, results):
+    import dataclasses
+
+    a = results["a"]
+    doctor = next(p for p in a.perturbations if p.name == "doctor")
+    bad = dataclasses.replace(a, perturbations=tuple(
+        dataclasses.replace(p, significant=True) if p is doctor else p for p in a.perturbations))
+    s = history.get(history.record({"m": bad}, source="cli")).summary
+    assert s.control_gate == "fail" and s.failed_controls == ("doctor",)
+    ok = dataclasses.replace(a, perturbations=tuple(
+        dataclasses.replace(p, significant=False) if p is doctor else p for p in a.perturbations))
+    assert history.get(history.record({"m": ok}, source="cli")).summary.control_gate == "pass"
+
+
+def test_compare_two_runs_names_changed_verdicts(history, results):
+    import dataclasses
+
+    a, b = results["a"], results["b"]
+    # make B's comedian verdict differ from A's whatever the data say
+    flip = tuple(dataclasses.replace(p, significant=not next(
+        q for q in a.perturbations if q.name == "comedian").significant)
+        if p.name == "comedian" else p for p in b.perturbations)
+    b = dataclasses.replace(b, perturbations=flip)
+    ia = history.record({"replay": a}, source="cli")
+    ib = history.record({"model v2": b}, source="cli")
+    cmp = history.compare(ia, ib)
+    assert cmp.pairs == (("replay", "model v2"),)                # one audit each: paired
+    rows = {r.name: r for r in cmp.rows}
+    assert rows["comedian"].verdict_changed
+    assert rows["child"].status == "only in B" and rows["child"].a is None
+    assert [r.name for r in cmp.changed] == ["comedian"] + (
+        ["doctor"] if rows["doctor"].verdict_changed else [])
+    assert cmp.settings_changed["samples"] == (8, 12)
+    assert "models" in cmp.settings_changed
+    assert json.loads(json.dumps(cmp.to_dict()))["verdicts_changed"] == len(cmp.changed)
+
+
+def test_compare_multi_audit_runs_pairs_by_job(history, results):
+    a = results["a"]
+    i1 = history.record({"m1": a, "m2": a}, source="dashboard", page="personas")
+    i2 = history.record({"m2": a, "m3": a}, source="dashboard", page="personas")
+    cmp = history.compare(i1, i2)
+    assert cmp.pairs == (("m2", "m2"),)
+    status = {(r.job, r.name): r.status for r in cmp.rows}
+    assert status[("m2", "comedian")] == "same verdict"
+    assert status[("m1", "comedian")] == "only in A" and status[("m3", "doctor")] == "only in B"
+
+
+def test_delete_removes_everything(history, results):
+    i1 = history.record({"m": results["a"]}, source="cli")
+    i2 = history.record({"m": results["b"]}, source="cli")
+    assert history.delete(i1) == 1
+    assert [r.id for r in history.list()] == [i2]
+    with pytest.raises(HistoryError, match=f"no run {i1}"):
+        history.get(i1)
+    with sqlite3.connect(history.path) as con:  # cascades: no orphans
+        assert con.execute("SELECT COUNT(*) FROM arms a JOIN audits u ON u.id = a.audit_id "
+                           "WHERE u.run_id = ?", (i1,)).fetchone()[0] == 0
+        assert con.execute("SELECT COUNT(*) FROM tests").fetchone()[0] == 3
+
+
+def test_migrations_are_numbered_and_upgrade_in_place(tmp_path, results):
+    path = tmp_path / "old.sqlite3"
+    h = History(path)
+    assert h.schema_version() == len(MIGRATIONS)
+    h.record({"m": results["a"]}, source="cli")
+    assert len(History(path).list()) == 1                       # reopening migrates nothing
+    with sqlite3.connect(path) as con:
+        con.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 1}")
+    with pytest.raises(HistoryError, match="newer dbpa"):
+        History(path).list()
+
+
+def test_a_file_that_is_not_a_database_is_a_clear_error(tmp_path):
+    bad = tmp_path / "h.sqlite3"
+    bad.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(HistoryError, match="cannot be read"):
+        History(bad).list()
+
+
+def test_record_checks_its_arguments(history, results):
+    with pytest.raises(ValueError, match="`source` must be"):
+        history.record({"m": results["a"]}, source="web")
+    with pytest.raises(ValueError, match="empty"):
+        history.record({}, source="cli")
+
+
+def test_keys_are_never_recorded(history, results, monkeypatch):
+    import dataclasses
+
+    a = results["a"]
+    spec = dataclasses.replace(a.spec, models=({"backend": "openai", "name": "m",
+                                                "api_key_env": "MY_KEY"},))
+    history.record({"m": dataclasses.replace(a, spec=spec)}, source="cli")
+    blob = Path(history.path).read_bytes()
+    assert b"MY_KEY" in blob and b"sk-" not in blob
+
+
+# --------------------------------------------------------------------------- the CLI
+def _write_spec(tmp_path, name="cli-audit", label=None):
+    model = f"  file: {DEMO}\n" + (f"  label: {label}\n" if label else "")
+    text = (f"name: {name}\nmodel:\n  backend: replay\n{model}embedder: {{backend: rouge1}}\n"
+            f"samples: 6\npermutations: 100\nbase: {{prompt: {json.dumps(NICE)}}}\n"
+            "perturbations:\n  - {name: comedian, prefix: Act as a comedian., role: target}\n"
+            "  - {name: doctor, prefix: Act as a doctor., role: control}\n")
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_cli_audit_is_recorded_and_listed(tmp_path, capsys):
+    spec = _write_spec(tmp_path)
+    rc = cli.main(["--cache-dir", str(tmp_path / "c"), "audit", str(spec), "--out",
+                   str(tmp_path / "out"), "--quiet"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "recorded as run 1" in out and "dbpa history show 1" in out
+    assert cli.main(["history"]) == 0
+    listing = capsys.readouterr().out
+    assert "cli-audit" in listing and "1 run(s)" in listing
+    assert cli.main(["history", "--json"]) == 0
+    runs = json.loads(capsys.readouterr().out)
+    assert runs[0]["id"] == 1 and runs[0]["source"] == "cli" and runs[0]["tests"] == 2
+    assert cli.main(["history", "show", "1"]) == 0
+    shown = capsys.readouterr().out
+    assert "k = 6, B = 100" in shown and "responses.jsonl" in shown and "comedian" in shown
+    assert "p (adjusted)" in shown
+    assert cli.main(["history", "show", "1", "--json"]) == 0
+    full = json.loads(capsys.readouterr().out)
+    assert full["out_dir"] == str(tmp_path / "out") and full["settings"]["samples"] == 6
+    assert [p["name"] for p in next(iter(full["audits"].values()))["perturbations"]] == \
+        ["comedian", "doctor"]
+
+
+def test_cli_no_history_and_filters(tmp_path, capsys):
+    spec = _write_spec(tmp_path)
+    assert cli.main(["audit", str(spec), "--out", str(tmp_path / "o"), "--quiet",
+                     "--no-history"]) == 0
+    assert "recorded as run" not in capsys.readouterr().out
+    assert cli.main(["history"]) == 0
+    assert "No recorded runs" in capsys.readouterr().out
+    assert cli.main(["history", "--since", "someday"]) == 2
+    assert "not a date" in capsys.readouterr().err
+
+
+def test_cli_compare_and_delete(tmp_path, capsys):
+    for name, label in (("before", "model v1"), ("after", "model v2")):
+        assert cli.main(["audit", str(_write_spec(tmp_path, name, label)), "--out",
+                         str(tmp_path / name), "--quiet"]) == 0
+    capsys.readouterr()
+    assert cli.main(["history", "--model", "v2", "--json"]) == 0
+    assert [r["title"] for r in json.loads(capsys.readouterr().out)] == ["after"]
+    assert cli.main(["history", "compare", "1", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "A = run 1: before" in text and "changed: models: model v1 -> model v2" in text
+    assert "perturbations tested in both runs changed verdict" in text
+    assert cli.main(["history", "compare", "1", "2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["pairs"] == [["model v1", "model v2"]]
+    assert cli.main(["history", "delete", "1"]) == 2
+    assert "add --yes" in capsys.readouterr().err
+    assert cli.main(["history", "delete", "1", "--yes"]) == 0
+    assert "deleted 1 run" in capsys.readouterr().out
+    assert cli.main(["history", "show", "1"]) == 2
+    assert "no run 1" in capsys.readouterr().err
+
+
+def test_cli_unwritable_history_is_a_warning_not_a_failure(tmp_path, capsys, monkeypatch):
+    home = tmp_path / "home"
+    home.write_text("a file where the folder should be")
+    monkeypatch.setenv("DBPA_HOME", str(home))
+    rc = cli.main(["audit", str(_write_spec(tmp_path)), "--out", str(tmp_path / "o"), "--quiet"])
+    assert rc == 0
+    assert "not recorded in the history" in capsys.readouterr().err
