@@ -68,7 +68,8 @@ def test_settings_with_a_damaged_cache_in_a_real_browser(damaged_app, browser): 
     page.screenshot(path=str(shots() / "harden-01-damaged-cache.png"), full_page=True)
     body = page.inner_text("body")
     assert "dbpa cache clear" in body and "Traceback" not in body
-    page.get_by_role("button", name="Clear the cache").click()
+    page.get_by_role("button", name="Clear the cache…").click()
+    page.get_by_role("button", name="Yes, clear the cache").click()
     page.get_by_text("The damaged cache was removed").wait_for(timeout=30_000)
     page.wait_for_timeout(500)
     page.screenshot(path=str(shots() / "harden-02-repaired.png"), full_page=True)
