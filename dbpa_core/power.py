@@ -244,7 +244,7 @@ def power_simulation(pilot_base, pilot_perturbed, sample_sizes: Sequence[int], *
             "for an effect and reported power 1.00 where measured power was 0.15-0.23. Use "
             "method='subsample' with k below the pilot size, or record a larger pilot.")
     if method != "subsample":
-        raise ValueError(f"`method` must be 'subsample', got {method!r}.")
+        raise ValueError(f"`method` must be in {{'subsample'}}, got {method!r}.")
     get_measure(measure)
     null = _null_iv(null)
     x = check_embeddings(pilot_base, "pilot_base")

@@ -19,7 +19,7 @@ from dbpa_core.backends import (
     ServerUnavailableError,
 )
 from dbpa_core.sampling import Progress, RunCancelled
-from dbpa_core.spec import AuditSpec, SpecError, model_label, parse_spec
+from dbpa_core.spec import AuditSpec, SpecError, model_label, parse_spec, spec_warnings
 
 from . import state
 
@@ -177,13 +177,27 @@ def task_section(tasks: dict[str, Task] | None, *, key: str, label: str = "Run",
     return st.session_state["results"].get(key)
 
 
+def show_spec_warnings(specs: Sequence[AuditSpec]) -> None:
+    """What the settings cannot show (no result can be significant at this k, a
+    perturbation equal to the base), as warnings above the Run button."""
+    seen: list[str] = []
+    for spec in specs:
+        seen += [w for w in spec_warnings(spec) if w not in seen]
+    for w in seen:
+        st.warning(w, icon=":material/warning:")
+
+
 def run_section(specs: dict[str, AuditSpec] | None, *, key: str,
                 label: str = "Run") -> dict[str, AuditResult] | None:
-    """Estimate, Run button, progress and stop for the audit pages (see
+    """Estimate, warnings, Run button, progress and stop for the audit pages (see
     :func:`task_section`); ``specs`` maps a job name to its spec."""
     tasks = {name: audit_task(spec) for name, spec in specs.items()} if specs else None
-    return task_section(tasks, key=key, label=label,
-                        before=lambda: show_estimate(list(specs.values())))
+
+    def before() -> None:
+        show_estimate(list(specs.values()))
+        show_spec_warnings(list(specs.values()))
+
+    return task_section(tasks, key=key, label=label, before=before)
 
 
 def interrupted(key: str) -> bool:

@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from dbpa_core.audit import AuditResult
-from dbpa_core.measures import MEASURES
+from dbpa_core.measures import DEFAULT_MEASURE, MEASURES, NULLS
 from dbpa_core.multitest import METHODS
 
 from . import export, state
@@ -73,8 +73,24 @@ def settings_sidebar() -> None:
                         key="w_samples", help="More samples: more power, more calls.")
         st.number_input("Permutations (B)", min_value=100, max_value=100_000, step=1000,
                         key="w_permutations", help="The p-value's resolution is 1/(B+1).")
-        st.selectbox("Effect size ω", sorted(MEASURES), key="w_measure",
-                     help="jsd: Jensen–Shannon distance of the similarity histograms (default).")
+        st.selectbox("Effect size ω", list(MEASURES), key="w_measure",
+                     help=f"{DEFAULT_MEASURE} (default): energy distance between the response "
+                     "embeddings, the most powerful calibrated measure on recorded responses. "
+                     "jsd: the papers' Jensen–Shannon distance of the similarity histograms.")
+        st.selectbox("Null: P0 from", list(NULLS), key="w_null",
+                     format_func=lambda v: {"base": "base answers (papers')",
+                                            "pooled": "both groups (symmetric)"}[v],
+                     help="For jsd, wasserstein and ks, P0 (the model's own noise) comes from "
+                     "the base answers only, so swapping base and perturbed changes the result. "
+                     "'both groups' uses the within-group similarities of both: use it when "
+                     "neither side is the reference (e.g. two models). Energy measures are "
+                     "symmetric either way.")
+        st.number_input("Minimum effect of interest δ", min_value=0.0, max_value=10.0,
+                        step=0.01, format="%.3f", key="w_min_effect",
+                        help="Optional (0 = none). Results then say separately whether a change "
+                        "is detectable (p) and whether its effect above chance exceeds δ, in "
+                        "units of the chosen ω. With many samples nearly every change is "
+                        "detectable; δ says which ones matter.")
         st.selectbox("Multiple-testing correction", list(METHODS), key="w_correction",
                      help="holm controls the family-wise error; bh the false discovery rate.")
         st.slider("Significance level α", 0.001, 0.2, key="w_alpha", step=0.001, format="%.3f")
@@ -89,10 +105,16 @@ def settings_sidebar() -> None:
 
 def results_table(result: AuditResult) -> pd.DataFrame:
     rows = []
+    delta = result.spec.min_effect
     for p in result.perturbations:
-        rows.append({"perturbation": p.name, "role": p.role or "", "model": p.model,
-                     "ω": round(p.effect_size, 4), "p": p.p_value, "p (adjusted)": p.p_adjusted,
-                     "": p.stars, "significant": p.significant})
+        row = {"perturbation": p.name, "role": p.role or "", "model": p.model,
+               "ω above chance": round(p.effect_above_chance, 4),
+               "ω": round(p.effect_size, 4), "chance ω": round(p.chance_effect_size, 4),
+               "p": p.p_value, "p (adjusted)": p.p_adjusted, "": p.stars,
+               "detectable": p.significant}
+        if delta is not None:
+            row[f"> δ = {delta:g}"] = bool(p.exceeds_min_effect)
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
@@ -122,17 +144,29 @@ def summary_sentence(result: AuditResult) -> str:
 def show_results_table(result: AuditResult, *, key: str) -> None:
     st.markdown(f"**{html.escape(summary_sentence(result))}**")
     df = results_table(result)
+    spec = result.spec
     st.dataframe(df, hide_index=True, key=f"{key}_table", column_config={
         "p": st.column_config.NumberColumn(format="%.4f"),
         "p (adjusted)": st.column_config.NumberColumn(format="%.4f"),
-        "ω": st.column_config.NumberColumn(format="%.3f", help="effect size"),
+        "ω above chance": st.column_config.NumberColumn(
+            format="%+.3f", help="how much more the answers moved than chance alone moves "
+            "them at this k: about 0 when nothing changed"),
+        "ω": st.column_config.NumberColumn(format="%.3f", help="effect size, raw"),
+        "chance ω": st.column_config.NumberColumn(
+            format="%.3f", help="the ω chance alone gives at this k (mean over permutations)"),
+        "detectable": st.column_config.CheckboxColumn(
+            help="significant after the correction (adjusted p <= α)"),
     })
-    spec = result.spec
+    delta = ("" if spec.min_effect is None else
+             f" '> δ': the effect above chance exceeds δ = {spec.min_effect:g}, a question "
+             "separate from whether it is detectable.")
     st.caption(f"k = {spec.samples} responses per prompt, B = {spec.permutations} permutations, "
                f"ω = {spec.measure}, correction = {spec.correction}, α = {spec.alpha}. "
                "Stars on the adjusted p: * < .05, ** < .01, *** < .001. A small p means the "
                "perturbed answers differ from the base answers by more than the model's own "
-               "randomness explains; a large p means this sample could not show a change.")
+               "randomness explains; a large p means this sample could not show a change. "
+               "ω has no fixed zero: read 'ω above chance', about 0 when nothing changed."
+               + delta)
 
 
 def response_viewer(result: AuditResult, *, key: str, only: list[str] | None = None) -> None:
