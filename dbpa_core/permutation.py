@@ -35,6 +35,7 @@ from .types import DBPAResult
 MAX_EXACT_SPLITS = 1_000_000
 MAX_BATCH_BYTES = 32 * 2**20   # split indices held at once (int32): bounds memory at any k and B
 SEQUENTIAL_FIRST_BATCH = 64     # sequential stopping starts this small and doubles
+PARALLEL_MIN_WORK = 1_000_000   # pair visits per kernel call below which one thread is faster
 
 
 class DBPAWarning(UserWarning):
@@ -134,6 +135,22 @@ def single_threaded_blas() -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def _threads_for(work: float) -> Iterator[None]:
+    """One numba thread for a small kernel call (about a millisecond of work or less):
+    starting a parallel region costs more than it saves there, and far more on a busy
+    machine. Results do not depend on the thread count."""
+    if work >= PARALLEL_MIN_WORK:
+        yield
+        return
+    before = nb.get_num_threads()
+    nb.set_num_threads(1)
+    try:
+        yield
+    finally:
+        nb.set_num_threads(before)
+
+
 # --------------------------------------------------------------------------- input validation
 def _as_generator(rng) -> np.random.Generator:
     if rng is None or isinstance(rng, (int, np.integer)):
@@ -199,11 +216,17 @@ def run_permutations(stat: Callable[[np.ndarray], np.ndarray], n: int, k: int, *
 
     Returns ``(t_obs, stats, p_value, exact, stopped_early)``.
     """
-    t_obs = float(stat(np.arange(k, dtype=np.int32)[None, :])[0])
+    per_split = n * n / 2.0  # pair visits of one split, at most
+
+    def evaluate(subsets: np.ndarray) -> np.ndarray:
+        with _threads_for(subsets.shape[0] * per_split):
+            return stat(subsets)
+
+    t_obs = float(evaluate(np.arange(k, dtype=np.int32)[None, :])[0])
     n_splits = math.comb(n, k)
     cap = max_batch(k, batch)
     if n_splits <= min(n_permutations, MAX_EXACT_SPLITS):
-        stats = np.concatenate([stat(sub) for sub in _exact_batches(n, k, cap)])
+        stats = np.concatenate([evaluate(sub) for sub in _exact_batches(n, k, cap)])
         return t_obs, stats, _p_value(stats, t_obs, exact=True), True, False
 
     seed = int(rng.integers(0, 2**63 - 1))
@@ -213,7 +236,9 @@ def run_permutations(stat: Callable[[np.ndarray], np.ndarray], n: int, k: int, *
     done = hits = 0
     while done < n_permutations:
         count = min(size, n_permutations - done)
-        part = stat(random_subsets(n, k, count, seed=seed, start=done))
+        with _threads_for(count * per_split):
+            subsets = random_subsets(n, k, count, seed=seed, start=done)
+        part = evaluate(subsets)
         stats[done:done + count] = part
         if sequential is not None:
             exceed = part >= t_obs - tol
