@@ -78,3 +78,17 @@ def test_effect_above_chance_averages_zero_under_the_null(k):
         se = a.std(ddof=1) / np.sqrt(a.size)
         assert abs(a.mean()) <= 4 * se, f"{m} at k = {k}: mean above chance {a.mean():.4g} ± {se:.2g}"
         assert np.mean(chance[m]) > 10 * se  # raw ω under H0 is far from 0
+
+
+def test_sequential_stopping_keeps_the_false_positive_rate():
+    """Besag–Clifford p-values (h = 10, starting with 64 permutations) are valid: under
+    the null at most about 5 % fall at or below .05, and most runs stop early."""
+    gen = np.random.default_rng(77)
+    runs = [dbpa_test(*_clouds(gen, 8, 8, 0.0), n_permutations=999, rng=gen, sequential=10)
+            for _ in range(N_DATASETS)]
+    pvals = np.array([r.p_value for r in runs])
+    rejections = int(np.sum(pvals <= 0.05))
+    hi = stats.binom.ppf(0.9995, N_DATASETS, 0.05)
+    assert rejections <= hi, f"{rejections}/{N_DATASETS} false positives"
+    assert np.mean([r.stopped_early for r in runs]) > 0.8
+    assert np.median([r.n_permutations for r in runs]) < 64

@@ -157,16 +157,20 @@ def show_results_table(result: AuditResult, *, key: str) -> None:
         "detectable": st.column_config.CheckboxColumn(
             help="significant after the correction (adjusted p <= α)"),
     })
-    delta = ("" if spec.min_effect is None else
+    notes = ("" if spec.min_effect is None else
              f" '> δ': the effect above chance exceeds δ = {spec.min_effect:g}, a question "
              "separate from whether it is detectable.")
+    if result.mode == "models" and spec.null == "base" and not MEASURES[spec.measure].symmetric:
+        notes += (" With this ω, P0 comes from the reference model's answers only, so the "
+                  "comparison is asymmetric (swapping the two models changes ω and p); choose "
+                  "'Null: P0 from both groups' in the sidebar for a symmetric one.")
     st.caption(f"k = {spec.samples} responses per prompt, B = {spec.permutations} permutations, "
                f"ω = {spec.measure}, correction = {spec.correction}, α = {spec.alpha}. "
                "Stars on the adjusted p: * < .05, ** < .01, *** < .001. A small p means the "
                "perturbed answers differ from the base answers by more than the model's own "
                "randomness explains; a large p means this sample could not show a change. "
                "ω has no fixed zero: read 'ω above chance', about 0 when nothing changed."
-               + delta)
+               + notes)
 
 
 def response_viewer(result: AuditResult, *, key: str, only: list[str] | None = None) -> None:

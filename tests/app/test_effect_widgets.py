@@ -55,3 +55,21 @@ def test_results_table_shows_above_chance_and_min_effect(make_app):
     row = table.set_index("perturbation").loc["child"]
     assert row["> δ = 0.01"] == by["child"].exceeds_min_effect
     assert row["ω above chance"] == pytest.approx(by["child"].effect_above_chance, abs=1e-4)
+
+
+def test_model_comparison_says_when_the_test_is_asymmetric(make_app):
+    from tests.fake_openai import FakeOpenAI
+
+    with FakeOpenAI(models=("ref", "other")) as srv:
+        models = [{"backend": "openai", "name": "ref", "base_url": srv.base_url},
+                  {"backend": "openai", "name": "other", "base_url": srv.base_url}]
+        at = make_app(models=models, page="pages/model_comparison.py", w_embedder="rouge1",
+                      w_measure="jsd")
+        at.button(key="models_run").click().run()
+        assert not at.exception, at.exception
+        captions = " ".join(c.value for c in at.caption)
+        assert "comparison is asymmetric" in captions and "both groups" in captions
+        at.selectbox(key="w_null").set_value("pooled").run()
+        at.button(key="models_run").click().run()
+    captions = " ".join(c.value for c in at.caption)
+    assert "asymmetric" not in captions
