@@ -118,3 +118,15 @@ perturbations:
 """)
     assert main(["--cache-dir", str(tmp_path / "c"), "estimate", str(spec)]) == 0
     assert "Perturbation 'again' has the same prompt as the base" in capsys.readouterr().err
+
+
+def test_html_report_has_above_chance_and_min_effect(tmp_path):
+    from ui.export import html_report
+
+    res = run_audit(load_spec(write_spec(tmp_path, extra="min_effect: 0.01")),
+                    cache=Cache(tmp_path / "c"))
+    page = html_report("r", [res], {})
+    assert "<th>ω above chance</th>" in page and "<th>chance ω</th>" in page
+    assert "<th>&gt; δ = 0.01</th>" in page
+    p = res.perturbations[1]
+    assert f"<td>{p.effect_above_chance:+.4f}</td>" in page

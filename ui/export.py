@@ -20,12 +20,17 @@ border-radius:6px;font-size:.85rem}.muted{color:#616e7c;font-size:.85rem}
 
 
 def _table(result: AuditResult) -> str:
-    head = "<tr><th>perturbation</th><th>role</th><th>model</th><th>ω</th><th>p</th>" \
-           "<th>p (adjusted)</th><th></th></tr>"
+    delta = result.spec.min_effect
+    head = "<tr><th>perturbation</th><th>role</th><th>model</th><th>ω above chance</th>" \
+           "<th>ω</th><th>chance ω</th><th>p</th><th>p (adjusted)</th><th></th>" + \
+           (f"<th>&gt; δ = {delta:g}</th>" if delta is not None else "") + "</tr>"
     rows = "".join(
         f"<tr><td>{html.escape(p.name)}</td><td>{html.escape(p.role or '')}</td>"
-        f"<td>{html.escape(p.model)}</td><td>{p.effect_size:.4f}</td><td>{p.p_value:.4g}</td>"
-        f"<td>{p.p_adjusted:.4g}</td><td>{p.stars}</td></tr>" for p in result.perturbations)
+        f"<td>{html.escape(p.model)}</td><td>{p.effect_above_chance:+.4f}</td>"
+        f"<td>{p.effect_size:.4f}</td><td>{p.chance_effect_size:.4f}</td><td>{p.p_value:.4g}</td>"
+        f"<td>{p.p_adjusted:.4g}</td><td>{p.stars}</td>"
+        + (f"<td>{'yes' if p.exceeds_min_effect else 'no'}</td>" if delta is not None else "")
+        + "</tr>" for p in result.perturbations)
     return f"<table>{head}{rows}</table>"
 
 
@@ -51,9 +56,10 @@ def html_report(title: str, results: Sequence[AuditResult],
         first = False
     body = [f"<h1>{html.escape(title)}</h1>",
             f"<p class='muted'>Generated {datetime.now(UTC):%Y-%m-%d %H:%M UTC} by dbpa. "
-            "ω is the effect size; p comes from a permutation test on the response "
-            "embeddings' similarities; stars mark the adjusted p (* &lt; .05, ** &lt; .01, "
-            "*** &lt; .001).</p>"]
+            "ω is the effect size and chance ω what chance alone gives at this k; ω above "
+            "chance (ω − chance ω) is about 0 when nothing changed. p comes from a permutation "
+            "test on the response embeddings; stars mark the adjusted p (* &lt; .05, "
+            "** &lt; .01, *** &lt; .001).</p>"]
     for r in results:
         s = r.spec
         body.append(f"<h2>{html.escape(r.base.arm.model_label)}: {html.escape(s.name)}</h2>")
