@@ -321,6 +321,29 @@ def smallest_p_value(k: int, m: int, *, n_permutations: int, measure: str = DEFA
     return 1.0 / (n_permutations + 1)
 
 
+def memory_estimate(k: int, m: int, *, n_permutations: int, measure: str = DEFAULT_MEASURE,
+                    bins: int = DEFAULT_BINS) -> int:
+    """Bytes one test needs at its peak (an estimate, known before sampling).
+
+    The pooled similarity matrix (and the distance matrix of an energy measure,
+    the bin matrix of ``jsd``, the sorted pairs of ``wasserstein``/``ks``), one
+    batch of split indices (at most :data:`MAX_BATCH_BYTES`) and the B
+    permutation statistics, which the result keeps.
+    """
+    meas = get_measure(measure)
+    n = k + m
+    pairs = n * (n - 1) // 2
+    need = 8 * n * n  # similarity
+    if meas.uses == "distance":
+        need += 8 * n * n
+    elif meas.name == "jsd":
+        need += n * n * (1 if bins <= 256 else 4) + 8 * n * bins
+    else:
+        need += pairs * (8 + 8 + 2 * 4)  # values, gaps, two index arrays (and argsort)
+    need += min(MAX_BATCH_BYTES, 4 * k * max(1, min(n_permutations, math.comb(n, k))))
+    return need + 8 * n_permutations
+
+
 def dbpa_test(base, perturbed, *, measure: str = DEFAULT_MEASURE, n_permutations: int = 10_000,
               rng=None, sequential: int | None = None, batch: int | None = None,
               bins: int = DEFAULT_BINS, null: str = "base") -> DBPAResult:

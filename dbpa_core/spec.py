@@ -371,12 +371,37 @@ def spec_warnings(spec: AuditSpec) -> list[str]:
     reach = spec.attainability()
     if reach.message:
         out.append(reach.message)
+    need, have = memory_needed(spec), _physical_memory()
+    if have and need > 0.5 * have:
+        out.append(f"The statistics of this spec need about {need / 2**30:.1f} GiB (the "
+                   f"similarity matrices of {2 * spec.samples} responses and "
+                   f"{spec.permutations} permutation statistics per test), "
+                   f"{'more than' if need > have else 'over half of'} this machine's "
+                   f"{have / 2**30:.1f} GiB: lower 'samples' or 'permutations' before paying "
+                   "for the sampling.")
     base = (" ".join(spec.base_prompt.split()), spec.system_prompt or "")
     for p in spec.perturbations:
         if (" ".join(p.prompt.split()), p.system_prompt or "") == base:
             out.append(f"Perturbation {p.name!r} has the same prompt as the base: it tests the "
                        "model against itself (a check of the false-positive rate), not a change.")
     return out
+
+
+def memory_needed(spec: AuditSpec) -> int:
+    """Bytes the spec's tests need: one test's matrices at a time, plus the permutation
+    statistics every result keeps (see :func:`dbpa_core.permutation.memory_estimate`)."""
+    from .permutation import memory_estimate
+
+    one = memory_estimate(spec.samples, spec.samples, n_permutations=spec.permutations,
+                          measure=spec.measure)
+    return one + 8 * spec.permutations * (spec.n_tests - 1)
+
+
+def _physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 0
 
 
 def load_spec(path: str | os.PathLike) -> AuditSpec:

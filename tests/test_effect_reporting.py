@@ -130,3 +130,17 @@ def test_html_report_has_above_chance_and_min_effect(tmp_path):
     assert "<th>&gt; δ = 0.01</th>" in page
     p = res.perturbations[1]
     assert f"<td>{p.effect_above_chance:+.4f}</td>" in page
+
+
+def test_memory_estimate_and_warning(monkeypatch):
+    from dbpa_core import spec as spec_module
+    from dbpa_core.permutation import MAX_BATCH_BYTES, memory_estimate
+
+    small = memory_estimate(20, 20, n_permutations=2000)
+    assert 8 * 40 * 40 * 2 + 8 * 2000 <= small < 2**20
+    big = memory_estimate(10_000, 10_000, n_permutations=10_000_000)
+    assert big >= 8 * 20_000**2 * 2 + 8 * 10_000_000 and big < 8 * 20_000**2 * 2 + 9e7 + MAX_BATCH_BYTES
+    huge = parse_spec(SPEC.replace("samples: 20", "samples: 10000"))
+    monkeypatch.setattr(spec_module, "_physical_memory", lambda: 4 * 2**30)
+    assert any("GiB" in w and "more than this machine's 4.0 GiB" in w for w in spec_warnings(huge))
+    assert not any("GiB" in w for w in spec_warnings(parse_spec(SPEC)))
