@@ -105,7 +105,7 @@ def bench_other_measures(sizes) -> bool:
     for k in sizes:
         x, y = embeddings(k)
         ms = {m: best_time(lambda m=m, x=x, y=y: dbpa_test(x, y, measure=m, n_permutations=B,
-                                                           rng=0), repeats=5 if k <= 50 else 3)
+                                                           rng=0), repeats=5)
               for m in measures}
         cells = " ".join(f"{ms[m] * 1e3:>8.1f} ({ms[m] / ms['jsd']:>4.1f}x)" for m in measures)
         target = ""
