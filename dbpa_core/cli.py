@@ -71,12 +71,14 @@ def _cache(args):
 
 
 def _spec_warnings(spec) -> list[str]:
-    """Print what the spec cannot show (before any call) and return it."""
-    from .spec import spec_warnings
+    """Print what the spec cannot show (before any call) and return the warnings."""
+    from .spec import spec_notes, spec_warnings
 
     found = spec_warnings(spec)
     for w in found:
         print(f"warning: {w}", file=sys.stderr)
+    for n in spec_notes(spec):
+        print(f"note: {n}", file=sys.stderr)
     return found
 
 

@@ -361,15 +361,18 @@ def parse_spec(data: str | dict, *, source: str = "<spec>", base_dir: str | os.P
 def spec_warnings(spec: AuditSpec) -> list[str]:
     """What a spec cannot show, found before any call (the spec check).
 
-    * no result can be significant (or not every star is in reach) at its k, B,
-      correction and α — e.g. k = 2, or B = 499 with Holm over 40 tests
+    * no result can be significant at its k, B, correction and α — e.g. k = 2,
+      or B = 499 with Holm over 40 tests
       (see :func:`dbpa_core.power.attainable_significance`);
+    * its statistics would need more memory than the machine has;
     * a perturbation whose prompt (and system prompt) equals the base's: it is
       another sample of the base, not a perturbation.
+
+    :func:`spec_notes` holds the milder news (not every star is in reach).
     """
     out: list[str] = []
     reach = spec.attainability()
-    if reach.message:
+    if not reach.reachable:
         out.append(reach.message)
     need, have = memory_needed(spec), _physical_memory()
     if have and need > 0.5 * have:
@@ -385,6 +388,13 @@ def spec_warnings(spec: AuditSpec) -> list[str]:
             out.append(f"Perturbation {p.name!r} has the same prompt as the base: it tests the "
                        "model against itself (a check of the false-positive rate), not a change.")
     return out
+
+
+def spec_notes(spec: AuditSpec) -> list[str]:
+    """Informational results of the spec check: which stars are out of reach (e.g.
+    ``***`` with B = 2000 and Holm over 3 or more perturbations)."""
+    reach = spec.attainability()
+    return [reach.message] if reach.reachable and reach.message else []
 
 
 def memory_needed(spec: AuditSpec) -> int:

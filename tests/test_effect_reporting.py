@@ -8,7 +8,7 @@ import pytest
 from dbpa_core.audit import run_audit
 from dbpa_core.cache import Cache
 from dbpa_core.cli import main
-from dbpa_core.spec import load_spec, parse_spec, spec_warnings
+from dbpa_core.spec import load_spec, parse_spec, spec_notes, spec_warnings
 
 from .test_replay_cli import BASE, PROMPTS, write_spec
 
@@ -45,11 +45,12 @@ def test_spec_check_warns_when_nothing_can_be_significant():
     assert any("no result can be significant" in x and "permutations" in x for x in w)
     # 2000 permutations and Holm over 3 tests: *** needs p < .001 / 3
     three = SPEC + "  - {name: child, prefix: \"Act as a child.\"}\n"
-    w = spec_warnings(parse_spec(three))
-    assert any("at most '**'" in x and "3000 permutations" in x for x in w)
+    notes = spec_notes(parse_spec(three))
+    assert any("at most '**'" in x and "3000 permutations" in x for x in notes)
+    assert not any("**" in w for w in spec_warnings(parse_spec(three)))  # a note, not a warning
     ok = three.replace("permutations: 2000", "permutations: 3000").replace(
         'prompt: "John  is 70."', 'prompt: "Ahmed is 70."')
-    assert spec_warnings(parse_spec(ok)) == []
+    assert spec_warnings(parse_spec(ok)) == [] and spec_notes(parse_spec(ok)) == []
 
 
 def test_audit_results_carry_effect_above_chance_and_min_effect(tmp_path):
@@ -78,12 +79,16 @@ def test_cli_table_shows_chance_and_above(tmp_path, capsys):
     rc = main(["--cache-dir", str(tmp_path / "c"), "audit", str(spec), "--out",
                str(tmp_path / "o"), "--quiet"])
     assert rc == 0
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out, err = captured.out, captured.err
     header = out.splitlines()[0].split()
     assert header[:7] == ["name", "role", "omega", "chance", "above", "p", "p_adj"]
     assert header[-1] == "0.01" and "above = omega - chance" in out
     comedian = next(line for line in out.splitlines() if line.startswith("comedian"))
     assert comedian.rstrip().endswith(("yes", "no"))
+    # 999 permutations and Holm over 2 tests: '***' is out of reach, said as a note
+    assert "note: With k = 8 responses per prompt, B = 999 permutations and holm over 2 tests" in err
+    assert "warning:" not in err
 
 
 def test_cli_warns_before_any_call(tmp_path, capsys):
@@ -98,6 +103,7 @@ def test_cli_warns_before_any_call(tmp_path, capsys):
                str(tmp_path / "o"), "--quiet"])
     err = capsys.readouterr().err
     assert rc == 0 and err.count("no result can be significant") == 1  # said once
+    assert err.count("warning: ") == 1
     assert rec.read_text() == rec_text
     data = json.loads((tmp_path / "o" / "results.json").read_text())
     assert any("no result can be significant" in w for w in data["warnings"])

@@ -19,7 +19,7 @@ from dbpa_core.backends import (
     ServerUnavailableError,
 )
 from dbpa_core.sampling import Progress, RunCancelled
-from dbpa_core.spec import AuditSpec, SpecError, model_label, parse_spec, spec_warnings
+from dbpa_core.spec import AuditSpec, SpecError, model_label, parse_spec, spec_notes, spec_warnings
 
 from . import state
 
@@ -179,12 +179,17 @@ def task_section(tasks: dict[str, Task] | None, *, key: str, label: str = "Run",
 
 def show_spec_warnings(specs: Sequence[AuditSpec]) -> None:
     """What the settings cannot show (no result can be significant at this k, a
-    perturbation equal to the base), as warnings above the Run button."""
-    seen: list[str] = []
+    perturbation equal to the base) as warnings above the Run button; which stars
+    are out of reach as a quieter note."""
+    warned: list[str] = []
+    noted: list[str] = []
     for spec in specs:
-        seen += [w for w in spec_warnings(spec) if w not in seen]
-    for w in seen:
+        warned += [w for w in spec_warnings(spec) if w not in warned]
+        noted += [n for n in spec_notes(spec) if n not in noted]
+    for w in warned:
         st.warning(w, icon=":material/warning:")
+    for n in noted:
+        st.caption(f":material/info: {n}")
 
 
 def run_section(specs: dict[str, AuditSpec] | None, *, key: str,

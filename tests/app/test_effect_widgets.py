@@ -32,6 +32,10 @@ def test_warning_above_run_when_nothing_can_be_significant(make_app):
     at = make_app(w_samples=20, w_permutations=5000, w_embedder="rouge1",
                   w_correction="bh")
     assert not any("significant" in w for w in warnings_shown(at))
+    # B = 500 and Holm over 8 personas: only '*' is in reach, a quiet note, not a warning
+    at = make_app(w_embedder="rouge1")
+    assert not warnings_shown(at)
+    assert any("at most '*'" in c.value for c in at.caption)
 
 
 def test_warning_for_a_perturbation_equal_to_the_base(make_app):
