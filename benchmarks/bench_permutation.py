@@ -13,6 +13,10 @@ same machine at the same time.
 
 Targets (issue 2, 2-core machine): k = 50, jsd: <= 20 ms and >= 100x faster
 than literal; k = 500: < 1 s.
+
+Then the other measures against jsd in the same run (issue 12: ``wasserstein`` and
+``ks`` within 5x of jsd at k = 200), and sequential stopping on a clear null
+(issue 8: it must stop within milliseconds, not after a first batch of 1,024).
 """
 from __future__ import annotations
 
@@ -54,6 +58,10 @@ def main() -> int:
     ap.add_argument("--measure", default="jsd")
     ap.add_argument("--literal-permutations", type=int, default=200,
                     help="permutations timed for the literal version (rate scaled to B)")
+    ap.add_argument("--other-sizes", default="50,200",
+                    help="k for the table of the other measures against jsd")
+    ap.add_argument("--skip-others", action="store_true",
+                    help="only the jsd table (no other measures, no sequential stopping)")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     print(f"measure={args.measure}  B={B}  d=384  cores={os.cpu_count()}")
@@ -81,8 +89,47 @@ def main() -> int:
             target = f"< 1000 ms: {'met' if met else 'MISSED'}"
         print(f"{k:>5} {ours * 1e3:>9.1f} {B / ours:>12,.0f} {lit_rate:>15,.0f} "
               f"{speedup:>8,.0f}x  {target}", flush=True)
+    if args.measure == "jsd" and not args.skip_others:
+        ok &= bench_other_measures([int(v) for v in args.other_sizes.split(",")])
+        ok &= bench_sequential()
     print("all targets met" if ok else "SOME TARGETS MISSED")
     return 0
+
+
+def bench_other_measures(sizes) -> bool:
+    """Every measure at B = 10,000, timed in this process next to jsd."""
+    measures = ["jsd", "wasserstein", "ks", "energy-l2", "energy-cosine"]
+    print(f"\nother measures, B = {B}: ms (ratio to jsd)")
+    print(f"{'k':>5} " + " ".join(f"{m:>17}" for m in measures) + "  target")
+    ok = True
+    for k in sizes:
+        x, y = embeddings(k)
+        ms = {m: best_time(lambda m=m, x=x, y=y: dbpa_test(x, y, measure=m, n_permutations=B,
+                                                           rng=0), repeats=5)
+              for m in measures}
+        cells = " ".join(f"{ms[m] * 1e3:>8.1f} ({ms[m] / ms['jsd']:>4.1f}x)" for m in measures)
+        target = ""
+        if k == 200:
+            worst = max(ms["wasserstein"], ms["ks"]) / ms["jsd"]
+            met = worst <= 5.0
+            ok &= met
+            target = f"wasserstein, ks <= 5x jsd: {'met' if met else 'MISSED'} ({worst:.1f}x)"
+        print(f"{k:>5} {cells}  {target}", flush=True)
+    return ok
+
+
+def bench_sequential() -> bool:
+    """A clear null (two draws from one distribution) with Besag–Clifford h = 10."""
+    x, y = embeddings(20)
+    y = x[::-1] + 0.01  # the same responses, a hair apart: p is large
+    full = best_time(lambda: dbpa_test(x, y, n_permutations=B, rng=0), repeats=5)
+    seq = best_time(lambda: dbpa_test(x, y, n_permutations=B, rng=0, sequential=10), repeats=5)
+    r = dbpa_test(x, y, n_permutations=B, rng=0, sequential=10)
+    met = seq <= 0.010
+    print(f"\nsequential stopping, clear null, k = 20, B = {B}, h = 10: {seq * 1e3:.1f} ms after "
+          f"{r.n_permutations} permutations (full run {full * 1e3:.1f} ms); target <= 10 ms: "
+          f"{'met' if met else 'MISSED'}")
+    return met
 
 
 if __name__ == "__main__":

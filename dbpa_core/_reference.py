@@ -20,15 +20,17 @@ from .measures import (
 from .similarity import cosine_similarity_matrix, normalize_rows
 
 
-def _omega(xa: np.ndarray, xb: np.ndarray, measure: str, edges) -> float:
+def _omega(xa: np.ndarray, xb: np.ndarray, measure: str, edges, null: str = "base") -> float:
     sa = cosine_similarity_matrix(xa)
     p0 = sa[np.triu_indices(xa.shape[0], 1)]
+    if null == "pooled":
+        p0 = np.concatenate([p0, cosine_similarity_matrix(xb)[np.triu_indices(xb.shape[0], 1)]])
     p1 = (normalize_rows(xa) @ normalize_rows(xb).T).ravel()
     p1 = np.clip(p1, -1.0, 1.0)
     if measure == "jsd":
-        # recomputed similarities differ from the pooled matrix's in the last bits, so
-        # the pair at the pooled min or max can land a hair outside the outer edges,
-        # where np.histogram would drop it: clip to the edges, as binning once does
+        # values beyond the edges (the whiskers of the pooled similarities) belong to
+        # the outer bins; recomputed similarities also differ from the pooled matrix's
+        # in the last bits: clip to the edges, as binning once does
         lo, hi = edges[0], edges[-1]
         return jsd_distance(np.clip(p0, lo, hi), np.clip(p1, lo, hi), edges)
     if measure == "wasserstein":
@@ -41,7 +43,8 @@ def _omega(xa: np.ndarray, xb: np.ndarray, measure: str, edges) -> float:
 
 
 def literal_dbpa_test(base, perturbed, *, measure: str = "jsd", subsets=None,
-                      n_permutations: int = 1000, rng=None, bins: int = DEFAULT_BINS):
+                      n_permutations: int = 1000, rng=None, bins: int = DEFAULT_BINS,
+                      null: str = "base"):
     """Returns ``(t_obs, permutation_statistics, p_value)``.
 
     ``subsets`` (shape (B, k)) fixes the splits; otherwise they are drawn with
@@ -52,7 +55,7 @@ def literal_dbpa_test(base, perturbed, *, measure: str = "jsd", subsets=None,
     pooled = np.vstack([x, y])
     n, k = pooled.shape[0], x.shape[0]
     edges = histogram_edges(cosine_similarity_matrix(pooled), bins)
-    t_obs = _omega(x, y, measure, edges)
+    t_obs = _omega(x, y, measure, edges, null)
     if subsets is None:
         gen = np.random.default_rng(rng)
         subsets = [gen.permutation(n)[:k] for _ in range(n_permutations)]
@@ -60,7 +63,7 @@ def literal_dbpa_test(base, perturbed, *, measure: str = "jsd", subsets=None,
     for idx in subsets:
         mask = np.zeros(n, bool)
         mask[np.asarray(idx)] = True
-        stats.append(_omega(pooled[mask], pooled[~mask], measure, edges))
+        stats.append(_omega(pooled[mask], pooled[~mask], measure, edges, null))
     stats = np.asarray(stats)
     tol = 1e-12 * max(1.0, abs(t_obs))
     p = (1 + np.count_nonzero(stats >= t_obs - tol)) / (1 + stats.size)

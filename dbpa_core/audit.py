@@ -33,7 +33,7 @@ from .pricing import estimate_tokens, price_of
 from .roc import roc_over_alpha
 from .sampling import Job, Progress, RunCancelled, Sampler, is_cached, model_key, requests_for
 from .similarity import TEXT_SIMILARITIES, text_similarity_matrix
-from .spec import AuditSpec, model_label
+from .spec import AuditSpec, model_label, spec_warnings
 from .types import DBPAResult, ROCResult, _jsonable
 
 AuditCancelled = RunCancelled  # the name audits raised before sampling.py existed
@@ -78,6 +78,21 @@ class PerturbationResult:
     significant: bool
     stars: str
     test: DBPAResult
+    min_effect: float | None = None
+
+    @property
+    def detectable(self) -> bool:
+        """The change is detectable: significant after the correction (p_adjusted <= α)."""
+        return self.significant
+
+    @property
+    def exceeds_min_effect(self) -> bool | None:
+        """The effect above chance is larger than δ (``min_effect``); None when no δ
+        was set. Separate from :attr:`detectable`: with many samples nearly every
+        change is detectable, but only some are larger than what matters."""
+        if self.min_effect is None:
+            return None
+        return bool(self.effect_above_chance > self.min_effect)
 
     @property
     def chance_effect_size(self) -> float:
@@ -95,6 +110,8 @@ class PerturbationResult:
             "effect_size": self.effect_size, "chance_effect_size": self.chance_effect_size,
             "effect_above_chance": self.effect_above_chance, "p_value": self.p_value,
             "p_adjusted": self.p_adjusted, "significant": self.significant, "stars": self.stars,
+            "min_effect": self.min_effect, "exceeds_min_effect": self.exceeds_min_effect,
+            "measure": self.test.measure, "null": self.test.null,
             "n_permutations": self.test.n_permutations, "exact": self.test.exact,
         })
 
@@ -128,6 +145,7 @@ class AuditResult:
             "perturbations": [p.to_dict() for p in self.perturbations],
             "usage": self.usage,
             "warnings": list(self.warnings),
+            "attainable": self.spec.attainability().to_dict(),
         }
         if arrays:
             for d, p in zip(out["perturbations"], self.perturbations, strict=False):
@@ -142,7 +160,8 @@ class AuditResult:
     def to_csv(self) -> str:
         buf = io.StringIO()
         cols = ["name", "role", "model", "effect_size", "chance_effect_size",
-                "effect_above_chance", "p_value", "p_adjusted", "significant", "stars", "prompt"]
+                "effect_above_chance", "p_value", "p_adjusted", "significant", "stars",
+                "exceeds_min_effect", "prompt"]
         w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore")
         w.writeheader()
         for p in self.perturbations:
@@ -355,11 +374,11 @@ def run_audit(spec: AuditSpec, *, cache: Cache | None = None,
                                            spec.embedder["backend"])
                 r = dbpa_test_similarity(s, k, measure=spec.measure,
                                          n_permutations=spec.permutations, rng=rng,
-                                         sequential=spec.sequential)
+                                         sequential=spec.sequential, null=spec.null)
             else:
                 r = dbpa_test(base.embeddings, other.embeddings, measure=spec.measure,
                               n_permutations=spec.permutations, rng=rng,
-                              sequential=spec.sequential)
+                              sequential=spec.sequential, null=spec.null)
         for w in wlist:
             caught.append(f"{other.arm.name}: {w.message}")
         tests.append(r)
@@ -370,7 +389,7 @@ def run_audit(spec: AuditSpec, *, cache: Cache | None = None,
     results = tuple(
         PerturbationResult(o.arm.name, o.arm.role, o.arm.prompt, o.arm.model_label,
                            t.effect_size, t.p_value, float(mt.p_adjusted[i]), bool(mt.reject[i]),
-                           mt.stars[i], t)
+                           mt.stars[i], t, spec.min_effect)
         for i, (o, t) in enumerate(zip(others, tests, strict=False)))
     roc = None
     controls = [r.p_value for r in results if r.role == "control"]
@@ -378,4 +397,5 @@ def run_audit(spec: AuditSpec, *, cache: Cache | None = None,
     if controls and targets:
         roc = roc_over_alpha(controls, targets)
     usage = dict(sampler.usage, seconds=round(time.perf_counter() - t0, 3))
-    return AuditResult(spec, base, tuple(others), results, roc, usage, tuple(caught))
+    return AuditResult(spec, base, tuple(others), results, roc, usage,
+                       tuple(spec_warnings(spec)) + tuple(caught))

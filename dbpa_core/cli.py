@@ -30,10 +30,15 @@ def _fmt_p(p: float) -> str:
 
 
 def _table(result) -> str:
-    rows = [("name", "role", "omega", "p", "p_adj", "")]
+    delta = result.spec.min_effect
+    head = ("name", "role", "omega", "chance", "above", "p", "p_adj", "")
+    rows = [head + ((f"> {delta:g}",) if delta is not None else ())]
     for p in result.perturbations:
-        rows.append((p.name, p.role or "-", f"{p.effect_size:.3f}", _fmt_p(p.p_value),
-                     _fmt_p(p.p_adjusted), p.stars))
+        row = (p.name, p.role or "-", f"{p.effect_size:.3f}", f"{p.chance_effect_size:.3f}",
+               f"{p.effect_above_chance:+.3f}", _fmt_p(p.p_value), _fmt_p(p.p_adjusted), p.stars)
+        if delta is not None:
+            row += ("yes" if p.exceeds_min_effect else "no",)
+        rows.append(row)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -73,11 +78,24 @@ def _cache(args):
     return Cache(args.cache_dir, enabled=not getattr(args, "no_cache", False))
 
 
+def _spec_warnings(spec) -> list[str]:
+    """Print what the spec cannot show (before any call) and return the warnings."""
+    from .spec import spec_notes, spec_warnings
+
+    found = spec_warnings(spec)
+    for w in found:
+        print(f"warning: {w}", file=sys.stderr)
+    for n in spec_notes(spec):
+        print(f"note: {n}", file=sys.stderr)
+    return found
+
+
 def cmd_audit(args) -> int:
     from .audit import AuditCancelled, check_out_dir, run_audit
     from .spec import load_spec
 
     spec = load_spec(args.spec, allow_key_env=args.allow_key_env)
+    said = _spec_warnings(spec)
     check_out_dir(args.out)  # before any paid call
     cache = _cache(args)
     cache.check()
@@ -102,8 +120,13 @@ def cmd_audit(args) -> int:
     u = result.usage
     print(f"\n{u['calls']} new calls, {u['cached_samples']} samples from the cache, "
           f"{u['seconds']:.1f} s. Correction: {spec.correction}, alpha = {spec.alpha}.")
+    print(f"omega = {spec.measure}; chance = the omega chance alone gives at k = {spec.samples}; "
+          "above = omega - chance (about 0 when nothing changed)." +
+          (f" '> {spec.min_effect:g}': above chance by more than the minimum effect of interest."
+           if spec.min_effect is not None else ""))
     for w in result.warnings:
-        print(f"warning: {w}", file=sys.stderr)
+        if w not in said:
+            print(f"warning: {w}", file=sys.stderr)
     print("wrote " + ", ".join(paths))
     if not args.no_history:
         _record_cli_run(spec, result, args)
@@ -141,6 +164,7 @@ def cmd_estimate(args) -> int:
     from .spec import load_spec
 
     spec = load_spec(args.spec, allow_key_env=args.allow_key_env)
+    _spec_warnings(spec)
     est = estimate(spec, cache=_cache(args))
     print(f"{'arm':<28} {'model':<24} {'calls':>6} {'cached':>7} {'in tok':>9} {'out tok':>9} {'cost $':>9}")
     for r in est["arms"]:

@@ -10,21 +10,39 @@ pairs, row sums) and returns a compiled function ``stat(subsets) -> T`` where
 ``subsets`` is an int array of shape (B, k) holding the pooled row indices of
 group A for each split. Only re-indexing happens per split.
 
-Registry :data:`MEASURES`:
+Registry :data:`MEASURES` (the default, :data:`DEFAULT_MEASURE`, was chosen by
+measured power on recorded real responses: ``benchmarks/bench_measures.py``):
 
-``jsd`` (default)
+``energy-l2`` (default)
+    Energy distance between the two groups of embeddings,
+    ``2 mean d(a, b) - mean d(a, a') - mean d(b, b')`` (means over all ordered
+    pairs, i = j included), d the Euclidean distance. Zero exactly when the two
+    empirical distributions coincide: a test of whole distributions.
+``energy-l1``
+    The same with the L1 distance.
+``energy-cosine``
+    The same with the cosine distance ``1 - cos``. On unit vectors this is
+    exactly ``|mean(a/|a|) - mean(b/|b|)|^2``, the squared distance between the
+    two mean directions: a test of the *mean* embedding, not of whole
+    distributions.
+``jsd`` (the papers' measure)
     Jensen–Shannon distance (sqrt of the divergence, natural log) between the
     histograms of P0 (within-A similarities, i < j) and P1 (A × B similarities)
-    on ``bins`` equal-width bins spanning min..max of all off-diagonal pooled
-    similarities (computed once, so the bins do not depend on the split).
+    on ``bins`` equal-width bins. The bins span the box-plot whiskers of all
+    off-diagonal pooled similarities (computed once, so they do not depend on
+    the split): ``[Q1 - 1.5 IQR, Q3 + 1.5 IQR]`` cut to their min..max, with the
+    values beyond them counted in the outer bins. One off-topic response (whose
+    similarities to all others are far below the rest) then no longer stretches
+    the bins over an empty range.
 ``wasserstein``
     1-Wasserstein distance between P0 and P1 as one-dimensional samples.
 ``ks``
     Two-sample Kolmogorov–Smirnov statistic between P0 and P1.
-``energy-cosine``, ``energy-l1``, ``energy-l2``
-    Energy distance between the two groups of embeddings,
-    ``2 mean d(a, b) - mean d(a, a') - mean d(b, b')`` (means over all ordered
-    pairs, i = j included), with d the cosine distance ``1 - cos``, L1 or L2.
+
+The similarity measures (``jsd``, ``wasserstein``, ``ks``) are asymmetric: P0
+comes from group A only, so swapping base and perturbed changes ω and p. With
+``null="pooled"`` P0 holds the within-group similarities of *both* groups, which
+makes them symmetric. The energy distances are symmetric either way.
 """
 from __future__ import annotations
 
@@ -35,19 +53,26 @@ import numba as nb
 import numpy as np
 
 DEFAULT_BINS = 30
+DEFAULT_MEASURE = "energy-l2"
+NULLS = ("base", "pooled")
+WHISKER = 1.5  # box-plot whiskers: Q1 - 1.5 IQR .. Q3 + 1.5 IQR
 
 
 # --------------------------------------------------------------------------- kernels
 @nb.njit(parallel=True, cache=True)
-def _jsd_kernel(subsets, binmat, rowhist, m, xlogx0, xlogx1):
+def _jsd_kernel(subsets, binmat, rowhist, tothist, m, pooled, xlogx0, xlogx1):
     """JS distance per split. W (within-A histogram) is counted pair by pair into
     two interleaved histograms (breaks the increment dependency chain); the cross
-    histogram is ``sum_{i in A} rowhist[i] - 2 W``. With ``xlogx0[w] = p log p``
-    for ``p = w / n0`` (and likewise for q), ``JS = H(mid) - (H(p) + H(q)) / 2``
+    histogram is ``sum_{i in A} rowhist[i] - 2 W``; with ``pooled`` the within-B
+    histogram ``tothist - W - cross`` joins P0. With ``xlogx0[w] = p log p`` for
+    ``p = w / n0`` (and likewise for q), ``JS = H(mid) - (H(p) + H(q)) / 2``
     needs one log per bin. Empty tables mean: compute the logs directly."""
     n_split, k = subsets.shape
     n_bins = rowhist.shape[1]
-    inv0 = 1.0 / (k * (k - 1) / 2.0)
+    n0 = k * (k - 1) / 2.0
+    if pooled:
+        n0 += m * (m - 1) / 2.0
+    inv0 = 1.0 / n0
     inv1 = 1.0 / (k * m)
     tables = xlogx0.shape[0] > 0
     out = np.empty(n_split)
@@ -73,6 +98,8 @@ def _jsd_kernel(subsets, binmat, rowhist, m, xlogx0, xlogx1):
         for t in range(n_bins):
             w = w0[t] + w1[t]
             q = c[t] - 2 * w
+            if pooled:
+                w = tothist[t] - q  # within A plus within B
             mid = 0.5 * (w * inv0 + q * inv1)
             if mid > 0.0:
                 js -= mid * np.log(mid)
@@ -109,37 +136,71 @@ def _energy_kernel(subsets, dist, rowsum, total, m):
 
 
 @nb.njit(parallel=True, cache=True)
-def _cdf_kernel(subsets, n, pair_i, pair_j, gaps, last_of_tie, m, use_ks):
+def _cdf_kernel(subsets, n, pair_i, pair_j, gaps, m, pooled, use_ks):
     """Wasserstein (``use_ks`` False) or KS between P0 and P1 in one sweep over the
-    pooled off-diagonal pairs sorted by similarity: a within-A pair steps F0, a
-    cross pair steps F1. W1 adds ``|F0 - F1|`` times the gap to the next value;
-    KS takes the largest ``|F0 - F1|`` after the last member of each tie group."""
+    pooled off-diagonal pairs, sorted by similarity once for all splits.
+
+    The sweep keeps ``D = c0 n1 - c1 n0`` (``c0``, ``c1`` the P0 and P1 pairs passed,
+    ``n0``, ``n1`` their sizes), an integer held exactly in a float64 (below 2**53 for
+    any k + m <= 20,000), so ``F0 - F1 = D / (n0 n1)``. A pair's label
+    (``mask[i] + mask[j]``: 2 within A, 1 across, 0 within B) picks its step from a
+    4-entry table, branch-free. W1 adds ``|D|`` times the gap to the next value; KS
+    takes the largest ``|D|`` where the gap is positive, i.e. after the last member of
+    a tie group. Four splits share each sweep: their group masks are packed two bits
+    per split into one integer per response, so one pair's two loads serve all four
+    and their four independent accumulators keep the core busy.
+    """
     n_split, k = subsets.shape
-    inv0 = 1.0 / (k * (k - 1) / 2.0)
-    inv1 = 1.0 / (k * m)
+    n0 = k * (k - 1) // 2
+    if pooled:
+        n0 += m * (m - 1) // 2
+    n1 = k * m
+    scale = 1.0 / (float(n0) * float(n1))
     n_pairs = pair_i.shape[0]
     out = np.empty(n_split)
-    for b in nb.prange(n_split):
-        mask = np.zeros(n, np.bool_)
-        for a in range(k):
-            mask[subsets[b, a]] = True
-        c0 = 0
-        c1 = 0
-        acc = 0.0
-        for t in range(n_pairs):
-            x = mask[pair_i[t]]
-            y = mask[pair_j[t]]
-            if x and y:
-                c0 += 1
-            elif x or y:
-                c1 += 1
-            diff = abs(c0 * inv0 - c1 * inv1)
-            if use_ks:
-                if last_of_tie[t] and diff > acc:
-                    acc = diff
-            else:
-                acc += diff * gaps[t]
-        out[b] = acc
+    for q in nb.prange((n_split + 3) // 4):
+        idx = np.empty(4, np.int64)
+        for s in range(4):
+            idx[s] = min(4 * q + s, n_split - 1)  # the last group repeats a split
+        mask = np.zeros(n, np.int64)
+        for s in range(4):
+            for a in range(k):
+                mask[subsets[idx[s], a]] += 1 << (2 * s)
+        step = np.zeros(4, np.float64)
+        step[0] = n1 if pooled else 0
+        step[1] = -n0
+        step[2] = n1
+        d0 = d1 = d2 = d3 = 0.0
+        a0 = a1 = a2 = a3 = 0.0
+        if use_ks:
+            for t in range(n_pairs):
+                c = mask[pair_i[t]] + mask[pair_j[t]]
+                d0 += step[c & 3]
+                d1 += step[(c >> 2) & 3]
+                d2 += step[(c >> 4) & 3]
+                d3 += step[(c >> 6) & 3]
+                if gaps[t] > 0.0:
+                    a0 = max(a0, abs(d0))
+                    a1 = max(a1, abs(d1))
+                    a2 = max(a2, abs(d2))
+                    a3 = max(a3, abs(d3))
+            # the last pair (gap 0) closes the final tie group, where F0 = F1 = 1: D = 0
+        else:
+            for t in range(n_pairs):
+                c = mask[pair_i[t]] + mask[pair_j[t]]
+                g = gaps[t]
+                d0 += step[c & 3]
+                d1 += step[(c >> 2) & 3]
+                d2 += step[(c >> 4) & 3]
+                d3 += step[(c >> 6) & 3]
+                a0 += abs(d0) * g
+                a1 += abs(d1) * g
+                a2 += abs(d2) * g
+                a3 += abs(d3) * g
+        out[idx[3]] = a3 * scale
+        out[idx[2]] = a2 * scale
+        out[idx[1]] = a1 * scale
+        out[idx[0]] = a0 * scale
     return out
 
 
@@ -153,17 +214,37 @@ def off_diagonal(matrix: np.ndarray) -> np.ndarray:
     return matrix[iu]
 
 
-def histogram_edges(similarity: np.ndarray, bins: int = DEFAULT_BINS) -> np.ndarray:
-    """``bins + 1`` equal-width edges over min..max of the off-diagonal similarities."""
-    vals = off_diagonal(similarity)
-    lo, hi = float(vals.min()), float(vals.max())
+def histogram_range(values: np.ndarray, *, robust: bool = True) -> tuple[float, float]:
+    """The span of ``jsd``'s bins over pooled similarities ``values``.
+
+    ``robust`` (default): the box-plot whiskers ``[Q1 - 1.5 IQR, Q3 + 1.5 IQR]``
+    cut to ``[min, max]``, or ``[min, max]`` when the IQR is 0 (heavily tied text
+    similarities). ``robust=False``: ``[min, max]`` (the papers' choice, which one
+    far-away response stretches over an empty range).
+    """
+    lo, hi = float(values.min()), float(values.max())
+    if robust:
+        q1, q3 = np.percentile(values, [25.0, 75.0])
+        iqr = float(q3 - q1)
+        if iqr > 0.0:
+            lo = max(lo, float(q1) - WHISKER * iqr)
+            hi = min(hi, float(q3) + WHISKER * iqr)
     if hi <= lo:
         hi = lo + 1e-12
+    return lo, hi
+
+
+def histogram_edges(similarity: np.ndarray, bins: int = DEFAULT_BINS, *,
+                    robust: bool = True) -> np.ndarray:
+    """``bins + 1`` equal-width edges over :func:`histogram_range` of the
+    off-diagonal similarities (values beyond them belong to the outer bins)."""
+    lo, hi = histogram_range(off_diagonal(similarity), robust=robust)
     return np.linspace(lo, hi, bins + 1)
 
 
 def bin_indices(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    """Bin of each value for ``np.histogram(values, bins=edges)`` (last bin closed)."""
+    """Bin of each value for ``np.histogram(np.clip(values, edges[0], edges[-1]),
+    bins=edges)``: the last bin is closed, values beyond the edges go to the outer bins."""
     n_bins = edges.size - 1
     idx = np.searchsorted(edges, values, side="right") - 1
     return np.clip(idx, 0, n_bins - 1)
@@ -182,28 +263,35 @@ def _xlogx_table(count: int) -> np.ndarray:
     return out
 
 
-def _prepare_jsd(similarity: np.ndarray, k: int, m: int, bins: int) -> StatFn:
+def _prepare_jsd(similarity: np.ndarray, k: int, m: int, bins: int, pooled: bool = False, *,
+                 robust: bool = True) -> StatFn:
     n = similarity.shape[0]
-    edges = histogram_edges(similarity, bins)
+    edges = histogram_edges(similarity, bins, robust=robust)
     binmat = np.ascontiguousarray(
         bin_indices(similarity, edges).astype(np.uint8 if bins <= 256 else np.int32))
     # per-row histograms of the off-diagonal entries
     offsets = (np.arange(n) * bins)[:, None]
     rowhist = np.bincount((binmat + offsets).ravel(), minlength=n * bins).reshape(n, bins)
     rowhist[np.arange(n), binmat[np.arange(n), np.arange(n)]] -= 1
-    xlogx0 = _xlogx_table(k * (k - 1) // 2)
+    tothist = rowhist.sum(axis=0) // 2
+    n0 = k * (k - 1) // 2 + (m * (m - 1) // 2 if pooled else 0)
+    xlogx0 = _xlogx_table(n0)
     xlogx1 = _xlogx_table(k * m)
     if xlogx0.size == 0 or xlogx1.size == 0:
         xlogx0 = xlogx1 = np.empty(0)
 
     def stat(subsets: np.ndarray) -> np.ndarray:
-        return _jsd_kernel(subsets, binmat, rowhist, m, xlogx0, xlogx1)
+        return _jsd_kernel(subsets, binmat, rowhist, tothist, m, pooled, xlogx0, xlogx1)
 
     stat.edges = edges  # type: ignore[attr-defined]
     return stat
 
 
 def _sorted_pairs(similarity: np.ndarray):
+    """Row, column and gap to the next value of every off-diagonal pair, by value.
+
+    Index arrays are uint16 when they fit (halves the sweep's memory traffic).
+    """
     n = similarity.shape[0]
     ii, jj = np.triu_indices(n, 1)
     vals = similarity[ii, jj]
@@ -212,25 +300,27 @@ def _sorted_pairs(similarity: np.ndarray):
     gaps = np.empty_like(vals)
     gaps[:-1] = np.diff(vals)
     gaps[-1] = 0.0
-    last_of_tie = np.ones(vals.size, dtype=np.bool_)
-    last_of_tie[:-1] = vals[1:] > vals[:-1]
-    return (ii[order].astype(np.int32), jj[order].astype(np.int32), gaps, last_of_tie)
+    itype = np.uint16 if n <= np.iinfo(np.uint16).max else np.int32
+    return ii[order].astype(itype), jj[order].astype(itype), np.ascontiguousarray(gaps)
 
 
 def _prepare_cdf(use_ks: bool):
-    def prepare(similarity: np.ndarray, k: int, m: int, bins: int) -> StatFn:
+    def prepare(similarity: np.ndarray, k: int, m: int, bins: int,
+                pooled: bool = False) -> StatFn:
         n = similarity.shape[0]
-        pi, pj, gaps, last_of_tie = _sorted_pairs(similarity)
+        pi, pj, gaps = _sorted_pairs(similarity)
 
         def stat(subsets: np.ndarray) -> np.ndarray:
-            return _cdf_kernel(subsets, n, pi, pj, gaps, last_of_tie, m, use_ks)
+            return _cdf_kernel(subsets, n, pi, pj, gaps, m, pooled, use_ks)
 
         return stat
 
     return prepare
 
 
-def _prepare_energy(distance: np.ndarray, k: int, m: int, bins: int) -> StatFn:
+def _prepare_energy(distance: np.ndarray, k: int, m: int, bins: int,
+                    pooled: bool = False) -> StatFn:
+    # symmetric in the two groups already: ``pooled`` changes nothing
     dist = np.ascontiguousarray(distance, dtype=np.float64)
     rowsum = dist.sum(axis=1)
     total = float(rowsum.sum())
@@ -247,30 +337,36 @@ class Measure:
 
     ``uses`` is ``"similarity"`` when the measure compares the similarity
     samples P0 and P1, or ``"distance"`` when it works on the pooled distance
-    matrix of the embeddings (``metric`` names the distance).
+    matrix of the embeddings (``metric`` names the distance). ``symmetric``:
+    swapping the two groups leaves ω unchanged whatever the null variant.
+    ``prepare(matrix, k, m, bins, pooled)`` returns the compiled statistic.
     """
 
     name: str
     uses: str
     metric: str | None
     description: str
-    prepare: Callable[[np.ndarray, int, int, int], StatFn]
+    prepare: Callable[..., StatFn]
+    symmetric: bool = False
 
 
 MEASURES: dict[str, Measure] = {
+    "energy-l2": Measure("energy-l2", "distance", "l2",
+                         "energy distance between the embeddings, Euclidean distance",
+                         _prepare_energy, True),
+    "energy-l1": Measure("energy-l1", "distance", "l1",
+                         "energy distance between the embeddings, L1 distance", _prepare_energy,
+                         True),
+    "energy-cosine": Measure("energy-cosine", "distance", "cosine",
+                             "squared distance between the mean unit embeddings "
+                             "(energy distance with the cosine distance)", _prepare_energy, True),
     "jsd": Measure("jsd", "similarity", None,
-                   "Jensen–Shannon distance between the histograms of P0 and P1", _prepare_jsd),
+                   "Jensen–Shannon distance between the histograms of P0 and P1 (the papers')",
+                   _prepare_jsd),
     "wasserstein": Measure("wasserstein", "similarity", None,
                            "1-Wasserstein distance between P0 and P1", _prepare_cdf(False)),
     "ks": Measure("ks", "similarity", None,
                   "Kolmogorov–Smirnov statistic between P0 and P1", _prepare_cdf(True)),
-    "energy-cosine": Measure("energy-cosine", "distance", "cosine",
-                             "energy distance between the embeddings, cosine distance",
-                             _prepare_energy),
-    "energy-l1": Measure("energy-l1", "distance", "l1",
-                         "energy distance between the embeddings, L1 distance", _prepare_energy),
-    "energy-l2": Measure("energy-l2", "distance", "l2",
-                         "energy distance between the embeddings, L2 distance", _prepare_energy),
 }
 
 

@@ -77,6 +77,30 @@ def adjust_pvalues(pvalues, method: str = "holm") -> np.ndarray:
     return out
 
 
+def smallest_adjusted_p(p_min: float, n_tests: int, method: str = "holm") -> float:
+    """The smallest adjusted p-value a family of ``n_tests`` tests can reach when no
+    raw p-value can fall below ``p_min`` (e.g. ``1 / (B + 1)``).
+
+    Bonferroni and Holm adjust the smallest raw p to ``M p``; Benjamini–Hochberg
+    gives ``p_min`` itself when every test reaches it (``M p / M``); ``none`` leaves it.
+    Known before any sampling, so a run that can never be significant is flagged
+    before it is paid for.
+
+    Examples
+    --------
+    >>> round(smallest_adjusted_p(1 / 2001, 3, "holm"), 5)   # no *** with B = 2000
+    0.0015
+    """
+    method = _method_iv(method)
+    if not 0.0 <= p_min <= 1.0:
+        raise ValueError(f"`p_min` must lie in [0, 1], got {p_min!r}.")
+    if isinstance(n_tests, bool) or not isinstance(n_tests, (int, np.integer)) or n_tests < 1:
+        raise ValueError(f"`n_tests` must be an integer >= 1, got {n_tests!r}.")
+    if method in ("bonferroni", "holm"):
+        return min(1.0, p_min * int(n_tests))
+    return float(p_min)
+
+
 def significance_stars(p) -> str | list[str]:
     """``***`` p < .001, ``**`` p < .01, ``*`` p < .05, else ``""`` (scalar or sequence)."""
     if np.ndim(p) == 0:

@@ -20,11 +20,22 @@ from collections.abc import Callable, Iterator
 import numba as nb
 import numpy as np
 
-from .measures import DEFAULT_BINS, Measure, get_measure, histogram_edges, off_diagonal
+from .measures import (
+    DEFAULT_BINS,
+    DEFAULT_MEASURE,
+    NULLS,
+    Measure,
+    get_measure,
+    histogram_edges,
+    off_diagonal,
+)
 from .similarity import check_embeddings, cosine_similarity_matrix, pairwise_distance_matrix
 from .types import DBPAResult
 
 MAX_EXACT_SPLITS = 1_000_000
+MAX_BATCH_BYTES = 32 * 2**20   # split indices held at once (int32): bounds memory at any k and B
+SEQUENTIAL_FIRST_BATCH = 64     # sequential stopping starts this small and doubles
+PARALLEL_MIN_WORK = 1_000_000   # pair visits per kernel call below which one thread is faster
 
 
 class DBPAWarning(UserWarning):
@@ -84,11 +95,26 @@ def random_subsets(n: int, k: int, count: int, *, seed: int, start: int = 0) -> 
 
 
 def _exact_subsets(n: int, k: int) -> np.ndarray:
-    return np.fromiter(
-        itertools.chain.from_iterable(itertools.combinations(range(n), k)),
-        dtype=np.int32,
-        count=math.comb(n, k) * k,
-    ).reshape(-1, k)
+    """All C(n, k) k-subsets of range(n), lexicographic (small n only)."""
+    return np.concatenate(list(_exact_batches(n, k, math.comb(n, k))))
+
+
+def _exact_batches(n: int, k: int, size: int) -> Iterator[np.ndarray]:
+    """The k-subsets of range(n) in lexicographic order, ``size`` rows at a time."""
+    combos = itertools.combinations(range(n), k)
+    while True:
+        flat = np.fromiter(itertools.chain.from_iterable(itertools.islice(combos, size)),
+                           dtype=np.int32)
+        if flat.size == 0:
+            return
+        yield flat.reshape(-1, k)
+
+
+def max_batch(k: int, batch: int | None = None) -> int:
+    """Splits evaluated per kernel call: ``batch`` (or all), capped so that their
+    indices take at most :data:`MAX_BATCH_BYTES`. The result never depends on it."""
+    cap = max(1, MAX_BATCH_BYTES // (4 * max(1, k)))
+    return min(batch, cap) if batch else cap
 
 
 @functools.cache
@@ -107,6 +133,22 @@ def single_threaded_blas() -> Iterator[None]:
     """
     with _threadpool_controller().limit(limits=1, user_api="blas"):
         yield
+
+
+@contextlib.contextmanager
+def _threads_for(work: float) -> Iterator[None]:
+    """One numba thread for a small kernel call (about a millisecond of work or less):
+    starting a parallel region costs more than it saves there, and far more on a busy
+    machine. Results do not depend on the thread count."""
+    if work >= PARALLEL_MIN_WORK:
+        yield
+        return
+    before = nb.get_num_threads()
+    nb.set_num_threads(1)
+    try:
+        yield
+    finally:
+        nb.set_num_threads(before)
 
 
 # --------------------------------------------------------------------------- input validation
@@ -147,6 +189,12 @@ def _group_sizes_iv(k: int, m: int) -> None:
         raise ValueError(f"`perturbed` needs at least 2 responses, got {m}.")
 
 
+def _null_iv(null) -> str:
+    if null not in NULLS:
+        raise ValueError(f"`null` must be in {set(NULLS)}, got {null!r}.")
+    return null
+
+
 # --------------------------------------------------------------------------- engine
 def _p_value(stats: np.ndarray, t_obs: float, *, exact: bool) -> float:
     tol = 1e-12 * max(1.0, abs(t_obs))
@@ -161,34 +209,49 @@ def run_permutations(stat: Callable[[np.ndarray], np.ndarray], n: int, k: int, *
                      sequential: int | None = None, batch: int | None = None):
     """Observed statistic, permutation statistics and p-value for a prepared measure.
 
+    Splits are evaluated in batches of at most :func:`max_batch` rows, so memory
+    stays bounded whatever ``k`` and ``n_permutations``; the splits themselves
+    depend only on ``(rng, index)``, so neither the batch size nor the thread
+    count changes the result. With ``sequential = h`` the batches start at
+    :data:`SEQUENTIAL_FIRST_BATCH` and double, so a clear null stops after a few
+    dozen permutations.
+
     Returns ``(t_obs, stats, p_value, exact, stopped_early)``.
     """
-    t_obs = float(stat(np.arange(k, dtype=np.int32)[None, :])[0])
+    per_split = n * n / 2.0  # pair visits of one split, at most
+
+    def evaluate(subsets: np.ndarray) -> np.ndarray:
+        with _threads_for(subsets.shape[0] * per_split):
+            return stat(subsets)
+
+    t_obs = float(evaluate(np.arange(k, dtype=np.int32)[None, :])[0])
     n_splits = math.comb(n, k)
+    cap = max_batch(k, batch)
     if n_splits <= min(n_permutations, MAX_EXACT_SPLITS):
-        stats = stat(_exact_subsets(n, k))
+        stats = np.concatenate([evaluate(sub) for sub in _exact_batches(n, k, cap)])
         return t_obs, stats, _p_value(stats, t_obs, exact=True), True, False
 
     seed = int(rng.integers(0, 2**63 - 1))
     tol = 1e-12 * max(1.0, abs(t_obs))
-    size = batch or (min(n_permutations, 1024) if sequential else n_permutations)
-    chunks: list[np.ndarray] = []
+    stats = np.empty(n_permutations)
+    size = min(cap, SEQUENTIAL_FIRST_BATCH) if sequential is not None else cap
     done = hits = 0
     while done < n_permutations:
         count = min(size, n_permutations - done)
-        part = stat(random_subsets(n, k, count, seed=seed, start=done))
+        with _threads_for(count * per_split):
+            subsets = random_subsets(n, k, count, seed=seed, start=done)
+        part = evaluate(subsets)
+        stats[done:done + count] = part
         if sequential is not None:
             exceed = part >= t_obs - tol
-            if hits + int(exceed.sum()) >= sequential:
+            n_exceed = int(np.count_nonzero(exceed))
+            if hits + n_exceed >= sequential:
                 # Besag–Clifford: stop at the l-th permutation where the h-th exceedance falls
-                cut = int(np.nonzero(exceed)[0][sequential - hits - 1]) + 1
-                chunks.append(part[:cut])
-                stats = np.concatenate(chunks)
-                return t_obs, stats, sequential / stats.size, False, True
-            hits += int(exceed.sum())
-        chunks.append(part)
+                cut = done + int(np.nonzero(exceed)[0][sequential - hits - 1]) + 1
+                return t_obs, stats[:cut].copy(), sequential / cut, False, True
+            hits += n_exceed
+            size = min(cap, 2 * size)
         done += count
-    stats = np.concatenate(chunks) if len(chunks) > 1 else chunks[0]
     return t_obs, stats, _p_value(stats, t_obs, exact=False), False, False
 
 
@@ -198,13 +261,20 @@ def _all_identical(matrix: np.ndarray) -> bool:
     return float(vals.max() - vals.min()) <= 1e-9 * max(1.0, float(np.abs(vals).max()))
 
 
+def _null_alt(similarity: np.ndarray, k: int, null: str) -> tuple[np.ndarray, np.ndarray]:
+    """P0 (within the base group; with ``pooled``, within both groups) and P1."""
+    p0 = off_diagonal(similarity[:k, :k])
+    if null == "pooled":
+        p0 = np.concatenate([p0, off_diagonal(similarity[k:, k:])])
+    return p0, similarity[:k, k:].ravel().copy()
+
+
 def _test_on_matrices(similarity: np.ndarray, distance: np.ndarray | None, k: int,
                       measure: Measure, *, n_permutations, rng, sequential, batch,
-                      bins) -> DBPAResult:
+                      bins, null: str = "base") -> DBPAResult:
     n = similarity.shape[0]
     m = n - k
-    p0 = off_diagonal(similarity[:k, :k])
-    p1 = similarity[:k, k:].ravel().copy()
+    p0, p1 = _null_alt(similarity, k, null)
     used = distance if measure.uses == "distance" else similarity
     if _all_identical(used):
         warnings.warn(
@@ -215,8 +285,8 @@ def _test_on_matrices(similarity: np.ndarray, distance: np.ndarray | None, k: in
         )
         edges = histogram_edges(similarity, bins) if measure.name == "jsd" else None
         return DBPAResult(0.0, 1.0, p0, p1, np.zeros(0), measure.name, k, m, 0,
-                          bin_edges=edges)
-    stat = measure.prepare(used, k, m, bins)
+                          bin_edges=edges, null=null)
+    stat = measure.prepare(used, k, m, bins, null == "pooled")
     edges = getattr(stat, "edges", None)
     t_obs, stats, p, exact, stopped = run_permutations(
         stat, n, k, n_permutations=n_permutations, rng=rng, sequential=sequential, batch=batch)
@@ -224,19 +294,67 @@ def _test_on_matrices(similarity: np.ndarray, distance: np.ndarray | None, k: in
         effect_size=t_obs, p_value=float(p), null_similarities=p0, alt_similarities=p1,
         permutation_statistics=stats, measure=measure.name, k=k, m=m,
         n_permutations=int(stats.size), exact=exact, stopped_early=stopped, bin_edges=edges,
-        chance_effect_size=float(stats.mean()),
+        chance_effect_size=float(stats.mean()), null=null,
     )
 
 
-def dbpa_test(base, perturbed, *, measure: str = "jsd", n_permutations: int = 10_000,
+def smallest_p_value(k: int, m: int, *, n_permutations: int, measure: str = DEFAULT_MEASURE,
+                     null: str = "base") -> float:
+    """The smallest p-value a test of k against m responses can return.
+
+    Known before any sampling: ``1 / (B + 1)`` for a random test; for an exact
+    test (``C(k+m, k) <= B``) ``1 / C(k+m, k)``, or ``2 / C(k+m, k)`` when
+    ``k == m`` and the statistic is symmetric (an energy distance, or
+    ``null="pooled"``), because a split and its complement then tie.
+
+    Examples
+    --------
+    >>> smallest_p_value(2, 2, n_permutations=2000, measure="jsd")   # 1 of 6 splits
+    0.16666666666666666
+    >>> smallest_p_value(20, 20, n_permutations=2000)
+    0.0004997501249375312
+    """
+    meas = get_measure(measure)
+    _null_iv(null)
+    n_splits = math.comb(k + m, k)
+    if n_splits <= min(n_permutations, MAX_EXACT_SPLITS):
+        ties = 2 if (k == m and (meas.symmetric or null == "pooled")) else 1
+        return ties / n_splits
+    return 1.0 / (n_permutations + 1)
+
+
+def memory_estimate(k: int, m: int, *, n_permutations: int, measure: str = DEFAULT_MEASURE,
+                    bins: int = DEFAULT_BINS) -> int:
+    """Bytes one test needs at its peak (an estimate, known before sampling).
+
+    The pooled similarity matrix (and the distance matrix of an energy measure,
+    the bin matrix of ``jsd``, the sorted pairs of ``wasserstein``/``ks``), one
+    batch of split indices (at most :data:`MAX_BATCH_BYTES`) and the B
+    permutation statistics, which the result keeps.
+    """
+    meas = get_measure(measure)
+    n = k + m
+    pairs = n * (n - 1) // 2
+    need = 8 * n * n  # similarity
+    if meas.uses == "distance":
+        need += 8 * n * n
+    elif meas.name == "jsd":
+        need += n * n * (1 if bins <= 256 else 4) + 8 * n * bins
+    else:
+        need += pairs * (8 + 8 + 2 * 4)  # values, gaps, two index arrays (and argsort)
+    need += min(MAX_BATCH_BYTES, 4 * k * max(1, min(n_permutations, math.comb(n, k))))
+    return need + 8 * n_permutations
+
+
+def dbpa_test(base, perturbed, *, measure: str = DEFAULT_MEASURE, n_permutations: int = 10_000,
               rng=None, sequential: int | None = None, batch: int | None = None,
-              bins: int = DEFAULT_BINS) -> DBPAResult:
+              bins: int = DEFAULT_BINS, null: str = "base") -> DBPAResult:
     """Distribution-based perturbation test on two groups of response embeddings.
 
     P0 holds the cosine similarities among the base responses (i < j), P1 those
     between base and perturbed responses; ω = ``measure`` compares them (or, for
-    ``energy-*``, compares the embeddings directly). The p-value comes from
-    permuting the pooled responses (never the similarity values).
+    ``energy-*``, the default, compares the embeddings directly). The p-value
+    comes from permuting the pooled responses (never the similarity values).
 
     Parameters
     ----------
@@ -244,8 +362,10 @@ def dbpa_test(base, perturbed, *, measure: str = "jsd", n_permutations: int = 10
         Embeddings of k >= 2 responses to the base prompt, one row per response.
     perturbed : array_like, shape (m, d)
         Embeddings of m >= 2 responses to the perturbed prompt (or another model).
-    measure : str, default "jsd"
-        A name in :data:`dbpa_core.MEASURES`.
+    measure : str, default "energy-l2"
+        A name in :data:`dbpa_core.MEASURES`. The default is the most powerful
+        calibrated measure on recorded real responses
+        (``benchmarks/bench_measures.py``); ``jsd`` is the papers' measure.
     n_permutations : int, default 10000
         B, the number of random splits. When C(k+m, k) <= B every split is
         enumerated and the test is exact.
@@ -253,18 +373,26 @@ def dbpa_test(base, perturbed, *, measure: str = "jsd", n_permutations: int = 10
         Seed of the splits; the same seed gives the same p-value on any machine.
     sequential : int, optional
         h for Besag–Clifford sequential stopping: stop once h permutation
-        statistics reach T_obs and report ``p = h / l``. Saves time when the
-        effect is clearly absent; ``None`` (default) runs all B permutations.
+        statistics reach T_obs and report ``p = h / l``. Starts with 64
+        permutations and doubles, so a clear null stops within milliseconds;
+        ``None`` (default) runs all B permutations.
     batch : int, optional
-        Number of splits evaluated per kernel call (memory bound); does not
-        change the result.
+        Number of splits evaluated per kernel call; capped so that the split
+        indices take at most 32 MiB whatever k and B. Never changes the result.
     bins : int, default 30
-        Histogram bins for ``jsd``.
+        Histogram bins for ``jsd`` (over the whiskers of the pooled similarities).
+    null : {"base", "pooled"}, default "base"
+        What P0 holds for ``jsd``, ``wasserstein`` and ``ks``: the similarities
+        among the base responses (the papers' test; swapping base and perturbed
+        changes ω and p), or among the responses of *each* group (symmetric:
+        use it when neither group is a natural reference, e.g. two models). The
+        ``energy-*`` measures are symmetric either way.
 
     Returns
     -------
     DBPAResult
-        ``effect_size`` (ω), ``p_value``, ``null_similarities`` (P0),
+        ``effect_size`` (ω), ``chance_effect_size`` (mean of the T_b),
+        ``effect_above_chance``, ``p_value``, ``null_similarities`` (P0),
         ``alt_similarities`` (P1), ``permutation_statistics`` (the T_b).
 
     Notes
@@ -273,6 +401,8 @@ def dbpa_test(base, perturbed, *, measure: str = "jsd", n_permutations: int = 10
     ``1e-12 * max(1, |T_obs|)``: never 0. A small p says the perturbed answers
     differ from the base answers more than the base answers differ among
     themselves; a large p says the sample cannot tell — not that nothing changed.
+    ω has no fixed zero (chance alone gives ω > 0, more so at small k): read
+    ``effect_above_chance``, which is about 0 when nothing changed.
 
     Examples
     --------
@@ -284,6 +414,7 @@ def dbpa_test(base, perturbed, *, measure: str = "jsd", n_permutations: int = 10
     True
     """
     meas = get_measure(measure)
+    null = _null_iv(null)
     n_permutations, gen, sequential, batch, bins = _engine_iv(
         n_permutations, rng, sequential, batch, bins)
     x = check_embeddings(base, "base")
@@ -301,13 +432,13 @@ def dbpa_test(base, perturbed, *, measure: str = "jsd", n_permutations: int = 10
                     if meas.uses == "distance" else None)
         return _test_on_matrices(similarity, distance, x.shape[0], meas,
                                  n_permutations=n_permutations, rng=gen,
-                                 sequential=sequential, batch=batch, bins=bins)
+                                 sequential=sequential, batch=batch, bins=bins, null=null)
 
 
-def dbpa_test_similarity(similarity, k: int, *, measure: str = "jsd",
+def dbpa_test_similarity(similarity, k: int, *, measure: str = DEFAULT_MEASURE,
                          n_permutations: int = 10_000, rng=None,
                          sequential: int | None = None, batch: int | None = None,
-                         bins: int = DEFAULT_BINS) -> DBPAResult:
+                         bins: int = DEFAULT_BINS, null: str = "base") -> DBPAResult:
     """DBPA test on a precomputed pooled similarity matrix (e.g. BLEU or ROUGE).
 
     Parameters
@@ -319,16 +450,19 @@ def dbpa_test_similarity(similarity, k: int, *, measure: str = "jsd",
     k : int
         Number of base responses.
     measure : str
-        ``jsd``, ``wasserstein``, ``ks``, or ``energy-cosine`` (which then uses
-        ``d = 1 - S``). ``energy-l1``/``energy-l2`` need embeddings.
+        ``energy-l2`` (default; uses ``d = sqrt(2 (1 - S))``, the Euclidean
+        distance of unit vectors whose cosine similarity is S), ``energy-cosine``
+        (``d = 1 - S``), ``jsd``, ``wasserstein`` or ``ks``. ``energy-l1`` needs
+        embeddings.
 
     Other parameters are those of :func:`dbpa_test`.
     """
     meas = get_measure(measure)
-    if meas.uses == "distance" and meas.metric != "cosine":
+    null = _null_iv(null)
+    if meas.uses == "distance" and meas.metric == "l1":
         raise ValueError(
             f"`measure` {measure!r} needs embeddings; with a similarity matrix use "
-            "'jsd', 'wasserstein', 'ks' or 'energy-cosine'."
+            "'energy-l2', 'energy-cosine', 'jsd', 'wasserstein' or 'ks'."
         )
     n_permutations, gen, sequential, batch, bins = _engine_iv(
         n_permutations, rng, sequential, batch, bins)
@@ -347,9 +481,13 @@ def dbpa_test_similarity(similarity, k: int, *, measure: str = "jsd",
         raise ValueError(f"`k` ({k}) is larger than the {n} x {n} `similarity` matrix; k counts "
                          f"its base responses and must leave 2 perturbed ones: at most {n - 2}.")
     _group_sizes_iv(k, n - k)
-    distance = np.maximum(1.0 - s, 0.0) if meas.uses == "distance" else None
-    if distance is not None:
+    distance = None
+    if meas.uses == "distance":
+        distance = np.maximum(1.0 - s, 0.0)
+        if meas.metric == "l2":  # |a - b| = sqrt(2 (1 - cos)) for unit vectors
+            distance = np.sqrt(2.0 * distance)
         np.fill_diagonal(distance, 0.0)
     with single_threaded_blas():
         return _test_on_matrices(s, distance, k, meas, n_permutations=n_permutations,
-                                 rng=gen, sequential=sequential, batch=batch, bins=bins)
+                                 rng=gen, sequential=sequential, batch=batch, bins=bins,
+                                 null=null)

@@ -1,100 +1,252 @@
-"""Sample-size planning (SPEC §1).
+"""Planning (SPEC §1): how many responses, and what a run can show at all.
 
-:func:`sample_size` is the normal-approximation rule of thumb
-``k ∝ ((z_{1-α/(2M)} + z_{1-β}) / ω)^2``; :func:`power_simulation` estimates
-power directly by re-running the DBPA test on data drawn from a pilot run,
-which is the better guide.
+:func:`attainable_significance` says before any sampling whether a result can be
+significant at the chosen k, m, B and correction (with k = 2 none can);
+:func:`sample_size` is the normal-approximation rule of thumb on the effect
+*above chance*; :func:`power_simulation` estimates power directly by re-running
+the DBPA test on responses drawn from a pilot run, which is the better guide.
 """
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
 from scipy import stats
 
-from .measures import get_measure
-from .permutation import _as_generator, _check_int, dbpa_test
+from .measures import DEFAULT_MEASURE, get_measure
+from .multitest import _method_iv, smallest_adjusted_p
+from .permutation import _as_generator, _check_int, _null_iv, dbpa_test, smallest_p_value
 from .similarity import check_embeddings
-from .types import PowerResult
+from .types import Attainability, DBPAResult, PowerResult
+
+
+class PlanningWarning(UserWarning):
+    """A plan was changed or cannot deliver what was asked (e.g. B raised)."""
 
 
 def _prob_iv(value, name: str) -> float:
-    if not isinstance(value, (int, float)) or not 0.0 < value < 1.0:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < value < 1.0:
         raise ValueError(f"`{name}` must lie in (0, 1), got {value!r}.")
     return float(value)
 
 
-def sample_size(effect_size: float, *, n_tests: int = 1, alpha: float = 0.05,
-                power: float = 0.8, scale: float = 1.0) -> int:
-    """Responses per prompt k for M tests, target ω, level α and power 1-β.
+# --------------------------------------------------------------------------- attainability
+def _min_adjusted(k, m, n_permutations, n_tests, correction, measure, null) -> float:
+    p_min = smallest_p_value(k, m, n_permutations=n_permutations, measure=measure, null=null)
+    return smallest_adjusted_p(p_min, n_tests, correction)
 
-    ``k = ceil(scale * ((z_{1-α/(2M)} + z_{1-β}) / ω)^2)``, at least 2.
 
-    The proportionality constant ``scale`` depends on the measure, the embedder
-    and the response length; the default 1 gives an order of magnitude only.
-    Calibrate it, or better use :func:`power_simulation` on a pilot run.
+def attainable_significance(k: int, m: int | None = None, *, n_permutations: int,
+                            n_tests: int = 1, correction: str = "holm", alpha: float = 0.05,
+                            measure: str = DEFAULT_MEASURE,
+                            null: str = "base") -> Attainability:
+    """Can any result of this plan be significant? Computed before sampling.
+
+    The smallest p-value of one test is ``1 / (B + 1)``, or ``1 / C(k+m, k)``
+    (``2 / C(k+m, k)`` for a symmetric statistic with k = m) when the splits
+    are few enough to enumerate; the correction over ``n_tests`` perturbations
+    then raises it (Bonferroni and Holm to M times it). When that is above α no
+    result can be significant, whatever the responses say; when it is above
+    .001 (or .01) the stars ``***`` (``**``) are out of reach.
+
+    Parameters
+    ----------
+    k, m : int
+        Responses per group (``m`` defaults to ``k``).
+    n_permutations : int
+        B.
+    n_tests : int
+        M, the perturbations (or models) corrected together.
+    correction : {"holm", "bonferroni", "bh", "none"}
+    alpha : float
+    measure, null : str
+        As in :func:`dbpa_core.dbpa_test` (they decide whether a split and its
+        complement tie).
+
+    Returns
+    -------
+    Attainability
+        ``smallest_p``, ``smallest_adjusted_p``, ``reachable``, ``best_stars``,
+        ``message`` (None when every star is in reach) and the smallest ``k`` and
+        ``B`` that would make significance reachable.
+
+    Examples
+    --------
+    >>> attainable_significance(2, n_permutations=2000, n_tests=8).reachable
+    False
+    >>> attainable_significance(20, n_permutations=2000, n_tests=3).best_stars
+    '**'
+    """
+    k = _check_int(k, "k", 2)
+    m = k if m is None else _check_int(m, "m", 2)
+    n_permutations = _check_int(n_permutations, "n_permutations", 1)
+    n_tests = _check_int(n_tests, "n_tests", 1)
+    correction = _method_iv(correction)
+    alpha = _prob_iv(alpha, "alpha")
+    get_measure(measure)
+    _null_iv(null)
+    p_min = smallest_p_value(k, m, n_permutations=n_permutations, measure=measure, null=null)
+    adj = smallest_adjusted_p(p_min, n_tests, correction)
+    # the fewest permutations whose 1 / (B + 1) stays below alpha after the correction
+    factor = n_tests if correction in ("bonferroni", "holm") else 1
+    min_b = max(1, math.floor(factor / alpha + 1e-9))
+    min_k = None
+    if adj > alpha:  # the fewest responses per prompt that would do with this B
+        for kk in range(2, 200):
+            if _min_adjusted(kk, kk, n_permutations, n_tests, correction, measure, null) < alpha:
+                min_k = kk
+                break
+    return Attainability(k=k, m=m, n_permutations=n_permutations, n_tests=n_tests,
+                         correction=correction, alpha=alpha, smallest_p=p_min,
+                         smallest_adjusted_p=adj, min_samples=min_k, min_permutations=min_b,
+                         exact=p_min > 1.0 / (n_permutations + 1) + 1e-15,
+                         permutations_for_all_stars=math.floor(1000 * factor))
+
+
+# --------------------------------------------------------------------------- sample size
+def _null_exponent(measure: str, null: str) -> float:
+    """How the spread of ω under H0 shrinks with k: ``k^-1`` for the symmetric
+    (degenerate) statistics, ``k^-1/2`` for the base-null similarity measures."""
+    return 1.0 if (get_measure(measure).symmetric or null == "pooled") else 0.5
+
+
+def sample_size(effect_above_chance: float | None = None, *, pilot: DBPAResult | None = None,
+                n_tests: int = 1, alpha: float = 0.05, power: float = 0.8,
+                scale: float = 1.0) -> int:
+    """Responses per prompt k to detect an effect *above chance* in M tests.
+
+    ω itself has no fixed zero (chance alone gives ω > 0, more at small k), so
+    plan on the effect above chance: ``ω - chance_effect_size``, about 0 when
+    nothing changes. ``z = z_{1-α/(2M)} + z_{1-β}``.
+
+    * With a ``pilot`` (a :class:`DBPAResult` of a pilot run, e.g. an audit's
+      ``perturbation.test``): the spread ``s0`` of the pilot's permutation
+      statistics at its k0 tells how large chance fluctuations are; they shrink
+      like ``k^-γ`` (γ = 1 for the energy distances and the pooled null, 1/2
+      for jsd, wasserstein and ks with the base null), so
+      ``k = k0 (z s0 / δ)^(1/γ)``, δ the effect above chance to detect (default:
+      the pilot's own).
+    * Without: the rule of thumb ``k = scale (z / δ)^2``; ``scale`` depends on
+      the measure, the embedder and the responses (1 gives an order of
+      magnitude only).
+
+    Both are normal approximations that ignore how much more ω varies when there
+    is an effect, so they are optimistic: on synthetic data the k planned for
+    power 0.8 measured 0.5–0.75. Read the result as a lower bound and confirm it
+    with :func:`power_simulation` on the pilot's embeddings, which measures power.
 
     Examples
     --------
     >>> sample_size(0.5, n_tests=8)
-    55
+    52
     """
-    if not isinstance(effect_size, (int, float)) or not effect_size > 0:
-        raise ValueError(f"`effect_size` must be > 0, got {effect_size!r}.")
     n_tests = _check_int(n_tests, "n_tests", 1)
     alpha = _prob_iv(alpha, "alpha")
     power = _prob_iv(power, "power")
-    if not scale > 0:
-        raise ValueError(f"`scale` must be > 0, got {scale!r}.")
+    if effect_above_chance is not None and (
+            isinstance(effect_above_chance, bool)
+            or not isinstance(effect_above_chance, (int, float)) or not effect_above_chance > 0):
+        raise ValueError(f"`effect_above_chance` must be > 0, got {effect_above_chance!r}; "
+                         "it is ω minus the ω chance gives (`result.effect_above_chance`).")
     z = stats.norm.ppf(1 - alpha / (2 * n_tests)) + stats.norm.ppf(power)
-    return max(2, math.ceil(scale * (z / effect_size) ** 2))
+    if pilot is None:
+        if effect_above_chance is None:
+            raise ValueError("give `effect_above_chance` (the effect to detect) or a `pilot` result.")
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not scale > 0:
+            raise ValueError(f"`scale` must be > 0, got {scale!r}.")
+        return max(2, math.ceil(scale * (z / effect_above_chance) ** 2))
+    if not isinstance(pilot, DBPAResult):
+        raise TypeError("`pilot` must be a DBPAResult (e.g. `dbpa_test(...)` on pilot embeddings).")
+    if pilot.permutation_statistics.size < 20:
+        raise ValueError("`pilot` has fewer than 20 permutation statistics; run it with "
+                         "n_permutations >= 200 and without sequential stopping.")
+    delta = pilot.effect_above_chance if effect_above_chance is None else effect_above_chance
+    if not delta > 0:
+        raise ValueError(
+            f"the pilot's effect above chance is {delta:.3g}: it shows no effect to plan for. "
+            "Give `effect_above_chance`, the smallest effect worth detecting.")
+    s0 = float(np.std(pilot.permutation_statistics, ddof=1))
+    if s0 <= 0:
+        raise ValueError("`pilot` has no spread in its permutation statistics (identical responses?).")
+    k0 = 2.0 / (1.0 / pilot.k + 1.0 / pilot.m)  # harmonic mean of the group sizes
+    gamma = _null_exponent(pilot.measure, pilot.null)
+    return max(2, math.ceil(k0 * (z * s0 / delta) ** (1.0 / gamma)))
 
 
-def _draw(group: np.ndarray, size: int, method: str, gen: np.random.Generator) -> np.ndarray:
-    if method == "subsample":
-        return group[gen.choice(group.shape[0], size=size, replace=False)]
-    mean = group.mean(axis=0)
-    sd = group.std(axis=0, ddof=1)
-    return mean + gen.standard_normal((size, group.shape[1])) * sd
+# --------------------------------------------------------------------------- simulation
+def _auto_permutations(n_permutations: int | None, level: float) -> int:
+    """B for a simulation at level α/M: p can reach it only if ``1 / (B + 1) <= α/M``,
+    and the power read is close to the test's own once ``(B + 1) α/M >= 5``."""
+    need = math.ceil(5.0 / level) - 1
+    if n_permutations is None:
+        return max(499, need)
+    n_permutations = _check_int(n_permutations, "n_permutations", 1)
+    if n_permutations < need:
+        if 1.0 / (n_permutations + 1) > level:
+            why = (f"can never reach α/M = {level:.3g} (its smallest value is "
+                   f"{1 / (n_permutations + 1):.3g}), so power would read 0")
+        else:
+            why = (f"reaches α/M = {level:.3g} only when almost no permutation beats ω, so "
+                   "power would read too low")
+        warnings.warn(f"With B = {n_permutations} permutations the p-value {why}; B raised to "
+                      f"{need}.", PlanningWarning, stacklevel=3)
+        return need
+    return n_permutations
 
 
 def power_simulation(pilot_base, pilot_perturbed, sample_sizes: Sequence[int], *,
                      n_simulations: int = 200, alpha: float = 0.05, n_tests: int = 1,
-                     measure: str = "jsd", n_permutations: int = 499,
-                     method: str = "subsample", rng=None) -> PowerResult:
+                     measure: str = DEFAULT_MEASURE, n_permutations: int | None = None,
+                     method: str = "subsample", null: str = "base", rng=None) -> PowerResult:
     """Power of the DBPA test at several k, simulated from pilot embeddings.
 
     For each k, draw ``n_simulations`` data sets of k base and k perturbed
-    embeddings from the pilot groups, run the test, and count p <= α/M
-    (Bonferroni over ``n_tests`` perturbations).
+    embeddings from the pilot groups (real rows, without replacement), run the
+    test, and count p <= α/M (Bonferroni over ``n_tests`` perturbations).
 
     Parameters
     ----------
     pilot_base, pilot_perturbed : array_like, shape (k0, d), (m0, d)
         Pilot embeddings.
     sample_sizes : sequence of int
-        Candidate k (each >= 2).
-    method : {"subsample", "gaussian"}
-        ``subsample`` draws real pilot rows without replacement (needs
-        k <= pilot size; honest, no model); ``gaussian`` draws from a normal
-        with each group's mean and per-dimension spread (extrapolates beyond
-        the pilot size; a model assumption).
+        Candidate k, each >= 2 and below the smaller pilot group (drawing the
+        whole pilot would return the same data set every time and a confident,
+        meaningless interval).
+    n_permutations : int, optional
+        B per simulated test. Default: enough for p to reach α/M with some
+        resolution (at least 499, and ``(B + 1) α / M >= 5``); a given B that
+        is smaller is raised, with a :class:`PlanningWarning`.
+    method : {"subsample"}
+        Rows drawn from the pilot without replacement. (The former
+        ``"gaussian"`` method was removed: fitted to a small pilot in 384
+        dimensions it took the pilot's noise for an effect and reported power
+        1.00 where measured power was 0.15–0.23.)
 
     Returns
     -------
     PowerResult
-        ``power[i]`` for ``sample_sizes[i]`` with a 95 % Wilson interval.
+        ``power[i]`` for ``sample_sizes[i]`` with a 95 % Wilson interval, the B
+        used, and ``notes`` on what limits the numbers.
 
     Notes
     -----
-    The simulation takes the pilot's groups as the truth, so the power is that
-    of the *observed* pilot difference; a small pilot's noise looks like an
-    effect, especially with ``gaussian``. Treat the numbers as a planning aid.
+    The simulation takes the pilot's groups as the truth. Data sets drawn from
+    a pilot of k0 rows overlap: above k0 / 2 they share most rows, the
+    simulations are not independent, and the interval is too narrow (a note
+    says so). Where no p-value can reach α/M at a k (k = 2 or 3, exact tests)
+    the power there is 0 by construction (a note says so).
     """
-    if method not in ("subsample", "gaussian"):
-        raise ValueError(f"`method` must be in {{'subsample', 'gaussian'}}, got {method!r}.")
+    if method == "gaussian":
+        raise ValueError(
+            "`method='gaussian'` was removed: fitted to a small pilot it took the pilot's noise "
+            "for an effect and reported power 1.00 where measured power was 0.15-0.23. Use "
+            "method='subsample' with k below the pilot size, or record a larger pilot.")
+    if method != "subsample":
+        raise ValueError(f"`method` must be in {{'subsample'}}, got {method!r}.")
     get_measure(measure)
+    null = _null_iv(null)
     x = check_embeddings(pilot_base, "pilot_base")
     y = check_embeddings(pilot_perturbed, "pilot_perturbed")
     if x.shape[1] != y.shape[1]:
@@ -103,26 +255,48 @@ def power_simulation(pilot_base, pilot_perturbed, sample_sizes: Sequence[int], *
                      for v in sample_sizes], dtype=int)
     if ks.size == 0:
         raise ValueError("`sample_sizes` is empty.")
-    if method == "subsample" and ks.max() > min(x.shape[0], y.shape[0]):
+    pilot_n = min(x.shape[0], y.shape[0])
+    if ks.max() >= pilot_n:
         raise ValueError(
-            f"`sample_sizes` goes up to {ks.max()} but the pilot has only "
-            f"{min(x.shape[0], y.shape[0])} responses per group; use method='gaussian' "
-            "to extrapolate or collect a larger pilot."
-        )
+            f"`sample_sizes` goes up to {ks.max()} but the pilot has only {pilot_n} responses "
+            f"per group: subsampling needs k < {pilot_n} (k = {pilot_n} would draw the same data "
+            "set every time). Record a larger pilot to plan for larger k.")
     n_simulations = _check_int(n_simulations, "n_simulations", 1)
     alpha = _prob_iv(alpha, "alpha")
     n_tests = _check_int(n_tests, "n_tests", 1)
     gen = _as_generator(rng)
     level = alpha / n_tests
+    n_permutations = _auto_permutations(n_permutations, level)
+    notes: list[str] = []
+    for k in ks:
+        p_min = smallest_p_value(int(k), int(k), n_permutations=n_permutations, measure=measure,
+                                 null=null)
+        if p_min > level:
+            notes.append(f"k = {k}: the smallest possible p is {p_min:.3g} > α/M = {level:.3g}, "
+                         "so power is 0 there by construction.")
+    big = [int(k) for k in ks if k > pilot_n / 2]
+    if big:
+        notes.append(f"k = {', '.join(map(str, big))}: above half the pilot size ({pilot_n}), "
+                     "simulated data sets share most of their rows; the power is optimistic and "
+                     "its interval too narrow.")
+    for note in notes:
+        warnings.warn(note, PlanningWarning, stacklevel=2)
     power = np.empty(ks.size)
     ci = np.empty((ks.size, 2))
     for i, k in enumerate(ks):
         hits = 0
         for _ in range(n_simulations):
-            r = dbpa_test(_draw(x, k, method, gen), _draw(y, k, method, gen), measure=measure,
-                          n_permutations=n_permutations, rng=gen)
+            xb = x[gen.choice(x.shape[0], size=k, replace=False)]
+            yb = y[gen.choice(y.shape[0], size=k, replace=False)]
+            r = dbpa_test(xb, yb, measure=measure, n_permutations=n_permutations, rng=gen,
+                          null=null)
             hits += r.p_value <= level
         power[i] = hits / n_simulations
         lo, hi = stats.binomtest(hits, n_simulations).proportion_ci(0.95, method="wilson")
         ci[i] = lo, hi
-    return PowerResult(ks, power, n_simulations, alpha, measure, method, ci)
+    return PowerResult(ks, power, n_simulations, alpha, measure, method, ci,
+                       n_permutations=n_permutations, n_tests=n_tests, null=null,
+                       notes=tuple(notes))
+
+
+__all__ = ["PlanningWarning", "attainable_significance", "power_simulation", "sample_size"]

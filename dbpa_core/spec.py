@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from .backends.base import redact_url
-from .measures import MEASURES
+from .measures import DEFAULT_MEASURE, MEASURES, NULLS
 from .multitest import METHODS
 
 BACKENDS = ("local", "openai", "hf", "replay")
@@ -31,7 +31,8 @@ ROLES = ("control", "target")
 
 TOP_KEYS = {"name", "description", "model", "models", "embedder", "samples", "temperature",
             "top_p", "max_tokens", "permutations", "measure", "correction", "alpha", "seed",
-            "system_prompt", "base", "perturbations", "prices", "sequential"}
+            "system_prompt", "base", "perturbations", "prices", "sequential", "min_effect",
+            "null"}
 MODEL_KEYS = {"backend", "name", "label", "base_url", "api_key_env", "path", "file",
               "concurrency", "max_retries", "timeout", "n_per_request", "batch_size",
               "temperature", "max_retry_wait", "max_response_mb"}
@@ -84,11 +85,13 @@ class AuditSpec:
     top_p: float = 1.0
     max_tokens: int = 300
     permutations: int = 2000
-    measure: str = "jsd"
+    measure: str = DEFAULT_MEASURE
     correction: str = "holm"
     alpha: float = 0.05
     seed: int = 0
     sequential: int | None = None
+    null: str = "base"
+    min_effect: float | None = None
     prices: dict[str, dict[str, float]] = field(default_factory=dict)
     name: str = "audit"
     description: str = ""
@@ -102,6 +105,21 @@ class AuditSpec:
     def model(self) -> dict[str, Any]:
         return self.models[0]
 
+    @property
+    def n_tests(self) -> int:
+        """Tests corrected together: the perturbations, or the models but the reference."""
+        return max(1, len(self.perturbations) if self.mode == "perturbation"
+                   else len(self.models) - 1)
+
+    def attainability(self):
+        """What this spec's k, B, correction and α allow at best: an
+        :class:`~dbpa_core.types.Attainability` (no call is made)."""
+        from .power import attainable_significance
+
+        return attainable_significance(self.samples, n_permutations=self.permutations,
+                                       n_tests=self.n_tests, correction=self.correction,
+                                       alpha=self.alpha, measure=self.measure, null=self.null)
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready copy (holds names of key variables, never keys)."""
         return {
@@ -113,7 +131,8 @@ class AuditSpec:
             "samples": self.samples, "temperature": self.temperature, "top_p": self.top_p,
             "max_tokens": self.max_tokens, "permutations": self.permutations,
             "measure": self.measure, "correction": self.correction, "alpha": self.alpha,
-            "seed": self.seed, "sequential": self.sequential,
+            "seed": self.seed, "sequential": self.sequential, "null": self.null,
+            "min_effect": self.min_effect,
         }
 
 
@@ -473,6 +492,11 @@ def parse_spec(data: str | dict, *, source: str = "<spec>", base_dir: str | os.P
         raise doc.err(("prices",), "'prices' maps a model name to {input: $ per 1M tokens, "
                       "output: $ per 1M tokens}")
 
+    measure = _get(doc, top, "measure", (), str, DEFAULT_MEASURE, choices=tuple(MEASURES))
+    if emb_backend in ("bleu", "rouge1", "rouge2", "rougeL") and measure == "energy-l1":
+        raise doc.err(("measure",), f"measure energy-l1 needs embeddings; with embedder "
+                      f"{emb_backend} use energy-l2, energy-cosine, jsd, wasserstein or ks")
+
     spec = AuditSpec(
         models=models, embedder=embedder, base_prompt=base_prompt,
         perturbations=tuple(perturbations), system_prompt=system_prompt,
@@ -481,11 +505,13 @@ def parse_spec(data: str | dict, *, source: str = "<spec>", base_dir: str | os.P
         top_p=_get(doc, top, "top_p", (), float, 1.0, minimum=0.01, maximum=1.0),
         max_tokens=_get(doc, top, "max_tokens", (), int, 300, minimum=1, maximum=100_000),
         permutations=_get(doc, top, "permutations", (), int, 2000, minimum=1, maximum=10_000_000),
-        measure=_get(doc, top, "measure", (), str, "jsd", choices=tuple(MEASURES)),
+        measure=measure,
         correction=_get(doc, top, "correction", (), str, "holm", choices=METHODS),
         alpha=_get(doc, top, "alpha", (), float, 0.05, minimum=1e-9, maximum=0.999),
         seed=_get(doc, top, "seed", (), int, 0, minimum=0),
         sequential=_get(doc, top, "sequential", (), int, None, minimum=1),
+        null=_get(doc, top, "null", (), str, "base", choices=NULLS),
+        min_effect=_get(doc, top, "min_effect", (), float, None, minimum=0.0),
         prices={k: dict(v) for k, v in prices.items()},
         name=_get(doc, top, "name", (), str, Path(source).stem if source != "<spec>" else "audit"),
         description=_get(doc, top, "description", (), str, ""),
@@ -588,6 +614,36 @@ def dump_spec(spec: AuditSpec, *, header: str | None = None) -> str:
         out["perturbations"] = perts
     text = yaml.safe_dump(out, sort_keys=False, allow_unicode=True, width=100)
     return (f"# {header}\n" if header else "") + text
+
+
+def spec_warnings(spec: AuditSpec) -> list[str]:
+    """What a spec cannot show, found before any call (the spec check).
+
+    * no result can be significant at its k, B, correction and α — e.g. k = 2,
+      or B = 499 with Holm over 40 tests
+      (see :func:`dbpa_core.power.attainable_significance`);
+    * a perturbation whose prompt (and system prompt) equals the base's: it is
+      another sample of the base, not a perturbation.
+
+    :func:`spec_notes` holds the milder news (not every star is in reach).
+    """
+    out: list[str] = []
+    reach = spec.attainability()
+    if not reach.reachable:
+        out.append(reach.message)
+    base = (" ".join(spec.base_prompt.split()), spec.system_prompt or "")
+    for p in spec.perturbations:
+        if (" ".join(p.prompt.split()), p.system_prompt or "") == base:
+            out.append(f"Perturbation {p.name!r} has the same prompt as the base: it tests the "
+                       "model against itself (a check of the false-positive rate), not a change.")
+    return out
+
+
+def spec_notes(spec: AuditSpec) -> list[str]:
+    """Informational results of the spec check: which stars are out of reach (e.g.
+    ``***`` with B = 2000 and Holm over 3 or more perturbations)."""
+    reach = spec.attainability()
+    return [reach.message] if reach.reachable and reach.message else []
 
 
 def load_spec(path: str | os.PathLike, *, allow_key_env=()) -> AuditSpec:

@@ -38,8 +38,9 @@ class DBPAResult:
     p_value : float
         Permutation p-value, ``(1 + #{T_b >= T_obs}) / (1 + B)`` for a random
         test, ``#{T_b >= T_obs} / C(k+m, k)`` for an exact one; never 0.
-    null_similarities : ndarray, shape (k(k-1)/2,)
-        P0: similarities among the base responses.
+    null_similarities : ndarray, shape (k(k-1)/2,) or (k(k-1)/2 + m(m-1)/2,)
+        P0: similarities among the base responses (with ``null="pooled"``, among
+        the responses of each group).
     alt_similarities : ndarray, shape (k*m,)
         P1: similarities between base and perturbed responses.
     permutation_statistics : ndarray, shape (n_permutations,)
@@ -57,6 +58,8 @@ class DBPAResult:
         True when Besag–Clifford sequential stopping ended the test.
     bin_edges : ndarray or None
         Histogram edges shared by P0 and P1 (for ``jsd``; useful for plots).
+        They span the whiskers of the pooled similarities; values beyond them
+        are counted in the outer bins.
     chance_effect_size : float
         The mean of the permutation statistics T_b: the ω that chance alone gives
         at these k and m (ω has no fixed zero; for ``jsd`` it is about 0.6 at
@@ -64,6 +67,9 @@ class DBPAResult:
     effect_above_chance : float
         ``effect_size - chance_effect_size``: how much more the answers moved than
         chance alone moves them at this k (about 0 under H0, at any k).
+    null : {"base", "pooled"}
+        Where P0 came from: the base group only (the papers' asymmetric test) or
+        both groups (symmetric in base and perturbed).
     """
 
     effect_size: float
@@ -79,6 +85,7 @@ class DBPAResult:
     stopped_early: bool = False
     bin_edges: np.ndarray | None = None
     chance_effect_size: float = 0.0
+    null: str = "base"
 
     @property
     def effect_above_chance(self) -> float:
@@ -107,6 +114,7 @@ class DBPAResult:
             "n_permutations": self.n_permutations,
             "exact": self.exact,
             "stopped_early": self.stopped_early,
+            "null": self.null,
         }
         if arrays:
             d["null_similarities"] = self.null_similarities
@@ -170,7 +178,11 @@ class ROCResult:
 
 @dataclass(frozen=True)
 class PowerResult:
-    """Simulated power of the DBPA test for several sample sizes."""
+    """Simulated power of the DBPA test for several sample sizes.
+
+    ``notes`` say what limits the numbers (a k where no p can reach α/M, data
+    sets that overlap because k is close to the pilot size).
+    """
 
     sample_sizes: np.ndarray
     power: np.ndarray
@@ -179,8 +191,88 @@ class PowerResult:
     measure: str
     method: str
     power_ci: np.ndarray = field(default_factory=lambda: np.empty((0, 2)))
+    n_permutations: int = 0
+    n_tests: int = 1
+    null: str = "base"
+    notes: tuple[str, ...] = ()
 
     def smallest_sample_size(self, target_power: float = 0.8) -> int | None:
         """Smallest simulated k whose power reaches ``target_power`` (None if none)."""
         hit = np.nonzero(self.power >= target_power)[0]
         return int(self.sample_sizes[hit[0]]) if hit.size else None
+
+
+def _stars(p: float) -> str:
+    return "***" if p < 0.001 else "**" if p < 0.01 else "*" if p < 0.05 else ""
+
+
+@dataclass(frozen=True)
+class Attainability:
+    """What a planned run can show at best, known before sampling.
+
+    ``smallest_p`` is the smallest p-value one test can return (``1 / (B+1)``,
+    or ``1 / C(k+m, k)`` for an exact test); ``smallest_adjusted_p`` that p
+    after the correction over ``n_tests``. ``min_samples`` is the smallest k
+    (= m) that makes significance reachable (None when it already is), and
+    ``min_permutations`` the smallest B whose ``1 / (B + 1)`` survives the
+    correction at ``alpha``.
+    """
+
+    k: int
+    m: int
+    n_permutations: int
+    n_tests: int
+    correction: str
+    alpha: float
+    smallest_p: float
+    smallest_adjusted_p: float
+    min_samples: int | None = None
+    min_permutations: int = 1
+    exact: bool = False
+    permutations_for_all_stars: int = 1000
+
+    @property
+    def reachable(self) -> bool:
+        """Some result can be significant (adjusted p <= α)."""
+        return self.smallest_adjusted_p <= self.alpha
+
+    @property
+    def best_stars(self) -> str:
+        """The most stars any result can earn (``*`` < .05, ``**`` < .01, ``***`` < .001)."""
+        return _stars(self.smallest_adjusted_p)
+
+    @property
+    def message(self) -> str | None:
+        """A plain warning, or None when significance and every star are in reach."""
+        corr = (f" and {self.correction} over {self.n_tests} tests"
+                if self.correction != "none" and self.n_tests > 1 else "")
+        plan = (f"k = {self.k}" + (f", m = {self.m}" if self.m != self.k else "")
+                + f" responses per prompt, B = {self.n_permutations} permutations{corr}")
+        smallest = (f"the smallest possible {'adjusted ' if corr else ''}p is "
+                    f"{self.smallest_adjusted_p:.3g}")
+        if not self.reachable:
+            if self.min_samples is not None:
+                how = f"Use at least k = {self.min_samples} responses per prompt."
+            else:
+                how = f"Use at least {self.min_permutations} permutations."
+            return (f"With {plan}, no result can be significant: {smallest}, above "
+                    f"α = {self.alpha:g}. {how}")
+        if self.best_stars != "***":
+            if self.exact:  # every split is enumerated: only more responses help
+                how = "More responses per prompt raise that ceiling."
+            else:
+                how = (f"At least {self.permutations_for_all_stars} permutations make every "
+                       "star reachable.")
+            stars = f"at most '{self.best_stars}'" if self.best_stars else "no star"
+            return f"With {plan}, {smallest}: {stars} can be reached. {how}"
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return _jsonable({
+            "k": self.k, "m": self.m, "n_permutations": self.n_permutations,
+            "n_tests": self.n_tests, "correction": self.correction, "alpha": self.alpha,
+            "smallest_p": self.smallest_p, "smallest_adjusted_p": self.smallest_adjusted_p,
+            "reachable": self.reachable, "best_stars": self.best_stars,
+            "min_samples": self.min_samples, "min_permutations": self.min_permutations,
+            "exact": self.exact, "message": self.message,
+        })

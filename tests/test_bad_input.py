@@ -64,8 +64,8 @@ def test_bad_similarity_matrix(s, k, match):
 
 
 def test_similarity_matrix_rejects_embedding_only_measures():
-    with pytest.raises(ValueError, match="'energy-l2' needs embeddings"):
-        dbpa_test_similarity(np.eye(4), 2, measure="energy-l2")
+    with pytest.raises(ValueError, match="'energy-l1' needs embeddings"):
+        dbpa_test_similarity(np.eye(4), 2, measure="energy-l1")
 
 
 @pytest.mark.parametrize("p,match", [
@@ -104,7 +104,7 @@ def test_roc_max_fpr_out_of_range():
 
 
 def test_bad_sample_size_arguments():
-    with pytest.raises(ValueError, match="`effect_size` must be > 0"):
+    with pytest.raises(ValueError, match="`effect_above_chance` must be > 0"):
         sample_size(0)
     with pytest.raises(ValueError, match=r"`power` must lie in \(0, 1\)"):
         sample_size(0.3, power=1.0)

@@ -35,17 +35,51 @@ def test_registry_has_spec_measures():
     assert {"jsd", "energy-cosine", "energy-l1", "energy-l2", "wasserstein", "ks"} <= set(MEASURES)
 
 
+def _whiskers(off):
+    q1, q3 = np.percentile(off, [25, 75])
+    return max(off.min(), q1 - 1.5 * (q3 - q1)), min(off.max(), q3 + 1.5 * (q3 - q1))
+
+
 def test_jsd_matches_scipy_jensenshannon(groups):
     x, y = groups
     s, p0, p1 = _p0_p1(x, y)
     off = s[np.triu_indices(s.shape[0], 1)]
-    h0 = np.histogram(p0, bins=30, range=(off.min(), off.max()))[0]
-    h1 = np.histogram(p1, bins=30, range=(off.min(), off.max()))[0]
+    lo, hi = _whiskers(off)
+    # values beyond the whiskers are counted in the outer bins
+    h0 = np.histogram(np.clip(p0, lo, hi), bins=30, range=(lo, hi))[0]
+    h1 = np.histogram(np.clip(p1, lo, hi), bins=30, range=(lo, hi))[0]
     ref = jensenshannon(h0, h1)  # natural log; scipy returns the distance
     r = dbpa_test(x, y, measure="jsd", n_permutations=10, rng=0)
     assert r.effect_size == pytest.approx(ref, abs=1e-12)
-    assert jsd_distance(p0, p1, histogram_edges(s)) == pytest.approx(ref, abs=1e-12)
-    np.testing.assert_allclose(r.bin_edges, np.linspace(off.min(), off.max(), 31))
+    edges = histogram_edges(s)
+    assert jsd_distance(np.clip(p0, lo, hi), np.clip(p1, lo, hi), edges) == \
+        pytest.approx(ref, abs=1e-12)
+    np.testing.assert_allclose(r.bin_edges, np.linspace(lo, hi, 31))
+
+
+def test_jsd_bins_ignore_one_off_topic_response(groups):
+    """One response far from all others stretches min..max, not the whiskers."""
+    x, y = groups
+    s = cosine_similarity_matrix(np.vstack([x, y]))
+    far = -np.ones((1, x.shape[1]))  # opposite direction: similarity about -1 to everyone
+    s_out = cosine_similarity_matrix(np.vstack([x, y[:-1], far]))
+    robust, robust_out = histogram_edges(s), histogram_edges(s_out)
+    assert robust_out[-1] - robust_out[0] < 1.5 * (robust[-1] - robust[0])
+    raw_out = histogram_edges(s_out, robust=False)
+    assert raw_out[0] < -0.5 and raw_out[-1] - raw_out[0] > 2 * (robust_out[-1] - robust_out[0])
+
+
+def test_jsd_minmax_bins_without_outliers_or_with_robust_off(groups):
+    x, y = groups
+    s = cosine_similarity_matrix(np.vstack([x, y]))
+    off = s[np.triu_indices(s.shape[0], 1)]
+    np.testing.assert_allclose(histogram_edges(s, robust=False),
+                               np.linspace(off.min(), off.max(), 31))
+    # heavily tied text similarities (IQR 0) fall back to min..max
+    tied = np.full((6, 6), 0.2)
+    tied[0, 1] = tied[1, 0] = 0.9
+    np.fill_diagonal(tied, 1.0)
+    np.testing.assert_allclose(histogram_edges(tied, 4), np.linspace(0.2, 0.9, 5))
 
 
 def test_wasserstein_matches_scipy(groups):

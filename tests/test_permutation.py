@@ -201,3 +201,152 @@ def test_small_groups_work():
         warnings.simplefilter("error")
         r = dbpa_test(x, y, n_permutations=100, rng=0)
     assert r.exact and r.n_permutations == 6
+
+
+# --------------------------------------------------------------------------- issue 8
+@pytest.mark.parametrize("measure", ["jsd", "wasserstein", "ks"])
+def test_pooled_null_matches_literal_algorithm_1(rng, measure):
+    x, y = cloud(rng, 7), cloud(rng, 6, center=np.linspace(0.5, 1.5, 16))
+    r = dbpa_test(x, y, measure=measure, n_permutations=200, rng=7, null="pooled")
+    seed = int(np.random.default_rng(7).integers(0, 2**63 - 1))
+    subsets = random_subsets(13, 7, 200, seed=seed)
+    t_obs, stats, p = literal_dbpa_test(x, y, measure=measure, subsets=subsets, null="pooled")
+    assert r.effect_size == pytest.approx(t_obs, abs=1e-12)
+    np.testing.assert_allclose(r.permutation_statistics, stats, atol=1e-12)
+    assert r.p_value == p and r.null == "pooled"
+    assert r.null_similarities.size == 21 + 15  # within base and within perturbed
+
+
+def test_default_measure_is_the_benchmarks_choice(shifted):
+    from dbpa_core import DEFAULT_MEASURE
+
+    x, y = shifted
+    assert DEFAULT_MEASURE == "energy-l2"
+    assert dbpa_test(x, y, n_permutations=50, rng=0).measure == DEFAULT_MEASURE
+
+
+@pytest.mark.parametrize("measure", ["jsd", "wasserstein", "ks", "energy-l2", "energy-cosine"])
+def test_pooled_null_is_swap_symmetric(rng, measure):
+    x, y = cloud(rng, 9), cloud(rng, 9, center=np.linspace(0.2, 1.8, 16), spread=0.9)
+    a = dbpa_test(x, y, measure=measure, null="pooled", n_permutations=4000, rng=1)
+    b = dbpa_test(y, x, measure=measure, null="pooled", n_permutations=4000, rng=1)
+    assert a.effect_size == pytest.approx(b.effect_size, abs=1e-12)
+    # the null distributions agree (different random splits): p within Monte Carlo error
+    assert abs(a.p_value - b.p_value) <= 4 * np.sqrt(max(a.p_value, 1e-3) / 4000) + 1e-3
+    # exact tests enumerate the same splits: identical p
+    xs, ys = x[:4], y[:4]
+    ea = dbpa_test(xs, ys, measure=measure, null="pooled", n_permutations=10_000, rng=0)
+    eb = dbpa_test(ys, xs, measure=measure, null="pooled", n_permutations=10_000, rng=0)
+    assert ea.exact and eb.exact and ea.p_value == eb.p_value
+
+
+def test_base_null_is_asymmetric(rng):
+    """The papers' test takes P0 from the base group: swapping the groups changes it
+    (a tight base group and a spread-out perturbed one make the difference plain)."""
+    x = cloud(rng, 10, spread=0.3)
+    y = cloud(rng, 10, spread=1.2)
+    a = dbpa_test(x, y, measure="wasserstein", n_permutations=999, rng=0)
+    b = dbpa_test(y, x, measure="wasserstein", n_permutations=999, rng=0)
+    assert abs(a.effect_size - b.effect_size) > 0.01
+
+
+def test_unknown_null_is_named(shifted):
+    x, y = shifted
+    with pytest.raises(ValueError, match=r"`null` must be in .*got 'both'"):
+        dbpa_test(x, y, null="both")
+    with pytest.raises(ValueError, match=r"`null` must be in"):
+        dbpa_test_similarity(np.eye(4), 2, null=None)
+
+
+def test_energy_l2_on_a_cosine_similarity_matrix_matches_unit_embeddings(shifted):
+    from dbpa_core import cosine_similarity_matrix
+    from dbpa_core.similarity import normalize_rows
+
+    x, y = (normalize_rows(v) for v in shifted)
+    s = cosine_similarity_matrix(np.vstack([x, y]))
+    a = dbpa_test(x, y, measure="energy-l2", n_permutations=300, rng=2)
+    b = dbpa_test_similarity(s, 10, measure="energy-l2", n_permutations=300, rng=2)
+    assert a.effect_size == pytest.approx(b.effect_size, abs=1e-9)
+    np.testing.assert_allclose(a.permutation_statistics, b.permutation_statistics, atol=1e-9)
+    with pytest.raises(ValueError, match="'energy-l1' needs embeddings"):
+        dbpa_test_similarity(s, 10, measure="energy-l1")
+
+
+class _Recorder:
+    """Wraps a prepared statistic and records the batch sizes the engine asks for."""
+
+    def __init__(self, stat):
+        self.stat, self.sizes = stat, []
+
+    def __call__(self, subsets):
+        self.sizes.append(subsets.shape[0])
+        return self.stat(subsets)
+
+
+def _prepared(x, y, measure="energy-l2"):
+    from dbpa_core.measures import MEASURES
+    from dbpa_core.similarity import pairwise_distance_matrix
+
+    pooled = np.vstack([x, y])
+    m = MEASURES[measure]
+    from dbpa_core import cosine_similarity_matrix
+
+    used = (pairwise_distance_matrix(pooled, m.metric) if m.uses == "distance"
+            else cosine_similarity_matrix(pooled))
+    return m.prepare(used, x.shape[0], y.shape[0], 30, False)
+
+
+@pytest.mark.parametrize("measure", ["energy-l2", "jsd", "ks"])
+def test_memory_bound_batches_do_not_change_the_result(shifted, monkeypatch, measure):
+    from dbpa_core import permutation
+
+    x, y = shifted
+    ref = dbpa_test(x, y, measure=measure, n_permutations=3000, rng=5)
+    # 400 bytes of split indices per batch: 10 splits of k = 10 at a time
+    monkeypatch.setattr(permutation, "MAX_BATCH_BYTES", 400)
+    assert permutation.max_batch(10) == 10 and permutation.max_batch(10, 4) == 4
+    small = dbpa_test(x, y, measure=measure, n_permutations=3000, rng=5)
+    np.testing.assert_array_equal(ref.permutation_statistics, small.permutation_statistics)
+    assert small.p_value == ref.p_value
+    rec = _Recorder(_prepared(x, y, measure))
+    permutation.run_permutations(rec, 20, 10, n_permutations=3000, rng=np.random.default_rng(5))
+    assert max(rec.sizes[1:]) == 10 and sum(rec.sizes[1:]) == 3000
+
+
+def test_exact_enumeration_in_bounded_batches(rng, monkeypatch):
+    from dbpa_core import permutation
+
+    x, y = cloud(rng, 5), cloud(rng, 5, center=np.linspace(0, 2, 16))
+    ref = dbpa_test(x, y, n_permutations=10_000, rng=0)
+    monkeypatch.setattr(permutation, "MAX_BATCH_BYTES", 4 * 5 * 7)  # 7 splits at a time
+    r = dbpa_test(x, y, n_permutations=10_000, rng=0)
+    assert r.exact and r.n_permutations == math.comb(10, 5)
+    np.testing.assert_array_equal(ref.permutation_statistics, r.permutation_statistics)
+    np.testing.assert_array_equal(permutation._exact_subsets(10, 5),
+                                  np.array(list(__import__("itertools").combinations(range(10), 5))))
+
+
+def test_huge_plans_never_hold_all_splits_at_once(shifted):
+    """k x B = 10 x 20,000,000 splits would need 800 MB of indices at once; the engine
+    holds at most MAX_BATCH_BYTES of them (checked without running it)."""
+    from dbpa_core import permutation
+
+    assert permutation.max_batch(10) * 10 * 4 <= permutation.MAX_BATCH_BYTES
+    assert permutation.max_batch(5000) * 5000 * 4 <= permutation.MAX_BATCH_BYTES
+    assert permutation.max_batch(10**9) == 1
+
+
+def test_sequential_starts_small_and_doubles(shifted):
+    from dbpa_core import permutation
+
+    x, y = cloud(np.random.default_rng(3), 10), cloud(np.random.default_rng(4), 10)
+    rec = _Recorder(_prepared(x, y))
+    _, _, _, _, stopped = permutation.run_permutations(
+        rec, 20, 10, n_permutations=10_000, rng=np.random.default_rng(0), sequential=10**6)
+    assert rec.sizes[:5] == [1, 64, 128, 256, 512]  # the observed split, then 64, doubling
+    assert sum(rec.sizes[1:]) == 10_000 and not stopped
+    # a clear null stops inside the first small batch
+    rec = _Recorder(_prepared(x, y))
+    _, stats, p, _, stopped = permutation.run_permutations(
+        rec, 20, 10, n_permutations=10_000, rng=np.random.default_rng(0), sequential=5)
+    assert stopped and rec.sizes == [1, 64] and stats.size <= 64 and p == 5 / stats.size

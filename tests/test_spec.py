@@ -20,7 +20,8 @@ GOOD = textwrap.dedent("""\
 
 def test_good_spec():
     s = parse_spec(GOOD)
-    assert s.samples == 5 and s.measure == "jsd" and s.correction == "holm"
+    assert s.samples == 5 and s.measure == "energy-l2" and s.correction == "holm"
+    assert s.null == "base" and s.min_effect is None
     assert [p.name for p in s.perturbations] == ["comedian", "ahmed", "terse"]
     assert s.perturbations[0].prompt == "Act as a comedian. John is 70."
     assert s.perturbations[2].prompt == "John is 70." and s.perturbations[2].system_prompt
@@ -39,7 +40,12 @@ def test_good_spec():
     ("backend: local", "backend: openai", r"line 1: missing model.name"),
     ('{name: ahmed, prompt: "Ahmed is 70.", role: control}', "{name: ahmed, role: control}", r"line 8: perturbation 'ahmed' has no prompt"),
     ('{name: ahmed,', '{name: comedian,', r"line 8: perturbation name 'comedian' is used twice"),
-    ("samples: 5", "samples: 5\nmeasure: cosine", r"line 4: measure must be one of jsd"),
+    ("samples: 5", "samples: 5\nmeasure: cosine", r"line 4: measure must be one of energy-l2"),
+    ("samples: 5", "samples: 5\nnull: both", r"line 4: null must be one of base, pooled"),
+    ("samples: 5", "samples: 5\nmin_effect: -0.1", r"line 4: min_effect must be >= 0.0"),
+    ("samples: 5", "samples: 5\nmin_effect: big", r"line 4: min_effect must be a number"),
+    ("backend: local", "backend: local\nembedder: {backend: bleu}\nmeasure: energy-l1",
+     r"line 4: measure energy-l1 needs embeddings; with embedder bleu use"),
     ("samples: 5", "samples: 5\ncorrection: sidak", r"line 4: correction must be one of"),
     ("samples: 5", "samples: 5\nalpha: 2", r"line 4: alpha must be <= 0.999"),
     ("samples: 5", "samples: 5\nsamples: 6", r"line 4: key 'samples' appears twice"),

@@ -105,16 +105,19 @@ def spec_yaml(result_or_spec, meta: RunMeta | None = None) -> str:
 
 # --------------------------------------------------------------------------- HTML
 def _table(result: AuditResult) -> str:
-    head = ("<tr><th>perturbation</th><th>role</th><th>model</th><th>ω</th>"
-            "<th>ω above chance</th><th>p (raw)</th><th>p (adjusted)</th><th></th>"
-            "<th>verdict</th></tr>")
+    delta = result.spec.min_effect
+    head = ("<tr><th>perturbation</th><th>role</th><th>model</th><th>ω above chance</th>"
+            "<th>ω</th><th>chance ω</th><th>p (raw)</th><th>p (adjusted)</th><th></th>"
+            "<th>verdict</th>" + (f"<th>&gt; δ = {delta:g}</th>" if delta is not None else "")
+            + "</tr>")
     rows = "".join(
         f"<tr><td>{html.escape(p.name)}</td><td>{html.escape(p.role or '')}</td>"
-        f"<td>{html.escape(p.model)}</td><td>{p.effect_size:.4f}</td>"
-        f"<td>{p.effect_above_chance:+.4f}</td><td>{html.escape(fmt_p(p.p_value))}</td>"
-        f"<td>{html.escape(fmt_p(p.p_adjusted))}</td><td>{p.stars}</td>"
-        f"<td>{'significant' if p.significant else 'not shown'}</td></tr>"
-        for p in result.perturbations)
+        f"<td>{html.escape(p.model)}</td><td>{p.effect_above_chance:+.4f}</td>"
+        f"<td>{p.effect_size:.4f}</td><td>{p.chance_effect_size:.4f}</td>"
+        f"<td>{html.escape(fmt_p(p.p_value))}</td><td>{html.escape(fmt_p(p.p_adjusted))}</td>"
+        f"<td>{p.stars}</td><td>{'significant' if p.significant else 'not shown'}</td>"
+        + (f"<td>{'yes' if p.exceeds_min_effect else 'no'}</td>" if delta is not None else "")
+        + "</tr>" for p in result.perturbations)
     return f"<table>{head}{rows}</table>"
 
 
@@ -162,8 +165,8 @@ def html_report(title: str, results: Sequence[AuditResult] | Mapping[str, AuditR
             f"{html.escape(meta.tool_version)}; report written {datetime.now(UTC):%Y-%m-%d %H:%M} "
             "UTC.</p>",
             "<h2>Verdict</h2>", _verdict(results),
-            "<p class='muted'>ω is the effect size and ω above chance what is left after "
-            "subtracting the ω that chance alone gives at this k. p (raw) comes from a "
+            "<p class='muted'>ω is the effect size and chance ω what chance alone gives at "
+            "this k; ω above chance (ω − chance ω) is about 0 when nothing changed. p (raw) comes from a "
             "permutation test on the responses' similarities; p (adjusted) corrects it for "
             "the number of perturbations tested; a perturbation is significant when its "
             "adjusted p is at most α. Stars mark the adjusted p (* &lt; .05, ** &lt; .01, "

@@ -23,7 +23,7 @@ from dbpa_core.backends import (
 )
 from dbpa_core.cache import CacheError
 from dbpa_core.sampling import Progress, RunCancelled
-from dbpa_core.spec import AuditSpec, SpecError, model_label, parse_spec
+from dbpa_core.spec import AuditSpec, SpecError, model_label, parse_spec, spec_notes, spec_warnings
 
 from . import state
 from .export import RunMeta
@@ -269,6 +269,21 @@ def _changed_inputs(old: str | None, new: str | None) -> str:
     return f" ({', '.join(shown)})" if shown else ""
 
 
+def show_spec_warnings(specs: Sequence[AuditSpec]) -> None:
+    """What the settings cannot show (no result can be significant at this k, a
+    perturbation equal to the base) as warnings above the Run button; which stars
+    are out of reach as a quieter note."""
+    warned: list[str] = []
+    noted: list[str] = []
+    for spec in specs:
+        warned += [w for w in spec_warnings(spec) if w not in warned]
+        noted += [n for n in spec_notes(spec) if n not in noted]
+    for w in warned:
+        st.warning(w, icon=":material/warning:")
+    for n in noted:
+        st.caption(f":material/info: {n}")
+
+
 def run_section(specs: dict[str, AuditSpec] | None, *, key: str,
                 label: str = "Run") -> dict[str, AuditResult] | None:
     """Estimate, Run button, progress and stop for the audit pages (see
@@ -282,8 +297,11 @@ def run_section(specs: dict[str, AuditSpec] | None, *, key: str,
             specs = None
     signature = specs_signature(specs) if specs else None
     tasks = {name: audit_task(spec) for name, spec in specs.items()} if specs else None
-    results = task_section(tasks, key=key, label=label, signature=signature,
-                           before=lambda: show_estimate(list(specs.values())),
+    def before() -> None:
+        show_estimate(list(specs.values()))
+        show_spec_warnings(list(specs.values()))
+
+    results = task_section(tasks, key=key, label=label, signature=signature, before=before,
                            on_done=lambda out: record(out, key=key))
     meta = st.session_state["results_meta"].get(key)
     if meta is not None:

@@ -18,6 +18,7 @@ from dbpa_core.cache import Cache, default_cache_dir
 from dbpa_core.history import History
 from dbpa_core.home import load_models
 from dbpa_core.home import save_models as _save_models
+from dbpa_core.measures import DEFAULT_MEASURE
 from dbpa_core.spec import model_label
 
 from . import presets
@@ -28,7 +29,9 @@ DEFAULTS: dict[str, Any] = {
     "w_base_prompt": presets.NICE_PROMPT,
     "w_samples": 20,
     "w_permutations": 2000,
-    "w_measure": "jsd",
+    "w_measure": DEFAULT_MEASURE,
+    "w_null": "base",
+    "w_min_effect": 0.0,
     "w_correction": "holm",
     "w_alpha": 0.05,
     "w_temperature": 0.8,
@@ -157,4 +160,5 @@ def settings() -> dict[str, Any]:
     return {"samples": int(ss.w_samples), "permutations": int(ss.w_permutations),
             "measure": ss.w_measure, "correction": ss.w_correction, "alpha": float(ss.w_alpha),
             "temperature": float(ss.w_temperature), "max_tokens": int(ss.w_max_tokens),
-            "seed": int(ss.w_seed), "embedder": {"backend": ss.w_embedder}}
+            "seed": int(ss.w_seed), "embedder": {"backend": ss.w_embedder},
+            "null": ss.w_null, "min_effect": float(ss.w_min_effect) or None}

@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from dbpa_core.audit import AuditResult
-from dbpa_core.measures import MEASURES
+from dbpa_core.measures import DEFAULT_MEASURE, MEASURES, NULLS
 from dbpa_core.multitest import METHODS
 
 from . import export, state, verdicts
@@ -92,8 +92,24 @@ def settings_sidebar() -> None:
                         key="w_samples", help="More samples: more power, more calls.")
         st.number_input("Permutations (B)", min_value=100, max_value=100_000, step=1000,
                         key="w_permutations", help="The p-value's resolution is 1/(B+1).")
-        st.selectbox("Effect size ω", sorted(MEASURES), key="w_measure",
-                     help="jsd: Jensen–Shannon distance of the similarity histograms (default).")
+        st.selectbox("Effect size ω", list(MEASURES), key="w_measure",
+                     help=f"{DEFAULT_MEASURE} (default): energy distance between the response "
+                     "embeddings, the most powerful calibrated measure on recorded responses. "
+                     "jsd: the papers' Jensen–Shannon distance of the similarity histograms.")
+        st.selectbox("Null: P0 from", list(NULLS), key="w_null",
+                     format_func=lambda v: {"base": "base answers (papers')",
+                                            "pooled": "both groups (symmetric)"}[v],
+                     help="For jsd, wasserstein and ks, P0 (the model's own noise) comes from "
+                     "the base answers only, so swapping base and perturbed changes the result. "
+                     "'both groups' uses the within-group similarities of both: use it when "
+                     "neither side is the reference (e.g. two models). Energy measures are "
+                     "symmetric either way.")
+        st.number_input("Minimum effect of interest δ", min_value=0.0, max_value=10.0,
+                        step=0.01, format="%.3f", key="w_min_effect",
+                        help="Optional (0 = none). Results then say separately whether a change "
+                        "is detectable (p) and whether its effect above chance exceeds δ, in "
+                        "units of the chosen ω. With many samples nearly every change is "
+                        "detectable; δ says which ones matter.")
         st.selectbox("Multiple-testing correction", list(METHODS), key="w_correction",
                      help="holm controls the family-wise error; bh the false discovery rate.")
         st.slider("Significance level α", 0.001, 0.2, key="w_alpha", step=0.001, format="%.3f")
@@ -110,11 +126,16 @@ def settings_sidebar() -> None:
 
 def results_table(result: AuditResult) -> pd.DataFrame:
     rows = []
+    delta = result.spec.min_effect
     for p in result.perturbations:
-        rows.append({"perturbation": p.name, "role": p.role or "", "model": p.model,
-                     "ω": round(p.effect_size, 4), "ω above chance": round(p.effect_above_chance, 4),
-                     "p (raw)": p.p_value, "p (adjusted)": p.p_adjusted,
-                     "": p.stars, "significant": p.significant})
+        row = {"perturbation": p.name, "role": p.role or "", "model": p.model,
+               "ω above chance": round(p.effect_above_chance, 4),
+               "ω": round(p.effect_size, 4), "chance ω": round(p.chance_effect_size, 4),
+               "p (raw)": p.p_value, "p (adjusted)": p.p_adjusted, "": p.stars,
+               "detectable": p.significant}
+        if delta is not None:
+            row[f"> δ = {delta:g}"] = bool(p.exceeds_min_effect)
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
@@ -140,24 +161,36 @@ def show_results_table(result: AuditResult, *, key: str, sentence: bool = True) 
     df = results_table(result)
     st.dataframe(styled(df), hide_index=True, key=f"{key}_table", height=table_height(len(df)),
                  column_config={
-                     "ω": st.column_config.NumberColumn(help="effect size"),
+                     "ω": st.column_config.NumberColumn(help="effect size, raw"),
+                     "chance ω": st.column_config.NumberColumn(
+                         help="the ω chance alone gives at this k (mean over permutations)"),
                      "ω above chance": st.column_config.NumberColumn(
-                         help="ω minus the ω chance alone gives at this k (about 0 when "
-                         "nothing changed)"),
+                         help="how much more the answers moved than chance alone moves them "
+                         "at this k: about 0 when nothing changed"),
                      "p (raw)": st.column_config.NumberColumn(
                          help="the permutation test's p for this perturbation alone"),
                      "p (adjusted)": st.column_config.NumberColumn(
                          help="p corrected for the number of perturbations tested; "
                          "significant means adjusted p <= α"),
+                     "detectable": st.column_config.CheckboxColumn(
+                         help="significant after the correction (adjusted p <= α)"),
                  })
     spec = result.spec
+    notes = ("" if spec.min_effect is None else
+             f" '> δ': the effect above chance exceeds δ = {spec.min_effect:g}, a question "
+             "separate from whether it is detectable.")
+    if result.mode == "models" and spec.null == "base" and not MEASURES[spec.measure].symmetric:
+        notes += (" With this ω, P0 comes from the reference model's answers only, so the "
+                  "comparison is asymmetric (swapping the two models changes ω and p); choose "
+                  "'Null: P0 from both groups' in the sidebar for a symmetric one.")
     st.caption(f"k = {spec.samples} responses per prompt, B = {spec.permutations} permutations "
                f"(no p can be below 1/(B+1) = {fmt_p(resolution(spec.permutations))}), ω = "
                f"{spec.measure}, correction = {spec.correction}, α = {spec.alpha}, seed = "
-               f"{spec.seed}. Significant = adjusted p ≤ α; stars on the adjusted p: * < .05, "
-               "** < .01, *** < .001. A small p means the perturbed answers differ from the "
-               "base answers by more than the model's own randomness explains; a large p "
-               "means this sample could not show a change.")
+               f"{spec.seed}. Detectable = significant = adjusted p ≤ α; stars on the adjusted "
+               "p: * < .05, ** < .01, *** < .001. A small p means the perturbed answers differ "
+               "from the base answers by more than the model's own randomness explains; a large "
+               "p means this sample could not show a change. ω has no fixed zero: read 'ω above "
+               "chance', about 0 when nothing changed." + notes)
 
 
 def table_height(rows: int) -> int | str:

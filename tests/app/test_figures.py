@@ -44,7 +44,7 @@ def test_permutation_figure(result):
     assert fig.data[0].type == "histogram" and len(fig.data[0].x) == p.test.n_permutations
     assert fig.layout.shapes[0].x0 == pytest.approx(p.effect_size)
     assert "observed ω" in fig.layout.annotations[0].text
-    assert fig.layout.xaxis.title.text == "ω (jsd)"
+    assert fig.layout.xaxis.title.text == f"ω ({p.test.measure})"
 
 
 def test_embedding_map_needs_embeddings(result):
