@@ -1,0 +1,407 @@
+"""Seeded attacks on text: character (typos), word (edits) and visual (homoglyphs) level.
+
+Every word is attacked with probability ρ (``rho``): ρ = 0 changes nothing, ρ = 1
+attacks every word. A word is a run of letters or digits, with inner apostrophes or
+hyphens (``don't``, ``well-known``); spaces and punctuation between words are kept.
+
+* **character** level (typing and speech-to-text noise), one operation per attacked
+  word, drawn uniformly unless ``op`` names one: ``repeat`` a character 1, 2 or 3
+  times (probabilities .4/.4/.2), ``delete`` 1, 2 or 3 adjacent characters (likewise;
+  never the whole word unless it has one letter), ``insert`` one random letter.
+* **word** level: ``insert`` a new word after the attacked one, ``delete`` it, or
+  ``replace`` it. A new word is, half the time, a random word of the same text; else a
+  WordNet synonym of the attacked word, or a random WordNet word when it has none.
+* **visual** level (scanned / OCR'd or spoofed text): a fraction ``letters`` (r) of the
+  word's letters is replaced by homoglyphs — characters from Unicode's confusables
+  table (via ``confusable-homoglyphs``) whose confusables *skeleton* is the letter's,
+  so :func:`skeleton` maps the attacked text back to the original's skeleton.
+
+Randomness: each word gets its own fixed block of uniforms from ``rng`` before any
+decision, and a word is attacked iff its first uniform is below ρ. So with the same
+seed the words attacked at ρ = 0.1 are also attacked at ρ = 0.2, in the same way —
+robustness curves and RTI raise ρ on one nested family of texts.
+
+Examples
+--------
+>>> r = attack_text("Mary moved to the bathroom.", "char", 1.0, rng=0)
+>>> r.text != r.original and len(r.changes) == 5
+True
+>>> attack_text("Mary moved.", "char", 0.0, rng=0).text
+'Mary moved.'
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import random
+import re
+import string
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+LEVELS = ("char", "word", "visual")
+OPS = {"char": ("repeat", "delete", "insert"), "word": ("insert", "delete", "replace"),
+       "visual": ("homoglyph",)}
+COUNT_P = (0.4, 0.4, 0.2)           # 1, 2 or 3 characters repeated / deleted
+_COUNT_CDF = (0.4, 0.8, 1.0)
+WORD = re.compile(r"[^\W_]+(?:['’\-][^\W_]+)*")
+_U = 6                              # uniforms per word: attack, op, count, position, source, index
+
+
+@dataclass(frozen=True)
+class Change:
+    """One attacked word.
+
+    ``start:end`` is the word's span in the original text (for an inserted word, the
+    empty span where it goes), ``new_start:new_end`` the span of its replacement in
+    the attacked text (empty when deleted). ``source`` says where a new word came
+    from (``passage``, ``synonym`` or ``wordnet``) or how many letters a homoglyph
+    attack replaced.
+    """
+
+    word: int
+    op: str
+    before: str
+    after: str
+    start: int
+    end: int
+    new_start: int
+    new_end: int
+    source: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"word": self.word, "op": self.op, "before": self.before, "after": self.after,
+                "start": self.start, "end": self.end, "new_start": self.new_start,
+                "new_end": self.new_end, "source": self.source}
+
+
+@dataclass(frozen=True)
+class AttackedText:
+    """The attacked text and where it changed."""
+
+    original: str
+    text: str
+    level: str
+    rho: float
+    changes: tuple[Change, ...] = ()
+    n_words: int = 0
+    op: str | None = None
+    letters: float | None = None
+    words: tuple[tuple[int, int], ...] = field(default=(), repr=False)  # original word spans
+
+    @property
+    def attacked_words(self) -> tuple[int, ...]:
+        """Indices (in the original text) of the attacked words."""
+        return tuple(c.word for c in self.changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"original": self.original, "text": self.text, "level": self.level,
+                "rho": self.rho, "op": self.op, "letters": self.letters,
+                "n_words": self.n_words, "changes": [c.to_dict() for c in self.changes]}
+
+
+def derive_seed(*parts: Any) -> int:
+    """A 63-bit seed from any printable parts (the battery seeds each item's attack
+    by ``(seed, item id, level, op, letters)`` — not by ρ, so ρ levels are nested)."""
+    h = hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).digest()
+    return int.from_bytes(h[:8], "big") >> 1
+
+
+def word_spans(text: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of every word of ``text``."""
+    return [m.span() for m in WORD.finditer(text)]
+
+
+# --------------------------------------------------------------------------- validation
+def _attack_iv(text, level, rho, op, letters):
+    if not isinstance(text, str):
+        raise TypeError(f"`text` must be a string, got {type(text).__name__}.")
+    if level not in LEVELS:
+        raise ValueError(f"`level` must be one of {', '.join(LEVELS)}; got {level!r}.")
+    if isinstance(rho, bool) or not isinstance(rho, (int, float)) or not 0.0 <= rho <= 1.0:
+        raise ValueError(f"`rho` must be a number in [0, 1], got {rho!r}.")
+    if op is not None and op not in OPS[level]:
+        raise ValueError(f"`op` for the {level} level must be one of {', '.join(OPS[level])} "
+                         f"(or None to draw one per word); got {op!r}.")
+    if level == "visual":
+        if isinstance(letters, bool) or not isinstance(letters, (int, float)) \
+                or not 0.0 < letters <= 1.0:
+            raise ValueError(f"`letters` (the fraction r of a word's letters) must lie in "
+                             f"(0, 1], got {letters!r}.")
+
+
+def _generator(rng) -> np.random.Generator:
+    if isinstance(rng, np.random.Generator):
+        return rng
+    if rng is None or (isinstance(rng, (int, np.integer)) and not isinstance(rng, bool)):
+        return np.random.default_rng(rng)
+    raise TypeError(f"`rng` must be an int seed or a numpy Generator, got {type(rng).__name__}.")
+
+
+# --------------------------------------------------------------------------- public API
+def attack_text(text: str, level: str, rho: float, *, rng: int | np.random.Generator | None = None,
+                op: str | None = None, letters: float = 0.5) -> AttackedText:
+    """Attack each word of ``text`` with probability ``rho``.
+
+    Parameters
+    ----------
+    text : str
+        The passage (or the question when an item has no passage).
+    level : {"char", "word", "visual"}
+    rho : float in [0, 1]
+        Probability that a word is attacked.
+    rng : int or numpy Generator
+        Seed; the same seed gives the same text. Words attacked at a lower ρ are
+        attacked (identically) at every higher ρ with the same seed.
+    op : str, optional
+        ``char``: repeat | delete | insert; ``word``: insert | delete | replace;
+        ``visual``: homoglyph. None draws one per attacked word.
+    letters : float in (0, 1]
+        Visual level: the fraction r of a word's letters replaced (at least one).
+
+    Returns
+    -------
+    AttackedText
+        ``text`` (attacked), ``changes`` (one :class:`Change` per attacked word).
+
+    Raises
+    ------
+    WordNetMissing
+        Word level without WordNet installed (see :mod:`dbpa_core.attacks.wordnet`).
+    """
+    _attack_iv(text, level, rho, op, letters)
+    spans = word_spans(text)
+    n = len(spans)
+    u = _generator(rng).random((n, _U)).tolist() if n else []
+    if level == "word" and rho > 0 and n and op != "delete":
+        _ = _wordnet_words()  # fail early (and clearly) when WordNet is missing
+    pieces: list[str] = []
+    changes: list[Change] = []
+    pos = 0        # next unread position in the original
+    out_len = 0    # length of the attacked text so far
+    words = [text[a:b] for a, b in spans]
+    for i, (a, b) in enumerate(spans):
+        gap = text[pos:a]
+        w = words[i]
+        if u[i][0] >= rho:
+            pieces.append(gap)
+            pieces.append(w)
+            out_len += len(gap) + len(w)
+            pos = b
+            continue
+        ui = u[i]
+        if level == "char":
+            kind, new = _char_attack(w, ui, op)
+            source = ""
+        elif level == "visual":
+            kind, new, source = "homoglyph", *_visual_attack(w, ui, letters)
+        else:
+            kind, new, source = _word_attack(w, ui, op, words)
+        if kind == "delete" and new == "":
+            # the word goes, with the space before it (or after it, at the start)
+            if gap and gap[-1].isspace():
+                gap = gap[:-1]
+            elif not gap:
+                rest = text[b:]
+                if rest[:1].isspace():
+                    b += 1
+            pieces.append(gap)
+            out_len += len(gap)
+            changes.append(Change(i, kind, w, "", a, b, out_len, out_len, source))
+            pos = b
+            continue
+        pieces.append(gap)
+        out_len += len(gap)
+        if level == "word" and kind == "insert":
+            pieces.append(w)
+            out_len += len(w)
+            ins = " " + new
+            pieces.append(ins)
+            changes.append(Change(i, kind, "", new, b, b, out_len + 1, out_len + len(ins), source))
+            out_len += len(ins)
+        else:
+            pieces.append(new)
+            changes.append(Change(i, kind, w, new, a, b, out_len, out_len + len(new), source))
+            out_len += len(new)
+        pos = b
+    pieces.append(text[pos:])
+    return AttackedText(text, "".join(pieces), level, float(rho), tuple(changes), n, op,
+                        float(letters) if level == "visual" else None, tuple(spans))
+
+
+# --------------------------------------------------------------------------- character level
+def _count(u: float) -> int:
+    return 1 if u < _COUNT_CDF[0] else (2 if u < _COUNT_CDF[1] else 3)
+
+
+def _char_attack(w: str, u: list[float], op: str | None) -> tuple[str, str]:
+    kind = op or OPS["char"][min(2, int(u[1] * 3))]
+    if kind == "delete" and len(w) == 1:
+        return kind, ""
+    if kind == "repeat":
+        p = min(len(w) - 1, int(u[3] * len(w)))
+        return kind, w[:p + 1] + w[p] * _count(u[2]) + w[p + 1:]
+    if kind == "delete":
+        k = min(_count(u[2]), len(w) - 1)
+        p = min(len(w) - k, int(u[3] * (len(w) - k + 1)))
+        return kind, w[:p] + w[p + k:]
+    # insert one random letter (upper case inside an all-capitals word)
+    p = min(len(w), int(u[3] * (len(w) + 1)))
+    c = string.ascii_lowercase[min(25, int(u[4] * 26))]
+    if w.isupper() and len(w) > 1:
+        c = c.upper()
+    return kind, w[:p] + c + w[p:]
+
+
+# --------------------------------------------------------------------------- word level
+def _word_attack(w: str, u: list[float], op: str | None, words: Sequence[str]) -> tuple[str, str, str]:
+    kind = op or OPS["word"][min(2, int(u[1] * 3))]
+    if kind == "delete":
+        return kind, "", ""
+    new, source = _new_word(w, u, words)
+    if kind == "replace" and w[:1].isupper() and new[:1].islower():
+        new = new[:1].upper() + new[1:]
+    return kind, new, source
+
+
+def _new_word(w: str, u: list[float], words: Sequence[str]) -> tuple[str, str]:
+    """Half the time a random word of the text; else a synonym, else a random WordNet word."""
+    if u[4] < 0.5:
+        others = [x for x in words if x.lower() != w.lower()]
+        if others:
+            return others[min(len(others) - 1, int(u[5] * len(others)))], "passage"
+    syn = synonyms(w)
+    if syn:
+        return syn[min(len(syn) - 1, int(u[5] * len(syn)))], "synonym"
+    vocab = _wordnet_words()
+    return vocab[min(len(vocab) - 1, int(u[5] * len(vocab)))], "wordnet"
+
+
+@functools.lru_cache(maxsize=200_000)
+def synonyms(word: str) -> tuple[str, ...]:
+    """WordNet synonyms of ``word``: one-word lemma names of its synsets (any part of
+    speech, inflections resolved by WordNet's morphy), other than the word itself and
+    its base forms; sorted, so a seed picks the same one on every machine."""
+    from .wordnet import wordnet
+
+    wn = wordnet()
+    low = word.lower()
+    synsets = wn.synsets(low)
+    if not synsets:
+        return ()
+    bases = {low} | {b for pos in "nvar" if (b := wn.morphy(low, pos))}
+    out = {name for s in synsets for name in s.lemma_names()
+           if "_" not in name and "-" not in name and name.lower() not in bases}
+    return tuple(sorted(out))
+
+
+@functools.lru_cache(maxsize=1)
+def _wordnet_words() -> tuple[str, ...]:
+    """Every alphabetic one-word WordNet lemma of 3 to 12 letters, sorted."""
+    from .wordnet import wordnet
+
+    return tuple(sorted({w for w in wordnet().all_lemma_names()
+                         if w.isalpha() and w.isascii() and 3 <= len(w) <= 12}))
+
+
+# --------------------------------------------------------------------------- visual level
+def _homoglyph_rank(h: str) -> int:
+    """0: a letter of the basic multilingual plane (Cyrillic, Greek, fullwidth, ...);
+    1: a plain sans-serif or monospace mathematical letter (used only for a letter
+    with no rank-0 homoglyph: k and t); 2: not used (ASCII, not a letter, the bold,
+    italic, script and fraktur letters, rare scripts that fonts lack)."""
+    cp = ord(h)
+    if cp < 128 or not unicodedata.category(h).startswith("L"):
+        return 2
+    if cp < 0x10000:
+        return 0
+    return 1 if (0x1D5A0 <= cp <= 0x1D5D3 or 0x1D670 <= cp <= 0x1D6A3) else 2
+
+
+@functools.lru_cache(maxsize=1)
+def _confusables() -> dict[str, list[str]]:
+    from confusable_homoglyphs.confusables import confusables_data
+
+    return {k: [d["c"] for d in v] for k, v in confusables_data.items()}
+
+
+@functools.lru_cache(maxsize=4096)
+def _char_skeleton(ch: str) -> str:
+    data = _confusables()
+    if ch not in data:
+        return ch
+    # the table links a character to its prototype and a prototype to all of its
+    # confusables: the prototype is the member of the group with the most links
+    group = [ch] + [c for c in data[ch] if len(c) == 1]
+    return max(group, key=lambda c: (len(data.get(c, ())), -ord(c)))
+
+
+def skeleton(text: str) -> str:
+    """The confusables skeleton of ``text``, character by character: each character is
+    mapped to the prototype of its group in Unicode's confusables table (as shipped by
+    ``confusable-homoglyphs``), so ``skeleton("Ьаnk") == skeleton("bank")``."""
+    return "".join(_char_skeleton(c) for c in text)
+
+
+@functools.lru_cache(maxsize=1)
+def homoglyph_table() -> dict[str, tuple[str, ...]]:
+    """ASCII letter -> homoglyphs with the same skeleton (single code points, letters).
+
+    ``m`` has none (its only confusable is the pair ``rn``): it is never replaced.
+    """
+    data = _confusables()
+    table: dict[str, tuple[str, ...]] = {}
+    for c in string.ascii_letters:
+        sk = _char_skeleton(c)
+        cands = set(data.get(c, ())) | set(data.get(sk, ()))
+        same = [h for h in cands if len(h) == 1 and _char_skeleton(h) == sk]
+        for rank in (0, 1):
+            hs = sorted(h for h in same if _homoglyph_rank(h) == rank)
+            if hs:
+                table[c] = tuple(hs)
+                break
+    return table
+
+
+def _visual_attack(w: str, u: list[float], letters: float) -> tuple[str, str]:
+    table = homoglyph_table()
+    slots = [i for i, c in enumerate(w) if c in table]
+    if not slots:
+        return w, "0"
+    k = min(len(slots), max(1, int(letters * sum(c.isalpha() for c in w) + 0.5)))
+    rnd = random.Random(int(u[5] * 2**53))
+    chosen = sorted(rnd.sample(slots, k))
+    chars = list(w)
+    for i in chosen:
+        opts = table[w[i]]
+        chars[i] = opts[rnd.randrange(len(opts))]
+    return "".join(chars), str(k)
+
+
+
+def highlight_segments(attacked: AttackedText) -> list[tuple[str, str]]:
+    """The attacked text as ``(piece, kind)`` segments for display: kind ``plain``,
+    ``changed`` (a new or altered word) or ``deleted`` (a removed word, at the place it
+    was). Callers escape each piece (model and user text are shown as text)."""
+    out: list[tuple[str, str]] = []
+    pos = 0
+    t = attacked.text
+    for c in sorted(attacked.changes, key=lambda c: (c.new_start, c.new_end)):
+        if c.new_start > pos:
+            out.append((t[pos:c.new_start], "plain"))
+        if c.new_end == c.new_start:
+            out.append((c.before, "deleted"))
+        else:
+            out.append((t[c.new_start:c.new_end], "changed"))
+        pos = max(pos, c.new_end)
+    if pos < len(t):
+        out.append((t[pos:], "plain"))
+    return out
+
+
+__all__ = ["COUNT_P", "LEVELS", "OPS", "AttackedText", "Change", "attack_text", "derive_seed",
+           "highlight_segments", "homoglyph_table", "skeleton", "synonyms", "word_spans"]
