@@ -1,6 +1,7 @@
 """``dbpa``: run audits from spec files, for batch jobs and CI.
 
     dbpa audit SPEC.yaml --out DIR [--no-cache] [--fail-on-control]
+    dbpa attack SPEC.yaml --out DIR [--no-cache] [--estimate]
     dbpa estimate SPEC.yaml
     dbpa cache info | clear
 
@@ -120,6 +121,42 @@ def cmd_estimate(args) -> int:
     return 0
 
 
+def cmd_attack(args) -> int:
+    from .attacks.battery import estimate_battery, run_battery, summary_text
+    from .attacks.spec import load_attack_spec
+    from .attacks.wordnet import WordNetMissing
+    from .sampling import RunCancelled
+
+    spec = load_attack_spec(args.spec)
+    if args.estimate:
+        e = estimate_battery(spec, cache=_cache(args))
+        cost = "unknown (add 'prices:')" if e["unknown_price"] else f"${e['cost']:.4f}"
+        print(f"{e['answers']} answers + at most {e['rti_max']} for RTI + {e['curve']} curve "
+              f"samples = at most {e['calls']} calls ({e['cached']} cached); ~{e['input_tokens']} "
+              f"input and <= {e['output_tokens']} output tokens; estimated cost {cost}")
+        return 0
+    bars = _Bars((not args.quiet and sys.stderr.isatty()) or args.progress)
+    try:
+        result = run_battery(spec, cache=_cache(args), progress=bars)
+    except RunCancelled as exc:
+        print(str(exc), file=sys.stderr)
+        return 130
+    except WordNetMissing as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        bars.close()
+    paths = result.write(args.out)
+    print(summary_text(result))
+    u = result.usage
+    print(f"\n{u['calls']} new calls, {u['cached_samples']} answers from the cache, "
+          f"{u['seconds']:.1f} s.")
+    for w in result.warnings:
+        print(f"note: {w}", file=sys.stderr)
+    print("wrote " + ", ".join(paths))
+    return 0
+
+
 def cmd_cache(args) -> int:
     c = _cache(args)
     if args.action == "clear":
@@ -149,6 +186,15 @@ def build_parser() -> argparse.ArgumentParser:
     e = sub.add_parser("estimate", help="calls, tokens and cost of a spec; calls nothing")
     e.add_argument("spec")
     e.set_defaults(func=cmd_estimate)
+    k = sub.add_parser("attack", help="run a robustness battery spec (typos, word edits, "
+                       "homoglyphs, instructions, option orders, RTI) and write results")
+    k.add_argument("spec")
+    k.add_argument("--out", default="dbpa-attack", help="output folder (default: dbpa-attack)")
+    k.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    k.add_argument("--estimate", action="store_true", help="print the calls it needs; call nothing")
+    k.add_argument("--quiet", action="store_true", help="no progress bars")
+    k.add_argument("--progress", action="store_true", help="progress bars even when not a TTY")
+    k.set_defaults(func=cmd_attack)
     c = sub.add_parser("cache", help="show or clear the cache")
     c.add_argument("action", choices=["info", "clear"])
     c.set_defaults(func=cmd_cache)

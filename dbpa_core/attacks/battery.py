@@ -60,6 +60,18 @@ RTI_RHOS = tuple(round(0.1 * i, 1) for i in range(1, 11))
 ALL = "all"
 
 
+def _no_nan(value: Any) -> Any:
+    """NaN (an undefined rate, e.g. ER among parsed answers when none was parsed) -> None,
+    so that results.json is strict JSON."""
+    if isinstance(value, float) and value != value:
+        return None
+    if isinstance(value, dict):
+        return {k: _no_nan(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_no_nan(v) for v in value]
+    return value
+
+
 # --------------------------------------------------------------------------- planning
 @dataclass(frozen=True)
 class Query:
@@ -372,7 +384,7 @@ class BatteryResult:
         pats: dict[str, list] = {"position": [], "pos": [], "dep": []}
         for p in self.patterns:
             pats[p.feature].append(p.to_dict())
-        return _jsonable({
+        return _no_nan(_jsonable({
             "spec": self.spec.to_dict(),
             "model": model_label(self.spec.model),
             "clean": {k: clean[k] for k in ("er", "er_low", "er_high", "er_parsed_only", "n",
@@ -390,10 +402,10 @@ class BatteryResult:
             "unparsed_answers": self.unparsed,
             "usage": self.usage,
             "warnings": list(self.warnings),
-        })
+        }))
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False, allow_nan=True)
+        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False, allow_nan=False)
 
     @staticmethod
     def _csv(rows: Sequence[dict[str, Any]]) -> str:
@@ -407,23 +419,23 @@ class BatteryResult:
 
     def to_csv(self) -> str:
         """The Table-7-like table: clean and every attack × ρ, for all items and per data set."""
-        return self._csv([r.to_dict() for r in self.table])
+        return self._csv([_no_nan(r.to_dict()) for r in self.table])
 
     def csv_files(self) -> dict[str, str]:
         files = {"results.csv": self.to_csv()}
         if self.rti:
-            files["rti.csv"] = self._csv([r.to_dict() for r in self.rti])
+            files["rti.csv"] = self._csv([_no_nan(r.to_dict()) for r in self.rti])
         if self.consistency:
-            files["consistency.csv"] = self._csv([r.to_dict() for r in self.consistency])
+            files["consistency.csv"] = self._csv([_no_nan(r.to_dict()) for r in self.consistency])
         if self.patterns:
-            files["patterns.csv"] = self._csv([p.to_dict() for p in self.patterns])
+            files["patterns.csv"] = self._csv([_no_nan(p.to_dict()) for p in self.patterns])
         if self.curve:
-            files["curve.csv"] = self._csv([r.to_dict() for r in self.curve])
+            files["curve.csv"] = self._csv([_no_nan(r.to_dict()) for r in self.curve])
         return files
 
     def attacked_jsonl(self) -> str:
         """Every prompt asked (attacked texts with their changes), answer and reading."""
-        return "".join(json.dumps(_jsonable(r.to_dict()), ensure_ascii=False) + "\n"
+        return "".join(json.dumps(_no_nan(_jsonable(r.to_dict())), ensure_ascii=False) + "\n"
                        for r in self.records)
 
     def write(self, out_dir, *, report: str | None = None) -> list[str]:
@@ -689,6 +701,46 @@ def _curve(spec, sampler, queries, texts, caught):
     return rows, responses
 
 
+# --------------------------------------------------------------------------- text summary
+def summary_text(result: BatteryResult) -> str:
+    """A plain-text summary for the terminal: clean ER, the Table-7-like ER/ASR table,
+    RTI and the consistency spreads."""
+    s = result.spec
+    c = result.clean()
+    pct = f"{s.confidence:.0%}"
+
+    def ci(r: Rate) -> str:
+        return "[   –,    –]" if r.low != r.low else f"[{r.low:.2f}, {r.high:.2f}]"
+
+    lines = [f"model: {model_label(s.model)}; {len(s.items)} items ({', '.join(s.datasets)})",
+             f"clean: ER {c.er.value:.3f} {ci(c.er)}  n = {c.er.n}, unparsed = {c.er.unparsed}"]
+    rows = result.attacks()
+    if rows:
+        head = ("attack", "rho", "ER", f"{pct} CI", "ASR", f"{pct} CI", "unparsed")
+        body = [(r.attack, f"{r.rho:g}", f"{r.er.value:.3f}", ci(r.er), f"{r.asr.value:.3f}",
+                 ci(r.asr), str(r.asr.unparsed)) for r in rows]
+        widths = [max(len(x[i]) for x in [head, *body]) for i in range(len(head))]
+        fmt = lambda row: "  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip()  # noqa: E731
+        lines += ["", fmt(head), "  ".join("-" * w for w in widths), *map(fmt, body)]
+    rti = [r for r in result.rti if r.dataset == ALL]
+    if rti:
+        lines += ["", "RTI (mean rho at which the answer first changes; 1 = never): " +
+                  ", ".join(f"{r.attack} {r.rti:.2f}" for r in rti)]
+    for kind, what in (("instructions", "instructions"), ("option_orders", "option orders")):
+        accs = [r for r in result.consistency if r.kind == kind and r.dataset == ALL]
+        if accs:
+            lines.append(f"consistency: accuracy over {len(accs)} {what} from "
+                         f"{min(a.accuracy.value for a in accs):.2f} to "
+                         f"{max(a.accuracy.value for a in accs):.2f}, std "
+                         f"{result.consistency_std(kind):.3f}")
+    if result.curve:
+        sig = sum(r.significant for r in result.curve)
+        lines.append(f"robustness curve: {sig} of {len(result.curve)} attacked prompts changed "
+                     f"the response distribution significantly ({s.correction}, "
+                     f"alpha = {s.alpha})")
+    return "\n".join(lines)
+
+
 # --------------------------------------------------------------------------- report
 def highlighted_html(attacked: AttackedText) -> str:
     """The attacked text as escaped HTML, changed words in ``<mark>``, deleted ones in
@@ -802,4 +854,4 @@ def report_html(result: BatteryResult, *, charts_html: str = "", title: str = "R
 
 __all__ = ["ALL", "RTI_RHOS", "AnswerRecord", "AttackRow", "BatteryResult", "ConsistencyRow",
            "CurveRow", "Query", "RTIRow", "attack_query", "estimate_battery", "highlighted_html",
-           "plan", "report_html", "run_battery"]
+           "plan", "report_html", "run_battery", "summary_text"]

@@ -54,6 +54,11 @@ ANSWER_TYPES = ("boolean", "number", "word", "text")
 
 _TRUE = {"true", "yes", "correct", "t", "y"}
 _FALSE = {"false", "no", "incorrect", "f", "n"}
+# function words are never distractors (WordNet gives "while" a noun sense, "near" a verb one)
+_FUNCTION_WORDS = frozenset("""a an the and or but nor so yet if then than while when where whom
+who whose which what that this these those there here of to in on at by for from with into onto
+over under near after before because as is are was were be been being has have had do does did
+it its he she they them his her their our your my me we you not no yes""".split())
 _NUMBER = re.compile(r"^\s*[-+]?\$?\s*(\d{1,3}(,\d{3})+|\d+)(\.\d+)?\s*%?\s*$")
 
 
@@ -223,7 +228,8 @@ def _word_options(answer: str, rnd: random.Random, vocabulary: Sequence[str],
         from .text import WORD
 
         words = sorted({w for w in WORD.findall(passage) if w.lower() != low and len(w) > 2
-                        and w.lower() not in {p.lower() for p in picked} and w.isalpha()})
+                        and w.lower() not in {p.lower() for p in picked} and w.isalpha()
+                        and w.lower() not in _FUNCTION_WORDS})
         same = [w for w in words if kind is not None and _word_kind(w) == kind]
         rnd.shuffle(same)
         picked += same[:4 - len(picked)]

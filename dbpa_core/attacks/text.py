@@ -202,9 +202,11 @@ def attack_text(text: str, level: str, rho: float, *, rng: int | np.random.Gener
         else:
             kind, new, source = _word_attack(w, ui, op, words)
         if kind == "delete" and new == "":
-            # the word goes, with the space before it (or after it, at the start)
+            # the word goes, with the space before it (or after it, at the start); the
+            # change's original span covers that space too
             if gap and gap[-1].isspace():
                 gap = gap[:-1]
+                a -= 1
             elif not gap:
                 rest = text[b:]
                 if rest[:1].isspace():

@@ -120,7 +120,13 @@ def install(source: str | os.PathLike = DEBIAN_DIR, target: str | os.PathLike | 
 
 
 def _reader_at(root: Path):
+    import nltk
     from nltk.corpus.reader.wordnet import WordNetCorpusReader
+
+    # nltk reads corpora only below a folder on its data path (nltk.pathsec)
+    if not any(Path(str(p)).resolve() in (root.resolve(), *root.resolve().parents)
+               for p in nltk.data.path):
+        nltk.data.path.append(str(root))
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "multilingual functions are not available"
