@@ -17,5 +17,7 @@ PAGES = [
      "control_target"),
     ("Audits", "pages/model_comparison.py", "Model comparison", ":material/compare_arrows:",
      "model_comparison"),
+    ("Robustness", "pages/robustness.py", "Robustness battery", ":material/spellcheck:",
+     "robustness"),
     ("Setup", "pages/settings.py", "Settings", ":material/settings:", "settings"),
 ]

@@ -25,7 +25,10 @@ from . import state
 
 log = logging.getLogger("dbpa.dashboard")
 STAGE_TEXT = {"sampling": "Sampling responses", "embedding": "Embedding responses",
-              "testing": "Running permutation tests"}
+              "testing": "Running permutation tests",
+              # the robustness battery (dbpa_core.attacks.battery)
+              "answering": "Answering the items", "rti": "RTI: raising ρ until answers change",
+              "patterns": "Tagging the attacked words"}
 
 
 def perturbation_entries(df: pd.DataFrame) -> list[dict[str, Any]]:

@@ -536,7 +536,7 @@ def _run_rti(spec: BatterySpec, sampler: Sampler, clean: dict) -> tuple[list[Ans
         ask = {k: q for k, q in qs.items() if q.attack.changes}
         recs = sampler.sample([Job(spec.model, _answer_request(spec, q.prompt),
                                    f"RTI {q.base.id} {k[0]} ρ={rho:g}") for k, q in ask.items()],
-                              stage=f"rti ρ={rho:g}") if ask else []
+                              stage="rti") if ask else []
         got = dict(zip(ask, recs, strict=True))
         for key, q in qs.items():
             c = clean[key[1:]]
@@ -748,8 +748,11 @@ def highlighted_html(attacked: AttackedText) -> str:
     out = []
     for piece, kind in highlight_segments(attacked):
         e = html.escape(piece)
-        out.append(e if kind == "plain" else (f"<mark>{e}</mark>" if kind == "changed"
-                                              else f"<del>{e}</del>"))
+        if kind == "deleted":  # where a word was; its space went with it
+            lead = "" if not out or out[-1].endswith((" ", "\n")) else " "
+            out.append(f"{lead}<del>{e}</del>")
+        else:
+            out.append(e if kind == "plain" else f"<mark>{e}</mark>")
     return "".join(out)
 
 

@@ -429,20 +429,28 @@ def load_items(path: str | os.PathLike, *, format: str = "auto", limit: int | No
     p = Path(path)
     if not p.is_file():
         raise ItemsError(f"{path}: no such file")
-    text = _read(p)
-    fmt = detect_format(p, text) if format == "auto" else format
-    if fmt not in FORMATS:
+    return parse_items_text(_read(p), source=str(path), format=format, limit=limit,
+                            dataset=dataset, seed=seed, instruction=instruction)
+
+
+def parse_items_text(text: str, *, source: str, format: str = "auto", limit: int | None = None,
+                     dataset: str | None = None, seed: Any = 0,
+                     instruction: str | None = None) -> list[Item]:
+    """:func:`load_items` on a file's text (e.g. uploaded in the dashboard); ``source`` is
+    the file's name, used to recognise the format and in error messages."""
+    p = Path(source)
+    if format != "auto" and format not in FORMATS:
         raise ItemsError(f"format must be auto or one of {', '.join(FORMATS)}; got {format!r}")
+    fmt = detect_format(p, text) if format == "auto" else format
     name = dataset or (p.stem if fmt == "jsonl" else fmt)
     instr = DEFAULT_INSTRUCTION if instruction is None else instruction
-    loader = _LOADERS[fmt]
-    items = loader(text, str(path), name, seed, instr, limit)
+    items = _LOADERS[fmt](text, source, name, seed, instr, limit)
     if not items:
-        raise ItemsError(f"{path}: no items found (read as {fmt})")
-    ids = [it.id for it in items]
+        raise ItemsError(f"{source}: no items found (read as {fmt})")
+    ids = [(it.dataset, it.id) for it in items]
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
-        raise ItemsError(f"{path}: the id {dup!r} is used twice")
+        raise ItemsError(f"{source}: the id {dup[1]!r} is used twice")
     return items[:limit] if limit else items
 
 
@@ -614,4 +622,4 @@ def items_jsonl(items: Iterable[Item]) -> str:
 __all__ = ["ANSWER_TYPES", "DEFAULT_INSTRUCTION", "DEFAULT_TEMPLATE", "FORMATS", "LETTERS",
            "NONE_OF_THE_OTHERS", "UNDETERMINED", "Item", "ItemsError", "check_template",
            "detect_format", "infer_answer_type", "items_jsonl", "load_items", "make_options",
-           "parse_item", "render_options", "render_prompt"]
+           "parse_item", "parse_items_text", "render_options", "render_prompt"]
