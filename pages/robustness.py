@@ -117,7 +117,8 @@ else:
 
 
 def show_estimate() -> None:
-    e = battery.estimate(spec, state.cache())
+    with st.spinner("Preparing the attacked prompts…"):  # the first time loads WordNet (~3 s)
+        e = battery.estimate(spec, state.cache())
     c = st.columns(4)
     c[0].metric("Answers to ask", f"{e['answers']:,}", help=f"{e['answers_cached']:,} already cached")
     c[1].metric("RTI (at most)", f"{e['rti_max']:,}", help="Stops per item at the first change")

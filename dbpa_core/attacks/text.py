@@ -33,13 +33,12 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import random
 import re
 import string
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -52,9 +51,8 @@ WORD = re.compile(r"[^\W_]+(?:['’\-][^\W_]+)*")
 _U = 6                              # uniforms per word: attack, op, count, position, source, index
 
 
-@dataclass(frozen=True)
-class Change:
-    """One attacked word.
+class Change(NamedTuple):
+    """One attacked word (an immutable named tuple: cheap to make by the hundred thousand).
 
     ``start:end`` is the word's span in the original text (for an inserted word, the
     empty span where it goes), ``new_start:new_end`` the span of its replacement in
@@ -176,41 +174,41 @@ def attack_text(text: str, level: str, rho: float, *, rng: int | np.random.Gener
     _attack_iv(text, level, rho, op, letters)
     spans = word_spans(text)
     n = len(spans)
-    u = _generator(rng).random((n, _U)).tolist() if n else []
-    if level == "word" and rho > 0 and n and op != "delete":
+    if not n:
+        return AttackedText(text, text, level, float(rho), (), 0, op,
+                            float(letters) if level == "visual" else None, ())
+    block = _generator(rng).random((n, _U))
+    hit = np.flatnonzero(block[:, 0] < rho)   # the attacked words
+    if level == "word" and hit.size and op != "delete":
         _ = _wordnet_words()  # fail early (and clearly) when WordNet is missing
     pieces: list[str] = []
     changes: list[Change] = []
     pos = 0        # next unread position in the original
     out_len = 0    # length of the attacked text so far
-    words = [text[a:b] for a, b in spans]
-    for i, (a, b) in enumerate(spans):
-        gap = text[pos:a]
-        w = words[i]
-        if u[i][0] >= rho:
-            pieces.append(gap)
-            pieces.append(w)
-            out_len += len(gap) + len(w)
-            pos = b
-            continue
-        ui = u[i]
+    words: list[str] | None = None
+    lowered: list[str] | None = None
+    for i, ui in zip(hit.tolist(), block[hit].tolist(), strict=True):
+        a, b = spans[i]
+        gap = text[pos:a]      # everything since the last attacked word, unchanged
+        w = text[a:b]
         if level == "char":
             kind, new = _char_attack(w, ui, op)
             source = ""
         elif level == "visual":
             kind, new, source = "homoglyph", *_visual_attack(w, ui, letters)
         else:
-            kind, new, source = _word_attack(w, ui, op, words)
+            if words is None:
+                words = [text[x:y] for x, y in spans]
+                lowered = [x.lower() for x in words]
+            kind, new, source = _word_attack(w, ui, op, words, lowered)
         if kind == "delete" and new == "":
             # the word goes, with the space before it (or after it, at the start); the
             # change's original span covers that space too
             if gap and gap[-1].isspace():
                 gap = gap[:-1]
                 a -= 1
-            elif not gap:
-                rest = text[b:]
-                if rest[:1].isspace():
-                    b += 1
+            elif not gap and text[b:b + 1].isspace():
+                b += 1
             pieces.append(gap)
             out_len += len(gap)
             changes.append(Change(i, kind, w, "", a, b, out_len, out_len, source))
@@ -219,11 +217,10 @@ def attack_text(text: str, level: str, rho: float, *, rng: int | np.random.Gener
         pieces.append(gap)
         out_len += len(gap)
         if level == "word" and kind == "insert":
-            pieces.append(w)
-            out_len += len(w)
-            ins = " " + new
+            ins = w + " " + new
             pieces.append(ins)
-            changes.append(Change(i, kind, "", new, b, b, out_len + 1, out_len + len(ins), source))
+            changes.append(Change(i, kind, "", new, b, b, out_len + len(w) + 1,
+                                  out_len + len(ins), source))
             out_len += len(ins)
         else:
             pieces.append(new)
@@ -260,22 +257,31 @@ def _char_attack(w: str, u: list[float], op: str | None) -> tuple[str, str]:
 
 
 # --------------------------------------------------------------------------- word level
-def _word_attack(w: str, u: list[float], op: str | None, words: Sequence[str]) -> tuple[str, str, str]:
+def _word_attack(w: str, u: list[float], op: str | None, words: Sequence[str],
+                 lowered: Sequence[str]) -> tuple[str, str, str]:
     kind = op or OPS["word"][min(2, int(u[1] * 3))]
     if kind == "delete":
         return kind, "", ""
-    new, source = _new_word(w, u, words)
+    new, source = _new_word(w, u, words, lowered)
     if kind == "replace" and w[:1].isupper() and new[:1].islower():
         new = new[:1].upper() + new[1:]
     return kind, new, source
 
 
-def _new_word(w: str, u: list[float], words: Sequence[str]) -> tuple[str, str]:
-    """Half the time a random word of the text; else a synonym, else a random WordNet word."""
+def _new_word(w: str, u: list[float], words: Sequence[str],
+              lowered: Sequence[str]) -> tuple[str, str]:
+    """Half the time a random word of the text; else a synonym, else a random WordNet word.
+
+    The text's word is drawn at a random place; when it is the attacked word itself, the
+    next different word (cyclically) is taken."""
     if u[4] < 0.5:
-        others = [x for x in words if x.lower() != w.lower()]
-        if others:
-            return others[min(len(others) - 1, int(u[5] * len(others)))], "passage"
+        n = len(words)
+        low = w.lower()
+        j = min(n - 1, int(u[5] * n))
+        for step in range(n):
+            x = (j + step) % n
+            if lowered[x] != low:
+                return words[x], "passage"
     syn = synonyms(w)
     if syn:
         return syn[min(len(syn) - 1, int(u[5] * len(syn)))], "synonym"
@@ -369,18 +375,34 @@ def homoglyph_table() -> dict[str, tuple[str, ...]]:
     return table
 
 
+_M64 = (1 << 64) - 1
+
+
+def _splitmix(seed: int):
+    """SplitMix64: a small, fast stream of uniforms in [0, 1) from one integer seed (a
+    word's own, so its homoglyphs do not depend on any other word)."""
+    x = seed & _M64
+    while True:
+        x = (x + 0x9E3779B97F4A7C15) & _M64
+        z = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+        yield (z ^ (z >> 31)) / 18446744073709551616.0
+
+
 def _visual_attack(w: str, u: list[float], letters: float) -> tuple[str, str]:
     table = homoglyph_table()
     slots = [i for i, c in enumerate(w) if c in table]
     if not slots:
         return w, "0"
     k = min(len(slots), max(1, int(letters * sum(c.isalpha() for c in w) + 0.5)))
-    rnd = random.Random(int(u[5] * 2**53))
-    chosen = sorted(rnd.sample(slots, k))
+    stream = _splitmix(int(u[5] * 2**53))
+    for j in range(k):  # the first k of a partial Fisher-Yates shuffle of the slots
+        r = j + int(next(stream) * (len(slots) - j))
+        slots[j], slots[r] = slots[r], slots[j]
     chars = list(w)
-    for i in chosen:
+    for i in slots[:k]:
         opts = table[w[i]]
-        chars[i] = opts[rnd.randrange(len(opts))]
+        chars[i] = opts[int(next(stream) * len(opts))]
     return "".join(chars), str(k)
 
 

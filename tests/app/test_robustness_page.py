@@ -11,6 +11,7 @@ from ui import attack_figures, battery
 
 from .conftest import errors
 
+pytestmark = pytest.mark.slow  # whole-page runs, like tests/app/test_pages.py
 PAGE = "pages/robustness.py"
 ITEMS = sample_items(3, seed=0)
 VOCAB = vocabulary_of([it.passage for it in ITEMS] + [it.question for it in ITEMS])
