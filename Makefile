@@ -55,6 +55,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_permutation.py
 	$(PY) benchmarks/bench_audit.py
 	$(PY) benchmarks/bench_dashboard.py
+	$(PY) benchmarks/bench_attacks.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info

@@ -36,8 +36,9 @@ def bench_attack_speed(n: int = 10_000, rho: float = 0.5) -> bool:
     _wordnet_words()
     synonyms("warm")
     load = time.perf_counter() - t
-    total = cpu = 0.0
+    total = cpu = best_total = 0.0
     parts = []
+    chunk = passages[:1000]
     for level in ("char", "word", "visual"):
         t, c = time.perf_counter(), time.process_time()
         changed = 0
@@ -46,13 +47,22 @@ def bench_attack_speed(n: int = 10_000, rho: float = 0.5) -> bool:
         dt = time.perf_counter() - t
         total += dt
         cpu += time.process_time() - c
-        parts.append(f"{level} {dt:.2f} s ({changed / len(passages):.1f} words changed each)")
+        best = math.inf  # the fastest of 5 runs over 1,000 passages, scaled: what a quiet core does
+        for _ in range(5):
+            t = time.perf_counter()
+            for i, p in enumerate(chunk):
+                attack_text(p, level, rho, rng=i)
+            best = min(best, (time.perf_counter() - t) * len(passages) / len(chunk))
+        best_total += best
+        parts.append(f"{level} {dt:.2f} s (best {best:.2f} s; {changed / len(passages):.1f} "
+                     "words changed each)")
     ok = total < 5.0
     words = sum(len(p.split()) for p in passages) / len(passages)
     print(f"attacking {len(passages):,} passages of ~{words:.0f} words at rho = {rho}: "
-          + "; ".join(parts) + f"; all levels {total:.2f} s, {cpu:.2f} s of CPU (target < 5 s: "
-          f"{'met' if ok else 'MISSED'}); WordNet's one-time load {load:.1f} s; load average "
-          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+          + "; ".join(parts) + f". All levels {total:.2f} s ({cpu:.2f} s of CPU; best-of-5 "
+          f"chunks {best_total:.2f} s), target < 5 s: {'met' if ok else 'MISSED'}. WordNet's "
+          f"one-time load {load:.1f} s. Load average {os.getloadavg()[0]:.1f} on "
+          f"{os.cpu_count()} cores.")
     return ok
 
 
@@ -80,9 +90,9 @@ attacks:
         warm = time.perf_counter() - t
         s = spec(n_items // 4)
         calls = estimate_battery(s, cache=Cache(Path(tmp) / "c"))["calls"]
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         res = run_battery(s, cache=Cache(Path(tmp) / "c"))
-        elapsed = time.perf_counter() - t
+        elapsed, cpu = time.perf_counter() - t, time.process_time() - c
         t = time.perf_counter()
         again = run_battery(s, cache=Cache(Path(tmp) / "c"))
         rerun = time.perf_counter() - t
@@ -91,12 +101,13 @@ attacks:
     ok = elapsed <= 1.5 * ideal
     print(f"{len(s.items)}-item battery, 3 levels x 3 rho: {calls:,} calls at 50 ms latency, "
           f"concurrency {concurrency}: {elapsed:.2f} s (ideal {ideal:.2f} s, target <= "
-          f"{1.5 * ideal:.2f} s: {'met' if ok else 'MISSED'}); rerun from the cache "
-          f"{rerun:.2f} s; one-time loads in a warm-up battery {warm:.1f} s")
+          f"{1.5 * ideal:.2f} s: {'met' if ok else 'MISSED'}; {cpu:.1f} s of CPU in this "
+          f"process); rerun from the cache {rerun:.2f} s; one-time loads in a warm-up battery "
+          f"{warm:.1f} s. Load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores.")
     return ok
 
 
-def main() -> int:
+def main() -> int:  # the rule model's server process imports this module: keep work in main
     ap = argparse.ArgumentParser()
     ap.add_argument("--passages", type=int, default=10_000)
     ap.add_argument("--items", type=int, default=200)

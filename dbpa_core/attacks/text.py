@@ -177,9 +177,12 @@ def attack_text(text: str, level: str, rho: float, *, rng: int | np.random.Gener
     if not n:
         return AttackedText(text, text, level, float(rho), (), 0, op,
                             float(letters) if level == "visual" else None, ())
-    block = _generator(rng).random((n, _U))
-    hit = np.flatnonzero(block[:, 0] < rho)   # the attacked words
-    if level == "word" and hit.size and op != "delete":
+    width = _U
+    if level == "visual":  # room for the letters' positions and homoglyphs of the longest word
+        width += 2 * max(_visual_plan(text[a:b], letters)[1] for a, b in spans)
+    rows = _generator(rng).random((n, width)).tolist()
+    hit = [i for i, r in enumerate(rows) if r[0] < rho]   # the attacked words
+    if level == "word" and hit and op != "delete":
         _ = _wordnet_words()  # fail early (and clearly) when WordNet is missing
     pieces: list[str] = []
     changes: list[Change] = []
@@ -187,7 +190,8 @@ def attack_text(text: str, level: str, rho: float, *, rng: int | np.random.Gener
     out_len = 0    # length of the attacked text so far
     words: list[str] | None = None
     lowered: list[str] | None = None
-    for i, ui in zip(hit.tolist(), block[hit].tolist(), strict=True):
+    for i in hit:
+        ui = rows[i]
         a, b = spans[i]
         gap = text[pos:a]      # everything since the last attacked word, unchanged
         w = text[a:b]
@@ -375,36 +379,31 @@ def homoglyph_table() -> dict[str, tuple[str, ...]]:
     return table
 
 
-_M64 = (1 << 64) - 1
-
-
-def _splitmix(seed: int):
-    """SplitMix64: a small, fast stream of uniforms in [0, 1) from one integer seed (a
-    word's own, so its homoglyphs do not depend on any other word)."""
-    x = seed & _M64
-    while True:
-        x = (x + 0x9E3779B97F4A7C15) & _M64
-        z = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _M64
-        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
-        yield (z ^ (z >> 31)) / 18446744073709551616.0
+@functools.lru_cache(maxsize=65536)
+def _visual_plan(w: str, letters: float) -> tuple[tuple[int, ...], int]:
+    """The positions of ``w``'s letters that have a homoglyph, and how many to replace:
+    the share ``letters`` of its letters (at least one), at most all that have one."""
+    table = homoglyph_table()
+    slots = tuple(i for i, c in enumerate(w) if c in table)
+    if not slots:
+        return slots, 0
+    alpha = sum(1 for c in w if c.isalpha())
+    return slots, min(len(slots), max(1, int(letters * alpha + 0.5)))
 
 
 def _visual_attack(w: str, u: list[float], letters: float) -> tuple[str, str]:
-    table = homoglyph_table()
-    slots = [i for i, c in enumerate(w) if c in table]
-    if not slots:
+    slots, k = _visual_plan(w, letters)
+    if not k:
         return w, "0"
-    k = min(len(slots), max(1, int(letters * sum(c.isalpha() for c in w) + 0.5)))
-    stream = _splitmix(int(u[5] * 2**53))
-    for j in range(k):  # the first k of a partial Fisher-Yates shuffle of the slots
-        r = j + int(next(stream) * (len(slots) - j))
-        slots[j], slots[r] = slots[r], slots[j]
+    table = homoglyph_table()
+    pick = list(slots)
     chars = list(w)
-    for i in slots[:k]:
-        opts = table[w[i]]
-        chars[i] = opts[int(next(stream) * len(opts))]
+    for j in range(k):  # a partial Fisher-Yates shuffle of the slots, then a homoglyph each
+        r = j + int(u[_U + j] * (len(pick) - j))
+        pick[j], pick[r] = pick[r], pick[j]
+        opts = table[w[pick[j]]]
+        chars[pick[j]] = opts[int(u[_U + k + j] * len(opts))]
     return "".join(chars), str(k)
-
 
 
 def highlight_segments(attacked: AttackedText) -> list[tuple[str, str]]:
