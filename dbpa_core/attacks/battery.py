@@ -182,7 +182,8 @@ def estimate_battery(spec: BatterySpec, *, cache: Cache | None = None) -> dict[s
     rti_prompts = list(dict.fromkeys(
         rti_queries(spec, it, op, rho).prompt for it in spec.items for op in spec.rti
         for rho in RTI_RHOS))
-    rti_prompts = [x for x in rti_prompts if x not in set(answer_prompts)]
+    asked = set(answer_prompts)
+    rti_prompts = [x for x in rti_prompts if x not in asked]
     curve_prompts = list(dict.fromkeys(q.prompt for q in p["curve"]))
 
     def count(prompts, reqs_of):
@@ -373,7 +374,7 @@ class BatteryResult:
             out = {"accuracies": [r.to_dict() for r in self.consistency
                                   if r.kind == kind and r.dataset == ALL],
                    "std": self.consistency_std(kind), "by_dataset": {}}
-            for ds in self.datasets:
+            for ds in self.datasets if len(self.datasets) > 1 else ():
                 out["by_dataset"][ds] = {
                     "accuracies": [r.to_dict() for r in self.consistency
                                    if r.kind == kind and r.dataset == ds],
@@ -807,7 +808,9 @@ def report_html(result: BatteryResult, *, charts_html: str = "", title: str = "R
     if d["attacks"]:
         body.append("<h2>ER and ASR per attack (Table 7)</h2>" + _html_table(d["attacks"], er_cols))
     if d["by_dataset"]["attacks"] or len(result.datasets) > 1:
-        rows = d["by_dataset"]["clean"] + d["by_dataset"]["attacks"]
+        order = list(result.datasets)
+        rows = sorted(d["by_dataset"]["clean"] + d["by_dataset"]["attacks"],
+                      key=lambda r: order.index(r["dataset"]))  # stable: clean, then attacks
         body.append("<h2>Per data set</h2>" + _html_table(rows, [("dataset", "data set")] + er_cols))
     if d["rti"]:
         body.append("<h2>RTI (relative training index)</h2><p class='muted'>Mean ρ at which the "

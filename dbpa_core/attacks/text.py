@@ -111,7 +111,13 @@ def derive_seed(*parts: Any) -> int:
 
 def word_spans(text: str) -> list[tuple[int, int]]:
     """``(start, end)`` of every word of ``text``."""
-    return [m.span() for m in WORD.finditer(text)]
+    return list(_spans(text))
+
+
+@functools.lru_cache(maxsize=4096)
+def _spans(text: str) -> tuple[tuple[int, int], ...]:
+    # a battery attacks each passage at every level and rho: find its words once
+    return tuple(m.span() for m in WORD.finditer(text))
 
 
 # --------------------------------------------------------------------------- validation
@@ -132,12 +138,35 @@ def _attack_iv(text, level, rho, op, letters):
                              f"(0, 1], got {letters!r}.")
 
 
-def _generator(rng) -> np.random.Generator:
+def _seed_of(rng) -> int:
     if isinstance(rng, np.random.Generator):
-        return rng
-    if rng is None or (isinstance(rng, (int, np.integer)) and not isinstance(rng, bool)):
-        return np.random.default_rng(rng)
+        return int(rng.integers(0, 2**63))
+    if rng is None:
+        return int(np.random.default_rng().integers(0, 2**63))
+    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
+        return int(rng) & _M64
     raise TypeError(f"`rng` must be an int seed or a numpy Generator, got {type(rng).__name__}.")
+
+
+_M64 = (1 << 64) - 1
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+
+
+def _uniforms(seed: int, n: int, width: int) -> list[list[float]]:
+    """``n`` rows of ``width`` uniforms in [0, 1): SplitMix64 of (seed, counter).
+
+    Counter-based, like the permutation engine's splits: no generator state to set up
+    (seeding a numpy Generator costs more than the draws), the same numbers on every
+    machine, and row ``i`` depends only on the seed, ``i`` and ``width``.
+    """
+    s = (seed * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) & _M64  # spread nearby seeds apart
+    x = np.arange(1, n * width + 1, dtype=np.uint64) * _GOLDEN + np.uint64(s)
+    x = (x ^ (x >> np.uint64(30))) * _MIX1
+    x = (x ^ (x >> np.uint64(27))) * _MIX2
+    x ^= x >> np.uint64(31)
+    return ((x >> np.uint64(11)) * (1.0 / 9007199254740992.0)).reshape(n, width).tolist()
 
 
 # --------------------------------------------------------------------------- public API
@@ -172,15 +201,14 @@ def attack_text(text: str, level: str, rho: float, *, rng: int | np.random.Gener
         Word level without WordNet installed (see :mod:`dbpa_core.attacks.wordnet`).
     """
     _attack_iv(text, level, rho, op, letters)
-    spans = word_spans(text)
+    seed = _seed_of(rng)
+    spans = _spans(text)
     n = len(spans)
     if not n:
         return AttackedText(text, text, level, float(rho), (), 0, op,
                             float(letters) if level == "visual" else None, ())
-    width = _U
-    if level == "visual":  # room for the letters' positions and homoglyphs of the longest word
-        width += 2 * max(_visual_plan(text[a:b], letters)[1] for a, b in spans)
-    rows = _generator(rng).random((n, width)).tolist()
+    width = _U + (2 * _visual_width(text, letters) if level == "visual" else 0)
+    rows = _uniforms(seed, n, width)
     hit = [i for i, r in enumerate(rows) if r[0] < rho]   # the attacked words
     if level == "word" and hit and op != "delete":
         _ = _wordnet_words()  # fail early (and clearly) when WordNet is missing
@@ -233,7 +261,7 @@ def attack_text(text: str, level: str, rho: float, *, rng: int | np.random.Gener
         pos = b
     pieces.append(text[pos:])
     return AttackedText(text, "".join(pieces), level, float(rho), tuple(changes), n, op,
-                        float(letters) if level == "visual" else None, tuple(spans))
+                        float(letters) if level == "visual" else None, spans)
 
 
 # --------------------------------------------------------------------------- character level
@@ -379,6 +407,12 @@ def homoglyph_table() -> dict[str, tuple[str, ...]]:
     return table
 
 
+@functools.lru_cache(maxsize=4096)
+def _visual_width(text: str, letters: float) -> int:
+    """Room in each word's row for the positions and homoglyphs of the longest word."""
+    return max(_visual_plan(text[a:b], letters)[1] for a, b in _spans(text))
+
+
 @functools.lru_cache(maxsize=65536)
 def _visual_plan(w: str, letters: float) -> tuple[tuple[int, ...], int]:
     """The positions of ``w``'s letters that have a homoglyph, and how many to replace:
@@ -397,12 +431,14 @@ def _visual_attack(w: str, u: list[float], letters: float) -> tuple[str, str]:
         return w, "0"
     table = homoglyph_table()
     pick = list(slots)
+    m = len(pick)
     chars = list(w)
     for j in range(k):  # a partial Fisher-Yates shuffle of the slots, then a homoglyph each
-        r = j + int(u[_U + j] * (len(pick) - j))
-        pick[j], pick[r] = pick[r], pick[j]
-        opts = table[w[pick[j]]]
-        chars[pick[j]] = opts[int(u[_U + k + j] * len(opts))]
+        r = j + int(u[_U + j] * (m - j))
+        at = pick[r]
+        pick[r] = pick[j]
+        opts = table[w[at]]
+        chars[at] = opts[int(u[_U + k + j] * len(opts))]
     return "".join(chars), str(k)
 
 
