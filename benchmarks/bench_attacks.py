@@ -1,7 +1,8 @@
 """Speed of the robustness battery (issue 9).
 
 1. Attacking 10,000 passages (the sample set's, 25-30 words each) at every level —
-   character, word and visual — at ρ = 0.5; target: all three levels together < 5 s.
+   character, word and visual — at ρ = 0.5 with ``attack_texts`` (one call per level,
+   each passage with its own seed); target: all three levels together < 5 s.
    WordNet's one-time load (nltk reads its index files) is reported apart.
 2. A 200-item battery with 3 levels × 3 ρ against a local OpenAI-compatible server
    (the tests' rule-based model, in its own process) answering after 50 ms, at
@@ -25,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from dbpa_core.attacks.sample import sample_items  # noqa: E402
-from dbpa_core.attacks.text import attack_text  # noqa: E402
+from dbpa_core.attacks.text import attack_texts  # noqa: E402
 
 
 def bench_attack_speed(n: int = 10_000, rho: float = 0.5) -> bool:
@@ -39,19 +40,17 @@ def bench_attack_speed(n: int = 10_000, rho: float = 0.5) -> bool:
     total = cpu = best_total = 0.0
     parts = []
     chunk = passages[:1000]
+    seeds = list(range(len(passages)))
     for level in ("char", "word", "visual"):
         t, c = time.perf_counter(), time.process_time()
-        changed = 0
-        for i, p in enumerate(passages):
-            changed += len(attack_text(p, level, rho, rng=i).changes)
+        changed = sum(len(a.changes) for a in attack_texts(passages, level, rho, seeds=seeds))
         dt = time.perf_counter() - t
         total += dt
         cpu += time.process_time() - c
         best = math.inf  # the fastest of 5 runs over 1,000 passages, scaled: what a quiet core does
         for _ in range(5):
             t = time.perf_counter()
-            for i, p in enumerate(chunk):
-                attack_text(p, level, rho, rng=i)
+            attack_texts(chunk, level, rho, seeds=seeds[:len(chunk)])
             best = min(best, (time.perf_counter() - t) * len(passages) / len(chunk))
         best_total += best
         parts.append(f"{level} {dt:.2f} s (best {best:.2f} s; {changed / len(passages):.1f} "

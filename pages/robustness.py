@@ -114,6 +114,9 @@ else:
         spec = battery.build_spec(values, state.settings(), models[model_name], items=items)
     except Exception as exc:  # noqa: BLE001 - shown as a short message
         st.error(runner.friendly(exc), icon=":material/edit_note:")
+    if spec is not None and battery.wordnet_problem(spec):
+        st.error(battery.wordnet_problem(spec), icon=":material/dictionary:")
+        spec = None
 
 
 def show_estimate() -> None:

@@ -219,3 +219,13 @@ def test_highlight_segments_cover_the_text():
     segs = T.highlight_segments(r)
     assert "".join(p for p, k in segs if k != "deleted") == r.text
     assert sum(k == "changed" for _, k in segs) == sum(c.after != "" for c in r.changes)
+
+
+@pytest.mark.parametrize("level", LEVELS_OK)
+def test_a_batch_gives_what_one_by_one_gives(level):
+    texts = [PASSAGE, "", "Mary went home.", PASSAGE[::-1], "a"]
+    seeds = [3, 4, 5, 6, 7]
+    batch = T.attack_texts(texts, level, 0.6, seeds=seeds, letters=0.9)
+    assert batch == [attack_text(t, level, 0.6, rng=s, letters=0.9) for t, s in zip(texts, seeds, strict=True)]
+    with pytest.raises(ValueError, match="same length"):
+        T.attack_texts(texts, level, 0.6, seeds=[1])

@@ -87,6 +87,16 @@ def build_spec(values: dict[str, Any], settings: dict[str, Any], model: dict,
     return parse_attack_spec(spec_data(values, settings, model), source="The form", items=items)
 
 
+def wordnet_problem(spec: BatterySpec) -> str | None:
+    """What to do when the spec needs WordNet and it is not installed (else None)."""
+    from dbpa_core.attacks.battery import needs_wordnet
+    from dbpa_core.attacks.wordnet import HINT, available
+
+    if needs_wordnet(spec) and not available():
+        return HINT + " Or untick word edits and RTI (word deletions need no WordNet)."
+    return None
+
+
 def estimate(spec: BatterySpec, cache) -> dict[str, Any]:
     return estimate_battery(spec, cache=cache)
 

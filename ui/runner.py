@@ -78,6 +78,10 @@ def friendly(exc: BaseException) -> str:
         return str(exc)
     if isinstance(exc, BackendError):
         return str(exc)
+    from dbpa_core.attacks.wordnet import WordNetMissing
+
+    if isinstance(exc, WordNetMissing):  # says what to install
+        return str(exc)
     return (f"Something went wrong ({type(exc).__name__}: {exc}). The details are in the "
             "terminal that runs the dashboard.")
 

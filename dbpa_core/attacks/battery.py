@@ -54,7 +54,7 @@ from .metrics import (
 )
 from .patterns import PatternRow, SpacyMissing, tag_words, word_patterns
 from .spec import AttackConfig, BatterySpec
-from .text import AttackedText, attack_text, derive_seed, highlight_segments
+from .text import AttackedText, attack_texts, derive_seed, highlight_segments
 
 RTI_RHOS = tuple(round(0.1 * i, 1) for i in range(1, 11))
 ALL = "all"
@@ -89,19 +89,28 @@ class Query:
     order: tuple[int, ...] | None = None
 
 
-def _attacked(spec: BatterySpec, item: Item, cfg: AttackConfig, rho: float) -> AttackedText:
-    seed = derive_seed(spec.seed, item.dataset, item.id, cfg.level, cfg.op, cfg.letters)
-    return attack_text(item.target_text, cfg.level, rho, rng=seed, op=cfg.op,
-                       letters=cfg.letters if cfg.letters is not None else 0.5)
+def _seed(spec: BatterySpec, item: Item, cfg: AttackConfig) -> int:
+    return derive_seed(spec.seed, item.dataset, item.id, cfg.level, cfg.op, cfg.letters)
+
+
+def attack_queries(spec: BatterySpec, items: Sequence[Item], cfg: AttackConfig, rho: float,
+                   kind: str = "attack") -> list[Query]:
+    """The prompts of ``items`` under attack ``cfg`` at ``rho``, each seeded by the spec's
+    seed, the item and the attack — not by ρ: a higher ρ attacks a superset of the words."""
+    atts = attack_texts([it.target_text for it in items], cfg.level, rho,
+                        seeds=[_seed(spec, it, cfg) for it in items], op=cfg.op,
+                        letters=cfg.letters if cfg.letters is not None else 0.5)
+    out = []
+    for item, att in zip(items, atts, strict=True):
+        asked = item.with_target(att.text)
+        out.append(Query(kind, asked, item, render_prompt(asked, spec.template), att, cfg.name, rho))
+    return out
 
 
 def attack_query(spec: BatterySpec, item: Item, cfg: AttackConfig, rho: float,
                  kind: str = "attack") -> Query:
-    """The prompt of ``item`` under attack ``cfg`` at ``rho`` (seeded by the spec's seed,
-    the item and the attack — not by ρ: higher ρ attack a superset of words)."""
-    att = _attacked(spec, item, cfg, rho)
-    asked = item.with_target(att.text)
-    return Query(kind, asked, item, render_prompt(asked, spec.template), att, cfg.name, rho)
+    """The prompt of one item under attack ``cfg`` at ``rho`` (see :func:`attack_queries`)."""
+    return attack_queries(spec, [item], cfg, rho, kind)[0]
 
 
 def instruction_variants(spec: BatterySpec, item: Item) -> list[str]:
@@ -115,12 +124,14 @@ def plan(spec: BatterySpec) -> dict[str, list[Query]]:
     ``instruction``, ``order``, ``curve``)."""
     out: dict[str, list[Query]] = {k: [] for k in ("clean", "attack", "instruction", "order",
                                                     "curve")}
-    for item in spec.items:
+    attacked = {(cfg.name, rho): attack_queries(spec, spec.items, cfg, rho)
+                for cfg in spec.attacks for rho in cfg.rhos}
+    for n, item in enumerate(spec.items):
         clean = Query("clean", item, item, render_prompt(item, spec.template))
         out["clean"].append(clean)
         for cfg in spec.attacks:
             for rho in cfg.rhos:
-                out["attack"].append(attack_query(spec, item, cfg, rho))
+                out["attack"].append(attacked[(cfg.name, rho)][n])
         for j, text in enumerate(instruction_variants(spec, item)):
             asked = item.replace(instruction=text)
             out["instruction"].append(Query("instruction", asked, item,
@@ -144,6 +155,14 @@ def plan(spec: BatterySpec) -> dict[str, list[Query]]:
     return out
 
 
+def needs_wordnet(spec: BatterySpec) -> bool:
+    """True when the spec asks for new words (word-level insert or replace, RTI's, or a
+    word-level curve): WordNet must then be installed."""
+    word = [a for a in spec.attacks if a.level == "word"] + \
+        ([a for a in spec.curve.levels if a.level == "word"] if spec.curve else [])
+    return any(a.op != "delete" for a in word) or any(op != "delete" for op in spec.rti)
+
+
 def _answer_params(spec: BatterySpec) -> GenerationParams:
     return GenerationParams(temperature=spec.temperature, top_p=spec.top_p,
                             max_tokens=spec.max_tokens)
@@ -165,8 +184,10 @@ def _curve_requests(spec: BatterySpec, prompt: str):
                         system_prompt=spec.system_prompt)
 
 
-def rti_queries(spec: BatterySpec, item: Item, op: str, rho: float) -> Query:
-    return attack_query(spec, item, AttackConfig("word", RTI_RHOS, op), rho, kind="rti")
+def rti_queries(spec: BatterySpec, items: Sequence[Item], op: str, rho: float) -> list[Query]:
+    """RTI's prompts: word-level attack ``op`` at ``rho`` (the battery's word attack with
+    the same ``op`` asks the same prompts: they are answered once)."""
+    return attack_queries(spec, items, AttackConfig("word", RTI_RHOS, op), rho, kind="rti")
 
 
 def estimate_battery(spec: BatterySpec, *, cache: Cache | None = None) -> dict[str, Any]:
@@ -180,8 +201,8 @@ def estimate_battery(spec: BatterySpec, *, cache: Cache | None = None) -> dict[s
     answer_prompts = list(dict.fromkeys(q.prompt for k in ("clean", "attack", "instruction",
                                                            "order") for q in p[k]))
     rti_prompts = list(dict.fromkeys(
-        rti_queries(spec, it, op, rho).prompt for it in spec.items for op in spec.rti
-        for rho in RTI_RHOS))
+        q.prompt for op in spec.rti for rho in RTI_RHOS
+        for q in rti_queries(spec, spec.items, op, rho)))
     asked = set(answer_prompts)
     rti_prompts = [x for x in rti_prompts if x not in asked]
     curve_prompts = list(dict.fromkeys(q.prompt for q in p["curve"]))
@@ -533,7 +554,10 @@ def _run_rti(spec: BatterySpec, sampler: Sampler, clean: dict) -> tuple[list[Ans
     for j, rho in enumerate(RTI_RHOS):
         sampler.check_stop()
         sampler.progress(Progress("rti", j, len(RTI_RHOS), f"ρ = {rho:g}, {len(open_)} open"))
-        qs = {key: rti_queries(spec, it, key[0], rho) for key, it in open_.items()}
+        qs = {}
+        for op in spec.rti:
+            keys = [k for k in open_ if k[0] == op]
+            qs.update(zip(keys, rti_queries(spec, [open_[k] for k in keys], op, rho), strict=True))
         ask = {k: q for k, q in qs.items() if q.attack.changes}
         recs = sampler.sample([Job(spec.model, _answer_request(spec, q.prompt),
                                    f"RTI {q.base.id} {k[0]} ρ={rho:g}") for k, q in ask.items()],
@@ -859,5 +883,7 @@ def report_html(result: BatteryResult, *, charts_html: str = "", title: str = "R
 
 
 __all__ = ["ALL", "RTI_RHOS", "AnswerRecord", "AttackRow", "BatteryResult", "ConsistencyRow",
-           "CurveRow", "Query", "RTIRow", "attack_query", "estimate_battery", "highlighted_html",
+           "CurveRow", "Query", "RTIRow", "attack_queries", "attack_query", "estimate_battery",
+           "highlighted_html",
+           "needs_wordnet",
            "plan", "report_html", "run_battery", "summary_text"]

@@ -36,8 +36,8 @@ def default_prompts():
                 "temperature": 0.8, "max_tokens": 120}
     spec = battery.build_spec(dict(battery.DEFAULTS), settings, {"backend": "local"})
     prompts = [q.prompt for qs in plan(spec).values() for q in qs]
-    prompts += [rti_queries(spec, it, op, rho).prompt for it in spec.items for op in spec.rti
-                for rho in RTI_RHOS]
+    prompts += [q.prompt for op in spec.rti for rho in RTI_RHOS
+                for q in rti_queries(spec, spec.items, op, rho)]
     return spec, list(dict.fromkeys(prompts))
 
 

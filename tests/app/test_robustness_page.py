@@ -130,3 +130,14 @@ def test_form_to_spec_matches_the_cli_spec():
     own = dict(battery.DEFAULTS, w_bat_own="Pick one.\n\n", w_bat_curve=True)
     spec = battery.build_spec(own, settings, {"backend": "local"})
     assert spec.instructions[-1] == "Pick one." and spec.curve.max_tokens == 60
+
+
+def test_missing_wordnet_is_a_short_error(page, monkeypatch):
+    import dbpa_core.attacks.wordnet as W
+
+    monkeypatch.setattr(W, "available", lambda: False)
+    at = page()
+    assert any("make wordnet" in e and "untick word edits" in e for e in errors(at)), errors(at)
+    assert at.button(key="robustness_run").disabled
+    at = page(w_bat_word_op="delete", w_bat_rti=[])  # deletions need no WordNet
+    assert not errors(at)
