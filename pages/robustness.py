@@ -17,8 +17,9 @@ st.markdown(
     "attack: <b>typos</b>, <b>word edits</b> and <b>look-alike letters</b> (what users type, "
     "dictate or scan), <b>reworded instructions</b> and <b>shuffled options</b>. <b>ER</b>: share "
     "answered wrongly. <b>ASR</b>: share whose answer changed under the attack. <b>RTI</b>: how "
-    "much of the passage must be destroyed before the answer changes — near 1 means the model "
-    "answers without reading it (the data are probably memorized).</div>", unsafe_allow_html=True)
+    "much of the passage must be destroyed before the answer changes — near 1, the answer does "
+    "not depend on the passage: memorized data if it is right, an unread passage if it is "
+    "wrong.</div>", unsafe_allow_html=True)
 
 ss = st.session_state
 left, right = st.columns(2, gap="large")
@@ -138,6 +139,8 @@ if result is not None:
     st.divider()
     st.subheader("Results")
     st.markdown(f"**{battery.summary(result)}**")
+    for note in battery.notes(result):
+        st.warning(note, icon=":material/info:")
     f = figs.battery_figures(result)
     tabs = st.tabs(["ER / ASR", "Per data set", "RTI", "Robustness curve", "Consistency",
                     "Which words", "Examples", "Answers"])

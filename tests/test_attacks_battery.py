@@ -154,6 +154,19 @@ embedder: {backend: rouge1}
     assert all(r.p_adjusted == pytest.approx(min(1, r.p_value * len(tested))) for r in tested
                if r.p_value == min(t.p_value for t in tested))
     assert len(res.curve_responses[("i1", "char", 1.0)]) == 8
+    assert not any("robustness curve runs" in w for w in res.warnings)
+
+
+def test_curve_warns_when_permutations_cannot_reach_alpha(server, data, tmp_path):
+    _, res = run(server, data, tmp_path, """
+curve: {items: 2, levels: [char], rho: [0.5, 0.8, 1.0]}
+samples: 8
+permutations: 50
+embedder: {backend: rouge1}
+""")
+    assert not any(r.significant for r in res.curve)
+    assert any("50 permutations cannot give one below 0.02" in w and "at least 120" in w
+               for w in res.warnings), res.warnings
 
 
 def test_rerun_costs_nothing_and_a_stop_resumes(server, data, tmp_path):

@@ -119,8 +119,11 @@ def curve_figure(result: BatteryResult) -> go.Figure | None:
                   annotation_position="bottom right")
     fig.update_xaxes(title_text="ρ: share of words attacked", range=[0, 1.05])
     fig.update_yaxes(title_text="ω above chance")
-    return _layout(fig, title="Robustness curve (filled: significant change in what the model says)",
-                   height=420)
+    _layout(fig, title="Robustness curve (filled: significant change in what the model says)",
+            height=460)
+    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.2, xanchor="left", x=0),
+                      margin=dict(b=110))
+    return fig
 
 
 def consistency_figure(result: BatteryResult) -> go.Figure | None:

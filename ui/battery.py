@@ -199,6 +199,11 @@ def examples_html(result: BatteryResult, attack: str, rho: float, *, limit: int 
     return out
 
 
+def notes(result: BatteryResult) -> list[str]:
+    """The run's warnings besides the unparsed count (which :func:`summary` gives)."""
+    return [w for w in result.warnings if "named no option" not in w]
+
+
 def summary(result: BatteryResult) -> str:
     """One plain sentence on what the battery found."""
     c = result.clean()

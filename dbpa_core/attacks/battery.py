@@ -710,6 +710,14 @@ def _curve(spec, sampler, queries, texts, caught):
             pending.append((base_q, q, r))
     sampler.progress(Progress("testing", n_tests, n_tests))
     tested = [r for _, _, r in pending if r is not None]
+    # the smallest p-value a test can give: 1/(B+1), or 1/C(k+m, k) when exact
+    floor = min((1 / (r.n_permutations + (0 if r.exact else 1)) for r in tested), default=0.0)
+    if spec.correction in ("bonferroni", "holm") and floor * len(tested) > spec.alpha:
+        caught.append(f"the robustness curve runs {len(tested)} tests: with {spec.correction} "
+                      f"a p-value must fall below {spec.alpha / len(tested):.2g} to count, but "
+                      f"{spec.permutations} permutations cannot give one below {floor:.2g}, so "
+                      f"nothing can be significant — raise 'permutations' to at least "
+                      f"{int(len(tested) / spec.alpha)}, or test fewer rho values or items.")
     mt = multiple_testing([r.p_value for r in tested], spec.correction, alpha=spec.alpha) \
         if tested else None
     rows = []

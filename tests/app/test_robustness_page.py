@@ -40,7 +40,8 @@ def test_defaults_run_and_show_every_result(page, server):
     assert not errors(at)
     labels = [m.label for m in at.metric]
     assert labels == ["Answers to ask", "RTI (at most)", "Curve samples", "Estimated cost"]
-    assert at.metric[0].value == "120"  # 8 items: clean, 7 attacks, 5 instructions, 3 orders
+    to_ask = int(at.metric[0].value)  # 8 items: clean, 7 attacks, 5 instructions, 3 orders, at most
+    assert 100 <= to_ask <= 8 * (1 + 7 + 5 + 2)
     at.button(key="robustness_run").click().run()
     assert not at.exception, at.exception
     assert not errors(at), errors(at)
@@ -51,6 +52,8 @@ def test_defaults_run_and_show_every_result(page, server):
     assert list(table["attack"])[:2] == ["clean", "char"] and len(table) == 1 + 7
     assert table["ER"][0] == pytest.approx(result.clean().er.value)
     assert {r.attack for r in result.rti} == {"replace", "delete"} and result.curve
+    asked = {r.query.prompt for r in result.records if r.query.kind != "rti"}
+    assert len(asked) == to_ask  # the estimate counted every distinct prompt
     assert any("Clean:" in m.value and "ER" in m.value for m in at.markdown)
     # examples are escaped text with the changes marked
     ex = [m.value for m in at.markdown if "<mark>" in m.value]
