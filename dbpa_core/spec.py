@@ -399,6 +399,44 @@ def _model(doc: _Doc, obj: Any, path: tuple, base_dir: Path,
     return cfg
 
 
+def read_document(data: str | dict, source: str) -> tuple[_Doc, Any]:
+    """YAML text (or an already loaded dict) -> the line-keeping document and its data,
+    with the limits every spec gets (size, nesting depth, alias expansion)."""
+    doc = _Doc(source)
+    if not isinstance(data, str):
+        return doc, data
+    node = _compose(data, source)
+    if node is None:
+        raise SpecError(f"{source}: the spec is empty")
+    return doc, doc.convert(node)
+
+
+def read_spec_file(path: str | os.PathLike) -> str:
+    """A spec file's text: it must exist, be at most MAX_SPEC_BYTES and be UTF-8."""
+    p = Path(path)
+    if not p.is_file():
+        raise SpecError(f"{path}: no such spec file")
+    try:
+        if p.stat().st_size > MAX_SPEC_BYTES:
+            raise SpecError(f"{path}: larger than {MAX_SPEC_BYTES // 1024**2} MB, not a spec")
+        data = p.read_bytes()
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    return decode_utf8(data, str(path))
+
+
+def prices_section(doc: _Doc, top: dict) -> dict[str, dict[str, float]]:
+    """The optional ``prices:`` section: model -> {input, output} $ per 1M tokens."""
+    prices = _section(top, "prices")
+    if not isinstance(prices, dict) or not all(
+            isinstance(v, dict) and set(v) <= {"input", "output"}
+            and all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+                    and x >= 0 for x in v.values()) for v in prices.values()):
+        raise doc.err(("prices",), "'prices' maps a model name to {input: $ per 1M tokens, "
+                      "output: $ per 1M tokens}")
+    return {k: dict(v) for k, v in prices.items()}
+
+
 def parse_spec(data: str | dict, *, source: str = "<spec>", base_dir: str | os.PathLike = ".",
                allow_key_env=()) -> AuditSpec:
     """Validate a spec given as YAML text (or an already loaded dict).
@@ -406,15 +444,8 @@ def parse_spec(data: str | dict, *, source: str = "<spec>", base_dir: str | os.P
     ``allow_key_env`` names environment variables that may be sent as API keys
     although they do not look like an LLM key (``dbpa --allow-key-env``).
     """
-    doc = _Doc(source)
+    doc, raw = read_document(data, source)
     base_dir = Path(base_dir)
-    if isinstance(data, str):
-        node = _compose(data, source)
-        if node is None:
-            raise SpecError(f"{source}: the spec is empty")
-        raw = doc.convert(node)
-    else:
-        raw = data
     top = _check_keys(doc, raw, TOP_KEYS, (), "the spec")
 
     if "models" in top and "model" in top:
@@ -484,13 +515,7 @@ def parse_spec(data: str | dict, *, source: str = "<spec>", base_dir: str | os.P
         role = _get(doc, p, "role", path, str, choices=ROLES)
         perturbations.append(Perturbation(name, prompt, role, psys or system_prompt))
 
-    prices = _section(top, "prices")
-    if not isinstance(prices, dict) or not all(
-            isinstance(v, dict) and set(v) <= {"input", "output"}
-            and all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-                    and x >= 0 for x in v.values()) for v in prices.values()):
-        raise doc.err(("prices",), "'prices' maps a model name to {input: $ per 1M tokens, "
-                      "output: $ per 1M tokens}")
+    prices = prices_section(doc, top)
 
     measure = _get(doc, top, "measure", (), str, DEFAULT_MEASURE, choices=tuple(MEASURES))
     if emb_backend in ("bleu", "rouge1", "rouge2", "rougeL") and measure == "energy-l1":
@@ -512,7 +537,7 @@ def parse_spec(data: str | dict, *, source: str = "<spec>", base_dir: str | os.P
         sequential=_get(doc, top, "sequential", (), int, None, minimum=1),
         null=_get(doc, top, "null", (), str, "base", choices=NULLS),
         min_effect=_get(doc, top, "min_effect", (), float, None, minimum=0.0),
-        prices={k: dict(v) for k, v in prices.items()},
+        prices=prices,
         name=_get(doc, top, "name", (), str, Path(source).stem if source != "<spec>" else "audit"),
         description=_get(doc, top, "description", (), str, ""),
         source=source,
@@ -648,16 +673,7 @@ def spec_notes(spec: AuditSpec) -> list[str]:
 
 def load_spec(path: str | os.PathLike, *, allow_key_env=()) -> AuditSpec:
     """Read and validate a spec file (relative paths inside resolve next to it)."""
-    p = Path(path)
-    if not p.is_file():
-        raise SpecError(f"{path}: no such spec file")
-    try:
-        if p.stat().st_size > MAX_SPEC_BYTES:
-            raise SpecError(f"{path}: larger than {MAX_SPEC_BYTES // 1024**2} MB, not a spec")
-        data = p.read_bytes()
-    except OSError as exc:
-        raise SpecError(f"{path}: cannot read it ({exc.strerror or exc})") from None
-    return parse_spec(decode_utf8(data, str(path)), source=str(path), base_dir=p.parent,
+    return parse_spec(read_spec_file(path), source=str(path), base_dir=Path(path).parent,
                       allow_key_env=allow_key_env)
 
 

@@ -18,6 +18,8 @@ PAGES = [
     ("Audits", "pages/model_comparison.py", "Model comparison", ":material/compare_arrows:",
      "model_comparison"),
     ("Audits", "pages/sensitivity.py", "Sensitivity", ":material/tune:", "sensitivity"),
+    ("Robustness", "pages/robustness.py", "Robustness battery", ":material/spellcheck:",
+     "robustness"),
     ("Records", "pages/history.py", "History", ":material/history:", "history"),
     ("Setup", "pages/settings.py", "Settings", ":material/settings:", "settings"),
 ]

@@ -30,7 +30,10 @@ from .export import RunMeta
 
 log = logging.getLogger("dbpa.dashboard")
 STAGE_TEXT = {"sampling": "Sampling responses", "embedding": "Embedding responses",
-              "testing": "Running permutation tests"}
+              "testing": "Running permutation tests",
+              # the robustness battery (dbpa_core.attacks.battery)
+              "answering": "Answering the items", "rti": "RTI: raising ρ until answers change",
+              "patterns": "Tagging the attacked words"}
 
 
 def perturbation_entries(df: pd.DataFrame) -> list[dict[str, Any]]:
@@ -84,6 +87,10 @@ def friendly(exc: BaseException) -> str:
         return str(exc)
     if isinstance(exc, CacheError):
         return f"{exc} The **Settings** page can clear it."
+    from dbpa_core.attacks.wordnet import WordNetMissing
+
+    if isinstance(exc, WordNetMissing):  # says what to install
+        return str(exc)
     return (f"Something went wrong ({type(exc).__name__}: {exc}). The details are in the "
             "terminal that runs the dashboard.")
 

@@ -1,0 +1,894 @@
+"""The robustness battery: a thin orchestrator over :class:`~dbpa_core.sampling.Sampler`.
+
+``run_battery(spec)`` renders every prompt the spec asks for — each item clean, under
+each attack at each ρ, with each synonymous instruction, in each option order — and
+sends them to the model in **one** ``sampler.sample`` call (so a concurrent backend
+answers them in parallel), together with the k samples per prompt of the DBPA
+robustness curve. RTI then raises ρ in rounds of 0.1 for the items whose answer has
+not changed yet (one ``sample`` call per round). Every answer is cached as it arrives:
+a rerun makes no call and a stopped run resumes.
+
+Answers are parsed (:func:`~dbpa_core.attacks.answers.parse_answer`; unparsed answers
+are counted, never guessed) and summarised as ER, ASR (per attack, per ρ, per data
+set), RTI, consistency spreads, word-pattern tables and the robustness curve
+(ω, p and adjusted p of the base prompt's response distribution against each
+attacked prompt's).
+"""
+from __future__ import annotations
+
+import csv
+import html
+import io
+import json
+import time
+import warnings
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..backends import GenerationParams
+from ..cache import Cache
+from ..multitest import multiple_testing
+from ..permutation import DBPAWarning, dbpa_test, dbpa_test_similarity
+from ..pricing import estimate_tokens, price_of
+from ..sampling import Job, Progress, Sampler, is_cached, requests_for
+from ..similarity import TEXT_SIMILARITIES, text_similarity_matrix
+from ..spec import model_label
+from ..types import DBPAResult, _jsonable
+from .answers import ParsedAnswer, parse_answer
+from .consistency import option_orders, reorder
+from .items import Item, render_prompt
+from .metrics import (
+    Rate,
+    RTIResult,
+    accuracy,
+    attack_success_rate,
+    error_rate,
+    first_change,
+    relative_training_index,
+    spread,
+)
+from .patterns import PatternRow, SpacyMissing, tag_words, word_patterns
+from .spec import AttackConfig, BatterySpec
+from .text import AttackedText, attack_texts, derive_seed, highlight_segments
+
+RTI_RHOS = tuple(round(0.1 * i, 1) for i in range(1, 11))
+ALL = "all"
+
+
+def _no_nan(value: Any) -> Any:
+    """NaN (an undefined rate, e.g. ER among parsed answers when none was parsed) -> None,
+    so that results.json is strict JSON."""
+    if isinstance(value, float) and value != value:
+        return None
+    if isinstance(value, dict):
+        return {k: _no_nan(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_no_nan(v) for v in value]
+    return value
+
+
+# --------------------------------------------------------------------------- planning
+@dataclass(frozen=True)
+class Query:
+    """One prompt of the battery: ``item`` as asked (attacked, re-instructed or
+    re-ordered) of the original ``base`` item."""
+
+    kind: str                       # clean | attack | instruction | order | rti | curve
+    item: Item
+    base: Item
+    prompt: str
+    attack: AttackedText | None = None
+    name: str = ""                  # attack name (char, word:delete, visual r=0.5) or variant
+    rho: float = 0.0
+    variant: int = 0                # instruction / order number
+    order: tuple[int, ...] | None = None
+
+
+def _seed(spec: BatterySpec, item: Item, cfg: AttackConfig) -> int:
+    return derive_seed(spec.seed, item.dataset, item.id, cfg.level, cfg.op, cfg.letters)
+
+
+def attack_queries(spec: BatterySpec, items: Sequence[Item], cfg: AttackConfig, rho: float,
+                   kind: str = "attack") -> list[Query]:
+    """The prompts of ``items`` under attack ``cfg`` at ``rho``, each seeded by the spec's
+    seed, the item and the attack — not by ρ: a higher ρ attacks a superset of the words."""
+    atts = attack_texts([it.target_text for it in items], cfg.level, rho,
+                        seeds=[_seed(spec, it, cfg) for it in items], op=cfg.op,
+                        letters=cfg.letters if cfg.letters is not None else 0.5)
+    out = []
+    for item, att in zip(items, atts, strict=True):
+        asked = item.with_target(att.text)
+        out.append(Query(kind, asked, item, render_prompt(asked, spec.template), att, cfg.name, rho))
+    return out
+
+
+def attack_query(spec: BatterySpec, item: Item, cfg: AttackConfig, rho: float,
+                 kind: str = "attack") -> Query:
+    """The prompt of one item under attack ``cfg`` at ``rho`` (see :func:`attack_queries`)."""
+    return attack_queries(spec, [item], cfg, rho, kind)[0]
+
+
+def instruction_variants(spec: BatterySpec, item: Item) -> list[str]:
+    """The item's own instruction first, then the spec's, in the spec's order (variant j
+    is the same instruction for every item; a repeated prompt costs no second call)."""
+    return [item.instruction, *spec.instructions] if spec.instructions else []
+
+
+def plan(spec: BatterySpec) -> dict[str, list[Query]]:
+    """Every prompt of the battery except RTI's, by kind (``clean``, ``attack``,
+    ``instruction``, ``order``, ``curve``)."""
+    out: dict[str, list[Query]] = {k: [] for k in ("clean", "attack", "instruction", "order",
+                                                    "curve")}
+    attacked = {(cfg.name, rho): attack_queries(spec, spec.items, cfg, rho)
+                for cfg in spec.attacks for rho in cfg.rhos}
+    for n, item in enumerate(spec.items):
+        clean = Query("clean", item, item, render_prompt(item, spec.template))
+        out["clean"].append(clean)
+        for cfg in spec.attacks:
+            for rho in cfg.rhos:
+                out["attack"].append(attacked[(cfg.name, rho)][n])
+        for j, text in enumerate(instruction_variants(spec, item)):
+            asked = item.replace(instruction=text)
+            out["instruction"].append(Query("instruction", asked, item,
+                                            render_prompt(asked, spec.template), name=text,
+                                            variant=j))
+        if spec.option_orders > 1:
+            orders = option_orders(len(item.options), spec.option_orders,
+                                   seed=derive_seed(spec.seed, item.dataset, item.id, "orders"))
+            for j, order in enumerate(orders):
+                asked = reorder(item, order)
+                out["order"].append(Query("order", asked, item, render_prompt(asked, spec.template),
+                                          name="".join("ABCDEFGHIJKLMNOPQRSTUVWXYZ"[i] for i in order),
+                                          variant=j, order=order))
+    if spec.curve is not None:
+        for item in spec.items[:spec.curve.items]:
+            for cfg in spec.curve.levels:
+                out["curve"].append(Query("curve", item, item, render_prompt(item, spec.template),
+                                          name=cfg.name))
+                for rho in spec.curve.rhos:
+                    out["curve"].append(attack_query(spec, item, cfg, rho, kind="curve"))
+    return out
+
+
+def needs_wordnet(spec: BatterySpec) -> bool:
+    """True when the spec asks for new words (word-level insert or replace, RTI's, or a
+    word-level curve): WordNet must then be installed."""
+    word = [a for a in spec.attacks if a.level == "word"] + \
+        ([a for a in spec.curve.levels if a.level == "word"] if spec.curve else [])
+    return any(a.op != "delete" for a in word) or any(op != "delete" for op in spec.rti)
+
+
+def _answer_params(spec: BatterySpec) -> GenerationParams:
+    return GenerationParams(temperature=spec.temperature, top_p=spec.top_p,
+                            max_tokens=spec.max_tokens)
+
+
+def _curve_params(spec: BatterySpec) -> GenerationParams:
+    c = spec.curve
+    return GenerationParams(temperature=c.temperature, top_p=spec.top_p,
+                            max_tokens=c.max_tokens or max(spec.max_tokens, 64))
+
+
+def _answer_request(spec: BatterySpec, prompt: str):
+    return requests_for(prompt, n=1, seed=spec.seed, params=_answer_params(spec),
+                        system_prompt=spec.system_prompt)[0]
+
+
+def _curve_requests(spec: BatterySpec, prompt: str):
+    return requests_for(prompt, n=spec.samples, seed=spec.seed, params=_curve_params(spec),
+                        system_prompt=spec.system_prompt)
+
+
+def rti_queries(spec: BatterySpec, items: Sequence[Item], op: str, rho: float) -> list[Query]:
+    """RTI's prompts: word-level attack ``op`` at ``rho`` (the battery's word attack with
+    the same ``op`` asks the same prompts: they are answered once)."""
+    return attack_queries(spec, items, AttackConfig("word", RTI_RHOS, op), rho, kind="rti")
+
+
+def estimate_battery(spec: BatterySpec, *, cache: Cache | None = None) -> dict[str, Any]:
+    """Calls, tokens and cost of a battery, without calling anything.
+
+    RTI's calls are an upper bound (an item stops at the ρ where its answer changes);
+    prompts that repeat (an attack that changed no word is the clean prompt) and
+    answers already cached are not counted.
+    """
+    p = plan(spec)
+    answer_prompts = list(dict.fromkeys(q.prompt for k in ("clean", "attack", "instruction",
+                                                           "order") for q in p[k]))
+    rti_prompts = list(dict.fromkeys(
+        q.prompt for op in spec.rti for rho in RTI_RHOS
+        for q in rti_queries(spec, spec.items, op, rho)))
+    asked = set(answer_prompts)
+    rti_prompts = [x for x in rti_prompts if x not in asked]
+    curve_prompts = list(dict.fromkeys(q.prompt for q in p["curve"]))
+
+    def count(prompts, reqs_of):
+        calls = cached = in_tok = 0
+        for prompt in prompts:
+            for r in reqs_of(prompt):
+                if is_cached(cache, spec.model, r):
+                    cached += 1
+                else:
+                    calls += 1
+                    in_tok += estimate_tokens(prompt) + 8
+        return calls, cached, in_tok
+
+    a = count(answer_prompts, lambda x: [_answer_request(spec, x)])
+    r = count(rti_prompts, lambda x: [_answer_request(spec, x)])
+    c = count(curve_prompts, lambda x: _curve_requests(spec, x)) if spec.curve else (0, 0, 0)
+    out_tok = (a[0] + r[0]) * spec.max_tokens + \
+        (c[0] * _curve_params(spec).max_tokens if spec.curve else 0)
+    name = spec.model.get("name", "") if spec.model.get("backend") == "openai" else ""
+    price = price_of(name, spec.prices) if name else {"input": 0.0, "output": 0.0}
+    in_tok = a[2] + r[2] + c[2]
+    cost = float("nan") if price is None else \
+        in_tok / 1e6 * price["input"] + out_tok / 1e6 * price["output"]
+    return {"answers": a[0], "answers_cached": a[1], "rti_max": r[0], "rti_cached": r[1],
+            "curve": c[0], "curve_cached": c[1], "calls": a[0] + r[0] + c[0],
+            "cached": a[1] + r[1] + c[1], "input_tokens": in_tok, "output_tokens": out_tok,
+            "cost": cost, "unknown_price": price is None}
+
+
+# --------------------------------------------------------------------------- results
+@dataclass(frozen=True)
+class AnswerRecord:
+    """A query, the model's answer and the option read from it."""
+
+    query: Query
+    response: str
+    parsed: ParsedAnswer
+    cached: bool = False
+
+    @property
+    def correct(self) -> bool:
+        return self.parsed.index == self.query.item.answer
+
+    def to_dict(self) -> dict[str, Any]:
+        q = self.query
+        d = {"kind": q.kind, "item": q.base.id, "dataset": q.base.dataset, "attack": q.name,
+             "rho": q.rho, "variant": q.variant, "field": q.base.attack_field,
+             "prompt": q.prompt, "response": self.response, "answer": self.parsed.letter,
+             "parsed_by": self.parsed.how, "gold": q.item.answer_letter,
+             "correct": self.correct}
+        if q.attack is not None:
+            d.update(original=q.attack.original, attacked=q.attack.text, level=q.attack.level,
+                     op=q.attack.op, letters=q.attack.letters,
+                     changes=[c.to_dict() for c in q.attack.changes])
+        if q.order is not None:
+            d["options"] = list(q.item.options)
+        return d
+
+
+@dataclass(frozen=True)
+class AttackRow:
+    """ER (and ASR against the clean answers) of one attack at one ρ on one data set
+    (``ALL`` for every item). The clean row has ``attack == "clean"`` and no ASR."""
+
+    dataset: str
+    attack: str
+    level: str
+    rho: float
+    op: str | None
+    letters: float | None
+    er: Rate
+    asr: Rate | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {"dataset": self.dataset, "attack": self.attack, "level": self.level,
+             "rho": self.rho, "op": self.op, "letters": self.letters, **self.er.to_dict("er")}
+        d.pop("count")
+        if self.asr is not None:
+            a = self.asr.to_dict("asr")
+            d.update({k: v for k, v in a.items() if k.startswith("asr")})
+            d["asr_unparsed"] = self.asr.unparsed
+        return d
+
+
+@dataclass(frozen=True)
+class ConsistencyRow:
+    """Accuracy under one instruction or one option order on one data set."""
+
+    kind: str            # instructions | option_orders
+    dataset: str
+    variant: int
+    label: str           # the instruction, or the order as letters (CAB)
+    accuracy: Rate
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {"kind": self.kind, "dataset": self.dataset, "variant": self.variant,
+             "label": self.label, **self.accuracy.to_dict("accuracy")}
+        d.pop("count")
+        return d
+
+
+@dataclass(frozen=True)
+class RTIRow:
+    attack: str          # insert | delete | replace
+    dataset: str
+    result: RTIResult
+
+    @property
+    def rti(self) -> float:
+        return self.result.rti
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"attack": self.attack, "dataset": self.dataset, **self.result.to_dict()}
+
+
+@dataclass(frozen=True)
+class CurveRow:
+    """The DBPA test of one item's base prompt against its attacked prompt at ρ."""
+
+    attack: str
+    item: str
+    dataset: str
+    rho: float
+    changed_words: int
+    effect_size: float
+    chance_effect_size: float
+    p_value: float
+    p_adjusted: float
+    significant: bool
+    stars: str
+    test: DBPAResult | None = None   # None: the attack changed no word (nothing to test)
+
+    @property
+    def effect_above_chance(self) -> float:
+        return self.effect_size - self.chance_effect_size
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"attack": self.attack, "item": self.item, "dataset": self.dataset,
+                "rho": self.rho, "changed_words": self.changed_words,
+                "effect_size": self.effect_size, "chance_effect_size": self.chance_effect_size,
+                "effect_above_chance": self.effect_above_chance, "p_value": self.p_value,
+                "p_adjusted": self.p_adjusted, "significant": self.significant,
+                "stars": self.stars, "tested": self.test is not None}
+
+
+@dataclass(frozen=True)
+class BatteryResult:
+    """Everything a battery measured; ``to_dict``/``write`` give its files."""
+
+    spec: BatterySpec
+    records: tuple[AnswerRecord, ...]
+    table: tuple[AttackRow, ...]                 # clean + attacks, per data set and ALL
+    consistency: tuple[ConsistencyRow, ...]
+    rti: tuple[RTIRow, ...]
+    patterns: tuple[PatternRow, ...]
+    curve: tuple[CurveRow, ...]
+    curve_responses: dict[tuple[str, str, float], tuple[str, ...]] = field(default_factory=dict)
+    usage: dict[str, Any] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+
+    # ---------------------------------------------------------------- views
+    @property
+    def datasets(self) -> tuple[str, ...]:
+        return self.spec.datasets
+
+    def clean(self, dataset: str = ALL) -> AttackRow:
+        return next(r for r in self.table if r.attack == "clean" and r.dataset == dataset)
+
+    def attacks(self, dataset: str = ALL) -> list[AttackRow]:
+        return [r for r in self.table if r.attack != "clean" and r.dataset == dataset]
+
+    def consistency_std(self, kind: str, dataset: str = ALL) -> float:
+        return spread([r.accuracy.value for r in self.consistency
+                       if r.kind == kind and r.dataset == dataset])
+
+    def records_of(self, kind: str) -> list[AnswerRecord]:
+        return [r for r in self.records if r.query.kind == kind]
+
+    @property
+    def unparsed(self) -> int:
+        return sum(not r.parsed.parsed for r in self.records)
+
+    # ---------------------------------------------------------------- serialising
+    def to_dict(self) -> dict[str, Any]:
+        def cons(kind):
+            if not any(r.kind == kind for r in self.consistency):
+                return None
+            out = {"accuracies": [r.to_dict() for r in self.consistency
+                                  if r.kind == kind and r.dataset == ALL],
+                   "std": self.consistency_std(kind), "by_dataset": {}}
+            for ds in self.datasets if len(self.datasets) > 1 else ():
+                out["by_dataset"][ds] = {
+                    "accuracies": [r.to_dict() for r in self.consistency
+                                   if r.kind == kind and r.dataset == ds],
+                    "std": self.consistency_std(kind, ds)}
+            return out
+
+        clean = self.clean().to_dict()
+        pats: dict[str, list] = {"position": [], "pos": [], "dep": []}
+        for p in self.patterns:
+            pats[p.feature].append(p.to_dict())
+        return _no_nan(_jsonable({
+            "spec": self.spec.to_dict(),
+            "model": model_label(self.spec.model),
+            "clean": {k: clean[k] for k in ("er", "er_low", "er_high", "er_parsed_only", "n",
+                                            "unparsed")},
+            "attacks": [r.to_dict() for r in self.attacks()],
+            "by_dataset": {"clean": [r.to_dict() for r in self.table
+                                     if r.attack == "clean" and r.dataset != ALL],
+                           "attacks": [r.to_dict() for r in self.table
+                                       if r.attack != "clean" and r.dataset != ALL]},
+            "rti": [r.to_dict() for r in self.rti],
+            "consistency": {"instructions": cons("instructions"),
+                            "option_orders": cons("option_orders")},
+            "patterns": pats,
+            "curve": [r.to_dict() for r in self.curve],
+            "unparsed_answers": self.unparsed,
+            "usage": self.usage,
+            "warnings": list(self.warnings),
+        }))
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False, allow_nan=False)
+
+    @staticmethod
+    def _csv(rows: Sequence[dict[str, Any]]) -> str:
+        buf = io.StringIO()
+        if rows:
+            w = csv.DictWriter(buf, fieldnames=list(rows[0]), extrasaction="ignore")
+            w.writeheader()
+            for r in rows:
+                w.writerow(r)
+        return buf.getvalue()
+
+    def to_csv(self) -> str:
+        """The Table-7-like table: clean and every attack × ρ, for all items and per data set."""
+        return self._csv([_no_nan(r.to_dict()) for r in self.table])
+
+    def csv_files(self) -> dict[str, str]:
+        files = {"results.csv": self.to_csv()}
+        if self.rti:
+            files["rti.csv"] = self._csv([_no_nan(r.to_dict()) for r in self.rti])
+        if self.consistency:
+            files["consistency.csv"] = self._csv([_no_nan(r.to_dict()) for r in self.consistency])
+        if self.patterns:
+            files["patterns.csv"] = self._csv([_no_nan(p.to_dict()) for p in self.patterns])
+        if self.curve:
+            files["curve.csv"] = self._csv([_no_nan(r.to_dict()) for r in self.curve])
+        return files
+
+    def attacked_jsonl(self) -> str:
+        """Every prompt asked (attacked texts with their changes), answer and reading."""
+        return "".join(json.dumps(_no_nan(_jsonable(r.to_dict())), ensure_ascii=False) + "\n"
+                       for r in self.records)
+
+    def write(self, out_dir, *, report: str | None = None) -> list[str]:
+        """results.json, results.csv (+ rti/consistency/patterns/curve CSVs),
+        attacked.jsonl and report.html; returns their paths."""
+        from ..outputs import write_files
+
+        return write_files(out_dir, {
+            "results.json": self.to_json(), **self.csv_files(),
+            "attacked.jsonl": self.attacked_jsonl(),
+            "report.html": report if report is not None else report_html(self)})
+
+
+# --------------------------------------------------------------------------- running
+def _parse(q: Query, text: str) -> ParsedAnswer:
+    return parse_answer(text, q.item.options)
+
+
+def run_battery(spec: BatterySpec, *, cache: Cache | None = None,
+                progress: Callable[[Progress], None] | None = None,
+                should_stop: Callable[[], bool] | None = None,
+                api_keys: dict[str, str] | None = None,
+                sampler: Sampler | None = None) -> BatteryResult:
+    """Run a battery spec end to end (see the module docstring).
+
+    Parameters
+    ----------
+    spec : BatterySpec
+        From :func:`~dbpa_core.attacks.spec.load_attack_spec` / ``parse_attack_spec``.
+    cache, progress, should_stop, api_keys
+        As for :func:`dbpa_core.audit.run_audit` (stages: answering, rti, embedding,
+        testing, patterns).
+    sampler : Sampler, optional
+        A ready sampler (tests; callers that keep models loaded).
+
+    Raises
+    ------
+    RunCancelled
+        When stopped (every answer received is cached).
+    BackendError
+        When the model cannot be reached.
+    WordNetMissing
+        Word-level attacks or RTI without WordNet installed.
+    """
+    t0 = time.perf_counter()
+    sampler = sampler or Sampler(cache, progress=progress, should_stop=should_stop,
+                                 api_keys=api_keys)
+    caught: list[str] = []
+    sampler.check_stop()
+    p = plan(spec)
+    asked = [q for k in ("clean", "attack", "instruction", "order") for q in p[k]]
+    jobs = [Job(spec.model, _answer_request(spec, q.prompt), f"{q.base.id} {q.name}".strip())
+            for q in asked]
+    curve_jobs = []
+    if spec.curve is not None:
+        curve_jobs = [Job(spec.model, r, f"curve {q.base.id} {q.name} ρ={q.rho:g}")
+                      for q in p["curve"] for r in _curve_requests(spec, q.prompt)]
+    recs = sampler.sample(jobs + curve_jobs, stage="answering")
+    records = [AnswerRecord(q, r.text, _parse(q, r.text), r.cached)
+               for q, r in zip(asked, recs[:len(jobs)], strict=True)]
+    curve_texts = recs[len(jobs):]
+
+    clean = {(r.query.base.dataset, r.query.base.id): r for r in records
+             if r.query.kind == "clean"}
+
+    rti_records, r_values = _run_rti(spec, sampler, clean)
+    records += rti_records
+
+    table = _table(spec, records, clean)
+    consistency = _consistency(spec, records)
+    rti = _rti_rows(spec, r_values)
+    patterns = _patterns(spec, records, clean, sampler, caught)
+    curve, curve_responses = _curve(spec, sampler, p["curve"], curve_texts, caught)
+
+    unparsed = sum(not r.parsed.parsed for r in records)
+    if unparsed:
+        caught.insert(0, f"{unparsed} of {len(records)} answers named no option and were "
+                      "counted as unparsed (wrong for ER; see attacked.jsonl).")
+    usage = dict(sampler.usage, seconds=round(time.perf_counter() - t0, 3))
+    return BatteryResult(spec, tuple(records), tuple(table), tuple(consistency), tuple(rti),
+                         tuple(patterns), tuple(curve), curve_responses, usage, tuple(caught))
+
+
+def _run_rti(spec: BatterySpec, sampler: Sampler, clean: dict) -> tuple[list[AnswerRecord], dict]:
+    """Raise ρ by 0.1 per round for every (op, item) whose answer has not changed yet."""
+    r_values: dict[tuple[str, str, str], float] = {}
+    records: list[AnswerRecord] = []
+    if not spec.rti:
+        return records, r_values
+    open_ = {(op, it.dataset, it.id): it for op in spec.rti for it in spec.items}
+    history: dict[tuple[str, str, str], list[tuple[float, int | None]]] = defaultdict(list)
+    for j, rho in enumerate(RTI_RHOS):
+        sampler.check_stop()
+        sampler.progress(Progress("rti", j, len(RTI_RHOS), f"ρ = {rho:g}, {len(open_)} open"))
+        qs = {}
+        for op in spec.rti:
+            keys = [k for k in open_ if k[0] == op]
+            qs.update(zip(keys, rti_queries(spec, [open_[k] for k in keys], op, rho), strict=True))
+        ask = {k: q for k, q in qs.items() if q.attack.changes}
+        recs = sampler.sample([Job(spec.model, _answer_request(spec, q.prompt),
+                                   f"RTI {q.base.id} {k[0]} ρ={rho:g}") for k, q in ask.items()],
+                              stage="rti") if ask else []
+        got = dict(zip(ask, recs, strict=True))
+        for key, q in qs.items():
+            c = clean[key[1:]]
+            if key in got:
+                rec = AnswerRecord(q, got[key].text, _parse(q, got[key].text), got[key].cached)
+                records.append(rec)
+                answer = rec.parsed.index
+            else:  # no word attacked at this ρ: the clean prompt, the clean answer
+                answer = c.parsed.index
+            history[key].append((rho, answer))
+            if answer != c.parsed.index:
+                r_values[key] = rho
+                del open_[key]
+        if not open_:
+            break
+    sampler.progress(Progress("rti", len(RTI_RHOS), len(RTI_RHOS)))
+    for key in list(open_):
+        r_values[key] = first_change([h[0] for h in history[key]], [h[1] for h in history[key]],
+                                     clean=clean[key[1:]].parsed.index)
+    return records, r_values
+
+
+def _groups(spec: BatterySpec) -> list[str]:
+    ds = list(spec.datasets)
+    return [ALL] + ds if len(ds) > 1 else [ALL]
+
+
+def _in(dataset: str, rec: AnswerRecord) -> bool:
+    return dataset == ALL or rec.query.base.dataset == dataset
+
+
+def _table(spec: BatterySpec, records: list[AnswerRecord], clean: dict) -> list[AttackRow]:
+    conf = spec.confidence
+    rows = []
+    for ds in _groups(spec):
+        cl = [r for r in records if r.query.kind == "clean" and _in(ds, r)]
+        rows.append(AttackRow(ds, "clean", "none", 0.0, None, None,
+                              error_rate([r.parsed.index for r in cl],
+                                         [r.query.item.answer for r in cl], confidence=conf)))
+    for cfg in spec.attacks:
+        for rho in cfg.rhos:
+            att = [r for r in records if r.query.kind == "attack" and r.query.name == cfg.name
+                   and r.query.rho == rho]
+            for ds in _groups(spec):
+                sel = [r for r in att if _in(ds, r)]
+                base = [clean[(r.query.base.dataset, r.query.base.id)].parsed.index for r in sel]
+                got = [r.parsed.index for r in sel]
+                rows.append(AttackRow(
+                    ds, cfg.name, cfg.level, rho, cfg.op, cfg.letters,
+                    error_rate(got, [r.query.item.answer for r in sel], confidence=conf),
+                    attack_success_rate(base, got, confidence=conf)))
+    return rows
+
+
+def _consistency(spec: BatterySpec, records: list[AnswerRecord]) -> list[ConsistencyRow]:
+    rows = []
+    for kind, qkind in (("instructions", "instruction"), ("option_orders", "order")):
+        recs = [r for r in records if r.query.kind == qkind]
+        if not recs:
+            continue
+        variants = sorted({r.query.variant for r in recs})
+        for ds in _groups(spec):
+            for v in variants:
+                sel = [r for r in recs if r.query.variant == v and _in(ds, r)]
+                if not sel:
+                    continue
+                if kind == "instructions":
+                    label = sel[0].query.name if v else "(the item's own)"
+                    label = label if label or not v else "(no instruction)"
+                else:
+                    label = "original order" if v == 0 else f"order {v + 1}"
+                rows.append(ConsistencyRow(kind, ds, v, label, accuracy(
+                    [r.parsed.index for r in sel], [r.query.item.answer for r in sel],
+                    confidence=spec.confidence)))
+    return rows
+
+
+def _rti_rows(spec: BatterySpec, r_values: dict) -> list[RTIRow]:
+    rows = []
+    for op in spec.rti:
+        for ds in _groups(spec):
+            vals = [v for (o, d, _), v in r_values.items() if o == op and (ds == ALL or d == ds)]
+            rows.append(RTIRow(op, ds, relative_training_index(vals, confidence=spec.confidence)))
+    return rows
+
+
+def _patterns(spec, records, clean, sampler, caught) -> list[PatternRow]:
+    att = [r for r in records if r.query.kind == "attack" and r.query.attack.changes]
+    if not att:
+        return []
+    pairs = [(r.query.attack, r.parsed.index != clean[(r.query.base.dataset,
+                                                        r.query.base.id)].parsed.index)
+             for r in att]
+    tags = None
+    sampler.progress(Progress("patterns", 0, 1, "parts of speech"))
+    try:
+        texts = {r.query.attack.original: r.query.attack.words for r in att}
+        tags = tag_words(list(texts), texts)
+    except SpacyMissing as exc:
+        caught.append(str(exc))
+    sampler.progress(Progress("patterns", 1, 1))
+    return word_patterns(pairs, tags)
+
+
+def _curve(spec, sampler, queries, texts, caught):
+    if spec.curve is None or not queries:
+        return [], {}
+    k = spec.samples
+    groups: dict[tuple[str, str, str], list[tuple[Query, list[str]]]] = defaultdict(list)
+    for i, q in enumerate(queries):
+        groups[(q.base.dataset, q.base.id, q.name)].append(
+            (q, [t.text for t in texts[i * k:(i + 1) * k]]))
+    text_sim = spec.embedder.get("backend") in TEXT_SIMILARITIES
+    emb: dict[str, np.ndarray] = {}
+    if not text_sim:
+        unique = list(dict.fromkeys(t for g in groups.values() for _, ts in g for t in ts))
+        vecs = sampler.embed(unique, spec.embedder)
+        emb = {t: vecs[i] for i, t in enumerate(unique)}
+    pending: list[tuple[Query, Query, DBPAResult | None]] = []
+    responses: dict[tuple[str, str, float], tuple[str, ...]] = {}
+    n_tests = sum(len(g) - 1 for g in groups.values())
+    done = 0
+    for (ds, iid, name), g in groups.items():
+        base_q, base_t = g[0]
+        responses[(iid, name, 0.0)] = tuple(base_t)
+        for q, ts in g[1:]:
+            sampler.check_stop()
+            sampler.progress(Progress("testing", done, n_tests, f"{iid} {name} ρ={q.rho:g}"))
+            done += 1
+            responses[(iid, name, q.rho)] = tuple(ts)
+            if q.prompt == base_q.prompt:
+                pending.append((base_q, q, None))
+                continue
+            rng = np.random.default_rng(derive_seed(spec.seed, ds, iid, name, q.rho))
+            with warnings.catch_warnings(record=True) as wl:
+                warnings.simplefilter("always", DBPAWarning)
+                if text_sim:
+                    s = text_similarity_matrix(base_t + ts, spec.embedder["backend"])
+                    r = dbpa_test_similarity(s, k, measure=spec.measure,
+                                             n_permutations=spec.permutations, rng=rng)
+                else:
+                    r = dbpa_test(np.vstack([emb[t] for t in base_t]),
+                                  np.vstack([emb[t] for t in ts]), measure=spec.measure,
+                                  n_permutations=spec.permutations, rng=rng)
+            caught += [f"curve {iid} {name} ρ={q.rho:g}: {w.message}" for w in wl]
+            pending.append((base_q, q, r))
+    sampler.progress(Progress("testing", n_tests, n_tests))
+    tested = [r for _, _, r in pending if r is not None]
+    # the smallest p-value a test can give: 1/(B+1), or 1/C(k+m, k) when exact
+    floor = min((1 / (r.n_permutations + (0 if r.exact else 1)) for r in tested), default=0.0)
+    if spec.correction in ("bonferroni", "holm") and floor * len(tested) > spec.alpha:
+        caught.append(f"the robustness curve runs {len(tested)} tests: with {spec.correction} "
+                      f"a p-value must fall below {spec.alpha / len(tested):.2g} to count, but "
+                      f"{spec.permutations} permutations cannot give one below {floor:.2g}, so "
+                      f"nothing can be significant — raise 'permutations' to at least "
+                      f"{int(len(tested) / spec.alpha)}, or test fewer rho values or items.")
+    mt = multiple_testing([r.p_value for r in tested], spec.correction, alpha=spec.alpha) \
+        if tested else None
+    rows = []
+    j = 0
+    for _base_q, q, r in pending:
+        if r is None:
+            rows.append(CurveRow(q.name, q.base.id, q.base.dataset, q.rho, 0, 0.0, 0.0, 1.0, 1.0,
+                                 False, "", None))
+            continue
+        rows.append(CurveRow(q.name, q.base.id, q.base.dataset, q.rho, len(q.attack.changes),
+                             r.effect_size, r.chance_effect_size, r.p_value,
+                             float(mt.p_adjusted[j]), bool(mt.reject[j]), mt.stars[j], r))
+        j += 1
+    return rows, responses
+
+
+# --------------------------------------------------------------------------- text summary
+def summary_text(result: BatteryResult) -> str:
+    """A plain-text summary for the terminal: clean ER, the Table-7-like ER/ASR table,
+    RTI and the consistency spreads."""
+    s = result.spec
+    c = result.clean()
+    pct = f"{s.confidence:.0%}"
+
+    def ci(r: Rate) -> str:
+        return "[   –,    –]" if r.low != r.low else f"[{r.low:.2f}, {r.high:.2f}]"
+
+    lines = [f"model: {model_label(s.model)}; {len(s.items)} items ({', '.join(s.datasets)})",
+             f"clean: ER {c.er.value:.3f} {ci(c.er)}  n = {c.er.n}, unparsed = {c.er.unparsed}"]
+    rows = result.attacks()
+    if rows:
+        head = ("attack", "rho", "ER", f"{pct} CI", "ASR", f"{pct} CI", "unparsed")
+        body = [(r.attack, f"{r.rho:g}", f"{r.er.value:.3f}", ci(r.er), f"{r.asr.value:.3f}",
+                 ci(r.asr), str(r.asr.unparsed)) for r in rows]
+        widths = [max(len(x[i]) for x in [head, *body]) for i in range(len(head))]
+        fmt = lambda row: "  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip()  # noqa: E731
+        lines += ["", fmt(head), "  ".join("-" * w for w in widths), *map(fmt, body)]
+    rti = [r for r in result.rti if r.dataset == ALL]
+    if rti:
+        lines += ["", "RTI (mean rho at which the answer first changes; 1 = never): " +
+                  ", ".join(f"{r.attack} {r.rti:.2f}" for r in rti)]
+    for kind, what in (("instructions", "instructions"), ("option_orders", "option orders")):
+        accs = [r for r in result.consistency if r.kind == kind and r.dataset == ALL]
+        if accs:
+            lines.append(f"consistency: accuracy over {len(accs)} {what} from "
+                         f"{min(a.accuracy.value for a in accs):.2f} to "
+                         f"{max(a.accuracy.value for a in accs):.2f}, std "
+                         f"{result.consistency_std(kind):.3f}")
+    if result.curve:
+        sig = sum(r.significant for r in result.curve)
+        lines.append(f"robustness curve: {sig} of {len(result.curve)} attacked prompts changed "
+                     f"the response distribution significantly ({s.correction}, "
+                     f"alpha = {s.alpha})")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- report
+def highlighted_html(attacked: AttackedText) -> str:
+    """The attacked text as escaped HTML, changed words in ``<mark>``, deleted ones in
+    ``<del>``."""
+    out = []
+    for piece, kind in highlight_segments(attacked):
+        e = html.escape(piece)
+        if kind == "deleted":  # where a word was; its space went with it
+            lead = "" if not out or out[-1].endswith((" ", "\n")) else " "
+            out.append(f"{lead}<del>{e}</del>")
+        else:
+            out.append(e if kind == "plain" else f"<mark>{e}</mark>")
+    return "".join(out)
+
+
+def _fmt(x: Any, digits: int = 3) -> str:
+    if x is None:
+        return "–"
+    if isinstance(x, float):
+        return "–" if x != x else f"{x:.{digits}f}"
+    return html.escape(str(x))
+
+
+def _html_table(rows: Sequence[dict[str, Any]], cols: Sequence[tuple[str, str]]) -> str:
+    head = "".join(f"<th>{html.escape(label)}</th>" for _, label in cols)
+    body = "".join("<tr>" + "".join(f"<td>{_fmt(r.get(c))}</td>" for c, _ in cols) + "</tr>"
+                   for r in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+REPORT_CSS = """
+body{font-family:Inter,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;
+color:#1f2933;padding:0 1rem}h1{font-size:1.6rem}h2{margin-top:2rem;border-bottom:1px solid #e4e7eb}
+table{border-collapse:collapse;width:100%;font-size:.9rem}td,th{border-bottom:1px solid #e4e7eb;
+padding:.35rem .5rem;text-align:left}pre{white-space:pre-wrap;background:#f5f7fa;padding:.6rem;
+border-radius:6px;font-size:.85rem}.muted{color:#616e7c;font-size:.85rem}
+mark{background:#ffe08a;padding:0 .1em}del{color:#b42318}
+"""
+
+
+def report_html(result: BatteryResult, *, charts_html: str = "", title: str = "Robustness battery",
+                examples: int = 12) -> str:
+    """A self-contained HTML report: tables, an explanation, attacked examples (all text
+    escaped) and, when given, ``charts_html`` (the dashboard adds its Plotly charts)."""
+    from datetime import UTC, datetime
+
+    d = result.to_dict()
+    s = result.spec
+    er_cols = [("attack", "attack"), ("rho", "ρ"), ("er", "ER"), ("er_low", "ER low"),
+               ("er_high", "ER high"), ("asr", "ASR"), ("asr_low", "ASR low"),
+               ("asr_high", "ASR high"), ("n", "n"), ("unparsed", "unparsed")]
+    body = [f"<h1>{html.escape(title)}: {html.escape(s.name)}</h1>",
+            f"<p class='muted'>Generated {datetime.now(UTC):%Y-%m-%d %H:%M UTC} by dbpa. Model: "
+            f"{html.escape(model_label(s.model))}; {len(s.items)} items "
+            f"({html.escape(', '.join(s.datasets))}); seed {s.seed}; answers at temperature "
+            f"{s.temperature:g}. ER: share answered wrongly (unparsed answers count as wrong); "
+            "ASR: share whose answer changed under the attack; intervals are "
+            f"{s.confidence:.0%} Wilson intervals.</p>"]
+    clean = d["clean"]
+    body.append(f"<p><b>Clean ER {clean['er']:.3f}</b> [{_fmt(clean['er_low'])}, "
+                f"{_fmt(clean['er_high'])}], n = {clean['n']}, unparsed = {clean['unparsed']}.</p>")
+    for w in result.warnings:
+        body.append(f"<p class='muted'>Note: {html.escape(w)}</p>")
+    if d["attacks"]:
+        body.append("<h2>ER and ASR per attack (Table 7)</h2>" + _html_table(d["attacks"], er_cols))
+    if d["by_dataset"]["attacks"] or len(result.datasets) > 1:
+        order = list(result.datasets)
+        rows = sorted(d["by_dataset"]["clean"] + d["by_dataset"]["attacks"],
+                      key=lambda r: order.index(r["dataset"]))  # stable: clean, then attacks
+        body.append("<h2>Per data set</h2>" + _html_table(rows, [("dataset", "data set")] + er_cols))
+    if d["rti"]:
+        body.append("<h2>RTI (relative training index)</h2><p class='muted'>Mean ρ at which the "
+                    "answer first changes (1.0: never). High: the model answers from a destroyed "
+                    "passage — the data are probably memorized.</p>" + _html_table(
+                        d["rti"], [("attack", "attack"), ("dataset", "data set"), ("rti", "RTI"),
+                                   ("rti_low", "low"), ("rti_high", "high"), ("n", "n")]))
+    for kind, label in (("instructions", "Synonymous instructions"),
+                        ("option_orders", "Option orders")):
+        c = d["consistency"][kind]
+        if c:
+            body.append(f"<h2>Consistency: {label}</h2><p>Spread (std) of accuracy: "
+                        f"<b>{_fmt(c['std'])}</b></p>" + _html_table(
+                            c["accuracies"], [("label", "variant"), ("accuracy", "accuracy"),
+                                              ("accuracy_low", "low"), ("accuracy_high", "high"),
+                                              ("n", "n"), ("unparsed", "unparsed")]))
+    if result.patterns:
+        body.append("<h2>Which words break it</h2><p class='muted'>Attacked words of successful "
+                    "attacks, each item weighing 1; lift = share / share among all attacked words."
+                    "</p>" + _html_table([p.to_dict() for p in result.patterns if p.level == ALL],
+                                         [("feature", "feature"), ("value", "value"),
+                                          ("share", "share"), ("base_share", "base share"),
+                                          ("lift", "lift")]))
+    if result.curve:
+        body.append("<h2>Robustness curve (DBPA)</h2><p class='muted'>ω of the attacked prompt's "
+                    f"response distribution against the clean prompt's (k = {s.samples}); p from "
+                    f"the permutation test, {s.correction}-adjusted over the curve.</p>" + _html_table(
+                        d["curve"], [("attack", "attack"), ("item", "item"), ("rho", "ρ"),
+                                     ("effect_size", "ω"), ("effect_above_chance", "ω − chance"),
+                                     ("p_value", "p"), ("p_adjusted", "p (adj.)"),
+                                     ("stars", "")]))
+    if charts_html:
+        body.append("<h2>Charts</h2>" + charts_html)
+    ex = [r for r in result.records if r.query.kind == "attack" and r.query.attack.changes]
+    if ex:
+        parts = []
+        for r in ex[:examples]:
+            q = r.query
+            parts.append(f"<p><b>{html.escape(q.base.id)}</b> — {html.escape(q.name)} ρ = "
+                         f"{q.rho:g}: answer {html.escape(r.parsed.letter or 'unparsed')} "
+                         f"(gold {q.item.answer_letter})</p><pre>{highlighted_html(q.attack)}</pre>"
+                         f"<p class='muted'>Response: {html.escape(r.response)}</p>")
+        body.append("<h2>Attacked examples</h2>" + "".join(parts))
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{REPORT_CSS}</style></head><body>{''.join(body)}</body></html>")
+
+
+__all__ = ["ALL", "RTI_RHOS", "AnswerRecord", "AttackRow", "BatteryResult", "ConsistencyRow",
+           "CurveRow", "Query", "RTIRow", "attack_queries", "attack_query", "estimate_battery",
+           "highlighted_html",
+           "needs_wordnet",
+           "plan", "report_html", "run_battery", "summary_text"]

@@ -1,0 +1,625 @@
+"""Multiple-choice items ``(t, p, q, o, a)``: the JSONL format, loaders, distractors, prompts.
+
+The item format (one JSON object per line)::
+
+    {"id": "q1", "instruction": "Choose the correct option.", "passage": "Mary went home.",
+     "question": "Where is Mary?", "options": ["home", "the office", "the park"],
+     "answer": "A", "dataset": "my-set"}
+
+* ``answer`` is the letter of the correct option (``"A"``, ``"(B)"``) or its exact text.
+* ``passage`` may be empty (the attacks then hit the question); ``instruction`` left out
+  gives :data:`DEFAULT_INSTRUCTION` (give ``""`` for none); ``id`` left out gives the line
+  number; ``dataset`` groups results ("per data set" tables; default: the file's name).
+* ``options`` left out: ``answer`` is then the answer itself and options are made by
+  answer type (:func:`make_options`): true/false -> True, False, Unable to determine;
+  a number -> 4 other numbers; a word -> 4 words of the same kind from the data set or
+  the passage; a text -> edited copies of it and "None of the other options is correct".
+
+:func:`load_items` also reads the files of StrategyQA (JSON), AQuA, CREAK, GSM8K (JSONL),
+e-SNLI (CSV) and bAbI (the tasks' ``.txt``) that a user already has; the format is
+recognised from the file, or named. Mistakes raise :class:`ItemsError` naming the line.
+
+:func:`render_prompt` turns an item into the prompt the model sees (:data:`DEFAULT_TEMPLATE`,
+options as lines ``(A) text``); any template with the same placeholders replaces it.
+"""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import os
+import random
+import re
+import string
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+LETTERS = string.ascii_uppercase
+DEFAULT_INSTRUCTION = "Read the passage and choose the correct option. Reply with the option's letter."
+DEFAULT_TEMPLATE = """{instruction}
+
+Passage: {passage}
+
+Question: {question}
+{options}
+Answer:"""
+PLACEHOLDERS = ("instruction", "passage", "question", "options")
+NONE_OF_THE_OTHERS = "None of the other options is correct"
+UNDETERMINED = "Unable to determine"
+FORMATS = ("jsonl", "strategyqa", "aqua", "creak", "gsm8k", "esnli", "babi")
+ANSWER_TYPES = ("boolean", "number", "word", "text")
+
+_TRUE = {"true", "yes", "correct", "t", "y"}
+_FALSE = {"false", "no", "incorrect", "f", "n"}
+# function words are never distractors (WordNet gives "while" a noun sense, "near" a verb one)
+_FUNCTION_WORDS = frozenset("""a an the and or but nor so yet if then than while when where whom
+who whose which what that this these those there here of to in on at by for from with into onto
+over under near after before because as is are was were be been being has have had do does did
+it its he she they them his her their our your my me we you not no yes""".split())
+_NUMBER = re.compile(r"^\s*[-+]?\$?\s*(\d{1,3}(,\d{3})+|\d+)(\.\d+)?\s*%?\s*$")
+
+
+class ItemsError(ValueError):
+    """A mistake in an items file; the message names the file and line."""
+
+
+@dataclass(frozen=True)
+class Item:
+    """A multiple-choice item: instruction t, passage p, question q, options o, answer a.
+
+    ``answer`` is the index of the correct option.
+    """
+
+    id: str
+    question: str
+    options: tuple[str, ...]
+    answer: int
+    passage: str = ""
+    instruction: str = DEFAULT_INSTRUCTION
+    dataset: str = ""
+    answer_type: str = ""
+
+    def __post_init__(self):
+        if len(self.options) < 2:
+            raise ValueError(f"item {self.id!r}: needs at least 2 options, got {len(self.options)}")
+        if len(self.options) > len(LETTERS):
+            raise ValueError(f"item {self.id!r}: at most {len(LETTERS)} options")
+        if not 0 <= self.answer < len(self.options):
+            raise ValueError(f"item {self.id!r}: answer index {self.answer} is not an option")
+
+    @property
+    def answer_letter(self) -> str:
+        return LETTERS[self.answer]
+
+    @property
+    def answer_text(self) -> str:
+        return self.options[self.answer]
+
+    @property
+    def attack_field(self) -> str:
+        """``"passage"`` when the item has one, else ``"question"`` (what attacks hit)."""
+        return "passage" if self.passage.strip() else "question"
+
+    @property
+    def target_text(self) -> str:
+        return getattr(self, self.attack_field)
+
+    def replace(self, **changes: Any) -> Item:
+        return dataclasses.replace(self, **changes)
+
+    def with_target(self, text: str) -> Item:
+        """The item with its attacked field (passage, else question) set to ``text``."""
+        return self.replace(**{self.attack_field: text})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "instruction": self.instruction, "passage": self.passage,
+                "question": self.question, "options": list(self.options),
+                "answer": self.answer_letter, "dataset": self.dataset}
+
+
+# --------------------------------------------------------------------------- prompts
+def render_options(options: Sequence[str]) -> str:
+    """``(A) first`` / ``(B) second`` ..., one per line."""
+    return "\n".join(f"({LETTERS[i]}) {o}" for i, o in enumerate(options))
+
+
+def check_template(template: str) -> None:
+    """Raise ValueError when ``template`` lacks ``{question}``/``{options}`` or uses an
+    unknown placeholder."""
+    try:
+        names = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
+    except ValueError as exc:
+        raise ValueError(f"the template is not a valid format string ({exc}); write literal "
+                         "braces as {{ and }}") from None
+    unknown = names - set(PLACEHOLDERS)
+    if unknown:
+        raise ValueError(f"unknown placeholder(s) {', '.join('{' + n + '}' for n in sorted(unknown))}"
+                         f" in the template; allowed: {', '.join('{' + p + '}' for p in PLACEHOLDERS)}")
+    for need in ("question", "options"):
+        if need not in names:
+            raise ValueError(f"the template needs {{{need}}}")
+
+
+def render_prompt(item: Item, template: str = DEFAULT_TEMPLATE) -> str:
+    """The prompt for ``item``. A template line whose ``{instruction}`` or ``{passage}``
+    is empty is left out, so an item without passage has no empty "Passage:" line."""
+    values = {"instruction": item.instruction.strip(), "passage": item.passage.strip(),
+              "question": item.question.strip(), "options": render_options(item.options)}
+    lines = []
+    for line in template.split("\n"):
+        if any("{" + k + "}" in line and not values[k] for k in ("instruction", "passage")):
+            continue
+        lines.append(line.format(**values))
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+
+
+# --------------------------------------------------------------------------- distractors
+def infer_answer_type(answer: Any) -> str:
+    """``boolean``, ``number``, ``word`` (one word) or ``text``."""
+    if isinstance(answer, bool):
+        return "boolean"
+    if isinstance(answer, (int, float)):
+        return "number"
+    s = str(answer).strip()
+    if s.lower() in _TRUE | _FALSE | {"maybe"}:
+        return "boolean"
+    if _NUMBER.match(s):
+        return "number"
+    if re.fullmatch(r"[^\W\d_]+(?:['’\-][^\W\d_]+)*", s):
+        return "word"
+    return "text"
+
+
+def _bool_options(answer: Any) -> tuple[list[str], int]:
+    s = str(answer).strip().lower()
+    yes_no = s in {"yes", "no", "maybe", "y", "n"}
+    opts = ["Yes", "No", UNDETERMINED] if yes_no else ["True", "False", UNDETERMINED]
+    if isinstance(answer, bool):
+        return opts, 0 if answer else 1
+    return opts, 0 if s in _TRUE else (1 if s in _FALSE else 2)
+
+
+def _number_options(answer: Any, rnd: random.Random) -> tuple[list[str], int]:
+    s = str(answer).strip()
+    core = re.sub(r"[^\d.\-]", "", s.replace(",", ""))
+    x = float(core)
+    decimals = len(core.split(".")[1]) if "." in core else 0
+    scale = max(1.0, abs(x) * 0.25) if decimals == 0 else max(10.0 ** -decimals, abs(x) * 0.25)
+    fmt = (lambda v: f"{v:.{decimals}f}") if decimals else (lambda v: str(round(v)))
+    seen = {fmt(x)}
+    out: list[str] = []
+    tries = 0
+    while len(out) < 4 and tries < 1000:
+        tries += 1
+        v = x + rnd.choice([-1, 1]) * rnd.uniform(0.2, 3.0) * scale
+        if x >= 0 and v < 0:
+            v = -v
+        t = fmt(v)
+        if t not in seen:
+            seen.add(t)
+            out.append(t)
+    prefix = "$" if "$" in s else ""
+    suffix = "%" if s.endswith("%") else ""
+    opts = [prefix + t + suffix for t in out] + [s]
+    rnd.shuffle(opts)
+    return opts, opts.index(s)
+
+
+def _word_kind(word: str) -> str | None:
+    try:
+        from .wordnet import WordNetMissing, wordnet
+
+        syn = wordnet().synsets(word.lower())
+    except WordNetMissing:
+        return None
+    return syn[0].pos().replace("s", "a") if syn else None
+
+
+def _word_options(answer: str, rnd: random.Random, vocabulary: Sequence[str],
+                  passage: str) -> tuple[list[str], int]:
+    low = answer.lower()
+    pool = sorted({v for v in vocabulary if v.lower() != low and infer_answer_type(v) == "word"})
+    picked = rnd.sample(pool, min(4, len(pool)))
+    if len(picked) < 4:  # words of the same part of speech from the passage
+        kind = _word_kind(answer)
+        from .text import WORD
+
+        words = sorted({w for w in WORD.findall(passage) if w.lower() != low and len(w) > 2
+                        and w.lower() not in {p.lower() for p in picked} and w.isalpha()
+                        and w.lower() not in _FUNCTION_WORDS})
+        same = [w for w in words if kind is not None and _word_kind(w) == kind]
+        rnd.shuffle(same)
+        picked += same[:4 - len(picked)]
+    if not picked:
+        picked = [NONE_OF_THE_OTHERS]
+    opts = picked + [answer]
+    rnd.shuffle(opts)
+    return opts, opts.index(answer)
+
+
+def _text_options(answer: str, rnd: random.Random, item_id: str) -> tuple[list[str], int]:
+    from .text import attack_text, derive_seed
+    from .wordnet import available
+
+    ops = ["delete", "insert", "replace"] if available() else ["delete"]
+    out: list[str] = []
+    seen = {answer}
+    nums = list(re.finditer(r"\d+(?:\.\d+)?", answer))
+    if nums:  # a changed formula: one number changed
+        m = rnd.choice(nums)
+        v = m.group()
+        new = str(int(v) + rnd.choice([1, 2, 3])) if v.isdigit() else f"{float(v) * 2:g}"
+        t = answer[:m.start()] + new + answer[m.end():]
+        seen.add(t)
+        out.append(t)
+    for k in range(30):
+        if len(out) >= 3:
+            break
+        op = ops[k % len(ops)]
+        t = attack_text(answer, "word", 0.35, op=op, rng=derive_seed(item_id, "distractor", k)).text
+        if t.strip() and t not in seen:
+            seen.add(t)
+            out.append(t)
+    opts = out + [answer]
+    rnd.shuffle(opts)
+    return opts + [NONE_OF_THE_OTHERS], opts.index(answer)
+
+
+def make_options(answer: Any, *, kind: str | None = None, seed: Any = 0,
+                 vocabulary: Sequence[str] = (), passage: str = "",
+                 item_id: str = "") -> tuple[tuple[str, ...], int, str]:
+    """Options and the answer's index for an item that has none (SPEC §2).
+
+    Returns ``(options, answer_index, answer_type)``. Seeded by ``seed`` and
+    ``item_id``: the same item always gets the same options in the same order.
+    """
+    kind = kind or infer_answer_type(answer)
+    if kind not in ANSWER_TYPES:
+        raise ValueError(f"`kind` must be one of {', '.join(ANSWER_TYPES)}; got {kind!r}.")
+    rnd = random.Random(f"{seed}\x1f{item_id}\x1f{answer}")
+    if kind == "boolean":
+        opts, idx = _bool_options(answer)
+    elif kind == "number":
+        opts, idx = _number_options(answer, rnd)
+    elif kind == "word":
+        opts, idx = _word_options(str(answer).strip(), rnd, vocabulary, passage)
+    else:
+        opts, idx = _text_options(str(answer).strip(), rnd, item_id or str(seed))
+    return tuple(opts), idx, kind
+
+
+# --------------------------------------------------------------------------- loading
+def _letter_or_text(answer: Any, options: Sequence[str]) -> int | None:
+    """The index named by ``answer``: a capital letter (``B``, ``(B)``) in range, else the
+    exact text of an option (then the same text ignoring case)."""
+    s = str(answer).strip()
+    m = re.fullmatch(r"\(?([A-Z])\)?", s)
+    if m and LETTERS.index(m.group(1)) < len(options):
+        return LETTERS.index(m.group(1))
+    for i, o in enumerate(options):
+        if o.strip() == s:
+            return i
+    for i, o in enumerate(options):
+        if o.strip().lower() == s.lower():
+            return i
+    return None
+
+
+def parse_item(obj: Any, *, where: str, default_id: str, dataset: str, seed: Any = 0,
+               vocabulary: Sequence[str] = ()) -> Item:
+    """One object of the JSONL format -> :class:`Item` (errors say ``where``)."""
+    if not isinstance(obj, dict):
+        raise ItemsError(f"{where}: each line must be a JSON object")
+    allowed = {"id", "instruction", "passage", "question", "options", "answer", "dataset",
+               "answer_type"}
+    unknown = sorted(set(obj) - allowed)
+    if unknown:
+        raise ItemsError(f"{where}: unknown field(s) {', '.join(unknown)} (allowed: "
+                         f"{', '.join(sorted(allowed))})")
+    q = obj.get("question")
+    if not isinstance(q, str) or not q.strip():
+        raise ItemsError(f"{where}: 'question' must be non-empty text")
+    for key in ("instruction", "passage", "dataset"):
+        if key in obj and obj[key] is not None and not isinstance(obj[key], str):
+            raise ItemsError(f"{where}: '{key}' must be text")
+    if "answer" not in obj or obj["answer"] is None or str(obj["answer"]).strip() == "":
+        raise ItemsError(f"{where}: missing 'answer' (a letter or the exact text of the right option)")
+    item_id = str(obj.get("id") if obj.get("id") is not None else default_id)
+    passage = obj.get("passage") or ""
+    instruction = obj["instruction"] if obj.get("instruction") is not None else DEFAULT_INSTRUCTION
+    options = obj.get("options")
+    kind = ""
+    if options is None:
+        if obj.get("answer_type") is not None and obj["answer_type"] not in ANSWER_TYPES:
+            raise ItemsError(f"{where}: 'answer_type' must be one of {', '.join(ANSWER_TYPES)}")
+        opts, idx, kind = make_options(obj["answer"], kind=obj.get("answer_type"), seed=seed,
+                                       vocabulary=vocabulary, passage=passage, item_id=item_id)
+    else:
+        if not isinstance(options, list) or len(options) < 2 or \
+                not all(isinstance(o, (str, int, float)) and not isinstance(o, bool) for o in options):
+            raise ItemsError(f"{where}: 'options' must be a list of at least 2 texts")
+        if len(options) > len(LETTERS):
+            raise ItemsError(f"{where}: at most {len(LETTERS)} options")
+        opts = tuple(str(o) for o in options)
+        if len({o.strip() for o in opts}) < len(opts):
+            raise ItemsError(f"{where}: two options have the same text")
+        found = _letter_or_text(obj["answer"], opts)
+        if found is None:
+            raise ItemsError(f"{where}: answer {obj['answer']!r} is neither an option's letter "
+                             f"(A-{LETTERS[len(opts) - 1]}) nor the exact text of an option")
+        idx = found
+    return Item(item_id, q, tuple(opts), idx, passage, instruction,
+                str(obj.get("dataset") or dataset), kind)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ItemsError(f"{path}: not UTF-8 text") from None
+
+
+def _jsonl_objects(text: str, source: str) -> list[tuple[int, Any]]:
+    out = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            out.append((lineno, json.loads(line)))
+        except json.JSONDecodeError as exc:
+            raise ItemsError(f"{source}, line {lineno}: not valid JSON ({exc.msg})") from None
+    return out
+
+
+def detect_format(path: str | os.PathLike, text: str | None = None) -> str:
+    """Guess the file's format from its name and first record."""
+    p = Path(path)
+    text = _read(p) if text is None else text
+    head = text.lstrip()[:20000]
+    if p.suffix.lower() == ".csv" or head.startswith(("pairID", '"pairID"', "gold_label")):
+        return "esnli"
+    if re.match(r"1 [^\t\n]+\n", head) and p.suffix.lower() in (".txt", ""):
+        return "babi"
+    if head.startswith("["):
+        return "strategyqa"
+    first = head.split("\n", 1)[0]
+    try:
+        obj = json.loads(first)
+    except json.JSONDecodeError:
+        return "jsonl"
+    if not isinstance(obj, dict):
+        return "jsonl"
+    keys = set(obj)
+    if {"correct", "options", "rationale"} <= keys or ("correct" in keys and "options" in keys):
+        return "aqua"
+    if "sentence" in keys and "label" in keys:
+        return "creak"
+    if "question" in keys and isinstance(obj.get("answer"), str) and "####" in obj["answer"]:
+        return "gsm8k"
+    if "facts" in keys and "question" in keys:
+        return "strategyqa"
+    return "jsonl"
+
+
+def load_items(path: str | os.PathLike, *, format: str = "auto", limit: int | None = None,
+               dataset: str | None = None, seed: Any = 0,
+               instruction: str | None = None) -> list[Item]:
+    """Items from a file the user has.
+
+    Parameters
+    ----------
+    path : path
+        The file: our JSONL format, or StrategyQA (``strategyqa_train.json``), AQuA
+        (``train.json``, JSONL), CREAK (``train.json``, JSONL), GSM8K (``train.jsonl``),
+        e-SNLI (``esnli_dev.csv``) or a bAbI task (``qa15_basic-deduction_test.txt``).
+    format : str
+        ``auto`` (recognised from the file) or one of :data:`FORMATS`.
+    limit : int, optional
+        Keep the first ``limit`` items.
+    dataset : str, optional
+        Name for the "per data set" tables (default: the format, or the file's stem).
+    seed : any
+        Seeds generated distractors.
+    instruction : str, optional
+        Instruction for formats that carry none (default :data:`DEFAULT_INSTRUCTION`).
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise ItemsError(f"{path}: no such file")
+    return parse_items_text(_read(p), source=str(path), format=format, limit=limit,
+                            dataset=dataset, seed=seed, instruction=instruction)
+
+
+def parse_items_text(text: str, *, source: str, format: str = "auto", limit: int | None = None,
+                     dataset: str | None = None, seed: Any = 0,
+                     instruction: str | None = None) -> list[Item]:
+    """:func:`load_items` on a file's text (e.g. uploaded in the dashboard); ``source`` is
+    the file's name, used to recognise the format and in error messages."""
+    p = Path(source)
+    if format != "auto" and format not in FORMATS:
+        raise ItemsError(f"format must be auto or one of {', '.join(FORMATS)}; got {format!r}")
+    fmt = detect_format(p, text) if format == "auto" else format
+    name = dataset or (p.stem if fmt == "jsonl" else fmt)
+    instr = DEFAULT_INSTRUCTION if instruction is None else instruction
+    items = _LOADERS[fmt](text, source, name, seed, instr, limit)
+    if not items:
+        raise ItemsError(f"{source}: no items found (read as {fmt})")
+    ids = [(it.dataset, it.id) for it in items]
+    if len(set(ids)) != len(ids):
+        dup = next(i for i in ids if ids.count(i) > 1)
+        raise ItemsError(f"{source}: the id {dup[1]!r} is used twice")
+    return items[:limit] if limit else items
+
+
+def _load_jsonl(text, source, name, seed, instr, limit):
+    objs = _jsonl_objects(text, source)
+    vocab_by_set: dict[str, list[str]] = {}
+    for _, o in objs:  # word answers of a data set are each other's distractors
+        if isinstance(o, dict) and o.get("options") is None and o.get("answer") is not None:
+            vocab_by_set.setdefault(str(o.get("dataset") or name), []).append(str(o["answer"]))
+    out = []
+    for lineno, obj in objs[:limit] if limit else objs:
+        if isinstance(obj, dict) and "instruction" not in obj and instr != DEFAULT_INSTRUCTION:
+            obj = {**obj, "instruction": instr}
+        ds = str(obj.get("dataset") or name) if isinstance(obj, dict) else name
+        out.append(parse_item(obj, where=f"{source}, line {lineno}", default_id=str(lineno),
+                              dataset=name, seed=seed, vocabulary=vocab_by_set.get(ds, ())))
+    return out
+
+
+def _need(obj: Any, keys: Iterable[str], where: str) -> dict:
+    if not isinstance(obj, dict):
+        raise ItemsError(f"{where}: expected a JSON object")
+    missing = [k for k in keys if k not in obj]
+    if missing:
+        raise ItemsError(f"{where}: missing field(s) {', '.join(missing)}")
+    return obj
+
+
+def _load_strategyqa(text, source, name, seed, instr, limit):
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ItemsError(f"{source}, line {exc.lineno}: not valid JSON ({exc.msg})") from None
+    if not isinstance(data, list):
+        raise ItemsError(f"{source}: a StrategyQA file is a JSON list of questions")
+    out = []
+    for i, obj in enumerate(data):
+        where = f"{source}, question {i + 1}"
+        _need(obj, ("question",), where)
+        if "answer" not in obj:  # the test split has no answers
+            continue
+        qid = str(obj.get("qid", i + 1))
+        passage = " ".join(obj.get("facts") or [])
+        opts, idx, kind = make_options(bool(obj["answer"]), kind="boolean")
+        out.append(Item(qid, obj["question"], opts, idx, passage, instr, name, kind))
+        if limit and len(out) >= limit:
+            break
+    return out
+
+
+def _load_aqua(text, source, name, seed, instr, limit):
+    out = []
+    for lineno, obj in _jsonl_objects(text, source):
+        where = f"{source}, line {lineno}"
+        _need(obj, ("question", "options", "correct"), where)
+        opts = tuple(re.sub(r"^\s*\(?[A-Ea-e]\s*\)\s*", "", str(o)).strip() for o in obj["options"])
+        idx = LETTERS.find(str(obj["correct"]).strip().upper()[:1])
+        if not 0 <= idx < len(opts):
+            raise ItemsError(f"{where}: 'correct' must be an option letter, got {obj['correct']!r}")
+        out.append(Item(str(lineno), obj["question"], opts, idx, "", instr, name, "number"))
+        if limit and len(out) >= limit:
+            break
+    return out
+
+
+def _load_creak(text, source, name, seed, instr, limit):
+    out = []
+    for lineno, obj in _jsonl_objects(text, source):
+        where = f"{source}, line {lineno}"
+        _need(obj, ("sentence", "label"), where)
+        opts, idx, kind = make_options(str(obj["label"]), kind="boolean")
+        out.append(Item(str(obj.get("ex_id", lineno)), "Is this claim true or false?", opts, idx,
+                        obj["sentence"], instr, name, kind))
+        if limit and len(out) >= limit:
+            break
+    return out
+
+
+def _split_last_sentence(text: str) -> tuple[str, str]:
+    parts = re.split(r"(?<=[.!?])\s+", text.strip())
+    if len(parts) < 2:
+        return "", text.strip()
+    return " ".join(parts[:-1]), parts[-1]
+
+
+def _load_gsm8k(text, source, name, seed, instr, limit):
+    out = []
+    for lineno, obj in _jsonl_objects(text, source):
+        where = f"{source}, line {lineno}"
+        _need(obj, ("question", "answer"), where)
+        m = re.search(r"####\s*(.+?)\s*$", str(obj["answer"]))
+        if not m:
+            raise ItemsError(f"{where}: the answer has no final '#### number'")
+        passage, question = _split_last_sentence(obj["question"])
+        iid = str(lineno)
+        opts, idx, kind = make_options(m.group(1).replace(",", ""), kind="number", seed=seed,
+                                       item_id=iid)
+        out.append(Item(iid, question, opts, idx, passage, instr, name, kind))
+        if limit and len(out) >= limit:
+            break
+    return out
+
+
+ESNLI_OPTIONS = ("entailment", "neutral", "contradiction")
+
+
+def _load_esnli(text, source, name, seed, instr, limit):
+    reader = csv.DictReader(io.StringIO(text))
+    fields = {f.lower(): f for f in reader.fieldnames or []}
+    for need in ("sentence1", "sentence2", "gold_label"):
+        if need not in fields:
+            raise ItemsError(f"{source}, line 1: an e-SNLI file needs the columns Sentence1, "
+                             "Sentence2 and gold_label")
+    out = []
+    for lineno, row in enumerate(reader, 2):
+        label = (row.get(fields["gold_label"]) or "").strip().lower()
+        if label not in ESNLI_OPTIONS:
+            continue  # "-": no gold label
+        iid = (row.get(fields.get("pairid", "")) or str(lineno)).strip()
+        hyp = (row.get(fields["sentence2"]) or "").strip()
+        q = (f'Hypothesis: "{hyp}" Does the passage entail the hypothesis (entailment), '
+             "contradict it (contradiction), or neither (neutral)?")
+        out.append(Item(iid, q, ESNLI_OPTIONS, ESNLI_OPTIONS.index(label),
+                        (row.get(fields["sentence1"]) or "").strip(), instr, name, "word"))
+        if limit and len(out) >= limit:
+            break
+    return out
+
+
+def _load_babi(text, source, name, seed, instr, limit):
+    raw: list[tuple[int, str, str, str]] = []   # (line, passage, question, answer)
+    story: list[str] = []
+    last_id = 0
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        m = re.match(r"^(\d+) (.*)$", line)
+        if not m:
+            raise ItemsError(f"{source}, line {lineno}: a bAbI line starts with its number")
+        n, body = int(m.group(1)), m.group(2)
+        if n <= last_id:
+            story = []
+        last_id = n
+        if "\t" in body:
+            parts = body.split("\t")
+            raw.append((lineno, " ".join(story), parts[0].strip(), parts[1].strip()))
+        else:
+            story.append(body.strip())
+    vocab = sorted({a for _, _, _, a in raw})
+    out = []
+    for lineno, passage, q, a in raw[:limit] if limit else raw:
+        iid = str(lineno)
+        answer = a.replace(",", " and ")
+        opts, idx, kind = make_options(answer, seed=seed, vocabulary=vocab, passage=passage,
+                                       item_id=iid)
+        out.append(Item(iid, q, opts, idx, passage, instr, name, kind))
+    return out
+
+
+_LOADERS = {"jsonl": _load_jsonl, "strategyqa": _load_strategyqa, "aqua": _load_aqua,
+            "creak": _load_creak, "gsm8k": _load_gsm8k, "esnli": _load_esnli, "babi": _load_babi}
+
+
+def items_jsonl(items: Iterable[Item]) -> str:
+    """Items in the JSONL format (answers as letters)."""
+    return "".join(json.dumps(it.to_dict(), ensure_ascii=False) + "\n" for it in items)
+
+
+__all__ = ["ANSWER_TYPES", "DEFAULT_INSTRUCTION", "DEFAULT_TEMPLATE", "FORMATS", "LETTERS",
+           "NONE_OF_THE_OTHERS", "UNDETERMINED", "Item", "ItemsError", "check_template",
+           "detect_format", "infer_answer_type", "items_jsonl", "load_items", "make_options",
+           "parse_item", "parse_items_text", "render_options", "render_prompt"]

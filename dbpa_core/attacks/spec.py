@@ -1,0 +1,379 @@
+"""Battery specs (``dbpa attack SPEC.yaml``): YAML in, a validated :class:`BatterySpec` out.
+
+The spec reuses the audit keys (``model``, ``seed``, ``samples``, ``temperature``,
+``max_tokens``, ``system_prompt``, ``embedder``, ``measure``, ``permutations``,
+``correction``, ``alpha``, ``prices``, ``name``) and adds::
+
+    data: sample                 # or a JSONL path, {file, format, limit, dataset}, {sample: 5}, a list
+    attacks:                     # each: level char|word|visual, rho list, op (optional), letters (visual)
+      - {level: char, rho: [0.1, 0.5, 1.0]}
+      - {level: visual, rho: [0.5], letters: 0.5}
+    consistency: {instructions: true, option_orders: 6}   # instructions: true or a list of your own
+    rti: true                    # or a list of word-level attacks: [insert, delete, replace]
+    curve: true                  # DBPA robustness curve, or {rho: [...], items: 2, levels: [word]}
+    template: "..."              # prompt template with {instruction} {passage} {question} {options}
+
+The battery's answers use ``temperature`` (default 0: greedy) and ``max_tokens``
+(default 16), one answer per prompt; ``samples`` (default 10) is *k*, the responses
+per prompt of the DBPA robustness curve, sampled at ``curve.temperature`` (0.8).
+Mistakes are rejected before any call, with the line that is wrong.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..measures import DEFAULT_MEASURE, MEASURES
+from ..multitest import METHODS
+from ..spec import (
+    EMBEDDER_BACKENDS,
+    EMBEDDER_KEYS,
+    _check_keys,
+    _Doc,
+    _existing,
+    _get,
+    _model,
+    _name,
+    _section,
+    prices_section,
+    read_document,
+    read_spec_file,
+)
+from .consistency import INSTRUCTIONS
+from .items import DEFAULT_TEMPLATE, FORMATS, Item, ItemsError, check_template, load_items
+from .sample import DATASETS, sample_items
+from .text import LEVELS, OPS
+
+TOP_KEYS = {"name", "description", "model", "embedder", "samples", "temperature", "top_p",
+            "max_tokens", "permutations", "measure", "correction", "alpha", "seed",
+            "system_prompt", "prices", "data", "attacks", "consistency", "rti", "curve",
+            "template", "confidence"}
+ATTACK_KEYS = {"level", "rho", "op", "letters"}
+DATA_KEYS = {"file", "format", "limit", "dataset", "instruction", "sample", "datasets"}
+CONSISTENCY_KEYS = {"instructions", "option_orders"}
+CURVE_KEYS = {"rho", "items", "levels", "temperature", "max_tokens"}
+RTI_OPS = OPS["word"]
+DEFAULT_SAMPLE = 3              # items per sample data set: 12 in all
+DEFAULT_ORDERS = 6
+CURVE_RHOS = tuple(round(0.1 * i, 1) for i in range(1, 11))
+
+
+@dataclass(frozen=True)
+class AttackConfig:
+    """One attack of the battery at each of ``rhos``."""
+
+    level: str
+    rhos: tuple[float, ...]
+    op: str | None = None
+    letters: float | None = None
+
+    @property
+    def name(self) -> str:
+        """``char``, ``word:delete``, ``visual r=0.5`` — unique per (level, op, letters)."""
+        s = self.level + (f":{self.op}" if self.op else "")
+        return s + (f" r={self.letters:g}" if self.level == "visual" else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"level": self.level, "rho": list(self.rhos), "op": self.op,
+                "letters": self.letters}
+
+
+@dataclass(frozen=True)
+class CurveConfig:
+    """The DBPA robustness curve: ``levels`` at each ρ of ``rhos`` on the first ``items``
+    items, k = ``BatterySpec.samples`` responses per prompt at ``temperature``."""
+
+    rhos: tuple[float, ...] = CURVE_RHOS
+    items: int = 1
+    levels: tuple[AttackConfig, ...] = ()
+    temperature: float = 0.8
+    max_tokens: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rho": list(self.rhos), "items": self.items,
+                "levels": [a.name for a in self.levels], "temperature": self.temperature,
+                "max_tokens": self.max_tokens}
+
+
+@dataclass(frozen=True)
+class BatterySpec:
+    """A validated battery (see the module docstring for the keys)."""
+
+    model: dict[str, Any]
+    items: tuple[Item, ...]
+    attacks: tuple[AttackConfig, ...] = ()
+    instructions: tuple[str, ...] = ()
+    option_orders: int = 0
+    rti: tuple[str, ...] = ()
+    curve: CurveConfig | None = None
+    data: tuple[str, ...] = ()
+    template: str = DEFAULT_TEMPLATE
+    seed: int = 0
+    samples: int = 10
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_tokens: int = 16
+    system_prompt: str | None = None
+    embedder: dict[str, Any] = field(default_factory=lambda: {"backend": "local"})
+    permutations: int = 2000
+    measure: str = "jsd"
+    correction: str = "holm"
+    alpha: float = 0.05
+    confidence: float = 0.95
+    prices: dict[str, dict[str, float]] = field(default_factory=dict)
+    name: str = "battery"
+    description: str = ""
+    source: str = "<spec>"
+
+    @property
+    def datasets(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(it.dataset for it in self.items))
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready copy (names of key variables, never keys; items are counted)."""
+        return {
+            "name": self.name, "description": self.description, "model": dict(self.model),
+            "data": list(self.data), "items": len(self.items), "datasets": list(self.datasets),
+            "attacks": [a.to_dict() for a in self.attacks],
+            "consistency": {"instructions": list(self.instructions),
+                            "option_orders": self.option_orders},
+            "rti": list(self.rti), "curve": self.curve.to_dict() if self.curve else None,
+            "template": self.template, "seed": self.seed, "samples": self.samples,
+            "temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens,
+            "system_prompt": self.system_prompt, "embedder": dict(self.embedder),
+            "permutations": self.permutations, "measure": self.measure,
+            "correction": self.correction, "alpha": self.alpha, "confidence": self.confidence,
+        }
+
+
+# --------------------------------------------------------------------------- helpers
+def _rhos(doc: _Doc, value: Any, path: tuple) -> tuple[float, ...]:
+    vals = value if isinstance(value, list) else [value]
+    if not vals:
+        raise doc.err(path, f"{_name(path)} must list at least one ρ in [0, 1]")
+    out = []
+    for i, v in enumerate(vals):
+        here = path + (i,) if isinstance(value, list) else path
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0:
+            raise doc.err(here, f"{_name(path)}: every ρ must be a number in [0, 1], got {v!r}")
+        out.append(float(v))
+    if len(set(out)) != len(out):
+        raise doc.err(path, f"{_name(path)} lists a ρ twice")
+    return tuple(sorted(out))
+
+
+def _attack(doc: _Doc, obj: Any, path: tuple) -> AttackConfig:
+    _check_keys(doc, obj, ATTACK_KEYS, path, f"attack {path[-1] + 1}")
+    level = _get(doc, obj, "level", path, str, required=True, choices=LEVELS)
+    if "rho" not in obj:
+        raise doc.err(path, f"missing {_name(path + ('rho',))} (a list of ρ in [0, 1])")
+    rhos = _rhos(doc, obj["rho"], path + ("rho",))
+    op = _get(doc, obj, "op", path, str, choices=OPS[level])
+    letters = None
+    if level == "visual":
+        letters = _get(doc, obj, "letters", path, float, 0.5, minimum=0.01, maximum=1.0)
+    elif obj.get("letters") is not None:
+        raise doc.err(path + ("letters",), "'letters' (the fraction r of a word's letters) is "
+                      "only for the visual level")
+    return AttackConfig(level, rhos, op, letters)
+
+
+def _data(doc: _Doc, raw: Any, base_dir: Path, seed: int) -> tuple[list[Item], list[str]]:
+    entries = raw if isinstance(raw, list) else [raw]
+    if not entries:
+        raise doc.err(("data",), "'data' is empty: give 'sample' or a file")
+    items: list[Item] = []
+    described: list[str] = []
+    for i, entry in enumerate(entries):
+        path = ("data", i) if isinstance(raw, list) else ("data",)
+        if isinstance(entry, str):
+            entry = {"sample": True} if entry.strip() == "sample" else {"file": entry}
+        _check_keys(doc, entry, DATA_KEYS, path, "a data entry")
+        if "sample" in entry and "file" in entry:
+            raise doc.err(path, "a data entry is either 'sample' or a 'file', not both")
+        if "sample" in entry:
+            n = entry["sample"]
+            n = DEFAULT_SAMPLE if n is True else n
+            if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 1000:
+                raise doc.err(path + ("sample",), "'sample' is true or the number of items per "
+                              f"sample data set (1..1000), got {entry['sample']!r}")
+            sets = entry.get("datasets") or list(DATASETS)
+            if not isinstance(sets, list) or any(s not in DATASETS for s in sets):
+                raise doc.err(path + ("datasets",), f"'datasets' lists sample data sets from "
+                              f"{', '.join(DATASETS)}")
+            items += sample_items(n, seed=seed, datasets=tuple(sets))
+            described.append(f"sample ({n} per set: {', '.join(sets)})")
+            continue
+        if "datasets" in entry:
+            raise doc.err(path + ("datasets",), "'datasets' is for the sample data")
+        file = _existing(doc, entry, path, "file", base_dir, "data file")
+        fmt = _get(doc, entry, "format", path, str, "auto", choices=("auto", *FORMATS))
+        limit = _get(doc, entry, "limit", path, int, None, minimum=1)
+        name = _get(doc, entry, "dataset", path, str)
+        instr = _get(doc, entry, "instruction", path, str)
+        try:
+            got = load_items(file, format=fmt, limit=limit, dataset=name, seed=seed,
+                             instruction=instr)
+        except ItemsError as exc:
+            raise doc.err(path, f"cannot read the data: {exc}") from None
+        items += got
+        described.append(f"{file} ({fmt}, {len(got)} items)")
+    ids = [(it.dataset, it.id) for it in items]
+    if len(set(ids)) != len(ids):
+        raise doc.err(("data",), "two data entries give the same data set and item id: name "
+                      "them apart with 'dataset'")
+    return items, described
+
+
+def _consistency(doc: _Doc, raw: Any) -> tuple[tuple[str, ...], int]:
+    if raw is None or raw is False:
+        return (), 0
+    if raw is True:
+        return INSTRUCTIONS, DEFAULT_ORDERS
+    path = ("consistency",)
+    _check_keys(doc, raw, CONSISTENCY_KEYS, path, "consistency")
+    ins = raw.get("instructions", False)
+    if ins is True:
+        instructions = INSTRUCTIONS
+    elif ins is False or ins is None:
+        instructions = ()
+    elif isinstance(ins, list) and all(isinstance(s, str) for s in ins):
+        instructions = INSTRUCTIONS + tuple(s for s in ins if s not in INSTRUCTIONS)
+    else:
+        raise doc.err(path + ("instructions",), "'instructions' is true (SPEC's five "
+                      "synonymous instructions) or a list of your own instructions (added to them)")
+    orders = raw.get("option_orders", 0)
+    if orders is False or orders is None:
+        orders = 0
+    elif orders is True:
+        orders = DEFAULT_ORDERS
+    orders = _get(doc, {"option_orders": orders}, "option_orders", path, int, 0, minimum=0,
+                  maximum=120)
+    return instructions, orders
+
+
+def _rti(doc: _Doc, raw: Any) -> tuple[str, ...]:
+    if raw is None or raw is False:
+        return ()
+    if raw is True:
+        return RTI_OPS
+    if isinstance(raw, str):
+        raw = [raw]
+    if not isinstance(raw, list) or not raw or any(o not in RTI_OPS for o in raw):
+        raise doc.err(("rti",), f"'rti' is true or a list of word-level attacks from "
+                      f"{', '.join(RTI_OPS)}; got {raw!r}")
+    return tuple(dict.fromkeys(raw))
+
+
+def _curve(doc: _Doc, raw: Any, attacks: tuple[AttackConfig, ...]) -> CurveConfig | None:
+    if raw is None or raw is False:
+        return None
+    raw = {} if raw is True else raw
+    path = ("curve",)
+    _check_keys(doc, raw, CURVE_KEYS, path, "curve")
+    rhos = _rhos(doc, raw["rho"], path + ("rho",)) if "rho" in raw else CURVE_RHOS
+    if 0.0 in rhos:
+        raise doc.err(path + ("rho",), "curve.rho starts above 0 (ρ = 0 is the base prompt)")
+    by_level = {}
+    for a in attacks:  # a level's first attack gives its op and letters
+        by_level.setdefault(a.level, a)
+    levels_raw = raw.get("levels")
+    if levels_raw is None:
+        levels = tuple(by_level.values()) or (AttackConfig("word", rhos),)
+    else:
+        if not isinstance(levels_raw, list) or not levels_raw or \
+                any(lv not in LEVELS for lv in levels_raw):
+            raise doc.err(path + ("levels",), f"curve.levels lists levels from {', '.join(LEVELS)}")
+        levels = tuple(by_level.get(lv, AttackConfig(lv, rhos, None, 0.5 if lv == "visual" else None))
+                       for lv in dict.fromkeys(levels_raw))
+    return CurveConfig(
+        rhos=rhos, items=_get(doc, raw, "items", path, int, 1, minimum=1, maximum=1000),
+        levels=tuple(AttackConfig(a.level, rhos, a.op, a.letters) for a in levels),
+        temperature=_get(doc, raw, "temperature", path, float, 0.8, minimum=0.01, maximum=2.0),
+        max_tokens=_get(doc, raw, "max_tokens", path, int, None, minimum=1, maximum=100_000))
+
+
+def _embedder(doc: _Doc, raw: Any, base_dir: Path) -> dict[str, Any]:
+    emb = _check_keys(doc, raw or {}, EMBEDDER_KEYS, ("embedder",), "embedder")
+    backend = _get(doc, emb, "backend", ("embedder",), str, "local", choices=EMBEDDER_BACKENDS)
+    out = {k: v for k, v in emb.items() if v is not None}
+    out["backend"] = backend
+    if backend == "sentence-transformers":
+        out["path"] = _existing(doc, emb, ("embedder",), "path", base_dir, "embedding model folder")
+    return out
+
+
+# --------------------------------------------------------------------------- parsing
+def parse_attack_spec(data: str | dict, *, source: str = "<spec>",
+                      base_dir: str | os.PathLike = ".",
+                      items: list[Item] | None = None, allow_key_env=()) -> BatterySpec:
+    """Validate a battery spec given as YAML text or a dict. ``items`` (e.g. uploaded in
+    the dashboard) replace the spec's ``data``; ``allow_key_env`` as for audit specs."""
+    doc, raw = read_document(data, source)
+    base_dir = Path(base_dir)
+    top = _check_keys(doc, raw, TOP_KEYS, (), "the spec")
+    seed = _get(doc, top, "seed", (), int, 0, minimum=0)
+    model = _model(doc, _section(top, "model"), ("model",), base_dir, allow_key_env)
+
+    if items is not None:
+        if not items:
+            raise doc.err((), "no items to test")
+        its, described = list(items), [f"{len(items)} given items"]
+    else:
+        if "data" not in top or top["data"] is None:
+            raise doc.err((), "missing 'data' (sample, or the path of a JSONL file of items)")
+        its, described = _data(doc, top["data"], base_dir, seed)
+
+    raw_attacks = top.get("attacks") or []
+    if not isinstance(raw_attacks, list):
+        raise doc.err(("attacks",), "'attacks' must be a list of {level, rho, op, letters}")
+    attacks = tuple(_attack(doc, a, ("attacks", i)) for i, a in enumerate(raw_attacks))
+    names = [a.name for a in attacks]
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup:
+        i = len(names) - 1 - names[::-1].index(dup)
+        raise doc.err(("attacks", i), f"the attack {dup!r} is listed twice: merge their ρ lists")
+    instructions, orders = _consistency(doc, top.get("consistency"))
+    rti = _rti(doc, top.get("rti"))
+    curve = _curve(doc, top.get("curve"), attacks)
+    if not (attacks or instructions or orders > 1 or rti or curve):
+        raise doc.err((), "nothing to run: add 'attacks', 'consistency', 'rti' or 'curve'")
+
+    template = _get(doc, top, "template", (), str, DEFAULT_TEMPLATE)
+    try:
+        check_template(template)
+    except ValueError as exc:
+        raise doc.err(("template",), str(exc)) from None
+
+    prices = prices_section(doc, top)
+    system_prompt = _get(doc, top, "system_prompt", (), str)
+    return BatterySpec(
+        model=model, items=tuple(its), attacks=attacks, instructions=instructions,
+        option_orders=orders, rti=rti, curve=curve, data=tuple(described), template=template,
+        seed=seed,
+        samples=_get(doc, top, "samples", (), int, 10, minimum=2, maximum=10_000),
+        temperature=_get(doc, top, "temperature", (), float, 0.0, minimum=0.0, maximum=2.0),
+        top_p=_get(doc, top, "top_p", (), float, 1.0, minimum=0.01, maximum=1.0),
+        max_tokens=_get(doc, top, "max_tokens", (), int, 16, minimum=1, maximum=100_000),
+        system_prompt=system_prompt, embedder=_embedder(doc, top.get("embedder"), base_dir),
+        permutations=_get(doc, top, "permutations", (), int, 2000, minimum=1, maximum=10_000_000),
+        measure=_get(doc, top, "measure", (), str, DEFAULT_MEASURE, choices=tuple(MEASURES)),
+        correction=_get(doc, top, "correction", (), str, "holm", choices=METHODS),
+        alpha=_get(doc, top, "alpha", (), float, 0.05, minimum=1e-9, maximum=0.999),
+        confidence=_get(doc, top, "confidence", (), float, 0.95, minimum=0.5, maximum=0.999),
+        prices=prices,
+        name=_get(doc, top, "name", (), str, Path(source).stem if source != "<spec>" else "battery"),
+        description=_get(doc, top, "description", (), str, ""),
+        source=source)
+
+
+def load_attack_spec(path: str | os.PathLike, *, allow_key_env=()) -> BatterySpec:
+    """Read and validate a battery spec file (relative paths inside resolve next to it)."""
+    return parse_attack_spec(read_spec_file(path), source=str(path), base_dir=Path(path).parent,
+                             allow_key_env=allow_key_env)
+
+
+__all__ = ["CURVE_RHOS", "AttackConfig", "BatterySpec", "CurveConfig", "load_attack_spec",
+           "parse_attack_spec"]

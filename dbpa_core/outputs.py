@@ -1,0 +1,68 @@
+"""Result folders: checked before any paid call, written atomically.
+
+Every capability's ``write(out_dir)`` goes through :func:`write_files`: each file
+is written in full to a temporary file in ``out_dir`` and only then renamed into
+place, so a failure (a full disk, an error) leaves the previous results untouched,
+never a folder that mixes two runs. The CLI calls :func:`check_out_dir` before it
+samples anything, so that a paid run never ends unable to write its results.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+
+
+class OutputDirError(ValueError):
+    """Results cannot be written where asked (found before any call is made)."""
+
+
+def _write_text(path: Path, text: str) -> None:
+    with open(path, "x", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def check_out_dir(out_dir) -> Path:
+    """``out_dir`` if results can be written there (a folder that exists or can be
+    created), else :class:`OutputDirError` saying why."""
+    d = Path(out_dir)
+    if d.exists() and not d.is_dir():
+        raise OutputDirError(f"--out {out_dir}: is a file, not a folder.")
+    existing = d.absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise OutputDirError(f"--out {out_dir}: {existing} is a file, so the folder cannot be "
+                             "created.")
+    probe = existing / f".dbpa-write-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        _write_text(probe, "")
+        probe.unlink()
+    except OSError as exc:
+        raise OutputDirError(f"--out {out_dir}: cannot write in {existing} "
+                             f"({exc.strerror or exc}).") from None
+    return d
+
+
+def write_files(out_dir, files: Mapping[str, str]) -> list[str]:
+    """Write ``{file name: text}`` into ``out_dir`` atomically; returns the paths."""
+    d = Path(out_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    written: list[tuple[Path, Path]] = []
+    try:
+        for name, text in files.items():
+            tmp = d / f".{name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp"
+            written.append((tmp, d / name))
+            _write_text(tmp, text)
+        for tmp, final in written:
+            os.replace(tmp, final)
+    except BaseException:
+        for tmp, _ in written:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+        raise
+    return [str(d / n) for n in files]

@@ -1,0 +1,76 @@
+"""The battery's figure builders and page tables, tested directly on a result from the
+rule-based model."""
+import pytest
+
+from dbpa_core.attacks.battery import run_battery
+from dbpa_core.attacks.sample import sample_items
+from dbpa_core.attacks.spec import parse_attack_spec
+from dbpa_core.cache import Cache
+from tests.rule_model import RuleModel, vocabulary_of
+from ui import attack_figures as F
+from ui import battery
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory):
+    items = sample_items(2, seed=0)
+    vocab = vocabulary_of([it.passage for it in items] + [it.question for it in items])
+    with RuleModel(vocab) as srv:
+        spec = parse_attack_spec(f"""
+model: {{backend: openai, name: rule-model, base_url: "{srv.base_url}"}}
+data: {{sample: 2}}
+attacks: [{{level: char, rho: [0.2, 1.0]}}, {{level: visual, rho: [0.5]}}]
+consistency: {{instructions: true, option_orders: 3}}
+rti: [delete]
+curve: {{items: 1, levels: [char], rho: [0.5, 1.0]}}
+samples: 4
+permutations: 100
+embedder: {{backend: rouge1}}
+""")
+        return run_battery(spec, cache=Cache(tmp_path_factory.mktemp("c")))
+
+
+def test_er_asr_figure(result):
+    fig = F.er_asr_figure(result)
+    names = [t.name for t in fig.data]
+    assert names[:2] == ["ER (wrong)", "ASR (answer changed)"] and names[2].startswith("clean ER")
+    assert list(fig.data[0].x) == ["char<br>ρ = 0.2", "char<br>ρ = 1", "visual r=0.5<br>ρ = 0.5"]
+    assert list(fig.data[1].y) == [r.asr.value for r in result.attacks()]
+    assert F.er_asr_figure(result, "arithmetic").layout.title.text.endswith("arithmetic")
+
+
+def test_dataset_heatmaps(result):
+    fig = F.dataset_heatmap(result, "er")
+    assert list(fig.data[0].y) == list(result.datasets) and fig.data[0].x[0] == "clean"
+    assert F.dataset_heatmap(result, "asr").data[0].text[0][0] == "–"  # no ASR when clean
+
+
+def test_rti_curve_consistency_patterns(result):
+    rti = F.rti_figure(result)
+    assert rti.data[0].name == "all" and list(rti.data[0].y) == [1.0]  # deletions change nothing
+    curve = F.curve_figure(result)
+    assert len(curve.data) == 1 and list(curve.data[0].x) == [0.5, 1.0]
+    cons = F.consistency_figure(result)
+    assert {t.type for t in cons.data} == {"box"} and "std" in cons.layout.annotations[0].text
+    pos = F.patterns_figure(result, "position")
+    assert list(pos.data[0].x) == ["head", "middle", "tail"]
+    assert F.patterns_figure(result, "pos", level="nonsense") is None
+    figs = F.battery_figures(result)
+    html = F.html_report(result, figs)
+    assert html.count("<h3>") == sum(f is not None for f in figs.values())
+
+
+def test_page_tables(result):
+    t7 = battery.table7(result)
+    assert list(t7.columns) == ["attack", "ρ", "ER", "ER 95% CI", "ASR", "ASR 95% CI", "n", "unparsed"]
+    assert len(t7) == 1 + 3 and t7["attack"][0] == "clean"
+    ds = battery.dataset_table(result)
+    assert list(ds["data set"]) == list(result.datasets) and "char ρ=1 ASR" in ds.columns
+    assert battery.rti_table(result)["data set"].iloc[0] == "all"
+    assert set(battery.consistency_table(result)["kind"]) == {"instructions", "option orders"}
+    unparsed = battery.answers_table(result, only_unparsed=True)
+    assert len(unparsed) == result.unparsed and set(unparsed["read as"]) <= {"unparsed"}
+    (attack, rho), *_ = battery.example_choices(result)
+    ex = battery.examples_html(result, attack, rho)
+    assert ex and all("<mark>" in e["html"] or "<del>" in e["html"] for e in ex)
+    assert "Clean:" in battery.summary(result)
