@@ -96,10 +96,10 @@ def cmd_audit(args) -> int:
     from .spec import load_spec
 
     spec = load_spec(args.spec, allow_key_env=args.allow_key_env)
-    said = _spec_warnings(spec)
     check_out_dir(args.out)  # before any paid call
     cache = _cache(args)
     cache.check()
+    said = _spec_warnings(spec)  # what the plan cannot show, once nothing stops the run
     bars = _Bars((not args.quiet and sys.stderr.isatty()) or args.progress)
     try:
         result = run_audit(spec, cache=cache, progress=bars)
@@ -165,8 +165,10 @@ def cmd_estimate(args) -> int:
     from .spec import load_spec
 
     spec = load_spec(args.spec, allow_key_env=args.allow_key_env)
+    cache = _cache(args)
+    cache.check()
     _spec_warnings(spec)
-    est = estimate(spec, cache=_cache(args))
+    est = estimate(spec, cache=cache)
     print(f"{'arm':<28} {'model':<24} {'calls':>6} {'cached':>7} {'in tok':>9} {'out tok':>9} {'cost $':>9}")
     for r in est["arms"]:
         cost = "?" if r["cost"] != r["cost"] else f"{r['cost']:.4f}"

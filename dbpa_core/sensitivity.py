@@ -186,9 +186,12 @@ def embedder_label(config: Mapping[str, Any]) -> str:
 
 
 def _applicable(measure: str, embedder: Mapping[str, Any]) -> bool:
+    """False only where a text similarity (BLEU / ROUGE) cannot feed ``measure``: the
+    energy measures on a similarity matrix use ``1 - S`` (cosine) or ``sqrt(2 (1 - S))``
+    (l2), as :func:`~dbpa_core.permutation.dbpa_test_similarity` does; l1 needs vectors."""
     m = get_measure(measure)
     text = embedder.get("backend") in TEXT_SIMILARITIES
-    return not (text and m.uses == "distance" and m.metric != "cosine")
+    return not (text and m.uses == "distance" and m.metric == "l1")
 
 
 # --------------------------------------------------------------------------- padding

@@ -45,7 +45,7 @@ def test_sensitivity_figures(result):
     v = sf.verdict_table(result)
     assert list(v.columns[:4]) == ["perturbation", "role", "audit", "verdict"]
     t = sf.study_table(result, "measure")
-    assert list(t.columns) == ["perturbation", "jsd", "ks", "energy-l2"]
+    assert list(t.columns) == ["perturbation", "energy-l2", "jsd", "ks"]  # the audit's own first
     assert len(sf.rows_table(list(result.rows))) == len(result.rows)
     assert {"kind", "model", "cost $", "paid now $"} <= set(sf.cost_table(result).columns)
     html = sf.report_html(result, 0.05)
