@@ -3,18 +3,21 @@ of the box. **Nothing here is real survey data.**
 
 :func:`sample_data` draws, with a fixed seed: 40 questions (agree/disagree statements
 with 5 options, how-often questions with 4, yes/no questions with 2) on everyday topics;
-for each, a "real" answer distribution from a Dirichlet and 250–600 "real" answers from
-it; and three simulated respondents with known flaws:
+for each, a "real" answer distribution from a flat Dirichlet and 400–1000 "real" answers
+from it; and three simulated respondents with known flaws:
 
-* ``sim-close`` — 200 answers from a distribution near the real one (85 % real, 15 % noise);
-* ``sim-biased`` — 200 answers from the real distribution tilted toward the last options
+* ``sim-close`` — 300 answers from a distribution near the real one (92 % real, 8 % noise);
+* ``sim-biased`` — 300 answers from the real distribution tilted toward the last options
   (more "Agree", "Often", "No");
 * ``sim-flat`` — probabilities halfway between the real distribution and uniform, given
   to 3 decimals (a probabilities column).
 
-So sim-close should beat sim-biased and sim-flat, and every simulator should beat
-uniform. :func:`sample_values_data` is the same idea for real-valued answers (a 0–10
-rating per respondent). ``assets/make_fidelity_sample.py`` writes both as CSV files.
+With the default settings (tv, γ = ½, α = 0.1) sim-close is shown at least as good as
+sim-biased and as uniform on 90 % of questions, sim-flat at least as good as uniform,
+and the other pairs cannot be told apart at that level.
+
+:func:`sample_values_data` is the same idea for real-valued answers (a 0–10 rating per
+respondent). ``assets/make_fidelity_sample.py`` writes both as CSV files.
 """
 from __future__ import annotations
 
@@ -43,6 +46,13 @@ ACTIVITIES = (
     "visit a museum or gallery", "buy second-hand clothes", "watch live sport",
     "take public transport", "play a video game", "write a letter or card by hand",
 )
+TOPICS = (
+    "your local parks", "public transport where you live", "your internet connection",
+    "the food you eat", "your work-life balance", "the air quality in your area",
+    "your local library", "your neighbourhood's shops", "the amount of sleep you get",
+    "your commute", "your local doctor's surgery", "the price of your groceries",
+    "your housing", "the news you read", "the time you spend outdoors",
+)
 YES_NO = (
     "Have you moved house in the last five years?", "Do you own a car?",
     "Have you voted in your most recent local election?", "Do you have a pet?",
@@ -54,8 +64,8 @@ YES_NO = (
 
 
 def _questions() -> list[tuple[str, str, tuple[str, ...]]]:
-    qs = [(f"agree-{i + 1:02d}", f"How much do you agree or disagree: {s.lower()}?", AGREE)
-          for i, s in enumerate(STATEMENTS)]
+    qs = [(f"agree-{i + 1:02d}", f"How much do you agree or disagree: {s}?",
+           AGREE) for i, s in enumerate(STATEMENTS)]
     qs += [(f"often-{i + 1:02d}", f"How often do you {a}?", OFTEN) for i, a in enumerate(ACTIVITIES)]
     qs += [(f"yesno-{i + 1:02d}", q, YESNO) for i, q in enumerate(YES_NO)]
     return qs
@@ -67,13 +77,13 @@ def sample_data(seed: int = SEED) -> FidelityData:
     scenarios, close, biased, flat = [], [], [], []
     for sid, text, options in _questions():
         d = len(options)
-        p = rng.dirichlet(np.full(d, 1.5))
-        n = int(rng.integers(250, 601))
+        p = rng.dirichlet(np.ones(d))
+        n = int(rng.integers(400, 1001))
         real = rng.multinomial(n, p).astype(float)
         noise = rng.dirichlet(np.ones(d))
-        close.append(rng.multinomial(200, 0.85 * p + 0.15 * noise).astype(float))
-        tilt = p * np.exp(1.2 * np.linspace(-1, 1, d))
-        biased.append(rng.multinomial(200, tilt / tilt.sum()).astype(float))
+        close.append(rng.multinomial(300, 0.92 * p + 0.08 * noise).astype(float))
+        tilt = p * np.exp(1.6 * np.linspace(-1, 1, d))
+        biased.append(rng.multinomial(300, tilt / tilt.sum()).astype(float))
         f = np.round(0.5 * p + 0.5 / d, 3)
         f[np.argmax(f)] += round(1.0 - float(f.sum()), 3)       # sum exactly 1 at 3 decimals
         flat.append(f)
@@ -99,9 +109,10 @@ def sample_values_data(seed: int = SEED) -> FidelityData:
         real = np.clip(np.round(rng.normal(mu, sd, n), 1), 0, 10)
         close.append(np.clip(np.round(rng.normal(mu + rng.normal(0, 0.3), sd, 50), 1), 0, 10))
         shifted.append(np.clip(np.round(rng.normal(mu + 1.5, sd * 0.6, 50), 1), 0, 10))
-        scenarios.append(Scenario(f"rating-{i + 1:02d}", (), real,
-                                  f"On a scale from 0 to 10, how satisfied are you with "
-                                  f"{ACTIVITIES[i % len(ACTIVITIES)].split(' ', 1)[1]}?"))
+        topic = TOPICS[i % len(TOPICS)]
+        text = (f"On a scale from 0 to 10, how satisfied are you with {topic}?" if i < len(TOPICS)
+                else f"On a scale from 0 to 10, how would you rate {topic} compared with a year ago?")
+        scenarios.append(Scenario(f"rating-{i + 1:02d}", (), real, text))
     return validate(FidelityData("values", tuple(scenarios),
                                  {"sim-close": tuple(close), "sim-shifted": tuple(shifted)},
                                  {"sim-close": "values", "sim-shifted": "values"},
