@@ -200,6 +200,14 @@ def kl_ball_support(p, w, r) -> tuple[np.ndarray, np.ndarray]:
     s_hi = np.log(scale[idx]) + 60.0
     cur = np.clip(0.5 * np.log(var[idx] / np.maximum(2 * r[idx], 1e-300)), s_lo + 1, s_hi - 1)
     gp, pp, pos_, rr = gap[idx], p[idx], pos[idx], r[idx]
+    # a root below the bracket (r so large that t underflows): the limit t -> 0, i.e. the
+    # bracket's end, is within ~1e-26 of the sup and normalizes to a feasible point
+    g_lo, _ = g_and_slope(s_lo, gp, pp, pos_, rr)
+    low_root = ~(g_lo > 0)
+    s[idx[low_root]] = s_lo[low_root]
+    keep = ~low_root
+    idx, cur, s_lo, s_hi = idx[keep], cur[keep], s_lo[keep], s_hi[keep]
+    gp, pp, pos_, rr = gp[keep], pp[keep], pos_[keep], rr[keep]
     for _ in range(200):
         if idx.size == 0:
             break
@@ -219,7 +227,8 @@ def kl_ball_support(p, w, r) -> tuple[np.ndarray, np.ndarray]:
     mu = w_pos_max + t
     at_free = np.isfinite(w_free_max) & (w_free_max > mu)
     mu = np.where(at_free, w_free_max, mu)
-    x = mu[:, None] - w                                       # > 0 on positive cells unless t = 0
+    # μ - w_i, computed as t + gap (μ = w_max + t loses a tiny t to rounding)
+    x = np.where(at_free[:, None], mu[:, None] - w, t[:, None] + gap)
     with np.errstate(divide="ignore", invalid="ignore"):
         log_g = np.where(pos, p * np.log(np.where(pos, x, 1.0)), 0.0).sum(axis=1)
         lam = np.exp(-r + log_g)
