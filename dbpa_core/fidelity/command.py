@@ -100,6 +100,12 @@ def cmd_fidelity(args, *, cache_of, bars_of) -> int:
                 return 130
             finally:
                 bars.close()
+            if sim.data is None:
+                from ..outputs import write_files
+
+                paths = write_files(args.out, {"answers.jsonl": sim.answers_jsonl()})
+                print(f"error: {sim.error} They are in {paths[0]}.", file=sys.stderr)
+                return 3
             data = sim.data
         else:
             data = load_data(args.data, attribute=args.attribute, groups=args.group)

@@ -149,19 +149,28 @@ class SimulatedAnswer:
 @dataclass(frozen=True)
 class SimulationResult:
     """The data with one new simulator column per model (counts of parsed answers), every
-    answer, and the unparsed counts per model and scenario."""
+    answer, and the parsed and unparsed counts per model and scenario.
 
-    data: FidelityData
+    ``data`` is None when fewer than two scenarios got a readable answer from every model
+    (``error`` says so); the answers are still here (and cached) to be looked at.
+    """
+
+    data: FidelityData | None
     answers: tuple[SimulatedAnswer, ...]
+    counts: dict[str, dict[str, np.ndarray]]
     unparsed: dict[str, dict[str, int]]
     models: tuple[str, ...]
     samples: int
     dropped: tuple[str, ...] = ()
     usage: dict[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    error: str | None = None
 
     def unparsed_total(self, model: str) -> int:
         return sum(self.unparsed.get(model, {}).values())
+
+    def parsed_total(self, model: str) -> int:
+        return int(sum(float(c.sum()) for c in self.counts.get(model, {}).values()))
 
     def answers_jsonl(self) -> str:
         return "".join(json.dumps(a.to_dict(), ensure_ascii=False) + "\n" for a in self.answers)
@@ -261,7 +270,8 @@ def simulate(data: FidelityData, models: Sequence[Mapping[str, Any]], *, samples
         As for the other runners (stage ``simulating``).
 
     Scenarios where a model's answers could not be read at all are dropped (named in
-    ``warnings``): a simulator with no answer has no distribution.
+    ``warnings``): a simulator with no answer has no distribution. When fewer than two
+    remain, ``data`` is None and ``error`` says why (the answers are kept).
     """
     if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
         raise ValueError(f"`samples` must be a whole number >= 1, got {samples!r}.")
@@ -289,8 +299,14 @@ def simulate(data: FidelityData, models: Sequence[Mapping[str, Any]], *, samples
         answers.append(SimulatedAnswer(s.id, label, job.request.index, job.request.prompt,
                                        rec.text, parsed.letter, parsed.how, rec.cached))
     notes: list[str] = []
+    for lab in labels:
+        n = sum(unparsed[lab].values())
+        if n:
+            notes.append(f"{lab}: {n} of {samples * data.m} answers named no option (unparsed: "
+                         "counted, never guessed).")
     empty = [s.id for s in data.scenarios if any(counts[lab][s.id].sum() == 0 for lab in labels)]
     base = data if keep_simulators else data.without_simulators()
+    error = None
     if empty:
         who = {lab: [sid for sid in empty if counts[lab][sid].sum() == 0] for lab in labels}
         notes.append("dropped " + ", ".join(repr(s) for s in empty[:5])
@@ -299,25 +315,21 @@ def simulate(data: FidelityData, models: Sequence[Mapping[str, Any]], *, samples
                      + " could be read there (see the unparsed answers).")
         keep = [s.id for s in data.scenarios if s.id not in empty]
         if len(keep) < 2:
-            raise FidelityDataError(
-                f"fewer than 2 scenarios have a readable simulated answer ({len(keep)} of "
-                f"{data.m}); look at the unparsed answers: the model may not follow the "
-                "template (try more tokens, another template or another model).")
-        base = base.select(keep)
-    for lab in labels:
-        if lab in base.simulated:
-            raise FidelityDataError(f"the data already have a simulator column named {lab!r}; "
-                                    "give the model a 'label'.")
-        base = base.with_simulator(lab, [counts[lab][s.id] for s in base.scenarios], "counts")
-    total_unparsed = {lab: sum(v.values()) for lab, v in unparsed.items()}
-    for lab, n in total_unparsed.items():
-        if n:
-            notes.append(f"{lab}: {n} of {samples * data.m} answers named no option (unparsed: "
-                         "counted, never guessed).")
-    base = replace(base, notes=tuple(base.notes) + tuple(notes))
+            error = (f"fewer than 2 questions got a readable answer from every model ({len(keep)} "
+                     f"of {data.m}): look at the unparsed answers; the model may not follow the "
+                     "template (try more tokens, another template or another model).")
+        else:
+            base = base.select(keep)
+    if error is None:
+        for lab in labels:
+            if lab in base.simulated:
+                raise FidelityDataError(f"the data already have a simulator column named {lab!r}; "
+                                        "give the model a 'label'.")
+            base = base.with_simulator(lab, [counts[lab][s.id] for s in base.scenarios], "counts")
+        base = replace(base, notes=tuple(base.notes) + tuple(notes))
     usage = dict(sampler.usage, seconds=round(time.perf_counter() - t0, 3))
-    return SimulationResult(base, tuple(answers), unparsed, tuple(labels), samples,
-                            tuple(empty), usage, tuple(notes))
+    return SimulationResult(None if error else base, tuple(answers), counts, unparsed,
+                            tuple(labels), samples, tuple(empty), usage, tuple(notes), error)
 
 
 # --------------------------------------------------------------------------- spec
