@@ -177,15 +177,25 @@ if result is not None:
         pairs = "; ".join(f"{c.first} and {c.second}" for c in undecided)
         st.info(md_escape(f"Not told apart on {100 * (1 - result.alpha):.0f} % of questions: "
                           f"{pairs}."), icon=":material/balance:")
+    if result.comparison_note:
+        st.caption(result.comparison_note)
     for w in result.warnings:
         st.warning(md_escape(w), icon=":material/info:")
-    st.plotly_chart(figs.curves_figure(result), key=f"{KEY}_curves")
+    band = None
+    if result.has_band:
+        names = [s.name for s in result.simulators]
+        band = st.selectbox("Tightness band of", [*names, "none"], key=f"{KEY}_band",
+                            help="Shaded: where the curve of the real discrepancies lies "
+                            "(V̂⁻_m(γτ) below, V̂_m(γ + (1 − γ)τ) above).")
+    st.plotly_chart(figs.curves_figure(result, band=None if band == "none" else band),
+                    key=f"{KEY}_curves")
     st.caption(
         f"Each curve: at τ = 0.9, 90 % of questions are at most that far off (worst case over "
         f"their confidence sets). Guarantee: with probability ≥ {1 - result.eta:g}, a new question "
         f"like these is below the curve at τ = {1 - result.alpha:g} with probability ≥ "
         f"{result.guaranteed_level:.2f} (1 − α − ε/√m, m = {result.m})."
-        + (" Shaded: the tightness band, where the real curve lies." if result.has_band else ""))
+        + (" Shaded: the tightness band, where the real discrepancies' curve lies "
+           "(asymptotically)." if band not in (None, "none") else ""))
     st.dataframe(fid.summary_table(result), hide_index=True, key=f"{KEY}_summary", column_config={
         c: st.column_config.NumberColumn(format="%.4f")
         for c in fid.summary_table(result).columns if c not in ("simulator", "answers")})

@@ -40,21 +40,26 @@ def _step_xy(upper) -> tuple[list[float], list[float]]:
     return xs, ys
 
 
-def curves_figure(result: FidelityResult, *, band: bool = True) -> go.Figure:
+def curves_figure(result: FidelityResult, *, band: str | None = "all") -> go.Figure:
     """Every simulator's calibrated curve V̂_cal(τ) and the uniform baseline (dashed) on one
-    chart, each with its tightness band (shaded) when the result has one; a dotted line at
-    τ = 1 - α marks the guarantee's quantile V̂_m(1 - α/2)."""
+    chart, with the tightness band (shaded) of the simulator named ``band`` (``"all"``: of
+    each; None: none) when the result has one; a dotted line at τ = 1 - α marks the
+    guarantee's quantile V̂_m(1 - α/2)."""
     fig = go.Figure()
     grid = np.linspace(0.0, 1.0, 201)
     for s in result.simulators:
         col = color_of(result, s.name)
         name = esc(s.name)
-        if band and s.lower is not None:
+        if s.lower is not None and band is not None and band in ("all", s.name):
             lo, hi = s.band(result.gamma, grid)
             fig.add_trace(go.Scatter(
                 x=np.concatenate([grid, grid[::-1]]), y=np.concatenate([hi, np.asarray(lo)[::-1]]),
                 fill="toself", fillcolor=_rgba(col, 0.10), line=dict(width=0), mode="lines",
                 legendgroup=name, showlegend=False, hoverinfo="skip", name=f"{name} band"))
+            if band == s.name:
+                fig.add_trace(go.Scatter(x=grid, y=lo, mode="lines", hoverinfo="skip",
+                                         line=dict(color=col, width=1, dash="dot"),
+                                         legendgroup=name, showlegend=False))
     for s in result.simulators:
         col = color_of(result, s.name)
         name = esc(s.name)

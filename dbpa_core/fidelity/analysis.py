@@ -212,6 +212,15 @@ class FidelityResult:
         return cv.guaranteed_level(self.alpha, self.m, self.eta)
 
     @property
+    def comparison_note(self) -> str | None:
+        """What to know about the comparisons' δ̂ (None when they are exact)."""
+        if all(c.exact for c in self.comparisons):
+            return None
+        return (f"Comparisons under {self.loss} use a bound on each scenario's delta that is never "
+                "below the exact supremum: a verdict that one simulator is at least as good is "
+                "safe; a borderline one may be missed.")
+
+    @property
     def has_band(self) -> bool:
         return all(s.lower is not None for s in self.simulators)
 
@@ -247,6 +256,7 @@ class FidelityResult:
                                      "is <= quantile_guarantee with probability >= level"},
             "simulators": [s.to_dict(ids, self.gamma) for s in self.simulators],
             "comparisons": [c.to_dict() for c in self.comparisons],
+            "comparison_note": self.comparison_note,
             "scenarios": [{"id": s.id, "n": s.n, "options": list(s.options),
                            "radius": float(r)} for s, r in zip(self.data.scenarios, self.radius,
                                                                strict=True)],
@@ -306,6 +316,8 @@ class FidelityResult:
             w2 = [max(len(r[i]) for r in [head2, *rows2]) for i in range(4)]
             for r in [head2, tuple("-" * x for x in w2) + ("-------",), *rows2]:
                 lines.append("  ".join(c.ljust(x) for c, x in zip(r[:4], w2, strict=True)) + "  " + r[4])
+            if self.comparison_note:
+                lines.append(f"({self.comparison_note})")
         return "\n".join(lines)
 
     def write(self, out_dir, *, report: str | None = None) -> list[str]:
@@ -458,10 +470,6 @@ def run_fidelity(data: FidelityData, *, loss: str = "tv", gamma: float = 0.5,
                      f"(1 - alpha - eps/sqrt(m) = {level:.2f}): the curves describe these "
                      "scenarios but promise nothing about new ones; it needs a few hundred "
                      "scenarios.")
-    if any(not c.exact for c in comps):
-        notes.append(f"Comparisons under {loss} use a bound on each scenario's delta that is never "
-                     "below the exact supremum: a verdict that one simulator is at least as good "
-                     "is safe; a borderline one may be missed.")
     for msg in notes[len(data.notes):]:
         _warnings.warn(msg, FidelityWarning, stacklevel=2)
     return FidelityResult(data, loss, gamma, eta, alpha, engine.set_name, engine.radius, curves,

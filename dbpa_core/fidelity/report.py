@@ -124,6 +124,8 @@ def report_html(result, *, charts_html: str | None = None, title: str = "Simulat
                         f"<p class='muted'>Û_m(1 − α/2) = {c.u_hat:+.4f} ({html.escape(c.first)} "
                         f"against {html.escape(c.second)}), {c.u_hat_reverse:+.4f} the other way; "
                         "≤ 0 means at least as good.</p>")
+        if r.comparison_note:
+            body.append(f"<p class='muted'>{html.escape(r.comparison_note)}</p>")
     body.append("<h2>Calibrated quantile curves</h2>" + (charts_html or curve_svg(r)))
     if r.has_band:
         body.append(f"<p class='muted'>Shaded: the tightness band V̂⁻_m(γτ) … V̂_m(γ + (1 − γ)τ) "
