@@ -527,7 +527,10 @@ class _Categorical:
         for key, idx in self.groups:
             p, q, r = self._stack(idx, self.p), self._stack(idx, self.q(name)), self.radius[idx]
             if self.loss == "tv" and key[0] <= dz.MAX_SUBSET_OPTIONS:
-                out[idx] = dz.tv_upper(p, r, q)
+                hkey = ("subsets",) + key
+                if hkey not in self._support:
+                    self._support[hkey] = dz.tv_subset_upper(p, r)
+                out[idx] = dz.tv_upper(p, r, q, subset_upper=self._support[hkey])
             elif self.loss in ("tv", "w1") and key[0] <= dz.MAX_PAIRWISE_OPTIONS + 1:
                 h, _ = self._support_of(key, idx)
                 out[idx] = (h - q @ self._vertices(key).T).max(axis=1)
@@ -542,6 +545,12 @@ class _Categorical:
             _, h, uf = dz.ipm_upper(p, r, np.zeros_like(p), self._vertices(key))
             self._support[key] = (h, uf)
         return self._support[key]
+
+    def _table_of(self, key, idx):
+        tkey = ("table",) + key
+        if tkey not in self._support:
+            self._support[tkey] = dz.tv_support_table(self._stack(idx, self.p), self.radius[idx])
+        return self._support[tkey]
 
     def lower(self, name: str) -> np.ndarray:
         out = np.empty(self.data.m)
@@ -565,7 +574,8 @@ class _Categorical:
             elif key[0] <= dz.MAX_PAIRWISE_OPTIONS:
                 support = self._support_of(key, idx)
                 if self.loss == "tv":
-                    out[idx] = dz.tv_pairwise(p, r, qa, qb, support=support)
+                    table = self._table_of(key, idx) if key[0] <= dz.MAX_TABLE_OPTIONS else None
+                    out[idx] = dz.tv_pairwise(p, r, qa, qb, support=support, table=table)
                 else:
                     out[idx] = dz.w1_pairwise(p, r, qa, qb, np.array(key[1:]), support=support)
             else:  # the trivial bound: worst case of a minus best case of b

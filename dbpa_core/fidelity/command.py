@@ -69,6 +69,7 @@ def cmd_fidelity(args, *, cache_of, bars_of) -> int:
     from ..sampling import RunCancelled
     from .analysis import run_fidelity
     from .data import FidelityDataError, load_data
+    from .discrepancy import SolverError
     from .simulate import TemplateError, estimate_simulation, load_simulation_spec, run_simulation_spec
 
     if (args.data is None) == (args.simulate is None):
@@ -112,7 +113,7 @@ def cmd_fidelity(args, *, cache_of, bars_of) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # they are in result.warnings, printed below
             result = run_fidelity(data, band=not args.no_band, **settings)
-    except (FidelityDataError, TemplateError, ValueError, TypeError) as exc:
+    except (FidelityDataError, TemplateError, ValueError, TypeError, SolverError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     files = {}

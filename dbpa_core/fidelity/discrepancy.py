@@ -52,7 +52,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .sets import _binary_kl_upper, binary_kl, kl_ball_support, kl_divergence
+from .sets import _binary_kl_upper, binary_kl, binary_kl_interval, kl_ball_support, kl_divergence
 
 LOSSES = ("tv", "kl", "w1", "squared", "absolute")
 CATEGORICAL_LOSSES = ("tv", "kl", "w1")
@@ -62,6 +62,10 @@ MAX_PAIRWISE_OPTIONS = 10  # tv / w1 pairwise bounds enumerate 2^d vertices up t
 _CHUNK = 2_000_000         # elements per vectorized block
 
 Progress = Callable[[int, int], None]
+
+
+class SolverError(RuntimeError):
+    """The general solver did not reach a feasible point (never silently wrong)."""
 
 
 def check_loss(loss) -> str:
@@ -174,30 +178,38 @@ def w1_argmax(x: np.ndarray, values) -> np.ndarray:
 # --------------------------------------------------------------------------- TV
 
 
-def tv_upper(p, r, q) -> np.ndarray:
-    """``sup_{KL(p̂ ‖ u) <= r} TV(u, q)`` in closed form, row by row.
-
-    ``TV(u, q) = max_S (u(S) - q(S))`` over option subsets S, and the largest u(S) on the
-    ball is the upper end of the binary-KL interval around p̂(S) (data processing: the
-    ball's image under the two-cell coarsening is exactly that interval, reached by
-    scaling p̂ inside S and outside it). So ``Δ̂ = max_S [hi(p̂(S), r) - q(S)]``.
-    """
+def tv_subset_upper(p, r) -> np.ndarray:
+    """``hi(p̂(S), r)`` for every option subset S (columns in :func:`tv_vertices` order):
+    the largest ``u(S)`` on each ball. It does not depend on the simulator, so
+    :func:`tv_upper` can reuse it for every simulator of the same scenarios."""
     p = np.asarray(p, dtype=float)
-    q = np.asarray(q, dtype=float)
     r = np.asarray(r, dtype=float)
     m, d = p.shape
     if d > MAX_SUBSET_OPTIONS:
         raise ValueError(f"tv over {d} options: the closed form enumerates 2^d option subsets "
                          f"and stops at {MAX_SUBSET_OPTIONS} options.")
     subsets = tv_vertices(d)
-    out = np.empty(m)
+    out = np.empty((m, len(subsets)))
     step = max(1, _CHUNK // len(subsets))
     for i in range(0, m, step):
-        ps = p[i:i + step] @ subsets.T
-        qs = q[i:i + step] @ subsets.T
-        hi = _binary_kl_upper(np.clip(ps, 0.0, 1.0), np.broadcast_to(r[i:i + step, None], ps.shape))
-        out[i:i + step] = np.maximum((hi - qs).max(axis=1), 0.0)
+        ps = np.clip(p[i:i + step] @ subsets.T, 0.0, 1.0)
+        out[i:i + step] = _binary_kl_upper(ps, np.broadcast_to(r[i:i + step, None], ps.shape))
     return out
+
+
+def tv_upper(p, r, q, *, subset_upper=None) -> np.ndarray:
+    """``sup_{KL(p̂ ‖ u) <= r} TV(u, q)`` in closed form, row by row.
+
+    ``TV(u, q) = max_S (u(S) - q(S))`` over option subsets S, and the largest u(S) on the
+    ball is the upper end of the binary-KL interval around p̂(S) (data processing: the
+    ball's image under the two-cell coarsening is exactly that interval, reached by
+    scaling p̂ inside S and outside it). So ``Δ̂ = max_S [hi(p̂(S), r) - q(S)]``
+    (``subset_upper``: :func:`tv_subset_upper`'s table, when already computed).
+    """
+    p = np.asarray(p, dtype=float)
+    q = np.asarray(q, dtype=float)
+    hi = tv_subset_upper(p, r) if subset_upper is None else subset_upper
+    return np.maximum((hi - q @ tv_vertices(p.shape[1]).T).max(axis=1), 0.0)
 
 
 def _tv_ball_projection(p, q, t, srt):
@@ -335,11 +347,63 @@ def ipm_pairwise(p, r, a, b, vertices, argmax, *, support=None) -> np.ndarray:
     return out
 
 
-def tv_pairwise(p, r, a, b, *, support=None) -> np.ndarray:
-    """The TV pairwise bound (see :func:`ipm_pairwise`)."""
-    d = np.asarray(p).shape[1]
+MAX_TABLE_OPTIONS = 7  # tv pairwise tabulates the support function over 3^d sign patterns
+
+
+def tv_support_table(p, r) -> np.ndarray:
+    """``h_C(w)`` for every w in {-1, 0, 1}^d, row by row: shape (m, 3^d), column
+    ``Σ_i (w_i + 1) 3^i``.
+
+    ``h_C`` of a vector that is constant on three cells of options depends only on the
+    cells' masses under p̂ (data processing, as in :func:`tv_upper`), so each value is a
+    three-option support function; the table serves every tv comparison of these
+    scenarios (any pair of simulators) by lookup.
+    """
+    p = np.asarray(p, dtype=float)
+    r = np.asarray(r, dtype=float)
+    m, d = p.shape
+    w = np.array(list(itertools.product((-1.0, 0.0, 1.0), repeat=d)))[:, ::-1]  # column i <-> 3^i
+    cells = np.stack([w == 1.0, w == 0.0, w == -1.0], axis=1).astype(float)   # (3^d, 3, d)
+    mass = np.einsum("md,kcd->mkc", p, cells)                                  # (m, 3^d, 3)
+    empty = ~cells.any(axis=2)                                                 # (3^d, 3)
+    weights = np.where(empty, -3.0, np.array([1.0, 0.0, -1.0]))                # empty: never used
+    k = len(w)
+    value, _ = kl_ball_support(mass.reshape(m * k, 3), np.broadcast_to(weights, (m, k, 3))
+                               .reshape(m * k, 3), np.repeat(r, k))
+    return value.reshape(m, k)
+
+
+def _codes(w: np.ndarray) -> np.ndarray:
+    d = w.shape[-1]
+    return ((w + 1.0) @ (3.0 ** np.arange(d))).astype(int)
+
+
+def tv_pairwise(p, r, a, b, *, support=None, table=None) -> np.ndarray:
+    """The TV pairwise bound (see :func:`ipm_pairwise`); up to :data:`MAX_TABLE_OPTIONS`
+    options the support function comes from :func:`tv_support_table` (give ``table`` to
+    reuse it across pairs)."""
+    p = np.asarray(p, dtype=float)
+    d = p.shape[1]
     _check_pairwise_size(d, "tv")
-    return ipm_pairwise(p, r, a, b, tv_vertices(d), tv_argmax, support=support)
+    if d > MAX_TABLE_OPTIONS:
+        return ipm_pairwise(p, r, a, b, tv_vertices(d), tv_argmax, support=support)
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    table = tv_support_table(p, r) if table is None else table
+    verts = tv_vertices(d)
+    if support is None:
+        _, h, uf = ipm_upper(p, r, a, verts)
+    else:
+        h, uf = support
+    rows = np.arange(len(p))[:, None]
+    fa = a @ verts.T
+    best = np.minimum(h - fa, (b - a) @ verts.T)                  # g = 0 and g = f
+    g2 = tv_argmax(p - b)                                           # (m, d)
+    best = np.minimum(best, table[rows, _codes(verts[None] - g2[:, None, :])] + (g2 * b).sum(1)[:, None]
+                      - fa)
+    g3 = tv_argmax(uf - b[:, None, :])                              # (m, K, d)
+    best = np.minimum(best, table[rows, _codes(verts[None] - g3)] + (g3 * b[:, None, :]).sum(2) - fa)
+    return best.max(axis=1)
 
 
 def w1_upper(p, r, q, values) -> np.ndarray:
@@ -450,7 +514,10 @@ def minimize_convex(p, r, q, loss: str, *, values=None,
             out[j] = 0.0
             continue
         pos = pj > 0
-        lb = np.where(pos, 1e-15, 0.0)
+        # each u_i lies in the binary-KL interval around p_i (data processing); bounding it
+        # there keeps SLSQP away from the KL constraint's pole at u_i = 0
+        lb, ub = binary_kl_interval(pj, rj)
+        lb = np.where(pos, np.maximum(lb, 1e-12), 0.0)
 
         def kl_con(x, pj=pj, pos=pos, rj=rj):
             u = x[:d]
@@ -471,7 +538,7 @@ def minimize_convex(p, r, q, loss: str, *, values=None,
             cons = [{"type": "eq", "fun": lambda x: float(x[:d].sum() - 1.0),
                      "jac": lambda x: np.ones(d)},
                     {"type": "ineq", "fun": kl_con, "jac": kl_jac}]
-            bounds = list(zip(lb, np.ones(d), strict=True))
+            bounds = list(zip(lb, ub, strict=True))
         else:
             v = v_of(qj)
             k = len(c)
@@ -489,11 +556,14 @@ def minimize_convex(p, r, q, loss: str, *, values=None,
                     {"type": "ineq", "fun": lambda x, A=A, v=v: -(A @ x - v), "jac": lambda x, A=A: -A},
                     {"type": "ineq", "fun": lambda x, B=B, v=v: -(B @ x + v), "jac": lambda x, B=B: -B}]
             x0 = np.concatenate([pj, np.abs(M @ pj - v)])
-            bounds = list(zip(lb, np.ones(d), strict=True)) + [(0.0, None)] * k
+            bounds = list(zip(lb, ub, strict=True)) + [(0.0, None)] * k
         res = minimize(fun, x0, jac=jac, constraints=cons, bounds=bounds, method="SLSQP",
                        options={"ftol": 1e-12, "maxiter": 500})
         u = np.clip(res.x[:d], 0.0, None)
         u = u / u.sum()
+        if kl_divergence(pj[None], u[None])[0] > rj * (1 + 1e-6) + 1e-12:
+            raise SolverError(f"the convex solver ended outside the confidence set of scenario "
+                              f"{j + 1} ({res.message}); please report this data.")
         # report the loss at the solver's point, but never above the start's value
         val = float(categorical_loss(u[None], qj[None], loss, values)[0])
         out[j] = max(0.0, min(val, float(categorical_loss(pj[None], qj[None], loss, values)[0])))
@@ -566,9 +636,11 @@ def w1ball_pairwise(dist_a, dist_b, dist_ab, r) -> np.ndarray:
 
 
 __all__ = ["CATEGORICAL_LOSSES", "LOSSES", "MAX_PAIRWISE_OPTIONS", "MAX_SUBSET_OPTIONS",
-           "SCALAR_LOSSES", "categorical_loss", "check_loss", "interval_lower",
+           "SCALAR_LOSSES", "SolverError", "categorical_loss", "check_loss", "interval_lower",
            "interval_pairwise", "interval_upper", "ipm_pairwise", "ipm_upper", "kl_pairwise",
            "kl_upper", "maximize_convex", "minimize_convex", "scalar_loss", "tv_argmax",
-           "tv_lower", "tv_pairwise", "tv_upper", "tv_vertices", "w1_argmax", "w1_distance",
+           "tv_lower", "tv_pairwise", "tv_subset_upper", "tv_support_table", "tv_upper",
+           "tv_vertices", "w1_argmax",
+           "w1_distance",
            "w1_pairwise", "w1_to_uniform", "w1_upper", "w1_vertices", "w1ball_lower",
            "w1ball_pairwise", "w1ball_upper"]
