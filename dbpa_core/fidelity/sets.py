@@ -179,14 +179,14 @@ def kl_ball_support(p, w, r) -> tuple[np.ndarray, np.ndarray]:
     p_top = np.where(pos & (gap <= 1e-15 * scale[:, None]), p, 0.0).sum(axis=1)
 
     def g_and_slope(s, gp, pp, pos_, rr):
-        t = np.exp(s)[:, None]
-        x = t + gp                                           # μ - w_i > 0 on positive cells
-        logx = np.log(np.where(pos_, x, 1.0))
-        inv = pp / x
-        a = inv.sum(axis=1)
-        b = (inv / x).sum(axis=1)
-        g = -rr + (pp * logx).sum(axis=1) + np.log(a)
-        slope = t[:, 0] * (a - b / a)                         # <= 0
+        # with y_i = gap_i / t (x_i = t (1 + y_i)) the log t terms cancel exactly, so g keeps
+        # its precision when r is tiny and t huge
+        y = gp / np.exp(s)[:, None]
+        inv = pp / (1.0 + y)
+        a = inv.sum(axis=1)                                   # t Σ p / x
+        b = (inv / (1.0 + y)).sum(axis=1)                     # t² Σ p / x²
+        g = -rr + (pp * np.log1p(y)).sum(axis=1) + np.log1p(-(inv * y).sum(axis=1))
+        slope = a - b / a                                     # dg / d log t <= 0
         return g, slope
 
     has_root = (p_top < 1.0 - 1e-12) & (r > 0)
@@ -227,12 +227,16 @@ def kl_ball_support(p, w, r) -> tuple[np.ndarray, np.ndarray]:
     mu = w_pos_max + t
     at_free = np.isfinite(w_free_max) & (w_free_max > mu)
     mu = np.where(at_free, w_free_max, mu)
-    # μ - w_i, computed as t + gap (μ = w_max + t loses a tiny t to rounding)
-    x = np.where(at_free[:, None], mu[:, None] - w, t[:, None] + gap)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        log_g = np.where(pos, p * np.log(np.where(pos, x, 1.0)), 0.0).sum(axis=1)
-        lam = np.exp(-r + log_g)
-        u = np.where(pos, lam[:, None] * p / x, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        # at the root: u_i = λ p_i / (μ - w_i), λ = e^{-r} Π (μ - w_i)^{p_i}, written with
+        # y = gap / t so that a huge t (tiny r) loses nothing to rounding
+        y = gap / t[:, None]
+        lam = np.exp(-r + np.where(pos, p * np.log1p(y), 0.0).sum(axis=1))
+        u_root = np.where(pos, lam[:, None] * p / (1.0 + y), 0.0)
+        x = mu[:, None] - w                                    # rows where a free option takes mass
+        lam_f = np.exp(-r + np.where(pos, p * np.log(np.where(pos, x, 1.0)), 0.0).sum(axis=1))
+        u_free = np.where(pos, lam_f[:, None] * p / x, 0.0)
+    u = np.where(at_free[:, None], u_free, u_root)
     degenerate = (t == 0) & ~at_free                           # all mass of p on the top weight(s), or r = 0
     u = np.where(degenerate[:, None], p, u)
     # rows where a free option takes mass (μ at its weight): give it the rest
