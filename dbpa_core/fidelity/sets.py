@@ -178,14 +178,15 @@ def kl_ball_support(p, w, r) -> tuple[np.ndarray, np.ndarray]:
     gap = np.where(pos, w_pos_max[:, None] - w, 0.0)  # >= 0 on positive cells
     p_top = np.where(pos & (gap <= 1e-15 * scale[:, None]), p, 0.0).sum(axis=1)
 
-    def g_and_slope(s, gp, pp, pos_, rr):
+    def g_and_slope(s, gp, pp, rr):
         # with y_i = gap_i / t (x_i = t (1 + y_i)) the log t terms cancel exactly, so g keeps
-        # its precision when r is tiny and t huge
-        y = gp / np.exp(s)[:, None]
+        # its precision when r is tiny and t huge; arrays are (d, rows): sums over the short
+        # option axis are then adds of whole rows
+        y = gp / np.exp(s)
         inv = pp / (1.0 + y)
-        a = inv.sum(axis=1)                                   # t Σ p / x
-        b = (inv / (1.0 + y)).sum(axis=1)                     # t² Σ p / x²
-        g = -rr + (pp * np.log1p(y)).sum(axis=1) + np.log1p(-(inv * y).sum(axis=1))
+        a = inv.sum(axis=0)                                   # t Σ p / x
+        b = (inv / (1.0 + y)).sum(axis=0)                     # t² Σ p / x²
+        g = -rr + (pp * np.log1p(y)).sum(axis=0) + np.log1p(-(inv * y).sum(axis=0))
         slope = a - b / a                                     # dg / d log t <= 0
         return g, slope
 
@@ -199,19 +200,21 @@ def kl_ball_support(p, w, r) -> tuple[np.ndarray, np.ndarray]:
     s_lo = np.log(scale[idx]) - 60.0
     s_hi = np.log(scale[idx]) + 60.0
     cur = np.clip(0.5 * np.log(var[idx] / np.maximum(2 * r[idx], 1e-300)), s_lo + 1, s_hi - 1)
-    gp, pp, pos_, rr = gap[idx], p[idx], pos[idx], r[idx]
+    gp = np.ascontiguousarray(gap[idx].T)
+    pp = np.ascontiguousarray(p[idx].T)
+    rr = r[idx]
     # a root below the bracket (r so large that t underflows): the limit t -> 0, i.e. the
     # bracket's end, is within ~1e-26 of the sup and normalizes to a feasible point
-    g_lo, _ = g_and_slope(s_lo, gp, pp, pos_, rr)
+    g_lo, _ = g_and_slope(s_lo, gp, pp, rr)
     low_root = ~(g_lo > 0)
     s[idx[low_root]] = s_lo[low_root]
     keep = ~low_root
     idx, cur, s_lo, s_hi = idx[keep], cur[keep], s_lo[keep], s_hi[keep]
-    gp, pp, pos_, rr = gp[keep], pp[keep], pos_[keep], rr[keep]
+    gp, pp, rr = gp[:, keep], pp[:, keep], rr[keep]
     for _ in range(200):
         if idx.size == 0:
             break
-        g, slope = g_and_slope(cur, gp, pp, pos_, rr)
+        g, slope = g_and_slope(cur, gp, pp, rr)
         s_lo = np.where(g > 0, cur, s_lo)
         s_hi = np.where(g > 0, s_hi, cur)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -222,7 +225,7 @@ def kl_ball_support(p, w, r) -> tuple[np.ndarray, np.ndarray]:
         s[idx] = new
         keep = ~done
         idx, cur, s_lo, s_hi = idx[keep], new[keep], s_lo[keep], s_hi[keep]
-        gp, pp, pos_, rr = gp[keep], pp[keep], pos_[keep], rr[keep]
+        gp, pp, rr = gp[:, keep], pp[:, keep], rr[keep]
     t = np.where(has_root, np.exp(s), 0.0)
     mu = w_pos_max + t
     at_free = np.isfinite(w_free_max) & (w_free_max > mu)
