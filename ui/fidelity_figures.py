@@ -117,8 +117,11 @@ def _short(text: str, n: int) -> str:
 
 
 def fidelity_figures(result: FidelityResult) -> dict[str, go.Figure]:
-    """The charts of the report, by title."""
-    return {"Calibrated quantile curves": curves_figure(result)}
+    """The charts of the report, by title (the band of the simulator with the lowest
+    AUC_cal, as in the library's report)."""
+    from dbpa_core.fidelity.report import band_simulator
+
+    return {"Calibrated quantile curves": curves_figure(result, band=band_simulator(result))}
 
 
 def html_report(result: FidelityResult, figures: Mapping[str, go.Figure] | None = None,

@@ -26,17 +26,27 @@ def color_of(i: int, name: str) -> str:
     return UNIFORM_COLOR if name == "uniform" else COLORS[i % len(COLORS)]
 
 
+def band_simulator(result) -> str | None:
+    """Whose tightness band the report shades: the simulator with the lowest AUC_cal (one
+    band: four overlapping ones cannot be read)."""
+    if not result.has_band:
+        return None
+    sims = [s for s in result.simulators if s.name != "uniform"] or list(result.simulators)
+    return min(sims, key=lambda s: s.auc_cal).name
+
+
 def curve_svg(result, *, width: int = 760, height: int = 420) -> str:
-    """The calibrated curves (steps), the uniform baseline (dashed) and, when computed,
-    each simulator's tightness band (shaded), as an SVG element."""
+    """The calibrated curves (steps), the uniform baseline (dashed) and, when computed, the
+    tightness band (shaded) of :func:`band_simulator`, as an SVG element."""
     left, right, top, bottom = 64, 170, 20, 48
     pw, ph = width - left - right, height - top - bottom
     grid = np.linspace(0.0, 1.0, 201)
     series = []
     ymax = 0.0
+    shaded = band_simulator(result)
     for i, s in enumerate(result.simulators):
         tau, val = cv.steps(s.upper)
-        band = s.band(result.gamma, grid) if result.has_band else None
+        band = s.band(result.gamma, grid) if s.name == shaded else None
         series.append((i, s, tau, val, band))
         ymax = max(ymax, float(val.max()), float(np.max(band[1])) if band else 0.0)
     ymax = ymax * 1.05 if ymax > 0 else 1.0
@@ -127,10 +137,10 @@ def report_html(result, *, charts_html: str | None = None, title: str = "Simulat
         if r.comparison_note:
             body.append(f"<p class='muted'>{html.escape(r.comparison_note)}</p>")
     body.append("<h2>Calibrated quantile curves</h2>" + (charts_html or curve_svg(r)))
-    if r.has_band:
+    if r.has_band and not charts_html:
         body.append(f"<p class='muted'>Shaded: the tightness band V̂⁻_m(γτ) … V̂_m(γ + (1 − γ)τ) "
-                    f"(γ = {r.gamma:g}); the real discrepancies' curve lies inside it "
-                    "(asymptotically).</p>")
+                    f"of {html.escape(band_simulator(r))} (γ = {r.gamma:g}); the curve of its real "
+                    "discrepancies lies inside it (asymptotically).</p>")
     head = "".join(f"<th>{html.escape(s.name)}</th>" for s in r.simulators)
     lines = "".join(
         f"<tr><td>{html.escape(sc.id)}</td><td>{sc.n:g}</td>"
