@@ -137,7 +137,7 @@ def report_html(result, *, charts_html: str | None = None, title: str = "Simulat
         if r.comparison_note:
             body.append(f"<p class='muted'>{html.escape(r.comparison_note)}</p>")
     body.append("<h2>Calibrated quantile curves</h2>" + (charts_html or curve_svg(r)))
-    if r.has_band and not charts_html:
+    if r.has_band:
         body.append(f"<p class='muted'>Shaded: the tightness band V̂⁻_m(γτ) … V̂_m(γ + (1 − γ)τ) "
                     f"of {html.escape(band_simulator(r))} (γ = {r.gamma:g}); the curve of its real "
                     "discrepancies lies inside it (asymptotically).</p>")
