@@ -127,6 +127,28 @@ def test_coverage_of_new_scenarios_by_simulation():
     assert np.mean(held_lower) < 0.5
 
 
+def test_the_unseen_scenario_set_covers_new_scenarios():
+    """The set {u : TV(u, q̂) <= V̂_m(1 - α/2)} built from one data set holds the real
+    distribution of new scenarios at least as often as the guarantee says."""
+    from dbpa_core.fidelity.analysis import SimulatorCurve
+
+    rng = np.random.default_rng(9)
+    m = 400
+    p, q = world(rng, m)
+    n = rng.integers(50, 300, m)
+    p_hat = np.array([rng.multinomial(k, pp) / k for k, pp in zip(n, p, strict=True)])
+    curve = SimulatorCurve("sim", "counts", dz.tv_upper(p_hat, kl_radius_categorical(n, 4), q),
+                           None, alpha=0.1)
+    new_p, new_q = world(rng, 2000)
+    held = np.mean([curve.unseen_set(qq, "tv").contains(pp) for pp, qq in zip(new_p, new_q,
+                                                                                strict=True)])
+    assert held >= cv.guaranteed_level(0.1, m, 0.05)
+    s = SimulatorCurve("s", "counts", np.array([0.01, 0.04, 0.09]), None, alpha=0.5).unseen_set(
+        0.3, "squared")
+    assert s.radius == 0.09 and s.interval == pytest.approx((0.0, 0.6))   # V_m(0.75) = 0.09
+    assert s.contains(0.55) and not s.contains(0.65)
+
+
 @pytest.mark.parametrize("gamma", [0.5, 0.8])
 def test_tightness_band_contains_the_real_curve(gamma):
     rng = np.random.default_rng(7)

@@ -16,7 +16,15 @@ Examples
 >>> [s.name for s in result.simulators][-1]
 'uniform'
 """
-from .analysis import CVAR_ALPHA, Comparison, FidelityResult, FidelityWarning, SimulatorCurve, run_fidelity
+from .analysis import (
+    CVAR_ALPHA,
+    Comparison,
+    FidelityResult,
+    FidelityWarning,
+    SimulatorCurve,
+    UnseenSet,
+    run_fidelity,
+)
 from .curve import auc_cal, band, calibrated, cvar, epsilon, guaranteed_level, quantile
 from .data import (
            UNIFORM,
@@ -33,6 +41,7 @@ from .discrepancy import LOSSES
 from .sample import sample_data
 
 __all__ = ["CVAR_ALPHA", "LOSSES", "UNIFORM", "Comparison", "FidelityData", "FidelityDataError",
-           "FidelityResult", "FidelityWarning", "Scenario", "SimulatorCurve", "auc_cal", "band",
+           "FidelityResult", "FidelityWarning", "Scenario", "SimulatorCurve", "UnseenSet", "auc_cal",
+           "band",
            "calibrated", "cvar", "epsilon", "from_arrays", "guaranteed_level", "load_csv",
            "load_data", "load_opinionqa", "parse_csv", "quantile", "run_fidelity", "sample_data"]

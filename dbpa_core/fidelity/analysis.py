@@ -54,6 +54,37 @@ class FidelityWarning(UserWarning):
 
 
 @dataclass(frozen=True)
+class UnseenSet:
+    """``{u : L(u, center) <= radius}``: where the real answers of an unseen scenario lie.
+
+    ``center`` is the simulator's answer there (a distribution over options, or a scalar
+    such as a mean for squared / absolute); for scalar losses :attr:`interval` gives the set
+    as an interval."""
+
+    center: np.ndarray
+    radius: float
+    loss: str
+    values: np.ndarray | None = None
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        if self.loss == "absolute":
+            h = self.radius
+        elif self.loss == "squared":
+            h = math.sqrt(self.radius)
+        else:
+            return None
+        c = float(self.center)
+        return (c - h, c + h)
+
+    def contains(self, u) -> bool:
+        if self.loss in ("absolute", "squared"):
+            return bool(dz.scalar_loss(float(u), float(self.center), self.loss) <= self.radius + 1e-12)
+        return bool(dz.categorical_loss(np.asarray(u, dtype=float)[None], self.center[None],
+                                        self.loss, self.values)[0] <= self.radius + 1e-12)
+
+
+@dataclass(frozen=True)
 class SimulatorCurve:
     """One simulator's pseudo-discrepancies and calibrated curve.
 
@@ -97,6 +128,13 @@ class SimulatorCurve:
         ``1 - α - ε/√m`` share (with probability 1 - η); also the radius of the confidence
         set for an unseen scenario, ``{u : L(u, q̂) <= V̂_m(1 - α/2)}``."""
         return float(cv.quantile(self.upper, 1 - self.alpha / 2))
+
+    def unseen_set(self, q, loss: str, values=None) -> UnseenSet:
+        """The confidence set for the real answers of a new scenario in which this simulator
+        answers ``q``: ``{u : L(u, q) <= V̂_m(1 - α/2)}`` (SPEC §3). It holds them with
+        probability at least ``1 - α - ε/√m`` (with probability 1 - η over the data)."""
+        return UnseenSet(np.asarray(q, dtype=float), self.guarantee_quantile, loss,
+                         None if values is None else np.asarray(values, dtype=float))
 
     def band(self, gamma: float, tau):
         """``(V̂⁻_m(γ τ), V̂_m(γ + (1 - γ) τ))`` (None without lower values)."""
@@ -727,4 +765,4 @@ def _engine(data, loss, gamma, sigma, bounds, notes):
 
 
 __all__ = ["CVAR_ALPHA", "Comparison", "FidelityResult", "FidelityWarning", "SimulatorCurve",
-           "run_fidelity"]
+           "UnseenSet", "run_fidelity"]
