@@ -155,3 +155,13 @@ def test_kl_against_a_zero_probability():
 def test_bad_sigma_and_bounds(kw, message):
     with pytest.raises(ValueError, match=message):
         run_fidelity(sample_values_data(), loss="squared", **kw)
+
+
+@pytest.mark.parametrize("module", ["sets", "curve", "data", "analysis", "__init__"])
+def test_docstring_examples(module):
+    import doctest
+    import importlib
+
+    mod = importlib.import_module("dbpa_core.fidelity" + ("" if module == "__init__" else f".{module}"))
+    res = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
+    assert res.attempted > 0 and res.failed == 0
