@@ -139,7 +139,8 @@ if source == "Simulate now":
         else:
             data, fingerprint = sim.data, f"sim:{signature}"
     elif data_error is None:
-        data_error = "Press Simulate answers to draw the simulated respondents."
+        st.info("Press **Simulate answers** to draw the simulated respondents.",
+                icon=":material/play_arrow:")
 
 result = None
 if data_error:
