@@ -182,3 +182,35 @@ def test_too_many_options_for_the_pairwise_bound():
     p = np.full((2, 11), 1 / 11)
     with pytest.raises(ValueError, match="tv comparisons over 11 options"):
         dz.tv_pairwise(p, np.full(2, 0.01), p, p)
+
+
+def test_w1_ball_closed_forms_against_points_of_the_ball():
+    """Δ̂ = W1(P̂, Q̂) + r and Δ⁻ = max(W1 - r, 0): no distribution in the ball goes beyond
+    them (random weighted perturbations of P̂), the mixture of P̂ and Q̂ reaches the lower
+    one, and moving a little mass far away approaches the upper one."""
+    rng = np.random.default_rng(18)
+    for _ in range(5):
+        x, y = rng.normal(0, 1, 30), rng.normal(0.8, 1.5, 25)
+        d = wasserstein_distance(x, y)
+        r = rng.uniform(0.05, 0.5) * d
+        support = np.concatenate([x, y])
+        best_lo, best_hi, inside = np.inf, -np.inf, 0
+        for _ in range(300):                      # random points of the ball
+            share = rng.uniform(0, 1.5 * r / d)   # a little of Q̂, and P̂ reweighted
+            wts = np.concatenate([(1 - share) * rng.dirichlet(np.full(30, 200.0)),
+                                  share * rng.dirichlet(np.ones(25))])
+            if wasserstein_distance(x, support, v_weights=wts) <= r:
+                inside += 1
+                v = wasserstein_distance(support, y, u_weights=wts)
+                best_lo, best_hi = min(best_lo, v), max(best_hi, v)
+        assert inside >= 30
+        assert dz.w1ball_lower(d, r) - 1e-9 <= best_lo and best_hi <= dz.w1ball_upper(d, r) + 1e-9
+        t = r / d                                 # the mixture reaches the lower value
+        mix = np.concatenate([np.full(30, (1 - t) / 30), np.full(25, t / 25)])
+        assert wasserstein_distance(x, support, v_weights=mix) == pytest.approx(r)
+        assert wasserstein_distance(support, y, u_weights=mix) == pytest.approx(float(dz.w1ball_lower(d, r)))
+        eps = 1e-4                                # a little mass far away nears the upper value
+        far = np.append(x, x.max() + y.max() + r / eps)
+        wts = np.append(np.full(30, (1 - eps) / 30), eps)
+        assert wasserstein_distance(x, far, v_weights=wts) <= r * 1.01
+        assert wasserstein_distance(far, y, u_weights=wts) >= 0.97 * float(dz.w1ball_upper(d, r))
