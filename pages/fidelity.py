@@ -191,10 +191,8 @@ if result is not None:
     st.plotly_chart(figs.curves_figure(result, band=None if band == "none" else band),
                     key=f"{KEY}_curves")
     st.caption(
-        f"Each curve: at τ = 0.9, 90 % of questions are at most that far off (worst case over "
-        f"their confidence sets). Guarantee: with probability ≥ {1 - result.eta:g}, a new question "
-        f"like these is below the curve at τ = {1 - result.alpha:g} with probability ≥ "
-        f"{result.guaranteed_level:.2f} (1 − α − ε/√m, m = {result.m})."
+        "Each curve: at τ = 0.9, 90 % of questions are at most that far off (worst case over "
+        "their confidence sets). " + fid.guarantee_sentence(result)
         + (" Shaded: the tightness band, where the real discrepancies' curve lies "
            "(asymptotically)." if band not in (None, "none") else ""))
     st.dataframe(fid.summary_table(result), hide_index=True, key=f"{KEY}_summary", column_config={
@@ -213,17 +211,16 @@ if result is not None:
             st.dataframe(fid.unparsed_table(sim, only_unparsed=only), hide_index=True,
                          key=f"{KEY}_answers")
     stem = fid.file_stem(ss.get("w_audit_name") or "fidelity", result.created_at)
-    files = [("Results (JSON)", result.to_json, "fidelity.json", "application/json",
+    files = [("Results JSON", result.to_json, "fidelity.json", "application/json",
               ":material/data_object:"),
-             ("Per question (CSV)", result.to_csv, "fidelity.csv", "text/csv", ":material/table:"),
-             ("Comparisons (CSV)", result.comparisons_csv, "comparisons.csv", "text/csv",
+             ("Questions CSV", result.to_csv, "fidelity.csv", "text/csv", ":material/table:"),
+             ("Pairs CSV", result.comparisons_csv, "comparisons.csv", "text/csv",
               ":material/compare_arrows:"),
-             ("Report (HTML)", lambda: figs.html_report(result), "report.html", "text/html",
+             ("Report HTML", lambda: figs.html_report(result), "report.html", "text/html",
               ":material/description:")]
     if sim is not None and sim.data is not None:
-        files += [("Data with simulations (CSV)", sim.data.to_csv, "data.csv", "text/csv",
-                   ":material/dataset:"),
-                  ("Answers (JSONL)", sim.answers_jsonl, "answers.jsonl", "application/jsonl",
+        files += [("Data CSV", sim.data.to_csv, "data.csv", "text/csv", ":material/dataset:"),
+                  ("Answers JSONL", sim.answers_jsonl, "answers.jsonl", "application/jsonl",
                    ":material/chat:")]
     cols = st.columns(len(files))
     for col, (label, make, suffix, mime, icon) in zip(cols, files, strict=True):

@@ -133,6 +133,17 @@ def summary_table(result: FidelityResult) -> pd.DataFrame:
                           "CVaR₁₀": s.cvar(), q: s.guarantee_quantile} for s in result.simulators])
 
 
+def guarantee_sentence(result: FidelityResult) -> str:
+    """The guarantee in words, or why there is none yet (few questions)."""
+    level = result.guaranteed_level
+    if level <= 0:
+        return (f"With m = {result.m} questions the finite-sample guarantee says nothing yet "
+                f"(1 − α − ε/√m = {level:.2f}); it needs a few hundred questions.")
+    return (f"Guarantee: with probability ≥ {1 - result.eta:g}, a new question like these is "
+            f"below the curve at τ = {1 - result.alpha:g} with probability ≥ {level:.2f} "
+            f"(1 − α − ε/√m, m = {result.m}).")
+
+
 def best_sentence(result: FidelityResult) -> str:
     """Which simulator has the lowest AUC_cal (a plain description, not a test)."""
     sims = [s for s in result.simulators if s.name != "uniform"]
@@ -187,7 +198,8 @@ def file_stem(name: str, created: datetime) -> str:
 
 
 __all__ = ["DEFAULTS", "LOSS_TEXT", "SOURCES", "analyse", "analysis_key", "best_sentence",
-           "estimate", "file_stem", "first_prompt", "losses_for", "parse_bounds", "persona_pairs",
+           "estimate", "file_stem", "first_prompt", "guarantee_sentence", "losses_for",
+           "parse_bounds", "persona_pairs",
            "question_labels", "question_table", "read_upload", "sample_questions",
            "simulation_settings", "simulation_task", "summary_table", "unparsed_summary",
            "unparsed_table", "verdicts"]

@@ -343,9 +343,14 @@ class FidelityResult:
         lines = [f"{self.m} scenarios, loss {self.loss}, {self.set_name} sets with coverage "
                  f"gamma = {self.gamma:g}, eta = {self.eta:g}, alpha = {self.alpha:g}", "",
                  fmt(head), "  ".join("-" * w for w in widths), *map(fmt, rows), ""]
-        lines.append(f"Guarantee: with probability >= {1 - self.eta:g}, a new scenario's "
-                     f"discrepancy is below V(1-a/2) with probability >= "
-                     f"{self.guaranteed_level:.3f} (1 - alpha - eps/sqrt(m), eps = {self.epsilon:.2f}).")
+        if self.guaranteed_level > 0:
+            lines.append(f"Guarantee: with probability >= {1 - self.eta:g}, a new scenario's "
+                         f"discrepancy is below V(1-a/2) with probability >= "
+                         f"{self.guaranteed_level:.3f} (1 - alpha - eps/sqrt(m), eps = "
+                         f"{self.epsilon:.2f}).")
+        else:
+            lines.append(f"Guarantee: none yet with m = {self.m} scenarios (1 - alpha - "
+                         f"eps/sqrt(m) = {self.guaranteed_level:.2f}, eps = {self.epsilon:.2f}).")
         if self.comparisons:
             lines.append("")
             head2 = ("first", "second", "U(1-a/2)", "reverse", "verdict")

@@ -115,9 +115,13 @@ def report_html(result, *, charts_html: str | None = None, title: str = "Simulat
             "<h2>What the curve says</h2>",
             f"<p>For each simulator, V̂_cal(τ) is a calibrated upper bound of the τ-quantile of "
             f"its discrepancy from the real answers across {noun}: at τ = 0.9, 90 % of {noun} "
-            f"are at most that far off. With probability at least {1 - r.eta:g} over the data, "
-            f"a new {noun[:-1]} drawn like these is at most V̂_m(1 − α/2) off with probability "
-            f"at least 1 − α − ε/√m = <b>{r.guaranteed_level:.3f}</b> (ε = {r.epsilon:.2f}). "
+            f"are at most that far off. "
+            + (f"With probability at least {1 - r.eta:g} over the data, a new {noun[:-1]} drawn "
+               f"like these is at most V̂_m(1 − α/2) off with probability at least "
+               f"1 − α − ε/√m = <b>{r.guaranteed_level:.3f}</b> (ε = {r.epsilon:.2f}). "
+               if r.guaranteed_level > 0 else
+               f"With m = {r.m} {noun} the finite-sample guarantee says nothing yet "
+               f"(1 − α − ε/√m = {r.guaranteed_level:.2f}). ") +
             "AUC_cal is the area under the curve (lower is better); CVaR₁₀ the mean of its "
             "worst 10 %.</p>"]
     for w in r.warnings:

@@ -36,7 +36,7 @@ def test_sample_data_runs_at_once(page):
     assert summary["AUC_cal"][0] == pytest.approx(result.simulator("sim-close").auc_cal)
     assert len(at.get("plotly_chart")) == 2                  # the curves and one question
     names = [b.proto.label for b in at.get("download_button")]
-    assert names == ["Results (JSON)", "Per question (CSV)", "Comparisons (CSV)", "Report (HTML)"]
+    assert names == ["Results JSON", "Questions CSV", "Pairs CSV", "Report HTML"]
     # drill-down: another question
     at.selectbox(key="fidelity_question").set_value(39).run()
     qt = next(d.value for d in at.dataframe if "worst case Δ̂" in d.value.columns)
