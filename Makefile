@@ -56,6 +56,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_audit.py
 	$(PY) benchmarks/bench_dashboard.py
 	$(PY) benchmarks/bench_attacks.py
+	$(PY) benchmarks/bench_fidelity.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info

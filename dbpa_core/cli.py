@@ -3,6 +3,7 @@
     dbpa audit SPEC.yaml --out DIR [--no-cache] [--fail-on-control] [--allow-key-env NAME]
     dbpa estimate SPEC.yaml [--allow-key-env NAME]
     dbpa attack SPEC.yaml --out DIR [--no-cache] [--estimate]
+    dbpa fidelity DATA.csv --loss tv --gamma 0.5 --eta 0.05 --out DIR | --simulate SPEC.yaml
     dbpa cache info | clear
     dbpa sensitivity SPEC.yaml --measures all --embedders spec,bleu --lengths 100,300,900 --out DIR
     dbpa import FILE [--from promptfoo|openai-batch|csv|jsonl] --out replay.jsonl
@@ -224,6 +225,13 @@ def cmd_attack(args) -> int:
     return 0
 
 
+def cmd_fidelity(args) -> int:
+    from .fidelity.command import cmd_fidelity as run
+
+    return run(args, cache_of=_cache,
+               bars_of=lambda a: _Bars((not a.quiet and sys.stderr.isatty()) or a.progress))
+
+
 def cmd_cache(args) -> int:
     c = _cache(args)
     if args.action == "clear":
@@ -397,6 +405,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--allow-key-env", action="append", default=[], metavar="NAME",
                        help="let the spec send this environment variable as an API key although "
                        "it does not look like an LLM key (specs are trusted input; repeatable)")
+    from .fidelity.command import add_parser as add_fidelity
+
+    add_fidelity(sub).set_defaults(func=cmd_fidelity)
     c = sub.add_parser("cache", help="show or clear the cache")
     c.add_argument("action", choices=["info", "clear"])
     c.set_defaults(func=cmd_cache)

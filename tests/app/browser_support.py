@@ -62,11 +62,13 @@ def free_port() -> int:
 @contextlib.contextmanager
 def dashboard(tmp: Path, *, start_timeout: float = 120.0, **env: str) -> Iterator[str]:
     """``streamlit run app.py`` on 127.0.0.1 (a free port), with ``tmp/cache`` as its
-    cache and ``tmp/home`` as its DBPA_HOME unless ``env`` says otherwise; yields its URL
-    once it answers, and stops it afterwards."""
+    cache and ``tmp/home`` as its DBPA_HOME unless ``env`` says otherwise (and no
+    DBPA_REPLAY_FILE unless ``env`` gives one); yields its URL once it answers, and stops
+    it afterwards."""
     port = free_port()
     full = dict(os.environ, DBPA_CACHE_DIR=str(tmp / "cache"), DBPA_HOME=str(tmp / "home"),
                 HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    full.pop("DBPA_REPLAY_FILE", None)
     full.update(env)
     tmp.mkdir(parents=True, exist_ok=True)
     log_path = tmp / "streamlit.log"  # a file, not a pipe nobody reads (a full pipe blocks it)
