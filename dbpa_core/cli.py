@@ -28,7 +28,12 @@ from . import __version__
 
 
 def _fmt_p(p: float) -> str:
-    return f"{p:.4f}" if p >= 1e-4 else f"{p:.1e}"
+    """Four decimals (1e-4 and below in exponent form); four significant digits where four
+    decimals would round p up onto a star's threshold (0.0009995 is not 0.0010)."""
+    if p < 1e-4:
+        return f"{p:.1e}"
+    s = f"{p:.4f}"
+    return f"{p:.4g}" if any(p < t <= float(s) for t in (0.1, 0.05, 0.01, 0.001)) else s
 
 
 def _table(result) -> str:

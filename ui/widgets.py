@@ -149,7 +149,7 @@ def styled(df: pd.DataFrame):
             formats[c] = fmt_p
         elif name.startswith("ω above chance"):
             formats[c] = "{:+.3f}"
-        elif name.startswith("ω"):
+        elif "ω" in name:  # ω, chance ω
             formats[c] = "{:.3f}"
     return df.style.format(formats, na_rep="–")
 

@@ -25,6 +25,7 @@ import warnings
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -363,6 +364,7 @@ class BatteryResult:
     curve_responses: dict[tuple[str, str, float], tuple[str, ...]] = field(default_factory=dict)
     usage: dict[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    created_at: datetime = field(default_factory=lambda: datetime.now(UTC))  # names the files
 
     # ---------------------------------------------------------------- views
     @property
@@ -815,7 +817,6 @@ def report_html(result: BatteryResult, *, charts_html: str = "", title: str = "R
                 examples: int = 12) -> str:
     """A self-contained HTML report: tables, an explanation, attacked examples (all text
     escaped) and, when given, ``charts_html`` (the dashboard adds its Plotly charts)."""
-    from datetime import UTC, datetime
 
     d = result.to_dict()
     s = result.spec
