@@ -13,7 +13,7 @@ from ui import runner, state, widgets
 from ui.widgets import md_escape
 
 KEY = "fidelity"
-widgets.page_setup()
+widgets.page_setup(settings="run")
 ss = st.session_state
 for k, v in fid.DEFAULTS.items():
     if k != "w_fid_persona":
