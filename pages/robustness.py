@@ -119,6 +119,9 @@ else:
     if spec is not None and battery.wordnet_problem(spec):
         st.error(battery.wordnet_problem(spec), icon=":material/dictionary:")
         spec = None
+    if spec is not None and (lacking := battery.replay_shortfall(spec)):
+        st.error(lacking, icon=":material/playlist_remove:")
+        spec = None
 
 
 def show_estimate() -> None:

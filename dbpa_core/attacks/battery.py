@@ -190,6 +190,26 @@ def rti_queries(spec: BatterySpec, items: Sequence[Item], op: str, rho: float) -
     return attack_queries(spec, items, AttackConfig("word", RTI_RHOS, op), rho, kind="rti")
 
 
+def prompts_needed(spec: BatterySpec) -> dict[str, int]:
+    """Every prompt the battery may send, with the number of samples it may ask of it
+    (one answer; ``samples`` for a prompt of the robustness curve). RTI counts every round
+    of ρ, an upper bound: a replay model must hold all of them to be sure to answer."""
+    p = plan(spec)
+    need: dict[str, int] = {}
+    for kind in ("clean", "attack", "instruction", "order"):
+        for q in p[kind]:
+            need[q.prompt] = max(need.get(q.prompt, 0), 1)
+    for op in spec.rti:
+        for rho in RTI_RHOS:
+            for q in rti_queries(spec, spec.items, op, rho):
+                if q.attack.changes:  # an attack that changed nothing reuses the clean answer
+                    need[q.prompt] = max(need.get(q.prompt, 0), 1)
+    if spec.curve is not None:
+        for q in p["curve"]:
+            need[q.prompt] = max(need.get(q.prompt, 0), len(_curve_requests(spec, q.prompt)))
+    return need
+
+
 def estimate_battery(spec: BatterySpec, *, cache: Cache | None = None) -> dict[str, Any]:
     """Calls, tokens and cost of a battery, without calling anything.
 
