@@ -12,7 +12,7 @@ import pytest
 
 from tests.fake_openai import FakeOpenAI
 
-from .conftest import errors, plain
+from .conftest import DEMO, errors, plain, successes
 
 pytestmark = pytest.mark.slow
 
@@ -75,6 +75,81 @@ def files_holding(text: str, *folders) -> list[str]:
 
 
 # --------------------------------------------------------------------------- M3: keys
+def test_a_saved_model_gets_its_key_again_in_a_new_session(make_app, tmp_path):
+    with FakeOpenAI(api_key="sk-good-7731", models=("fake-gpt",)) as srv:
+        at = make_app(page=SETTINGS)
+        add_openai(at, "fake-gpt", srv.base_url, key="sk-good-7731", env="DBPA_QA_A_KEY")
+        assert any("Connected: fake-gpt" in s for s in successes(at)), errors(at)
+
+        fresh = make_app(models=None, page=SETTINGS)        # a reload: a new session
+        assert "fake-gpt" in labels(fresh)
+        row_button(fresh, "fake-gpt").click().run()
+        msg = next(e.value for e in fresh.error if "(401)" in plain(e.value))
+        # the advice names a field that is on this page, and shows no literal asterisks
+        assert "**" not in plain(msg) and "Open Settings" not in plain(msg)
+        assert "key field" in plain(msg)
+        key_field(fresh, "fake-gpt").set_value("sk-good-7731").run()
+        assert not fresh.exception, fresh.exception
+        assert any("kept in this session only" in s for s in successes(fresh))
+        row_button(fresh, "fake-gpt").click().run()
+        assert any("Connected: fake-gpt" in s for s in successes(fresh)), errors(fresh)
+        # an audit uses it: the Perturbation test page gets an answer with that key
+        fresh.switch_page("pages/perturbation_test.py").run()
+        fresh.session_state["w_landing_model"] = "fake-gpt"
+        fresh.session_state["w_embedder"] = "rouge1"
+        fresh.session_state["w_samples"] = 2
+        fresh.run()
+        fresh.button(key="landing_run").click().run()
+        assert not fresh.exception, fresh.exception
+        assert not errors(fresh), errors(fresh)
+    # the key is in no file: not in DBPA_HOME (models.yaml, history), not in the cache
+    assert files_holding("sk-good-7731", os.environ["DBPA_HOME"], tmp_path / "cache") == []
+    assert "fake-gpt" in Path(os.environ["DBPA_HOME"], "models.yaml").read_text()
+
+
+def test_two_servers_keep_their_own_keys(make_app):
+    with FakeOpenAI(api_key="sk-first", models=("m1",)) as a, \
+            FakeOpenAI(api_key="sk-second", models=("m2",)) as b:
+        at = make_app(page=SETTINGS)
+        # both with the form's pre-filled variable, OPENAI_API_KEY
+        add_openai(at, "m1", a.base_url, key="sk-first")
+        add_openai(at, "m2", b.base_url, key="sk-second")
+        assert {"m1", "m2"} <= set(labels(at))
+        for label in ("m1", "m2"):
+            row_button(at, label).click().run()
+            assert any(f"Connected: {label}" in s for s in successes(at)), (label, errors(at))
+        assert "sk-first" in at.session_state["api_keys"].values()
+        assert "sk-second" in at.session_state["api_keys"].values()
+
+
+def test_readding_a_model_is_not_a_dead_end(make_app):
+    with FakeOpenAI(api_key="sk-good", models=("fake-gpt",)) as srv, \
+            FakeOpenAI(api_key="sk-other", models=("fake-gpt",)) as other:
+        at = make_app(page=SETTINGS)
+        add_openai(at, "fake-gpt", srv.base_url, key="sk-good", env="DBPA_QA_A_KEY")
+        fresh = make_app(models=None, page=SETTINGS)         # reload: no key any more
+        n = len(fresh.session_state["models"])
+        # the same model again, with its key: its key is set, no second entry, no error
+        add_openai(fresh, "fake-gpt", srv.base_url, key="sk-good", env="DBPA_QA_A_KEY")
+        assert not errors(fresh), errors(fresh)
+        assert len(fresh.session_state["models"]) == n
+        assert any("already in the list" in s and "key" in s for s in successes(fresh))
+        row_button(fresh, "fake-gpt").click().run()
+        assert any("Connected: fake-gpt" in s for s in successes(fresh)), errors(fresh)
+        # the same name on another server: the form has a Label field, and says so
+        add_openai(fresh, "fake-gpt", other.base_url, key="sk-other", env="DBPA_QA_B_KEY")
+        msg = next(e for e in errors(fresh) if "already" in e)
+        assert "Label" in msg
+        assert fresh.text_input(key="settings_label") is not None
+        add_openai(fresh, "fake-gpt", other.base_url, key="sk-other", env="DBPA_QA_B_KEY",
+                   label="fake-gpt (other)")
+        assert not errors(fresh), errors(fresh)
+        assert {"fake-gpt", "fake-gpt (other)"} <= set(labels(fresh))
+        for label in ("fake-gpt", "fake-gpt (other)"):
+            row_button(fresh, label).click().run()
+            assert any(f"Connected: {label}" in s for s in successes(fresh)), errors(fresh)
+
+
 # --------------------------------------------------------------------------- M4: imports
 # --------------------------------------------------------------------------- minor 2
 def test_a_connection_test_of_a_refused_port_gives_up_quickly(make_app):
@@ -108,4 +183,20 @@ def test_a_connection_test_of_a_silent_server_has_a_short_deadline():
 
 # --------------------------------------------------------------------------- minor 3
 # --------------------------------------------------------------------------- minor 7
+def test_a_new_model_is_selected_on_every_page_that_picks_models(make_app):
+    at = make_app(page=SETTINGS)
+    at.radio(key="settings_backend").set_value("replay").run()
+    at.text_input(key="settings_path").set_value(DEMO)
+    at.text_input(key="settings_name").set_value("SmolLM2-135M-Instruct")
+    submit(at)
+    new = "SmolLM2-135M-Instruct"
+    assert new in labels(at)
+    at.switch_page("pages/robustness.py").run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="w_bat_model").value == new
+    at.switch_page("pages/fidelity.py").run()
+    assert not at.exception, at.exception
+    assert new in at.session_state["w_fid_models"]
+
+
 # --------------------------------------------------------------------------- minor 9
