@@ -196,7 +196,23 @@ st.caption("Every response and embedding is cached on disk, so a repeated or int
            "costs nothing twice. Keys are never cached. Recorded runs stay in the History "
            "whatever happens to the cache.")
 
-st.text_input("Cache folder", key="cache_dir")
+
+def _cache_dir_typed() -> None:
+    """The cache folder field changed: use it if it can be used, else say why in one line
+    and keep (and show again) the folder in use."""
+    problem = state.use_cache_dir(ss.get("settings_cache_dir", ""))
+    ss["settings_cache_dir"] = ss["cache_dir"]
+    ss["_settings_cache_note"] = (("error", md_escape(problem)) if problem else
+                                  ("success", f"The cache is now {md_escape(ss['cache_dir'])}."))
+
+
+# not a w_ key, so Streamlit drops it on a page switch: it starts again from the folder in use
+if "settings_cache_dir" not in ss:
+    ss["settings_cache_dir"] = ss["cache_dir"]
+st.text_input("Cache folder", key="settings_cache_dir", on_change=_cache_dir_typed,
+              help="Created if need be. Each folder is its own cache.")
+if cache_note := ss.pop("_settings_cache_note", None):
+    getattr(st, cache_note[0])(cache_note[1])
 cache = state.cache()
 
 

@@ -150,6 +150,28 @@ def select_everywhere(labels: list[str]) -> None:
         remember(key, [m for m in ss.get(key, []) if m not in labels] + list(labels))
 
 
+def use_cache_dir(typed: str) -> str | None:
+    """Make ``typed`` the session's cache folder (created if need be). Returns why it
+    cannot be (the current folder stays), or None."""
+    ss = st.session_state
+    current = ss["cache_dir"]
+    folder = (typed or "").strip()
+    if not folder:
+        return f"The cache folder cannot be empty: still using {current}."
+    path = os.path.abspath(os.path.expanduser(folder))
+    try:
+        os.makedirs(path, exist_ok=True)
+        probe = os.path.join(path, f".dbpa-write-test-{os.getpid()}")
+        with open(probe, "wb"):
+            pass
+        os.remove(probe)
+    except OSError as exc:
+        return (f"Cannot use {folder} as the cache folder ({exc.strerror or exc}): still "
+                f"using {current}.")
+    ss["cache_dir"] = path
+    return None
+
+
 def history() -> History:
     """The run history (``$DBPA_HOME/history.sqlite3``)."""
     return History()

@@ -12,7 +12,7 @@ import pytest
 
 from tests.fake_openai import FakeOpenAI
 
-from .conftest import DEMO, errors, plain, successes
+from .conftest import DEMO, errors, plain, successes, warnings
 
 pytestmark = pytest.mark.slow
 
@@ -182,6 +182,27 @@ def test_a_connection_test_of_a_silent_server_has_a_short_deadline():
 
 
 # --------------------------------------------------------------------------- minor 3
+def test_the_cache_folder_survives_a_page_switch(make_app, tmp_path):
+    at = make_app(page=SETTINGS)
+    new = str(tmp_path / "other-cache")
+    at.text_input(key="settings_cache_dir").set_value(new).run()
+    assert at.session_state["cache_dir"] == new
+    at.switch_page("pages/perturbation_test.py").run()
+    at.switch_page(SETTINGS).run()
+    assert not at.exception, at.exception
+    assert at.text_input(key="settings_cache_dir").value == new
+    assert at.session_state["cache_dir"] == new
+    # an unusable folder, or none, is refused in one line; the last good one stays
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    at.text_input(key="settings_cache_dir").set_value(str(blocker / "sub")).run()
+    assert at.session_state["cache_dir"] == new
+    assert any("a-file" in e and new in e for e in errors(at)), errors(at)
+    at.text_input(key="settings_cache_dir").set_value("  ").run()
+    assert at.session_state["cache_dir"] == new
+    assert any("empty" in e for e in errors(at) + warnings(at))
+
+
 # --------------------------------------------------------------------------- minor 7
 def test_a_new_model_is_selected_on_every_page_that_picks_models(make_app):
     at = make_app(page=SETTINGS)
