@@ -151,6 +151,31 @@ def test_readding_a_model_is_not_a_dead_end(make_app):
 
 
 # --------------------------------------------------------------------------- M4: imports
+def test_imported_responses_survive_a_reload_and_are_selected(make_app, tmp_path):
+    rows = ["q,a"] + [f"{q},answer {i} to {q}" for q in ("hello", "bye") for i in range(4)]
+    at = make_app(page=SETTINGS)
+    at.text_input(key="settings_import_label").set_value("imported **md**")
+    at.text_input(key="settings_import_pcol").set_value("q")
+    at.text_input(key="settings_import_rcol").set_value("a")
+    at.file_uploader(key="settings_import_file").upload(
+        "answers.csv", "\n".join(rows).encode(), "text/csv").run()
+    at.button(key="settings_import_go").click().run()
+    assert not at.exception, at.exception
+    raw = next(s.value for s in at.success if "Imported 8 responses" in plain(s.value))
+    assert "imported \\*\\*md\\*\\*" in raw          # the label is shown literally
+    label = "imported **md**"
+    assert label in labels(at)
+    ss = at.session_state
+    assert ss["w_landing_model"] == label and ss["w_bat_model"] == label
+    assert label in ss["w_roc_models"] and label in ss["w_persona_models"]
+    model = next(m for m in ss["models"] if m.get("label") == label)
+    assert Path(model["file"]).is_relative_to(os.environ["DBPA_HOME"])
+
+    fresh = make_app(models=None, page=SETTINGS)            # a reload
+    assert label in labels(fresh), fresh.session_state["model_problems"]
+    assert not fresh.session_state["model_problems"]
+
+
 # --------------------------------------------------------------------------- minor 2
 def test_a_connection_test_of_a_refused_port_gives_up_quickly(make_app):
     with socket.socket() as s:
