@@ -126,6 +126,15 @@ def same_model(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return model_identity(a) == model_identity(b)
 
 
+def free_label(label: str) -> str:
+    """``label``, or ``label (2)``, ``(3)``, … when a configured model already has it."""
+    taken = {model_label(m) for m in st.session_state["models"]}
+    n, free = 2, label
+    while free in taken:
+        free, n = f"{label} ({n})", n + 1
+    return free
+
+
 def remember(key: str, value: Any) -> None:
     """Set a ``w_*`` widget value, also in the page-switch store (see keep_widget_state),
     so that the page it belongs to starts from it."""

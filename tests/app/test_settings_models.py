@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.fake_openai import FakeOpenAI
 
@@ -246,3 +247,30 @@ def test_a_new_model_is_selected_on_every_page_that_picks_models(make_app):
 
 
 # --------------------------------------------------------------------------- minor 9
+def test_opening_a_spec_twice_adds_no_duplicate(make_app):
+    at = make_app()
+    saved = Path(os.environ["DBPA_HOME"], "models.yaml")
+
+    def open_spec(model, name):
+        doc = {"name": name, "model": model, "base": {"prompt": "Hi"},
+               "perturbations": [{"name": "x", "prefix": "Be brief."}]}
+        at.file_uploader(key="landing_spec_up").upload(f"{name}.yaml",
+                                                       yaml.safe_dump(doc).encode(), "x").run()
+        assert not at.exception, at.exception
+        return [plain(n.value) for n in [*at.success, *at.warning] if "Opened" in plain(n.value)]
+
+    # the same model as the one in the list (no label in the spec): reused, nothing saved
+    notes = open_spec({"backend": "replay", "file": DEMO}, "same")
+    assert labels(at) == ["demo"] and at.session_state["w_landing_model"] == "demo"
+    assert not any("added" in n.lower() for n in notes), notes
+    assert not saved.exists()
+    # a new model: added once, and the note says so
+    new = {"backend": "replay", "file": DEMO, "name": "SmolLM2-135M-Instruct"}
+    notes = open_spec(new, "new")
+    assert labels(at) == ["demo", "SmolLM2-135M-Instruct"]
+    assert any("SmolLM2-135M-Instruct" in n and "saved models" in n for n in notes), notes
+    notes = open_spec(new, "again")
+    assert labels(at) == ["demo", "SmolLM2-135M-Instruct"]
+    assert not any("saved models" in n for n in notes), notes
+    assert at.session_state["w_landing_model"] == "SmolLM2-135M-Instruct"
+    assert len(yaml.safe_load(saved.read_text())["models"]) == 2
