@@ -74,7 +74,7 @@ for i, m in enumerate(list(ss["models"])):
                       "same server that name the same variable share it.")
     c1.markdown(line)
     if c3.button("Test", key=f"settings_test_{i}", help="One tiny call (a replay file: read it)"):
-        with st.spinner(f"Testing {model_label(m)} …"):
+        with st.spinner(f"Testing {md_escape(model_label(m))} …"):
             check = connection.check_model(m, api_keys=ss["api_keys"], cache_dir=ss["cache_dir"])
         text = check.message + (" " + KEY_HINT if check.problem == "key" else "")
         (st.success if check.ok else st.error)(md_escape(text))
@@ -95,6 +95,9 @@ backend = st.radio("Backend", ["openai", "local", "hf", "replay"], horizontal=Tr
                        "openai": "OpenAI-compatible server", "local": "Local model variant",
                        "hf": "Hugging Face folder", "replay": "Replay file"}.get)
 LABEL_HELP = "The name in the model lists; leave it empty to use the model's name."
+if ss.pop("_settings_clear_form", False):  # after an add: set before the widgets exist
+    for k in ("settings_name", "settings_key", "settings_path", "settings_label"):
+        ss[k] = ""
 with st.form("settings_add_model", clear_on_submit=False):
     cfg: dict = {"backend": backend}
     key = ""
@@ -160,7 +163,7 @@ with st.form("settings_add_model", clear_on_submit=False):
         check = None
         if not error and test:
             target = same or cfg
-            with st.spinner(f"Testing {model_label(target)} …"):
+            with st.spinner(f"Testing {md_escape(model_label(target))} …"):
                 check = connection.check_model(target, api_keys=keys,
                                                cache_dir=ss["cache_dir"])
             if not check.ok:
@@ -186,10 +189,13 @@ with st.form("settings_add_model", clear_on_submit=False):
                 text = f"Added **{shown}** and selected it on the audit pages."
             if check is not None:
                 text += " " + md_escape(check.message)
-            ss["_settings_note"] = ("warning", md_escape(saved)) if saved else ("success", text)
-            for k in ("settings_name", "settings_key", "settings_path", "settings_label"):
-                ss.pop(k, None)
+            # shown under the form, where the user is looking
+            ss["_settings_add_note"] = (("warning", md_escape(saved)) if saved
+                                        else ("success", text))
+            ss["_settings_clear_form"] = True
             st.rerun()
+if add_note := ss.pop("_settings_add_note", None):
+    getattr(st, add_note[0])(add_note[1])
 
 st.subheader("Cache")
 st.caption("Every response and embedding is cached on disk, so a repeated or interrupted run "

@@ -48,8 +48,10 @@ def check_model(model: Mapping[str, Any], *, api_keys: Mapping[str, str] | None 
     t0 = time.perf_counter()
     try:
         record = sampler.sample([Job(probe, req, "connection test")])[0]
-    except AuthError as exc:
-        return Check(False, f"{label} did not answer the test call: {exc}", "key")
+    except AuthError as exc:  # the page says where to type the key
+        text = str(exc).replace(" (or type it into the dashboard's Settings page)", "") \
+            .replace(" (or type the key into the dashboard's Settings page)", "")
+        return Check(False, f"{label} did not answer the test call: {text}", "key")
     except ServerUnavailableError as exc:
         text = str(exc).replace(" Raise 'timeout' in the spec if the server is just slow.", "")
         if "timed out" in text:
