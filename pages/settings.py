@@ -41,7 +41,7 @@ def _key_status(m: dict) -> str:
         return "key entered in this session"
     if env and os.environ.get(env):
         return f"key from ${env}"
-    return f"no key yet (${env} is not set)" if env else "no key (none named)"
+    return f"no key yet (${env} is not set)" if env else "no key yet"
 
 
 def _key_entered(widget: str, slot: str, label: str, row: int) -> None:
@@ -66,7 +66,8 @@ for i, m in enumerate(list(ss["models"])):
         held = bool(ss["api_keys"].get(slot))
         line += f" · {md_escape(_key_status(m))}"
         widget = "settings_mkey_" + hashlib.sha256(f"{i}|{label}|{slot}".encode()).hexdigest()[:12]
-        c2.text_input(f"API key for {md_escape(label)}", key=widget, type="password",
+        # the label is collapsed: it is only the field's accessible name, so it stays raw
+        c2.text_input(f"API key for {label}", key=widget, type="password",
                       label_visibility="collapsed",
                       placeholder="Key entered: type to replace" if held else "Enter key",
                       on_change=_key_entered, args=(widget, slot, label, i),
