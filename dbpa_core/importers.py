@@ -713,17 +713,13 @@ def import_file(path: str | os.PathLike, fmt: str = "auto", *, requests: str | N
     raise ImportFormatError(f"unknown format {fmt!r}: choose auto, {', '.join(FORMATS)}")
 
 
-def imports_dir(cache_dir: str | os.PathLike | None = None) -> Path:
-    """Where imported replay files are kept: ``$DBPA_HOME/imports``, else the
-    ``imports`` folder of the cache folder."""
-    home = os.environ.get("DBPA_HOME")
-    if home:
-        return Path(home).expanduser() / "imports"
-    if cache_dir is None:
-        from .cache import default_cache_dir
+def imports_dir() -> Path:
+    """Where the dashboard keeps imported replay files: ``imports`` in ``DBPA_HOME``
+    (:func:`dbpa_core.home.dbpa_home`), next to the saved models that point at them, so
+    they outlive the cache and a reload."""
+    from .home import dbpa_home
 
-        cache_dir = default_cache_dir()
-    return Path(cache_dir) / "imports"
+    return dbpa_home() / "imports"
 
 
 def stored_name(stem: str, content: str) -> str:

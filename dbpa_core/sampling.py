@@ -108,6 +108,18 @@ def model_key(model: Mapping[str, Any]) -> str:
     return json.dumps(dict(model), sort_keys=True, default=str)
 
 
+def key_slot(model: Mapping[str, Any]) -> str:
+    """Where a key held in memory for an OpenAI-compatible ``model`` is looked up first:
+    the environment variable it names (``openai`` when none) *at its server*, e.g.
+    ``OPENAI_API_KEY@http://127.0.0.1:8000/v1``. Models of one server that name one
+    variable share a key; the same variable name on another server is another key. (A
+    key under the bare variable name, as ``api_keys`` has always taken, is the fallback.)"""
+    from .backends.openai_compat import OpenAIClientSettings
+
+    env = model.get("api_key_env") or "openai"
+    return f"{env}@{OpenAIClientSettings(base_url=model.get('base_url')).host}"
+
+
 def backend_identity(model: Mapping[str, Any]) -> dict[str, Any]:
     """What identifies a backend's samples, known without loading it."""
     kind = model.get("backend", "local")
@@ -171,7 +183,9 @@ class Sampler:
         :class:`RunCancelled` (what arrived is cached).
     api_keys : dict, optional
         Keys held in memory only, by the name of their environment variable
-        (``"openai"`` when a model names none; ``"embedder"`` for the embedder).
+        (``"openai"`` when a model names none; ``"embedder"`` for the embedder), or by
+        :func:`key_slot` (that variable at one server: the dashboard keeps keys so, so
+        that two servers cannot replace each other's key); a slot wins over a name.
     backends, embedders : dict, optional
         Ready-made objects by :func:`model_key` of their config (tests, and callers
         that keep models loaded).
@@ -203,9 +217,12 @@ class Sampler:
     def backend(self, model: Mapping[str, Any]) -> Backend:
         key = model_key(model)
         if key not in self._backends:
-            self._backends[key] = make_backend(
-                dict(model), cache_dir=str(self.cache.directory),
-                api_key=self.api_keys.get(model.get("api_key_env") or "openai"))
+            api_key = None
+            if model.get("backend") == "openai":
+                api_key = self.api_keys.get(key_slot(model))
+            api_key = api_key or self.api_keys.get(model.get("api_key_env") or "openai")
+            self._backends[key] = make_backend(dict(model), cache_dir=str(self.cache.directory),
+                                               api_key=api_key)
         return self._backends[key]
 
     def embedder(self, config: Mapping[str, Any]) -> Embedder:
@@ -513,5 +530,5 @@ def _label(req: SampleRequest) -> str:
 
 
 __all__ = ["EMBED_BATCH", "Job", "Progress", "RunCancelled", "SampleRecord", "Sampler",
-           "backend_identity", "embedder_identity", "embedding_key", "is_cached", "model_key",
-           "requests_for", "sample_key"]
+           "backend_identity", "embedder_identity", "embedding_key", "is_cached", "key_slot",
+           "model_key", "requests_for", "sample_key"]

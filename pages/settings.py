@@ -1,5 +1,6 @@
 """Models (saved in $DBPA_HOME, keys never), keys (kept in this browser session only) and
 the cache."""
+import hashlib
 import os
 
 import streamlit as st
@@ -7,6 +8,7 @@ import streamlit as st
 from dbpa_core.backends.base import redact_url
 from dbpa_core.cache import CacheError
 from dbpa_core.home import models_file
+from dbpa_core.sampling import key_slot
 from dbpa_core.spec import model_label
 from ui import connection, state, widgets
 from ui.widgets import md_escape
@@ -19,37 +21,73 @@ st.subheader("Models")
 st.caption("The embedded SmolLM2-135M runs offline with no key. Add any OpenAI-compatible "
            "server (OpenAI, vLLM, Ollama, llama.cpp), a local Hugging Face folder, or a "
            f"replay file of recorded responses. Models are saved in `{models_file()}` and come "
-           "back after a reload; API keys never are.")
+           "back after a reload; API keys never are: type a server's key into its key field "
+           "below (kept in this browser session only), or set the environment variable it "
+           "names before starting the dashboard.")
 for problem in ss.get("model_problems", []):
     st.warning(md_escape(problem))
 note = ss.pop("_settings_note", None)
 if note:
     getattr(st, note[0])(note[1])
 
+KEY_HINT = ("Type the key into this model's key field (left of Test; kept in this browser "
+            "session only, never saved) and press Test again.")
 
-def _select_everywhere(label: str) -> None:
-    """Make a newly added model the one each audit page uses (or one of them)."""
-    ss["w_landing_model"] = label
-    for key in ("w_persona_models", "w_roc_models", "w_models_others"):
-        chosen = [m for m in ss.get(key, []) if m != label]
-        ss[key] = chosen + [label]
+
+def _key_status(m: dict) -> str:
+    """Where this model's key comes from, in a few words."""
+    env = m.get("api_key_env")
+    if ss["api_keys"].get(key_slot(m)):
+        return "key entered in this session"
+    if env and os.environ.get(env):
+        return f"key from ${env}"
+    return f"no key yet (${env} is not set)" if env else "no key yet"
+
+
+def _key_entered(widget: str, slot: str, label: str, row: int) -> None:
+    """A model's key field was changed: keep the key in this session (never on disk)."""
+    value = (ss.get(widget) or "").strip()
+    ss[widget] = ""  # the field never shows a key back; its placeholder says one is held
+    if value:
+        ss["api_keys"][slot] = value
+        ss["_settings_row_note"] = (row, "success", f"Key for **{md_escape(label)}** kept in "
+                                    "this session only (never saved). Press Test to check it.")
 
 
 for i, m in enumerate(list(ss["models"])):
-    c1, c2, c3 = st.columns([5, 1, 1])
+    label = model_label(m)
+    kind = m.get("backend", "local")
+    c1, c2, c3, c4 = st.columns([4, 2, 1, 1], vertical_alignment="center")
     desc = {"local": "embedded, offline", "openai": redact_url(m.get("base_url", "")),
-            "hf": m.get("path", ""), "replay": m.get("file", "")}[m.get("backend", "local")]
-    c1.markdown(f"**{md_escape(model_label(m))}** · `{m.get('backend', 'local')}` · "
-                f"{md_escape(desc)}")
-    if c2.button("Test", key=f"settings_test_{i}", help="One tiny call (a replay file: read it)"):
-        with st.spinner(f"Testing {model_label(m)} …"):
+            "hf": m.get("path", ""), "replay": m.get("file", "")}[kind]
+    line = f"**{md_escape(label)}** · `{kind}` · {md_escape(desc)}"
+    if kind == "openai":
+        slot = key_slot(m)
+        held = bool(ss["api_keys"].get(slot))
+        line += f" · {md_escape(_key_status(m))}"
+        widget = "settings_mkey_" + hashlib.sha256(f"{i}|{label}|{slot}".encode()).hexdigest()[:12]
+        # the label is collapsed: it is only the field's accessible name, so it stays raw
+        c2.text_input(f"API key for {label}", key=widget, type="password",
+                      label_visibility="collapsed",
+                      placeholder="Key entered: type to replace" if held else "Enter key",
+                      on_change=_key_entered, args=(widget, slot, label, i),
+                      help="Kept in this browser session only, never saved. Models of the "
+                      "same server that name the same variable share it.")
+    c1.markdown(line)
+    if c3.button("Test", key=f"settings_test_{i}", help="One tiny call (a replay file: read it)"):
+        with st.spinner(f"Testing {md_escape(model_label(m))} …"):
             check = connection.check_model(m, api_keys=ss["api_keys"], cache_dir=ss["cache_dir"])
-        (st.success if check.ok else st.error)(md_escape(check.message))
-    if len(ss["models"]) > 1 and c3.button("Remove", key=f"settings_rm_{i}"):
+        text = check.message + (" " + KEY_HINT if check.problem == "key" else "")
+        (st.success if check.ok else st.error)(md_escape(text))
+    row_note = ss.get("_settings_row_note")
+    if row_note and row_note[0] == i:
+        ss.pop("_settings_row_note")
+        getattr(st, row_note[1])(row_note[2])
+    if len(ss["models"]) > 1 and c4.button("Remove", key=f"settings_rm_{i}"):
         ss["models"].pop(i)
         error = state.save_models()
         if error:
-            ss["_settings_note"] = ("warning", error)
+            ss["_settings_note"] = ("warning", md_escape(error))
         st.rerun()
 
 st.markdown("**Add a model**")
@@ -57,6 +95,10 @@ backend = st.radio("Backend", ["openai", "local", "hf", "replay"], horizontal=Tr
                    key="settings_backend", format_func={
                        "openai": "OpenAI-compatible server", "local": "Local model variant",
                        "hf": "Hugging Face folder", "replay": "Replay file"}.get)
+LABEL_HELP = "The name in the model lists; leave it empty to use the model's name."
+if ss.pop("_settings_clear_form", False):  # after an add: set before the widgets exist
+    for k in ("settings_name", "settings_key", "settings_path", "settings_label"):
+        ss[k] = ""
 with st.form("settings_add_model", clear_on_submit=False):
     cfg: dict = {"backend": backend}
     key = ""
@@ -70,11 +112,12 @@ with st.form("settings_add_model", clear_on_submit=False):
                             key="settings_key")
         key_env = c2.text_input("…or the environment variable that holds it",
                                 key="settings_key_env", value="OPENAI_API_KEY")
+        label = c1.text_input("Label (optional)", key="settings_label", help=LABEL_HELP)
     elif backend == "local":
         st.caption("The embedded SmolLM2-135M sampled at another temperature: a second "
                    "'model' that works offline.")
         c1, c2 = st.columns(2)
-        name = c1.text_input("Label (optional)", key="settings_name")
+        label = c1.text_input("Label (optional)", key="settings_label", help=LABEL_HELP)
         temperature = c2.number_input("Temperature", 0.0, 2.0, 1.2, 0.1,
                                       key="settings_temperature")
     else:
@@ -83,6 +126,7 @@ with st.form("settings_add_model", clear_on_submit=False):
         path = c1.text_input(what, key="settings_path")
         name = c2.text_input("Model name (optional; for replay: the records' 'model')",
                              key="settings_name")
+        label = c1.text_input("Label (optional)", key="settings_label", help=LABEL_HELP)
     test = st.checkbox("Test it first (one tiny call; a replay file is read)", value=True,
                        key="settings_test_first")
     if st.form_submit_button("Add model", type="primary"):
@@ -94,8 +138,6 @@ with st.form("settings_add_model", clear_on_submit=False):
                        api_key_env=key_env.strip() or "OPENAI_API_KEY")
         elif backend == "local":
             cfg["temperature"] = float(temperature)
-            if name.strip():
-                cfg["label"] = name.strip()
         elif backend == "hf":
             if not os.path.isdir(path):
                 error = f"No folder at {path!r}."
@@ -104,39 +146,80 @@ with st.form("settings_add_model", clear_on_submit=False):
             if not os.path.isfile(path):
                 error = f"No file at {path!r}."
             cfg.update(file=path, name=name.strip() or None)
+        if label.strip():
+            cfg["label"] = label.strip()
         cfg = {k: v for k, v in cfg.items() if v is not None}
-        if not error and model_label(cfg) in {model_label(m) for m in ss["models"]}:
-            error = f"A model called {model_label(cfg)!r} is already there: give a label."
+        # the same model again (same server/file/folder and name): not a second entry, but
+        # a way to give it its key in a new session, or to select it
+        same = next((m for m in ss["models"] if state.same_model(m, cfg)
+                     and cfg.get("label", model_label(m)) == model_label(m)), None)
+        if not error and same is None and \
+                model_label(cfg) in {model_label(m) for m in ss["models"]}:
+            error = (f"Another model is already called {model_label(cfg)!r}: give this one "
+                     "another name in the Label field of this form.")
         keys = dict(ss["api_keys"])
+        slot = key_slot(cfg) if backend == "openai" else None
         if key and not error:
-            keys[cfg["api_key_env"]] = key
+            keys[slot] = key
         check = None
         if not error and test:
-            with st.spinner(f"Testing {model_label(cfg)} …"):
-                check = connection.check_model(cfg, api_keys=keys, cache_dir=ss["cache_dir"])
+            target = same or cfg
+            with st.spinner(f"Testing {md_escape(model_label(target))} …"):
+                check = connection.check_model(target, api_keys=keys,
+                                               cache_dir=ss["cache_dir"])
             if not check.ok:
-                error = check.message + " Not added: fix it, or untick the test to add anyway."
+                hint = " Check the API key field of this form." if check.problem == "key" else ""
+                error = (check.message + hint + (" Nothing changed." if same else
+                         " Not added: fix it, or untick the test to add anyway."))
         if error:
             st.error(md_escape(error))
         else:
             if key:
-                ss["api_keys"][cfg["api_key_env"]] = key
-            ss["models"].append(cfg)
-            _select_everywhere(model_label(cfg))
-            saved = state.save_models()
-            text = f"Added **{md_escape(model_label(cfg))}** and selected it on the audit pages."
+                ss["api_keys"][slot] = key
+            shown = md_escape(model_label(same or cfg))
+            if same is not None:
+                state.select_everywhere([model_label(same)])
+                text = (f"**{shown}** is already in the list"
+                        + (": its key is now set for this session (never saved)" if key else "")
+                        + "; selected it on the audit pages.")
+                saved = None
+            else:
+                ss["models"].append(cfg)
+                state.select_everywhere([model_label(cfg)])
+                saved = state.save_models()
+                text = f"Added **{shown}** and selected it on the audit pages."
             if check is not None:
                 text += " " + md_escape(check.message)
-            ss["_settings_note"] = ("warning", saved) if saved else ("success", text)
-            for k in ("settings_name", "settings_key", "settings_path"):
-                ss.pop(k, None)
+            # shown under the form, where the user is looking
+            ss["_settings_add_note"] = (("warning", md_escape(saved)) if saved
+                                        else ("success", text))
+            ss["_settings_clear_form"] = True
             st.rerun()
+if add_note := ss.pop("_settings_add_note", None):
+    getattr(st, add_note[0])(add_note[1])
 
 st.subheader("Cache")
 st.caption("Every response and embedding is cached on disk, so a repeated or interrupted run "
            "costs nothing twice. Keys are never cached. Recorded runs stay in the History "
            "whatever happens to the cache.")
-st.text_input("Cache folder", key="cache_dir")
+
+
+def _cache_dir_typed() -> None:
+    """The cache folder field changed: use it if it can be used, else say why in one line
+    and keep (and show again) the folder in use."""
+    problem = state.use_cache_dir(ss.get("settings_cache_dir", ""))
+    ss["settings_cache_dir"] = ss["cache_dir"]
+    ss["_settings_cache_note"] = (("error", md_escape(problem)) if problem else
+                                  ("success", f"The cache is now {md_escape(ss['cache_dir'])}."))
+
+
+# not a w_ key, so Streamlit drops it on a page switch: it starts again from the folder in use
+if "settings_cache_dir" not in ss:
+    ss["settings_cache_dir"] = ss["cache_dir"]
+st.text_input("Cache folder", key="settings_cache_dir", on_change=_cache_dir_typed,
+              help="Created if need be. Each folder is its own cache.")
+if cache_note := ss.pop("_settings_cache_note", None):
+    getattr(st, cache_note[0])(cache_note[1])
 cache = state.cache()
 
 

@@ -176,9 +176,13 @@ def test_repeated_responses_are_noted(tmp_path):
 
 def test_imports_dir_and_names(tmp_path, monkeypatch):
     monkeypatch.setenv("DBPA_HOME", str(tmp_path / "home"))
-    assert imports_dir("/ignored") == tmp_path / "home" / "imports"
+    assert imports_dir() == tmp_path / "home" / "imports"
     monkeypatch.delenv("DBPA_HOME")
-    assert imports_dir(tmp_path) == tmp_path / "imports"
+    monkeypatch.setenv("DBPA_CACHE_DIR", str(tmp_path / "cache"))
+    from dbpa_core.home import dbpa_home
+
+    assert imports_dir() == dbpa_home() / "imports"  # the per-user data folder, never the cache
+    assert not imports_dir().is_relative_to(tmp_path / "cache")
     a, b = stored_name("my run!.json", "x"), stored_name("my run!.json", "y")
     assert a != b and a.startswith("my-run--json-") and a.endswith(".jsonl")
 

@@ -74,3 +74,26 @@ def test_stop_keeps_what_arrived(tmp_path):
         s.sample(jobs(["a"], 5))
     resumed = Sampler(Cache(tmp_path), backends={model_key(MODEL): backend}).sample(jobs(["a"], 5))
     assert sum(r.cached for r in resumed) == 2
+
+
+def test_keys_in_memory_by_server_do_not_clobber_each_other(tmp_path):
+    """The dashboard keeps a typed key per variable *and server* (key_slot): two servers
+    that both name OPENAI_API_KEY get their own key; a key under the bare variable name
+    (what the CLI and library callers pass) still works, and a slot wins over it."""
+    from dbpa_core.sampling import key_slot
+
+    a = {"backend": "openai", "name": "m", "base_url": "http://127.0.0.1:8001/v1",
+         "api_key_env": "OPENAI_API_KEY"}
+    b = dict(a, base_url="http://127.0.0.1:8002/v1/")
+    assert key_slot(a) == "OPENAI_API_KEY@http://127.0.0.1:8001/v1"
+    assert key_slot(b) == "OPENAI_API_KEY@http://127.0.0.1:8002/v1"   # trailing / ignored
+    assert key_slot(dict(a, name="other")) == key_slot(a)               # same server, one key
+    s = Sampler(Cache(tmp_path, enabled=False),
+                api_keys={key_slot(a): "sk-a", key_slot(b): "sk-b", "OPENAI_API_KEY": "sk-env"})
+    assert s.backend(a).settings.api_key() == "sk-a"
+    assert s.backend(b).settings.api_key() == "sk-b"
+    c = dict(a, base_url="http://127.0.0.1:8003/v1")
+    assert s.backend(c).settings.api_key() == "sk-env"                  # by variable name
+    bare = {"backend": "openai", "name": "m", "base_url": "http://127.0.0.1:8004/v1"}
+    assert Sampler(Cache(tmp_path, enabled=False), api_keys={key_slot(bare): "sk-bare"}) \
+        .backend(bare).settings.api_key() == "sk-bare"

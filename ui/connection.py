@@ -14,34 +14,55 @@ from dbpa_core.sampling import Job, Sampler, requests_for
 from dbpa_core.spec import model_label
 
 PROMPT = "Reply with the word OK."
+# A test is one try with a short deadline: with the audit's retry policy (6 retries with
+# back-off) a refused connection took 26 s to report (QA review, minor 2).
+TEST_TIMEOUT = 5.0
 
 
 @dataclass(frozen=True)
 class Check:
     ok: bool
     message: str
+    problem: str | None = None  # "key" (401/403, no key), "server" (unreachable, timed out)
 
 
 def check_model(model: Mapping[str, Any], *, api_keys: Mapping[str, str] | None = None,
-                cache_dir: str | None = None) -> Check:
+                cache_dir: str | None = None, timeout: float = TEST_TIMEOUT) -> Check:
     """Whether ``model`` answers: the embedded model needs no check, a replay file is read
-    and summarised, any other model gets one call of at most two tokens."""
+    and summarised, any other model gets one call of at most two tokens, tried once with a
+    deadline of ``timeout`` seconds. Messages are plain text (no markdown)."""
+    from dbpa_core.backends import AuthError, BackendError, ServerUnavailableError
+
     kind = model.get("backend", "local")
     label = model_label(dict(model))
     if kind == "local":
         return Check(True, f"{label} runs offline inside dbpa: no connection to test.")
     if kind == "replay":
         return _check_replay(model)
+    probe = dict(model)
+    if kind == "openai":
+        probe.update(max_retries=0, timeout=min(float(model.get("timeout", timeout)), timeout))
     req = requests_for(PROMPT, n=1, seed=0, params=GenerationParams(temperature=0.0,
                                                                      max_tokens=2))[0]
     sampler = Sampler(Cache(cache_dir, enabled=False), api_keys=api_keys)
     t0 = time.perf_counter()
     try:
-        record = sampler.sample([Job(dict(model), req, "connection test")])[0]
+        record = sampler.sample([Job(probe, req, "connection test")])[0]
+    except AuthError as exc:  # the page says where to type the key
+        text = str(exc).replace(" (or type it into the dashboard's Settings page)", "") \
+            .replace(" (or type the key into the dashboard's Settings page)", "")
+        return Check(False, f"{label} did not answer the test call: {text}", "key")
+    except ServerUnavailableError as exc:
+        text = str(exc).replace(" Raise 'timeout' in the spec if the server is just slow.", "")
+        if "timed out" in text:
+            text += (f" A test waits {timeout:g} s at most; a server that loads the model on "
+                     "its first call can take longer: test again in a moment.")
+        return Check(False, f"{label} did not answer the test call: {text}", "server")
+    except BackendError as exc:
+        return Check(False, f"{label} did not answer the test call: {exc}")
     except Exception as exc:  # noqa: BLE001 - every failure becomes one sentence
-        from .runner import friendly
-
-        return Check(False, f"{label} did not answer the test call: {friendly(exc)}")
+        return Check(False, f"{label} did not answer the test call ({type(exc).__name__}: "
+                     f"{exc}).")
     answer = " ".join(record.text.split())[:40]
     return Check(True, f"Connected: {label} answered a 2-token test call in "
                  f"{time.perf_counter() - t0:.1f} s ({answer!r}).")

@@ -1,9 +1,10 @@
 """Upload recorded responses (promptfoo, OpenAI Batch API, CSV / JSONL) as replay models.
 
 ``import_block()`` is a self-contained section for the Settings page: the file is
-converted by :mod:`dbpa_core.importers`, saved under ``$DBPA_HOME/imports`` (else
-the cache folder's ``imports``) and added to the session's models; rows that could
-not be read are listed with their line.
+converted by :mod:`dbpa_core.importers`, saved under ``$DBPA_HOME/imports`` and added to
+the saved models (``models.yaml``, like a model added on the page, so it comes back after
+a reload) and selected on the pages; rows that could not be read are listed with their
+line.
 """
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ import streamlit as st
 
 from dbpa_core.importers import ImportFormatError, import_file, imports_dir, stored_name
 from dbpa_core.spec import model_label
+
+from . import state
+from .widgets import md_escape
 
 FORMATS = {"auto": "Detect", "promptfoo": "promptfoo output (JSON / JSONL)",
            "openai-batch": "OpenAI Batch API output", "csv": "CSV / TSV table",
@@ -53,11 +57,13 @@ def import_block() -> None:
                "The file becomes a replay model: audit it on any page.")
     flash = st.session_state.pop(FLASH, None)
     if flash:
-        st.success(flash["success"])
+        (st.warning if flash.get("saved") else st.success)(flash["success"])
+        if flash.get("saved"):
+            st.warning(md_escape(flash["saved"]))
         if flash["problems"]:
             st.warning(flash["problems"])
         for note in flash["notes"]:
-            st.info(note)
+            st.info(md_escape(note))
     c1, c2 = st.columns(2)
     fmt = c1.selectbox("Format", list(FORMATS), format_func=FORMATS.get,
                        key="settings_import_fmt")
@@ -80,7 +86,7 @@ def import_block() -> None:
     if not st.button("Import as a replay model", key="settings_import_go", type="primary",
                      disabled=upload is None, icon=":material/upload_file:"):
         return
-    folder = imports_dir(st.session_state["cache_dir"])
+    folder = imports_dir()
     src = _save(folder, upload)
     req_path = _save(folder, requests) if requests is not None else None
     options = {k: (v.strip() or None) for k, v in cols.items()}
@@ -90,33 +96,38 @@ def import_block() -> None:
         msg = str(exc).replace(str(src), upload.name)
         if req_path is not None:
             msg = msg.replace(str(req_path), requests.name)
-        st.error(msg.replace("--requests FILE", "the requests file")
-                 .replace("--prompt-column and --response-column", "the prompt and response "
-                          "columns"))
+        st.error(md_escape(msg.replace("--requests FILE", "the requests file")
+                           .replace("--prompt-column and --response-column", "the prompt and "
+                                    "response columns")))
         return
     problems = ""
     if res.problems:
-        shown = "\n".join(f"- {p}" for p in res.problems[:20])
+        shown = "\n".join(f"- {md_escape(p)}" for p in res.problems[:20])
         more = f"\n- … and {len(res.problems) - 20} more" if len(res.problems) > 20 else ""
-        problems = (f"{len(res.problems)} row(s) of {upload.name} could not be imported and "
+        problems = (f"{len(res.problems)} row(s) of {md_escape(upload.name)} could not be "
+                    "imported and "
                     f"were left out:\n{shown}{more}")
     if not res.records:
-        st.error(f"No usable responses in {upload.name}." + (f"\n\n{problems}" if problems
-                                                             else ""))
+        st.error(f"No usable responses in {md_escape(upload.name)}."
+                 + (f"\n\n{problems}" if problems else ""))
         return
     content = res.to_jsonl()
     out = folder / stored_name(Path(upload.name).stem, content)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(content, encoding="utf-8")
     added = _models_for(res.records, out, label, upload.name)
-    labels = {model_label(m) for m in added}
+    labels = [model_label(m) for m in added]
+    # an import under a name already in the list replaces that model
     st.session_state["models"] = [m for m in st.session_state["models"]
                                   if model_label(m) not in labels] + added
+    saved = state.save_models()
+    state.select_everywhere(labels)
     groups = res.groups()
     st.session_state[FLASH] = {
         "success": f"Imported {len(res.records)} responses to {len(groups)} prompt/model "
-                   f"pair(s) from {upload.name} as {', '.join(sorted(labels))}. The smallest "
-                   f"group has {min(g['responses'] for g in groups)} responses: keep k at or "
-                   "below it.",
-        "problems": problems, "notes": list(res.notes)}
+                   f"pair(s) from {md_escape(upload.name)} as "
+                   f"{', '.join(md_escape(x) for x in sorted(labels))}, saved with the models "
+                   "and selected on the audit pages. The smallest group has "
+                   f"{min(g['responses'] for g in groups)} responses: keep k at or below it.",
+        "saved": saved, "problems": problems, "notes": list(res.notes)}
     st.rerun()

@@ -80,7 +80,8 @@ def friendly(exc: BaseException) -> str:
     if isinstance(exc, SpecError):
         return f"Please fix the input — {str(exc).replace('The form: ', '')}."
     if isinstance(exc, AuthError):
-        return f"{exc} Open **Settings** to enter or correct the key."
+        return (f"{exc} On the **Settings** page, type the key into the model's key field "
+                "(kept in this browser session only).")
     if isinstance(exc, ServerUnavailableError):
         return f"{exc} Check the base URL on the **Settings** page, or try again later."
     if isinstance(exc, (ModelNotFoundError, PromptTooLongError)):

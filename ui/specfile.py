@@ -128,17 +128,24 @@ def apply_spec(spec: AuditSpec, page: str) -> list[str]:
         notes.append("Sequential stopping is not offered here: every permutation is run.")
     _set("w_audit_name", spec.name)
 
-    known = {model_label(m): m for m in ss["models"]}
-    labels = []
+    # a model already in the list (same backend, name, server, file or folder; and the same
+    # label if the spec gives one) is reused; any other is added to the saved models, and
+    # the note says so
+    labels, added = [], []
     for m in spec.models:
-        label = model_label(m)
-        if label not in known:
-            ss["models"].append(dict(m))
-            known[label] = m
-            error = state.save_models()
-            if error:
-                notes.append(error)
-        labels.append(label)
+        same = next((x for x in ss["models"] if state.same_model(x, m)
+                     and m.get("label") in (None, model_label(x))), None)
+        if same is None:
+            same = dict(m)
+            if model_label(same) in {model_label(x) for x in ss["models"]}:
+                same["label"] = state.free_label(model_label(same))  # another model's name
+            ss["models"].append(same)
+            added.append(model_label(same))
+        labels.append(model_label(same))
+    if added:
+        error = state.save_models()
+        notes.append(error or f"Added {', '.join(repr(x) for x in added)} to the saved models: "
+                     "the spec's model was not in the list (Settings can remove it).")
     if page == "landing":
         _set("w_base_prompt", spec.base_prompt)
         ss["perturbations"] = pd.DataFrame(rows_of(spec), columns=presets.COLUMNS)

@@ -106,6 +106,81 @@ def save_models() -> str | None:
     return None
 
 
+def model_identity(model: dict[str, Any]) -> tuple:
+    """What makes two model definitions the same model, whatever their labels: backend,
+    name, server (and key variable), file or folder, temperature variant."""
+    kind = model.get("backend", "local")
+    where = None
+    if kind == "openai":
+        from dbpa_core.backends.openai_compat import OpenAIClientSettings
+
+        where = (OpenAIClientSettings(base_url=model.get("base_url")).host,
+                 model.get("api_key_env"))
+    elif kind in ("hf", "replay"):
+        where = os.path.realpath(str(model.get("path" if kind == "hf" else "file") or ""))
+    name = model.get("name") if kind != "local" else None
+    return kind, name, where, model.get("temperature")
+
+
+def same_model(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return model_identity(a) == model_identity(b)
+
+
+def free_label(label: str) -> str:
+    """``label``, or ``label (2)``, ``(3)``, … when a configured model already has it."""
+    taken = {model_label(m) for m in st.session_state["models"]}
+    n, free = 2, label
+    while free in taken:
+        free, n = f"{label} ({n})", n + 1
+    return free
+
+
+def remember(key: str, value: Any) -> None:
+    """Set a ``w_*`` widget value, also in the page-switch store (see keep_widget_state),
+    so that the page it belongs to starts from it."""
+    st.session_state[key] = value
+    st.session_state.setdefault("_persist", {})[key] = value
+
+
+# the model pickers of the pages: one model, or several
+SINGLE_PICKERS = ("w_landing_model", "w_bat_model")
+MULTI_PICKERS = ("w_persona_models", "w_roc_models", "w_models_others", "w_fid_models")
+
+
+def select_everywhere(labels: list[str]) -> None:
+    """Make newly added models the ones the pages use: the model of a one-model page (the
+    first of ``labels``), and more models of a several-models page."""
+    if not labels:
+        return
+    ss = st.session_state
+    for key in SINGLE_PICKERS:
+        remember(key, labels[0])
+    for key in MULTI_PICKERS:
+        remember(key, [m for m in ss.get(key, []) if m not in labels] + list(labels))
+
+
+def use_cache_dir(typed: str) -> str | None:
+    """Make ``typed`` the session's cache folder (created if need be). Returns why it
+    cannot be (the current folder stays), or None."""
+    ss = st.session_state
+    current = ss["cache_dir"]
+    folder = (typed or "").strip()
+    if not folder:
+        return f"The cache folder cannot be empty: still using {current}."
+    path = os.path.abspath(os.path.expanduser(folder))
+    try:
+        os.makedirs(path, exist_ok=True)
+        probe = os.path.join(path, f".dbpa-write-test-{os.getpid()}")
+        with open(probe, "wb"):
+            pass
+        os.remove(probe)
+    except OSError as exc:
+        return (f"Cannot use {folder} as the cache folder ({exc.strerror or exc}): still "
+                f"using {current}.")
+    ss["cache_dir"] = path
+    return None
+
+
 def history() -> History:
     """The run history (``$DBPA_HOME/history.sqlite3``)."""
     return History()
@@ -118,7 +193,7 @@ def init() -> None:
     if "models" not in ss:                               # configured models (Settings page)
         ss["models"], ss["model_problems"] = _initial_models()
     ss.setdefault("model_problems", [])
-    ss.setdefault("api_keys", {})                       # in memory only
+    ss.setdefault("api_keys", {})   # in memory only, by sampling.key_slot (variable at server)
     ss.setdefault("cache_dir", str(default_cache_dir()))
     ss.setdefault("perturbations", presets.default_perturbations())
     ss.setdefault("perturbations_version", 0)

@@ -253,7 +253,8 @@ class OpenAIClientSettings:
                         "into the dashboard's Settings page).") from None
                 raise AuthError(
                     f"{self.host} rejected the API key (401). Check the key"
-                    + (f" in ${self.api_key_env}." if self.api_key_env else ".")) from None
+                    + (" that was given for it." if self._api_key else
+                       f" in ${self.api_key_env}." if self.api_key_env else ".")) from None
             except openai.PermissionDeniedError as exc:
                 raise AuthError(f"{self.host} refused access (403): {_server_message(exc)}") from None
             except openai.NotFoundError as exc:
@@ -308,20 +309,28 @@ class OpenAIClientSettings:
         if timed_out:
             return ServerUnavailableError(
                 f"{self.host} timed out: no complete answer to the {what} request within "
-                f"{_seconds(self.timeout)} s, {tries} tries. Raise 'timeout' in the spec if the "
+                f"{_seconds(self.timeout)} s, {_tries(tries)}. Raise 'timeout' in the spec if the "
                 "server is just slow.")
         if isinstance(exc, MalformedAnswer):
             return ServerUnavailableError(
-                f"{self.host} sent malformed answers to the {what} request {tries} times "
+                f"{self.host} sent malformed answers to the {what} request {_times(tries)} "
                 f"(last: {clean_text(exc, 150)}); nothing was cached, a later run asks again.")
         if isinstance(exc, (openai.APIConnectionError, _Transport)):
             return ServerUnavailableError(
-                f"Cannot reach {self.host} after {tries} tries ({type(exc).__name__}). Is the "
+                f"Cannot reach {self.host} after {_tries(tries)} ({type(exc).__name__}). Is the "
                 "server running and the base_url right?")
         status = getattr(exc, "status_code", None)
         return ServerUnavailableError(
-            f"{self.host} kept failing the {what} request after {tries} tries "
+            f"{self.host} kept failing the {what} request after {_tries(tries)} "
             f"(last: {status or type(exc).__name__} {_server_message(exc)[:200]}).")
+
+
+def _tries(n: int) -> str:
+    return "1 try" if n == 1 else f"{n} tries"
+
+
+def _times(n: int) -> str:
+    return "once" if n == 1 else f"{n} times"
 
 
 async def _sleep(seconds: float, should_stop: Callable[[], bool] | None) -> None:

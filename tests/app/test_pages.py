@@ -5,6 +5,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from dbpa_core.sampling import key_slot
 from tests.fake_openai import FakeOpenAI
 
 from .conftest import DEMO, errors, successes, warnings
@@ -197,11 +198,13 @@ def test_settings_page(make_app, tmp_path):
         submit(at)
         assert any("did not answer the test call" in e and "Not added" in e for e in errors(at))
         assert "gpt-x" not in [m.get("name") for m in at.session_state["models"]]
-        assert "DBPA_SETTINGS_TEST_KEY" not in at.session_state["api_keys"]
+        assert at.session_state["api_keys"] == {}   # a refused key is not kept
         at.text_input(key="settings_key").set_value("sk-right")
         submit(at)
         assert any("Connected: gpt-x answered" in s for s in successes(at)), errors(at)
-    assert at.session_state["api_keys"]["DBPA_SETTINGS_TEST_KEY"] == "sk-right"
+    # kept by variable *and server* (two servers cannot replace each other's key)
+    assert at.session_state["api_keys"] == {
+        key_slot({"api_key_env": "DBPA_SETTINGS_TEST_KEY", "base_url": srv.base_url}): "sk-right"}
     assert all("sk-right" not in str(m) for m in at.session_state["models"])
     saved = Path(os.environ["DBPA_HOME"], "models.yaml").read_text()
     assert "gpt-x" in saved and "DBPA_SETTINGS_TEST_KEY" in saved and "sk-right" not in saved
