@@ -49,21 +49,40 @@ from .backends import (
     make_backend,
     sample_seed,
 )
+from .backends.decoding import local_precision
 from .cache import Cache, make_key
 from .embedders import Embedder, make_embedder
 
 EMBED_BATCH = 64
 WAIT_POLL = 0.25  # seconds between looks at keys another run is fetching
+TOKEN_REPORT_EVERY = 0.25  # seconds between token progress reports (each is a Stop check)
 
 
 @dataclass(frozen=True)
 class Progress:
-    """One progress report: ``done`` of ``total`` units of ``stage`` (``detail`` says which)."""
+    """One progress report: ``done`` of ``total`` units of ``stage`` (``detail`` says which).
+
+    Stages: ``loading`` and ``loading embedder`` (a model being converted or loaded:
+    ``done`` 0 of 1, then 1 of 1), ``sampling``, ``embedding``, ``testing``. While a local
+    model decodes, ``sampling`` reports also come after every decoding step with
+    ``tokens`` drawn so far, ``tokens_expected`` (the current estimate of all the tokens to
+    draw) and ``eta_s`` (seconds left at the rate so far), which ``detail`` also says in words.
+    """
 
     stage: str
     done: int
     total: int
     detail: str = ""
+    tokens: int = 0
+    tokens_expected: int = 0
+    eta_s: float | None = None
+
+    @property
+    def fraction(self) -> float:
+        """How far the stage is, in [0, 1]: by tokens while they are counted, else by units."""
+        if self.tokens_expected:
+            return min(1.0, self.tokens / self.tokens_expected)
+        return min(1.0, self.done / self.total) if self.total else 1.0
 
 
 class RunCancelled(RuntimeError):
@@ -114,7 +133,8 @@ def backend_identity(model: Mapping[str, Any]) -> dict[str, Any]:
     if kind == "local":
         from .backends.local import SMOLLM2_NAME
 
-        return {"backend": "local", "model": SMOLLM2_NAME}
+        # the weights' precision changes the samples drawn from the same seeds
+        return {"backend": "local", "model": SMOLLM2_NAME, "precision": local_precision()}
     if kind == "openai":
         from .backends.openai_compat import OpenAIClientSettings
 
@@ -122,7 +142,7 @@ def backend_identity(model: Mapping[str, Any]) -> dict[str, Any]:
                 "host": OpenAIClientSettings(base_url=model.get("base_url")).host}
     if kind == "hf":
         return {"backend": "hf", "model": model.get("name") or os.path.basename(model["path"]),
-                "path": model["path"]}
+                "path": model["path"], "precision": local_precision()}
     st = os.stat(model["file"])
     return {"backend": "replay", "model": model.get("name") or "", "file": model["file"],
             "mtime": st.st_mtime_ns, "size": st.st_size}
@@ -246,6 +266,8 @@ class Sampler:
 
         missing = [key for key in job_of if not lookup(key)]
         total = len(job_of)
+        if any(j.model.get("backend", "local") in ("local", "hf") for j in jobs):
+            self.usage["precision"] = local_precision()  # of the weights: part of the keys
         self.progress(Progress(stage, len(got), total))
 
         def produce(mine: list[str]) -> None:
@@ -266,8 +288,14 @@ class Sampler:
                     for (_sys, prompt), n in need.items():
                         check(prompt, n)
                 by_request = {job.request: (key, job.label) for job, key in group.values()}
+                what = getattr(backend, "model", "") or "the model"
+                if getattr(backend, "precision", None):
+                    what += f" ({backend.precision})"
+                self._prepare(backend, "loading", what)
+                meter = _TokenMeter()
 
-                def on_sample(req: SampleRequest, s, _by_request=by_request, _backend=backend) -> None:
+                def on_sample(req: SampleRequest, s, _by_request=by_request, _backend=backend,
+                              _meter=meter) -> None:
                     key, label = _by_request[req]
                     value = _sample_value(s, _backend)  # validated before it is stored
                     self.cache.set(key, value)  # at once: nothing lost on a stop
@@ -277,9 +305,15 @@ class Sampler:
                     self.usage["calls"] += 1
                     self.usage["prompt_tokens"] += value["prompt_tokens"]
                     self.usage["completion_tokens"] += value["completion_tokens"]
-                    self.progress(Progress(stage, len(got), total, label or _label(req)))
+                    self.progress(_meter.report(stage, len(got), total, label or _label(req)))
 
                 self._hook(backend, stage, lambda: len(got), total)
+                if hasattr(backend, "on_tokens"):
+                    def on_tokens(drawn: int, expected: int, _meter=meter) -> None:
+                        if _meter.update(drawn, expected):  # each report is a chance to stop
+                            self.progress(_meter.report(stage, len(got), total))
+
+                    backend.on_tokens = on_tokens
                 try:
                     backend.generate(list(by_request), on_sample, should_stop=self.should_stop)
                 except BackendError:
@@ -295,6 +329,21 @@ class Sampler:
         self._fetch_once(missing, lookup, produce, stage=stage, done=lambda: len(got),
                          total=total, noun="samples")
         return [got[k] for k in keys]
+
+    def _prepare(self, obj, stage: str, what: str) -> None:
+        """Load the model behind a backend or an embedder (``obj.prepare()``) on a progress
+        line of its own, unless it is ready; what loading does (e.g. converting the
+        embedded model) comes through ``obj.on_status``."""
+        prepare = getattr(obj, "prepare", None)
+        if prepare is None or getattr(obj, "ready", True):
+            return
+        self.check_stop()
+        t = time.perf_counter()
+        self.progress(Progress(stage, 0, 1, f"loading {what}"))
+        if hasattr(obj, "on_status"):
+            obj.on_status = lambda msg: self.progress(Progress(stage, 0, 1, msg))
+        prepare()
+        self.progress(Progress(stage, 1, 1, f"{what} ready ({time.perf_counter() - t:.1f} s)"))
 
     def _hook(self, obj, stage: str, done: Callable[[], int], total: int) -> None:
         """Let a backend or embedder report what a retry waits for, and stop the wait."""
@@ -389,6 +438,8 @@ class Sampler:
         def produce(mine: list[str]) -> None:
             todo = [text_of[k] for k in mine]
             embedder = self.embedder(config)
+            self._prepare(embedder, "loading embedder",
+                          getattr(embedder, "label", "") or ident.get("model") or "the embedder")
             self._hook(embedder, stage, lambda: len(vecs), total)
             for start in range(0, len(todo), EMBED_BATCH):
                 self.check_stop()
@@ -457,6 +508,50 @@ class _Claims:
             self._stop = None
         if held:
             self.cache.release(held, self.owner)
+
+
+class _TokenMeter:
+    """Tokens drawn by one backend call, their rate and the time left, for the progress
+    line: reports at most every :data:`TOKEN_REPORT_EVERY` seconds."""
+
+    def __init__(self) -> None:
+        self.t0 = time.perf_counter()
+        self.last = 0.0
+        self.tokens = 0
+        self.expected = 0
+
+    def update(self, drawn: int, expected: int) -> bool:
+        """Record the counts; True when a report is due."""
+        self.tokens, self.expected = int(drawn), max(int(expected), int(drawn))
+        now = time.perf_counter()
+        if now - self.last < TOKEN_REPORT_EVERY:
+            return False
+        self.last = now
+        return True
+
+    def report(self, stage: str, done: int, total: int, label: str = "") -> Progress:
+        if not self.tokens:
+            return Progress(stage, done, total, label)
+        elapsed = time.perf_counter() - self.t0
+        rate = self.tokens / elapsed if elapsed > 0 else 0.0
+        eta = (self.expected - self.tokens) / rate if rate > 0 else None
+        detail = f"{self.tokens:,} tokens, {rate:.0f} tokens/s"
+        if eta is not None:
+            detail += f", about {_duration(eta)} left"
+        return Progress(stage, done, total, detail, self.tokens, self.expected, eta)
+
+
+def _duration(seconds: float) -> str:
+    """'40 s', '2 min 10 s', '1 h 5 min' (rounded: an estimate)."""
+    s = max(0, round(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        m, s = divmod(s, 60)
+        s = 10 * round(s / 10)
+        return f"{m} min {s} s" if s and s < 60 else f"{m + (s == 60)} min"
+    h, m = divmod(round(s / 60), 60)
+    return f"{h} h {m} min" if m else f"{h} h"
 
 
 def _cached_record(v: Any) -> SampleRecord | None:
