@@ -300,6 +300,16 @@ class LocalBackend(TransformersBackend):
         self.on_tokens = None
         self.last_stats = None
 
+    @property
+    def ready(self) -> bool:
+        if not self.path:  # converted already? (a look at two folders; converts nothing)
+            for folder in (installed_smollm2_dir(),
+                           self._cache_dir / "models" / SMOLLM2_NAME if self._cache_dir else None):
+                if folder is not None and _is_model(folder):
+                    self.path = str(folder)
+                    break
+        return super().ready
+
     def prepare(self) -> None:
         if not self.path:
             self.path = str(converted_smollm2_dir(self._cache_dir, on_status=self._status))
