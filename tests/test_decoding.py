@@ -296,17 +296,22 @@ def test_stop_is_checked_before_every_step_and_keeps_finished_samples():
     assert all(len(t) == 2 for _, t in done)
 
 
-def test_token_progress_after_every_step():
+def test_token_progress_after_every_step_and_before_each_handover():
     model = tiny_llama()
     items = _items(PROMPTS, 2)
-    reports = []
-    _, stats = _run(model, items, on_tokens=lambda n, exp: reports.append((n, exp)))
-    assert len(reports) == stats.steps
-    drawn = [n for n, _ in reports]
-    assert drawn == sorted(drawn) and drawn[-1] == stats.tokens
-    assert all(exp >= n for n, exp in reports)
-    assert reports[0][1] <= sum(it[5] for it in items)
-    assert reports[-1] == (stats.tokens, stats.tokens)
+    events = []
+    factory = lambda n, L: LlamaDecoder(model, max_len=L, slots=n)  # noqa: E731
+    stats = generate_continuous(factory, items, eos=set(range(12)),
+                                on_tokens=lambda n, exp: events.append(("tokens", n, exp)),
+                                on_done=lambda r, t, n: events.append(("done", r, len(t))))
+    reports = [e for e in events if e[0] == "tokens"]
+    assert len(reports) >= stats.steps
+    drawn = [n for _, n, _ in reports]
+    assert drawn == sorted(drawn) and reports[-1][1:] == (stats.tokens, stats.tokens)
+    assert all(exp >= n for _, n, exp in reports)
+    assert reports[0][2] <= sum(it[5] for it in items)
+    # a sample is handed over just after a report that counts its tokens
+    assert all(events[i - 1][0] == "tokens" for i, e in enumerate(events) if e[0] == "done")
 
 
 def test_thread_tuner_keeps_the_faster_count(monkeypatch):

@@ -560,6 +560,8 @@ def generate_continuous(decoder_for: Callable[[int, int], LlamaDecoder],
 
     def finish(row: _Row) -> None:
         stats.samples += 1
+        if on_tokens is not None:  # counts first: the caller's report of this sample has them
+            on_tokens(stats.tokens, expected_total())
         on_done(row.req, row.tokens, len(row.prompt))
 
     def expected_total() -> int:
@@ -633,7 +635,7 @@ def generate_continuous(decoder_for: Callable[[int, int], LlamaDecoder],
                     live[j] = live[last]
                 live.pop()
                 finish(row)
-            if on_tokens is not None:
+            if on_tokens is not None and not done:
                 on_tokens(stats.tokens, expected_total())
 
     tuner = ThreadTuner()

@@ -257,23 +257,23 @@ def _generate_plain(model, items, *, eos: set[int], cap: int, on_done, on_tokens
                         u = splitmix_uniforms(np.array([items[live[j]][2] for j in js], np.uint64),
                                               np.array([len(tokens[live[j]]) for j in js], np.uint64))
                         nxt[js] = draw_tokens(logits[js], u, temperature=temp, top_p=top_p)
-                    keep = []
+                    keep, finished = [], []
                     for j, i in enumerate(live):
                         t = int(nxt[j])
-                        finished = t in eos
-                        ended += finished
-                        if not finished:
+                        ended += t in eos
+                        if t not in eos:
                             tokens[i].append(t)
                             drawn += 1
-                            finished = len(tokens[i]) >= items[i][5]
-                        if finished:
+                        if t in eos or len(tokens[i]) >= items[i][5]:
                             waiting.discard(i)
-                            on_done(items[i][0], tokens[i], len(prompt))
+                            finished.append(i)
                         else:
                             keep.append(j)
-                    if on_tokens is not None:
+                    if on_tokens is not None:  # counts first, then the finished samples
                         on_tokens(drawn, expected_tokens(
                             drawn, ended, [(len(tokens[i]), items[i][5]) for i in waiting]))
+                    for i in finished:
+                        on_done(items[i][0], tokens[i], len(prompt))
                     if not keep:
                         break
                     past = out.past_key_values
