@@ -26,6 +26,8 @@ def test_first_start_shows_the_recorded_result_labelled(make_app, monkeypatch):
     assert f"recorded on {rec.date}" in label and "Run audit" in label and "afresh" in label
     (_job, result), = at.session_state["results"]["landing"].items()
     assert result.spec.samples == 20 and result.spec.model == {"backend": "local"}
+    # what `make venv` computes once (python -m ui.demo) is what a fresh session shows
+    assert result.spec.to_dict() == demo.default_spec().to_dict()
     assert [p.name for p in result.perturbations][:2] == ["doctor", "nurse"]
     meta = at.session_state["results_meta"]["landing"]
     assert meta["run"].source == "recorded" and meta["recorded"]["recorded"] == rec.date
