@@ -29,8 +29,9 @@ from . import state
 from .export import RunMeta
 
 log = logging.getLogger("dbpa.dashboard")
-STAGE_TEXT = {"loading": "Loading the model", "loading embedder": "Loading the embedder",
-              "sampling": "Sampling responses", "embedding": "Embedding responses",
+# in the order their bars are stacked
+STAGE_TEXT = {"loading": "Loading the model", "sampling": "Sampling responses",
+              "loading embedder": "Loading the embedder", "embedding": "Embedding responses",
               "testing": "Running permutation tests",
               # the robustness battery (dbpa_core.attacks.battery)
               "answering": "Answering the items", "rti": "RTI: raising ρ until answers change",
@@ -137,11 +138,12 @@ def run_tasks(tasks: Sequence[tuple[str, Task]], *, key: str,
     info = info_col.empty()
     bars: dict[str, Any] = {}
     results: dict[str, Any] = {}
+    slots = {stage: box.empty() for stage in STAGE_TEXT}  # bars stack in stage order
 
     def progress(p: Progress) -> None:
         text = progress_text(p)
         if p.stage not in bars:
-            bars[p.stage] = box.progress(0.0)
+            bars[p.stage] = (slots.get(p.stage) or box.empty()).progress(0.0)
         bars[p.stage].progress(max(0.0, p.fraction), text=text)
 
     message = None
