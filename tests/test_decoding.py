@@ -329,3 +329,11 @@ def test_thread_tuner_keeps_the_faster_count(monkeypatch):
     assert tuner.best == 1 and used[-1] == 1
     tuner.restore()
     assert calls[-1] == 2
+    # probing a count that stalls (two threads on a busy machine) becomes rare
+    tuner = ThreadTuner()
+    tuner.best, tuner.other = 1, 2
+    for _ in range(1000):
+        n = tuner.threads()
+        tuner.record(n, 0.1 if n == 1 else 0.5)
+    assert tuner.best == 1 and tuner.probes <= 2 + 1000 // ThreadTuner.MAX_INTERVAL + 4
+    assert tuner.interval == ThreadTuner.MAX_INTERVAL

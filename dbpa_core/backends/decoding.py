@@ -426,6 +426,7 @@ class GenerationStats:
     prompts: int = 0
     seconds: float = 0.0
     stopped: bool = False
+    steps_on_threads: dict[int, int] = field(default_factory=dict)  # thread count -> steps
 
 
 def slots_for(model, *, samples: int, max_len: int, cap: int | None = None) -> int:
@@ -448,14 +449,17 @@ class ThreadTuner:
     On a machine whose cores are shared with other work, torch's two threads wait for
     each other whenever one is descheduled: a step then takes 3–6 times longer than on
     one thread (measured on the 2-core development machine under load); on an idle one,
-    two threads are ~1.6× faster. So every :attr:`PROBE_EVERY` steps (first after two),
-    :attr:`PROBE_STEPS` steps run on the other count, and the faster one (median of the
-    last three steps of each) is kept. The thread count does not change a sample (tested):
-    each row's numbers are computed the same way on one thread or two.
+    two threads are ~1.6× faster. So after two steps, and then every :attr:`PROBE_EVERY`
+    steps, :attr:`PROBE_STEPS` steps run on the other count, and the faster one (median of
+    the last three steps of each) is kept. A probe that was much slower (1.5×) doubles the
+    wait before the next one (up to :attr:`MAX_INTERVAL` steps): probing two stalled
+    threads is itself costly. The thread count does not change a sample (tested): each
+    row's numbers are computed the same way on one thread or two.
     """
 
     PROBE_EVERY = 24
     PROBE_STEPS = 2
+    MAX_INTERVAL = 192
 
     def __init__(self):
         import torch
@@ -466,26 +470,41 @@ class ThreadTuner:
         self.other = 1 if self.initial > 1 else None
         self.recent: dict[int, list[float]] = {self.initial: [], 1: []}
         self.steps = 0
+        self.interval = self.PROBE_EVERY
+        self.next_probe = 2
+        self.probing = 0
+        self.probes = 0
+        self.steps_on: dict[int, int] = {}
 
     def threads(self) -> int:
         """Set (and return) the thread count for the next step."""
-        phase = self.steps % self.PROBE_EVERY
-        n = self.best
-        if self.other is not None and 2 <= phase < 2 + self.PROBE_STEPS:
-            n = self.other
+        if self.other is not None and not self.probing and self.steps >= self.next_probe:
+            self.probing = self.PROBE_STEPS
+            self.probes += 1
+        n = self.other if self.probing else self.best
         if self._torch.get_num_threads() != n:
             self._torch.set_num_threads(n)
         return n
 
     def record(self, threads: int, seconds: float) -> None:
         self.steps += 1
+        self.steps_on[threads] = self.steps_on.get(threads, 0) + 1
         times = self.recent.setdefault(threads, [])
         times.append(seconds)
         del times[:-3]
-        if self.other is not None and self.steps % self.PROBE_EVERY == 2 + self.PROBE_STEPS:
-            mine, theirs = self.recent[self.best], self.recent[self.other]
-            if mine and theirs and float(np.median(theirs)) < 0.9 * float(np.median(mine)):
-                self.best, self.other = self.other, self.best
+        if not self.probing or threads != self.other:
+            return
+        self.probing -= 1
+        if self.probing:
+            return
+        mine = float(np.median(self.recent[self.best] or [np.inf]))
+        theirs = float(np.median(self.recent[self.other]))
+        if theirs < 0.9 * mine:
+            self.best, self.other = self.other, self.best
+            self.interval = self.PROBE_EVERY
+        elif theirs > 1.5 * mine:
+            self.interval = min(2 * self.interval, self.MAX_INTERVAL)
+        self.next_probe = self.steps + self.interval
 
     def restore(self) -> None:
         if self._torch.get_num_threads() != self.initial:
@@ -643,5 +662,6 @@ def generate_continuous(decoder_for: Callable[[int, int], LlamaDecoder],
         _decode_loop()
     finally:
         tuner.restore()
+    stats.steps_on_threads = dict(tuner.steps_on)
     stats.seconds = time.perf_counter() - t0
     return stats
