@@ -253,15 +253,18 @@ def outdated(key: str, signature: str | None = None, *, form_ok: bool = True) ->
         return None
     run: RunMeta | None = meta.get("run")
     when = f" of {run.created_at:%H:%M} UTC" if run else ""
+    recorded = meta.get("recorded")
     if not form_ok or signature != meta.get("signature"):
         changed = _changed_inputs(meta.get("signature"), signature)
-        source = (f"the recording of {meta['recorded'].get('recorded')}" if meta.get("recorded")
+        source = (f"the recording of {recorded.get('recorded')}" if recorded
                   else f"the run{when}")
         return (f"**Outdated:** the results below are from {source}; the inputs have "
                 f"changed since{changed}. Press Run to update them.")
     if meta.get("failed"):
-        return (f"**The last run did not finish.** The results below are from the earlier "
-                f"run{when}, with the same inputs.")
+        source = (f"the recording of {recorded.get('recorded')}" if recorded
+                  else f"the earlier run{when}")
+        return (f"**The last run did not finish.** The results below are from {source}, "
+                "with the same inputs.")
     return None
 
 
