@@ -207,10 +207,11 @@ def default_spec() -> AuditSpec:
 if __name__ == "__main__":
     # `make venv`: compute the recorded result once, so that numba compiles (and caches)
     # the permutation kernels it needs now rather than on the first page view
-    import logging
     import time
 
-    logging.getLogger("streamlit").setLevel(logging.ERROR)  # "no runtime": none is needed
+    from streamlit import logger
+
+    logger.set_log_level("error")  # its "no runtime found" warning: none is needed here
     t = time.perf_counter()
     rec = load_recording()
     ok = rec is not None and recorded_result(default_spec(), rec) is not None
