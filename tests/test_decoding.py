@@ -337,3 +337,30 @@ def test_thread_tuner_keeps_the_faster_count(monkeypatch):
         tuner.record(n, 0.1 if n == 1 else 0.5)
     assert tuner.best == 1 and tuner.probes <= 2 + 1000 // ThreadTuner.MAX_INTERVAL + 4
     assert tuner.interval == ThreadTuner.MAX_INTERVAL
+
+
+def test_the_plain_path_for_other_architectures():
+    """hf folders that are not plain Llama models decode through transformers' own forward
+    pass: same draws, finished samples handed over at once, Stop and token reports."""
+    from dbpa_core.backends.local import _generate_plain
+
+    model = tiny_llama()
+    items = _items(PROMPTS, 3)
+
+    def run(its, **kw):
+        got, events = {}, []
+        _generate_plain(model, its, eos=set(range(12)), cap=4,
+                        on_done=lambda r, t, n: (got.__setitem__(r, list(t)), events.append("done")),
+                        on_tokens=lambda n, exp: events.append((n, exp)), **kw)
+        return got, events
+
+    got, events = run(items)
+    assert sorted(got) == sorted(it[0] for it in items)
+    assert all(len(got[it[0]]) <= it[5] for it in items)
+    assert any(len(got[it[0]]) < it[5] for it in items)          # some ended early
+    assert run(items)[0] == got                                   # reproducible
+    counts = [e for e in events if e != "done"]
+    assert counts[-1] == (sum(map(len, got.values())),) * 2
+    polls = []
+    stopped, _ = run(items, should_stop=lambda: polls.append(1) or len(polls) > 3)
+    assert len(stopped) < len(items)
