@@ -555,9 +555,8 @@ def generate_continuous(decoder_for: Callable[[int, int], LlamaDecoder],
     on_done : callable
         ``(request, token ids, prompt length)``, called the moment a sample ends.
     on_tokens : callable, optional
-        ``(tokens drawn so far, expected total)`` after every step; the expected total
-        counts ``max_tokens`` for samples not started, and for running ones at least what
-        they have, refined by the mean length of the finished ones.
+        ``(tokens drawn so far, expected total)`` after every step and before every
+        handover (see :func:`expected_tokens` for the estimate).
     should_stop : callable, optional
         Polled before every step; when True the call returns (finished samples are out).
     """
