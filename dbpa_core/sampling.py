@@ -210,7 +210,7 @@ class Sampler:
         self._backends: dict[str, Backend] = dict(backends or {})
         self._embedders: dict[str, Embedder] = dict(embedders or {})
         self._claims = _Claims(self.cache)
-        self.usage: dict[str, int] = {"calls": 0, "cached_samples": 0, "prompt_tokens": 0,
+        self.usage: dict[str, Any] = {"calls": 0, "cached_samples": 0, "prompt_tokens": 0,
                                       "completion_tokens": 0, "embeddings_computed": 0,
                                       "embeddings_cached": 0}
 
