@@ -61,6 +61,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_local.py
 	$(PY) benchmarks/bench_dashboard.py
 	$(PY) benchmarks/bench_attacks.py
+	$(PY) benchmarks/bench_fidelity.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info

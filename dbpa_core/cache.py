@@ -48,6 +48,7 @@ DEFAULT_SIZE_LIMIT = 2 * 1024**3  # 2 GiB
 CLAIM_TTL = 6 * 3600.0  # a claim's last-resort lifetime; liveness comes from the heartbeat
 HEARTBEAT_TTL = 45.0  # a run that has not beaten for this long is gone: its claims are broken
 HEARTBEAT_EVERY = 10.0  # seconds between beats of a run that holds claims
+BATCH = 256  # keys read, claimed or stored in one transaction (a short lock, one commit)
 _ARRAY_MAGIC = b"DBPA-NDARRAY\n"
 _ARRAY_DTYPES = ("<f4", "<f8")
 
@@ -292,25 +293,68 @@ class Cache:
         if not self.enabled:
             return None
 
-        def op(store):
-            try:
-                raw = store.get(key)
-            except (_Unreadable, OSError, UnicodeDecodeError):
-                raw = b""
-            if raw is None:
-                return None
-            value = decode_value(raw)
-            if value is None:  # an old pickle, a planted or half-written entry
-                with contextlib.suppress(_Unreadable, OSError):
-                    store.delete(key)
-            return value
+        return self._run(lambda store: self._read(store, key))
 
-        return self._run(op)
+    @staticmethod
+    def _read(store, key: str) -> Any:
+        try:
+            raw = store.get(key)
+        except (_Unreadable, OSError, UnicodeDecodeError):
+            raw = b""
+        if raw is None:
+            return None
+        value = decode_value(raw)
+        if value is None:  # an old pickle, a planted or half-written entry
+            with contextlib.suppress(_Unreadable, OSError):
+                store.delete(key)
+        return value
+
+    def get_many(self, keys) -> dict[str, Any]:
+        """The values of those ``keys`` that are stored and readable as data, read in
+        transactions of :data:`BATCH` keys (one lock and one commit each, where
+        :meth:`get` pays both per key: the store records each read for its LRU eviction)."""
+        out: dict[str, Any] = {}
+        if not self.enabled:
+            return out
+
+        def op(store, chunk):
+            with store.transact():
+                for key in chunk:
+                    value = self._read(store, key)
+                    if value is not None:
+                        out[key] = value
+
+        keys = list(keys)
+        for i in range(0, len(keys), BATCH):
+            self._run(lambda s, c=keys[i:i + BATCH]: op(s, c))
+        return out
 
     def set(self, key: str, value: Any) -> None:
         if self.enabled:
             data = encode_value(value)
             self._run(lambda s: s.set(key, data))
+
+    def delete(self, key: str) -> None:
+        if self.enabled:
+            self._run(lambda s: s.delete(key))
+
+    def set_many(self, values: dict[str, Any], owner: dict | None = None) -> None:
+        """Store ``values`` in one transaction and give up ``owner``'s claims on their keys
+        (a claim of another claimant is left alone): what a run does with what it fetched."""
+        if not self.enabled or not values:
+            return
+        token = (owner or self.owner)["token"]
+        data = {k: encode_value(v) for k, v in values.items()}
+
+        def op(store):
+            with store.transact():
+                for k, d in data.items():
+                    store.set(k, d)
+                    holder = self._holder(store, k)
+                    if holder is not None and holder.get("token") == token:
+                        store.delete("claim:" + k)
+
+        self._run(op)
 
     def __contains__(self, key: str) -> bool:
         return self.enabled and self.get(key) is not None
@@ -331,6 +375,35 @@ class Cache:
             self.beat(owner)  # the heartbeat exists before the claim is visible
         value = json.dumps({**owner, "since": time.time()})
         return bool(self._run(lambda s: s.add("claim:" + key, value, expire=ttl)))
+
+    def claim_many(self, keys, owner: dict | None = None, *,
+                   ttl: float = CLAIM_TTL) -> tuple[dict[str, str], dict[str, Any]]:
+        """:meth:`claim` for many keys, each first looked up, in transactions of
+        :data:`BATCH` keys. Returns ``(state, values)``: ``state[key]`` is ``"stored"``
+        (a value is there, in ``values``; nothing claimed), ``"mine"`` (claimed now for
+        ``owner``) or ``"theirs"`` (another claimant holds it)."""
+        keys = list(keys)
+        if not self.enabled:
+            return dict.fromkeys(keys, "mine"), {}
+        owner = owner or self.owner
+        self.beat(owner)  # the heartbeat exists before the claims are visible
+        claim = json.dumps({**owner, "since": time.time()})
+        state: dict[str, str] = {}
+        values: dict[str, Any] = {}
+
+        def op(store, chunk):
+            with store.transact():
+                for key in chunk:
+                    value = self._read(store, key)
+                    if value is not None:
+                        state[key], values[key] = "stored", value
+                    else:
+                        state[key] = "mine" if store.add("claim:" + key, claim, expire=ttl) \
+                            else "theirs"
+
+        for i in range(0, len(keys), BATCH):
+            self._run(lambda s, c=keys[i:i + BATCH]: op(s, c))
+        return state, values
 
     def beat(self, owner: dict | None = None, *, ttl: float | None = None) -> None:
         """Say that ``owner`` is alive (for ``ttl`` seconds, default HEARTBEAT_TTL): its

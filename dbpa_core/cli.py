@@ -3,6 +3,7 @@
     dbpa audit SPEC.yaml --out DIR [--no-cache] [--fail-on-control] [--allow-key-env NAME]
     dbpa estimate SPEC.yaml [--allow-key-env NAME]
     dbpa attack SPEC.yaml --out DIR [--no-cache] [--estimate]
+    dbpa fidelity DATA.csv --loss tv --gamma 0.5 --eta 0.05 --out DIR | --simulate SPEC.yaml
     dbpa cache info | clear
     dbpa sensitivity SPEC.yaml --measures all --embedders spec,bleu --lengths 100,300,900 --out DIR
     dbpa import FILE [--from promptfoo|openai-batch|csv|jsonl] --out replay.jsonl
@@ -27,7 +28,12 @@ from . import __version__
 
 
 def _fmt_p(p: float) -> str:
-    return f"{p:.4f}" if p >= 1e-4 else f"{p:.1e}"
+    """Four decimals (1e-4 and below in exponent form); four significant digits where four
+    decimals would round p up onto a star's threshold (0.0009995 is not 0.0010)."""
+    if p < 1e-4:
+        return f"{p:.1e}"
+    s = f"{p:.4f}"
+    return f"{p:.4g}" if any(p < t <= float(s) for t in (0.1, 0.05, 0.01, 0.001)) else s
 
 
 def _table(result) -> str:
@@ -96,10 +102,10 @@ def cmd_audit(args) -> int:
     from .spec import load_spec
 
     spec = load_spec(args.spec, allow_key_env=args.allow_key_env)
-    said = _spec_warnings(spec)
     check_out_dir(args.out)  # before any paid call
     cache = _cache(args)
     cache.check()
+    said = _spec_warnings(spec)  # what the plan cannot show, once nothing stops the run
     bars = _Bars((not args.quiet and sys.stderr.isatty()) or args.progress)
     try:
         result = run_audit(spec, cache=cache, progress=bars)
@@ -165,8 +171,10 @@ def cmd_estimate(args) -> int:
     from .spec import load_spec
 
     spec = load_spec(args.spec, allow_key_env=args.allow_key_env)
+    cache = _cache(args)
+    cache.check()
     _spec_warnings(spec)
-    est = estimate(spec, cache=_cache(args))
+    est = estimate(spec, cache=cache)
     print(f"{'arm':<28} {'model':<24} {'calls':>6} {'cached':>7} {'in tok':>9} {'out tok':>9} {'cost $':>9}")
     for r in est["arms"]:
         cost = "?" if r["cost"] != r["cost"] else f"{r['cost']:.4f}"
@@ -220,6 +228,13 @@ def cmd_attack(args) -> int:
         print(f"note: {w}", file=sys.stderr)
     print("wrote " + ", ".join(paths))
     return 0
+
+
+def cmd_fidelity(args) -> int:
+    from .fidelity.command import cmd_fidelity as run
+
+    return run(args, cache_of=_cache,
+               bars_of=lambda a: _Bars((not a.quiet and sys.stderr.isatty()) or a.progress))
 
 
 def cmd_cache(args) -> int:
@@ -395,6 +410,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--allow-key-env", action="append", default=[], metavar="NAME",
                        help="let the spec send this environment variable as an API key although "
                        "it does not look like an LLM key (specs are trusted input; repeatable)")
+    from .fidelity.command import add_parser as add_fidelity
+
+    add_fidelity(sub).set_defaults(func=cmd_fidelity)
     c = sub.add_parser("cache", help="show or clear the cache")
     c.add_argument("action", choices=["info", "clear"])
     c.set_defaults(func=cmd_cache)

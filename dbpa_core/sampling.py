@@ -256,15 +256,16 @@ class Sampler:
             job_of.setdefault(key, job)
         got: dict[str, SampleRecord] = {}
 
-        def lookup(key: str) -> bool:
-            record = _cached_record(self.cache.get(key))
+        def accept(key: str, value: Any) -> bool:
+            record = _cached_record(value)
             if record is None:
                 return False
             got[key] = record
             self.usage["cached_samples"] += 1
             return True
 
-        missing = [key for key in job_of if not lookup(key)]
+        found = self.cache.get_many(job_of)
+        missing = [key for key in job_of if not accept(key, found.get(key))]
         total = len(job_of)
         if any(j.model.get("backend", "local") in ("local", "hf") for j in jobs):
             self.usage["precision"] = local_precision()  # of the weights: part of the keys
@@ -298,8 +299,7 @@ class Sampler:
                               _meter=meter) -> None:
                     key, label = _by_request[req]
                     value = _sample_value(s, _backend)  # validated before it is stored
-                    self.cache.set(key, value)  # at once: nothing lost on a stop
-                    self._claims.done(key)
+                    self._claims.store({key: value})  # at once: nothing lost on a stop
                     got[key] = SampleRecord(value["text"], value["prompt_tokens"],
                                             value["completion_tokens"], value["model"])
                     self.usage["calls"] += 1
@@ -326,7 +326,7 @@ class Sampler:
                         f"The backend returned {len(group) - n_missing} of {len(group)} samples; "
                         "run again to fetch the rest.")
 
-        self._fetch_once(missing, lookup, produce, stage=stage, done=lambda: len(got),
+        self._fetch_once(missing, accept, produce, stage=stage, done=lambda: len(got),
                          total=total, noun="samples")
         return [got[k] for k in keys]
 
@@ -352,39 +352,42 @@ class Sampler:
         if hasattr(obj, "should_stop"):
             obj.should_stop = self.should_stop
 
-    def _fetch_once(self, missing: list[str], lookup: Callable[[str], bool],
+    def _fetch_once(self, missing: list[str], accept: Callable[[str, Any], bool],
                     produce: Callable[[list[str]], None], *, stage: str,
                     done: Callable[[], int], total: int, noun: str) -> None:
         """Fetch the values of ``missing`` keys so that each is paid once, even when
         another run on the same cache wants them too.
 
-        Each key is claimed first; ``produce`` fetches the keys this run holds (and
-        stores each value, which gives its claim up); keys that another run holds
-        are waited for and read from the cache (``lookup``). A key whose claim
-        vanishes without a value (that run failed or stopped) is claimed again.
+        Each key is claimed first (:meth:`~dbpa_core.cache.Cache.claim_many`, which
+        also finds values stored since the first look; ``accept(key, value)`` takes a
+        valid one); ``produce`` fetches the keys this run holds (and stores each
+        value, which gives its claim up); keys that another run holds are waited for
+        and read from the cache. A key whose claim vanishes without a value (that run
+        failed or stopped) is claimed again.
         """
         pending = list(missing)
         try:
             while pending:
                 self.check_stop()
                 mine, theirs = [], []
-                owner = self._claims.owner
+                state, values = self.cache.claim_many(pending, self._claims.owner)
                 for key in pending:
-                    if self.cache.claim(key, owner):
-                        if lookup(key):  # stored between our look and our claim
-                            self.cache.release([key], owner)
-                        else:
-                            mine.append(key)
-                    elif not lookup(key):
+                    if state[key] == "mine":
+                        mine.append(key)
+                    elif state[key] == "theirs":
                         theirs.append(key)
+                    elif not accept(key, values[key]):  # stored, but not a valid value
+                        self.cache.delete(key)
+                        theirs.append(key)  # claimed again on the next round
                 if mine:
                     self._claims.hold(mine)
                     try:
                         produce(mine)
                     finally:
                         self._claims.release_all()
-                pending = self._wait_for_others(theirs, lookup, stage=stage, done=done,
-                                                total=total, noun=noun) if theirs else []
+                pending = self._wait_for_others(
+                    theirs, lambda k: accept(k, self.cache.get(k)), stage=stage, done=done,
+                    total=total, noun=noun) if theirs else []
         finally:
             if missing:
                 self.cache.end_beat(self._claims.owner)
@@ -422,8 +425,7 @@ class Sampler:
         text_of = {k: t for t, k in key_of.items()}
         vecs: dict[str, np.ndarray] = {}
 
-        def lookup(key: str) -> bool:
-            v = self.cache.get(key)
+        def accept(key: str, v: Any) -> bool:
             if not (isinstance(v, np.ndarray) and v.ndim == 1 and v.size
                     and np.isfinite(v).all() and v.any()):
                 return False
@@ -431,7 +433,8 @@ class Sampler:
             self.usage["embeddings_cached"] += 1
             return True
 
-        missing = [key_of[t] for t in unique if not lookup(key_of[t])]
+        found = self.cache.get_many(key_of.values())
+        missing = [key_of[t] for t in unique if not accept(key_of[t], found.get(key_of[t]))]
         total = len(unique)
         self.progress(Progress(stage, len(vecs), total))
 
@@ -450,14 +453,12 @@ class Sampler:
                     self.check_stop()  # an error caused by the stop is a stop
                     raise
                 arr = _valid_embeddings(out, len(chunk), getattr(embedder, "name", "the"))
-                for t, v in zip(chunk, arr, strict=True):
-                    self.cache.set(key_of[t], v)
-                    self._claims.done(key_of[t])
-                    vecs[t] = v
+                self._claims.store({key_of[t]: v for t, v in zip(chunk, arr, strict=True)})
+                vecs.update(zip(chunk, arr, strict=True))
                 self.usage["embeddings_computed"] += len(chunk)
                 self.progress(Progress(stage, len(vecs), total))
 
-        self._fetch_once(missing, lookup, produce, stage=stage, done=lambda: len(vecs),
+        self._fetch_once(missing, accept, produce, stage=stage, done=lambda: len(vecs),
                          total=total, noun="embeddings")
         if not texts:
             return np.zeros((0, 0), np.float32)
@@ -496,10 +497,10 @@ class _Claims:
             except Exception:  # noqa: BLE001 - a failed beat must not kill the run
                 pass
 
-    def done(self, key: str) -> None:
-        if key in self.held:
-            self.held.discard(key)
-            self.cache.release([key], self.owner)
+    def store(self, values: dict[str, Any]) -> None:
+        """Store fetched values and give up their claims, in one transaction."""
+        self.cache.set_many(values, self.owner)
+        self.held.difference_update(values)
 
     def release_all(self) -> None:
         held, self.held = list(self.held), set()

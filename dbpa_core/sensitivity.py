@@ -41,6 +41,7 @@ import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -186,9 +187,12 @@ def embedder_label(config: Mapping[str, Any]) -> str:
 
 
 def _applicable(measure: str, embedder: Mapping[str, Any]) -> bool:
+    """False only where a text similarity (BLEU / ROUGE) cannot feed ``measure``: the
+    energy measures on a similarity matrix use ``1 - S`` (cosine) or ``sqrt(2 (1 - S))``
+    (l2), as :func:`~dbpa_core.permutation.dbpa_test_similarity` does; l1 needs vectors."""
     m = get_measure(measure)
     text = embedder.get("backend") in TEXT_SIMILARITIES
-    return not (text and m.uses == "distance" and m.metric != "cosine")
+    return not (text and m.uses == "distance" and m.metric == "l1")
 
 
 # --------------------------------------------------------------------------- padding
@@ -314,6 +318,7 @@ class SensitivityResult:
     usage: dict[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     padded_prompts: dict[int, str] = field(default_factory=dict)
+    created_at: datetime = field(default_factory=lambda: datetime.now(UTC))  # names the files
 
     @property
     def perturbations(self) -> list[str]:
@@ -871,15 +876,13 @@ def _study_table(result: SensitivityResult, study: str) -> str:
             cls = " ".join(c for c in ("num", "sig" if r.significant else "",
                                        "base" if r.baseline else "") if c)
             cells.append(f"<td class='{cls}'>{_fmt(r.effect_above_chance)} {r.stars}<br>"
-                         f"<span class='muted'>p {_fmt_p(r.p_adjusted)}</span></td>")
+                         f"<span class='muted'>p (adj.) {_fmt_p(r.p_adjusted)}</span></td>")
         body.append(f"<tr><td>{html.escape(p)}</td>{''.join(cells)}</tr>")
     return f"<table>{head}{''.join(body)}</table>"
 
 
 def _html_report(result: SensitivityResult, *, title: str | None,
                  charts: Mapping[str, str] | None) -> str:
-    from datetime import UTC, datetime
-
     s = result.spec
     title = title or f"Sensitivity of {s.name}"
     out = [f"<h1>{html.escape(title)}</h1>",

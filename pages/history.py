@@ -11,7 +11,7 @@ from ui.export import RunMeta
 from ui.nav import PAGES
 from ui.widgets import md_escape
 
-widgets.page_setup()
+widgets.page_setup(settings="none")
 st.title("History")
 ss = st.session_state
 history = state.history()

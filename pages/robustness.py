@@ -4,8 +4,9 @@ import streamlit as st
 
 from dbpa_core.attacks.items import FORMATS, ItemsError, parse_items_text
 from dbpa_core.attacks.sample import DATASETS
+from dbpa_core.spec import model_label
 from ui import attack_figures as figs
-from ui import battery, runner, state, widgets
+from ui import battery, export, runner, state, widgets
 
 KEY = "robustness"
 widgets.page_setup()
@@ -118,6 +119,9 @@ else:
     if spec is not None and battery.wordnet_problem(spec):
         st.error(battery.wordnet_problem(spec), icon=":material/dictionary:")
         spec = None
+    if spec is not None and (lacking := battery.replay_shortfall(spec)):
+        st.error(lacking, icon=":material/playlist_remove:")
+        spec = None
 
 
 def show_estimate() -> None:
@@ -212,12 +216,15 @@ if result is not None:
         st.dataframe(battery.answers_table(result, only_unparsed=only), hide_index=True,
                      key=f"{KEY}_answers")
     c = st.columns(4)
-    c[0].download_button("Results (CSV)", result.to_csv(), "battery-results.csv", "text/csv",
+    stem = export.stem(result.spec.name or "battery", model_label(result.spec.model),
+                       result.created_at)
+    c[0].download_button("Results (CSV)", result.to_csv(), f"{stem}-results.csv", "text/csv",
                          key=f"{KEY}_dl_csv", icon=":material/table:")
-    c[1].download_button("Results (JSON)", result.to_json(), "battery-results.json",
+    c[1].download_button("Results (JSON)", result.to_json(), f"{stem}-results.json",
                          "application/json", key=f"{KEY}_dl_json", icon=":material/data_object:")
-    c[2].download_button("Attacked texts (JSONL)", result.attacked_jsonl(), "battery-attacked.jsonl",
-                         "application/jsonl", key=f"{KEY}_dl_jsonl", icon=":material/chat:")
-    c[3].download_button("Report (HTML)", figs.html_report(result, f), "battery-report.html",
+    c[2].download_button("Attacked texts (JSONL)", result.attacked_jsonl(),
+                         f"{stem}-attacked.jsonl", "application/jsonl", key=f"{KEY}_dl_jsonl",
+                         icon=":material/chat:")
+    c[3].download_button("Report (HTML)", figs.html_report(result, f), f"{stem}-report.html",
                          "text/html", key=f"{KEY}_dl_html", icon=":material/description:")
     st.caption("Each chart also downloads as PNG from the camera icon in its toolbar.")

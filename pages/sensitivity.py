@@ -1,5 +1,4 @@
 """Sensitivity: does the verdict hold under other measures, embedders and prompt lengths?"""
-import html
 
 import streamlit as st
 
@@ -8,7 +7,7 @@ from dbpa_core.audit import AuditResult
 from dbpa_core.measures import MEASURES
 from dbpa_core.pricing import DEFAULT_PRICES
 from dbpa_core.spec import model_label
-from ui import runner, state, widgets
+from ui import export, runner, state, widgets
 from ui import sensitivity_figures as sf
 
 KEY = "sensitivity"
@@ -49,7 +48,7 @@ spec = sources.get(picked)
 if spec is None:
     st.error(form_error or "Run an audit first, or fill in the Perturbation test page.")
 else:
-    st.caption(f"Model {', '.join(model_label(m) for m in spec.models)} · "
+    st.caption(f"Model {widgets.md_escape(', '.join(model_label(m) for m in spec.models))} · "
                f"{len(spec.perturbations) or len(spec.models) - 1} comparisons · k = "
                f"{spec.samples}, B = {spec.permutations}, measure {spec.measure}, embedder "
                f"{sens.embedder_label(spec.embedder)}, correction {spec.correction}, "
@@ -120,7 +119,7 @@ if result is not None:
     alpha = result.spec.alpha
     st.subheader("Does the verdict hold?")
     rs = result.spec
-    st.caption(f"Examined: {html.escape(', '.join(model_label(m) for m in rs.models))}, "
+    st.caption(f"Examined: {widgets.md_escape(', '.join(model_label(m) for m in rs.models))}, "
                f"{len(result.perturbations)} comparisons, k = {rs.samples}, measure "
                f"{rs.measure}, embedder {sens.embedder_label(rs.embedder)}.")
     table = sf.verdict_table(result)
@@ -155,11 +154,12 @@ if result is not None:
                    "came from the cache. 'comparison' rows price the same tokens for another "
                    "model.")
     with tabs[len(result.studies) + 1]:
-        st.dataframe(sf.rows_table(list(result.rows)), hide_index=True, key=f"{KEY}_rows",
-                     column_config={"p (adjusted)": st.column_config.NumberColumn(format="%.4f")})
+        st.dataframe(widgets.styled(sf.rows_table(list(result.rows))), hide_index=True,
+                     key=f"{KEY}_rows")
     for w in result.warnings:
         st.caption(f"Note: {w}")
-    name = result.spec.name or "audit"
+    name = export.stem(result.spec.name or "audit",
+                       "-vs-".join(model_label(m) for m in result.spec.models), result.created_at)
     d = st.columns(4)
     d[0].download_button("Results (CSV)", result.to_csv(), f"{name}-sensitivity.csv", "text/csv",
                          key=f"{KEY}_dl_csv", icon=":material/table:")

@@ -86,9 +86,14 @@ def test_extreme_magnitudes_are_named_not_a_silent_p_of_1(scale, match):
 
 
 def test_large_but_safe_magnitudes_are_accepted():
+    # the default energy-l2 is a distance on the embeddings: it scales with them, p does not
     r1 = dbpa_test(GOOD, GOOD[::-1] + 1, n_permutations=200, rng=1)
     r2 = dbpa_test(GOOD * 1e100, (GOOD[::-1] + 1) * 1e100, n_permutations=200, rng=1)
-    assert r1.p_value == r2.p_value and r1.effect_size == pytest.approx(r2.effect_size)
+    assert r1.p_value == r2.p_value and r2.effect_size == pytest.approx(r1.effect_size * 1e100)
+    # jsd sees only cosine similarities: the same test at any magnitude
+    j1 = dbpa_test(GOOD, GOOD[::-1] + 1, measure="jsd", n_permutations=200, rng=1)
+    j2 = dbpa_test(GOOD * 1e100, (GOOD[::-1] + 1) * 1e100, measure="jsd", n_permutations=200, rng=1)
+    assert j1.p_value == j2.p_value and j1.effect_size == pytest.approx(j2.effect_size)
 
 
 def test_bool_rng_is_refused():

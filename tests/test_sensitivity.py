@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from dbpa_core.audit import run_audit
 from dbpa_core.cache import Cache
 from dbpa_core.cli import main
-from dbpa_core.measures import MEASURES
+from dbpa_core.measures import DEFAULT_MEASURE, MEASURES
 from dbpa_core.pricing import estimate_tokens
 from dbpa_core.sensitivity import (
     SensitivityConfig,
@@ -156,7 +156,7 @@ def test_after_an_audit_measures_and_embedders_make_zero_model_calls(cache):
             assert r.p_value == by_name[r.perturbation].p_value
             assert r.effect_size == by_name[r.perturbation].effect_size
             assert r.p_adjusted == by_name[r.perturbation].p_adjusted
-    # energy-l1/l2 need embeddings: n/a with BLEU, computed with the embedders
+    # energy-l1 needs vectors; the default energy-l2 runs on BLEU similarities (sqrt(2 (1 - S)))
     bleu = {r.perturbation: r for r in res.study("embedder") if r.setting == "BLEU"}
     assert bleu["comedian"].applicable
     # the fake comedian answers from another vocabulary: every setting sees it
@@ -182,7 +182,7 @@ def test_the_audit_setting_is_always_the_reference(cache):
         res = run_sensitivity(spec, SensitivityConfig(measures=("ks",),
                                                       embedders=parse_embedders("bleu")),
                               cache=cache)
-    assert res.settings("measure") == ["jsd", "ks"]
+    assert res.settings("measure") == [DEFAULT_MEASURE, "ks"]
     assert res.settings("embedder") == ["fake-embed", "BLEU"]
     assert all(v["baseline_significant"] is not None for v in res.verdicts())
 

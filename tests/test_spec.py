@@ -89,10 +89,12 @@ def test_models_mode_and_relative_replay_path(tmp_path):
 def test_examples_are_valid():
     from pathlib import Path
 
+    from dbpa_core.attacks.spec import load_attack_spec
+
     examples = sorted(Path(__file__).parent.parent.joinpath("examples").glob("*.yaml"))
     assert len(examples) >= 4
-    for p in examples:
-        load_spec(p)
+    for p in examples:  # battery specs (dbpa attack) are named attack_*.yaml
+        (load_attack_spec if p.name.startswith("attack_") else load_spec)(p)
     personas = load_spec(Path(__file__).parent.parent / "examples" / "nice_personas.yaml")
     assert [x.name for x in personas.perturbations] == [
         "doctor", "nurse", "medical practitioner", "medical supervisor", "comedian",

@@ -217,3 +217,32 @@ def summary(result: BatteryResult) -> str:
         parts.append(f"{result.unparsed} of {len(result.records)} answers named no option "
                      "(shown as unparsed, counted as wrong)")
     return "; ".join(parts) + "."
+
+
+def replay_shortfall(spec) -> str | None:
+    """When the battery's model is a replay file that lacks some of the prompts the battery
+    may send (RTI's every round included), one message saying how many and which; else
+    None. Checked before Run, as the audit pages check theirs."""
+    from dbpa_core.attacks.battery import prompts_needed
+    from dbpa_core.backends import BackendError
+    from dbpa_core.spec import model_label
+
+    from .runner import _available, _md
+
+    m = spec.model
+    if m.get("backend") != "replay":
+        return None
+    need = prompts_needed(spec)
+    try:
+        lacking = [p for p, n in need.items() if _available(m, p) < n]
+    except (OSError, ValueError, BackendError) as exc:
+        return f"The replay file of {_md(model_label(m))} cannot be read: {_md(exc)}"
+    if not lacking:
+        return None
+    first = " ".join(lacking[0].split())
+    first = first if len(first) <= 80 else first[:77] + "..."
+    return (f"The replay file of **{_md(model_label(m))}** holds no recorded answer for "
+            f"{len(lacking)} of the {len(need)} prompts this battery may send "
+            f"(e.g. \"{_md(first)}\"). A replay model answers only the prompts recorded in its "
+            "file: choose another model, or record these prompts "
+            "(assets/make_demo_replay.py shows how).")

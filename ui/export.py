@@ -54,23 +54,39 @@ def slug(text: str, limit: int = 40) -> str:
     return (s[:limit].rstrip("-.") or "audit")
 
 
+def stem(name: str, who: str, when: datetime) -> str:
+    """``<name>_<who>_<YYYY-MM-DD_HHMM>``: what, on which model, when (every download)."""
+    return f"{slug(name)}_{slug(who)}_{when:%Y-%m-%d_%H%M}"
+
+
+def models_of(result: AuditResult) -> str:
+    """Who a result is about: its model, or ``<reference>-vs-<model>...`` for a comparison."""
+    if result.mode == "models":
+        return "-vs-".join([result.base.arm.model_label, *(a.arm.model_label for a in result.arms)])
+    return result.base.arm.model_label
+
+
 def file_stem(result: AuditResult, meta: RunMeta, job: str | None = None) -> str:
-    """``<audit>_<model>_<YYYY-MM-DD_HHMM>``: what, on which model, when."""
-    who = job or result.base.arm.model_label
-    return f"{slug(result.spec.name)}_{slug(who)}_{meta.created_at:%Y-%m-%d_%H%M}"
+    """``<audit>_<model>_<YYYY-MM-DD_HHMM>``: what, on which model(s), when."""
+    return stem(result.spec.name, models_of(result), meta.created_at)
 
 
-SETTING_COLUMNS = ("samples_k", "permutations_B", "p_resolution", "measure", "correction",
-                   "alpha", "seed", "temperature", "top_p", "max_tokens", "similarity")
+SETTING_COLUMNS = ("samples_k", "permutations_B", "p_resolution", "measure", "null",
+                   "min_effect", "correction", "alpha", "seed", "temperature", "top_p",
+                   "max_tokens", "similarity", "reference_model")
 
 
 def settings_of(result: AuditResult) -> dict:
+    """Every setting that changes a result (``reference_model``: the model the others were
+    compared with, on a model comparison; empty otherwise)."""
     s = result.spec
     return {"samples_k": s.samples, "permutations_B": s.permutations,
-            "p_resolution": resolution(s.permutations), "measure": s.measure,
+            "p_resolution": resolution(s.permutations), "measure": s.measure, "null": s.null,
+            "min_effect": "" if s.min_effect is None else s.min_effect,
             "correction": s.correction, "alpha": s.alpha, "seed": s.seed,
             "temperature": s.temperature, "top_p": s.top_p, "max_tokens": s.max_tokens,
-            "similarity": s.embedder.get("backend", "local")}
+            "similarity": s.embedder.get("backend", "local"),
+            "reference_model": result.base.arm.model_label if result.mode == "models" else ""}
 
 
 def results_csv(result: AuditResult, meta: RunMeta) -> str:
@@ -115,7 +131,7 @@ def _table(result: AuditResult) -> str:
         f"<td>{html.escape(p.model)}</td><td>{p.effect_above_chance:+.4f}</td>"
         f"<td>{p.effect_size:.4f}</td><td>{p.chance_effect_size:.4f}</td>"
         f"<td>{html.escape(fmt_p(p.p_value))}</td><td>{html.escape(fmt_p(p.p_adjusted))}</td>"
-        f"<td>{p.stars}</td><td>{'significant' if p.significant else 'not shown'}</td>"
+        f"<td>{p.stars}</td><td>{'significant' if p.significant else 'not significant'}</td>"
         + (f"<td>{'yes' if p.exceeds_min_effect else 'no'}</td>" if delta is not None else "")
         + "</tr>" for p in result.perturbations)
     return f"<table>{head}{rows}</table>"

@@ -49,10 +49,17 @@ def esc(text: object) -> str:
 
 
 def fmt_p(p: float) -> str:
-    """p with four decimals, and ``< 0.0001`` below that (never ``0.0000``)."""
+    """p with four decimals, and ``< 0.0001`` below that (never ``0.0000``); where four
+    decimals would round p up onto a threshold it is below (0.0009995 -> 0.0010 next to
+    ``***`` for p < .001), four significant digits instead."""
     if not np.isfinite(p):
         return "–"
-    return "< 0.0001" if p < 1e-4 else f"{p:.4f}"
+    if p < 1e-4:
+        return "< 0.0001"
+    s = f"{p:.4f}"
+    if any(p < t <= float(s) for t in (0.1, 0.05, 0.01, 0.001)):
+        s = f"{p:.4g}"
+    return s
 
 
 def p_text(p: float, *, raw: bool = False) -> str:
@@ -303,7 +310,7 @@ def best_models(rocs: Mapping[str, ROCResult], max_fpr: float) -> list[str]:
 def tpr_at_fpr_figure(rocs: Mapping[str, ROCResult], max_fpr: float) -> go.Figure:
     names = list(rocs)
     tprs = [rocs[n].tpr_at_fpr(max_fpr) for n in names]
-    best = set(best_models(rocs, max_fpr))
+    best = set(best_models(rocs, max_fpr)) if max(tprs, default=0.0) > 0 else set()  # no ★ at 0
     colors = [ACCENT if n in best else "#9AA5B1" for n in names]
     fig = go.Figure(go.Bar(x=[esc(n) for n in names], y=tprs, marker_color=colors,
                            text=[f"{t:.2f}" + (" ★" if n in best else "")

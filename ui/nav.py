@@ -20,6 +20,7 @@ PAGES = [
     ("Audits", "pages/sensitivity.py", "Sensitivity", ":material/tune:", "sensitivity"),
     ("Robustness", "pages/robustness.py", "Robustness battery", ":material/spellcheck:",
      "robustness"),
+    ("Simulators", "pages/fidelity.py", "Simulator fidelity", ":material/groups:", "fidelity"),
     ("Records", "pages/history.py", "History", ":material/history:", "history"),
     ("Setup", "pages/settings.py", "Settings", ":material/settings:", "settings"),
 ]

@@ -35,7 +35,9 @@ STAGE_TEXT = {"loading": "Loading the model", "sampling": "Sampling responses",
               "testing": "Running permutation tests",
               # the robustness battery (dbpa_core.attacks.battery)
               "answering": "Answering the items", "rti": "RTI: raising ρ until answers change",
-              "patterns": "Tagging the attacked words"}
+              "patterns": "Tagging the attacked words",
+              # simulator fidelity (dbpa_core.fidelity)
+              "simulating": "Simulating respondents", "analysis": "Computing the curves"}
 
 
 def perturbation_entries(df: pd.DataFrame) -> list[dict[str, Any]]:

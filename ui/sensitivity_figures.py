@@ -59,8 +59,10 @@ def effect_figure(result: SensitivityResult, study: str) -> go.Figure:
     fig.update_yaxes(autorange="reversed", automargin=True)
     fig.update_annotations(font=dict(size=12, color="#1F2933"))
     fig.update_layout(bargap=0.3)
-    return _layout(fig, title=f"{STUDY_TITLES[study]}: ω above chance, each on its own scale "
-                   "(pale: not significant)", height=120 + 30 * len(perts))
+    fig = _layout(fig, title=f"{STUDY_TITLES[study]}: ω above chance<br><sup>each on its own "
+                  "scale; pale: not significant</sup>", height=160 + 30 * len(perts))
+    fig.update_layout(margin=dict(t=100))  # two title lines above the panels' own titles
+    return fig
 
 
 P_TICKS = [1, 0.1, 0.05, 0.01, 0.001, 0.0001]
@@ -99,8 +101,12 @@ def pvalue_figure(result: SensitivityResult, study: str, alpha: float) -> go.Fig
                      range=[0.08, math.log10(lowest) - 0.25])
     fig.update_xaxes(tickvals=list(range(len(perts))), ticktext=[_esc(p) for p in perts],
                      range=[-0.6, len(perts) - 0.4])
-    return _layout(fig, title=f"{STUDY_TITLES[study]}: p-values (filled: significant; "
-                   "diamond: the audit's setting; higher is smaller)", height=380)
+    fig = _layout(fig, title=f"{STUDY_TITLES[study]}: p-values<br><sup>filled: significant; "
+                  "diamond: the audit's setting; higher is smaller</sup>", height=420)
+    # the legend below the plot: above it, it ran into the title on narrow windows
+    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.15, xanchor="left", x=0),
+                      margin=dict(t=80, b=90))
+    return fig
 
 
 def length_figure(result: SensitivityResult, alpha: float) -> go.Figure:
@@ -172,7 +178,7 @@ def study_table(result: SensitivityResult, study: str) -> pd.DataFrame:
             if r is None or not r.applicable:
                 d[s] = "n/a"
             else:
-                d[s] = f"{r.effect_above_chance:+.3f} {r.stars} (p {fmt_p(r.p_adjusted)})".replace(
+                d[s] = f"{r.effect_above_chance:+.3f} {r.stars} (p adj. {fmt_p(r.p_adjusted)})".replace(
                     "  ", " ")
         out.append(d)
     return pd.DataFrame(out)

@@ -26,7 +26,8 @@ from dbpa_core.sensitivity import (
 )
 
 from . import runner, state, why_figures
-from .figures import fmt_p
+from .figures import p_text
+from .widgets import md_escape, styled
 
 MARK_CSS = ("<style>.dbpa-why{white-space:pre-wrap;background:#f5f7fa;border-radius:6px;"
             "padding:.6rem .8rem;font-size:.86rem;max-height:420px;overflow-y:auto;"
@@ -65,7 +66,7 @@ def _duplicates(result: AuditResult, name: str, ex: Explanation, key: str, label
         if not d.groups:
             continue
         any_dup = True
-        st.markdown(f"**{html.escape(labels[side])}**: {d.n_answers} answers, "
+        st.markdown(f"**{md_escape(labels[side])}**: {d.n_answers} answers, "
                     f"{d.n_distinct} distinct")
         st.dataframe(pd.DataFrame([{"times": g.count, "answer": _short(g.text),
                                     "identical": "yes" if g.exact else "near",
@@ -116,7 +117,7 @@ def _summary(result: AuditResult, name: str, key: str) -> None:
     if s is not None:
         with st.container(border=True):
             st.markdown(f":material/smart_toy: **Model-written summary by "
-                        f"{html.escape(s.model)}** — may be wrong; check it against the answers"
+                        f"{md_escape(s.model)}** — may be wrong; check it against the answers"
                         f"{' (from the cache)' if s.cached else ''}.")
             st.text(s.text or "(the model returned an empty answer)")
 
@@ -151,16 +152,15 @@ def _robustness(result: AuditResult, name: str, key: str) -> None:
     v = next(x for x in res.verdicts() if x["perturbation"] == name)
     said = "changes the answers" if v["baseline_significant"] else "shows no change"
     parts = [f"{v[s]['significant']} of {v[s]['settings']} {s}s" for s in res.studies]
-    msg = (f"The audit says **{html.escape(name)}** {said}; it is significant under "
+    msg = (f"The audit says **{md_escape(name)}** {said}; it is significant under "
            f"{' and '.join(parts)}.")
     (st.success if v["holds"] else st.warning)(
         msg + (" The verdict holds." if v["holds"] else
                " The verdict depends on the setting: read it with care."))
     from .sensitivity_figures import rows_table
 
-    st.dataframe(rows_table([r for r in res.rows if r.perturbation == name]), hide_index=True,
-                 key=f"{key}_rob_table", column_config={
-                     "p (adjusted)": st.column_config.NumberColumn(format="%.4f")})
+    st.dataframe(styled(rows_table([r for r in res.rows if r.perturbation == name])),
+                 hide_index=True, key=f"{key}_rob_table")
     st.caption(f"{res.usage.get('calls', 0)} model calls; "
                f"{res.usage.get('embeddings_computed', 0)} new embeddings. The full study "
                "(prompt length, cost) is on the Sensitivity page.")
@@ -191,10 +191,10 @@ def why_view(result: AuditResult, *, key: str, only: str | None = None) -> None:
     if result.mode == "models":
         verdict = "differs from the reference" if pert.significant else \
             "does not differ significantly from the reference"
-    st.markdown(f"#### Why: {html.escape(name)}")
-    st.caption(f"The test says {name} {verdict} (ω = {pert.effect_size:.3f}, "
-               f"{pert.effect_above_chance:+.3f} above chance, p (adj.) = "
-               f"{fmt_p(pert.p_adjusted)}{' ' + pert.stars if pert.stars else ''}). "
+    st.markdown(f"#### Why: {md_escape(name)}")
+    st.caption(f"The test says {md_escape(name)} {verdict} (ω = {pert.effect_size:.3f}, "
+               f"{pert.effect_above_chance:+.3f} above chance, "
+               f"{md_escape(p_text(pert.p_adjusted))}{' ' + md_escape(pert.stars) if pert.stars else ''}). "
                "Below: what changed in the words.")
 
     if ex.terms:
@@ -220,7 +220,7 @@ def why_view(result: AuditResult, *, key: str, only: str | None = None) -> None:
     for col, side, other in zip(cols, ("base", "perturbed"), ("perturbed", "base"), strict=True):
         r = reps[side]
         with col:
-            st.markdown(f"**{html.escape(labels[side])}** — answer #{r.index + 1} "
+            st.markdown(f"**{md_escape(labels[side])}** — answer #{r.index + 1} "
                         f"(similarity to its group's centre {r.similarity:.2f})")
             st.html(marked_html(r.text, texts[other], terms[side]))
     st.caption("Highlighted: words that no answer of the other group uses; darker: the "

@@ -29,9 +29,11 @@ def md_escape(text: object) -> str:
     return _MD_SPECIAL.sub(r"\\\1", str(text))
 
 
-def page_setup() -> None:
+def page_setup(settings: str = "audit") -> None:
     """First thing on every page: page config, style, session defaults, widget
-    persistence, navigation and settings in the sidebar.
+    persistence, navigation and settings in the sidebar (``settings``: ``"audit"``, every
+    test setting; ``"run"``, only the run's name and seed, for pages that run no
+    permutation test; ``"none"``).
 
     Done by the page (not by app.py) so that a page is the same when Streamlit runs
     it on its own: when its URL is opened directly (a ``pages/`` folder makes
@@ -44,7 +46,10 @@ def page_setup() -> None:
     state.init()
     state.keep_widget_state()
     navigation_links()
-    settings_sidebar()
+    if settings == "audit":
+        settings_sidebar()
+    elif settings == "run":
+        run_sidebar()
 
 
 def navigation_links() -> None:
@@ -80,6 +85,16 @@ def pick_model(label: str, key: str, options: list[str], *, help: str | None = N
     if st.session_state.get(key) not in options:
         st.session_state[key] = options[0]
     return st.selectbox(label, options, key=key, help=help)
+
+
+def run_sidebar() -> None:
+    """The run's name and seed: what a page that runs no permutation test uses."""
+    with st.sidebar:
+        st.markdown("### Run settings")
+        st.text_input("Run name", key="w_audit_name", placeholder="named after the page",
+                      help="Names the run's downloaded files.")
+        st.number_input("Seed", 0, 2**31 - 1, key="w_seed",
+                        help="Seeds every sampled answer: the same seed gives the same answers.")
 
 
 def settings_sidebar() -> None:
@@ -149,7 +164,7 @@ def styled(df: pd.DataFrame):
             formats[c] = fmt_p
         elif name.startswith("ω above chance"):
             formats[c] = "{:+.3f}"
-        elif name.startswith("ω"):
+        elif "ω" in name:  # ω, chance ω
             formats[c] = "{:.3f}"
     return df.style.format(formats, na_rep="–")
 

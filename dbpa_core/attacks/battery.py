@@ -25,6 +25,7 @@ import warnings
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -187,6 +188,26 @@ def rti_queries(spec: BatterySpec, items: Sequence[Item], op: str, rho: float) -
     """RTI's prompts: word-level attack ``op`` at ``rho`` (the battery's word attack with
     the same ``op`` asks the same prompts: they are answered once)."""
     return attack_queries(spec, items, AttackConfig("word", RTI_RHOS, op), rho, kind="rti")
+
+
+def prompts_needed(spec: BatterySpec) -> dict[str, int]:
+    """Every prompt the battery may send, with the number of samples it may ask of it
+    (one answer; ``samples`` for a prompt of the robustness curve). RTI counts every round
+    of ρ, an upper bound: a replay model must hold all of them to be sure to answer."""
+    p = plan(spec)
+    need: dict[str, int] = {}
+    for kind in ("clean", "attack", "instruction", "order"):
+        for q in p[kind]:
+            need[q.prompt] = max(need.get(q.prompt, 0), 1)
+    for op in spec.rti:
+        for rho in RTI_RHOS:
+            for q in rti_queries(spec, spec.items, op, rho):
+                if q.attack.changes:  # an attack that changed nothing reuses the clean answer
+                    need[q.prompt] = max(need.get(q.prompt, 0), 1)
+    if spec.curve is not None:
+        for q in p["curve"]:
+            need[q.prompt] = max(need.get(q.prompt, 0), len(_curve_requests(spec, q.prompt)))
+    return need
 
 
 def estimate_battery(spec: BatterySpec, *, cache: Cache | None = None) -> dict[str, Any]:
@@ -363,6 +384,7 @@ class BatteryResult:
     curve_responses: dict[tuple[str, str, float], tuple[str, ...]] = field(default_factory=dict)
     usage: dict[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    created_at: datetime = field(default_factory=lambda: datetime.now(UTC))  # names the files
 
     # ---------------------------------------------------------------- views
     @property
@@ -815,7 +837,6 @@ def report_html(result: BatteryResult, *, charts_html: str = "", title: str = "R
                 examples: int = 12) -> str:
     """A self-contained HTML report: tables, an explanation, attacked examples (all text
     escaped) and, when given, ``charts_html`` (the dashboard adds its Plotly charts)."""
-    from datetime import UTC, datetime
 
     d = result.to_dict()
     s = result.spec

@@ -52,3 +52,14 @@ def warnings(at) -> list[str]:
 
 def successes(at) -> list[str]:
     return [plain(s.value) for s in at.success]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """A headless Debian Chromium (see browser_support); the module is skipped without one."""
+    from .browser_support import launch, require_browser
+
+    with require_browser().sync_playwright() as p:
+        b = launch(p)
+        yield b
+        b.close()

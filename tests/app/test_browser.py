@@ -6,40 +6,16 @@ response is shown as text (and never runs), and saves screenshots to
 ``screenshots/`` (or ``$DBPA_SCREENSHOTS``).
 """
 import json
-import os
-import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-from pathlib import Path
 
 import pytest
 
-from .conftest import DEMO, ROOT
+from .browser_support import dashboard, require_browser, shots
+from .conftest import DEMO
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 INJECTED = "<script>alert('pwned')</script> <b>bold?</b> **not bold**"
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-playwright = pytest.importorskip("playwright.sync_api")
-if not os.path.exists(CHROMIUM):
-    pytest.skip("Debian's chromium is not installed (make browser-deps)", allow_module_level=True)
-
-
-def _free_port() -> int:
-    """A free port on 127.0.0.1: from ``$DBPA_TEST_PORTS`` (e.g. ``8651-8659``) when set,
-    else any the system gives."""
-    lo, _, hi = os.environ.get("DBPA_TEST_PORTS", "0-0").partition("-")
-    for port in range(int(lo), int(hi or lo) + 1):
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return s.getsockname()[1]
-    raise RuntimeError(f"no free port in DBPA_TEST_PORTS={os.environ['DBPA_TEST_PORTS']}")
+playwright = require_browser()
 
 
 @pytest.fixture(scope="module")
@@ -54,46 +30,8 @@ def app_url(tmp_path_factory):
             if r["prompt"] == presets.NICE_PROMPT:
                 r["response"] = INJECTED + " " + r["response"]
             fout.write(json.dumps(r) + "\n")
-    port = _free_port()
-    env = dict(os.environ, DBPA_REPLAY_FILE=str(replay), DBPA_CACHE_DIR=str(tmp / "cache"),
-               DBPA_HOME=str(tmp / "home"), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port",
-         str(port), "--server.address", "127.0.0.1", "--server.headless", "true",
-         "--browser.gatherUsageStats", "false"],
-        env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(120):
-        try:
-            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=1).read() == b"ok":
-                break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        pytest.fail("streamlit did not start: " + proc.stdout.read().decode()[-2000:])
-    yield url
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with playwright.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--no-first-run"])
-        yield b
-        b.close()
-
-
-def shots() -> Path:
-    d = Path(os.environ.get("DBPA_SCREENSHOTS", ROOT / "screenshots"))
-    d.mkdir(parents=True, exist_ok=True)
-    return d
+    with dashboard(tmp, DBPA_REPLAY_FILE=str(replay)) as url:
+        yield url
 
 
 def test_landing_example_in_a_real_browser(app_url, browser):

@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from .test_browser import app_url, browser, playwright, shots  # noqa: F401 - fixtures
+from .browser_support import require_browser, shots
+from .test_browser import app_url  # noqa: F401 - the server fixture
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
+playwright = require_browser()
 DATA = Path(__file__).resolve().parents[1] / "data"
 
 

@@ -7,9 +7,11 @@ import re
 
 import pytest
 
-from .test_browser import app_url, browser, playwright, shots  # noqa: F401 - fixtures
+from .browser_support import require_browser, shots
+from .test_browser import app_url  # noqa: F401 - the server fixture
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
+playwright = require_browser()
 
 
 def _wait_idle(page, ms=1500):

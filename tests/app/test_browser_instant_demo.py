@@ -2,49 +2,21 @@
 opens with the recorded result of its default example, labelled; Run audit samples with a
 progress line that counts tokens and says how long is left; Stop stops within seconds and
 keeps every finished answer in the cache. Screenshots go to ``screenshots/``."""
-import os
 import re
-import subprocess
-import sys
 import time
-import urllib.request
 
 import pytest
 
-from .conftest import ROOT
-from .test_browser import _free_port, browser, shots  # noqa: F401 - browser is a fixture
+from .browser_support import dashboard, require_browser, shots
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
+playwright = require_browser()
 
 
 @pytest.fixture(scope="module")
 def local_app(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("instant")
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if k != "DBPA_REPLAY_FILE"}
-    env.update(DBPA_CACHE_DIR=str(tmp / "cache"), DBPA_HOME=str(tmp / "home"),
-               HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port",
-         str(port), "--server.address", "127.0.0.1", "--server.headless", "true",
-         "--browser.gatherUsageStats", "false"],
-        env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(120):
-        try:
-            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=1).read() == b"ok":
-                break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        pytest.fail("streamlit did not start: " + proc.stdout.read().decode()[-2000:])
-    yield url
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    with dashboard(tmp_path_factory.mktemp("instant")) as url:   # no replay file: local
+        yield url
 
 
 def _sampling_line(page) -> str:
@@ -52,7 +24,7 @@ def _sampling_line(page) -> str:
                  if line.startswith("Sampling responses:")), "")
 
 
-def test_recorded_result_at_once_then_run_and_stop(local_app, browser):  # noqa: F811
+def test_recorded_result_at_once_then_run_and_stop(local_app, browser):
     page = browser.new_page(viewport={"width": 1400, "height": 2400})
     t = time.perf_counter()
     page.goto(local_app, wait_until="networkidle")

@@ -3,24 +3,16 @@
 The dashboard is started on 127.0.0.1 with a replay file holding the rule-based model's
 answer to every prompt the page's default battery asks (one answer carries a
 ``<script>``, which must show as text), runs the battery, opens every tab and saves
-screenshots (``screenshots/`` or ``$DBPA_SCREENSHOTS``). ``DBPA_TEST_PORT`` picks the port.
+screenshots (``screenshots/`` or ``$DBPA_SCREENSHOTS``). ``DBPA_TEST_PORTS`` picks the ports.
 """
 import json
-import os
-import subprocess
-import sys
-import time
-import urllib.request
 
 import pytest
 
-from .conftest import ROOT
-from .test_browser import CHROMIUM, _free_port, browser, shots  # noqa: F401 - fixtures
+from .browser_support import dashboard, require_browser, shots
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-playwright = pytest.importorskip("playwright.sync_api")
-if not os.path.exists(CHROMIUM):
-    pytest.skip("Debian's chromium is not installed (make browser-deps)", allow_module_level=True)
+playwright = require_browser()
 
 INJECTED = "<script>alert('pwned')</script> **B**"
 
@@ -53,33 +45,11 @@ def app_url(tmp_path_factory):
         for i, p in enumerate(prompts):
             answer = INJECTED if i == 0 else rule_answer(p, vocab)
             fh.write(json.dumps({"prompt": p, "response": answer}) + "\n")
-    port = int(os.environ.get("DBPA_TEST_PORT") or _free_port())
-    env = dict(os.environ, DBPA_REPLAY_FILE=str(replay), DBPA_CACHE_DIR=str(tmp / "cache"),
-               HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port",
-         str(port), "--server.address", "127.0.0.1", "--server.headless", "true",
-         "--browser.gatherUsageStats", "false"],
-        env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(240):
-        try:
-            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=1).read() == b"ok":
-                break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        pytest.fail("streamlit did not start: " + proc.stdout.read().decode()[-2000:])
-    yield url
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    with dashboard(tmp, start_timeout=240, DBPA_REPLAY_FILE=str(replay)) as url:
+        yield url
 
 
-def test_robustness_battery_in_a_real_browser(app_url, browser):  # noqa: F811
+def test_robustness_battery_in_a_real_browser(app_url, browser):
     page = browser.new_page(viewport={"width": 1400, "height": 2600})
     dialogs = []
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))

@@ -1,60 +1,20 @@
 """Issue 8 in a real browser: the warning above the Run button when no result can be
 significant, the sidebar's δ and null controls, and the effect above chance in the
 results table. Screenshots go to ``screenshots/`` (or ``$DBPA_SCREENSHOTS``)."""
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-
 import pytest
 
-from .conftest import DEMO, ROOT
-from .test_browser import browser, playwright, shots  # noqa: F401  (fixtures and helpers)
+from .browser_support import dashboard, require_browser, shots
+from .conftest import DEMO
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-PORTS = range(8611, 8620)  # this feature's ports
-
-
-def _port() -> int:
-    for port in PORTS:
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    pytest.skip("no free port in 8611-8619")
+playwright = require_browser()
 
 
 @pytest.fixture(scope="module")
 def stats_url(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("browser-stats")
-    port = _port()
-    env = dict(os.environ, DBPA_REPLAY_FILE=DEMO, DBPA_CACHE_DIR=str(tmp / "cache"),
-               HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port",
-         str(port), "--server.address", "127.0.0.1", "--server.headless", "true",
-         "--browser.gatherUsageStats", "false"],
-        env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(240):
-        try:
-            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=1).read() == b"ok":
-                break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        pytest.fail("streamlit did not start: " + proc.stdout.read().decode()[-2000:])
-    yield url
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    with dashboard(tmp, start_timeout=240, DBPA_REPLAY_FILE=DEMO) as url:
+        yield url
 
 
 def _set_number(page, label: str, value) -> None:
@@ -64,7 +24,7 @@ def _set_number(page, label: str, value) -> None:
     page.wait_for_timeout(1500)
 
 
-def test_warnings_controls_and_above_chance(stats_url, browser):  # noqa: F811
+def test_warnings_controls_and_above_chance(stats_url, browser):
     page = browser.new_page(viewport={"width": 1400, "height": 2400})
     page.goto(stats_url, wait_until="networkidle")
     page.get_by_text("Does a perturbation change what the model says?").wait_for(timeout=90_000)

@@ -1,4 +1,6 @@
 """The Why view's and the sensitivity studies' figure builders (no Streamlit)."""
+import dataclasses
+
 import pytest
 
 from dbpa_core.cache import Cache
@@ -45,7 +47,7 @@ def test_sensitivity_figures(result):
     v = sf.verdict_table(result)
     assert list(v.columns[:4]) == ["perturbation", "role", "audit", "verdict"]
     t = sf.study_table(result, "measure")
-    assert list(t.columns) == ["perturbation", "jsd", "ks", "energy-l2"]
+    assert list(t.columns) == ["perturbation", "energy-l2", "jsd", "ks"]  # the audit's own first
     assert len(sf.rows_table(list(result.rows))) == len(result.rows)
     assert {"kind", "model", "cost $", "paid now $"} <= set(sf.cost_table(result).columns)
     html = sf.report_html(result, 0.05)
@@ -64,3 +66,15 @@ def test_terms_figure_and_marked_html():
     out = marked_html("<script>alert(1)</script> take statins", ["a joke"], ["statins"])
     assert "<script>" not in out and out.startswith("<div class='dbpa-why'>&lt;<mark")
     assert "<mark class='term'>statins</mark>" in out and "<mark class='only'>take</mark>" in out
+
+
+def test_sensitivity_tables_never_show_p_as_zero(result):
+    """Issue 11: `< 0.0001`, never `0.0000`, in the tables the Why view and the Sensitivity
+    page draw (styled like every results table)."""
+    from ui.widgets import styled
+
+    row = dataclasses.replace(result.rows[0], p_adjusted=5e-5)
+    html_table = styled(sf.rows_table([row])).to_html()
+    assert "< 0.0001" in html_table and "0.0000" not in html_table
+    cell = sf.study_table(dataclasses.replace(result, rows=(row,)), row.study).iloc[0, 1]
+    assert "p adj. < 0.0001" in cell

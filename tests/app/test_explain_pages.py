@@ -8,7 +8,7 @@ import pytest
 
 from tests.fake_openai import FakeOpenAI
 
-from .conftest import errors
+from .conftest import errors, plain
 
 pytestmark = pytest.mark.slow
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -43,7 +43,7 @@ def test_why_tab_on_the_landing_page(make_app):
         at.run()
         at.selectbox(key="landing_why_pick").set_value("comedian").run()
         assert not at.exception
-        assert any("Why: comedian" in m.value for m in at.markdown)
+        assert any("Why: comedian" in plain(m.value) for m in at.markdown)
         marked = [h.value for h in at.get("html") if "dbpa-why" in h.value and "<div" in h.value]
         assert len(marked) == 2 and any("<mark" in h for h in marked)
         at.radio(key="landing_why_rep").set_value("atypical").run()
@@ -58,8 +58,8 @@ def test_why_tab_on_the_landing_page(make_app):
         assert not at.exception, at.exception
         assert srv.chat_ok == calls
         verdict = [m.value for m in at.success] + [m.value for m in at.warning]
-        # with ROUGE-1 (text) similarity, energy-l1 and energy-l2 do not apply: 4 measures
-        assert any("comedian" in v and "of 4 measures" in v for v in verdict), verdict
+        # with ROUGE-1 (text) similarity energy-l1 does not apply (it needs vectors): 5 measures
+        assert any("comedian" in v and "of 5 measures" in v for v in verdict), verdict
 
         # the model-written summary: one call, labelled, then cached
         at.button(key="landing_why_sum_go").click().run()
@@ -119,15 +119,15 @@ def test_why_view_on_the_other_result_pages(make_app):
                       w_persona_list=["comedian", "child"], **base_state)
         at.button(key="personas_run").click().run()
         assert not at.exception, at.exception
-        assert any("Why: comedian" in m.value for m in at.markdown)
+        assert any("Why: comedian" in plain(m.value) for m in at.markdown)
         at.selectbox(key="personas_cell_p").set_value("child").run()
-        assert any("Why: child" in m.value for m in at.markdown)
+        assert any("Why: child" in plain(m.value) for m in at.markdown)
 
         at = make_app(models=fake_models(srv, "m1", "m2"), page="pages/model_comparison.py",
                       **base_state)
         at.button(key="models_run").click().run()
         assert not at.exception, at.exception
-        assert any("Why: m2" in m.value for m in at.markdown)
+        assert any("Why: m2" in plain(m.value) for m in at.markdown)
 
         t = table()
         t.loc[1, "prompt"], t.loc[1, "prefix"] = "Act as a comedian. " + BASE, ""
@@ -135,7 +135,7 @@ def test_why_view_on_the_other_result_pages(make_app):
                       roc_table=t, **base_state)
         at.button(key="roc_run").click().run()
         assert not at.exception, at.exception      # drawn inside an expander: no nesting error
-        assert any("Why: name-change" in m.value for m in at.markdown)
+        assert any("Why: name-change" in plain(m.value) for m in at.markdown)
 
 
 def test_settings_imports_a_promptfoo_file_as_a_replay_model(make_app, tmp_path, monkeypatch):
@@ -174,3 +174,27 @@ def test_settings_import_errors(make_app, tmp_path, monkeypatch):
     assert any("holds no prompts" in e and "the requests file" in e for e in errors(at))
     n = len(at.session_state["models"])
     assert n == 1
+
+
+def test_why_view_shows_a_markdown_name_literally(make_app):
+    """A name with markdown, a link and a directive is text in the Why heading, caption and
+    the verdict check (issue 11: names are shown literally everywhere)."""
+    name = "`code` [link](http://x) :red[red] **b**"
+    perts = pd.DataFrame([{"name": name, "prefix": "Act as a comedian.", "prompt": "",
+                           "role": "target"}])
+    with FakeOpenAI(models=("m",)) as srv:
+        at = make_app(models=fake_models(srv, "m"), perturbations=perts, w_base_prompt=BASE,
+                      w_embedder="rouge1")
+        at.button(key="landing_run").click().run()
+        at.session_state["landing_tabs"] = "Why"
+        at.run()
+        assert not at.exception, at.exception
+        heads = [m.value for m in at.markdown if "Why:" in m.value]
+        assert heads and all(plain(h) == f"#### Why: {name}" for h in heads), heads
+        caps = [c.value for c in at.caption if c.value.startswith("The test says")]
+        assert caps and name in plain(caps[0]) and "](http" not in caps[0].replace("\\]", "")
+        at.multiselect(key="landing_why_rob_emb").set_value(["spec"]).run()
+        at.button(key="landing_why_rob_go").click().run()
+        said = [m.value for m in at.success] + [m.value for m in at.warning]
+        assert any(f"**{name}**" in plain(v) for v in said), said
+        assert all("[link](http://x)" not in v for v in said)

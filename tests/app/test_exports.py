@@ -49,7 +49,22 @@ def test_csv_carries_the_settings_on_every_row(result):
         assert r["run_id"] == "7" and r["tool_version"] == __version__
         assert r["created_at"].startswith("2026-11-22T14:05")
         assert r["similarity"] == "rouge1"
+        assert (r["null"], r["min_effect"], r["reference_model"]) == ("base", "", "")
     assert float(rows[0]["p_value"]) == result.perturbations[0].p_value
+
+
+def test_a_model_comparison_names_its_models_and_its_reference(tmp_path):
+    """The file names say which models were compared, and every CSV row names the reference
+    (and the null and δ, which change the result)."""
+    spec = parse_spec({
+        "name": "upgrade", "samples": 6, "permutations": 100, "embedder": {"backend": "rouge1"},
+        "null": "pooled", "min_effect": 0.05, "base": {"prompt": NICE},
+        "models": [{"backend": "replay", "file": DEMO, "label": "v1"},
+                   {"backend": "replay", "file": DEMO, "label": "v2"}]})
+    res = run_audit(spec, cache=Cache(tmp_path / "c"))
+    assert export.file_stem(res, META, job="model comparison") == "upgrade_v1-vs-v2_2026-11-22_1405"
+    rows = list(csv.DictReader(io.StringIO(export.results_csv(res, META))))
+    assert [(r["reference_model"], r["null"], r["min_effect"]) for r in rows] == [("v1", "pooled", "0.05")]
 
 
 def test_json_carries_tool_version_and_time(result):

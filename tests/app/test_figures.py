@@ -152,6 +152,16 @@ def test_roc_figures():
     tie = figures.tpr_at_fpr_figure({"a": a, "c": a}, 0.05)
     assert all("★" in t for t in tie.data[0].text)
     assert figures.best_models({"a": a, "b": b, "c": a}, 0.05) == ["a", "c"]
+    none = roc_over_alpha([0.01, 0.02], [0.5, 0.6])          # no target beats a control
+    flat = figures.tpr_at_fpr_figure({"a": none, "b": none}, 0.05)
+    assert list(flat.data[0].y) == [0.0, 0.0] and not any("★" in t for t in flat.data[0].text)
+
+
+def test_p_values_never_round_onto_a_threshold():
+    """0.0009995 next to '***' (p < .001) must not read 0.0010; floors read '< 0.0001'."""
+    assert figures.fmt_p(0.0009995) == "0.0009995" and figures.fmt_p(0.04996) == "0.04996"
+    assert figures.fmt_p(0.0123) == "0.0123" and figures.fmt_p(0.001) == "0.0010"
+    assert figures.fmt_p(5e-5) == "< 0.0001" and figures.fmt_p(float("nan")) == "–"
 
 
 def test_model_distance_figure(result):

@@ -144,3 +144,31 @@ def test_missing_wordnet_is_a_short_error(page, monkeypatch):
     assert at.button(key="robustness_run").disabled
     at = page(w_bat_word_op="delete", w_bat_rti=[])  # deletions need no WordNet
     assert not errors(at)
+
+
+def test_a_replay_file_without_the_battery_prompts_is_said_before_run(make_app, tmp_path):
+    """Like the audit pages: a replay model is checked for every prompt the battery may send
+    (RTI's every round) before Run, which stays disabled; with every prompt recorded, it runs."""
+    from dbpa_core.attacks.battery import prompts_needed
+
+    settings = {"seed": 0, "samples": 10, "permutations": 500, "measure": "energy-l2",
+                "correction": "holm", "alpha": 0.05, "embedder": {"backend": "rouge1"},
+                "temperature": 0.8, "max_tokens": 60}
+    values = dict(battery.DEFAULTS, w_bat_per_set=1, w_bat_sets=["true/false"])
+    rec = tmp_path / "rec.jsonl"
+    rec.write_text("")
+    spec = battery.build_spec(values, settings, {"backend": "replay", "file": str(rec)})
+    need = prompts_needed(spec)
+    lines = [json.dumps({"prompt": p, "response": "A"}) for p in need]
+    rec.write_text("\n".join(lines[:-1]) + "\n")            # the last prompt is missing
+    model = [{"backend": "replay", "file": str(rec), "label": "recorded"}]
+    at = make_app(models=model, page=PAGE, **{k: v for k, v in values.items()},
+                  w_embedder="rouge1", w_samples=10)
+    assert any(f"no recorded answer for 1 of the {len(need)} prompts" in e for e in errors(at)), errors(at)
+    assert at.button(key="robustness_run").disabled
+    rec.write_text("\n".join(lines) + "\n")
+    at = make_app(models=model, page=PAGE, **{k: v for k, v in values.items()},
+                  w_embedder="rouge1", w_samples=10)
+    assert not errors(at), errors(at)
+    at.button(key="robustness_run").click().run()
+    assert not at.exception and not errors(at), errors(at)

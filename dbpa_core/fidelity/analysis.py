@@ -1,0 +1,773 @@
+"""``run_fidelity(data)``: every simulator's calibrated quantile curve, the uniform
+baseline, the tightness band and every pairwise comparison, as one result.
+
+The result carries what the charts and the reports need (each scenario's upper and lower
+pseudo-discrepancy per simulator, each pair's δ̂), so pages never recompute statistics;
+``to_dict`` / ``write`` give ``fidelity.json``, ``fidelity.csv``, ``comparisons.csv`` and
+``report.html``.
+
+Examples
+--------
+>>> from dbpa_core.fidelity import from_arrays, run_fidelity
+>>> data = from_arrays([[60, 40], [20, 80], [50, 50]],
+...                    {"good": [[0.6, 0.4], [0.25, 0.75], [0.5, 0.5]],
+...                     "bad": [[0.1, 0.9], [0.9, 0.1], [0.2, 0.8]]})
+>>> r = run_fidelity(data, loss="tv")
+>>> [s.name for s in r.simulators]
+['good', 'bad', 'uniform']
+>>> r.comparison("good", "bad").verdict
+'first'
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import time
+import warnings as _warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from .._validate import check_level
+from . import curve as cv
+from . import discrepancy as dz
+from .data import UNIFORM, FidelityData, FidelityDataError
+from .sets import (
+    binary_kl_interval,
+    hoeffding_halfwidth,
+    kl_radius_bernoulli,
+    kl_radius_categorical,
+    w1_radius,
+)
+
+CVAR_ALPHA = 0.1
+BAND_GRID = 201
+
+
+class FidelityWarning(UserWarning):
+    """Something the user should know about a fidelity analysis (also in ``warnings``)."""
+
+
+@dataclass(frozen=True)
+class UnseenSet:
+    """``{u : L(u, center) <= radius}``: where the real answers of an unseen scenario lie.
+
+    ``center`` is the simulator's answer there (a distribution over options, or a scalar
+    such as a mean for squared / absolute); for scalar losses :attr:`interval` gives the set
+    as an interval."""
+
+    center: np.ndarray
+    radius: float
+    loss: str
+    values: np.ndarray | None = None
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        if self.loss == "absolute":
+            h = self.radius
+        elif self.loss == "squared":
+            h = math.sqrt(self.radius)
+        else:
+            return None
+        c = float(self.center)
+        return (c - h, c + h)
+
+    def contains(self, u) -> bool:
+        if self.loss in ("absolute", "squared"):
+            return bool(dz.scalar_loss(float(u), float(self.center), self.loss) <= self.radius + 1e-12)
+        return bool(dz.categorical_loss(np.asarray(u, dtype=float)[None], self.center[None],
+                                        self.loss, self.values)[0] <= self.radius + 1e-12)
+
+
+@dataclass(frozen=True)
+class SimulatorCurve:
+    """One simulator's pseudo-discrepancies and calibrated curve.
+
+    Attributes
+    ----------
+    name : str
+    kind : str
+        ``counts``, ``probabilities``, ``values`` or ``uniform``.
+    upper : array (m,)
+        Δ̂_j, the worst case of the loss over scenario j's confidence set.
+    lower : array (m,) or None
+        Δ⁻_j, the best case (the band's lower edge; None without a band).
+    alpha : float
+        The level of the guarantee quantile V̂_m(1 - α/2).
+    """
+
+    name: str
+    kind: str
+    upper: np.ndarray
+    lower: np.ndarray | None
+    alpha: float = 0.1
+
+    def quantile(self, beta):
+        """``V̂_m(β)`` of the upper pseudo-discrepancies."""
+        return cv.quantile(self.upper, beta)
+
+    def calibrated(self, tau):
+        """``V̂_cal(τ) = V̂_m((1 + τ) / 2)``."""
+        return cv.calibrated(self.upper, tau)
+
+    @property
+    def auc_cal(self) -> float:
+        return cv.auc_cal(self.upper)
+
+    def cvar(self, alpha: float = CVAR_ALPHA) -> float:
+        return cv.cvar(self.upper, alpha)
+
+    @property
+    def guarantee_quantile(self) -> float:
+        """``V̂_m(1 - α/2)``: a new scenario's discrepancy stays below it on at least a
+        ``1 - α - ε/√m`` share (with probability 1 - η); also the radius of the confidence
+        set for an unseen scenario, ``{u : L(u, q̂) <= V̂_m(1 - α/2)}``."""
+        return float(cv.quantile(self.upper, 1 - self.alpha / 2))
+
+    def unseen_set(self, q, loss: str, values=None) -> UnseenSet:
+        """The confidence set for the real answers of a new scenario in which this simulator
+        answers ``q``: ``{u : L(u, q) <= V̂_m(1 - α/2)}`` (SPEC §3). It holds them with
+        probability at least ``1 - α - ε/√m`` (with probability 1 - η over the data)."""
+        return UnseenSet(np.asarray(q, dtype=float), self.guarantee_quantile, loss,
+                         None if values is None else np.asarray(values, dtype=float))
+
+    def band(self, gamma: float, tau):
+        """``(V̂⁻_m(γ τ), V̂_m(γ + (1 - γ) τ))`` (None without lower values)."""
+        if self.lower is None:
+            return None
+        return cv.band(self.lower, self.upper, gamma, tau)
+
+    def to_dict(self, ids: Sequence[str], gamma: float) -> dict[str, Any]:
+        tau, value = cv.steps(self.upper)
+        out: dict[str, Any] = {
+            "name": self.name, "kind": self.kind,
+            "discrepancies": {i: float(v) for i, v in zip(ids, self.upper, strict=True)},
+            "auc_cal": self.auc_cal, "cvar_10": self.cvar(CVAR_ALPHA),
+            "quantile_guarantee": self.guarantee_quantile,
+            "curve": {"tau": tau.tolist(), "value": value.tolist(),
+                      "reading": "V_cal(tau) = value[k] for tau in (tau[k-1], tau[k]]"},
+            "lower": None, "band": None}
+        if self.lower is not None:
+            grid = np.linspace(0.0, 1.0, BAND_GRID)
+            lo, hi = self.band(gamma, grid)
+            out["lower"] = {i: float(v) for i, v in zip(ids, self.lower, strict=True)}
+            out["band"] = {"tau": grid.tolist(), "lower": np.asarray(lo).tolist(),
+                           "upper": np.asarray(hi).tolist()}
+        return out
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Simulator ``first`` against ``second``: ``deltas[j] = δ̂_j = sup_{u in C_j}
+    [L(u, q̂¹_j) - L(u, q̂²_j)]`` and the reverse; ``u_hat = Û_m(1 - α/2)``.
+
+    ``exact`` is False when δ̂ is the conservative bound (tv and w1 on options: never below
+    the sup, so a verdict is never too optimistic).
+    """
+
+    first: str
+    second: str
+    alpha: float
+    deltas: np.ndarray
+    reverse: np.ndarray
+    exact: bool = True
+
+    @property
+    def u_hat(self) -> float:
+        return float(cv.quantile(self.deltas, 1 - self.alpha / 2))
+
+    @property
+    def u_hat_reverse(self) -> float:
+        return float(cv.quantile(self.reverse, 1 - self.alpha / 2))
+
+    @property
+    def verdict(self) -> str:
+        """``first``: first at least as good as second on >= 1 - α of scenarios;
+        ``second``: the reverse; ``both``: each is; ``neither``: the data cannot say."""
+        a, b = self.u_hat <= 0, self.u_hat_reverse <= 0
+        return {(True, True): "both", (True, False): "first", (False, True): "second",
+                (False, False): "neither"}[(a, b)]
+
+    def sentence(self, noun: str = "questions") -> str:
+        share = _pct(1 - self.alpha)
+        v = self.verdict
+        if v == "first":
+            return f"{self.first} is at least as good as {self.second} on at least {share} of {noun}."
+        if v == "second":
+            return f"{self.second} is at least as good as {self.first} on at least {share} of {noun}."
+        if v == "both":
+            return (f"{self.first} and {self.second} cannot be told apart: each is at least as "
+                    f"good as the other on at least {share} of {noun}.")
+        return (f"Neither {self.first} nor {self.second} can be shown to be at least as good as "
+                f"the other on {share} of {noun}.")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"first": self.first, "second": self.second, "alpha": self.alpha,
+                "u_hat": self.u_hat, "u_hat_reverse": self.u_hat_reverse,
+                "verdict": self.verdict, "sentence": self.sentence(), "exact": self.exact}
+
+
+def _pct(x: float) -> str:
+    v = 100 * x
+    return f"{v:.0f} %" if abs(v - round(v)) < 1e-9 else f"{v:.1f} %"
+
+
+@dataclass(frozen=True)
+class FidelityResult:
+    """Everything one analysis found (see the module docstring)."""
+
+    data: FidelityData
+    loss: str
+    gamma: float
+    eta: float
+    alpha: float
+    set_name: str
+    radius: np.ndarray
+    simulators: tuple[SimulatorCurve, ...]
+    comparisons: tuple[Comparison, ...]
+    sigma: float | None = None
+    bounds: tuple[float, float] | None = None
+    warnings: tuple[str, ...] = ()
+    seconds: float = 0.0
+    created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    @property
+    def m(self) -> int:
+        return self.data.m
+
+    @property
+    def epsilon(self) -> float:
+        return cv.epsilon(self.alpha, self.m, self.eta)
+
+    @property
+    def guaranteed_level(self) -> float:
+        """``1 - α - ε/√m``: the guaranteed share of new scenarios below V̂_m(1 - α/2)."""
+        return cv.guaranteed_level(self.alpha, self.m, self.eta)
+
+    @property
+    def comparison_note(self) -> str | None:
+        """What to know about the comparisons' δ̂ (None when they are exact)."""
+        if all(c.exact for c in self.comparisons):
+            return None
+        return (f"Comparisons under {self.loss} use a bound on each scenario's delta that is never "
+                "below the exact supremum: a verdict that one simulator is at least as good is "
+                "safe; a borderline one may be missed.")
+
+    @property
+    def has_band(self) -> bool:
+        return all(s.lower is not None for s in self.simulators)
+
+    def simulator(self, name: str) -> SimulatorCurve:
+        for s in self.simulators:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+    def comparison(self, first: str, second: str) -> Comparison:
+        for c in self.comparisons:
+            if (c.first, c.second) == (first, second):
+                return c
+            if (c.first, c.second) == (second, first):
+                return Comparison(first, second, c.alpha, c.reverse, c.deltas, c.exact)
+        raise KeyError((first, second))
+
+    # ------------------------------------------------------------------ serialising
+    def to_dict(self) -> dict[str, Any]:
+        from .. import __version__
+
+        ids = list(self.data.ids)
+        return _finite({
+            "tool": "dbpa", "tool_version": __version__,
+            "created_at": self.created_at.isoformat(timespec="seconds"),
+            "source": self.data.source, "kind": self.data.kind, "m": self.m,
+            "settings": {"loss": self.loss, "gamma": self.gamma, "eta": self.eta,
+                         "alpha": self.alpha, "cvar_alpha": CVAR_ALPHA, "set": self.set_name,
+                         "sigma": self.sigma, "bounds": list(self.bounds) if self.bounds else None},
+            "guarantee": {"alpha": self.alpha, "eta": self.eta, "epsilon": self.epsilon,
+                          "level": self.guaranteed_level,
+                          "reading": "with probability >= 1 - eta, a new scenario's discrepancy "
+                                     "is <= quantile_guarantee with probability >= level"},
+            "simulators": [s.to_dict(ids, self.gamma) for s in self.simulators],
+            "comparisons": [c.to_dict() for c in self.comparisons],
+            "comparison_note": self.comparison_note,
+            "scenarios": [{"id": s.id, "n": s.n, "options": list(s.options),
+                           "radius": float(r)} for s, r in zip(self.data.scenarios, self.radius,
+                                                               strict=True)],
+            "warnings": list(self.warnings), "seconds": self.seconds})
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False, allow_nan=False)
+
+    def to_csv(self) -> str:
+        """One row per scenario: id, n, options, the set's radius, then each simulator's
+        upper (and lower) pseudo-discrepancy."""
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        head = ["scenario", "n_real", "options", "radius"]
+        for s in self.simulators:
+            head.append(f"{s.name}")
+            if s.lower is not None:
+                head.append(f"{s.name} lower")
+        w.writerow(head)
+        for j, sc in enumerate(self.data.scenarios):
+            row: list[Any] = [sc.id, _g(sc.n), len(sc.options), _g(self.radius[j])]
+            for s in self.simulators:
+                row.append(_g(s.upper[j]))
+                if s.lower is not None:
+                    row.append(_g(s.lower[j]))
+            w.writerow(row)
+        return buf.getvalue()
+
+    def comparisons_csv(self) -> str:
+        """One row per scenario and pair: δ̂ of first against second."""
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(["scenario", "first", "second", "delta", "delta_reverse"])
+        for c in self.comparisons:
+            for sid, a, b in zip(self.data.ids, c.deltas, c.reverse, strict=True):
+                w.writerow([sid, c.first, c.second, _g(a), _g(b)])
+        return buf.getvalue()
+
+    def summary_text(self) -> str:
+        """The terminal summary: one line per simulator, then each pair's verdict."""
+        head = ("simulator", "AUC_cal", "CVaR_10", "V(1-a/2)", "kind")
+        rows = [(s.name, f"{s.auc_cal:.4f}", f"{s.cvar():.4f}", f"{s.guarantee_quantile:.4f}",
+                 s.kind) for s in self.simulators]
+        widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+        fmt = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()  # noqa: E731
+        lines = [f"{self.m} scenarios, loss {self.loss}, {self.set_name} sets with coverage "
+                 f"gamma = {self.gamma:g}, eta = {self.eta:g}, alpha = {self.alpha:g}", "",
+                 fmt(head), "  ".join("-" * w for w in widths), *map(fmt, rows), ""]
+        if self.guaranteed_level > 0:
+            lines.append(f"Guarantee: with probability >= {1 - self.eta:g}, a new scenario's "
+                         f"discrepancy is below V(1-a/2) with probability >= "
+                         f"{self.guaranteed_level:.3f} (1 - alpha - eps/sqrt(m), eps = "
+                         f"{self.epsilon:.2f}).")
+        else:
+            lines.append(f"Guarantee: none yet with m = {self.m} scenarios (1 - alpha - "
+                         f"eps/sqrt(m) = {self.guaranteed_level:.2f}, eps = {self.epsilon:.2f}).")
+        if self.comparisons:
+            lines.append("")
+            head2 = ("first", "second", "U(1-a/2)", "reverse", "verdict")
+            rows2 = [(c.first, c.second, f"{c.u_hat:+.4f}", f"{c.u_hat_reverse:+.4f}",
+                      c.sentence()) for c in self.comparisons]
+            w2 = [max(len(r[i]) for r in [head2, *rows2]) for i in range(4)]
+            for r in [head2, tuple("-" * x for x in w2) + ("-------",), *rows2]:
+                lines.append("  ".join(c.ljust(x) for c, x in zip(r[:4], w2, strict=True)) + "  " + r[4])
+            if self.comparison_note:
+                lines.append(f"({self.comparison_note})")
+        return "\n".join(lines)
+
+    def write(self, out_dir, *, report: str | None = None) -> list[str]:
+        """fidelity.json, fidelity.csv, comparisons.csv and report.html (atomically)."""
+        from ..outputs import write_files
+        from .report import report_html
+
+        return write_files(out_dir, {
+            "fidelity.json": self.to_json(), "fidelity.csv": self.to_csv(),
+            "comparisons.csv": self.comparisons_csv(),
+            "report.html": report if report is not None else report_html(self)})
+
+
+def _g(x) -> str:
+    return f"{float(x):.10g}"
+
+
+def _finite(value):
+    """NaN / inf -> None so that fidelity.json is strict JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+# --------------------------------------------------------------------------- running
+
+ProgressFn = Callable[[Any], None]
+
+
+def _iv(data, loss, gamma, eta, alpha, sigma, bounds):
+    if not isinstance(data, FidelityData):
+        raise TypeError(f"`data` must be FidelityData (see load_csv, from_arrays), got "
+                        f"{type(data).__name__}.")
+    loss = dz.check_loss(loss)
+    gamma = check_level(gamma, "gamma")
+    eta = check_level(eta, "eta")
+    alpha = check_level(alpha, "alpha")
+    if data.m < 2:
+        raise ValueError(f"`data` must hold at least 2 scenarios (m >= 2), got {data.m}.")
+    if data.kind == "values" and loss in ("tv", "kl"):
+        raise ValueError(f"`loss` {loss!r} compares distributions over options; these data hold "
+                         "real values (no option column): use w1, squared or absolute.")
+    if sigma is not None and not (isinstance(sigma, (int, float)) and not isinstance(sigma, bool)
+                                  and math.isfinite(sigma) and sigma > 0):
+        raise ValueError(f"`sigma` must be a positive number, got {sigma!r}.")
+    if bounds is not None:
+        try:
+            a, b = (float(x) for x in bounds)
+        except (TypeError, ValueError):
+            raise ValueError(f"`bounds` must be two numbers (a, b), got {bounds!r}.") from None
+        if not (math.isfinite(a) and math.isfinite(b) and a < b):
+            raise ValueError(f"`bounds` must be two finite numbers a < b, got {bounds!r}.")
+        bounds = (a, b)
+    return loss, gamma, eta, alpha, bounds
+
+
+def run_fidelity(data: FidelityData, *, loss: str = "tv", gamma: float = 0.5,
+                 eta: float = 0.05, alpha: float = 0.1, sigma: float | None = None,
+                 bounds: Sequence[float] | None = None, band: bool = True,
+                 progress: ProgressFn | None = None) -> FidelityResult:
+    """Calibrated quantile curves of every simulator in ``data`` and of the uniform one.
+
+    Parameters
+    ----------
+    data : FidelityData
+        From :func:`~dbpa_core.fidelity.data.load_csv`, ``from_arrays``, the simulation
+        runner, ...
+    loss : {"tv", "kl", "w1", "squared", "absolute"}
+        ``L(u, q)``; tv, kl and w1 compare distributions over options (w1 on the options'
+        values), squared and absolute the mean answer (a probability for two options).
+        Real-valued data: w1 (with a W1-ball set) or squared / absolute (the mean).
+    gamma : float in (0, 1)
+        Coverage of each scenario's confidence set (½ in the paper). The calibrated curve
+        V̂_m((1+τ)/2) needs γ >= ½; so does the tightness band.
+    eta : float in (0, 1)
+        The guarantee holds with probability 1 - η over the data.
+    alpha : float in (0, 1)
+        Level of the guarantee quantile V̂_m(1 - α/2) and of the comparisons (0.1: "on at
+        least 90 % of questions").
+    sigma : float, optional
+        Sub-Gaussian scale of real values (w1 on values); default: their pooled standard
+        deviation, with a warning.
+    bounds : (a, b), optional
+        Range of real values (squared / absolute on values, and the uniform simulator);
+        default: the range of all values in the data, with a warning.
+    band : bool
+        Compute the lower pseudo-discrepancies (the band; needs γ >= ½).
+    progress : callable, optional
+        Called with :class:`~dbpa_core.sampling.Progress` objects (stage ``analysis``).
+
+    Returns
+    -------
+    FidelityResult
+
+    Raises
+    ------
+    ValueError, TypeError
+        Bad arguments (the message names the argument), a loss that does not fit the
+        data, KL against a simulator that gives an option probability 0.
+    """
+    from ..sampling import Progress
+
+    t0 = time.perf_counter()
+    loss, gamma, eta, alpha, bounds = _iv(data, loss, gamma, eta, alpha, sigma, bounds)
+    notes: list[str] = list(data.notes)
+    if gamma < 0.5:
+        notes.append(f"gamma = {gamma:g} < 1/2: each confidence set covers the real distribution "
+                     "less than half the time, so the calibrated curve V_m((1+tau)/2) carries no "
+                     "guarantee (it needs gamma >= 1/2); no tightness band is drawn.")
+        band = False
+    names = [*data.simulators, UNIFORM]
+    kinds = {**data.sim_kinds, UNIFORM: "uniform"}
+    n_pairs = len(names) * (len(names) - 1) // 2
+    total = len(names) * (2 if band else 1) + n_pairs
+    done = [0]
+
+    def tick(detail: str) -> None:
+        done[0] += 1
+        if progress is not None:
+            progress(Progress("analysis", done[0], total, detail))
+
+    if progress is not None:
+        progress(Progress("analysis", 0, total, "confidence sets"))
+    engine = _engine(data, loss, gamma, sigma, bounds, notes)
+    uppers = {}
+    for name in names:
+        uppers[name] = engine.upper(name)
+        tick(f"{name}: worst cases")
+    lowers = {}
+    if band:
+        for name in names:
+            lowers[name] = engine.lower(name)
+            tick(f"{name}: best cases (band)")
+    curves = tuple(SimulatorCurve(nm, kinds[nm], uppers[nm], lowers.get(nm), alpha)
+                   for nm in names)
+    comps = []
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            d_ab, exact = engine.pairwise(a, b)
+            d_ba, _ = engine.pairwise(b, a)
+            comps.append(Comparison(a, b, alpha, d_ab, d_ba, exact))
+            tick(f"{a} vs {b}")
+    level = cv.guaranteed_level(alpha, data.m, eta)
+    if level <= 0:
+        notes.append(f"With m = {data.m} scenarios the finite-sample guarantee is vacuous "
+                     f"(1 - alpha - eps/sqrt(m) = {level:.2f}): the curves describe these "
+                     "scenarios but promise nothing about new ones; it needs a few hundred "
+                     "scenarios.")
+    for msg in notes[len(data.notes):]:
+        _warnings.warn(msg, FidelityWarning, stacklevel=2)
+    return FidelityResult(data, loss, gamma, eta, alpha, engine.set_name, engine.radius, curves,
+                          tuple(comps), engine.sigma, engine.bounds, tuple(notes),
+                          round(time.perf_counter() - t0, 4))
+
+
+# --------------------------------------------------------------------------- engines
+
+
+class _Categorical:
+    """KL balls over options (tv, kl, w1), vectorized per group of scenarios that share
+    the number of options (and, for w1, the options' values)."""
+
+    def __init__(self, data: FidelityData, loss: str, gamma: float):
+        self.data, self.loss = data, loss
+        self.set_name = "categorical KL"
+        self.sigma, self.bounds = None, None
+        groups: dict[tuple, list[int]] = {}
+        for j, s in enumerate(data.scenarios):
+            key = (len(s.options),) + (tuple(s.option_values()) if loss == "w1" else ())
+            groups.setdefault(key, []).append(j)
+        self.groups = list(groups.items())
+        self.p = data.real_probabilities()
+        n = np.array([s.real.sum() for s in data.scenarios])
+        d = np.array([len(s.options) for s in data.scenarios])
+        self.radius = kl_radius_categorical(n, d, gamma=gamma)
+        self._q: dict[str, list[np.ndarray]] = {}
+        self._support: dict[tuple, tuple] = {}
+        if loss == "kl":
+            for name in data.simulators:
+                for s, q in zip(data.scenarios, self.q(name), strict=True):
+                    zero = [o for o, x in zip(s.options, q, strict=True) if x <= 0]
+                    if zero:
+                        raise ValueError(
+                            f"loss 'kl' is infinite here: simulator {name!r} gives option "
+                            f"{zero[0]!r} of scenario {s.id!r} probability 0 (KL(u ‖ q) is "
+                            "infinite wherever the real answers can fall on such an option). "
+                            "Use loss 'tv', or smoothed probabilities.")
+
+    def q(self, name: str) -> list[np.ndarray]:
+        if name not in self._q:
+            self._q[name] = self.data.probabilities(name)
+        return self._q[name]
+
+    def _stack(self, idx, arrays):
+        return np.vstack([arrays[j] for j in idx])
+
+    def _vertices(self, key):
+        d = key[0]
+        return dz.tv_vertices(d) if self.loss == "tv" else dz.w1_vertices(np.array(key[1:]))
+
+    def upper(self, name: str) -> np.ndarray:
+        out = np.empty(self.data.m)
+        for key, idx in self.groups:
+            p, q, r = self._stack(idx, self.p), self._stack(idx, self.q(name)), self.radius[idx]
+            if self.loss == "tv" and key[0] <= dz.MAX_SUBSET_OPTIONS:
+                hkey = ("subsets",) + key
+                if hkey not in self._support:
+                    self._support[hkey] = dz.tv_subset_upper(p, r)
+                out[idx] = dz.tv_upper(p, r, q, subset_upper=self._support[hkey])
+            elif self.loss in ("tv", "w1") and key[0] <= dz.MAX_PAIRWISE_OPTIONS + 1:
+                h, _ = self._support_of(key, idx)
+                out[idx] = (h - q @ self._vertices(key).T).max(axis=1)
+            else:
+                vals = np.array(key[1:]) if self.loss == "w1" else None
+                out[idx] = dz.maximize_convex(p, r, q, self.loss, values=vals)
+        return out
+
+    def _support_of(self, key, idx):
+        if key not in self._support:
+            p, r = self._stack(idx, self.p), self.radius[idx]
+            _, h, uf = dz.ipm_upper(p, r, np.zeros_like(p), self._vertices(key))
+            self._support[key] = (h, uf)
+        return self._support[key]
+
+    def _table_of(self, key, idx):
+        tkey = ("table",) + key
+        if tkey not in self._support:
+            self._support[tkey] = dz.tv_support_table(self._stack(idx, self.p), self.radius[idx])
+        return self._support[tkey]
+
+    def lower(self, name: str) -> np.ndarray:
+        out = np.empty(self.data.m)
+        for key, idx in self.groups:
+            p, q, r = self._stack(idx, self.p), self._stack(idx, self.q(name)), self.radius[idx]
+            if self.loss == "tv":
+                out[idx] = dz.tv_lower(p, r, q)
+            else:
+                vals = np.array(key[1:]) if self.loss == "w1" else None
+                out[idx] = dz.minimize_convex(p, r, q, self.loss, values=vals)
+        return out
+
+    def pairwise(self, a: str, b: str) -> tuple[np.ndarray, bool]:
+        out = np.empty(self.data.m)
+        exact = self.loss == "kl"
+        for key, idx in self.groups:
+            p, r = self._stack(idx, self.p), self.radius[idx]
+            qa, qb = self._stack(idx, self.q(a)), self._stack(idx, self.q(b))
+            if self.loss == "kl":
+                out[idx] = dz.kl_pairwise(p, r, qa, qb)
+            elif key[0] <= dz.MAX_PAIRWISE_OPTIONS:
+                support = self._support_of(key, idx)
+                if self.loss == "tv":
+                    table = self._table_of(key, idx) if key[0] <= dz.MAX_TABLE_OPTIONS else None
+                    out[idx] = dz.tv_pairwise(p, r, qa, qb, support=support, table=table)
+                else:
+                    out[idx] = dz.w1_pairwise(p, r, qa, qb, np.array(key[1:]), support=support)
+            else:  # the trivial bound: worst case of a minus best case of b
+                out[idx] = self.upper_of(a, idx) - self.lower_of(b, idx)
+        return out, exact
+
+    def upper_of(self, name, idx):
+        return self.upper(name)[idx]
+
+    def lower_of(self, name, idx):
+        return self.lower(name)[idx]
+
+
+class _Scalar:
+    """Interval sets for a scalar outcome (squared, absolute): Bernoulli KL intervals for
+    two options, Hoeffding intervals of the mean otherwise (and for real values)."""
+
+    def __init__(self, data: FidelityData, loss: str, gamma: float, bounds, notes):
+        self.data, self.loss = data, loss
+        self.sigma = None
+        m = data.m
+        self.center = np.empty(m)
+        self.low = np.empty(m)
+        self.high = np.empty(m)
+        self.radius = np.empty(m)
+        kinds = set()
+        if data.kind == "values":
+            self.bounds = _value_bounds(data, bounds, notes)
+            a, b = self.bounds
+            for j, s in enumerate(data.scenarios):
+                mean = float(np.mean(s.real))
+                h = float(hoeffding_halfwidth(s.real.size, low=a, high=b, gamma=gamma))
+                self.center[j], self.low[j], self.high[j], self.radius[j] = \
+                    mean, max(mean - h, a), min(mean + h, b), h
+            kinds.add("Hoeffding mean")
+        else:
+            self.bounds = None
+            for j, s in enumerate(data.scenarios):
+                v = s.option_values()
+                p = s.real / s.real.sum()
+                n = s.real.sum()
+                if len(v) == 2:
+                    lo_hi = binary_kl_interval(p[1], kl_radius_bernoulli(n, gamma=gamma))
+                    ends = sorted(v[0] + (v[1] - v[0]) * np.array([float(x) for x in lo_hi]))
+                    self.radius[j] = float(kl_radius_bernoulli(n, gamma=gamma))
+                    kinds.add("Bernoulli KL")
+                else:
+                    h = float(hoeffding_halfwidth(n, low=float(v.min()), high=float(v.max()),
+                                                  gamma=gamma))
+                    mean = float(p @ v)
+                    ends = [max(mean - h, float(v.min())), min(mean + h, float(v.max()))]
+                    self.radius[j] = h
+                    kinds.add("Hoeffding mean")
+                self.center[j], self.low[j], self.high[j] = float(p @ v), ends[0], ends[1]
+        self.set_name = " / ".join(sorted(kinds))
+
+    def q(self, name: str) -> np.ndarray:
+        d = self.data
+        if d.kind == "values":
+            if name == UNIFORM:
+                return np.full(d.m, 0.5 * (self.bounds[0] + self.bounds[1]))
+            return np.array([float(np.mean(v)) for v in d.simulated[name]])
+        return np.array([float(q @ s.option_values())
+                         for s, q in zip(d.scenarios, d.probabilities(name), strict=True)])
+
+    def upper(self, name):
+        return dz.interval_upper(self.low, self.high, self.q(name), self.loss)
+
+    def lower(self, name):
+        return dz.interval_lower(self.low, self.high, self.q(name), self.loss)
+
+    def pairwise(self, a, b):
+        return dz.interval_pairwise(self.low, self.high, self.q(a), self.q(b), self.loss), True
+
+
+class _W1Values:
+    """W1 balls around each scenario's real values."""
+
+    def __init__(self, data: FidelityData, gamma: float, sigma, bounds, notes):
+        self.data = data
+        self.set_name = "W1 ball"
+        if sigma is None:
+            pooled = np.concatenate([s.real - s.real.mean() for s in data.scenarios])
+            sigma = float(np.sqrt(np.mean(pooled ** 2))) if pooled.size > 1 else 1.0
+            sigma = sigma if sigma > 0 else 1.0
+            notes.append(f"sigma was not given: used the real values' pooled standard deviation "
+                         f"{sigma:.4g} as their sub-Gaussian scale (give sigma for a guarantee).")
+        self.sigma = float(sigma)
+        self.bounds = _value_bounds(data, bounds, notes)
+        self.radius = w1_radius([s.real.size for s in data.scenarios], sigma=self.sigma,
+                                gamma=gamma)
+        self._dist: dict[str, np.ndarray] = {}
+
+    def dist(self, name: str) -> np.ndarray:
+        if name not in self._dist:
+            a, b = self.bounds
+            if name == UNIFORM:
+                d = [dz.w1_to_uniform(s.real, a, b) for s in self.data.scenarios]
+            else:
+                d = [dz.w1_distance(s.real, v) for s, v in zip(self.data.scenarios,
+                                                               self.data.simulated[name], strict=True)]
+            self._dist[name] = np.array(d)
+        return self._dist[name]
+
+    def upper(self, name):
+        return dz.w1ball_upper(self.dist(name), self.radius)
+
+    def lower(self, name):
+        return dz.w1ball_lower(self.dist(name), self.radius)
+
+    def pairwise(self, a, b):
+        lo, hi = self.bounds
+
+        def between(x, y, s):
+            if x == UNIFORM:
+                return dz.w1_to_uniform(self.data.simulated[y][s], lo, hi)
+            if y == UNIFORM:
+                return dz.w1_to_uniform(self.data.simulated[x][s], lo, hi)
+            return dz.w1_distance(self.data.simulated[x][s], self.data.simulated[y][s])
+        ab = np.array([between(a, b, s) for s in range(self.data.m)])
+        return dz.w1ball_pairwise(self.dist(a), self.dist(b), ab, self.radius), False
+
+
+def _value_bounds(data: FidelityData, bounds, notes) -> tuple[float, float]:
+    if bounds is not None:
+        a, b = bounds
+        allv = np.concatenate([s.real for s in data.scenarios] +
+                              [v for vs in data.simulated.values() for v in vs])
+        if allv.min() < a or allv.max() > b:
+            raise FidelityDataError(f"`bounds` ({a:g}, {b:g}) do not contain every value in the "
+                                    f"data (from {allv.min():g} to {allv.max():g}).")
+        return float(a), float(b)
+    allv = np.concatenate([s.real for s in data.scenarios] +
+                          [v for vs in data.simulated.values() for v in vs])
+    a, b = float(allv.min()), float(allv.max())
+    if b <= a:
+        b = a + 1.0
+    notes.append(f"bounds were not given: used the range of the values in the data, [{a:g}, "
+                 f"{b:g}] (give bounds for a guarantee).")
+    return a, b
+
+
+def _engine(data, loss, gamma, sigma, bounds, notes):
+    if loss in ("squared", "absolute"):
+        return _Scalar(data, loss, gamma, bounds, notes)
+    if data.kind == "values":
+        return _W1Values(data, gamma, sigma, bounds, notes)
+    return _Categorical(data, loss, gamma)
+
+
+__all__ = ["CVAR_ALPHA", "Comparison", "FidelityResult", "FidelityWarning", "SimulatorCurve",
+           "UnseenSet", "run_fidelity"]

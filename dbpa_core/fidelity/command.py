@@ -1,0 +1,145 @@
+"""``dbpa fidelity``: calibrated quantile curves from the command line.
+
+    dbpa fidelity DATA.csv --loss tv --gamma 0.5 --eta 0.05 --out DIR
+    dbpa fidelity sample --out DIR                       # the built-in synthetic sample
+    dbpa fidelity SURVEY_FOLDER --attribute SEX --group Female --out DIR   # OpinionQA layout
+    dbpa fidelity --simulate SPEC.yaml --out DIR [--estimate]
+
+``DIR`` receives ``fidelity.json``, ``fidelity.csv`` (per scenario), ``comparisons.csv``
+and ``report.html``; with ``--simulate`` also ``data.csv`` (the real counts and the new
+simulator columns, readable by ``dbpa fidelity``) and ``answers.jsonl`` (every simulated
+answer and how it was read). Exit codes as the other commands: 2 bad input (one line,
+with the file and line), 3 a backend failure, 130 stopped.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    f = sub.add_parser("fidelity", help="calibrated quantile curves: how far simulated survey "
+                       "answers are from real ones, with a guarantee")
+    f.add_argument("data", nargs="?", help="long CSV (scenario,option,real,<simulators>...), an "
+                   "OpinionQA survey folder, or 'sample'")
+    f.add_argument("--simulate", metavar="SPEC", help="simulation spec: ask models to answer the "
+                   "questions as respondents, then analyse (see the README)")
+    f.add_argument("--loss", choices=["tv", "kl", "w1", "squared", "absolute"], default=None,
+                   help="loss L(u, q) (default tv)")
+    f.add_argument("--gamma", type=float, default=None, help="coverage of each confidence set "
+                   "(default 0.5)")
+    f.add_argument("--eta", type=float, default=None, help="the guarantee fails with probability "
+                   "at most eta (default 0.05)")
+    f.add_argument("--alpha", type=float, default=None, help="level of the guarantee and the "
+                   "comparisons: at least 1 - alpha of scenarios (default 0.1)")
+    f.add_argument("--sigma", type=float, default=None, help="w1 on real values: sub-Gaussian "
+                   "scale of the real values")
+    f.add_argument("--bounds", default=None, help="real values: their range a,b")
+    f.add_argument("--no-band", action="store_true", help="skip the tightness band (its lower "
+                   "pseudo-discrepancies need a solver for kl and w1)")
+    f.add_argument("--attribute", default="NONE", help="OpinionQA: the demographic split (SEX, "
+                   "AGE, POLPARTY, ...)")
+    f.add_argument("--group", action="append", default=None, help="OpinionQA: keep this group "
+                   "(repeatable)")
+    f.add_argument("--out", default="dbpa-fidelity", help="output folder (default: dbpa-fidelity)")
+    f.add_argument("--estimate", action="store_true", help="with --simulate: print the answers "
+                   "it needs; call nothing")
+    f.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    f.add_argument("--quiet", action="store_true", help="no progress bars")
+    f.add_argument("--progress", action="store_true", help="progress bars even when not a TTY")
+    f.add_argument("--allow-key-env", action="append", default=[], metavar="NAME",
+                   help="let the spec send this environment variable as an API key")
+    return f
+
+
+def _bounds(text):
+    if text is None:
+        return None
+    try:
+        a, b = (float(x) for x in text.split(","))
+    except ValueError:
+        raise ValueError(f"--bounds must be two numbers a,b, got {text!r}.") from None
+    return (a, b)
+
+
+def cmd_fidelity(args, *, cache_of, bars_of) -> int:
+    """Run the command (``cache_of(args)`` and ``bars_of(args)`` come from ``dbpa_core.cli``)."""
+    from ..outputs import check_out_dir
+    from ..sampling import RunCancelled
+    from .analysis import run_fidelity
+    from .data import FidelityDataError, load_data
+    from .discrepancy import SolverError
+    from .simulate import TemplateError, estimate_simulation, load_simulation_spec, run_simulation_spec
+
+    if (args.data is None) == (args.simulate is None):
+        print("error: give a data file (or 'sample'), or --simulate SPEC.yaml", file=sys.stderr)
+        return 2
+    settings = {"loss": "tv", "gamma": 0.5, "eta": 0.05, "alpha": 0.1, "sigma": None,
+                "bounds": None}
+    sim = None
+    try:
+        if args.simulate:
+            spec = load_simulation_spec(args.simulate, allow_key_env=args.allow_key_env)
+            settings.update(spec.analysis)
+            if args.estimate:
+                e = estimate_simulation(spec.data, spec.models, cache=cache_of(args),
+                                        **spec.settings())
+                print(f"{e['answers']} answers ({spec.data.m} questions x {len(spec.models)} "
+                      f"model(s) x {spec.samples}): {e['cached']} cached, {e['calls']} calls to make")
+                return 0
+        given = {"loss": args.loss, "gamma": args.gamma, "eta": args.eta, "alpha": args.alpha,
+                 "sigma": args.sigma, "bounds": _bounds(args.bounds)}
+        settings.update({k: v for k, v in given.items() if v is not None})
+        check_out_dir(args.out)  # before any paid call
+        if args.simulate:
+            bars = bars_of(args)
+            try:
+                sim = run_simulation_spec(spec, cache=cache_of(args), progress=bars)
+            except RunCancelled as exc:
+                print(str(exc), file=sys.stderr)
+                return 130
+            finally:
+                bars.close()
+            if sim.data is None:
+                from ..outputs import write_files
+
+                paths = write_files(args.out, {"answers.jsonl": sim.answers_jsonl()})
+                print(f"error: {sim.error} They are in {paths[0]}.", file=sys.stderr)
+                return 3
+            data = sim.data
+        else:
+            data = load_data(args.data, attribute=args.attribute, groups=args.group)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # they are in result.warnings, printed below
+            result = run_fidelity(data, band=not args.no_band, **settings)
+    except (FidelityDataError, TemplateError, ValueError, TypeError, SolverError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    files = {}
+    if sim is not None:
+        files = {"data.csv": sim.data.to_csv(), "answers.jsonl": sim.answers_jsonl()}
+    try:
+        paths = result.write(args.out)
+        if files:
+            from ..outputs import write_files
+
+            paths += write_files(args.out, files)
+    except OSError as exc:
+        print(f"error: cannot write the results to {args.out} ({exc.strerror or exc})"
+              + ("; every answer is cached, so running again costs nothing." if sim else "."),
+              file=sys.stderr)
+        return 2
+    print(result.summary_text())
+    if sim is not None:
+        u = sim.usage
+        print(f"\n{u['calls']} new calls, {u['cached_samples']} answers from the cache, "
+              f"{u['seconds']:.1f} s; unparsed answers: "
+              + ", ".join(f"{m} {sim.unparsed_total(m)}" for m in sim.models) + ".")
+    for w in result.warnings:
+        print(f"note: {w}", file=sys.stderr)
+    print("wrote " + ", ".join(paths))
+    return 0
+
+
+__all__ = ["add_parser", "cmd_fidelity"]

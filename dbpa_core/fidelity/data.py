@@ -1,0 +1,560 @@
+"""Fidelity data: real answers and simulators' answers per scenario, in and out of files.
+
+Two layouts of a long CSV (UTF-8, one header row; column names are case-insensitive):
+
+**Categorical** (multiple-choice questions) — ``scenario,option,real,<sim 1>,<sim 2>,...``::
+
+    scenario,option,real,gpt-4o,llama
+    q1,Agree,312,0.55,41
+    q1,Disagree,188,0.45,9
+    q2,Yes,90,0.7,30
+    ...
+
+One row per option of each scenario. ``real`` holds counts of real answers (whole or
+weighted, >= 0, not all zero). Each simulator column holds, per scenario, either counts
+or probabilities: a column is read as **probabilities when its values sum to 1 (±0.001)
+in every scenario**, otherwise as counts; either way the simulated distribution is the
+values divided by their sum, so the two readings agree where they overlap. An optional
+``question`` column gives the question text (first non-empty cell per scenario), which
+the simulation runner needs. Option labels that are all numbers give the options'
+values (for ``w1``, ``squared``, ``absolute``); otherwise the options are spaced evenly
+on [-1, 1] in their order.
+
+**Values** (a real-valued answer per respondent) — ``scenario,real,<sim 1>,...`` with no
+``option`` column: each row holds one observation per column, and a blank cell is none,
+so columns may have different numbers of values per scenario.
+
+Mistakes raise :class:`FidelityDataError` with the file, the line and what is wrong:
+negative or non-numeric cells, a scenario whose real counts are all zero, a simulator
+that gives a scenario no answer, fewer than two options or two scenarios, a repeated
+option.
+
+:func:`load_opinionqa` reads the OpinionQA layout (Santurkar et al., 2023): a survey
+folder with ``info.csv`` (columns ``key``, ``question``, ``references`` — the options as a
+Python list) and ``<ATTRIBUTE>_data.json`` (``{question key: {"MC_options": [...],
+"question_text": ..., "<group>": {"<option>": count, ...}, ...}}``), one scenario per
+question (and group).
+"""
+from __future__ import annotations
+
+import ast
+import csv
+import io
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+RESERVED = ("scenario", "option", "real", "question")
+UNIFORM = "uniform"
+PROB_TOLERANCE = 1e-3
+MAX_FILE_BYTES = 200 * 1024**2
+
+
+class FidelityDataError(ValueError):
+    """A data file or data argument is malformed (the message says where and what)."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One scenario (question): its options (empty for values data), the real answers
+    (counts per option, or values), the question text and the respondent's fields."""
+
+    id: str
+    options: tuple[str, ...]
+    real: np.ndarray
+    question: str = ""
+    persona: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def n(self) -> float:
+        """The number of real answers (the sum of counts, or of values)."""
+        return float(self.real.sum()) if self.options else float(self.real.size)
+
+    def option_values(self) -> np.ndarray:
+        """The options' values: their labels when all are numbers, else evenly spaced on
+        [-1, 1] in their order."""
+        try:
+            v = np.array([float(o) for o in self.options])
+            if np.all(np.isfinite(v)) and len(set(v.tolist())) == len(v):
+                return v
+        except ValueError:
+            pass
+        return np.linspace(-1.0, 1.0, len(self.options))
+
+
+@dataclass(frozen=True)
+class FidelityData:
+    """Real and simulated answers for m scenarios.
+
+    ``simulated[name][j]`` is simulator ``name``'s answers in scenario j: counts or
+    probabilities over ``scenarios[j].options`` (categorical), or values. ``sim_kinds``
+    says which (``counts``, ``probabilities``, ``values``); ``notes`` holds what the
+    reader wants the user to know (e.g. unparsed answers of a simulation).
+    """
+
+    kind: str
+    scenarios: tuple[Scenario, ...]
+    simulated: dict[str, tuple[np.ndarray, ...]] = field(default_factory=dict)
+    sim_kinds: dict[str, str] = field(default_factory=dict)
+    source: str = "<data>"
+    notes: tuple[str, ...] = ()
+
+    @property
+    def simulators(self) -> tuple[str, ...]:
+        return tuple(self.simulated)
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        return tuple(s.id for s in self.scenarios)
+
+    @property
+    def m(self) -> int:
+        return len(self.scenarios)
+
+    def probabilities(self, name: str) -> list[np.ndarray]:
+        """Simulator ``name``'s distribution per scenario (``uniform``: 1/d each)."""
+        if name == UNIFORM:
+            return [np.full(len(s.options), 1.0 / len(s.options)) for s in self.scenarios]
+        return [np.asarray(v, dtype=float) / float(np.sum(v)) for v in self.simulated[name]]
+
+    def real_probabilities(self) -> list[np.ndarray]:
+        return [s.real / s.real.sum() for s in self.scenarios]
+
+    def with_simulator(self, name: str, answers: Sequence, kind: str = "counts") -> FidelityData:
+        """A copy with one more simulator column (validated like a file's)."""
+        if name in self.simulated or name.lower() in RESERVED or name == UNIFORM:
+            raise FidelityDataError(f"a simulator named {name!r} exists already or the name "
+                                    "is reserved.")
+        arrays = tuple(np.asarray(a, dtype=float) for a in answers)
+        sims = dict(self.simulated)
+        sims[name] = arrays
+        kinds = dict(self.sim_kinds)
+        kinds[name] = kind
+        out = replace(self, simulated=sims, sim_kinds=kinds)
+        validate(out)
+        return out
+
+    def select(self, ids: Sequence[str]) -> FidelityData:
+        """The scenarios with these ids, in this order."""
+        pos = {s.id: j for j, s in enumerate(self.scenarios)}
+        missing = [i for i in ids if i not in pos]
+        if missing:
+            raise FidelityDataError(f"no scenario {missing[0]!r} in {self.source}.")
+        idx = [pos[i] for i in ids]
+        return replace(self, scenarios=tuple(self.scenarios[j] for j in idx),
+                       simulated={k: tuple(v[j] for j in idx) for k, v in self.simulated.items()})
+
+    def without_simulators(self) -> FidelityData:
+        return replace(self, simulated={}, sim_kinds={})
+
+    def to_csv(self) -> str:
+        """The data as a long CSV in the layout :func:`parse_csv` reads."""
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        has_q = any(s.question for s in self.scenarios)
+        sims = list(self.simulated)
+        if self.kind == "categorical":
+            w.writerow(["scenario", "option", "real", *sims, *(["question"] if has_q else [])])
+            for j, s in enumerate(self.scenarios):
+                for i, opt in enumerate(s.options):
+                    row = [s.id, opt, _num(s.real[i]), *(_num(self.simulated[k][j][i]) for k in sims)]
+                    if has_q:
+                        row.append(s.question if i == 0 else "")
+                    w.writerow(row)
+        else:
+            w.writerow(["scenario", "real", *sims, *(["question"] if has_q else [])])
+            for j, s in enumerate(self.scenarios):
+                cols = [s.real, *(self.simulated[k][j] for k in sims)]
+                for i in range(max(len(c) for c in cols)):
+                    row = [s.id, *(_num(c[i]) if i < len(c) else "" for c in cols)]
+                    if has_q:
+                        row.append(s.question if i == 0 else "")
+                    w.writerow(row)
+        return buf.getvalue()
+
+
+def _num(x) -> str:
+    x = float(x)
+    return str(int(x)) if x.is_integer() and abs(x) < 1e15 else repr(x)
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def validate(data: FidelityData) -> FidelityData:
+    """Check a :class:`FidelityData` built in code (files are checked as they are read).
+
+    Raises
+    ------
+    FidelityDataError
+        Fewer than 2 scenarios; repeated scenario ids; a scenario with fewer than 2
+        options, negative, non-finite or all-zero real counts (no real values); a
+        simulator whose answers do not match a scenario's options, are negative or all
+        zero (no values).
+    """
+    if data.kind not in ("categorical", "values"):
+        raise FidelityDataError(f"`kind` must be 'categorical' or 'values', got {data.kind!r}.")
+    if len(data.scenarios) < 2:
+        raise FidelityDataError(f"{data.source}: needs at least 2 scenarios (m >= 2), found "
+                                f"{len(data.scenarios)}.")
+    seen: set[str] = set()
+    for s in data.scenarios:
+        if s.id in seen:
+            raise FidelityDataError(f"{data.source}: scenario {s.id!r} appears twice.")
+        seen.add(s.id)
+        real = np.asarray(s.real, dtype=float)
+        if not np.all(np.isfinite(real)):
+            raise FidelityDataError(f"scenario {s.id!r}: the real answers must be finite numbers.")
+        if data.kind == "categorical":
+            if len(s.options) < 2:
+                raise FidelityDataError(f"scenario {s.id!r} has {len(s.options)} option(s); "
+                                        "a question needs at least 2.")
+            if real.shape != (len(s.options),):
+                raise FidelityDataError(f"scenario {s.id!r}: {real.size} real counts for "
+                                        f"{len(s.options)} options.")
+            if np.any(real < 0):
+                raise FidelityDataError(f"scenario {s.id!r}: negative real counts.")
+            if real.sum() <= 0:
+                raise FidelityDataError(f"scenario {s.id!r}: the real counts are all zero.")
+        elif real.size < 1:
+            raise FidelityDataError(f"scenario {s.id!r} has no real values.")
+    for name, answers in data.simulated.items():
+        if name == UNIFORM or name.lower() in RESERVED:
+            raise FidelityDataError(f"a simulator may not be called {name!r} (a reserved name).")
+        if len(answers) != len(data.scenarios):
+            raise FidelityDataError(f"simulator {name!r} answers {len(answers)} scenarios, the "
+                                    f"data have {len(data.scenarios)}.")
+        for s, a in zip(data.scenarios, answers, strict=True):
+            a = np.asarray(a, dtype=float)
+            if not np.all(np.isfinite(a)):
+                raise FidelityDataError(f"simulator {name!r}, scenario {s.id!r}: the answers must "
+                                        "be finite numbers.")
+            if data.kind == "categorical":
+                if a.shape != (len(s.options),):
+                    raise FidelityDataError(
+                        f"simulator {name!r}, scenario {s.id!r}: {a.size} values for "
+                        f"{len(s.options)} options ({', '.join(s.options)}); the simulated "
+                        "distribution must match the options.")
+                if np.any(a < 0):
+                    raise FidelityDataError(f"simulator {name!r}, scenario {s.id!r}: negative "
+                                            "values.")
+                if a.sum() <= 0:
+                    raise FidelityDataError(f"simulator {name!r} gives scenario {s.id!r} no "
+                                            "answer (all zero).")
+            elif a.size < 1:
+                raise FidelityDataError(f"simulator {name!r} gives scenario {s.id!r} no values.")
+    return data
+
+
+def from_arrays(real, simulated: Mapping[str, Sequence] | None = None, *,
+                ids: Sequence[str] | None = None, options: Sequence[Sequence[str]] | None = None,
+                kind: str = "categorical", questions: Sequence[str] | None = None,
+                source: str = "<arrays>") -> FidelityData:
+    """Fidelity data from arrays: ``real[j]`` the real counts (or values) of scenario j,
+    ``simulated[name][j]`` a simulator's counts, probabilities (or values).
+
+    Examples
+    --------
+    >>> data = from_arrays([[30, 10], [5, 15]], {"sim": [[0.7, 0.3], [0.2, 0.8]]})
+    >>> data.m, data.simulators, data.sim_kinds["sim"]
+    (2, ('sim',), 'probabilities')
+    """
+    real = list(real)
+    ids = [str(i) for i in (ids if ids is not None else [f"s{j + 1}" for j in range(len(real))])]
+    if len(ids) != len(real):
+        raise FidelityDataError(f"`ids` has {len(ids)} entries for {len(real)} scenarios.")
+    scen = []
+    for j, r in enumerate(real):
+        arr = np.asarray(r, dtype=float).ravel()
+        if kind == "categorical":
+            opts = tuple(str(o) for o in options[j]) if options is not None else \
+                tuple(chr(65 + i) if i < 26 else f"option {i + 1}" for i in range(arr.size))
+        else:
+            opts = ()
+        scen.append(Scenario(ids[j], opts, arr, questions[j] if questions else ""))
+    sims = {str(k): tuple(np.asarray(a, dtype=float).ravel() for a in v)
+            for k, v in (simulated or {}).items()}
+    kinds = {k: _kind_of(v) if kind == "categorical" else "values" for k, v in sims.items()}
+    return validate(FidelityData(kind, tuple(scen), sims, kinds, source))
+
+
+def _kind_of(answers: Sequence[np.ndarray]) -> str:
+    sums = [float(np.sum(a)) for a in answers]
+    return "probabilities" if all(abs(s - 1.0) <= PROB_TOLERANCE for s in sums) else "counts"
+
+
+# --------------------------------------------------------------------------- CSV
+
+
+def _cell_number(cell: str, where: str, column: str, *, allow_negative: bool) -> float:
+    text = cell.strip()
+    try:
+        x = float(text)
+    except ValueError:
+        raise FidelityDataError(f"{where}: column {column!r} must be a number, got {text!r}.") from None
+    if not math.isfinite(x):
+        raise FidelityDataError(f"{where}: column {column!r} must be a finite number, got {text!r}.")
+    if x < 0 and not allow_negative:
+        raise FidelityDataError(f"{where}: negative count {text} in column {column!r}.")
+    return x
+
+
+def parse_csv(text: str, *, source: str = "<data>") -> FidelityData:
+    """Read the long CSV (see the module docstring); errors name ``source`` and the line."""
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = next(reader)
+    except StopIteration:
+        raise FidelityDataError(f"{source}: the file is empty.") from None
+    except csv.Error as exc:
+        raise FidelityDataError(f"{source}, line 1: not a CSV header ({exc}).") from None
+    names = [h.strip() for h in header]
+    low = [h.lower() for h in names]
+    for i, h in enumerate(names):
+        if not h:
+            raise FidelityDataError(f"{source}, line 1: column {i + 1} has no name.")
+    for req in ("scenario", "real"):
+        if req not in low:
+            raise FidelityDataError(
+                f"{source}, line 1: no {req!r} column; the header must be "
+                "scenario,option,real,<simulators...> (or scenario,real,<simulators...> for "
+                f"real-valued answers), got {','.join(names)!r}.")
+    dup = next((h for h in low if low.count(h) > 1), None)
+    if dup:
+        raise FidelityDataError(f"{source}, line 1: column {dup!r} appears twice.")
+    categorical = "option" in low
+    col = {h: low.index(h) for h in RESERVED if h in low}
+    sims = [names[i] for i, h in enumerate(low) if h not in RESERVED]
+    if any(s.lower() == UNIFORM for s in sims):
+        raise FidelityDataError(f"{source}, line 1: 'uniform' is the built-in baseline; rename "
+                                "that column.")
+    order: list[str] = []
+    rows: dict[str, dict] = {}
+    try:
+        for row in reader:
+            line = reader.line_num
+            where = f"{source}, line {line}"
+            if not any(c.strip() for c in row):
+                continue
+            if len(row) != len(names):
+                raise FidelityDataError(f"{where}: {len(row)} cells for {len(names)} columns.")
+            sid = row[col["scenario"]].strip()
+            if not sid:
+                raise FidelityDataError(f"{where}: the scenario cell is empty.")
+            if sid not in rows:
+                order.append(sid)
+                rows[sid] = {"options": [], "real": [], "sims": {s: [] for s in sims},
+                             "question": "", "lines": [line, line]}
+            entry = rows[sid]
+            entry["lines"][1] = line
+            if "question" in col and not entry["question"]:
+                entry["question"] = row[col["question"]].strip()
+            if categorical:
+                opt = row[col["option"]].strip()
+                if not opt:
+                    raise FidelityDataError(f"{where}: the option cell is empty.")
+                if opt in entry["options"]:
+                    raise FidelityDataError(f"{where}: option {opt!r} of scenario {sid!r} appears "
+                                            "twice.")
+                entry["options"].append(opt)
+                entry["real"].append(_cell_number(row[col["real"]], where, "real",
+                                                  allow_negative=False))
+                for s in sims:
+                    cell = row[names.index(s)]
+                    if not cell.strip():
+                        raise FidelityDataError(f"{where}: simulator {s!r} has no value for option "
+                                                f"{opt!r} of scenario {sid!r}.")
+                    entry["sims"][s].append(_cell_number(cell, where, s, allow_negative=False))
+            else:
+                cell = row[col["real"]]
+                if cell.strip():
+                    entry["real"].append(_cell_number(cell, where, "real", allow_negative=True))
+                for s in sims:
+                    cell = row[names.index(s)]
+                    if cell.strip():
+                        entry["sims"][s].append(_cell_number(cell, where, s, allow_negative=True))
+    except csv.Error as exc:
+        raise FidelityDataError(f"{source}, line {reader.line_num}: not valid CSV ({exc}).") from None
+    scenarios = []
+    simulated: dict[str, list[np.ndarray]] = {s: [] for s in sims}
+    for sid in order:
+        e = rows[sid]
+        lines = e["lines"]
+        span = f"line {lines[0]}" if lines[0] == lines[1] else f"lines {lines[0]}-{lines[1]}"
+        real = np.array(e["real"], dtype=float)
+        if categorical:
+            if len(e["options"]) < 2:
+                raise FidelityDataError(f"{source}, {span}: scenario {sid!r} has "
+                                        f"{len(e['options'])} option; a question needs at least 2.")
+            if real.sum() <= 0:
+                raise FidelityDataError(f"{source}, {span}: the real counts of scenario {sid!r} "
+                                        "are all zero.")
+        elif real.size == 0:
+            raise FidelityDataError(f"{source}, {span}: scenario {sid!r} has no real values.")
+        for s in sims:
+            a = np.array(e["sims"][s], dtype=float)
+            if categorical and a.sum() <= 0:
+                raise FidelityDataError(f"{source}, {span}: simulator {s!r} gives scenario {sid!r} "
+                                        "no answer (all zero).")
+            if not categorical and a.size == 0:
+                raise FidelityDataError(f"{source}, {span}: simulator {s!r} gives scenario {sid!r} "
+                                        "no values.")
+            simulated[s].append(a)
+        scenarios.append(Scenario(sid, tuple(e["options"]), real, e["question"]))
+    if len(scenarios) < 2:
+        raise FidelityDataError(f"{source}: needs at least 2 scenarios (m >= 2), found "
+                                f"{len(scenarios)}.")
+    sim_t = {s: tuple(v) for s, v in simulated.items()}
+    kinds = {s: (_kind_of(v) if categorical else "values") for s, v in sim_t.items()}
+    return FidelityData("categorical" if categorical else "values", tuple(scenarios), sim_t,
+                        kinds, source)
+
+
+def read_text(path: str | os.PathLike) -> str:
+    """A data file's text: it must exist, be at most 200 MB and be UTF-8 (else the line of
+    the first bad byte)."""
+    p = Path(path)
+    if not p.is_file():
+        raise FidelityDataError(f"{path}: no such file.")
+    if p.stat().st_size > MAX_FILE_BYTES:
+        raise FidelityDataError(f"{path}: larger than {MAX_FILE_BYTES // 1024**2} MB.")
+    data = p.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise FidelityDataError(f"{path}, line {line}: not UTF-8 text (byte "
+                                f"0x{data[exc.start]:02x}); save the file as UTF-8.") from None
+
+
+def load_csv(path: str | os.PathLike) -> FidelityData:
+    """Read a long CSV file (see the module docstring)."""
+    return parse_csv(read_text(path), source=str(path))
+
+
+def load_data(path: str | os.PathLike, **opinionqa) -> FidelityData:
+    """A CSV file, or an OpinionQA survey folder (keyword arguments go to
+    :func:`load_opinionqa`); ``"sample"`` is the built-in synthetic sample."""
+    if str(path) == "sample":
+        from .sample import sample_data
+
+        return sample_data()
+    if Path(path).is_dir():
+        return load_opinionqa(path, **opinionqa)
+    return load_csv(path)
+
+
+# --------------------------------------------------------------------------- OpinionQA
+
+
+def _literal_list(text: str, where: str) -> list[str]:
+    try:
+        v = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        raise FidelityDataError(f"{where}: 'references' must be a list of options such as "
+                                f"['Yes', 'No'], got {text[:60]!r}.") from None
+    if not isinstance(v, (list, tuple)) or not all(isinstance(x, str) for x in v):
+        raise FidelityDataError(f"{where}: 'references' must be a list of option texts.")
+    return list(v)
+
+
+def load_opinionqa(folder: str | os.PathLike, *, attribute: str = "NONE",
+                   groups: Sequence[str] | None = None, keep_refused: bool = False,
+                   limit: int | None = None) -> FidelityData:
+    """Real answer counts from an OpinionQA survey folder (e.g. ``American_Trends_Panel_W26``).
+
+    Parameters
+    ----------
+    folder
+        Holds ``info.csv`` and ``<attribute>_data.json``.
+    attribute : str
+        Which demographic split: ``SEX``, ``AGE``, ``POLPARTY``, ... (the json's prefix).
+    groups : list of str, optional
+        The groups to keep (``["Female"]``); default all. With one group the scenario id is
+        the question key, else ``"<key> | <group>"``.
+    keep_refused : bool
+        Keep the "Refused" option (OpinionQA's own analyses drop it; so does this loader
+        by default).
+    limit : int, optional
+        At most this many questions (in info.csv's order).
+
+    Each scenario's persona is ``((attribute, group),)``; its options and question come
+    from info.csv (``references``, ``question``), falling back to the json's.
+    """
+    folder = Path(folder)
+    info_path = folder / "info.csv"
+    json_path = folder / f"{attribute}_data.json"
+    if not info_path.is_file():
+        raise FidelityDataError(f"{folder}: no info.csv (the OpinionQA layout has info.csv and "
+                                "<ATTRIBUTE>_data.json in each survey folder).")
+    if not json_path.is_file():
+        have = sorted(p.name.removesuffix("_data.json") for p in folder.glob("*_data.json"))
+        raise FidelityDataError(f"{folder}: no {json_path.name}; attributes here: "
+                                f"{', '.join(have) or 'none'}.")
+    text = read_text(info_path)
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    if not reader.fieldnames or "key" not in reader.fieldnames:
+        raise FidelityDataError(f"{info_path}, line 1: no 'key' column.")
+    info: dict[str, dict] = {}
+    keys: list[str] = []
+    for row in reader:
+        where = f"{info_path}, line {reader.line_num}"
+        key = (row.get("key") or "").strip()
+        if not key:
+            raise FidelityDataError(f"{where}: the key cell is empty.")
+        refs = _literal_list(row["references"], where) if row.get("references") else None
+        info[key] = {"question": (row.get("question") or "").strip(), "options": refs}
+        keys.append(key)
+    try:
+        blob = json.loads(read_text(json_path))
+    except json.JSONDecodeError as exc:
+        raise FidelityDataError(f"{json_path}, line {exc.lineno}: not valid JSON ({exc.msg}).") from None
+    if not isinstance(blob, dict):
+        raise FidelityDataError(f"{json_path}: expected an object of questions.")
+    scenarios = []
+    chosen = [k for k in keys if k in blob] + [k for k in blob if k not in info]
+    if limit is not None:
+        chosen = chosen[:limit]
+    for key in chosen:
+        q = blob[key]
+        if not isinstance(q, dict):
+            raise FidelityDataError(f"{json_path}: question {key!r} is not an object.")
+        opts = (info.get(key) or {}).get("options") or \
+            [o for o in q.get("MC_options", []) if isinstance(o, str)]
+        if not keep_refused:
+            opts = [o for o in opts if o.strip().lower() != "refused"]
+        question = (info.get(key) or {}).get("question") or str(q.get("question_text", ""))
+        names = [g for g in q if g not in ("MC_options", "question_text")]
+        if groups is not None:
+            unknown = [g for g in groups if g not in names]
+            if unknown:
+                raise FidelityDataError(f"{json_path}: question {key!r} has no group "
+                                        f"{unknown[0]!r}; groups: {', '.join(names)}.")
+            names = [g for g in names if g in groups]
+        for g in names:
+            counts = q[g]
+            if not isinstance(counts, dict):
+                raise FidelityDataError(f"{json_path}: {key} / {g}: counts must be an object.")
+            stray = [o for o in counts if o not in opts and (keep_refused or
+                                                            o.strip().lower() != "refused")]
+            if stray:
+                raise FidelityDataError(f"{json_path}: {key} / {g}: option {stray[0]!r} is not "
+                                        f"among the question's options ({', '.join(opts)}).")
+            real = np.array([float(counts.get(o, 0.0)) for o in opts])
+            if len(opts) < 2 or real.sum() <= 0:
+                continue  # a question with no usable answers in this group
+            sid = key if groups is not None and len(groups) == 1 else f"{key} | {g}"
+            scenarios.append(Scenario(sid, tuple(opts), real, question, ((attribute, g),)))
+    return validate(FidelityData("categorical", tuple(scenarios), {}, {}, str(folder)))
+
+
+__all__ = ["PROB_TOLERANCE", "UNIFORM", "FidelityData", "FidelityDataError", "Scenario",
+           "from_arrays", "load_csv", "load_data", "load_opinionqa", "parse_csv", "read_text",
+           "validate"]

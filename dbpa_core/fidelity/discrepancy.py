@@ -1,0 +1,646 @@
+"""Pseudo-discrepancies: the worst and the best case of a loss over a confidence set.
+
+For a scenario with confidence set ``C`` for the real parameter and simulated estimate
+``q``:
+
+* upper  ``Δ̂ = sup_{u in C} L(u, q)``  (the calibrated curve is built from these),
+* lower  ``Δ⁻ = inf_{u in C} L(u, q)`` (the lower edge of the tightness band),
+* pairwise ``δ̂ = sup_{u in C} [L(u, a) - L(u, b)]`` (simulator a against simulator b).
+
+Losses (:data:`LOSSES`): ``tv`` (total variation ½‖u - q‖₁), ``kl`` (``KL(u ‖ q)``, real
+against simulated), ``w1`` (Wasserstein-1 on the options' values, or on real values),
+``squared`` and ``absolute`` (error of a scalar: a probability or a mean).
+
+How each is computed
+--------------------
+==============  ============================  ======================================
+set             loss                          method
+==============  ============================  ======================================
+interval        squared, absolute, kl         closed form: the ends of the interval
+                                              (upper, pairwise) or the clipped point
+KL ball         tv upper                      closed form: ``max_S [hi(p̂(S), r) - q(S)]``
+                                              over option subsets S, hi the binary-KL
+                                              upper end (the sup of u(S) over the ball)
+KL ball         tv lower                      exact one-dimensional search: the smallest
+                                              t whose TV ball around q meets C (the
+                                              KL-closest point of a TV ball is known in
+                                              closed form up to two thresholds)
+KL ball         w1 upper                      exact: ``max_f [h_C(f) - f · q]`` over the
+                                              vertices f of the 1-Lipschitz polytope,
+                                              h_C the ball's support function (1-D dual)
+KL ball         kl pairwise                   exact: ``KL(u‖a) - KL(u‖b)`` is linear in u,
+                                              so ``δ̂ = h_C(log(b / a))``
+KL ball         tv, w1 pairwise               an upper bound that is exact unless the worst
+                                              case puts an option exactly at b's value:
+                                              ``max_f min_g [h_C(f - g) + g·b - f·a]`` over
+                                              a few candidate g (see :func:`ipm_pairwise`)
+KL ball         kl upper                      general solver: successive linearization
+                                              from d + 3 starting points (a convex
+                                              function's sup; tested against brute force)
+KL ball         kl, w1 lower                  general convex solver (SLSQP)
+W1 ball         w1                            ``W1(P̂, Q̂) ± r`` (exact), pairwise bound
+                                              ``min(d_a - d_b + 2r, W1(a, b))``
+==============  ============================  ======================================
+
+Upper bounds used in place of a sup never make a verdict too optimistic: a simulator
+is declared at least as good as another only when even the bound says so.
+"""
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+
+import numpy as np
+
+from .sets import _binary_kl_upper, binary_kl, binary_kl_interval, kl_ball_support, kl_divergence
+
+LOSSES = ("tv", "kl", "w1", "squared", "absolute")
+CATEGORICAL_LOSSES = ("tv", "kl", "w1")
+SCALAR_LOSSES = ("squared", "absolute")
+MAX_SUBSET_OPTIONS = 14   # tv upper enumerates 2^d option subsets up to this d
+MAX_PAIRWISE_OPTIONS = 10  # tv / w1 pairwise bounds enumerate 2^d vertices up to this d
+_CHUNK = 2_000_000         # elements per vectorized block
+
+Progress = Callable[[int, int], None]
+
+
+class SolverError(RuntimeError):
+    """The general solver did not reach a feasible point (never silently wrong)."""
+
+
+def check_loss(loss) -> str:
+    if not isinstance(loss, str) or loss not in LOSSES:
+        raise ValueError(f"`loss` must be one of {', '.join(LOSSES)}; got {loss!r}.")
+    return loss
+
+
+# --------------------------------------------------------------------------- losses
+
+
+def scalar_loss(u, q, loss: str) -> np.ndarray:
+    """``L(u, q)`` for scalars: squared or absolute error, or the binary KL(u ‖ q)."""
+    u = np.asarray(u, dtype=float)
+    q = np.asarray(q, dtype=float)
+    if loss == "squared":
+        return (u - q) ** 2
+    if loss == "absolute":
+        return np.abs(u - q)
+    if loss == "kl":
+        return binary_kl(u, q)
+    raise ValueError(f"`loss` {loss!r} is not a loss of a scalar (squared, absolute, kl).")
+
+
+def _sorted_values(values) -> tuple[np.ndarray, np.ndarray]:
+    """The order that sorts the options by value, and the gaps between sorted values."""
+    v = np.asarray(values, dtype=float)
+    order = np.argsort(v, kind="stable")
+    return order, np.diff(v[order])
+
+
+def categorical_loss(u, q, loss: str, values=None) -> np.ndarray:
+    """Row-wise ``L(u, q)`` for distributions over options: tv, kl (KL(u ‖ q)) or w1
+    (on the options' ``values``)."""
+    u = np.atleast_2d(np.asarray(u, dtype=float))
+    q = np.atleast_2d(np.asarray(q, dtype=float))
+    if loss == "tv":
+        return 0.5 * np.abs(u - q).sum(axis=1)
+    if loss == "kl":
+        return kl_divergence(u, q)
+    if loss == "w1":
+        order, gaps = _sorted_values(values)
+        cu = np.cumsum(u[:, order], axis=1)[:, :-1]
+        cq = np.cumsum(q[:, order], axis=1)[:, :-1]
+        return (np.abs(cu - cq) * gaps).sum(axis=1)
+    raise ValueError(f"`loss` {loss!r} is not a loss between distributions (tv, kl, w1).")
+
+
+# --------------------------------------------------------------------------- intervals
+
+
+def interval_upper(low, high, q, loss: str) -> np.ndarray:
+    """``sup_{u in [low, high]} L(u, q)``: every scalar loss here is convex in u, so the
+    sup is at an end of the interval."""
+    return np.maximum(scalar_loss(low, q, loss), scalar_loss(high, q, loss))
+
+
+def interval_lower(low, high, q, loss: str) -> np.ndarray:
+    """``inf_{u in [low, high]} L(u, q)``: 0 when q is inside, else at the nearer end."""
+    return scalar_loss(np.clip(q, low, high), q, loss)
+
+
+def interval_pairwise(low, high, a, b, loss: str) -> np.ndarray:
+    """``sup_u [L(u, a) - L(u, b)]``: the difference is linear in u (squared, kl) or
+    monotone (absolute), so the sup is at an end of the interval."""
+    lo = scalar_loss(low, a, loss) - scalar_loss(low, b, loss)
+    hi = scalar_loss(high, a, loss) - scalar_loss(high, b, loss)
+    return np.maximum(lo, hi)
+
+
+# --------------------------------------------------------------------------- vertices
+
+
+def tv_vertices(d: int) -> np.ndarray:
+    """The 2^d indicator vectors of option subsets (rows): TV(u, q) = max_S (u - q)(S)."""
+    return np.array(list(itertools.product((0.0, 1.0), repeat=d)))
+
+
+def tv_argmax(x: np.ndarray) -> np.ndarray:
+    """The subset indicator maximizing ``f · x`` (x sums to 0): the options where x > 0."""
+    return (x > 0).astype(float)
+
+
+def w1_vertices(values) -> np.ndarray:
+    """The 2^(d-1) vertices of ``{f : f(v_min) = 0, |f(v) - f(v')| <= |v - v'|}``: in the
+    values' order, each step of f is + or - the gap (rows, in the options' order)."""
+    order, gaps = _sorted_values(values)
+    d = len(order)
+    signs = np.array(list(itertools.product((-1.0, 1.0), repeat=d - 1))).reshape(-1, d - 1)
+    steps = signs * gaps
+    f_sorted = np.concatenate([np.zeros((len(signs), 1)), np.cumsum(steps, axis=1)], axis=1)
+    f = np.empty_like(f_sorted)
+    f[:, order] = f_sorted
+    return f
+
+
+def w1_argmax(x: np.ndarray, values) -> np.ndarray:
+    """The Lipschitz vertex maximizing ``f · x`` for rows x summing to 0 (summation by
+    parts: each step of f has the sign opposite to the cumulative sum of x)."""
+    order, gaps = _sorted_values(values)
+    cum = np.cumsum(x[..., order], axis=-1)[..., :-1]
+    steps = np.where(cum > 0, -1.0, 1.0) * gaps
+    zeros = np.zeros(cum.shape[:-1] + (1,))
+    f_sorted = np.concatenate([zeros, np.cumsum(steps, axis=-1)], axis=-1)
+    f = np.empty_like(f_sorted)
+    f[..., order] = f_sorted
+    return f
+
+
+# --------------------------------------------------------------------------- TV
+
+
+def tv_subset_upper(p, r) -> np.ndarray:
+    """``hi(p̂(S), r)`` for every option subset S (columns in :func:`tv_vertices` order):
+    the largest ``u(S)`` on each ball. It does not depend on the simulator, so
+    :func:`tv_upper` can reuse it for every simulator of the same scenarios."""
+    p = np.asarray(p, dtype=float)
+    r = np.asarray(r, dtype=float)
+    m, d = p.shape
+    if d > MAX_SUBSET_OPTIONS:
+        raise ValueError(f"tv over {d} options: the closed form enumerates 2^d option subsets "
+                         f"and stops at {MAX_SUBSET_OPTIONS} options.")
+    subsets = tv_vertices(d)
+    out = np.empty((m, len(subsets)))
+    step = max(1, _CHUNK // len(subsets))
+    for i in range(0, m, step):
+        ps = np.clip(p[i:i + step] @ subsets.T, 0.0, 1.0)
+        out[i:i + step] = _binary_kl_upper(ps, np.broadcast_to(r[i:i + step, None], ps.shape))
+    return out
+
+
+def tv_upper(p, r, q, *, subset_upper=None) -> np.ndarray:
+    """``sup_{KL(p̂ ‖ u) <= r} TV(u, q)`` in closed form, row by row.
+
+    ``TV(u, q) = max_S (u(S) - q(S))`` over option subsets S, and the largest u(S) on the
+    ball is the upper end of the binary-KL interval around p̂(S) (data processing: the
+    ball's image under the two-cell coarsening is exactly that interval, reached by
+    scaling p̂ inside S and outside it). So ``Δ̂ = max_S [hi(p̂(S), r) - q(S)]``
+    (``subset_upper``: :func:`tv_subset_upper`'s table, when already computed).
+    """
+    p = np.asarray(p, dtype=float)
+    q = np.asarray(q, dtype=float)
+    hi = tv_subset_upper(p, r) if subset_upper is None else subset_upper
+    return np.maximum((hi - q @ tv_vertices(p.shape[1]).T).max(axis=1), 0.0)
+
+
+def _tv_ball_projection(p, q, t, srt):
+    """The point of ``{u : TV(u, q) <= t}`` closest to p in KL(p ‖ ·), row by row.
+
+    KKT: options with a large p_i / q_i are raised to ``c_up p_i``, those with a small
+    ratio lowered to ``c_down p_i`` (options with p_i = 0 first), the rest stay at q_i;
+    ``c_up`` and ``c_down`` move mass t each way (two piecewise-linear equations, solved
+    exactly on the sorted ratios)."""
+    cs, pcum, qcum, zero_q = srt
+    m = p.shape[0]
+    rows = np.arange(m)
+    tt = t[:, None]
+    # raise: F(c) = Σ_{c_j < c} (c p_j - q_j); F at breakpoint k uses the items before k
+    pcum_prev = np.concatenate([np.zeros((m, 1)), pcum[:, :-1]], axis=1)
+    qcum_prev = np.concatenate([np.zeros((m, 1)), qcum[:, :-1]], axis=1)
+    with np.errstate(invalid="ignore"):
+        f_at = np.where(np.isfinite(cs), cs * pcum_prev - qcum_prev, np.inf)
+    k_up = (f_at <= tt).sum(axis=1)                  # >= 1: F(c_0) = 0
+    p_act = pcum[rows, k_up - 1]
+    q_act = qcum[rows, k_up - 1]
+    c_up = (t + q_act) / p_act
+    # lower: G(c) = Σ_{c_j > c} (q_j - c p_j) (+ all q on options with p = 0)
+    q_tot = qcum[:, -1]
+    with np.errstate(invalid="ignore"):
+        g_at = np.where(np.isfinite(cs), (q_tot[:, None] - qcum) - cs * (1.0 - pcum), -np.inf)
+    # smallest k with G(c_k) <= t; the items after k-1 are lowered
+    k_dn = np.argmax(g_at <= tt, axis=1)
+    any_dn = (g_at <= tt).any(axis=1)
+    p_rest = 1.0 - np.where(k_dn > 0, pcum[rows, np.maximum(k_dn - 1, 0)], 0.0)
+    q_rest = q_tot - np.where(k_dn > 0, qcum[rows, np.maximum(k_dn - 1, 0)], 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        c_dn = np.where(any_dn & (p_rest > 0), (q_rest - t) / p_rest, np.inf)
+    pos = p > 0
+    with np.errstate(invalid="ignore"):
+        cap = np.where(np.isfinite(c_dn)[:, None], c_dn[:, None] * p, np.inf)
+    u = np.where(pos, np.minimum(np.maximum(q, c_up[:, None] * p), cap), 0.0)
+    # options with p = 0: emptied when c_down is finite, else lowered by t in proportion
+    with np.errstate(divide="ignore", invalid="ignore"):
+        keep = np.where(np.isfinite(c_dn), 0.0, np.clip(1.0 - t / zero_q, 0.0, 1.0))
+    u = np.where(pos, u, q * keep[:, None])
+    return u
+
+
+def tv_lower(p, r, q, *, iters: int = 64) -> np.ndarray:
+    """``inf_{KL(p̂ ‖ u) <= r} TV(u, q)``, exact up to bisection precision, row by row.
+
+    It is the smallest t such that the TV ball of radius t around q meets the KL ball,
+    i.e. ``min_{TV(u, q) <= t} KL(p̂ ‖ u) <= r``; that minimum is reached at a point known
+    in closed form (:func:`_tv_ball_projection`) and decreases in t, so t is found by
+    bisection on ``[0, TV(p̂, q)]``.
+    """
+    p = np.asarray(p, dtype=float)
+    q = np.asarray(q, dtype=float)
+    r = np.asarray(r, dtype=float)
+    m = p.shape[0]
+    pos = p > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        c = np.where(pos, q / np.where(pos, p, 1.0), np.inf)
+    order = np.argsort(c, axis=1, kind="stable")
+    cs = np.take_along_axis(c, order, axis=1)
+    pcum = np.cumsum(np.take_along_axis(p, order, axis=1), axis=1)
+    qcum = np.cumsum(np.take_along_axis(q, order, axis=1), axis=1)
+    zero_q = np.where(~pos, q, 0.0).sum(axis=1)
+    srt = (cs, pcum, qcum, zero_q)
+    lo = np.zeros(m)
+    hi = 0.5 * np.abs(p - q).sum(axis=1)
+    inside = kl_divergence(p, q) <= r
+    for _ in range(iters):
+        mid = 0.5 * (lo + hi)
+        u = _tv_ball_projection(p, q, mid, srt)
+        ok = kl_divergence(p, u) <= r
+        hi = np.where(ok, mid, hi)
+        lo = np.where(ok, lo, mid)
+    return np.where(inside, 0.0, hi)
+
+
+# --------------------------------------------------------------------------- IPM pairwise
+
+
+def _support_rows(p, w, r):
+    """kl_ball_support on (m, K, d) weights: p (m, d) and r (m,) repeated K times."""
+    m, k, d = w.shape
+    value, u = kl_ball_support(np.repeat(p, k, axis=0), w.reshape(m * k, d), np.repeat(r, k))
+    return value.reshape(m, k), u.reshape(m, k, d)
+
+
+def ipm_upper(p, r, q, vertices) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``sup_C max_f f · (u - q)`` for a loss that is a max over ``vertices`` f
+    (tv, w1): ``max_f [h_C(f) - f · q]``. Returns the values, h_C(f) (m, K) and the
+    maximizers u^f (m, K, d) (reused by :func:`ipm_pairwise`)."""
+    m = p.shape[0]
+    w = np.broadcast_to(vertices, (m,) + vertices.shape)
+    h, uf = _support_rows(p, w, r)
+    return (h - q @ vertices.T).max(axis=1), h, uf
+
+
+def ipm_pairwise(p, r, a, b, vertices, argmax, *, support=None) -> np.ndarray:
+    """An upper bound of ``sup_C [L(u, a) - L(u, b)]`` for ``L(u, q) = max_f f · (u - q)``.
+
+    ``L(u, a) - L(u, b) = max_f min_g [(f - g) · u - f · a + g · b]`` (f, g vertices), so
+
+        δ̂ = max_f sup_u min_g [...] <= max_f min_{g in G(f)} [h_C(f - g) + g · b - f · a]
+
+    for any candidate set G(f). The candidates are g = 0, g = f, the best vertex for
+    p̂ - b and the best vertex for u^f - b (u^f maximizing f · u on C). The bound is exact
+    when the maximizer's ``u - b`` has no zero coordinate (the inner min over all of the
+    polytope is then at one of these vertices); otherwise it is slightly above the sup
+    (tests measure how much).
+
+    ``support`` = (h_C(f), u^f) from :func:`ipm_upper` saves recomputing them.
+    """
+    p = np.asarray(p, dtype=float)
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    m, d = p.shape
+    if support is None:
+        _, h, uf = ipm_upper(p, r, a, vertices)
+    else:
+        h, uf = support
+    fa = a @ vertices.T                                     # (m, K)
+    best = np.minimum(h - fa, (b - a) @ vertices.T)         # g = 0 and g = f
+    out = np.full(m, -np.inf)
+    k = len(vertices)
+    step = max(1, _CHUNK // (k * d))
+    for i in range(0, m, step):
+        sl = slice(i, i + step)
+        cand = [np.broadcast_to(argmax(p[sl] - b[sl])[:, None, :], (len(p[sl]), k, d)),
+                argmax(uf[sl] - b[sl][:, None, :])]
+        val = best[sl]
+        for g in cand:
+            hg, _ = _support_rows(p[sl], vertices[None] - g, r[sl])
+            val = np.minimum(val, hg + (g * b[sl][:, None, :]).sum(axis=2) - fa[sl])
+        out[sl] = val.max(axis=1)
+    return out
+
+
+MAX_TABLE_OPTIONS = 7  # tv pairwise tabulates the support function over 3^d sign patterns
+
+
+def tv_support_table(p, r) -> np.ndarray:
+    """``h_C(w)`` for every w in {-1, 0, 1}^d, row by row: shape (m, 3^d), column
+    ``Σ_i (w_i + 1) 3^i``.
+
+    ``h_C`` of a vector that is constant on three cells of options depends only on the
+    cells' masses under p̂ (data processing, as in :func:`tv_upper`), so each value is a
+    three-option support function; the table serves every tv comparison of these
+    scenarios (any pair of simulators) by lookup.
+    """
+    p = np.asarray(p, dtype=float)
+    r = np.asarray(r, dtype=float)
+    m, d = p.shape
+    w = np.array(list(itertools.product((-1.0, 0.0, 1.0), repeat=d)))[:, ::-1]  # column i <-> 3^i
+    cells = np.stack([w == 1.0, w == 0.0, w == -1.0], axis=1).astype(float)   # (3^d, 3, d)
+    mass = np.einsum("md,kcd->mkc", p, cells)                                  # (m, 3^d, 3)
+    empty = ~cells.any(axis=2)                                                 # (3^d, 3)
+    weights = np.where(empty, -3.0, np.array([1.0, 0.0, -1.0]))                # empty: never used
+    k = len(w)
+    value, _ = kl_ball_support(mass.reshape(m * k, 3), np.broadcast_to(weights, (m, k, 3))
+                               .reshape(m * k, 3), np.repeat(r, k))
+    return value.reshape(m, k)
+
+
+def _codes(w: np.ndarray) -> np.ndarray:
+    d = w.shape[-1]
+    return ((w + 1.0) @ (3.0 ** np.arange(d))).astype(int)
+
+
+def tv_pairwise(p, r, a, b, *, support=None, table=None) -> np.ndarray:
+    """The TV pairwise bound (see :func:`ipm_pairwise`); up to :data:`MAX_TABLE_OPTIONS`
+    options the support function comes from :func:`tv_support_table` (give ``table`` to
+    reuse it across pairs)."""
+    p = np.asarray(p, dtype=float)
+    d = p.shape[1]
+    _check_pairwise_size(d, "tv")
+    if d > MAX_TABLE_OPTIONS:
+        return ipm_pairwise(p, r, a, b, tv_vertices(d), tv_argmax, support=support)
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    table = tv_support_table(p, r) if table is None else table
+    verts = tv_vertices(d)
+    if support is None:
+        _, h, uf = ipm_upper(p, r, a, verts)
+    else:
+        h, uf = support
+    rows = np.arange(len(p))[:, None]
+    fa = a @ verts.T
+    best = np.minimum(h - fa, (b - a) @ verts.T)                  # g = 0 and g = f
+    g2 = tv_argmax(p - b)                                           # (m, d)
+    best = np.minimum(best, table[rows, _codes(verts[None] - g2[:, None, :])] + (g2 * b).sum(1)[:, None]
+                      - fa)
+    g3 = tv_argmax(uf - b[:, None, :])                              # (m, K, d)
+    best = np.minimum(best, table[rows, _codes(verts[None] - g3)] + (g3 * b[:, None, :]).sum(2) - fa)
+    return best.max(axis=1)
+
+
+def w1_upper(p, r, q, values) -> np.ndarray:
+    """``sup_C W1(u, q)`` on the options' ``values``: exact over the 2^(d-1) vertices."""
+    return ipm_upper(p, r, q, w1_vertices(values))[0]
+
+
+def w1_pairwise(p, r, a, b, values, *, support=None) -> np.ndarray:
+    """The W1 pairwise bound (see :func:`ipm_pairwise`)."""
+    _check_pairwise_size(len(values), "w1")
+    return ipm_pairwise(p, r, a, b, w1_vertices(values), lambda x: w1_argmax(x, values),
+                        support=support)
+
+
+def _check_pairwise_size(d: int, loss: str) -> None:
+    if d > MAX_PAIRWISE_OPTIONS:
+        raise ValueError(f"{loss} comparisons over {d} options: the pairwise bound enumerates "
+                         f"2^d vertices and stops at {MAX_PAIRWISE_OPTIONS} options.")
+
+
+# --------------------------------------------------------------------------- KL loss
+
+
+def kl_pairwise(p, r, a, b) -> np.ndarray:
+    """``sup_C [KL(u ‖ a) - KL(u ‖ b)] = h_C(log(b / a))`` (the difference is linear)."""
+    with np.errstate(divide="ignore"):
+        w = np.log(np.asarray(b, dtype=float)) - np.log(np.asarray(a, dtype=float))
+    return kl_ball_support(p, w, r)[0]
+
+
+def maximize_convex(p, r, q, loss: str, *, values=None, starts=None, iters: int = 200,
+                    progress: Progress | None = None) -> np.ndarray:
+    """The general solver for ``sup_C L(u, q)`` with L convex in u (tv, kl, w1).
+
+    A convex function's sup over a convex set is at an extreme point. Successive
+    linearization climbs to one: ``u ← argmax_{u in C} ∇L(u_k) · u`` never decreases L
+    (convexity), and each step is the ball's support function. It starts from the
+    maximizers of ``e_i · u`` (each option), of ``-log q · u``, ``(p̂ - q) · u`` and
+    ``-p̂ · u`` (d + 3 starts) and keeps the best end point. It finds a feasible point,
+    so the value is never above the true sup; the tests check it reaches brute force.
+    """
+    p = np.asarray(p, dtype=float)
+    q = np.asarray(q, dtype=float)
+    r = np.asarray(r, dtype=float)
+    m, d = p.shape
+    if starts is None:
+        with np.errstate(divide="ignore"):
+            starts = [np.broadcast_to(np.eye(d)[i], (m, d)) for i in range(d)] + \
+                [-np.log(np.maximum(q, 1e-300)), p - q, -p]
+    best = np.full(m, -np.inf)
+
+    def grad(u, qq):
+        if loss == "tv":
+            return np.sign(u - qq) + 0.0
+        if loss == "kl":
+            return np.log(np.maximum(u, 1e-300)) - np.log(np.maximum(qq, 1e-300))
+        return w1_argmax(u - qq, values)                   # a subgradient of W1
+
+    for j, w0 in enumerate(starts):
+        _, u = kl_ball_support(p, np.asarray(w0, dtype=float), r)
+        val = categorical_loss(u, q, loss, values)
+        active = np.ones(m, dtype=bool)
+        for _ in range(iters):
+            idx = np.flatnonzero(active)
+            if idx.size == 0:
+                break
+            _, nu = kl_ball_support(p[idx], grad(u[idx], q[idx]), r[idx])
+            nval = categorical_loss(nu, q[idx], loss, values)
+            better = nval > val[idx] + 1e-13
+            u[idx[better]] = nu[better]
+            val[idx[better]] = nval[better]
+            active[idx[~better]] = False
+        best = np.maximum(best, val)
+        if progress is not None:
+            progress(j + 1, len(starts))
+    return best
+
+
+def minimize_convex(p, r, q, loss: str, *, values=None,
+                    progress: Progress | None = None) -> np.ndarray:
+    """The general convex solver: ``inf_C L(u, q)`` by SLSQP, one scenario at a time.
+
+    Variables u (and, for tv and w1, an epigraph s of the absolute values, so the
+    objective is smooth: ``Σ c_k s_k`` with ``s >= ±(M u - v)``); constraints
+    ``Σ u = 1``, ``KL(p̂ ‖ u) <= r``, ``u >= 0``. The problem is convex, so SLSQP's
+    local minimum is the minimum. Starts at p̂ (inside the ball); 0 when q is inside.
+    """
+    from scipy.optimize import minimize
+
+    p = np.asarray(p, dtype=float)
+    q = np.asarray(q, dtype=float)
+    r = np.asarray(r, dtype=float)
+    m, d = p.shape
+    out = np.empty(m)
+    if loss == "tv":
+        M, v_of, c = np.eye(d), (lambda qq: qq), np.full(d, 0.5)
+    elif loss == "w1":
+        order, gaps = _sorted_values(values)
+        M = np.zeros((d - 1, d))
+        for k in range(d - 1):
+            M[k, order[:k + 1]] = 1.0
+        v_of, c = (lambda qq: M @ qq), gaps
+    else:
+        M = None
+    for j in range(m):
+        pj, qj, rj = p[j], q[j], float(r[j])
+        if kl_divergence(pj[None], qj[None])[0] <= rj:
+            out[j] = 0.0
+            continue
+        pos = pj > 0
+        # each u_i lies in the binary-KL interval around p_i (data processing); bounding it
+        # there keeps SLSQP away from the KL constraint's pole at u_i = 0
+        lb, ub = binary_kl_interval(pj, rj)
+        lb = np.where(pos, np.maximum(lb, 1e-12), 0.0)
+
+        def kl_con(x, pj=pj, pos=pos, rj=rj):
+            u = x[:d]
+            return rj - float(np.sum(pj[pos] * np.log(pj[pos] / np.maximum(u[pos], 1e-300))))
+
+        def kl_jac(x, pj=pj, pos=pos):
+            g = np.zeros_like(x)
+            g[:d] = np.where(pos, pj / np.maximum(x[:d], 1e-300), 0.0)
+            return g
+        if M is None:  # kl: KL(u ‖ q), smooth
+            def fun(x, qj=qj):
+                u = np.maximum(x[:d], 1e-300)
+                return float(np.sum(np.where(x[:d] > 0, x[:d] * np.log(u / qj), 0.0)))
+
+            def jac(x, qj=qj):
+                return np.log(np.maximum(x[:d], 1e-300) / qj) + 1.0
+            x0 = pj.copy()
+            cons = [{"type": "eq", "fun": lambda x: float(x[:d].sum() - 1.0),
+                     "jac": lambda x: np.ones(d)},
+                    {"type": "ineq", "fun": kl_con, "jac": kl_jac}]
+            bounds = list(zip(lb, ub, strict=True))
+        else:
+            v = v_of(qj)
+            k = len(c)
+
+            def fun(x, c=c):
+                return float(c @ x[d:])
+
+            def jac(x, c=c):
+                return np.concatenate([np.zeros(d), c])
+            A = np.hstack([M, -np.eye(k)])
+            B = np.hstack([-M, -np.eye(k)])
+            cons = [{"type": "eq", "fun": lambda x: float(x[:d].sum() - 1.0),
+                     "jac": lambda x, k=k: np.concatenate([np.ones(d), np.zeros(k)])},
+                    {"type": "ineq", "fun": kl_con, "jac": kl_jac},
+                    {"type": "ineq", "fun": lambda x, A=A, v=v: -(A @ x - v), "jac": lambda x, A=A: -A},
+                    {"type": "ineq", "fun": lambda x, B=B, v=v: -(B @ x + v), "jac": lambda x, B=B: -B}]
+            x0 = np.concatenate([pj, np.abs(M @ pj - v)])
+            bounds = list(zip(lb, ub, strict=True)) + [(0.0, None)] * k
+        res = minimize(fun, x0, jac=jac, constraints=cons, bounds=bounds, method="SLSQP",
+                       options={"ftol": 1e-12, "maxiter": 500})
+        u = np.clip(res.x[:d], 0.0, None)
+        u = u / u.sum()
+        if kl_divergence(pj[None], u[None])[0] > rj * (1 + 1e-6) + 1e-12:
+            raise SolverError(f"the convex solver ended outside the confidence set of scenario "
+                              f"{j + 1} ({res.message}); please report this data.")
+        # report the loss at the solver's point, but never above the start's value
+        val = float(categorical_loss(u[None], qj[None], loss, values)[0])
+        out[j] = max(0.0, min(val, float(categorical_loss(pj[None], qj[None], loss, values)[0])))
+        if progress is not None and (j + 1) % 10 == 0:
+            progress(j + 1, m)
+    if progress is not None:
+        progress(m, m)
+    return out
+
+
+def kl_upper(p, r, q, *, progress: Progress | None = None) -> np.ndarray:
+    """``sup_C KL(u ‖ q)`` by the general solver (:func:`maximize_convex`)."""
+    return maximize_convex(p, r, q, "kl", progress=progress)
+
+
+# --------------------------------------------------------------------------- W1 on real values
+
+
+def w1_distance(x, y) -> float:
+    """``W1`` between the empirical distributions of samples x and y (exact)."""
+    x = np.sort(np.asarray(x, dtype=float))
+    y = np.sort(np.asarray(y, dtype=float))
+    allv = np.sort(np.concatenate([x, y]))
+    deltas = np.diff(allv)
+    fx = np.searchsorted(x, allv[:-1], side="right") / len(x)
+    fy = np.searchsorted(y, allv[:-1], side="right") / len(y)
+    return float(np.sum(np.abs(fx - fy) * deltas))
+
+
+def w1_to_uniform(x, low: float, high: float) -> float:
+    """``W1`` between the empirical distribution of x and the uniform on [low, high]
+    (exact: the integral of |F̂ - F_U| is summed piece by piece)."""
+    x = np.sort(np.asarray(x, dtype=float))
+    n = len(x)
+    pts = np.unique(np.concatenate([[low, high], np.clip(x, low, high)]))
+    total = 0.0
+    # below low and above high only F̂ - 0 or 1 - F̂ counts
+    total += float(np.sum(np.clip(low - x, 0.0, None))) / n
+    total += float(np.sum(np.clip(x - high, 0.0, None))) / n
+    span = high - low
+    for a0, b0 in itertools.pairwise(pts):
+        if b0 <= a0:
+            continue
+        c = np.searchsorted(x, a0, side="right") / n  # F̂ on (a0, b0)
+        # ∫ |c - (t - low)/span| dt over [a0, b0]: linear in t, crossing at t* = low + c span
+        fa, fb = (a0 - low) / span - c, (b0 - low) / span - c
+        if fa * fb >= 0:
+            total += abs(fa + fb) / 2 * (b0 - a0)
+        else:
+            ts = low + c * span
+            total += abs(fa) / 2 * (ts - a0) + abs(fb) / 2 * (b0 - ts)
+    return total
+
+
+def w1ball_upper(dist, r) -> np.ndarray:
+    """``sup_{W1(P̂, Q) <= r} W1(Q, Q̂) = W1(P̂, Q̂) + r`` (moving a little mass far away)."""
+    return np.asarray(dist, dtype=float) + np.asarray(r, dtype=float)
+
+
+def w1ball_lower(dist, r) -> np.ndarray:
+    """``inf_{W1(P̂, Q) <= r} W1(Q, Q̂) = max(W1(P̂, Q̂) - r, 0)`` (mixtures of P̂ and Q̂)."""
+    return np.maximum(np.asarray(dist, dtype=float) - np.asarray(r, dtype=float), 0.0)
+
+
+def w1ball_pairwise(dist_a, dist_b, dist_ab, r) -> np.ndarray:
+    """An upper bound of ``sup_{W1(P̂, Q) <= r} [W1(Q, a) - W1(Q, b)]``:
+    ``min(W1(P̂, a) - W1(P̂, b) + 2 r, W1(a, b))`` (triangle inequality, twice)."""
+    return np.minimum(np.asarray(dist_a) - np.asarray(dist_b) + 2 * np.asarray(r),
+                      np.asarray(dist_ab))
+
+
+__all__ = ["CATEGORICAL_LOSSES", "LOSSES", "MAX_PAIRWISE_OPTIONS", "MAX_SUBSET_OPTIONS",
+           "SCALAR_LOSSES", "SolverError", "categorical_loss", "check_loss", "interval_lower",
+           "interval_pairwise", "interval_upper", "ipm_pairwise", "ipm_upper", "kl_pairwise",
+           "kl_upper", "maximize_convex", "minimize_convex", "scalar_loss", "tv_argmax",
+           "tv_lower", "tv_pairwise", "tv_subset_upper", "tv_support_table", "tv_upper",
+           "tv_vertices", "w1_argmax",
+           "w1_distance",
+           "w1_pairwise", "w1_to_uniform", "w1_upper", "w1_vertices", "w1ball_lower",
+           "w1ball_pairwise", "w1ball_upper"]

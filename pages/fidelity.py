@@ -1,0 +1,229 @@
+"""Simulator fidelity: how far an LLM's simulated survey answers are from real ones, across
+all questions and with a guarantee (calibrated quantile curves, SPEC §3)."""
+import hashlib
+import json
+
+import pandas as pd
+import streamlit as st
+
+from dbpa_core.fidelity.data import FidelityDataError
+from ui import fidelity as fid
+from ui import fidelity_figures as figs
+from ui import runner, state, widgets
+from ui.widgets import md_escape
+
+KEY = "fidelity"
+widgets.page_setup(settings="run")
+ss = st.session_state
+for k, v in fid.DEFAULTS.items():
+    if k != "w_fid_persona":
+        ss.setdefault(k, v)
+ss.setdefault("fid_persona", pd.DataFrame(fid.DEFAULTS["w_fid_persona"]))
+ss.setdefault("fid_persona_version", 0)
+st.title("Simulator fidelity")
+st.markdown(
+    "<div class='dbpa-explain'>An LLM answers survey questions <b>as</b> respondents of a group; "
+    "how far are its answers from real people's — not on average, but across <b>all</b> "
+    "questions, the worst included? For each question, the worst discrepancy the real answers "
+    "allow (over a confidence set) is computed; the <b>calibrated curve</b> V̂_cal(τ) then bounds "
+    "the discrepancy of a τ share of questions, with a finite-sample guarantee for new questions "
+    "like these. Lower is better; the dashed curve is a simulator that answers uniformly at "
+    "random.</div>", unsafe_allow_html=True)
+
+data, fingerprint, data_error, sim = None, None, None, None
+left, right = st.columns([3, 2], gap="large")
+with left:
+    st.markdown("**Data**")
+    source = st.radio("Data", fid.SOURCES, key="w_fid_source", horizontal=True,
+                      label_visibility="collapsed")
+    if source == "Sample data":
+        data, fingerprint = fid.sample_data(), "sample"
+        st.caption("40 synthetic questions made by the project (no real survey data): real "
+                   "counts and three simulated respondents with known flaws — sim-close, "
+                   "sim-biased (leans to the last options) and sim-flat (half uniform).")
+    elif source == "Upload a CSV":
+        up = st.file_uploader("Long CSV: scenario,option,real,<simulator>,… (or scenario,real,… "
+                              "for real-valued answers)", type=["csv"], key="fid_upload",
+                              help="real: counts of real answers. A simulator column holds counts, "
+                              "or probabilities when its values sum to 1 in every question. "
+                              "Optional: a question column (needed to simulate).")
+        if up is None:
+            data_error = "Upload a CSV, or use the sample data."
+        else:
+            try:
+                data = fid.read_upload(up.getvalue(), up.name)
+            except FidelityDataError as exc:
+                data_error = str(exc)
+            else:
+                fingerprint = hashlib.sha256(up.getvalue()).hexdigest()
+                st.caption(f"{data.m} questions and {len(data.simulators)} simulator column(s) "
+                           f"read from {up.name}.")
+    else:
+        st.caption("Ask models to answer the sample's questions as a respondent described by "
+                   "the fields below (their real answers are synthetic: use your own survey for "
+                   "real conclusions, e.g. with `dbpa fidelity --simulate`).")
+with right:
+    st.markdown("**Analysis**")
+    losses = fid.losses_for(data) if data is not None else list(fid.LOSS_TEXT)
+    if ss["w_fid_loss"] not in losses:
+        ss["w_fid_loss"] = losses[0]
+    st.selectbox("Loss", losses, key="w_fid_loss", format_func=fid.LOSS_TEXT.get,
+                 help="tv: half the sum of the differences of the option shares (0 to 1). "
+                 "w1: how far answers move on the options' scale. squared/absolute: error of the "
+                 "mean answer.")
+    c1, c2, c3 = st.columns(3)
+    c1.number_input("γ coverage", 0.05, 0.95, key="w_fid_gamma", step=0.05,
+                    help="Each question's confidence set holds the real distribution with "
+                    "probability γ (½ in the paper; the band needs γ ≥ ½).")
+    c2.number_input("η", 0.001, 0.5, key="w_fid_eta", step=0.01, format="%.3f",
+                    help="The guarantee fails with probability at most η.")
+    c3.number_input("α", 0.01, 0.5, key="w_fid_alpha", step=0.01,
+                    help="Guarantee and comparisons for at least 1 − α of questions.")
+    if data is not None and data.kind == "values":
+        c1, c2 = st.columns(2)
+        c1.number_input("σ (w1)", 0.001, 1e6, key="w_fid_sigma",
+                        help="Sub-Gaussian scale of the real values.")
+        c2.text_input("Bounds a, b", key="w_fid_bounds", placeholder="the data's range",
+                      help="The range of the values (squared, absolute, uniform).")
+
+if source == "Simulate now":
+    st.markdown("**Simulate respondents**")
+    c1, c2, c3, c4 = st.columns(4)
+    c1.number_input("Questions", 2, 40, key="w_fid_questions", help="The sample's first ones.")
+    c2.number_input("Answers per question (k)", 1, 500, key="w_fid_k")
+    c3.number_input("Temperature", 0.0, 2.0, key="w_fid_temperature", step=0.1)
+    c4.number_input("Max tokens", 1, 400, key="w_fid_max_tokens")
+    models = runner.model_options()
+    chosen = widgets.pick_models("Models (one simulator each)", "w_fid_models", list(models),
+                                 default_count=1)
+    table = ss["fid_persona"]
+    edited = st.data_editor(table, key=f"fid_persona_{ss['fid_persona_version']}",
+                            num_rows="dynamic", hide_index=True,
+                            height=widgets.table_height(len(table) + 1))
+    if not edited.equals(table):
+        ss["fid_persona"] = edited.reset_index(drop=True)
+        ss["fid_persona_version"] += 1
+    with st.expander("Prompt template"):
+        st.text_area("Template: {question}, {options}, {persona} or a field such as {Age}",
+                     key="w_fid_template", height=170)
+    values = {k: ss[k] for k in fid.DEFAULTS if k != "w_fid_persona"}
+    values.update(w_fid_persona=ss["fid_persona"], seed=ss.get("w_seed", 0))
+    questions = fid.sample_questions(int(ss["w_fid_questions"]))
+    tasks, signature = None, None
+    try:
+        settings = fid.simulation_settings(values)
+        picked = [models[m] for m in chosen]
+        if not picked:
+            raise ValueError("Choose at least one model.")
+        est = fid.estimate(questions, picked, settings, state.cache())
+        with st.expander("The first prompt"):
+            st.code(fid.first_prompt(questions, settings), language=None)
+        tasks = {"simulation": fid.simulation_task(questions, picked, settings, state.cache(),
+                                                   ss["api_keys"])}
+        signature = json.dumps([questions.ids, picked, settings], default=str, sort_keys=True)
+    except Exception as exc:  # noqa: BLE001 - shown as one short message
+        st.error(runner.friendly(exc) if not isinstance(exc, ValueError) else str(exc),
+                 icon=":material/edit_note:")
+
+    def show_estimate() -> None:
+        st.caption(f"{est['answers']:,} answers to ask ({est['cached']:,} already cached, "
+                   f"{est['calls']:,} calls).")
+
+    results = runner.task_section(tasks, key=f"{KEY}_sim", label="Simulate answers",
+                                  before=show_estimate, signature=signature)
+    sim = (results or {}).get("simulation")
+    if sim is not None:
+        st.dataframe(fid.unparsed_summary(sim), hide_index=True, key=f"{KEY}_unparsed_sum")
+        if sim.data is None:
+            data_error = sim.error
+        else:
+            data, fingerprint = sim.data, f"sim:{signature}"
+    elif data_error is None:
+        st.info("Press **Simulate answers** to draw the simulated respondents.",
+                icon=":material/play_arrow:")
+
+result = None
+if data_error:
+    st.error(md_escape(data_error), icon=":material/upload_file:")
+elif data is not None:
+    try:
+        settings = {"loss": ss["w_fid_loss"], "gamma": float(ss["w_fid_gamma"]),
+                    "eta": float(ss["w_fid_eta"]), "alpha": float(ss["w_fid_alpha"])}
+        if data.kind == "values":
+            settings.update(sigma=float(ss["w_fid_sigma"]), bounds=fid.parse_bounds(ss["w_fid_bounds"]))
+        key = fid.analysis_key(fingerprint, settings)
+        memo = ss.get("_fid_memo")
+        if memo and memo[0] == key:
+            result = memo[1]
+        else:
+            bar = st.empty()
+            result = fid.analyse(data, settings, progress=lambda p: bar.progress(
+                p.done / max(p.total, 1), text=f"Computing the curves: {p.detail}"))
+            bar.empty()
+            ss["_fid_memo"] = (key, result)
+    except Exception as exc:  # noqa: BLE001 - bad input is one short message
+        st.error(md_escape(str(exc)) if isinstance(exc, (ValueError, TypeError))
+                 else runner.friendly(exc), icon=":material/error:")
+
+if result is not None:
+    st.divider()
+    st.subheader("Results")
+    st.markdown(f"**{md_escape(fid.best_sentence(result))}**")
+    decided = [v for v in fid.verdicts(result) if v[0] != "neither"]
+    for _v, sentence, detail in decided:
+        st.success(md_escape(sentence), icon=":material/check_circle:")
+        st.caption(detail)
+    undecided = [c for c in result.comparisons if c.verdict == "neither"]
+    if undecided:
+        pairs = "; ".join(f"{c.first} and {c.second}" for c in undecided)
+        st.info(md_escape(f"Not told apart on {100 * (1 - result.alpha):.0f} % of questions: "
+                          f"{pairs}."), icon=":material/balance:")
+    if result.comparison_note:
+        st.caption(result.comparison_note)
+    for w in result.warnings:
+        st.warning(md_escape(w), icon=":material/info:")
+    band = None
+    if result.has_band:
+        names = [s.name for s in result.simulators]
+        band = st.selectbox("Tightness band of", [*names, "none"], key=f"{KEY}_band",
+                            help="Shaded: where the curve of the real discrepancies lies "
+                            "(V̂⁻_m(γτ) below, V̂_m(γ + (1 − γ)τ) above).")
+    st.plotly_chart(figs.curves_figure(result, band=None if band == "none" else band),
+                    key=f"{KEY}_curves")
+    st.caption(
+        "Each curve: at τ = 0.9, 90 % of questions are at most that far off (worst case over "
+        "their confidence sets). " + fid.guarantee_sentence(result)
+        + (" Shaded: the tightness band, where the real discrepancies' curve lies "
+           "(asymptotically)." if band not in (None, "none") else ""))
+    st.dataframe(fid.summary_table(result), hide_index=True, key=f"{KEY}_summary", column_config={
+        c: st.column_config.NumberColumn(format="%.4f")
+        for c in fid.summary_table(result).columns if c not in ("simulator", "answers")})
+    tabs = st.tabs(["Per question", "Simulated answers"] if sim is not None else ["Per question"])
+    with tabs[0]:
+        labels = fid.question_labels(result)
+        pick = st.selectbox("Question", range(len(labels)), format_func=labels.__getitem__,
+                            key=f"{KEY}_question")
+        st.plotly_chart(figs.distribution_figure(result, pick), key=f"{KEY}_dist")
+        st.dataframe(fid.question_table(result, pick), hide_index=True, key=f"{KEY}_qtable")
+    if sim is not None:
+        with tabs[1]:
+            only = st.checkbox("Only unparsed answers", value=True, key=f"{KEY}_only_unparsed")
+            st.dataframe(fid.unparsed_table(sim, only_unparsed=only), hide_index=True,
+                         key=f"{KEY}_answers")
+    stem = fid.file_stem(ss.get("w_audit_name") or "fidelity", result.created_at)
+    files = [("Results JSON", result.to_json, "fidelity.json", "application/json",
+              ":material/data_object:"),
+             ("Questions CSV", result.to_csv, "fidelity.csv", "text/csv", ":material/table:"),
+             ("Pairs CSV", result.comparisons_csv, "comparisons.csv", "text/csv",
+              ":material/compare_arrows:"),
+             ("Report HTML", lambda: figs.html_report(result), "report.html", "text/html",
+              ":material/description:")]
+    if sim is not None and sim.data is not None:
+        files += [("Data CSV", sim.data.to_csv, "data.csv", "text/csv", ":material/dataset:"),
+                  ("Answers JSONL", sim.answers_jsonl, "answers.jsonl", "application/jsonl",
+                   ":material/chat:")]
+    cols = st.columns(len(files))
+    for col, (label, make, suffix, mime, icon) in zip(cols, files, strict=True):
+        col.download_button(label, make, f"{stem}-{suffix}", mime, key=f"{KEY}_dl_{suffix}",
+                            icon=icon, on_click="ignore")
+    st.caption("The chart also downloads as PNG from the camera icon in its toolbar.")

@@ -1,0 +1,119 @@
+"""The Simulator fidelity page under AppTest: the sample runs at once with its verdicts,
+chart, table, drill-down and downloads; uploads (good, malformed, not UTF-8, real values);
+simulating now against the rule-based survey respondent over HTTP (a rerun costs nothing);
+names from files are escaped; bad input is a short error, never a traceback."""
+import pytest
+
+from tests.survey_model import SurveyModel
+
+from .conftest import errors, plain, warnings
+
+pytestmark = pytest.mark.slow  # whole-page runs, like tests/app/test_pages.py
+PAGE = "pages/fidelity.py"
+
+
+@pytest.fixture
+def page(make_app):
+    def make(**state):
+        return make_app(page=PAGE, **state)
+
+    return make
+
+
+def successes(at):
+    return [plain(s.value) for s in at.success]
+
+
+def test_sample_data_runs_at_once(page):
+    at = page()
+    assert at.title[0].value == "Simulator fidelity"
+    assert not errors(at) and not at.exception
+    assert "sim-close is at least as good as sim-biased on at least 90 % of questions." in successes(at)
+    assert any("Not told apart on 90 % of questions" in plain(i.value) for i in at.info)
+    summary = next(d.value for d in at.dataframe if "AUC_cal" in d.value.columns)
+    assert list(summary["simulator"]) == ["sim-close", "sim-biased", "sim-flat", "uniform"]
+    result = at.session_state["_fid_memo"][1]
+    assert summary["AUC_cal"][0] == pytest.approx(result.simulator("sim-close").auc_cal)
+    assert len(at.get("plotly_chart")) == 2                  # the curves and one question
+    names = [b.proto.label for b in at.get("download_button")]
+    assert names == ["Results JSON", "Questions CSV", "Pairs CSV", "Report HTML"]
+    # drill-down: another question
+    at.selectbox(key="fidelity_question").set_value(39).run()
+    qt = next(d.value for d in at.dataframe if "worst case Δ̂" in d.value.columns)
+    assert qt["worst case Δ̂"][0] == pytest.approx(result.simulator("sim-close").upper[39])
+
+
+def test_settings_recompute(page):
+    at = page()
+    at.selectbox(key="w_fid_loss").set_value("squared").run()
+    assert at.session_state["_fid_memo"][1].loss == "squared" and not errors(at)
+    at.number_input(key="w_fid_gamma").set_value(0.3).run()
+    assert any("gamma = 0.3 < 1/2" in w for w in warnings(at))
+    assert not at.session_state["_fid_memo"][1].has_band
+
+
+def test_upload(page):
+    at = page(w_fid_source="Upload a CSV")
+    assert any("Upload a CSV, or use the sample data" in e for e in errors(at))
+    good = ("scenario,option,real,<script>alert(1)</script>,b\n"
+            "q1,x,30,20,5\nq1,y,10,5,20\nq2,x,5,2,9\nq2,y,15,8,1\nq3,x,9,9,1\nq3,y,9,9,9\n")
+    at.file_uploader(key="fid_upload").set_value(("mine.csv", good.encode(), "text/csv")).run()
+    assert not errors(at) and not at.exception
+    assert any("3 questions and 2 simulator column(s) read from mine.csv" in c.value for c in at.caption)
+    assert any("<script>alert(1)</script>" in s for s in successes(at) + [plain(i.value) for i in at.info])
+    assert not any("<script>" in m.value for m in at.markdown)    # never raw HTML
+    bad = good.replace("q2,y,15", "q2,y,-15")
+    at.file_uploader(key="fid_upload").set_value(("bad.csv", bad.encode(), "text/csv")).run()
+    assert any("bad.csv, line 5: negative count -15 in column 'real'" in e for e in errors(at))
+    at.file_uploader(key="fid_upload").set_value(("bin.csv", b"scenario\n\xff\xfe", "text/csv")).run()
+    assert any("bin.csv, line 2: not UTF-8" in e for e in errors(at))
+    assert not at.exception
+
+
+def test_real_values_upload_and_bad_bounds(page):
+    at = page(w_fid_source="Upload a CSV")
+    text = "scenario,real,a\ns1,1,2\ns1,3,2.5\ns2,4,4\ns2,5,1\ns3,2,2\n"
+    at.file_uploader(key="fid_upload").set_value(("v.csv", text.encode(), "text/csv")).run()
+    assert at.selectbox(key="w_fid_loss").options == ["Wasserstein-1 (w1)", "squared error of "
+                                                      "the mean", "absolute error of the mean"]
+    at.text_input(key="w_fid_bounds").set_value("0, 10").run()
+    assert not errors(at) and at.session_state["_fid_memo"][1].bounds == (0.0, 10.0)
+    at.text_input(key="w_fid_bounds").set_value("ten").run()
+    assert any("Bounds must be two numbers" in e for e in errors(at))
+    at.text_input(key="w_fid_bounds").set_value("3, 4").run()
+    assert any("do not contain every value" in e for e in errors(at))
+    assert not at.exception
+
+
+def test_simulate_now_against_a_server(make_app):
+    with SurveyModel() as srv:
+        model = [{"backend": "openai", "name": "survey-model", "base_url": srv.base_url,
+                  "max_retries": 0, "label": "survey"}]
+        at = make_app(models=model, page=PAGE, w_fid_source="Simulate now", w_fid_questions=3,
+                      w_fid_k=6)
+        assert any("to draw the simulated respondents" in i.value for i in at.info) and not errors(at)
+        assert any("18 answers to ask (0 already cached, 18 calls)" in c.value for c in at.caption)
+        at.button(key="fidelity_sim_run").click().run()
+        assert not at.exception and not errors(at), errors(at)
+        assert srv.requests == 18
+        result = at.session_state["_fid_memo"][1]
+        assert [s.name for s in result.simulators] == ["survey", "uniform"] and result.m == 3
+        unparsed = next(d.value for d in at.dataframe if "unparsed" in d.value.columns)
+        assert unparsed["answers"][0] == 18
+        assert len(at.get("download_button")) == 6
+        at.button(key="fidelity_sim_run").click().run()         # from the cache
+        assert srv.requests == 18 and not at.exception
+        at.text_area(key="w_fid_template").set_value("Q: {question}").run()
+        assert any("must contain {options}" in e for e in errors(at))
+        assert at.button(key="fidelity_sim_run").disabled
+
+
+def test_unreachable_model_is_a_short_error(make_app):
+    with SurveyModel() as srv:
+        url = srv.base_url
+    at = make_app(models=[{"backend": "openai", "name": "survey-model", "base_url": url,
+                           "max_retries": 0, "timeout": 2}], page=PAGE,
+                  w_fid_source="Simulate now", w_fid_questions=2, w_fid_k=1)
+    at.button(key="fidelity_sim_run").click().run()
+    assert not at.exception
+    assert errors(at) and not any("Traceback" in e for e in errors(at))

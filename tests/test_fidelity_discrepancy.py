@@ -1,0 +1,216 @@
+"""Pseudo-discrepancies: every closed form and every solver against brute force (a fine
+grid of the 3-option simplex, random search in the ball for 5 options), the general
+solver against the closed forms, W1 on real values against scipy, and invariants."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.stats import wasserstein_distance
+
+from dbpa_core.fidelity import discrepancy as dz
+from dbpa_core.fidelity.sets import kl_ball_support, kl_divergence
+
+from .test_fidelity_sets import ball_points, simplex_grid
+
+GRID = simplex_grid(800)
+STEP = 1 / 800
+VALUES = np.array([-1.0, 0.3, 1.0])
+
+
+def cases(seed, m=14):
+    rng = np.random.default_rng(seed)
+    p = rng.dirichlet(np.full(3, 1.5), m)
+    p[0] = [0.5, 0.5, 0.0]                      # an option nobody chose
+    p[1] = [1.0, 0.0, 0.0]                      # everyone chose the same
+    r = rng.uniform(0.005, 0.12, m)
+    q = rng.dirichlet(np.full(3, 1.5), m)
+    q[2] = p[2]                                  # a simulator that is exactly right
+    a = rng.dirichlet(np.full(3, 2.0), m)
+    b = rng.dirichlet(np.full(3, 2.0), m)
+    b[3] = a[3]                                  # two identical simulators
+    return p, r, q, a, b
+
+
+def brute(p, r, loss, q):
+    u = ball_points(p, r, GRID)
+    return dz.categorical_loss(u, np.broadcast_to(q, u.shape), loss, VALUES)
+
+
+# the loss changes by at most this much between neighbouring grid points
+TOL = {"tv": 1.5 * STEP, "w1": 2 * 2 * STEP, "kl": 0.004}
+
+
+@pytest.mark.parametrize("loss", ["tv", "w1"])
+def test_closed_form_upper_against_the_grid(loss):
+    p, r, q, *_ = cases(10)
+    got = dz.tv_upper(p, r, q) if loss == "tv" else dz.w1_upper(p, r, q, VALUES)
+    for j in range(len(p)):
+        vals = brute(p[j], r[j], loss, q[j])
+        assert got[j] >= vals.max() - 1e-9, j            # never below a point of the ball
+        assert got[j] <= vals.max() + TOL[loss], j       # and reached by the grid
+
+
+def test_tv_lower_against_the_grid_and_the_general_solver():
+    p, r, q, *_ = cases(11)
+    got = dz.tv_lower(p, r, q)
+    solver = dz.minimize_convex(p, r, q, "tv")
+    for j in range(len(p)):
+        vals = brute(p[j], r[j], "tv", q[j])
+        assert got[j] <= vals.min() + 1e-9, j
+        assert got[j] >= vals.min() - TOL["tv"], j
+    assert got == pytest.approx(solver, abs=1e-6)
+    assert got[2] == 0.0                                  # q inside the ball
+
+
+def test_kl_upper_lower_and_pairwise_against_the_grid():
+    p, r, _, a, b = cases(12)
+    up = dz.maximize_convex(p, r, a, "kl")
+    lo = dz.minimize_convex(p, r, a, "kl")
+    pair = dz.kl_pairwise(p, r, a, b)
+    for j in range(len(p)):
+        vals = brute(p[j], r[j], "kl", a[j])
+        diff = vals - brute(p[j], r[j], "kl", b[j])
+        assert vals.max() - 1e-9 <= up[j] <= vals.max() + TOL["kl"], j
+        assert vals.min() - TOL["kl"] <= lo[j] <= vals.min() + 1e-6, j
+        assert diff.max() - 1e-9 <= pair[j] <= diff.max() + TOL["kl"], j
+
+
+def test_w1_lower_against_the_grid():
+    p, r, q, *_ = cases(13)
+    lo = dz.minimize_convex(p, r, q, "w1", values=VALUES)
+    for j in range(len(p)):
+        vals = brute(p[j], r[j], "w1", q[j])
+        assert vals.min() - TOL["w1"] <= lo[j] <= vals.min() + 1e-6, j
+
+
+@pytest.mark.parametrize("loss", ["tv", "w1"])
+def test_pairwise_bound_is_valid_and_tight(loss):
+    """The tv / w1 pairwise δ̂ is an upper bound of the sup (never below a point of the
+    ball) that is close to it; identical simulators give exactly 0."""
+    p, r, _, a, b = cases(14, m=24)
+    got = dz.tv_pairwise(p, r, a, b) if loss == "tv" else dz.w1_pairwise(p, r, a, b, VALUES)
+    gaps = []
+    for j in range(len(p)):
+        diff = brute(p[j], r[j], loss, a[j]) - brute(p[j], r[j], loss, b[j])
+        assert got[j] >= diff.max() - 1e-9, j
+        gaps.append(got[j] - diff.max())
+    assert np.mean(gaps) < 0.005 and np.max(gaps) < 0.04
+    assert got[3] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_five_options_against_random_search_and_the_general_solver():
+    rng = np.random.default_rng(15)
+    m, d = 12, 5
+    p = rng.dirichlet(np.ones(d), m)
+    r = rng.uniform(0.01, 0.1, m)
+    q = rng.dirichlet(np.ones(d), m)
+    closed = dz.tv_upper(p, r, q)
+    general = dz.maximize_convex(p, r, q, "tv")
+    assert general == pytest.approx(closed, abs=1e-6)     # the solver reaches the closed form
+    lower = dz.tv_lower(p, r, q)
+    assert lower == pytest.approx(dz.minimize_convex(p, r, q, "tv"), abs=1e-6)
+    for j in range(m):
+        # random points of the ball: boundary points for random directions, inner mixtures
+        w = rng.normal(size=(400, d))
+        _, u = kl_ball_support(np.repeat(p[j:j + 1], 400, 0), w, np.full(400, r[j]))
+        u = np.vstack([u, 0.5 * (u + p[j])])
+        assert kl_divergence(np.broadcast_to(p[j], u.shape), u).max() <= r[j] + 1e-9
+        tv = 0.5 * np.abs(u - q[j]).sum(axis=1)
+        assert closed[j] >= tv.max() - 1e-9
+        assert lower[j] <= tv.min() + 1e-9
+
+
+@pytest.mark.parametrize("loss", ["squared", "absolute", "kl"])
+def test_interval_closed_forms_against_a_grid(loss):
+    rng = np.random.default_rng(16)
+    for _ in range(30):
+        lo, hi = np.sort(rng.uniform(0.01, 0.99, 2))
+        q, a, b = rng.uniform(0.01, 0.99, 3)
+        u = np.linspace(lo, hi, 20001)
+        vals = dz.scalar_loss(u, q, loss)
+        diff = dz.scalar_loss(u, a, loss) - dz.scalar_loss(u, b, loss)
+        assert float(dz.interval_upper(lo, hi, q, loss)) == pytest.approx(vals.max(), abs=1e-12)
+        low = float(dz.interval_lower(lo, hi, q, loss))
+        assert vals.min() - 1e-4 <= low <= vals.min() + 1e-12    # the grid steps 5e-5
+        assert float(dz.interval_pairwise(lo, hi, a, b, loss)) == pytest.approx(diff.max(), abs=1e-12)
+
+
+def test_w1_on_real_values_against_scipy_and_integration():
+    rng = np.random.default_rng(17)
+    for _ in range(10):
+        x, y = rng.normal(0, 1, 37), rng.normal(0.4, 2, 23)
+        assert dz.w1_distance(x, y) == pytest.approx(wasserstein_distance(x, y), abs=1e-12)
+        x = np.clip(rng.normal(5, 2, 41), 0, 10)
+        t = np.linspace(-1, 11, 1_200_001)
+        fx = np.searchsorted(np.sort(x), t, side="right") / x.size
+        fu = np.clip(t / 10, 0, 1)
+        numeric = np.sum(np.abs(fx - fu)) * (t[1] - t[0])
+        assert dz.w1_to_uniform(x, 0.0, 10.0) == pytest.approx(numeric, abs=1e-4)
+
+
+def test_w1_ball_closed_forms():
+    d, r = np.array([0.3, 1.0, 0.05]), np.array([0.1, 0.2, 0.1])
+    assert dz.w1ball_upper(d, r) == pytest.approx([0.4, 1.2, 0.15])
+    assert dz.w1ball_lower(d, r) == pytest.approx([0.2, 0.8, 0.0])
+    assert dz.w1ball_pairwise([0.3], [0.5], [0.25], [0.2]) == pytest.approx([0.2])
+    assert dz.w1ball_pairwise([0.3], [0.2], [0.05], [0.2]) == pytest.approx([0.05])
+
+
+@given(st.integers(0, 2**31), st.integers(2, 6), st.floats(0.001, 0.5))
+@settings(max_examples=60, deadline=None)
+def test_lower_plugin_upper_are_ordered(seed, d, r):
+    """Δ⁻ <= L(p̂, q) <= Δ̂ (p̂ is in its own ball), Δ̂ >= 0, and δ̂ >= L(p̂, a) - L(p̂, b)."""
+    rng = np.random.default_rng(seed)
+    p = rng.dirichlet(np.ones(d), 3)
+    q = rng.dirichlet(np.ones(d), 3)
+    a = rng.dirichlet(np.ones(d), 3)
+    rr = np.full(3, r)
+    plug = dz.categorical_loss(p, q, "tv")
+    up, lo = dz.tv_upper(p, rr, q), dz.tv_lower(p, rr, q)
+    assert np.all(lo <= plug + 1e-9) and np.all(plug <= up + 1e-9) and np.all(lo >= 0)
+    pair = dz.tv_pairwise(p, rr, a, q)
+    assert np.all(pair >= dz.categorical_loss(p, a, "tv") - plug - 1e-9)
+
+
+def test_unknown_loss():
+    with pytest.raises(ValueError, match=r"`loss` must be one of tv, kl, w1, squared, absolute; "
+                                         r"got 'hellinger'"):
+        dz.check_loss("hellinger")
+
+
+def test_too_many_options_for_the_pairwise_bound():
+    p = np.full((2, 11), 1 / 11)
+    with pytest.raises(ValueError, match="tv comparisons over 11 options"):
+        dz.tv_pairwise(p, np.full(2, 0.01), p, p)
+
+
+def test_w1_ball_closed_forms_against_points_of_the_ball():
+    """Δ̂ = W1(P̂, Q̂) + r and Δ⁻ = max(W1 - r, 0): no distribution in the ball goes beyond
+    them (random weighted perturbations of P̂), the mixture of P̂ and Q̂ reaches the lower
+    one, and moving a little mass far away approaches the upper one."""
+    rng = np.random.default_rng(18)
+    for _ in range(5):
+        x, y = rng.normal(0, 1, 30), rng.normal(0.8, 1.5, 25)
+        d = wasserstein_distance(x, y)
+        r = rng.uniform(0.05, 0.5) * d
+        support = np.concatenate([x, y])
+        best_lo, best_hi, inside = np.inf, -np.inf, 0
+        for _ in range(300):                      # random points of the ball
+            share = rng.uniform(0, 1.5 * r / d)   # a little of Q̂, and P̂ reweighted
+            wts = np.concatenate([(1 - share) * rng.dirichlet(np.full(30, 200.0)),
+                                  share * rng.dirichlet(np.ones(25))])
+            if wasserstein_distance(x, support, v_weights=wts) <= r:
+                inside += 1
+                v = wasserstein_distance(support, y, u_weights=wts)
+                best_lo, best_hi = min(best_lo, v), max(best_hi, v)
+        assert inside >= 30
+        assert dz.w1ball_lower(d, r) - 1e-9 <= best_lo and best_hi <= dz.w1ball_upper(d, r) + 1e-9
+        t = r / d                                 # the mixture reaches the lower value
+        mix = np.concatenate([np.full(30, (1 - t) / 30), np.full(25, t / 25)])
+        assert wasserstein_distance(x, support, v_weights=mix) == pytest.approx(r)
+        assert wasserstein_distance(support, y, u_weights=mix) == pytest.approx(float(dz.w1ball_lower(d, r)))
+        eps = 1e-4                                # a little mass far away nears the upper value
+        far = np.append(x, x.max() + y.max() + r / eps)
+        wts = np.append(np.full(30, (1 - eps) / 30), eps)
+        assert wasserstein_distance(x, far, v_weights=wts) <= r * 1.01
+        assert wasserstein_distance(far, y, u_weights=wts) >= 0.97 * float(dz.w1ball_upper(d, r))

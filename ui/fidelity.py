@@ -1,0 +1,205 @@
+"""The Simulator fidelity page's helpers: reading the chosen data, the simulation task
+for the run section, the analysis (remembered per inputs), and the tables (no widgets)."""
+from __future__ import annotations
+
+import hashlib
+import json
+import warnings
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import pandas as pd
+
+from dbpa_core.fidelity import FidelityData, FidelityResult, run_fidelity
+from dbpa_core.fidelity.data import FidelityDataError, parse_csv
+from dbpa_core.fidelity.discrepancy import LOSSES
+from dbpa_core.fidelity.sample import sample_data
+from dbpa_core.fidelity.simulate import (
+    DEFAULT_TEMPLATE,
+    SimulationResult,
+    estimate_simulation,
+    render_prompt,
+    simulate,
+)
+from dbpa_core.sampling import Progress
+
+from .export import slug
+
+SOURCES = ("Sample data", "Upload a CSV", "Simulate now")
+LOSS_TEXT = {"tv": "total variation (tv)", "kl": "KL(real ‖ simulated)", "w1": "Wasserstein-1 (w1)",
+             "squared": "squared error of the mean", "absolute": "absolute error of the mean"}
+DEFAULTS: dict[str, Any] = {
+    "w_fid_source": SOURCES[0],
+    "w_fid_loss": "tv",
+    "w_fid_gamma": 0.5,
+    "w_fid_eta": 0.05,
+    "w_fid_alpha": 0.1,
+    "w_fid_sigma": 1.0,
+    "w_fid_bounds": "",
+    "w_fid_questions": 6,
+    "w_fid_k": 10,
+    "w_fid_temperature": 1.0,
+    "w_fid_max_tokens": 12,
+    "w_fid_template": DEFAULT_TEMPLATE,
+    "w_fid_persona": [{"field": "Country", "value": "United States"},
+                      {"field": "Age", "value": "30-49"}],
+}
+
+
+def losses_for(data: FidelityData) -> list[str]:
+    """The losses that fit the data: every one for options, w1 / squared / absolute for values."""
+    return list(LOSSES) if data.kind == "categorical" else ["w1", "squared", "absolute"]
+
+
+def read_upload(content: bytes, name: str) -> FidelityData:
+    """An uploaded long CSV (FidelityDataError with the line when it is malformed)."""
+    try:
+        text = content.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = content.count(b"\n", 0, exc.start) + 1
+        raise FidelityDataError(f"{name}, line {line}: not UTF-8 text; save the file as UTF-8.") from None
+    return parse_csv(text, source=name)
+
+
+def sample_questions(n: int) -> FidelityData:
+    """The sample's first n questions (their real answers are synthetic)."""
+    data = sample_data()
+    return data.select(list(data.ids[:max(2, n)])).without_simulators()
+
+
+def persona_pairs(rows) -> list[tuple[str, str]]:
+    """The persona editor's rows -> (field, value) pairs (empty rows skipped)."""
+    records = rows.to_dict("records") if isinstance(rows, pd.DataFrame) else list(rows or [])
+    out = []
+    for r in records:
+        f = str(r.get("field") or "").strip()
+        v = str(r.get("value") or "").strip()
+        if f and f.lower() != "nan":
+            out.append((f, v))
+    return out
+
+
+def simulation_settings(values: dict[str, Any]) -> dict[str, Any]:
+    return {"samples": int(values["w_fid_k"]), "temperature": float(values["w_fid_temperature"]),
+            "max_tokens": int(values["w_fid_max_tokens"]), "template": values["w_fid_template"],
+            "persona": persona_pairs(values["w_fid_persona"]), "seed": int(values.get("seed", 0))}
+
+
+def first_prompt(data: FidelityData, settings: dict) -> str:
+    """The prompt of the first question, as the model will read it."""
+    return render_prompt(data.scenarios[0], settings["template"], settings["persona"])
+
+
+def estimate(data: FidelityData, models: list[dict], settings: dict, cache) -> dict[str, int]:
+    return estimate_simulation(data, models, cache=cache, **settings)
+
+
+def simulation_task(data: FidelityData, models: list[dict], settings: dict, cache,
+                    api_keys: dict) -> Callable[[Callable[[Progress], None]], SimulationResult]:
+    """A task for ``runner.task_section``: simulates on the session's cache."""
+    return lambda progress: simulate(data, models, cache=cache, progress=progress,
+                                     api_keys=api_keys, keep_simulators=False, **settings)
+
+
+def parse_bounds(text: str) -> tuple[float, float] | None:
+    """'0, 10' -> (0.0, 10.0); empty -> None (the data's range); else ValueError."""
+    if not str(text or "").strip():
+        return None
+    parts = [p for p in str(text).replace(";", ",").split(",") if p.strip()]
+    try:
+        a, b = (float(p) for p in parts)
+    except ValueError:
+        raise ValueError(f"Bounds must be two numbers such as 0, 10; got {text!r}.") from None
+    return (a, b)
+
+
+def analysis_key(fingerprint: str, settings: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps([fingerprint, settings], sort_keys=True,
+                                     default=str).encode()).hexdigest()
+
+
+def analyse(data: FidelityData, settings: dict[str, Any],
+            progress: Callable[[Progress], None] | None = None) -> FidelityResult:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # they are in result.warnings, shown by the page
+        return run_fidelity(data, progress=progress, **settings)
+
+
+def summary_table(result: FidelityResult) -> pd.DataFrame:
+    """One row per simulator: what its answers were, AUC_cal, CVaR_10, V̂_m(1 - α/2)."""
+    q = f"V̂_m({1 - result.alpha / 2:g})"
+    return pd.DataFrame([{"simulator": s.name, "answers": s.kind, "AUC_cal": s.auc_cal,
+                          "CVaR₁₀": s.cvar(), q: s.guarantee_quantile} for s in result.simulators])
+
+
+def guarantee_sentence(result: FidelityResult) -> str:
+    """The guarantee in words, or why there is none yet (few questions)."""
+    level = result.guaranteed_level
+    if level <= 0:
+        return (f"With m = {result.m} questions the finite-sample guarantee says nothing yet "
+                f"(1 − α − ε/√m = {level:.2f}); it needs a few hundred questions.")
+    return (f"Guarantee: with probability ≥ {1 - result.eta:g}, a new question like these is "
+            f"below the curve at τ = {1 - result.alpha:g} with probability ≥ {level:.2f} "
+            f"(1 − α − ε/√m, m = {result.m}).")
+
+
+def best_sentence(result: FidelityResult) -> str:
+    """Which simulator has the lowest AUC_cal (a plain description, not a test)."""
+    sims = [s for s in result.simulators if s.name != "uniform"]
+    if not sims:
+        return "Only the uniform baseline: add simulator columns, or simulate now."
+    best = min(sims, key=lambda s: s.auc_cal)
+    uni = result.simulator("uniform")
+    beats = "below" if best.auc_cal < uni.auc_cal else "not below"
+    return (f"Lowest curve: {best.name} (AUC_cal {best.auc_cal:.3f}, {beats} uniform's "
+            f"{uni.auc_cal:.3f}).")
+
+
+def verdicts(result: FidelityResult) -> list[tuple[str, str, str]]:
+    """(verdict, sentence, detail) per pair, decided pairs first."""
+    order = {"first": 0, "second": 0, "both": 1, "neither": 2}
+    rows = [(c.verdict, c.sentence(), f"Û = {c.u_hat:+.4f}, reverse {c.u_hat_reverse:+.4f} "
+             "(≤ 0: at least as good)") for c in result.comparisons]
+    return sorted(rows, key=lambda r: order[r[0]])
+
+
+def question_labels(result: FidelityResult) -> list[str]:
+    return [f"{s.id} — {s.question[:70]}" if s.question else s.id for s in result.data.scenarios]
+
+
+def question_table(result: FidelityResult, index: int) -> pd.DataFrame:
+    """One question: each simulator's worst-case and best-case discrepancy."""
+    rows = []
+    for s in result.simulators:
+        row = {"simulator": s.name, "worst case Δ̂": float(s.upper[index])}
+        if s.lower is not None:
+            row["best case Δ⁻"] = float(s.lower[index])
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def unparsed_table(sim: SimulationResult, *, only_unparsed: bool = True) -> pd.DataFrame:
+    rows = [{"question": a.scenario, "model": a.model, "#": a.index, "answer": a.response,
+             "read as": a.letter or "unparsed", "rule": a.how}
+            for a in sim.answers if not only_unparsed or a.letter is None]
+    return pd.DataFrame(rows, columns=["question", "model", "#", "answer", "read as", "rule"])
+
+
+def unparsed_summary(sim: SimulationResult) -> pd.DataFrame:
+    return pd.DataFrame([{"model": m, "answers": sim.samples * len(sim.counts[m]),
+                          "read": sim.parsed_total(m), "unparsed": sim.unparsed_total(m)}
+                         for m in sim.models])
+
+
+def file_stem(name: str, created: datetime) -> str:
+    """``<name>_<YYYY-MM-DD_HHMM>``: what and when."""
+    return f"{slug(name or 'fidelity')}_{created:%Y-%m-%d_%H%M}"
+
+
+__all__ = ["DEFAULTS", "LOSS_TEXT", "SOURCES", "analyse", "analysis_key", "best_sentence",
+           "estimate", "file_stem", "first_prompt", "guarantee_sentence", "losses_for",
+           "parse_bounds", "persona_pairs",
+           "question_labels", "question_table", "read_upload", "sample_questions",
+           "simulation_settings", "simulation_task", "summary_table", "unparsed_summary",
+           "unparsed_table", "verdicts"]

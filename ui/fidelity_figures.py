@@ -1,0 +1,138 @@
+"""Fidelity result -> Plotly figures (no Streamlit, no statistics beyond arranging what the
+result carries), and the HTML report with the charts."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import plotly.graph_objects as go
+
+from dbpa_core.fidelity import curve as cv
+from dbpa_core.fidelity.analysis import FidelityResult
+from dbpa_core.fidelity.report import COLORS, UNIFORM_COLOR, report_html
+
+from .figures import _layout, esc
+
+REAL_COLOR = "#1F2933"
+
+
+def color_of(result: FidelityResult, name: str) -> str:
+    if name == "uniform":
+        return UNIFORM_COLOR
+    names = [s.name for s in result.simulators if s.name != "uniform"]
+    return COLORS[names.index(name) % len(COLORS)]
+
+
+def _rgba(hex_color: str, alpha: float) -> str:
+    h = hex_color.lstrip("#")
+    r, g, b = (int(h[i:i + 2], 16) for i in (0, 2, 4))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
+def _step_xy(upper) -> tuple[list[float], list[float]]:
+    """The exact step function V̂_cal as a polyline (a vertical segment at each jump)."""
+    tau, val = cv.steps(upper)
+    xs, ys, start = [], [], 0.0
+    for t, v in zip(tau, val, strict=True):
+        xs += [start, float(t)]
+        ys += [float(v), float(v)]
+        start = float(t)
+    return xs, ys
+
+
+def curves_figure(result: FidelityResult, *, band: str | None = "all") -> go.Figure:
+    """Every simulator's calibrated curve V̂_cal(τ) and the uniform baseline (dashed) on one
+    chart, with the tightness band (shaded) of the simulator named ``band`` (``"all"``: of
+    each; None: none) when the result has one; a dotted line at τ = 1 - α marks the
+    guarantee's quantile V̂_m(1 - α/2)."""
+    fig = go.Figure()
+    grid = np.linspace(0.0, 1.0, 201)
+    for s in result.simulators:
+        col = color_of(result, s.name)
+        name = esc(s.name)
+        if s.lower is not None and band is not None and band in ("all", s.name):
+            lo, hi = s.band(result.gamma, grid)
+            fig.add_trace(go.Scatter(
+                x=np.concatenate([grid, grid[::-1]]), y=np.concatenate([hi, np.asarray(lo)[::-1]]),
+                fill="toself", fillcolor=_rgba(col, 0.10), line=dict(width=0), mode="lines",
+                legendgroup=name, showlegend=False, hoverinfo="skip", name=f"{name} band"))
+            if band == s.name:
+                fig.add_trace(go.Scatter(x=grid, y=lo, mode="lines", hoverinfo="skip",
+                                         line=dict(color=col, width=1, dash="dot"),
+                                         legendgroup=name, showlegend=False))
+    for s in result.simulators:
+        col = color_of(result, s.name)
+        name = esc(s.name)
+        xs, ys = _step_xy(s.upper)
+        fig.add_trace(go.Scatter(
+            x=xs, y=ys, mode="lines", name=name, legendgroup=name,
+            line=dict(color=col, width=2.5 if s.name != "uniform" else 2,
+                      dash="dash" if s.name == "uniform" else "solid"),
+            hovertemplate=f"{name}<br>τ = %{{x:.3f}}<br>V̂_cal = %{{y:.4f}}<extra></extra>"))
+    t_star = 1 - result.alpha
+    fig.add_vline(x=t_star, line=dict(color="#9AA5B1", dash="dot", width=1),
+                  annotation_text=f"τ = {t_star:g}", annotation_position="top left",
+                  annotation_font=dict(size=11, color="#616E7C"))
+    fig.update_xaxes(title_text="τ — share of questions", range=[0, 1])
+    fig.update_yaxes(title_text=f"calibrated discrepancy V̂_cal(τ) ({esc(result.loss)})",
+                     rangemode="tozero")
+    return _layout(fig, title="Calibrated quantile curves", height=460)
+
+
+def distribution_figure(result: FidelityResult, index: int) -> go.Figure:
+    """One question: the real answer distribution beside every simulator's (bars), the
+    uniform one as a dotted line."""
+    data = result.data
+    sc = data.scenarios[index]
+    fig = go.Figure()
+    if data.kind == "categorical":
+        opts = [esc(o) for o in sc.options]
+        real = sc.real / sc.real.sum()
+        fig.add_trace(go.Bar(x=opts, y=real, name=f"real (n = {sc.n:g})", marker_color=REAL_COLOR,
+                             hovertemplate="%{x}: %{y:.3f}<extra>real</extra>"))
+        for s in result.simulators:
+            if s.name == "uniform":
+                continue
+            q = data.probabilities(s.name)[index]
+            fig.add_trace(go.Bar(x=opts, y=q, name=esc(s.name), marker_color=color_of(result, s.name),
+                                 hovertemplate="%{x}: %{y:.3f}<extra>" + esc(s.name) + "</extra>"))
+        fig.add_trace(go.Scatter(x=opts, y=[1 / len(opts)] * len(opts), mode="lines",
+                                 name="uniform", line=dict(color=UNIFORM_COLOR, dash="dot"),
+                                 hoverinfo="skip"))
+        fig.update_yaxes(title_text="share of answers", rangemode="tozero")
+        fig.update_layout(barmode="group", bargap=0.2)
+    else:
+        fig.add_trace(go.Box(y=sc.real, name="real", marker_color=REAL_COLOR, boxpoints="outliers"))
+        for s in result.simulators:
+            if s.name != "uniform":
+                fig.add_trace(go.Box(y=data.simulated[s.name][index], name=esc(s.name),
+                                     marker_color=color_of(result, s.name), boxpoints="outliers"))
+        fig.update_yaxes(title_text="answer")
+    title = esc(sc.id) if not sc.question else esc(_short(sc.question, 90))
+    return _layout(fig, title=title, height=380)
+
+
+def _short(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def fidelity_figures(result: FidelityResult) -> dict[str, go.Figure]:
+    """The charts of the report, by title (the band of the simulator with the lowest
+    AUC_cal, as in the library's report)."""
+    from dbpa_core.fidelity.report import band_simulator
+
+    return {"Calibrated quantile curves": curves_figure(result, band=band_simulator(result))}
+
+
+def html_report(result: FidelityResult, figures: Mapping[str, go.Figure] | None = None,
+                title: str = "Simulator fidelity") -> str:
+    """The library's report (escaped texts, tables, verdicts) with the Plotly charts inlined."""
+    charts, first = [], True
+    for name, fig in (figures or fidelity_figures(result)).items():
+        charts.append(f"<h3>{esc(name)}</h3>" + fig.to_html(full_html=False,
+                                                           include_plotlyjs=True if first else False))
+        first = False
+    return report_html(result, charts_html="".join(charts), title=title)
+
+
+__all__ = ["color_of", "curves_figure", "distribution_figure", "fidelity_figures", "html_report"]
