@@ -275,7 +275,11 @@ class Sampler:
             todo: dict[str, dict[str, tuple[Job, str]]] = {}  # model -> sample key -> (job, key)
             for key in mine:
                 todo.setdefault(model_key(job_of[key].model), {})[key] = (job_of[key], key)
-            for group in todo.values():
+            # one token count for the whole call: models sampled one after the other add up
+            meter = _TokenMeter()
+            bounds = [sum(job.request.params.max_tokens for job, _ in g.values())
+                      for g in todo.values()]
+            for g_index, group in enumerate(todo.values()):
                 self.check_stop()
                 model = next(iter(group.values()))[0].model
                 backend = self.backend(model)
@@ -293,7 +297,7 @@ class Sampler:
                 if getattr(backend, "precision", None):
                     what += f" ({backend.precision})"
                 self._prepare(backend, "loading", what)
-                meter = _TokenMeter()
+                meter.start_group(later=sum(bounds[g_index + 1:]))
 
                 def on_sample(req: SampleRequest, s, _by_request=by_request, _backend=backend,
                               _meter=meter) -> None:
@@ -512,18 +516,30 @@ class _Claims:
 
 
 class _TokenMeter:
-    """Tokens drawn by one backend call, their rate and the time left, for the progress
-    line: reports at most every :data:`TOKEN_REPORT_EVERY` seconds."""
+    """Tokens drawn in one :meth:`Sampler.sample` call, their rate and the time left, for
+    the progress line: reports at most every :data:`TOKEN_REPORT_EVERY` seconds. Models
+    sampled one after the other (one backend call each) add up: the expected total counts
+    the groups not started yet at their ``max_tokens``."""
 
     def __init__(self) -> None:
-        self.t0 = time.perf_counter()
+        self.t0: float | None = None
         self.last = 0.0
         self.tokens = 0
         self.expected = 0
+        self.base = 0      # tokens of the groups already done
+        self.later = 0     # upper bound of the groups not started
+
+    def start_group(self, *, later: int) -> None:
+        """A backend call starts (its model is loaded); ``later``: the most tokens the
+        groups after it can draw."""
+        self.base, self.later = self.tokens, int(later)
+        if self.t0 is None:
+            self.t0 = time.perf_counter()
 
     def update(self, drawn: int, expected: int) -> bool:
-        """Record the counts; True when a report is due."""
-        self.tokens, self.expected = int(drawn), max(int(expected), int(drawn))
+        """Record the counts of the current call; True when a report is due."""
+        self.tokens = self.base + int(drawn)
+        self.expected = max(self.base + int(expected) + self.later, self.tokens)
         now = time.perf_counter()
         if now - self.last < TOKEN_REPORT_EVERY:
             return False
@@ -531,7 +547,7 @@ class _TokenMeter:
         return True
 
     def report(self, stage: str, done: int, total: int, label: str = "") -> Progress:
-        if not self.tokens:
+        if not self.tokens or self.t0 is None:
             return Progress(stage, done, total, label)
         elapsed = time.perf_counter() - self.t0
         rate = self.tokens / elapsed if elapsed > 0 else 0.0

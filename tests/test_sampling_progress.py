@@ -161,3 +161,24 @@ def test_precision_is_recorded_for_cached_runs_too(tmp_path):
                                           (3725, "1 h 2 min")])
 def test_durations_read_like_an_estimate(seconds, text):
     assert _duration(seconds) == text
+
+
+def test_models_sampled_one_after_the_other_add_up_on_one_line(tmp_path, monkeypatch):
+    """The Model comparison page samples three local models, one backend call each: the
+    token count keeps growing across them and the first estimate already counts the
+    models still to come, so the bar never jumps back."""
+    monkeypatch.setattr("dbpa_core.sampling.TOKEN_REPORT_EVERY", 0.0)
+    hot = {"backend": "local", "temperature": 1.2}
+    seen: list[Progress] = []
+    s = Sampler(Cache(tmp_path), progress=seen.append,
+                backends={model_key(LOCAL): DecodingBackend(), model_key(hot): DecodingBackend()})
+    jobs = [Job(m, r) for m in (LOCAL, hot) for r in requests_for(
+        "a", n=3, seed=0, params=GenerationParams(temperature=m.get("temperature", 0.8),
+                                                  max_tokens=20))]
+    s.sample(jobs)
+    ticks = [t for t in seen if t.stage == "sampling" and t.tokens]
+    assert [t.tokens for t in ticks] == sorted(t.tokens for t in ticks)
+    assert ticks[-1].tokens == 2 * (2 + 3 + 4)
+    assert ticks[0].tokens_expected == (2 + 3 + 4) + 3 * 20     # the second model at its cap
+    fractions = [t.fraction for t in ticks]
+    assert fractions[-1] == 1.0 and min(fractions[len(fractions) // 2:]) >= 0.4
