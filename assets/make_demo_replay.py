@@ -1,10 +1,13 @@
 """Record assets/demo_replay.jsonl: real SmolLM2-135M responses to every dashboard page's
 default example, so that ``DBPA_REPLAY_FILE=assets/demo_replay.jsonl make run`` runs every
-page out of the box, offline, in seconds.
+page out of the box, offline, in seconds — and assets/demo_landing.npz: the MiniLM
+embeddings of the landing page's example and when and how it was recorded, from which
+the landing page shows its recorded result at once on first start (``ui/demo.py``).
 
     .venv/bin/python assets/make_demo_replay.py                 # record what is missing
     .venv/bin/python assets/make_demo_replay.py --only models   # one example
     .venv/bin/python assets/make_demo_replay.py --force         # re-record everything
+    .venv/bin/python assets/make_demo_replay.py --only landing  # re-embed the landing example
 
 The examples are built from the same presets the pages use (``ui/presets.py``, the sidebar
 defaults in ``ui/state.py``), so a page's default prompts and the recording cannot drift
@@ -29,6 +32,7 @@ from dbpa_core.spec import parse_spec  # noqa: E402
 from ui import presets  # noqa: E402
 
 DST = Path(__file__).with_name("demo_replay.jsonl")
+LANDING = Path(__file__).with_name("demo_landing.npz")
 
 
 def recorded_name(model: dict) -> str:
@@ -57,12 +61,49 @@ def examples(settings: dict) -> dict[str, dict]:
     }
 
 
+def landing_responses(settings: dict, records: list[dict]) -> dict[str, list[str]]:
+    """The recorded responses of the landing example (the "personas" example on the
+    embedded model), by prompt, in sample order."""
+    from dbpa_core.audit import build_arms
+
+    spec = parse_spec(examples(settings)["personas"], source="demo-personas")
+    by_prompt: dict[str, list[str]] = {}
+    for r in records:
+        if r.get("model") == SMOLLM2_NAME:
+            by_prompt.setdefault(r["prompt"], []).append(r["response"])
+    out = {}
+    for arm in build_arms(spec):
+        got = by_prompt.get(arm.prompt, [])
+        if len(got) < spec.samples:
+            raise SystemExit(f"landing: {arm.name} has {len(got)} of {spec.samples} responses; "
+                             "record the personas example first")
+        out[arm.prompt] = got[:spec.samples]
+    return out
+
+
+def write_landing(settings: dict, records: list[dict], cache, meta: dict) -> None:
+    """Embed the landing example's responses with the page's default embedder (MiniLM)
+    and write them, with ``meta`` (model, precision, date, generation settings), to
+    LANDING. Plain arrays and a JSON string: loaded without pickle."""
+    import numpy as np
+
+    from dbpa_core.sampling import Sampler
+
+    texts = [t for group in landing_responses(settings, records).values() for t in group]
+    unique = list(dict.fromkeys(texts))
+    vectors = Sampler(cache).embed(unique, {"backend": "local"})
+    np.savez_compressed(LANDING, texts=np.array(unique), vectors=vectors.astype(np.float32),
+                        meta=np.array(json.dumps(meta, sort_keys=True)))
+    print(f"wrote {LANDING}: {len(unique)} embeddings, {meta}")
+
+
 def main(argv=None) -> int:
     from ui.state import DEFAULTS
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", default="personas,control,models",
-                    help="comma-separated examples to record (personas, control, models)")
+                    help="comma-separated examples to record (personas, control, models); "
+                    "landing: only re-embed the landing example")
     ap.add_argument("--force", action="store_true", help="re-record responses already there")
     ap.add_argument("--cache-dir", default=None, help="cache folder (default: the usual one)")
     args = ap.parse_args(argv)
@@ -74,8 +115,13 @@ def main(argv=None) -> int:
     have = {(r["prompt"], r.get("model")) for r in kept}
     new: list[dict] = []
     cache = Cache(args.cache_dir)
-    for name in args.only.split(","):
-        spec = parse_spec(examples(settings)[name.strip()], source=f"demo-{name}")
+    names = [n.strip() for n in args.only.split(",")]
+    landing_meta = None
+    recorded_now: set = set()
+    for name in names:
+        if name == "landing":
+            continue
+        spec = parse_spec(examples(settings)[name], source=f"demo-{name}")
         from dbpa_core.audit import build_arms
 
         arms = build_arms(spec)
@@ -86,11 +132,19 @@ def main(argv=None) -> int:
         print(f"{name}: recording {len(arms)} prompts x {spec.samples}", flush=True)
         result = run_audit(spec, cache=cache, progress=lambda p: print(
             f"  {p.stage} {p.done}/{p.total} {p.detail}", flush=True))
+        if name == "personas":
+            from datetime import UTC, datetime
+
+            landing_meta = {"model": SMOLLM2_NAME, "precision": result.usage.get("precision"),
+                            "recorded": datetime.now(UTC).date().isoformat(),
+                            "embedder": "all-MiniLM-L6-v2", **settings,
+                            "top_p": spec.top_p}
         for arm in (result.base, *result.arms):
             key = (arm.arm.prompt, recorded_name(arm.arm.model))
-            if key in have and not args.force:
-                continue
+            if (key in have and not args.force) or key in recorded_now:
+                continue  # an arm shared by two examples (the NICE base) is recorded once
             have.add(key)
+            recorded_now.add(key)
             new += [{"prompt": arm.arm.prompt, "response": t, "model": key[1]}
                     for t in arm.texts]
     if args.force:
@@ -101,6 +155,13 @@ def main(argv=None) -> int:
             fout.write(json.dumps({"prompt": r["prompt"], "response": r["response"],
                                    "model": r.get("model")}, ensure_ascii=False) + "\n")
     print(f"wrote {DST}: {len(kept) + len(new)} responses ({len(new)} new)")
+    if landing_meta is None and "landing" in names and LANDING.exists():
+        import numpy as np
+
+        with np.load(LANDING, allow_pickle=False) as old:
+            landing_meta = json.loads(str(old["meta"]))
+    if landing_meta is not None:
+        write_landing(settings, kept + new, cache, landing_meta)
     return 0
 
 

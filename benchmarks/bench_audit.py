@@ -7,7 +7,7 @@
    as a fresh ``dbpa audit`` process, everything included; target < 3 s. The
    first, uncached run (real generation with the local model) is done first if
    needed and reported too.
-3. The local backend's tokens per second, one sample at a time vs batched.
+(The local backend's tokens per second: ``benchmarks/bench_local.py``.)
 
 Run: ``make bench`` or ``.venv/bin/python benchmarks/bench_audit.py [--skip-local]``.
 """
@@ -87,26 +87,6 @@ def bench_cached_rerun(cache_dir: str) -> bool:
     return ok
 
 
-def bench_local_tokens(cache_dir: str) -> None:
-    from dbpa_core.backends import GenerationParams, SampleRequest
-    from dbpa_core.backends.local import LocalBackend
-
-    b = LocalBackend(cache_dir)
-    p = GenerationParams(temperature=0.8, max_tokens=64)
-    prompt = "Give three tips for a healthy heart."
-    b.generate([SampleRequest(prompt, 0, 1, p)], lambda r, s: None)  # load
-    for batch in (1, 16):
-        b.batch_size = batch
-        n = 16 if batch > 1 else 4
-        toks = []
-        t = time.perf_counter()
-        b.generate([SampleRequest(prompt, i, 1000 + i, p) for i in range(n)],
-                   lambda r, s, toks=toks: toks.append(s.completion_tokens))
-        dt = time.perf_counter() - t
-        print(f"local SmolLM2-135M, batch {batch:>2}: {sum(toks) / dt:6.1f} tokens/s "
-              f"({n} samples, {sum(toks)} tokens, {dt:.1f} s)")
-
-
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--skip-local", action="store_true", help="skip the real local-model parts")
@@ -116,7 +96,6 @@ def main() -> int:
     ok = bench_concurrency()
     if not args.skip_local:
         ok &= bench_cached_rerun(args.cache_dir)
-        bench_local_tokens(args.cache_dir)
     print("all targets met" if ok else "SOME TARGETS MISSED")
     return 0
 

@@ -49,21 +49,40 @@ from .backends import (
     make_backend,
     sample_seed,
 )
+from .backends.decoding import local_precision
 from .cache import Cache, make_key
 from .embedders import Embedder, make_embedder
 
 EMBED_BATCH = 64
 WAIT_POLL = 0.25  # seconds between looks at keys another run is fetching
+TOKEN_REPORT_EVERY = 0.25  # seconds between token progress reports (each is a Stop check)
 
 
 @dataclass(frozen=True)
 class Progress:
-    """One progress report: ``done`` of ``total`` units of ``stage`` (``detail`` says which)."""
+    """One progress report: ``done`` of ``total`` units of ``stage`` (``detail`` says which).
+
+    Stages: ``loading`` and ``loading embedder`` (a model being converted or loaded:
+    ``done`` 0 of 1, then 1 of 1), ``sampling``, ``embedding``, ``testing``. While a local
+    model decodes, ``sampling`` reports also come after every decoding step with
+    ``tokens`` drawn so far, ``tokens_expected`` (the current estimate of all the tokens to
+    draw) and ``eta_s`` (seconds left at the rate so far), which ``detail`` also says in words.
+    """
 
     stage: str
     done: int
     total: int
     detail: str = ""
+    tokens: int = 0
+    tokens_expected: int = 0
+    eta_s: float | None = None
+
+    @property
+    def fraction(self) -> float:
+        """How far the stage is, in [0, 1]: by tokens while they are counted, else by units."""
+        if self.tokens_expected:
+            return min(1.0, self.tokens / self.tokens_expected)
+        return min(1.0, self.done / self.total) if self.total else 1.0
 
 
 class RunCancelled(RuntimeError):
@@ -126,7 +145,8 @@ def backend_identity(model: Mapping[str, Any]) -> dict[str, Any]:
     if kind == "local":
         from .backends.local import SMOLLM2_NAME
 
-        return {"backend": "local", "model": SMOLLM2_NAME}
+        # the weights' precision changes the samples drawn from the same seeds
+        return {"backend": "local", "model": SMOLLM2_NAME, "precision": local_precision()}
     if kind == "openai":
         from .backends.openai_compat import OpenAIClientSettings
 
@@ -134,7 +154,7 @@ def backend_identity(model: Mapping[str, Any]) -> dict[str, Any]:
                 "host": OpenAIClientSettings(base_url=model.get("base_url")).host}
     if kind == "hf":
         return {"backend": "hf", "model": model.get("name") or os.path.basename(model["path"]),
-                "path": model["path"]}
+                "path": model["path"], "precision": local_precision()}
     st = os.stat(model["file"])
     return {"backend": "replay", "model": model.get("name") or "", "file": model["file"],
             "mtime": st.st_mtime_ns, "size": st.st_size}
@@ -204,7 +224,7 @@ class Sampler:
         self._backends: dict[str, Backend] = dict(backends or {})
         self._embedders: dict[str, Embedder] = dict(embedders or {})
         self._claims = _Claims(self.cache)
-        self.usage: dict[str, int] = {"calls": 0, "cached_samples": 0, "prompt_tokens": 0,
+        self.usage: dict[str, Any] = {"calls": 0, "cached_samples": 0, "prompt_tokens": 0,
                                       "completion_tokens": 0, "embeddings_computed": 0,
                                       "embeddings_cached": 0}
 
@@ -264,13 +284,19 @@ class Sampler:
         found = self.cache.get_many(job_of)
         missing = [key for key in job_of if not accept(key, found.get(key))]
         total = len(job_of)
+        if any(j.model.get("backend", "local") in ("local", "hf") for j in jobs):
+            self.usage["precision"] = local_precision()  # of the weights: part of the keys
         self.progress(Progress(stage, len(got), total))
 
         def produce(mine: list[str]) -> None:
             todo: dict[str, dict[str, tuple[Job, str]]] = {}  # model -> sample key -> (job, key)
             for key in mine:
                 todo.setdefault(model_key(job_of[key].model), {})[key] = (job_of[key], key)
-            for group in todo.values():
+            # one token count for the whole call: models sampled one after the other add up
+            meter = _TokenMeter()
+            bounds = [sum(job.request.params.max_tokens for job, _ in g.values())
+                      for g in todo.values()]
+            for g_index, group in enumerate(todo.values()):
                 self.check_stop()
                 model = next(iter(group.values()))[0].model
                 backend = self.backend(model)
@@ -284,8 +310,14 @@ class Sampler:
                     for (_sys, prompt), n in need.items():
                         check(prompt, n)
                 by_request = {job.request: (key, job.label) for job, key in group.values()}
+                what = getattr(backend, "model", "") or "the model"
+                if getattr(backend, "precision", None):
+                    what += f" ({backend.precision})"
+                self._prepare(backend, "loading", what)
+                meter.start_group(later=sum(bounds[g_index + 1:]))
 
-                def on_sample(req: SampleRequest, s, _by_request=by_request, _backend=backend) -> None:
+                def on_sample(req: SampleRequest, s, _by_request=by_request, _backend=backend,
+                              _meter=meter) -> None:
                     key, label = _by_request[req]
                     value = _sample_value(s, _backend)  # validated before it is stored
                     self._claims.store({key: value})  # at once: nothing lost on a stop
@@ -294,9 +326,15 @@ class Sampler:
                     self.usage["calls"] += 1
                     self.usage["prompt_tokens"] += value["prompt_tokens"]
                     self.usage["completion_tokens"] += value["completion_tokens"]
-                    self.progress(Progress(stage, len(got), total, label or _label(req)))
+                    self.progress(_meter.report(stage, len(got), total, label or _label(req)))
 
                 self._hook(backend, stage, lambda: len(got), total)
+                if hasattr(backend, "on_tokens"):
+                    def on_tokens(drawn: int, expected: int, _meter=meter) -> None:
+                        if _meter.update(drawn, expected):  # each report is a chance to stop
+                            self.progress(_meter.report(stage, len(got), total))
+
+                    backend.on_tokens = on_tokens
                 try:
                     backend.generate(list(by_request), on_sample, should_stop=self.should_stop)
                 except BackendError:
@@ -312,6 +350,21 @@ class Sampler:
         self._fetch_once(missing, accept, produce, stage=stage, done=lambda: len(got),
                          total=total, noun="samples")
         return [got[k] for k in keys]
+
+    def _prepare(self, obj, stage: str, what: str) -> None:
+        """Load the model behind a backend or an embedder (``obj.prepare()``) on a progress
+        line of its own, unless it is ready; what loading does (e.g. converting the
+        embedded model) comes through ``obj.on_status``."""
+        prepare = getattr(obj, "prepare", None)
+        if prepare is None or getattr(obj, "ready", True):
+            return
+        self.check_stop()
+        t = time.perf_counter()
+        self.progress(Progress(stage, 0, 1, f"loading {what}"))
+        if hasattr(obj, "on_status"):
+            obj.on_status = lambda msg: self.progress(Progress(stage, 0, 1, msg))
+        prepare()
+        self.progress(Progress(stage, 1, 1, f"{what} ready ({time.perf_counter() - t:.1f} s)"))
 
     def _hook(self, obj, stage: str, done: Callable[[], int], total: int) -> None:
         """Let a backend or embedder report what a retry waits for, and stop the wait."""
@@ -409,6 +462,8 @@ class Sampler:
         def produce(mine: list[str]) -> None:
             todo = [text_of[k] for k in mine]
             embedder = self.embedder(config)
+            self._prepare(embedder, "loading embedder",
+                          getattr(embedder, "label", "") or ident.get("model") or "the embedder")
             self._hook(embedder, stage, lambda: len(vecs), total)
             for start in range(0, len(todo), EMBED_BATCH):
                 self.check_stop()
@@ -475,6 +530,62 @@ class _Claims:
             self._stop = None
         if held:
             self.cache.release(held, self.owner)
+
+
+class _TokenMeter:
+    """Tokens drawn in one :meth:`Sampler.sample` call, their rate and the time left, for
+    the progress line: reports at most every :data:`TOKEN_REPORT_EVERY` seconds. Models
+    sampled one after the other (one backend call each) add up: the expected total counts
+    the groups not started yet at their ``max_tokens``."""
+
+    def __init__(self) -> None:
+        self.t0: float | None = None
+        self.last = 0.0
+        self.tokens = 0
+        self.expected = 0
+        self.base = 0      # tokens of the groups already done
+        self.later = 0     # upper bound of the groups not started
+
+    def start_group(self, *, later: int) -> None:
+        """A backend call starts (its model is loaded); ``later``: the most tokens the
+        groups after it can draw."""
+        self.base, self.later = self.tokens, int(later)
+        if self.t0 is None:
+            self.t0 = time.perf_counter()
+
+    def update(self, drawn: int, expected: int) -> bool:
+        """Record the counts of the current call; True when a report is due."""
+        self.tokens = self.base + int(drawn)
+        self.expected = max(self.base + int(expected) + self.later, self.tokens)
+        now = time.perf_counter()
+        if now - self.last < TOKEN_REPORT_EVERY:
+            return False
+        self.last = now
+        return True
+
+    def report(self, stage: str, done: int, total: int, label: str = "") -> Progress:
+        if not self.tokens or self.t0 is None:
+            return Progress(stage, done, total, label)
+        elapsed = time.perf_counter() - self.t0
+        rate = self.tokens / elapsed if elapsed > 0 else 0.0
+        eta = (self.expected - self.tokens) / rate if rate > 0 else None
+        detail = f"{self.tokens:,} tokens, {rate:.0f} tokens/s"
+        if eta is not None:
+            detail += f", about {_duration(eta)} left"
+        return Progress(stage, done, total, detail, self.tokens, self.expected, eta)
+
+
+def _duration(seconds: float) -> str:
+    """'40 s', '2 min 10 s', '1 h 5 min' (rounded: an estimate)."""
+    s = max(0, round(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        m, s = divmod(s, 60)
+        s = 10 * round(s / 10)
+        return f"{m} min {s} s" if s and s < 60 else f"{m + (s == 60)} min"
+    h, m = divmod(round(s / 60), 60)
+    return f"{h} h {m} min" if m else f"{h} h"
 
 
 def _cached_record(v: Any) -> SampleRecord | None:

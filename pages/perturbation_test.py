@@ -2,7 +2,7 @@
 import pandas as pd
 import streamlit as st
 
-from ui import presets, runner, specfile, views, widgets
+from ui import demo, presets, runner, specfile, views, widgets
 
 KEY = "landing"
 widgets.page_setup()
@@ -87,8 +87,13 @@ except Exception as exc:  # noqa: BLE001
     spec = None
     st.error(runner.friendly(exc), icon=":material/edit_note:")
 specfile.spec_section({model_name: spec} if spec else None, key=KEY)
+# first start: the recorded result of the default example, at once (Run samples afresh)
+demo.offer(spec, key=KEY, job=model_name,
+           signature=runner.specs_signature({model_name: spec}) if spec else None)
 results = runner.run_section({model_name: spec} if spec else None, key=KEY, label="Run audit")
 if results:
     job, result = next(iter(results.items()))
     st.divider()
+    if note := demo.label(KEY):
+        st.info(note, icon=":material/history:")
     views.perturbation_view(result, key=KEY, meta=runner.run_meta(KEY), job=job)

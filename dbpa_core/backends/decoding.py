@@ -1,0 +1,666 @@
+"""Fast sampling from a local causal LM on a CPU: the machinery of :mod:`.local`.
+
+Three pieces, each usable on its own:
+
+* :func:`splitmix_uniforms` and :func:`draw_tokens` — vectorised sampling in which sample
+  ``i`` depends only on its own seed: the uniform that picks its ``t``-th token is the
+  ``t``-th output of SplitMix64 seeded with the sample's seed (counter-based, like the
+  permutation engine's splits), turned into a token by the inverse CDF of the sample's own
+  next-token distribution. No generator object, no state shared between samples.
+* :class:`LlamaDecoder` — a Llama forward pass written for batched CPU decoding: one
+  preallocated key/value cache with a *slot* per sample, fused q/k/v and gate/up
+  projections, attention as two batched matrix products over a span rounded up to
+  :data:`SPAN` positions. Every row is computed by the same kernels whatever the other
+  rows hold (row-wise operations only; a batch padded to at least :data:`MIN_ROWS` rows,
+  so that the BLAS takes the same path for any number of samples), so a sample's logits
+  do not depend on its batch mates: tested bit for bit on the development machine, in
+  bfloat16 and in float32.
+* :func:`generate_continuous` — continuous batching over those slots: every pending
+  sample of a call is queued, the prompt of each is processed once for all its samples,
+  a finished sample leaves the batch at once (and is handed to the caller at once) and the
+  next queued sample takes its slot; ``should_stop`` is polled before every decoding step.
+
+Precision: bfloat16 where the CPU multiplies it natively (AVX-512 BF16 or AMX; about 2.5×
+the float32 matrix speed on the development machine), float32 elsewhere; ``DBPA_LOCAL_PRECISION``
+(``bfloat16`` or ``float32``) overrides the choice. The precision changes the samples, so it
+is part of the local backends' cache identity (:func:`dbpa_core.sampling.backend_identity`).
+"""
+from __future__ import annotations
+
+import functools
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+PRECISIONS = ("bfloat16", "float32")
+MIN_ROWS = 16      # a decoding step never multiplies fewer rows than this (see LlamaDecoder)
+SPAN = 64          # attention spans are rounded up to a multiple of this many positions
+MAX_ROWS = 64      # default cap on the samples decoded together
+KV_BUDGET = 1 << 30  # bytes of key/value cache at most (and at most 1/8 of free memory)
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+
+
+# --------------------------------------------------------------------------- precision
+def _cpu_flags() -> set[str]:
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+@functools.lru_cache(maxsize=1)
+def local_precision() -> str:
+    """``"bfloat16"`` when this CPU multiplies bfloat16 natively, else ``"float32"``.
+
+    Decided without importing torch (the dashboard asks on every rerun, for cache keys):
+    the ``avx512_bf16`` or ``amx_bf16`` flag of ``/proc/cpuinfo``; on a machine without
+    that file (macOS, Windows) float32. ``DBPA_LOCAL_PRECISION=bfloat16|float32`` overrides it.
+
+    Examples
+    --------
+    >>> local_precision() in PRECISIONS
+    True
+    """
+    forced = os.environ.get("DBPA_LOCAL_PRECISION", "").strip().lower()
+    if forced:
+        if forced not in PRECISIONS:
+            from .base import BackendError
+
+            raise BackendError(f"DBPA_LOCAL_PRECISION must be one of {', '.join(PRECISIONS)}, "
+                               f"not {forced!r}.")
+        return forced
+    flags = _cpu_flags()
+    return "bfloat16" if flags & {"avx512_bf16", "amx_bf16"} else "float32"
+
+
+def torch_dtype(precision: str):
+    import torch
+
+    return {"bfloat16": torch.bfloat16, "float32": torch.float32}[precision]
+
+
+# --------------------------------------------------------------------------- sampling
+def splitmix_uniforms(seeds: np.ndarray, counters: np.ndarray) -> np.ndarray:
+    """``u[i]``: output number ``counters[i] + 1`` of SplitMix64 seeded with ``seeds[i]``,
+    as a double in [0, 1) (53 bits).
+
+    SplitMix64's ``n``-th output is a fixed mix of ``seed + n·γ``, so any element of any
+    stream is computed directly: a sample's ``t``-th uniform depends on its seed and ``t``
+    only — not on the batch, the order or the thread.
+
+    Parameters
+    ----------
+    seeds, counters : array_like of int, shape (n,)
+        Seeds (taken modulo 2**64) and 0-based positions in each stream.
+
+    Returns
+    -------
+    ndarray of float64, shape (n,)
+
+    Examples
+    --------
+    >>> u = splitmix_uniforms(np.array([7, 7, 8]), np.array([0, 1, 0]))
+    >>> bool(u[0] != u[1] and u[0] != u[2] and ((0 <= u) & (u < 1)).all())
+    True
+    """
+    s = np.asarray(seeds, dtype=np.uint64)
+    c = np.asarray(counters, dtype=np.uint64) + np.uint64(1)
+    with np.errstate(over="ignore"):
+        z = s + c * _GOLDEN
+        z = (z ^ (z >> np.uint64(30))) * _MIX1
+        z = (z ^ (z >> np.uint64(27))) * _MIX2
+        z = z ^ (z >> np.uint64(31))
+    return (z >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
+
+
+def draw_tokens(logits, uniforms: np.ndarray, *, temperature: float, top_p: float = 1.0):
+    """One token per row of ``logits`` by the inverse CDF of its own distribution.
+
+    Row ``i`` takes the first token whose cumulative probability (in vocabulary order, or
+    by decreasing probability within the nucleus when ``top_p < 1``) exceeds
+    ``uniforms[i]``: the same token for the same row and uniform, whatever the other rows.
+    Tokens of probability 0 are never drawn. ``temperature <= 0`` is greedy (argmax).
+
+    Parameters
+    ----------
+    logits : torch.Tensor, shape (n, vocab)
+    uniforms : ndarray of float64, shape (n,), in [0, 1)
+    temperature : float
+    top_p : float in (0, 1]
+
+    Returns
+    -------
+    torch.LongTensor, shape (n,)
+    """
+    import torch
+
+    z = logits.float()
+    if temperature <= 0:
+        return z.argmax(dim=-1)
+    p = torch.exp((z - z.max(dim=-1, keepdim=True).values) / temperature)   # max 1
+    u = torch.from_numpy(np.ascontiguousarray(uniforms, dtype=np.float64))
+    if top_p >= 1.0:
+        return _inverse_cdf(p, u)
+    p, order = p.sort(dim=-1, descending=True, stable=True)
+    c = p.cumsum(dim=-1, dtype=torch.float64)
+    p = p * ((c - p.double()) < top_p * c[:, -1:])     # the nucleus (always >= 1 token)
+    return order.gather(1, _inverse_cdf(p, u).unsqueeze(1)).squeeze(1)
+
+
+_BLOCK = 128
+
+
+def _inverse_cdf(p, u):
+    """Index of the first column where the running sum of row ``p[i]`` exceeds
+    ``u[i]`` times the row's total, never one of weight 0.
+
+    Two levels, so that no pass runs a sequential sum over the whole vocabulary: sums of
+    blocks of :data:`_BLOCK` columns (float64), their running sum picks the block, a
+    running sum inside it the column.
+    """
+    import torch
+
+    n, width = p.shape
+    pad = (-width) % _BLOCK
+    if pad:
+        p = torch.nn.functional.pad(p, (0, pad))
+    blocks = p.view(n, -1, _BLOCK)
+    sums = blocks.sum(dim=-1, dtype=torch.float64)                 # (n, blocks)
+    cum = sums.cumsum(dim=-1)
+    target = u * cum[:, -1]
+    b = torch.searchsorted(cum, target.unsqueeze(1), right=True).squeeze(1)
+    b = torch.minimum(b, (cum < cum[:, -1:]).sum(dim=-1))          # last block with weight
+    rows = torch.arange(n)
+    rest = target - (cum[rows, b] - sums[rows, b])
+    inner = blocks[rows, b].cumsum(dim=-1, dtype=torch.float64)      # (n, block)
+    j = torch.searchsorted(inner, rest.unsqueeze(1), right=True).squeeze(1)
+    j = torch.minimum(j, (inner < inner[:, -1:]).sum(dim=-1))       # last column with weight
+    return b * _BLOCK + j
+
+
+# --------------------------------------------------------------------------- the decoder
+def fast_path_supported(model) -> bool:
+    """True when ``model`` is a plain Llama (SmolLM2's architecture) that
+    :class:`LlamaDecoder` computes exactly like transformers does."""
+    cfg = getattr(model, "config", None)
+    if cfg is None or getattr(cfg, "model_type", None) != "llama":
+        return False
+    rope = getattr(cfg, "rope_parameters", None) or getattr(cfg, "rope_scaling", None) or {}
+    rope_type = rope.get("rope_type", rope.get("type", "default")) if isinstance(rope, dict) else None
+    inner = getattr(model, "model", None)
+    return (getattr(cfg, "hidden_act", None) == "silu" and not getattr(cfg, "attention_bias", False)
+            and not getattr(cfg, "mlp_bias", False) and rope_type == "default"
+            and inner is not None and hasattr(inner, "rotary_emb") and hasattr(inner, "layers"))
+
+
+@dataclass
+class PromptState:
+    """A prompt processed once for all its samples: its keys and values, and the logits
+    of the first token to draw."""
+
+    length: int
+    keys: Any      # (layers, kv heads, length, head dim)
+    values: Any
+    logits: Any    # (vocab,) float32
+
+
+class LlamaDecoder:
+    """Batched decoding of a transformers Llama model with a slot per sample.
+
+    ``slots`` samples can be decoded together, each up to ``max_len`` positions (prompt
+    included). Rows ``0 .. n-1`` are the live samples; :meth:`step` multiplies at least
+    :data:`MIN_ROWS` rows (the spare ones hold nothing that matters) and attends over a
+    span rounded up to :data:`SPAN` positions, so that a row goes through the same
+    kernels, blocked the same way, whatever the batch holds.
+    """
+
+    def __init__(self, model, *, slots: int, max_len: int):
+        import torch
+
+        cfg = model.config
+        inner = model.model
+        self.dtype = next(model.parameters()).dtype
+        self.n_layers = cfg.num_hidden_layers
+        self.n_heads = cfg.num_attention_heads
+        self.n_kv = cfg.num_key_value_heads
+        self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.n_heads
+        self.group = self.n_heads // self.n_kv
+        self.scale = self.head_dim ** -0.5
+        self.eps = float(cfg.rms_norm_eps)
+        self.capacity = max(1, int(slots))          # live samples at most
+        self.slots = max(self.capacity, MIN_ROWS)   # rows allocated (spare rows pad a step)
+        self.max_len = int(math.ceil(max_len / SPAN) * SPAN)
+        with torch.inference_mode():
+            lay = inner.layers
+            self.w_qkv = [torch.cat([m.self_attn.q_proj.weight, m.self_attn.k_proj.weight,
+                                     m.self_attn.v_proj.weight]).contiguous() for m in lay]
+            self.w_o = [m.self_attn.o_proj.weight for m in lay]
+            self.w_gu = [torch.cat([m.mlp.gate_proj.weight, m.mlp.up_proj.weight]).contiguous()
+                         for m in lay]
+            self.w_down = [m.mlp.down_proj.weight for m in lay]
+            self.ln1 = [m.input_layernorm.weight for m in lay]
+            self.ln2 = [m.post_attention_layernorm.weight for m in lay]
+            self.embed = inner.embed_tokens.weight
+            self.norm = inner.norm.weight
+            self.lm_head = model.lm_head.weight
+            rot = inner.rotary_emb
+            pos = torch.arange(self.max_len, dtype=torch.float32)
+            freqs = pos[:, None] * rot.inv_freq.float()[None, :]
+            emb = torch.cat([freqs, freqs], dim=-1)
+            scaling = float(getattr(rot, "attention_scaling", 1.0))
+            self.cos = (emb.cos() * scaling).to(self.dtype)
+            self.sin = (emb.sin() * scaling).to(self.dtype)
+            # keys stored transposed (positions last): a span of them is then a plain
+            # strided matrix for the batched product, which copies nothing
+            self.k_cache = torch.zeros((self.n_layers, self.slots, self.n_kv, self.head_dim,
+                                        self.max_len), dtype=self.dtype)
+            self.v_cache = torch.zeros((self.n_layers, self.slots, self.n_kv, self.max_len,
+                                        self.head_dim), dtype=self.dtype)
+        self.q_size = self.n_heads * self.head_dim
+        self.kv_size = self.n_kv * self.head_dim
+
+    @staticmethod
+    def bytes_per_slot(model, max_len: int) -> int:
+        cfg = model.config
+        head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        item = next(model.parameters()).element_size()
+        return 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * head_dim * item * \
+            int(math.ceil(max_len / SPAN) * SPAN)
+
+    # ------------------------------------------------------------------ pieces
+    def _rms(self, x, w):
+        import torch
+
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return w * h.to(self.dtype)
+
+    @staticmethod
+    def _rope(x, cos, sin):
+        import torch
+
+        half = x.shape[-1] // 2
+        rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+        return x * cos + rotated * sin
+
+    def _mlp(self, x, layer: int):
+        import torch.nn.functional as F
+
+        h = self._rms(x, self.ln2[layer])
+        gate, up = F.linear(h, self.w_gu[layer]).chunk(2, dim=-1)
+        return x + F.linear(F.silu(gate) * up, self.w_down[layer])
+
+    def _logits(self, x):
+        import torch.nn.functional as F
+
+        return F.linear(self._rms(x, self.norm), self.lm_head)
+
+    # ------------------------------------------------------------------ prompts
+    def prefill(self, ids: Sequence[int]) -> PromptState:
+        """Process one prompt (causal attention over its tokens); its keys and values are
+        copied into a slot by :meth:`admit` for every sample of the prompt."""
+        import torch
+        import torch.nn.functional as F
+
+        n = len(ids)
+        if n + 1 > self.max_len:
+            raise ValueError(f"prompt of {n} tokens does not fit {self.max_len} positions")
+        with torch.inference_mode():
+            x = self.embed[torch.as_tensor(list(ids), dtype=torch.long)]     # (n, hidden)
+            cos, sin = self.cos[:n, None, :], self.sin[:n, None, :]
+            mask = torch.full((n, n), float("-inf")).triu_(1)
+            keys = torch.empty((self.n_layers, self.n_kv, n, self.head_dim), dtype=self.dtype)
+            values = torch.empty_like(keys)
+            for i in range(self.n_layers):
+                h = self._rms(x, self.ln1[i])
+                qkv = F.linear(h, self.w_qkv[i])
+                q = self._rope(qkv[:, :self.q_size].view(n, self.n_heads, self.head_dim), cos, sin)
+                k = self._rope(qkv[:, self.q_size:self.q_size + self.kv_size]
+                               .view(n, self.n_kv, self.head_dim), cos, sin)
+                v = qkv[:, self.q_size + self.kv_size:].view(n, self.n_kv, self.head_dim)
+                keys[i] = k.transpose(0, 1)
+                values[i] = v.transpose(0, 1)
+                qh = q.transpose(0, 1)                                        # (heads, n, d)
+                kh = keys[i].repeat_interleave(self.group, dim=0)
+                vh = values[i].repeat_interleave(self.group, dim=0)
+                s = torch.matmul(qh, kh.transpose(1, 2)).float() * self.scale + mask
+                o = torch.matmul(torch.softmax(s, dim=-1).to(self.dtype), vh)
+                x = x + F.linear(o.transpose(0, 1).reshape(n, self.q_size), self.w_o[i])
+                x = self._mlp(x, i)
+            logits = self._logits(x[-1:])[0].float()
+        return PromptState(n, keys, values, logits)
+
+    def admit(self, slot: int, prompt: PromptState) -> None:
+        """Give ``slot`` the keys and values of ``prompt``."""
+        import torch
+
+        n = prompt.length
+        with torch.inference_mode():
+            self.k_cache[:, slot, :, :, :n] = prompt.keys.transpose(-1, -2)
+            self.v_cache[:, slot, :, :n] = prompt.values
+
+    def move(self, src: int, dst: int, length: int) -> None:
+        """Copy the first ``length`` positions of slot ``src`` into slot ``dst``."""
+        import torch
+
+        with torch.inference_mode():
+            self.k_cache[:, dst, ..., :length] = self.k_cache[:, src, ..., :length]
+            self.v_cache[:, dst, :, :length] = self.v_cache[:, src, :, :length]
+
+    # ------------------------------------------------------------------ one token
+    def step(self, tokens: Sequence[int], positions: Sequence[int]):
+        """Logits ``(len(tokens), vocab)`` (float32) of the next token of rows
+        ``0 .. len(tokens)-1``, whose current token ``tokens[r]`` sits at ``positions[r]``
+        (its keys and values are written there)."""
+        import torch
+        import torch.nn.functional as F
+
+        n = len(tokens)
+        rows = max(n, MIN_ROWS)
+        tok = torch.zeros(rows, dtype=torch.long)
+        pos = torch.zeros(rows, dtype=torch.long)
+        tok[:n] = torch.as_tensor(list(tokens), dtype=torch.long)
+        pos[:n] = torch.as_tensor(list(positions), dtype=torch.long)
+        span = int(math.ceil((int(pos.max()) + 1) / SPAN) * SPAN)
+        kv, g, d = self.n_kv, self.group, self.head_dim
+        with torch.inference_mode():
+            hide = (torch.arange(span)[None, :] > pos[:, None])[:, None, None, :]
+            mask = torch.zeros((rows, 1, 1, span)).masked_fill_(hide, float("-inf"))
+            idx = torch.arange(rows)
+            x = self.embed[tok]
+            cos, sin = self.cos[pos][:, None, :], self.sin[pos][:, None, :]
+            for i in range(self.n_layers):
+                h = self._rms(x, self.ln1[i])
+                qkv = F.linear(h, self.w_qkv[i])
+                q = self._rope(qkv[:, :self.q_size].view(rows, self.n_heads, d), cos, sin)
+                k = self._rope(qkv[:, self.q_size:self.q_size + self.kv_size].view(rows, kv, d),
+                               cos, sin)
+                v = qkv[:, self.q_size + self.kv_size:].view(rows, kv, d)
+                kc, vc = self.k_cache[i], self.v_cache[i]
+                kc[idx, :, :, pos] = k
+                vc[idx, :, pos] = v
+                kt = kc[:rows, ..., :span].reshape(rows * kv, d, span)
+                vs = vc[:rows, :, :span].reshape(rows * kv, span, d)
+                s = torch.bmm(q.reshape(rows * kv, g, d), kt)
+                s = s.float().view(rows, kv, g, span) * self.scale + mask
+                p = torch.softmax(s, dim=-1).to(self.dtype).view(rows * kv, g, span)
+                o = torch.bmm(p, vs).reshape(rows, self.q_size)
+                x = x + F.linear(o, self.w_o[i])
+                x = self._mlp(x, i)
+            return self._logits(x)[:n].float()   # all rows: the same GEMM shape alone or not
+
+
+# --------------------------------------------------------------------------- batching
+@dataclass
+class _Row:
+    req: Any
+    prompt: tuple
+    seed: int
+    temperature: float
+    top_p: float
+    max_tokens: int
+    tokens: list[int] = field(default_factory=list)
+    position: int = 0      # where the row's current (last drawn) token goes
+
+
+@dataclass
+class GenerationStats:
+    """What one :func:`generate_continuous` call did (for progress and benchmarks)."""
+
+    samples: int = 0
+    tokens: int = 0
+    ended: int = 0         # samples that ended with an end-of-sequence token
+    steps: int = 0
+    prompts: int = 0
+    seconds: float = 0.0
+    stopped: bool = False
+    steps_on_threads: dict[int, int] = field(default_factory=dict)  # thread count -> steps
+
+
+def slots_for(model, *, samples: int, max_len: int, cap: int | None = None) -> int:
+    """How many of ``samples`` to decode together: at most ``cap`` (default
+    :data:`MAX_ROWS`), with a key/value cache of at most :data:`KV_BUDGET` bytes and at
+    most 1/8 of the free memory."""
+    per = LlamaDecoder.bytes_per_slot(model, max_len)
+    budget = KV_BUDGET
+    try:
+        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        budget = min(budget, free // 8)
+    except (ValueError, OSError, AttributeError):
+        pass
+    return max(1, min(samples, cap or MAX_ROWS, budget // per))
+
+
+class ThreadTuner:
+    """Picks torch's thread count for decoding steps by timing them.
+
+    On a machine whose cores are shared with other work, torch's two threads wait for
+    each other whenever one is descheduled: a step then takes 3–6 times longer than on
+    one thread (measured on the 2-core development machine under load); on an idle one,
+    two threads are ~1.6× faster. So after two steps, and then every :attr:`PROBE_EVERY`
+    steps, :attr:`PROBE_STEPS` steps run on the other count, and the faster one (median of
+    the last three steps of each) is kept. A probe that was much slower (1.5×) doubles the
+    wait before the next one (up to :attr:`MAX_INTERVAL` steps): probing two stalled
+    threads is itself costly. The thread count does not change a sample (tested): each
+    row's numbers are computed the same way on one thread or two.
+    """
+
+    PROBE_EVERY = 24
+    PROBE_STEPS = 2
+    MAX_INTERVAL = 192
+
+    def __init__(self):
+        import torch
+
+        self._torch = torch
+        self.initial = torch.get_num_threads()
+        self.best = self.initial
+        self.other = 1 if self.initial > 1 else None
+        self.recent: dict[int, list[float]] = {self.initial: [], 1: []}
+        self.steps = 0
+        self.interval = self.PROBE_EVERY
+        self.next_probe = 2
+        self.probing = 0
+        self.probes = 0
+        self.steps_on: dict[int, int] = {}
+
+    def threads(self) -> int:
+        """Set (and return) the thread count for the next step."""
+        if self.other is not None and not self.probing and self.steps >= self.next_probe:
+            self.probing = self.PROBE_STEPS
+            self.probes += 1
+        n = self.other if self.probing else self.best
+        if self._torch.get_num_threads() != n:
+            self._torch.set_num_threads(n)
+        return n
+
+    def record(self, threads: int, seconds: float) -> None:
+        self.steps += 1
+        self.steps_on[threads] = self.steps_on.get(threads, 0) + 1
+        times = self.recent.setdefault(threads, [])
+        times.append(seconds)
+        del times[:-3]
+        if not self.probing or threads != self.other:
+            return
+        self.probing -= 1
+        if self.probing:
+            return
+        mine = float(np.median(self.recent[self.best] or [np.inf]))
+        theirs = float(np.median(self.recent[self.other]))
+        if theirs < 0.9 * mine:
+            self.best, self.other = self.other, self.best
+            self.interval = self.PROBE_EVERY
+        elif theirs > 1.5 * mine:
+            self.interval = min(2 * self.interval, self.MAX_INTERVAL)
+        self.next_probe = self.steps + self.interval
+
+    def restore(self) -> None:
+        if self._torch.get_num_threads() != self.initial:
+            self._torch.set_num_threads(self.initial)
+
+
+def expected_tokens(drawn: int, ended: int, open_rows: Sequence[tuple[int, int]]) -> int:
+    """Tokens drawn so far plus an estimate of those still to come, for an ETA.
+
+    Each draw ends a sample with the same probability ``h`` (estimated as ``ended``
+    end-of-sequence draws out of all draws, so samples cut at ``max_tokens`` count as
+    censored, not as short): a sample that has ``n`` of its at most ``m`` tokens yields
+    ``(1-h)(1-(1-h)^(m-n))/h`` more on average (``m - n`` while no sample has ended).
+
+    Parameters
+    ----------
+    drawn : int
+        Tokens drawn so far (end-of-sequence draws not counted).
+    ended : int
+        Samples ended by an end-of-sequence token so far.
+    open_rows : sequence of (tokens so far, max_tokens)
+        The samples still running or waiting.
+    """
+    h = ended / (drawn + ended) if drawn + ended else 0.0
+    rest = 0.0
+    for n, m in open_rows:
+        left = max(0, m - n)
+        rest += left if h <= 0 else (1 - h) * (1 - (1 - h) ** left) / h
+    return drawn + round(rest)
+
+
+def generate_continuous(decoder_for: Callable[[int, int], LlamaDecoder],
+                        items: Sequence[tuple[Any, Sequence[int], int, float, float, int]],
+                        *, eos: set[int],
+                        on_done: Callable[[Any, list[int], int], None],
+                        on_tokens: Callable[[int, int], None] | None = None,
+                        should_stop: Callable[[], bool] | None = None) -> GenerationStats:
+    """Sample every item with continuous batching; returns what was done.
+
+    Parameters
+    ----------
+    decoder_for : callable
+        ``(number of samples, max_len) -> LlamaDecoder``: a decoder with as many slots as
+        it should decode together (see :func:`slots_for`), each of ``max_len`` positions.
+    items : sequence of (request, prompt token ids, seed, temperature, top_p, max_tokens)
+    eos : set of int
+        Tokens that end a sample (not part of it).
+    on_done : callable
+        ``(request, token ids, prompt length)``, called the moment a sample ends.
+    on_tokens : callable, optional
+        ``(tokens drawn so far, expected total)`` after every step and before every
+        handover (see :func:`expected_tokens` for the estimate).
+    should_stop : callable, optional
+        Polled before every step; when True the call returns (finished samples are out).
+    """
+    t0 = time.perf_counter()
+    stats = GenerationStats()
+    if not items:
+        return stats
+    max_len = max(len(ids) + mt for _, ids, _, _, _, mt in items) + 1
+    queue = [_Row(req, tuple(ids), int(seed), float(t), float(p), int(mt))
+             for req, ids, seed, t, p, mt in items]
+    queue.reverse()                                   # pop() takes them in order
+    dec = decoder_for(len(queue), max_len)
+    slots = dec.capacity
+    remaining_by_prompt: dict[tuple, int] = {}
+    for r in queue:
+        remaining_by_prompt[r.prompt] = remaining_by_prompt.get(r.prompt, 0) + 1
+    prompts: dict[tuple, PromptState] = {}
+    live: list[_Row] = []
+
+    def finish(row: _Row) -> None:
+        stats.samples += 1
+        if on_tokens is not None:  # counts first: the caller's report of this sample has them
+            on_tokens(stats.tokens, expected_total())
+        on_done(row.req, row.tokens, len(row.prompt))
+
+    def expected_total() -> int:
+        open_rows = [(len(r.tokens), r.max_tokens) for r in live]
+        open_rows += [(0, r.max_tokens) for r in queue]
+        return expected_tokens(stats.tokens, stats.ended, open_rows)
+
+    def draw(rows: list[_Row], logits) -> list[int]:
+        out = [0] * len(rows)
+        groups: dict[tuple[float, float], list[int]] = {}
+        for j, r in enumerate(rows):
+            groups.setdefault((r.temperature, r.top_p), []).append(j)
+        for (temp, top_p), js in groups.items():
+            seeds = np.array([rows[j].seed for j in js], dtype=np.uint64)
+            counters = np.array([len(rows[j].tokens) for j in js], dtype=np.uint64)
+            u = splitmix_uniforms(seeds, counters)
+            sel = logits if len(js) == len(rows) else logits[list(js)]
+            toks = draw_tokens(sel, u, temperature=temp, top_p=top_p).tolist()
+            for j, t in zip(js, toks, strict=True):
+                out[j] = t
+        return out
+
+    def accept(row: _Row, token: int) -> bool:
+        """Add a drawn token; True when the row is finished."""
+        if token in eos:
+            stats.ended += 1
+            return True
+        row.tokens.append(token)
+        stats.tokens += 1
+        return len(row.tokens) >= row.max_tokens
+
+    def _decode_loop() -> None:
+        while queue or live:
+            if should_stop is not None and should_stop():
+                stats.stopped = True
+                break
+            # new samples take the free slots; each prompt is processed once for all its samples
+            while queue and len(live) < slots:
+                row = queue.pop()
+                state = prompts.get(row.prompt)
+                if state is None:
+                    state = prompts[row.prompt] = dec.prefill(row.prompt)
+                    stats.prompts += 1
+                remaining_by_prompt[row.prompt] -= 1
+                if not remaining_by_prompt[row.prompt]:
+                    del prompts[row.prompt]
+                row.position = state.length
+                if row.max_tokens <= 0 or accept(row, draw([row], state.logits[None, :])[0]):
+                    finish(row)
+                    continue
+                dec.admit(len(live), state)
+                live.append(row)
+            if not live:
+                continue
+            n_threads = tuner.threads()
+            t_step = time.perf_counter()
+            logits = dec.step([r.tokens[-1] for r in live], [r.position for r in live])
+            tuner.record(n_threads, time.perf_counter() - t_step)
+            stats.steps += 1
+            drawn = draw(live, logits)
+            done = []
+            for j, (row, token) in enumerate(zip(live, drawn, strict=True)):
+                row.position += 1
+                if accept(row, token):
+                    done.append(j)
+            for j in reversed(done):                # the last live row fills the hole
+                row = live[j]
+                last = len(live) - 1
+                if j != last:
+                    dec.move(last, j, live[last].position)
+                    live[j] = live[last]
+                live.pop()
+                finish(row)
+            if on_tokens is not None and not done:
+                on_tokens(stats.tokens, expected_total())
+
+    tuner = ThreadTuner()
+    try:
+        _decode_loop()
+    finally:
+        tuner.restore()
+    stats.steps_on_threads = dict(tuner.steps_on)
+    stats.seconds = time.perf_counter() - t0
+    return stats

@@ -1,0 +1,366 @@
+"""Fast local decoding (dbpa_core.backends.decoding) on a tiny random Llama: the same
+forward pass as transformers, per-sample draws, a sample identical alone and in any
+batch, continuous batching, stop and token progress. The embedded SmolLM2 itself is
+tested in test_local_models.py (slow)."""
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from dbpa_core.backends import BackendError  # noqa: E402
+from dbpa_core.backends import decoding as dec  # noqa: E402
+from dbpa_core.backends.decoding import (  # noqa: E402
+    LlamaDecoder,
+    ThreadTuner,
+    draw_tokens,
+    expected_tokens,
+    fast_path_supported,
+    generate_continuous,
+    local_precision,
+    splitmix_uniforms,
+)
+
+VOCAB = 300  # not a multiple of the inverse CDF's block: its padding is exercised
+
+
+def tiny_llama(dtype=torch.float32, seed=0):
+    # SmolLM2's widths (576 wide, 9 heads of 64 sharing 3 key/value heads), 2 layers: the
+    # matrix kernels see the shapes they see on the real model
+    cfg = transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=576, intermediate_size=1536,
+                                   num_hidden_layers=2, num_attention_heads=9,
+                                   num_key_value_heads=3, max_position_embeddings=512,
+                                   rms_norm_eps=1e-5, tie_word_embeddings=True)
+    torch.manual_seed(seed)
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    with torch.no_grad():  # larger logits than the init's: varied, not uniform, draws
+        model.lm_head.weight.mul_(2.0)
+    return model.to(dtype)
+
+
+def splitmix64_reference(seed: int, n: int) -> list[float]:
+    """The textbook SplitMix64 (Steele et al. 2014): state += γ, then mix."""
+    m = (1 << 64) - 1
+    state, out = seed & m, []
+    for _ in range(n):
+        state = (state + 0x9E3779B97F4A7C15) & m
+        z = state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & m
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & m
+        z ^= z >> 31
+        out.append((z >> 11) * 2.0 ** -53)
+    return out
+
+
+# --------------------------------------------------------------------------- draws
+def test_uniforms_are_the_splitmix64_stream_of_each_seed():
+    for seed in (0, 1, 2**63 - 1, 123456789):
+        got = splitmix_uniforms(np.full(5, seed, dtype=np.uint64), np.arange(5))
+        assert got.tolist() == splitmix64_reference(seed, 5)
+    # element (seed, t) does not depend on what else is computed with it
+    seeds = np.array([5, 9, 5, 11], dtype=np.uint64)
+    counters = np.array([3, 0, 1, 7])
+    u = splitmix_uniforms(seeds, counters)
+    for i in range(4):
+        assert u[i] == splitmix_uniforms(seeds[i:i + 1], counters[i:i + 1])[0]
+    assert ((u >= 0) & (u < 1)).all()
+
+
+def test_draws_follow_the_distribution_and_skip_zero_probability_tokens():
+    probs = torch.tensor([0.1, 0.0, 0.2, 0.7] + [0.0] * 296)
+    n = 40_000
+    u = splitmix_uniforms(np.arange(n, dtype=np.uint64), np.zeros(n))
+    tok = draw_tokens(torch.log(probs).expand(n, -1), u, temperature=1.0)
+    freq = torch.bincount(tok, minlength=VOCAB).double() / n
+    assert freq[1] == 0 and freq[4:].sum() == 0
+    # within 4 binomial standard errors
+    for j, p in ((0, 0.1), (2, 0.2), (3, 0.7)):
+        assert abs(float(freq[j]) - p) < 4 * (p * (1 - p) / n) ** 0.5
+    # the nucleus: top_p = 0.75 keeps 0.7 and 0.2, renormalised
+    tok = draw_tokens(torch.log(probs).expand(n, -1), u, temperature=1.0, top_p=0.75)
+    freq = torch.bincount(tok, minlength=VOCAB).double() / n
+    assert freq[0] == 0 and abs(float(freq[3]) - 0.7 / 0.9) < 0.01
+    # temperature 0 is greedy
+    assert draw_tokens(torch.log(probs)[None], u[:1], temperature=0).tolist() == [3]
+
+
+def test_a_row_draws_the_same_token_alone_and_among_others():
+    g = torch.Generator().manual_seed(3)
+    logits = torch.randn(33, 49152, generator=g) * 4
+    u = splitmix_uniforms(np.arange(33, dtype=np.uint64), np.full(33, 5))
+    for top_p in (1.0, 0.9):
+        batch = draw_tokens(logits, u, temperature=0.8, top_p=top_p)
+        alone = [int(draw_tokens(logits[i:i + 1], u[i:i + 1], temperature=0.8, top_p=top_p)[0])
+                 for i in range(33)]
+        assert batch.tolist() == alone
+    # the two-level inverse CDF picks what a flat running sum picks
+    p = torch.exp((logits - logits.max(-1, keepdim=True).values) / 0.8)
+    c = p.cumsum(-1, dtype=torch.float64)
+    flat = torch.searchsorted(c, (torch.from_numpy(u) * c[:, -1]).unsqueeze(1), right=True)
+    assert draw_tokens(logits, u, temperature=0.8).tolist() == flat.squeeze(1).tolist()
+
+
+def test_expected_tokens_counts_max_tokens_until_samples_end_then_a_hazard():
+    assert expected_tokens(0, 0, [(0, 10), (0, 10)]) == 20
+    assert expected_tokens(30, 0, [(5, 10)]) == 35           # nobody ended: the cap
+    # one end in 10 draws: h = 0.1, a fresh sample with cap 100 yields ~9 more
+    h = 0.1
+    assert expected_tokens(9, 1, [(0, 100)]) == 9 + round((1 - h) * (1 - (1 - h) ** 100) / h)
+    assert expected_tokens(50, 50, [(99, 100)]) == 50       # at most what the cap allows
+
+
+# --------------------------------------------------------------------------- precision
+@pytest.fixture
+def fresh_precision(monkeypatch):
+    local_precision.cache_clear()
+    yield monkeypatch
+    local_precision.cache_clear()
+
+
+def test_precision_is_bfloat16_only_with_native_support(fresh_precision):
+    fresh_precision.delenv("DBPA_LOCAL_PRECISION", raising=False)
+    fresh_precision.setattr(dec, "_cpu_flags", lambda: {"avx2", "avx512f", "avx512_bf16"})
+    assert local_precision() == "bfloat16"
+    local_precision.cache_clear()
+    fresh_precision.setattr(dec, "_cpu_flags", lambda: {"avx2", "avx512f"})
+    assert local_precision() == "float32"
+    local_precision.cache_clear()
+    fresh_precision.setattr(dec, "_cpu_flags", lambda: set())  # no /proc/cpuinfo
+    assert local_precision() == "float32"
+    local_precision.cache_clear()
+    fresh_precision.setenv("DBPA_LOCAL_PRECISION", "bfloat16")
+    assert local_precision() == "bfloat16"
+    local_precision.cache_clear()
+    fresh_precision.setenv("DBPA_LOCAL_PRECISION", "fp8")
+    with pytest.raises(BackendError, match="DBPA_LOCAL_PRECISION must be one of bfloat16, float32"):
+        local_precision()
+
+
+def test_precision_is_part_of_the_local_cache_keys(fresh_precision):
+    from dbpa_core.backends import GenerationParams
+    from dbpa_core.sampling import backend_identity, requests_for, sample_key
+
+    req = requests_for("hi", n=1, seed=0, params=GenerationParams())[0]
+    keys = {}
+    for p in ("bfloat16", "float32"):
+        local_precision.cache_clear()
+        fresh_precision.setenv("DBPA_LOCAL_PRECISION", p)
+        ident = backend_identity({"backend": "local"})
+        assert ident["precision"] == p
+        keys[p] = sample_key(ident, req)
+        assert backend_identity({"backend": "hf", "path": "/m"})["precision"] == p
+    assert keys["bfloat16"] != keys["float32"]
+    assert "precision" not in backend_identity({"backend": "openai", "name": "m"})
+
+
+# --------------------------------------------------------------------------- the decoder
+def test_decoder_computes_what_transformers_computes():
+    model = tiny_llama()
+    assert fast_path_supported(model)
+    d = LlamaDecoder(model, slots=2, max_len=64)
+    ids = [5, 17, 42, 99, 7, 3]
+    state = d.prefill(ids)
+    with torch.inference_mode():
+        ref = model(input_ids=torch.tensor([ids])).logits[0]
+    assert torch.allclose(state.logits, ref[-1], atol=1e-4)
+    d.admit(0, state)
+    seq, pos = list(ids), len(ids)
+    for t in (11, 250, 3, 64):
+        seq.append(t)
+        got = d.step([t], [pos])[0]
+        with torch.inference_mode():
+            want = model(input_ids=torch.tensor([seq])).logits[0, -1]
+        assert torch.allclose(got, want, atol=1e-4), (got - want).abs().max()
+        pos += 1
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_rows_logits_do_not_depend_on_its_batch_mates_bit_for_bit(dtype):
+    """What makes a sample independent of its batch: a row's next-token logits are the
+    same bits alone (a batch of one, attention over its own span) and among 20 rows of
+    other prompts whose longer spans set the batch's."""
+    model = tiny_llama(dtype)
+    d = LlamaDecoder(model, slots=24, max_len=256)
+    short, long = d.prefill([5, 17, 42, 99]), d.prefill(list(range(3, 150)))
+    d.admit(0, short)
+    alone = d.step([11], [4])[0]
+    for slot in range(1, 21):
+        d.admit(slot, long if slot % 2 else short)
+    tokens = [11] + [7 + r for r in range(1, 21)]
+    positions = [4] + [147 if r % 2 else 4 for r in range(1, 21)]
+    d.admit(0, short)
+    batch = d.step(tokens, positions)
+    assert torch.equal(batch[0], alone)
+    d.admit(5, short)                                  # and in another row of the batch
+    tokens[5], positions[5] = 11, 4
+    assert torch.equal(d.step(tokens, positions)[5], alone)
+
+
+def _items(prompts, per_prompt, *, max_tokens=(12, 20, 7), temps=(0.9, 1.3)):
+    out = []
+    for a, ids in enumerate(prompts):
+        for i in range(per_prompt):
+            out.append(((a, i), ids, 1000 * a + i, temps[(a + i) % len(temps)], 1.0,
+                        max_tokens[(a + i) % len(max_tokens)]))
+    return out
+
+
+def _run(model, items, *, cap=None, eos=frozenset(range(12)), **kw):
+    got = {}
+
+    def factory(n, max_len):
+        return LlamaDecoder(model, max_len=max_len,
+                            slots=dec.slots_for(model, samples=n, max_len=max_len, cap=cap))
+
+    stats = generate_continuous(factory, items, eos=set(eos),
+                                on_done=lambda r, toks, n: got.__setitem__(r, list(toks)), **kw)
+    return got, stats
+
+
+PROMPTS = [[5, 17, 42, 99], [7, 3, 250, 8, 12, 13, 14, 15, 16], [200]]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_sample_is_identical_alone_and_in_any_batch(dtype):
+    """Sample i depends on its own seed only: drawn alone, in a batch with other prompts,
+    or in a small batch that samples keep joining as others finish, it has the same tokens."""
+    model = tiny_llama(dtype)
+    items = _items(PROMPTS, 6)
+    together, stats = _run(model, items)
+    assert stats.samples == len(items) and stats.prompts == 3
+    assert len({tuple(t) for t in together.values()}) > len(items) // 2   # samples differ
+    assert any(len(t) < it[5] for it, t in zip(items, together.values(), strict=True))  # some ended
+    joining, stats2 = _run(model, items, cap=3)                # continuous batching, 3 slots
+    assert stats2.steps > stats.steps
+    assert joining == together
+    for it in items[::4]:
+        alone, _ = _run(model, [it])
+        assert alone[it[0]] == together[it[0]], it[0]
+    # reproducible from the seeds, and a new seed gives a new sample
+    again, _ = _run(model, items)
+    assert again == together
+    other, _ = _run(model, [(("x", 0), PROMPTS[0], 999_999, 0.9, 1.0, 20)])
+    assert other[("x", 0)] != together[(0, 0)]
+
+
+def test_the_thread_count_does_not_change_a_sample():
+    model = tiny_llama(torch.bfloat16)
+    items = _items(PROMPTS, 3)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one, _ = _run(model, items)
+        torch.set_num_threads(max(2, before))
+        two, _ = _run(model, items)
+    finally:
+        torch.set_num_threads(before)
+    assert one == two
+
+
+def test_finished_samples_are_handed_over_at_once_and_leave_the_batch():
+    model = tiny_llama()
+    items = _items(PROMPTS, 4, max_tokens=(3, 30))
+    order = []
+    got = {}
+
+    def factory(n, max_len):
+        return LlamaDecoder(model, max_len=max_len, slots=4)
+
+    def on_done(req, toks, n_prompt):
+        order.append(req)
+        got[req] = toks
+
+    stats = generate_continuous(factory, items, eos={0}, on_done=on_done)
+    short = [it[0] for it in items if it[5] == 3]
+    # samples capped at 3 tokens are handed over before the long ones that started with them
+    assert order.index(short[0]) < order.index(items[1][0])
+    assert all(len(got[r]) <= 3 for r in short)
+    assert stats.samples == len(items) and sorted(order) == sorted(it[0] for it in items)
+
+
+def test_stop_is_checked_before_every_step_and_keeps_finished_samples():
+    model = tiny_llama()
+    items = _items(PROMPTS, 4, max_tokens=(2, 40))
+    done = []
+    polls = []
+
+    def should_stop():
+        polls.append(len(done))
+        return len(polls) > 10
+
+    factory = lambda n, L: LlamaDecoder(model, max_len=L, slots=n)  # noqa: E731
+    stats = generate_continuous(factory, items, eos=set(), should_stop=should_stop,
+                                on_done=lambda r, t, n: done.append((r, list(t))))
+    assert stats.stopped and stats.steps == 10          # one poll per step, then stop
+    assert done and len(done) < len(items)              # the short ones, not the long ones
+    assert all(len(t) == 2 for _, t in done)
+
+
+def test_token_progress_after_every_step_and_before_each_handover():
+    model = tiny_llama()
+    items = _items(PROMPTS, 2)
+    events = []
+    factory = lambda n, L: LlamaDecoder(model, max_len=L, slots=n)  # noqa: E731
+    stats = generate_continuous(factory, items, eos=set(range(12)),
+                                on_tokens=lambda n, exp: events.append(("tokens", n, exp)),
+                                on_done=lambda r, t, n: events.append(("done", r, len(t))))
+    reports = [e for e in events if e[0] == "tokens"]
+    assert len(reports) >= stats.steps
+    drawn = [n for _, n, _ in reports]
+    assert drawn == sorted(drawn) and reports[-1][1:] == (stats.tokens, stats.tokens)
+    assert all(exp >= n for _, n, exp in reports)
+    assert reports[0][2] <= sum(it[5] for it in items)
+    # a sample is handed over just after a report that counts its tokens
+    assert all(events[i - 1][0] == "tokens" for i, e in enumerate(events) if e[0] == "done")
+
+
+def test_thread_tuner_keeps_the_faster_count(monkeypatch):
+    state = {"n": 2}
+    calls = []
+    monkeypatch.setattr(torch, "get_num_threads", lambda: state["n"])
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: (calls.append(n), state.update(n=n)))
+    tuner = ThreadTuner()
+    used = []
+    for _ in range(2 * ThreadTuner.PROBE_EVERY):
+        n = tuner.threads()
+        used.append(n)
+        tuner.record(n, 0.1 if n == 1 else 0.5)   # one thread is 5x faster here
+    assert used[2:4] == [1, 1]                     # probed early
+    assert tuner.best == 1 and used[-1] == 1
+    tuner.restore()
+    assert calls[-1] == 2
+    # probing a count that stalls (two threads on a busy machine) becomes rare
+    tuner = ThreadTuner()
+    tuner.best, tuner.other = 1, 2
+    for _ in range(1000):
+        n = tuner.threads()
+        tuner.record(n, 0.1 if n == 1 else 0.5)
+    assert tuner.best == 1 and tuner.probes <= 2 + 1000 // ThreadTuner.MAX_INTERVAL + 4
+    assert tuner.interval == ThreadTuner.MAX_INTERVAL
+
+
+def test_the_plain_path_for_other_architectures():
+    """hf folders that are not plain Llama models decode through transformers' own forward
+    pass: same draws, finished samples handed over at once, Stop and token reports."""
+    from dbpa_core.backends.local import _generate_plain
+
+    model = tiny_llama()
+    items = _items(PROMPTS, 3)
+
+    def run(its, **kw):
+        got, events = {}, []
+        _generate_plain(model, its, eos=set(range(12)), cap=4,
+                        on_done=lambda r, t, n: (got.__setitem__(r, list(t)), events.append("done")),
+                        on_tokens=lambda n, exp: events.append((n, exp)), **kw)
+        return got, events
+
+    got, events = run(items)
+    assert sorted(got) == sorted(it[0] for it in items)
+    assert all(len(got[it[0]]) <= it[5] for it in items)
+    assert any(len(got[it[0]]) < it[5] for it in items)          # some ended early
+    assert run(items)[0] == got                                   # reproducible
+    counts = [e for e in events if e != "done"]
+    assert counts[-1] == (sum(map(len, got.values())),) * 2
+    polls = []
+    stopped, _ = run(items, should_stop=lambda: polls.append(1) or len(polls) > 3)
+    assert len(stopped) < len(items)
