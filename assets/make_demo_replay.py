@@ -5,7 +5,7 @@ embeddings of the landing page's example and when and how it was recorded, from 
 the landing page shows its recorded result at once on first start (``ui/demo.py``).
 
     .venv/bin/python assets/make_demo_replay.py                 # record what is missing
-    .venv/bin/python assets/make_demo_replay.py --only models   # one example
+    .venv/bin/python assets/make_demo_replay.py --only models   # one example (or battery)
     .venv/bin/python assets/make_demo_replay.py --force         # re-record everything
     .venv/bin/python assets/make_demo_replay.py --only landing  # re-embed the landing example
 
@@ -61,6 +61,41 @@ def examples(settings: dict) -> dict[str, dict]:
     }
 
 
+def battery_spec():
+    """The Robustness battery page's default battery on the embedded model (the page's
+    form defaults and the sidebar's)."""
+    from ui import battery
+    from ui.state import DEFAULTS
+
+    settings = {"samples": DEFAULTS["w_samples"], "permutations": DEFAULTS["w_permutations"],
+                "measure": DEFAULTS["w_measure"], "correction": DEFAULTS["w_correction"],
+                "alpha": DEFAULTS["w_alpha"], "temperature": DEFAULTS["w_temperature"],
+                "max_tokens": DEFAULTS["w_max_tokens"], "seed": DEFAULTS["w_seed"],
+                "embedder": {"backend": DEFAULTS["w_embedder"]}, "null": DEFAULTS["w_null"],
+                "min_effect": None}
+    return battery.build_spec(dict(battery.DEFAULTS), settings, {"backend": "local"})
+
+
+def record_battery(cache, have: set, force: bool) -> list[dict]:
+    """SmolLM2's answers to every prompt the default battery may send (RTI's every round
+    included, so the page's check before Run finds them all), one answer per prompt at
+    the battery's temperature (0: the most likely answer)."""
+    from dbpa_core.attacks.battery import _answer_request, prompts_needed
+    from dbpa_core.sampling import Job, Sampler
+
+    spec = battery_spec()
+    prompts = [p for p in prompts_needed(spec) if force or (p, SMOLLM2_NAME) not in have]
+    if not prompts:
+        print("battery: already recorded")
+        return []
+    print(f"battery: recording {len(prompts)} prompts x 1", flush=True)
+    sampler = Sampler(cache, progress=lambda p: print(f"  {p.stage} {p.done}/{p.total} "
+                                                      f"{p.detail}", flush=True))
+    recs = sampler.sample([Job(spec.model, _answer_request(spec, p)) for p in prompts])
+    return [{"prompt": p, "response": r.text, "model": SMOLLM2_NAME}
+            for p, r in zip(prompts, recs, strict=True)]
+
+
 def landing_responses(settings: dict, records: list[dict]) -> dict[str, list[str]]:
     """The recorded responses of the landing example (the "personas" example on the
     embedded model), by prompt, in sample order."""
@@ -101,8 +136,9 @@ def main(argv=None) -> int:
     from ui.state import DEFAULTS
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", default="personas,control,models",
-                    help="comma-separated examples to record (personas, control, models); "
+    ap.add_argument("--only", default="personas,control,models,battery",
+                    help="comma-separated examples to record (personas, control, models, "
+                    "battery: the Robustness battery page's default); "
                     "landing: only re-embed the landing example")
     ap.add_argument("--force", action="store_true", help="re-record responses already there")
     ap.add_argument("--cache-dir", default=None, help="cache folder (default: the usual one)")
@@ -120,6 +156,11 @@ def main(argv=None) -> int:
     recorded_now: set = set()
     for name in names:
         if name == "landing":
+            continue
+        if name == "battery":
+            got = record_battery(cache, have, args.force)
+            have.update((r["prompt"], r["model"]) for r in got)
+            new += got
             continue
         spec = parse_spec(examples(settings)[name], source=f"demo-{name}")
         from dbpa_core.audit import build_arms

@@ -90,11 +90,14 @@ def test_examples_are_valid():
     from pathlib import Path
 
     from dbpa_core.attacks.spec import load_attack_spec
+    from dbpa_core.fidelity.simulate import load_simulation_spec
 
     examples = sorted(Path(__file__).parent.parent.joinpath("examples").glob("*.yaml"))
     assert len(examples) >= 4
-    for p in examples:  # battery specs (dbpa attack) are named attack_*.yaml
-        (load_attack_spec if p.name.startswith("attack_") else load_spec)(p)
+    for p in examples:  # specs of dbpa attack / dbpa fidelity --simulate say so in their names
+        loader = (load_attack_spec if p.name.startswith("attack_") else
+                  load_simulation_spec if p.name.startswith("fidelity_") else load_spec)
+        loader(p)
     personas = load_spec(Path(__file__).parent.parent / "examples" / "nice_personas.yaml")
     assert [x.name for x in personas.perturbations] == [
         "doctor", "nurse", "medical practitioner", "medical supervisor", "comedian",

@@ -17,8 +17,6 @@ from dbpa_core.audit import AuditResult, estimate, run_audit
 from dbpa_core.backends import (
     AuthError,
     BackendError,
-    ModelNotFoundError,
-    PromptTooLongError,
     ServerUnavailableError,
 )
 from dbpa_core.cache import CacheError
@@ -78,25 +76,23 @@ def build_spec(*, base_prompt: str, perturbations: Sequence[dict] | None = None,
 
 
 def friendly(exc: BaseException) -> str:
-    """A short message that says what to do."""
+    """A short message that says what to do, as markdown: what the exception says (which
+    may quote a model, a server or a name a user typed) is escaped, so it shows literally."""
+    text = _md(str(exc))
     if isinstance(exc, SpecError):
-        return f"Please fix the input — {str(exc).replace('The form: ', '')}."
+        return f"Please fix the input — {_md(str(exc).replace('The form: ', ''))}."
     if isinstance(exc, AuthError):
-        return (f"{exc} On the **Settings** page, type the key into the model's key field "
+        return (f"{text} On the **Settings** page, type the key into the model's key field "
                 "(kept in this browser session only).")
     if isinstance(exc, ServerUnavailableError):
-        return f"{exc} Check the base URL on the **Settings** page, or try again later."
-    if isinstance(exc, (ModelNotFoundError, PromptTooLongError)):
-        return str(exc)
-    if isinstance(exc, BackendError):
-        return str(exc)
+        return f"{text} Check the base URL on the **Settings** page, or try again later."
     if isinstance(exc, CacheError):
-        return f"{exc} The **Settings** page can clear it."
+        return f"{text} The **Settings** page can clear it."
     from dbpa_core.attacks.wordnet import WordNetMissing
 
-    if isinstance(exc, WordNetMissing):  # says what to install
-        return str(exc)
-    return (f"Something went wrong ({type(exc).__name__}: {exc}). The details are in the "
+    if isinstance(exc, (BackendError, WordNetMissing)):  # they say what to do
+        return text
+    return (f"Something went wrong ({type(exc).__name__}: {text}). The details are in the "
             "terminal that runs the dashboard.")
 
 
