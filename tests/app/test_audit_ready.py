@@ -282,6 +282,18 @@ def test_demo_mode_runs_every_pages_default_example(make_app, demo_mode, page, k
         assert len(r.perturbations) == 2 and "T=1.2" in r.perturbations[0].name
 
 
+def test_demo_mode_runs_the_batterys_default_example(make_app, demo_mode):
+    """The Robustness battery's default battery (RTI included) is recorded too: in demo mode
+    the replay check before Run passes and the battery runs without a call."""
+    at = make_app(models=None, page="pages/robustness.py", w_embedder="rouge1")
+    assert not errors(at), errors(at)
+    assert not at.button(key="robustness_run").disabled
+    at.button(key="robustness_run").click().run()
+    assert not at.exception, at.exception
+    assert not errors(at), errors(at)
+    assert at.session_state["results"]["robustness"]["battery"].records
+
+
 def test_demo_models_are_the_recorded_ones(make_app, demo_mode):
     at = make_app(models=None)
     labels = [m["label"] for m in at.session_state["models"]]
@@ -310,6 +322,10 @@ def test_every_default_example_is_recorded():
         for arm in build_arms(parse_spec(example)):
             key = (arm.prompt, make_demo_replay.recorded_name(arm.model))
             assert counts.get(key, 0) >= 20, f"{name}: {arm.name} is not recorded"
+    from dbpa_core.attacks.battery import prompts_needed
+
+    for prompt in prompts_needed(make_demo_replay.battery_spec()):
+        assert counts.get((prompt, "SmolLM2-135M-Instruct"), 0) >= 1, "battery: not recorded"
     assert not any(re.search(r"<\|im_(start|end)\|>", k[0]) for k in counts)
 
 
