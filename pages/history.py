@@ -154,6 +154,11 @@ with tab_compare:
                     st.caption(f"Changed between the runs — {md_escape(k)}: "
                                f"{md_escape(str(va)[:120])} → {md_escape(str(vb)[:120])}")
                 if both:
+                    if {"measure", "embedder"} & set(cmp.settings_changed):
+                        st.warning("The runs differ in their measure or embedder, so their ω "
+                                   "above chance are on different scales: compare the verdicts "
+                                   "(and p), not the heights of the bars.",
+                                   icon=":material/straighten:")
                     st.plotly_chart(history_figures.comparison_figure(cmp), key="hist_cmp_fig")
                 rows = [{"audit": r.job, "perturbation": r.name, "role": r.role or "",
                          "ω above chance A": r.a.effect_above_chance if r.a else None,

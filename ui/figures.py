@@ -102,8 +102,12 @@ def similarity_histograms(result: AuditResult, *, columns: int = 3,
         if t.bin_edges is not None and len(t.bin_edges) > 1:
             xbins = dict(start=float(t.bin_edges[0]), end=float(t.bin_edges[-1]),
                          size=float(t.bin_edges[1] - t.bin_edges[0]))
-        for values, name, color in ((t.null_similarities, "P0: base vs base", NULL_COLOR),
-                                    (t.alt_similarities, "P1: base vs perturbed", ALT_COLOR)):
+        names = (("P0: reference vs reference", "P1: reference vs model")
+                 if result.mode == "models" else ("P0: base vs base", "P1: base vs perturbed"))
+        if getattr(t, "null", "base") == "pooled":  # P0 then pools both groups' similarities
+            names = ("P0: within each group", names[1])
+        for values, name, color in ((t.null_similarities, names[0], NULL_COLOR),
+                                    (t.alt_similarities, names[1], ALT_COLOR)):
             fig.add_trace(go.Histogram(x=values, name=name, histnorm="probability density",
                                        marker_color=color, opacity=0.6, xbins=xbins,
                                        legendgroup=name, showlegend=i == 0), row=r, col=c)

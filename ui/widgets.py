@@ -283,9 +283,12 @@ def downloads(result: AuditResult, figures, *, key: str, title: str,
     meta = meta or export.RunMeta()
     stem = export.file_stem(result, meta, job)
 
+    name = result.spec.name or ""
+    head = f"{name} ({title})" if name and name.lower() != title.lower() else title
+
     def report() -> str:
         figs = figures() if callable(figures) else figures
-        return export.html_report(title, {job or result.base.arm.model_label: result}, figs, meta)
+        return export.html_report(head, {job or result.base.arm.model_label: result}, figs, meta)
 
     files = [
         ("Results (CSV)", lambda: export.results_csv(result, meta), "results.csv", "text/csv",

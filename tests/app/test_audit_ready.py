@@ -166,6 +166,7 @@ def test_history_page_finds_reopens_compares_and_deletes(make_app):
                                                       "no longer significant"}
     assert any("Changed between the runs" in c.value and "samples" in c.value for c in at.caption)
     assert successes(at) or errors(at)   # the verdict-change summary
+    assert not any("different scales" in w for w in warnings(at))  # k changed, ω's scale did not
     # delete run 1, after confirming
     at.session_state["hist_tabs"] = "Delete runs"
     at.run()
@@ -360,3 +361,16 @@ def test_history_reopens_every_kind_of_run(make_app):
     # the control-vs-target run shows its gate first
     at.selectbox(key="hist_open").set_value(2).run()
     assert any("Control gate passed" in s for s in successes(at))
+
+
+def test_history_compare_warns_when_the_scales_differ(make_app):
+    """Two runs with different measures: their ω above chance are not comparable bars."""
+    at = make_app(w_embedder="rouge1")
+    _run_landing(at, 6)
+    at.selectbox(key="w_measure").set_value("jsd").run()
+    _run_landing(at, 6)
+    at.switch_page("pages/history.py").run()
+    at.session_state["hist_tabs"] = "Compare two runs"
+    at.run()
+    assert not at.exception, at.exception
+    assert any("different scales" in w for w in warnings(at)), warnings(at)
