@@ -26,9 +26,10 @@ import json
 import random
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
+
+from .local_http import LocalJSONServer
 
 CALM = ("take statins daily exercise regularly eat vegetables reduce salt monitor blood "
         "pressure see your doctor stop smoking lower cholesterol follow NICE guidance").split()
@@ -56,7 +57,7 @@ def fake_embedding(text: str, dim: int = 32) -> list[float]:
     return (v / np.linalg.norm(v)).tolist()
 
 
-class FakeOpenAI:
+class FakeOpenAI(LocalJSONServer):
     def __init__(self, *, api_key: str | None = None, models=("fake-model",), faults=None,
                  latency: float = 0.0, slow_seconds: float = 3.0, retry_after: str = "0.05",
                  max_prompt_chars: int = 10_000, support_n: bool = True, fault: str | None = None,
@@ -83,58 +84,7 @@ class FakeOpenAI:
         self.auth_headers: list[str] = []
         self.server = None
 
-    # ---------------------------------------------------------------- lifecycle
-    def __enter__(self):
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def setup(self):
-                super().setup()
-                # headers and body go out in two writes: without NODELAY, Nagle's algorithm
-                # and delayed ACKs add ~40 ms to every response
-                import socket
-
-                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-            def log_message(self, *args):  # quiet
-                pass
-
-            def do_POST(self):
-                fake._handle(self)
-
-        class Server(ThreadingHTTPServer):
-            request_queue_size = 256  # the default backlog of 5 serializes concurrent clients
-            daemon_threads = True
-
-        self.server = Server(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
     # ---------------------------------------------------------------- handling
-    def _send(self, h, status: int, body, headers=None):
-        data = body if isinstance(body, bytes) else json.dumps(body).encode()
-        h.send_response(status)
-        h.send_header("Content-Type", "application/json")
-        h.send_header("Content-Length", str(len(data)))
-        for k, v in (headers or {}).items():
-            h.send_header(k, v)
-        h.end_headers()
-        try:
-            h.wfile.write(data)
-        except (BrokenPipeError, ConnectionResetError):
-            pass
-
     def _trickle(self, h, data: bytes):
         h.send_response(200)
         h.send_header("Content-Type", "application/json")

@@ -20,11 +20,11 @@ from __future__ import annotations
 import json
 import random
 import re
-import socket
 import threading
 import time
 from collections.abc import Iterable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from .local_http import LocalJSONServer
 
 WORD = re.compile(r"[^\W_]+(?:['’\-][^\W_]+)*")
 
@@ -72,7 +72,7 @@ def vocabulary_of(texts: Iterable[str]) -> set[str]:
     return {w.lower() for t in texts for w in WORD.findall(t)}
 
 
-class RuleModel:
+class RuleModel(LocalJSONServer):
     """``with RuleModel(vocabulary) as srv: srv.base_url`` — an OpenAI-compatible server."""
 
     def __init__(self, vocabulary: Iterable[str] = (), *, latency: float = 0.0,
@@ -83,50 +83,6 @@ class RuleModel:
         self.lock = threading.Lock()
         self.requests = 0
         self.prompts: list[str] = []
-
-    def __enter__(self):
-        srv = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def setup(self):
-                super().setup()
-                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                srv._handle(self)
-
-        class Server(ThreadingHTTPServer):
-            request_queue_size = 256
-            daemon_threads = True
-
-        self.server = Server(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def _send(self, h, status: int, body: dict) -> None:
-        data = json.dumps(body).encode()
-        h.send_response(status)
-        h.send_header("Content-Type", "application/json")
-        h.send_header("Content-Length", str(len(data)))
-        h.end_headers()
-        try:
-            h.wfile.write(data)
-        except (BrokenPipeError, ConnectionResetError):
-            pass
 
     def _handle(self, h) -> None:
         body = json.loads(h.rfile.read(int(h.headers.get("Content-Length") or 0)) or b"{}")
