@@ -83,6 +83,12 @@ def label(p: PerturbationResult) -> str:
     return f"{esc(p.name)} {p.stars}".strip()
 
 
+def _row_gap(rows: int, row_height: int) -> float:
+    """Plotly's vertical spacing is a share of the figure: about 85 px between rows of
+    small multiples whatever their number (a fixed share left half of a tall figure empty)."""
+    return 0.1 if rows <= 1 else min(0.16, 85 / (row_height * rows))
+
+
 def similarity_histograms(result: AuditResult, *, columns: int = 3,
                           only: Sequence[str] | None = None) -> go.Figure:
     """Small multiples: per perturbation (or those named in ``only``), the overlaid
@@ -94,7 +100,7 @@ def similarity_histograms(result: AuditResult, *, columns: int = 3,
     titles = [f"{label(p)}<br><sup>ω = {p.effect_size:.3f} ({p.effect_above_chance:+.3f} above "
               f"chance), {p_text(p.p_adjusted)}</sup>" for p in perts]
     fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles, shared_yaxes=False,
-                        horizontal_spacing=0.06, vertical_spacing=0.16 if rows > 1 else 0.1)
+                        horizontal_spacing=0.06, vertical_spacing=_row_gap(rows, 280))
     for i, p in enumerate(perts):
         r, c = i // cols + 1, i % cols + 1
         t = p.test
@@ -131,7 +137,8 @@ def permutation_figure(p: PerturbationResult) -> go.Figure:
                   annotation_text=f"observed ω = {t.effect_size:.3f}", annotation_position="top")
     fig.add_vline(x=p.chance_effect_size, line_color="#52606D", line_dash="dot",
                   annotation_text=f"chance ω = {p.chance_effect_size:.3f}",
-                  annotation_position="bottom right")
+                  annotation_position="top left",  # above the bars, on a white box: legible
+                  annotation=dict(bgcolor="rgba(255,255,255,0.85)", font=dict(color="#1F2933")))
     fig.update_xaxes(title_text=f"ω ({t.measure})")
     fig.update_yaxes(title_text="number of permutations")
     _layout(fig, title=f"Permutation distribution: {esc(p.name)}<br><sup>"
@@ -151,7 +158,7 @@ def permutation_grid(result: AuditResult, *, columns: int = 3) -> go.Figure:
     titles = [f"{label(p)}<br><sup>{p_text(p.p_value, raw=True)}, {p_text(p.p_adjusted)}</sup>"
               for p in perts]
     fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles, horizontal_spacing=0.06,
-                        vertical_spacing=0.16 if rows > 1 else 0.1)
+                        vertical_spacing=_row_gap(rows, 240))
     for i, p in enumerate(perts):
         r, c = i // cols + 1, i % cols + 1
         fig.add_trace(go.Histogram(x=p.test.permutation_statistics, nbinsx=40,
@@ -272,8 +279,11 @@ def persona_heatmap(results: Mapping[str, AuditResult], *,
                              marker=dict(size=40, opacity=0, symbol="square")))
     if selected is not None and selected[0] in personas and selected[1] in models:
         i, j = personas.index(selected[0]), models.index(selected[1])
+        # two outlines, dark outside and white inside: visible on light and dark cells alike
         fig.add_shape(type="rect", x0=j - 0.5, x1=j + 0.5, y0=i - 0.5, y1=i + 0.5,
-                      line=dict(color="#1F2933", width=3), fillcolor="rgba(0,0,0,0)")
+                      line=dict(color="#1F2933", width=5), fillcolor="rgba(0,0,0,0)")
+        fig.add_shape(type="rect", x0=j - 0.45, x1=j + 0.45, y0=i - 0.45, y1=i + 0.45,
+                      line=dict(color="#FFFFFF", width=2), fillcolor="rgba(0,0,0,0)")
     fig.update_layout(clickmode="event+select", dragmode=False)
     fig.update_xaxes(tickvals=list(range(len(models))), ticktext=[esc(m) for m in models],
                      showgrid=False, zeroline=False, side="top")

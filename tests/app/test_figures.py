@@ -80,8 +80,9 @@ def test_heatmap_colours_significant_cells_by_effect_above_chance(result):
     assert sig.zmin == 0 and "above" in sig.colorbar.title.text
     assert list(fig.layout.yaxis.ticktext) == ["doctor", "comedian"]
     # the selected cell (row 1, column 1) is outlined
-    (shape,) = fig.layout.shapes
-    assert (shape.x0, shape.x1, shape.y0, shape.y1) == (0.5, 1.5, 0.5, 1.5)
+    outer, inner = fig.layout.shapes                      # dark outside, white inside
+    assert (outer.x0, outer.x1, outer.y0, outer.y1) == (0.5, 1.5, 0.5, 1.5)
+    assert inner.line.color == "#FFFFFF" and outer.x0 < inner.x0 < inner.x1 < outer.x1
     assert "n.s." not in fig.data[2].text[3] and "significant" in fig.data[2].text[3]
 
 
