@@ -205,6 +205,9 @@ if result is not None:
             labels = [f"{a} ρ = {r:g}" for a, r in choices]
             pick = st.selectbox("Attack", labels, key=f"{KEY}_ex_pick")
             attack, rho = choices[labels.index(pick)]
+            st.caption(f"Each word is attacked with probability ρ = {rho:g}, so a passage can "
+                       "come through with no word changed (\"0 of … words changed\"): it is then "
+                       "the clean prompt, and its answer the clean answer.")
             for ex in battery.examples_html(result, attack, rho):
                 st.markdown(f"<div style='margin-top:.6rem'><b>{ex['item']}</b> — {ex['changed']} of "
                             f"{ex['words']} words of the {ex['field']} changed; read as "
