@@ -52,6 +52,21 @@ def test_parser_reads_option_texts():
     assert parse_answer("D) mice", ["a", "b", "c", "mice"]).how == "marker"
 
 
+@pytest.mark.parametrize("text,letter", [
+    ("I strongly agree.", "E"), ("Neither agree nor disagree", "C"), ("I agree", "D"),
+    ("Disagree, mostly", "B"), ("I would say strongly disagree", "A"),
+    # an echo of the question names two options on their own: never read as one of them
+    ("How much do you agree or disagree with this?", None),
+    ("Agree or disagree? Hard to say.", None),
+])
+def test_parser_on_a_likert_scale(text, letter):
+    """An option whose text lies inside another's ("agree" in "strongly agree") is not
+    named by itself there; named on its own next to another, the answer is ambiguous."""
+    likert = ["Strongly disagree", "Disagree", "Neither agree nor disagree", "Agree",
+              "Strongly agree"]
+    assert parse_answer(text, likert).letter == letter
+
+
 def test_wilson_matches_statsmodels():
     for k, n in ((0, 10), (3, 10), (10, 10), (47, 200), (1, 1)):
         lo, hi = wilson_interval(k, n)

@@ -81,17 +81,20 @@ def _text_match(text: str, options: Sequence[str]) -> int | None:
         if _norm(o) and whole == _norm(o):
             return i
     low = text.lower()
-    found = []
+    spans: dict[int, list[tuple[int, int]]] = {}
     for i, o in enumerate(options):
         o_n = _norm(o)
         if not o_n:
             continue
         pat = r"(?<![\w.])" + re.escape(o_n).replace(r"\ ", r"\s+") + r"(?!\w|\.\d)"
-        if re.search(pat, low):
-            found.append(i)
-    if len(found) > 1:  # drop an option that is only part of another found one
-        found = [i for i in found
-                 if not any(j != i and _norm(options[i]) in _norm(options[j]) for j in found)]
+        got = [m.span() for m in re.finditer(pat, low)]
+        if got:
+            spans[i] = got
+    # an option found only inside another found option's text ("agree" in "strongly
+    # agree") is not named by itself; one found on its own ("agree or disagree") is
+    found = [i for i, own in spans.items()
+             if not all(any(j != i and a <= s0 and e1 <= b for j, other in spans.items()
+                            for a, b in other) for s0, e1 in own)]
     return found[0] if len(found) == 1 else None
 
 
