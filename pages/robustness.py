@@ -149,9 +149,9 @@ if result is not None:
     tabs = st.tabs(["ER / ASR", "Per data set", "RTI", "Robustness curve", "Consistency",
                     "Which words", "Examples", "Answers"])
     with tabs[0]:
-        st.dataframe(battery.table7(result), hide_index=True, key=f"{KEY}_table7", column_config={
-            "ER": st.column_config.NumberColumn(format="%.3f"),
-            "ASR": st.column_config.NumberColumn(format="%.3f")})
+        st.dataframe(battery.table7(result).style.format({"ER": "{:.3f}", "ASR": "{:.3f}"},
+                                                         na_rep="–"),  # clean has no ASR
+                     hide_index=True, key=f"{KEY}_table7")
         st.plotly_chart(f["ER and ASR per attack"], key=f"{KEY}_er_asr")
         st.caption("Bars: the share of items; whiskers: 95 % Wilson intervals. Unparsed answers "
                    "(no option could be read) count as wrong for ER and as a changed answer for "
@@ -167,9 +167,14 @@ if result is not None:
         else:
             st.dataframe(battery.rti_table(result), hide_index=True, key=f"{KEY}_rti")
             st.plotly_chart(f["RTI"], key=f"{KEY}_rti_fig")
+            er = result.clean().er.value
+            reading = ("With a low clean error rate, that suggests the data set is memorized."
+                       if er <= 0.5 else
+                       f"Here the clean error rate is {er:.2f}: a high RTI then says the model "
+                       "ignores the passage, not that it memorized the data set.")
             st.caption("For each item ρ rises from 0.1 until the answer changes; RTI is the mean "
-                       "of those ρ (1: never changed). High RTI: the model answers even from a "
-                       "destroyed passage — the data set is probably memorized.")
+                       "of those ρ (1: never changed). High RTI: the answer does not depend on the "
+                       "passage. " + reading)
     with tabs[3]:
         if f["Robustness curve"] is None:
             st.info("Tick *ω and p for ρ = 0.1 … 1.0* above to draw the robustness curve.")

@@ -87,7 +87,8 @@ def rti_figure(result: BatteryResult) -> go.Figure | None:
                              error_y=_err(lo, hi, v),
                              hovertemplate=ds + ": %{x} RTI = %{y:.2f}<extra></extra>"))
     fig.add_hline(y=1.0, line_dash="dot", line_color=GREY,
-                  annotation_text="never changes (memorized?)", annotation_position="top left")
+                  annotation_text="never changes (memorized, or the passage is ignored)",
+                  annotation_position="top left")
     fig.update_yaxes(title_text="RTI: mean ρ of the first change", range=[0, 1.12])
     fig.update_layout(barmode="group")
     return _layout(fig, title="Relative training index per word-level attack", height=400)
