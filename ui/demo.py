@@ -128,7 +128,9 @@ def recorded_result(spec: AuditSpec, rec: Recording) -> AuditResult | None:
         return None
     result = run_audit(spec, cache=Cache(enabled=False), backends={0: _RecordedAnswers(rec)},
                        embedder=_RecordedVectors(rec))
-    result.usage.update(precision=rec.meta.get("precision"), recorded=rec.date)
+    # no model was called: the answers are the recording's
+    result.usage.update(precision=rec.meta.get("precision"), recorded=rec.date,
+                        recorded_answers=result.usage.get("calls", 0), calls=0)
     return result
 
 

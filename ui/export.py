@@ -32,6 +32,8 @@ border-radius:6px;font-size:.85rem}.muted{color:#616e7c;font-size:.85rem}
 .verdict{font-size:1.05rem;font-weight:600}.fail{color:#b42318;background:#fef3f2;
 padding:.6rem .8rem;border-radius:6px;border-left:4px solid #d92d20}
 .pass{color:#067647;background:#ecfdf3;padding:.6rem .8rem;border-radius:6px}
+.note{color:#1e3a8a;background:#eff6ff;padding:.6rem .8rem;border-radius:6px;
+border-left:4px solid #3b6fd8}
 """
 
 
@@ -92,7 +94,7 @@ def settings_of(result: AuditResult) -> dict:
 def results_csv(result: AuditResult, meta: RunMeta) -> str:
     """One row per perturbation, each carrying the settings and the run it came from, so a
     row read on its own still says how it was obtained."""
-    cols = ["audit", "run_id", "created_at", "tool_version", "model", "name", "role",
+    cols = ["audit", "run_id", "created_at", "source", "tool_version", "model", "name", "role",
             "effect_size", "chance_effect_size", "effect_above_chance", "p_value",
             "p_adjusted", "significant", "stars", *SETTING_COLUMNS, "prompt"]
     buf = io.StringIO()
@@ -100,7 +102,7 @@ def results_csv(result: AuditResult, meta: RunMeta) -> str:
     w.writeheader()
     common = {"audit": result.spec.name, "run_id": meta.run_id or "",
               "created_at": meta.created_at.isoformat(timespec="seconds"),
-              "tool_version": meta.tool_version, **settings_of(result)}
+              "source": meta.source, "tool_version": meta.tool_version, **settings_of(result)}
     for p in result.perturbations:
         w.writerow({**p.to_dict(), **common})
     return buf.getvalue()
@@ -180,6 +182,10 @@ def html_report(title: str, results: Sequence[AuditResult] | Mapping[str, AuditR
             f"<p class='muted'>{run}{meta.created_at:%Y-%m-%d %H:%M} UTC, dbpa "
             f"{html.escape(meta.tool_version)}; report written {datetime.now(UTC):%Y-%m-%d %H:%M} "
             "UTC.</p>",
+            *([f"<p class='note'>Recorded result: these answers were recorded earlier "
+               f"({html.escape(str(next(iter(results.values())).usage.get('recorded', '')))}) "
+               "and replayed, not sampled when this report was made. Run the audit to sample "
+               "them afresh.</p>"] if meta.source == "recorded" else []),
             "<h2>Verdict</h2>", _verdict(results),
             "<p class='muted'>ω is the effect size and chance ω what chance alone gives at "
             "this k; ω above chance (ω − chance ω) is about 0 when nothing changed. p (raw) comes from a "

@@ -33,6 +33,12 @@ def test_first_start_shows_the_recorded_result_labelled(make_app, monkeypatch):
     assert meta["run"].source == "recorded" and meta["recorded"]["recorded"] == rec.date
     assert any("p (raw)" in d.value.columns for d in at.dataframe)      # the results drawn
     assert local._LOADED == loaded                                       # no model loaded
+    assert result.usage["calls"] == 0 and result.usage["recorded_answers"] == 180
+    # what is downloaded says it is a recording, not a run made here
+    from ui import export
+
+    assert "Recorded result" in export.html_report("Perturbation test", [result], {}, meta["run"])
+    assert "recorded" in export.results_csv(result, meta["run"]).splitlines()[1]
     # nothing recorded went to the cache: Run audit would sample all 180 answers
     calls = next(m for m in at.metric if m.label == "Model calls to make")
     assert calls.value == "180"
