@@ -117,7 +117,9 @@ def import_block() -> None:
     out.write_text(content, encoding="utf-8")
     added = _models_for(res.records, out, label, upload.name)
     labels = [model_label(m) for m in added]
-    # an import under a name already in the list replaces that model
+    # an import under a name already in the list replaces that model (and says so)
+    replaced = sorted(model_label(m) for m in st.session_state["models"]
+                      if model_label(m) in labels)
     st.session_state["models"] = [m for m in st.session_state["models"]
                                   if model_label(m) not in labels] + added
     saved = state.save_models()
@@ -128,6 +130,9 @@ def import_block() -> None:
                    f"pair(s) from {md_escape(upload.name)} as "
                    f"{', '.join(md_escape(x) for x in sorted(labels))}, saved with the models "
                    "and selected on the audit pages. The smallest group has "
-                   f"{min(g['responses'] for g in groups)} responses: keep k at or below it.",
+                   f"{min(g['responses'] for g in groups)} responses: keep k at or below it."
+                   + (f" It replaced the model(s) of the same name: "
+                      f"{', '.join(md_escape(x) for x in replaced)}." if replaced else ""),
         "saved": saved, "problems": problems, "notes": list(res.notes)}
+    st.session_state.pop("settings_import_label", None)  # the next import names itself anew
     st.rerun()

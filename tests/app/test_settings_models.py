@@ -176,6 +176,19 @@ def test_imported_responses_survive_a_reload_and_are_selected(make_app, tmp_path
     assert label in labels(fresh), fresh.session_state["model_problems"]
     assert not fresh.session_state["model_problems"]
 
+    # the name field is cleared after an import; importing again under the same name
+    # replaces that model and says so
+    assert not at.text_input(key="settings_import_label").value
+    at.text_input(key="settings_import_label").set_value(label)
+    at.text_input(key="settings_import_pcol").set_value("q")
+    at.text_input(key="settings_import_rcol").set_value("a")
+    at.file_uploader(key="settings_import_file").upload(
+        "more.csv", "\n".join(rows[:5]).encode(), "text/csv").run()
+    at.button(key="settings_import_go").click().run()
+    said = next(plain(s.value) for s in at.success if "Imported 4 responses" in plain(s.value))
+    assert f"replaced the model(s) of the same name: {label}" in said
+    assert labels(at).count(label) == 1
+
 
 # --------------------------------------------------------------------------- minor 2
 def test_a_connection_test_of_a_refused_port_gives_up_quickly(make_app):
