@@ -215,8 +215,12 @@ def task_section(tasks: dict[str, Task] | None, *, key: str, label: str = "Run",
     if interrupted(key):
         notice.info("The last run was stopped. Every response received is cached: press "
                     f"**{label}** to resume where it stopped.")
+        if key in ss["results"]:  # the results below are not that run's
+            meta_all.setdefault(key, {})["failed"] = datetime.now(UTC)
+    above = st.empty()  # what goes above the button, redrawn after a run (the estimate)
     if tasks and before is not None:
-        before()
+        with above.container():
+            before()
     clicked = st.button(label, type="primary", key=f"{key}_run", disabled=not tasks,
                         icon=":material/play_arrow:")
     panel = st.empty()
@@ -231,6 +235,9 @@ def task_section(tasks: dict[str, Task] | None, *, key: str, label: str = "Run",
                 meta["record"] = on_done(out)
         elif key in ss["results"]:
             meta_all.setdefault(key, {})["failed"] = datetime.now(UTC)
+        if before is not None:  # what the run cached is no longer to be called
+            with above.container():
+                before()
     results = ss["results"].get(key)
     marker = st.empty()
     if results:

@@ -56,3 +56,14 @@ def test_other_inputs_get_no_recorded_result(make_app, monkeypatch):
     assert not _label(at) and "landing" not in at.session_state["results"]
     at = make_app()                                        # a replay model, not the embedded one
     assert not _label(at) and "landing" not in at.session_state["results"]
+
+
+def test_a_stopped_run_marks_the_results_below(make_app, monkeypatch):
+    """Stop reruns the page without finishing the run: the results still on screen (here
+    the recording's) say they are not that run's, and the estimate above Run is current."""
+    monkeypatch.delenv("DBPA_REPLAY_FILE", raising=False)
+    at = make_app(models=None, w_samples=20, w_permutations=2000)
+    at.session_state["_landing_running"] = True     # what a Stop mid-run leaves behind
+    at.run()
+    assert any("was stopped" in i.value for i in at.info)
+    assert any("did not finish" in w and "recording" in w for w in warnings(at)), warnings(at)
