@@ -1,7 +1,6 @@
 """Simulator fidelity: how far an LLM's simulated survey answers are from real ones, across
 all questions and with a guarantee (calibrated quantile curves, SPEC §3)."""
 import hashlib
-import json
 
 import pandas as pd
 import streamlit as st
@@ -120,7 +119,7 @@ if source == "Simulate now":
             st.code(fid.first_prompt(questions, settings), language=None)
         tasks = {"simulation": fid.simulation_task(questions, picked, settings, state.cache(),
                                                    ss["api_keys"])}
-        signature = json.dumps([questions.ids, picked, settings], default=str, sort_keys=True)
+        signature = fid.simulation_signature(questions, picked, settings)
     except Exception as exc:  # noqa: BLE001 - shown as one short message
         st.error(runner.friendly(exc) if not isinstance(exc, ValueError) else str(exc),
                  icon=":material/edit_note:")
@@ -137,7 +136,8 @@ if source == "Simulate now":
         if sim.data is None:
             data_error = sim.error
         else:
-            data, fingerprint = sim.data, f"sim:{signature}"
+            made_with = ss["results_meta"].get(f"{KEY}_sim", {}).get("signature")
+            data, fingerprint = sim.data, f"sim:{made_with}"   # the inputs it was made from
     elif data_error is None:
         st.info("Press **Simulate answers** to draw the simulated respondents.",
                 icon=":material/play_arrow:")

@@ -102,6 +102,14 @@ def simulation_task(data: FidelityData, models: list[dict], settings: dict, cach
                                      api_keys=api_keys, keep_simulators=False, **settings)
 
 
+def simulation_signature(data: FidelityData, models: list[dict], settings: dict) -> str:
+    """What a simulation's answers depend on, in the shape ``runner.task_section`` compares
+    (a JSON object of jobs, each an object of fields), so that a changed input marks the
+    results "Outdated … (k)" and names what changed."""
+    job = {"questions": list(data.ids), "models": list(models), **settings}
+    return json.dumps({"simulation": job}, default=str, sort_keys=True)
+
+
 def parse_bounds(text: str) -> tuple[float, float] | None:
     """'0, 10' -> (0.0, 10.0); empty -> None (the data's range); else ValueError."""
     if not str(text or "").strip():
@@ -201,5 +209,5 @@ __all__ = ["DEFAULTS", "LOSS_TEXT", "SOURCES", "analyse", "analysis_key", "best_
            "estimate", "file_stem", "first_prompt", "guarantee_sentence", "losses_for",
            "parse_bounds", "persona_pairs",
            "question_labels", "question_table", "read_upload", "sample_questions",
-           "simulation_settings", "simulation_task", "summary_table", "unparsed_summary",
+           "simulation_settings", "simulation_signature", "simulation_task", "summary_table", "unparsed_summary",
            "unparsed_table", "verdicts"]

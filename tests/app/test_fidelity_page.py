@@ -117,3 +117,38 @@ def test_unreachable_model_is_a_short_error(make_app):
     at.button(key="fidelity_sim_run").click().run()
     assert not at.exception
     assert errors(at) and not any("Traceback" in e for e in errors(at))
+
+
+def _survey_app(make_app, srv, **state):
+    model = [{"backend": "openai", "name": "survey-model", "base_url": srv.base_url,
+              "max_retries": 0, "label": "survey"}]
+    return make_app(models=model, page=PAGE, w_fid_source="Simulate now", **state)
+
+
+def test_changed_input_after_a_simulation_marks_it_outdated(make_app):
+    """QA M1: changing k after a simulation crashed the page (TypeError: unhashable type:
+    'list', the page's signature was a JSON list); the old results stay, marked outdated
+    naming what changed, and setting k back clears the marker."""
+    with SurveyModel() as srv:
+        at = _survey_app(make_app, srv, w_fid_questions=2, w_fid_k=3)
+        at.button(key="fidelity_sim_run").click().run()
+        assert not at.exception and not errors(at), errors(at)
+        assert not any("Outdated" in w for w in warnings(at))
+        at.number_input(key="w_fid_k").set_value(4).run()
+        assert not at.exception, at.exception
+        assert any("Outdated:" in w and "(k)" in w for w in warnings(at)), warnings(at)
+        assert [h.value for h in at.subheader] == ["Results"]          # the old results stay
+        at.number_input(key="w_fid_temperature").set_value(0.5).run()
+        assert any("(k, temperature)" in w for w in warnings(at)), warnings(at)
+        at.number_input(key="w_fid_k").set_value(3).run()
+        at.number_input(key="w_fid_temperature").set_value(1.0).run()
+        assert not at.exception and not any("Outdated" in w for w in warnings(at))
+
+
+def test_changed_inputs_of_any_json_never_raise():
+    """The runner names changed fields only for an object of jobs; any other JSON (a list,
+    as the fidelity page once sent) is 'outdated' without names, never a TypeError."""
+    from ui.runner import _changed_inputs
+
+    assert _changed_inputs('[["q1"], [{"a": 1}]]', '[["q1"], [{"a": 2}]]') == ""
+    assert _changed_inputs('{"job": {"samples": 3}}', '{"job": {"samples": 4}}') == " (k)"
