@@ -170,14 +170,15 @@ if result is not None:
     st.subheader("Results")
     st.markdown(f"**{md_escape(fid.best_sentence(result))}**")
     decided = [v for v in fid.verdicts(result) if v[0] != "neither"]
-    for _v, sentence, detail in decided:
-        st.success(md_escape(sentence), icon=":material/check_circle:")
+    for _v, sentence, detail, guaranteed in decided:
+        if guaranteed:
+            st.success(md_escape(sentence), icon=":material/check_circle:")
+        else:   # true of these questions only: no success style
+            st.info(md_escape(sentence), icon=":material/description:")
         st.caption(detail)
-    undecided = [c for c in result.comparisons if c.verdict == "neither"]
+    undecided = fid.undecided_sentence(result)
     if undecided:
-        pairs = "; ".join(f"{c.first} and {c.second}" for c in undecided)
-        st.info(md_escape(f"Not told apart on {100 * (1 - result.alpha):.0f} % of questions: "
-                          f"{pairs}."), icon=":material/balance:")
+        st.info(md_escape(undecided), icon=":material/balance:")
     if result.comparison_note:
         st.caption(result.comparison_note)
     for w in result.warnings:
@@ -190,11 +191,7 @@ if result is not None:
                             "(V̂⁻_m(γτ) below, V̂_m(γ + (1 − γ)τ) above).")
     st.plotly_chart(figs.curves_figure(result, band=None if band == "none" else band),
                     key=f"{KEY}_curves")
-    st.caption(
-        "Each curve: at τ = 0.9, 90 % of questions are at most that far off (worst case over "
-        "their confidence sets). " + fid.guarantee_sentence(result)
-        + (" Shaded: the tightness band, where the real discrepancies' curve lies "
-           "(asymptotically)." if band not in (None, "none") else ""))
+    st.caption(md_escape(fid.curve_caption(result, band not in (None, "none"))))
     st.dataframe(fid.summary_table(result), hide_index=True, key=f"{KEY}_summary", column_config={
         c: st.column_config.NumberColumn(format="%.4f")
         for c in fid.summary_table(result).columns if c not in ("simulator", "answers")})

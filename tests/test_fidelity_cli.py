@@ -37,7 +37,9 @@ def test_writes_the_files_and_prints_the_table(tmp_path, capsys):
     assert sims["sim-close"]["auc_cal"] < sims["sim-biased"]["auc_cal"]
     pair = next(c for c in doc["comparisons"] if (c["first"], c["second"]) == ("sim-close", "sim-biased"))
     assert pair["u_hat"] <= 0 and pair["verdict"] == "first"
-    assert "sim-close is at least as good as sim-biased on at least 90 % of questions." in printed.out
+    assert ("sim-close is at least as good as sim-biased on at least 90 % of these questions "
+            "(worst case over their confidence sets); for new questions like these, "
+            "guaranteed on at least 13 %.") in printed.out
     assert "AUC_cal" in printed.out and "wrote" in printed.out
 
 
@@ -140,3 +142,18 @@ def test_simulate_spec_error_and_server_down(tmp_path, capsys):
     assert main(["fidelity", "--simulate", str(spec), "--out", str(tmp_path / "o")]) == 3
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "Traceback" not in err
+
+
+def test_gamma_below_one_half_states_no_guarantee(tmp_path, capsys):
+    """QA M2: with γ < ½ the CLI, fidelity.json and report.html state no guarantee."""
+    out = tmp_path / "g"
+    assert main(["fidelity", "sample", "--gamma", "0.3", "--out", str(out)]) == 0
+    printed = capsys.readouterr()
+    assert "with probability" not in printed.out
+    assert "No guarantee: with γ = 0.3 < ½" in printed.out
+    assert "guaranteed on at least" not in printed.out
+    doc = json.loads((out / "fidelity.json").read_text())
+    assert doc["guarantee"]["level"] is None and "γ = 0.3 < ½" in doc["guarantee"]["reason"]
+    assert not any(c["guaranteed"] for c in doc["comparisons"])
+    html = (out / "report.html").read_text()
+    assert "with probability" not in html and "No guarantee: with γ = 0.3 &lt; ½" in html
