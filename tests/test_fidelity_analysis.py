@@ -234,3 +234,14 @@ def test_both_and_neither_cannot_be_read_alike():
     assert neither.startswith("Undecided between A and B: these data cannot say which is better")
     assert "not that they are equal" in neither
     assert "told apart" not in both + neither
+
+
+def test_few_real_answers_are_named():
+    """QA M4: with n < 10 real answers a question's set is nearly the whole simplex."""
+    data = from_arrays([[1, 0], [3, 2], [60, 40], [30, 20]],
+                       {"s": [[0.5, 0.5], [0.6, 0.4], [0.5, 0.5], [0.6, 0.4]]},
+                       ids=["q1", "q2", "q3", "q4"])
+    r = run_fidelity(data)
+    note = next(w for w in r.warnings if "fewer than 10 real answers" in w)
+    assert note.startswith("2 of 4 questions have fewer than 10 real answers (q1: n = 1, q2: n = 5)")
+    assert not any("fewer than 10 real answers" in w for w in run_fidelity(sample_data()).warnings)

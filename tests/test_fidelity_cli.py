@@ -72,6 +72,16 @@ def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path, capsys, monke
     assert not (tmp_path / "X").exists() or not any((tmp_path / "X").iterdir())
 
 
+def test_real_given_as_shares_is_one_line_with_the_fix(tmp_path, capsys):
+    """QA M4: shares in `real` were read as one respondent per question, silently."""
+    f = tmp_path / "real_fraction.csv"
+    f.write_text("scenario,option,real,sim\nq1,A,0.6,3\nq1,B,0.4,4\nq2,A,0.7,1\nq2,B,0.3,2\n")
+    assert main(["fidelity", str(f), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {f}, lines 2-3: the real answers of scenario 'q1' look like "
+                          "shares") and "must hold counts" in err and err.count("\n") == 1
+
+
 def test_malformed_csv_names_the_line(tmp_path, capsys):
     bad = tmp_path / "bad.csv"
     bad.write_text("scenario,option,real,sim\na,x,1,1\na,y,-2,1\nb,x,1,1\nb,y,1,1\n")

@@ -482,6 +482,10 @@ def _iv(data, loss, gamma, eta, alpha, sigma, bounds):
     return loss, gamma, eta, alpha, bounds
 
 
+#: fewer real answers than this make a question's confidence set nearly the whole simplex
+FEW_ANSWERS = 10
+
+
 def run_fidelity(data: FidelityData, *, loss: str = "tv", gamma: float = 0.5,
                  eta: float = 0.05, alpha: float = 0.1, sigma: float | None = None,
                  bounds: Sequence[float] | None = None, band: bool = True,
@@ -537,6 +541,13 @@ def run_fidelity(data: FidelityData, *, loss: str = "tv", gamma: float = 0.5,
                      "guarantee (it needs γ ≥ ½) and the verdicts only describe these "
                      "questions; no tightness band is drawn.")
         band = False
+    few = [s for s in data.scenarios if s.n < FEW_ANSWERS]
+    if few:
+        shown = ", ".join(f"{s.id}: n = {s.n:g}" for s in few[:5]) + (", …" if len(few) > 5 else "")
+        notes.append(f"{len(few)} of {data.m} questions have fewer than {FEW_ANSWERS} real answers "
+                     f"({shown}): their confidence sets hold nearly every answer distribution, so "
+                     "their worst cases sit near the largest possible loss whatever the simulator "
+                     "says. Questions with more respondents tell simulators apart.")
     names = [*data.simulators, UNIFORM]
     kinds = {**data.sim_kinds, UNIFORM: "uniform"}
     n_pairs = len(names) * (len(names) - 1) // 2

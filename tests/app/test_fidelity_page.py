@@ -79,6 +79,10 @@ def test_upload(page):
     bad = good.replace("q2,y,15", "q2,y,-15")
     at.file_uploader(key="fid_upload").set_value(("bad.csv", bad.encode(), "text/csv")).run()
     assert any("bad.csv, line 5: negative count -15 in column 'real'" in e for e in errors(at))
+    shares = "scenario,option,real,sim\nq1,A,0.6,3\nq1,B,0.4,4\nq2,A,0.7,1\nq2,B,0.3,2\n"
+    at.file_uploader(key="fid_upload").set_value(("shares.csv", shares.encode(), "text/csv")).run()
+    assert any("shares.csv, lines 2-3: the real answers of scenario 'q1' look like shares" in e
+               and "must hold counts" in e for e in errors(at))
     at.file_uploader(key="fid_upload").set_value(("bin.csv", b"scenario\n\xff\xfe", "text/csv")).run()
     assert any("bin.csv, line 2: not UTF-8" in e for e in errors(at))
     assert not at.exception
