@@ -1,7 +1,6 @@
 """Simulator fidelity: how far an LLM's simulated survey answers are from real ones, across
 all questions and with a guarantee (calibrated quantile curves, SPEC §3)."""
 import hashlib
-import json
 
 import pandas as pd
 import streamlit as st
@@ -120,7 +119,7 @@ if source == "Simulate now":
             st.code(fid.first_prompt(questions, settings), language=None)
         tasks = {"simulation": fid.simulation_task(questions, picked, settings, state.cache(),
                                                    ss["api_keys"])}
-        signature = json.dumps([questions.ids, picked, settings], default=str, sort_keys=True)
+        signature = fid.simulation_signature(questions, picked, settings)
     except Exception as exc:  # noqa: BLE001 - shown as one short message
         st.error(runner.friendly(exc) if not isinstance(exc, ValueError) else str(exc),
                  icon=":material/edit_note:")
@@ -137,7 +136,8 @@ if source == "Simulate now":
         if sim.data is None:
             data_error = sim.error
         else:
-            data, fingerprint = sim.data, f"sim:{signature}"
+            made_with = ss["results_meta"].get(f"{KEY}_sim", {}).get("signature")
+            data, fingerprint = sim.data, f"sim:{made_with}"   # the inputs it was made from
     elif data_error is None:
         st.info("Press **Simulate answers** to draw the simulated respondents.",
                 icon=":material/play_arrow:")
@@ -170,14 +170,15 @@ if result is not None:
     st.subheader("Results")
     st.markdown(f"**{md_escape(fid.best_sentence(result))}**")
     decided = [v for v in fid.verdicts(result) if v[0] != "neither"]
-    for _v, sentence, detail in decided:
-        st.success(md_escape(sentence), icon=":material/check_circle:")
+    for _v, sentence, detail, guaranteed in decided:
+        if guaranteed:
+            st.success(md_escape(sentence), icon=":material/check_circle:")
+        else:   # true of these questions only: no success style
+            st.info(md_escape(sentence), icon=":material/description:")
         st.caption(detail)
-    undecided = [c for c in result.comparisons if c.verdict == "neither"]
+    undecided = fid.undecided_sentence(result)
     if undecided:
-        pairs = "; ".join(f"{c.first} and {c.second}" for c in undecided)
-        st.info(md_escape(f"Not told apart on {100 * (1 - result.alpha):.0f} % of questions: "
-                          f"{pairs}."), icon=":material/balance:")
+        st.info(md_escape(undecided), icon=":material/balance:")
     if result.comparison_note:
         st.caption(result.comparison_note)
     for w in result.warnings:
@@ -190,11 +191,7 @@ if result is not None:
                             "(V̂⁻_m(γτ) below, V̂_m(γ + (1 − γ)τ) above).")
     st.plotly_chart(figs.curves_figure(result, band=None if band == "none" else band),
                     key=f"{KEY}_curves")
-    st.caption(
-        "Each curve: at τ = 0.9, 90 % of questions are at most that far off (worst case over "
-        "their confidence sets). " + fid.guarantee_sentence(result)
-        + (" Shaded: the tightness band, where the real discrepancies' curve lies "
-           "(asymptotically)." if band not in (None, "none") else ""))
+    st.caption(md_escape(fid.curve_caption(result, band not in (None, "none"))))
     st.dataframe(fid.summary_table(result), hide_index=True, key=f"{KEY}_summary", column_config={
         c: st.column_config.NumberColumn(format="%.4f")
         for c in fid.summary_table(result).columns if c not in ("simulator", "answers")})

@@ -67,6 +67,7 @@ def test_fidelity_json_has_what_the_issue_asks(result, tmp_path):
     assert len(csv_lines) == 41 and csv_lines[0].startswith("scenario,n_real,options,radius,sim-close")
     html = (tmp_path / "out" / "report.html").read_text()
     assert "<svg" in html and "sim-close is at least as good as sim-biased" in html
+    assert doc["guarantee"]["status"] == "holds" and doc["guarantee"]["reason"] is None
 
 
 @pytest.mark.parametrize("loss, set_name", [("w1", "categorical KL"), ("squared", "Bernoulli KL / "
@@ -100,14 +101,14 @@ def test_warnings_are_kept_and_raised():
         warnings.simplefilter("always")
         r = run_fidelity(sample_values_data(), loss="w1")
     text = " ".join(r.warnings)
-    assert "sigma was not given" in text and "bounds were not given" in text
+    assert "σ was not given" in text and "bounds were not given" in text
     assert "finite-sample guarantee is vacuous" in text
     assert any(issubclass(w.category, FidelityWarning) for w in caught)
 
 
 def test_gamma_below_one_half_has_no_band_and_says_why():
     r = run_fidelity(sample_data(), gamma=0.3)
-    assert not r.has_band and any("gamma = 0.3 < 1/2" in w for w in r.warnings)
+    assert not r.has_band and any("γ = 0.3 < ½" in w for w in r.warnings)
 
 
 def test_a_larger_gamma_widens_the_sets():
@@ -165,3 +166,82 @@ def test_docstring_examples(module):
     mod = importlib.import_module("dbpa_core.fidelity" + ("" if module == "__init__" else f".{module}"))
     res = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
     assert res.attempted > 0 and res.failed == 0
+
+
+# --------------------------------------------------------------------------- what is promised
+# QA review 2, M2 / M3 / minor 1: no output states a guarantee that does not hold, and the
+# verdicts say what is guaranteed (these questions; new ones only at the guaranteed share).
+
+
+def test_below_one_half_no_output_states_a_guarantee(tmp_path):
+    r = run_fidelity(sample_data(), gamma=0.45)
+    assert r.guaranteed_level is None
+    doc = r.to_dict()["guarantee"]
+    assert doc["level"] is None and doc["status"] == "none"
+    assert "γ = 0.45 < ½" in doc["reason"]
+    text = r.summary_text()
+    assert "with probability" not in text and "No guarantee" in text
+    r.write(tmp_path / "o")
+    html = (tmp_path / "o" / "report.html").read_text()
+    assert "with probability" not in html and "1 − α − ε/√m = <b>" not in html
+    for c in r.comparisons:
+        s = c.sentence()
+        assert "guaranteed" not in s.replace("no guarantee", "") and not c.guaranteed, s
+    first = r.comparison("sim-close", "sim-biased")
+    assert first.sentence() == (
+        "sim-close is at least as good as sim-biased on at least 90 % of these questions "
+        "(worst case over their confidence sets); with γ = 0.45 < ½ that describes these "
+        "questions only: no guarantee.")
+
+
+def test_verdicts_say_what_is_guaranteed(result):
+    c = result.comparison("sim-close", "sim-biased")
+    assert result.guaranteed_level == pytest.approx(0.133, abs=1e-3)
+    assert c.guaranteed
+    assert c.sentence() == (
+        "sim-close is at least as good as sim-biased on at least 90 % of these questions "
+        "(worst case over their confidence sets); for new questions like these, guaranteed "
+        "on at least 13 %.")
+    assert c.to_dict()["sentence"] == c.sentence() and c.to_dict()["guaranteed"] is True
+    assert result.comparison("sim-biased", "sim-close").sentence() == c.sentence()
+    text = result.summary_text()
+    assert c.sentence() in text
+    assert ("Guarantee: with probability ≥ 0.95, a new question like these is below the curve "
+            "at τ = 0.9 (V̂_m(1 − α/2)) with probability ≥ 0.13") in text
+
+
+def test_few_questions_no_guarantee_for_new_ones():
+    data = from_arrays([[60, 40], [20, 80], [50, 50]],
+                       {"good": [[0.6, 0.4], [0.25, 0.75], [0.5, 0.5]],
+                        "bad": [[0.1, 0.9], [0.9, 0.1], [0.2, 0.8]]})
+    r = run_fidelity(data)
+    c = r.comparison("good", "bad")
+    assert r.guaranteed_level < 0 and c.verdict == "first" and not c.guaranteed
+    assert c.sentence() == ("good is at least as good as bad on at least 90 % of these questions "
+                            "(worst case over their confidence sets); no guarantee for new "
+                            "questions yet.")
+    assert r.to_dict()["guarantee"]["status"] == "vacuous"
+    assert r.guarantee_text().startswith("No guarantee for new questions yet: with m = 3 questions")
+
+
+def test_both_and_neither_cannot_be_read_alike():
+    from dbpa_core.fidelity.analysis import Comparison
+
+    zero, pos = np.zeros(20), np.ones(20)
+    both = Comparison("A", "B", 0.1, zero, zero).sentence()
+    neither = Comparison("A", "B", 0.1, pos, pos).sentence()
+    assert both.startswith("A and B: each is at least as good as the other on at least 90 %")
+    assert neither.startswith("Undecided between A and B: these data cannot say which is better")
+    assert "not that they are equal" in neither
+    assert "told apart" not in both + neither
+
+
+def test_few_real_answers_are_named():
+    """QA M4: with n < 10 real answers a question's set is nearly the whole simplex."""
+    data = from_arrays([[1, 0], [3, 2], [60, 40], [30, 20]],
+                       {"s": [[0.5, 0.5], [0.6, 0.4], [0.5, 0.5], [0.6, 0.4]]},
+                       ids=["q1", "q2", "q3", "q4"])
+    r = run_fidelity(data)
+    note = next(w for w in r.warnings if "fewer than 10 real answers" in w)
+    assert note.startswith("2 of 4 questions have fewer than 10 real answers (q1: n = 1, q2: n = 5)")
+    assert not any("fewer than 10 real answers" in w for w in run_fidelity(sample_data()).warnings)

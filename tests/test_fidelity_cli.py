@@ -37,7 +37,9 @@ def test_writes_the_files_and_prints_the_table(tmp_path, capsys):
     assert sims["sim-close"]["auc_cal"] < sims["sim-biased"]["auc_cal"]
     pair = next(c for c in doc["comparisons"] if (c["first"], c["second"]) == ("sim-close", "sim-biased"))
     assert pair["u_hat"] <= 0 and pair["verdict"] == "first"
-    assert "sim-close is at least as good as sim-biased on at least 90 % of questions." in printed.out
+    assert ("sim-close is at least as good as sim-biased on at least 90 % of these questions "
+            "(worst case over their confidence sets); for new questions like these, "
+            "guaranteed on at least 13 %.") in printed.out
     assert "AUC_cal" in printed.out and "wrote" in printed.out
 
 
@@ -68,6 +70,16 @@ def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path, capsys, monke
     err = capsys.readouterr().err
     assert message in err and err.startswith("error: ") and err.count("\n") == 1
     assert not (tmp_path / "X").exists() or not any((tmp_path / "X").iterdir())
+
+
+def test_real_given_as_shares_is_one_line_with_the_fix(tmp_path, capsys):
+    """QA M4: shares in `real` were read as one respondent per question, silently."""
+    f = tmp_path / "real_fraction.csv"
+    f.write_text("scenario,option,real,sim\nq1,A,0.6,3\nq1,B,0.4,4\nq2,A,0.7,1\nq2,B,0.3,2\n")
+    assert main(["fidelity", str(f), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {f}, lines 2-3: the real answers of scenario 'q1' look like "
+                          "shares") and "must hold counts" in err and err.count("\n") == 1
 
 
 def test_malformed_csv_names_the_line(tmp_path, capsys):
@@ -140,3 +152,18 @@ def test_simulate_spec_error_and_server_down(tmp_path, capsys):
     assert main(["fidelity", "--simulate", str(spec), "--out", str(tmp_path / "o")]) == 3
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "Traceback" not in err
+
+
+def test_gamma_below_one_half_states_no_guarantee(tmp_path, capsys):
+    """QA M2: with γ < ½ the CLI, fidelity.json and report.html state no guarantee."""
+    out = tmp_path / "g"
+    assert main(["fidelity", "sample", "--gamma", "0.3", "--out", str(out)]) == 0
+    printed = capsys.readouterr()
+    assert "with probability" not in printed.out
+    assert "No guarantee: with γ = 0.3 < ½" in printed.out
+    assert "guaranteed on at least" not in printed.out
+    doc = json.loads((out / "fidelity.json").read_text())
+    assert doc["guarantee"]["level"] is None and "γ = 0.3 < ½" in doc["guarantee"]["reason"]
+    assert not any(c["guaranteed"] for c in doc["comparisons"])
+    html = (out / "report.html").read_text()
+    assert "with probability" not in html and "No guarantee: with γ = 0.3 &lt; ½" in html

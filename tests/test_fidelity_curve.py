@@ -184,11 +184,14 @@ def test_verdicts_follow_u_hat():
 def test_verdict_sentences():
     neg, pos = -np.ones(20), np.ones(20)
     assert Comparison("A", "B", 0.1, neg, pos).sentence() == \
-        "A is at least as good as B on at least 90 % of questions."
-    assert Comparison("A", "B", 0.2, pos, neg).sentence() == \
-        "B is at least as good as A on at least 80 % of questions."
-    assert "cannot be told apart" in Comparison("A", "B", 0.1, 0 * neg, 0 * neg).sentence()
-    assert Comparison("A", "B", 0.05, pos, pos).sentence().startswith("Neither A nor B")
+        "A is at least as good as B on at least 90 % of these questions (worst case over their " \
+        "confidence sets)."
+    assert Comparison("A", "B", 0.2, pos, neg, level=0.4).sentence() == \
+        "B is at least as good as A on at least 80 % of these questions (worst case over their " \
+        "confidence sets); for new questions like these, guaranteed on at least 40 %."
+    assert "each is at least as good as the other" in \
+        Comparison("A", "B", 0.1, 0 * neg, 0 * neg).sentence()
+    assert Comparison("A", "B", 0.05, pos, pos).sentence().startswith("Undecided between A and B")
 
 
 # --------------------------------------------------------------------------- bad input

@@ -203,3 +203,28 @@ def test_opinionqa_errors(tmp_path):
         load_opinionqa(folder, attribute="SEX", groups=["Other"])
     with pytest.raises(FidelityDataError, match=r"no info\.csv"):
         load_opinionqa(tmp_path, attribute="SEX")
+
+
+# --------------------------------------------------------------------------- real given as shares
+# QA review 2, M4: a `real` column of shares (0.6, 0.4, the way toplines are published) was
+# read as one respondent per question; every simulator then looked like uniform.
+
+
+def test_real_given_as_shares_is_refused_with_the_fix():
+    text = "scenario,option,real,sim\nq1,A,0.6,3\nq1,B,0.4,4\nq2,A,0.7,1\nq2,B,0.3,2\n"
+    with pytest.raises(FidelityDataError) as err:
+        parse_csv(text, source="real_fraction.csv")
+    msg = str(err.value)
+    assert msg.startswith("real_fraction.csv, lines 2-3: the real answers of scenario 'q1' look "
+                          "like shares (they sum to 1)")
+    assert "`real` must hold counts of answers" in msg and "\n" not in msg
+    # rounded toplines (0.33 + 0.33 + 0.33) too, and shares built in code
+    with pytest.raises(FidelityDataError, match="look like shares"):
+        parse_csv("scenario,option,real\na,x,0.33\na,y,0.33\na,z,0.33\nb,x,5\nb,y,6\nb,z,1\n")
+    with pytest.raises(FidelityDataError, match="scenario 's1' look like shares"):
+        from_arrays([[0.25, 0.75], [3, 1]])
+
+
+def test_counts_of_one_respondent_and_weighted_counts_are_counts():
+    d = parse_csv("scenario,option,real\na,x,1\na,y,0\nb,x,2.5\nb,y,7.25\n")
+    assert [s.n for s in d.scenarios] == [1.0, 9.75]

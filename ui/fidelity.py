@@ -102,6 +102,14 @@ def simulation_task(data: FidelityData, models: list[dict], settings: dict, cach
                                      api_keys=api_keys, keep_simulators=False, **settings)
 
 
+def simulation_signature(data: FidelityData, models: list[dict], settings: dict) -> str:
+    """What a simulation's answers depend on, in the shape ``runner.task_section`` compares
+    (a JSON object of jobs, each an object of fields), so that a changed input marks the
+    results "Outdated … (k)" and names what changed."""
+    job = {"questions": list(data.ids), "models": list(models), **settings}
+    return json.dumps({"simulation": job}, default=str, sort_keys=True)
+
+
 def parse_bounds(text: str) -> tuple[float, float] | None:
     """'0, 10' -> (0.0, 10.0); empty -> None (the data's range); else ValueError."""
     if not str(text or "").strip():
@@ -134,14 +142,22 @@ def summary_table(result: FidelityResult) -> pd.DataFrame:
 
 
 def guarantee_sentence(result: FidelityResult) -> str:
-    """The guarantee in words, or why there is none yet (few questions)."""
-    level = result.guaranteed_level
-    if level <= 0:
-        return (f"With m = {result.m} questions the finite-sample guarantee says nothing yet "
-                f"(1 − α − ε/√m = {level:.2f}); it needs a few hundred questions.")
-    return (f"Guarantee: with probability ≥ {1 - result.eta:g}, a new question like these is "
-            f"below the curve at τ = {1 - result.alpha:g} with probability ≥ {level:.2f} "
-            f"(1 − α − ε/√m, m = {result.m}).")
+    """The guarantee in words, or why there is none (γ < ½, or too few questions): the
+    library's sentence, as the CLI and the report say it."""
+    return result.guarantee_text()
+
+
+def curve_caption(result: FidelityResult, band: bool) -> str:
+    """The caption under the curves: how to read them at τ = 1 − α, the guarantee (or why
+    there is none) and, with a band, what it is."""
+    t = 1 - result.alpha
+    text = (f"Each curve: at τ = {t:g}, {100 * t:g} % of questions are at most that far off "
+            "(worst case over their confidence sets). " + guarantee_sentence(result))
+    if band:
+        text += (" Shaded: the tightness band V̂⁻_m(γτ) … V̂_m(γ + (1 − γ)τ), where the curve "
+                 "of the real discrepancies lies (asymptotically). Its upper edge is a looser, "
+                 "asymptotic bound: for γ > ½ it can lie above the calibrated curve.")
+    return text
 
 
 def best_sentence(result: FidelityResult) -> str:
@@ -156,12 +172,23 @@ def best_sentence(result: FidelityResult) -> str:
             f"{uni.auc_cal:.3f}).")
 
 
-def verdicts(result: FidelityResult) -> list[tuple[str, str, str]]:
-    """(verdict, sentence, detail) per pair, decided pairs first."""
+def verdicts(result: FidelityResult) -> list[tuple[str, str, str, bool]]:
+    """(verdict, sentence, detail, guaranteed) per pair, decided pairs first: ``guaranteed``
+    is True only when the verdict carries a guarantee for new questions (the page's green)."""
     order = {"first": 0, "second": 0, "both": 1, "neither": 2}
     rows = [(c.verdict, c.sentence(), f"Û = {c.u_hat:+.4f}, reverse {c.u_hat_reverse:+.4f} "
-             "(≤ 0: at least as good)") for c in result.comparisons]
-    return sorted(rows, key=lambda r: order[r[0]])
+             "(≤ 0: at least as good)", c.guaranteed) for c in result.comparisons]
+    return sorted(rows, key=lambda r: (order[r[0]], not r[3]))
+
+
+def undecided_sentence(result: FidelityResult) -> str | None:
+    """The pairs whose order these data cannot tell, in one sentence (None if none)."""
+    pairs = [f"{c.first} and {c.second}" for c in result.comparisons if c.verdict == "neither"]
+    if not pairs:
+        return None
+    return (f"Undecided: these data cannot say which is better on {100 * (1 - result.alpha):g} % "
+            f"of questions — {'; '.join(pairs)} (neither is shown to be at least as good as the "
+            "other; that does not mean they are equal).")
 
 
 def question_labels(result: FidelityResult) -> list[str]:
@@ -198,8 +225,8 @@ def file_stem(name: str, created: datetime) -> str:
 
 
 __all__ = ["DEFAULTS", "LOSS_TEXT", "SOURCES", "analyse", "analysis_key", "best_sentence",
-           "estimate", "file_stem", "first_prompt", "guarantee_sentence", "losses_for",
-           "parse_bounds", "persona_pairs",
-           "question_labels", "question_table", "read_upload", "sample_questions",
-           "simulation_settings", "simulation_task", "summary_table", "unparsed_summary",
+           "curve_caption", "estimate", "file_stem", "first_prompt", "guarantee_sentence",
+           "losses_for", "parse_bounds", "persona_pairs", "question_labels", "question_table",
+           "read_upload", "sample_questions", "simulation_settings", "simulation_signature",
+           "simulation_task", "summary_table", "undecided_sentence", "unparsed_summary",
            "unparsed_table", "verdicts"]

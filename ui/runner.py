@@ -287,6 +287,8 @@ def _changed_inputs(old: str | None, new: str | None) -> str:
         a, b = json.loads(old), json.loads(new)
     except ValueError:
         return ""
+    if not all(isinstance(x, dict) and all(isinstance(v, dict) for v in x.values()) for x in (a, b)):
+        return ""  # not an object of jobs: outdated all the same, without naming fields
     fields: list[str] = []
     if list(a) != list(b):
         fields.append("jobs")

@@ -27,7 +27,7 @@ import math
 import time
 import warnings as _warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -167,7 +167,9 @@ class Comparison:
     [L(u, q̂¹_j) - L(u, q̂²_j)]`` and the reverse; ``u_hat = Û_m(1 - α/2)``.
 
     ``exact`` is False when δ̂ is the conservative bound (tv and w1 on options: never below
-    the sup, so a verdict is never too optimistic).
+    the sup, so a verdict is never too optimistic). ``level`` is the guaranteed share of new
+    scenarios, ``1 - α - ε/√m`` (None when unknown, as for a comparison built by hand), and
+    ``gamma`` the sets' coverage: below ½ a verdict only describes these scenarios.
     """
 
     first: str
@@ -176,6 +178,8 @@ class Comparison:
     deltas: np.ndarray
     reverse: np.ndarray
     exact: bool = True
+    level: float | None = None
+    gamma: float = 0.5
 
     @property
     def u_hat(self) -> float:
@@ -193,28 +197,59 @@ class Comparison:
         return {(True, True): "both", (True, False): "first", (False, True): "second",
                 (False, False): "neither"}[(a, b)]
 
+    @property
+    def guaranteed(self) -> bool:
+        """True when the verdict carries a guarantee for new scenarios: a decided pair,
+        γ >= ½ and a guaranteed share ``1 - α - ε/√m`` above 0."""
+        return (self.verdict != "neither" and self.gamma >= 0.5 and self.level is not None
+                and self.level > 0)
+
+    def reversed(self) -> Comparison:
+        """The same comparison with ``first`` and ``second`` swapped."""
+        return replace(self, first=self.second, second=self.first, deltas=self.reverse,
+                       reverse=self.deltas)
+
+    def _reach(self, noun: str) -> str:
+        """What the verdict promises beyond these scenarios."""
+        if self.gamma < 0.5:
+            return (f"; with γ = {self.gamma:g} < ½ that describes these {noun} only: "
+                    "no guarantee")
+        if self.level is None:
+            return ""
+        if self.level <= 0:
+            return f"; no guarantee for new {noun} yet"
+        return f"; for new {noun} like these, guaranteed on at least {_floor_pct(self.level)}"
+
     def sentence(self, noun: str = "questions") -> str:
+        """The verdict in one plain sentence, with what it guarantees (see :attr:`guaranteed`)."""
         share = _pct(1 - self.alpha)
         v = self.verdict
-        if v == "first":
-            return f"{self.first} is at least as good as {self.second} on at least {share} of {noun}."
-        if v == "second":
-            return f"{self.second} is at least as good as {self.first} on at least {share} of {noun}."
+        where = f"on at least {share} of these {noun} (worst case over their confidence sets)"
+        if v in ("first", "second"):
+            a, b = (self.first, self.second) if v == "first" else (self.second, self.first)
+            return f"{a} is at least as good as {b} {where}{self._reach(noun)}."
         if v == "both":
-            return (f"{self.first} and {self.second} cannot be told apart: each is at least as "
-                    f"good as the other on at least {share} of {noun}.")
-        return (f"Neither {self.first} nor {self.second} can be shown to be at least as good as "
-                f"the other on {share} of {noun}.")
+            return (f"{self.first} and {self.second}: each is at least as good as the other "
+                    f"{where}{self._reach(noun)}.")
+        return (f"Undecided between {self.first} and {self.second}: these data cannot say which "
+                f"is better on {share} of {noun} (neither is shown to be at least as good as the "
+                "other; not that they are equal).")
 
     def to_dict(self) -> dict[str, Any]:
         return {"first": self.first, "second": self.second, "alpha": self.alpha,
                 "u_hat": self.u_hat, "u_hat_reverse": self.u_hat_reverse,
-                "verdict": self.verdict, "sentence": self.sentence(), "exact": self.exact}
+                "verdict": self.verdict, "sentence": self.sentence(),
+                "guaranteed": self.guaranteed, "exact": self.exact}
 
 
 def _pct(x: float) -> str:
     v = 100 * x
     return f"{v:.0f} %" if abs(v - round(v)) < 1e-9 else f"{v:.1f} %"
+
+
+def _floor_pct(x: float) -> str:
+    """A guaranteed share as a whole percentage, rounded down (never more than is promised)."""
+    return f"{math.floor(100 * x + 1e-9):d} %"
 
 
 @dataclass(frozen=True)
@@ -245,9 +280,36 @@ class FidelityResult:
         return cv.epsilon(self.alpha, self.m, self.eta)
 
     @property
-    def guaranteed_level(self) -> float:
-        """``1 - α - ε/√m``: the guaranteed share of new scenarios below V̂_m(1 - α/2)."""
+    def guaranteed_level(self) -> float | None:
+        """``1 - α - ε/√m``: the guaranteed share of new scenarios below V̂_m(1 - α/2) (with
+        probability 1 - η); it can be <= 0 for few scenarios (no guarantee yet). None when
+        γ < ½: the calibrated curve V̂_m((1 + τ)/2) then has no guarantee at all."""
+        if self.gamma < 0.5:
+            return None
         return cv.guaranteed_level(self.alpha, self.m, self.eta)
+
+    @property
+    def guarantee_status(self) -> str:
+        """``holds`` (a share above 0), ``vacuous`` (few scenarios) or ``none`` (γ < ½)."""
+        level = self.guaranteed_level
+        return "none" if level is None else "holds" if level > 0 else "vacuous"
+
+    def guarantee_text(self, noun: str = "questions") -> str:
+        """The guarantee in one plain sentence, or why there is none (the page, the CLI and
+        the report all say this)."""
+        one = noun[:-1] if noun.endswith("s") else noun
+        level, status = self.guaranteed_level, self.guarantee_status
+        if status == "none":
+            return (f"No guarantee: with γ = {self.gamma:g} < ½ each {one}'s confidence set holds "
+                    "the real answers less than half the time, so the curves and verdicts only "
+                    f"describe these {noun} (a guarantee needs γ ≥ ½).")
+        if status == "vacuous":
+            return (f"No guarantee for new {noun} yet: with m = {self.m} {noun}, "
+                    f"1 − α − ε/√m = {level:.2f} (ε = {self.epsilon:.2f}); the curves and verdicts "
+                    f"describe these {noun} only (a guarantee needs a few hundred).")
+        return (f"Guarantee: with probability ≥ {1 - self.eta:g}, a new {one} like these is "
+                f"below the curve at τ = {1 - self.alpha:g} (V̂_m(1 − α/2)) with probability ≥ "
+                f"{level:.2f} (1 − α − ε/√m, ε = {self.epsilon:.2f}, m = {self.m}).")
 
     @property
     def comparison_note(self) -> str | None:
@@ -273,7 +335,7 @@ class FidelityResult:
             if (c.first, c.second) == (first, second):
                 return c
             if (c.first, c.second) == (second, first):
-                return Comparison(first, second, c.alpha, c.reverse, c.deltas, c.exact)
+                return c.reversed()
         raise KeyError((first, second))
 
     # ------------------------------------------------------------------ serialising
@@ -288,10 +350,16 @@ class FidelityResult:
             "settings": {"loss": self.loss, "gamma": self.gamma, "eta": self.eta,
                          "alpha": self.alpha, "cvar_alpha": CVAR_ALPHA, "set": self.set_name,
                          "sigma": self.sigma, "bounds": list(self.bounds) if self.bounds else None},
-            "guarantee": {"alpha": self.alpha, "eta": self.eta, "epsilon": self.epsilon,
-                          "level": self.guaranteed_level,
+            "guarantee": {"alpha": self.alpha, "eta": self.eta, "gamma": self.gamma,
+                          "epsilon": self.epsilon, "level": self.guaranteed_level,
+                          "status": self.guarantee_status,
+                          "reason": (None if self.guarantee_status == "holds"
+                                     else self.guarantee_text()),
+                          "statement": self.guarantee_text(),
                           "reading": "with probability >= 1 - eta, a new scenario's discrepancy "
-                                     "is <= quantile_guarantee with probability >= level"},
+                                     "is <= quantile_guarantee with probability >= level; "
+                                     "status 'vacuous': level <= 0 (too few scenarios); 'none': "
+                                     "gamma < 1/2, so level is null"},
             "simulators": [s.to_dict(ids, self.gamma) for s in self.simulators],
             "comparisons": [c.to_dict() for c in self.comparisons],
             "comparison_note": self.comparison_note,
@@ -340,17 +408,10 @@ class FidelityResult:
                  s.kind) for s in self.simulators]
         widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
         fmt = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()  # noqa: E731
-        lines = [f"{self.m} scenarios, loss {self.loss}, {self.set_name} sets with coverage "
-                 f"gamma = {self.gamma:g}, eta = {self.eta:g}, alpha = {self.alpha:g}", "",
-                 fmt(head), "  ".join("-" * w for w in widths), *map(fmt, rows), ""]
-        if self.guaranteed_level > 0:
-            lines.append(f"Guarantee: with probability >= {1 - self.eta:g}, a new scenario's "
-                         f"discrepancy is below V(1-a/2) with probability >= "
-                         f"{self.guaranteed_level:.3f} (1 - alpha - eps/sqrt(m), eps = "
-                         f"{self.epsilon:.2f}).")
-        else:
-            lines.append(f"Guarantee: none yet with m = {self.m} scenarios (1 - alpha - "
-                         f"eps/sqrt(m) = {self.guaranteed_level:.2f}, eps = {self.epsilon:.2f}).")
+        lines = [f"{self.m} questions, loss {self.loss}, {self.set_name} sets with coverage "
+                 f"γ = {self.gamma:g}, η = {self.eta:g}, α = {self.alpha:g}", "",
+                 fmt(head), "  ".join("-" * w for w in widths), *map(fmt, rows), "",
+                 self.guarantee_text()]
         if self.comparisons:
             lines.append("")
             head2 = ("first", "second", "U(1-a/2)", "reverse", "verdict")
@@ -421,6 +482,10 @@ def _iv(data, loss, gamma, eta, alpha, sigma, bounds):
     return loss, gamma, eta, alpha, bounds
 
 
+#: fewer real answers than this make a question's confidence set nearly the whole simplex
+FEW_ANSWERS = 10
+
+
 def run_fidelity(data: FidelityData, *, loss: str = "tv", gamma: float = 0.5,
                  eta: float = 0.05, alpha: float = 0.1, sigma: float | None = None,
                  bounds: Sequence[float] | None = None, band: bool = True,
@@ -471,10 +536,18 @@ def run_fidelity(data: FidelityData, *, loss: str = "tv", gamma: float = 0.5,
     loss, gamma, eta, alpha, bounds = _iv(data, loss, gamma, eta, alpha, sigma, bounds)
     notes: list[str] = list(data.notes)
     if gamma < 0.5:
-        notes.append(f"gamma = {gamma:g} < 1/2: each confidence set covers the real distribution "
-                     "less than half the time, so the calibrated curve V_m((1+tau)/2) carries no "
-                     "guarantee (it needs gamma >= 1/2); no tightness band is drawn.")
+        notes.append(f"γ = {gamma:g} < ½: each confidence set covers the real distribution "
+                     "less than half the time, so the calibrated curve V̂_m((1 + τ)/2) carries no "
+                     "guarantee (it needs γ ≥ ½) and the verdicts only describe these "
+                     "questions; no tightness band is drawn.")
         band = False
+    few = [s for s in data.scenarios if s.n < FEW_ANSWERS]
+    if few:
+        shown = ", ".join(f"{s.id}: n = {s.n:g}" for s in few[:5]) + (", …" if len(few) > 5 else "")
+        notes.append(f"{len(few)} of {data.m} questions have fewer than {FEW_ANSWERS} real answers "
+                     f"({shown}): their confidence sets hold nearly every answer distribution, so "
+                     "their worst cases sit near the largest possible loss whatever the simulator "
+                     "says. Questions with more respondents tell simulators apart.")
     names = [*data.simulators, UNIFORM]
     kinds = {**data.sim_kinds, UNIFORM: "uniform"}
     n_pairs = len(names) * (len(names) - 1) // 2
@@ -500,19 +573,19 @@ def run_fidelity(data: FidelityData, *, loss: str = "tv", gamma: float = 0.5,
             tick(f"{name}: best cases (band)")
     curves = tuple(SimulatorCurve(nm, kinds[nm], uppers[nm], lowers.get(nm), alpha)
                    for nm in names)
+    level = cv.guaranteed_level(alpha, data.m, eta)
     comps = []
     for i, a in enumerate(names):
         for b in names[i + 1:]:
             d_ab, exact = engine.pairwise(a, b)
             d_ba, _ = engine.pairwise(b, a)
-            comps.append(Comparison(a, b, alpha, d_ab, d_ba, exact))
+            comps.append(Comparison(a, b, alpha, d_ab, d_ba, exact, level=level, gamma=gamma))
             tick(f"{a} vs {b}")
-    level = cv.guaranteed_level(alpha, data.m, eta)
-    if level <= 0:
-        notes.append(f"With m = {data.m} scenarios the finite-sample guarantee is vacuous "
-                     f"(1 - alpha - eps/sqrt(m) = {level:.2f}): the curves describe these "
-                     "scenarios but promise nothing about new ones; it needs a few hundred "
-                     "scenarios.")
+    if gamma >= 0.5 and level <= 0:
+        notes.append(f"With m = {data.m} questions the finite-sample guarantee is vacuous "
+                     f"(1 − α − ε/√m = {level:.2f}): the curves and verdicts describe these "
+                     "questions but promise nothing about new ones; it needs a few hundred "
+                     "questions.")
     for msg in notes[len(data.notes):]:
         _warnings.warn(msg, FidelityWarning, stacklevel=2)
     return FidelityResult(data, loss, gamma, eta, alpha, engine.set_name, engine.radius, curves,
@@ -704,8 +777,8 @@ class _W1Values:
             pooled = np.concatenate([s.real - s.real.mean() for s in data.scenarios])
             sigma = float(np.sqrt(np.mean(pooled ** 2))) if pooled.size > 1 else 1.0
             sigma = sigma if sigma > 0 else 1.0
-            notes.append(f"sigma was not given: used the real values' pooled standard deviation "
-                         f"{sigma:.4g} as their sub-Gaussian scale (give sigma for a guarantee).")
+            notes.append(f"σ was not given: used the real values' pooled standard deviation "
+                         f"{sigma:.4g} as their sub-Gaussian scale (give σ for a guarantee).")
         self.sigma = float(sigma)
         self.bounds = _value_bounds(data, bounds, notes)
         self.radius = w1_radius([s.real.size for s in data.scenarios], sigma=self.sigma,

@@ -193,7 +193,8 @@ def validate(data: FidelityData) -> FidelityData:
     ------
     FidelityDataError
         Fewer than 2 scenarios; repeated scenario ids; a scenario with fewer than 2
-        options, negative, non-finite or all-zero real counts (no real values); a
+        options, negative, non-finite or all-zero real counts (no real values), real
+        counts given as shares (they sum to 1 and are not whole numbers); a
         simulator whose answers do not match a scenario's options, are negative or all
         zero (no values).
     """
@@ -221,6 +222,8 @@ def validate(data: FidelityData) -> FidelityData:
                 raise FidelityDataError(f"scenario {s.id!r}: negative real counts.")
             if real.sum() <= 0:
                 raise FidelityDataError(f"scenario {s.id!r}: the real counts are all zero.")
+            if (msg := _shares_problem(s.id, real)) is not None:
+                raise FidelityDataError(f"{data.source}: {msg}")
         elif real.size < 1:
             raise FidelityDataError(f"scenario {s.id!r} has no real values.")
     for name, answers in data.simulated.items():
@@ -249,6 +252,23 @@ def validate(data: FidelityData) -> FidelityData:
             elif a.size < 1:
                 raise FidelityDataError(f"simulator {name!r} gives scenario {s.id!r} no values.")
     return data
+
+
+#: real counts whose sum lies this close to 1 and that are not whole numbers are shares
+SHARE_TOLERANCE = 0.02
+
+
+def _shares_problem(sid: str, real: np.ndarray) -> str | None:
+    """The message for real answers given as shares (0.6, 0.4, as toplines are published),
+    which would be read as one respondent per question; None for counts. Whole numbers
+    summing to 1 are one respondent; weighted counts (2.5, 7.25) sum to more than 1."""
+    total = float(real.sum())
+    if abs(total - 1.0) > SHARE_TOLERANCE or np.all(real == np.round(real)):
+        return None
+    return (f"the real answers of scenario {sid!r} look like shares (they sum to {total:.3g}); "
+            "`real` must hold counts of answers (how many respondents chose each option), "
+            "because the confidence sets shrink with the number of respondents. Multiply the "
+            "shares by the number of respondents.")
 
 
 def from_arrays(real, simulated: Mapping[str, Sequence] | None = None, *,
@@ -396,6 +416,8 @@ def parse_csv(text: str, *, source: str = "<data>") -> FidelityData:
             if real.sum() <= 0:
                 raise FidelityDataError(f"{source}, {span}: the real counts of scenario {sid!r} "
                                         "are all zero.")
+            if (msg := _shares_problem(sid, real)) is not None:
+                raise FidelityDataError(f"{source}, {span}: {msg}")
         elif real.size == 0:
             raise FidelityDataError(f"{source}, {span}: scenario {sid!r} has no real values.")
         for s in sims:

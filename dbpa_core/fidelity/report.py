@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 import numpy as np
 
 from . import curve as cv
+from .analysis import _pct
 
 COLORS = ("#3B6FD8", "#F28E2B", "#59A14F", "#B07AA1", "#E15759", "#76B7B2", "#EDC948",
           "#FF9DA7", "#9C755F", "#4E79A7")
@@ -114,16 +115,11 @@ def report_html(result, *, charts_html: str | None = None, title: str = "Simulat
             f"η = {r.eta:g}, α = {r.alpha:g}.</p>",
             "<h2>What the curve says</h2>",
             f"<p>For each simulator, V̂_cal(τ) is a calibrated upper bound of the τ-quantile of "
-            f"its discrepancy from the real answers across {noun}: at τ = 0.9, 90 % of {noun} "
-            f"are at most that far off. "
-            + (f"With probability at least {1 - r.eta:g} over the data, a new {noun[:-1]} drawn "
-               f"like these is at most V̂_m(1 − α/2) off with probability at least "
-               f"1 − α − ε/√m = <b>{r.guaranteed_level:.3f}</b> (ε = {r.epsilon:.2f}). "
-               if r.guaranteed_level > 0 else
-               f"With m = {r.m} {noun} the finite-sample guarantee says nothing yet "
-               f"(1 − α − ε/√m = {r.guaranteed_level:.2f}). ") +
-            "AUC_cal is the area under the curve (lower is better); CVaR₁₀ the mean of its "
-            "worst 10 %.</p>"]
+            f"its discrepancy from the real answers across {noun}: at τ = {1 - r.alpha:g}, "
+            f"{_pct(1 - r.alpha)} of {noun} are at most that far off (worst case over their "
+            "confidence sets). AUC_cal is the area under the curve (lower is better); CVaR₁₀ "
+            "the mean of its worst 10 %.</p>",
+            f"<p class='verdict'>{html.escape(r.guarantee_text(noun))}</p>"]
     for w in r.warnings:
         body.append(f"<p class='muted'>Note: {html.escape(w)}</p>")
     rows = "".join(
@@ -134,7 +130,8 @@ def report_html(result, *, charts_html: str | None = None, title: str = "Simulat
     if r.comparisons:
         body.append("<h2>Which simulator is better</h2>")
         for c in r.comparisons:
-            body.append(f"<p class='verdict'>{html.escape(c.sentence(noun))}</p>"
+            body.append(f"<p class='verdict'>{'✓ ' if c.guaranteed else ''}"
+                        f"{html.escape(c.sentence(noun))}</p>"
                         f"<p class='muted'>Û_m(1 − α/2) = {c.u_hat:+.4f} ({html.escape(c.first)} "
                         f"against {html.escape(c.second)}), {c.u_hat_reverse:+.4f} the other way; "
                         "≤ 0 means at least as good.</p>")

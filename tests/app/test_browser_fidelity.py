@@ -51,7 +51,9 @@ def test_fidelity_page_in_a_real_browser(app_url, browser, survey, tmp_path):
     page.wait_for_timeout(1500)
     page.screenshot(path=str(shots() / "30-fidelity-sample.png"))
     body = page.inner_text("body")
-    assert "sim-close is at least as good as sim-biased on at least 90 % of questions." in body
+    assert ("sim-close is at least as good as sim-biased on at least 90 % of these questions "
+            "(worst case over their confidence sets); for new questions like these, guaranteed "
+            "on at least 13 %.") in body
     assert "Simulator fidelity" in page.locator("[data-testid='stSidebar']").inner_text()
     assert page.locator(".js-plotly-plot").count() == 2
 
@@ -72,7 +74,7 @@ def test_fidelity_page_in_a_real_browser(app_url, browser, survey, tmp_path):
     before = survey.requests
     page.get_by_role("button", name="Simulate answers").click()
     page.get_by_text("survey-model is at least as good as uniform").or_(
-        page.get_by_text("Not told apart")).first.wait_for(timeout=120_000)
+        page.get_by_text("Undecided: these data cannot say")).first.wait_for(timeout=120_000)
     page.wait_for_timeout(1500)
     page.screenshot(path=str(shots() / "32-fidelity-simulated.png"))
     assert survey.requests - before == 6 * 10

@@ -24,12 +24,26 @@ def successes(at):
     return [plain(s.value) for s in at.success]
 
 
+def infos(at):
+    return [plain(i.value) for i in at.info]
+
+
+def captions(at):
+    return [plain(c.value) for c in at.caption]
+
+
+CLOSE_BIASED = ("sim-close is at least as good as sim-biased on at least 90 % of these questions "
+                "(worst case over their confidence sets)")
+
+
 def test_sample_data_runs_at_once(page):
     at = page()
     assert at.title[0].value == "Simulator fidelity"
     assert not errors(at) and not at.exception
-    assert "sim-close is at least as good as sim-biased on at least 90 % of questions." in successes(at)
-    assert any("Not told apart on 90 % of questions" in plain(i.value) for i in at.info)
+    assert CLOSE_BIASED + "; for new questions like these, guaranteed on at least 13 %." \
+        in successes(at)
+    assert any(plain(i.value).startswith("Undecided: these data cannot say which is better on "
+                                         "90 % of questions") for i in at.info)
     summary = next(d.value for d in at.dataframe if "AUC_cal" in d.value.columns)
     assert list(summary["simulator"]) == ["sim-close", "sim-biased", "sim-flat", "uniform"]
     result = at.session_state["_fid_memo"][1]
@@ -48,7 +62,7 @@ def test_settings_recompute(page):
     at.selectbox(key="w_fid_loss").set_value("squared").run()
     assert at.session_state["_fid_memo"][1].loss == "squared" and not errors(at)
     at.number_input(key="w_fid_gamma").set_value(0.3).run()
-    assert any("gamma = 0.3 < 1/2" in w for w in warnings(at))
+    assert any("γ = 0.3 < ½" in w for w in warnings(at))
     assert not at.session_state["_fid_memo"][1].has_band
 
 
@@ -65,6 +79,10 @@ def test_upload(page):
     bad = good.replace("q2,y,15", "q2,y,-15")
     at.file_uploader(key="fid_upload").set_value(("bad.csv", bad.encode(), "text/csv")).run()
     assert any("bad.csv, line 5: negative count -15 in column 'real'" in e for e in errors(at))
+    shares = "scenario,option,real,sim\nq1,A,0.6,3\nq1,B,0.4,4\nq2,A,0.7,1\nq2,B,0.3,2\n"
+    at.file_uploader(key="fid_upload").set_value(("shares.csv", shares.encode(), "text/csv")).run()
+    assert any("shares.csv, lines 2-3: the real answers of scenario 'q1' look like shares" in e
+               and "must hold counts" in e for e in errors(at))
     at.file_uploader(key="fid_upload").set_value(("bin.csv", b"scenario\n\xff\xfe", "text/csv")).run()
     assert any("bin.csv, line 2: not UTF-8" in e for e in errors(at))
     assert not at.exception
@@ -117,3 +135,75 @@ def test_unreachable_model_is_a_short_error(make_app):
     at.button(key="fidelity_sim_run").click().run()
     assert not at.exception
     assert errors(at) and not any("Traceback" in e for e in errors(at))
+
+
+def _survey_app(make_app, srv, **state):
+    model = [{"backend": "openai", "name": "survey-model", "base_url": srv.base_url,
+              "max_retries": 0, "label": "survey"}]
+    return make_app(models=model, page=PAGE, w_fid_source="Simulate now", **state)
+
+
+def test_changed_input_after_a_simulation_marks_it_outdated(make_app):
+    """QA M1: changing k after a simulation crashed the page (TypeError: unhashable type:
+    'list', the page's signature was a JSON list); the old results stay, marked outdated
+    naming what changed, and setting k back clears the marker."""
+    with SurveyModel() as srv:
+        at = _survey_app(make_app, srv, w_fid_questions=2, w_fid_k=3)
+        at.button(key="fidelity_sim_run").click().run()
+        assert not at.exception and not errors(at), errors(at)
+        assert not any("Outdated" in w for w in warnings(at))
+        at.number_input(key="w_fid_k").set_value(4).run()
+        assert not at.exception, at.exception
+        assert any("Outdated:" in w and "(k)" in w for w in warnings(at)), warnings(at)
+        assert [h.value for h in at.subheader] == ["Results"]          # the old results stay
+        at.number_input(key="w_fid_temperature").set_value(0.5).run()
+        assert any("(k, temperature)" in w for w in warnings(at)), warnings(at)
+        at.number_input(key="w_fid_k").set_value(3).run()
+        at.number_input(key="w_fid_temperature").set_value(1.0).run()
+        assert not at.exception and not any("Outdated" in w for w in warnings(at))
+
+
+def test_changed_inputs_of_any_json_never_raise():
+    """The runner names changed fields only for an object of jobs; any other JSON (a list,
+    as the fidelity page once sent) is 'outdated' without names, never a TypeError."""
+    from ui.runner import _changed_inputs
+
+    assert _changed_inputs('[["q1"], [{"a": 1}]]', '[["q1"], [{"a": 2}]]') == ""
+    assert _changed_inputs('{"job": {"samples": 3}}', '{"job": {"samples": 4}}') == " (k)"
+
+
+def test_no_guarantee_below_one_half_and_no_success_style(page):
+    """QA M2: with γ < ½ nothing on the page states a guarantee; the verdicts only describe
+    these questions, so none is drawn as a success."""
+    at = page()
+    at.number_input(key="w_fid_gamma").set_value(0.45).run()
+    assert not at.exception and not errors(at)
+    assert not successes(at)
+    text = " ".join(captions(at) + infos(at) + warnings(at))
+    assert "with probability ≥" not in text and "guaranteed on at least" not in text
+    assert any("No guarantee: with γ = 0.45 < ½" in c for c in captions(at))
+    assert any(i.startswith(CLOSE_BIASED + "; with γ = 0.45 < ½ that describes these questions "
+                            "only: no guarantee.") for i in infos(at))
+
+
+def test_few_questions_verdicts_are_not_successes(page):
+    """QA M3: three questions decide a pair on these questions only: said so, not in green."""
+    at = page(w_fid_source="Upload a CSV")
+    text = ("scenario,option,real,good,bad\nq1,x,60,0.6,0.1\nq1,y,40,0.4,0.9\n"
+            "q2,x,20,0.25,0.9\nq2,y,80,0.75,0.1\nq3,x,50,0.5,0.2\nq3,y,50,0.5,0.8\n")
+    at.file_uploader(key="fid_upload").set_value(("three.csv", text.encode(), "text/csv")).run()
+    assert not at.exception and not errors(at)
+    assert not successes(at)
+    assert ("good is at least as good as bad on at least 90 % of these questions (worst case "
+            "over their confidence sets); no guarantee for new questions yet.") in infos(at)
+    assert any("No guarantee for new questions yet: with m = 3 questions" in c
+               for c in captions(at))
+
+
+def test_captions_follow_alpha(page):
+    """QA minor 10: the chart's caption followed a hard-coded τ = 0.9, 90 %."""
+    at = page()
+    at.number_input(key="w_fid_alpha").set_value(0.01).run()
+    assert not at.exception and not errors(at)
+    cap = next(c for c in captions(at) if c.startswith("Each curve"))
+    assert "τ = 0.99, 99 % of questions" in cap and "0.9," not in cap and "90 %" not in cap
