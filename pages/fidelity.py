@@ -80,10 +80,13 @@ with right:
                     help="Guarantee and comparisons for at least 1 − α of questions.")
     if data is not None and data.kind == "values":
         c1, c2 = st.columns(2)
-        c1.number_input("σ (w1)", 0.001, 1e6, key="w_fid_sigma",
-                        help="Sub-Gaussian scale of the real values.")
+        if ss["w_fid_loss"] == "w1":
+            c1.text_input("σ (w1)", key="w_fid_sigma", placeholder="pooled SD of the data",
+                          help="Sub-Gaussian scale of the real values; empty: their pooled "
+                          "standard deviation (as `dbpa fidelity`).")
         c2.text_input("Bounds a, b", key="w_fid_bounds", placeholder="the data's range",
-                      help="The range of the values (squared, absolute, uniform).")
+                      help="The range of the values (squared, absolute, and the uniform "
+                      "simulator).")
 
 if source == "Simulate now":
     st.markdown("**Simulate respondents**")
@@ -117,6 +120,8 @@ if source == "Simulate now":
         est = fid.estimate(questions, picked, settings, state.cache())
         with st.expander("The first prompt"):
             st.code(fid.first_prompt(questions, settings), language=None)
+        if lacking := fid.replay_shortfall(questions, picked, settings):
+            raise ValueError(lacking)
         tasks = {"simulation": fid.simulation_task(questions, picked, settings, state.cache(),
                                                    ss["api_keys"])}
         signature = fid.simulation_signature(questions, picked, settings)
@@ -138,7 +143,8 @@ if source == "Simulate now":
         else:
             made_with = ss["results_meta"].get(f"{KEY}_sim", {}).get("signature")
             data, fingerprint = sim.data, f"sim:{made_with}"   # the inputs it was made from
-    elif data_error is None:
+    elif data_error is None and tasks is not None and not \
+            ss["results_meta"].get(f"{KEY}_sim", {}).get("failed"):
         st.info("Press **Simulate answers** to draw the simulated respondents.",
                 icon=":material/play_arrow:")
 
@@ -150,13 +156,15 @@ elif data is not None:
         settings = {"loss": ss["w_fid_loss"], "gamma": float(ss["w_fid_gamma"]),
                     "eta": float(ss["w_fid_eta"]), "alpha": float(ss["w_fid_alpha"])}
         if data.kind == "values":
-            settings.update(sigma=float(ss["w_fid_sigma"]), bounds=fid.parse_bounds(ss["w_fid_bounds"]))
+            settings["bounds"] = fid.parse_bounds(ss["w_fid_bounds"])
+            if settings["loss"] == "w1":
+                settings["sigma"] = fid.parse_sigma(ss["w_fid_sigma"])
         key = fid.analysis_key(fingerprint, settings)
         memo = ss.get("_fid_memo")
+        bar = st.empty()   # drawn on every rerun: the tabs below keep their place (and tab)
         if memo and memo[0] == key:
             result = memo[1]
         else:
-            bar = st.empty()
             result = fid.analyse(data, settings, progress=lambda p: bar.progress(
                 p.done / max(p.total, 1), text=f"Computing the curves: {p.detail}"))
             bar.empty()
@@ -201,19 +209,24 @@ if result is not None:
         pick = st.selectbox("Question", range(len(labels)), format_func=labels.__getitem__,
                             key=f"{KEY}_question")
         st.plotly_chart(figs.distribution_figure(result, pick), key=f"{KEY}_dist")
-        st.dataframe(fid.question_table(result, pick), hide_index=True, key=f"{KEY}_qtable")
+        qtable = fid.question_table(result, pick)
+        st.dataframe(qtable, hide_index=True, key=f"{KEY}_qtable", column_config={
+            c: st.column_config.NumberColumn(format="%.4f")
+            for c in qtable.columns if c not in ("simulator", "answers")})
     if sim is not None:
         with tabs[1]:
             only = st.checkbox("Only unparsed answers", value=True, key=f"{KEY}_only_unparsed")
             st.dataframe(fid.unparsed_table(sim, only_unparsed=only), hide_index=True,
                          key=f"{KEY}_answers")
-    stem = fid.file_stem(ss.get("w_audit_name") or "fidelity", result.created_at)
+    run_name = (ss.get("w_audit_name") or "").strip()
+    stem = fid.file_stem(run_name or "fidelity", result.created_at)
+    title = f"Simulator fidelity: {run_name}" if run_name else "Simulator fidelity"
     files = [("Results JSON", result.to_json, "fidelity.json", "application/json",
               ":material/data_object:"),
              ("Questions CSV", result.to_csv, "fidelity.csv", "text/csv", ":material/table:"),
              ("Pairs CSV", result.comparisons_csv, "comparisons.csv", "text/csv",
               ":material/compare_arrows:"),
-             ("Report HTML", lambda: figs.html_report(result), "report.html", "text/html",
+             ("Report HTML", lambda: figs.html_report(result, title=title), "report.html", "text/html",
               ":material/description:")]
     if sim is not None and sim.data is not None:
         files += [("Data CSV", sim.data.to_csv, "data.csv", "text/csv", ":material/dataset:"),

@@ -65,6 +65,8 @@ def test_fidelity_json_has_what_the_issue_asks(result, tmp_path):
     assert doc["settings"]["loss"] == "tv" and doc["guarantee"]["level"] == result.guaranteed_level
     csv_lines = (tmp_path / "out" / "fidelity.csv").read_text().splitlines()
     assert len(csv_lines) == 41 and csv_lines[0].startswith("scenario,n_real,options,radius,sim-close")
+    # the settings travel with the numbers (QA review 2: the file alone did not say its loss)
+    assert csv_lines[0].endswith(",loss,gamma,eta,alpha") and csv_lines[1].endswith(",tv,0.5,0.05,0.1")
     html = (tmp_path / "out" / "report.html").read_text()
     assert "<svg" in html and "sim-close is at least as good as sim-biased" in html
     assert doc["guarantee"]["status"] == "holds" and doc["guarantee"]["reason"] is None
@@ -245,3 +247,19 @@ def test_few_real_answers_are_named():
     note = next(w for w in r.warnings if "fewer than 10 real answers" in w)
     assert note.startswith("2 of 4 questions have fewer than 10 real answers (q1: n = 1, q2: n = 5)")
     assert not any("fewer than 10 real answers" in w for w in run_fidelity(sample_data()).warnings)
+
+
+def test_settings_that_do_not_apply_are_named_not_silently_ignored():
+    """QA review 2: `--loss w1 --bounds 0,1` on option data was accepted and ignored."""
+    import warnings as w
+
+    with w.catch_warnings():
+        w.simplefilter("ignore")
+        r = run_fidelity(sample_data(), loss="w1", bounds=(0, 1))
+        assert any(x.startswith("bounds given but not used: the data are answers over options")
+                   for x in r.warnings)
+        assert not any("not used" in x for x in run_fidelity(sample_data()).warnings)
+        values = from_arrays([[1, 2, 3], [4, 5, 6]], {"a": [[2, 2], [5, 5]]}, kind="values")
+        r = run_fidelity(values, loss="squared", sigma=1.0, bounds=(0, 10))
+        assert any(x.startswith("σ given but not used: σ applies to loss w1, not squared")
+                   for x in r.warnings)

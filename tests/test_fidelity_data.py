@@ -228,3 +228,13 @@ def test_real_given_as_shares_is_refused_with_the_fix():
 def test_counts_of_one_respondent_and_weighted_counts_are_counts():
     d = parse_csv("scenario,option,real\na,x,1\na,y,0\nb,x,2.5\nb,y,7.25\n")
     assert [s.n for s in d.scenarios] == [1.0, 9.75]
+
+
+def test_probabilities_that_do_not_sum_to_one_are_named():
+    """QA review 2: 0.5 and 0.6 were read as counts without a word (a typo goes unseen)."""
+    d = parse_csv("scenario,option,real,sim,ok\na,x,3,0.5,0.5\na,y,4,0.6,0.5\n"
+                  "b,x,5,0.2,0.2\nb,y,6,0.8,0.8\n")
+    assert d.sim_kinds == {"sim": "counts", "ok": "probabilities"}
+    assert len(d.notes) == 1 and d.notes[0].startswith("Simulator 'sim' looks like probabilities "
+                                                       "that do not sum to 1")
+    assert not parse_csv("scenario,option,real,sim\na,x,3,2\na,y,4,1\nb,x,5,0\nb,y,6,1\n").notes

@@ -35,7 +35,7 @@ DEFAULTS: dict[str, Any] = {
     "w_fid_gamma": 0.5,
     "w_fid_eta": 0.05,
     "w_fid_alpha": 0.1,
-    "w_fid_sigma": 1.0,
+    "w_fid_sigma": "",
     "w_fid_bounds": "",
     "w_fid_questions": 6,
     "w_fid_k": 10,
@@ -122,6 +122,48 @@ def parse_bounds(text: str) -> tuple[float, float] | None:
     return (a, b)
 
 
+def parse_sigma(text: str) -> float | None:
+    """'1.5' -> 1.5; empty -> None (the pooled standard deviation, as the CLI); else ValueError."""
+    if not str(text or "").strip():
+        return None
+    try:
+        value = float(str(text).strip())
+    except ValueError:
+        value = float("nan")
+    if not (value > 0 and value < float("inf")):
+        raise ValueError(f"σ must be a positive number such as 1.5, or empty for the pooled "
+                         f"standard deviation; got {text!r}.")
+    return value
+
+
+def replay_shortfall(data: FidelityData, models: list[dict], settings: dict) -> str | None:
+    """When a chosen model is a replay file that lacks some of the simulation's prompts
+    (k answers each), one message saying so; else None. Checked before Simulate, as the
+    other pages check theirs."""
+    from dbpa_core.backends import BackendError
+    from dbpa_core.spec import model_label
+
+    from .runner import _available, _md
+
+    need = settings["samples"]
+    for m in models:
+        if m.get("backend") != "replay":
+            continue
+        prompts = [render_prompt(s, settings["template"], settings["persona"])
+                   for s in data.scenarios]
+        try:
+            lacking = [p for p in prompts if _available(m, p) < need]
+        except (OSError, ValueError, BackendError) as exc:
+            return f"The replay file of {_md(model_label(m))} cannot be read: {_md(exc)}"
+        if lacking:
+            return (f"The replay file of **{_md(model_label(m))}** holds fewer than {need} "
+                    f"recorded answers for {len(lacking)} of the {len(prompts)} survey prompts. "
+                    "A replay model answers only the prompts recorded in its file (the "
+                    "instant demo's recording holds the landing audit, not these questions): "
+                    "choose a live model, such as the embedded local one, to simulate.")
+    return None
+
+
 def analysis_key(fingerprint: str, settings: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps([fingerprint, settings], sort_keys=True,
                                      default=str).encode()).hexdigest()
@@ -196,14 +238,27 @@ def question_labels(result: FidelityResult) -> list[str]:
 
 
 def question_table(result: FidelityResult, index: int) -> pd.DataFrame:
-    """One question: each simulator's worst-case and best-case discrepancy."""
+    """One question: each simulator's sample size (its answers behind the bars), worst-case
+    and best-case discrepancy."""
     rows = []
     for s in result.simulators:
-        row = {"simulator": s.name, "worst case Δ̂": float(s.upper[index])}
+        row = {"simulator": s.name, "answers": sample_size_text(result, s.name, index),
+               "worst case Δ̂": float(s.upper[index])}
         if s.lower is not None:
             row["best case Δ⁻"] = float(s.lower[index])
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def sample_size_text(result: FidelityResult, name: str, index: int) -> str:
+    """How many answers a simulator's distribution on one question rests on: 'n = 3' for
+    counts, 'probabilities' when only shares were given, 'exact' for uniform."""
+    kind = result.data.sim_kinds.get(name)
+    if name == "uniform" or kind is None:
+        return "exact"
+    if kind == "counts":
+        return f"n = {float(result.data.simulated[name][index].sum()):g}"
+    return kind
 
 
 def unparsed_table(sim: SimulationResult, *, only_unparsed: bool = True) -> pd.DataFrame:
@@ -226,7 +281,8 @@ def file_stem(name: str, created: datetime) -> str:
 
 __all__ = ["DEFAULTS", "LOSS_TEXT", "SOURCES", "analyse", "analysis_key", "best_sentence",
            "curve_caption", "estimate", "file_stem", "first_prompt", "guarantee_sentence",
-           "losses_for", "parse_bounds", "persona_pairs", "question_labels", "question_table",
-           "read_upload", "sample_questions", "simulation_settings", "simulation_signature",
-           "simulation_task", "summary_table", "undecided_sentence", "unparsed_summary",
-           "unparsed_table", "verdicts"]
+           "losses_for", "parse_bounds", "parse_sigma", "persona_pairs", "question_labels",
+           "question_table", "read_upload", "replay_shortfall", "sample_questions",
+           "sample_size_text", "simulation_settings", "simulation_signature", "simulation_task",
+           "summary_table", "undecided_sentence", "unparsed_summary", "unparsed_table",
+           "verdicts"]

@@ -94,7 +94,10 @@ def distribution_figure(result: FidelityResult, index: int) -> go.Figure:
             if s.name == "uniform":
                 continue
             q = data.probabilities(s.name)[index]
-            fig.add_trace(go.Bar(x=opts, y=q, name=esc(s.name), marker_color=color_of(result, s.name),
+            name = esc(s.name)
+            if data.sim_kinds.get(s.name) == "counts":   # a 100 % bar may rest on one answer
+                name += f" (n = {float(data.simulated[s.name][index].sum()):g})"
+            fig.add_trace(go.Bar(x=opts, y=q, name=name, marker_color=color_of(result, s.name),
                                  hovertemplate="%{x}: %{y:.3f}<extra>" + esc(s.name) + "</extra>"))
         fig.add_trace(go.Scatter(x=opts, y=[1 / len(opts)] * len(opts), mode="lines",
                                  name="uniform", line=dict(color=UNIFORM_COLOR, dash="dot"),
@@ -128,9 +131,8 @@ def html_report(result: FidelityResult, figures: Mapping[str, go.Figure] | None 
                 title: str = "Simulator fidelity") -> str:
     """The library's report (escaped texts, tables, verdicts) with the Plotly charts inlined."""
     charts, first = [], True
-    for name, fig in (figures or fidelity_figures(result)).items():
-        charts.append(f"<h3>{esc(name)}</h3>" + fig.to_html(full_html=False,
-                                                           include_plotlyjs=True if first else False))
+    for fig in (figures or fidelity_figures(result)).values():   # each chart bears its title
+        charts.append(fig.to_html(full_html=False, include_plotlyjs=True if first else False))
         first = False
     return report_html(result, charts_html="".join(charts), title=title)
 

@@ -126,12 +126,18 @@ def _load(folder: str, precision: str):
         if key not in _LOADED:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             from transformers import AutoModelForCausalLM, AutoTokenizer
+            from transformers.utils import logging as hf_logging
 
+            shown = hf_logging.is_progress_bar_enabled()
+            hf_logging.disable_progress_bar()   # a 'Loading weights' bar amid the run's own
             try:
                 tok = AutoTokenizer.from_pretrained(folder)
                 model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch_dtype(precision))
             except (OSError, ValueError) as exc:
                 raise BackendError(f"Cannot load a Hugging Face model from {folder!r}: {exc}") from None
+            finally:
+                if shown:
+                    hf_logging.enable_progress_bar()
             model.eval()
             if tok.pad_token_id is None:
                 tok.pad_token = tok.eos_token

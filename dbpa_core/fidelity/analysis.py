@@ -372,8 +372,9 @@ class FidelityResult:
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False, allow_nan=False)
 
     def to_csv(self) -> str:
-        """One row per scenario: id, n, options, the set's radius, then each simulator's
-        upper (and lower) pseudo-discrepancy."""
+        """One row per scenario: id, n, options, the set's radius, each simulator's upper
+        (and lower) pseudo-discrepancy, then the settings (loss, gamma, eta, alpha), so the
+        file on its own says what its numbers are."""
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         head = ["scenario", "n_real", "options", "radius"]
@@ -381,14 +382,14 @@ class FidelityResult:
             head.append(f"{s.name}")
             if s.lower is not None:
                 head.append(f"{s.name} lower")
-        w.writerow(head)
+        w.writerow(head + ["loss", "gamma", "eta", "alpha"])
         for j, sc in enumerate(self.data.scenarios):
             row: list[Any] = [sc.id, _g(sc.n), len(sc.options), _g(self.radius[j])]
             for s in self.simulators:
                 row.append(_g(s.upper[j]))
                 if s.lower is not None:
                     row.append(_g(s.lower[j]))
-            w.writerow(row)
+            w.writerow(row + [self.loss, _g(self.gamma), _g(self.eta), _g(self.alpha)])
         return buf.getvalue()
 
     def comparisons_csv(self) -> str:
@@ -535,6 +536,13 @@ def run_fidelity(data: FidelityData, *, loss: str = "tv", gamma: float = 0.5,
     t0 = time.perf_counter()
     loss, gamma, eta, alpha, bounds = _iv(data, loss, gamma, eta, alpha, sigma, bounds)
     notes: list[str] = list(data.notes)
+    unused = [n for n, v, used in (("σ", sigma, data.kind == "values" and loss == "w1"),
+                                   ("bounds", bounds, data.kind == "values")) if v is not None
+              and not used]
+    if unused:
+        notes.append(f"{' and '.join(unused)} given but not used: "
+                     + ("the data are answers over options (bounds and σ apply to real values)."
+                        if data.kind == "categorical" else f"σ applies to loss w1, not {loss}."))
     if gamma < 0.5:
         notes.append(f"γ = {gamma:g} < ½: each confidence set covers the real distribution "
                      "less than half the time, so the calibrated curve V̂_m((1 + τ)/2) carries no "

@@ -435,8 +435,18 @@ def parse_csv(text: str, *, source: str = "<data>") -> FidelityData:
                                 f"{len(scenarios)}.")
     sim_t = {s: tuple(v) for s, v in simulated.items()}
     kinds = {s: (_kind_of(v) if categorical else "values") for s, v in sim_t.items()}
+    notes = tuple(f"Simulator {s!r} looks like probabilities that do not sum to 1 in every "
+                  "question (values between 0 and 1, not whole numbers); it is read as counts, "
+                  "each question's values divided by their sum. Check for a typo."
+                  for s, v in sim_t.items() if kinds[s] == "counts" and _share_like(v))
     return FidelityData("categorical" if categorical else "values", tuple(scenarios), sim_t,
-                        kinds, source)
+                        kinds, source, notes)
+
+
+def _share_like(answers: Sequence[np.ndarray]) -> bool:
+    """Every value within [0, 1] and some not whole: meant as probabilities."""
+    flat = np.concatenate([np.asarray(a, dtype=float) for a in answers])
+    return bool(np.all(flat <= 1.0) and np.any(flat != np.round(flat)))
 
 
 def read_text(path: str | os.PathLike) -> str:

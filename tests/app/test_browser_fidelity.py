@@ -81,6 +81,11 @@ def test_fidelity_page_in_a_real_browser(app_url, browser, survey, tmp_path):
     page.get_by_role("tab", name="Simulated answers").click()
     page.wait_for_timeout(1200)
     page.screenshot(path=str(shots() / "33-fidelity-answers.png"))
+    # QA review 2: ticking the checkbox reran the page and jumped back to "Per question"
+    page.get_by_text("Only unparsed answers").click()
+    page.wait_for_timeout(2500)
+    tab = page.get_by_role("tab", name="Simulated answers")
+    assert tab.get_attribute("aria-selected") == "true", "the tab jumped back"
     assert not dialogs, f"a name ran as code: {dialogs}"
     assert "Traceback" not in page.inner_text("body")
     page.close()

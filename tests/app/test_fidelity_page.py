@@ -207,3 +207,57 @@ def test_captions_follow_alpha(page):
     assert not at.exception and not errors(at)
     cap = next(c for c in captions(at) if c.startswith("Each curve"))
     assert "τ = 0.99, 99 % of questions" in cap and "0.9," not in cap and "90 %" not in cap
+
+
+def test_simulate_now_with_a_replay_model_is_checked_before_the_run(make_app):
+    """QA review 2, minor 7: with the demo recording selected the page offered an enabled
+    button and failed after pressing it; the check now comes first and the button is off."""
+    at = make_app(page=PAGE, w_fid_source="Simulate now", w_fid_questions=2, w_fid_k=2)
+    assert any("holds fewer than 2 recorded answers for 2 of the 2 survey prompts" in e
+               and "choose a live model" in e for e in errors(at)), errors(at)
+    assert at.button(key="fidelity_sim_run").disabled
+    assert not any("Press Simulate answers" in i for i in infos(at))   # no invitation to press
+    assert not at.exception
+
+
+def test_real_values_sigma_defaults_to_the_pooled_sd_as_the_cli(page):
+    """QA review 2, minor 3: the page sent σ = 1 while the CLI used the pooled SD, so the
+    same file gave two answers; σ is now empty by default (the pooled SD) and shown only
+    for w1."""
+    import warnings as w
+
+    from dbpa_core.fidelity import run_fidelity
+    from dbpa_core.fidelity.data import parse_csv
+
+    text = "scenario,real,a\ns1,1,2\ns1,3,2.5\ns2,4,4\ns2,5,1\ns3,2,2\ns3,6,5\n"
+    at = page(w_fid_source="Upload a CSV")
+    at.file_uploader(key="fid_upload").set_value(("v.csv", text.encode(), "text/csv")).run()
+    assert not errors(at) and not at.exception
+    shown = at.session_state["_fid_memo"][1]
+    with w.catch_warnings():
+        w.simplefilter("ignore")
+        cli = run_fidelity(parse_csv(text), loss="w1")
+    assert shown.sigma == pytest.approx(cli.sigma)
+    assert shown.simulator("a").auc_cal == pytest.approx(cli.simulator("a").auc_cal)
+    assert any("pooled" in x for x in warnings(at)), warnings(at)
+    at.text_input(key="w_fid_sigma").set_value("2").run()
+    assert at.session_state["_fid_memo"][1].sigma == 2.0
+    at.text_input(key="w_fid_sigma").set_value("-1").run()
+    assert any("σ must be a positive number" in e for e in errors(at))
+    at.selectbox(key="w_fid_loss").set_value("squared").run()
+    assert not [t for t in at.text_input if t.key == "w_fid_sigma"]      # no σ without w1
+    assert not errors(at) and not at.exception
+
+
+def test_drill_down_shows_each_simulators_sample_size(make_app):
+    """QA review 2, minor 9: a 100 % bar resting on one parsed answer looked confident."""
+    with SurveyModel() as srv:
+        at = _survey_app(make_app, srv, w_fid_questions=2, w_fid_k=3)
+        at.button(key="fidelity_sim_run").click().run()
+        assert not errors(at), errors(at)
+        qt = next(d.value for d in at.dataframe if "worst case Δ̂" in d.value.columns)
+        result = at.session_state["_fid_memo"][1]
+        n = result.data.simulated["survey"][0].sum()
+        assert list(qt["answers"]) == [f"n = {n:g}", "exact"]
+        fig = at.get("plotly_chart")[1].proto.spec
+        assert f"survey (n = {n:g})" in fig
