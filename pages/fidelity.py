@@ -29,7 +29,7 @@ st.markdown(
     "like these. Lower is better; the dashed curve is a simulator that answers uniformly at "
     "random.</div>", unsafe_allow_html=True)
 
-data, fingerprint, data_error, sim = None, None, None, None
+data, fingerprint, data_error, sim, own_questions = None, None, None, None, None
 left, right = st.columns([3, 2], gap="large")
 with left:
     st.markdown("**Data**")
@@ -58,9 +58,27 @@ with left:
                 st.caption(f"{data.m} questions and {len(data.simulators)} simulator column(s) "
                            f"read from {up.name}.")
     else:
-        st.caption("Ask models to answer the sample's questions as a respondent described by "
-                   "the fields below (their real answers are synthetic: use your own survey for "
-                   "real conclusions, e.g. with `dbpa fidelity --simulate`).")
+        st.radio("Questions", fid.QUESTION_SOURCES, key="w_fid_qsource", horizontal=True,
+                 help="Your CSV needs a question column (its real counts are what the "
+                 "simulated answers are compared with).")
+        if ss["w_fid_qsource"] == fid.QUESTION_SOURCES[0]:
+            st.caption("Ask models to answer the sample's questions as a respondent described "
+                       "by the fields below (their real answers are synthetic: use your own "
+                       "survey for real conclusions).")
+        else:
+            qup = st.file_uploader("Long CSV with a question column: scenario,option,real,"
+                                   "question", type=["csv"], key="fid_sim_upload",
+                                   help="The first non-empty question cell of each scenario is "
+                                   "asked; simulator columns in the file are left out.")
+            if qup is None:
+                data_error = "Upload a CSV with a question column, or ask the sample's questions."
+            else:
+                try:
+                    own_questions = fid.questions_of(fid.read_upload(qup.getvalue(), qup.name))
+                except FidelityDataError as exc:
+                    data_error = str(exc)
+                else:
+                    st.caption(f"{own_questions.m} questions read from {qup.name}.")
 with right:
     st.markdown("**Analysis**")
     losses = fid.losses_for(data) if data is not None else list(fid.LOSS_TEXT)
@@ -90,8 +108,12 @@ with right:
 
 if source == "Simulate now":
     st.markdown("**Simulate respondents**")
-    c1, c2, c3, c4 = st.columns(4)
-    c1.number_input("Questions", 2, 40, key="w_fid_questions", help="The sample's first ones.")
+    own = ss["w_fid_qsource"] != fid.QUESTION_SOURCES[0]
+    cols = st.columns(4)
+    if not own:   # the file's questions are all asked
+        cols.pop(0).number_input("Questions", 2, 40, key="w_fid_questions",
+                                 help="The sample's first ones.")
+    c2, c3, c4 = cols[:3]
     c2.number_input("Answers per question (k)", 1, 500, key="w_fid_k")
     c3.number_input("Temperature", 0.0, 2.0, key="w_fid_temperature", step=0.1)
     c4.number_input("Max tokens", 1, 400, key="w_fid_max_tokens")
@@ -110,9 +132,12 @@ if source == "Simulate now":
                      key="w_fid_template", height=170)
     values = {k: ss[k] for k in fid.DEFAULTS if k != "w_fid_persona"}
     values.update(w_fid_persona=ss["fid_persona"], seed=ss.get("w_seed", 0))
-    questions = fid.sample_questions(int(ss["w_fid_questions"]))
+    questions = own_questions if own else fid.sample_questions(int(ss["w_fid_questions"]))
     tasks, signature = None, None
     try:
+        if questions is None:   # said once, here, beside the button it keeps off
+            msg, data_error = data_error or "Upload a CSV with a question column.", None
+            raise ValueError(md_escape(msg))
         settings = fid.simulation_settings(values)
         picked = [models[m] for m in chosen]
         if not picked:

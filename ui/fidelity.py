@@ -27,10 +27,12 @@ from dbpa_core.sampling import Progress
 from .export import slug
 
 SOURCES = ("Sample data", "Upload a CSV", "Simulate now")
+QUESTION_SOURCES = ("The sample's", "From my CSV")
 LOSS_TEXT = {"tv": "total variation (tv)", "kl": "KL(real ‖ simulated)", "w1": "Wasserstein-1 (w1)",
              "squared": "squared error of the mean", "absolute": "absolute error of the mean"}
 DEFAULTS: dict[str, Any] = {
     "w_fid_source": SOURCES[0],
+    "w_fid_qsource": QUESTION_SOURCES[0],
     "w_fid_loss": "tv",
     "w_fid_gamma": 0.5,
     "w_fid_eta": 0.05,
@@ -66,6 +68,16 @@ def sample_questions(n: int) -> FidelityData:
     """The sample's first n questions (their real answers are synthetic)."""
     data = sample_data()
     return data.select(list(data.ids[:max(2, n)])).without_simulators()
+
+
+def questions_of(data: FidelityData) -> FidelityData:
+    """An uploaded file's questions for Simulate now: its real counts without its simulator
+    columns; FidelityDataError when it cannot be asked (no option or question column)."""
+    from dbpa_core.fidelity.simulate import _check_questions
+
+    questions = data.without_simulators()
+    _check_questions(questions)
+    return questions
 
 
 def persona_pairs(rows) -> list[tuple[str, str]]:
@@ -106,7 +118,9 @@ def simulation_signature(data: FidelityData, models: list[dict], settings: dict)
     """What a simulation's answers depend on, in the shape ``runner.task_section`` compares
     (a JSON object of jobs, each an object of fields), so that a changed input marks the
     results "Outdated … (k)" and names what changed."""
-    job = {"questions": list(data.ids), "models": list(models), **settings}
+    asked = [(s.id, s.question, list(s.options), s.real.tolist()) for s in data.scenarios]
+    job = {"questions": hashlib.sha256(json.dumps(asked).encode()).hexdigest()[:16],
+           "models": list(models), **settings}
     return json.dumps({"simulation": job}, default=str, sort_keys=True)
 
 
@@ -279,10 +293,10 @@ def file_stem(name: str, created: datetime) -> str:
     return f"{slug(name or 'fidelity')}_{created:%Y-%m-%d_%H%M}"
 
 
-__all__ = ["DEFAULTS", "LOSS_TEXT", "SOURCES", "analyse", "analysis_key", "best_sentence",
-           "curve_caption", "estimate", "file_stem", "first_prompt", "guarantee_sentence",
-           "losses_for", "parse_bounds", "parse_sigma", "persona_pairs", "question_labels",
-           "question_table", "read_upload", "replay_shortfall", "sample_questions",
-           "sample_size_text", "simulation_settings", "simulation_signature", "simulation_task",
-           "summary_table", "undecided_sentence", "unparsed_summary", "unparsed_table",
-           "verdicts"]
+__all__ = ["DEFAULTS", "LOSS_TEXT", "QUESTION_SOURCES", "SOURCES", "analyse", "analysis_key",
+           "best_sentence", "curve_caption", "estimate", "file_stem", "first_prompt",
+           "guarantee_sentence", "losses_for", "parse_bounds", "parse_sigma", "persona_pairs",
+           "question_labels", "question_table", "questions_of", "read_upload",
+           "replay_shortfall", "sample_questions", "sample_size_text", "simulation_settings",
+           "simulation_signature", "simulation_task", "summary_table", "undecided_sentence",
+           "unparsed_summary", "unparsed_table", "verdicts"]

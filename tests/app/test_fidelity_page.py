@@ -261,3 +261,36 @@ def test_drill_down_shows_each_simulators_sample_size(make_app):
         assert list(qt["answers"]) == [f"n = {n:g}", "exact"]
         fig = at.get("plotly_chart")[1].proto.spec
         assert f"survey (n = {n:g})" in fig
+
+
+OWN = ("scenario,option,real,old-sim,question\n"
+       "car,Yes,90,0.5,Do you own a car?\ncar,No,60,0.5,\n"
+       "pet,Yes,30,0.5,Do you have a pet?\npet,No,70,0.5,\n")
+
+
+def test_simulate_now_asks_the_questions_of_an_uploaded_csv(make_app):
+    """QA review 2: only the sample's questions could be simulated on the page; a survey's
+    own CSV with a question column is asked now, compared with its real counts."""
+    with SurveyModel() as srv:
+        at = _survey_app(make_app, srv, w_fid_k=4, w_fid_qsource="From my CSV")
+        assert any("Upload a CSV with a question column" in e for e in errors(at))
+        assert at.button(key="fidelity_sim_run").disabled
+        bad = "scenario,option,real\ncar,Yes,90\ncar,No,60\npet,Yes,30\npet,No,70\n"
+        at.file_uploader(key="fid_sim_upload").set_value(("bad.csv", bad.encode(), "text/csv")).run()
+        assert any("scenario 'car' has no question text" in e for e in errors(at)), errors(at)
+        assert at.button(key="fidelity_sim_run").disabled
+        at.file_uploader(key="fid_sim_upload").set_value(("own.csv", OWN.encode(), "text/csv")).run()
+        assert not errors(at), errors(at)
+        assert any("2 questions read from own.csv" in c for c in captions(at))
+        assert any("8 answers to ask (0 already cached, 8 calls)" in c for c in captions(at))
+        at.button(key="fidelity_sim_run").click().run()
+        assert not errors(at) and not at.exception, errors(at)
+        assert srv.requests == 8
+        result = at.session_state["_fid_memo"][1]
+        assert result.data.ids == ("car", "pet") and result.data.simulators == ("survey",)
+        assert [list(s.real) for s in result.data.scenarios] == [[90, 60], [30, 70]]
+        # another file with the same ids is another simulation: the old one is outdated
+        other = OWN.replace("Do you own a car?", "Do you drive?")
+        at.file_uploader(key="fid_sim_upload").set_value(("o2.csv", other.encode(), "text/csv")).run()
+        assert any("Outdated" in w and "(questions)" in w for w in warnings(at)), warnings(at)
+        assert not at.exception
