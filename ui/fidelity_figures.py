@@ -74,8 +74,10 @@ def curves_figure(result: FidelityResult, *, band: str | None = "all") -> go.Fig
                   annotation_text=f"τ = {t_star:g}", annotation_position="top left",
                   annotation_font=dict(size=11, color="#616E7C"))
     fig.update_xaxes(title_text="τ — share of questions", range=[0, 1])
+    tops = [float(np.nanmax(np.asarray(t.y, dtype=float))) for t in fig.data if len(t.y)]
+    top = max([t for t in tops if np.isfinite(t)] or [1.0]) or 1.0
     fig.update_yaxes(title_text=f"calibrated discrepancy V̂_cal(τ) ({esc(result.loss)})",
-                     rangemode="tozero")
+                     range=[0, top * 1.06])   # a flat curve at the top stays in view
     return _layout(fig, title="Calibrated quantile curves", height=460)
 
 
