@@ -142,7 +142,7 @@ if source == "Simulate now":
         picked = [models[m] for m in chosen]
         if not picked:
             raise ValueError("Choose at least one model.")
-        est = fid.estimate(questions, picked, settings, state.cache())
+        fid.estimate(questions, picked, settings, state.cache())   # a bad template stops here
         with st.expander("The first prompt"):
             st.code(fid.first_prompt(questions, settings), language=None)
         if lacking := fid.replay_shortfall(questions, picked, settings):
@@ -154,9 +154,10 @@ if source == "Simulate now":
         st.error(runner.friendly(exc) if not isinstance(exc, ValueError) else str(exc),
                  icon=":material/edit_note:")
 
-    def show_estimate() -> None:
-        st.caption(f"{est['answers']:,} answers to ask ({est['cached']:,} already cached, "
-                   f"{est['calls']:,} calls).")
+    def show_estimate() -> None:   # also redrawn after a run: counted anew from the cache
+        e = fid.estimate(questions, picked, settings, state.cache())
+        st.caption(f"{e['answers']:,} answers to ask ({e['cached']:,} already cached, "
+                   f"{e['calls']:,} calls).")
 
     results = runner.task_section(tasks, key=f"{KEY}_sim", label="Simulate answers",
                                   before=show_estimate, signature=signature)

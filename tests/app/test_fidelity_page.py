@@ -114,6 +114,8 @@ def test_simulate_now_against_a_server(make_app):
         at.button(key="fidelity_sim_run").click().run()
         assert not at.exception and not errors(at), errors(at)
         assert srv.requests == 18
+        # the estimate above the button is counted anew after the run (it offered 18 calls)
+        assert any("18 answers to ask (18 already cached, 0 calls)" in c.value for c in at.caption)
         result = at.session_state["_fid_memo"][1]
         assert [s.name for s in result.simulators] == ["survey", "uniform"] and result.m == 3
         unparsed = next(d.value for d in at.dataframe if "unparsed" in d.value.columns)
