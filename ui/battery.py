@@ -224,21 +224,17 @@ def replay_shortfall(spec) -> str | None:
     may send (RTI's every round included), one message saying how many and which; else
     None. Checked before Run, as the audit pages check theirs."""
     from dbpa_core.attacks.battery import prompts_needed
-    from dbpa_core.backends import BackendError
     from dbpa_core.spec import model_label
 
-    from .runner import _available, _md
+    from .runner import _md, replay_lacking
 
     m = spec.model
     if m.get("backend") != "replay":
         return None
     need = prompts_needed(spec)
-    try:
-        lacking = [p for p, n in need.items() if _available(m, p) < n]
-    except (OSError, ValueError, BackendError) as exc:
-        return f"The replay file of {_md(model_label(m))} cannot be read: {_md(exc)}"
-    if not lacking:
-        return None
+    lacking, unreadable = replay_lacking(m, need)
+    if unreadable or not lacking:
+        return unreadable
     first = " ".join(lacking[0].split())
     first = first if len(first) <= 80 else first[:77] + "..."
     return (f"The replay file of **{_md(model_label(m))}** holds no recorded answer for "

@@ -154,27 +154,26 @@ def replay_shortfall(data: FidelityData, models: list[dict], settings: dict) -> 
     """When a chosen model is a replay file that lacks some of the simulation's prompts
     (k answers each), one message saying so; else None. Checked before Simulate, as the
     other pages check theirs."""
-    from dbpa_core.backends import BackendError
     from dbpa_core.spec import model_label
 
-    from .runner import _available, _md
+    from .runner import _md, replay_lacking
 
-    need = settings["samples"]
-    for m in models:
-        if m.get("backend") != "replay":
-            continue
-        prompts = [render_prompt(s, settings["template"], settings["persona"])
-                   for s in data.scenarios]
-        try:
-            lacking = [p for p in prompts if _available(m, p) < need]
-        except (OSError, ValueError, BackendError) as exc:
-            return f"The replay file of {_md(model_label(m))} cannot be read: {_md(exc)}"
+    replays = [m for m in models if m.get("backend") == "replay"]
+    if not replays:
+        return None
+    need = {render_prompt(s, settings["template"], settings["persona"]): settings["samples"]
+            for s in data.scenarios}
+    for m in replays:
+        lacking, unreadable = replay_lacking(m, need)
+        if unreadable:
+            return unreadable
         if lacking:
-            return (f"The replay file of **{_md(model_label(m))}** holds fewer than {need} "
-                    f"recorded answers for {len(lacking)} of the {len(prompts)} survey prompts. "
-                    "A replay model answers only the prompts recorded in its file (the "
-                    "instant demo's recording holds the landing audit, not these questions): "
-                    "choose a live model, such as the embedded local one, to simulate.")
+            return (f"The replay file of **{_md(model_label(m))}** holds fewer than "
+                    f"{settings['samples']} recorded answers for {len(lacking)} of the "
+                    f"{len(need)} survey prompts. A replay model answers only the prompts "
+                    "recorded in its file (the instant demo's recording holds the landing "
+                    "audit, not these questions): choose a live model, such as the embedded "
+                    "local one, to simulate.")
     return None
 
 

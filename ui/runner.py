@@ -6,7 +6,7 @@ import json
 import logging
 import os
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -390,6 +390,20 @@ def _available(model: dict, prompt: str) -> int:
     return sum(n for (p, _m), n in counts.items() if p == prompt)
 
 
+def replay_lacking(model: dict, need: Mapping[str, int]) -> tuple[list[str], str | None]:
+    """The prompts of ``need`` (prompt → answers wanted) that the replay ``model`` holds
+    fewer times, in order, and None; or no prompts and a one-line message when its file
+    cannot be read. The pages check this before Run."""
+    try:
+        return [p for p, n in need.items() if _available(model, p) < n], None
+    except (OSError, BackendError) as exc:
+        return [], _unreadable(model, exc)
+
+
+def _unreadable(model: dict, exc: Exception) -> str:
+    return f"The replay file of {_md(model_label(model))} cannot be read: {_md(exc)}"
+
+
 def replay_shortfalls(specs: dict[str, AuditSpec]) -> str | None:
     """A message naming every prompt (and model) a replay file cannot answer k times, or
     None when every replay model holds what the audits need."""
@@ -404,7 +418,7 @@ def replay_shortfalls(specs: dict[str, AuditSpec]) -> str | None:
             try:
                 have = _available(m, arm.prompt)
             except (OSError, BackendError) as exc:
-                return f"The replay file of {model_label(m)} cannot be read: {exc}"
+                return _unreadable(m, exc)
             if have < spec.samples:
                 what = f"{arm.name} ({have} recorded)" if have else arm.name
                 lacking.setdefault(model_label(m), [])

@@ -172,3 +172,19 @@ def test_a_replay_file_without_the_battery_prompts_is_said_before_run(make_app, 
     assert not errors(at), errors(at)
     at.button(key="robustness_run").click().run()
     assert not at.exception and not errors(at), errors(at)
+
+
+def test_replay_checks_share_one_reading_of_the_file(tmp_path):
+    """The battery, fidelity and audit pages ask runner.replay_lacking: prompts held fewer
+    times than wanted, in order, or one escaped line when the file cannot be read."""
+    from ui.runner import replay_lacking
+
+    rec = tmp_path / "rec.jsonl"
+    rec.write_text("\n".join(json.dumps({"prompt": p, "response": r})
+                             for p, r in [("a", "1"), ("a", "2"), ("b", "1")]) + "\n")
+    model = {"backend": "replay", "file": str(rec), "label": "my_rec"}
+    assert replay_lacking(model, {"a": 2, "b": 2, "c": 1}) == (["b", "c"], None)
+    assert replay_lacking(model, {"a": 2, "b": 1}) == ([], None)
+    gone = dict(model, file=str(tmp_path / "gone.jsonl"))
+    lacking, message = replay_lacking(gone, {"a": 1})
+    assert lacking == [] and message.startswith(r"The replay file of my\_rec cannot be read: ")
