@@ -142,7 +142,7 @@ if source == "Simulate now":
         picked = [models[m] for m in chosen]
         if not picked:
             raise ValueError("Choose at least one model.")
-        fid.estimate(questions, picked, settings, state.cache())   # a bad template stops here
+        fid.check_simulation(questions, picked, settings)   # a bad template stops here
         with st.expander("The first prompt"):
             st.code(fid.first_prompt(questions, settings), language=None)
         if lacking := fid.replay_shortfall(questions, picked, settings):

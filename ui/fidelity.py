@@ -19,6 +19,7 @@ from dbpa_core.fidelity.simulate import (
     DEFAULT_TEMPLATE,
     SimulationResult,
     estimate_simulation,
+    plan_jobs,
     render_prompt,
     simulate,
 )
@@ -101,6 +102,12 @@ def simulation_settings(values: dict[str, Any]) -> dict[str, Any]:
 def first_prompt(data: FidelityData, settings: dict) -> str:
     """The prompt of the first question, as the model will read it."""
     return render_prompt(data.scenarios[0], settings["template"], settings["persona"])
+
+
+def check_simulation(data: FidelityData, models: list[dict], settings: dict) -> None:
+    """Raise what would stop the simulation (a bad template, questions without text) before
+    anything is drawn; the cache is not read (the estimate does that)."""
+    plan_jobs(data, models, **settings)
 
 
 def estimate(data: FidelityData, models: list[dict], settings: dict, cache) -> dict[str, int]:
@@ -293,9 +300,9 @@ def file_stem(name: str, created: datetime) -> str:
 
 
 __all__ = ["DEFAULTS", "LOSS_TEXT", "QUESTION_SOURCES", "SOURCES", "analyse", "analysis_key",
-           "best_sentence", "curve_caption", "estimate", "file_stem", "first_prompt",
-           "guarantee_sentence", "losses_for", "parse_bounds", "parse_sigma", "persona_pairs",
-           "question_labels", "question_table", "questions_of", "read_upload",
+           "best_sentence", "check_simulation", "curve_caption", "estimate", "file_stem",
+           "first_prompt", "guarantee_sentence", "losses_for", "parse_bounds", "parse_sigma",
+           "persona_pairs", "question_labels", "question_table", "questions_of", "read_upload",
            "replay_shortfall", "sample_questions", "sample_size_text", "simulation_settings",
            "simulation_signature", "simulation_task", "summary_table", "undecided_sentence",
            "unparsed_summary", "unparsed_table", "verdicts"]

@@ -11,6 +11,7 @@ from dbpa_core.fidelity import curve as cv
 from dbpa_core.fidelity.analysis import FidelityResult
 from dbpa_core.fidelity.report import COLORS, UNIFORM_COLOR, report_html
 
+from .fidelity import sample_size_text
 from .figures import _layout, esc
 
 REAL_COLOR = "#1F2933"
@@ -98,7 +99,7 @@ def distribution_figure(result: FidelityResult, index: int) -> go.Figure:
             q = data.probabilities(s.name)[index]
             name = esc(s.name)
             if data.sim_kinds.get(s.name) == "counts":   # a 100 % bar may rest on one answer
-                name += f" (n = {float(data.simulated[s.name][index].sum()):g})"
+                name += f" ({sample_size_text(result, s.name, index)})"
             fig.add_trace(go.Bar(x=opts, y=q, name=name, marker_color=color_of(result, s.name),
                                  hovertemplate="%{x}: %{y:.3f}<extra>" + esc(s.name) + "</extra>"))
         fig.add_trace(go.Scatter(x=opts, y=[1 / len(opts)] * len(opts), mode="lines",
