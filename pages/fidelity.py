@@ -29,6 +29,20 @@ st.markdown(
     "like these. Lower is better; the dashed curve is a simulator that answers uniformly at "
     "random.</div>", unsafe_allow_html=True)
 
+
+
+def upload(label: str, key: str, missing: str, *, help: str, read=lambda d: d):
+    """A long-CSV uploader: (``read`` of the data, None, the file), or (None, why not —
+    ``missing`` when no file is given —, the file)."""
+    up = st.file_uploader(label, type=["csv"], key=key, help=help)
+    if up is None:
+        return None, missing, None
+    try:
+        return read(fid.read_upload(up.getvalue(), up.name)), None, up
+    except FidelityDataError as exc:
+        return None, str(exc), up
+
+
 data, fingerprint, data_error, sim, own_questions = None, None, None, None, None
 left, right = st.columns([3, 2], gap="large")
 with left:
@@ -41,22 +55,16 @@ with left:
                    "counts and three simulated respondents with known flaws — sim-close, "
                    "sim-biased (leans to the last options) and sim-flat (half uniform).")
     elif source == "Upload a CSV":
-        up = st.file_uploader("Long CSV: scenario,option,real,<simulator>,… (or scenario,real,… "
-                              "for real-valued answers)", type=["csv"], key="fid_upload",
-                              help="real: counts of real answers. A simulator column holds counts, "
-                              "or probabilities when its values sum to 1 in every question. "
-                              "Optional: a question column (needed to simulate).")
-        if up is None:
-            data_error = "Upload a CSV, or use the sample data."
-        else:
-            try:
-                data = fid.read_upload(up.getvalue(), up.name)
-            except FidelityDataError as exc:
-                data_error = str(exc)
-            else:
-                fingerprint = hashlib.sha256(up.getvalue()).hexdigest()
-                st.caption(f"{data.m} questions and {len(data.simulators)} simulator column(s) "
-                           f"read from {up.name}.")
+        data, data_error, up = upload(
+            "Long CSV: scenario,option,real,<simulator>,… (or scenario,real,… for real-valued "
+            "answers)", "fid_upload", "Upload a CSV, or use the sample data.",
+            help="real: counts of real answers. A simulator column holds counts, or "
+            "probabilities when its values sum to 1 in every question. Optional: a question "
+            "column (needed to simulate).")
+        if data is not None:
+            fingerprint = hashlib.sha256(up.getvalue()).hexdigest()
+            st.caption(f"{data.m} questions and {len(data.simulators)} simulator column(s) "
+                       f"read from {up.name}.")
     else:
         st.radio("Questions", fid.QUESTION_SOURCES, key="w_fid_qsource", horizontal=True,
                  help="Your CSV needs a question column (its real counts are what the "
@@ -66,19 +74,14 @@ with left:
                        "by the fields below (their real answers are synthetic: use your own "
                        "survey for real conclusions).")
         else:
-            qup = st.file_uploader("Long CSV with a question column: scenario,option,real,"
-                                   "question", type=["csv"], key="fid_sim_upload",
-                                   help="The first non-empty question cell of each scenario is "
-                                   "asked; simulator columns in the file are left out.")
-            if qup is None:
-                data_error = "Upload a CSV with a question column, or ask the sample's questions."
-            else:
-                try:
-                    own_questions = fid.questions_of(fid.read_upload(qup.getvalue(), qup.name))
-                except FidelityDataError as exc:
-                    data_error = str(exc)
-                else:
-                    st.caption(f"{own_questions.m} questions read from {qup.name}.")
+            own_questions, data_error, up = upload(
+                "Long CSV with a question column: scenario,option,real,question",
+                "fid_sim_upload", "Upload a CSV with a question column, or ask the sample's "
+                "questions.", read=fid.questions_of,
+                help="The first non-empty question cell of each scenario is asked; simulator "
+                "columns in the file are left out.")
+            if own_questions is not None:
+                st.caption(f"{own_questions.m} questions read from {up.name}.")
 with right:
     st.markdown("**Analysis**")
     losses = fid.losses_for(data) if data is not None else list(fid.LOSS_TEXT)
