@@ -22,6 +22,7 @@ import numpy as np
 
 from .backends import Backend, GenerationParams, SampleRequest
 from .cache import Cache
+from .checks import CheckResult, audit_checks, checks_csv
 from .embedders import Embedder
 from .multitest import multiple_testing
 from .outputs import OutputDirError, check_out_dir, write_files  # noqa: F401 - re-exported
@@ -122,6 +123,7 @@ class AuditResult:
     roc: ROCResult | None
     usage: dict[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    checks: tuple[CheckResult, ...] = ()  # the spec's answer checks, per arm
 
     @property
     def mode(self) -> str:
@@ -143,6 +145,7 @@ class AuditResult:
             "usage": self.usage,
             "warnings": list(self.warnings),
             "attainable": self.spec.attainability().to_dict(),
+            "checks": [c.to_dict() for c in self.checks],
         }
         if arrays:
             for d, p in zip(out["perturbations"], self.perturbations, strict=False):
@@ -177,15 +180,18 @@ class AuditResult:
         return "\n".join(lines) + "\n"
 
     def write(self, out_dir) -> list[str]:
-        """Write results.json, results.csv and responses.jsonl; returns their paths.
+        """Write results.json, results.csv and responses.jsonl (and checks.csv when the spec
+        has checks); returns their paths.
 
         Atomic: every file is written in full to a temporary file in ``out_dir``
         first and only then renamed into place, so a failure (a full disk, an
         error) leaves the previous results untouched, never a mix of two runs.
         """
-        return write_files(out_dir, {"results.json": self.to_json(),
-                                     "results.csv": self.to_csv(),
-                                     "responses.jsonl": self.responses_jsonl()})
+        files = {"results.json": self.to_json(), "results.csv": self.to_csv(),
+                 "responses.jsonl": self.responses_jsonl()}
+        if self.spec.checks:
+            files["checks.csv"] = checks_csv(self.checks)
+        return write_files(out_dir, files)
 
 
 # --------------------------------------------------------------------------- planning
@@ -344,6 +350,7 @@ def run_audit(spec: AuditSpec, *, cache: Cache | None = None,
     targets = [r.p_value for r in results if r.role == "target"]
     if controls and targets:
         roc = roc_over_alpha(controls, targets)
+    checks = audit_checks(spec, sampled, sampler)  # judges asked through the sampler
     usage = dict(sampler.usage, seconds=round(time.perf_counter() - t0, 3))
     return AuditResult(spec, base, tuple(others), results, roc, usage,
-                       tuple(spec_warnings(spec)) + tuple(caught))
+                       tuple(spec_warnings(spec)) + tuple(caught), checks)

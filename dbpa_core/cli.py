@@ -46,6 +46,19 @@ def _table(result) -> str:
         if delta is not None:
             row += ("yes" if p.exceeds_min_effect else "no",)
         rows.append(row)
+    return _columns(rows)
+
+
+def _checks_table(result) -> str:
+    """The answer checks: base and perturbed rates (or mean words), the difference in
+    points (or words) with its 95 % interval, p and the adjusted p."""
+    from .checks import checks_table
+
+    return _columns(checks_table(result.checks))
+
+
+def _columns(rows) -> str:
+    """Rows of text (the header first) as aligned columns under a rule."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -121,6 +134,9 @@ def cmd_audit(args) -> int:
               "response is cached, so running again costs nothing.", file=sys.stderr)
         return 2
     print(_table(result))
+    if result.checks:
+        print("\nAnswer checks (perturbed minus base; rates in points, length in words):")
+        print(_checks_table(result))
     if result.roc is not None:
         print(f"\nROC over alpha: AUC = {result.roc.auc:.3f}; "
               f"TPR at FPR <= 5 %: {result.roc.tpr_at_fpr(0.05):.2f}")

@@ -32,7 +32,7 @@ ROLES = ("control", "target")
 TOP_KEYS = {"name", "description", "model", "models", "embedder", "samples", "temperature",
             "top_p", "max_tokens", "permutations", "measure", "correction", "alpha", "seed",
             "system_prompt", "base", "perturbations", "prices", "sequential", "min_effect",
-            "null"}
+            "null", "checks"}
 MODEL_KEYS = {"backend", "name", "label", "base_url", "api_key_env", "path", "file",
               "concurrency", "max_retries", "timeout", "n_per_request", "batch_size",
               "temperature", "max_retry_wait", "max_response_mb"}
@@ -96,6 +96,12 @@ class AuditSpec:
     name: str = "audit"
     description: str = ""
     source: str = "<spec>"
+    checks: tuple = ()  # answer checks (dbpa_core.checks.Check)
+
+    def __post_init__(self):
+        if any(isinstance(c, dict) for c in self.checks):  # as to_dict wrote them
+            from .checks import checks_from_dicts
+            object.__setattr__(self, "checks", checks_from_dicts(self.checks))
 
     @property
     def mode(self) -> str:
@@ -132,7 +138,7 @@ class AuditSpec:
             "max_tokens": self.max_tokens, "permutations": self.permutations,
             "measure": self.measure, "correction": self.correction, "alpha": self.alpha,
             "seed": self.seed, "sequential": self.sequential, "null": self.null,
-            "min_effect": self.min_effect,
+            "min_effect": self.min_effect, "checks": [c.to_dict() for c in self.checks],
         }
 
 
@@ -444,6 +450,8 @@ def parse_spec(data: str | dict, *, source: str = "<spec>", base_dir: str | os.P
     ``allow_key_env`` names environment variables that may be sent as API keys
     although they do not look like an LLM key (``dbpa --allow-key-env``).
     """
+    from .checks import parse_checks
+
     doc, raw = read_document(data, source)
     base_dir = Path(base_dir)
     top = _check_keys(doc, raw, TOP_KEYS, (), "the spec")
@@ -541,6 +549,7 @@ def parse_spec(data: str | dict, *, source: str = "<spec>", base_dir: str | os.P
         name=_get(doc, top, "name", (), str, Path(source).stem if source != "<spec>" else "audit"),
         description=_get(doc, top, "description", (), str, ""),
         source=source,
+        checks=parse_checks(doc, top.get("checks"), base_dir=base_dir, allow_key_env=allow_key_env),
     )
     _check_memory(doc, spec)
     return spec
@@ -616,6 +625,7 @@ def dump_spec(spec: AuditSpec, *, header: str | None = None) -> str:
     d = spec.to_dict()
     d.pop("mode", None)
     models = d.pop("models")
+    checks = d.pop("checks")
     base = {k: v for k, v in d.pop("base").items() if v is not None}
     perts = []
     for p in d.pop("perturbations"):
@@ -637,6 +647,8 @@ def dump_spec(spec: AuditSpec, *, header: str | None = None) -> str:
     out["base"] = base
     if perts:
         out["perturbations"] = perts
+    if checks:
+        out["checks"] = checks
     text = yaml.safe_dump(out, sort_keys=False, allow_unicode=True, width=100)
     return (f"# {header}\n" if header else "") + text
 
