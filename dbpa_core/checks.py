@@ -536,7 +536,7 @@ class CheckResult:
         line = (f"{head}, {_signed(self.difference * scale, digits)} {unit} "
                 f"[{_signed(lo * scale, digits)}, {_signed(hi * scale, digits)}], "
                 f"{_p_text(self.p_value)}")
-        if self.correction != "none" and self.p_adjusted is not None:
+        if self.p_adjusted is not None and _p_text(self.p_adjusted) != _p_text(self.p_value):
             line += f" (adjusted {_p_text(self.p_adjusted)})"
         return line + (f" {self.stars}" if self.stars else "")
 
@@ -554,7 +554,8 @@ class CheckResult:
                 "difference": self.difference,
                 "ci": list(self.ci) if self.ci is not None else None,
                 "p_value": self.p_value, "p_adjusted": self.p_adjusted,
-                "significant": self.significant, "stars": self.stars, "test": self.test,
+                "significant": self.significant, "stars": self.stars,
+                "correction": self.correction, "test": self.test,
                 "interval": self.interval, "text": self.text}
 
 
