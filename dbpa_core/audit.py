@@ -22,7 +22,7 @@ import numpy as np
 
 from .backends import Backend, GenerationParams, SampleRequest
 from .cache import Cache
-from .checks import CheckResult, audit_checks, checks_csv
+from .checks import CheckResult, audit_checks, checks_csv, judge_estimate
 from .embedders import Embedder
 from .multitest import multiple_testing
 from .outputs import OutputDirError, check_out_dir, write_files  # noqa: F401 - re-exported
@@ -225,21 +225,24 @@ def estimate(spec: AuditSpec, *, cache: Cache | None = None) -> dict[str, Any]:
     rows = []
     totals = {"calls": 0, "cached": 0, "input_tokens": 0, "output_tokens": 0, "cost": 0.0}
     unknown_price = set()
+    lines = []  # (arm, model, calls, cached, input tokens, output tokens)
     for arm in build_arms(spec):
         reqs = _requests(spec, arm)
         cached = sum(1 for r in reqs if is_cached(cache, arm.model, r))
         calls = len(reqs) - cached
         system = estimate_tokens(arm.system_prompt) if arm.system_prompt else 0
-        in_tok = calls * (estimate_tokens(arm.prompt) + system + 8)  # + chat-template overhead
-        out_tok = calls * spec.max_tokens
-        model_name = arm.model.get("name", "") if arm.model.get("backend") == "openai" else ""
+        lines.append((arm.name, arm.model, calls, cached,  # + chat-template overhead:
+                      calls * (estimate_tokens(arm.prompt) + system + 8), calls * spec.max_tokens))
+    lines += judge_estimate(spec, cache)  # the judges of model-graded checks
+    for name, model, calls, cached, in_tok, out_tok in lines:
+        model_name = model.get("name", "") if model.get("backend") == "openai" else ""
         price = price_of(model_name, spec.prices) if model_name else {"input": 0.0, "output": 0.0}
         if price is None:
             unknown_price.add(model_name)
             cost = float("nan")
         else:
             cost = in_tok / 1e6 * price["input"] + out_tok / 1e6 * price["output"]
-        rows.append({"arm": arm.name, "model": arm.model_label, "calls": calls, "cached": cached,
+        rows.append({"arm": name, "model": model_label(model), "calls": calls, "cached": cached,
                      "input_tokens": in_tok, "output_tokens": out_tok, "cost": cost})
         for k in ("calls", "cached", "input_tokens", "output_tokens"):
             totals[k] += rows[-1][k]

@@ -359,20 +359,12 @@ def judge_outcomes(checks: Sequence[Check], texts: Sequence[str], sampler, *, se
     a text that occurs twice is asked once. The judge answers at its model entry's
     ``temperature``, else 0 (its most likely reply).
     """
-    from .backends import GenerationParams
-    from .sampling import Job, requests_for
+    from .sampling import Job
 
     judges = [c for c in checks if c.kind == "judge"]
     unique = list(dict.fromkeys(texts))
-    jobs = []
-    for c in judges:
-        model = dict(c.judge_model or {})
-        params = GenerationParams(temperature=float(model.get("temperature", 0.0)), top_p=1.0,
-                                  max_tokens=c.max_tokens)
-        for t in unique:
-            prompt = JUDGE_PROMPT.format(answer=t, question=c.question)
-            req = requests_for(prompt, n=1, seed=seed, params=params)[0]
-            jobs.append(Job(model, req, f"judge: {c.name}"))
+    jobs = [Job(dict(c.judge_model or {}), _judge_request(c, t, seed), f"judge: {c.name}")
+            for c in judges for t in unique]
     records = sampler.sample(jobs, stage="judging") if jobs else []
     out: dict[str, list[bool | None]] = {}
     for j, c in enumerate(judges):
@@ -380,6 +372,57 @@ def judge_outcomes(checks: Sequence[Check], texts: Sequence[str], sampler, *, se
         verdict = {t: parse_yes_no(r.text) for t, r in zip(unique, replies, strict=True)}
         out[c.name] = [verdict[t] for t in texts]
     return out
+
+
+def _judge_request(check: Check, text: str, seed: int):
+    """The judge's request about one answer (its cache key follows from it)."""
+    from .backends import GenerationParams
+    from .sampling import requests_for
+
+    params = GenerationParams(temperature=float((check.judge_model or {}).get("temperature", 0.0)),
+                              top_p=1.0, max_tokens=check.max_tokens)
+    prompt = JUDGE_PROMPT.format(answer=text, question=check.question)
+    return requests_for(prompt, n=1, seed=seed, params=params)[0]
+
+
+def judge_estimate(spec, cache=None) -> list[tuple[str, Mapping[str, Any], int, int, int, int]]:
+    """What the judges of ``spec`` will ask, before anything is asked: per judge check,
+    ``(label, judge model, calls, cached, input tokens, output tokens)``.
+
+    Answers already in ``cache`` are known: each distinct one is asked once, and its reply
+    may be cached too. An answer still to be sampled counts as one call whose answer is
+    ``max_tokens`` long (an upper bound). Tokens at ~4 characters each, output at the
+    judge's ``max_tokens``.
+    """
+    from .audit import _requests, build_arms
+    from .pricing import estimate_tokens
+    from .sampling import backend_identity, is_cached, sample_key
+
+    judges = [c for c in spec.checks if c.model_graded]
+    if not judges:
+        return []
+    known: list[str] = []
+    unknown = 0
+    for arm in build_arms(spec):
+        reqs = _requests(spec, arm)
+        found = {}
+        if cache is not None:
+            keys = [sample_key(backend_identity(arm.model), r) for r in reqs]
+            found = {k: v["text"] for k, v in cache.get_many(keys).items()
+                     if isinstance(v, dict) and isinstance(v.get("text"), str)}
+        known += found.values()
+        unknown += len(reqs) - len(found)
+    known = list(dict.fromkeys(known))
+    rows = []
+    for c in judges:
+        model = c.judge_model or {}
+        todo = [t for t in known if not is_cached(cache, model, _judge_request(c, t, spec.seed))]
+        frame = estimate_tokens(JUDGE_PROMPT.format(answer="", question=c.question)) + 8
+        in_tok = sum(frame + estimate_tokens(t) for t in todo) + unknown * (frame + spec.max_tokens)
+        calls = len(todo) + unknown
+        rows.append((f"judge: {c.name}", model, calls, len(known) - len(todo), in_tok,
+                     calls * c.max_tokens))
+    return rows
 
 
 def outcomes(checks: Sequence[Check], texts: Sequence[str], sampler=None, *, seed: int = 0

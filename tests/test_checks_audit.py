@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from dbpa_core.audit import run_audit
+from dbpa_core.audit import estimate, run_audit
 from dbpa_core.cache import Cache
 from dbpa_core.cli import main
 from dbpa_core.history import History
@@ -131,3 +131,21 @@ checks:
     assert (by["valid JSON"].base_count, by["valid JSON"].count) == (0, 8)
     assert (by["jokes"].base_count, by["jokes"].count) == (0, 8)
     assert by["valid JSON"].significant and by["valid JSON"].difference == 1.0
+
+
+def test_estimate_counts_the_judges_calls(tmp_path, judge):
+    spec = load_spec(write_spec(tmp_path, extra=CHECKS + judge_check(judge) +
+                                "prices: {judge: {input: 1.0, output: 2.0}}\n"))
+    cache = Cache(tmp_path / "c")
+    est = estimate(spec, cache=cache)
+    (row,) = [r for r in est["arms"] if r["arm"] == "judge: recommends a statin"]
+    # nothing sampled yet: one call per answer (3 arms x 8), each answer at most max_tokens
+    assert (row["calls"], row["cached"], row["output_tokens"]) == (24, 0, 24 * 16)
+    assert row["model"] == "judge" and row["cost"] > 0
+    assert est["totals"]["calls"] == 24 + 24
+    run_audit(spec, cache=cache)
+    distinct = judge.requests
+    est = estimate(spec, cache=cache)
+    (row,) = [r for r in est["arms"] if r["arm"] == "judge: recommends a statin"]
+    assert (row["calls"], row["cached"], row["cost"]) == (0, distinct, 0.0)
+    assert est["totals"]["calls"] == 0
