@@ -57,6 +57,7 @@ TEXT_KINDS = ("contains", "absent", "regex")   # the kinds that take case_sensit
 CONFIDENCE = 0.95
 BOSCHLOO_MAX_N = 200   # answers in both arms; beyond, Boschloo's test is slow and ~ Fisher's
 JUDGE_MAX_TOKENS = 16
+PERMUTATION_BATCH = 4096  # random splits drawn at once: memory stays small at any B
 
 # --------------------------------------------------------------------------- refusals
 # What counts as a refusal: the answer declines to do what was asked. Each pattern is
@@ -91,12 +92,13 @@ _REFUSAL = re.compile("|".join(f"(?:{p})" for _, p in REFUSAL_PATTERNS), re.IGNO
 _WORD = re.compile(r"\S*\w\S*")
 
 
-def _plain(text: str) -> str:
+def _plain(text: str, *, collapse: bool = True) -> str:
     """Compatibility forms folded (NFKC), typographic apostrophes and quotes made plain,
-    runs of white space made one space: what every text check reads."""
+    and (``collapse``) runs of white space, line breaks included, made one space: what the
+    text checks read (a regex keeps the white space, to match lines)."""
     text = unicodedata.normalize("NFKC", text)
     text = text.replace("’", "'").replace("‘", "'").replace("“", '"').replace("”", '"')
-    return " ".join(text.split())
+    return " ".join(text.split()) if collapse else text
 
 
 def is_refusal(text: str) -> bool:
@@ -131,7 +133,7 @@ def parses_as_json(text: str) -> bool:
 
 # --------------------------------------------------------------------------- yes / no
 _THINK = re.compile(r"<think>.*?(?:</think>|$)", re.IGNORECASE | re.DOTALL)
-_VERDICT = re.compile(r"\b(?:answer|verdict)\s*(?:is|:)\s*[\"'*_`]*\s*(yes|no)\b", re.IGNORECASE)
+_VERDICT = re.compile(r"\b(?:answer|verdict)\s*(?:is\s*:?|:)\s*[\"'*_`]*\s*(yes|no)\b", re.IGNORECASE)
 _BOTH = re.compile(r"^(?:yes|no)\W+(?:and|or)\W+(?:yes|no)\b")
 
 
@@ -231,9 +233,11 @@ class Check:
             return is_refusal(text)
         if self.kind == "judge":
             raise ValueError("a judge check is graded by judge_outcomes(), not one by one")
-        plain = _plain(text)
         if self.kind == "regex":
-            return _compile(self.pattern or "", self.case_sensitive).search(plain) is not None
+            found = _compile(self.pattern or "", self.case_sensitive).search(
+                _plain(text, collapse=False))
+            return found is not None
+        plain = _plain(text)
         hay = plain if self.case_sensitive else plain.casefold()
         terms = [_plain(t) if self.case_sensitive else _plain(t).casefold() for t in self.terms]
         if self.kind == "absent":
@@ -242,7 +246,8 @@ class Check:
 
 
 def _compile(pattern: str, case_sensitive: bool) -> re.Pattern:
-    return re.compile(pattern, 0 if case_sensitive else re.IGNORECASE)
+    """A check's pattern: ``^`` and ``$`` match at every line, case ignored unless asked."""
+    return re.compile(pattern, re.MULTILINE | (0 if case_sensitive else re.IGNORECASE))
 
 
 # --------------------------------------------------------------------------- parsing
@@ -521,6 +526,7 @@ def permutation_p(a: Sequence[float], b: Sequence[float], *, n_permutations: int
         return 1.0
     res = permutation_test((a, b), diff, permutation_type="independent", vectorized=True,
                            n_resamples=n_permutations, alternative="two-sided",
+                           batch=PERMUTATION_BATCH,
                            rng=rng if rng is not None else np.random.default_rng(0))
     return float(min(1.0, res.pvalue))
 

@@ -85,6 +85,18 @@ def test_each_check_kind_counts_by_hand():
     assert not any(r.model_graded for r in res.values())
 
 
+def test_text_checks_read_lines_and_spacing():
+    checks = checks_of(r"""[{name: bp, contains: [blood pressure]},
+                            {name: bullets, regex: "^- "},
+                            {name: exact, contains: [NICE], case_sensitive: true}]""")
+    listed = "Advice:\n- lower your blood\n   pressure\n- see the NICE guideline"
+    prose = "Lower your Blood Pressure, as nice people do."
+    res = by_check(check_audit(checks, [Group("base", [listed]), Group("p", [prose])]))
+    assert (res["bp"].base_count, res["bp"].count) == (1, 1)   # line breaks and case
+    assert (res["bullets"].base_count, res["bullets"].count) == (1, 0)   # ^ at every line
+    assert (res["exact"].base_count, res["exact"].count) == (1, 0)
+
+
 REFUSALS = ["I can't help with that.", "I cannot provide medical advice.",
             "I’m sorry, but I can’t do that.", "I'm afraid I cannot answer this question.",
             "As an AI language model, I don't give prescriptions.", "I must decline.",
@@ -115,6 +127,7 @@ def test_refusal_patterns_are_documented():
     ("Answer: YES", True), ("Final answer: no", False), ("No.", False), ("**No**", False),
     ("No, it does not recommend one.", False),
     ("The answer mentions diet. So the answer is: no.", False),
+    ("The answer is: no. It mentions diet only.", False),
     ("<think>it says statin, so yes</think>\nNo", False),
     ("Yes and no", None), ("Maybe", None), ("", None), ("I cannot tell.", None),
     ("Yes. Final answer: no", None), (None, None),
