@@ -137,6 +137,9 @@ def cmd_audit(args) -> int:
     if result.checks:
         print("\nAnswer checks (perturbed minus base; rates in points, length in words):")
         print(_checks_table(result))
+        if any(c.model_graded for c in result.checks):
+            print("(model-graded): a judge model's yes or no, only as good as the judge; "
+                  "'+n?': replies that said neither, left out of the rate.")
     if result.roc is not None:
         print(f"\nROC over alpha: AUC = {result.roc.auc:.3f}; "
               f"TPR at FPR <= 5 %: {result.roc.tpr_at_fpr(0.05):.2f}")

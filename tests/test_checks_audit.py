@@ -46,6 +46,7 @@ def test_cli_audit_with_checks(tmp_path, capsys, judge):
     assert rc == 0
     printed = capsys.readouterr().out
     assert "Answer checks" in printed and "recommends a statin (model-graded)" in printed
+    assert "only as good as the judge" in printed
     data = json.loads((out / "results.json").read_text())
     rows = data["checks"]
     assert len(rows) == 5 * 2
