@@ -150,3 +150,29 @@ def test_estimate_counts_the_judges_calls(tmp_path, judge):
     (row,) = [r for r in est["arms"] if r["arm"] == "judge: recommends a statin"]
     assert (row["calls"], row["cached"], row["cost"]) == (0, distinct, 0.0)
     assert est["totals"]["calls"] == 0
+
+
+def test_example_spec_on_recorded_answers():
+    """examples/replay_checks.yaml: the checks on the recorded SmolLM2 answers, recounted."""
+    import re
+    from pathlib import Path
+
+    from dbpa_core.audit import build_arms
+    from dbpa_core.checks import Group, check_audit
+
+    root = Path(__file__).resolve().parents[1]
+    spec = load_spec(root / "examples" / "replay_checks.yaml")
+    assert [c.kind for c in spec.checks] == ["contains", "regex", "contains", "refusal", "words"]
+    rows = [json.loads(x) for x in (root / "assets" / "demo_replay.jsonl").read_text().splitlines()]
+    arms = build_arms(spec)
+    answers = {a.name: [r["response"] for r in rows if r["prompt"] == a.prompt] for a in arms}
+    assert all(len(v) == spec.samples for v in answers.values())
+    res = check_audit(spec.checks, [Group(a.name, answers[a.name]) for a in arms],
+                      correction=spec.correction, alpha=spec.alpha)
+    nice = {r.perturbation: r for r in res if r.check == "cites NICE"}
+    for arm in ("doctor", "comedian", "child"):
+        assert nice[arm].count == sum(bool(re.search(r"\bNICE\b", t)) for t in answers[arm])
+        assert nice[arm].base_count == sum(bool(re.search(r"\bNICE\b", t))
+                                           for t in answers["base"])
+    assert nice["child"].significant and nice["child"].difference < -0.3
+    assert not any(r.significant for r in res if r.check == "refuses")
