@@ -17,6 +17,17 @@ import threading
 from .local_http import LocalJSONServer
 
 GARBAGE_REPLY = "Hmm, hard to say."
+KEY_ENV, KEY = "DBPA_TEST_KEY", "sk-test-0123456789"
+
+
+def judge_check_yaml(srv: JudgeServer, indent: str = "") -> str:
+    """A spec's ``checks:`` entry "recommends a statin" judged by ``srv`` (a list item
+    indented by ``indent``); the key is read from ``KEY_ENV``."""
+    lines = ["- name: recommends a statin", "  judge:",
+             f'    model: {{backend: openai, name: judge, base_url: "{srv.base_url}",',
+             f"             api_key_env: {KEY_ENV}, max_retries: 0}}",
+             '    question: "Does the answer recommend a statin? Answer yes or no."']
+    return "".join(indent + line + "\n" for line in lines)
 
 
 def judge_reply(prompt: str) -> str:

@@ -31,7 +31,7 @@ from dbpa_core.multitest import multiple_testing
 from dbpa_core.sampling import Sampler
 from dbpa_core.spec import SpecError, dump_spec, parse_spec, read_document
 
-from .judge_model import JudgeServer
+from .judge_model import KEY, KEY_ENV, JudgeServer, judge_check_yaml
 
 BASE = ["Take a statin daily.", "STATINS help.", "Eat vegetables.",
         "I’m sorry, but I can’t help with that.", '{"drug": "statin"}']
@@ -245,23 +245,13 @@ def test_nothing_to_compare_is_left_out_of_the_family():
 # --------------------------------------------------------------------------- judge
 @pytest.fixture
 def judge(monkeypatch):
-    monkeypatch.setenv("DBPA_TEST_KEY", "sk-test-0123456789")
+    monkeypatch.setenv(KEY_ENV, KEY)
     with JudgeServer() as srv:
         yield srv
 
 
-def judge_yaml(srv) -> str:
-    return f"""
-- name: recommends a statin
-  judge:
-    model: {{backend: openai, name: judge, base_url: "{srv.base_url}", api_key_env: DBPA_TEST_KEY,
-             max_retries: 0}}
-    question: "Does the answer recommend a statin? Answer yes or no."
-"""
-
-
 def test_judge_yes_no_and_garbage_over_http(judge, tmp_path):
-    checks = checks_of(judge_yaml(judge))
+    checks = checks_of(judge_check_yaml(judge))
     base = ["Take a statin.", "Walk daily.", "banana bread", "statin please"]
     pert = ["Walk daily.", "statin ok", "banana", "Rest."]
     groups = [Group("base", base), Group("comedian", pert)]

@@ -11,7 +11,7 @@ from dbpa_core.cli import main
 from dbpa_core.history import History
 from dbpa_core.spec import load_spec
 
-from .judge_model import JudgeServer
+from .judge_model import KEY, KEY_ENV, JudgeServer, judge_check_yaml
 from .test_replay_cli import BASE, PROMPTS, write_recording, write_spec
 
 CHECKS = """checks:
@@ -22,24 +22,15 @@ CHECKS = """checks:
 """
 
 
-def judge_check(srv) -> str:
-    return f"""  - name: recommends a statin
-    judge:
-      model: {{backend: openai, name: judge, base_url: "{srv.base_url}",
-               api_key_env: DBPA_TEST_KEY, max_retries: 0}}
-      question: "Does the answer recommend a statin? Answer yes or no."
-"""
-
-
 @pytest.fixture
 def judge(monkeypatch):
-    monkeypatch.setenv("DBPA_TEST_KEY", "sk-test-0123456789")
+    monkeypatch.setenv(KEY_ENV, KEY)
     with JudgeServer() as srv:
         yield srv
 
 
 def test_cli_audit_with_checks(tmp_path, capsys, judge):
-    spec = write_spec(tmp_path, extra=CHECKS + judge_check(judge))
+    spec = write_spec(tmp_path, extra=CHECKS + judge_check_yaml(judge, "  "))
     out = tmp_path / "out"
     rc = main(["--cache-dir", str(tmp_path / "c"), "audit", str(spec), "--out", str(out),
                "--quiet"])
@@ -135,7 +126,7 @@ checks:
 
 
 def test_estimate_counts_the_judges_calls(tmp_path, judge):
-    spec = load_spec(write_spec(tmp_path, extra=CHECKS + judge_check(judge) +
+    spec = load_spec(write_spec(tmp_path, extra=CHECKS + judge_check_yaml(judge, "  ") +
                                 "prices: {judge: {input: 1.0, output: 2.0}}\n"))
     cache = Cache(tmp_path / "c")
     est = estimate(spec, cache=cache)
