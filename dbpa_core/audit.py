@@ -231,8 +231,8 @@ def estimate(spec: AuditSpec, *, cache: Cache | None = None) -> dict[str, Any]:
         cached = sum(1 for r in reqs if is_cached(cache, arm.model, r))
         calls = len(reqs) - cached
         system = estimate_tokens(arm.system_prompt) if arm.system_prompt else 0
-        lines.append((arm.name, arm.model, calls, cached,  # + chat-template overhead:
-                      calls * (estimate_tokens(arm.prompt) + system + 8), calls * spec.max_tokens))
+        in_tok = calls * (estimate_tokens(arm.prompt) + system + 8)  # + chat-template overhead
+        lines.append((arm.name, arm.model, calls, cached, in_tok, calls * spec.max_tokens))
     lines += judge_estimate(spec, cache)  # the judges of model-graded checks
     for name, model, calls, cached, in_tok, out_tok in lines:
         model_name = model.get("name", "") if model.get("backend") == "openai" else ""
