@@ -144,6 +144,15 @@ def test_newcombe_matches_statsmodels(x1, n1, x2, n2):
     assert newcombe_interval(x1, n1, x2, n2) == pytest.approx((lo, hi), abs=1e-12)
 
 
+def test_newcombe_every_table_of_small_arms():
+    for n1, n2 in [(1, 1), (1, 3), (2, 7), (7, 7)]:
+        for x1, x2 in itertools.product(range(n1 + 1), range(n2 + 1)):
+            lo, hi = newcombe_interval(x1, n1, x2, n2)
+            ref = confint_proportions_2indep(x2, n2, x1, n1, method="newcomb", compare="diff")
+            assert (lo, hi) == pytest.approx(ref, abs=1e-12)
+            assert -1 <= lo <= x2 / n2 - x1 / n1 <= hi <= 1
+
+
 def test_newcombe_published_values():
     # Newcombe (1998), Statistics in Medicine 17:873, table II, method 10
     assert newcombe_interval(48, 80, 56, 70) == pytest.approx((0.0524, 0.3339), abs=1e-4)
