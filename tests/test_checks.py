@@ -382,3 +382,12 @@ def test_results_are_json_ready():
     row = json.loads(text)[0]
     assert {"check", "perturbation", "model", "base", "value", "difference", "ci", "p_value",
             "p_adjusted", "significant", "model_graded"} <= set(row)
+
+
+def test_readme_shows_the_judge_prompt_as_sent():
+    from pathlib import Path
+
+    from dbpa_core.checks import JUDGE_PROMPT
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert JUDGE_PROMPT.format(answer="<the answer>", question="<your question>") in readme
