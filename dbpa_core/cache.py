@@ -44,6 +44,8 @@ from typing import Any
 
 import numpy as np
 
+from ._validate import valid_unicode
+
 DEFAULT_SIZE_LIMIT = 2 * 1024**3  # 2 GiB
 CLAIM_TTL = 6 * 3600.0  # a claim's last-resort lifetime; liveness comes from the heartbeat
 HEARTBEAT_TTL = 45.0  # a run that has not beaten for this long is gone: its claims are broken
@@ -94,9 +96,12 @@ def encode_value(value: Any) -> str | bytes:
         header = json.dumps({"dtype": arr.dtype.str, "shape": list(arr.shape)}).encode()
         return _ARRAY_MAGIC + header + b"\n" + arr.tobytes()
     try:
-        return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError) as exc:
         raise TypeError(f"the cache stores JSON data and float arrays only: {exc}") from None
+    # never a lone surrogate (it cannot be written as UTF-8: the write would fail and lose
+    # what arrived); the entry points replace and count them, this is the last guard
+    return valid_unicode(text)[0]
 
 
 def decode_value(raw: Any) -> Any:
@@ -119,7 +124,7 @@ def decode_value(raw: Any) -> Any:
     if isinstance(raw, str):
         try:
             return json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
     return None
 
