@@ -257,10 +257,10 @@ class OpenAIClientSettings:
             "max_response_mb in the spec if that is expected, or lower max_tokens.")
 
     def _beyond_max_tokens(self, limit: int, max_tokens: int, n: int) -> ResponseTooLargeError:
-        choices = f"{n} answers" if n > 1 else "an answer"
+        what = f"{n} answers of" if n > 1 else "an answer of"
         return ResponseTooLargeError(
-            f"{self.host} sent more than max_tokens = {max_tokens} allows ({choices} of over "
-            f"{limit / 1024:.0f} KB, where {max_tokens} tokens need at most that): the server "
+            f"{self.host} sent more than max_tokens = {max_tokens} allows (over "
+            f"{limit / 1024:.0f} KB, the most {what} {max_tokens} tokens can take): the server "
             "ignores max_tokens. The answer was refused unread and nothing of it was cached; "
             "fix the server's limit or raise max_tokens in the spec.")
 
