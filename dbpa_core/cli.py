@@ -6,7 +6,7 @@
     dbpa fidelity DATA.csv --loss tv --gamma 0.5 --eta 0.05 --out DIR | --simulate SPEC.yaml
     dbpa cache info | clear
     dbpa sensitivity SPEC.yaml --measures all --embedders spec,bleu --lengths 100,300,900 --out DIR
-    dbpa import FILE [--from promptfoo|openai-batch|csv|jsonl] --out replay.jsonl
+    dbpa import FILE [--from promptfoo|openai-batch|csv|jsonl] --out replay.jsonl [--force]
     dbpa history [--model M] [--prompt P] [--since DATE] [--until DATE] [--json]
     dbpa history show ID | compare A B | delete ID... --yes
 
@@ -427,7 +427,8 @@ def build_parser() -> argparse.ArgumentParser:
     for p in (a, e, k):
         p.add_argument("--allow-key-env", action="append", default=[], metavar="NAME",
                        help="let the spec send this environment variable as an API key although "
-                       "it does not look like an LLM key (specs are trusted input; repeatable)")
+                       "it is not an LLM provider's key variable (a spec alone never can; "
+                       "repeatable; or list it under allow_key_env in $DBPA_HOME/settings.yaml)")
     from .fidelity.command import add_parser as add_fidelity
 
     add_fidelity(sub).set_defaults(func=cmd_fidelity)

@@ -570,7 +570,7 @@ def _test(d: Mapping[str, Any]) -> DBPAResult:
 
 # what a garbled row raises when it is read back (zlib, JSON, numpy's "pickled data", ...)
 _GARBLED = (zlib.error, ValueError, TypeError, KeyError, IndexError, EOFError, AttributeError,
-            OSError)
+            OSError, RecursionError)
 
 
 def _why(exc: BaseException) -> str:

@@ -289,6 +289,9 @@ def _jsonl_objects(text: str) -> Iterator[tuple[int, Any, str | None]]:
             except json.JSONDecodeError as exc:
                 yield lineno, None, f"not valid JSON ({exc.msg}, column {exc.colno})"
                 break
+            except RecursionError:
+                yield lineno, None, "not valid JSON here (nested too deeply)"
+                break
             yield lineno, obj, None
 
 
@@ -331,7 +334,7 @@ def _array_offsets(text: str, keys: Sequence[str]) -> list[int] | None:
             if text[i] == ",":
                 i = _skip_ws(text, i + 1)
         return out
-    except (IndexError, json.JSONDecodeError):
+    except (IndexError, json.JSONDecodeError, RecursionError):
         return None
 
 
@@ -462,7 +465,7 @@ def import_promptfoo(path: str | os.PathLike, *, keep_cached_copies: bool = Fals
         if raw.lstrip().startswith("["):
             try:
                 msgs = json.loads(raw)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 msgs = None
             p, s, users = _from_messages(msgs)
             if p is not None:

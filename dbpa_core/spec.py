@@ -3,10 +3,11 @@
 Mistakes (an unknown key, a missing prompt, samples < 2, a replay file that
 does not exist, ...) are rejected before any call, with the line that is wrong.
 So is hostile input: a file that is not UTF-8, a YAML alias bomb or deep nesting,
-NaN or infinite numbers, a section of the wrong type, samples whose similarity
-matrices cannot fit in memory, and an ``api_key_env`` that does not look like an
-LLM key (a spec decides which variable is sent to which server: specs are
-trusted input, and other variables need ``allow_key_env``).
+NaN or infinite numbers, a lone surrogate escape (``"\\ud800"``) in a text, a
+section of the wrong type, samples whose similarity matrices cannot fit in memory,
+and an ``api_key_env`` that is not an LLM provider's key variable (a spec decides
+which variable is sent to which server: other variables must be allowed by the
+user, with ``allow_key_env`` or in ``$DBPA_HOME/settings.yaml``, never by a spec).
 """
 from __future__ import annotations
 

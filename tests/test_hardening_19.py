@@ -600,3 +600,17 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except OSError:
         return "gone"
+
+
+def test_deeply_nested_json_in_an_import_is_a_problem_row(tmp_path, capsys):
+    src = tmp_path / "t.jsonl"
+    src.write_text(json.dumps({"q": "Q?", "a": "fine"}) + "\n" + "[" * 100_000 + "]" * 100_000
+                   + "\n")
+    assert _import(src, "--prompt-column", "q", "--response-column", "a", "--out",
+                   tmp_path / "r.jsonl") == 2
+    err = capsys.readouterr().err
+    assert "line 2: not valid JSON here (nested too deeply)" in err and "Recursion" not in err
+    pf = tmp_path / "pf.jsonl"
+    pf.write_text("[" * 100_000 + "]" * 100_000 + "\n")
+    assert _import(pf, "--from", "promptfoo", "--out", tmp_path / "p.jsonl") == 2
+    assert "nested too deeply" in capsys.readouterr().err
