@@ -313,6 +313,24 @@ class Cache:
             if retry:
                 return self._run(op, retry=False)
             raise self._failure(exc) from None
+        except OSError as exc:  # a large value is a file beside the database
+            raise self._os_failure(exc) from None
+
+    def _os_failure(self, exc: OSError) -> CacheError:
+        """A value file that cannot be written: read-only, full, or the reason given."""
+        import errno
+
+        reason = exc.strerror or str(exc)
+        if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            return CacheError(f"The cache at {self.store_dir} is read-only ({reason}): make it "
+                              "writable, or run with --no-cache or another --cache-dir "
+                              "($DBPA_CACHE_DIR). Nothing in it was changed.")
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            return CacheError(f"The disk that holds the cache at {self.store_dir} is full "
+                              f"({reason}): free some space and run again; what was cached "
+                              "is kept.")
+        return CacheError(f"Cannot use the cache at {self.store_dir} ({reason}); nothing in it "
+                          "was removed.")
 
     def check(self) -> None:
         """Raise :class:`CacheError` now when the store is damaged (else do nothing)."""

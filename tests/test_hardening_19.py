@@ -614,3 +614,23 @@ def test_deeply_nested_json_in_an_import_is_a_problem_row(tmp_path, capsys):
     pf.write_text("[" * 100_000 + "]" * 100_000 + "\n")
     assert _import(pf, "--from", "promptfoo", "--out", tmp_path / "p.jsonl") == 2
     assert "nested too deeply" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("errno_name, said", [("ENOSPC", "is full"), ("EROFS", "read-only")])
+def test_a_value_file_that_cannot_be_written_is_one_true_line(tmp_path, monkeypatch, errno_name,
+                                                              said):
+    import errno
+
+    import diskcache
+
+    from dbpa_core.cache import Cache, CacheError
+
+    def fail(self, *a, **kw):
+        raise OSError(getattr(errno, errno_name), os.strerror(getattr(errno, errno_name)))
+
+    monkeypatch.setattr(diskcache.Disk, "_write", fail)
+    c = Cache(tmp_path / "c")
+    with pytest.raises(CacheError) as info:
+        c.set("emb", np.zeros(50_000))  # 400 KB: stored as a file beside the database
+    c.close()
+    assert said in str(info.value) and "cache clear" not in str(info.value)
