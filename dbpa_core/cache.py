@@ -239,11 +239,17 @@ class Cache:
         if not isinstance(exc, sqlite3.OperationalError):
             return self._damaged(exc)
         if "readonly" in low or "read-only" in low or not os.access(self.store_dir, os.W_OK):
+            return self._unusable(reason, "read-only")
+        return self._unusable(reason, "full" if "full" in low else "")
+
+    def _unusable(self, reason: str, why: str) -> CacheError:
+        """An intact store that cannot be used now: never 'damaged', never 'clear it'."""
+        if why == "read-only":
             return CacheError(
                 f"The cache at {self.store_dir} is read-only ({reason}): make it writable, "
                 "or run with --no-cache or another --cache-dir ($DBPA_CACHE_DIR). Nothing in "
                 "it was changed.")
-        if "full" in low:
+        if why == "full":
             return CacheError(f"The disk that holds the cache at {self.store_dir} is full "
                               f"({reason}): free some space and run again; what was cached "
                               "is kept.")
@@ -321,16 +327,9 @@ class Cache:
         import errno
 
         reason = exc.strerror or str(exc)
-        if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-            return CacheError(f"The cache at {self.store_dir} is read-only ({reason}): make it "
-                              "writable, or run with --no-cache or another --cache-dir "
-                              "($DBPA_CACHE_DIR). Nothing in it was changed.")
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
-            return CacheError(f"The disk that holds the cache at {self.store_dir} is full "
-                              f"({reason}): free some space and run again; what was cached "
-                              "is kept.")
-        return CacheError(f"Cannot use the cache at {self.store_dir} ({reason}); nothing in it "
-                          "was removed.")
+        why = ("read-only" if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM) else
+               "full" if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG) else "")
+        return self._unusable(reason, why)
 
     def check(self) -> None:
         """Raise :class:`CacheError` now when the store is damaged (else do nothing)."""
