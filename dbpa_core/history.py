@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import math
 import os
 import platform
 import sqlite3
@@ -643,17 +644,24 @@ def _arm(row, what: str, unreadable: list[str]) -> ArmResponses:
 
 
 def _test_row(t, spec: AuditSpec, what: str, unreadable: list[str]) -> PerturbationResult:
+    nums = {}
+    for col in ("effect_size", "chance_effect_size", "p_value", "p_adjusted"):
+        try:
+            nums[col] = float(t[col])
+        except (TypeError, ValueError):
+            unreadable.append(f"{what}: its {col} is not a number ({str(t[col])[:40]!r})")
+            nums[col] = math.nan
     try:
         test = _test(_unpack(t["detail"]))
     except _GARBLED as exc:
         unreadable.append(f"{what}: its permutation detail cannot be read ({_why(exc)}); its "
                           "numbers are shown, its charts are not")
-        test = DBPAResult(float(t["effect_size"]), float(t["p_value"]), np.empty(0),
-                          np.empty(0), np.empty(0), spec.measure, spec.samples, spec.samples, 0,
-                          chance_effect_size=float(t["chance_effect_size"]), null=spec.null)
-    return PerturbationResult(t["name"], t["role"], t["prompt"], t["model"], t["effect_size"],
-                              t["p_value"], t["p_adjusted"], bool(t["significant"]), t["stars"],
-                              test)
+        test = DBPAResult(nums["effect_size"], nums["p_value"], np.empty(0), np.empty(0),
+                          np.empty(0), spec.measure, spec.samples, spec.samples, 0,
+                          chance_effect_size=nums["chance_effect_size"], null=spec.null)
+    return PerturbationResult(t["name"], t["role"], t["prompt"], t["model"], nums["effect_size"],
+                              nums["p_value"], nums["p_adjusted"], bool(t["significant"]),
+                              str(t["stars"]), test)
 
 
 def _where_responses_live(cache_dir: str | None, out_dir: str | None) -> str:

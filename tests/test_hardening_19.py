@@ -483,6 +483,7 @@ def test_history_show_survives_garbled_rows(tmp_path, capsys):
         con.execute("UPDATE arms SET embeddings = ? WHERE position = 1", (_pickled_npy(),))
         con.execute("UPDATE arms SET responses = ? WHERE position = 2", ("[not json",))
         con.execute("UPDATE audits SET usage = ?", ("{",))
+        con.execute("UPDATE tests SET p_adjusted = 'garbage' WHERE position = 1")
     con.close()
     assert main(["history", "show", str(run_id)]) == 0
     out = capsys.readouterr().out
@@ -490,9 +491,10 @@ def test_history_show_survives_garbled_rows(tmp_path, capsys):
     assert "test 'b': its permutation detail cannot be read" in out
     assert "arm 'b': its embeddings cannot be read" in out
     assert "arm 'c': its responses cannot be read" in out
+    assert "test 'c': its p_adjusted is not a number ('garbage')" in out
     assert "c " in out and "b " in out  # both tests still in the table
     assert main(["history", "show", str(run_id), "--json"]) == 0
-    assert len(json.loads(capsys.readouterr().out)["unreadable"]) == 4
+    assert len(json.loads(capsys.readouterr().out)["unreadable"]) == 5
 
 
 def test_history_show_leaves_out_an_audit_whose_spec_is_garbled(tmp_path, capsys):
