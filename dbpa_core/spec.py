@@ -482,7 +482,8 @@ def parse_spec(data: str | dict, *, source: str = "<spec>", base_dir: str | os.P
     """Validate a spec given as YAML text (or an already loaded dict).
 
     ``allow_key_env`` names environment variables that may be sent as API keys
-    although they do not look like an LLM key (``dbpa --allow-key-env``).
+    although they are not an LLM provider's key variable (``dbpa --allow-key-env``;
+    see :func:`key_env_allowed`).
     """
     doc, raw = read_document(data, source)
     base_dir = Path(base_dir)
