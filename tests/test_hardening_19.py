@@ -636,3 +636,14 @@ def test_a_value_file_that_cannot_be_written_is_one_true_line(tmp_path, monkeypa
         c.set("emb", np.zeros(50_000))  # 400 KB: stored as a file beside the database
     c.close()
     assert said in str(info.value) and "cache clear" not in str(info.value)
+
+
+def test_a_server_that_overshoots_max_tokens_a_little_is_said(tmp_path, caplog):
+    def overshoot(answer):
+        answer["usage"]["completion_tokens"] = 500 * len(answer["choices"])
+        return answer
+
+    with Twisted(overshoot) as srv:
+        assert _audit(tmp_path, _spec_file(tmp_path, srv.base_url, max_tokens=50)) == 0
+    assert "more completion tokens than max_tokens = 50" in caplog.text
+    assert "up to 500" in caplog.text

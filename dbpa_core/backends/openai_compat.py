@@ -478,6 +478,7 @@ class OpenAIBackend:
         self.completion_tokens = 0
         self.on_status: Callable[[str], None] | None = None
         self.replaced = [0, 0]  # characters that were not valid Unicode, in how many answers
+        self.over_max = [0, 0]  # answers longer than max_tokens (by the server's count), most
 
     def _valid(self, text: str) -> str:
         """``text`` with lone surrogates (not valid Unicode, not storable) replaced, counted."""
@@ -535,6 +536,12 @@ class OpenAIBackend:
                             "surrogates) in %d answer(s); each was stored with U+FFFD in their "
                             "place.", self.settings.host, *self.replaced)
                 self.replaced = [0, 0]
+            if self.over_max[0]:
+                log.warning("warning: %s reported more completion tokens than max_tokens = %d "
+                            "allows in %d answer(s) (up to %d): the server ignores max_tokens, "
+                            "so its answers are not the length the spec asked for.",
+                            self.settings.host, requests[0].params.max_tokens, *self.over_max)
+                self.over_max = [0, 0]
         if fatal:
             raise fatal[0]
 
@@ -576,5 +583,7 @@ class OpenAIBackend:
         self.completion_tokens += ct
         texts = [self._valid(t) for t in texts]
         k = len(texts)
+        if ct > req.params.max_tokens * k:  # within the byte bound, yet longer than asked
+            self.over_max = [self.over_max[0] + 1, max(self.over_max[1], ct // k)]
         return [Sample(t, prompt_tokens=pt // k, completion_tokens=ct // k,
                        model=model or self.model) for t in texts]
