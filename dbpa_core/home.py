@@ -2,7 +2,8 @@
 database (:mod:`dbpa_core.history`) and the saved model definitions (``models.yaml``).
 
 API keys are never written here: a saved model names the *environment variable* that holds
-its key (``api_key_env``); a key typed into the dashboard stays in that browser session.
+its key (``api_key_env``); a key typed into the dashboard stays in that browser session, and
+so does a ``user:password@`` in a ``base_url`` (saved without it).
 """
 from __future__ import annotations
 
@@ -86,7 +87,25 @@ def allowed_key_envs() -> frozenset[str]:
 
 
 def _clean(model: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in model.items() if v is not None and k.lower() not in SECRET_KEYS}
+    """A model definition fit to be saved: no key, and no ``user:password@`` in its
+    ``base_url`` (a credential, kept like a key: in the session only)."""
+    out = {k: v for k, v in model.items() if v is not None and k.lower() not in SECRET_KEYS}
+    if isinstance(out.get("base_url"), str):
+        out["base_url"] = without_credentials(out["base_url"])
+    return out
+
+
+def without_credentials(url: str) -> str:
+    """``url`` with its ``user:password@`` part removed (unchanged when it has none)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        u = urlsplit(url)
+    except ValueError:
+        return url
+    if "@" not in u.netloc:
+        return url
+    return urlunsplit((u.scheme, u.netloc.rsplit("@", 1)[1], u.path, u.query, u.fragment))
 
 
 def save_models(models: Sequence[dict[str, Any]], path: str | os.PathLike | None = None) -> Path:

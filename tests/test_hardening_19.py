@@ -647,3 +647,14 @@ def test_a_server_that_overshoots_max_tokens_a_little_is_said(tmp_path, caplog):
         assert _audit(tmp_path, _spec_file(tmp_path, srv.base_url, max_tokens=50)) == 0
     assert "more completion tokens than max_tokens = 50" in caplog.text
     assert "up to 500" in caplog.text
+
+
+def test_saved_models_keep_no_password_of_their_base_url(tmp_path):
+    from dbpa_core.home import load_models, save_models
+
+    path = save_models([{"backend": "openai", "name": "m", "api_key_env": "OPENAI_API_KEY",
+                         "base_url": "http://alice:s3cr3t@127.0.0.1:8000/v1"}],
+                       tmp_path / "models.yaml")
+    assert "s3cr3t" not in path.read_text() and "alice" not in path.read_text()
+    models, problems = load_models(path)
+    assert not problems and models[0]["base_url"] == "http://127.0.0.1:8000/v1"
