@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 
 import numpy as np
 
@@ -45,3 +46,52 @@ def check_level(value, name: str) -> float:
     if not (math.isfinite(v) and 0.0 < v < 1.0):
         raise ValueError(f"`{name}` must lie in (0, 1), got {value!r}.")
     return v
+
+
+# --------------------------------------------------------------------------- text
+# A lone UTF-16 surrogate (U+D800..U+DFFF): JSON's "\ud800" escape or Python's surrogateescape
+# make one, but it is not a character and cannot be written as UTF-8. Valid pairs are
+# already one code point in a Python str, so any code point in this range is a lone half.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+REPLACEMENT = "\ufffd"
+
+
+def valid_unicode(text: str) -> tuple[str, int]:
+    """``text`` with every lone surrogate replaced by U+FFFD (�), and how many were.
+
+    The one rule for text that is not valid Unicode wherever it enters: recorded text
+    (a server's answer, a replay or imported file) is kept with the bad characters
+    replaced and the count said in a warning; it is never stored as it is (it cannot be
+    written as UTF-8) nor dropped.
+    """
+    return _SURROGATE.subn(REPLACEMENT, text)
+
+
+def first_surrogate(text: str) -> str | None:
+    """The first lone surrogate of ``text`` as an escape (``\\ud800``), or None."""
+    m = _SURROGATE.search(text)
+    return None if m is None else f"\\u{ord(m.group()):04x}"
+
+
+# --------------------------------------------------------------------------- files
+def file_problem(path) -> str | None:
+    """Why ``path`` cannot be read as a file, in words (None when it is a regular file):
+    "no such file", "is a folder, not a file", or "is not a regular file (a device, a
+    pipe or a socket)" — checked before it is opened, so a FIFO never blocks a read and
+    /dev/zero is never read without end."""
+    import os
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "no such file"
+    except NotADirectoryError:
+        return "no such file (a part of the path is a file, not a folder)"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    if stat.S_ISDIR(mode):
+        return "is a folder, not a file"
+    if not stat.S_ISREG(mode):
+        return "is not a regular file (a device, a pipe or a socket)"
+    return None

@@ -16,8 +16,10 @@ What is guaranteed:
   an entry written by an older version (a pickle) or planted by someone who can
   write to the folder reads as missing, so a later run simply asks again.
 * **A damaged store is said in one line.** A truncated or garbage ``cache.db``
-  raises :class:`CacheError` ("... `dbpa cache clear` repairs it");
-  :meth:`Cache.clear` always works: it removes and recreates a damaged store.
+  raises :class:`CacheDamagedError` ("... `dbpa cache clear` repairs it");
+  :meth:`Cache.clear` always works: it removes and recreates a damaged store. An
+  intact store that cannot be used now — read-only, locked by another process, on a
+  full disk — raises :class:`CacheError` saying so, and never advises clearing it.
 * **Claimable keys.** :meth:`Cache.claim` lets one run take a key it is about to
   pay for; another run on the same folder sees the claim and waits for the value
   instead of paying again (see :mod:`dbpa_core.sampling`). A run that holds
@@ -43,6 +45,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from ._validate import valid_unicode
 
 DEFAULT_SIZE_LIMIT = 2 * 1024**3  # 2 GiB
 CLAIM_TTL = 6 * 3600.0  # a claim's last-resort lifetime; liveness comes from the heartbeat
@@ -94,9 +98,12 @@ def encode_value(value: Any) -> str | bytes:
         header = json.dumps({"dtype": arr.dtype.str, "shape": list(arr.shape)}).encode()
         return _ARRAY_MAGIC + header + b"\n" + arr.tobytes()
     try:
-        return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError) as exc:
         raise TypeError(f"the cache stores JSON data and float arrays only: {exc}") from None
+    # never a lone surrogate (it cannot be written as UTF-8: the write would fail and lose
+    # what arrived); the entry points replace and count them, this is the last guard
+    return valid_unicode(text)[0]
 
 
 def decode_value(raw: Any) -> Any:
@@ -119,7 +126,7 @@ def decode_value(raw: Any) -> Any:
     if isinstance(raw, str):
         try:
             return json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
     return None
 
@@ -178,13 +185,20 @@ def _locked(exc: BaseException) -> bool:
 
 
 def _pid_alive(pid: int) -> bool:
+    """Is process ``pid`` (on this host) still running? A killed process whose parent has
+    not yet reaped it (a zombie) still has a pid, but it will never beat again: not alive."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except (PermissionError, OSError):
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            state = fh.read().rsplit(b")", 1)[1].split()[0]  # the name may hold spaces
+    except (OSError, IndexError):
+        return True  # no /proc (macOS): os.kill said it exists
+    return state not in (b"Z", b"X")
 
 
 # --------------------------------------------------------------------------- the cache
@@ -214,6 +228,34 @@ class Cache:
     def store_dir(self) -> Path:
         return self.directory / "store"
 
+    def _failure(self, exc: sqlite3.DatabaseError) -> CacheError:
+        """The one line for a database error: locked, read-only, full or failing storage
+        (the store is intact: nothing to repair, nothing removed), else damaged."""
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        low = reason.lower()
+        if _locked(exc):
+            return CacheError(f"The cache at {self.store_dir} stayed locked by another "
+                              "process; wait for it and try again.")
+        if not isinstance(exc, sqlite3.OperationalError):
+            return self._damaged(exc)
+        if "readonly" in low or "read-only" in low or not os.access(self.store_dir, os.W_OK):
+            return self._unusable(reason, "read-only")
+        return self._unusable(reason, "full" if "full" in low else "")
+
+    def _unusable(self, reason: str, why: str) -> CacheError:
+        """An intact store that cannot be used now: never 'damaged', never 'clear it'."""
+        if why == "read-only":
+            return CacheError(
+                f"The cache at {self.store_dir} is read-only ({reason}): make it writable, "
+                "or run with --no-cache or another --cache-dir ($DBPA_CACHE_DIR). Nothing in "
+                "it was changed.")
+        if why == "full":
+            return CacheError(f"The disk that holds the cache at {self.store_dir} is full "
+                              f"({reason}): free some space and run again; what was cached "
+                              "is kept.")
+        return CacheError(f"The cache at {self.store_dir} cannot be used now ({reason}); "
+                          "nothing in it was changed.")
+
     def _damaged(self, exc: BaseException | str) -> CacheDamagedError:
         reason = " ".join(str(exc).split()) or type(exc).__name__
         return CacheDamagedError(
@@ -235,10 +277,7 @@ class Cache:
             return diskcache.Cache(str(self.store_dir), size_limit=self.size_limit,
                                    eviction_policy="least-recently-used", disk=_disk_class())
         except sqlite3.DatabaseError as exc:
-            if _locked(exc):
-                raise CacheError(f"The cache at {self.store_dir} is locked by another "
-                                 "process; try again.") from None
-            raise self._damaged(exc) from None
+            raise self._failure(exc) from None
         except diskcache.Timeout:
             raise CacheError(f"The cache at {self.store_dir} is locked by another "
                              "process; try again.") from None
@@ -275,12 +314,22 @@ class Cache:
                              "process; try again.") from None
         except sqlite3.DatabaseError as exc:
             if _locked(exc):
-                raise CacheError(f"The cache at {self.store_dir} stayed locked by another "
-                                 "process; try again.") from None
+                raise self._failure(exc) from None
             self.close()
             if retry:
                 return self._run(op, retry=False)
-            raise self._damaged(exc) from None
+            raise self._failure(exc) from None
+        except OSError as exc:  # a large value is a file beside the database
+            raise self._os_failure(exc) from None
+
+    def _os_failure(self, exc: OSError) -> CacheError:
+        """A value file that cannot be written: read-only, full, or the reason given."""
+        import errno
+
+        reason = exc.strerror or str(exc)
+        why = ("read-only" if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM) else
+               "full" if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG) else "")
+        return self._unusable(reason, why)
 
     def check(self) -> None:
         """Raise :class:`CacheError` now when the store is damaged (else do nothing)."""

@@ -6,7 +6,7 @@
     dbpa fidelity DATA.csv --loss tv --gamma 0.5 --eta 0.05 --out DIR | --simulate SPEC.yaml
     dbpa cache info | clear
     dbpa sensitivity SPEC.yaml --measures all --embedders spec,bleu --lengths 100,300,900 --out DIR
-    dbpa import FILE [--from promptfoo|openai-batch|csv|jsonl] --out replay.jsonl
+    dbpa import FILE [--from promptfoo|openai-batch|csv|jsonl] --out replay.jsonl [--force]
     dbpa history [--model M] [--prompt P] [--since DATE] [--until DATE] [--json]
     dbpa history show ID | compare A B | delete ID... --yes
 
@@ -339,8 +339,22 @@ def cmd_sensitivity(args) -> int:
 def cmd_import(args) -> int:
     from pathlib import Path
 
-    from .importers import ImportFormatError, import_file
+    from .importers import ImportFormatError, import_file, output_problem, write_atomic
 
+    out = args.out or str(Path(args.file).with_suffix("")) + ".replay.jsonl"
+    inputs = [args.file] + ([args.requests] if args.requests else [])
+    targets = [out] + ([args.spec_out] if args.spec_out else [])
+    if args.spec_out and os.path.abspath(args.spec_out) == os.path.abspath(out):
+        targets = [out]
+        problems = ["--spec-out and --out name the same file; give two paths"]
+    else:
+        problems = []
+    # every output is checked before the input is read: nothing is read, nothing is lost
+    problems += [p for p in (output_problem(t, inputs=inputs, force=args.force)
+                             for t in targets) if p]
+    if problems:
+        print(f"error: {problems[0]}; nothing was written.", file=sys.stderr)
+        return 2
     try:
         result = import_file(args.file, args.fmt, requests=args.requests,
                              prompt_column=args.prompt_column,
@@ -362,17 +376,21 @@ def cmd_import(args) -> int:
     if not result.records:
         print(f"error: {args.file}: no usable responses", file=sys.stderr)
         return 2
-    out = args.out or str(Path(args.file).with_suffix("")) + ".replay.jsonl"
-    result.write(out)
+    files = {out: result.to_jsonl()}
+    if args.spec_out:
+        spec_dir = str(Path(args.spec_out).resolve().parent)
+        files[args.spec_out] = result.starter_spec(str(Path(out).resolve()), spec_dir=spec_dir)
+    try:
+        write_atomic(files)  # all or nothing: never a partial replay file that reads as valid
+    except OSError as exc:
+        print(f"error: cannot write {' and '.join(files)} ({exc.strerror or exc}); nothing was "
+              "written and the input is unchanged.", file=sys.stderr)
+        return 2
     print(result.summary())
     if result.problems:
         print(f"skipped {len(result.problems)} malformed row(s), listed above.")
     print(f"wrote {out}")
     if args.spec_out:
-        spec_dir = str(Path(args.spec_out).resolve().parent)
-        Path(args.spec_out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.spec_out).write_text(result.starter_spec(str(Path(out).resolve()),
-                                                           spec_dir=spec_dir), encoding="utf-8")
         print(f"wrote {args.spec_out}: check it, then run `dbpa audit {args.spec_out}`")
     else:
         print(f"Use it as a model: {{backend: replay, file: {out}}} (or --spec-out SPEC.yaml "
@@ -428,7 +446,8 @@ def build_parser() -> argparse.ArgumentParser:
     for p in (a, e, k):
         p.add_argument("--allow-key-env", action="append", default=[], metavar="NAME",
                        help="let the spec send this environment variable as an API key although "
-                       "it does not look like an LLM key (specs are trusted input; repeatable)")
+                       "it is not an LLM provider's key variable (a spec alone never can; "
+                       "repeatable; or list it under allow_key_env in $DBPA_HOME/settings.yaml)")
     from .fidelity.command import add_parser as add_fidelity
 
     add_fidelity(sub).set_defaults(func=cmd_fidelity)
@@ -465,6 +484,8 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--system-column", help="CSV/JSONL: the column with the system prompt (optional)")
     i.add_argument("--out", help="replay file to write (default: next to FILE, .replay.jsonl)")
     i.add_argument("--spec-out", help="also write a starter audit spec for the imported responses")
+    i.add_argument("--force", action="store_true",
+                   help="replace --out / --spec-out when they exist (never the input file)")
     i.add_argument("--skip-bad", action="store_true",
                    help="import the good rows when some are malformed (each is still listed)")
     i.add_argument("--keep-cached-copies", action="store_true",

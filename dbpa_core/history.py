@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import math
 import os
 import platform
 import sqlite3
@@ -38,8 +39,8 @@ import numpy as np
 
 from . import __version__
 from .audit import Arm, ArmResponses, AuditResult, PerturbationResult
-from .home import dbpa_home
-from .spec import AuditSpec, Perturbation, model_label
+from .home import HomeError, dbpa_home, ensure_home
+from .spec import AuditSpec, Perturbation, _shown, model_label
 from .types import DBPAResult, ROCResult, _jsonable
 
 DB_NAME = "history.sqlite3"
@@ -171,6 +172,7 @@ class Run:
     out_dir: str | None
     seconds: float | None
     audits: dict[str, AuditResult]
+    unreadable: tuple[str, ...] = ()   # parts of garbled rows that could not be read back
 
     @property
     def id(self) -> int:
@@ -181,7 +183,8 @@ class Run:
                 "environment": self.environment, "cache_dir": self.cache_dir,
                 "out_dir": self.out_dir, "seconds": self.seconds,
                 "responses": _where_responses_live(self.cache_dir, self.out_dir),
-                "audits": {job: a.to_dict() for job, a in self.audits.items()}}
+                "audits": {job: a.to_dict() for job, a in self.audits.items()},
+                "unreadable": list(self.unreadable)}
 
 
 @dataclass(frozen=True)
@@ -256,22 +259,44 @@ class History:
     # ------------------------------------------------------------------ plumbing
     @contextmanager
     def _connect(self):
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            ensure_home(self.path.parent)
+        except HomeError as exc:
+            raise HistoryError(str(exc)) from None
         try:
             con = sqlite3.connect(self.path, timeout=self.timeout)
         except sqlite3.Error as exc:
             raise HistoryError(f"Cannot open the run history {self.path}: {exc}") from None
         try:
             con.row_factory = sqlite3.Row
+            # a garbled text cell reads with U+FFFD in place of its bad bytes, not as an error
+            con.text_factory = lambda b: b.decode("utf-8", "replace")
             con.execute("PRAGMA foreign_keys = ON")
             self._migrate(con)
             with con:  # one transaction: committed on success, rolled back on error
                 yield con
+        except sqlite3.OperationalError as exc:  # the file is fine; using it is not
+            raise HistoryError(self._unusable(exc)) from None
         except sqlite3.DatabaseError as exc:
-            raise HistoryError(f"The run history {self.path} cannot be read ({exc}). Move "
-                               "the file away to start a new one.") from None
+            raise HistoryError(f"The run history {self.path} is damaged and cannot be read "
+                               f"({exc}). Move the file away (keep it: some runs may still be "
+                               "recovered from it) to start a new one.") from None
         finally:
             con.close()
+
+    def _unusable(self, exc: sqlite3.OperationalError) -> str:
+        """What a database that is intact but cannot be used now says: locked, read-only,
+        or the reason SQLite gives (never advice to remove it)."""
+        msg = str(exc).lower()
+        if "locked" in msg or "busy" in msg:
+            return (f"The run history {self.path} is locked by another process (another dbpa "
+                    f"run or the dashboard writing to it) and stayed locked for "
+                    f"{self.timeout:g} s: wait for it to finish and try again. Nothing was lost.")
+        if "readonly" in msg or "read-only" in msg:
+            return (f"The run history {self.path} is read-only (no permission to write it or "
+                    "its folder): make it writable, or point DBPA_HOME at a folder you can "
+                    "write to. Nothing was lost.")
+        return (f"Cannot use the run history {self.path} ({exc}); the file was left as it is.")
 
     @staticmethod
     def _migrate(con: sqlite3.Connection) -> None:
@@ -339,7 +364,7 @@ class History:
         con.executemany(
             "INSERT INTO arms VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
             [(audit_id, i, a.arm.name, a.arm.role, a.arm.prompt, a.arm.system_prompt,
-              json.dumps(_jsonable(dict(a.arm.model)), ensure_ascii=False),
+              json.dumps(_jsonable(_shown(a.arm.model)), ensure_ascii=False),
               json.dumps(list(a.texts), ensure_ascii=False), _npy(a.embeddings),
               int(a.new_samples), int(a.prompt_tokens), int(a.completion_tokens))
              for i, a in enumerate((r.base, *r.arms))])
@@ -390,7 +415,8 @@ class History:
                              "ORDER BY position", (row["id"],)).fetchall()
         models: list[str] = []
         for a in audits:
-            models += [m for m in a["models"].split("\n") if m not in models]
+            names = a["models"] if isinstance(a["models"], str) else ""
+            models += [m for m in names.split("\n") if m not in models]
         tests = con.execute(
             "SELECT a.job, t.name, t.role, t.significant FROM tests t JOIN audits a ON "
             "a.id = t.audit_id WHERE a.run_id = ? ORDER BY a.position, t.position",
@@ -399,7 +425,7 @@ class History:
         failed = tuple((f"{t['job']}: " if several else "") + t["name"] for t in tests
                        if t["role"] == "control" and t["significant"])
         return RunSummary(
-            id=row["id"], created_at=datetime.fromisoformat(row["created_at"]),
+            id=row["id"], created_at=_created(row["created_at"]),
             source=row["source"], page=row["page"], title=row["title"],
             tool_version=row["tool_version"], models=tuple(models),
             base_prompt=audits[0]["base_prompt"] if audits else "", n_audits=len(audits),
@@ -413,12 +439,17 @@ class History:
             if row is None:
                 raise HistoryError(f"There is no run {run_id} in the history ({self.path}).")
             summary = self._summary(con, row)
-            audits = {}
+            audits, unreadable = {}, []
             for a in con.execute("SELECT * FROM audits WHERE run_id = ? ORDER BY position",
                                  (row["id"],)).fetchall():
-                audits[a["job"]] = _rebuild(con, a)
-        return Run(summary, json.loads(row["settings"]), json.loads(row["environment"]),
-                   row["cache_dir"], row["out_dir"], row["seconds"], audits)
+                rebuilt = _rebuild(con, a, unreadable)
+                if rebuilt is not None:
+                    audits[a["job"]] = rebuilt
+        settings = _json_or(row["settings"], {}, "the run's settings", unreadable)
+        env = _json_or(row["environment"], {}, "the run's environment", unreadable)
+        return Run(summary, settings if isinstance(settings, dict) else {},
+                   env if isinstance(env, dict) else {}, row["cache_dir"], row["out_dir"],
+                   row["seconds"], audits, tuple(unreadable))
 
     def compare(self, a_id: int, b_id: int) -> RunComparison:
         """Run ``a_id`` (A, e.g. before an upgrade) against run ``b_id`` (B).
@@ -460,6 +491,15 @@ class History:
 
 
 # --------------------------------------------------------------------------- helpers
+def _created(text: Any) -> datetime:
+    """A run's time; a garbled one reads as the epoch (the run is still listed)."""
+    try:
+        when = datetime.fromisoformat(text)
+    except (TypeError, ValueError):
+        return datetime.fromtimestamp(0, UTC)
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
 def _like(text: str) -> str:
     escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"%{escaped}%"
@@ -529,30 +569,99 @@ def _test(d: Mapping[str, Any]) -> DBPAResult:
     return DBPAResult(**kw)
 
 
-def _rebuild(con, a) -> AuditResult:
-    spec = _spec(json.loads(a["spec"]))
+# what a garbled row raises when it is read back (zlib, JSON, numpy's "pickled data", ...)
+_GARBLED = (zlib.error, ValueError, TypeError, KeyError, IndexError, EOFError, AttributeError,
+            OSError, RecursionError)
+
+
+def _why(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())[:120]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _rebuild(con, a, unreadable: list[str]) -> AuditResult | None:
+    """One audit from its rows. What cannot be read is left out (a test's numbers without
+    its charts, an arm without its responses or embeddings) and named in ``unreadable``;
+    None when not even its spec can be read."""
+    where = f"audit {a['job']!r}"
+    try:
+        spec = _spec(json.loads(a["spec"]))
+    except _GARBLED as exc:
+        unreadable.append(f"{where}: its spec cannot be read ({_why(exc)}); the audit is left "
+                          "out")
+        return None
     arms = []
     for row in con.execute("SELECT * FROM arms WHERE audit_id = ? ORDER BY position",
                            (a["id"],)).fetchall():
-        arm = Arm(row["name"], row["prompt"], row["system_prompt"], json.loads(row["model"]),
-                  row["role"])
-        arms.append(ArmResponses(arm, tuple(json.loads(row["responses"])),
-                                 _from_npy(row["embeddings"]), row["new_samples"],
-                                 row["prompt_tokens"], row["completion_tokens"]))
-    tests = tuple(
-        PerturbationResult(t["name"], t["role"], t["prompt"], t["model"], t["effect_size"],
-                           t["p_value"], t["p_adjusted"], bool(t["significant"]), t["stars"],
-                           _test(_unpack(t["detail"])))
-        for t in con.execute("SELECT * FROM tests WHERE audit_id = ? ORDER BY position",
-                             (a["id"],)).fetchall())
+        what = f"{where}, arm {row['name']!r}"
+        arms.append(_arm(row, what, unreadable))
+    if not arms:
+        unreadable.append(f"{where}: its responses are missing; the audit is left out")
+        return None
+    tests = tuple(_test_row(t, spec, f"{where}, test {t['name']!r}", unreadable)
+                  for t in con.execute("SELECT * FROM tests WHERE audit_id = ? ORDER BY position",
+                                       (a["id"],)).fetchall())
     roc = None
     if a["roc"]:
-        d = json.loads(a["roc"])
-        roc = ROCResult(np.asarray(d["alpha"], float), np.asarray(d["fpr"], float),
-                        np.asarray(d["tpr"], float), float(d["auc"]), int(d["n_control"]),
-                        int(d["n_target"]))
-    return AuditResult(spec, arms[0], tuple(arms[1:]), tests, roc, json.loads(a["usage"]),
-                       tuple(json.loads(a["warnings"])))
+        try:
+            d = json.loads(a["roc"])
+            roc = ROCResult(np.asarray(d["alpha"], float), np.asarray(d["fpr"], float),
+                            np.asarray(d["tpr"], float), float(d["auc"]), int(d["n_control"]),
+                            int(d["n_target"]))
+        except _GARBLED as exc:
+            unreadable.append(f"{where}: its ROC curve cannot be read ({_why(exc)})")
+    usage = _json_or(a["usage"], {}, f"{where}: its usage", unreadable)
+    warnings = _json_or(a["warnings"], [], f"{where}: its warnings", unreadable)
+    return AuditResult(spec, arms[0], tuple(arms[1:]), tests, roc,
+                       usage if isinstance(usage, dict) else {},
+                       tuple(str(w) for w in warnings) if isinstance(warnings, list) else ())
+
+
+def _json_or(text: Any, default: Any, what: str, unreadable: list[str]) -> Any:
+    try:
+        return json.loads(text)
+    except _GARBLED as exc:
+        unreadable.append(f"{what} cannot be read ({_why(exc)})")
+        return default
+
+
+def _arm(row, what: str, unreadable: list[str]) -> ArmResponses:
+    model = _json_or(row["model"], {}, f"{what}: its model", unreadable)
+    arm = Arm(row["name"], row["prompt"], row["system_prompt"],
+              _shown(model if isinstance(model, dict) else {}),  # older rows: no password shown
+              row["role"])
+    texts = _json_or(row["responses"], [], f"{what}: its responses", unreadable)
+    if not (isinstance(texts, list) and all(isinstance(t, str) for t in texts)):
+        unreadable.append(f"{what}: its responses are not a list of texts")
+        texts = []
+    try:
+        embeddings = _from_npy(row["embeddings"])
+    except _GARBLED as exc:
+        unreadable.append(f"{what}: its embeddings cannot be read ({_why(exc)})")
+        embeddings = None
+    return ArmResponses(arm, tuple(texts), embeddings, row["new_samples"], row["prompt_tokens"],
+                        row["completion_tokens"])
+
+
+def _test_row(t, spec: AuditSpec, what: str, unreadable: list[str]) -> PerturbationResult:
+    nums = {}
+    for col in ("effect_size", "chance_effect_size", "p_value", "p_adjusted"):
+        try:
+            nums[col] = float(t[col])
+        except (TypeError, ValueError):
+            unreadable.append(f"{what}: its {col} is not a number ({str(t[col])[:40]!r})")
+            nums[col] = math.nan
+    try:
+        test = _test(_unpack(t["detail"]))
+    except _GARBLED as exc:
+        unreadable.append(f"{what}: its permutation detail cannot be read ({_why(exc)}); its "
+                          "numbers are shown, its charts are not")
+        test = DBPAResult(nums["effect_size"], nums["p_value"], np.empty(0), np.empty(0),
+                          np.empty(0), spec.measure, spec.samples, spec.samples, 0,
+                          chance_effect_size=nums["chance_effect_size"], null=spec.null)
+    return PerturbationResult(t["name"], t["role"], t["prompt"], t["model"], nums["effect_size"],
+                              nums["p_value"], nums["p_adjusted"], bool(t["significant"]),
+                              str(t["stars"]), test)
 
 
 def _where_responses_live(cache_dir: str | None, out_dir: str | None) -> str:

@@ -89,6 +89,10 @@ def show_run(history: History, args) -> str:
                        f"{r.roc.tpr_at_fpr(0.05):.2f}")
         for w in r.warnings:
             out.append(f"warning: {w}")
+    if run.unreadable:
+        out += ["", f"could not be read ({len(run.unreadable)} part(s) of this run's rows are "
+                "garbled; the rest is shown above):"]
+        out += [f"  - {u}" for u in run.unreadable]
     return "\n".join(out)
 
 

@@ -30,7 +30,9 @@ good rows and lists the bad ones).
 from __future__ import annotations
 
 import bisect
+import contextlib
 import csv
+import dataclasses
 import hashlib
 import io
 import json
@@ -40,6 +42,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from ._validate import file_problem, valid_unicode
 
 FORMATS = ("promptfoo", "openai-batch", "csv", "jsonl")
 
@@ -88,6 +92,26 @@ class ImportResult:
     problems: tuple[ImportProblem, ...] = ()
     notes: tuple[str, ...] = ()
 
+    def __post_init__(self):
+        # text that is not valid Unicode (a "\\ud800" escape in the JSON) cannot be written as
+        # UTF-8: it is replaced by U+FFFD, and the count said in a note (never dropped)
+        replaced, records = 0, []
+        for r in self.records:
+            fixed = {}
+            for name in ("prompt", "response", "model", "system_prompt"):
+                value = getattr(r, name)
+                if isinstance(value, str):
+                    value, n = valid_unicode(value)
+                    if n:
+                        replaced += n
+                        fixed[name] = value
+            records.append(dataclasses.replace(r, **fixed) if fixed else r)
+        if replaced:
+            object.__setattr__(self, "records", tuple(records))
+            object.__setattr__(self, "notes", self.notes + (
+                f"{replaced} character(s) that are not valid Unicode (lone surrogates such as "
+                "\\ud800) were replaced by U+FFFD.",))
+
     def groups(self) -> list[dict[str, Any]]:
         """One entry per (prompt, model): how many responses, how many distinct."""
         order: dict[tuple[str, str | None], list[str]] = {}
@@ -100,13 +124,16 @@ class ImportResult:
         return "".join(r.to_json() + "\n" for r in self.records)
 
     def write(self, path: str | os.PathLike) -> str:
-        """Write the replay JSONL (folders are created); returns the path."""
-        p = Path(path)
+        """Write the replay JSONL atomically (a temporary file renamed when complete, so a
+        failure never leaves a partial file that reads as valid; folders are created);
+        returns the path. Never over the file it was read from."""
         if not self.records:
             raise ImportFormatError(f"{self.source}: no usable responses to write")
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(self.to_jsonl(), encoding="utf-8")
-        return str(p)
+        if _same_file(path, self.source):
+            raise ImportFormatError(f"{path} is the file being imported: writing the replay "
+                                    "file there would destroy it; choose another path")
+        write_atomic({path: self.to_jsonl()})
+        return str(path)
 
     def starter_spec(self, replay_path: str, *, spec_dir: str | None = None) -> str:
         """A DBPA spec (YAML) auditing the imported responses: the first prompt is the
@@ -165,6 +192,63 @@ class ImportResult:
         return "\n".join(lines)
 
 
+# --------------------------------------------------------------------------- writing
+def _same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def output_problem(path: str | os.PathLike, *, inputs: Sequence[str | os.PathLike] = (),
+                   force: bool = False) -> str | None:
+    """Why ``path`` cannot receive an output file, in one line (None when it can): it is
+    one of the ``inputs``, exists (unless ``force``), is a folder or a device, or its
+    folder is below a regular file or not writable. Checked before any input is read."""
+    p = Path(path)
+    if any(_same_file(p, i) for i in inputs if i):
+        return (f"{path} is the file being imported: writing there would destroy it; choose "
+                "another output path")
+    if p.exists():
+        if p.is_dir():
+            return f"{path} is a folder; give a file path"
+        if not p.is_file():
+            return f"{path} is not a regular file (a device or a pipe); give a file path"
+        if not force:
+            return f"{path} already exists: add --force to replace it"
+    folder = p.absolute().parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"cannot write {path}: {folder} is a file, not a folder"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"cannot write {path}: the folder {folder} is not writable"
+    return None
+
+
+def write_atomic(files: Mapping[str | os.PathLike, str]) -> None:
+    """Write every ``path -> text`` (UTF-8) as a whole or not at all: each goes to a
+    temporary file beside it, and only when all are complete are they renamed into place.
+    An error (a full disk) removes the temporary files and leaves every target as it was."""
+    tmps: list[Path] = []
+    try:
+        for path, text in files.items():
+            p = Path(path)
+            p.parent.mkdir(parents=True, exist_ok=True)
+            tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
+            tmps.append(tmp)
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+        for tmp, path in zip(tmps, files, strict=True):
+            os.replace(tmp, path)
+    finally:
+        for tmp in tmps:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+
+
 # --------------------------------------------------------------------------- helpers
 class _Lines:
     """Offset -> line number for one text."""
@@ -178,8 +262,9 @@ class _Lines:
 
 def _read_text(path: str | os.PathLike) -> str:
     p = Path(path)
-    if not p.is_file():
-        raise ImportFormatError(f"{path}: no such file")
+    problem = file_problem(p)
+    if problem:
+        raise ImportFormatError(f"{path}: {problem}")
     try:
         return p.read_bytes().decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -203,6 +288,9 @@ def _jsonl_objects(text: str) -> Iterator[tuple[int, Any, str | None]]:
                 obj, i = dec.raw_decode(line, i)
             except json.JSONDecodeError as exc:
                 yield lineno, None, f"not valid JSON ({exc.msg}, column {exc.colno})"
+                break
+            except RecursionError:
+                yield lineno, None, "not valid JSON here (nested too deeply)"
                 break
             yield lineno, obj, None
 
@@ -246,7 +334,7 @@ def _array_offsets(text: str, keys: Sequence[str]) -> list[int] | None:
             if text[i] == ",":
                 i = _skip_ws(text, i + 1)
         return out
-    except (IndexError, json.JSONDecodeError):
+    except (IndexError, json.JSONDecodeError, RecursionError):
         return None
 
 
@@ -312,11 +400,15 @@ def _promptfoo_results(text: str, source: str) -> tuple[list[tuple[int | None, A
     stripped = text.lstrip()
     if not stripped:
         raise ImportFormatError(f"{source}: the file is empty")
+    if stripped.startswith("["):  # a bare list of results (promptfoo's node API)
+        data = _whole_json(text)
+        if isinstance(data, list):
+            offsets = _array_offsets(text, ())
+            lines = _Lines(text)
+            return [(lines(offsets[i]) if offsets and i < len(offsets) else None, r, None)
+                    for i, r in enumerate(data)], "promptfoo JSON (a list of results)"
     if stripped.startswith("{"):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError:
-            data = None   # perhaps JSONL: one object per line
+        data = _whole_json(text)  # None: perhaps JSONL, one object per line
         if isinstance(data, dict):
             if isinstance(data.get("results"), dict) and isinstance(
                     data["results"].get("results"), list):
@@ -373,7 +465,7 @@ def import_promptfoo(path: str | os.PathLike, *, keep_cached_copies: bool = Fals
         if raw.lstrip().startswith("["):
             try:
                 msgs = json.loads(raw)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 msgs = None
             p, s, users = _from_messages(msgs)
             if p is not None:
@@ -489,8 +581,10 @@ def import_openai_batch(output_path: str | os.PathLike,
         raise ImportFormatError(f"{requests_path}: no Batch API requests found "
                                 "(lines of {\"custom_id\", \"method\", \"url\", \"body\"})")
     text = _read_text(output_path)
+    _not_jsonl(text, source, "a Batch API output file (JSONL: one line per request, as the "
+               "Batch API writes it)")
     records: list[ReplayRecord] = []
-    answered: set[str] = set()
+    answered: dict[str, int] = {}
     for line, obj, error in _jsonl_objects(text):
         if error:
             problems.append(ImportProblem(line, error))
@@ -500,7 +594,15 @@ def import_openai_batch(output_path: str | os.PathLike,
                                           "({\"id\", \"custom_id\", \"response\", \"error\"})"))
             continue
         cid = obj["custom_id"]
-        answered.add(cid)
+        if not isinstance(cid, str):
+            problems.append(ImportProblem(line, f"custom_id {cid!r} is not text"))
+            continue
+        if cid in answered:
+            problems.append(ImportProblem(line, f"request {cid!r} is answered a second time "
+                                          f"(first on line {answered[cid]}); each request has "
+                                          "one answer, so this one was not imported"))
+            continue
+        answered[cid] = line
         err = obj.get("error")
         resp = obj.get("response")
         if err:
@@ -529,6 +631,10 @@ def import_openai_batch(output_path: str | os.PathLike,
                                           f"request with a prompt ({url or 'no url'})"))
             continue
         model = body.get("model") or resp["body"].get("model")
+        if resp["body"].get("choices") == []:
+            problems.append(ImportProblem(line, f"request {cid!r} was answered with no choices "
+                                          "(an empty 'choices' list): no text to import"))
+            continue
         texts = _batch_texts(resp["body"])
         for i, t in enumerate(texts):
             if t is None:
@@ -662,8 +768,44 @@ def import_table(path: str | os.PathLike, *, prompt_column: str, response_column
 
 
 # --------------------------------------------------------------------------- dispatch
-def detect_format(path: str | os.PathLike) -> str:
-    """``promptfoo``, ``openai-batch``, ``jsonl`` or ``csv``, from the file's content."""
+def _whole_json(text: str) -> Any:
+    """The file as one JSON value, or None when it is not one (JSONL, CSV, ...)."""
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        return None
+
+
+def _kind(value: Any) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "true/false", int: "number",
+            float: "number", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def _not_jsonl(text: str, source: str, expected: str) -> None:
+    """Refuse a file that is one JSON value over several lines (or an array, or a bare
+    number) where one JSON object per line is expected, naming what it is."""
+    stripped = text.strip()
+    if not stripped or stripped[0] not in "[{\"-0123456789tfn":
+        return
+    data = _whole_json(stripped)
+    if data is None or (isinstance(data, dict) and "\n" not in stripped):
+        return
+    what = f"one JSON {_kind(data)}" + (f" over {stripped.count(chr(10)) + 1} lines"
+                                        if isinstance(data, dict) else "")
+    raise ImportFormatError(f"{source}: holds {what}, not {expected}")
+
+
+def _looks_like_promptfoo(obj: Any) -> bool:
+    return isinstance(obj, Mapping) and ("promptIdx" in obj or "testIdx" in obj or (
+        isinstance(obj.get("provider"), Mapping) and "response" in obj))
+
+
+def detect_format(path: str | os.PathLike, *, requests: str | os.PathLike | None = None) -> str:
+    """``promptfoo``, ``openai-batch``, ``jsonl`` or ``csv``, from the file's content.
+
+    A requests file (``requests``) means an OpenAI Batch output file unless the content
+    is clearly promptfoo's. A file that is one JSON number, string or array of something
+    else is refused, naming what it holds."""
     text = _read_text(path)
     head = text.lstrip()[:200_000]
     if str(path).lower().endswith((".csv", ".tsv")):
@@ -672,17 +814,25 @@ def detect_format(path: str | os.PathLike) -> str:
     if isinstance(first, Mapping):
         if "custom_id" in first and ("response" in first or "error" in first):
             return "openai-batch"
-        if "promptIdx" in first or "testIdx" in first or (
-                isinstance(first.get("provider"), Mapping) and "response" in first):
+        if _looks_like_promptfoo(first):
             return "promptfoo"
+    data = _whole_json(text) if head[:1] in ("{", "[") or head[:1].isdigit() or \
+        head[:1] in ('"', "-") or head.rstrip() in ("true", "false", "null") else None
+    if isinstance(data, Mapping) and ("evalId" in data or isinstance(data.get("results"),
+                                                                      (Mapping, list))):
+        return "promptfoo"
+    if isinstance(data, list) and data and all(_looks_like_promptfoo(r) for r in data):
+        return "promptfoo"
+    if requests is not None:
+        return "openai-batch"
+    if isinstance(data, Mapping) and "custom_id" in data:
+        return "openai-batch"
+    if data is not None and not isinstance(data, Mapping):
+        raise ImportFormatError(
+            f"{path}: holds one JSON {_kind(data)}, not recorded responses: expected promptfoo "
+            "output (JSON or JSONL), an OpenAI Batch output file (JSONL, with --requests) or "
+            "a CSV / JSONL table")
     if head.startswith("{"):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError:
-            data = None
-        if isinstance(data, Mapping) and ("evalId" in data or isinstance(data.get("results"),
-                                                                          (Mapping, list))):
-            return "promptfoo"
         return "jsonl"
     return "csv"
 
@@ -694,7 +844,8 @@ def import_file(path: str | os.PathLike, fmt: str = "auto", *, requests: str | N
     """Read ``path`` in format ``fmt`` (``auto`` detects it; giving column names
     means a CSV / JSONL table)."""
     if fmt == "auto":
-        fmt = "table" if prompt_column or response_column else detect_format(path)
+        fmt = "table" if prompt_column or response_column else detect_format(
+            path, requests=requests)
         if fmt in ("csv", "jsonl") and not (prompt_column and response_column):
             raise ImportFormatError(
                 f"{path} looks like a {fmt.upper()} table: name its columns with "

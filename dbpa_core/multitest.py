@@ -27,14 +27,16 @@ def _pvalues_iv(pvalues, name: str = "pvalues") -> np.ndarray:
     return p
 
 
-def _method_iv(method: str) -> str:
+def _method_iv(method: str, name: str = "method") -> str:
+    """``method`` normalised (aliases such as ``fdr_bh``); errors name the argument
+    ``name`` (``correction`` where the caller calls it so)."""
     if method is not None and not isinstance(method, str):
-        raise TypeError(f"`method` must be one of {set(METHODS)} (a string), "
+        raise TypeError(f"`{name}` must be one of {set(METHODS)} (a string), "
                         f"got {type(method).__name__}.")
     aliases = {"fdr_bh": "bh", "benjamini-hochberg": "bh", "BH": "bh", None: "none"}
     method = aliases.get(method, method)
     if method not in METHODS:
-        raise ValueError(f"`method` must be in {set(METHODS)}, got {method!r}.")
+        raise ValueError(f"`{name}` must be in {set(METHODS)}, got {method!r}.")
     return method
 
 
@@ -102,11 +104,21 @@ def smallest_adjusted_p(p_min: float, n_tests: int, method: str = "holm") -> flo
 
 
 def significance_stars(p) -> str | list[str]:
-    """``***`` p < .001, ``**`` p < .01, ``*`` p < .05, else ``""`` (scalar or sequence)."""
-    if np.ndim(p) == 0:
-        v = float(p)
-        return "***" if v < 0.001 else "**" if v < 0.01 else "*" if v < 0.05 else ""
-    return [significance_stars(v) for v in np.asarray(p, dtype=float)]
+    """``***`` p < .001, ``**`` p < .01, ``*`` p < .05, else ``""`` (scalar or sequence).
+
+    ``p`` must be numbers in [0, 1]: text (``"0.01"``), booleans and None raise
+    TypeError, NaN and values outside [0, 1] raise ValueError (a p-value that is
+    not one must never read as "not significant").
+
+    Examples
+    --------
+    >>> significance_stars([0.0004, 0.03, 0.2])
+    ['***', '*', '']
+    """
+    arr = _pvalues_iv(p, "p")
+    stars = ["***" if v < 0.001 else "**" if v < 0.01 else "*" if v < 0.05 else ""
+             for v in arr]
+    return stars[0] if np.ndim(p) == 0 else stars
 
 
 def multiple_testing(pvalues, method: str = "holm", *, alpha: float = 0.05) -> MultipleTestingResult:

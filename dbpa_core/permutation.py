@@ -33,6 +33,7 @@ from .similarity import check_embeddings, cosine_similarity_matrix, pairwise_dis
 from .types import DBPAResult
 
 MAX_EXACT_SPLITS = 1_000_000
+MAX_PERMUTATIONS = 100_000_000  # B: the result keeps B statistics (8 bytes each, 800 MB here)
 MAX_BATCH_BYTES = 32 * 2**20   # split indices held at once (int32): bounds memory at any k and B
 SEQUENTIAL_FIRST_BATCH = 64     # sequential stopping starts this small and doubles
 PARALLEL_MIN_WORK = 1_000_000   # pair visits per kernel call below which one thread is faster
@@ -164,16 +165,24 @@ def _as_generator(rng) -> np.random.Generator:
     raise TypeError("`rng` must be None, an int seed or a numpy.random.Generator.")
 
 
-def _check_int(value, name: str, minimum: int) -> int:
+def _check_int(value, name: str, minimum: int, maximum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"`{name}` must be an integer, got {type(value).__name__}.")
     if value < minimum:
         raise ValueError(f"`{name}` must be >= {minimum}, got {value}.")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"`{name}` must be <= {maximum:_}, got {value:_}.")
     return int(value)
 
 
+def _permutations_iv(n_permutations) -> int:
+    """B in [1, MAX_PERMUTATIONS]: every permutation statistic is kept in the result, so
+    a larger B would not fit in memory (p-values below 1e-8 need no more splits)."""
+    return _check_int(n_permutations, "n_permutations", 1, MAX_PERMUTATIONS)
+
+
 def _engine_iv(n_permutations, rng, sequential, batch, bins):
-    n_permutations = _check_int(n_permutations, "n_permutations", 1)
+    n_permutations = _permutations_iv(n_permutations)
     if sequential is not None:
         sequential = _check_int(sequential, "sequential", 1)
     if batch is not None:
@@ -314,6 +323,9 @@ def smallest_p_value(k: int, m: int, *, n_permutations: int, measure: str = DEFA
     >>> smallest_p_value(20, 20, n_permutations=2000)
     0.0004997501249375312
     """
+    k = _check_int(k, "k", 2)
+    m = _check_int(m, "m", 2)
+    n_permutations = _permutations_iv(n_permutations)
     meas = get_measure(measure)
     _null_iv(null)
     n_splits = math.comb(k + m, k)
@@ -477,10 +489,12 @@ def dbpa_test_similarity(similarity, k: int, *, measure: str = DEFAULT_MEASURE,
         raise ValueError("`similarity` must be symmetric (S[i, j] == S[j, i]).")
     k = _check_int(k, "k", 0)
     n = s.shape[0]
-    if k > n:
-        raise ValueError(f"`k` ({k}) is larger than the {n} x {n} `similarity` matrix; k counts "
-                         f"its base responses and must leave 2 perturbed ones: at most {n - 2}.")
-    _group_sizes_iv(k, n - k)
+    if not 2 <= k <= n - 2:
+        raise ValueError(
+            f"`k` must lie in [2, {n - 2}] for a {n} x {n} `similarity` matrix (k counts its "
+            f"base responses and must leave at least 2 perturbed ones), got {k}."
+            if n >= 4 else f"`similarity` is {n} x {n}: it needs at least 4 responses "
+            f"(2 base and 2 perturbed) for any `k`, got k = {k}.")
     distance = None
     if meas.uses == "distance":
         distance = np.maximum(1.0 - s, 0.0)

@@ -17,7 +17,14 @@ from scipy import stats
 
 from .measures import DEFAULT_MEASURE, get_measure
 from .multitest import _method_iv, smallest_adjusted_p
-from .permutation import _as_generator, _check_int, _null_iv, dbpa_test, smallest_p_value
+from .permutation import (
+    _as_generator,
+    _check_int,
+    _null_iv,
+    _permutations_iv,
+    dbpa_test,
+    smallest_p_value,
+)
 from .similarity import check_embeddings
 from .types import Attainability, DBPAResult, PowerResult
 
@@ -81,9 +88,9 @@ def attainable_significance(k: int, m: int | None = None, *, n_permutations: int
     """
     k = _check_int(k, "k", 2)
     m = k if m is None else _check_int(m, "m", 2)
-    n_permutations = _check_int(n_permutations, "n_permutations", 1)
+    n_permutations = _permutations_iv(n_permutations)
     n_tests = _check_int(n_tests, "n_tests", 1)
-    correction = _method_iv(correction)
+    correction = _method_iv(correction, "correction")
     alpha = _prob_iv(alpha, "alpha")
     get_measure(measure)
     _null_iv(null)
@@ -182,7 +189,7 @@ def _auto_permutations(n_permutations: int | None, level: float) -> int:
     need = math.ceil(5.0 / level) - 1
     if n_permutations is None:
         return max(499, need)
-    n_permutations = _check_int(n_permutations, "n_permutations", 1)
+    n_permutations = _permutations_iv(n_permutations)
     if n_permutations < need:
         if 1.0 / (n_permutations + 1) > level:
             why = (f"can never reach α/M = {level:.3g} (its smallest value is "

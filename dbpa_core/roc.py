@@ -65,8 +65,27 @@ def best_model_at_fpr(rocs: Mapping[str, ROCResult], max_fpr: float) -> tuple[st
     """The model whose TPR is highest at an allowed FPR, and that TPR.
 
     Ties go to the model with the larger AUC, then to the first listed.
+
+    Parameters
+    ----------
+    rocs : Mapping[str, ROCResult]
+        Each model's :func:`roc_over_alpha` result, by model name.
+    max_fpr : float
+        The allowed false-positive rate, in [0, 1].
     """
+    if not isinstance(rocs, Mapping):
+        raise TypeError(f"`rocs` must be a mapping of model name -> ROCResult, got "
+                        f"{type(rocs).__name__}.")
     if not rocs:
         raise ValueError("`rocs` is empty: give at least one model's ROCResult.")
+    for name, roc in rocs.items():
+        if not isinstance(roc, ROCResult):
+            raise TypeError(f"`rocs[{name!r}]` must be a ROCResult (from roc_over_alpha), got "
+                            f"{type(roc).__name__}.")
+    if isinstance(max_fpr, (bool, np.bool_)) or not isinstance(max_fpr, (int, float, np.floating,
+                                                                            np.integer)):
+        raise TypeError(f"`max_fpr` must be a number in [0, 1], got {type(max_fpr).__name__}.")
+    if not 0.0 <= float(max_fpr) <= 1.0:  # NaN fails too
+        raise ValueError(f"`max_fpr` must lie in [0, 1], got {max_fpr!r}.")
     best = max(rocs.items(), key=lambda kv: (kv[1].tpr_at_fpr(max_fpr), kv[1].auc))
     return best[0], best[1].tpr_at_fpr(max_fpr)

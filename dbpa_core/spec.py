@@ -3,10 +3,11 @@
 Mistakes (an unknown key, a missing prompt, samples < 2, a replay file that
 does not exist, ...) are rejected before any call, with the line that is wrong.
 So is hostile input: a file that is not UTF-8, a YAML alias bomb or deep nesting,
-NaN or infinite numbers, a section of the wrong type, samples whose similarity
-matrices cannot fit in memory, and an ``api_key_env`` that does not look like an
-LLM key (a spec decides which variable is sent to which server: specs are
-trusted input, and other variables need ``allow_key_env``).
+NaN or infinite numbers, a lone surrogate escape (``"\\ud800"``) in a text, a
+section of the wrong type, samples whose similarity matrices cannot fit in memory,
+and an ``api_key_env`` that is not an LLM provider's key variable (a spec decides
+which variable is sent to which server: other variables must be allowed by the
+user, with ``allow_key_env`` or in ``$DBPA_HOME/settings.yaml``, never by a spec).
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from ._validate import file_problem, first_surrogate
 from .backends.base import redact_url
 from .measures import DEFAULT_MEASURE, MEASURES, NULLS
 from .multitest import METHODS
@@ -42,15 +44,39 @@ BASE_KEYS = {"prompt", "system_prompt"}
 MAX_SPEC_BYTES = 10 * 1024**2  # a spec is a page of YAML; anything this large is not one
 MAX_DEPTH = 32                 # nesting levels
 MAX_VALUES = 20_000            # values after YAML aliases are expanded
-# an LLM key variable: OPENAI_API_KEY, HF_TOKEN, MY_VLLM_KEY, ... but not a cloud, CI or
-# database secret that happens to end the same way
-KEY_ENV_PATTERN = re.compile(r"[A-Z][A-Z0-9_]*_(?:KEY|TOKEN)")
-KEY_ENV_DENIED = re.compile(
-    r"(SECRET|PRIVATE|PASSWORD|PASSWD|CREDENTIAL|SESSION|SIGNING|ENCRYPTION|SSH|GPG|PGP)|"
-    r"^(AWS|AZURE_CLIENT|AZURE_STORAGE|GCP|GOOGLE_APPLICATION|GITHUB|GH|GITLAB|CI|ACTIONS|RUNNER|"
-    r"BUILDKITE|CIRCLE|TRAVIS|JENKINS|NPM|NODE_AUTH|PYPI|TWINE|DOCKER|REGISTRY|KUBE|K8S|VAULT|"
-    r"SLACK|STRIPE|TWILIO|SENDGRID|HEROKU|NETLIFY|VERCEL|CLOUDFLARE|DIGITALOCEAN|CODECOV|SONAR|"
-    r"SENTRY|DATADOG|DD|DATABASE|DB|POSTGRES|PG|MYSQL|REDIS|MONGO|DJANGO|FLASK|JWT|OAUTH|SMTP)_")
+# The environment variables a spec may send to its server as an API key: those of LLM
+# providers (and DBPA_*). A spec decides which variable goes to which URL, so any other
+# name (a cloud, CI, registry or chat-bot token) must be allowed by the user: on the command
+# line (--allow-key-env NAME) or in their own settings file ($DBPA_HOME/settings.yaml,
+# `allow_key_env: [NAME, ...]`) — never by a spec alone.
+LLM_KEY_ENVS = frozenset({
+    "OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "AZURE_OPENAI_KEY", "AZURE_API_KEY",
+    "ANTHROPIC_API_KEY", "MISTRAL_API_KEY", "CODESTRAL_API_KEY", "TOGETHER_API_KEY",
+    "TOGETHERAI_API_KEY", "GROQ_API_KEY", "OPENROUTER_API_KEY", "FIREWORKS_API_KEY",
+    "FIREWORKS_AI_API_KEY", "DEEPSEEK_API_KEY", "GEMINI_API_KEY", "XAI_API_KEY",
+    "PERPLEXITY_API_KEY", "PPLX_API_KEY", "COHERE_API_KEY", "CO_API_KEY", "AI21_API_KEY",
+    "CEREBRAS_API_KEY", "DEEPINFRA_API_KEY", "DEEPINFRA_API_TOKEN", "NVIDIA_API_KEY",
+    "NVIDIA_NIM_API_KEY", "SAMBANOVA_API_KEY", "NEBIUS_API_KEY", "HYPERBOLIC_API_KEY",
+    "NOVITA_API_KEY", "LEPTON_API_KEY", "ANYSCALE_API_KEY", "OCTOAI_TOKEN", "REPLICATE_API_TOKEN",
+    "VOYAGE_API_KEY", "JINA_API_KEY", "DASHSCOPE_API_KEY", "MOONSHOT_API_KEY", "ZHIPUAI_API_KEY",
+    "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACEHUB_API_TOKEN", "HF_API_TOKEN",
+    "LITELLM_API_KEY", "LITELLM_MASTER_KEY", "VLLM_API_KEY", "OLLAMA_API_KEY",
+    "LM_STUDIO_API_KEY", "LLAMA_API_KEY", "OPENAI_COMPATIBLE_API_KEY",
+})
+DBPA_KEY_ENV = re.compile(r"DBPA_[A-Z0-9_]+")
+
+
+def key_env_allowed(name: str, allow_key_env=()) -> bool:
+    """May a spec send the variable ``name`` as an API key? Yes for an LLM provider's key
+    variable (:data:`LLM_KEY_ENVS`) or a ``DBPA_*`` name, and for what the user allowed:
+    ``allow_key_env`` (the command line) or ``allow_key_env`` in their settings file
+    (:func:`dbpa_core.home.allowed_key_envs`)."""
+    from .home import allowed_key_envs
+
+    return name in LLM_KEY_ENVS or bool(DBPA_KEY_ENV.fullmatch(name)) \
+        or name in set(allow_key_env or ()) or name in allowed_key_envs()
+
+
 PERTURBATION_KEYS = {"name", "prompt", "prefix", "suffix", "system_prompt", "role"}
 
 
@@ -202,10 +228,15 @@ class _Doc:
         if isinstance(node, yaml.SequenceNode):
             return [self.convert(v, path + (i,)) for i, v in enumerate(node.value)]
         try:
-            return self.scalar(node)
+            value = self.scalar(node)
         except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:
             raise self.err(path, f"cannot read the value {node.value[:40]!r} "
                            f"({getattr(exc, 'problem', None) or exc})") from None
+        bad = first_surrogate(value) if isinstance(value, str) else None
+        if bad:  # "\ud800" in a quoted string: half of a UTF-16 pair, not a character
+            raise self.err(path, f"the text holds the escape {bad}, which is not a character "
+                           "(half of a UTF-16 surrogate pair): write the character itself")
+        return value
 
 
     def scalar(self, node: yaml.ScalarNode) -> Any:
@@ -329,6 +360,8 @@ def _existing(doc: _Doc, obj: dict, path: tuple, key: str, base_dir: Path, what:
     """A required file (``key == "file"``) or folder, relative to the spec's folder."""
     given = _get(doc, obj, key, path, str, required=True)
     full = Path(given) if os.path.isabs(given) else (base_dir / given).resolve()
+    if key == "file" and full.exists() and file_problem(full):
+        raise doc.err(path + (key,), f"{what} {given!r} {file_problem(full)}")
     if not (full.is_file() if key == "file" else full.is_dir()):
         raise doc.err(path + (key,), f"{what} {given!r} does not exist")
     return str(full)
@@ -351,12 +384,15 @@ def _server(doc: _Doc, obj: dict, path: tuple, allow_key_env) -> None:
             raise doc.err(path + ("base_url",), f"{_name(path + ('base_url',))} must be an http(s) "
                           f"URL such as http://localhost:8000/v1, got {redact_url(url)!r}")
     env = _get(doc, obj, "api_key_env", path, str)
-    if env is not None and env not in set(allow_key_env or ()) and \
-            (not KEY_ENV_PATTERN.fullmatch(env) or KEY_ENV_DENIED.search(env)):
+    if env is not None and not key_env_allowed(env, allow_key_env):
+        from .home import settings_file
+
         raise doc.err(path + ("api_key_env",), (
-            f"{_name(path + ('api_key_env',))} {env!r} does not look like an LLM API key variable "
-            "(such as OPENAI_API_KEY or HF_TOKEN); a spec decides which variable is sent to which "
-            f"server, so other names need --allow-key-env {env} on the command line"))
+            f"{_name(path + ('api_key_env',))} {env!r} is not an LLM provider's API key variable "
+            "(such as OPENAI_API_KEY, ANTHROPIC_API_KEY or HF_TOKEN, or a DBPA_* name); a spec "
+            f"decides which variable is sent to which server, so other names must be allowed by "
+            f"you: --allow-key-env {env} on the command line, or 'allow_key_env: [{env}]' in "
+            f"{settings_file()}"))
     _get(doc, obj, "concurrency", path, int, minimum=1, maximum=256)
     _get(doc, obj, "max_retries", path, int, minimum=0, maximum=20)
     _get(doc, obj, "timeout", path, float, minimum=0.1, maximum=86_400)
@@ -392,7 +428,9 @@ def _model(doc: _Doc, obj: Any, path: tuple, base_dir: Path,
     cfg["backend"] = backend
     _server(doc, obj, path, allow_key_env)
     if backend == "openai":
-        _get(doc, obj, "name", path, str, required=True)
+        if not _get(doc, obj, "name", path, str, required=True).strip():
+            raise doc.err(path + ("name",), f"{_name(path + ('name',))} is empty: give the model "
+                          "name the server knows (e.g. gpt-4o-mini)")
         _get(doc, obj, "n_per_request", path, int, minimum=1, maximum=128)
     elif backend == "hf":
         cfg["path"] = _existing(doc, obj, path, "path", base_dir, "Hugging Face model folder")
@@ -420,8 +458,10 @@ def read_document(data: str | dict, source: str) -> tuple[_Doc, Any]:
 def read_spec_file(path: str | os.PathLike) -> str:
     """A spec file's text: it must exist, be at most MAX_SPEC_BYTES and be UTF-8."""
     p = Path(path)
-    if not p.is_file():
-        raise SpecError(f"{path}: no such spec file")
+    problem = file_problem(p)
+    if problem:
+        raise SpecError(f"{path}: no such spec file" if problem == "no such file" else
+                        f"{path}: {problem}; give the path of a spec file (YAML)")
     try:
         if p.stat().st_size > MAX_SPEC_BYTES:
             raise SpecError(f"{path}: larger than {MAX_SPEC_BYTES // 1024**2} MB, not a spec")
@@ -448,7 +488,8 @@ def parse_spec(data: str | dict, *, source: str = "<spec>", base_dir: str | os.P
     """Validate a spec given as YAML text (or an already loaded dict).
 
     ``allow_key_env`` names environment variables that may be sent as API keys
-    although they do not look like an LLM key (``dbpa --allow-key-env``).
+    although they are not an LLM provider's key variable (``dbpa --allow-key-env``;
+    see :func:`key_env_allowed`).
     """
     from .checks import parse_checks
 

@@ -55,8 +55,8 @@ def test_bad_options(kwargs, exc, match):
     (np.ones((3, 4)), 1, r"`similarity` must be a square matrix"),
     (np.array([[1, .2, .3], [.5, 1, .1], [.3, .1, 1]]), 1, r"must be symmetric"),
     (np.full((4, 4), np.nan), 2, r"`similarity` contains NaN"),
-    (np.eye(4), 1, r"`base` needs at least 2 responses, got 1"),
-    (np.eye(4), 3, r"`perturbed` needs at least 2 responses, got 1"),
+    (np.eye(4), 1, r"`k` must lie in \[2, 2\].*got 1"),
+    (np.eye(4), 3, r"`k` must lie in \[2, 2\].*got 3"),
 ])
 def test_bad_similarity_matrix(s, k, match):
     with pytest.raises(ValueError, match=match):

@@ -190,10 +190,10 @@ def test_keys_are_never_recorded(history, results, monkeypatch):
 
     a = results["a"]
     spec = dataclasses.replace(a.spec, models=({"backend": "openai", "name": "m",
-                                                "api_key_env": "MY_KEY"},))
+                                                "api_key_env": "DBPA_MY_KEY"},))
     history.record({"m": dataclasses.replace(a, spec=spec)}, source="cli")
     blob = Path(history.path).read_bytes()
-    assert b"MY_KEY" in blob and b"sk-" not in blob
+    assert b"DBPA_MY_KEY" in blob and b"sk-" not in blob
 
 
 # --------------------------------------------------------------------------- the CLI

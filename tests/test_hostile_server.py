@@ -1,5 +1,6 @@
 """A hostile OpenAI-compatible server: the audit never hangs, never caches garbage,
 and says in one short line what went wrong (issue 7)."""
+import dataclasses
 import threading
 import time
 
@@ -213,9 +214,12 @@ def test_persistent_embedding_garbage_fails_short_and_is_asked_again(cache, faul
 def test_a_huge_answer_is_refused_before_it_is_read(cache):
     with server(fault="huge", huge_bytes=20 * 1024**2) as srv:
         t = time.monotonic()
+        spec = spec_for(srv, samples=2, concurrency=1, embedder="rouge1",
+                        model_extra="  max_response_mb: 2")
+        # max_tokens large enough that max_response_mb, not max_tokens, is the tighter cap
+        spec = dataclasses.replace(spec, max_tokens=100_000)
         with pytest.raises(BackendError, match=r"larger than 2 MB.*max_response_mb"):
-            run_audit(spec_for(srv, samples=2, concurrency=1, embedder="rouge1",
-                               model_extra="  max_response_mb: 2"), cache=cache)
+            run_audit(spec, cache=cache)
         assert time.monotonic() - t < 20
     assert cache.count() == 0
 

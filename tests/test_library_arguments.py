@@ -49,7 +49,7 @@ def test_bad_alpha_is_named(alpha, exc, match):
 
 @pytest.mark.parametrize("k", [5, 7, 100])
 def test_k_larger_than_the_similarity_matrix(k):
-    with pytest.raises(ValueError, match=rf"`k` \({k}\) is larger than the 4 x 4 `similarity` matrix.*at most 2"):
+    with pytest.raises(ValueError, match=rf"`k` must lie in \[2, 2\] for a 4 x 4 `similarity` matrix.*got {k}"):
         dbpa_test_similarity(np.eye(4), k, n_permutations=10)
 
 

@@ -129,7 +129,7 @@ def test_cli_spec_error_exit_code(tmp_path, capsys):
 def test_cli_estimate_calls_nothing(tmp_path, capsys):
     spec = tmp_path / "s.yaml"
     spec.write_text("""
-model: {backend: openai, name: gpt-4o-mini, base_url: "http://127.0.0.1:9/v1", api_key_env: NOPE_KEY}
+model: {backend: openai, name: gpt-4o-mini, base_url: "http://127.0.0.1:9/v1", api_key_env: DBPA_NOPE_KEY}
 samples: 20
 max_tokens: 300
 base: {prompt: "0123456789012345678901234567890123456789"}

@@ -11,7 +11,7 @@ DEMO = str(Path(__file__).resolve().parents[1] / "assets" / "demo_replay.jsonl")
 
 CASES = {
     "perturbations": {
-        "name": "p", "model": {"backend": "openai", "name": "gpt", "api_key_env": "MY_KEY",
+        "name": "p", "model": {"backend": "openai", "name": "gpt", "api_key_env": "DBPA_MY_KEY",
                                "base_url": "http://127.0.0.1:1/v1", "concurrency": 4},
         "base": {"prompt": "Hi: 'quoted' \"x\" # not a comment", "system_prompt": "Be brief."},
         "perturbations": [{"name": "pre", "prefix": "Act as a pirate."},
@@ -44,7 +44,7 @@ def test_dump_spec_round_trips(case):
 def test_dump_spec_never_holds_a_key():
     spec = parse_spec(CASES["perturbations"])
     text = dump_spec(spec)
-    assert "MY_KEY" in text and "sk-" not in text
+    assert "DBPA_MY_KEY" in text and "sk-" not in text
     # an inherited system prompt is not repeated on every perturbation
     raw = yaml.safe_load(text)
     assert [p.get("system_prompt") for p in raw["perturbations"]] == [None, None, "Be verbose.",

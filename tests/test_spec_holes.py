@@ -126,7 +126,7 @@ def test_a_replay_file_with_bad_json_is_a_spec_error(tmp_path):
 
 
 def test_a_spec_that_is_a_folder_or_huge(tmp_path):
-    with pytest.raises(SpecError, match="no such spec file"):
+    with pytest.raises(SpecError, match="is a folder, not a file"):
         load_spec(tmp_path)
     big = tmp_path / "big.yaml"
     big.write_text("# " + "x" * (11 * 1024**2))
@@ -215,20 +215,22 @@ def test_the_memory_limit_defaults_to_half_the_machine(monkeypatch):
 # --------------------------------------------------------------------------- key variables
 @pytest.mark.parametrize("name", ["AWS_SECRET_ACCESS_KEY", "GITHUB_TOKEN", "HOME", "PATH",
                                   "openai_api_key", "SSH_AUTH_SOCK", "NPM_TOKEN",
-                                  "ACTIONS_RUNTIME_TOKEN", "DATABASE_PASSWORD"])
+                                  "ACTIONS_RUNTIME_TOKEN", "DATABASE_PASSWORD", "MY_VLLM_TOKEN",
+                                  "TF_API_TOKEN", "HCLOUD_TOKEN"])
 def test_key_variables_that_do_not_look_like_an_llm_key_are_refused(name):
     as_model = GOOD.replace("api_key_env: OPENAI_API_KEY", f"api_key_env: {name}")
     as_embedder = GOOD + f"embedder: {{backend: openai, api_key_env: {name}}}\n"
     for where, text in (("model", as_model), ("embedder", as_embedder)):
-        with pytest.raises(SpecError, match=rf"{where}.api_key_env {name!r} does not look like "
-                           r"an LLM API key .*--allow-key-env"):
+        with pytest.raises(SpecError, match=rf"{where}.api_key_env {name!r} is not an LLM "
+                           r"provider's API key variable .*--allow-key-env"):
             parse_spec(text, source="s.yaml")
     allowed = parse_spec(as_model, allow_key_env=[name])
     assert allowed.model["api_key_env"] == name
 
 
 @pytest.mark.parametrize("name", ["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GROQ_API_KEY",
-                                  "HF_TOKEN", "TOGETHER_KEY", "MY_VLLM_TOKEN", "DBPA_TEST_KEY"])
+                                  "HF_TOKEN", "TOGETHER_API_KEY", "DBPA_VLLM_TOKEN",
+                                  "DBPA_TEST_KEY"])
 def test_llm_key_variables_are_allowed(name):
     assert parse_spec(GOOD.replace("OPENAI_API_KEY", name)).model["api_key_env"] == name
 

@@ -13,7 +13,13 @@ from pathlib import Path
 
 import streamlit as st
 
-from dbpa_core.importers import ImportFormatError, import_file, imports_dir, stored_name
+from dbpa_core.importers import (
+    ImportFormatError,
+    import_file,
+    imports_dir,
+    stored_name,
+    write_atomic,
+)
 from dbpa_core.spec import model_label
 
 from . import state
@@ -113,8 +119,11 @@ def import_block() -> None:
         return
     content = res.to_jsonl()
     out = folder / stored_name(Path(upload.name).stem, content)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(content, encoding="utf-8")
+    try:
+        write_atomic({out: content})  # never a partial replay file that reads as valid
+    except OSError as exc:
+        st.error(md_escape(f"Cannot write {out} ({exc.strerror or exc}); nothing was imported."))
+        return
     added = _models_for(res.records, out, label, upload.name)
     labels = [model_label(m) for m in added]
     # an import under a name already in the list replaces that model (and says so)

@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
+from .._validate import valid_unicode
 from .base import (
     AuthError,
     BackendError,
@@ -52,6 +53,18 @@ T = TypeVar("T")
 
 DEFAULT_MAX_RESPONSE_MB = 8.0
 DEFAULT_MAX_RETRY_WAIT = 60.0
+# A chat answer may be at most this large for the max_tokens it was asked for: the JSON
+# envelope, plus per token of each choice more than any tokenizer's longest token written
+# as JSON escapes (\uXXXX is 6 bytes a character). 300 tokens: about 100 KB.
+ANSWER_ENVELOPE_BYTES = 64 * 1024
+ANSWER_BYTES_PER_TOKEN = 128
+
+
+def answer_byte_limit(max_tokens: int, n: int = 1) -> int:
+    """The most bytes a chat answer of ``n`` choices of at most ``max_tokens`` tokens can
+    need (see ANSWER_BYTES_PER_TOKEN); a larger one comes from a server that ignores
+    ``max_tokens``."""
+    return ANSWER_ENVELOPE_BYTES + ANSWER_BYTES_PER_TOKEN * max(1, int(max_tokens)) * max(1, n)
 
 
 class MalformedAnswer(ValueError):
@@ -203,20 +216,29 @@ class OpenAIClientSettings:
                 f"api_key_env={self.api_key_env!r})")
 
     # ------------------------------------------------------------------ one request
-    async def read_json(self, streamed) -> Any:
+    async def read_json(self, streamed, *, max_tokens: int | None = None, n: int = 1) -> Any:
         """The JSON body of ``resource.with_streaming_response.create(...)``, read at
-        most ``max_response_bytes`` far (a larger answer is refused, not read)."""
+        most ``max_response_bytes`` far, and for a chat answer at most what
+        ``max_tokens`` allows for ``n`` choices (:func:`answer_byte_limit`): a larger
+        answer is refused, not read."""
         limit = self.max_response_bytes
+        if max_tokens is not None:
+            limit = min(limit, answer_byte_limit(max_tokens, n))
+
+        def too_large() -> ResponseTooLargeError:
+            return self._too_large() if limit == self.max_response_bytes else \
+                self._beyond_max_tokens(limit, max_tokens, n)
+
         async with streamed as resp:
             length = resp.headers.get("content-length")
             if length and length.strip().isdigit() and int(length) > limit:
-                raise self._too_large()
+                raise too_large()
             buf = bytearray()
             try:
                 async for chunk in resp.iter_bytes():
                     buf += chunk
                     if len(buf) > limit:
-                        raise self._too_large()
+                        raise too_large()
             except ResponseTooLargeError:
                 raise
             except Exception as exc:  # noqa: BLE001 - any transport failure mid-body
@@ -225,12 +247,22 @@ class OpenAIClientSettings:
             return json.loads(bytes(buf))
         except (ValueError, UnicodeDecodeError):
             raise MalformedAnswer("the answer is not JSON") from None
+        except RecursionError:
+            raise MalformedAnswer("the answer is JSON nested too deeply to be one") from None
 
     def _too_large(self) -> ResponseTooLargeError:
         mb = self.max_response_bytes / 1024**2
         return ResponseTooLargeError(
             f"{self.host} sent an answer larger than {mb:g} MB; it was refused unread. Raise "
             "max_response_mb in the spec if that is expected, or lower max_tokens.")
+
+    def _beyond_max_tokens(self, limit: int, max_tokens: int, n: int) -> ResponseTooLargeError:
+        what = f"{n} answers of" if n > 1 else "an answer of"
+        return ResponseTooLargeError(
+            f"{self.host} sent more than max_tokens = {max_tokens} allows (over "
+            f"{limit / 1024:.0f} KB, the most {what} {max_tokens} tokens can take): the server "
+            "ignores max_tokens. The answer was refused unread and nothing of it was cached; "
+            "fix the server's limit or raise max_tokens in the spec.")
 
     async def with_retries(self, call: Callable[[], Awaitable[T]], *, what: str, model: str,
                            should_stop: Callable[[], bool] | None = None,
@@ -382,7 +414,7 @@ def parse_chat_answer(data: Any, n: int) -> tuple[list[str], int, int, str | Non
             raise MalformedAnswer(f"the content of choice {i} is {type(content).__name__}, not text")
         if not content.strip() and not explained:
             raise MalformedAnswer(f"choice {i} is empty (finish_reason {clean_text(finish, 30)!r})")
-        texts.append(content)
+        texts.append(content)  # lone surrogates are replaced by the backend (valid_unicode)
     usage = data.get("usage")
     usage = usage if isinstance(usage, dict) else {}
     pt, ct = (usage.get(k) for k in ("prompt_tokens", "completion_tokens"))
@@ -445,6 +477,16 @@ class OpenAIBackend:
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.on_status: Callable[[str], None] | None = None
+        self.replaced = [0, 0]  # characters that were not valid Unicode, in how many answers
+        self.over_max = [0, 0]  # answers longer than max_tokens (by the server's count), most
+
+    def _valid(self, text: str) -> str:
+        """``text`` with lone surrogates (not valid Unicode, not storable) replaced, counted."""
+        text, n = valid_unicode(text)
+        if n:
+            self.replaced[0] += n
+            self.replaced[1] += 1
+        return text
 
     def generate(self, requests: Sequence[SampleRequest], on_sample, *,
                  should_stop: Callable[[], bool] | None = None) -> None:
@@ -489,6 +531,17 @@ class OpenAIBackend:
             await asyncio.gather(*(one(g) for g in self._groups(requests)))
         finally:
             await client.close()
+            if self.replaced[0]:
+                log.warning("warning: %s sent %d character(s) that are not valid Unicode (lone "
+                            "surrogates) in %d answer(s); each was stored with U+FFFD in their "
+                            "place.", self.settings.host, *self.replaced)
+                self.replaced = [0, 0]
+            if self.over_max[0]:
+                log.warning("warning: %s reported more completion tokens than max_tokens = %d "
+                            "allows in %d answer(s) (up to %d): the server ignores max_tokens, "
+                            "so its answers are not the length the spec asked for.",
+                            self.settings.host, requests[0].params.max_tokens, *self.over_max)
+                self.over_max = [0, 0]
         if fatal:
             raise fatal[0]
 
@@ -510,7 +563,8 @@ class OpenAIBackend:
 
         async def call():
             data = await self.settings.read_json(
-                client.chat.completions.with_streaming_response.create(**kwargs))
+                client.chat.completions.with_streaming_response.create(**kwargs),
+                max_tokens=req.params.max_tokens, n=len(group))
             return parse_chat_answer(data, len(group))
 
         try:
@@ -527,6 +581,9 @@ class OpenAIBackend:
         self.calls += 1
         self.prompt_tokens += pt
         self.completion_tokens += ct
+        texts = [self._valid(t) for t in texts]
         k = len(texts)
+        if ct > req.params.max_tokens * k:  # within the byte bound, yet longer than asked
+            self.over_max = [self.over_max[0] + 1, max(self.over_max[1], ct // k)]
         return [Sample(t, prompt_tokens=pt // k, completion_tokens=ct // k,
                        model=model or self.model) for t in texts]

@@ -8,20 +8,43 @@ distinct records; asking for more than are recorded is an error, never reuse.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from .._validate import file_problem, valid_unicode
 from .base import BackendError, Sample, SampleRequest
+
+log = logging.getLogger(__name__)
 
 
 def load_replay_file(path: str | os.PathLike) -> dict[tuple[str, str | None], list[str]]:
-    """Recorded responses by (prompt, model); errors name the line."""
-    if not os.path.isfile(path):
+    """Recorded responses by (prompt, model); errors name the line. Text that is not valid
+    Unicode (a ``\\ud800`` escape) is replaced by U+FFFD (see :func:`read_replay_file`)."""
+    return read_replay_file(path)[0]
+
+
+def read_replay_file(path: str | os.PathLike) -> tuple[dict[tuple[str, str | None], list[str]],
+                                                        int]:
+    """``(records, replaced)``: the recorded responses by (prompt, model), and how many
+    characters that are not valid Unicode (lone surrogates) were replaced by U+FFFD."""
+    problem = file_problem(path)
+    if problem == "no such file":
         raise BackendError(f"Replay file {str(path)!r} does not exist.")
+    if problem:
+        raise BackendError(f"Replay file {str(path)!r} {problem}.")
     records: dict[tuple[str, str | None], list[str]] = defaultdict(list)
+    replaced = 0
+
+    def valid(text: str) -> str:
+        nonlocal replaced
+        text, n = valid_unicode(text)
+        replaced += n
+        return text
+
     with open(path, "rb") as fh:
         for lineno, raw in enumerate(fh, 1):
             try:
@@ -43,8 +66,9 @@ def load_replay_file(path: str | os.PathLike) -> dict[tuple[str, str | None], li
                 raise BackendError(
                     f"{path}, line {lineno}: each line needs string fields 'prompt' and 'response'.")
             model = obj.get("model")
-            records[(obj["prompt"], model if isinstance(model, str) else None)].append(obj["response"])
-    return dict(records)
+            records[(valid(obj["prompt"]), valid(model) if isinstance(model, str) else None)] \
+                .append(valid(obj["response"]))
+    return dict(records), replaced
 
 
 class ReplayBackend:
@@ -54,7 +78,11 @@ class ReplayBackend:
     def __init__(self, path: str | os.PathLike, model: str | None = None):
         self.path = str(path)
         self.model = model or ""
-        self._records = load_replay_file(path)
+        self._records, replaced = read_replay_file(path)
+        if replaced:
+            log.warning("warning: %s holds %d character(s) that are not valid Unicode (lone "
+                        "surrogates such as \\ud800); each was read as U+FFFD.", self.path,
+                        replaced)
 
     def available(self, prompt: str) -> int:
         return len(self._responses(prompt))
