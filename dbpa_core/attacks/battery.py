@@ -26,6 +26,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -58,6 +59,9 @@ from .text import AttackedText, attack_texts, derive_seed, highlight_segments
 
 RTI_RHOS = tuple(round(0.1 * i, 1) for i in range(1, 11))
 ALL = "all"
+# every file a battery may write: one a rerun does not write is removed from the folder
+BATTERY_FILES = ("results.json", "results.csv", "rti.csv", "consistency.csv", "patterns.csv",
+                 "curve.csv", "attacked.jsonl", "report.html")
 
 
 def _no_nan(value: Any) -> Any:
@@ -454,7 +458,10 @@ class BatteryResult:
     def _csv(rows: Sequence[dict[str, Any]]) -> str:
         buf = io.StringIO()
         if rows:
-            w = csv.DictWriter(buf, fieldnames=list(rows[0]), extrasaction="ignore")
+            # the header is every key of every row, in order of appearance: the clean row
+            # has no ASR columns, the attack rows after it do
+            fields = list(dict.fromkeys(k for r in rows for k in r))
+            w = csv.DictWriter(buf, fieldnames=fields)
             w.writeheader()
             for r in rows:
                 w.writerow(r)
@@ -481,15 +488,27 @@ class BatteryResult:
         return "".join(json.dumps(_no_nan(_jsonable(r.to_dict())), ensure_ascii=False) + "\n"
                        for r in self.records)
 
+    def files(self, *, report: str | None = None) -> dict[str, str]:
+        """Every output file's name and text (what :meth:`write` writes)."""
+        return {"results.json": self.to_json(), **self.csv_files(),
+                "attacked.jsonl": self.attacked_jsonl(),
+                "report.html": report if report is not None else report_html(self)}
+
     def write(self, out_dir, *, report: str | None = None) -> list[str]:
         """results.json, results.csv (+ rti/consistency/patterns/curve CSVs),
-        attacked.jsonl and report.html; returns their paths."""
+        attacked.jsonl and report.html, written atomically (each file in full, then all
+        renamed into place); returns their paths. A battery output of an earlier run in
+        ``out_dir`` that this run does not write (its consistency.csv, say) is removed
+        once the new files are in place, so the folder never mixes two runs."""
         from ..outputs import write_files
 
-        return write_files(out_dir, {
-            "results.json": self.to_json(), **self.csv_files(),
-            "attacked.jsonl": self.attacked_jsonl(),
-            "report.html": report if report is not None else report_html(self)})
+        files = self.files(report=report)
+        paths = write_files(out_dir, files)
+        for name in BATTERY_FILES:
+            stale = Path(out_dir) / name
+            if name not in files and stale.is_file():
+                stale.unlink()
+        return paths
 
 
 # --------------------------------------------------------------------------- running

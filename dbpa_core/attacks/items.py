@@ -344,6 +344,10 @@ def parse_item(obj: Any, *, where: str, default_id: str, dataset: str, seed: Any
         if len(options) > len(LETTERS):
             raise ItemsError(f"{where}: at most {len(LETTERS)} options")
         opts = tuple(str(o) for o in options)
+        empty = next((i for i, o in enumerate(opts) if not o.strip()), None)
+        if empty is not None:
+            raise ItemsError(f"{where}: option {LETTERS[empty]} is empty: every option needs "
+                             "a text")
         if len({o.strip() for o in opts}) < len(opts):
             raise ItemsError(f"{where}: two options have the same text")
         found = _letter_or_text(obj["answer"], opts)
