@@ -31,7 +31,7 @@ OPTS = ["cats", "wolves", "mice"]
     ("I think B.", "B"), ("Answer: (A)\nExplanation: B is wrong", "A"),
     ("I am sure: B", "B"), ("D) mice", "C"),  # no option D: the text names C
     # unreadable or ambiguous: never guessed
-    ("(A) or (B)", None), ("A or B", None), ("(B) wolves, not (A)", None),
+    ("(A) or (B)", None), ("A or B", None), ("(B) wolves, not (A)", "B"),
     ("The answer is a mouse", None), ("E", None), ("(E)", None), ("", None), ("   ", None),
     ("It could be cats or wolves", None), ("I cannot read this text.", None),
     ("The answer is wildcats", None),
