@@ -115,3 +115,17 @@ def test_an_empty_option_is_refused(options):
     line = json.dumps({"question": "q?", "options": options, "answer": "A"})
     with pytest.raises(ItemsError, match=r"x.jsonl, line 1: option [AB] is empty"):
         parse_items_text(line + "\n", source="x.jsonl")
+
+
+def test_instruction_variants_are_the_papers_five_and_the_users_own_each_once(server, data):
+    from dbpa_core.attacks.battery import plan
+    from dbpa_core.attacks.consistency import INSTRUCTIONS
+
+    body = ('consistency: {instructions: ["Pick one.", "Pick one.", '
+            '"Complete the description with an appropriate ending:"]}')
+    spec = parse_attack_spec(_spec(server, data, body))
+    assert spec.instructions == INSTRUCTIONS + ("Pick one.",)
+    asked = plan(spec)["instruction"]
+    assert len(asked) == 6 * len(spec.items)  # no variant for the item's own instruction
+    assert sorted({q.variant for q in asked}) == list(range(6))
+    assert all(q.item.instruction in spec.instructions for q in asked)

@@ -118,9 +118,11 @@ def attack_query(spec: BatterySpec, item: Item, cfg: AttackConfig, rho: float,
 
 
 def instruction_variants(spec: BatterySpec, item: Item) -> list[str]:
-    """The item's own instruction first, then the spec's, in the spec's order (variant j
-    is the same instruction for every item; a repeated prompt costs no second call)."""
-    return [item.instruction, *spec.instructions] if spec.instructions else []
+    """The spec's instructions, each once, in the spec's order (variant j is the same
+    instruction for every item). The item's own instruction is no variant: it is the
+    clean baseline, asked once; a variant equal to it asks the same prompt, which costs
+    no second call."""
+    return list(dict.fromkeys(spec.instructions))
 
 
 def plan(spec: BatterySpec) -> dict[str, list[Query]]:
@@ -420,6 +422,8 @@ class BatteryResult:
             out = {"accuracies": [r.to_dict() for r in self.consistency
                                   if r.kind == kind and r.dataset == ALL],
                    "std": self.consistency_std(kind), "by_dataset": {}}
+            if kind == "instructions":  # the item's own instruction: the clean answers
+                out["baseline_accuracy"] = 1.0 - self.clean().er.value
             for ds in self.datasets if len(self.datasets) > 1 else ():
                 out["by_dataset"][ds] = {
                     "accuracies": [r.to_dict() for r in self.consistency
@@ -583,7 +587,7 @@ def run_battery(spec: BatterySpec, *, cache: Cache | None = None,
 
 def _run_rti(spec: BatterySpec, sampler: Sampler, clean: dict) -> tuple[list[AnswerRecord], dict]:
     """Raise ρ by 0.1 per round for every (op, item) whose answer has not changed yet."""
-    r_values: dict[tuple[str, str, str], float] = {}
+    r_values: dict[tuple[str, str, str], tuple[float, bool]] = {}   # (r_x, changed)
     records: list[AnswerRecord] = []
     if not spec.rti:
         return records, r_values
@@ -611,14 +615,14 @@ def _run_rti(spec: BatterySpec, sampler: Sampler, clean: dict) -> tuple[list[Ans
                 answer = c.parsed.index
             history[key].append((rho, answer))
             if answer != c.parsed.index:
-                r_values[key] = rho
+                r_values[key] = (rho, True)
                 del open_[key]
         if not open_:
             break
     sampler.progress(Progress("rti", len(RTI_RHOS), len(RTI_RHOS)))
-    for key in list(open_):
-        r_values[key] = first_change([h[0] for h in history[key]], [h[1] for h in history[key]],
-                                     clean=clean[key[1:]].parsed.index)
+    for key in list(open_):  # never changed: r_x = 1.0
+        r_values[key] = (first_change([h[0] for h in history[key]], [h[1] for h in history[key]],
+                                      clean=clean[key[1:]].parsed.index), False)
     return records, r_values
 
 
@@ -667,8 +671,7 @@ def _consistency(spec: BatterySpec, records: list[AnswerRecord]) -> list[Consist
                 if not sel:
                     continue
                 if kind == "instructions":
-                    label = sel[0].query.name if v else "(the item's own)"
-                    label = label if label or not v else "(no instruction)"
+                    label = sel[0].query.name or "(no instruction)"
                 else:
                     label = "original order" if v == 0 else f"order {v + 1}"
                 rows.append(ConsistencyRow(kind, ds, v, label, accuracy(
@@ -678,11 +681,13 @@ def _consistency(spec: BatterySpec, records: list[AnswerRecord]) -> list[Consist
 
 
 def _rti_rows(spec: BatterySpec, r_values: dict) -> list[RTIRow]:
+    """``r_values[(op, dataset, id)] = (r_x, changed)``."""
     rows = []
     for op in spec.rti:
         for ds in _groups(spec):
-            vals = [v for (o, d, _), v in r_values.items() if o == op and (ds == ALL or d == ds)]
-            rows.append(RTIRow(op, ds, relative_training_index(vals, confidence=spec.confidence)))
+            sel = [v for (o, d, _), v in r_values.items() if o == op and (ds == ALL or d == ds)]
+            rows.append(RTIRow(op, ds, relative_training_index(
+                [v[0] for v in sel], changed=[v[1] for v in sel], confidence=spec.confidence)))
     return rows
 
 
@@ -796,7 +801,8 @@ def summary_text(result: BatteryResult) -> str:
     rti = [r for r in result.rti if r.dataset == ALL]
     if rti:
         lines += ["", "RTI (mean rho at which the answer first changes; 1 = never): " +
-                  ", ".join(f"{r.attack} {r.rti:.2f}" for r in rti)]
+                  ", ".join(f"{r.attack} {r.rti:.2f} ({r.result.never_changed_share:.0%} of items "
+                            "never changed)" for r in rti)]
     for kind, what in (("instructions", "instructions"), ("option_orders", "option orders")):
         accs = [r for r in result.consistency if r.kind == kind and r.dataset == ALL]
         if accs:
@@ -886,7 +892,8 @@ def report_html(result: BatteryResult, *, charts_html: str = "", title: str = "R
                     "answer first changes (1.0: never). High: the model answers from a destroyed "
                     "passage — the data are probably memorized.</p>" + _html_table(
                         d["rti"], [("attack", "attack"), ("dataset", "data set"), ("rti", "RTI"),
-                                   ("rti_low", "low"), ("rti_high", "high"), ("n", "n")]))
+                                   ("rti_low", "low"), ("rti_high", "high"),
+                                   ("never_changed_share", "never changed"), ("n", "n")]))
     for kind, label in (("instructions", "Synonymous instructions"),
                         ("option_orders", "Option orders")):
         c = d["consistency"][kind]

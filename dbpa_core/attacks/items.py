@@ -271,7 +271,7 @@ def _text_options(answer: str, rnd: random.Random, item_id: str) -> tuple[list[s
 def make_options(answer: Any, *, kind: str | None = None, seed: Any = 0,
                  vocabulary: Sequence[str] = (), passage: str = "",
                  item_id: str = "") -> tuple[tuple[str, ...], int, str]:
-    """Options and the answer's index for an item that has none (SPEC §2).
+    """Options and the answer's index for an item that has none.
 
     Returns ``(options, answer_index, answer_type)``. Seeded by ``seed`` and
     ``item_id``: the same item always gets the same options in the same order.

@@ -240,9 +240,10 @@ def _consistency(doc: _Doc, raw: Any) -> tuple[tuple[str, ...], int]:
     elif ins is False or ins is None:
         instructions = ()
     elif isinstance(ins, list) and all(isinstance(s, str) for s in ins):
-        instructions = INSTRUCTIONS + tuple(s for s in ins if s not in INSTRUCTIONS)
+        # the paper's five, then the user's own, each once
+        instructions = tuple(dict.fromkeys(INSTRUCTIONS + tuple(ins)))
     else:
-        raise doc.err(path + ("instructions",), "'instructions' is true (SPEC's five "
+        raise doc.err(path + ("instructions",), "'instructions' is true (the paper's five "
                       "synonymous instructions) or a list of your own instructions (added to them)")
     orders = raw.get("option_orders", 0)
     if orders is False or orders is None:
