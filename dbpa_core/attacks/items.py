@@ -12,8 +12,10 @@ The item format (one JSON object per line)::
   number; ``dataset`` groups results ("per data set" tables; default: the file's name).
 * ``options`` left out: ``answer`` is then the answer itself and options are made by
   answer type (:func:`make_options`): true/false -> True, False, Unable to determine;
-  a number -> 4 other numbers; a word -> 4 words of the same kind from the data set or
-  the passage; a text -> edited copies of it and "None of the other options is correct".
+  a number -> 4 other numbers (the answer's rank among them uniform); a word -> 4 words
+  of the same kind (the data set's other answers, the passage, WordNet), never an
+  inflection of it; a text -> edited copies of it and "None of the other options is
+  correct", which is the right option in a share :data:`NONE_SHARE` of the items.
 
 :func:`load_items` also reads the files of StrategyQA (JSON), AQuA, CREAK, GSM8K (JSONL),
 e-SNLI (CSV) and bAbI (the tasks' ``.txt``) that a user already has; the format is
@@ -59,7 +61,13 @@ _FUNCTION_WORDS = frozenset("""a an the and or but nor so yet if then than while
 who whose which what that this these those there here of to in on at by for from with into onto
 over under near after before because as is are was were be been being has have had do does did
 it its he she they them his her their our your my me we you not no yes""".split())
-_NUMBER = re.compile(r"^\s*[-+]?\$?\s*(\d{1,3}(,\d{3})+|\d+)(\.\d+)?\s*%?\s*$")
+# a number with an optional sign, currency sign and unit: -$1,250.50, 12 %, 3.5 kg, 40 apples
+_NUMBER = re.compile(r"^\s*(?P<sign>[-−+]?\s*)(?P<pre>[$€£¥]?\s*)"
+                     r"(?P<num>[-−+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[-−+]?\.\d+)"
+                     r"(?P<suf>\s*(?:%|[^\W\d_][^\W\d_°/²³.\-]*(?:[ /][^\W\d_][^\W\d_°/²³.]*){0,2}"
+                     r"|°[CF]?)?)\s*$")
+# the share of text answers whose right option is "None of the other options is correct"
+NONE_SHARE = 0.2
 
 
 class ItemsError(ValueError):
@@ -157,8 +165,24 @@ def render_prompt(item: Item, template: str = DEFAULT_TEMPLATE) -> str:
 
 
 # --------------------------------------------------------------------------- distractors
+def _number_parts(s: str) -> tuple[str, str, float, int, bool, str] | None:
+    """``(prefix, core, value, decimals, thousands_commas, suffix)`` of a number with an
+    optional currency sign before it and a unit after it (``$1,250.50``, ``-3``, ``12 %``,
+    ``3.5 kg``, ``40 apples``), or None."""
+    m = _NUMBER.match(s)
+    if m is None:
+        return None
+    core = m.group("num").replace("−", "-")
+    sign = -1.0 if (m.group("sign") or "").strip() in ("-", "−") or core.startswith("-") else 1.0
+    digits = core.lstrip("+-")
+    value = sign * float(digits.replace(",", ""))
+    decimals = len(digits.split(".")[1]) if "." in digits else 0
+    return m.group("pre"), digits, value, decimals, "," in digits, m.group("suf")
+
+
 def infer_answer_type(answer: Any) -> str:
-    """``boolean``, ``number``, ``word`` (one word) or ``text``."""
+    """``boolean``, ``number`` (with an optional currency sign or unit), ``word`` (one
+    word) or ``text``."""
     if isinstance(answer, bool):
         return "boolean"
     if isinstance(answer, (int, float)):
@@ -166,7 +190,7 @@ def infer_answer_type(answer: Any) -> str:
     s = str(answer).strip()
     if s.lower() in _TRUE | _FALSE | {"maybe"}:
         return "boolean"
-    if _NUMBER.match(s):
+    if _number_parts(s) is not None:
         return "number"
     if re.fullmatch(r"[^\W\d_]+(?:['’\-][^\W\d_]+)*", s):
         return "word"
@@ -183,68 +207,161 @@ def _bool_options(answer: Any) -> tuple[list[str], int]:
 
 
 def _number_options(answer: Any, rnd: random.Random) -> tuple[list[str], int]:
+    """The answer and 4 other numbers in its format (decimals, thousands commas, currency
+    sign, unit). The answer's rank among the 5 sorted values is drawn uniformly from the
+    ranks its sign allows (a count of 2 cannot have 3 smaller non-negative options), so
+    no position — smallest, middle, largest — gives the answer away; the others lie at
+    distinct random multiples of a random step from it."""
     s = str(answer).strip()
-    core = re.sub(r"[^\d.\-]", "", s.replace(",", ""))
-    x = float(core)
-    decimals = len(core.split(".")[1]) if "." in core else 0
-    scale = max(1.0, abs(x) * 0.25) if decimals == 0 else max(10.0 ** -decimals, abs(x) * 0.25)
-    fmt = (lambda v: f"{v:.{decimals}f}") if decimals else (lambda v: str(round(v)))
-    seen = {fmt(x)}
-    out: list[str] = []
-    tries = 0
-    while len(out) < 4 and tries < 1000:
-        tries += 1
-        v = x + rnd.choice([-1, 1]) * rnd.uniform(0.2, 3.0) * scale
-        if x >= 0 and v < 0:
-            v = -v
-        t = fmt(v)
-        if t not in seen:
-            seen.add(t)
-            out.append(t)
-    prefix = "$" if "$" in s else ""
-    suffix = "%" if s.endswith("%") else ""
-    opts = [prefix + t + suffix for t in out] + [s]
+    pre, _, x, decimals, commas, suf = _number_parts(s)
+    unit = 10.0 ** -decimals
+
+    def fmt(v: float) -> str:
+        body = f"{abs(v):,.{decimals}f}" if commas else f"{abs(v):.{decimals}f}"
+        return ("-" if round(v / unit) < 0 else "") + pre + body + suf
+
+    below_room = 4 if x < 0 else min(4, round(x / unit))   # distinct values >= 0 below x
+    rank = rnd.randint(0, below_room)                 # how many options lie below the answer
+    step = max(unit, round(abs(x) * rnd.uniform(0.04, 0.2) / unit) * unit) if x else \
+        unit * rnd.choice([1, 2, 5])
+    if x >= 0 and rank and x - rank * step < 0:
+        step = unit * max(1, int(x / unit) // rank)   # room for `rank` values in [0, x)
+    ks = list(range(1, 9))
+    below = [k for k in ks if x < 0 or x - k * step >= -unit / 2]
+    values = [x - k * step for k in rnd.sample(below, rank)] + \
+        [x + k * step for k in rnd.sample(ks, 4 - rank)]
+    opts = [fmt(v) for v in values]
+    if len(set(opts) | {fmt(x)}) < 5:  # rounding met (tiny steps): walk in units instead
+        opts = [fmt(x - k * unit) for k in range(1, rank + 1)] + \
+            [fmt(x + k * unit) for k in range(1, 5 - rank)]
+    opts.append(s)
     rnd.shuffle(opts)
     return opts, opts.index(s)
 
 
-def _word_kind(word: str) -> str | None:
+def _lemmas(word: str) -> set[str]:
+    """The word and its lemmas (WordNet's, and plain English endings): two words that
+    share one are inflections of each other (wolf / wolves, mouse / mice, go / going)."""
+    w = word.lower()
+    out = {w}
+    for suffix, repl in (("ies", "y"), ("ves", "f"), ("ves", "fe"), ("es", ""), ("s", ""),
+                         ("ed", ""), ("ed", "e"), ("ing", ""), ("ing", "e")):
+        if w.endswith(suffix) and len(w) > len(suffix) + 2:
+            out.add(w[:-len(suffix)] + repl)
     try:
         from .wordnet import WordNetMissing, wordnet
 
-        syn = wordnet().synsets(word.lower())
+        wn = wordnet()
     except WordNetMissing:
-        return None
-    return syn[0].pos().replace("s", "a") if syn else None
+        return out
+    for pos in ("n", "v", "a"):
+        lemma = wn.morphy(w, pos)
+        if lemma:
+            out.add(lemma.lower())
+    return out
+
+
+def _senses(word: str) -> list:
+    """WordNet's first noun senses of ``word`` (adjective senses when it has none)."""
+    try:
+        from .wordnet import WordNetMissing, wordnet
+
+        wn = wordnet()
+    except WordNetMissing:
+        return []
+    return wn.synsets(word.lower(), "n")[:3] or wn.synsets(word.lower(), "a")[:2]
+
+
+def _kind(answer: str, vocabulary: Sequence[str]) -> tuple[str | None, Any]:
+    """The answer's kind (a WordNet lexicographer file: ``noun.animal``,
+    ``noun.attribute`` for colours, ``noun.location``...) and its sense of that kind: the
+    sense most of the data set's other answers share (``white`` among colours is the
+    colour, not the person), else the first."""
+    senses = _senses(answer)
+    if not senses:
+        return None, None
+    others = [set(x.lexname() for x in _senses(v)) for v in vocabulary[:200]]
+    best = max(senses, key=lambda x: (sum(x.lexname() in o for o in others), -senses.index(x)))
+    return best.lexname(), best
+
+
+def _of_kind(word: str, kind: str | None) -> bool:
+    return kind is None or any(x.lexname() == kind for x in _senses(word))
+
+
+def _co_hyponyms(sense: Any) -> list[str]:
+    """Words of the same kind from WordNet: the sense's siblings, then its cousins (red,
+    blue... for a colour; fox, dog... for the wolf), the most frequent first."""
+    found: dict[str, int] = {}
+    for h in sense.hypernyms():
+        for level in (h, *h.hypernyms()):
+            for sib in level.hyponyms():
+                if sib == sense:
+                    continue
+                for x in (sib, *sib.hyponyms()[:6]):
+                    for lem in x.lemmas():
+                        name = lem.name()
+                        if name.isalpha() and name.islower():
+                            found[name] = max(found.get(name, 0), lem.count())
+    return sorted(found, key=lambda w: (-found[w], w))
 
 
 def _word_options(answer: str, rnd: random.Random, vocabulary: Sequence[str],
                   passage: str) -> tuple[list[str], int]:
-    low = answer.lower()
-    pool = sorted({v for v in vocabulary if v.lower() != low and infer_answer_type(v) == "word"})
-    picked = rnd.sample(pool, min(4, len(pool)))
-    if len(picked) < 4:  # words of the same part of speech from the passage
-        kind = _word_kind(answer)
-        from .text import WORD
+    """Four words of the answer's kind: the data set's other answers, then words of the
+    passage, then WordNet's words of the same kind. None is an inflection or the lemma of
+    the answer (nor of another pick), and none is a function word."""
+    from .text import WORD
 
-        words = sorted({w for w in WORD.findall(passage) if w.lower() != low and len(w) > 2
-                        and w.lower() not in {p.lower() for p in picked} and w.isalpha()
-                        and w.lower() not in _FUNCTION_WORDS})
-        same = [w for w in words if kind is not None and _word_kind(w) == kind]
-        rnd.shuffle(same)
-        picked += same[:4 - len(picked)]
+    vocab = [v for v in dict.fromkeys(v.strip() for v in vocabulary)
+             if infer_answer_type(v) == "word"]
+    kind, sense = _kind(answer, [v for v in vocab if v.lower() != answer.lower()])
+    picked: list[str] = []
+    taken = [_lemmas(answer)]
+
+    def take(pool: list[str], need_kind: bool) -> None:
+        rnd.shuffle(pool)
+        for w in pool:
+            if len(picked) >= 4:
+                return
+            if w.lower() in _FUNCTION_WORDS or any(_lemmas(w) & t for t in taken):
+                continue
+            if need_kind and not _of_kind(w, kind):
+                continue
+            picked.append(w)
+            taken.append(_lemmas(w))
+
+    take(sorted(vocab), kind is not None)
+    words = sorted({w for w in WORD.findall(passage) if w.isalpha() and len(w) > 2})
+    if kind is not None:
+        take(words, True)
+        if len(picked) < 4 and sense is not None:
+            common = _co_hyponyms(sense)[:24]
+            take(common, True)
     if not picked:
         picked = [NONE_OF_THE_OTHERS]
+    if answer[:1].isupper():
+        picked = [w if w == NONE_OF_THE_OTHERS else w[:1].upper() + w[1:] for w in picked]
     opts = picked + [answer]
     rnd.shuffle(opts)
     return opts, opts.index(answer)
 
 
-def _text_options(answer: str, rnd: random.Random, item_id: str) -> tuple[list[str], int]:
-    from .text import attack_text, derive_seed
+def _text_options(answer: str, rnd: random.Random, item_id: str,
+                  none_right: bool) -> tuple[list[str], int]:
+    """Edited copies of the answer (a changed number, words deleted, inserted or
+    replaced) and "None of the other options is correct", at a random position. When
+    ``none_right``, the answer itself is left out and "None of the other options is
+    correct" is the right option."""
+    from .text import WORD, attack_text, derive_seed
     from .wordnet import available
 
+    def content(t: str) -> list[str]:
+        return [w.lower() for w in WORD.findall(t) if w.lower() not in _FUNCTION_WORDS]
+
     ops = ["delete", "insert", "replace"] if available() else ["delete"]
+    need = 4 if none_right else 3
+    same = content(answer)   # a copy that only lost an article says the same: no distractor
     out: list[str] = []
     seen = {answer}
     nums = list(re.finditer(r"\d+(?:\.\d+)?", answer))
@@ -255,23 +372,33 @@ def _text_options(answer: str, rnd: random.Random, item_id: str) -> tuple[list[s
         t = answer[:m.start()] + new + answer[m.end():]
         seen.add(t)
         out.append(t)
-    for k in range(30):
-        if len(out) >= 3:
+    for k in range(60):
+        if len(out) >= need:
             break
         op = ops[k % len(ops)]
         t = attack_text(answer, "word", 0.35, op=op, rng=derive_seed(item_id, "distractor", k)).text
-        if t.strip() and t not in seen:
+        if t.strip() and t not in seen and content(t) != same:
             seen.add(t)
             out.append(t)
-    opts = out + [answer]
+    opts = out + [NONE_OF_THE_OTHERS] + ([] if none_right else [answer])
     rnd.shuffle(opts)
-    return opts + [NONE_OF_THE_OTHERS], opts.index(answer)
+    return opts, opts.index(NONE_OF_THE_OTHERS if none_right else answer)
 
 
 def make_options(answer: Any, *, kind: str | None = None, seed: Any = 0,
                  vocabulary: Sequence[str] = (), passage: str = "",
                  item_id: str = "") -> tuple[tuple[str, ...], int, str]:
     """Options and the answer's index for an item that has none.
+
+    * boolean: True, False, Unable to determine (Yes, No, ... for yes/no answers);
+    * number: the answer and 4 other numbers in its format, the answer's rank among them
+      uniform (see :func:`_number_options`);
+    * word: 4 words of the answer's kind, never one of its inflections (see
+      :func:`_word_options`);
+    * text: 3 edited copies of the answer and "None of the other options is correct" at a
+      random position; in a share :data:`NONE_SHARE` of the items (seeded) the answer is
+      left out, a fourth edited copy added, and "None of the other options is correct" is
+      the right option.
 
     Returns ``(options, answer_index, answer_type)``. Seeded by ``seed`` and
     ``item_id``: the same item always gets the same options in the same order.
@@ -280,6 +407,8 @@ def make_options(answer: Any, *, kind: str | None = None, seed: Any = 0,
     if kind not in ANSWER_TYPES:
         raise ValueError(f"`kind` must be one of {', '.join(ANSWER_TYPES)}; got {kind!r}.")
     rnd = random.Random(f"{seed}\x1f{item_id}\x1f{answer}")
+    if kind == "number" and _number_parts(str(answer).strip()) is None:
+        kind = infer_answer_type(answer)  # "number" asked of a text that is none
     if kind == "boolean":
         opts, idx = _bool_options(answer)
     elif kind == "number":
@@ -287,7 +416,8 @@ def make_options(answer: Any, *, kind: str | None = None, seed: Any = 0,
     elif kind == "word":
         opts, idx = _word_options(str(answer).strip(), rnd, vocabulary, passage)
     else:
-        opts, idx = _text_options(str(answer).strip(), rnd, item_id or str(seed))
+        none_right = random.Random(f"none\x1f{seed}\x1f{item_id}\x1f{answer}").random() < NONE_SHARE
+        opts, idx = _text_options(str(answer).strip(), rnd, item_id or str(seed), none_right)
     return tuple(opts), idx, kind
 
 
@@ -624,6 +754,6 @@ def items_jsonl(items: Iterable[Item]) -> str:
 
 
 __all__ = ["ANSWER_TYPES", "DEFAULT_INSTRUCTION", "DEFAULT_TEMPLATE", "FORMATS", "LETTERS",
-           "NONE_OF_THE_OTHERS", "UNDETERMINED", "Item", "ItemsError", "check_template",
+           "NONE_OF_THE_OTHERS", "NONE_SHARE", "UNDETERMINED", "Item", "ItemsError", "check_template",
            "detect_format", "infer_answer_type", "items_jsonl", "load_items", "make_options",
            "parse_item", "parse_items_text", "render_options", "render_prompt"]
