@@ -129,3 +129,24 @@ def test_instruction_variants_are_the_papers_five_and_the_users_own_each_once(se
     assert len(asked) == 6 * len(spec.items)  # no variant for the item's own instruction
     assert sorted({q.variant for q in asked}) == list(range(6))
     assert all(q.item.instruction in spec.instructions for q in asked)
+
+
+def test_answer_positions_show_a_model_that_always_says_one_letter(data, tmp_path):
+    """The rule model answers A on every clean prompt: the summary, results.json and the
+    warnings show it, beside where the right options are."""
+    from dbpa_core.attacks.battery import summary_text
+
+    with RuleModel(vocabulary_of(PASSAGES + ["Which option is right?"])) as srv:
+        items = tmp_path / "mixed.jsonl"
+        items.write_text("".join(json.dumps({"id": f"m{n}", "passage": PASSAGES[n % 3],
+                                             "question": "Which option is right?",
+                                             "options": ["first", "second", "third"],
+                                             "answer": "ABC"[n % 3]}) + "\n" for n in range(9)))
+        spec = parse_attack_spec(_spec(srv, items, "attacks: [{level: char, rho: [0.5]}]"))
+        res = run_battery(spec, cache=Cache(tmp_path / "c"))
+    pos = res.to_dict()["answer_positions"]
+    assert pos["gold"] == {"A": 3, "B": 3, "C": 3} and pos["answered"] == {"A": 9, "B": 0, "C": 0}
+    assert pos["top"] == "A" and pos["top_share"] == 1.0
+    assert "answer positions (clean): right A 3 B 3 C 3; answered A 9 B 0 C 0" in summary_text(res)
+    assert any("answered A in 100%" in w for w in res.warnings)
+    assert "Answer positions" in res.files()["report.html"]

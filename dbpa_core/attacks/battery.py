@@ -414,6 +414,13 @@ class BatteryResult:
     def unparsed(self) -> int:
         return sum(not r.parsed.parsed for r in self.records)
 
+    def answer_positions(self, dataset: str = ALL) -> dict[str, Any]:
+        """Where the right options sit and which letters the model chose, over the clean
+        items: a model that always answers "C" shows here (``top_share`` near 1 while
+        the right answers spread over the letters)."""
+        return answer_positions([r for r in self.records
+                                 if r.query.kind == "clean" and _in(dataset, r)])
+
     # ---------------------------------------------------------------- serialising
     def to_dict(self) -> dict[str, Any]:
         def cons(kind):
@@ -450,6 +457,7 @@ class BatteryResult:
                             "option_orders": cons("option_orders")},
             "patterns": pats,
             "curve": [r.to_dict() for r in self.curve],
+            "answer_positions": self.answer_positions(),
             "unparsed_answers": self.unparsed,
             "usage": self.usage,
             "warnings": list(self.warnings),
@@ -515,6 +523,34 @@ class BatteryResult:
         return paths
 
 
+def answer_positions(records: Sequence[AnswerRecord]) -> dict[str, Any]:
+    """``gold`` (letter -> items whose right option has it), ``answered`` (letter -> items
+    answered with it), ``unparsed``, and the most answered letter with its share among the
+    read answers beside the share of right answers at that letter."""
+    letters = sorted({r.query.item.answer_letter for r in records} |
+                     {r.parsed.letter for r in records if r.parsed.letter})
+    gold = {x: sum(r.query.item.answer_letter == x for r in records) for x in letters}
+    answered = {x: sum(r.parsed.letter == x for r in records) for x in letters}
+    read = sum(answered.values())
+    top = max(letters, key=lambda x: (answered[x], -letters.index(x))) if read else None
+    return {"n": len(records), "gold": gold, "answered": answered,
+            "unparsed": len(records) - read, "top": top,
+            "top_share": answered[top] / read if top else None,
+            "top_gold_share": gold[top] / len(records) if top else None}
+
+
+def _position_note(pos: dict[str, Any]) -> str | None:
+    """A note when the model picks one letter far more often than the right answers
+    have it (it may answer a position, not the question)."""
+    if not pos["top"] or pos["n"] < 5:
+        return None
+    if pos["top_share"] >= 0.6 and pos["top_share"] - pos["top_gold_share"] >= 0.3:
+        return (f"the model answered {pos['top']} in {pos['top_share']:.0%} of the clean items it "
+                f"answered, where {pos['top_gold_share']:.0%} have {pos['top']} right: it may pick "
+                "a position rather than read (see answer positions).")
+    return None
+
+
 # --------------------------------------------------------------------------- running
 def _parse(q: Query, text: str) -> ParsedAnswer:
     return parse_answer(text, q.item.options)
@@ -576,6 +612,9 @@ def run_battery(spec: BatterySpec, *, cache: Cache | None = None,
     patterns = _patterns(spec, records, clean, sampler, caught)
     curve, curve_responses = _curve(spec, sampler, p["curve"], curve_texts, caught)
 
+    note = _position_note(answer_positions([r for r in records if r.query.kind == "clean"]))
+    if note:
+        caught.append(note)
     unparsed = sum(not r.parsed.parsed for r in records)
     if unparsed:
         caught.insert(0, f"{unparsed} of {len(records)} answers named no option and were "
@@ -788,8 +827,13 @@ def summary_text(result: BatteryResult) -> str:
     def ci(r: Rate) -> str:
         return "[   –,    –]" if r.low != r.low else f"[{r.low:.2f}, {r.high:.2f}]"
 
+    pos = result.answer_positions()
     lines = [f"model: {model_label(s.model)}; {len(s.items)} items ({', '.join(s.datasets)})",
-             f"clean: ER {c.er.value:.3f} {ci(c.er)}  n = {c.er.n}, unparsed = {c.er.unparsed}"]
+             f"clean: ER {c.er.value:.3f} {ci(c.er)}  n = {c.er.n}, unparsed = {c.er.unparsed}",
+             "answer positions (clean): right " +
+             " ".join(f"{k} {v}" for k, v in pos["gold"].items()) + "; answered " +
+             " ".join(f"{k} {v}" for k, v in pos["answered"].items()) +
+             (f", unparsed {pos['unparsed']}" if pos["unparsed"] else "")]
     rows = result.attacks()
     if rows:
         head = ("attack", "rho", "ER", f"{pct} CI", "ASR", f"{pct} CI", "unparsed")
@@ -880,6 +924,12 @@ def report_html(result: BatteryResult, *, charts_html: str = "", title: str = "R
                 f"{_fmt(clean['er_high'])}], n = {clean['n']}, unparsed = {clean['unparsed']}.</p>")
     for w in result.warnings:
         body.append(f"<p class='muted'>Note: {html.escape(w)}</p>")
+    pos = d["answer_positions"]
+    body.append("<h2>Answer positions</h2><p class='muted'>Clean items: how many have their "
+                "right option at each letter, and how often the model chose each letter.</p>" +
+                _html_table([{"what": "right option", **pos["gold"]},
+                             {"what": "answered", **pos["answered"]}],
+                            [("what", "")] + [(k, k) for k in pos["gold"]]))
     if d["attacks"]:
         body.append("<h2>ER and ASR per attack (Table 7)</h2>" + _html_table(d["attacks"], er_cols))
     if d["by_dataset"]["attacks"] or len(result.datasets) > 1:
@@ -934,8 +984,7 @@ def report_html(result: BatteryResult, *, charts_html: str = "", title: str = "R
             f"<style>{REPORT_CSS}</style></head><body>{''.join(body)}</body></html>")
 
 
-__all__ = ["ALL", "RTI_RHOS", "AnswerRecord", "AttackRow", "BatteryResult", "ConsistencyRow",
-           "CurveRow", "Query", "RTIRow", "attack_queries", "attack_query", "estimate_battery",
-           "highlighted_html",
-           "needs_wordnet",
-           "plan", "report_html", "run_battery", "summary_text"]
+__all__ = ["ALL", "BATTERY_FILES", "RTI_RHOS", "AnswerRecord", "AttackRow", "BatteryResult",
+           "ConsistencyRow", "CurveRow", "Query", "RTIRow", "answer_positions", "attack_queries",
+           "attack_query", "estimate_battery", "highlighted_html", "needs_wordnet", "plan",
+           "report_html", "run_battery", "summary_text"]
