@@ -183,8 +183,11 @@ def test_loader_errors(tmp_path):
     with pytest.raises(ItemsError, match="line 1: the answer has no final '#### number'"):
         load_items(p, format="gsm8k")
     p = write(tmp_path, "e.csv", "a,b\n1,2\n")
-    with pytest.raises(ItemsError, match="needs the columns Sentence1, Sentence2 and gold_label"):
+    with pytest.raises(ItemsError, match=r"cannot tell which data set.*found a table with the "
+                                         "columns a, b"):
         load_items(p)
+    with pytest.raises(ItemsError, match="needs the columns Sentence1, Sentence2 and gold_label"):
+        load_items(p, format="esnli")
     with pytest.raises(ItemsError, match="format must be auto or one of"):
         load_items(p, format="squad")
 

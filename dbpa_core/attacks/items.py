@@ -51,7 +51,8 @@ Answer:"""
 PLACEHOLDERS = ("instruction", "passage", "question", "options")
 NONE_OF_THE_OTHERS = "None of the other options is correct"
 UNDETERMINED = "Unable to determine"
-FORMATS = ("jsonl", "strategyqa", "aqua", "creak", "gsm8k", "esnli", "babi")
+FORMATS = ("jsonl", "strategyqa", "aqua", "creak", "gsm8k", "esnli", "esnli-txt", "babi",
+           "sen-making", "sen-making-a", "sen-making-b", "qed", "ecqa", "qasc", "noahqa")
 ANSWER_TYPES = ("boolean", "number", "word", "text")
 
 _TRUE = {"true", "yes", "correct", "t", "y"}
@@ -289,19 +290,26 @@ def _of_kind(word: str, kind: str | None) -> bool:
     return kind is None or any(x.lexname() == kind for x in _senses(word))
 
 
-def _co_hyponyms(sense: Any) -> list[str]:
+def _co_hyponyms(sense: Any, names: bool = False) -> list[str]:
     """Words of the same kind from WordNet: the sense's siblings, then its cousins (red,
-    blue... for a colour; fox, dog... for the wolf), the most frequent first."""
+    blue... for a colour; fox, dog... for the wolf; Paris, Rome... for London when
+    ``names``), the most frequent first."""
+    def up(x):  # London is an instance of a capital, not a kind of one
+        return x.hypernyms() + x.instance_hypernyms()
+
+    def down(x):
+        return x.hyponyms() + x.instance_hyponyms()
+
     found: dict[str, int] = {}
-    for h in sense.hypernyms():
-        for level in (h, *h.hypernyms()):
-            for sib in level.hyponyms():
+    for h in up(sense):
+        for level in (h, *up(h)):
+            for sib in down(level):
                 if sib == sense:
                     continue
-                for x in (sib, *sib.hyponyms()[:6]):
+                for x in (sib, *down(sib)[:6]):
                     for lem in x.lemmas():
                         name = lem.name()
-                        if name.isalpha() and name.islower():
+                        if name.isalpha() and (name.islower() or (names and name.istitle())):
                             found[name] = max(found.get(name, 0), lem.count())
     return sorted(found, key=lambda w: (-found[w], w))
 
@@ -336,7 +344,7 @@ def _word_options(answer: str, rnd: random.Random, vocabulary: Sequence[str],
     if kind is not None:
         take(words, True)
         if len(picked) < 4 and sense is not None:
-            common = _co_hyponyms(sense)[:24]
+            common = _co_hyponyms(sense, names=answer.istitle())[:24]
             take(common, True)
     if not picked:
         picked = [NONE_OF_THE_OTHERS]
@@ -508,39 +516,115 @@ def _jsonl_objects(text: str, source: str) -> list[tuple[int, Any]]:
     return out
 
 
+_ITEM_KEYS = {"id", "instruction", "passage", "question", "options", "answer", "dataset",
+              "answer_type"}
+_SIBLINGS = re.compile(r"^(s1|s2|labels)\.(\w+)$")
+
+
+def _csv_header(text: str) -> list[str]:
+    try:
+        return [h.strip() for h in next(csv.reader(io.StringIO(text.lstrip("\ufeff"))), [])]
+    except csv.Error:
+        return []
+
+
+def _cannot_place(source: str, found: str) -> ItemsError:
+    return ItemsError(f"{source}: cannot tell which data set this file is (tried "
+                      f"{', '.join(FORMATS)}); found {found}. Name the format with 'format:' "
+                      "if it is one of these, or convert it to the JSONL item format.")
+
+
+def _describe(keys) -> str:
+    keys = sorted(keys)
+    shown = ", ".join(str(k) for k in keys[:12]) + (" ..." if len(keys) > 12 else "")
+    return shown or "no fields"
+
+
 def detect_format(path: str | os.PathLike, text: str | None = None) -> str:
-    """Guess the file's format from its name and first record."""
+    """The file's format, recognised from its name and its first record (CSV header,
+    JSON keys). A file that matches none says which formats were tried and what it has:
+    it is never read as a format it is not."""
     p = Path(path)
+    source = str(path)
+    if _SIBLINGS.match(p.name):
+        return "esnli-txt"
     text = _read(p) if text is None else text
-    head = text.lstrip()[:20000]
-    if p.suffix.lower() == ".csv" or head.startswith(("pairID", '"pairID"', "gold_label")):
-        return "esnli"
+    head = text.lstrip("\ufeff \t\r\n")[:20000]
+    if not head:
+        raise ItemsError(f"{source}: the file is empty")
     if re.match(r"1 [^\t\n]+\n", head) and p.suffix.lower() in (".txt", ""):
         return "babi"
-    if head.startswith("["):
-        return "strategyqa"
-    first = head.split("\n", 1)[0]
-    try:
-        obj = json.loads(first)
-    except json.JSONDecodeError:
-        return "jsonl"
-    if not isinstance(obj, dict):
-        return "jsonl"
-    keys = set(obj)
-    if {"correct", "options", "rationale"} <= keys or ("correct" in keys and "options" in keys):
-        return "aqua"
-    if "sentence" in keys and "label" in keys:
-        return "creak"
-    if "question" in keys and isinstance(obj.get("answer"), str) and "####" in obj["answer"]:
-        return "gsm8k"
-    if "facts" in keys and "question" in keys:
-        return "strategyqa"
-    return "jsonl"
+    if head[0] in "[{":
+        try:
+            data = json.loads(text)
+        except (json.JSONDecodeError, RecursionError):
+            data = None
+        if isinstance(data, list):
+            first = data[0] if data else None
+            if isinstance(first, dict) and "question" in first and \
+                    ("facts" in first or "qid" in first or isinstance(first.get("answer"), bool)):
+                return "strategyqa"
+            raise _cannot_place(source, "a JSON list whose first entry has " + (
+                _describe(first) if isinstance(first, dict) else f"a {type(first).__name__}"))
+        first = next(iter(data.values()), None) if isinstance(data, dict) else None
+        if isinstance(first, dict) and "qa_pairs" in first and "passage" in first:
+            return "noahqa"
+        if isinstance(data, dict) and "\n" in text.strip() and \
+                not ({"question", "question_text", "sentence"} & set(data)):
+            raise _cannot_place(source, "a JSON object whose first entry has " + (
+                _describe(first) if isinstance(first, dict) else f"a {type(first).__name__}"))
+        first_line = head.split("\n", 1)[0]
+        try:
+            obj = json.loads(first_line)
+        except (json.JSONDecodeError, RecursionError):
+            raise _cannot_place(source, "text that starts like JSON but whose first line is "
+                                "not a JSON object") from None
+        if not isinstance(obj, dict):
+            raise _cannot_place(source, f"a first line that is a JSON {type(obj).__name__}")
+        keys = set(obj)
+        if "correct" in keys and "options" in keys:
+            return "aqua"
+        if "sentence" in keys and "label" in keys:
+            return "creak"
+        if "question" in keys and isinstance(obj.get("answer"), str) and "####" in obj["answer"]:
+            return "gsm8k"
+        if {"question_text", "paragraph_text"} <= keys:
+            return "qed"
+        if isinstance(obj.get("question"), dict) and {"stem", "choices"} <= set(obj["question"]):
+            return "qasc"
+        if {"positives", "negatives", "explanation"} <= keys:
+            raise ItemsError(f"{source}: this is ECQA's annotation file (ecqa.jsonl), which has "
+                             "no questions: glue it to CommonsenseQA with the authors' "
+                             "generate_data.py and load the cqa_data_test.csv it writes")
+        if "question" in keys and keys & {"answer", "options"} and \
+                not keys & {"paragraph_text", "sentence", "correct"}:
+            return "jsonl"  # ours (a misspelt field is named by the item check)
+        raise _cannot_place(source, f"JSON lines with the fields {_describe(keys)}")
+    header = _csv_header(head.split("\n", 1)[0])
+    cols = {h.lower() for h in header}
+    if {"sentence1", "sentence2", "gold_label"} <= cols:
+        return "esnli"
+    if {"correct statement", "incorrect statement"} <= cols:
+        return "sen-making"
+    if {"sent0", "sent1"} <= cols:
+        return "sen-making-a"
+    if {"falsesent", "optiona", "optionb"} <= cols:
+        return "sen-making-b"
+    if {"q_text", "q_op1", "q_ans"} <= cols:
+        return "ecqa"
+    if re.fullmatch(r"[^,\n]+,\s*(?:[01]|[A-C])\s*", head.split("\n", 1)[0]):
+        raise ItemsError(f"{source}: this looks like a Sen-Making gold-answer file (id,answer "
+                         "lines): load the subtask's data file beside it (subtaskA_..._data.csv "
+                         "or subtaskB_..._data.csv), which reads this one for its answers")
+    if len(header) > 1:
+        raise _cannot_place(source, f"a table with the columns {_describe(header)}")
+    raise _cannot_place(source, "text that is neither JSON, a CSV table nor a bAbI task")
 
 
 def load_items(path: str | os.PathLike, *, format: str = "auto", limit: int | None = None,
                dataset: str | None = None, seed: Any = 0,
-               instruction: str | None = None) -> list[Item]:
+               instruction: str | None = None,
+               answers: str | os.PathLike | None = None) -> list[Item]:
     """Items from a file the user has.
 
     Parameters
@@ -559,26 +643,41 @@ def load_items(path: str | os.PathLike, *, format: str = "auto", limit: int | No
         Seeds generated distractors.
     instruction : str, optional
         Instruction for formats that carry none (default :data:`DEFAULT_INSTRUCTION`).
+    answers : path, optional
+        The gold-answer file of a Sen-Making subtask data file (default: the one beside
+        it, ``subtaskA_gold_answers.csv`` / ``subtaskA_answers_all.csv``).
+
+    The e-SNLI ``s1/s2/labels`` layout is given as any one of its three files
+    (``s1.test``); the other two are read from the same folder.
     """
     p = Path(path)
+    if p.is_dir():
+        raise ItemsError(f"{path}: is a folder; give a data file")
     if not p.is_file():
         raise ItemsError(f"{path}: no such file")
-    return parse_items_text(_read(p), source=str(path), format=format, limit=limit,
-                            dataset=dataset, seed=seed, instruction=instruction)
+    text = "" if _SIBLINGS.match(p.name) and format in ("auto", "esnli-txt") else _read(p)
+    return parse_items_text(text, source=str(path), format=format, limit=limit,
+                            dataset=dataset, seed=seed, instruction=instruction, answers=answers)
 
 
 def parse_items_text(text: str, *, source: str, format: str = "auto", limit: int | None = None,
                      dataset: str | None = None, seed: Any = 0,
-                     instruction: str | None = None) -> list[Item]:
+                     instruction: str | None = None,
+                     answers: str | os.PathLike | None = None) -> list[Item]:
     """:func:`load_items` on a file's text (e.g. uploaded in the dashboard); ``source`` is
-    the file's name, used to recognise the format and in error messages."""
+    the file's name, used to recognise the format and in error messages. Formats made of
+    several files (a Sen-Making subtask and its gold answers, e-SNLI's s1/s2/labels) read
+    the others next to ``source``."""
     p = Path(source)
     if format != "auto" and format not in FORMATS:
         raise ItemsError(f"format must be auto or one of {', '.join(FORMATS)}; got {format!r}")
     fmt = detect_format(p, text) if format == "auto" else format
-    name = dataset or (p.stem if fmt == "jsonl" else fmt)
+    name = dataset or (p.stem if fmt == "jsonl" else _DATASET_NAMES.get(fmt, fmt))
     instr = DEFAULT_INSTRUCTION if instruction is None else instruction
-    items = _LOADERS[fmt](text, source, name, seed, instr, limit)
+    try:
+        items = _LOADERS[fmt](text, source, name, seed, instr, limit, answers=answers)
+    except RecursionError:
+        raise ItemsError(f"{source}: nested too deeply to read") from None
     if not items:
         raise ItemsError(f"{source}: no items found (read as {fmt})")
     ids = [(it.dataset, it.id) for it in items]
@@ -588,7 +687,7 @@ def parse_items_text(text: str, *, source: str, format: str = "auto", limit: int
     return items[:limit] if limit else items
 
 
-def _load_jsonl(text, source, name, seed, instr, limit):
+def _load_jsonl(text, source, name, seed, instr, limit, **_):
     objs = _jsonl_objects(text, source)
     vocab_by_set: dict[str, list[str]] = {}
     for _, o in objs:  # word answers of a data set are each other's distractors
@@ -613,7 +712,7 @@ def _need(obj: Any, keys: Iterable[str], where: str) -> dict:
     return obj
 
 
-def _load_strategyqa(text, source, name, seed, instr, limit):
+def _load_strategyqa(text, source, name, seed, instr, limit, **_):
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -635,7 +734,7 @@ def _load_strategyqa(text, source, name, seed, instr, limit):
     return out
 
 
-def _load_aqua(text, source, name, seed, instr, limit):
+def _load_aqua(text, source, name, seed, instr, limit, **_):
     out = []
     for lineno, obj in _jsonl_objects(text, source):
         where = f"{source}, line {lineno}"
@@ -650,7 +749,7 @@ def _load_aqua(text, source, name, seed, instr, limit):
     return out
 
 
-def _load_creak(text, source, name, seed, instr, limit):
+def _load_creak(text, source, name, seed, instr, limit, **_):
     out = []
     for lineno, obj in _jsonl_objects(text, source):
         where = f"{source}, line {lineno}"
@@ -670,7 +769,7 @@ def _split_last_sentence(text: str) -> tuple[str, str]:
     return " ".join(parts[:-1]), parts[-1]
 
 
-def _load_gsm8k(text, source, name, seed, instr, limit):
+def _load_gsm8k(text, source, name, seed, instr, limit, **_):
     out = []
     for lineno, obj in _jsonl_objects(text, source):
         where = f"{source}, line {lineno}"
@@ -691,7 +790,7 @@ def _load_gsm8k(text, source, name, seed, instr, limit):
 ESNLI_OPTIONS = ("entailment", "neutral", "contradiction")
 
 
-def _load_esnli(text, source, name, seed, instr, limit):
+def _load_esnli(text, source, name, seed, instr, limit, **_):
     reader = csv.DictReader(io.StringIO(text))
     fields = {f.lower(): f for f in reader.fieldnames or []}
     for need in ("sentence1", "sentence2", "gold_label"):
@@ -705,16 +804,335 @@ def _load_esnli(text, source, name, seed, instr, limit):
             continue  # "-": no gold label
         iid = (row.get(fields.get("pairid", "")) or str(lineno)).strip()
         hyp = (row.get(fields["sentence2"]) or "").strip()
-        q = (f'Hypothesis: "{hyp}" Does the passage entail the hypothesis (entailment), '
-             "contradict it (contradiction), or neither (neutral)?")
-        out.append(Item(iid, q, ESNLI_OPTIONS, ESNLI_OPTIONS.index(label),
-                        (row.get(fields["sentence1"]) or "").strip(), instr, name, "word"))
+        out.append(_nli_item(iid, (row.get(fields["sentence1"]) or "").strip(), hyp, label,
+                             instr, name))
         if limit and len(out) >= limit:
             break
     return out
 
 
-def _load_babi(text, source, name, seed, instr, limit):
+def _nli_item(iid: str, premise: str, hypothesis: str, label: str, instr: str,
+              name: str) -> Item:
+    q = (f'Hypothesis: "{hypothesis}" Does the passage entail the hypothesis (entailment), '
+         "contradict it (contradiction), or neither (neutral)?")
+    return Item(iid, q, ESNLI_OPTIONS, ESNLI_OPTIONS.index(label), premise, instr, name, "word")
+
+
+def _read_sibling(path: Path, source: str, what: str) -> str:
+    if not path.is_file():
+        raise ItemsError(f"{source}: {what} {path.name} is not beside it (looked in "
+                         f"{path.parent}); it is read from there")
+    return _read(path)
+
+
+def _load_esnli_txt(text, source, name, seed, instr, limit, **_):
+    """e-SNLI as InferSent's preprocessing leaves it: ``s1.<split>`` (premises),
+    ``s2.<split>`` (hypotheses) and ``labels.<split>``, one sentence per line."""
+    p = Path(source)
+    m = _SIBLINGS.match(p.name)
+    if not m:
+        raise ItemsError(f"{source}: an e-SNLI s1/s2/labels file is named s1.<split>, "
+                         "s2.<split> or labels.<split> (e.g. s1.test)")
+    split = m.group(2)
+    lines = {k: _read_sibling(p.parent / f"{k}.{split}", source, "the e-SNLI file").splitlines()
+             for k in ("s1", "s2", "labels")}
+    n = {k: len(v) for k, v in lines.items()}
+    if len(set(n.values())) != 1:
+        raise ItemsError(f"{source}: s1.{split}, s2.{split} and labels.{split} must have one "
+                         f"line per pair; they have {n['s1']}, {n['s2']} and {n['labels']}")
+    out = []
+    for i, (s1, s2, label) in enumerate(zip(lines["s1"], lines["s2"], lines["labels"],
+                                            strict=True), 1):
+        label = label.strip().lower()
+        if label not in ESNLI_OPTIONS:
+            if label in ("", "-"):
+                continue  # no gold label
+            raise ItemsError(f"{p.parent / ('labels.' + split)}, line {i}: the label must be "
+                             f"entailment, neutral or contradiction, got {label!r}")
+        out.append(_nli_item(str(i), s1.strip(), s2.strip(), label, instr, name))
+        if limit and len(out) >= limit:
+            break
+    return out
+
+
+def _csv_rows(text: str, source: str, need: Sequence[str], what: str) -> list[tuple[int, dict]]:
+    """The rows of a CSV table as ``(line, {column: value})`` (columns matched ignoring
+    case and spaces around them); ItemsError when a needed column is missing."""
+    reader = csv.reader(io.StringIO(text.lstrip("\ufeff")))
+    try:
+        header = [h.strip() for h in next(reader)]
+        rows = list(reader)
+    except StopIteration:
+        raise ItemsError(f"{source}: the file is empty") from None
+    except csv.Error as exc:
+        raise ItemsError(f"{source}: not a readable CSV table ({exc})") from None
+    lower = [h.lower() for h in header]
+    missing = [c for c in need if c.lower() not in lower]
+    if missing:
+        raise ItemsError(f"{source}, line 1: {what} needs the column(s) {', '.join(missing)}; "
+                         f"found {_describe(header)}")
+    out = []
+    line = 1
+    for row in rows:
+        line += 1
+        if not any(c.strip() for c in row):
+            continue
+        out.append((line, {lower[i]: v.strip() for i, v in enumerate(row) if i < len(lower)}))
+    return out
+
+
+SEN_MAKING_A = "Which statement is against common sense?"
+SEN_MAKING_B = "Why is this statement against common sense?"
+
+
+def _load_sen_making(text, source, name, seed, instr, limit, **_):
+    """The combined Sen-Making CSV (``ALL data/test.csv``): per row a subtask A item
+    (which of the two statements is against common sense; their order is drawn, seeded)
+    and a subtask B item (why: the right reason among it and the two confusing ones)."""
+    need = ("Correct Statement", "Incorrect Statement", "Right Reason1", "Confusing Reason1",
+            "Confusing Reason2")
+    out = []
+    for line, row in _csv_rows(text, source, need, "a Sen-Making file"):
+        right, wrong = row["correct statement"], row["incorrect statement"]
+        if not right or not wrong or right == wrong:
+            raise ItemsError(f"{source}, line {line}: needs two different statements")
+        rnd = random.Random(f"{seed}\x1f{name}\x1f{line}")
+        first_wrong = rnd.random() < 0.5
+        pair = (wrong, right) if first_wrong else (right, wrong)
+        out.append(Item(f"{line}-A", SEN_MAKING_A, ("Statement 1", "Statement 2"),
+                        0 if first_wrong else 1,
+                        f"Statement 1: {pair[0]}\nStatement 2: {pair[1]}", instr, name, "text"))
+        reason = row["right reason1"]
+        others = [r for r in dict.fromkeys((row["confusing reason1"], row["confusing reason2"]))
+                  if r and r != reason]
+        if reason and others:  # a row whose reasons coincide has no subtask B item
+            opts = [reason, *others]
+            rnd.shuffle(opts)
+            out.append(Item(f"{line}-B", SEN_MAKING_B, tuple(opts), opts.index(reason), wrong,
+                            instr, name, "text"))
+        if limit and len(out) >= limit:
+            break
+    return out[:limit] if limit else out
+
+
+def _gold_file(source: str, subtask: str, answers) -> Path:
+    """The gold-answer file of a Sen-Making subtask data file: ``answers`` when given,
+    else the one file beside it whose name has ``subtask<X>`` (or ``task<X>``) and
+    ``answer`` or ``gold``."""
+    if answers is not None:
+        p = Path(answers)
+        if not p.is_file():
+            raise ItemsError(f"{answers}: no such gold-answer file")
+        return p
+    here = Path(source)
+    found = sorted(f for f in here.parent.glob("*.csv") if f != here
+                   and re.search(rf"(?:sub)?task{subtask}", f.name, re.IGNORECASE)
+                   and re.search(r"answer|gold", f.name, re.IGNORECASE))
+    if len(found) != 1:
+        why = "none is" if not found else f"{len(found)} are ({', '.join(f.name for f in found)})"
+        raise ItemsError(f"{source}: a Sen-Making subtask {subtask} data file has no answers; its "
+                         f"gold-answer file (subtask{subtask}_gold_answers.csv, or "
+                         f"subtask{subtask}_answers_all.csv for the training data) must lie beside "
+                         f"it, and {why}: name it with 'answers:'")
+    return found[0]
+
+
+def _gold(path: Path, valid: str) -> dict[str, str]:
+    out = {}
+    for line, row in enumerate(csv.reader(io.StringIO(_read(path).lstrip("\ufeff"))), 1):
+        if not row or not any(c.strip() for c in row):
+            continue
+        if len(row) < 2 or row[1].strip() not in valid:
+            if line == 1:
+                continue  # a header
+            raise ItemsError(f"{path}, line {line}: expected 'id,answer' with an answer from "
+                             f"{', '.join(valid)}")
+        out[row[0].strip()] = row[1].strip()
+    return out
+
+
+def _load_sen_making_sub(subtask: str):
+    def load(text, source, name, seed, instr, limit, answers=None, **_):
+        gold_path = _gold_file(source, subtask, answers)
+        if subtask == "A":
+            need, valid = ("id", "sent0", "sent1"), "01"
+        else:
+            need, valid = ("id", "FalseSent", "OptionA", "OptionB", "OptionC"), "ABC"
+        gold = _gold(gold_path, valid)
+        out = []
+        for line, row in _csv_rows(text, source, need, f"a Sen-Making subtask {subtask} file"):
+            iid = row["id"]
+            if iid not in gold:
+                raise ItemsError(f"{source}, line {line}: the id {iid!r} has no answer in "
+                                 f"{gold_path}")
+            if subtask == "A":
+                out.append(Item(iid, SEN_MAKING_A, ("Statement 1", "Statement 2"),
+                                int(gold[iid]),
+                                f"Statement 1: {row['sent0']}\nStatement 2: {row['sent1']}",
+                                instr, name, "text"))
+            else:
+                opts = tuple(row[k] for k in ("optiona", "optionb", "optionc"))
+                if len(set(opts)) < 3 or not all(opts):
+                    raise ItemsError(f"{source}, line {line}: the three reasons must be "
+                                     "different texts")
+                out.append(Item(iid, SEN_MAKING_B, opts, "ABC".index(gold[iid]), row["falsesent"],
+                                instr, name, "text"))
+            if limit and len(out) >= limit:
+                break
+        return out
+    return load
+
+
+def _answer_vocabulary(answers: Iterable[str]) -> list[str]:
+    return sorted({a for a in answers if infer_answer_type(a) == "word"})
+
+
+def _load_qed(text, source, name, seed, instr, limit, **_):
+    """QED (``qed-dev.jsonlines``): the Natural Questions question, its Wikipedia
+    paragraph as the passage, the annotated short answer (else NQ's first short answer)
+    as the answer; options are made by answer type. Examples without an answer are
+    left out."""
+    raw = []
+    for lineno, obj in _jsonl_objects(text, source):
+        where = f"{source}, line {lineno}"
+        _need(obj, ("question_text", "paragraph_text"), where)
+        ans = None
+        for a in ((obj.get("annotation") or {}).get("answer") or []):
+            ref = a.get("paragraph_reference") if isinstance(a, dict) else None
+            if isinstance(ref, dict) and str(ref.get("string") or "").strip():
+                ans = str(ref["string"]).strip()
+                break
+        if ans is None:
+            for group in obj.get("original_nq_answers") or []:
+                for a in group if isinstance(group, list) else [group]:
+                    if isinstance(a, dict) and str(a.get("string") or "").strip():
+                        ans = str(a["string"]).strip()
+                        break
+                if ans is not None:
+                    break
+        if ans is None:
+            continue
+        q = str(obj["question_text"]).strip()
+        q = q[:1].upper() + q[1:] + ("" if q.endswith("?") else "?")
+        raw.append((str(obj.get("example_id", lineno)), q, str(obj["paragraph_text"]).strip(), ans))
+    vocab = _answer_vocabulary(a for *_, a in raw)
+    out = []
+    for iid, q, passage, ans in raw[:limit] if limit else raw:
+        opts, idx, kind = make_options(ans, seed=seed, vocabulary=vocab, passage=passage,
+                                       item_id=iid)
+        out.append(Item(iid, q, opts, idx, passage, instr, name, kind))
+    return out
+
+
+def _load_qasc(text, source, name, seed, instr, limit, **_):
+    """QASC (``train.jsonl``, ``dev.jsonl``): ``question.stem``, ``question.choices``
+    (label, text: 8 options), ``answerKey``; its two facts are the passage. The same
+    layout without facts (CommonsenseQA, OpenBookQA) has no passage. The test split has
+    no answers and is left out."""
+    out = []
+    for lineno, obj in _jsonl_objects(text, source):
+        where = f"{source}, line {lineno}"
+        _need(obj, ("question",), where)
+        qobj = obj["question"]
+        if not isinstance(qobj, dict) or "stem" not in qobj or \
+                not isinstance(qobj.get("choices"), list):
+            raise ItemsError(f"{where}: 'question' must have a 'stem' and a list of 'choices'")
+        if not obj.get("answerKey"):
+            continue
+        choices = sorted((str(c.get("label", "")), str(c.get("text", "")).strip())
+                         for c in qobj["choices"] if isinstance(c, dict))
+        labels = [c[0] for c in choices]
+        if str(obj["answerKey"]) not in labels:
+            raise ItemsError(f"{where}: answerKey {obj['answerKey']!r} is not a choice's label "
+                             f"({', '.join(labels)})")
+        opts = tuple(c[1] for c in choices)
+        if len(opts) < 2 or len(set(opts)) < len(opts) or not all(opts):
+            raise ItemsError(f"{where}: the choices must be at least 2 different texts")
+        facts = " ".join(str(obj[k]).strip() for k in ("fact1", "fact2") if obj.get(k))
+        out.append(Item(str(obj.get("id", lineno)), str(qobj["stem"]).strip(), opts,
+                        labels.index(str(obj["answerKey"])), facts, instr, name, ""))
+        if limit and len(out) >= limit:
+            break
+    return out
+
+
+def _load_ecqa(text, source, name, seed, instr, limit, **_):
+    """ECQA as the authors' ``generate_data.py`` writes it (``cqa_data_test.csv``): the
+    CommonsenseQA question ``q_text``, options ``q_op1``..``q_op5``, the answer's text
+    ``q_ans``. The explanations are not shown (they give the answer away): the attacks
+    hit the question."""
+    need = ("q_no", "q_text", "q_op1", "q_op2", "q_ans")
+    out = []
+    for line, row in _csv_rows(text, source, need, "an ECQA file"):
+        opts = tuple(row[k] for k in ("q_op1", "q_op2", "q_op3", "q_op4", "q_op5")
+                     if row.get(k))
+        if row["q_ans"] not in opts:
+            raise ItemsError(f"{source}, line {line}: the answer {row['q_ans']!r} is not one of "
+                             "the options q_op1..q_op5")
+        if len(set(opts)) < len(opts):
+            raise ItemsError(f"{source}, line {line}: two options have the same text")
+        out.append(Item(row["q_no"] or str(line), row["q_text"], opts, opts.index(row["q_ans"]),
+                        "", instr, name, ""))
+        if limit and len(out) >= limit:
+            break
+    return out
+
+
+def _noah_passage(raw: Any) -> str:
+    if isinstance(raw, str):
+        return raw.strip()
+    parts = []
+    for tok in raw or []:
+        if isinstance(tok, str):
+            parts.append(tok)
+        elif isinstance(tok, (list, tuple)) and len(tok) > 1 and tok[1]:
+            parts.append(str(tok[1]))
+        elif isinstance(tok, dict) and tok.get("text"):
+            parts.append(str(tok["text"]))
+    return " ".join(p.strip() for p in parts if p.strip())
+
+
+def _load_noahqa(text, source, name, seed, instr, limit, **_):
+    """NoahQA (the English ``train.json``/``dev.json``/``test.json``): a JSON object of
+    passages, each ``{"passage": [[n, sentence], ...], "qa_pairs": [{"query_id",
+    "question", "answer", "answer_type", "ans"?}, ...]}``. An arithmetic answer (answer
+    type 3) is its value ``ans`` when given; unanswerable questions (answer type [6, 1])
+    are left out; options are made by answer type."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ItemsError(f"{source}, line {exc.lineno}: not valid JSON ({exc.msg})") from None
+    if not isinstance(data, dict):
+        raise ItemsError(f"{source}: a NoahQA file is a JSON object of passages")
+    raw = []
+    for pid, info in data.items():
+        where = f"{source}, passage {pid}"
+        _need(info, ("passage", "qa_pairs"), where)
+        passage = _noah_passage(info["passage"])
+        for qa in info["qa_pairs"] or []:
+            _need(qa, ("question", "answer"), where)
+            kind = qa.get("answer_type") or []
+            if list(kind)[:2] == [6, 1]:
+                continue  # unanswerable
+            ans = qa.get("ans") if list(kind)[:1] == [3] and qa.get("ans") not in (None, "") \
+                else qa["answer"]
+            if isinstance(ans, float) and ans.is_integer():
+                ans = int(ans)
+            ans = str(ans).strip()
+            if not ans:
+                continue
+            raw.append((str(qa.get("query_id") or f"{pid}-{len(raw) + 1}"),
+                        str(qa["question"]).strip(), passage, ans))
+    vocab = _answer_vocabulary(a for *_, a in raw)
+    out = []
+    for iid, q, passage, ans in raw[:limit] if limit else raw:
+        opts, idx, kind = make_options(ans, seed=seed, vocabulary=vocab, passage=passage,
+                                       item_id=iid)
+        out.append(Item(iid, q, opts, idx, passage, instr, name, kind))
+    return out
+
+
+def _load_babi(text, source, name, seed, instr, limit, **_):
     raw: list[tuple[int, str, str, str]] = []   # (line, passage, question, answer)
     story: list[str] = []
     last_id = 0
@@ -745,7 +1163,12 @@ def _load_babi(text, source, name, seed, instr, limit):
 
 
 _LOADERS = {"jsonl": _load_jsonl, "strategyqa": _load_strategyqa, "aqua": _load_aqua,
-            "creak": _load_creak, "gsm8k": _load_gsm8k, "esnli": _load_esnli, "babi": _load_babi}
+            "creak": _load_creak, "gsm8k": _load_gsm8k, "esnli": _load_esnli,
+            "esnli-txt": _load_esnli_txt, "babi": _load_babi, "sen-making": _load_sen_making,
+            "sen-making-a": _load_sen_making_sub("A"), "sen-making-b": _load_sen_making_sub("B"),
+            "qed": _load_qed, "ecqa": _load_ecqa, "qasc": _load_qasc, "noahqa": _load_noahqa}
+# the "per data set" name of each format (the two subtasks of Sen-Making are one data set)
+_DATASET_NAMES = {"esnli-txt": "esnli", "sen-making-a": "sen-making", "sen-making-b": "sen-making"}
 
 
 def items_jsonl(items: Iterable[Item]) -> str:

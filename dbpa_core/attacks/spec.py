@@ -4,7 +4,7 @@ The spec reuses the audit keys (``model``, ``seed``, ``samples``, ``temperature`
 ``max_tokens``, ``system_prompt``, ``embedder``, ``measure``, ``permutations``,
 ``correction``, ``alpha``, ``prices``, ``name``) and adds::
 
-    data: sample                 # or a JSONL path, {file, format, limit, dataset}, {sample: 5}, a list
+    data: sample        # or a JSONL path, {file, format, limit, dataset, answers}, {sample: 5}, a list
     attacks:                     # each: level char|word|visual, rho list, op (optional), letters (visual)
       - {level: char, rho: [0.1, 0.5, 1.0]}
       - {level: visual, rho: [0.5], letters: 0.5}
@@ -51,7 +51,7 @@ TOP_KEYS = {"name", "description", "model", "embedder", "samples", "temperature"
             "system_prompt", "prices", "data", "attacks", "consistency", "rti", "curve",
             "template", "confidence"}
 ATTACK_KEYS = {"level", "rho", "op", "letters"}
-DATA_KEYS = {"file", "format", "limit", "dataset", "instruction", "sample", "datasets"}
+DATA_KEYS = {"file", "format", "limit", "dataset", "instruction", "sample", "datasets", "answers"}
 CONSISTENCY_KEYS = {"instructions", "option_orders"}
 CURVE_KEYS = {"rho", "items", "levels", "temperature", "max_tokens"}
 RTI_OPS = OPS["word"]
@@ -213,9 +213,15 @@ def _data(doc: _Doc, raw: Any, base_dir: Path, seed: int) -> tuple[list[Item], l
         limit = _get(doc, entry, "limit", path, int, None, minimum=1)
         name = _get(doc, entry, "dataset", path, str)
         instr = _get(doc, entry, "instruction", path, str)
+        answers = _get(doc, entry, "answers", path, str)
+        if answers is not None:  # a Sen-Making subtask's gold answers, when not beside it
+            answers = Path(answers) if os.path.isabs(answers) else (base_dir / answers).resolve()
+            if not answers.is_file():
+                raise doc.err(path + ("answers",), f"gold-answer file {entry['answers']!r} "
+                              "does not exist")
         try:
             got = load_items(file, format=fmt, limit=limit, dataset=name, seed=seed,
-                             instruction=instr)
+                             instruction=instr, answers=answers)
         except ItemsError as exc:
             raise doc.err(path, f"cannot read the data: {exc}") from None
         items += got
