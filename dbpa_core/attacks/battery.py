@@ -42,7 +42,7 @@ from ..spec import model_label
 from ..types import DBPAResult, _jsonable
 from .answers import ParsedAnswer, parse_answer
 from .consistency import option_orders, reorder
-from .items import Item, render_prompt
+from .items import Item, render_asked, split_turns
 from .metrics import (
     Rate,
     RTIResult,
@@ -93,6 +93,11 @@ class Query:
     order: tuple[int, ...] | None = None
 
 
+def _render(spec: BatterySpec, item: Item) -> str:
+    """The prompt's text (both turns of a two-turn prompt, see :func:`render_asked`)."""
+    return render_asked(item, spec.template, spec.turns)
+
+
 def _seed(spec: BatterySpec, item: Item, cfg: AttackConfig) -> int:
     return derive_seed(spec.seed, item.dataset, item.id, cfg.level, cfg.op, cfg.letters)
 
@@ -107,7 +112,7 @@ def attack_queries(spec: BatterySpec, items: Sequence[Item], cfg: AttackConfig, 
     out = []
     for item, att in zip(items, atts, strict=True):
         asked = item.with_target(att.text)
-        out.append(Query(kind, asked, item, render_prompt(asked, spec.template), att, cfg.name, rho))
+        out.append(Query(kind, asked, item, _render(spec, asked), att, cfg.name, rho))
     return out
 
 
@@ -133,7 +138,7 @@ def plan(spec: BatterySpec) -> dict[str, list[Query]]:
     attacked = {(cfg.name, rho): attack_queries(spec, spec.items, cfg, rho)
                 for cfg in spec.attacks for rho in cfg.rhos}
     for n, item in enumerate(spec.items):
-        clean = Query("clean", item, item, render_prompt(item, spec.template))
+        clean = Query("clean", item, item, _render(spec, item))
         out["clean"].append(clean)
         for cfg in spec.attacks:
             for rho in cfg.rhos:
@@ -141,20 +146,20 @@ def plan(spec: BatterySpec) -> dict[str, list[Query]]:
         for j, text in enumerate(instruction_variants(spec, item)):
             asked = item.replace(instruction=text)
             out["instruction"].append(Query("instruction", asked, item,
-                                            render_prompt(asked, spec.template), name=text,
+                                            _render(spec, asked), name=text,
                                             variant=j))
         if spec.option_orders > 1:
             orders = option_orders(len(item.options), spec.option_orders,
                                    seed=derive_seed(spec.seed, item.dataset, item.id, "orders"))
             for j, order in enumerate(orders):
                 asked = reorder(item, order)
-                out["order"].append(Query("order", asked, item, render_prompt(asked, spec.template),
+                out["order"].append(Query("order", asked, item, _render(spec, asked),
                                           name="".join("ABCDEFGHIJKLMNOPQRSTUVWXYZ"[i] for i in order),
                                           variant=j, order=order))
     if spec.curve is not None:
         for item in spec.items[:spec.curve.items]:
             for cfg in spec.curve.levels:
-                out["curve"].append(Query("curve", item, item, render_prompt(item, spec.template),
+                out["curve"].append(Query("curve", item, item, _render(spec, item),
                                           name=cfg.name))
                 for rho in spec.curve.rhos:
                     out["curve"].append(attack_query(spec, item, cfg, rho, kind="curve"))
@@ -181,13 +186,15 @@ def _curve_params(spec: BatterySpec) -> GenerationParams:
 
 
 def _answer_request(spec: BatterySpec, prompt: str):
-    return requests_for(prompt, n=1, seed=spec.seed, params=_answer_params(spec),
-                        system_prompt=spec.system_prompt)[0]
+    history, last = split_turns(prompt)
+    return requests_for(last, n=1, seed=spec.seed, params=_answer_params(spec),
+                        system_prompt=spec.system_prompt, history=history)[0]
 
 
 def _curve_requests(spec: BatterySpec, prompt: str):
-    return requests_for(prompt, n=spec.samples, seed=spec.seed, params=_curve_params(spec),
-                        system_prompt=spec.system_prompt)
+    history, last = split_turns(prompt)
+    return requests_for(last, n=spec.samples, seed=spec.seed, params=_curve_params(spec),
+                        system_prompt=spec.system_prompt, history=history)
 
 
 def rti_queries(spec: BatterySpec, items: Sequence[Item], op: str, rho: float) -> list[Query]:

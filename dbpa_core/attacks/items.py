@@ -165,6 +165,39 @@ def render_prompt(item: Item, template: str = DEFAULT_TEMPLATE) -> str:
     return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
 
 
+# a two-turn prompt in one text: the first user turn, the assistant's reply, the second turn
+TWO_TURN_REPLY = "I have read it. What is the question?"
+TURN_BREAK = f"\n\n[assistant] {TWO_TURN_REPLY}\n\n[user] "
+
+
+def render_turns(item: Item, template: str = DEFAULT_TEMPLATE) -> tuple[str, str]:
+    """The prompt in two user turns, as the paper sends it to chat models: the template
+    up to the line with ``{question}`` (instruction and passage), then the rest (question
+    and options). The first is empty when the item has neither instruction nor passage."""
+    lines = template.split("\n")
+    cut = next(i for i, line in enumerate(lines) if "{question}" in line)
+    first = render_prompt(item, "\n".join(lines[:cut])) if cut else ""
+    return first, render_prompt(item, "\n".join(lines[cut:]))
+
+
+def render_asked(item: Item, template: str = DEFAULT_TEMPLATE, turns: int = 1) -> str:
+    """The prompt as one text: :func:`render_prompt`, or for ``turns=2`` both turns joined
+    by :data:`TURN_BREAK` (what the battery caches, shows and reports;
+    :func:`split_turns` gives the chat turns back)."""
+    if turns == 1:
+        return render_prompt(item, template)
+    first, second = render_turns(item, template)
+    return f"{first}{TURN_BREAK}{second}" if first else second
+
+
+def split_turns(text: str) -> tuple[tuple[tuple[str, str], ...], str]:
+    """``(history, last user turn)`` of a prompt made by :func:`render_asked`."""
+    if TURN_BREAK not in text:
+        return (), text
+    first, second = text.split(TURN_BREAK, 1)
+    return (("user", first), ("assistant", TWO_TURN_REPLY)), second
+
+
 # --------------------------------------------------------------------------- distractors
 def _number_parts(s: str) -> tuple[str, str, float, int, bool, str] | None:
     """``(prefix, core, value, decimals, thousands_commas, suffix)`` of a number with an
@@ -1179,4 +1212,5 @@ def items_jsonl(items: Iterable[Item]) -> str:
 __all__ = ["ANSWER_TYPES", "DEFAULT_INSTRUCTION", "DEFAULT_TEMPLATE", "FORMATS", "LETTERS",
            "NONE_OF_THE_OTHERS", "NONE_SHARE", "UNDETERMINED", "Item", "ItemsError", "check_template",
            "detect_format", "infer_answer_type", "items_jsonl", "load_items", "make_options",
-           "parse_item", "parse_items_text", "render_options", "render_prompt"]
+           "parse_item", "parse_items_text", "render_asked", "render_options", "render_prompt",
+           "render_turns", "split_turns"]
