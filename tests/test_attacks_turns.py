@@ -123,3 +123,21 @@ def test_turns_is_checked(tmp_path):
     with pytest.raises(SpecError, match="needs a chat model"):
         parse_attack_spec(f"model: {{backend: replay, file: {replay}}}\ndata: {data}\nturns: 2\n"
                           "attacks: [{level: char, rho: [1.0]}]\n")
+
+
+def test_the_local_backend_puts_the_turns_in_its_chat_template():
+    from dbpa_core.backends.local import LocalBackend
+
+    seen = []
+
+    class Tok:
+        def apply_chat_template(self, msgs, **kw):
+            seen.append(msgs)
+            return {"input_ids": [[7, 8, 9]]}
+
+    params = GenerationParams(temperature=0.0, top_p=1.0, max_tokens=8)
+    req = requests_for("Q?", n=1, seed=0, params=params,
+                       history=(("user", "Passage: x"), ("assistant", TWO_TURN_REPLY)))[0]
+    assert LocalBackend._prompt_ids(None, Tok(), req) == [7, 8, 9]
+    assert [m["role"] for m in seen[0]] == ["user", "assistant", "user"]
+    assert seen[0][-1]["content"] == "Q?"
