@@ -629,9 +629,9 @@ def detect_format(path: str | os.PathLike, text: str | None = None) -> str:
             raise ItemsError(f"{source}: this is ECQA's annotation file (ecqa.jsonl), which has "
                              "no questions: glue it to CommonsenseQA with the authors' "
                              "generate_data.py and load the cqa_data_test.csv it writes")
-        if "question" in keys and keys & {"answer", "options"} and \
-                not keys & {"paragraph_text", "sentence", "correct"}:
-            return "jsonl"  # ours (a misspelt field is named by the item check)
+        if "question" in keys and isinstance(obj["question"], str) and \
+                (keys & {"answer", "options"} or len(keys - _ITEM_KEYS) <= 2):
+            return "jsonl"  # ours (a missing or misspelt field is named by the item check)
         raise _cannot_place(source, f"JSON lines with the fields {_describe(keys)}")
     header = _csv_header(head.split("\n", 1)[0])
     cols = {h.lower() for h in header}
