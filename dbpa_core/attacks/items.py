@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
 import io
 import json
 import os
@@ -273,7 +274,8 @@ def _number_options(answer: Any, rnd: random.Random) -> tuple[list[str], int]:
     return opts, opts.index(s)
 
 
-def _lemmas(word: str) -> set[str]:
+@functools.lru_cache(maxsize=65536)
+def _lemmas(word: str) -> frozenset[str]:
     """The word and its lemmas (WordNet's, and plain English endings): two words that
     share one are inflections of each other (wolf / wolves, mouse / mice, go / going)."""
     w = word.lower()
@@ -287,23 +289,24 @@ def _lemmas(word: str) -> set[str]:
 
         wn = wordnet()
     except WordNetMissing:
-        return out
+        return frozenset(out)
     for pos in ("n", "v", "a"):
         lemma = wn.morphy(w, pos)
         if lemma:
             out.add(lemma.lower())
-    return out
+    return frozenset(out)
 
 
-def _senses(word: str) -> list:
+@functools.lru_cache(maxsize=65536)
+def _senses(word: str) -> tuple:
     """WordNet's first noun senses of ``word`` (adjective senses when it has none)."""
     try:
         from .wordnet import WordNetMissing, wordnet
 
         wn = wordnet()
     except WordNetMissing:
-        return []
-    return wn.synsets(word.lower(), "n")[:3] or wn.synsets(word.lower(), "a")[:2]
+        return ()
+    return tuple(wn.synsets(word.lower(), "n")[:3] or wn.synsets(word.lower(), "a")[:2])
 
 
 def _kind(answer: str, vocabulary: Sequence[str]) -> tuple[str | None, Any]:
