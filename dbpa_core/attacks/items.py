@@ -1019,8 +1019,17 @@ def _load_sen_making_sub(subtask: str):
     return load
 
 
-def _answer_vocabulary(answers: Iterable[str]) -> list[str]:
-    return sorted({a for a in answers if infer_answer_type(a) == "word"})
+def _answer_items(raw: Sequence[tuple[str, str, str, str]], seed, instr: str, name: str,
+                  limit) -> list[Item]:
+    """Items from ``(id, question, passage, answer)``, their options made by answer type;
+    the data set's one-word answers are each other's distractors."""
+    vocab = sorted({a for *_, a in raw if infer_answer_type(a) == "word"})
+    out = []
+    for iid, q, passage, ans in raw[:limit] if limit else raw:
+        opts, idx, kind = make_options(ans, seed=seed, vocabulary=vocab, passage=passage,
+                                       item_id=iid)
+        out.append(Item(iid, q, opts, idx, passage, instr, name, kind))
+    return out
 
 
 def _load_qed(text, source, name, seed, instr, limit, **_):
@@ -1051,13 +1060,7 @@ def _load_qed(text, source, name, seed, instr, limit, **_):
         q = str(obj["question_text"]).strip()
         q = q[:1].upper() + q[1:] + ("" if q.endswith("?") else "?")
         raw.append((str(obj.get("example_id", lineno)), q, str(obj["paragraph_text"]).strip(), ans))
-    vocab = _answer_vocabulary(a for *_, a in raw)
-    out = []
-    for iid, q, passage, ans in raw[:limit] if limit else raw:
-        opts, idx, kind = make_options(ans, seed=seed, vocabulary=vocab, passage=passage,
-                                       item_id=iid)
-        out.append(Item(iid, q, opts, idx, passage, instr, name, kind))
-    return out
+    return _answer_items(raw, seed, instr, name, limit)
 
 
 def _load_qasc(text, source, name, seed, instr, limit, **_):
@@ -1159,13 +1162,7 @@ def _load_noahqa(text, source, name, seed, instr, limit, **_):
                 continue
             raw.append((str(qa.get("query_id") or f"{pid}-{len(raw) + 1}"),
                         str(qa["question"]).strip(), passage, ans))
-    vocab = _answer_vocabulary(a for *_, a in raw)
-    out = []
-    for iid, q, passage, ans in raw[:limit] if limit else raw:
-        opts, idx, kind = make_options(ans, seed=seed, vocabulary=vocab, passage=passage,
-                                       item_id=iid)
-        out.append(Item(iid, q, opts, idx, passage, instr, name, kind))
-    return out
+    return _answer_items(raw, seed, instr, name, limit)
 
 
 def _load_babi(text, source, name, seed, instr, limit, **_):
