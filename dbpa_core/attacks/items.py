@@ -17,9 +17,13 @@ The item format (one JSON object per line)::
   inflection of it; a text -> edited copies of it and "None of the other options is
   correct", which is the right option in a share :data:`NONE_SHARE` of the items.
 
-:func:`load_items` also reads the files of StrategyQA (JSON), AQuA, CREAK, GSM8K (JSONL),
-e-SNLI (CSV) and bAbI (the tasks' ``.txt``) that a user already has; the format is
-recognised from the file, or named. Mistakes raise :class:`ItemsError` naming the line.
+:func:`load_items` also reads the published files of the paper's data sets: StrategyQA
+(JSON), AQuA, CREAK, GSM8K (JSONL), e-SNLI (CSV, or its ``s1/s2/labels`` files), bAbI (the
+tasks' ``.txt``), Sen-Making (the combined CSV, or a subtask's data file with its gold
+answers), QED (jsonlines), ECQA (the glued CSV), QASC (JSONL) and NoahQA (JSON). The format
+is recognised from the file's name, CSV header or JSON keys, or named; a file that matches
+none is refused with the formats tried and what it has. Mistakes raise :class:`ItemsError`
+naming the line.
 
 :func:`render_prompt` turns an item into the prompt the model sees (:data:`DEFAULT_TEMPLATE`,
 options as lines ``(A) text``); any template with the same placeholders replaces it.
