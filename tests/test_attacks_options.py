@@ -117,3 +117,15 @@ def test_an_edited_copy_that_only_lost_an_article_is_no_distractor():
         opts, idx, _ = make_options("Take the statin with 40 mg daily", item_id=str(i))
         others = [o for j, o in enumerate(opts) if j != idx]
         assert "Take statin with 40 mg daily" not in others
+
+
+def test_a_short_text_answer_always_gets_options(monkeypatch):
+    """Without WordNet only deletions make copies: a two-word answer has at most two, too
+    few to leave the answer out; it keeps its answer then."""
+    monkeypatch.setattr(W, "available", lambda: False)
+    for i in range(60):
+        opts, idx, kind = make_options("Jane Austen", item_id=str(i))
+        assert kind == "text" and len(opts) >= 3 and len(set(opts)) == len(opts)
+        assert opts[idx] in ("Jane Austen", NONE_OF_THE_OTHERS)
+        if opts[idx] == NONE_OF_THE_OTHERS:
+            assert len(opts) >= 3

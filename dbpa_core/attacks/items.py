@@ -428,6 +428,9 @@ def _text_options(answer: str, rnd: random.Random, item_id: str,
         if t.strip() and t not in seen and content(t) != same:
             seen.add(t)
             out.append(t)
+    if none_right and len(out) < 2:  # too few copies to leave the answer out
+        none_right = False
+        out = out[:3]
     opts = out + [NONE_OF_THE_OTHERS] + ([] if none_right else [answer])
     rnd.shuffle(opts)
     return opts, opts.index(NONE_OF_THE_OTHERS if none_right else answer)
