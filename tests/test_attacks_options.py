@@ -120,12 +120,14 @@ def test_an_edited_copy_that_only_lost_an_article_is_no_distractor():
 
 
 def test_a_short_text_answer_always_gets_options(monkeypatch):
-    """Without WordNet only deletions make copies: a two-word answer has at most two, too
-    few to leave the answer out; it keeps its answer then."""
+    """An answer too short for edited copies ("A-1": one copy, "?!": none) keeps its
+    answer rather than leaving "None of the other options" alone or nearly so."""
     monkeypatch.setattr(W, "available", lambda: False)
-    for i in range(60):
-        opts, idx, kind = make_options("Jane Austen", item_id=str(i))
-        assert kind == "text" and len(opts) >= 3 and len(set(opts)) == len(opts)
-        assert opts[idx] in ("Jane Austen", NONE_OF_THE_OTHERS)
-        if opts[idx] == NONE_OF_THE_OTHERS:
-            assert len(opts) >= 3
+    for answer in ("A-1", "?!", "Jane Austen"):
+        for i in range(60):
+            opts, idx, kind = make_options(answer, item_id=str(i))
+            assert kind == "text" and len(opts) >= 2 and len(set(opts)) == len(opts)
+            if opts[idx] == NONE_OF_THE_OTHERS:
+                assert len(opts) >= 3 and answer not in opts
+            else:
+                assert opts[idx] == answer
