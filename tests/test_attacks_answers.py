@@ -69,6 +69,12 @@ CASES = [
     ("I think it's A, wait, no.", TF, None),
     ("Answer: C\nWait, let me double-check. Yes, C is correct.", TF, "C"),
     ("Answer: B. Option A is actually wrong because the passage says so.", TF, "B"),
+    ("The answer is A. On second thought, (B).", TF, "B"),
+    ("The answer is B. Wait, A is wrong and C is wrong, so B.", TF, "B"),
+    ("The answer is (A) but actually (B) fits the passage better.", TF, "B"),
+    ("The answer is A. Hmm, B and C also mention it.", TF, None),
+    ("Answer: C. Wait, let me think about this more.", TF, "C"),
+    ("B) False. Actually, the claim is false, so B.", TF, "B"),
     # --- ambiguous: two choices, hypotheticals, hedging
     ("The answer is A or B.", TF, None),
     ("(A) or (B)", TF, None),

@@ -106,6 +106,8 @@ _CUE = re.compile(r"\b(?:" + _STRONG + r"|wait\b|actually\b|on\s+second\s+though
                   r"on\s+reflection|i\s+mean\b|let\s+me\s+re-?(?:consider|check|think)|"
                   r"hmm+\b|no,\s+(?:it|the|that)\b)", re.IGNORECASE)
 _STRONG_CUE = re.compile(r"\b(?:" + _STRONG + r")", re.IGNORECASE)
+_TURN_CUE = re.compile(r"\b(?:wait|on\s+second\s+thought|on\s+reflection|i\s+mean|"
+                       r"let\s+me\s+re-?(?:consider|check|think))\b", re.IGNORECASE)
 _NAMED = re.compile(r"\b(?:option|choice|letter)\s*" + _LET, re.IGNORECASE)
 _PAREN = re.compile(r"\(([A-Za-z])\)")
 _BARE = re.compile(r"(?<![\w'’])([A-Z])(?![\w'’])")
@@ -185,23 +187,35 @@ def _excluded(t: str) -> set[str]:
 
 
 def _after_correction(t: str, first: tuple[int, int, str, str], n: int) -> ParsedAnswer | None:
-    """The answer after a self-correction that follows ``first`` (None: no correction)."""
+    """The answer after a self-correction that follows ``first`` (None: none, the first
+    choice stands).
+
+    After the cue, the last explicit choice wins. Without one, the letters standing alone
+    after it decide: after a retraction ("wait, no", "scratch that") or a turn ("wait",
+    "on second thought") one such letter is the new answer, and none or several leave a
+    retraction unparsed; after a mere "actually" or "hmm" (common in explanations) the
+    first choice stands unless another letter is named, which makes it ambiguous.
+    """
     cue = _CUE.search(t, first[1])
     if cue is None:
         return None
     rest = t[cue.end():]
     later = [h[2] for h in _explicit(rest, n)]
-    strong = _STRONG_CUE.match(t, cue.start()) is not None
-    if not later and strong:  # "A. Wait, no — (B)" or "A. Scratch that: B."
-        gone = _excluded(rest)
-        later = sorted({m.group(1) for m in _BARE.finditer(rest)
-                        if not _article(m.group(1), rest, m.end())} - gone)
-        if len(later) != 1:
-            return ParsedAnswer(None, "retracted")
-    if not later:
+    if later:
+        i = _in_range(later[-1], n)
+        return ParsedAnswer(i, "corrected") if i is not None else ParsedAnswer(None, "out-of-range")
+    gone = _excluded(rest)
+    named = {m.group(1) for m in _BARE.finditer(rest)
+             if not _article(m.group(1), rest, m.end())} - gone
+    if _STRONG_CUE.match(t, cue.start()) or _TURN_CUE.match(t, cue.start()):
+        if len(named) == 1:  # "A. Wait, no — (B)", "A. On second thought: B."
+            i = _in_range(named.pop(), n)
+            return ParsedAnswer(i, "corrected") if i is not None else \
+                ParsedAnswer(None, "out-of-range")
+        if named or _STRONG_CUE.match(t, cue.start()):
+            return ParsedAnswer(None, "retracted" if not named else "ambiguous")
         return None
-    i = _in_range(later[-1], n)
-    return ParsedAnswer(i, "corrected") if i is not None else ParsedAnswer(None, "out-of-range")
+    return ParsedAnswer(None, "ambiguous") if named - {first[2].upper()} else None
 
 
 def _text_match(text: str, options: Sequence[str]) -> int | None:
