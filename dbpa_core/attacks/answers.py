@@ -17,8 +17,10 @@ A wrong letter is worse than an unparsed answer, so every rule below prefers
 The **first** explicit choice wins over letters named later in an explanation ("B) False.
 Option A would be correct only if ..." is B). Followed by "or C" it is ambiguous. A
 self-correction after it — "wait", "actually", "on second thought", "no, it's ..." —
-moves the answer to the **last** explicit choice after the correction; a retraction
-with no new choice ("A, wait, no.") is unparsed. Never the first.
+moves the answer to the **last** explicit choice after the correction; after "wait" or
+"on second thought" a letter standing alone is one too ("A. On second thought, (B)."). A
+retraction with no new choice ("A, wait, no.") is unparsed, and so is an "actually" or
+"hmm" followed by other letters. Never the first.
 
 **Without an explicit choice**, first match wins:
 
