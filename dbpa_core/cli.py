@@ -238,7 +238,12 @@ def cmd_attack(args) -> int:
         return 2
     finally:
         bars.close()
-    paths = result.write(args.out)
+    try:
+        paths = result.write(args.out)
+    except OSError as exc:
+        print(f"error: cannot write the results to {args.out} ({exc.strerror or exc}); every "
+              "answer is cached, so running again costs nothing.", file=sys.stderr)
+        return 2
     print(summary_text(result))
     u = result.usage
     print(f"\n{u['calls']} new calls, {u['cached_samples']} answers from the cache, "

@@ -112,14 +112,16 @@ class SampleRecord:
 
 
 def requests_for(prompt: str, *, n: int, seed: int, params: GenerationParams,
-                 system_prompt: str | None = None, start: int = 0) -> list[SampleRequest]:
+                 system_prompt: str | None = None, start: int = 0,
+                 history: tuple[tuple[str, str], ...] = ()) -> list[SampleRequest]:
     """Requests for samples ``start .. start + n - 1`` of one (system prompt, prompt).
 
     Sample ``i`` has its own seed derived from ``(seed, system_prompt, prompt, i)``, so
     asking for 30 samples after 20 reuses the first 20 from the cache.
     """
-    return [SampleRequest(prompt, i, sample_seed(seed, prompt, system_prompt, i), params,
-                          system_prompt) for i in range(start, start + n)]
+    said = "".join(f"{role}\x1e{text}\x1d" for role, text in history) + prompt
+    return [SampleRequest(prompt, i, sample_seed(seed, said, system_prompt, i), params,
+                          system_prompt, tuple(history)) for i in range(start, start + n)]
 
 
 def model_key(model: Mapping[str, Any]) -> str:
@@ -174,7 +176,8 @@ def embedder_identity(config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def sample_key(identity: Mapping[str, Any], req: SampleRequest) -> str:
-    return make_key("sample", {**identity, "system_prompt": req.system_prompt,
+    extra = {"history": [list(t) for t in req.history]} if req.history else {}
+    return make_key("sample", {**identity, **extra, "system_prompt": req.system_prompt,
                                "prompt": req.prompt, "params": req.params.as_dict(),
                                "index": req.index, "seed": req.seed})
 

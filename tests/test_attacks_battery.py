@@ -94,10 +94,12 @@ attacks:
 def test_consistency_by_hand(server, data, tmp_path):
     _, res = run(server, data, tmp_path, "consistency: {instructions: true, option_orders: 6}")
     ins = [r for r in res.consistency if r.kind == "instructions" and r.dataset == "all"]
-    # own instruction and four others: A (3 of 6 right); no instruction: C (1 of 6: i4)
-    assert [r.accuracy.value for r in ins] == pytest.approx([0.5, 1 / 6, 0.5, 0.5, 0.5, 0.5])
-    assert ins[1].label == "(no instruction)"
-    assert res.consistency_std("instructions") == pytest.approx(np.std([0.5, 1 / 6] + [0.5] * 4))
+    # the paper's five, each once: no instruction -> C (1 of 6 right: i4), the four others
+    # -> A (3 of 6); the item's own instruction is the clean baseline, not a sixth variant
+    assert [r.accuracy.value for r in ins] == pytest.approx([1 / 6, 0.5, 0.5, 0.5, 0.5])
+    assert ins[0].label == "(no instruction)"
+    assert res.consistency_std("instructions") == pytest.approx(np.std([1 / 6] + [0.5] * 4))
+    assert res.to_dict()["consistency"]["instructions"]["baseline_accuracy"] == 0.5
     orders = [r for r in res.consistency if r.kind == "option_orders" and r.dataset == "all"]
     assert len(orders) == 6  # all 3! orders, the original first
     # the model always says A: an order is right when it puts the gold option first
@@ -116,19 +118,22 @@ def test_rti_by_hand(server, data, tmp_path):
     got = {(r.attack, r.dataset): r for r in res.rti}
     # deletions never bring an unknown word: the answer never changes, r_x = 1 for all
     assert got[("delete", "all")].rti == 1.0 and got[("delete", "all")].result.n == 6
+    assert got[("delete", "all")].result.never_changed_share == 1.0
     # insert / replace: the first rho whose attacked passage has a word the model does not know
     for op in ("insert", "replace"):
-        want = []
+        want, never = [], []
         for iid, passage, _ in ITEMS:
             seed = derive_seed(3, "even" if int(iid[1]) % 2 == 0 else "odd", iid, "word", op, None)
-            r_x = 1.0
+            r_x, changed = 1.0, False
             for rho in RTI_RHOS:
                 text = attack_text(passage, "word", rho, rng=seed, op=op).text
                 if any(w.lower() not in VOCAB for w in WORD.findall(text)):
-                    r_x = rho
+                    r_x, changed = rho, True
                     break
             want.append(r_x)
+            never.append(not changed)
         assert got[(op, "all")].rti == pytest.approx(np.mean(want)), op
+        assert got[(op, "all")].result.never_changed == sum(never), op
         assert got[(op, "odd")].rti == pytest.approx(np.mean(want[0::2]))
     # RTI asked only up to each item's change: no prompt after it
     asked = [r for r in res.records_of("rti") if r.query.name == "word:delete"]

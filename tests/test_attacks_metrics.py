@@ -31,7 +31,7 @@ OPTS = ["cats", "wolves", "mice"]
     ("I think B.", "B"), ("Answer: (A)\nExplanation: B is wrong", "A"),
     ("I am sure: B", "B"), ("D) mice", "C"),  # no option D: the text names C
     # unreadable or ambiguous: never guessed
-    ("(A) or (B)", None), ("A or B", None), ("(B) wolves, not (A)", None),
+    ("(A) or (B)", None), ("A or B", None), ("(B) wolves, not (A)", "B"),
     ("The answer is a mouse", None), ("E", None), ("(E)", None), ("", None), ("   ", None),
     ("It could be cats or wolves", None), ("I cannot read this text.", None),
     ("The answer is wildcats", None),
@@ -141,3 +141,17 @@ def test_positions_and_word_patterns_by_hand():
     assert got[("all", "pos", "NOUN")].share == pytest.approx(0.5)
     assert got[("all", "pos", "VERB")].lift == pytest.approx(0.5 / (1 / 3))
     assert got[("char", "dep", "ROOT")].successes == 2
+
+
+def test_rti_reports_the_items_never_changed():
+    """r_x = 1.0 is both "changed at rho = 1.0" and "never changed": the share of the
+    latter is reported beside the mean, which keeps the paper's 1.0 for them."""
+    res = relative_training_index([1.0, 1.0, 0.3, 1.0], changed=[True, False, True, False])
+    assert res.rti == pytest.approx(3.3 / 4)
+    assert res.never_changed == 2 and res.never_changed_share == 0.5
+    assert res.to_dict()["never_changed_share"] == 0.5
+    assert np.isnan(relative_training_index([1.0]).never_changed_share)  # not known
+    with pytest.raises(ValueError, match=r"never changed has r_x = 1\.0"):
+        relative_training_index([0.4], changed=[False])
+    with pytest.raises(ValueError, match="one entry per value"):
+        relative_training_index([0.4, 1.0], changed=[True])

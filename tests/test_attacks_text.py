@@ -229,3 +229,21 @@ def test_a_batch_gives_what_one_by_one_gives(level):
     assert batch == [attack_text(t, level, 0.6, rng=s, letters=0.9) for t, s in zip(texts, seeds, strict=True)]
     with pytest.raises(ValueError, match="same length"):
         T.attack_texts(texts, level, 0.6, seeds=[1])
+
+
+@pytest.mark.parametrize("text", ["mmm 2024 hello", "In 1999 and 2024 zzz www", "3 + 4 = 7"])
+def test_a_word_counts_as_attacked_only_if_its_text_changed(text):
+    """Digits have no homoglyph: a visual attack leaves them as they are and must not
+    record them as attacked (the word tables would count words that never changed)."""
+    for seed in range(20):
+        r = attack_text(text, "visual", 1.0, rng=seed, letters=0.5)
+        assert all(c.before != c.after for c in r.changes)
+        assert {c.before for c in r.changes}.isdisjoint({"2024", "1999", "3", "4", "7"})
+
+
+def test_a_replacement_by_the_same_word_is_no_change(monkeypatch):
+    import dbpa_core.attacks.text as T
+
+    monkeypatch.setattr(T, "_new_word", lambda w, u, words, lowered: (w, "passage"))
+    r = attack_text("the cat sat", "word", 1.0, rng=0, op="replace")
+    assert r.text == "the cat sat" and r.changes == ()

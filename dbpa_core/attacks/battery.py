@@ -26,6 +26,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -41,7 +42,7 @@ from ..spec import model_label
 from ..types import DBPAResult, _jsonable
 from .answers import ParsedAnswer, parse_answer
 from .consistency import option_orders, reorder
-from .items import Item, render_prompt
+from .items import Item, render_asked, split_turns
 from .metrics import (
     Rate,
     RTIResult,
@@ -58,6 +59,9 @@ from .text import AttackedText, attack_texts, derive_seed, highlight_segments
 
 RTI_RHOS = tuple(round(0.1 * i, 1) for i in range(1, 11))
 ALL = "all"
+# every file a battery may write: one a rerun does not write is removed from the folder
+BATTERY_FILES = ("results.json", "results.csv", "rti.csv", "consistency.csv", "patterns.csv",
+                 "curve.csv", "attacked.jsonl", "report.html")
 
 
 def _no_nan(value: Any) -> Any:
@@ -89,6 +93,11 @@ class Query:
     order: tuple[int, ...] | None = None
 
 
+def _render(spec: BatterySpec, item: Item) -> str:
+    """The prompt's text (both turns of a two-turn prompt, see :func:`render_asked`)."""
+    return render_asked(item, spec.template, spec.turns)
+
+
 def _seed(spec: BatterySpec, item: Item, cfg: AttackConfig) -> int:
     return derive_seed(spec.seed, item.dataset, item.id, cfg.level, cfg.op, cfg.letters)
 
@@ -103,7 +112,7 @@ def attack_queries(spec: BatterySpec, items: Sequence[Item], cfg: AttackConfig, 
     out = []
     for item, att in zip(items, atts, strict=True):
         asked = item.with_target(att.text)
-        out.append(Query(kind, asked, item, render_prompt(asked, spec.template), att, cfg.name, rho))
+        out.append(Query(kind, asked, item, _render(spec, asked), att, cfg.name, rho))
     return out
 
 
@@ -114,9 +123,11 @@ def attack_query(spec: BatterySpec, item: Item, cfg: AttackConfig, rho: float,
 
 
 def instruction_variants(spec: BatterySpec, item: Item) -> list[str]:
-    """The item's own instruction first, then the spec's, in the spec's order (variant j
-    is the same instruction for every item; a repeated prompt costs no second call)."""
-    return [item.instruction, *spec.instructions] if spec.instructions else []
+    """The spec's instructions, each once, in the spec's order (variant j is the same
+    instruction for every item). The item's own instruction is no variant: it is the
+    clean baseline, asked once; a variant equal to it asks the same prompt, which costs
+    no second call."""
+    return list(dict.fromkeys(spec.instructions))
 
 
 def plan(spec: BatterySpec) -> dict[str, list[Query]]:
@@ -127,7 +138,7 @@ def plan(spec: BatterySpec) -> dict[str, list[Query]]:
     attacked = {(cfg.name, rho): attack_queries(spec, spec.items, cfg, rho)
                 for cfg in spec.attacks for rho in cfg.rhos}
     for n, item in enumerate(spec.items):
-        clean = Query("clean", item, item, render_prompt(item, spec.template))
+        clean = Query("clean", item, item, _render(spec, item))
         out["clean"].append(clean)
         for cfg in spec.attacks:
             for rho in cfg.rhos:
@@ -135,20 +146,20 @@ def plan(spec: BatterySpec) -> dict[str, list[Query]]:
         for j, text in enumerate(instruction_variants(spec, item)):
             asked = item.replace(instruction=text)
             out["instruction"].append(Query("instruction", asked, item,
-                                            render_prompt(asked, spec.template), name=text,
+                                            _render(spec, asked), name=text,
                                             variant=j))
         if spec.option_orders > 1:
             orders = option_orders(len(item.options), spec.option_orders,
                                    seed=derive_seed(spec.seed, item.dataset, item.id, "orders"))
             for j, order in enumerate(orders):
                 asked = reorder(item, order)
-                out["order"].append(Query("order", asked, item, render_prompt(asked, spec.template),
+                out["order"].append(Query("order", asked, item, _render(spec, asked),
                                           name="".join("ABCDEFGHIJKLMNOPQRSTUVWXYZ"[i] for i in order),
                                           variant=j, order=order))
     if spec.curve is not None:
         for item in spec.items[:spec.curve.items]:
             for cfg in spec.curve.levels:
-                out["curve"].append(Query("curve", item, item, render_prompt(item, spec.template),
+                out["curve"].append(Query("curve", item, item, _render(spec, item),
                                           name=cfg.name))
                 for rho in spec.curve.rhos:
                     out["curve"].append(attack_query(spec, item, cfg, rho, kind="curve"))
@@ -175,13 +186,15 @@ def _curve_params(spec: BatterySpec) -> GenerationParams:
 
 
 def _answer_request(spec: BatterySpec, prompt: str):
-    return requests_for(prompt, n=1, seed=spec.seed, params=_answer_params(spec),
-                        system_prompt=spec.system_prompt)[0]
+    history, last = split_turns(prompt)
+    return requests_for(last, n=1, seed=spec.seed, params=_answer_params(spec),
+                        system_prompt=spec.system_prompt, history=history)[0]
 
 
 def _curve_requests(spec: BatterySpec, prompt: str):
-    return requests_for(prompt, n=spec.samples, seed=spec.seed, params=_curve_params(spec),
-                        system_prompt=spec.system_prompt)
+    history, last = split_turns(prompt)
+    return requests_for(last, n=spec.samples, seed=spec.seed, params=_curve_params(spec),
+                        system_prompt=spec.system_prompt, history=history)
 
 
 def rti_queries(spec: BatterySpec, items: Sequence[Item], op: str, rho: float) -> list[Query]:
@@ -408,6 +421,13 @@ class BatteryResult:
     def unparsed(self) -> int:
         return sum(not r.parsed.parsed for r in self.records)
 
+    def answer_positions(self, dataset: str = ALL) -> dict[str, Any]:
+        """Where the right options sit and which letters the model chose, over the clean
+        items: a model that always answers "C" shows here (``top_share`` near 1 while
+        the right answers spread over the letters)."""
+        return answer_positions([r for r in self.records
+                                 if r.query.kind == "clean" and _in(dataset, r)])
+
     # ---------------------------------------------------------------- serialising
     def to_dict(self) -> dict[str, Any]:
         def cons(kind):
@@ -416,6 +436,8 @@ class BatteryResult:
             out = {"accuracies": [r.to_dict() for r in self.consistency
                                   if r.kind == kind and r.dataset == ALL],
                    "std": self.consistency_std(kind), "by_dataset": {}}
+            if kind == "instructions":  # the item's own instruction: the clean answers
+                out["baseline_accuracy"] = 1.0 - self.clean().er.value
             for ds in self.datasets if len(self.datasets) > 1 else ():
                 out["by_dataset"][ds] = {
                     "accuracies": [r.to_dict() for r in self.consistency
@@ -442,6 +464,7 @@ class BatteryResult:
                             "option_orders": cons("option_orders")},
             "patterns": pats,
             "curve": [r.to_dict() for r in self.curve],
+            "answer_positions": self.answer_positions(),
             "unparsed_answers": self.unparsed,
             "usage": self.usage,
             "warnings": list(self.warnings),
@@ -454,7 +477,10 @@ class BatteryResult:
     def _csv(rows: Sequence[dict[str, Any]]) -> str:
         buf = io.StringIO()
         if rows:
-            w = csv.DictWriter(buf, fieldnames=list(rows[0]), extrasaction="ignore")
+            # the header is every key of every row, in order of appearance: the clean row
+            # has no ASR columns, the attack rows after it do
+            fields = list(dict.fromkeys(k for r in rows for k in r))
+            w = csv.DictWriter(buf, fieldnames=fields)
             w.writeheader()
             for r in rows:
                 w.writerow(r)
@@ -481,15 +507,55 @@ class BatteryResult:
         return "".join(json.dumps(_no_nan(_jsonable(r.to_dict())), ensure_ascii=False) + "\n"
                        for r in self.records)
 
+    def files(self, *, report: str | None = None) -> dict[str, str]:
+        """Every output file's name and text (what :meth:`write` writes)."""
+        return {"results.json": self.to_json(), **self.csv_files(),
+                "attacked.jsonl": self.attacked_jsonl(),
+                "report.html": report if report is not None else report_html(self)}
+
     def write(self, out_dir, *, report: str | None = None) -> list[str]:
         """results.json, results.csv (+ rti/consistency/patterns/curve CSVs),
-        attacked.jsonl and report.html; returns their paths."""
+        attacked.jsonl and report.html, written atomically (each file in full, then all
+        renamed into place); returns their paths. A battery output of an earlier run in
+        ``out_dir`` that this run does not write (its consistency.csv, say) is removed
+        once the new files are in place, so the folder never mixes two runs."""
         from ..outputs import write_files
 
-        return write_files(out_dir, {
-            "results.json": self.to_json(), **self.csv_files(),
-            "attacked.jsonl": self.attacked_jsonl(),
-            "report.html": report if report is not None else report_html(self)})
+        files = self.files(report=report)
+        paths = write_files(out_dir, files)
+        for name in BATTERY_FILES:
+            stale = Path(out_dir) / name
+            if name not in files and stale.is_file():
+                stale.unlink()
+        return paths
+
+
+def answer_positions(records: Sequence[AnswerRecord]) -> dict[str, Any]:
+    """``gold`` (letter -> items whose right option has it), ``answered`` (letter -> items
+    answered with it), ``unparsed``, and the most answered letter with its share among the
+    read answers beside the share of right answers at that letter."""
+    letters = sorted({r.query.item.answer_letter for r in records} |
+                     {r.parsed.letter for r in records if r.parsed.letter})
+    gold = {x: sum(r.query.item.answer_letter == x for r in records) for x in letters}
+    answered = {x: sum(r.parsed.letter == x for r in records) for x in letters}
+    read = sum(answered.values())
+    top = max(letters, key=lambda x: (answered[x], -letters.index(x))) if read else None
+    return {"n": len(records), "gold": gold, "answered": answered,
+            "unparsed": len(records) - read, "top": top,
+            "top_share": answered[top] / read if top else None,
+            "top_gold_share": gold[top] / len(records) if top else None}
+
+
+def _position_note(pos: dict[str, Any]) -> str | None:
+    """A note when the model picks one letter far more often than the right answers
+    have it (it may answer a position, not the question)."""
+    if not pos["top"] or pos["n"] < 5:
+        return None
+    if pos["top_share"] >= 0.6 and pos["top_share"] - pos["top_gold_share"] >= 0.3:
+        return (f"the model answered {pos['top']} in {pos['top_share']:.0%} of the clean items it "
+                f"answered, where {pos['top_gold_share']:.0%} have {pos['top']} right: it may pick "
+                "a position rather than read (see answer positions).")
+    return None
 
 
 # --------------------------------------------------------------------------- running
@@ -553,6 +619,9 @@ def run_battery(spec: BatterySpec, *, cache: Cache | None = None,
     patterns = _patterns(spec, records, clean, sampler, caught)
     curve, curve_responses = _curve(spec, sampler, p["curve"], curve_texts, caught)
 
+    note = _position_note(answer_positions([r for r in records if r.query.kind == "clean"]))
+    if note:
+        caught.append(note)
     unparsed = sum(not r.parsed.parsed for r in records)
     if unparsed:
         caught.insert(0, f"{unparsed} of {len(records)} answers named no option and were "
@@ -564,7 +633,7 @@ def run_battery(spec: BatterySpec, *, cache: Cache | None = None,
 
 def _run_rti(spec: BatterySpec, sampler: Sampler, clean: dict) -> tuple[list[AnswerRecord], dict]:
     """Raise ρ by 0.1 per round for every (op, item) whose answer has not changed yet."""
-    r_values: dict[tuple[str, str, str], float] = {}
+    r_values: dict[tuple[str, str, str], tuple[float, bool]] = {}   # (r_x, changed)
     records: list[AnswerRecord] = []
     if not spec.rti:
         return records, r_values
@@ -592,14 +661,14 @@ def _run_rti(spec: BatterySpec, sampler: Sampler, clean: dict) -> tuple[list[Ans
                 answer = c.parsed.index
             history[key].append((rho, answer))
             if answer != c.parsed.index:
-                r_values[key] = rho
+                r_values[key] = (rho, True)
                 del open_[key]
         if not open_:
             break
     sampler.progress(Progress("rti", len(RTI_RHOS), len(RTI_RHOS)))
-    for key in list(open_):
-        r_values[key] = first_change([h[0] for h in history[key]], [h[1] for h in history[key]],
-                                     clean=clean[key[1:]].parsed.index)
+    for key in list(open_):  # never changed: r_x = 1.0
+        r_values[key] = (first_change([h[0] for h in history[key]], [h[1] for h in history[key]],
+                                      clean=clean[key[1:]].parsed.index), False)
     return records, r_values
 
 
@@ -648,8 +717,7 @@ def _consistency(spec: BatterySpec, records: list[AnswerRecord]) -> list[Consist
                 if not sel:
                     continue
                 if kind == "instructions":
-                    label = sel[0].query.name if v else "(the item's own)"
-                    label = label if label or not v else "(no instruction)"
+                    label = sel[0].query.name or "(no instruction)"
                 else:
                     label = "original order" if v == 0 else f"order {v + 1}"
                 rows.append(ConsistencyRow(kind, ds, v, label, accuracy(
@@ -659,11 +727,13 @@ def _consistency(spec: BatterySpec, records: list[AnswerRecord]) -> list[Consist
 
 
 def _rti_rows(spec: BatterySpec, r_values: dict) -> list[RTIRow]:
+    """``r_values[(op, dataset, id)] = (r_x, changed)``."""
     rows = []
     for op in spec.rti:
         for ds in _groups(spec):
-            vals = [v for (o, d, _), v in r_values.items() if o == op and (ds == ALL or d == ds)]
-            rows.append(RTIRow(op, ds, relative_training_index(vals, confidence=spec.confidence)))
+            sel = [v for (o, d, _), v in r_values.items() if o == op and (ds == ALL or d == ds)]
+            rows.append(RTIRow(op, ds, relative_training_index(
+                [v[0] for v in sel], changed=[v[1] for v in sel], confidence=spec.confidence)))
     return rows
 
 
@@ -764,8 +834,13 @@ def summary_text(result: BatteryResult) -> str:
     def ci(r: Rate) -> str:
         return "[   –,    –]" if r.low != r.low else f"[{r.low:.2f}, {r.high:.2f}]"
 
+    pos = result.answer_positions()
     lines = [f"model: {model_label(s.model)}; {len(s.items)} items ({', '.join(s.datasets)})",
-             f"clean: ER {c.er.value:.3f} {ci(c.er)}  n = {c.er.n}, unparsed = {c.er.unparsed}"]
+             f"clean: ER {c.er.value:.3f} {ci(c.er)}  n = {c.er.n}, unparsed = {c.er.unparsed}",
+             "answer positions (clean): right " +
+             " ".join(f"{k} {v}" for k, v in pos["gold"].items()) + "; answered " +
+             " ".join(f"{k} {v}" for k, v in pos["answered"].items()) +
+             (f", unparsed {pos['unparsed']}" if pos["unparsed"] else "")]
     rows = result.attacks()
     if rows:
         head = ("attack", "rho", "ER", f"{pct} CI", "ASR", f"{pct} CI", "unparsed")
@@ -777,7 +852,8 @@ def summary_text(result: BatteryResult) -> str:
     rti = [r for r in result.rti if r.dataset == ALL]
     if rti:
         lines += ["", "RTI (mean rho at which the answer first changes; 1 = never): " +
-                  ", ".join(f"{r.attack} {r.rti:.2f}" for r in rti)]
+                  ", ".join(f"{r.attack} {r.rti:.2f} ({r.result.never_changed_share:.0%} of items "
+                            "never changed)" for r in rti)]
     for kind, what in (("instructions", "instructions"), ("option_orders", "option orders")):
         accs = [r for r in result.consistency if r.kind == kind and r.dataset == ALL]
         if accs:
@@ -855,6 +931,12 @@ def report_html(result: BatteryResult, *, charts_html: str = "", title: str = "R
                 f"{_fmt(clean['er_high'])}], n = {clean['n']}, unparsed = {clean['unparsed']}.</p>")
     for w in result.warnings:
         body.append(f"<p class='muted'>Note: {html.escape(w)}</p>")
+    pos = d["answer_positions"]
+    body.append("<h2>Answer positions</h2><p class='muted'>Clean items: how many have their "
+                "right option at each letter, and how often the model chose each letter.</p>" +
+                _html_table([{"what": "right option", **pos["gold"]},
+                             {"what": "answered", **pos["answered"]}],
+                            [("what", "")] + [(k, k) for k in pos["gold"]]))
     if d["attacks"]:
         body.append("<h2>ER and ASR per attack (Table 7)</h2>" + _html_table(d["attacks"], er_cols))
     if d["by_dataset"]["attacks"] or len(result.datasets) > 1:
@@ -867,7 +949,8 @@ def report_html(result: BatteryResult, *, charts_html: str = "", title: str = "R
                     "answer first changes (1.0: never). High: the model answers from a destroyed "
                     "passage — the data are probably memorized.</p>" + _html_table(
                         d["rti"], [("attack", "attack"), ("dataset", "data set"), ("rti", "RTI"),
-                                   ("rti_low", "low"), ("rti_high", "high"), ("n", "n")]))
+                                   ("rti_low", "low"), ("rti_high", "high"),
+                                   ("never_changed_share", "never changed"), ("n", "n")]))
     for kind, label in (("instructions", "Synonymous instructions"),
                         ("option_orders", "Option orders")):
         c = d["consistency"][kind]
@@ -908,8 +991,7 @@ def report_html(result: BatteryResult, *, charts_html: str = "", title: str = "R
             f"<style>{REPORT_CSS}</style></head><body>{''.join(body)}</body></html>")
 
 
-__all__ = ["ALL", "RTI_RHOS", "AnswerRecord", "AttackRow", "BatteryResult", "ConsistencyRow",
-           "CurveRow", "Query", "RTIRow", "attack_queries", "attack_query", "estimate_battery",
-           "highlighted_html",
-           "needs_wordnet",
-           "plan", "report_html", "run_battery", "summary_text"]
+__all__ = ["ALL", "BATTERY_FILES", "RTI_RHOS", "AnswerRecord", "AttackRow", "BatteryResult",
+           "ConsistencyRow", "CurveRow", "Query", "RTIRow", "answer_positions", "attack_queries",
+           "attack_query", "estimate_battery", "highlighted_html", "needs_wordnet", "plan",
+           "report_html", "run_battery", "summary_text"]

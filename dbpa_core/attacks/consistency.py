@@ -1,7 +1,8 @@
 """Consistency attacks: synonymous instructions and shuffled options.
 
 A consistent model gives the same accuracy whatever the wording of the instruction
-(:data:`INSTRUCTIONS`, SPEC §2, plus the user's own) and whatever the order of the
+(:data:`INSTRUCTIONS`, the five of Ye et al., plus the user's own, each once;
+the item's own instruction is the clean baseline, not a variant) and whatever the order of the
 options (:func:`option_orders`, :func:`reorder`); the spread (standard deviation) of
 its accuracies measures how much its answers hang on either.
 
@@ -23,7 +24,7 @@ from typing import Any
 
 from .items import Item
 
-# SPEC §2: five synonymous instructions (the first is no instruction at all)
+# the paper's five synonymous instructions (the first is no instruction at all)
 INSTRUCTIONS = (
     "",
     "Complete the description with an appropriate ending:",

@@ -12,12 +12,18 @@ The item format (one JSON object per line)::
   number; ``dataset`` groups results ("per data set" tables; default: the file's name).
 * ``options`` left out: ``answer`` is then the answer itself and options are made by
   answer type (:func:`make_options`): true/false -> True, False, Unable to determine;
-  a number -> 4 other numbers; a word -> 4 words of the same kind from the data set or
-  the passage; a text -> edited copies of it and "None of the other options is correct".
+  a number -> 4 other numbers (the answer's rank among them uniform); a word -> 4 words
+  of the same kind (the data set's other answers, the passage, WordNet), never an
+  inflection of it; a text -> edited copies of it and "None of the other options is
+  correct", which is the right option in a share :data:`NONE_SHARE` of the items.
 
-:func:`load_items` also reads the files of StrategyQA (JSON), AQuA, CREAK, GSM8K (JSONL),
-e-SNLI (CSV) and bAbI (the tasks' ``.txt``) that a user already has; the format is
-recognised from the file, or named. Mistakes raise :class:`ItemsError` naming the line.
+:func:`load_items` also reads the published files of the paper's data sets: StrategyQA
+(JSON), AQuA, CREAK, GSM8K (JSONL), e-SNLI (CSV, or its ``s1/s2/labels`` files), bAbI (the
+tasks' ``.txt``), Sen-Making (the combined CSV, or a subtask's data file with its gold
+answers), QED (jsonlines), ECQA (the glued CSV), QASC (JSONL) and NoahQA (JSON). The format
+is recognised from the file's name, CSV header or JSON keys, or named; a file that matches
+none is refused with the formats tried and what it has. Mistakes raise :class:`ItemsError`
+naming the line.
 
 :func:`render_prompt` turns an item into the prompt the model sees (:data:`DEFAULT_TEMPLATE`,
 options as lines ``(A) text``); any template with the same placeholders replaces it.
@@ -26,6 +32,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
 import io
 import json
 import os
@@ -49,7 +56,8 @@ Answer:"""
 PLACEHOLDERS = ("instruction", "passage", "question", "options")
 NONE_OF_THE_OTHERS = "None of the other options is correct"
 UNDETERMINED = "Unable to determine"
-FORMATS = ("jsonl", "strategyqa", "aqua", "creak", "gsm8k", "esnli", "babi")
+FORMATS = ("jsonl", "strategyqa", "aqua", "creak", "gsm8k", "esnli", "esnli-txt", "babi",
+           "sen-making", "sen-making-a", "sen-making-b", "qed", "ecqa", "qasc", "noahqa")
 ANSWER_TYPES = ("boolean", "number", "word", "text")
 
 _TRUE = {"true", "yes", "correct", "t", "y"}
@@ -59,7 +67,13 @@ _FUNCTION_WORDS = frozenset("""a an the and or but nor so yet if then than while
 who whose which what that this these those there here of to in on at by for from with into onto
 over under near after before because as is are was were be been being has have had do does did
 it its he she they them his her their our your my me we you not no yes""".split())
-_NUMBER = re.compile(r"^\s*[-+]?\$?\s*(\d{1,3}(,\d{3})+|\d+)(\.\d+)?\s*%?\s*$")
+# a number with an optional sign, currency sign and unit: -$1,250.50, 12 %, 3.5 kg, 40 apples
+_NUMBER = re.compile(r"^\s*(?P<sign>[-−+]?\s*)(?P<pre>[$€£¥]?\s*)"
+                     r"(?P<num>[-−+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[-−+]?\.\d+)"
+                     r"(?P<suf>\s*(?:%|[^\W\d_][^\W\d_°/²³.\-]*(?:[ /][^\W\d_][^\W\d_°/²³.]*){0,2}"
+                     r"|°[CF]?)?)\s*$")
+# the share of text answers whose right option is "None of the other options is correct"
+NONE_SHARE = 0.2
 
 
 class ItemsError(ValueError):
@@ -156,9 +170,58 @@ def render_prompt(item: Item, template: str = DEFAULT_TEMPLATE) -> str:
     return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
 
 
+# a two-turn prompt in one text: the first user turn, the assistant's reply, the second turn
+TWO_TURN_REPLY = "I have read it. What is the question?"
+TURN_BREAK = f"\n\n[assistant] {TWO_TURN_REPLY}\n\n[user] "
+
+
+def render_turns(item: Item, template: str = DEFAULT_TEMPLATE) -> tuple[str, str]:
+    """The prompt in two user turns, as the paper sends it to chat models: the template
+    up to the line with ``{question}`` (instruction and passage), then the rest (question
+    and options). The first is empty when the item has neither instruction nor passage."""
+    lines = template.split("\n")
+    cut = next(i for i, line in enumerate(lines) if "{question}" in line)
+    first = render_prompt(item, "\n".join(lines[:cut])) if cut else ""
+    return first, render_prompt(item, "\n".join(lines[cut:]))
+
+
+def render_asked(item: Item, template: str = DEFAULT_TEMPLATE, turns: int = 1) -> str:
+    """The prompt as one text: :func:`render_prompt`, or for ``turns=2`` both turns joined
+    by :data:`TURN_BREAK` (what the battery caches, shows and reports;
+    :func:`split_turns` gives the chat turns back)."""
+    if turns == 1:
+        return render_prompt(item, template)
+    first, second = render_turns(item, template)
+    return f"{first}{TURN_BREAK}{second}" if first else second
+
+
+def split_turns(text: str) -> tuple[tuple[tuple[str, str], ...], str]:
+    """``(history, last user turn)`` of a prompt made by :func:`render_asked`."""
+    if TURN_BREAK not in text:
+        return (), text
+    first, second = text.split(TURN_BREAK, 1)
+    return (("user", first), ("assistant", TWO_TURN_REPLY)), second
+
+
 # --------------------------------------------------------------------------- distractors
+def _number_parts(s: str) -> tuple[str, str, float, int, bool, str] | None:
+    """``(prefix, core, value, decimals, thousands_commas, suffix)`` of a number with an
+    optional currency sign before it and a unit after it (``$1,250.50``, ``-3``, ``12 %``,
+    ``3.5 kg``, ``40 apples``), or None."""
+    m = _NUMBER.match(s)
+    if m is None:
+        return None
+    core = m.group("num").replace("−", "-")
+    sign = -1.0 if (m.group("sign") or "").strip() in ("-", "−") or core.startswith("-") else 1.0
+    digits = core.lstrip("+-")
+    value = sign * float(digits.replace(",", ""))
+    decimals = len(digits.split(".")[1]) if "." in digits else 0
+    return m.group("pre"), digits, value, decimals, "," in digits, m.group("suf")
+
+
 def infer_answer_type(answer: Any) -> str:
-    """``boolean``, ``number``, ``word`` (one word) or ``text``."""
+    """``boolean``, ``number`` (with an optional currency sign or unit), ``word`` (one
+    word) or ``text``."""
     if isinstance(answer, bool):
         return "boolean"
     if isinstance(answer, (int, float)):
@@ -166,7 +229,7 @@ def infer_answer_type(answer: Any) -> str:
     s = str(answer).strip()
     if s.lower() in _TRUE | _FALSE | {"maybe"}:
         return "boolean"
-    if _NUMBER.match(s):
+    if _number_parts(s) is not None:
         return "number"
     if re.fullmatch(r"[^\W\d_]+(?:['’\-][^\W\d_]+)*", s):
         return "word"
@@ -183,68 +246,170 @@ def _bool_options(answer: Any) -> tuple[list[str], int]:
 
 
 def _number_options(answer: Any, rnd: random.Random) -> tuple[list[str], int]:
+    """The answer and 4 other numbers in its format (decimals, thousands commas, currency
+    sign, unit). The answer's rank among the 5 sorted values is drawn uniformly from the
+    ranks its sign allows (a count of 2 cannot have 3 smaller non-negative options), so
+    no position — smallest, middle, largest — gives the answer away; the others lie at
+    distinct random multiples of a random step from it."""
     s = str(answer).strip()
-    core = re.sub(r"[^\d.\-]", "", s.replace(",", ""))
-    x = float(core)
-    decimals = len(core.split(".")[1]) if "." in core else 0
-    scale = max(1.0, abs(x) * 0.25) if decimals == 0 else max(10.0 ** -decimals, abs(x) * 0.25)
-    fmt = (lambda v: f"{v:.{decimals}f}") if decimals else (lambda v: str(round(v)))
-    seen = {fmt(x)}
-    out: list[str] = []
-    tries = 0
-    while len(out) < 4 and tries < 1000:
-        tries += 1
-        v = x + rnd.choice([-1, 1]) * rnd.uniform(0.2, 3.0) * scale
-        if x >= 0 and v < 0:
-            v = -v
-        t = fmt(v)
-        if t not in seen:
-            seen.add(t)
-            out.append(t)
-    prefix = "$" if "$" in s else ""
-    suffix = "%" if s.endswith("%") else ""
-    opts = [prefix + t + suffix for t in out] + [s]
+    pre, _, x, decimals, commas, suf = _number_parts(s)
+    unit = 10.0 ** -decimals
+
+    def fmt(v: float) -> str:
+        body = f"{abs(v):,.{decimals}f}" if commas else f"{abs(v):.{decimals}f}"
+        return ("-" if round(v / unit) < 0 else "") + pre + body + suf
+
+    below_room = 4 if x < 0 else min(4, round(x / unit))   # distinct values >= 0 below x
+    rank = rnd.randint(0, below_room)                 # how many options lie below the answer
+    step = max(unit, round(abs(x) * rnd.uniform(0.04, 0.2) / unit) * unit) if x else \
+        unit * rnd.choice([1, 2, 5])
+    if x >= 0 and rank and x - rank * step < 0:
+        step = unit * max(1, int(x / unit) // rank)   # room for `rank` values in [0, x)
+    ks = list(range(1, 9))
+    below = [k for k in ks if x < 0 or x - k * step >= -unit / 2]
+    values = [x - k * step for k in rnd.sample(below, rank)] + \
+        [x + k * step for k in rnd.sample(ks, 4 - rank)]
+    opts = [fmt(v) for v in values]
+    if len(set(opts) | {fmt(x)}) < 5:  # rounding met (tiny steps): walk in units instead
+        opts = [fmt(x - k * unit) for k in range(1, rank + 1)] + \
+            [fmt(x + k * unit) for k in range(1, 5 - rank)]
+    opts.append(s)
     rnd.shuffle(opts)
     return opts, opts.index(s)
 
 
-def _word_kind(word: str) -> str | None:
+@functools.lru_cache(maxsize=65536)
+def _lemmas(word: str) -> frozenset[str]:
+    """The word and its lemmas (WordNet's, and plain English endings): two words that
+    share one are inflections of each other (wolf / wolves, mouse / mice, go / going)."""
+    w = word.lower()
+    out = {w}
+    for suffix, repl in (("ies", "y"), ("ves", "f"), ("ves", "fe"), ("es", ""), ("s", ""),
+                         ("ed", ""), ("ed", "e"), ("ing", ""), ("ing", "e")):
+        if w.endswith(suffix) and len(w) > len(suffix) + 2:
+            out.add(w[:-len(suffix)] + repl)
     try:
         from .wordnet import WordNetMissing, wordnet
 
-        syn = wordnet().synsets(word.lower())
+        wn = wordnet()
     except WordNetMissing:
-        return None
-    return syn[0].pos().replace("s", "a") if syn else None
+        return frozenset(out)
+    for pos in ("n", "v", "a"):
+        lemma = wn.morphy(w, pos)
+        if lemma:
+            out.add(lemma.lower())
+    return frozenset(out)
+
+
+@functools.lru_cache(maxsize=65536)
+def _senses(word: str) -> tuple:
+    """WordNet's first noun senses of ``word`` (adjective senses when it has none)."""
+    try:
+        from .wordnet import WordNetMissing, wordnet
+
+        wn = wordnet()
+    except WordNetMissing:
+        return ()
+    return tuple(wn.synsets(word.lower(), "n")[:3] or wn.synsets(word.lower(), "a")[:2])
+
+
+def _kind(answer: str, vocabulary: Sequence[str]) -> tuple[str | None, Any]:
+    """The answer's kind (a WordNet lexicographer file: ``noun.animal``,
+    ``noun.attribute`` for colours, ``noun.location``...) and its sense of that kind: the
+    sense most of the data set's other answers share (``white`` among colours is the
+    colour, not the person), else the first."""
+    senses = _senses(answer)
+    if not senses:
+        return None, None
+    others = [set(x.lexname() for x in _senses(v)) for v in vocabulary[:200]]
+    best = max(senses, key=lambda x: (sum(x.lexname() in o for o in others), -senses.index(x)))
+    return best.lexname(), best
+
+
+def _of_kind(word: str, kind: str | None) -> bool:
+    return kind is None or any(x.lexname() == kind for x in _senses(word))
+
+
+def _co_hyponyms(sense: Any, names: bool = False) -> list[str]:
+    """Words of the same kind from WordNet: the sense's siblings, then its cousins (red,
+    blue... for a colour; fox, dog... for the wolf; Paris, Rome... for London when
+    ``names``), the most frequent first."""
+    def up(x):  # London is an instance of a capital, not a kind of one
+        return x.hypernyms() + x.instance_hypernyms()
+
+    def down(x):
+        return x.hyponyms() + x.instance_hyponyms()
+
+    found: dict[str, int] = {}
+    for h in up(sense):
+        for level in (h, *up(h)):
+            for sib in down(level):
+                if sib == sense:
+                    continue
+                for x in (sib, *down(sib)[:6]):
+                    for lem in x.lemmas():
+                        name = lem.name()
+                        if name.isalpha() and (name.islower() or (names and name.istitle())):
+                            found[name] = max(found.get(name, 0), lem.count())
+    return sorted(found, key=lambda w: (-found[w], w))
 
 
 def _word_options(answer: str, rnd: random.Random, vocabulary: Sequence[str],
                   passage: str) -> tuple[list[str], int]:
-    low = answer.lower()
-    pool = sorted({v for v in vocabulary if v.lower() != low and infer_answer_type(v) == "word"})
-    picked = rnd.sample(pool, min(4, len(pool)))
-    if len(picked) < 4:  # words of the same part of speech from the passage
-        kind = _word_kind(answer)
-        from .text import WORD
+    """Four words of the answer's kind: the data set's other answers, then words of the
+    passage, then WordNet's words of the same kind. None is an inflection or the lemma of
+    the answer (nor of another pick), and none is a function word."""
+    from .text import WORD
 
-        words = sorted({w for w in WORD.findall(passage) if w.lower() != low and len(w) > 2
-                        and w.lower() not in {p.lower() for p in picked} and w.isalpha()
-                        and w.lower() not in _FUNCTION_WORDS})
-        same = [w for w in words if kind is not None and _word_kind(w) == kind]
-        rnd.shuffle(same)
-        picked += same[:4 - len(picked)]
+    vocab = [v for v in dict.fromkeys(v.strip() for v in vocabulary)
+             if infer_answer_type(v) == "word"]
+    kind, sense = _kind(answer, [v for v in vocab if v.lower() != answer.lower()])
+    picked: list[str] = []
+    taken = [_lemmas(answer)]
+
+    def take(pool: list[str], need_kind: bool) -> None:
+        rnd.shuffle(pool)
+        for w in pool:
+            if len(picked) >= 4:
+                return
+            if w.lower() in _FUNCTION_WORDS or any(_lemmas(w) & t for t in taken):
+                continue
+            if need_kind and not _of_kind(w, kind):
+                continue
+            picked.append(w)
+            taken.append(_lemmas(w))
+
+    take(sorted(vocab), kind is not None)
+    words = sorted({w for w in WORD.findall(passage) if w.isalpha() and len(w) > 2})
+    if kind is not None:
+        take(words, True)
+        if len(picked) < 4 and sense is not None:
+            common = _co_hyponyms(sense, names=answer.istitle())[:24]
+            take(common, True)
     if not picked:
         picked = [NONE_OF_THE_OTHERS]
+    if answer[:1].isupper():
+        picked = [w if w == NONE_OF_THE_OTHERS else w[:1].upper() + w[1:] for w in picked]
     opts = picked + [answer]
     rnd.shuffle(opts)
     return opts, opts.index(answer)
 
 
-def _text_options(answer: str, rnd: random.Random, item_id: str) -> tuple[list[str], int]:
-    from .text import attack_text, derive_seed
+def _text_options(answer: str, rnd: random.Random, item_id: str,
+                  none_right: bool) -> tuple[list[str], int]:
+    """Edited copies of the answer (a changed number, words deleted, inserted or
+    replaced) and "None of the other options is correct", at a random position. When
+    ``none_right``, the answer itself is left out and "None of the other options is
+    correct" is the right option."""
+    from .text import WORD, attack_text, derive_seed
     from .wordnet import available
 
+    def content(t: str) -> list[str]:
+        return [w.lower() for w in WORD.findall(t) if w.lower() not in _FUNCTION_WORDS]
+
     ops = ["delete", "insert", "replace"] if available() else ["delete"]
+    need = 4 if none_right else 3
+    same = content(answer)   # a copy that only lost an article says the same: no distractor
     out: list[str] = []
     seen = {answer}
     nums = list(re.finditer(r"\d+(?:\.\d+)?", answer))
@@ -255,23 +420,36 @@ def _text_options(answer: str, rnd: random.Random, item_id: str) -> tuple[list[s
         t = answer[:m.start()] + new + answer[m.end():]
         seen.add(t)
         out.append(t)
-    for k in range(30):
-        if len(out) >= 3:
+    for k in range(60):
+        if len(out) >= need:
             break
         op = ops[k % len(ops)]
         t = attack_text(answer, "word", 0.35, op=op, rng=derive_seed(item_id, "distractor", k)).text
-        if t.strip() and t not in seen:
+        if t.strip() and t not in seen and content(t) != same:
             seen.add(t)
             out.append(t)
-    opts = out + [answer]
+    if none_right and len(out) < 2:  # too few copies to leave the answer out
+        none_right = False
+        out = out[:3]
+    opts = out + [NONE_OF_THE_OTHERS] + ([] if none_right else [answer])
     rnd.shuffle(opts)
-    return opts + [NONE_OF_THE_OTHERS], opts.index(answer)
+    return opts, opts.index(NONE_OF_THE_OTHERS if none_right else answer)
 
 
 def make_options(answer: Any, *, kind: str | None = None, seed: Any = 0,
                  vocabulary: Sequence[str] = (), passage: str = "",
                  item_id: str = "") -> tuple[tuple[str, ...], int, str]:
-    """Options and the answer's index for an item that has none (SPEC §2).
+    """Options and the answer's index for an item that has none.
+
+    * boolean: True, False, Unable to determine (Yes, No, ... for yes/no answers);
+    * number: the answer and 4 other numbers in its format, the answer's rank among them
+      uniform (see :func:`_number_options`);
+    * word: 4 words of the answer's kind, never one of its inflections (see
+      :func:`_word_options`);
+    * text: 3 edited copies of the answer and "None of the other options is correct" at a
+      random position; in a share :data:`NONE_SHARE` of the items (seeded) the answer is
+      left out, a fourth edited copy added, and "None of the other options is correct" is
+      the right option.
 
     Returns ``(options, answer_index, answer_type)``. Seeded by ``seed`` and
     ``item_id``: the same item always gets the same options in the same order.
@@ -280,6 +458,8 @@ def make_options(answer: Any, *, kind: str | None = None, seed: Any = 0,
     if kind not in ANSWER_TYPES:
         raise ValueError(f"`kind` must be one of {', '.join(ANSWER_TYPES)}; got {kind!r}.")
     rnd = random.Random(f"{seed}\x1f{item_id}\x1f{answer}")
+    if kind == "number" and _number_parts(str(answer).strip()) is None:
+        kind = infer_answer_type(answer)  # "number" asked of a text that is none
     if kind == "boolean":
         opts, idx = _bool_options(answer)
     elif kind == "number":
@@ -287,7 +467,8 @@ def make_options(answer: Any, *, kind: str | None = None, seed: Any = 0,
     elif kind == "word":
         opts, idx = _word_options(str(answer).strip(), rnd, vocabulary, passage)
     else:
-        opts, idx = _text_options(str(answer).strip(), rnd, item_id or str(seed))
+        none_right = random.Random(f"none\x1f{seed}\x1f{item_id}\x1f{answer}").random() < NONE_SHARE
+        opts, idx = _text_options(str(answer).strip(), rnd, item_id or str(seed), none_right)
     return tuple(opts), idx, kind
 
 
@@ -344,6 +525,10 @@ def parse_item(obj: Any, *, where: str, default_id: str, dataset: str, seed: Any
         if len(options) > len(LETTERS):
             raise ItemsError(f"{where}: at most {len(LETTERS)} options")
         opts = tuple(str(o) for o in options)
+        empty = next((i for i, o in enumerate(opts) if not o.strip()), None)
+        if empty is not None:
+            raise ItemsError(f"{where}: option {LETTERS[empty]} is empty: every option needs "
+                             "a text")
         if len({o.strip() for o in opts}) < len(opts):
             raise ItemsError(f"{where}: two options have the same text")
         found = _letter_or_text(obj["answer"], opts)
@@ -374,39 +559,115 @@ def _jsonl_objects(text: str, source: str) -> list[tuple[int, Any]]:
     return out
 
 
+_ITEM_KEYS = {"id", "instruction", "passage", "question", "options", "answer", "dataset",
+              "answer_type"}
+_SIBLINGS = re.compile(r"^(s1|s2|labels)\.(\w+)$")
+
+
+def _csv_header(text: str) -> list[str]:
+    try:
+        return [h.strip() for h in next(csv.reader(io.StringIO(text.lstrip("\ufeff"))), [])]
+    except csv.Error:
+        return []
+
+
+def _cannot_place(source: str, found: str) -> ItemsError:
+    return ItemsError(f"{source}: cannot tell which data set this file is (tried "
+                      f"{', '.join(FORMATS)}); found {found}. Name the format with 'format:' "
+                      "if it is one of these, or convert it to the JSONL item format.")
+
+
+def _describe(keys) -> str:
+    keys = sorted(keys)
+    shown = ", ".join(str(k) for k in keys[:12]) + (" ..." if len(keys) > 12 else "")
+    return shown or "no fields"
+
+
 def detect_format(path: str | os.PathLike, text: str | None = None) -> str:
-    """Guess the file's format from its name and first record."""
+    """The file's format, recognised from its name and its first record (CSV header,
+    JSON keys). A file that matches none says which formats were tried and what it has:
+    it is never read as a format it is not."""
     p = Path(path)
+    source = str(path)
+    if _SIBLINGS.match(p.name):
+        return "esnli-txt"
     text = _read(p) if text is None else text
-    head = text.lstrip()[:20000]
-    if p.suffix.lower() == ".csv" or head.startswith(("pairID", '"pairID"', "gold_label")):
-        return "esnli"
+    head = text.lstrip("\ufeff \t\r\n")[:20000]
+    if not head:
+        raise ItemsError(f"{source}: the file is empty")
     if re.match(r"1 [^\t\n]+\n", head) and p.suffix.lower() in (".txt", ""):
         return "babi"
-    if head.startswith("["):
-        return "strategyqa"
-    first = head.split("\n", 1)[0]
-    try:
-        obj = json.loads(first)
-    except json.JSONDecodeError:
-        return "jsonl"
-    if not isinstance(obj, dict):
-        return "jsonl"
-    keys = set(obj)
-    if {"correct", "options", "rationale"} <= keys or ("correct" in keys and "options" in keys):
-        return "aqua"
-    if "sentence" in keys and "label" in keys:
-        return "creak"
-    if "question" in keys and isinstance(obj.get("answer"), str) and "####" in obj["answer"]:
-        return "gsm8k"
-    if "facts" in keys and "question" in keys:
-        return "strategyqa"
-    return "jsonl"
+    if head[0] in "[{":
+        try:
+            data = json.loads(text)
+        except (json.JSONDecodeError, RecursionError):
+            data = None
+        if isinstance(data, list):
+            first = data[0] if data else None
+            if isinstance(first, dict) and "question" in first and \
+                    ("facts" in first or "qid" in first or isinstance(first.get("answer"), bool)):
+                return "strategyqa"
+            raise _cannot_place(source, "a JSON list whose first entry has " + (
+                _describe(first) if isinstance(first, dict) else f"a {type(first).__name__}"))
+        first = next(iter(data.values()), None) if isinstance(data, dict) else None
+        if isinstance(first, dict) and "qa_pairs" in first and "passage" in first:
+            return "noahqa"
+        if isinstance(data, dict) and "\n" in text.strip() and \
+                not ({"question", "question_text", "sentence"} & set(data)):
+            raise _cannot_place(source, "a JSON object whose first entry has " + (
+                _describe(first) if isinstance(first, dict) else f"a {type(first).__name__}"))
+        first_line = head.split("\n", 1)[0]
+        try:
+            obj = json.loads(first_line)
+        except (json.JSONDecodeError, RecursionError):
+            raise _cannot_place(source, "text that starts like JSON but whose first line is "
+                                "not a JSON object") from None
+        if not isinstance(obj, dict):
+            raise _cannot_place(source, f"a first line that is a JSON {type(obj).__name__}")
+        keys = set(obj)
+        if "correct" in keys and "options" in keys:
+            return "aqua"
+        if "sentence" in keys and "label" in keys:
+            return "creak"
+        if "question" in keys and isinstance(obj.get("answer"), str) and "####" in obj["answer"]:
+            return "gsm8k"
+        if {"question_text", "paragraph_text"} <= keys:
+            return "qed"
+        if isinstance(obj.get("question"), dict) and {"stem", "choices"} <= set(obj["question"]):
+            return "qasc"
+        if {"positives", "negatives", "explanation"} <= keys:
+            raise ItemsError(f"{source}: this is ECQA's annotation file (ecqa.jsonl), which has "
+                             "no questions: glue it to CommonsenseQA with the authors' "
+                             "generate_data.py and load the cqa_data_test.csv it writes")
+        if "question" in keys and isinstance(obj["question"], str) and \
+                (keys & {"answer", "options"} or len(keys - _ITEM_KEYS) <= 2):
+            return "jsonl"  # ours (a missing or misspelt field is named by the item check)
+        raise _cannot_place(source, f"JSON lines with the fields {_describe(keys)}")
+    header = _csv_header(head.split("\n", 1)[0])
+    cols = {h.lower() for h in header}
+    if {"sentence1", "sentence2", "gold_label"} <= cols:
+        return "esnli"
+    if {"correct statement", "incorrect statement"} <= cols:
+        return "sen-making"
+    if {"sent0", "sent1"} <= cols:
+        return "sen-making-a"
+    if {"falsesent", "optiona", "optionb"} <= cols:
+        return "sen-making-b"
+    if {"q_text", "q_op1", "q_ans"} <= cols:
+        return "ecqa"
+    if re.fullmatch(r"[^,\n]+,\s*(?:[01]|[A-C])\s*", head.split("\n", 1)[0]):
+        raise ItemsError(f"{source}: this looks like a Sen-Making gold-answer file (id,answer "
+                         "lines): load the subtask's data file beside it (subtaskA_..._data.csv "
+                         "or subtaskB_..._data.csv), which reads this one for its answers")
+    if len(header) > 1:
+        raise _cannot_place(source, f"a table with the columns {_describe(header)}")
+    raise _cannot_place(source, "text that is neither JSON, a CSV table nor a bAbI task")
 
 
 def load_items(path: str | os.PathLike, *, format: str = "auto", limit: int | None = None,
                dataset: str | None = None, seed: Any = 0,
-               instruction: str | None = None) -> list[Item]:
+               instruction: str | None = None,
+               answers: str | os.PathLike | None = None) -> list[Item]:
     """Items from a file the user has.
 
     Parameters
@@ -425,26 +686,41 @@ def load_items(path: str | os.PathLike, *, format: str = "auto", limit: int | No
         Seeds generated distractors.
     instruction : str, optional
         Instruction for formats that carry none (default :data:`DEFAULT_INSTRUCTION`).
+    answers : path, optional
+        The gold-answer file of a Sen-Making subtask data file (default: the one beside
+        it, ``subtaskA_gold_answers.csv`` / ``subtaskA_answers_all.csv``).
+
+    The e-SNLI ``s1/s2/labels`` layout is given as any one of its three files
+    (``s1.test``); the other two are read from the same folder.
     """
     p = Path(path)
+    if p.is_dir():
+        raise ItemsError(f"{path}: is a folder; give a data file")
     if not p.is_file():
         raise ItemsError(f"{path}: no such file")
-    return parse_items_text(_read(p), source=str(path), format=format, limit=limit,
-                            dataset=dataset, seed=seed, instruction=instruction)
+    text = "" if _SIBLINGS.match(p.name) and format in ("auto", "esnli-txt") else _read(p)
+    return parse_items_text(text, source=str(path), format=format, limit=limit,
+                            dataset=dataset, seed=seed, instruction=instruction, answers=answers)
 
 
 def parse_items_text(text: str, *, source: str, format: str = "auto", limit: int | None = None,
                      dataset: str | None = None, seed: Any = 0,
-                     instruction: str | None = None) -> list[Item]:
+                     instruction: str | None = None,
+                     answers: str | os.PathLike | None = None) -> list[Item]:
     """:func:`load_items` on a file's text (e.g. uploaded in the dashboard); ``source`` is
-    the file's name, used to recognise the format and in error messages."""
+    the file's name, used to recognise the format and in error messages. Formats made of
+    several files (a Sen-Making subtask and its gold answers, e-SNLI's s1/s2/labels) read
+    the others next to ``source``."""
     p = Path(source)
     if format != "auto" and format not in FORMATS:
         raise ItemsError(f"format must be auto or one of {', '.join(FORMATS)}; got {format!r}")
     fmt = detect_format(p, text) if format == "auto" else format
-    name = dataset or (p.stem if fmt == "jsonl" else fmt)
+    name = dataset or (p.stem if fmt == "jsonl" else _DATASET_NAMES.get(fmt, fmt))
     instr = DEFAULT_INSTRUCTION if instruction is None else instruction
-    items = _LOADERS[fmt](text, source, name, seed, instr, limit)
+    try:
+        items = _LOADERS[fmt](text, source, name, seed, instr, limit, answers=answers)
+    except RecursionError:
+        raise ItemsError(f"{source}: nested too deeply to read") from None
     if not items:
         raise ItemsError(f"{source}: no items found (read as {fmt})")
     ids = [(it.dataset, it.id) for it in items]
@@ -454,7 +730,7 @@ def parse_items_text(text: str, *, source: str, format: str = "auto", limit: int
     return items[:limit] if limit else items
 
 
-def _load_jsonl(text, source, name, seed, instr, limit):
+def _load_jsonl(text, source, name, seed, instr, limit, **_):
     objs = _jsonl_objects(text, source)
     vocab_by_set: dict[str, list[str]] = {}
     for _, o in objs:  # word answers of a data set are each other's distractors
@@ -479,7 +755,7 @@ def _need(obj: Any, keys: Iterable[str], where: str) -> dict:
     return obj
 
 
-def _load_strategyqa(text, source, name, seed, instr, limit):
+def _load_strategyqa(text, source, name, seed, instr, limit, **_):
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -501,7 +777,7 @@ def _load_strategyqa(text, source, name, seed, instr, limit):
     return out
 
 
-def _load_aqua(text, source, name, seed, instr, limit):
+def _load_aqua(text, source, name, seed, instr, limit, **_):
     out = []
     for lineno, obj in _jsonl_objects(text, source):
         where = f"{source}, line {lineno}"
@@ -516,7 +792,7 @@ def _load_aqua(text, source, name, seed, instr, limit):
     return out
 
 
-def _load_creak(text, source, name, seed, instr, limit):
+def _load_creak(text, source, name, seed, instr, limit, **_):
     out = []
     for lineno, obj in _jsonl_objects(text, source):
         where = f"{source}, line {lineno}"
@@ -536,7 +812,7 @@ def _split_last_sentence(text: str) -> tuple[str, str]:
     return " ".join(parts[:-1]), parts[-1]
 
 
-def _load_gsm8k(text, source, name, seed, instr, limit):
+def _load_gsm8k(text, source, name, seed, instr, limit, **_):
     out = []
     for lineno, obj in _jsonl_objects(text, source):
         where = f"{source}, line {lineno}"
@@ -557,7 +833,7 @@ def _load_gsm8k(text, source, name, seed, instr, limit):
 ESNLI_OPTIONS = ("entailment", "neutral", "contradiction")
 
 
-def _load_esnli(text, source, name, seed, instr, limit):
+def _load_esnli(text, source, name, seed, instr, limit, **_):
     reader = csv.DictReader(io.StringIO(text))
     fields = {f.lower(): f for f in reader.fieldnames or []}
     for need in ("sentence1", "sentence2", "gold_label"):
@@ -571,16 +847,332 @@ def _load_esnli(text, source, name, seed, instr, limit):
             continue  # "-": no gold label
         iid = (row.get(fields.get("pairid", "")) or str(lineno)).strip()
         hyp = (row.get(fields["sentence2"]) or "").strip()
-        q = (f'Hypothesis: "{hyp}" Does the passage entail the hypothesis (entailment), '
-             "contradict it (contradiction), or neither (neutral)?")
-        out.append(Item(iid, q, ESNLI_OPTIONS, ESNLI_OPTIONS.index(label),
-                        (row.get(fields["sentence1"]) or "").strip(), instr, name, "word"))
+        out.append(_nli_item(iid, (row.get(fields["sentence1"]) or "").strip(), hyp, label,
+                             instr, name))
         if limit and len(out) >= limit:
             break
     return out
 
 
-def _load_babi(text, source, name, seed, instr, limit):
+def _nli_item(iid: str, premise: str, hypothesis: str, label: str, instr: str,
+              name: str) -> Item:
+    q = (f'Hypothesis: "{hypothesis}" Does the passage entail the hypothesis (entailment), '
+         "contradict it (contradiction), or neither (neutral)?")
+    return Item(iid, q, ESNLI_OPTIONS, ESNLI_OPTIONS.index(label), premise, instr, name, "word")
+
+
+def _read_sibling(path: Path, source: str, what: str) -> str:
+    if not path.is_file():
+        raise ItemsError(f"{source}: {what} {path.name} is not beside it (looked in "
+                         f"{path.parent}); it is read from there")
+    return _read(path)
+
+
+def _load_esnli_txt(text, source, name, seed, instr, limit, **_):
+    """e-SNLI as InferSent's preprocessing leaves it: ``s1.<split>`` (premises),
+    ``s2.<split>`` (hypotheses) and ``labels.<split>``, one sentence per line."""
+    p = Path(source)
+    m = _SIBLINGS.match(p.name)
+    if not m:
+        raise ItemsError(f"{source}: an e-SNLI s1/s2/labels file is named s1.<split>, "
+                         "s2.<split> or labels.<split> (e.g. s1.test)")
+    split = m.group(2)
+    lines = {k: _read_sibling(p.parent / f"{k}.{split}", source, "the e-SNLI file").splitlines()
+             for k in ("s1", "s2", "labels")}
+    n = {k: len(v) for k, v in lines.items()}
+    if len(set(n.values())) != 1:
+        raise ItemsError(f"{source}: s1.{split}, s2.{split} and labels.{split} must have one "
+                         f"line per pair; they have {n['s1']}, {n['s2']} and {n['labels']}")
+    out = []
+    for i, (s1, s2, label) in enumerate(zip(lines["s1"], lines["s2"], lines["labels"],
+                                            strict=True), 1):
+        label = label.strip().lower()
+        if label not in ESNLI_OPTIONS:
+            if label in ("", "-"):
+                continue  # no gold label
+            raise ItemsError(f"{p.parent / ('labels.' + split)}, line {i}: the label must be "
+                             f"entailment, neutral or contradiction, got {label!r}")
+        out.append(_nli_item(str(i), s1.strip(), s2.strip(), label, instr, name))
+        if limit and len(out) >= limit:
+            break
+    return out
+
+
+def _csv_rows(text: str, source: str, need: Sequence[str], what: str) -> list[tuple[int, dict]]:
+    """The rows of a CSV table as ``(line, {column: value})`` (columns matched ignoring
+    case and spaces around them); ItemsError when a needed column is missing."""
+    reader = csv.reader(io.StringIO(text.lstrip("\ufeff")))
+    try:
+        header = [h.strip() for h in next(reader)]
+        rows = list(reader)
+    except StopIteration:
+        raise ItemsError(f"{source}: the file is empty") from None
+    except csv.Error as exc:
+        raise ItemsError(f"{source}: not a readable CSV table ({exc})") from None
+    lower = [h.lower() for h in header]
+    missing = [c for c in need if c.lower() not in lower]
+    if missing:
+        raise ItemsError(f"{source}, line 1: {what} needs the column(s) {', '.join(missing)}; "
+                         f"found {_describe(header)}")
+    out = []
+    line = 1
+    for row in rows:
+        line += 1
+        if not any(c.strip() for c in row):
+            continue
+        out.append((line, {lower[i]: v.strip() for i, v in enumerate(row) if i < len(lower)}))
+    return out
+
+
+SEN_MAKING_A = "Which statement is against common sense?"
+SEN_MAKING_B = "Why is this statement against common sense?"
+
+
+def _load_sen_making(text, source, name, seed, instr, limit, **_):
+    """The combined Sen-Making CSV (``ALL data/test.csv``): per row a subtask A item
+    (which of the two statements is against common sense; their order is drawn, seeded)
+    and a subtask B item (why: the right reason among it and the two confusing ones)."""
+    need = ("Correct Statement", "Incorrect Statement", "Right Reason1", "Confusing Reason1",
+            "Confusing Reason2")
+    out = []
+    for line, row in _csv_rows(text, source, need, "a Sen-Making file"):
+        right, wrong = row["correct statement"], row["incorrect statement"]
+        if not right or not wrong or right == wrong:
+            raise ItemsError(f"{source}, line {line}: needs two different statements")
+        rnd = random.Random(f"{seed}\x1f{name}\x1f{line}")
+        first_wrong = rnd.random() < 0.5
+        pair = (wrong, right) if first_wrong else (right, wrong)
+        out.append(Item(f"{line}-A", SEN_MAKING_A, ("Statement 1", "Statement 2"),
+                        0 if first_wrong else 1,
+                        f"Statement 1: {pair[0]}\nStatement 2: {pair[1]}", instr, name, "text"))
+        reason = row["right reason1"]
+        others = [r for r in dict.fromkeys((row["confusing reason1"], row["confusing reason2"]))
+                  if r and r != reason]
+        if reason and others:  # a row whose reasons coincide has no subtask B item
+            opts = [reason, *others]
+            rnd.shuffle(opts)
+            out.append(Item(f"{line}-B", SEN_MAKING_B, tuple(opts), opts.index(reason), wrong,
+                            instr, name, "text"))
+        if limit and len(out) >= limit:
+            break
+    return out[:limit] if limit else out
+
+
+def _gold_file(source: str, subtask: str, answers) -> Path:
+    """The gold-answer file of a Sen-Making subtask data file: ``answers`` when given,
+    else the one file beside it whose name has ``subtask<X>`` (or ``task<X>``) and
+    ``answer`` or ``gold``."""
+    if answers is not None:
+        p = Path(answers)
+        if not p.is_file():
+            raise ItemsError(f"{answers}: no such gold-answer file")
+        return p
+    here = Path(source)
+    found = sorted(f for f in here.parent.glob("*.csv") if f != here
+                   and re.search(rf"(?:sub)?task{subtask}", f.name, re.IGNORECASE)
+                   and re.search(r"answer|gold", f.name, re.IGNORECASE))
+    if len(found) != 1:
+        why = "none is" if not found else f"{len(found)} are ({', '.join(f.name for f in found)})"
+        raise ItemsError(f"{source}: a Sen-Making subtask {subtask} data file has no answers; its "
+                         f"gold-answer file (subtask{subtask}_gold_answers.csv, or "
+                         f"subtask{subtask}_answers_all.csv for the training data) must lie beside "
+                         f"it, and {why}: name it with 'answers:'")
+    return found[0]
+
+
+def _gold(path: Path, valid: str) -> dict[str, str]:
+    out = {}
+    for line, row in enumerate(csv.reader(io.StringIO(_read(path).lstrip("\ufeff"))), 1):
+        if not row or not any(c.strip() for c in row):
+            continue
+        if len(row) < 2 or row[1].strip() not in valid:
+            if line == 1:
+                continue  # a header
+            raise ItemsError(f"{path}, line {line}: expected 'id,answer' with an answer from "
+                             f"{', '.join(valid)}")
+        out[row[0].strip()] = row[1].strip()
+    return out
+
+
+def _load_sen_making_sub(subtask: str):
+    def load(text, source, name, seed, instr, limit, answers=None, **_):
+        gold_path = _gold_file(source, subtask, answers)
+        if subtask == "A":
+            need, valid = ("id", "sent0", "sent1"), "01"
+        else:
+            need, valid = ("id", "FalseSent", "OptionA", "OptionB", "OptionC"), "ABC"
+        gold = _gold(gold_path, valid)
+        out = []
+        for line, row in _csv_rows(text, source, need, f"a Sen-Making subtask {subtask} file"):
+            iid = row["id"]
+            if iid not in gold:
+                raise ItemsError(f"{source}, line {line}: the id {iid!r} has no answer in "
+                                 f"{gold_path}")
+            if subtask == "A":
+                out.append(Item(iid, SEN_MAKING_A, ("Statement 1", "Statement 2"),
+                                int(gold[iid]),
+                                f"Statement 1: {row['sent0']}\nStatement 2: {row['sent1']}",
+                                instr, name, "text"))
+            else:
+                opts = tuple(row[k] for k in ("optiona", "optionb", "optionc"))
+                if len(set(opts)) < 3 or not all(opts):
+                    raise ItemsError(f"{source}, line {line}: the three reasons must be "
+                                     "different texts")
+                out.append(Item(iid, SEN_MAKING_B, opts, "ABC".index(gold[iid]), row["falsesent"],
+                                instr, name, "text"))
+            if limit and len(out) >= limit:
+                break
+        return out
+    return load
+
+
+def _answer_items(raw: Sequence[tuple[str, str, str, str]], seed, instr: str, name: str,
+                  limit) -> list[Item]:
+    """Items from ``(id, question, passage, answer)``, their options made by answer type;
+    the data set's one-word answers are each other's distractors."""
+    vocab = sorted({a for *_, a in raw if infer_answer_type(a) == "word"})
+    out = []
+    for iid, q, passage, ans in raw[:limit] if limit else raw:
+        opts, idx, kind = make_options(ans, seed=seed, vocabulary=vocab, passage=passage,
+                                       item_id=iid)
+        out.append(Item(iid, q, opts, idx, passage, instr, name, kind))
+    return out
+
+
+def _load_qed(text, source, name, seed, instr, limit, **_):
+    """QED (``qed-dev.jsonlines``): the Natural Questions question, its Wikipedia
+    paragraph as the passage, the annotated short answer (else NQ's first short answer)
+    as the answer; options are made by answer type. Examples without an answer are
+    left out."""
+    raw = []
+    for lineno, obj in _jsonl_objects(text, source):
+        where = f"{source}, line {lineno}"
+        _need(obj, ("question_text", "paragraph_text"), where)
+        ans = None
+        for a in ((obj.get("annotation") or {}).get("answer") or []):
+            ref = a.get("paragraph_reference") if isinstance(a, dict) else None
+            if isinstance(ref, dict) and str(ref.get("string") or "").strip():
+                ans = str(ref["string"]).strip()
+                break
+        if ans is None:
+            for group in obj.get("original_nq_answers") or []:
+                for a in group if isinstance(group, list) else [group]:
+                    if isinstance(a, dict) and str(a.get("string") or "").strip():
+                        ans = str(a["string"]).strip()
+                        break
+                if ans is not None:
+                    break
+        if ans is None:
+            continue
+        q = str(obj["question_text"]).strip()
+        q = q[:1].upper() + q[1:] + ("" if q.endswith("?") else "?")
+        raw.append((str(obj.get("example_id", lineno)), q, str(obj["paragraph_text"]).strip(), ans))
+    return _answer_items(raw, seed, instr, name, limit)
+
+
+def _load_qasc(text, source, name, seed, instr, limit, **_):
+    """QASC (``train.jsonl``, ``dev.jsonl``): ``question.stem``, ``question.choices``
+    (label, text: 8 options), ``answerKey``; its two facts are the passage. The same
+    layout without facts (CommonsenseQA, OpenBookQA) has no passage. The test split has
+    no answers and is left out."""
+    out = []
+    for lineno, obj in _jsonl_objects(text, source):
+        where = f"{source}, line {lineno}"
+        _need(obj, ("question",), where)
+        qobj = obj["question"]
+        if not isinstance(qobj, dict) or "stem" not in qobj or \
+                not isinstance(qobj.get("choices"), list):
+            raise ItemsError(f"{where}: 'question' must have a 'stem' and a list of 'choices'")
+        if not obj.get("answerKey"):
+            continue
+        choices = sorted((str(c.get("label", "")), str(c.get("text", "")).strip())
+                         for c in qobj["choices"] if isinstance(c, dict))
+        labels = [c[0] for c in choices]
+        if str(obj["answerKey"]) not in labels:
+            raise ItemsError(f"{where}: answerKey {obj['answerKey']!r} is not a choice's label "
+                             f"({', '.join(labels)})")
+        opts = tuple(c[1] for c in choices)
+        if len(opts) < 2 or len(set(opts)) < len(opts) or not all(opts):
+            raise ItemsError(f"{where}: the choices must be at least 2 different texts")
+        facts = " ".join(str(obj[k]).strip() for k in ("fact1", "fact2") if obj.get(k))
+        out.append(Item(str(obj.get("id", lineno)), str(qobj["stem"]).strip(), opts,
+                        labels.index(str(obj["answerKey"])), facts, instr, name, ""))
+        if limit and len(out) >= limit:
+            break
+    return out
+
+
+def _load_ecqa(text, source, name, seed, instr, limit, **_):
+    """ECQA as the authors' ``generate_data.py`` writes it (``cqa_data_test.csv``): the
+    CommonsenseQA question ``q_text``, options ``q_op1``..``q_op5``, the answer's text
+    ``q_ans``. The explanations are not shown (they give the answer away): the attacks
+    hit the question."""
+    need = ("q_no", "q_text", "q_op1", "q_op2", "q_ans")
+    out = []
+    for line, row in _csv_rows(text, source, need, "an ECQA file"):
+        opts = tuple(row[k] for k in ("q_op1", "q_op2", "q_op3", "q_op4", "q_op5")
+                     if row.get(k))
+        if row["q_ans"] not in opts:
+            raise ItemsError(f"{source}, line {line}: the answer {row['q_ans']!r} is not one of "
+                             "the options q_op1..q_op5")
+        if len(set(opts)) < len(opts):
+            raise ItemsError(f"{source}, line {line}: two options have the same text")
+        out.append(Item(row["q_no"] or str(line), row["q_text"], opts, opts.index(row["q_ans"]),
+                        "", instr, name, ""))
+        if limit and len(out) >= limit:
+            break
+    return out
+
+
+def _noah_passage(raw: Any) -> str:
+    if isinstance(raw, str):
+        return raw.strip()
+    parts = []
+    for tok in raw or []:
+        if isinstance(tok, str):
+            parts.append(tok)
+        elif isinstance(tok, (list, tuple)) and len(tok) > 1 and tok[1]:
+            parts.append(str(tok[1]))
+        elif isinstance(tok, dict) and tok.get("text"):
+            parts.append(str(tok["text"]))
+    return " ".join(p.strip() for p in parts if p.strip())
+
+
+def _load_noahqa(text, source, name, seed, instr, limit, **_):
+    """NoahQA (the English ``train.json``/``dev.json``/``test.json``): a JSON object of
+    passages, each ``{"passage": [[n, sentence], ...], "qa_pairs": [{"query_id",
+    "question", "answer", "answer_type", "ans"?}, ...]}``. An arithmetic answer (answer
+    type 3) is its value ``ans`` when given; unanswerable questions (answer type [6, 1])
+    are left out; options are made by answer type."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ItemsError(f"{source}, line {exc.lineno}: not valid JSON ({exc.msg})") from None
+    if not isinstance(data, dict):
+        raise ItemsError(f"{source}: a NoahQA file is a JSON object of passages")
+    raw = []
+    for pid, info in data.items():
+        where = f"{source}, passage {pid}"
+        _need(info, ("passage", "qa_pairs"), where)
+        passage = _noah_passage(info["passage"])
+        for qa in info["qa_pairs"] or []:
+            _need(qa, ("question", "answer"), where)
+            kind = qa.get("answer_type") or []
+            if list(kind)[:2] == [6, 1]:
+                continue  # unanswerable
+            ans = qa.get("ans") if list(kind)[:1] == [3] and qa.get("ans") not in (None, "") \
+                else qa["answer"]
+            if isinstance(ans, float) and ans.is_integer():
+                ans = int(ans)
+            ans = str(ans).strip()
+            if not ans:
+                continue
+            raw.append((str(qa.get("query_id") or f"{pid}-{len(raw) + 1}"),
+                        str(qa["question"]).strip(), passage, ans))
+    return _answer_items(raw, seed, instr, name, limit)
+
+
+def _load_babi(text, source, name, seed, instr, limit, **_):
     raw: list[tuple[int, str, str, str]] = []   # (line, passage, question, answer)
     story: list[str] = []
     last_id = 0
@@ -611,7 +1203,12 @@ def _load_babi(text, source, name, seed, instr, limit):
 
 
 _LOADERS = {"jsonl": _load_jsonl, "strategyqa": _load_strategyqa, "aqua": _load_aqua,
-            "creak": _load_creak, "gsm8k": _load_gsm8k, "esnli": _load_esnli, "babi": _load_babi}
+            "creak": _load_creak, "gsm8k": _load_gsm8k, "esnli": _load_esnli,
+            "esnli-txt": _load_esnli_txt, "babi": _load_babi, "sen-making": _load_sen_making,
+            "sen-making-a": _load_sen_making_sub("A"), "sen-making-b": _load_sen_making_sub("B"),
+            "qed": _load_qed, "ecqa": _load_ecqa, "qasc": _load_qasc, "noahqa": _load_noahqa}
+# the "per data set" name of each format (the two subtasks of Sen-Making are one data set)
+_DATASET_NAMES = {"esnli-txt": "esnli", "sen-making-a": "sen-making", "sen-making-b": "sen-making"}
 
 
 def items_jsonl(items: Iterable[Item]) -> str:
@@ -620,6 +1217,7 @@ def items_jsonl(items: Iterable[Item]) -> str:
 
 
 __all__ = ["ANSWER_TYPES", "DEFAULT_INSTRUCTION", "DEFAULT_TEMPLATE", "FORMATS", "LETTERS",
-           "NONE_OF_THE_OTHERS", "UNDETERMINED", "Item", "ItemsError", "check_template",
+           "NONE_OF_THE_OTHERS", "NONE_SHARE", "UNDETERMINED", "Item", "ItemsError", "check_template",
            "detect_format", "infer_answer_type", "items_jsonl", "load_items", "make_options",
-           "parse_item", "parse_items_text", "render_options", "render_prompt"]
+           "parse_item", "parse_items_text", "render_asked", "render_options", "render_prompt",
+           "render_turns", "split_turns"]

@@ -9,7 +9,8 @@
 * ``RTI`` (relative training index): for each item, ρ is raised from 0.1 in steps of
   0.1 until the answer changes; ``r_x`` is that ρ (1.0 if it never changes) and
   ``RTI = mean r_x``. A high RTI means the model answers even from a destroyed passage:
-  the data set is probably memorized.
+  the data set is probably memorized. Since r_x = 1.0 both for "changed at ρ = 1.0" and
+  "never changed", the share of items never changed is reported beside it.
 * consistency: the spread (population standard deviation) of accuracy over
   instructions or over option orders.
 
@@ -134,34 +135,60 @@ def first_change(rhos: Sequence[float], answers: Sequence[Answer], *, clean: Ans
 
 @dataclass(frozen=True)
 class RTIResult:
-    """``rti`` = mean of ``values`` (the r_x) with a t interval; ``n`` items."""
+    """``rti`` = mean of ``values`` (the r_x) with a t interval; ``n`` items.
+
+    ``never_changed`` counts the items whose answer changed at no ρ (their r_x is the
+    paper's 1.0, the same as an answer that changed only at ρ = 1.0); ``None`` when not
+    known.
+    """
 
     rti: float
     low: float
     high: float
     n: int
     values: tuple[float, ...]
+    never_changed: int | None = None
+
+    @property
+    def never_changed_share(self) -> float:
+        """The share of items whose answer never changed (NaN when not known)."""
+        if self.never_changed is None or not self.n:
+            return float("nan")
+        return self.never_changed / self.n
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rti": self.rti, "rti_low": self.low, "rti_high": self.high, "n": self.n}
+        return {"rti": self.rti, "rti_low": self.low, "rti_high": self.high, "n": self.n,
+                "never_changed": self.never_changed,
+                "never_changed_share": self.never_changed_share}
 
 
-def relative_training_index(values: Sequence[float], *, confidence: float = 0.95) -> RTIResult:
+def relative_training_index(values: Sequence[float], *, changed: Sequence[bool] | None = None,
+                            confidence: float = 0.95) -> RTIResult:
     """RTI = mean of the per-item r_x (each in [0, 1]), with a t interval clipped to
-    [0, 1] (NaN bounds for fewer than 2 items)."""
+    [0, 1] (NaN bounds for fewer than 2 items). ``changed[i]`` says whether item i's
+    answer changed at some ρ; given, the result counts the items that never changed."""
     x = np.asarray(values, dtype=float)
     if x.ndim != 1:
         raise ValueError("`values` must be one-dimensional.")
     if x.size and (np.any(~np.isfinite(x)) or np.any(x < 0) or np.any(x > 1)):
         raise ValueError("every r_x in `values` must lie in [0, 1].")
+    never = None
+    if changed is not None:
+        if len(changed) != x.size:
+            raise ValueError(f"`changed` must have one entry per value; got {len(changed)} for "
+                             f"{x.size} values.")
+        if any(not c and v != 1.0 for c, v in zip(changed, x.tolist(), strict=True)):
+            raise ValueError("an item that never changed has r_x = 1.0.")
+        never = sum(not c for c in changed)
     if x.size == 0:
-        return RTIResult(float("nan"), float("nan"), float("nan"), 0, ())
+        return RTIResult(float("nan"), float("nan"), float("nan"), 0, (), never)
     m = float(x.mean())
     if x.size < 2:
-        return RTIResult(m, float("nan"), float("nan"), 1, tuple(x.tolist()))
+        return RTIResult(m, float("nan"), float("nan"), 1, tuple(x.tolist()), never)
     se = float(x.std(ddof=1)) / math.sqrt(x.size)
     t = float(stats.t.ppf(0.5 + confidence / 2, x.size - 1))
-    return RTIResult(m, max(0.0, m - t * se), min(1.0, m + t * se), int(x.size), tuple(x.tolist()))
+    return RTIResult(m, max(0.0, m - t * se), min(1.0, m + t * se), int(x.size), tuple(x.tolist()),
+                     never)
 
 
 def spread(accuracies: Sequence[float]) -> float:

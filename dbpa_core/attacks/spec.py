@@ -4,7 +4,7 @@ The spec reuses the audit keys (``model``, ``seed``, ``samples``, ``temperature`
 ``max_tokens``, ``system_prompt``, ``embedder``, ``measure``, ``permutations``,
 ``correction``, ``alpha``, ``prices``, ``name``) and adds::
 
-    data: sample                 # or a JSONL path, {file, format, limit, dataset}, {sample: 5}, a list
+    data: sample        # or a JSONL path, {file, format, limit, dataset, answers}, {sample: 5}, a list
     attacks:                     # each: level char|word|visual, rho list, op (optional), letters (visual)
       - {level: char, rho: [0.1, 0.5, 1.0]}
       - {level: visual, rho: [0.5], letters: 0.5}
@@ -12,6 +12,7 @@ The spec reuses the audit keys (``model``, ``seed``, ``samples``, ``temperature`
     rti: true                    # or a list of word-level attacks: [insert, delete, replace]
     curve: true                  # DBPA robustness curve, or {rho: [...], items: 2, levels: [word]}
     template: "..."              # prompt template with {instruction} {passage} {question} {options}
+    turns: 2                     # chat models: instruction and passage first, then question and options
 
 The battery's answers use ``temperature`` (default 0: greedy) and ``max_tokens``
 (default 16), one answer per prompt; ``samples`` (default 10) is *k*, the responses
@@ -49,9 +50,9 @@ from .text import LEVELS, OPS
 TOP_KEYS = {"name", "description", "model", "embedder", "samples", "temperature", "top_p",
             "max_tokens", "permutations", "measure", "correction", "alpha", "seed",
             "system_prompt", "prices", "data", "attacks", "consistency", "rti", "curve",
-            "template", "confidence"}
+            "template", "confidence", "turns"}
 ATTACK_KEYS = {"level", "rho", "op", "letters"}
-DATA_KEYS = {"file", "format", "limit", "dataset", "instruction", "sample", "datasets"}
+DATA_KEYS = {"file", "format", "limit", "dataset", "instruction", "sample", "datasets", "answers"}
 CONSISTENCY_KEYS = {"instructions", "option_orders"}
 CURVE_KEYS = {"rho", "items", "levels", "temperature", "max_tokens"}
 RTI_OPS = OPS["word"]
@@ -110,6 +111,7 @@ class BatterySpec:
     curve: CurveConfig | None = None
     data: tuple[str, ...] = ()
     template: str = DEFAULT_TEMPLATE
+    turns: int = 1
     seed: int = 0
     samples: int = 10
     temperature: float = 0.0
@@ -140,7 +142,8 @@ class BatterySpec:
             "consistency": {"instructions": list(self.instructions),
                             "option_orders": self.option_orders},
             "rti": list(self.rti), "curve": self.curve.to_dict() if self.curve else None,
-            "template": self.template, "seed": self.seed, "samples": self.samples,
+            "template": self.template, "turns": self.turns, "seed": self.seed,
+            "samples": self.samples,
             "temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens,
             "system_prompt": self.system_prompt, "embedder": dict(self.embedder),
             "permutations": self.permutations, "measure": self.measure,
@@ -213,9 +216,15 @@ def _data(doc: _Doc, raw: Any, base_dir: Path, seed: int) -> tuple[list[Item], l
         limit = _get(doc, entry, "limit", path, int, None, minimum=1)
         name = _get(doc, entry, "dataset", path, str)
         instr = _get(doc, entry, "instruction", path, str)
+        answers = _get(doc, entry, "answers", path, str)
+        if answers is not None:  # a Sen-Making subtask's gold answers, when not beside it
+            answers = Path(answers) if os.path.isabs(answers) else (base_dir / answers).resolve()
+            if not answers.is_file():
+                raise doc.err(path + ("answers",), f"gold-answer file {entry['answers']!r} "
+                              "does not exist")
         try:
             got = load_items(file, format=fmt, limit=limit, dataset=name, seed=seed,
-                             instruction=instr)
+                             instruction=instr, answers=answers)
         except ItemsError as exc:
             raise doc.err(path, f"cannot read the data: {exc}") from None
         items += got
@@ -240,9 +249,10 @@ def _consistency(doc: _Doc, raw: Any) -> tuple[tuple[str, ...], int]:
     elif ins is False or ins is None:
         instructions = ()
     elif isinstance(ins, list) and all(isinstance(s, str) for s in ins):
-        instructions = INSTRUCTIONS + tuple(s for s in ins if s not in INSTRUCTIONS)
+        # the paper's five, then the user's own, each once
+        instructions = tuple(dict.fromkeys(INSTRUCTIONS + tuple(ins)))
     else:
-        raise doc.err(path + ("instructions",), "'instructions' is true (SPEC's five "
+        raise doc.err(path + ("instructions",), "'instructions' is true (the paper's five "
                       "synonymous instructions) or a list of your own instructions (added to them)")
     orders = raw.get("option_orders", 0)
     if orders is False or orders is None:
@@ -347,12 +357,16 @@ def parse_attack_spec(data: str | dict, *, source: str = "<spec>",
     except ValueError as exc:
         raise doc.err(("template",), str(exc)) from None
 
+    turns = _get(doc, top, "turns", (), int, 1, minimum=1, maximum=2)
+    if turns == 2 and model.get("backend") not in ("openai", "local", "hf"):
+        raise doc.err(("turns",), "'turns: 2' sends a chat of two turns: it needs a chat "
+                      f"model (backend openai, local or hf), not {model.get('backend')}")
     prices = prices_section(doc, top)
     system_prompt = _get(doc, top, "system_prompt", (), str)
     return BatterySpec(
         model=model, items=tuple(its), attacks=attacks, instructions=instructions,
         option_orders=orders, rti=rti, curve=curve, data=tuple(described), template=template,
-        seed=seed,
+        turns=turns, seed=seed,
         samples=_get(doc, top, "samples", (), int, 10, minimum=2, maximum=10_000),
         temperature=_get(doc, top, "temperature", (), float, 0.0, minimum=0.0, maximum=2.0),
         top_p=_get(doc, top, "top_p", (), float, 1.0, minimum=0.01, maximum=1.0),

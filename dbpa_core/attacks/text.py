@@ -1,7 +1,9 @@
 """Seeded attacks on text: character (typos), word (edits) and visual (homoglyphs) level.
 
 Every word is attacked with probability ρ (``rho``): ρ = 0 changes nothing, ρ = 1
-attacks every word. A word is a run of letters or digits, with inner apostrophes or
+attacks every word. A word counts as attacked (a :class:`Change`) only when its text
+changed: a visual attack on ``2024`` (digits have no homoglyph) or a replacement by the
+same word records nothing. A word is a run of letters or digits, with inner apostrophes or
 hyphens (``don't``, ``well-known``); spaces and punctuation between words are kept.
 
 * **character** level (typing and speech-to-text noise), one operation per attacked
@@ -276,6 +278,8 @@ def _attack_one(text: str, spans: tuple[tuple[int, int], ...], level: str, rho: 
                 words = [text[x:y] for x, y in spans]
                 lowered = [x.lower() for x in words]
             kind, new, source = _word_attack(w, ui, op, words, lowered)
+        if new == w and not (level == "word" and kind == "insert"):
+            continue  # a word whose text did not change (digits have no homoglyph) is no change
         if kind == "delete" and new == "":
             # the word goes, with the space before it (or after it, at the start); the
             # change's original span covers that space too

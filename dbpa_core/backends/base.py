@@ -79,13 +79,26 @@ class GenerationParams:
 
 @dataclass(frozen=True)
 class SampleRequest:
-    """The ``index``-th independent sample for one (system prompt, prompt)."""
+    """The ``index``-th independent sample for one (system prompt, prompt).
+
+    ``history`` holds the ``(role, text)`` turns of a chat before ``prompt`` (the last
+    user turn), for prompts sent in several turns; empty for a one-turn prompt.
+    """
 
     prompt: str
     index: int
     seed: int
     params: GenerationParams
     system_prompt: str | None = None
+    history: tuple[tuple[str, str], ...] = ()
+
+
+def chat_messages(req: SampleRequest) -> list[dict[str, str]]:
+    """The chat messages of ``req``: its system prompt, its earlier turns, its prompt."""
+    msgs = [{"role": "system", "content": req.system_prompt}] if req.system_prompt else []
+    msgs += [{"role": role, "content": text} for role, text in req.history]
+    msgs.append({"role": "user", "content": req.prompt})
+    return msgs
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .base import BackendError, Sample, SampleRequest
+from .base import BackendError, Sample, SampleRequest, chat_messages
 from .decoding import (
     LlamaDecoder,
     draw_tokens,
@@ -188,10 +188,7 @@ class TransformersBackend:
             _load(self.path, self.precision)
 
     def _prompt_ids(self, tok, req: SampleRequest) -> list[int]:
-        msgs = []
-        if req.system_prompt:
-            msgs.append({"role": "system", "content": req.system_prompt})
-        msgs.append({"role": "user", "content": req.prompt})
+        msgs = chat_messages(req)
         out = tok.apply_chat_template(msgs, add_generation_prompt=True, return_tensors="pt",
                                       return_dict=True)["input_ids"]
         return [int(t) for t in out[0]]
@@ -206,7 +203,7 @@ class TransformersBackend:
         ids_of: dict[tuple[str | None, str], list[int]] = {}
         items = []
         for r in requests:
-            key = (r.system_prompt, r.prompt)
+            key = (r.system_prompt, r.history, r.prompt)
             if key not in ids_of:
                 ids_of[key] = self._prompt_ids(tok, r)
             items.append((r, ids_of[key], int(r.seed), float(r.params.temperature),

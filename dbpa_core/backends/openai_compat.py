@@ -44,6 +44,7 @@ from .base import (
     Sample,
     SampleRequest,
     ServerUnavailableError,
+    chat_messages,
     clean_text,
     redact_url,
 )
@@ -496,7 +497,7 @@ class OpenAIBackend:
     def _groups(self, requests: list[SampleRequest]) -> list[list[SampleRequest]]:
         by_prompt: dict[tuple, list[SampleRequest]] = {}
         for r in requests:
-            by_prompt.setdefault((r.system_prompt, r.prompt, r.params), []).append(r)
+            by_prompt.setdefault((r.system_prompt, r.history, r.prompt, r.params), []).append(r)
         n = self.n_per_request
         return [reqs[i:i + n] for reqs in by_prompt.values() for i in range(0, len(reqs), n)]
 
@@ -550,10 +551,7 @@ class OpenAIBackend:
         """Samples for ``group`` (one request): at least one, or [] when the server
         refused ``n > 1`` (the caller then asks one by one)."""
         req = group[0]
-        messages = []
-        if req.system_prompt:
-            messages.append({"role": "system", "content": req.system_prompt})
-        messages.append({"role": "user", "content": req.prompt})
+        messages = chat_messages(req)
         kwargs: dict[str, Any] = dict(model=self.model, messages=messages,
                                       temperature=req.params.temperature,
                                       top_p=req.params.top_p, max_tokens=req.params.max_tokens,
