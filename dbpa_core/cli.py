@@ -405,11 +405,15 @@ def cmd_history(args) -> int:
 
     action = getattr(args, "action", None) or "list"
     try:
-        text = history_cli.ACTIONS[action](History(), args)
+        out = history_cli.ACTIONS[action](History(), args)
     except HistoryError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(text)
+    if isinstance(out, history_cli.Failed):  # e.g. compare --fail-on-change: a verdict changed
+        print(out.text)
+        print(out.message, file=sys.stderr)
+        return out.code
+    print(out)
     return 0
 
 
@@ -506,6 +510,9 @@ def build_parser() -> argparse.ArgumentParser:
     c = hs.add_parser("compare", help="two runs side by side: which verdicts changed")
     c.add_argument("a", type=int, help="run A (e.g. before an upgrade)")
     c.add_argument("b", type=int, help="run B (e.g. after)")
+    c.add_argument("--fail-on-change", action="store_true",
+                   help="exit 1 when any verdict changed from A to B, naming them (for CI: a "
+                   "model upgrade that changes what the audit finds)")
     d = hs.add_parser("delete", help="delete runs (with their results and responses)")
     d.add_argument("ids", type=int, nargs="+")
     d.add_argument("--yes", action="store_true", help="really delete (required)")
