@@ -135,13 +135,6 @@ def _report(args, suites, fail_on) -> int:
     1 when any did, else 0."""
     from .junit import gate_failures, write_junit
 
-    if args.junit:
-        try:
-            print(f"wrote {write_junit(args.junit, suites)} (JUnit)")
-        except OSError as exc:
-            print(f"error: cannot write the JUnit report {args.junit} "
-                  f"({exc.strerror or exc}); the results are written.", file=sys.stderr)
-            return 2
     failed = gate_failures(suites, fail_on)
     what = {"control-changed": "control perturbation(s) changed the answers significantly",
             "target-unchanged": "target perturbation(s) did not detectably change the answers",
@@ -152,6 +145,13 @@ def _report(args, suites, fail_on) -> int:
         names = [c.name for c in failed if c.failure_type == kind]
         if names:
             print(f"FAIL: {words}: {', '.join(names)}", file=sys.stderr)
+    if args.junit:
+        try:
+            print(f"wrote {write_junit(args.junit, suites)} (JUnit)")
+        except OSError as exc:
+            print(f"error: cannot write the JUnit report {args.junit} "
+                  f"({exc.strerror or exc}); the results are written.", file=sys.stderr)
+            return 2
     return 1 if failed else 0
 
 
