@@ -258,7 +258,7 @@ def to_xml(suites: Sequence[Suite], *, name: str = "dbpa",
     for i, s in enumerate(suites):
         counts = {"tests": len(s.cases), "failures": s.failures, "errors": 0,
                   "skipped": s.skipped}
-        el = ET.SubElement(root, "testsuite", id=str(i), name=_text(s.name),
+        el = ET.SubElement(root, "testsuite", id=str(i), package="dbpa", name=_text(s.name),
                            **{k: str(v) for k, v in counts.items()},
                            time=f"{s.seconds:.3f}", timestamp=when,
                            hostname=_text(socket.gethostname()))
