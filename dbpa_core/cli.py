@@ -157,7 +157,8 @@ def _report(args, suites, fail_on) -> int:
 
 def cmd_audit(args) -> int:
     from .audit import AuditCancelled, check_out_dir, run_audit
-    from .junit import audit_suites
+    from .backends.base import BackendError, clean_text
+    from .junit import audit_suites, error_suites
     from .spec import load_spec
 
     fail_on = _gates(args)
@@ -174,6 +175,10 @@ def cmd_audit(args) -> int:
     except AuditCancelled as exc:
         print(str(exc), file=sys.stderr)
         return 130
+    except BackendError as exc:  # exit 3 (in main); a CI page still learns why from the report
+        if args.junit:
+            _report(args, error_suites(spec, clean_text(exc, 1000), fail_on=fail_on), fail_on)
+        raise
     finally:
         bars.close()
     try:

@@ -15,6 +15,9 @@ holding the run's settings (model, k, B, measure, correction, α, seed, ...) and
 * attack at each ρ of a robustness battery: an attack success rate above ``max_asr`` is a
   failure (without ``--max-asr`` the rows are reported and never fail).
 
+An audit that cannot run (a backend failure, exit 3) still leaves a report: one test case
+in *error* with the reason, so that the CI page says why instead of finding no report.
+
 Every failure message carries the numbers (ω, above chance, p, adjusted p, α; the check's
 rates and interval; ASR with its interval). A test case's name is the perturbation's name;
 :func:`perturbation_case` takes an optional ``case`` id so that audits of many cases can
@@ -54,7 +57,8 @@ class JUnitPathError(ValueError):
 @dataclass(frozen=True)
 class Case:
     """One ``<testcase>``: ``failure`` (a one-line message with the numbers) makes it a
-    failure, ``skipped`` (why) a skipped one; ``details`` goes in ``<system-out>``."""
+    failure, ``error`` (what went wrong) an error, ``skipped`` (why) a skipped one;
+    ``details`` goes in ``<system-out>``."""
 
     name: str
     classname: str
@@ -62,6 +66,7 @@ class Case:
     failure_type: str = ""
     skipped: str | None = None
     details: str = ""
+    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -78,8 +83,13 @@ class Suite:
         return sum(c.failure is not None for c in self.cases)
 
     @property
+    def errors(self) -> int:
+        return sum(c.error is not None and c.failure is None for c in self.cases)
+
+    @property
     def skipped(self) -> int:
-        return sum(c.skipped is not None and c.failure is None for c in self.cases)
+        return sum(c.skipped is not None and c.failure is None and c.error is None
+                   for c in self.cases)
 
 
 # --------------------------------------------------------------------------- options
@@ -230,6 +240,14 @@ def battery_suites(result, *, max_asr: float | None = None) -> list[Suite]:
     return [Suite(f"dbpa attack {s.name}", tuple(cases), props, seconds)]
 
 
+def error_suites(spec, message: str, *, fail_on: frozenset = frozenset()) -> list[Suite]:
+    """The report of an audit that could not run (a backend failure: key, server, model,
+    malformed answers): one test case in error, with the message, so that CI shows why."""
+    return [Suite(f"dbpa audit {spec.name}", (Case("audit", f"dbpa.audit.{_ident(spec.name)}",
+                                                   error=message),),
+                  _spec_properties(spec, fail_on))]
+
+
 def gate_failures(suites: Sequence[Suite], fail_on: frozenset) -> list[Case]:
     """The failed cases of the gated kinds (what makes ``dbpa`` exit 1)."""
     kinds = {"control-changed": "control", "target-unchanged": "target",
@@ -256,7 +274,7 @@ def to_xml(suites: Sequence[Suite], *, name: str = "dbpa",
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     seconds = 0.0
     for i, s in enumerate(suites):
-        counts = {"tests": len(s.cases), "failures": s.failures, "errors": 0,
+        counts = {"tests": len(s.cases), "failures": s.failures, "errors": s.errors,
                   "skipped": s.skipped}
         el = ET.SubElement(root, "testsuite", id=str(i), package="dbpa", name=_text(s.name),
                            **{k: str(v) for k, v in counts.items()},
@@ -274,6 +292,9 @@ def to_xml(suites: Sequence[Suite], *, name: str = "dbpa",
                 f = ET.SubElement(tc, "failure", message=_text(c.failure),
                                   type=_text(c.failure_type or "failure"))
                 f.text = _text(c.failure)
+            elif c.error is not None:
+                e = ET.SubElement(tc, "error", message=_text(c.error), type="run-failed")
+                e.text = _text(c.error)
             elif c.skipped is not None:
                 ET.SubElement(tc, "skipped", message=_text(c.skipped))
             if c.details:
@@ -306,5 +327,6 @@ def write_junit(path: str | os.PathLike, suites: Sequence[Suite], **kw) -> str:
 
 
 __all__ = ["FAIL_KINDS", "Case", "JUnitPathError", "Suite", "audit_suites", "battery_suites",
-           "case_name", "check_case", "check_junit_path", "gate_failures", "parse_fail_on",
+           "case_name", "check_case", "check_junit_path", "error_suites", "gate_failures",
+           "parse_fail_on",
            "perturbation_case", "to_xml", "write_junit"]

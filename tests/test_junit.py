@@ -275,3 +275,13 @@ def test_readme_workflow_runs_a_replay_spec_and_publishes_the_report():
     assert m and (ROOT / m.group(1)).exists()
     assert "replay" in (ROOT / m.group(1)).read_text()
     assert any(m.group(2) in json.dumps(s.get("with", {})) for s in steps if "uses" in s)
+
+
+def test_an_audit_that_cannot_run_leaves_a_report_in_error(tmp_path, capsys):
+    record(tmp_path / "rec.jsonl", n=5)  # 5 recorded answers per prompt, the spec wants 8
+    rc, root = audit(tmp_path, audit_spec(tmp_path), "--fail-on-control")
+    assert rc == 3
+    assert (root.get("tests"), root.get("errors"), root.get("failures")) == ("1", "1", "0")
+    (error,) = root.iter("error")
+    assert "5 recorded responses" in error.get("message")
+    assert error.get("message") in capsys.readouterr().err
