@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from . import provenance
 from .backends import Backend, GenerationParams, SampleRequest
 from .cache import Cache
 from .checks import CheckResult, audit_checks, checks_csv, judge_estimate
@@ -170,13 +171,16 @@ class AuditResult:
 
     def responses_jsonl(self) -> str:
         lines = []
+        served = provenance.entries_of(self.usage)  # which model and build answered each
         for a in (self.base, *self.arms):
             for i, t in enumerate(a.texts):
                 lines.append(json.dumps({"arm": a.arm.name, "role": a.arm.role or
                                          ("base" if a is self.base else None),
                                          "model": a.arm.model_label, "prompt": a.arm.prompt,
                                          "system_prompt": a.arm.system_prompt, "index": i,
-                                         "response": t}, ensure_ascii=False))
+                                         "response": t,
+                                         **provenance.sample_of(served, a.arm.name, i)},
+                                        ensure_ascii=False))
         return "\n".join(lines) + "\n"
 
     def write(self, out_dir) -> list[str]:
@@ -302,8 +306,10 @@ def run_audit(spec: AuditSpec, *, cache: Cache | None = None,
     records = sampler.sample([Job(arm.model, r, arm.name) for arm in arms
                               for r in _requests(spec, arm)])
     sampled: list[ArmResponses] = []
+    served = []  # per arm, the model name and system fingerprint each answer came with
     for i, arm in enumerate(arms):
         recs = records[i * k:(i + 1) * k]
+        served.append(provenance.arm_entry(arm.name, arm.model_label, recs))
         sampled.append(ArmResponses(arm, tuple(r.text for r in recs), None,
                                     sum(not r.cached for r in recs),
                                     sum(r.prompt_tokens for r in recs),
@@ -355,5 +361,7 @@ def run_audit(spec: AuditSpec, *, cache: Cache | None = None,
         roc = roc_over_alpha(controls, targets)
     checks = audit_checks(spec, sampled, sampler)  # judges asked through the sampler
     usage = dict(sampler.usage, seconds=round(time.perf_counter() - t0, 3))
+    usage[provenance.KEY] = served
     return AuditResult(spec, base, tuple(others), results, roc, usage,
-                       tuple(spec_warnings(spec)) + tuple(caught), checks)
+                       tuple(spec_warnings(spec)) + tuple(caught)
+                       + tuple(provenance.change_warnings(served)), checks)

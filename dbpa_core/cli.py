@@ -1,22 +1,26 @@
 """``dbpa``: run audits from spec files, for batch jobs and CI.
 
-    dbpa audit SPEC.yaml --out DIR [--no-cache] [--fail-on-control] [--allow-key-env NAME]
+    dbpa audit SPEC.yaml --out DIR [--no-cache] [--fail-on control,target,check]
+               [--junit FILE] [--allow-key-env NAME]
     dbpa estimate SPEC.yaml [--allow-key-env NAME]
-    dbpa attack SPEC.yaml --out DIR [--no-cache] [--estimate]
+    dbpa attack SPEC.yaml --out DIR [--no-cache] [--estimate] [--junit FILE] [--max-asr X]
     dbpa fidelity DATA.csv --loss tv --gamma 0.5 --eta 0.05 --out DIR | --simulate SPEC.yaml
     dbpa cache info | clear
     dbpa sensitivity SPEC.yaml --measures all --embedders spec,bleu --lengths 100,300,900 --out DIR
     dbpa import FILE [--from promptfoo|openai-batch|csv|jsonl] --out replay.jsonl [--force]
     dbpa history [--model M] [--prompt P] [--since DATE] [--until DATE] [--json]
-    dbpa history show ID | compare A B | delete ID... --yes
+    dbpa history show ID | compare A B [--fail-on-change] | delete ID... --yes
 
 Every ``dbpa audit`` is recorded in the run history (``$DBPA_HOME/history.sqlite3``,
 see :mod:`dbpa_core.history`) unless ``--no-history``.
 
-Exit codes: 0 done, 1 a control perturbation was significant (with
-``--fail-on-control``), 2 a mistake in the spec, the arguments or the setup (an
-unwritable ``--out``, a damaged cache), 3 a backend failure (key, server, model,
-malformed answers), 130 stopped.
+Exit codes: 0 done, 1 a check asked for on the command line failed (``--fail-on``: a
+control perturbation was significant, a target was not, an answer check changed;
+``--max-asr``: an attack's success rate was above it; ``history compare --fail-on-change``:
+a verdict changed between the two runs), 2 a mistake in the spec, the arguments or the
+setup (an unwritable ``--out`` or ``--junit``, a damaged cache), 3 a backend failure (key,
+server, model, malformed answers), 130 stopped. ``--junit FILE`` writes a JUnit XML report
+(:mod:`dbpa_core.junit`) for CI.
 """
 from __future__ import annotations
 
@@ -110,10 +114,56 @@ def _spec_warnings(spec) -> list[str]:
     return found
 
 
+def _gates(args):
+    """The gated kinds (``--fail-on``, ``--fail-on-control``) and the ``--junit`` path,
+    checked before anything is run; None after saying what is wrong."""
+    from .junit import JUnitPathError, check_junit_path, parse_fail_on
+
+    try:
+        fail_on = parse_fail_on(getattr(args, "fail_on", None),
+                                fail_on_control=getattr(args, "fail_on_control", False))
+        if getattr(args, "junit", None):
+            check_junit_path(args.junit)
+    except (ValueError, JUnitPathError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return None
+    return fail_on
+
+
+def _report(args, suites, fail_on) -> int:
+    """Write the JUnit report (with ``--junit``) and say which gated checks failed:
+    1 when any did, else 0."""
+    from .junit import gate_failures, write_junit
+
+    failed = gate_failures(suites, fail_on)
+    what = {"control-changed": "control perturbation(s) changed the answers significantly",
+            "target-unchanged": "target perturbation(s) did not detectably change the answers",
+            "check-changed": "answer check(s) changed significantly",
+            "asr-exceeded": f"attack success rate above --max-asr "
+                            f"{getattr(args, 'max_asr', None)}"}
+    for kind, words in what.items():
+        names = [c.name for c in failed if c.failure_type == kind]
+        if names:
+            print(f"FAIL: {words}: {', '.join(names)}", file=sys.stderr)
+    if args.junit:
+        try:
+            print(f"wrote {write_junit(args.junit, suites)} (JUnit)")
+        except OSError as exc:
+            print(f"error: cannot write the JUnit report {args.junit} "
+                  f"({exc.strerror or exc}); the results are written.", file=sys.stderr)
+            return 2
+    return 1 if failed else 0
+
+
 def cmd_audit(args) -> int:
     from .audit import AuditCancelled, check_out_dir, run_audit
+    from .backends.base import BackendError, clean_text
+    from .junit import audit_suites, error_suites
     from .spec import load_spec
 
+    fail_on = _gates(args)
+    if fail_on is None:
+        return 2
     spec = load_spec(args.spec, allow_key_env=args.allow_key_env)
     check_out_dir(args.out)  # before any paid call
     cache = _cache(args)
@@ -125,6 +175,10 @@ def cmd_audit(args) -> int:
     except AuditCancelled as exc:
         print(str(exc), file=sys.stderr)
         return 130
+    except BackendError as exc:  # exit 3 (in main); a CI page still learns why from the report
+        if args.junit:
+            _report(args, error_suites(spec, clean_text(exc, 1000), fail_on=fail_on), fail_on)
+        raise
     finally:
         bars.close()
     try:
@@ -156,13 +210,7 @@ def cmd_audit(args) -> int:
     print("wrote " + ", ".join(paths))
     if not args.no_history:
         _record_cli_run(spec, result, args)
-    if args.fail_on_control:
-        bad = [p.name for p in result.perturbations if p.role == "control" and p.significant]
-        if bad:
-            print(f"FAIL: control perturbation(s) changed the answers significantly: "
-                  f"{', '.join(bad)}", file=sys.stderr)
-            return 1
-    return 0
+    return _report(args, audit_suites(result, fail_on=fail_on), fail_on)
 
 
 def _record_cli_run(spec, result, args) -> None:
@@ -214,11 +262,18 @@ def cmd_attack(args) -> int:
     from .attacks.battery import estimate_battery, run_battery, summary_text
     from .attacks.spec import load_attack_spec
     from .attacks.wordnet import WordNetMissing
+    from .junit import battery_suites
     from .outputs import check_out_dir
     from .sampling import RunCancelled
 
+    if args.max_asr is not None and not 0.0 <= args.max_asr <= 1.0:
+        print(f"error: --max-asr {args.max_asr:g}: give a share between 0 and 1 (e.g. 0.2).",
+              file=sys.stderr)
+        return 2
     spec = load_attack_spec(args.spec, allow_key_env=args.allow_key_env)
     if not args.estimate:
+        if _gates(args) is None:
+            return 2
         check_out_dir(args.out)  # before any paid call
     if args.estimate:
         e = estimate_battery(spec, cache=_cache(args))
@@ -251,7 +306,7 @@ def cmd_attack(args) -> int:
     for w in result.warnings:
         print(f"note: {w}", file=sys.stderr)
     print("wrote " + ", ".join(paths))
-    return 0
+    return _report(args, battery_suites(result, max_asr=args.max_asr), frozenset())
 
 
 def cmd_fidelity(args) -> int:
@@ -410,11 +465,15 @@ def cmd_history(args) -> int:
 
     action = getattr(args, "action", None) or "list"
     try:
-        text = history_cli.ACTIONS[action](History(), args)
+        out = history_cli.ACTIONS[action](History(), args)
     except HistoryError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(text)
+    if isinstance(out, history_cli.Failed):  # e.g. compare --fail-on-change: a verdict changed
+        print(out.text)
+        print(out.message, file=sys.stderr)
+        return out.code
+    print(out)
     return 0
 
 
@@ -430,7 +489,12 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--out", default="dbpa-results", help="output folder (default: dbpa-results)")
     a.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     a.add_argument("--fail-on-control", action="store_true",
-                   help="exit 1 when a control perturbation is significant (for CI)")
+                   help="exit 1 when a control perturbation is significant (for CI; the same "
+                   "as --fail-on control)")
+    a.add_argument("--fail-on", action="append", default=[], metavar="KINDS",
+                   help="exit 1 when any of these fails (comma-separated, repeatable): control "
+                   "(a control perturbation changed the answers significantly), target (a "
+                   "target did not), check (an answer check changed significantly)")
     a.add_argument("--quiet", action="store_true", help="no progress bars")
     a.add_argument("--progress", action="store_true", help="progress bars even when not a TTY")
     a.add_argument("--no-history", action="store_true",
@@ -445,9 +509,17 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--out", default="dbpa-attack", help="output folder (default: dbpa-attack)")
     k.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     k.add_argument("--estimate", action="store_true", help="print the calls it needs; call nothing")
+    k.add_argument("--max-asr", type=float, default=None, metavar="X",
+                   help="exit 1 (and fail its JUnit test case) when an attack's success rate "
+                   "at some rho is above X (a share, e.g. 0.2)")
     k.add_argument("--quiet", action="store_true", help="no progress bars")
     k.add_argument("--progress", action="store_true", help="progress bars even when not a TTY")
     k.set_defaults(func=cmd_attack)
+    for p in (a, k):
+        p.add_argument("--junit", metavar="FILE",
+                       help="also write a JUnit XML report for CI: one test case per "
+                       + ("perturbation and answer check" if p is a else "attack and rho")
+                       + ", failures with their numbers")
     for p in (a, e, k):
         p.add_argument("--allow-key-env", action="append", default=[], metavar="NAME",
                        help="let the spec send this environment variable as an API key although "
@@ -511,6 +583,9 @@ def build_parser() -> argparse.ArgumentParser:
     c = hs.add_parser("compare", help="two runs side by side: which verdicts changed")
     c.add_argument("a", type=int, help="run A (e.g. before an upgrade)")
     c.add_argument("b", type=int, help="run B (e.g. after)")
+    c.add_argument("--fail-on-change", action="store_true",
+                   help="exit 1 when any verdict changed from A to B, naming them (for CI: a "
+                   "model upgrade that changes what the audit finds)")
     d = hs.add_parser("delete", help="delete runs (with their results and responses)")
     d.add_argument("ids", type=int, nargs="+")
     d.add_argument("--yes", action="store_true", help="really delete (required)")

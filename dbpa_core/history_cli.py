@@ -1,14 +1,29 @@
 """Text (and ``--json``) for ``dbpa history``: list, show, compare and delete recorded runs.
 
 Each function takes the :class:`~dbpa_core.history.History` and the parsed arguments and
-returns what to print; errors are :class:`~dbpa_core.history.HistoryError` (exit 2).
+returns what to print, or a :class:`Failed` (what to print, the exit code and the line that
+says why) when a check asked for on the command line fails; errors are
+:class:`~dbpa_core.history.HistoryError` (exit 2).
 """
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import NamedTuple
 
+from . import provenance
 from .history import History, HistoryError, Run, RunComparison, where_responses_live
+
+VERDICT_CHANGED = 1  # the exit code of `compare --fail-on-change` when a verdict changed
+
+
+class Failed(NamedTuple):
+    """The output of a command whose check failed: print ``text``, say ``message`` on
+    stderr, exit with ``code``."""
+
+    text: str
+    code: int
+    message: str
 
 
 def fmt_p(p: float) -> str:
@@ -83,7 +98,10 @@ def show_run(history: History, args) -> str:
                    "significantly")
     for job, r in run.audits.items():
         out += ["", f"== {job}: {r.spec.name} ({r.mode}) ==",
-                f"base prompt: {_short(r.spec.base_prompt, 100)}", _result_table(r)]
+                f"base prompt: {_short(r.spec.base_prompt, 100)}"]
+        out += [f"answered by: {line}"
+                for line in provenance.summary_lines(provenance.entries_of(r.usage))]
+        out.append(_result_table(r))
         if r.roc is not None:
             out.append(f"ROC over alpha: AUC = {r.roc.auc:.3f}; TPR at FPR <= 5 %: "
                        f"{r.roc.tpr_at_fpr(0.05):.2f}")
@@ -96,15 +114,43 @@ def show_run(history: History, args) -> str:
     return "\n".join(out)
 
 
-def compare_runs(history: History, args) -> str:
+def _served(run: Run) -> dict[str, tuple[str, ...]]:
+    """The model names and system fingerprints a run's answers came back with."""
+    entries = [e for r in run.audits.values() for e in provenance.entries_of(r.usage)]
+    return {"served models": provenance.served_models(entries),
+            "system fingerprints": provenance.fingerprints(entries)}
+
+
+def compare_runs(history: History, args) -> str | Failed:
     cmp: RunComparison = history.compare(args.a, args.b)
+    served = {what: (va, vb) for (what, va), vb in
+              zip(_served(cmp.a).items(), _served(cmp.b).values(), strict=True) if va != vb}
     if getattr(args, "json", False):
-        return json.dumps(cmp.to_dict(), indent=2, ensure_ascii=False)
+        d = cmp.to_dict()
+        d["served_changed"] = {k.replace(" ", "_"): [list(va), list(vb)]
+                               for k, (va, vb) in served.items()}
+        text = json.dumps(d, indent=2, ensure_ascii=False)
+    else:
+        text = _comparison_text(cmp, served)
+    if getattr(args, "fail_on_change", False) and cmp.changed:
+        which = "; ".join(f"{r.job}: {r.name} ({r.status})" if len(cmp.pairs) > 1
+                          else f"{r.name} ({r.status})" for r in cmp.changed)
+        return Failed(text, VERDICT_CHANGED,
+                      f"FAIL: {len(cmp.changed)} verdict(s) changed from run {cmp.a.summary.id} "
+                      f"to run {cmp.b.summary.id}: {which}")
+    return text
+
+
+def _comparison_text(cmp: RunComparison, served: dict[str, tuple]) -> str:
     a, b = cmp.a.summary, cmp.b.summary
     out = [f"A = run {a.id}: {a.title}, {_when(a)} UTC, {', '.join(a.models)}",
            f"B = run {b.id}: {b.title}, {_when(b)} UTC, {', '.join(b.models)}"]
     for k, (va, vb) in cmp.settings_changed.items():
         out.append(f"changed: {k}: {_short(str(va), 60)} -> {_short(str(vb), 60)}")
+    for k, (va, vb) in served.items():
+        out.append(f"changed: {k} the answers came back with: "
+                   f"{_short(', '.join(va) or 'not reported', 60)} -> "
+                   f"{_short(', '.join(vb) or 'not reported', 60)}")
     rows = [("audit", "perturbation", "role", "p_adj A", "p_adj B", "above chance A",
              "above chance B", "verdict")]
     for r in cmp.rows:

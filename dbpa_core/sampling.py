@@ -109,6 +109,7 @@ class SampleRecord:
     completion_tokens: int = 0
     model: str = ""
     cached: bool = False
+    system_fingerprint: str = ""  # the server's build of the model, "" when it sent none
 
 
 def requests_for(prompt: str, *, n: int, seed: int, params: GenerationParams,
@@ -325,7 +326,8 @@ class Sampler:
                     value = _sample_value(s, _backend)  # validated before it is stored
                     self._claims.store({key: value})  # at once: nothing lost on a stop
                     got[key] = SampleRecord(value["text"], value["prompt_tokens"],
-                                            value["completion_tokens"], value["model"])
+                                            value["completion_tokens"], value["model"],
+                                            system_fingerprint=value["system_fingerprint"])
                     self.usage["calls"] += 1
                     self.usage["prompt_tokens"] += value["prompt_tokens"]
                     self.usage["completion_tokens"] += value["completion_tokens"]
@@ -598,7 +600,9 @@ def _cached_record(v: Any) -> SampleRecord | None:
     pt, ct, model = v.get("prompt_tokens", 0), v.get("completion_tokens", 0), v.get("model", "")
     if not (type(pt) is int and type(ct) is int and pt >= 0 and ct >= 0 and isinstance(model, str)):
         return None
-    return SampleRecord(v["text"], pt, ct, model, cached=True)
+    fp = v.get("system_fingerprint", "")  # absent in values cached before it was recorded
+    return SampleRecord(v["text"], pt, ct, model, cached=True,
+                        system_fingerprint=fp if isinstance(fp, str) else "")
 
 
 def _sample_value(s: Any, backend: Any) -> dict[str, Any]:
@@ -613,9 +617,11 @@ def _sample_value(s: Any, backend: Any) -> dict[str, Any]:
         return int(x) if isinstance(x, (int, np.integer)) and not isinstance(x, bool) and x >= 0 else 0
 
     model = getattr(s, "model", "")
+    fp = getattr(s, "system_fingerprint", "")
     return {"text": text, "prompt_tokens": count(getattr(s, "prompt_tokens", 0)),
             "completion_tokens": count(getattr(s, "completion_tokens", 0)),
-            "model": model if isinstance(model, str) else ""}
+            "model": model if isinstance(model, str) else "",
+            "system_fingerprint": fp if isinstance(fp, str) else ""}
 
 
 def _valid_embeddings(out: Any, n: int, name: str) -> np.ndarray:

@@ -18,6 +18,10 @@ whatever ``n``), ``"refuse_n"`` (400 for ``n > 1``), ``"no_message"``,
 (``"choices": "abc"``), ``"no_choices"``, ``"error_200"``; embedding answers
 ``"nan_embedding"``, ``"zero_embedding"``, ``"uneven_embedding"``,
 ``"few_embeddings"``.
+
+Provenance: ``system_fingerprint`` and ``served_model`` (a string, or a function of the
+request number, 1-based) set what each chat answer says answered it; a test may change
+them between runs. Unset: no fingerprint, and the requested model name.
 """
 from __future__ import annotations
 
@@ -61,7 +65,8 @@ class FakeOpenAI(LocalJSONServer):
     def __init__(self, *, api_key: str | None = None, models=("fake-model",), faults=None,
                  latency: float = 0.0, slow_seconds: float = 3.0, retry_after: str = "0.05",
                  max_prompt_chars: int = 10_000, support_n: bool = True, fault: str | None = None,
-                 trickle_seconds: float = 0.2, huge_bytes: int = 20 * 1024**2):
+                 trickle_seconds: float = 0.2, huge_bytes: int = 20 * 1024**2,
+                 system_fingerprint=None, served_model=None):
         self.api_key = api_key
         self.models = set(models)
         self.faults = dict(faults or {})
@@ -73,6 +78,8 @@ class FakeOpenAI(LocalJSONServer):
         self.fault = fault
         self.trickle_seconds = trickle_seconds
         self.huge_bytes = huge_bytes
+        self.system_fingerprint = system_fingerprint
+        self.served_model = served_model
         for f in [*self.faults.values(), fault]:
             assert f is None or f in FAULTS, f
         self.lock = threading.Lock()
@@ -204,6 +211,11 @@ class FakeOpenAI(LocalJSONServer):
                   "created": int(time.time()), "model": body["model"], "choices": choices,
                   "usage": {"prompt_tokens": len(prompt) // 4 + 1, "completion_tokens": 12 * n,
                             "total_tokens": len(prompt) // 4 + 1 + 12 * n}}
+        for field, how in (("system_fingerprint", self.system_fingerprint),
+                           ("model", self.served_model)):
+            value = how(n_req) if callable(how) else how
+            if value is not None:
+                answer[field] = value
         if fault == "choices_str":
             answer["choices"] = "abc"
         elif fault == "no_choices":

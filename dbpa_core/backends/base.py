@@ -108,6 +108,8 @@ class Sample:
     completion_tokens: int = 0
     model: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    # what the server said answered: its build of the model (OpenAI's ``system_fingerprint``)
+    system_fingerprint: str = ""
 
 
 OnSample = Callable[[SampleRequest, Sample], None]

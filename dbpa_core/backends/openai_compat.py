@@ -425,6 +425,14 @@ def parse_chat_answer(data: Any, n: int) -> tuple[list[str], int, int, str | Non
     return texts, pt, ct, model if isinstance(model, str) else None
 
 
+def answer_fingerprint(data: Any) -> str:
+    """The ``system_fingerprint`` of a chat completion (the server's build of the model: it
+    changes when the provider changes what answers under one model name), made safe to show;
+    "" when the server sends none or something that is not text."""
+    fp = data.get("system_fingerprint") if isinstance(data, dict) else None
+    return clean_text(fp, 100) if isinstance(fp, str) else ""
+
+
 def parse_embedding_answer(data: Any, n: int) -> np.ndarray:
     """``(n, dim)`` float32 embeddings of an embeddings answer, or
     :class:`MalformedAnswer`: each row a list of finite numbers, not all zero, all
@@ -563,10 +571,10 @@ class OpenAIBackend:
             data = await self.settings.read_json(
                 client.chat.completions.with_streaming_response.create(**kwargs),
                 max_tokens=req.params.max_tokens, n=len(group))
-            return parse_chat_answer(data, len(group))
+            return (*parse_chat_answer(data, len(group)), answer_fingerprint(data))
 
         try:
-            texts, pt, ct, model = await self.settings.with_retries(
+            texts, pt, ct, model, fingerprint = await self.settings.with_retries(
                 call, what="chat completion", model=self.model, should_stop=should_stop,
                 on_status=self.on_status)
         except BackendError as exc:
@@ -584,4 +592,5 @@ class OpenAIBackend:
         if ct > req.params.max_tokens * k:  # within the byte bound, yet longer than asked
             self.over_max = [self.over_max[0] + 1, max(self.over_max[1], ct // k)]
         return [Sample(t, prompt_tokens=pt // k, completion_tokens=ct // k,
-                       model=model or self.model) for t in texts]
+                       model=clean_text(model, 200) if model else self.model,
+                       system_fingerprint=fingerprint) for t in texts]
