@@ -127,6 +127,9 @@ def apply_spec(spec: AuditSpec, page: str) -> list[str]:
     if spec.sequential:
         notes.append("Sequential stopping is not offered here: every permutation is run.")
     _set("w_audit_name", spec.name)
+    from .checks_view import apply_checks
+
+    notes += apply_checks(spec)  # the answer checks' editor holds the spec's checks
 
     # a model already in the list (same backend, name, server, file or folder; and the same
     # label if the spec gives one) is reused; any other is added to the saved models, and
