@@ -107,7 +107,7 @@ def difference_figure(results: Mapping[str, AuditResult]) -> go.Figure | None:
             lo.append((r.difference - r.ci[0]) * f)
             hi.append((r.ci[1] - r.difference) * f)
             colors.append(ALT_COLOR if r.significant else NS_COLOR)
-            texts.append(r.stars if r.significant else "n.s.")
+            texts.append(r.stars if r.significant else "")
             diff, ci = difference_text(r)
             hover.append(f"{esc(r.check)}{tag}, {esc(r.perturbation)}<br>base "
                          f"{esc(arm_text(r, 'base'))} → {esc(arm_text(r, 'perturbed'))}<br>"

@@ -165,18 +165,19 @@ def answers_grid(results: Mapping[str, AuditResult] | AuditResult, *, key: str) 
         side_by_side(results, df, view.iloc[rows[0]], key=k)
 
 
-def nearest_base(result: AuditResult, arm: int, i: int) -> int:
+def nearest_base(result: AuditResult, arm: int, i: int) -> tuple[int, bool]:
     """The base answer closest in meaning to answer ``i`` of arm ``arm`` (cosine of the
-    embeddings); the same sample number when there are no embeddings (BLEU/ROUGE)."""
+    embeddings) and True; the same sample number and False when there are no embeddings
+    (BLEU/ROUGE)."""
     arms = (result.base, *result.arms)
     base, other = result.base.embeddings, arms[arm].embeddings
     k = len(result.base.texts)
     if base is None or other is None or len(base) != k or i >= len(other):
-        return min(i, k - 1)
+        return min(i, k - 1), False
     b = np.asarray(base, float)
     v = np.asarray(other[i], float)
     sims = b @ v / (np.linalg.norm(b, axis=1) * np.linalg.norm(v) + 1e-12)
-    return int(np.argmax(sims))
+    return int(np.argmax(sims)), True
 
 
 def _checks_line(df: pd.DataFrame, job, arm: int, i: int) -> str:
@@ -212,9 +213,10 @@ def side_by_side(results: Mapping[str, AuditResult], df: pd.DataFrame, row: pd.S
                    "the base.")
         return
     k = len(result.base.texts)
-    near = nearest_base(result, arm, i)
+    near, by_meaning = nearest_base(result, arm, i)
+    why = "is the closest in meaning" if by_meaning else "has the same number"
     j = left.number_input(
-        f"Base answer # (1–{k}; {near + 1} is the closest in meaning)", 1, k, near + 1,
+        f"Base answer # (1–{k}; {near + 1} {why})", 1, k, near + 1,
         key=f"{key}_base_{job}_{arm}_{i}",
         help="Samples are independent: answer 3 of the base is no 'pair' of answer 3 of an "
         "arm. The closest in meaning (cosine of the embeddings) is offered first; with "
