@@ -231,3 +231,39 @@ def test_opening_a_spec_fills_the_editor():
                                            "contains": ["statin"]},
                                           {"name": "cites NICE", "regex": r"\bNICE\b"}]
     assert len(notes) == 1 and "'graded'" in notes[0] and "model-graded" in notes[0]
+
+
+TWO_CHECKS = pd.DataFrame([
+    {"name": "mentions a statin", "kind": "contains", "value": "statin", "all": False},
+    {"name": "length", "kind": "words", "value": "", "all": False}])
+
+
+def test_several_models_and_a_model_comparison_show_their_checks(make_app):
+    from tests.fake_openai import FakeOpenAI
+
+    models = [{"backend": "replay", "file": DEMO, "label": "demo-a"},
+              {"backend": "replay", "file": DEMO, "label": "demo-b"}]
+    at = make_app(models=models, page="pages/persona_explorer.py", w_embedder="rouge1",
+                  w_persona_list=["comedian", "doctor"], w_persona_models=["demo-a", "demo-b"],
+                  checks_table=TWO_CHECKS)
+    at.button(key="personas_run").click().run()
+    assert not at.exception, at.exception
+    table = checks_table(at)
+    assert len(table) == 2 * 2 * 2 and set(table["model"]) == {"demo-a", "demo-b"}
+    assert set(table["arm"]) == {"comedian", "doctor"}
+    assert "Answers" in [t.label for t in at.tabs]
+    grid_table = next(d.value for d in at.dataframe if "answer" in d.value.columns)
+    assert set(grid_table["model"]) == {"demo-a", "demo-b"} and len(grid_table) == 2 * 3 * 10
+
+    with FakeOpenAI(models=("ref", "other")) as srv:
+        models = [{"backend": "openai", "name": "ref", "base_url": srv.base_url},
+                  {"backend": "openai", "name": "other", "base_url": srv.base_url}]
+        at = make_app(models=models, page="pages/model_comparison.py", w_embedder="rouge1",
+                      checks_table=TWO_CHECKS)
+        at.button(key="models_run").click().run()
+    assert not at.exception, at.exception
+    result = next(iter(at.session_state["results"]["models"].values()))
+    table = checks_table(at)
+    assert list(table["arm"]) == ["other", "other"] == [c.perturbation for c in result.checks]
+    grid_table = next(d.value for d in at.dataframe if "answer" in d.value.columns)
+    assert list(dict.fromkeys(grid_table["role"])) == ["reference", ""]
