@@ -12,7 +12,10 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dbpa_core.audit import AuditResult
-from dbpa_core.checks import CheckResult
+from dbpa_core.checks import (
+    CheckResult,
+    _signed,  # "−60" / "+0.9": the CLI's signs
+)
 
 from .figures import ALT_COLOR, _layout, esc, fmt_p
 
@@ -21,13 +24,6 @@ MODEL_GRADED = "model-graded"
 # the table's columns, in order (``model`` only when several models are shown)
 COLUMNS = ("check", "graded by", "arm", "model", "base", "perturbed", "difference",
            "95 % interval", "p (raw)", "p (adjusted)", "", "significant")
-
-
-def _signed(v: float, digits: int) -> str:
-    s = f"{abs(v):.{digits}f}"
-    if float(s) == 0:
-        return s
-    return ("−" if v < 0 else "+") + s
 
 
 def scale(r: CheckResult) -> tuple[float, str, int]:

@@ -26,6 +26,8 @@ EDITOR_KINDS = ("contains", "absent", "regex", "refusal", "words", "json")
 TABLE = "checks_table"          # the editor's rows, shared by every audit page
 VERSION = "checks_table_version"
 EDITOR_COLUMNS = ("name", "kind", "value", "all")
+LEFT_OUT = "The model-graded checks"   # starts the warning of judges left out of a recorded run
+MEMO_SIZE = 8                          # recorded runs whose checks a session keeps
 HINTS = {"contains": "words or phrases, comma-separated: passes when any is in the answer "
                      "(all of them with 'all')",
          "absent": "words or phrases, comma-separated: passes when none is in the answer",
@@ -177,11 +179,18 @@ def recompute(result: AuditResult, cache) -> AuditResult:
         rules = tuple(c for c in spec.checks if not c.model_graded)
         judged = [c.name for c in spec.checks if c.model_graded]
         found = audit_checks(dataclasses.replace(spec, checks=rules), arms, None) if rules else ()
-        note = (f"The model-graded checks {', '.join(repr(n) for n in judged)} are not shown: "
+        note = (f"{LEFT_OUT} {', '.join(repr(n) for n in judged)} are not shown: "
                 "their judge's replies are not in this cache (run the audit again to ask "
                 "them). The other checks were corrected among themselves.")
     warnings = result.warnings + ((note,) if note else ())
     return dataclasses.replace(result, checks=tuple(found), warnings=warnings)
+
+
+def remember(memo: dict, key) -> None:
+    """Keep the newest :data:`MEMO_SIZE` entries of a session's memo (``key`` just set)."""
+    memo[key] = memo.pop(key)
+    while len(memo) > MEMO_SIZE:
+        memo.pop(next(iter(memo)))
 
 
 def with_checks(results: Mapping[str, AuditResult], *, key: str) -> dict[str, AuditResult]:
@@ -198,6 +207,7 @@ def with_checks(results: Mapping[str, AuditResult], *, key: str) -> dict[str, Au
         if memo.get(mkey, (None,))[0] != fp:
             with st.spinner("Computing the answer checks from the recorded answers…"):
                 memo[mkey] = (fp, recompute(r, state.cache()))
+            remember(memo, mkey)
         out[job] = memo[mkey][1]
     return out
 
@@ -230,7 +240,7 @@ def checks_section(results: Mapping[str, AuditResult] | AuditResult, *, key: str
     st.markdown("##### Answer checks")
     for r in results.values():
         for w in r.warnings:
-            if "model-graded checks" in w:
+            if w.startswith(LEFT_OUT):
                 st.warning(md_escape(w), icon=":material/gavel:")
     line = headline(results)
     if line is None:

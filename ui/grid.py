@@ -106,6 +106,7 @@ def _frame(results: Mapping[str, AuditResult], key: str) -> pd.DataFrame:
         except Exception:  # noqa: BLE001 - without a cache, judges' columns stay empty
             cache = None
         memo[key] = (fp, answers_frame(results, cache))
+        checks_view.remember(memo, key)
     return memo[key][1]
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from .browser_support import dashboard, require_browser, shots
 from .conftest import DEMO
+from .test_browser_history import _wait_idle
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 playwright = require_browser()
@@ -39,12 +40,6 @@ checks:
 def app_url(tmp_path_factory):
     with dashboard(tmp_path_factory.mktemp("browser_checks"), DBPA_REPLAY_FILE=DEMO) as url:
         yield url
-
-
-def _wait_idle(page, ms=1500):
-    page.wait_for_timeout(400)
-    page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=240_000)
-    page.wait_for_timeout(ms)
 
 
 def test_checks_and_answers_in_a_real_browser(app_url, browser, tmp_path):
