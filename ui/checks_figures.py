@@ -91,7 +91,7 @@ def difference_figure(results: Mapping[str, AuditResult]) -> go.Figure | None:
     widths = [0.62, 0.38] if len(panels) == 2 else [1.0]
     fig = make_subplots(rows=1, cols=len(panels), column_widths=widths, horizontal_spacing=0.22,
                         subplot_titles=[titles[n] for n, _ in panels])
-    rows_shown = 0
+    rows_shown = max(len(xs) for _n, xs in panels)
     for col, (_name, xs) in enumerate(panels, start=1):
         labels, x, lo, hi, colors, texts, hover = [], [], [], [], [], [], []
         for job, r in reversed(xs):   # the first check at the top
@@ -116,7 +116,8 @@ def difference_figure(results: Mapping[str, AuditResult]) -> go.Figure | None:
                          color="#52606D", thickness=1.5, width=5),
             hovertext=hover, hoverinfo="text", showlegend=False), row=1, col=col)
         fig.add_vline(x=0, line_color="#52606D", line_width=1, row=1, col=col)
-        rows_shown = max(rows_shown, len(xs))
+        # the same spacing in both panels, from the top
+        fig.update_yaxes(range=[len(xs) - rows_shown - 0.5, len(xs) - 0.5], row=1, col=col)
         if col > 1:
             fig.update_yaxes(side="right", row=1, col=col)
     fig.update_xaxes(zeroline=False)
