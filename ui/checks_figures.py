@@ -77,7 +77,7 @@ def checks_frame(results: Mapping[str, AuditResult]) -> pd.DataFrame:
 
 def difference_figure(results: Mapping[str, AuditResult]) -> go.Figure | None:
     """Each check × arm's difference (perturbed minus base) with its 95 % interval: rates in
-    percentage points (left), numbers in words (right, when any). Orange: significant after
+    percentage points (above), numbers in words (below, when any). Orange: significant after
     the correction (with stars), grey: not shown to differ. None without checks."""
     items = [(job, r) for job, r in all_checks(results) if r.difference is not None]
     if not items:
@@ -88,11 +88,13 @@ def difference_figure(results: Mapping[str, AuditResult]) -> go.Figure | None:
     panels = [(name, xs) for name, xs in panels if xs]
     titles = {"rates": "Pass rate: perturbed − base (percentage points)",
               "numbers": "Mean: perturbed − base (words)"}
-    widths = [0.62, 0.38] if len(panels) == 2 else [1.0]
-    fig = make_subplots(rows=1, cols=len(panels), column_widths=widths, horizontal_spacing=0.22,
+    # stacked (rates above lengths), each panel as tall as its rows, labels on the left
+    total = sum(len(xs) for _n, xs in panels)
+    height = 110 + 34 * total + 90 * (len(panels) - 1)
+    fig = make_subplots(rows=len(panels), cols=1, row_heights=[len(xs) for _n, xs in panels],
+                        vertical_spacing=min(0.3, 90 / height),
                         subplot_titles=[titles[n] for n, _ in panels])
-    rows_shown = max(len(xs) for _n, xs in panels)
-    for col, (_name, xs) in enumerate(panels, start=1):
+    for row, (_name, xs) in enumerate(panels, start=1):
         labels, x, lo, hi, colors, texts, hover = [], [], [], [], [], [], []
         for job, r in reversed(xs):   # the first check at the top
             f = scale(r)[0]
@@ -114,15 +116,11 @@ def difference_figure(results: Mapping[str, AuditResult]) -> go.Figure | None:
             marker=dict(color=colors, size=11, line=dict(color="#1F2933", width=0.5)),
             error_x=dict(type="data", symmetric=False, array=hi, arrayminus=lo,
                          color="#52606D", thickness=1.5, width=5),
-            hovertext=hover, hoverinfo="text", showlegend=False), row=1, col=col)
-        fig.add_vline(x=0, line_color="#52606D", line_width=1, row=1, col=col)
-        # the same spacing in both panels, from the top
-        fig.update_yaxes(range=[len(xs) - rows_shown - 0.5, len(xs) - 0.5], row=1, col=col)
-        if col > 1:
-            fig.update_yaxes(side="right", row=1, col=col)
+            hovertext=hover, hoverinfo="text", showlegend=False), row=row, col=1)
+        fig.add_vline(x=0, line_color="#52606D", line_width=1, row=row, col=1)
     fig.update_xaxes(zeroline=False)
     fig.update_annotations(font=dict(size=13, color="#1F2933"))
-    _layout(fig, height=120 + 34 * rows_shown)
+    _layout(fig, height=height)
     fig.update_layout(margin=dict(l=20, r=20, t=60, b=40))
     fig.update_yaxes(automargin=True)
     return fig
