@@ -205,6 +205,12 @@ def test_the_page_runs_its_checks_and_history_shows_them_again(make_app):
     assert not at.exception, at.exception
     shown = checks_table(at)
     pd.testing.assert_frame_equal(shown, live)
+    assert "Answers" in [t.label for t in at.tabs]     # the grid in History's run view
+    at.session_state[f"hist_{at.session_state['hist_open']}_tabs"] = "Answers"
+    at.run()
+    grid_table = next(d.value for d in at.dataframe if "answer" in d.value.columns)
+    assert len(grid_table) == 10 * (1 + len(result.perturbations))
+    assert {"mentions a statin", "length"} <= set(grid_table.columns)
 
     # a bad check is one line before Run, and Run is off
     at.switch_page("pages/perturbation_test.py").run()
