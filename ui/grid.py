@@ -123,8 +123,10 @@ def answers_grid(results: Mapping[str, AuditResult] | AuditResult, *, key: str) 
     arm_names = list(dict.fromkeys(df["arm"]))
     arms = c2.multiselect("Arms", arm_names, key=f"{k}_arms", placeholder="every arm")
     model_names = list(dict.fromkeys(df["model"]))
+    # a model column when several models answer, unless each arm is a model (a comparison)
+    by_model = len(model_names) > 1 and not df["arm"].equals(df["model"])
     models = (c3.multiselect("Models", model_names, key=f"{k}_models", placeholder="every model")
-              if len(model_names) > 1 else [])
+              if by_model else [])
     d1, d2, d3, d4 = st.columns([2, 2, 2, 1])
     judged = pass_fail_columns(df)
     check = d1.selectbox("Filter by check", ["(none)", *judged], key=f"{k}_check",
@@ -142,7 +144,7 @@ def answers_grid(results: Mapping[str, AuditResult] | AuditResult, *, key: str) 
                         check=None if check == "(none)" else check, outcome=outcome,
                         sort=None if sort == "(as sampled)" else sort, descending=descending)
     shown = [c for c in view.columns if c not in HIDDEN and c != "answer length"
-             and (c != "model" or len(model_names) > 1)]
+             and (c != "model" or by_model)]
     display = view[shown].copy()
     display["answer"] = display["answer"].str.slice(0, PREVIEW)
     st.caption(f"{len(view):,} of {len(df):,} answers" + (

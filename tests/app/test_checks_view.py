@@ -273,3 +273,5 @@ def test_several_models_and_a_model_comparison_show_their_checks(make_app):
     assert list(table["arm"]) == ["other", "other"] == [c.perturbation for c in result.checks]
     grid_table = next(d.value for d in at.dataframe if "answer" in d.value.columns)
     assert list(dict.fromkeys(grid_table["role"])) == ["reference", ""]
+    assert list(dict.fromkeys(grid_table["arm"])) == ["ref", "other"]
+    assert "model" not in grid_table   # each arm is a model: no second column for it
