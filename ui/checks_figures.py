@@ -22,7 +22,7 @@ from .figures import ALT_COLOR, _layout, esc, fmt_p
 NS_COLOR = "#9AA5B1"
 MODEL_GRADED = "model-graded"
 # the table's columns, in order (``model`` only when several models are shown)
-COLUMNS = ("check", "graded by", "arm", "model", "base", "perturbed", "difference",
+COLUMNS = ("check", "graded by", "arm", "model", "base → perturbed", "difference",
            "95 % interval", "p (raw)", "p (adjusted)", "", "significant")
 
 
@@ -43,6 +43,14 @@ def arm_text(r: CheckResult, side: str) -> str:
     unparsed = r.base_unparsed if base else r.unparsed
     text = f"{count}/{n}" + (f" ({100 * mean:.0f} %)" if mean is not None else "")
     return text + (f", +{unparsed} unparsed" if unparsed else "")
+
+
+def change_text(r: CheckResult) -> str:
+    """``7/10 (70 %) → 1/10 (10 %)``; for a length ``88.6 → 82.2 words (mean, n = 10)``."""
+    if r.numeric and r.base is not None and r.value is not None:
+        n = f"n = {r.n}" if r.n == r.base_n else f"n = {r.base_n}, {r.n}"
+        return f"{r.base:.1f} → {r.value:.1f} words (mean, {n})"
+    return f"{arm_text(r, 'base')} → {arm_text(r, 'perturbed')}"
 
 
 def difference_text(r: CheckResult) -> tuple[str, str]:
@@ -68,7 +76,7 @@ def checks_frame(results: Mapping[str, AuditResult]) -> pd.DataFrame:
         diff, ci = difference_text(r)
         rows.append({"check": r.check, "graded by": MODEL_GRADED if r.model_graded else "rule",
                      "arm": r.perturbation, "model": job,
-                     "base": arm_text(r, "base"), "perturbed": arm_text(r, "perturbed"),
+                     "base → perturbed": change_text(r),
                      "difference": diff, "95 % interval": ci, "p (raw)": r.p_value,
                      "p (adjusted)": r.p_adjusted, "": r.stars, "significant": r.significant})
     df = pd.DataFrame(rows, columns=list(COLUMNS))

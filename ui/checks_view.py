@@ -252,15 +252,20 @@ def checks_section(results: Mapping[str, AuditResult] | AuditResult, *, key: str
         df.style.format({"p (raw)": _p, "p (adjusted)": _p}, na_rep="–"), hide_index=True,
         key=f"{key}_checks_table", height=min(36 + 35 * max(len(df), 1), 560),
         column_config={
-            "graded by": st.column_config.TextColumn(help="rule: counted from the text; "
+            "p (raw)": st.column_config.NumberColumn(width="small"),
+            "": st.column_config.TextColumn(width="small"),
+            "graded by": st.column_config.TextColumn(width="small", help="rule: counted from the text; "
                                                      "model-graded: a judge model said yes or "
                                                      "no, only as reliable as the judge"),
-            "base": st.column_config.TextColumn(help="answers that pass / answers (rate)"),
+            "base → perturbed": st.column_config.TextColumn(
+                help="answers that pass / answers (the rate) in the base and the perturbed "
+                "arm; for a length, the mean number of words"),
             "difference": st.column_config.TextColumn(help="perturbed − base: percentage "
                                                       "points for rates, words for lengths"),
-            "p (adjusted)": st.column_config.NumberColumn(help="corrected across every check "
-                                                          "× arm; significant when ≤ α"),
-            "significant": st.column_config.CheckboxColumn(help="adjusted p ≤ α")})
+            "p (adjusted)": st.column_config.NumberColumn(
+                width="small", help="corrected across every check × arm; significant when ≤ α"),
+            "significant": st.column_config.CheckboxColumn(width="small",
+                                                           help="adjusted p ≤ α")})
     fig = checks_figures.difference_figure(results)
     if fig is not None:
         st.plotly_chart(fig, key=f"{key}_checks_chart")

@@ -83,7 +83,8 @@ def test_the_table_counts_what_the_answers_hold(result):
         texts = [t.lower() for t in result.responses(arm)]
         row = df[(df["check"] == "<b>mentions</b> a statin") & (df["arm"] == arm)].iloc[0]
         x, y = sum("statin" in t for t in base), sum("statin" in t for t in texts)
-        assert row["base"] == f"{x}/10 ({10 * x} %)" and row["perturbed"].startswith(f"{y}/10")
+        before, after = row["base → perturbed"].split(" → ")
+        assert before == f"{x}/10 ({10 * x} %)" and after.startswith(f"{y}/10")
         points = 10 * (y - x)
         assert row["difference"] == ("0 points" if points == 0 else
                                      f"{'−' if points < 0 else '+'}{abs(points)} points")
@@ -91,7 +92,7 @@ def test_the_table_counts_what_the_answers_hold(result):
         # words: white-space separated pieces that hold a letter, digit or underscore
         mean = sum(sum(any(ch.isalnum() or ch == "_" for ch in w) for w in t.split())
                    for t in result.responses(arm)) / 10
-        assert length["perturbed"] == f"mean {mean:.1f} words (n = 10)"
+        assert length["base → perturbed"].endswith(f" → {mean:.1f} words (mean, n = 10)")
     got = {(r.check, r.perturbation): r for r in result.checks}
     for row in df.to_dict("records"):
         r = got[(row["check"], row["arm"])]
