@@ -40,7 +40,7 @@ HINTS = {"contains": "words or phrases, comma-separated: passes when any is in t
 # --------------------------------------------------------------------------- the editor
 def empty_table() -> pd.DataFrame:
     return pd.DataFrame({"name": pd.Series(dtype=str), "kind": pd.Series(dtype=str),
-                         "value": pd.Series(dtype=str), "all": pd.Series(dtype=bool)},
+                         "value": pd.Series(dtype=str), "all": pd.Series(dtype="boolean")},
                         columns=list(EDITOR_COLUMNS))
 
 
@@ -61,7 +61,8 @@ def entries(df: pd.DataFrame) -> list[dict]:
             entry[kind] = value
         elif kind:
             entry[kind] = True
-        if row.get("all") is True:
+        ticked = row.get("all")
+        if ticked is not None and not pd.isna(ticked) and bool(ticked):
             entry["all"] = True
         out.append(entry)
     return out
@@ -118,7 +119,8 @@ def apply_checks(spec) -> list[str]:
         value = ", ".join(c.terms) if c.kind in ("contains", "absent") else (c.pattern or "")
         rows.append({"name": c.name, "kind": c.kind, "value": value, "all": bool(c.all)})
     ss = st.session_state
-    ss[TABLE] = pd.DataFrame(rows, columns=list(EDITOR_COLUMNS)) if rows else empty_table()
+    ss[TABLE] = (pd.DataFrame(rows, columns=list(EDITOR_COLUMNS)).astype({"all": "boolean"})
+                 if rows else empty_table())
     ss[VERSION] = ss.get(VERSION, 0) + 1
     if not left:
         return []

@@ -276,3 +276,19 @@ def test_several_models_and_a_model_comparison_show_their_checks(make_app):
     assert list(dict.fromkeys(grid_table["role"])) == ["reference", ""]
     assert list(dict.fromkeys(grid_table["arm"])) == ["ref", "other"]
     assert "model" not in grid_table   # each arm is a model: no second column for it
+
+
+def test_a_row_added_in_the_editor_goes_into_the_spec(make_app):
+    at = make_app(w_embedder="rouge1")
+    assert any("Answer checks: what changed" in e.label for e in at.expander)
+    at.session_state["landing_checks_editor_0"] = {
+        "edited_rows": {}, "deleted_rows": [],
+        "added_rows": [{"name": "cites NICE", "kind": "regex", "value": r"\bNICE\b"}]}
+    at.run()
+    assert not at.exception, at.exception
+    assert checks_view.entries(at.session_state["checks_table"]) == [
+        {"name": "cites NICE", "regex": r"\bNICE\b"}]
+    at.run()   # the editor is drawn anew from the table
+    assert any("Answer checks (1)" in e.label for e in at.expander)
+    assert not errors(at)
+    assert not at.button(key="landing_run").disabled
