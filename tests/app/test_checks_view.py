@@ -292,3 +292,22 @@ def test_a_row_added_in_the_editor_goes_into_the_spec(make_app):
     assert any("Answer checks (1)" in e.label for e in at.expander)
     assert not errors(at)
     assert not at.button(key="landing_run").disabled
+
+
+def test_control_vs_target_shows_the_checks_of_each_model(make_app):
+    from tests.fake_openai import FakeOpenAI
+
+    from .test_pages import _roc_table
+
+    base, table = _roc_table()
+    with FakeOpenAI(models=("m1", "m2")) as srv:
+        models = [{"backend": "openai", "name": n, "base_url": srv.base_url} for n in ("m1", "m2")]
+        at = make_app(models=models, page="pages/control_target.py", roc_table=table,
+                      w_base_prompt=base, w_embedder="rouge1", w_roc_models=["m1", "m2"],
+                      checks_table=TWO_CHECKS)
+        at.button(key="roc_run").click().run()
+    assert not at.exception, at.exception
+    shown = checks_table(at)
+    assert len(shown) == 2 * 3 * 2 and set(shown["model"]) == {"m1", "m2"}
+    assert set(shown["arm"]) == {"ahmed", "peter", "comedian"}
+    assert "Answers" in [t.label for t in at.tabs]
