@@ -23,8 +23,11 @@ ANY, PASSED, FAILED, NONE = "any", "passed", "failed", "no verdict"
 PREVIEW = 300   # characters of an answer shown in the grid (the whole one below and in CSV)
 
 
-def check_column(name: str) -> str:
-    """A check's column: its name, unless that is one of the grid's own columns."""
+def check_column(name: str, model_graded: bool = False) -> str:
+    """A check's column: its name (``(model-graded)`` added for a judge's), unless that is
+    one of the grid's own columns."""
+    if model_graded:
+        return f"{name} (model-graded)"
     return f"{name} (check)" if name in FIXED or name in HIDDEN else name
 
 
@@ -51,7 +54,7 @@ def answers_frame(results: Mapping[str, AuditResult], cache=None) -> pd.DataFram
         found = checks_view.outcome_columns(r.spec.checks, texts, cache, r.spec.seed)
         for c in r.spec.checks:
             values = found[c.name]
-            data[check_column(c.name)] = (pd.array(values, dtype="Int64") if c.numeric
+            data[check_column(c.name, c.model_graded)] = (pd.array(values, dtype="Int64") if c.numeric
                                           else pd.array(values, dtype="boolean"))
         parts.append(pd.DataFrame(data))
     if not parts:

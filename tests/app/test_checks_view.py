@@ -17,7 +17,7 @@ from dbpa_core.cache import Cache
 from dbpa_core.checks import Check, _judge_request
 from dbpa_core.sampling import backend_identity, sample_key
 from dbpa_core.spec import SpecError, parse_spec
-from ui import checks_figures, checks_view, export
+from ui import checks_figures, checks_view, export, grid
 
 from .conftest import DEMO, errors, plain
 
@@ -174,6 +174,9 @@ def test_judges_are_read_from_the_cache_never_asked(result, tmp_path):
     assert set(columns["recommends a statin"]) == {None}
     columns = checks_view.outcome_columns(spec.checks, answers, store, spec.seed)
     assert columns["recommends a statin"] == columns["<b>mentions</b> a statin"]
+    answers = grid.answers_frame({"": full}, store)   # the grid reads the same replies
+    assert answers["recommends a statin (model-graded)"].equals(
+        answers["<b>mentions</b> a statin"])
     frame = checks_figures.checks_frame({"": full})
     assert set(frame.loc[frame["check"] == "recommends a statin", "graded by"]) == {
         "model-graded"}
