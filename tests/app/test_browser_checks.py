@@ -63,7 +63,10 @@ def test_checks_and_answers_in_a_real_browser(app_url, browser, tmp_path):
     body = page.inner_text("body")
     assert "check × arm comparisons" in body or "No answer check changed" in body
     assert "Traceback" not in body
-    page.get_by_text("Pass rate: perturbed − base").first.scroll_into_view_if_needed()
+    page.get_by_text("Pass rate: perturbed − base").first.wait_for(timeout=30_000)  # the chart
+    page.get_by_role("heading", name="Answer checks").scroll_into_view_if_needed()
+    page.mouse.wheel(0, 450)   # the table's end and the chart
+    page.wait_for_timeout(800)
     page.screenshot(path=str(shots() / "31-checks-results.png"), full_page=False)
 
     page.get_by_role("tab", name="Answers").click()
