@@ -2,7 +2,7 @@
 Figures 1-2)."""
 import streamlit as st
 
-from ui import presets, runner, specfile, views, widgets
+from ui import checks_view, presets, runner, specfile, views, widgets
 
 KEY = "roc"
 widgets.page_setup()
@@ -28,6 +28,7 @@ if not edited.equals(table):
 models = runner.model_options()
 chosen = widgets.pick_models("Models", "w_roc_models", list(models), default_count=1)
 
+checks = checks_view.checks_editor(key=KEY)
 entries = runner.perturbation_entries(st.session_state["roc_table"])
 roles = {e.get("role") for e in entries}
 specs = {}
@@ -39,7 +40,8 @@ else:
     try:
         specs = {m: runner.build_spec(base_prompt=st.session_state["w_base_prompt"],
                                       perturbations=entries, model=models[m],
-                                      name="control-vs-target") for m in chosen}
+                                      name="control-vs-target", overrides=checks)
+                 for m in chosen}
     except Exception as exc:  # noqa: BLE001
         st.error(runner.friendly(exc))
 specfile.spec_section(specs, key=KEY)

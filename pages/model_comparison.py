@@ -1,7 +1,7 @@
 """Reference-model distance: how far is each model's answer distribution from a reference's?"""
 import streamlit as st
 
-from ui import presets, runner, specfile, state, views, widgets
+from ui import checks_view, presets, runner, specfile, state, views, widgets
 
 KEY = "models"
 widgets.page_setup()
@@ -33,12 +33,13 @@ with c2:
     others = widgets.pick_models("Compared models", "w_models_others",
                                  [n for n in names if n != reference], default_count=4)
 
+checks = checks_view.checks_editor(key=KEY)
 spec = None
 if others:
     try:
         spec = runner.build_spec(base_prompt=st.session_state["w_models_prompt"],
                                  models=[models[reference]] + [models[o] for o in others],
-                                 name="model-comparison")
+                                 name="model-comparison", overrides=checks)
     except Exception as exc:  # noqa: BLE001
         st.error(runner.friendly(exc))
 elif len(names) >= 2:

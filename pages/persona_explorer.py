@@ -2,7 +2,7 @@
 import pandas as pd
 import streamlit as st
 
-from ui import presets, runner, specfile, views, widgets
+from ui import checks_view, presets, runner, specfile, views, widgets
 
 KEY = "personas"
 widgets.page_setup()
@@ -22,6 +22,7 @@ models = runner.model_options()
 chosen_models = widgets.pick_models("Models", "w_persona_models", list(models),
                                    default_count=1)
 
+checks = checks_view.checks_editor(key=KEY)
 specs = {}
 if not personas:
     st.error("Choose at least one persona.")
@@ -32,7 +33,7 @@ else:
     try:
         specs = {m: runner.build_spec(base_prompt=st.session_state["w_base_prompt"],
                                       perturbations=entries, model=models[m],
-                                      name="persona-explorer")
+                                      name="persona-explorer", overrides=checks)
                  for m in chosen_models}
     except Exception as exc:  # noqa: BLE001
         st.error(runner.friendly(exc))

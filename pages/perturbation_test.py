@@ -2,7 +2,7 @@
 import pandas as pd
 import streamlit as st
 
-from ui import demo, presets, runner, specfile, views, widgets
+from ui import checks_view, demo, presets, runner, specfile, views, widgets
 
 KEY = "landing"
 widgets.page_setup()
@@ -78,11 +78,13 @@ model_name = widgets.pick_model("Model", "w_landing_model", list(models),
                                 help="Add OpenAI-compatible, Hugging Face or replay models "
                                 "in Settings.")
 
+checks = checks_view.checks_editor(key=KEY)
 try:
     spec = runner.build_spec(base_prompt=st.session_state["w_base_prompt"],
                              perturbations=runner.perturbation_entries(
                                  st.session_state["perturbations"]),
-                             model=models.get(model_name), name="perturbation-test")
+                             model=models.get(model_name), name="perturbation-test",
+                             overrides=checks)
 except Exception as exc:  # noqa: BLE001
     spec = None
     st.error(runner.friendly(exc), icon=":material/edit_note:")

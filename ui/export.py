@@ -20,7 +20,7 @@ from dbpa_core import __version__
 from dbpa_core.audit import AuditResult
 from dbpa_core.spec import dump_spec
 
-from . import verdicts
+from . import checks_figures, verdicts
 from .figures import fmt_p, resolution
 
 CSS = """
@@ -97,14 +97,15 @@ def results_csv(result: AuditResult, meta: RunMeta) -> str:
     cols = ["audit", "run_id", "created_at", "source", "tool_version", "model", "name", "role",
             "effect_size", "chance_effect_size", "effect_above_chance", "p_value",
             "p_adjusted", "significant", "stars", *SETTING_COLUMNS, "prompt"]
+    check_cols, check_values = checks_figures.csv_fields(result)  # the answer checks
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore")
+    w = csv.DictWriter(buf, fieldnames=cols + check_cols, extrasaction="ignore")
     w.writeheader()
     common = {"audit": result.spec.name, "run_id": meta.run_id or "",
               "created_at": meta.created_at.isoformat(timespec="seconds"),
               "source": meta.source, "tool_version": meta.tool_version, **settings_of(result)}
     for p in result.perturbations:
-        w.writerow({**p.to_dict(), **common})
+        w.writerow({**p.to_dict(), **common, **check_values.get(p.name, {})})
     return buf.getvalue()
 
 
@@ -169,6 +170,7 @@ def html_report(title: str, results: Sequence[AuditResult] | Mapping[str, AuditR
     if not isinstance(results, Mapping):
         results = {r.base.arm.model_label: r for r in results}
     meta = meta or RunMeta()
+    figures = {**figures, **checks_figures.report_figures(results)}
     charts = []
     first = True
     for name, fig in figures.items():
@@ -204,7 +206,7 @@ def html_report(title: str, results: Sequence[AuditResult] | Mapping[str, AuditR
                     f"α = {s.alpha}, seed = {s.seed}, temperature = {s.temperature}, max tokens "
                     f"= {s.max_tokens}, similarity = "
                     f"{html.escape(str(s.embedder.get('backend', 'local')))}</p>")
-        body.append(_table(r))
+        body.append(_table(r) + checks_figures.checks_html(r))
         for w in r.warnings:
             body.append(f"<p class='muted'>Warning: {html.escape(w)}</p>")
     body.append("<h2>Charts</h2>" + "".join(charts))

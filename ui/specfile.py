@@ -12,6 +12,7 @@ from dbpa_core.multitest import METHODS
 from dbpa_core.spec import AuditSpec, SpecError, model_label, parse_spec
 
 from . import export, presets, state
+from .checks_view import apply_checks
 from .widgets import md_escape
 
 SIMILARITIES = ("local", "bleu", "rouge1", "rouge2", "rougeL")
@@ -127,6 +128,7 @@ def apply_spec(spec: AuditSpec, page: str) -> list[str]:
     if spec.sequential:
         notes.append("Sequential stopping is not offered here: every permutation is run.")
     _set("w_audit_name", spec.name)
+    notes += apply_checks(spec)  # the answer checks' editor holds the spec's checks
 
     # a model already in the list (same backend, name, server, file or folder; and the same
     # label if the spec gives one) is reused; any other is added to the saved models, and

@@ -11,12 +11,13 @@ import streamlit as st
 from dbpa_core.audit import AuditResult
 from dbpa_core.roc import best_model_at_fpr
 
-from . import figures, runner, verdicts, widgets
+from . import checks_view, figures, grid, runner, verdicts, widgets
 from .export import RunMeta
 from .why import why_view
 from .widgets import md_escape
 
-TABS = ["Similarity histograms", "Permutation test", "Embedding map", "Responses", "Why"]
+TABS = ["Similarity histograms", "Permutation test", "Embedding map", "Responses", "Why",
+        "Answers"]
 
 
 def results_container(key: str):
@@ -60,6 +61,7 @@ def perturbation_view(result: AuditResult, *, key: str, meta: RunMeta,
         st.subheader("Results")
         control_gate({job or result.base.arm.model_label: result}, key=key)
         widgets.show_results_table(result, key=key)
+        checks_view.checks_section(result, key=key)
         tabs = st.tabs(TABS, key=f"{key}_tabs", on_change="rerun")
         with tabs[0]:
             if tabs[0].open is not False:
@@ -94,6 +96,9 @@ def perturbation_view(result: AuditResult, *, key: str, meta: RunMeta,
         with tabs[4]:
             if tabs[4].open is not False:
                 why_view(result, key=f"{key}_why")
+        with tabs[5]:
+            if tabs[5].open is not False:
+                grid.answers_grid({job or "": result}, key=key)
         widgets.downloads(result, lambda: {
             "Similarity histograms": figures.similarity_histograms(result),
             "Permutation tests": figures.permutation_grid(result),
@@ -112,9 +117,11 @@ def model_comparison_view(result: AuditResult, *, key: str, meta: RunMeta,
                    "not shown to differ with this k. The test takes the reference's answers as "
                    "the null, so swapping reference and model can change p.")
         widgets.show_results_table(result, key=key, sentence=False)
+        checks_view.checks_section(result, key=key)
         st.plotly_chart(figures.similarity_histograms(result), key=f"{key}_hist")
         widgets.response_viewer(result, key=key)
         why_view(result, key=f"{key}_why")
+        grid.answers_tab({"model comparison": result}, key=key)
         widgets.downloads(result, lambda: {
             "Distance from the reference": figures.model_distance_figure(result),
             "Histograms": figures.similarity_histograms(result),
@@ -185,6 +192,8 @@ def persona_view(results: Mapping[str, AuditResult], *, key: str, meta: RunMeta,
                                                   figures.persona_heatmap(results),
                                                   "Permutation tests": figures.permutation_grid(r)},
                                   key=f"{key}_{m}", title=f"{title} — {m}", meta=meta, job=m)
+        checks_view.checks_section(results, key=key)
+        grid.answers_tab(results, key=key)
 
 
 def control_target_view(results: Mapping[str, AuditResult], *, key: str, meta: RunMeta,
@@ -245,6 +254,8 @@ def control_target_view(results: Mapping[str, AuditResult], *, key: str, meta: R
                     "Similarity histograms": figures.similarity_histograms(r)},
                     key=f"{key}_{m}", title=f"{title} — {m}", meta=meta, job=m)
                 why_view(r, key=f"{key}_{m}_why")
+        checks_view.checks_section(results, key=key)
+        grid.answers_tab(results, key=key)
 
 
 VIEWS = {"landing": "perturbation", "personas": "personas", "roc": "control_target",
@@ -268,6 +279,7 @@ def show_recorded(results: Mapping[str, AuditResult], *, page: str | None, key: 
                   meta: RunMeta, title: str) -> None:
     """Draw a recorded run with the view of the page that made it."""
     kind = view_for(page, results)
+    results = checks_view.with_checks(results, key=key)  # recomputed from the answers
     if kind == "personas":
         persona_view(results, key=key, meta=meta, title=title)
     elif kind == "control_target":
