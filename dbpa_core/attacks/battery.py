@@ -53,6 +53,7 @@ from .metrics import (
     spread,
 )
 from .patterns import PatternRow, SpacyMissing, tag_words, word_patterns
+from .phrases import PhraseAnalysis, analyse_battery
 from .spec import AttackConfig, BatterySpec
 from .text import AttackedText, attack_texts, derive_seed, highlight_segments
 
@@ -385,6 +386,7 @@ class BatteryResult:
     usage: dict[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     created_at: datetime = field(default_factory=lambda: datetime.now(UTC))  # names the files
+    phrases: PhraseAnalysis | None = None        # phrase types of attacked words, the forest
 
     # ---------------------------------------------------------------- views
     @property
@@ -442,6 +444,7 @@ class BatteryResult:
                             "option_orders": cons("option_orders")},
             "patterns": pats,
             "curve": [r.to_dict() for r in self.curve],
+            "phrases": self.phrases.to_dict() if self.phrases is not None else None,
             "unparsed_answers": self.unparsed,
             "usage": self.usage,
             "warnings": list(self.warnings),
@@ -474,6 +477,9 @@ class BatteryResult:
             files["patterns.csv"] = self._csv([_no_nan(p.to_dict()) for p in self.patterns])
         if self.curve:
             files["curve.csv"] = self._csv([_no_nan(r.to_dict()) for r in self.curve])
+        if self.phrases is not None:
+            files.update({k: self._csv([_no_nan(r) for r in v])
+                          for k, v in self.phrases.csv_rows().items()})
         return files
 
     def attacked_jsonl(self) -> str:
@@ -551,6 +557,7 @@ def run_battery(spec: BatterySpec, *, cache: Cache | None = None,
     consistency = _consistency(spec, records)
     rti = _rti_rows(spec, r_values)
     patterns = _patterns(spec, records, clean, sampler, caught)
+    phrases = analyse_battery(records, clean, seed=spec.seed, progress=sampler.progress)
     curve, curve_responses = _curve(spec, sampler, p["curve"], curve_texts, caught)
 
     unparsed = sum(not r.parsed.parsed for r in records)
@@ -559,7 +566,8 @@ def run_battery(spec: BatterySpec, *, cache: Cache | None = None,
                       "counted as unparsed (wrong for ER; see attacked.jsonl).")
     usage = dict(sampler.usage, seconds=round(time.perf_counter() - t0, 3))
     return BatteryResult(spec, tuple(records), tuple(table), tuple(consistency), tuple(rti),
-                         tuple(patterns), tuple(curve), curve_responses, usage, tuple(caught))
+                         tuple(patterns), tuple(curve), curve_responses, usage, tuple(caught),
+                         phrases=phrases)
 
 
 def _run_rti(spec: BatterySpec, sampler: Sampler, clean: dict) -> tuple[list[AnswerRecord], dict]:
@@ -884,6 +892,8 @@ def report_html(result: BatteryResult, *, charts_html: str = "", title: str = "R
                                          [("feature", "feature"), ("value", "value"),
                                           ("share", "share"), ("base_share", "base share"),
                                           ("lift", "lift")]))
+    if result.phrases is not None:
+        body.append(result.phrases.html())
     if result.curve:
         body.append("<h2>Robustness curve (DBPA)</h2><p class='muted'>ω of the attacked prompt's "
                     f"response distribution against the clean prompt's (k = {s.samples}); p from "
