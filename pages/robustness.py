@@ -206,10 +206,10 @@ if result is not None:
             st.markdown("**Phrase types and what predicts a changed answer**")
             if f["Attacked words by phrase type"] is not None:
                 st.plotly_chart(f["Attacked words by phrase type"], key=f"{KEY}_phrases")
-                st.dataframe(battery.phrase_table(result), hide_index=True, key=f"{KEY}_phrase_t",
-                             column_config={c: st.column_config.NumberColumn(format="%.2f") for c in
-                                            ("share (answer changed)", "share (all attacks)",
-                                             "lift", "ASR when hit")})
+                st.dataframe(battery.phrase_table(result).style.format(
+                    dict.fromkeys(("share (answer changed)", "share (all attacks)", "lift",
+                                   "ASR when hit"), "{:.2f}"), na_rep="–"),  # never attacked
+                    hide_index=True, key=f"{KEY}_phrase_t")
                 st.caption("Each attacked word's phrase (NP noun, VP verb, PP prepositional, ADJP "
                            "adjective, ADVP adverb, QP quantity phrase, PRT particle, WH "
                            "wh-phrase), read from spaCy's dependency parse. Share: among the "
@@ -221,8 +221,9 @@ if result is not None:
                            f"shuffled (whiskers: sd over {result.phrases.forest.repeats} "
                            "shuffles). A feature is the share of an "
                            "attack's words in one phrase type, or the share of the text attacked. "
-                           "Near 0: the forest does not need it; read the bars only when the "
-                           "accuracy beats the majority guess.")
+                           "Near 0: the forest does not need it (features it never used are "
+                           "left out); read the bars only when the accuracy beats the majority "
+                           "guess.")
     with tabs[6]:
         choices = battery.example_choices(result)
         if not choices:

@@ -198,15 +198,18 @@ def phrase_figure(result: BatteryResult, level: str = ALL) -> go.Figure | None:
 def importance_figure(result: BatteryResult) -> go.Figure | None:
     """The random forest's permutation importances (held-out accuracy lost when a feature
     is shuffled, ± its standard deviation over the shuffles), most important on top; the
-    title gives the held-out accuracy beside the majority baseline."""
+    title gives the held-out accuracy beside the majority baseline, and the bars are grey
+    when the forest does not beat it."""
     f = result.phrases.forest if result.phrases is not None else None
     if f is None or not f.fitted:
         return None
-    ranked = f.ranked()[::-1]  # plotly draws the first bar at the bottom
+    # features the forest never split on (never attacked, or no use) are left out; the
+    # plotly draws the first bar at the bottom
+    ranked = [i for i in f.ranked() if i.impurity > 0 or i.mean != 0][::-1]
     v = [i.mean for i in ranked]
     fig = go.Figure(go.Bar(
         y=[i.feature for i in ranked], x=v, orientation="h",
-        marker_color=[ACCENT if i.mean > 0 else GREY for i in ranked],
+        marker_color=[ACCENT if i.mean > 0 and f.beats_baseline else GREY for i in ranked],
         error_x=dict(type="data", array=[i.std for i in ranked], thickness=1.2, width=3),
         customdata=[[i.std, i.impurity] for i in ranked],
         hovertemplate="%{y}: accuracy −%{x:.3f} when shuffled (sd %{customdata[0]:.3f})<br>"
@@ -214,7 +217,8 @@ def importance_figure(result: BatteryResult) -> go.Figure | None:
     fig.add_vline(x=0, line_color=GREY, line_dash="dot")
     fig.update_xaxes(title_text="held-out accuracy lost when the feature is shuffled")
     title = (f"What predicts a changed answer (random forest)<br><sup>held-out accuracy "
-             f"{f.accuracy:.2f}; always guessing the more frequent outcome: {f.baseline:.2f}</sup>")
+             f"{f.accuracy:.2f}; always guessing the more frequent outcome: {f.baseline:.2f}" +
+             ("" if f.beats_baseline else " — no better, so the bars say little") + "</sup>")
     _layout(fig, title=title, height=140 + 32 * len(ranked))
     fig.update_layout(showlegend=False, margin=dict(l=120, t=80))
     return fig

@@ -195,7 +195,9 @@ def forest_text(result: BatteryResult) -> str:
             f"types it hit and the share of words it attacked: **held-out accuracy {f.accuracy:.2f}"
             f"** against **{f.baseline:.2f}** for always guessing the more frequent outcome "
             f"({f.rows} attacks of {f.items} items, {f.changed} changed the answer; "
-            f"{f.folds}-fold cross-validation by item)." + (f" {f.note}" if f.note else ""))
+            f"{f.folds}-fold cross-validation by item)." +
+            ("" if f.beats_baseline else " That is no better than guessing: the importances "
+             "below say little."))
 
 
 def answers_table(result: BatteryResult, *, only_unparsed: bool = False) -> pd.DataFrame:

@@ -108,6 +108,13 @@ def test_phrase_and_forest_figures(result):
     imp = F.importance_figure(fitted)
     assert list(imp.data[0].y)[-1] == "VP" and imp.data[0].x[-1] == pytest.approx(forest.ranked()[0].mean)
     assert f"held-out accuracy {forest.accuracy:.2f}" in imp.layout.title.text
+    assert "QP" not in imp.data[0].y  # never attacked: never used, left out
+    assert forest.beats_baseline and imp.data[0].marker.color[-1] == F.ACCENT
+    # a forest no better than the majority guess: grey bars, and the title says so
+    worse = dataclasses.replace(forest, accuracy=forest.baseline)
+    weak = F.importance_figure(dataclasses.replace(
+        fitted, phrases=dataclasses.replace(fitted.phrases, forest=worse)))
+    assert set(weak.data[0].marker.color) == {F.GREY} and "say little" in weak.layout.title.text
     assert battery.importance_table(fitted)["feature"][0] == "VP"
     assert "held-out accuracy" in battery.forest_text(fitted)
     html = F.html_report(fitted, F.battery_figures(fitted))
