@@ -261,3 +261,51 @@ def test_battery_without_changed_words_has_no_analysis(tmp_path):
         res = run_battery(spec, cache=Cache(tmp_path / "c"))
     assert res.phrases is None and json.loads(res.to_json())["phrases"] is None
     assert "phrases.csv" not in res.csv_files()
+
+
+def test_each_text_is_parsed_once_for_tags_and_phrases(monkeypatch):
+    from collections import OrderedDict
+
+    from dbpa_core.attacks import patterns
+
+    real, calls = patterns.nlp(), []
+
+    class Counting:
+        def pipe(self, texts, **kw):
+            calls.append(list(texts))
+            return real.pipe(texts, **kw)
+
+    monkeypatch.setattr(patterns, "nlp", Counting)
+    monkeypatch.setattr(patterns, "_SYNTAX_CACHE", OrderedDict())
+    monkeypatch.setattr(patterns, "SYNTAX_CACHE_TEXTS", 2)
+    text = "Sandra picked up the apple."
+    spans = {text: attack_text(text, "char", 0.0).words}
+    assert patterns.tag_words([text], spans)[text][1] == ("VERB", "ROOT")
+    assert P.label_words([text, text], spans)[text] == ["NP", "VP", "PRT", "NP", "NP"]
+    assert calls == [[text]]
+    others = {t: attack_text(t, "char", 0.0).words for t in ("One cat.", "Two dogs.")}
+    P.label_words(list(others), others)
+    assert len(patterns._SYNTAX_CACHE) == 2 and (text, tuple(spans[text])) not in patterns._SYNTAX_CACHE
+
+
+def test_without_spacy_the_analysis_says_so(monkeypatch):
+    from collections import OrderedDict
+
+    from dbpa_core.attacks import patterns
+
+    def missing():
+        raise P.SpacyMissing("spaCy's English model is not installed.")
+
+    monkeypatch.setattr(patterns, "nlp", missing)
+    monkeypatch.setattr(patterns, "_SYNTAX_CACHE", OrderedDict())
+    att = attack_text("Mary went home.", "char", 1.0, rng=0)
+
+    class Rec:
+        def __init__(self, kind, index):
+            self.query = type("Q", (), {"kind": kind, "attack": att, "base": _Q("a").base,
+                                        "name": "char", "rho": 1.0})()
+            self.parsed = type("A", (), {"index": index})()
+
+    out = P.analyse_battery([Rec("attack", 1)], {("d", "a"): Rec("clean", 0)})
+    assert out.forest is None and not out.table and "not installed" in out.note
+    assert "not installed" in out.html() and json.dumps(out.to_dict())

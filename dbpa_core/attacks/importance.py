@@ -14,9 +14,10 @@ forest that learnt anything must beat.
 **Permutation importance** of a feature: the held-out accuracy lost when that feature's
 column is shuffled within each held-out fold (``repeats`` shuffles; mean and standard
 deviation over them). A feature the forest does not use loses nothing (0); one it relies
-on loses accuracy. Unlike the forest's impurity importance (given beside it), it is
-measured on items the forest did not see, so a feature that only helped to memorize the
-training rows gets none.
+on loses accuracy. Unlike the forests' impurity importance (given beside it, the mean
+over the folds' forests), it is measured on items the forest did not see, so a feature
+that only helped to memorize the training rows gets none. The defaults (100 trees, 10
+shuffles) cost about a second of CPU for 2,000 attacked prompts.
 
 Everything is seeded (the forest's ``random_state``, the shuffles): the same rows give
 the same numbers. Too few items, or a single outcome (every attack changed the answer,
@@ -40,7 +41,7 @@ class Importance:
     feature: str
     mean: float        # held-out accuracy lost when the feature is shuffled
     std: float
-    impurity: float    # the forest's mean decrease in impurity (fit on every row)
+    impurity: float    # the forests' mean decrease in impurity (mean over the folds)
 
     def to_dict(self) -> dict[str, Any]:
         return {"feature": self.feature, "permutation_importance": self.mean,
@@ -89,8 +90,8 @@ def _not_fit(features, rows, items, changed, note) -> ForestResult:
 
 
 def forest_importances(X: np.ndarray, y: Sequence[bool], groups: Sequence[Any],
-                       features: Sequence[str], *, seed: int = 0, trees: int = 200,
-                       repeats: int = 20) -> ForestResult:
+                       features: Sequence[str], *, seed: int = 0, trees: int = 100,
+                       repeats: int = 10) -> ForestResult:
     """Fit a random forest predicting ``y`` from ``X`` and measure it (see the module
     docstring).
 
@@ -136,12 +137,11 @@ def forest_importances(X: np.ndarray, y: Sequence[bool], groups: Sequence[Any],
     base = np.zeros(n, dtype=bool)
     k = len(features)
     shuffled_right = np.zeros((k, repeats))   # rows predicted right with feature j shuffled
-
-    def forest():
-        return RandomForestClassifier(n_estimators=trees, random_state=seed, n_jobs=1)
-
+    impurity = np.zeros(k)
     for train, test in GroupKFold(n_splits=folds).split(X, y, g):
-        model = forest().fit(X[train], y[train])
+        model = RandomForestClassifier(n_estimators=trees, random_state=seed, n_jobs=1)
+        model.fit(X[train], y[train])
+        impurity += model.feature_importances_ / folds
         pred[test] = model.predict(X[test])
         base[test] = y[train].mean() > 0.5   # ties: "unchanged"
         # every shuffled copy of the held-out rows in one prediction
@@ -155,7 +155,6 @@ def forest_importances(X: np.ndarray, y: Sequence[bool], groups: Sequence[Any],
         shuffled_right += (got == y[test]).sum(axis=2)
     accuracy = float((pred == y).mean())
     drops = accuracy - shuffled_right / n
-    impurity = forest().fit(X, y).feature_importances_
     imps = tuple(Importance(f, float(drops[j].mean()), float(drops[j].std()), float(impurity[j]))
                  for j, f in enumerate(features))
     baseline = float((base == y).mean())

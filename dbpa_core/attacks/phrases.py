@@ -55,7 +55,7 @@ import numpy as np
 
 from ..sampling import Progress
 from .importance import ForestResult, forest_importances
-from .patterns import SpacyMissing, nlp
+from .patterns import SpacyMissing, word_syntax
 from .text import AttackedText
 
 GROUPS = ("NP", "VP", "PP", "ADJP", "ADVP", "QP", "PRT", "WH", "other")
@@ -176,16 +176,7 @@ def label_words(texts: Iterable[str], spans_of: Mapping[str, Sequence[tuple[int,
 
     Raises :class:`~dbpa_core.attacks.patterns.SpacyMissing` without spaCy's model.
     """
-    model = nlp()
-    unique = list(dict.fromkeys(texts))
-    out: dict[str, list[str]] = {}
-    for text, doc in zip(unique, model.pipe(unique, batch_size=64), strict=True):
-        labels = []
-        for a, b in spans_of[text]:
-            span = doc.char_span(a, b, alignment_mode="expand")
-            labels.append(phrase_label(span.root) if span is not None and len(span) else "X")
-        out[text] = labels
-    return out
+    return {t: [w.phrase for w in ws] for t, ws in word_syntax(texts, spans_of).items()}
 
 
 def sentence_labels(text: str) -> list[tuple[str, str]]:
