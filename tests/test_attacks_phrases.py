@@ -172,6 +172,13 @@ def test_forest_finds_the_phrase_that_breaks_it(target):
     assert d["importances"][0]["feature"] == target and json.dumps(d)
 
 
+def test_forest_on_a_large_battery_costs_less_and_still_finds_it():
+    obs = _synthetic(3, n_items=60, per_item=20)
+    f = _fit(obs)
+    assert (f.rows, f.items, f.folds, f.repeats) == (1200, 60, 3, 5)
+    assert f.ranked()[0].feature == "VP" and f.beats_baseline
+
+
 def test_forest_refuses_with_a_note_not_an_error():
     one = [_obs(f"i{i}", ["NP"], True) for i in range(10)]
     f = _fit(one)
