@@ -56,7 +56,7 @@ import numpy as np
 from ..sampling import Progress
 from .importance import ForestResult, forest_importances
 from .patterns import SpacyMissing, word_syntax
-from .text import AttackedText
+from .text import AttackedText, word_spans
 
 GROUPS = ("NP", "VP", "PP", "ADJP", "ADVP", "QP", "PRT", "WH", "other")
 LABELS = ("NP", "VP", "PP", "ADJP", "ADVP", "QP", "PRT", "WHNP", "WHADVP", "WHADJP", "WHPP",
@@ -182,8 +182,6 @@ def label_words(texts: Iterable[str], spans_of: Mapping[str, Sequence[tuple[int,
 def sentence_labels(text: str) -> list[tuple[str, str]]:
     """``[(word, phrase label)]`` of every word of ``text`` (words as the attacks split
     them): for checking the rules on a sentence of your own."""
-    from .text import word_spans
-
     spans = word_spans(text)
     labels = label_words([text], {text: spans})[text]
     return [(text[a:b], lab) for (a, b), lab in zip(spans, labels, strict=True)]
@@ -233,6 +231,10 @@ class Observation:
         return len(self.words) / self.n_words if self.n_words else 0.0
 
 
+def _spans(att: AttackedText) -> Sequence[tuple[int, int]]:
+    return att.words or word_spans(att.original)
+
+
 def observations(pairs: Sequence[tuple[Any, AttackedText, bool]],
                  labels: Mapping[str, Sequence[str]]) -> list[Observation]:
     """``(query, attacked text, changed)`` triples -> observations, with the phrase labels
@@ -242,8 +244,8 @@ def observations(pairs: Sequence[tuple[Any, AttackedText, bool]],
     for q, att, changed in pairs:
         if not att.changes:
             continue
-        lab = labels[att.original]
-        words = tuple(AttackedWord(c.word, att.original[slice(*att.words[c.word])], c.op,
+        lab, spans = labels[att.original], _spans(att)
+        words = tuple(AttackedWord(c.word, att.original[slice(*spans[c.word])], c.op,
                                    lab[c.word]) for c in att.changes)
         out.append(Observation(q.base.dataset, q.base.id, q.name, att.level, q.rho,
                                att.n_words, words, bool(changed)))
@@ -409,7 +411,7 @@ def analyse_battery(records: Sequence[Any], clean: Mapping[tuple[str, str], Any]
              for r in att]
     say = progress or (lambda p: None)
     say(Progress("phrases", 0, 2, "phrase types"))
-    texts = {a.original: a.words for _, a, _ in pairs}
+    texts = {a.original: _spans(a) for _, a, _ in pairs}
     try:
         labels = label_words(list(texts), texts)
     except SpacyMissing as exc:
