@@ -206,10 +206,7 @@ if result is not None:
             st.markdown("**Phrase types and what predicts a changed answer**")
             if f["Attacked words by phrase type"] is not None:
                 st.plotly_chart(f["Attacked words by phrase type"], key=f"{KEY}_phrases")
-                st.dataframe(battery.phrase_table(result).style.format(
-                    dict.fromkeys(("share (answer changed)", "share (all attacks)", "lift",
-                                   "ASR when hit"), "{:.2f}"), na_rep="–"),  # never attacked
-                    hide_index=True, key=f"{KEY}_phrase_t")
+                st.dataframe(battery.phrase_table(result), hide_index=True, key=f"{KEY}_phrase_t")
                 st.caption("Each attacked word's phrase (NP noun, VP verb, PP prepositional, ADJP "
                            "adjective, ADVP adverb, QP quantity phrase, PRT particle, WH "
                            "wh-phrase), read from spaCy's dependency parse. Share: among the "

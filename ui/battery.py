@@ -164,11 +164,14 @@ def phrase_table(result: BatteryResult) -> pd.DataFrame:
     among successful attacks and among all, the lift, and the ASR of attacks touching it."""
     from dbpa_core.attacks.phrases import GROUP_TEXT
 
+    def num(x: float) -> str:  # text: "–" where undefined (a phrase type never attacked)
+        return "–" if x != x else f"{x:.2f}"
+
     ph = result.phrases
     return pd.DataFrame([{"phrase": r.value, "what": GROUP_TEXT[r.value], "attacked words": r.words,
-                          "share (answer changed)": r.share, "share (all attacks)": r.base_share,
-                          "lift": r.lift, "attacks hitting it": r.hit,
-                          "ASR when hit": r.asr_when_hit}
+                          "share (answer changed)": num(r.share),
+                          "share (all attacks)": num(r.base_share), "lift": num(r.lift),
+                          "attacks hitting it": r.hit, "ASR when hit": num(r.asr_when_hit)}
                          for r in (ph.rows() if ph is not None else [])])
 
 

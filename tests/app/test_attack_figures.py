@@ -95,6 +95,8 @@ def test_phrase_and_forest_figures(result):
     assert battery.importance_table(result).empty
     t = battery.phrase_table(result)
     assert list(t["phrase"]) == list(P.GROUPS) and "ASR when hit" in t.columns
+    never = t[t["attacked words"] == 0]
+    assert len(never) and set(never["lift"]) == {"–"}
     # with a fitted forest: bars ranked, the most important on top, accuracy in the title
     obs = []
     for i in range(20):
