@@ -202,6 +202,25 @@ if result is not None:
             st.caption("Orange: attacked words of attacks that changed the answer (each item "
                        "weighs 1). Grey: all attacked words. Orange above grey: attacking such "
                        "words breaks the model more often than their share says.")
+        if result.phrases is not None:
+            st.markdown("**Phrase types and what predicts a changed answer**")
+            if f["Attacked words by phrase type"] is not None:
+                st.plotly_chart(f["Attacked words by phrase type"], key=f"{KEY}_phrases")
+                st.dataframe(battery.phrase_table(result), hide_index=True, key=f"{KEY}_phrase_t")
+                st.caption("Each attacked word's phrase (NP noun, VP verb, PP prepositional, ADJP "
+                           "adjective, ADVP adverb, QP quantity phrase, PRT particle, WH "
+                           "wh-phrase), read from spaCy's dependency parse. Share: among the "
+                           "attacked words of one attack, each attack weighing 1.")
+            st.markdown(battery.forest_text(result))
+            if f["What predicts a changed answer"] is not None:
+                st.plotly_chart(f["What predicts a changed answer"], key=f"{KEY}_forest")
+                st.caption("Bars: how much held-out accuracy the forest loses when one feature is "
+                           f"shuffled (whiskers: sd over {result.phrases.forest.repeats} "
+                           "shuffles). A feature is the share of an "
+                           "attack's words in one phrase type, or the share of the text attacked. "
+                           "Near 0: the forest does not need it (features it never used are "
+                           "left out); read the bars only when the accuracy beats the majority "
+                           "guess.")
     with tabs[6]:
         choices = battery.example_choices(result)
         if not choices:

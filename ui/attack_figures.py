@@ -155,6 +155,22 @@ def consistency_figure(result: BatteryResult) -> go.Figure | None:
     return fig
 
 
+def _share_bars(rows, label: str, title: str) -> go.Figure:
+    """Share among attacked words of successful attacks beside the share among all
+    attacked words (``rows`` have ``value``, ``share``, ``base_share`` and ``lift``)."""
+    x = [p.value for p in rows]
+    fig = go.Figure()
+    fig.add_trace(go.Bar(x=x, y=[p.share for p in rows], name="successful attacks",
+                         marker_color=ALT_COLOR, customdata=[p.lift for p in rows],
+                         hovertemplate="%{x}: %{y:.2f} (lift %{customdata:.2f})<extra></extra>"))
+    fig.add_trace(go.Bar(x=x, y=[p.base_share for p in rows], name="all attacked words",
+                         marker_color=GREY, hovertemplate="%{x}: %{y:.2f}<extra></extra>"))
+    fig.update_xaxes(title_text=label)
+    fig.update_yaxes(title_text="share of attacked words")
+    fig.update_layout(barmode="group")
+    return _layout(fig, title=title, height=380)
+
+
 def patterns_figure(result: BatteryResult, feature: str = "position", level: str = ALL) -> go.Figure | None:
     """Share of attacked words of successful attacks (each item weighing 1) by position,
     part of speech or dependency, beside their share among all attacked words."""
@@ -163,19 +179,49 @@ def patterns_figure(result: BatteryResult, feature: str = "position", level: str
         return None
     if feature != "position":
         rows = rows[:12]
-    x = [p.value for p in rows]
-    fig = go.Figure()
-    fig.add_trace(go.Bar(x=x, y=[p.share for p in rows], name="successful attacks",
-                         marker_color=ALT_COLOR, customdata=[p.lift for p in rows],
-                         hovertemplate="%{x}: %{y:.2f} (lift %{customdata:.2f})<extra></extra>"))
-    fig.add_trace(go.Bar(x=x, y=[p.base_share for p in rows], name="all attacked words",
-                         marker_color=GREY, hovertemplate="%{x}: %{y:.2f}<extra></extra>"))
     label = {"position": "position in the text", "pos": "part of speech",
              "dep": "dependency relation"}[feature]
-    fig.update_xaxes(title_text=label)
-    fig.update_yaxes(title_text="share of attacked words")
-    fig.update_layout(barmode="group")
-    return _layout(fig, title=f"Which words break it: {label}", height=380)
+    return _share_bars(rows, label, f"Which words break it: {label}")
+
+
+def phrase_figure(result: BatteryResult, level: str = ALL) -> go.Figure | None:
+    """The phrase table as bars: the share of attacked words in each phrase type among
+    attacks that changed the answer, beside the share among all attacks (types never
+    attacked are left out)."""
+    ph = result.phrases
+    rows = [r for r in ph.rows(level) if r.words] if ph is not None else []
+    if not rows:
+        return None
+    return _share_bars(rows, "phrase type of the attacked word", "Which phrases break it")
+
+
+def importance_figure(result: BatteryResult) -> go.Figure | None:
+    """The random forest's permutation importances (held-out accuracy lost when a feature
+    is shuffled, ± its standard deviation over the shuffles), most important on top; the
+    title gives the held-out accuracy beside the majority baseline, and the bars are grey
+    when the forest does not beat it."""
+    f = result.phrases.forest if result.phrases is not None else None
+    if f is None or not f.fitted:
+        return None
+    # features the forest never split on (never attacked, or no use) are left out; the
+    # plotly draws the first bar at the bottom
+    ranked = [i for i in f.ranked() if i.impurity > 0 or i.mean != 0][::-1]
+    v = [i.mean for i in ranked]
+    fig = go.Figure(go.Bar(
+        y=[i.feature for i in ranked], x=v, orientation="h",
+        marker_color=[ACCENT if i.mean > 0 and f.beats_baseline else GREY for i in ranked],
+        error_x=dict(type="data", array=[i.std for i in ranked], thickness=1.2, width=3),
+        customdata=[[i.std, i.impurity] for i in ranked],
+        hovertemplate="%{y}: accuracy −%{x:.3f} when shuffled (sd %{customdata[0]:.3f})<br>"
+                      "impurity importance %{customdata[1]:.3f}<extra></extra>"))
+    fig.add_vline(x=0, line_color=GREY, line_dash="dot")
+    fig.update_xaxes(title_text="held-out accuracy lost when the feature is shuffled")
+    title = (f"What predicts a changed answer (random forest)<br><sup>held-out accuracy "
+             f"{f.accuracy:.2f}; always guessing the more frequent outcome: {f.baseline:.2f}" +
+             ("" if f.beats_baseline else " — no better, so the bars say little") + "</sup>")
+    _layout(fig, title=title, height=140 + 32 * len(ranked))
+    fig.update_layout(showlegend=False, margin=dict(l=120, t=80))
+    return fig
 
 
 def battery_figures(result: BatteryResult) -> dict[str, go.Figure | None]:
@@ -185,7 +231,9 @@ def battery_figures(result: BatteryResult) -> dict[str, go.Figure | None]:
             "RTI": rti_figure(result), "Robustness curve": curve_figure(result),
             "Consistency": consistency_figure(result),
             "Attacked words by position": patterns_figure(result, "position"),
-            "Attacked words by part of speech": patterns_figure(result, "pos")}
+            "Attacked words by part of speech": patterns_figure(result, "pos"),
+            "Attacked words by phrase type": phrase_figure(result),
+            "What predicts a changed answer": importance_figure(result)}
 
 
 def html_report(result: BatteryResult, figures: Mapping[str, go.Figure | None]) -> str:
@@ -201,4 +249,5 @@ def html_report(result: BatteryResult, figures: Mapping[str, go.Figure | None]) 
 
 
 __all__ = ["ACCENT", "battery_figures", "consistency_figure", "curve_figure", "dataset_heatmap",
-           "er_asr_figure", "html_report", "patterns_figure", "rti_figure"]
+           "er_asr_figure", "html_report", "importance_figure", "patterns_figure", "phrase_figure",
+           "rti_figure"]

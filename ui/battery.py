@@ -159,6 +159,50 @@ def consistency_table(result: BatteryResult) -> pd.DataFrame:
                          for r in result.consistency if r.dataset == ALL])
 
 
+def phrase_table(result: BatteryResult) -> pd.DataFrame:
+    """The phrase table (all attack levels): per phrase type, the attacked words, their share
+    among successful attacks and among all, the lift, and the ASR of attacks touching it."""
+    from dbpa_core.attacks.phrases import GROUP_TEXT
+
+    def num(x: float) -> str:  # text: "–" where undefined (a phrase type never attacked)
+        return "–" if x != x else f"{x:.2f}"
+
+    ph = result.phrases
+    return pd.DataFrame([{"phrase": r.value, "what": GROUP_TEXT[r.value], "attacked words": r.words,
+                          "share (answer changed)": num(r.share),
+                          "share (all attacks)": num(r.base_share), "lift": num(r.lift),
+                          "attacks hitting it": r.hit, "ASR when hit": num(r.asr_when_hit)}
+                         for r in (ph.rows() if ph is not None else [])])
+
+
+def importance_table(result: BatteryResult) -> pd.DataFrame:
+    """The forest's importances, most important first (empty when it was not fit)."""
+    f = result.phrases.forest if result.phrases is not None else None
+    return pd.DataFrame([{"feature": i.feature, "permutation importance": i.mean, "sd": i.std,
+                          "impurity importance": i.impurity}
+                         for i in (f.ranked() if f is not None else [])])
+
+
+def forest_text(result: BatteryResult) -> str:
+    """One sentence on the forest: its held-out accuracy beside the majority baseline, or
+    why it was not fit."""
+    ph = result.phrases
+    if ph is None:
+        return "No attack changed a word: no phrase analysis."
+    f = ph.forest
+    if f is None:
+        return ph.note or "No phrase analysis."
+    if not f.fitted:
+        return f.note
+    return (f"A random forest predicts whether an attack changed the answer from the phrase "
+            f"types it hit and the share of words it attacked: **held-out accuracy {f.accuracy:.2f}"
+            f"** against **{f.baseline:.2f}** for always guessing the more frequent outcome "
+            f"({f.rows} attacks of {f.items} items, {f.changed} changed the answer; "
+            f"{f.folds}-fold cross-validation by item)." +
+            ("" if f.beats_baseline else " That is no better than guessing: the importances "
+             "below say little."))
+
+
 def answers_table(result: BatteryResult, *, only_unparsed: bool = False) -> pd.DataFrame:
     """Every answer: item, what was asked, the model's text and what it was read as."""
     rows = []

@@ -34,6 +34,7 @@ STAGE_TEXT = {"loading": "Loading the model", "sampling": "Sampling responses",
               # the robustness battery (dbpa_core.attacks.battery)
               "answering": "Answering the items", "rti": "RTI: raising ρ until answers change",
               "patterns": "Tagging the attacked words",
+              "phrases": "Phrase types and the random forest",
               # simulator fidelity (dbpa_core.fidelity)
               "simulating": "Simulating respondents", "analysis": "Computing the curves"}
 

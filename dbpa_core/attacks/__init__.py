@@ -6,6 +6,10 @@
 * :mod:`.answers` — reading the chosen option from a free-text answer;
 * :mod:`.metrics` — ER, ASR, RTI and consistency spreads with intervals;
 * :mod:`.patterns` — which words break the model (position, part of speech, dependency);
+* :mod:`.phrases` — the phrase type of each attacked word (NP, VP, PP, …, read from the
+  dependency parse), per-item frequency vectors and the phrase table;
+* :mod:`.importance` — a random forest predicting a changed answer from those vectors:
+  held-out accuracy beside the majority guess, permutation importances;
 * :mod:`.sample` — a sample data set made from templates (runs offline);
 * :mod:`.spec`, :mod:`.battery` — ``dbpa attack SPEC.yaml``: the whole battery over the
   cached sampler, with the DBPA robustness curve.

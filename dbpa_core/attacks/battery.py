@@ -54,6 +54,7 @@ from .metrics import (
     spread,
 )
 from .patterns import PatternRow, SpacyMissing, tag_words, word_patterns
+from .phrases import PhraseAnalysis, analyse_battery
 from .spec import AttackConfig, BatterySpec
 from .text import AttackedText, attack_texts, derive_seed, highlight_segments
 
@@ -61,7 +62,8 @@ RTI_RHOS = tuple(round(0.1 * i, 1) for i in range(1, 11))
 ALL = "all"
 # every file a battery may write: one a rerun does not write is removed from the folder
 BATTERY_FILES = ("results.json", "results.csv", "rti.csv", "consistency.csv", "patterns.csv",
-                 "curve.csv", "attacked.jsonl", "report.html")
+                 "curve.csv", "phrases.csv", "phrase_words.csv", "importances.csv",
+                 "attacked.jsonl", "report.html")
 
 
 def _no_nan(value: Any) -> Any:
@@ -398,6 +400,7 @@ class BatteryResult:
     usage: dict[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     created_at: datetime = field(default_factory=lambda: datetime.now(UTC))  # names the files
+    phrases: PhraseAnalysis | None = None        # phrase types of attacked words, the forest
 
     # ---------------------------------------------------------------- views
     @property
@@ -465,6 +468,7 @@ class BatteryResult:
             "patterns": pats,
             "curve": [r.to_dict() for r in self.curve],
             "answer_positions": self.answer_positions(),
+            "phrases": self.phrases.to_dict() if self.phrases is not None else None,
             "unparsed_answers": self.unparsed,
             "usage": self.usage,
             "warnings": list(self.warnings),
@@ -500,6 +504,9 @@ class BatteryResult:
             files["patterns.csv"] = self._csv([_no_nan(p.to_dict()) for p in self.patterns])
         if self.curve:
             files["curve.csv"] = self._csv([_no_nan(r.to_dict()) for r in self.curve])
+        if self.phrases is not None:
+            files.update({k: self._csv([_no_nan(r) for r in v])
+                          for k, v in self.phrases.csv_rows().items()})
         return files
 
     def attacked_jsonl(self) -> str:
@@ -617,6 +624,7 @@ def run_battery(spec: BatterySpec, *, cache: Cache | None = None,
     consistency = _consistency(spec, records)
     rti = _rti_rows(spec, r_values)
     patterns = _patterns(spec, records, clean, sampler, caught)
+    phrases = analyse_battery(records, clean, seed=spec.seed, progress=sampler.progress)
     curve, curve_responses = _curve(spec, sampler, p["curve"], curve_texts, caught)
 
     note = _position_note(answer_positions([r for r in records if r.query.kind == "clean"]))
@@ -628,7 +636,8 @@ def run_battery(spec: BatterySpec, *, cache: Cache | None = None,
                       "counted as unparsed (wrong for ER; see attacked.jsonl).")
     usage = dict(sampler.usage, seconds=round(time.perf_counter() - t0, 3))
     return BatteryResult(spec, tuple(records), tuple(table), tuple(consistency), tuple(rti),
-                         tuple(patterns), tuple(curve), curve_responses, usage, tuple(caught))
+                         tuple(patterns), tuple(curve), curve_responses, usage, tuple(caught),
+                         phrases=phrases)
 
 
 def _run_rti(spec: BatterySpec, sampler: Sampler, clean: dict) -> tuple[list[AnswerRecord], dict]:
@@ -967,6 +976,8 @@ def report_html(result: BatteryResult, *, charts_html: str = "", title: str = "R
                                          [("feature", "feature"), ("value", "value"),
                                           ("share", "share"), ("base_share", "base share"),
                                           ("lift", "lift")]))
+    if result.phrases is not None:
+        body.append(result.phrases.html())
     if result.curve:
         body.append("<h2>Robustness curve (DBPA)</h2><p class='muted'>ω of the attacked prompt's "
                     f"response distribution against the clean prompt's (k = {s.samples}); p from "

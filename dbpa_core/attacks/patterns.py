@@ -12,10 +12,10 @@ often than their frequency among attacked words says.
 from __future__ import annotations
 
 import functools
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .text import AttackedText
 
@@ -47,23 +47,61 @@ def position_of(word: int, n_words: int) -> str:
     return POSITIONS[third]
 
 
+class WordSyntax(NamedTuple):
+    """What spaCy's parse says of one word of a text."""
+
+    pos: str       # universal part of speech
+    dep: str       # dependency relation
+    phrase: str    # Treebank label of its smallest phrase (dbpa_core.attacks.phrases)
+
+
+_MISSING = WordSyntax("X", "dep", "X")     # a span no token covers
+_SYNTAX_CACHE: OrderedDict[tuple[str, tuple[tuple[int, int], ...]], tuple[WordSyntax, ...]] = \
+    OrderedDict()
+SYNTAX_CACHE_TEXTS = 5000
+
+
+def word_syntax(texts: Iterable[str], spans_of: Mapping[str, Sequence[tuple[int, int]]]
+                ) -> dict[str, tuple[WordSyntax, ...]]:
+    """``text -> (WordSyntax of each word span)`` for the distinct ``texts``.
+
+    Each text is parsed once: the word tables and the phrase analysis of a battery read
+    the same results (the last ``SYNTAX_CACHE_TEXTS`` texts are kept). A word spaCy
+    splits (``don't``) is represented by the span's syntactic head (``do``).
+
+    Raises :class:`SpacyMissing` when the model is not installed.
+    """
+    from .phrases import phrase_label
+
+    unique = list(dict.fromkeys(texts))
+    keys = {t: (t, tuple(map(tuple, spans_of[t]))) for t in unique}
+    todo = [t for t in unique if keys[t] not in _SYNTAX_CACHE]
+    if todo:
+        model = nlp()
+        for text, doc in zip(todo, model.pipe(todo, batch_size=64), strict=True):
+            words = []
+            for a, b in keys[text][1]:
+                span = doc.char_span(a, b, alignment_mode="expand")
+                tok = span.root if span is not None and len(span) else None
+                words.append(_MISSING if tok is None else
+                             WordSyntax(tok.pos_, tok.dep_, phrase_label(tok)))
+            _SYNTAX_CACHE[keys[text]] = tuple(words)
+    out = {}
+    for t in unique:
+        _SYNTAX_CACHE.move_to_end(keys[t])
+        out[t] = _SYNTAX_CACHE[keys[t]]
+    while len(_SYNTAX_CACHE) > SYNTAX_CACHE_TEXTS:
+        _SYNTAX_CACHE.popitem(last=False)
+    return out
+
+
 def tag_words(texts: Iterable[str], spans_of: Mapping[str, Sequence[tuple[int, int]]]
               ) -> dict[str, list[tuple[str, str]]]:
     """``text -> [(POS, dependency) of each word span]`` for the distinct ``texts``.
 
     Raises :class:`SpacyMissing` when the model is not installed.
     """
-    model = nlp()
-    unique = list(dict.fromkeys(texts))
-    out: dict[str, list[tuple[str, str]]] = {}
-    for text, doc in zip(unique, model.pipe(unique, batch_size=64), strict=True):
-        tags = []
-        for a, b in spans_of[text]:
-            span = doc.char_span(a, b, alignment_mode="expand")
-            tok = span.root if span is not None and len(span) else None
-            tags.append((tok.pos_, tok.dep_) if tok is not None else ("X", "dep"))
-        out[text] = tags
-    return out
+    return {t: [(w.pos, w.dep) for w in ws] for t, ws in word_syntax(texts, spans_of).items()}
 
 
 @dataclass(frozen=True)
@@ -142,5 +180,5 @@ def word_patterns(attacks: Sequence[tuple[AttackedText, bool]],
     return rows
 
 
-__all__ = ["FEATURES", "POSITIONS", "PatternRow", "SpacyMissing", "nlp", "position_of",
-           "tag_words", "word_patterns"]
+__all__ = ["FEATURES", "POSITIONS", "PatternRow", "SpacyMissing", "WordSyntax", "nlp",
+           "position_of", "tag_words", "word_patterns", "word_syntax"]

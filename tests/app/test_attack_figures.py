@@ -74,3 +74,50 @@ def test_page_tables(result):
     ex = battery.examples_html(result, attack, rho)
     assert ex and all("<mark>" in e["html"] or "<del>" in e["html"] for e in ex)
     assert "Clean:" in battery.summary(result)
+
+
+def test_phrase_and_forest_figures(result):
+    import dataclasses
+
+    from dbpa_core.attacks import phrases as P
+    from dbpa_core.attacks.importance import forest_importances
+
+    ph = result.phrases
+    assert ph is not None and ph.table
+    fig = F.phrase_figure(result)
+    attacked = [r for r in ph.rows() if r.words]
+    assert list(fig.data[0].x) == [r.value for r in attacked]
+    assert list(fig.data[0].y) == pytest.approx([r.share for r in attacked])
+    assert fig.layout.title.text == "Which phrases break it"
+    # the rule model changes every answer whose passage it cannot read: one outcome, no forest
+    assert not ph.forest.fitted and F.importance_figure(result) is None
+    assert "Every one of" in battery.forest_text(result)
+    assert battery.importance_table(result).empty
+    t = battery.phrase_table(result)
+    assert list(t["phrase"]) == list(P.GROUPS) and "ASR when hit" in t.columns
+    never = t[t["attacked words"] == 0]
+    assert len(never) and set(never["lift"]) == {"–"}
+    # with a fitted forest: bars ranked, the most important on top, accuracy in the title
+    obs = []
+    for i in range(20):
+        for hit in (["NP", "VP"], ["NP"], ["PP", "NP"], ["VP"]):
+            words = tuple(P.AttackedWord(j, "w", "repeat", g) for j, g in enumerate(hit))
+            obs.append(P.Observation("d", f"i{i}", "char", "char", 0.5, 10, words, "VP" in hit))
+    forest = forest_importances(P.feature_matrix(obs), [o.changed for o in obs],
+                                [o.item for o in obs], P.FEATURES, trees=50, repeats=5)
+    fitted = dataclasses.replace(result, phrases=P.PhraseAnalysis(tuple(obs), tuple(P.phrase_table(obs)),
+                                                                 forest))
+    imp = F.importance_figure(fitted)
+    assert list(imp.data[0].y)[-1] == "VP" and imp.data[0].x[-1] == pytest.approx(forest.ranked()[0].mean)
+    assert f"held-out accuracy {forest.accuracy:.2f}" in imp.layout.title.text
+    assert "QP" not in imp.data[0].y  # never attacked: never used, left out
+    assert forest.beats_baseline and imp.data[0].marker.color[-1] == F.ACCENT
+    # a forest no better than the majority guess: grey bars, and the title says so
+    worse = dataclasses.replace(forest, accuracy=forest.baseline)
+    weak = F.importance_figure(dataclasses.replace(
+        fitted, phrases=dataclasses.replace(fitted.phrases, forest=worse)))
+    assert set(weak.data[0].marker.color) == {F.GREY} and "say little" in weak.layout.title.text
+    assert battery.importance_table(fitted)["feature"][0] == "VP"
+    assert "held-out accuracy" in battery.forest_text(fitted)
+    html = F.html_report(fitted, F.battery_figures(fitted))
+    assert "What predicts a changed answer" in html and "Which phrases break it" in html

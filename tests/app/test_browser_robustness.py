@@ -76,6 +76,15 @@ def test_robustness_battery_in_a_real_browser(app_url, browser):
         page.get_by_role("tab", name=tab).click()
         page.wait_for_timeout(1200)
         page.screenshot(path=str(shots() / f"2{i + 2}-robustness-{tab.lower().replace(' ', '-')}.png"))
+        if tab == "Which words":   # the phrase table and the forest's importances, drawn
+            forest = page.locator(".js-plotly-plot", has_text="What predicts a changed answer")
+            forest.scroll_into_view_if_needed()
+            page.wait_for_timeout(800)
+            forest.screenshot(path=str(shots() / "25b-robustness-forest.png"))
+            page.screenshot(path=str(shots() / "25c-robustness-phrase-section.png"))
+            phrases = page.locator(".js-plotly-plot", has_text="Which phrases break it")
+            phrases.screenshot(path=str(shots() / "25a-robustness-phrases.png"))
+            assert "held-out accuracy" in page.inner_text("body")
     assert page.locator("mark").count() > 0  # the attacked words are highlighted
     page.get_by_role("tab", name="Answers").click()
     page.get_by_text("Only unparsed answers").wait_for(timeout=30_000)

@@ -58,6 +58,12 @@ def test_defaults_run_and_show_every_result(page, server):
     # examples are escaped text with the changes marked
     ex = [m.value for m in at.markdown if "<mark>" in m.value]
     assert ex and all("<script" not in e for e in ex)
+    # which words: the phrase table and the forest's importances as charts
+    specs = " ".join(c.proto.spec for c in at.get("plotly_chart"))
+    assert "Which phrases break it" in specs
+    assert result.phrases.forest.fitted and "What predicts a changed answer" in specs
+    assert any("ASR when hit" in d.value.columns for d in at.dataframe)
+    assert any("held-out accuracy" in m.value for m in at.markdown)
     # downloads: CSV, JSON, JSONL, HTML report
     assert len([b for b in at.get("download_button")]) == 4
     html = attack_figures.html_report(result, attack_figures.battery_figures(result))
