@@ -1,6 +1,7 @@
 """Shared argument checks: messages that name the argument (scipy's ``_iv`` style)."""
 from __future__ import annotations
 
+import csv
 import math
 import numbers
 import re
@@ -95,3 +96,15 @@ def file_problem(path) -> str | None:
     if not stat.S_ISREG(mode):
         return "is not a regular file (a device, a pipe or a socket)"
     return None
+
+
+def csv_header(reader, source: str, error: type[Exception], *, empty: str = "the file is empty",
+               bad: str = "{source}, line 1: {exc}") -> list[str]:
+    """The first row of a ``csv.reader``, or ``error`` in one line: ``{source}: {empty}`` for
+    an empty file, ``bad`` (formatted with ``source`` and ``exc``) for one that is no CSV."""
+    try:
+        return next(reader)
+    except StopIteration:
+        raise error(f"{source}: {empty}") from None
+    except csv.Error as exc:
+        raise error(bad.format(source=source, exc=exc)) from None

@@ -155,6 +155,16 @@ def _report(args, suites, fail_on) -> int:
     return 1 if failed else 0
 
 
+
+def _write(result, out) -> list[str] | None:
+    """``result.write(out)``, or None after one line on stderr (a full disk, no permission)."""
+    try:
+        return result.write(out)
+    except OSError as exc:
+        print(f"error: cannot write the results to {out} ({exc.strerror or exc}); every "
+              "answer is cached, so running again costs nothing.", file=sys.stderr)
+        return None
+
 def cmd_audit(args) -> int:
     from .audit import AuditCancelled, check_out_dir, run_audit
     from .backends.base import BackendError, clean_text
@@ -181,11 +191,8 @@ def cmd_audit(args) -> int:
         raise
     finally:
         bars.close()
-    try:
-        paths = result.write(args.out)
-    except OSError as exc:
-        print(f"error: cannot write the results to {args.out} ({exc.strerror or exc}); every "
-              "response is cached, so running again costs nothing.", file=sys.stderr)
+    paths = _write(result, args.out)
+    if paths is None:
         return 2
     print(_table(result))
     if result.checks:
@@ -293,11 +300,8 @@ def cmd_attack(args) -> int:
         return 2
     finally:
         bars.close()
-    try:
-        paths = result.write(args.out)
-    except OSError as exc:
-        print(f"error: cannot write the results to {args.out} ({exc.strerror or exc}); every "
-              "answer is cached, so running again costs nothing.", file=sys.stderr)
+    paths = _write(result, args.out)
+    if paths is None:
         return 2
     print(summary_text(result))
     u = result.usage

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._validate import file_problem, valid_unicode
+from ._validate import csv_header, file_problem, valid_unicode
 
 FORMATS = ("promptfoo", "openai-batch", "csv", "jsonl")
 
@@ -731,12 +731,7 @@ def import_table(path: str | os.PathLike, *, prompt_column: str, response_column
             except csv.Error:
                 delimiter = ","
         reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
-        try:
-            header = next(reader)
-        except StopIteration:
-            raise ImportFormatError(f"{source}: the file is empty") from None
-        except csv.Error as exc:
-            raise ImportFormatError(f"{source}, line 1: {exc}") from None
+        header = csv_header(reader, source, ImportFormatError)
         header = [h.strip() for h in header]
         wanted = [c for c in cols.values() if c is not None]
         missing = [c for c in wanted if c not in header]

@@ -194,3 +194,18 @@ attacks: [{level: char, rho: [0.5]}]
     assert {it.dataset for it in spec.items} == {"sen-making"}
     with pytest.raises(SpecError, match=r"gold-answer file 'nope\.csv' does not exist"):
         parse_attack_spec(body % "nope.csv", base_dir=tmp_path)
+
+
+def test_deeply_nested_json_is_one_line(tmp_path):
+    """A battery items file nested thousands deep is refused in one line (json.loads would
+    raise a RecursionError traceback)."""
+    from dbpa_core.attacks.items import ItemsError, load_items
+
+    deep = "[" * 100_000 + "]" * 100_000
+    for name, text, fmt in (("deep.json", deep, "strategyqa"),
+                            ("deep.jsonl", '{"a": ' + deep + "}\n", "jsonl")):
+        path = tmp_path / name
+        path.write_text(text)
+        with pytest.raises(ItemsError, match="nested too deeply") as exc:
+            load_items(path, format=fmt)
+        assert "\n" not in str(exc.value)

@@ -552,11 +552,29 @@ def _jsonl_objects(text: str, source: str) -> list[tuple[int, Any]]:
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
-        try:
-            out.append((lineno, json.loads(line)))
-        except json.JSONDecodeError as exc:
-            raise ItemsError(f"{source}, line {lineno}: not valid JSON ({exc.msg})") from None
+        out.append((lineno, _json(line, source, lineno)))
     return out
+
+
+def _json(text: str, source: str, lineno: int | None = None) -> Any:
+    """``json.loads`` with one-line errors: not JSON, or nested too deeply to read (a
+    RecursionError otherwise)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        line = lineno if lineno is not None else exc.lineno
+        raise ItemsError(f"{source}, line {line}: not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        where = f"{source}, line {lineno}" if lineno is not None else source
+        raise ItemsError(f"{where}: JSON nested too deeply to read") from None
+
+
+def _json_file(text: str, source: str, kind: type, message: str) -> Any:
+    """A whole-file JSON document that must be a ``kind`` (list or dict), else ``message``."""
+    data = _json(text, source)
+    if not isinstance(data, kind):
+        raise ItemsError(f"{source}: {message}")
+    return data
 
 
 _ITEM_KEYS = {"id", "instruction", "passage", "question", "options", "answer", "dataset",
@@ -756,12 +774,7 @@ def _need(obj: Any, keys: Iterable[str], where: str) -> dict:
 
 
 def _load_strategyqa(text, source, name, seed, instr, limit, **_):
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ItemsError(f"{source}, line {exc.lineno}: not valid JSON ({exc.msg})") from None
-    if not isinstance(data, list):
-        raise ItemsError(f"{source}: a StrategyQA file is a JSON list of questions")
+    data = _json_file(text, source, list, "a StrategyQA file is a JSON list of questions")
     out = []
     for i, obj in enumerate(data):
         where = f"{source}, question {i + 1}"
@@ -1144,12 +1157,7 @@ def _load_noahqa(text, source, name, seed, instr, limit, **_):
     "question", "answer", "answer_type", "ans"?}, ...]}``. An arithmetic answer (answer
     type 3) is its value ``ans`` when given; unanswerable questions (answer type [6, 1])
     are left out; options are made by answer type."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ItemsError(f"{source}, line {exc.lineno}: not valid JSON ({exc.msg})") from None
-    if not isinstance(data, dict):
-        raise ItemsError(f"{source}: a NoahQA file is a JSON object of passages")
+    data = _json_file(text, source, dict, "a NoahQA file is a JSON object of passages")
     raw = []
     for pid, info in data.items():
         where = f"{source}, passage {pid}"

@@ -49,6 +49,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .._validate import csv_header
+
 RESERVED = ("scenario", "option", "real", "question")
 UNIFORM = "uniform"
 PROB_TOLERANCE = 1e-3
@@ -329,12 +331,8 @@ def parse_csv(text: str, *, source: str = "<data>") -> FidelityData:
     if text.startswith("\ufeff"):
         text = text[1:]
     reader = csv.reader(io.StringIO(text, newline=""))
-    try:
-        header = next(reader)
-    except StopIteration:
-        raise FidelityDataError(f"{source}: the file is empty.") from None
-    except csv.Error as exc:
-        raise FidelityDataError(f"{source}, line 1: not a CSV header ({exc}).") from None
+    header = csv_header(reader, source, FidelityDataError, empty="the file is empty.",
+                        bad="{source}, line 1: not a CSV header ({exc}).")
     names = [h.strip() for h in header]
     low = [h.lower() for h in names]
     for i, h in enumerate(names):
