@@ -120,6 +120,10 @@ def cmd_audit(args) -> int:
     cache.check()
     said = _spec_warnings(spec)  # what the plan cannot show, once nothing stops the run
     bars = _Bars((not args.quiet and sys.stderr.isatty()) or args.progress)
+    if spec.cases:  # a suite of cases
+        from .suite import cmd_audit_suite
+
+        return cmd_audit_suite(spec, args, cache, bars)
     try:
         result = run_audit(spec, cache=cache, progress=bars)
     except AuditCancelled as exc:
@@ -200,6 +204,9 @@ def cmd_estimate(args) -> int:
         print(f"{r['arm'][:28]:<28} {r['model'][:24]:<24} {r['calls']:>6} {r['cached']:>7} "
               f"{r['input_tokens']:>9} {r['output_tokens']:>9} {cost:>9}")
     t = est["totals"]
+    if est.get("cases"):
+        print(f"\nsuite: {est['cases']} cases x {len(spec.perturbations)} perturbations = "
+              f"{est['tests']} tests (each row sums its arm over the cases)")
     print(f"\ntotal: {t['calls']} calls ({t['cached']} cached), ~{t['input_tokens']} input and "
           f"<= {t['output_tokens']} output tokens, embeddings ~{t['embedding_tokens']} tokens; "
           f"estimated cost ${t['cost']:.4f}")
