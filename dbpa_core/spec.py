@@ -723,6 +723,11 @@ def dump_spec(spec: AuditSpec, *, header: str | None = None) -> str:
         entry = {k: v for k, v in p.items() if v is not None}
         if entry.get("system_prompt") == spec.system_prompt:
             entry.pop("system_prompt", None)   # inherited from the base
+        if spec.cases:  # a suite: the prompt is made per case from these
+            if not entry.pop("template"):
+                entry.pop("prompt")
+            if entry.pop("set_fields"):
+                entry["set"] = dict(p["set_fields"])
         perts.append(entry)
     out: dict[str, Any] = {"name": d.pop("name")}
     if d.get("description"):

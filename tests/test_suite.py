@@ -249,3 +249,32 @@ perturbations: [{name: p, suffix: "!"}, {name: q, set: {name: z}}]
     assert est["cases"] == 3 and est["tests"] == 6
     assert est["totals"]["calls"] == 3 * 3 * 5
     assert {r["arm"]: r["calls"] for r in est["arms"]} == {"base": 15, "p": 15, "q": 15}
+
+
+def test_dump_spec_round_trips_a_suite():
+    from dbpa_core.spec import dump_spec
+
+    spec = parse_spec("""
+model: {backend: local}
+cases: [{id: a, name: Jo, age: 70}, {name: Al, age: 85}]
+base: {prompt: "{name} is {age}"}
+perturbations:
+  - {name: pre, prefix: "Hi.", role: target}
+  - {name: tpl, prompt: "Dr {name}, {age}"}
+  - {name: older, set: {age: 85}, role: control}
+""")
+    again = parse_spec(dump_spec(spec))
+    assert [c.to_dict() for c in again.cases] == [c.to_dict() for c in spec.cases]
+    for s in spec.cases:
+        assert case_spec(again, s).perturbations == case_spec(spec, s).perturbations
+    assert again.correction == "bh"
+
+
+def test_a_case_whose_change_changes_nothing_is_flagged(tmp_path, cache):
+    with FakeOpenAI(models=("fake-model", "fake-embed")) as srv:
+        spec = parse_spec(suite_yaml(srv.base_url, cases="""cases:
+  - {id: a, name: John, age: 70, chol: 5}
+  - {id: b, name: Ahmed, age: 71, chol: 6}"""))
+        res = run_suite(spec, cache=cache)
+    flagged = [w for w in res.warnings if "same prompt as the base" in w]
+    assert len(flagged) == 1 and flagged[0].endswith("(case b)") and "'renamed'" in flagged[0]
