@@ -31,18 +31,20 @@ from typing import IO, Any
 import numpy as np
 from scipy import stats
 
-from .audit import estimate, run_audit
+from .audit import _requests, build_arms, estimate, run_audit
 from .backends import Backend
 from .cache import Cache
 from .cases import Case, fill, perturbed_prompt
 from .embedders import Embedder
 from .multitest import multiple_testing
 from .outputs import write_files
-from .sampling import Progress, Sampler, model_key
+from .sampling import Job, Progress, Sampler, model_key
 from .similarity import TEXT_SIMILARITIES
 from .spec import AuditSpec, Perturbation
 from .types import _jsonable
 
+PREFETCH_JOBS = 512       # samples asked for together (several cases), to fill a server's
+#                           concurrency or a local model's batches
 BOOTSTRAP = 2000          # resamples of the cases for the interval of the mean effect
 STOREY_LAMBDA = 0.5       # p-values above it count as true nulls in Storey's estimate
 TEST_FIELDS = ("case", "perturbation", "role", "omega", "chance", "effect_above_chance",
@@ -248,12 +250,18 @@ def run_suite(spec: AuditSpec, *, cache: Cache | None = None,
     cache = cache if cache is not None else Cache()
     # one backend and one embedder for every case: a local model is loaded once
     given = {model_key(spec.models[i]): b for i, b in (backends or {}).items()}
-    shared = Sampler(cache, api_keys=api_keys, backends=given,
+    bar = _CaseProgress(progress or (lambda p: None), len(spec.cases))
+    shared = Sampler(cache, progress=bar, should_stop=should_stop, api_keys=api_keys,
+                     backends=given,
                      embedders={model_key(spec.embedder): embedder} if embedder else None)
     backend = shared.backend(spec.model)
     if embedder is None and spec.embedder.get("backend") not in TEXT_SIMILARITIES:
         embedder = shared.embedder(spec.embedder)
-    bar = _CaseProgress(progress or (lambda p: None), len(spec.cases))
+    # Several cases' samples are fetched (and embedded) together into the cache, so that a
+    # server gets enough requests at once and a local model full batches; each case's audit
+    # then reads them from the cache. Without a cache, each case fetches its own.
+    per_case = (1 + len(spec.perturbations)) * spec.samples
+    chunk = max(1, PREFETCH_JOBS // per_case) if cache.enabled else 1
     tests: list[dict[str, Any]] = []
     checks: list[dict[str, Any]] = []
     usage: dict[str, Any] = {}
@@ -262,6 +270,8 @@ def run_suite(spec: AuditSpec, *, cache: Cache | None = None,
     per_case_reach = case_spec(spec, spec.cases[0]).attainability().message
     for i, case in enumerate(spec.cases):
         bar.start(i, case)
+        if chunk > 1 and i % chunk == 0:
+            _prefetch(shared, spec, spec.cases[i:i + chunk], embedder)
         r = run_audit(case_spec(spec, case), cache=cache, progress=bar, should_stop=should_stop,
                       api_keys=api_keys, backends={0: backend}, embedder=embedder,
                       permutation_seed=i + 1)
@@ -284,6 +294,11 @@ def run_suite(spec: AuditSpec, *, cache: Cache | None = None,
                                            ensure_ascii=False) + "\n")
         del r  # the case's responses, embeddings and permutations go now
     bar.progress(Progress("cases", len(spec.cases), len(spec.cases)))
+    for key in ("calls", "prompt_tokens", "completion_tokens", "embeddings_computed"):
+        usage[key] = usage.get(key, 0) + shared.usage[key]  # what the prefetch fetched
+    usage["cached_samples"] = usage.get("cached_samples", 0) - shared.usage["calls"]
+    usage["embeddings_cached"] = (usage.get("embeddings_cached", 0)
+                                  - shared.usage["embeddings_computed"])
     t1 = time.perf_counter()
     correct_tests(tests, spec.correction, spec.alpha)
     pooled = pool(tests, spec.perturbations, correction=spec.correction, alpha=spec.alpha,
@@ -298,6 +313,15 @@ def run_suite(spec: AuditSpec, *, cache: Cache | None = None,
             for w, ids in found.items()]
     return SuiteResult(spec, tests, pooled, usage, tuple(said), checks,
                        getattr(responses, "name", None) if responses is not None else None)
+
+
+def _prefetch(sampler: Sampler, spec: AuditSpec, cases, embedder) -> None:
+    """Fetch the samples (and embeddings) of ``cases`` into the cache in one call."""
+    specs = [case_spec(spec, c) for c in cases]
+    records = sampler.sample([Job(arm.model, r, arm.name) for cs in specs
+                              for arm in build_arms(cs) for r in _requests(cs, arm)])
+    if embedder is not None:
+        sampler.embed([r.text for r in records], spec.embedder)
 
 
 # --------------------------------------------------------------------------- estimate
