@@ -51,7 +51,7 @@ def main() -> int:
     args = ap.parse_args()
     with FakeOpenAIProcess() as srv, tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        rows = ["id,name,age,chol"] + [f"c{i},Patient{i},{40 + i % 50},{4 + (i % 30) / 10}"
+        rows = ["id,name,age,chol"] + [f"c{i},Patient{i},{40 + i % 50},{4 + i / 250:.3f}"
                                        for i in range(args.cases)]
         (tmp / "cases.csv").write_text("\n".join(rows) + "\n")
         spec = parse_spec(f"""

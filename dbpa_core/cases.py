@@ -228,3 +228,30 @@ def no_case_placeholders(doc, base_prompt: str, perturbations) -> None:
         if names:
             raise doc.err(path, f"{what} has the placeholder {{{names[0]}}} but the spec gives "
                           "no cases: add 'cases:' (a file or a list) whose columns fill it")
+
+
+def shared_prompt_warnings(base_prompt: str, perturbations, cases) -> list[str]:
+    """Cases whose filled prompts are the same share their samples (the samples of a
+    prompt are drawn once), so their tests are not independent: say which."""
+    out = []
+    arms = [("the base", None)] + [(f"perturbation {p.name!r}", p) for p in perturbations]
+    for what, p in arms:
+        first: dict[str, str] = {}
+        same = []
+        for case in cases:
+            try:
+                prompt = fill(base_prompt, case.values) if p is None else \
+                    perturbed_prompt(base_prompt, p, case)[1]
+            except CaseError:
+                continue
+            if prompt in first:
+                same.append((first[prompt], case.id))
+            else:
+                first[prompt] = case.id
+        if same:
+            pairs = ", ".join(f"{a} and {b}" for a, b in same[:3])
+            out.append(f"{len(same)} case(s) have the same prompt for {what} as an earlier "
+                       f"case ({pairs}{', ...' if len(same) > 3 else ''}): they share its "
+                       "samples, so their tests are not independent (the pooled test assumes "
+                       "they are); make the rows differ in a column the prompt uses.")
+    return out

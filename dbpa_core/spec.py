@@ -764,6 +764,10 @@ def spec_warnings(spec: AuditSpec) -> list[str]:
     reach = spec.attainability()
     if not reach.reachable:
         out.append(reach.message)
+    if spec.cases:
+        from .cases import shared_prompt_warnings
+
+        out += shared_prompt_warnings(spec.base_prompt, spec.perturbations, spec.cases)
     base = (" ".join(spec.base_prompt.split()), spec.system_prompt or "")
     for p in spec.perturbations:
         if (" ".join(p.prompt.split()), p.system_prompt or "") == base and not p.set_fields:

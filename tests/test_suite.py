@@ -284,3 +284,17 @@ def test_a_case_whose_change_changes_nothing_is_flagged(tmp_path, cache):
         res = run_suite(spec, cache=cache)
     flagged = [w for w in res.warnings if "same prompt as the base" in w]
     assert len(flagged) == 1 and flagged[0].endswith("(case b)") and "'renamed'" in flagged[0]
+
+
+def test_cases_sharing_a_prompt_are_named():
+    from dbpa_core.spec import spec_warnings
+
+    spec = parse_spec("""
+model: {backend: local}
+cases: [{id: a, name: Jo, age: 70}, {id: b, name: Al, age: 70}, {id: c, name: Jo, age: 70}]
+base: {prompt: "{name} is {age}"}
+perturbations: [{name: renamed, set: {name: Ahmed}}]
+""")
+    said = " ".join(spec_warnings(spec))
+    assert "1 case(s) have the same prompt for the base as an earlier case (a and c)" in said
+    assert "2 case(s) have the same prompt for perturbation 'renamed'" in said
