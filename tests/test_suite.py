@@ -226,6 +226,12 @@ def test_cli_suite_end_to_end_and_estimate(tmp_path, capsys):
         out = capsys.readouterr().out
         assert main(["--cache-dir", cache_dir, "estimate", str(tmp_path / "s.yaml")]) == 0
         assert "total: 0 calls (54 cached)" in capsys.readouterr().out
+        # a control that changes the answers across the cases fails the run (from the cache)
+        (tmp_path / "s.yaml").write_text(suite_yaml(srv.base_url).replace("target", "control"))
+        assert main(["--cache-dir", cache_dir, "audit", str(tmp_path / "s.yaml"), "--out",
+                     str(tmp_path / "out2"), "--quiet", "--fail-on-control"]) == 1
+        assert "FAIL: control perturbation(s) changed the answers across the cases: comedian" \
+            in capsys.readouterr().err
     assert rc == 0
     assert "3 cases x 2 perturbations = 6 tests" in out and "comedian" in out
     res = json.loads((tmp_path / "out" / "results.json").read_text())
