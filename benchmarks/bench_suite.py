@@ -90,7 +90,8 @@ perturbations:
     print(f"peak memory (this process): {peak_mb:.0f} MB (target < 1024 MB)")
     print(f"statistics: {stats_s:.2f} s for {len(res.tests)} tests "
           f"(DBPA tests {u['test_seconds']:.2f} s, correction and pooling "
-          f"{u['pool_seconds']:.2f} s; target < 10 s)")
+          f"{u['pool_seconds']:.2f} s; target < 10 s); CPU time of the DBPA tests "
+          f"{u['test_cpu_seconds']:.2f} s (wall and CPU differ when the machine is shared)")
     for d in res.pooled:
         print(f"  {d['perturbation']:<9} p = {d['p_value']:.2g}, above chance "
               f"{d['mean_effect_above_chance']:+.3f}, {d['discoveries']}/{d['cases']} cases")

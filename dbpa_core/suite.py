@@ -209,15 +209,16 @@ class _CaseProgress:
     def __init__(self, progress: Callable[[Progress], None], total: int):
         self.progress, self.total = progress, total
         self.done, self.case = 0, ""
-        self.test_seconds = 0.0
-        self._t: float | None = None
+        self.test_seconds = self.test_cpu_seconds = 0.0
+        self._t: tuple[float, float] | None = None
 
     def __call__(self, p: Progress) -> None:
         if p.stage == "testing":
             if p.done == 0:
-                self._t = time.perf_counter()
+                self._t = (time.perf_counter(), time.process_time())
             elif p.done == p.total and self._t is not None:
-                self.test_seconds += time.perf_counter() - self._t
+                self.test_seconds += time.perf_counter() - self._t[0]
+                self.test_cpu_seconds += time.process_time() - self._t[1]
                 self._t = None
             return
         if p.stage.startswith("loading"):
@@ -304,6 +305,7 @@ def run_suite(spec: AuditSpec, *, cache: Cache | None = None,
     pooled = pool(tests, spec.perturbations, correction=spec.correction, alpha=spec.alpha,
                   seed=spec.seed)
     usage["test_seconds"] = round(bar.test_seconds, 3)
+    usage["test_cpu_seconds"] = round(bar.test_cpu_seconds, 3)  # this process's CPU time
     usage["pool_seconds"] = round(time.perf_counter() - t1, 3)
     usage["seconds"] = round(time.perf_counter() - t0, 3)
     n = len(spec.cases)
