@@ -93,6 +93,18 @@ def fisher_combined(pvalues) -> tuple[float, float]:
     return x, float(stats.chi2.sf(x, 2 * p.size))
 
 
+def fisher_log10_p(statistic: float, n: int) -> float:
+    """log10 of Fisher's p-value, still finite where the p-value underflows to 0: with an
+    even number of degrees of freedom, ``P(χ²_2n > x) = exp(-x/2) Σ_{k<n} (x/2)^k / k!``."""
+    from scipy.special import gammaln, logsumexp
+
+    h = statistic / 2.0
+    if h <= 0:
+        return 0.0
+    k = np.arange(n)
+    return float((-h + logsumexp(k * np.log(h) - gammaln(k + 1))) / np.log(10))
+
+
 def bootstrap_mean(values, *, rng: np.random.Generator, n: int = BOOTSTRAP,
                    level: float = 0.95) -> tuple[float, float, float]:
     """Mean of ``values`` and its percentile bootstrap interval over the cases."""
@@ -138,6 +150,7 @@ def pool(tests: list[dict[str, Any]], perturbations, *, correction: str, alpha: 
         pi0 = storey_pi0(ps)
         out.append({"perturbation": p.name, "role": p.role, "cases": len(mine),
                     "method": "fisher", "statistic": stat, "p_value": p_comb,
+                    "log10_p_value": fisher_log10_p(stat, len(ps)),
                     "mean_omega": float(np.mean([t["omega"] for t in mine])),
                     "mean_effect_above_chance": mean, "ci_low": lo, "ci_high": hi,
                     "discoveries": int(found), "share_discovered": found / len(mine),
@@ -360,7 +373,8 @@ def pooled_rows(result: SuiteResult) -> list[tuple[str, ...]]:
     rows = [("perturbation", "role", "cases", "p (Fisher)", "p_adj", "", "above chance [95% CI]",
              "discoveries", "share changed")]
     for d in result.pooled:
-        rows.append((d["perturbation"], d["role"] or "-", str(d["cases"]), _fmt_p(d["p_value"]),
+        p = _fmt_p(d["p_value"]) if d["p_value"] > 0 else f"1e{d['log10_p_value']:.0f}"
+        rows.append((d["perturbation"], d["role"] or "-", str(d["cases"]), p,
                      _fmt_p(d["p_adjusted"]), d["stars"],
                      f"{d['mean_effect_above_chance']:+.3f} [{d['ci_low']:+.3f}, "
                      f"{d['ci_high']:+.3f}]", f"{d['discoveries']}/{d['cases']}",

@@ -154,6 +154,13 @@ def test_fisher_against_a_hand_computation():
     hand = math.exp(-x / 2) * sum((x / 2) ** k / math.factorial(k) for k in range(3))
     stat, p = fisher_combined(ps)
     assert stat == pytest.approx(x) and p == pytest.approx(hand, rel=1e-12)
+    from dbpa_core.suite import fisher_log10_p
+
+    assert fisher_log10_p(stat, 3) == pytest.approx(math.log10(hand))
+    # 400 cases at the smallest p of B = 1999: p underflows, its logarithm does not
+    stat, p = fisher_combined([1 / 2000] * 400)
+    assert p == 0.0
+    assert fisher_log10_p(stat, 400) == pytest.approx(-796.868144743312, rel=1e-9)  # mpmath
 
 
 def test_pool_by_hand():
