@@ -219,9 +219,10 @@ class _CaseProgress:
     """Turns one case's progress into the suite's: a ``cases`` bar, the case's retries and
     loading messages on it, and the time its tests took."""
 
-    def __init__(self, progress: Callable[[Progress], None], total: int):
+    def __init__(self, progress: Callable[[Progress], None], total: int, arms=()):
         self.progress, self.total = progress, total
         self.done, self.case = 0, ""
+        self.arms = set(arms)  # arm names: the label of a sample, not news
         self.test_seconds = self.test_cpu_seconds = 0.0
         self._t: tuple[float, float] | None = None
 
@@ -236,12 +237,18 @@ class _CaseProgress:
             return
         if p.stage.startswith("loading"):
             self.progress(p)
-        elif p.detail:
-            self.progress(Progress("cases", self.done, self.total, f"{self.case}: {p.detail}"))
+            return
+        news = p.detail if p.detail and p.detail not in self.arms else ""
+        if p.done < p.total or news:  # samples being fetched, a retry, tokens drawn
+            what = f"{self.case}: {p.stage} {p.done}/{p.total}" + (f", {news}" if news else "")
+            self.progress(Progress("cases", self.done, self.total, what))
 
     def start(self, i: int, case: Case) -> None:
         self.done, self.case = i, case.id
         self.progress(Progress("cases", i, self.total, case.id))
+
+    def fetching(self, cases) -> None:
+        self.case = f"cases {cases[0].id}..{cases[-1].id}" if len(cases) > 1 else cases[0].id
 
 
 def run_suite(spec: AuditSpec, *, cache: Cache | None = None,
@@ -264,7 +271,8 @@ def run_suite(spec: AuditSpec, *, cache: Cache | None = None,
     cache = cache if cache is not None else Cache()
     # one backend and one embedder for every case: a local model is loaded once
     given = {model_key(spec.models[i]): b for i, b in (backends or {}).items()}
-    bar = _CaseProgress(progress or (lambda p: None), len(spec.cases))
+    bar = _CaseProgress(progress or (lambda p: None), len(spec.cases),
+                        ["base", *(p.name for p in spec.perturbations)])
     shared = Sampler(cache, progress=bar, should_stop=should_stop, api_keys=api_keys,
                      backends=given,
                      embedders={model_key(spec.embedder): embedder} if embedder else None)
@@ -285,7 +293,9 @@ def run_suite(spec: AuditSpec, *, cache: Cache | None = None,
     for i, case in enumerate(spec.cases):
         bar.start(i, case)
         if chunk > 1 and i % chunk == 0:
+            bar.fetching(spec.cases[i:i + chunk])
             _prefetch(shared, spec, spec.cases[i:i + chunk], embedder)
+            bar.case = case.id
         r = run_audit(case_spec(spec, case), cache=cache, progress=bar, should_stop=should_stop,
                       api_keys=api_keys, backends={0: backend}, embedder=embedder,
                       permutation_seed=i + 1)

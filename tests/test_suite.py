@@ -199,13 +199,17 @@ def test_suite_corrects_across_all_tests_and_pools(tmp_path, cache):
         spec = load_spec(tmp_path / "s.yaml")
         with pytest.raises(ValueError, match="run_suite"):
             run_audit(spec, cache=cache)
-        res = run_suite(spec, cache=cache)
+        events = []
+        res = run_suite(spec, cache=cache, progress=events.append)
         delivered = list(srv.delivered)
         # without a cache, each case fetches its own samples: the same results
         uncached = run_suite(spec, cache=Cache(enabled=False))
     assert len(delivered) == len(set(delivered)) == 4 * 3 * 6  # each sample paid once
     assert [t["p_value"] for t in uncached.tests] == [t["p_value"] for t in res.tests]
     assert uncached.usage["calls"] == res.usage["calls"]
+    cases_bar = [e for e in events if e.stage == "cases"]
+    assert cases_bar[-1].done == cases_bar[-1].total == 4
+    assert any(e.detail.startswith("cases p0..p3: sampling") for e in cases_bar)
     assert len(res.tests) == 8 and [t["case"] for t in res.tests[:2]] == ["p0", "p0"]
     mt = multiple_testing([t["p_value"] for t in res.tests], "bh")
     assert np.allclose([t["p_adjusted"] for t in res.tests], mt.p_adjusted)
