@@ -10,7 +10,11 @@
     dbpa history [--model M] [--prompt P] [--since DATE] [--until DATE] [--json]
     dbpa history show ID | compare A B | delete ID... --yes
 
-Every ``dbpa audit`` is recorded in the run history (``$DBPA_HOME/history.sqlite3``,
+A spec with ``cases:`` is a suite (:mod:`dbpa_core.suite`): ``dbpa audit`` runs every
+case x perturbation, corrects them together and prints one pooled row per perturbation;
+``dbpa estimate`` counts every case.
+
+Every ``dbpa audit`` of one base prompt is recorded in the run history (``$DBPA_HOME/history.sqlite3``,
 see :mod:`dbpa_core.history`) unless ``--no-history``.
 
 Exit codes: 0 done, 1 a control perturbation was significant (with

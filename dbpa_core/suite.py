@@ -173,7 +173,7 @@ class SuiteResult:
     usage: dict[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     checks: list[dict[str, Any]] = field(default_factory=list)
-    responses_file: str | None = None  # responses.jsonl written while the suite ran
+    responses_file: str | None = None  # responses written while it ran, moved by write()
 
     mode = "suite"
 
@@ -287,7 +287,7 @@ def run_suite(spec: AuditSpec, *, cache: Cache | None = None,
     tests: list[dict[str, Any]] = []
     checks: list[dict[str, Any]] = []
     usage: dict[str, Any] = {}
-    found: dict[str, list] = {}  # warning -> [cases]
+    found: dict[str, list] = {}  # warning -> [number of cases, the first 5 of them]
     # what one case's k, B and correction could reach is not the suite's (its own note says it)
     per_case_reach = case_spec(spec, spec.cases[0]).attainability().message
     for i, case in enumerate(spec.cases):
@@ -311,7 +311,9 @@ def run_suite(spec: AuditSpec, *, cache: Cache | None = None,
                 usage[key] = value
         for w in r.warnings:
             if w != per_case_reach:
-                found.setdefault(w, []).append(case.id)
+                seen = found.setdefault(w, [0, []])
+                seen[0] += 1
+                seen[1] = seen[1] if len(seen[1]) >= 5 else [*seen[1], case.id]
         if responses is not None:
             for line in r.responses_jsonl().splitlines():
                 responses.write(json.dumps({"case": case.id, **json.loads(line)},
@@ -332,12 +334,11 @@ def run_suite(spec: AuditSpec, *, cache: Cache | None = None,
     usage["pool_seconds"] = round(time.perf_counter() - t1, 3)
     usage["seconds"] = round(time.perf_counter() - t0, 3)
     n = len(spec.cases)
-    said = [w if len(ids) == n else
-            f"{w} (case{'s' if len(ids) > 1 else ''} {', '.join(ids[:5])}"
-            f"{f' and {len(ids) - 5} more' if len(ids) > 5 else ''})"
-            for w, ids in found.items()]
-    return SuiteResult(spec, tests, pooled, usage, tuple(said), checks,
-                       getattr(responses, "name", None) if responses is not None else None)
+    said = [w if count == n else
+            f"{w} (case{'s' if count > 1 else ''} {', '.join(ids)}"
+            f"{f' and {count - 5} more' if count > 5 else ''})"
+            for w, (count, ids) in found.items()]
+    return SuiteResult(spec, tests, pooled, usage, tuple(said), checks)
 
 
 def _prefetch(sampler: Sampler, spec: AuditSpec, cases, embedder) -> None:
@@ -407,6 +408,7 @@ def cmd_audit_suite(spec: AuditSpec, args, cache: Cache, bars) -> int:
     try:
         with open(partial, "w", encoding="utf-8") as fh:
             result = run_suite(spec, cache=cache, progress=bars, responses=fh)
+        result.responses_file = partial
         paths = result.write(args.out)
     except RunCancelled as exc:
         print(str(exc), file=sys.stderr)
