@@ -314,6 +314,10 @@ def cmd_sensitivity(args) -> int:
     from .spec import load_spec
 
     spec = load_spec(args.spec)
+    if spec.cases:
+        print(f"error: {args.spec} is a suite (cases:); sensitivity studies take one base "
+              "prompt: run one case's prompts as a spec without cases.", file=sys.stderr)
+        return 2
     try:
         config = SensitivityConfig(
             measures=parse_measures(args.measures), embedders=parse_embedders(args.embedders, spec),

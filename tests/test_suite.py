@@ -315,3 +315,14 @@ perturbations: [{name: renamed, set: {name: Ahmed}}]
     said = " ".join(spec_warnings(spec))
     assert "1 case(s) have the same prompt for the base as an earlier case (a and c)" in said
     assert "2 case(s) have the same prompt for perturbation 'renamed'" in said
+
+
+def test_sensitivity_refuses_a_suite_in_one_line(tmp_path, capsys):
+    (tmp_path / "s.yaml").write_text("""model: {backend: local}
+cases: [{name: a}, {name: b}]
+base: {prompt: "hi {name}"}
+perturbations: [{name: p, suffix: "!"}]
+""")
+    assert main(["sensitivity", str(tmp_path / "s.yaml"), "--dry-run"]) == 2
+    assert "is a suite (cases:); sensitivity studies take one base prompt" in \
+        capsys.readouterr().err
