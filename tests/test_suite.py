@@ -326,3 +326,36 @@ perturbations: [{name: p, suffix: "!"}]
     assert main(["sensitivity", str(tmp_path / "s.yaml"), "--dry-run"]) == 2
     assert "is a suite (cases:); sensitivity studies take one base prompt" in \
         capsys.readouterr().err
+
+
+def test_bad_cases_files_are_one_line_errors(tmp_path):
+    (tmp_path / "s.yaml").write_text("""model: {backend: local}
+cases: {file: cases.csv}
+base: {prompt: "hi {name}"}
+perturbations: [{name: p, suffix: "!"}]
+""")
+    (tmp_path / "cases.csv").write_bytes(b"name\nJos\xe9\n")
+    with pytest.raises(SpecError, match=r"cases\.csv, line 2: not UTF-8"):
+        load_spec(tmp_path / "s.yaml")
+    (tmp_path / "cases.csv").write_text("\ufeffname\nJo\n")  # a byte-order mark is fine
+    assert load_spec(tmp_path / "s.yaml").cases[0].values == {"name": "Jo"}
+    (tmp_path / "s.yaml").write_text((tmp_path / "s.yaml").read_text().replace(".csv", ".xlsx"))
+    (tmp_path / "cases.xlsx").write_text("x")
+    with pytest.raises(SpecError, match=r"give a \.csv or \.jsonl file"):
+        load_spec(tmp_path / "s.yaml")
+
+
+def test_a_stopped_suite_raises_and_resumes_from_the_cache(tmp_path, cache):
+    from dbpa_core.sampling import RunCancelled
+
+    write_cases(tmp_path, 3)
+    with FakeOpenAI(models=("fake-model", "fake-embed")) as srv:
+        spec = parse_spec(suite_yaml(srv.base_url, cases="cases: {file: cases.csv}"),
+                          base_dir=tmp_path)
+        polls = iter(range(10_000))
+        with pytest.raises(RunCancelled):
+            run_suite(spec, cache=cache, should_stop=lambda: next(polls) > 20)
+        first = len(srv.delivered)
+        res = run_suite(spec, cache=cache)
+        assert 0 < first < 54 and len(srv.delivered) == 54   # nothing paid twice
+    assert res.usage["calls"] == 54 - first and res.usage["cached_samples"] == first
