@@ -226,6 +226,10 @@ def estimate(spec: AuditSpec, *, cache: Cache | None = None) -> dict[str, Any]:
     at ``max_tokens`` (an upper bound). Samples already in the cache cost
     nothing and are subtracted.
     """
+    if spec.cases:  # a suite: every case's arms
+        from .suite import estimate_suite
+
+        return estimate_suite(spec, cache=cache)
     rows = []
     totals = {"calls": 0, "cached": 0, "input_tokens": 0, "output_tokens": 0, "cost": 0.0}
     unknown_price = set()
@@ -271,7 +275,8 @@ def run_audit(spec: AuditSpec, *, cache: Cache | None = None,
               should_stop: Callable[[], bool] | None = None,
               api_keys: dict[str, str] | None = None,
               backends: dict[int, Backend] | None = None,
-              embedder: Embedder | None = None) -> AuditResult:
+              embedder: Embedder | None = None,
+              permutation_seed: int | None = None) -> AuditResult:
     """Run an audit spec end to end.
 
     Parameters
@@ -293,7 +298,12 @@ def run_audit(spec: AuditSpec, *, cache: Cache | None = None,
     backends, embedder : optional
         Ready-made objects (index in ``spec.models`` -> backend), for tests and
         for callers that keep models loaded.
+    permutation_seed : int, optional
+        Mixed into the seed of the permutations (a suite gives each case its own, so
+        that its cases' p-values are independent).
     """
+    if spec.cases:
+        raise ValueError("this spec has cases (a suite): run it with dbpa_core.suite.run_suite")
     t0 = time.perf_counter()
     given = {model_key(spec.models[i]): b for i, b in (backends or {}).items()}
     embedders = {model_key(spec.embedder): embedder} if embedder is not None else None
@@ -329,7 +339,8 @@ def run_audit(spec: AuditSpec, *, cache: Cache | None = None,
     for j, other in enumerate(others):
         sampler.check_stop()
         sampler.progress(Progress("testing", j, len(others), other.arm.name))
-        rng = np.random.default_rng([spec.seed, j])
+        rng = np.random.default_rng([spec.seed, j] if permutation_seed is None
+                                    else [spec.seed, permutation_seed, j])
         with warnings.catch_warnings(record=True) as wlist:
             warnings.simplefilter("always", DBPAWarning)
             if text_sim:

@@ -11,7 +11,11 @@
     dbpa history [--model M] [--prompt P] [--since DATE] [--until DATE] [--json]
     dbpa history show ID | compare A B [--fail-on-change] | delete ID... --yes
 
-Every ``dbpa audit`` is recorded in the run history (``$DBPA_HOME/history.sqlite3``,
+A spec with ``cases:`` is a suite (:mod:`dbpa_core.suite`): ``dbpa audit`` runs every
+case x perturbation, corrects them together and prints one pooled row per perturbation;
+``dbpa estimate`` counts every case.
+
+Every ``dbpa audit`` of one base prompt is recorded in the run history (``$DBPA_HOME/history.sqlite3``,
 see :mod:`dbpa_core.history`) unless ``--no-history``.
 
 Exit codes: 0 done, 1 a check asked for on the command line failed (``--fail-on``: a
@@ -180,6 +184,10 @@ def cmd_audit(args) -> int:
     cache.check()
     said = _spec_warnings(spec)  # what the plan cannot show, once nothing stops the run
     bars = _Bars((not args.quiet and sys.stderr.isatty()) or args.progress)
+    if spec.cases:  # a suite of cases
+        from .suite import cmd_audit_suite
+
+        return cmd_audit_suite(spec, args, cache, bars)
     try:
         result = run_audit(spec, cache=cache, progress=bars)
     except AuditCancelled as exc:
@@ -255,6 +263,9 @@ def cmd_estimate(args) -> int:
         print(f"{r['arm'][:28]:<28} {r['model'][:24]:<24} {r['calls']:>6} {r['cached']:>7} "
               f"{r['input_tokens']:>9} {r['output_tokens']:>9} {cost:>9}")
     t = est["totals"]
+    if est.get("cases"):
+        print(f"\nsuite: {est['cases']} cases x {len(spec.perturbations)} perturbations = "
+              f"{est['tests']} tests (each row sums its arm over the cases)")
     print(f"\ntotal: {t['calls']} calls ({t['cached']} cached), ~{t['input_tokens']} input and "
           f"<= {t['output_tokens']} output tokens, embeddings ~{t['embedding_tokens']} tokens; "
           f"estimated cost ${t['cost']:.4f}")
@@ -362,6 +373,10 @@ def cmd_sensitivity(args) -> int:
     from .spec import load_spec
 
     spec = load_spec(args.spec)
+    if spec.cases:
+        print(f"error: {args.spec} is a suite (cases:); sensitivity studies take one base "
+              "prompt: run one case's prompts as a spec without cases.", file=sys.stderr)
+        return 2
     try:
         config = SensitivityConfig(
             measures=parse_measures(args.measures), embedders=parse_embedders(args.embedders, spec),

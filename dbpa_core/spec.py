@@ -34,7 +34,7 @@ ROLES = ("control", "target")
 TOP_KEYS = {"name", "description", "model", "models", "embedder", "samples", "temperature",
             "top_p", "max_tokens", "permutations", "measure", "correction", "alpha", "seed",
             "system_prompt", "base", "perturbations", "prices", "sequential", "min_effect",
-            "null", "checks"}
+            "null", "checks", "cases"}
 MODEL_KEYS = {"backend", "name", "label", "base_url", "api_key_env", "path", "file",
               "concurrency", "max_retries", "timeout", "n_per_request", "batch_size",
               "temperature", "max_retry_wait", "max_response_mb"}
@@ -77,7 +77,7 @@ def key_env_allowed(name: str, allow_key_env=()) -> bool:
         or name in set(allow_key_env or ()) or name in allowed_key_envs()
 
 
-PERTURBATION_KEYS = {"name", "prompt", "prefix", "suffix", "system_prompt", "role"}
+PERTURBATION_KEYS = {"name", "prompt", "prefix", "suffix", "system_prompt", "role", "set"}
 
 
 class SpecError(ValueError):
@@ -90,6 +90,11 @@ class Perturbation:
     prompt: str
     role: str | None = None
     system_prompt: str | None = None
+    # for suites (``cases:``): how the prompt is made from each case's filled base prompt
+    prefix: str | None = None
+    suffix: str | None = None
+    template: bool = False  # ``prompt`` was given: a template filled from each case
+    set_fields: tuple[tuple[str, Any], ...] = ()  # ``set: {field: value}``
 
 
 @dataclass(frozen=True)
@@ -123,8 +128,13 @@ class AuditSpec:
     description: str = ""
     source: str = "<spec>"
     checks: tuple = ()  # answer checks (dbpa_core.checks.Check)
+    cases: tuple = ()   # a suite's cases (dbpa_core.cases.Case); empty for one base prompt
 
     def __post_init__(self):
+        if any(isinstance(c, dict) for c in self.cases):  # as to_dict wrote them
+            from .cases import Case
+            object.__setattr__(self, "cases", tuple(Case.from_dict(c) if isinstance(c, dict)
+                                                    else c for c in self.cases))
         if any(isinstance(c, dict) for c in self.checks):  # as to_dict wrote them
             from .checks import checks_from_dicts
             object.__setattr__(self, "checks", checks_from_dicts(self.checks))
@@ -139,9 +149,10 @@ class AuditSpec:
 
     @property
     def n_tests(self) -> int:
-        """Tests corrected together: the perturbations, or the models but the reference."""
-        return max(1, len(self.perturbations) if self.mode == "perturbation"
-                   else len(self.models) - 1)
+        """Tests corrected together: the perturbations (times the cases of a suite), or the
+        models but the reference."""
+        return max(1, len(self.perturbations) * max(1, len(self.cases))
+                   if self.mode == "perturbation" else len(self.models) - 1)
 
     def attainability(self):
         """What this spec's k, B, correction and α allow at best: an
@@ -159,13 +170,16 @@ class AuditSpec:
             "models": [_shown(m) for m in self.models], "embedder": _shown(self.embedder),
             "base": {"prompt": self.base_prompt, "system_prompt": self.system_prompt},
             "perturbations": [{"name": p.name, "prompt": p.prompt, "role": p.role,
-                               "system_prompt": p.system_prompt} for p in self.perturbations],
+                               "system_prompt": p.system_prompt} | (
+                                   {"prefix": p.prefix, "suffix": p.suffix, "template": p.template,
+                                    "set_fields": dict(p.set_fields)} if self.cases else {})
+                              for p in self.perturbations],
             "samples": self.samples, "temperature": self.temperature, "top_p": self.top_p,
             "max_tokens": self.max_tokens, "permutations": self.permutations,
             "measure": self.measure, "correction": self.correction, "alpha": self.alpha,
             "seed": self.seed, "sequential": self.sequential, "null": self.null,
             "min_effect": self.min_effect, "checks": [c.to_dict() for c in self.checks],
-        }
+        } | ({"cases": [c.to_dict() for c in self.cases]} if self.cases else {})
 
 
 def _shown(config: dict[str, Any]) -> dict[str, Any]:
@@ -531,6 +545,15 @@ def parse_spec(data: str | dict, *, source: str = "<spec>", base_dir: str | os.P
     system_prompt = _get(doc, base, "system_prompt", ("base",), str) or \
         _get(doc, top, "system_prompt", (), str)
 
+    cases = ()
+    if top.get("cases") is not None:
+        from .cases import parse_cases
+
+        if len(models) > 1:
+            raise doc.err(("cases",), "'cases' take perturbations of one model, not a model "
+                          "comparison ('models')")
+        cases = parse_cases(doc, top["cases"], base_dir)
+
     perturbations: list[Perturbation] = []
     raw_perts = _section(top, "perturbations", [])
     if not isinstance(raw_perts, list):
@@ -552,17 +575,27 @@ def parse_spec(data: str | dict, *, source: str = "<spec>", base_dir: str | os.P
         prefix = _get(doc, p, "prefix", path, str)
         suffix = _get(doc, p, "suffix", path, str)
         psys = _get(doc, p, "system_prompt", path, str)
+        changes = _set_fields(doc, p, path, name, cases)
         if prompt is not None and (prefix or suffix):
             raise doc.err(path, f"perturbation {name!r}: give 'prompt' or 'prefix'/'suffix', not both")
+        template = prompt is not None
         if prompt is None:
-            if not (prefix or suffix or psys):
+            if not (prefix or suffix or psys or changes):
                 raise doc.err(path, f"perturbation {name!r} has no prompt (give 'prompt', "
-                              "'prefix', 'suffix' or 'system_prompt')")
+                              "'prefix', 'suffix', 'system_prompt'" +
+                              (" or 'set')" if cases else ")"))
             prompt = " ".join(s for s in (prefix, base_prompt, suffix) if s)
         if not prompt.strip():
             raise doc.err(path + ("prompt",), f"perturbation {name!r} has an empty prompt")
         role = _get(doc, p, "role", path, str, choices=ROLES)
-        perturbations.append(Perturbation(name, prompt, role, psys or system_prompt))
+        perturbations.append(Perturbation(name, prompt, role, psys or system_prompt,
+                                          prefix, suffix, template, changes))
+    from .cases import check_cases, no_case_placeholders
+
+    if cases:
+        check_cases(doc, cases, base_prompt, perturbations)
+    else:
+        no_case_placeholders(doc, base_prompt, perturbations)
 
     prices = prices_section(doc, top)
 
@@ -580,7 +613,8 @@ def parse_spec(data: str | dict, *, source: str = "<spec>", base_dir: str | os.P
         max_tokens=_get(doc, top, "max_tokens", (), int, 300, minimum=1, maximum=100_000),
         permutations=_get(doc, top, "permutations", (), int, 2000, minimum=1, maximum=10_000_000),
         measure=measure,
-        correction=_get(doc, top, "correction", (), str, "holm", choices=METHODS),
+        correction=_get(doc, top, "correction", (), str, "bh" if cases else "holm",
+                        choices=METHODS),
         alpha=_get(doc, top, "alpha", (), float, 0.05, minimum=1e-9, maximum=0.999),
         seed=_get(doc, top, "seed", (), int, 0, minimum=0),
         sequential=_get(doc, top, "sequential", (), int, None, minimum=1),
@@ -591,9 +625,25 @@ def parse_spec(data: str | dict, *, source: str = "<spec>", base_dir: str | os.P
         description=_get(doc, top, "description", (), str, ""),
         source=source,
         checks=parse_checks(doc, top.get("checks"), base_dir=base_dir, allow_key_env=allow_key_env),
+        cases=cases,
     )
     _check_memory(doc, spec)
     return spec
+
+
+def _set_fields(doc: _Doc, p: dict, path: tuple, name: str, cases) -> tuple:
+    """A perturbation's ``set: {field: value}`` (covariate changes of every case)."""
+    raw = p.get("set")
+    if raw is None:
+        return ()
+    if not cases:
+        raise doc.err(path + ("set",), f"perturbation {name!r}: 'set' changes the columns of "
+                      "cases, and the spec gives no 'cases'")
+    if not isinstance(raw, dict) or not raw or not all(
+            isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in raw.values()):
+        raise doc.err(path + ("set",), f"perturbation {name!r}: 'set' maps a column to its new "
+                      "value (text or a number), e.g. set: {name: Ahmed}")
+    return tuple((str(k), v) for k, v in raw.items())
 
 
 def _section(top: dict, key: str, default: Any = None) -> Any:
@@ -673,6 +723,11 @@ def dump_spec(spec: AuditSpec, *, header: str | None = None) -> str:
         entry = {k: v for k, v in p.items() if v is not None}
         if entry.get("system_prompt") == spec.system_prompt:
             entry.pop("system_prompt", None)   # inherited from the base
+        if spec.cases:  # a suite: the prompt is made per case from these
+            if not entry.pop("template"):
+                entry.pop("prompt")
+            if entry.pop("set_fields"):
+                entry["set"] = dict(p["set_fields"])
         perts.append(entry)
     out: dict[str, Any] = {"name": d.pop("name")}
     if d.get("description"):
@@ -709,9 +764,13 @@ def spec_warnings(spec: AuditSpec) -> list[str]:
     reach = spec.attainability()
     if not reach.reachable:
         out.append(reach.message)
+    if spec.cases:
+        from .cases import shared_prompt_warnings
+
+        out += shared_prompt_warnings(spec.base_prompt, spec.perturbations, spec.cases)
     base = (" ".join(spec.base_prompt.split()), spec.system_prompt or "")
     for p in spec.perturbations:
-        if (" ".join(p.prompt.split()), p.system_prompt or "") == base:
+        if (" ".join(p.prompt.split()), p.system_prompt or "") == base and not p.set_fields:
             out.append(f"Perturbation {p.name!r} has the same prompt as the base: it tests the "
                        "model against itself (a check of the false-positive rate), not a change.")
     return out
