@@ -10,6 +10,10 @@
     dbpa import FILE [--from promptfoo|openai-batch|csv|jsonl] --out replay.jsonl [--force]
     dbpa history [--model M] [--prompt P] [--since DATE] [--until DATE] [--json]
     dbpa history show ID | compare A B [--fail-on-change] | delete ID... --yes
+    dbpa ui [STREAMLIT OPTIONS, e.g. --server.port 8600]
+
+Global options, before or after the command: ``--cache-dir DIR`` (``$DBPA_CACHE_DIR``),
+``--home DIR`` (``$DBPA_HOME``), ``--quiet`` (no progress bars).
 
 A spec with ``cases:`` is a suite (:mod:`dbpa_core.suite`): ``dbpa audit`` runs every
 case x perturbation, corrects them together and prints one pooled row per perturbation;
@@ -23,7 +27,9 @@ control perturbation was significant, a target was not, an answer check changed;
 ``--max-asr``: an attack's success rate was above it; ``history compare --fail-on-change``:
 a verdict changed between the two runs), 2 a mistake in the spec, the arguments or the
 setup (an unwritable ``--out`` or ``--junit``, a damaged cache), 3 a backend failure (key,
-server, model, malformed answers), 130 stopped. ``--junit FILE`` writes a JUnit XML report
+server, model, malformed answers), 130 stopped. A command that needs an optional extra
+that is not installed (``local``: the embedded model; ``app``: the dashboard) says which
+in one line and exits 2. ``--junit FILE`` writes a JUnit XML report
 (:mod:`dbpa_core.junit`) for CI.
 """
 from __future__ import annotations
@@ -496,12 +502,48 @@ def cmd_history(args) -> int:
     return 0
 
 
+def cmd_ui(args) -> int:
+    from .launcher import run_ui
+
+    if args.cache_dir:  # the dashboard reads it from the environment
+        os.environ["DBPA_CACHE_DIR"] = os.path.abspath(os.path.expanduser(args.cache_dir))
+    return run_ui(args.streamlit_options)
+
+
+def _global_options(p: argparse.ArgumentParser, *, top: bool) -> None:
+    """The options every command takes, before or after its name. Below the top they
+    default to SUPPRESS, so a value given before the command is not reset after it."""
+    def default(value):
+        return value if top else argparse.SUPPRESS
+
+    have = p._option_string_actions
+    for flags, kw in ((("--cache-dir",), dict(default=default(None), metavar="DIR",
+                                               help="cache folder (default: $DBPA_CACHE_DIR "
+                                               "or the per-user cache)")),
+                      (("--home",), dict(default=default(None), metavar="DIR",
+                                         help="folder for the run history, settings and saved "
+                                         "models (default: $DBPA_HOME or the per-user data "
+                                         "folder)")),
+                      (("--quiet",), dict(action="store_true", default=default(False),
+                                          help="no progress bars"))):
+        if flags[0] in have:  # the command declares it itself: keep its help, not its default
+            have[flags[0]].default = default(have[flags[0]].default)
+        else:
+            p.add_argument(*flags, **kw)
+
+
+def _subparsers(p: argparse.ArgumentParser):
+    for action in p._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):
+                yield child
+                yield from _subparsers(child)
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="dbpa", description="Audit LLM robustness with "
                                  "distribution-based perturbation analysis.")
     ap.add_argument("--version", action="version", version=f"dbpa {__version__}")
-    ap.add_argument("--cache-dir", default=os.environ.get("DBPA_CACHE_DIR"),
-                    help="cache folder (default: $DBPA_CACHE_DIR or the per-user cache)")
     sub = ap.add_subparsers(dest="command", required=True)
     a = sub.add_parser("audit", help="run an audit spec and write results")
     a.add_argument("spec")
@@ -611,20 +653,54 @@ def build_parser() -> argparse.ArgumentParser:
     for p in (s, c, d):
         p.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                        help="machine-readable output")
+    u = sub.add_parser("ui", help="start the dashboard (needs the app extra)",
+                       description="Start the dashboard in a browser (headless, no usage "
+                       "statistics). Every other option goes to `streamlit run`, e.g. "
+                       "--server.port 8600 or --server.address 0.0.0.0.")
+    u.set_defaults(func=cmd_ui, streamlit_options=[])
+    _global_options(ap, top=True)
+    for p in _subparsers(ap):
+        _global_options(p, top=False)
     return ap
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    """Parse the command line; unknown options are refused, except after ``ui`` (Streamlit's)."""
+    ap = build_parser()
+    args, rest = ap.parse_known_args(argv)
+    if rest and args.command != "ui":
+        ap.error(f"unrecognized arguments: {' '.join(rest)}")
+    if args.command == "ui":
+        args.streamlit_options = rest
+    if args.cache_dir is None:
+        args.cache_dir = os.environ.get("DBPA_CACHE_DIR")
+    if args.home:  # every reader of the run history and settings looks here
+        os.environ["DBPA_HOME"] = os.path.abspath(os.path.expanduser(args.home))
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    args = build_parser().parse_args(argv)
+    args = _parse(argv)
     from .backends.base import BackendError, clean_text
     from .cache import CacheError
+    from .launcher import MissingExtraError
     from .outputs import OutputDirError
+    from .resources import extra_for, missing_extra_message
     from .spec import SpecError
 
     try:
         return args.func(args)
+    except MissingExtraError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as exc:  # an optional extra left out of the install
+        extra = extra_for(exc.name)
+        if extra is None:
+            raise
+        print(f"error: {missing_extra_message(extra)}", file=sys.stderr)
+        return 2
     except (SpecError, CacheError, OutputDirError) as exc:
         print(f"error: {clean_text(exc, 1000)}", file=sys.stderr)
         return 2

@@ -53,6 +53,7 @@ from .measures import MEASURES, get_measure
 from .multitest import multiple_testing
 from .permutation import DBPAWarning, dbpa_test, dbpa_test_similarity
 from .pricing import estimate_tokens, price_of
+from .resources import asset
 from .sampling import Job, Progress, Sampler, SampleRecord, is_cached, model_key
 from .similarity import TEXT_SIMILARITIES, text_similarity_matrix
 from .spec import AuditSpec, model_label
@@ -61,7 +62,7 @@ from .types import DBPAResult, _jsonable
 STUDIES = ("measure", "embedder", "length")
 STUDY_TITLES = {"measure": "Distance measures", "embedder": "Embedders",
                 "length": "Prompt length"}
-NEUTRAL_TEXT = Path(__file__).resolve().parent.parent / "assets" / "neutral_context.txt"
+NEUTRAL_TEXT = asset("neutral_context.txt")
 SEPARATOR = "\n\n"
 MAX_LENGTH = 32_000
 EMBEDDER_NAMES = ("spec", "local", "openai", "openai:NAME", "st:FOLDER", *TEXT_SIMILARITIES)
