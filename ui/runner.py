@@ -419,7 +419,7 @@ def replay_shortfalls(specs: dict[str, AuditSpec]) -> str | None:
                 have = _available(m, arm.prompt)
             except (OSError, BackendError) as exc:
                 return _unreadable(m, exc)
-            if have < spec.samples:
+            if have < arm.first_sample + spec.samples:  # a same-prompt arm takes the next ones
                 what = f"{arm.name} ({have} recorded)" if have else arm.name
                 lacking.setdefault(model_label(m), [])
                 if what not in lacking[model_label(m)]:
