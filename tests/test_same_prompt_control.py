@@ -82,6 +82,8 @@ def test_each_arm_of_one_prompt_draws_its_own_samples(monkeypatch):
     assert [x["index"] for x in rows if x["arm"] == "same"] == list(range(8, 16))
     # the estimate counts the control's own calls
     assert estimate(s)["totals"]["calls"] == 32
+    from dbpa_core.sensitivity import SensitivityConfig, parse_measures, plan
+    assert plan(s, SensitivityConfig(measures=parse_measures("jsd")))["calls"] == 32
 
 
 def test_same_prompt_control_is_calibrated_over_seeds(monkeypatch):
