@@ -127,6 +127,62 @@ def _robust_config(result: AuditResult, picks: list[str]) -> SensitivityConfig:
                              embedders=parse_embedders(",".join(picks), result.spec))
 
 
+class _ResultAnswers:
+    """A backend that serves each of an audit's requests with the answer the result holds
+    (the check runs on the very answers the verdict came from, recorded or cached or not:
+    no model is called)."""
+
+    name = "result"
+    deterministic = True
+
+    def __init__(self, result: AuditResult, model_cfg: dict):
+        self.model = result.base.arm.model_label
+        self.answers = {(a.arm.system_prompt, a.arm.prompt, a.arm.first_sample + i): t
+                        for a in (result.base, *result.arms) if a.arm.model == model_cfg
+                        for i, t in enumerate(a.texts)}
+
+    def generate(self, requests, on_sample, *, should_stop=None) -> None:
+        from dbpa_core.backends import Sample
+
+        for r in requests:
+            on_sample(r, Sample(self.answers[(r.system_prompt, r.prompt, r.index)],
+                                model=self.model))
+
+
+class _ResultVectors:
+    """The audit's embedder, served from the vectors the result holds."""
+
+    name = "result"
+
+    def __init__(self, result: AuditResult):
+        self.vectors = {t: v for a in (result.base, *result.arms) if a.embeddings is not None
+                        for t, v in zip(a.texts, a.embeddings, strict=True)}
+
+    def embed(self, texts):
+        import numpy as np
+
+        return np.stack([self.vectors[t] for t in texts])
+
+
+def check_on_answers(result: AuditResult, cfg: SensitivityConfig, progress=None,
+                     should_stop=None) -> SensitivityResult:
+    """The sensitivity study of ``cfg`` on ``result``'s own answers (and the audit
+    embedder's vectors it holds): no model call, nothing read from or written to the
+    cache, so a recorded result is checked on the recording."""
+    from dbpa_core.cache import Cache
+    from dbpa_core.sampling import model_key
+
+    arms = (result.base, *result.arms)
+    backends = {model_key(a.arm.model): _ResultAnswers(result, a.arm.model) for a in arms}
+    embedders = {model_key(result.spec.embedder): _ResultVectors(result)} \
+        if all(a.embeddings is not None for a in arms) else None
+    res = run_sensitivity(result.spec, cfg, cache=Cache(enabled=False), progress=progress,
+                          should_stop=should_stop, backends=backends, embedders=embedders,
+                          api_keys=st.session_state.get("api_keys"))
+    res.usage.update(answers_reused=res.usage.get("calls", 0), calls=0)
+    return res
+
+
 def _robustness(result: AuditResult, name: str, key: str) -> None:
     spec = result.spec
     st.markdown("**Does the verdict hold?** The same test under every distance measure and "
@@ -134,16 +190,17 @@ def _robustness(result: AuditResult, name: str, key: str) -> None:
     default = ["spec"] + (["local"] if spec.embedder.get("backend") != "local" else [])
     picks = st.multiselect("Embedders", list(ROBUST_EMBEDDERS), default=default,
                            format_func=ROBUST_EMBEDDERS.get, key=f"{key}_rob_emb",
-                           help="BLEU and ROUGE compare texts word by word in Python: about a "
-                           "minute for eight perturbations at k = 20.")
+                           help="The check reuses the answers of this result: no model is "
+                           "called. MiniLM (local) embeds them on this machine (seconds); BLEU "
+                           "and ROUGE compare texts word by word in Python: about a minute for "
+                           "eight perturbations at k = 20.")
     store = st.session_state.setdefault(f"_{key}_robust", {})
     rkey = (id(result), tuple(picks))
     if st.button("Check the verdict", key=f"{key}_rob_go", icon=":material/rule:",
                  disabled=not picks):
         cfg = _robust_config(result, picks)
-        out = runner.run_tasks([("robustness", lambda progress: run_sensitivity(
-            spec, cfg, cache=state.cache(), progress=progress,
-            api_keys=st.session_state["api_keys"]))], key=f"{key}_rob")
+        out = runner.run_tasks([("robustness", lambda progress: check_on_answers(
+            result, cfg, progress))], key=f"{key}_rob")
         if out:
             store[rkey] = out["robustness"]
     res: SensitivityResult | None = store.get(rkey)
@@ -161,9 +218,10 @@ def _robustness(result: AuditResult, name: str, key: str) -> None:
 
     st.dataframe(styled(rows_table([r for r in res.rows if r.perturbation == name])),
                  hide_index=True, key=f"{key}_rob_table")
-    st.caption(f"{res.usage.get('calls', 0)} model calls; "
-               f"{res.usage.get('embeddings_computed', 0)} new embeddings. The full study "
-               "(prompt length, cost) is on the Sensitivity page.")
+    st.caption(f"No model calls: the test reused the audit's "
+               f"{res.usage.get('answers_reused', 0)} answers; "
+               f"{res.usage.get('embeddings_computed', 0)} embeddings computed on this machine. "
+               "The full study (prompt length, cost) is on the Sensitivity page.")
 
 
 def why_view(result: AuditResult, *, key: str, only: str | None = None) -> None:
