@@ -48,18 +48,35 @@ def esc(text: object) -> str:
     return html.escape(str(text), quote=False)
 
 
+P_THRESHOLDS = (0.1, 0.05, 0.01, 0.001)  # the stars' and the usual α's
+
+
 def fmt_p(p: float) -> str:
-    """p with four decimals, and ``< 0.0001`` below that (never ``0.0000``); where four
-    decimals would round p up onto a threshold it is below (0.0009995 -> 0.0010 next to
-    ``***`` for p < .001), four significant digits instead."""
+    """The one way the dashboard writes a p-value: four decimals (``0.0123``), ``< 0.0001``
+    below that (never ``0.0000``), and where four decimals would round p up onto a
+    threshold it is below, the threshold with ``<`` (``0.0009995`` -> ``< 0.001``, next
+    to ``***`` for p < .001; ``0.04996`` -> ``< 0.05``), never more digits."""
     if not np.isfinite(p):
         return "–"
     if p < 1e-4:
         return "< 0.0001"
     s = f"{p:.4f}"
-    if any(p < t <= float(s) for t in (0.1, 0.05, 0.01, 0.001)):
-        s = f"{p:.4g}"
+    for t in P_THRESHOLDS:
+        if p < t <= float(s):
+            return f"< {t:g}"
     return s
+
+
+def fmt_effect(x: float, *, signed: bool = False) -> str:
+    """ω, chance ω and ω above chance: three decimals, rounded once from the value the
+    result holds (tables, charts, the Why view and the report agree; the CSV keeps every
+    digit)."""
+    return "–" if not np.isfinite(x) else (f"{x:+.3f}" if signed else f"{x:.3f}")
+
+
+def fmt_rate(x: float) -> str:
+    """An AUC or a rate in [0, 1]: two decimals (``0.00``, ``1.00``), never a bare ``0``."""
+    return "–" if not np.isfinite(x) else f"{x:.2f}"
 
 
 def p_text(p: float, *, raw: bool = False) -> str:

@@ -11,7 +11,7 @@ from plotly.subplots import make_subplots
 
 from dbpa_core.sensitivity import STUDY_TITLES, SensitivityResult, SensitivityRow
 
-from .figures import ACCENT, _layout, fmt_p
+from .figures import ACCENT, _layout, fmt_effect, fmt_p
 
 PALETTE = ["#5B8DEF", "#F28E2B", "#59A14F", "#E15759", "#B07AA1", "#76B7B2", "#EDC948",
            "#9C755F", "#FF9DA7", "#BAB0AC"]
@@ -86,8 +86,9 @@ def pvalue_figure(result: SensitivityResult, study: str, alpha: float) -> go.Fig
             marker=dict(size=10, color=[color if r.significant else "white" for r in rs],
                         line=dict(color=color, width=2),
                         symbol=["diamond" if r.baseline else "circle" for r in rs]),
-            customdata=[_esc(r.perturbation) for r in rs],
-            hovertemplate=f"{_esc(s)}<br>%{{customdata}}<br>p (adj.) = %{{y:.4g}}<extra></extra>"))
+            customdata=[[_esc(r.perturbation), _p(r)] for r in rs],
+            hovertemplate=f"{_esc(s)}<br>%{{customdata[0]}}<br>p (adj.) = %{{customdata[1]}}"
+            "<extra></extra>"))
     fig.add_hline(y=alpha, line_dash="dash", line_color=ACCENT)
     # on a log axis an annotation's y is the exponent (add_hline's own label lands off-chart)
     fig.add_annotation(x=1, xref="paper", y=math.log10(alpha), yref="y", text=f"α = {alpha:g}",
@@ -133,7 +134,8 @@ def length_figure(result: SensitivityResult, alpha: float) -> go.Figure:
                                  marker=dict(size=9, color=[color if r.significant else "white"
                                                             for r in rs],
                                              line=dict(color=color, width=2)),
-                                 hovertemplate="~%{x} tokens<br>p (adj.) = %{y:.4g}"
+                                 customdata=[_p(r) for r in rs],
+                                 hovertemplate="~%{x} tokens<br>p (adj.) = %{customdata}"
                                  "<extra>" + _esc(name) + "</extra>"), row=1, col=2)
     fig.add_hline(y=alpha, line_dash="dash", line_color=ACCENT, row=1, col=2)
     fig.add_hline(y=0, line_color="#52606D", line_width=1, row=1, col=1)
@@ -178,8 +180,8 @@ def study_table(result: SensitivityResult, study: str) -> pd.DataFrame:
             if r is None or not r.applicable:
                 d[s] = "n/a"
             else:
-                d[s] = f"{r.effect_above_chance:+.3f} {r.stars} (p adj. {fmt_p(r.p_adjusted)})".replace(
-                    "  ", " ")
+                d[s] = (f"{fmt_effect(r.effect_above_chance, signed=True)} {r.stars} "
+                        f"(p adj. {fmt_p(r.p_adjusted)})").replace("  ", " ")
         out.append(d)
     return pd.DataFrame(out)
 
@@ -187,8 +189,8 @@ def study_table(result: SensitivityResult, study: str) -> pd.DataFrame:
 def rows_table(rows: list[SensitivityRow]) -> pd.DataFrame:
     return pd.DataFrame([{
         "study": STUDY_TITLES[r.study], "setting": r.setting, "perturbation": r.perturbation,
-        "ω above chance": None if not r.applicable else round(r.effect_above_chance, 4),
-        "ω": None if not r.applicable else round(r.effect_size, 4),
+        "ω above chance": None if not r.applicable else r.effect_above_chance,  # shown rounded
+        "ω": None if not r.applicable else r.effect_size,                       # once (styled)
         "p (adjusted)": None if not r.applicable else r.p_adjusted, "": r.stars,
         "audit's setting": r.baseline, "note": r.note} for r in rows])
 

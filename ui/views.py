@@ -229,11 +229,10 @@ def control_target_view(results: Mapping[str, AuditResult], *, key: str, meta: R
         st.caption("A point of the curve is one threshold α: the share of controls (x) and of "
                    "targets (y) with raw p below it. AUC 1 = every target below every control; "
                    "0.5 = no better than chance. With few perturbations the curve is coarse.")
-        st.dataframe(pd.DataFrame([{"model": m, "AUC": round(r.auc, 3),
-                                    "TPR at allowed FPR": r.tpr_at_fpr(max_fpr),
-                                    "controls": r.n_control, "targets": r.n_target}
-                                   for m, r in rocs.items()]), hide_index=True,
-                     key=f"{key}_auc")
+        st.dataframe(widgets.styled(pd.DataFrame([
+            {"model": m, "AUC": r.auc, "TPR at allowed FPR": r.tpr_at_fpr(max_fpr),
+             "controls": r.n_control, "targets": r.n_target} for m, r in rocs.items()])),
+            hide_index=True, key=f"{key}_auc")
         for m, r in results.items():
             g = verdicts.gate(r, m)
             with st.expander(f"Per-perturbation results: {md_escape(m)} — control gate "

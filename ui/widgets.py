@@ -13,7 +13,7 @@ from dbpa_core.measures import DEFAULT_MEASURE, MEASURES, NULLS
 from dbpa_core.multitest import METHODS
 
 from . import export, state, verdicts
-from .figures import fmt_p, resolution
+from .figures import fmt_effect, fmt_p, fmt_rate, resolution
 from .nav import PAGES, ROOT
 
 summary_sentence = verdicts.summary_sentence  # where pages and tests have always found it
@@ -144,8 +144,8 @@ def results_table(result: AuditResult) -> pd.DataFrame:
     delta = result.spec.min_effect
     for p in result.perturbations:
         row = {"perturbation": p.name, "role": p.role or "", "model": p.model,
-               "ω above chance": round(p.effect_above_chance, 4),
-               "ω": round(p.effect_size, 4), "chance ω": round(p.chance_effect_size, 4),
+               "ω above chance": p.effect_above_chance,  # rounded once, when shown
+               "ω": p.effect_size, "chance ω": p.chance_effect_size,
                "p (raw)": p.p_value, "p (adjusted)": p.p_adjusted, "": p.stars,
                "detectable": p.significant}
         if delta is not None:
@@ -163,9 +163,11 @@ def styled(df: pd.DataFrame):
         if name.startswith("p ("):
             formats[c] = fmt_p
         elif name.startswith("ω above chance"):
-            formats[c] = "{:+.3f}"
+            formats[c] = lambda x: fmt_effect(x, signed=True)
         elif "ω" in name:  # ω, chance ω
-            formats[c] = "{:.3f}"
+            formats[c] = fmt_effect
+        elif name in ("AUC", "AUC_cal") or name.startswith(("TPR", "FPR")):
+            formats[c] = fmt_rate
     return df.style.format(formats, na_rep="–")
 
 
