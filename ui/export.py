@@ -156,7 +156,7 @@ def _verdict(results: Mapping[str, AuditResult]) -> str:
         out.append(f"<p class='fail'>{html.escape(failure)}</p>")
     elif any(g.controls for g in verdicts.gates(results)):
         out.append("<p class='pass'>Control gate passed: no perturbation marked control "
-                   "changed the answers significantly.</p>")
+                   "changed the answers detectably.</p>")
     for job, r in results.items():
         who = f"{html.escape(job)}: " if len(results) > 1 else ""
         out.append(f"<p class='verdict'>{who}{html.escape(verdicts.summary_sentence(r))}</p>")

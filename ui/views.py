@@ -27,7 +27,7 @@ def results_container(key: str):
 
 def control_gate(results: Mapping[str, AuditResult], *, key: str) -> bool | None:
     """The dashboard's ``--fail-on-control``: a red verdict naming every control that
-    changed the answers significantly, and a pass/fail line per model. Returns whether
+    changed the answers detectably, and a pass/fail line per model. Returns whether
     every model passed (None when nothing is marked control)."""
     gs = verdicts.gates(results)
     if not any(g.controls for g in gs):
@@ -38,17 +38,33 @@ def control_gate(results: Mapping[str, AuditResult], *, key: str) -> bool | None
     else:
         first = next(iter(results.values()))
         st.success(f"Control gate passed: no perturbation marked control changed the answers "
-                   f"significantly {md_escape(verdicts.level(first))}.",
+                   f"detectably {md_escape(verdicts.level(first))}.",
                    icon=":material/verified_user:")
     rows = [{"model": g.model, "control gate": g.status,
              "controls changed": f"{len(g.failed)} of {len(g.controls)}"
                                  + (": " + ", ".join(g.failed) if g.failed else ""),
              "targets detected": f"{len(g.detected)} of {len(g.targets)}"} for g in gs]
     st.dataframe(pd.DataFrame(rows), hide_index=True, key=f"{key}_gate")
-    st.caption("Gate per model: FAIL when any control is significant (adjusted p ≤ α), as "
-               "`dbpa audit --fail-on-control` exits 1. Targets detected: targets significant "
-               "at the same level.")
+    st.caption("Gate per model: FAIL when any control changed the answers detectably "
+               "(adjusted p ≤ α), as `dbpa audit --fail-on-control` exits 1. Targets detected: "
+               "targets detectable at the same level.")
     return not failure
+
+
+def with_current_delta(key: str, results: Mapping | None):
+    """The page's results read against the δ now set (sidebar or verdict line): δ changes
+    no sample, ω or p, so the stored results are re-read, not rerun (and stay the same
+    objects until δ changes again)."""
+    if not results:
+        return results
+    delta = float(st.session_state.get("w_min_effect") or 0.0) or None
+    out = {job: verdicts.with_min_effect(r, delta) if isinstance(r, AuditResult) else r
+           for job, r in results.items()}
+    if any(out[j] is not results[j] for j in out):
+        stored = st.session_state.get("results", {})
+        if stored.get(key) is results:
+            stored[key] = out
+    return out
 
 
 # --------------------------------------------------------------------------- one audit
@@ -105,10 +121,10 @@ def model_comparison_view(result: AuditResult, *, key: str, meta: RunMeta,
                           title: str = "Model comparison") -> None:
     with results_container(key):
         bar = figures.model_distance_figure(result)
-        st.markdown(f"**{md_escape(widgets.summary_sentence(result))}**")
+        widgets.verdict_line(widgets.summary_sentence(result), key=key)
         st.plotly_chart(bar, key=f"{key}_bar")
         st.caption("Bars: ω above chance (ω minus what chance alone gives at this k). Orange: "
-                   "significantly different from the reference after correction; grey (n.s.): "
+                   "detectably different from the reference after correction; grey (n.s.): "
                    "not shown to differ with this k. The test takes the reference's answers as "
                    "the null, so swapping reference and model can change p.")
         widgets.show_results_table(result, key=key, sentence=False)
@@ -155,11 +171,12 @@ def persona_view(results: Mapping[str, AuditResult], *, key: str, meta: RunMeta,
         if ss.get(f"{key}_cell_m") not in models:
             ss[f"{key}_cell_m"] = models[0]
         selected = (ss[f"{key}_cell_p"], ss[f"{key}_cell_m"])
-        for m, r in results.items():
-            if len(results) > 1:
+        if len(results) == 1:
+            widgets.verdict_line(widgets.summary_sentence(next(iter(results.values()))), key=key)
+        else:
+            for m, r in results.items():
                 st.markdown(f"**{md_escape(m)}:** {md_escape(widgets.summary_sentence(r))}")
-            else:
-                st.markdown(f"**{md_escape(widgets.summary_sentence(r))}**")
+            widgets.delta_setter(key)
         heat = figures.persona_heatmap(results, selected=selected)
         st.plotly_chart(heat, key=f"{key}_heat", on_select="rerun", selection_mode="points")
         st.caption("Colour and number: ω above chance (how much more the answers moved than "

@@ -25,7 +25,7 @@ from dbpa_core.sensitivity import (
     run_sensitivity,
 )
 
-from . import runner, state, why_figures
+from . import runner, state, verdicts, why_figures
 from .figures import p_text
 from .widgets import md_escape, styled
 
@@ -209,7 +209,7 @@ def _robustness(result: AuditResult, name: str, key: str) -> None:
     v = next(x for x in res.verdicts() if x["perturbation"] == name)
     said = "changes the answers" if v["baseline_significant"] else "shows no change"
     parts = [f"{v[s]['significant']} of {v[s]['settings']} {s}s" for s in res.studies]
-    msg = (f"The audit says **{md_escape(name)}** {said}; it is significant under "
+    msg = (f"The audit says **{md_escape(name)}** {said}; the change is detectable under "
            f"{' and '.join(parts)}.")
     (st.success if v["holds"] else st.warning)(
         msg + (" The verdict holds." if v["holds"] else
@@ -244,11 +244,12 @@ def why_view(result: AuditResult, *, key: str, only: str | None = None) -> None:
             memo.clear()
         memo[(id(result), name)] = (result, explain_result(result, name))
     ex = memo[(id(result), name)][1]
-    verdict = "changes the answers" if pert.significant else "does not change the answers " \
-        "significantly"
+    size = f" ({verdicts.size_text(pert)})" if verdicts.size_text(pert) else ""
+    verdict = f"changes the answers detectably{size}" if pert.significant else \
+        "does not change the answers detectably"
     if result.mode == "models":
-        verdict = "differs from the reference" if pert.significant else \
-            "does not differ significantly from the reference"
+        verdict = f"differs detectably from the reference{size}" if pert.significant else \
+            "does not differ detectably from the reference"
     st.markdown(f"#### Why: {md_escape(name)}")
     st.caption(f"The test says {md_escape(name)} {verdict} (ω = {pert.effect_size:.3f}, "
                f"{pert.effect_above_chance:+.3f} above chance, "

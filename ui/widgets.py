@@ -147,11 +147,16 @@ def results_table(result: AuditResult) -> pd.DataFrame:
                "ω above chance": p.effect_above_chance,  # rounded once, when shown
                "ω": p.effect_size, "chance ω": p.chance_effect_size,
                "p (raw)": p.p_value, "p (adjusted)": p.p_adjusted, "": p.stars,
-               "detectable": p.significant}
+               "detectable": p.significant, "size (d)": _size_cell(p)}
         if delta is not None:
             row[f"> δ = {delta:g}"] = bool(p.exceeds_min_effect)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _size_cell(p) -> str:
+    d = verdicts.size_d(p)
+    return "–" if d is None else f"{verdicts.size_word(d)} ({d:.2f})"
 
 
 def styled(df: pd.DataFrame):
@@ -171,10 +176,40 @@ def styled(df: pd.DataFrame):
     return df.style.format(formats, na_rep="–")
 
 
+def delta_setter(key: str) -> None:
+    """A small button beside a verdict: set the minimum effect of interest δ (the sidebar's
+    δ, the same value) without leaving the results. δ changes no sample, ω or p: the
+    results on screen are read against the new δ at once (no run)."""
+    ss = st.session_state
+    now = float(ss.get("w_min_effect") or 0.0)
+    with st.popover(f"δ = {now:g}" if now else "Set δ", icon=":material/straighten:",
+                    help="The minimum effect of interest: which changes are large enough to "
+                    "matter, in ω above chance."):
+        field = f"_{key}_delta"
+        ss[field] = now
+
+        def apply() -> None:
+            ss["w_min_effect"] = float(ss[field] or 0.0)
+
+        st.number_input("Minimum effect of interest δ (0 = none)", min_value=0.0,
+                        max_value=10.0, step=0.01, format="%.3f", key=field, on_change=apply)
+        st.caption("In units of ω above chance. Detectable (p) and larger than δ are separate "
+                   "questions: with many samples nearly every change is detectable, δ says "
+                   "which ones matter. Changing δ reruns nothing.")
+
+
+def verdict_line(text: str, *, key: str) -> None:
+    """The verdict sentence in bold with the δ button on its right."""
+    left, right = st.columns([6, 1], vertical_alignment="center")
+    left.markdown(f"**{md_escape(text)}**")
+    with right:
+        delta_setter(key)
+
+
 def show_results_table(result: AuditResult, *, key: str, sentence: bool = True) -> None:
     """The verdict sentence (unless the caller shows it already) and the results table."""
     if sentence:
-        st.markdown(f"**{md_escape(summary_sentence(result))}**")
+        verdict_line(summary_sentence(result), key=key)
     df = results_table(result)
     st.dataframe(styled(df), hide_index=True, key=f"{key}_table", height=table_height(len(df)),
                  column_config={
@@ -191,6 +226,10 @@ def show_results_table(result: AuditResult, *, key: str, sentence: bool = True) 
                          "significant means adjusted p <= α"),
                      "detectable": st.column_config.CheckboxColumn(
                          help="significant after the correction (adjusted p <= α)"),
+                     "size (d)": st.column_config.TextColumn(
+                         help="how large the change is, in words: Cohen's d of the "
+                         "similarities (base-base minus base-perturbed, over their SD); "
+                         "small from 0.2, moderate from 0.5, large from 0.8"),
                  })
     spec = result.spec
     notes = ("" if spec.min_effect is None else
@@ -203,7 +242,9 @@ def show_results_table(result: AuditResult, *, key: str, sentence: bool = True) 
     st.caption(f"k = {spec.samples} responses per prompt, B = {spec.permutations} permutations "
                f"(no p can be below 1/(B+1) = {fmt_p(resolution(spec.permutations))}), ω = "
                f"{spec.measure}, correction = {spec.correction}, α = {spec.alpha}, seed = "
-               f"{spec.seed}. Detectable = significant = adjusted p ≤ α; stars on the adjusted "
+               f"{spec.seed}. Detectable = significant = adjusted p ≤ α (the change is told "
+               "apart from the model's own randomness, however small it is); size: Cohen's d "
+               "of the similarities, small ≥ 0.2, moderate ≥ 0.5, large ≥ 0.8. Stars on the adjusted "
                "p: * < .05, ** < .01, *** < .001. A small p means the perturbed answers differ "
                "from the base answers by more than the model's own randomness explains; a large "
                "p means this sample could not show a change. ω has no fixed zero: read 'ω above "

@@ -1,0 +1,93 @@
+"""Reading the verdict: 'detectably' (not 'significantly'), the size in words against stated
+anchors, and δ set from the verdict line without a rerun."""
+import dataclasses
+
+import numpy as np
+import pytest
+
+from ui import verdicts
+
+from .conftest import errors, plain, warnings
+
+
+def _with_similarities(p, p0, p1, significant=True):
+    test = dataclasses.replace(p.test, null_similarities=np.asarray(p0, float),
+                               alt_similarities=np.asarray(p1, float))
+    return dataclasses.replace(p, test=test, significant=significant)
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory):
+    from dbpa_core.audit import run_audit
+    from dbpa_core.cache import Cache
+    from dbpa_core.spec import parse_spec
+    from ui import presets
+
+    from .conftest import DEMO
+
+    spec = parse_spec({
+        "model": {"backend": "replay", "file": DEMO}, "embedder": {"backend": "rouge1"},
+        "samples": 10, "permutations": 300, "base": {"prompt": presets.NICE_PROMPT},
+        "perturbations": [{"name": "comedian", "prefix": "Act as a comedian."},
+                          {"name": "doctor", "prefix": "Act as a doctor."}]})
+    return run_audit(spec, cache=Cache(tmp_path_factory.mktemp("c")))
+
+
+def test_size_is_cohens_d_of_the_similarities_against_stated_anchors(result):
+    rng = np.random.default_rng(0)
+    p0 = rng.normal(0.6, 0.1, 4000)
+    p = result.perturbations[0]
+    for shift, word in ((0.0, "very small"), (0.03, "small"), (0.06, "moderate"),
+                        (0.1, "large")):
+        q = _with_similarities(p, p0, rng.normal(0.6 - shift, 0.1, 4000))
+        d = verdicts.size_d(q)
+        assert d == pytest.approx(shift / 0.1, abs=0.06)
+        assert verdicts.size_word(d) == word
+    assert [t for t, _ in verdicts.SIZE_ANCHORS] == [0.8, 0.5, 0.2]   # what the README states
+    assert verdicts.size_word(None) == ""
+
+
+def test_verdict_says_detectably_and_how_large(result):
+    rng = np.random.default_rng(1)
+    a, b = result.perturbations
+    big = _with_similarities(a, rng.normal(0.6, 0.1, 400), rng.normal(0.5, 0.1, 400))
+    none = _with_similarities(b, rng.normal(0.6, 0.1, 400), rng.normal(0.6, 0.1, 400),
+                              significant=False)
+    two = dataclasses.replace(result, perturbations=(big, none))
+    s = verdicts.summary_sentence(two)
+    assert "significantly" not in s
+    assert s.startswith("1 of 2 perturbations change the answers detectably")
+    assert "comedian (large)" in s and "doctor" not in s
+    one = dataclasses.replace(result, perturbations=(big,))
+    s1 = verdicts.summary_sentence(one)
+    assert "changes the answers detectably" in s1 and ": a large change (d = " in s1
+    # δ: the same result read against a minimum effect, nothing else changes
+    with_delta = verdicts.with_min_effect(one, 1e6)
+    assert with_delta.perturbations[0].p_value == big.p_value
+    assert with_delta.perturbations[0].exceeds_min_effect is False
+    assert "0 of 1 exceeds the minimum effect of interest δ = 1e+06" in \
+        verdicts.summary_sentence(with_delta)
+    assert verdicts.with_min_effect(one, None) is one
+
+
+@pytest.mark.slow
+def test_delta_is_set_from_the_verdict_line_without_a_rerun(make_app):
+    at = make_app(w_embedder="rouge1")
+    at.button(key="landing_run").click().run()
+    assert not at.exception, at.exception
+    verdict = next(plain(m.value) for m in at.markdown if "detectably" in plain(m.value))
+    assert "perturbations change the answers" in verdict or "None of the" in verdict
+    table = next(d.value for d in at.dataframe if "perturbation" in d.value.columns)
+    assert "size (d)" in table.columns
+    assert all(c.split(" (")[0] in ("very small", "small", "moderate", "large")
+               for c in table["size (d)"])
+    before = next(iter(at.session_state["results"]["landing"].values()))
+    at.number_input(key="_landing_delta").set_value(0.05).run()
+    assert not at.exception, at.exception
+    assert not errors(at) and not any("Outdated" in w for w in warnings(at))
+    assert at.number_input(key="w_min_effect").value == 0.05        # the sidebar's δ too
+    after = next(iter(at.session_state["results"]["landing"].values()))
+    assert after.spec.min_effect == 0.05 and after.usage == before.usage    # re-read, not rerun
+    assert [p.p_value for p in after.perturbations] == [p.p_value for p in before.perturbations]
+    table = next(d.value for d in at.dataframe if "perturbation" in d.value.columns)
+    assert "> δ = 0.05" in table.columns
