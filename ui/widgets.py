@@ -5,6 +5,7 @@ import difflib
 import html
 import re
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -257,6 +258,7 @@ def table_height(rows: int) -> int | str:
 
 
 _TOKEN = re.compile(r"\s+|\w+|[^\w\s]")
+_WORD = re.compile(r"\w+")
 
 
 def diff_html(a: str, b: str) -> tuple[str, str]:
@@ -286,26 +288,59 @@ DIFF_CSS = ("<style>.dbpa-diff{white-space:pre-wrap;background:#f5f7fa;border-ra
             "background:#dcf5e3;color:#0b5c2c;text-decoration:none}</style>")
 
 
+def nearest_pairs(base, other) -> list[tuple[int, float]]:
+    """For each answer of ``other`` (an arm's responses), the base answer most like it and
+    their similarity: cosine of the embeddings when both arms have them, else the overlap
+    of their word sets (Jaccard). Two unrelated random draws differ in almost every word;
+    the nearest base answer shows what the perturbation changed beyond that noise."""
+    if base.embeddings is not None and other.embeddings is not None:
+        a = np.asarray(other.embeddings, float)
+        b = np.asarray(base.embeddings, float)
+        a = a / np.linalg.norm(a, axis=1, keepdims=True)
+        b = b / np.linalg.norm(b, axis=1, keepdims=True)
+        sims = a @ b.T
+    else:
+        words = [{w.lower() for w in _WORD.findall(t)} for t in (*other.texts, *base.texts)]
+        n = len(other.texts)
+        sims = np.array([[len(x & y) / max(1, len(x | y)) for y in words[n:]]
+                         for x in words[:n]])
+    best = sims.argmax(axis=1)
+    return [(int(j), float(sims[i, j])) for i, j in enumerate(best)]
+
+
 def response_viewer(result: AuditResult, *, key: str, only: list[str] | None = None) -> None:
-    """Base and perturbed answers side by side, as plain text, with what differs marked."""
+    """Each perturbed answer beside the base answer nearest to it, as plain text, with
+    what differs marked."""
     names = [a.arm.name for a in result.arms if only is None or a.arm.name in only]
     if not names:
         return
     c1, c2, c3 = st.columns([3, 1, 1])
     chosen = c1.selectbox("Compare the base answers with", names, key=f"{key}_viewer_arm")
-    k = len(result.base.texts)
-    idx = c2.number_input("Response #", 1, k, 1, key=f"{key}_viewer_idx") - 1
+    arm = next(a for a in result.arms if a.arm.name == chosen)
+    k = len(arm.texts)
+    idx = c2.number_input("Perturbed answer #", 1, k, 1, key=f"{key}_viewer_idx") - 1
     c3.write("")
     marked = c3.toggle("Mark differences", value=True, key=f"{key}_viewer_diff",
                        help="Red: words of the base answer that the other lacks; green: "
                        "words the other answer adds.")
-    arm = next(a for a in result.arms if a.arm.name == chosen)
+    memo = st.session_state.setdefault("_viewer_pairs", {})
+    if (id(result), chosen) not in memo:
+        if len(memo) > 32:
+            memo.clear()
+        memo[(id(result), chosen)] = (result, nearest_pairs(result.base, arm))
+    j, sim = memo[(id(result), chosen)][1][idx]
+    how = "cosine similarity of the embeddings" if arm.embeddings is not None else \
+        "share of words in common"
+    st.caption(f"Answer #{idx + 1} of {md_escape(chosen)} beside base answer #{j + 1}, the "
+               f"base answer nearest to it ({how} {sim:.2f}). Random pairs of answers differ "
+               "in most words even without a perturbation; the nearest pair shows what "
+               "changed beyond that. The words that set the groups apart are in the Why view.")
     left, right = st.columns(2)
-    base_text, other = result.base.texts[idx], arm.texts[idx]
+    base_text, other = result.base.texts[j], arm.texts[idx]
     with left:
-        st.markdown(f"**{md_escape(result.base.arm.name)}**")
+        st.markdown(f"**{md_escape(result.base.arm.name)}** — answer #{j + 1}")
     with right:
-        st.markdown(f"**{md_escape(chosen)}**")
+        st.markdown(f"**{md_escape(chosen)}** — answer #{idx + 1}")
     if marked:
         a, b = diff_html(base_text, other)
         left.html(f"{DIFF_CSS}<div class='dbpa-diff'>{a}</div>")

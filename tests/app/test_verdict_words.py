@@ -91,3 +91,40 @@ def test_delta_is_set_from_the_verdict_line_without_a_rerun(make_app):
     assert [p.p_value for p in after.perturbations] == [p.p_value for p in before.perturbations]
     table = next(d.value for d in at.dataframe if "perturbation" in d.value.columns)
     assert "> δ = 0.05" in table.columns
+
+
+def test_response_viewer_pairs_each_answer_with_its_nearest_base_answer():
+    from types import SimpleNamespace
+
+    from ui.widgets import nearest_pairs
+
+    base = SimpleNamespace(texts=("a", "b", "c"), embeddings=np.eye(3))
+    other = SimpleNamespace(texts=("x", "y"), embeddings=np.array([[0.1, 0.2, 1.0],
+                                                                   [1.0, 0.3, 0.0]]))
+    pairs = nearest_pairs(base, other)
+    assert [j for j, _ in pairs] == [2, 0]
+    assert pairs[0][1] == pytest.approx(1 / np.sqrt(1.05))
+    # without embeddings (BLEU/ROUGE): the base answer sharing most words
+    base = SimpleNamespace(texts=("statins lower risk", "see your doctor soon", "eat well"),
+                           embeddings=None)
+    other = SimpleNamespace(texts=("please see a doctor", "Statins lower the risk"),
+                            embeddings=None)
+    assert [j for j, _ in nearest_pairs(base, other)] == [1, 0]
+
+
+@pytest.mark.slow
+def test_responses_tab_shows_the_nearest_pair(make_app):
+    at = make_app(w_embedder="rouge1")
+    at.button(key="landing_run").click().run()
+    at.session_state["landing_tabs"] = "Responses"
+    at.run()
+    assert not at.exception, at.exception
+    from ui.widgets import nearest_pairs
+
+    result = next(iter(at.session_state["results"]["landing"].values()))
+    arm = next(a for a in result.arms if a.arm.name == at.selectbox(
+        key="landing_viewer_arm").value)
+    at.number_input(key="landing_viewer_idx").set_value(3).run()
+    j = nearest_pairs(result.base, arm)[2][0]
+    assert any("Answer #3 of" in plain(c.value) and f"beside base answer #{j + 1}," in
+               plain(c.value) for c in at.caption)
