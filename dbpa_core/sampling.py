@@ -593,8 +593,7 @@ def _check_shared(check: Callable[[str, int], None], prompt: str, n: int,
         raise BackendError(
             f"{exc} The {len(askers)} arms {shown} ask this same prompt, and each draws "
             f"answers of its own (the next recorded ones, {n} in all), never another arm's "
-            "copies: record more answers, lower 'samples', or drop the repeated "
-            "prompt.") from None
+            "copies.") from None
 
 
 def _duration(seconds: float) -> str:

@@ -108,6 +108,15 @@ def summary_sentence(result: AuditResult) -> str:
             + "." + _beyond_delta(result, sig))
 
 
+def outcome(p: PerturbationResult) -> str:
+    """A control 'passes' or 'fails: changed'; a target is 'detected' or 'not detected'."""
+    if p.role == "control":
+        return "fails: changed" if p.significant else "passes"
+    if p.role == "target":
+        return "detected" if p.significant else "not detected"
+    return "changed" if p.significant else "no change shown"
+
+
 @dataclass(frozen=True)
 class Gate:
     """The control gate of one audit (the dashboard's ``dbpa audit --fail-on-control``):

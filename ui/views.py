@@ -11,7 +11,7 @@ import streamlit as st
 from dbpa_core.audit import AuditResult
 from dbpa_core.roc import best_model_at_fpr
 
-from . import figures, runner, verdicts, widgets
+from . import figures, presets, runner, verdicts, widgets
 from .export import RunMeta
 from .why import why_view
 from .widgets import md_escape
@@ -44,11 +44,37 @@ def control_gate(results: Mapping[str, AuditResult], *, key: str) -> bool | None
              "controls changed": f"{len(g.failed)} of {len(g.controls)}"
                                  + (": " + ", ".join(g.failed) if g.failed else ""),
              "targets detected": f"{len(g.detected)} of {len(g.targets)}"} for g in gs]
-    st.dataframe(pd.DataFrame(rows), hide_index=True, key=f"{key}_gate")
+    st.dataframe(pd.DataFrame(rows).style.map(_status_colour, subset=["control gate"]),
+                 hide_index=True, key=f"{key}_gate")
+    each = pd.DataFrame([{"model": m, "perturbation": p.name, "role": p.role,
+                          "outcome": verdicts.outcome(p), "p (adjusted)": p.p_adjusted,
+                          "size (d)": widgets.size_cell(p)}
+                         for m, r in results.items() for p in r.perturbations
+                         if p.role in ("control", "target")])
+    if len(results) == 1:
+        each = each.drop(columns="model")
+    st.dataframe(widgets.styled(each).map(_status_colour, subset=["outcome"]),
+                 hide_index=True, key=f"{key}_gate_each")
     st.caption("Gate per model: FAIL when any control changed the answers detectably "
-               "(adjusted p ≤ α), as `dbpa audit --fail-on-control` exits 1. Targets detected: "
-               "targets detectable at the same level.")
+               "(adjusted p ≤ α), as `dbpa audit --fail-on-control` exits 1. Each control "
+               "passes (green) when its answers are not told apart from the base's, and "
+               "fails (red) when they are; a target is detected (green) when they are. "
+               f"'{presets.SAME_PROMPT}' asks the base prompt again, with answers of its own: "
+               "it shows what a passing control looks like, and fails only by chance (at "
+               "rate α).")
     return not failure
+
+
+STATUS_COLOURS = {"PASS": ("#DCF5E3", "#0B5C2C"), "passes": ("#DCF5E3", "#0B5C2C"),
+                  "detected": ("#DCF5E3", "#0B5C2C"), "FAIL": ("#FDE2E1", "#8A1C12"),
+                  "fails: changed": ("#FDE2E1", "#8A1C12"),
+                  "not detected": ("#FFF4DB", "#7A5200")}
+
+
+def _status_colour(value) -> str:
+    """Green for a pass or a detected target, red for a failed gate or control."""
+    bg, fg = STATUS_COLOURS.get(str(value), ("", ""))
+    return f"background-color: {bg}; color: {fg}; font-weight: 600" if bg else ""
 
 
 def with_current_delta(key: str, results: Mapping | None):

@@ -148,16 +148,20 @@ def results_table(result: AuditResult) -> pd.DataFrame:
                "ω above chance": p.effect_above_chance,  # rounded once, when shown
                "ω": p.effect_size, "chance ω": p.chance_effect_size,
                "p (raw)": p.p_value, "p (adjusted)": p.p_adjusted, "": p.stars,
-               "detectable": p.significant, "size (d)": _size_cell(p)}
+               "detectable": p.significant, "size (d)": size_cell(p)}
         if delta is not None:
             row[f"> δ = {delta:g}"] = bool(p.exceeds_min_effect)
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def _size_cell(p) -> str:
+def size_cell(p) -> str:
+    """'moderate (0.62)' for a detectable change; '(0.31)', no word, for one that is not
+    (its size is not established: at k = 20 chance alone moves d by about ±0.2)."""
     d = verdicts.size_d(p)
-    return "–" if d is None else f"{verdicts.size_word(d)} ({d:.2f})"
+    if d is None:
+        return "–"
+    return f"{verdicts.size_word(d)} ({d:.2f})" if p.significant else f"({d:.2f})"
 
 
 def styled(df: pd.DataFrame):
@@ -230,7 +234,8 @@ def show_results_table(result: AuditResult, *, key: str, sentence: bool = True) 
                      "size (d)": st.column_config.TextColumn(
                          help="how large the change is, in words: Cohen's d of the "
                          "similarities (base-base minus base-perturbed, over their SD); "
-                         "small from 0.2, moderate from 0.5, large from 0.8"),
+                         "small from 0.2, moderate from 0.5, large from 0.8. A word only "
+                         "where the change is detectable"),
                  })
     spec = result.spec
     notes = ("" if spec.min_effect is None else

@@ -79,8 +79,10 @@ def test_delta_is_set_from_the_verdict_line_without_a_rerun(make_app):
     assert "perturbations change the answers" in verdict or "None of the" in verdict
     table = next(d.value for d in at.dataframe if "perturbation" in d.value.columns)
     assert "size (d)" in table.columns
-    assert all(c.split(" (")[0] in ("very small", "small", "moderate", "large")
-               for c in table["size (d)"])
+    # a word only where the change is detectable; its d either way
+    for cell, detectable in zip(table["size (d)"], table["detectable"], strict=True):
+        assert cell.split(" (")[0] in ("very small", "small", "moderate", "large") \
+            if detectable else cell.startswith("(")
     before = next(iter(at.session_state["results"]["landing"].values()))
     at.number_input(key="_landing_delta").set_value(0.05).run()
     assert not at.exception, at.exception
@@ -128,3 +130,31 @@ def test_responses_tab_shows_the_nearest_pair(make_app):
     j = nearest_pairs(result.base, arm)[2][0]
     assert any("Answer #3 of" in plain(c.value) and f"beside base answer #{j + 1}," in
                plain(c.value) for c in at.caption)
+
+
+@pytest.mark.slow
+def test_control_vs_target_default_shows_a_passing_control_and_failures_in_red(make_app):
+    """The default example asks the base prompt again as a control: it draws answers of its
+    own and passes (green); the controls that change the answers fail (red)."""
+    from ui import presets, views
+
+    at = make_app(page="pages/control_target.py", w_samples=20, w_permutations=2000)
+    at.button(key="roc_run").click().run()
+    assert not at.exception, at.exception
+    assert not errors(at) or all("Control gate failed" in e for e in errors(at))
+    result = next(iter(at.session_state["results"]["roc"].values()))
+    same = next(p for p in result.perturbations if p.name == presets.SAME_PROMPT)
+    assert same.role == "control" and not same.significant and same.effect_size > 0
+    assert same.test.p_value < 1.0                         # its own answers, not the base's
+    each = next(d.value for d in at.dataframe if "outcome" in d.value.columns)
+    row = each.set_index("perturbation").loc[presets.SAME_PROMPT]
+    assert row["outcome"] == "passes"
+    for p in result.perturbations:
+        assert each.set_index("perturbation").loc[p.name, "outcome"] == \
+            {("control", False): "passes", ("control", True): "fails: changed",
+             ("target", True): "detected", ("target", False): "not detected"}[
+                (p.role, p.significant)]
+    assert "#FDE2E1" in views._status_colour("fails: changed")     # red
+    assert "#DCF5E3" in views._status_colour("passes")             # green
+    if any(p.significant for p in result.perturbations if p.role == "control"):
+        assert any("Control gate failed" in e for e in errors(at))   # st.error: red
