@@ -135,3 +135,13 @@ def test_a_replay_file_serves_the_next_recorded_answers(tmp_path, monkeypatch):
     r = run_audit(one_control, cache=Cache(tmp_path / "c2"), embedder=BagOfWords())
     base, same = r.responses("base"), r.responses("same")
     assert sorted(base + same) == sorted(f"answer {i}" for i in range(8))
+
+
+def test_a_same_prompt_control_is_a_note_not_a_warning():
+    from dbpa_core.spec import spec_notes, spec_warnings
+
+    s = spec()                      # 'same' and 'same-again' are marked control
+    assert not any("same prompt" in w for w in spec_warnings(s))
+    assert any("Control 'same' asks the base prompt again" in n for n in spec_notes(s))
+    unmarked = spec(extra="  - {name: copy, prompt: \"" + BASE + "\"}")
+    assert any("'copy' has the same prompt as the base" in w for w in spec_warnings(unmarked))
