@@ -201,7 +201,7 @@ def build_arms(spec: AuditSpec) -> list[Arm]:
     on (``first_sample``): fresh, independent draws of the same prompt.
     """
     if spec.mode == "models":  # the reference model plays the base
-        arms = [Arm(model_label(m), spec.base_prompt, spec.system_prompt, m,
+        arms = [Arm(_arm_label(spec, m), spec.base_prompt, spec.system_prompt, m,
                     "reference" if i == 0 else None) for i, m in enumerate(spec.models)]
     else:
         arms = [Arm("base", spec.base_prompt, spec.system_prompt, spec.model)] + [
@@ -214,6 +214,20 @@ def build_arms(spec: AuditSpec) -> list[Arm]:
         n = seen[same] = seen.get(same, -1) + 1
         out.append(replace(arm, first_sample=n * spec.samples) if n else arm)
     return out
+
+
+def _arm_label(spec: AuditSpec, model: dict[str, Any]) -> str:
+    """A model's name in a comparison. When the models sample at different temperatures
+    (e.g. the embedded model at its default and at T=1.2), one that sets none is named
+    with the spec's, so that the reference is not the only one without it. A replay model
+    samples nothing: it keeps its name."""
+    label = model_label(model)
+    temps = {float(m.get("temperature", spec.temperature)) for m in spec.models
+             if m.get("backend") != "replay"}
+    if (len(temps) > 1 and "temperature" not in model and model.get("backend") != "replay"
+            and "T=" not in label):
+        label += f" T={spec.temperature:g}"
+    return label
 
 
 def _params(spec: AuditSpec, model: dict[str, Any]) -> GenerationParams:

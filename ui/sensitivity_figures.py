@@ -11,7 +11,7 @@ from plotly.subplots import make_subplots
 
 from dbpa_core.sensitivity import STUDY_TITLES, SensitivityResult, SensitivityRow
 
-from .figures import ACCENT, _layout, fmt_effect, fmt_p
+from .figures import ACCENT, _layout, fmt_effect, fmt_p, padded_range, wrap_label
 
 PALETTE = ["#5B8DEF", "#F28E2B", "#59A14F", "#E15759", "#B07AA1", "#76B7B2", "#EDC948",
            "#9C755F", "#FF9DA7", "#BAB0AC"]
@@ -50,12 +50,15 @@ def effect_figure(result: SensitivityResult, study: str) -> go.Figure:
                                                           else 0 for r in rs])),
             text=[(r.stars if r.applicable else "n/a") if r is not None else "" for r in rs],
             textposition="outside", cliponaxis=False, showlegend=False,
+            textfont=dict(size=11),
             customdata=[[_p(r), r.note] if r is not None else ["", ""] for r in rs],
             hovertemplate=(f"{_esc(s)}<br>%{{y}}<br>ω above chance = %{{x:.3f}}<br>"
                            "p (adj.) = %{customdata[0]}<extra>%{customdata[1]}</extra>")),
             row=1, col=j + 1)
         fig.add_vline(x=0, line_color="#52606D", line_width=1, row=1, col=j + 1)
-        fig.update_xaxes(nticks=3, zeroline=False, row=1, col=j + 1)
+        # room beyond both ends for the stars beside a bar, a negative one's on its left
+        fig.update_xaxes(nticks=3, zeroline=False, row=1, col=j + 1, range=padded_range(
+            [r.effect_above_chance for r in rs if r is not None and r.applicable], floor=0.0))
     fig.update_yaxes(autorange="reversed", automargin=True)
     fig.update_annotations(font=dict(size=12, color="#1F2933"))
     fig.update_layout(bargap=0.3)
@@ -100,13 +103,15 @@ def pvalue_figure(result: SensitivityResult, study: str, alpha: float) -> go.Fig
     fig.update_yaxes(type="log", title_text="p (adjusted)", tickvals=ticks,
                      ticktext=[f"{t:g}" for t in ticks],
                      range=[0.08, math.log10(lowest) - 0.25])
-    fig.update_xaxes(tickvals=list(range(len(perts))), ticktext=[_esc(p) for p in perts],
-                     range=[-0.6, len(perts) - 0.4])
+    fig.update_xaxes(tickvals=list(range(len(perts))), ticktext=[wrap_label(p) for p in perts],
+                     range=[-0.6, len(perts) - 0.4], tickangle=0, automargin=True)
     fig = _layout(fig, title=f"{STUDY_TITLES[study]}: p-values<br><sup>filled: significant; "
                   "diamond: the audit's setting; higher is smaller</sup>", height=420)
     # the legend below the plot: above it, it ran into the title on narrow windows
-    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.15, xanchor="left", x=0),
-                      margin=dict(t=80, b=90))
+    lines = max((wrap_label(p).count("<br>") + 1 for p in perts), default=1)
+    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.08 - 0.06 * lines,
+                                  xanchor="left", x=0),
+                      margin=dict(t=80, b=60 + 18 * lines), height=420 + 18 * lines)
     return fig
 
 
