@@ -59,9 +59,12 @@ def test_sensitivity_p_value_chart_shows_whole_names(tmp_path):
 @pytest.mark.parametrize("temps, names", [
     ((None, 1.2, 0.4), ["SmolLM2-135M (local) T=0.8", "SmolLM2-135M (local) T=1.2",
                         "SmolLM2-135M (local) T=0.4"]),
-    ((None,), ["SmolLM2-135M (local)"])])          # one temperature: no need to say it
+    ((None, 0.8), None)])          # one temperature: no need to say it (and one name)
 def test_every_model_of_a_comparison_is_named_with_its_temperature(temps, names):
     models = [{"backend": "local", **({"temperature": t} if t is not None else {})}
               for t in temps]
+    if names is None:  # same name twice: the spec asks for distinct labels
+        models = [dict(m, label=f"m{i}") for i, m in enumerate(models)]
+        names = ["m0", "m1"]
     spec = parse_spec({"models": models, "temperature": 0.8, "base": {"prompt": "Hi"}})
     assert [a.name for a in build_arms(spec)] == names
