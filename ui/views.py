@@ -189,45 +189,72 @@ def _pick_clicked_cell(key: str, personas: list[str], models: list[str]) -> None
 def persona_view(results: Mapping[str, AuditResult], *, key: str, meta: RunMeta,
                  title: str = "Persona explorer") -> None:
     personas, models, _cells = figures.persona_grid(results)
-    ss = st.session_state
     with results_container(key):
-        _pick_clicked_cell(key, personas, models)
-        if ss.get(f"{key}_cell_p") not in personas:
-            ss[f"{key}_cell_p"] = personas[0]
-        if ss.get(f"{key}_cell_m") not in models:
-            ss[f"{key}_cell_m"] = models[0]
-        selected = (ss[f"{key}_cell_p"], ss[f"{key}_cell_m"])
         if len(results) == 1:
             widgets.verdict_line(widgets.summary_sentence(next(iter(results.values()))), key=key)
         else:
             for m, r in results.items():
                 st.markdown(f"**{md_escape(m)}:** {md_escape(widgets.summary_sentence(r))}")
             widgets.delta_setter(key)
-        heat = figures.persona_heatmap(results, selected=selected)
-        st.plotly_chart(heat, key=f"{key}_heat", on_select="rerun", selection_mode="points")
-        st.caption("Colour and number: ω above chance (how much more the answers moved than "
-                   "chance alone moves them at this k), only where the change is significant "
-                   "after correction; grey cells (n.s.) are not shown to differ, whatever "
-                   "their number. Read across a row to see whether a persona moves every "
-                   "model, down a column to see which personas a model is sensitive to.")
-        c1, c2 = st.columns(2)
-        cell_p = c1.selectbox("Open a cell: persona", personas, key=f"{key}_cell_p")
-        cell_m = c2.selectbox("… on model", models, key=f"{key}_cell_m")
-        res = results[cell_m]
-        if any(p.name == cell_p for p in res.perturbations):
-            st.plotly_chart(figures.similarity_histograms(res, columns=1, only=[cell_p]),
-                            key=f"{key}_cell_hist")
-            widgets.response_viewer(res, key=f"{key}_cell", only=[cell_p])
-            why_view(res, key=f"{key}_why", only=cell_p)
-        else:
-            st.info(f"{md_escape(cell_p)} was not tested on {md_escape(cell_m)}.")
-        for m, r in results.items():
-            with st.expander(f"Table and downloads: {md_escape(m)}"):
-                widgets.show_results_table(r, key=f"{key}_{m}")
-                widgets.downloads(r, lambda r=r: {"Persona heat map":
-                                                  figures.persona_heatmap(results),
-                                                  "Permutation tests": figures.permutation_grid(r)},
-                                  key=f"{key}_{m}", title=f"{title} — {m}", meta=meta, job=m)
+        _persona_cells(results, personas, models, key=key)
+        _persona_tables(results, key=key, meta=meta, title=title)
+def memo_figure(kind: str, ident: tuple, build):
+    """A figure built once per session for ``ident`` (ids of results, names, the selected
+    cell): building a Plotly figure (its validation) is most of the time a click takes,
+    and going back to a cell should cost nothing."""
+    memo = st.session_state.setdefault("_figure_memo", {})
+    k = (kind, *ident)
+    if k not in memo:
+        if len(memo) > 64:
+            memo.clear()
+        memo[k] = build()
+    return memo[k]
+
+
+@st.fragment
+def _persona_cells(results: Mapping[str, AuditResult], personas: list[str], models: list[str],
+                   *, key: str) -> None:
+    """The heat map and the opened cell, as a fragment: a click on a cell (or a change of
+    the cell's persona or model) reruns only this, not the page above it (its estimate,
+    form and tables), so the cell opens at once."""
+    ss = st.session_state
+    _pick_clicked_cell(key, personas, models)
+    if ss.get(f"{key}_cell_p") not in personas:
+        ss[f"{key}_cell_p"] = personas[0]
+    if ss.get(f"{key}_cell_m") not in models:
+        ss[f"{key}_cell_m"] = models[0]
+    selected = (ss[f"{key}_cell_p"], ss[f"{key}_cell_m"])
+    ident = tuple(id(r) for r in results.values())
+    heat = memo_figure("heat", (*ident, selected),
+                       lambda: figures.persona_heatmap(results, selected=selected))
+    st.plotly_chart(heat, key=f"{key}_heat", on_select="rerun", selection_mode="points")
+    st.caption("Colour and number: ω above chance (how much more the answers moved than "
+               "chance alone moves them at this k), only where the change is detectable "
+               "after correction; grey cells (n.s.) are not shown to differ, whatever "
+               "their number. Read across a row to see whether a persona moves every "
+               "model, down a column to see which personas a model is sensitive to.")
+    c1, c2 = st.columns(2)
+    cell_p = c1.selectbox("Open a cell: persona", personas, key=f"{key}_cell_p")
+    cell_m = c2.selectbox("… on model", models, key=f"{key}_cell_m")
+    res = results[cell_m]
+    if any(p.name == cell_p for p in res.perturbations):
+        st.plotly_chart(memo_figure("hist", (id(res), cell_p), lambda: figures.similarity_histograms(
+            res, columns=1, only=[cell_p])), key=f"{key}_cell_hist")
+        widgets.response_viewer(res, key=f"{key}_cell", only=[cell_p])
+        why_view(res, key=f"{key}_why", only=cell_p)
+    else:
+        st.info(f"{md_escape(cell_p)} was not tested on {md_escape(cell_m)}.")
+
+
+def _persona_tables(results: Mapping[str, AuditResult], *, key: str, meta: RunMeta,
+                    title: str) -> None:
+    for m, r in results.items():
+        with st.expander(f"Table and downloads: {md_escape(m)}"):
+            widgets.show_results_table(r, key=f"{key}_{m}")
+            widgets.downloads(r, lambda r=r: {"Persona heat map":
+                                              figures.persona_heatmap(results),
+                                              "Permutation tests": figures.permutation_grid(r)},
+                              key=f"{key}_{m}", title=f"{title} — {m}", meta=meta, job=m)
 
 
 def control_target_view(results: Mapping[str, AuditResult], *, key: str, meta: RunMeta,

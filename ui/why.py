@@ -257,8 +257,11 @@ def why_view(result: AuditResult, *, key: str, only: str | None = None) -> None:
                "Below: what changed in the words.")
 
     if ex.terms:
-        st.plotly_chart(why_figures.terms_figure(ex, base_label=base_label,
-                                                 perturbed_label=name), key=f"{key}_terms")
+        fig = memo[(id(result), name)][2] if len(memo[(id(result), name)]) > 2 else None
+        if fig is None:  # built once per result and perturbation, like the explanation
+            fig = why_figures.terms_figure(ex, base_label=base_label, perturbed_label=name)
+            memo[(id(result), name)] = (*memo[(id(result), name)][:2], fig)
+        st.plotly_chart(fig, key=f"{key}_terms")
         st.caption("Words and two-word phrases each group uses more, by the weighted log-odds "
                    "ratio with an informative Dirichlet prior (Monroe, Colaresi & Quinn 2008), "
                    "z-scored: rare words are shrunk towards 0, stop words left out. Beyond the "

@@ -158,3 +158,19 @@ def test_control_vs_target_default_shows_a_passing_control_and_failures_in_red(m
     assert "#DCF5E3" in views._status_colour("passes")             # green
     if any(p.significant for p in result.perturbations if p.role == "control"):
         assert any("Control gate failed" in e for e in errors(at))   # st.error: red
+
+
+@pytest.mark.slow
+def test_the_heat_map_cell_opens_inside_its_fragment(make_app):
+    """The heat map and the opened cell are a fragment (a click reruns only them; the
+    click's speed is measured by benchmarks/bench_heatmap_click.py): changing the cell
+    still opens its histograms, answers and Why view."""
+    at = make_app(page="pages/persona_explorer.py", w_embedder="rouge1")
+    at.button(key="personas_run").click().run()
+    assert not at.exception, at.exception
+    persona = at.selectbox(key="personas_cell_p").options[-1]
+    at.selectbox(key="personas_cell_p").set_value(persona).run()
+    assert not at.exception, at.exception
+    assert any(f"Why: {persona}" in plain(m.value) for m in at.markdown)
+    assert any(f"Answer #1 of {persona} beside" in plain(c.value) for c in at.caption)
+    assert any("Table and downloads" in e.label for e in at.expander)
