@@ -43,6 +43,15 @@ def test_no_page_asks_another_host(app_url, browser):
         page.get_by_role("heading", level=1).first.wait_for(timeout=60_000)
         page.wait_for_timeout(1500)
         assert "Traceback" not in page.inner_text("body"), title
+        if url_path == "persona_explorer":  # every chosen persona's chip shown whole
+            cut = page.evaluate("""() => [...document.querySelectorAll(
+                '[data-testid=stMultiSelectTagsContainer]')].flatMap(box => {
+                  const r = box.getBoundingClientRect();
+                  return [...box.querySelectorAll('[data-tag]')].filter(t => {
+                    const c = t.getBoundingClientRect();
+                    return c.right > r.right + 1 || c.bottom > r.bottom + 1; })
+                  .map(t => t.getAttribute('aria-label')); })""")
+            assert not cut, f"chips cut off: {cut}"
     # the landing example's results: Plotly charts, tables, icons, downloads
     page.goto(app_url, wait_until="networkidle")
     page.get_by_role("button", name="Run audit").click()
