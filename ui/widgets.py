@@ -146,9 +146,10 @@ def results_table(result: AuditResult) -> pd.DataFrame:
     for p in result.perturbations:
         row = {"perturbation": p.name, "role": p.role or "", "model": p.model,
                "ω above chance": p.effect_above_chance,  # rounded once, when shown
+               "size (d)": size_cell(p),
                "ω": p.effect_size, "chance ω": p.chance_effect_size,
                "p (raw)": p.p_value, "p (adjusted)": p.p_adjusted, "": p.stars,
-               "detectable": p.significant, "size (d)": size_cell(p)}
+               "detectable": p.significant}
         if delta is not None:
             row[f"> δ = {delta:g}"] = bool(p.exceeds_min_effect)
         rows.append(row)
