@@ -160,7 +160,7 @@ def length_figure(result: SensitivityResult, alpha: float) -> go.Figure:
 # --------------------------------------------------------------------------- tables
 def verdict_table(result: SensitivityResult) -> pd.DataFrame:
     """One row per perturbation: the audit's verdict and, per study, how many settings
-    agree (significant in a of b)."""
+    agree (detectable in a of b: significant after the correction)."""
     rows = []
     for v in result.verdicts():
         d = {"perturbation": v["perturbation"], "role": v["role"] or "",
@@ -168,7 +168,7 @@ def verdict_table(result: SensitivityResult) -> pd.DataFrame:
                        None: "–"}[v["baseline_significant"]],
              "verdict": "holds" if v["holds"] else "depends on the setting"}
         for s in result.studies:
-            d[STUDY_TITLES[s]] = f"significant in {v[s]['significant']} of {v[s]['settings']}"
+            d[STUDY_TITLES[s]] = f"detectable in {v[s]['significant']} of {v[s]['settings']}"
         rows.append(d)
     return pd.DataFrame(rows)
 
