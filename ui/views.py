@@ -195,7 +195,8 @@ def persona_view(results: Mapping[str, AuditResult], *, key: str, meta: RunMeta,
         else:
             for m, r in results.items():
                 st.markdown(f"**{md_escape(m)}:** {md_escape(widgets.summary_sentence(r))}")
-            widgets.delta_setter(key)
+            if key in st.session_state.get("results", {}):  # an audit page, not History
+                widgets.delta_setter(key)
         _persona_cells(results, personas, models, key=key)
         _persona_tables(results, key=key, meta=meta, title=title)
 def memo_figure(kind: str, ident: tuple, build):

@@ -205,7 +205,11 @@ def delta_setter(key: str) -> None:
 
 
 def verdict_line(text: str, *, key: str) -> None:
-    """The verdict sentence in bold with the δ button on its right."""
+    """The verdict sentence in bold with the δ button on its right — on an audit page,
+    whose results are re-read against δ; a recorded run (History) keeps the δ it had."""
+    if key.split("_")[0] not in st.session_state.get("results", {}):
+        st.markdown(f"**{md_escape(text)}**")
+        return
     left, right = st.columns([6, 1], vertical_alignment="center")
     left.markdown(f"**{md_escape(text)}**")
     with right:
