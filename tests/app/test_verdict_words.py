@@ -8,6 +8,7 @@ import pytest
 from ui import verdicts
 
 from .conftest import errors, plain, warnings
+from .test_figures import result  # noqa: F401 - the module's fixture (comedian, doctor)
 
 
 def _with_similarities(p, p0, p1, significant=True):
@@ -16,24 +17,7 @@ def _with_similarities(p, p0, p1, significant=True):
     return dataclasses.replace(p, test=test, significant=significant)
 
 
-@pytest.fixture(scope="module")
-def result(tmp_path_factory):
-    from dbpa_core.audit import run_audit
-    from dbpa_core.cache import Cache
-    from dbpa_core.spec import parse_spec
-    from ui import presets
-
-    from .conftest import DEMO
-
-    spec = parse_spec({
-        "model": {"backend": "replay", "file": DEMO}, "embedder": {"backend": "rouge1"},
-        "samples": 10, "permutations": 300, "base": {"prompt": presets.NICE_PROMPT},
-        "perturbations": [{"name": "comedian", "prefix": "Act as a comedian."},
-                          {"name": "doctor", "prefix": "Act as a doctor."}]})
-    return run_audit(spec, cache=Cache(tmp_path_factory.mktemp("c")))
-
-
-def test_size_is_cohens_d_of_the_similarities_against_stated_anchors(result):
+def test_size_is_cohens_d_of_the_similarities_against_stated_anchors(result):  # noqa: F811
     rng = np.random.default_rng(0)
     p0 = rng.normal(0.6, 0.1, 4000)
     p = result.perturbations[0]
@@ -47,7 +31,7 @@ def test_size_is_cohens_d_of_the_similarities_against_stated_anchors(result):
     assert verdicts.size_word(None) == ""
 
 
-def test_verdict_says_detectably_and_how_large(result):
+def test_verdict_says_detectably_and_how_large(result):  # noqa: F811
     rng = np.random.default_rng(1)
     a, b = result.perturbations
     big = _with_similarities(a, rng.normal(0.6, 0.1, 400), rng.normal(0.5, 0.1, 400))
@@ -123,11 +107,11 @@ def test_responses_tab_shows_the_nearest_pair(make_app):
     assert not at.exception, at.exception
     from ui.widgets import nearest_pairs
 
-    result = next(iter(at.session_state["results"]["landing"].values()))
-    arm = next(a for a in result.arms if a.arm.name == at.selectbox(
+    res = next(iter(at.session_state["results"]["landing"].values()))
+    arm = next(a for a in res.arms if a.arm.name == at.selectbox(
         key="landing_viewer_arm").value)
     at.number_input(key="landing_viewer_idx").set_value(3).run()
-    j = nearest_pairs(result.base, arm)[2][0]
+    j = nearest_pairs(res.base, arm)[2][0]
     assert any("Answer #3 of" in plain(c.value) and f"beside base answer #{j + 1}," in
                plain(c.value) for c in at.caption)
 
@@ -142,21 +126,21 @@ def test_control_vs_target_default_shows_a_passing_control_and_failures_in_red(m
     at.button(key="roc_run").click().run()
     assert not at.exception, at.exception
     assert not errors(at) or all("Control gate failed" in e for e in errors(at))
-    result = next(iter(at.session_state["results"]["roc"].values()))
-    same = next(p for p in result.perturbations if p.name == presets.SAME_PROMPT)
+    res = next(iter(at.session_state["results"]["roc"].values()))
+    same = next(p for p in res.perturbations if p.name == presets.SAME_PROMPT)
     assert same.role == "control" and not same.significant and same.effect_size > 0
     assert same.test.p_value < 1.0                         # its own answers, not the base's
     each = next(d.value for d in at.dataframe if "outcome" in d.value.columns)
     row = each.set_index("perturbation").loc[presets.SAME_PROMPT]
     assert row["outcome"] == "passes"
-    for p in result.perturbations:
+    for p in res.perturbations:
         assert each.set_index("perturbation").loc[p.name, "outcome"] == \
             {("control", False): "passes", ("control", True): "fails: changed",
              ("target", True): "detected", ("target", False): "not detected"}[
                 (p.role, p.significant)]
     assert "#FDE2E1" in views._status_colour("fails: changed")     # red
     assert "#DCF5E3" in views._status_colour("passes")             # green
-    if any(p.significant for p in result.perturbations if p.role == "control"):
+    if any(p.significant for p in res.perturbations if p.role == "control"):
         assert any("Control gate failed" in e for e in errors(at))   # st.error: red
 
 
