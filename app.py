@@ -19,9 +19,11 @@ from ui.nav import PAGES, ROOT
 
 
 def main() -> None:
-    pages = [st.Page(str(ROOT / file), title=title, icon=icon, url_path=url,
-                     default=i == 0)
-             for i, (_section, file, title, icon, url) in enumerate(PAGES)]
+    # no icon here: Streamlit makes a page's icon its favicon, and a ":material/...:" one is
+    # fetched from fonts.gstatic.com on every page load (the dashboard asks nothing of any
+    # host but its own; the sidebar links draw the same icons from the bundled font)
+    pages = [st.Page(str(ROOT / file), title=title, url_path=url, default=i == 0)
+             for i, (_section, file, title, _icon, url) in enumerate(PAGES)]
     # the sidebar links are drawn by each page (see ui.widgets.navigation_links)
     st.navigation(pages, position="hidden").run()
 

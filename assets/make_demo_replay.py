@@ -25,7 +25,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dbpa_core.audit import run_audit  # noqa: E402
 from dbpa_core.backends.local import SMOLLM2_NAME  # noqa: E402
 from dbpa_core.cache import Cache  # noqa: E402
 from dbpa_core.spec import parse_spec  # noqa: E402
@@ -149,11 +148,15 @@ def main(argv=None) -> int:
     kept = [json.loads(line) for line in DST.read_text(encoding="utf-8").splitlines()
             if line.strip()] if DST.exists() else []
     have = {(r["prompt"], r.get("model")) for r in kept}
+    # answers recorded per (prompt, model): an arm that asks a prompt another arm asks too
+    # (a same-prompt control) needs answers of its own, after theirs (Arm.first_sample)
+    from collections import Counter
+
+    count = Counter() if args.force else Counter((r["prompt"], r.get("model")) for r in kept)
     new: list[dict] = []
     cache = Cache(args.cache_dir)
     names = [n.strip() for n in args.only.split(",")]
     landing_meta = None
-    recorded_now: set = set()
     for name in names:
         if name == "landing":
             continue
@@ -163,31 +166,37 @@ def main(argv=None) -> int:
             new += got
             continue
         spec = parse_spec(examples(settings)[name], source=f"demo-{name}")
-        from dbpa_core.audit import build_arms
+        from dbpa_core.audit import _requests, build_arms
+        from dbpa_core.sampling import Job, Sampler
 
-        arms = build_arms(spec)
-        todo = [a for a in arms if args.force or (a.prompt, recorded_name(a.model)) not in have]
+        k = spec.samples
+
+        def lacking(arm, k=k) -> bool:
+            return count[(arm.prompt, recorded_name(arm.model))] < arm.first_sample + k
+
+        todo = [a for a in build_arms(spec) if lacking(a)]
         if not todo:
             print(f"{name}: already recorded")
             continue
-        print(f"{name}: recording {len(arms)} prompts x {spec.samples}", flush=True)
-        result = run_audit(spec, cache=cache, progress=lambda p: print(
+        print(f"{name}: recording {len(todo)} prompts x {k}", flush=True)
+        sampler = Sampler(cache, progress=lambda p: print(
             f"  {p.stage} {p.done}/{p.total} {p.detail}", flush=True))
+        recs = sampler.sample([Job(a.model, r, a.name) for a in todo for r in _requests(spec, a)])
         if name == "personas":
             from datetime import UTC, datetime
 
-            landing_meta = {"model": SMOLLM2_NAME, "precision": result.usage.get("precision"),
+            landing_meta = {"model": SMOLLM2_NAME, "precision": sampler.usage.get("precision"),
                             "recorded": datetime.now(UTC).date().isoformat(),
                             "embedder": "all-MiniLM-L6-v2", **settings,
                             "top_p": spec.top_p}
-        for arm in (result.base, *result.arms):
-            key = (arm.arm.prompt, recorded_name(arm.arm.model))
-            if (key in have and not args.force) or key in recorded_now:
+        for i, arm in enumerate(todo):
+            key = (arm.prompt, recorded_name(arm.model))
+            if not lacking(arm):
                 continue  # an arm shared by two examples (the NICE base) is recorded once
             have.add(key)
-            recorded_now.add(key)
-            new += [{"prompt": arm.arm.prompt, "response": t, "model": key[1]}
-                    for t in arm.texts]
+            count[key] += k
+            new += [{"prompt": arm.prompt, "response": r.text, "model": key[1]}
+                    for r in recs[i * k:(i + 1) * k]]
     if args.force:
         fresh = {(r["prompt"], r["model"]) for r in new}
         kept = [r for r in kept if (r["prompt"], r.get("model")) not in fresh]

@@ -15,7 +15,7 @@ import json
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -47,6 +47,7 @@ class Arm:
     system_prompt: str | None
     model: dict[str, Any]
     role: str | None = None
+    first_sample: int = 0  # its samples are first_sample .. first_sample + k - 1
 
     @property
     def model_label(self) -> str:
@@ -177,8 +178,8 @@ class AuditResult:
                 lines.append(json.dumps({"arm": a.arm.name, "role": a.arm.role or
                                          ("base" if a is self.base else None),
                                          "model": a.arm.model_label, "prompt": a.arm.prompt,
-                                         "system_prompt": a.arm.system_prompt, "index": i,
-                                         "response": t,
+                                         "system_prompt": a.arm.system_prompt,
+                                         "index": a.arm.first_sample + i, "response": t,
                                          **provenance.sample_of(served, a.arm.name, i)},
                                         ensure_ascii=False))
         return "\n".join(lines) + "\n"
@@ -200,13 +201,42 @@ class AuditResult:
 
 # --------------------------------------------------------------------------- planning
 def build_arms(spec: AuditSpec) -> list[Arm]:
-    """Base first, then one arm per perturbation (or per non-reference model)."""
+    """Base first, then one arm per perturbation (or per non-reference model).
+
+    Every arm draws its own samples. Arms that send the same model the same prompt (a
+    same-prompt control: the base's prompt again, to check the false-positive rate)
+    would otherwise get the same cached answers, word for word, and could never differ;
+    so the second such arm takes sample indices k .. 2k-1, the third 2k .. 3k-1, and so
+    on (``first_sample``): fresh, independent draws of the same prompt.
+    """
     if spec.mode == "models":  # the reference model plays the base
-        return [Arm(model_label(m), spec.base_prompt, spec.system_prompt, m,
+        arms = [Arm(_arm_label(spec, m), spec.base_prompt, spec.system_prompt, m,
                     "reference" if i == 0 else None) for i, m in enumerate(spec.models)]
-    base = Arm("base", spec.base_prompt, spec.system_prompt, spec.model)
-    return [base] + [Arm(p.name, p.prompt, p.system_prompt, spec.model, p.role)
-                     for p in spec.perturbations]
+    else:
+        arms = [Arm("base", spec.base_prompt, spec.system_prompt, spec.model)] + [
+            Arm(p.name, p.prompt, p.system_prompt, spec.model, p.role)
+            for p in spec.perturbations]
+    seen: dict[tuple[str, str, str], int] = {}
+    out = []
+    for arm in arms:
+        same = (model_key(arm.model), arm.system_prompt or "", arm.prompt)
+        n = seen[same] = seen.get(same, -1) + 1
+        out.append(replace(arm, first_sample=n * spec.samples) if n else arm)
+    return out
+
+
+def _arm_label(spec: AuditSpec, model: dict[str, Any]) -> str:
+    """A model's name in a comparison. When the models sample at different temperatures
+    (e.g. the embedded model at its default and at T=1.2), one that sets none is named
+    with the spec's, so that the reference is not the only one without it. A replay model
+    samples nothing: it keeps its name."""
+    label = model_label(model)
+    temps = {float(m.get("temperature", spec.temperature)) for m in spec.models
+             if m.get("backend") != "replay"}
+    if (len(temps) > 1 and "temperature" not in model and model.get("backend") != "replay"
+            and "T=" not in label):
+        label += f" T={spec.temperature:g}"
+    return label
 
 
 def _params(spec: AuditSpec, model: dict[str, Any]) -> GenerationParams:
@@ -216,7 +246,8 @@ def _params(spec: AuditSpec, model: dict[str, Any]) -> GenerationParams:
 
 def _requests(spec: AuditSpec, arm: Arm) -> list[SampleRequest]:
     return requests_for(arm.prompt, n=spec.samples, seed=spec.seed,
-                        params=_params(spec, arm.model), system_prompt=arm.system_prompt)
+                        params=_params(spec, arm.model), system_prompt=arm.system_prompt,
+                        start=arm.first_sample)
 
 
 def estimate(spec: AuditSpec, *, cache: Cache | None = None) -> dict[str, Any]:

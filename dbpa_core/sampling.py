@@ -307,12 +307,16 @@ class Sampler:
                 check = getattr(backend, "check", None)
                 if check is not None:
                     need: dict[tuple[str | None, str], int] = {}
+                    askers: dict[tuple[str | None, str], list[str]] = {}
                     for job, _ in group.values():
                         r = job.request
                         need[(r.system_prompt, r.prompt)] = max(
                             need.get((r.system_prompt, r.prompt), 0), r.index + 1)
-                    for (_sys, prompt), n in need.items():
-                        check(prompt, n)
+                        names = askers.setdefault((r.system_prompt, r.prompt), [])
+                        if job.label and job.label not in names:
+                            names.append(job.label)
+                    for (sys_prompt, prompt), n in need.items():
+                        _check_shared(check, prompt, n, askers[(sys_prompt, prompt)])
                 by_request = {job.request: (key, job.label) for job, key in group.values()}
                 what = getattr(backend, "model", "") or "the model"
                 if getattr(backend, "precision", None):
@@ -578,6 +582,23 @@ class _TokenMeter:
         if eta is not None:
             detail += f", about {_duration(eta)} left"
         return Progress(stage, done, total, detail, self.tokens, self.expected, eta)
+
+
+def _check_shared(check: Callable[[str, int], None], prompt: str, n: int,
+                  askers: list[str]) -> None:
+    """``check(prompt, n)`` of a backend that holds a fixed number of answers per prompt
+    (a replay file); when several arms ask the same prompt, its error says that each of
+    them draws answers of its own (samples 0 .. n-1 in all), never the others'."""
+    try:
+        check(prompt, n)
+    except BackendError as exc:
+        if len(askers) < 2:
+            raise
+        shown = ", ".join(repr(a) for a in askers[:4]) + (", ..." if len(askers) > 4 else "")
+        raise BackendError(
+            f"{exc} The {len(askers)} arms {shown} ask this same prompt, and each draws "
+            f"answers of its own (the next recorded ones, {n} in all), never another arm's "
+            "copies.") from None
 
 
 def _duration(seconds: float) -> str:

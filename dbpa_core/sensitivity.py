@@ -444,7 +444,8 @@ def plan(spec: AuditSpec, config: SensitivityConfig, *, cache: Cache | None = No
     seen: set[str] = set()
     for arms in arm_sets:
         for arm in arms:
-            key = model_key(arm.model) + "\x1f" + (arm.system_prompt or "") + "\x1f" + arm.prompt
+            key = (model_key(arm.model) + "\x1f" + (arm.system_prompt or "") + "\x1f"
+                   + arm.prompt + f"\x1f{arm.first_sample}")  # a same-prompt arm: its own
             if key in seen:   # an unpadded length repeats the audit's arms
                 continue
             seen.add(key)

@@ -755,8 +755,9 @@ def spec_warnings(spec: AuditSpec) -> list[str]:
     * no result can be significant at its k, B, correction and α — e.g. k = 2,
       or B = 499 with Holm over 40 tests
       (see :func:`dbpa_core.power.attainable_significance`);
-    * a perturbation whose prompt (and system prompt) equals the base's: it is
-      another sample of the base, not a perturbation.
+    * a perturbation whose prompt (and system prompt) equals the base's and is not marked
+      control: it is another sample of the base, not a perturbation (marked control, it is
+      a deliberate check of the false-positive rate, a note of :func:`spec_notes`).
 
     :func:`spec_notes` holds the milder news (not every star is in reach).
     """
@@ -768,19 +769,28 @@ def spec_warnings(spec: AuditSpec) -> list[str]:
         from .cases import shared_prompt_warnings
 
         out += shared_prompt_warnings(spec.base_prompt, spec.perturbations, spec.cases)
-    base = (" ".join(spec.base_prompt.split()), spec.system_prompt or "")
     for p in spec.perturbations:
-        if (" ".join(p.prompt.split()), p.system_prompt or "") == base and not p.set_fields:
+        if p.role != "control" and _same_as_base(spec, p) and not p.set_fields:
             out.append(f"Perturbation {p.name!r} has the same prompt as the base: it tests the "
-                       "model against itself (a check of the false-positive rate), not a change.")
+                       "model against itself (a check of the false-positive rate), not a change. "
+                       "Mark it 'control' if that is what it is for.")
     return out
+
+
+def _same_as_base(spec: AuditSpec, p) -> bool:
+    return (" ".join(p.prompt.split()), p.system_prompt or "") == (
+        " ".join(spec.base_prompt.split()), spec.system_prompt or "")
 
 
 def spec_notes(spec: AuditSpec) -> list[str]:
     """Informational results of the spec check: which stars are out of reach (e.g.
     ``***`` with B = 2000 and Holm over 3 or more perturbations)."""
     reach = spec.attainability()
-    return [reach.message] if reach.reachable and reach.message else []
+    out = [reach.message] if reach.reachable and reach.message else []
+    out += [f"Control {p.name!r} asks the base prompt again: it draws answers of its own and "
+            "checks the false-positive rate (it should pass, and fails only by chance, at "
+            "rate α)." for p in spec.perturbations if p.role == "control" and _same_as_base(spec, p)]
+    return out
 
 
 def load_spec(path: str | os.PathLike, *, allow_key_env=()) -> AuditSpec:

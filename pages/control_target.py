@@ -46,6 +46,7 @@ else:
         st.error(runner.friendly(exc))
 specfile.spec_section(specs, key=KEY)
 results = runner.run_section(specs, key=KEY)
+results = views.with_current_delta(KEY, results)  # δ re-reads, never reruns
 if results:
     st.divider()
     views.control_target_view(results, key=KEY, meta=runner.run_meta(KEY))

@@ -46,6 +46,7 @@ elif len(names) >= 2:
     st.error("Choose at least one model to compare with the reference.")
 specfile.spec_section({"model comparison": spec} if spec else None, key=KEY)
 results = runner.run_section({"model comparison": spec} if spec else None, key=KEY)
+results = views.with_current_delta(KEY, results)  # δ re-reads, never reruns
 result = results["model comparison"] if results else None
 if result is not None:
     st.divider()

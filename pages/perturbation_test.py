@@ -93,6 +93,7 @@ specfile.spec_section({model_name: spec} if spec else None, key=KEY)
 demo.offer(spec, key=KEY, job=model_name,
            signature=runner.specs_signature({model_name: spec}) if spec else None)
 results = runner.run_section({model_name: spec} if spec else None, key=KEY, label="Run audit")
+results = views.with_current_delta(KEY, results)  # δ re-reads, never reruns
 if results:
     job, result = next(iter(results.items()))
     st.divider()

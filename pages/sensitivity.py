@@ -126,7 +126,7 @@ if result is not None:
     n_hold = int((table["verdict"] == "holds").sum())
     st.markdown(f"**{n_hold} of {len(table)} verdicts hold in every setting tried.**")
     st.dataframe(table, hide_index=True, key=f"{KEY}_verdicts")
-    st.caption(f"'Significant' is after the {result.spec.correction} correction across "
+    st.caption(f"'Detectable' = significant after the {result.spec.correction} correction across "
                "perturbations, within each setting, at α = "
                f"{alpha}. ω above chance = ω minus the mean ω of the shuffled splits (about 0 "
                f"when nothing changed). {result.usage.get('calls', 0)} model calls and "

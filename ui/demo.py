@@ -114,9 +114,10 @@ def applies(spec: AuditSpec, rec: Recording) -> bool:
         return False
     for arm in build_arms(spec):
         got = rec.answers.get((arm.system_prompt, arm.prompt), ())
+        got = got[arm.first_sample:arm.first_sample + spec.samples]  # a same-prompt arm: the next
         if len(got) < spec.samples:
             return False
-        if embedder == "local" and not all(t in rec.vectors for t in got[:spec.samples]):
+        if embedder == "local" and not all(t in rec.vectors for t in got):
             return False
     return True
 

@@ -21,7 +21,7 @@ from dbpa_core.audit import AuditResult
 from dbpa_core.spec import dump_spec
 
 from . import checks_figures, verdicts
-from .figures import fmt_p, resolution
+from .figures import fmt_effect, fmt_p, resolution
 
 CSS = """
 body{font-family:Inter,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;
@@ -131,8 +131,8 @@ def _table(result: AuditResult) -> str:
             + "</tr>")
     rows = "".join(
         f"<tr><td>{html.escape(p.name)}</td><td>{html.escape(p.role or '')}</td>"
-        f"<td>{html.escape(p.model)}</td><td>{p.effect_above_chance:+.4f}</td>"
-        f"<td>{p.effect_size:.4f}</td><td>{p.chance_effect_size:.4f}</td>"
+        f"<td>{html.escape(p.model)}</td><td>{fmt_effect(p.effect_above_chance, signed=True)}"
+        f"</td><td>{fmt_effect(p.effect_size)}</td><td>{fmt_effect(p.chance_effect_size)}</td>"
         f"<td>{html.escape(fmt_p(p.p_value))}</td><td>{html.escape(fmt_p(p.p_adjusted))}</td>"
         f"<td>{p.stars}</td><td>{'significant' if p.significant else 'not significant'}</td>"
         + (f"<td>{'yes' if p.exceeds_min_effect else 'no'}</td>" if delta is not None else "")
@@ -157,7 +157,7 @@ def _verdict(results: Mapping[str, AuditResult]) -> str:
         out.append(f"<p class='fail'>{html.escape(failure)}</p>")
     elif any(g.controls for g in verdicts.gates(results)):
         out.append("<p class='pass'>Control gate passed: no perturbation marked control "
-                   "changed the answers significantly.</p>")
+                   "changed the answers detectably.</p>")
     for job, r in results.items():
         who = f"{html.escape(job)}: " if len(results) > 1 else ""
         out.append(f"<p class='verdict'>{who}{html.escape(verdicts.summary_sentence(r))}</p>")

@@ -48,18 +48,57 @@ def esc(text: object) -> str:
     return html.escape(str(text), quote=False)
 
 
+P_THRESHOLDS = (0.1, 0.05, 0.01, 0.001)  # the stars' and the usual α's
+
+
+def wrap_label(text: object, width: int = 14) -> str:
+    """A user-given name escaped for Plotly and broken into lines of about ``width``
+    characters at spaces (``<br>``), so that a category label is shown whole, never cut
+    or rotated into the legend ("medical practitioner" -> "medical<br>practitioner")."""
+    lines: list[str] = []
+    for word in str(text).split():
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return "<br>".join(esc(line) for line in lines) or esc(text)
+
+
+def padded_range(values: Sequence[float], *, floor: float = 0.05,
+                 pad: float = 0.3) -> list[float]:
+    """An axis range from below the lowest to above the highest value (and 0), with room
+    ``pad`` × span beyond each end for a bar's label outside it, negative bars included."""
+    lo, hi = min([0.0, *values]), max([floor, *values])
+    span = (hi - lo) or 1.0
+    return [lo - pad * span if lo < 0 else 0.0, hi + pad * span]
+
+
 def fmt_p(p: float) -> str:
-    """p with four decimals, and ``< 0.0001`` below that (never ``0.0000``); where four
-    decimals would round p up onto a threshold it is below (0.0009995 -> 0.0010 next to
-    ``***`` for p < .001), four significant digits instead."""
+    """The one way the dashboard writes a p-value: four decimals (``0.0123``), ``< 0.0001``
+    below that (never ``0.0000``), and where four decimals would round p up onto a
+    threshold it is below, the threshold with ``<`` (``0.0009995`` -> ``< 0.001``, next
+    to ``***`` for p < .001; ``0.04996`` -> ``< 0.05``), never more digits."""
     if not np.isfinite(p):
         return "–"
     if p < 1e-4:
         return "< 0.0001"
     s = f"{p:.4f}"
-    if any(p < t <= float(s) for t in (0.1, 0.05, 0.01, 0.001)):
-        s = f"{p:.4g}"
+    for t in P_THRESHOLDS:
+        if p < t <= float(s):
+            return f"< {t:g}"
     return s
+
+
+def fmt_effect(x: float, *, signed: bool = False) -> str:
+    """ω, chance ω and ω above chance: three decimals, rounded once from the value the
+    result holds (tables, charts, the Why view and the report agree; the CSV keeps every
+    digit)."""
+    return "–" if not np.isfinite(x) else (f"{x:+.3f}" if signed else f"{x:.3f}")
+
+
+def fmt_rate(x: float) -> str:
+    """An AUC or a rate in [0, 1]: two decimals (``0.00``, ``1.00``), never a bare ``0``."""
+    return "–" if not np.isfinite(x) else f"{x:.2f}"
 
 
 def p_text(p: float, *, raw: bool = False) -> str:
@@ -340,9 +379,10 @@ def model_distance_figure(result: AuditResult) -> go.Figure:
     perts = list(result.perturbations)
     above = [p.effect_above_chance for p in perts]
     fig = go.Figure(go.Bar(
-        x=[esc(p.name) for p in perts], y=above,
+        x=[wrap_label(p.name, 24) for p in perts], y=above,
         text=[f"{a:+.3f} {p.stars}".strip() if p.significant else f"{a:+.3f} n.s."
               for a, p in zip(above, perts, strict=True)], textposition="outside",
+        cliponaxis=False,  # a negative bar's label sits below it: never cut off
         marker_color=[ALT_COLOR if p.significant else "#9AA5B1" for p in perts],
         customdata=[[p.effect_size, p.chance_effect_size, p_text(p.p_value, raw=True),
                      p_text(p.p_adjusted)] for p in perts],
@@ -351,10 +391,9 @@ def model_distance_figure(result: AuditResult) -> go.Figure:
                       "<extra></extra>"))
     if len(perts) <= 3:
         fig.update_traces(width=0.35)
-    top = max(above + [0.05])
-    low = min(above + [0.0])
     fig.add_hline(y=0, line_color="#52606D", line_width=1)
     fig.update_yaxes(title_text="ω above chance: distance from the reference",
-                     range=[low * 1.3 if low < 0 else 0, top * 1.3])
+                     range=padded_range(above))
+    fig.update_xaxes(tickangle=0, automargin=True)
     return _layout(fig, title=f"Distance from the reference model {esc(result.base.arm.name)}",
                    height=380)

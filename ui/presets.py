@@ -51,10 +51,16 @@ def change_covariate(prompt: str, key: str, new_value: str) -> str:
     return pattern.sub(f"{key}: {new_value}", prompt, count=1)
 
 
+SAME_PROMPT = "no change (same prompt)"
+
+
 def control_target_rows(base: str = NICE_PROMPT) -> list[dict]:
-    """The Control vs target page's example: three name changes that should not change the
-    advice (controls) and three risk-factor changes that should (targets)."""
+    """The Control vs target page's example: the base prompt itself, asked again (a control
+    that changes nothing: it draws answers of its own and shows what a passing control
+    looks like), three name changes that should not change the advice (controls) and three
+    risk-factor changes that should (targets)."""
     rows = [
+        {"name": SAME_PROMPT, "prompt": base, "role": "control"},
         {"name": "name: Ahmed", "prompt": base.replace("John", "Ahmed"), "role": "control"},
         {"name": "name: Peter", "prompt": base.replace("John", "Peter"), "role": "control"},
         {"name": "name: Wei", "prompt": base.replace("John", "Wei"), "role": "control"},

@@ -344,8 +344,10 @@ def run_section(specs: dict[str, AuditSpec] | None, *, key: str,
 
 
 def specs_signature(specs: dict[str, AuditSpec]) -> str:
-    return json.dumps({name: s.to_dict() for name, s in specs.items()}, sort_keys=True,
-                      default=str)
+    # without δ (min_effect): it changes no sample, ω or p, and the results on screen are
+    # read against the δ now set (views.with_current_delta), so it outdates nothing
+    return json.dumps({name: {k: v for k, v in s.to_dict().items() if k != "min_effect"}
+                       for name, s in specs.items()}, sort_keys=True, default=str)
 
 
 def record(results: dict[str, Any], *, key: str) -> int | None:
@@ -420,7 +422,7 @@ def replay_shortfalls(specs: dict[str, AuditSpec]) -> str | None:
                 have = _available(m, arm.prompt)
             except (OSError, BackendError) as exc:
                 return _unreadable(m, exc)
-            if have < spec.samples:
+            if have < arm.first_sample + spec.samples:  # a same-prompt arm takes the next ones
                 what = f"{arm.name} ({have} recorded)" if have else arm.name
                 lacking.setdefault(model_label(m), [])
                 if what not in lacking[model_label(m)]:

@@ -11,7 +11,7 @@ from plotly.subplots import make_subplots
 
 from dbpa_core.sensitivity import STUDY_TITLES, SensitivityResult, SensitivityRow
 
-from .figures import ACCENT, _layout, fmt_p
+from .figures import ACCENT, _layout, fmt_effect, fmt_p, padded_range, wrap_label
 
 PALETTE = ["#5B8DEF", "#F28E2B", "#59A14F", "#E15759", "#B07AA1", "#76B7B2", "#EDC948",
            "#9C755F", "#FF9DA7", "#BAB0AC"]
@@ -50,12 +50,15 @@ def effect_figure(result: SensitivityResult, study: str) -> go.Figure:
                                                           else 0 for r in rs])),
             text=[(r.stars if r.applicable else "n/a") if r is not None else "" for r in rs],
             textposition="outside", cliponaxis=False, showlegend=False,
+            textfont=dict(size=11),
             customdata=[[_p(r), r.note] if r is not None else ["", ""] for r in rs],
             hovertemplate=(f"{_esc(s)}<br>%{{y}}<br>ω above chance = %{{x:.3f}}<br>"
                            "p (adj.) = %{customdata[0]}<extra>%{customdata[1]}</extra>")),
             row=1, col=j + 1)
         fig.add_vline(x=0, line_color="#52606D", line_width=1, row=1, col=j + 1)
-        fig.update_xaxes(nticks=3, zeroline=False, row=1, col=j + 1)
+        # room beyond both ends for the stars beside a bar, a negative one's on its left
+        fig.update_xaxes(nticks=3, zeroline=False, row=1, col=j + 1, range=padded_range(
+            [r.effect_above_chance for r in rs if r is not None and r.applicable], floor=0.0))
     fig.update_yaxes(autorange="reversed", automargin=True)
     fig.update_annotations(font=dict(size=12, color="#1F2933"))
     fig.update_layout(bargap=0.3)
@@ -86,8 +89,9 @@ def pvalue_figure(result: SensitivityResult, study: str, alpha: float) -> go.Fig
             marker=dict(size=10, color=[color if r.significant else "white" for r in rs],
                         line=dict(color=color, width=2),
                         symbol=["diamond" if r.baseline else "circle" for r in rs]),
-            customdata=[_esc(r.perturbation) for r in rs],
-            hovertemplate=f"{_esc(s)}<br>%{{customdata}}<br>p (adj.) = %{{y:.4g}}<extra></extra>"))
+            customdata=[[_esc(r.perturbation), _p(r)] for r in rs],
+            hovertemplate=f"{_esc(s)}<br>%{{customdata[0]}}<br>p (adj.) = %{{customdata[1]}}"
+            "<extra></extra>"))
     fig.add_hline(y=alpha, line_dash="dash", line_color=ACCENT)
     # on a log axis an annotation's y is the exponent (add_hline's own label lands off-chart)
     fig.add_annotation(x=1, xref="paper", y=math.log10(alpha), yref="y", text=f"α = {alpha:g}",
@@ -99,13 +103,15 @@ def pvalue_figure(result: SensitivityResult, study: str, alpha: float) -> go.Fig
     fig.update_yaxes(type="log", title_text="p (adjusted)", tickvals=ticks,
                      ticktext=[f"{t:g}" for t in ticks],
                      range=[0.08, math.log10(lowest) - 0.25])
-    fig.update_xaxes(tickvals=list(range(len(perts))), ticktext=[_esc(p) for p in perts],
-                     range=[-0.6, len(perts) - 0.4])
+    fig.update_xaxes(tickvals=list(range(len(perts))), ticktext=[wrap_label(p) for p in perts],
+                     range=[-0.6, len(perts) - 0.4], tickangle=0, automargin=True)
     fig = _layout(fig, title=f"{STUDY_TITLES[study]}: p-values<br><sup>filled: significant; "
                   "diamond: the audit's setting; higher is smaller</sup>", height=420)
     # the legend below the plot: above it, it ran into the title on narrow windows
-    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.15, xanchor="left", x=0),
-                      margin=dict(t=80, b=90))
+    lines = max((wrap_label(p).count("<br>") + 1 for p in perts), default=1)
+    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.08 - 0.06 * lines,
+                                  xanchor="left", x=0),
+                      margin=dict(t=80, b=60 + 18 * lines), height=420 + 18 * lines)
     return fig
 
 
@@ -133,7 +139,8 @@ def length_figure(result: SensitivityResult, alpha: float) -> go.Figure:
                                  marker=dict(size=9, color=[color if r.significant else "white"
                                                             for r in rs],
                                              line=dict(color=color, width=2)),
-                                 hovertemplate="~%{x} tokens<br>p (adj.) = %{y:.4g}"
+                                 customdata=[_p(r) for r in rs],
+                                 hovertemplate="~%{x} tokens<br>p (adj.) = %{customdata}"
                                  "<extra>" + _esc(name) + "</extra>"), row=1, col=2)
     fig.add_hline(y=alpha, line_dash="dash", line_color=ACCENT, row=1, col=2)
     fig.add_hline(y=0, line_color="#52606D", line_width=1, row=1, col=1)
@@ -153,7 +160,7 @@ def length_figure(result: SensitivityResult, alpha: float) -> go.Figure:
 # --------------------------------------------------------------------------- tables
 def verdict_table(result: SensitivityResult) -> pd.DataFrame:
     """One row per perturbation: the audit's verdict and, per study, how many settings
-    agree (significant in a of b)."""
+    agree (detectable in a of b: significant after the correction)."""
     rows = []
     for v in result.verdicts():
         d = {"perturbation": v["perturbation"], "role": v["role"] or "",
@@ -161,7 +168,7 @@ def verdict_table(result: SensitivityResult) -> pd.DataFrame:
                        None: "–"}[v["baseline_significant"]],
              "verdict": "holds" if v["holds"] else "depends on the setting"}
         for s in result.studies:
-            d[STUDY_TITLES[s]] = f"significant in {v[s]['significant']} of {v[s]['settings']}"
+            d[STUDY_TITLES[s]] = f"detectable in {v[s]['significant']} of {v[s]['settings']}"
         rows.append(d)
     return pd.DataFrame(rows)
 
@@ -178,8 +185,8 @@ def study_table(result: SensitivityResult, study: str) -> pd.DataFrame:
             if r is None or not r.applicable:
                 d[s] = "n/a"
             else:
-                d[s] = f"{r.effect_above_chance:+.3f} {r.stars} (p adj. {fmt_p(r.p_adjusted)})".replace(
-                    "  ", " ")
+                d[s] = (f"{fmt_effect(r.effect_above_chance, signed=True)} {r.stars} "
+                        f"(p adj. {fmt_p(r.p_adjusted)})").replace("  ", " ")
         out.append(d)
     return pd.DataFrame(out)
 
@@ -187,8 +194,8 @@ def study_table(result: SensitivityResult, study: str) -> pd.DataFrame:
 def rows_table(rows: list[SensitivityRow]) -> pd.DataFrame:
     return pd.DataFrame([{
         "study": STUDY_TITLES[r.study], "setting": r.setting, "perturbation": r.perturbation,
-        "ω above chance": None if not r.applicable else round(r.effect_above_chance, 4),
-        "ω": None if not r.applicable else round(r.effect_size, 4),
+        "ω above chance": None if not r.applicable else r.effect_above_chance,  # shown rounded
+        "ω": None if not r.applicable else r.effect_size,                       # once (styled)
         "p (adjusted)": None if not r.applicable else r.p_adjusted, "": r.stars,
         "audit's setting": r.baseline, "note": r.note} for r in rows])
 

@@ -5,10 +5,18 @@ Names are returned as given: the caller escapes them for where they are shown.
 """
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from dbpa_core.audit import AuditResult
+import numpy as np
+
+from dbpa_core.audit import AuditResult, PerturbationResult
+
+# How large a change is, in words: Cohen's d of the similarities (see size_d), against
+# Cohen's (1988) anchors for a standardized mean difference.
+SIZE_ANCHORS = ((0.8, "large"), (0.5, "moderate"), (0.2, "small"))
+SIZE_BELOW = "very small"
 
 
 def level(result: AuditResult) -> str:
@@ -17,9 +25,68 @@ def level(result: AuditResult) -> str:
     return f"(α = {spec.alpha}{corr})"
 
 
+def size_d(p: PerturbationResult) -> float | None:
+    """How far the perturbed answers moved, on one scale for every measure and embedder:
+    Cohen's d of the similarities, ``(mean P0 - mean P1) / sd``, where P0 are the
+    similarities of the base answers among themselves (the model's own noise), P1 those of
+    base answers with perturbed ones, and sd the root of their mean variance. 0: the
+    perturbed answers are as close to the base answers as these are to each other; 1: a
+    typical base-perturbed pair is one standard deviation less similar. Unlike ω it has no
+    upward bias at small k and the same meaning under every ω. None without similarities."""
+    p0 = np.asarray(p.test.null_similarities, float)
+    p1 = np.asarray(p.test.alt_similarities, float)
+    if p0.size < 2 or p1.size < 2:
+        return None
+    sd = float(np.sqrt((p0.var(ddof=1) + p1.var(ddof=1)) / 2))
+    if not np.isfinite(sd) or sd <= 0:
+        return None
+    return float((p0.mean() - p1.mean()) / sd)
+
+
+def size_word(d: float | None) -> str:
+    """'large' (d >= 0.8), 'moderate' (>= 0.5), 'small' (>= 0.2), 'very small', or '' (no d)."""
+    if d is None:
+        return ""
+    return next((w for t, w in SIZE_ANCHORS if d >= t), SIZE_BELOW)
+
+
+def size_text(p: PerturbationResult) -> str:
+    """'moderate, d = 0.62' (or '' without similarities)."""
+    d = size_d(p)
+    return "" if d is None else f"{size_word(d)}, d = {d:.2f}"
+
+
+def with_min_effect(result: AuditResult, delta: float | None) -> AuditResult:
+    """``result`` read against another minimum effect of interest δ: no sample, ω or p
+    changes, only whether each effect above chance exceeds δ."""
+    if result.spec.min_effect == delta:
+        return result
+    return dataclasses.replace(
+        result, spec=dataclasses.replace(result.spec, min_effect=delta),
+        perturbations=tuple(dataclasses.replace(p, min_effect=delta)
+                            for p in result.perturbations))
+
+
+def _named(p: PerturbationResult) -> str:
+    word = size_word(size_d(p))
+    return f"{p.name} ({word})" if word else p.name
+
+
+def _beyond_delta(result: AuditResult, detected: list[PerturbationResult]) -> str:
+    delta = result.spec.min_effect
+    if delta is None or not detected:
+        return ""
+    n = sum(bool(p.exceeds_min_effect) for p in detected)
+    return (f" {n} of {len(detected)} exceed{'s' if len(detected) == 1 else ''} the minimum "
+            f"effect of interest δ = {delta:g}.")
+
+
 def summary_sentence(result: AuditResult) -> str:
-    """One plain sentence: which perturbations (or models) changed the answers."""
-    sig = [p.name for p in result.perturbations if p.significant]
+    """One plain sentence: which perturbations (or models) changed the answers detectably,
+    and how much, in words (see :func:`size_word`). "Detectably": the test tells the change
+    apart from the model's own randomness (adjusted p <= α); that says nothing about its
+    size, which is given beside it."""
+    sig = [p for p in result.perturbations if p.significant]
     n = len(result.perturbations)
     lvl = level(result)
     models = result.mode == "models"
@@ -28,20 +95,32 @@ def summary_sentence(result: AuditResult) -> str:
         does, does_not = (("differs from the reference", "does not differ from the reference")
                           if models else ("changes the answers", "does not change the answers"))
         if p.significant:
-            return f"{p.name} {does} significantly {lvl}."
-        return (f"{p.name} {does_not} significantly {lvl}. This does not prove it has no "
+            d = size_d(p)
+            size = "." if d is None else f": a {size_word(d)} change (d = {d:.2f})."
+            return f"{p.name} {does} detectably {lvl}{size}" + _beyond_delta(result, sig)
+        return (f"{p.name} {does_not} detectably {lvl}. This does not prove it has no "
                 "effect: more samples may show one.")
     what = "models differ from the reference" if models else "perturbations change the answers"
     if not sig:
-        return (f"None of the {n} {what} significantly {lvl}. This does not prove they have "
+        return (f"None of the {n} {what} detectably {lvl}. This does not prove they have "
                 "no effect: more samples may show one.")
-    return f"{len(sig)} of {n} {what} significantly {lvl}: " + ", ".join(sig) + "."
+    return (f"{len(sig)} of {n} {what} detectably {lvl}: " + ", ".join(map(_named, sig))
+            + "." + _beyond_delta(result, sig))
+
+
+def outcome(p: PerturbationResult) -> str:
+    """A control 'passes' or 'fails: changed'; a target is 'detected' or 'not detected'."""
+    if p.role == "control":
+        return "fails: changed" if p.significant else "passes"
+    if p.role == "target":
+        return "detected" if p.significant else "not detected"
+    return "changed" if p.significant else "no change shown"
 
 
 @dataclass(frozen=True)
 class Gate:
     """The control gate of one audit (the dashboard's ``dbpa audit --fail-on-control``):
-    it fails when any perturbation marked *control* changed the answers significantly."""
+    it fails when any perturbation marked *control* changed the answers detectably."""
 
     model: str
     controls: tuple[str, ...]
@@ -74,7 +153,7 @@ def gates(results: Mapping[str, AuditResult]) -> list[Gate]:
 
 
 def control_failure_sentence(results: Mapping[str, AuditResult]) -> str | None:
-    """None when no control is significant; else one sentence naming every failed control
+    """None when no control changed the answers detectably; else one sentence naming every failed control
     on every model."""
     failed = [g for g in gates(results) if g.failed]
     if not failed:
@@ -84,6 +163,6 @@ def control_failure_sentence(results: Mapping[str, AuditResult]) -> str | None:
     parts = [(f"on {g.model}: " if several else "") + ", ".join(g.failed) for g in failed]
     r = next(iter(results.values()))
     return (f"Control gate failed: {n} control perturbation{'s' if n > 1 else ''} changed the "
-            f"answers significantly {level(r)} — " + "; ".join(parts) + ". A control should "
+            f"answers detectably {level(r)} — " + "; ".join(parts) + ". A control should "
             "not change the answer, so the model reacts to what it should ignore, whatever "
             "it does with the targets.")

@@ -11,7 +11,7 @@ import streamlit as st
 from dbpa_core.audit import AuditResult
 from dbpa_core.roc import best_model_at_fpr
 
-from . import checks_view, figures, grid, runner, verdicts, widgets
+from . import checks_view, figures, grid, presets, runner, verdicts, widgets
 from .export import RunMeta
 from .why import why_view
 from .widgets import md_escape
@@ -28,7 +28,7 @@ def results_container(key: str):
 
 def control_gate(results: Mapping[str, AuditResult], *, key: str) -> bool | None:
     """The dashboard's ``--fail-on-control``: a red verdict naming every control that
-    changed the answers significantly, and a pass/fail line per model. Returns whether
+    changed the answers detectably, and a pass/fail line per model. Returns whether
     every model passed (None when nothing is marked control)."""
     gs = verdicts.gates(results)
     if not any(g.controls for g in gs):
@@ -39,17 +39,59 @@ def control_gate(results: Mapping[str, AuditResult], *, key: str) -> bool | None
     else:
         first = next(iter(results.values()))
         st.success(f"Control gate passed: no perturbation marked control changed the answers "
-                   f"significantly {md_escape(verdicts.level(first))}.",
+                   f"detectably {md_escape(verdicts.level(first))}.",
                    icon=":material/verified_user:")
     rows = [{"model": g.model, "control gate": g.status,
              "controls changed": f"{len(g.failed)} of {len(g.controls)}"
                                  + (": " + ", ".join(g.failed) if g.failed else ""),
              "targets detected": f"{len(g.detected)} of {len(g.targets)}"} for g in gs]
-    st.dataframe(pd.DataFrame(rows), hide_index=True, key=f"{key}_gate")
-    st.caption("Gate per model: FAIL when any control is significant (adjusted p ≤ α), as "
-               "`dbpa audit --fail-on-control` exits 1. Targets detected: targets significant "
-               "at the same level.")
+    st.dataframe(pd.DataFrame(rows).style.map(_status_colour, subset=["control gate"]),
+                 hide_index=True, key=f"{key}_gate")
+    each = pd.DataFrame([{"model": m, "perturbation": p.name, "role": p.role,
+                          "outcome": verdicts.outcome(p), "p (adjusted)": p.p_adjusted,
+                          "size (d)": widgets.size_cell(p)}
+                         for m, r in results.items() for p in r.perturbations
+                         if p.role in ("control", "target")])
+    if len(results) == 1:
+        each = each.drop(columns="model")
+    st.dataframe(widgets.styled(each).map(_status_colour, subset=["outcome"]),
+                 hide_index=True, key=f"{key}_gate_each")
+    st.caption("Gate per model: FAIL when any control changed the answers detectably "
+               "(adjusted p ≤ α), as `dbpa audit --fail-on-control` exits 1. Each control "
+               "passes (green) when its answers are not told apart from the base's, and "
+               "fails (red) when they are; a target is detected (green) when they are. "
+               f"'{presets.SAME_PROMPT}' asks the base prompt again, with answers of its own: "
+               "it shows what a passing control looks like, and fails only by chance (at "
+               "rate α).")
     return not failure
+
+
+STATUS_COLOURS = {"PASS": ("#DCF5E3", "#0B5C2C"), "passes": ("#DCF5E3", "#0B5C2C"),
+                  "detected": ("#DCF5E3", "#0B5C2C"), "FAIL": ("#FDE2E1", "#8A1C12"),
+                  "fails: changed": ("#FDE2E1", "#8A1C12"),
+                  "not detected": ("#FFF4DB", "#7A5200")}
+
+
+def _status_colour(value) -> str:
+    """Green for a pass or a detected target, red for a failed gate or control."""
+    bg, fg = STATUS_COLOURS.get(str(value), ("", ""))
+    return f"background-color: {bg}; color: {fg}; font-weight: 600" if bg else ""
+
+
+def with_current_delta(key: str, results: Mapping | None):
+    """The page's results read against the δ now set (sidebar or verdict line): δ changes
+    no sample, ω or p, so the stored results are re-read, not rerun (and stay the same
+    objects until δ changes again)."""
+    if not results:
+        return results
+    delta = float(st.session_state.get("w_min_effect") or 0.0) or None
+    out = {job: verdicts.with_min_effect(r, delta) if isinstance(r, AuditResult) else r
+           for job, r in results.items()}
+    if any(out[j] is not results[j] for j in out):
+        stored = st.session_state.get("results", {})
+        if stored.get(key) is results:
+            stored[key] = out
+    return out
 
 
 # --------------------------------------------------------------------------- one audit
@@ -110,10 +152,10 @@ def model_comparison_view(result: AuditResult, *, key: str, meta: RunMeta,
                           title: str = "Model comparison") -> None:
     with results_container(key):
         bar = figures.model_distance_figure(result)
-        st.markdown(f"**{md_escape(widgets.summary_sentence(result))}**")
+        widgets.verdict_line(widgets.summary_sentence(result), key=key)
         st.plotly_chart(bar, key=f"{key}_bar")
         st.caption("Bars: ω above chance (ω minus what chance alone gives at this k). Orange: "
-                   "significantly different from the reference after correction; grey (n.s.): "
+                   "detectably different from the reference after correction; grey (n.s.): "
                    "not shown to differ with this k. The test takes the reference's answers as "
                    "the null, so swapping reference and model can change p.")
         widgets.show_results_table(result, key=key, sentence=False)
@@ -154,46 +196,77 @@ def _pick_clicked_cell(key: str, personas: list[str], models: list[str]) -> None
 def persona_view(results: Mapping[str, AuditResult], *, key: str, meta: RunMeta,
                  title: str = "Persona explorer") -> None:
     personas, models, _cells = figures.persona_grid(results)
-    ss = st.session_state
     with results_container(key):
-        _pick_clicked_cell(key, personas, models)
-        if ss.get(f"{key}_cell_p") not in personas:
-            ss[f"{key}_cell_p"] = personas[0]
-        if ss.get(f"{key}_cell_m") not in models:
-            ss[f"{key}_cell_m"] = models[0]
-        selected = (ss[f"{key}_cell_p"], ss[f"{key}_cell_m"])
-        for m, r in results.items():
-            if len(results) > 1:
-                st.markdown(f"**{md_escape(m)}:** {md_escape(widgets.summary_sentence(r))}")
-            else:
-                st.markdown(f"**{md_escape(widgets.summary_sentence(r))}**")
-        heat = figures.persona_heatmap(results, selected=selected)
-        st.plotly_chart(heat, key=f"{key}_heat", on_select="rerun", selection_mode="points")
-        st.caption("Colour and number: ω above chance (how much more the answers moved than "
-                   "chance alone moves them at this k), only where the change is significant "
-                   "after correction; grey cells (n.s.) are not shown to differ, whatever "
-                   "their number. Read across a row to see whether a persona moves every "
-                   "model, down a column to see which personas a model is sensitive to.")
-        c1, c2 = st.columns(2)
-        cell_p = c1.selectbox("Open a cell: persona", personas, key=f"{key}_cell_p")
-        cell_m = c2.selectbox("… on model", models, key=f"{key}_cell_m")
-        res = results[cell_m]
-        if any(p.name == cell_p for p in res.perturbations):
-            st.plotly_chart(figures.similarity_histograms(res, columns=1, only=[cell_p]),
-                            key=f"{key}_cell_hist")
-            widgets.response_viewer(res, key=f"{key}_cell", only=[cell_p])
-            why_view(res, key=f"{key}_why", only=cell_p)
+        if len(results) == 1:
+            widgets.verdict_line(widgets.summary_sentence(next(iter(results.values()))), key=key)
         else:
-            st.info(f"{md_escape(cell_p)} was not tested on {md_escape(cell_m)}.")
-        for m, r in results.items():
-            with st.expander(f"Table and downloads: {md_escape(m)}"):
-                widgets.show_results_table(r, key=f"{key}_{m}")
-                widgets.downloads(r, lambda r=r: {"Persona heat map":
-                                                  figures.persona_heatmap(results),
-                                                  "Permutation tests": figures.permutation_grid(r)},
-                                  key=f"{key}_{m}", title=f"{title} — {m}", meta=meta, job=m)
+            for m, r in results.items():
+                st.markdown(f"**{md_escape(m)}:** {md_escape(widgets.summary_sentence(r))}")
+            if key in st.session_state.get("results", {}):  # an audit page, not History
+                widgets.delta_setter(key)
+        _persona_cells(results, personas, models, key=key)
+        _persona_tables(results, key=key, meta=meta, title=title)
         checks_view.checks_section(results, key=key)
         grid.answers_tab(results, key=key)
+
+
+def memo_figure(kind: str, ident: tuple, build):
+    """A figure built once per session for ``ident`` (ids of results, names, the selected
+    cell): building a Plotly figure (its validation) is most of the time a click takes,
+    and going back to a cell should cost nothing."""
+    memo = st.session_state.setdefault("_figure_memo", {})
+    k = (kind, *ident)
+    if k not in memo:
+        if len(memo) > 64:
+            memo.clear()
+        memo[k] = build()
+    return memo[k]
+
+
+@st.fragment
+def _persona_cells(results: Mapping[str, AuditResult], personas: list[str], models: list[str],
+                   *, key: str) -> None:
+    """The heat map and the opened cell, as a fragment: a click on a cell (or a change of
+    the cell's persona or model) reruns only this, not the page above it (its estimate,
+    form and tables), so the cell opens at once."""
+    ss = st.session_state
+    _pick_clicked_cell(key, personas, models)
+    if ss.get(f"{key}_cell_p") not in personas:
+        ss[f"{key}_cell_p"] = personas[0]
+    if ss.get(f"{key}_cell_m") not in models:
+        ss[f"{key}_cell_m"] = models[0]
+    selected = (ss[f"{key}_cell_p"], ss[f"{key}_cell_m"])
+    ident = tuple(id(r) for r in results.values())
+    heat = memo_figure("heat", (*ident, selected),
+                       lambda: figures.persona_heatmap(results, selected=selected))
+    st.plotly_chart(heat, key=f"{key}_heat", on_select="rerun", selection_mode="points")
+    st.caption("Colour and number: ω above chance (how much more the answers moved than "
+               "chance alone moves them at this k), only where the change is detectable "
+               "after correction; grey cells (n.s.) are not shown to differ, whatever "
+               "their number. Read across a row to see whether a persona moves every "
+               "model, down a column to see which personas a model is sensitive to.")
+    c1, c2 = st.columns(2)
+    cell_p = c1.selectbox("Open a cell: persona", personas, key=f"{key}_cell_p")
+    cell_m = c2.selectbox("… on model", models, key=f"{key}_cell_m")
+    res = results[cell_m]
+    if any(p.name == cell_p for p in res.perturbations):
+        st.plotly_chart(memo_figure("hist", (id(res), cell_p), lambda: figures.similarity_histograms(
+            res, columns=1, only=[cell_p])), key=f"{key}_cell_hist")
+        widgets.response_viewer(res, key=f"{key}_cell", only=[cell_p])
+        why_view(res, key=f"{key}_why", only=cell_p)
+    else:
+        st.info(f"{md_escape(cell_p)} was not tested on {md_escape(cell_m)}.")
+
+
+def _persona_tables(results: Mapping[str, AuditResult], *, key: str, meta: RunMeta,
+                    title: str) -> None:
+    for m, r in results.items():
+        with st.expander(f"Table and downloads: {md_escape(m)}"):
+            widgets.show_results_table(r, key=f"{key}_{m}")
+            widgets.downloads(r, lambda r=r: {"Persona heat map":
+                                              figures.persona_heatmap(results),
+                                              "Permutation tests": figures.permutation_grid(r)},
+                              key=f"{key}_{m}", title=f"{title} — {m}", meta=meta, job=m)
 
 
 def control_target_view(results: Mapping[str, AuditResult], *, key: str, meta: RunMeta,
@@ -238,11 +311,10 @@ def control_target_view(results: Mapping[str, AuditResult], *, key: str, meta: R
         st.caption("A point of the curve is one threshold α: the share of controls (x) and of "
                    "targets (y) with raw p below it. AUC 1 = every target below every control; "
                    "0.5 = no better than chance. With few perturbations the curve is coarse.")
-        st.dataframe(pd.DataFrame([{"model": m, "AUC": round(r.auc, 3),
-                                    "TPR at allowed FPR": r.tpr_at_fpr(max_fpr),
-                                    "controls": r.n_control, "targets": r.n_target}
-                                   for m, r in rocs.items()]), hide_index=True,
-                     key=f"{key}_auc")
+        st.dataframe(widgets.styled(pd.DataFrame([
+            {"model": m, "AUC": r.auc, "TPR at allowed FPR": r.tpr_at_fpr(max_fpr),
+             "controls": r.n_control, "targets": r.n_target} for m, r in rocs.items()])),
+            hide_index=True, key=f"{key}_auc")
         for m, r in results.items():
             g = verdicts.gate(r, m)
             with st.expander(f"Per-perturbation results: {md_escape(m)} — control gate "

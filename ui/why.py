@@ -25,7 +25,7 @@ from dbpa_core.sensitivity import (
     run_sensitivity,
 )
 
-from . import runner, state, why_figures
+from . import runner, state, verdicts, why_figures
 from .figures import p_text
 from .widgets import md_escape, styled
 
@@ -127,6 +127,62 @@ def _robust_config(result: AuditResult, picks: list[str]) -> SensitivityConfig:
                              embedders=parse_embedders(",".join(picks), result.spec))
 
 
+class _ResultAnswers:
+    """A backend that serves each of an audit's requests with the answer the result holds
+    (the check runs on the very answers the verdict came from, recorded or cached or not:
+    no model is called)."""
+
+    name = "result"
+    deterministic = True
+
+    def __init__(self, result: AuditResult, model_cfg: dict):
+        self.model = result.base.arm.model_label
+        self.answers = {(a.arm.system_prompt, a.arm.prompt, a.arm.first_sample + i): t
+                        for a in (result.base, *result.arms) if a.arm.model == model_cfg
+                        for i, t in enumerate(a.texts)}
+
+    def generate(self, requests, on_sample, *, should_stop=None) -> None:
+        from dbpa_core.backends import Sample
+
+        for r in requests:
+            on_sample(r, Sample(self.answers[(r.system_prompt, r.prompt, r.index)],
+                                model=self.model))
+
+
+class _ResultVectors:
+    """The audit's embedder, served from the vectors the result holds."""
+
+    name = "result"
+
+    def __init__(self, result: AuditResult):
+        self.vectors = {t: v for a in (result.base, *result.arms) if a.embeddings is not None
+                        for t, v in zip(a.texts, a.embeddings, strict=True)}
+
+    def embed(self, texts):
+        import numpy as np
+
+        return np.stack([self.vectors[t] for t in texts])
+
+
+def check_on_answers(result: AuditResult, cfg: SensitivityConfig, progress=None,
+                     should_stop=None) -> SensitivityResult:
+    """The sensitivity study of ``cfg`` on ``result``'s own answers (and the audit
+    embedder's vectors it holds): no model call, nothing read from or written to the
+    cache, so a recorded result is checked on the recording."""
+    from dbpa_core.cache import Cache
+    from dbpa_core.sampling import model_key
+
+    arms = (result.base, *result.arms)
+    backends = {model_key(a.arm.model): _ResultAnswers(result, a.arm.model) for a in arms}
+    embedders = {model_key(result.spec.embedder): _ResultVectors(result)} \
+        if all(a.embeddings is not None for a in arms) else None
+    res = run_sensitivity(result.spec, cfg, cache=Cache(enabled=False), progress=progress,
+                          should_stop=should_stop, backends=backends, embedders=embedders,
+                          api_keys=st.session_state.get("api_keys"))
+    res.usage.update(answers_reused=res.usage.get("calls", 0), calls=0)
+    return res
+
+
 def _robustness(result: AuditResult, name: str, key: str) -> None:
     spec = result.spec
     st.markdown("**Does the verdict hold?** The same test under every distance measure and "
@@ -134,16 +190,17 @@ def _robustness(result: AuditResult, name: str, key: str) -> None:
     default = ["spec"] + (["local"] if spec.embedder.get("backend") != "local" else [])
     picks = st.multiselect("Embedders", list(ROBUST_EMBEDDERS), default=default,
                            format_func=ROBUST_EMBEDDERS.get, key=f"{key}_rob_emb",
-                           help="BLEU and ROUGE compare texts word by word in Python: about a "
-                           "minute for eight perturbations at k = 20.")
+                           help="The check reuses the answers of this result: no model is "
+                           "called. MiniLM (local) embeds them on this machine (seconds); BLEU "
+                           "and ROUGE compare texts word by word in Python: about a minute for "
+                           "eight perturbations at k = 20.")
     store = st.session_state.setdefault(f"_{key}_robust", {})
     rkey = (id(result), tuple(picks))
     if st.button("Check the verdict", key=f"{key}_rob_go", icon=":material/rule:",
                  disabled=not picks):
         cfg = _robust_config(result, picks)
-        out = runner.run_tasks([("robustness", lambda progress: run_sensitivity(
-            spec, cfg, cache=state.cache(), progress=progress,
-            api_keys=st.session_state["api_keys"]))], key=f"{key}_rob")
+        out = runner.run_tasks([("robustness", lambda progress: check_on_answers(
+            result, cfg, progress))], key=f"{key}_rob")
         if out:
             store[rkey] = out["robustness"]
     res: SensitivityResult | None = store.get(rkey)
@@ -152,7 +209,7 @@ def _robustness(result: AuditResult, name: str, key: str) -> None:
     v = next(x for x in res.verdicts() if x["perturbation"] == name)
     said = "changes the answers" if v["baseline_significant"] else "shows no change"
     parts = [f"{v[s]['significant']} of {v[s]['settings']} {s}s" for s in res.studies]
-    msg = (f"The audit says **{md_escape(name)}** {said}; it is significant under "
+    msg = (f"The audit says **{md_escape(name)}** {said}; the change is detectable under "
            f"{' and '.join(parts)}.")
     (st.success if v["holds"] else st.warning)(
         msg + (" The verdict holds." if v["holds"] else
@@ -161,9 +218,10 @@ def _robustness(result: AuditResult, name: str, key: str) -> None:
 
     st.dataframe(styled(rows_table([r for r in res.rows if r.perturbation == name])),
                  hide_index=True, key=f"{key}_rob_table")
-    st.caption(f"{res.usage.get('calls', 0)} model calls; "
-               f"{res.usage.get('embeddings_computed', 0)} new embeddings. The full study "
-               "(prompt length, cost) is on the Sensitivity page.")
+    st.caption(f"No model calls: the test reused the audit's "
+               f"{res.usage.get('answers_reused', 0)} answers; "
+               f"{res.usage.get('embeddings_computed', 0)} embeddings computed on this machine. "
+               "The full study (prompt length, cost) is on the Sensitivity page.")
 
 
 def why_view(result: AuditResult, *, key: str, only: str | None = None) -> None:
@@ -186,11 +244,12 @@ def why_view(result: AuditResult, *, key: str, only: str | None = None) -> None:
             memo.clear()
         memo[(id(result), name)] = (result, explain_result(result, name))
     ex = memo[(id(result), name)][1]
-    verdict = "changes the answers" if pert.significant else "does not change the answers " \
-        "significantly"
+    size = f" ({verdicts.size_text(pert)})" if verdicts.size_text(pert) else ""
+    verdict = f"changes the answers detectably{size}" if pert.significant else \
+        "does not change the answers detectably"
     if result.mode == "models":
-        verdict = "differs from the reference" if pert.significant else \
-            "does not differ significantly from the reference"
+        verdict = f"differs detectably from the reference{size}" if pert.significant else \
+            "does not differ detectably from the reference"
     st.markdown(f"#### Why: {md_escape(name)}")
     st.caption(f"The test says {md_escape(name)} {verdict} (ω = {pert.effect_size:.3f}, "
                f"{pert.effect_above_chance:+.3f} above chance, "
@@ -198,8 +257,11 @@ def why_view(result: AuditResult, *, key: str, only: str | None = None) -> None:
                "Below: what changed in the words.")
 
     if ex.terms:
-        st.plotly_chart(why_figures.terms_figure(ex, base_label=base_label,
-                                                 perturbed_label=name), key=f"{key}_terms")
+        fig = memo[(id(result), name)][2] if len(memo[(id(result), name)]) > 2 else None
+        if fig is None:  # built once per result and perturbation, like the explanation
+            fig = why_figures.terms_figure(ex, base_label=base_label, perturbed_label=name)
+            memo[(id(result), name)] = (*memo[(id(result), name)][:2], fig)
+        st.plotly_chart(fig, key=f"{key}_terms")
         st.caption("Words and two-word phrases each group uses more, by the weighted log-odds "
                    "ratio with an informative Dirichlet prior (Monroe, Colaresi & Quinn 2008), "
                    "z-scored: rare words are shrunk towards 0, stop words left out. Beyond the "

@@ -5,6 +5,7 @@ import difflib
 import html
 import re
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -13,7 +14,7 @@ from dbpa_core.measures import DEFAULT_MEASURE, MEASURES, NULLS
 from dbpa_core.multitest import METHODS
 
 from . import export, state, verdicts
-from .figures import fmt_p, resolution
+from .figures import fmt_effect, fmt_p, fmt_rate, resolution
 from .nav import PAGES, ROOT
 
 summary_sentence = verdicts.summary_sentence  # where pages and tests have always found it
@@ -144,14 +145,24 @@ def results_table(result: AuditResult) -> pd.DataFrame:
     delta = result.spec.min_effect
     for p in result.perturbations:
         row = {"perturbation": p.name, "role": p.role or "", "model": p.model,
-               "ω above chance": round(p.effect_above_chance, 4),
-               "ω": round(p.effect_size, 4), "chance ω": round(p.chance_effect_size, 4),
+               "ω above chance": p.effect_above_chance,  # rounded once, when shown
+               "size (d)": size_cell(p),
+               "ω": p.effect_size, "chance ω": p.chance_effect_size,
                "p (raw)": p.p_value, "p (adjusted)": p.p_adjusted, "": p.stars,
                "detectable": p.significant}
         if delta is not None:
             row[f"> δ = {delta:g}"] = bool(p.exceeds_min_effect)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def size_cell(p) -> str:
+    """'moderate (0.62)' for a detectable change; '(0.31)', no word, for one that is not
+    (its size is not established: at k = 20 chance alone moves d by about ±0.2)."""
+    d = verdicts.size_d(p)
+    if d is None:
+        return "–"
+    return f"{verdicts.size_word(d)} ({d:.2f})" if p.significant else f"({d:.2f})"
 
 
 def styled(df: pd.DataFrame):
@@ -163,16 +174,52 @@ def styled(df: pd.DataFrame):
         if name.startswith("p ("):
             formats[c] = fmt_p
         elif name.startswith("ω above chance"):
-            formats[c] = "{:+.3f}"
+            formats[c] = lambda x: fmt_effect(x, signed=True)
         elif "ω" in name:  # ω, chance ω
-            formats[c] = "{:.3f}"
+            formats[c] = fmt_effect
+        elif name in ("AUC", "AUC_cal") or name.startswith(("TPR", "FPR")):
+            formats[c] = fmt_rate
     return df.style.format(formats, na_rep="–")
+
+
+def delta_setter(key: str) -> None:
+    """A small button beside a verdict: set the minimum effect of interest δ (the sidebar's
+    δ, the same value) without leaving the results. δ changes no sample, ω or p: the
+    results on screen are read against the new δ at once (no run)."""
+    ss = st.session_state
+    now = float(ss.get("w_min_effect") or 0.0)
+    with st.popover(f"δ = {now:g}" if now else "Set δ", icon=":material/straighten:",
+                    help="The minimum effect of interest: which changes are large enough to "
+                    "matter, in ω above chance."):
+        field = f"_{key}_delta"
+        ss[field] = now
+
+        def apply() -> None:
+            ss["w_min_effect"] = float(ss[field] or 0.0)
+
+        st.number_input("Minimum effect of interest δ (0 = none)", min_value=0.0,
+                        max_value=10.0, step=0.01, format="%.3f", key=field, on_change=apply)
+        st.caption("In units of ω above chance. Detectable (p) and larger than δ are separate "
+                   "questions: with many samples nearly every change is detectable, δ says "
+                   "which ones matter. Changing δ reruns nothing.")
+
+
+def verdict_line(text: str, *, key: str) -> None:
+    """The verdict sentence in bold with the δ button on its right — on an audit page,
+    whose results are re-read against δ; a recorded run (History) keeps the δ it had."""
+    if key.split("_")[0] not in st.session_state.get("results", {}):
+        st.markdown(f"**{md_escape(text)}**")
+        return
+    left, right = st.columns([6, 1], vertical_alignment="center")
+    left.markdown(f"**{md_escape(text)}**")
+    with right:
+        delta_setter(key)
 
 
 def show_results_table(result: AuditResult, *, key: str, sentence: bool = True) -> None:
     """The verdict sentence (unless the caller shows it already) and the results table."""
     if sentence:
-        st.markdown(f"**{md_escape(summary_sentence(result))}**")
+        verdict_line(summary_sentence(result), key=key)
     df = results_table(result)
     st.dataframe(styled(df), hide_index=True, key=f"{key}_table", height=table_height(len(df)),
                  column_config={
@@ -189,6 +236,11 @@ def show_results_table(result: AuditResult, *, key: str, sentence: bool = True) 
                          "significant means adjusted p <= α"),
                      "detectable": st.column_config.CheckboxColumn(
                          help="significant after the correction (adjusted p <= α)"),
+                     "size (d)": st.column_config.TextColumn(
+                         help="how large the change is, in words: Cohen's d of the "
+                         "similarities (base-base minus base-perturbed, over their SD); "
+                         "small from 0.2, moderate from 0.5, large from 0.8. A word only "
+                         "where the change is detectable"),
                  })
     spec = result.spec
     notes = ("" if spec.min_effect is None else
@@ -201,7 +253,9 @@ def show_results_table(result: AuditResult, *, key: str, sentence: bool = True) 
     st.caption(f"k = {spec.samples} responses per prompt, B = {spec.permutations} permutations "
                f"(no p can be below 1/(B+1) = {fmt_p(resolution(spec.permutations))}), ω = "
                f"{spec.measure}, correction = {spec.correction}, α = {spec.alpha}, seed = "
-               f"{spec.seed}. Detectable = significant = adjusted p ≤ α; stars on the adjusted "
+               f"{spec.seed}. Detectable = significant = adjusted p ≤ α (the change is told "
+               "apart from the model's own randomness, however small it is); size: Cohen's d "
+               "of the similarities, small ≥ 0.2, moderate ≥ 0.5, large ≥ 0.8. Stars on the adjusted "
                "p: * < .05, ** < .01, *** < .001. A small p means the perturbed answers differ "
                "from the base answers by more than the model's own randomness explains; a large "
                "p means this sample could not show a change. ω has no fixed zero: read 'ω above "
@@ -214,6 +268,7 @@ def table_height(rows: int) -> int | str:
 
 
 _TOKEN = re.compile(r"\s+|\w+|[^\w\s]")
+_WORD = re.compile(r"\w+")
 
 
 def diff_html(a: str, b: str) -> tuple[str, str]:
@@ -243,26 +298,59 @@ DIFF_CSS = ("<style>.dbpa-diff{white-space:pre-wrap;background:#f5f7fa;border-ra
             "background:#dcf5e3;color:#0b5c2c;text-decoration:none}</style>")
 
 
+def nearest_pairs(base, other) -> list[tuple[int, float]]:
+    """For each answer of ``other`` (an arm's responses), the base answer most like it and
+    their similarity: cosine of the embeddings when both arms have them, else the overlap
+    of their word sets (Jaccard). Two unrelated random draws differ in almost every word;
+    the nearest base answer shows what the perturbation changed beyond that noise."""
+    if base.embeddings is not None and other.embeddings is not None:
+        a = np.asarray(other.embeddings, float)
+        b = np.asarray(base.embeddings, float)
+        a = a / np.linalg.norm(a, axis=1, keepdims=True)
+        b = b / np.linalg.norm(b, axis=1, keepdims=True)
+        sims = a @ b.T
+    else:
+        words = [{w.lower() for w in _WORD.findall(t)} for t in (*other.texts, *base.texts)]
+        n = len(other.texts)
+        sims = np.array([[len(x & y) / max(1, len(x | y)) for y in words[n:]]
+                         for x in words[:n]])
+    best = sims.argmax(axis=1)
+    return [(int(j), float(sims[i, j])) for i, j in enumerate(best)]
+
+
 def response_viewer(result: AuditResult, *, key: str, only: list[str] | None = None) -> None:
-    """Base and perturbed answers side by side, as plain text, with what differs marked."""
+    """Each perturbed answer beside the base answer nearest to it, as plain text, with
+    what differs marked."""
     names = [a.arm.name for a in result.arms if only is None or a.arm.name in only]
     if not names:
         return
     c1, c2, c3 = st.columns([3, 1, 1])
     chosen = c1.selectbox("Compare the base answers with", names, key=f"{key}_viewer_arm")
-    k = len(result.base.texts)
-    idx = c2.number_input("Response #", 1, k, 1, key=f"{key}_viewer_idx") - 1
+    arm = next(a for a in result.arms if a.arm.name == chosen)
+    k = len(arm.texts)
+    idx = c2.number_input("Perturbed answer #", 1, k, 1, key=f"{key}_viewer_idx") - 1
     c3.write("")
     marked = c3.toggle("Mark differences", value=True, key=f"{key}_viewer_diff",
                        help="Red: words of the base answer that the other lacks; green: "
                        "words the other answer adds.")
-    arm = next(a for a in result.arms if a.arm.name == chosen)
+    memo = st.session_state.setdefault("_viewer_pairs", {})
+    if (id(result), chosen) not in memo:
+        if len(memo) > 32:
+            memo.clear()
+        memo[(id(result), chosen)] = (result, nearest_pairs(result.base, arm))
+    j, sim = memo[(id(result), chosen)][1][idx]
+    how = "cosine similarity of the embeddings" if arm.embeddings is not None else \
+        "share of words in common"
+    st.caption(f"Answer #{idx + 1} of {md_escape(chosen)} beside base answer #{j + 1}, the "
+               f"base answer nearest to it ({how} {sim:.2f}). Random pairs of answers differ "
+               "in most words even without a perturbation; the nearest pair shows what "
+               "changed beyond that. The words that set the groups apart are in the Why view.")
     left, right = st.columns(2)
-    base_text, other = result.base.texts[idx], arm.texts[idx]
+    base_text, other = result.base.texts[j], arm.texts[idx]
     with left:
-        st.markdown(f"**{md_escape(result.base.arm.name)}**")
+        st.markdown(f"**{md_escape(result.base.arm.name)}** — answer #{j + 1}")
     with right:
-        st.markdown(f"**{md_escape(chosen)}**")
+        st.markdown(f"**{md_escape(chosen)}** — answer #{idx + 1}")
     if marked:
         a, b = diff_html(base_text, other)
         left.html(f"{DIFF_CSS}<div class='dbpa-diff'>{a}</div>")

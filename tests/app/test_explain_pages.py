@@ -198,3 +198,30 @@ def test_why_view_shows_a_markdown_name_literally(make_app):
         said = [m.value for m in at.success] + [m.value for m in at.warning]
         assert any(f"**{name}**" in plain(v) for v in said), said
         assert all("[link](http://x)" not in v for v in said)
+
+
+def test_verdict_check_on_the_recorded_first_start_result_calls_no_model(make_app, monkeypatch):
+    """The recorded result's answers are not in the cache: the check must run on them, not
+    sample the 180 answers again."""
+    import dbpa_core.sampling as sampling
+    from dbpa_core.backends import local
+
+    monkeypatch.delenv("DBPA_REPLAY_FILE", raising=False)
+
+    def no_backend(*a, **kw):
+        raise AssertionError("a model was asked")
+
+    monkeypatch.setattr(sampling, "make_backend", no_backend)
+    loaded = dict(local._LOADED)
+    at = make_app(models=None, w_samples=20, w_permutations=2000)
+    assert at.session_state["results_meta"]["landing"]["run"].source == "recorded"
+    at.session_state["landing_tabs"] = "Why"
+    at.run()
+    at.button(key="landing_why_rob_go").click().run()
+    assert not at.exception, at.exception
+    assert not errors(at), errors(at)
+    verdict = [m.value for m in at.success] + [m.value for m in at.warning]
+    assert any("of 6 measures" in v for v in verdict), verdict
+    assert any("No model calls: the test reused the audit's 180 answers" in c.value
+               for c in at.caption)
+    assert local._LOADED == loaded

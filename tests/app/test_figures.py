@@ -159,10 +159,32 @@ def test_roc_figures():
 
 
 def test_p_values_never_round_onto_a_threshold():
-    """0.0009995 next to '***' (p < .001) must not read 0.0010; floors read '< 0.0001'."""
-    assert figures.fmt_p(0.0009995) == "0.0009995" and figures.fmt_p(0.04996) == "0.04996"
+    """0.0009995 next to '***' (p < .001) must not read 0.0010, nor 0.0009995 (seven
+    digits where every other p has four): '< 0.001'; floors read '< 0.0001'."""
+    assert figures.fmt_p(0.0009995) == "< 0.001" and figures.fmt_p(0.04996) == "< 0.05"
     assert figures.fmt_p(0.0123) == "0.0123" and figures.fmt_p(0.001) == "0.0010"
     assert figures.fmt_p(5e-5) == "< 0.0001" and figures.fmt_p(float("nan")) == "–"
+    assert figures.fmt_p(1 / 2001) == "0.0005" and figures.fmt_p(1.0) == "1.0000"
+    assert figures.fmt_rate(0.0) == "0.00" and figures.fmt_rate(1) == "1.00"
+
+
+def test_tables_round_omega_once_as_the_charts_do(result):
+    """A value such as 0.08449 rounded to four digits first (0.0845) and then to three read
+    +0.085 in the table but +0.084 on the chart and in the Why view."""
+    import dataclasses
+
+    from ui import widgets
+
+    p = result.perturbations[0]
+    above = 0.0844999
+    test = dataclasses.replace(p.test, effect_size=p.chance_effect_size + above)
+    twisted = dataclasses.replace(result, perturbations=(dataclasses.replace(
+        p, test=test, effect_size=test.effect_size),) + result.perturbations[1:])
+    shown = widgets.styled(widgets.results_table(twisted)).to_html()
+    assert f"{twisted.perturbations[0].effect_above_chance:+.3f}" == "+0.084"
+    assert ">+0.084<" in shown and ">+0.085<" not in shown
+    chart = figures.model_distance_figure(twisted)
+    assert chart.data[0].text[0].startswith("+0.084")
 
 
 def test_model_distance_figure(result):

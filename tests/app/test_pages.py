@@ -54,7 +54,8 @@ def test_landing_more_samples_than_recorded(make_app):
     at = make_app(w_samples=25)
     # checked before the run: which prompts lack recordings, and what to do
     msg = next(e for e in errors(at) if "replay file does not hold" in e)
-    assert "k = 25" in msg and "lacks 9 prompts" in msg and "20 recorded" in msg
+    # the base prompt has 40 recorded answers (20 more for the same-prompt control)
+    assert "k = 25" in msg and "lacks 8 prompts" in msg and "20 recorded" in msg
     assert "lower k" in msg
     assert at.button(key="landing_run").disabled
 
