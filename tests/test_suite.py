@@ -294,12 +294,19 @@ perturbations:
 
 
 def test_a_case_whose_change_changes_nothing_is_flagged(tmp_path, cache):
-    with FakeOpenAI(models=("fake-model", "fake-embed")) as srv:
-        spec = parse_spec(suite_yaml(srv.base_url, cases="""cases:
+    """In case b the name change is no change at all: as a target that is a warning; as a
+    control it is a same-prompt control, which draws answers of its own (no warning)."""
+    cases = """cases:
   - {id: a, name: John, age: 70, chol: 5}
-  - {id: b, name: Ahmed, age: 71, chol: 6}"""))
-        res = run_suite(spec, cache=cache)
-    flagged = [w for w in res.warnings if "same prompt as the base" in w]
+  - {id: b, name: Ahmed, age: 71, chol: 6}"""
+    with FakeOpenAI(models=("fake-model", "fake-embed")) as srv:
+        as_control = run_suite(parse_spec(suite_yaml(srv.base_url, cases=cases)), cache=cache)
+        target = suite_yaml(srv.base_url, cases=cases).replace(
+            "{name: renamed, set: {name: Ahmed}, role: control}",
+            "{name: renamed, set: {name: Ahmed}, role: target}")
+        as_target = run_suite(parse_spec(target), cache=cache)
+    assert not [w for w in as_control.warnings if "same prompt as the base" in w]
+    flagged = [w for w in as_target.warnings if "same prompt as the base" in w]
     assert len(flagged) == 1 and flagged[0].endswith("(case b)") and "'renamed'" in flagged[0]
 
 
