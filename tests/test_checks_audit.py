@@ -156,7 +156,10 @@ def test_example_spec_on_recorded_answers():
     assert [c.kind for c in spec.checks] == ["contains", "regex", "contains", "refusal", "words"]
     rows = [json.loads(x) for x in (root / "assets" / "demo_replay.jsonl").read_text().splitlines()]
     arms = build_arms(spec)
-    answers = {a.name: [r["response"] for r in rows if r["prompt"] == a.prompt] for a in arms}
+    # a replay model serves an arm the recorded answers from its first sample on (the base
+    # prompt has more recorded, for a same-prompt control)
+    answers = {a.name: [r["response"] for r in rows if r["prompt"] == a.prompt]
+               [a.first_sample:a.first_sample + spec.samples] for a in arms}
     assert all(len(v) == spec.samples for v in answers.values())
     res = check_audit(spec.checks, [Group(a.name, answers[a.name]) for a in arms],
                       correction=spec.correction, alpha=spec.alpha)
