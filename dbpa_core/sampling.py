@@ -30,11 +30,13 @@ Examples
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,6 +89,32 @@ class Progress:
 
 class RunCancelled(RuntimeError):
     """The run was stopped on request; everything received so far is cached."""
+
+
+# a stop condition for every Sampler made inside ``stop_when`` (see there)
+_STOP_WHEN: contextvars.ContextVar[Callable[[], bool] | None] = contextvars.ContextVar(
+    "dbpa_stop_when", default=None)
+
+
+@contextlib.contextmanager
+def stop_when(check: Callable[[], bool]) -> Iterator[None]:
+    """Every :class:`Sampler` created inside this block also stops when ``check()`` turns
+    True (besides its own ``should_stop``): how a caller that runs capabilities it did not
+    build (the dashboard's Stop button) cancels them all, whatever they pass."""
+    token = _STOP_WHEN.set(check)
+    try:
+        yield
+    finally:
+        _STOP_WHEN.reset(token)
+
+
+def _stop_condition(own: Callable[[], bool] | None) -> Callable[[], bool]:
+    checks = [c for c in (own, _STOP_WHEN.get()) if c is not None]
+    if not checks:
+        return lambda: False
+    if len(checks) == 1:
+        return checks[0]
+    return lambda: any(c() for c in checks)
 
 
 @dataclass(frozen=True)
@@ -219,7 +247,7 @@ class Sampler:
                  embedders: Mapping[str, Embedder] | None = None):
         self.cache = cache if cache is not None else Cache()
         self.progress = progress or (lambda p: None)
-        self.should_stop = should_stop or (lambda: False)
+        self.should_stop = _stop_condition(should_stop)  # and any stop_when around it
         self.api_keys = dict(api_keys or {})
         self._backends: dict[str, Backend] = dict(backends or {})
         self._embedders: dict[str, Embedder] = dict(embedders or {})
@@ -642,4 +670,4 @@ def _label(req: SampleRequest) -> str:
 
 __all__ = ["EMBED_BATCH", "Job", "Progress", "RunCancelled", "SampleRecord", "Sampler",
            "backend_identity", "embedder_identity", "embedding_key", "is_cached", "key_slot",
-           "model_key", "requests_for", "sample_key"]
+           "model_key", "requests_for", "sample_key", "stop_when"]

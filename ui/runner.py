@@ -20,7 +20,7 @@ from dbpa_core.backends import (
     ServerUnavailableError,
 )
 from dbpa_core.cache import CacheError
-from dbpa_core.sampling import Progress, RunCancelled
+from dbpa_core.sampling import Progress, RunCancelled, stop_when
 from dbpa_core.spec import AuditSpec, SpecError, model_label, parse_spec, spec_notes, spec_warnings
 
 from . import state
@@ -62,6 +62,11 @@ def build_spec(*, base_prompt: str, perturbations: Sequence[dict] | None = None,
                overrides: dict | None = None, name: str = "audit") -> AuditSpec:
     """A validated spec from dashboard values (raises SpecError with a readable message).
     ``name`` is the page's default audit name; the sidebar's audit name wins when given."""
+    problem = state.number_problem()
+    if problem:
+        raise SpecError(problem.removesuffix("."))
+    if not str(base_prompt or "").strip():
+        raise SpecError("the prompt is empty: write the question the model should answer")
     s = state.settings()
     s.update(overrides or {})
     data: dict[str, Any] = {k: v for k, v in s.items()}
@@ -115,6 +120,37 @@ def show_estimate(specs: Sequence[AuditSpec]) -> None:
 Task = Callable[[Callable[[Progress], None]], Any]
 
 
+def stop_check() -> Callable[[], bool]:
+    """A ``should_stop`` for the sampler, for the script run that calls it: True once Stop
+    (or any other control) was pressed, i.e. Streamlit holds a rerun or stop request for
+    this run, or once the browser tab that started the run is gone (closed or reloaded:
+    Streamlit keeps running a disconnected session's script). The sampler then cancels
+    what is in flight (a local model between decoding steps, a server's requests
+    abandoned) and gives up its claims at once, so the next run never waits for it.
+
+    Safe to call from any thread (a backend may poll it from its own)."""
+    try:
+        from streamlit.runtime import Runtime
+        from streamlit.runtime.scriptrunner_utils.script_requests import ScriptRequestType
+        from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+    except ImportError:  # another Streamlit: the script's own yield points stop it
+        return lambda: False
+    ctx = get_script_run_ctx(suppress_warning=True)
+    if ctx is None:
+        return lambda: False
+    requests, session = getattr(ctx, "script_requests", None), ctx.session_id
+
+    def should_stop() -> bool:
+        if getattr(requests, "_state", ScriptRequestType.CONTINUE) != ScriptRequestType.CONTINUE:
+            return True
+        try:
+            return Runtime.exists() and not Runtime.instance().is_active_session(session)
+        except Exception:  # noqa: BLE001 - no runtime (AppTest): never stop on its account
+            return False
+
+    return should_stop
+
+
 def run_tasks(tasks: Sequence[tuple[str, Task]], *, key: str,
               panel: Any = None) -> dict[str, Any] | None:
     """Run tasks one after the other with a progress bar per stage and a stop button.
@@ -147,16 +183,19 @@ def run_tasks(tasks: Sequence[tuple[str, Task]], *, key: str,
 
     message = None
     try:
-        for j, (name, task) in enumerate(tasks):
-            info.caption(f"Job {j + 1} of {len(tasks)}: {name}" if len(tasks) > 1 else name)
-            results[name] = task(progress)
+        with stop_when(stop_check()):  # every sampler of the tasks stops on Stop
+            for j, (name, task) in enumerate(tasks):
+                info.caption(f"Job {j + 1} of {len(tasks)}: {name}" if len(tasks) > 1 else name)
+                results[name] = task(progress)
+        st.session_state[running_key] = False
     except RunCancelled as exc:
+        # the flag stays set: the next script run says that this one was stopped
         message = ("warning", str(exc))
     except Exception as exc:  # noqa: BLE001 - shown as a short message, logged in full
+        st.session_state[running_key] = False
         log.error("run failed:\n%s", traceback.format_exc())
         message = ("error", friendly(exc))
     finally:
-        st.session_state[running_key] = False
         panel.empty()
     if message is not None:
         # in the panel's place, so the elements below keep their positions (a tab that

@@ -42,6 +42,26 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+# (widget key, what the sidebar calls it, lowest, highest) of the settings a page checks
+# before Run: their fields have no bounds of their own, so that a value out of range is
+# seen (and named) instead of silently replaced by the last valid one
+CHECKED_NUMBERS = (("w_samples", "Samples per prompt (k)", 2, 500),
+                   ("w_permutations", "Permutations (B)", 100, 100_000))
+
+
+def number_problem() -> str | None:
+    """One line naming the first checked sidebar setting that is out of its range (with
+    the range), or None when every one is in range."""
+    ss = st.session_state
+    for key, label, lo, hi in CHECKED_NUMBERS:
+        value = ss.get(key, DEFAULTS[key])
+        if value is None or not lo <= value <= hi:
+            now = "empty" if value is None else f"{value:,}"
+            return (f"{label} must be between {lo:,} and {hi:,} (it is {now}): "
+                    "change it in the sidebar.")
+    return None
+
+
 def demo_file() -> str | None:
     """The replay file of demo mode (``DBPA_REPLAY_FILE``), or None."""
     return os.environ.get("DBPA_REPLAY_FILE") or None
@@ -232,7 +252,7 @@ def cache() -> Cache:
 def settings() -> dict[str, Any]:
     """The audit settings shared by every page (from the sidebar widgets)."""
     ss = st.session_state
-    return {"samples": int(ss.w_samples), "permutations": int(ss.w_permutations),
+    return {"samples": int(ss.w_samples or 0), "permutations": int(ss.w_permutations or 0),
             "measure": ss.w_measure, "correction": ss.w_correction, "alpha": float(ss.w_alpha),
             "temperature": float(ss.w_temperature), "max_tokens": int(ss.w_max_tokens),
             "seed": int(ss.w_seed), "embedder": {"backend": ss.w_embedder},

@@ -103,10 +103,15 @@ def settings_sidebar() -> None:
         st.markdown("### Test settings")
         st.text_input("Audit name", key="w_audit_name", placeholder="named after the page",
                       help="Names the run in the History and every downloaded file.")
-        st.number_input("Samples per prompt (k)", min_value=2, max_value=500, step=5,
-                        key="w_samples", help="More samples: more power, more calls.")
-        st.number_input("Permutations (B)", min_value=100, max_value=100_000, step=1000,
-                        key="w_permutations", help="The p-value's resolution is 1/(B+1).")
+        # no bounds on the fields: a value out of range is named, and Run waits for a
+        # valid one (see state.number_problem), instead of the last valid one being used
+        st.number_input("Samples per prompt (k)", step=5, key="w_samples",
+                        help="2 to 500. More samples: more power, more calls.")
+        st.number_input("Permutations (B)", step=1000, key="w_permutations",
+                        help="100 to 100,000. The p-value's resolution is 1/(B+1).")
+        problem = state.number_problem()
+        if problem:
+            st.error(problem, icon=":material/edit_note:")
         st.selectbox("Effect size ω", list(MEASURES), key="w_measure",
                      help=f"{DEFAULT_MEASURE} (default): energy distance between the response "
                      "embeddings, the most powerful calibrated measure on recorded responses. "
