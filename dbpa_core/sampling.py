@@ -564,43 +564,74 @@ class _TokenMeter:
     """Tokens drawn in one :meth:`Sampler.sample` call, their rate and the time left, for
     the progress line: reports at most every :data:`TOKEN_REPORT_EVERY` seconds. Models
     sampled one after the other (one backend call each) add up: the expected total counts
-    the groups not started yet at their ``max_tokens``."""
+    the groups not started yet at their ``max_tokens``.
 
-    def __init__(self) -> None:
+    The time left is said only once it can be estimated: after :func:`eta_ready` answers
+    are complete (until then the expected total counts every open answer at its
+    ``max_tokens``, and the first steps include loading and reading the prompts), from
+    the rate over the last :data:`RATE_WINDOW` seconds (so a slow start or a pause does
+    not hang on for the whole run)."""
+
+    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
+        self.clock = clock
         self.t0: float | None = None
-        self.last = 0.0
+        self.last = -float("inf")
         self.tokens = 0
         self.expected = 0
         self.base = 0      # tokens of the groups already done
         self.later = 0     # upper bound of the groups not started
+        self.seen: list[tuple[float, int]] = []  # (time, tokens) in the rate window
 
     def start_group(self, *, later: int) -> None:
         """A backend call starts (its model is loaded); ``later``: the most tokens the
         groups after it can draw."""
         self.base, self.later = self.tokens, int(later)
         if self.t0 is None:
-            self.t0 = time.perf_counter()
+            self.t0 = self.clock()
 
     def update(self, drawn: int, expected: int) -> bool:
         """Record the counts of the current call; True when a report is due."""
         self.tokens = self.base + int(drawn)
         self.expected = max(self.base + int(expected) + self.later, self.tokens)
-        now = time.perf_counter()
+        now = self.clock()
         if now - self.last < TOKEN_REPORT_EVERY:
             return False
         self.last = now
         return True
 
+    def rate(self) -> float:
+        """Tokens per second over the last :data:`RATE_WINDOW` seconds (0 before any)."""
+        now = self.clock()
+        self.seen.append((now, self.tokens))
+        while len(self.seen) > 2 and now - self.seen[1][0] >= RATE_WINDOW:
+            self.seen.pop(0)
+        (t_old, n_old) = self.seen[0]
+        if now - t_old <= 0:
+            return 0.0
+        return (self.tokens - n_old) / (now - t_old)
+
     def report(self, stage: str, done: int, total: int, label: str = "") -> Progress:
         if not self.tokens or self.t0 is None:
             return Progress(stage, done, total, label)
-        elapsed = time.perf_counter() - self.t0
-        rate = self.tokens / elapsed if elapsed > 0 else 0.0
-        eta = (self.expected - self.tokens) / rate if rate > 0 else None
+        if not self.seen:  # the rate counts from the first token, not from the start
+            self.seen.append((self.t0, 0))
+        rate = self.rate()
+        eta = None
+        if rate > 0 and eta_ready(done, total):
+            eta = (self.expected - self.tokens) / rate
         detail = f"{self.tokens:,} tokens, {rate:.0f} tokens/s"
-        if eta is not None:
-            detail += f", about {_duration(eta)} left"
+        detail += f", about {_duration(eta)} left" if eta is not None else \
+            ", estimating the time left"
         return Progress(stage, done, total, detail, self.tokens, self.expected, eta)
+
+
+RATE_WINDOW = 20.0  # seconds of tokens the rate (and so the time left) is measured over
+
+
+def eta_ready(done: int, total: int) -> bool:
+    """True once enough answers are complete for the time left to mean something: 5 %
+    of them, and at least two (or all, for fewer)."""
+    return done >= min(total, max(2, -(-total // 20)))
 
 
 def _duration(seconds: float) -> str:

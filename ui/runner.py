@@ -210,13 +210,18 @@ def run_tasks(tasks: Sequence[tuple[str, Task]], *, key: str,
 
 
 def progress_text(p: Progress) -> str:
-    """The line under a progress bar: 'Sampling responses: 12/180 — 3,456 tokens, 250
-    tokens/s, about 1 min 40 s left'; a loading stage says what it does ('Loading the model:
-    converting the embedded model (once, ~40 s)')."""
+    """The line under a progress bar: 'Embedding responses: 64/180'; while a local model
+    decodes, the bar goes by tokens and the line says the same share: 'Sampling responses:
+    26 % (6 of 180 answers complete) — 3,456 tokens, 250 tokens/s, about 1 min 40 s left';
+    a loading stage says what it does ('Loading the model: converting the embedded model
+    (once, ~40 s)')."""
     name = STAGE_TEXT.get(p.stage, p.stage.capitalize())
     if p.stage.startswith("loading") and p.detail:
         return f"{name}: {p.detail}"
     detail = f" — {p.detail}" if p.detail else ""
+    if p.tokens_expected:  # the bar goes by tokens: the line says the bar's own share
+        return (f"{name}: {int(100 * p.fraction)} % ({p.done} of {p.total} answers "
+                f"complete){detail}")
     return f"{name}: {p.done}/{p.total}{detail}"
 
 

@@ -28,3 +28,16 @@ def test_k_back_in_range_enables_run(make_app):
     at.sidebar.number_input[0].set_value(12).run()
     run = next(b for b in at.button if b.label == "Run audit")
     assert not run.disabled and not any("between 2 and 500" in e for e in errors(at))
+
+
+def test_the_progress_line_says_the_bars_own_share():
+    """The bar went by tokens (26 %) while its line said 6/180: now the line leads with the
+    bar's share and names the answers complete."""
+    from dbpa_core.sampling import Progress
+    from ui.runner import progress_text
+
+    p = Progress("sampling", 6, 180, "3,456 tokens, 250 tokens/s, estimating the time left",
+                 tokens=5_616, tokens_expected=21_600)
+    assert p.fraction == pytest.approx(0.26)
+    assert progress_text(p).startswith("Sampling responses: 26 % (6 of 180 answers complete)")
+    assert progress_text(Progress("embedding", 64, 180)) == "Embedding responses: 64/180"
