@@ -277,6 +277,8 @@ def task_section(tasks: dict[str, Task] | None, *, key: str, label: str = "Run",
             meta_all[key] = meta
             if on_done is not None:
                 meta["record"] = on_done(out)
+            elif key in RESULT_PAGES:  # a battery, a fidelity simulation, a sensitivity study
+                meta["record"] = record_result(out, key=key, signature=signature)
         elif key in ss["results"]:
             meta_all.setdefault(key, {})["failed"] = datetime.now(UTC)
         if before is not None:  # what the run cached is no longer to be called
@@ -288,6 +290,10 @@ def task_section(tasks: dict[str, Task] | None, *, key: str, label: str = "Run",
         why = outdated(key, signature, form_ok=bool(tasks))
         if why:
             marker.warning(why, icon=":material/history:")
+        elif rerun_of := meta_all.get(key, {}).get("rerun_of"):
+            marker.caption(f":material/history: The same inputs as run #{rerun_of}, every "
+                           "answer from the cache: the same run, not recorded again (History "
+                           f"shows run #{rerun_of}).")
     return results
 
 
@@ -392,15 +398,62 @@ def specs_signature(specs: dict[str, AuditSpec]) -> str:
 
 
 def record(results: dict[str, Any], *, key: str) -> int | None:
-    """Record a finished run in the history; a failure is a warning, never a lost result."""
+    """Record a finished run in the history; a failure is a warning, never a lost result.
+    A rerun of recorded inputs whose answers and embeddings all came from the cache is
+    that run again: it is not recorded a second time, and the results point at the first."""
     audits = {k: v for k, v in results.items() if isinstance(v, AuditResult)}
     if not audits:
         return None
+    first = next(iter(audits.values()))
+    fp = fingerprint(key, specs_signature({k: v.spec for k, v in audits.items()}))
+    fresh = sum(int(v.usage.get("calls", 0)) + int(v.usage.get("embeddings_computed", 0))
+                for v in audits.values())
+
+    def save(h) -> int:
+        run_id = h.record(audits, source="dashboard", page=key, title=first.spec.name,
+                          cache_dir=st.session_state.get("cache_dir"))
+        h.mark(run_id, fingerprint=fp)
+        return run_id
+
+    return _save_run(key, fp, fresh, save)
+
+
+# the pages whose runs are not audits: page key -> the history's kind of run
+RESULT_PAGES = {"robustness": "battery", "fidelity_sim": "fidelity", "sensitivity": "sensitivity"}
+# ... and which page reopens them: kind -> (page key, url path of the page)
+RESULT_HOME = {"battery": ("robustness", "robustness"), "fidelity": ("fidelity_sim", "fidelity"),
+               "sensitivity": ("sensitivity", "sensitivity")}
+
+
+def record_result(results: dict[str, Any], *, key: str, signature: str | None) -> int | None:
+    """Record a battery, a fidelity simulation or a sensitivity study in the history (see
+    :func:`record` for reruns); its results reopen on the page (:func:`reopen`)."""
+    kind = RESULT_PAGES[key]
+    models, headline, spec = _describe(kind, results)
+    name = str(st.session_state.get("w_audit_name") or "").strip() or \
+        str(getattr(spec, "name", "") or "") or kind
+    fp = fingerprint(key, signature or json.dumps(_jsonable_spec(spec), sort_keys=True,
+                                                  default=str))
+    usage = [getattr(r, "usage", None) or {} for r in results.values()]
+    fresh = sum(int(u.get("calls", 0)) + int(u.get("embeddings_computed", 0)) for u in usage)
+    settings = {"signature": signature, **_jsonable_spec(spec)}
+
+    def save(h) -> int:
+        return h.record_result(kind, results, title=name, models=models, headline=headline,
+                               page=key, settings=settings, fingerprint=fp,
+                               seconds=sum(float(u.get("seconds", 0) or 0) for u in usage),
+                               cache_dir=st.session_state.get("cache_dir"))
+
+    return _save_run(key, fp, fresh, save)
+
+
+def _save_run(key: str, fp: str, fresh: int, save: Callable[[Any], int]) -> int | None:
     try:
-        first = next(iter(audits.values()))
-        run_id = state.history().record(audits, source="dashboard", page=key,
-                                        title=first.spec.name,
-                                        cache_dir=st.session_state.get("cache_dir"))
+        h = state.history()
+        run_id = h.first_run(fp) if not fresh else None
+        rerun = run_id is not None
+        if run_id is None:
+            run_id = save(h)
     except Exception as exc:  # noqa: BLE001 - the results stay on screen either way
         log.error("history: %s", exc)
         st.warning(f"This run could not be saved in the history ({exc}).")
@@ -408,7 +461,52 @@ def record(results: dict[str, Any], *, key: str) -> int | None:
     meta = st.session_state["results_meta"].get(key)
     if meta is not None:
         meta["run"] = RunMeta(created_at=meta["run"].created_at, run_id=run_id)
+        meta["rerun_of"] = run_id if rerun else None
     return run_id
+
+
+def fingerprint(key: str, signature: str) -> str:
+    """What identifies a run's inputs in the history: the page and its inputs' signature."""
+    import hashlib
+
+    return hashlib.sha256(f"{key}\n{signature}".encode()).hexdigest()
+
+
+def _jsonable_spec(spec: Any) -> dict[str, Any]:
+    try:
+        d = spec.to_dict()
+    except Exception:  # noqa: BLE001 - no spec, or one that cannot say itself
+        return {}
+    return json.loads(json.dumps(d, default=str)) if isinstance(d, dict) else {}
+
+
+def _describe(kind: str, results: dict[str, Any]) -> tuple[list[str], str, Any]:
+    """(model labels, one headline, the spec) of a non-audit run's results."""
+    r = next(iter(results.values()))
+    if kind == "battery":
+        clean = r.clean()
+        return ([model_label(r.spec.model)],
+                f"{clean.er.n} items, clean error rate {clean.er.value:.2f}, "
+                f"{len(r.attacks())} attack settings", r.spec)
+    if kind == "sensitivity":
+        return ([model_label(m) for m in r.spec.models],
+                f"{len(r.perturbations)} comparisons in {len(r.studies)} studies", r.spec)
+    parsed = sum(r.parsed_total(m) for m in r.models)
+    return (list(r.models), f"{len(r.models)} simulators, {parsed:,} answers read"
+            + (f" ({r.error})" if r.error else ""), None)
+
+
+def reopen(kind: str, run_id: int, created_at: datetime, results: dict[str, Any],
+           settings: dict[str, Any]) -> str:
+    """Put a recorded battery, simulation or sensitivity study back on its page, as that
+    page's results (outdated there if the form differs); returns the page's url path."""
+    key, url = RESULT_HOME[kind]
+    ss = st.session_state
+    ss.setdefault("results", {})[key] = results
+    ss.setdefault("results_meta", {})[key] = {
+        "signature": settings.get("signature"), "failed": None, "record": run_id,
+        "run": RunMeta(created_at=created_at, run_id=run_id)}
+    return url
 
 
 def run_meta(key: str) -> RunMeta:

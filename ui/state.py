@@ -162,6 +162,29 @@ def remember(key: str, value: Any) -> None:
     st.session_state.setdefault("_persist", {})[key] = value
 
 
+def page_names() -> dict[str, str]:
+    """The audit name of each page (by its file's stem), as last typed or loaded there."""
+    return st.session_state.setdefault("_audit_names", {})
+
+
+def use_page_name(page: str) -> None:
+    """Show ``page``'s own audit name in the sidebar's name field (one widget shared by the
+    pages): swapped in when the page changes, so a name typed or loaded on one page never
+    renames the audits of the others."""
+    ss = st.session_state
+    if ss.get("_audit_name_page") != page:
+        remember("w_audit_name", page_names().get(page, ""))
+        ss["_audit_name_page"] = page
+
+
+def name_page(page: str, name: str) -> None:
+    """Give ``page`` (a file stem) an audit name before it is opened (History's load)."""
+    page_names()[page] = name
+    current = st.session_state.get("_audit_name_page")
+    # the shared field holds the name of the page it was last shown on
+    remember("w_audit_name", name if current == page else page_names().get(current, ""))
+
+
 # the model pickers of the pages: one model, or several
 SINGLE_PICKERS = ("w_landing_model", "w_bat_model")
 MULTI_PICKERS = ("w_persona_models", "w_roc_models", "w_models_others", "w_fid_models")

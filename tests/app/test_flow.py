@@ -41,3 +41,92 @@ def test_the_progress_line_says_the_bars_own_share():
     assert p.fraction == pytest.approx(0.26)
     assert progress_text(p).startswith("Sampling responses: 26 % (6 of 180 answers complete)")
     assert progress_text(Progress("embedding", 64, 180)) == "Embedding responses: 64/180"
+
+
+# ---------------------------------------------------------------- History of every run
+BATTERY = dict(w_bat_per_set=1, w_bat_sets=["true/false"], w_bat_word=False, w_bat_visual=False,
+               w_bat_char_rho=[0.5], w_bat_instr=False, w_bat_orders=0, w_bat_rti=[])
+
+
+@pytest.fixture(scope="module")
+def rule_server():
+    from dbpa_core.attacks.sample import sample_items
+    from tests.rule_model import RuleModel, vocabulary_of
+
+    items = sample_items(2, seed=0)
+    with RuleModel(vocabulary_of([it.passage for it in items] +
+                                 [it.question for it in items])) as srv:
+        yield srv
+
+
+def _history():
+    from dbpa_core.history import History
+
+    return History()
+
+
+def test_a_battery_run_is_recorded_once_and_reopens_on_its_page(make_app, rule_server):
+    model = [{"backend": "openai", "name": "rule-model", "base_url": rule_server.base_url,
+              "max_retries": 0}]
+    at = make_app(models=model, page="pages/robustness.py", **BATTERY)
+    at.button(key="robustness_run").click().run()
+    assert not at.exception and not errors(at), errors(at)
+    runs = _history().list()
+    assert len(runs) == 1
+    extras = _history().extras([runs[0].id])
+    assert extras[runs[0].id]["kind"] == "battery"
+    assert extras[runs[0].id]["models"] == ("rule-model",)
+    # the same inputs again, every answer cached: the same run, not a second one
+    at.button(key="robustness_run").click().run()
+    assert len(_history().list()) == 1
+    assert any(f"same inputs as run #{runs[0].id}" in c.value for c in at.caption)
+
+    # History lists it as a battery and reopens it on the battery page
+    at.session_state["results"] = {}
+    at.switch_page("pages/history.py").run()
+    assert not at.exception
+    table = at.dataframe[0].value
+    assert list(table["kind"]) == ["Robustness battery"]
+    at.button(key="hist_reopen").click().run()
+    assert not at.exception, at.exception
+    assert at.title[0].value == "Robustness battery"
+    assert at.session_state["results"]["robustness"]["battery"].clean().er.n >= 1
+    assert any(t.label == "ER / ASR" for t in at.tabs)
+
+
+def test_loading_a_run_names_only_that_page(make_app):
+    at = make_app(w_samples=6, w_embedder="rouge1", w_permutations=200)
+    at.sidebar.text_input[0].set_value("landing audit").run()
+    at.button(key="landing_run").click().run()
+    assert not at.exception and len(_history().list()) == 1
+    at.switch_page("pages/persona_explorer.py").run()
+    at.sidebar.text_input[0].set_value("my personas").run()
+    at.switch_page("pages/history.py").run()
+    at.button(key="hist_load").click().run()          # into the Perturbation test page
+    assert at.title[0].value.startswith("Does a perturbation")
+    assert at.sidebar.text_input[0].value == "landing audit"
+    at.switch_page("pages/persona_explorer.py").run()
+    assert at.sidebar.text_input[0].value == "my personas"   # not renamed
+
+
+def test_a_deleted_run_is_selected_nowhere(make_app):
+    at = make_app(w_samples=6, w_embedder="rouge1", w_permutations=200)
+    at.button(key="landing_run").click().run()
+    at.sidebar.number_input[0].set_value(7).run()
+    at.button(key="landing_run").click().run()
+    runs = _history().list()
+    assert len(runs) == 2
+    newest = runs[0].id
+    at.switch_page("pages/history.py").run()
+    assert at.selectbox(key="hist_open").value == newest
+    at.session_state["hist_tabs"] = "Delete runs"
+    at.run()
+    at.multiselect(key="hist_delete_ids").select(newest).run()
+    at.button(key="hist_delete").click().run()
+    at.button(key="hist_delete_yes").click().run()
+    assert not at.exception
+    assert [r.id for r in _history().list()] == [runs[1].id]
+    at.session_state["hist_tabs"] = "Open a run"
+    at.run()
+    assert at.selectbox(key="hist_open").value == runs[1].id
+    assert at.session_state["results_meta"]["landing"]["run"].run_id is None
