@@ -554,13 +554,16 @@ class _SafeUnpickler(pickle.Unpickler):
     plain Python values, and the few functions their pickles rebuild objects with (never
     any other function): a history file cannot make the dashboard run other code."""
 
-    MODULES = ("dbpa_core", "numpy", "pandas", "datetime", "collections", "zoneinfo", "pytz",
+    MODULES = ("dbpa_core", "numpy", "pandas", "pyarrow", "datetime", "collections", "zoneinfo", "pytz",
                "dateutil")
     BUILTINS = frozenset({"set", "frozenset", "list", "dict", "tuple", "complex", "slice",
                           "range", "bytearray", "bytes", "object", "float", "int", "str",
                           "bool"})
-    REBUILDERS = ("_reconstruct", "_unpickle", "_new_", "scalar", "__newobj__",
+    REBUILDERS = ("_reconstruct", "_unpickle", "_restore", "_new_", "scalar", "__newobj__",
                   "_reconstructor", "_frombuffer", "encode")
+    # what pandas' Arrow-backed columns are rebuilt with
+    ARROW = frozenset({"type_for_alias", "py_buffer", "field", "schema", "string", "large_string",
+                       "int64", "float64", "bool_", "timestamp", "list_", "struct"})
 
     def find_class(self, module: str, name: str):
         if module == "builtins":
@@ -568,7 +571,8 @@ class _SafeUnpickler(pickle.Unpickler):
                 return super().find_class(module, name)
         elif module.split(".")[0] in self.MODULES or module in ("copyreg", "_codecs"):
             found = super().find_class(module, name)
-            if isinstance(found, type) or name.startswith(self.REBUILDERS):
+            if isinstance(found, type) or name.startswith(self.REBUILDERS) or \
+                    (module.startswith("pyarrow") and name in self.ARROW):
                 return found
         raise pickle.UnpicklingError(f"{module}.{name} is not part of a dbpa result")
 
