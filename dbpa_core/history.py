@@ -119,7 +119,8 @@ MIGRATIONS: tuple[str, ...] = (
         fingerprint TEXT,                    -- hash of the inputs (page, spec, models)
         models      TEXT NOT NULL DEFAULT '',-- model labels, one a line (non-audit runs)
         headline    TEXT NOT NULL DEFAULT '',-- one line that says what came out
-        payload     BLOB                     -- a non-audit run's result, to reopen on its page
+        payload     BLOB,                    -- a non-audit run's result, to reopen on its page
+        form        TEXT                     -- JSON: the dashboard's inputs when it ran
     );
     CREATE INDEX run_extras_fingerprint ON run_extras(fingerprint);
     """,
@@ -480,6 +481,7 @@ class History:
                       page: str | None = None, source: str = "dashboard",
                       fingerprint: str | None = None, seconds: float | None = None,
                       cache_dir: str | os.PathLike | None = None,
+                      form: Mapping[str, Any] | None = None,
                       created_at: datetime | None = None) -> int:
         """Store a run that is not an audit (a robustness battery, a fidelity simulation,
         a sensitivity study: ``kind``, one of :data:`RESULT_KINDS`) with its ``result``, so
@@ -501,15 +503,38 @@ class History:
                  str(cache_dir) if cache_dir else None, None,
                  round(float(seconds), 3) if seconds is not None else None)).lastrowid)
             con.execute("INSERT INTO run_extras (run_id, kind, fingerprint, models, headline,"
-                        " payload) VALUES (?,?,?,?,?,?)",
-                        (run_id, kind, fingerprint, "\n".join(models), headline, blob))
+                        " payload, form) VALUES (?,?,?,?,?,?,?)",
+                        (run_id, kind, fingerprint, "\n".join(models), headline, blob,
+                         _form_json(form)))
         return run_id
 
-    def mark(self, run_id: int, *, fingerprint: str) -> None:
-        """Remember the inputs' ``fingerprint`` of an audit run (see :meth:`first_run`)."""
+    def mark(self, run_id: int, *, fingerprint: str,
+             form: Mapping[str, Any] | None = None) -> None:
+        """Remember the inputs' ``fingerprint`` of an audit run (see :meth:`first_run`) and
+        the ``form`` it was run from (see :meth:`last_runs`)."""
         with self._connect() as con:
-            con.execute("INSERT OR REPLACE INTO run_extras (run_id, kind, fingerprint) "
-                        "VALUES (?, 'audit', ?)", (int(run_id), fingerprint))
+            con.execute("INSERT OR REPLACE INTO run_extras (run_id, kind, fingerprint, form) "
+                        "VALUES (?, 'audit', ?, ?)", (int(run_id), fingerprint, _form_json(form)))
+
+    def last_runs(self, *, source: str = "dashboard") -> dict[str, tuple[int, str, dict | None]]:
+        """The newest run of each page: ``{page: (run id, kind, form)}``, newest first (the
+        form is None where it was not kept): what a reloaded dashboard shows again."""
+        with self._connect() as con:
+            rows = con.execute(
+                "SELECT r.id, r.page, e.kind, e.form FROM runs r LEFT JOIN run_extras e ON "
+                "e.run_id = r.id WHERE r.source = ? AND r.page IS NOT NULL "
+                "ORDER BY r.created_at DESC, r.id DESC", (source,)).fetchall()
+        out: dict[str, tuple[int, str, dict | None]] = {}
+        for r in rows:
+            if r["page"] in out:
+                continue
+            try:
+                form = json.loads(r["form"]) if r["form"] else None
+            except ValueError:
+                form = None
+            out[r["page"]] = (int(r["id"]), r["kind"] or "audit",
+                              form if isinstance(form, dict) else None)
+        return out
 
     def first_run(self, fingerprint: str) -> int | None:
         """The oldest run recorded with these inputs (``fingerprint``), or None: a rerun
@@ -547,6 +572,10 @@ class History:
         except Exception as exc:  # noqa: BLE001 - any damage or version change: one line
             raise HistoryError(f"Run {run_id}'s result cannot be read back ({type(exc).__name__}"
                                f": {exc}); its summary is still listed.") from None
+
+
+def _form_json(form: Mapping[str, Any] | None) -> str | None:
+    return json.dumps(_jsonable(dict(form)), ensure_ascii=False, default=str) if form else None
 
 
 class _SafeUnpickler(pickle.Unpickler):

@@ -412,7 +412,7 @@ def record(results: dict[str, Any], *, key: str) -> int | None:
     def save(h) -> int:
         run_id = h.record(audits, source="dashboard", page=key, title=first.spec.name,
                           cache_dir=st.session_state.get("cache_dir"))
-        h.mark(run_id, fingerprint=fp)
+        h.mark(run_id, fingerprint=fp, form=form_snapshot())
         return run_id
 
     return _save_run(key, fp, fresh, save)
@@ -442,7 +442,7 @@ def record_result(results: dict[str, Any], *, key: str, signature: str | None) -
         return h.record_result(kind, results, title=name, models=models, headline=headline,
                                page=key, settings=settings, fingerprint=fp,
                                seconds=sum(float(u.get("seconds", 0) or 0) for u in usage),
-                               cache_dir=st.session_state.get("cache_dir"))
+                               cache_dir=st.session_state.get("cache_dir"), form=form_snapshot())
 
     return _save_run(key, fp, fresh, save)
 
@@ -494,6 +494,76 @@ def _describe(kind: str, results: dict[str, Any]) -> tuple[list[str], str, Any]:
     parsed = sum(r.parsed_total(m) for m in r.models)
     return (list(r.models), f"{len(r.models)} simulators, {parsed:,} answers read"
             + (f" ({r.error})" if r.error else ""), None)
+
+
+# the forms' tables (perturbation rows) kept with a run besides the w_* widget values
+FORM_TABLES = ("perturbations", "roc_table")
+
+
+def form_snapshot() -> dict[str, Any]:
+    """The dashboard's inputs now: every remembered widget value that JSON can hold, the
+    forms' tables and each page's audit name (kept with a run in the history, so that a
+    reloaded dashboard shows the form its last runs were made from)."""
+    ss = st.session_state
+    live = {k: ss[k] for k in list(ss.keys()) if isinstance(k, str) and k.startswith("w_")}
+    values = {}
+    for k, v in {**ss.get("_persist", {}), **live}.items():
+        plain = isinstance(v, (str, int, float, bool)) or v is None
+        if plain or (isinstance(v, list) and all(isinstance(x, (str, int, float, bool))
+                                                 for x in v)):
+            values[k] = v
+    tables = {t: ss[t].fillna("").to_dict("records") for t in FORM_TABLES
+              if isinstance(ss.get(t), pd.DataFrame)}
+    return {"values": values, "tables": tables, "names": dict(state.page_names())}
+
+
+def restore_session() -> None:
+    """A fresh session (a reload, a new tab): the form of the newest run recorded from the
+    dashboard, and each page's newest results, back from the history. Whatever cannot be
+    read back is skipped (the page then starts as new)."""
+    ss = st.session_state
+    try:
+        history = state.history()
+        last = history.last_runs()
+    except Exception as exc:  # noqa: BLE001 - a reload must open whatever the history says
+        log.error("history: %s", exc)
+        return
+    form = next((f for _id, _kind, f in last.values() if f), None)
+    if form:
+        _apply_form(form)
+    for page, (run_id, kind, _form) in last.items():
+        try:
+            run = history.get(run_id)
+            if kind != "audit":
+                _kind, results = history.result(run_id)
+                reopen(kind, run_id, run.summary.created_at, results, run.settings)
+            elif run.audits:
+                ss["results"][page] = dict(run.audits)
+                ss["results_meta"][page] = {
+                    "signature": specs_signature({j: a.spec for j, a in run.audits.items()}),
+                    "failed": None, "record": run_id,
+                    "run": RunMeta(created_at=run.summary.created_at, run_id=run_id)}
+        except Exception as exc:  # noqa: BLE001 - that page starts as new
+            log.error("history: run %s not restored: %s", run_id, exc)
+
+
+def _apply_form(form: dict[str, Any]) -> None:
+    ss = st.session_state
+    for k, v in (form.get("values") or {}).items():
+        if isinstance(k, str) and k.startswith("w_"):
+            state.remember(k, v)
+    for t, rows in (form.get("tables") or {}).items():
+        if t in FORM_TABLES and isinstance(rows, list):
+            from . import presets
+
+            df = pd.DataFrame(rows)
+            ss[t] = df[[c for c in presets.COLUMNS if c in df.columns]] if len(df) else \
+                pd.DataFrame(columns=presets.COLUMNS)
+            ss[f"{t}_version"] = ss.get(f"{t}_version", 0) + 1
+    names = form.get("names")
+    if isinstance(names, dict):
+        state.page_names().update({str(k): str(v) for k, v in names.items()})
+        ss.pop("_audit_name_page", None)  # the first page shown swaps its own name in
 
 
 def reopen(kind: str, run_id: int, created_at: datetime, results: dict[str, Any],

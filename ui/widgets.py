@@ -45,7 +45,12 @@ def page_setup(settings: str = "audit") -> None:
                        layout="wide")
     st.html(f"<style>{(ROOT / 'assets' / 'style.css').read_text()}</style>")
     st.logo(str(ROOT / "assets" / "logo.svg"), size="large")
+    fresh = "results" not in st.session_state   # a new session: a reload, a new tab
     state.init()
+    if fresh:
+        from . import runner
+
+        runner.restore_session()
     state.keep_widget_state()
     navigation_links()
     if settings in ("audit", "run"):

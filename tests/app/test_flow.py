@@ -130,3 +130,28 @@ def test_a_deleted_run_is_selected_nowhere(make_app):
     at.run()
     assert at.selectbox(key="hist_open").value == runs[1].id
     assert at.session_state["results_meta"]["landing"]["run"].run_id is None
+
+
+# ---------------------------------------------------------------- a reload keeps everything
+def test_a_new_session_shows_the_last_form_and_results_again(make_app):
+    at = make_app(w_samples=6, w_embedder="rouge1", w_permutations=200)
+    table = at.session_state["perturbations"].iloc[:3].copy()
+    at.session_state["perturbations"] = table
+    at.session_state["perturbations_version"] = 1
+    at.sidebar.text_input[0].set_value("before reload").run()
+    at.button(key="landing_run").click().run()
+    assert not at.exception and not errors(at)
+    first = at.session_state["results"]["landing"]
+    [run] = _history().list()
+
+    again = make_app(models=at.session_state["models"])   # a reload: a new session
+    assert again.session_state["w_samples"] == 6
+    assert again.session_state["w_embedder"] == "rouge1"
+    assert list(again.session_state["perturbations"]["name"]) == list(table["name"])
+    assert again.sidebar.text_input[0].value == "before reload"
+    results = again.session_state["results"]["landing"]
+    (job, result), = results.items()
+    assert job in first and [p.name for p in result.perturbations] == list(table["name"])
+    assert again.session_state["results_meta"]["landing"]["run"].run_id == run.id
+    text = " ".join(w.value for w in again.warning) + " ".join(i.value for i in again.info)
+    assert "Outdated" not in text and "Recorded result" not in text
