@@ -81,6 +81,42 @@ def _recorded_models(path: str, mtime: float) -> list[str]:
     return [m for m, _ in counts.most_common()]
 
 
+@st.cache_data(show_spinner=False, max_entries=8)
+def _models_answering(path: str, mtime: float, prompt: str, k: int) -> list[str]:
+    """Model names of a replay file that hold ``k`` answers to ``prompt``, most first."""
+    from dbpa_core.backends.replay import load_replay_file
+
+    return [m for m in _recorded_models(path, mtime)
+            if len(load_replay_file(path).get((prompt, m), ())) >= k]
+
+
+def demo_defaults() -> dict[str, Any]:
+    """Widget values that make the demo's pages show what the recording can: the Persona
+    explorer on every recorded model that answers its example (personas x models)."""
+    replay = demo_file()
+    if not replay:
+        return {}
+    try:
+        names = _models_answering(replay, os.path.getmtime(replay), presets.NICE_PROMPT,
+                                  DEFAULTS["w_samples"])
+    except Exception:  # noqa: BLE001 - a broken file is reported when a run uses it
+        return {}
+    if len(names) < 2:
+        return {}
+    return {"w_persona_models": [f"{n} (recorded)" for n in names]}
+
+
+def demo_banner() -> str | None:
+    """One line that says the dashboard is a demo (None when it is not)."""
+    replay = demo_file()
+    if not replay:
+        return None
+    return ("**Demo mode**: every answer is replayed from responses recorded with the embedded "
+            f"model (`{os.path.basename(replay)}`), so only the recorded prompts can run and "
+            "nothing is sampled. Start the dashboard without `DBPA_REPLAY_FILE` to audit real "
+            "models.")
+
+
 def default_models() -> list[dict[str, Any]]:
     """The embedded model and two temperature variants of it (so that Model comparison
     runs out of the box). In demo mode (``DBPA_REPLAY_FILE``): one replay model per model
@@ -242,6 +278,11 @@ def init() -> None:
     ss.setdefault("perturbations_version", 0)
     ss.setdefault("results", {})                        # page -> results
     ss.setdefault("results_meta", {})                   # page -> when, run id, inputs
+    if not ss.get("_demo_defaults_set"):
+        ss["_demo_defaults_set"] = True
+        for k, v in demo_defaults().items():
+            if k not in ss.get("_persist", {}):
+                remember(k, v)
 
 
 def keep_widget_state() -> None:

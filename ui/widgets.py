@@ -52,6 +52,8 @@ def page_setup(settings: str = "audit") -> None:
 
         runner.restore_session()
     state.keep_widget_state()
+    if banner := state.demo_banner():
+        st.info(banner, icon=":material/slideshow:")
     navigation_links()
     if settings in ("audit", "run"):
         # the audit name is each page's own (a run loaded into one page names that page's)
