@@ -155,3 +155,11 @@ def test_a_new_session_shows_the_last_form_and_results_again(make_app):
     assert again.session_state["results_meta"]["landing"]["run"].run_id == run.id
     text = " ".join(w.value for w in again.warning) + " ".join(i.value for i in again.info)
     assert "Outdated" not in text and "Recorded result" not in text
+
+
+@pytest.mark.parametrize(("page", "run"), [("pages/robustness.py", "robustness_run"),
+                                           ("pages/persona_explorer.py", "personas_run")])
+def test_k_out_of_range_is_named_on_other_pages_too(make_app, page, run):
+    at = make_app(page=page, w_samples=99999)
+    assert at.button(key=run).disabled
+    assert any("between 2 and 500 (it is 99,999)" in e for e in errors(at)), errors(at)
