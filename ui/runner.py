@@ -564,6 +564,7 @@ def _apply_form(form: dict[str, Any]) -> None:
     if isinstance(names, dict):
         state.page_names().update({str(k): str(v) for k, v in names.items()})
         ss.pop("_audit_name_page", None)  # the first page shown swaps its own name in
+        state.remember("w_audit_name", "")
 
 
 def reopen(kind: str, run_id: int, created_at: datetime, results: dict[str, Any],

@@ -208,8 +208,12 @@ def use_page_name(page: str) -> None:
     pages): swapped in when the page changes, so a name typed or loaded on one page never
     renames the audits of the others."""
     ss = st.session_state
-    if ss.get("_audit_name_page") != page:
-        remember("w_audit_name", page_names().get(page, ""))
+    current = ss.get("_audit_name_page")
+    if current != page:
+        names = page_names()
+        if current is None and page not in names:  # the session's first page keeps a name
+            names[page] = str(ss.get("w_audit_name") or "")   # set before it was shown
+        remember("w_audit_name", names.get(page, ""))
         ss["_audit_name_page"] = page
 
 
