@@ -129,8 +129,8 @@ def test_demo_mode_says_so_everywhere_and_runs_what_it_offers(demo_url, browser)
     page.locator(".js-plotly-plot").first.wait_for(timeout=240_000)
     _wait_idle(page, 2500)
     page.screenshot(path=str(shots() / "43-demo-personas.png"), full_page=True)
-    ticks = page.locator(".js-plotly-plot").first.locator(".xtick").all_inner_texts()
-    assert len([t for t in ticks if "SmolLM2" in t]) == 2, ticks
+    ticks = page.locator(".js-plotly-plot").first.locator(".xtick text").all_text_contents()
+    assert len([t for t in ticks if "SmolLM2" in t]) == 2, ticks     # two model columns
     # the battery with every RTI operation and the robustness curve, on the recording
     page.goto(f"{demo_url}/robustness", wait_until="networkidle")
     page.get_by_role("button", name="Run battery").wait_for(timeout=60_000)

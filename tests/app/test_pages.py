@@ -43,11 +43,14 @@ def test_landing_runs_the_persona_example(make_app):
 
 def test_landing_bad_input(make_app):
     at = make_app(w_base_prompt="   ")
-    assert any("base.prompt is empty" in e for e in errors(at))
+    assert any("the prompt is empty" in e for e in errors(at))      # the user's words
+    assert not any("base.prompt" in e for e in errors(at))
     assert at.button(key="landing_run").disabled
     at = make_app(perturbations=pd.DataFrame(columns=["name", "prefix", "prompt", "role"]))
     assert any("nothing to compare" in e for e in errors(at))
-    assert at.number_input(key="w_samples").min == 2  # k = 1 cannot be entered
+    at = make_app(w_samples=1)           # k = 1 is named, and Run waits for a valid k
+    assert any("between 2 and 500" in e for e in errors(at))
+    assert at.button(key="landing_run").disabled
 
 
 def test_landing_more_samples_than_recorded(make_app):
