@@ -120,7 +120,8 @@ MIGRATIONS: tuple[str, ...] = (
         models      TEXT NOT NULL DEFAULT '',-- model labels, one a line (non-audit runs)
         headline    TEXT NOT NULL DEFAULT '',-- one line that says what came out
         payload     BLOB,                    -- a non-audit run's result, to reopen on its page
-        form        TEXT                     -- JSON: the dashboard's inputs when it ran
+        form        TEXT,                    -- JSON: the dashboard's inputs when it ran
+        used_at     TEXT                     -- ISO 8601, UTC: when it was last rerun
     );
     CREATE INDEX run_extras_fingerprint ON run_extras(fingerprint);
     """,
@@ -516,6 +517,13 @@ class History:
             con.execute("INSERT OR REPLACE INTO run_extras (run_id, kind, fingerprint, form) "
                         "VALUES (?, 'audit', ?, ?)", (int(run_id), fingerprint, _form_json(form)))
 
+    def touch(self, run_id: int) -> None:
+        """Say that run ``run_id`` was just run again (a rerun on cached answers, not
+        recorded anew): :meth:`last_runs` then counts it as its page's newest."""
+        now = datetime.now(UTC).isoformat(timespec="seconds")
+        with self._connect() as con:
+            con.execute("UPDATE run_extras SET used_at = ? WHERE run_id = ?", (now, int(run_id)))
+
     def last_runs(self, *, source: str = "dashboard") -> dict[str, tuple[int, str, dict | None]]:
         """The newest run of each page: ``{page: (run id, kind, form)}``, newest first (the
         form is None where it was not kept): what a reloaded dashboard shows again."""
@@ -523,7 +531,8 @@ class History:
             rows = con.execute(
                 "SELECT r.id, r.page, e.kind, e.form FROM runs r LEFT JOIN run_extras e ON "
                 "e.run_id = r.id WHERE r.source = ? AND r.page IS NOT NULL "
-                "ORDER BY r.created_at DESC, r.id DESC", (source,)).fetchall()
+                "ORDER BY MAX(r.created_at, COALESCE(e.used_at, '')) DESC, r.id DESC",
+                (source,)).fetchall()
         out: dict[str, tuple[int, str, dict | None]] = {}
         for r in rows:
             if r["page"] in out:

@@ -58,3 +58,20 @@ def test_a_payload_that_would_run_code_is_refused(tmp_path):
                     (zlib.compress(pickle.dumps(Evil())), run_id))
     with pytest.raises(HistoryError, match="cannot be read back"):
         h.result(run_id)
+
+
+def test_the_newest_run_of_each_page_counts_reruns(tmp_path):
+    h = History(tmp_path / "h.sqlite3")
+    a = h.record_result("battery", {}, title="a", models=[], page="robustness",
+                        form={"values": {"w_samples": 10}})
+    b = h.record_result("battery", {}, title="b", models=[], page="robustness",
+                        form={"values": {"w_samples": 12}})
+    s = h.record_result("sensitivity", {}, title="s", models=[], page="sensitivity")
+    last = h.last_runs()
+    assert last["robustness"] == (b, "battery", {"values": {"w_samples": 12}})
+    assert last["sensitivity"] == (s, "sensitivity", None)
+    import time
+
+    time.sleep(1.1)   # ISO seconds: the rerun is a second later
+    h.touch(a)
+    assert h.last_runs()["robustness"][0] == a

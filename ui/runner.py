@@ -452,7 +452,9 @@ def _save_run(key: str, fp: str, fresh: int, save: Callable[[Any], int]) -> int 
         h = state.history()
         run_id = h.first_run(fp) if not fresh else None
         rerun = run_id is not None
-        if run_id is None:
+        if rerun:
+            h.touch(run_id)   # a reload shows it again as the page's newest
+        else:
             run_id = save(h)
     except Exception as exc:  # noqa: BLE001 - the results stay on screen either way
         log.error("history: %s", exc)
