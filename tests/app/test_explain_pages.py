@@ -109,7 +109,7 @@ def test_sensitivity_page_bad_input(make_app):
     assert any("nothing to vary" in e for e in errors(at))
     assert at.button(key="sensitivity_run").disabled
     at = make_app(page="pages/sensitivity.py", w_base_prompt="  ")
-    assert any("base.prompt is empty" in e for e in errors(at))
+    assert any("the prompt is empty" in e for e in errors(at))
 
 
 def test_why_view_on_the_other_result_pages(make_app):

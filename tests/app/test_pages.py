@@ -54,10 +54,12 @@ def test_landing_bad_input(make_app):
 
 
 def test_landing_more_samples_than_recorded(make_app):
-    at = make_app(w_samples=25)
+    # the unnamed replay model answers with every model's records: 20 at T = 0.8 and 20 at
+    # T = 1.2 for each persona prompt
+    at = make_app(w_samples=45)
     # checked before the run: which prompts lack recordings, and what to do
     msg = next(e for e in errors(at) if "replay file does not hold" in e)
-    assert "k = 25" in msg and "lacks 9 prompts" in msg and "20 recorded" in msg
+    assert "k = 45" in msg and "lacks 9 prompts" in msg and "40 recorded" in msg
     assert "lower k" in msg
     assert at.button(key="landing_run").disabled
 
