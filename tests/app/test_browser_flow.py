@@ -89,6 +89,51 @@ def test_stop_and_reload_cancel_the_batch_and_the_next_run_never_waits(local_url
 
 
 @pytest.fixture(scope="module")
+def slow_server_url(tmp_path_factory):
+    """The dashboard with one saved model: an OpenAI-compatible server that holds every
+    request for ten minutes."""
+    from dbpa_core.home import save_models
+    from tests.fake_openai import FakeOpenAI
+
+    tmp = tmp_path_factory.mktemp("flow-slow")
+    with FakeOpenAI(fault="slow", slow_seconds=600) as srv:
+        save_models([{"backend": "openai", "name": "fake-model", "base_url": srv.base_url,
+                      "label": "slow server", "max_retries": 0}],
+                    path=tmp / "home" / "models.yaml")
+        with dashboard(tmp) as url:
+            yield url, srv
+
+
+def test_stop_abandons_a_servers_requests_in_flight(slow_server_url, browser):
+    """Stop while every request hangs: the run stops at once (it used to wait for the
+    answers), no request is sent after it, and the next Run does not wait for it."""
+    url, srv = slow_server_url
+    page = browser.new_page(viewport={"width": 1400, "height": 2200})
+    page.goto(url, wait_until="networkidle")
+    page.get_by_role("button", name="Run audit").wait_for(timeout=60_000)
+    _set_number(page, "Samples per prompt (k)", 4)
+    page.get_by_role("button", name="Run audit").click()
+    page.get_by_role("button", name="Stop").wait_for(timeout=60_000)
+    while not srv.requests:
+        page.wait_for_timeout(200)
+    page.get_by_role("button", name="Stop").click()
+    page.get_by_text("The last run was stopped").first.wait_for(timeout=30_000)
+    sent = srv.requests
+    page.screenshot(path=str(shots() / "45-flow-stopped-server.png"))
+    page.get_by_role("button", name="Run audit").click()
+    page.get_by_role("button", name="Stop").wait_for(timeout=60_000)
+    seen = []
+    for _ in range(20):
+        page.wait_for_timeout(250)
+        seen += _lines(page)
+    assert not [x for x in seen if "waiting for another run" in x], seen
+    assert srv.requests > sent and srv.chat_ok == 0     # asked again: nothing was held
+    page.get_by_role("button", name="Stop").click()
+    page.get_by_text("The last run was stopped").first.wait_for(timeout=30_000)
+    page.close()
+
+
+@pytest.fixture(scope="module")
 def demo_url(tmp_path_factory):
     with dashboard(tmp_path_factory.mktemp("flow-demo"), DBPA_REPLAY_FILE=DEMO) as url:
         yield url
