@@ -16,10 +16,11 @@ st.title("History")
 ss = st.session_state
 history = state.history()
 st.markdown("<div class='dbpa-explain'>Every audit run here or with <code>dbpa audit</code> is "
-            "recorded with its spec, settings, tool version, time, results and responses. Find "
-            "a run, reopen it with all its charts, compare two (a model before and after an "
-            "upgrade: which perturbations changed verdict), or delete runs. From a terminal: "
-            "<code>dbpa history</code>.</div>", unsafe_allow_html=True)
+            "recorded with its spec, settings, tool version, time, results and responses, and "
+            "so is every robustness battery, fidelity simulation and sensitivity study run "
+            "here. Find a run, reopen it with all its charts, compare two audits (a model "
+            "before and after an upgrade: which perturbations changed verdict), or delete "
+            "runs. From a terminal: <code>dbpa history</code>.</div>", unsafe_allow_html=True)
 st.caption(f"Database: `{history.path}`")
 
 PAGE_TITLES = {"landing": "Perturbation test", "personas": "Persona explorer",
@@ -107,8 +108,8 @@ table = pd.DataFrame([{
     "from": r.source if r.source == "cli" else PAGE_TITLES.get(r.page, r.page or "dashboard"),
     "kind": KIND_TITLES.get(kind_of(r.id), "audit"),
     "title": r.title, "control gate": {"fail": "FAIL", "pass": "pass", "": ""}[r.control_gate],
-    "tests": r.n_tests if kind_of(r.id) == "audit" else None,
-    "significant": r.n_significant if kind_of(r.id) == "audit" else None,
+    "tests": str(r.n_tests) if kind_of(r.id) == "audit" else "–",
+    "significant": str(r.n_significant) if kind_of(r.id) == "audit" else "–",
     "models": ", ".join(models_of(r)),
     "base prompt": " ".join(r.base_prompt.split())[:80] or extras.get(r.id, {}).get("headline", "")}
     for r in runs])
