@@ -517,6 +517,17 @@ class History:
             con.execute("INSERT OR REPLACE INTO run_extras (run_id, kind, fingerprint, form) "
                         "VALUES (?, 'audit', ?, ?)", (int(run_id), fingerprint, _form_json(form)))
 
+    def form(self, run_id: int) -> dict[str, Any] | None:
+        """The dashboard's inputs kept with run ``run_id`` (None when none were kept)."""
+        with self._connect() as con:
+            row = con.execute("SELECT form FROM run_extras WHERE run_id = ?",
+                              (int(run_id),)).fetchone()
+        try:
+            form = json.loads(row["form"]) if row and row["form"] else None
+        except ValueError:
+            return None
+        return form if isinstance(form, dict) else None
+
     def touch(self, run_id: int) -> None:
         """Say that run ``run_id`` was just run again (a rerun on cached answers, not
         recorded anew): :meth:`last_runs` then counts it as its page's newest."""

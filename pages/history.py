@@ -50,6 +50,9 @@ def reopen_on_page(kind: str, run_id: int, created_at, title: str, page: str | N
     except HistoryError as exc:
         ss["_hist_error"] = str(exc)
         return
+    form = history.form(run_id)
+    if form:   # the inputs the results were made from: the page shows them with the results
+        runner.apply_form(form)
     url = runner.reopen(kind, run_id, created_at, results, load(str(history.path), run_id).settings)
     state.name_page(url, title)
     ss["_hist_goto"] = url

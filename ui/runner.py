@@ -532,7 +532,7 @@ def restore_session() -> None:
         return
     form = next((f for _id, _kind, f in last.values() if f), None)
     if form:
-        _apply_form(form)
+        apply_form(form)
     for page, (run_id, kind, _form) in last.items():
         try:
             run = history.get(run_id)
@@ -549,7 +549,8 @@ def restore_session() -> None:
             log.error("history: run %s not restored: %s", run_id, exc)
 
 
-def _apply_form(form: dict[str, Any]) -> None:
+def apply_form(form: dict[str, Any]) -> None:
+    """Put a run's kept inputs (see :func:`form_snapshot`) back into the widgets."""
     ss = st.session_state
     for k, v in (form.get("values") or {}).items():
         if isinstance(k, str) and k.startswith("w_"):

@@ -83,6 +83,7 @@ def test_a_battery_run_is_recorded_once_and_reopens_on_its_page(make_app, rule_s
 
     # History lists it as a battery and reopens it on the battery page
     at.session_state["results"] = {}
+    at.session_state["w_bat_orders"] = 2          # the form changed since the run
     at.switch_page("pages/history.py").run()
     assert not at.exception
     table = at.dataframe[0].value
@@ -91,6 +92,7 @@ def test_a_battery_run_is_recorded_once_and_reopens_on_its_page(make_app, rule_s
     assert not at.exception, at.exception
     assert at.title[0].value == "Robustness battery"
     assert at.session_state["results"]["robustness"]["battery"].clean().er.n >= 1
+    assert at.session_state["w_bat_orders"] == 0  # the inputs of that run, with its results
     assert any(t.label == "ER / ASR" for t in at.tabs)
 
 
