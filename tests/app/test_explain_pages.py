@@ -88,6 +88,10 @@ def test_sensitivity_page_after_an_audit(make_app):
         verdicts = next(d.value for d in at.dataframe if "verdict" in d.value.columns)
         assert list(verdicts["perturbation"]) == ["name-change", "comedian"]
         assert len(at.get("download_button")) == 4
+        from dbpa_core.history import History  # recorded as a study
+
+        kinds = History().extras([r.id for r in History().list()])
+        assert sorted(e["kind"] for e in kinds.values()) == ["audit", "sensitivity"]
 
         # the prompt-length study samples padded prompts, once
         at.toggle(key="w_sens_do_lengths").set_value(True).run()
