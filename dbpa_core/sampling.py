@@ -68,7 +68,8 @@ class Progress:
     ``done`` 0 of 1, then 1 of 1), ``sampling``, ``embedding``, ``testing``. While a local
     model decodes, ``sampling`` reports also come after every decoding step with
     ``tokens`` drawn so far, ``tokens_expected`` (the current estimate of all the tokens to
-    draw) and ``eta_s`` (seconds left at the rate so far), which ``detail`` also says in words.
+    draw) and ``eta_s`` (seconds left at the rate of the last :data:`RATE_WINDOW` seconds; None
+    until :func:`eta_ready`), which ``detail`` also says in words.
     """
 
     stage: str
