@@ -13,7 +13,11 @@ The examples are built from the same presets the pages use (``ui/presets.py``, t
 defaults in ``ui/state.py``), so a page's default prompts and the recording cannot drift
 apart (``tests/app/test_audit_ready.py`` checks it). Records already in the file are kept unless
 ``--force``; each record names its model: ``SmolLM2-135M-Instruct`` at the default
-temperature, ``SmolLM2-135M-Instruct T=1.2`` for a variant.
+temperature, ``SmolLM2-135M-Instruct T=1.2`` for a variant. The personas are recorded on
+both (``personas`` and ``personas_hot``: the Persona explorer's heat map of the demo is
+personas x models); the battery's recording covers its default, RTI for every word
+operation and its robustness curve (a curve prompt that is also answered keeps its
+greedy answer first; the curve reads the recordings after it).
 """
 from __future__ import annotations
 
