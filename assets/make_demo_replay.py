@@ -16,8 +16,8 @@ apart (``tests/app/test_audit_ready.py`` checks it). Records already in the file
 temperature, ``SmolLM2-135M-Instruct T=1.2`` for a variant. The personas are recorded on
 both (``personas`` and ``personas_hot``: the Persona explorer's heat map of the demo is
 personas x models); the battery's recording covers its default, RTI for every word
-operation and its robustness curve (a curve prompt that is also answered keeps its
-greedy answer first; the curve reads the recordings after it).
+operation and its robustness curve (a curve prompt that is also answered once keeps that
+greedy answer first, which a replayed curve reads as its first sample).
 """
 from __future__ import annotations
 
@@ -103,7 +103,8 @@ def record_battery(cache, counts: dict, force: bool) -> list[dict]:
     RTI for every word operation and with the robustness curve (RTI's every round included,
     so the page's check before Run finds them all): one answer per prompt at the battery's
     temperature (0: the most likely answer), and a curve prompt's k samples (a prompt that
-    is also answered keeps its answer first: the curve reads the recordings after it).
+    is also answered keeps that answer first, and only the curve's samples 1 … k-1 are
+    added: a replayed curve reads the answer as its first sample).
     ``counts``: responses already recorded by (prompt, model)."""
     from dbpa_core.attacks.battery import _answer_request, _curve_requests, prompts_needed
     from dbpa_core.sampling import Job, Sampler
