@@ -44,6 +44,18 @@ def _until_answers(page, at_least=1, limit=300):
     pytest.fail(f"no answer in {limit} s: {_lines(page)}")
 
 
+def _starts_without_waiting(page, looks: int) -> None:
+    """The run draws tokens (or ``looks`` quarter seconds pass) without ever waiting for
+    another run's answers."""
+    seen: list[str] = []
+    for _ in range(looks):
+        page.wait_for_timeout(250)
+        seen += _lines(page)
+        if any("tokens" in x for x in seen):
+            break
+    assert not [x for x in seen if "waiting for another run" in x], seen
+
+
 @pytest.fixture(scope="module")
 def local_url(tmp_path_factory):
     with dashboard(tmp_path_factory.mktemp("flow-local")) as url:   # the embedded model
@@ -65,25 +77,13 @@ def test_stop_and_reload_cancel_the_batch_and_the_next_run_never_waits(local_url
 
     # the next run starts at once: no answer is held by the stopped one
     page.get_by_role("button", name="Run audit").click()
-    seen = []
-    for _ in range(40):
-        page.wait_for_timeout(250)
-        seen += _lines(page)
-        if any("tokens" in x for x in seen):
-            break
-    assert not [x for x in seen if "waiting for another run" in x], seen
+    _starts_without_waiting(page, 40)
 
     # a reload mid-run: the old tab's batch is cancelled as well
     page.reload(wait_until="networkidle")
     page.get_by_role("button", name="Run audit").wait_for(timeout=60_000)
     page.get_by_role("button", name="Run audit").click()
-    seen = []
-    for _ in range(60):
-        page.wait_for_timeout(250)
-        seen += _lines(page)
-        if any("tokens" in x for x in seen):
-            break
-    assert not [x for x in seen if "waiting for another run" in x], seen
+    _starts_without_waiting(page, 60)
     page.get_by_role("button", name="Stop").click()
     page.close()
 
