@@ -13,7 +13,11 @@ The examples are built from the same presets the pages use (``ui/presets.py``, t
 defaults in ``ui/state.py``), so a page's default prompts and the recording cannot drift
 apart (``tests/app/test_audit_ready.py`` checks it). Records already in the file are kept unless
 ``--force``; each record names its model: ``SmolLM2-135M-Instruct`` at the default
-temperature, ``SmolLM2-135M-Instruct T=1.2`` for a variant.
+temperature, ``SmolLM2-135M-Instruct T=1.2`` for a variant. The personas are recorded on
+both (``personas`` and ``personas_hot``: the Persona explorer's heat map of the demo is
+personas x models); the battery's recording covers its default, RTI for every word
+operation and its robustness curve (a curve prompt that is also answered once keeps that
+greedy answer first, which a replayed curve reads as its first sample).
 """
 from __future__ import annotations
 
@@ -50,9 +54,13 @@ def examples(settings: dict) -> dict[str, dict]:
                for r in presets.control_target_rows()]
     models = [{"backend": "local"}] + [{"backend": "local", "temperature": t}
                                        for t in presets.VARIANT_TEMPERATURES]
+    hot = {"backend": "local", "temperature": presets.VARIANT_TEMPERATURES[0]}
     return {
         "personas": {**common, "name": "demo-personas", "model": {"backend": "local"},
                      "base": {"prompt": presets.NICE_PROMPT}, "perturbations": personas},
+        # a second model for the Persona explorer's heat map (personas x models)
+        "personas_hot": {**common, "name": "demo-personas-hot", "model": hot,
+                         "base": {"prompt": presets.NICE_PROMPT}, "perturbations": personas},
         "control": {**common, "name": "demo-control", "model": {"backend": "local"},
                     "base": {"prompt": presets.NICE_PROMPT}, "perturbations": control},
         "models": {**common, "name": "demo-models", "models": models,
@@ -64,35 +72,62 @@ def battery_spec():
     """The Robustness battery page's default battery on the embedded model (the page's
     form defaults and the sidebar's)."""
     from ui import battery
+
+    return battery.build_spec(dict(battery.DEFAULTS), _battery_settings(), {"backend": "local"})
+
+
+def battery_specs():
+    """The battery page's default, and the same with what its form offers beyond it: RTI
+    for every word operation and the robustness curve at its default levels and items."""
+    from ui import battery
+
+    full = dict(battery.DEFAULTS, w_bat_rti=["insert", "delete", "replace"], w_bat_curve=True)
+    base = battery_spec()
+    return [base, battery.build_spec(full, _battery_settings(), {"backend": "local"})]
+
+
+def _battery_settings() -> dict:
     from ui.state import DEFAULTS
 
-    settings = {"samples": DEFAULTS["w_samples"], "permutations": DEFAULTS["w_permutations"],
-                "measure": DEFAULTS["w_measure"], "correction": DEFAULTS["w_correction"],
-                "alpha": DEFAULTS["w_alpha"], "temperature": DEFAULTS["w_temperature"],
-                "max_tokens": DEFAULTS["w_max_tokens"], "seed": DEFAULTS["w_seed"],
-                "embedder": {"backend": DEFAULTS["w_embedder"]}, "null": DEFAULTS["w_null"],
-                "min_effect": None}
-    return battery.build_spec(dict(battery.DEFAULTS), settings, {"backend": "local"})
+    return {"samples": DEFAULTS["w_samples"], "permutations": DEFAULTS["w_permutations"],
+            "measure": DEFAULTS["w_measure"], "correction": DEFAULTS["w_correction"],
+            "alpha": DEFAULTS["w_alpha"], "temperature": DEFAULTS["w_temperature"],
+            "max_tokens": DEFAULTS["w_max_tokens"], "seed": DEFAULTS["w_seed"],
+            "embedder": {"backend": DEFAULTS["w_embedder"]}, "null": DEFAULTS["w_null"],
+            "min_effect": None}
 
 
-def record_battery(cache, have: set, force: bool) -> list[dict]:
-    """SmolLM2's answers to every prompt the default battery may send (RTI's every round
-    included, so the page's check before Run finds them all), one answer per prompt at
-    the battery's temperature (0: the most likely answer)."""
-    from dbpa_core.attacks.battery import _answer_request, prompts_needed
+def record_battery(cache, counts: dict, force: bool) -> list[dict]:
+    """SmolLM2's answers to every prompt the battery page may send with its defaults, with
+    RTI for every word operation and with the robustness curve (RTI's every round included,
+    so the page's check before Run finds them all): one answer per prompt at the battery's
+    temperature (0: the most likely answer), and a curve prompt's k samples (a prompt that
+    is also answered keeps that answer first, and only the curve's samples 1 … k-1 are
+    added: a replayed curve reads the answer as its first sample).
+    ``counts``: responses already recorded by (prompt, model)."""
+    from dbpa_core.attacks.battery import _answer_request, _curve_requests, prompts_needed
     from dbpa_core.sampling import Job, Sampler
 
-    spec = battery_spec()
-    prompts = [p for p in prompts_needed(spec) if force or (p, SMOLLM2_NAME) not in have]
-    if not prompts:
+    jobs: list = []
+    planned: dict[str, int] = {}
+    for spec in battery_specs():
+        for p, n in prompts_needed(spec).items():
+            have = 0 if force else counts.get((p, SMOLLM2_NAME), 0)
+            have = max(have, planned.get(p, 0))
+            if have >= n:
+                continue
+            reqs = [_answer_request(spec, p)] if n == 1 else _curve_requests(spec, p)[have:n]
+            jobs += [Job(spec.model, r) for r in reqs]
+            planned[p] = n
+    if not jobs:
         print("battery: already recorded")
         return []
-    print(f"battery: recording {len(prompts)} prompts x 1", flush=True)
+    print(f"battery: recording {len(jobs)} answers", flush=True)
     sampler = Sampler(cache, progress=lambda p: print(f"  {p.stage} {p.done}/{p.total} "
                                                       f"{p.detail}", flush=True))
-    recs = sampler.sample([Job(spec.model, _answer_request(spec, p)) for p in prompts])
-    return [{"prompt": p, "response": r.text, "model": SMOLLM2_NAME}
-            for p, r in zip(prompts, recs, strict=True)]
+    recs = sampler.sample(jobs)
+    return [{"prompt": j.request.prompt, "response": r.text, "model": SMOLLM2_NAME}
+            for j, r in zip(jobs, recs, strict=True)]
 
 
 def landing_responses(settings: dict, records: list[dict]) -> dict[str, list[str]]:
@@ -135,9 +170,10 @@ def main(argv=None) -> int:
     from ui.state import DEFAULTS
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", default="personas,control,models,battery",
-                    help="comma-separated examples to record (personas, control, models, "
-                    "battery: the Robustness battery page's default); "
+    ap.add_argument("--only", default="personas,personas_hot,control,models,battery",
+                    help="comma-separated examples to record (personas, personas_hot: the "
+                    "personas on the T=1.2 variant, control, models, battery: the Robustness "
+                    "battery page's default, every RTI operation and its curve); "
                     "landing: only re-embed the landing example")
     ap.add_argument("--force", action="store_true", help="re-record responses already there")
     ap.add_argument("--cache-dir", default=None, help="cache folder (default: the usual one)")
@@ -161,7 +197,7 @@ def main(argv=None) -> int:
         if name == "landing":
             continue
         if name == "battery":
-            got = record_battery(cache, have, args.force)
+            got = record_battery(cache, count, args.force)
             have.update((r["prompt"], r["model"]) for r in got)
             new += got
             continue

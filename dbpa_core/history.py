@@ -25,6 +25,7 @@ import io
 import json
 import math
 import os
+import pickle
 import platform
 import sqlite3
 import zlib
@@ -111,7 +112,23 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX audits_run ON audits(run_id);
     CREATE INDEX runs_created ON runs(created_at);
     """,
+    # every kind of run, and reruns: what an audit's rows cannot hold
+    """
+    CREATE TABLE run_extras (
+        run_id      INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
+        kind        TEXT NOT NULL,           -- 'audit', 'battery', 'fidelity', 'sensitivity'
+        fingerprint TEXT,                    -- hash of the inputs (page, spec, models)
+        models      TEXT NOT NULL DEFAULT '',-- model labels, one a line (non-audit runs)
+        headline    TEXT NOT NULL DEFAULT '',-- one line that says what came out
+        payload     BLOB,                    -- a non-audit run's result, to reopen on its page
+        form        TEXT,                    -- JSON: the dashboard's inputs when it ran
+        used_at     TEXT                     -- ISO 8601, UTC: when it was last rerun
+    );
+    CREATE INDEX run_extras_fingerprint ON run_extras(fingerprint);
+    """,
 )
+# the kinds of run besides audits (each reopened on its own page)
+RESULT_KINDS = ("battery", "fidelity", "sensitivity")
 
 SETTINGS_KEYS = ("samples", "permutations", "measure", "correction", "alpha", "seed",
                  "temperature", "top_p", "max_tokens", "embedder", "sequential")
@@ -488,6 +505,156 @@ class History:
         if pa != pb:
             changed["base prompt"] = (pa, pb)
         return RunComparison(a, b, tuple(rows), changed, tuple(pairs))
+
+
+    # ------------------------------------------------------------------ every kind of run
+    def record_result(self, kind: str, result: Any, *, title: str, models: Sequence[str],
+                      settings: Mapping[str, Any] | None = None, headline: str = "",
+                      page: str | None = None, source: str = "dashboard",
+                      fingerprint: str | None = None, seconds: float | None = None,
+                      cache_dir: str | os.PathLike | None = None,
+                      form: Mapping[str, Any] | None = None,
+                      created_at: datetime | None = None) -> int:
+        """Store a run that is not an audit (a robustness battery, a fidelity simulation,
+        a sensitivity study: ``kind``, one of :data:`RESULT_KINDS`) with its ``result``, so
+        that it is listed with the audits and reopens on its page; returns its id."""
+        if kind not in RESULT_KINDS:
+            raise ValueError(f"`kind` must be one of {', '.join(RESULT_KINDS)}, got {kind!r}.")
+        if source not in ("cli", "dashboard"):
+            raise ValueError(f"`source` must be 'cli' or 'dashboard', got {source!r}.")
+        when = (created_at or datetime.now(UTC)).astimezone(UTC)
+        env = {"python": platform.python_version(), "platform": platform.platform(terse=True),
+               "numpy": np.__version__}
+        blob = zlib.compress(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL), 6)
+        with self._connect() as con:
+            run_id = int(con.execute(
+                "INSERT INTO runs (created_at, source, page, title, tool_version, environment,"
+                " settings, cache_dir, out_dir, seconds) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (when.isoformat(timespec="seconds"), source, page, title, __version__,
+                 json.dumps(env), json.dumps(_jsonable(dict(settings or {}))),
+                 str(cache_dir) if cache_dir else None, None,
+                 round(float(seconds), 3) if seconds is not None else None)).lastrowid)
+            con.execute("INSERT INTO run_extras (run_id, kind, fingerprint, models, headline,"
+                        " payload, form) VALUES (?,?,?,?,?,?,?)",
+                        (run_id, kind, fingerprint, "\n".join(models), headline, blob,
+                         _form_json(form)))
+        return run_id
+
+    def mark(self, run_id: int, *, fingerprint: str,
+             form: Mapping[str, Any] | None = None) -> None:
+        """Remember the inputs' ``fingerprint`` of an audit run (see :meth:`first_run`) and
+        the ``form`` it was run from (see :meth:`last_runs`)."""
+        with self._connect() as con:
+            con.execute("INSERT OR REPLACE INTO run_extras (run_id, kind, fingerprint, form) "
+                        "VALUES (?, 'audit', ?, ?)", (int(run_id), fingerprint, _form_json(form)))
+
+    def form(self, run_id: int) -> dict[str, Any] | None:
+        """The dashboard's inputs kept with run ``run_id`` (None when none were kept)."""
+        with self._connect() as con:
+            row = con.execute("SELECT form FROM run_extras WHERE run_id = ?",
+                              (int(run_id),)).fetchone()
+        try:
+            form = json.loads(row["form"]) if row and row["form"] else None
+        except ValueError:
+            return None
+        return form if isinstance(form, dict) else None
+
+    def touch(self, run_id: int) -> None:
+        """Say that run ``run_id`` was just run again (a rerun on cached answers, not
+        recorded anew): :meth:`last_runs` then counts it as its page's newest."""
+        now = datetime.now(UTC).isoformat(timespec="seconds")
+        with self._connect() as con:
+            con.execute("UPDATE run_extras SET used_at = ? WHERE run_id = ?", (now, int(run_id)))
+
+    def last_runs(self, *, source: str = "dashboard") -> dict[str, tuple[int, str, dict | None]]:
+        """The newest run of each page: ``{page: (run id, kind, form)}``, newest first (the
+        form is None where it was not kept): what a reloaded dashboard shows again."""
+        with self._connect() as con:
+            rows = con.execute(
+                "SELECT r.id, r.page, e.kind, e.form FROM runs r LEFT JOIN run_extras e ON "
+                "e.run_id = r.id WHERE r.source = ? AND r.page IS NOT NULL "
+                "ORDER BY MAX(r.created_at, COALESCE(e.used_at, '')) DESC, r.id DESC",
+                (source,)).fetchall()
+        out: dict[str, tuple[int, str, dict | None]] = {}
+        for r in rows:
+            if r["page"] in out:
+                continue
+            try:
+                form = json.loads(r["form"]) if r["form"] else None
+            except ValueError:
+                form = None
+            out[r["page"]] = (int(r["id"]), r["kind"] or "audit",
+                              form if isinstance(form, dict) else None)
+        return out
+
+    def first_run(self, fingerprint: str) -> int | None:
+        """The oldest run recorded with these inputs (``fingerprint``), or None: a rerun
+        whose answers all came from the cache is that run again, not a new one."""
+        with self._connect() as con:
+            row = con.execute("SELECT MIN(run_id) FROM run_extras WHERE fingerprint = ?",
+                              (fingerprint,)).fetchone()
+        return int(row[0]) if row and row[0] is not None else None
+
+    def extras(self, run_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+        """``{run id: {"kind", "models", "headline"}}`` of the runs that have them (every
+        run of a kind in :data:`RESULT_KINDS`; an audit run has only its kind)."""
+        ids = [int(i) for i in run_ids]
+        if not ids:
+            return {}
+        with self._connect() as con:
+            marks = ",".join("?" * len(ids))
+            rows = con.execute(f"SELECT run_id, kind, models, headline FROM run_extras "
+                               f"WHERE run_id IN ({marks})", ids).fetchall()  # only "?" marks
+        return {int(r["run_id"]): {"kind": r["kind"], "headline": r["headline"],
+                                   "models": tuple(m for m in r["models"].split("\n") if m)}
+                for r in rows}
+
+    def result(self, run_id: int) -> tuple[str, Any]:
+        """``(kind, result)`` of a run of a kind in :data:`RESULT_KINDS`, rebuilt from its
+        record (raises :class:`HistoryError` when there is none, or it cannot be read:
+        e.g. written by another version of dbpa)."""
+        with self._connect() as con:
+            row = con.execute("SELECT kind, payload FROM run_extras WHERE run_id = ?",
+                              (int(run_id),)).fetchone()
+        if row is None or row["payload"] is None:
+            raise HistoryError(f"Run {run_id} holds no battery, fidelity or sensitivity result.")
+        try:
+            return row["kind"], _SafeUnpickler(io.BytesIO(zlib.decompress(row["payload"]))).load()
+        except Exception as exc:  # noqa: BLE001 - any damage or version change: one line
+            raise HistoryError(f"Run {run_id}'s result cannot be read back ({type(exc).__name__}"
+                               f": {exc}); its summary is still listed.") from None
+
+
+def _form_json(form: Mapping[str, Any] | None) -> str | None:
+    return json.dumps(_jsonable(dict(form)), ensure_ascii=False, default=str) if form else None
+
+
+class _SafeUnpickler(pickle.Unpickler):
+    """Rebuilds only what dbpa's results are made of: classes of dbpa, numpy, pandas and
+    plain Python values, and the few functions their pickles rebuild objects with (never
+    any other function): a history file cannot make the dashboard run other code."""
+
+    MODULES = ("dbpa_core", "numpy", "pandas", "pyarrow", "datetime", "collections", "zoneinfo", "pytz",
+               "dateutil")
+    BUILTINS = frozenset({"set", "frozenset", "list", "dict", "tuple", "complex", "slice",
+                          "range", "bytearray", "bytes", "object", "float", "int", "str",
+                          "bool"})
+    REBUILDERS = ("_reconstruct", "_unpickle", "_restore", "_new_", "scalar", "__newobj__",
+                  "_reconstructor", "_frombuffer", "encode")
+    # what pandas' Arrow-backed columns are rebuilt with
+    ARROW = frozenset({"type_for_alias", "py_buffer", "field", "schema", "string", "large_string",
+                       "int64", "float64", "bool_", "timestamp", "list_", "struct"})
+
+    def find_class(self, module: str, name: str):
+        if module == "builtins":
+            if name in self.BUILTINS:
+                return super().find_class(module, name)
+        elif module.split(".")[0] in self.MODULES or module in ("copyreg", "_codecs"):
+            found = super().find_class(module, name)
+            if isinstance(found, type) or name.startswith(self.REBUILDERS) or \
+                    (module.startswith("pyarrow") and name in self.ARROW):
+                return found
+        raise pickle.UnpicklingError(f"{module}.{name} is not part of a dbpa result")
 
 
 # --------------------------------------------------------------------------- helpers

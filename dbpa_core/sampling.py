@@ -30,11 +30,13 @@ Examples
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,7 +68,8 @@ class Progress:
     ``done`` 0 of 1, then 1 of 1), ``sampling``, ``embedding``, ``testing``. While a local
     model decodes, ``sampling`` reports also come after every decoding step with
     ``tokens`` drawn so far, ``tokens_expected`` (the current estimate of all the tokens to
-    draw) and ``eta_s`` (seconds left at the rate so far), which ``detail`` also says in words.
+    draw) and ``eta_s`` (seconds left at the rate of the last :data:`RATE_WINDOW` seconds; None
+    until :func:`eta_ready`), which ``detail`` also says in words.
     """
 
     stage: str
@@ -87,6 +90,32 @@ class Progress:
 
 class RunCancelled(RuntimeError):
     """The run was stopped on request; everything received so far is cached."""
+
+
+# a stop condition for every Sampler made inside ``stop_when`` (see there)
+_STOP_WHEN: contextvars.ContextVar[Callable[[], bool] | None] = contextvars.ContextVar(
+    "dbpa_stop_when", default=None)
+
+
+@contextlib.contextmanager
+def stop_when(check: Callable[[], bool]) -> Iterator[None]:
+    """Every :class:`Sampler` created inside this block also stops when ``check()`` turns
+    True (besides its own ``should_stop``): how a caller that runs capabilities it did not
+    build (the dashboard's Stop button) cancels them all, whatever they pass."""
+    token = _STOP_WHEN.set(check)
+    try:
+        yield
+    finally:
+        _STOP_WHEN.reset(token)
+
+
+def _stop_condition(own: Callable[[], bool] | None) -> Callable[[], bool]:
+    checks = [c for c in (own, _STOP_WHEN.get()) if c is not None]
+    if not checks:
+        return lambda: False
+    if len(checks) == 1:
+        return checks[0]
+    return lambda: any(c() for c in checks)
 
 
 @dataclass(frozen=True)
@@ -223,7 +252,7 @@ class Sampler:
                  embedders: Mapping[str, Embedder] | None = None):
         self.cache = cache if cache is not None else Cache()
         self.progress = progress or (lambda p: None)
-        self.should_stop = should_stop or (lambda: False)
+        self.should_stop = _stop_condition(should_stop)  # and any stop_when around it
         self.api_keys = dict(api_keys or {})
         self._backends: dict[str, Backend] = dict(backends or {})
         self._embedders: dict[str, Embedder] = dict(embedders or {})
@@ -545,42 +574,64 @@ class _TokenMeter:
     """Tokens drawn in one :meth:`Sampler.sample` call, their rate and the time left, for
     the progress line: reports at most every :data:`TOKEN_REPORT_EVERY` seconds. Models
     sampled one after the other (one backend call each) add up: the expected total counts
-    the groups not started yet at their ``max_tokens``."""
+    the groups not started yet at their ``max_tokens``.
 
-    def __init__(self) -> None:
+    The time left is said only once it can be estimated: after :func:`eta_ready` answers
+    are complete (until then the expected total counts every open answer at its
+    ``max_tokens``, and the first steps include loading and reading the prompts), from
+    the rate over the last :data:`RATE_WINDOW` seconds (so a slow start or a pause does
+    not hang on for the whole run)."""
+
+    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
+        self.clock = clock
         self.t0: float | None = None
-        self.last = 0.0
+        self.last = -float("inf")
         self.tokens = 0
         self.expected = 0
         self.base = 0      # tokens of the groups already done
         self.later = 0     # upper bound of the groups not started
+        self.seen: list[tuple[float, int]] = []  # (time, tokens) in the rate window
 
     def start_group(self, *, later: int) -> None:
         """A backend call starts (its model is loaded); ``later``: the most tokens the
         groups after it can draw."""
         self.base, self.later = self.tokens, int(later)
         if self.t0 is None:
-            self.t0 = time.perf_counter()
+            self.t0 = self.clock()
 
     def update(self, drawn: int, expected: int) -> bool:
         """Record the counts of the current call; True when a report is due."""
         self.tokens = self.base + int(drawn)
         self.expected = max(self.base + int(expected) + self.later, self.tokens)
-        now = time.perf_counter()
+        now = self.clock()
         if now - self.last < TOKEN_REPORT_EVERY:
             return False
         self.last = now
         return True
 
+    def rate(self) -> float:
+        """Tokens per second over the last :data:`RATE_WINDOW` seconds (0 before any)."""
+        now = self.clock()
+        self.seen.append((now, self.tokens))
+        while len(self.seen) > 2 and now - self.seen[1][0] >= RATE_WINDOW:
+            self.seen.pop(0)
+        (t_old, n_old) = self.seen[0]
+        if now - t_old <= 0:
+            return 0.0
+        return (self.tokens - n_old) / (now - t_old)
+
     def report(self, stage: str, done: int, total: int, label: str = "") -> Progress:
         if not self.tokens or self.t0 is None:
             return Progress(stage, done, total, label)
-        elapsed = time.perf_counter() - self.t0
-        rate = self.tokens / elapsed if elapsed > 0 else 0.0
-        eta = (self.expected - self.tokens) / rate if rate > 0 else None
+        if not self.seen:  # the rate counts from the first token, not from the start
+            self.seen.append((self.t0, 0))
+        rate = self.rate()
+        eta = None
+        if rate > 0 and eta_ready(done, total):
+            eta = (self.expected - self.tokens) / rate
         detail = f"{self.tokens:,} tokens, {rate:.0f} tokens/s"
-        if eta is not None:
-            detail += f", about {_duration(eta)} left"
+        detail += f", about {_duration(eta)} left" if eta is not None else \
+            ", estimating the time left"
         return Progress(stage, done, total, detail, self.tokens, self.expected, eta)
 
 
@@ -599,6 +650,15 @@ def _check_shared(check: Callable[[str, int], None], prompt: str, n: int,
             f"{exc} The {len(askers)} arms {shown} ask this same prompt, and each draws "
             f"answers of its own (the next recorded ones, {n} in all), never another arm's "
             "copies.") from None
+
+
+RATE_WINDOW = 20.0  # seconds of tokens the rate (and so the time left) is measured over
+
+
+def eta_ready(done: int, total: int) -> bool:
+    """True once enough answers are complete for the time left to mean something: 5 %
+    of them, and at least two (or all, for fewer)."""
+    return done >= min(total, max(2, -(-total // 20)))
 
 
 def _duration(seconds: float) -> str:
@@ -672,4 +732,4 @@ def _label(req: SampleRequest) -> str:
 
 __all__ = ["EMBED_BATCH", "Job", "Progress", "RunCancelled", "SampleRecord", "Sampler",
            "backend_identity", "embedder_identity", "embedding_key", "is_cached", "key_slot",
-           "model_key", "requests_for", "sample_key"]
+           "model_key", "requests_for", "sample_key", "stop_when"]

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from dbpa_core.history import HistoryError, where_responses_live
-from ui import history_figures, specfile, state, views, widgets
+from ui import history_figures, runner, specfile, state, views, widgets
 from ui.export import RunMeta
 from ui.nav import PAGES
 from ui.widgets import md_escape
@@ -16,14 +16,19 @@ st.title("History")
 ss = st.session_state
 history = state.history()
 st.markdown("<div class='dbpa-explain'>Every audit run here or with <code>dbpa audit</code> is "
-            "recorded with its spec, settings, tool version, time, results and responses. Find "
-            "a run, reopen it with all its charts, compare two (a model before and after an "
-            "upgrade: which perturbations changed verdict), or delete runs. From a terminal: "
-            "<code>dbpa history</code>.</div>", unsafe_allow_html=True)
+            "recorded with its spec, settings, tool version, time, results and responses, and "
+            "so is every robustness battery, fidelity simulation and sensitivity study run "
+            "here. Find a run, reopen it with all its charts, compare two audits (a model "
+            "before and after an upgrade: which perturbations changed verdict), or delete "
+            "runs. From a terminal: <code>dbpa history</code>.</div>", unsafe_allow_html=True)
 st.caption(f"Database: `{history.path}`")
 
 PAGE_TITLES = {"landing": "Perturbation test", "personas": "Persona explorer",
-               "roc": "Control vs target", "models": "Model comparison"}
+               "roc": "Control vs target", "models": "Model comparison",
+               "robustness": "Robustness battery", "fidelity_sim": "Simulator fidelity",
+               "sensitivity": "Sensitivity"}
+KIND_TITLES = {"battery": "Robustness battery", "fidelity": "Simulator fidelity",
+               "sensitivity": "Sensitivity study"}
 # which page a recorded run can be loaded into, by the view that draws it
 LOAD_INTO = {"perturbation": ("landing", "perturbation_test"), "control_target": ("roc",
              "control_target"), "models": ("models", "model_comparison")}
@@ -31,8 +36,25 @@ LOAD_INTO = {"perturbation": ("landing", "perturbation_test"), "control_target":
 
 
 def load_into_page(spec, page_key: str, url: str) -> None:
-    """A button callback (runs before the page draws, so the settings can still be set)."""
+    """A button callback (runs before the page draws, so the settings can still be set).
+    The audit name is that page's only: the other pages keep theirs."""
     specfile.apply_spec(spec, page_key)
+    state.name_page(url, spec.name)
+    ss["_hist_goto"] = url
+
+
+def reopen_on_page(kind: str, run_id: int, created_at, title: str, page: str | None) -> None:
+    """A button callback: a battery, simulation or sensitivity study back on its page."""
+    try:
+        _kind, results = history.result(run_id)
+    except HistoryError as exc:
+        ss["_hist_error"] = str(exc)
+        return
+    form = history.form(run_id)
+    if form:   # the inputs the results were made from: the page shows them with the results
+        runner.apply_form(form)
+    url = runner.reopen(kind, run_id, created_at, results, load(str(history.path), run_id).settings)
+    state.name_page(url, title)
     ss["_hist_goto"] = url
 
 
@@ -65,21 +87,50 @@ if not runs:
     st.stop()
 
 
+try:
+    extras = history.extras([r.id for r in runs])
+except HistoryError:
+    extras = {}
+
+
+def kind_of(run_id: int) -> str:
+    return extras.get(run_id, {}).get("kind", "audit")
+
+
+def models_of(r) -> tuple[str, ...]:
+    return r.models or extras.get(r.id, {}).get("models", ())
+
+
 def describe(r) -> str:
-    return f"#{r.id} · {r.created_at:%Y-%m-%d %H:%M} · {r.title} · {', '.join(r.models)}"
+    return f"#{r.id} · {r.created_at:%Y-%m-%d %H:%M} · {r.title} · {', '.join(models_of(r))}"
 
 
 by_id = {r.id: r for r in runs}
 table = pd.DataFrame([{
     "id": r.id, "when (UTC)": r.created_at.strftime("%Y-%m-%d %H:%M"),
     "from": r.source if r.source == "cli" else PAGE_TITLES.get(r.page, r.page or "dashboard"),
+    "kind": KIND_TITLES.get(kind_of(r.id), "audit"),
     "title": r.title, "control gate": {"fail": "FAIL", "pass": "pass", "": ""}[r.control_gate],
-    "tests": r.n_tests, "significant": r.n_significant, "models": ", ".join(r.models),
-    "base prompt": " ".join(r.base_prompt.split())[:80]} for r in runs])
+    "tests": str(r.n_tests) if kind_of(r.id) == "audit" else "–",
+    "significant": str(r.n_significant) if kind_of(r.id) == "audit" else "–",
+    "models": ", ".join(models_of(r)),
+    "base prompt": " ".join(r.base_prompt.split())[:80] or extras.get(r.id, {}).get("headline", "")}
+    for r in runs])
 st.dataframe(table, hide_index=True, key="hist_table", height=widgets.table_height(min(len(runs), 12)),
              column_config={"id": st.column_config.NumberColumn(format="%d", width="small")})
 st.caption(f"{len(runs)} run(s). Control gate: FAIL when a perturbation marked control changed "
            "the answers significantly.")
+
+
+def forget_deleted(doomed) -> None:
+    """Results on the pages that came from (or were recorded as) a deleted run keep
+    showing, but no longer name that run as theirs."""
+    for meta in ss.get("results_meta", {}).values():
+        run = meta.get("run")
+        if run is not None and run.run_id in doomed:
+            meta["run"] = RunMeta(created_at=run.created_at)
+            meta["record"] = None
+            meta["rerun_of"] = None
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -92,6 +143,12 @@ def load(path: str, run_id: int):
 tab_open, tab_compare, tab_delete = st.tabs(["Open a run", "Compare two runs", "Delete runs"],
                                             key="hist_tabs", on_change="rerun")
 ids = list(by_id)
+audit_ids = [i for i in ids if kind_of(i) == "audit"]
+for k in ("hist_open", "hist_a", "hist_b"):   # a deleted run is selected nowhere
+    if k in ss and ss[k] not in ids:
+        del ss[k]
+if err := ss.pop("_hist_error", None):
+    st.error(md_escape(err), icon=":material/error:")
 with tab_open:
     if tab_open.open is not False:
         if ss.get("hist_open") not in ids:
@@ -110,30 +167,40 @@ with tab_open:
                    f"{cfg.get('alpha')}, seed = {cfg.get('seed')}, temperature = "
                    f"{cfg.get('temperature')}, max tokens = {cfg.get('max_tokens')}. Responses: "
                    f"{md_escape(where_responses_live(run))}.")
-        load_into = LOAD_INTO.get(views.view_for(s.page, run.audits))
-        if load_into and len(run.audits) == 1:
+        kind = kind_of(s.id)
+        load_into = LOAD_INTO.get(views.view_for(s.page, run.audits)) if run.audits else None
+        if kind != "audit":
+            st.markdown(f"{KIND_TITLES[kind]} of {md_escape(', '.join(models_of(s)))}: "
+                        f"{md_escape(extras.get(s.id, {}).get('headline', ''))}.")
+            home = PAGE_TITLES[runner.RESULT_HOME[kind][0]]
+            st.button(f"Open on the {home} page (with all its charts)", key="hist_reopen",
+                      icon=":material/open_in_new:", on_click=reopen_on_page,
+                      args=(kind, s.id, s.created_at, s.title, s.page), type="primary")
+        elif load_into and len(run.audits) == 1:
             st.button(f"Load into the {PAGE_TITLES[load_into[0]]} page (to run it again)",
                       key="hist_load", icon=":material/open_in_new:", on_click=load_into_page,
                       args=(next(iter(run.audits.values())).spec, *load_into))
-        st.divider()
-        views.show_recorded(run.audits, page=s.page, key=f"hist_{s.id}",
-                            meta=RunMeta(s.created_at, s.id, s.source, s.tool_version),
-                            title=s.title)
+        if run.audits:
+            st.divider()
+            views.show_recorded(run.audits, page=s.page, key=f"hist_{s.id}",
+                                meta=RunMeta(s.created_at, s.id, s.source, s.tool_version),
+                                title=s.title)
 
 with tab_compare:
     if tab_compare.open is not False:
-        if len(ids) < 2:
-            st.info("Record at least two runs to compare them.")
+        if len(audit_ids) < 2:
+            st.info("Record at least two audits to compare them (batteries, simulations and "
+                    "sensitivity studies reopen on their pages).")
         else:
             c1, c2 = st.columns(2)
-            if ss.get("hist_a") not in ids:
-                ss["hist_a"] = ids[1]
-            if ss.get("hist_b") not in ids:
-                ss["hist_b"] = ids[0]
-            a = c1.selectbox("Run A (before)", ids, format_func=lambda i: describe(by_id[i]),
-                             key="hist_a")
-            b = c2.selectbox("Run B (after)", ids, format_func=lambda i: describe(by_id[i]),
-                             key="hist_b")
+            if ss.get("hist_a") not in audit_ids:
+                ss["hist_a"] = audit_ids[1]
+            if ss.get("hist_b") not in audit_ids:
+                ss["hist_b"] = audit_ids[0]
+            a = c1.selectbox("Run A (before)", audit_ids,
+                             format_func=lambda i: describe(by_id[i]), key="hist_a")
+            b = c2.selectbox("Run B (after)", audit_ids,
+                             format_func=lambda i: describe(by_id[i]), key="hist_b")
             if a == b:
                 st.info("Choose two different runs.")
             else:
@@ -188,6 +255,10 @@ with tab_delete:
                 removed = history.delete(*doomed)
                 ss["_hist_confirm"] = False
                 ss.pop("hist_delete_ids", None)
+                for k in ("hist_open", "hist_a", "hist_b"):
+                    if ss.get(k) in doomed:
+                        ss.pop(k, None)
+                forget_deleted(doomed)
                 load.clear()
                 ss["_hist_note"] = f"Deleted {removed} run(s)."
                 st.rerun()

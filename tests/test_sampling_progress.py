@@ -92,10 +92,14 @@ def test_tokens_are_counted_as_they_come_with_an_eta(tmp_path, monkeypatch):
     # a report before any sample finished: the line moves while answers are being written
     assert ticks[0].done == 0 and ticks[0].tokens == 8
     assert [p.tokens for p in ticks] == sorted(p.tokens for p in ticks)
-    assert all(p.tokens_expected >= p.tokens and p.eta_s is not None and p.eta_s >= 0
-               for p in ticks)
+    assert all(p.tokens_expected >= p.tokens for p in ticks)
+    # no time left is guessed before two answers are complete; then it always is
+    assert all((p.eta_s is None) == (p.done < 2) for p in ticks)
+    assert all(p.eta_s >= 0 for p in ticks if p.eta_s is not None)
     assert ticks[0].tokens_expected == sum(2 + i for i in range(4)) * 2
-    assert "8 tokens" in ticks[0].detail and "tokens/s" in ticks[0].detail and "left" in ticks[0].detail
+    assert "8 tokens" in ticks[0].detail and "tokens/s" in ticks[0].detail
+    assert "estimating the time left" in ticks[0].detail
+    assert any("left" in p.detail and "estimating" not in p.detail for p in ticks)
     assert ticks[-1].done == 8 and ticks[-1].fraction == 1.0
     assert 0 < ticks[0].fraction < 1
     assert s.usage["precision"] == "bfloat16"
@@ -182,3 +186,39 @@ def test_models_sampled_one_after_the_other_add_up_on_one_line(tmp_path, monkeyp
     assert ticks[0].tokens_expected == (2 + 3 + 4) + 3 * 20     # the second model at its cap
     fractions = [t.fraction for t in ticks]
     assert fractions[-1] == 1.0 and min(fractions[len(fractions) // 2:]) >= 0.4
+
+
+def test_the_time_left_waits_for_answers_and_forgets_a_slow_start():
+    """The issue's '1 h 45 min left' on a 6-minute run: nothing is said before enough
+    answers are complete, and a slow first minute (loading, prompts) leaves the rate once
+    it is more than RATE_WINDOW seconds old."""
+    from dbpa_core.sampling import RATE_WINDOW, _TokenMeter, eta_ready
+
+    now = [0.0]
+    meter = _TokenMeter(clock=lambda: now[0])
+    meter.start_group(later=0)
+    total, cap = 180, 120
+    now[0] = 60.0                                    # a slow start: 100 tokens in a minute
+    meter.update(100, total * cap)
+    first = meter.report("sampling", 0, total)
+    assert first.eta_s is None and "estimating the time left" in first.detail
+    tokens, done = 100, 0
+    for _ in range(40):                              # then 200 tokens/s
+        now[0] += 1.0
+        tokens += 200
+        done += 1
+        meter.update(tokens, tokens + (total - done) * 60)
+        p = meter.report("sampling", done, total)
+    assert eta_ready(done, total) and p.eta_s is not None
+    assert now[0] - 60.0 > RATE_WINDOW
+    assert p.eta_s == pytest.approx((total - done) * 60 / 200, rel=0.01)
+    assert "200 tokens/s" in p.detail
+
+
+@pytest.mark.parametrize(("done", "total", "ready"), [(0, 180, False), (8, 180, False),
+                                                      (9, 180, True), (1, 20, False),
+                                                      (2, 20, True), (1, 1, True)])
+def test_the_time_left_needs_five_percent_of_the_answers(done, total, ready):
+    from dbpa_core.sampling import eta_ready
+
+    assert eta_ready(done, total) is ready

@@ -12,6 +12,7 @@ from dbpa_core.attacks.battery import ALL, BatteryResult, estimate_battery, high
 from dbpa_core.attacks.items import Item
 from dbpa_core.attacks.spec import BatterySpec, parse_attack_spec
 from dbpa_core.sampling import Progress
+from dbpa_core.spec import SpecError
 
 RHO_CHOICES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 OP_CHOICES = {"char": ("any", "repeat", "delete", "insert"),
@@ -83,7 +84,12 @@ def spec_data(values: dict[str, Any], settings: dict[str, Any], model: dict) -> 
 
 def build_spec(values: dict[str, Any], settings: dict[str, Any], model: dict,
                items: list[Item] | None = None) -> BatterySpec:
-    """A validated spec (raises SpecError naming what is wrong)."""
+    """A validated spec (raises SpecError naming what is wrong: a sidebar setting out of
+    its range in the sidebar's words)."""
+    from .state import number_problem
+
+    if problem := number_problem():
+        raise SpecError(problem.removesuffix("."))
     return parse_attack_spec(spec_data(values, settings, model), source="The form", items=items)
 
 

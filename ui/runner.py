@@ -20,7 +20,7 @@ from dbpa_core.backends import (
     ServerUnavailableError,
 )
 from dbpa_core.cache import CacheError
-from dbpa_core.sampling import Progress, RunCancelled
+from dbpa_core.sampling import Progress, RunCancelled, stop_when
 from dbpa_core.spec import AuditSpec, SpecError, model_label, parse_spec, spec_notes, spec_warnings
 
 from . import state
@@ -63,6 +63,11 @@ def build_spec(*, base_prompt: str, perturbations: Sequence[dict] | None = None,
                overrides: dict | None = None, name: str = "audit") -> AuditSpec:
     """A validated spec from dashboard values (raises SpecError with a readable message).
     ``name`` is the page's default audit name; the sidebar's audit name wins when given."""
+    problem = state.number_problem()
+    if problem:
+        raise SpecError(problem.removesuffix("."))
+    if not str(base_prompt or "").strip():
+        raise SpecError("the prompt is empty: write the question the model should answer")
     s = state.settings()
     s.update(overrides or {})
     data: dict[str, Any] = {k: v for k, v in s.items()}
@@ -116,6 +121,37 @@ def show_estimate(specs: Sequence[AuditSpec]) -> None:
 Task = Callable[[Callable[[Progress], None]], Any]
 
 
+def stop_check() -> Callable[[], bool]:
+    """A ``should_stop`` for the sampler, for the script run that calls it: True once Stop
+    (or any other control) was pressed, i.e. Streamlit holds a rerun or stop request for
+    this run, or once the browser tab that started the run is gone (closed or reloaded:
+    Streamlit keeps running a disconnected session's script). The sampler then cancels
+    what is in flight (a local model between decoding steps, a server's requests
+    abandoned) and gives up its claims at once, so the next run never waits for it.
+
+    Safe to call from any thread (a backend may poll it from its own)."""
+    try:
+        from streamlit.runtime import Runtime
+        from streamlit.runtime.scriptrunner_utils.script_requests import ScriptRequestType
+        from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+    except ImportError:  # another Streamlit: the script's own yield points stop it
+        return lambda: False
+    ctx = get_script_run_ctx(suppress_warning=True)
+    if ctx is None:
+        return lambda: False
+    requests, session = getattr(ctx, "script_requests", None), ctx.session_id
+
+    def should_stop() -> bool:
+        if getattr(requests, "_state", ScriptRequestType.CONTINUE) != ScriptRequestType.CONTINUE:
+            return True
+        try:
+            return Runtime.exists() and not Runtime.instance().is_active_session(session)
+        except Exception:  # noqa: BLE001 - no runtime (AppTest): never stop on its account
+            return False
+
+    return should_stop
+
+
 def run_tasks(tasks: Sequence[tuple[str, Task]], *, key: str,
               panel: Any = None) -> dict[str, Any] | None:
     """Run tasks one after the other with a progress bar per stage and a stop button.
@@ -148,16 +184,19 @@ def run_tasks(tasks: Sequence[tuple[str, Task]], *, key: str,
 
     message = None
     try:
-        for j, (name, task) in enumerate(tasks):
-            info.caption(f"Job {j + 1} of {len(tasks)}: {name}" if len(tasks) > 1 else name)
-            results[name] = task(progress)
+        with stop_when(stop_check()):  # every sampler of the tasks stops on Stop
+            for j, (name, task) in enumerate(tasks):
+                info.caption(f"Job {j + 1} of {len(tasks)}: {name}" if len(tasks) > 1 else name)
+                results[name] = task(progress)
+        st.session_state[running_key] = False
     except RunCancelled as exc:
+        # the flag stays set: the next script run says that this one was stopped
         message = ("warning", str(exc))
     except Exception as exc:  # noqa: BLE001 - shown as a short message, logged in full
+        st.session_state[running_key] = False
         log.error("run failed:\n%s", traceback.format_exc())
         message = ("error", friendly(exc))
     finally:
-        st.session_state[running_key] = False
         panel.empty()
     if message is not None:
         # in the panel's place, so the elements below keep their positions (a tab that
@@ -172,13 +211,18 @@ def run_tasks(tasks: Sequence[tuple[str, Task]], *, key: str,
 
 
 def progress_text(p: Progress) -> str:
-    """The line under a progress bar: 'Sampling responses: 12/180 — 3,456 tokens, 250
-    tokens/s, about 1 min 40 s left'; a loading stage says what it does ('Loading the model:
-    converting the embedded model (once, ~40 s)')."""
+    """The line under a progress bar: 'Embedding responses: 64/180'; while a local model
+    decodes, the bar goes by tokens and the line says the same share: 'Sampling responses:
+    26 % (6 of 180 answers complete) — 3,456 tokens, 250 tokens/s, about 1 min 40 s left';
+    a loading stage says what it does ('Loading the model: converting the embedded model
+    (once, ~40 s)')."""
     name = STAGE_TEXT.get(p.stage, p.stage.capitalize())
     if p.stage.startswith("loading") and p.detail:
         return f"{name}: {p.detail}"
     detail = f" — {p.detail}" if p.detail else ""
+    if p.tokens_expected:  # the bar goes by tokens: the line says the bar's own share
+        return (f"{name}: {int(100 * p.fraction)} % ({p.done} of {p.total} answers "
+                f"complete){detail}")
     return f"{name}: {p.done}/{p.total}{detail}"
 
 
@@ -234,6 +278,8 @@ def task_section(tasks: dict[str, Task] | None, *, key: str, label: str = "Run",
             meta_all[key] = meta
             if on_done is not None:
                 meta["record"] = on_done(out)
+            elif key in RESULT_PAGES:  # a battery, a fidelity simulation, a sensitivity study
+                meta["record"] = record_result(out, key=key, signature=signature)
         elif key in ss["results"]:
             meta_all.setdefault(key, {})["failed"] = datetime.now(UTC)
         if before is not None:  # what the run cached is no longer to be called
@@ -245,6 +291,10 @@ def task_section(tasks: dict[str, Task] | None, *, key: str, label: str = "Run",
         why = outdated(key, signature, form_ok=bool(tasks))
         if why:
             marker.warning(why, icon=":material/history:")
+        elif rerun_of := meta_all.get(key, {}).get("rerun_of"):
+            marker.caption(f":material/history: The same inputs as run #{rerun_of}, every "
+                           "answer from the cache: the same run, not recorded again (History "
+                           f"shows run #{rerun_of}).")
     return results
 
 
@@ -351,15 +401,64 @@ def specs_signature(specs: dict[str, AuditSpec]) -> str:
 
 
 def record(results: dict[str, Any], *, key: str) -> int | None:
-    """Record a finished run in the history; a failure is a warning, never a lost result."""
+    """Record a finished run in the history; a failure is a warning, never a lost result.
+    A rerun of recorded inputs whose answers and embeddings all came from the cache is
+    that run again: it is not recorded a second time, and the results point at the first."""
     audits = {k: v for k, v in results.items() if isinstance(v, AuditResult)}
     if not audits:
         return None
+    first = next(iter(audits.values()))
+    fp = fingerprint(key, specs_signature({k: v.spec for k, v in audits.items()}))
+    fresh = sum(int(v.usage.get("calls", 0)) + int(v.usage.get("embeddings_computed", 0))
+                for v in audits.values())
+
+    def save(h) -> int:
+        run_id = h.record(audits, source="dashboard", page=key, title=first.spec.name,
+                          cache_dir=st.session_state.get("cache_dir"))
+        h.mark(run_id, fingerprint=fp, form=form_snapshot())
+        return run_id
+
+    return _save_run(key, fp, fresh, save)
+
+
+# the pages whose runs are not audits: page key -> the history's kind of run
+RESULT_PAGES = {"robustness": "battery", "fidelity_sim": "fidelity", "sensitivity": "sensitivity"}
+# ... and which page reopens them: kind -> (page key, url path of the page)
+RESULT_HOME = {"battery": ("robustness", "robustness"), "fidelity": ("fidelity_sim", "fidelity"),
+               "sensitivity": ("sensitivity", "sensitivity")}
+
+
+def record_result(results: dict[str, Any], *, key: str, signature: str | None) -> int | None:
+    """Record a battery, a fidelity simulation or a sensitivity study in the history (see
+    :func:`record` for reruns); its results reopen on the page (:func:`reopen`)."""
+    kind = RESULT_PAGES[key]
+    models, headline, spec = _describe(kind, results)
+    name = str(st.session_state.get("w_audit_name") or "").strip() or \
+        str(getattr(spec, "name", "") or "") or kind
+    fp = fingerprint(key, signature or json.dumps(_jsonable_spec(spec), sort_keys=True,
+                                                  default=str))
+    usage = [getattr(r, "usage", None) or {} for r in results.values()]
+    fresh = sum(int(u.get("calls", 0)) + int(u.get("embeddings_computed", 0)) for u in usage)
+    settings = {"signature": signature, **_jsonable_spec(spec)}
+
+    def save(h) -> int:
+        return h.record_result(kind, results, title=name, models=models, headline=headline,
+                               page=key, settings=settings, fingerprint=fp,
+                               seconds=sum(float(u.get("seconds", 0) or 0) for u in usage),
+                               cache_dir=st.session_state.get("cache_dir"), form=form_snapshot())
+
+    return _save_run(key, fp, fresh, save)
+
+
+def _save_run(key: str, fp: str, fresh: int, save: Callable[[Any], int]) -> int | None:
     try:
-        first = next(iter(audits.values()))
-        run_id = state.history().record(audits, source="dashboard", page=key,
-                                        title=first.spec.name,
-                                        cache_dir=st.session_state.get("cache_dir"))
+        h = state.history()
+        run_id = h.first_run(fp) if not fresh else None
+        rerun = run_id is not None
+        if rerun:
+            h.touch(run_id)   # a reload shows it again as the page's newest
+        else:
+            run_id = save(h)
     except Exception as exc:  # noqa: BLE001 - the results stay on screen either way
         log.error("history: %s", exc)
         st.warning(f"This run could not be saved in the history ({exc}).")
@@ -367,7 +466,124 @@ def record(results: dict[str, Any], *, key: str) -> int | None:
     meta = st.session_state["results_meta"].get(key)
     if meta is not None:
         meta["run"] = RunMeta(created_at=meta["run"].created_at, run_id=run_id)
+        meta["rerun_of"] = run_id if rerun else None
     return run_id
+
+
+def fingerprint(key: str, signature: str) -> str:
+    """What identifies a run's inputs in the history: the page and its inputs' signature."""
+    import hashlib
+
+    return hashlib.sha256(f"{key}\n{signature}".encode()).hexdigest()
+
+
+def _jsonable_spec(spec: Any) -> dict[str, Any]:
+    try:
+        d = spec.to_dict()
+    except Exception:  # noqa: BLE001 - no spec, or one that cannot say itself
+        return {}
+    return json.loads(json.dumps(d, default=str)) if isinstance(d, dict) else {}
+
+
+def _describe(kind: str, results: dict[str, Any]) -> tuple[list[str], str, Any]:
+    """(model labels, one headline, the spec) of a non-audit run's results."""
+    r = next(iter(results.values()))
+    if kind == "battery":
+        clean = r.clean()
+        return ([model_label(r.spec.model)],
+                f"{clean.er.n} items, clean error rate {clean.er.value:.2f}, "
+                f"{len(r.attacks())} attack settings", r.spec)
+    if kind == "sensitivity":
+        return ([model_label(m) for m in r.spec.models],
+                f"{len(r.perturbations)} comparisons in {len(r.studies)} studies", r.spec)
+    parsed = sum(r.parsed_total(m) for m in r.models)
+    return (list(r.models), f"{len(r.models)} simulators, {parsed:,} answers read"
+            + (f" ({r.error})" if r.error else ""), None)
+
+
+# the forms' tables (perturbation rows) kept with a run besides the w_* widget values
+FORM_TABLES = ("perturbations", "roc_table")
+
+
+def form_snapshot() -> dict[str, Any]:
+    """The dashboard's inputs now: every remembered widget value that JSON can hold, the
+    forms' tables and each page's audit name (kept with a run in the history, so that a
+    reloaded dashboard shows the form its last runs were made from)."""
+    ss = st.session_state
+    live = {k: ss[k] for k in list(ss.keys()) if isinstance(k, str) and k.startswith("w_")}
+    values = {}
+    for k, v in {**ss.get("_persist", {}), **live}.items():
+        plain = isinstance(v, (str, int, float, bool)) or v is None
+        if plain or (isinstance(v, list) and all(isinstance(x, (str, int, float, bool))
+                                                 for x in v)):
+            values[k] = v
+    tables = {t: ss[t].fillna("").to_dict("records") for t in FORM_TABLES
+              if isinstance(ss.get(t), pd.DataFrame)}
+    return {"values": values, "tables": tables, "names": dict(state.page_names())}
+
+
+def restore_session() -> None:
+    """A fresh session (a reload, a new tab): the form of the newest run recorded from the
+    dashboard, and each page's newest results, back from the history. Whatever cannot be
+    read back is skipped (the page then starts as new)."""
+    ss = st.session_state
+    try:
+        history = state.history()
+        last = history.last_runs()
+    except Exception as exc:  # noqa: BLE001 - a reload must open whatever the history says
+        log.error("history: %s", exc)
+        return
+    form = next((f for _id, _kind, f in last.values() if f), None)
+    if form:
+        apply_form(form)
+    for page, (run_id, kind, _form) in last.items():
+        try:
+            run = history.get(run_id)
+            if kind != "audit":
+                _kind, results = history.result(run_id)
+                reopen(kind, run_id, run.summary.created_at, results, run.settings)
+            elif run.audits:
+                ss["results"][page] = dict(run.audits)
+                ss["results_meta"][page] = {
+                    "signature": specs_signature({j: a.spec for j, a in run.audits.items()}),
+                    "failed": None, "record": run_id,
+                    "run": RunMeta(created_at=run.summary.created_at, run_id=run_id)}
+        except Exception as exc:  # noqa: BLE001 - that page starts as new
+            log.error("history: run %s not restored: %s", run_id, exc)
+
+
+def apply_form(form: dict[str, Any]) -> None:
+    """Put a run's kept inputs (see :func:`form_snapshot`) back into the widgets."""
+    ss = st.session_state
+    for k, v in (form.get("values") or {}).items():
+        if isinstance(k, str) and k.startswith("w_"):
+            state.remember(k, v)
+    for t, rows in (form.get("tables") or {}).items():
+        if t in FORM_TABLES and isinstance(rows, list):
+            from . import presets
+
+            df = pd.DataFrame(rows)
+            ss[t] = df[[c for c in presets.COLUMNS if c in df.columns]] if len(df) else \
+                pd.DataFrame(columns=presets.COLUMNS)
+            ss[f"{t}_version"] = ss.get(f"{t}_version", 0) + 1
+    names = form.get("names")
+    if isinstance(names, dict):
+        state.page_names().update({str(k): str(v) for k, v in names.items()})
+        ss.pop("_audit_name_page", None)  # the first page shown swaps its own name in
+        state.remember("w_audit_name", "")
+
+
+def reopen(kind: str, run_id: int, created_at: datetime, results: dict[str, Any],
+           settings: dict[str, Any]) -> str:
+    """Put a recorded battery, simulation or sensitivity study back on its page, as that
+    page's results (outdated there if the form differs); returns the page's url path."""
+    key, url = RESULT_HOME[kind]
+    ss = st.session_state
+    ss.setdefault("results", {})[key] = results
+    ss.setdefault("results_meta", {})[key] = {
+        "signature": settings.get("signature"), "failed": None, "record": run_id,
+        "run": RunMeta(created_at=created_at, run_id=run_id)}
+    return url
 
 
 def run_meta(key: str) -> RunMeta:

@@ -42,6 +42,26 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+# (widget key, what the sidebar calls it, lowest, highest) of the settings a page checks
+# before Run: their fields have no bounds of their own, so that a value out of range is
+# seen (and named) instead of silently replaced by the last valid one
+CHECKED_NUMBERS = (("w_samples", "Samples per prompt (k)", 2, 500),
+                   ("w_permutations", "Permutations (B)", 100, 100_000))
+
+
+def number_problem() -> str | None:
+    """One line naming the first checked sidebar setting that is out of its range (with
+    the range), or None when every one is in range."""
+    ss = st.session_state
+    for key, label, lo, hi in CHECKED_NUMBERS:
+        value = ss.get(key, DEFAULTS[key])
+        if value is None or not lo <= value <= hi:
+            now = "empty" if value is None else f"{value:,}"
+            return (f"{label} must be between {lo:,} and {hi:,} (it is {now}): "
+                    "change it in the sidebar.")
+    return None
+
+
 def demo_file() -> str | None:
     """The replay file of demo mode (``DBPA_REPLAY_FILE``), or None."""
     return os.environ.get("DBPA_REPLAY_FILE") or None
@@ -59,6 +79,42 @@ def _recorded_models(path: str, mtime: float) -> list[str]:
         if model:
             counts[model] += len(responses)
     return [m for m, _ in counts.most_common()]
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _models_answering(path: str, mtime: float, prompt: str, k: int) -> list[str]:
+    """Model names of a replay file that hold ``k`` answers to ``prompt``, most first."""
+    from dbpa_core.backends.replay import load_replay_file
+
+    return [m for m in _recorded_models(path, mtime)
+            if len(load_replay_file(path).get((prompt, m), ())) >= k]
+
+
+def demo_defaults() -> dict[str, Any]:
+    """Widget values that make the demo's pages show what the recording can: the Persona
+    explorer on every recorded model that answers its example (personas x models)."""
+    replay = demo_file()
+    if not replay:
+        return {}
+    try:
+        names = _models_answering(replay, os.path.getmtime(replay), presets.NICE_PROMPT,
+                                  DEFAULTS["w_samples"])
+    except Exception:  # noqa: BLE001 - a broken file is reported when a run uses it
+        return {}
+    if len(names) < 2:
+        return {}
+    return {"w_persona_models": [f"{n} (recorded)" for n in names]}
+
+
+def demo_banner() -> str | None:
+    """One line that says the dashboard is a demo (None when it is not)."""
+    replay = demo_file()
+    if not replay:
+        return None
+    return ("**Demo mode**: every answer is replayed from responses recorded with the embedded "
+            f"model (`{os.path.basename(replay)}`), so only the recorded prompts can run and "
+            "nothing is sampled. Start the dashboard without `DBPA_REPLAY_FILE` to audit real "
+            "models.")
 
 
 def default_models() -> list[dict[str, Any]]:
@@ -142,6 +198,33 @@ def remember(key: str, value: Any) -> None:
     st.session_state.setdefault("_persist", {})[key] = value
 
 
+def page_names() -> dict[str, str]:
+    """The audit name of each page (by its file's stem), as last typed or loaded there."""
+    return st.session_state.setdefault("_audit_names", {})
+
+
+def use_page_name(page: str) -> None:
+    """Show ``page``'s own audit name in the sidebar's name field (one widget shared by the
+    pages): swapped in when the page changes, so a name typed or loaded on one page never
+    renames the audits of the others."""
+    ss = st.session_state
+    current = ss.get("_audit_name_page")
+    if current != page:
+        names = page_names()
+        if current is None and page not in names:  # the session's first page keeps a name
+            names[page] = str(ss.get("w_audit_name") or "")   # set before it was shown
+        remember("w_audit_name", names.get(page, ""))
+        ss["_audit_name_page"] = page
+
+
+def name_page(page: str, name: str) -> None:
+    """Give ``page`` (a file stem) an audit name before it is opened (History's load)."""
+    page_names()[page] = name
+    current = st.session_state.get("_audit_name_page")
+    # the shared field holds the name of the page it was last shown on
+    remember("w_audit_name", name if current == page else page_names().get(current, ""))
+
+
 # the model pickers of the pages: one model, or several
 SINGLE_PICKERS = ("w_landing_model", "w_bat_model")
 MULTI_PICKERS = ("w_persona_models", "w_roc_models", "w_models_others", "w_fid_models")
@@ -199,6 +282,11 @@ def init() -> None:
     ss.setdefault("perturbations_version", 0)
     ss.setdefault("results", {})                        # page -> results
     ss.setdefault("results_meta", {})                   # page -> when, run id, inputs
+    if not ss.get("_demo_defaults_set"):
+        ss["_demo_defaults_set"] = True
+        for k, v in demo_defaults().items():
+            if k not in ss.get("_persist", {}):
+                remember(k, v)
 
 
 def keep_widget_state() -> None:
@@ -232,7 +320,7 @@ def cache() -> Cache:
 def settings() -> dict[str, Any]:
     """The audit settings shared by every page (from the sidebar widgets)."""
     ss = st.session_state
-    return {"samples": int(ss.w_samples), "permutations": int(ss.w_permutations),
+    return {"samples": int(ss.w_samples or 0), "permutations": int(ss.w_permutations or 0),
             "measure": ss.w_measure, "correction": ss.w_correction, "alpha": float(ss.w_alpha),
             "temperature": float(ss.w_temperature), "max_tokens": int(ss.w_max_tokens),
             "seed": int(ss.w_seed), "embedder": {"backend": ss.w_embedder},

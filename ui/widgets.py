@@ -4,6 +4,8 @@ from __future__ import annotations
 import difflib
 import html
 import re
+import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -44,13 +46,22 @@ def page_setup(settings: str = "audit") -> None:
                        layout="wide")
     st.html(f"<style>{(ROOT / 'assets' / 'style.css').read_text()}</style>")
     st.logo(str(ROOT / "assets" / "logo.svg"), size="large")
+    fresh = "results" not in st.session_state   # a new session: a reload, a new tab
     state.init()
+    if fresh:
+        from . import runner
+
+        runner.restore_session()
     state.keep_widget_state()
+    if banner := state.demo_banner():
+        st.info(banner, icon=":material/slideshow:")
     navigation_links()
-    if settings == "audit":
-        settings_sidebar()
-    elif settings == "run":
-        run_sidebar()
+    if settings in ("audit", "run"):
+        # the audit name is each page's own (a run loaded into one page names that page's)
+        page = Path(str(sys._getframe(1).f_globals.get("__file__") or "main")).stem
+        state.use_page_name(page)
+        name = settings_sidebar() if settings == "audit" else run_sidebar()
+        state.page_names()[page] = name
 
 
 def navigation_links() -> None:
@@ -88,26 +99,34 @@ def pick_model(label: str, key: str, options: list[str], *, help: str | None = N
     return st.selectbox(label, options, key=key, help=help)
 
 
-def run_sidebar() -> None:
-    """The run's name and seed: what a page that runs no permutation test uses."""
+def run_sidebar() -> str:
+    """The run's name and seed: what a page that runs no permutation test uses. Returns
+    the name typed."""
     with st.sidebar:
         st.markdown("### Run settings")
-        st.text_input("Run name", key="w_audit_name", placeholder="named after the page",
-                      help="Names the run's downloaded files.")
+        name = st.text_input("Run name", key="w_audit_name", placeholder="named after the page",
+                             help="Names the run in the History and its downloaded files.")
         st.number_input("Seed", 0, 2**31 - 1, key="w_seed",
                         help="Seeds every sampled answer: the same seed gives the same answers.")
+    return name
 
 
-def settings_sidebar() -> None:
-    """Audit settings (k, B, measure, correction, α, sampling) in the sidebar."""
+def settings_sidebar() -> str:
+    """Audit settings (k, B, measure, correction, α, sampling) in the sidebar. Returns the
+    audit name typed."""
     with st.sidebar:
         st.markdown("### Test settings")
-        st.text_input("Audit name", key="w_audit_name", placeholder="named after the page",
-                      help="Names the run in the History and every downloaded file.")
-        st.number_input("Samples per prompt (k)", min_value=2, max_value=500, step=5,
-                        key="w_samples", help="More samples: more power, more calls.")
-        st.number_input("Permutations (B)", min_value=100, max_value=100_000, step=1000,
-                        key="w_permutations", help="The p-value's resolution is 1/(B+1).")
+        name = st.text_input("Audit name", key="w_audit_name", placeholder="named after the page",
+                             help="Names the run in the History and every downloaded file.")
+        # no bounds on the fields: a value out of range is named, and Run waits for a
+        # valid one (see state.number_problem), instead of the last valid one being used
+        st.number_input("Samples per prompt (k)", step=5, key="w_samples",
+                        help="2 to 500. More samples: more power, more calls.")
+        st.number_input("Permutations (B)", step=1000, key="w_permutations",
+                        help="100 to 100,000. The p-value's resolution is 1/(B+1).")
+        problem = state.number_problem()
+        if problem:
+            st.error(problem, icon=":material/edit_note:")
         st.selectbox("Effect size ω", list(MEASURES), key="w_measure",
                      help=f"{DEFAULT_MEASURE} (default): energy distance between the response "
                      "embeddings, the most powerful calibrated measure on recorded responses. "
@@ -138,6 +157,7 @@ def settings_sidebar() -> None:
             st.selectbox("Similarity", ["local", "bleu", "rouge1", "rouge2", "rougeL"],
                          key="w_embedder",
                          help="local: MiniLM embeddings (cosine); BLEU/ROUGE compare texts.")
+    return name
 
 
 def results_table(result: AuditResult) -> pd.DataFrame:

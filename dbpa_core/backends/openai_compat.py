@@ -366,6 +366,25 @@ def _times(n: int) -> str:
     return "once" if n == 1 else f"{n} times"
 
 
+async def _unless_stopped(work: asyncio.Future, should_stop: Callable[[], bool] | None) -> None:
+    """Await ``work``, unless ``should_stop`` turns True first (checked every 0.1 s): then
+    ``work`` is cancelled, so requests in flight are abandoned and no more are sent (what
+    arrived before is the caller's; the caller raises RunCancelled)."""
+    if should_stop is None:
+        await work
+        return
+    while not should_stop():
+        done, _ = await asyncio.wait([work], timeout=0.1)
+        if done:
+            work.result()
+            return
+    work.cancel()
+    try:
+        await work
+    except asyncio.CancelledError:
+        pass
+
+
 async def _sleep(seconds: float, should_stop: Callable[[], bool] | None) -> None:
     """Sleep, checking ``should_stop`` every 0.1 s (a long wait never blocks Stop)."""
     end = time.monotonic() + seconds
@@ -537,7 +556,8 @@ class OpenAIBackend:
                 await asyncio.gather(*(one([r]) for r in rest))
 
         try:
-            await asyncio.gather(*(one(g) for g in self._groups(requests)))
+            await _unless_stopped(asyncio.gather(*(one(g) for g in self._groups(requests))),
+                                  should_stop)
         finally:
             await client.close()
             if self.replaced[0]:

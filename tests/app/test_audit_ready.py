@@ -327,8 +327,11 @@ def test_every_default_example_is_recorded():
             assert counts.get(key, 0) >= 20, f"{name}: {arm.name} is not recorded"
     from dbpa_core.attacks.battery import prompts_needed
 
-    for prompt in prompts_needed(make_demo_replay.battery_spec()):
-        assert counts.get((prompt, "SmolLM2-135M-Instruct"), 0) >= 1, "battery: not recorded"
+    # the battery's default, and with RTI for every word operation and the robustness curve
+    for spec in make_demo_replay.battery_specs():
+        for prompt, n in prompts_needed(spec).items():
+            assert counts.get((prompt, "SmolLM2-135M-Instruct"), 0) >= n, \
+                f"battery: {prompt[:60]!r} is recorded fewer than {n} times"
     assert not any(re.search(r"<\|im_(start|end)\|>", k[0]) for k in counts)
 
 

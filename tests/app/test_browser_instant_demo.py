@@ -44,7 +44,8 @@ def test_recorded_result_at_once_then_run_and_stop(local_app, browser):
     while time.perf_counter() < deadline:       # until an answer is done, tokens counted
         page.wait_for_timeout(1000)
         line = _sampling_line(page)
-        m = re.match(r"Sampling responses: (\d+)/180 — ([\d,]+) tokens, \d+ tokens/s, about .+ left",
+        m = re.match(r"Sampling responses: \d+ % \((\d+) of 180 answers complete\) — "
+                     r"([\d,]+) tokens, \d+ tokens/s, (about .+ left|estimating the time left)",
                      line)
         if m and int(m.group(1)) >= 1:
             break

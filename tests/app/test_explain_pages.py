@@ -88,6 +88,10 @@ def test_sensitivity_page_after_an_audit(make_app):
         verdicts = next(d.value for d in at.dataframe if "verdict" in d.value.columns)
         assert list(verdicts["perturbation"]) == ["name-change", "comedian"]
         assert len(at.get("download_button")) == 4
+        from dbpa_core.history import History  # recorded as a study
+
+        kinds = History().extras([r.id for r in History().list()])
+        assert sorted(e["kind"] for e in kinds.values()) == ["audit", "sensitivity"]
 
         # the prompt-length study samples padded prompts, once
         at.toggle(key="w_sens_do_lengths").set_value(True).run()
@@ -109,7 +113,7 @@ def test_sensitivity_page_bad_input(make_app):
     assert any("nothing to vary" in e for e in errors(at))
     assert at.button(key="sensitivity_run").disabled
     at = make_app(page="pages/sensitivity.py", w_base_prompt="  ")
-    assert any("base.prompt is empty" in e for e in errors(at))
+    assert any("the prompt is empty" in e for e in errors(at))
 
 
 def test_why_view_on_the_other_result_pages(make_app):

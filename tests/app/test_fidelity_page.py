@@ -123,6 +123,13 @@ def test_simulate_now_against_a_server(make_app):
         assert len(at.get("download_button")) == 6
         at.button(key="fidelity_sim_run").click().run()         # from the cache
         assert srv.requests == 18 and not at.exception
+        # recorded in the History once (the cached rerun is the same run), as a simulation
+        from dbpa_core.history import History
+
+        [run] = History().list()
+        assert History().extras([run.id])[run.id]["kind"] == "fidelity"
+        _kind, back = History().result(run.id)
+        assert back["simulation"].models == ("survey",)
         at.text_area(key="w_fid_template").set_value("Q: {question}").run()
         assert any("must contain {options}" in e for e in errors(at))
         assert at.button(key="fidelity_sim_run").disabled

@@ -43,19 +43,24 @@ def test_landing_runs_the_persona_example(make_app):
 
 def test_landing_bad_input(make_app):
     at = make_app(w_base_prompt="   ")
-    assert any("base.prompt is empty" in e for e in errors(at))
+    assert any("the prompt is empty" in e for e in errors(at))      # the user's words
+    assert not any("base.prompt" in e for e in errors(at))
     assert at.button(key="landing_run").disabled
     at = make_app(perturbations=pd.DataFrame(columns=["name", "prefix", "prompt", "role"]))
     assert any("nothing to compare" in e for e in errors(at))
-    assert at.number_input(key="w_samples").min == 2  # k = 1 cannot be entered
+    at = make_app(w_samples=1)           # k = 1 is named, and Run waits for a valid k
+    assert any("between 2 and 500" in e for e in errors(at))
+    assert at.button(key="landing_run").disabled
 
 
 def test_landing_more_samples_than_recorded(make_app):
-    at = make_app(w_samples=25)
+    # the unnamed replay model answers with every model's records: 20 at T = 0.8 and 20 at
+    # T = 1.2 for each persona prompt
+    at = make_app(w_samples=45)
     # checked before the run: which prompts lack recordings, and what to do
     msg = next(e for e in errors(at) if "replay file does not hold" in e)
-    # the base prompt has 40 recorded answers (20 more for the same-prompt control)
-    assert "k = 25" in msg and "lacks 8 prompts" in msg and "20 recorded" in msg
+    # the base prompt has 20 more at T = 0.8 (for a same-prompt control): 60 in all
+    assert "k = 45" in msg and "lacks 8 prompts" in msg and "40 recorded" in msg
     assert "lower k" in msg
     assert at.button(key="landing_run").disabled
 
