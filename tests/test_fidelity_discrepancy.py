@@ -214,3 +214,78 @@ def test_w1_ball_closed_forms_against_points_of_the_ball():
         wts = np.append(np.full(30, (1 - eps) / 30), eps)
         assert wasserstein_distance(x, far, v_weights=wts) <= r * 1.01
         assert wasserstein_distance(far, y, u_weights=wts) >= 0.97 * float(dz.w1ball_upper(d, r))
+
+
+# --------------------------------------------------------------------------- exact tv worst case
+
+def _hi_brentq(a, r):
+    """The largest x with binary KL(a ‖ x) <= r, by scipy's brentq (an independent root
+    finder): the exact sup of u(S) over the ball for a subset S with p̂(S) = a."""
+    from scipy.optimize import brentq
+
+    def kl(x):
+        t = a * np.log(a / x) if a > 0 else 0.0
+        return t + ((1 - a) * np.log((1 - a) / (1 - x)) if a < 1 else 0.0) - r
+    if a >= 1.0 or kl(1 - 1e-15) <= 0:
+        return 1.0
+    return brentq(kl, a, 1 - 1e-15, xtol=1e-15, rtol=1e-15)
+
+
+def tv_brute(p, r, q):
+    """``max over non-empty proper S of hi(p̂(S), r) - q(S)`` (and 0), by enumeration;
+    with each S's maximizer u (p̂ scaled up inside S, down outside), checked to be in the
+    ball, so the value is also reached by a point of the set."""
+    d = len(p)
+    best, best_u = 0.0, p.copy()
+    for mask in range(1, 2 ** d - 1):
+        s = np.array([(mask >> i) & 1 for i in range(d)], dtype=bool)
+        a = float(p[s].sum())
+        hi = _hi_brentq(a, r)
+        v = hi - float(q[s].sum())
+        if v > best:
+            u = np.where(s, p * hi / a if a > 0 else 0.0, p * (1 - hi) / (1 - a) if a < 1 else 0.0)
+            if a == 0:
+                u[s] = hi / s.sum()
+            best, best_u = v, u
+    return best, best_u
+
+
+def test_tv_upper_has_no_floor():
+    """Twenty of twenty real answers "yes" against a simulator at 97/3: the exact worst
+    case is 0.0370, not 1 - e^{-r} = 0.0670 (the empty subset's former floor)."""
+    from dbpa_core.fidelity.sets import kl_radius_categorical
+
+    r = np.atleast_1d(kl_radius_categorical(20, 2))
+    got = dz.tv_upper(np.array([[1.0, 0.0]]), r, np.array([[0.97, 0.03]]))
+    assert got[0] == pytest.approx(0.0370, abs=5e-5)
+    assert got[0] < 1 - np.exp(-r[0]) - 0.02
+    assert got[0] == pytest.approx(tv_brute(np.array([1.0, 0.0]), r[0], np.array([0.97, 0.03]))[0],
+                                   abs=1e-12)
+    # a simulator equal to the real answers of a large sample: close to 0, not 1 - e^{-r}
+    p = np.array([[0.2, 0.3, 0.5]])
+    assert dz.tv_upper(p, np.array([1e-5]), p)[0] < 0.005
+
+
+@given(st.integers(0, 2**31), st.integers(2, 7), st.integers(1, 40),
+       st.sampled_from(["dirichlet", "one option", "concentrated"]))
+@settings(max_examples=120, deadline=None)
+def test_tv_upper_equals_the_subset_brute_force(seed, d, n, shape):
+    """For every n >= 1, concentrated and all-in-one-option real answers included, the tv
+    worst case equals the brute force over option subsets (to 1e-12), is never below it,
+    and the brute force's maximizer is a point of the ball that reaches it."""
+    from dbpa_core.fidelity.sets import kl_radius_categorical
+
+    rng = np.random.default_rng(seed)
+    probs = {"dirichlet": rng.dirichlet(np.ones(d)),
+             "one option": np.eye(d)[rng.integers(d)],
+             "concentrated": rng.dirichlet(np.full(d, 0.1))}[shape]
+    counts = rng.multinomial(n, probs).astype(float)
+    p = counts / n
+    r = float(kl_radius_categorical(n, d))
+    q = rng.dirichlet(np.full(d, rng.choice([0.2, 1.0, 5.0])))
+    got = float(dz.tv_upper(p[None], np.array([r]), q[None])[0])
+    want, u = tv_brute(p, r, q)
+    assert got >= want - 1e-13
+    assert got == pytest.approx(want, abs=1e-12)
+    assert kl_divergence(p[None], u[None])[0] <= r + 1e-9
+    assert 0.5 * np.abs(u - q).sum() == pytest.approx(want, abs=1e-9)

@@ -181,7 +181,13 @@ def w1_argmax(x: np.ndarray, values) -> np.ndarray:
 def tv_subset_upper(p, r) -> np.ndarray:
     """``hi(p̂(S), r)`` for every option subset S (columns in :func:`tv_vertices` order):
     the largest ``u(S)`` on each ball. It does not depend on the simulator, so
-    :func:`tv_upper` can reuse it for every simulator of the same scenarios."""
+    :func:`tv_upper` can reuse it for every simulator of the same scenarios.
+
+    The empty subset's column is 0 (``u(∅) = 0`` for every u: it is *not* ``hi(0, r)``,
+    which would put a floor of ``1 - e^{-r}`` under every worst case); a non-empty S with
+    ``p̂(S) = 0`` does reach ``hi(0, r) = 1 - e^{-r}`` (mass moved onto options nobody
+    chose). Each end is the outer end of the bisection bracket, so it is never below the
+    exact ``hi``."""
     p = np.asarray(p, dtype=float)
     r = np.asarray(r, dtype=float)
     m, d = p.shape
@@ -193,7 +199,9 @@ def tv_subset_upper(p, r) -> np.ndarray:
     step = max(1, _CHUNK // len(subsets))
     for i in range(0, m, step):
         ps = np.clip(p[i:i + step] @ subsets.T, 0.0, 1.0)
-        out[i:i + step] = _binary_kl_upper(ps, np.broadcast_to(r[i:i + step, None], ps.shape))
+        out[i:i + step] = _binary_kl_upper(ps, np.broadcast_to(r[i:i + step, None], ps.shape),
+                                           outer=True)
+    out[:, 0] = 0.0                       # the empty subset: u(∅) = 0 on every ball
     return out
 
 
@@ -203,8 +211,10 @@ def tv_upper(p, r, q, *, subset_upper=None) -> np.ndarray:
     ``TV(u, q) = max_S (u(S) - q(S))`` over option subsets S, and the largest u(S) on the
     ball is the upper end of the binary-KL interval around p̂(S) (data processing: the
     ball's image under the two-cell coarsening is exactly that interval, reached by
-    scaling p̂ inside S and outside it). So ``Δ̂ = max_S [hi(p̂(S), r) - q(S)]``
-    (``subset_upper``: :func:`tv_subset_upper`'s table, when already computed).
+    scaling p̂ inside S and outside it). So ``Δ̂ = max_S [hi(p̂(S), r) - q(S)]`` over the
+    non-empty subsets (the empty one contributes 0, the full one ``1 - 1 = 0``); the value
+    is exact, whatever the number of real answers n >= 1 (``subset_upper``:
+    :func:`tv_subset_upper`'s table, when already computed).
     """
     p = np.asarray(p, dtype=float)
     q = np.asarray(q, dtype=float)

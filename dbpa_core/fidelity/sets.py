@@ -112,8 +112,13 @@ def binary_kl(p, x) -> np.ndarray:
     return a + b
 
 
-def _binary_kl_upper(p: np.ndarray, r: np.ndarray, iters: int = 64) -> np.ndarray:
-    """The largest x >= p with KL(p ‖ x) <= r (bisection; 64 halvings of [p, 1])."""
+def _binary_kl_upper(p: np.ndarray, r: np.ndarray, iters: int = 64, *,
+                     outer: bool = False) -> np.ndarray:
+    """The largest x >= p with KL(p ‖ x) <= r (bisection; 64 halvings of [p, 1]).
+
+    The bisection keeps a bracket ``lo <= x* <= hi`` a few ulps wide; ``outer=False`` gives
+    ``lo`` (a point of the set), ``outer=True`` gives ``hi`` (never below x*: what an upper
+    bound of a sup needs)."""
     lo = p.copy()
     hi = np.ones_like(p)
     done = binary_kl(p, np.nextafter(1.0, 0.0)) <= r  # only p = 1 reaches 1 exactly
@@ -122,7 +127,7 @@ def _binary_kl_upper(p: np.ndarray, r: np.ndarray, iters: int = 64) -> np.ndarra
         ok = binary_kl(p, mid) <= r
         lo = np.where(ok, mid, lo)
         hi = np.where(ok, hi, mid)
-    return np.where(done | (p >= 1.0), 1.0, lo)
+    return np.where(done | (p >= 1.0), 1.0, hi if outer else lo)
 
 
 def binary_kl_interval(p, r) -> tuple[np.ndarray, np.ndarray]:
