@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import math
 import time
@@ -270,6 +271,56 @@ class FidelityResult:
     warnings: tuple[str, ...] = ()
     seconds: float = 0.0
     created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    baseline: str = "exact"
+    seed: int = 0
+
+    @property
+    def baseline_k(self) -> np.ndarray | None:
+        """The uniform baseline's answers per question (None: the exact 1/d)."""
+        b = self.data.baseline
+        if b is None:
+            return None
+        if self.data.kind == "categorical":
+            return np.array([round(float(np.sum(c))) for c in b])
+        return np.array([np.size(c) for c in b])
+
+    def baseline_text(self) -> str:
+        """What the uniform baseline is, in one sentence (the page, the CLI and the report
+        say it)."""
+        k = self.baseline_k
+        if k is None:
+            return ("Baseline: the exact uniform distribution (1/d for each of d options), with "
+                    "no sampling noise; a simulator's own k answers carry some, so against it "
+                    "the baseline looks slightly better than a fair one.")
+        ks = f"k = {k.min()}" if k.min() == k.max() else f"k = {k.min()}–{k.max()}"
+        what = "the options" if self.data.kind == "categorical" else "the range of the values"
+        return (f"Baseline: uniform, drawn like the simulators — {ks} answers per question "
+                f"picked uniformly at random among {what} (seed {self.seed}), as many as the "
+                "simulators drew, so it carries the same sampling noise.")
+
+    def sample_sizes(self, name: str) -> np.ndarray | None:
+        """Simulator ``name``'s answers per question (None when it gave probabilities, or
+        is the exact uniform)."""
+        if name == UNIFORM:
+            return self.baseline_k
+        kind = self.data.sim_kinds.get(name)
+        if kind == "counts":
+            return np.array([float(np.sum(a)) for a in self.data.simulated[name]])
+        if kind == "values":
+            return np.array([float(np.size(a)) for a in self.data.simulated[name]])
+        return None
+
+    def sample_size_summary(self, name: str) -> str:
+        """'k = 300' (or a range), 'probabilities' or 'exact 1/d'."""
+        k = self.sample_sizes(name)
+        if k is None:
+            return "exact 1/d" if name == UNIFORM else "probabilities"
+        return f"k = {k.min():g}" if k.min() == k.max() else f"k = {k.min():g}–{k.max():g}"
+
+    def n_summary(self) -> str:
+        """The real answers per question, 'n = 400–1000'."""
+        n = np.array([s.n for s in self.data.scenarios])
+        return f"n = {n.min():g}" if n.min() == n.max() else f"n = {n.min():g}–{n.max():g}"
 
     @property
     def m(self) -> int:
@@ -311,6 +362,33 @@ class FidelityResult:
                 f"below the curve at τ = {1 - self.alpha:g} (V̂_m(1 − α/2)) with probability ≥ "
                 f"{level:.2f} (1 − α − ε/√m, ε = {self.epsilon:.2f}, m = {self.m}).")
 
+    def ranking(self) -> list[SimulatorCurve]:
+        """Every curve, the uniform one included, by AUC_cal (lowest first; ties keep the
+        data's order)."""
+        return sorted(self.simulators, key=lambda s: s.auc_cal)
+
+    def ranking_sentence(self) -> str:
+        """Which curve is lowest — by AUC_cal, the quantity it names — and the ranking of
+        all of them, the uniform baseline included (a description of these questions, not
+        a test: the verdicts say what is shown)."""
+        order = self.ranking()
+        if len(order) == 1:
+            return "Only the uniform baseline: add simulator columns, or simulate now."
+        best = order[0]
+        chain = f"{best.name} {best.auc_cal:.3f}"
+        for a, b in itertools.pairwise(order):
+            chain += f" {'=' if b.auc_cal == a.auc_cal else '<'} {b.name} {b.auc_cal:.3f}"
+        if best.name == UNIFORM:
+            head = (f"Lowest curve: the uniform baseline (AUC_cal {best.auc_cal:.3f}); no "
+                    "simulator's curve is below it")
+        else:
+            below = [s.name for s in order if s.name != UNIFORM
+                     and s.auc_cal < self.simulator(UNIFORM).auc_cal]
+            head = (f"Lowest curve: {best.name} (AUC_cal {best.auc_cal:.3f}); "
+                    f"{len(below)} of {len(order) - 1} simulator(s) below the uniform baseline")
+        return (f"{head}. Ranking by AUC_cal (lower is better): {chain} — a description of "
+                "these questions, not a test (no guarantee); the verdicts say what is shown.")
+
     @property
     def comparison_note(self) -> str | None:
         """What to know about the comparisons' δ̂ (None when they are exact)."""
@@ -349,7 +427,13 @@ class FidelityResult:
             "source": self.data.source, "kind": self.data.kind, "m": self.m,
             "settings": {"loss": self.loss, "gamma": self.gamma, "eta": self.eta,
                          "alpha": self.alpha, "cvar_alpha": CVAR_ALPHA, "set": self.set_name,
-                         "sigma": self.sigma, "bounds": list(self.bounds) if self.bounds else None},
+                         "sigma": self.sigma, "bounds": list(self.bounds) if self.bounds else None,
+                         "baseline": {"kind": self.baseline,
+                                      "k": None if self.baseline_k is None
+                                      else self.baseline_k.tolist(),
+                                      "seed": self.seed}},
+            "baseline": self.baseline_text(),
+            "real_answers": self.n_summary(),
             "guarantee": {"alpha": self.alpha, "eta": self.eta, "gamma": self.gamma,
                           "epsilon": self.epsilon, "level": self.guaranteed_level,
                           "status": self.guarantee_status,
@@ -360,7 +444,9 @@ class FidelityResult:
                                      "is <= quantile_guarantee with probability >= level; "
                                      "status 'vacuous': level <= 0 (too few scenarios); 'none': "
                                      "gamma < 1/2, so level is null"},
-            "simulators": [s.to_dict(ids, self.gamma) for s in self.simulators],
+            "simulators": [{**s.to_dict(ids, self.gamma),
+                            "answers_per_question": self.sample_size_summary(s.name)}
+                           for s in self.simulators],
             "comparisons": [c.to_dict() for c in self.comparisons],
             "comparison_note": self.comparison_note,
             "scenarios": [{"id": s.id, "n": s.n, "options": list(s.options),
@@ -404,15 +490,16 @@ class FidelityResult:
 
     def summary_text(self) -> str:
         """The terminal summary: one line per simulator, then each pair's verdict."""
-        head = ("simulator", "AUC_cal", "CVaR_10", "V(1-a/2)", "kind")
+        head = ("simulator", "AUC_cal", "CVaR_10", "V(1-a/2)", "kind", "answers")
         rows = [(s.name, f"{s.auc_cal:.4f}", f"{s.cvar():.4f}", f"{s.guarantee_quantile:.4f}",
-                 s.kind) for s in self.simulators]
+                 s.kind, self.sample_size_summary(s.name)) for s in self.simulators]
         widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
         fmt = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()  # noqa: E731
-        lines = [f"{self.m} questions, loss {self.loss}, {self.set_name} sets with coverage "
-                 f"γ = {self.gamma:g}, η = {self.eta:g}, α = {self.alpha:g}", "",
+        lines = [f"{self.m} questions ({self.n_summary()} real answers each), loss {self.loss}, "
+                 f"{self.set_name} sets with coverage γ = {self.gamma:g}, η = {self.eta:g}, "
+                 f"α = {self.alpha:g}", "",
                  fmt(head), "  ".join("-" * w for w in widths), *map(fmt, rows), "",
-                 self.guarantee_text()]
+                 self.ranking_sentence(), self.baseline_text(), self.guarantee_text()]
         if self.comparisons:
             lines.append("")
             head2 = ("first", "second", "U(1-a/2)", "reverse", "verdict")
@@ -456,6 +543,37 @@ def _finite(value):
 ProgressFn = Callable[[Any], None]
 
 
+BASELINES = ("drawn", "exact")
+
+
+def _iv_baseline(baseline, baseline_k, seed):
+    if baseline not in BASELINES:
+        raise ValueError(f"`baseline` must be one of {', '.join(BASELINES)}; got {baseline!r}.")
+    if baseline_k is not None and (isinstance(baseline_k, bool) or not isinstance(
+            baseline_k, (int, np.integer)) or baseline_k < 1):
+        raise ValueError(f"`baseline_k` must be a whole number >= 1, got {baseline_k!r}.")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"`seed` must be a whole number, got {seed!r}.")
+
+
+def _baseline(data, loss, baseline, baseline_k, seed, notes):
+    """The data with the uniform baseline drawn like the simulators (or not, saying why)."""
+    if baseline == "exact":
+        return replace(data, baseline=None)
+    k = data.answers_per_question() if baseline_k is None else baseline_k
+    if k is None:
+        notes.append(("The simulators give probabilities, not answers, so the uniform "
+                      "baseline" if data.simulators else "There is no simulator to match, so "
+                      "the uniform baseline") + " is the exact 1/d (give the baseline's k to "
+                     "draw it).")
+        return replace(data, baseline=None)
+    if loss == "kl" and data.kind == "categorical":
+        notes.append("Under kl a drawn uniform baseline can leave an option with no answer, "
+                     "where KL is infinite: the baseline is the exact 1/d.")
+        return replace(data, baseline=None)
+    return data.with_drawn_baseline(k, seed=seed)
+
+
 def _iv(data, loss, gamma, eta, alpha, sigma, bounds):
     if not isinstance(data, FidelityData):
         raise TypeError(f"`data` must be FidelityData (see load_csv, from_arrays), got "
@@ -490,6 +608,7 @@ FEW_ANSWERS = 10
 def run_fidelity(data: FidelityData, *, loss: str = "tv", gamma: float = 0.5,
                  eta: float = 0.05, alpha: float = 0.1, sigma: float | None = None,
                  bounds: Sequence[float] | None = None, band: bool = True,
+                 baseline: str = "drawn", baseline_k: int | None = None, seed: int = 0,
                  progress: ProgressFn | None = None) -> FidelityResult:
     """Calibrated quantile curves of every simulator in ``data`` and of the uniform one.
 
@@ -518,6 +637,16 @@ def run_fidelity(data: FidelityData, *, loss: str = "tv", gamma: float = 0.5,
         default: the range of all values in the data, with a warning.
     band : bool
         Compute the lower pseudo-discrepancies (the band; needs γ >= ½).
+    baseline : {"drawn", "exact"}
+        The uniform simulator: ``drawn`` (default) answers like the simulators — k answers
+        per question picked uniformly at random, k the simulators' own (the mean of the
+        count columns' totals per question), so it carries the same sampling noise;
+        ``exact`` is the noise-free 1/d. Without count columns (probabilities only) or
+        under kl the exact one is used, with a note.
+    baseline_k : int, optional
+        The drawn baseline's answers per question, in place of the simulators' k.
+    seed : int
+        Seed of the drawn baseline (``np.random.default_rng(seed)``).
     progress : callable, optional
         Called with :class:`~dbpa_core.sampling.Progress` objects (stage ``analysis``).
 
@@ -535,7 +664,9 @@ def run_fidelity(data: FidelityData, *, loss: str = "tv", gamma: float = 0.5,
 
     t0 = time.perf_counter()
     loss, gamma, eta, alpha, bounds = _iv(data, loss, gamma, eta, alpha, sigma, bounds)
+    _iv_baseline(baseline, baseline_k, seed)
     notes: list[str] = list(data.notes)
+    data = _baseline(data, loss, baseline, baseline_k, seed, notes)
     unused = [n for n, v, used in (("σ", sigma, data.kind == "values" and loss == "w1"),
                                    ("bounds", bounds, data.kind == "values")) if v is not None
               and not used]
@@ -598,7 +729,8 @@ def run_fidelity(data: FidelityData, *, loss: str = "tv", gamma: float = 0.5,
         _warnings.warn(msg, FidelityWarning, stacklevel=2)
     return FidelityResult(data, loss, gamma, eta, alpha, engine.set_name, engine.radius, curves,
                           tuple(comps), engine.sigma, engine.bounds, tuple(notes),
-                          round(time.perf_counter() - t0, 4))
+                          round(time.perf_counter() - t0, 4),
+                          baseline="exact" if data.baseline is None else "drawn", seed=int(seed))
 
 
 # --------------------------------------------------------------------------- engines
@@ -760,7 +892,10 @@ class _Scalar:
         d = self.data
         if d.kind == "values":
             if name == UNIFORM:
-                return np.full(d.m, 0.5 * (self.bounds[0] + self.bounds[1]))
+                a, b = self.bounds
+                if d.baseline is not None:
+                    return np.array([a + (b - a) * float(np.mean(u)) for u in d.baseline])
+                return np.full(d.m, 0.5 * (a + b))
             return np.array([float(np.mean(v)) for v in d.simulated[name]])
         return np.array([float(q @ s.option_values())
                          for s, q in zip(d.scenarios, d.probabilities(name), strict=True)])
@@ -793,14 +928,21 @@ class _W1Values:
                                 gamma=gamma)
         self._dist: dict[str, np.ndarray] = {}
 
+    def drawn(self, name: str, j: int) -> np.ndarray:
+        """Simulator ``name``'s values in scenario j (the drawn baseline scaled to the bounds)."""
+        if name == UNIFORM:
+            a, b = self.bounds
+            return a + (b - a) * self.data.baseline[j]
+        return self.data.simulated[name][j]
+
     def dist(self, name: str) -> np.ndarray:
         if name not in self._dist:
             a, b = self.bounds
-            if name == UNIFORM:
+            if name == UNIFORM and self.data.baseline is None:
                 d = [dz.w1_to_uniform(s.real, a, b) for s in self.data.scenarios]
             else:
-                d = [dz.w1_distance(s.real, v) for s, v in zip(self.data.scenarios,
-                                                               self.data.simulated[name], strict=True)]
+                d = [dz.w1_distance(s.real, self.drawn(name, j))
+                     for j, s in enumerate(self.data.scenarios)]
             self._dist[name] = np.array(d)
         return self._dist[name]
 
@@ -814,11 +956,9 @@ class _W1Values:
         lo, hi = self.bounds
 
         def between(x, y, s):
-            if x == UNIFORM:
-                return dz.w1_to_uniform(self.data.simulated[y][s], lo, hi)
-            if y == UNIFORM:
-                return dz.w1_to_uniform(self.data.simulated[x][s], lo, hi)
-            return dz.w1_distance(self.data.simulated[x][s], self.data.simulated[y][s])
+            if self.data.baseline is None and UNIFORM in (x, y):
+                return dz.w1_to_uniform(self.drawn(y if x == UNIFORM else x, s), lo, hi)
+            return dz.w1_distance(self.drawn(x, s), self.drawn(y, s))
         ab = np.array([between(a, b, s) for s in range(self.data.m)])
         return dz.w1ball_pairwise(self.dist(a), self.dist(b), ab, self.radius), False
 

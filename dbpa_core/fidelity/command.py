@@ -38,6 +38,13 @@ def add_parser(sub) -> argparse.ArgumentParser:
     f.add_argument("--bounds", default=None, help="real values: their range a,b")
     f.add_argument("--no-band", action="store_true", help="skip the tightness band (its lower "
                    "pseudo-discrepancies need a solver for kl and w1)")
+    f.add_argument("--baseline", choices=["drawn", "exact"], default="drawn",
+                   help="the uniform simulator: drawn like the simulators, k answers per "
+                   "question at random (default), or the exact 1/d")
+    f.add_argument("--baseline-k", type=int, default=None, metavar="K",
+                   help="the drawn baseline's answers per question (default: the simulators' k)")
+    f.add_argument("--seed", type=int, default=0, help="seed of the drawn baseline and of "
+                   "--plan's resampling (default 0)")
     f.add_argument("--attribute", default="NONE", help="OpinionQA: the demographic split (SEX, "
                    "AGE, POLPARTY, ...)")
     f.add_argument("--group", action="append", default=None, help="OpinionQA: keep this group "
@@ -112,7 +119,8 @@ def cmd_fidelity(args, *, cache_of, bars_of) -> int:
             data = load_data(args.data, attribute=args.attribute, groups=args.group)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # they are in result.warnings, printed below
-            result = run_fidelity(data, band=not args.no_band, **settings)
+            result = run_fidelity(data, band=not args.no_band, baseline=args.baseline,
+                                  baseline_k=args.baseline_k, seed=args.seed, **settings)
     except (FidelityDataError, TemplateError, ValueError, TypeError, SolverError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -103,6 +103,9 @@ class FidelityData:
     sim_kinds: dict[str, str] = field(default_factory=dict)
     source: str = "<data>"
     notes: tuple[str, ...] = ()
+    #: the uniform baseline's own draws (counts per option, or values on [0, 1] to be
+    #: scaled to the bounds), or None for the exact uniform distribution (1/d)
+    baseline: tuple[np.ndarray, ...] | None = None
 
     @property
     def simulators(self) -> tuple[str, ...]:
@@ -117,8 +120,11 @@ class FidelityData:
         return len(self.scenarios)
 
     def probabilities(self, name: str) -> list[np.ndarray]:
-        """Simulator ``name``'s distribution per scenario (``uniform``: 1/d each)."""
+        """Simulator ``name``'s distribution per scenario (``uniform``: its draws when
+        :attr:`baseline` holds them, else 1/d each)."""
         if name == UNIFORM:
+            if self.baseline is not None:
+                return [np.asarray(c, dtype=float) / float(np.sum(c)) for c in self.baseline]
             return [np.full(len(s.options), 1.0 / len(s.options)) for s in self.scenarios]
         return [np.asarray(v, dtype=float) / float(np.sum(v)) for v in self.simulated[name]]
 
@@ -147,10 +153,37 @@ class FidelityData:
             raise FidelityDataError(f"no scenario {missing[0]!r} in {self.source}.")
         idx = [pos[i] for i in ids]
         return replace(self, scenarios=tuple(self.scenarios[j] for j in idx),
-                       simulated={k: tuple(v[j] for j in idx) for k, v in self.simulated.items()})
+                       simulated={k: tuple(v[j] for j in idx) for k, v in self.simulated.items()},
+                       baseline=None if self.baseline is None else
+                       tuple(self.baseline[j] for j in idx))
 
     def without_simulators(self) -> FidelityData:
-        return replace(self, simulated={}, sim_kinds={})
+        return replace(self, simulated={}, sim_kinds={}, baseline=None)
+
+    def answers_per_question(self) -> np.ndarray | None:
+        """How many answers the simulators drew per question: the mean over the simulators
+        given as counts (or values) of each question's total, rounded; None when no
+        simulator gives counts (probabilities only, or none)."""
+        kinds = ("counts",) if self.kind == "categorical" else ("values",)
+        sims = [n for n in self.simulated if self.sim_kinds.get(n) in kinds]
+        if not sims:
+            return None
+        tot = np.array([[float(np.sum(a)) if self.kind == "categorical" else float(np.size(a))
+                         for a in self.simulated[n]] for n in sims])
+        return np.maximum(1, np.rint(tot.mean(axis=0))).astype(int)
+
+    def with_drawn_baseline(self, k, *, seed: int = 0) -> FidelityData:
+        """A copy whose uniform baseline answers like a simulator: ``k[j]`` answers to
+        question j drawn uniformly at random (``np.random.default_rng(seed)``): counts over
+        the options, or values on [0, 1] (scaled to the data's bounds by the analysis)."""
+        k = np.broadcast_to(np.asarray(k, dtype=int), (self.m,))
+        rng = np.random.default_rng(seed)
+        if self.kind == "categorical":
+            draws = tuple(rng.multinomial(int(kj), np.full(len(s.options), 1.0 / len(s.options)))
+                          .astype(float) for kj, s in zip(k, self.scenarios, strict=True))
+        else:
+            draws = tuple(rng.uniform(0.0, 1.0, int(kj)) for kj in k)
+        return replace(self, baseline=draws)
 
     def to_csv(self) -> str:
         """The data as a long CSV in the layout :func:`parse_csv` reads."""
