@@ -55,8 +55,9 @@ def curves_figure(result: FidelityResult, *, band: str | None = "all") -> go.Fig
             lo, hi = s.band(result.gamma, grid)
             fig.add_trace(go.Scatter(
                 x=np.concatenate([grid, grid[::-1]]), y=np.concatenate([hi, np.asarray(lo)[::-1]]),
-                fill="toself", fillcolor=_rgba(col, 0.10), line=dict(width=0), mode="lines",
-                legendgroup=name, showlegend=False, hoverinfo="skip", name=f"{name} band"))
+                fill="toself", fillcolor=_rgba(col, 0.18), line=dict(width=0), mode="lines",
+                legendgroup=name, showlegend=True, hoverinfo="skip",
+                name=f"{name}: tightness band"))
             if band == s.name:
                 fig.add_trace(go.Scatter(x=grid, y=lo, mode="lines", hoverinfo="skip",
                                          line=dict(color=col, width=1, dash="dot"),
@@ -72,7 +73,7 @@ def curves_figure(result: FidelityResult, *, band: str | None = "all") -> go.Fig
             hovertemplate=f"{name}<br>τ = %{{x:.3f}}<br>V̂_cal = %{{y:.4f}}<extra></extra>"))
     t_star = 1 - result.alpha
     fig.add_vline(x=t_star, line=dict(color="#9AA5B1", dash="dot", width=1),
-                  annotation_text=f"τ = {t_star:g}", annotation_position="top left",
+                  annotation_text=f"τ = 1 − α = {t_star:g}", annotation_position="top left",
                   annotation_font=dict(size=11, color="#616E7C"))
     fig.update_xaxes(title_text="τ — share of questions", range=[0, 1])
     tops = [float(np.nanmax(np.asarray(t.y, dtype=float))) for t in fig.data if len(t.y)]
