@@ -287,5 +287,5 @@ def test_tv_upper_equals_the_subset_brute_force(seed, d, n, shape):
     want, u = tv_brute(p, r, q)
     assert got >= want - 1e-13
     assert got == pytest.approx(want, abs=1e-12)
-    assert kl_divergence(p[None], u[None])[0] <= r + 1e-9
+    assert kl_divergence(p[None], u[None])[0] <= r * (1 + 1e-6) + 1e-9   # brentq rounding
     assert 0.5 * np.abs(u - q).sum() == pytest.approx(want, abs=1e-9)

@@ -783,10 +783,7 @@ class _Categorical:
         for key, idx in self.groups:
             p, q, r = self._stack(idx, self.p), self._stack(idx, self.q(name)), self.radius[idx]
             if self.loss == "tv" and key[0] <= dz.MAX_SUBSET_OPTIONS:
-                hkey = ("subsets",) + key
-                if hkey not in self._support:
-                    self._support[hkey] = dz.tv_subset_upper(p, r)
-                out[idx] = dz.tv_upper(p, r, q, subset_upper=self._support[hkey])
+                out[idx] = dz.tv_upper(p, r, q, subset_upper=self._subsets_of(key, idx))
             elif self.loss in ("tv", "w1") and key[0] <= dz.MAX_PAIRWISE_OPTIONS + 1:
                 h, _ = self._support_of(key, idx)
                 out[idx] = (h - q @ self._vertices(key).T).max(axis=1)
@@ -795,11 +792,20 @@ class _Categorical:
                 out[idx] = dz.maximize_convex(p, r, q, self.loss, values=vals)
         return out
 
+    def _subsets_of(self, key, idx):
+        hkey = ("subsets",) + key
+        if hkey not in self._support:
+            self._support[hkey] = dz.tv_subset_upper(self._stack(idx, self.p), self.radius[idx])
+        return self._support[hkey]
+
     def _support_of(self, key, idx):
         if key not in self._support:
             p, r = self._stack(idx, self.p), self.radius[idx]
-            _, h, uf = dz.ipm_upper(p, r, np.zeros_like(p), self._vertices(key))
-            self._support[key] = (h, uf)
+            if self.loss == "tv" and key[0] <= dz.MAX_SUBSET_OPTIONS:
+                self._support[key] = dz.tv_support(p, r, self._subsets_of(key, idx))
+            else:
+                _, h, uf = dz.ipm_upper(p, r, np.zeros_like(p), self._vertices(key))
+                self._support[key] = (h, uf)
         return self._support[key]
 
     def _table_of(self, key, idx):
@@ -847,7 +853,8 @@ class _Categorical:
 
 class _Scalar:
     """Interval sets for a scalar outcome (squared, absolute): Bernoulli KL intervals for
-    two options, Hoeffding intervals of the mean otherwise (and for real values)."""
+    two options, Hoeffding intervals of the mean otherwise (and for real values).
+    Vectorized over the scenarios that share their options' values."""
 
     def __init__(self, data: FidelityData, loss: str, gamma: float, bounds, notes):
         self.data, self.loss = data, loss
@@ -861,44 +868,61 @@ class _Scalar:
         if data.kind == "values":
             self.bounds = _value_bounds(data, bounds, notes)
             a, b = self.bounds
-            for j, s in enumerate(data.scenarios):
-                mean = float(np.mean(s.real))
-                h = float(hoeffding_halfwidth(s.real.size, low=a, high=b, gamma=gamma))
-                self.center[j], self.low[j], self.high[j], self.radius[j] = \
-                    mean, max(mean - h, a), min(mean + h, b), h
+            mean = np.array([float(np.mean(s.real)) for s in data.scenarios])
+            h = hoeffding_halfwidth(np.array([s.real.size for s in data.scenarios]), low=a,
+                                    high=b, gamma=gamma)
+            self.center[:], self.low[:], self.high[:], self.radius[:] = \
+                mean, np.maximum(mean - h, a), np.minimum(mean + h, b), h
             kinds.add("Hoeffding mean")
+            self.groups = []
         else:
             self.bounds = None
+            groups: dict[tuple, list[int]] = {}
             for j, s in enumerate(data.scenarios):
-                v = s.option_values()
-                p = s.real / s.real.sum()
-                n = s.real.sum()
+                groups.setdefault(tuple(s.option_values()), []).append(j)
+            self.groups = [(np.array(v), np.array(idx)) for v, idx in groups.items()]
+            for v, idx in self.groups:
+                c = np.vstack([data.scenarios[j].real for j in idx])
+                n = c.sum(axis=1)
+                p = c / n[:, None]
+                mean = p @ v
                 if len(v) == 2:
-                    lo_hi = binary_kl_interval(p[1], kl_radius_bernoulli(n, gamma=gamma))
-                    ends = sorted(v[0] + (v[1] - v[0]) * np.array([float(x) for x in lo_hi]))
-                    self.radius[j] = float(kl_radius_bernoulli(n, gamma=gamma))
+                    rad = kl_radius_bernoulli(n, gamma=gamma)
+                    lo, hi = binary_kl_interval(p[:, 1], rad)
+                    ends = np.sort(np.stack([v[0] + (v[1] - v[0]) * lo,
+                                             v[0] + (v[1] - v[0]) * hi]), axis=0)
                     kinds.add("Bernoulli KL")
                 else:
-                    h = float(hoeffding_halfwidth(n, low=float(v.min()), high=float(v.max()),
-                                                  gamma=gamma))
-                    mean = float(p @ v)
-                    ends = [max(mean - h, float(v.min())), min(mean + h, float(v.max()))]
-                    self.radius[j] = h
+                    rad = hoeffding_halfwidth(n, low=float(v.min()), high=float(v.max()),
+                                              gamma=gamma)
+                    ends = np.stack([np.maximum(mean - rad, v.min()),
+                                     np.minimum(mean + rad, v.max())])
                     kinds.add("Hoeffding mean")
-                self.center[j], self.low[j], self.high[j] = float(p @ v), ends[0], ends[1]
+                self.center[idx], self.low[idx], self.high[idx] = mean, ends[0], ends[1]
+                self.radius[idx] = rad
         self.set_name = " / ".join(sorted(kinds))
+        self._q: dict[str, np.ndarray] = {}
 
     def q(self, name: str) -> np.ndarray:
+        if name in self._q:
+            return self._q[name]
         d = self.data
         if d.kind == "values":
             if name == UNIFORM:
                 a, b = self.bounds
                 if d.baseline is not None:
-                    return np.array([a + (b - a) * float(np.mean(u)) for u in d.baseline])
-                return np.full(d.m, 0.5 * (a + b))
-            return np.array([float(np.mean(v)) for v in d.simulated[name]])
-        return np.array([float(q @ s.option_values())
-                         for s, q in zip(d.scenarios, d.probabilities(name), strict=True)])
+                    out = np.array([a + (b - a) * float(np.mean(u)) for u in d.baseline])
+                else:
+                    out = np.full(d.m, 0.5 * (a + b))
+            else:
+                out = np.array([float(np.mean(v)) for v in d.simulated[name]])
+        else:
+            probs = d.probabilities(name)
+            out = np.empty(d.m)
+            for v, idx in self.groups:
+                out[idx] = np.vstack([probs[j] for j in idx]) @ v
+        self._q[name] = out
+        return out
 
     def upper(self, name):
         return dz.interval_upper(self.low, self.high, self.q(name), self.loss)

@@ -52,7 +52,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .sets import _binary_kl_upper, binary_kl, binary_kl_interval, kl_ball_support, kl_divergence
+from .sets import binary_kl, binary_kl_interval, kl_ball_support, kl_divergence
 
 LOSSES = ("tv", "kl", "w1", "squared", "absolute")
 CATEGORICAL_LOSSES = ("tv", "kl", "w1")
@@ -60,6 +60,7 @@ SCALAR_LOSSES = ("squared", "absolute")
 MAX_SUBSET_OPTIONS = 14   # tv upper enumerates 2^d option subsets up to this d
 MAX_PAIRWISE_OPTIONS = 10  # tv / w1 pairwise bounds enumerate 2^d vertices up to this d
 _CHUNK = 2_000_000         # elements per vectorized block
+_TABLE_ROWS = 250_000      # support-function rows per block of the tv table
 
 Progress = Callable[[int, int], None]
 
@@ -194,15 +195,38 @@ def tv_subset_upper(p, r) -> np.ndarray:
     if d > MAX_SUBSET_OPTIONS:
         raise ValueError(f"tv over {d} options: the closed form enumerates 2^d option subsets "
                          f"and stops at {MAX_SUBSET_OPTIONS} options.")
+    from ._kernels import kl_upper_end
+
     subsets = tv_vertices(d)
     out = np.empty((m, len(subsets)))
+    size = subsets.sum(axis=1)
     step = max(1, _CHUNK // len(subsets))
     for i in range(0, m, step):
         ps = np.clip(p[i:i + step] @ subsets.T, 0.0, 1.0)
-        out[i:i + step] = _binary_kl_upper(ps, np.broadcast_to(r[i:i + step, None], ps.shape),
-                                           outer=True)
+        shape = ps.shape
+        out[i:i + step] = kl_upper_end(ps, np.broadcast_to(r[i:i + step, None], shape),
+                                       np.broadcast_to(size > 0, shape),
+                                       np.broadcast_to(size < d, shape))
     out[:, 0] = 0.0                       # the empty subset: u(∅) = 0 on every ball
     return out
+
+
+def tv_support(p, r, subset_upper) -> tuple[np.ndarray, np.ndarray]:
+    """The ball's support function at every subset indicator f and its maximizers
+    ``(h (m, 2^d), u^f (m, 2^d, d))``, in closed form from :func:`tv_subset_upper`: ``h_C(f)
+    = hi(p̂(S))`` and u^f scales p̂ by ``hi / p̂(S)`` inside S and ``(1 - hi) / (1 - p̂(S))``
+    outside (an S nobody chose shares its mass evenly)."""
+    p = np.asarray(p, dtype=float)
+    subsets = tv_vertices(p.shape[1])
+    a = p @ subsets.T                                        # p̂(S), (m, K)
+    hi = subset_upper
+    with np.errstate(divide="ignore", invalid="ignore"):
+        inside = np.where(a > 0, hi / a, 0.0)
+        outside = np.where(a < 1, (1.0 - hi) / (1.0 - a), 0.0)
+        even = np.where(a > 0, 0.0, hi / np.maximum(subsets.sum(axis=1), 1.0))
+    u = np.where(subsets[None] > 0, p[:, None, :] * inside[..., None] + even[..., None],
+                 p[:, None, :] * outside[..., None])
+    return hi, u
 
 
 def tv_upper(p, r, q, *, subset_upper=None) -> np.ndarray:
@@ -374,13 +398,20 @@ def tv_support_table(p, r) -> np.ndarray:
     m, d = p.shape
     w = np.array(list(itertools.product((-1.0, 0.0, 1.0), repeat=d)))[:, ::-1]  # column i <-> 3^i
     cells = np.stack([w == 1.0, w == 0.0, w == -1.0], axis=1).astype(float)   # (3^d, 3, d)
-    mass = np.einsum("md,kcd->mkc", p, cells)                                  # (m, 3^d, 3)
-    empty = ~cells.any(axis=2)                                                 # (3^d, 3)
-    weights = np.where(empty, -3.0, np.array([1.0, 0.0, -1.0]))                # empty: never used
+    from ._kernels import support3
+
     k = len(w)
-    value, _ = kl_ball_support(mass.reshape(m * k, 3), np.broadcast_to(weights, (m, k, 3))
-                               .reshape(m * k, 3), np.repeat(r, k))
-    return value.reshape(m, k)
+    full = cells.any(axis=2)                                                   # (3^d, 3)
+    out = np.empty((m, k))
+    step = max(1, _TABLE_ROWS // k)            # a block of rows at a time: bounded memory
+    for i in range(0, m, step):
+        sl = slice(i, i + step)
+        ms = np.einsum("md,kcd->mkc", p[sl], cells)                            # (rows, 3^d, 3)
+        shape = ms.shape[:2]
+        out[sl] = support3(ms[..., 0], ms[..., 1], ms[..., 2],
+                           *(np.broadcast_to(full[:, c], shape) for c in range(3)),
+                           np.broadcast_to(r[sl, None], shape))
+    return out
 
 
 def _codes(w: np.ndarray) -> np.ndarray:
