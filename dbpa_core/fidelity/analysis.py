@@ -98,6 +98,8 @@ class SimulatorCurve:
         Δ̂_j, the worst case of the loss over scenario j's confidence set.
     lower : array (m,) or None
         Δ⁻_j, the best case (the band's lower edge; None without a band).
+    plugin : array (m,) or None
+        ``L(p̂_j, q̂_j)``, the loss at the estimate (a description: no guarantee).
     alpha : float
         The level of the guarantee quantile V̂_m(1 - α/2).
     """
@@ -107,6 +109,7 @@ class SimulatorCurve:
     upper: np.ndarray
     lower: np.ndarray | None
     alpha: float = 0.1
+    plugin: np.ndarray | None = None
 
     def quantile(self, beta):
         """``V̂_m(β)`` of the upper pseudo-discrepancies."""
@@ -362,6 +365,15 @@ class FidelityResult:
                 f"below the curve at τ = {1 - self.alpha:g} (V̂_m(1 − α/2)) with probability ≥ "
                 f"{level:.2f} (1 − α − ε/√m, ε = {self.epsilon:.2f}, m = {self.m}).")
 
+    def plan(self):
+        """How many questions a guarantee and each pairwise verdict need
+        (:func:`~dbpa_core.fidelity.plan.plan_study`; computed once)."""
+        from .plan import plan_study
+
+        if "_plan" not in self.__dict__:
+            object.__setattr__(self, "_plan", plan_study(self))
+        return self.__dict__["_plan"]
+
     def ranking(self) -> list[SimulatorCurve]:
         """Every curve, the uniform one included, by AUC_cal (lowest first; ties keep the
         data's order)."""
@@ -449,6 +461,7 @@ class FidelityResult:
                            for s in self.simulators],
             "comparisons": [c.to_dict() for c in self.comparisons],
             "comparison_note": self.comparison_note,
+            "plan": self.plan().to_dict() if self.comparisons else None,
             "scenarios": [{"id": s.id, "n": s.n, "options": list(s.options),
                            "radius": float(r)} for s, r in zip(self.data.scenarios, self.radius,
                                                                strict=True)],
@@ -499,7 +512,8 @@ class FidelityResult:
                  f"{self.set_name} sets with coverage γ = {self.gamma:g}, η = {self.eta:g}, "
                  f"α = {self.alpha:g}", "",
                  fmt(head), "  ".join("-" * w for w in widths), *map(fmt, rows), "",
-                 self.ranking_sentence(), self.baseline_text(), self.guarantee_text()]
+                 self.ranking_sentence(), self.baseline_text(), self.guarantee_text(),
+                 "Planning: " + self.plan().sentence()]
         if self.comparisons:
             lines.append("")
             head2 = ("first", "second", "U(1-a/2)", "reverse", "verdict")
@@ -710,8 +724,8 @@ def run_fidelity(data: FidelityData, *, loss: str = "tv", gamma: float = 0.5,
         for name in names:
             lowers[name] = engine.lower(name)
             tick(f"{name}: best cases (band)")
-    curves = tuple(SimulatorCurve(nm, kinds[nm], uppers[nm], lowers.get(nm), alpha)
-                   for nm in names)
+    curves = tuple(SimulatorCurve(nm, kinds[nm], uppers[nm], lowers.get(nm), alpha,
+                                  engine.plugin(nm)) for nm in names)
     level = cv.guaranteed_level(alpha, data.m, eta)
     comps = []
     for i, a in enumerate(names):
@@ -790,6 +804,14 @@ class _Categorical:
             else:
                 vals = np.array(key[1:]) if self.loss == "w1" else None
                 out[idx] = dz.maximize_convex(p, r, q, self.loss, values=vals)
+        return out
+
+    def plugin(self, name: str) -> np.ndarray:
+        out = np.empty(self.data.m)
+        for key, idx in self.groups:
+            vals = np.array(key[1:]) if self.loss == "w1" else None
+            out[idx] = dz.categorical_loss(self._stack(idx, self.p),
+                                           self._stack(idx, self.q(name)), self.loss, vals)
         return out
 
     def _subsets_of(self, key, idx):
@@ -924,6 +946,9 @@ class _Scalar:
         self._q[name] = out
         return out
 
+    def plugin(self, name):
+        return dz.scalar_loss(self.center, self.q(name), self.loss)
+
     def upper(self, name):
         return dz.interval_upper(self.low, self.high, self.q(name), self.loss)
 
@@ -969,6 +994,9 @@ class _W1Values:
                      for j, s in enumerate(self.data.scenarios)]
             self._dist[name] = np.array(d)
         return self._dist[name]
+
+    def plugin(self, name):
+        return self.dist(name)
 
     def upper(self, name):
         return dz.w1ball_upper(self.dist(name), self.radius)

@@ -133,7 +133,8 @@ def report_html(result, *, charts_html: str | None = None, title: str = "Simulat
             "the mean of its worst 10 %.</p>",
             f"<p class='verdict'>{html.escape(r.ranking_sentence())}</p>",
             f"<p>{html.escape(r.baseline_text())}</p>",
-            f"<p class='verdict'>{html.escape(r.guarantee_text(noun))}</p>"]
+            f"<p class='verdict'>{html.escape(r.guarantee_text(noun))}</p>",
+            f"<p>Planning: {html.escape(r.plan().sentence())}</p>"]
     for w in r.warnings:
         body.append(f"<p class='muted'>Note: {html.escape(w)}</p>")
     rows = "".join(
