@@ -238,8 +238,22 @@ if result is not None:
                          + result.baseline_text()))
     st.dataframe(fid.summary_table(result), hide_index=True, key=f"{KEY}_summary", column_config={
         c: st.column_config.NumberColumn(format="%.4f")
-        for c in fid.summary_table(result).columns if c not in ("simulator", "answers")})
-    tabs = st.tabs(["Per question", "Simulated answers"] if sim is not None else ["Per question"])
+        for c in fid.summary_table(result).columns
+        if c not in ("simulator", "answers", "k per question", "worst case")})
+    tabs = st.tabs(["Per question", "Plan: questions needed"]
+                   + (["Simulated answers"] if sim is not None else []))
+    with tabs[1]:
+        st.markdown(md_escape(result.plan().sentence()))
+        if result.comparisons:
+            st.plotly_chart(figs.plan_figure(result), key=f"{KEY}_plan")
+            ptable = fid.plan_table(result)
+            st.dataframe(ptable, hide_index=True, key=f"{KEY}_plan_table", column_config={
+                c: st.column_config.NumberColumn(format="percent")
+                for c in ptable.columns if c.startswith("m = ")})
+            st.caption("Chance decided: resampling the loaded questions, the share of studies "
+                       "with m questions in which the verdict holds at this α (≥ 80 % counts as "
+                       "reachable). The plug-in share compares the losses at the estimates "
+                       "only: a description with no guarantee.")
     with tabs[0]:
         labels = fid.question_labels(result)
         pick = st.selectbox("Question", range(len(labels)), format_func=labels.__getitem__,
@@ -250,7 +264,7 @@ if result is not None:
             c: st.column_config.NumberColumn(format="%.4f")
             for c in qtable.columns if c not in ("simulator", "answers")})
     if sim is not None:
-        with tabs[1]:
+        with tabs[2]:
             only = st.checkbox("Only unparsed answers", value=True, key=f"{KEY}_only_unparsed")
             st.dataframe(fid.unparsed_table(sim, only_unparsed=only), hide_index=True,
                          key=f"{KEY}_answers")

@@ -289,3 +289,109 @@ def test_tv_upper_equals_the_subset_brute_force(seed, d, n, shape):
     assert got == pytest.approx(want, abs=1e-12)
     assert kl_divergence(p[None], u[None])[0] <= r * (1 + 1e-6) + 1e-9   # brentq rounding
     assert 0.5 * np.abs(u - q).sum() == pytest.approx(want, abs=1e-9)
+
+
+# --------------------------------------------------------------------------- never below the sup
+
+def _tv_enumerated(p, r, q):
+    """The exact tv worst case by enumerating every non-empty subset (2^d - 1 of them)."""
+    from dbpa_core.fidelity._kernels import kl_upper_end
+
+    d = len(p)
+    masks = ((np.arange(1, 2 ** d)[:, None] >> np.arange(d)) & 1).astype(bool)
+    a = np.clip(masks @ p, 0, 1)
+    hi = kl_upper_end(a, np.full(a.shape, r), masks.any(1), ~masks.all(1))
+    return max(float((hi - masks @ q).max()), 0.0)
+
+
+@given(st.integers(0, 2**31), st.integers(15, 20), st.integers(1, 400))
+@settings(max_examples=12, deadline=None)
+def test_tv_bound_for_many_options_is_never_below_the_brute_force(seed, d, n):
+    """Above 14 options the tv worst case is the relaxation bound: never below the exact
+    value (every subset enumerated, up to 20 options), its lower end never above it."""
+    from dbpa_core.fidelity.sets import kl_radius_categorical
+
+    rng = np.random.default_rng(seed)
+    p = rng.multinomial(n, rng.dirichlet(np.full(d, rng.choice([0.2, 1.0])))) / n
+    q = rng.dirichlet(np.full(d, rng.choice([0.3, 1.0, 3.0])))
+    r = float(kl_radius_categorical(n, d))
+    up, lo = dz.tv_upper_bound(p[None], np.array([r]), q[None])
+    exact = _tv_enumerated(p, r, q)
+    assert up[0] >= exact - 1e-12 and lo[0] <= exact + 1e-12
+
+
+def test_tv_bound_matches_the_closed_form_where_both_run():
+    rng = np.random.default_rng(21)
+    from dbpa_core.fidelity.sets import kl_radius_categorical
+
+    for d in (5, 9, 14):
+        n = rng.integers(1, 600, 200)
+        p = np.vstack([rng.multinomial(k, rng.dirichlet(np.ones(d))) / k for k in n])
+        q = rng.dirichlet(np.ones(d), 200)
+        r = kl_radius_categorical(n, d)
+        exact = dz.tv_upper(p, r, q)
+        up, lo = dz.tv_upper_bound(p, r, q)
+        assert np.all(up >= exact - 1e-12) and np.all(lo <= exact + 1e-12)
+        assert np.mean(np.abs(lo - exact) < 1e-12) > 0.9      # a threshold set is usually optimal
+        assert np.mean(up - exact) < 0.01
+
+
+@pytest.mark.parametrize("d", [12, 14])
+def test_w1_bound_for_many_options_against_vertex_enumeration(d):
+    """Above 11 options the w1 worst case is a certified bound: never below the exact value
+    (every vertex of the Lipschitz polytope enumerated), and the general solver's point
+    below it."""
+    from dbpa_core.fidelity.sets import kl_radius_categorical
+
+    rng = np.random.default_rng(d)
+    values = np.sort(rng.uniform(-1, 1, d))
+    n = rng.integers(5, 300, 3)
+    p = np.vstack([rng.multinomial(k, rng.dirichlet(np.ones(d))) / k for k in n])
+    q = rng.dirichlet(np.ones(d), 3)
+    r = kl_radius_categorical(n, d)
+    exact = dz.w1_upper(p, r, q, values)
+    up, lo = dz.w1_upper_bound(p, r, q, values)
+    assert np.all(up >= exact - 1e-9) and np.all(lo <= exact + 1e-9)
+
+
+@given(st.integers(0, 2**31), st.integers(2, 6), st.integers(5, 500))
+@settings(max_examples=15, deadline=None)
+def test_kl_upper_is_certified_against_points_of_the_ball(seed, d, n):
+    """The kl worst case (a dual bound) is never below any point of the ball (its boundary
+    in 300 random directions, and the general solver's point), and close to the best."""
+    from dbpa_core.fidelity.sets import kl_radius_categorical
+
+    rng = np.random.default_rng(seed)
+    p = rng.multinomial(n, rng.dirichlet(np.ones(d))) / n
+    q = rng.dirichlet(np.full(d, 2.0))
+    r = float(kl_radius_categorical(n, d))
+    up, lo = dz.kl_upper_bound(p[None], np.array([r]), q[None])
+    w = rng.normal(size=(300, d)) * 5
+    _, u = kl_ball_support(np.repeat(p[None], 300, 0), w, np.full(300, r))
+    pts = dz.categorical_loss(u, np.broadcast_to(q, u.shape), "kl")
+    assert up[0] >= max(pts.max(), lo[0]) - 1e-9
+    assert up[0] - lo[0] <= 0.02 * max(lo[0], 0.05)
+
+
+def test_outputs_say_exact_or_bound_per_simulator():
+    """tv with 5 options is exact; with 16 options (no enumeration) a bound with its gap;
+    kl is a bound; fidelity.json and the summary say which."""
+    import warnings
+
+    from dbpa_core.fidelity import from_arrays, run_fidelity
+
+    rng = np.random.default_rng(5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        five = run_fidelity(from_arrays(rng.multinomial(200, np.ones(5) / 5, 6),
+                                        {"s": rng.multinomial(50, np.ones(5) / 5, 6) + 1}),
+                            band=False)
+        many = run_fidelity(from_arrays(rng.multinomial(60, np.ones(16) / 16, 6),
+                                        {"s": rng.multinomial(50, np.ones(16) / 16, 6) + 1}),
+                            band=False)
+    assert all(s.method == "exact" for s in five.simulators)
+    assert five.summary_text().splitlines()[4].endswith("exact")
+    s = many.simulator("s")
+    assert s.gap is not None and np.all(s.gap >= 0)
+    assert s.to_dict(list(many.data.ids), 0.5)["worst_case"]["method"] == s.method
+    assert s.method_text == "exact" if s.method == "exact" else s.method_text.startswith("bound")

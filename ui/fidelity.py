@@ -213,6 +213,7 @@ def summary_table(result: FidelityResult) -> pd.DataFrame:
     q = f"V̂_m({1 - result.alpha / 2:g})"
     return pd.DataFrame([{"simulator": s.name, "answers": s.kind,
                           "k per question": result.sample_size_summary(s.name),
+                          "worst case": s.method_text,
                           "AUC_cal": s.auc_cal, "CVaR₁₀": s.cvar(), q: s.guarantee_quantile}
                          for s in result.simulators])
 
@@ -259,6 +260,20 @@ def undecided_sentence(result: FidelityResult) -> str | None:
     return (f"Undecided: these data cannot say which is better on {100 * (1 - result.alpha):g} % "
             f"of questions — {'; '.join(pairs)} (neither is shown to be at least as good as the "
             "other; that does not mean they are equal).")
+
+
+def plan_table(result: FidelityResult) -> pd.DataFrame:
+    """One row per pair (both ways): the chance it is decided at each planned m, the
+    questions needed for an 80 % chance, and the plug-in share (no guarantee)."""
+    plan = result.plan()
+    rows = []
+    for p in plan.pairs:
+        row = {"verdict": f"{p.first} ≥ {p.second}"}
+        row.update({f"m = {m:,}": p.chance[m] for m in sorted(p.chance)})
+        row["questions needed"] = f"{p.needed:,}" if p.needed else "never"
+        row["plug-in share (no guarantee)"] = p.plugin_share
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def question_labels(result: FidelityResult) -> list[str]:
@@ -313,7 +328,7 @@ def file_stem(name: str, created: datetime) -> str:
 __all__ = ["BASELINE_TEXT", "DEFAULTS", "LOSS_TEXT", "QUESTION_SOURCES", "SOURCES", "analyse", "analysis_key",
            "best_sentence", "check_simulation", "curve_caption", "estimate", "file_stem",
            "first_prompt", "guarantee_sentence", "losses_for", "parse_bounds", "parse_sigma",
-           "persona_pairs", "question_labels", "question_table", "questions_of", "read_upload",
+           "persona_pairs", "plan_table", "question_labels", "question_table", "questions_of", "read_upload",
            "replay_shortfall", "sample_questions", "sample_size_text", "simulation_settings",
            "simulation_signature", "simulation_task", "summary_table", "undecided_sentence",
            "unparsed_summary", "unparsed_table", "verdicts"]

@@ -83,6 +83,37 @@ def curves_figure(result: FidelityResult, *, band: str | None = "all") -> go.Fig
     return _layout(fig, title="Calibrated quantile curves", height=460)
 
 
+def plan_figure(result: FidelityResult) -> go.Figure:
+    """Planning: for each ordered pair that some m decides, the chance that "A is at least as
+    good as B" is decided with m questions drawn like these; the guaranteed level
+    1 − α − ε/√m (dashed, shown from 0); a dotted line at the questions loaded."""
+    plan = result.plan()
+    fig = go.Figure()
+    ms = list(plan.levels)
+    fig.add_trace(go.Scatter(x=ms, y=[max(0.0, plan.levels[m]) for m in ms], mode="lines+markers",
+                             name="guaranteed level (new questions)",
+                             line=dict(color=UNIFORM_COLOR, dash="dash"),
+                             hovertemplate="m = %{x:,}<br>level %{y:.2f}<extra></extra>"))
+    shown = [p for p in plan.pairs if max(p.chance.values()) >= 0.01]
+    for i, p in enumerate(shown):
+        ms_p = sorted(p.chance)
+        name = esc(f"{p.first} ≥ {p.second}")
+        fig.add_trace(go.Scatter(
+            x=ms_p, y=[p.chance[m] for m in ms_p], mode="lines+markers", name=name,
+            line=dict(color=COLORS[i % len(COLORS)]),
+            hovertemplate=name + "<br>m = %{x:,}<br>chance %{y:.0%}<extra></extra>"))
+    lo, hi = min(ms + [result.m]), max(ms + [result.m])
+    # shapes on a log axis take log10 coordinates
+    fig.add_vline(x=float(np.log10(result.m)), line=dict(color="#9AA5B1", dash="dot", width=1),
+                  annotation_text=f"m = {result.m} now", annotation_position="top right",
+                  annotation_font=dict(size=11, color="#616E7C"))
+    fig.update_xaxes(title_text="questions m (log scale)", type="log",
+                     range=[float(np.log10(lo)) - 0.05, float(np.log10(hi)) + 0.05])
+    fig.update_yaxes(title_text="chance decided / guaranteed level", range=[0, 1.05],
+                     tickformat=".0%")
+    return _layout(fig, title="How many questions a verdict needs", height=380)
+
+
 def distribution_figure(result: FidelityResult, index: int) -> go.Figure:
     """One question: the real answer distribution beside every simulator's (bars), the
     uniform one as a dotted line."""
@@ -141,4 +172,5 @@ def html_report(result: FidelityResult, figures: Mapping[str, go.Figure] | None 
     return report_html(result, charts_html="".join(charts), title=title)
 
 
-__all__ = ["color_of", "curves_figure", "distribution_figure", "fidelity_figures", "html_report"]
+__all__ = ["color_of", "curves_figure", "distribution_figure", "fidelity_figures", "html_report",
+           "plan_figure"]

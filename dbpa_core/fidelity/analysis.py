@@ -100,6 +100,9 @@ class SimulatorCurve:
         Δ⁻_j, the best case (the band's lower edge; None without a band).
     plugin : array (m,) or None
         ``L(p̂_j, q̂_j)``, the loss at the estimate (a description: no guarantee).
+    gap : array (m,) or None
+        Where Δ̂_j is a certified upper bound rather than the exact sup: how far it can be
+        above the sup (the bound minus a point of the set); None when every value is exact.
     alpha : float
         The level of the guarantee quantile V̂_m(1 - α/2).
     """
@@ -110,6 +113,22 @@ class SimulatorCurve:
     lower: np.ndarray | None
     alpha: float = 0.1
     plugin: np.ndarray | None = None
+    gap: np.ndarray | None = None
+
+    @property
+    def method(self) -> str:
+        """``exact`` when every Δ̂_j is the exact sup (closed form, enumeration, or a
+        certified bound within 1e-9 of a point of the set), else ``bound``: each Δ̂_j is a
+        certified upper bound, at most :attr:`largest_gap` above the sup."""
+        return "exact" if self.gap is None or self.largest_gap <= 1e-9 else "bound"
+
+    @property
+    def largest_gap(self) -> float:
+        return 0.0 if self.gap is None else float(np.max(self.gap))
+
+    @property
+    def method_text(self) -> str:
+        return "exact" if self.method == "exact" else f"bound (gap ≤ {self.largest_gap:.2g})"
 
     def quantile(self, beta):
         """``V̂_m(β)`` of the upper pseudo-discrepancies."""
@@ -153,6 +172,7 @@ class SimulatorCurve:
             "discrepancies": {i: float(v) for i, v in zip(ids, self.upper, strict=True)},
             "auc_cal": self.auc_cal, "cvar_10": self.cvar(CVAR_ALPHA),
             "quantile_guarantee": self.guarantee_quantile,
+            "worst_case": {"method": self.method, "largest_gap": self.largest_gap},
             "curve": {"tau": tau.tolist(), "value": value.tolist(),
                       "reading": "V_cal(tau) = value[k] for tau in (tau[k-1], tau[k]]"},
             "lower": None, "band": None}
@@ -503,9 +523,10 @@ class FidelityResult:
 
     def summary_text(self) -> str:
         """The terminal summary: one line per simulator, then each pair's verdict."""
-        head = ("simulator", "AUC_cal", "CVaR_10", "V(1-a/2)", "kind", "answers")
+        head = ("simulator", "AUC_cal", "CVaR_10", "V(1-a/2)", "kind", "answers", "worst case")
         rows = [(s.name, f"{s.auc_cal:.4f}", f"{s.cvar():.4f}", f"{s.guarantee_quantile:.4f}",
-                 s.kind, self.sample_size_summary(s.name)) for s in self.simulators]
+                 s.kind, self.sample_size_summary(s.name), s.method_text)
+                for s in self.simulators]
         widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
         fmt = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()  # noqa: E731
         lines = [f"{self.m} questions ({self.n_summary()} real answers each), loss {self.loss}, "
@@ -724,8 +745,9 @@ def run_fidelity(data: FidelityData, *, loss: str = "tv", gamma: float = 0.5,
         for name in names:
             lowers[name] = engine.lower(name)
             tick(f"{name}: best cases (band)")
+    gaps = getattr(engine, "gaps", {})
     curves = tuple(SimulatorCurve(nm, kinds[nm], uppers[nm], lowers.get(nm), alpha,
-                                  engine.plugin(nm)) for nm in names)
+                                  engine.plugin(nm), gaps.get(nm)) for nm in names)
     level = cv.guaranteed_level(alpha, data.m, eta)
     comps = []
     for i, a in enumerate(names):
@@ -769,6 +791,7 @@ class _Categorical:
         self.radius = kl_radius_categorical(n, d, gamma=gamma)
         self._q: dict[str, list[np.ndarray]] = {}
         self._support: dict[tuple, tuple] = {}
+        self.gaps: dict[str, np.ndarray | None] = {}
         if loss == "kl":
             for name in data.simulators:
                 for s, q in zip(data.scenarios, self.q(name), strict=True):
@@ -793,17 +816,26 @@ class _Categorical:
         return dz.tv_vertices(d) if self.loss == "tv" else dz.w1_vertices(np.array(key[1:]))
 
     def upper(self, name: str) -> np.ndarray:
+        """Δ̂ per scenario: exact (tv up to 14 options, w1 up to 11) or a certified upper
+        bound whose gap to a point of the set is kept in ``self.gaps[name]``."""
         out = np.empty(self.data.m)
+        gap = np.zeros(self.data.m)
         for key, idx in self.groups:
             p, q, r = self._stack(idx, self.p), self._stack(idx, self.q(name)), self.radius[idx]
             if self.loss == "tv" and key[0] <= dz.MAX_SUBSET_OPTIONS:
                 out[idx] = dz.tv_upper(p, r, q, subset_upper=self._subsets_of(key, idx))
-            elif self.loss in ("tv", "w1") and key[0] <= dz.MAX_PAIRWISE_OPTIONS + 1:
+            elif self.loss == "w1" and key[0] <= dz.MAX_PAIRWISE_OPTIONS + 1:
                 h, _ = self._support_of(key, idx)
                 out[idx] = (h - q @ self._vertices(key).T).max(axis=1)
             else:
-                vals = np.array(key[1:]) if self.loss == "w1" else None
-                out[idx] = dz.maximize_convex(p, r, q, self.loss, values=vals)
+                if self.loss == "tv":
+                    up, lo = dz.tv_upper_bound(p, r, q)
+                elif self.loss == "w1":
+                    up, lo = dz.w1_upper_bound(p, r, q, np.array(key[1:]))
+                else:
+                    up, lo = dz.kl_upper_bound(p, r, q)
+                out[idx], gap[idx] = up, up - lo
+        self.gaps[name] = gap if gap.max() > 0 else None
         return out
 
     def plugin(self, name: str) -> np.ndarray:

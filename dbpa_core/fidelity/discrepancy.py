@@ -246,6 +246,57 @@ def tv_upper(p, r, q, *, subset_upper=None) -> np.ndarray:
     return np.maximum((hi - q @ tv_vertices(p.shape[1]).T).max(axis=1), 0.0)
 
 
+def _hi_slope(a, x):
+    """``d hi / d a`` at ``x = hi(a, r)`` (implicit differentiation of ``KL(a ‖ x) = r``);
+    0 where hi has reached 1 (flat there)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slope = ((np.log1p(-a) - np.log1p(-x)) - (np.log(a) - np.log(x))) * x * (1 - x) / (x - a)
+    return np.where((x >= 1.0 - 1e-12) | ~np.isfinite(slope), 0.0, np.maximum(slope, 0.0))
+
+
+def tv_upper_bound(p, r, q, *, tangents: int = 96) -> tuple[np.ndarray, np.ndarray]:
+    """``(upper, lower)`` of ``sup_C TV(u, q)`` without enumerating the 2^d option subsets
+    (for many options): ``max_S [hi(p̂(S)) - q(S)]`` over non-empty S.
+
+    *upper*: ``hi`` is concave in ``a = p̂(S)`` (the upper edge of a convex set), so each
+    tangent ``hi(a0) + λ (a - a0)`` lies above it, and for that tangent the max over S is
+    plain: ``Σ_i (λ p̂_i - q_i)⁺`` (or the best single option when no term is positive).
+    The least of these over tangent points (the masses of the threshold sets below, and a
+    grid) is a certified upper bound — the fractional relaxation of the subset problem.
+    *lower*: the exact values of the threshold sets (options by increasing ``q_i / p̂_i``)
+    and of each single option — points of the ball's image, so never above the sup.
+    Their difference (the gap) is 0 when a threshold set is the optimum, as it is for most
+    rows."""
+    from ._kernels import kl_upper_end
+
+    p = np.asarray(p, dtype=float)
+    q = np.asarray(q, dtype=float)
+    r = np.asarray(r, dtype=float)
+    m = p.shape[0]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(p > 0, q / np.where(p > 0, p, 1.0), np.inf)
+    order = np.argsort(ratio, axis=1, kind="stable")
+    pa = np.cumsum(np.take_along_axis(p, order, axis=1), axis=1)[:, :-1]      # T_1..T_{d-1}
+    qa = np.cumsum(np.take_along_axis(q, order, axis=1), axis=1)[:, :-1]
+    cand_a = np.concatenate([pa, p], axis=1)                                 # + single options
+    cand_q = np.concatenate([qa, q], axis=1)
+    rr = np.broadcast_to(r[:, None], cand_a.shape)
+    lower = np.maximum((kl_upper_end(np.clip(cand_a, 0, 1), rr) - cand_q).max(axis=1), 0.0)
+    def bound(a0):                                           # the tangent at a0: (m, T)
+        a0 = np.clip(a0, 1e-12, 1 - 1e-12)
+        x0 = kl_upper_end(a0, np.broadcast_to(r[:, None], a0.shape))
+        lam = _hi_slope(a0, x0)
+        c = x0 - lam * a0 + 1e-12                            # a hair above: rounding
+        terms = lam[..., None] * p[:, None, :] - q[:, None, :]
+        pos = np.clip(terms, 0.0, None).sum(axis=2)
+        return c + np.where(pos > 0, pos, terms.max(axis=2))
+
+    grid = np.linspace(0.0, 1.0, tangents + 2)[1:-1]
+    upper = bound(np.concatenate([pa, np.broadcast_to(grid, (m, grid.size))], axis=1)).min(axis=1)
+    upper = np.minimum(upper, 1.0)
+    return np.maximum(upper, lower), lower
+
+
 def _tv_ball_projection(p, q, t, srt):
     """The point of ``{u : TV(u, q) <= t}`` closest to p in KL(p ‖ ·), row by row.
 
@@ -452,6 +503,29 @@ def w1_upper(p, r, q, values) -> np.ndarray:
     return ipm_upper(p, r, q, w1_vertices(values))[0]
 
 
+def w1_upper_bound(p, r, q, values) -> tuple[np.ndarray, np.ndarray]:
+    """``(upper, lower)`` of ``sup_C W1(u, q)`` for many options (no vertex enumeration).
+
+    ``W1(u, q) = Σ_k gap_k |U_k - Q_k|`` over the sorted values' cumulative shares; each
+    ``U_k`` lies in the binary-KL interval around ``P̂_k`` (data processing), so the sum of
+    each term's own worst case is a certified upper bound; the general solver's point of
+    the ball gives the lower one."""
+    from ._kernels import kl_upper_end
+
+    p = np.asarray(p, dtype=float)
+    q = np.asarray(q, dtype=float)
+    r = np.asarray(r, dtype=float)
+    order, gaps = _sorted_values(values)
+    cp = np.clip(np.cumsum(p[:, order], axis=1)[:, :-1], 0.0, 1.0)
+    cq = np.cumsum(q[:, order], axis=1)[:, :-1]
+    rr = np.broadcast_to(r[:, None], cp.shape)
+    hi = kl_upper_end(cp, rr)
+    lo = 1.0 - kl_upper_end(1.0 - cp, rr)
+    upper = (np.maximum(hi - cq, cq - lo).clip(0.0) * gaps).sum(axis=1)
+    lower = maximize_convex(p, r, q, "w1", values=values)
+    return np.maximum(upper, lower), lower
+
+
 def w1_pairwise(p, r, a, b, values, *, support=None) -> np.ndarray:
     """The W1 pairwise bound (see :func:`ipm_pairwise`)."""
     _check_pairwise_size(len(values), "w1")
@@ -616,8 +690,104 @@ def minimize_convex(p, r, q, loss: str, *, values=None,
 
 
 def kl_upper(p, r, q, *, progress: Progress | None = None) -> np.ndarray:
-    """``sup_C KL(u ‖ q)`` by the general solver (:func:`maximize_convex`)."""
-    return maximize_convex(p, r, q, "kl", progress=progress)
+    """``sup_C KL(u ‖ q)``: the certified upper bound of :func:`kl_upper_bound`."""
+    return kl_upper_bound(p, r, q)[0]
+
+
+def _kl_term_max(lo, hi, q, p, lam, nu, iters: int = 40):
+    """``max over x in [lo, hi] of φ(x) = x log(x/q) + λ p log(x/p) - ν x`` and its argmax,
+    elementwise. φ is concave on (0, λp) and convex beyond, so the max is at an end or at
+    the one stationary point of the concave part (found by bisection on φ')."""
+    def phi(x):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            a = np.where(x > 0, x * (np.log(np.where(x > 0, x, 1.0)) - np.log(q)), 0.0)
+            b = np.where(p > 0, lam * p * (np.log(np.where(p > 0, x, 1.0)) -
+                                           np.log(np.where(p > 0, p, 1.0))), 0.0)
+        return a + b - nu * x
+
+    def dphi(x):
+        with np.errstate(divide="ignore"):
+            return np.log(x) - np.log(q) + 1.0 + lam * p / x - nu
+
+    best_x = np.where(phi(lo) >= phi(hi), lo, hi)
+    best = np.maximum(phi(lo), phi(hi))
+    right = np.minimum(hi, lam * p)
+    inner = (lo > 0) & (right > lo)
+    a, b = lo.copy(), np.where(inner, right, lo)
+    with np.errstate(invalid="ignore"):
+        inner &= (dphi(np.where(inner, a, 1.0)) > 0) & (dphi(np.where(inner, b, 1.0)) < 0)
+    for _ in range(iters):
+        mid = 0.5 * (a + b)
+        up = dphi(np.where(inner, mid, 1.0)) > 0
+        a = np.where(inner & up, mid, a)
+        b = np.where(inner & ~up, mid, b)
+    x = 0.5 * (a + b)
+    v = np.where(inner, phi(np.where(inner, x, lo)), -np.inf)
+    return np.maximum(best, v), np.where(v > best, x, best_x)
+
+
+def kl_upper_bound(p, r, q, *, golden: int = 22, iters: int = 30) -> tuple[np.ndarray, np.ndarray]:
+    """``(upper, lower)`` of ``sup_C KL(u ‖ q)``.
+
+    *upper* — Lagrange duality, twice: on C each ``u_i`` lies in the binary-KL interval
+    ``[lo_i, hi_i]`` around p̂_i, and for any λ >= 0 and ν
+
+        sup_C KL(u ‖ q) <= λ r + ν + Σ_i max_{x in [lo_i, hi_i]} [x log(x / q_i)
+                                                   + λ p̂_i log(x / p̂_i) - ν x]
+
+    (the penalty ``λ (r - KL(p̂ ‖ u))`` is >= 0 on C, and ``ν (1 - Σ u)`` = 0). Each term is
+    a one-dimensional maximum; ν is set by bisection (the sum's slope in ν is
+    ``1 - Σ x_i*``) and λ by golden-section search. Every (λ, ν) gives a valid bound.
+    *lower* — the general solver's point of the ball (:func:`maximize_convex`). Their
+    difference is the gap reported with the value.
+    """
+    p = np.asarray(p, dtype=float)
+    q = np.asarray(q, dtype=float)
+    r = np.asarray(r, dtype=float)
+    m = p.shape[0]
+    lo, hi = binary_kl_interval(p, np.broadcast_to(r[:, None], p.shape))
+    lo = np.where(p > 0, np.maximum(lo, 1e-300), 0.0)
+    lower = maximize_convex(p, r, q, "kl")
+    scale = np.maximum(np.abs(np.log(np.maximum(hi, 1e-300) / q)).max(axis=1), 1.0) \
+        / np.sqrt(np.maximum(r, 1e-12))
+    with np.errstate(divide="ignore"):
+        base_lo = (np.log(np.maximum(lo, 1e-300)) - np.log(q) + 1.0).min(axis=1) - 1.0
+        base_hi = (np.log(np.maximum(hi, 1e-300)) - np.log(q) + 1.0).max(axis=1) + 1.0
+
+    def dual(lam):                        # min over ν of the bound at λ (any ν is valid)
+        lam = lam[:, None]
+        a = base_lo
+        b = np.minimum(base_hi + (lam * p / np.maximum(lo, 1e-300)).max(axis=1), 1e300)
+        for _ in range(iters):
+            nu = 0.5 * (a + b)
+            _, x = _kl_term_max(lo, hi, q, p, lam, nu[:, None], iters=30)
+            up = x.sum(axis=1) > 1.0                         # slope < 0: raise ν
+            a = np.where(up, nu, a)
+            b = np.where(up, b, nu)
+        out = np.full(m, np.inf)
+        for nu in (a, b):
+            val, _ = _kl_term_max(lo, hi, q, p, lam, nu[:, None], iters=30)
+            out = np.minimum(out, lam[:, 0] * r + nu + val.sum(axis=1))
+        return out
+
+    upper = dual(np.zeros(m))
+    # the bound's minimum over ν is convex in λ, so unimodal in log λ: golden-section search
+    # (every λ tried gives a valid bound; the least is kept)
+    lo_t, hi_t = np.full(m, -9.0), np.full(m, 7.0)
+    g = (np.sqrt(5) - 1) / 2
+    x1, x2 = hi_t - g * (hi_t - lo_t), lo_t + g * (hi_t - lo_t)
+    f1, f2 = dual(scale * np.exp(x1)), dual(scale * np.exp(x2))
+    for _ in range(golden):
+        upper = np.minimum(upper, np.minimum(f1, f2))
+        left = f1 <= f2
+        hi_t = np.where(left, x2, hi_t)
+        lo_t = np.where(left, lo_t, x1)
+        nx = np.where(left, hi_t - g * (hi_t - lo_t), lo_t + g * (hi_t - lo_t))
+        nf = dual(scale * np.exp(nx))
+        x1, x2, f1, f2 = (np.where(left, nx, x2), np.where(left, x1, nx),
+                          np.where(left, nf, f2), np.where(left, f1, nf))
+    upper = np.minimum(upper, np.minimum(f1, f2))
+    return np.maximum(upper, lower), lower
 
 
 # --------------------------------------------------------------------------- W1 on real values

@@ -48,7 +48,11 @@ def test_sample_data_runs_at_once(page):
     assert list(summary["simulator"]) == ["sim-close", "sim-biased", "sim-flat", "uniform"]
     result = at.session_state["_fid_memo"][1]
     assert summary["AUC_cal"][0] == pytest.approx(result.simulator("sim-close").auc_cal)
-    assert len(at.get("plotly_chart")) == 2                  # the curves and one question
+    assert len(at.get("plotly_chart")) == 3       # the curves, the plan and one question
+    plan = next(d.value for d in at.dataframe if "questions needed" in d.value.columns)
+    assert "plug-in share (no guarantee)" in plan.columns and len(plan) == 12
+    assert any(plain(m.value).startswith("With 40 questions 2 of 12 pairwise verdicts")
+               for m in at.markdown)
     assert any("Lowest curve: sim-close (AUC_cal" in plain(m.value) for m in at.markdown)
     assert list(summary["k per question"]) == ["k = 300", "k = 300", "probabilities", "k = 300"]
     assert any("Baseline: uniform, drawn like the simulators" in c for c in captions(at))
