@@ -546,11 +546,11 @@ def kl_pairwise(p, r, a, b) -> np.ndarray:
     """``sup_C [KL(u ‖ a) - KL(u ‖ b)] = h_C(log(b / a))`` (the difference is linear)."""
     with np.errstate(divide="ignore"):
         w = np.log(np.asarray(b, dtype=float)) - np.log(np.asarray(a, dtype=float))
-    return kl_ball_support(p, w, r)[0]
+    return kl_ball_support(p, w, r, value_only=True)[0]   # the dual: never below the sup
 
 
 def maximize_convex(p, r, q, loss: str, *, values=None, starts=None, iters: int = 200,
-                    progress: Progress | None = None) -> np.ndarray:
+                    progress: Progress | None = None, return_point: bool = False):
     """The general solver for ``sup_C L(u, q)`` with L convex in u (tv, kl, w1).
 
     A convex function's sup over a convex set is at an extreme point. Successive
@@ -569,6 +569,7 @@ def maximize_convex(p, r, q, loss: str, *, values=None, starts=None, iters: int 
             starts = [np.broadcast_to(np.eye(d)[i], (m, d)) for i in range(d)] + \
                 [-np.log(np.maximum(q, 1e-300)), p - q, -p]
     best = np.full(m, -np.inf)
+    point = p.copy()
 
     def grad(u, qq):
         if loss == "tv":
@@ -591,10 +592,12 @@ def maximize_convex(p, r, q, loss: str, *, values=None, starts=None, iters: int 
             u[idx[better]] = nu[better]
             val[idx[better]] = nval[better]
             active[idx[~better]] = False
+        if return_point:
+            point = np.where((val > best)[:, None], u, point)
         best = np.maximum(best, val)
         if progress is not None:
             progress(j + 1, len(starts))
-    return best
+    return (best, point) if return_point else best
 
 
 def minimize_convex(p, r, q, loss: str, *, values=None,
@@ -726,7 +729,7 @@ def _kl_term_max(lo, hi, q, p, lam, nu, iters: int = 40):
     return np.maximum(best, v), np.where(v > best, x, best_x)
 
 
-def kl_upper_bound(p, r, q, *, golden: int = 22, iters: int = 30) -> tuple[np.ndarray, np.ndarray]:
+def kl_upper_bound(p, r, q, *, iters: int = 26) -> tuple[np.ndarray, np.ndarray]:
     """``(upper, lower)`` of ``sup_C KL(u ‖ q)``.
 
     *upper* — Lagrange duality, twice: on C each ``u_i`` lies in the binary-KL interval
@@ -737,7 +740,8 @@ def kl_upper_bound(p, r, q, *, golden: int = 22, iters: int = 30) -> tuple[np.nd
 
     (the penalty ``λ (r - KL(p̂ ‖ u))`` is >= 0 on C, and ``ν (1 - Σ u)`` = 0). Each term is
     a one-dimensional maximum; ν is set by bisection (the sum's slope in ν is
-    ``1 - Σ x_i*``) and λ by golden-section search. Every (λ, ν) gives a valid bound.
+    ``1 - Σ x_i*``) and λ near the multiplier of the solver's point (its KKT conditions),
+    where the bound is least. Every (λ, ν) gives a valid bound.
     *lower* — the general solver's point of the ball (:func:`maximize_convex`). Their
     difference is the gap reported with the value.
     """
@@ -747,9 +751,7 @@ def kl_upper_bound(p, r, q, *, golden: int = 22, iters: int = 30) -> tuple[np.nd
     m = p.shape[0]
     lo, hi = binary_kl_interval(p, np.broadcast_to(r[:, None], p.shape))
     lo = np.where(p > 0, np.maximum(lo, 1e-300), 0.0)
-    lower = maximize_convex(p, r, q, "kl")
-    scale = np.maximum(np.abs(np.log(np.maximum(hi, 1e-300) / q)).max(axis=1), 1.0) \
-        / np.sqrt(np.maximum(r, 1e-12))
+    lower, u = maximize_convex(p, r, q, "kl", return_point=True)
     with np.errstate(divide="ignore"):
         base_lo = (np.log(np.maximum(lo, 1e-300)) - np.log(q) + 1.0).min(axis=1) - 1.0
         base_hi = (np.log(np.maximum(hi, 1e-300)) - np.log(q) + 1.0).max(axis=1) + 1.0
@@ -760,7 +762,7 @@ def kl_upper_bound(p, r, q, *, golden: int = 22, iters: int = 30) -> tuple[np.nd
         b = np.minimum(base_hi + (lam * p / np.maximum(lo, 1e-300)).max(axis=1), 1e300)
         for _ in range(iters):
             nu = 0.5 * (a + b)
-            _, x = _kl_term_max(lo, hi, q, p, lam, nu[:, None], iters=30)
+            _, x = _kl_term_max(lo, hi, q, p, lam, nu[:, None], iters=24)
             up = x.sum(axis=1) > 1.0                         # slope < 0: raise ν
             a = np.where(up, nu, a)
             b = np.where(up, b, nu)
@@ -770,23 +772,22 @@ def kl_upper_bound(p, r, q, *, golden: int = 22, iters: int = 30) -> tuple[np.nd
             out = np.minimum(out, lam[:, 0] * r + nu + val.sum(axis=1))
         return out
 
+    # the multiplier λ of the solver's point (its KKT conditions, log(u/q) + 1 + λ p / u = ν
+    # on the options with p̂ > 0, fitted by least squares) is where the dual is least when
+    # that point is the global maximum; a few multiples of it cover the rest
+    pos = (p > 0) & (u > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        y = np.where(pos, np.log(np.where(pos, u, 1.0) / q) + 1.0, 0.0)
+        x = np.where(pos, p / np.where(pos, u, 1.0), 0.0)
+    k = pos.sum(axis=1)
+    mx, my = x.sum(axis=1) / np.maximum(k, 1), y.sum(axis=1) / np.maximum(k, 1)
+    sxx = (np.where(pos, x - mx[:, None], 0.0) ** 2).sum(axis=1)
+    sxy = (np.where(pos, (x - mx[:, None]) * (y - my[:, None]), 0.0)).sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lam0 = np.where(sxx > 1e-300, np.clip(-sxy / sxx, 0.0, None), 0.0)
     upper = dual(np.zeros(m))
-    # the bound's minimum over ν is convex in λ, so unimodal in log λ: golden-section search
-    # (every λ tried gives a valid bound; the least is kept)
-    lo_t, hi_t = np.full(m, -9.0), np.full(m, 7.0)
-    g = (np.sqrt(5) - 1) / 2
-    x1, x2 = hi_t - g * (hi_t - lo_t), lo_t + g * (hi_t - lo_t)
-    f1, f2 = dual(scale * np.exp(x1)), dual(scale * np.exp(x2))
-    for _ in range(golden):
-        upper = np.minimum(upper, np.minimum(f1, f2))
-        left = f1 <= f2
-        hi_t = np.where(left, x2, hi_t)
-        lo_t = np.where(left, lo_t, x1)
-        nx = np.where(left, hi_t - g * (hi_t - lo_t), lo_t + g * (hi_t - lo_t))
-        nf = dual(scale * np.exp(nx))
-        x1, x2, f1, f2 = (np.where(left, nx, x2), np.where(left, x1, nx),
-                          np.where(left, nf, f2), np.where(left, f1, nf))
-    upper = np.minimum(upper, np.minimum(f1, f2))
+    for f in (1.0, 0.6, 1.7):
+        upper = np.minimum(upper, dual(lam0 * f))
     return np.maximum(upper, lower), lower
 
 
