@@ -395,3 +395,42 @@ def test_outputs_say_exact_or_bound_per_simulator():
     assert s.gap is not None and np.all(s.gap >= 0)
     assert s.to_dict(list(many.data.ids), 0.5)["worst_case"]["method"] == s.method
     assert s.method_text == "exact" if s.method == "exact" else s.method_text.startswith("bound")
+
+
+def test_the_compiled_kernels_agree_with_numpy(monkeypatch):
+    """Large analyses use the compiled three-cell support function and binary-KL ends:
+    they agree with the numpy dual search (and are never below its point of the ball), and
+    an analysis gives the same numbers either way."""
+    import warnings
+
+    from dbpa_core.fidelity import run_fidelity, sample_data
+    from dbpa_core.fidelity._kernels import kl_upper_end, support3
+    from dbpa_core.fidelity.sets import _binary_kl_upper
+
+    rng = np.random.default_rng(9)
+    n = 20000
+    p = rng.dirichlet(np.full(3, 0.5), n)
+    p[:500, 0] = 0
+    p[500:1000, 2] = 0
+    p /= p.sum(axis=1, keepdims=True)
+    full = (rng.random((n, 3)) < 0.9) | (p > 0)
+    r = np.exp(rng.uniform(-12, 3, n))
+    r[:20] = 0.0
+    w = np.where(full, np.array([1.0, 0.0, -1.0]), -3.0)
+    kernel = support3(p[:, 0], p[:, 1], p[:, 2], full[:, 0], full[:, 1], full[:, 2], r)
+    dual, _ = kl_ball_support(p, w, r, value_only=True)
+    primal, _ = kl_ball_support(p, w, r)
+    np.testing.assert_allclose(kernel, dual, atol=1e-7)
+    assert np.all(kernel >= primal - 1e-7)
+    a = rng.random(n)
+    a[:50], a[50:100] = 0.0, 1.0
+    np.testing.assert_allclose(kl_upper_end(a, r), _binary_kl_upper(a, r, outer=True), atol=1e-12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain = run_fidelity(sample_data())
+        monkeypatch.setattr(dz, "KERNEL_FROM", 0)
+        compiled = run_fidelity(sample_data())
+    for s, t in zip(plain.simulators, compiled.simulators, strict=True):
+        np.testing.assert_allclose(s.upper, t.upper, atol=1e-9)
+    for c, e in zip(plain.comparisons, compiled.comparisons, strict=True):
+        np.testing.assert_allclose(c.deltas, e.deltas, atol=1e-7)

@@ -89,9 +89,9 @@ def _one(a, c, b, ea, ec, eb, r):
     return top - t * math.expm1(lg)
 
 
-@nb.njit(parallel=True, cache=True)
+@nb.njit(cache=True)
 def _many(a, c, b, ea, ec, eb, r, out):
-    for i in nb.prange(a.size):
+    for i in range(a.size):
         out[i] = _one(a[i], c[i], b[i], ea[i], ec[i], eb[i], r[i])
 
 

@@ -52,7 +52,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .sets import binary_kl, binary_kl_interval, kl_ball_support, kl_divergence
+from .sets import _binary_kl_upper, binary_kl, binary_kl_interval, kl_ball_support, kl_divergence
 
 LOSSES = ("tv", "kl", "w1", "squared", "absolute")
 CATEGORICAL_LOSSES = ("tv", "kl", "w1")
@@ -63,6 +63,23 @@ _CHUNK = 2_000_000         # elements per vectorized block
 _TABLE_ROWS = 250_000      # support-function rows per block of the tv table
 
 Progress = Callable[[int, int], None]
+#: from this many support-function values on, the compiled kernels (numba) take over from
+#: numpy: loading numba costs about a second once, which small analyses need not pay
+KERNEL_FROM = 400_000
+
+
+def _hi_end(a, r, nonempty, rest) -> np.ndarray:
+    """``hi(a, r)`` elementwise (0 for an empty subset), certified (never below the exact
+    end): numpy bisection for a few values, the compiled kernel for many."""
+    a = np.clip(np.asarray(a, dtype=float), 0.0, 1.0)
+    r = np.broadcast_to(np.asarray(r, dtype=float), a.shape)
+    nonempty = np.broadcast_to(nonempty, a.shape)
+    if a.size >= KERNEL_FROM:
+        from ._kernels import kl_upper_end
+
+        return np.where(nonempty, kl_upper_end(a, r, nonempty, np.broadcast_to(rest, a.shape)),
+                        0.0)
+    return np.where(nonempty, _binary_kl_upper(a, np.ascontiguousarray(r), outer=True), 0.0)
 
 
 class SolverError(RuntimeError):
@@ -195,18 +212,13 @@ def tv_subset_upper(p, r) -> np.ndarray:
     if d > MAX_SUBSET_OPTIONS:
         raise ValueError(f"tv over {d} options: the closed form enumerates 2^d option subsets "
                          f"and stops at {MAX_SUBSET_OPTIONS} options.")
-    from ._kernels import kl_upper_end
-
     subsets = tv_vertices(d)
     out = np.empty((m, len(subsets)))
     size = subsets.sum(axis=1)
-    step = max(1, _CHUNK // len(subsets))
+    step = m if m * len(subsets) >= KERNEL_FROM else max(1, _CHUNK // len(subsets))
     for i in range(0, m, step):
         ps = np.clip(p[i:i + step] @ subsets.T, 0.0, 1.0)
-        shape = ps.shape
-        out[i:i + step] = kl_upper_end(ps, np.broadcast_to(r[i:i + step, None], shape),
-                                       np.broadcast_to(size > 0, shape),
-                                       np.broadcast_to(size < d, shape))
+        out[i:i + step] = _hi_end(ps, r[i:i + step, None], size > 0, size < d)
     out[:, 0] = 0.0                       # the empty subset: u(∅) = 0 on every ball
     return out
 
@@ -267,8 +279,6 @@ def tv_upper_bound(p, r, q, *, tangents: int = 96) -> tuple[np.ndarray, np.ndarr
     and of each single option — points of the ball's image, so never above the sup.
     Their difference (the gap) is 0 when a threshold set is the optimum, as it is for most
     rows."""
-    from ._kernels import kl_upper_end
-
     p = np.asarray(p, dtype=float)
     q = np.asarray(q, dtype=float)
     r = np.asarray(r, dtype=float)
@@ -281,10 +291,10 @@ def tv_upper_bound(p, r, q, *, tangents: int = 96) -> tuple[np.ndarray, np.ndarr
     cand_a = np.concatenate([pa, p], axis=1)                                 # + single options
     cand_q = np.concatenate([qa, q], axis=1)
     rr = np.broadcast_to(r[:, None], cand_a.shape)
-    lower = np.maximum((kl_upper_end(np.clip(cand_a, 0, 1), rr) - cand_q).max(axis=1), 0.0)
+    lower = np.maximum((_hi_end(cand_a, rr, True, True) - cand_q).max(axis=1), 0.0)
     def bound(a0):                                           # the tangent at a0: (m, T)
         a0 = np.clip(a0, 1e-12, 1 - 1e-12)
-        x0 = kl_upper_end(a0, np.broadcast_to(r[:, None], a0.shape))
+        x0 = _hi_end(a0, r[:, None], True, True)
         lam = _hi_slope(a0, x0)
         c = x0 - lam * a0 + 1e-12                            # a hair above: rounding
         terms = lam[..., None] * p[:, None, :] - q[:, None, :]
@@ -449,19 +459,26 @@ def tv_support_table(p, r) -> np.ndarray:
     m, d = p.shape
     w = np.array(list(itertools.product((-1.0, 0.0, 1.0), repeat=d)))[:, ::-1]  # column i <-> 3^i
     cells = np.stack([w == 1.0, w == 0.0, w == -1.0], axis=1).astype(float)   # (3^d, 3, d)
-    from ._kernels import support3
-
     k = len(w)
     full = cells.any(axis=2)                                                   # (3^d, 3)
+    weights = np.where(full, np.array([1.0, 0.0, -1.0]), -3.0)                 # empty: never used
     out = np.empty((m, k))
     step = max(1, _TABLE_ROWS // k)            # a block of rows at a time: bounded memory
     for i in range(0, m, step):
         sl = slice(i, i + step)
         ms = np.einsum("md,kcd->mkc", p[sl], cells)                            # (rows, 3^d, 3)
         shape = ms.shape[:2]
-        out[sl] = support3(ms[..., 0], ms[..., 1], ms[..., 2],
-                           *(np.broadcast_to(full[:, c], shape) for c in range(3)),
-                           np.broadcast_to(r[sl, None], shape))
+        if m * k >= KERNEL_FROM:
+            from ._kernels import support3
+
+            out[sl] = support3(ms[..., 0], ms[..., 1], ms[..., 2],
+                               *(np.broadcast_to(full[:, c], shape) for c in range(3)),
+                               np.broadcast_to(r[sl, None], shape))
+        else:
+            rows = shape[0]
+            out[sl] = kl_ball_support(ms.reshape(rows * k, 3),
+                                      np.broadcast_to(weights, (rows, k, 3)).reshape(rows * k, 3),
+                                      np.repeat(r[sl], k), value_only=True)[0].reshape(rows, k)
     return out
 
 
@@ -510,8 +527,6 @@ def w1_upper_bound(p, r, q, values) -> tuple[np.ndarray, np.ndarray]:
     ``U_k`` lies in the binary-KL interval around ``P̂_k`` (data processing), so the sum of
     each term's own worst case is a certified upper bound; the general solver's point of
     the ball gives the lower one."""
-    from ._kernels import kl_upper_end
-
     p = np.asarray(p, dtype=float)
     q = np.asarray(q, dtype=float)
     r = np.asarray(r, dtype=float)
@@ -519,8 +534,8 @@ def w1_upper_bound(p, r, q, values) -> tuple[np.ndarray, np.ndarray]:
     cp = np.clip(np.cumsum(p[:, order], axis=1)[:, :-1], 0.0, 1.0)
     cq = np.cumsum(q[:, order], axis=1)[:, :-1]
     rr = np.broadcast_to(r[:, None], cp.shape)
-    hi = kl_upper_end(cp, rr)
-    lo = 1.0 - kl_upper_end(1.0 - cp, rr)
+    hi = _hi_end(cp, rr, True, True)
+    lo = 1.0 - _hi_end(1.0 - cp, rr, True, True)
     upper = (np.maximum(hi - cq, cq - lo).clip(0.0) * gaps).sum(axis=1)
     lower = maximize_convex(p, r, q, "w1", values=values)
     return np.maximum(upper, lower), lower
