@@ -88,3 +88,13 @@ def test_cli_plan(tmp_path):
     assert proc.stdout.startswith("With 40 questions 2 of 12 pairwise verdicts")
     assert "sim-close ≥ uniform" in proc.stdout and "guaranteed level" in proc.stdout
     assert not (tmp_path / "never").exists()                 # --plan writes nothing
+
+
+def test_binomial_against_scipy():
+    from scipy.stats import binom
+
+    from dbpa_core.fidelity.plan import _binom_cdf
+
+    for k, m, s in [(0, 10, 0.3), (5, 100, 0.05), (50, 2000, 0.02), (3, 3, 0.5), (-1, 4, 0.2),
+                    (10, 100, 0.0), (10, 100, 1.0), (2500, 100000, 0.03)]:
+        assert _binom_cdf(k, m, s) == pytest.approx(float(binom.cdf(k, m, s)), abs=1e-12)

@@ -139,19 +139,31 @@ def _threshold(m: int, alpha: float) -> int:
     return m - math.ceil(round((1 - alpha / 2) * m, 9))
 
 
+def _binom_cdf(k: int, m: int, s: float) -> float:
+    """P(Binomial(m, s) <= k), summed in log space (no scipy.stats: a plain `dbpa fidelity`
+    need not load it)."""
+    if k < 0:
+        return 0.0
+    if k >= m or s <= 0.0:
+        return 1.0
+    if s >= 1.0:
+        return 0.0
+    i = np.arange(1, k + 1)
+    log_c = np.concatenate([[0.0], np.cumsum(np.log(m - i + 1.0) - np.log(i))])
+    j = np.arange(k + 1)
+    terms = log_c + j * math.log(s) + (m - j) * math.log1p(-s)
+    top = terms.max()
+    return float(min(1.0, math.exp(top) * np.exp(terms - top).sum()))
+
+
 def chance_at(share: float, m: int, alpha: float) -> float:
     """P(Binomial(m, share) <= m - ⌈(1 - α/2) m⌉): the chance that a verdict is decided with
     m questions drawn (with replacement) from questions whose share ``share`` has δ̂ > 0."""
-    from scipy.stats import binom
-
-    return float(binom.cdf(_threshold(m, alpha), m, share))
+    return _binom_cdf(_threshold(m, alpha), m, share)
 
 
 def _chances(share: float, ms, alpha: float) -> np.ndarray:
-    from scipy.stats import binom
-
-    ms = np.asarray(ms)
-    return binom.cdf([_threshold(int(m), alpha) for m in ms], ms, share)
+    return np.array([chance_at(share, int(m), alpha) for m in ms])
 
 
 def plan_study(result, *, grid=M_GRID) -> FidelityPlan:
