@@ -434,3 +434,20 @@ def test_the_compiled_kernels_agree_with_numpy(monkeypatch):
         np.testing.assert_allclose(s.upper, t.upper, atol=1e-9)
     for c, e in zip(plain.comparisons, compiled.comparisons, strict=True):
         np.testing.assert_allclose(c.deltas, e.deltas, atol=1e-7)
+
+
+@pytest.mark.parametrize("d", [8, 10])
+def test_tv_pairwise_without_the_table_is_never_below_points_of_the_ball(d):
+    """From 8 options the tv pairwise bound enumerates vertices (no table): never below the
+    difference at any point of the ball (boundary points in random directions)."""
+    rng = np.random.default_rng(d)
+    m = 4
+    p = rng.dirichlet(np.ones(d), m)
+    a, b = rng.dirichlet(np.ones(d), m), rng.dirichlet(np.ones(d), m)
+    r = rng.uniform(0.01, 0.2, m)
+    got = dz.tv_pairwise(p, r, a, b)
+    for j in range(m):
+        w = rng.normal(size=(2000, d)) * 3
+        _, u = kl_ball_support(np.repeat(p[j:j + 1], 2000, 0), w, np.full(2000, r[j]))
+        diff = 0.5 * np.abs(u - a[j]).sum(1) - 0.5 * np.abs(u - b[j]).sum(1)
+        assert got[j] >= diff.max() - 1e-9

@@ -385,11 +385,13 @@ def tv_lower(p, r, q, *, iters: int = 64) -> np.ndarray:
 # --------------------------------------------------------------------------- IPM pairwise
 
 
-def _support_rows(p, w, r):
-    """kl_ball_support on (m, K, d) weights: p (m, d) and r (m,) repeated K times."""
+def _support_rows(p, w, r, *, value_only: bool = False):
+    """kl_ball_support on (m, K, d) weights: p (m, d) and r (m,) repeated K times
+    (``value_only``: the certified dual values, no maximizers)."""
     m, k, d = w.shape
-    value, u = kl_ball_support(np.repeat(p, k, axis=0), w.reshape(m * k, d), np.repeat(r, k))
-    return value.reshape(m, k), u.reshape(m, k, d)
+    value, u = kl_ball_support(np.repeat(p, k, axis=0), w.reshape(m * k, d), np.repeat(r, k),
+                               value_only=value_only)
+    return value.reshape(m, k), None if u is None else u.reshape(m, k, d)
 
 
 def ipm_upper(p, r, q, vertices) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -436,7 +438,7 @@ def ipm_pairwise(p, r, a, b, vertices, argmax, *, support=None) -> np.ndarray:
                 argmax(uf[sl] - b[sl][:, None, :])]
         val = best[sl]
         for g in cand:
-            hg, _ = _support_rows(p[sl], vertices[None] - g, r[sl])
+            hg, _ = _support_rows(p[sl], vertices[None] - g, r[sl], value_only=True)
             val = np.minimum(val, hg + (g * b[sl][:, None, :]).sum(axis=2) - fa[sl])
         out[sl] = val.max(axis=1)
     return out
