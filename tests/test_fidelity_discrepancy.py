@@ -451,3 +451,29 @@ def test_tv_pairwise_without_the_table_is_never_below_points_of_the_ball(d):
         _, u = kl_ball_support(np.repeat(p[j:j + 1], 2000, 0), w, np.full(2000, r[j]))
         diff = 0.5 * np.abs(u - a[j]).sum(1) - 0.5 * np.abs(u - b[j]).sum(1)
         assert got[j] >= diff.max() - 1e-9
+
+
+def test_many_options_are_exact_when_the_loose_rows_can_be_enumerated(monkeypatch):
+    """16 options: the rows the bound leaves loose are enumerated (exact, equal to the brute
+    force); with no budget for it they stay a certified bound, never below."""
+    import warnings
+
+    from dbpa_core.fidelity import from_arrays, run_fidelity
+    from dbpa_core.fidelity.sets import kl_radius_categorical
+
+    rng = np.random.default_rng(16)
+    real = rng.multinomial(40, rng.dirichlet(np.full(16, 0.5)), 8)
+    sim = rng.multinomial(30, np.ones(16) / 16, 8) + 1
+    data = from_arrays(real, {"s": sim})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exact = run_fidelity(data, band=False, baseline="exact")
+        monkeypatch.setattr(dz, "EXACT_BUDGET", 0)
+        bound = run_fidelity(data, band=False, baseline="exact")
+    p = real / real.sum(1, keepdims=True)
+    r = kl_radius_categorical(real.sum(1), 16)
+    q = sim / sim.sum(1, keepdims=True)
+    brute = np.array([_tv_enumerated(p[j], r[j], q[j]) for j in range(8)])
+    np.testing.assert_allclose(exact.simulator("s").upper, brute, atol=1e-12)
+    assert exact.simulator("s").method == "exact"
+    assert np.all(bound.simulator("s").upper >= brute - 1e-12)

@@ -816,8 +816,9 @@ class _Categorical:
         return dz.tv_vertices(d) if self.loss == "tv" else dz.w1_vertices(np.array(key[1:]))
 
     def upper(self, name: str) -> np.ndarray:
-        """Δ̂ per scenario: exact (tv up to 14 options, w1 up to 11) or a certified upper
-        bound whose gap to a point of the set is kept in ``self.gaps[name]``."""
+        """Δ̂ per scenario: exact (tv up to 14 options, and beyond where the rows the bound
+        leaves loose can be enumerated; w1 up to 11) or a certified upper bound whose gap to a
+        point of the set is kept in ``self.gaps[name]``."""
         out = np.empty(self.data.m)
         gap = np.zeros(self.data.m)
         for key, idx in self.groups:
@@ -830,6 +831,10 @@ class _Categorical:
             else:
                 if self.loss == "tv":
                     up, lo = dz.tv_upper_bound(p, r, q)
+                    loose = np.flatnonzero(up - lo > 1e-9)   # enumerate them while affordable
+                    if 0 < loose.size * 2 ** key[0] <= dz.EXACT_BUDGET:
+                        up[loose] = lo[loose] = dz.tv_upper_exact_rows(p[loose], r[loose],
+                                                                       q[loose])
                 elif self.loss == "w1":
                     up, lo = dz.w1_upper_bound(p, r, q, np.array(key[1:]))
                 else:
