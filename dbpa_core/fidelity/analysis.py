@@ -899,8 +899,10 @@ class _Categorical:
                     out[idx] = dz.tv_pairwise(p, r, qa, qb, support=support, table=table)
                 else:
                     out[idx] = dz.w1_pairwise(p, r, qa, qb, np.array(key[1:]), support=support)
-            else:  # the trivial bound: worst case of a minus best case of b
-                out[idx] = self.upper_of(a, idx) - self.lower_of(b, idx)
+            else:  # worst case of a minus best case of b, and L(a, b) (triangle inequality)
+                vals = np.array(key[1:]) if self.loss == "w1" else None
+                out[idx] = np.minimum(self.upper_of(a, idx) - self.lower_of(b, idx),
+                                      dz.categorical_loss(qa, qb, self.loss, vals))
         return out, exact
 
     def upper_of(self, name, idx):
