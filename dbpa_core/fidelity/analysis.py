@@ -316,10 +316,11 @@ class FidelityResult:
                     "no sampling noise; a simulator's own k answers carry some, so against it "
                     "the baseline looks slightly better than a fair one.")
         ks = f"k = {k.min()}" if k.min() == k.max() else f"k = {k.min()}–{k.max()}"
-        what = "the options" if self.data.kind == "categorical" else "the range of the values"
+        what = ("picked uniformly at random among the options" if self.data.kind == "categorical"
+                else "drawn uniformly at random from the values' range")
         return (f"Baseline: uniform, drawn like the simulators — {ks} answers per question "
-                f"picked uniformly at random among {what} (seed {self.seed}), as many as the "
-                "simulators drew, so it carries the same sampling noise.")
+                f"{what} (seed {self.seed}), as many as the simulators drew, so it carries the "
+                "same sampling noise.")
 
     def sample_sizes(self, name: str) -> np.ndarray | None:
         """Simulator ``name``'s answers per question (None when it gave probabilities, or
