@@ -369,7 +369,7 @@ def _tv_ball_projection(p, q, t, srt):
     return u
 
 
-def tv_lower(p, r, q, *, iters: int = 64) -> np.ndarray:
+def tv_lower(p, r, q, *, iters: int = 52) -> np.ndarray:
     """``inf_{KL(p̂ ‖ u) <= r} TV(u, q)``, exact up to bisection precision, row by row.
 
     It is the smallest t such that the TV ball of radius t around q meets the KL ball,
