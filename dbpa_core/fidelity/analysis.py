@@ -300,12 +300,7 @@ class FidelityResult:
     @property
     def baseline_k(self) -> np.ndarray | None:
         """The uniform baseline's answers per question (None: the exact 1/d)."""
-        b = self.data.baseline
-        if b is None:
-            return None
-        if self.data.kind == "categorical":
-            return np.array([round(float(np.sum(c))) for c in b])
-        return np.array([np.size(c) for c in b])
+        return self.sample_sizes(UNIFORM)
 
     def baseline_text(self) -> str:
         """What the uniform baseline is, in one sentence (the page, the CLI and the report
@@ -325,8 +320,19 @@ class FidelityResult:
     def sample_sizes(self, name: str) -> np.ndarray | None:
         """Simulator ``name``'s answers per question (None when it gave probabilities, or
         is the exact uniform)."""
+        memo = self.__dict__.setdefault("_sizes", {})   # computed once per simulator
+        if name not in memo:
+            memo[name] = self._sample_sizes(name)
+        return memo[name]
+
+    def _sample_sizes(self, name: str) -> np.ndarray | None:
         if name == UNIFORM:
-            return self.baseline_k
+            b = self.data.baseline
+            if b is None:
+                return None
+            if self.data.kind == "categorical":
+                return np.array([round(float(np.sum(c))) for c in b])
+            return np.array([np.size(c) for c in b])
         kind = self.data.sim_kinds.get(name)
         if kind == "counts":
             return np.array([float(np.sum(a)) for a in self.data.simulated[name]])
@@ -793,6 +799,7 @@ class _Categorical:
         self._q: dict[str, list[np.ndarray]] = {}
         self._support: dict[tuple, tuple] = {}
         self.gaps: dict[str, np.ndarray | None] = {}
+        self._stacks: dict[tuple, np.ndarray] = {}
         if loss == "kl":
             for name in data.simulators:
                 for s, q in zip(data.scenarios, self.q(name), strict=True):
@@ -812,6 +819,19 @@ class _Categorical:
     def _stack(self, idx, arrays):
         return np.vstack([arrays[j] for j in idx])
 
+    def _real(self, idx) -> np.ndarray:
+        """p̂ of a group of scenarios, stacked once (rows in ``idx`` order)."""
+        key = ("real", idx[0], len(idx))
+        if key not in self._stacks:
+            self._stacks[key] = self._stack(idx, self.p)
+        return self._stacks[key]
+
+    def _sim(self, name: str, idx) -> np.ndarray:
+        key = (name, idx[0], len(idx))
+        if key not in self._stacks:
+            self._stacks[key] = self._stack(idx, self.q(name))
+        return self._stacks[key]
+
     def _vertices(self, key):
         d = key[0]
         return dz.tv_vertices(d) if self.loss == "tv" else dz.w1_vertices(np.array(key[1:]))
@@ -823,7 +843,7 @@ class _Categorical:
         out = np.empty(self.data.m)
         gap = np.zeros(self.data.m)
         for key, idx in self.groups:
-            p, q, r = self._stack(idx, self.p), self._stack(idx, self.q(name)), self.radius[idx]
+            p, q, r = self._real(idx), self._sim(name, idx), self.radius[idx]
             if self.loss == "tv" and key[0] <= dz.MAX_SUBSET_OPTIONS:
                 out[idx] = dz.tv_upper(p, r, q, subset_upper=self._subsets_of(key, idx))
             elif self.loss == "w1" and key[0] <= dz.MAX_PAIRWISE_OPTIONS + 1:
@@ -848,19 +868,19 @@ class _Categorical:
         out = np.empty(self.data.m)
         for key, idx in self.groups:
             vals = np.array(key[1:]) if self.loss == "w1" else None
-            out[idx] = dz.categorical_loss(self._stack(idx, self.p),
-                                           self._stack(idx, self.q(name)), self.loss, vals)
+            out[idx] = dz.categorical_loss(self._real(idx),
+                                           self._sim(name, idx), self.loss, vals)
         return out
 
     def _subsets_of(self, key, idx):
         hkey = ("subsets",) + key
         if hkey not in self._support:
-            self._support[hkey] = dz.tv_subset_upper(self._stack(idx, self.p), self.radius[idx])
+            self._support[hkey] = dz.tv_subset_upper(self._real(idx), self.radius[idx])
         return self._support[hkey]
 
     def _support_of(self, key, idx):
         if key not in self._support:
-            p, r = self._stack(idx, self.p), self.radius[idx]
+            p, r = self._real(idx), self.radius[idx]
             if self.loss == "tv" and key[0] <= dz.MAX_SUBSET_OPTIONS:
                 self._support[key] = dz.tv_support(p, r, self._subsets_of(key, idx))
             else:
@@ -871,13 +891,13 @@ class _Categorical:
     def _table_of(self, key, idx):
         tkey = ("table",) + key
         if tkey not in self._support:
-            self._support[tkey] = dz.tv_support_table(self._stack(idx, self.p), self.radius[idx])
+            self._support[tkey] = dz.tv_support_table(self._real(idx), self.radius[idx])
         return self._support[tkey]
 
     def lower(self, name: str) -> np.ndarray:
         out = np.empty(self.data.m)
         for key, idx in self.groups:
-            p, q, r = self._stack(idx, self.p), self._stack(idx, self.q(name)), self.radius[idx]
+            p, q, r = self._real(idx), self._sim(name, idx), self.radius[idx]
             if self.loss == "tv":
                 out[idx] = dz.tv_lower(p, r, q)
             else:
@@ -889,8 +909,8 @@ class _Categorical:
         out = np.empty(self.data.m)
         exact = self.loss == "kl"
         for key, idx in self.groups:
-            p, r = self._stack(idx, self.p), self.radius[idx]
-            qa, qb = self._stack(idx, self.q(a)), self._stack(idx, self.q(b))
+            p, r = self._real(idx), self.radius[idx]
+            qa, qb = self._sim(a, idx), self._sim(b, idx)
             if self.loss == "kl":
                 out[idx] = dz.kl_pairwise(p, r, qa, qb)
             elif key[0] <= dz.MAX_PAIRWISE_OPTIONS:

@@ -74,7 +74,7 @@ def _hi_end(a, r, nonempty, rest) -> np.ndarray:
     a = np.clip(np.asarray(a, dtype=float), 0.0, 1.0)
     r = np.broadcast_to(np.asarray(r, dtype=float), a.shape)
     nonempty = np.broadcast_to(nonempty, a.shape)
-    if a.size >= KERNEL_FROM:
+    if a.size >= KERNEL_FROM // 4:       # bisection in numpy is 64 passes: dearer per value
         from ._kernels import kl_upper_end
 
         return np.where(nonempty, kl_upper_end(a, r, nonempty, np.broadcast_to(rest, a.shape)),
