@@ -124,9 +124,9 @@ class FidelityData:
         :attr:`baseline` holds them, else 1/d each)."""
         if name == UNIFORM:
             if self.baseline is not None:
-                return [np.asarray(c, dtype=float) / float(np.sum(c)) for c in self.baseline]
+                return [c / c.sum() for c in map(np.asarray, self.baseline)]
             return [np.full(len(s.options), 1.0 / len(s.options)) for s in self.scenarios]
-        return [np.asarray(v, dtype=float) / float(np.sum(v)) for v in self.simulated[name]]
+        return [v / v.sum() for v in (np.asarray(x, dtype=float) for x in self.simulated[name])]
 
     def real_probabilities(self) -> list[np.ndarray]:
         return [s.real / s.real.sum() for s in self.scenarios]
@@ -337,7 +337,7 @@ def from_arrays(real, simulated: Mapping[str, Sequence] | None = None, *,
 
 
 def _kind_of(answers: Sequence[np.ndarray]) -> str:
-    sums = [float(np.sum(a)) for a in answers]
+    sums = [float(np.asarray(a).sum()) for a in answers]
     return "probabilities" if all(abs(s - 1.0) <= PROB_TOLERANCE for s in sums) else "counts"
 
 
