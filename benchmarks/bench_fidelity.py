@@ -1,4 +1,4 @@
-"""Speed of simulator fidelity (issue 10).
+"""Speed of simulator fidelity.
 
 1. The whole ``dbpa fidelity DATA.csv --loss tv --gamma 0.5 --eta 0.05 --out DIR`` on
    m = 1,000 questions with 5 options and 3 simulator columns (so 4 curves with the
@@ -7,7 +7,10 @@
    runs, with its stages) and as a fresh ``dbpa`` process, whose wall time also holds
    starting Python and ``import dbpa_core`` (numba, scipy.stats: paid by every ``dbpa``
    command, timed apart).
-2. Time per pseudo-discrepancy of the closed forms against the general solvers on the
+2. Scale: a fresh ``dbpa fidelity`` process on m = 10,000 questions against m = 1,000
+   (5 options, 3 simulators, tv, band on; and the scalar path, two-option questions with
+   loss squared): target at most 4x the m = 1,000 time, peak memory under 500 MB.
+3. Time per pseudo-discrepancy of the closed forms against the general solvers on the
    same questions: the tv worst case (option subsets and binary-KL ends, vectorized)
    against successive linearization over the KL ball, and the tv best case (exact 1-D
    search) against SLSQP.
@@ -118,6 +121,62 @@ def bench_cli(m: int) -> bool:
     return ok
 
 
+def make_binary(m: int, seed: int = 1):
+    """m two-option questions (yes/no), 50-500 real answers, two count simulators of 300."""
+    from dbpa_core.fidelity.data import FidelityData, Scenario
+
+    rng = np.random.default_rng(seed)
+    scen, a, b = [], [], []
+    for j in range(m):
+        p = rng.uniform(0.05, 0.95)
+        scen.append(Scenario(f"q{j + 1:05d}", ("No", "Yes"),
+                             rng.multinomial(int(rng.integers(50, 501)), [1 - p, p]).astype(float)))
+        a.append(rng.multinomial(300, [1 - p, p]).astype(float))
+        b.append(rng.multinomial(300, [0.5, 0.5]).astype(float))
+    return FidelityData("categorical", tuple(scen), {"close": tuple(a), "coin": tuple(b)},
+                        {"close": "counts", "coin": "counts"})
+
+
+def _fresh(csv: Path, out: Path, *extra: str) -> tuple[float, float]:
+    """Wall seconds and peak memory (MB) of one fresh `dbpa fidelity` process."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    code = ("import resource, sys; from dbpa_core.cli import main; rc = main(sys.argv[1:]); "
+            "print('MAXRSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss); sys.exit(rc)")
+    t = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", code, "fidelity", str(csv), "--out", str(out),
+                           "--quiet", *extra], env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    assert proc.returncode == 0, proc.stderr
+    rss = int(proc.stdout.rsplit("MAXRSS", 1)[1].split()[0]) / 1024   # KB on Linux
+    return wall, rss
+
+
+def bench_scale(small: int = 1000, large: int = 10_000, repeat: int = 2) -> bool:
+    """A fresh `dbpa fidelity` at m = 10,000 against m = 1,000 (5 options, 3 simulators,
+    tv, band on) and the scalar path (two options, loss squared): each at most 4x the
+    m = 1,000 time; peak memory under 500 MB."""
+    ok = True
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, make, extra in (("tv, 5 options, 3 simulators, band on", make_data, ()),
+                                   ("scalar path: squared, 2 options (Bernoulli sets)",
+                                    make_binary, ("--loss", "squared"))):
+            walls, peak = {}, 0.0
+            for m in (small, large):
+                csv = Path(tmp) / f"{m}.csv"
+                csv.write_text(make(m).to_csv())
+                runs = [_fresh(csv, Path(tmp) / f"out{m}", *extra) for _ in range(repeat)]
+                walls[m] = statistics.median(w for w, _ in runs)
+                peak = max(peak, max(r for _, r in runs))
+            ratio = walls[large] / walls[small]
+            met = ratio <= 4.0 and peak < 500
+            ok &= met
+            print(f"fresh `dbpa fidelity` ({label}): m = {small:,} {walls[small]:.2f} s, "
+                  f"m = {large:,} {walls[large]:.2f} s -> {ratio:.1f}x (target <= 4x: "
+                  f"{'met' if ratio <= 4 else 'MISSED'}); peak memory {peak:.0f} MB (target "
+                  f"< 500 MB: {'met' if peak < 500 else 'MISSED'}); median of {repeat}.")
+    return ok
+
+
 def bench_per_discrepancy(m: int, m_solver: int) -> None:
     from dbpa_core.fidelity import discrepancy as dz
     from dbpa_core.fidelity.sets import kl_radius_categorical
@@ -154,9 +213,11 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--m", type=int, default=1000)
     ap.add_argument("--solver-m", type=int, default=100)
+    ap.add_argument("--large", type=int, default=10_000, help="the large m of the scale test")
     args = ap.parse_args()
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     ok = bench_cli(args.m)
+    ok &= bench_scale(args.m, args.large)
     bench_per_discrepancy(args.m, args.solver_m)
     print("all targets met" if ok else "SOME TARGETS MISSED")
     return 0

@@ -99,6 +99,11 @@ with right:
                     help="The guarantee fails with probability at most η.")
     c3.number_input("α", 0.01, 0.5, key="w_fid_alpha", step=0.01,
                     help="Guarantee and comparisons for at least 1 − α of questions.")
+    st.selectbox("Uniform baseline", list(fid.BASELINE_TEXT), key="w_fid_baseline",
+                 format_func=fid.BASELINE_TEXT.get,
+                 help="Drawn: the uniform simulator answers k times per question at random, "
+                 "as many as the simulators drew (seeded by the sidebar's seed), so it carries "
+                 "the same sampling noise — a fair comparison. Exact: 1/d per option.")
     if data is not None and data.kind == "values":
         c1, c2 = st.columns(2)
         if ss["w_fid_loss"] == "w1":
@@ -148,7 +153,7 @@ if source == "Simulate now":
         fid.check_simulation(questions, picked, settings)   # a bad template stops here
         with st.expander("The first prompt"):
             st.code(fid.first_prompt(questions, settings), language=None)
-        if lacking := fid.replay_shortfall(questions, picked, settings):
+        if lacking := fid.replay_shortfall(questions, picked, settings, list(models.values())):
             raise ValueError(lacking)
         tasks = {"simulation": fid.simulation_task(questions, picked, settings, state.cache(),
                                                    ss["api_keys"])}
@@ -183,7 +188,8 @@ if data_error:
 elif data is not None:
     try:
         settings = {"loss": ss["w_fid_loss"], "gamma": float(ss["w_fid_gamma"]),
-                    "eta": float(ss["w_fid_eta"]), "alpha": float(ss["w_fid_alpha"])}
+                    "eta": float(ss["w_fid_eta"]), "alpha": float(ss["w_fid_alpha"]),
+                    "baseline": ss["w_fid_baseline"], "seed": int(ss.get("w_seed", 0))}
         if data.kind == "values":
             settings["bounds"] = fid.parse_bounds(ss["w_fid_bounds"])
             if settings["loss"] == "w1":
@@ -228,11 +234,26 @@ if result is not None:
                             "(V̂⁻_m(γτ) below, V̂_m(γ + (1 − γ)τ) above).")
     st.plotly_chart(figs.curves_figure(result, band=None if band == "none" else band),
                     key=f"{KEY}_curves")
-    st.caption(md_escape(fid.curve_caption(result, band not in (None, "none"))))
+    st.caption(md_escape(fid.curve_caption(result, band not in (None, "none")) + " "
+                         + result.baseline_text()))
     st.dataframe(fid.summary_table(result), hide_index=True, key=f"{KEY}_summary", column_config={
         c: st.column_config.NumberColumn(format="%.4f")
-        for c in fid.summary_table(result).columns if c not in ("simulator", "answers")})
-    tabs = st.tabs(["Per question", "Simulated answers"] if sim is not None else ["Per question"])
+        for c in fid.summary_table(result).columns
+        if c not in ("simulator", "answers", "k per question", "worst case")})
+    tabs = st.tabs(["Per question", "Plan: questions needed"]
+                   + (["Simulated answers"] if sim is not None else []))
+    with tabs[1]:
+        st.markdown(md_escape(result.plan().sentence()))
+        if result.comparisons:
+            st.plotly_chart(figs.plan_figure(result), key=f"{KEY}_plan")
+            ptable = fid.plan_table(result)
+            st.dataframe(ptable, hide_index=True, key=f"{KEY}_plan_table", column_config={
+                c: st.column_config.NumberColumn(format="percent")
+                for c in ptable.columns if c.startswith("m = ")})
+            st.caption("Chance decided: resampling the loaded questions, the share of studies "
+                       "with m questions in which the verdict holds at this α (≥ 80 % counts as "
+                       "reachable). The plug-in share compares the losses at the estimates "
+                       "only: a description with no guarantee.")
     with tabs[0]:
         labels = fid.question_labels(result)
         pick = st.selectbox("Question", range(len(labels)), format_func=labels.__getitem__,
@@ -243,7 +264,7 @@ if result is not None:
             c: st.column_config.NumberColumn(format="%.4f")
             for c in qtable.columns if c not in ("simulator", "answers")})
     if sim is not None:
-        with tabs[1]:
+        with tabs[2]:
             only = st.checkbox("Only unparsed answers", value=True, key=f"{KEY}_only_unparsed")
             st.dataframe(fid.unparsed_table(sim, only_unparsed=only), hide_index=True,
                          key=f"{KEY}_answers")

@@ -23,14 +23,54 @@ def result():
 def test_every_simulator_and_uniform(result):
     assert [s.name for s in result.simulators] == ["sim-close", "sim-biased", "sim-flat", "uniform"]
     assert len(result.comparisons) == 6
-    # the uniform curve is the tv worst case against 1/d, recomputed here by hand
+    # the uniform curve is the tv worst case against its own 300 draws per question (the
+    # sample's simulators drew 300), recomputed here by hand
     data = sample_data()
-    for j in (0, 20, 39):
+    rng = np.random.default_rng(0)
+    exact = run_fidelity(data, baseline="exact", band=False)
+    assert exact.baseline == "exact" and exact.data.baseline is None
+    for j in range(40):
         p = data.scenarios[j].real / data.scenarios[j].real.sum()
         d = p.size
         r = kl_radius_categorical(data.scenarios[j].real.sum(), d)
-        want = dz.tv_upper(p[None], np.array([r]), np.full((1, d), 1 / d))[0]
+        draws = rng.multinomial(300, np.full(d, 1 / d))
+        want = dz.tv_upper(p[None], np.array([r]), draws[None] / 300)[0]
         assert result.simulator("uniform").upper[j] == pytest.approx(want)
+        want = dz.tv_upper(p[None], np.array([r]), np.full((1, d), 1 / d))[0]
+        assert exact.simulator("uniform").upper[j] == pytest.approx(want)
+
+
+def test_the_drawn_baseline_is_fair_and_said():
+    """The default uniform draws k answers per question like the simulators (seeded), so it
+    carries their noise: its curve lies above the exact 1/d's; the result says which."""
+    data = sample_data()
+    drawn = run_fidelity(data, band=False)
+    again = run_fidelity(data, band=False)
+    other = run_fidelity(data, band=False, seed=1)
+    exact = run_fidelity(data, band=False, baseline="exact")
+    u = drawn.simulator("uniform")
+    np.testing.assert_array_equal(u.upper, again.simulator("uniform").upper)
+    assert not np.array_equal(u.upper, other.simulator("uniform").upper)
+    # with few answers per question the noise shows: every seed's drawn curve (k = 30) lies
+    # above the exact one's AUC_cal, as a simulator's own k answers would
+    for seed in range(3):
+        k30 = run_fidelity(data, band=False, baseline_k=30, seed=seed).simulator("uniform")
+        assert k30.auc_cal > exact.simulator("uniform").auc_cal + 0.01
+    assert list(drawn.baseline_k) == [300] * 40
+    assert drawn.baseline_text().startswith("Baseline: uniform, drawn like the simulators — "
+                                            "k = 300 answers per question")
+    assert exact.baseline_text().startswith("Baseline: the exact uniform distribution")
+    assert drawn.to_dict()["settings"]["baseline"] == {"kind": "drawn", "k": [300] * 40, "seed": 0}
+    # a stated k, and data with probabilities only (no k to match: exact, with a note)
+    assert list(run_fidelity(data, band=False, baseline_k=50).baseline_k) == [50] * 40
+    probs = from_arrays([[6, 4], [2, 8]], {"p": [[0.6, 0.4], [0.3, 0.7]]})
+    res = run_fidelity(probs, band=False)
+    assert res.baseline == "exact" and any("give probabilities, not answers" in w
+                                           for w in res.warnings)
+    with pytest.raises(ValueError, match="`baseline` must be one of drawn, exact; got 'noisy'"):
+        run_fidelity(data, baseline="noisy")
+    with pytest.raises(ValueError, match="`baseline_k` must be a whole number >= 1, got 0"):
+        run_fidelity(data, baseline_k=0)
 
 
 def test_the_sample_tells_its_simulators_apart(result):
@@ -263,3 +303,34 @@ def test_settings_that_do_not_apply_are_named_not_silently_ignored():
         r = run_fidelity(values, loss="squared", sigma=1.0, bounds=(0, 10))
         assert any(x.startswith("σ given but not used: σ applies to loss w1, not squared")
                    for x in r.warnings)
+
+
+def test_the_report_ranks_states_k_n_the_baseline_and_marks_tau(result):
+    from dbpa_core.fidelity.report import report_html
+
+    page = report_html(result)
+    assert ("Lowest curve: sim-close (AUC_cal 0.146); 2 of 3 simulator(s) below the uniform "
+            "baseline. Ranking by AUC_cal (lower is better): sim-close 0.146 &lt; sim-flat") in page
+    assert "Baseline: uniform, drawn like the simulators — k = 300 answers per question" in page
+    assert "<td>k = 300</td>" in page and "<td>probabilities</td>" in page
+    assert "Real answers per question: n = 404–985" in page
+    assert "τ = 1 − α = 0.9" in page                        # the marker on the chart
+    assert "band</text>" in page                             # the band's legend entry
+    text = result.summary_text()
+    assert "Lowest curve: sim-close" in text and "Baseline: uniform, drawn" in text
+    assert "n = 404–985 real answers each" in text
+
+
+def test_the_lowest_curve_is_the_lowest_even_when_it_is_uniform():
+    """One poor simulator: the headline names the uniform baseline as the lowest curve
+    (by AUC_cal, the quantity it states), never the only simulator."""
+    rng = np.random.default_rng(3)
+    real = rng.multinomial(200, [0.5, 0.3, 0.2], 30)
+    bad = rng.multinomial(20, [0.05, 0.05, 0.9], 30) + 1
+    res = run_fidelity(from_arrays(real, {"poor": bad}), band=False)
+    low = min(res.simulators, key=lambda s: s.auc_cal)
+    assert low.name == "uniform"
+    assert res.ranking_sentence().startswith(
+        f"Lowest curve: the uniform baseline (AUC_cal {low.auc_cal:.3f}); no simulator's curve "
+        "is below it. Ranking by AUC_cal (lower is better): uniform")
+    assert [s.name for s in res.ranking()] == ["uniform", "poor"]

@@ -167,3 +167,24 @@ def test_gamma_below_one_half_states_no_guarantee(tmp_path, capsys):
     assert not any(c["guaranteed"] for c in doc["comparisons"])
     html = (out / "report.html").read_text()
     assert "with probability" not in html and "No guarantee: with γ = 0.3 &lt; ½" in html
+
+
+def test_baseline_flags(tmp_path, capsys):
+    """--baseline exact / --baseline-k / --seed reach the analysis and the files say which
+    baseline was used; a bad k is one line with exit code 2."""
+    rc = main(["fidelity", SAMPLE, "--baseline", "exact", "--out", str(tmp_path / "a"), "--quiet"])
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    doc = json.loads((tmp_path / "a" / "fidelity.json").read_text())
+    assert doc["settings"]["baseline"] == {"kind": "exact", "k": None, "seed": 0}
+    assert "Baseline: the exact uniform distribution" in out.out
+    rc = main(["fidelity", SAMPLE, "--baseline-k", "25", "--seed", "3", "--out",
+               str(tmp_path / "b"), "--quiet"])
+    assert rc == 0
+    doc = json.loads((tmp_path / "b" / "fidelity.json").read_text())
+    assert doc["settings"]["baseline"]["k"] == [25] * 40 and doc["settings"]["baseline"]["seed"] == 3
+    assert "k = 25 answers per question" in doc["baseline"]
+    capsys.readouterr()
+    rc = main(["fidelity", SAMPLE, "--baseline-k", "0", "--out", str(tmp_path / "c")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.strip() == "error: `baseline_k` must be a whole number >= 1, got 0."

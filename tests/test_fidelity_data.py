@@ -4,6 +4,7 @@ per malformed file (with its line) or bad argument."""
 import json
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -199,7 +200,7 @@ def test_opinionqa_errors(tmp_path):
     folder = opinionqa_folder(tmp_path)
     with pytest.raises(FidelityDataError, match=r"no AGE_data\.json; attributes here: SEX"):
         load_opinionqa(folder, attribute="AGE")
-    with pytest.raises(FidelityDataError, match=r"has no group 'Other'; groups: Female, Male"):
+    with pytest.raises(FidelityDataError, match=r"no question has group .Other.; groups: Female, Male"):
         load_opinionqa(folder, attribute="SEX", groups=["Other"])
     with pytest.raises(FidelityDataError, match=r"no info\.csv"):
         load_opinionqa(tmp_path, attribute="SEX")
@@ -238,3 +239,52 @@ def test_probabilities_that_do_not_sum_to_one_are_named():
     assert len(d.notes) == 1 and d.notes[0].startswith("Simulator 'sim' looks like probabilities "
                                                        "that do not sum to 1")
     assert not parse_csv("scenario,option,real,sim\na,x,3,2\na,y,4,1\nb,x,5,0\nb,y,6,1\n").notes
+
+
+def test_opinionqa_skips_unreadable_questions_and_names_them(tmp_path):
+    """A duplicate key with other contents in info.csv, an answer on an option that is not
+    among the question's options, and counts that are not numbers each skip one question
+    (named and counted in one note); a question known only to the json, whose MC_options
+    are split at commas, is read with its options joined again."""
+    folder = opinionqa_folder(tmp_path)
+    info = (folder / "info.csv").read_text()
+    info += ("2,SAFE_W99,{},How safe is your town?,\"['Very safe', 'Not safe']\",\"[1.0]\"\n"
+             "3,ODD_W99,{},Odd?,\"['A', 'B']\",\"[1.0]\"\n"
+             "4,BAD_W99,{},Bad?,\"['A', 'B']\",\"[1.0]\"\n")
+    (folder / "info.csv").write_text(info)
+    blob = json.loads((folder / "SEX_data.json").read_text())
+    blob["ODD_W99"] = {"MC_options": ["A", "B"], "Female": {"A": 3.0, "C": 4.0},
+                       "Male": {"A": 1.0, "B": 2.0}}
+    blob["BAD_W99"] = {"MC_options": ["A", "B"], "Female": {"A": "many", "B": 2.0}}
+    blob["PRIO_W99"] = {"MC_options": ["Very important", "Important", "but lower priority",
+                                       "Not important"],
+                        "Female": {"Very important": 10.0, "Important, but lower priority": 20.0,
+                                   "Not important": 5.0}}
+    (folder / "SEX_data.json").write_text(json.dumps(blob))
+    d = load_opinionqa(folder, attribute="SEX", groups=["Female"])
+    assert d.ids == ("GUN_W99", "PRIO_W99")
+    assert d.scenarios[1].options == ("Very important", "Important, but lower priority",
+                                      "Not important")
+    np.testing.assert_allclose(d.scenarios[1].real, [10, 20, 5])
+    assert len(d.notes) == 1
+    note = d.notes[0]
+    assert note.startswith("Skipped 3 question(s) of American_Trends_Panel_W99 that cannot be read")
+    assert "SAFE_W99 (listed twice in info.csv with different contents)" in note
+    assert "ODD_W99 (group 'Female' answered 'C', which is not among its options)" in note
+    assert "BAD_W99 (the counts of group 'Female' are not non-negative numbers)" in note
+    # the note reaches the analysis' warnings
+    from dbpa_core.fidelity import run_fidelity
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert any(w.startswith("Skipped 3 question(s)") for w in run_fidelity(d).warnings)
+
+
+def test_opinionqa_refused_only_when_no_usable_question(tmp_path):
+    folder = opinionqa_folder(tmp_path)
+    blob = json.loads((folder / "SEX_data.json").read_text())
+    for q in blob.values():
+        q["Female"] = {"Maybe": 3.0}
+    (folder / "SEX_data.json").write_text(json.dumps(blob))
+    with pytest.raises(FidelityDataError, match=r"0 usable question\(s\) for SEX; at least 2 are "
+                                                r"needed \(Skipped 2 question\(s\)"):
+        load_opinionqa(folder, attribute="SEX", groups=["Female"])

@@ -214,3 +214,266 @@ def test_w1_ball_closed_forms_against_points_of_the_ball():
         wts = np.append(np.full(30, (1 - eps) / 30), eps)
         assert wasserstein_distance(x, far, v_weights=wts) <= r * 1.01
         assert wasserstein_distance(far, y, u_weights=wts) >= 0.97 * float(dz.w1ball_upper(d, r))
+
+
+# --------------------------------------------------------------------------- exact tv worst case
+
+def _hi_brentq(a, r):
+    """The largest x with binary KL(a ‖ x) <= r, by scipy's brentq (an independent root
+    finder): the exact sup of u(S) over the ball for a subset S with p̂(S) = a."""
+    from scipy.optimize import brentq
+
+    def kl(x):
+        t = a * np.log(a / x) if a > 0 else 0.0
+        return t + ((1 - a) * np.log((1 - a) / (1 - x)) if a < 1 else 0.0) - r
+    if a >= 1.0 or kl(1 - 1e-15) <= 0:
+        return 1.0
+    return brentq(kl, a, 1 - 1e-15, xtol=1e-15, rtol=1e-15)
+
+
+def tv_brute(p, r, q):
+    """``max over non-empty proper S of hi(p̂(S), r) - q(S)`` (and 0), by enumeration;
+    with each S's maximizer u (p̂ scaled up inside S, down outside), checked to be in the
+    ball, so the value is also reached by a point of the set."""
+    d = len(p)
+    best, best_u = 0.0, p.copy()
+    for mask in range(1, 2 ** d - 1):
+        s = np.array([(mask >> i) & 1 for i in range(d)], dtype=bool)
+        a = float(p[s].sum())
+        hi = _hi_brentq(a, r)
+        v = hi - float(q[s].sum())
+        if v > best:
+            u = np.where(s, p * hi / a if a > 0 else 0.0, p * (1 - hi) / (1 - a) if a < 1 else 0.0)
+            if a == 0:
+                u[s] = hi / s.sum()
+            best, best_u = v, u
+    return best, best_u
+
+
+def test_tv_upper_has_no_floor():
+    """Twenty of twenty real answers "yes" against a simulator at 97/3: the exact worst
+    case is 0.0370, not 1 - e^{-r} = 0.0670 (the empty subset's former floor)."""
+    from dbpa_core.fidelity.sets import kl_radius_categorical
+
+    r = np.atleast_1d(kl_radius_categorical(20, 2))
+    got = dz.tv_upper(np.array([[1.0, 0.0]]), r, np.array([[0.97, 0.03]]))
+    assert got[0] == pytest.approx(0.0370, abs=5e-5)
+    assert got[0] < 1 - np.exp(-r[0]) - 0.02
+    assert got[0] == pytest.approx(tv_brute(np.array([1.0, 0.0]), r[0], np.array([0.97, 0.03]))[0],
+                                   abs=1e-12)
+    # a simulator equal to the real answers of a large sample: close to 0, not 1 - e^{-r}
+    p = np.array([[0.2, 0.3, 0.5]])
+    assert dz.tv_upper(p, np.array([1e-5]), p)[0] < 0.005
+
+
+@given(st.integers(0, 2**31), st.integers(2, 7), st.integers(1, 40),
+       st.sampled_from(["dirichlet", "one option", "concentrated"]))
+@settings(max_examples=120, deadline=None)
+def test_tv_upper_equals_the_subset_brute_force(seed, d, n, shape):
+    """For every n >= 1, concentrated and all-in-one-option real answers included, the tv
+    worst case equals the brute force over option subsets (to 1e-12), is never below it,
+    and the brute force's maximizer is a point of the ball that reaches it."""
+    from dbpa_core.fidelity.sets import kl_radius_categorical
+
+    rng = np.random.default_rng(seed)
+    probs = {"dirichlet": rng.dirichlet(np.ones(d)),
+             "one option": np.eye(d)[rng.integers(d)],
+             "concentrated": rng.dirichlet(np.full(d, 0.1))}[shape]
+    counts = rng.multinomial(n, probs).astype(float)
+    p = counts / n
+    r = float(kl_radius_categorical(n, d))
+    q = rng.dirichlet(np.full(d, rng.choice([0.2, 1.0, 5.0])))
+    got = float(dz.tv_upper(p[None], np.array([r]), q[None])[0])
+    want, u = tv_brute(p, r, q)
+    assert got >= want - 1e-13
+    assert got == pytest.approx(want, abs=1e-12)
+    assert kl_divergence(p[None], u[None])[0] <= r * (1 + 1e-6) + 1e-9   # brentq rounding
+    assert 0.5 * np.abs(u - q).sum() == pytest.approx(want, abs=1e-9)
+
+
+# --------------------------------------------------------------------------- never below the sup
+
+def _tv_enumerated(p, r, q):
+    """The exact tv worst case by enumerating every non-empty subset (2^d - 1 of them)."""
+    from dbpa_core.fidelity._kernels import kl_upper_end
+
+    d = len(p)
+    masks = ((np.arange(1, 2 ** d)[:, None] >> np.arange(d)) & 1).astype(bool)
+    a = np.clip(masks @ p, 0, 1)
+    hi = kl_upper_end(a, np.full(a.shape, r), masks.any(1), ~masks.all(1))
+    return max(float((hi - masks @ q).max()), 0.0)
+
+
+@given(st.integers(0, 2**31), st.integers(15, 20), st.integers(1, 400))
+@settings(max_examples=12, deadline=None)
+def test_tv_bound_for_many_options_is_never_below_the_brute_force(seed, d, n):
+    """Above 14 options the tv worst case is the relaxation bound: never below the exact
+    value (every subset enumerated, up to 20 options), its lower end never above it."""
+    from dbpa_core.fidelity.sets import kl_radius_categorical
+
+    rng = np.random.default_rng(seed)
+    p = rng.multinomial(n, rng.dirichlet(np.full(d, rng.choice([0.2, 1.0])))) / n
+    q = rng.dirichlet(np.full(d, rng.choice([0.3, 1.0, 3.0])))
+    r = float(kl_radius_categorical(n, d))
+    up, lo = dz.tv_upper_bound(p[None], np.array([r]), q[None])
+    exact = _tv_enumerated(p, r, q)
+    assert up[0] >= exact - 1e-12 and lo[0] <= exact + 1e-12
+
+
+def test_tv_bound_matches_the_closed_form_where_both_run():
+    rng = np.random.default_rng(21)
+    from dbpa_core.fidelity.sets import kl_radius_categorical
+
+    for d in (5, 9, 14):
+        n = rng.integers(1, 600, 200)
+        p = np.vstack([rng.multinomial(k, rng.dirichlet(np.ones(d))) / k for k in n])
+        q = rng.dirichlet(np.ones(d), 200)
+        r = kl_radius_categorical(n, d)
+        exact = dz.tv_upper(p, r, q)
+        up, lo = dz.tv_upper_bound(p, r, q)
+        assert np.all(up >= exact - 1e-12) and np.all(lo <= exact + 1e-12)
+        assert np.mean(np.abs(lo - exact) < 1e-12) > 0.9      # a threshold set is usually optimal
+        assert np.mean(up - exact) < 0.01
+
+
+@pytest.mark.parametrize("d", [12, 14])
+def test_w1_bound_for_many_options_against_vertex_enumeration(d):
+    """Above 11 options the w1 worst case is a certified bound: never below the exact value
+    (every vertex of the Lipschitz polytope enumerated), and the general solver's point
+    below it."""
+    from dbpa_core.fidelity.sets import kl_radius_categorical
+
+    rng = np.random.default_rng(d)
+    values = np.sort(rng.uniform(-1, 1, d))
+    n = rng.integers(5, 300, 3)
+    p = np.vstack([rng.multinomial(k, rng.dirichlet(np.ones(d))) / k for k in n])
+    q = rng.dirichlet(np.ones(d), 3)
+    r = kl_radius_categorical(n, d)
+    exact = dz.w1_upper(p, r, q, values)
+    up, lo = dz.w1_upper_bound(p, r, q, values)
+    assert np.all(up >= exact - 1e-9) and np.all(lo <= exact + 1e-9)
+
+
+@given(st.integers(0, 2**31), st.integers(2, 6), st.integers(5, 500))
+@settings(max_examples=15, deadline=None)
+def test_kl_upper_is_certified_against_points_of_the_ball(seed, d, n):
+    """The kl worst case (a dual bound) is never below any point of the ball (its boundary
+    in 300 random directions, and the general solver's point), and close to the best."""
+    from dbpa_core.fidelity.sets import kl_radius_categorical
+
+    rng = np.random.default_rng(seed)
+    p = rng.multinomial(n, rng.dirichlet(np.ones(d))) / n
+    q = rng.dirichlet(np.full(d, 2.0))
+    r = float(kl_radius_categorical(n, d))
+    up, lo = dz.kl_upper_bound(p[None], np.array([r]), q[None])
+    w = rng.normal(size=(300, d)) * 5
+    _, u = kl_ball_support(np.repeat(p[None], 300, 0), w, np.full(300, r))
+    pts = dz.categorical_loss(u, np.broadcast_to(q, u.shape), "kl")
+    assert up[0] >= max(pts.max(), lo[0]) - 1e-9
+    assert up[0] - lo[0] <= 0.02 * max(lo[0], 0.05)
+
+
+def test_outputs_say_exact_or_bound_per_simulator():
+    """tv with 5 options is exact; with 16 options (no enumeration) a bound with its gap;
+    kl is a bound; fidelity.json and the summary say which."""
+    import warnings
+
+    from dbpa_core.fidelity import from_arrays, run_fidelity
+
+    rng = np.random.default_rng(5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        five = run_fidelity(from_arrays(rng.multinomial(200, np.ones(5) / 5, 6),
+                                        {"s": rng.multinomial(50, np.ones(5) / 5, 6) + 1}),
+                            band=False)
+        many = run_fidelity(from_arrays(rng.multinomial(60, np.ones(16) / 16, 6),
+                                        {"s": rng.multinomial(50, np.ones(16) / 16, 6) + 1}),
+                            band=False)
+    assert all(s.method == "exact" for s in five.simulators)
+    assert five.summary_text().splitlines()[4].endswith("exact")
+    s = many.simulator("s")
+    assert s.gap is not None and np.all(s.gap >= 0)
+    assert s.to_dict(list(many.data.ids), 0.5)["worst_case"]["method"] == s.method
+    assert s.method_text == "exact" if s.method == "exact" else s.method_text.startswith("bound")
+
+
+def test_the_compiled_kernels_agree_with_numpy(monkeypatch):
+    """Large analyses use the compiled three-cell support function and binary-KL ends:
+    they agree with the numpy dual search (and are never below its point of the ball), and
+    an analysis gives the same numbers either way."""
+    import warnings
+
+    from dbpa_core.fidelity import run_fidelity, sample_data
+    from dbpa_core.fidelity._kernels import kl_upper_end, support3
+    from dbpa_core.fidelity.sets import _binary_kl_upper
+
+    rng = np.random.default_rng(9)
+    n = 20000
+    p = rng.dirichlet(np.full(3, 0.5), n)
+    p[:500, 0] = 0
+    p[500:1000, 2] = 0
+    p /= p.sum(axis=1, keepdims=True)
+    full = (rng.random((n, 3)) < 0.9) | (p > 0)
+    r = np.exp(rng.uniform(-12, 3, n))
+    r[:20] = 0.0
+    w = np.where(full, np.array([1.0, 0.0, -1.0]), -3.0)
+    kernel = support3(p[:, 0], p[:, 1], p[:, 2], full[:, 0], full[:, 1], full[:, 2], r)
+    dual, _ = kl_ball_support(p, w, r, value_only=True)
+    primal, _ = kl_ball_support(p, w, r)
+    np.testing.assert_allclose(kernel, dual, atol=1e-7)
+    assert np.all(kernel >= primal - 1e-7)
+    a = rng.random(n)
+    a[:50], a[50:100] = 0.0, 1.0
+    np.testing.assert_allclose(kl_upper_end(a, r), _binary_kl_upper(a, r, outer=True), atol=1e-12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain = run_fidelity(sample_data())
+        monkeypatch.setattr(dz, "KERNEL_FROM", 0)
+        compiled = run_fidelity(sample_data())
+    for s, t in zip(plain.simulators, compiled.simulators, strict=True):
+        np.testing.assert_allclose(s.upper, t.upper, atol=1e-9)
+    for c, e in zip(plain.comparisons, compiled.comparisons, strict=True):
+        np.testing.assert_allclose(c.deltas, e.deltas, atol=1e-7)
+
+
+@pytest.mark.parametrize("d", [8, 10])
+def test_tv_pairwise_without_the_table_is_never_below_points_of_the_ball(d):
+    """From 8 options the tv pairwise bound enumerates vertices (no table): never below the
+    difference at any point of the ball (boundary points in random directions)."""
+    rng = np.random.default_rng(d)
+    m = 4
+    p = rng.dirichlet(np.ones(d), m)
+    a, b = rng.dirichlet(np.ones(d), m), rng.dirichlet(np.ones(d), m)
+    r = rng.uniform(0.01, 0.2, m)
+    got = dz.tv_pairwise(p, r, a, b)
+    for j in range(m):
+        w = rng.normal(size=(2000, d)) * 3
+        _, u = kl_ball_support(np.repeat(p[j:j + 1], 2000, 0), w, np.full(2000, r[j]))
+        diff = 0.5 * np.abs(u - a[j]).sum(1) - 0.5 * np.abs(u - b[j]).sum(1)
+        assert got[j] >= diff.max() - 1e-9
+
+
+def test_many_options_are_exact_when_the_loose_rows_can_be_enumerated(monkeypatch):
+    """16 options: the rows the bound leaves loose are enumerated (exact, equal to the brute
+    force); with no budget for it they stay a certified bound, never below."""
+    import warnings
+
+    from dbpa_core.fidelity import from_arrays, run_fidelity
+    from dbpa_core.fidelity.sets import kl_radius_categorical
+
+    rng = np.random.default_rng(16)
+    real = rng.multinomial(40, rng.dirichlet(np.full(16, 0.5)), 8)
+    sim = rng.multinomial(30, np.ones(16) / 16, 8) + 1
+    data = from_arrays(real, {"s": sim})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exact = run_fidelity(data, band=False, baseline="exact")
+        monkeypatch.setattr(dz, "EXACT_BUDGET", 0)
+        bound = run_fidelity(data, band=False, baseline="exact")
+    p = real / real.sum(1, keepdims=True)
+    r = kl_radius_categorical(real.sum(1), 16)
+    q = sim / sim.sum(1, keepdims=True)
+    brute = np.array([_tv_enumerated(p[j], r[j], q[j]) for j in range(8)])
+    np.testing.assert_allclose(exact.simulator("s").upper, brute, atol=1e-12)
+    assert exact.simulator("s").method == "exact"
+    assert np.all(bound.simulator("s").upper >= brute - 1e-12)

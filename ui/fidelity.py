@@ -29,6 +29,8 @@ from .export import slug
 
 SOURCES = ("Sample data", "Upload a CSV", "Simulate now")
 QUESTION_SOURCES = ("The sample's", "From my CSV")
+BASELINE_TEXT = {"drawn": "drawn like the simulators (k answers per question)",
+                 "exact": "exact 1/d (no sampling noise)"}
 LOSS_TEXT = {"tv": "total variation (tv)", "kl": "KL(real ‖ simulated)", "w1": "Wasserstein-1 (w1)",
              "squared": "squared error of the mean", "absolute": "absolute error of the mean"}
 DEFAULTS: dict[str, Any] = {
@@ -38,6 +40,7 @@ DEFAULTS: dict[str, Any] = {
     "w_fid_gamma": 0.5,
     "w_fid_eta": 0.05,
     "w_fid_alpha": 0.1,
+    "w_fid_baseline": "drawn",
     "w_fid_sigma": "",
     "w_fid_bounds": "",
     "w_fid_questions": 6,
@@ -157,10 +160,12 @@ def parse_sigma(text: str) -> float | None:
     return value
 
 
-def replay_shortfall(data: FidelityData, models: list[dict], settings: dict) -> str | None:
+def replay_shortfall(data: FidelityData, models: list[dict], settings: dict,
+                     offered: list[dict] | None = None) -> str | None:
     """When a chosen model is a replay file that lacks some of the simulation's prompts
     (k answers each), one message saying so; else None. Checked before Simulate, as the
-    other pages check theirs."""
+    other pages check theirs. ``offered`` (every model the page lists) names a live model
+    to choose instead — or, where every one is a recording (the demo), what works."""
     from dbpa_core.spec import model_label
 
     from .runner import _md, replay_lacking
@@ -168,6 +173,7 @@ def replay_shortfall(data: FidelityData, models: list[dict], settings: dict) -> 
     replays = [m for m in models if m.get("backend") == "replay"]
     if not replays:
         return None
+    live = [model_label(m) for m in (offered or []) if m.get("backend") != "replay"]
     need = {render_prompt(s, settings["template"], settings["persona"]): settings["samples"]
             for s in data.scenarios}
     for m in replays:
@@ -175,12 +181,17 @@ def replay_shortfall(data: FidelityData, models: list[dict], settings: dict) -> 
         if unreadable:
             return unreadable
         if lacking:
-            return (f"The replay file of **{_md(model_label(m))}** holds fewer than "
+            head = (f"The replay file of **{_md(model_label(m))}** holds fewer than "
                     f"{settings['samples']} recorded answers for {len(lacking)} of the "
                     f"{len(need)} survey prompts. A replay model answers only the prompts "
                     "recorded in its file (the instant demo's recording holds the landing "
-                    "audit, not these questions): choose a live model, such as the embedded "
-                    "local one, to simulate.")
+                    "audit, not these questions)")
+            if live:
+                return head + f": choose a live model, such as **{_md(live[0])}**, to simulate."
+            return head + (", and every model listed here is a recording. Without simulating, "
+                           "the **Sample data** and **Upload a CSV** sources work here; to "
+                           "simulate, add a live model (an OpenAI-compatible server) on the "
+                           "Settings page.")
     return None
 
 
@@ -197,10 +208,14 @@ def analyse(data: FidelityData, settings: dict[str, Any],
 
 
 def summary_table(result: FidelityResult) -> pd.DataFrame:
-    """One row per simulator: what its answers were, AUC_cal, CVaR_10, V̂_m(1 - α/2)."""
+    """One row per simulator: what its answers were, how many per question (k), AUC_cal,
+    CVaR_10, V̂_m(1 - α/2)."""
     q = f"V̂_m({1 - result.alpha / 2:g})"
-    return pd.DataFrame([{"simulator": s.name, "answers": s.kind, "AUC_cal": s.auc_cal,
-                          "CVaR₁₀": s.cvar(), q: s.guarantee_quantile} for s in result.simulators])
+    return pd.DataFrame([{"simulator": s.name, "answers": s.kind,
+                          "k per question": result.sample_size_summary(s.name),
+                          "worst case": s.method_text,
+                          "AUC_cal": s.auc_cal, "CVaR₁₀": s.cvar(), q: s.guarantee_quantile}
+                         for s in result.simulators])
 
 
 def guarantee_sentence(result: FidelityResult) -> str:
@@ -223,15 +238,9 @@ def curve_caption(result: FidelityResult, band: bool) -> str:
 
 
 def best_sentence(result: FidelityResult) -> str:
-    """Which simulator has the lowest AUC_cal (a plain description, not a test)."""
-    sims = [s for s in result.simulators if s.name != "uniform"]
-    if not sims:
-        return "Only the uniform baseline: add simulator columns, or simulate now."
-    best = min(sims, key=lambda s: s.auc_cal)
-    uni = result.simulator("uniform")
-    beats = "below" if best.auc_cal < uni.auc_cal else "not below"
-    return (f"Lowest curve: {best.name} (AUC_cal {best.auc_cal:.3f}, {beats} uniform's "
-            f"{uni.auc_cal:.3f}).")
+    """Which curve has the lowest AUC_cal, the uniform baseline's included, and the
+    ranking (the library's sentence, as the CLI and the report say it)."""
+    return result.ranking_sentence()
 
 
 def verdicts(result: FidelityResult) -> list[tuple[str, str, str, bool]]:
@@ -251,6 +260,20 @@ def undecided_sentence(result: FidelityResult) -> str | None:
     return (f"Undecided: these data cannot say which is better on {100 * (1 - result.alpha):g} % "
             f"of questions — {'; '.join(pairs)} (neither is shown to be at least as good as the "
             "other; that does not mean they are equal).")
+
+
+def plan_table(result: FidelityResult) -> pd.DataFrame:
+    """One row per pair (both ways): the chance it is decided at each planned m, the
+    questions needed for an 80 % chance, and the plug-in share (no guarantee)."""
+    plan = result.plan()
+    rows = []
+    for p in plan.pairs:
+        row = {"verdict": f"{p.first} ≥ {p.second}"}
+        row.update({f"m = {m:,}": p.chance[m] for m in sorted(p.chance)})
+        row["questions needed"] = f"{p.needed:,}" if p.needed else "never"
+        row["plug-in share (no guarantee)"] = p.plugin_share
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def question_labels(result: FidelityResult) -> list[str]:
@@ -274,7 +297,10 @@ def sample_size_text(result: FidelityResult, name: str, index: int) -> str:
     """How many answers a simulator's distribution on one question rests on: 'n = 3' for
     counts, 'probabilities' when only shares were given, 'exact' for uniform."""
     kind = result.data.sim_kinds.get(name)
-    if name == "uniform" or kind is None:
+    if name == "uniform":
+        k = result.baseline_k
+        return "exact" if k is None else f"n = {int(k[index])} (drawn)"
+    if kind is None:
         return "exact"
     if kind == "counts":
         return f"n = {float(result.data.simulated[name][index].sum()):g}"
@@ -299,10 +325,10 @@ def file_stem(name: str, created: datetime) -> str:
     return f"{slug(name or 'fidelity')}_{created:%Y-%m-%d_%H%M}"
 
 
-__all__ = ["DEFAULTS", "LOSS_TEXT", "QUESTION_SOURCES", "SOURCES", "analyse", "analysis_key",
+__all__ = ["BASELINE_TEXT", "DEFAULTS", "LOSS_TEXT", "QUESTION_SOURCES", "SOURCES", "analyse", "analysis_key",
            "best_sentence", "check_simulation", "curve_caption", "estimate", "file_stem",
            "first_prompt", "guarantee_sentence", "losses_for", "parse_bounds", "parse_sigma",
-           "persona_pairs", "question_labels", "question_table", "questions_of", "read_upload",
+           "persona_pairs", "plan_table", "question_labels", "question_table", "questions_of", "read_upload",
            "replay_shortfall", "sample_questions", "sample_size_text", "simulation_settings",
            "simulation_signature", "simulation_task", "summary_table", "undecided_sentence",
            "unparsed_summary", "unparsed_table", "verdicts"]

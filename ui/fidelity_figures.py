@@ -55,8 +55,9 @@ def curves_figure(result: FidelityResult, *, band: str | None = "all") -> go.Fig
             lo, hi = s.band(result.gamma, grid)
             fig.add_trace(go.Scatter(
                 x=np.concatenate([grid, grid[::-1]]), y=np.concatenate([hi, np.asarray(lo)[::-1]]),
-                fill="toself", fillcolor=_rgba(col, 0.10), line=dict(width=0), mode="lines",
-                legendgroup=name, showlegend=False, hoverinfo="skip", name=f"{name} band"))
+                fill="toself", fillcolor=_rgba(col, 0.18), line=dict(width=0), mode="lines",
+                legendgroup=name, showlegend=True, hoverinfo="skip",
+                name=f"{name}: tightness band"))
             if band == s.name:
                 fig.add_trace(go.Scatter(x=grid, y=lo, mode="lines", hoverinfo="skip",
                                          line=dict(color=col, width=1, dash="dot"),
@@ -72,7 +73,7 @@ def curves_figure(result: FidelityResult, *, band: str | None = "all") -> go.Fig
             hovertemplate=f"{name}<br>τ = %{{x:.3f}}<br>V̂_cal = %{{y:.4f}}<extra></extra>"))
     t_star = 1 - result.alpha
     fig.add_vline(x=t_star, line=dict(color="#9AA5B1", dash="dot", width=1),
-                  annotation_text=f"τ = {t_star:g}", annotation_position="top left",
+                  annotation_text=f"τ = 1 − α = {t_star:g}", annotation_position="top left",
                   annotation_font=dict(size=11, color="#616E7C"))
     fig.update_xaxes(title_text="τ — share of questions", range=[0, 1])
     tops = [float(np.nanmax(np.asarray(t.y, dtype=float))) for t in fig.data if len(t.y)]
@@ -80,6 +81,37 @@ def curves_figure(result: FidelityResult, *, band: str | None = "all") -> go.Fig
     fig.update_yaxes(title_text=f"calibrated discrepancy V̂_cal(τ) ({esc(result.loss)})",
                      range=[0, top * 1.06])   # a flat curve at the top stays in view
     return _layout(fig, title="Calibrated quantile curves", height=460)
+
+
+def plan_figure(result: FidelityResult) -> go.Figure:
+    """Planning: for each ordered pair that some m decides, the chance that "A is at least as
+    good as B" is decided with m questions drawn like these; the guaranteed level
+    1 − α − ε/√m (dashed, shown from 0); a dotted line at the questions loaded."""
+    plan = result.plan()
+    fig = go.Figure()
+    ms = list(plan.levels)
+    fig.add_trace(go.Scatter(x=ms, y=[max(0.0, plan.levels[m]) for m in ms], mode="lines+markers",
+                             name="guaranteed level (new questions)",
+                             line=dict(color=UNIFORM_COLOR, dash="dash"),
+                             hovertemplate="m = %{x:,}<br>level %{y:.2f}<extra></extra>"))
+    shown = [p for p in plan.pairs if max(p.chance.values()) >= 0.01]
+    for i, p in enumerate(shown):
+        ms_p = sorted(p.chance)
+        name = esc(f"{p.first} ≥ {p.second}")
+        fig.add_trace(go.Scatter(
+            x=ms_p, y=[p.chance[m] for m in ms_p], mode="lines+markers", name=name,
+            line=dict(color=COLORS[i % len(COLORS)]),
+            hovertemplate=name + "<br>m = %{x:,}<br>chance %{y:.0%}<extra></extra>"))
+    lo, hi = min(ms + [result.m]), max(ms + [result.m])
+    # shapes on a log axis take log10 coordinates
+    fig.add_vline(x=float(np.log10(result.m)), line=dict(color="#9AA5B1", dash="dot", width=1),
+                  annotation_text=f"m = {result.m} now", annotation_position="top right",
+                  annotation_font=dict(size=11, color="#616E7C"))
+    fig.update_xaxes(title_text="questions m (log scale)", type="log",
+                     range=[float(np.log10(lo)) - 0.05, float(np.log10(hi)) + 0.05])
+    fig.update_yaxes(title_text="chance decided / guaranteed level", range=[0, 1.05],
+                     tickformat=".0%")
+    return _layout(fig, title="How many questions a verdict needs", height=380)
 
 
 def distribution_figure(result: FidelityResult, index: int) -> go.Figure:
@@ -140,4 +172,5 @@ def html_report(result: FidelityResult, figures: Mapping[str, go.Figure] | None 
     return report_html(result, charts_html="".join(charts), title=title)
 
 
-__all__ = ["color_of", "curves_figure", "distribution_figure", "fidelity_figures", "html_report"]
+__all__ = ["color_of", "curves_figure", "distribution_figure", "fidelity_figures", "html_report",
+           "plan_figure"]

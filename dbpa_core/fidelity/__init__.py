@@ -5,7 +5,8 @@ Per scenario (question) j, a confidence set C_j for the real answer distribution
 (:mod:`.sets`), the worst case ``Δ̂_j = sup_{u in C_j} L(u, q̂_j)`` of the loss between it
 and the simulator's distribution (:mod:`.discrepancy`), and the calibrated quantile curve
 of the Δ̂_j with its finite-sample guarantee, AUC_cal, CVaR, the pairwise comparison and
-the tightness band (:mod:`.curve`). :func:`run_fidelity` does it all for every simulator
+the tightness band (:mod:`.curve`), and how many questions a verdict needs (:mod:`.plan`).
+:func:`run_fidelity` does it all for every simulator
 and the uniform baseline (:mod:`.analysis`); :mod:`.data` reads and writes the long CSV
 and the OpinionQA layout; :mod:`.simulate` asks a model to answer as respondents.
 
@@ -38,10 +39,11 @@ from .data import (
            parse_csv,
 )
 from .discrepancy import LOSSES
+from .plan import FidelityPlan, plan_study
 from .sample import sample_data
 
 __all__ = ["CVAR_ALPHA", "LOSSES", "UNIFORM", "Comparison", "FidelityData", "FidelityDataError",
-           "FidelityResult", "FidelityWarning", "Scenario", "SimulatorCurve", "UnseenSet", "auc_cal",
-           "band",
-           "calibrated", "cvar", "epsilon", "from_arrays", "guaranteed_level", "load_csv",
-           "load_data", "load_opinionqa", "parse_csv", "quantile", "run_fidelity", "sample_data"]
+           "FidelityPlan", "FidelityResult", "FidelityWarning", "Scenario", "SimulatorCurve",
+           "UnseenSet", "auc_cal", "band", "calibrated", "cvar", "epsilon", "from_arrays",
+           "guaranteed_level", "load_csv", "load_data", "load_opinionqa", "parse_csv",
+           "plan_study", "quantile", "run_fidelity", "sample_data"]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import math
 import time
@@ -97,6 +98,11 @@ class SimulatorCurve:
         Δ̂_j, the worst case of the loss over scenario j's confidence set.
     lower : array (m,) or None
         Δ⁻_j, the best case (the band's lower edge; None without a band).
+    plugin : array (m,) or None
+        ``L(p̂_j, q̂_j)``, the loss at the estimate (a description: no guarantee).
+    gap : array (m,) or None
+        Where Δ̂_j is a certified upper bound rather than the exact sup: how far it can be
+        above the sup (the bound minus a point of the set); None when every value is exact.
     alpha : float
         The level of the guarantee quantile V̂_m(1 - α/2).
     """
@@ -106,6 +112,23 @@ class SimulatorCurve:
     upper: np.ndarray
     lower: np.ndarray | None
     alpha: float = 0.1
+    plugin: np.ndarray | None = None
+    gap: np.ndarray | None = None
+
+    @property
+    def method(self) -> str:
+        """``exact`` when every Δ̂_j is the exact sup (closed form, enumeration, or a
+        certified bound within 1e-9 of a point of the set), else ``bound``: each Δ̂_j is a
+        certified upper bound, at most :attr:`largest_gap` above the sup."""
+        return "exact" if self.gap is None or self.largest_gap <= 1e-9 else "bound"
+
+    @property
+    def largest_gap(self) -> float:
+        return 0.0 if self.gap is None else float(np.max(self.gap))
+
+    @property
+    def method_text(self) -> str:
+        return "exact" if self.method == "exact" else f"bound (gap ≤ {self.largest_gap:.2g})"
 
     def quantile(self, beta):
         """``V̂_m(β)`` of the upper pseudo-discrepancies."""
@@ -149,6 +172,7 @@ class SimulatorCurve:
             "discrepancies": {i: float(v) for i, v in zip(ids, self.upper, strict=True)},
             "auc_cal": self.auc_cal, "cvar_10": self.cvar(CVAR_ALPHA),
             "quantile_guarantee": self.guarantee_quantile,
+            "worst_case": {"method": self.method, "largest_gap": self.largest_gap},
             "curve": {"tau": tau.tolist(), "value": value.tolist(),
                       "reading": "V_cal(tau) = value[k] for tau in (tau[k-1], tau[k]]"},
             "lower": None, "band": None}
@@ -270,6 +294,63 @@ class FidelityResult:
     warnings: tuple[str, ...] = ()
     seconds: float = 0.0
     created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    baseline: str = "exact"
+    seed: int = 0
+
+    @property
+    def baseline_k(self) -> np.ndarray | None:
+        """The uniform baseline's answers per question (None: the exact 1/d)."""
+        return self.sample_sizes(UNIFORM)
+
+    def baseline_text(self) -> str:
+        """What the uniform baseline is, in one sentence (the page, the CLI and the report
+        say it)."""
+        k = self.baseline_k
+        if k is None:
+            return ("Baseline: the exact uniform distribution (1/d for each of d options), with "
+                    "no sampling noise; a simulator's own k answers carry some, so against it "
+                    "the baseline looks slightly better than a fair one.")
+        ks = f"k = {k.min()}" if k.min() == k.max() else f"k = {k.min()}–{k.max()}"
+        what = ("picked uniformly at random among the options" if self.data.kind == "categorical"
+                else "drawn uniformly at random from the values' range")
+        return (f"Baseline: uniform, drawn like the simulators — {ks} answers per question "
+                f"{what} (seed {self.seed}), as many as the simulators drew, so it carries the "
+                "same sampling noise.")
+
+    def sample_sizes(self, name: str) -> np.ndarray | None:
+        """Simulator ``name``'s answers per question (None when it gave probabilities, or
+        is the exact uniform)."""
+        memo = self.__dict__.setdefault("_sizes", {})   # computed once per simulator
+        if name not in memo:
+            memo[name] = self._sample_sizes(name)
+        return memo[name]
+
+    def _sample_sizes(self, name: str) -> np.ndarray | None:
+        if name == UNIFORM:
+            b = self.data.baseline
+            if b is None:
+                return None
+            if self.data.kind == "categorical":
+                return np.array([round(float(np.sum(c))) for c in b])
+            return np.array([np.size(c) for c in b])
+        kind = self.data.sim_kinds.get(name)
+        if kind == "counts":
+            return np.array([float(np.sum(a)) for a in self.data.simulated[name]])
+        if kind == "values":
+            return np.array([float(np.size(a)) for a in self.data.simulated[name]])
+        return None
+
+    def sample_size_summary(self, name: str) -> str:
+        """'k = 300' (or a range), 'probabilities' or 'exact 1/d'."""
+        k = self.sample_sizes(name)
+        if k is None:
+            return "exact 1/d" if name == UNIFORM else "probabilities"
+        return f"k = {k.min():g}" if k.min() == k.max() else f"k = {k.min():g}–{k.max():g}"
+
+    def n_summary(self) -> str:
+        """The real answers per question, 'n = 400–1000'."""
+        n = np.array([s.n for s in self.data.scenarios])
+        return f"n = {n.min():g}" if n.min() == n.max() else f"n = {n.min():g}–{n.max():g}"
 
     @property
     def m(self) -> int:
@@ -311,6 +392,42 @@ class FidelityResult:
                 f"below the curve at τ = {1 - self.alpha:g} (V̂_m(1 − α/2)) with probability ≥ "
                 f"{level:.2f} (1 − α − ε/√m, ε = {self.epsilon:.2f}, m = {self.m}).")
 
+    def plan(self):
+        """How many questions a guarantee and each pairwise verdict need
+        (:func:`~dbpa_core.fidelity.plan.plan_study`; computed once)."""
+        from .plan import plan_study
+
+        if "_plan" not in self.__dict__:
+            object.__setattr__(self, "_plan", plan_study(self))
+        return self.__dict__["_plan"]
+
+    def ranking(self) -> list[SimulatorCurve]:
+        """Every curve, the uniform one included, by AUC_cal (lowest first; ties keep the
+        data's order)."""
+        return sorted(self.simulators, key=lambda s: s.auc_cal)
+
+    def ranking_sentence(self) -> str:
+        """Which curve is lowest — by AUC_cal, the quantity it names — and the ranking of
+        all of them, the uniform baseline included (a description of these questions, not
+        a test: the verdicts say what is shown)."""
+        order = self.ranking()
+        if len(order) == 1:
+            return "Only the uniform baseline: add simulator columns, or simulate now."
+        best = order[0]
+        chain = f"{best.name} {best.auc_cal:.3f}"
+        for a, b in itertools.pairwise(order):
+            chain += f" {'=' if b.auc_cal == a.auc_cal else '<'} {b.name} {b.auc_cal:.3f}"
+        if best.name == UNIFORM:
+            head = (f"Lowest curve: the uniform baseline (AUC_cal {best.auc_cal:.3f}); no "
+                    "simulator's curve is below it")
+        else:
+            below = [s.name for s in order if s.name != UNIFORM
+                     and s.auc_cal < self.simulator(UNIFORM).auc_cal]
+            head = (f"Lowest curve: {best.name} (AUC_cal {best.auc_cal:.3f}); "
+                    f"{len(below)} of {len(order) - 1} simulator(s) below the uniform baseline")
+        return (f"{head}. Ranking by AUC_cal (lower is better): {chain} — a description of "
+                "these questions, not a test (no guarantee); the verdicts say what is shown.")
+
     @property
     def comparison_note(self) -> str | None:
         """What to know about the comparisons' δ̂ (None when they are exact)."""
@@ -349,7 +466,13 @@ class FidelityResult:
             "source": self.data.source, "kind": self.data.kind, "m": self.m,
             "settings": {"loss": self.loss, "gamma": self.gamma, "eta": self.eta,
                          "alpha": self.alpha, "cvar_alpha": CVAR_ALPHA, "set": self.set_name,
-                         "sigma": self.sigma, "bounds": list(self.bounds) if self.bounds else None},
+                         "sigma": self.sigma, "bounds": list(self.bounds) if self.bounds else None,
+                         "baseline": {"kind": self.baseline,
+                                      "k": None if self.baseline_k is None
+                                      else self.baseline_k.tolist(),
+                                      "seed": self.seed}},
+            "baseline": self.baseline_text(),
+            "real_answers": self.n_summary(),
             "guarantee": {"alpha": self.alpha, "eta": self.eta, "gamma": self.gamma,
                           "epsilon": self.epsilon, "level": self.guaranteed_level,
                           "status": self.guarantee_status,
@@ -360,9 +483,12 @@ class FidelityResult:
                                      "is <= quantile_guarantee with probability >= level; "
                                      "status 'vacuous': level <= 0 (too few scenarios); 'none': "
                                      "gamma < 1/2, so level is null"},
-            "simulators": [s.to_dict(ids, self.gamma) for s in self.simulators],
+            "simulators": [{**s.to_dict(ids, self.gamma),
+                            "answers_per_question": self.sample_size_summary(s.name)}
+                           for s in self.simulators],
             "comparisons": [c.to_dict() for c in self.comparisons],
             "comparison_note": self.comparison_note,
+            "plan": self.plan().to_dict() if self.comparisons else None,
             "scenarios": [{"id": s.id, "n": s.n, "options": list(s.options),
                            "radius": float(r)} for s, r in zip(self.data.scenarios, self.radius,
                                                                strict=True)],
@@ -404,15 +530,18 @@ class FidelityResult:
 
     def summary_text(self) -> str:
         """The terminal summary: one line per simulator, then each pair's verdict."""
-        head = ("simulator", "AUC_cal", "CVaR_10", "V(1-a/2)", "kind")
+        head = ("simulator", "AUC_cal", "CVaR_10", "V(1-a/2)", "kind", "answers", "worst case")
         rows = [(s.name, f"{s.auc_cal:.4f}", f"{s.cvar():.4f}", f"{s.guarantee_quantile:.4f}",
-                 s.kind) for s in self.simulators]
+                 s.kind, self.sample_size_summary(s.name), s.method_text)
+                for s in self.simulators]
         widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
         fmt = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()  # noqa: E731
-        lines = [f"{self.m} questions, loss {self.loss}, {self.set_name} sets with coverage "
-                 f"γ = {self.gamma:g}, η = {self.eta:g}, α = {self.alpha:g}", "",
+        lines = [f"{self.m} questions ({self.n_summary()} real answers each), loss {self.loss}, "
+                 f"{self.set_name} sets with coverage γ = {self.gamma:g}, η = {self.eta:g}, "
+                 f"α = {self.alpha:g}", "",
                  fmt(head), "  ".join("-" * w for w in widths), *map(fmt, rows), "",
-                 self.guarantee_text()]
+                 self.ranking_sentence(), self.baseline_text(), self.guarantee_text(),
+                 "Planning: " + self.plan().sentence()]
         if self.comparisons:
             lines.append("")
             head2 = ("first", "second", "U(1-a/2)", "reverse", "verdict")
@@ -456,6 +585,37 @@ def _finite(value):
 ProgressFn = Callable[[Any], None]
 
 
+BASELINES = ("drawn", "exact")
+
+
+def _iv_baseline(baseline, baseline_k, seed):
+    if baseline not in BASELINES:
+        raise ValueError(f"`baseline` must be one of {', '.join(BASELINES)}; got {baseline!r}.")
+    if baseline_k is not None and (isinstance(baseline_k, bool) or not isinstance(
+            baseline_k, (int, np.integer)) or baseline_k < 1):
+        raise ValueError(f"`baseline_k` must be a whole number >= 1, got {baseline_k!r}.")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"`seed` must be a whole number, got {seed!r}.")
+
+
+def _baseline(data, loss, baseline, baseline_k, seed, notes):
+    """The data with the uniform baseline drawn like the simulators (or not, saying why)."""
+    if baseline == "exact":
+        return replace(data, baseline=None)
+    k = data.answers_per_question() if baseline_k is None else baseline_k
+    if k is None:
+        notes.append(("The simulators give probabilities, not answers, so the uniform "
+                      "baseline" if data.simulators else "There is no simulator to match, so "
+                      "the uniform baseline") + " is the exact 1/d (give the baseline's k to "
+                     "draw it).")
+        return replace(data, baseline=None)
+    if loss == "kl" and data.kind == "categorical":
+        notes.append("Under kl a drawn uniform baseline can leave an option with no answer, "
+                     "where KL is infinite: the baseline is the exact 1/d.")
+        return replace(data, baseline=None)
+    return data.with_drawn_baseline(k, seed=seed)
+
+
 def _iv(data, loss, gamma, eta, alpha, sigma, bounds):
     if not isinstance(data, FidelityData):
         raise TypeError(f"`data` must be FidelityData (see load_csv, from_arrays), got "
@@ -490,6 +650,7 @@ FEW_ANSWERS = 10
 def run_fidelity(data: FidelityData, *, loss: str = "tv", gamma: float = 0.5,
                  eta: float = 0.05, alpha: float = 0.1, sigma: float | None = None,
                  bounds: Sequence[float] | None = None, band: bool = True,
+                 baseline: str = "drawn", baseline_k: int | None = None, seed: int = 0,
                  progress: ProgressFn | None = None) -> FidelityResult:
     """Calibrated quantile curves of every simulator in ``data`` and of the uniform one.
 
@@ -518,6 +679,16 @@ def run_fidelity(data: FidelityData, *, loss: str = "tv", gamma: float = 0.5,
         default: the range of all values in the data, with a warning.
     band : bool
         Compute the lower pseudo-discrepancies (the band; needs γ >= ½).
+    baseline : {"drawn", "exact"}
+        The uniform simulator: ``drawn`` (default) answers like the simulators — k answers
+        per question picked uniformly at random, k the simulators' own (the mean of the
+        count columns' totals per question), so it carries the same sampling noise;
+        ``exact`` is the noise-free 1/d. Without count columns (probabilities only) or
+        under kl the exact one is used, with a note.
+    baseline_k : int, optional
+        The drawn baseline's answers per question, in place of the simulators' k.
+    seed : int
+        Seed of the drawn baseline (``np.random.default_rng(seed)``).
     progress : callable, optional
         Called with :class:`~dbpa_core.sampling.Progress` objects (stage ``analysis``).
 
@@ -535,7 +706,9 @@ def run_fidelity(data: FidelityData, *, loss: str = "tv", gamma: float = 0.5,
 
     t0 = time.perf_counter()
     loss, gamma, eta, alpha, bounds = _iv(data, loss, gamma, eta, alpha, sigma, bounds)
+    _iv_baseline(baseline, baseline_k, seed)
     notes: list[str] = list(data.notes)
+    data = _baseline(data, loss, baseline, baseline_k, seed, notes)
     unused = [n for n, v, used in (("σ", sigma, data.kind == "values" and loss == "w1"),
                                    ("bounds", bounds, data.kind == "values")) if v is not None
               and not used]
@@ -579,8 +752,9 @@ def run_fidelity(data: FidelityData, *, loss: str = "tv", gamma: float = 0.5,
         for name in names:
             lowers[name] = engine.lower(name)
             tick(f"{name}: best cases (band)")
-    curves = tuple(SimulatorCurve(nm, kinds[nm], uppers[nm], lowers.get(nm), alpha)
-                   for nm in names)
+    gaps = getattr(engine, "gaps", {})
+    curves = tuple(SimulatorCurve(nm, kinds[nm], uppers[nm], lowers.get(nm), alpha,
+                                  engine.plugin(nm), gaps.get(nm)) for nm in names)
     level = cv.guaranteed_level(alpha, data.m, eta)
     comps = []
     for i, a in enumerate(names):
@@ -598,7 +772,8 @@ def run_fidelity(data: FidelityData, *, loss: str = "tv", gamma: float = 0.5,
         _warnings.warn(msg, FidelityWarning, stacklevel=2)
     return FidelityResult(data, loss, gamma, eta, alpha, engine.set_name, engine.radius, curves,
                           tuple(comps), engine.sigma, engine.bounds, tuple(notes),
-                          round(time.perf_counter() - t0, 4))
+                          round(time.perf_counter() - t0, 4),
+                          baseline="exact" if data.baseline is None else "drawn", seed=int(seed))
 
 
 # --------------------------------------------------------------------------- engines
@@ -623,6 +798,8 @@ class _Categorical:
         self.radius = kl_radius_categorical(n, d, gamma=gamma)
         self._q: dict[str, list[np.ndarray]] = {}
         self._support: dict[tuple, tuple] = {}
+        self.gaps: dict[str, np.ndarray | None] = {}
+        self._stacks: dict[tuple, np.ndarray] = {}
         if loss == "kl":
             for name in data.simulators:
                 for s, q in zip(data.scenarios, self.q(name), strict=True):
@@ -642,44 +819,85 @@ class _Categorical:
     def _stack(self, idx, arrays):
         return np.vstack([arrays[j] for j in idx])
 
+    def _real(self, idx) -> np.ndarray:
+        """p̂ of a group of scenarios, stacked once (rows in ``idx`` order)."""
+        key = ("real", idx[0], len(idx))
+        if key not in self._stacks:
+            self._stacks[key] = self._stack(idx, self.p)
+        return self._stacks[key]
+
+    def _sim(self, name: str, idx) -> np.ndarray:
+        key = (name, idx[0], len(idx))
+        if key not in self._stacks:
+            self._stacks[key] = self._stack(idx, self.q(name))
+        return self._stacks[key]
+
     def _vertices(self, key):
         d = key[0]
         return dz.tv_vertices(d) if self.loss == "tv" else dz.w1_vertices(np.array(key[1:]))
 
     def upper(self, name: str) -> np.ndarray:
+        """Δ̂ per scenario: exact (tv up to 14 options, and beyond where the rows the bound
+        leaves loose can be enumerated; w1 up to 11) or a certified upper bound whose gap to a
+        point of the set is kept in ``self.gaps[name]``."""
         out = np.empty(self.data.m)
+        gap = np.zeros(self.data.m)
         for key, idx in self.groups:
-            p, q, r = self._stack(idx, self.p), self._stack(idx, self.q(name)), self.radius[idx]
+            p, q, r = self._real(idx), self._sim(name, idx), self.radius[idx]
             if self.loss == "tv" and key[0] <= dz.MAX_SUBSET_OPTIONS:
-                hkey = ("subsets",) + key
-                if hkey not in self._support:
-                    self._support[hkey] = dz.tv_subset_upper(p, r)
-                out[idx] = dz.tv_upper(p, r, q, subset_upper=self._support[hkey])
-            elif self.loss in ("tv", "w1") and key[0] <= dz.MAX_PAIRWISE_OPTIONS + 1:
+                out[idx] = dz.tv_upper(p, r, q, subset_upper=self._subsets_of(key, idx))
+            elif self.loss == "w1" and key[0] <= dz.MAX_PAIRWISE_OPTIONS + 1:
                 h, _ = self._support_of(key, idx)
                 out[idx] = (h - q @ self._vertices(key).T).max(axis=1)
             else:
-                vals = np.array(key[1:]) if self.loss == "w1" else None
-                out[idx] = dz.maximize_convex(p, r, q, self.loss, values=vals)
+                if self.loss == "tv":
+                    up, lo = dz.tv_upper_bound(p, r, q)
+                    loose = np.flatnonzero(up - lo > 1e-9)   # enumerate them while affordable
+                    if 0 < loose.size * 2 ** key[0] <= dz.EXACT_BUDGET:
+                        up[loose] = lo[loose] = dz.tv_upper_exact_rows(p[loose], r[loose],
+                                                                       q[loose])
+                elif self.loss == "w1":
+                    up, lo = dz.w1_upper_bound(p, r, q, np.array(key[1:]))
+                else:
+                    up, lo = dz.kl_upper_bound(p, r, q)
+                out[idx], gap[idx] = up, up - lo
+        self.gaps[name] = gap if gap.max() > 0 else None
         return out
+
+    def plugin(self, name: str) -> np.ndarray:
+        out = np.empty(self.data.m)
+        for key, idx in self.groups:
+            vals = np.array(key[1:]) if self.loss == "w1" else None
+            out[idx] = dz.categorical_loss(self._real(idx),
+                                           self._sim(name, idx), self.loss, vals)
+        return out
+
+    def _subsets_of(self, key, idx):
+        hkey = ("subsets",) + key
+        if hkey not in self._support:
+            self._support[hkey] = dz.tv_subset_upper(self._real(idx), self.radius[idx])
+        return self._support[hkey]
 
     def _support_of(self, key, idx):
         if key not in self._support:
-            p, r = self._stack(idx, self.p), self.radius[idx]
-            _, h, uf = dz.ipm_upper(p, r, np.zeros_like(p), self._vertices(key))
-            self._support[key] = (h, uf)
+            p, r = self._real(idx), self.radius[idx]
+            if self.loss == "tv" and key[0] <= dz.MAX_SUBSET_OPTIONS:
+                self._support[key] = dz.tv_support(p, r, self._subsets_of(key, idx))
+            else:
+                _, h, uf = dz.ipm_upper(p, r, np.zeros_like(p), self._vertices(key))
+                self._support[key] = (h, uf)
         return self._support[key]
 
     def _table_of(self, key, idx):
         tkey = ("table",) + key
         if tkey not in self._support:
-            self._support[tkey] = dz.tv_support_table(self._stack(idx, self.p), self.radius[idx])
+            self._support[tkey] = dz.tv_support_table(self._real(idx), self.radius[idx])
         return self._support[tkey]
 
     def lower(self, name: str) -> np.ndarray:
         out = np.empty(self.data.m)
         for key, idx in self.groups:
-            p, q, r = self._stack(idx, self.p), self._stack(idx, self.q(name)), self.radius[idx]
+            p, q, r = self._real(idx), self._sim(name, idx), self.radius[idx]
             if self.loss == "tv":
                 out[idx] = dz.tv_lower(p, r, q)
             else:
@@ -691,8 +909,8 @@ class _Categorical:
         out = np.empty(self.data.m)
         exact = self.loss == "kl"
         for key, idx in self.groups:
-            p, r = self._stack(idx, self.p), self.radius[idx]
-            qa, qb = self._stack(idx, self.q(a)), self._stack(idx, self.q(b))
+            p, r = self._real(idx), self.radius[idx]
+            qa, qb = self._sim(a, idx), self._sim(b, idx)
             if self.loss == "kl":
                 out[idx] = dz.kl_pairwise(p, r, qa, qb)
             elif key[0] <= dz.MAX_PAIRWISE_OPTIONS:
@@ -702,8 +920,10 @@ class _Categorical:
                     out[idx] = dz.tv_pairwise(p, r, qa, qb, support=support, table=table)
                 else:
                     out[idx] = dz.w1_pairwise(p, r, qa, qb, np.array(key[1:]), support=support)
-            else:  # the trivial bound: worst case of a minus best case of b
-                out[idx] = self.upper_of(a, idx) - self.lower_of(b, idx)
+            else:  # worst case of a minus best case of b, and L(a, b) (triangle inequality)
+                vals = np.array(key[1:]) if self.loss == "w1" else None
+                out[idx] = np.minimum(self.upper_of(a, idx) - self.lower_of(b, idx),
+                                      dz.categorical_loss(qa, qb, self.loss, vals))
         return out, exact
 
     def upper_of(self, name, idx):
@@ -715,7 +935,8 @@ class _Categorical:
 
 class _Scalar:
     """Interval sets for a scalar outcome (squared, absolute): Bernoulli KL intervals for
-    two options, Hoeffding intervals of the mean otherwise (and for real values)."""
+    two options, Hoeffding intervals of the mean otherwise (and for real values).
+    Vectorized over the scenarios that share their options' values."""
 
     def __init__(self, data: FidelityData, loss: str, gamma: float, bounds, notes):
         self.data, self.loss = data, loss
@@ -729,41 +950,64 @@ class _Scalar:
         if data.kind == "values":
             self.bounds = _value_bounds(data, bounds, notes)
             a, b = self.bounds
-            for j, s in enumerate(data.scenarios):
-                mean = float(np.mean(s.real))
-                h = float(hoeffding_halfwidth(s.real.size, low=a, high=b, gamma=gamma))
-                self.center[j], self.low[j], self.high[j], self.radius[j] = \
-                    mean, max(mean - h, a), min(mean + h, b), h
+            mean = np.array([float(np.mean(s.real)) for s in data.scenarios])
+            h = hoeffding_halfwidth(np.array([s.real.size for s in data.scenarios]), low=a,
+                                    high=b, gamma=gamma)
+            self.center[:], self.low[:], self.high[:], self.radius[:] = \
+                mean, np.maximum(mean - h, a), np.minimum(mean + h, b), h
             kinds.add("Hoeffding mean")
+            self.groups = []
         else:
             self.bounds = None
+            groups: dict[tuple, list[int]] = {}
             for j, s in enumerate(data.scenarios):
-                v = s.option_values()
-                p = s.real / s.real.sum()
-                n = s.real.sum()
+                groups.setdefault(tuple(s.option_values()), []).append(j)
+            self.groups = [(np.array(v), np.array(idx)) for v, idx in groups.items()]
+            for v, idx in self.groups:
+                c = np.vstack([data.scenarios[j].real for j in idx])
+                n = c.sum(axis=1)
+                p = c / n[:, None]
+                mean = p @ v
                 if len(v) == 2:
-                    lo_hi = binary_kl_interval(p[1], kl_radius_bernoulli(n, gamma=gamma))
-                    ends = sorted(v[0] + (v[1] - v[0]) * np.array([float(x) for x in lo_hi]))
-                    self.radius[j] = float(kl_radius_bernoulli(n, gamma=gamma))
+                    rad = kl_radius_bernoulli(n, gamma=gamma)
+                    lo, hi = binary_kl_interval(p[:, 1], rad)
+                    ends = np.sort(np.stack([v[0] + (v[1] - v[0]) * lo,
+                                             v[0] + (v[1] - v[0]) * hi]), axis=0)
                     kinds.add("Bernoulli KL")
                 else:
-                    h = float(hoeffding_halfwidth(n, low=float(v.min()), high=float(v.max()),
-                                                  gamma=gamma))
-                    mean = float(p @ v)
-                    ends = [max(mean - h, float(v.min())), min(mean + h, float(v.max()))]
-                    self.radius[j] = h
+                    rad = hoeffding_halfwidth(n, low=float(v.min()), high=float(v.max()),
+                                              gamma=gamma)
+                    ends = np.stack([np.maximum(mean - rad, v.min()),
+                                     np.minimum(mean + rad, v.max())])
                     kinds.add("Hoeffding mean")
-                self.center[j], self.low[j], self.high[j] = float(p @ v), ends[0], ends[1]
+                self.center[idx], self.low[idx], self.high[idx] = mean, ends[0], ends[1]
+                self.radius[idx] = rad
         self.set_name = " / ".join(sorted(kinds))
+        self._q: dict[str, np.ndarray] = {}
 
     def q(self, name: str) -> np.ndarray:
+        if name in self._q:
+            return self._q[name]
         d = self.data
         if d.kind == "values":
             if name == UNIFORM:
-                return np.full(d.m, 0.5 * (self.bounds[0] + self.bounds[1]))
-            return np.array([float(np.mean(v)) for v in d.simulated[name]])
-        return np.array([float(q @ s.option_values())
-                         for s, q in zip(d.scenarios, d.probabilities(name), strict=True)])
+                a, b = self.bounds
+                if d.baseline is not None:
+                    out = np.array([a + (b - a) * float(np.mean(u)) for u in d.baseline])
+                else:
+                    out = np.full(d.m, 0.5 * (a + b))
+            else:
+                out = np.array([float(np.mean(v)) for v in d.simulated[name]])
+        else:
+            probs = d.probabilities(name)
+            out = np.empty(d.m)
+            for v, idx in self.groups:
+                out[idx] = np.vstack([probs[j] for j in idx]) @ v
+        self._q[name] = out
+        return out
+
+    def plugin(self, name):
+        return dz.scalar_loss(self.center, self.q(name), self.loss)
 
     def upper(self, name):
         return dz.interval_upper(self.low, self.high, self.q(name), self.loss)
@@ -793,16 +1037,26 @@ class _W1Values:
                                 gamma=gamma)
         self._dist: dict[str, np.ndarray] = {}
 
+    def drawn(self, name: str, j: int) -> np.ndarray:
+        """Simulator ``name``'s values in scenario j (the drawn baseline scaled to the bounds)."""
+        if name == UNIFORM:
+            a, b = self.bounds
+            return a + (b - a) * self.data.baseline[j]
+        return self.data.simulated[name][j]
+
     def dist(self, name: str) -> np.ndarray:
         if name not in self._dist:
             a, b = self.bounds
-            if name == UNIFORM:
+            if name == UNIFORM and self.data.baseline is None:
                 d = [dz.w1_to_uniform(s.real, a, b) for s in self.data.scenarios]
             else:
-                d = [dz.w1_distance(s.real, v) for s, v in zip(self.data.scenarios,
-                                                               self.data.simulated[name], strict=True)]
+                d = [dz.w1_distance(s.real, self.drawn(name, j))
+                     for j, s in enumerate(self.data.scenarios)]
             self._dist[name] = np.array(d)
         return self._dist[name]
+
+    def plugin(self, name):
+        return self.dist(name)
 
     def upper(self, name):
         return dz.w1ball_upper(self.dist(name), self.radius)
@@ -814,11 +1068,9 @@ class _W1Values:
         lo, hi = self.bounds
 
         def between(x, y, s):
-            if x == UNIFORM:
-                return dz.w1_to_uniform(self.data.simulated[y][s], lo, hi)
-            if y == UNIFORM:
-                return dz.w1_to_uniform(self.data.simulated[x][s], lo, hi)
-            return dz.w1_distance(self.data.simulated[x][s], self.data.simulated[y][s])
+            if self.data.baseline is None and UNIFORM in (x, y):
+                return dz.w1_to_uniform(self.drawn(y if x == UNIFORM else x, s), lo, hi)
+            return dz.w1_distance(self.drawn(x, s), self.drawn(y, s))
         ab = np.array([between(a, b, s) for s in range(self.data.m)])
         return dz.w1ball_pairwise(self.dist(a), self.dist(b), ab, self.radius), False
 

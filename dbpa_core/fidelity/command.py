@@ -4,6 +4,7 @@
     dbpa fidelity sample --out DIR                       # the built-in synthetic sample
     dbpa fidelity SURVEY_FOLDER --attribute SEX --group Female --out DIR   # OpinionQA layout
     dbpa fidelity --simulate SPEC.yaml --out DIR [--estimate]
+    dbpa fidelity DATA.csv --plan                        # questions a verdict needs
 
 ``DIR`` receives ``fidelity.json``, ``fidelity.csv`` (per scenario), ``comparisons.csv``
 and ``report.html``; with ``--simulate`` also ``data.csv`` (the real counts and the new
@@ -38,11 +39,20 @@ def add_parser(sub) -> argparse.ArgumentParser:
     f.add_argument("--bounds", default=None, help="real values: their range a,b")
     f.add_argument("--no-band", action="store_true", help="skip the tightness band (its lower "
                    "pseudo-discrepancies need a solver for kl and w1)")
+    f.add_argument("--baseline", choices=["drawn", "exact"], default="drawn",
+                   help="the uniform simulator: drawn like the simulators, k answers per "
+                   "question at random (default), or the exact 1/d")
+    f.add_argument("--baseline-k", type=int, default=None, metavar="K",
+                   help="the drawn baseline's answers per question (default: the simulators' k)")
+    f.add_argument("--seed", type=int, default=0, help="seed of the drawn baseline and of "
+                   "--plan's resampling (default 0)")
     f.add_argument("--attribute", default="NONE", help="OpinionQA: the demographic split (SEX, "
                    "AGE, POLPARTY, ...)")
     f.add_argument("--group", action="append", default=None, help="OpinionQA: keep this group "
                    "(repeatable)")
     f.add_argument("--out", default="dbpa-fidelity", help="output folder (default: dbpa-fidelity)")
+    f.add_argument("--plan", action="store_true", help="print how many questions the "
+                   "guarantee and each pairwise verdict need (from these data); write nothing")
     f.add_argument("--estimate", action="store_true", help="with --simulate: print the answers "
                    "it needs; call nothing")
     f.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
@@ -91,7 +101,8 @@ def cmd_fidelity(args, *, cache_of, bars_of) -> int:
         given = {"loss": args.loss, "gamma": args.gamma, "eta": args.eta, "alpha": args.alpha,
                  "sigma": args.sigma, "bounds": _bounds(args.bounds)}
         settings.update({k: v for k, v in given.items() if v is not None})
-        check_out_dir(args.out)  # before any paid call
+        if not args.plan:
+            check_out_dir(args.out)  # before any paid call
         if args.simulate:
             bars = bars_of(args)
             try:
@@ -112,10 +123,16 @@ def cmd_fidelity(args, *, cache_of, bars_of) -> int:
             data = load_data(args.data, attribute=args.attribute, groups=args.group)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # they are in result.warnings, printed below
-            result = run_fidelity(data, band=not args.no_band, **settings)
+            result = run_fidelity(data, band=not args.no_band, baseline=args.baseline,
+                                  baseline_k=args.baseline_k, seed=args.seed, **settings)
     except (FidelityDataError, TemplateError, ValueError, TypeError, SolverError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if args.plan:
+        print(result.plan().text())
+        for w in result.warnings:
+            print(f"note: {w}", file=sys.stderr)
+        return 0
     files = {}
     if sim is not None:
         files = {"data.csv": sim.data.to_csv(), "answers.jsonl": sim.answers_jsonl()}

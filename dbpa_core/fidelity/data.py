@@ -105,6 +105,9 @@ class FidelityData:
     sim_kinds: dict[str, str] = field(default_factory=dict)
     source: str = "<data>"
     notes: tuple[str, ...] = ()
+    #: the uniform baseline's own draws (counts per option, or values on [0, 1] to be
+    #: scaled to the bounds), or None for the exact uniform distribution (1/d)
+    baseline: tuple[np.ndarray, ...] | None = None
 
     @property
     def simulators(self) -> tuple[str, ...]:
@@ -119,10 +122,13 @@ class FidelityData:
         return len(self.scenarios)
 
     def probabilities(self, name: str) -> list[np.ndarray]:
-        """Simulator ``name``'s distribution per scenario (``uniform``: 1/d each)."""
+        """Simulator ``name``'s distribution per scenario (``uniform``: its draws when
+        :attr:`baseline` holds them, else 1/d each)."""
         if name == UNIFORM:
+            if self.baseline is not None:
+                return [c / c.sum() for c in map(np.asarray, self.baseline)]
             return [np.full(len(s.options), 1.0 / len(s.options)) for s in self.scenarios]
-        return [np.asarray(v, dtype=float) / float(np.sum(v)) for v in self.simulated[name]]
+        return [v / v.sum() for v in (np.asarray(x, dtype=float) for x in self.simulated[name])]
 
     def real_probabilities(self) -> list[np.ndarray]:
         return [s.real / s.real.sum() for s in self.scenarios]
@@ -149,10 +155,37 @@ class FidelityData:
             raise FidelityDataError(f"no scenario {missing[0]!r} in {self.source}.")
         idx = [pos[i] for i in ids]
         return replace(self, scenarios=tuple(self.scenarios[j] for j in idx),
-                       simulated={k: tuple(v[j] for j in idx) for k, v in self.simulated.items()})
+                       simulated={k: tuple(v[j] for j in idx) for k, v in self.simulated.items()},
+                       baseline=None if self.baseline is None else
+                       tuple(self.baseline[j] for j in idx))
 
     def without_simulators(self) -> FidelityData:
-        return replace(self, simulated={}, sim_kinds={})
+        return replace(self, simulated={}, sim_kinds={}, baseline=None)
+
+    def answers_per_question(self) -> np.ndarray | None:
+        """How many answers the simulators drew per question: the mean over the simulators
+        given as counts (or values) of each question's total, rounded; None when no
+        simulator gives counts (probabilities only, or none)."""
+        kinds = ("counts",) if self.kind == "categorical" else ("values",)
+        sims = [n for n in self.simulated if self.sim_kinds.get(n) in kinds]
+        if not sims:
+            return None
+        tot = np.array([[float(np.sum(a)) if self.kind == "categorical" else float(np.size(a))
+                         for a in self.simulated[n]] for n in sims])
+        return np.maximum(1, np.rint(tot.mean(axis=0))).astype(int)
+
+    def with_drawn_baseline(self, k, *, seed: int = 0) -> FidelityData:
+        """A copy whose uniform baseline answers like a simulator: ``k[j]`` answers to
+        question j drawn uniformly at random (``np.random.default_rng(seed)``): counts over
+        the options, or values on [0, 1] (scaled to the data's bounds by the analysis)."""
+        k = np.broadcast_to(np.asarray(k, dtype=int), (self.m,))
+        rng = np.random.default_rng(seed)
+        if self.kind == "categorical":
+            draws = tuple(rng.multinomial(int(kj), np.full(len(s.options), 1.0 / len(s.options)))
+                          .astype(float) for kj, s in zip(k, self.scenarios, strict=True))
+        else:
+            draws = tuple(rng.uniform(0.0, 1.0, int(kj)) for kj in k)
+        return replace(self, baseline=draws)
 
     def to_csv(self) -> str:
         """The data as a long CSV in the layout :func:`parse_csv` reads."""
@@ -306,7 +339,7 @@ def from_arrays(real, simulated: Mapping[str, Sequence] | None = None, *,
 
 
 def _kind_of(answers: Sequence[np.ndarray]) -> str:
-    sums = [float(np.sum(a)) for a in answers]
+    sums = [float(np.asarray(a).sum()) for a in answers]
     return "probabilities" if all(abs(s - 1.0) <= PROB_TOLERANCE for s in sums) else "counts"
 
 
@@ -495,6 +528,39 @@ def _literal_list(text: str, where: str) -> list[str]:
     return list(v)
 
 
+def _join_split_options(pieces: Sequence[str], wanted: Sequence[str]) -> list[str]:
+    """Options that a writer split at their commas, joined again where the joined text is
+    one of the ``wanted`` labels (the answer counts' keys): ``["Yes", "I own a gun"]`` ->
+    ``["Yes, I own a gun"]``. Quotes left around a piece by the split are dropped."""
+    def clean(text: str) -> str:
+        return text.strip().strip("\"'").strip()
+
+    want = set(wanted)
+    out, i = [], 0
+    while i < len(pieces):
+        for j in range(len(pieces), i, -1):
+            joined = clean(", ".join(x.strip() for x in pieces[i:j]))
+            if joined in want or j == i + 1:
+                out.append(joined if joined in want else pieces[i])
+                i = j
+                break
+    return out
+
+
+def _options_for(key: str, info_opts, json_opts, counts_keys) -> list[str] | None:
+    """The question's options: info.csv's ``references`` or the json's ``MC_options``,
+    whichever holds every answered option (after joining options split at commas); None
+    when neither does."""
+    keys = [k for k in counts_keys if k.strip().lower() != "refused"]
+    for opts in (info_opts, json_opts):
+        if not opts:
+            continue
+        for cand in (list(opts), _join_split_options(opts, keys)):
+            if set(keys) <= set(cand):
+                return cand
+    return None
+
+
 def load_opinionqa(folder: str | os.PathLike, *, attribute: str = "NONE",
                    groups: Sequence[str] | None = None, keep_refused: bool = False,
                    limit: int | None = None) -> FidelityData:
@@ -516,7 +582,14 @@ def load_opinionqa(folder: str | os.PathLike, *, attribute: str = "NONE",
         At most this many questions (in info.csv's order).
 
     Each scenario's persona is ``((attribute, group),)``; its options and question come
-    from info.csv (``references``, ``question``), falling back to the json's.
+    from info.csv (``references``, ``question``), falling back to the json's (options
+    that the json splits at their commas are joined again).
+
+    A question that cannot be read — listed twice in info.csv with different contents,
+    options that cannot be parsed, answers on an option that is not among its options,
+    counts that are not numbers, none of the chosen groups — is skipped; the skipped
+    questions are named and counted in one note (``FidelityData.notes``). The folder is
+    refused only when fewer than two usable questions are left.
     """
     folder = Path(folder)
     info_path = folder / "info.csv"
@@ -534,14 +607,27 @@ def load_opinionqa(folder: str | os.PathLike, *, attribute: str = "NONE",
         raise FidelityDataError(f"{info_path}, line 1: no 'key' column.")
     info: dict[str, dict] = {}
     keys: list[str] = []
-    for row in reader:
-        where = f"{info_path}, line {reader.line_num}"
-        key = (row.get("key") or "").strip()
-        if not key:
-            raise FidelityDataError(f"{where}: the key cell is empty.")
-        refs = _literal_list(row["references"], where) if row.get("references") else None
-        info[key] = {"question": (row.get("question") or "").strip(), "options": refs}
-        keys.append(key)
+    skipped: dict[str, str] = {}
+    try:
+        for row in reader:
+            where = f"line {reader.line_num}"
+            key = (row.get("key") or "").strip()
+            if not key:
+                continue   # a row without a question key names no question
+            try:
+                refs = _literal_list(row["references"], where) if row.get("references") else None
+            except FidelityDataError:
+                refs, skipped[key] = None, f"its options in info.csv ({where}) cannot be read"
+            entry = {"question": (row.get("question") or "").strip(), "options": refs}
+            if key in info:
+                if info[key] != entry:
+                    skipped[key] = "listed twice in info.csv with different contents"
+                continue
+            info[key] = entry
+            keys.append(key)
+    except csv.Error as exc:
+        raise FidelityDataError(f"{info_path}, line {reader.line_num}: not valid CSV "
+                                f"({exc}).") from None
     try:
         blob = json.loads(read_text(json_path))
     except json.JSONDecodeError as exc:
@@ -552,37 +638,65 @@ def load_opinionqa(folder: str | os.PathLike, *, attribute: str = "NONE",
     chosen = [k for k in keys if k in blob] + [k for k in blob if k not in info]
     if limit is not None:
         chosen = chosen[:limit]
+    all_groups: set[str] = set()
     for key in chosen:
+        if key in skipped:
+            continue
         q = blob[key]
         if not isinstance(q, dict):
-            raise FidelityDataError(f"{json_path}: question {key!r} is not an object.")
-        opts = (info.get(key) or {}).get("options") or \
-            [o for o in q.get("MC_options", []) if isinstance(o, str)]
-        if not keep_refused:
-            opts = [o for o in opts if o.strip().lower() != "refused"]
-        question = (info.get(key) or {}).get("question") or str(q.get("question_text", ""))
+            skipped[key] = "its entry in the json is not an object"
+            continue
         names = [g for g in q if g not in ("MC_options", "question_text")]
+        all_groups.update(names)
         if groups is not None:
-            unknown = [g for g in groups if g not in names]
-            if unknown:
-                raise FidelityDataError(f"{json_path}: question {key!r} has no group "
-                                        f"{unknown[0]!r}; groups: {', '.join(names)}.")
             names = [g for g in names if g in groups]
+            if not names:
+                skipped[key] = f"it has none of the groups {', '.join(groups)}"
+                continue
+        json_opts = [o for o in q.get("MC_options", []) if isinstance(o, str)]
+        question = (info.get(key) or {}).get("question") or str(q.get("question_text", ""))
+        found = []
         for g in names:
             counts = q[g]
-            if not isinstance(counts, dict):
-                raise FidelityDataError(f"{json_path}: {key} / {g}: counts must be an object.")
-            stray = [o for o in counts if o not in opts and (keep_refused or
-                                                            o.strip().lower() != "refused")]
-            if stray:
-                raise FidelityDataError(f"{json_path}: {key} / {g}: option {stray[0]!r} is not "
-                                        f"among the question's options ({', '.join(opts)}).")
+            if not isinstance(counts, dict) or not all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                    and v >= 0 for v in counts.values()):
+                skipped[key] = f"the counts of group {g!r} are not non-negative numbers"
+                break
+            opts = _options_for(key, (info.get(key) or {}).get("options"), json_opts, counts)
+            if opts is None:
+                known = set((info.get(key) or {}).get("options") or json_opts)
+                stray = next((o for o in counts if o.strip().lower() != "refused"
+                              and o not in known), next(iter(counts)))
+                skipped[key] = (f"group {g!r} answered {stray!r}, which is not among its "
+                                "options")
+                break
+            if keep_refused:
+                opts = opts + [o for o in counts if o.strip().lower() == "refused"
+                               and o not in opts]
+            else:
+                opts = [o for o in opts if o.strip().lower() != "refused"]
             real = np.array([float(counts.get(o, 0.0)) for o in opts])
             if len(opts) < 2 or real.sum() <= 0:
                 continue  # a question with no usable answers in this group
             sid = key if groups is not None and len(groups) == 1 else f"{key} | {g}"
-            scenarios.append(Scenario(sid, tuple(opts), real, question, ((attribute, g),)))
-    return validate(FidelityData("categorical", tuple(scenarios), {}, {}, str(folder)))
+            found.append(Scenario(sid, tuple(opts), real, question, ((attribute, g),)))
+        else:
+            scenarios.extend(found)
+    if groups is not None and not all_groups & set(groups):
+        raise FidelityDataError(f"{json_path}: no question has group {groups[0]!r}; groups: "
+                                f"{', '.join(sorted(all_groups)) or 'none'}.")
+    notes: tuple[str, ...] = ()
+    if skipped:
+        shown = "; ".join(f"{k} ({why})" for k, why in list(skipped.items())[:8])
+        more = f"; and {len(skipped) - 8} more" if len(skipped) > 8 else ""
+        notes = (f"Skipped {len(skipped)} question(s) of {folder.name} that cannot be read: "
+                 f"{shown}{more}.",)
+    if len(scenarios) < 2:
+        why = f" ({notes[0]})" if notes else ""
+        raise FidelityDataError(f"{folder}: {len(scenarios)} usable question(s) for "
+                                f"{attribute}; at least 2 are needed{why}")
+    return validate(FidelityData("categorical", tuple(scenarios), {}, {}, str(folder), notes))
 
 
 __all__ = ["PROB_TOLERANCE", "UNIFORM", "FidelityData", "FidelityDataError", "Scenario",

@@ -82,6 +82,11 @@ def curve_svg(result, *, width: int = 760, height: int = 420) -> str:
             pts += [f"{x(t):.1f},{y(v):.1f}" for t, v in zip(grid[::-1], lo[::-1], strict=True)]
             parts.append(f"<polygon points='{' '.join(pts)}' fill='{col}' fill-opacity='0.10' "
                          "stroke='none'/>")
+    t_star = 1 - result.alpha                                 # the guarantee's τ = 1 - α
+    parts.append(f"<line x1='{x(t_star):.1f}' x2='{x(t_star):.1f}' y1='{top}' y2='{top + ph}' "
+                 "stroke='#9AA5B1' stroke-dasharray='2 3'/>")
+    parts.append(f"<text x='{x(t_star) - 4:.1f}' y='{top + 12}' font-size='11' "
+                 f"text-anchor='end' fill='#616E7C'>τ = 1 − α = {t_star:g}</text>")
     for i, s, tau, val, _band in series:
         col = color_of(i, s.name)
         pts, prev = [], 0.0
@@ -99,6 +104,13 @@ def curve_svg(result, *, width: int = 760, height: int = 420) -> str:
                      f"stroke='{col}' stroke-width='2'{dash}/>")
         parts.append(f"<text x='{left + pw + 42}' y='{ly + 4}' font-size='12' fill='#1f2933'>"
                      f"{html.escape(s.name[:18])}</text>")
+    for i, s, _tau, _val, band in series:
+        if band is not None:                                  # the band's own legend entry
+            ly = top + 14 + 18 * len(series)
+            parts.append(f"<rect x='{left + pw + 12}' y='{ly - 6}' width='24' height='12' "
+                         f"fill='{color_of(i, s.name)}' fill-opacity='0.18'/>")
+            parts.append(f"<text x='{left + pw + 42}' y='{ly + 4}' font-size='12' "
+                         f"fill='#1f2933'>{html.escape(s.name[:12])} band</text>")
     parts.append("</svg>")
     return "".join(parts)
 
@@ -119,14 +131,22 @@ def report_html(result, *, charts_html: str | None = None, title: str = "Simulat
             f"{_pct(1 - r.alpha)} of {noun} are at most that far off (worst case over their "
             "confidence sets). AUC_cal is the area under the curve (lower is better); CVaR₁₀ "
             "the mean of its worst 10 %.</p>",
-            f"<p class='verdict'>{html.escape(r.guarantee_text(noun))}</p>"]
+            f"<p class='verdict'>{html.escape(r.ranking_sentence())}</p>",
+            f"<p>{html.escape(r.baseline_text())}</p>",
+            f"<p class='verdict'>{html.escape(r.guarantee_text(noun))}</p>",
+            f"<p>Planning: {html.escape(r.plan().sentence())}</p>"]
     for w in r.warnings:
         body.append(f"<p class='muted'>Note: {html.escape(w)}</p>")
     rows = "".join(
-        f"<tr><td>{html.escape(s.name)}</td><td>{html.escape(s.kind)}</td><td>{s.auc_cal:.4f}</td>"
+        f"<tr><td>{html.escape(s.name)}</td><td>{html.escape(s.kind)}</td>"
+        f"<td>{html.escape(r.sample_size_summary(s.name))}</td>"
+        f"<td>{html.escape(s.method_text)}</td><td>{s.auc_cal:.4f}</td>"
         f"<td>{s.cvar():.4f}</td><td>{s.guarantee_quantile:.4f}</td></tr>" for s in r.simulators)
-    body.append("<h2>Summary</h2><table><tr><th>simulator</th><th>answers</th><th>AUC_cal</th>"
-                f"<th>CVaR₁₀</th><th>V̂_m(1 − α/2)</th></tr>{rows}</table>")
+    body.append(f"<h2>Summary</h2><p class='muted'>Real answers per question: "
+                f"{html.escape(r.n_summary())}. Simulated answers per question: k below.</p>"
+                "<table><tr><th>simulator</th><th>answers</th><th>k per question</th>"
+                "<th>worst case Δ̂</th>"
+                f"<th>AUC_cal</th><th>CVaR₁₀</th><th>V̂_m(1 − α/2)</th></tr>{rows}</table>")
     if r.comparisons:
         body.append("<h2>Which simulator is better</h2>")
         for c in r.comparisons:

@@ -112,8 +112,13 @@ def binary_kl(p, x) -> np.ndarray:
     return a + b
 
 
-def _binary_kl_upper(p: np.ndarray, r: np.ndarray, iters: int = 64) -> np.ndarray:
-    """The largest x >= p with KL(p ‖ x) <= r (bisection; 64 halvings of [p, 1])."""
+def _binary_kl_upper(p: np.ndarray, r: np.ndarray, iters: int = 64, *,
+                     outer: bool = False) -> np.ndarray:
+    """The largest x >= p with KL(p ‖ x) <= r (bisection; 64 halvings of [p, 1]).
+
+    The bisection keeps a bracket ``lo <= x* <= hi`` a few ulps wide; ``outer=False`` gives
+    ``lo`` (a point of the set), ``outer=True`` gives ``hi`` (never below x*: what an upper
+    bound of a sup needs)."""
     lo = p.copy()
     hi = np.ones_like(p)
     done = binary_kl(p, np.nextafter(1.0, 0.0)) <= r  # only p = 1 reaches 1 exactly
@@ -122,7 +127,7 @@ def _binary_kl_upper(p: np.ndarray, r: np.ndarray, iters: int = 64) -> np.ndarra
         ok = binary_kl(p, mid) <= r
         lo = np.where(ok, mid, lo)
         hi = np.where(ok, hi, mid)
-    return np.where(done | (p >= 1.0), 1.0, lo)
+    return np.where(done | (p >= 1.0), 1.0, hi if outer else lo)
 
 
 def binary_kl_interval(p, r) -> tuple[np.ndarray, np.ndarray]:
@@ -138,7 +143,7 @@ def binary_kl_interval(p, r) -> tuple[np.ndarray, np.ndarray]:
     return low, high
 
 
-def kl_ball_support(p, w, r) -> tuple[np.ndarray, np.ndarray]:
+def kl_ball_support(p, w, r, *, value_only: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
     """``sup {w · u : u in simplex, KL(p ‖ u) <= r}`` and a maximizer, row by row.
 
     Parameters
@@ -153,8 +158,13 @@ def kl_ball_support(p, w, r) -> tuple[np.ndarray, np.ndarray]:
     Returns
     -------
     value : array (N,)
-    u : array (N, d)
-        A maximizer (rows sum to 1, ``KL(p ‖ u) <= r``).
+    u : array (N, d) or None
+        A maximizer (rows sum to 1, ``KL(p ‖ u) <= r``); None with ``value_only``.
+
+    With ``value_only`` the value is the dual objective at the μ found (below), which
+    weak duality keeps at or above the exact sup however the search ends: a certified
+    upper bound, and faster (no maximizer is built). Without it, the value is ``w · u`` at
+    the feasible maximizer (at or below the sup by rounding only).
 
     Notes
     -----
@@ -228,8 +238,10 @@ def kl_ball_support(p, w, r) -> tuple[np.ndarray, np.ndarray]:
         gp, pp, rr = gp[:, keep], pp[:, keep], rr[keep]
     t = np.where(has_root, np.exp(s), 0.0)
     mu = w_pos_max + t
-    at_free = np.isfinite(w_free_max) & (w_free_max > mu)
+    at_free = np.isfinite(w_free_max) & (w_free_max > mu) & (r > 0)   # r = 0: the ball is {p̂}
     mu = np.where(at_free, w_free_max, mu)
+    if value_only:
+        return _dual_value(p, w, r, pos, gap, t, mu, at_free, w_pos_max), None
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         # at the root: u_i = λ p_i / (μ - w_i), λ = e^{-r} Π (μ - w_i)^{p_i}, written with
         # y = gap / t so that a huge t (tiny r) loses nothing to rounding
@@ -250,6 +262,21 @@ def kl_ball_support(p, w, r) -> tuple[np.ndarray, np.ndarray]:
     u = u / u.sum(axis=1, keepdims=True)
     value = (u * w).sum(axis=1)
     return value, u
+
+
+def _dual_value(p, w, r, pos, gap, t, mu, at_free, w_pos_max):
+    """``D(μ) = μ - e^{-r} Π_i (μ - w_i)^{p_i}`` at the μ found: >= the sup for any
+    feasible μ (weak duality). Written with y = gap / t and expm1 so that a huge t (tiny r)
+    keeps its precision."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        y = gap / np.where(t > 0, t, 1.0)[:, None]
+        g0 = -r + np.where(pos, p * np.log1p(y), 0.0).sum(axis=1)
+        root = w_pos_max - t * np.expm1(g0)
+        x = mu[:, None] - w
+        free = mu - np.exp(-r + np.where(pos, p * np.log(np.where(pos, x, 1.0)), 0.0).sum(axis=1))
+    value = np.where(at_free, free, np.where(t > 0, root, w_pos_max))
+    point = r <= 0                                       # the ball is p̂ itself
+    return np.where(point & ~at_free, (p * np.where(pos, w, 0.0)).sum(axis=1), value)
 
 
 # --------------------------------------------------------------------------- set objects

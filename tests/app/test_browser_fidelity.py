@@ -55,7 +55,15 @@ def test_fidelity_page_in_a_real_browser(app_url, browser, survey, tmp_path):
             "(worst case over their confidence sets); for new questions like these, guaranteed "
             "on at least 13 %.") in body
     assert "Simulator fidelity" in page.locator("[data-testid='stSidebar']").inner_text()
-    assert page.locator(".js-plotly-plot").count() == 2
+    assert page.locator(".js-plotly-plot").count() == 3      # the curves, the plan, a question
+    assert "sim-close: tightness band" in body or "tightness band" in page.locator(
+        ".js-plotly-plot").first.inner_text()                 # the band has a legend entry
+    assert "Lowest curve: sim-close" in body and "Baseline: uniform, drawn" in body
+    page.get_by_role("tab", name="Plan: questions needed").click()
+    page.wait_for_timeout(1500)
+    page.screenshot(path=str(shots() / "30b-fidelity-plan.png"))
+    assert "With 40 questions 2 of 12 pairwise verdicts" in page.inner_text("body")
+    page.get_by_role("tab", name="Per question").click()
 
     # an upload whose simulator name is HTML: shown as text, never run
     page.get_by_text("Upload a CSV", exact=True).click()

@@ -48,7 +48,18 @@ def test_sample_data_runs_at_once(page):
     assert list(summary["simulator"]) == ["sim-close", "sim-biased", "sim-flat", "uniform"]
     result = at.session_state["_fid_memo"][1]
     assert summary["AUC_cal"][0] == pytest.approx(result.simulator("sim-close").auc_cal)
-    assert len(at.get("plotly_chart")) == 2                  # the curves and one question
+    assert len(at.get("plotly_chart")) == 3       # the curves, the plan and one question
+    plan = next(d.value for d in at.dataframe if "questions needed" in d.value.columns)
+    assert "plug-in share (no guarantee)" in plan.columns and len(plan) == 12
+    assert any(plain(m.value).startswith("With 40 questions 2 of 12 pairwise verdicts")
+               for m in at.markdown)
+    assert any("Lowest curve: sim-close (AUC_cal" in plain(m.value) for m in at.markdown)
+    assert list(summary["k per question"]) == ["k = 300", "k = 300", "probabilities", "k = 300"]
+    assert any("Baseline: uniform, drawn like the simulators" in c for c in captions(at))
+    at.selectbox(key="w_fid_baseline").set_value("exact").run()
+    assert at.session_state["_fid_memo"][1].baseline == "exact"
+    assert any("Baseline: the exact uniform distribution" in c for c in captions(at))
+    at.selectbox(key="w_fid_baseline").set_value("drawn").run()
     names = [b.proto.label for b in at.get("download_button")]
     assert names == ["Results JSON", "Questions CSV", "Pairs CSV", "Report HTML"]
     # drill-down: another question
@@ -223,7 +234,10 @@ def test_simulate_now_with_a_replay_model_is_checked_before_the_run(make_app):
     button and failed after pressing it; the check now comes first and the button is off."""
     at = make_app(page=PAGE, w_fid_source="Simulate now", w_fid_questions=2, w_fid_k=2)
     assert any("holds fewer than 2 recorded answers for 2 of the 2 survey prompts" in e
-               and "choose a live model" in e for e in errors(at)), errors(at)
+               for e in errors(at)), errors(at)
+    # the demo lists recordings only: no word of "the embedded local one"; what works instead
+    assert any("**Sample data** and **Upload a CSV** sources work here" in e and "embedded" not in e
+               for e in errors(at)), errors(at)
     assert at.button(key="fidelity_sim_run").disabled
     assert not any("Press Simulate answers" in i for i in infos(at))   # no invitation to press
     assert not at.exception
@@ -267,7 +281,8 @@ def test_drill_down_shows_each_simulators_sample_size(make_app):
         qt = next(d.value for d in at.dataframe if "worst case Δ̂" in d.value.columns)
         result = at.session_state["_fid_memo"][1]
         n = result.data.simulated["survey"][0].sum()
-        assert list(qt["answers"]) == [f"n = {n:g}", "exact"]
+        # the uniform baseline draws as many answers (rounded) as the simulator parsed
+        assert list(qt["answers"]) == [f"n = {n:g}", f"n = {round(n)} (drawn)"]
         fig = at.get("plotly_chart")[1].proto.spec
         assert f"survey (n = {n:g})" in fig
 
