@@ -288,3 +288,12 @@ def test_opinionqa_refused_only_when_no_usable_question(tmp_path):
     with pytest.raises(FidelityDataError, match=r"0 usable question\(s\) for SEX; at least 2 are "
                                                 r"needed \(Skipped 2 question\(s\)"):
         load_opinionqa(folder, attribute="SEX", groups=["Female"])
+
+
+def test_opinionqa_json_nested_too_deeply_is_one_line(tmp_path):
+    """A <ATTRIBUTE>_data.json nested thousands deep: one line, not a RecursionError."""
+    folder = opinionqa_folder(tmp_path)
+    (folder / "SEX_data.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(FidelityDataError, match="nested too deeply") as exc:
+        load_opinionqa(folder, attribute="SEX")
+    assert "\n" not in str(exc.value)

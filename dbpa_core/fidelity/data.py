@@ -632,6 +632,8 @@ def load_opinionqa(folder: str | os.PathLike, *, attribute: str = "NONE",
         blob = json.loads(read_text(json_path))
     except json.JSONDecodeError as exc:
         raise FidelityDataError(f"{json_path}, line {exc.lineno}: not valid JSON ({exc.msg}).") from None
+    except RecursionError:
+        raise FidelityDataError(f"{json_path}: JSON nested too deeply to read.") from None
     if not isinstance(blob, dict):
         raise FidelityDataError(f"{json_path}: expected an object of questions.")
     scenarios = []
