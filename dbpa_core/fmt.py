@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 P_THRESHOLDS = (0.1, 0.05, 0.01, 0.001)  # the stars' and the usual α's
 
 # How large a change is, in words: Cohen's d of the similarities (see size_d), against
@@ -45,6 +43,8 @@ def size_d(p) -> float | None:
     answers as these are to each other; 1: a typical base-perturbed pair is one standard
     deviation less similar. Unlike ω it has no upward bias at small k and the same meaning
     under every ω. None without similarities (e.g. a run whose detail could not be read)."""
+    import numpy as np  # here, so that the command line starts without it
+
     p0 = np.asarray(p.test.null_similarities, float)
     p1 = np.asarray(p.test.alt_similarities, float)
     if p0.size < 2 or p1.size < 2:
