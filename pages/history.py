@@ -123,14 +123,14 @@ st.caption(f"{len(runs)} run(s). Detectable: how many perturbations changed the 
            "gate: FAIL when a perturbation marked control changed the answers detectably.")
 
 
-def unreadable_note(parts, shown: int = 3) -> str:
+def unreadable_note(parts, run_id: int, shown: int = 3) -> str:
     """One line naming the parts of a run whose stored rows are garbled (the first few,
     then how many more): the rest of the run is shown as usual."""
     named = "; ".join(md_escape(u) for u in parts[:shown])
     more = f"; and {len(parts) - shown} more" if len(parts) > shown else ""
     return (f"Part of this run could not be read back from the history ({len(parts)} garbled "
-            f"part(s); the rest is shown below): {named}{more}. `dbpa history show ID` lists "
-            "them all.")
+            f"part(s); the rest is shown below): {named}{more}. `dbpa history show {run_id}` "
+            "lists them all.")
 
 
 def forget_deleted(doomed) -> None:
@@ -173,7 +173,7 @@ with tab_open:
                     f"from {src}, dbpa {md_escape(s.tool_version)}"
                     + (f", {run.seconds:.1f} s" if run.seconds else ""))
         if run.unreadable:
-            st.warning(unreadable_note(run.unreadable), icon=":material/broken_image:")
+            st.warning(unreadable_note(run.unreadable, s.id), icon=":material/broken_image:")
         cfg = run.settings
         st.caption(f"k = {cfg.get('samples')}, B = {cfg.get('permutations')}, ω = "
                    f"{cfg.get('measure')}, correction = {cfg.get('correction')}, α = "

@@ -40,7 +40,7 @@ def test_a_garbled_run_names_what_could_not_be_read(make_app, tmp_path):
     assert "2 garbled part(s)" in note
     assert "test 'comedian': its permutation detail cannot be read" in note
     assert "audit 'demo': its usage cannot be read" in note
-    assert "\n" not in note                         # one line
+    assert "\n" not in note and f"dbpa history show {run_id}" in note   # one line
 
 
 def test_an_intact_run_has_no_note_and_the_page_says_detectably(make_app, tmp_path):
