@@ -23,7 +23,7 @@ Every ``dbpa audit`` of one base prompt is recorded in the run history (``$DBPA_
 see :mod:`dbpa_core.history`) unless ``--no-history``.
 
 Exit codes: 0 done, 1 a check asked for on the command line failed (``--fail-on``: a
-control perturbation was significant, a target was not, an answer check changed;
+control perturbation changed the answers detectably, a target did not, an answer check changed;
 ``--max-asr``: an attack's success rate was above it; ``history compare --fail-on-change``:
 a verdict changed between the two runs), 2 a mistake in the spec, the arguments or the
 setup (an unwritable ``--out`` or ``--junit``, a damaged cache), 3 a backend failure (key,
@@ -39,28 +39,27 @@ import os
 import sys
 
 from . import __version__
-
-
-def _fmt_p(p: float) -> str:
-    """Four decimals (1e-4 and below in exponent form); four significant digits where four
-    decimals would round p up onto a star's threshold (0.0009995 is not 0.0010)."""
-    if p < 1e-4:
-        return f"{p:.1e}"
-    s = f"{p:.4f}"
-    return f"{p:.4g}" if any(p < t <= float(s) for t in (0.1, 0.05, 0.01, 0.001)) else s
+from .fmt import SIZE_LEGEND, fmt_p, size_cell
 
 
 def _table(result) -> str:
     delta = result.spec.min_effect
-    head = ("name", "role", "omega", "chance", "above", "p", "p_adj", "")
+    head = ("name", "role", "omega", "chance", "above", "p", "p_adj", "", "verdict", "size")
     rows = [head + ((f"> {delta:g}",) if delta is not None else ())]
     for p in result.perturbations:
         row = (p.name, p.role or "-", f"{p.effect_size:.3f}", f"{p.chance_effect_size:.3f}",
-               f"{p.effect_above_chance:+.3f}", _fmt_p(p.p_value), _fmt_p(p.p_adjusted), p.stars)
+               f"{p.effect_above_chance:+.3f}", fmt_p(p.p_value), fmt_p(p.p_adjusted), p.stars,
+               verdict_word(p), size_cell(p))
         if delta is not None:
             row += ("yes" if p.exceeds_min_effect else "no",)
         rows.append(row)
     return _columns(rows)
+
+
+def verdict_word(p) -> str:
+    """'detectable' when the change is told apart from the model's own randomness
+    (``p_adj <= alpha``), 'not shown' when it is not (which does not prove no change)."""
+    return "detectable" if p.significant else "not shown"
 
 
 def _checks_table(result) -> str:
@@ -146,9 +145,9 @@ def _report(args, suites, fail_on) -> int:
     from .junit import gate_failures, write_junit
 
     failed = gate_failures(suites, fail_on)
-    what = {"control-changed": "control perturbation(s) changed the answers significantly",
+    what = {"control-changed": "control perturbation(s) changed the answers detectably",
             "target-unchanged": "target perturbation(s) did not detectably change the answers",
-            "check-changed": "answer check(s) changed significantly",
+            "check-changed": "answer check(s) changed detectably",
             "asr-exceeded": f"attack success rate above --max-asr "
                             f"{getattr(args, 'max_asr', None)}"}
     for kind, words in what.items():
@@ -225,6 +224,7 @@ def cmd_audit(args) -> int:
           "above = omega - chance (about 0 when nothing changed)." +
           (f" '> {spec.min_effect:g}': above chance by more than the minimum effect of interest."
            if spec.min_effect is not None else ""))
+    print(SIZE_LEGEND)
     for w in result.warnings:
         if w not in said:
             print(f"warning: {w}", file=sys.stderr)
@@ -357,7 +357,7 @@ def _verdict_table(result) -> str:
     for v in result.verdicts():
         base = {True: "changed", False: "no change", None: "-"}[v["baseline_significant"]]
         rows.append((v["perturbation"], base,
-                     *[f"{v[s]['significant']}/{v[s]['settings']} significant" for s in studies],
+                     *[f"{v[s]['significant']}/{v[s]['settings']} detectable" for s in studies],
                      "holds" if v["holds"] else "DEPENDS ON THE SETTING"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip() for r in rows]
@@ -550,12 +550,13 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--out", default="dbpa-results", help="output folder (default: dbpa-results)")
     a.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     a.add_argument("--fail-on-control", action="store_true",
-                   help="exit 1 when a control perturbation is significant (for CI; the same "
+                   help="exit 1 when a control perturbation changed the answers detectably "
+                   "(for CI; the same "
                    "as --fail-on control)")
     a.add_argument("--fail-on", action="append", default=[], metavar="KINDS",
                    help="exit 1 when any of these fails (comma-separated, repeatable): control "
-                   "(a control perturbation changed the answers significantly), target (a "
-                   "target did not), check (an answer check changed significantly)")
+                   "(a control perturbation changed the answers detectably), target (a "
+                   "target did not), check (an answer check changed detectably)")
     a.add_argument("--quiet", action="store_true", help="no progress bars")
     a.add_argument("--progress", action="store_true", help="progress bars even when not a TTY")
     a.add_argument("--no-history", action="store_true",

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from . import provenance
+from .fmt import SIZE_LEGEND, fmt_p, size_cell
 from .history import History, HistoryError, Run, RunComparison, where_responses_live
 
 VERDICT_CHANGED = 1  # the exit code of `compare --fail-on-change` when a verdict changed
@@ -26,9 +27,25 @@ class Failed(NamedTuple):
     message: str
 
 
-def fmt_p(p: float) -> str:
-    """p with four decimals; below 0.0001 as ``<0.0001`` (never 0.0000)."""
-    return "<0.0001" if p < 1e-4 else f"{p:.4f}"
+# what each kind of run is called (see History.record_result), and where it reopens
+KIND_NAMES = {"audit": "audit", "battery": "robustness battery",
+              "fidelity": "simulator fidelity study", "sensitivity": "sensitivity study"}
+KIND_PAGES = {"battery": "Robustness battery", "fidelity": "Simulator fidelity",
+              "sensitivity": "Sensitivity"}
+
+
+def _kinds(history: History, runs) -> dict[int, dict]:
+    """``{run id: {"kind", "models", "headline"}}`` for every run (an audit: its own)."""
+    extras = history.extras([r.id for r in runs])
+    return {r.id: {"kind": "audit", "models": r.models, "headline": "", **extras.get(r.id, {})}
+            for r in runs}
+
+
+def _outcome(r, extra: dict) -> str:
+    """One line on what came out: an audit's detectable changes, another kind's headline."""
+    if extra["kind"] != "audit":
+        return extra["headline"] or "-"
+    return f"{r.n_significant} of {r.n_tests} detectable"
 
 
 def _when(run_summary) -> str:
@@ -50,17 +67,30 @@ def _short(text: str, n: int) -> str:
 def list_runs(history: History, args) -> str:
     runs = history.list(model=args.model, prompt=args.prompt, since=args.since,
                         until=args.until, source=args.source, limit=args.limit)
+    kinds = _kinds(history, runs)
     if getattr(args, "json", False):
-        return json.dumps([r.to_dict() for r in runs], indent=2, ensure_ascii=False)
+        return json.dumps([_summary_dict(r, kinds[r.id]) for r in runs], indent=2,
+                          ensure_ascii=False)
     if not runs:
         return f"No recorded runs match (history: {history.path})."
-    rows = [("id", "when (UTC)", "from", "title", "models", "tests", "signif.", "controls")]
+    rows = [("id", "when (UTC)", "from", "kind", "title", "models", "result", "controls")]
     for r in runs:
+        k = kinds[r.id]
         gate = {"fail": "FAIL", "pass": "pass", "": "-"}[r.control_gate]
-        rows.append((str(r.id), _when(r), r.source, _short(r.title, 28),
-                     _short(", ".join(r.models), 40), str(r.n_tests), str(r.n_significant), gate))
+        rows.append((str(r.id), _when(r), r.source, k["kind"], _short(r.title, 28),
+                     _short(", ".join(k["models"]), 40), _short(_outcome(r, k), 48), gate))
     return _columns(rows) + f"\n\n{len(runs)} run(s) in {history.path}. " \
         "`dbpa history show ID` shows one."
+
+
+def _summary_dict(r, extra: dict) -> dict:
+    """A run's summary for ``--json``, with its kind, models and headline (tests and
+    significant are None for a kind of run that has no tests)."""
+    d = {**r.to_dict(), "kind": extra["kind"], "models": list(extra["models"]),
+         "headline": extra["headline"]}
+    if extra["kind"] != "audit":
+        d.update(tests=None, significant=None)
+    return d
 
 
 def _settings_line(settings: dict) -> str:
@@ -73,35 +103,42 @@ def _settings_line(settings: dict) -> str:
 
 
 def _result_table(result) -> str:
-    rows = [("name", "role", "omega", "above chance", "p (raw)", "p (adjusted)", "", "verdict")]
+    rows = [("name", "role", "omega", "above chance", "p (raw)", "p (adjusted)", "", "verdict",
+             "size (d)")]
     for p in result.perturbations:
         rows.append((p.name, p.role or "-", f"{p.effect_size:.3f}",
                      f"{p.effect_above_chance:+.3f}", fmt_p(p.p_value), fmt_p(p.p_adjusted),
-                     p.stars, "significant" if p.significant else "not shown"))
+                     p.stars, "detectable" if p.significant else "not shown", size_cell(p)))
     return _columns(rows)
 
 
 def show_run(history: History, args) -> str:
     run: Run = history.get(args.id)
-    if getattr(args, "json", False):
-        return json.dumps(run.to_dict(), indent=2, ensure_ascii=False)
     s = run.summary
+    extra = _kinds(history, [s])[s.id]
+    if getattr(args, "json", False):
+        d = run.to_dict()
+        d.update({k: v for k, v in _summary_dict(s, extra).items() if k != "audits"})
+        return json.dumps(d, indent=2, ensure_ascii=False)
     where = f", page {s.page}" if s.page else ""
-    out = [f"run {s.id}: {s.title} ({s.source}{where}), {_when(s)} UTC, dbpa {s.tool_version}",
-           f"settings: {_settings_line(run.settings)}",
-           f"responses: {where_responses_live(run)}"]
+    out = [f"run {s.id}: {s.title} ({s.source}{where}), {_when(s)} UTC, dbpa {s.tool_version}"]
+    if extra["kind"] != "audit":
+        return "\n".join(out + _other_kind_lines(run, extra))
+    out += [f"settings: {_settings_line(run.settings)}",
+            f"responses: {where_responses_live(run)}"]
     if s.failed_controls:
         out.append("CONTROL GATE: FAIL - control perturbation(s) changed the answers "
-                   "significantly: " + ", ".join(s.failed_controls))
+                   "detectably: " + ", ".join(s.failed_controls))
     elif s.control_gate == "pass":
         out.append("control gate: pass - no control perturbation changed the answers "
-                   "significantly")
+                   "detectably")
     for job, r in run.audits.items():
         out += ["", f"== {job}: {r.spec.name} ({r.mode}) ==",
                 f"base prompt: {_short(r.spec.base_prompt, 100)}"]
         out += [f"answered by: {line}"
                 for line in provenance.summary_lines(provenance.entries_of(r.usage))]
         out.append(_result_table(r))
+        out.append(SIZE_LEGEND)
         if r.roc is not None:
             out.append(f"ROC over alpha: AUC = {r.roc.auc:.3f}; TPR at FPR <= 5 %: "
                        f"{r.roc.tpr_at_fpr(0.05):.2f}")
@@ -114,6 +151,26 @@ def show_run(history: History, args) -> str:
     return "\n".join(out)
 
 
+def _other_kind_lines(run: Run, extra: dict) -> list[str]:
+    """What ``show`` says of a battery, fidelity or sensitivity run: its kind, models and
+    headline, its scalar settings, and where its charts reopen."""
+    models = ", ".join(extra["models"]) or "no model named"
+    scalars = {k: v for k, v in run.settings.items()
+               if k != "signature" and isinstance(v, (str, int, float, bool)) and v != ""}
+    out = [f"{KIND_NAMES.get(extra['kind'], extra['kind'])} of {models}: "
+           f"{extra['headline'] or 'no summary was recorded'}"]
+    if scalars:
+        out.append("settings: " + _short(", ".join(f"{k} = {v}" for k, v in scalars.items()),
+                                         300))
+    if run.seconds:
+        out.append(f"took {run.seconds:.1f} s")
+    page = KIND_PAGES.get(extra["kind"])
+    if page:
+        out.append(f"its tables and charts reopen on the dashboard's {page} page (`dbpa ui`, "
+                   f"History, run {run.id}); `--json` gives this summary for scripts.")
+    return out
+
+
 def _served(run: Run) -> dict[str, tuple[str, ...]]:
     """The model names and system fingerprints a run's answers came back with."""
     entries = [e for r in run.audits.values() for e in provenance.entries_of(r.usage)]
@@ -122,6 +179,11 @@ def _served(run: Run) -> dict[str, tuple[str, ...]]:
 
 
 def compare_runs(history: History, args) -> str | Failed:
+    for run_id in (args.a, args.b):
+        kind = history.extras([run_id]).get(int(run_id), {}).get("kind", "audit")
+        if kind != "audit":
+            raise HistoryError(f"run {run_id} is a {KIND_NAMES.get(kind, kind)}: only audits "
+                               "can be compared (it reopens on its dashboard page).")
     cmp: RunComparison = history.compare(args.a, args.b)
     served = {what: (va, vb) for (what, va), vb in
               zip(_served(cmp.a).items(), _served(cmp.b).values(), strict=True) if va != vb}

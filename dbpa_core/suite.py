@@ -379,7 +379,7 @@ __all__ = ["SuiteResult", "bootstrap_mean", "case_spec", "correct_tests", "estim
 # --------------------------------------------------------------------------- command line
 def pooled_rows(result: SuiteResult) -> list[tuple[str, ...]]:
     """The pooled table (header first) as text cells."""
-    from .cli import _fmt_p
+    from .fmt import fmt_p as _fmt_p
 
     rows = [("perturbation", "role", "cases", "p (Fisher)", "p_adj", "", "above chance [95% CI]",
              "discoveries", "share changed")]

@@ -112,14 +112,25 @@ table = pd.DataFrame([{
     "kind": KIND_TITLES.get(kind_of(r.id), "audit"),
     "title": r.title, "control gate": {"fail": "FAIL", "pass": "pass", "": ""}[r.control_gate],
     "tests": str(r.n_tests) if kind_of(r.id) == "audit" else "–",
-    "significant": str(r.n_significant) if kind_of(r.id) == "audit" else "–",
+    "detectable": str(r.n_significant) if kind_of(r.id) == "audit" else "–",
     "models": ", ".join(models_of(r)),
     "base prompt": " ".join(r.base_prompt.split())[:80] or extras.get(r.id, {}).get("headline", "")}
     for r in runs])
 st.dataframe(table, hide_index=True, key="hist_table", height=widgets.table_height(min(len(runs), 12)),
              column_config={"id": st.column_config.NumberColumn(format="%d", width="small")})
-st.caption(f"{len(runs)} run(s). Control gate: FAIL when a perturbation marked control changed "
-           "the answers significantly.")
+st.caption(f"{len(runs)} run(s). Detectable: how many perturbations changed the answers "
+           "detectably (told apart from the model's own randomness, adjusted p ≤ α). Control "
+           "gate: FAIL when a perturbation marked control changed the answers detectably.")
+
+
+def unreadable_note(parts, run_id: int, shown: int = 3) -> str:
+    """One line naming the parts of a run whose stored rows are garbled (the first few,
+    then how many more): the rest of the run is shown as usual."""
+    named = "; ".join(md_escape(u) for u in parts[:shown])
+    more = f"; and {len(parts) - shown} more" if len(parts) > shown else ""
+    return (f"Part of this run could not be read back from the history ({len(parts)} garbled "
+            f"part(s); the rest is shown below): {named}{more}. `dbpa history show {run_id}` "
+            "lists them all.")
 
 
 def forget_deleted(doomed) -> None:
@@ -161,6 +172,8 @@ with tab_open:
         st.markdown(f"**{md_escape(s.title)}** — run {s.id}, {s.created_at:%Y-%m-%d %H:%M} UTC, "
                     f"from {src}, dbpa {md_escape(s.tool_version)}"
                     + (f", {run.seconds:.1f} s" if run.seconds else ""))
+        if run.unreadable:
+            st.warning(unreadable_note(run.unreadable, s.id), icon=":material/broken_image:")
         cfg = run.settings
         st.caption(f"k = {cfg.get('samples')}, B = {cfg.get('permutations')}, ω = "
                    f"{cfg.get('measure')}, correction = {cfg.get('correction')}, α = "
@@ -232,8 +245,8 @@ with tab_compare:
                          "ω above chance B": r.b.effect_above_chance if r.b else None,
                          "p (adjusted) A": r.a.p_adjusted if r.a else None,
                          "p (adjusted) B": r.b.p_adjusted if r.b else None,
-                         "significant A": r.a.significant if r.a else None,
-                         "significant B": r.b.significant if r.b else None,
+                         "detectable A": r.a.significant if r.a else None,
+                         "detectable B": r.b.significant if r.b else None,
                          "change": r.status} for r in cmp.rows]
                 df = pd.DataFrame(rows)
                 st.dataframe(widgets.styled(df), hide_index=True, key="hist_cmp_table",

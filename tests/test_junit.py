@@ -103,7 +103,7 @@ def test_a_gated_control_exits_1_and_says_which(tmp_path, capsys, flags):
     rc, root = audit(tmp_path, audit_spec(tmp_path), *flags)
     assert rc == 1
     err = capsys.readouterr().err
-    assert "FAIL: control perturbation(s) changed the answers significantly: name-change" in err
+    assert "FAIL: control perturbation(s) changed the answers detectably: name-change" in err
     assert root.get("failures") == "1"
 
 
@@ -150,7 +150,7 @@ def test_checks_are_cases_a_significant_change_is_a_failure(tmp_path, capsys):
     assert tc["refuses / comedian"].find("failure") is None  # 0/8 -> 0/8
     assert suites[1].get("failures") == "2" and root.get("tests") == "6"
     err = capsys.readouterr().err
-    assert "FAIL: answer check(s) changed significantly: clowns / name-change, clowns / comedian" \
+    assert "FAIL: answer check(s) changed detectably: clowns / name-change, clowns / comedian" \
         in err
     assert "FAIL: control" not in err  # controls are not gated here
     rc, _ = audit(tmp_path, spec)  # the same run without the check gate (from the cache)

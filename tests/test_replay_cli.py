@@ -114,7 +114,7 @@ perturbations:
     rc = main(["--cache-dir", str(tmp_path / "c"), "audit", str(spec), "--out",
                str(tmp_path / "o"), "--quiet", "--fail-on-control"])
     assert rc == 1
-    assert "FAIL: control perturbation(s) changed the answers significantly: sneaky" in \
+    assert "FAIL: control perturbation(s) changed the answers detectably: sneaky" in \
         capsys.readouterr().err
 
 

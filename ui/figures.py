@@ -12,6 +12,7 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from dbpa_core.audit import AuditResult, PerturbationResult
+from dbpa_core.fmt import fmt_p as fmt_p  # p is written once, by the library
 from dbpa_core.types import ROCResult
 
 NULL_COLOR = "#5B8DEF"   # P0: base vs base
@@ -48,9 +49,6 @@ def esc(text: object) -> str:
     return html.escape(str(text), quote=False)
 
 
-P_THRESHOLDS = (0.1, 0.05, 0.01, 0.001)  # the stars' and the usual α's
-
-
 def wrap_label(text: object, width: int = 14) -> str:
     """A user-given name escaped for Plotly and broken into lines of about ``width``
     characters at spaces (``<br>``), so that a category label is shown whole, never cut
@@ -71,22 +69,6 @@ def padded_range(values: Sequence[float], *, floor: float = 0.05,
     lo, hi = min([0.0, *values]), max([floor, *values])
     span = (hi - lo) or 1.0
     return [lo - pad * span if lo < 0 else 0.0, hi + pad * span]
-
-
-def fmt_p(p: float) -> str:
-    """The one way the dashboard writes a p-value: four decimals (``0.0123``), ``< 0.0001``
-    below that (never ``0.0000``), and where four decimals would round p up onto a
-    threshold it is below, the threshold with ``<`` (``0.0009995`` -> ``< 0.001``, next
-    to ``***`` for p < .001; ``0.04996`` -> ``< 0.05``), never more digits."""
-    if not np.isfinite(p):
-        return "–"
-    if p < 1e-4:
-        return "< 0.0001"
-    s = f"{p:.4f}"
-    for t in P_THRESHOLDS:
-        if p < t <= float(s):
-            return f"< {t:g}"
-    return s
 
 
 def fmt_effect(x: float, *, signed: bool = False) -> str:

@@ -9,51 +9,18 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import numpy as np
-
 from dbpa_core.audit import AuditResult, PerturbationResult
-
-# How large a change is, in words: Cohen's d of the similarities (see size_d), against
-# Cohen's (1988) anchors for a standardized mean difference.
-SIZE_ANCHORS = ((0.8, "large"), (0.5, "moderate"), (0.2, "small"))
-SIZE_BELOW = "very small"
+from dbpa_core.fmt import SIZE_ANCHORS as SIZE_ANCHORS  # the sizes in words live in the library,
+from dbpa_core.fmt import SIZE_BELOW as SIZE_BELOW  # shared with the command line
+from dbpa_core.fmt import size_d as size_d
+from dbpa_core.fmt import size_text as size_text
+from dbpa_core.fmt import size_word as size_word
 
 
 def level(result: AuditResult) -> str:
     spec = result.spec
     corr = "" if spec.correction == "none" else f", {spec.correction}-adjusted"
     return f"(α = {spec.alpha}{corr})"
-
-
-def size_d(p: PerturbationResult) -> float | None:
-    """How far the perturbed answers moved, on one scale for every measure and embedder:
-    Cohen's d of the similarities, ``(mean P0 - mean P1) / sd``, where P0 are the
-    similarities of the base answers among themselves (the model's own noise), P1 those of
-    base answers with perturbed ones, and sd the root of their mean variance. 0: the
-    perturbed answers are as close to the base answers as these are to each other; 1: a
-    typical base-perturbed pair is one standard deviation less similar. Unlike ω it has no
-    upward bias at small k and the same meaning under every ω. None without similarities."""
-    p0 = np.asarray(p.test.null_similarities, float)
-    p1 = np.asarray(p.test.alt_similarities, float)
-    if p0.size < 2 or p1.size < 2:
-        return None
-    sd = float(np.sqrt((p0.var(ddof=1) + p1.var(ddof=1)) / 2))
-    if not np.isfinite(sd) or sd <= 0:
-        return None
-    return float((p0.mean() - p1.mean()) / sd)
-
-
-def size_word(d: float | None) -> str:
-    """'large' (d >= 0.8), 'moderate' (>= 0.5), 'small' (>= 0.2), 'very small', or '' (no d)."""
-    if d is None:
-        return ""
-    return next((w for t, w in SIZE_ANCHORS if d >= t), SIZE_BELOW)
-
-
-def size_text(p: PerturbationResult) -> str:
-    """'moderate, d = 0.62' (or '' without similarities)."""
-    d = size_d(p)
-    return "" if d is None else f"{size_word(d)}, d = {d:.2f}"
 
 
 def with_min_effect(result: AuditResult, delta: float | None) -> AuditResult:

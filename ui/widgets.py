@@ -12,6 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from dbpa_core.audit import AuditResult
+from dbpa_core.fmt import size_cell as size_cell  # shared with the command line
 from dbpa_core.measures import DEFAULT_MEASURE, MEASURES, NULLS
 from dbpa_core.multitest import METHODS
 
@@ -174,15 +175,6 @@ def results_table(result: AuditResult) -> pd.DataFrame:
             row[f"> δ = {delta:g}"] = bool(p.exceeds_min_effect)
         rows.append(row)
     return pd.DataFrame(rows)
-
-
-def size_cell(p) -> str:
-    """'moderate (0.62)' for a detectable change; '(0.31)', no word, for one that is not
-    (its size is not established: at k = 20 chance alone moves d by about ±0.2)."""
-    d = verdicts.size_d(p)
-    if d is None:
-        return "–"
-    return f"{verdicts.size_word(d)} ({d:.2f})" if p.significant else f"({d:.2f})"
 
 
 def styled(df: pd.DataFrame):
