@@ -327,6 +327,11 @@ def run_batch_cli(spec, args, cache: Cache, bars) -> int | None:
     except BatchPending as exc:
         print(str(exc), file=sys.stderr)
         return 130
+    except KeyboardInterrupt:  # Ctrl-C while waiting: the job's id is saved
+        print("Stopped: a created batch job goes on at the server and its id is saved in the "
+              "cache folder. Run the same command again with --batch to pick it up (nothing is "
+              "sent or paid twice).", file=sys.stderr)
+        return 130
     finally:
         bars.close()
     if outcome.batch_ids:
