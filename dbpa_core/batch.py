@@ -313,15 +313,26 @@ def run_batch_cli(spec, args, cache: Cache, bars) -> int | None:
     from .audit import estimate
 
     if not cache.enabled:
-        print("error: --batch stores the job's answers in the cache, so it cannot run with "
-              "--no-cache.", file=sys.stderr)
-        return 2
+        return jobs_cli([], cache, bars)
     est = estimate(spec, cache=cache)
     if est["totals"]["calls"]:
         print(f"Batch API: {est['totals']['calls']} uncached calls, estimated "
               f"${batch_cost(est, spec):.4f} at the batch price (listed: "
               f"${est['totals']['cost']:.4f}).", file=sys.stderr)
-    jobs = audit_jobs(spec)
+    return jobs_cli(audit_jobs(spec), cache, bars)
+
+
+def jobs_cli(jobs: Sequence[tuple[Mapping[str, Any], SampleRequest]], cache: Cache,
+             bars) -> int | None:
+    """The ``--batch`` step of a command: :func:`fill_cache` with its outcome in one line;
+    None to go on (the command then runs from the cache), else the exit code. A
+    :class:`BatchError` goes up (exit 3, in one line)."""
+    import sys
+
+    if not cache.enabled:
+        print("error: --batch stores the job's answers in the cache, so it cannot run with "
+              "--no-cache.", file=sys.stderr)
+        return 2
     try:
         outcome = fill_cache(jobs, cache, progress=bars)
     except BatchPending as exc:
@@ -342,4 +353,4 @@ def run_batch_cli(spec, args, cache: Cache, bars) -> int | None:
 
 
 __all__ = ["BatchError", "BatchOutcome", "BatchPending", "audit_jobs", "batch_cost",
-           "fill_cache", "run_batch_cli"]
+           "fill_cache", "jobs_cli", "run_batch_cli"]

@@ -10,6 +10,7 @@ creates a job that is ``validating``, then ``in_progress`` and, at the ``polls_u
 chat server would (the same text for the same prompt and seed); lines in ``fail_lines``
 (0-based) go to the error file with a 500, lines in ``malformed_lines`` get a 200 without
 choices, and an expired or cancelled job answers only its first ``answered`` lines.
+``answer(prompt, seed)`` gives an answer's text (the fake chat server's by default).
 """
 from __future__ import annotations
 
@@ -24,8 +25,9 @@ from .fake_openai import FakeOpenAI, fake_text
 class FakeBatch(FakeOpenAI):
     def __init__(self, *, polls_until_done: int = 2, outcome: str = "completed",
                  fail_lines=(), malformed_lines=(), answered: int = 0, hold: bool = False,
-                 **kw):
+                 answer=fake_text, **kw):
         super().__init__(**kw)
+        self.answer_text = answer  # (prompt, seed) -> the answer's text
         self.polls_until_done = polls_until_done
         self.outcome = outcome
         self.fail_lines = set(fail_lines)
@@ -140,7 +142,7 @@ class FakeBatch(FakeOpenAI):
     def _answer(self, body: dict) -> dict:
         """The chat completion the live fake server gives for ``body``."""
         prompt = body["messages"][-1]["content"]
-        text = fake_text(prompt, int(body.get("seed") or 0), 0)
+        text = self.answer_text(prompt, int(body.get("seed") or 0))
         return {"id": "chatcmpl-batch", "object": "chat.completion", "created": 0,
                 "model": body["model"], "system_fingerprint": "fp_batch",
                 "choices": [{"index": 0, "finish_reason": "stop",

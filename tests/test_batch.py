@@ -2,6 +2,7 @@
 failures and its resumption, against a fake Batch API on 127.0.0.1."""
 import json
 
+import numpy as np
 import pytest
 
 from dbpa_core import batch
@@ -204,3 +205,37 @@ def test_cli_failed_lines_exit_3_in_one_line(tmp_path, capsys, monkeypatch):
         err = capsys.readouterr().err
         assert rc == 3 and "1 of 8 batch request(s) failed" in err
         assert "Traceback" not in err and srv.chat_ok == 0  # nothing asked live
+
+
+def test_fidelity_simulate_batch_then_runs_from_the_cache(tmp_path, capsys, monkeypatch):
+    """``dbpa fidelity --simulate --batch``: the simulation's answers come from one job, and
+    its counts are the rule-based respondent's, computed by hand."""
+    from dbpa_core.fidelity.data import load_data, parse_csv
+
+    from .survey_model import survey_answer
+    from .test_fidelity_simulate import SURVEY, expected
+
+    monkeypatch.setattr(batch, "POLL_FIRST", 0.01)
+    (tmp_path / "survey.csv").write_text(SURVEY)
+    with FakeBatch(models=("survey-model",), answer=survey_answer) as srv:
+        spec = tmp_path / "sim.yaml"
+        spec.write_text(f"""
+data: survey.csv
+models:
+  - {{backend: openai, name: survey-model, base_url: "{srv.base_url}", label: survey}}
+samples: 8
+""")
+        out = tmp_path / "out"
+        args = ["fidelity", "--simulate", str(spec), "--out", str(out), "--quiet",
+                "--cache-dir", str(tmp_path / "c")]
+        assert main(args + ["--batch"]) == 0
+        printed = capsys.readouterr().out
+        assert "Batch API: 24 answers of 24 requests cached from batch_1" in printed
+        assert "0 new calls, 24 answers from the cache" in printed and srv.chat_ok == 0
+        counts, _ = expected(parse_csv(SURVEY), [{"backend": "openai", "name": "survey-model",
+                                                  "base_url": srv.base_url, "label": "survey"}],
+                             samples=8)
+        got = load_data(out / "data.csv")
+        for s in got.scenarios:
+            np.testing.assert_array_equal(got.simulated["survey"][got.ids.index(s.id)],
+                                          counts["survey"][s.id])
