@@ -45,10 +45,10 @@ from .pricing import BATCH_DISCOUNT
 from .sampling import (
     Progress,
     RunCancelled,
+    Sampler,
     _cached_record,
     _sample_value,
     backend_identity,
-    key_slot,
     model_key,
     sample_key,
 )
@@ -164,7 +164,7 @@ def fill_cache(jobs: Sequence[tuple[Mapping[str, Any], SampleRequest]], cache: C
         if not todo:
             continue
         outcome.requests += len(todo)
-        settings = _settings(model, api_keys or {})
+        settings = _settings(model, api_keys or {}, cache)
         try:
             run_async(lambda m=model, t=todo, st=settings: _one_job(
                 m, t, cache, st, outcome, progress, should_stop, poll_first, poll_max, sleep))
@@ -182,12 +182,10 @@ def fill_cache(jobs: Sequence[tuple[Mapping[str, Any], SampleRequest]], cache: C
     return outcome
 
 
-def _settings(model: Mapping[str, Any], api_keys: Mapping[str, str]) -> OpenAIClientSettings:
-    key = api_keys.get(key_slot(model)) or api_keys.get(model.get("api_key_env") or "openai")
-    return OpenAIClientSettings(base_url=model.get("base_url"), api_key=key,
-                                api_key_env=model.get("api_key_env"),
-                                timeout=float(model.get("timeout", 60.0)),
-                                max_retries=int(model.get("max_retries", 6)))
+def _settings(model: Mapping[str, Any], api_keys: Mapping[str, str],
+              cache: Cache) -> OpenAIClientSettings:
+    """The model's connection settings and key, as the sampler's backend would use them."""
+    return Sampler(cache, api_keys=api_keys).backend(model).settings
 
 
 async def _one_job(model, todo: dict[str, SampleRequest], cache: Cache,
@@ -278,6 +276,9 @@ def _store_lines(data: bytes, todo: dict[str, SampleRequest], cache: Cache,
             values[cid] = _answer(line)
         except MalformedAnswer as exc:
             outcome.failed.append((cid, clean_text(exc, 150)))
+            continue
+        outcome.prompt_tokens += values[cid]["prompt_tokens"]
+        outcome.completion_tokens += values[cid]["completion_tokens"]
     if values:
         cache.set_many(values)
         outcome.stored += len(values)
@@ -348,7 +349,8 @@ def jobs_cli(jobs: Sequence[tuple[Mapping[str, Any], SampleRequest]], cache: Cac
     if outcome.batch_ids:
         again = f" (picked up {', '.join(outcome.resumed)})" if outcome.resumed else ""
         print(f"Batch API: {outcome.stored} answers of {outcome.requests} requests cached from "
-              f"{', '.join(outcome.batch_ids)}{again}.")
+              f"{', '.join(outcome.batch_ids)}{again}; {outcome.prompt_tokens} input and "
+              f"{outcome.completion_tokens} output tokens.")
     return None
 
 

@@ -239,3 +239,21 @@ samples: 8
         for s in got.scenarios:
             np.testing.assert_array_equal(got.simulated["survey"][got.ids.index(s.id)],
                                           counts["survey"][s.id])
+
+
+def test_a_suite_sends_every_case_in_one_job(tmp_path):
+    from dbpa_core.spec import load_spec
+    from dbpa_core.suite import run_suite
+
+    from .test_suite import suite_yaml, write_cases
+
+    write_cases(tmp_path, n=3)
+    cache = Cache(tmp_path / "c")
+    with FakeBatch(models=("fake-model", "fake-embed")) as srv:
+        (tmp_path / "suite.yaml").write_text(suite_yaml(srv.base_url))
+        spec = load_spec(tmp_path / "suite.yaml")
+        out = fill(spec, cache)
+        assert out.requests == 3 * 3 * 6 and out.stored == 54 and len(srv.created) == 1
+        assert out.completion_tokens == 54 * 12 and out.prompt_tokens > 0
+        result = run_suite(spec, cache=cache)
+        assert result.usage["calls"] == 0 and srv.chat_ok == 0 and len(result.tests) == 6
