@@ -57,6 +57,8 @@ ENDPOINT = "/v1/chat/completions"
 COMPLETION_WINDOW = "24h"
 POLL_FIRST = 5.0    # seconds before the first look at a job
 POLL_MAX = 120.0    # the longest pause between two looks
+CREATE_TTL = 900.0  # how long a run may hold the right to create a job (a dead run's lapses)
+CREATE_WAIT = 1.0   # seconds between looks while another run creates the same job
 FAILED_SHOWN = 5    # failed lines named in a message (all are in BatchOutcome.failed)
 
 
@@ -199,28 +201,17 @@ async def _one_job(model, todo: dict[str, SampleRequest], cache: Cache,
 
     try:
         path = _state_path(cache, model, list(todo))
-        state = _load_state(path)
-        batch = None
-        if state is not None:
-            try:
-                batch = await call("batch", lambda: client.batches.retrieve(state["batch_id"]))
-                outcome.resumed.append(batch.id)
-            except ModelNotFoundError:  # the server no longer knows it (nothing was paid)
-                batch = None
-        if batch is None:
-            lines = "".join(json.dumps({"custom_id": key, "method": "POST", "url": ENDPOINT,
-                                        "body": chat_request_body(name, req)}) + "\n"
-                            for key, req in todo.items())
-            upload = await call("file upload", lambda: client.files.create(
-                file=("dbpa-batch.jsonl", lines.encode("utf-8"), "application/jsonl"),
-                purpose="batch"))
-            batch = await call("batch", lambda: client.batches.create(
-                input_file_id=upload.id, endpoint=ENDPOINT,
-                completion_window=COMPLETION_WINDOW,
-                metadata={"dbpa": f"{len(todo)} samples of {clean_text(name, 100)}"}))
-            _save_state(path, {"batch_id": batch.id, "input_file_id": upload.id,
-                               "model": name, "host": settings.host, "requests": len(todo),
-                               "created": time.time()})
+        lock, owner = f"batch-create:{path.stem}", cache.new_owner()
+        while not cache.claim(lock, owner, ttl=CREATE_TTL):  # another run is creating it
+            if should_stop is not None and should_stop():
+                raise BatchPending("Stopped while another run creates the same batch job; "
+                                   "run again with --batch to pick it up.")
+            sleep(CREATE_WAIT)
+        try:  # one run at a time finds or creates the job: never two jobs for one set
+            batch = await _find_or_create(client, call, path, name, todo, settings, outcome)
+        finally:
+            cache.release([lock], owner)
+            cache.end_beat(owner)
         outcome.batch_ids.append(batch.id)
         wait = poll_first
         while batch.status not in ("completed", "failed", "expired", "cancelled"):
@@ -256,6 +247,30 @@ async def _one_job(model, todo: dict[str, SampleRequest], cache: Cache,
                 outcome.failed.append((key, "no answer in the output or error file"))
     finally:
         await client.close()
+
+
+async def _find_or_create(client, call, path: Path, name: str, todo: dict[str, SampleRequest],
+                          settings: OpenAIClientSettings, outcome: BatchOutcome):
+    """The job saved at ``path`` (a resumed run), else a new one: upload, create, save."""
+    state = _load_state(path)
+    if state is not None:
+        try:
+            batch = await call("batch", lambda: client.batches.retrieve(state["batch_id"]))
+            outcome.resumed.append(batch.id)
+            return batch
+        except ModelNotFoundError:  # the server no longer knows it (nothing was paid)
+            pass
+    lines = "".join(json.dumps({"custom_id": key, "method": "POST", "url": ENDPOINT,
+                                "body": chat_request_body(name, req)}) + "\n"
+                    for key, req in todo.items())
+    upload = await call("file upload", lambda: client.files.create(
+        file=("dbpa-batch.jsonl", lines.encode("utf-8"), "application/jsonl"), purpose="batch"))
+    batch = await call("batch", lambda: client.batches.create(
+        input_file_id=upload.id, endpoint=ENDPOINT, completion_window=COMPLETION_WINDOW,
+        metadata={"dbpa": f"{len(todo)} samples of {clean_text(name, 100)}"}))
+    _save_state(path, {"batch_id": batch.id, "input_file_id": upload.id, "model": name,
+                       "host": settings.host, "requests": len(todo), "created": time.time()})
+    return batch
 
 
 def _store_lines(data: bytes, todo: dict[str, SampleRequest], cache: Cache,

@@ -257,3 +257,29 @@ def test_a_suite_sends_every_case_in_one_job(tmp_path):
         assert out.completion_tokens == 54 * 12 and out.prompt_tokens > 0
         result = run_suite(spec, cache=cache)
         assert result.usage["calls"] == 0 and srv.chat_ok == 0 and len(result.tests) == 6
+
+
+def test_two_runs_at_once_share_one_job(tmp_path):
+    """Two runs of one audit started together (two threads, one cache folder): one job is
+    created and both get every answer."""
+    import threading
+
+    with server(polls_until_done=4) as srv:
+        spec = spec_for(srv, samples=K)
+        outs, errors = [], []
+
+        def run():
+            try:
+                outs.append(batch.fill_cache(batch.audit_jobs(spec), Cache(tmp_path / "c"),
+                                             sleep=lambda s: __import__("time").sleep(0.01)))
+            except Exception as exc:  # noqa: BLE001 - reported by the assert below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=run) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors and (srv.uploads, len(srv.created)) == (1, 1)
+        assert sorted(o.batch_ids for o in outs) == [["batch_1"], ["batch_1"]]
+        assert run_audit(spec, cache=Cache(tmp_path / "c")).usage["calls"] == 0
