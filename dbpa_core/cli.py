@@ -1,10 +1,10 @@
 """``dbpa``: run audits from spec files, for batch jobs and CI.
 
     dbpa audit SPEC.yaml --out DIR [--no-cache] [--fail-on control,target,check]
-               [--junit FILE] [--allow-key-env NAME]
+               [--junit FILE] [--allow-key-env NAME] [--batch]
     dbpa estimate SPEC.yaml [--allow-key-env NAME]
     dbpa attack SPEC.yaml --out DIR [--no-cache] [--estimate] [--junit FILE] [--max-asr X]
-    dbpa fidelity DATA.csv --loss tv --gamma 0.5 --eta 0.05 --out DIR | --simulate SPEC.yaml
+    dbpa fidelity DATA.csv --loss tv --gamma 0.5 --eta 0.05 --out DIR | --simulate SPEC.yaml [--batch]
     dbpa cache info | clear
     dbpa sensitivity SPEC.yaml --measures all --embedders spec,bleu --lengths 100,300,900 --out DIR
     dbpa import FILE [--from promptfoo|openai-batch|csv|jsonl] --out replay.jsonl [--force]
