@@ -208,10 +208,13 @@ async def _one_job(model, todo: dict[str, SampleRequest], cache: Cache,
                                    "run again with --batch to pick it up.")
             sleep(CREATE_WAIT)
         try:  # one run at a time finds or creates the job: never two jobs for one set
-            batch = await _find_or_create(client, call, path, name, todo, settings, outcome)
+            batch = await _find_or_create(client, call, path, name, todo, settings, outcome,
+                                          cache)
         finally:
             cache.release([lock], owner)
             cache.end_beat(owner)
+        if batch is None:  # nothing left to ask
+            return
         outcome.batch_ids.append(batch.id)
         wait = poll_first
         while batch.status not in ("completed", "failed", "expired", "cancelled"):
@@ -232,7 +235,8 @@ async def _one_job(model, todo: dict[str, SampleRequest], cache: Cache,
                 _store_lines(raw.content, todo, cache, outcome)
         progress(Progress("batch", len(todo), len(todo), f"{batch.id}: {batch.status}"))
         path.unlink(missing_ok=True)  # a finished job: a rerun sends what is still missing
-        unanswered = [k for k in todo if k not in cache]
+        found = cache.get_many(list(todo))
+        unanswered = [k for k in todo if _cached_record(found.get(k)) is None]
         if batch.status != "completed":
             why = "; ".join(clean_text(getattr(e, "message", e), 120)
                             for e in ((batch.errors.data or []) if batch.errors else [])[:2])
@@ -250,7 +254,7 @@ async def _one_job(model, todo: dict[str, SampleRequest], cache: Cache,
 
 
 async def _find_or_create(client, call, path: Path, name: str, todo: dict[str, SampleRequest],
-                          settings: OpenAIClientSettings, outcome: BatchOutcome):
+                          settings: OpenAIClientSettings, outcome: BatchOutcome, cache: Cache):
     """The job saved at ``path`` (a resumed run), else a new one: upload, create, save."""
     state = _load_state(path)
     if state is not None:
@@ -260,6 +264,13 @@ async def _find_or_create(client, call, path: Path, name: str, todo: dict[str, S
             return batch
         except ModelNotFoundError:  # the server no longer knows it (nothing was paid)
             pass
+    found = cache.get_many(list(todo))
+    done = [k for k in todo if _cached_record(found.get(k)) is not None]
+    for key in done:  # answered meanwhile, by the job of a run that held the claim before
+        del todo[key]
+    outcome.requests -= len(done)
+    if not todo:
+        return None
     lines = "".join(json.dumps({"custom_id": key, "method": "POST", "url": ENDPOINT,
                                 "body": chat_request_body(name, req)}) + "\n"
                     for key, req in todo.items())

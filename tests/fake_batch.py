@@ -85,7 +85,7 @@ class FakeBatch(FakeOpenAI):
         self.created.append(body)
         if body.get("input_file_id") not in self.files:
             return self._error(h, 400, "no such input file")
-        bid = f"batch_{len(self.batches) + 1}"
+        bid = f"batch_{len(self.created)}"  # one per create request, never reused
         n = len(self.lines(body["input_file_id"]))
         self.batches[bid] = {
             "id": bid, "object": "batch", "endpoint": body.get("endpoint"),

@@ -283,3 +283,35 @@ def test_two_runs_at_once_share_one_job(tmp_path):
         assert not errors and (srv.uploads, len(srv.created)) == (1, 1)
         assert sorted(o.batch_ids for o in outs) == [["batch_1"], ["batch_1"]]
         assert run_audit(spec, cache=Cache(tmp_path / "c")).usage["calls"] == 0
+
+
+def test_a_saved_job_the_server_forgot_is_sent_again(tmp_path):
+    cache = Cache(tmp_path / "c")
+    with server(hold=True) as srv:
+        spec = spec_for(srv, samples=K)
+        with pytest.raises(batch.BatchPending):
+            fill(spec, cache, should_stop=lambda: True)
+        del srv.batches["batch_1"]  # unknown to the server now (404)
+        srv.hold = False
+        out = fill(spec, cache)
+        assert out.batch_ids == ["batch_2"] and not out.resumed and out.stored == 12
+
+
+def test_a_job_answered_meanwhile_is_not_sent_again(tmp_path):
+    """Answers another run cached after this run looked (before it could create its job)
+    are not asked again."""
+    cache = Cache(tmp_path / "c")
+    with server() as srv:
+        spec = spec_for(srv, samples=K)
+        real_get_many = Cache.get_many
+        calls = []
+
+        def first_look_sees_nothing(self, keys):
+            calls.append(1)
+            return {} if len(calls) == 1 else real_get_many(self, keys)
+
+        run_audit(spec, cache=cache)  # every answer cached live
+        live = srv.chat_ok
+        cache.get_many = first_look_sees_nothing.__get__(cache)
+        out = fill(spec, cache)
+        assert srv.uploads == 0 and out.requests == 0 and srv.chat_ok == live
