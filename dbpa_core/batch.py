@@ -12,7 +12,8 @@ cache as a normal sample. The audit then runs from the cache through the usual
 Resumable: the job's id is saved in the cache folder (``batches/``), under a hash of
 the server, the model and the set of requests, the moment the job is created. A run
 stopped while the job is pending finds it there and waits for the same job: nothing is
-uploaded or paid twice. A finished job's record is removed.
+uploaded or paid twice. Finding or creating a job happens under a claim in the cache, so
+two runs started together share one job. A finished job's record is removed.
 
 Failures: lines that failed (an error from the server, or an answer that does not
 validate) are reported and left uncached, so a rerun sends only them. A job that
