@@ -1,10 +1,10 @@
 """``dbpa``: run audits from spec files, for batch jobs and CI.
 
     dbpa audit SPEC.yaml --out DIR [--no-cache] [--fail-on control,target,check]
-               [--junit FILE] [--allow-key-env NAME]
+               [--junit FILE] [--allow-key-env NAME] [--batch]
     dbpa estimate SPEC.yaml [--allow-key-env NAME]
     dbpa attack SPEC.yaml --out DIR [--no-cache] [--estimate] [--junit FILE] [--max-asr X]
-    dbpa fidelity DATA.csv --loss tv --gamma 0.5 --eta 0.05 --out DIR | --simulate SPEC.yaml
+    dbpa fidelity DATA.csv --loss tv --gamma 0.5 --eta 0.05 --out DIR | --simulate SPEC.yaml [--batch]
     dbpa cache info | clear
     dbpa sensitivity SPEC.yaml --measures all --embedders spec,bleu --lengths 100,300,900 --out DIR
     dbpa import FILE [--from promptfoo|openai-batch|csv|jsonl] --out replay.jsonl [--force]
@@ -189,6 +189,12 @@ def cmd_audit(args) -> int:
     cache.check()
     said = _spec_warnings(spec)  # what the plan cannot show, once nothing stops the run
     bars = _Bars((not args.quiet and sys.stderr.isatty()) or args.progress)
+    if args.batch:  # uncached calls as one Batch API job into the cache; the audit reads it
+        from .batch import run_batch_cli
+
+        rc = run_batch_cli(spec, args, cache, bars)
+        if rc is not None:
+            return rc
     if spec.cases:  # a suite of cases
         from .suite import cmd_audit_suite
 
@@ -275,6 +281,10 @@ def cmd_estimate(args) -> int:
     print(f"\ntotal: {t['calls']} calls ({t['cached']} cached), ~{t['input_tokens']} input and "
           f"<= {t['output_tokens']} output tokens, embeddings ~{t['embedding_tokens']} tokens; "
           f"estimated cost ${t['cost']:.4f}")
+    from .batch import batch_cost
+
+    if t["calls"] and batch_cost(est, spec) < t["cost"]:
+        print(f"through the Batch API (dbpa audit --batch): ${batch_cost(est, spec):.4f}")
     if est["unknown_prices"]:
         print("no price known for: " + ", ".join(est["unknown_prices"]) +
               " (add them under 'prices:' in the spec, $ per 1M tokens)")
@@ -561,6 +571,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--progress", action="store_true", help="progress bars even when not a TTY")
     a.add_argument("--no-history", action="store_true",
                    help="do not record this audit in the run history ($DBPA_HOME)")
+    a.add_argument("--batch", action="store_true",
+                   help="send the uncached calls of OpenAI-compatible models as one Batch API "
+                   "job (half price, answers within 24 h; a stopped run picks the job up again)")
     a.set_defaults(func=cmd_audit)
     e = sub.add_parser("estimate", help="calls, tokens and cost of a spec; calls nothing")
     e.add_argument("spec")

@@ -19,6 +19,9 @@ DEFAULT_PRICES: dict[str, dict[str, float]] = {
     "text-embedding-ada-002": {"input": 0.10, "output": 0.0},
 }
 
+# The OpenAI Batch API answers within 24 hours at half the listed price (``dbpa audit --batch``).
+BATCH_DISCOUNT = 0.5
+
 
 def estimate_tokens(text: str) -> int:
     """Rough token count (~4 characters per token for English; no tokenizer needed)."""

@@ -485,6 +485,17 @@ def parse_embedding_answer(data: Any, n: int) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- chat backend
+def chat_request_body(model: str, req: SampleRequest, *, n: int = 1) -> dict[str, Any]:
+    """The chat completion request for ``req`` (``n`` choices): what a live call sends and
+    what a Batch API line (:mod:`dbpa_core.batch`) asks for, so both answer one question."""
+    body: dict[str, Any] = dict(model=model, messages=chat_messages(req),
+                                temperature=req.params.temperature, top_p=req.params.top_p,
+                                max_tokens=req.params.max_tokens, seed=req.seed % (2**31))
+    if n > 1:
+        body["n"] = n
+    return body
+
+
 class OpenAIBackend:
     """Chat completions from an OpenAI-compatible server.
 
@@ -579,13 +590,7 @@ class OpenAIBackend:
         """Samples for ``group`` (one request): at least one, or [] when the server
         refused ``n > 1`` (the caller then asks one by one)."""
         req = group[0]
-        messages = chat_messages(req)
-        kwargs: dict[str, Any] = dict(model=self.model, messages=messages,
-                                      temperature=req.params.temperature,
-                                      top_p=req.params.top_p, max_tokens=req.params.max_tokens,
-                                      seed=req.seed % (2**31))
-        if len(group) > 1:
-            kwargs["n"] = len(group)
+        kwargs = chat_request_body(self.model, req, n=len(group))
 
         async def call():
             data = await self.settings.read_json(

@@ -56,6 +56,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     f.add_argument("--estimate", action="store_true", help="with --simulate: print the answers "
                    "it needs; call nothing")
     f.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    f.add_argument("--batch", action="store_true", help="with --simulate: send the uncached "
+                   "answers of OpenAI-compatible models as one Batch API job (half price)")
     f.add_argument("--quiet", action="store_true", help="no progress bars")
     f.add_argument("--progress", action="store_true", help="progress bars even when not a TTY")
     f.add_argument("--allow-key-env", action="append", default=[], metavar="NAME",
@@ -105,6 +107,15 @@ def cmd_fidelity(args, *, cache_of, bars_of) -> int:
             check_out_dir(args.out)  # before any paid call
         if args.simulate:
             bars = bars_of(args)
+            if getattr(args, "batch", False):  # the answers as one Batch API job, then cached
+                from ..batch import jobs_cli
+                from .simulate import plan_jobs
+
+                rc = jobs_cli([(j.model, j.request) for _, _, j in plan_jobs(
+                    spec.data, spec.models, **spec.settings())], cache_of(args), bars)
+                if rc is not None:
+                    return rc
+                bars = bars_of(args)
             try:
                 sim = run_simulation_spec(spec, cache=cache_of(args), progress=bars)
             except RunCancelled as exc:
