@@ -88,6 +88,11 @@ def _fmt_p(p: float | None) -> str:
     return "< 0.0001" if p < 1e-4 else f"{p:.4f}"
 
 
+def _short(value: Any, n: int = 160) -> str:
+    text = str(value)
+    return text if len(text) <= n else text[:n - 1] + "…"
+
+
 def _body(document: str) -> str:
     """The inside of a per-kind report's ``<body>`` (already escaped by its builder)."""
     m = re.search(r"<body[^>]*>(.*)</body>", document, flags=re.S | re.I)
@@ -132,10 +137,12 @@ def _audit_part(run_id: int, job: str, r, several: bool) -> tuple[dict, list[Ver
     for c in checks:
         verdicts.append(Verdict(run_id, "answer check", part, f"{c.check} — {c.perturbation}",
                                 c.text, "changed" if c.significant else "unchanged"))
+    from . import provenance
+
     served = sorted({a.arm.model_label for a in (r.base, *r.arms)})
     info = {"job": job, "title": part, "result": r, "spec": s, "checks": checks,
             "checks_note": note, "models": served, "warnings": list(r.warnings),
-            "roc": r.roc}
+            "roc": r.roc, "versions": provenance.summary_lines(provenance.entries_of(r.usage))}
     responses = [{"arm": a.arm.name, "index": i, "response": t}
                  for a in (r.base, *r.arms) for i, t in enumerate(a.texts)]
     return info, verdicts, responses
@@ -295,6 +302,7 @@ def _environment():
                       autoescape=select_autoescape(("html", "j2")), undefined=StrictUndefined,
                       trim_blocks=True, lstrip_blocks=True)
     env.filters["p"] = _fmt_p
+    env.filters["short"] = _short
     env.filters["signed"] = lambda v, d=3: "–" if v is None or v != v else f"{v:+.{d}f}"
     env.filters["num"] = lambda v, d=3: "–" if v is None or v != v else f"{v:.{d}f}"
     return env
@@ -312,11 +320,12 @@ def render(sections: Sequence[RunSection], *, title: str | None = None,
     dates = [s.run.summary.created_at for s in sections]
     versions = sorted({s.run.summary.tool_version for s in sections})
     models = list(dict.fromkeys(m for s in sections for m in s.models))
+    served = list(dict.fromkeys(v for s in sections for a in s.audits for v in a["versions"]))
     return env.get_template("report.html.j2").render(
         title=title, css=Markup(css), sections=sections,
         verdicts=[v for s in sections for v in s.verdicts],
         checksum=checksum(sections), n_responses=sum(len(s.responses) for s in sections),
-        first=min(dates), last=max(dates), versions=versions, models=models,
+        first=min(dates), last=max(dates), versions=versions, models=models, served=served,
         tool_version=__version__, made=datetime.now(UTC),
         embedded=lambda html: Markup(html), expand=expand)
 

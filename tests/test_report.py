@@ -185,6 +185,7 @@ def test_settings_versions_dates_and_one_section_per_run(runs, report):
     t = parse(report)
     facts = {r[0]: r[1] for r in t.tables["facts"]}
     assert "0." in facts["tool versions"] and "UTC" in facts["dates"]
+    assert "demo_replay.jsonl answered as replay" in facts["model versions"]
     settings = t.tables["settings"]
     audit_row = next(r for r in settings if r[0] == str(runs["audit"]))
     assert "samples = 20" in audit_row[-1] and "correction = holm" in audit_row[-1]
