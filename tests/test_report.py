@@ -268,3 +268,33 @@ def test_the_pdf_is_printed_by_chromium(runs):
         subprocess.run(["pdftoppm", "-png", "-r", "60", "-f", "1", "-l", "1", "-singlefile",
                         str(path), str(png)], check=True, timeout=120)
         assert (runs["tmp"] / "page1.png").stat().st_size > 5_000
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_the_report_button_in_history_downloads_the_report(runs):
+    from .app.browser_support import dashboard, launch, require_browser, shots
+
+    sync = require_browser()
+    newest = runs["sensitivity"]
+    with dashboard(runs["tmp"] / "dash", DBPA_HOME=str(runs["tmp"] / "home")) as url, \
+            sync.sync_playwright() as p:
+        browser = launch(p)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1800})
+            page.goto(f"{url}/history", wait_until="networkidle")
+            page.get_by_text("Report for the audit file").wait_for(timeout=120_000)
+            page.wait_for_timeout(1500)
+            button = page.get_by_role("button", name="Report")
+            button.scroll_into_view_if_needed()
+            page.screenshot(path=str(shots() / "report-history-button.png"), full_page=True)
+            with page.expect_download(timeout=120_000) as got:
+                button.click()
+            saved = runs["tmp"] / "downloaded.html"
+            got.value.save_as(saved)
+            name = got.value.suggested_filename
+        finally:
+            browser.close()
+    assert name == f"dbpa-report_runs-{newest}.html"
+    rows = verdict_rows(saved)
+    assert rows and {r["run"] for r in rows} == {str(newest)}
