@@ -347,14 +347,18 @@ def find_chromium() -> str | None:
     return None
 
 
+def _no_chromium() -> ReportError:
+    return ReportError("Chromium is not installed (looked for chromium, chromium-browser, "
+                       "google-chrome; or set DBPA_CHROMIUM): write --out FILE.html instead "
+                       "and print it from a browser.")
+
+
 def print_pdf(html_path: str | os.PathLike, pdf_path: str | os.PathLike, *,
               chromium: str | None = None) -> Path:
     """Print ``html_path`` to ``pdf_path`` with headless Chromium."""
     exe = chromium or find_chromium()
     if exe is None:
-        raise ReportError("Chromium is not installed (looked for chromium, chromium-browser, "
-                          "google-chrome; or set DBPA_CHROMIUM): write --out FILE.html instead "
-                          "and print it from a browser.")
+        raise _no_chromium()
     pdf = Path(pdf_path).resolve()
     with tempfile.TemporaryDirectory(prefix="dbpa-chromium-") as profile:
         cmd = [exe, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--print-to-pdf={pdf}",
@@ -379,7 +383,7 @@ def write_report(run_ids: Sequence[int], out: str | os.PathLike, *,
     if suffix not in (".html", ".htm", ".pdf"):
         raise ReportError(f"--out {out}: name an .html or a .pdf file.")
     if suffix == ".pdf" and find_chromium() is None:   # before any work
-        print_pdf(out, out)
+        raise _no_chromium()
     html = build_report(run_ids, history=history, title=title, expand=suffix == ".pdf")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
