@@ -8,6 +8,7 @@ recomputed from the history, a hostile run name stays text, an unknown run is on
 and exit 2, and (browser) Chromium prints the PDF.
 """
 import csv
+import dataclasses
 import hashlib
 import json
 import shutil
@@ -94,8 +95,12 @@ def runs(tmp_path_factory):
         assert main(["--cache-dir", str(cache), "--quiet", "audit", str(SPEC), "--out", str(out)]) == 0
         h = History()
         [audit] = [r.id for r in h.list()]
-        # the same audit under a hostile name
-        hostile = h.record(h.get(audit).audits, source="cli", title=HOSTILE)
+        # the same audit under a hostile name, its first perturbation marked a control
+        audits = h.get(audit).audits
+        job, result = next(iter(audits.items()))
+        first = dataclasses.replace(result.perturbations[0], role="control")
+        result = dataclasses.replace(result, perturbations=(first, *result.perturbations[1:]))
+        hostile = h.record({job: result}, source="cli", title=HOSTILE)
         items = tmp / "items.jsonl"
         items.write_text("".join(json.dumps(
             {"id": f"i{n}", "passage": t, "question": "Which option is right?",
@@ -232,6 +237,17 @@ def test_a_hostile_run_name_is_text(runs, capsys):
     assert "<script>alert" not in html and "<b>bold</b>" not in html
     assert "&lt;script&gt;alert(" in html
     assert HOSTILE in {r[1] for r in parse(path).tables["settings"]}   # as text
+
+
+def test_a_control_that_changed_the_answers_fails_the_gate(runs):
+    path = runs["tmp"] / "gate.html"
+    assert dbpa(runs, str(runs["hostile"]), "--out", str(path)) == 0
+    rows = verdict_rows(path)
+    [gate] = [r for r in rows if r["kind"] == "control gate"]
+    assert gate["outcome"] == "failed: doctor changed the answers"
+    assert 'class="flag-fail"' in path.read_text(encoding="utf-8")
+    [row] = [r for r in rows if r["what"] == "doctor (control)"]
+    assert row["outcome"].startswith("changed the answers")
 
 
 def test_an_unknown_run_is_one_line_and_exit_2(runs, capsys):
