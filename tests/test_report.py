@@ -241,7 +241,8 @@ def test_a_hostile_run_name_is_text(runs, capsys):
 
 def test_a_control_that_changed_the_answers_fails_the_gate(runs):
     path = runs["tmp"] / "gate.html"
-    assert dbpa(runs, str(runs["hostile"]), "--out", str(path)) == 0
+    assert dbpa(runs, str(runs["hostile"]), "--out", str(path), "--title", "Q4 <i>file</i>") == 0
+    assert "<title>Q4 &lt;i&gt;file&lt;/i&gt;</title>" in path.read_text(encoding="utf-8")
     rows = verdict_rows(path)
     [gate] = [r for r in rows if r["kind"] == "control gate"]
     assert gate["outcome"] == "failed: doctor changed the answers"
