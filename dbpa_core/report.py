@@ -99,9 +99,8 @@ def _body(document: str) -> str:
     return m.group(1) if m else document
 
 
-def _audit_part(run_id: int, job: str, r, several: bool) -> tuple[dict, list[Verdict], list[dict]]:
-    from .checks import audit_checks
-
+def _audit_part(run_id: int, job: str, r, several: bool, cache_dir: str | None
+                ) -> tuple[dict, list[Verdict], list[dict]]:
     s = r.spec
     part = job if several else (s.name or job)
     verdicts: list[Verdict] = []
@@ -123,17 +122,9 @@ def _audit_part(run_id: int, job: str, r, several: bool) -> tuple[dict, list[Ver
                                 ("failed: " + ", ".join(failed) + " changed the answers")
                                 if failed else "passed: no control changed the answers",
                                 "fail" if failed else "pass"))
-    checks = tuple(r.checks)
-    note = ""
+    checks, note = tuple(r.checks), ""
     if not checks and s.checks:   # the history keeps the answers, not the check results
-        plain = [c for c in s.checks if not c.model_graded]
-        if plain:
-            arms = (r.base, *r.arms)
-            checks = audit_checks(_only(s, plain), arms, sampler=None)
-        judged = [c.name for c in s.checks if c.model_graded]
-        if judged:
-            note = ("Model-graded checks (" + ", ".join(judged) + ") asked a judge model when the "
-                    "audit ran; they are not recomputed here (see the run's checks.csv).")
+        checks, note = _recheck(s, (r.base, *r.arms), cache_dir)
     for c in checks:
         verdicts.append(Verdict(run_id, "answer check", part, f"{c.check} — {c.perturbation}",
                                 c.text, "changed" if c.significant else "unchanged"))
@@ -148,10 +139,52 @@ def _audit_part(run_id: int, job: str, r, several: bool) -> tuple[dict, list[Ver
     return info, verdicts, responses
 
 
-def _only(spec, checks):
+class _CachedReplies:
+    """Stands in for the sampler when checks are computed again: a judge's replies come
+    from the run's cache only; a reply that is not there stops it (never a call)."""
+
+    def __init__(self, cache):
+        self.cache = cache
+
+    def sample(self, jobs, stage: str = ""):
+        from types import SimpleNamespace
+
+        from .sampling import backend_identity, sample_key
+
+        keys = [sample_key(backend_identity(j.model), j.request) for j in jobs]
+        found = self.cache.get_many(keys)
+        texts = [v.get("text") if isinstance(v := found.get(k), dict) else None for k in keys]
+        if any(not isinstance(t, str) for t in texts):
+            raise LookupError("a judge's reply is not in the cache")
+        return [SimpleNamespace(text=t) for t in texts]
+
+
+def _recheck(spec, arms, cache_dir: str | None) -> tuple[tuple, str]:
+    """The spec's answer checks computed again from the answers kept (with the audit's
+    seed and settings, so the numbers are the audit's): model-graded ones with the judges'
+    replies from the run's cache; when they are not there, the others alone (the note
+    says so: their adjusted p is then corrected over fewer tests)."""
     import dataclasses
 
-    return dataclasses.replace(spec, checks=tuple(checks))
+    from .checks import audit_checks
+
+    judged = [c.name for c in spec.checks if c.model_graded]
+    if judged and cache_dir and Path(cache_dir).is_dir():   # never makes a cache
+        try:
+            from .cache import Cache
+
+            return audit_checks(spec, arms, _CachedReplies(Cache(cache_dir))), ""
+        except Exception:  # noqa: BLE001 - no cache, a damaged one, a reply not kept
+            pass
+    plain = tuple(c for c in spec.checks if not c.model_graded)
+    checks = audit_checks(dataclasses.replace(spec, checks=plain), arms, None) if plain else ()
+    note = ""
+    if judged:
+        note = ("Model-graded checks (" + ", ".join(judged) + ") asked a judge model when the "
+                "audit ran and their replies are no longer in its cache: they are left out "
+                "here (see the run's checks.csv), and the other checks' adjusted p-values are "
+                "corrected over the checks shown.")
+    return checks, note
 
 
 def _battery(run_id: int, name: str, b) -> tuple[list[Verdict], list[dict]]:
@@ -256,7 +289,7 @@ def collect(run_ids: Sequence[int], history: History | None = None) -> list[RunS
         if kind == "audit":
             several = len(run.audits) > 1
             for job, r in run.audits.items():
-                info, verdicts, responses = _audit_part(run.id, job, r, several)
+                info, verdicts, responses = _audit_part(run.id, job, r, several, run.cache_dir)
                 sec.audits.append(info)
                 sec.verdicts += verdicts
                 sec.responses += [dict(x, part=job) for x in responses]

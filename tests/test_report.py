@@ -315,3 +315,34 @@ def test_the_report_button_in_history_downloads_the_report(runs):
     assert name == f"dbpa-report_runs-{newest}.html"
     rows = verdict_rows(saved)
     assert rows and {r["run"] for r in rows} == {str(newest)}
+
+
+def test_model_graded_checks_come_from_the_cache_or_are_named(tmp_path, monkeypatch):
+    from .judge_model import KEY, KEY_ENV, JudgeServer, judge_check_yaml
+
+    monkeypatch.setenv(KEY_ENV, KEY)
+    home, cache, out = tmp_path / "home", tmp_path / "cache", tmp_path / "out"
+    with JudgeServer() as srv:
+        spec = tmp_path / "judged.yaml"
+        text = SPEC.read_text().replace("../assets/", str(ROOT / "assets") + "/")
+        spec.write_text(text.replace("checks:\n", "checks:\n" + judge_check_yaml(srv, "  "), 1))
+        assert main(["--home", str(home), "--cache-dir", str(cache), "--quiet", "audit",
+                     str(spec), "--out", str(out)]) == 0
+        asked = srv.requests
+    with open(out / "checks.csv", encoding="utf-8") as f:
+        written = {(c["check"], c["perturbation"]): c["text"] for c in csv.DictReader(f)}
+    assert any(c == "recommends a statin" for c, _ in written)
+    report = tmp_path / "r.html"
+    assert main(["--home", str(home), "report", "1", "--out", str(report)]) == 0
+    assert srv.requests == asked   # nothing asked again (and the server is gone)
+    rows = [r for r in verdict_rows(report) if r["kind"] == "answer check"]
+    assert {(r["what"], r["outcome"]) for r in rows} == {
+        (f"{c} — {p}", t) for (c, p), t in written.items()}
+    # without the cache the judge's check is named, not guessed
+    shutil.rmtree(cache)
+    assert main(["--home", str(home), "report", "1", "--out", str(report)]) == 0
+    assert not cache.exists()
+    html = report.read_text(encoding="utf-8")
+    assert "Model-graded checks (recommends a statin)" in html
+    rows = [r for r in verdict_rows(report) if r["kind"] == "answer check"]
+    assert rows and not any("recommends a statin" in r["what"] for r in rows)
