@@ -346,3 +346,24 @@ def test_model_graded_checks_come_from_the_cache_or_are_named(tmp_path, monkeypa
     assert "Model-graded checks (recommends a statin)" in html
     rows = [r for r in verdict_rows(report) if r["kind"] == "answer check"]
     assert rows and not any("recommends a statin" in r["what"] for r in rows)
+
+
+def test_a_dashboard_simulation_shows_its_answers_and_its_error(tmp_path):
+    from dbpa_core.fidelity.simulate import SimulatedAnswer, SimulationResult
+
+    h = History(tmp_path / "home" / "history.sqlite3")
+    answer = SimulatedAnswer("q1", "sim <a>", 0, "Which?", "I'd say <b>B</b>", None, "none")
+    sim = SimulationResult(None, (answer,), {}, {"sim <a>": {"q1": 1}}, ("sim <a>",), 1,
+                           error="fewer than 2 questions got a readable answer")
+    run_id = h.record_result("fidelity", {"simulation": sim}, title="sim", models=["sim <a>"])
+    path = tmp_path / "sim.html"
+    assert main(["--home", str(tmp_path / "home"), "report", str(run_id), "--out",
+                 str(path)]) == 0
+    rows = {r["what"]: r["outcome"] for r in verdict_rows(path)}
+    assert rows["simulated answers of sim <a>"] == "0 read, 1 unreadable"
+    assert rows["analysis"] == "fewer than 2 questions got a readable answer"
+    line = json.dumps({"arm": "sim <a>/q1", "index": 0, "part": "simulation",
+                       "response": "I'd say <b>B</b>", "run": run_id},
+                      ensure_ascii=False, sort_keys=True) + "\n"
+    assert parse(path).codes["checksum"] == hashlib.sha256(line.encode()).hexdigest()
+    assert "<b>B</b>" not in path.read_text(encoding="utf-8")
