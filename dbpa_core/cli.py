@@ -10,6 +10,7 @@
     dbpa import FILE [--from promptfoo|openai-batch|csv|jsonl] --out replay.jsonl [--force]
     dbpa history [--model M] [--prompt P] [--since DATE] [--until DATE] [--json]
     dbpa history show ID | compare A B [--fail-on-change] | delete ID... --yes
+    dbpa report RUN_ID [RUN_ID ...] --out FILE.html|FILE.pdf
     dbpa ui [STREAMLIT OPTIONS, e.g. --server.port 8600]
 
 Global options, before or after the command: ``--cache-dir DIR`` (``$DBPA_CACHE_DIR``),
@@ -512,6 +513,19 @@ def cmd_history(args) -> int:
     return 0
 
 
+def cmd_report(args) -> int:
+    """One HTML (or PDF) document with every verdict of the named runs."""
+    from .report import ReportError, write_report
+
+    try:
+        path = write_report(args.ids, args.out, title=args.title)
+    except ReportError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {path}")
+    return 0
+
+
 def cmd_ui(args) -> int:
     from .launcher import run_ui
 
@@ -667,6 +681,13 @@ def build_parser() -> argparse.ArgumentParser:
     for p in (s, c, d):
         p.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                        help="machine-readable output")
+    r = sub.add_parser("report", help="one HTML or PDF report with every verdict of recorded "
+                       "runs (an audit file)")
+    r.add_argument("ids", type=int, nargs="+", metavar="RUN_ID", help="runs (dbpa history lists them)")
+    r.add_argument("--out", required=True, metavar="FILE",
+                   help="FILE.html, or FILE.pdf (printed by headless Chromium)")
+    r.add_argument("--title", help="the report's title (default: the runs' titles)")
+    r.set_defaults(func=cmd_report)
     u = sub.add_parser("ui", help="start the dashboard (needs the app extra)",
                        description="Start the dashboard in a browser (headless, no usage "
                        "statistics). Every other option goes to `streamlit run`, e.g. "

@@ -282,3 +282,30 @@ with tab_delete:
                        icon=":material/delete:"):
             ss["_hist_confirm"] = True
             st.rerun()
+
+st.divider()
+st.subheader("Report for the audit file")
+st.caption("One HTML document with every verdict of the runs you choose (audits, control gates, "
+           "answer checks, batteries, fidelity, sensitivity), their settings, versions, dates "
+           "and a SHA-256 checksum of the responses; then one section per run. From a "
+           "terminal, also as PDF: `dbpa report ID… --out FILE.pdf`.")
+report_ids = st.multiselect("Runs in the report", ids, default=ids[:1],
+                            format_func=lambda i: describe(by_id[i]), key="hist_report_ids")
+
+
+def report_html() -> str:
+    """The report of the chosen runs (built when the button is pressed)."""
+    from dbpa_core.history import History
+    from dbpa_core.report import ReportError, build_report
+
+    try:
+        return build_report(report_ids, history=History(history.path))
+    except ReportError as exc:  # a run deleted meanwhile, a result that cannot be read
+        import html
+
+        return f"<!doctype html><meta charset='utf-8'><p>{html.escape(str(exc))}</p>"
+
+
+st.download_button("Report", report_html, "dbpa-report_runs-" + "-".join(map(str, report_ids))
+                   + ".html", "text/html", key="hist_report_dl", on_click="ignore",
+                   disabled=not report_ids, icon=":material/description:", type="primary")
