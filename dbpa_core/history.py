@@ -128,7 +128,7 @@ MIGRATIONS: tuple[str, ...] = (
     """,
 )
 # the kinds of run besides audits (each reopened on its own page)
-RESULT_KINDS = ("battery", "fidelity", "sensitivity")
+RESULT_KINDS = ("battery", "fidelity", "sensitivity", "suite")
 
 SETTINGS_KEYS = ("samples", "permutations", "measure", "correction", "alpha", "seed",
                  "temperature", "top_p", "max_tokens", "embedder", "sequential")
@@ -438,6 +438,10 @@ class History:
             "SELECT a.job, t.name, t.role, t.significant FROM tests t JOIN audits a ON "
             "a.id = t.audit_id WHERE a.run_id = ? ORDER BY a.position, t.position",
             (row["id"],)).fetchall()
+        if not audits:
+            suite = _suite_summary(con, row)
+            if suite is not None:
+                return suite
         several = len(audits) > 1
         failed = tuple((f"{t['job']}: " if several else "") + t["name"] for t in tests
                        if t["role"] == "control" and t["significant"])
@@ -514,7 +518,8 @@ class History:
                       fingerprint: str | None = None, seconds: float | None = None,
                       cache_dir: str | os.PathLike | None = None,
                       form: Mapping[str, Any] | None = None,
-                      created_at: datetime | None = None) -> int:
+                      created_at: datetime | None = None,
+                      out_dir: str | os.PathLike | None = None) -> int:
         """Store a run that is not an audit (a robustness battery, a fidelity simulation,
         a sensitivity study: ``kind``, one of :data:`RESULT_KINDS`) with its ``result``, so
         that it is listed with the audits and reopens on its page; returns its id."""
@@ -532,13 +537,51 @@ class History:
                 " settings, cache_dir, out_dir, seconds) VALUES (?,?,?,?,?,?,?,?,?,?)",
                 (when.isoformat(timespec="seconds"), source, page, title, __version__,
                  json.dumps(env), json.dumps(_jsonable(dict(settings or {}))),
-                 str(cache_dir) if cache_dir else None, None,
+                 str(cache_dir) if cache_dir else None, str(out_dir) if out_dir else None,
                  round(float(seconds), 3) if seconds is not None else None)).lastrowid)
             con.execute("INSERT INTO run_extras (run_id, kind, fingerprint, models, headline,"
                         " payload, form) VALUES (?,?,?,?,?,?,?)",
                         (run_id, kind, fingerprint, "\n".join(models), headline, blob,
                          _form_json(form)))
         return run_id
+
+    def record_suite(self, result: Any, *, source: str, page: str | None = None,
+                     title: str | None = None, fingerprint: str | None = None,
+                     cache_dir: str | os.PathLike | None = None,
+                     out_dir: str | os.PathLike | None = None,
+                     form: Mapping[str, Any] | None = None,
+                     created_at: datetime | None = None) -> int:
+        """Store a suite of cases (a :class:`~dbpa_core.suite.SuiteResult`, or its
+        ``to_dict()``): its tests and pooled tables, spec, usage and settings (not its
+        responses: they are in the cache and ``responses.jsonl``); returns the run's id.
+        :meth:`suite` reads it back."""
+        summary = result if isinstance(result, Mapping) else result.to_dict()
+        spec = summary.get("spec") or {}
+        settings = {k: spec.get(k) for k in SETTINGS_KEYS}
+        pooled = summary.get("pooled") or []
+        tests = summary.get("tests") or []
+        found = sum(1 for t in tests if t.get("significant"))
+        changed = [str(d.get("perturbation")) for d in pooled if d.get("significant")]
+        headline = (f"{summary.get('cases', 0)} cases x {len(pooled)} perturbations, {found} of "
+                    f"{len(tests)} tests significant; pooled over the cases: "
+                    + (f"changed by {', '.join(changed)}" if changed else "no change shown"))
+        return self.record_result(
+            "suite", {"suite": _jsonable(dict(summary))}, title=title or str(spec.get("name")
+                                                                            or "suite"),
+            models=[model_label(m) for m in spec.get("models") or ()], settings=settings,
+            headline=headline, page=page, source=source, fingerprint=fingerprint,
+            seconds=(summary.get("usage") or {}).get("seconds"), cache_dir=cache_dir,
+            out_dir=out_dir, form=form, created_at=created_at)
+
+    def suite(self, run_id: int) -> dict[str, Any]:
+        """The summary of suite run ``run_id`` (what :meth:`record_suite` stored: ``spec``,
+        ``tests``, ``pooled``, ``usage``, ... as in a suite's results.json); raises
+        :class:`HistoryError` when the run is not a suite or cannot be read."""
+        kind, payload = self.result(run_id)
+        summary = payload.get("suite") if kind == "suite" and isinstance(payload, dict) else None
+        if not isinstance(summary, dict):
+            raise HistoryError(f"Run {run_id} is not a suite of cases.")
+        return summary
 
     def mark(self, run_id: int, *, fingerprint: str,
              form: Mapping[str, Any] | None = None) -> None:
@@ -617,12 +660,39 @@ class History:
             row = con.execute("SELECT kind, payload FROM run_extras WHERE run_id = ?",
                               (int(run_id),)).fetchone()
         if row is None or row["payload"] is None:
-            raise HistoryError(f"Run {run_id} holds no battery, fidelity or sensitivity result.")
+            raise HistoryError(f"Run {run_id} holds no battery, fidelity, sensitivity or suite "
+                               "result.")
         try:
             return row["kind"], _SafeUnpickler(io.BytesIO(zlib.decompress(row["payload"]))).load()
         except Exception as exc:  # noqa: BLE001 - any damage or version change: one line
             raise HistoryError(f"Run {run_id}'s result cannot be read back ({type(exc).__name__}"
                                f": {exc}); its summary is still listed.") from None
+
+
+def _suite_summary(con, row) -> RunSummary | None:
+    """The list line of a suite run (None when the run is not one): its tests counted, and
+    its control gate from the pooled verdicts (a control that changed the answers across
+    the cases, after the correction)."""
+    extra = con.execute("SELECT kind, models, payload FROM run_extras WHERE run_id = ?",
+                        (row["id"],)).fetchone()
+    if extra is None or extra["kind"] != "suite":
+        return None
+    try:
+        summary = _SafeUnpickler(io.BytesIO(zlib.decompress(extra["payload"]))).load()["suite"]
+        tests, pooled = list(summary["tests"]), list(summary["pooled"])
+        base = str(summary["spec"]["base"]["prompt"])
+    except Exception:  # noqa: BLE001 - a garbled payload: the run is still listed
+        tests, pooled, base = [], [], ""
+    controls = [d for d in pooled if isinstance(d, dict) and d.get("role") == "control"]
+    return RunSummary(
+        id=row["id"], created_at=_created(row["created_at"]), source=row["source"],
+        page=row["page"], title=row["title"], tool_version=row["tool_version"],
+        models=tuple(m for m in (extra["models"] or "").split("\n") if m), base_prompt=base,
+        n_audits=0, n_tests=len(tests),
+        n_significant=sum(1 for t in tests if isinstance(t, dict) and t.get("significant")),
+        failed_controls=tuple(str(d.get("perturbation")) for d in controls
+                              if d.get("significant")),
+        _has_controls=bool(controls))
 
 
 def _form_json(form: Mapping[str, Any] | None) -> str | None:

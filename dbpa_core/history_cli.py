@@ -83,8 +83,11 @@ def _result_table(result) -> str:
 
 def show_run(history: History, args) -> str:
     run: Run = history.get(args.id)
+    kind = history.extras([run.id]).get(run.id, {}).get("kind")
+    suite = history.suite(run.id) if kind == "suite" else None
     if getattr(args, "json", False):
-        return json.dumps(run.to_dict(), indent=2, ensure_ascii=False)
+        return json.dumps({**run.to_dict(), **({"suite": suite} if suite else {})}, indent=2,
+                          ensure_ascii=False)
     s = run.summary
     where = f", page {s.page}" if s.page else ""
     out = [f"run {s.id}: {s.title} ({s.source}{where}), {_when(s)} UTC, dbpa {s.tool_version}",
@@ -107,11 +110,30 @@ def show_run(history: History, args) -> str:
                        f"{r.roc.tpr_at_fpr(0.05):.2f}")
         for w in r.warnings:
             out.append(f"warning: {w}")
+    if suite is not None:
+        out += _suite_text(suite)
     if run.unreadable:
         out += ["", f"could not be read ({len(run.unreadable)} part(s) of this run's rows are "
                 "garbled; the rest is shown above):"]
         out += [f"  - {u}" for u in run.unreadable]
     return "\n".join(out)
+
+
+def _suite_text(suite: dict) -> list[str]:
+    """A recorded suite of cases: its size, its pooled table and its warnings."""
+    from .suite import pooled_rows
+
+    spec = suite.get("spec") or {}
+    out = ["", f"== suite of {suite.get('cases')} cases x {len(suite.get('pooled') or [])} "
+           f"perturbations = {suite.get('n_tests')} tests, corrected together "
+           f"({suite.get('correction')}, alpha = {suite.get('alpha')}) ==",
+           f"base prompt: {_short(str((spec.get('base') or {}).get('prompt', '')), 100)}"]
+    if suite.get("pooled"):
+        out.append(_columns(pooled_rows(list(suite["pooled"]))))
+    out += [f"warning: {w}" for w in suite.get("warnings") or ()]
+    out.append("one row per case x perturbation: `dbpa history show ID --json` (\"suite\": "
+               "\"tests\"), or the dashboard's Suite page")
+    return out
 
 
 def _served(run: Run) -> dict[str, tuple[str, ...]]:
