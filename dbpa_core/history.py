@@ -557,7 +557,9 @@ class History:
         :meth:`suite` reads it back."""
         summary = result if isinstance(result, Mapping) else result.to_dict()
         spec = summary.get("spec") or {}
-        settings = {k: spec.get(k) for k in SETTINGS_KEYS}
+        # the signature: what the Suite page compares its spec with (outdated results)
+        settings = {**{k: spec.get(k) for k in SETTINGS_KEYS},
+                    "signature": json.dumps(_jsonable(spec), sort_keys=True, default=str)}
         pooled = summary.get("pooled") or []
         tests = summary.get("tests") or []
         found = sum(1 for t in tests if t.get("significant"))

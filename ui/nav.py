@@ -21,6 +21,7 @@ PAGES = [
     ("Robustness", "pages/robustness.py", "Robustness battery", ":material/spellcheck:",
      "robustness"),
     ("Simulators", "pages/fidelity.py", "Simulator fidelity", ":material/groups:", "fidelity"),
+    ("Audits", "pages/suite.py", "Suite of cases", ":material/table_view:", "suite"),
     ("Records", "pages/history.py", "History", ":material/history:", "history"),
     ("Setup", "pages/settings.py", "Settings", ":material/settings:", "settings"),
 ]

@@ -425,7 +425,7 @@ def record(results: dict[str, Any], *, key: str) -> int | None:
 RESULT_PAGES = {"robustness": "battery", "fidelity_sim": "fidelity", "sensitivity": "sensitivity"}
 # ... and which page reopens them: kind -> (page key, url path of the page)
 RESULT_HOME = {"battery": ("robustness", "robustness"), "fidelity": ("fidelity_sim", "fidelity"),
-               "sensitivity": ("sensitivity", "sensitivity")}
+               "sensitivity": ("sensitivity", "sensitivity"), "suite": ("suite", "suite")}
 
 
 def record_result(results: dict[str, Any], *, key: str, signature: str | None) -> int | None:
