@@ -18,10 +18,10 @@ PAGES = [
     ("Audits", "pages/model_comparison.py", "Model comparison", ":material/compare_arrows:",
      "model_comparison"),
     ("Audits", "pages/sensitivity.py", "Sensitivity", ":material/tune:", "sensitivity"),
+    ("Audits", "pages/suite.py", "Suite of cases", ":material/table_view:", "suite"),
     ("Robustness", "pages/robustness.py", "Robustness battery", ":material/spellcheck:",
      "robustness"),
     ("Simulators", "pages/fidelity.py", "Simulator fidelity", ":material/groups:", "fidelity"),
-    ("Audits", "pages/suite.py", "Suite of cases", ":material/table_view:", "suite"),
     ("Records", "pages/history.py", "History", ":material/history:", "history"),
     ("Setup", "pages/settings.py", "Settings", ":material/settings:", "settings"),
 ]

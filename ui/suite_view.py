@@ -144,7 +144,7 @@ def pooled_frame(pooled: list[dict[str, Any]]) -> pd.DataFrame:
         "": d.get("stars", ""),
         "verdict": "changed" if d.get("significant") else "no change shown",
         "ω above chance (mean)": d["mean_effect_above_chance"],
-        "ω above chance, 95% CI low": d["ci_low"], "ω above chance, 95% CI high": d["ci_high"],
+        "95% interval": f"[{d['ci_low']:+.3f}, {d['ci_high']:+.3f}]",
         "discoveries": f"{d['discoveries']}/{d['cases']}",
         "share changed (est.)": f"{d['share_changed']:.0%}"} for d in pooled])
 
