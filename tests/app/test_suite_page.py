@@ -118,6 +118,6 @@ def test_an_audit_page_refuses_a_suite_spec_in_one_line(make_app, server):
     at.file_uploader(key="landing_spec_up").upload("suite.yaml", doc, "application/yaml").run()
     assert not at.exception, at.exception
     [err] = [e for e in errors(at) if "suite.yaml" in e]
-    assert "suite of 3 cases" in err and "**Suite** page" in err and "dbpa audit" in err
+    assert "suite of 3 cases" in err and "**Suite of cases** page" in err and "dbpa audit" in err
     assert "\n" not in err
     assert at.session_state["w_base_prompt"] != "{name} is {age} years old. Advice?"
