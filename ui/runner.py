@@ -111,6 +111,11 @@ def show_estimate(specs: Sequence[AuditSpec]) -> None:
         cached += t["cached"]
         tokens += t["input_tokens"] + t["output_tokens"]
         cost += t["cost"]
+    show_totals(calls, cached, tokens, cost)
+
+
+def show_totals(calls: int, cached: int, tokens: int, cost: float) -> None:
+    """The estimate's three numbers: calls to make, tokens, cost."""
     c1, c2, c3 = st.columns(3)
     c1.metric("Model calls to make", f"{calls:,}", help=f"{cached:,} responses are already cached")
     c2.metric("Tokens (upper bound)", f"{tokens:,}",

@@ -127,12 +127,9 @@ def show_estimate(spec: AuditSpec) -> None:
     from dbpa_core.suite import estimate_suite
 
     t = estimate_suite(spec, cache=state.cache())["totals"]
-    c1, c2, c3 = st.columns(3)
-    c1.metric("Model calls to make", f"{t.get('calls', 0):,}",
-              help=f"{t.get('cached', 0):,} responses are already cached")
-    c2.metric("Tokens (upper bound)", f"{t.get('input_tokens', 0) + t.get('output_tokens', 0):,}")
-    c3.metric("Estimated cost", f"${t.get('cost', 0.0):,.4f}",
-              help="local and replay models cost nothing")
+    runner.show_totals(int(t.get("calls", 0)), int(t.get("cached", 0)),
+                       int(t.get("input_tokens", 0) + t.get("output_tokens", 0)),
+                       float(t.get("cost", 0.0)))
 
 
 # --------------------------------------------------------------------------- showing

@@ -100,6 +100,8 @@ def test_a_suite_spec_is_opened_run_and_recorded(make_app, server):
     assert not at.exception, at.exception
     assert any("Opened **vignettes**: 3 cases x 2 perturbations = 6 tests" in s
                for s in successes(at))
+    # what it will call, before it runs: 3 cases x (base + 2 perturbations) x k = 6
+    assert {m.label: m.value for m in at.metric}["Model calls to make"] == "54"
     at.button(key="suite_run").click().run()
     assert not at.exception, at.exception
     pooled = pooled_table(at)
