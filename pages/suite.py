@@ -6,6 +6,8 @@ from ui import runner, suite_view, widgets
 from ui.suite_view import KEY
 
 widgets.page_setup(settings="none")
+if goto := st.session_state.pop("_suite_goto", None):   # a case opened as a plain audit
+    st.switch_page(goto)
 st.title("Suite of cases")
 ss = st.session_state
 st.markdown("<div class='dbpa-explain'>A spec with <code>cases:</code> audits many cases at "

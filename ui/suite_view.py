@@ -190,6 +190,41 @@ def show(summary: dict[str, Any], *, title: str = "") -> None:
                        on_click="ignore", icon=":material/data_object:")
 
 
+def spec_of(summary: dict[str, Any]) -> AuditSpec | None:
+    """The suite's spec rebuilt from its summary (None when it cannot be)."""
+    from dataclasses import replace
+
+    from dbpa_core.history import _spec
+
+    try:
+        spec = _spec(summary["spec"])
+        return replace(spec, perturbations=tuple(
+            replace(p, set_fields=tuple(dict(p.set_fields or {}).items()))
+            for p in spec.perturbations))
+    except Exception:  # noqa: BLE001 - written by another version: no drill-down button
+        return None
+
+
+def open_case(summary: dict[str, Any], case_id: str) -> None:
+    """A button callback: one case of the suite as a plain audit in the Perturbation test
+    page's form (its answers come from the cache when the suite ran here or with this
+    cache)."""
+    from dbpa_core.suite import case_spec
+
+    from . import specfile
+
+    spec = spec_of(summary)
+    case = next((c for c in spec.cases if c.id == case_id), None) if spec else None
+    if case is None:
+        st.session_state["_suite_note"] = ("error", "This suite's spec cannot be read back: "
+                                           "open its spec file to run one case.")
+        return
+    one = case_spec(spec, case)
+    specfile.apply_spec(one, "landing")
+    state.name_page("perturbation_test", one.name)
+    st.session_state["_suite_goto"] = "pages/perturbation_test.py"
+
+
 def show_cell(t: dict[str, Any], summary: dict[str, Any]) -> None:
     """One case x perturbation: its ω, chance, effect, p and p adjusted, and its checks."""
     c1, c2, c3, c4, c5 = st.columns(5)
@@ -204,6 +239,12 @@ def show_cell(t: dict[str, Any], summary: dict[str, Any]) -> None:
                "responses.jsonl (`dbpa audit`), one line per answer with its case.")
     checks = [c for c in summary.get("checks") or () if str(c.get("case")) == str(t["case"])
               and c.get("perturbation") in (None, t["perturbation"])]
+    st.button("Open this case on the Perturbation test page (its answers and histograms)",
+              key=f"{KEY}_case_open", icon=":material/open_in_new:", on_click=open_case,
+              args=(summary, str(t["case"])),
+              help="The case becomes a plain audit of its base prompt and the suite's "
+              "perturbations; run it there (the answers come from the cache). Its p-values "
+              "there are corrected over that case's tests only, not across the suite.")
     if checks:
         cols = ("check", "perturbation", "base", "value", "difference", "p_value", "p_adjusted")
         st.dataframe(pd.DataFrame([{k: c.get(k) for k in cols} for c in checks]),

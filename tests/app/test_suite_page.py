@@ -73,6 +73,17 @@ def test_a_recorded_suite_opens_with_its_tables_and_cells(make_app, recorded):
     assert metrics["ω above chance"] == f"{t['effect_above_chance']:+.3f}"
     assert metrics["ω"] == f"{t['omega']:.3f}"
     assert any(c.value.startswith(":material/history: Run #") for c in at.caption)
+    # the cell's case as a plain audit on the Perturbation test page
+    at.button(key="suite_case_open").click().run()
+    assert not at.exception, at.exception
+    case = next(c for c in CASES if c["id"] == t["case"])
+    # the page switched: its prompt box holds the case's filled prompt
+    assert at.text_area(key="w_base_prompt").value == \
+        f"{case['name']} is {case['age']} years old. Advice?"
+    table = at.session_state["perturbations"]
+    assert list(table["name"]) == ["comedian", "renamed"]
+    assert table["prefix"][0] == "Act as a comedian."
+    assert table["prompt"][1] == f"Ahmed is {case['age']} years old. Advice?"
 
 
 def test_history_lists_a_suite_and_opens_it_on_the_suite_page(make_app, recorded):
