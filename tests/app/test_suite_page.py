@@ -134,3 +134,11 @@ def test_an_audit_page_refuses_a_suite_spec_in_one_line(make_app, server):
     assert "suite of 3 cases" in err and "**Suite of cases** page" in err and "dbpa audit" in err
     assert "\n" not in err
     assert at.session_state["w_base_prompt"] != "{name} is {age} years old. Advice?"
+
+
+def test_a_reload_shows_the_last_suite_run_here_again(make_app, server, tmp_path):
+    spec = parse_spec(suite_doc(server.base_url, CASES))
+    result = run_suite(spec, cache=Cache(tmp_path / "c"))
+    History().record_suite(result, source="dashboard", page="suite")
+    at = make_app(page=SUITE)   # a fresh session: what History says the page showed last
+    assert list(pooled_table(at)["perturbation"]) == ["comedian", "renamed"]
