@@ -168,6 +168,7 @@ class RunSummary:
         return "fail" if self.failed_controls else ("pass" if self._has_controls else "")
 
     _has_controls: bool = False
+    kind: str = ""   # 'suite' for a suite of cases (its responses are not in the history)
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "created_at": self.created_at.isoformat(), "source": self.source,
@@ -199,7 +200,7 @@ class Run:
         return {**self.summary.to_dict(), "settings": self.settings,
                 "environment": self.environment, "cache_dir": self.cache_dir,
                 "out_dir": self.out_dir, "seconds": self.seconds,
-                "responses": _where_responses_live(self.cache_dir, self.out_dir),
+                "responses": where_responses_live(self),
                 "audits": {job: a.to_dict() for job, a in self.audits.items()},
                 "unreadable": list(self.unreadable)}
 
@@ -694,7 +695,7 @@ def _suite_summary(con, row) -> RunSummary | None:
         n_significant=sum(1 for t in tests if isinstance(t, dict) and t.get("significant")),
         failed_controls=tuple(str(d.get("perturbation")) for d in controls
                               if d.get("significant")),
-        _has_controls=bool(controls))
+        _has_controls=bool(controls), kind="suite")
 
 
 def _form_json(form: Mapping[str, Any] | None) -> str | None:
@@ -903,8 +904,9 @@ def _test_row(t, spec: AuditSpec, what: str, unreadable: list[str]) -> Perturbat
                               str(t["stars"]), test)
 
 
-def _where_responses_live(cache_dir: str | None, out_dir: str | None) -> str:
-    parts = ["in the history database (every response of every arm)"]
+def _where_responses_live(cache_dir: str | None, out_dir: str | None, *,
+                          in_history: bool = True) -> str:
+    parts = ["in the history database (every response of every arm)"] if in_history else []
     if out_dir:
         parts.append(f"{Path(out_dir) / 'responses.jsonl'}")
     if cache_dir:
@@ -914,6 +916,9 @@ def _where_responses_live(cache_dir: str | None, out_dir: str | None) -> str:
 
 def where_responses_live(run: Run) -> str:
     """A sentence naming every place that holds a run's responses."""
+    if run.summary.kind == "suite":   # a suite keeps numbers per test, not its responses
+        return _where_responses_live(run.cache_dir, run.out_dir, in_history=False) or \
+            "not kept (the suite ran without a cache)"
     return _where_responses_live(run.cache_dir, run.out_dir)
 
 

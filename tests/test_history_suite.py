@@ -6,7 +6,7 @@ import json
 import pytest
 
 from dbpa_core.cli import main
-from dbpa_core.history import History, HistoryError
+from dbpa_core.history import History, HistoryError, where_responses_live
 
 from .fake_openai import FakeOpenAI
 from .test_suite import suite_yaml, write_cases
@@ -43,6 +43,9 @@ def test_a_suite_audit_is_recorded_listed_and_shown(tmp_path, capsys):
     run = h.get(1)
     assert run.settings["samples"] == 6 and run.settings["correction"] == "bh"
     assert run.out_dir == str(tmp_path / "out") and run.audits == {}
+    # a suite keeps numbers per test: its responses are in responses.jsonl and the cache
+    assert where_responses_live(run) == f"{tmp_path / 'out' / 'responses.jsonl'}; the cache " \
+        f"{tmp_path / 'cache'}"
 
     assert main(["history"]) == 0
     listing = capsys.readouterr().out
@@ -51,6 +54,7 @@ def test_a_suite_audit_is_recorded_listed_and_shown(tmp_path, capsys):
     shown = capsys.readouterr().out
     assert "suite of 3 cases x 2 perturbations = 6 tests" in shown
     assert "p (Fisher)" in shown and "comedian" in shown and "renamed" in shown
+    assert "history database" not in shown
     assert main(["history", "show", "1", "--json"]) == 0
     as_json = json.loads(capsys.readouterr().out)
     assert as_json["suite"]["pooled"] == written["pooled"]
