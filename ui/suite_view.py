@@ -9,6 +9,7 @@ one reopened from History are drawn alike.
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -40,19 +41,22 @@ def open_files() -> None:
                              f"names (CSV or JSONL) if it has one: got {len(specs)} specs.")
         return
     up = specs[0]
+    error = ""
     try:
         text = up.getvalue().decode("utf-8")
         with tempfile.TemporaryDirectory() as folder:
-            for f in files:   # the cases file is read next to the spec, as on the command line
-                (Path(folder) / Path(f.name).name).write_bytes(f.getvalue())
-            spec = parse_spec(text, source=up.name, base_dir=folder if len(files) > 1 else ".")
+            try:
+                spec = parse_spec(_with_uploaded_cases(text, files, Path(folder)),
+                                  source=up.name)
+            except SpecError as exc:   # named as uploaded, not by the folder it was saved in
+                error = str(exc).replace(str(Path(folder)) + os.sep, "")
     except UnicodeDecodeError:
         ss["_suite_note"] = ("error", f"{md_escape(up.name)} is not UTF-8 text.")
         return
-    except SpecError as exc:
+    if error:
         hint = (" Upload the cases file together with the spec." if len(files) == 1
-                and "cases" in str(exc) else "")
-        ss["_suite_note"] = ("error", md_escape(str(exc)) + hint)
+                and "cases" in error else "")
+        ss["_suite_note"] = ("error", md_escape(error) + hint)
         return
     if not spec.cases:
         ss["_suite_note"] = ("error", f"{md_escape(up.name)} has no `cases:`: open it on the "
@@ -61,6 +65,28 @@ def open_files() -> None:
     ss["_suite_spec"] = spec
     ss["_suite_note"] = ("success", f"Opened **{md_escape(spec.name)}**: {len(spec.cases)} cases"
                          f" x {len(spec.perturbations)} perturbations = {spec.n_tests} tests.")
+
+
+def _with_uploaded_cases(text: str, files, folder: Path) -> str | dict:
+    """The spec, its ``cases: {file: NAME}`` pointed at the uploaded file of that name (saved
+    in ``folder``); other paths (a replay file, a model folder) are read from the dashboard's
+    folder, as when any spec is opened here."""
+    import yaml
+
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text   # parse_spec says where the YAML is wrong
+    cases = doc.get("cases") if isinstance(doc, dict) else None
+    if not (isinstance(cases, dict) and isinstance(cases.get("file"), str)):
+        return text
+    uploaded = {f.name: f for f in files if not f.name.lower().endswith(SPEC_TYPES)}
+    match = uploaded.get(Path(cases["file"]).name)
+    if match is None:
+        return text
+    path = folder / Path(match.name).name
+    path.write_bytes(match.getvalue())
+    return {**doc, "cases": {**cases, "file": str(path)}}
 
 
 def note() -> None:

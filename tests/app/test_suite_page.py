@@ -106,6 +106,11 @@ def test_a_suite_spec_is_opened_run_and_recorded(make_app, server):
     # the spec alone cannot find its cases file: one line that says to upload it too
     at.file_uploader(key="suite_up").set_value(("s.yaml", doc, "application/yaml")).run()
     assert any("Upload the cases file together with the spec" in e for e in errors(at))
+    # a cases file without a column the prompt needs: named as uploaded, with its line
+    at.file_uploader(key="suite_up").set_value(
+        [("s.yaml", doc, "application/yaml"), ("cases.csv", b"id,name\nx,Jo\n", "text/csv")]).run()
+    [err] = errors(at)
+    assert "cases.csv, line 2" in err and "no column 'age'" in err and "/tmp" not in err
     at.file_uploader(key="suite_up").set_value(
         [("s.yaml", doc, "application/yaml"), ("cases.csv", csv.encode(), "text/csv")]).run()
     assert not at.exception, at.exception
