@@ -406,8 +406,11 @@ class History:
         (inclusive) or datetimes."""
         where, args = [], []
         if model:
-            where.append("r.id IN (SELECT run_id FROM audits WHERE models LIKE ? ESCAPE '\\')")
-            args.append(_like(model))
+            # an audit's models, or those of a run of another kind (a suite, a battery)
+            where.append("(r.id IN (SELECT run_id FROM audits WHERE models LIKE ? ESCAPE '\\') "
+                         "OR r.id IN (SELECT run_id FROM run_extras WHERE models LIKE ? "
+                         "ESCAPE '\\'))")
+            args += [_like(model)] * 2
         if prompt:
             where.append("r.id IN (SELECT a.run_id FROM audits a LEFT JOIN tests t ON "
                          "t.audit_id = a.id WHERE a.base_prompt LIKE ? ESCAPE '\\' OR "

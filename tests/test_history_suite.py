@@ -35,6 +35,7 @@ def test_a_suite_audit_is_recorded_listed_and_shown(tmp_path, capsys):
     assert summary.models == ("fake-model",)
     assert summary.base_prompt.startswith("{name} is {age}")
     assert h.extras([1])[1]["kind"] == "suite"
+    assert [r.id for r in h.list(model="FAKE-mod")] == [1] and h.list(model="gpt") == []
     assert "3 cases x 2 perturbations" in h.extras([1])[1]["headline"]
 
     back = h.suite(1)
