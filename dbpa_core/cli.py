@@ -20,8 +20,8 @@ A spec with ``cases:`` is a suite (:mod:`dbpa_core.suite`): ``dbpa audit`` runs 
 case x perturbation, corrects them together and prints one pooled row per perturbation;
 ``dbpa estimate`` counts every case.
 
-Every ``dbpa audit`` of one base prompt is recorded in the run history (``$DBPA_HOME/history.sqlite3``,
-see :mod:`dbpa_core.history`) unless ``--no-history``.
+Every ``dbpa audit`` (of one base prompt or of a suite of cases) is recorded in the run history
+(``$DBPA_HOME/history.sqlite3``, see :mod:`dbpa_core.history`) unless ``--no-history``.
 
 Exit codes: 0 done, 1 a check asked for on the command line failed (``--fail-on``: a
 control perturbation changed the answers detectably, a target did not, an answer check changed;
@@ -242,19 +242,26 @@ def cmd_audit(args) -> int:
 
 
 def _record_cli_run(spec, result, args) -> None:
-    """Record an audit in the run history; a history that cannot be written is a warning,
-    never a failed audit (the results are already written)."""
-    import sqlite3
-
-    from .history import History, HistoryError
+    """Record an audit in the run history (see :func:`record_in_history`)."""
     from .spec import model_label
 
     job = model_label(spec.model) if spec.mode == "perturbation" else "model comparison"
+    record_in_history(args, lambda h, cache_dir, out_dir: h.record(
+        {job: result}, source="cli", title=spec.name, cache_dir=cache_dir, out_dir=out_dir))
+
+
+def record_in_history(args, save) -> None:
+    """Record a run in the run history with ``save(history, cache_dir, out_dir) -> run id``;
+    a history that cannot be written is a warning, never a failed run (the results are
+    already written)."""
+    import sqlite3
+
+    from .history import History, HistoryError
+
     try:
         h = History()
-        run_id = h.record({job: result}, source="cli", title=spec.name,
-                          cache_dir=None if args.no_cache else _cache(args).directory,
-                          out_dir=os.path.abspath(args.out))
+        run_id = save(h, None if args.no_cache else _cache(args).directory,
+                      os.path.abspath(args.out))
     except (HistoryError, OSError, sqlite3.Error) as exc:
         print(f"warning: the run was not recorded in the history: {exc}", file=sys.stderr)
         return

@@ -128,7 +128,7 @@ MIGRATIONS: tuple[str, ...] = (
     """,
 )
 # the kinds of run besides audits (each reopened on its own page)
-RESULT_KINDS = ("battery", "fidelity", "sensitivity")
+RESULT_KINDS = ("battery", "fidelity", "sensitivity", "suite")
 
 SETTINGS_KEYS = ("samples", "permutations", "measure", "correction", "alpha", "seed",
                  "temperature", "top_p", "max_tokens", "embedder", "sequential")
@@ -168,6 +168,7 @@ class RunSummary:
         return "fail" if self.failed_controls else ("pass" if self._has_controls else "")
 
     _has_controls: bool = False
+    kind: str = ""   # 'suite' for a suite of cases (its responses are not in the history)
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "created_at": self.created_at.isoformat(), "source": self.source,
@@ -199,7 +200,7 @@ class Run:
         return {**self.summary.to_dict(), "settings": self.settings,
                 "environment": self.environment, "cache_dir": self.cache_dir,
                 "out_dir": self.out_dir, "seconds": self.seconds,
-                "responses": _where_responses_live(self.cache_dir, self.out_dir),
+                "responses": where_responses_live(self),
                 "audits": {job: a.to_dict() for job, a in self.audits.items()},
                 "unreadable": list(self.unreadable)}
 
@@ -405,8 +406,11 @@ class History:
         (inclusive) or datetimes."""
         where, args = [], []
         if model:
-            where.append("r.id IN (SELECT run_id FROM audits WHERE models LIKE ? ESCAPE '\\')")
-            args.append(_like(model))
+            # an audit's models, or those of a run of another kind (a suite, a battery)
+            where.append("(r.id IN (SELECT run_id FROM audits WHERE models LIKE ? ESCAPE '\\') "
+                         "OR r.id IN (SELECT run_id FROM run_extras WHERE models LIKE ? "
+                         "ESCAPE '\\'))")
+            args += [_like(model)] * 2
         if prompt:
             where.append("r.id IN (SELECT a.run_id FROM audits a LEFT JOIN tests t ON "
                          "t.audit_id = a.id WHERE a.base_prompt LIKE ? ESCAPE '\\' OR "
@@ -438,6 +442,10 @@ class History:
             "SELECT a.job, t.name, t.role, t.significant FROM tests t JOIN audits a ON "
             "a.id = t.audit_id WHERE a.run_id = ? ORDER BY a.position, t.position",
             (row["id"],)).fetchall()
+        if not audits:
+            suite = _suite_summary(con, row)
+            if suite is not None:
+                return suite
         several = len(audits) > 1
         failed = tuple((f"{t['job']}: " if several else "") + t["name"] for t in tests
                        if t["role"] == "control" and t["significant"])
@@ -514,7 +522,8 @@ class History:
                       fingerprint: str | None = None, seconds: float | None = None,
                       cache_dir: str | os.PathLike | None = None,
                       form: Mapping[str, Any] | None = None,
-                      created_at: datetime | None = None) -> int:
+                      created_at: datetime | None = None,
+                      out_dir: str | os.PathLike | None = None) -> int:
         """Store a run that is not an audit (a robustness battery, a fidelity simulation,
         a sensitivity study: ``kind``, one of :data:`RESULT_KINDS`) with its ``result``, so
         that it is listed with the audits and reopens on its page; returns its id."""
@@ -532,13 +541,53 @@ class History:
                 " settings, cache_dir, out_dir, seconds) VALUES (?,?,?,?,?,?,?,?,?,?)",
                 (when.isoformat(timespec="seconds"), source, page, title, __version__,
                  json.dumps(env), json.dumps(_jsonable(dict(settings or {}))),
-                 str(cache_dir) if cache_dir else None, None,
+                 str(cache_dir) if cache_dir else None, str(out_dir) if out_dir else None,
                  round(float(seconds), 3) if seconds is not None else None)).lastrowid)
             con.execute("INSERT INTO run_extras (run_id, kind, fingerprint, models, headline,"
                         " payload, form) VALUES (?,?,?,?,?,?,?)",
                         (run_id, kind, fingerprint, "\n".join(models), headline, blob,
                          _form_json(form)))
         return run_id
+
+    def record_suite(self, result: Any, *, source: str, page: str | None = None,
+                     title: str | None = None, fingerprint: str | None = None,
+                     cache_dir: str | os.PathLike | None = None,
+                     out_dir: str | os.PathLike | None = None,
+                     form: Mapping[str, Any] | None = None,
+                     created_at: datetime | None = None) -> int:
+        """Store a suite of cases (a :class:`~dbpa_core.suite.SuiteResult`, or its
+        ``to_dict()``): its tests and pooled tables, spec, usage and settings (not its
+        responses: they are in the cache and ``responses.jsonl``); returns the run's id.
+        :meth:`suite` reads it back."""
+        summary = result if isinstance(result, Mapping) else result.to_dict()
+        spec = summary.get("spec") or {}
+        # the signature: what the Suite page compares its spec with (outdated results)
+        settings = {**{k: spec.get(k) for k in SETTINGS_KEYS},
+                    "signature": json.dumps(_jsonable(spec), sort_keys=True, default=str)}
+        pooled = summary.get("pooled") or []
+        tests = summary.get("tests") or []
+        found = sum(1 for t in tests if t.get("significant"))
+        changed = [str(d.get("perturbation")) for d in pooled if d.get("significant")]
+        headline = (f"{summary.get('cases', 0)} cases x {len(pooled)} perturbations, {found} of "
+                    f"{len(tests)} tests significant; pooled over the cases: "
+                    + (f"changed by {', '.join(changed)}" if changed else "no change shown"))
+        return self.record_result(
+            "suite", {"suite": _jsonable(dict(summary))}, title=title or str(spec.get("name")
+                                                                            or "suite"),
+            models=[model_label(m) for m in spec.get("models") or ()], settings=settings,
+            headline=headline, page=page, source=source, fingerprint=fingerprint,
+            seconds=(summary.get("usage") or {}).get("seconds"), cache_dir=cache_dir,
+            out_dir=out_dir, form=form, created_at=created_at)
+
+    def suite(self, run_id: int) -> dict[str, Any]:
+        """The summary of suite run ``run_id`` (what :meth:`record_suite` stored: ``spec``,
+        ``tests``, ``pooled``, ``usage``, ... as in a suite's results.json); raises
+        :class:`HistoryError` when the run is not a suite or cannot be read."""
+        kind, payload = self.result(run_id)
+        summary = payload.get("suite") if kind == "suite" and isinstance(payload, dict) else None
+        if not isinstance(summary, dict):
+            raise HistoryError(f"Run {run_id} is not a suite of cases.")
+        return summary
 
     def mark(self, run_id: int, *, fingerprint: str,
              form: Mapping[str, Any] | None = None) -> None:
@@ -617,12 +666,39 @@ class History:
             row = con.execute("SELECT kind, payload FROM run_extras WHERE run_id = ?",
                               (int(run_id),)).fetchone()
         if row is None or row["payload"] is None:
-            raise HistoryError(f"Run {run_id} holds no battery, fidelity or sensitivity result.")
+            raise HistoryError(f"Run {run_id} holds no battery, fidelity, sensitivity or suite "
+                               "result.")
         try:
             return row["kind"], _SafeUnpickler(io.BytesIO(zlib.decompress(row["payload"]))).load()
         except Exception as exc:  # noqa: BLE001 - any damage or version change: one line
             raise HistoryError(f"Run {run_id}'s result cannot be read back ({type(exc).__name__}"
                                f": {exc}); its summary is still listed.") from None
+
+
+def _suite_summary(con, row) -> RunSummary | None:
+    """The list line of a suite run (None when the run is not one): its tests counted, and
+    its control gate from the pooled verdicts (a control that changed the answers across
+    the cases, after the correction)."""
+    extra = con.execute("SELECT kind, models, payload FROM run_extras WHERE run_id = ?",
+                        (row["id"],)).fetchone()
+    if extra is None or extra["kind"] != "suite":
+        return None
+    try:
+        summary = _SafeUnpickler(io.BytesIO(zlib.decompress(extra["payload"]))).load()["suite"]
+        tests, pooled = list(summary["tests"]), list(summary["pooled"])
+        base = str(summary["spec"]["base"]["prompt"])
+    except Exception:  # noqa: BLE001 - a garbled payload: the run is still listed
+        tests, pooled, base = [], [], ""
+    controls = [d for d in pooled if isinstance(d, dict) and d.get("role") == "control"]
+    return RunSummary(
+        id=row["id"], created_at=_created(row["created_at"]), source=row["source"],
+        page=row["page"], title=row["title"], tool_version=row["tool_version"],
+        models=tuple(m for m in (extra["models"] or "").split("\n") if m), base_prompt=base,
+        n_audits=0, n_tests=len(tests),
+        n_significant=sum(1 for t in tests if isinstance(t, dict) and t.get("significant")),
+        failed_controls=tuple(str(d.get("perturbation")) for d in controls
+                              if d.get("significant")),
+        _has_controls=bool(controls), kind="suite")
 
 
 def _form_json(form: Mapping[str, Any] | None) -> str | None:
@@ -831,8 +907,9 @@ def _test_row(t, spec: AuditSpec, what: str, unreadable: list[str]) -> Perturbat
                               str(t["stars"]), test)
 
 
-def _where_responses_live(cache_dir: str | None, out_dir: str | None) -> str:
-    parts = ["in the history database (every response of every arm)"]
+def _where_responses_live(cache_dir: str | None, out_dir: str | None, *,
+                          in_history: bool = True) -> str:
+    parts = ["in the history database (every response of every arm)"] if in_history else []
     if out_dir:
         parts.append(f"{Path(out_dir) / 'responses.jsonl'}")
     if cache_dir:
@@ -842,6 +919,9 @@ def _where_responses_live(cache_dir: str | None, out_dir: str | None) -> str:
 
 def where_responses_live(run: Run) -> str:
     """A sentence naming every place that holds a run's responses."""
+    if run.summary.kind == "suite":   # a suite keeps numbers per test, not its responses
+        return _where_responses_live(run.cache_dir, run.out_dir, in_history=False) or \
+            "not kept (the suite ran without a cache)"
     return _where_responses_live(run.cache_dir, run.out_dir)
 
 

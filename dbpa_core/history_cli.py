@@ -28,7 +28,7 @@ class Failed(NamedTuple):
 
 
 # what each kind of run is called (see History.record_result), and where it reopens
-KIND_NAMES = {"audit": "audit", "battery": "robustness battery",
+KIND_NAMES = {"audit": "audit", "suite": "suite of cases", "battery": "robustness battery",
               "fidelity": "simulator fidelity study", "sensitivity": "sensitivity study"}
 KIND_PAGES = {"battery": "Robustness battery", "fidelity": "Simulator fidelity",
               "sensitivity": "Sensitivity"}
@@ -43,7 +43,7 @@ def _kinds(history: History, runs) -> dict[int, dict]:
 
 def _outcome(r, extra: dict) -> str:
     """One line on what came out: an audit's detectable changes, another kind's headline."""
-    if extra["kind"] != "audit":
+    if extra["kind"] not in ("audit", "suite"):
         return extra["headline"] or "-"
     return f"{r.n_significant} of {r.n_tests} detectable"
 
@@ -116,13 +116,16 @@ def show_run(history: History, args) -> str:
     run: Run = history.get(args.id)
     s = run.summary
     extra = _kinds(history, [s])[s.id]
+    suite = history.suite(run.id) if extra["kind"] == "suite" else None
     if getattr(args, "json", False):
         d = run.to_dict()
         d.update({k: v for k, v in _summary_dict(s, extra).items() if k != "audits"})
+        if suite:
+            d["suite"] = suite
         return json.dumps(d, indent=2, ensure_ascii=False)
     where = f", page {s.page}" if s.page else ""
     out = [f"run {s.id}: {s.title} ({s.source}{where}), {_when(s)} UTC, dbpa {s.tool_version}"]
-    if extra["kind"] != "audit":
+    if extra["kind"] not in ("audit", "suite"):
         return "\n".join(out + _other_kind_lines(run, extra))
     out += [f"settings: {_settings_line(run.settings)}",
             f"responses: {where_responses_live(run)}"]
@@ -144,6 +147,8 @@ def show_run(history: History, args) -> str:
                        f"{r.roc.tpr_at_fpr(0.05):.2f}")
         for w in r.warnings:
             out.append(f"warning: {w}")
+    if suite is not None:
+        out += _suite_text(suite)
     if run.unreadable:
         out += ["", f"could not be read ({len(run.unreadable)} part(s) of this run's rows are "
                 "garbled; the rest is shown above):"]
@@ -168,6 +173,23 @@ def _other_kind_lines(run: Run, extra: dict) -> list[str]:
     if page:
         out.append(f"its tables and charts reopen on the dashboard's {page} page (`dbpa ui`, "
                    f"History, run {run.id}); `--json` gives this summary for scripts.")
+    return out
+
+
+def _suite_text(suite: dict) -> list[str]:
+    """A recorded suite of cases: its size, its pooled table and its warnings."""
+    from .suite import pooled_rows
+
+    spec = suite.get("spec") or {}
+    out = ["", f"== suite of {suite.get('cases')} cases x {len(suite.get('pooled') or [])} "
+           f"perturbations = {suite.get('n_tests')} tests, corrected together "
+           f"({suite.get('correction')}, alpha = {suite.get('alpha')}) ==",
+           f"base prompt: {_short(str((spec.get('base') or {}).get('prompt', '')), 100)}"]
+    if suite.get("pooled"):
+        out.append(_columns(pooled_rows(list(suite["pooled"]))))
+    out += [f"warning: {w}" for w in suite.get("warnings") or ()]
+    out.append("one row per case x perturbation: `dbpa history show ID --json` (\"suite\": "
+               "\"tests\"), or the dashboard's Suite page")
     return out
 
 

@@ -377,13 +377,13 @@ __all__ = ["SuiteResult", "bootstrap_mean", "case_spec", "correct_tests", "estim
 
 
 # --------------------------------------------------------------------------- command line
-def pooled_rows(result: SuiteResult) -> list[tuple[str, ...]]:
-    """The pooled table (header first) as text cells."""
+def pooled_rows(result: SuiteResult | list[dict[str, Any]]) -> list[tuple[str, ...]]:
+    """The pooled table (header first) as text cells, of a result or of its ``pooled``."""
     from .fmt import fmt_p as _fmt_p
 
     rows = [("perturbation", "role", "cases", "p (Fisher)", "p_adj", "", "above chance [95% CI]",
              "discoveries", "share changed")]
-    for d in result.pooled:
+    for d in result if isinstance(result, list) else result.pooled:
         p = _fmt_p(d["p_value"]) if d["p_value"] > 0 else f"1e{d['log10_p_value']:.0f}"
         rows.append((d["perturbation"], d["role"] or "-", str(d["cases"]), p,
                      _fmt_p(d["p_adjusted"]), d["stars"],
@@ -437,7 +437,10 @@ def cmd_audit_suite(spec: AuditSpec, args, cache: Cache, bars) -> int:
         print(f"warning: {w}", file=sys.stderr)
     print("wrote " + ", ".join(paths))
     if not args.no_history:
-        print("note: suites are not recorded in the run history yet.", file=sys.stderr)
+        from .cli import record_in_history
+
+        record_in_history(args, lambda h, cache_dir, out_dir: h.record_suite(
+            result, source="cli", title=spec.name, cache_dir=cache_dir, out_dir=out_dir))
     changed = [d["perturbation"] for d in result.pooled if d["role"] == "control"
                and d["significant"]]  # pooled over the cases, after the correction
     if changed and args.fail_on_control:

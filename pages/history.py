@@ -17,18 +17,19 @@ ss = st.session_state
 history = state.history()
 st.markdown("<div class='dbpa-explain'>Every audit run here or with <code>dbpa audit</code> is "
             "recorded with its spec, settings, tool version, time, results and responses, and "
-            "so is every robustness battery, fidelity simulation and sensitivity study run "
-            "here. Find a run, reopen it with all its charts, compare two audits (a model "
-            "before and after an upgrade: which perturbations changed verdict), or delete "
-            "runs. From a terminal: <code>dbpa history</code>.</div>", unsafe_allow_html=True)
+            "so is every suite of cases (here or with <code>dbpa audit</code>) and every "
+            "robustness battery, fidelity simulation and sensitivity study run here. Find a "
+            "run, reopen it with all its charts, compare two audits (a model before and after "
+            "an upgrade: which perturbations changed verdict), or delete runs. From a "
+            "terminal: <code>dbpa history</code>.</div>", unsafe_allow_html=True)
 st.caption(f"Database: `{history.path}`")
 
 PAGE_TITLES = {"landing": "Perturbation test", "personas": "Persona explorer",
                "roc": "Control vs target", "models": "Model comparison",
                "robustness": "Robustness battery", "fidelity_sim": "Simulator fidelity",
-               "sensitivity": "Sensitivity"}
+               "sensitivity": "Sensitivity", "suite": "Suite of cases"}
 KIND_TITLES = {"battery": "Robustness battery", "fidelity": "Simulator fidelity",
-               "sensitivity": "Sensitivity study"}
+               "sensitivity": "Sensitivity study", "suite": "Suite of cases"}
 # which page a recorded run can be loaded into, by the view that draws it
 LOAD_INTO = {"perturbation": ("landing", "perturbation_test"), "control_target": ("roc",
              "control_target"), "models": ("models", "model_comparison")}
@@ -111,8 +112,8 @@ table = pd.DataFrame([{
     "from": r.source if r.source == "cli" else PAGE_TITLES.get(r.page, r.page or "dashboard"),
     "kind": KIND_TITLES.get(kind_of(r.id), "audit"),
     "title": r.title, "control gate": {"fail": "FAIL", "pass": "pass", "": ""}[r.control_gate],
-    "tests": str(r.n_tests) if kind_of(r.id) == "audit" else "–",
-    "detectable": str(r.n_significant) if kind_of(r.id) == "audit" else "–",
+    "tests": str(r.n_tests) if kind_of(r.id) in ("audit", "suite") else "–",
+    "detectable": str(r.n_significant) if kind_of(r.id) in ("audit", "suite") else "–",
     "models": ", ".join(models_of(r)),
     "base prompt": " ".join(r.base_prompt.split())[:80] or extras.get(r.id, {}).get("headline", "")}
     for r in runs])

@@ -18,6 +18,7 @@ PAGES = [
     ("Audits", "pages/model_comparison.py", "Model comparison", ":material/compare_arrows:",
      "model_comparison"),
     ("Audits", "pages/sensitivity.py", "Sensitivity", ":material/tune:", "sensitivity"),
+    ("Audits", "pages/suite.py", "Suite of cases", ":material/table_view:", "suite"),
     ("Robustness", "pages/robustness.py", "Robustness battery", ":material/spellcheck:",
      "robustness"),
     ("Simulators", "pages/fidelity.py", "Simulator fidelity", ":material/groups:", "fidelity"),

@@ -111,6 +111,11 @@ def show_estimate(specs: Sequence[AuditSpec]) -> None:
         cached += t["cached"]
         tokens += t["input_tokens"] + t["output_tokens"]
         cost += t["cost"]
+    show_totals(calls, cached, tokens, cost)
+
+
+def show_totals(calls: int, cached: int, tokens: int, cost: float) -> None:
+    """The estimate's three numbers: calls to make, tokens, cost."""
     c1, c2, c3 = st.columns(3)
     c1.metric("Model calls to make", f"{calls:,}", help=f"{cached:,} responses are already cached")
     c2.metric("Tokens (upper bound)", f"{tokens:,}",
@@ -425,7 +430,7 @@ def record(results: dict[str, Any], *, key: str) -> int | None:
 RESULT_PAGES = {"robustness": "battery", "fidelity_sim": "fidelity", "sensitivity": "sensitivity"}
 # ... and which page reopens them: kind -> (page key, url path of the page)
 RESULT_HOME = {"battery": ("robustness", "robustness"), "fidelity": ("fidelity_sim", "fidelity"),
-               "sensitivity": ("sensitivity", "sensitivity")}
+               "sensitivity": ("sensitivity", "sensitivity"), "suite": ("suite", "suite")}
 
 
 def record_result(results: dict[str, Any], *, key: str, signature: str | None) -> int | None:

@@ -70,6 +70,11 @@ def _opened(key: str) -> None:
     except SpecError as exc:
         st.session_state[f"_{key}_spec_note"] = ("error", md_escape(str(exc)))
         return
+    if spec.cases:  # this page's form holds one base prompt, not a table of cases
+        st.session_state[f"_{key}_spec_note"] = (
+            "error", f"{md_escape(up.name)} is a suite of {len(spec.cases)} cases: suites run "
+            f"on the **Suite of cases** page or with `dbpa audit {md_escape(up.name)} --out DIR`.")
+        return
     if spec.mode != OPENS[key]:
         st.session_state[f"_{key}_spec_note"] = (
             "error", f"{md_escape(up.name)} is a {spec.mode} audit: open it on the "
