@@ -364,3 +364,87 @@ def test_the_plain_path_for_other_architectures():
     polls = []
     stopped, _ = run(items, should_stop=lambda: polls.append(1) or len(polls) > 3)
     assert len(stopped) < len(items)
+
+
+# --------------------------------------------------------------------------- prefill in packs
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_prompts_prefilled_together_are_the_same_bits_as_one_at_a_time(dtype):
+    """A pack multiplies the rows of several prompts together and attends per prompt: each
+    prompt's keys, values and first logits are the bits it gets alone (short prompts, fewer
+    rows than MIN_ROWS, included)."""
+    model = tiny_llama(dtype)
+    d = LlamaDecoder(model, slots=2, max_len=256)
+    prompts = [list(range(3, 150)), [5, 17, 42, 99], [200], list(range(7, 40))]
+    packed = d.prefill_many(prompts)
+    for ids, p in zip(prompts, packed, strict=True):
+        alone = d.prefill(ids)
+        assert p.length == len(ids)
+        assert torch.equal(p.keys, alone.keys) and torch.equal(p.values, alone.values)
+        assert torch.equal(p.logits, alone.logits)
+    # and in another pack, in another place
+    again = d.prefill_many(prompts[::-1])[::-1]
+    assert all(torch.equal(a.logits, b.logits) for a, b in zip(again, packed, strict=True))
+
+
+def test_a_long_prompt_is_attended_in_blocks_of_queries(monkeypatch):
+    model = tiny_llama()
+    ids = [(7 * i) % VOCAB for i in range(70)]
+    with torch.inference_mode():
+        ref = model(input_ids=torch.tensor([ids])).logits[0, -1]
+    whole = LlamaDecoder(model, slots=1, max_len=128).prefill(ids)
+    monkeypatch.setattr(dec, "ATTENTION_BLOCK", 16)           # 5 blocks, the last of 6
+    blocked = LlamaDecoder(model, slots=1, max_len=128).prefill(ids)
+    assert torch.allclose(blocked.logits, ref, atol=1e-4)
+    assert torch.allclose(blocked.keys, whole.keys, atol=1e-5)
+
+
+def test_packs_run_on_worker_threads_and_give_the_same_samples():
+    """With two torch threads, the prompts joining the batch are prefilled in packs on
+    worker threads (one torch thread each); the samples are those drawn one prompt at a
+    time, and torch's thread count is as it was."""
+    model = tiny_llama(torch.bfloat16)
+    prompts = [[(p * 31 + j) % VOCAB for j in range(40 + 25 * p)] for p in range(12)]
+    items = _items(prompts, 2)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        pooled, stats = _run(model, items)
+        assert torch.get_num_threads() == 2
+        assert stats.packs_on_workers >= 2 and stats.prompts == 12
+        assert stats.prompt_tokens == sum(map(len, prompts))
+        assert stats.packs == len(dec.pack_prompts([tuple(p) for p in prompts]))
+        torch.set_num_threads(1)                               # one pack at a time, here
+        inline, stats1 = _run(model, items)
+        assert stats1.packs_on_workers == 0 and stats1.packs == stats.packs
+    finally:
+        torch.set_num_threads(before)
+    assert pooled == inline
+    for it in items[::7]:
+        assert _run(model, [it])[0][it[0]] == pooled[it[0]]
+
+
+def test_stop_while_packs_are_prefilled_returns_and_cancels_the_rest(monkeypatch):
+    import threading
+    import time
+
+    model = tiny_llama()
+    prompts = [[(p * 13 + j) % VOCAB for j in range(300)] for p in range(8)]   # 8 packs
+    started = threading.Event()
+    calls = []
+    real = LlamaDecoder.prefill_many
+
+    def slow(self, pack):
+        calls.append(len(pack))
+        started.set()
+        time.sleep(0.3)
+        return real(self, pack)
+
+    monkeypatch.setattr(LlamaDecoder, "prefill_many", slow)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        got, stats = _run(model, _items(prompts, 1), should_stop=started.is_set)
+    finally:
+        torch.set_num_threads(before)
+    assert stats.stopped and stats.steps == 0 and stats.prompts == 0 and got == {}
+    assert len(calls) < len(prompts)                  # the packs not started are cancelled
