@@ -517,13 +517,17 @@ class ThreadTuner:
     PROBE_STEPS = 2
     MAX_INTERVAL = 192
 
-    def __init__(self):
+    def __init__(self, start: int | None = None):
         import torch
 
         self._torch = torch
         self.initial = torch.get_num_threads()
         self.best = self.initial
         self.other = 1 if self.initial > 1 else None
+        self.known = False   # True once steps were timed here, or a previous call's choice given
+        if start is not None and self.other is not None and start in (1, self.initial):
+            self.best, self.other = start, (self.initial if start == 1 else 1)
+            self.known = True
         self.recent: dict[int, list[float]] = {self.initial: [], 1: []}
         self.steps = 0
         self.interval = self.PROBE_EVERY
@@ -544,6 +548,7 @@ class ThreadTuner:
 
     def record(self, threads: int, seconds: float) -> None:
         self.steps += 1
+        self.known = self.known or self.steps > self.PROBE_STEPS + 2   # one probe at least
         self.steps_on[threads] = self.steps_on.get(threads, 0) + 1
         times = self.recent.setdefault(threads, [])
         times.append(seconds)
@@ -563,11 +568,13 @@ class ThreadTuner:
         self.next_probe = self.steps + self.interval
 
     def settle(self) -> int:
-        """Set (and return) the faster thread count so far, without probing (for work
-        other than a decoding step)."""
-        if self._torch.get_num_threads() != self.best:
-            self._torch.set_num_threads(self.best)
-        return self.best
+        """Set (and return) the faster thread count so far — one thread while nothing is
+        known: several threads stall on a busy machine far more than one loses on an idle
+        one — without probing (for work other than a decoding step)."""
+        n = self.best if self.known else 1
+        if self._torch.get_num_threads() != n:
+            self._torch.set_num_threads(n)
+        return n
 
     def restore(self, *, force: bool = False) -> None:
         """Torch's thread count as it was; ``force``: set it even when this thread has it
@@ -599,6 +606,9 @@ def expected_tokens(drawn: int, ended: int, open_rows: Sequence[tuple[int, int]]
         left = max(0, m - n)
         rest += left if h <= 0 else (1 - h) * (1 - (1 - h) ** left) / h
     return drawn + round(rest)
+
+
+_LAST_THREADS: int | None = None   # the thread count the last call's steps found faster
 
 
 def pack_prompts(prompts: Sequence[tuple], budget: int = PACK_TOKENS) -> list[list[tuple]]:
@@ -650,9 +660,13 @@ class _Prefill:
         self.waiting: dict[tuple, Any] = {}   # prompt -> its pack (a Future or a list)
 
     def request(self, prompts: Sequence[tuple]) -> None:
-        """Start processing ``prompts`` (those not asked for yet)."""
+        """Start processing ``prompts`` (those not asked for yet): in packs of about
+        :data:`PACK_TOKENS` tokens, and at least one per worker when there are prompts
+        enough."""
         todo = [p for p in dict.fromkeys(prompts) if p not in self.waiting]
-        packs = pack_prompts(todo)
+        total = sum(map(len, todo))
+        parts = min(len(todo), max(self.workers, math.ceil(total / PACK_TOKENS)))
+        packs = pack_prompts(todo, budget=max(1, math.ceil(total / max(parts, 1))))
         pooled = self.workers > 1 and len(packs) > 1
         if pooled and self.pool is None:
             import concurrent.futures
@@ -845,13 +859,16 @@ def generate_continuous(decoder_for: Callable[[int, int], LlamaDecoder],
             if on_tokens is not None and not done:
                 on_tokens(stats.tokens, expected_total())
 
-    tuner = ThreadTuner()
+    global _LAST_THREADS
+    tuner = ThreadTuner(start=_LAST_THREADS)
     prefill = _Prefill(dec, tuner, stats)
     try:
         _decode_loop()
     finally:
         prefill.close()
         tuner.restore()
+        if tuner.known:
+            _LAST_THREADS = tuner.best   # the next call starts from it (and keeps probing)
     stats.steps_on_threads = dict(tuner.steps_on)
     stats.seconds = time.perf_counter() - t0
     return stats
