@@ -644,14 +644,15 @@ class _Prefill:
     """The prompts of the samples about to join the batch, processed in packs
     (:meth:`LlamaDecoder.prefill_many`), handed over in the order they are needed.
 
-    When there are two packs or more and torch has two threads or more, each pack runs on
-    a worker thread of its own that uses one torch thread: packs do not wait for each
-    other, so a core taken by another process slows one pack down instead of stalling
-    every matrix product at each of torch's barriers (on a busy 2-core machine two torch
-    threads made prefill up to 25× slower than one; one thread per pack is as fast as
-    torch's two on an idle one). A single pack runs in the calling thread on the thread
-    count that the decoding steps found fastest (:class:`ThreadTuner`). Neither changes a
-    prompt's numbers: each row is computed the same way on any thread."""
+    When torch has two threads or more, the prompts make at least as many packs as that
+    (when there are prompts enough), and each pack runs on a worker thread of its own that
+    uses one torch thread: packs do not wait for each other, so a core taken by another
+    process slows one pack down instead of stalling every matrix product at each of
+    torch's barriers (with load average ~10 on 2 cores, 48 battery prompts took 230 s in
+    packs on torch's two threads, 18 s on two workers). A lone prompt runs in the calling
+    thread on the thread count that the decoding steps found faster, one thread while they
+    have not shown it (:meth:`ThreadTuner.settle`). Neither changes a prompt's numbers:
+    each row is computed the same way on any thread."""
 
     def __init__(self, dec: LlamaDecoder, tuner: ThreadTuner, stats: GenerationStats):
         self.dec, self.tuner, self.stats = dec, tuner, stats
