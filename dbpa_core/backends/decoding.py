@@ -35,6 +35,7 @@ import functools
 import math
 import os
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -222,6 +223,9 @@ class PromptState:
     logits: Any    # (vocab,) float32
 
 
+_FUSED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # model -> fused weights
+
+
 class LlamaDecoder:
     """Batched decoding of a transformers Llama model with a slot per sample.
 
@@ -250,11 +254,15 @@ class LlamaDecoder:
         self.max_len = int(math.ceil(max_len / SPAN) * SPAN)
         with torch.inference_mode():
             lay = inner.layers
-            self.w_qkv = [torch.cat([m.self_attn.q_proj.weight, m.self_attn.k_proj.weight,
-                                     m.self_attn.v_proj.weight]).contiguous() for m in lay]
+            fused = _FUSED.get(model)   # built once per model (each call made its copy)
+            if fused is None:
+                fused = _FUSED[model] = (
+                    [torch.cat([m.self_attn.q_proj.weight, m.self_attn.k_proj.weight,
+                                m.self_attn.v_proj.weight]).contiguous() for m in lay],
+                    [torch.cat([m.mlp.gate_proj.weight, m.mlp.up_proj.weight]).contiguous()
+                     for m in lay])
+            self.w_qkv, self.w_gu = fused
             self.w_o = [m.self_attn.o_proj.weight for m in lay]
-            self.w_gu = [torch.cat([m.mlp.gate_proj.weight, m.mlp.up_proj.weight]).contiguous()
-                         for m in lay]
             self.w_down = [m.mlp.down_proj.weight for m in lay]
             self.ln1 = [m.input_layernorm.weight for m in lay]
             self.ln2 = [m.post_attention_layernorm.weight for m in lay]
