@@ -325,7 +325,7 @@ def test_thread_tuner_keeps_the_faster_count(monkeypatch):
         n = tuner.threads()
         used.append(n)
         tuner.record(n, 0.1 if n == 1 else 0.5)   # one thread is 5x faster here
-    assert used[2:4] == [1, 1]                     # probed early
+    assert used[:4] == [1, 1, 2, 2]                # one thread first, two probed early
     assert tuner.best == 1 and used[-1] == 1
     tuner.restore()
     assert calls[-1] == 2
@@ -337,6 +337,15 @@ def test_thread_tuner_keeps_the_faster_count(monkeypatch):
         tuner.record(n, 0.1 if n == 1 else 0.5)
     assert tuner.best == 1 and tuner.probes <= 2 + 1000 // ThreadTuner.MAX_INTERVAL + 4
     assert tuner.interval == ThreadTuner.MAX_INTERVAL
+    # a call that starts from the last call's choice keeps it and probes only later
+    state["n"] = 2
+    tuner = ThreadTuner(start=2)
+    used = []
+    for _ in range(ThreadTuner.PROBE_EVERY + 2):
+        n = tuner.threads()
+        used.append(n)
+        tuner.record(n, 0.1)
+    assert used[:ThreadTuner.PROBE_EVERY] == [2] * ThreadTuner.PROBE_EVERY and used[-1] == 1
 
 
 def test_the_plain_path_for_other_architectures():

@@ -513,8 +513,10 @@ class ThreadTuner:
     On a machine whose cores are shared with other work, torch's two threads wait for
     each other whenever one is descheduled: a step then takes 3–6 times longer than on
     one thread (measured on the 2-core development machine under load); on an idle one,
-    two threads are ~1.6× faster. So after two steps, and then every :attr:`PROBE_EVERY`
-    steps, :attr:`PROBE_STEPS` steps run on the other count, and the faster one (median of
+    two threads are ~1.6× faster. So a call starts on one thread (or on the count the last
+    call kept, then probing first after :attr:`PROBE_EVERY` steps); after two steps, and
+    then every :attr:`PROBE_EVERY` steps, :attr:`PROBE_STEPS` steps run on the other
+    count, and the faster one (median of
     the last three steps of each) is kept. A probe that was much slower (1.5×) doubles the
     wait before the next one (up to :attr:`MAX_INTERVAL` steps): probing two stalled
     threads is itself costly. The thread count does not change a sample (tested): each
@@ -533,13 +535,18 @@ class ThreadTuner:
         self.best = self.initial
         self.other = 1 if self.initial > 1 else None
         self.known = False   # True once steps were timed here, or a previous call's choice given
-        if start is not None and self.other is not None and start in (1, self.initial):
-            self.best, self.other = start, (self.initial if start == 1 else 1)
-            self.known = True
+        if self.other is not None:
+            # nothing known: one thread first (several stall on a busy machine far more
+            # than one loses on an idle one), the other count tried after two steps; a
+            # previous call's choice: kept, and the other tried only after PROBE_EVERY
+            self.best, self.other = 1, self.initial
+            if start in (1, self.initial):
+                self.best, self.other = start, (self.initial if start == 1 else 1)
+                self.known = True
         self.recent: dict[int, list[float]] = {self.initial: [], 1: []}
         self.steps = 0
         self.interval = self.PROBE_EVERY
-        self.next_probe = 2
+        self.next_probe = self.PROBE_EVERY if self.known else 2
         self.probing = 0
         self.probes = 0
         self.steps_on: dict[int, int] = {}
