@@ -482,7 +482,7 @@ def test_a_few_prompts_are_split_over_the_workers_and_a_lone_one_runs_on_one_thr
         pre.request([a])
         pre.get(a, None)
         assert stats.prefill_threads == {1: 1}
-        tuner.known = True                            # the steps found two threads faster
+        tuner.best, tuner.known = 2, True             # the steps found two threads faster
         pre.request([b])
         pre.get(b, None)
         assert stats.prefill_threads == {1: 1, 2: 1}
