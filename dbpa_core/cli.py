@@ -725,7 +725,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     args = _parse(argv)
-    from .backends.base import BackendError, clean_text
+    from .backends.base import BackendError, ContextLengthError, clean_text
     from .cache import CacheError
     from .launcher import MissingExtraError
     from .outputs import OutputDirError
@@ -743,7 +743,7 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"error: {missing_extra_message(extra)}", file=sys.stderr)
         return 2
-    except (SpecError, CacheError, OutputDirError) as exc:
+    except (SpecError, CacheError, OutputDirError, ContextLengthError) as exc:
         print(f"error: {clean_text(exc, 1000)}", file=sys.stderr)
         return 2
     except BackendError as exc:  # server text is stripped of escapes before it is shown

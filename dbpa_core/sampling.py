@@ -350,6 +350,11 @@ class Sampler:
                 what = getattr(backend, "model", "") or "the model"
                 if getattr(backend, "precision", None):
                     what += f" ({backend.precision})"
+                check_requests = getattr(backend, "check_requests", None)  # before loading
+                if check_requests is not None:
+                    if not getattr(backend, "ready", True):
+                        self.progress(Progress("loading", 0, 1, f"reading the prompts for {what}"))
+                    check_requests(list(by_request))
                 self._prepare(backend, "loading", what)
                 meter.start_group(later=sum(bounds[g_index + 1:]))
 

@@ -325,7 +325,7 @@ def test_thread_tuner_keeps_the_faster_count(monkeypatch):
         n = tuner.threads()
         used.append(n)
         tuner.record(n, 0.1 if n == 1 else 0.5)   # one thread is 5x faster here
-    assert used[2:4] == [1, 1]                     # probed early
+    assert used[:4] == [1, 1, 2, 2]                # one thread first, two probed early
     assert tuner.best == 1 and used[-1] == 1
     tuner.restore()
     assert calls[-1] == 2
@@ -337,6 +337,15 @@ def test_thread_tuner_keeps_the_faster_count(monkeypatch):
         tuner.record(n, 0.1 if n == 1 else 0.5)
     assert tuner.best == 1 and tuner.probes <= 2 + 1000 // ThreadTuner.MAX_INTERVAL + 4
     assert tuner.interval == ThreadTuner.MAX_INTERVAL
+    # a call that starts from the last call's choice keeps it and probes only later
+    state["n"] = 2
+    tuner = ThreadTuner(start=2)
+    used = []
+    for _ in range(ThreadTuner.PROBE_EVERY + 2):
+        n = tuner.threads()
+        used.append(n)
+        tuner.record(n, 0.1)
+    assert used[:ThreadTuner.PROBE_EVERY] == [2] * ThreadTuner.PROBE_EVERY and used[-1] == 1
 
 
 def test_the_plain_path_for_other_architectures():
@@ -364,3 +373,119 @@ def test_the_plain_path_for_other_architectures():
     polls = []
     stopped, _ = run(items, should_stop=lambda: polls.append(1) or len(polls) > 3)
     assert len(stopped) < len(items)
+
+
+# --------------------------------------------------------------------------- prefill in packs
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_prompts_prefilled_together_are_the_same_bits_as_one_at_a_time(dtype):
+    """A pack multiplies the rows of several prompts together and attends per prompt: each
+    prompt's keys, values and first logits are the bits it gets alone (short prompts, fewer
+    rows than MIN_ROWS, included)."""
+    model = tiny_llama(dtype)
+    d = LlamaDecoder(model, slots=2, max_len=256)
+    prompts = [list(range(3, 150)), [5, 17, 42, 99], [200], list(range(7, 40))]
+    packed = d.prefill_many(prompts)
+    for ids, p in zip(prompts, packed, strict=True):
+        alone = d.prefill(ids)
+        assert p.length == len(ids)
+        assert torch.equal(p.keys, alone.keys) and torch.equal(p.values, alone.values)
+        assert torch.equal(p.logits, alone.logits)
+    # and in another pack, in another place
+    again = d.prefill_many(prompts[::-1])[::-1]
+    assert all(torch.equal(a.logits, b.logits) for a, b in zip(again, packed, strict=True))
+
+
+def test_a_long_prompt_is_attended_in_blocks_of_queries(monkeypatch):
+    model = tiny_llama()
+    ids = [(7 * i) % VOCAB for i in range(70)]
+    with torch.inference_mode():
+        ref = model(input_ids=torch.tensor([ids])).logits[0, -1]
+    whole = LlamaDecoder(model, slots=1, max_len=128).prefill(ids)
+    monkeypatch.setattr(dec, "ATTENTION_BLOCK", 16)           # 5 blocks, the last of 6
+    blocked = LlamaDecoder(model, slots=1, max_len=128).prefill(ids)
+    assert torch.allclose(blocked.logits, ref, atol=1e-4)
+    assert torch.allclose(blocked.keys, whole.keys, atol=1e-5)
+
+
+def test_packs_run_on_worker_threads_and_give_the_same_samples():
+    """With two torch threads, the prompts joining the batch are prefilled in packs on
+    worker threads (one torch thread each); the samples are those drawn one prompt at a
+    time, and torch's thread count is as it was."""
+    model = tiny_llama(torch.bfloat16)
+    prompts = [[(p * 31 + j) % VOCAB for j in range(40 + 25 * p)] for p in range(12)]
+    items = _items(prompts, 2)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        pooled, stats = _run(model, items)
+        assert torch.get_num_threads() == 2
+        assert stats.packs_on_workers >= 2 and stats.prompts == 12
+        assert stats.prompt_tokens == sum(map(len, prompts))
+        assert stats.packs == stats.packs_on_workers
+        torch.set_num_threads(1)                               # one pack at a time, here
+        inline, stats1 = _run(model, items)
+        assert stats1.packs_on_workers == 0 and stats1.packs >= 1
+    finally:
+        torch.set_num_threads(before)
+    assert pooled == inline
+    for it in items[::7]:
+        assert _run(model, [it])[0][it[0]] == pooled[it[0]]
+
+
+def test_stop_while_packs_are_prefilled_returns_and_cancels_the_rest(monkeypatch):
+    import threading
+    import time
+
+    model = tiny_llama()
+    prompts = [[(p * 13 + j) % VOCAB for j in range(300)] for p in range(8)]   # 8 packs
+    started = threading.Event()
+    calls = []
+    real = LlamaDecoder.prefill_many
+
+    def slow(self, pack):
+        calls.append(len(pack))
+        started.set()
+        time.sleep(0.3)
+        return real(self, pack)
+
+    monkeypatch.setattr(LlamaDecoder, "prefill_many", slow)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        got, stats = _run(model, _items(prompts, 1), should_stop=started.is_set)
+    finally:
+        torch.set_num_threads(before)
+    assert stats.stopped and stats.steps == 0 and stats.prompts == 0 and got == {}
+    assert len(calls) < len(prompts)                  # the packs not started are cancelled
+
+
+def test_a_few_prompts_are_split_over_the_workers_and_a_lone_one_runs_on_one_thread():
+    """Two short prompts (one pack by size) make two packs, one per worker; a lone prompt
+    runs in the calling thread, on one thread while the decoding steps have not yet shown
+    that more are faster (several threads stall on a busy machine)."""
+    d = LlamaDecoder(tiny_llama(), slots=2, max_len=64)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        stats = dec.GenerationStats()
+        pre = dec._Prefill(d, ThreadTuner(), stats)
+        a, b = (5, 6, 7), (8, 9, 10, 11)
+        assert len(dec.pack_prompts([a, b])) == 1
+        pre.request([a, b])
+        assert pre.waiting[a] is not pre.waiting[b]
+        assert torch.equal(pre.get(a, None).logits, d.prefill(a).logits)
+        assert pre.get(b, None).length == 4 and stats.packs_on_workers == 2
+        pre.close()
+        assert torch.get_num_threads() == 2
+        tuner = ThreadTuner()
+        pre = dec._Prefill(d, tuner, stats)
+        pre.request([a])
+        pre.get(a, None)
+        assert stats.prefill_threads == {1: 1}
+        tuner.best, tuner.known = 2, True             # the steps found two threads faster
+        pre.request([b])
+        pre.get(b, None)
+        assert stats.prefill_threads == {1: 1, 2: 1}
+        pre.close()
+    finally:
+        torch.set_num_threads(before)

@@ -35,7 +35,7 @@ from ..backends import GenerationParams
 from ..cache import Cache
 from ..multitest import multiple_testing
 from ..permutation import DBPAWarning, dbpa_test, dbpa_test_similarity
-from ..pricing import estimate_tokens, price_of
+from ..pricing import price_of, prompt_token_counter
 from ..sampling import Job, Progress, Sampler, is_cached, requests_for
 from ..similarity import TEXT_SIMILARITIES, text_similarity_matrix
 from ..spec import model_label
@@ -242,6 +242,9 @@ def estimate_battery(spec: BatterySpec, *, cache: Cache | None = None) -> dict[s
     rti_prompts = [x for x in rti_prompts if x not in asked]
     curve_prompts = list(dict.fromkeys(q.prompt for q in p["curve"]))
 
+    tokens = prompt_token_counter(spec.model, system_prompt=spec.system_prompt,
+                                  cache_dir=cache.directory if cache is not None else None)
+
     def count(prompts, reqs_of):
         calls = cached = in_tok = 0
         for prompt in prompts:
@@ -250,7 +253,7 @@ def estimate_battery(spec: BatterySpec, *, cache: Cache | None = None) -> dict[s
                     cached += 1
                 else:
                     calls += 1
-                    in_tok += estimate_tokens(prompt) + 8
+                    in_tok += tokens(prompt)  # as the model reads it
         return calls, cached, in_tok
 
     a = count(answer_prompts, lambda x: [_answer_request(spec, x)])

@@ -25,6 +25,11 @@ class PromptTooLongError(BackendError):
     """The prompt does not fit the model's context (400)."""
 
 
+class ContextLengthError(PromptTooLongError, ValueError):
+    """A prompt and its ``max_tokens`` do not fit a local model's context: a mistake in the
+    input (exit code 2, as a spec mistake), found before the weights are loaded."""
+
+
 class ServerUnavailableError(BackendError):
     """The server could not be reached, timed out, or kept failing (or sending
     malformed answers) after all retries."""

@@ -19,6 +19,10 @@ Three pieces, each usable on its own:
   sample of a call is queued, the prompt of each is processed once for all its samples,
   a finished sample leaves the batch at once (and is handed to the caller at once) and the
   next queued sample takes its slot; ``should_stop`` is polled before every decoding step.
+  The prompts of the samples joining the batch are processed together, in packs of about
+  :data:`PACK_TOKENS` tokens (:meth:`LlamaDecoder.prefill_many`: the prompts' rows
+  multiplied together, attention per prompt), each pack on a worker thread of its own with
+  one torch thread, so that a core taken by another process does not stall them all.
 
 Precision: bfloat16 where the CPU multiplies it natively (AVX-512 BF16 or AMX; about 2.5×
 the float32 matrix speed on the development machine), float32 elsewhere; ``DBPA_LOCAL_PRECISION``
@@ -31,6 +35,7 @@ import functools
 import math
 import os
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +47,8 @@ MIN_ROWS = 16      # a decoding step never multiplies fewer rows than this (see 
 SPAN = 64          # attention spans are rounded up to a multiple of this many positions
 MAX_ROWS = 64      # default cap on the samples decoded together
 KV_BUDGET = 1 << 30  # bytes of key/value cache at most (and at most 1/8 of free memory)
+ATTENTION_BLOCK = 1024  # a prompt's queries are attended in blocks of this many
+PACK_TOKENS = 512  # prompt tokens prefilled together (a longer prompt makes a pack alone)
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -216,6 +223,9 @@ class PromptState:
     logits: Any    # (vocab,) float32
 
 
+_FUSED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # model -> fused weights
+
+
 class LlamaDecoder:
     """Batched decoding of a transformers Llama model with a slot per sample.
 
@@ -244,11 +254,15 @@ class LlamaDecoder:
         self.max_len = int(math.ceil(max_len / SPAN) * SPAN)
         with torch.inference_mode():
             lay = inner.layers
-            self.w_qkv = [torch.cat([m.self_attn.q_proj.weight, m.self_attn.k_proj.weight,
-                                     m.self_attn.v_proj.weight]).contiguous() for m in lay]
+            fused = _FUSED.get(model)   # built once per model (each call made its copy)
+            if fused is None:
+                fused = _FUSED[model] = (
+                    [torch.cat([m.self_attn.q_proj.weight, m.self_attn.k_proj.weight,
+                                m.self_attn.v_proj.weight]).contiguous() for m in lay],
+                    [torch.cat([m.mlp.gate_proj.weight, m.mlp.up_proj.weight]).contiguous()
+                     for m in lay])
+            self.w_qkv, self.w_gu = fused
             self.w_o = [m.self_attn.o_proj.weight for m in lay]
-            self.w_gu = [torch.cat([m.mlp.gate_proj.weight, m.mlp.up_proj.weight]).contiguous()
-                         for m in lay]
             self.w_down = [m.mlp.down_proj.weight for m in lay]
             self.ln1 = [m.input_layernorm.weight for m in lay]
             self.ln2 = [m.post_attention_layernorm.weight for m in lay]
@@ -309,38 +323,83 @@ class LlamaDecoder:
 
     # ------------------------------------------------------------------ prompts
     def prefill(self, ids: Sequence[int]) -> PromptState:
-        """Process one prompt (causal attention over its tokens); its keys and values are
-        copied into a slot by :meth:`admit` for every sample of the prompt."""
+        """Process one prompt: :meth:`prefill_many` of one."""
+        return self.prefill_many([ids])[0]
+
+    def prefill_many(self, prompts: Sequence[Sequence[int]]) -> list[PromptState]:
+        """Process several prompts in one pass; their keys and values are copied into a
+        slot by :meth:`admit` for every sample of each prompt.
+
+        The prompts' tokens are packed one after the other into one matrix (no padding
+        between them): every projection, norm and MLP multiplies all their rows at once,
+        at least :data:`MIN_ROWS` of them, and row-wise, so a row's numbers do not depend
+        on the other prompts in the pack. Attention is computed per prompt (causal, over
+        its own tokens only), by the same operations whatever the pack holds; a prompt
+        longer than :data:`ATTENTION_BLOCK` tokens is attended in blocks of that many
+        queries, so that its scores take ``heads × block × length`` floats, not
+        ``heads × length²``.
+        """
         import torch
         import torch.nn.functional as F
 
-        n = len(ids)
-        if n + 1 > self.max_len:
-            raise ValueError(f"prompt of {n} tokens does not fit {self.max_len} positions")
+        lengths = [len(ids) for ids in prompts]
+        if not lengths:
+            return []
+        for n in lengths:
+            if n < 1 or n + 1 > self.max_len:
+                raise ValueError(f"prompt of {n} tokens does not fit {self.max_len} positions")
+        total = sum(lengths)
+        rows = max(total, MIN_ROWS)
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).tolist()
+        d = self.head_dim
         with torch.inference_mode():
-            x = self.embed[torch.as_tensor(list(ids), dtype=torch.long)]     # (n, hidden)
-            cos, sin = self.cos[:n, None, :], self.sin[:n, None, :]
-            mask = torch.full((n, n), float("-inf")).triu_(1)
-            keys = torch.empty((self.n_layers, self.n_kv, n, self.head_dim), dtype=self.dtype)
-            values = torch.empty_like(keys)
+            tok = torch.zeros(rows, dtype=torch.long)
+            tok[:total] = torch.as_tensor([t for ids in prompts for t in ids], dtype=torch.long)
+            pos = torch.zeros(rows, dtype=torch.long)
+            pos[:total] = torch.cat([torch.arange(n) for n in lengths])
+            x = self.embed[tok]                                              # (rows, hidden)
+            cos, sin = self.cos[pos][:, None, :], self.sin[pos][:, None, :]
+            keys = [torch.empty((self.n_layers, self.n_kv, n, d), dtype=self.dtype)
+                    for n in lengths]
+            values = [torch.empty_like(k) for k in keys]
+            o = torch.zeros((rows, self.q_size), dtype=self.dtype)  # padding rows: zeros
             for i in range(self.n_layers):
                 h = self._rms(x, self.ln1[i])
                 qkv = F.linear(h, self.w_qkv[i])
-                q = self._rope(qkv[:, :self.q_size].view(n, self.n_heads, self.head_dim), cos, sin)
+                q = self._rope(qkv[:, :self.q_size].view(rows, self.n_heads, d), cos, sin)
                 k = self._rope(qkv[:, self.q_size:self.q_size + self.kv_size]
-                               .view(n, self.n_kv, self.head_dim), cos, sin)
-                v = qkv[:, self.q_size + self.kv_size:].view(n, self.n_kv, self.head_dim)
-                keys[i] = k.transpose(0, 1)
-                values[i] = v.transpose(0, 1)
-                qh = q.transpose(0, 1)                                        # (heads, n, d)
-                kh = keys[i].repeat_interleave(self.group, dim=0)
-                vh = values[i].repeat_interleave(self.group, dim=0)
-                s = torch.matmul(qh, kh.transpose(1, 2)).float() * self.scale + mask
-                o = torch.matmul(torch.softmax(s, dim=-1).to(self.dtype), vh)
-                x = x + F.linear(o.transpose(0, 1).reshape(n, self.q_size), self.w_o[i])
+                               .view(rows, self.n_kv, d), cos, sin)
+                v = qkv[:, self.q_size + self.kv_size:].view(rows, self.n_kv, d)
+                for j, (s, n) in enumerate(zip(starts, lengths, strict=True)):
+                    keys[j][i] = k[s:s + n].transpose(0, 1)
+                    values[j][i] = v[s:s + n].transpose(0, 1)
+                    o[s:s + n] = self._attend(q[s:s + n], keys[j][i], values[j][i])
+                x = x + F.linear(o, self.w_o[i])
                 x = self._mlp(x, i)
-            logits = self._logits(x[-1:])[0].float()
-        return PromptState(n, keys, values, logits)
+            last = torch.zeros(max(len(lengths), MIN_ROWS), dtype=torch.long)
+            last[:len(lengths)] = torch.as_tensor([s + n - 1 for s, n in zip(starts, lengths,
+                                                                               strict=True)])
+            logits = self._logits(x[last])[:len(lengths)].float()
+        return [PromptState(n, keys[j], values[j], logits[j].clone())
+                for j, n in enumerate(lengths)]
+
+    def _attend(self, q, keys, values):
+        """Causal attention of one prompt: ``q`` (n, heads, d) over its ``keys`` and
+        ``values`` (kv heads, n, d); returns (n, heads × d)."""
+        import torch
+
+        n = q.shape[0]
+        qh = q.transpose(0, 1)                                               # (heads, n, d)
+        kh = keys.repeat_interleave(self.group, dim=0)
+        vh = values.repeat_interleave(self.group, dim=0)
+        out = []
+        for a in range(0, n, ATTENTION_BLOCK):
+            b = min(n, a + ATTENTION_BLOCK)
+            mask = torch.full((b - a, b), float("-inf")).triu_(a + 1)
+            s = torch.matmul(qh[:, a:b], kh[:, :b].transpose(1, 2)).float() * self.scale + mask
+            o = torch.matmul(torch.softmax(s, dim=-1).to(self.dtype), vh[:, :b])
+            out.append(o.transpose(0, 1).reshape(b - a, self.q_size))
+        return out[0] if len(out) == 1 else torch.cat(out)
 
     def admit(self, slot: int, prompt: PromptState) -> None:
         """Give ``slot`` the keys and values of ``prompt``."""
@@ -427,6 +486,11 @@ class GenerationStats:
     seconds: float = 0.0
     stopped: bool = False
     steps_on_threads: dict[int, int] = field(default_factory=dict)  # thread count -> steps
+    prompt_tokens: int = 0  # tokens of the prompts processed
+    packs: int = 0          # prefill passes (several prompts each)
+    packs_on_workers: int = 0  # of them, those run on the worker threads
+    seconds_prefill_here: float = 0.0  # spent on the other packs (in the calling thread)
+    prefill_threads: dict[int, int] = field(default_factory=dict)  # thread count -> those packs
 
 
 def slots_for(model, *, samples: int, max_len: int, cap: int | None = None) -> int:
@@ -449,8 +513,10 @@ class ThreadTuner:
     On a machine whose cores are shared with other work, torch's two threads wait for
     each other whenever one is descheduled: a step then takes 3–6 times longer than on
     one thread (measured on the 2-core development machine under load); on an idle one,
-    two threads are ~1.6× faster. So after two steps, and then every :attr:`PROBE_EVERY`
-    steps, :attr:`PROBE_STEPS` steps run on the other count, and the faster one (median of
+    two threads are ~1.6× faster. So a call starts on one thread (or on the count the last
+    call kept, then probing first after :attr:`PROBE_EVERY` steps); after two steps, and
+    then every :attr:`PROBE_EVERY` steps, :attr:`PROBE_STEPS` steps run on the other
+    count, and the faster one (median of
     the last three steps of each) is kept. A probe that was much slower (1.5×) doubles the
     wait before the next one (up to :attr:`MAX_INTERVAL` steps): probing two stalled
     threads is itself costly. The thread count does not change a sample (tested): each
@@ -461,17 +527,26 @@ class ThreadTuner:
     PROBE_STEPS = 2
     MAX_INTERVAL = 192
 
-    def __init__(self):
+    def __init__(self, start: int | None = None):
         import torch
 
         self._torch = torch
         self.initial = torch.get_num_threads()
         self.best = self.initial
         self.other = 1 if self.initial > 1 else None
+        self.known = False   # True once steps were timed here, or a previous call's choice given
+        if self.other is not None:
+            # nothing known: one thread first (several stall on a busy machine far more
+            # than one loses on an idle one), the other count tried after two steps; a
+            # previous call's choice: kept, and the other tried only after PROBE_EVERY
+            self.best, self.other = 1, self.initial
+            if start in (1, self.initial):
+                self.best, self.other = start, (self.initial if start == 1 else 1)
+                self.known = True
         self.recent: dict[int, list[float]] = {self.initial: [], 1: []}
         self.steps = 0
         self.interval = self.PROBE_EVERY
-        self.next_probe = 2
+        self.next_probe = self.PROBE_EVERY if self.known else 2
         self.probing = 0
         self.probes = 0
         self.steps_on: dict[int, int] = {}
@@ -488,6 +563,7 @@ class ThreadTuner:
 
     def record(self, threads: int, seconds: float) -> None:
         self.steps += 1
+        self.known = self.known or self.steps > self.PROBE_STEPS + 2   # one probe at least
         self.steps_on[threads] = self.steps_on.get(threads, 0) + 1
         times = self.recent.setdefault(threads, [])
         times.append(seconds)
@@ -506,8 +582,19 @@ class ThreadTuner:
             self.interval = min(2 * self.interval, self.MAX_INTERVAL)
         self.next_probe = self.steps + self.interval
 
-    def restore(self) -> None:
-        if self._torch.get_num_threads() != self.initial:
+    def settle(self) -> int:
+        """Set (and return) the faster thread count so far — one thread while nothing is
+        known: several threads stall on a busy machine far more than one loses on an idle
+        one — without probing (for work other than a decoding step)."""
+        n = self.best if self.known else 1
+        if self._torch.get_num_threads() != n:
+            self._torch.set_num_threads(n)
+        return n
+
+    def restore(self, *, force: bool = False) -> None:
+        """Torch's thread count as it was; ``force``: set it even when this thread has it
+        already (torch's default for new threads follows the last count set anywhere)."""
+        if force or self._torch.get_num_threads() != self.initial:
             self._torch.set_num_threads(self.initial)
 
 
@@ -534,6 +621,130 @@ def expected_tokens(drawn: int, ended: int, open_rows: Sequence[tuple[int, int]]
         left = max(0, m - n)
         rest += left if h <= 0 else (1 - h) * (1 - (1 - h) ** left) / h
     return drawn + round(rest)
+
+
+_LAST_THREADS: int | None = None   # the thread count the last call's steps found faster
+
+
+def pack_prompts(prompts: Sequence[tuple], budget: int = PACK_TOKENS) -> list[list[tuple]]:
+    """Consecutive prompts grouped into packs of at most ``budget`` tokens (a longer
+    prompt is a pack of its own), in order.
+
+    Examples
+    --------
+    >>> [len(p) for p in pack_prompts([(1,) * 300, (2,) * 200, (3,) * 100, (4,) * 900])]
+    [2, 1, 1]
+    """
+    packs: list[list[tuple]] = []
+    size = 0
+    for p in prompts:
+        if packs and size + len(p) <= budget:
+            packs[-1].append(p)
+            size += len(p)
+        else:
+            packs.append([p])
+            size = len(p)
+    return packs
+
+
+def prefill_workers() -> int:
+    """How many packs of prompts are prefilled at once, each on one thread: as many as
+    torch has threads (the cores this process may use)."""
+    import torch
+
+    return max(1, torch.get_num_threads())
+
+
+class _Prefill:
+    """The prompts of the samples about to join the batch, processed in packs
+    (:meth:`LlamaDecoder.prefill_many`), handed over in the order they are needed.
+
+    When torch has two threads or more, the prompts make at least as many packs as that
+    (when there are prompts enough), and each pack runs on a worker thread of its own that
+    uses one torch thread: packs do not wait for each other, so a core taken by another
+    process slows one pack down instead of stalling every matrix product at each of
+    torch's barriers (with load average ~10 on 2 cores, 48 battery prompts took 230 s in
+    packs on torch's two threads, 18 s on two workers). A lone prompt runs in the calling
+    thread on the thread count that the decoding steps found faster, one thread while they
+    have not shown it (:meth:`ThreadTuner.settle`). Neither changes a prompt's numbers:
+    each row is computed the same way on any thread."""
+
+    def __init__(self, dec: LlamaDecoder, tuner: ThreadTuner, stats: GenerationStats):
+        self.dec, self.tuner, self.stats = dec, tuner, stats
+        self.workers = prefill_workers()
+        self.pool = None
+        self.waiting: dict[tuple, Any] = {}   # prompt -> its pack (a Future or a list)
+
+    def request(self, prompts: Sequence[tuple]) -> None:
+        """Start processing ``prompts`` (those not asked for yet): in packs of about
+        :data:`PACK_TOKENS` tokens, and at least one per worker when there are prompts
+        enough."""
+        todo = [p for p in dict.fromkeys(prompts) if p not in self.waiting]
+        total = sum(map(len, todo))
+        parts = min(len(todo), max(self.workers, math.ceil(total / PACK_TOKENS)))
+        packs = pack_prompts(todo, budget=max(1, math.ceil(total / max(parts, 1))))
+        pooled = self.workers > 1 and len(packs) > 1
+        if pooled and self.pool is None:
+            import concurrent.futures
+
+            self.pool = concurrent.futures.ThreadPoolExecutor(
+                max_workers=self.workers, thread_name_prefix="dbpa-prefill",
+                initializer=_one_thread)
+        for pack in packs:
+            job = self.pool.submit(self._run, pack) if pooled else pack
+            for p in pack:
+                self.waiting[p] = job
+
+    def _run(self, pack: list[tuple]) -> dict[tuple, PromptState]:
+        states = self.dec.prefill_many(pack)
+        return dict(zip(pack, states, strict=True))
+
+    def get(self, prompt: tuple, should_stop: Callable[[], bool] | None) -> PromptState | None:
+        """The processed ``prompt`` (asked for with :meth:`request`); None when
+        ``should_stop`` turned True while it was waited for."""
+        job = self.waiting[prompt]
+        if isinstance(job, list):                  # not started: run it here
+            n = self.tuner.settle()
+            t = time.perf_counter()
+            done = self._run(job)
+            self.stats.seconds_prefill_here += time.perf_counter() - t
+            self.stats.prefill_threads[n] = self.stats.prefill_threads.get(n, 0) + 1
+            self.stats.packs += 1
+            for p in job:
+                self.waiting[p] = done
+            job = done
+        elif not isinstance(job, dict):            # a Future
+            import concurrent.futures
+
+            while True:
+                try:
+                    result = job.result(timeout=0.1)
+                    break
+                except concurrent.futures.TimeoutError:
+                    if should_stop is not None and should_stop():
+                        return None
+            self.stats.packs += 1
+            self.stats.packs_on_workers += 1
+            for p in result:
+                if self.waiting.get(p) is job:
+                    self.waiting[p] = result
+            job = result
+        del self.waiting[prompt]
+        self.stats.prompts += 1
+        self.stats.prompt_tokens += len(prompt)
+        return job[prompt]
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
+            self.tuner.restore(force=True)  # the workers' one thread is torch's default
+
+
+def _one_thread() -> None:
+    import torch
+
+    torch.set_num_threads(1)
 
 
 def generate_continuous(decoder_for: Callable[[int, int], LlamaDecoder],
@@ -616,13 +827,21 @@ def generate_continuous(decoder_for: Callable[[int, int], LlamaDecoder],
             if should_stop is not None and should_stop():
                 stats.stopped = True
                 break
-            # new samples take the free slots; each prompt is processed once for all its samples
+            # new samples take the free slots; each prompt is processed once for all its
+            # samples, the prompts of the samples joining now together (see _Prefill)
             while queue and len(live) < slots:
-                row = queue.pop()
+                row = queue[-1]
                 state = prompts.get(row.prompt)
                 if state is None:
-                    state = prompts[row.prompt] = dec.prefill(row.prompt)
-                    stats.prompts += 1
+                    if row.prompt not in prefill.waiting:
+                        prefill.request([r.prompt for r in queue[-(slots - len(live)):][::-1]
+                                         if r.prompt not in prompts])
+                    state = prefill.get(row.prompt, should_stop)
+                    if state is None:
+                        stats.stopped = True
+                        return
+                    prompts[row.prompt] = state
+                queue.pop()
                 remaining_by_prompt[row.prompt] -= 1
                 if not remaining_by_prompt[row.prompt]:
                     del prompts[row.prompt]
@@ -656,11 +875,16 @@ def generate_continuous(decoder_for: Callable[[int, int], LlamaDecoder],
             if on_tokens is not None and not done:
                 on_tokens(stats.tokens, expected_total())
 
-    tuner = ThreadTuner()
+    global _LAST_THREADS
+    tuner = ThreadTuner(start=_LAST_THREADS)
+    prefill = _Prefill(dec, tuner, stats)
     try:
         _decode_loop()
     finally:
+        prefill.close()
         tuner.restore()
+        if tuner.known:
+            _LAST_THREADS = tuner.best   # the next call starts from it (and keeps probing)
     stats.steps_on_threads = dict(tuner.steps_on)
     stats.seconds = time.perf_counter() - t0
     return stats

