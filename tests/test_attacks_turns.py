@@ -133,11 +133,13 @@ def test_the_local_backend_puts_the_turns_in_its_chat_template():
     class Tok:
         def apply_chat_template(self, msgs, **kw):
             seen.append(msgs)
-            return {"input_ids": [[7, 8, 9]]}
+            return {"input_ids": [7, 8, 9]}
 
     params = GenerationParams(temperature=0.0, top_p=1.0, max_tokens=8)
     req = requests_for("Q?", n=1, seed=0, params=params,
                        history=(("user", "Passage: x"), ("assistant", TWO_TURN_REPLY)))[0]
-    assert LocalBackend._prompt_ids(None, Tok(), req) == [7, 8, 9]
+    backend = LocalBackend.__new__(LocalBackend)   # no weights: only the prompt's token ids
+    backend._ids = {}
+    assert backend._prompt_ids(Tok(), req) == [7, 8, 9]
     assert [m["role"] for m in seen[0]] == ["user", "assistant", "user"]
     assert seen[0][-1]["content"] == "Q?"
