@@ -70,3 +70,15 @@ class LocalJSONServer:
             h.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):
             pass
+
+
+def stop_process(proc, timeout: float = 10) -> None:
+    """Terminate a server started by a test, and kill it if it does not stop in time."""
+    import subprocess
+
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

@@ -21,6 +21,7 @@ from dbpa_core.cli import build_parser, main
 from dbpa_core.resources import app_root, extra_for, missing_extra_message
 
 from .fake_openai import FakeOpenAI
+from .local_http import stop_process
 
 REPO = Path(__file__).resolve().parent.parent
 IGNORE = shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__",
@@ -260,12 +261,7 @@ def test_installed_dbpa_ui_serves_the_dashboard(installed):
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as r:
             assert r.status == 200
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, timeout=30)
 
 
 @pytest.mark.slow

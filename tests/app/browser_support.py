@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.local_http import stop_process
+
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # no background traffic: the machine's network is closed, and tests talk to 127.0.0.1 only
@@ -93,11 +95,7 @@ def dashboard(tmp: Path, *, start_timeout: float = 120.0, **env: str) -> Iterato
                 time.sleep(0.5)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc)
 
 
 def shots() -> Path:
