@@ -1,6 +1,6 @@
 """Record assets/real_responses.jsonl: real responses of the embedded model, used by
 ``benchmarks/bench_measures.py`` to choose the default effect size by measured power and
-false-positive rate (issue 8), and by the tests that check the default beats ``jsd``.
+false-positive rate, and by the tests that check the default beats ``jsd``.
 
 What was recorded (2026-11-22, on the busy 2-core development machine, about 1.5 hours):
 

@@ -1,4 +1,4 @@
-"""Effect sizes ω: a registry from name to measure (SPEC §1).
+"""Effect sizes ω: a registry from name to measure (the DBPA method).
 
 Every measure is evaluated on a *split* of the pooled responses: group A (the
 "base" group, ``k`` rows) and its complement B (``m`` rows). The observed

@@ -1,4 +1,4 @@
-"""Multiple-testing control for many perturbations of one base prompt (SPEC §1).
+"""Multiple-testing control for many perturbations of one base prompt (the DBPA method).
 
 Adjusted p-values follow R's ``p.adjust``: ``bonferroni``, ``holm`` and
 ``bh`` (Benjamini–Hochberg). ``none`` leaves them as they are.

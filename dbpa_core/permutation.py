@@ -1,4 +1,4 @@
-"""The one permutation engine (SPEC §1, the papers' Algorithm 1).
+"""The one permutation engine (the papers' Algorithm 1).
 
 Under H0 the pooled responses are exchangeable. The pooled similarity (or
 distance) matrix is computed once; every permutation only re-indexes it: a

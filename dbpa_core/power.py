@@ -1,4 +1,4 @@
-"""Planning (SPEC §1): how many responses, and what a run can show at all.
+"""Planning: how many responses, and what a run can show at all.
 
 :func:`attainable_significance` says before any sampling whether a result can be
 significant at the chosen k, m, B and correction (with k = 2 none can);

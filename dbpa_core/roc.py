@@ -1,4 +1,4 @@
-"""ROC over the significance level α for control vs target perturbations (SPEC §1).
+"""ROC over the significance level α for control vs target perturbations (the DBPA method).
 
 Controls should not change the answer (a false positive when p < α), targets
 should (a true positive when p < α). Sweeping α from 0 to 1 traces the curve;

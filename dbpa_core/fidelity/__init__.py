@@ -1,5 +1,5 @@
 """Simulator fidelity: calibrated quantile curves for LLMs that stand in for survey
-respondents (SPEC §3; Iyengar, Lin & Wang, 2025).
+respondents (Iyengar, Lin & Wang, 2025).
 
 Per scenario (question) j, a confidence set C_j for the real answer distribution
 (:mod:`.sets`), the worst case ``Δ̂_j = sup_{u in C_j} L(u, q̂_j)`` of the loss between it

@@ -154,7 +154,7 @@ class SimulatorCurve:
 
     def unseen_set(self, q, loss: str, values=None) -> UnseenSet:
         """The confidence set for the real answers of a new scenario in which this simulator
-        answers ``q``: ``{u : L(u, q) <= V̂_m(1 - α/2)}`` (SPEC §3). It holds them with
+        answers ``q``: ``{u : L(u, q) <= V̂_m(1 - α/2)}`` (the paper's comparison). It holds them with
         probability at least ``1 - α - ε/√m`` (with probability 1 - η over the data)."""
         return UnseenSet(np.asarray(q, dtype=float), self.guarantee_quantile, loss,
                          None if values is None else np.asarray(values, dtype=float))

@@ -1,4 +1,4 @@
-"""The calibrated quantile curve and its summaries (SPEC §3), as exact step functions.
+"""The calibrated quantile curve and its summaries (Iyengar, Lin & Wang, 2025), as exact step functions.
 
 With pseudo-discrepancies ``Δ̂_1..Δ̂_m`` sorted as ``Δ_(1) <= ... <= Δ_(m)``:
 

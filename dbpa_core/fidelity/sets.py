@@ -1,8 +1,8 @@
-"""Confidence sets for the real answer distribution of a scenario (SPEC §3).
+"""Confidence sets for the real answer distribution of a scenario (Iyengar, Lin & Wang, 2025).
 
 Each set holds the real parameter with probability at least ``gamma`` (the *coverage*;
-default ½). The radii are the SPEC's, written with the miscoverage ``1 - gamma`` so that
-the coverage is ``gamma`` for every ``gamma`` (at the default ½ they are the SPEC's
+default ½). The radii are the paper's, written with the miscoverage ``1 - gamma`` so that
+the coverage is ``gamma`` for every ``gamma`` (at the default ½ they are the paper's
 formulas exactly)::
 
     Bernoulli       {u in [0, 1]  : KL(p̂ ‖ u) <= log(2 / (1 - γ)) / n}
@@ -11,7 +11,7 @@ formulas exactly)::
     W1 (σ-sub-Gaussian real values)
                     {Q : W1(P̂, Q) <= 512 σ / sqrt(n) + σ · sqrt(256 e / n · log(1 / (1 - γ)))}
 
-(SPEC §3 writes ``log(2/γ)`` in the first three, which equals ``log(2/(1-γ))`` at γ = ½;
+(the paper writes ``log(2/γ)`` in the first three, which equals ``log(2/(1-γ))`` at γ = ½;
 for other γ only the form used here covers the real parameter with probability γ, as the
 coverage test in ``tests/test_fidelity_sets.py`` checks.)
 
@@ -79,7 +79,7 @@ def hoeffding_halfwidth(n, *, low: float, high: float, gamma: float = 0.5) -> np
 def w1_radius(n, *, sigma: float, gamma: float = 0.5) -> np.ndarray:
     """``512 σ / sqrt(n) + σ · sqrt(256 e / n · log(1 / (1 - γ)))``: the W1-ball radius.
 
-    The constants are SPEC §3's (a worst-case concentration bound for σ-sub-Gaussian
+    The constants are the paper's (a worst-case concentration bound for σ-sub-Gaussian
     data); they make the radius large unless n is very large.
     """
     g = check_level(gamma, "gamma")
