@@ -1,4 +1,5 @@
-"""The robustness, consistency and memorization battery for question answering (SPEC §2).
+"""The robustness, consistency and memorization battery for question answering (Ye et al.,
+*A Trusted Evaluation System for Safe Deployment of LLMs*).
 
 * :mod:`.text` — seeded character, word and visual (homoglyph) attacks at rate ρ;
 * :mod:`.consistency` — synonymous instructions and shuffled options;
