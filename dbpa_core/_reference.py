@@ -59,12 +59,12 @@ def literal_dbpa_test(base, perturbed, *, measure: str = "jsd", subsets=None,
     if subsets is None:
         gen = np.random.default_rng(rng)
         subsets = [gen.permutation(n)[:k] for _ in range(n_permutations)]
-    stats = []
+    values = []
     for idx in subsets:
         mask = np.zeros(n, bool)
         mask[np.asarray(idx)] = True
-        stats.append(_omega(pooled[mask], pooled[~mask], measure, edges, null))
-    stats = np.asarray(stats)
+        values.append(_omega(pooled[mask], pooled[~mask], measure, edges, null))
+    stats = np.asarray(values)
     tol = 1e-12 * max(1.0, abs(t_obs))
     p = (1 + np.count_nonzero(stats >= t_obs - tol)) / (1 + stats.size)
     return t_obs, stats, p

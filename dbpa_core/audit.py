@@ -14,7 +14,7 @@ import io
 import json
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -261,10 +261,12 @@ def estimate(spec: AuditSpec, *, cache: Cache | None = None) -> dict[str, Any]:
         from .suite import estimate_suite
 
         return estimate_suite(spec, cache=cache)
-    rows = []
-    totals = {"calls": 0, "cached": 0, "input_tokens": 0, "output_tokens": 0, "cost": 0.0}
+    rows: list[dict[str, Any]] = []
+    totals: dict[str, float] = {"calls": 0, "cached": 0, "input_tokens": 0,
+                                "output_tokens": 0, "cost": 0.0}
     unknown_price = set()
-    lines = []  # (arm, model, calls, cached, input tokens, output tokens)
+    # (arm, model, calls, cached, input tokens, output tokens)
+    lines: list[tuple[str, Mapping[str, Any], int, int, int, int]] = []
     for arm in build_arms(spec):
         reqs = _requests(spec, arm)
         cached = sum(1 for r in reqs if is_cached(cache, arm.model, r))
@@ -281,7 +283,7 @@ def estimate(spec: AuditSpec, *, cache: Cache | None = None) -> dict[str, Any]:
             cost = float("nan")
         else:
             cost = in_tok / 1e6 * price["input"] + out_tok / 1e6 * price["output"]
-        rows.append({"arm": name, "model": model_label(model), "calls": calls, "cached": cached,
+        rows.append({"arm": name, "model": model_label(dict(model)), "calls": calls, "cached": cached,
                      "input_tokens": in_tok, "output_tokens": out_tok, "cost": cost})
         for k in ("calls", "cached", "input_tokens", "output_tokens"):
             totals[k] += rows[-1][k]
@@ -389,13 +391,14 @@ def run_audit(spec: AuditSpec, *, cache: Cache | None = None,
         tests.append(r)
     sampler.progress(Progress("testing", len(others), len(others)))
 
-    mt = multiple_testing([t.p_value for t in tests], spec.correction, alpha=spec.alpha) \
-        if tests else None
-    results = tuple(
-        PerturbationResult(o.arm.name, o.arm.role, o.arm.prompt, o.arm.model_label,
-                           t.effect_size, t.p_value, float(mt.p_adjusted[i]), bool(mt.reject[i]),
-                           mt.stars[i], t, spec.min_effect)
-        for i, (o, t) in enumerate(zip(others, tests, strict=False)))
+    results: tuple[PerturbationResult, ...] = ()
+    if tests:
+        mt = multiple_testing([t.p_value for t in tests], spec.correction, alpha=spec.alpha)
+        results = tuple(
+            PerturbationResult(o.arm.name, o.arm.role, o.arm.prompt, o.arm.model_label,
+                               t.effect_size, t.p_value, float(mt.p_adjusted[i]),
+                               bool(mt.reject[i]), mt.stars[i], t, spec.min_effect)
+            for i, (o, t) in enumerate(zip(others, tests, strict=False)))
     roc = None
     controls = [r.p_value for r in results if r.role == "control"]
     targets = [r.p_value for r in results if r.role == "target"]

@@ -22,6 +22,7 @@ before is stored.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -29,12 +30,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ._validate import valid_unicode
 from .backends.base import BackendError, ModelNotFoundError, Sample, SampleRequest, clean_text
 from .backends.openai_compat import (
     MalformedAnswer,
+    OpenAIBackend,
     OpenAIClientSettings,
     answer_fingerprint,
     chat_request_body,
@@ -169,8 +171,9 @@ def fill_cache(jobs: Sequence[tuple[Mapping[str, Any], SampleRequest]], cache: C
         outcome.requests += len(todo)
         settings = _settings(model, api_keys or {}, cache)
         try:
-            run_async(lambda m=model, t=todo, st=settings: _one_job(
-                m, t, cache, st, outcome, progress, should_stop, poll_first, poll_max, sleep))
+            run_async(functools.partial(
+                _one_job, model, todo, cache, settings, outcome, progress, should_stop,
+                poll_first, poll_max, sleep))
         except BatchError as exc:
             errors.append(str(exc))
     if outcome.failed:
@@ -188,7 +191,8 @@ def fill_cache(jobs: Sequence[tuple[Mapping[str, Any], SampleRequest]], cache: C
 def _settings(model: Mapping[str, Any], api_keys: Mapping[str, str],
               cache: Cache) -> OpenAIClientSettings:
     """The model's connection settings and key, as the sampler's backend would use them."""
-    return Sampler(cache, api_keys=api_keys).backend(model).settings
+    backend = Sampler(cache, api_keys=api_keys).backend(model)
+    return cast(OpenAIBackend, backend).settings  # only openai models reach a batch
 
 
 async def _one_job(model, todo: dict[str, SampleRequest], cache: Cache,

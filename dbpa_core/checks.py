@@ -434,7 +434,7 @@ def outcomes(checks: Sequence[Check], texts: Sequence[str], sampler=None, *, see
              ) -> dict[str, list]:
     """``{check name: [outcome per text]}``: True/False (None: a judge's unparsed reply),
     or the number of words. Judges need ``sampler``."""
-    out = judge_outcomes(checks, texts, sampler, seed=seed) \
+    out: dict[str, list[Any]] = dict(judge_outcomes(checks, texts, sampler, seed=seed)) \
         if any(c.model_graded for c in checks) else {}
     for c in checks:
         if not c.model_graded:
@@ -499,13 +499,13 @@ def welch_interval(a: Sequence[float], b: Sequence[float],
     Welch–Satterthwaite degrees of freedom); a point when both arms are constant."""
     from scipy.stats import t as student
 
-    a, b = np.asarray(a, float), np.asarray(b, float)
-    d = float(b.mean() - a.mean())
-    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
+    x, y = np.asarray(a, float), np.asarray(b, float)
+    d = float(y.mean() - x.mean())
+    va, vb = x.var(ddof=1) / x.size, y.var(ddof=1) / y.size
     se = math.sqrt(va + vb)
     if se == 0:
         return d, d
-    df = (va + vb) ** 2 / (va ** 2 / (a.size - 1) + vb ** 2 / (b.size - 1))
+    df = (va + vb) ** 2 / (va ** 2 / (x.size - 1) + vb ** 2 / (y.size - 1))
     h = float(student.ppf(0.5 + confidence / 2, df)) * se
     return d - h, d + h
 
@@ -521,10 +521,10 @@ def permutation_p(a: Sequence[float], b: Sequence[float], *, n_permutations: int
     def diff(x, y, axis):
         return np.mean(y, axis=axis) - np.mean(x, axis=axis)
 
-    a, b = np.asarray(a, float), np.asarray(b, float)
-    if np.ptp(np.concatenate([a, b])) == 0:
+    x, y = np.asarray(a, float), np.asarray(b, float)
+    if np.ptp(np.concatenate([x, y])) == 0:
         return 1.0
-    res = permutation_test((a, b), diff, permutation_type="independent", vectorized=True,
+    res = permutation_test((x, y), diff, permutation_type="independent", vectorized=True,
                            n_resamples=n_permutations, alternative="two-sided",
                            batch=PERMUTATION_BATCH,
                            rng=rng if rng is not None else np.random.default_rng(0))

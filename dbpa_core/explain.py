@@ -296,6 +296,7 @@ def find_duplicates(texts: Sequence[str], *, near: float | None = None) -> Dupli
         if g is None and near is not None:
             sh = _shingles(key)
             for j, (_rep, rsh) in enumerate(reps):
+                assert rsh is not None  # shingled whenever ``near`` is set
                 union = len(sh | rsh)
                 if union and len(sh & rsh) / union >= near:
                     g = j

@@ -343,7 +343,7 @@ def _text_of(content: Any) -> str | None:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        parts = [p.get("text") for p in content if isinstance(p, Mapping)
+        parts = [str(p["text"]) for p in content if isinstance(p, Mapping)
                  and isinstance(p.get("text"), str)]
         return "\n".join(parts) if parts else None
     return None
@@ -412,7 +412,8 @@ def _promptfoo_results(text: str, source: str) -> tuple[list[tuple[int | None, A
         if isinstance(data, dict):
             if isinstance(data.get("results"), dict) and isinstance(
                     data["results"].get("results"), list):
-                keys, results = ("results", "results"), data["results"]["results"]
+                keys: tuple[str, ...] = ("results", "results")
+                results = data["results"]["results"]
             elif isinstance(data.get("results"), list):
                 keys, results = ("results",), data["results"]
             elif "promptIdx" in data or "response" in data:
@@ -423,8 +424,9 @@ def _promptfoo_results(text: str, source: str) -> tuple[list[tuple[int | None, A
                     "with `promptfoo eval --repeat N -o results.json` (or .jsonl).")
             offsets = _array_offsets(text, keys)
             lines = _Lines(text)
-            out = [(lines(offsets[i]) if offsets and i < len(offsets) else None, r, None)
-                   for i, r in enumerate(results)]
+            out: list[tuple[int | None, Any, str | None]] = [
+                (lines(offsets[i]) if offsets and i < len(offsets) else None, r, None)
+                for i, r in enumerate(results)]
             return out, f"promptfoo JSON (version {data.get('results', {}).get('version', '?')})" \
                 if isinstance(data.get("results"), dict) else "promptfoo JSON"
     return list(_jsonl_objects(text)), "promptfoo JSONL"
@@ -494,11 +496,11 @@ def import_promptfoo(path: str | os.PathLike, *, keep_cached_copies: bool = Fals
     notes: list[str] = []
     if dropped:
         shown = ", ".join(str(x) for x in dropped[:12] if x is not None)
-        where = (f": line{'s' if len(dropped) > 1 else ''} {shown}"
-                 f"{' …' if len(dropped) > 12 else ''}") if shown else ""
+        lines_at = (f": line{'s' if len(dropped) > 1 else ''} {shown}"
+                    f"{' …' if len(dropped) > 12 else ''}") if shown else ""
         notes.append(f"dropped {len(dropped)} response(s) promptfoo served from its cache that "
                      f"repeat another response of the same prompt (copies of one draw, not "
-                     f"independent samples){where}. Run promptfoo with --no-cache (or keep "
+                     f"independent samples){lines_at}. Run promptfoo with --no-cache (or keep "
                      "them with `dbpa import --keep-cached-copies`).")
     n_cached = sum(c for _, c in items) - len(dropped)
     if n_cached:
@@ -535,7 +537,7 @@ def _batch_prompt(url: str, body: Mapping[str, Any]) -> tuple[str | None, str | 
 def _batch_texts(body: Mapping[str, Any]) -> list[str | None]:
     """The generated texts of one response body (one per choice)."""
     if isinstance(body.get("choices"), list):
-        out = []
+        out: list[str | None] = []
         for c in sorted(body["choices"], key=lambda c: c.get("index", 0)
                         if isinstance(c, Mapping) else 0):
             if not isinstance(c, Mapping):

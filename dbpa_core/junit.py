@@ -276,10 +276,11 @@ def to_xml(suites: Sequence[Suite], *, name: str = "dbpa",
     for i, s in enumerate(suites):
         counts = {"tests": len(s.cases), "failures": s.failures, "errors": s.errors,
                   "skipped": s.skipped}
-        el = ET.SubElement(root, "testsuite", id=str(i), package="dbpa", name=_text(s.name),
-                           **{k: str(v) for k, v in counts.items()},
-                           time=f"{s.seconds:.3f}", timestamp=when,
-                           hostname=_text(socket.gethostname()))
+        el = ET.SubElement(root, "testsuite", {
+            "id": str(i), "package": "dbpa", "name": _text(s.name),
+            **{k: str(v) for k, v in counts.items()},
+            "time": f"{s.seconds:.3f}", "timestamp": when,
+            "hostname": _text(socket.gethostname())})
         if s.properties:
             props = ET.SubElement(el, "properties")
             for k, v in s.properties.items():

@@ -284,7 +284,7 @@ def _test_on_matrices(similarity: np.ndarray, distance: np.ndarray | None, k: in
     n = similarity.shape[0]
     m = n - k
     p0, p1 = _null_alt(similarity, k, null)
-    used = distance if measure.uses == "distance" else similarity
+    used = distance if measure.uses == "distance" and distance is not None else similarity
     if _all_identical(used):
         warnings.warn(
             "All responses are identical (every pairwise similarity is equal): ω = 0 and "
@@ -441,7 +441,7 @@ def dbpa_test(base, perturbed, *, measure: str = DEFAULT_MEASURE, n_permutations
     with single_threaded_blas():
         similarity = cosine_similarity_matrix(pooled)
         distance = (pairwise_distance_matrix(pooled, meas.metric)
-                    if meas.uses == "distance" else None)
+                    if meas.uses == "distance" and meas.metric is not None else None)
         return _test_on_matrices(similarity, distance, x.shape[0], meas,
                                  n_permutations=n_permutations, rng=gen,
                                  sequential=sequential, batch=batch, bins=bins, null=null)

@@ -64,7 +64,7 @@ def prompt_token_counter(model: Mapping[str, Any] | None = None, *,
         else:
             try:
                 tok, _ = load_tokenizer(smollm2_tokenizer_source(cache_dir) if kind == "local"
-                                        else model["path"])
+                                        else (model or {})["path"])
             except (BackendError, ImportError, KeyError):
                 pass
             else:  # each prompt tokenized once, however many samples ask it

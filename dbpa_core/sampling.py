@@ -348,8 +348,9 @@ class Sampler:
                         _check_shared(check, prompt, n, askers[(sys_prompt, prompt)])
                 by_request = {job.request: (key, job.label) for job, key in group.values()}
                 what = getattr(backend, "model", "") or "the model"
-                if getattr(backend, "precision", None):
-                    what += f" ({backend.precision})"
+                precision = getattr(backend, "precision", None)
+                if precision:
+                    what += f" ({precision})"
                 check_requests = getattr(backend, "check_requests", None)  # before loading
                 if check_requests is not None:
                     if not getattr(backend, "ready", True):

@@ -168,14 +168,15 @@ def _explicit(t: str, n: int) -> list[tuple[int, int, str, str]]:
     for m in _ITS.finditer(t):  # "it's B" (not "it's A good one")
         if not _article(m.group(1), t, m.end()):
             hits.setdefault(m.start(1), (m.start(1), m.end(), m.group(1), "explicit"))
-    m = _MARKER.match(t)
+    marker = _MARKER.match(t)
     listed = {x.group(1) for x in _LINE_MARKER.finditer(t)}
-    if m and len(listed) < 2:  # an answer that lists the options has no opening choice
-        g = next(i for i, x in enumerate(m.groups()) if x)
-        letter, end = m.group(g + 1), m.end(g + 1)
+    if marker and len(listed) < 2:  # an answer that lists the options has no opening choice
+        g = next(i for i, x in enumerate(marker.groups()) if x)
+        letter, end = marker.group(g + 1), marker.end(g + 1)
         if not (letter == "I" or _MARKER_NOT.match(t[end:].lstrip(").:]"))
                 or _in_range(letter, n) is None):
-            hits.setdefault(m.start(g + 1), (m.start(g + 1), m.end(), letter, "marker"))
+            hits.setdefault(marker.start(g + 1), (marker.start(g + 1), marker.end(), letter,
+                                                  "marker"))
     return sorted(hits.values())
 
 
@@ -271,7 +272,7 @@ def parse_answer(text: str | None, options: Sequence[str]) -> ParsedAnswer:
         return ParsedAnswer(i, first[3]) if i is not None else ParsedAnswer(None, "out-of-range")
     gone = _excluded(t)
     if re.fullmatch(r"[\W_]*[A-Za-z][\W_]*", t):
-        i = _in_range(re.search(r"[A-Za-z]", t).group(), n)
+        i = _in_range(re.sub(r"[\W_]", "", t), n)  # the one letter
         return ParsedAnswer(i, "letter") if i is not None else ParsedAnswer(None, "out-of-range")
     named = {i for m in _NAMED.finditer(t) if m.group(1).upper() not in gone
              and not _article(m.group(1), t, m.end())

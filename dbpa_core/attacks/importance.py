@@ -107,14 +107,14 @@ def forest_importances(X: np.ndarray, y: Sequence[bool], groups: Sequence[Any],
     seed, trees, repeats : the forest's seed and size, the shuffles per feature
     """
     X = np.asarray(X, dtype=float)
-    y = np.asarray(y, dtype=bool)
-    n = len(y)
+    labels = np.asarray(y, dtype=bool)
+    n = len(labels)
     if X.shape != (n, len(features)) or len(groups) != n:
         raise ValueError(f"X must be (rows, features) = ({n}, {len(features)}) with one group per "
                          f"row; got X {X.shape} and {len(groups)} groups.")
     codes = {g: i for i, g in enumerate(dict.fromkeys(groups))}
     g = np.array([codes[x] for x in groups], dtype=int)
-    items, changed = len(codes), int(y.sum())
+    items, changed = len(codes), int(labels.sum())
     if n == 0:
         return _not_fit(features, 0, 0, 0, "No attack changed a word: nothing to learn from.")
     if changed == 0 or changed == n:
@@ -143,12 +143,12 @@ def forest_importances(X: np.ndarray, y: Sequence[bool], groups: Sequence[Any],
     k = len(features)
     shuffled_right = np.zeros((k, repeats))   # rows predicted right with feature j shuffled
     impurity = np.zeros(k)
-    for train, test in GroupKFold(n_splits=folds).split(X, y, g):
+    for train, test in GroupKFold(n_splits=folds).split(X, labels, g):
         model = RandomForestClassifier(n_estimators=trees, random_state=seed, n_jobs=1)
-        model.fit(X[train], y[train])
+        model.fit(X[train], labels[train])
         impurity += model.feature_importances_ / folds
         pred[test] = model.predict(X[test])
-        base[test] = y[train].mean() > 0.5   # ties: "unchanged"
+        base[test] = labels[train].mean() > 0.5   # ties: "unchanged"
         # every shuffled copy of the held-out rows in one prediction
         copies = []
         for j in range(k):
@@ -157,12 +157,12 @@ def forest_importances(X: np.ndarray, y: Sequence[bool], groups: Sequence[Any],
                 Xs[:, j] = rng.permutation(Xs[:, j])
                 copies.append(Xs)
         got = model.predict(np.vstack(copies)).reshape(k, repeats, len(test))
-        shuffled_right += (got == y[test]).sum(axis=2)
-    accuracy = float((pred == y).mean())
+        shuffled_right += (got == labels[test]).sum(axis=2)
+    accuracy = float((pred == labels).mean())
     drops = accuracy - shuffled_right / n
     imps = tuple(Importance(f, float(drops[j].mean()), float(drops[j].std()), float(impurity[j]))
                  for j, f in enumerate(features))
-    baseline = float((base == y).mean())
+    baseline = float((base == labels).mean())
     note = "" if accuracy > baseline else (
         f"The forest predicts held-out items no better than always guessing the more frequent "
         f"outcome ({accuracy:.2f} vs {baseline:.2f}): these importances say little.")

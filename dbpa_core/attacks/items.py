@@ -252,7 +252,10 @@ def _number_options(answer: Any, rnd: random.Random) -> tuple[list[str], int]:
     no position — smallest, middle, largest — gives the answer away; the others lie at
     distinct random multiples of a random step from it."""
     s = str(answer).strip()
-    pre, _, x, decimals, commas, suf = _number_parts(s)
+    parts = _number_parts(s)
+    if parts is None:
+        raise ValueError(f"not a number answer: {s!r}")
+    pre, _, x, decimals, commas, suf = parts
     unit = 10.0 ** -decimals
 
     def fmt(v: float) -> str:

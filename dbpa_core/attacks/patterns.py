@@ -74,7 +74,7 @@ def word_syntax(texts: Iterable[str], spans_of: Mapping[str, Sequence[tuple[int,
     from .phrases import phrase_label
 
     unique = list(dict.fromkeys(texts))
-    keys = {t: (t, tuple(map(tuple, spans_of[t]))) for t in unique}
+    keys = {t: (t, tuple((int(a), int(b)) for a, b in spans_of[t])) for t in unique}
     todo = [t for t in unique if keys[t] not in _SYNTAX_CACHE]
     if todo:
         model = nlp()

@@ -277,6 +277,7 @@ def _attack_one(text: str, spans: tuple[tuple[int, int], ...], level: str, rho: 
             if words is None:
                 words = [text[x:y] for x, y in spans]
                 lowered = [x.lower() for x in words]
+            assert lowered is not None  # set together with words
             kind, new, source = _word_attack(w, ui, op, words, lowered)
         if new == w and not (level == "word" and kind == "insert"):
             continue  # a word whose text did not change (digits have no homoglyph) is no change

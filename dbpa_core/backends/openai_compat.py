@@ -28,7 +28,7 @@ import math
 import random
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -84,7 +84,7 @@ class _Transport(Exception):
         self.timeout = "timeout" in type(exc).__name__.lower()
 
 
-def run_async(coro_factory: Callable[[], Awaitable[T]]) -> T:
+def run_async(coro_factory: Callable[[], Coroutine[Any, Any, T]]) -> T:
     """Run a coroutine to completion from sync code, even inside a running loop."""
     try:
         asyncio.get_running_loop()
@@ -134,7 +134,7 @@ def _retry_after(exc: Exception) -> float | None:
     return None
 
 
-def _server_message(exc: Exception) -> str:
+def _server_message(exc: BaseException) -> str:
     body = getattr(exc, "body", None)
     msg: Any = None
     if isinstance(body, dict):
@@ -257,7 +257,8 @@ class OpenAIClientSettings:
             f"{self.host} sent an answer larger than {mb:g} MB; it was refused unread. Raise "
             "max_response_mb in the spec if that is expected, or lower max_tokens.")
 
-    def _beyond_max_tokens(self, limit: int, max_tokens: int, n: int) -> ResponseTooLargeError:
+    def _beyond_max_tokens(self, limit: int, max_tokens: int | None,
+                           n: int) -> ResponseTooLargeError:
         what = f"{n} answers of" if n > 1 else "an answer of"
         return ResponseTooLargeError(
             f"{self.host} sent more than max_tokens = {max_tokens} allows (over "
