@@ -88,12 +88,13 @@ _ALIGN = {"l": "left", "r": "right", "c": "center"}
 
 
 def table(rows: Iterable[Sequence[object]], headers: Sequence[str], *,
-          align: str | None = None) -> str:
+          align: str | None = None, free_last: bool = False) -> str:
     """The one way dbpa prints a text table: the headers, a rule of dashes under each
     column, then the rows, in columns two spaces apart (``tabulate``'s "simple" format).
     Cells are shown as given (``str``), never re-read as numbers, so ``0.0010`` stays
     ``0.0010``; ``align`` has one letter per column, ``l``, ``r`` or ``c`` (default: all
-    left). No line ends in spaces.
+    left). ``free_last``: the last column is free text (a sentence per row), its rule only
+    as wide as its header. No line ends in spaces.
 
     >>> print(table([("a", "0.0010"), ("bb", "< 0.001")], ("name", "p"), align="lr"))
     name          p
@@ -107,7 +108,11 @@ def table(rows: Iterable[Sequence[object]], headers: Sequence[str], *,
     text = tabulate([[str(c) for c in r] for r in rows], headers=list(headers),
                     tablefmt="simple", disable_numparse=True, stralign="left",
                     colalign=colalign)
-    return "\n".join(line.rstrip() for line in text.splitlines())
+    lines = [line.rstrip() for line in text.splitlines()]
+    if free_last and headers and len(lines) > 1:
+        rule = lines[1].rsplit("  ", 1)
+        lines[1] = (rule[0] + "  " if len(rule) > 1 else "") + "-" * len(headers[-1])
+    return "\n".join(lines)
 
 
 __all__ = ["P_THRESHOLDS", "SIZE_ANCHORS", "SIZE_BELOW", "SIZE_LEGEND", "fmt_p", "size_cell",

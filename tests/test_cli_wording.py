@@ -7,10 +7,10 @@ import json
 import numpy as np
 
 from dbpa_core import cli, fmt
-from dbpa_core.cli import audit as audit_cli
-from dbpa_core.cli import history as history_cli
 from dbpa_core.audit import run_audit
 from dbpa_core.cache import Cache
+from dbpa_core.cli import audit as audit_cli
+from dbpa_core.cli import history as history_cli
 from dbpa_core.history import History
 from dbpa_core.spec import load_spec
 
