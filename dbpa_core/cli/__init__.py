@@ -45,11 +45,14 @@ has two functions::
     def run(args: argparse.Namespace) -> int:  # do it; the exit code
         ...
 
-and is registered by naming it in :data:`COMMANDS` (import it, add it to the tuple); the
-order there is the order of ``dbpa --help``. ``main`` gives every command the global
+and is registered by naming it in :data:`COMMANDS`: import it (``from . import scan``)
+and add it to the tuple, two lines; the order there is the order of ``dbpa --help``. Its
+``run`` prints, returns the exit code and raises the library's errors; :mod:`.common` has the
+shared options (``add_progress_options``, ``add_junit``, ``add_allow_key_env``), the progress
+bars, the cache and the ``--fail-on`` / ``--junit`` gates, and tables are printed with
+:func:`dbpa_core.fmt.table`. ``main`` gives every command the global
 options and turns the library's errors into one line and an exit code.
 """
-
 from __future__ import annotations
 
 import argparse
