@@ -1,5 +1,5 @@
-"""How dbpa writes a p-value and the size of a change, the same way everywhere: the
-command line (``dbpa audit``, ``dbpa history``), the dashboard and its reports.
+"""How dbpa writes a p-value, the size of a change and a text table, the same way
+everywhere: the command line (``dbpa audit``, ``dbpa history``), the dashboard and its reports.
 
 >>> fmt_p(0.0123), fmt_p(0.0009995), fmt_p(0.00004)
 ('0.0123', '< 0.001', '< 0.0001')
@@ -9,6 +9,7 @@ command line (``dbpa audit``, ``dbpa history``), the dashboard and its reports.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 
 P_THRESHOLDS = (0.1, 0.05, 0.01, 0.001)  # the stars' and the usual α's
 
@@ -83,5 +84,36 @@ SIZE_LEGEND = ("size: Cohen's d of the similarities, in words for detectable cha
                "change is not detectable). 'Detectably' means told apart from the model's own "
                "randomness (p_adj <= alpha): it says nothing about how large the change is.")
 
+_ALIGN = {"l": "left", "r": "right", "c": "center"}
+
+
+def table(rows: Iterable[Sequence[object]], headers: Sequence[str], *,
+          align: str | None = None, free_last: bool = False) -> str:
+    """The one way dbpa prints a text table: the headers, a rule of dashes under each
+    column, then the rows, in columns two spaces apart (``tabulate``'s "simple" format).
+    Cells are shown as given (``str``), never re-read as numbers, so ``0.0010`` stays
+    ``0.0010``; ``align`` has one letter per column, ``l``, ``r`` or ``c`` (default: all
+    left). ``free_last``: the last column is free text (a sentence per row), its rule only
+    as wide as its header. No line ends in spaces.
+
+    >>> print(table([("a", "0.0010"), ("bb", "< 0.001")], ("name", "p"), align="lr"))
+    name          p
+    ------  -------
+    a        0.0010
+    bb      < 0.001
+    """
+    from tabulate import tabulate  # here, so that importing dbpa_core stays light
+
+    colalign = None if align is None else tuple(_ALIGN[a] for a in align)
+    text = tabulate([[str(c) for c in r] for r in rows], headers=list(headers),
+                    tablefmt="simple", disable_numparse=True, stralign="left",
+                    colalign=colalign)
+    lines = [line.rstrip() for line in text.splitlines()]
+    if free_last and headers and len(lines) > 1:
+        rule = lines[1].rsplit("  ", 1)
+        lines[1] = (rule[0] + "  " if len(rule) > 1 else "") + "-" * len(headers[-1])
+    return "\n".join(lines)
+
+
 __all__ = ["P_THRESHOLDS", "SIZE_ANCHORS", "SIZE_BELOW", "SIZE_LEGEND", "fmt_p", "size_cell",
-           "size_d", "size_text", "size_word"]
+           "size_d", "size_text", "size_word", "table"]

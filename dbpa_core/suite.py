@@ -376,7 +376,7 @@ __all__ = ["SuiteResult", "bootstrap_mean", "case_spec", "correct_tests", "estim
            "fisher_combined", "pool", "run_suite", "storey_pi0"]
 
 
-# --------------------------------------------------------------------------- command line
+# --------------------------------------------------------------------------- the pooled table
 def pooled_rows(result: SuiteResult | list[dict[str, Any]]) -> list[tuple[str, ...]]:
     """The pooled table (header first) as text cells, of a result or of its ``pooled``."""
     from .fmt import fmt_p as _fmt_p
@@ -391,59 +391,3 @@ def pooled_rows(result: SuiteResult | list[dict[str, Any]]) -> list[tuple[str, .
                      f"{d['ci_high']:+.3f}]", f"{d['discoveries']}/{d['cases']}",
                      f"{d['share_changed']:.0%}"))
     return rows
-
-
-def cmd_audit_suite(spec: AuditSpec, args, cache: Cache, bars) -> int:
-    """``dbpa audit`` of a suite: run it, write the results, print the pooled table."""
-    import os
-    import sys
-    import uuid
-
-    from .cli import _columns
-    from .sampling import RunCancelled
-
-    os.makedirs(args.out, exist_ok=True)
-    partial = os.path.join(args.out, f".responses.jsonl.{os.getpid()}-{uuid.uuid4().hex[:8]}"
-                           ".partial")
-    try:
-        with open(partial, "w", encoding="utf-8") as fh:
-            result = run_suite(spec, cache=cache, progress=bars, responses=fh)
-        result.responses_file = partial
-        paths = result.write(args.out)
-    except RunCancelled as exc:
-        print(str(exc), file=sys.stderr)
-        return 130
-    except OSError as exc:
-        print(f"error: cannot write the results to {args.out} ({exc.strerror or exc}); every "
-              "response is cached, so running again costs nothing.", file=sys.stderr)
-        return 2
-    finally:
-        bars.close()
-        if os.path.exists(partial):
-            os.unlink(partial)
-    print(_columns(pooled_rows(result)))
-    u = result.usage
-    print(f"\n{result.n_cases} cases x {len(spec.perturbations)} perturbations = "
-          f"{len(result.tests)} tests, corrected together ({spec.correction}, alpha = "
-          f"{spec.alpha}); one row per test in results.csv.")
-    print("p (Fisher): does the perturbation change the answers in any case (Fisher's "
-          "combined test over the cases); p_adj: corrected across perturbations; above "
-          "chance: mean over cases with a bootstrap interval; discoveries: cases significant "
-          "after the suite's correction; share changed: 1 - Storey's estimate of the share "
-          "of unchanged cases.")
-    print(f"{u.get('calls', 0)} new calls, {u.get('cached_samples', 0)} samples from the cache, "
-          f"{u['seconds']:.1f} s.")
-    for w in result.warnings:
-        print(f"warning: {w}", file=sys.stderr)
-    print("wrote " + ", ".join(paths))
-    if not args.no_history:
-        from .cli import record_in_history
-
-        record_in_history(args, lambda h, cache_dir, out_dir: h.record_suite(
-            result, source="cli", title=spec.name, cache_dir=cache_dir, out_dir=out_dir))
-    changed = [d["perturbation"] for d in result.pooled if d["role"] == "control"
-               and d["significant"]]  # pooled over the cases, after the correction
-    if changed and args.fail_on_control:
-        print("FAIL: control perturbation(s) changed the answers across the cases: "
-              + ", ".join(changed), file=sys.stderr)
-    return 1 if changed and args.fail_on_control else 0

@@ -6,9 +6,11 @@ import json
 
 import numpy as np
 
-from dbpa_core import cli, fmt, history_cli
+from dbpa_core import cli, fmt
 from dbpa_core.audit import run_audit
 from dbpa_core.cache import Cache
+from dbpa_core.cli import audit as audit_cli
+from dbpa_core.cli import history as history_cli
 from dbpa_core.history import History
 from dbpa_core.spec import load_spec
 
@@ -19,7 +21,7 @@ def test_one_p_formatter_for_the_library_the_cli_and_the_dashboard():
     from ui import figures
 
     assert figures.fmt_p is fmt.fmt_p and history_cli.fmt_p is fmt.fmt_p
-    assert cli.fmt_p is fmt.fmt_p and not hasattr(cli, "_fmt_p")
+    assert audit_cli.fmt_p is fmt.fmt_p and not hasattr(audit_cli, "_fmt_p")
     assert fmt.fmt_p(0.0009995) == "< 0.001" and fmt.fmt_p(0.04996) == "< 0.05"
     assert fmt.fmt_p(5e-5) == "< 0.0001" and fmt.fmt_p(float("nan")) == "–"
     assert fmt.fmt_p(0.0123) == "0.0123" and fmt.fmt_p(0.001) == "0.0010"
@@ -58,7 +60,7 @@ def test_audit_table_says_detectable_with_a_size_and_p_once(tmp_path, capsys):
     assert "small" not in rows["name-change"]   # no word for a size that is not established
     assert "Cohen's d of the similarities" in out and "small from 0.2" in out
 
-    table = cli._table(_near_threshold(_audit(tmp_path)))
+    table = audit_cli.results_table(_near_threshold(_audit(tmp_path)))
     assert "0.0009995" not in table and "< 0.001" in table
 
 

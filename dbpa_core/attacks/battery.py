@@ -33,6 +33,7 @@ import numpy as np
 
 from ..backends import GenerationParams
 from ..cache import Cache
+from ..fmt import table
 from ..multitest import multiple_testing
 from ..permutation import DBPAWarning, dbpa_test, dbpa_test_similarity
 from ..pricing import price_of, prompt_token_counter
@@ -858,9 +859,7 @@ def summary_text(result: BatteryResult) -> str:
         head = ("attack", "rho", "ER", f"{pct} CI", "ASR", f"{pct} CI", "unparsed")
         body = [(r.attack, f"{r.rho:g}", f"{r.er.value:.3f}", ci(r.er), f"{r.asr.value:.3f}",
                  ci(r.asr), str(r.asr.unparsed)) for r in rows]
-        widths = [max(len(x[i]) for x in [head, *body]) for i in range(len(head))]
-        fmt = lambda row: "  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip()  # noqa: E731
-        lines += ["", fmt(head), "  ".join("-" * w for w in widths), *map(fmt, body)]
+        lines += ["", table(body, head)]
     rti = [r for r in result.rti if r.dataset == ALL]
     if rti:
         lines += ["", "RTI (mean rho at which the answer first changes; 1 = never): " +

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from .._validate import check_level
+from ..fmt import table
 from . import curve as cv
 from . import discrepancy as dz
 from .data import UNIFORM, FidelityData, FidelityDataError
@@ -534,12 +535,10 @@ class FidelityResult:
         rows = [(s.name, f"{s.auc_cal:.4f}", f"{s.cvar():.4f}", f"{s.guarantee_quantile:.4f}",
                  s.kind, self.sample_size_summary(s.name), s.method_text)
                 for s in self.simulators]
-        widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-        fmt = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()  # noqa: E731
         lines = [f"{self.m} questions ({self.n_summary()} real answers each), loss {self.loss}, "
                  f"{self.set_name} sets with coverage γ = {self.gamma:g}, η = {self.eta:g}, "
                  f"α = {self.alpha:g}", "",
-                 fmt(head), "  ".join("-" * w for w in widths), *map(fmt, rows), "",
+                 table(rows, head), "",
                  self.ranking_sentence(), self.baseline_text(), self.guarantee_text(),
                  "Planning: " + self.plan().sentence()]
         if self.comparisons:
@@ -547,9 +546,7 @@ class FidelityResult:
             head2 = ("first", "second", "U(1-a/2)", "reverse", "verdict")
             rows2 = [(c.first, c.second, f"{c.u_hat:+.4f}", f"{c.u_hat_reverse:+.4f}",
                       c.sentence()) for c in self.comparisons]
-            w2 = [max(len(r[i]) for r in [head2, *rows2]) for i in range(4)]
-            for r in [head2, tuple("-" * x for x in w2) + ("-------",), *rows2]:
-                lines.append("  ".join(c.ljust(x) for c, x in zip(r[:4], w2, strict=True)) + "  " + r[4])
+            lines.append(table(rows2, head2, free_last=True))
             if self.comparison_note:
                 lines.append(f"({self.comparison_note})")
         return "\n".join(lines)

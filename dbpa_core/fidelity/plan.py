@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from ..fmt import table
 from . import curve as cv
 
 M_GRID = (100, 200, 500, 1000, 2000)
@@ -120,18 +121,15 @@ class FidelityPlan:
     def text(self) -> str:
         """The terminal table: the guaranteed level by m, then each pair's chances."""
         ms = list(self.levels)
-        names = [f"{p.first} ≥ {p.second}" for p in self.pairs]
-        w = max([len(x) for x in names] + [len("guaranteed level")])
-        lines = [self.sentence(), "", "questions m".ljust(w) + "".join(f"{m:>8,}" for m in ms),
-                 "guaranteed level".ljust(w) + "".join(f"{self.levels[m]:>8.2f}" for m in ms), "",
-                 "chance decided".ljust(w) + "".join(f"{m:>8,}" for m in M_GRID)
-                 + "    needed  plug-in share (no guarantee)"]
-        for name, p in zip(names, self.pairs, strict=True):
-            cells = "".join(f"{p.chance[m]:>8.0%}" for m in M_GRID)
-            plug = "" if p.plugin_share is None else f"{p.plugin_share:.2f}"
-            needed = f"{p.needed:,}" if p.needed else "never"
-            lines.append(name.ljust(w) + cells + f"  {needed:>8}  {plug}")
-        return "\n".join(lines)
+        levels = table([("guaranteed level", *[f"{self.levels[m]:.2f}" for m in ms])],
+                       ("questions m", *[f"{m:,}" for m in ms]), align="l" + "r" * len(ms))
+        rows = [(f"{p.first} ≥ {p.second}", *[f"{p.chance[m]:.0%}" for m in M_GRID],
+                 f"{p.needed:,}" if p.needed else "never",
+                 "" if p.plugin_share is None else f"{p.plugin_share:.2f}") for p in self.pairs]
+        chances = table(rows, ("chance decided", *[f"{m:,}" for m in M_GRID], "needed",
+                               "plug-in share (no guarantee)"),
+                        align="l" + "r" * (len(M_GRID) + 1) + "l")
+        return "\n".join([self.sentence(), "", levels, "", chances])
 
 
 def _threshold(m: int, alpha: float) -> int:

@@ -17,6 +17,9 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
+from typing import Any
+
+from .common import add_progress_options, open_cache, progress_bars
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -58,8 +61,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     f.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     f.add_argument("--batch", action="store_true", help="with --simulate: send the uncached "
                    "answers of OpenAI-compatible models as one Batch API job (half price)")
-    f.add_argument("--quiet", action="store_true", help="no progress bars")
-    f.add_argument("--progress", action="store_true", help="progress bars even when not a TTY")
+    add_progress_options(f)
     f.add_argument("--allow-key-env", action="append", default=[], metavar="NAME",
                    help="let the spec send this environment variable as an API key")
     return f
@@ -75,19 +77,23 @@ def _bounds(text):
     return (a, b)
 
 
-def cmd_fidelity(args, *, cache_of, bars_of) -> int:
-    """Run the command (``cache_of(args)`` and ``bars_of(args)`` come from ``dbpa_core.cli``)."""
+def run(args) -> int:
+    from ..fidelity.analysis import run_fidelity
+    from ..fidelity.data import FidelityDataError, load_data
+    from ..fidelity.discrepancy import SolverError
+    from ..fidelity.simulate import (
+        TemplateError,
+        estimate_simulation,
+        load_simulation_spec,
+        run_simulation_spec,
+    )
     from ..outputs import check_out_dir
     from ..sampling import RunCancelled
-    from .analysis import run_fidelity
-    from .data import FidelityDataError, load_data
-    from .discrepancy import SolverError
-    from .simulate import TemplateError, estimate_simulation, load_simulation_spec, run_simulation_spec
 
     if (args.data is None) == (args.simulate is None):
         print("error: give a data file (or 'sample'), or --simulate SPEC.yaml", file=sys.stderr)
         return 2
-    settings = {"loss": "tv", "gamma": 0.5, "eta": 0.05, "alpha": 0.1, "sigma": None,
+    settings: dict[str, Any] = {"loss": "tv", "gamma": 0.5, "eta": 0.05, "alpha": 0.1, "sigma": None,
                 "bounds": None}
     sim = None
     try:
@@ -95,7 +101,7 @@ def cmd_fidelity(args, *, cache_of, bars_of) -> int:
             spec = load_simulation_spec(args.simulate, allow_key_env=args.allow_key_env)
             settings.update(spec.analysis)
             if args.estimate:
-                e = estimate_simulation(spec.data, spec.models, cache=cache_of(args),
+                e = estimate_simulation(spec.data, spec.models, cache=open_cache(args),
                                         **spec.settings())
                 print(f"{e['answers']} answers ({spec.data.m} questions x {len(spec.models)} "
                       f"model(s) x {spec.samples}): {e['cached']} cached, {e['calls']} calls to make")
@@ -106,18 +112,18 @@ def cmd_fidelity(args, *, cache_of, bars_of) -> int:
         if not args.plan:
             check_out_dir(args.out)  # before any paid call
         if args.simulate:
-            bars = bars_of(args)
+            bars = progress_bars(args)
             if getattr(args, "batch", False):  # the answers as one Batch API job, then cached
                 from ..batch import jobs_cli
-                from .simulate import plan_jobs
+                from ..fidelity.simulate import plan_jobs
 
                 rc = jobs_cli([(j.model, j.request) for _, _, j in plan_jobs(
-                    spec.data, spec.models, **spec.settings())], cache_of(args), bars)
+                    spec.data, spec.models, **spec.settings())], open_cache(args), bars)
                 if rc is not None:
                     return rc
-                bars = bars_of(args)
+                bars = progress_bars(args)
             try:
-                sim = run_simulation_spec(spec, cache=cache_of(args), progress=bars)
+                sim = run_simulation_spec(spec, cache=open_cache(args), progress=bars)
             except RunCancelled as exc:
                 print(str(exc), file=sys.stderr)
                 return 130
@@ -146,7 +152,7 @@ def cmd_fidelity(args, *, cache_of, bars_of) -> int:
         return 0
     files = {}
     if sim is not None:
-        files = {"data.csv": sim.data.to_csv(), "answers.jsonl": sim.answers_jsonl()}
+        files = {"data.csv": data.to_csv(), "answers.jsonl": sim.answers_jsonl()}
     try:
         paths = result.write(args.out)
         if files:
@@ -169,5 +175,3 @@ def cmd_fidelity(args, *, cache_of, bars_of) -> int:
     print("wrote " + ", ".join(paths))
     return 0
 
-
-__all__ = ["add_parser", "cmd_fidelity"]

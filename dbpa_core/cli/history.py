@@ -1,19 +1,23 @@
-"""Text (and ``--json``) for ``dbpa history``: list, show, compare and delete recorded runs.
+"""``dbpa history``: list, show, compare and delete recorded runs, as text for people and
+``--json`` for scripts (the runs are kept by :mod:`dbpa_core.history`).
 
-Each function takes the :class:`~dbpa_core.history.History` and the parsed arguments and
+Each action takes the :class:`~dbpa_core.history.History` and the parsed arguments and
 returns what to print, or a :class:`Failed` (what to print, the exit code and the line that
 says why) when a check asked for on the command line fails; errors are
 :class:`~dbpa_core.history.HistoryError` (exit 2).
 """
 from __future__ import annotations
 
+import argparse
 import json
-from collections.abc import Sequence
-from typing import NamedTuple
+import sys
+from typing import TYPE_CHECKING, NamedTuple
 
-from . import provenance
-from .fmt import SIZE_LEGEND, fmt_p, size_cell
-from .history import History, HistoryError, Run, RunComparison, where_responses_live
+from .. import provenance
+from ..fmt import SIZE_LEGEND, fmt_p, size_cell, table
+
+if TYPE_CHECKING:  # imported where used, so that `dbpa --help` starts without numpy
+    from ..history import History, Run, RunComparison
 
 VERDICT_CHANGED = 1  # the exit code of `compare --fail-on-change` when a verdict changed
 
@@ -52,13 +56,6 @@ def _when(run_summary) -> str:
     return run_summary.created_at.strftime("%Y-%m-%d %H:%M")
 
 
-def _columns(rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip() for r in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
 def _short(text: str, n: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= n else text[:n - 1] + "…"
@@ -73,13 +70,14 @@ def list_runs(history: History, args) -> str:
                           ensure_ascii=False)
     if not runs:
         return f"No recorded runs match (history: {history.path})."
-    rows = [("id", "when (UTC)", "from", "kind", "title", "models", "result", "controls")]
+    rows = []
     for r in runs:
         k = kinds[r.id]
         gate = {"fail": "FAIL", "pass": "pass", "": "-"}[r.control_gate]
         rows.append((str(r.id), _when(r), r.source, k["kind"], _short(r.title, 28),
                      _short(", ".join(k["models"]), 40), _short(_outcome(r, k), 48), gate))
-    return _columns(rows) + f"\n\n{len(runs)} run(s) in {history.path}. " \
+    head = ("id", "when (UTC)", "from", "kind", "title", "models", "result", "controls")
+    return table(rows, head) + f"\n\n{len(runs)} run(s) in {history.path}. " \
         "`dbpa history show ID` shows one."
 
 
@@ -103,16 +101,17 @@ def _settings_line(settings: dict) -> str:
 
 
 def _result_table(result) -> str:
-    rows = [("name", "role", "omega", "above chance", "p (raw)", "p (adjusted)", "", "verdict",
-             "size (d)")]
-    for p in result.perturbations:
-        rows.append((p.name, p.role or "-", f"{p.effect_size:.3f}",
-                     f"{p.effect_above_chance:+.3f}", fmt_p(p.p_value), fmt_p(p.p_adjusted),
-                     p.stars, "detectable" if p.significant else "not shown", size_cell(p)))
-    return _columns(rows)
+    rows = [(p.name, p.role or "-", f"{p.effect_size:.3f}", f"{p.effect_above_chance:+.3f}",
+             fmt_p(p.p_value), fmt_p(p.p_adjusted), p.stars,
+             "detectable" if p.significant else "not shown", size_cell(p))
+            for p in result.perturbations]
+    return table(rows, ("name", "role", "omega", "above chance", "p (raw)", "p (adjusted)", "",
+                        "verdict", "size (d)"))
 
 
 def show_run(history: History, args) -> str:
+    from ..history import where_responses_live
+
     run: Run = history.get(args.id)
     s = run.summary
     extra = _kinds(history, [s])[s.id]
@@ -178,7 +177,7 @@ def _other_kind_lines(run: Run, extra: dict) -> list[str]:
 
 def _suite_text(suite: dict) -> list[str]:
     """A recorded suite of cases: its size, its pooled table and its warnings."""
-    from .suite import pooled_rows
+    from ..suite import pooled_rows
 
     spec = suite.get("spec") or {}
     out = ["", f"== suite of {suite.get('cases')} cases x {len(suite.get('pooled') or [])} "
@@ -186,7 +185,8 @@ def _suite_text(suite: dict) -> list[str]:
            f"({suite.get('correction')}, alpha = {suite.get('alpha')}) ==",
            f"base prompt: {_short(str((spec.get('base') or {}).get('prompt', '')), 100)}"]
     if suite.get("pooled"):
-        out.append(_columns(pooled_rows(list(suite["pooled"]))))
+        rows = pooled_rows(list(suite["pooled"]))
+        out.append(table(rows[1:], rows[0]))
     out += [f"warning: {w}" for w in suite.get("warnings") or ()]
     out.append("one row per case x perturbation: `dbpa history show ID --json` (\"suite\": "
                "\"tests\"), or the dashboard's Suite page")
@@ -201,6 +201,8 @@ def _served(run: Run) -> dict[str, tuple[str, ...]]:
 
 
 def compare_runs(history: History, args) -> str | Failed:
+    from ..history import HistoryError
+
     for run_id in (args.a, args.b):
         kind = history.extras([run_id]).get(int(run_id), {}).get("kind", "audit")
         if kind != "audit":
@@ -235,8 +237,7 @@ def _comparison_text(cmp: RunComparison, served: dict[str, tuple]) -> str:
         out.append(f"changed: {k} the answers came back with: "
                    f"{_short(', '.join(va) or 'not reported', 60)} -> "
                    f"{_short(', '.join(vb) or 'not reported', 60)}")
-    rows = [("audit", "perturbation", "role", "p_adj A", "p_adj B", "above chance A",
-             "above chance B", "verdict")]
+    rows = []
     for r in cmp.rows:
         rows.append((_short(r.job, 30), r.name, r.role or "-",
                      fmt_p(r.a.p_adjusted) + r.a.stars if r.a else "-",
@@ -244,13 +245,17 @@ def _comparison_text(cmp: RunComparison, served: dict[str, tuple]) -> str:
                      f"{r.a.effect_above_chance:+.3f}" if r.a else "-",
                      f"{r.b.effect_above_chance:+.3f}" if r.b else "-",
                      r.status.upper() if r.verdict_changed else r.status))
-    out += ["", _columns(rows), "",
+    head = ("audit", "perturbation", "role", "p_adj A", "p_adj B", "above chance A",
+            "above chance B", "verdict")
+    out += ["", table(rows, head), "",
             f"{len(cmp.changed)} of {sum(1 for r in cmp.rows if r.a and r.b)} perturbations "
             "tested in both runs changed verdict."]
     return "\n".join(out)
 
 
 def delete_runs(history: History, args) -> str:
+    from ..history import HistoryError
+
     runs = [history.get(i).summary for i in args.ids]   # every id must exist
     if not args.yes:
         names = "; ".join(f"run {r.id} ({r.title}, {_when(r)})" for r in runs)
@@ -262,3 +267,49 @@ def delete_runs(history: History, args) -> str:
 
 
 ACTIONS = {"list": list_runs, "show": show_run, "compare": compare_runs, "delete": delete_runs}
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    h = sub.add_parser("history", help="list the recorded runs (every audit is recorded)")
+    h.add_argument("--model", help="only runs with a model whose name contains this")
+    h.add_argument("--prompt", help="only runs whose prompts or perturbations contain this")
+    h.add_argument("--since", help="only runs on or after this date (YYYY-MM-DD)")
+    h.add_argument("--until", help="only runs on or before this date (YYYY-MM-DD)")
+    h.add_argument("--source", choices=["cli", "dashboard"], help="only runs from here")
+    h.add_argument("--limit", type=int, default=None, help="at most this many runs")
+    h.add_argument("--json", action="store_true", help="machine-readable output")
+    h.set_defaults(action="list")
+    hs = h.add_subparsers(dest="action")
+    s = hs.add_parser("show", help="one run: settings, results, where its responses live")
+    s.add_argument("id", type=int)
+    c = hs.add_parser("compare", help="two runs side by side: which verdicts changed")
+    c.add_argument("a", type=int, help="run A (e.g. before an upgrade)")
+    c.add_argument("b", type=int, help="run B (e.g. after)")
+    c.add_argument("--fail-on-change", action="store_true",
+                   help="exit 1 when any verdict changed from A to B, naming them (for CI: a "
+                   "model upgrade that changes what the audit finds)")
+    d = hs.add_parser("delete", help="delete runs (with their results and responses)")
+    d.add_argument("ids", type=int, nargs="+")
+    d.add_argument("--yes", action="store_true", help="really delete (required)")
+    for p in (s, c, d):
+        p.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                       help="machine-readable output")
+    return h
+
+
+def run(args) -> int:
+    """List, show, compare or delete recorded runs (text for people, --json for scripts)."""
+    from ..history import History, HistoryError
+
+    action = getattr(args, "action", None) or "list"
+    try:
+        out = ACTIONS[action](History(), args)
+    except HistoryError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if isinstance(out, Failed):  # e.g. compare --fail-on-change: a verdict changed
+        print(out.text)
+        print(out.message, file=sys.stderr)
+        return out.code
+    print(out)
+    return 0

@@ -1,0 +1,4 @@
+"""``python -m dbpa_core.cli``: the ``dbpa`` command."""
+from . import main
+
+raise SystemExit(main())
