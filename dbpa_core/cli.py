@@ -11,6 +11,7 @@
     dbpa history [--model M] [--prompt P] [--since DATE] [--until DATE] [--json]
     dbpa history show ID | compare A B [--fail-on-change] | delete ID... --yes
     dbpa report RUN_ID [RUN_ID ...] --out FILE.html|FILE.pdf
+    dbpa scan MODEL_SPEC --out DIR [--estimate]
     dbpa ui [STREAMLIT OPTIONS, e.g. --server.port 8600]
 
 Global options, before or after the command: ``--cache-dir DIR`` (``$DBPA_CACHE_DIR``),
@@ -624,6 +625,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .fidelity.command import add_parser as add_fidelity
 
     add_fidelity(sub).set_defaults(func=cmd_fidelity)
+    from .scan import add_parser as add_scan  # dbpa scan MODEL_SPEC --out DIR
+
+    add_scan(sub)
     c = sub.add_parser("cache", help="show or clear the cache")
     c.add_argument("action", choices=["info", "clear"])
     c.set_defaults(func=cmd_cache)
