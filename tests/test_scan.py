@@ -15,7 +15,8 @@ from dbpa_core.history import History
 
 from .test_report import parse
 
-DEMO = str(Path(__file__).resolve().parent.parent / "assets" / "demo_replay.jsonl")
+ROOT = Path(__file__).resolve().parent.parent
+DEMO = str(ROOT / "assets" / "demo_replay.jsonl")
 RECORDED = {"backend": "replay", "file": DEMO, "name": "SmolLM2-135M-Instruct"}
 
 
@@ -26,10 +27,11 @@ def verdict_rows(path):
 
 @pytest.fixture(scope="module")
 def scanned(tmp_path_factory):
-    """One scan of the recorded model, an estimate before it and one after it."""
+    """One scan of the recorded model (examples/recorded_model.yaml), an estimate before it
+    and one after it."""
     tmp = tmp_path_factory.mktemp("scan")
-    model = tmp / "model.yaml"
-    model.write_text(yaml.safe_dump(RECORDED))
+    model = ROOT / "examples" / "recorded_model.yaml"
+    assert scan.read_model(str(model)) == RECORDED   # its replay file, found from its folder
     old = os.environ.get("DBPA_HOME")
     home, cache, out = tmp / "home", tmp / "cache", tmp / "out"
     common = ["--home", str(home), "--cache-dir", str(cache), "scan", str(model)]
