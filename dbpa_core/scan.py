@@ -235,50 +235,47 @@ def run(args) -> int:
     cache = Cache(args.cache_dir, enabled=not args.no_cache)
     cache.check()
     label = model_label(model)
+    if not wordnet:
+        print(f"note: {HINT} Until then the battery's word attacks and RTI only delete words.",
+              file=sys.stderr)
     if args.estimate:
         print(f"scan of {label}")
         print(estimate_text(estimate_scan(audit, battery, cache)))
         return 0
     check_out_dir(args.out)  # before any call
-    if not wordnet:
-        print(f"note: {HINT} Until then the battery's word attacks and RTI only delete words.",
-              file=sys.stderr)
-    _notes(audit)
+    said = _notes(audit)
     print(f"scan of {label}: an audit ({len(PERSONAS)} personas as targets, "
           f"{len(NAME_SWAPS)} name swaps and the same prompt as controls, k = {audit.samples}, "
           f"checks: refusals, length) and a robustness battery ({len(battery.items)} sample "
           "items)", flush=True)
     out = Path(args.out)
-    results = _run_parts(args, audit, battery, cache)
-    if results is None:
-        return 130
+    results = _run_parts(args, audit, battery, cache, out, said)
+    if not isinstance(results, list):
+        return results
     audit_result, battery_result = results
-    try:
-        audit_result.write(out / "audit")
-        battery_result.write(out / "battery")
-    except OSError as exc:
-        print(f"error: cannot write the results to {out} ({exc.strerror or exc}); every "
-              "answer is cached, so running again costs nothing.", file=sys.stderr)
-        return 2
     ids = _record(args, label, audit_result, battery_result, cache)
     if ids is None:
         return 2
     return _write_report(ids, out, args.title or f"Scan of {label}")
 
 
-def _notes(spec) -> None:
-    """What the audit's plan cannot show, before any call (as ``dbpa audit`` says it)."""
+def _notes(spec) -> list[str]:
+    """Say what the audit's plan cannot show, before any call (as ``dbpa audit`` says it);
+    the warnings said."""
     from .spec import spec_notes, spec_warnings
 
-    for w in spec_warnings(spec):
+    said = spec_warnings(spec)
+    for w in said:
         print(f"warning: {w}", file=sys.stderr)
     for n in spec_notes(spec):
         print(f"note: {n}", file=sys.stderr)
+    return said
 
 
-def _run_parts(args, audit, battery, cache):
-    """Run the audit, then the battery, each with the CLI's progress bars; None when
-    stopped (every answer received is cached)."""
+def _run_parts(args, audit, battery, cache, out: Path, said: list[str]) -> list[Any] | int:
+    """Run the audit, then the battery, each with the CLI's progress bars, and write each
+    part's files into its folder of ``out`` as soon as it is done; their results, or the
+    exit code after one line saying why not (130 stopped, 2 not written)."""
     from .attacks.battery import run_battery
     from .audit import run_audit
     from .cli import _Bars
@@ -293,9 +290,19 @@ def _run_parts(args, audit, battery, cache):
             done.append(go(bars))
         except RunCancelled as exc:
             print(f"{part}: {exc}", file=sys.stderr)
-            return None
+            return 130
         finally:
             bars.close()
+        for w in done[-1].warnings:   # what the run found (what the plan could not show)
+            if w not in said:
+                print(f"{'warning' if part == 'audit' else 'note'}: {w}", file=sys.stderr)
+        try:
+            done[-1].write(out / part)
+        except OSError as exc:
+            print(f"error: cannot write the {part}'s results to {out / part} "
+                  f"({exc.strerror or exc}); every answer is cached, so running again costs "
+                  "nothing.", file=sys.stderr)
+            return 2
     return done
 
 

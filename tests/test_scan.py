@@ -18,6 +18,7 @@ from .test_report import parse
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = str(ROOT / "assets" / "demo_replay.jsonl")
 RECORDED = {"backend": "replay", "file": DEMO, "name": "SmolLM2-135M-Instruct"}
+DEMO_MODEL = str(ROOT / "examples" / "recorded_model.yaml")
 
 
 def verdict_rows(path):
@@ -30,11 +31,11 @@ def scanned(tmp_path_factory):
     """One scan of the recorded model (examples/recorded_model.yaml), an estimate before it
     and one after it."""
     tmp = tmp_path_factory.mktemp("scan")
-    model = ROOT / "examples" / "recorded_model.yaml"
-    assert scan.read_model(str(model)) == RECORDED   # its replay file, found from its folder
+    model = DEMO_MODEL
+    assert scan.read_model(model) == RECORDED   # its replay file, found from its folder
     old = os.environ.get("DBPA_HOME")
     home, cache, out = tmp / "home", tmp / "cache", tmp / "out"
-    common = ["--home", str(home), "--cache-dir", str(cache), "scan", str(model)]
+    common = ["--home", str(home), "--cache-dir", str(cache), "scan", model]
     runs = {}
     try:
         for name, extra in (("before", ["--estimate"]),
@@ -48,7 +49,7 @@ def scanned(tmp_path_factory):
                 assert not out.exists()
                 assert History(home / "history.sqlite3").list() == []
         history = History(home / "history.sqlite3")
-        yield {"runs": runs, "out": out, "history": history, "home": home}
+        yield {"runs": runs, "out": out, "history": history, "home": home, "cache": cache}
     finally:
         if old is None:
             os.environ.pop("DBPA_HOME", None)
@@ -184,3 +185,28 @@ def test_without_wordnet_the_battery_only_deletes_words():
     assert needs_wordnet(full) and not needs_wordnet(lean)
     assert [a.op for a in lean.attacks if a.level == "word"] == ["delete"]
     assert lean.rti == ("delete",) and len(lean.attacks) == len(full.attacks)
+
+
+def test_an_out_that_is_a_file_stops_before_any_call(tmp_path, capsys):
+    (tmp_path / "out").write_text("")
+    assert main(["--cache-dir", str(tmp_path / "c"), "scan", DEMO_MODEL, "--out",
+                 str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.splitlines()[-1] == f"error: --out {tmp_path / 'out'}: is a file, not a folder."
+    assert History().list() == [] and not (tmp_path / "c").exists()
+
+
+def test_a_history_that_cannot_be_written_keeps_the_results(scanned, tmp_path, capsys,
+                                                              monkeypatch):
+    """The report is built from the history: without one the scan says so in one line
+    (exit 2), and each part's files are written all the same."""
+    (tmp_path / "home").write_text("")   # DBPA_HOME is a file
+    monkeypatch.setenv("DBPA_HOME", str(tmp_path / "home"))
+    out = tmp_path / "out"
+    assert main(["--cache-dir", str(scanned["cache"]), "scan", DEMO_MODEL, "--out", str(out),
+                 "--embedder", "rouge1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("error: the runs could not be recorded in the history, so there is "
+                          "no report") and str(out / "audit") in err
+    assert (out / "audit" / "results.json").is_file()
+    assert (out / "battery" / "results.json").is_file() and not (out / "report.html").exists()
