@@ -18,7 +18,7 @@ from .test_report import parse
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = str(ROOT / "assets" / "demo_replay.jsonl")
 RECORDED = {"backend": "replay", "file": DEMO, "name": "SmolLM2-135M-Instruct"}
-DEMO_MODEL = str(ROOT / "examples" / "recorded_model.yaml")
+DEMO_MODEL = str(ROOT / "examples" / "model_recorded.yaml")
 
 
 def verdict_rows(path):
@@ -28,7 +28,7 @@ def verdict_rows(path):
 
 @pytest.fixture(scope="module")
 def scanned(tmp_path_factory):
-    """One scan of the recorded model (examples/recorded_model.yaml), an estimate before it
+    """One scan of the recorded model (examples/model_recorded.yaml), an estimate before it
     and one after it."""
     tmp = tmp_path_factory.mktemp("scan")
     model = DEMO_MODEL
