@@ -136,6 +136,33 @@ def build_specs(model: dict[str, Any], *, samples: int = SAMPLES,
     return audit, battery
 
 
+def replay_shortfall(audit, battery) -> str | None:
+    """For a replay model (recorded answers): one line saying how many of the prompts the
+    scan sends its file holds too few answers for (a replay file answers only the prompts
+    recorded in it), else None. Nothing is sent."""
+    from .attacks.battery import prompts_needed
+    from .audit import build_arms
+    from .backends.replay import ReplayBackend
+
+    model = audit.model
+    if model.get("backend") != "replay":
+        return None
+    need = dict(prompts_needed(battery))
+    for arm in build_arms(audit):   # a same-prompt arm takes the answers after the base's
+        need[arm.prompt] = max(need.get(arm.prompt, 0), arm.first_sample + audit.samples)
+    replay = ReplayBackend(model["file"], model.get("name"))
+    lacking = [p for p, n in need.items() if replay.available(p) < n]
+    if not lacking:
+        return None
+    first = " ".join(lacking[0].split())
+    first = first if len(first) <= 70 else first[:67] + "..."
+    return (f"the replay file {model['file']} holds too few recorded answers for "
+            f"{len(lacking)} of the {len(need)} prompts a scan sends (e.g. {first!r}): a "
+            "replay file answers only "
+            "the prompts recorded in it; scan the live model, or record the scan's prompts "
+            "(assets/make_demo_replay.py shows how)")
+
+
 # --------------------------------------------------------------------------- the estimate
 def estimate_scan(audit, battery, cache=None) -> dict[str, Any]:
     """Calls, tokens and cost of each part and in all, without calling anything:
@@ -238,10 +265,16 @@ def run(args) -> int:
     if not wordnet:
         print(f"note: {HINT} Until then the battery's word attacks and RTI only delete words.",
               file=sys.stderr)
+    short = replay_shortfall(audit, battery)
     if args.estimate:
         print(f"scan of {label}")
         print(estimate_text(estimate_scan(audit, battery, cache)))
+        if short:
+            print(f"note: {short}", file=sys.stderr)
         return 0
+    if short:
+        print(f"error: {short}", file=sys.stderr)
+        return 2
     check_out_dir(args.out)  # before any call
     said = _notes(audit)
     print(f"scan of {label}: an audit ({len(PERSONAS)} personas as targets, "

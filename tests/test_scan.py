@@ -210,3 +210,23 @@ def test_a_history_that_cannot_be_written_keeps_the_results(scanned, tmp_path, c
                           "no report") and str(out / "audit") in err
     assert (out / "audit" / "results.json").is_file()
     assert (out / "battery" / "results.json").is_file() and not (out / "report.html").exists()
+
+
+def test_a_replay_file_without_the_scans_prompts_stops_before_anything_runs(tmp_path, capsys):
+    """The demo's T=1.2 variant recorded the personas only: the scan names the shortfall in
+    one line (exit 2) before any part runs; --estimate counts and notes it."""
+    hot = json.dumps(dict(RECORDED, name="SmolLM2-135M-Instruct T=1.2"))
+    out = tmp_path / "out"
+    assert main(["--cache-dir", str(tmp_path / "c"), "scan", hot, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "holds too few recorded answers for" in err
+    from dbpa_core.attacks.battery import prompts_needed
+    from dbpa_core.audit import build_arms
+
+    audit, battery = scan.build_specs(RECORDED)
+    prompts = set(prompts_needed(battery)) | {a.prompt for a in build_arms(audit)}
+    assert f"of the {len(prompts)} prompts a scan sends" in err and not out.exists()
+    assert History().list() == []
+    assert main(["--cache-dir", str(tmp_path / "c"), "scan", hot, "--estimate"]) == 0
+    assert "note: the replay file" in capsys.readouterr().err
+    assert scan.replay_shortfall(audit, battery) is None   # the recorded model holds them all
