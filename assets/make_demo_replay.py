@@ -17,7 +17,9 @@ temperature, ``SmolLM2-135M-Instruct T=1.2`` for a variant. The personas are rec
 both (``personas`` and ``personas_hot``: the Persona explorer's heat map of the demo is
 personas x models); the battery's recording covers its default, RTI for every word
 operation and its robustness curve (a curve prompt that is also answered once keeps that
-greedy answer first, which a replayed curve reads as its first sample).
+greedy answer first, which a replayed curve reads as its first sample). ``dbpa scan``'s
+audit and battery (``dbpa_core/scan.py``) are recorded too, so that a scan of the recorded
+model runs offline (``tests/test_scan.py``).
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from dbpa_core import scan  # noqa: E402
 from dbpa_core.backends.local import SMOLLM2_NAME  # noqa: E402
 from dbpa_core.cache import Cache  # noqa: E402
 from dbpa_core.spec import parse_spec  # noqa: E402
@@ -65,6 +68,8 @@ def examples(settings: dict) -> dict[str, dict]:
                     "base": {"prompt": presets.NICE_PROMPT}, "perturbations": control},
         "models": {**common, "name": "demo-models", "models": models,
                    "base": {"prompt": presets.MODELS_PROMPT}},
+        # `dbpa scan`'s audit (its own settings: the scan's defaults, not the sidebar's)
+        "scan": scan.audit_data({"backend": "local"}, embedder={"backend": "rouge1"}),
     }
 
 
@@ -79,11 +84,13 @@ def battery_spec():
 def battery_specs():
     """The battery page's default, and the same with what its form offers beyond it: RTI
     for every word operation and the robustness curve at its default levels and items."""
+    from dbpa_core.attacks.spec import parse_attack_spec
     from ui import battery
 
     full = dict(battery.DEFAULTS, w_bat_rti=["insert", "delete", "replace"], w_bat_curve=True)
     base = battery_spec()
-    return [base, battery.build_spec(full, _battery_settings(), {"backend": "local"})]
+    return [base, battery.build_spec(full, _battery_settings(), {"backend": "local"}),
+            parse_attack_spec(scan.battery_data({"backend": "local"}), source="dbpa scan")]
 
 
 def _battery_settings() -> dict:
@@ -170,10 +177,11 @@ def main(argv=None) -> int:
     from ui.state import DEFAULTS
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", default="personas,personas_hot,control,models,battery",
+    ap.add_argument("--only", default="personas,personas_hot,control,models,scan,battery",
                     help="comma-separated examples to record (personas, personas_hot: the "
-                    "personas on the T=1.2 variant, control, models, battery: the Robustness "
-                    "battery page's default, every RTI operation and its curve); "
+                    "personas on the T=1.2 variant, control, models, scan: dbpa scan's audit, "
+                    "battery: the Robustness battery page's default, every RTI operation and "
+                    "its curve, and dbpa scan's battery); "
                     "landing: only re-embed the landing example")
     ap.add_argument("--force", action="store_true", help="re-record responses already there")
     ap.add_argument("--cache-dir", default=None, help="cache folder (default: the usual one)")

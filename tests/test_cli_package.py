@@ -24,13 +24,13 @@ def test_every_command_is_a_module_with_add_parser_and_run():
         assert isinstance(parser, argparse.ArgumentParser) and callable(command.run)
         names += list(sub.choices)
     assert names == ["audit", "estimate", "attack", "fidelity", "cache", "sensitivity", "import",
-                     "history", "report", "ui"]
+                     "history", "report", "scan", "ui"]
     ap = cli.build_parser()
     for name in names:  # each command runs its module's run()
         argv = {"audit": ["audit", "s.yaml"], "estimate": ["estimate", "s.yaml"],
                 "attack": ["attack", "s.yaml"], "cache": ["cache", "info"],
                 "sensitivity": ["sensitivity", "s.yaml"], "import": ["import", "f.csv"],
-                "report": ["report", "1", "--out", "r.html"]}.get(name, [name])
+                "report": ["report", "1", "--out", "r.html"], "scan": ["scan", "m.yaml"]}.get(name, [name])
         func = ap.parse_args(argv).func
         assert func.__module__ == f"dbpa_core.cli.{'import_' if name == 'import' else name}"
 

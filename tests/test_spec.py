@@ -94,9 +94,12 @@ def test_examples_are_valid():
 
     examples = sorted(Path(__file__).parent.parent.joinpath("examples").glob("*.yaml"))
     assert len(examples) >= 4
+    from dbpa_core.cli.scan import read_model
+
     for p in examples:  # specs of dbpa attack / dbpa fidelity --simulate say so in their names
         loader = (load_attack_spec if p.name.startswith("attack_") else
-                  load_simulation_spec if p.name.startswith("fidelity_") else load_spec)
+                  load_simulation_spec if p.name.startswith("fidelity_") else
+                  (lambda f: read_model(str(f))) if p.name.startswith("model_") else load_spec)
         loader(p)
     personas = load_spec(Path(__file__).parent.parent / "examples" / "nice_personas.yaml")
     assert [x.name for x in personas.perturbations] == [

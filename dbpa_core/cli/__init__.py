@@ -11,6 +11,7 @@
     dbpa history [--model M] [--prompt P] [--since DATE] [--until DATE] [--json]
     dbpa history show ID | compare A B [--fail-on-change] | delete ID... --yes
     dbpa report RUN_ID [RUN_ID ...] --out FILE.html|FILE.pdf
+    dbpa scan MODEL_SPEC --out DIR [--estimate]
     dbpa ui [STREAMLIT OPTIONS, e.g. --server.port 8600]
 
 Global options, before or after the command: ``--cache-dir DIR`` (``$DBPA_CACHE_DIR``),
@@ -59,10 +60,11 @@ import argparse
 import os
 
 from .. import __version__
-from . import attack, audit, cache, estimate, fidelity, history, import_, report, sensitivity, ui
+from . import attack, audit, cache, estimate, fidelity, history, import_, report, scan, sensitivity, ui
 from .common import global_options, run_guarded, subparsers
 
-COMMANDS = (audit, estimate, attack, fidelity, cache, sensitivity, import_, history, report, ui)
+COMMANDS = (audit, estimate, attack, fidelity, cache, sensitivity, import_, history, report, scan,
+            ui)
 """The command modules, in the order ``dbpa --help`` lists them."""
 
 
