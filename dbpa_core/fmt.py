@@ -55,6 +55,13 @@ def size_d(p) -> float | None:
     return float((p0.mean() - p1.mean()) / sd)
 
 
+def fmt_pct(x: float) -> str:
+    """A share as a percentage: whole when it is one (``0.9`` -> ``90 %``), else one
+    decimal (``0.955`` -> ``95.5 %``)."""
+    v = 100 * x
+    return f"{v:.0f} %" if abs(v - round(v)) < 1e-9 else f"{v:.1f} %"
+
+
 def size_word(d: float | None) -> str:
     """'large' (d >= 0.8), 'moderate' (>= 0.5), 'small' (>= 0.2), 'very small', or '' (no d)."""
     if d is None:
@@ -83,5 +90,5 @@ SIZE_LEGEND = ("size: Cohen's d of the similarities, in words for detectable cha
                "change is not detectable). 'Detectably' means told apart from the model's own "
                "randomness (p_adj <= alpha): it says nothing about how large the change is.")
 
-__all__ = ["P_THRESHOLDS", "SIZE_ANCHORS", "SIZE_BELOW", "SIZE_LEGEND", "fmt_p", "size_cell",
+__all__ = ["P_THRESHOLDS", "SIZE_ANCHORS", "SIZE_BELOW", "SIZE_LEGEND", "fmt_p", "fmt_pct", "size_cell",
            "size_d", "size_text", "size_word"]

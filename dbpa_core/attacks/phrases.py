@@ -53,6 +53,7 @@ from typing import Any
 
 import numpy as np
 
+from ..render import partial
 from ..sampling import Progress
 from .importance import ForestResult, forest_importances
 from .patterns import SpacyMissing, word_syntax
@@ -354,46 +355,12 @@ class PhraseAnalysis:
     def html(self) -> str:
         """The report's section: the phrase table, the forest's summary and its importances
         as bars (plain HTML: the command line's report has no chart library)."""
-        from .battery import _fmt, _html_table  # the report's own table style
-
-        parts = ["<h2>Which phrases break it (phrase table)</h2><p class='muted'>Each attacked "
-                 "word's phrase type (read from spaCy's dependency parse). Share: the mean share "
-                 "of attacked words in each phrase type among attacks that changed the answer, "
-                 "each attack weighing 1; base share: the same over every attack; lift = share / "
-                 "base share; ASR when hit: the share of attacks touching such a phrase that "
-                 "changed the answer.</p>"]
-        if self.note:
-            parts.append(f"<p class='muted'>Note: {_fmt(self.note)}</p>")
-        if self.table:
-            parts.append(_html_table([r.to_dict() for r in self.rows()], [
-                ("phrase", "phrase"), ("words", "attacked words"), ("share", "share"),
-                ("base_share", "base share"), ("lift", "lift"), ("attacks_hit", "attacks hitting it"),
-                ("asr_when_hit", "ASR when hit")]))
         f = self.forest
-        if f is None:
-            return "".join(parts)
-        parts.append("<h2>Random forest: what predicts a changed answer</h2>")
-        if not f.fitted:
-            parts.append(f"<p>{_fmt(f.note)}</p>")
-            return "".join(parts)
-        parts.append(
-            f"<p>Held-out accuracy <b>{f.accuracy:.3f}</b> against <b>{f.baseline:.3f}</b> for "
-            f"always guessing the more frequent outcome ({f.rows} attacks of {f.items} items, "
-            f"{f.changed} changed the answer; {f.folds}-fold cross-validation by item, {f.trees} "
-            f"trees, seed {f.seed}). Importance: held-out accuracy lost when the feature is "
-            f"shuffled ({f.repeats} shuffles).</p>")
-        if f.note:
-            parts.append(f"<p class='muted'>Note: {_fmt(f.note)}</p>")
-        top = max((i.mean for i in f.importances), default=0.0)
-        bars = []
-        for i in f.ranked():
-            width = 0.0 if top <= 0 else max(0.0, i.mean) / top * 100
-            bars.append(f"<tr><td>{_fmt(i.feature)}</td><td style='width:60%'><div style='background:"
-                        f"#3B6FD8;height:.8rem;width:{width:.1f}%'></div></td><td>{i.mean:.3f} ± "
-                        f"{i.std:.3f}</td><td>{i.impurity:.3f}</td></tr>")
-        parts.append("<table><tr><th>feature</th><th>permutation importance</th><th>mean ± sd"
-                     "</th><th>impurity importance</th></tr>" + "".join(bars) + "</table>")
-        return "".join(parts)
+        top = max((i.mean for i in f.importances), default=0.0) if f is not None else 0.0
+        importances = [(i, 0.0 if top <= 0 else max(0.0, i.mean) / top * 100)
+                       for i in (f.ranked() if f is not None and f.fitted else [])]
+        return partial("battery_phrases.html.j2", phrases=self, importances=importances,
+                       phrase_rows=[r.to_dict() for r in self.rows()])
 
 
 def analyse_battery(records: Sequence[Any], clean: Mapping[tuple[str, str], Any], *, seed: int = 0,
