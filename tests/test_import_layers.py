@@ -104,20 +104,39 @@ def _edges_into(graph: dict[str, set[str]], source: str, target: str) -> list[st
                   for t in deps if t.split(".")[0] == target)
 
 
-def test_the_cycle_finder_finds_a_cycle_and_the_import_reader_reads_every_kind(tmp_path):
+def test_the_cycle_finder_and_the_import_reader():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
-    pkg = ROOT / "dbpa_core"
-    known = {"dbpa_core", "dbpa_core.report", "dbpa_core.history", "dbpa_core.fidelity",
-             "dbpa_core.fidelity.curve", "dbpa_core.fidelity.analysis"}
-    src = pkg / "fidelity" / "analysis.py"
-    got = imports_of(src, known)
-    assert {"dbpa_core.fidelity.curve"} <= got    # `from . import curve as cv`
+    known = {"dbpa_core", "dbpa_core.fmt", "dbpa_core.fidelity", "dbpa_core.fidelity.curve",
+             "dbpa_core.fidelity.report", "dbpa_core.outputs"}
+    analysis = ROOT / "dbpa_core" / "fidelity" / "analysis.py"
+    everything = imports_of(analysis, known)
+    # `from . import curve as cv`, `from ..fmt import fmt_pct`, `from .report import ...`
+    assert {"dbpa_core.fidelity.curve", "dbpa_core.fmt", "dbpa_core.fidelity.report"} <= everything
+    # `from ..outputs import write_files` is inside a method: run only when it is called
+    assert "dbpa_core.outputs" in everything
+    assert "dbpa_core.outputs" not in imports_of(analysis, known, module_level=True)
 
 
 def test_dbpa_core_has_no_import_cycle():
-    graph = import_graph("dbpa_core")
+    """Importing any module of dbpa_core never comes back to it (imports run when a module
+    is imported)."""
+    graph = import_graph("dbpa_core", module_level=True)
     assert len(graph) > 50
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle: " + " → ".join(cycle or ())
+
+
+SUBPACKAGES = sorted(p.parent.name for p in (ROOT / "dbpa_core").glob("*/__init__.py"))
+
+
+@pytest.mark.parametrize("package", SUBPACKAGES)
+def test_no_import_cycle_inside_a_subpackage_even_inside_functions(package):
+    """Inside each subpackage (fidelity, attacks, ...) not even an import inside a function
+    closes a cycle: the modules form layers."""
+    prefix = f"dbpa_core.{package}"
+    graph = {m: {t for t in deps if t.startswith(prefix + ".")}
+             for m, deps in import_graph(f"dbpa_core/{package}").items()}
     cycle = find_cycle(graph)
     assert cycle is None, "import cycle: " + " → ".join(cycle or ())
 
@@ -130,5 +149,5 @@ def test_imports_point_down_the_layers(lower, upper):
 
 
 def test_ui_has_no_import_cycle():
-    cycle = find_cycle(import_graph("ui"))
+    cycle = find_cycle(import_graph("ui", module_level=True))
     assert cycle is None, "import cycle: " + " → ".join(cycle or ())
