@@ -334,6 +334,12 @@ def render(sections: Sequence[RunSection], *, title: str | None = None,
         expand=expand)
 
 
+def error_page(message: str, *, title: str = "No report") -> str:
+    """A page in the reports' layout that says, in one line, why there is no report (the
+    dashboard's download gives it when a run was deleted meanwhile)."""
+    return document("error.html.j2", title=title, message=message)
+
+
 def build_report(run_ids: Sequence[int], *, history: History | None = None,
                  title: str | None = None, expand: bool = False) -> str:
     """The HTML of the report on ``run_ids`` (see the module docstring)."""
@@ -405,5 +411,5 @@ def write_report(run_ids: Sequence[int], out: str | os.PathLike, *,
     return out
 
 
-__all__ = ["ReportError", "RunSection", "Verdict", "build_report", "checksum", "collect",
+__all__ = ["ReportError", "RunSection", "Verdict", "build_report", "checksum", "collect", "error_page",
            "find_chromium", "print_pdf", "render", "responses_lines", "write_report"]
