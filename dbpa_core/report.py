@@ -235,13 +235,13 @@ def _result_part(sec: RunSection, name: str, value: Any) -> None:
     rid = sec.run.id
     if isinstance(value, BatteryResult):
         verdicts, responses = _battery(rid, name, value)
-        sec.embedded.append(battery_html(value, title=name, section=True))
+        sec.embedded.append(Markup(battery_html(value, title=name, section=True)))
     elif isinstance(value, FidelityResult):
         verdicts, responses = _fidelity(rid, name, value), []
-        sec.embedded.append(fidelity_html(value, title=name, section=True))
+        sec.embedded.append(Markup(fidelity_html(value, title=name, section=True)))
     elif isinstance(value, SensitivityResult):
         verdicts, responses = _sensitivity(rid, name, value)
-        sec.embedded.append(value.to_html(title=name, section=True))
+        sec.embedded.append(Markup(value.to_html(title=name, section=True)))
     elif isinstance(value, SimulationResult):
         verdicts = [Verdict(rid, "fidelity", name, f"simulated answers of {m}",
                             f"{value.parsed_total(m):,} read, {value.unparsed_total(m):,} unreadable")
@@ -291,8 +291,8 @@ def collect(run_ids: Sequence[int], history: History | None = None) -> list[RunS
             for name, value in values:
                 _result_part(sec, str(name), value)
         sec.notes += list(run.unreadable)
-        for r in sec.responses:
-            r["run"] = run.id
+        for response in sec.responses:
+            response["run"] = run.id
         sections.append(sec)
     return sections
 
@@ -310,7 +310,7 @@ def responses_lines(sections: Iterable[RunSection]) -> list[str]:
 def checksum(responses: Iterable[dict[str, Any]] | Iterable[RunSection]) -> str:
     """SHA-256 (hex) of the responses' JSON lines, one ``\\n`` after each: of sections,
     or of one section's response records."""
-    items = list(responses)
+    items: list[Any] = list(responses)
     lines = responses_lines(items) if items and isinstance(items[0], RunSection) \
         else [_line(r) for r in items]
     return hashlib.sha256("".join(line + "\n" for line in lines).encode("utf-8")).hexdigest()

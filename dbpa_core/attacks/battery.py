@@ -911,12 +911,13 @@ def report_html(result: BatteryResult, *, charts_html: str = "", title: str = "R
     around it (``dbpa report`` puts it into its own)."""
     d = result.to_dict()
     pos = d["answer_positions"]
-    by_dataset = []
+    by_dataset: list[dict[str, Any]] = []
     if d["by_dataset"]["attacks"] or len(result.datasets) > 1:
         order = list(result.datasets)
         by_dataset = sorted(d["by_dataset"]["clean"] + d["by_dataset"]["attacks"],
                             key=lambda r: order.index(r["dataset"]))  # stable: clean, then attacks
-    shown = [r for r in result.records if r.query.kind == "attack" and r.query.attack.changes]
+    shown = [(r, a) for r in result.records
+             if r.query.kind == "attack" and (a := r.query.attack) is not None and a.changes]
     context = dict(
         title=title, spec=result.spec, model=model_label(result.spec.model), clean=d["clean"],
         warnings=result.warnings,
@@ -931,8 +932,8 @@ def report_html(result: BatteryResult, *, charts_html: str = "", title: str = "R
         curve=d["curve"] if result.curve else [], charts=markup(charts_html),
         examples=[{"id": r.query.base.id, "name": r.query.name, "rho": r.query.rho,
                    "letter": r.parsed.letter or "unparsed", "gold": r.query.item.answer_letter,
-                   "attacked": markup(highlighted_html(r.query.attack)), "response": r.response}
-                  for r in shown[:examples]])
+                   "attacked": markup(highlighted_html(a)), "response": r.response}
+                  for r, a in shown[:examples]])
     return (render_section if section else document)("battery.html.j2", **context)
 
 
