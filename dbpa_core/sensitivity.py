@@ -794,12 +794,6 @@ PALETTE = ["#5B8DEF", "#F28E2B", "#59A14F", "#E15759", "#B07AA1", "#76B7B2", "#E
            "#9C755F", "#FF9DA7", "#BAB0AC"]
 
 
-def _fmt(v: float, digits: int = 3) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "–"
-    return f"{v:.{digits}f}"
-
-
 def _fmt_p(p: float) -> str:
     if p is None or math.isnan(p):
         return "–"
