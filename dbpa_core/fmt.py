@@ -56,6 +56,13 @@ def size_d(p) -> float | None:
     return float((p0.mean() - p1.mean()) / sd)
 
 
+def fmt_pct(x: float) -> str:
+    """A share as a percentage: whole when it is one (``0.9`` -> ``90 %``), else one
+    decimal (``0.955`` -> ``95.5 %``)."""
+    v = 100 * x
+    return f"{v:.0f} %" if abs(v - round(v)) < 1e-9 else f"{v:.1f} %"
+
+
 def size_word(d: float | None) -> str:
     """'large' (d >= 0.8), 'moderate' (>= 0.5), 'small' (>= 0.2), 'very small', or '' (no d)."""
     if d is None:
@@ -115,5 +122,5 @@ def table(rows: Iterable[Sequence[object]], headers: Sequence[str], *,
     return "\n".join(lines)
 
 
-__all__ = ["P_THRESHOLDS", "SIZE_ANCHORS", "SIZE_BELOW", "SIZE_LEGEND", "fmt_p", "size_cell",
-           "size_d", "size_text", "size_word", "table"]
+__all__ = ["P_THRESHOLDS", "SIZE_ANCHORS", "SIZE_BELOW", "SIZE_LEGEND", "fmt_p", "fmt_pct",
+           "size_cell", "size_d", "size_text", "size_word", "table"]

@@ -27,18 +27,18 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from . import __version__
+from markupsafe import Markup
+
 from .history import History, HistoryError, Run
+from .render import document
 
 CHROMIUM_CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -72,7 +72,7 @@ class RunSection:
     headline: str = ""
     verdicts: list[Verdict] = field(default_factory=list)
     audits: list[dict[str, Any]] = field(default_factory=list)   # kind 'audit'
-    embedded: list[str] = field(default_factory=list)            # per-kind HTML bodies
+    embedded: list[Markup] = field(default_factory=list)         # per-kind sections
     notes: list[str] = field(default_factory=list)
     responses: list[dict[str, Any]] = field(default_factory=list)
     models: tuple[str, ...] = ()
@@ -86,17 +86,6 @@ def _fmt_p(p: float | None) -> str:
     if p is None or p != p:
         return "–"
     return "< 0.0001" if p < 1e-4 else f"{p:.4f}"
-
-
-def _short(value: Any, n: int = 160) -> str:
-    text = str(value)
-    return text if len(text) <= n else text[:n - 1] + "…"
-
-
-def _body(document: str) -> str:
-    """The inside of a per-kind report's ``<body>`` (already escaped by its builder)."""
-    m = re.search(r"<body[^>]*>(.*)</body>", document, flags=re.S | re.I)
-    return m.group(1) if m else document
 
 
 def _audit_part(run_id: int, job: str, r, several: bool, cache_dir: str | None
@@ -246,13 +235,13 @@ def _result_part(sec: RunSection, name: str, value: Any) -> None:
     rid = sec.run.id
     if isinstance(value, BatteryResult):
         verdicts, responses = _battery(rid, name, value)
-        sec.embedded.append(_body(battery_html(value, title=name)))
+        sec.embedded.append(Markup(battery_html(value, title=name, section=True)))
     elif isinstance(value, FidelityResult):
         verdicts, responses = _fidelity(rid, name, value), []
-        sec.embedded.append(_body(fidelity_html(value, title=name)))
+        sec.embedded.append(Markup(fidelity_html(value, title=name, section=True)))
     elif isinstance(value, SensitivityResult):
         verdicts, responses = _sensitivity(rid, name, value)
-        sec.embedded.append(_body(value.to_html(title=name)))
+        sec.embedded.append(Markup(value.to_html(title=name, section=True)))
     elif isinstance(value, SimulationResult):
         verdicts = [Verdict(rid, "fidelity", name, f"simulated answers of {m}",
                             f"{value.parsed_total(m):,} read, {value.unparsed_total(m):,} unreadable")
@@ -302,8 +291,8 @@ def collect(run_ids: Sequence[int], history: History | None = None) -> list[RunS
             for name, value in values:
                 _result_part(sec, str(name), value)
         sec.notes += list(run.unreadable)
-        for r in sec.responses:
-            r["run"] = run.id
+        for response in sec.responses:
+            response["run"] = run.id
         sections.append(sec)
     return sections
 
@@ -321,46 +310,34 @@ def responses_lines(sections: Iterable[RunSection]) -> list[str]:
 def checksum(responses: Iterable[dict[str, Any]] | Iterable[RunSection]) -> str:
     """SHA-256 (hex) of the responses' JSON lines, one ``\\n`` after each: of sections,
     or of one section's response records."""
-    items = list(responses)
+    items: list[Any] = list(responses)
     lines = responses_lines(items) if items and isinstance(items[0], RunSection) \
         else [_line(r) for r in items]
     return hashlib.sha256("".join(line + "\n" for line in lines).encode("utf-8")).hexdigest()
 
 
 # --------------------------------------------------------------------------- rendering
-def _environment():
-    from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
-
-    env = Environment(loader=PackageLoader("dbpa_core", "templates"),
-                      autoescape=select_autoescape(("html", "j2")), undefined=StrictUndefined,
-                      trim_blocks=True, lstrip_blocks=True)
-    env.filters["p"] = _fmt_p
-    env.filters["short"] = _short
-    env.filters["signed"] = lambda v, d=3: "–" if v is None or v != v else f"{v:+.{d}f}"
-    env.filters["num"] = lambda v, d=3: "–" if v is None or v != v else f"{v:.{d}f}"
-    return env
-
-
 def render(sections: Sequence[RunSection], *, title: str | None = None,
            expand: bool = False) -> str:
     """The report as one self-contained HTML document (``expand``: the responses shown,
     not folded, as a printed page needs)."""
-    from markupsafe import Markup
-
-    env = _environment()
-    css = (Path(__file__).parent / "templates" / "report.css").read_text(encoding="utf-8")
     title = title or ("Audit report: " + ", ".join(s.run.summary.title for s in sections))[:200]
     dates = [s.run.summary.created_at for s in sections]
     versions = sorted({s.run.summary.tool_version for s in sections})
     models = list(dict.fromkeys(m for s in sections for m in s.models))
     served = list(dict.fromkeys(v for s in sections for a in s.audits for v in a["versions"]))
-    return env.get_template("report.html.j2").render(
-        title=title, css=Markup(css), sections=sections,
+    return document(
+        "report.html.j2", title=title, sections=sections,
         verdicts=[v for s in sections for v in s.verdicts],
         checksum=checksum(sections), n_responses=sum(len(s.responses) for s in sections),
         first=min(dates), last=max(dates), versions=versions, models=models, served=served,
-        tool_version=__version__, made=datetime.now(UTC),
-        embedded=lambda html: Markup(html), expand=expand)
+        expand=expand)
+
+
+def error_page(message: str, *, title: str = "No report") -> str:
+    """A page in the reports' layout that says, in one line, why there is no report (the
+    dashboard's download gives it when a run was deleted meanwhile)."""
+    return document("error.html.j2", title=title, message=message)
 
 
 def build_report(run_ids: Sequence[int], *, history: History | None = None,
@@ -434,5 +411,5 @@ def write_report(run_ids: Sequence[int], out: str | os.PathLike, *,
     return out
 
 
-__all__ = ["ReportError", "RunSection", "Verdict", "build_report", "checksum", "collect",
+__all__ = ["ReportError", "RunSection", "Verdict", "build_report", "checksum", "collect", "error_page",
            "find_chromium", "print_pdf", "render", "responses_lines", "write_report"]

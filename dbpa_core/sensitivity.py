@@ -53,6 +53,8 @@ from .measures import MEASURES, get_measure
 from .multitest import multiple_testing
 from .permutation import DBPAWarning, dbpa_test, dbpa_test_similarity
 from .pricing import estimate_tokens, price_of
+from .render import document, markup
+from .render import section as render_section
 from .resources import asset
 from .sampling import Job, Progress, Sampler, SampleRecord, is_cached, model_key
 from .similarity import TEXT_SIMILARITIES, text_similarity_matrix
@@ -384,13 +386,16 @@ class SensitivityResult:
             w.writerow(c.to_dict())
         return buf.getvalue()
 
-    def to_html(self, *, title: str | None = None, charts: Mapping[str, str] | None = None) -> str:
-        """A self-contained HTML report: verdicts, one table and chart per study, cost.
+    def to_html(self, *, title: str | None = None, charts: Mapping[str, str] | None = None,
+                section: bool = False) -> str:
+        """A self-contained HTML report (``templates/sensitivity.html.j2``): verdicts, one
+        table and chart per study, cost.
 
         ``charts`` maps a section title to ready HTML (e.g. Plotly figures from the
-        dashboard) to include; without it small inline SVG charts are drawn.
+        dashboard) to include; without it small inline SVG charts are drawn. ``section``:
+        the report without the page around it (``dbpa report`` puts it into its own).
         """
-        return _html_report(self, title=title, charts=charts)
+        return _html_report(self, title=title, charts=charts, section=section)
 
     def write(self, out_dir: str | os.PathLike) -> list[str]:
         """results.json, results.csv, cost.csv and report.html; returns their paths."""
@@ -785,23 +790,8 @@ def _cost_table(spec: AuditSpec, config: SensitivityConfig,
 
 
 # --------------------------------------------------------------------------- HTML report
-CSS = """
-body{font-family:Inter,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;
-color:#1f2933;padding:0 1rem}h1{font-size:1.6rem}h2{margin-top:2rem;border-bottom:1px solid #e4e7eb}
-table{border-collapse:collapse;font-size:.88rem;margin:.4rem 0 1rem}td,th{border-bottom:1px solid
-#e4e7eb;padding:.3rem .55rem;text-align:left;vertical-align:top}td.num{text-align:right;
-font-variant-numeric:tabular-nums}.sig{background:#fde8d7}.base{outline:2px solid #5b8def}
-.muted{color:#616e7c;font-size:.85rem}pre{white-space:pre-wrap;background:#f5f7fa;padding:.6rem;
-border-radius:6px;font-size:.8rem;max-height:260px;overflow:auto}
-"""
 PALETTE = ["#5B8DEF", "#F28E2B", "#59A14F", "#E15759", "#B07AA1", "#76B7B2", "#EDC948",
            "#9C755F", "#FF9DA7", "#BAB0AC"]
-
-
-def _fmt(v: float, digits: int = 3) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "–"
-    return f"{v:.{digits}f}"
 
 
 def _fmt_p(p: float) -> str:
@@ -861,83 +851,33 @@ def _svg_bars(result: SensitivityResult, study: str) -> str:
     return "".join(parts)
 
 
-def _study_table(result: SensitivityResult, study: str) -> str:
+def _study_part(result: SensitivityResult, study: str,
+                charts: Mapping[str, str] | None) -> dict[str, Any]:
+    """One study's section of the report: its chart, its table's cells (a row per
+    perturbation, a cell per setting: the row found, or None) and the padded prompt."""
+    title = STUDY_TITLES[study]
     settings = result.settings(study)
-    head = "<tr><th>perturbation</th>" + "".join(
-        f"<th>{html.escape(s)}</th>" for s in settings) + "</tr>"
-    body = []
-    for p in result.perturbations:
-        cells = []
-        for s in settings:
-            r = next((x for x in result.study(study) if x.perturbation == p and x.setting == s),
-                     None)
-            if r is None or not r.applicable:
-                note = html.escape(r.note) if r is not None else ""
-                cells.append(f"<td class='muted' title='{note}'>n/a</td>")
-                continue
-            cls = " ".join(c for c in ("num", "sig" if r.significant else "",
-                                       "base" if r.baseline else "") if c)
-            cells.append(f"<td class='{cls}'>{_fmt(r.effect_above_chance)} {r.stars}<br>"
-                         f"<span class='muted'>p (adj.) {_fmt_p(r.p_adjusted)}</span></td>")
-        body.append(f"<tr><td>{html.escape(p)}</td>{''.join(cells)}</tr>")
-    return f"<table>{head}{''.join(body)}</table>"
+    found = {(r.perturbation, r.setting): r for r in result.study(study)}
+    padded = None
+    if study == "length" and result.padded_prompts:
+        longest = max(result.padded_prompts)
+        padded = (longest, result.padded_prompts[longest])
+    return {"title": title, "settings": settings, "padded": padded,
+            "chart": markup(charts[title] if charts and title in charts
+                            else _svg_bars(result, study)),
+            "rows": [(p, [found.get((p, s)) for s in settings]) for p in result.perturbations]}
 
 
 def _html_report(result: SensitivityResult, *, title: str | None,
-                 charts: Mapping[str, str] | None) -> str:
+                 charts: Mapping[str, str] | None, section: bool = False) -> str:
     s = result.spec
-    title = title or f"Sensitivity of {s.name}"
-    out = [f"<h1>{html.escape(title)}</h1>",
-           f"<p class='muted'>Generated {datetime.now(UTC):%Y-%m-%d %H:%M UTC} by dbpa. Model: "
-           f"{html.escape(', '.join(model_label(m) for m in s.models))}; k = {s.samples}, "
-           f"B = {s.permutations}, measure = {html.escape(s.measure)}, embedder = "
-           f"{html.escape(embedder_label(s.embedder))}, correction = {html.escape(s.correction)}, "
-           f"α = {s.alpha}. Cells: ω above chance (ω minus the mean ω of the permutations; "
-           "about 0 when nothing changed) with stars, and the corrected p. Orange: significant; "
-           "blue outline: the audit's own setting.</p>",
-           f"<p class='muted'>Base prompt: {html.escape(s.base_prompt)}</p>"]
-    studies = result.studies
-    head = "<tr><th>perturbation</th><th>audit verdict</th>" + "".join(
-        f"<th>{STUDY_TITLES[st]}: significant in</th>" for st in studies) + "<th>verdict</th></tr>"
-    body = []
-    for v in result.verdicts():
-        base = {True: "changes the answers", False: "no change shown",
-                None: "–"}[v["baseline_significant"]]
-        cells = "".join(f"<td>{v[st]['significant']} of {v[st]['settings']}</td>" for st in studies)
-        body.append(f"<tr><td>{html.escape(v['perturbation'])}</td><td>{base}</td>{cells}"
-                    f"<td>{'holds' if v['holds'] else '<b>depends on the setting</b>'}</td></tr>")
-    out.append("<h2>Does the verdict hold?</h2>" f"<table>{head}{''.join(body)}</table>")
-    for st in studies:
-        out.append(f"<h2>{STUDY_TITLES[st]}</h2>")
-        if charts and STUDY_TITLES[st] in charts:
-            out.append(charts[STUDY_TITLES[st]])
-        else:
-            out.append(_svg_bars(result, st))
-        out.append(_study_table(result, st))
-        if st == "length" and result.padded_prompts:
-            longest = max(result.padded_prompts)
-            out.append(f"<details><summary>The padded base prompt at {longest} tokens</summary>"
-                       f"<pre>{html.escape(result.padded_prompts[longest])}</pre></details>")
-    if result.cost:
-        chead = ("<tr><th>kind</th><th>model</th><th>items</th><th>new</th><th>input tokens</th>"
-                 "<th>output tokens</th><th>$ / 1M in</th><th>$ / 1M out</th><th>cost $</th>"
-                 "<th>paid now $</th><th></th></tr>")
-        crows = "".join(
-            f"<tr><td>{c.kind}</td><td>{html.escape(c.model)}</td><td class='num'>{c.items}</td>"
-            f"<td class='num'>{c.new}</td><td class='num'>{c.input_tokens:,}</td>"
-            f"<td class='num'>{c.output_tokens:,}</td><td class='num'>{_fmt(c.price_input, 2)}</td>"
-            f"<td class='num'>{_fmt(c.price_output, 2)}</td><td class='num'>{_fmt(c.cost, 4)}</td>"
-            f"<td class='num'>{_fmt(c.cost_new, 4)}</td><td class='muted'>{html.escape(c.note)}"
-            "</td></tr>" for c in result.cost)
-        out.append("<h2>Cost</h2><p class='muted'>Tokens as reported by the model where it "
-                   "reports them, else ~4 characters per token. 'paid now' counts only the calls "
-                   "and embeddings this run made (the rest came from the cache).</p>"
-                   f"<table>{chead}{crows}</table>")
-    if result.warnings:
-        out.append("<h2>Warnings</h2><ul>" + "".join(f"<li>{html.escape(w)}</li>"
-                                                     for w in result.warnings) + "</ul>")
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
-            f"</title><style>{CSS}</style></head><body>{''.join(out)}</body></html>")
+    context = dict(
+        title=title or f"Sensitivity of {s.name}", spec=s,
+        models=", ".join(model_label(m) for m in s.models), embedder=embedder_label(s.embedder),
+        studies=result.studies, study_titles=STUDY_TITLES, verdicts=result.verdicts(),
+        study_parts=[_study_part(result, st, charts) for st in result.studies],
+        cost=result.cost, warnings=result.warnings, fmt_p=_fmt_p)
+    return (render_section if section else document)("sensitivity.html.j2", **context)
 
 
 __all__ = ["STUDIES", "CostRow", "SensitivityConfig", "SensitivityError", "SensitivityResult",

@@ -297,14 +297,12 @@ report_ids = st.multiselect("Runs in the report", ids, default=ids[:1],
 def report_html() -> str:
     """The report of the chosen runs (built when the button is pressed)."""
     from dbpa_core.history import History
-    from dbpa_core.report import ReportError, build_report
+    from dbpa_core.report import ReportError, build_report, error_page
 
     try:
         return build_report(report_ids, history=History(history.path))
     except ReportError as exc:  # a run deleted meanwhile, a result that cannot be read
-        import html
-
-        return f"<!doctype html><meta charset='utf-8'><p>{html.escape(str(exc))}</p>"
+        return error_page(str(exc))
 
 
 st.download_button("Report", report_html, "dbpa-report_runs-" + "-".join(map(str, report_ids))

@@ -4,7 +4,6 @@ adjusted p. Nothing is computed here beyond arranging what the results carry; no
 """
 from __future__ import annotations
 
-import html
 from collections.abc import Mapping, Sequence
 
 import pandas as pd
@@ -16,6 +15,7 @@ from dbpa_core.checks import (
     CheckResult,
     _signed,  # "−60" / "+0.9": the CLI's signs
 )
+from dbpa_core.render import partial
 
 from .figures import ALT_COLOR, _layout, esc, fmt_p
 
@@ -159,8 +159,7 @@ def checks_html(result: AuditResult) -> str:
     if not result.checks:
         return ""
     df = checks_frame({"": result})
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
-    body = []
+    rows = []
     for row in df.itertuples(index=False):
         cells = []
         for col, v in zip(df.columns, row, strict=True):
@@ -168,14 +167,9 @@ def checks_html(result: AuditResult) -> str:
                 v = "–" if v is None or pd.isna(v) else fmt_p(v)
             elif col == "significant":
                 v = "significant" if v else "not significant"
-            cells.append(f"<td>{html.escape(str(v))}</td>")
-        body.append("<tr>" + "".join(cells) + "</tr>")
-    return (f"<h3>Answer checks</h3><table><tr>{head}</tr>{''.join(body)}</table>"
-            "<p class='muted'>Each check's pass rate (or mean) in the base and the perturbed "
-            "answers; the difference is perturbed − base with its 95 % interval (Newcombe's "
-            "for rates, Welch's for numbers); p from an exact test (rates) or a permutation "
-            "test (numbers), adjusted together across checks × arms with the audit's "
-            "correction. Model-graded checks are only as reliable as their judge model.</p>")
+            cells.append(str(v))
+        rows.append(cells)
+    return partial("audit_checks.html.j2", columns=[str(c) for c in df.columns], rows=rows)
 
 
 def report_figures(results: Sequence[AuditResult] | Mapping[str, AuditResult]) -> dict:

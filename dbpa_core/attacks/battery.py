@@ -37,6 +37,8 @@ from ..fmt import table
 from ..multitest import multiple_testing
 from ..permutation import DBPAWarning, dbpa_test, dbpa_test_similarity
 from ..pricing import price_of, prompt_token_counter
+from ..render import document, markup
+from ..render import section as render_section
 from ..sampling import Job, Progress, Sampler, is_cached, requests_for
 from ..similarity import TEXT_SIMILARITIES, text_similarity_matrix
 from ..spec import model_label
@@ -895,113 +897,43 @@ def highlighted_html(attacked: AttackedText) -> str:
     return "".join(out)
 
 
-def _fmt(x: Any, digits: int = 3) -> str:
-    if x is None:
-        return "–"
-    if isinstance(x, float):
-        return "–" if x != x else f"{x:.{digits}f}"
-    return html.escape(str(x))
-
-
-def _html_table(rows: Sequence[dict[str, Any]], cols: Sequence[tuple[str, str]]) -> str:
-    head = "".join(f"<th>{html.escape(label)}</th>" for _, label in cols)
-    body = "".join("<tr>" + "".join(f"<td>{_fmt(r.get(c))}</td>" for c, _ in cols) + "</tr>"
-                   for r in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
-
-
-REPORT_CSS = """
-body{font-family:Inter,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;
-color:#1f2933;padding:0 1rem}h1{font-size:1.6rem}h2{margin-top:2rem;border-bottom:1px solid #e4e7eb}
-table{border-collapse:collapse;width:100%;font-size:.9rem}td,th{border-bottom:1px solid #e4e7eb;
-padding:.35rem .5rem;text-align:left}pre{white-space:pre-wrap;background:#f5f7fa;padding:.6rem;
-border-radius:6px;font-size:.85rem}.muted{color:#616e7c;font-size:.85rem}
-mark{background:#ffe08a;padding:0 .1em}del{color:#b42318}
-"""
+ER_COLUMNS = (("attack", "attack"), ("rho", "ρ"), ("er", "ER"), ("er_low", "ER low"),
+              ("er_high", "ER high"), ("asr", "ASR"), ("asr_low", "ASR low"),
+              ("asr_high", "ASR high"), ("n", "n"), ("unparsed", "unparsed"))
 
 
 def report_html(result: BatteryResult, *, charts_html: str = "", title: str = "Robustness battery",
-                examples: int = 12) -> str:
-    """A self-contained HTML report: tables, an explanation, attacked examples (all text
-    escaped) and, when given, ``charts_html`` (the dashboard adds its Plotly charts)."""
-
+                examples: int = 12, section: bool = False) -> str:
+    """A self-contained HTML report (``templates/battery.html.j2``): tables, an
+    explanation, attacked examples (all text escaped) and, when given, ``charts_html``
+    (the dashboard adds its Plotly charts); ``section``: the report without the page
+    around it (``dbpa report`` puts it into its own)."""
     d = result.to_dict()
-    s = result.spec
-    er_cols = [("attack", "attack"), ("rho", "ρ"), ("er", "ER"), ("er_low", "ER low"),
-               ("er_high", "ER high"), ("asr", "ASR"), ("asr_low", "ASR low"),
-               ("asr_high", "ASR high"), ("n", "n"), ("unparsed", "unparsed")]
-    body = [f"<h1>{html.escape(title)}: {html.escape(s.name)}</h1>",
-            f"<p class='muted'>Generated {datetime.now(UTC):%Y-%m-%d %H:%M UTC} by dbpa. Model: "
-            f"{html.escape(model_label(s.model))}; {len(s.items)} items "
-            f"({html.escape(', '.join(s.datasets))}); seed {s.seed}; answers at temperature "
-            f"{s.temperature:g}. ER: share answered wrongly (unparsed answers count as wrong); "
-            "ASR: share whose answer changed under the attack; intervals are "
-            f"{s.confidence:.0%} Wilson intervals.</p>"]
-    clean = d["clean"]
-    body.append(f"<p><b>Clean ER {clean['er']:.3f}</b> [{_fmt(clean['er_low'])}, "
-                f"{_fmt(clean['er_high'])}], n = {clean['n']}, unparsed = {clean['unparsed']}.</p>")
-    for w in result.warnings:
-        body.append(f"<p class='muted'>Note: {html.escape(w)}</p>")
     pos = d["answer_positions"]
-    body.append("<h2>Answer positions</h2><p class='muted'>Clean items: how many have their "
-                "right option at each letter, and how often the model chose each letter.</p>" +
-                _html_table([{"what": "right option", **pos["gold"]},
-                             {"what": "answered", **pos["answered"]}],
-                            [("what", "")] + [(k, k) for k in pos["gold"]]))
-    if d["attacks"]:
-        body.append("<h2>ER and ASR per attack (Table 7)</h2>" + _html_table(d["attacks"], er_cols))
+    by_dataset: list[dict[str, Any]] = []
     if d["by_dataset"]["attacks"] or len(result.datasets) > 1:
         order = list(result.datasets)
-        rows = sorted(d["by_dataset"]["clean"] + d["by_dataset"]["attacks"],
-                      key=lambda r: order.index(r["dataset"]))  # stable: clean, then attacks
-        body.append("<h2>Per data set</h2>" + _html_table(rows, [("dataset", "data set")] + er_cols))
-    if d["rti"]:
-        body.append("<h2>RTI (relative training index)</h2><p class='muted'>Mean ρ at which the "
-                    "answer first changes (1.0: never). High: the model answers from a destroyed "
-                    "passage — the data are probably memorized.</p>" + _html_table(
-                        d["rti"], [("attack", "attack"), ("dataset", "data set"), ("rti", "RTI"),
-                                   ("rti_low", "low"), ("rti_high", "high"),
-                                   ("never_changed_share", "never changed"), ("n", "n")]))
-    for kind, label in (("instructions", "Synonymous instructions"),
-                        ("option_orders", "Option orders")):
-        c = d["consistency"][kind]
-        if c:
-            body.append(f"<h2>Consistency: {label}</h2><p>Spread (std) of accuracy: "
-                        f"<b>{_fmt(c['std'])}</b></p>" + _html_table(
-                            c["accuracies"], [("label", "variant"), ("accuracy", "accuracy"),
-                                              ("accuracy_low", "low"), ("accuracy_high", "high"),
-                                              ("n", "n"), ("unparsed", "unparsed")]))
-    if result.patterns:
-        body.append("<h2>Which words break it</h2><p class='muted'>Attacked words of successful "
-                    "attacks, each item weighing 1; lift = share / share among all attacked words."
-                    "</p>" + _html_table([p.to_dict() for p in result.patterns if p.level == ALL],
-                                         [("feature", "feature"), ("value", "value"),
-                                          ("share", "share"), ("base_share", "base share"),
-                                          ("lift", "lift")]))
-    if result.phrases is not None:
-        body.append(result.phrases.html())
-    if result.curve:
-        body.append("<h2>Robustness curve (DBPA)</h2><p class='muted'>ω of the attacked prompt's "
-                    f"response distribution against the clean prompt's (k = {s.samples}); p from "
-                    f"the permutation test, {s.correction}-adjusted over the curve.</p>" + _html_table(
-                        d["curve"], [("attack", "attack"), ("item", "item"), ("rho", "ρ"),
-                                     ("effect_size", "ω"), ("effect_above_chance", "ω − chance"),
-                                     ("p_value", "p"), ("p_adjusted", "p (adj.)"),
-                                     ("stars", "")]))
-    if charts_html:
-        body.append("<h2>Charts</h2>" + charts_html)
-    ex = [r for r in result.records if r.query.kind == "attack" and r.query.attack.changes]
-    if ex:
-        parts = []
-        for r in ex[:examples]:
-            q = r.query
-            parts.append(f"<p><b>{html.escape(q.base.id)}</b> — {html.escape(q.name)} ρ = "
-                         f"{q.rho:g}: answer {html.escape(r.parsed.letter or 'unparsed')} "
-                         f"(gold {q.item.answer_letter})</p><pre>{highlighted_html(q.attack)}</pre>"
-                         f"<p class='muted'>Response: {html.escape(r.response)}</p>")
-        body.append("<h2>Attacked examples</h2>" + "".join(parts))
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"<style>{REPORT_CSS}</style></head><body>{''.join(body)}</body></html>")
+        by_dataset = sorted(d["by_dataset"]["clean"] + d["by_dataset"]["attacks"],
+                            key=lambda r: order.index(r["dataset"]))  # stable: clean, then attacks
+    shown = [(r, a) for r in result.records
+             if r.query.kind == "attack" and (a := r.query.attack) is not None and a.changes]
+    context = dict(
+        title=title, spec=result.spec, model=model_label(result.spec.model), clean=d["clean"],
+        warnings=result.warnings,
+        positions=[{"what": "right option", **pos["gold"]}, {"what": "answered", **pos["answered"]}],
+        position_cols=[("what", "")] + [(k, k) for k in pos["gold"]],
+        er_cols=list(ER_COLUMNS), attacks=d["attacks"], by_dataset=by_dataset, rti=d["rti"],
+        consistency=[(label, d["consistency"][kind]) for kind, label in
+                     (("instructions", "Synonymous instructions"), ("option_orders", "Option orders"))
+                     if d["consistency"][kind]],
+        patterns=[p.to_dict() for p in result.patterns if p.level == ALL],
+        phrases_html=result.phrases.html() if result.phrases is not None else "",
+        curve=d["curve"] if result.curve else [], charts=markup(charts_html),
+        examples=[{"id": r.query.base.id, "name": r.query.name, "rho": r.query.rho,
+                   "letter": r.parsed.letter or "unparsed", "gold": r.query.item.answer_letter,
+                   "attacked": markup(highlighted_html(a)), "response": r.response}
+                  for r, a in shown[:examples]])
+    return (render_section if section else document)("battery.html.j2", **context)
 
 
 __all__ = ["ALL", "BATTERY_FILES", "RTI_RHOS", "AnswerRecord", "AttackRow", "BatteryResult",

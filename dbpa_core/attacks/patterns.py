@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from .phrase_labels import phrase_label
 from .text import AttackedText
 
 POSITIONS = ("head", "middle", "tail")
@@ -71,8 +72,6 @@ def word_syntax(texts: Iterable[str], spans_of: Mapping[str, Sequence[tuple[int,
 
     Raises :class:`SpacyMissing` when the model is not installed.
     """
-    from .phrases import phrase_label
-
     unique = list(dict.fromkeys(texts))
     keys = {t: (t, tuple((int(a), int(b)) for a, b in spans_of[t])) for t in unique}
     todo = [t for t in unique if keys[t] not in _SYNTAX_CACHE]

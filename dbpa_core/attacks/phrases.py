@@ -53,121 +53,14 @@ from typing import Any
 
 import numpy as np
 
+from ..render import partial
 from ..sampling import Progress
 from .importance import ForestResult, forest_importances
 from .patterns import SpacyMissing, word_syntax
+from .phrase_labels import GROUP_TEXT, GROUPS, LABELS, group_of, phrase_label
 from .text import AttackedText, word_spans
 
-GROUPS = ("NP", "VP", "PP", "ADJP", "ADVP", "QP", "PRT", "WH", "other")
-LABELS = ("NP", "VP", "PP", "ADJP", "ADVP", "QP", "PRT", "WHNP", "WHADVP", "WHADJP", "WHPP",
-          "SBAR", "S", "INTJ", "X")
-GROUP_TEXT = {"NP": "noun phrase", "VP": "verb phrase", "PP": "prepositional phrase",
-              "ADJP": "adjective phrase", "ADVP": "adverb phrase", "QP": "quantity phrase",
-              "PRT": "particle", "WH": "wh-phrase", "other": "other (clause level)"}
 ALL = "all"
-
-_WH_NOMINAL = frozenset({"WDT", "WP", "WP$"})
-_NOMINAL = frozenset({"NOUN", "PROPN", "PRON"})
-_VERBAL = frozenset({"VERB", "AUX"})
-_GRADED = frozenset({"advmod", "npadvmod", "conj", "cc", "prep"})   # an adjective's own phrase
-_SUBJECT = frozenset({"nsubj", "nsubjpass", "csubj", "csubjpass", "expl"})
-
-
-def group_of(label: str) -> str:
-    """The group of a phrase label: WHNP -> WH, SBAR -> other, NP -> NP."""
-    if label.startswith("WH"):
-        return "WH"
-    return label if label in GROUPS else "other"
-
-
-def _is_number(tok) -> bool:
-    return tok.tag_ == "CD" or tok.pos_ == "NUM"
-
-
-def _in_qp(tok) -> bool:
-    """A number with a quantity modifier (``about 5``, ``5 million``, ``3 and 4``), or
-    that modifier: the Treebank's QP."""
-    if tok.dep_ == "quantmod":
-        return True
-    if not _is_number(tok):
-        return tok.dep_ in ("advmod", "amod", "cc") and tok.head is not tok \
-            and _is_number(tok.head) and _in_qp(tok.head)
-    if tok.dep_ in ("compound", "conj") and tok.head is not tok and _is_number(tok.head):
-        return True
-    return any(c.dep_ in ("quantmod", "advmod", "amod") or
-               (c.dep_ in ("compound", "conj") and _is_number(c)) for c in tok.children)
-
-
-def _wh_nominal(tok) -> bool:
-    """A noun determined by a wh-word (``which book``, ``whose car``, ``how many apples``)."""
-    for c in tok.children:
-        if c.tag_ in _WH_NOMINAL and c.dep_ in ("det", "poss"):
-            return True
-        if c.dep_ == "amod" and any(g.tag_ == "WRB" for g in c.children):
-            return True
-    return False
-
-
-def _head_label(tok) -> str:
-    return phrase_label(tok.head) if tok.head is not tok else "X"
-
-
-def phrase_label(tok) -> str:
-    """The Treebank label of the smallest phrase holding spaCy token ``tok`` (see the
-    module docstring for the rules)."""
-    dep, pos, tag = tok.dep_, tok.pos_, tok.tag_
-    if dep == "prt" or tag == "RP":
-        return "PRT"
-    if tag == "WRB":
-        return "WHADJP" if dep == "advmod" and tok.head.pos_ == "ADJ" and tok.head is not tok \
-            else "WHADVP"
-    if tag in _WH_NOMINAL:
-        return "WHNP"
-    if dep == "mark" or (pos == "SCONJ" and dep not in ("prep", "quantmod")):
-        return "SBAR"
-    if _in_qp(tok):
-        return "QP"
-    if pos == "ADP" or (dep in ("prep", "agent") and tag == "IN"):
-        objects = [c for c in tok.children if c.dep_ in ("pobj", "pcomp")]
-        return "WHPP" if any(c.tag_ in _WH_NOMINAL for c in objects) else "PP"
-    if dep in ("cc", "preconj"):
-        head = tok.head
-        if head.pos_ in _VERBAL:
-            clauses = [c for c in head.children if c.dep_ == "conj" and
-                       any(g.dep_ in _SUBJECT for g in c.children)]
-            return "S" if clauses else "VP"
-        return _head_label(tok)
-    if dep == "neg" and tok.lower_ in ("not", "n't"):   # "never" is an ADVP of its own
-        return _head_label(tok)
-    if pos in _NOMINAL or tag == "EX":
-        return "WHNP" if _wh_nominal(tok) else "NP"
-    if pos == "ADJ" or dep == "amod":
-        if any(c.tag_ == "WRB" for c in tok.children):
-            return "WHADJP"
-        if dep == "conj" and tok.head.pos_ == "ADJ":
-            return _head_label(tok)
-        if dep == "amod":   # before its noun: in the NP unless graded or coordinated
-            return "ADJP" if any(c.dep_ in _GRADED for c in tok.children) else _head_label(tok)
-        if dep in ("det", "nummod", "poss", "compound"):
-            return _head_label(tok)
-        return "ADJP"
-    if pos == "ADV":
-        head = tok.head
-        if dep == "advmod" and head is not tok:
-            if head.pos_ in ("ADJ", "ADV") or head.pos_ in _NOMINAL or _is_number(head):
-                return "ADVP" if head.pos_ == "ADV" else phrase_label(head)
-        return "ADVP"
-    if pos == "DET" or tag == "POS" or dep in ("det", "predet", "case", "poss"):
-        return _head_label(tok) if tok.head.pos_ in _NOMINAL or _is_number(tok.head) else "NP"
-    if _is_number(tok):
-        return "NP"
-    if pos in _VERBAL or tag in ("TO", "MD"):
-        return "VP"
-    if pos == "PART":   # "to" before a verb, "not": the verb's phrase
-        return "VP" if tok.head.pos_ in _VERBAL else _head_label(tok)
-    if pos == "INTJ":
-        return "INTJ"
-    return "X"
 
 
 def label_words(texts: Iterable[str], spans_of: Mapping[str, Sequence[tuple[int, int]]]
@@ -354,46 +247,12 @@ class PhraseAnalysis:
     def html(self) -> str:
         """The report's section: the phrase table, the forest's summary and its importances
         as bars (plain HTML: the command line's report has no chart library)."""
-        from .battery import _fmt, _html_table  # the report's own table style
-
-        parts = ["<h2>Which phrases break it (phrase table)</h2><p class='muted'>Each attacked "
-                 "word's phrase type (read from spaCy's dependency parse). Share: the mean share "
-                 "of attacked words in each phrase type among attacks that changed the answer, "
-                 "each attack weighing 1; base share: the same over every attack; lift = share / "
-                 "base share; ASR when hit: the share of attacks touching such a phrase that "
-                 "changed the answer.</p>"]
-        if self.note:
-            parts.append(f"<p class='muted'>Note: {_fmt(self.note)}</p>")
-        if self.table:
-            parts.append(_html_table([r.to_dict() for r in self.rows()], [
-                ("phrase", "phrase"), ("words", "attacked words"), ("share", "share"),
-                ("base_share", "base share"), ("lift", "lift"), ("attacks_hit", "attacks hitting it"),
-                ("asr_when_hit", "ASR when hit")]))
         f = self.forest
-        if f is None:
-            return "".join(parts)
-        parts.append("<h2>Random forest: what predicts a changed answer</h2>")
-        if not f.fitted:
-            parts.append(f"<p>{_fmt(f.note)}</p>")
-            return "".join(parts)
-        parts.append(
-            f"<p>Held-out accuracy <b>{f.accuracy:.3f}</b> against <b>{f.baseline:.3f}</b> for "
-            f"always guessing the more frequent outcome ({f.rows} attacks of {f.items} items, "
-            f"{f.changed} changed the answer; {f.folds}-fold cross-validation by item, {f.trees} "
-            f"trees, seed {f.seed}). Importance: held-out accuracy lost when the feature is "
-            f"shuffled ({f.repeats} shuffles).</p>")
-        if f.note:
-            parts.append(f"<p class='muted'>Note: {_fmt(f.note)}</p>")
-        top = max((i.mean for i in f.importances), default=0.0)
-        bars = []
-        for i in f.ranked():
-            width = 0.0 if top <= 0 else max(0.0, i.mean) / top * 100
-            bars.append(f"<tr><td>{_fmt(i.feature)}</td><td style='width:60%'><div style='background:"
-                        f"#3B6FD8;height:.8rem;width:{width:.1f}%'></div></td><td>{i.mean:.3f} ± "
-                        f"{i.std:.3f}</td><td>{i.impurity:.3f}</td></tr>")
-        parts.append("<table><tr><th>feature</th><th>permutation importance</th><th>mean ± sd"
-                     "</th><th>impurity importance</th></tr>" + "".join(bars) + "</table>")
-        return "".join(parts)
+        top = max((i.mean for i in f.importances), default=0.0) if f is not None else 0.0
+        importances = [(i, 0.0 if top <= 0 else max(0.0, i.mean) / top * 100)
+                       for i in (f.ranked() if f is not None and f.fitted else [])]
+        return partial("battery_phrases.html.j2", phrases=self, importances=importances,
+                       phrase_rows=[r.to_dict() for r in self.rows()])
 
 
 def analyse_battery(records: Sequence[Any], clean: Mapping[tuple[str, str], Any], *, seed: int = 0,

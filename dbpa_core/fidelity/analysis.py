@@ -35,10 +35,11 @@ from typing import Any
 import numpy as np
 
 from .._validate import check_level
-from ..fmt import table
+from ..fmt import fmt_pct, table
 from . import curve as cv
 from . import discrepancy as dz
 from .data import UNIFORM, FidelityData, FidelityDataError
+from .report import report_html
 from .sets import (
     binary_kl_interval,
     hoeffding_halfwidth,
@@ -247,7 +248,7 @@ class Comparison:
 
     def sentence(self, noun: str = "questions") -> str:
         """The verdict in one plain sentence, with what it guarantees (see :attr:`guaranteed`)."""
-        share = _pct(1 - self.alpha)
+        share = fmt_pct(1 - self.alpha)
         v = self.verdict
         where = f"on at least {share} of these {noun} (worst case over their confidence sets)"
         if v in ("first", "second"):
@@ -265,11 +266,6 @@ class Comparison:
                 "u_hat": self.u_hat, "u_hat_reverse": self.u_hat_reverse,
                 "verdict": self.verdict, "sentence": self.sentence(),
                 "guaranteed": self.guaranteed, "exact": self.exact}
-
-
-def _pct(x: float) -> str:
-    v = 100 * x
-    return f"{v:.0f} %" if abs(v - round(v)) < 1e-9 else f"{v:.1f} %"
 
 
 def _floor_pct(x: float) -> str:
@@ -554,7 +550,6 @@ class FidelityResult:
     def write(self, out_dir, *, report: str | None = None) -> list[str]:
         """fidelity.json, fidelity.csv, comparisons.csv and report.html (atomically)."""
         from ..outputs import write_files
-        from .report import report_html
 
         return write_files(out_dir, {
             "fidelity.json": self.to_json(), "fidelity.csv": self.to_csv(),

@@ -1,26 +1,20 @@
-"""A self-contained HTML report of a fidelity analysis, with its chart as inline SVG (no
-JavaScript, no plotting library: the library stays free of plotly; the dashboard passes
-its Plotly charts in ``charts_html`` instead). All names and texts are escaped."""
+"""A self-contained HTML report of a fidelity analysis (``templates/fidelity.html.j2``, in
+the layout every dbpa report shares), with its chart as inline SVG (no JavaScript, no
+plotting library: the library stays free of plotly; the dashboard passes its Plotly
+charts in ``charts_html`` instead). All names and texts are escaped."""
 from __future__ import annotations
 
 import html
-from datetime import UTC, datetime
 
 import numpy as np
 
+from ..render import document, markup
+from ..render import section as render_section
 from . import curve as cv
-from .analysis import _pct
 
 COLORS = ("#3B6FD8", "#F28E2B", "#59A14F", "#B07AA1", "#E15759", "#76B7B2", "#EDC948",
           "#FF9DA7", "#9C755F", "#4E79A7")
 UNIFORM_COLOR = "#7B8794"
-CSS = """
-body{font-family:Inter,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;
-color:#1f2933;padding:0 1rem}h1{font-size:1.6rem}h2{margin-top:2rem;border-bottom:1px solid #e4e7eb}
-table{border-collapse:collapse;width:100%;font-size:.9rem}td,th{border-bottom:1px solid #e4e7eb;
-padding:.35rem .5rem;text-align:left}.muted{color:#616e7c;font-size:.85rem}
-.verdict{font-size:1.02rem;font-weight:600;margin:.3rem 0}svg text{font-family:inherit}
-"""
 
 
 def color_of(i: int, name: str) -> str:
@@ -115,62 +109,15 @@ def curve_svg(result, *, width: int = 760, height: int = 420) -> str:
     return "".join(parts)
 
 
-def report_html(result, *, charts_html: str | None = None, title: str = "Simulator fidelity") -> str:
-    """The report: settings, the plain-language guarantee, the summary table, each pair's
-    verdict, the chart (``charts_html``, else inline SVG) and the per-scenario values."""
-    r = result
-    noun = "questions"
-    body = [f"<h1>{html.escape(title)}</h1>",
-            f"<p class='muted'>Generated {datetime.now(UTC):%Y-%m-%d %H:%M UTC} by dbpa from "
-            f"{html.escape(str(r.data.source))}: {r.m} {noun}, loss <b>{html.escape(r.loss)}</b>, "
-            f"{html.escape(r.set_name)} confidence sets with coverage γ = {r.gamma:g}, "
-            f"η = {r.eta:g}, α = {r.alpha:g}.</p>",
-            "<h2>What the curve says</h2>",
-            f"<p>For each simulator, V̂_cal(τ) is a calibrated upper bound of the τ-quantile of "
-            f"its discrepancy from the real answers across {noun}: at τ = {1 - r.alpha:g}, "
-            f"{_pct(1 - r.alpha)} of {noun} are at most that far off (worst case over their "
-            "confidence sets). AUC_cal is the area under the curve (lower is better); CVaR₁₀ "
-            "the mean of its worst 10 %.</p>",
-            f"<p class='verdict'>{html.escape(r.ranking_sentence())}</p>",
-            f"<p>{html.escape(r.baseline_text())}</p>",
-            f"<p class='verdict'>{html.escape(r.guarantee_text(noun))}</p>",
-            f"<p>Planning: {html.escape(r.plan().sentence())}</p>"]
-    for w in r.warnings:
-        body.append(f"<p class='muted'>Note: {html.escape(w)}</p>")
-    rows = "".join(
-        f"<tr><td>{html.escape(s.name)}</td><td>{html.escape(s.kind)}</td>"
-        f"<td>{html.escape(r.sample_size_summary(s.name))}</td>"
-        f"<td>{html.escape(s.method_text)}</td><td>{s.auc_cal:.4f}</td>"
-        f"<td>{s.cvar():.4f}</td><td>{s.guarantee_quantile:.4f}</td></tr>" for s in r.simulators)
-    body.append(f"<h2>Summary</h2><p class='muted'>Real answers per question: "
-                f"{html.escape(r.n_summary())}. Simulated answers per question: k below.</p>"
-                "<table><tr><th>simulator</th><th>answers</th><th>k per question</th>"
-                "<th>worst case Δ̂</th>"
-                f"<th>AUC_cal</th><th>CVaR₁₀</th><th>V̂_m(1 − α/2)</th></tr>{rows}</table>")
-    if r.comparisons:
-        body.append("<h2>Which simulator is better</h2>")
-        for c in r.comparisons:
-            body.append(f"<p class='verdict'>{'✓ ' if c.guaranteed else ''}"
-                        f"{html.escape(c.sentence(noun))}</p>"
-                        f"<p class='muted'>Û_m(1 − α/2) = {c.u_hat:+.4f} ({html.escape(c.first)} "
-                        f"against {html.escape(c.second)}), {c.u_hat_reverse:+.4f} the other way; "
-                        "≤ 0 means at least as good.</p>")
-        if r.comparison_note:
-            body.append(f"<p class='muted'>{html.escape(r.comparison_note)}</p>")
-    body.append("<h2>Calibrated quantile curves</h2>" + (charts_html or curve_svg(r)))
-    if r.has_band:
-        body.append(f"<p class='muted'>Shaded: the tightness band V̂⁻_m(γτ) … V̂_m(γ + (1 − γ)τ) "
-                    f"of {html.escape(band_simulator(r))} (γ = {r.gamma:g}); the curve of its real "
-                    "discrepancies lies inside it (asymptotically).</p>")
-    head = "".join(f"<th>{html.escape(s.name)}</th>" for s in r.simulators)
-    lines = "".join(
-        f"<tr><td>{html.escape(sc.id)}</td><td>{sc.n:g}</td>"
-        + "".join(f"<td>{s.upper[j]:.4f}</td>" for s in r.simulators) + "</tr>"
-        for j, sc in enumerate(r.data.scenarios))
-    body.append(f"<h2>Per {noun[:-1]}: worst-case discrepancy Δ̂</h2><table><tr><th>id</th>"
-                f"<th>n real</th>{head}</tr>{lines}</table>")
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"<style>{CSS}</style></head><body>{''.join(body)}</body></html>")
+def report_html(result, *, charts_html: str | None = None, title: str = "Simulator fidelity",
+                section: bool = False) -> str:
+    """The report (``templates/fidelity.html.j2``): settings, the plain-language
+    guarantee, the summary table, each pair's verdict, the chart (``charts_html``, else
+    inline SVG) and the per-scenario values; ``section``: without the page around it."""
+    context = dict(title=title, result=result, noun="questions",
+                   chart=markup(charts_html or curve_svg(result)),
+                   band=band_simulator(result) if result.has_band else None)
+    return (render_section if section else document)("fidelity.html.j2", **context)
 
 
 __all__ = ["COLORS", "curve_svg", "report_html"]

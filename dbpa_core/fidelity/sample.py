@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .data import FidelityData, Scenario, validate
+from .dataset import FidelityData, Scenario, validate
 
 SEED = 20251204
 AGREE = ("Strongly disagree", "Disagree", "Neither agree nor disagree", "Agree", "Strongly agree")

@@ -201,6 +201,6 @@ def test_html_report_escapes_model_output(result):
                                + result.base.texts[1:])
     evil = dataclasses.replace(result, base=base)
     page = html_report("Report <b>", [evil], {"h": figures.similarity_histograms(evil)})
-    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in page
+    assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in page   # Jinja2's escaping
     assert "<script>alert('x')</script>" not in page
     assert page.count("plotly") > 0 and "<title>Report &lt;b&gt;</title>" in page
