@@ -85,6 +85,11 @@ class Msg:
     up: int = 0
 
 
+def keys_of(cls: type[BaseModel]) -> set[str]:
+    """The keys a section of the spec accepts."""
+    return {info.alias or name for name, info in cls.model_fields.items()}
+
+
 def _drop_nulls(data: Any) -> Any:
     """``key: null`` (or ``key:`` with nothing) means the default, as if the key were not
     written: a required key that is null is missing."""
@@ -296,6 +301,11 @@ class Check(Section):
         "contains, absent, regex: match upper and lower case exactly."))
 
 
+Checks = Annotated[list[Check], Msg(
+    "'checks' must be a list of checks, each with a 'name' and one of " + ", ".join(KINDS),
+    types=("list_type",))]
+
+
 class Price(Section):
     input: float = _number(float, None, "$ per 1M prompt tokens.", ge=0)
     output: float = _number(float, None, "$ per 1M answer tokens.", ge=0)
@@ -365,9 +375,7 @@ class AuditSpecModel(Section):
     min_effect: float | None = _number(float, None, (
         "The smallest effect that matters: smaller significant changes are reported as "
         "negligible."), ge=0.0)
-    checks: Annotated[list[Check], Msg(
-        "'checks' must be a list of checks, each with a 'name' and one of "
-        + ", ".join(KINDS), types=("list_type",))] | None = Field(None, description=(
+    checks: Checks | None = Field(None, description=(
             "Answer checks: what changed, in your own terms (a word present, a refusal, the "
             "length, valid JSON, a judge's yes/no)."))
 
@@ -516,7 +524,7 @@ def _message(err: dict, walk: _Walk, prefix: tuple) -> tuple[tuple, str]:
     if kind in ("extra_forbidden", "invalid_key"):
         frame = walk.frames[-1]
         key = walk.loc[-1]
-        allowed = sorted(info.alias or n for n, info in frame.cls.model_fields.items())
+        allowed = sorted(keys_of(frame.cls))
         hint = difflib.get_close_matches(str(key), allowed, n=1)
         extra = f" (did you mean {hint[0]!r}?)" if hint else f" (allowed: {', '.join(allowed)})"
         return path, f"unknown key {key!r} in {_what(frame, walk.frames, prefix)}{extra}"
