@@ -181,7 +181,7 @@ def _jsonl_rows(doc, text: str, name: str) -> list[tuple[str, dict]]:
             continue
         try:
             row = json.loads(line)
-        except ValueError as exc:
+        except json.JSONDecodeError as exc:
             raise doc.err(("cases", "file"), f"cases file {name!r}, line {i}: not valid JSON "
                           f"({exc.msg})") from None
         if not isinstance(row, dict):

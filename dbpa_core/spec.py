@@ -255,7 +255,7 @@ class _Doc:
         return value
 
 
-    def scalar(self, node: yaml.ScalarNode) -> Any:
+    def scalar(self, node: yaml.Node) -> Any:
         if not hasattr(self, "_loader"):
             self._loader = yaml.SafeLoader("")
         return self._loader.construct_object(node, deep=True)
@@ -270,7 +270,8 @@ def _flatten_merge_keys(doc: _Doc, node: yaml.MappingNode, path: tuple) -> None:
     try:
         loader.flatten_mapping(node)
     except yaml.YAMLError as exc:
-        raise doc.err(path, f"a '<<' merge key must refer to a mapping ({exc.problem})") from None
+        problem = getattr(exc, "problem", None) or exc
+        raise doc.err(path, f"a '<<' merge key must refer to a mapping ({problem})") from None
     finally:
         loader.dispose()
     # merged keys come first; a key given here, or merged again later, overrides them
@@ -287,9 +288,10 @@ class _DepthLimitedLoader(yaml.SafeLoader):
     """PyYAML's composer is recursive: refuse nesting deeper than MAX_DEPTH before it
     can end in a RecursionError."""
 
-    def __init__(self, stream):
+    def __init__(self, stream, source: str = "<spec>"):
         super().__init__(stream)
         self.depth = 0
+        self.spec_source = source
 
     def compose_node(self, parent, index):
         self.depth += 1
@@ -307,8 +309,7 @@ def _compose(text: str, source: str) -> yaml.Node | None:
     """The YAML node graph of ``text`` (one pass; nesting limited to MAX_DEPTH)."""
     loader = None
     try:
-        loader = _DepthLimitedLoader(text)
-        loader.spec_source = source
+        loader = _DepthLimitedLoader(text, source)
         return loader.get_single_node()
     except yaml.reader.ReaderError as exc:  # a control character the YAML reader refuses
         line = text.count("\n", 0, max(0, exc.position)) + 1
@@ -427,8 +428,9 @@ def _check_replay(doc: _Doc, path: tuple, file: str) -> None:
             _REPLAY_CHECKED[stamp] = None
         except BackendError as exc:
             _REPLAY_CHECKED[stamp] = str(exc)
-    if _REPLAY_CHECKED[stamp]:
-        raise doc.err(path + ("file",), _REPLAY_CHECKED[stamp])
+    problem = _REPLAY_CHECKED[stamp]
+    if problem:
+        raise doc.err(path + ("file",), problem)
 
 
 def _model(doc: _Doc, obj: Any, path: tuple, base_dir: Path,
@@ -527,7 +529,7 @@ def parse_spec(data: str | dict, *, source: str = "<spec>", base_dir: str | os.P
         raise doc.err(("base", "prompt"), "base.prompt is empty")
     system_prompt = m.base.system_prompt or m.system_prompt
 
-    cases = ()
+    cases: tuple = ()
     if top.get("cases") is not None:
         from .cases import parse_cases
 

@@ -576,9 +576,27 @@ def validate_section(doc: Any, tp: Any, data: Any, path: tuple = ()) -> Any:
 
 # --------------------------------------------------------------------------- JSON Schema
 def json_schema() -> dict[str, Any]:
-    """The audit spec's JSON Schema (draft 2020-12), for editors and other tools."""
-    schema = AuditSpecModel.model_json_schema(by_alias=True)
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+    """The audit spec's JSON Schema, for editors and other tools.
+
+    Written in draft-07 (``definitions``, a ``$ref`` alone in its object), which the YAML
+    language server and most validators read; pydantic writes draft 2020-12."""
+    schema = AuditSpecModel.model_json_schema(by_alias=True,
+                                              ref_template="#/definitions/{model}")
+    schema["definitions"] = schema.pop("$defs", {})
+    return {"$schema": "http://json-schema.org/draft-07/schema#", **_draft7(schema)}
+
+
+def _draft7(node: Any) -> Any:
+    """Draft-07 ignores the keys next to a ``$ref`` (a description, a default): move the
+    reference into ``allOf`` so that they count."""
+    if isinstance(node, list):
+        return [_draft7(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _draft7(v) for k, v in node.items()}
+    if "$ref" in out and len(out) > 1:
+        out["allOf"] = [{"$ref": out.pop("$ref")}]
+    return out
 
 
 def schema_text() -> str:
