@@ -453,6 +453,20 @@ def _model(doc: _Doc, obj: Any, path: tuple, base_dir: Path,
     return cfg
 
 
+def embedder_section(doc: _Doc, raw: Any, base_dir: Path, allow_key_env=()) -> dict[str, Any]:
+    """The ``embedder:`` section (of an audit or a battery spec): checked against
+    :class:`~dbpa_core.spec_schema.Embedder`, then its server's URL and key variable, and a
+    sentence-transformers folder that must exist."""
+    validate_section(doc, Embedder, raw, ("embedder",))
+    _server(doc, raw, ("embedder",), allow_key_env)
+    embedder = {k: v for k, v in raw.items() if v is not None}
+    embedder.setdefault("backend", "local")
+    if embedder["backend"] == "sentence-transformers":
+        embedder["path"] = _existing(doc, raw, ("embedder",), "path", base_dir,
+                                     "embedding model folder")
+    return embedder
+
+
 def read_document(data: str | dict, source: str) -> tuple[_Doc, Any]:
     """YAML text (or an already loaded dict) -> the line-keeping document and its data,
     with the limits every spec gets (size, nesting depth, alias expansion)."""
@@ -516,13 +530,8 @@ def parse_spec(data: str | dict, *, source: str = "<spec>", base_dir: str | os.P
     else:
         models = (_model(doc, _section(top, "model"), ("model",), base_dir, allow_key_env),)
 
-    emb = _section(top, "embedder")
-    _server(doc, emb, ("embedder",), allow_key_env)
-    embedder = {k: v for k, v in emb.items() if v is not None}
-    embedder["backend"] = emb_backend = m.embedder.backend
-    if emb_backend == "sentence-transformers":
-        embedder["path"] = _existing(doc, emb, ("embedder",), "path", base_dir,
-                                     "embedding model folder")
+    embedder = embedder_section(doc, _section(top, "embedder"), base_dir, allow_key_env)
+    emb_backend = embedder["backend"]
 
     base_prompt = m.base.prompt
     if not base_prompt.strip():

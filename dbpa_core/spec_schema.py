@@ -147,15 +147,17 @@ class Connection(Section):
         "The name of the environment variable that holds the API key (never the key itself), "
         "e.g. OPENAI_API_KEY. Other names than an LLM provider's key variables (or DBPA_*) "
         "must be allowed by you: --allow-key-env NAME or allow_key_env in your settings file."))
-    concurrency: int = _number(int, None, "Requests sent at the same time.", ge=1, le=256)
-    max_retries: int = _number(int, None, "Retries of a request that failed (rate limits, "
-                               "server errors).", ge=0, le=20)
-    timeout: float = _number(float, None, "Seconds to wait for one answer.", ge=0.1,
-                             le=86_400)
-    max_retry_wait: float = _number(float, None, "The longest wait, in seconds, between two "
-                                    "tries of a request.", ge=0.0, le=86_400)
-    max_response_mb: float = _number(float, None, "The largest answer accepted, in MB.",
-                                     ge=0.01, le=4096)
+    concurrency: int = _number(int, None, "Requests sent at the same time (default 8).",
+                               ge=1, le=256)
+    max_retries: int = _number(int, None, "Retries of a request that failed: rate limits, "
+                               "server errors (default 6).", ge=0, le=20)
+    timeout: float = _number(float, None, "Seconds a whole request may take (default 60).",
+                             ge=0.1, le=86_400)
+    max_retry_wait: float = _number(float, None, "The longest wait, in seconds, before a retry "
+                                    "(default 60).", ge=0.0, le=86_400)
+    max_response_mb: float = _number(float, None, "The largest response accepted from the "
+                                     "server, in MB (default 8 for a model, 64 for an "
+                                     "embedder).", ge=0.01, le=4096)
 
 
 class ModelEntry(Connection):
@@ -163,14 +165,17 @@ class ModelEntry(Connection):
 
     what: ClassVar[str] = "{path}"
     backend: Backend = Field("local", description=(
-        "local: the small model embedded in dbpa (offline); openai: any OpenAI-compatible "
-        "server; hf: a Hugging Face model folder; replay: answers recorded in a JSON-lines file."))
+        "local: the embedded SmolLM2 (offline); openai: any OpenAI-compatible server; hf: a "
+        "Hugging Face model folder ('path'); replay: answers recorded in a JSON-lines file "
+        "('file')."))
     label: str | None = Field(None, description="The name shown in results and reports.")
     file: str | None = Field(None, description=(
-        "backend replay: the JSON-lines file of recorded answers, relative to the spec's folder."))
+        "backend replay: a UTF-8 JSON-lines file of recorded answers, one "
+        '{"prompt", "response", "model"?} per line, relative to the folder of the spec.'))
     n_per_request: int = _number(int, None, "backend openai: answers asked for in one request "
-                                 "(the API's n).", ge=1, le=128)
-    batch_size: int = _number(int, None, "Prompts answered together by a local model.", ge=1,
+                                 "(the API's n; default 1).", ge=1, le=128)
+    batch_size: int = _number(int, None, "backends local and hf: at most this many answers "
+                              "decoded together (default 64, within a memory budget).", ge=1,
                               le=256)
     temperature: float = _number(float, None, (
         "This model's sampling temperature, overriding the spec's (the same weights sampled "
@@ -182,9 +187,9 @@ class Embedder(Connection):
 
     what: ClassVar[str] = "embedder"
     backend: EmbedderBackend = Field("local", description=(
-        "local: the embedding model shipped with dbpa (offline); sentence-transformers: a "
-        "model folder ('path'); openai: an embeddings API; bleu, rouge1, rouge2, rougeL: text "
-        "overlap instead of embeddings."))
+        "local: the embedded MiniLM (offline); sentence-transformers: a model folder "
+        "('path'); openai: an embeddings API ('name', 'base_url', 'api_key_env'); bleu, rouge1, "
+        "rouge2, rougeL: text similarity instead of embeddings."))
 
 
 def _base_text(value: Any) -> Any:
@@ -222,8 +227,9 @@ class Perturbation(Section):
     system_prompt: str | None = Field(None, description="Its own system prompt (default: "
                                       "the base's).")
     role: Role | None = Field(None, description=(
-        "target: a change that should not move the answers; control: a change that is "
-        "meant to be harmless (a check of the false-positive rate)."))
+        "control: a change that should not change the answers (a name, a harmless "
+        "rewording); target: one that should. dbpa audit --fail-on control|target gates on "
+        "them."))
     set: Annotated[
         dict[str, str | int | float],
         Field(min_length=1),
@@ -348,7 +354,8 @@ class AuditSpecModel(Section):
                                                      types=("list_type",))] = Field(
         default_factory=list, description="The changes of the base prompt to test.")
     prices: Prices = Field(default_factory=dict, description=(
-        "Prices for the cost estimate: a model name to {input, output} in $ per 1M tokens."))
+        "Prices for dbpa estimate: a model name to {input, output} in $ per 1M tokens "
+        "(default: a built-in table)."))
     measure: Measure = Field(DEFAULT_MEASURE, description=(
         "How two sets of answers are compared: " + "; ".join(
             f"{k}: {m.description}" for k, m in MEASURES.items()) + "."))
@@ -368,13 +375,15 @@ class AuditSpecModel(Section):
     seed: int = _number(int, 0, "Seed of the sampling and the permutations: the same seed "
                         "gives the same results.", ge=0)
     sequential: int | None = _number(int, None, (
-        "Sequential testing: draw answers in rounds of this many and stop a perturbation "
-        "once its verdict is settled."), ge=1)
+        "h of the Besag-Clifford early stop: the permutations of a test stop once h of them "
+        "reach the observed statistic (a clear null stops after a few dozen). Default: all "
+        "B permutations."), ge=1)
     null: Null = Field("base", description=(
-        "The null distribution: base (base answers against base answers) or pooled."))
+        "Where P0 comes from for jsd, wasserstein and ks: base (the papers' test, "
+        "asymmetric) or pooled (both groups, symmetric)."))
     min_effect: float | None = _number(float, None, (
-        "The smallest effect that matters: smaller significant changes are reported as "
-        "negligible."), ge=0.0)
+        "δ, the minimum effect of interest (in units of ω above chance): results then say "
+        "whether each effect above chance exceeds it."), ge=0.0)
     checks: Checks | None = Field(None, description=(
             "Answer checks: what changed, in your own terms (a word present, a refusal, the "
             "length, valid JSON, a judge's yes/no)."))

@@ -157,3 +157,26 @@ def test_cli_schema_prints_and_writes(tmp_path, capsys):
     assert out.read_text(encoding="utf-8") == schema_text()
     assert main(["schema", "--out", str(tmp_path / "no" / "such" / "x.json")]) == 2
     assert "cannot write" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("embedder,message", [
+    ("{backend: openai, name: e, api_key_env: AWS_SECRET_ACCESS_KEY}",
+     "embedder.api_key_env 'AWS_SECRET_ACCESS_KEY' is not an LLM provider's API key variable"),
+    ("{backend: openai, name: e, base_url: 'ftp://example.org'}",
+     "embedder.base_url must be an http(s) URL"),
+    ("{backend: local, concurrency: 0}", "embedder.concurrency must be >= 1, got 0"),
+    ("{backend: glove}", "embedder.backend must be one of local, sentence-transformers"),
+])
+def test_battery_embedder_is_checked_like_an_audits(embedder, message):
+    """A battery spec's embedder is the audit's section: the same schema and the same
+    checks of its server (before, its URL and key variable went unchecked)."""
+    from dbpa_core.attacks.spec import parse_attack_spec
+
+    text = f"data: sample\nembedder: {embedder}\nattacks: [{{level: char, rho: [0.5]}}]\n"
+    with pytest.raises(SpecError) as info:
+        parse_attack_spec(text, source="b.yaml")
+    assert str(info.value).startswith(f"b.yaml, line 2: {message}"), str(info.value)
+    audit = f"base: hi\nembedder: {embedder}\nperturbations: [{{prefix: a}}]\n"
+    with pytest.raises(SpecError) as same:
+        parse_spec(audit, source="b.yaml")
+    assert str(same.value) == str(info.value)

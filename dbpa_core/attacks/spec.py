@@ -29,8 +29,6 @@ from typing import Any
 from ..measures import DEFAULT_MEASURE, MEASURES
 from ..multitest import METHODS
 from ..spec import (
-    EMBEDDER_BACKENDS,
-    EMBEDDER_KEYS,
     _check_keys,
     _Doc,
     _existing,
@@ -38,6 +36,7 @@ from ..spec import (
     _model,
     _name,
     _section,
+    embedder_section,
     prices_section,
     read_document,
     read_spec_file,
@@ -305,16 +304,6 @@ def _curve(doc: _Doc, raw: Any, attacks: tuple[AttackConfig, ...]) -> CurveConfi
         max_tokens=_get(doc, raw, "max_tokens", path, int, None, minimum=1, maximum=100_000))
 
 
-def _embedder(doc: _Doc, raw: Any, base_dir: Path) -> dict[str, Any]:
-    emb = _check_keys(doc, raw or {}, EMBEDDER_KEYS, ("embedder",), "embedder")
-    backend = _get(doc, emb, "backend", ("embedder",), str, "local", choices=EMBEDDER_BACKENDS)
-    out = {k: v for k, v in emb.items() if v is not None}
-    out["backend"] = backend
-    if backend == "sentence-transformers":
-        out["path"] = _existing(doc, emb, ("embedder",), "path", base_dir, "embedding model folder")
-    return out
-
-
 # --------------------------------------------------------------------------- parsing
 def parse_attack_spec(data: str | dict, *, source: str = "<spec>",
                       base_dir: str | os.PathLike = ".",
@@ -371,7 +360,8 @@ def parse_attack_spec(data: str | dict, *, source: str = "<spec>",
         temperature=_get(doc, top, "temperature", (), float, 0.0, minimum=0.0, maximum=2.0),
         top_p=_get(doc, top, "top_p", (), float, 1.0, minimum=0.01, maximum=1.0),
         max_tokens=_get(doc, top, "max_tokens", (), int, 16, minimum=1, maximum=100_000),
-        system_prompt=system_prompt, embedder=_embedder(doc, top.get("embedder"), base_dir),
+        system_prompt=system_prompt,
+        embedder=embedder_section(doc, _section(top, "embedder"), base_dir, allow_key_env),
         permutations=_get(doc, top, "permutations", (), int, 2000, minimum=1, maximum=10_000_000),
         measure=_get(doc, top, "measure", (), str, DEFAULT_MEASURE, choices=tuple(MEASURES)),
         correction=_get(doc, top, "correction", (), str, "holm", choices=METHODS),
