@@ -51,8 +51,6 @@ from typing import Any
 import numpy as np
 
 KINDS = ("contains", "absent", "regex", "refusal", "words", "json", "judge")
-CHECK_KEYS = {"name", "all", "case_sensitive", *KINDS}
-JUDGE_KEYS = {"model", "question", "max_tokens"}
 TEXT_KINDS = ("contains", "absent", "regex")   # the kinds that take case_sensitive
 CONFIDENCE = 0.95
 BOSCHLOO_MAX_N = 200   # answers in both arms; beyond, Boschloo's test is slow and ~ Fisher's

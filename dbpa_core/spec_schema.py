@@ -4,10 +4,11 @@
 validates a spec against, and what :func:`json_schema` exports for editors: a YAML file
 that starts with ::
 
-    # yaml-language-server: $schema=https://.../spec.schema.json
+    # yaml-language-server: $schema=spec.schema.json
 
-is checked as it is typed (completion, hover help, red underlines) by editors that run
-the YAML language server (VS Code's YAML extension, Neovim, Helix, JetBrains, ...).
+(a path relative to the spec, an absolute path or a URL) is checked as it is typed
+(completion, hover help, red underlines) by editors that run the YAML language server
+(VS Code's YAML extension, Neovim, Helix, Zed, ...).
 ``dbpa schema --out spec.schema.json`` writes the file; a copy ships in the package
 (``dbpa_core/schemas/spec.schema.json``).
 
@@ -102,8 +103,7 @@ class Section(BaseModel):
     """A mapping of the spec: unknown keys are refused, values are not converted (text is
     not a number, ``yes`` is not text), ``null`` means the default."""
 
-    model_config = ConfigDict(strict=True, extra="forbid", protected_namespaces=(),
-                              populate_by_name=True)
+    model_config = ConfigDict(strict=True, extra="forbid", protected_namespaces=())
     what: ClassVar[str] = "{path}"  # how messages name the mapping
 
     @classmethod
@@ -125,7 +125,6 @@ def _number(kind: type, default: Any, description: str, **bounds: Any) -> Any:
     return Field(default, description=description, **kw)
 
 
-Text = Annotated[str, Field()]
 NonBlank = Annotated[str, StringConstraints(pattern=r"\S")]
 
 
@@ -332,14 +331,14 @@ class AuditSpecModel(Section):
     name: str | None = Field(None, description="The audit's name (default: the file's name).")
     description: str = Field("", description="What the audit is for, in a sentence or two.")
     model: ModelEntry = Field(default_factory=lambda: ModelEntry.model_validate({}), description=(
-        "The model whose answers are tested (default: the small local model)."))
+        "The model whose answers are tested (default: the embedded SmolLM2, offline)."))
     models: Annotated[list[ModelEntry], Field(min_length=2), Msg(
         "'models' must list at least 2 models; the first is the reference",
         types=("list_type", "too_short"))] | None = Field(None, description=(
             "A model comparison instead of perturbations: each model answers the base prompt "
             "and is tested against the first (the reference)."))
     embedder: Embedder = Field(default_factory=lambda: Embedder.model_validate({}), description=(
-        "What turns answers into vectors."))
+        "What turns answers into vectors (default: the embedded MiniLM, offline)."))
     base: Annotated[Base, BeforeValidator(_base_text, json_schema_input_type=str | Base), Msg(
         "missing 'base' with the base prompt (base: {{prompt: ...}})", types=("missing",),
         up=1)] = Field(description="The base prompt: text, or {prompt, system_prompt}.")
@@ -359,8 +358,8 @@ class AuditSpecModel(Section):
     measure: Measure = Field(DEFAULT_MEASURE, description=(
         "How two sets of answers are compared: " + "; ".join(
             f"{k}: {m.description}" for k, m in MEASURES.items()) + "."))
-    samples: int = _number(int, 20, "k: answers drawn per prompt (more answers, smaller "
-                           "changes found).", ge=2, le=10_000)
+    samples: int = _number(int, 20, "k: answers drawn per prompt (more answers find "
+                           "smaller changes).", ge=2, le=10_000)
     temperature: float = _number(float, 0.8, "Sampling temperature of the answers.", ge=0.0,
                                  le=2.0)
     top_p: float = _number(float, 1.0, "Nucleus sampling: the share of probability mass "

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from dbpa_core import spec as spec_module
+from dbpa_core.checks import KINDS
 from dbpa_core.cli import main
 from dbpa_core.spec import SpecError, load_spec, parse_spec
 from dbpa_core.spec_schema import SCHEMA_FILE, json_schema, schema_text
@@ -55,6 +56,8 @@ def test_spec_keys_come_from_the_schema():
     assert spec_module.EMBEDDER_KEYS == set(defs["Embedder"]["properties"])
     assert spec_module.BASE_KEYS == set(defs["Base"]["properties"])
     assert spec_module.PERTURBATION_KEYS == set(defs["Perturbation"]["properties"])
+    assert set(defs["Check"]["properties"]) == {"name", "all", "case_sensitive", *KINDS}
+    assert set(defs["Judge"]["properties"]) == {"model", "question", "max_tokens"}
 
 
 def test_defaults_of_the_schema_are_the_specs(validator):
@@ -113,6 +116,11 @@ INVALID = [
      "check 'c': 'contains' must be a list of words or phrases (not empty)"),
     ("base: hi\nperturbations: [{prefix: a}]\nchecks:\n  - {name: c, refusal: 1}\n", 4,
      "check 'c': write 'refusal: true' (checks[0].refusal is 1)"),
+    ("base: hi\nperturbations: [{prefix: a}]\nchecks:\n  - {name: c, contains: a, words: true}\n",
+     4, "check 'c' needs exactly one of contains, absent, regex, refusal, words, json, judge "
+     "(got contains, words)"),
+    ("base: hi\nperturbations: [{prefix: a}]\nchecks:\n  - {name: c, json_: true}\n", 4,
+     "unknown key 'json_' in check 1 (did you mean 'json'?)"),
     ("base: hi\nperturbations: [{prefix: a}]\nchecks:\n  - {name: c, judge: {question: q}}\n", 4,
      "check 'c': the judge needs a 'model'"),
     ("base: hi\nperturbations: [{prefix: a}]\nprices: {m: {input: -1}}\n", 3,
