@@ -84,6 +84,14 @@ def test_example_specs_validate_against_both(path, validator):
     load_spec(path)  # the comment is a comment: the spec reads as before
 
 
+@pytest.mark.parametrize("path", AUDIT_EXAMPLES, ids=lambda p: p.name)
+def test_written_specs_validate_against_the_schema(path, validator):
+    """A spec as dump_spec writes it (the CLI's and the dashboard's download) passes the
+    editor's check too."""
+    text = spec_module.dump_spec(load_spec(path))
+    assert [e.message for e in validator.iter_errors(yaml.safe_load(text))] == []
+
+
 def test_examples_are_found():
     assert len(AUDIT_EXAMPLES) >= 5
 
