@@ -8,6 +8,10 @@ section of the wrong type, samples whose similarity matrices cannot fit in memor
 and an ``api_key_env`` that is not an LLM provider's key variable (a spec decides
 which variable is sent to which server: other variables must be allowed by the
 user, with ``allow_key_env`` or in ``$DBPA_HOME/settings.yaml``, never by a spec).
+
+The keys of each section, their types, bounds and defaults are declared once, in
+:mod:`dbpa_core.spec_schema` (which also exports them as a JSON Schema for editors);
+this module checks what relates keys to each other, files and servers.
 """
 from __future__ import annotations
 
