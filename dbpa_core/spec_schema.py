@@ -117,7 +117,7 @@ class Section(BaseModel):
         return _drop_nulls(data)
 
 
-def _number(kind: type, default: Any, description: str, **bounds: Any) -> Any:
+def number_field(kind: type, default: Any, description: str, **bounds: Any) -> Any:
     """A numeric key: strict type, bounds, never NaN or infinite."""
     kw: dict[str, Any] = dict(bounds)
     if kind is float:
@@ -146,15 +146,15 @@ class Connection(Section):
         "The name of the environment variable that holds the API key (never the key itself), "
         "e.g. OPENAI_API_KEY. Other names than an LLM provider's key variables (or DBPA_*) "
         "must be allowed by you: --allow-key-env NAME or allow_key_env in your settings file."))
-    concurrency: int = _number(int, None, "Requests sent at the same time (default 8).",
+    concurrency: int = number_field(int, None, "Requests sent at the same time (default 8).",
                                ge=1, le=256)
-    max_retries: int = _number(int, None, "Retries of a request that failed: rate limits, "
+    max_retries: int = number_field(int, None, "Retries of a request that failed: rate limits, "
                                "server errors (default 6).", ge=0, le=20)
-    timeout: float = _number(float, None, "Seconds a whole request may take (default 60).",
+    timeout: float = number_field(float, None, "Seconds a whole request may take (default 60).",
                              ge=0.1, le=86_400)
-    max_retry_wait: float = _number(float, None, "The longest wait, in seconds, before a retry "
+    max_retry_wait: float = number_field(float, None, "The longest wait, in seconds, before a retry "
                                     "(default 60).", ge=0.0, le=86_400)
-    max_response_mb: float = _number(float, None, "The largest response accepted from the "
+    max_response_mb: float = number_field(float, None, "The largest response accepted from the "
                                      "server, in MB (default 8 for a model, 64 for an "
                                      "embedder).", ge=0.01, le=4096)
 
@@ -171,12 +171,12 @@ class ModelEntry(Connection):
     file: str | None = Field(None, description=(
         "backend replay: a UTF-8 JSON-lines file of recorded answers, one "
         '{"prompt", "response", "model"?} per line, relative to the folder of the spec.'))
-    n_per_request: int = _number(int, None, "backend openai: answers asked for in one request "
+    n_per_request: int = number_field(int, None, "backend openai: answers asked for in one request "
                                  "(the API's n; default 1).", ge=1, le=128)
-    batch_size: int = _number(int, None, "backends local and hf: at most this many answers "
+    batch_size: int = number_field(int, None, "backends local and hf: at most this many answers "
                               "decoded together (default 64, within a memory budget).", ge=1,
                               le=256)
-    temperature: float = _number(float, None, (
+    temperature: float = number_field(float, None, (
         "This model's sampling temperature, overriding the spec's (the same weights sampled "
         "at another temperature make a model variant)."), ge=0.0, le=2.0)
 
@@ -258,7 +258,7 @@ class Judge(Section):
         description="The judge model (a model entry, e.g. {backend: openai, name: gpt-4o-mini}).")
     question: str = Field(description="The question about the answer, to be answered yes or "
                           "no, e.g. 'Does the answer recommend a statin?'.")
-    max_tokens: int = _number(int, JUDGE_MAX_TOKENS, "The longest reply of the judge, in "
+    max_tokens: int = number_field(int, JUDGE_MAX_TOKENS, "The longest reply of the judge, in "
                               "tokens.", ge=1, le=100_000)
 
 
@@ -312,13 +312,42 @@ Checks = Annotated[list[Check], Msg(
 
 
 class Price(Section):
-    input: float = _number(float, None, "$ per 1M prompt tokens.", ge=0)
-    output: float = _number(float, None, "$ per 1M answer tokens.", ge=0)
+    input: float = number_field(float, None, "$ per 1M prompt tokens.", ge=0)
+    output: float = number_field(float, None, "$ per 1M answer tokens.", ge=0)
 
 
 _PRICES = Msg("'prices' maps a model name to {{input: $ per 1M tokens, output: $ per 1M "
               "tokens}}", deep=True)
 Prices = Annotated[dict[str, Price], _PRICES]
+
+
+# The keys audit and battery specs share: (type, default, help, bounds), declared once
+_SHARED: dict[str, tuple[type, Any, str, dict[str, Any]]] = {
+    "samples": (int, 20, "k: answers drawn per prompt (more answers find smaller changes).",
+                {"ge": 2, "le": 10_000}),
+    "temperature": (float, 0.8, "Sampling temperature of the answers.", {"ge": 0.0, "le": 2.0}),
+    "top_p": (float, 1.0, "Nucleus sampling: the share of probability mass sampled from.",
+              {"ge": 0.01, "le": 1.0}),
+    "max_tokens": (int, 300, "The longest answer, in tokens.", {"ge": 1, "le": 100_000}),
+    "permutations": (int, 2000, "B: permutations of each test (the smallest p-value is "
+                     "1/(B+1)).", {"ge": 1, "le": 10_000_000}),
+    "alpha": (float, 0.05, "The significance level α.", {"ge": 1e-9, "le": 0.999}),
+    "seed": (int, 0, "Seed of the sampling and the permutations: the same seed gives the "
+             "same results.", {"ge": 0}),
+}
+_UNSET: Any = object()
+
+
+def shared(key: str, default: Any = _UNSET, description: str | None = None) -> Any:
+    """The field of a key that audit and battery specs share (a battery changes some
+    defaults, and says so in its help)."""
+    if key == "measure":
+        return Field(DEFAULT_MEASURE, description=(
+            "How two sets of answers are compared: " + "; ".join(
+                f"{k}: {m.description}" for k, m in MEASURES.items()) + "."))
+    kind, value, text, bounds = _SHARED[key]
+    return number_field(kind, value if default is _UNSET else default, description or text,
+                   **bounds)
 
 
 class AuditSpecModel(Section):
@@ -355,32 +384,25 @@ class AuditSpecModel(Section):
     prices: Prices = Field(default_factory=dict, description=(
         "Prices for dbpa estimate: a model name to {input, output} in $ per 1M tokens "
         "(default: a built-in table)."))
-    measure: Measure = Field(DEFAULT_MEASURE, description=(
-        "How two sets of answers are compared: " + "; ".join(
-            f"{k}: {m.description}" for k, m in MEASURES.items()) + "."))
-    samples: int = _number(int, 20, "k: answers drawn per prompt (more answers find "
-                           "smaller changes).", ge=2, le=10_000)
-    temperature: float = _number(float, 0.8, "Sampling temperature of the answers.", ge=0.0,
-                                 le=2.0)
-    top_p: float = _number(float, 1.0, "Nucleus sampling: the share of probability mass "
-                           "sampled from.", ge=0.01, le=1.0)
-    max_tokens: int = _number(int, 300, "The longest answer, in tokens.", ge=1, le=100_000)
-    permutations: int = _number(int, 2000, "B: permutations of each test (the smallest "
-                                "p-value is 1/(B+1)).", ge=1, le=10_000_000)
+    measure: Measure = shared("measure")
+    samples: int = shared("samples")
+    temperature: float = shared("temperature")
+    top_p: float = shared("top_p")
+    max_tokens: int = shared("max_tokens")
+    permutations: int = shared("permutations")
     correction: Correction | None = Field(None, description=(
         "Multiple-testing correction over the perturbations: none, bonferroni, holm or bh "
         "(Benjamini-Hochberg). Default: holm, or bh for a suite ('cases')."))
-    alpha: float = _number(float, 0.05, "The significance level α.", ge=1e-9, le=0.999)
-    seed: int = _number(int, 0, "Seed of the sampling and the permutations: the same seed "
-                        "gives the same results.", ge=0)
-    sequential: int | None = _number(int, None, (
+    alpha: float = shared("alpha")
+    seed: int = shared("seed")
+    sequential: int | None = number_field(int, None, (
         "h of the Besag-Clifford early stop: the permutations of a test stop once h of them "
         "reach the observed statistic (a clear null stops after a few dozen). Default: all "
         "B permutations."), ge=1)
     null: Null = Field("base", description=(
         "Where P0 comes from for jsd, wasserstein and ks: base (the papers' test, "
         "asymmetric) or pooled (both groups, symmetric)."))
-    min_effect: float | None = _number(float, None, (
+    min_effect: float | None = number_field(float, None, (
         "δ, the minimum effect of interest (in units of ω above chance): results then say "
         "whether each effect above chance exceeds it."), ge=0.0)
     checks: Checks | None = Field(None, description=(
@@ -584,12 +606,15 @@ def validate_section(doc: Any, tp: Any, data: Any, path: tuple = ()) -> Any:
 
 # --------------------------------------------------------------------------- JSON Schema
 def json_schema() -> dict[str, Any]:
-    """The audit spec's JSON Schema, for editors and other tools.
+    """The audit spec's JSON Schema, for editors and other tools."""
+    return export_schema(AuditSpecModel)
 
-    Written in draft-07 (``definitions``, a ``$ref`` alone in its object), which the YAML
-    language server and most validators read; pydantic writes draft 2020-12."""
-    schema = AuditSpecModel.model_json_schema(by_alias=True,
-                                              ref_template="#/definitions/{model}")
+
+def export_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """``model``'s JSON Schema in draft-07 (``definitions``, a ``$ref`` alone in its
+    object), which the YAML language server and most validators read; pydantic writes
+    draft 2020-12."""
+    schema = model.model_json_schema(by_alias=True, ref_template="#/definitions/{model}")
     schema["definitions"] = schema.pop("$defs", {})
     return {"$schema": "http://json-schema.org/draft-07/schema#", **_draft7(schema)}
 
@@ -607,9 +632,10 @@ def _draft7(node: Any) -> Any:
     return out
 
 
-def schema_text() -> str:
-    """:func:`json_schema` as the text of the shipped file."""
-    return json.dumps(json_schema(), indent=2, ensure_ascii=False) + "\n"
+def schema_text(schema: dict[str, Any] | None = None) -> str:
+    """A JSON Schema (default: :func:`json_schema`) as the text of a shipped file."""
+    return json.dumps(json_schema() if schema is None else schema, indent=2,
+                      ensure_ascii=False) + "\n"
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -617,12 +643,19 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p = sub.add_parser("schema", help="print (or write) the JSON Schema of audit specs, for "
                        "editors")
     p.add_argument("--out", metavar="FILE", help="write it to FILE instead of printing it")
+    p.add_argument("--battery", action="store_true",
+                   help="the schema of battery specs (dbpa attack) instead")
     p.set_defaults(func=run_schema)
     return p
 
 
 def run_schema(args: argparse.Namespace) -> int:
-    text = schema_text()
+    if getattr(args, "battery", False):
+        from .attacks.schema import json_schema as battery_schema
+
+        text = schema_text(battery_schema())
+    else:
+        text = schema_text()
     if not getattr(args, "out", None):
         sys.stdout.write(text)
         return 0

@@ -196,3 +196,75 @@ def test_battery_embedder_is_checked_like_an_audits(embedder, message):
     with pytest.raises(SpecError) as same:
         parse_spec(audit, source="b.yaml")
     assert str(same.value) == str(info.value)
+
+
+# --------------------------------------------------------------------------- battery specs
+def test_battery_schema_is_shipped_and_declares_the_keys():
+    from dbpa_core.attacks import spec as battery_spec
+    from dbpa_core.attacks.schema import SCHEMA_FILE as BATTERY_FILE
+    from dbpa_core.attacks.schema import json_schema as battery_schema
+
+    schema = battery_schema()
+    jsonschema.Draft7Validator.check_schema(schema)
+    assert BATTERY_FILE.read_text(encoding="utf-8") == schema_text(schema)
+    defs = schema["definitions"]
+    assert battery_spec.TOP_KEYS == set(schema["properties"])
+    assert battery_spec.ATTACK_KEYS == set(defs["Attack"]["properties"])
+    assert battery_spec.DATA_KEYS == set(defs["DataEntry"]["properties"])
+    assert battery_spec.CURVE_KEYS == set(defs["Curve"]["properties"])
+    assert battery_spec.CONSISTENCY_KEYS == set(defs["Consistency"]["properties"])
+    for section in [schema, *defs.values()]:
+        for key, prop in section.get("properties", {}).items():
+            assert prop.get("description", "").strip(), f"{section.get('title')}.{key}"
+
+
+BATTERY_INVALID = [
+    ("data: sample\nattacks: [{level: char, rho: 0.5}]\nsamples: 1\n", 3,
+     "samples must be >= 2, got 1"),
+    ("data: sample\nattacks: [{level: char, rho: 0.5}]\nturns: 3\n", 3,
+     "turns must be <= 2, got 3"),
+    ("data: sample\nattacks: [{level: chars, rho: 0.5}]\n", 2,
+     "attacks[0].level must be one of char, word, visual; got 'chars'"),
+    ("data: sample\nattacks:\n  - {level: char}\n", 3,
+     "missing attacks[0].rho (a list of ρ in [0, 1])"),
+    ("data: sample\nattacks: [{level: char, rho: 0.5, rate: 1}]\n", 2,
+     "unknown key 'rate' in attack 1"),
+    ("data: sample\nattacks: [{level: char, rho: 0.5}]\nconfidence: 0.2\n", 3,
+     "confidence must be >= 0.5, got 0.2"),
+    ("data: sample\nattack: [{level: char, rho: 0.5}]\n", 2,
+     "unknown key 'attack' in the spec (did you mean 'attacks'?)"),
+]
+
+
+@pytest.mark.parametrize("text,line,message", BATTERY_INVALID,
+                         ids=[m[:40] for _, _, m in BATTERY_INVALID])
+def test_invalid_battery_specs_are_refused_by_both(text, line, message):
+    from dbpa_core.attacks.schema import json_schema as battery_schema
+    from dbpa_core.attacks.spec import parse_attack_spec
+
+    with pytest.raises(SpecError) as info:
+        parse_attack_spec(text, source="b.yaml")
+    assert str(info.value).startswith(f"b.yaml, line {line}: {message}"), str(info.value)
+    validator = jsonschema.Draft7Validator(battery_schema())
+    assert list(validator.iter_errors(yaml.safe_load(text))), "the JSON Schema accepts it"
+
+
+def test_battery_example_validates_against_both():
+    from dbpa_core.attacks.schema import SCHEMA_FILE as BATTERY_FILE
+    from dbpa_core.attacks.schema import json_schema as battery_schema
+    from dbpa_core.attacks.spec import load_attack_spec
+
+    path = ROOT / "examples" / "attack_sample.yaml"
+    text = path.read_text(encoding="utf-8")
+    m = MODELINE.search(text)
+    assert m and (path.parent / m.group(1)).resolve() == BATTERY_FILE.resolve()
+    validator = jsonschema.Draft7Validator(battery_schema())
+    assert [e.message for e in validator.iter_errors(yaml.safe_load(text))] == []
+    load_attack_spec(path)
+
+
+def test_cli_schema_battery(capsys):
+    from dbpa_core.attacks.schema import json_schema as battery_schema
+
+    assert main(["schema", "--battery"]) == 0
+    assert json.loads(capsys.readouterr().out) == battery_schema()
