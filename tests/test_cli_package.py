@@ -23,8 +23,8 @@ def test_every_command_is_a_module_with_add_parser_and_run():
         parser = command.add_parser(sub)
         assert isinstance(parser, argparse.ArgumentParser) and callable(command.run)
         names += list(sub.choices)
-    assert names == ["audit", "estimate", "attack", "fidelity", "cache", "sensitivity", "import",
-                     "history", "report", "scan", "ui"]
+    assert names == ["audit", "estimate", "attack", "fidelity", "schema", "cache", "sensitivity",
+                     "import", "history", "report", "scan", "ui"]
     ap = cli.build_parser()
     for name in names:  # each command runs its module's run()
         argv = {"audit": ["audit", "s.yaml"], "estimate": ["estimate", "s.yaml"],

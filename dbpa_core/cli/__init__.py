@@ -5,6 +5,7 @@
     dbpa estimate SPEC.yaml [--allow-key-env NAME]
     dbpa attack SPEC.yaml --out DIR [--no-cache] [--estimate] [--junit FILE] [--max-asr X]
     dbpa fidelity DATA.csv --loss tv --gamma 0.5 --eta 0.05 --out DIR | --simulate SPEC.yaml [--batch]
+    dbpa schema [--out FILE] [--battery]
     dbpa cache info | clear
     dbpa sensitivity SPEC.yaml --measures all --embedders spec,bleu --lengths 100,300,900 --out DIR
     dbpa import FILE [--from promptfoo|openai-batch|csv|jsonl] --out replay.jsonl [--force]
@@ -60,11 +61,24 @@ import argparse
 import os
 
 from .. import __version__
-from . import attack, audit, cache, estimate, fidelity, history, import_, report, scan, sensitivity, ui
+from . import (
+    attack,
+    audit,
+    cache,
+    estimate,
+    fidelity,
+    history,
+    import_,
+    report,
+    scan,
+    schema,
+    sensitivity,
+    ui,
+)
 from .common import global_options, run_guarded, subparsers
 
-COMMANDS = (audit, estimate, attack, fidelity, cache, sensitivity, import_, history, report, scan,
-            ui)
+COMMANDS = (audit, estimate, attack, fidelity, schema, cache, sensitivity, import_, history, report,
+            scan, ui)
 """The command modules, in the order ``dbpa --help`` lists them."""
 
 
