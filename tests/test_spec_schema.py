@@ -17,9 +17,10 @@ from dbpa_core.spec import SpecError, load_spec, parse_spec
 from dbpa_core.spec_schema import SCHEMA_FILE, json_schema, schema_text
 
 ROOT = Path(__file__).resolve().parents[1]
-# specs of dbpa attack / dbpa fidelity --simulate say so in their names; the rest are audits
+# specs of dbpa attack / dbpa fidelity --simulate say so in their names, model entries for
+# dbpa scan too (model_*.yaml); the rest are audits
 AUDIT_EXAMPLES = sorted(p for p in (ROOT / "examples").glob("*.yaml")
-                        if not p.name.startswith(("attack_", "fidelity_")))
+                        if not p.name.startswith(("attack_", "fidelity_", "model_")))
 MODELINE = re.compile(r"^# yaml-language-server: \$schema=(\S+)$", re.MULTILINE)
 
 

@@ -7,8 +7,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..spec_schema import schema_text
-
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     p = sub.add_parser("schema", help="print (or write) the JSON Schema of audit specs, for "
@@ -20,6 +18,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..spec_schema import schema_text  # here: `dbpa --help` loads no numpy
+
     if getattr(args, "battery", False):
         from ..attacks.schema import json_schema as battery_schema
 
