@@ -265,7 +265,7 @@ def record_in_history(args, save) -> None:
     except (HistoryError, OSError, sqlite3.Error) as exc:
         print(f"warning: the run was not recorded in the history: {exc}", file=sys.stderr)
         return
-    print(f"recorded as run {run_id} in {h.path} (dbpa history show {run_id})")
+    print(f"recorded as run {run_id} in {h.where} (dbpa history show {run_id})")
 
 
 def cmd_estimate(args) -> int:

@@ -72,14 +72,14 @@ def list_runs(history: History, args) -> str:
         return json.dumps([_summary_dict(r, kinds[r.id]) for r in runs], indent=2,
                           ensure_ascii=False)
     if not runs:
-        return f"No recorded runs match (history: {history.path})."
+        return f"No recorded runs match (history: {history.where})."
     rows = [("id", "when (UTC)", "from", "kind", "title", "models", "result", "controls")]
     for r in runs:
         k = kinds[r.id]
         gate = {"fail": "FAIL", "pass": "pass", "": "-"}[r.control_gate]
         rows.append((str(r.id), _when(r), r.source, k["kind"], _short(r.title, 28),
                      _short(", ".join(k["models"]), 40), _short(_outcome(r, k), 48), gate))
-    return _columns(rows) + f"\n\n{len(runs)} run(s) in {history.path}. " \
+    return _columns(rows) + f"\n\n{len(runs)} run(s) in {history.where}. " \
         "`dbpa history show ID` shows one."
 
 
