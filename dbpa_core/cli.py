@@ -9,7 +9,7 @@
     dbpa sensitivity SPEC.yaml --measures all --embedders spec,bleu --lengths 100,300,900 --out DIR
     dbpa import FILE [--from promptfoo|openai-batch|csv|jsonl] --out replay.jsonl [--force]
     dbpa history [--model M] [--prompt P] [--since DATE] [--until DATE] [--json]
-    dbpa history show ID | compare A B [--fail-on-change] | delete ID... --yes
+    dbpa history show ID | compare A B [--fail-on-change] | delete ID... --yes | upgrade
     dbpa report RUN_ID [RUN_ID ...] --out FILE.html|FILE.pdf
     dbpa ui [STREAMLIT OPTIONS, e.g. --server.port 8600]
 
@@ -21,7 +21,8 @@ case x perturbation, corrects them together and prints one pooled row per pertur
 ``dbpa estimate`` counts every case.
 
 Every ``dbpa audit`` (of one base prompt or of a suite of cases) is recorded in the run history
-(``$DBPA_HOME/history.sqlite3``, see :mod:`dbpa_core.history`) unless ``--no-history``.
+(``$DBPA_HOME/history.sqlite3``, or the database ``$DBPA_DATABASE_URL`` names, see
+:mod:`dbpa_core.history`) unless ``--no-history``.
 
 Exit codes: 0 done, 1 a check asked for on the command line failed (``--fail-on``: a
 control perturbation changed the answers detectably, a target did not, an answer check changed;
@@ -363,9 +364,10 @@ def cmd_cache(args) -> int:
             print(f"the cache store in {c.directory} was damaged: removed it and started an "
                   "empty one")
         else:
-            print(f"removed {n} cached items from {c.directory}")
+            print(f"removed {n} cached items from {c.where if c.url else c.directory}")
     else:
-        print(f"cache folder: {c.directory}\nitems: {c.count()}\nsize: {c.volume() / 1e6:.1f} MB")
+        print(f"cache folder: {c.directory}\n" + (f"cache database: {c.where}\n" if c.url else "")
+              + f"items: {c.count()}\nsize: {c.volume() / 1e6:.1f} MB")
     return 0
 
 
@@ -685,6 +687,8 @@ def build_parser() -> argparse.ArgumentParser:
     d = hs.add_parser("delete", help="delete runs (with their results and responses)")
     d.add_argument("ids", type=int, nargs="+")
     d.add_argument("--yes", action="store_true", help="really delete (required)")
+    hs.add_parser("upgrade", help="bring the history's database to this dbpa's schema now "
+                  "(opening it does so too)")
     for p in (s, c, d):
         p.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                        help="machine-readable output")

@@ -125,6 +125,8 @@ def show_run(history: History, args) -> str:
         return json.dumps(d, indent=2, ensure_ascii=False)
     where = f", page {s.page}" if s.page else ""
     out = [f"run {s.id}: {s.title} ({s.source}{where}), {_when(s)} UTC, dbpa {s.tool_version}"]
+    if s.user or s.host:
+        out.append(f"run by {s.user or 'an unknown user'} on {s.host or 'an unknown machine'}")
     if extra["kind"] not in ("audit", "suite"):
         return "\n".join(out + _other_kind_lines(run, extra))
     out += [f"settings: {_settings_line(run.settings)}",
@@ -261,4 +263,10 @@ def delete_runs(history: History, args) -> str:
     return f"deleted {n} run(s)"
 
 
-ACTIONS = {"list": list_runs, "show": show_run, "compare": compare_runs, "delete": delete_runs}
+def upgrade_history(history: History, args) -> str:
+    """Bring the history's database to this dbpa's schema now (opening it does too)."""
+    return f"The run history {history.where} is at schema revision {history.upgrade()}."
+
+
+ACTIONS = {"list": list_runs, "show": show_run, "compare": compare_runs, "delete": delete_runs,
+           "upgrade": upgrade_history}
