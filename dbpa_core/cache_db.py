@@ -24,6 +24,7 @@ from sqlalchemy.engine import Connection
 from . import db
 
 _table = db.sample_cache
+_BATCH_LOCK = 20250802   # the advisory lock of the cache's batches (PostgreSQL)
 
 
 class DatabaseStore:
@@ -76,6 +77,10 @@ class DatabaseStore:
             yield
             return
         with self._con() as con:
+            if con.dialect.name == "postgresql":
+                # one batch at a time, as SQLite runs the disk store's: a key read as missing
+                # and then claimed cannot be stored by another machine in between
+                con.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_BATCH_LOCK})")
             self._local.con = con
             try:
                 yield

@@ -163,10 +163,14 @@ class DatabaseError(RuntimeError):
 
 
 def masked(url: str) -> str:
-    """``url`` with its ``user:password@`` shown as ``***@``."""
-    from .backends.base import redact_url
-
-    return redact_url(url)
+    """``url`` with everything between its scheme and its last ``@`` (user, password, even
+    a password with ``/`` or ``@`` in it) shown as ``***``."""
+    text = str(url)
+    if "@" not in text:
+        return text
+    head, _, tail = text.rpartition("@")
+    scheme = head.split("://", 1)[0] + "://" if "://" in head else ""
+    return f"{scheme}***@{tail}"
 
 
 def engine_url(url: str) -> sa.URL:
