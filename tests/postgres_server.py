@@ -50,8 +50,15 @@ class PostgresServer:
         if self.bin is None:
             return ("PostgreSQL is not installed (Debian: apt-get install postgresql; "
                     "`make test` does it when run as root)")
-        if self.as_root and shutil.which("runuser") is None:
-            return "running as root and no runuser to start PostgreSQL as the postgres user"
+        if self.as_root:
+            import pwd
+
+            if shutil.which("runuser") is None:
+                return "running as root and no runuser to start PostgreSQL as the postgres user"
+            try:
+                pwd.getpwnam("postgres")
+            except KeyError:
+                return "running as root and there is no postgres user to start PostgreSQL as"
         return None
 
     def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
