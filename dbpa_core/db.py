@@ -18,6 +18,7 @@ build their tables from these declarations (:func:`schema_at`), so nothing is de
 """
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Iterator
@@ -248,6 +249,7 @@ def _config(con: Connection):
     return cfg
 
 
+@functools.cache
 def _script():
     from alembic.script import ScriptDirectory
 
