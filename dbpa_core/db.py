@@ -176,6 +176,8 @@ def masked(url: str) -> str:
 
 def engine_url(url: str) -> sa.URL:
     """The SQLAlchemy URL of a ``postgresql://`` (psycopg 3) or ``sqlite:///`` URL."""
+    if url.startswith("sqlite:///"):   # a file's path, whatever it holds (?, #, %, spaces)
+        return sa.URL.create("sqlite", database=url[len("sqlite:///"):])
     try:
         parsed = sa.make_url(url)
     except (sa.exc.ArgumentError, ValueError):

@@ -328,3 +328,10 @@ def test_cli_unwritable_history_is_a_warning_not_a_failure(tmp_path, capsys, mon
     rc = cli.main(["audit", str(_write_spec(tmp_path)), "--out", str(tmp_path / "o"), "--quiet"])
     assert rc == 0
     assert "not recorded in the history" in capsys.readouterr().err
+
+
+def test_cli_upgrade_says_where_and_which_revision(capsys, history_store):
+    assert cli.main(["history", "upgrade"]) == 0
+    out = capsys.readouterr().out
+    assert f"is at schema revision {db.head()}" in out
+    assert (history_store is None and "history.sqlite3" in out) or "postgresql://" in out
