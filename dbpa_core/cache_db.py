@@ -59,13 +59,13 @@ class DatabaseStore:
         return self._engine
 
     @contextmanager
-    def _con(self) -> Iterator[Connection]:
+    def _con(self, *, write: bool = False) -> Iterator[Connection]:
         held = getattr(self._local, "con", None)
         if held is not None:
             yield held
             return
         try:
-            with db.connection(self._ready()) as con:
+            with db.connection(self._ready(), write=write) as con:
                 yield con
         except (sa.exc.DBAPIError, db.DatabaseError) as exc:
             raise self._fail(exc) from None
@@ -76,7 +76,7 @@ class DatabaseStore:
         if getattr(self._local, "con", None) is not None:
             yield
             return
-        with self._con() as con:
+        with self._con(write=True) as con:   # SQLite: the write lock at once (reads, then writes)
             if con.dialect.name == "postgresql":
                 # one batch at a time, as SQLite runs the disk store's: a key read as missing
                 # and then claimed cannot be stored by another machine in between

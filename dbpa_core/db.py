@@ -33,6 +33,21 @@ DATABASE_URL_ENV = "DBPA_DATABASE_URL"
 CACHE_URL_ENV = "DBPA_CACHE_URL"
 BASELINE = "0001"   # the schema of the SQLite history before Alembic (user_version 2)
 
+
+
+class Text(sa.types.TypeDecorator):
+    """Text; PostgreSQL cannot store the NUL character, so there it is kept as U+FFFD (a
+    prompt or title with one is recorded, not refused; SQLite keeps it as it is)."""
+
+    impl = sa.Text
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: sa.Dialect) -> Any:
+        if isinstance(value, str) and dialect.name == "postgresql" and "\x00" in value:
+            return value.replace("\x00", "\ufffd")
+        return value
+
+
 metadata = sa.MetaData()
 
 
@@ -43,18 +58,18 @@ def _since(revision: str) -> dict[str, str]:
 runs = sa.Table(
     "runs", metadata,
     sa.Column("id", sa.Integer, primary_key=True),
-    sa.Column("created_at", sa.Text, nullable=False),      # ISO 8601, UTC
-    sa.Column("source", sa.Text, nullable=False),          # 'cli' or 'dashboard'
-    sa.Column("page", sa.Text),                            # the dashboard page that ran it
-    sa.Column("title", sa.Text, nullable=False),
-    sa.Column("tool_version", sa.Text, nullable=False),
-    sa.Column("environment", sa.Text, nullable=False),     # JSON: python, platform
-    sa.Column("settings", sa.Text, nullable=False),        # JSON: k, B, measure, ...
-    sa.Column("cache_dir", sa.Text),                       # where the responses are cached
-    sa.Column("out_dir", sa.Text),                         # where `dbpa audit --out` wrote them
+    sa.Column("created_at", Text, nullable=False),      # ISO 8601, UTC
+    sa.Column("source", Text, nullable=False),          # 'cli' or 'dashboard'
+    sa.Column("page", Text),                            # the dashboard page that ran it
+    sa.Column("title", Text, nullable=False),
+    sa.Column("tool_version", Text, nullable=False),
+    sa.Column("environment", Text, nullable=False),     # JSON: python, platform
+    sa.Column("settings", Text, nullable=False),        # JSON: k, B, measure, ...
+    sa.Column("cache_dir", Text),                       # where the responses are cached
+    sa.Column("out_dir", Text),                         # where `dbpa audit --out` wrote them
     sa.Column("seconds", sa.Float),
-    sa.Column("user_name", sa.Text, info=_since("0002")),  # who ran it
-    sa.Column("host_name", sa.Text, info=_since("0002")),  # on which machine
+    sa.Column("user_name", Text, info=_since("0002")),  # who ran it
+    sa.Column("host_name", Text, info=_since("0002")),  # on which machine
     sa.Index("runs_created", "created_at"),
     sqlite_autoincrement=True,
 )
@@ -64,15 +79,15 @@ audits = sa.Table(
     sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"),
               nullable=False),
     sa.Column("position", sa.Integer, nullable=False),
-    sa.Column("job", sa.Text, nullable=False),             # e.g. the model label
-    sa.Column("name", sa.Text, nullable=False),
-    sa.Column("mode", sa.Text, nullable=False),            # 'perturbation' or 'models'
-    sa.Column("models", sa.Text, nullable=False),          # model labels, one a line
-    sa.Column("base_prompt", sa.Text, nullable=False),
-    sa.Column("spec", sa.Text, nullable=False),            # JSON (key names, never keys)
-    sa.Column("usage", sa.Text, nullable=False),           # JSON
-    sa.Column("warnings", sa.Text, nullable=False),        # JSON list
-    sa.Column("roc", sa.Text),                             # JSON or NULL
+    sa.Column("job", Text, nullable=False),             # e.g. the model label
+    sa.Column("name", Text, nullable=False),
+    sa.Column("mode", Text, nullable=False),            # 'perturbation' or 'models'
+    sa.Column("models", Text, nullable=False),          # model labels, one a line
+    sa.Column("base_prompt", Text, nullable=False),
+    sa.Column("spec", Text, nullable=False),            # JSON (key names, never keys)
+    sa.Column("usage", Text, nullable=False),           # JSON
+    sa.Column("warnings", Text, nullable=False),        # JSON list
+    sa.Column("roc", Text),                             # JSON or NULL
     sa.Index("audits_run", "run_id"),
     sqlite_autoincrement=True,
 )
@@ -81,17 +96,17 @@ tests = sa.Table(
     sa.Column("audit_id", sa.Integer, sa.ForeignKey("audits.id", ondelete="CASCADE"),
               primary_key=True),
     sa.Column("position", sa.Integer, primary_key=True),
-    sa.Column("name", sa.Text, nullable=False),
-    sa.Column("role", sa.Text),
-    sa.Column("model", sa.Text, nullable=False),
-    sa.Column("prompt", sa.Text, nullable=False),
+    sa.Column("name", Text, nullable=False),
+    sa.Column("role", Text),
+    sa.Column("model", Text, nullable=False),
+    sa.Column("prompt", Text, nullable=False),
     sa.Column("effect_size", sa.Float, nullable=False),
     sa.Column("chance_effect_size", sa.Float, nullable=False),
     sa.Column("effect_above_chance", sa.Float, nullable=False),
     sa.Column("p_value", sa.Float, nullable=False),
     sa.Column("p_adjusted", sa.Float, nullable=False),
     sa.Column("significant", sa.Integer, nullable=False),
-    sa.Column("stars", sa.Text, nullable=False),
+    sa.Column("stars", Text, nullable=False),
     sa.Column("detail", sa.LargeBinary, nullable=False),   # zlib-compressed JSON
 )
 arms = sa.Table(
@@ -99,12 +114,12 @@ arms = sa.Table(
     sa.Column("audit_id", sa.Integer, sa.ForeignKey("audits.id", ondelete="CASCADE"),
               primary_key=True),
     sa.Column("position", sa.Integer, primary_key=True),   # 0: the base (or reference model)
-    sa.Column("name", sa.Text, nullable=False),
-    sa.Column("role", sa.Text),
-    sa.Column("prompt", sa.Text, nullable=False),
-    sa.Column("system_prompt", sa.Text),
-    sa.Column("model", sa.Text, nullable=False),           # JSON model config
-    sa.Column("responses", sa.Text, nullable=False),       # JSON list of the k texts
+    sa.Column("name", Text, nullable=False),
+    sa.Column("role", Text),
+    sa.Column("prompt", Text, nullable=False),
+    sa.Column("system_prompt", Text),
+    sa.Column("model", Text, nullable=False),           # JSON model config
+    sa.Column("responses", Text, nullable=False),       # JSON list of the k texts
     sa.Column("embeddings", sa.LargeBinary),               # .npy bytes (float32)
     sa.Column("new_samples", sa.Integer, nullable=False),
     sa.Column("prompt_tokens", sa.Integer, nullable=False),
@@ -114,20 +129,20 @@ run_extras = sa.Table(
     "run_extras", metadata,
     sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"),
               primary_key=True, autoincrement=False),
-    sa.Column("kind", sa.Text, nullable=False),            # 'audit', 'battery', ...
-    sa.Column("fingerprint", sa.Text),                     # hash of the inputs
-    sa.Column("models", sa.Text, nullable=False, server_default=""),
-    sa.Column("headline", sa.Text, nullable=False, server_default=""),
+    sa.Column("kind", Text, nullable=False),            # 'audit', 'battery', ...
+    sa.Column("fingerprint", Text),                     # hash of the inputs
+    sa.Column("models", Text, nullable=False, server_default=""),
+    sa.Column("headline", Text, nullable=False, server_default=""),
     sa.Column("payload", sa.LargeBinary),                  # a non-audit run's result
-    sa.Column("form", sa.Text),                            # JSON: the dashboard's inputs
-    sa.Column("used_at", sa.Text),                         # when it was last rerun
+    sa.Column("form", Text),                            # JSON: the dashboard's inputs
+    sa.Column("used_at", Text),                         # when it was last rerun
     sa.Index("run_extras_fingerprint", "fingerprint"),
 )
 # the sample cache in the database (DBPA_CACHE_URL): the disk cache's keys and values
 sample_cache = sa.Table(
     "sample_cache", metadata,
-    sa.Column("key", sa.Text, primary_key=True),           # as in the disk cache
-    sa.Column("text", sa.Text),                            # a JSON value ...
+    sa.Column("key", Text, primary_key=True),           # as in the disk cache
+    sa.Column("text", Text),                            # a JSON value ...
     sa.Column("data", sa.LargeBinary),                     # ... or an array's bytes
     sa.Column("expires_at", sa.Float),                     # Unix time (claims, heartbeats)
     sa.Column("stored_at", sa.Float, nullable=False),

@@ -335,3 +335,21 @@ def test_cli_upgrade_says_where_and_which_revision(capsys, history_store):
     out = capsys.readouterr().out
     assert f"is at schema revision {db.head()}" in out
     assert (history_store is None and "history.sqlite3" in out) or "postgresql://" in out
+
+
+def test_a_nul_character_in_a_prompt_or_title_is_recorded(history, results):
+    import dataclasses
+
+    a = results["a"]
+    odd = dataclasses.replace(a, spec=dataclasses.replace(a.spec, base_prompt="A\x00B"))
+    run = history.get(history.record({"m": odd}, source="cli", title="t\x00itle"))
+    # PostgreSQL cannot store NUL: it reads back as U+FFFD there; SQLite keeps it
+    assert run.summary.title in ("t\x00itle", "t\ufffditle")
+    assert run.summary.base_prompt in ("A\x00B", "A\ufffdB")
+
+
+def test_without_postgresql_the_postgres_tests_say_why(monkeypatch):
+    from . import postgres_server
+
+    monkeypatch.setattr(postgres_server, "binaries", lambda: None)
+    assert "PostgreSQL is not installed" in postgres_server.PostgresServer().why_not()
