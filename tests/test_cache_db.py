@@ -95,3 +95,4 @@ def test_a_bad_cache_url_is_one_line_without_the_password(tmp_path, capsys, monk
     assert main(["--cache-dir", str(tmp_path), "cache", "info"]) == 2
     err = capsys.readouterr().err
     assert said in err and "s3cret" not in err and len(err.strip().splitlines()) == 1
+
