@@ -101,3 +101,48 @@ def test_a_bad_database_url_is_one_line_without_the_password(capsys, monkeypatch
     err = capsys.readouterr().err
     assert said in err and "s3cret" not in err and len(err.strip().splitlines()) == 1
     assert "Traceback" not in err and time.monotonic() - t0 < 60
+
+
+def test_two_machines_run_one_audit_at_once_and_pay_once(tmp_path, postgres_url):
+    """The same spec started at once from two "machines" (two processes, two cache
+    folders) on one team database: every sample and embedding is requested once, both
+    runs are recorded in the shared history, and their responses are the same."""
+    import re
+
+    from .fake_openai import FakeOpenAI
+
+    with FakeOpenAI(models=("fake-model", "fake-embed"), latency=0.8) as srv:
+        spec = tmp_path / "spec.yaml"
+        spec.write_text(f"""
+name: team-audit
+model: {{backend: openai, name: fake-model, base_url: "{srv.base_url}", concurrency: 1}}
+embedder: {{backend: openai, name: fake-embed, base_url: "{srv.base_url}"}}
+samples: 4
+permutations: 99
+base: {{prompt: "John is 70"}}
+perturbations: [{{name: p, prompt: "Act as a comedian. John is 70"}}]
+""")
+
+        def start(machine):
+            env = dict(os.environ, DBPA_CACHE_DIR=str(tmp_path / machine / "cache"),
+                       DBPA_HOME=str(tmp_path / machine / "home"), PYTHONPATH=str(ROOT),
+                       DBPA_DATABASE_URL=postgres_url, DBPA_CACHE_URL=postgres_url)
+            return subprocess.Popen(
+                [sys.executable, "-m", "dbpa_core.cli", "audit", str(spec), "--out",
+                 str(tmp_path / machine / "out"), "--progress"], cwd=ROOT, env=env,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+        first, second = start("a"), start("b")
+        out1, err1 = first.communicate(timeout=150)
+        out2, err2 = second.communicate(timeout=150)
+        assert first.returncode == 0, err1
+        assert second.returncode == 0, err2
+        assert srv.chat_ok == 8 and srv.embedding_ok == 1, (srv.chat_ok, srv.embedding_ok)
+    paid = [int(re.search(r"(\d+) new calls", out).group(1)) for out in (out1, out2)]
+    assert sum(paid) == 8, paid                       # each sample paid by one of the two
+    assert (tmp_path / "a" / "out" / "responses.jsonl").read_text() == \
+        (tmp_path / "b" / "out" / "responses.jsonl").read_text()
+    runs = History(postgres_url).list()
+    assert [r.title for r in runs] == ["team-audit", "team-audit"] and all(r.user for r in runs)
+    assert "postgresql://" in out1 and "recorded as run" in out1 + out2
+    assert not (tmp_path / "a" / "home" / "history.sqlite3").exists()
