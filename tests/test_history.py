@@ -375,3 +375,14 @@ def test_the_migrations_build_the_declared_schema(tmp_path, history_store):
     legacy.delete(*[r.id for r in legacy.list()])     # and its cascades still hold
     assert sql(legacy, "SELECT COUNT(*) FROM arms") == sql(legacy, "SELECT COUNT(*) FROM "
                                                            "run_extras") == 0
+
+
+def test_postgresql_without_its_driver_names_the_extra(monkeypatch, capsys):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "psycopg", None)          # not installed
+    monkeypatch.setenv("DBPA_DATABASE_URL", "postgresql://me:s3cret@db.example.org/nodriver")
+    assert cli.main(["history"]) == 2
+    err = capsys.readouterr().err
+    assert "needs the `postgres` extra: pip install 'dbpa-core[postgres]'" in err
+    assert len(err.strip().splitlines()) == 1 and "s3cret" not in err
