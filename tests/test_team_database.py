@@ -110,27 +110,16 @@ def test_two_machines_run_one_audit_at_once_and_pay_once(tmp_path, postgres_url)
     import re
 
     from .fake_openai import FakeOpenAI
+    from .test_cache_safety import paid_once_spec, start_audit
 
     with FakeOpenAI(models=("fake-model", "fake-embed"), latency=0.8) as srv:
-        spec = tmp_path / "spec.yaml"
-        spec.write_text(f"""
-name: team-audit
-model: {{backend: openai, name: fake-model, base_url: "{srv.base_url}", concurrency: 1}}
-embedder: {{backend: openai, name: fake-embed, base_url: "{srv.base_url}"}}
-samples: 4
-permutations: 99
-base: {{prompt: "John is 70"}}
-perturbations: [{{name: p, prompt: "Act as a comedian. John is 70"}}]
-""")
+        spec = paid_once_spec(tmp_path / "spec.yaml", srv.base_url)
 
         def start(machine):
-            env = dict(os.environ, DBPA_CACHE_DIR=str(tmp_path / machine / "cache"),
-                       DBPA_HOME=str(tmp_path / machine / "home"), PYTHONPATH=str(ROOT),
-                       DBPA_DATABASE_URL=postgres_url, DBPA_CACHE_URL=postgres_url)
-            return subprocess.Popen(
-                [sys.executable, "-m", "dbpa_core.cli", "audit", str(spec), "--out",
-                 str(tmp_path / machine / "out"), "--progress"], cwd=ROOT, env=env,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            return start_audit(spec, tmp_path / machine / "out",
+                               DBPA_CACHE_DIR=str(tmp_path / machine / "cache"),
+                               DBPA_HOME=str(tmp_path / machine / "home"),
+                               DBPA_DATABASE_URL=postgres_url, DBPA_CACHE_URL=postgres_url)
 
         first, second = start("a"), start("b")
         out1, err1 = first.communicate(timeout=150)
