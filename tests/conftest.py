@@ -24,3 +24,45 @@ def _private_dbpa_home(tmp_path_factory, monkeypatch):
     """Every test writes its run history and saved models to a temporary DBPA_HOME (the
     CLI records each audit), never to the user's own."""
     monkeypatch.setenv("DBPA_HOME", str(tmp_path_factory.mktemp("dbpa_home")))
+    # nor to a team's database the developer's shell may name
+    monkeypatch.delenv("DBPA_DATABASE_URL", raising=False)
+    monkeypatch.delenv("DBPA_CACHE_URL", raising=False)
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """One PostgreSQL server for the whole session (see tests/postgres_server.py), stopped
+    at its end; the tests that use it are skipped, with the reason, where it cannot run."""
+    from .postgres_server import PostgresServer
+
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        pytest.skip("psycopg is not installed (pip install 'dbpa-core[postgres]')")
+    server = PostgresServer()
+    why = server.why_not()
+    if why:
+        pytest.skip(why)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server):
+    """The URL of a new, empty database on the session's PostgreSQL server."""
+    return postgres_server.new_database()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def history_store(request, monkeypatch):
+    """Where the run history lives for this test: the SQLite file in DBPA_HOME (the
+    default), or a new PostgreSQL database named by DBPA_DATABASE_URL."""
+    if request.param == "postgres":
+        url = request.getfixturevalue("postgres_url")
+        monkeypatch.setenv("DBPA_DATABASE_URL", url)
+        return url
+    monkeypatch.delenv("DBPA_DATABASE_URL", raising=False)
+    return None

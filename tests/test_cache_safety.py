@@ -438,26 +438,36 @@ def test_stop_ends_a_wait_for_another_run(tmp_path):
 
 
 @pytest.mark.timeout(180)
-def test_two_cli_processes_on_one_cache_pay_once(tmp_path):
-    """The same spec run twice at once on one cache: every sample and embedding is
-    requested once; the second run waits for the first and reads its answers."""
-    with FakeOpenAI(models=("fake-model", "fake-embed"), latency=0.8) as srv:
-        spec = tmp_path / "spec.yaml"
-        spec.write_text(f"""
-model: {{backend: openai, name: fake-model, base_url: "{srv.base_url}", concurrency: 1}}
-embedder: {{backend: openai, name: fake-embed, base_url: "{srv.base_url}"}}
+def paid_once_spec(path: Path, base_url: str) -> Path:
+    """A spec of 8 samples and one embedding call, for two runs started at once."""
+    path.write_text(f"""
+name: team-audit
+model: {{backend: openai, name: fake-model, base_url: "{base_url}", concurrency: 1}}
+embedder: {{backend: openai, name: fake-embed, base_url: "{base_url}"}}
 samples: 4
 permutations: 99
 base: {{prompt: "John is 70"}}
 perturbations: [{{name: p, prompt: "Act as a comedian. John is 70"}}]
 """)
-        env = dict(os.environ, DBPA_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(ROOT))
+    return path
+
+
+def start_audit(spec: Path, out: Path, **env: str) -> subprocess.Popen:
+    """``dbpa audit SPEC --out OUT --progress`` in a process of its own."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "dbpa_core.cli", "audit", str(spec), "--out", str(out),
+         "--progress"], cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT), **env),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_two_cli_processes_on_one_cache_pay_once(tmp_path):
+    """The same spec run twice at once on one cache: every sample and embedding is
+    requested once; the second run waits for the first and reads its answers."""
+    with FakeOpenAI(models=("fake-model", "fake-embed"), latency=0.8) as srv:
+        spec = paid_once_spec(tmp_path / "spec.yaml", srv.base_url)
 
         def start(out):
-            return subprocess.Popen(
-                [sys.executable, "-m", "dbpa_core.cli", "audit", str(spec), "--out",
-                 str(tmp_path / out), "--progress"], cwd=ROOT, env=env,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            return start_audit(spec, tmp_path / out, DBPA_CACHE_DIR=str(tmp_path / "cache"))
 
         # started together: they reach sampling together, one claims, the other waits
         first, second = start("o1"), start("o2")

@@ -1,17 +1,22 @@
 """The run history (dbpa_core.history) and `dbpa history`: record, list with filters, reopen
-with everything the charts need, compare two runs, delete, migrations, the CLI."""
+with everything the charts need, compare two runs, delete, migrations, the CLI. The tests
+that take `history_store` run twice: on the SQLite file and on a PostgreSQL database."""
+import getpass
 import json
+import shutil
+import socket
 import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
 import pytest
+import sqlalchemy as sa
 
-from dbpa_core import cli
+from dbpa_core import cli, db
 from dbpa_core.audit import run_audit
 from dbpa_core.cache import Cache
-from dbpa_core.history import MIGRATIONS, History, HistoryError
+from dbpa_core.history import History, HistoryError
 from dbpa_core.spec import parse_spec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,8 +48,15 @@ def results(tmp_path_factory):
 
 
 @pytest.fixture
-def history(tmp_path):
-    return History(tmp_path / "h.sqlite3")
+def history(tmp_path, history_store):
+    return History(history_store or tmp_path / "h.sqlite3")
+
+
+def sql(history, statement, **params):
+    """Run one SQL statement on the history's database (to look behind the API)."""
+    with db.engine(history.url).begin() as con:
+        result = con.execute(sa.text(statement), params)
+        return result.scalar() if result.returns_rows else None
 
 
 def test_record_and_reopen_with_everything_the_charts_need(history, results):
@@ -153,22 +165,66 @@ def test_delete_removes_everything(history, results):
     assert [r.id for r in history.list()] == [i2]
     with pytest.raises(HistoryError, match=f"no run {i1}"):
         history.get(i1)
-    with sqlite3.connect(history.path) as con:  # cascades: no orphans
-        assert con.execute("SELECT COUNT(*) FROM arms a JOIN audits u ON u.id = a.audit_id "
-                           "WHERE u.run_id = ?", (i1,)).fetchone()[0] == 0
-        assert con.execute("SELECT COUNT(*) FROM tests").fetchone()[0] == 3
+    # cascades: no orphans
+    assert sql(history, "SELECT COUNT(*) FROM arms a JOIN audits u ON u.id = a.audit_id "
+               "WHERE u.run_id = :i", i=i1) == 0
+    assert sql(history, "SELECT COUNT(*) FROM tests") == 3
+    assert sql(history, "SELECT COUNT(*) FROM arms") == 4
 
 
-def test_migrations_are_numbered_and_upgrade_in_place(tmp_path, results):
+def test_a_run_says_who_ran_it_and_where(history, results):
+    run = history.get(history.record({"m": results["a"]}, source="cli"))
+    assert (run.summary.user, run.summary.host) == (getpass.getuser(), socket.gethostname())
+    assert run.to_dict()["user"] == getpass.getuser()
+    assert history.list()[0].host == socket.gethostname()
+
+
+def test_a_history_made_before_the_migrations_is_upgraded_in_place(tmp_path, results):
+    # made by dbpa before Alembic (sqlite3 and PRAGMA user_version = 2): an audit run and a
+    # sensitivity study
     path = tmp_path / "old.sqlite3"
+    shutil.copy(ROOT / "tests" / "data" / "history_v2.sqlite3", path)
     h = History(path)
-    assert h.schema_version() == len(MIGRATIONS)
-    h.record({"m": results["a"]}, source="cli")
-    assert len(History(path).list()) == 1                       # reopening migrates nothing
+    runs = h.list()
+    assert [r.title for r in runs] == ["old sensitivity", "made-before-alembic"]
+    assert runs[1].user == "" and runs[1].n_tests == 2 and runs[1].control_gate
+    old = h.get(runs[1].id)
+    assert old.unreadable == () and len(old.audits["replay"].base.texts) == 4
+    assert [p.name for p in old.audits["replay"].perturbations] == ["comedian", "doctor"]
+    assert h.result(runs[0].id) == ("sensitivity", {"rows": [1, 2, 3]})
+    assert h.first_run("fp-old") == runs[0].id
+    assert h.schema_version() == db.head()
+    with sqlite3.connect(path) as con:  # an older dbpa opening it says it is newer
+        assert con.execute("PRAGMA user_version").fetchone()[0] == 1 + int(db.head())
+    new = h.record({"m": results["a"]}, source="cli")
+    assert h.get(new).summary.user == getpass.getuser()
+    assert len(History(path).list()) == 3                        # reopening migrates nothing
+
+
+def test_a_history_one_step_behind_is_brought_up_with_its_own_step(tmp_path):
+    from dbpa_core.migrations.legacy import STEPS
+
+    path = tmp_path / "v1.sqlite3"
     with sqlite3.connect(path) as con:
-        con.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 1}")
+        con.executescript(STEPS[0] + "; PRAGMA user_version = 1;")
+    h = History(path)
+    assert h.list() == []
+    run = h.record_result("battery", {}, title="b", models=[], fingerprint="f")
+    assert h.first_run("f") == run and h.extras([run])[run]["kind"] == "battery"
+
+
+def test_a_history_written_by_a_newer_dbpa_is_refused(tmp_path, history_store):
+    h = History(history_store or tmp_path / "new.sqlite3")
+    assert h.upgrade() == db.head()
+    sql(h, "UPDATE alembic_version SET version_num = '9999'")
     with pytest.raises(HistoryError, match="newer dbpa"):
-        History(path).list()
+        History(h.location).list()
+    if history_store is None:    # SQLite: also by its user_version
+        sql(h, f"UPDATE alembic_version SET version_num = '{db.head()}'")
+        with sqlite3.connect(h.path) as con:
+            con.execute("PRAGMA user_version = 99")
+        with pytest.raises(HistoryError, match="newer dbpa"):
+            History(h.path).list()
 
 
 def test_a_file_that_is_not_a_database_is_a_clear_error(tmp_path):
@@ -185,9 +241,10 @@ def test_record_checks_its_arguments(history, results):
         history.record({}, source="cli")
 
 
-def test_keys_are_never_recorded(history, results, monkeypatch):
+def test_keys_are_never_recorded(tmp_path, results, monkeypatch):
     import dataclasses
 
+    history = History(tmp_path / "h.sqlite3")
     a = results["a"]
     spec = dataclasses.replace(a.spec, models=({"backend": "openai", "name": "m",
                                                 "api_key_env": "DBPA_MY_KEY"},))
@@ -208,7 +265,7 @@ def _write_spec(tmp_path, name="cli-audit", label=None):
     return path
 
 
-def test_cli_audit_is_recorded_and_listed(tmp_path, capsys):
+def test_cli_audit_is_recorded_and_listed(tmp_path, capsys, history_store):
     spec = _write_spec(tmp_path)
     rc = cli.main(["--cache-dir", str(tmp_path / "c"), "audit", str(spec), "--out",
                    str(tmp_path / "out"), "--quiet"])
@@ -232,7 +289,7 @@ def test_cli_audit_is_recorded_and_listed(tmp_path, capsys):
         ["comedian", "doctor"]
 
 
-def test_cli_no_history_and_filters(tmp_path, capsys):
+def test_cli_no_history_and_filters(tmp_path, capsys, history_store):
     spec = _write_spec(tmp_path)
     assert cli.main(["audit", str(spec), "--out", str(tmp_path / "o"), "--quiet",
                      "--no-history"]) == 0
@@ -243,7 +300,7 @@ def test_cli_no_history_and_filters(tmp_path, capsys):
     assert "not a date" in capsys.readouterr().err
 
 
-def test_cli_compare_and_delete(tmp_path, capsys):
+def test_cli_compare_and_delete(tmp_path, capsys, history_store):
     for name, label in (("before", "model v1"), ("after", "model v2")):
         assert cli.main(["audit", str(_write_spec(tmp_path, name, label)), "--out",
                          str(tmp_path / name), "--quiet"]) == 0
@@ -271,3 +328,61 @@ def test_cli_unwritable_history_is_a_warning_not_a_failure(tmp_path, capsys, mon
     rc = cli.main(["audit", str(_write_spec(tmp_path)), "--out", str(tmp_path / "o"), "--quiet"])
     assert rc == 0
     assert "not recorded in the history" in capsys.readouterr().err
+
+
+def test_cli_upgrade_says_where_and_which_revision(capsys, history_store):
+    assert cli.main(["history", "upgrade"]) == 0
+    out = capsys.readouterr().out
+    assert f"is at schema revision {db.head()}" in out
+    assert (history_store is None and "history.sqlite3" in out) or "postgresql://" in out
+
+
+def test_a_nul_character_in_a_prompt_or_title_is_recorded(history, results):
+    import dataclasses
+
+    a = results["a"]
+    odd = dataclasses.replace(a, spec=dataclasses.replace(a.spec, base_prompt="A\x00B"))
+    run = history.get(history.record({"m": odd}, source="cli", title="t\x00itle"))
+    # PostgreSQL cannot store NUL: it reads back as U+FFFD there; SQLite keeps it
+    assert run.summary.title in ("t\x00itle", "t\ufffditle")
+    assert run.summary.base_prompt in ("A\x00B", "A\ufffdB")
+
+
+def test_without_postgresql_the_postgres_tests_say_why(monkeypatch):
+    from . import postgres_server
+
+    monkeypatch.setattr(postgres_server, "binaries", lambda: None)
+    assert "PostgreSQL is not installed" in postgres_server.PostgresServer().why_not()
+
+
+def test_the_migrations_build_the_declared_schema(tmp_path, history_store):
+    # a column or table declared in dbpa_core/db.py without a migration would differ here
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
+    h = History(history_store or tmp_path / "h.sqlite3")
+    h.upgrade()
+    with db.engine(h.url).connect() as con:
+        assert compare_metadata(MigrationContext.configure(con), db.metadata) == []
+    old = tmp_path / "old.sqlite3"          # a history from before the migrations, upgraded
+    shutil.copy(ROOT / "tests" / "data" / "history_v2.sqlite3", old)
+    legacy = History(old)
+    legacy.upgrade()
+    with db.engine(legacy.url).connect() as con:   # its tables, columns and indexes
+        ctx = MigrationContext.configure(con, opts={"compare_type": False})
+        assert [d for d in compare_metadata(ctx, db.metadata) if isinstance(d, tuple) and
+                d[0].split("_")[1] in ("table", "column", "index")] == []
+    legacy.delete(*[r.id for r in legacy.list()])     # and its cascades still hold
+    assert sql(legacy, "SELECT COUNT(*) FROM arms") == sql(legacy, "SELECT COUNT(*) FROM "
+                                                           "run_extras") == 0
+
+
+def test_postgresql_without_its_driver_names_the_extra(monkeypatch, capsys):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "psycopg", None)          # not installed
+    monkeypatch.setenv("DBPA_DATABASE_URL", "postgresql://me:s3cret@db.example.org/nodriver")
+    assert cli.main(["history"]) == 2
+    err = capsys.readouterr().err
+    assert "needs the `postgres` extra: pip install 'dbpa-core[postgres]'" in err
+    assert len(err.strip().splitlines()) == 1 and "s3cret" not in err

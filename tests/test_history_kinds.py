@@ -1,14 +1,22 @@
 """Every kind of run in the history: a battery, a simulation or a sensitivity study is
 stored with its result and read back; reruns find the first run by the inputs'
-fingerprint; a payload that would run code is refused with one line."""
+fingerprint; a payload that would run code is refused with one line. Each test runs on the
+SQLite file and on a PostgreSQL database."""
 import pickle
 import zlib
 
 import numpy as np
 import pandas as pd
 import pytest
+import sqlalchemy as sa
 
+from dbpa_core import db
 from dbpa_core.history import History, HistoryError
+
+
+@pytest.fixture
+def h(tmp_path, history_store):
+    return History(history_store or tmp_path / "h.sqlite3")
 
 
 class Evil:
@@ -18,8 +26,7 @@ class Evil:
         return (os.system, ("echo pwned",))
 
 
-def test_a_result_is_stored_listed_and_read_back(tmp_path):
-    h = History(tmp_path / "h.sqlite3")
+def test_a_result_is_stored_listed_and_read_back(h):
     result = {"battery": {"table": pd.DataFrame({"ER": [0.1, 0.2]}),
                           "vectors": np.arange(6, dtype=np.float32).reshape(2, 3)}}
     run_id = h.record_result("battery", result, title="tf battery", models=["m1"],
@@ -39,8 +46,7 @@ def test_a_result_is_stored_listed_and_read_back(tmp_path):
     assert h.first_run("abc") is None and h.extras([run_id]) == {}
 
 
-def test_an_audit_run_is_found_by_its_fingerprint(tmp_path):
-    h = History(tmp_path / "h.sqlite3")
+def test_an_audit_run_is_found_by_its_fingerprint(h):
     with pytest.raises(ValueError, match="kind"):
         h.record_result("audit", {}, title="x", models=[])
     run_id = h.record_result("sensitivity", {}, title="x", models=[])
@@ -48,20 +54,16 @@ def test_an_audit_run_is_found_by_its_fingerprint(tmp_path):
     assert h.first_run("f") == run_id
 
 
-def test_a_payload_that_would_run_code_is_refused(tmp_path):
-    h = History(tmp_path / "h.sqlite3")
+def test_a_payload_that_would_run_code_is_refused(h):
     run_id = h.record_result("fidelity", {"ok": 1}, title="x", models=[])
-    import sqlite3
-
-    with sqlite3.connect(h.path) as con:
-        con.execute("UPDATE run_extras SET payload = ? WHERE run_id = ?",
-                    (zlib.compress(pickle.dumps(Evil())), run_id))
+    with db.engine(h.url).begin() as con:
+        con.execute(sa.update(db.run_extras).where(db.run_extras.c.run_id == run_id)
+                    .values(payload=zlib.compress(pickle.dumps(Evil()))))
     with pytest.raises(HistoryError, match="cannot be read back"):
         h.result(run_id)
 
 
-def test_the_newest_run_of_each_page_counts_reruns(tmp_path):
-    h = History(tmp_path / "h.sqlite3")
+def test_the_newest_run_of_each_page_counts_reruns(h):
     a = h.record_result("battery", {}, title="a", models=[], page="robustness",
                         form={"values": {"w_samples": 10}})
     b = h.record_result("battery", {}, title="b", models=[], page="robustness",

@@ -1,6 +1,6 @@
 """A suite of cases in the run history: `dbpa audit` records it, `History` reads back its
 tests and pooled tables and settings, `dbpa history` lists and shows it, and the list's
-control gate comes from the pooled verdicts."""
+control gate comes from the pooled verdicts (on the SQLite file and on PostgreSQL)."""
 import json
 
 import pytest
@@ -12,7 +12,7 @@ from .fake_openai import FakeOpenAI
 from .test_suite import suite_yaml, write_cases
 
 
-def test_a_suite_audit_is_recorded_listed_and_shown(tmp_path, capsys):
+def test_a_suite_audit_is_recorded_listed_and_shown(tmp_path, capsys, history_store):
     write_cases(tmp_path, 3)
     with FakeOpenAI(models=("fake-model", "fake-embed")) as srv:
         spec = suite_yaml(srv.base_url).replace("seed: 3", "seed: 3\nname: vignettes")

@@ -192,6 +192,11 @@ def test_wheel_carries_the_dashboard_and_assets(installed):
     assert (target / "dbpa_core" / "py.typed").is_file()
     for schema in ("spec.schema.json", "attack.schema.json"):  # dbpa schema's, for editors
         assert (target / "dbpa_core" / "schemas" / schema).is_file()
+    # the run history's migrations: an older database is upgraded by the installed package
+    migrations = target / "dbpa_core" / "migrations"
+    for part in ("env.py", "legacy.py", "script.py.mako", "versions/0001_baseline.py",
+                 "versions/0002_user_host_cache.py"):
+        assert (migrations / part).is_file(), part
     pages = {p.name for p in (app / "pages").glob("*.py")}
     assert pages == {p.name for p in (REPO / "pages").glob("*.py")}
     assert not (target / "ui").exists() and not (target / "assets").exists()
@@ -219,6 +224,7 @@ def test_installed_version_replay_audit_and_sensitivity(installed):
     done = _run(installed, "audit", "examples/replay_checks.yaml", "--out", "audit", "--quiet")
     assert done.returncode == 0, done.stderr
     assert json.loads((cwd / "audit" / "results.json").read_text())
+    assert "recorded as run 1" in done.stdout, done.stderr   # the migrations ran from the wheel
 
     with FakeOpenAI(models=("gpt-4o-mini", "fake-embed")) as srv:
         (cwd / "spec.yaml").write_text(

@@ -265,7 +265,8 @@ def use_cache_dir(typed: str) -> str | None:
 
 
 def history() -> History:
-    """The run history (``$DBPA_HOME/history.sqlite3``)."""
+    """The run history (``$DBPA_HOME/history.sqlite3``, or the database ``$DBPA_DATABASE_URL``
+    names)."""
     return History()
 
 

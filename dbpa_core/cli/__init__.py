@@ -10,7 +10,7 @@
     dbpa sensitivity SPEC.yaml --measures all --embedders spec,bleu --lengths 100,300,900 --out DIR
     dbpa import FILE [--from promptfoo|openai-batch|csv|jsonl] --out replay.jsonl [--force]
     dbpa history [--model M] [--prompt P] [--since DATE] [--until DATE] [--json]
-    dbpa history show ID | compare A B [--fail-on-change] | delete ID... --yes
+    dbpa history show ID | compare A B [--fail-on-change] | delete ID... --yes | upgrade
     dbpa report RUN_ID [RUN_ID ...] --out FILE.html|FILE.pdf
     dbpa scan MODEL_SPEC --out DIR [--estimate]
     dbpa ui [STREAMLIT OPTIONS, e.g. --server.port 8600]
@@ -23,7 +23,8 @@ case x perturbation, corrects them together and prints one pooled row per pertur
 ``dbpa estimate`` counts every case.
 
 Every ``dbpa audit`` (of one base prompt or of a suite of cases) is recorded in the run history
-(``$DBPA_HOME/history.sqlite3``, see :mod:`dbpa_core.history`) unless ``--no-history``.
+(``$DBPA_HOME/history.sqlite3``, or the database ``$DBPA_DATABASE_URL`` names, see
+:mod:`dbpa_core.history`) unless ``--no-history``.
 
 Exit codes: 0 done, 1 a check asked for on the command line failed (``--fail-on``: a
 control perturbation changed the answers detectably, a target did not, an answer check changed;

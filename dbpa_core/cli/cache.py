@@ -20,7 +20,8 @@ def run(args) -> int:
             print(f"the cache store in {c.directory} was damaged: removed it and started an "
                   "empty one")
         else:
-            print(f"removed {n} cached items from {c.directory}")
+            print(f"removed {n} cached items from {c.where if c.url else c.directory}")
     else:
-        print(f"cache folder: {c.directory}\nitems: {c.count()}\nsize: {c.volume() / 1e6:.1f} MB")
+        print(f"cache folder: {c.directory}\n" + (f"cache database: {c.where}\n" if c.url else "")
+              + f"items: {c.count()}\nsize: {c.volume() / 1e6:.1f} MB")
     return 0

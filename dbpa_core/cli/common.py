@@ -128,7 +128,7 @@ def record_in_history(args, save: Callable[[Any, Any, str], int]) -> None:
     except (HistoryError, OSError, sqlite3.Error) as exc:
         print(f"warning: the run was not recorded in the history: {exc}", file=sys.stderr)
         return
-    print(f"recorded as run {run_id} in {h.path} (dbpa history show {run_id})")
+    print(f"recorded as run {run_id} in {h.where} (dbpa history show {run_id})")
 
 
 # ---------------------------------------------------------------- options several commands take

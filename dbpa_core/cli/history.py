@@ -69,7 +69,7 @@ def list_runs(history: History, args) -> str:
         return json.dumps([_summary_dict(r, kinds[r.id]) for r in runs], indent=2,
                           ensure_ascii=False)
     if not runs:
-        return f"No recorded runs match (history: {history.path})."
+        return f"No recorded runs match (history: {history.where})."
     rows = []
     for r in runs:
         k = kinds[r.id]
@@ -77,7 +77,7 @@ def list_runs(history: History, args) -> str:
         rows.append((str(r.id), _when(r), r.source, k["kind"], _short(r.title, 28),
                      _short(", ".join(k["models"]), 40), _short(_outcome(r, k), 48), gate))
     head = ("id", "when (UTC)", "from", "kind", "title", "models", "result", "controls")
-    return table(rows, head) + f"\n\n{len(runs)} run(s) in {history.path}. " \
+    return table(rows, head) + f"\n\n{len(runs)} run(s) in {history.where}. " \
         "`dbpa history show ID` shows one."
 
 
@@ -124,6 +124,8 @@ def show_run(history: History, args) -> str:
         return json.dumps(d, indent=2, ensure_ascii=False)
     where = f", page {s.page}" if s.page else ""
     out = [f"run {s.id}: {s.title} ({s.source}{where}), {_when(s)} UTC, dbpa {s.tool_version}"]
+    if s.user or s.host:
+        out.append(f"run by {s.user or 'an unknown user'} on {s.host or 'an unknown machine'}")
     if extra["kind"] not in ("audit", "suite"):
         return "\n".join(out + _other_kind_lines(run, extra))
     out += [f"settings: {_settings_line(run.settings)}",
@@ -266,7 +268,13 @@ def delete_runs(history: History, args) -> str:
     return f"deleted {n} run(s)"
 
 
-ACTIONS = {"list": list_runs, "show": show_run, "compare": compare_runs, "delete": delete_runs}
+def upgrade_history(history: History, args) -> str:
+    """Bring the history's database to this dbpa's schema now (opening it does too)."""
+    return f"The run history {history.where} is at schema revision {history.upgrade()}."
+
+
+ACTIONS = {"list": list_runs, "show": show_run, "compare": compare_runs, "delete": delete_runs,
+           "upgrade": upgrade_history}
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -291,6 +299,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     d = hs.add_parser("delete", help="delete runs (with their results and responses)")
     d.add_argument("ids", type=int, nargs="+")
     d.add_argument("--yes", action="store_true", help="really delete (required)")
+    hs.add_parser("upgrade", help="bring the history's database to this dbpa's schema now "
+                  "(opening it does so too)")
     for p in (s, c, d):
         p.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                        help="machine-readable output")

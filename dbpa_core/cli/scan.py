@@ -365,7 +365,7 @@ def _record(args, label: str, audit_result, battery_result, cache) -> list[int] 
               f"({exc}); the results are in {out / 'audit'} and {out / 'battery'}",
               file=sys.stderr)
         return None
-    print(f"recorded as runs {ids[0]} (audit) and {ids[1]} (battery) in {h.path}")
+    print(f"recorded as runs {ids[0]} (audit) and {ids[1]} (battery) in {h.where}")
     return ids
 
 

@@ -1,6 +1,10 @@
 """The History page in plain words: 'detectable' (never 'significantly'), and a run whose
 stored rows are partly garbled says in one line what could not be read."""
+import getpass
+import socket
 import sqlite3
+
+import pytest
 
 from dbpa_core.audit import run_audit
 from dbpa_core.cache import Cache
@@ -52,3 +56,18 @@ def test_an_intact_run_has_no_note_and_the_page_says_detectably(make_app, tmp_pa
     assert "significantly" not in text and "changed the answers detectably" in text
     table = at.dataframe[0].value
     assert "detectable" in table.columns and "significant" not in table.columns
+
+
+@pytest.mark.postgres
+def test_the_page_reads_a_shared_database_and_says_who_ran_each_run(make_app, tmp_path,
+                                                                    postgres_url, monkeypatch):
+    monkeypatch.setenv("DBPA_DATABASE_URL", postgres_url)
+    _record(tmp_path)
+    at = make_app(page="pages/history.py")
+    assert not at.exception, at.exception
+    who = f"{getpass.getuser()}@{socket.gethostname()}"
+    assert at.dataframe[0].value["by"].tolist() == [who]
+    text = _page_text(at)
+    assert "postgresql://" in text and "127.0.0.1" in text            # the shared database
+    assert f"run by {getpass.getuser()} on {socket.gethostname()}" in text
+    assert "garbled later" in text
