@@ -301,6 +301,9 @@ def cmd_estimate(args) -> int:
 
 
 def cmd_attack(args) -> int:
+    from .launcher import require_extra
+
+    require_extra("battery")   # WordNet, confusables, spaCy, scikit-learn: one line if missing
     from .attacks.battery import estimate_battery, run_battery, summary_text
     from .attacks.spec import load_attack_spec
     from .attacks.wordnet import WordNetMissing

