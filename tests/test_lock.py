@@ -42,18 +42,21 @@ def parse_lock(text: str) -> dict[str, tuple[str, list[str]]]:
     return pins
 
 
-def pyproject_requirements(project: dict) -> dict[str, list[Requirement]]:
-    """``{"core" or extra name: [requirements]}`` of pyproject's ``[project]`` table."""
+def pyproject_requirements(pyproject: dict) -> dict[str, list[Requirement]]:
+    """``{"core", an extra's name or "build": [requirements]}`` of a parsed pyproject.toml
+    (the project is installed with --no-build-isolation: its build backend is locked too)."""
+    project = pyproject["project"]
     groups = {"core": project.get("dependencies", [])}
     groups.update(project.get("optional-dependencies", {}))
+    groups["build"] = pyproject.get("build-system", {}).get("requires", [])
     return {g: [Requirement(r) for r in reqs] for g, reqs in groups.items()}
 
 
-def lock_problems(project: dict, pins: dict[str, tuple[str, list[str]]]) -> list[str]:
+def lock_problems(pyproject: dict, pins: dict[str, tuple[str, list[str]]]) -> list[str]:
     """One line per requirement of pyproject that the lock does not satisfy, and per pin
     without a hash (pip's --require-hashes refuses the whole install then)."""
     problems = []
-    for group, reqs in pyproject_requirements(project).items():
+    for group, reqs in pyproject_requirements(pyproject).items():
         for req in reqs:
             if req.marker is not None and not req.marker.evaluate({"extra": group}):
                 continue
@@ -67,8 +70,8 @@ def lock_problems(project: dict, pins: dict[str, tuple[str, list[str]]]) -> list
     return problems
 
 
-def _project() -> dict:
-    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+def _pyproject() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 
 
 def _make_var(name: str) -> str:
@@ -79,13 +82,14 @@ def _make_var(name: str) -> str:
 
 # --------------------------------------------------------------------------- the check
 def test_the_lock_satisfies_pyproject():
-    problems = lock_problems(_project(), parse_lock(LOCK.read_text(encoding="utf-8")))
+    problems = lock_problems(_pyproject(), parse_lock(LOCK.read_text(encoding="utf-8")))
     assert not problems, ("pyproject.toml and requirements/lock.txt disagree (run `make lock`):\n"
                           + "\n".join(problems))
 
 
 def test_the_makefile_locks_and_installs_every_extra():
-    assert set(_make_var("LOCK_EXTRAS").split(",")) == set(_project()["optional-dependencies"])
+    extras = _pyproject()["project"]["optional-dependencies"]
+    assert set(_make_var("LOCK_EXTRAS").split(",")) == set(extras)
 
 
 def test_torch_is_the_cpu_build():
@@ -110,6 +114,7 @@ PROJECT = {
         "win": ["pywin32>=300; sys_platform == 'win32'"],
     },
 }
+BUILD = {"requires": ["setuptools>=68"]}
 FRESH = """\
 numpy==2.4.6 \\
     --hash=sha256:89cd468399cfd2504718f0ba50e410dca55a170b61a02ad92bb18c8a65186e93
@@ -122,28 +127,33 @@ torch==2.13.0+cpu \\
     --hash=sha256:dddd
 mkdocstrings==1.0.8 \\
     --hash=sha256:eeee
+setuptools==84.2.1 \\
+    --hash=sha256:ffff
 """
 
 
 def test_a_fresh_lock_passes():
     pins = parse_lock(FRESH)
     assert pins["pyyaml"] == ("6.0.3", ["aaaa"]) and pins["transformers"][1] == ["bbbb", "cccc"]
-    assert lock_problems(PROJECT, pins) == []     # torch==2.13.0 takes 2.13.0+cpu
+    assert lock_problems({"project": PROJECT, "build-system": BUILD}, pins) == []     # torch==2.13.0 takes 2.13.0+cpu
 
 
 @pytest.mark.parametrize(("edit", "problem"), [
     # pyproject gained a dependency the lock never resolved
-    (lambda p, lock: (p["dependencies"].append("tabulate>=0.9"), lock),
+    (lambda p, lock: (p["project"]["dependencies"].append("tabulate>=0.9"), lock),
      "tabulate>=0.9 (core): not in the lock"),
     # pyproject's bound moved past the lock's pin
-    (lambda p, lock: (p["dependencies"].__setitem__(0, "numpy>=2.5"), lock),
+    (lambda p, lock: (p["project"]["dependencies"].__setitem__(0, "numpy>=2.5"), lock),
      "numpy>=2.5 (core): the lock pins 2.4.6"),
     # a new extra
-    (lambda p, lock: (p["optional-dependencies"].__setitem__("postgres", ["psycopg[binary]>=3.1"]), lock),
+    (lambda p, lock: (p["project"]["optional-dependencies"].__setitem__("postgres", ["psycopg[binary]>=3.1"]), lock),
      "psycopg[binary]>=3.1 (postgres): not in the lock"),
     # the lock hand-edited to a release outside the cap
     (lambda p, lock: (None, lock.replace("transformers==5.24.0", "transformers==5.25.0")),
      "transformers<5.25,>=4.46 (local): the lock pins 5.25.0"),
+    # the build backend's bound moved
+    (lambda p, lock: (p["build-system"].__setitem__("requires", ["setuptools>=90"]), lock),
+     "setuptools>=90 (build): the lock pins 84.2.1"),
     # a hand-added pin without its hash
     (lambda p, lock: (None, lock.replace("PyYAML==6.0.3 --hash=sha256:aaaa", "PyYAML==6.0.3")),
      "pyyaml==6.0.3: no sha256 hash"),
@@ -151,8 +161,9 @@ def test_a_fresh_lock_passes():
 def test_a_stale_lock_fails(edit, problem):
     project = {"dependencies": list(PROJECT["dependencies"]),
                "optional-dependencies": dict(PROJECT["optional-dependencies"])}
-    _, lock = edit(project, FRESH)
-    assert lock_problems(project, parse_lock(lock)) == [problem]
+    pyproject = {"project": project, "build-system": dict(BUILD)}
+    _, lock = edit(pyproject, FRESH)
+    assert lock_problems(pyproject, parse_lock(lock)) == [problem]
 
 
 @pytest.mark.parametrize("line", ["numpy>=2.4", "numpy", "-e .", "--index-url https://x"])
