@@ -44,3 +44,22 @@ def test_the_core_imports_without_the_battery_packages():
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
 
+
+
+def test_each_extra_named_by_the_library_installs_its_modules():
+    """resources.EXTRAS (what the one-line message names) and pyproject's extras agree: every
+    module the library checks for comes from a package of that extra."""
+    import importlib.metadata
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    from dbpa_core.resources import EXTRAS
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    owners = importlib.metadata.packages_distributions()
+    for extra, (_, modules) in EXTRAS.items():
+        declared = {canonicalize_name(Requirement(r).name) for r in extras[extra]}
+        for module in modules:
+            assert {canonicalize_name(d) for d in owners[module]} & declared, (extra, module)
