@@ -36,7 +36,8 @@ def test_the_core_imports_without_the_battery_packages():
         "        raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
         "    return real(name, *a, **k)\n"
         "builtins.__import__ = imp\n"
-        "import dbpa_core.audit, dbpa_core.cli, dbpa_core.fidelity.command, dbpa_core.sensitivity\n"
+        "import dbpa_core.audit, dbpa_core.cli, dbpa_core.cli.fidelity, dbpa_core.sensitivity\n"
+        "import dbpa_core.fidelity.analysis, dbpa_core.suite, dbpa_core.history\n"
         "import dbpa_core.report, dbpa_core.attacks.battery\n"
         "print(sorted(m for m in blocked if m in sys.modules))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
