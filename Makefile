@@ -77,4 +77,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_fidelity.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info
+	rm -rf $(VENV) .pytest_cache .hypothesis .mypy_cache build *.egg-info
