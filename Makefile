@@ -123,4 +123,4 @@ lock-check: $(STAMP)
 	$(PY) -m pytest -q tests/test_lock.py
 
 clean:
-	rm -rf $(VENV) $(LOCKENV) .pytest_cache .hypothesis build *.egg-info
+	rm -rf $(VENV) $(LOCKENV) .pytest_cache .hypothesis .mypy_cache build *.egg-info

@@ -701,19 +701,16 @@ def audit_checks(spec, arms: Sequence, sampler) -> tuple[CheckResult, ...]:
 def checks_table(results: Sequence[CheckResult]) -> list[tuple[str, ...]]:
     """Rows for a text table (header first): check, arm, base, perturbed, difference,
     95 % interval, p, adjusted p, stars."""
-    rows = [("check", "arm", "base", "perturbed", "diff", "95% CI", "p", "p_adj", "")]
+    rows: list[tuple[str, ...]] = [
+        ("check", "arm", "base", "perturbed", "diff", "95% CI", "p", "p_adj", "")]
     for r in results:
         name = r.check + (" (model-graded)" if r.model_graded else "")
         if r.numeric:
-            def arm(m):
-                return "-" if m is None else f"{m:.1f}"
-            base, value = arm(r.base), arm(r.value)
+            base, value = _mean_cell(r.base), _mean_cell(r.value)
             scale, digits = 1, 1
         else:
-            def arm(c, n, u):
-                return f"{c}/{n}" + (f" +{u}?" if u else "")
-            base = arm(r.base_count, r.base_n, r.base_unparsed)
-            value = arm(r.count, r.n, r.unparsed)
+            base = _count_cell(r.base_count, r.base_n, r.base_unparsed)
+            value = _count_cell(r.count, r.n, r.unparsed)
             scale, digits = 100, 0
         if r.difference is None or r.ci is None:
             rows.append((name, r.perturbation, base, value, "-", "-", "-", "-", ""))
@@ -723,6 +720,14 @@ def checks_table(results: Sequence[CheckResult]) -> list[tuple[str, ...]]:
                      f"[{_signed(r.ci[0] * scale, digits)}, {_signed(r.ci[1] * scale, digits)}]",
                      _p_short(r.p_value), _p_short(r.p_adjusted), r.stars))
     return rows
+
+
+def _mean_cell(m: float | None) -> str:
+    return "-" if m is None else f"{m:.1f}"
+
+
+def _count_cell(count: int | None, n: int, unparsed: int) -> str:
+    return f"{count}/{n}" + (f" +{unparsed}?" if unparsed else "")
 
 
 def _p_short(p: float | None) -> str:

@@ -550,6 +550,8 @@ class _Study:
                                              n_permutations=spec.permutations, rng=rng,
                                              sequential=spec.sequential)
                 else:
+                    # a material has similarities (BLEU / ROUGE) or embeddings, never neither
+                    assert mat.embeddings is not None
                     r = dbpa_test(mat.embeddings[0], mat.embeddings[j + 1], measure=measure,
                                   n_permutations=spec.permutations, rng=rng,
                                   sequential=spec.sequential)
@@ -577,6 +579,7 @@ class _Study:
                                           "", spec.samples, spec.samples, baseline,
                                           note or "needs embeddings (not BLEU / ROUGE)"))
                 continue
+            assert mt is not None   # r is a result, so ``done`` was not empty
             out.append(SensitivityRow(
                 study, setting, arm.name, arm.role, measure, embedder, length, prompt_tokens,
                 r.effect_size, r.chance_effect_size, r.effect_above_chance, r.p_value,
@@ -666,8 +669,8 @@ def run_sensitivity(spec: AuditSpec, config: SensitivityConfig, *, cache: Cache 
         # the audit's own setting is always part of a study: it is the reference
         measures = list(dict.fromkeys([spec.measure, *config.measures])) \
             if config.measures else []
-        embedders = [spec.embedder] + [e for e in config.embedders
-                                       if model_key(e) != model_key(spec.embedder)] \
+        studied = [spec.embedder] + [e for e in config.embedders
+                                     if model_key(e) != model_key(spec.embedder)] \
             if config.embedders else []
         for measure in measures:
             mat = mat_for(spec.embedder)
@@ -675,7 +678,7 @@ def run_sensitivity(spec: AuditSpec, config: SensitivityConfig, *, cache: Cache 
             rows += study.rows("measure", measure, arms, res, measure=measure, embedder=spec_emb,
                                length=None, prompt_tokens=base_tokens,
                                baseline=measure == spec.measure)
-        for cfg in embedders:
+        for cfg in studied:
             mat = mat_for(cfg)
             res = study.tests(mat, spec.measure, names, f"embedder {mat.label}")
             note = "" if _applicable(spec.measure, cfg) else \
@@ -764,23 +767,24 @@ def _cost_table(spec: AuditSpec, config: SensitivityConfig,
     total_out = sum(d["out"] for d in by_model.values())
     for name in config.cost_models:
         p = price_of(name, spec.prices)
+        assert p is not None   # _check refused cost models without a price
         rows.append(CostRow("comparison", name, sum(d["items"] for d in by_model.values()), 0,
                             total_in, total_out, float(p["input"]), float(p["output"]),
                             total_in / 1e6 * p["input"] + total_out / 1e6 * p["output"], 0.0,
                             "the same tokens, priced for this model"))
-    for label, d in embedded.items():
-        tokens = sum(estimate_tokens(t) for t in d["texts"])
-        price = _embedding_price(d["config"], spec)
-        share = d["new"] / max(1, len(d["texts"]))
-        if price is None:
-            rows.append(CostRow("embedding", label, len(d["texts"]), d["new"], tokens, 0,
+    for label, e in embedded.items():
+        tokens = sum(estimate_tokens(t) for t in e["texts"])
+        e_price = _embedding_price(e["config"], spec)
+        share = e["new"] / max(1, len(e["texts"]))
+        if e_price is None:
+            rows.append(CostRow("embedding", label, len(e["texts"]), e["new"], tokens, 0,
                                 float("nan"), 0.0, float("nan"), float("nan"),
                                 "no price known: add it under 'prices:' in the spec"))
         else:
-            cost = tokens / 1e6 * price
-            rows.append(CostRow("embedding", label, len(d["texts"]), d["new"], tokens, 0, price,
+            cost = tokens / 1e6 * e_price
+            rows.append(CostRow("embedding", label, len(e["texts"]), e["new"], tokens, 0, e_price,
                                 0.0, cost, cost * share,
-                                "" if d["config"].get("backend") == "openai"
+                                "" if e["config"].get("backend") == "openai"
                                 else "runs on this machine: no fee"))
     for cfg in config.embedders:
         if cfg.get("backend") in TEXT_SIMILARITIES:

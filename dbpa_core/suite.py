@@ -381,8 +381,9 @@ def pooled_rows(result: SuiteResult | list[dict[str, Any]]) -> list[tuple[str, .
     """The pooled table (header first) as text cells, of a result or of its ``pooled``."""
     from .fmt import fmt_p as _fmt_p
 
-    rows = [("perturbation", "role", "cases", "p (Fisher)", "p_adj", "", "above chance [95% CI]",
-             "discoveries", "share changed")]
+    rows: list[tuple[str, ...]] = [
+        ("perturbation", "role", "cases", "p (Fisher)", "p_adj", "", "above chance [95% CI]",
+         "discoveries", "share changed")]
     for d in result if isinstance(result, list) else result.pooled:
         p = _fmt_p(d["p_value"]) if d["p_value"] > 0 else f"1e{d['log10_p_value']:.0f}"
         rows.append((d["perturbation"], d["role"] or "-", str(d["cases"]), p,

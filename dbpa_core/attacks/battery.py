@@ -97,6 +97,11 @@ class Query:
     variant: int = 0                # instruction / order number
     order: tuple[int, ...] | None = None
 
+    @property
+    def changed(self) -> bool:
+        """Whether an attack changed the prompt (a query without an attack changed nothing)."""
+        return self.attack is not None and bool(self.attack.changes)
+
 
 def _render(spec: BatterySpec, item: Item) -> str:
     """The prompt's text (both turns of a two-turn prompt, see :func:`render_asked`)."""
@@ -186,6 +191,7 @@ def _answer_params(spec: BatterySpec) -> GenerationParams:
 
 def _curve_params(spec: BatterySpec) -> GenerationParams:
     c = spec.curve
+    assert c is not None   # asked only of a battery with a robustness curve
     return GenerationParams(temperature=c.temperature, top_p=spec.top_p,
                             max_tokens=c.max_tokens or max(spec.max_tokens, 64))
 
@@ -220,7 +226,7 @@ def prompts_needed(spec: BatterySpec) -> dict[str, int]:
     for op in spec.rti:
         for rho in RTI_RHOS:
             for q in rti_queries(spec, spec.items, op, rho):
-                if q.attack.changes:  # an attack that changed nothing reuses the clean answer
+                if q.changed:  # an attack that changed nothing reuses the clean answer
                     need[q.prompt] = max(need.get(q.prompt, 0), 1)
     if spec.curve is not None:
         for q in p["curve"]:
@@ -657,11 +663,11 @@ def _run_rti(spec: BatterySpec, sampler: Sampler, clean: dict) -> tuple[list[Ans
     for j, rho in enumerate(RTI_RHOS):
         sampler.check_stop()
         sampler.progress(Progress("rti", j, len(RTI_RHOS), f"ρ = {rho:g}, {len(open_)} open"))
-        qs = {}
+        qs: dict[tuple[str, str, str], Query] = {}
         for op in spec.rti:
             keys = [k for k in open_ if k[0] == op]
             qs.update(zip(keys, rti_queries(spec, [open_[k] for k in keys], op, rho), strict=True))
-        ask = {k: q for k, q in qs.items() if q.attack.changes}
+        ask = {k: q for k, q in qs.items() if q.changed}
         recs = sampler.sample([Job(spec.model, _answer_request(spec, q.prompt),
                                    f"RTI {q.base.id} {k[0]} ρ={rho:g}") for k, q in ask.items()],
                               stage="rti") if ask else []
@@ -859,8 +865,12 @@ def summary_text(result: BatteryResult) -> str:
     rows = result.attacks()
     if rows:
         head = ("attack", "rho", "ER", f"{pct} CI", "ASR", f"{pct} CI", "unparsed")
-        body = [(r.attack, f"{r.rho:g}", f"{r.er.value:.3f}", ci(r.er), f"{r.asr.value:.3f}",
-                 ci(r.asr), str(r.asr.unparsed)) for r in rows]
+        body = []
+        for r in rows:
+            asr = r.asr
+            assert asr is not None   # every attack row (all but the clean one) has an ASR
+            body.append((r.attack, f"{r.rho:g}", f"{r.er.value:.3f}", ci(r.er), f"{asr.value:.3f}",
+                         ci(asr), str(asr.unparsed)))
         lines += ["", table(body, head)]
     rti = [r for r in result.rti if r.dataset == ALL]
     if rti:
@@ -886,7 +896,7 @@ def summary_text(result: BatteryResult) -> str:
 def highlighted_html(attacked: AttackedText) -> str:
     """The attacked text as escaped HTML, changed words in ``<mark>``, deleted ones in
     ``<del>``."""
-    out = []
+    out: list[str] = []
     for piece, kind in highlight_segments(attacked):
         e = html.escape(piece)
         if kind == "deleted":  # where a word was; its space went with it

@@ -223,7 +223,8 @@ class PromptState:
     logits: Any    # (vocab,) float32
 
 
-_FUSED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # model -> fused weights
+# model -> its fused weights (q/k/v and gate/up per layer)
+_FUSED: weakref.WeakKeyDictionary[Any, tuple[list[Any], list[Any]]] = weakref.WeakKeyDictionary()
 
 
 class LlamaDecoder:
@@ -557,6 +558,7 @@ class ThreadTuner:
             self.probing = self.PROBE_STEPS
             self.probes += 1
         n = self.other if self.probing else self.best
+        assert n is not None   # probing only where there is another count to try
         if self._torch.get_num_threads() != n:
             self._torch.set_num_threads(n)
         return n
@@ -672,7 +674,7 @@ class _Prefill:
     def __init__(self, dec: LlamaDecoder, tuner: ThreadTuner, stats: GenerationStats):
         self.dec, self.tuner, self.stats = dec, tuner, stats
         self.workers = prefill_workers()
-        self.pool = None
+        self.pool: Any = None   # a ThreadPoolExecutor, started when packs first run in parallel
         self.waiting: dict[tuple, Any] = {}   # prompt -> its pack (a Future or a list)
 
     def request(self, prompts: Sequence[tuple]) -> None:

@@ -31,6 +31,7 @@ from typing import Any
 
 from .base import BackendError, ContextLengthError, Sample, SampleRequest, chat_messages, clean_text
 from .decoding import (
+    GenerationStats,
     LlamaDecoder,
     draw_tokens,
     expected_tokens,
@@ -225,7 +226,7 @@ class TransformersBackend:
         self.batch_size = batch_size
         self.on_status: Callable[[str], None] | None = None
         self.on_tokens: Callable[[int, int], None] | None = None
-        self.last_stats = None
+        self.last_stats: GenerationStats | None = None
         self._ids: dict[tuple, list[int]] = {}
 
     @property

@@ -940,7 +940,7 @@ class _Scalar:
         self.radius = np.empty(m)
         kinds = set()
         if data.kind == "values":
-            self.bounds = _value_bounds(data, bounds, notes)
+            self.bounds: tuple[float, float] | None = _value_bounds(data, bounds, notes)
             a, b = self.bounds
             mean = np.array([float(np.mean(s.real)) for s in data.scenarios])
             h = hoeffding_halfwidth(np.array([s.real.size for s in data.scenarios]), low=a,
@@ -983,6 +983,7 @@ class _Scalar:
         d = self.data
         if d.kind == "values":
             if name == UNIFORM:
+                assert self.bounds is not None   # values always have bounds
                 a, b = self.bounds
                 if d.baseline is not None:
                     out = np.array([a + (b - a) * float(np.mean(u)) for u in d.baseline])
@@ -1033,6 +1034,7 @@ class _W1Values:
         """Simulator ``name``'s values in scenario j (the drawn baseline scaled to the bounds)."""
         if name == UNIFORM:
             a, b = self.bounds
+            assert self.data.baseline is not None   # without drawn ones callers use w1_to_uniform
             return a + (b - a) * self.data.baseline[j]
         return self.data.simulated[name][j]
 

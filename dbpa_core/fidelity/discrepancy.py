@@ -482,7 +482,7 @@ def tv_support_table(p, r) -> np.ndarray:
     w = np.array(list(itertools.product((-1.0, 0.0, 1.0), repeat=d)))[:, ::-1]  # column i <-> 3^i
     cells = np.stack([w == 1.0, w == 0.0, w == -1.0], axis=1).astype(float)   # (3^d, 3, d)
     k = len(w)
-    full = cells.any(axis=2)                                                   # (3^d, 3)
+    full = np.asarray(cells.any(axis=2))                                       # (3^d, 3)
     weights = np.where(full, np.array([1.0, 0.0, -1.0]), -3.0)                 # empty: never used
     out = np.empty((m, k))
     step = max(1, _TABLE_ROWS // k)            # a block of rows at a time: bounded memory
@@ -493,8 +493,8 @@ def tv_support_table(p, r) -> np.ndarray:
         if m * k >= KERNEL_FROM:
             from ._kernels import support3
 
-            out[sl] = support3(ms[..., 0], ms[..., 1], ms[..., 2],
-                               *(np.broadcast_to(full[:, c], shape) for c in range(3)),
+            ea, ec, eb = (np.broadcast_to(full[:, c], shape) for c in range(3))
+            out[sl] = support3(ms[..., 0], ms[..., 1], ms[..., 2], ea, ec, eb,
                                np.broadcast_to(r[sl, None], shape))
         else:
             rows = shape[0]

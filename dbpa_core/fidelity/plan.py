@@ -101,7 +101,7 @@ class FidelityPlan:
         head += (f" (decided in at least {100 * REACHABLE:.0f} % of resamples of the "
                  "questions)")
         later = sorted((p for p in self.pairs if p.needed is not None and p not in now),
-                       key=lambda p: p.needed)
+                       key=lambda p: p.needed or 0)   # all set (filtered above)
         if later:
             shown = "; ".join(f"about {p.needed:,} for {p.first} at least as good as {p.second}"
                               for p in later[:3])

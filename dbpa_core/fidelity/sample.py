@@ -64,8 +64,9 @@ YES_NO = (
 
 
 def _questions() -> list[tuple[str, str, tuple[str, ...]]]:
-    qs = [(f"agree-{i + 1:02d}", f"How much do you agree or disagree: {s}?",
-           AGREE) for i, s in enumerate(STATEMENTS)]
+    qs: list[tuple[str, str, tuple[str, ...]]] = [
+        (f"agree-{i + 1:02d}", f"How much do you agree or disagree: {s}?", AGREE)
+        for i, s in enumerate(STATEMENTS)]
     qs += [(f"often-{i + 1:02d}", f"How often do you {a}?", OFTEN) for i, a in enumerate(ACTIVITIES)]
     qs += [(f"yesno-{i + 1:02d}", q, YESNO) for i, q in enumerate(YES_NO)]
     return qs

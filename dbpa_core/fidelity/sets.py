@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal, overload
 
 import numpy as np
 
@@ -143,6 +144,10 @@ def binary_kl_interval(p, r) -> tuple[np.ndarray, np.ndarray]:
     return low, high
 
 
+@overload
+def kl_ball_support(p, w, r, *, value_only: Literal[False] = ...) -> tuple[np.ndarray, np.ndarray]: ...
+@overload
+def kl_ball_support(p, w, r, *, value_only: bool) -> tuple[np.ndarray, np.ndarray | None]: ...
 def kl_ball_support(p, w, r, *, value_only: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
     """``sup {w · u : u in simplex, KL(p ‖ u) <= r}`` and a maximizer, row by row.
 

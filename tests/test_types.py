@@ -1,0 +1,43 @@
+"""dbpa_core type-checks clean: mypy, with the project's own configuration ([tool.mypy] in
+pyproject.toml), finds no error.
+
+The full check takes about a minute on a cold cache, so it is marked slow: ``make test``
+runs it, ``make test-fast`` leaves it out. The configuration's guard below is fast."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _mypy_config() -> dict:
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        return tomllib.load(f)["tool"]["mypy"]
+
+
+def test_mypy_config_checks_the_library_at_default_strictness():
+    cfg = _mypy_config()
+    assert cfg["files"] == ["dbpa_core"]
+    assert cfg["python_version"] == "3.11"
+    # no check switched off to reach zero errors: no blanket ignore_errors, and the
+    # overrides (if any) only say which third-party packages have no types
+    assert not cfg.get("ignore_errors", False)
+    for override in cfg.get("overrides", []):
+        assert set(override) <= {"module", "ignore_missing_imports"}, override
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_mypy_finds_no_error_in_dbpa_core():
+    # run from the repository root, so that mypy reads pyproject.toml and checks this
+    # checkout's dbpa_core (its `files`), not an installed copy
+    proc = subprocess.run([sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=900)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"mypy found errors in dbpa_core:\n{output}"
+    assert "Success: no issues found" in proc.stdout, output
