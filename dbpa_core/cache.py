@@ -227,7 +227,7 @@ class Cache:
         self._db_path = str(self.directory / "store" / "cache.db")
         self._opened: tuple[int, int] | None = None
         self._lock = threading.RLock()
-        self.owner = {"host": socket.gethostname(), "pid": os.getpid(),
+        self.owner: dict[str, Any] = {"host": socket.gethostname(), "pid": os.getpid(),
                       "token": uuid.uuid4().hex}
         self.repaired = False  # set by clear() when it had to rebuild a damaged store
         self._beaten: dict[str, float] = {}  # token -> when its heartbeat was last set
