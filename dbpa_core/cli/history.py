@@ -209,13 +209,14 @@ def compare_runs(history: History, args) -> str | Failed:
         history.get(run_id)  # every id must exist
         kind = history.extras([run_id]).get(int(run_id), {}).get("kind", "audit")
         if kind not in COMPARED:
-            raise HistoryError(f"run {run_id} is a {KIND_NAMES.get(kind, kind)}: only audits, "
+            raise HistoryError(f"run {run_id} is {_a(KIND_NAMES.get(kind, kind))}: only audits, "
                                "suites of cases and robustness batteries can be compared (it "
                                "reopens on its dashboard page).")
         kinds.append(kind)
     if kinds[0] != kinds[1]:
-        raise HistoryError(f"run {args.a} is a {KIND_NAMES[kinds[0]]} and run {args.b} a "
-                           f"{KIND_NAMES[kinds[1]]}: compare two runs of one kind.")
+        a_kind, b_kind = (_a(KIND_NAMES[k]) for k in kinds)
+        raise HistoryError(f"run {args.a} is {a_kind} and run {args.b} {b_kind}: compare two "
+                           "runs of one kind.")
     if getattr(args, "max_asr", None) is not None and not 0.0 <= args.max_asr <= 1.0:
         raise HistoryError(f"--max-asr {args.max_asr:g}: give a share between 0 and 1 "
                            "(e.g. 0.2).")
@@ -241,6 +242,10 @@ def compare_runs(history: History, args) -> str | Failed:
 
 
 COMPARED = ("audit", "suite", "battery")  # the kinds of run `compare` takes
+
+
+def _a(name: str) -> str:
+    return ("an " if name[:1] in "aeiou" else "a ") + name
 
 
 def _compare_other(history: History, args, kind: str) -> str | Failed:
