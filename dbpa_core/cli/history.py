@@ -264,8 +264,9 @@ def _compare_other(history: History, args, kind: str) -> str | Failed:
         text = json.dumps({"a": a.to_dict(), "b": b.to_dict(), **cmp.to_dict()}, indent=2,
                           ensure_ascii=False, default=str)
     else:
-        head = [f"{side} = run {r.id}: {r.title}, {_when(r)} UTC, {', '.join(r.models)}"
-                for side, r in (("A", a), ("B", b))]
+        kinds = _kinds(history, [a, b])
+        head = [f"{side} = run {r.id}: {r.title}, {_when(r)} UTC, "
+                f"{', '.join(kinds[r.id]['models'])}" for side, r in (("A", a), ("B", b))]
         head += [f"changed: {k}: {_short(str(va), 60)} -> {_short(str(vb), 60)}"
                  for k, (va, vb) in cmp.settings_changed.items()]
         body = _suite_comparison_text(cmp) if isinstance(cmp, SuiteComparison) \
