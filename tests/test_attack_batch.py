@@ -142,3 +142,21 @@ def test_batch_needs_the_cache(tmp_path, srv, data, capsys):  # noqa: F811
     spec = spec_file(tmp_path, srv, data)
     assert attack(tmp_path, spec, "c", "o", "--batch", "--no-cache") == 2
     assert "--no-cache" in capsys.readouterr().err and not srv.created
+
+
+@pytest.mark.parametrize("outcome", ["expired", "cancelled"])
+def test_expired_job_keeps_its_answers_and_a_rerun_sends_the_rest(tmp_path, srv, data,  # noqa: F811
+                                                                  capsys, outcome):
+    spec = spec_file(tmp_path, srv, data)
+    srv.outcome, srv.answered = outcome, 5
+    assert attack(tmp_path, spec, "c", "o", "--batch") == 3
+    err = capsys.readouterr().err
+    assert f"batch_1 at {srv.base_url.rstrip('/')}" in err and outcome in err
+    assert [x for x in err.splitlines() if x.startswith("error:")] == \
+        err.splitlines()[1:]  # after the price, one line
+    assert srv.chat_ok == 0 and "Traceback" not in err
+    sent = len(srv.lines(srv.created[0]["input_file_id"]))
+    srv.outcome = "completed"
+    assert attack(tmp_path, spec, "c", "o", "--batch") == 0
+    assert len(srv.lines(srv.created[1]["input_file_id"])) == sent - 5  # only the rest
+    assert srv.chat_ok == 0
