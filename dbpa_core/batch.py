@@ -101,6 +101,38 @@ def audit_jobs(spec) -> list[tuple[dict[str, Any], SampleRequest]]:
     return [(arm.model, r) for s in specs for arm in build_arms(s) for r in _requests(s, arm)]
 
 
+def battery_jobs(spec) -> list[tuple[dict[str, Any], SampleRequest]]:
+    """Every sample a robustness battery spec may ask its model for, as its sampler asks
+    them: the answers (clean, attacked, instructions, option orders), the robustness
+    curve's samples and *every* round of RTI. RTI stops raising rho for an item once its
+    answer changed, so the job asks up to the upper bound that ``dbpa attack --estimate``
+    counts (at the batch price); the battery then reads all it needs from the cache."""
+    from .attacks.battery import (
+        RTI_RHOS,
+        _answer_request,
+        _curve_requests,
+        plan,
+        rti_queries,
+    )
+
+    p = plan(spec)
+    reqs = [_answer_request(spec, q.prompt)
+            for kind in ("clean", "attack", "instruction", "order") for q in p[kind]]
+    reqs += [_answer_request(spec, q.prompt) for op in spec.rti for rho in RTI_RHOS
+             for q in rti_queries(spec, spec.items, op, rho) if q.attack is not None and q.attack.changes]
+    if spec.curve is not None:
+        reqs += [r for q in p["curve"] for r in _curve_requests(spec, q.prompt)]
+    return [(spec.model, r) for r in reqs]
+
+
+def battery_batch_cost(est: Mapping[str, Any], spec) -> float:
+    """A battery estimate's cost (:func:`~dbpa_core.attacks.battery.estimate_battery`)
+    through the Batch API: every call is its one model's, at the batch price when that
+    model is OpenAI-compatible (RTI at its upper bound, as the job asks it)."""
+    batched = spec.model.get("backend") == "openai"
+    return est["cost"] * (BATCH_DISCOUNT if batched else 1.0)
+
+
 def batch_cost(est: Mapping[str, Any], spec) -> float:
     """The estimate's cost when the audit's own samples of OpenAI-compatible models go
     through the Batch API (at :data:`~dbpa_core.pricing.BATCH_DISCOUNT` of the listed
@@ -386,4 +418,4 @@ def jobs_cli(jobs: Sequence[tuple[Mapping[str, Any], SampleRequest]], cache: Cac
 
 
 __all__ = ["BatchError", "BatchOutcome", "BatchPending", "audit_jobs", "batch_cost",
-           "fill_cache", "jobs_cli", "run_batch_cli"]
+           "battery_batch_cost", "battery_jobs", "fill_cache", "jobs_cli", "run_batch_cli"]

@@ -118,5 +118,9 @@ def test_history_lists_every_kind_with_a_summary(tmp_path, monkeypatch, capsys):
 
     assert cli.main(["history", "compare", str(audit_id), str(battery)]) == 2
     err = capsys.readouterr().err
-    assert "is a robustness battery: only audits can be compared" in err
+    assert "is an audit and run" in err and "a robustness battery: compare two runs of one kind" in err
+    assert "Traceback" not in err
+    assert cli.main(["history", "compare", str(sens), str(sens)]) == 2
+    err = capsys.readouterr().err
+    assert "is a sensitivity study: only audits, suites of cases and robustness batteries" in err
     assert "Traceback" not in err

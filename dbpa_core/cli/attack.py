@@ -8,10 +8,12 @@ import sys
 from .common import (
     add_allow_key_env,
     add_junit,
+    add_no_history,
     add_progress_options,
     gates,
     open_cache,
     progress_bars,
+    record_result_in_history,
     report,
     write_results,
 )
@@ -27,6 +29,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
     k.add_argument("--max-asr", type=float, default=None, metavar="X",
                    help="exit 1 (and fail its JUnit test case) when an attack's success rate "
                    "at some rho is above X (a share, e.g. 0.2)")
+    k.add_argument("--batch", action="store_true",
+                   help="send the uncached calls of an OpenAI-compatible model as one Batch API "
+                   "job (half price, answers within 24 h; RTI's rounds all asked at once; a "
+                   "stopped run picks the job up again)")
+    add_no_history(k, "battery")
     add_progress_options(k)
     add_junit(k, "attack and rho")
     add_allow_key_env(k)
@@ -40,9 +47,11 @@ def run(args) -> int:
     from ..attacks.battery import estimate_battery, run_battery, summary_text
     from ..attacks.spec import load_attack_spec
     from ..attacks.wordnet import WordNetMissing
+    from ..batch import battery_batch_cost
     from ..junit import battery_suites
     from ..outputs import check_out_dir
     from ..sampling import RunCancelled
+    from ..spec import model_label
 
     if args.max_asr is not None and not 0.0 <= args.max_asr <= 1.0:
         print(f"error: --max-asr {args.max_asr:g}: give a share between 0 and 1 (e.g. 0.2).",
@@ -59,10 +68,19 @@ def run(args) -> int:
         print(f"{e['answers']} answers + at most {e['rti_max']} for RTI + {e['curve']} curve "
               f"samples = at most {e['calls']} calls ({e['cached']} cached); ~{e['input_tokens']} "
               f"input and <= {e['output_tokens']} output tokens; estimated cost {cost}")
+        if e["calls"] and not e["unknown_price"] and spec.model.get("backend") == "openai":
+            print(f"through the Batch API (dbpa attack --batch, every RTI round asked): "
+                  f"${battery_batch_cost(e, spec):.4f}")
         return 0
     bars = progress_bars(args)
+    cache = open_cache(args)
     try:
-        result = run_battery(spec, cache=open_cache(args), progress=bars)
+        if args.batch:  # uncached calls as one Batch API job into the cache, read from there
+            rc = _batch(spec, cache, bars)
+            if rc is not None:
+                return rc
+            bars = progress_bars(args)
+        result = run_battery(spec, cache=cache, progress=bars)
     except RunCancelled as exc:
         print(str(exc), file=sys.stderr)
         return 130
@@ -81,4 +99,25 @@ def run(args) -> int:
     for w in result.warnings:
         print(f"note: {w}", file=sys.stderr)
     print("wrote " + ", ".join(paths))
+    clean = result.clean()
+    record_result_in_history(
+        args, "battery", {"battery": result}, title=spec.name, models=[model_label(spec.model)],
+        headline=f"{clean.er.n} items, clean error rate {clean.er.value:.2f}, "
+        f"{len(result.attacks())} attack settings", spec=spec)
     return report(args, battery_suites(result, max_asr=args.max_asr), frozenset())
+
+
+def _batch(spec, cache, bars) -> int | None:
+    """``--batch``: the battery's uncached samples (RTI's every round) as one Batch API
+    job, with its batch price first; None to go on with the battery, else the exit code."""
+    from ..attacks.battery import estimate_battery
+    from ..batch import battery_batch_cost, battery_jobs, jobs_cli
+
+    if cache.enabled:
+        e = estimate_battery(spec, cache=cache)
+        if e["calls"] and spec.model.get("backend") == "openai":
+            price = "unknown (add 'prices:')" if e["unknown_price"] else \
+                f"${battery_batch_cost(e, spec):.4f}"
+            print(f"Batch API: at most {e['calls']} uncached calls (RTI's every round), "
+                  f"estimated {price} at the batch price.", file=sys.stderr)
+    return jobs_cli(battery_jobs(spec), cache, bars)

@@ -131,6 +131,33 @@ def record_in_history(args, save: Callable[[Any, Any, str], int]) -> None:
     print(f"recorded as run {run_id} in {h.where} (dbpa history show {run_id})")
 
 
+def record_result_in_history(args, kind: str, results: dict[str, Any], *, title: str,
+                             models: list[str], headline: str, spec: Any = None) -> None:
+    """Record a battery, fidelity simulation or sensitivity study (``kind``) the way the
+    dashboard does (``results`` keyed as its page keys them, so it reopens there), unless
+    ``--no-history``."""
+    if getattr(args, "no_history", False):
+        return
+    import json
+
+    try:
+        settings = json.loads(json.dumps(spec.to_dict(), default=str)) if spec is not None \
+            else {}
+    except (AttributeError, TypeError, ValueError):
+        settings = {}
+    seconds = sum(float((getattr(r, "usage", None) or {}).get("seconds", 0) or 0)
+                  for r in results.values())
+    record_in_history(args, lambda h, cache_dir, out_dir: h.record_result(
+        kind, results, title=title, models=models, headline=headline, source="cli",
+        settings={"signature": None, **settings}, seconds=seconds, cache_dir=cache_dir,
+        out_dir=out_dir))
+
+
+def add_no_history(p: argparse.ArgumentParser, what: str = "run") -> None:
+    p.add_argument("--no-history", action="store_true",
+                   help=f"do not record this {what} in the run history ($DBPA_HOME)")
+
+
 # ---------------------------------------------------------------- options several commands take
 
 def add_progress_options(p: argparse.ArgumentParser) -> None:

@@ -19,7 +19,7 @@ import sys
 import warnings
 from typing import Any
 
-from .common import add_progress_options, open_cache, progress_bars
+from .common import add_no_history, add_progress_options, open_cache, progress_bars
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -61,6 +61,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     f.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     f.add_argument("--batch", action="store_true", help="with --simulate: send the uncached "
                    "answers of OpenAI-compatible models as one Batch API job (half price)")
+    add_no_history(f, "simulation (--simulate runs are recorded)")
     add_progress_options(f)
     f.add_argument("--allow-key-env", action="append", default=[], metavar="NAME",
                    help="let the spec send this environment variable as an API key")
@@ -173,5 +174,12 @@ def run(args) -> int:
     for w in result.warnings:
         print(f"note: {w}", file=sys.stderr)
     print("wrote " + ", ".join(paths))
+    if sim is not None:  # a simulation is recorded as the dashboard's Simulator fidelity page does
+        from .common import record_result_in_history
+
+        parsed = sum(sim.parsed_total(m) for m in sim.models)
+        record_result_in_history(
+            args, "fidelity", {"simulation": sim}, title=spec.name, models=list(sim.models),
+            headline=f"{len(sim.models)} simulators, {parsed:,} answers read")
     return 0
 

@@ -17,6 +17,7 @@ from .. import provenance
 from ..fmt import SIZE_LEGEND, fmt_p, size_cell, table
 
 if TYPE_CHECKING:  # imported where used, so that `dbpa --help` starts without numpy
+    from ..compare import BatteryComparison, SuiteComparison
     from ..history import History, Run, RunComparison
 
 VERDICT_CHANGED = 1  # the exit code of `compare --fail-on-change` when a verdict changed
@@ -205,11 +206,24 @@ def _served(run: Run) -> dict[str, tuple[str, ...]]:
 def compare_runs(history: History, args) -> str | Failed:
     from ..history import HistoryError
 
+    kinds = []
     for run_id in (args.a, args.b):
+        history.get(run_id)  # every id must exist
         kind = history.extras([run_id]).get(int(run_id), {}).get("kind", "audit")
-        if kind != "audit":
-            raise HistoryError(f"run {run_id} is a {KIND_NAMES.get(kind, kind)}: only audits "
-                               "can be compared (it reopens on its dashboard page).")
+        if kind not in COMPARED:
+            raise HistoryError(f"run {run_id} is {_a(KIND_NAMES.get(kind, kind))}: only audits, "
+                               "suites of cases and robustness batteries can be compared (it "
+                               "reopens on its dashboard page).")
+        kinds.append(kind)
+    if kinds[0] != kinds[1]:
+        a_kind, b_kind = (_a(KIND_NAMES[k]) for k in kinds)
+        raise HistoryError(f"run {args.a} is {a_kind} and run {args.b} {b_kind}: compare two "
+                           "runs of one kind.")
+    if getattr(args, "max_asr", None) is not None and not 0.0 <= args.max_asr <= 1.0:
+        raise HistoryError(f"--max-asr {args.max_asr:g}: give a share between 0 and 1 "
+                           "(e.g. 0.2).")
+    if kinds[0] != "audit":
+        return _compare_other(history, args, kinds[0])
     cmp: RunComparison = history.compare(args.a, args.b)
     served = {what: (va, vb) for (what, va), vb in
               zip(_served(cmp.a).items(), _served(cmp.b).values(), strict=True) if va != vb}
@@ -227,6 +241,106 @@ def compare_runs(history: History, args) -> str | Failed:
                       f"FAIL: {len(cmp.changed)} verdict(s) changed from run {cmp.a.summary.id} "
                       f"to run {cmp.b.summary.id}: {which}")
     return text
+
+
+COMPARED = ("audit", "suite", "battery")  # the kinds of run `compare` takes
+
+
+def _a(name: str) -> str:
+    return ("an " if name[:1] in "aeiou" else "a ") + name
+
+
+def _compare_other(history: History, args, kind: str) -> str | Failed:
+    """``compare`` of two suites of cases (pooled and per-case verdicts) or two batteries
+    (ER and ASR per attack; a verdict only against ``--max-asr``)."""
+    from ..compare import SuiteComparison, compare_batteries, compare_suites
+
+    cmp: SuiteComparison | BatteryComparison
+    if kind == "suite":
+        cmp = compare_suites(history.suite(args.a), history.suite(args.b))
+    else:
+        cmp = compare_batteries(*(_battery(history, i) for i in (args.a, args.b)),
+                                max_asr=getattr(args, "max_asr", None))
+    a, b = history.get(args.a).summary, history.get(args.b).summary
+    if getattr(args, "json", False):
+        text = json.dumps({"a": a.to_dict(), "b": b.to_dict(), **cmp.to_dict()}, indent=2,
+                          ensure_ascii=False, default=str)
+    else:
+        kinds = _kinds(history, [a, b])
+        head = [f"{side} = run {r.id}: {r.title}, {_when(r)} UTC, "
+                f"{', '.join(kinds[r.id]['models'])}" for side, r in (("A", a), ("B", b))]
+        head += [f"changed: {k}: {_short(str(va), 60)} -> {_short(str(vb), 60)}"
+                 for k, (va, vb) in cmp.settings_changed.items()]
+        body = _suite_comparison_text(cmp) if isinstance(cmp, SuiteComparison) \
+            else _battery_comparison_text(cmp)
+        text = "\n".join(head + ["", *body])
+    if not (getattr(args, "fail_on_change", False) and cmp.changed):
+        return text
+    if isinstance(cmp, SuiteComparison):
+        names = "; ".join(f"{r.perturbation} ({r.status})" for r in cmp.changed)
+        what = "pooled verdict(s) changed"
+    else:
+        names = "; ".join(f"{r.attack} rho={r.rho:g} ({r.status})" for r in cmp.changed)
+        what = f"attack(s) crossed the maximum ASR {cmp.max_asr:g}"
+    return Failed(text, VERDICT_CHANGED, f"FAIL: {len(cmp.changed)} {what} from run {a.id} "
+                  f"to run {b.id}: {names}")
+
+
+def _battery(history: History, run_id: int):
+    from ..history import HistoryError
+
+    _, results = history.result(run_id)
+    found = results.get("battery") if isinstance(results, dict) else None
+    if found is None:
+        raise HistoryError(f"Run {run_id} holds no battery result to compare.")
+    return found
+
+
+def _suite_comparison_text(cmp: SuiteComparison) -> list[str]:
+    rows = [(r.perturbation, r.role or "-",
+             *(fmt_p(d.get("p_adjusted", float("nan"))) + str(d.get("stars") or "") if d
+               else "-" for d in (r.a, r.b)),
+             *(f"{d.get('mean_effect_above_chance', float('nan')):+.3f}" if d else "-"
+               for d in (r.a, r.b)),
+             r.status.upper() if r.verdict_changed else r.status) for r in cmp.pooled]
+    both = sum(1 for r in cmp.tests if r.a is not None and r.b is not None)
+    out = ["pooled over the cases (Fisher's combined test, corrected across perturbations):",
+           table(rows, ("perturbation", "role", "p_adj A", "p_adj B", "above chance A",
+                        "above chance B", "verdict")), "",
+           f"{len(cmp.changed)} of {sum(1 for r in cmp.pooled if r.a and r.b)} pooled "
+           f"verdicts changed; {len(cmp.flipped)} of {both} case x perturbation tests "
+           "changed verdict" + (":" if cmp.flipped else ".")]
+    out += [f"  {r.case} x {r.perturbation}: {r.status}" for r in cmp.flipped[:50]]
+    if len(cmp.flipped) > 50:
+        out.append(f"  ... and {len(cmp.flipped) - 50} more (--json lists them all)")
+    only = [r for r in cmp.tests if r.a is None or r.b is None]
+    if only:
+        out.append(f"{len(only)} case x perturbation test(s) are in one run only "
+                   "(--json lists them).")
+    return out
+
+
+def _battery_comparison_text(cmp: BatteryComparison) -> list[str]:
+    def pct(x):
+        return "-" if x is None else f"{x:.3f}"
+
+    def diff(x, y):
+        return "-" if x is None or y is None else f"{y - x:+.3f}"
+
+    rows = [(r.attack, f"{r.rho:g}", pct(r.er_a), pct(r.er_b), diff(r.er_a, r.er_b),
+             pct(r.asr_a), pct(r.asr_b), diff(r.asr_a, r.asr_b),
+             r.status.upper() if r.verdict_changed else r.status) for r in cmp.rows]
+    ca, cb = cmp.clean_er
+    out = [f"clean error rate: A {pct(ca)}, B {pct(cb)} ({diff(ca, cb)})",
+           table(rows, ("attack", "rho", "ER A", "ER B", "ER change", "ASR A", "ASR B",
+                        "ASR change", "verdict")), ""]
+    if cmp.max_asr is None:
+        out.append("A battery has no verdict of its own: give --max-asr X to count an attack "
+                   "whose success rate crossed X between the runs as a changed verdict.")
+    else:
+        out.append(f"{len(cmp.changed)} attack(s) crossed the maximum ASR {cmp.max_asr:g} "
+                   "between the runs.")
+    return out
 
 
 def _comparison_text(cmp: RunComparison, served: dict[str, tuple]) -> str:
@@ -295,7 +409,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
     c.add_argument("b", type=int, help="run B (e.g. after)")
     c.add_argument("--fail-on-change", action="store_true",
                    help="exit 1 when any verdict changed from A to B, naming them (for CI: a "
-                   "model upgrade that changes what the audit finds)")
+                   "model upgrade that changes what the audit finds; a suite: a pooled "
+                   "verdict; a battery: an attack crossing --max-asr)")
+    c.add_argument("--max-asr", type=float, default=None, metavar="X",
+                   help="batteries: an attack whose success rate is above X (a share) in one "
+                   "run and not in the other changed verdict (without it, a battery's ER and "
+                   "ASR are compared and no verdict changes)")
     d = hs.add_parser("delete", help="delete runs (with their results and responses)")
     d.add_argument("ids", type=int, nargs="+")
     d.add_argument("--yes", action="store_true", help="really delete (required)")

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from ..fmt import table
-from .common import add_progress_options, open_cache, progress_bars
+from .common import add_no_history, add_progress_options, open_cache, progress_bars
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -25,6 +25,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     s.add_argument("--out", default="dbpa-sensitivity", help="output folder")
     s.add_argument("--dry-run", action="store_true", help="print the calls and cost; run nothing")
     s.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    add_no_history(s, "study")
     add_progress_options(s)
     return s
 
@@ -95,4 +96,12 @@ def run(args) -> int:
     for w in result.warnings:
         print(f"warning: {w}", file=sys.stderr)
     print("wrote " + ", ".join(paths))
+    from ..spec import model_label
+    from .common import record_result_in_history
+
+    record_result_in_history(
+        args, "sensitivity", {"sensitivity": result}, title=spec.name,
+        models=[model_label(m) for m in spec.models],
+        headline=f"{len(result.perturbations)} comparisons in {len(result.studies)} studies",
+        spec=spec)
     return 0
