@@ -140,13 +140,15 @@ def report_html(result, *, charts_html: str | None = None, title: str = "Simulat
     rows = "".join(
         f"<tr><td>{html.escape(s.name)}</td><td>{html.escape(s.kind)}</td>"
         f"<td>{html.escape(r.sample_size_summary(s.name))}</td>"
-        f"<td>{html.escape(s.method_text)}</td><td>{s.auc_cal:.4f}</td>"
+        f"<td>{html.escape(s.method_text)}</td>"
+        + (f"<td>{html.escape(s.lower_method_text)}</td>" if r.has_band else "")
+        + f"<td>{s.auc_cal:.4f}</td>"
         f"<td>{s.cvar():.4f}</td><td>{s.guarantee_quantile:.4f}</td></tr>" for s in r.simulators)
     body.append(f"<h2>Summary</h2><p class='muted'>Real answers per question: "
                 f"{html.escape(r.n_summary())}. Simulated answers per question: k below.</p>"
                 "<table><tr><th>simulator</th><th>answers</th><th>k per question</th>"
-                "<th>worst case Δ̂</th>"
-                f"<th>AUC_cal</th><th>CVaR₁₀</th><th>V̂_m(1 − α/2)</th></tr>{rows}</table>")
+                "<th>worst case Δ̂</th>" + ("<th>best case Δ⁻ (band)</th>" if r.has_band else "")
+                + f"<th>AUC_cal</th><th>CVaR₁₀</th><th>V̂_m(1 − α/2)</th></tr>{rows}</table>")
     if r.comparisons:
         body.append("<h2>Which simulator is better</h2>")
         for c in r.comparisons:
