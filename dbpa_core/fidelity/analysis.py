@@ -511,10 +511,14 @@ class FidelityResult:
 
     # ------------------------------------------------------------------ serialising
     def to_dict(self) -> dict[str, Any]:
+        """The whole result as strict-JSON data (NaN and infinities as None)."""
+        return _finite(self._raw_dict())
+
+    def _raw_dict(self) -> dict[str, Any]:
         from .. import __version__
 
         ids = list(self.data.ids)
-        return _finite({
+        return ({
             "tool": "dbpa", "tool_version": __version__,
             "created_at": self.created_at.isoformat(timespec="seconds"),
             "source": self.data.source, "kind": self.data.kind, "m": self.m,
@@ -549,7 +553,11 @@ class FidelityResult:
             "warnings": list(self.warnings), "seconds": self.seconds})
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False, allow_nan=False)
+        raw = self._raw_dict()
+        try:                              # nearly always finite: skip the walk through it
+            return _json_text(raw)
+        except ValueError:
+            return _json_text(_finite(raw))
 
     def to_csv(self) -> str:
         """One row per scenario: id, n, options, the set's radius, each simulator's upper
@@ -621,18 +629,33 @@ class FidelityResult:
             "report.html": report if report is not None else report_html(self)})
 
 
+def _json_text(obj, depth: int = 0, *, open_levels: int = 3) -> str:
+    """JSON indented like ``indent=2`` for the first ``open_levels`` levels of objects, each
+    deeper value on one line: per-scenario maps stay readable one per line, and they are
+    written by the C encoder (``indent`` makes json fall back to its pure-Python encoder,
+    the slowest step of a large analysis)."""
+    if not isinstance(obj, dict) or depth >= open_levels or not obj:
+        return json.dumps(obj, ensure_ascii=False, allow_nan=False)
+    pad = "  " * (depth + 1)
+    items = [f"{pad}{json.dumps(str(k), ensure_ascii=False)}: "
+             f"{_json_text(v, depth + 1, open_levels=open_levels)}" for k, v in obj.items()]
+    return "{\n" + ",\n".join(items) + "\n" + "  " * depth + "}"
+
+
 def _g(x) -> str:
     return f"{float(x):.10g}"
 
 
 def _finite(value):
-    """NaN / inf -> None so that fidelity.json is strict JSON."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
+    """NaN / inf -> None so that fidelity.json is strict JSON (plain floats, the bulk of
+    a large result, are checked inline: ``v - v`` is 0 only for a finite v)."""
+    if isinstance(value, float):
+        return value if value - value == 0 else None
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {k: v if type(v) is float and v - v == 0 else _finite(v)
+                for k, v in value.items()}
     if isinstance(value, list):
-        return [_finite(v) for v in value]
+        return [v if type(v) is float and v - v == 0 else _finite(v) for v in value]
     return value
 
 

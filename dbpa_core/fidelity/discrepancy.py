@@ -546,11 +546,25 @@ def tv_pairwise(p, r, a, b, *, support=None, table=None) -> np.ndarray:
     rows = np.arange(len(p))[:, None]
     fa = a @ verts.T
     best = np.minimum(h - fa, (b - a) @ verts.T)                  # g = 0 and g = f
-    g2 = tv_argmax(p - b)                                           # (m, d)
-    best = np.minimum(best, table[rows, _codes(verts[None] - g2[:, None, :])] + (g2 * b).sum(1)[:, None]
-                      - fa)
-    g3 = tv_argmax(uf - b[:, None, :])                              # (m, K, d)
-    best = np.minimum(best, table[rows, _codes(verts[None] - g3)] + (g3 * b[:, None, :]).sum(2) - fa)
+    # subsets as bit masks (bit i: option i): the code of f - g is then
+    # Σ 3^i + T[S \ G] - T[G \ S] with T[mask] = Σ_{i in mask} 3^i, and g · b a lookup of
+    # b's subset sums, so the candidates cost integer work on (m, K), not floats on (m, K, d)
+    pow2 = 1 << np.arange(d)
+    masks = (verts @ pow2).astype(np.int64)                         # vertex k's mask
+    bits = ((np.arange(2 ** d)[:, None] >> np.arange(d)) & 1).astype(float)
+    t3 = (bits @ (3.0 ** np.arange(d))).astype(np.int64)
+    c0 = int(t3[-1])
+    b_sub = b @ bits.T                                              # (m, 2^d): b(G)
+
+    def lookup(g_mask):                                             # g_mask: (m, 1) or (m, K)
+        code = c0 + t3[masks[None, :] & ~g_mask] - t3[g_mask & ~masks[None, :]]
+        return table[rows, code] + np.take_along_axis(b_sub, np.broadcast_to(
+            g_mask, code.shape), axis=1)
+
+    g2 = ((p > b).astype(np.int64) @ pow2)[:, None]                 # tv_argmax(p - b)
+    best = np.minimum(best, lookup(g2) - fa)
+    g3 = (uf > b[:, None, :]).astype(np.int64) @ pow2                # tv_argmax(u^f - b)
+    best = np.minimum(best, lookup(g3) - fa)
     return best.max(axis=1)
 
 
