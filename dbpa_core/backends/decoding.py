@@ -696,7 +696,8 @@ def expected_tokens(drawn: int, ended: int, open_rows: Sequence[tuple[int, int]]
 _LAST_THREADS: int | None = None   # the thread count the last call's steps found faster
 
 
-def pack_prompts(prompts: Sequence[tuple], budget: int = PACK_TOKENS) -> list[list[tuple]]:
+def pack_prompts(prompts: Sequence[tuple], budget: int = PACK_TOKENS,
+                 size: Callable[[tuple], int] = len) -> list[list[tuple]]:
     """Consecutive prompts grouped into packs of at most ``budget`` tokens (a longer
     prompt is a pack of its own), in order.
 
@@ -706,14 +707,15 @@ def pack_prompts(prompts: Sequence[tuple], budget: int = PACK_TOKENS) -> list[li
     [2, 1, 1]
     """
     packs: list[list[tuple]] = []
-    size = 0
+    used = 0
     for p in prompts:
-        if packs and size + len(p) <= budget:
+        n = size(p)                       # the tokens to compute (all, or those after a reused prefix)
+        if packs and used + n <= budget:
             packs[-1].append(p)
-            size += len(p)
+            used += n
         else:
             packs.append([p])
-            size = len(p)
+            used = n
     return packs
 
 
@@ -791,17 +793,23 @@ class _Prefill:
             if src is not None:
                 bases[p] = (n, src)
             (later if src is not None and src not in self.known else first).append(p)
-        first_pooled = False
         for wave in (first, later):
             if not wave:
                 continue
-            total = sum(len(p) - bases.get(p, (0, None))[0] for p in wave)
+            def new_tokens(p: tuple) -> int:
+                return len(p) - bases.get(p, (0, None))[0]
+
+            total = sum(map(new_tokens, wave))
             parts = min(len(wave), max(self.workers, math.ceil(total / PACK_TOKENS)))
-            packs = pack_prompts(wave, budget=max(1, math.ceil(total / max(parts, 1))))
-            # the second wave goes to the workers only when the first did (a worker never
-            # runs a pack that the calling thread may run too)
-            pooled = self.workers > 1 and len(packs) > 1 and (wave is first or first_pooled)
-            first_pooled = first_pooled or (wave is first and pooled)
+            packs = pack_prompts(wave, budget=max(1, math.ceil(total / max(parts, 1))),
+                                 size=new_tokens)
+            pooled = self.workers > 1 and len(packs) > 1
+            if pooled and wave is later:
+                # a worker never runs a pack meant for the calling thread: the first wave's
+                # (one pack, here) runs now, before the second wave it feeds
+                for p in {bases[p][1] for p in wave}:
+                    if isinstance(self.waiting.get(p), _Pack):
+                        self._materialize(self.waiting[p])
             if pooled and self.pool is None:
                 import concurrent.futures
 
@@ -812,7 +820,10 @@ class _Prefill:
                 for p in pack:
                     if p in bases:
                         n, src = bases[p]
-                        self.plan[p] = (n, src, self.known.get(src) or self.waiting[src])
+                        ref = self.known.get(src) or self.waiting[src]
+                        if isinstance(ref, _Pack) and ref.done is not None:
+                            ref = ref.done
+                        self.plan[p] = (n, src, ref)
                 job = self.pool.submit(self._run, pack) if pooled else _Pack(pack)
                 for p in pack:
                     self.waiting[p] = job
