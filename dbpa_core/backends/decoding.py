@@ -51,6 +51,7 @@ ATTENTION_BLOCK = 1024  # a prompt's queries are attended in blocks of this many
 PACK_TOKENS = 512  # prompt tokens prefilled together (a longer prompt makes a pack alone)
 MIN_SHARED = 16    # a prompt reuses the keys and values of a shared prefix from this many tokens
 KEEP_PROMPTS = 32  # processed prompts kept per call, whose prefixes later prompts may reuse
+PREFILL_WAVES = 3  # a request's prompts feed each other's prefixes over at most this many waves
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -759,9 +760,10 @@ class _Prefill:
     Prompts that begin alike (a battery's variants of one item share the chat template,
     the instruction and often the passage) are not processed from scratch: a prompt that
     shares at least :data:`MIN_SHARED` leading tokens with one processed before (one of the
-    last :data:`KEEP_PROMPTS`) or with one of the first wave of the same request reuses
-    that prompt's keys and values for them and computes only the rest (a second wave,
-    after the first). The result is the same bits (tested)."""
+    last :data:`KEEP_PROMPTS`) or with an earlier one of the same request reuses that
+    prompt's keys and values for them and computes only the rest (in a wave after that
+    prompt's: the instruction shared by all, then a passage shared by the variants of one
+    question). The result is the same bits (tested)."""
 
     def __init__(self, dec: LlamaDecoder, tuner: ThreadTuner, stats: GenerationStats):
         self.dec, self.tuner, self.stats = dec, tuner, stats
@@ -771,9 +773,9 @@ class _Prefill:
         self.known: dict[tuple, PromptState] = {}   # processed prompts (the last few)
         self.plan: dict[tuple, tuple[int, Any, Any]] = {}  # prompt -> (L, base, base's job)
 
-    def _base_for(self, p: tuple, first: list[tuple]) -> tuple[int, tuple | None]:
+    def _base_for(self, p: tuple, earlier: Sequence[tuple]) -> tuple[int, tuple | None]:
         best, src = 0, None
-        for q in (*self.known, *first):
+        for q in (*self.known, *earlier):
             n = _common_length(p, q)
             if n > best:
                 best, src = n, q
@@ -783,17 +785,21 @@ class _Prefill:
     def request(self, prompts: Sequence[tuple]) -> None:
         """Start processing ``prompts`` (those not asked for yet): in packs of about
         :data:`PACK_TOKENS` tokens, and at least one per worker when there are prompts
-        enough; those sharing a prefix with a prompt of the first wave after it."""
+        enough; a prompt sharing a prefix with an earlier one of the same request in a later
+        wave than it (at most :data:`PREFILL_WAVES`)."""
         todo = [p for p in dict.fromkeys(prompts) if p not in self.waiting]
-        first: list[tuple] = []
-        later: list[tuple] = []
+        waves: list[list[tuple]] = [[] for _ in range(PREFILL_WAVES)]
+        level: dict[tuple, int] = {}
         bases: dict[tuple, tuple[int, tuple]] = {}
         for p in todo:
-            n, src = self._base_for(p, first)
+            # the longest shared prefix among the prompts kept and those of the waves
+            # before the last (a prompt of the last wave cannot feed another)
+            n, src = self._base_for(p, [q for q in level if level[q] < PREFILL_WAVES - 1])
+            level[p] = 0 if src is None or src in self.known else level[src] + 1
             if src is not None:
                 bases[p] = (n, src)
-            (later if src is not None and src not in self.known else first).append(p)
-        for wave in (first, later):
+            waves[level[p]].append(p)
+        for i, wave in enumerate(waves):
             if not wave:
                 continue
             def new_tokens(p: tuple) -> int:
@@ -804,9 +810,9 @@ class _Prefill:
             packs = pack_prompts(wave, budget=max(1, math.ceil(total / max(parts, 1))),
                                  size=new_tokens)
             pooled = self.workers > 1 and len(packs) > 1
-            if pooled and wave is later:
-                # a worker never runs a pack meant for the calling thread: the first wave's
-                # (one pack, here) runs now, before the second wave it feeds
+            if pooled and i:
+                # a worker never runs a pack meant for the calling thread: such a pack of an
+                # earlier wave runs now, before the wave it feeds
                 for p in {bases[p][1] for p in wave}:
                     if isinstance(self.waiting.get(p), _Pack):
                         self._materialize(self.waiting[p])

@@ -377,7 +377,7 @@ def _tv_ball_projection(p, q, t, srt):
     return u
 
 
-def tv_lower(p, r, q, *, iters: int = 52, return_bracket: bool = False):
+def tv_lower(p, r, q, *, iters: int = 44, return_bracket: bool = False):
     """``inf_{KL(p̂ ‖ u) <= r} TV(u, q)``, exact up to bisection precision, row by row.
 
     It is the smallest t such that the TV ball of radius t around q meets the KL ball,
