@@ -37,7 +37,7 @@ import numpy as np
 from .._validate import check_level
 from . import curve as cv
 from . import discrepancy as dz
-from .data import UNIFORM, FidelityData, FidelityDataError
+from .data import UNIFORM, FidelityData, FidelityDataError, row_sums
 from .sets import (
     binary_kl_interval,
     hoeffding_halfwidth,
@@ -378,11 +378,11 @@ class FidelityResult:
             if b is None:
                 return None
             if self.data.kind == "categorical":
-                return np.array([round(float(np.sum(c))) for c in b])
+                return np.round(row_sums(b)).astype(int)
             return np.array([np.size(c) for c in b])
         kind = self.data.sim_kinds.get(name)
         if kind == "counts":
-            return np.array([float(np.sum(a)) for a in self.data.simulated[name]])
+            return row_sums(self.data.simulated[name])
         if kind == "values":
             return np.array([float(np.size(a)) for a in self.data.simulated[name]])
         return None

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import ast
 import csv
+import functools
 import io
 import json
 import math
@@ -72,9 +73,10 @@ class Scenario:
     question: str = ""
     persona: tuple[tuple[str, str], ...] = ()
 
-    @property
+    @functools.cached_property
     def n(self) -> float:
-        """The number of real answers (the sum of counts, or of values)."""
+        """The number of real answers (the sum of counts, or of values; computed once: a
+        large analysis asks for it several times per scenario)."""
         return float(self.real.sum()) if self.options else float(self.real.size)
 
     def option_values(self) -> np.ndarray:
@@ -170,8 +172,8 @@ class FidelityData:
         sims = [n for n in self.simulated if self.sim_kinds.get(n) in kinds]
         if not sims:
             return None
-        tot = np.array([[float(np.sum(a)) if self.kind == "categorical" else float(np.size(a))
-                         for a in self.simulated[n]] for n in sims])
+        tot = np.array([row_sums(self.simulated[n]) if self.kind == "categorical"
+                        else [float(np.size(a)) for a in self.simulated[n]] for n in sims])
         return np.maximum(1, np.rint(tot.mean(axis=0))).astype(int)
 
     def with_drawn_baseline(self, k, *, seed: int = 0) -> FidelityData:
@@ -289,6 +291,13 @@ def validate(data: FidelityData) -> FidelityData:
             elif a.size < 1:
                 raise FidelityDataError(f"simulator {name!r} gives scenario {s.id!r} no values.")
     return data
+
+
+def row_sums(arrays: Sequence) -> np.ndarray:
+    """The sum of each of several non-empty 1-D arrays, in one numpy call."""
+    arrays = [np.asarray(a, dtype=float).ravel() for a in arrays]
+    starts = np.concatenate([[0], np.cumsum([a.size for a in arrays])[:-1]]).astype(int)
+    return np.add.reduceat(np.concatenate(arrays), starts)
 
 
 def _quick_valid(data: FidelityData) -> bool:
