@@ -155,3 +155,20 @@ def test_analysis_marks_every_value_and_keeps_the_safe_side(loss, d):
             assert s.upper[j] >= v.max() - 1e-9 and s.lower[j] <= v.min() + 1e-12
     text = res.summary_text()
     assert "best case" in text and "worst case" in text
+
+
+def test_kl_best_case_stays_tight_and_safe_for_tiny_radii_and_rare_options():
+    """Tiny radii need a large multiplier (ν about -λ): the dual is still tight there, and
+    its rounding is kept below the exact value (points of the ball never go below it)."""
+    rng = np.random.default_rng(5)
+    m, d = 40, 2
+    p = rng.dirichlet(np.full(d, 0.3), m)
+    q = np.maximum(rng.dirichlet(np.full(d, 0.3), m), 1e-9)
+    q /= q.sum(axis=1, keepdims=True)
+    r = 10 ** rng.uniform(-6, 0.7, m)
+    lo, up = dz.kl_lower_bound(p, r, q)
+    assert np.all(np.isfinite(lo)) and np.all(lo <= up) and np.max(up - lo) < 1e-6
+    for j in range(m):
+        u = _ball(p[j], r[j], rng, k=200)
+        u = u[kl_divergence(np.broadcast_to(p[j], u.shape), u) <= r[j]]
+        assert lo[j] <= dz.categorical_loss(u, np.broadcast_to(q[j], u.shape), "kl").min(), j
