@@ -339,6 +339,7 @@ def test_thread_tuner_keeps_the_faster_count(monkeypatch):
     assert tuner.interval == ThreadTuner.MAX_INTERVAL
     # a call that starts from the last call's choice keeps it and probes only later
     state["n"] = 2
+    monkeypatch.setattr(dec, "free_cores", lambda samples=5: 2)     # nothing else running
     tuner = ThreadTuner(start=2)
     used = []
     for _ in range(ThreadTuner.PROBE_EVERY + 2):
@@ -346,6 +347,25 @@ def test_thread_tuner_keeps_the_faster_count(monkeypatch):
         used.append(n)
         tuner.record(n, 0.1)
     assert used[:ThreadTuner.PROBE_EVERY] == [2] * ThreadTuner.PROBE_EVERY and used[-1] == 1
+    # ... unless other work keeps a core busy now: then one thread first, two probed early
+    monkeypatch.setattr(dec, "free_cores", lambda samples=5: 1)
+    state["n"] = 2
+    tuner = ThreadTuner(start=2)
+    used = []
+    for _ in range(4):
+        n = tuner.threads()
+        used.append(n)
+        tuner.record(n, 0.1 if n == 1 else 0.5)
+    assert used == [1, 1, 2, 2] and tuner.best == 1
+
+
+def test_free_cores_counts_the_other_runnable_threads(monkeypatch):
+    readings = iter([3, 2, 4, 2, 3])                 # this thread and 1-3 others
+    monkeypatch.setattr(dec, "_runnable_now", lambda: next(readings))
+    monkeypatch.setattr(dec.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert dec.free_cores() == 1                     # the least reading: one other, busy
+    monkeypatch.setattr(dec, "_runnable_now", lambda: None)
+    assert dec.free_cores() is None
 
 
 def test_the_plain_path_for_other_architectures():
@@ -489,3 +509,53 @@ def test_a_few_prompts_are_split_over_the_workers_and_a_lone_one_runs_on_one_thr
         pre.close()
     finally:
         torch.set_num_threads(before)
+
+
+# --------------------------------------------------------------------------- shared prefixes
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_prompt_reusing_a_shared_prefix_is_the_same_bits(dtype, monkeypatch):
+    """Keys and values of a prefix taken from another prompt: only the rest is computed,
+    and the keys, values and first logits are the bits of the whole prompt processed alone
+    (also when the queries are attended in blocks and the prefix ends inside one)."""
+    model = tiny_llama(dtype)
+    d = LlamaDecoder(model, slots=2, max_len=256)
+    head = list(range(3, 60))
+    base = d.prefill(head + [7, 8, 9])
+    others = [head + [11, 12, 13, 14], head + list(range(100, 180)), head[:30] + [5, 6]]
+    shared = [len(head), len(head), 30]
+    got = d.prefill_many(others, [(n, base) for n in shared])
+    for ids, g in zip(others, got, strict=True):
+        alone = d.prefill(ids)
+        assert torch.equal(g.keys, alone.keys) and torch.equal(g.values, alone.values)
+        assert torch.equal(g.logits, alone.logits)
+    monkeypatch.setattr(dec, "ATTENTION_BLOCK", 16)
+    blocked = LlamaDecoder(model, slots=1, max_len=256)
+    g = blocked.prefill_many([others[1]], [(len(head), blocked.prefill(head + [1]))])[0]
+    assert torch.equal(g.logits, blocked.prefill(others[1]).logits)
+    with pytest.raises(ValueError, match="shorter than the prompt"):
+        d.prefill_many([head], [(len(head), base)])
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_prompts_sharing_a_prefix_reuse_it_and_give_the_same_samples(threads):
+    """A battery's prompts begin alike: those sharing MIN_SHARED tokens or more with an
+    earlier one reuse its keys and values (counted in the stats), on worker threads or in
+    the calling thread, and every sample is the one drawn for its prompt alone."""
+    model = tiny_llama(torch.bfloat16)
+    head = [(11 * j) % VOCAB for j in range(40)]
+    prompts = [head + [(p * 31 + j) % VOCAB for j in range(5 + 9 * p)] for p in range(6)]
+    prompts.append([(5 * j) % VOCAB for j in range(30)])         # shares nothing
+    items = _items(prompts, 2)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(threads)
+        got, stats = _run(model, items)
+        assert stats.prompts == len(prompts)
+        assert stats.prompt_tokens_reused >= 5 * len(head)
+        again, stats2 = _run(model, items, cap=3)                 # fewer slots: more requests
+        assert stats2.prompt_tokens_reused >= 5 * len(head)
+    finally:
+        torch.set_num_threads(before)
+    assert again == got
+    for it in items[::3]:
+        assert _run(model, [it])[0][it[0]] == got[it[0]]

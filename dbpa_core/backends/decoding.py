@@ -49,6 +49,9 @@ MAX_ROWS = 64      # default cap on the samples decoded together
 KV_BUDGET = 1 << 30  # bytes of key/value cache at most (and at most 1/8 of free memory)
 ATTENTION_BLOCK = 1024  # a prompt's queries are attended in blocks of this many
 PACK_TOKENS = 512  # prompt tokens prefilled together (a longer prompt makes a pack alone)
+MIN_SHARED = 16    # a prompt reuses the keys and values of a shared prefix from this many tokens
+KEEP_PROMPTS = 32  # processed prompts kept per call, whose prefixes later prompts may reuse
+PREFILL_WAVES = 3  # a request's prompts feed each other's prefixes over at most this many waves
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -327,7 +330,9 @@ class LlamaDecoder:
         """Process one prompt: :meth:`prefill_many` of one."""
         return self.prefill_many([ids])[0]
 
-    def prefill_many(self, prompts: Sequence[Sequence[int]]) -> list[PromptState]:
+    def prefill_many(self, prompts: Sequence[Sequence[int]],
+                     prefixes: Sequence[tuple[int, PromptState] | None] | None = None
+                     ) -> list[PromptState]:
         """Process several prompts in one pass; their keys and values are copied into a
         slot by :meth:`admit` for every sample of each prompt.
 
@@ -339,6 +344,13 @@ class LlamaDecoder:
         longer than :data:`ATTENTION_BLOCK` tokens is attended in blocks of that many
         queries, so that its scores take ``heads × block × length`` floats, not
         ``heads × length²``.
+
+        ``prefixes[j]`` = ``(L, state)``: the first L tokens of prompt j are those of an
+        already processed prompt ``state``, whose keys and values are reused: only the
+        rest of the prompt is computed, attending over both. Every row is computed by the
+        same operations as without it (keys and values are row-wise; a query row attends
+        over the same positions, in the same blocks), so the result is the same bits
+        (tested).
         """
         import torch
         import torch.nn.functional as F
@@ -349,20 +361,33 @@ class LlamaDecoder:
         for n in lengths:
             if n < 1 or n + 1 > self.max_len:
                 raise ValueError(f"prompt of {n} tokens does not fit {self.max_len} positions")
-        total = sum(lengths)
+        pre = [0 if p is None else int(p[0]) for p in (prefixes or [None] * len(lengths))]
+        for n, skip in zip(lengths, pre, strict=True):
+            if not 0 <= skip < n:
+                raise ValueError(f"a reused prefix of {skip} tokens must be shorter than the "
+                                 f"prompt ({n} tokens)")
+        new = [n - skip for n, skip in zip(lengths, pre, strict=True)]   # rows computed
+        total = sum(new)
         rows = max(total, MIN_ROWS)
-        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).tolist()
+        starts = np.concatenate([[0], np.cumsum(new)[:-1]]).tolist()
         d = self.head_dim
         with torch.inference_mode():
             tok = torch.zeros(rows, dtype=torch.long)
-            tok[:total] = torch.as_tensor([t for ids in prompts for t in ids], dtype=torch.long)
+            tok[:total] = torch.as_tensor([t for ids, skip in zip(prompts, pre, strict=True)
+                                           for t in ids[skip:]], dtype=torch.long)
             pos = torch.zeros(rows, dtype=torch.long)
-            pos[:total] = torch.cat([torch.arange(n) for n in lengths])
+            pos[:total] = torch.cat([torch.arange(skip, n) for n, skip in zip(lengths, pre,
+                                                                              strict=True)])
             x = self.embed[tok]                                              # (rows, hidden)
             cos, sin = self.cos[pos][:, None, :], self.sin[pos][:, None, :]
             keys = [torch.empty((self.n_layers, self.n_kv, n, d), dtype=self.dtype)
                     for n in lengths]
             values = [torch.empty_like(k) for k in keys]
+            for j, skip in enumerate(pre):
+                if skip:
+                    base = prefixes[j][1]    # type: ignore[index]  # skip > 0: a prefix given
+                    keys[j][:, :, :skip] = base.keys[:, :, :skip]
+                    values[j][:, :, :skip] = base.values[:, :, :skip]
             o = torch.zeros((rows, self.q_size), dtype=self.dtype)  # padding rows: zeros
             for i in range(self.n_layers):
                 h = self._rms(x, self.ln1[i])
@@ -371,34 +396,42 @@ class LlamaDecoder:
                 k = self._rope(qkv[:, self.q_size:self.q_size + self.kv_size]
                                .view(rows, self.n_kv, d), cos, sin)
                 v = qkv[:, self.q_size + self.kv_size:].view(rows, self.n_kv, d)
-                for j, (s, n) in enumerate(zip(starts, lengths, strict=True)):
-                    keys[j][i] = k[s:s + n].transpose(0, 1)
-                    values[j][i] = v[s:s + n].transpose(0, 1)
-                    o[s:s + n] = self._attend(q[s:s + n], keys[j][i], values[j][i])
+                for j, (s, n, skip) in enumerate(zip(starts, new, pre, strict=True)):
+                    keys[j][i, :, skip:] = k[s:s + n].transpose(0, 1)
+                    values[j][i, :, skip:] = v[s:s + n].transpose(0, 1)
+                    o[s:s + n] = self._attend(q[s:s + n], keys[j][i], values[j][i], offset=skip)
                 x = x + F.linear(o, self.w_o[i])
                 x = self._mlp(x, i)
             last = torch.zeros(max(len(lengths), MIN_ROWS), dtype=torch.long)
-            last[:len(lengths)] = torch.as_tensor([s + n - 1 for s, n in zip(starts, lengths,
+            last[:len(lengths)] = torch.as_tensor([s + n - 1 for s, n in zip(starts, new,
                                                                                strict=True)])
             logits = self._logits(x[last])[:len(lengths)].float()
         return [PromptState(n, keys[j], values[j], logits[j].clone())
                 for j, n in enumerate(lengths)]
 
-    def _attend(self, q, keys, values):
-        """Causal attention of one prompt: ``q`` (n, heads, d) over its ``keys`` and
-        ``values`` (kv heads, n, d); returns (n, heads × d)."""
+    def _attend(self, q, keys, values, offset: int = 0):
+        """Causal attention of the queries of positions ``offset ..`` of one prompt: ``q``
+        (n - offset, heads, d) over its ``keys`` and ``values`` (kv heads, n, d); returns
+        (n - offset, heads × d). The blocks of queries are those of the whole prompt, and a
+        block that starts before ``offset`` is multiplied whole (zero queries in front): the
+        products have the shapes they have without a reused prefix, so the same kernels give
+        the same bits (a matrix product's kernel, hence its rounding, can depend on its
+        number of rows)."""
         import torch
 
-        n = q.shape[0]
-        qh = q.transpose(0, 1)                                               # (heads, n, d)
+        n = keys.shape[1]
+        qh = q.transpose(0, 1)                                               # (heads, rows, d)
         kh = keys.repeat_interleave(self.group, dim=0)
         vh = values.repeat_interleave(self.group, dim=0)
         out = []
-        for a in range(0, n, ATTENTION_BLOCK):
-            b = min(n, a + ATTENTION_BLOCK)
-            mask = torch.full((b - a, b), float("-inf")).triu_(a + 1)
-            s = torch.matmul(qh[:, a:b], kh[:, :b].transpose(1, 2)).float() * self.scale + mask
-            o = torch.matmul(torch.softmax(s, dim=-1).to(self.dtype), vh[:, :b])
+        for a0 in range((offset // ATTENTION_BLOCK) * ATTENTION_BLOCK, n, ATTENTION_BLOCK):
+            a, b = max(a0, offset), min(n, a0 + ATTENTION_BLOCK)
+            qb = qh[:, a - offset:b - offset]
+            if a > a0:
+                qb = torch.cat([qb.new_zeros((qb.shape[0], a - a0, qb.shape[2])), qb], dim=1)
+            mask = torch.full((b - a0, b), float("-inf")).triu_(a0 + 1)
+            s = torch.matmul(qb, kh[:, :b].transpose(1, 2)).float() * self.scale + mask
+            o = torch.matmul(torch.softmax(s, dim=-1).to(self.dtype), vh[:, :b])[:, a - a0:]
             out.append(o.transpose(0, 1).reshape(b - a, self.q_size))
         return out[0] if len(out) == 1 else torch.cat(out)
 
@@ -488,6 +521,7 @@ class GenerationStats:
     stopped: bool = False
     steps_on_threads: dict[int, int] = field(default_factory=dict)  # thread count -> steps
     prompt_tokens: int = 0  # tokens of the prompts processed
+    prompt_tokens_reused: int = 0  # of them, those whose keys and values came from a shared prefix
     packs: int = 0          # prefill passes (several prompts each)
     packs_on_workers: int = 0  # of them, those run on the worker threads
     seconds_prefill_here: float = 0.0  # spent on the other packs (in the calling thread)
@@ -508,6 +542,35 @@ def slots_for(model, *, samples: int, max_len: int, cap: int | None = None) -> i
     return max(1, min(samples, cap or MAX_ROWS, budget // per))
 
 
+def _runnable_now() -> int | None:
+    """Threads running or ready to run on the whole machine right now, this one included
+    (the fourth field of ``/proc/loadavg``); None where that file does not exist."""
+    try:
+        with open("/proc/loadavg", encoding="ascii") as fh:
+            return int(fh.read().split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def free_cores(samples: int = 5) -> int | None:
+    """The cores this process may use (its CPU affinity) minus those other work keeps busy
+    now: the least count of other runnable threads over a few readings a millisecond apart
+    (one reading catches passing work). None where it cannot be told."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    seen = []
+    for i in range(samples):
+        n = _runnable_now()
+        if n is None:
+            return None
+        seen.append(n - 1)                 # this thread is one of them
+        if i + 1 < samples:
+            time.sleep(0.001)
+    return max(0, cores - min(seen))
+
+
 class ThreadTuner:
     """Picks torch's thread count for decoding steps by timing them.
 
@@ -520,8 +583,12 @@ class ThreadTuner:
     count, and the faster one (median of
     the last three steps of each) is kept. A probe that was much slower (1.5×) doubles the
     wait before the next one (up to :attr:`MAX_INTERVAL` steps): probing two stalled
-    threads is itself costly. The thread count does not change a sample (tested): each
-    row's numbers are computed the same way on one thread or two.
+    threads is itself costly. A previous call's choice of several threads is not trusted
+    when other work now keeps cores busy (:func:`free_cores` below that count): the call
+    then starts on one thread and probes as if nothing were known, since a battery's calls
+    are often shorter than :attr:`PROBE_EVERY` steps and would otherwise all run on stalled
+    threads. The thread count does not change a sample (tested): each row's numbers are
+    computed the same way on one thread or two.
     """
 
     PROBE_EVERY = 24
@@ -541,6 +608,10 @@ class ThreadTuner:
             # than one loses on an idle one), the other count tried after two steps; a
             # previous call's choice: kept, and the other tried only after PROBE_EVERY
             self.best, self.other = 1, self.initial
+            if start == self.initial and start > 1:
+                free = free_cores()
+                if free is not None and free < start:   # busy now: several would stall
+                    start = None
             if start in (1, self.initial):
                 self.best, self.other = start, (self.initial if start == 1 else 1)
                 self.known = True
@@ -628,7 +699,8 @@ def expected_tokens(drawn: int, ended: int, open_rows: Sequence[tuple[int, int]]
 _LAST_THREADS: int | None = None   # the thread count the last call's steps found faster
 
 
-def pack_prompts(prompts: Sequence[tuple], budget: int = PACK_TOKENS) -> list[list[tuple]]:
+def pack_prompts(prompts: Sequence[tuple], budget: int = PACK_TOKENS,
+                 size: Callable[[tuple], int] = len) -> list[list[tuple]]:
     """Consecutive prompts grouped into packs of at most ``budget`` tokens (a longer
     prompt is a pack of its own), in order.
 
@@ -638,14 +710,15 @@ def pack_prompts(prompts: Sequence[tuple], budget: int = PACK_TOKENS) -> list[li
     [2, 1, 1]
     """
     packs: list[list[tuple]] = []
-    size = 0
+    used = 0
     for p in prompts:
-        if packs and size + len(p) <= budget:
+        n = size(p)                       # the tokens to compute (all, or those after a reused prefix)
+        if packs and used + n <= budget:
             packs[-1].append(p)
-            size += len(p)
+            used += n
         else:
             packs.append([p])
-            size = len(p)
+            used = n
     return packs
 
 
@@ -655,6 +728,21 @@ def prefill_workers() -> int:
     import torch
 
     return max(1, torch.get_num_threads())
+
+
+class _Pack(list):
+    """A pack of prompts to run in the calling thread, and its states once run."""
+
+    done: dict[tuple, PromptState] | None = None
+
+
+def _common_length(a: tuple, b: tuple) -> int:
+    """The number of leading tokens that ``a`` and ``b`` share."""
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
 
 
 class _Prefill:
@@ -669,51 +757,128 @@ class _Prefill:
     packs on torch's two threads, 18 s on two workers). A lone prompt runs in the calling
     thread on the thread count that the decoding steps found faster, one thread while they
     have not shown it (:meth:`ThreadTuner.settle`). Neither changes a prompt's numbers:
-    each row is computed the same way on any thread."""
+    each row is computed the same way on any thread.
+
+    Prompts that begin alike (a battery's variants of one item share the chat template,
+    the instruction and often the passage) are not processed from scratch: a prompt that
+    shares at least :data:`MIN_SHARED` leading tokens with one processed before (one of the
+    last :data:`KEEP_PROMPTS`) or with an earlier one of the same request reuses that
+    prompt's keys and values for them and computes only the rest (in a wave after that
+    prompt's: the instruction shared by all, then a passage shared by the variants of one
+    question). The result is the same bits (tested)."""
 
     def __init__(self, dec: LlamaDecoder, tuner: ThreadTuner, stats: GenerationStats):
         self.dec, self.tuner, self.stats = dec, tuner, stats
         self.workers = prefill_workers()
         self.pool: Any = None   # a ThreadPoolExecutor, started when packs first run in parallel
         self.waiting: dict[tuple, Any] = {}   # prompt -> its pack (a Future or a list)
+        self.known: dict[tuple, PromptState] = {}   # processed prompts (the last few)
+        self.plan: dict[tuple, tuple[int, Any, Any]] = {}  # prompt -> (L, base, base's job)
+
+    def _base_for(self, p: tuple, earlier: Sequence[tuple]) -> tuple[int, tuple | None]:
+        best, src = 0, None
+        for q in (*self.known, *earlier):
+            n = _common_length(p, q)
+            if n > best:
+                best, src = n, q
+        best = min(best, len(p) - 1)
+        return (best, src) if best >= MIN_SHARED else (0, None)
 
     def request(self, prompts: Sequence[tuple]) -> None:
         """Start processing ``prompts`` (those not asked for yet): in packs of about
         :data:`PACK_TOKENS` tokens, and at least one per worker when there are prompts
-        enough."""
+        enough; a prompt sharing a prefix with an earlier one of the same request in a later
+        wave than it (at most :data:`PREFILL_WAVES`)."""
         todo = [p for p in dict.fromkeys(prompts) if p not in self.waiting]
-        total = sum(map(len, todo))
-        parts = min(len(todo), max(self.workers, math.ceil(total / PACK_TOKENS)))
-        packs = pack_prompts(todo, budget=max(1, math.ceil(total / max(parts, 1))))
-        pooled = self.workers > 1 and len(packs) > 1
-        if pooled and self.pool is None:
-            import concurrent.futures
+        waves: list[list[tuple]] = [[] for _ in range(PREFILL_WAVES)]
+        level: dict[tuple, int] = {}
+        bases: dict[tuple, tuple[int, tuple]] = {}
+        for p in todo:
+            # the longest shared prefix among the prompts kept and those of the waves
+            # before the last (a prompt of the last wave cannot feed another)
+            n, src = self._base_for(p, [q for q in level if level[q] < PREFILL_WAVES - 1])
+            level[p] = 0 if src is None or src in self.known else level[src] + 1
+            if src is not None:
+                bases[p] = (n, src)
+            waves[level[p]].append(p)
+        for i, wave in enumerate(waves):
+            if not wave:
+                continue
+            def new_tokens(p: tuple) -> int:
+                return len(p) - bases.get(p, (0, None))[0]
 
-            self.pool = concurrent.futures.ThreadPoolExecutor(
-                max_workers=self.workers, thread_name_prefix="dbpa-prefill",
-                initializer=_one_thread)
-        for pack in packs:
-            job = self.pool.submit(self._run, pack) if pooled else pack
-            for p in pack:
-                self.waiting[p] = job
+            total = sum(map(new_tokens, wave))
+            parts = min(len(wave), max(self.workers, math.ceil(total / PACK_TOKENS)))
+            packs = pack_prompts(wave, budget=max(1, math.ceil(total / max(parts, 1))),
+                                 size=new_tokens)
+            pooled = self.workers > 1 and len(packs) > 1
+            if pooled and i:
+                # a worker never runs a pack meant for the calling thread: such a pack of an
+                # earlier wave runs now, before the wave it feeds
+                for p in {bases[p][1] for p in wave}:
+                    if isinstance(self.waiting.get(p), _Pack):
+                        self._materialize(self.waiting[p])
+            if pooled and self.pool is None:
+                import concurrent.futures
+
+                self.pool = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=self.workers, thread_name_prefix="dbpa-prefill",
+                    initializer=_one_thread)
+            for pack in packs:
+                for p in pack:
+                    if p in bases:
+                        n, src = bases[p]
+                        ref = self.known.get(src) or self.waiting[src]
+                        if isinstance(ref, _Pack) and ref.done is not None:
+                            ref = ref.done
+                        self.plan[p] = (n, src, ref)
+                job = self.pool.submit(self._run, pack) if pooled else _Pack(pack)
+                for p in pack:
+                    self.waiting[p] = job
+
+    def _state_of(self, base: tuple, ref: Any) -> PromptState:
+        """A processed prompt, from what :meth:`request` recorded for it."""
+        if isinstance(ref, PromptState):
+            return ref
+        if isinstance(ref, _Pack):                  # a pack for the calling thread
+            return self._materialize(ref)[base]
+        if isinstance(ref, dict):
+            return ref[base]
+        return ref.result()[base]                   # a Future (a worker of the same pool)
+
+    def _materialize(self, job: _Pack) -> dict[tuple, PromptState]:
+        if job.done is None:
+            n = self.tuner.settle()
+            t = time.perf_counter()
+            job.done = self._run(job)
+            self.stats.seconds_prefill_here += time.perf_counter() - t
+            self.stats.prefill_threads[n] = self.stats.prefill_threads.get(n, 0) + 1
+            self.stats.packs += 1
+        return job.done
 
     def _run(self, pack: list[tuple]) -> dict[tuple, PromptState]:
-        states = self.dec.prefill_many(pack)
+        prefixes = []
+        for p in pack:
+            plan = self.plan.get(p)
+            prefixes.append(None if plan is None else (plan[0], self._state_of(plan[1], plan[2])))
+        states = (self.dec.prefill_many(pack, prefixes) if any(prefixes)
+                  else self.dec.prefill_many(pack))
         return dict(zip(pack, states, strict=True))
+
+    def _keep(self, prompt: tuple, state: PromptState) -> None:
+        self.known[prompt] = state
+        while len(self.known) > KEEP_PROMPTS:
+            del self.known[next(iter(self.known))]
 
     def get(self, prompt: tuple, should_stop: Callable[[], bool] | None) -> PromptState | None:
         """The processed ``prompt`` (asked for with :meth:`request`); None when
         ``should_stop`` turned True while it was waited for."""
         job = self.waiting[prompt]
-        if isinstance(job, list):                  # not started: run it here
-            n = self.tuner.settle()
-            t = time.perf_counter()
-            done = self._run(job)
-            self.stats.seconds_prefill_here += time.perf_counter() - t
-            self.stats.prefill_threads[n] = self.stats.prefill_threads.get(n, 0) + 1
-            self.stats.packs += 1
+        if isinstance(job, _Pack):                 # not started: run it here
+            done = self._materialize(job)
             for p in job:
-                self.waiting[p] = done
+                if self.waiting.get(p) is job:
+                    self.waiting[p] = done
             job = done
         elif not isinstance(job, dict):            # a Future
             import concurrent.futures
@@ -732,9 +897,13 @@ class _Prefill:
                     self.waiting[p] = result
             job = result
         del self.waiting[prompt]
+        plan = self.plan.pop(prompt, None)
         self.stats.prompts += 1
         self.stats.prompt_tokens += len(prompt)
-        return job[prompt]
+        self.stats.prompt_tokens_reused += 0 if plan is None else plan[0]
+        state = job[prompt]
+        self._keep(prompt, state)
+        return state
 
     def close(self) -> None:
         if self.pool is not None:

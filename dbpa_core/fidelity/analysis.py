@@ -39,6 +39,7 @@ from ..fmt import fmt_pct, table
 from . import curve as cv
 from . import discrepancy as dz
 from .data import UNIFORM, FidelityData, FidelityDataError
+from .dataset import row_sums
 from .report import report_html
 from .sets import (
     binary_kl_interval,
@@ -105,6 +106,10 @@ class SimulatorCurve:
     gap : array (m,) or None
         Where Δ̂_j is a certified upper bound rather than the exact sup: how far it can be
         above the sup (the bound minus a point of the set); None when every value is exact.
+    lower_gap : array (m,) or None
+        Where Δ⁻_j is a certified lower bound rather than the exact inf (a Lagrange dual
+        value): how far it can be below the inf (a point of the set minus the bound); None
+        when every lower value is exact.
     alpha : float
         The level of the guarantee quantile V̂_m(1 - α/2).
     """
@@ -116,6 +121,7 @@ class SimulatorCurve:
     alpha: float = 0.1
     plugin: np.ndarray | None = None
     gap: np.ndarray | None = None
+    lower_gap: np.ndarray | None = None
 
     @property
     def method(self) -> str:
@@ -131,6 +137,26 @@ class SimulatorCurve:
     @property
     def method_text(self) -> str:
         return "exact" if self.method == "exact" else f"bound (gap ≤ {self.largest_gap:.2g})"
+
+    @property
+    def lower_method(self) -> str | None:
+        """The band's lower edge: ``exact`` (closed form, or a certified bound within 1e-9
+        of a point of the set), ``bound`` (each Δ⁻_j a certified lower bound, at most
+        :attr:`largest_lower_gap` below the inf) or None without a band."""
+        if self.lower is None:
+            return None
+        return "exact" if self.largest_lower_gap <= 1e-9 else "bound"
+
+    @property
+    def largest_lower_gap(self) -> float:
+        return 0.0 if self.lower_gap is None else float(np.max(self.lower_gap))
+
+    @property
+    def lower_method_text(self) -> str:
+        if self.lower_method is None:
+            return "-"
+        return ("exact" if self.lower_method == "exact"
+                else f"bound (gap ≤ {self.largest_lower_gap:.2g})")
 
     def quantile(self, beta):
         """``V̂_m(β)`` of the upper pseudo-discrepancies."""
@@ -182,6 +208,8 @@ class SimulatorCurve:
             grid = np.linspace(0.0, 1.0, BAND_GRID)
             lo, hi = self.band(gamma, grid)
             out["lower"] = {i: float(v) for i, v in zip(ids, self.lower, strict=True)}
+            out["best_case"] = {"method": self.lower_method,
+                                "largest_gap": self.largest_lower_gap}
             out["band"] = {"tau": grid.tolist(), "lower": np.asarray(lo).tolist(),
                            "upper": np.asarray(hi).tolist()}
         return out
@@ -193,7 +221,9 @@ class Comparison:
     [L(u, q̂¹_j) - L(u, q̂²_j)]`` and the reverse; ``u_hat = Û_m(1 - α/2)``.
 
     ``exact`` is False when δ̂ is the conservative bound (tv and w1 on options: never below
-    the sup, so a verdict is never too optimistic). ``level`` is the guaranteed share of new
+    the sup, so a verdict is never too optimistic); ``gap`` and ``gap_reverse`` then say
+    per scenario how far it can be above the sup (the bound minus the difference at a
+    point of the set; None when not measured). ``level`` is the guaranteed share of new
     scenarios, ``1 - α - ε/√m`` (None when unknown, as for a comparison built by hand), and
     ``gamma`` the sets' coverage: below ½ a verdict only describes these scenarios.
     """
@@ -206,6 +236,23 @@ class Comparison:
     exact: bool = True
     level: float | None = None
     gamma: float = 0.5
+    gap: np.ndarray | None = None
+    gap_reverse: np.ndarray | None = None
+
+    @property
+    def largest_gap(self) -> float | None:
+        """The largest gap of δ̂ in either direction (0 when exact; None when unmeasured)."""
+        if self.exact:
+            return 0.0
+        if self.gap is None or self.gap_reverse is None:
+            return None
+        return float(max(np.max(self.gap, initial=0.0), np.max(self.gap_reverse, initial=0.0)))
+
+    @property
+    def method(self) -> str:
+        """``exact``, or ``bound`` (a certified upper bound of each scenario's δ̂)."""
+        return "exact" if self.exact or (self.largest_gap is not None
+                                         and self.largest_gap <= 1e-9) else "bound"
 
     @property
     def u_hat(self) -> float:
@@ -233,7 +280,7 @@ class Comparison:
     def reversed(self) -> Comparison:
         """The same comparison with ``first`` and ``second`` swapped."""
         return replace(self, first=self.second, second=self.first, deltas=self.reverse,
-                       reverse=self.deltas)
+                       reverse=self.deltas, gap=self.gap_reverse, gap_reverse=self.gap)
 
     def _reach(self, noun: str) -> str:
         """What the verdict promises beyond these scenarios."""
@@ -265,7 +312,8 @@ class Comparison:
         return {"first": self.first, "second": self.second, "alpha": self.alpha,
                 "u_hat": self.u_hat, "u_hat_reverse": self.u_hat_reverse,
                 "verdict": self.verdict, "sentence": self.sentence(),
-                "guaranteed": self.guaranteed, "exact": self.exact}
+                "guaranteed": self.guaranteed, "exact": self.exact, "method": self.method,
+                "largest_gap": self.largest_gap}
 
 
 def _floor_pct(x: float) -> str:
@@ -328,11 +376,11 @@ class FidelityResult:
             if b is None:
                 return None
             if self.data.kind == "categorical":
-                return np.array([round(float(np.sum(c))) for c in b])
+                return np.round(row_sums(b)).astype(int)
             return np.array([np.size(c) for c in b])
         kind = self.data.sim_kinds.get(name)
         if kind == "counts":
-            return np.array([float(np.sum(a)) for a in self.data.simulated[name]])
+            return row_sums(self.data.simulated[name])
         if kind == "values":
             return np.array([float(np.size(a)) for a in self.data.simulated[name]])
         return None
@@ -432,7 +480,14 @@ class FidelityResult:
             return None
         return (f"Comparisons under {self.loss} use a bound on each scenario's delta that is never "
                 "below the exact supremum: a verdict that one simulator is at least as good is "
-                "safe; a borderline one may be missed.")
+                "safe; a borderline one may be missed." + self._comparison_gap_text())
+
+    def _comparison_gap_text(self) -> str:
+        gaps = [c.largest_gap for c in self.comparisons if c.largest_gap is not None]
+        if not gaps:
+            return ""
+        return (f" The bound is at most {max(gaps):.2g} above the difference reached at a "
+                "point of the set, on every question.")
 
     @property
     def has_band(self) -> bool:
@@ -454,10 +509,14 @@ class FidelityResult:
 
     # ------------------------------------------------------------------ serialising
     def to_dict(self) -> dict[str, Any]:
+        """The whole result as strict-JSON data (NaN and infinities as None)."""
+        return _finite(self._raw_dict())
+
+    def _raw_dict(self) -> dict[str, Any]:
         from .. import __version__
 
         ids = list(self.data.ids)
-        return _finite({
+        return ({
             "tool": "dbpa", "tool_version": __version__,
             "created_at": self.created_at.isoformat(timespec="seconds"),
             "source": self.data.source, "kind": self.data.kind, "m": self.m,
@@ -492,7 +551,11 @@ class FidelityResult:
             "warnings": list(self.warnings), "seconds": self.seconds})
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False, allow_nan=False)
+        raw = self._raw_dict()
+        try:                              # nearly always finite: skip the walk through it
+            return _json_text(raw)
+        except ValueError:
+            return _json_text(_finite(raw))
 
     def to_csv(self) -> str:
         """One row per scenario: id, n, options, the set's radius, each simulator's upper
@@ -506,13 +569,16 @@ class FidelityResult:
             if s.lower is not None:
                 head.append(f"{s.name} lower")
         w.writerow(head + ["loss", "gamma", "eta", "alpha"])
+        cols = []                           # plain floats: formatted faster than numpy's
+        for s in self.simulators:
+            cols.append(s.upper.tolist())
+            if s.lower is not None:
+                cols.append(s.lower.tolist())
+        radius = np.asarray(self.radius, dtype=float).tolist()
+        tail = [self.loss, _g(self.gamma), _g(self.eta), _g(self.alpha)]
         for j, sc in enumerate(self.data.scenarios):
-            row: list[Any] = [sc.id, _g(sc.n), len(sc.options), _g(self.radius[j])]
-            for s in self.simulators:
-                row.append(_g(s.upper[j]))
-                if s.lower is not None:
-                    row.append(_g(s.lower[j]))
-            w.writerow(row + [self.loss, _g(self.gamma), _g(self.eta), _g(self.alpha)])
+            w.writerow([sc.id, _g(sc.n), len(sc.options), _g(radius[j]),
+                        *(_g(c[j]) for c in cols), *tail])
         return buf.getvalue()
 
     def comparisons_csv(self) -> str:
@@ -527,10 +593,12 @@ class FidelityResult:
 
     def summary_text(self) -> str:
         """The terminal summary: one line per simulator, then each pair's verdict."""
-        head = ("simulator", "AUC_cal", "CVaR_10", "V(1-a/2)", "kind", "answers", "worst case")
+        band = self.has_band
+        head = ("simulator", "AUC_cal", "CVaR_10", "V(1-a/2)", "kind", "answers",
+                "worst case") + (("best case",) if band else ())
         rows = [(s.name, f"{s.auc_cal:.4f}", f"{s.cvar():.4f}", f"{s.guarantee_quantile:.4f}",
                  s.kind, self.sample_size_summary(s.name), s.method_text)
-                for s in self.simulators]
+                + ((s.lower_method_text,) if band else ()) for s in self.simulators]
         lines = [f"{self.m} questions ({self.n_summary()} real answers each), loss {self.loss}, "
                  f"{self.set_name} sets with coverage γ = {self.gamma:g}, η = {self.eta:g}, "
                  f"α = {self.alpha:g}", "",
@@ -557,18 +625,33 @@ class FidelityResult:
             "report.html": report if report is not None else report_html(self)})
 
 
+def _json_text(obj, depth: int = 0, *, open_levels: int = 3) -> str:
+    """JSON indented like ``indent=2`` for the first ``open_levels`` levels of objects, each
+    deeper value on one line: per-scenario maps stay readable one per line, and they are
+    written by the C encoder (``indent`` makes json fall back to its pure-Python encoder,
+    the slowest step of a large analysis)."""
+    if not isinstance(obj, dict) or depth >= open_levels or not obj:
+        return json.dumps(obj, ensure_ascii=False, allow_nan=False)
+    pad = "  " * (depth + 1)
+    items = [f"{pad}{json.dumps(str(k), ensure_ascii=False)}: "
+             f"{_json_text(v, depth + 1, open_levels=open_levels)}" for k, v in obj.items()]
+    return "{\n" + ",\n".join(items) + "\n" + "  " * depth + "}"
+
+
 def _g(x) -> str:
     return f"{float(x):.10g}"
 
 
 def _finite(value):
-    """NaN / inf -> None so that fidelity.json is strict JSON."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
+    """NaN / inf -> None so that fidelity.json is strict JSON (plain floats, the bulk of
+    a large result, are checked inline: ``v - v`` is 0 only for a finite v)."""
+    if isinstance(value, float):
+        return value if value - value == 0 else None
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {k: v if type(v) is float and v - v == 0 else _finite(v)
+                for k, v in value.items()}
     if isinstance(value, list):
-        return [_finite(v) for v in value]
+        return [v if type(v) is float and v - v == 0 else _finite(v) for v in value]
     return value
 
 
@@ -745,15 +828,19 @@ def run_fidelity(data: FidelityData, *, loss: str = "tv", gamma: float = 0.5,
             lowers[name] = engine.lower(name)
             tick(f"{name}: best cases (band)")
     gaps = getattr(engine, "gaps", {})
+    lower_gaps = getattr(engine, "lower_gaps", {})
     curves = tuple(SimulatorCurve(nm, kinds[nm], uppers[nm], lowers.get(nm), alpha,
-                                  engine.plugin(nm), gaps.get(nm)) for nm in names)
+                                  engine.plugin(nm), gaps.get(nm), lower_gaps.get(nm))
+                   for nm in names)
     level = cv.guaranteed_level(alpha, data.m, eta)
     comps = []
     for i, a in enumerate(names):
         for b in names[i + 1:]:
             d_ab, exact = engine.pairwise(a, b)
             d_ba, _ = engine.pairwise(b, a)
-            comps.append(Comparison(a, b, alpha, d_ab, d_ba, exact, level=level, gamma=gamma))
+            pair_gaps = getattr(engine, "pair_gaps", {})
+            comps.append(Comparison(a, b, alpha, d_ab, d_ba, exact, level=level, gamma=gamma,
+                                    gap=pair_gaps.get((a, b)), gap_reverse=pair_gaps.get((b, a))))
             tick(f"{a} vs {b}")
     if gamma >= 0.5 and level <= 0:
         notes.append(f"With m = {data.m} questions the finite-sample guarantee is vacuous "
@@ -791,6 +878,10 @@ class _Categorical:
         self._q: dict[str, list[np.ndarray]] = {}
         self._support: dict[tuple, tuple] = {}
         self.gaps: dict[str, np.ndarray | None] = {}
+        self.lower_gaps: dict[str, np.ndarray | None] = {}
+        self.pair_gaps: dict[tuple[str, str], np.ndarray | None] = {}
+        self._upper: dict[str, np.ndarray] = {}
+        self._lower: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._stacks: dict[tuple, np.ndarray] = {}
         if loss == "kl":
             for name in data.simulators:
@@ -832,6 +923,8 @@ class _Categorical:
         """Δ̂ per scenario: exact (tv up to 14 options, and beyond where the rows the bound
         leaves loose can be enumerated; w1 up to 11) or a certified upper bound whose gap to a
         point of the set is kept in ``self.gaps[name]``."""
+        if name in self._upper:
+            return self._upper[name]
         out = np.empty(self.data.m)
         gap = np.zeros(self.data.m)
         for key, idx in self.groups:
@@ -854,6 +947,7 @@ class _Categorical:
                     up, lo = dz.kl_upper_bound(p, r, q)
                 out[idx], gap[idx] = up, up - lo
         self.gaps[name] = gap if gap.max() > 0 else None
+        self._upper[name] = out
         return out
 
     def plugin(self, name: str) -> np.ndarray:
@@ -887,18 +981,56 @@ class _Categorical:
         return self._support[tkey]
 
     def lower(self, name: str) -> np.ndarray:
+        """Δ⁻ per scenario, never above the inf: tv by its exact one-dimensional search (the
+        lower end of the bracket), kl and w1 by a Lagrange dual (a certified lower bound,
+        its gap to a point of the set kept in ``self.lower_gaps[name]``)."""
+        return self._best_case(name)[0]
+
+    def _best_case(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """(Δ⁻ per scenario, the point of each set where the loss is least found on the way)."""
+        if name in self._lower:
+            return self._lower[name]
         out = np.empty(self.data.m)
+        gap = np.zeros(self.data.m)
+        points = np.empty((self.data.m, max(len(s.options) for s in self.data.scenarios)))
         for key, idx in self.groups:
             p, q, r = self._real(idx), self._sim(name, idx), self.radius[idx]
             if self.loss == "tv":
-                out[idx] = dz.tv_lower(p, r, q)
+                lo, up, u = dz.tv_lower(p, r, q, return_bracket=True)
+            elif self.loss == "kl":
+                lo, up, u = dz.kl_lower_bound(p, r, q, return_point=True)
             else:
-                vals = np.array(key[1:]) if self.loss == "w1" else None
-                out[idx] = dz.minimize_convex(p, r, q, self.loss, values=vals)
-        return out
+                lo, up, u = dz.w1_lower_bound(p, r, q, np.array(key[1:]), return_point=True)
+            out[idx], gap[idx] = lo, np.maximum(up - lo, 0.0)
+            points[np.asarray(idx)[:, None], np.arange(key[0])] = u
+        self.lower_gaps[name] = gap if gap.max() > 0 else None
+        self._lower[name] = (out, points)
+        return self._lower[name]
+
+    def _worst_point(self, key, idx, q) -> np.ndarray:
+        """The maximizer of the loss over each set among the vertices' support points."""
+        h, uf = self._support_of(key, idx)
+        best = (h - q @ self._vertices(key).T).argmax(axis=1)
+        return uf[np.arange(len(idx)), best]
+
+    def _pair_gap(self, key, idx, a, b, bound) -> np.ndarray:
+        """How far each δ̂ can be above the sup: the bound minus ``L(u, a) - L(u, b)`` at the
+        best of a few points of the set (p̂, a's worst case, b's best case)."""
+        vals = np.array(key[1:]) if self.loss == "w1" else None
+        qa, qb = self._sim(a, idx), self._sim(b, idx)
+        cands = [self._real(idx), self._best_case(b)[1][np.asarray(idx), :key[0]]]
+        if key[0] <= dz.MAX_PAIRWISE_OPTIONS:
+            cands.append(self._worst_point(key, idx, qa))
+        reached = np.max([dz.categorical_loss(u, qa, self.loss, vals)
+                          - dz.categorical_loss(u, qb, self.loss, vals) for u in cands], axis=0)
+        return np.maximum(bound - reached, 0.0)
 
     def pairwise(self, a: str, b: str) -> tuple[np.ndarray, bool]:
+        """δ̂ per scenario: exact for kl; for tv and w1 a certified upper bound (the vertex
+        bound up to 10 options; beyond, a's worst case minus b's certified best case), its
+        gap to a point of the set kept in ``self.pair_gaps[(a, b)]``."""
         out = np.empty(self.data.m)
+        gap = np.zeros(self.data.m)
         exact = self.loss == "kl"
         for key, idx in self.groups:
             p, r = self._real(idx), self.radius[idx]
@@ -916,6 +1048,10 @@ class _Categorical:
                 vals = np.array(key[1:]) if self.loss == "w1" else None
                 out[idx] = np.minimum(self.upper_of(a, idx) - self.lower_of(b, idx),
                                       dz.categorical_loss(qa, qb, self.loss, vals))
+            if not exact:
+                gap[idx] = self._pair_gap(key, idx, a, b, out[idx])
+        if not exact:
+            self.pair_gaps[(a, b)] = gap
         return out, exact
 
     def upper_of(self, name, idx):

@@ -52,6 +52,7 @@ from .._validate import csv_header
 from .dataset import (  # the data model, re-exported: data.X keeps working
     PROB_TOLERANCE,
     RESERVED,
+    SHARE_TOLERANCE,
     UNIFORM,
     FidelityData,
     FidelityDataError,
@@ -204,16 +205,18 @@ def parse_csv(text: str, *, source: str = "<data>") -> FidelityData:
             if len(e["options"]) < 2:
                 raise FidelityDataError(f"{source}, {span}: scenario {sid!r} has "
                                         f"{len(e['options'])} option; a question needs at least 2.")
-            if real.sum() <= 0:
+            total = sum(e["real"])          # plain floats: no numpy call per scenario
+            if total <= 0:
                 raise FidelityDataError(f"{source}, {span}: the real counts of scenario {sid!r} "
                                         "are all zero.")
-            if (msg := _shares_problem(sid, real)) is not None:
+            if abs(total - 1.0) <= SHARE_TOLERANCE and \
+                    (msg := _shares_problem(sid, real)) is not None:
                 raise FidelityDataError(f"{source}, {span}: {msg}")
         elif real.size == 0:
             raise FidelityDataError(f"{source}, {span}: scenario {sid!r} has no real values.")
         for s in sims:
             a = np.array(e["sims"][s], dtype=float)
-            if categorical and a.sum() <= 0:
+            if categorical and sum(e["sims"][s]) <= 0:
                 raise FidelityDataError(f"{source}, {span}: simulator {s!r} gives scenario {sid!r} "
                                         "no answer (all zero).")
             if not categorical and a.size == 0:

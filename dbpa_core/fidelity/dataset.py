@@ -7,6 +7,7 @@ The readers of files (:mod:`dbpa_core.fidelity.data`) and the built-in sample
 from __future__ import annotations
 
 import csv
+import functools
 import io
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -33,9 +34,10 @@ class Scenario:
     question: str = ""
     persona: tuple[tuple[str, str], ...] = ()
 
-    @property
+    @functools.cached_property
     def n(self) -> float:
-        """The number of real answers (the sum of counts, or of values)."""
+        """The number of real answers (the sum of counts, or of values; computed once: a
+        large analysis asks for it several times per scenario)."""
         return float(self.real.sum()) if self.options else float(self.real.size)
 
     def option_values(self) -> np.ndarray:
@@ -131,8 +133,8 @@ class FidelityData:
         sims = [n for n in self.simulated if self.sim_kinds.get(n) in kinds]
         if not sims:
             return None
-        tot = np.array([[float(np.sum(a)) if self.kind == "categorical" else float(np.size(a))
-                         for a in self.simulated[n]] for n in sims])
+        tot = np.array([row_sums(self.simulated[n]) if self.kind == "categorical"
+                        else [float(np.size(a)) for a in self.simulated[n]] for n in sims])
         return np.maximum(1, np.rint(tot.mean(axis=0))).astype(int)
 
     def with_drawn_baseline(self, k, *, seed: int = 0) -> FidelityData:
@@ -199,6 +201,8 @@ def validate(data: FidelityData) -> FidelityData:
     if len(data.scenarios) < 2:
         raise FidelityDataError(f"{data.source}: needs at least 2 scenarios (m >= 2), found "
                                 f"{len(data.scenarios)}.")
+    if _quick_valid(data):
+        return data
     seen: set[str] = set()
     for s in data.scenarios:
         if s.id in seen:
@@ -248,6 +252,49 @@ def validate(data: FidelityData) -> FidelityData:
             elif a.size < 1:
                 raise FidelityDataError(f"simulator {name!r} gives scenario {s.id!r} no values.")
     return data
+
+
+def row_sums(arrays: Sequence) -> np.ndarray:
+    """The sum of each of several non-empty 1-D arrays, in one numpy call."""
+    flat = [np.asarray(a, dtype=float).ravel() for a in arrays]
+    starts = np.concatenate([[0], np.cumsum([a.size for a in flat])[:-1]]).astype(int)
+    return np.add.reduceat(np.concatenate(flat), starts)
+
+
+def _quick_valid(data: FidelityData) -> bool:
+    """True when the whole of ``data`` passes :func:`validate`'s checks, tested on all
+    scenarios at once (a few numpy calls instead of several per scenario); False sends
+    :func:`validate` through them one by one, to name the first problem."""
+    scen = data.scenarios
+    ids = [s.id for s in scen]
+    if len(set(ids)) != len(ids):
+        return False
+    for name, answers in data.simulated.items():
+        if name == UNIFORM or name.lower() in RESERVED or len(answers) != len(scen):
+            return False
+    if data.kind != "categorical":
+        return False                          # real values: checked one by one (rare, small)
+    sizes = [len(s.options) for s in scen]
+    if min(sizes) < 2:
+        return False
+    arrays = [np.asarray(s.real, dtype=float) for s in scen]
+    groups = [arrays] + [[np.asarray(a, dtype=float) for a in answers]
+                         for answers in data.simulated.values()]
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    for group in groups:
+        if any(a.ndim != 1 or a.size != n for a, n in zip(group, sizes, strict=True)):
+            return False
+        flat = np.concatenate(group)
+        if not np.all(np.isfinite(flat)) or np.any(flat < 0):
+            return False
+        totals = np.add.reduceat(flat, starts)
+        if np.any(totals <= 0):
+            return False
+        if group is arrays:
+            near_one = np.flatnonzero(np.abs(totals - 1.0) <= SHARE_TOLERANCE)
+            if any(_shares_problem(scen[j].id, arrays[j]) is not None for j in near_one):
+                return False
+    return True
 
 
 #: real counts whose sum lies this close to 1 and that are not whole numbers are shares

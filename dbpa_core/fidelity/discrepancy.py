@@ -33,11 +33,19 @@ KL ball         kl pairwise                   exact: ``KL(u‖a) - KL(u‖b)`` i
 KL ball         tv, w1 pairwise               an upper bound that is exact unless the worst
                                               case puts an option exactly at b's value:
                                               ``max_f min_g [h_C(f - g) + g·b - f·a]`` over
-                                              a few candidate g (see :func:`ipm_pairwise`)
+                                              a few candidate g (see :func:`ipm_pairwise`);
+                                              beyond 10 options a's certified worst case
+                                              minus b's certified best case, capped by
+                                              L(a, b) (triangle inequality)
 KL ball         kl upper                      general solver: successive linearization
                                               from d + 3 starting points (a convex
                                               function's sup; tested against brute force)
-KL ball         kl, w1 lower                  general convex solver (SLSQP)
+KL ball         kl, w1 lower                  a certified lower bound: the Lagrange dual
+                                              (kl: closed-form inner minimum, w1: the
+                                              minimax dual over Lipschitz f), with a point
+                                              of the set giving the gap; SLSQP
+                                              (:func:`minimize_convex`) is kept as a
+                                              reference only
 W1 ball         w1                            ``W1(P̂, Q̂) ± r`` (exact), pairwise bound
                                               ``min(d_a - d_b + 2r, W1(a, b))``
 ==============  ============================  ======================================
@@ -369,13 +377,15 @@ def _tv_ball_projection(p, q, t, srt):
     return u
 
 
-def tv_lower(p, r, q, *, iters: int = 52) -> np.ndarray:
+def tv_lower(p, r, q, *, iters: int = 44, return_bracket: bool = False):
     """``inf_{KL(p̂ ‖ u) <= r} TV(u, q)``, exact up to bisection precision, row by row.
 
     It is the smallest t such that the TV ball of radius t around q meets the KL ball,
     i.e. ``min_{TV(u, q) <= t} KL(p̂ ‖ u) <= r``; that minimum is reached at a point known
     in closed form (:func:`_tv_ball_projection`) and decreases in t, so t is found by
-    bisection on ``[0, TV(p̂, q)]``.
+    bisection on ``[0, TV(p̂, q)]``. The value is the bracket's lower end, never above the
+    inf (``return_bracket``: also its upper end, a radius whose ball meets the set, and
+    the point of the set there).
     """
     p = np.asarray(p, dtype=float)
     q = np.asarray(q, dtype=float)
@@ -393,13 +403,20 @@ def tv_lower(p, r, q, *, iters: int = 52) -> np.ndarray:
     lo = np.zeros(m)
     hi = 0.5 * np.abs(p - q).sum(axis=1)
     inside = kl_divergence(p, q) <= r
+    point = p.copy()
     for _ in range(iters):
         mid = 0.5 * (lo + hi)
         u = _tv_ball_projection(p, q, mid, srt)
         ok = kl_divergence(p, u) <= r
         hi = np.where(ok, mid, hi)
         lo = np.where(ok, lo, mid)
-    return np.where(inside, 0.0, hi)
+        if return_bracket:
+            point = np.where(ok[:, None], u, point)
+    lower = np.where(inside, 0.0, lo)
+    if not return_bracket:
+        return lower
+    upper = np.where(inside, 0.0, np.minimum(hi, 0.5 * np.abs(point - q).sum(axis=1)))
+    return np.minimum(lower, upper), upper, np.where(inside[:, None], q, point)
 
 
 # --------------------------------------------------------------------------- IPM pairwise
@@ -529,11 +546,25 @@ def tv_pairwise(p, r, a, b, *, support=None, table=None) -> np.ndarray:
     rows = np.arange(len(p))[:, None]
     fa = a @ verts.T
     best = np.minimum(h - fa, (b - a) @ verts.T)                  # g = 0 and g = f
-    g2 = tv_argmax(p - b)                                           # (m, d)
-    best = np.minimum(best, table[rows, _codes(verts[None] - g2[:, None, :])] + (g2 * b).sum(1)[:, None]
-                      - fa)
-    g3 = tv_argmax(uf - b[:, None, :])                              # (m, K, d)
-    best = np.minimum(best, table[rows, _codes(verts[None] - g3)] + (g3 * b[:, None, :]).sum(2) - fa)
+    # subsets as bit masks (bit i: option i): the code of f - g is then
+    # Σ 3^i + T[S \ G] - T[G \ S] with T[mask] = Σ_{i in mask} 3^i, and g · b a lookup of
+    # b's subset sums, so the candidates cost integer work on (m, K), not floats on (m, K, d)
+    pow2 = 1 << np.arange(d)
+    masks = (verts @ pow2).astype(np.int64)                         # vertex k's mask
+    bits = ((np.arange(2 ** d)[:, None] >> np.arange(d)) & 1).astype(float)
+    t3 = (bits @ (3.0 ** np.arange(d))).astype(np.int64)
+    c0 = int(t3[-1])
+    b_sub = b @ bits.T                                              # (m, 2^d): b(G)
+
+    def lookup(g_mask):                                             # g_mask: (m, 1) or (m, K)
+        code = c0 + t3[masks[None, :] & ~g_mask] - t3[g_mask & ~masks[None, :]]
+        return table[rows, code] + np.take_along_axis(b_sub, np.broadcast_to(
+            g_mask, code.shape), axis=1)
+
+    g2 = ((p > b).astype(np.int64) @ pow2)[:, None]                 # tv_argmax(p - b)
+    best = np.minimum(best, lookup(g2) - fa)
+    g3 = (uf > b[:, None, :]).astype(np.int64) @ pow2                # tv_argmax(u^f - b)
+    best = np.minimum(best, lookup(g3) - fa)
     return best.max(axis=1)
 
 
@@ -828,6 +859,193 @@ def kl_upper_bound(p, r, q, *, iters: int = 26) -> tuple[np.ndarray, np.ndarray]
     return np.maximum(upper, lower), lower
 
 
+# --------------------------------------------------------------------------- certified best cases
+#
+# The lower edge of the band must never be above the exact infimum. A solver's point of the
+# ball gives a value *above* it, so each best case below is a Lagrange dual value (below the
+# infimum for every choice of the multipliers, by weak duality), and a point of the ball
+# gives the other end: their difference is the gap reported with the lower edge.
+
+#: rounding slack subtracted from every dual value (the one-dimensional minima are computed
+#: to about 1e-15 relative; this keeps the bound on the safe side of them)
+_ROUNDING = 1e-12
+
+
+def _feasible_toward(p, u, r, iters: int = 40) -> np.ndarray:
+    """The point ``p + t (u - p)`` with the largest t in [0, 1] inside the ball
+    ``KL(p ‖ ·) <= r`` (the ball is convex and holds p, so bisection on t is exact)."""
+    lo = np.zeros(p.shape[0])
+    hi = np.ones(p.shape[0])
+    ok = kl_divergence(p, u) <= r
+    lo[ok] = 1.0
+    for _ in range(iters):
+        mid = 0.5 * (lo + hi)
+        inside = kl_divergence(p, p + mid[:, None] * (u - p)) <= r
+        lo = np.where(inside & ~ok, mid, lo)
+        hi = np.where(inside | ok, hi, mid)
+    return p + lo[:, None] * (u - p)
+
+
+def _kl_lagrangian(p, q, lam, nu):
+    """``min over u >= 0`` of ``KL(u ‖ q) + λ Σ p̂ log(p̂ / u) - ν (Σ u - 1)`` (without the
+    ``- λ r``), and its minimizer: separable, each coordinate in closed form through the
+    Wright omega function (``x = λ p̂ / ω(log(λ p̂) - ν + 1 - log q)``; ``x = q e^{ν - 1}``
+    where p̂ = 0)."""
+    from scipy.special import wrightomega
+
+    pos = p > 0
+    lam_c = lam[:, None]
+    nu_c = nu[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lp = np.log(np.where(pos, lam_c * p, 1.0))
+        om = wrightomega(lp - nu_c + 1.0 - np.log(q))
+        x = np.where(pos, np.exp(lp) / om, q * np.exp(nu_c - 1.0))
+        logx = np.where(pos, lp - np.log(om), np.log(q) + nu_c - 1.0)
+        term = x * (logx - np.log(q)) - nu_c * x
+        term = term + np.where(pos, lam_c * p * (np.log(np.where(pos, p, 1.0)) - logx), 0.0)
+    # the sum's magnitude before cancellation: its rounding error is a tiny share of it
+    scale = np.abs(term).sum(axis=1) + np.abs(nu)
+    return term.sum(axis=1) + nu, x, scale
+
+
+def _kl_nu(p, q, lam, iters: int = 16):
+    """ν with ``Σ x(λ, ν) = 1`` (the best ν for this λ), by Newton steps on log Σ x (any ν
+    gives a valid bound; this one gives the best)."""
+    pos = p > 0
+    # start where x = p̂ would be stationary on average (ν is about -λ when λ is large)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        nu = np.where(pos, p * (np.log(np.where(pos, p, 1.0)) - np.log(q) + 1.0), 0.0).sum(axis=1)
+    nu = nu - lam
+    for _ in range(iters):
+        _, x, _ = _kl_lagrangian(p, q, lam, nu)
+        s = x.sum(axis=1)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            ds = (x * x / (x + np.where(pos, lam[:, None] * p, 0.0))).sum(axis=1)
+            step = np.log(s) * s / ds
+        nu = nu - np.where(np.isfinite(step), np.clip(step, -50.0, 50.0), 0.0)
+    return nu
+
+
+def kl_lower_bound(p, r, q, *, iters: int = 36, return_point: bool = False):
+    """``(lower, upper)`` of ``inf_{KL(p̂ ‖ u) <= r} KL(u ‖ q)``, row by row.
+
+    *lower* — weak duality: for every λ >= 0 and ν,
+
+        inf_C KL(u ‖ q) >= min_{u >= 0} [KL(u ‖ q) + λ (KL(p̂ ‖ u) - r) - ν (Σ u - 1)]
+
+    and the right side is separable, each coordinate's minimum in closed form
+    (:func:`_kl_lagrangian`). ν is set so the minimizer sums to 1 and λ by bisection on
+    the dual's slope ``KL(p̂ ‖ x) - r`` (it is concave in λ), where the bound is tightest.
+    *upper* — the dual's minimizer pulled toward p̂ until it lies in the ball: a point of
+    the set, so never below the infimum. Both are 0 (exact) when q is in the ball
+    (``return_point``: also that point, q when q is in the ball).
+    """
+    p = np.asarray(p, dtype=float)
+    q = np.asarray(q, dtype=float)
+    r = np.asarray(r, dtype=float)
+    m = p.shape[0]
+    inside = kl_divergence(p, q) <= r
+    a = np.full(m, -25.0)
+    b = np.full(m, 25.0)
+    best = np.zeros(m)
+    slack = np.zeros(m)
+    point = p.copy()
+    for k in range(iters + 2):
+        if k < iters:
+            s = 0.5 * (a + b)
+        else:                                   # finish at both ends of the bracket
+            s = a if k == iters else b
+        lam = np.exp(s)
+        nu = _kl_nu(p, q, lam)
+        val, x, scale = _kl_lagrangian(p, q, lam, nu)
+        val = val - lam * r
+        scale = scale + lam * r
+        # each coordinate's minimum comes from the Wright omega function (relative error
+        # ~1e-15); 1e-12 of the terms' magnitude keeps the bound below the exact dual value
+        val = val - _ROUNDING * (1.0 + scale)
+        better = np.isfinite(val) & (val > best)
+        best = np.where(better, val, best)
+        slack = np.where(better, _ROUNDING * (1.0 + scale), slack)
+        xs = x / x.sum(axis=1, keepdims=True)
+        point = np.where(better[:, None], xs, point)
+        if k < iters:
+            far = kl_divergence(p, xs) > r      # slope > 0: a larger λ
+            a = np.where(far, s, a)
+            b = np.where(far, b, s)
+    lower = np.maximum(best, 0.0)
+    feas = _feasible_toward(p, point, r)
+    at_feas, at_p = kl_divergence(feas, q), kl_divergence(p, q)
+    upper = np.minimum(at_feas, at_p)
+    feas = np.where((at_feas <= at_p)[:, None], feas, p)
+    lower = np.where(inside, 0.0, np.minimum(lower, upper))
+    upper = np.where(inside, 0.0, upper)
+    if return_point:
+        return lower, upper, np.where(inside[:, None], q, feas)
+    return lower, upper
+
+
+def w1_lower_bound(p, r, q, values, *, iters: int = 150, return_point: bool = False):
+    """``(lower, upper)`` of ``inf_{KL(p̂ ‖ u) <= r} W1(u, q)`` on the options' ``values``.
+
+    ``W1(u, q) = max_f f · (u - q)`` over the 1-Lipschitz f, so by the minimax theorem
+    ``inf_C W1 = max_f [inf_C f · u - f · q] = max_f [-h_C(-f) - f · q]``: *every*
+    Lipschitz f gives a lower bound once h_C is the certified (dual) support value. f is
+    found by projected gradient ascent on its steps between sorted values (a box: each
+    step within ± the gap; the gradient is ``Q_k - U_k`` at the ball's point ``U``
+    minimizing f · u), with a step size that grows while the bound improves and halves
+    when it does not. *upper* — W1 at the points met on the way (points of the set), and
+    at p̂. Both are 0 when q is in the ball (``return_point``: also the point of the set
+    where W1 was least, q when q is in the ball)."""
+    p = np.asarray(p, dtype=float)
+    q = np.asarray(q, dtype=float)
+    r = np.asarray(r, dtype=float)
+    m = p.shape[0]
+    order, gaps = _sorted_values(values)
+    cq = np.cumsum(q[:, order], axis=1)[:, :-1]
+    inside = kl_divergence(p, q) <= r
+
+    def f_of(steps):
+        f_sorted = np.concatenate([np.zeros((m, 1)), np.cumsum(steps, axis=1)], axis=1)
+        f = np.empty_like(f_sorted)
+        f[:, order] = f_sorted
+        return f
+
+    def evaluate(steps):
+        f = f_of(steps)
+        _, u = kl_ball_support(p, -f, r)
+        cu = np.cumsum(u[:, order], axis=1)[:, :-1]
+        return (f * (u - q)).sum(axis=1), cq - cu, (np.abs(cu - cq) * gaps).sum(axis=1), u
+
+    steps = -np.sign(np.cumsum(p[:, order], axis=1)[:, :-1] - cq) * gaps * 0.5
+    val, grad, upper, point = evaluate(steps)
+    at_p = categorical_loss(p, q, "w1", values)
+    point = np.where((at_p < upper)[:, None], p, point)
+    upper = np.minimum(upper, at_p)
+    best_steps, best = steps, val
+    eta = np.full(m, 1.0 / max(float(gaps.max()), 1e-12))
+    for _ in range(iters):
+        trial = np.clip(best_steps + eta[:, None] * grad * gaps, -gaps, gaps)
+        tval, tgrad, tup, tu = evaluate(trial)
+        point = np.where((tup < upper)[:, None], tu, point)
+        upper = np.minimum(upper, tup)
+        ok = tval > best
+        best = np.where(ok, tval, best)
+        best_steps = np.where(ok[:, None], trial, best_steps)
+        grad = np.where(ok[:, None], tgrad, grad)
+        eta = np.where(ok, eta * 1.5, eta * 0.4)
+        if np.all(upper - best <= 1e-10):
+            break
+    f = f_of(best_steps)
+    h = kl_ball_support(p, -f, r, value_only=True)[0]        # certified: never below the sup
+    dual = -h - (f * q).sum(axis=1)
+    lower = np.clip(dual - _ROUNDING * (1.0 + np.abs(dual)), 0.0, None)
+    lower = np.where(inside, 0.0, np.minimum(lower, upper))
+    upper = np.where(inside, 0.0, upper)
+    if return_point:
+        return lower, upper, np.where(inside[:, None], q, point)
+    return lower, upper
+
+
 # --------------------------------------------------------------------------- W1 on real values
 
 
@@ -886,10 +1104,9 @@ def w1ball_pairwise(dist_a, dist_b, dist_ab, r) -> np.ndarray:
 
 __all__ = ["CATEGORICAL_LOSSES", "LOSSES", "MAX_PAIRWISE_OPTIONS", "MAX_SUBSET_OPTIONS",
            "SCALAR_LOSSES", "SolverError", "categorical_loss", "check_loss", "interval_lower",
-           "interval_pairwise", "interval_upper", "ipm_pairwise", "ipm_upper", "kl_pairwise",
-           "kl_upper", "maximize_convex", "minimize_convex", "scalar_loss", "tv_argmax",
-           "tv_lower", "tv_pairwise", "tv_subset_upper", "tv_support_table", "tv_upper",
-           "tv_vertices", "w1_argmax",
-           "w1_distance",
+           "interval_pairwise", "interval_upper", "ipm_pairwise", "ipm_upper", "kl_lower_bound",
+           "kl_pairwise", "kl_upper", "maximize_convex", "minimize_convex", "scalar_loss",
+           "tv_argmax", "tv_lower", "tv_pairwise", "tv_subset_upper", "tv_support_table",
+           "tv_upper", "tv_vertices", "w1_argmax", "w1_distance", "w1_lower_bound",
            "w1_pairwise", "w1_to_uniform", "w1_upper", "w1_vertices", "w1ball_lower",
            "w1ball_pairwise", "w1ball_upper"]

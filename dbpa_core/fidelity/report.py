@@ -115,6 +115,7 @@ def report_html(result, *, charts_html: str | None = None, title: str = "Simulat
     guarantee, the summary table, each pair's verdict, the chart (``charts_html``, else
     inline SVG) and the per-scenario values; ``section``: without the page around it."""
     context = dict(title=title, result=result, noun="questions",
+                   uppers=[s.upper.tolist() for s in result.simulators],  # plain floats: faster
                    chart=markup(charts_html or curve_svg(result)),
                    band=band_simulator(result) if result.has_band else None)
     return (render_section if section else document)("fidelity.html.j2", **context)
