@@ -5,8 +5,8 @@
   into modules), its usage line, its help and a table of its arguments;
 * ``reference/spec.md`` from the JSON Schema of an audit spec
   (``dbpa_core.spec_schema.json_schema()``): every key with its type, default, allowed
-  values and description. Without that module the page is not generated (and the
-  navigation must not name it).
+  values and description. Without that module the page is neither generated nor named in
+  the navigation.
 
 Nothing here is copied by hand: a new option or spec key appears in the manual on the next
 build. The functions are plain so that ``tests/test_docs.py`` can call them directly.
@@ -189,7 +189,8 @@ def _property_table(node: dict[str, Any], defs: dict[str, Any]) -> list[str]:
     rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
     for key, prop in node.get("properties", {}).items():
         default = ("required" if key in required else
-                   f"`{json.dumps(prop['default'])}`" if "default" in prop else "—")
+                   f"`{json.dumps(prop['default'])}`" if prop.get("default") is not None
+                   else "—")  # None: not set unless given
         _, target = _resolve(prop, defs)
         desc = prop.get("description") or target.get("description") or ""
         rows.append(f"| `{key}` | {_type(prop, defs)} | {_cell(default)} | {_cell(desc)} |")
@@ -238,6 +239,18 @@ def spec_schema_available() -> bool:
 
 
 # ---------------------------------------------------------------- MkDocs
+
+def on_config(config: Any) -> Any:
+    """Name the spec reference in the navigation, after the command line, when this version
+    has the spec's schema (MkDocs hook)."""
+    if spec_schema_available():
+        for section in config["nav"] or []:
+            pages = section.get("Reference") if isinstance(section, dict) else None
+            if isinstance(pages, list) and not any("Audit spec" in p for p in pages
+                                                   if isinstance(p, dict)):
+                pages.insert(1, {"Audit spec": "reference/spec.md"})
+    return config
+
 
 def on_files(files: Any, config: Any) -> Any:
     """Add the generated pages to the site's files (MkDocs hook)."""

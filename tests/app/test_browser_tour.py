@@ -30,12 +30,11 @@ def _wait_idle(page, ms=1500):
 
 
 def _shot(page, name, at=None):
-    """A viewport-sized screenshot, scrolled so that ``at`` (a locator) is near the top."""
-    if at is not None:
-        at.scroll_into_view_if_needed()
-        page.evaluate("window.scrollBy(0, -80)")
-    else:
-        page.evaluate("window.scrollTo(0, 0)")
+    """A viewport-sized screenshot, scrolled so that ``at`` (a locator; default the demo
+    banner at the page's top) is at the top."""
+    # Streamlit scrolls its main block, not the window: scroll the element itself
+    (at or page.get_by_text("Demo mode").first).evaluate(
+        "e => e.scrollIntoView({block: 'start'})")
     page.wait_for_timeout(700)
     page.screenshot(path=str(_out() / f"{name}.png"))
     assert "Traceback" not in page.inner_text("body")
@@ -71,25 +70,27 @@ def test_a_tour_of_every_page(demo_url, browser):
     _wait_idle(page, 2500)
     assert "perturbations change the answers" in page.inner_text("body")
     _shot(page, "tour-landing-results", page.get_by_role("heading", name="Results").first)
+    tabs = page.get_by_role("tablist").first
     page.get_by_role("tab", name="Why").first.click()
     _wait_idle(page)
-    _shot(page, "tour-why", page.get_by_role("tab", name="Why").first)
+    _shot(page, "tour-why", tabs)
     page.get_by_role("tab", name="Answers").first.click()
     _wait_idle(page)
-    _shot(page, "tour-answers", page.get_by_role("tab", name="Answers").first)
+    _shot(page, "tour-answers", tabs)
 
     # the audit pages that run their default example on the recordings
-    for url, name in (("persona_explorer", "tour-persona-explorer"),
-                      ("control_target", "tour-control-target"),
-                      ("model_comparison", "tour-model-comparison")):
+    run = page.get_by_role("button", name="Run", exact=True)    # the results follow it
+    for url, name, at in (("persona_explorer", "tour-persona-explorer", plot.first),
+                          ("control_target", "tour-control-target", run),
+                          ("model_comparison", "tour-model-comparison", run)):
         _open(page, f"{demo_url}/{url}", lambda p: p.get_by_role("button", name="Run",
                                                                   exact=True))
         _run(page)
-        _shot(page, name, plot.first)
+        _shot(page, name, at)
 
     _open(page, f"{demo_url}/robustness", lambda p: p.get_by_role("button", name="Run battery"))
     _run(page, "Run battery")
-    _shot(page, "tour-robustness", plot.first)
+    _shot(page, "tour-robustness", page.get_by_role("heading", name="Results").first)
 
     _open(page, f"{demo_url}/fidelity", lambda p: p.get_by_role("heading", name="Results"))
     plot.first.wait_for(timeout=120_000)
