@@ -67,6 +67,7 @@ def test_a_tour_of_every_page(demo_url, browser):
     _shot(page, "tour-landing")
     page.get_by_role("button", name="Run audit").click()
     page.get_by_role("tab", name="Permutation test").first.wait_for(timeout=300_000)
+    plot.first.locator(".main-svg").first.wait_for(timeout=120_000)   # the histograms drawn
     _wait_idle(page, 2500)
     assert "perturbations change the answers" in page.inner_text("body")
     _shot(page, "tour-landing-results", page.get_by_role("heading", name="Results").first)
@@ -95,7 +96,7 @@ def test_a_tour_of_every_page(demo_url, browser):
     _open(page, f"{demo_url}/fidelity", lambda p: p.get_by_role("heading", name="Results"))
     plot.first.wait_for(timeout=120_000)
     _wait_idle(page)
-    _shot(page, "tour-fidelity", page.get_by_role("heading", name="Results").first)
+    _shot(page, "tour-fidelity", plot.first)                        # the calibrated curves
 
     for url, name in (("sensitivity", "tour-sensitivity"), ("suite", "tour-suite"),
                       ("history", "tour-history"), ("settings", "tour-settings")):
