@@ -92,7 +92,7 @@ def cli_markdown(parser: argparse.ArgumentParser | None = None) -> str:
 
         parser = build_parser()
     old = os.environ.get("COLUMNS")
-    os.environ["COLUMNS"] = "96"  # argparse wraps usage lines at the terminal's width
+    os.environ["COLUMNS"] = "78"  # argparse wraps usage lines at the terminal's width
     try:
         out = ["# Command line reference", "",
                "Generated from the `dbpa` command's own parser when this manual is built, so "
