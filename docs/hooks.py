@@ -3,10 +3,11 @@
 * ``reference/cli.md`` from the ``dbpa`` command's argparse parser: every command and
   sub-command (found by walking the parser's sub-parsers, however the commands are split
   into modules), its usage line, its help and a table of its arguments;
-* ``reference/spec.md`` from the JSON Schema of an audit spec
-  (``dbpa_core.spec_schema.json_schema()``): every key with its type, default, allowed
-  values and description. Without that module the page is neither generated nor named in
-  the navigation.
+* ``reference/spec.md`` and ``reference/battery-spec.md`` from the JSON Schemas of an audit
+  spec and a battery spec (``dbpa_core.spec_schema.json_schema()``,
+  ``dbpa_core.attacks.schema.json_schema()``): every key with its type, default, allowed
+  values and description. Without such a module its page is neither generated nor named
+  in the navigation.
 
 Nothing here is copied by hand: a new option or spec key appears in the manual on the next
 build. The functions are plain so that ``tests/test_docs.py`` can call them directly.
@@ -14,6 +15,7 @@ build. The functions are plain so that ``tests/test_docs.py`` can call them dire
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
@@ -197,17 +199,35 @@ def _property_table(node: dict[str, Any], defs: dict[str, Any]) -> list[str]:
     return rows
 
 
-def spec_markdown(schema: dict[str, Any] | None = None) -> str:
-    """The audit spec reference, generated from the spec's JSON Schema: the top-level keys,
-    then one table per kind of nested object (a model, an embedder, a check, ...)."""
-    if schema is None:
-        _import_path()
-        from dbpa_core.spec_schema import json_schema
+# (navigation title, page, module with json_schema(), what the spec is for)
+SCHEMA_PAGES = (
+    ("Audit spec", "reference/spec.md", "dbpa_core.spec_schema", "an audit spec (`dbpa audit`)"),
+    ("Battery spec", "reference/battery-spec.md", "dbpa_core.attacks.schema",
+     "a robustness battery spec (`dbpa attack`)"),
+)
 
-        schema = json_schema()
+
+def _json_schema(module: str) -> dict[str, Any] | None:
+    """``module.json_schema()``, or None when this version has no such module."""
+    _import_path()
+    try:
+        found = importlib.import_module(module)
+    except ImportError:
+        return None
+    function = getattr(found, "json_schema", None)
+    return function() if callable(function) else None
+
+
+def spec_markdown(schema: dict[str, Any] | None = None, what: str = "an audit spec") -> str:
+    """A spec reference, generated from the spec's JSON Schema: the top-level keys, then one
+    table per kind of nested object (a model, an embedder, a check, ...)."""
+    if schema is None:
+        schema = _json_schema(SCHEMA_PAGES[0][2])
+        if schema is None:
+            raise ImportError("dbpa_core.spec_schema.json_schema is not in this version")
     defs = schema.get("$defs", schema.get("definitions", {}))
-    out = [f"# {schema.get('title', 'Audit spec')} reference", "",
-           "Generated from the JSON Schema of an audit spec when this manual is built, so it "
+    out = [f"# {schema.get('title', 'Spec')} reference", "",
+           f"Generated from the JSON Schema of {what} when this manual is built, so it "
            "lists exactly the keys this version reads. A spec is a YAML file; unknown keys "
            "are refused before any call, with the file and the line.", ""]
     if schema.get("description"):
@@ -230,25 +250,25 @@ def spec_markdown(schema: dict[str, Any] | None = None) -> str:
 
 
 def spec_schema_available() -> bool:
-    _import_path()
-    try:
-        from dbpa_core.spec_schema import json_schema  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    """Whether this version has the audit spec's schema."""
+    return _json_schema(SCHEMA_PAGES[0][2]) is not None
 
 
 # ---------------------------------------------------------------- MkDocs
 
 def on_config(config: Any) -> Any:
-    """Name the spec reference in the navigation, after the command line, when this version
-    has the spec's schema (MkDocs hook)."""
-    if spec_schema_available():
-        for section in config["nav"] or []:
-            pages = section.get("Reference") if isinstance(section, dict) else None
-            if isinstance(pages, list) and not any("Audit spec" in p for p in pages
-                                                   if isinstance(p, dict)):
-                pages.insert(1, {"Audit spec": "reference/spec.md"})
+    """Name the spec references in the navigation, after the command line, for the schemas
+    this version has (MkDocs hook)."""
+    for section in config["nav"] or []:
+        pages = section.get("Reference") if isinstance(section, dict) else None
+        if not isinstance(pages, list):
+            continue
+        named = {title for p in pages if isinstance(p, dict) for title in p}
+        at = 1
+        for title, page, module, _ in SCHEMA_PAGES:
+            if title not in named and _json_schema(module) is not None:
+                pages.insert(at, {title: page})
+                at += 1
     return config
 
 
@@ -257,6 +277,8 @@ def on_files(files: Any, config: Any) -> Any:
     from mkdocs.structure.files import File
 
     files.append(File.generated(config, "reference/cli.md", content=cli_markdown()))
-    if spec_schema_available():
-        files.append(File.generated(config, "reference/spec.md", content=spec_markdown()))
+    for _, page, module, what in SCHEMA_PAGES:
+        schema = _json_schema(module)
+        if schema is not None:
+            files.append(File.generated(config, page, content=spec_markdown(schema, what)))
     return files
