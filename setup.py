@@ -26,7 +26,7 @@ setup(
     packages=find_packages(include=["dbpa_core", "dbpa_core.*"]) + list(APP),
     package_dir=APP,
     package_data={
-        "dbpa_core": ["py.typed", "templates/*.j2", "templates/*.css"],
+        "dbpa_core": ["py.typed", "templates/*.j2", "templates/*.css", "schemas/*.json"],
         # "dbpa_app" is the repository's root: of its files only app.py (a module) and the
         # Streamlit settings, which Streamlit reads next to the script it runs
         "dbpa_app": [".streamlit/config.toml"],

@@ -100,11 +100,12 @@ def perturbed_prompt(base_prompt: str, perturbation, case: Case) -> tuple[str, s
 # --------------------------------------------------------------------------- reading
 def parse_cases(doc, raw: Any, base_dir: Path) -> tuple[Case, ...]:
     """The ``cases:`` section (a file or an inline list) as cases, or a SpecError."""
-    from .spec import _check_keys, _existing, decode_utf8
+    from .spec import _existing, decode_utf8
+    from .spec_schema import CasesFile, validate_section
 
     path = ("cases",)
     if isinstance(raw, dict):
-        _check_keys(doc, raw, {"file"}, path, "cases")
+        validate_section(doc, CasesFile, raw, path)
         file = _existing(doc, raw, path, "file", base_dir, "cases file")
         name = raw["file"]
         if Path(file).stat().st_size > MAX_CASES_BYTES:
@@ -180,7 +181,7 @@ def _jsonl_rows(doc, text: str, name: str) -> list[tuple[str, dict]]:
             continue
         try:
             row = json.loads(line)
-        except ValueError as exc:
+        except json.JSONDecodeError as exc:
             raise doc.err(("cases", "file"), f"cases file {name!r}, line {i}: not valid JSON "
                           f"({exc.msg})") from None
         if not isinstance(row, dict):

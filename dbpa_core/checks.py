@@ -51,8 +51,6 @@ from typing import Any
 import numpy as np
 
 KINDS = ("contains", "absent", "regex", "refusal", "words", "json", "judge")
-CHECK_KEYS = {"name", "all", "case_sensitive", *KINDS}
-JUDGE_KEYS = {"model", "question", "max_tokens"}
 TEXT_KINDS = ("contains", "absent", "regex")   # the kinds that take case_sensitive
 CONFIDENCE = 0.95
 BOSCHLOO_MAX_N = 200   # answers in both arms; beyond, Boschloo's test is slow and ~ Fisher's
@@ -255,18 +253,17 @@ def parse_checks(doc, raw: Any, *, base_dir: str | Path = ".", allow_key_env=(),
                  path: tuple = ("checks",)) -> tuple[Check, ...]:
     """A spec's ``checks:`` list as :class:`Check` objects, or the spec's error naming
     the line (``doc`` is the spec's line-keeping document, see :mod:`dbpa_core.spec`)."""
-    from .spec import _check_keys, _get, _model, _name
+    from .spec import _model, _name
+    from .spec_schema import Checks, validate_section
 
     if raw is None:
         return ()
-    if not isinstance(raw, list):
-        raise doc.err(path, "'checks' must be a list of checks, each with a 'name' and one of "
-                      + ", ".join(KINDS))
+    # keys and types: the schema's (dbpa_core.spec_schema.Check); what relates them, here
+    entries = validate_section(doc, Checks, raw, path)
     out: list[Check] = []
-    for i, entry in enumerate(raw):
+    for i, (entry, ch) in enumerate(zip(raw, entries, strict=True)):
         here = path + (i,)
-        _check_keys(doc, entry, CHECK_KEYS, here, f"check {i + 1}")
-        name = _get(doc, entry, "name", here, str, required=True).strip()
+        name = ch.name.strip()
         if not name:
             raise doc.err(here + ("name",), f"check {i + 1} has an empty name")
         if name in {c.name for c in out}:
@@ -278,59 +275,36 @@ def parse_checks(doc, raw: Any, *, base_dir: str | Path = ".", allow_key_env=(),
         kind = kinds[0]
         at = here + (kind,)
         value = entry[kind]
-        flags = {key: _flag(doc, entry, key, here, name) for key in ("all", "case_sensitive")}
-        if flags["all"] and kind != "contains":
+        if ch.all and kind != "contains":
             raise doc.err(here + ("all",), f"check {name!r}: 'all: true' goes with 'contains'")
-        if flags["case_sensitive"] and kind not in TEXT_KINDS:
+        if ch.case_sensitive and kind not in TEXT_KINDS:
             raise doc.err(here + ("case_sensitive",), f"check {name!r}: 'case_sensitive' goes "
                           "with contains, absent or regex")
-        kw: dict[str, Any] = {"all": flags["all"], "case_sensitive": flags["case_sensitive"]}
+        kw: dict[str, Any] = {"all": ch.all, "case_sensitive": ch.case_sensitive}
         if kind in ("contains", "absent"):
             terms = [value] if isinstance(value, str) else value
-            if not (isinstance(terms, list) and terms and
-                    all(isinstance(t, str) and t.strip() for t in terms)):
-                raise doc.err(at, f"check {name!r}: '{kind}' must be a list of words or phrases "
-                              f"(not empty), such as {kind}: [statin, atorvastatin]")
             kw["terms"] = tuple(t.strip() for t in terms)
         elif kind == "regex":
-            if not isinstance(value, str) or not value:
-                raise doc.err(at, f"check {name!r}: 'regex' must be a non-empty pattern (text)")
             try:
-                _compile(value, flags["case_sensitive"])
+                _compile(value, ch.case_sensitive)
             except re.error as exc:
                 where = f" at position {exc.pos}" if exc.pos is not None else ""
                 raise doc.err(at, f"check {name!r}: {value!r} is not a valid regular expression "
                               f"({exc.msg}{where})") from None
             kw["pattern"] = value
         elif kind == "judge":
-            judge = _check_keys(doc, value, JUDGE_KEYS, at, f"the judge of check {name!r}")
-            if judge.get("model") is None:
-                raise doc.err(at, f"check {name!r}: the judge needs a 'model' (a model entry, "
-                              "such as {backend: openai, name: gpt-4o-mini})")
-            kw["judge_model"] = _model(doc, judge["model"], at + ("model",), Path(base_dir),
+            kw["judge_model"] = _model(doc, value["model"], at + ("model",), Path(base_dir),
                                        allow_key_env)
-            question = _get(doc, judge, "question", at, str, required=True)
-            if not question.strip():
+            if not ch.judge.question.strip():
                 raise doc.err(at + ("question",), f"check {name!r}: the judge's question is "
                               "empty")
-            kw["question"] = question.strip()
-            kw["max_tokens"] = _get(doc, judge, "max_tokens", at, int, JUDGE_MAX_TOKENS,
-                                    minimum=1, maximum=100_000)
-        elif value is not True:
+            kw["question"] = ch.judge.question.strip()
+            kw["max_tokens"] = ch.judge.max_tokens
+        elif value is not True:  # the schema allows only true
             raise doc.err(at, f"check {name!r}: write '{kind}: true' ({_name(at)} is "
                           f"{value!r})")
         out.append(Check(name, kind, **kw))
     return tuple(out)
-
-
-def _flag(doc, entry: dict, key: str, here: tuple, name: str) -> bool:
-    value = entry.get(key)
-    if value is None:
-        return False
-    if not isinstance(value, bool):
-        raise doc.err(here + (key,), f"check {name!r}: '{key}' must be true or false, "
-                      f"got {value!r}")
-    return value
 
 
 def checks_from_dicts(entries: Sequence[Mapping[str, Any]] | None) -> tuple[Check, ...]:

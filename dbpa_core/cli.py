@@ -624,6 +624,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .fidelity.command import add_parser as add_fidelity
 
     add_fidelity(sub).set_defaults(func=cmd_fidelity)
+    from .spec_schema import add_parser as add_schema
+
+    add_schema(sub)  # dbpa schema [--out FILE]: runs spec_schema.run_schema
     c = sub.add_parser("cache", help="show or clear the cache")
     c.add_argument("action", choices=["info", "clear"])
     c.set_defaults(func=cmd_cache)

@@ -8,6 +8,10 @@ section of the wrong type, samples whose similarity matrices cannot fit in memor
 and an ``api_key_env`` that is not an LLM provider's key variable (a spec decides
 which variable is sent to which server: other variables must be allowed by the
 user, with ``allow_key_env`` or in ``$DBPA_HOME/settings.yaml``, never by a spec).
+
+The keys of each section, their types, bounds and defaults are declared once, in
+:mod:`dbpa_core.spec_schema` (which also exports them as a JSON Schema for editors);
+this module checks what relates keys to each other, files and servers.
 """
 from __future__ import annotations
 
@@ -23,24 +27,26 @@ import yaml
 
 from ._validate import file_problem, first_surrogate
 from .backends.base import redact_url
-from .measures import DEFAULT_MEASURE, MEASURES, NULLS
-from .multitest import METHODS
+from .measures import DEFAULT_MEASURE
+from .spec_schema import BACKENDS as BACKENDS  # declared with the schema, used from here
+from .spec_schema import EMBEDDER_BACKENDS as EMBEDDER_BACKENDS
+from .spec_schema import ROLES as ROLES
+from .spec_schema import (
+    AuditSpecModel,
+    Base,
+    Embedder,
+    ModelEntry,
+    Prices,
+    keys_of,
+    validate_section,
+)
+from .spec_schema import Perturbation as PerturbationModel
 
-BACKENDS = ("local", "openai", "hf", "replay")
-EMBEDDER_BACKENDS = ("local", "sentence-transformers", "openai", "bleu", "rouge1", "rouge2",
-                     "rougeL")
-ROLES = ("control", "target")
-
-TOP_KEYS = {"name", "description", "model", "models", "embedder", "samples", "temperature",
-            "top_p", "max_tokens", "permutations", "measure", "correction", "alpha", "seed",
-            "system_prompt", "base", "perturbations", "prices", "sequential", "min_effect",
-            "null", "checks", "cases"}
-MODEL_KEYS = {"backend", "name", "label", "base_url", "api_key_env", "path", "file",
-              "concurrency", "max_retries", "timeout", "n_per_request", "batch_size",
-              "temperature", "max_retry_wait", "max_response_mb"}
-EMBEDDER_KEYS = {"backend", "name", "path", "base_url", "api_key_env", "concurrency",
-                 "max_retries", "timeout", "max_retry_wait", "max_response_mb"}
-BASE_KEYS = {"prompt", "system_prompt"}
+# The keys each section accepts: declared once, by the models of dbpa_core.spec_schema
+TOP_KEYS = keys_of(AuditSpecModel)
+MODEL_KEYS = keys_of(ModelEntry)
+EMBEDDER_KEYS = keys_of(Embedder)
+BASE_KEYS = keys_of(Base)
 MAX_SPEC_BYTES = 10 * 1024**2  # a spec is a page of YAML; anything this large is not one
 MAX_DEPTH = 32                 # nesting levels
 MAX_VALUES = 20_000            # values after YAML aliases are expanded
@@ -77,7 +83,7 @@ def key_env_allowed(name: str, allow_key_env=()) -> bool:
         or name in set(allow_key_env or ()) or name in allowed_key_envs()
 
 
-PERTURBATION_KEYS = {"name", "prompt", "prefix", "suffix", "system_prompt", "role", "set"}
+PERTURBATION_KEYS = keys_of(PerturbationModel)
 
 
 class SpecError(ValueError):
@@ -253,7 +259,7 @@ class _Doc:
         return value
 
 
-    def scalar(self, node: yaml.ScalarNode) -> Any:
+    def scalar(self, node: yaml.Node) -> Any:
         if not hasattr(self, "_loader"):
             self._loader = yaml.SafeLoader("")
         return self._loader.construct_object(node, deep=True)
@@ -268,7 +274,8 @@ def _flatten_merge_keys(doc: _Doc, node: yaml.MappingNode, path: tuple) -> None:
     try:
         loader.flatten_mapping(node)
     except yaml.YAMLError as exc:
-        raise doc.err(path, f"a '<<' merge key must refer to a mapping ({exc.problem})") from None
+        problem = getattr(exc, "problem", None) or exc
+        raise doc.err(path, f"a '<<' merge key must refer to a mapping ({problem})") from None
     finally:
         loader.dispose()
     # merged keys come first; a key given here, or merged again later, overrides them
@@ -285,9 +292,10 @@ class _DepthLimitedLoader(yaml.SafeLoader):
     """PyYAML's composer is recursive: refuse nesting deeper than MAX_DEPTH before it
     can end in a RecursionError."""
 
-    def __init__(self, stream):
+    def __init__(self, stream, source: str = "<spec>"):
         super().__init__(stream)
         self.depth = 0
+        self.spec_source = source
 
     def compose_node(self, parent, index):
         self.depth += 1
@@ -305,8 +313,7 @@ def _compose(text: str, source: str) -> yaml.Node | None:
     """The YAML node graph of ``text`` (one pass; nesting limited to MAX_DEPTH)."""
     loader = None
     try:
-        loader = _DepthLimitedLoader(text)
-        loader.spec_source = source
+        loader = _DepthLimitedLoader(text, source)
         return loader.get_single_node()
     except yaml.reader.ReaderError as exc:  # a control character the YAML reader refuses
         line = text.count("\n", 0, max(0, exc.position)) + 1
@@ -382,10 +389,10 @@ def _existing(doc: _Doc, obj: dict, path: tuple, key: str, base_dir: Path, what:
 
 
 def _server(doc: _Doc, obj: dict, path: tuple, allow_key_env) -> None:
-    """The connection keys shared by an openai model and an openai embedder."""
-    for key in ("name", "label", "path", "file"):
-        _get(doc, obj, key, path, str)
-    url = _get(doc, obj, "base_url", path, str)
+    """What the schema cannot say about the connection keys shared by an openai model and an
+    openai embedder (their types are checked by :func:`validate_section` first): the URL
+    must be http(s), and the key variable one a spec may send."""
+    url = obj.get("base_url")
     if url is not None:
         from urllib.parse import urlsplit
 
@@ -397,7 +404,7 @@ def _server(doc: _Doc, obj: dict, path: tuple, allow_key_env) -> None:
         if not ok:
             raise doc.err(path + ("base_url",), f"{_name(path + ('base_url',))} must be an http(s) "
                           f"URL such as http://localhost:8000/v1, got {redact_url(url)!r}")
-    env = _get(doc, obj, "api_key_env", path, str)
+    env = obj.get("api_key_env")
     if env is not None and not key_env_allowed(env, allow_key_env):
         from .home import settings_file
 
@@ -407,11 +414,6 @@ def _server(doc: _Doc, obj: dict, path: tuple, allow_key_env) -> None:
             f"decides which variable is sent to which server, so other names must be allowed by "
             f"you: --allow-key-env {env} on the command line, or 'allow_key_env: [{env}]' in "
             f"{settings_file()}"))
-    _get(doc, obj, "concurrency", path, int, minimum=1, maximum=256)
-    _get(doc, obj, "max_retries", path, int, minimum=0, maximum=20)
-    _get(doc, obj, "timeout", path, float, minimum=0.1, maximum=86_400)
-    _get(doc, obj, "max_retry_wait", path, float, minimum=0.0, maximum=86_400)
-    _get(doc, obj, "max_response_mb", path, float, minimum=0.01, maximum=4096)
 
 
 _REPLAY_CHECKED: dict[tuple, str | None] = {}
@@ -430,31 +432,43 @@ def _check_replay(doc: _Doc, path: tuple, file: str) -> None:
             _REPLAY_CHECKED[stamp] = None
         except BackendError as exc:
             _REPLAY_CHECKED[stamp] = str(exc)
-    if _REPLAY_CHECKED[stamp]:
-        raise doc.err(path + ("file",), _REPLAY_CHECKED[stamp])
+    problem = _REPLAY_CHECKED[stamp]
+    if problem:
+        raise doc.err(path + ("file",), problem)
 
 
 def _model(doc: _Doc, obj: Any, path: tuple, base_dir: Path,
            allow_key_env=()) -> dict[str, Any]:
-    _check_keys(doc, obj, MODEL_KEYS, path, _name(path))
-    backend = _get(doc, obj, "backend", path, str, "local", choices=BACKENDS)
+    """A model entry: checked against :class:`~dbpa_core.spec_schema.ModelEntry`, then what
+    the schema cannot say (the files it names exist, a server's URL and key variable)."""
+    validate_section(doc, ModelEntry, obj, path)
     cfg = {k: v for k, v in obj.items() if v is not None}
-    cfg["backend"] = backend
+    backend = cfg.setdefault("backend", "local")
     _server(doc, obj, path, allow_key_env)
     if backend == "openai":
         if not _get(doc, obj, "name", path, str, required=True).strip():
             raise doc.err(path + ("name",), f"{_name(path + ('name',))} is empty: give the model "
                           "name the server knows (e.g. gpt-4o-mini)")
-        _get(doc, obj, "n_per_request", path, int, minimum=1, maximum=128)
     elif backend == "hf":
         cfg["path"] = _existing(doc, obj, path, "path", base_dir, "Hugging Face model folder")
     elif backend == "replay":
         cfg["file"] = _existing(doc, obj, path, "file", base_dir, "replay file")
         _check_replay(doc, path, cfg["file"])
-    _get(doc, obj, "batch_size", path, int, minimum=1, maximum=256)
-    # a model variant: the same weights sampled at another temperature
-    _get(doc, obj, "temperature", path, float, minimum=0.0, maximum=2.0)
     return cfg
+
+
+def embedder_section(doc: _Doc, raw: Any, base_dir: Path, allow_key_env=()) -> dict[str, Any]:
+    """The ``embedder:`` section (of an audit or a battery spec): checked against
+    :class:`~dbpa_core.spec_schema.Embedder`, then its server's URL and key variable, and a
+    sentence-transformers folder that must exist."""
+    validate_section(doc, Embedder, raw, ("embedder",))
+    _server(doc, raw, ("embedder",), allow_key_env)
+    embedder = {k: v for k, v in raw.items() if v is not None}
+    embedder.setdefault("backend", "local")
+    if embedder["backend"] == "sentence-transformers":
+        embedder["path"] = _existing(doc, raw, ("embedder",), "path", base_dir,
+                                     "embedding model folder")
+    return embedder
 
 
 def read_document(data: str | dict, source: str) -> tuple[_Doc, Any]:
@@ -488,13 +502,8 @@ def read_spec_file(path: str | os.PathLike) -> str:
 def prices_section(doc: _Doc, top: dict) -> dict[str, dict[str, float]]:
     """The optional ``prices:`` section: model -> {input, output} $ per 1M tokens."""
     prices = _section(top, "prices")
-    if not isinstance(prices, dict) or not all(
-            isinstance(v, dict) and set(v) <= {"input", "output"}
-            and all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-                    and x >= 0 for x in v.values()) for v in prices.values()):
-        raise doc.err(("prices",), "'prices' maps a model name to {input: $ per 1M tokens, "
-                      "output: $ per 1M tokens}")
-    return {k: dict(v) for k, v in prices.items()}
+    validate_section(doc, Prices, prices, ("prices",))
+    return {k: {key: x for key, x in v.items() if x is not None} for k, v in prices.items()}
 
 
 def parse_spec(data: str | dict, *, source: str = "<spec>", base_dir: str | os.PathLike = ".",
@@ -509,43 +518,31 @@ def parse_spec(data: str | dict, *, source: str = "<spec>", base_dir: str | os.P
 
     doc, raw = read_document(data, source)
     base_dir = Path(base_dir)
-    top = _check_keys(doc, raw, TOP_KEYS, (), "the spec")
+    # keys, types, bounds and defaults: the schema's (one declaration, spec_schema.py);
+    # what relates keys to each other, files and servers: below
+    m = validate_section(doc, AuditSpecModel, raw)
+    top = raw
 
     if "models" in top and "model" in top:
         raise doc.err(("models",), "give either 'model' (one model) or 'models' (a comparison), not both")
-    if "models" in top:
-        if not isinstance(top["models"], list) or len(top["models"]) < 2:
-            raise doc.err(("models",), "'models' must list at least 2 models; the first is the reference")
-        models = tuple(_model(doc, m, ("models", i), base_dir, allow_key_env)
-                       for i, m in enumerate(top["models"]))
-        labels = [model_label(m) for m in models]
+    if m.models is not None:
+        models = tuple(_model(doc, mod, ("models", i), base_dir, allow_key_env)
+                       for i, mod in enumerate(top["models"]))
+        labels = [model_label(mod) for mod in models]
         if len(set(labels)) != len(labels):
             raise doc.err(("models",), "two models have the same name: give each a distinct 'label'")
     else:
         models = (_model(doc, _section(top, "model"), ("model",), base_dir, allow_key_env),)
 
-    emb = _check_keys(doc, _section(top, "embedder"), EMBEDDER_KEYS, ("embedder",), "embedder")
-    emb_backend = _get(doc, emb, "backend", ("embedder",), str, "local", choices=EMBEDDER_BACKENDS)
-    _server(doc, emb, ("embedder",), allow_key_env)
-    embedder = {k: v for k, v in emb.items() if v is not None}
-    embedder["backend"] = emb_backend
-    if emb_backend == "sentence-transformers":
-        embedder["path"] = _existing(doc, emb, ("embedder",), "path", base_dir,
-                                     "embedding model folder")
+    embedder = embedder_section(doc, _section(top, "embedder"), base_dir, allow_key_env)
+    emb_backend = embedder["backend"]
 
-    base = top.get("base")
-    if base is None:
-        raise doc.err((), "missing 'base' with the base prompt (base: {prompt: ...})")
-    if isinstance(base, str):
-        base = {"prompt": base}
-    _check_keys(doc, base, BASE_KEYS, ("base",), "base")
-    base_prompt = _get(doc, base, "prompt", ("base",), str, required=True)
+    base_prompt = m.base.prompt
     if not base_prompt.strip():
         raise doc.err(("base", "prompt"), "base.prompt is empty")
-    system_prompt = _get(doc, base, "system_prompt", ("base",), str) or \
-        _get(doc, top, "system_prompt", (), str)
+    system_prompt = m.base.system_prompt or m.system_prompt
 
-    cases = ()
+    cases: tuple = ()
     if top.get("cases") is not None:
         from .cases import parse_cases
 
@@ -556,39 +553,32 @@ def parse_spec(data: str | dict, *, source: str = "<spec>", base_dir: str | os.P
 
     perturbations: list[Perturbation] = []
     raw_perts = _section(top, "perturbations", [])
-    if not isinstance(raw_perts, list):
-        raise doc.err(("perturbations",), "'perturbations' must be a list")
     if len(models) > 1 and raw_perts:
         raise doc.err(("perturbations",), "a model comparison ('models') takes no perturbations: "
                       "every model answers the base prompt")
     if len(models) == 1 and not raw_perts:
         raise doc.err((), "nothing to compare: add 'perturbations' (or list several 'models')")
     seen: set[str] = set()
-    for i, p in enumerate(raw_perts):
+    for i, (p, pm) in enumerate(zip(raw_perts, m.perturbations, strict=True)):
         path = ("perturbations", i)
-        _check_keys(doc, p, PERTURBATION_KEYS, path, f"perturbation {i + 1}")
-        name = _get(doc, p, "name", path, str) or f"perturbation-{i + 1}"
+        name = pm.name or f"perturbation-{i + 1}"
         if name in seen or name == "base":
             raise doc.err(path + ("name",), f"perturbation name {name!r} is used twice (or is 'base')")
         seen.add(name)
-        prompt = _get(doc, p, "prompt", path, str)
-        prefix = _get(doc, p, "prefix", path, str)
-        suffix = _get(doc, p, "suffix", path, str)
-        psys = _get(doc, p, "system_prompt", path, str)
+        prompt, prefix, suffix = pm.prompt, pm.prefix, pm.suffix
         changes = _set_fields(doc, p, path, name, cases)
         if prompt is not None and (prefix or suffix):
             raise doc.err(path, f"perturbation {name!r}: give 'prompt' or 'prefix'/'suffix', not both")
         template = prompt is not None
         if prompt is None:
-            if not (prefix or suffix or psys or changes):
+            if not (prefix or suffix or pm.system_prompt or changes):
                 raise doc.err(path, f"perturbation {name!r} has no prompt (give 'prompt', "
                               "'prefix', 'suffix', 'system_prompt'" +
                               (" or 'set')" if cases else ")"))
             prompt = " ".join(s for s in (prefix, base_prompt, suffix) if s)
         if not prompt.strip():
             raise doc.err(path + ("prompt",), f"perturbation {name!r} has an empty prompt")
-        role = _get(doc, p, "role", path, str, choices=ROLES)
-        perturbations.append(Perturbation(name, prompt, role, psys or system_prompt,
+        perturbations.append(Perturbation(name, prompt, pm.role, pm.system_prompt or system_prompt,
                                           prefix, suffix, template, changes))
     from .cases import check_cases, no_case_placeholders
 
@@ -599,7 +589,7 @@ def parse_spec(data: str | dict, *, source: str = "<spec>", base_dir: str | os.P
 
     prices = prices_section(doc, top)
 
-    measure = _get(doc, top, "measure", (), str, DEFAULT_MEASURE, choices=tuple(MEASURES))
+    measure = m.measure
     if emb_backend in ("bleu", "rouge1", "rouge2", "rougeL") and measure == "energy-l1":
         raise doc.err(("measure",), f"measure energy-l1 needs embeddings; with embedder "
                       f"{emb_backend} use energy-l2, energy-cosine, jsd, wasserstein or ks")
@@ -607,22 +597,14 @@ def parse_spec(data: str | dict, *, source: str = "<spec>", base_dir: str | os.P
     spec = AuditSpec(
         models=models, embedder=embedder, base_prompt=base_prompt,
         perturbations=tuple(perturbations), system_prompt=system_prompt,
-        samples=_get(doc, top, "samples", (), int, 20, minimum=2, maximum=10_000),
-        temperature=_get(doc, top, "temperature", (), float, 0.8, minimum=0.0, maximum=2.0),
-        top_p=_get(doc, top, "top_p", (), float, 1.0, minimum=0.01, maximum=1.0),
-        max_tokens=_get(doc, top, "max_tokens", (), int, 300, minimum=1, maximum=100_000),
-        permutations=_get(doc, top, "permutations", (), int, 2000, minimum=1, maximum=10_000_000),
-        measure=measure,
-        correction=_get(doc, top, "correction", (), str, "bh" if cases else "holm",
-                        choices=METHODS),
-        alpha=_get(doc, top, "alpha", (), float, 0.05, minimum=1e-9, maximum=0.999),
-        seed=_get(doc, top, "seed", (), int, 0, minimum=0),
-        sequential=_get(doc, top, "sequential", (), int, None, minimum=1),
-        null=_get(doc, top, "null", (), str, "base", choices=NULLS),
-        min_effect=_get(doc, top, "min_effect", (), float, None, minimum=0.0),
-        prices=prices,
-        name=_get(doc, top, "name", (), str, Path(source).stem if source != "<spec>" else "audit"),
-        description=_get(doc, top, "description", (), str, ""),
+        samples=m.samples, temperature=m.temperature, top_p=m.top_p, max_tokens=m.max_tokens,
+        permutations=m.permutations, measure=measure,
+        correction=m.correction or ("bh" if cases else "holm"),
+        alpha=m.alpha, seed=m.seed, sequential=m.sequential, null=m.null,
+        min_effect=m.min_effect, prices=prices,
+        name=m.name if m.name is not None else (
+            Path(source).stem if source != "<spec>" else "audit"),
+        description=m.description,
         source=source,
         checks=parse_checks(doc, top.get("checks"), base_dir=base_dir, allow_key_env=allow_key_env),
         cases=cases,
@@ -639,10 +621,6 @@ def _set_fields(doc: _Doc, p: dict, path: tuple, name: str, cases) -> tuple:
     if not cases:
         raise doc.err(path + ("set",), f"perturbation {name!r}: 'set' changes the columns of "
                       "cases, and the spec gives no 'cases'")
-    if not isinstance(raw, dict) or not raw or not all(
-            isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in raw.values()):
-        raise doc.err(path + ("set",), f"perturbation {name!r}: 'set' maps a column to its new "
-                      "value (text or a number), e.g. set: {name: Ahmed}")
     return tuple((str(k), v) for k, v in raw.items())
 
 

@@ -190,6 +190,8 @@ def test_wheel_carries_the_dashboard_and_assets(installed):
                  "assets/logo.svg", "assets/fidelity_sample.csv", "ui/nav.py", "ui/widgets.py"):
         assert (app / part).is_file(), part
     assert (target / "dbpa_core" / "py.typed").is_file()
+    for schema in ("spec.schema.json", "attack.schema.json"):  # dbpa schema's, for editors
+        assert (target / "dbpa_core" / "schemas" / schema).is_file()
     pages = {p.name for p in (app / "pages").glob("*.py")}
     assert pages == {p.name for p in (REPO / "pages").glob("*.py")}
     assert not (target / "ui").exists() and not (target / "assets").exists()

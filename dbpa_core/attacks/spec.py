@@ -26,11 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..measures import DEFAULT_MEASURE, MEASURES
-from ..multitest import METHODS
 from ..spec import (
-    EMBEDDER_BACKENDS,
-    EMBEDDER_KEYS,
     _check_keys,
     _Doc,
     _existing,
@@ -38,23 +34,24 @@ from ..spec import (
     _model,
     _name,
     _section,
+    embedder_section,
     prices_section,
     read_document,
     read_spec_file,
 )
+from ..spec_schema import keys_of, validate_section
 from .consistency import INSTRUCTIONS
 from .items import DEFAULT_TEMPLATE, FORMATS, Item, ItemsError, check_template, load_items
 from .sample import DATASETS, sample_items
+from .schema import Attack, BatterySpecModel, Consistency, Curve, DataEntry
 from .text import LEVELS, OPS
 
-TOP_KEYS = {"name", "description", "model", "embedder", "samples", "temperature", "top_p",
-            "max_tokens", "permutations", "measure", "correction", "alpha", "seed",
-            "system_prompt", "prices", "data", "attacks", "consistency", "rti", "curve",
-            "template", "confidence", "turns"}
-ATTACK_KEYS = {"level", "rho", "op", "letters"}
-DATA_KEYS = {"file", "format", "limit", "dataset", "instruction", "sample", "datasets", "answers"}
-CONSISTENCY_KEYS = {"instructions", "option_orders"}
-CURVE_KEYS = {"rho", "items", "levels", "temperature", "max_tokens"}
+# The keys of each section: declared once, by the models of dbpa_core.attacks.schema
+TOP_KEYS = keys_of(BatterySpecModel)
+ATTACK_KEYS = keys_of(Attack)
+DATA_KEYS = keys_of(DataEntry)
+CONSISTENCY_KEYS = keys_of(Consistency)
+CURVE_KEYS = keys_of(Curve)
 RTI_OPS = OPS["word"]
 DEFAULT_SAMPLE = 3              # items per sample data set: 12 in all
 DEFAULT_ORDERS = 6
@@ -168,10 +165,7 @@ def _rhos(doc: _Doc, value: Any, path: tuple) -> tuple[float, ...]:
 
 
 def _attack(doc: _Doc, obj: Any, path: tuple) -> AttackConfig:
-    _check_keys(doc, obj, ATTACK_KEYS, path, f"attack {path[-1] + 1}")
-    level = _get(doc, obj, "level", path, str, required=True, choices=LEVELS)
-    if "rho" not in obj:
-        raise doc.err(path, f"missing {_name(path + ('rho',))} (a list of ρ in [0, 1])")
+    level = obj["level"]  # keys and types: checked against the schema's Attack
     rhos = _rhos(doc, obj["rho"], path + ("rho",))
     op = _get(doc, obj, "op", path, str, choices=OPS[level])
     letters = None
@@ -244,6 +238,7 @@ def _consistency(doc: _Doc, raw: Any) -> tuple[tuple[str, ...], int]:
     path = ("consistency",)
     _check_keys(doc, raw, CONSISTENCY_KEYS, path, "consistency")
     ins = raw.get("instructions", False)
+    instructions: tuple[str, ...]
     if ins is True:
         instructions = INSTRUCTIONS
     elif ins is False or ins is None:
@@ -286,7 +281,7 @@ def _curve(doc: _Doc, raw: Any, attacks: tuple[AttackConfig, ...]) -> CurveConfi
     rhos = _rhos(doc, raw["rho"], path + ("rho",)) if "rho" in raw else CURVE_RHOS
     if 0.0 in rhos:
         raise doc.err(path + ("rho",), "curve.rho starts above 0 (ρ = 0 is the base prompt)")
-    by_level = {}
+    by_level: dict[str, AttackConfig] = {}
     for a in attacks:  # a level's first attack gives its op and letters
         by_level.setdefault(a.level, a)
     levels_raw = raw.get("levels")
@@ -305,16 +300,6 @@ def _curve(doc: _Doc, raw: Any, attacks: tuple[AttackConfig, ...]) -> CurveConfi
         max_tokens=_get(doc, raw, "max_tokens", path, int, None, minimum=1, maximum=100_000))
 
 
-def _embedder(doc: _Doc, raw: Any, base_dir: Path) -> dict[str, Any]:
-    emb = _check_keys(doc, raw or {}, EMBEDDER_KEYS, ("embedder",), "embedder")
-    backend = _get(doc, emb, "backend", ("embedder",), str, "local", choices=EMBEDDER_BACKENDS)
-    out = {k: v for k, v in emb.items() if v is not None}
-    out["backend"] = backend
-    if backend == "sentence-transformers":
-        out["path"] = _existing(doc, emb, ("embedder",), "path", base_dir, "embedding model folder")
-    return out
-
-
 # --------------------------------------------------------------------------- parsing
 def parse_attack_spec(data: str | dict, *, source: str = "<spec>",
                       base_dir: str | os.PathLike = ".",
@@ -323,8 +308,11 @@ def parse_attack_spec(data: str | dict, *, source: str = "<spec>",
     the dashboard) replace the spec's ``data``; ``allow_key_env`` as for audit specs."""
     doc, raw = read_document(data, source)
     base_dir = Path(base_dir)
-    top = _check_keys(doc, raw, TOP_KEYS, (), "the spec")
-    seed = _get(doc, top, "seed", (), int, 0, minimum=0)
+    # keys, types, bounds and defaults: the schema's (dbpa_core.attacks.schema); the
+    # sections of many forms and what relates keys to each other: below
+    m = validate_section(doc, BatterySpecModel, raw)
+    top = raw
+    seed = m.seed
     model = _model(doc, _section(top, "model"), ("model",), base_dir, allow_key_env)
 
     if items is not None:
@@ -337,8 +325,6 @@ def parse_attack_spec(data: str | dict, *, source: str = "<spec>",
         its, described = _data(doc, top["data"], base_dir, seed)
 
     raw_attacks = top.get("attacks") or []
-    if not isinstance(raw_attacks, list):
-        raise doc.err(("attacks",), "'attacks' must be a list of {level, rho, op, letters}")
     attacks = tuple(_attack(doc, a, ("attacks", i)) for i, a in enumerate(raw_attacks))
     names = [a.name for a in attacks]
     dup = next((n for n in names if names.count(n) > 1), None)
@@ -351,35 +337,30 @@ def parse_attack_spec(data: str | dict, *, source: str = "<spec>",
     if not (attacks or instructions or orders > 1 or rti or curve):
         raise doc.err((), "nothing to run: add 'attacks', 'consistency', 'rti' or 'curve'")
 
-    template = _get(doc, top, "template", (), str, DEFAULT_TEMPLATE)
+    template = m.template
     try:
         check_template(template)
     except ValueError as exc:
         raise doc.err(("template",), str(exc)) from None
 
-    turns = _get(doc, top, "turns", (), int, 1, minimum=1, maximum=2)
+    turns = m.turns
     if turns == 2 and model.get("backend") not in ("openai", "local", "hf"):
         raise doc.err(("turns",), "'turns: 2' sends a chat of two turns: it needs a chat "
                       f"model (backend openai, local or hf), not {model.get('backend')}")
     prices = prices_section(doc, top)
-    system_prompt = _get(doc, top, "system_prompt", (), str)
+    system_prompt = m.system_prompt
     return BatterySpec(
         model=model, items=tuple(its), attacks=attacks, instructions=instructions,
         option_orders=orders, rti=rti, curve=curve, data=tuple(described), template=template,
         turns=turns, seed=seed,
-        samples=_get(doc, top, "samples", (), int, 10, minimum=2, maximum=10_000),
-        temperature=_get(doc, top, "temperature", (), float, 0.0, minimum=0.0, maximum=2.0),
-        top_p=_get(doc, top, "top_p", (), float, 1.0, minimum=0.01, maximum=1.0),
-        max_tokens=_get(doc, top, "max_tokens", (), int, 16, minimum=1, maximum=100_000),
-        system_prompt=system_prompt, embedder=_embedder(doc, top.get("embedder"), base_dir),
-        permutations=_get(doc, top, "permutations", (), int, 2000, minimum=1, maximum=10_000_000),
-        measure=_get(doc, top, "measure", (), str, DEFAULT_MEASURE, choices=tuple(MEASURES)),
-        correction=_get(doc, top, "correction", (), str, "holm", choices=METHODS),
-        alpha=_get(doc, top, "alpha", (), float, 0.05, minimum=1e-9, maximum=0.999),
-        confidence=_get(doc, top, "confidence", (), float, 0.95, minimum=0.5, maximum=0.999),
-        prices=prices,
-        name=_get(doc, top, "name", (), str, Path(source).stem if source != "<spec>" else "battery"),
-        description=_get(doc, top, "description", (), str, ""),
+        samples=m.samples, temperature=m.temperature, top_p=m.top_p, max_tokens=m.max_tokens,
+        system_prompt=system_prompt,
+        embedder=embedder_section(doc, _section(top, "embedder"), base_dir, allow_key_env),
+        permutations=m.permutations, measure=m.measure, correction=m.correction, alpha=m.alpha,
+        confidence=m.confidence, prices=prices,
+        name=m.name if m.name is not None else (
+            Path(source).stem if source != "<spec>" else "battery"),
+        description=m.description,
         source=source)
 
 
