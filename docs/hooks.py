@@ -142,6 +142,9 @@ def _resolve(node: dict[str, Any], defs: dict[str, Any]) -> tuple[str | None, di
 
 def _type(node: dict[str, Any], defs: dict[str, Any]) -> str:
     """A short, readable type: ``integer``, ``list of string``, ``ModelConfig``, ``a | b``."""
+    if len(node.get("allOf", [])) == 1:  # draft-07 wraps a described $ref in allOf
+        node = {**node, **node["allOf"][0]}
+        node.pop("allOf")
     name, node = _resolve(node, defs)
     if name:
         return f"[{node.get('title', name)}](#{_anchor(name)})" if _is_object(node) else \

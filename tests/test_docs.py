@@ -109,6 +109,16 @@ def test_the_spec_reference_walks_a_schema():
     assert "## Check {#def-check}" in lines
 
 
+def test_the_spec_reference_reads_draft_07_refs():
+    schema = {"title": "S", "type": "object", "required": ["model"], "properties": {
+        "model": {"description": "the model", "allOf": [{"$ref": "#/definitions/Model"}]}},
+        "definitions": {"Model": {"title": "Model", "type": "object", "properties": {
+            "name": {"type": "string", "default": "m", "description": "its name"}}}}}
+    text = _hooks().spec_markdown(schema)
+    assert "| `model` | [Model](#def-model) | required | the model |" in text
+    assert "| `name` | string | `\"m\"` | its name |" in text
+
+
 def test_the_spec_reference_of_this_version():
     hooks = _hooks()
     if not hooks.spec_schema_available():
