@@ -1,5 +1,5 @@
 # make run   - start the dashboard on the embedded offline model (creates .venv first)
-# make test  - create .venv, install everything, run the whole test suite
+# make test  - create .venv, install everything, run the whole test suite (and build the manual)
 # make bench - run the speed benchmarks and print them next to their targets
 # make lock  - re-resolve pyproject.toml into requirements/ (needs the package indexes)
 SHELL := /bin/bash
@@ -123,4 +123,4 @@ lock-check: $(STAMP)
 	$(PY) -m pytest -q tests/test_lock.py
 
 clean:
-	rm -rf $(VENV) $(LOCKENV) .pytest_cache .hypothesis .mypy_cache build *.egg-info
+	rm -rf $(VENV) $(LOCKENV) .pytest_cache .hypothesis .mypy_cache build site *.egg-info

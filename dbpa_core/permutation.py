@@ -467,6 +467,8 @@ def dbpa_test_similarity(similarity, k: int, *, measure: str = DEFAULT_MEASURE,
         (``d = 1 - S``), ``jsd``, ``wasserstein`` or ``ks``. ``energy-l1`` needs
         embeddings.
 
+    Notes
+    -----
     Other parameters are those of :func:`dbpa_test`.
     """
     meas = get_measure(measure)

@@ -47,7 +47,7 @@ with left:
                               "bAbI file", type=["jsonl", "json", "csv", "txt"], key="bat_upload",
                               help='JSONL: one {"id", "instruction", "passage", "question", '
                               '"options": [...], "answer"} per line; answer = a letter or the '
-                              "option's exact text (see the README).")
+                              "option's exact text (see the manual: The robustness battery).")
         c1, c2 = st.columns(2)
         fmt = c1.selectbox("Format", ["auto", *FORMATS], key="w_bat_format")
         limit = c2.number_input("Use the first … items (0: all)", 0, 100_000, key="w_bat_limit")

@@ -384,10 +384,10 @@ def test_results_are_json_ready():
             "p_adjusted", "significant", "model_graded"} <= set(row)
 
 
-def test_readme_shows_the_judge_prompt_as_sent():
+def test_the_manual_shows_the_judge_prompt_as_sent():
     from pathlib import Path
 
     from dbpa_core.checks import JUDGE_PROMPT
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    assert JUDGE_PROMPT.format(answer="<the answer>", question="<your question>") in readme
+    manual = (Path(__file__).resolve().parents[1] / "docs" / "guides" / "checks.md").read_text()
+    assert JUDGE_PROMPT.format(answer="<the answer>", question="<your question>") in manual

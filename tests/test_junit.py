@@ -265,8 +265,8 @@ def test_compare_fail_on_change_after_a_model_upgrade(tmp_path, capsys):
     assert main(["history", "compare", str(b), str(b), "--fail-on-change"]) == 0  # no change
 
 
-def test_readme_workflow_runs_a_replay_spec_and_publishes_the_report():
-    text = (ROOT / "README.md").read_text()
+def test_the_manuals_workflow_runs_a_replay_spec_and_publishes_the_report():
+    text = (ROOT / "docs" / "guides" / "ci.md").read_text()
     block = re.search(r"```yaml\n(# \.github/workflows/dbpa\.yml\n.*?)```", text, re.S).group(1)
     wf = yaml.safe_load(block)
     steps = [s for job in wf["jobs"].values() for s in job["steps"]]

@@ -711,6 +711,8 @@ def load_items(path: str | os.PathLike, *, format: str = "auto", limit: int | No
         The gold-answer file of a Sen-Making subtask data file (default: the one beside
         it, ``subtaskA_gold_answers.csv`` / ``subtaskA_answers_all.csv``).
 
+    Notes
+    -----
     The e-SNLI ``s1/s2/labels`` layout is given as any one of its three files
     (``s1.test``); the other two are read from the same folder.
     """

@@ -28,7 +28,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     f.add_argument("data", nargs="?", help="long CSV (scenario,option,real,<simulators>...), an "
                    "OpinionQA survey folder, or 'sample'")
     f.add_argument("--simulate", metavar="SPEC", help="simulation spec: ask models to answer the "
-                   "questions as respondents, then analyse (see the README)")
+                   "questions as respondents, then analyse (see the manual: Simulator fidelity)")
     f.add_argument("--loss", choices=["tv", "kl", "w1", "squared", "absolute"], default=None,
                    help="loss L(u, q) (default tv)")
     f.add_argument("--gamma", type=float, default=None, help="coverage of each confidence set "

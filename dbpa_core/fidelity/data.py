@@ -342,6 +342,8 @@ def load_opinionqa(folder: str | os.PathLike, *, attribute: str = "NONE",
     limit : int, optional
         At most this many questions (in info.csv's order).
 
+    Notes
+    -----
     Each scenario's persona is ``((attribute, group),)``; its options and question come
     from info.csv (``references``, ``question``), falling back to the json's (options
     that the json splits at their commas are joined again).

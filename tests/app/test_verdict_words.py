@@ -27,7 +27,7 @@ def test_size_is_cohens_d_of_the_similarities_against_stated_anchors(result):  #
         d = verdicts.size_d(q)
         assert d == pytest.approx(shift / 0.1, abs=0.06)
         assert verdicts.size_word(d) == word
-    assert [t for t, _ in verdicts.SIZE_ANCHORS] == [0.8, 0.5, 0.2]   # what the README states
+    assert [t for t, _ in verdicts.SIZE_ANCHORS] == [0.8, 0.5, 0.2]   # what the manual states
     assert verdicts.size_word(None) == ""
 
 

@@ -1,0 +1,107 @@
+"""The manual's tour of the dashboard, in a real browser on the demo recordings: every page
+opens without an error, its default example runs, and a screenshot of each is saved.
+
+The screenshots go to ``$DBPA_DOCS_IMG`` when set (``python docs/make_screenshots.py`` sets
+it to ``docs/img/``, the manual's pictures), else to ``screenshots/tour/``, so an ordinary
+test run never rewrites the manual's images."""
+import os
+from pathlib import Path
+
+import pytest
+
+from .browser_support import ROOT, dashboard, require_browser, shots
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+playwright = require_browser()
+
+DEMO = str(ROOT / "assets" / "demo_replay.jsonl")
+
+
+def _out() -> Path:
+    d = Path(os.environ.get("DBPA_DOCS_IMG") or shots() / "tour")
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def _wait_idle(page, ms=1500):
+    page.wait_for_timeout(400)
+    page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=300_000)
+    page.wait_for_timeout(ms)
+
+
+def _shot(page, name, at=None):
+    """A viewport-sized screenshot, scrolled so that ``at`` (a locator; default the demo
+    banner at the page's top) is at the top."""
+    # Streamlit scrolls its main block, not the window: scroll the element itself
+    (at or page.get_by_text("Demo mode").first).evaluate(
+        "e => e.scrollIntoView({block: 'start'})")
+    page.wait_for_timeout(700)
+    page.screenshot(path=str(_out() / f"{name}.png"))
+    assert "Traceback" not in page.inner_text("body")
+
+
+def _open(page, url, ready):
+    page.goto(url, wait_until="networkidle")
+    ready(page).first.wait_for(timeout=120_000)
+    _wait_idle(page)
+
+
+def _run(page, label="Run"):
+    page.get_by_role("button", name=label, exact=True).click()
+    page.locator(".js-plotly-plot").first.wait_for(timeout=300_000)
+    _wait_idle(page, 2500)
+
+
+@pytest.fixture(scope="module")
+def demo_url(tmp_path_factory):
+    with dashboard(tmp_path_factory.mktemp("tour"), DBPA_REPLAY_FILE=DEMO) as url:
+        yield url
+
+
+def test_a_tour_of_every_page(demo_url, browser):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    plot = page.locator(".js-plotly-plot")
+
+    # the landing page: the papers' eight personas, run on the recorded answers
+    _open(page, demo_url, lambda p: p.get_by_role("button", name="Run audit"))
+    _shot(page, "tour-landing")
+    page.get_by_role("button", name="Run audit").click()
+    page.get_by_role("tab", name="Permutation test").first.wait_for(timeout=300_000)
+    plot.first.locator(".main-svg").first.wait_for(timeout=120_000)   # the histograms drawn
+    _wait_idle(page, 2500)
+    assert "perturbations change the answers" in page.inner_text("body")
+    _shot(page, "tour-landing-results", page.get_by_role("heading", name="Results").first)
+    tabs = page.get_by_role("tablist").first
+    page.get_by_role("tab", name="Why").first.click()
+    _wait_idle(page)
+    _shot(page, "tour-why", tabs)
+    page.get_by_role("tab", name="Answers").first.click()
+    _wait_idle(page)
+    _shot(page, "tour-answers", tabs)
+
+    # the audit pages that run their default example on the recordings
+    run = page.get_by_role("button", name="Run", exact=True)    # the results follow it
+    for url, name, at in (("persona_explorer", "tour-persona-explorer", plot.first),
+                          ("control_target", "tour-control-target", run),
+                          ("model_comparison", "tour-model-comparison", run)):
+        _open(page, f"{demo_url}/{url}", lambda p: p.get_by_role("button", name="Run",
+                                                                  exact=True))
+        _run(page)
+        _shot(page, name, at)
+
+    _open(page, f"{demo_url}/robustness", lambda p: p.get_by_role("button", name="Run battery"))
+    _run(page, "Run battery")
+    _shot(page, "tour-robustness", page.get_by_role("heading", name="Results").first)
+
+    _open(page, f"{demo_url}/fidelity", lambda p: p.get_by_role("heading", name="Results"))
+    plot.first.wait_for(timeout=120_000)
+    _wait_idle(page)
+    _shot(page, "tour-fidelity", plot.first)                        # the calibrated curves
+
+    for url, name in (("sensitivity", "tour-sensitivity"), ("suite", "tour-suite"),
+                      ("history", "tour-history"), ("settings", "tour-settings")):
+        _open(page, f"{demo_url}/{url}", lambda p: p.get_by_text("Demo mode"))
+        _shot(page, name)
+    body = page.inner_text("body")
+    assert "Settings" in body
+    page.close()
