@@ -18,7 +18,7 @@ both (``personas`` and ``personas_hot``: the Persona explorer's heat map of the 
 personas x models); the battery's recording covers its default, RTI for every word
 operation and its robustness curve (a curve prompt that is also answered once keeps that
 greedy answer first, which a replayed curve reads as its first sample). ``dbpa scan``'s
-audit and battery (``dbpa_core/scan.py``) are recorded too, so that a scan of the recorded
+audit and battery (``dbpa_core/cli/scan.py``) are recorded too, so that a scan of the recorded
 model runs offline (``tests/test_scan.py``).
 """
 from __future__ import annotations
@@ -31,9 +31,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dbpa_core import scan  # noqa: E402
 from dbpa_core.backends.local import SMOLLM2_NAME  # noqa: E402
 from dbpa_core.cache import Cache  # noqa: E402
+from dbpa_core.cli import scan  # noqa: E402
 from dbpa_core.spec import parse_spec  # noqa: E402
 from ui import presets  # noqa: E402
 
