@@ -155,7 +155,7 @@ if result is not None:
     tabs = st.tabs(["ER / ASR", "Per data set", "RTI", "Robustness curve", "Consistency",
                     "Which words", "Examples", "Answers"])
     with tabs[0]:
-        st.dataframe(battery.table7(result).style.format({"ER": "{:.3f}", "ASR": "{:.3f}"},
+        st.dataframe(battery.table7(result).style.format({"ρ": "{:g}", "ER": "{:.3f}", "ASR": "{:.3f}"},
                                                          na_rep="–"),  # clean has no ASR
                      hide_index=True, key=f"{KEY}_table7")
         st.plotly_chart(f["ER and ASR per attack"], key=f"{KEY}_er_asr")

@@ -121,7 +121,7 @@ def table7(result: BatteryResult, dataset: str = ALL) -> pd.DataFrame:
     rows = []
     c = result.clean(dataset)
     rows.append({"attack": "clean", "ρ": 0.0, "ER": c.er.value, "ER 95% CI": _ci(c.er.low, c.er.high),
-                 "ASR": None, "ASR 95% CI": "", "n": c.er.n, "unparsed": c.er.unparsed})
+                 "ASR": float("nan"), "ASR 95% CI": "", "n": c.er.n, "unparsed": c.er.unparsed})
     for r in result.attacks(dataset):
         rows.append({"attack": r.attack, "ρ": r.rho, "ER": r.er.value,
                      "ER 95% CI": _ci(r.er.low, r.er.high), "ASR": r.asr.value,

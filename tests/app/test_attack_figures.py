@@ -64,6 +64,8 @@ def test_page_tables(result):
     t7 = battery.table7(result)
     assert list(t7.columns) == ["attack", "ρ", "ER", "ER 95% CI", "ASR", "ASR 95% CI", "n", "unparsed"]
     assert len(t7) == 1 + 3 and t7["attack"][0] == "clean"
+    # a numeric column (shown as "–" for clean, never "None")
+    assert t7["ASR"].dtype.kind == "f" and t7["ASR"].isna().tolist() == [True, False, False, False]
     ds = battery.dataset_table(result)
     assert list(ds["data set"]) == list(result.datasets) and "char ρ=1 ASR" in ds.columns
     assert battery.rti_table(result)["data set"].iloc[0] == "all"
