@@ -124,3 +124,18 @@ def test_history_lists_every_kind_with_a_summary(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err
     assert "is a sensitivity study: only audits, suites of cases and robustness batteries" in err
     assert "Traceback" not in err
+
+
+def test_spec_arguments_are_named_as_files_in_the_help():
+    """The help names a spec argument SPEC_FILE (SPEC_FILE_OUT for the one written), never a
+    bare 'spec' or 'SPEC', which read like a reference to a document."""
+    import re
+
+    subs = next(a for a in cli.build_parser()._actions if a.choices and "audit" in a.choices).choices
+    for name in ("audit", "estimate", "attack", "sensitivity"):
+        usage = subs[name].format_usage()
+        assert re.search(r"\bSPEC_FILE\b", usage), usage
+        assert not re.search(r"\bspec\b|\bSPEC\b", usage), usage
+    assert "--simulate SPEC_FILE" in subs["fidelity"].format_help()
+    imp = subs["import"].format_help()
+    assert "--spec-out SPEC_FILE_OUT" in imp and "SPEC_OUT" not in imp.replace("SPEC_FILE_OUT", "")

@@ -22,7 +22,7 @@ from .common import (
 def add_parser(sub) -> argparse.ArgumentParser:
     k = sub.add_parser("attack", help="run a robustness battery spec (typos, word edits, "
                        "homoglyphs, instructions, option orders, RTI) and write results")
-    k.add_argument("spec")
+    k.add_argument("spec", metavar="SPEC_FILE")
     k.add_argument("--out", default="dbpa-attack", help="output folder (default: dbpa-attack)")
     k.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     k.add_argument("--estimate", action="store_true", help="print the calls it needs; call nothing")

@@ -22,7 +22,7 @@ from .common import (
 
 def add_parser(sub) -> argparse.ArgumentParser:
     a = sub.add_parser("audit", help="run an audit spec and write results")
-    a.add_argument("spec")
+    a.add_argument("spec", metavar="SPEC_FILE")
     a.add_argument("--out", default="dbpa-results", help="output folder (default: dbpa-results)")
     a.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     a.add_argument("--fail-on-control", action="store_true",

@@ -9,7 +9,7 @@ from .common import add_allow_key_env, open_cache, spec_warnings
 
 def add_parser(sub) -> argparse.ArgumentParser:
     e = sub.add_parser("estimate", help="calls, tokens and cost of a spec; calls nothing")
-    e.add_argument("spec")
+    e.add_argument("spec", metavar="SPEC_FILE")
     add_allow_key_env(e)
     return e
 

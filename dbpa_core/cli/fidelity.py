@@ -27,7 +27,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                        "answers are from real ones, with a guarantee")
     f.add_argument("data", nargs="?", help="long CSV (scenario,option,real,<simulators>...), an "
                    "OpinionQA survey folder, or 'sample'")
-    f.add_argument("--simulate", metavar="SPEC", help="simulation spec: ask models to answer the "
+    f.add_argument("--simulate", metavar="SPEC_FILE", help="simulation spec: ask models to answer the "
                    "questions as respondents, then analyse (see the manual: Simulator fidelity)")
     f.add_argument("--loss", choices=["tv", "kl", "w1", "squared", "absolute"], default=None,
                    help="loss L(u, q) (default tv)")

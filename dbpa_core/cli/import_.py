@@ -19,7 +19,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     i.add_argument("--model-column", help="CSV/JSONL: the column with the model name (optional)")
     i.add_argument("--system-column", help="CSV/JSONL: the column with the system prompt (optional)")
     i.add_argument("--out", help="replay file to write (default: next to FILE, .replay.jsonl)")
-    i.add_argument("--spec-out", help="also write a starter audit spec for the imported responses")
+    i.add_argument("--spec-out", metavar="SPEC_FILE_OUT",
+                   help="also write a starter audit spec for the imported responses")
     i.add_argument("--force", action="store_true",
                    help="replace --out / --spec-out when they exist (never the input file)")
     i.add_argument("--skip-bad", action="store_true",

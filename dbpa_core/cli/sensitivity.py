@@ -12,7 +12,7 @@ from .common import add_no_history, add_progress_options, open_cache, progress_b
 def add_parser(sub) -> argparse.ArgumentParser:
     s = sub.add_parser("sensitivity", help="does the verdict hold under other measures, "
                        "embedders and prompt lengths?")
-    s.add_argument("spec")
+    s.add_argument("spec", metavar="SPEC_FILE")
     s.add_argument("--measures", default="all",
                    help="'all', 'none' or a comma-separated list (default: all)")
     s.add_argument("--embedders", default="spec",
