@@ -2,7 +2,7 @@
 and answers short, so processing the prompts (prefill) is most of the work.
 
 The README's small battery on SmolLM2 (``examples/attack_sample.yaml`` with ``data:
-{sample: 1}``, ``option_orders: 3``, ``rti: [replace]``: ~80 calls) is run end to end with
+{sample: 1}``, ``option_orders: 3``, ``rti: [replace]``: 71 calls) is run end to end with
 ``run_battery`` on an empty cache, the model loaded beforehand and the one-time loads
 (WordNet, spaCy) paid by a small warm-up battery:
 
