@@ -479,6 +479,37 @@ def test_stop_while_packs_are_prefilled_returns_and_cancels_the_rest(monkeypatch
     assert len(calls) < len(prompts)                  # the packs not started are cancelled
 
 
+def test_a_stop_does_not_wait_for_a_pack_a_worker_is_computing(monkeypatch):
+    """A stopped call returns while a worker is still inside a pack (its result is not
+    needed): the sampler then gives up its claims at once, and the next run on the
+    dashboard never waits for the stopped one (it used to wait for the pack to end)."""
+    import threading
+
+    model = tiny_llama()
+    prompts = [[(p * 13 + j) % VOCAB for j in range(300)] for p in range(8)]   # 8 packs
+    started, release = threading.Event(), threading.Event()
+    finished = []
+    real = LlamaDecoder.prefill_many
+
+    def blocked(self, pack, prefixes=None):
+        started.set()
+        release.wait(30)            # held until the call below has returned
+        finished.append(len(pack))
+        return real(self, pack) if prefixes is None else real(self, pack, prefixes)
+
+    monkeypatch.setattr(LlamaDecoder, "prefill_many", blocked)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)    # two workers: every pack goes to the pool
+        got, stats = _run(model, _items(prompts, 1), should_stop=started.is_set)
+        returned_while_busy = not finished
+    finally:
+        release.set()
+        torch.set_num_threads(before)
+    assert stats.stopped and got == {}
+    assert returned_while_busy
+
+
 def test_a_few_prompts_are_split_over_the_workers_and_a_lone_one_runs_on_one_thread():
     """Two short prompts (one pack by size) make two packs, one per worker; a lone prompt
     runs in the calling thread, on one thread while the decoding steps have not yet shown

@@ -905,9 +905,12 @@ class _Prefill:
         self._keep(prompt, state)
         return state
 
-    def close(self) -> None:
+    def close(self, *, wait: bool = True) -> None:
+        """Shut the workers down. ``wait=False`` (a stopped or failed call) does not wait
+        for a pack a worker is computing: its result is not needed, and the caller gives
+        up its claims at once instead of seconds later (the next run never waits for it)."""
         if self.pool is not None:
-            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool.shutdown(wait=wait, cancel_futures=True)
             self.pool = None
             self.tuner.restore(force=True)  # the workers' one thread is torch's default
 
@@ -1049,10 +1052,14 @@ def generate_continuous(decoder_for: Callable[[int, int], LlamaDecoder],
     global _LAST_THREADS
     tuner = ThreadTuner(start=_LAST_THREADS)
     prefill = _Prefill(dec, tuner, stats)
+    failed = False
     try:
         _decode_loop()
+    except BaseException:
+        failed = True
+        raise
     finally:
-        prefill.close()
+        prefill.close(wait=not (failed or stats.stopped))
         tuner.restore()
         if tuner.known:
             _LAST_THREADS = tuner.best   # the next call starts from it (and keeps probing)
