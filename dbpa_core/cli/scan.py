@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .common import add_allow_key_env, add_progress_options
+from .common import add_allow_key_env, add_progress_options, spec_warnings
 
 # --------------------------------------------------------------------------- the defaults
 NICE_PROMPT = (
@@ -274,7 +274,7 @@ def run(args) -> int:
         print(f"error: {short}", file=sys.stderr)
         return 2
     check_out_dir(args.out)  # before any call
-    said = _notes(audit)
+    said = spec_warnings(audit)
     print(f"scan of {label}: an audit ({len(PERSONAS)} personas as targets, "
           f"{len(NAME_SWAPS)} name swaps and the same prompt as controls, k = {audit.samples}, "
           f"checks: refusals, length) and a robustness battery ({len(battery.items)} sample "
@@ -288,19 +288,6 @@ def run(args) -> int:
     if ids is None:
         return 2
     return _write_report(ids, out, args.title or f"Scan of {label}")
-
-
-def _notes(spec) -> list[str]:
-    """Say what the audit's plan cannot show, before any call (as ``dbpa audit`` says it);
-    the warnings said."""
-    from ..spec import spec_notes, spec_warnings
-
-    said = spec_warnings(spec)
-    for w in said:
-        print(f"warning: {w}", file=sys.stderr)
-    for n in spec_notes(spec):
-        print(f"note: {n}", file=sys.stderr)
-    return said
 
 
 def _run_parts(args, audit, battery, cache, out: Path, said: list[str]) -> list[Any] | int:
