@@ -155,8 +155,10 @@ if result is not None:
     tabs = st.tabs(["ER / ASR", "Per data set", "RTI", "Robustness curve", "Consistency",
                     "Which words", "Examples", "Answers"])
     with tabs[0]:
-        st.dataframe(battery.table7(result).style.format({"ρ": "{:g}", "ER": "{:.3f}", "ASR": "{:.3f}"},
-                                                         na_rep="–"),  # clean has no ASR
+        t7 = battery.table7(result)
+        # clean has no ASR: shown as text, since the grid writes a missing number as "None"
+        t7["ASR"] = ["–" if v != v else f"{v:.3f}" for v in t7["ASR"]]
+        st.dataframe(t7.style.format({"ρ": "{:g}", "ER": "{:.3f}"}),
                      hide_index=True, key=f"{KEY}_table7")
         st.plotly_chart(f["ER and ASR per attack"], key=f"{KEY}_er_asr")
         st.caption("Bars: the share of items; whiskers: 95 % Wilson intervals. Unparsed answers "
