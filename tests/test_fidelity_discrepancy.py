@@ -370,7 +370,9 @@ def test_kl_upper_is_certified_against_points_of_the_ball(seed, d, n):
     _, u = kl_ball_support(np.repeat(p[None], 300, 0), w, np.full(300, r))
     pts = dz.categorical_loss(u, np.broadcast_to(q, u.shape), "kl")
     assert up[0] >= max(pts.max(), lo[0]) - 1e-9
-    assert up[0] - lo[0] <= 0.02 * max(lo[0], 0.05)
+    # the double dual has a true duality gap on a few questions: the worst found is 5 % of
+    # the value (n = 9 answers in 2 of 6 options: 2.29 for a sup of 2.18); usually 1e-9
+    assert up[0] - lo[0] <= 0.06 * max(lo[0], 0.05)
 
 
 def test_outputs_say_exact_or_bound_per_simulator():
@@ -434,6 +436,38 @@ def test_the_compiled_kernels_agree_with_numpy(monkeypatch):
         np.testing.assert_allclose(s.upper, t.upper, atol=1e-9)
     for c, e in zip(plain.comparisons, compiled.comparisons, strict=True):
         np.testing.assert_allclose(c.deltas, e.deltas, atol=1e-7)
+
+
+@pytest.mark.parametrize("d", [2, 3, 5])
+@pytest.mark.parametrize("kernel", [False, True])
+def test_tv_table_columns_derived_by_shift_and_scale_equal_direct_solves(monkeypatch, d, kernel):
+    """The table solves only the sign patterns that are not a shift or a doubling of a
+    {0, 1} pattern and derives the rest (h(v - 1) = h(v) - 1, h(2v - 1) = 2 h(v) - 1): every
+    column equals the support function solved directly, with the compiled kernel split
+    across threads or with numpy, rows with empty options and zero radii included."""
+    import itertools
+
+    from dbpa_core.fidelity import _kernels
+
+    if kernel:
+        monkeypatch.setattr(dz, "KERNEL_FROM", 0)
+        monkeypatch.setattr(_kernels, "SPLIT_FROM", 7)
+    rng = np.random.default_rng(d)
+    m = 40
+    p = rng.dirichlet(np.full(d, 0.7), m)
+    p[:5, 0] = 0.0
+    p /= p.sum(axis=1, keepdims=True)
+    r = np.exp(rng.uniform(-9, 1, m))
+    r[:3] = 0.0
+    table = dz.tv_support_table(p, r)
+    w = np.array(list(itertools.product((-1.0, 0.0, 1.0), repeat=d)))[:, ::-1]
+    codes = ((w + 1.0) @ (3.0 ** np.arange(d))).astype(int)
+    k = len(w)
+    direct, _ = kl_ball_support(np.repeat(p, k, axis=0), np.tile(w, (m, 1)), np.repeat(r, k),
+                                value_only=True)
+    want = np.empty((m, k))
+    want[:, codes] = direct.reshape(m, k)
+    np.testing.assert_allclose(table, want, atol=1e-9)
 
 
 @pytest.mark.parametrize("d", [8, 10])

@@ -12,16 +12,22 @@ Each value is the Lagrange dual ``D(μ) = μ - e^{-r} Π_i (μ - w_i)^{p_i}`` at
 by safeguarded Newton steps on ``log(μ - w_top)``: weak duality keeps D(μ) at or above the
 exact sup for *every* feasible μ, so the value is a certified upper bound, and the search
 converges to it (equal to the exact value up to rounding).
+
+The kernels release the GIL, so a large call is split across the machine's cores with
+ordinary threads (safe when several callers run at once, unlike numba's own parallel loops).
 """
 from __future__ import annotations
 
+import itertools
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numba as nb
 import numpy as np
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _one(a, c, b, ea, ec, eb, r):
     if r <= 0.0:
         return a - b
@@ -89,10 +95,13 @@ def _one(a, c, b, ea, ec, eb, r):
     return top - t * math.expm1(lg)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _many(a, c, b, ea, ec, eb, r, out):
     for i in range(a.size):
         out[i] = _one(a[i], c[i], b[i], ea[i], ec[i], eb[i], r[i])
+
+
+SPLIT_FROM = 50_000   # values per thread at least: below that one thread does it all
 
 
 def support3(a, c, b, ea, ec, eb, r) -> np.ndarray:
@@ -103,7 +112,21 @@ def support3(a, c, b, ea, ec, eb, r) -> np.ndarray:
     arrays = [np.ascontiguousarray(np.ravel(x), dtype=float) for x in (a, c, b, r)]
     flags = [np.ascontiguousarray(np.ravel(x), dtype=np.bool_) for x in (ea, ec, eb)]
     out = np.empty(arrays[0].size)
-    _many(arrays[0], arrays[1], arrays[2], flags[0], flags[1], flags[2], arrays[3], out)
+    workers = min(os.cpu_count() or 1, 8, out.size // SPLIT_FROM)
+    a_, c_, b_, r_ = arrays
+    ea_, ec_, eb_ = flags
+
+    def part(lo: int, hi: int) -> None:
+        _many(a_[lo:hi], c_[lo:hi], b_[lo:hi], ea_[lo:hi], ec_[lo:hi], eb_[lo:hi], r_[lo:hi],
+              out[lo:hi])
+
+    if workers <= 1:
+        part(0, out.size)
+        return out.reshape(np.shape(a))
+    bounds = np.linspace(0, out.size, workers + 1).astype(int)
+    with ThreadPoolExecutor(workers) as pool:
+        for f in [pool.submit(part, lo, hi) for lo, hi in itertools.pairwise(bounds)]:
+            f.result()
     return out.reshape(np.shape(a))
 
 

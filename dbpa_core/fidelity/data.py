@@ -149,49 +149,62 @@ def parse_csv(text: str, *, source: str = "<data>") -> FidelityData:
                                 "that column.")
     order: list[str] = []
     rows: dict[str, dict] = {}
+    i_sid, i_real = col["scenario"], col["real"]
+    i_opt, i_q = col.get("option"), col.get("question")
+    sim_cols = [(s, names.index(s)) for s in sims]
+    width = len(names)
+
+    def number(cell: str, line: int, column: str, allow_negative: bool) -> float:
+        try:
+            x = float(cell)          # the common case: a plain non-negative number
+        except ValueError:
+            x = -1.0
+        if x >= 0.0 and x != math.inf:
+            return x
+        return _cell_number(cell, f"{source}, line {line}", column, allow_negative=allow_negative)
+
     try:
         for row in reader:
-            line = reader.line_num
-            where = f"{source}, line {line}"
-            if not any(c.strip() for c in row):
+            if not "".join(row).strip():
                 continue
-            if len(row) != len(names):
-                raise FidelityDataError(f"{where}: {len(row)} cells for {len(names)} columns.")
-            sid = row[col["scenario"]].strip()
+            line = reader.line_num
+            if len(row) != width:
+                raise FidelityDataError(f"{source}, line {line}: {len(row)} cells for {width} "
+                                        "columns.")
+            sid = row[i_sid].strip()
             if not sid:
-                raise FidelityDataError(f"{where}: the scenario cell is empty.")
-            if sid not in rows:
+                raise FidelityDataError(f"{source}, line {line}: the scenario cell is empty.")
+            entry = rows.get(sid)
+            if entry is None:
                 order.append(sid)
-                rows[sid] = {"options": [], "real": [], "sims": {s: [] for s in sims},
-                             "question": "", "lines": [line, line]}
-            entry = rows[sid]
+                entry = rows[sid] = {"options": [], "real": [], "sims": {s: [] for s in sims},
+                                     "question": "", "lines": [line, line]}
             entry["lines"][1] = line
-            if "question" in col and not entry["question"]:
-                entry["question"] = row[col["question"]].strip()
-            if categorical:
-                opt = row[col["option"]].strip()
+            if i_q is not None and not entry["question"]:
+                entry["question"] = row[i_q].strip()
+            if i_opt is not None:
+                opt = row[i_opt].strip()
                 if not opt:
-                    raise FidelityDataError(f"{where}: the option cell is empty.")
+                    raise FidelityDataError(f"{source}, line {line}: the option cell is empty.")
                 if opt in entry["options"]:
-                    raise FidelityDataError(f"{where}: option {opt!r} of scenario {sid!r} appears "
-                                            "twice.")
+                    raise FidelityDataError(f"{source}, line {line}: option {opt!r} of scenario "
+                                            f"{sid!r} appears twice.")
                 entry["options"].append(opt)
-                entry["real"].append(_cell_number(row[col["real"]], where, "real",
-                                                  allow_negative=False))
-                for s in sims:
-                    cell = row[names.index(s)]
+                entry["real"].append(number(row[i_real], line, "real", False))
+                for s, i in sim_cols:
+                    cell = row[i]
                     if not cell.strip():
-                        raise FidelityDataError(f"{where}: simulator {s!r} has no value for option "
-                                                f"{opt!r} of scenario {sid!r}.")
-                    entry["sims"][s].append(_cell_number(cell, where, s, allow_negative=False))
+                        raise FidelityDataError(f"{source}, line {line}: simulator {s!r} has no "
+                                                f"value for option {opt!r} of scenario {sid!r}.")
+                    entry["sims"][s].append(number(cell, line, s, False))
             else:
-                cell = row[col["real"]]
+                cell = row[i_real]
                 if cell.strip():
-                    entry["real"].append(_cell_number(cell, where, "real", allow_negative=True))
-                for s in sims:
-                    cell = row[names.index(s)]
+                    entry["real"].append(number(cell, line, "real", True))
+                for s, i in sim_cols:
+                    cell = row[i]
                     if cell.strip():
-                        entry["sims"][s].append(_cell_number(cell, where, s, allow_negative=True))
+                        entry["sims"][s].append(number(cell, line, s, True))
     except csv.Error as exc:
         raise FidelityDataError(f"{source}, line {reader.line_num}: not valid CSV ({exc}).") from None
     scenarios = []

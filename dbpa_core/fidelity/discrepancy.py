@@ -496,28 +496,41 @@ def tv_support_table(p, r) -> np.ndarray:
     p = np.asarray(p, dtype=float)
     r = np.asarray(r, dtype=float)
     m, d = p.shape
-    w = np.array(list(itertools.product((-1.0, 0.0, 1.0), repeat=d)))[:, ::-1]  # column i <-> 3^i
-    cells = np.stack([w == 1.0, w == 0.0, w == -1.0], axis=1).astype(float)   # (3^d, 3, d)
+    w_all = np.array(list(itertools.product((-1.0, 0.0, 1.0), repeat=d)))[:, ::-1]  # i <-> 3^i
+    # a support function is positively homogeneous and shifts with constants (u sums to 1):
+    # h(v - 1) = h(v) - 1 and h(2v - 1) = 2 h(v) - 1, so the patterns with values in
+    # {-1, 0} or {-1, 1} come from those in {0, 1}; only the others are solved
+    v = np.array(list(itertools.product((0.0, 1.0), repeat=d)))[:, ::-1]
+    c01, cm, cpm = _codes(v), _codes(v - 1.0), _codes(2.0 * v - 1.0)
+    derived = np.setdiff1d(np.union1d(cm, cpm), c01)
+    solved = np.setdiff1d(np.arange(3 ** d), derived)
+    w = w_all[solved]
+    cells = np.stack([w == 1.0, w == 0.0, w == -1.0], axis=1).astype(float)   # (K, 3, d)
     k = len(w)
-    full = np.asarray(cells.any(axis=2))                                       # (3^d, 3)
+    full = np.asarray(cells.any(axis=2))                                       # (K, 3)
     weights = np.where(full, np.array([1.0, 0.0, -1.0]), -3.0)                 # empty: never used
-    out = np.empty((m, k))
+    out = np.empty((m, 3 ** d))
     step = max(1, _TABLE_ROWS // k)            # a block of rows at a time: bounded memory
     for i in range(0, m, step):
         sl = slice(i, i + step)
-        ms = np.einsum("md,kcd->mkc", p[sl], cells)                            # (rows, 3^d, 3)
+        ms = np.einsum("md,kcd->mkc", p[sl], cells)                            # (rows, K, 3)
         shape = ms.shape[:2]
         if m * k >= KERNEL_FROM:
             from ._kernels import support3
 
             ea, ec, eb = (np.broadcast_to(full[:, c], shape) for c in range(3))
-            out[sl] = support3(ms[..., 0], ms[..., 1], ms[..., 2], ea, ec, eb,
-                               np.broadcast_to(r[sl, None], shape))
+            out[sl, solved] = support3(ms[..., 0], ms[..., 1], ms[..., 2], ea, ec, eb,
+                                       np.broadcast_to(r[sl, None], shape))
         else:
             rows = shape[0]
-            out[sl] = kl_ball_support(ms.reshape(rows * k, 3),
-                                      np.broadcast_to(weights, (rows, k, 3)).reshape(rows * k, 3),
-                                      np.repeat(r[sl], k), value_only=True)[0].reshape(rows, k)
+            out[sl, solved] = kl_ball_support(
+                ms.reshape(rows * k, 3),
+                np.broadcast_to(weights, (rows, k, 3)).reshape(rows * k, 3),
+                np.repeat(r[sl], k), value_only=True)[0].reshape(rows, k)
+    base = out[:, c01]
+    for codes, scale in ((cm, 1.0), (cpm, 2.0)):
+        keep = np.isin(codes, derived)
+        out[:, codes[keep]] = scale * base[:, keep] - 1.0
     return out
 
 
