@@ -2,6 +2,9 @@
 forward pass as transformers, per-sample draws, a sample identical alone and in any
 batch, continuous batching, stop and token progress. The embedded SmolLM2 itself is
 tested in test_local_models.py (slow)."""
+import os
+import time
+
 import numpy as np
 import pytest
 
@@ -205,8 +208,12 @@ def _items(prompts, per_prompt, *, max_tokens=(12, 20, 7), temps=(0.9, 1.3)):
     return out
 
 
-def _run(model, items, *, cap=None, eos=frozenset(range(12)), **kw):
+def _run(model, items, *, cap=None, eos=frozenset(range(12)), keep_store=False, **kw):
+    """Samples of ``items``; every prompt computed afresh unless ``keep_store`` (then the
+    prefixes kept from earlier calls on ``model`` are reused)."""
     got = {}
+    if not keep_store:
+        dec.prefix_store(model).clear()
 
     def factory(n, max_len):
         return LlamaDecoder(model, max_len=max_len,
@@ -319,6 +326,7 @@ def test_thread_tuner_keeps_the_faster_count(monkeypatch):
     calls = []
     monkeypatch.setattr(torch, "get_num_threads", lambda: state["n"])
     monkeypatch.setattr(torch, "set_num_threads", lambda n: (calls.append(n), state.update(n=n)))
+    monkeypatch.setattr(dec, "free_cores", lambda samples=5: 1)     # other work: a core busy
     tuner = ThreadTuner()
     used = []
     for _ in range(2 * ThreadTuner.PROBE_EVERY):
@@ -327,6 +335,20 @@ def test_thread_tuner_keeps_the_faster_count(monkeypatch):
         tuner.record(n, 0.1 if n == 1 else 0.5)   # one thread is 5x faster here
     assert used[:4] == [1, 1, 2, 2]                # one thread first, two probed early
     assert tuner.best == 1 and used[-1] == 1
+    # nothing known and both cores free: two threads first, one probed early, and the
+    # faster kept
+    monkeypatch.setattr(dec, "free_cores", lambda samples=5: 2)
+    state["n"] = 2
+    tuner = ThreadTuner()
+    assert tuner.settle() == 2 and not tuner.known
+    used = []
+    for _ in range(6):
+        n = tuner.threads()
+        used.append(n)
+        tuner.record(n, 0.1 if n == 1 else 0.5)
+    assert used[:4] == [2, 2, 1, 1] and tuner.best == 1 and used[-1] == 1
+    monkeypatch.setattr(dec, "free_cores", lambda samples=5: None)  # cannot be told: one
+    assert ThreadTuner().settle() == 1
     tuner.restore()
     assert calls[-1] == 2
     # probing a count that stalls (two threads on a busy machine) becomes rare
@@ -362,10 +384,46 @@ def test_thread_tuner_keeps_the_faster_count(monkeypatch):
 def test_free_cores_counts_the_other_runnable_threads(monkeypatch):
     readings = iter([3, 2, 4, 2, 3])                 # this thread and 1-3 others
     monkeypatch.setattr(dec, "_runnable_now", lambda: next(readings))
+    monkeypatch.setattr(dec, "_own_runnable", lambda: 1)
     monkeypatch.setattr(dec.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     assert dec.free_cores() == 1                     # the least reading: one other, busy
+    # our own spinning threads (torch's OpenMP workers after a step) are not other work
+    readings = iter([2, 2, 2, 2, 2])
+    monkeypatch.setattr(dec, "_runnable_now", lambda: next(readings))
+    monkeypatch.setattr(dec, "_own_runnable", lambda: 2)
+    assert dec.free_cores() == 2
     monkeypatch.setattr(dec, "_runnable_now", lambda: None)
     assert dec.free_cores() is None
+
+
+def test_own_runnable_counts_this_processs_busy_threads():
+    """A thread of ours that computes (a matrix product, GIL released) is counted as this
+    process's runnable thread, beside the caller: that is what free_cores() takes away from
+    the machine's count, so torch's own spinning workers never look like other work."""
+    import threading
+
+    import torch
+
+    if not os.path.exists("/proc/self/task"):
+        pytest.skip("needs /proc")
+    stop = threading.Event()
+
+    def work():
+        a = torch.randn(384, 384)
+        while not stop.is_set():
+            a @ a
+
+    t = threading.Thread(target=work)
+    t.start()
+    try:
+        seen = []
+        for _ in range(50):
+            seen.append(dec._own_runnable())
+            time.sleep(0.002)
+    finally:
+        stop.set()
+        t.join()
+    assert max(seen) >= 2 and min(seen) >= 1
 
 
 def test_the_plain_path_for_other_architectures():
@@ -510,10 +568,12 @@ def test_a_stop_does_not_wait_for_a_pack_a_worker_is_computing(monkeypatch):
     assert returned_while_busy
 
 
-def test_a_few_prompts_are_split_over_the_workers_and_a_lone_one_runs_on_one_thread():
+def test_a_few_prompts_are_split_over_the_workers_and_a_lone_one_runs_on_one_thread(
+        monkeypatch):
     """Two short prompts (one pack by size) make two packs, one per worker; a lone prompt
     runs in the calling thread, on one thread while the decoding steps have not yet shown
-    that more are faster (several threads stall on a busy machine)."""
+    that more are faster when other work keeps a core busy (several threads stall then)."""
+    monkeypatch.setattr(dec, "free_cores", lambda samples=5: 1)
     d = LlamaDecoder(tiny_llama(), slots=2, max_len=64)
     before = torch.get_num_threads()
     try:
@@ -565,6 +625,36 @@ def test_a_prompt_reusing_a_shared_prefix_is_the_same_bits(dtype, monkeypatch):
     assert torch.equal(g.logits, blocked.prefill(others[1]).logits)
     with pytest.raises(ValueError, match="shorter than the prompt"):
         d.prefill_many([head], [(len(head), base)])
+
+
+def test_later_calls_reuse_prefixes_kept_from_earlier_calls():
+    """A battery asks again in rounds (the same question with more words changed): the
+    model's PrefixStore keeps earlier calls' prompts, a later call reuses the prefix it
+    shares with them (counted in the stats), and its samples are those computed afresh.
+    The store keeps at most its byte budget, the least recently used dropped first."""
+    model = tiny_llama(torch.bfloat16)
+    head = [(13 * j) % VOCAB for j in range(48)]
+    first = [head + [(p * 29 + j) % VOCAB for j in range(20)] for p in range(3)]
+    later = [head[:40] + [(7 * j + 3) % VOCAB for j in range(25)]]
+    _run(model, _items(first, 1))
+    store = dec.prefix_store(model)
+    assert len(store) == 3
+    states = list(store.snapshot().items())
+    items = _items(later, 2)
+    reused, stats = _run(model, items, keep_store=True)
+    assert stats.prompt_tokens_reused == 40
+    fresh, stats2 = _run(model, items)
+    assert stats2.prompt_tokens_reused == 0 and reused == fresh
+    # the budget: room for two of these prompts; reuse refreshes a prompt
+    one = dec.PrefixStore._size(states[0][1])
+    small = dec.PrefixStore(budget=2 * one + one // 2)
+    for p, st in states[:2]:
+        small.put(p, st)
+    small.touch(states[0][0])
+    small.put(*states[2])
+    assert list(small.snapshot()) == [states[0][0], states[2][0]]
+    small.clear()
+    assert len(small) == 0
 
 
 @pytest.mark.parametrize("threads", [1, 2])

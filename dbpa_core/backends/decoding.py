@@ -51,6 +51,7 @@ ATTENTION_BLOCK = 1024  # a prompt's queries are attended in blocks of this many
 PACK_TOKENS = 512  # prompt tokens prefilled together (a longer prompt makes a pack alone)
 MIN_SHARED = 16    # a prompt reuses the keys and values of a shared prefix from this many tokens
 KEEP_PROMPTS = 32  # processed prompts kept per call, whose prefixes later prompts may reuse
+STORE_BYTES = 128 << 20  # keys and values of processed prompts kept across calls, per model
 PREFILL_WAVES = 3  # a request's prompts feed each other's prefixes over at most this many waves
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -230,6 +231,77 @@ class PromptState:
 _FUSED: weakref.WeakKeyDictionary[Any, tuple[list[Any], list[Any]]] = weakref.WeakKeyDictionary()
 
 
+class PrefixStore:
+    """Processed prompts of one model kept across calls (at most :data:`STORE_BYTES` of
+    keys and values, the least recently used dropped first), so that a later call's prompts
+    reuse the prefixes they share with earlier calls' (a battery's rounds re-ask a
+    question with more words changed). Reuse gives the same bits as computing the prompt
+    afresh, so what is kept never changes a sample. Safe for concurrent calls."""
+
+    def __init__(self, budget: int = STORE_BYTES):
+        import threading
+        from collections import OrderedDict
+
+        self.budget = budget
+        self._lock = threading.Lock()
+        self._kept: OrderedDict[tuple, PromptState] = OrderedDict()
+        self._bytes = 0
+
+    @staticmethod
+    def _size(state: PromptState) -> int:
+        return int(state.keys.nbytes + state.values.nbytes + state.logits.nbytes)
+
+    def snapshot(self) -> dict[tuple, PromptState]:
+        """The prompts kept now (most recently used last)."""
+        with self._lock:
+            return dict(self._kept)
+
+    def touch(self, prompt: tuple) -> None:
+        """``prompt`` was reused: it is the last to be dropped."""
+        with self._lock:
+            if prompt in self._kept:
+                self._kept.move_to_end(prompt)
+
+    def put(self, prompt: tuple, state: PromptState) -> None:
+        size = self._size(state)
+        if size > self.budget:
+            return
+        with self._lock:
+            old = self._kept.pop(prompt, None)
+            if old is not None:
+                self._bytes -= self._size(old)
+            self._kept[prompt] = state
+            self._bytes += size
+            while self._bytes > self.budget:
+                _, gone = self._kept.popitem(last=False)
+                self._bytes -= self._size(gone)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._kept.clear()
+            self._bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+
+_STORES: weakref.WeakKeyDictionary[Any, PrefixStore] = weakref.WeakKeyDictionary()
+
+
+def clear_prefix_stores() -> None:
+    """Forget every model's kept prompts (benchmarks: each run starts from nothing)."""
+    for store in list(_STORES.values()):
+        store.clear()
+
+
+def prefix_store(model) -> PrefixStore:
+    """The :class:`PrefixStore` of ``model`` (one per loaded model)."""
+    store = _STORES.get(model)
+    if store is None:
+        store = _STORES[model] = PrefixStore()
+    return store
+
+
 class LlamaDecoder:
     """Batched decoding of a transformers Llama model with a slot per sample.
 
@@ -246,6 +318,7 @@ class LlamaDecoder:
         cfg = model.config
         inner = model.model
         self.dtype = next(model.parameters()).dtype
+        self.store = prefix_store(model)   # processed prompts kept across calls
         self.n_layers = cfg.num_hidden_layers
         self.n_heads = cfg.num_attention_heads
         self.n_kv = cfg.num_key_value_heads
@@ -552,10 +625,31 @@ def _runnable_now() -> int | None:
         return None
 
 
+def _own_runnable() -> int:
+    """This process's threads that are running or ready to run now (state R in
+    ``/proc/self/task/*/stat``), at least 1 (the caller). Torch's OpenMP threads spin for
+    a while after each parallel region, so right after a step on two threads the machine
+    shows two runnable threads of ours: work of this process, not other work."""
+    n = 0
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return 1
+    for t in tasks:
+        try:
+            with open(f"/proc/self/task/{t}/stat", encoding="ascii", errors="replace") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        n += stat[stat.rfind(")") + 2:stat.rfind(")") + 3] == "R"
+    return max(1, n)
+
+
 def free_cores(samples: int = 5) -> int | None:
     """The cores this process may use (its CPU affinity) minus those other work keeps busy
-    now: the least count of other runnable threads over a few readings a millisecond apart
-    (one reading catches passing work). None where it cannot be told."""
+    now: the least count of other processes' runnable threads (the machine's minus this
+    process's own) over a few readings a millisecond apart (one reading catches passing
+    work). None where it cannot be told."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -565,7 +659,7 @@ def free_cores(samples: int = 5) -> int | None:
         n = _runnable_now()
         if n is None:
             return None
-        seen.append(n - 1)                 # this thread is one of them
+        seen.append(n - _own_runnable())   # our own threads are not other work
         if i + 1 < samples:
             time.sleep(0.001)
     return max(0, cores - min(seen))
@@ -577,8 +671,10 @@ class ThreadTuner:
     On a machine whose cores are shared with other work, torch's two threads wait for
     each other whenever one is descheduled: a step then takes 3–6 times longer than on
     one thread (measured on the 2-core development machine under load); on an idle one,
-    two threads are ~1.6× faster. So a call starts on one thread (or on the count the last
-    call kept, then probing first after :attr:`PROBE_EVERY` steps); after two steps, and
+    two threads are ~1.6× faster. So a call starts on one thread — on every core when no
+    other work keeps one busy now (:func:`free_cores`, which does not count this process's
+    own spinning threads), or on the count the last call kept, then probing first after
+    :attr:`PROBE_EVERY` steps; after two steps, and
     then every :attr:`PROBE_EVERY` steps, :attr:`PROBE_STEPS` steps run on the other
     count, and the faster one (median of
     the last three steps of each) is kept. A probe that was much slower (1.5×) doubles the
@@ -615,6 +711,12 @@ class ThreadTuner:
             if start in (1, self.initial):
                 self.best, self.other = start, (self.initial if start == 1 else 1)
                 self.known = True
+            elif start is None:
+                # nothing known, but no other work keeps a core busy now: start on every
+                # core (and still probe one thread after two steps)
+                free = free_cores()
+                if free is not None and free >= self.initial:
+                    self.best, self.other = self.initial, 1
         self.recent: dict[int, list[float]] = {self.initial: [], 1: []}
         self.steps = 0
         self.interval = self.PROBE_EVERY
@@ -656,10 +758,11 @@ class ThreadTuner:
         self.next_probe = self.steps + self.interval
 
     def settle(self) -> int:
-        """Set (and return) the faster thread count so far — one thread while nothing is
-        known: several threads stall on a busy machine far more than one loses on an idle
-        one — without probing (for work other than a decoding step)."""
-        n = self.best if self.known else 1
+        """Set (and return) the faster thread count so far — while nothing is timed, the
+        count the call started on (one thread unless the cores were free: several threads
+        stall on a busy machine far more than one loses on an idle one) — without probing
+        (for work other than a decoding step)."""
+        n = self.best
         if self._torch.get_num_threads() != n:
             self._torch.set_num_threads(n)
         return n
@@ -762,7 +865,8 @@ class _Prefill:
     Prompts that begin alike (a battery's variants of one item share the chat template,
     the instruction and often the passage) are not processed from scratch: a prompt that
     shares at least :data:`MIN_SHARED` leading tokens with one processed before (one of the
-    last :data:`KEEP_PROMPTS`) or with an earlier one of the same request reuses that
+    last :data:`KEEP_PROMPTS` of this call, or one kept from an earlier call in the model's
+    :class:`PrefixStore`) or with an earlier one of the same request reuses that
     prompt's keys and values for them and computes only the rest (in a wave after that
     prompt's: the instruction shared by all, then a passage shared by the variants of one
     question). The result is the same bits (tested)."""
@@ -772,7 +876,9 @@ class _Prefill:
         self.workers = prefill_workers()
         self.pool: Any = None   # a ThreadPoolExecutor, started when packs first run in parallel
         self.waiting: dict[tuple, Any] = {}   # prompt -> its pack (a Future or a list)
-        self.known: dict[tuple, PromptState] = {}   # processed prompts (the last few)
+        # processed prompts: those kept from earlier calls, then this call's (the last few)
+        self.known: dict[tuple, PromptState] = dec.store.snapshot()
+        self.from_store = len(self.known)
         self.plan: dict[tuple, tuple[int, Any, Any]] = {}  # prompt -> (L, base, base's job)
 
     def _base_for(self, p: tuple, earlier: Sequence[tuple]) -> tuple[int, tuple | None]:
@@ -828,7 +934,11 @@ class _Prefill:
                 for p in pack:
                     if p in bases:
                         n, src = bases[p]
-                        ref = self.known.get(src) or self.waiting[src]
+                        ref: Any = self.known.get(src)
+                        if ref is None:
+                            ref = self.waiting[src]
+                        else:
+                            self.dec.store.touch(src)
                         if isinstance(ref, _Pack) and ref.done is not None:
                             ref = ref.done
                         self.plan[p] = (n, src, ref)
@@ -867,7 +977,8 @@ class _Prefill:
 
     def _keep(self, prompt: tuple, state: PromptState) -> None:
         self.known[prompt] = state
-        while len(self.known) > KEEP_PROMPTS:
+        self.dec.store.put(prompt, state)
+        while len(self.known) > KEEP_PROMPTS + self.from_store:
             del self.known[next(iter(self.known))]
 
     def get(self, prompt: tuple, should_stop: Callable[[], bool] | None) -> PromptState | None:
