@@ -187,6 +187,24 @@ def test_a_password_in_base_url_reaches_no_disk_and_no_screen(tmp_path, capsys):
     assert "s3cr3t-pw" not in shown and "***@127.0.0.1" in shown
 
 
+@pytest.mark.parametrize("url, shown", [
+    ("http://alice:pw-123@127.0.0.1:8000/v1", "http://***@127.0.0.1:8000/v1"),
+    ("postgresql://bob:pw-123@db.example/x", "postgresql://***@db.example/x"),
+    ("alice:pw-123@127.0.0.1:8000/v1", "***@127.0.0.1:8000/v1"),      # no scheme
+    ("http:/alice:pw-123@127.0.0.1/v1", "http:/***@127.0.0.1/v1"),    # one slash
+    ("sk-pw-123@127.0.0.1", "***@127.0.0.1"),
+    ("http://127.0.0.1:8000/v1?tag=a@b", "http://127.0.0.1:8000/v1?tag=a@b"),  # no userinfo
+    ("http://127.0.0.1:8000/v1", "http://127.0.0.1:8000/v1"),
+    ("http://[pw-123", "<invalid URL>"),
+])
+def test_redact_url_masks_credentials_in_malformed_urls_too(url, shown):
+    """A key written into a URL that does not parse as one (no scheme, one slash) is
+    masked as well: before, only a well-formed URL's user:password@ part was."""
+    from dbpa_core.backends.base import redact_url
+
+    assert redact_url(url) == shown and "pw-123" not in redact_url(url)
+
+
 def test_a_lone_surrogate_from_the_server_is_replaced_counted_and_cached(tmp_path, caplog):
     with Twisted(_content(" bad \ud800 half")) as srv:
         spec = _spec_file(tmp_path, srv.base_url)
