@@ -37,6 +37,7 @@ from typing import Any
 
 from markupsafe import Markup
 
+from .fmt import fmt_p
 from .history import History, HistoryError, Run
 from .render import document
 
@@ -82,12 +83,6 @@ class RunSection:
         return checksum(self.responses)
 
 
-def _fmt_p(p: float | None) -> str:
-    if p is None or p != p:
-        return "–"
-    return "< 0.0001" if p < 1e-4 else f"{p:.4f}"
-
-
 def _audit_part(run_id: int, job: str, r, several: bool, cache_dir: str | None
                 ) -> tuple[dict, list[Verdict], list[dict]]:
     s = r.spec
@@ -102,7 +97,7 @@ def _audit_part(run_id: int, job: str, r, several: bool, cache_dir: str | None
         word = "changed the answers" if p.significant else "no detectable change"
         verdicts.append(Verdict(run_id, "audit", part, f"{p.name}" + (f" ({p.role})" if p.role else ""),
                                 f"{word}: ω above chance {p.effect_above_chance:+.3f}, p = "
-                                f"{_fmt_p(p.p_value)}, adjusted p = {_fmt_p(p.p_adjusted)} "
+                                f"{fmt_p(p.p_value)}, adjusted p = {fmt_p(p.p_adjusted)} "
                                 f"{p.stars}".rstrip(), flag))
     controls = [p for p in r.perturbations if p.role == "control"]
     if controls:

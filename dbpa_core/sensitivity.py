@@ -49,6 +49,7 @@ import numpy as np
 
 from .audit import Arm, _requests, build_arms
 from .cache import Cache
+from .fmt import fmt_p
 from .measures import MEASURES, get_measure
 from .multitest import multiple_testing
 from .permutation import DBPAWarning, dbpa_test, dbpa_test_similarity
@@ -798,12 +799,6 @@ PALETTE = ["#5B8DEF", "#F28E2B", "#59A14F", "#E15759", "#B07AA1", "#76B7B2", "#E
            "#9C755F", "#FF9DA7", "#BAB0AC"]
 
 
-def _fmt_p(p: float) -> str:
-    if p is None or math.isnan(p):
-        return "–"
-    return f"{p:.4f}" if p >= 1e-4 else f"{p:.1e}"
-
-
 def _svg_bars(result: SensitivityResult, study: str) -> str:
     """Small multiples: one panel per setting, each on its own scale (ω of different
     measures or embedders are in different units); a bar per perturbation for ω above
@@ -849,7 +844,7 @@ def _svg_bars(result: SensitivityResult, study: str) -> str:
                          f"height='{row_h - 8}' fill='{color}' "
                          f"fill-opacity='{1.0 if r.significant else 0.3}'><title>"
                          f"{html.escape(s)}, {html.escape(p)}: {r.effect_above_chance:.3f} "
-                         f"above chance, p (adj.) {_fmt_p(r.p_adjusted)}</title></rect>")
+                         f"above chance, p (adj.) {fmt_p(r.p_adjusted)}</title></rect>")
             parts.append(f"<text x='{b + 3:.1f}' y='{y + 11}' fill='#52606d'>{r.stars}</text>")
     parts.append("</svg>")
     return "".join(parts)
@@ -880,7 +875,7 @@ def _html_report(result: SensitivityResult, *, title: str | None,
         models=", ".join(model_label(m) for m in s.models), embedder=embedder_label(s.embedder),
         studies=result.studies, study_titles=STUDY_TITLES, verdicts=result.verdicts(),
         study_parts=[_study_part(result, st, charts) for st in result.studies],
-        cost=result.cost, warnings=result.warnings, fmt_p=_fmt_p)
+        cost=result.cost, warnings=result.warnings, fmt_p=fmt_p)
     return (render_section if section else document)("sensitivity.html.j2", **context)
 
 
