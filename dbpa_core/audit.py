@@ -244,7 +244,10 @@ def _params(spec: AuditSpec, model: dict[str, Any]) -> GenerationParams:
                             top_p=spec.top_p, max_tokens=spec.max_tokens)
 
 
-def _requests(spec: AuditSpec, arm: Arm) -> list[SampleRequest]:
+def arm_requests(spec: AuditSpec, arm: Arm) -> list[SampleRequest]:
+    """The samples an audit asks for one arm (its prompt, ``spec.samples`` of them, from the
+    arm's first sample on): the one definition the runners, the estimate and the batch
+    jobs share."""
     return requests_for(arm.prompt, n=spec.samples, seed=spec.seed,
                         params=_params(spec, arm.model), system_prompt=arm.system_prompt,
                         start=arm.first_sample)
@@ -268,7 +271,7 @@ def estimate(spec: AuditSpec, *, cache: Cache | None = None) -> dict[str, Any]:
     # (arm, model, calls, cached, input tokens, output tokens)
     lines: list[tuple[str, Mapping[str, Any], int, int, int, int]] = []
     for arm in build_arms(spec):
-        reqs = _requests(spec, arm)
+        reqs = arm_requests(spec, arm)
         cached = sum(1 for r in reqs if is_cached(cache, arm.model, r))
         calls = len(reqs) - cached
         system = estimate_tokens(arm.system_prompt) if arm.system_prompt else 0
@@ -347,7 +350,7 @@ def run_audit(spec: AuditSpec, *, cache: Cache | None = None,
     sampler.check_stop()
     # every arm's samples in one call, so that a backend can batch across prompts
     records = sampler.sample([Job(arm.model, r, arm.name) for arm in arms
-                              for r in _requests(spec, arm)])
+                              for r in arm_requests(spec, arm)])
     sampled: list[ArmResponses] = []
     served = []  # per arm, the model name and system fingerprint each answer came with
     for i, arm in enumerate(arms):

@@ -90,7 +90,7 @@ class BatchOutcome:
 def audit_jobs(spec) -> list[tuple[dict[str, Any], SampleRequest]]:
     """Every sample an audit spec (a suite: every case) asks its models for. The answer
     checks' judges are not among them: they read the answers, so they are asked live."""
-    from .audit import _requests, build_arms
+    from .audit import arm_requests, build_arms
 
     if spec.cases:
         from .suite import case_spec
@@ -98,7 +98,7 @@ def audit_jobs(spec) -> list[tuple[dict[str, Any], SampleRequest]]:
         specs = [case_spec(spec, c) for c in spec.cases]
     else:
         specs = [spec]
-    return [(arm.model, r) for s in specs for arm in build_arms(s) for r in _requests(s, arm)]
+    return [(arm.model, r) for s in specs for arm in build_arms(s) for r in arm_requests(s, arm)]
 
 
 def battery_jobs(spec) -> list[tuple[dict[str, Any], SampleRequest]]:
@@ -109,19 +109,19 @@ def battery_jobs(spec) -> list[tuple[dict[str, Any], SampleRequest]]:
     counts (at the batch price); the battery then reads all it needs from the cache."""
     from .attacks.battery import (
         RTI_RHOS,
-        _answer_request,
-        _curve_requests,
+        answer_request,
+        curve_requests,
         plan,
         rti_queries,
     )
 
     p = plan(spec)
-    reqs = [_answer_request(spec, q.prompt)
+    reqs = [answer_request(spec, q.prompt)
             for kind in ("clean", "attack", "instruction", "order") for q in p[kind]]
-    reqs += [_answer_request(spec, q.prompt) for op in spec.rti for rho in RTI_RHOS
+    reqs += [answer_request(spec, q.prompt) for op in spec.rti for rho in RTI_RHOS
              for q in rti_queries(spec, spec.items, op, rho) if q.attack is not None and q.attack.changes]
     if spec.curve is not None:
-        reqs += [r for q in p["curve"] for r in _curve_requests(spec, q.prompt)]
+        reqs += [r for q in p["curve"] for r in curve_requests(spec, q.prompt)]
     return [(spec.model, r) for r in reqs]
 
 

@@ -373,7 +373,7 @@ def judge_estimate(spec, cache=None) -> list[tuple[str, Mapping[str, Any], int, 
     ``max_tokens`` long (an upper bound). Tokens at ~4 characters each, output at the
     judge's ``max_tokens``.
     """
-    from .audit import _requests, build_arms
+    from .audit import arm_requests, build_arms
     from .pricing import estimate_tokens
     from .sampling import backend_identity, is_cached, sample_key
 
@@ -383,7 +383,7 @@ def judge_estimate(spec, cache=None) -> list[tuple[str, Mapping[str, Any], int, 
     known: list[str] = []
     unknown = 0
     for arm in build_arms(spec):
-        reqs = _requests(spec, arm)
+        reqs = arm_requests(spec, arm)
         found = {}
         if cache is not None:
             keys = [sample_key(backend_identity(arm.model), r) for r in reqs]

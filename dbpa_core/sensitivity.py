@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from .audit import Arm, _requests, build_arms
+from .audit import Arm, arm_requests, build_arms
 from .cache import Cache
 from .fmt import fmt_p
 from .measures import MEASURES, get_measure
@@ -455,7 +455,7 @@ def plan(spec: AuditSpec, config: SensitivityConfig, *, cache: Cache | None = No
             if key in seen:   # an unpadded length repeats the audit's arms
                 continue
             seen.add(key)
-            reqs = _requests(spec, arm)
+            reqs = arm_requests(spec, arm)
             hit = sum(1 for r in reqs if is_cached(cache, arm.model, r))
             n = len(reqs) - hit
             calls += n
@@ -656,7 +656,7 @@ def run_sensitivity(spec: AuditSpec, config: SensitivityConfig, *, cache: Cache 
 
     if config.measures or config.embedders:
         sampler.check_stop()
-        recs = sampler.sample([Job(a.model, r, a.name) for a in arms for r in _requests(spec, a)])
+        recs = sampler.sample([Job(a.model, r, a.name) for a in arms for r in arm_requests(spec, a)])
         used += _used(arms, recs, k)
         texts = _texts(recs, len(arms), k)
         materials: dict[str, _Material] = {}
@@ -694,7 +694,7 @@ def run_sensitivity(spec: AuditSpec, config: SensitivityConfig, *, cache: Cache 
         sets = [(None, arms)] + [(length, _padded_arms(spec, length, text)[1])
                                  for length in config.lengths]
         jobs = [Job(a.model, r, f"{length or 'original'} tokens: {a.name}")
-                for length, set_ in sets for a in set_ for r in _requests(spec, a)]
+                for length, set_ in sets for a in set_ for r in arm_requests(spec, a)]
         sampler.check_stop()
         recs = sampler.sample(jobs, stage="sampling padded prompts")
         per = len(arms) * k

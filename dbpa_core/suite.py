@@ -31,7 +31,7 @@ from typing import IO, Any
 import numpy as np
 from scipy import stats
 
-from .audit import _requests, build_arms, estimate, run_audit
+from .audit import arm_requests, build_arms, estimate, run_audit
 from .backends import Backend
 from .cache import Cache
 from .cases import Case, fill, perturbed_prompt
@@ -345,7 +345,7 @@ def _prefetch(sampler: Sampler, spec: AuditSpec, cases, embedder) -> None:
     """Fetch the samples (and embeddings) of ``cases`` into the cache in one call."""
     specs = [case_spec(spec, c) for c in cases]
     records = sampler.sample([Job(arm.model, r, arm.name) for cs in specs
-                              for arm in build_arms(cs) for r in _requests(cs, arm)])
+                              for arm in build_arms(cs) for r in arm_requests(cs, arm)])
     if embedder is not None:
         sampler.embed([r.text for r in records], spec.embedder)
 

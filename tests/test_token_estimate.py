@@ -3,7 +3,7 @@ chat template (and system prompt) included; servers at ~4 characters a token plu
 format's tokens."""
 import pytest
 
-from dbpa_core.attacks.battery import _answer_request, estimate_battery, plan
+from dbpa_core.attacks.battery import answer_request, estimate_battery, plan
 from dbpa_core.attacks.spec import parse_attack_spec
 from dbpa_core.backends import local
 from dbpa_core.cache import Cache
@@ -31,6 +31,6 @@ def test_the_battery_estimate_counts_the_local_models_chat_template(tmp_path):
         assert got["answers"] == len(prompts) and got["input_tokens"] == want
         # what the backend reads: the same ids
         b = local.LocalBackend(tmp_path / "c")
-        assert want == sum(len(b._prompt_ids(tok, _answer_request(spec, p))) for p in prompts)
+        assert want == sum(len(b._prompt_ids(tok, answer_request(spec, p))) for p in prompts)
         # the old count (~4 characters a token, + 8) was far below it
         assert want > sum((len(p) + 3) // 4 + 8 for p in prompts) * 1.2

@@ -196,13 +196,16 @@ def _curve_params(spec: BatterySpec) -> GenerationParams:
                             max_tokens=c.max_tokens or max(spec.max_tokens, 64))
 
 
-def _answer_request(spec: BatterySpec, prompt: str):
+def answer_request(spec: BatterySpec, prompt: str):
+    """The one sample the battery asks for an answer to ``prompt`` (its turns split as the
+    spec says)."""
     history, last = split_turns(prompt)
     return requests_for(last, n=1, seed=spec.seed, params=_answer_params(spec),
                         system_prompt=spec.system_prompt, history=history)[0]
 
 
-def _curve_requests(spec: BatterySpec, prompt: str):
+def curve_requests(spec: BatterySpec, prompt: str):
+    """The ``spec.samples`` samples of ``prompt`` behind the robustness curve."""
     history, last = split_turns(prompt)
     return requests_for(last, n=spec.samples, seed=spec.seed, params=_curve_params(spec),
                         system_prompt=spec.system_prompt, history=history)
@@ -230,7 +233,7 @@ def prompts_needed(spec: BatterySpec) -> dict[str, int]:
                     need[q.prompt] = max(need.get(q.prompt, 0), 1)
     if spec.curve is not None:
         for q in p["curve"]:
-            need[q.prompt] = max(need.get(q.prompt, 0), len(_curve_requests(spec, q.prompt)))
+            need[q.prompt] = max(need.get(q.prompt, 0), len(curve_requests(spec, q.prompt)))
     return need
 
 
@@ -265,9 +268,9 @@ def estimate_battery(spec: BatterySpec, *, cache: Cache | None = None) -> dict[s
                     in_tok += tokens(prompt)  # as the model reads it
         return calls, cached, in_tok
 
-    a = count(answer_prompts, lambda x: [_answer_request(spec, x)])
-    r = count(rti_prompts, lambda x: [_answer_request(spec, x)])
-    c = count(curve_prompts, lambda x: _curve_requests(spec, x)) if spec.curve else (0, 0, 0)
+    a = count(answer_prompts, lambda x: [answer_request(spec, x)])
+    r = count(rti_prompts, lambda x: [answer_request(spec, x)])
+    c = count(curve_prompts, lambda x: curve_requests(spec, x)) if spec.curve else (0, 0, 0)
     out_tok = (a[0] + r[0]) * spec.max_tokens + \
         (c[0] * _curve_params(spec).max_tokens if spec.curve else 0)
     name = spec.model.get("name", "") if spec.model.get("backend") == "openai" else ""
@@ -615,12 +618,12 @@ def run_battery(spec: BatterySpec, *, cache: Cache | None = None,
     sampler.check_stop()
     p = plan(spec)
     asked = [q for k in ("clean", "attack", "instruction", "order") for q in p[k]]
-    jobs = [Job(spec.model, _answer_request(spec, q.prompt), f"{q.base.id} {q.name}".strip())
+    jobs = [Job(spec.model, answer_request(spec, q.prompt), f"{q.base.id} {q.name}".strip())
             for q in asked]
     curve_jobs = []
     if spec.curve is not None:
         curve_jobs = [Job(spec.model, r, f"curve {q.base.id} {q.name} ρ={q.rho:g}")
-                      for q in p["curve"] for r in _curve_requests(spec, q.prompt)]
+                      for q in p["curve"] for r in curve_requests(spec, q.prompt)]
     recs = sampler.sample(jobs + curve_jobs, stage="answering")
     records = [AnswerRecord(q, r.text, _parse(q, r.text), r.cached)
                for q, r in zip(asked, recs[:len(jobs)], strict=True)]
@@ -668,7 +671,7 @@ def _run_rti(spec: BatterySpec, sampler: Sampler, clean: dict) -> tuple[list[Ans
             keys = [k for k in open_ if k[0] == op]
             qs.update(zip(keys, rti_queries(spec, [open_[k] for k in keys], op, rho), strict=True))
         ask = {k: q for k, q in qs.items() if q.changed}
-        recs = sampler.sample([Job(spec.model, _answer_request(spec, q.prompt),
+        recs = sampler.sample([Job(spec.model, answer_request(spec, q.prompt),
                                    f"RTI {q.base.id} {k[0]} ρ={rho:g}") for k, q in ask.items()],
                               stage="rti") if ask else []
         got = dict(zip(ask, recs, strict=True))
