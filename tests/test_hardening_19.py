@@ -192,6 +192,8 @@ def test_a_password_in_base_url_reaches_no_disk_and_no_screen(tmp_path, capsys):
     ("postgresql://bob:pw-123@db.example/x", "postgresql://***@db.example/x"),
     ("alice:pw-123@127.0.0.1:8000/v1", "***@127.0.0.1:8000/v1"),      # no scheme
     ("http:/alice:pw-123@127.0.0.1/v1", "http:/***@127.0.0.1/v1"),    # one slash
+    ("//alice:pw-123@127.0.0.1/v1", "//***@127.0.0.1/v1"),            # no scheme, two slashes
+    ("http://alice:p@ss:pw-123@127.0.0.1/v1", "http://***@127.0.0.1/v1"),  # '@' in the password
     ("sk-pw-123@127.0.0.1", "***@127.0.0.1"),
     ("http://127.0.0.1:8000/v1?tag=a@b", "http://127.0.0.1:8000/v1?tag=a@b"),  # no userinfo
     ("http://127.0.0.1:8000/v1", "http://127.0.0.1:8000/v1"),

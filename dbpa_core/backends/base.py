@@ -54,23 +54,22 @@ def clean_text(text: object, limit: int = 300) -> str:
     return s if len(s) <= limit else s[:limit - 1] + "…"
 
 
-_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*:/+)?[^/?#\s]*@")
+# the user:password@ part: after an optional scheme and the slashes that follow it, up to
+# the last "@" before the path, query or fragment
+_USERINFO = re.compile(r"^((?:[A-Za-z][A-Za-z0-9+.-]*:)?/+)?[^/?#\s]*@")
 
 
 def redact_url(url: object) -> str:
     """``url`` without a ``user:password@`` part (which must never be echoed), also when
     the text is not a well-formed URL (``user:key@host:8000`` with no scheme, one slash
-    after it)."""
-    from urllib.parse import urlsplit, urlunsplit
+    after it); text that urllib cannot split at all is not echoed."""
+    from urllib.parse import urlsplit
 
     text = str(url)
     try:
-        u = urlsplit(text)
+        urlsplit(text)
     except ValueError:
         return "<invalid URL>"
-    if "@" in u.netloc:
-        host = u.netloc.rsplit("@", 1)[1]
-        return urlunsplit((u.scheme, "***@" + host, u.path, u.query, u.fragment))
     return _USERINFO.sub(lambda m: (m.group(1) or "") + "***@", text, count=1)
 
 

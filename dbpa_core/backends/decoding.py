@@ -641,7 +641,8 @@ def _own_runnable() -> int:
                 stat = fh.read()
         except OSError:
             continue
-        n += stat[stat.rfind(")") + 2:stat.rfind(")") + 3] == "R"
+        end = stat.rfind(")")            # the name may hold ")": the state follows the last
+        n += stat[end + 2:end + 3] == "R"
     return max(1, n)
 
 
