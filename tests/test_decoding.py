@@ -264,6 +264,38 @@ def test_the_thread_count_does_not_change_a_sample():
     assert one == two
 
 
+def test_weights_prepacked_for_onednn_give_the_same_samples(monkeypatch):
+    """bfloat16 weights are reordered once for oneDNN (a step's products no longer copy
+    them), and only where that is the same bits: the samples and a step's logits are those
+    of plain ``F.linear``."""
+    if not (torch.backends.mkldnn.is_available()
+            and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")):
+        pytest.skip("this torch has no oneDNN")
+    model = tiny_llama(torch.bfloat16)
+    assert dec._weights(model).packed
+    assert not dec._weights(tiny_llama(torch.float32)).packed   # float32: another library
+    packed, _ = _run(model, _items(PROMPTS, 3))
+    d = LlamaDecoder(model, slots=4, max_len=64)
+    d.admit(0, d.prefill(PROMPTS[1]))
+    step = d.step([9], [len(PROMPTS[1])])
+    plain_model = tiny_llama(torch.bfloat16)
+    monkeypatch.setattr(dec, "_prepack", lambda weights: None)
+    assert not dec._weights(plain_model).packed
+    plain, _ = _run(plain_model, _items(PROMPTS, 3))
+    assert packed == plain
+    d = LlamaDecoder(plain_model, slots=4, max_len=64)
+    d.admit(0, d.prefill(PROMPTS[1]))
+    assert torch.equal(d.step([9], [len(PROMPTS[1])]), step)
+
+
+def test_prepacked_weights_that_change_a_bit_are_not_used(monkeypatch):
+    if not hasattr(torch.ops.mkldnn, "_reorder_linear_weight"):
+        pytest.skip("this torch has no oneDNN")
+    real = dec._packed_linear
+    monkeypatch.setattr(dec, "_packed_linear", lambda x, w: real(x, w) * 1.25)
+    assert not dec._weights(tiny_llama(torch.bfloat16)).packed
+
+
 def test_finished_samples_are_handed_over_at_once_and_leave_the_batch():
     model = tiny_llama()
     items = _items(PROMPTS, 4, max_tokens=(3, 30))
