@@ -90,12 +90,13 @@ def recording_backend():
 def run_ours(spec, backend, tmp: str, name: str) -> tuple[float, int, float]:
     """(seconds, calls, seconds in the backend) of the battery on an empty cache."""
     from dbpa_core.attacks.battery import run_battery
-    from dbpa_core.backends.decoding import clear_prefix_stores
+    from dbpa_core.backends.decoding import clear_buffers, clear_prefix_stores
     from dbpa_core.cache import Cache
     from dbpa_core.sampling import Sampler, model_key
 
     backend.asked, backend.seconds, backend.stats = [], 0.0, []
     clear_prefix_stores()   # no prompt kept from an earlier run: each battery starts afresh
+    clear_buffers()         # nor a key/value cache (as in a new process)
     sampler = Sampler(Cache(Path(tmp) / name), backends={model_key(spec.model): backend})
     t = time.perf_counter()
     res = run_battery(spec, sampler=sampler)

@@ -296,6 +296,28 @@ def test_prepacked_weights_that_change_a_bit_are_not_used(monkeypatch):
     assert not dec._weights(tiny_llama(torch.bfloat16)).packed
 
 
+def test_a_later_call_reuses_a_key_value_cache_and_gives_the_same_samples():
+    """A finished call's cache goes to the next call of the model, stale keys and values
+    in it (a larger cache sliced to fewer slots): the samples are those of a zeroed one."""
+    model = tiny_llama(torch.bfloat16)
+    few = _items([PROMPTS[1], [9, 8, 7]], 2, max_tokens=(12,))
+    dec.clear_buffers()
+    fresh, _ = _run(model, few)
+    _run(model, _items(PROMPTS + [list(range(20, 60))], 6, max_tokens=(12,)))  # 24 slots
+    kept = dec._BUFFERS[model]           # the first call's 16 slots, the second's 24
+    assert sorted(k.shape[1] for k, _ in kept) == [dec.MIN_ROWS, 24]
+    ptrs = {k.data_ptr() for k, _ in kept}
+    reused, _ = _run(model, few)             # takes the newest that fits: 24 slots, stale
+    assert {k.data_ptr() for k, _ in dec._BUFFERS[model]} == ptrs   # nothing allocated
+    assert reused == fresh
+    dec.clear_buffers()
+    d = LlamaDecoder(model, slots=2, max_len=64)
+    assert d.k_cache.shape[1] == dec.MIN_ROWS    # a cache of its own when none is kept
+    d.release()
+    assert dec._take_buffers(model, 2, 64) is not None and dec._take_buffers(model, 2, 64) is None
+    dec.clear_buffers()
+
+
 def test_finished_samples_are_handed_over_at_once_and_leave_the_batch():
     model = tiny_llama()
     items = _items(PROMPTS, 4, max_tokens=(3, 30))

@@ -34,6 +34,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
@@ -389,6 +390,50 @@ def prefix_store(model) -> PrefixStore:
     return store
 
 
+# model -> key/value caches of finished calls, newest last (see _take_buffers)
+_BUFFERS: weakref.WeakKeyDictionary[Any, list[tuple[Any, Any]]] = weakref.WeakKeyDictionary()
+_BUFFERS_LOCK = threading.Lock()
+BUFFER_BYTES = 256 << 20  # key/value caches kept for the next call, per model
+
+
+def _take_buffers(model, slots: int, max_len: int) -> tuple[Any, Any] | None:
+    """A finished call's key/value cache of ``model`` with ``max_len`` positions and
+    ``slots`` slots or more (taken out of the pool), or None.
+
+    Its positions hold an earlier call's keys and values, never read as such: a slot's
+    positions are written before they are attended (:meth:`LlamaDecoder.admit`, then one
+    per step), a position after a row's own is masked out (its weight is exactly 0, and
+    the values it multiplies are finite numbers), and a spare row's results are dropped —
+    as when a slot takes over another's (:meth:`LlamaDecoder.move`). A slice of a larger
+    cache has the same strides within a layer as a cache of its own size, so every product
+    sees the same shapes and strides: the samples are the same bits (tested)."""
+    with _BUFFERS_LOCK:
+        kept = _BUFFERS.get(model, [])
+        for i in range(len(kept) - 1, -1, -1):
+            k, v = kept[i]
+            if k.shape[-1] == max_len and k.shape[1] >= slots:
+                del kept[i]
+                return k, v
+    return None
+
+
+def _give_buffers(model, buffers: tuple[Any, Any]) -> None:
+    size = sum(b.numel() * b.element_size() for b in buffers)
+    if size > BUFFER_BYTES:
+        return
+    with _BUFFERS_LOCK:
+        kept = _BUFFERS.setdefault(model, [])
+        kept.append(buffers)
+        while sum(b.numel() * b.element_size() for pair in kept for b in pair) > BUFFER_BYTES:
+            del kept[0]
+
+
+def clear_buffers() -> None:
+    """Drop the key/value caches kept for later calls (of every model)."""
+    with _BUFFERS_LOCK:
+        _BUFFERS.clear()
+
+
 class LlamaDecoder:
     """Batched decoding of a transformers Llama model with a slot per sample.
 
@@ -436,10 +481,16 @@ class LlamaDecoder:
             self.sin = (emb.sin() * scaling).to(self.dtype)
             # keys stored transposed (positions last): a span of them is then a plain
             # strided matrix for the batched product, which copies nothing
-            self.k_cache = torch.zeros((self.n_layers, self.slots, self.n_kv, self.head_dim,
-                                        self.max_len), dtype=self.dtype)
-            self.v_cache = torch.zeros((self.n_layers, self.slots, self.n_kv, self.max_len,
-                                        self.head_dim), dtype=self.dtype)
+            self._model = weakref.ref(model)
+            self._buffers = _take_buffers(model, self.slots, self.max_len)
+            if self._buffers is None:
+                self._buffers = (
+                    torch.zeros((self.n_layers, self.slots, self.n_kv, self.head_dim,
+                                 self.max_len), dtype=self.dtype),
+                    torch.zeros((self.n_layers, self.slots, self.n_kv, self.max_len,
+                                 self.head_dim), dtype=self.dtype))
+            self.k_cache = self._buffers[0][:, :self.slots]
+            self.v_cache = self._buffers[1][:, :self.slots]
         self.q_size = self.n_heads * self.head_dim
         self.kv_size = self.n_kv * self.head_dim
 
@@ -450,6 +501,15 @@ class LlamaDecoder:
         item = next(model.parameters()).element_size()
         return 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * head_dim * item * \
             int(math.ceil(max_len / SPAN) * SPAN)
+
+    def release(self) -> None:
+        """Hand the key/value cache to the next decoder of this model (this one is not used
+        afterwards): allocating and zeroing it cost a battery's short calls more than some
+        of their steps (:func:`_take_buffers`)."""
+        model, buffers = self._model(), self._buffers
+        self._buffers = None
+        if model is not None and buffers is not None:
+            _give_buffers(model, buffers)
 
     # ------------------------------------------------------------------ pieces
     def _rms(self, x, w):
@@ -846,6 +906,12 @@ class ThreadTuner:
             self._torch.set_num_threads(n)
         return n
 
+    def one_thread(self) -> None:
+        """One torch thread for work between steps while other threads keep the cores busy
+        (the next :meth:`threads` or :meth:`settle` sets the count again)."""
+        if self._torch.get_num_threads() != 1:
+            self._torch.set_num_threads(1)
+
     def restore(self, *, force: bool = False) -> None:
         """Torch's thread count as it was; ``force``: set it even when this thread has it
         already (torch's default for new threads follows the last count set anywhere)."""
@@ -1213,6 +1279,10 @@ def generate_continuous(decoder_for: Callable[[int, int], LlamaDecoder],
                 if row.max_tokens <= 0 or accept(row, draw([row], state.logits[None, :])[0]):
                     finish(row)
                     continue
+                if prefill.pool is not None:
+                    # workers may be computing packs on every core: torch's threads here
+                    # would wait for a descheduled one at each barrier (14 ms for a 1 ms copy)
+                    tuner.one_thread()
                 dec.admit(len(live), state)
                 live.append(row)
             if not live:
@@ -1250,6 +1320,7 @@ def generate_continuous(decoder_for: Callable[[int, int], LlamaDecoder],
         raise
     finally:
         prefill.close(wait=not (failed or stats.stopped))
+        dec.release()
         tuner.restore()
         if tuner.known:
             _LAST_THREADS = tuner.best   # the next call starts from it (and keeps probing)
