@@ -970,6 +970,34 @@ def pack_prompts(prompts: Sequence[tuple], budget: int = PACK_TOKENS,
     return packs
 
 
+def _split_tail(packs: list[list[tuple]], workers: int,
+                size: Callable[[tuple], int] = len) -> list[list[tuple]]:
+    """``packs`` with each of the last ``workers`` packs split in two halves (by tokens,
+    as even as the prompts allow), the halves run largest first: the workers then finish
+    within a fraction of a pack of each other (a worker otherwise sat idle for up to half a
+    second at the end of a battery's prefill).
+
+    Examples
+    --------
+    >>> packs = [[(1,) * 4] * 4, [(2,) * 4] * 4, [(3,) * 4] * 4, [(4,) * 2, (4,) * 8]]
+    >>> [[len(p) for p in pack] for pack in _split_tail(packs, 2)]
+    [[4, 4, 4, 4], [4, 4, 4, 4], [4, 4], [4, 4], [8], [2]]
+    """
+    if len(packs) < 2 * workers:
+        return packs
+    pieces = []
+    for pack in packs[-workers:]:
+        total = sum(map(size, pack))
+        used, best, cut = 0, total, 0
+        for i, p in enumerate(pack):
+            if abs(2 * used - total) < best:
+                best, cut = abs(2 * used - total), i
+            used += size(p)
+        pieces += [pack[:cut], pack[cut:]] if cut else [pack]
+    pieces.sort(key=lambda pack: -sum(map(size, pack)))
+    return packs[:-workers] + pieces
+
+
 def prefill_workers() -> int:
     """How many packs of prompts are prefilled at once, each on one thread: as many as
     torch has threads (the cores this process may use)."""
@@ -1063,6 +1091,8 @@ class _Prefill:
             packs = pack_prompts(wave, budget=max(1, math.ceil(total / max(parts, 1))),
                                  size=new_tokens)
             pooled = self.workers > 1 and len(packs) > 1
+            if pooled and not any(waves[i + 1:]):
+                packs = _split_tail(packs, self.workers, new_tokens)
             if pooled and i:
                 # a worker never runs a pack meant for the calling thread: such a pack of an
                 # earlier wave runs now, before the wave it feeds
