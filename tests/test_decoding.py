@@ -433,6 +433,22 @@ def test_thread_tuner_keeps_the_faster_count(monkeypatch):
         used.append(n)
         tuner.record(n, 0.1 if n == 1 else 0.5)
     assert used == [1, 1, 2, 2] and tuner.best == 1
+    # one thread kept from a busy spell, every core free now: all cores first, one probed
+    # early (a later call would otherwise stay on one thread until PROBE_EVERY steps)
+    monkeypatch.setattr(dec, "free_cores", lambda samples=5: 2)
+    state["n"] = 2
+    tuner = ThreadTuner(start=1)
+    assert tuner.settle() == 2 and not tuner.known
+    used = []
+    for _ in range(6):
+        n = tuner.threads()
+        used.append(n)
+        tuner.record(n, 0.1 if n == 2 else 0.5)
+    assert used == [2, 2, 1, 1, 2, 2] and tuner.best == 2
+    monkeypatch.setattr(dec, "free_cores", lambda samples=5: 1)     # still busy: kept
+    state["n"] = 2
+    tuner = ThreadTuner(start=1)
+    assert tuner.settle() == 1 and tuner.known
 
 
 def test_free_cores_counts_the_other_runnable_threads(monkeypatch):

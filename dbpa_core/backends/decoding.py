@@ -818,12 +818,14 @@ class ThreadTuner:
     count, and the faster one (median of
     the last three steps of each) is kept. A probe that was much slower (1.5×) doubles the
     wait before the next one (up to :attr:`MAX_INTERVAL` steps): probing two stalled
-    threads is itself costly. A previous call's choice of several threads is not trusted
-    when other work now keeps cores busy (:func:`free_cores` below that count): the call
-    then starts on one thread and probes as if nothing were known, since a battery's calls
-    are often shorter than :attr:`PROBE_EVERY` steps and would otherwise all run on stalled
-    threads. The thread count does not change a sample (tested): each row's numbers are
-    computed the same way on one thread or two.
+    threads is itself costly. A previous call's choice is not trusted when the machine has
+    changed since: several threads while other work now keeps cores busy
+    (:func:`free_cores` below that count), or one thread while every core is free now. The
+    call then starts as if nothing were known (one thread, or every core when they are
+    free) and probes early, since a battery's calls are often shorter than
+    :attr:`PROBE_EVERY` steps and would otherwise all run on the old choice: after a busy
+    spell every later call stayed on one thread. The thread count does not change a sample
+    (tested): each row's numbers are computed the same way on one thread or two.
     """
 
     PROBE_EVERY = 24
@@ -843,10 +845,12 @@ class ThreadTuner:
             # than one loses on an idle one), the other count tried after two steps; a
             # previous call's choice: kept, and the other tried only after PROBE_EVERY
             self.best, self.other = 1, self.initial
-            if start == self.initial and start > 1:
+            if start is not None and start in (1, self.initial):
                 free = free_cores()
-                if free is not None and free < start:   # busy now: several would stall
-                    start = None
+                if start > 1 and free is not None and free < start:
+                    start = None    # busy now: several would stall
+                elif start == 1 and free is not None and free >= self.initial:
+                    start = None    # one thread was kept while busy; every core is free now
             if start in (1, self.initial):
                 self.best, self.other = start, (self.initial if start == 1 else 1)
                 self.known = True
