@@ -375,6 +375,16 @@ def test_token_progress_after_every_step_and_before_each_handover():
     assert all(events[i - 1][0] == "tokens" for i, e in enumerate(events) if e[0] == "done")
 
 
+def _drive(tuner, steps, *, faster):
+    """The thread counts ``tuner`` uses for ``steps`` steps, ``faster`` threads 5x faster."""
+    used = []
+    for _ in range(steps):
+        n = tuner.threads()
+        used.append(n)
+        tuner.record(n, 0.1 if n == faster else 0.5)
+    return used
+
+
 def test_thread_tuner_keeps_the_faster_count(monkeypatch):
     state = {"n": 2}
     calls = []
@@ -395,11 +405,7 @@ def test_thread_tuner_keeps_the_faster_count(monkeypatch):
     state["n"] = 2
     tuner = ThreadTuner()
     assert tuner.settle() == 2 and not tuner.known
-    used = []
-    for _ in range(6):
-        n = tuner.threads()
-        used.append(n)
-        tuner.record(n, 0.1 if n == 1 else 0.5)
+    used = _drive(tuner, 6, faster=1)
     assert used[:4] == [2, 2, 1, 1] and tuner.best == 1 and used[-1] == 1
     monkeypatch.setattr(dec, "free_cores", lambda samples=5: None)  # cannot be told: one
     assert ThreadTuner().settle() == 1
@@ -439,12 +445,7 @@ def test_thread_tuner_keeps_the_faster_count(monkeypatch):
     state["n"] = 2
     tuner = ThreadTuner(start=1)
     assert tuner.settle() == 2 and not tuner.known
-    used = []
-    for _ in range(6):
-        n = tuner.threads()
-        used.append(n)
-        tuner.record(n, 0.1 if n == 2 else 0.5)
-    assert used == [2, 2, 1, 1, 2, 2] and tuner.best == 2
+    assert _drive(tuner, 6, faster=2) == [2, 2, 1, 1, 2, 2] and tuner.best == 2
     monkeypatch.setattr(dec, "free_cores", lambda samples=5: 1)     # still busy: kept
     state["n"] = 2
     tuner = ThreadTuner(start=1)
