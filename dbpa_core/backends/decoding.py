@@ -248,6 +248,10 @@ _WEIGHTS: weakref.WeakKeyDictionary[Any, _Weights] = weakref.WeakKeyDictionary()
 PACK_MAX_BYTES = 2 << 30   # weights are prepacked (a second copy: +130 MB for SmolLM2) up to this size
 
 
+def _nbytes(tensors) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
 def _packed_linear(x, w):
     import torch
 
@@ -273,7 +277,7 @@ def _prepack(weights: list[Any]) -> list[Any] | None:
     if (mkldnn is None or not weights or weights[0].dtype != torch.bfloat16
             or not torch.backends.mkldnn.is_available()
             or not hasattr(mkldnn, "_reorder_linear_weight")
-            or sum(w.numel() * w.element_size() for w in weights) > PACK_MAX_BYTES):
+            or _nbytes(weights) > PACK_MAX_BYTES):
         return None
     try:
         with torch.inference_mode():
@@ -330,7 +334,6 @@ class PrefixStore:
     afresh, so what is kept never changes a sample. Safe for concurrent calls."""
 
     def __init__(self, budget: int = STORE_BYTES):
-        import threading
         from collections import OrderedDict
 
         self.budget = budget
@@ -421,13 +424,12 @@ def _take_buffers(model, slots: int, max_len: int) -> tuple[Any, Any] | None:
 
 
 def _give_buffers(model, buffers: tuple[Any, Any]) -> None:
-    size = sum(b.numel() * b.element_size() for b in buffers)
-    if size > BUFFER_BYTES:
+    if _nbytes(buffers) > BUFFER_BYTES:
         return
     with _BUFFERS_LOCK:
         kept = _BUFFERS.setdefault(model, [])
         kept.append(buffers)
-        while sum(b.numel() * b.element_size() for pair in kept for b in pair) > BUFFER_BYTES:
+        while sum(_nbytes(pair) for pair in kept) > BUFFER_BYTES:
             del kept[0]
 
 
@@ -467,7 +469,6 @@ class LlamaDecoder:
         w = _weights(model)   # built once per model
         self.w_qkv, self.w_gu, self.w_o, self.w_down = w.qkv, w.gate_up, w.o, w.down
         self.lm_head = w.head
-        self.packed = w.packed
         self._linear = _packed_linear if w.packed else torch.nn.functional.linear
         with torch.inference_mode():
             lay = inner.layers
@@ -848,21 +849,18 @@ class ThreadTuner:
             # than one loses on an idle one), the other count tried after two steps; a
             # previous call's choice: kept, and the other tried only after PROBE_EVERY
             self.best, self.other = 1, self.initial
-            if start is not None and start in (1, self.initial):
-                free = free_cores()
-                if start > 1 and free is not None and free < start:
-                    start = None    # busy now: several would stall
-                elif start == 1 and free is not None and free >= self.initial:
-                    start = None    # one thread was kept while busy; every core is free now
+            free = free_cores() if start is None or start in (1, self.initial) else None
+            if start is not None and start > 1 and free is not None and free < start:
+                start = None    # busy now: several would stall
+            elif start == 1 and free is not None and free >= self.initial:
+                start = None    # one thread was kept while busy; every core is free now
             if start in (1, self.initial):
                 self.best, self.other = start, (self.initial if start == 1 else 1)
                 self.known = True
-            elif start is None:
+            elif start is None and free is not None and free >= self.initial:
                 # nothing known, but no other work keeps a core busy now: start on every
                 # core (and still probe one thread after two steps)
-                free = free_cores()
-                if free is not None and free >= self.initial:
-                    self.best, self.other = self.initial, 1
+                self.best, self.other = self.initial, 1
         self.recent: dict[int, list[float]] = {self.initial: [], 1: []}
         self.steps = 0
         self.interval = self.PROBE_EVERY
@@ -878,9 +876,7 @@ class ThreadTuner:
             self.probes += 1
         n = self.other if self.probing else self.best
         assert n is not None   # probing only where there is another count to try
-        if self._torch.get_num_threads() != n:
-            self._torch.set_num_threads(n)
-        return n
+        return self._use(n)
 
     def record(self, threads: int, seconds: float) -> None:
         self.steps += 1
@@ -908,22 +904,24 @@ class ThreadTuner:
         count the call started on (one thread unless the cores were free: several threads
         stall on a busy machine far more than one loses on an idle one) — without probing
         (for work other than a decoding step)."""
-        n = self.best
-        if self._torch.get_num_threads() != n:
-            self._torch.set_num_threads(n)
-        return n
+        return self._use(self.best)
 
     def one_thread(self) -> None:
         """One torch thread for work between steps while other threads keep the cores busy
         (the next :meth:`threads` or :meth:`settle` sets the count again)."""
-        if self._torch.get_num_threads() != 1:
-            self._torch.set_num_threads(1)
+        self._use(1)
 
     def restore(self, *, force: bool = False) -> None:
         """Torch's thread count as it was; ``force``: set it even when this thread has it
         already (torch's default for new threads follows the last count set anywhere)."""
         if force or self._torch.get_num_threads() != self.initial:
             self._torch.set_num_threads(self.initial)
+
+    def _use(self, n: int) -> int:
+        """Torch's thread count set to ``n`` (only when it is another: setting it is not free)."""
+        if self._torch.get_num_threads() != n:
+            self._torch.set_num_threads(n)
+        return n
 
 
 def expected_tokens(drawn: int, ended: int, open_rows: Sequence[tuple[int, int]]) -> int:
