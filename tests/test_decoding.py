@@ -392,13 +392,14 @@ def test_thread_tuner_keeps_the_faster_count(monkeypatch):
     monkeypatch.setattr(torch, "set_num_threads", lambda n: (calls.append(n), state.update(n=n)))
     monkeypatch.setattr(dec, "free_cores", lambda samples=5: 1)     # other work: a core busy
     tuner = ThreadTuner()
-    used = []
-    for _ in range(2 * ThreadTuner.PROBE_EVERY):
-        n = tuner.threads()
-        used.append(n)
-        tuner.record(n, 0.1 if n == 1 else 0.5)   # one thread is 5x faster here
-    assert used[:4] == [1, 1, 2, 2]                # one thread first, two probed early
-    assert tuner.best == 1 and used[-1] == 1
+    used = _drive(tuner, 2 * ThreadTuner.PROBE_EVERY, faster=1)   # one thread 5x faster here
+    # one thread first, two not probed early while a core is busy (each step on two
+    # stalled threads costs as much as several on one); probed after PROBE_EVERY steps,
+    # and the probe ends after its first step when that one is much slower
+    every = ThreadTuner.PROBE_EVERY
+    assert used[:every] == [1] * every and used[every:every + 2] == [2, 1]
+    assert tuner.best == 1 and used[-1] == 1 and used.count(2) == 1
+    assert tuner.interval == 2 * every             # a slow probe doubles the wait
     # nothing known and both cores free: two threads first, one probed early, and the
     # faster kept
     monkeypatch.setattr(dec, "free_cores", lambda samples=5: 2)
@@ -429,27 +430,43 @@ def test_thread_tuner_keeps_the_faster_count(monkeypatch):
         used.append(n)
         tuner.record(n, 0.1)
     assert used[:ThreadTuner.PROBE_EVERY] == [2] * ThreadTuner.PROBE_EVERY and used[-1] == 1
-    # ... unless other work keeps a core busy now: then one thread first, two probed early
+    # ... unless other work keeps a core busy now: then one thread, two not probed early
     monkeypatch.setattr(dec, "free_cores", lambda samples=5: 1)
     state["n"] = 2
     tuner = ThreadTuner(start=2)
-    used = []
-    for _ in range(4):
-        n = tuner.threads()
-        used.append(n)
-        tuner.record(n, 0.1 if n == 1 else 0.5)
-    assert used == [1, 1, 2, 2] and tuner.best == 1
+    assert _drive(tuner, 6, faster=1) == [1] * 6 and tuner.best == 1 and tuner.known
     # one thread kept from a busy spell, every core free now: all cores first, one probed
     # early (a later call would otherwise stay on one thread until PROBE_EVERY steps)
     monkeypatch.setattr(dec, "free_cores", lambda samples=5: 2)
     state["n"] = 2
     tuner = ThreadTuner(start=1)
     assert tuner.settle() == 2 and not tuner.known
-    assert _drive(tuner, 6, faster=2) == [2, 2, 1, 1, 2, 2] and tuner.best == 2
+    # (one thread 5x slower: the probe ends after its first step)
+    assert _drive(tuner, 6, faster=2) == [2, 2, 1, 2, 2, 2] and tuner.best == 2
     monkeypatch.setattr(dec, "free_cores", lambda samples=5: 1)     # still busy: kept
     state["n"] = 2
     tuner = ThreadTuner(start=1)
     assert tuner.settle() == 1 and tuner.known
+
+
+def test_a_probe_ends_early_only_when_its_first_step_is_much_slower(monkeypatch):
+    state = {"n": 2}
+    monkeypatch.setattr(torch, "get_num_threads", lambda: state["n"])
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: state.update(n=n))
+    monkeypatch.setattr(dec, "free_cores", lambda samples=5: 2)
+    every = ThreadTuner.PROBE_EVERY
+    # one thread 1.3x slower: both probe steps run, the wait is kept; 1.5x slower and more:
+    # the probe ends after its first step and the wait doubles
+    for slower, used, next_probe in [(1.3, [2, 2, 1, 1, 2, 2], 4 + every),
+                                     (ThreadTuner.ABORT * 1.01, [2, 2, 1, 2, 2, 2], 3 + 2 * every)]:
+        tuner = ThreadTuner()
+        got = []
+        for _ in range(6):
+            n = tuner.threads()
+            got.append(n)
+            tuner.record(n, 0.1 * (slower if n == 1 else 1.0))
+        assert got == used and tuner.best == 2, (slower, got)
+        assert tuner.next_probe == next_probe
 
 
 def test_free_cores_counts_the_other_runnable_threads(monkeypatch):

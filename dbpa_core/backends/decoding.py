@@ -812,29 +812,36 @@ class ThreadTuner:
     """Picks torch's thread count for decoding steps by timing them.
 
     On a machine whose cores are shared with other work, torch's two threads wait for
-    each other whenever one is descheduled: a step then takes 3–6 times longer than on
-    one thread (measured on the 2-core development machine under load); on an idle one,
-    two threads are ~1.6× faster. So a call starts on one thread — on every core when no
-    other work keeps one busy now (:func:`free_cores`, which does not count this process's
-    own spinning threads), or on the count the last call kept, then probing first after
-    :attr:`PROBE_EVERY` steps; after two steps, and
-    then every :attr:`PROBE_EVERY` steps, :attr:`PROBE_STEPS` steps run on the other
-    count, and the faster one (median of
-    the last three steps of each) is kept. A probe that was much slower (1.5×) doubles the
-    wait before the next one (up to :attr:`MAX_INTERVAL` steps): probing two stalled
-    threads is itself costly. A previous call's choice is not trusted when the machine has
-    changed since: several threads while other work now keeps cores busy
-    (:func:`free_cores` below that count), or one thread while every core is free now. The
-    call then starts as if nothing were known (one thread, or every core when they are
-    free) and probes early, since a battery's calls are often shorter than
-    :attr:`PROBE_EVERY` steps and would otherwise all run on the old choice: after a busy
-    spell every later call stayed on one thread. The thread count does not change a sample
-    (tested): each row's numbers are computed the same way on one thread or two.
+    each other whenever one is descheduled: a step then takes 3–15 times longer than on
+    one thread (measured on 2-core development machines with one core kept busy: ~1 s
+    against 70–140 ms); on an idle one, two threads are ~1.5× faster. So a call starts on
+    every core when no other work keeps one busy now (:func:`free_cores`, which does not
+    count this process's own spinning threads), on one thread when some does or when it
+    cannot be told, or on the count the last call kept. After :attr:`PROBE_EVERY` steps,
+    and then every :attr:`PROBE_EVERY` steps, :attr:`PROBE_STEPS` steps run on the other
+    count, and the faster one (median of the last three steps of each) is kept; a call
+    that knows nothing and saw no busy core probes early, after two steps, since a
+    battery's calls are often shorter than :attr:`PROBE_EVERY` steps.
+
+    Probing is bounded in cost: a probe whose first step is much slower (:attr:`ABORT`
+    times the kept count's median) ends at once, and a slow probe doubles the wait before
+    the next one (up to :attr:`MAX_INTERVAL` steps). A call that starts on one thread
+    because other work keeps a core busy does not probe more threads early: on such a
+    machine each step on two stalled threads costs as much as ten on one, and an early
+    probe cost a short battery two seconds in every call that started busy.
+
+    A previous call's choice is not trusted when the machine has changed since: several
+    threads while other work now keeps cores busy (:func:`free_cores` below that count),
+    or one thread while every core is free now. The call then starts as if nothing were
+    known (after a busy spell every later call had stayed on one thread). The thread
+    count does not change a sample (tested): each row's numbers are computed the same way
+    on one thread or two.
     """
 
     PROBE_EVERY = 24
     PROBE_STEPS = 2
     MAX_INTERVAL = 192
+    ABORT = 1.5   # a probe step this much slower than the kept count ends the probe
 
     def __init__(self, start: int | None = None):
         import torch
@@ -844,13 +851,15 @@ class ThreadTuner:
         self.best = self.initial
         self.other = 1 if self.initial > 1 else None
         self.known = False   # True once steps were timed here, or a previous call's choice given
+        busy = False         # other work keeps a core busy now: no early probe of more threads
         if self.other is not None:
             # nothing known: one thread first (several stall on a busy machine far more
-            # than one loses on an idle one), the other count tried after two steps; a
-            # previous call's choice: kept, and the other tried only after PROBE_EVERY
+            # than one loses on an idle one); a previous call's choice: kept, and the
+            # other tried only after PROBE_EVERY
             self.best, self.other = 1, self.initial
             free = free_cores() if start is None or start in (1, self.initial) else None
-            if start is not None and start > 1 and free is not None and free < start:
+            busy = free is not None and free < self.initial
+            if start is not None and start > 1 and busy:
                 start = None    # busy now: several would stall
             elif start == 1 and free is not None and free >= self.initial:
                 start = None    # one thread was kept while busy; every core is free now
@@ -864,7 +873,7 @@ class ThreadTuner:
         self.recent: dict[int, list[float]] = {self.initial: [], 1: []}
         self.steps = 0
         self.interval = self.PROBE_EVERY
-        self.next_probe = self.PROBE_EVERY if self.known else 2
+        self.next_probe = self.PROBE_EVERY if self.known or busy else 2
         self.probing = 0
         self.probes = 0
         self.steps_on: dict[int, int] = {}
@@ -888,9 +897,15 @@ class ThreadTuner:
         if not self.probing or threads != self.other:
             return
         self.probing -= 1
+        mine = float(np.median(self.recent[self.best] or [np.inf]))
+        if seconds > self.ABORT * mine:
+            # a stalled probe (two threads on a busy machine): not worth another step
+            self.probing = 0
+            self.interval = min(2 * self.interval, self.MAX_INTERVAL)
+            self.next_probe = self.steps + self.interval
+            return
         if self.probing:
             return
-        mine = float(np.median(self.recent[self.best] or [np.inf]))
         theirs = float(np.median(self.recent[self.other]))
         if theirs < 0.9 * mine:
             self.best, self.other = self.other, self.best
