@@ -2,6 +2,7 @@
 ER, ASR, RTI and consistency against hand-computed values, the robustness curve, caching,
 stop and resume, the CLI, and spec errors with their line."""
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -330,3 +331,56 @@ def test_sampler_can_be_given(server, data, tmp_path):
     s = Sampler(Cache(tmp_path / "given"))
     res = run_battery(spec, sampler=s)
     assert res.usage["calls"] == s.usage["calls"] > 0
+
+
+@pytest.mark.skipif(not W.available(), reason="WordNet not installed (make wordnet)")
+def test_rti_asked_ahead_gives_the_same_numbers_in_fewer_calls(server, data, tmp_path,
+                                                               monkeypatch):
+    """On a model that batches prompts a round of RTI asks the next ρ levels too (up to
+    RTI_AHEAD prompts): the items are still read level by level, so the values and the
+    records are those of one level per round; only the calls are fewer, and the answers
+    asked in vain are counted."""
+    from dbpa_core.attacks import battery
+
+    calls = []
+    sample = Sampler.sample
+
+    def counting(self, jobs, *, stage="sampling"):
+        calls.append((stage, len(jobs)))
+        return sample(self, jobs, stage=stage)
+
+    monkeypatch.setattr(Sampler, "sample", counting)
+    _, one = run(server, data, tmp_path / "one", "rti: [insert, replace]")
+    one_calls, calls[:] = list(calls), []
+    monkeypatch.setattr(battery, "_batches_prompts", lambda spec, sampler: True)
+    _, ahead = run(server, data, tmp_path / "ahead", "rti: [insert, replace]")
+
+    def rti_of(res):
+        return [(r.attack, r.dataset, r.rti, r.result.never_changed) for r in res.rti]
+
+    def records_of(res):
+        return [(r.query.prompt, r.query.rho, r.response, r.parsed.index) for r in res.records_of("rti")]
+
+    assert rti_of(ahead) == rti_of(one) and records_of(ahead) == records_of(one)
+    assert records_of(one)          # something was asked
+    # the first round goes with the first call in both; later rounds ask several levels
+    rounds_one = [n for stage, n in one_calls if stage == "rti"]
+    rounds_ahead = [n for stage, n in calls if stage == "rti"]
+    assert len(rounds_ahead) < len(rounds_one)
+    assert all(n <= battery.RTI_AHEAD for n in rounds_ahead)
+    # every answer beyond those of one level per round is counted, none in the plain run
+    assert one.usage["rti_ahead_unused"] == 0
+    assert ahead.usage["rti_ahead_unused"] == ahead.usage["calls"] - one.usage["calls"] > 0
+
+
+def test_only_a_local_model_is_asked_ahead(tmp_path):
+    from dbpa_core.attacks.battery import _batches_prompts
+
+    sampler = Sampler(Cache(tmp_path / "cache"))
+    local = parse_attack_spec("model: {backend: local}\ndata: sample\nrti: true\n")
+    assert _batches_prompts(local, sampler) is True      # SmolLM2: a plain Llama
+    # a server's answers are paid for, a recording may not hold the prompts asked ahead:
+    # neither backend is even made to ask
+    for model in ({"backend": "openai", "name": "m", "base_url": "http://127.0.0.1:9/v1"},
+                  {"backend": "replay", "file": str(tmp_path / "missing.jsonl")}):
+        assert _batches_prompts(SimpleNamespace(model=model), sampler) is False

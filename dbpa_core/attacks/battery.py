@@ -4,9 +4,16 @@
 each attack at each ρ, with each synonymous instruction, in each option order — and
 sends them to the model in **one** ``sampler.sample`` call (so a concurrent backend
 answers them in parallel), together with the k samples per prompt of the DBPA
-robustness curve. RTI then raises ρ in rounds of 0.1 for the items whose answer has
-not changed yet (one ``sample`` call per round). Every answer is cached as it arrives:
-a rerun makes no call and a stopped run resumes.
+robustness curve, and RTI's first ρ (every item is asked at ρ = 0.1). RTI then raises
+ρ in steps of 0.1 for the items whose answer has not changed yet (one ``sample`` call
+per round). On a model that decodes many prompts together (the embedded model), a round
+with few items open asks the next ρ levels too, up to :data:`RTI_AHEAD` prompts, and the
+first of them go with the first call: a call's fixed cost (a pass over the weights) is
+most of what a round of one or two prompts costs there. The items are still scanned ρ by
+ρ and stop at their first change, so RTI's numbers and records are those of one level
+per round; answers asked ahead and not needed are counted in ``usage`` as
+``rti_ahead_unused``. Every answer is cached as it arrives: a rerun makes no call and a
+stopped run resumes.
 
 Answers are parsed (:func:`~dbpa_core.attacks.answers.parse_answer`; unparsed answers
 are counted, never guessed) and summarised as ER, ASR (per attack, per ρ, per data
@@ -23,7 +30,7 @@ import json
 import time
 import warnings
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -62,6 +69,7 @@ from .spec import AttackConfig, BatterySpec
 from .text import AttackedText, attack_texts, derive_seed, highlight_segments
 
 RTI_RHOS = tuple(round(0.1 * i, 1) for i in range(1, 11))
+RTI_AHEAD = 16   # prompts a round of RTI fills with the next ρ levels on a batching model
 ALL = "all"
 # every file a battery may write: one a rerun does not write is removed from the folder
 BATTERY_FILES = ("results.json", "results.csv", "rti.csv", "consistency.csv", "patterns.csv",
@@ -624,15 +632,22 @@ def run_battery(spec: BatterySpec, *, cache: Cache | None = None,
     if spec.curve is not None:
         curve_jobs = [Job(spec.model, r, f"curve {q.base.id} {q.name} ρ={q.rho:g}")
                       for q in p["curve"] for r in curve_requests(spec, q.prompt)]
-    recs = sampler.sample(jobs + curve_jobs, stage="answering")
+    # RTI's first round (every item at ρ = 0.1; more levels on a batching model) with them
+    ahead = _rti_first_round(spec, sampler, {q.prompt for q in asked})
+    ahead_jobs = [Job(spec.model, answer_request(spec, q.prompt),
+                      f"RTI {q.base.id} {q.name} ρ={q.rho:g}") for q in ahead]
+    recs = sampler.sample(jobs + curve_jobs + ahead_jobs, stage="answering")
     records = [AnswerRecord(q, r.text, _parse(q, r.text), r.cached)
                for q, r in zip(asked, recs[:len(jobs)], strict=True)]
-    curve_texts = recs[len(jobs):]
+    curve_texts = recs[len(jobs):len(jobs) + len(curve_jobs)]
+    answered = {q.prompt: r for q, r in zip(asked + ahead, recs[:len(jobs)]
+                                            + recs[len(jobs) + len(curve_jobs):], strict=True)}
 
     clean = {(r.query.base.dataset, r.query.base.id): r for r in records
              if r.query.kind == "clean"}
 
-    rti_records, r_values = _run_rti(spec, sampler, clean)
+    rti_records, r_values, unused = _run_rti(spec, sampler, clean, answered,
+                                             {q.prompt for q in ahead})
     records += rti_records
 
     table = _table(spec, records, clean)
@@ -650,50 +665,116 @@ def run_battery(spec: BatterySpec, *, cache: Cache | None = None,
         caught.insert(0, f"{unparsed} of {len(records)} answers named no option and were "
                       "counted as unparsed (wrong for ER; see attacked.jsonl).")
     usage = dict(sampler.usage, seconds=round(time.perf_counter() - t0, 3))
+    if spec.rti:
+        usage["rti_ahead_unused"] = unused
     return BatteryResult(spec, tuple(records), tuple(table), tuple(consistency), tuple(rti),
                          tuple(patterns), tuple(curve), curve_responses, usage, tuple(caught),
                          phrases=phrases)
 
 
-def _run_rti(spec: BatterySpec, sampler: Sampler, clean: dict) -> tuple[list[AnswerRecord], dict]:
-    """Raise ρ by 0.1 per round for every (op, item) whose answer has not changed yet."""
+def _batches_prompts(spec: BatterySpec, sampler: Sampler) -> bool:
+    """True when the spec's model decodes many prompts in one pass, so that a few more
+    prompts in a call cost little beside the call itself (the embedded model, or a local
+    Llama folder once loaded); never for a server or a recording, whose answers are paid
+    for or may not be there."""
+    if spec.model.get("backend", "local") not in ("local", "hf"):
+        return False
+    return bool(getattr(sampler.backend(spec.model), "batches_prompts", False))
+
+
+def _rti_levels(spec: BatterySpec, sampler: Sampler, start: int, n_open: int) -> tuple[float, ...]:
+    """The ρ levels a round of RTI asks from ``RTI_RHOS[start]``: one, or on a batching
+    model as many as fill :data:`RTI_AHEAD` prompts for the ``n_open`` open items."""
+    depth = 1
+    if n_open and _batches_prompts(spec, sampler):
+        depth = max(1, RTI_AHEAD // n_open)
+    return RTI_RHOS[start:start + depth]
+
+
+def _rti_queries_at(spec: BatterySpec, open_: dict, rho: float) -> dict[tuple[str, str, str], Query]:
+    """RTI's prompt at ``rho`` of every open ``(op, dataset, id)``."""
+    qs: dict[tuple[str, str, str], Query] = {}
+    for op in spec.rti:
+        keys = [k for k in open_ if k[0] == op]
+        qs.update(zip(keys, rti_queries(spec, [open_[k] for k in keys], op, rho), strict=True))
+    return qs
+
+
+def _rti_first_round(spec: BatterySpec, sampler: Sampler, asked: set[str]) -> list[Query]:
+    """The prompts of RTI's first round not asked already, sent with the battery's first
+    call (every item is open at the first ρ, so nothing of it is asked in vain)."""
+    if not spec.rti:
+        return []
+    open_ = {(op, it.dataset, it.id): it for op in spec.rti for it in spec.items}
+    out: dict[str, Query] = {}
+    for rho in _rti_levels(spec, sampler, 0, len(open_)):
+        for q in _rti_queries_at(spec, open_, rho).values():
+            if q.changed and q.prompt not in asked:
+                out.setdefault(q.prompt, q)
+    return list(out.values())
+
+
+def _run_rti(spec: BatterySpec, sampler: Sampler, clean: dict,
+             answered: dict[str, Any] | None = None, ahead: Collection[str] = ()
+             ) -> tuple[list[AnswerRecord], dict, int]:
+    """Raise ρ by 0.1 for every (op, item) whose answer has not changed yet; returns the
+    RTI records, ``r_values`` and the number of answers asked ahead but not needed.
+
+    ``answered`` maps prompts already answered (the first call's) to their records;
+    ``ahead``: those of them asked for RTI only. A round asks the levels of
+    :func:`_rti_levels`; they are then read one after the other, and an item stops at
+    its first change, so the records and values are those of one level per round."""
     r_values: dict[tuple[str, str, str], tuple[float, bool]] = {}   # (r_x, changed)
     records: list[AnswerRecord] = []
     if not spec.rti:
-        return records, r_values
+        return records, r_values, 0
+    got = dict(answered or {})
+    asked_ahead, used = set(ahead), set()
     open_ = {(op, it.dataset, it.id): it for op in spec.rti for it in spec.items}
     history: dict[tuple[str, str, str], list[tuple[float, int | None]]] = defaultdict(list)
-    for j, rho in enumerate(RTI_RHOS):
+    j = 0
+    while j < len(RTI_RHOS) and open_:
+        levels = _rti_levels(spec, sampler, j, len(open_))
         sampler.check_stop()
-        sampler.progress(Progress("rti", j, len(RTI_RHOS), f"ρ = {rho:g}, {len(open_)} open"))
-        qs: dict[tuple[str, str, str], Query] = {}
-        for op in spec.rti:
-            keys = [k for k in open_ if k[0] == op]
-            qs.update(zip(keys, rti_queries(spec, [open_[k] for k in keys], op, rho), strict=True))
-        ask = {k: q for k, q in qs.items() if q.changed}
-        recs = sampler.sample([Job(spec.model, answer_request(spec, q.prompt),
-                                   f"RTI {q.base.id} {k[0]} ρ={rho:g}") for k, q in ask.items()],
-                              stage="rti") if ask else []
-        got = dict(zip(ask, recs, strict=True))
-        for key, q in qs.items():
-            c = clean[key[1:]]
-            if key in got:
-                rec = AnswerRecord(q, got[key].text, _parse(q, got[key].text), got[key].cached)
-                records.append(rec)
-                answer = rec.parsed.index
-            else:  # no word attacked at this ρ: the clean prompt, the clean answer
-                answer = c.parsed.index
-            history[key].append((rho, answer))
-            if answer != c.parsed.index:
-                r_values[key] = (rho, True)
-                del open_[key]
-        if not open_:
-            break
+        sampler.progress(Progress("rti", j, len(RTI_RHOS), f"ρ = {levels[0]:g}, {len(open_)} open"))
+        qs = {rho: _rti_queries_at(spec, open_, rho) for rho in levels}
+        ask = {q.prompt: (k, q) for rho in levels for k, q in qs[rho].items()
+               if q.changed and q.prompt not in got}
+        if ask:
+            recs = sampler.sample([Job(spec.model, answer_request(spec, prompt),
+                                       f"RTI {q.base.id} {k[0]} ρ={q.rho:g}")
+                                   for prompt, (k, q) in ask.items()], stage="rti")
+            got.update(zip(ask, recs, strict=True))
+            if len(levels) > 1:
+                asked_ahead.update(ask)
+        for i, rho in enumerate(levels):
+            if i:
+                sampler.progress(Progress("rti", j + i, len(RTI_RHOS),
+                                          f"ρ = {rho:g}, {len(open_)} open"))
+            for key, q in qs[rho].items():
+                if key not in open_:          # changed at a lower level of this round
+                    continue
+                c = clean[key[1:]]
+                if q.changed:
+                    r = got[q.prompt]
+                    used.add(q.prompt)
+                    rec = AnswerRecord(q, r.text, _parse(q, r.text), r.cached)
+                    records.append(rec)
+                    answer = rec.parsed.index
+                else:  # no word attacked at this ρ: the clean prompt, the clean answer
+                    answer = c.parsed.index
+                history[key].append((rho, answer))
+                if answer != c.parsed.index:
+                    r_values[key] = (rho, True)
+                    del open_[key]
+            if not open_:
+                break
+        j += len(levels)
     sampler.progress(Progress("rti", len(RTI_RHOS), len(RTI_RHOS)))
     for key in list(open_):  # never changed: r_x = 1.0
         r_values[key] = (first_change([h[0] for h in history[key]], [h[1] for h in history[key]],
                                       clean=clean[key[1:]].parsed.index), False)
-    return records, r_values
+    return records, r_values, len(asked_ahead - used)
 
 
 def _groups(spec: BatterySpec) -> list[str]:

@@ -239,6 +239,14 @@ class TransformersBackend:
         """True when the model is loaded (sampling starts at once)."""
         return bool(self.path) and (self.path, self.precision) in _LOADED
 
+    @property
+    def batches_prompts(self) -> bool:
+        """True when the model decodes many prompts in one pass (a plain Llama, on
+        :class:`~dbpa_core.backends.decoding.LlamaDecoder`): a few more prompts in a call
+        then cost little beside the call's own pass over the weights. False until the
+        model is loaded (other architectures decode one prompt at a time)."""
+        return self.ready and fast_path_supported(_load(self.path, self.precision)[1])
+
     def _status(self, text: str) -> None:
         if self.on_status is not None:
             self.on_status(text)
@@ -399,6 +407,11 @@ class LocalBackend(TransformersBackend):
         if not self.path:
             self.path = str(converted_smollm2_dir(self._cache_dir, on_status=self._status))
         super().prepare()
+
+    @property
+    def batches_prompts(self) -> bool:
+        """True: SmolLM2 is a plain Llama (checked on the model once it is loaded)."""
+        return super().batches_prompts if self.ready else True
 
 
 def main(argv: Sequence[str] | None = None) -> int:
