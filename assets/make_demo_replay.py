@@ -229,7 +229,10 @@ def main(argv=None) -> int:
         if name == "personas":
             from datetime import UTC, datetime
 
+            from dbpa_core.backends.decoding import cpu_kernels
+
             landing_meta = {"model": SMOLLM2_NAME, "precision": sampler.usage.get("precision"),
+                            "kernels": cpu_kernels(),
                             "recorded": datetime.now(UTC).date().isoformat(),
                             "embedder": "all-MiniLM-L6-v2", **settings,
                             "top_p": spec.top_p}

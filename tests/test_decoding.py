@@ -768,3 +768,67 @@ def test_prompts_sharing_a_prefix_reuse_it_and_give_the_same_samples(threads):
     assert again == got
     for it in items[::3]:
         assert _run(model, [it])[0][it[0]] == got[it[0]]
+
+
+# --------------------------------------------------------------------------- rows per product
+def _m_dependent(threshold):
+    """A product whose rounding depends on the number of rows, as on CPUs whose matrix
+    library switches kernels at ``threshold`` rows: the same row, other bits above it."""
+    def linear(x, w):
+        out = torch.nn.functional.linear(x, w)
+        return out + 1e-3 if x.shape[0] > threshold else out
+    return linear
+
+
+def test_row_policy_finds_a_range_with_one_kernel_and_products_keep_to_it():
+    w = torch.randn(96, 64)
+    # a machine whose kernels agree on every row count: no constraint, the product itself
+    plain = dec.row_policy(torch.nn.functional.linear, [w], head=torch.randn(40, 64))
+    assert plain == dec.RowPolicy(dec.MIN_ROWS, None, True)
+    assert dec.rows_product(torch.nn.functional.linear, plain) is torch.nn.functional.linear
+    # another kernel above some row count: the first range on one side of it
+    for threshold, want in [(20, (40, 224)), (39, (40, 224)), (100, (dec.MIN_ROWS, 32))]:
+        linear = _m_dependent(threshold)
+        policy = dec.row_policy(linear, [w], ranges=[(dec.MIN_ROWS, None), (40, 224),
+                                                      (dec.MIN_ROWS, 32)])
+        assert (policy.lo, policy.hi, policy.exact) == (*want, True), threshold
+        product = dec.rows_product(linear, policy)
+        x = torch.randn(700, 64)
+        alone = product(x[:1], w)
+        for n in (1, 5, 16, 33, 40, 57, 224, 225, 500, 700):   # padded, whole, or split
+            got = product(x[:n], w)
+            assert got.shape == (n, 96)
+            assert torch.equal(got[:1], alone), (threshold, n)
+    # nothing helps (a kernel per row count): the first range, and said to be inexact
+    def every_count(x, w):
+        return torch.nn.functional.linear(x, w) + x.shape[0] * 1e-3
+    policy = dec.row_policy(every_count, [w], ranges=[(dec.MIN_ROWS, None), (dec.MIN_ROWS, 32)])
+    assert policy == dec.RowPolicy(dec.MIN_ROWS, None, False)
+
+
+def test_row_policy_checks_a_row_at_the_end_of_a_product_and_on_each_thread_count(monkeypatch):
+    w = torch.randn(32, 64)
+
+    def by_place(x, w):      # the last rows of a long product are rounded otherwise
+        out = torch.nn.functional.linear(x, w)
+        if x.shape[0] > 100:
+            out[-8:] += 1e-3
+        return out
+    assert dec.row_policy(by_place, [w], ranges=[(dec.MIN_ROWS, None), (dec.MIN_ROWS, 100)]
+                          ).hi == 100
+    state = {"n": 1}
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: state.update(n=n))
+    monkeypatch.setattr(torch, "get_num_threads", lambda: state["n"])
+
+    def by_threads(x, w):    # two threads sum otherwise above 57 rows
+        out = torch.nn.functional.linear(x, w)
+        return out + 1e-3 if state["n"] == 2 and x.shape[0] > 57 else out
+    assert dec.row_policy(by_threads, [w], threads=[1, 2],
+                          ranges=[(dec.MIN_ROWS, None), (dec.MIN_ROWS, 48)]).hi == 48
+
+
+def test_the_decoding_module_examples_hold():
+    import doctest
+
+    res = doctest.testmod(dec, optionflags=doctest.ELLIPSIS)
+    assert res.attempted >= 4 and res.failed == 0

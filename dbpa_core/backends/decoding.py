@@ -99,6 +99,17 @@ def local_precision() -> str:
     return "bfloat16" if flags & {"avx512_bf16", "amx_bf16"} else "float32"
 
 
+def cpu_kernels() -> str:
+    """The kind of matrix kernels this CPU runs the local model's products on: ``"amx"``
+    (Intel AMX tiles, bfloat16), ``"avx512_bf16"`` or ``"float32"``. Kernels of different
+    kinds round a product differently, so samples drawn from the same seeds are the same
+    only on CPUs of the same kind."""
+    flags = _cpu_flags()
+    if local_precision() == "float32":
+        return "float32"
+    return "amx" if "amx_bf16" in flags else "avx512_bf16"
+
+
 def torch_dtype(precision: str):
     import torch
 
@@ -241,6 +252,7 @@ class _Weights:
     down: list[Any]
     head: Any
     packed: bool
+    rows: RowPolicy = field(default_factory=lambda: RowPolicy(MIN_ROWS, None, True))
 
 
 # model -> its weights as the decoder uses them (built once per model)
@@ -300,6 +312,122 @@ def _prepack(weights: list[Any]) -> list[Any] | None:
     return packed
 
 
+@dataclass(frozen=True)
+class RowPolicy:
+    """How many rows one matrix product may have so that a row's numbers do not depend on
+    the others: at least ``lo`` (fewer are padded with zero rows), at most ``hi`` (more
+    are split into near-equal chunks, each at least ``lo``; None: no limit). ``exact``:
+    the load-time check found such a range (see :func:`row_policy`)."""
+
+    lo: int
+    hi: int | None
+    exact: bool = True
+
+
+# the ranges tried, in order: the first is no constraint beyond MIN_ROWS. Seen on an AMX
+# CPU (oneDNN, bfloat16): products of 16-32 rows, of 37-255 rows and of larger counts
+# each rounded their own way (another kernel, or another blocking of the sum, the last
+# only on two threads), and MKL's float32 products on two threads split at ~57 rows;
+# within the second range bfloat16, within the third float32 gave every row count the
+# same bits there.
+ROW_RANGES: tuple[tuple[int, int | None], ...] = (
+    (MIN_ROWS, None), (40, 224), (MIN_ROWS, 48), (MIN_ROWS, 32))
+
+
+def rows_product(linear: Callable[[Any, Any], Any], policy: RowPolicy) -> Callable[[Any, Any], Any]:
+    """``linear`` with the rows of every product kept within ``policy``'s range (padded,
+    or split into chunks): a row then goes through one kernel whatever else is multiplied
+    with it. ``linear`` itself when the range is that of the product anyway (the rows the
+    decoder multiplies are never fewer than :data:`MIN_ROWS`).
+
+    Examples
+    --------
+    >>> import torch
+    >>> seen = []
+    >>> f = rows_product(lambda x, w: seen.append(len(x)) or x @ w.T, RowPolicy(40, 100))
+    >>> x = torch.arange(230 * 2, dtype=torch.float32).view(230, 2)
+    >>> bool(torch.equal(f(x, torch.eye(2)), x)), seen
+    (True, [77, 77, 76])
+    >>> seen.clear(); f(x[:5], torch.eye(2)).shape, seen
+    (torch.Size([5, 2]), [40])
+    """
+    lo, hi = policy.lo, policy.hi
+    if lo <= MIN_ROWS and hi is None:
+        return linear
+
+    def product(x, w):
+        import torch
+
+        n = x.shape[0]
+        if n < lo:
+            padded = x.new_zeros((lo,) + tuple(x.shape[1:]))
+            padded[:n] = x
+            return linear(padded, w)[:n]
+        if hi is None or n <= hi:
+            return linear(x, w)
+        size = math.ceil(n / math.ceil(n / hi))
+        return torch.cat([product(x[i:i + size], w) for i in range(0, n, size)])
+
+    return product
+
+
+def row_policy(linear: Callable[[Any, Any], Any], weights: Sequence[Any], *,
+               head: Any = None, ranges: Sequence[tuple[int, int | None]] = ROW_RANGES,
+               threads: Sequence[int] | None = None) -> RowPolicy:
+    """The first range of ``ranges`` within which this machine's ``linear`` gives every
+    row the same bits whatever the row count and the row's place in the product, on one
+    thread and on torch's count; checked on random rows against each of ``weights`` (one
+    matrix of each shape the decoder multiplies; ``head`` the output layer's, checked at
+    the few rows it multiplies: at most 128). No range passing: the first, not exact.
+
+    A matrix library picks its kernel, and how it blocks a sum, by the shape of the
+    product: on some CPUs a product of 16 rows and one of 64 round a row differently, so a
+    sample would depend on what else was in its batch. Multiplying only row counts of one
+    range keeps the guarantee there (at a cost: padded steps, split packs).
+    """
+    import torch
+
+    before = torch.get_num_threads()
+    counts = sorted(set(threads) if threads else {1, before})
+    gen = torch.Generator().manual_seed(0)
+    cases = [(w, False) for w in weights] + ([(head, True)] if head is not None else [])
+    inputs = {id(w): torch.randn(640, w.shape[1], generator=gen).to(w.dtype) for w, _ in cases}
+
+    def same(lo: int, hi: int | None) -> bool:
+        top = hi or 512
+        for w, is_head in cases:
+            x = inputs[id(w)]
+            # the ends of the range and row counts ~30 % apart between them (a kernel's
+            # choice changes at thresholds such as 33, 57 or 256 rows)
+            grid = {round(lo * 1.3 ** i) for i in range(40) if lo * 1.3 ** i < top}
+            sizes = sorted(m for m in {*grid, lo + 1, lo + 7, top - 1, top} if lo <= m <= top)
+            if is_head:
+                sizes = sorted({lo, min(lo + 17, top, 128), min(top, 128)})
+            ref = None
+            for n in counts:
+                torch.set_num_threads(n)
+                for m in sizes:
+                    got = [linear(x[:m], w)[:8]]
+                    if not is_head and m > 16:   # the same rows at the end of a product
+                        got.append(linear(torch.cat([x[100:100 + m - 8], x[:8]]), w)[m - 8:])
+                    for g in got:
+                        if ref is None:
+                            ref = g
+                        elif not torch.equal(g, ref):
+                            return False
+        return True
+
+    try:
+        with torch.inference_mode():
+            for lo, hi in ranges:
+                if same(lo, hi):
+                    return RowPolicy(lo, hi, True)
+    finally:
+        torch.set_num_threads(before)
+    lo, hi = ranges[0]
+    return RowPolicy(lo, hi, False)
+
+
 def _weights(model) -> _Weights:
     import torch
 
@@ -322,6 +450,16 @@ def _weights(model) -> _Weights:
     else:
         got = _Weights(packed[:n], packed[n:2 * n], packed[2 * n:3 * n], packed[3 * n:4 * n],
                        packed[4 * n], True)
+    linear = _packed_linear if got.packed else torch.nn.functional.linear
+    got.rows = row_policy(linear, [got.qkv[0], got.gate_up[0], got.o[0], got.down[0]],
+                          head=got.head)
+    if not got.rows.exact:
+        import warnings
+
+        warnings.warn("This CPU's matrix kernels round a row differently depending on how "
+                      "many rows are multiplied with it: a sample of the local model can "
+                      "differ in rare tokens between a run alone and one in a batch.",
+                      RuntimeWarning, stacklevel=2)
     _WEIGHTS[model] = got
     return got
 
@@ -469,7 +607,8 @@ class LlamaDecoder:
         w = _weights(model)   # built once per model
         self.w_qkv, self.w_gu, self.w_o, self.w_down = w.qkv, w.gate_up, w.o, w.down
         self.lm_head = w.head
-        self._linear = _packed_linear if w.packed else torch.nn.functional.linear
+        self._linear = rows_product(_packed_linear if w.packed else torch.nn.functional.linear,
+                                    w.rows)
         with torch.inference_mode():
             lay = inner.layers
             self.ln1 = [m.input_layernorm.weight for m in lay]
