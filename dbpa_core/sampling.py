@@ -547,13 +547,15 @@ class _Claims:
         self.owner = cache.new_owner()  # this sampler's own: runs sharing a Cache stay apart
         self.held: set[str] = set()
         self._stop: threading.Event | None = None
+        self._beater: threading.Thread | None = None
 
     def hold(self, keys: list[str]) -> None:
         self.held.update(keys)
         if self._stop is None and self.cache.enabled:
             self._stop = threading.Event()
-            threading.Thread(target=self._beat, args=(self._stop,), daemon=True,
-                             name="dbpa-claims-heartbeat").start()
+            self._beater = threading.Thread(target=self._beat, args=(self._stop,), daemon=True,
+                                            name="dbpa-claims-heartbeat")
+            self._beater.start()
 
     def _beat(self, stop: threading.Event) -> None:
         while not stop.wait(_cache.HEARTBEAT_EVERY):
@@ -572,6 +574,11 @@ class _Claims:
         if self._stop is not None:
             self._stop.set()
             self._stop = None
+        if self._beater is not None:
+            # a beat under way when the stop came would otherwise write the heartbeat
+            # after end_beat removed it (one left behind until it expires)
+            self._beater.join(timeout=10)
+            self._beater = None
         if held:
             self.cache.release(held, self.owner)
 

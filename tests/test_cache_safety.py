@@ -483,3 +483,30 @@ def test_two_cli_processes_on_one_cache_pay_once(tmp_path):
     assert sum(paid) == 8, paid  # each sample paid by one of the two runs
     r1 = (tmp_path / "o1" / "responses.jsonl").read_text()
     assert r1 == (tmp_path / "o2" / "responses.jsonl").read_text()
+
+
+def test_a_beat_under_way_when_the_claims_are_released_leaves_no_heartbeat(tmp_path, monkeypatch):
+    """release_all waits for a beat in flight: it used to land after end_beat removed the
+    heartbeat, which then stayed behind until it expired (a flaky count under load)."""
+    import dbpa_core.cache as cache_mod
+    from dbpa_core.sampling import _Claims
+
+    monkeypatch.setattr(cache_mod, "HEARTBEAT_EVERY", 0.01)
+    cache = Cache(tmp_path)
+    beating = threading.Event()
+    beat = cache.beat
+
+    def slow_beat(owner=None, **kw):
+        beating.set()
+        time.sleep(0.3)           # the stop comes while this beat is writing
+        beat(owner, **kw)
+
+    claims = _Claims(cache)
+    assert cache.claim("k", claims.owner)      # (a claim beats once itself)
+    monkeypatch.setattr(cache, "beat", slow_beat)
+    claims.hold(["k"])
+    assert beating.wait(5)
+    claims.release_all()
+    cache.end_beat(claims.owner)
+    time.sleep(0.4)               # a late beat would have landed by now
+    assert cache.count() == 0
