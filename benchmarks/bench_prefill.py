@@ -2,7 +2,7 @@
 and answers short, so processing the prompts (prefill) is most of the work.
 
 The README's small battery on SmolLM2 (``examples/attack_sample.yaml`` with ``data:
-{sample: 1}``, ``option_orders: 3``, ``rti: [replace]``: 71 calls) is run end to end with
+{sample: 1}``, ``option_orders: 3``, ``rti: [replace]``: 71 answers) is run end to end with
 ``run_battery`` on an empty cache, the model loaded beforehand and the one-time loads
 (WordNet, spaCy) paid by a small warm-up battery:
 
@@ -88,7 +88,10 @@ def recording_backend():
 
 
 def run_ours(spec, backend, tmp: str, name: str) -> tuple[float, int, float]:
-    """(seconds, calls, seconds in the backend) of the battery on an empty cache."""
+    """(seconds, answers, seconds in the backend) of the battery on an empty cache. The
+    answers are those the battery reports: its model calls less the RTI answers it asked
+    ahead and did not need (``usage.rti_ahead_unused``), so that asking ahead is no
+    cheaper per answer than the time it saves."""
     from dbpa_core.attacks.battery import run_battery
     from dbpa_core.backends.decoding import clear_buffers, clear_prefix_stores
     from dbpa_core.cache import Cache
@@ -100,7 +103,8 @@ def run_ours(spec, backend, tmp: str, name: str) -> tuple[float, int, float]:
     sampler = Sampler(Cache(Path(tmp) / name), backends={model_key(spec.model): backend})
     t = time.perf_counter()
     res = run_battery(spec, sampler=sampler)
-    return time.perf_counter() - t, res.usage["calls"], backend.seconds
+    answers = res.usage["calls"] - res.usage.get("rti_ahead_unused", 0)
+    return time.perf_counter() - t, answers, backend.seconds
 
 
 def plain_loop(folder: str, requests, *, dtype: str, threads: int,
@@ -194,7 +198,8 @@ def main() -> int:
                 on_workers = sum(s.packs_on_workers for s in stats)
                 tokens = sum(s.prompt_tokens for s in stats)
                 reused = sum(s.prompt_tokens_reused for s in stats)
-            print(f"battery, {calls} calls ({tokens:,} prompt tokens, {reused:,} of them from "
+            print(f"battery, {calls} answers ({len(asked)} calls; {tokens:,} prompt tokens, "
+                  f"{reused:,} of them from "
                   f"shared prefixes, in {packs} packs, {on_workers} on worker threads): "
                   f"{quiet:.1f} s, {quiet / calls:.3f} s per answer ({in_backend:.1f} s in the "
                   f"backend); {load()}", flush=True)

@@ -11,10 +11,13 @@ Three pieces, each usable on its own:
   preallocated key/value cache with a *slot* per sample, fused q/k/v and gate/up
   projections, attention as two batched matrix products over a span rounded up to
   :data:`SPAN` positions. Every row is computed by the same kernels whatever the other
-  rows hold (row-wise operations only; a batch padded to at least :data:`MIN_ROWS` rows,
-  so that the BLAS takes the same path for any number of samples), so a sample's logits
-  do not depend on its batch mates: tested bit for bit on the development machine, in
-  bfloat16 and in float32. In bfloat16 the weights are reordered once for oneDNN where that
+  rows hold (row-wise operations only; a batch padded to at least :data:`MIN_ROWS` rows;
+  and every matrix product kept to a range of row counts that this CPU's library computes
+  with one kernel, checked when the model is loaded: :func:`row_policy`), so a sample's
+  logits do not depend on its batch mates: tested bit for bit, in bfloat16 and in float32,
+  on a CPU with AVX-512 BF16 and on one with AMX, whose bfloat16 products of 16–32 rows and
+  of 37–255 rows round differently (there products are padded to 40 rows and split above
+  224). In bfloat16 the weights are reordered once for oneDNN where that
   gives the same products (:func:`_prepack`), and a finished call's key/value cache is handed
   to the model's next call (:func:`_take_buffers`).
 * :func:`generate_continuous` — continuous batching over those slots: every pending
