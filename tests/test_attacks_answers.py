@@ -94,11 +94,70 @@ CASES = [
     ("The answer is E.", TF, None),  # no option E: an explicit choice of nothing
     ("The passage is about a mouse and a cat.", ["dogs", "wolves"], None),
     ("Sure! Here is the answer: the question asks about a color.", COLOURS, None),
+    # --- a choice that its own clause rejects is a rejection, in every marker style (issue 16)
+    ("A: cats is wrong. B: wolves is right.", ANIMALS, "B"),
+    ("A) cats - incorrect. B) wolves - correct.", ANIMALS, "B"),
+    ("(A) cats? No. (B) wolves? Yes.", ANIMALS, "B"),
+    ("A - cats, incorrect; the answer is B", ANIMALS, "B"),
+    ("Answer:\nA) cats is not right\nB) wolves", ANIMALS, "B"),
+    ("A: True? No — the passage contradicts the claim. B: False? Yes.", TF, "B"),
+    ("- A) cats: no\n- B) wolves: yes\n- C) mice: no\n- D) sheep: no", ANIMALS, "B"),
+    ("**Option A: cats** ❌ The passage never mentions cats.\n**Option B: wolves** ✅ Sheep "
+     "are afraid of wolves.\n**Option C: mice** ❌\n**Option D: sheep** ❌", ANIMALS, "B"),
+    ("Let me evaluate each option:\n\n1. A) cats - Incorrect, the passage does not mention "
+     "cats.\n2. B) wolves - Correct, sheep are afraid of wolves.\n3. C) mice - Incorrect.\n"
+     "4. D) sheep - Incorrect.", ANIMALS, "B"),
+    ("A) cats is incorrect\nB) wolves is incorrect\nC) mice is correct", ANIMALS, "C"),
+    ("Answer: A) cats ✗  B) wolves ✓", ANIMALS, "B"),
+    ("D) sheep - no. C) mice - no. A) cats - no.", ANIMALS, None),  # eliminates, never picks
+    ("B) wolves. Cats are wrong here.", ANIMALS, "B"),
+    ("B) wolves. No other animal frightens sheep.", ANIMALS, "B"),
+    ("Answer: B (the claim is false)", TF, "B"),
+    ("**Answer:** B\n\n**Why not the others?**\n- A) cats: sheep are not afraid of cats.\n"
+     "- C) mice: no.\n- D) sheep: no.", ANIMALS, "B"),
+    # --- "the answer is X" under a hedge or a negation is no choice
+    ("I don't think the answer is A. The answer is B.", ANIMALS, "B"),
+    ("Many would say the answer is A. However, the correct answer is B.", ANIMALS, "B"),
+    ("You might think the answer is A, but it's B.", ANIMALS, "B"),
+    ("It's tempting to say the answer is A, but sheep fear wolves, so the answer is B.",
+     ANIMALS, "B"),
+    ("Some may argue the answer is C. I disagree: the answer is B.", ANIMALS, "B"),
+    ("Most people would pick A, but the correct answer is B.", ANIMALS, "B"),
+    ("You could argue it's C, but the passage clearly says wolves. The answer is B.", ANIMALS,
+     "B"),
+    ("I don't think it's A or C. I'd go with B.", ANIMALS, "B"),
+    ("The answer is C only if the passage mentions mice; it doesn't, so the answer is B.",
+     ANIMALS, "B"),
+    ("If you think about it, the answer is B.", ANIMALS, "B"),
+    ("The answer is B. Many would say A, but they are wrong.", ANIMALS, "B"),
+    ("It is not the case that the answer is A.", ANIMALS, None),
+    ("I'm not sure whether it's A or B.", ANIMALS, None),
+    ("Based on the information, I'd say the answer is probably B, but it could also be A.",
+     ANIMALS, None),
+    # --- two choices, no correction: a later one introduced by so/however/but, else unparsed
+    ("A. Sheep fear wolves, so the answer is B.", ANIMALS, "B"),
+    ("A. Sheep are afraid of wolves, and the answer is B.", ANIMALS, None),
+    ("The answer is A. The answer is B.", ANIMALS, None),
+    ("The answer is B, not A.", ANIMALS, "B"),
+    ("The answer is not A; it is B.", ANIMALS, "B"),
+    ("I would say the answer is B, although A is tempting.", ANIMALS, "B"),
+    ("Both B and C could be argued, but I'll pick B.", ANIMALS, "B"),
+    ("The answer is A. No wait, it's B.", ANIMALS, "B"),
+    ("A\n\nWait, I misread. Sheep fear wolves, so B.", ANIMALS, "B"),
+    ("B) False. The answer is A only if the passage supports it.", TF, "B"),
+    ("C) Unable to determine\n\nThe passage does not say whether the claim is true or false.",
+     TF, "C"),
+    # --- naming two, or none
+    ("Neither A nor B.", TF, None),
+    ("A or B, I'm not sure.", ANIMALS, None),
+    ("I cannot choose between A and B without more context.", ANIMALS, None),
+    ("I'm sorry, I can't determine which animal sheep fear. It could be A or B.", ANIMALS, None),
+    ("Sheep are afraid of wolves (B), not cats (A).", ANIMALS, "B"),
 ]
 
 
 def test_the_set_is_large_and_varied():
-    assert len(CASES) >= 60
+    assert len(CASES) >= 110
     assert sum(c[2] is None for c in CASES) >= 15 and len({c[2] for c in CASES}) >= 5
 
 
@@ -120,3 +179,16 @@ def test_the_rule_is_reported():
     assert parse_answer("I think the answer is A, wait, no, it's B.", TF).how == "corrected"
     assert parse_answer("The answer is B. Scratch that.", TF).how == "retracted"
     assert parse_answer("The answer is E.", TF).how == "out-of-range"
+    assert parse_answer("A) cats - incorrect. B) wolves - correct.", ANIMALS).how == "evaluated"
+    assert parse_answer("A. Sheep fear wolves, so the answer is B.", ANIMALS).how == "concluded"
+    assert parse_answer("The answer is A. The answer is B.", ANIMALS).how == "conflict"
+
+
+@pytest.mark.parametrize("text", [
+    "A: cats is wrong.", "A) cats - incorrect.", "(A) cats? No.", "A - cats, incorrect.",
+    "A. cats ✗", "A) cats is not right", "I don't think the answer is A.",
+    "Many would say the answer is A.", "It is not the case that the answer is A.",
+    "You might think it's A.", "It's tempting to say the answer is A.",
+])
+def test_a_rejected_or_hedged_letter_is_never_read(text):
+    assert parse_answer(text, ANIMALS).letter is None, text

@@ -10,9 +10,18 @@ A wrong letter is worse than an unparsed answer, so every rule below prefers
 
 * a phrase: "The answer is (B)", "Answer: B", "correct option is C", "final answer: b)",
   "I choose B", "I'd go with (C)", "B is correct", "(B) is the right answer", ``\\boxed{B}``;
-* a marker that opens the answer: ``B``, ``B)``, ``B.``, ``(B)``, ``B:``, ``**B) False**``,
-  ``B`` alone on the first line — unless the answer lists the options one per line
-  (``A) ... / B) ...``), and unless it goes on "is wrong", "would ...".
+* a marker that opens the answer: ``B``, ``B)``, ``B.``, ``(B)``, ``B:``, ``B -``,
+  ``**B) False**``, ``B`` alone on the first line — unless the answer lists the options one
+  per line (``A) ... / B) ...``), and unless it goes on "is wrong", "would ...".
+
+A choice that **its own clause rejects** is a rejection, not a choice, in every style: "A:
+cats is wrong", "A) cats - incorrect", "(A) cats? No.", "A - cats, incorrect", "A) cats is
+not right", "A) cats ✗", "Answer:\\nA) cats is not right" (the option's own text after the
+letter is skipped, so "B) False" rejects nothing). A phrase under **a hedge or a negation**
+before it in its sentence is no choice either: "I don't think the answer is A", "many would
+say", "you might think it's A", "it is not the case that", "some may argue", "it's tempting
+to say", "if the answer is A"; nor one with a condition after it ("the answer is A only if
+..."). Their letters count as negated in the rules below.
 
 The **first** explicit choice wins over letters named later in an explanation ("B) False.
 Option A would be correct only if ..." is B). Followed by "or C" it is ambiguous. A
@@ -20,19 +29,28 @@ self-correction after it — "wait", "actually", "on second thought", "no, it's 
 moves the answer to the **last** explicit choice after the correction; after "wait" or
 "on second thought" a letter standing alone is one too ("A. On second thought, (B)."). A
 retraction with no new choice ("A, wait, no.") is unparsed, and so is an "actually" or
-"hmm" followed by other letters. Never the first.
+"hmm" followed by other letters. Never the first. Two explicit choices of **different
+letters without a correction** conflict: the last one stands only when a conclusion or a
+contrast introduces it in its sentence ("A. Sheep fear wolves, so the answer is B.",
+"However, the correct answer is B", "but it's B"; also "therefore", "thus", "actually");
+otherwise ("The answer is A. The answer is B.") the answer is unparsed.
 
 **Without an explicit choice**, first match wins:
 
-1. "option B", "choice (B)", "letter B" naming one option;
-2. exactly one distinct letter in parentheses: "... so I pick (B) here";
-3. the option's text: the whole answer is an option's text, or exactly one option's text
-   appears in it as whole words (ignoring case);
-4. exactly one distinct capital letter standing alone ("B is right"), where "A" and "I"
+1. options evaluated one by one, each opening a line or a sentence: when at least one is
+   rejected ("A) cats - incorrect.") and exactly one is affirmed ("B) wolves - correct.",
+   "(B) wolves? Yes.", "B: wolves ✅"), that one;
+2. "option B", "choice (B)", "letter B" naming one option;
+3. exactly one distinct letter in parentheses: "... so I pick (B) here";
+4. the option's text: the whole answer is an option's text, or exactly one option's text
+   appears in it as whole words (ignoring case) — unless its letter is rejected or other
+   letters stand alone beside it ("... which animal sheep fear. It could be A or B.");
+5. exactly one distinct capital letter standing alone ("B is right"), where "A" and "I"
    followed by a lower-case word are read as the article and the pronoun.
 
-Letters that are negated ("not (A)", "A is wrong", "neither A nor B") or hypothetical
-("A would be ...", "if B ...") never count in these rules. A letter beyond the item's
+Letters that are negated ("not (A)", "A is wrong", "neither A nor B", "wolves (B), not
+cats (A)"), rejected or hedged as above, or hypothetical ("A would be ...", "if B ...")
+never count in these rules. A letter beyond the item's
 options (``E`` with three options) is not an answer; an explicit choice of one is
 unparsed.
 
@@ -49,6 +67,12 @@ Examples
 'B'
 >>> parse_answer("(A) or (B)", ["cats", "wolves"]).index is None
 True
+>>> parse_answer("A) cats - incorrect. B) wolves - correct.", ["cats", "wolves"]).letter
+'B'
+>>> parse_answer("You might think the answer is A, but it's B.", ["cats", "wolves"]).letter
+'B'
+>>> parse_answer("The answer is A. The answer is B.", ["cats", "wolves"]).how
+'conflict'
 """
 from __future__ import annotations
 
@@ -118,11 +142,60 @@ _NEGATED = (
                r"\s+(?:option\s*|choice\s*)?" + _CAP, re.IGNORECASE),
     re.compile(_CAP + r"\s+(?:is|seems|looks|would\s+be)\s+(?:not\b|wrong|incorrect|false|"
                r"unlikely|impossible)|" + _CAP + r"\s+isn['’]t", re.IGNORECASE),
+    # "wolves (B), not cats (A)"
+    re.compile(r"\bnot\s+(?!only\b)(?:[a-z][\w'’-]*\s+){1,3}?\(([A-Z])\)", re.IGNORECASE),
 )
 _HYPOTHETICAL = (
     re.compile(_CAP + r"\s+(?:would|could|might|may)\b"),
     re.compile(r"\b(?:if|whether|unless)\s+(?:option\s*|choice\s*)?" + _CAP, re.IGNORECASE),
 )
+
+
+# the clause right after a choice rejects it: "A: cats is wrong", "A) cats - incorrect",
+# "(A) cats? No.", "A) cats is not right", "A - cats, incorrect", "A) cats ✗"
+_VERDICT_LEAD = r"[ \t\-–—:,)\]]*(?:\?[ \t]*)?(?:(?:is|are|seems|looks|={})\s+)?" \
+    r"(?:(?:definitely|clearly|also|simply|obviously|certainly)\s+)?"
+_REJECT = re.compile(
+    _VERDICT_LEAD.format(r"|would\s+be") +
+    r"(?:(?P<w>wrong|incorrect|false|untrue|invalid|nope|no(?!\s+(?-i:[a-z])))\b|"
+    r"not\s+(?:(?:the\s+)?(?:right|correct|true|valid|accurate|best|answer)\b|it\b|supported\b)|"
+    r"not[ \t]*(?=[.,;!?]|$)|isn['’]t\s+(?:right|correct|true|valid|it\b|the\s+answer)|"
+    r"ruled\s+out|eliminated|[✗✘❌×])", re.IGNORECASE | re.MULTILINE)
+_AFFIRM = re.compile(  # "would be correct" is a hypothesis, not a verdict
+    _VERDICT_LEAD.format("") + r"(?:(?:correct|right|true|yes|valid)\b|"
+    r"the\s+(?:correct\s+|right\s+|best\s+)?(?:answer|one)\b|[✓✔✅])", re.IGNORECASE)
+# an option marker that opens a line or a sentence: "(B) wolves? Yes.", "B) wolves - correct"
+_EVAL = re.compile(r"(?:^|(?<=[.;!?])[ \t]+)[ \t>#\-*•]*(?:\d+[.)][ \t]*)?"
+                   r"(?:(?:[Oo]ption|[Cc]hoice)[ \t]+)?"
+                   r"(?:[(\[]([A-Z])[)\]]|([A-Z])\)|([A-Z])[.:](?=\s)|([A-Z])[ \t]+[-–—](?=\s))",
+                   re.MULTILINE)
+# a hedge or negation that governs "the answer is A" later in its clause: "I don't think",
+# "many would say", "you might think", "it is not", "some may argue", "it's tempting to say"
+_HEDGE = re.compile(
+    r"\b(?:many|some|most|others|people|one|you|they|someone|students|readers)\b"
+    r"(?:\s+[\w'’]+){0,2}?\s+(?:say|think|argue|claim|assume|guess|expect|believe|pick|"
+    r"choose|select|answer|conclude|suggest|go\s+with)\b|"
+    r"\b(?:(?:do|does|did|would|could|should)(?:\s*n['’]?t|\s+not)|don['’]?t|never)\s+"
+    r"(?:[\w'’]+\s+)?(?:think|believe|say|agree|feel|suppose|claim|assume)\b|"
+    r"\bnot\s+(?:sure|certain|convinced|confident)\b|\b(?:it|this|that)(?:\s+is|['’]s)\s+not\b|"
+    r"\b(?:it|this|that)\s+isn['’]t\b|\b(?:not\s+true|false|wrong|unlikely|doubt(?:ful)?)\s+that\b|"
+    r"\btempt|\bmisconception|\bmistake|\btrap\b|\bat\s+first\s+(?:glance|sight)\b|"
+    r"\binitially\b|\bnaive|\bwrong\s+to\b|\b(?:might|may|could)\s+seem\b|"
+    r"\b(?:rather\s+than|instead\s+of)\b", re.IGNORECASE)
+# "if the answer is A", "assuming the correct option is B"
+_COND = re.compile(r"\b(?:if|whether|unless|suppose|supposing|assuming|assume)\s+(?:that\s+)?"
+                   r"(?:the\s+)?(?:[\w'’]+\s+)?$", re.IGNORECASE)
+# "the answer is A only if ...", "the answer is A if cats ..." (but not "B, if I had to pick")
+_COND_AFTER = re.compile(r"[)\]]?[ \t]*,?[ \t]*(?:only\s+(?:if|when)\b|if\b(?!\s+I\b)|unless\b|"
+                         r"would\b|could\b|might\b)", re.IGNORECASE)
+# words that open a new clause: a hedge before them does not reach a choice after them
+_CLAUSE = re.compile(r"\b(?:but|however|yet|whereas|so|therefore|thus|hence|actually|"
+                     r"in\s+fact)\b", re.IGNORECASE)
+# a conclusion or contrast that introduces a later choice: "so the answer is B", "but it's B"
+_CONCLUDE = re.compile(r"\b(?:so|therefore|thus|hence|however|but|actually|consequently|"
+                       r"ultimately|in\s+fact|instead|rather|in\s+conclusion|overall)\b",
+                       re.IGNORECASE)
+_BOUNDARY = re.compile(r"[.!?;](?=\s)|\n")
 
 
 def _in_range(letter: str, n: int) -> int | None:
@@ -149,35 +222,129 @@ def _article(letter: str, text: str, end: int) -> bool:
         and not re.match(r"\s+(?:or|and|nor|is|seems|would|could)\b", text[end:])
 
 
-def _explicit(t: str, n: int) -> list[tuple[int, int, str, str]]:
-    """Explicit choices ``(start, end, letter, rule)`` in order of appearance; an opening
-    marker beyond the ``n`` options ("D) mice" with three) is none."""
-    hits: dict[int, tuple[int, int, str, str]] = {}
+def _clause_start(t: str, pos: int) -> int:
+    """Where the sentence (or line) holding ``pos`` starts."""
+    start = 0
+    for m in _BOUNDARY.finditer(t, 0, pos):
+        start = m.end()
+    return start
+
+
+def _verdict(t: str, pos: int, letter: str, options: Sequence[str]) -> str | None:
+    """What the clause right after an option's letter (ending at ``pos``) says of it:
+    ``"no"`` ("A: cats is wrong", "(A) cats? No."), ``"yes"`` ("B) wolves - correct") or
+    None. The option's own text after the letter is skipped ("B) False" says nothing of B),
+    and a verdict word that is an option's text ("False") is no verdict."""
+    rest = t[pos:]
+    lead = re.match(r"[ \t)\]]*[.:]?[ \t]*(?:[-–—][ \t]*)?", rest)
+    rest = rest[lead.end():]
+    i = _in_range(letter, len(options))
+    if i is not None and _norm(options[i]):
+        own = re.match(re.escape(_norm(options[i])).replace(r"\ ", r"\s+") + r"(?!\w)", rest,
+                       re.IGNORECASE)
+        if own:
+            rest = rest[own.end():]
+    texts = {_norm(o) for o in options}
+    no = _REJECT.match(rest)
+    if no and not (no.group("w") and no.group("w").lower() in texts):
+        return "no"
+    yes = _AFFIRM.match(rest)
+    if yes and _norm(yes.group(0)) not in texts:
+        return "yes"
+    return None
+
+
+def _hedged(t: str, start: int, end: int) -> bool:
+    """A choice phrase from ``start`` to ``end`` that its own clause puts in doubt: a hedge or
+    negation before it ("I don't think the answer is A", "many would say ...", "it is not
+    ...", "if the answer is A") or a condition after it ("the answer is A only if ...")."""
+    before = t[_clause_start(t, start):start]
+    cuts = [c.end() for c in _CLAUSE.finditer(before)]
+    if cuts:
+        before = before[cuts[-1]:]
+    hedge = any(not re.search(r"\b(?:if|when|as|once)\s+$", before[:h.start()], re.IGNORECASE)
+                for h in _HEDGE.finditer(before))  # "if you think about it, ..." is no hedge
+    return bool(hedge or _COND.search(before) or _COND_AFTER.match(t, end))
+
+
+def _explicit(t: str, options: Sequence[str],
+              dropped: set[str] | None = None) -> list[tuple[int, int, str, str, int]]:
+    """Explicit choices ``(start, end, letter, rule, phrase_start)`` in order of appearance;
+    an opening marker beyond the options ("D) mice" with three) is none. A choice that its
+    own clause rejects ("A) cats - incorrect") or hedges ("I don't think the answer is A")
+    is none either; its letter goes into ``dropped``."""
+    n = len(options)
+    hits: dict[int, tuple[int, int, str, str, int]] = {}
+    gone = set() if dropped is None else dropped
+
+    def add(m: re.Match, end: int, phrase: bool = True) -> None:
+        letter = m.group(1)
+        if (phrase and _hedged(t, m.start(), m.end())) or \
+                _verdict(t, m.end(1), letter, options) == "no":
+            gone.add(letter.upper())
+            pos = end
+            while (x := _OR.match(t, pos)) is not None:  # "I'm not sure it's A or C"
+                gone.add(re.findall(r"[A-Za-z]", x.group(0))[-1].upper())
+                pos = x.end()
+            return
+        hits.setdefault(m.start(1), (m.start(1), end, letter, "explicit", m.start()))
+
     for rx in (_PHRASE, _CHOOSE):
         for m in rx.finditer(t):
             letter = m.group(1)
             if (letter.islower() or letter == "I") and _article(letter, t, m.end()):
                 continue
-            hits.setdefault(m.start(1), (m.start(1), m.end(), letter, "explicit"))
+            add(m, m.end())
     for m in _IS_RIGHT.finditer(t):
         before = t[:m.start()]
         if re.search(r"\b(?:if|whether|unless|not|nor|neither|and|or)\s+(?:option\s+)?$", before,
                      re.IGNORECASE):
             continue
-        hits.setdefault(m.start(1), (m.start(1), m.end(1), m.group(1), "explicit"))
+        add(m, m.end(1))
     for m in _ITS.finditer(t):  # "it's B" (not "it's A good one")
         if not _article(m.group(1), t, m.end()):
-            hits.setdefault(m.start(1), (m.start(1), m.end(), m.group(1), "explicit"))
+            add(m, m.end())
     marker = _MARKER.match(t)
     listed = {x.group(1) for x in _LINE_MARKER.finditer(t)}
     if marker and len(listed) < 2:  # an answer that lists the options has no opening choice
         g = next(i for i, x in enumerate(marker.groups()) if x)
         letter, end = marker.group(g + 1), marker.end(g + 1)
-        if not (letter == "I" or _MARKER_NOT.match(t[end:].lstrip(").:]"))
-                or _in_range(letter, n) is None):
+        if _verdict(t, end, letter, options) == "no":  # "A: cats is wrong. B: ..."
+            gone.add(letter.upper())
+        elif not (letter == "I" or _MARKER_NOT.match(t[end:].lstrip(").:]"))
+                  or _in_range(letter, n) is None):
             hits.setdefault(marker.start(g + 1), (marker.start(g + 1), marker.end(), letter,
-                                                  "marker"))
+                                                  "marker", marker.start(g + 1)))
     return sorted(hits.values())
+
+
+def _evaluated(t: str, options: Sequence[str]) -> tuple[set[str], set[str]]:
+    """Letters that open a line or a sentence and that their clause rejects ("A) cats -
+    incorrect.") or affirms ("B) wolves - correct."): an answer that goes through the
+    options one by one."""
+    no: set[str] = set()
+    yes: set[str] = set()
+    for m in _EVAL.finditer(t):
+        g = next(i for i, x in enumerate(m.groups()) if x)
+        letter = m.group(g + 1)
+        if _in_range(letter, len(options)) is None:
+            continue
+        v = _verdict(t, m.end(g + 1), letter, options)
+        if v == "no":
+            no.add(letter)
+        elif v == "yes":
+            yes.add(letter)
+    return no, yes
+
+
+def _concluded(t: str, hit: tuple[int, int, str, str, int], hits: list) -> bool:
+    """A later choice that a conclusion or contrast introduces ("..., so the answer is B",
+    "However, the correct answer is B", "but it's B")."""
+    start = _clause_start(t, hit[4])
+    for h in hits:
+        if h[1] <= hit[4]:
+            start = max(start, h[1])
+    return _CONCLUDE.search(t, start, hit[4]) is not None
 
 
 def _excluded(t: str) -> set[str]:
@@ -189,7 +356,8 @@ def _excluded(t: str) -> set[str]:
     return out
 
 
-def _after_correction(t: str, first: tuple[int, int, str, str], n: int) -> ParsedAnswer | None:
+def _after_correction(t: str, first: tuple[int, int, str, str, int],
+                      options: Sequence[str]) -> ParsedAnswer | None:
     """The answer after a self-correction that follows ``first`` (None: none, the first
     choice stands).
 
@@ -199,11 +367,12 @@ def _after_correction(t: str, first: tuple[int, int, str, str], n: int) -> Parse
     retraction unparsed; after a mere "actually" or "hmm" (common in explanations) the
     first choice stands unless another letter is named, which makes it ambiguous.
     """
+    n = len(options)
     cue = _CUE.search(t, first[1])
     if cue is None:
         return None
     rest = t[cue.end():]
-    later = [h[2] for h in _explicit(rest, n)]
+    later = [h[2] for h in _explicit(rest, options)]
     if later:
         i = _in_range(later[-1], n)
         return ParsedAnswer(i, "corrected") if i is not None else ParsedAnswer(None, "out-of-range")
@@ -260,17 +429,32 @@ def parse_answer(text: str | None, options: Sequence[str]) -> ParsedAnswer:
     t = _clean(text)
     if not t:
         return ParsedAnswer(None, "empty")
-    explicit = _explicit(t, n)
+    dropped: set[str] = set()
+    explicit = _explicit(t, options, dropped)
     if explicit:
         first = explicit[0]
         if _OR.match(t, first[1]):  # "the answer is A or B"
             return ParsedAnswer(None, "ambiguous")
-        corrected = _after_correction(t, first, n)
+        corrected = _after_correction(t, first, options)
         if corrected is not None:
             return corrected
+        if any(h[2].upper() != first[2].upper() for h in explicit):
+            # two choices and no correction: a later one stands only where a conclusion or
+            # contrast introduces it ("A. Sheep fear wolves, so the answer is B.")
+            last = explicit[-1]
+            if not _concluded(t, last, explicit):
+                return ParsedAnswer(None, "conflict")
+            i = _in_range(last[2], n)
+            return ParsedAnswer(i, "concluded") if i is not None else \
+                ParsedAnswer(None, "out-of-range")
         i = _in_range(first[2], n)
         return ParsedAnswer(i, first[3]) if i is not None else ParsedAnswer(None, "out-of-range")
-    gone = _excluded(t)
+    no, yes = _evaluated(t, options)
+    gone = _excluded(t) | dropped | no
+    if no and len(yes) == 1 and not yes & gone:  # "A) cats - wrong. B) wolves - right."
+        i = _in_range(yes.pop(), n)
+        if i is not None:
+            return ParsedAnswer(i, "evaluated")
     if re.fullmatch(r"[\W_]*[A-Za-z][\W_]*", t):
         i = _in_range(re.sub(r"[\W_]", "", t), n)  # the one letter
         return ParsedAnswer(i, "letter") if i is not None else ParsedAnswer(None, "out-of-range")
@@ -285,9 +469,6 @@ def parse_answer(text: str | None, options: Sequence[str]) -> ParsedAnswer:
         return ParsedAnswer(paren.pop(), "parenthesized")
     if len(paren) > 1 or len(named) > 1:
         return ParsedAnswer(None, "ambiguous")
-    i = _text_match(t, options)
-    if i is not None:
-        return ParsedAnswer(i, "text")
     bare = set()
     for m in _BARE.finditer(t):
         if _article(m.group(1), t, m.end()) or m.group(1) in gone:
@@ -295,6 +476,13 @@ def parse_answer(text: str | None, options: Sequence[str]) -> ParsedAnswer:
         i = _in_range(m.group(1), n)
         if i is not None:
             bare.add(i)
+    i = _text_match(t, options)
+    # an option's text whose letter is rejected ("A: cats is wrong.") or beside other letters
+    # ("... sheep fear. It could be A or B.") is no choice
+    if i is not None and (LETTERS[i] in gone or bare - {i}):
+        return ParsedAnswer(None, "ambiguous")
+    if i is not None:
+        return ParsedAnswer(i, "text")
     if len(bare) == 1:
         return ParsedAnswer(bare.pop(), "bare-letter")
     return ParsedAnswer(None, "ambiguous" if bare else "none")
