@@ -12,9 +12,10 @@ The item format (one JSON object per line)::
   number; ``dataset`` groups results ("per data set" tables; default: the file's name).
 * ``options`` left out: ``answer`` is then the answer itself and options are made by
   answer type (:func:`make_options`): true/false -> True, False, Unable to determine;
-  a number -> 4 other numbers (the answer's rank among them uniform); a word -> 4 words
-  of the same kind (the data set's other answers, the passage, WordNet), never an
-  inflection of it; a text -> edited copies of it and "None of the other options is
+  a number -> 4 other numbers in its format and as round as it (the answer's rank among
+  them uniform); a word -> 4 words of the same kind (the data set's other answers, the
+  passage, WordNet; names for a name), never an inflection of it nor an offensive word; a
+  text -> texts sharing no content word with it and "None of the other options is
   correct", which is the right option in a share :data:`NONE_SHARE` of the items.
 
 :func:`load_items` also reads the published files of the paper's data sets: StrategyQA
@@ -245,40 +246,142 @@ def _bool_options(answer: Any) -> tuple[list[str], int]:
     return opts, 0 if s in _TRUE else (1 if s in _FALSE else 2)
 
 
+def _level(n: int) -> int:
+    """The roundness of a whole number of units: the largest of 1, 5, 10, 50, 100, 500...
+    that divides it (0, divided by all, is rounder than any: returned as 0)."""
+    n = abs(n)
+    if n == 0:
+        return 0
+    g = 1
+    while True:
+        nxt = g * 5 if str(g)[0] == "1" else g * 2
+        if n % nxt:
+            return g
+        g = nxt
+
+
+def _finer(g: int) -> int:
+    """The roundness level below ``g`` (50 -> 10 -> 5 -> 1)."""
+    return g // 2 if str(g)[0] == "1" else g // 5
+
+
 def _number_options(answer: Any, rnd: random.Random) -> tuple[list[str], int]:
-    """The answer and 4 other numbers in its format (decimals, thousands commas, currency
-    sign, unit). The answer's rank among the 5 sorted values is drawn uniformly from the
-    ranks its sign allows (a count of 2 cannot have 3 smaller non-negative options), so
-    no position — smallest, middle, largest — gives the answer away; the others lie at
-    distinct random multiples of a random step from it."""
+    """The answer and 4 other numbers written as it is: its minus sign ('-' or '−'), a
+    leading '+', zero padding ('007'), thousands commas, decimals, currency sign and unit
+    (decades stay decades: '1990s' -> '1970s', '2010s').
+
+    * Rank: the answer's rank among the 5 sorted values is drawn uniformly from the ranks
+      its sign allows: a non-negative answer gets no negative distractor, so a count of 2
+      has at most 2 options below it and 0 is always the smallest (a negative count would
+      be absurd); a negative answer (or '-0') may have any rank.
+    * Roundness: the distractors are exactly as round as the answer (50 -> 150, 250, 350;
+      37 -> 23, 41, 58 — never a multiple of 5): the roundest or least round option is the
+      answer by chance only. Where there is no room below the answer for values as round
+      (50 with rank 3), the missing ones are finer (20, 30) and one option is rounder
+      (100, or 0), so the answer is neither the roundest nor the least round.
+    """
     s = str(answer).strip()
-    parts = _number_parts(s)
-    if parts is None:
+    m = _NUMBER.match(s)
+    if m is None:
         raise ValueError(f"not a number answer: {s!r}")
-    pre, _, x, decimals, commas, suf = parts
-    unit = 10.0 ** -decimals
+    sign_g, pre, num, suf = m.group("sign") or "", m.group("pre"), m.group("num"), m.group("suf")
+    sign_first = bool(sign_g.strip()) or num[:1] not in "+-−"
+    sign = sign_g.strip() or (num[:1] if num[:1] in "+-−" else "")
+    gap = sign_g[1:] if sign_g.strip() else ""
+    minus = sign if sign in ("-", "−") else "-"
+    digits = num.lstrip("+-−")
+    int_part, _, frac = digits.partition(".")
+    decimals, commas = len(frac), "," in int_part
+    width = len(int_part) if len(int_part) > 1 and int_part.startswith("0") else 0
+    negative = sign in ("-", "−")
+    n = int((int_part.replace(",", "") or "0") + frac) * (-1 if negative else 1)
 
-    def fmt(v: float) -> str:
-        body = f"{abs(v):,.{decimals}f}" if commas else f"{abs(v):.{decimals}f}"
-        return ("-" if round(v / unit) < 0 else "") + pre + body + suf
+    def fmt(v: int) -> str:
+        ip, fp = divmod(abs(v), 10 ** decimals)
+        body = f"{ip:,}" if commas else str(ip)
+        body = body.zfill(width) if width else ("" if not int_part and ip == 0 else body)
+        body += f".{fp:0{decimals}d}" if decimals else ""
+        sg = minus if v < 0 else ("+" if sign == "+" else "")
+        return (sg + (gap if sg else "") + pre + body if sign_first else pre + sg + body) + suf
 
-    below_room = 4 if x < 0 else min(4, round(x / unit))   # distinct values >= 0 below x
-    rank = rnd.randint(0, below_room)                 # how many options lie below the answer
-    step = max(unit, round(abs(x) * rnd.uniform(0.04, 0.2) / unit) * unit) if x else \
-        unit * rnd.choice([1, 2, 5])
-    if x >= 0 and rank and x - rank * step < 0:
-        step = unit * max(1, int(x / unit) // rank)   # room for `rank` values in [0, x)
-    ks = list(range(1, 9))
-    below = [k for k in ks if x < 0 or x - k * step >= -unit / 2]
-    values = [x - k * step for k in rnd.sample(below, rank)] + \
-        [x + k * step for k in rnd.sample(ks, 4 - rank)]
-    opts = [fmt(v) for v in values]
-    if len(set(opts) | {fmt(x)}) < 5:  # rounding met (tiny steps): walk in units instead
-        opts = [fmt(x - k * unit) for k in range(1, rank + 1)] + \
-            [fmt(x + k * unit) for k in range(1, 5 - rank)]
-    opts.append(s)
+    decade = (not decimals and not commas and n >= 10 and n % 10 == 0
+              and suf.strip().lower() in ("s", "'s", "’s"))
+    level = 10 if decade else (_level(n) or 1)
+
+    def ok(v: int) -> bool:  # as round as the answer, on its grid, of its sign
+        return v != 0 and (negative or v > 0) and (decade or _level(v) == level)
+
+    below = [v for v in (n - k * level for k in range(1, 60)) if ok(v)][:8]
+    above = [v for v in (n + k * level for k in range(1, 60)) if ok(v)][:8]
+    room = 4 if negative else min(4, n)           # distinct values >= 0 below the answer
+    rank = rnd.randint(0, min(room, len(below)) if decade else room)
+    if len(below) >= rank:
+        values = rnd.sample(below, rank) + rnd.sample(above, 4 - rank)
+    else:  # no room for as round values below (50 with rank 3): finer ones, one rounder
+        lows, g = list(below), level
+        while len(lows) < rank and g > 1:
+            g = _finer(g)
+            pool = [v for v in range(g, n, g) if _level(v) == g]
+            rnd.shuffle(pool)
+            lows += pool[:rank - len(lows)]
+        if len(lows) < rank:
+            lows.append(0)
+        highs = rnd.sample(above, 4 - rank)
+        if 0 not in lows:  # one rounder option: the next rounder value above, else 0
+            if highs:
+                up = level * (5 if str(level)[0] == "1" else 2)
+                highs[0] = (n // up + 1) * up
+            else:
+                lows[rnd.randrange(len(lows))] = 0
+        values = lows + highs
+    opts = [fmt(v) for v in values] + [s]
     rnd.shuffle(opts)
     return opts, opts.index(s)
+
+
+# usage domains and glosses of words that are never options (slurs, insults, obscenities)
+_OFFENSIVE_DOMAINS = frozenset({"ethnic_slur", "disparagement", "obscenity", "vulgarism",
+                                "slang", "derogation", "profanity", "insult"})
+_OFFENSIVE_GLOSS = re.compile(r"\b(?:offensive|derogatory|slur|disparag\w*|obscen\w*|vulgar\w*"
+                              r"|contemptuous\w*|insult\w*|abusive)\b", re.I)
+# a second net: slurs and ethnic or religious labels WordNet does not mark
+_BLOCKED = frozenset("""nigger nigga negro negroes negress negroid blackamoor coon darky darkie
+jigaboo sambo pickaninny kike yid hymie heeb jew jews jewess hebrew israelite hasid hasidim
+chassid ashkenazi sephardi goy gentile chink gook jap nip slant slope spic spick wetback beaner
+greaser wop dago guinea kraut hun boche paki raghead towelhead sandnigger redskin squaw injun
+gringo honky honkie cracker whitey mulatto quadroon octoroon halfbreed half-breed mongoloid
+faggot fag fagot dyke tranny queer homo retard cripple spastic whore slut bitch cunt twat tart
+bastard prick dick cock pussy wanker tosser""".split())
+# common given names: a person's name gets other names as options
+_GIVEN_NAMES = tuple("""Mary John Sandra Daniel Fred Bill Jeff Julie Emily Jessica Lily Bernhard
+Greg Brian Jason Gertrude Winona James Robert Michael William David Richard Joseph Thomas
+Charles Christopher Matthew Anthony Mark Steven Andrew Kevin George Edward Henry Frank Paul
+Anna Emma Olivia Sarah Laura Linda Susan Karen Lisa Nancy Betty Helen Alice Sophie Clara Grace
+Rachel Hannah Rose Kate Ruth Martha Lucy Jane Oliver Harry Jack Samuel Adam Simon Victor Tom""".split())
+_GIVEN = frozenset(n.lower() for n in _GIVEN_NAMES)
+
+
+@functools.lru_cache(maxsize=65536)
+def _offensive(word: str) -> bool:
+    """Whether ``word`` is a slur, an insult or an obscenity in any of its WordNet senses
+    (usage domain ``ethnic_slur``, ``disparagement``, ``obscenity``, ``vulgarism``,
+    ``slang``... or a gloss that says "offensive", "derogatory", "disparaging"...), or in
+    the block list :data:`_BLOCKED`."""
+    w = word.lower().replace(" ", "_")
+    if w in _BLOCKED or w.replace("_", " ") in _BLOCKED:
+        return True
+    try:
+        from .wordnet import WordNetMissing, wordnet
+
+        wn = wordnet()
+    except WordNetMissing:
+        return False
+    for syn in wn.synsets(w):
+        if {d.name().split(".")[0] for d in syn.usage_domains()} & _OFFENSIVE_DOMAINS:
+            return True
+        if _OFFENSIVE_GLOSS.search(syn.definition()):
+            return True
+    return False
 
 
 @functools.lru_cache(maxsize=65536)
@@ -330,18 +433,27 @@ def _kind(answer: str, vocabulary: Sequence[str]) -> tuple[str | None, Any]:
 
 
 def _of_kind(word: str, kind: str | None) -> bool:
+    if kind == "name":
+        return word.lower() in _GIVEN or (word[:1].isupper() and not _senses(word))
+    if kind == "proper":
+        return word[:1].isupper()
     return kind is None or any(x.lexname() == kind for x in _senses(word))
 
 
 def _co_hyponyms(sense: Any, names: bool = False) -> list[str]:
     """Words of the same kind from WordNet: the sense's siblings, then its cousins (red,
     blue... for a colour; fox, dog... for the wolf; Paris, Rome... for London when
-    ``names``), the most frequent first."""
+    ``names``), the most frequent first; never a slur, insult or obscenity
+    (:func:`_offensive`)."""
     def up(x):  # London is an instance of a capital, not a kind of one
         return x.hypernyms() + x.instance_hypernyms()
 
     def down(x):
         return x.hyponyms() + x.instance_hyponyms()
+
+    def marked(x) -> bool:
+        return bool({d.name().split(".")[0] for d in x.usage_domains()} & _OFFENSIVE_DOMAINS
+                    or _OFFENSIVE_GLOSS.search(x.definition()))
 
     found: dict[str, int] = {}
     for h in up(sense):
@@ -350,23 +462,53 @@ def _co_hyponyms(sense: Any, names: bool = False) -> list[str]:
                 if sib == sense:
                     continue
                 for x in (sib, *down(sib)[:6]):
+                    if marked(x):
+                        continue
                     for lem in x.lemmas():
                         name = lem.name()
-                        if name.isalpha() and (name.islower() or (names and name.istitle())):
+                        if name.isalpha() and (name.islower() or (names and name.istitle())) \
+                                and not _offensive(name):
                             found[name] = max(found.get(name, 0), lem.count())
     return sorted(found, key=lambda w: (-found[w], w))
+
+
+def _capitalised(passage: str) -> list[str]:
+    """The passage's capitalised words that are not only capitalised as a sentence's
+    first word (names: Obama, Microsoft, Paris)."""
+    from .text import WORD
+
+    out = []
+    for sent in re.split(r"(?<=[.!?])\s+", passage):
+        words = WORD.findall(sent)
+        out += [w for w in words[1:] if w[:1].isupper() and w.isalpha() and len(w) > 1
+                and w.lower() not in _FUNCTION_WORDS]
+        if words and words[0][:1].isupper() and words[0].lower() not in _FUNCTION_WORDS \
+                and not _senses(words[0]) and words[0].isalpha():
+            out.append(words[0])
+    return sorted(set(out))
 
 
 def _word_options(answer: str, rnd: random.Random, vocabulary: Sequence[str],
                   passage: str) -> tuple[list[str], int]:
     """Four words of the answer's kind: the data set's other answers, then words of the
     passage, then WordNet's words of the same kind. None is an inflection or the lemma of
-    the answer (nor of another pick), and none is a function word."""
+    the answer (nor of another pick), a function word, or a slur, insult or obscenity
+    (:func:`_offensive`). A person's given name ("Mary", "Tom") gets other given names
+    (the data set's, the passage's, then :data:`_GIVEN_NAMES`); another capitalised word
+    WordNet does not know ("Obama", "Microsoft") gets the data set's and the passage's
+    capitalised words. Fewer than 4 words may be found (fewer options); none at all
+    raises :class:`ItemsError`: give such an item its own ``options``."""
     from .text import WORD
 
     vocab = [v for v in dict.fromkeys(v.strip() for v in vocabulary)
              if infer_answer_type(v) == "word"]
-    kind, sense = _kind(answer, [v for v in vocab if v.lower() != answer.lower()])
+    others = [v for v in vocab if v.lower() != answer.lower()]
+    if answer[:1].isupper() and answer.lower() in _GIVEN:
+        kind, sense = "name", None
+    elif answer[:1].isupper() and not _senses(answer):
+        kind, sense = "proper", None
+    else:
+        kind, sense = _kind(answer, others)
     picked: list[str] = []
     taken = [_lemmas(answer)]
 
@@ -375,7 +517,8 @@ def _word_options(answer: str, rnd: random.Random, vocabulary: Sequence[str],
         for w in pool:
             if len(picked) >= 4:
                 return
-            if w.lower() in _FUNCTION_WORDS or any(_lemmas(w) & t for t in taken):
+            if w.lower() in _FUNCTION_WORDS or any(_lemmas(w) & t for t in taken) \
+                    or _offensive(w):
                 continue
             if need_kind and not _of_kind(w, kind):
                 continue
@@ -383,58 +526,126 @@ def _word_options(answer: str, rnd: random.Random, vocabulary: Sequence[str],
             taken.append(_lemmas(w))
 
     take(sorted(vocab), kind is not None)
-    words = sorted({w for w in WORD.findall(passage) if w.isalpha() and len(w) > 2})
-    if kind is not None:
-        take(words, True)
+    if kind in ("name", "proper"):
+        take(_capitalised(passage), True)
+        if kind == "name":
+            take(list(_GIVEN_NAMES), True)
+    elif kind is not None:
+        take(sorted({w for w in WORD.findall(passage) if w.isalpha() and len(w) > 2}), True)
         if len(picked) < 4 and sense is not None:
             common = _co_hyponyms(sense, names=answer.istitle())[:24]
             take(common, True)
     if not picked:
-        picked = [NONE_OF_THE_OTHERS]
+        raise ItemsError(f"no distractors for the answer {answer!r}: WordNet does not know it "
+                         "and neither the data set's answers nor the passage have a word of "
+                         "its kind; give the item its own 'options'")
     if answer[:1].isupper():
-        picked = [w if w == NONE_OF_THE_OTHERS else w[:1].upper() + w[1:] for w in picked]
+        picked = [w[:1].upper() + w[1:] for w in picked]
     opts = picked + [answer]
     rnd.shuffle(opts)
     return opts, opts.index(answer)
 
 
-def _text_options(answer: str, rnd: random.Random, item_id: str,
-                  none_right: bool) -> tuple[list[str], int]:
-    """Edited copies of the answer (a changed number, words deleted, inserted or
-    replaced) and "None of the other options is correct", at a random position. When
-    ``none_right``, the answer itself is left out and "None of the other options is
-    correct" is the right option."""
-    from .text import WORD, attack_text, derive_seed
-    from .wordnet import available
+def _content(t: str) -> list[str]:
+    from .text import WORD
 
-    def content(t: str) -> list[str]:
-        return [w.lower() for w in WORD.findall(t) if w.lower() not in _FUNCTION_WORDS]
+    return [w.lower() for w in WORD.findall(t) if w.lower() not in _FUNCTION_WORDS]
 
-    ops = ["delete", "insert", "replace"] if available() else ["delete"]
+
+def _text_shape(t: str) -> tuple[bool, bool, int]:
+    """What a reader sees of a text answer at a glance: whether it has a number, whether
+    every content word is capitalised (a name, a title), and its length in words (1, 2, 3,
+    4 or more)."""
+    from .text import WORD
+
+    words = WORD.findall(t)
+    content = [w for w in words if w.lower() not in _FUNCTION_WORDS and not w.isdigit()]
+    return (any(c.isdigit() for c in t), bool(content) and all(w[:1].isupper() for w in content),
+            min(len(words), 4))
+
+
+def _text_options(answer: str, rnd: random.Random, item_id: str, none_right: bool,
+                  passage: str = "", vocabulary: Sequence[str] = ()) -> tuple[list[str], int]:
+    """Other texts of the answer's shape and "None of the other options is correct", at a
+    random position: first the data set's other answers of the same shape (a name for a
+    name, a text with a number for one with a number, about as many words: real answers,
+    as fluent as the right one), then copies of the answer whose every content word is
+    replaced (a number by another number, a word by one of its kind, a name by another
+    name), then the data set's other answers of any shape. No distractor shares a content
+    word (or its lemma) with the answer, so none is a part, a superset or a re-ordering of
+    it, nor says it in other words. When ``none_right``, the answer itself is left out and "None of the other
+    options is correct" is the right option; with too few distractors for that (fewer
+    than 2) the answer stays. An answer with no replaceable word ("?!") may get fewer
+    options, at least itself and "None of the other options is correct"."""
+    from .text import WORD
+
     need = 4 if none_right else 3
-    same = content(answer)   # a copy that only lost an article says the same: no distractor
+    mine = set().union(*(_lemmas(w) for w in _content(answer))) if _content(answer) else set()
+    names = [w for w in _capitalised(passage) if w.lower() not in mine] + \
+        [n for n in _GIVEN_NAMES if n.lower() not in mine and not _offensive(n)]
+    passage_words = sorted({w for w in WORD.findall(passage) if w.isalpha() and len(w) > 2
+                            and w.lower() not in _FUNCTION_WORDS})
+
+    def swap(w: str) -> str | None:
+        if w.lower() in _FUNCTION_WORDS:
+            return w
+        if re.fullmatch(r"\d+(?:\.\d+)?", w):
+            nums, at = _number_options(w, rnd)
+            return rnd.choice(nums[:at] + nums[at + 1:])
+        if w[:1].isupper() and (w.lower() in _GIVEN or not _senses(w)):
+            pool = names
+        else:
+            senses = _senses(w)
+            pool = _co_hyponyms(senses[0])[:24] if senses else []
+            pool = pool or [p for p in passage_words if _of_kind(p, None)]
+        pool = [p for p in pool if not (_lemmas(p) & mine) and not _offensive(p)]
+        if not pool:
+            return None
+        new = rnd.choice(pool).replace("_", " ")
+        return new[:1].upper() + new[1:] if w[:1].isupper() else new
+
+    def fresh(t: str) -> bool:
+        words = _content(t)
+        return bool(words) and not any(_lemmas(w) & mine for w in words) and t not in seen
+
     out: list[str] = []
     seen = {answer}
-    nums = list(re.finditer(r"\d+(?:\.\d+)?", answer))
-    if nums:  # a changed formula: one number changed
-        m = rnd.choice(nums)
-        v = m.group()
-        new = str(int(v) + rnd.choice([1, 2, 3])) if v.isdigit() else f"{float(v) * 2:g}"
-        t = answer[:m.start()] + new + answer[m.end():]
-        seen.add(t)
-        out.append(t)
-    for k in range(60):
+    others = [v for v in dict.fromkeys(v.strip() for v in vocabulary) if v]
+    rnd.shuffle(others)
+    shape = _text_shape(answer)
+    for v in others:                     # real answers of the same shape first
         if len(out) >= need:
             break
-        op = ops[k % len(ops)]
-        t = attack_text(answer, "word", 0.35, op=op, rng=derive_seed(item_id, "distractor", k)).text
-        if t.strip() and t not in seen and content(t) != same:
+        if _text_shape(v) == shape and fresh(v):
+            seen.add(v)
+            out.append(v)
+    for _ in range(30):
+        if len(out) >= need:
+            break
+        pieces, ok = [], True
+        for tok in re.split(r"([^\W_]+(?:['’\-][^\W_]+)*)", answer):
+            if tok and WORD.fullmatch(tok):
+                new = swap(tok)
+                if new is None:
+                    ok = False
+                    break
+                pieces.append(new)
+            else:
+                pieces.append(tok)
+        t = "".join(pieces)
+        if ok and fresh(t):
             seen.add(t)
             out.append(t)
-    if none_right and len(out) < 2:  # too few copies to leave the answer out
+    for v in others:
+        if len(out) >= need:
+            break
+        if fresh(v):
+            seen.add(v)
+            out.append(v)
+    if none_right and len(out) < 2:  # too few distractors to leave the answer out
         none_right = False
         out = out[:3]
-    opts = out + [NONE_OF_THE_OTHERS] + ([] if none_right else [answer])
+    opts = out[:need] + [NONE_OF_THE_OTHERS] + ([] if none_right else [answer])
     rnd.shuffle(opts)
     return opts, opts.index(NONE_OF_THE_OTHERS if none_right else answer)
 
@@ -445,14 +656,16 @@ def make_options(answer: Any, *, kind: str | None = None, seed: Any = 0,
     """Options and the answer's index for an item that has none.
 
     * boolean: True, False, Unable to determine (Yes, No, ... for yes/no answers);
-    * number: the answer and 4 other numbers in its format, the answer's rank among them
-      uniform (see :func:`_number_options`);
-    * word: 4 words of the answer's kind, never one of its inflections (see
-      :func:`_word_options`);
-    * text: 3 edited copies of the answer and "None of the other options is correct" at a
-      random position; in a share :data:`NONE_SHARE` of the items (seeded) the answer is
-      left out, a fourth edited copy added, and "None of the other options is correct" is
-      the right option.
+    * number: the answer and 4 other numbers written as it is and as round as it is, the
+      answer's rank among them uniform (see :func:`_number_options`);
+    * word: 4 words of the answer's kind, never one of its inflections nor an offensive
+      word; names get names (see :func:`_word_options`, which raises :class:`ItemsError`
+      when it finds no distractor at all);
+    * text: 3 other texts sharing no content word with the answer (see
+      :func:`_text_options`) and "None of the other options is correct" at a random
+      position; in a share :data:`NONE_SHARE` of the items (seeded) the answer is left
+      out, a fourth text added, and "None of the other options is correct" is the right
+      option.
 
     Returns ``(options, answer_index, answer_type)``. Seeded by ``seed`` and
     ``item_id``: the same item always gets the same options in the same order.
@@ -471,7 +684,8 @@ def make_options(answer: Any, *, kind: str | None = None, seed: Any = 0,
         opts, idx = _word_options(str(answer).strip(), rnd, vocabulary, passage)
     else:
         none_right = random.Random(f"none\x1f{seed}\x1f{item_id}\x1f{answer}").random() < NONE_SHARE
-        opts, idx = _text_options(str(answer).strip(), rnd, item_id or str(seed), none_right)
+        opts, idx = _text_options(str(answer).strip(), rnd, item_id or str(seed), none_right,
+                                  passage, vocabulary)
     return tuple(opts), idx, kind
 
 
@@ -1047,12 +1261,16 @@ def _load_sen_making_sub(subtask: str):
 def _answer_items(raw: Sequence[tuple[str, str, str, str]], seed, instr: str, name: str,
                   limit) -> list[Item]:
     """Items from ``(id, question, passage, answer)``, their options made by answer type;
-    the data set's one-word answers are each other's distractors."""
-    vocab = sorted({a for *_, a in raw if infer_answer_type(a) == "word"})
+    the data set's answers are each other's distractors (a one-word answer's the other
+    one-word answers, a text's the other texts of its shape)."""
+    vocab = sorted({a for *_, a in raw})
     out = []
     for iid, q, passage, ans in raw[:limit] if limit else raw:
-        opts, idx, kind = make_options(ans, seed=seed, vocabulary=vocab, passage=passage,
-                                       item_id=iid)
+        try:
+            opts, idx, kind = make_options(ans, seed=seed, vocabulary=vocab, passage=passage,
+                                           item_id=iid)
+        except ItemsError as exc:
+            raise ItemsError(f"{name}, item {iid}: {exc}") from None
         out.append(Item(iid, q, opts, idx, passage, instr, name, kind))
     return out
 
