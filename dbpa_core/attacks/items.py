@@ -444,7 +444,13 @@ def _co_hyponyms(sense: Any, names: bool = False) -> list[str]:
     """Words of the same kind from WordNet: the sense's siblings, then its cousins (red,
     blue... for a colour; fox, dog... for the wolf; Paris, Rome... for London when
     ``names``), the most frequent first; never a slur, insult or obscenity
-    (:func:`_offensive`)."""
+    (:func:`_offensive`). Kept per sense: a data set's answers repeat (bAbI's thousand
+    items have a handful), and WordNet's frequency counts are read from disk."""
+    return list(_co_hyponyms_of(sense, names))
+
+
+@functools.lru_cache(maxsize=4096)
+def _co_hyponyms_of(sense: Any, names: bool) -> tuple[str, ...]:
     def up(x):  # London is an instance of a capital, not a kind of one
         return x.hypernyms() + x.instance_hypernyms()
 
@@ -469,7 +475,7 @@ def _co_hyponyms(sense: Any, names: bool = False) -> list[str]:
                         if name.isalpha() and (name.islower() or (names and name.istitle())) \
                                 and not _offensive(name):
                             found[name] = max(found.get(name, 0), lem.count())
-    return sorted(found, key=lambda w: (-found[w], w))
+    return tuple(sorted(found, key=lambda w: (-found[w], w)))
 
 
 def _capitalised(passage: str) -> list[str]:
