@@ -88,7 +88,9 @@ def test_a_gold_answer_file_given_as_data_says_what_to_load():
 
 def test_qed():
     items = load_items(DATA / "qed" / "qed-dev.jsonlines")
-    assert [it.id for it in items] == ["8865", "9021", "9133"]  # no answer: left out
+    # 9250 has no answer; 9301's NQ answer was judged not in the passage by QED's
+    # annotators (explanation_type none): both left out
+    assert [it.id for it in items] == ["8865", "9021", "9133"]
     london = items[0]
     assert london.question == "Which city does the river thames flow through?"
     assert london.passage.startswith("The River Thames flows") and london.answer_text == "London"
@@ -96,7 +98,7 @@ def test_qed():
     assert items[1].answer_text == "8,849 metres" and items[1].answer_type == "number"
     assert all(o.endswith(" metres") for o in items[1].options)
     assert items[2].answer_text == "Jane Austen" or \
-        items[2].answer_text == NONE_OF_THE_OTHERS  # from NQ's short answer
+        items[2].answer_text == NONE_OF_THE_OTHERS  # multi_sentence: NQ's short answer
 
 
 def test_ecqa_and_its_annotation_file():
@@ -209,3 +211,44 @@ def test_deeply_nested_json_is_one_line(tmp_path):
         with pytest.raises(ItemsError, match="nested too deeply") as exc:
             load_items(path, format=fmt)
         assert "\n" not in str(exc.value)
+
+
+@pytest.mark.parametrize("name, text, found", [
+    # SST-2's layout is not CREAK's: its label is 0/1, not true/false
+    ("sst2.jsonl", json.dumps({"sentence": "a fine film", "label": 1}) + "\n",
+     "whose label is 1 (CREAK's is true or false)"),
+    # a SQuAD-like file is not ours with one misspelt field
+    ("squad.jsonl", json.dumps({"question": "q?", "answer": "a", "context": "c"}) + "\n",
+     "JSON lines with the fields answer, context, question"),
+    # numbered prose is not a bAbI task (no question with its answer after a tab)
+    ("notes.txt", "1 first point\n2 second point\n", "neither JSON, a CSV table nor a bAbI task"),
+])
+def test_a_look_alike_of_a_known_format_is_not_read_as_it(name, text, found):
+    with pytest.raises(ItemsError) as err:
+        parse_items_text(text, source=name)
+    assert found in str(err.value) and "cannot tell which data set" in str(err.value)
+
+
+def test_a_file_named_like_esnli_is_esnli_only_beside_its_siblings(tmp_path):
+    ours = tmp_path / "labels.jsonl"       # our format, named 'labels'
+    ours.write_text(json.dumps({"question": "Which?", "options": ["x", "y"], "answer": "A"}) + "\n")
+    assert [it.question for it in load_items(ours)] == ["Which?"]
+
+
+def test_creak_refuses_a_label_that_is_not_true_or_false(tmp_path):
+    p = tmp_path / "dev.json"
+    p.write_text(json.dumps({"ex_id": "a", "sentence": "s", "label": "true"}) + "\n"
+                 + json.dumps({"ex_id": "b", "sentence": "t", "label": "maybe"}) + "\n")
+    with pytest.raises(ItemsError, match=r"line 2: a CREAK label is true or false, got 'maybe'"):
+        load_items(p)
+
+
+def test_the_qasc_layout_without_facts_is_named_after_its_file(tmp_path):
+    row = {"id": "q1", "answerKey": "B", "question": {"stem": "Where do fish live?", "choices": [
+        {"label": "A", "text": "trees"}, {"label": "B", "text": "water"}]}}
+    p = tmp_path / "ARC-Easy-Test.jsonl"   # ARC and CommonsenseQA share QASC's layout
+    p.write_text(json.dumps(row) + "\n")
+    assert {it.dataset for it in load_items(p)} == {"ARC-Easy-Test"}
+    p2 = tmp_path / "dev.jsonl"
+    p2.write_text(json.dumps({**row, "fact1": "Fish live in water.", "fact2": "x"}) + "\n")
+    assert {it.dataset for it in load_items(p2)} == {"qasc"}

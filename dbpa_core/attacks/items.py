@@ -803,6 +803,10 @@ def _json_file(text: str, source: str, kind: type, message: str) -> Any:
 _ITEM_KEYS = {"id", "instruction", "passage", "question", "options", "answer", "dataset",
               "answer_type"}
 _SIBLINGS = re.compile(r"^(s1|s2|labels)\.(\w+)$")
+# fields of other question-answering data sets (SQuAD-like, NQ, TriviaQA...): a file with
+# them beside "question" and "answer" is not ours with a misspelt field
+_OTHER_DATA_KEYS = {"context", "contexts", "paragraph", "document", "title", "label",
+                    "choices", "answers", "evidence", "support", "facts", "rationale"}
 
 
 def _csv_header(text: str) -> list[str]:
@@ -824,20 +828,34 @@ def _describe(keys) -> str:
     return shown or "no fields"
 
 
+def _esnli_name(p: Path) -> bool:
+    """Whether ``p`` is named as one of e-SNLI's s1/s2/labels files: ``s1.<split>`` whose
+    two siblings are beside it, or whose split is no data file's extension (``s1.dev``
+    with its siblings missing is refused as e-SNLI, naming the missing one; a
+    ``labels.jsonl`` is another data set)."""
+    m = _SIBLINGS.match(p.name)
+    if m is None:
+        return False
+    if m.group(2).lower() not in ("json", "jsonl", "jsonlines", "csv", "tsv", "txt"):
+        return True
+    return all((p.parent / f"{k}.{m.group(2)}").is_file() for k in ("s1", "s2", "labels"))
+
+
 def detect_format(path: str | os.PathLike, text: str | None = None) -> str:
     """The file's format, recognised from its name and its first record (CSV header,
     JSON keys). A file that matches none says which formats were tried and what it has:
     it is never read as a format it is not."""
     p = Path(path)
     source = str(path)
-    if _SIBLINGS.match(p.name):
+    if _esnli_name(p):
         return "esnli-txt"
     text = _read(p) if text is None else text
     head = text.lstrip("\ufeff \t\r\n")[:20000]
     if not head:
         raise ItemsError(f"{source}: the file is empty")
-    if re.match(r"1 [^\t\n]+\n", head) and p.suffix.lower() in (".txt", ""):
-        return "babi"
+    if re.match(r"1 [^\t\n]+\n", head) and p.suffix.lower() in (".txt", "") and \
+            re.search(r"^\d+ [^\t\n]+\t[^\t\n]+", head, re.MULTILINE):
+        return "babi"   # numbered lines, and a question with its answer after a tab
     if head[0] in "[{":
         try:
             data = json.loads(text)
@@ -869,7 +887,10 @@ def detect_format(path: str | os.PathLike, text: str | None = None) -> str:
         if "correct" in keys and "options" in keys:
             return "aqua"
         if "sentence" in keys and "label" in keys:
-            return "creak"
+            if str(obj["label"]).strip().lower() in ("true", "false"):
+                return "creak"
+            raise _cannot_place(source, f"JSON lines with the fields {_describe(keys)} whose "
+                                f"label is {obj['label']!r} (CREAK's is true or false)")
         if "question" in keys and isinstance(obj.get("answer"), str) and "####" in obj["answer"]:
             return "gsm8k"
         if {"question_text", "paragraph_text"} <= keys:
@@ -881,7 +902,9 @@ def detect_format(path: str | os.PathLike, text: str | None = None) -> str:
                              "no questions: glue it to CommonsenseQA with the authors' "
                              "generate_data.py and load the cqa_data_test.csv it writes")
         if "question" in keys and isinstance(obj["question"], str) and \
-                (keys & {"answer", "options"} or len(keys - _ITEM_KEYS) <= 2):
+                ("options" in keys or keys <= _ITEM_KEYS or
+                 ("answer" in keys and len(keys - _ITEM_KEYS) == 1 and
+                  not keys - _ITEM_KEYS & _OTHER_DATA_KEYS)):
             return "jsonl"  # ours (a missing or misspelt field is named by the item check)
         raise _cannot_place(source, f"JSON lines with the fields {_describe(keys)}")
     header = _csv_header(head.split("\n", 1)[0])
@@ -941,7 +964,7 @@ def load_items(path: str | os.PathLike, *, format: str = "auto", limit: int | No
         raise ItemsError(f"{path}: is a folder; give a data file")
     if not p.is_file():
         raise ItemsError(f"{path}: no such file")
-    text = "" if _SIBLINGS.match(p.name) and format in ("auto", "esnli-txt") else _read(p)
+    text = "" if _esnli_name(p) and format in ("auto", "esnli-txt") else _read(p)
     return parse_items_text(text, source=str(path), format=format, limit=limit,
                             dataset=dataset, seed=seed, instruction=instruction, answers=answers)
 
@@ -959,6 +982,9 @@ def parse_items_text(text: str, *, source: str, format: str = "auto", limit: int
         raise ItemsError(f"format must be auto or one of {', '.join(FORMATS)}; got {format!r}")
     fmt = detect_format(p, text) if format == "auto" else format
     name = dataset or (p.stem if fmt == "jsonl" else _DATASET_NAMES.get(fmt, fmt))
+    if not dataset and fmt == "qasc" and format == "auto" and not re.search(
+            r'"(?:fact1|fact2|combinedfact)"\s*:', text[:20000]):
+        name = p.stem   # the layout without QASC's facts: CommonsenseQA, ARC, OpenBookQA
     instr = DEFAULT_INSTRUCTION if instruction is None else instruction
     try:
         items = _LOADERS[fmt](text, source, name, seed, instr, limit, answers=answers)
@@ -1035,6 +1061,8 @@ def _load_creak(text, source, name, seed, instr, limit, **_):
     for lineno, obj in _jsonl_objects(text, source):
         where = f"{source}, line {lineno}"
         _need(obj, ("sentence", "label"), where)
+        if str(obj["label"]).strip().lower() not in ("true", "false"):
+            raise ItemsError(f"{where}: a CREAK label is true or false, got {obj['label']!r}")
         opts, idx, kind = make_options(str(obj["label"]), kind="boolean")
         out.append(Item(str(obj.get("ex_id", lineno)), "Is this claim true or false?", opts, idx,
                         obj["sentence"], instr, name, kind))
@@ -1284,14 +1312,18 @@ def _answer_items(raw: Sequence[tuple[str, str, str, str]], seed, instr: str, na
 def _load_qed(text, source, name, seed, instr, limit, **_):
     """QED (``qed-dev.jsonlines``): the Natural Questions question, its Wikipedia
     paragraph as the passage, the annotated short answer (else NQ's first short answer)
-    as the answer; options are made by answer type. Examples without an answer are
-    left out."""
+    as the answer; options are made by answer type. Examples without an answer, and those
+    whose annotators found no sentence of the passage that explains it (``explanation_type:
+    none``: the passage does not give the answer), are left out."""
     raw = []
     for lineno, obj in _jsonl_objects(text, source):
         where = f"{source}, line {lineno}"
         _need(obj, ("question_text", "paragraph_text"), where)
+        annotation = obj.get("annotation") or {}
+        if isinstance(annotation, dict) and annotation.get("explanation_type") == "none":
+            continue   # the annotators found no sentence of the passage that gives NQ's answer
         ans = None
-        for a in ((obj.get("annotation") or {}).get("answer") or []):
+        for a in ((annotation if isinstance(annotation, dict) else {}).get("answer") or []):
             ref = a.get("paragraph_reference") if isinstance(a, dict) else None
             if isinstance(ref, dict) and str(ref.get("string") or "").strip():
                 ans = str(ref["string"]).strip()
