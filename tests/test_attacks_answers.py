@@ -10,6 +10,20 @@ TF = ["True", "False", "Unable to determine"]
 ANIMALS = ["cats", "wolves", "mice", "sheep"]
 NUMS = ["12", "15", "18", "21", "24"]
 COLOURS = ["green", "white", "yellow", "gray", "red"]
+VIT = ["Vitamin A", "Vitamin C", "Vitamin D", "Vitamin E"]
+HEP = ["Hepatitis B", "Hepatitis C", "Hepatitis A"]
+BUGS = ["S. aureus", "E. coli", "K. pneumoniae", "P. mirabilis", "C. difficile"]
+ORGANISMS = ["C. elegans", "Drosophila", "Zebrafish"]
+FLIES = ["D. melanogaster", "C. elegans", "M. musculus", "D. rerio"]
+AUTHORS = ["J. R. R. Tolkien", "C. S. Lewis", "A. A. Milne", "E. B. White"]
+PSYCHOLOGISTS = ["B. F. Skinner", "Ivan Pavlov", "John Watson"]
+KEYS = ["C major", "G major", "F major"]
+MINORS = ["D minor", "A minor", "E minor"]
+AMPS = ["2 A", "5 A", "10 A"]
+TEMPS = ["100 °C", "37 °C", "0 °C"]
+A_ANIMALS = ["A cat", "A wolf", "A mouse"]
+BLOOD = ["O", "A", "B", "AB"]
+LETTER_OPTIONS = ["A", "B", "C", "D"]
 
 CASES = [
     # --- ChatGPT style: a choice up front, then an explanation naming other letters
@@ -153,6 +167,94 @@ CASES = [
     ("I cannot choose between A and B without more context.", ANIMALS, None),
     ("I'm sorry, I can't determine which animal sheep fear. It could be A or B.", ANIMALS, None),
     ("Sheep are afraid of wolves (B), not cats (A).", ANIMALS, "B"),
+    # --- option texts that hold a letter: the letter is part of the text, never a choice
+    ("Vitamin C", VIT, "B"),
+    ("Vitamin C is the answer: scurvy is caused by its deficiency.", VIT, "B"),
+    ("Vitamin D is the correct answer.", VIT, "C"),
+    ("It's vitamin D, which the body makes from sunlight.", VIT, "C"),
+    ("The answer is B) Vitamin C.", VIT, "B"),
+    ("Scurvy is caused by a deficiency of Vitamin C, so the answer is B.", VIT, "B"),
+    ("Hepatitis C is the right answer, since it is blood-borne and has no vaccine.", HEP, "B"),
+    ("E. coli", BUGS, "B"),
+    ("E. coli is the most common cause of urinary tract infections.", BUGS, "B"),
+    ("The answer is E. coli.", BUGS, "B"),
+    ("C. elegans has exactly 959 somatic cells in the adult hermaphrodite.", ORGANISMS, "A"),
+    ("D. melanogaster", FLIES, "A"),
+    ("C. S. Lewis wrote The Chronicles of Narnia.", AUTHORS, "B"),
+    ("A. A. Milne", AUTHORS, "C"),
+    ("Answer: C. S. Lewis", AUTHORS, "B"),
+    ("B. F. Skinner developed operant conditioning.", PSYCHOLOGISTS, "A"),
+    ("The relative major of A minor is C major. Answer: C major", KEYS, "A"),
+    ("The answer is C major.", KEYS, "A"),
+    ("The answer is A minor.", MINORS, "B"),
+    ("By Ohm's law, I = V/R = 10/2 = 5 A. So 5 A is the correct answer.", AMPS, "B"),
+    ("5 A is correct.", AMPS, "B"),
+    ("37 °C is correct.", TEMPS, "B"),
+    ("Normal body temperature is 37 °C.", TEMPS, "B"),
+    ("A wolf.", A_ANIMALS, "B"),
+    ("The answer is a wolf.", A_ANIMALS, "B"),
+    ("Answer: A wolf", A_ANIMALS, "B"),
+    ("The answer is D) 18.", NUMS, "D"),  # a letter then another option's text: the letter
+    # options that are letters themselves: "A" as option B could mean either
+    ("Type A is correct.", BLOOD, None),
+    ("Blood type A is the correct answer here.", BLOOD, None),
+    ("B", BLOOD, None),
+    ("The universal donor is type O.", BLOOD, "A"),
+    ("O", BLOOD, "A"),
+    ("The answer is AB.", BLOOD, "D"),
+    ("The answer is D) AB.", BLOOD, "D"),
+    ("The answer is B) B.", LETTER_OPTIONS, "B"),
+    # --- an option's text under a negation names nothing; on a True/False item, the other
+    ("That's not true.", TF, "B"),
+    ("Not true.", TF, "B"),
+    ("The statement is not true.", TF, "B"),
+    ("It's not false.", TF, "A"),
+    ("This is untrue.", TF, "B"),
+    ("It's not false, but it's not true either.", TF, None),
+    ("It's true the passage mentions a dog, but it never says the dog is brown, so we can't "
+     "tell.", TF, None),
+    ("It's true that the passage mentions a dog, but the statement itself is false.", TF, "B"),
+    ("Not red, not green, not yellow — white.", COLOURS, "B"),
+    ("It is not true.", ["True", "False", "Maybe"], None),
+    ("I can't say yes.", ["Yes", "No"], None),
+    # --- a hypothetical never concludes; a "wait" that only checks corrects nothing
+    ("Answer: A\n\nHowever, if the question were about goats, the answer would be B.",
+     ANIMALS, "A"),
+    ("B) wolves. But if the sheep were in a city, the answer would be A.", ANIMALS, "B"),
+    ("If I had to pick, the answer would be B.", ANIMALS, "B"),
+    ("The answer is B) wolves.\n\nWait, let me double-check option C: mice are tiny and "
+     "harmless to sheep. Confirmed.", ANIMALS, "B"),
+    ("The answer is B.\n\nWait, let me verify by checking the others: A is cats, C is mice. "
+     "Neither is a predator. So B.", ANIMALS, "B"),
+    ("**Answer: C**\n\nWait — let me re-check. 3 × 6 = 18, which is option C. Yes.", NUMS, "C"),
+    ("B. On second thought, let me make sure C isn't better. No, B is right.", ANIMALS, "B"),
+    ("A. Let me re-check: sheep fear wolves, so B.", ANIMALS, "B"),
+    ("Answer: A. Wait, let me double-check: A is wrong.", ANIMALS, None),
+    # --- coordinated letters share what is said of them
+    ("Both A and B could be correct.", ANIMALS, None),
+    ("A and B might both be right.", ANIMALS, None),
+    ("A or B could work.", ANIMALS, None),
+    ("It could be A, B or C.", ANIMALS, None),
+    ("Both A and B could be correct depending on context.", ANIMALS, None),
+    ("B and C are both wrong, so A.", ANIMALS, "A"),
+    ("Not A, B.", ANIMALS, "B"),
+    # --- a JSON answer field is a choice; a letter used as a variable is none
+    ('{"reasoning": "Option A is plausible, but wolves are the real predator.", "answer": "B"}',
+     ANIMALS, "B"),
+    ('{"reasoning": "Cats (A) are small; wolves (B) hunt sheep.", "answer": "B"}', ANIMALS, "B"),
+    ('{"answer": "B", "explanation": "Option C would be correct only for cats."}', ANIMALS, "B"),
+    ('{"final_answer": "C. S. Lewis"}', AUTHORS, "B"),
+    ("Let A be the area of the square. A = 4 × 4, so the area is sixteen square units.",
+     NUMS, None),
+    # --- more ways to give the answer
+    ("A) cats\nB) wolves\nC) mice\n\nB", ANIMALS, "B"),
+    ("Answer:\nA) cats\nB) wolves\nC) mice\nB", ANIMALS, "B"),
+    ("❌ A) cats\n✅ B) wolves\n❌ C) mice", ANIMALS, "B"),
+    ("It's not hard: the answer is B.", ANIMALS, "B"),
+    ("It is not surprising that the answer is B.", ANIMALS, "B"),
+    ("<think>\nThe passage says... hmm, A seems wrong. B also wrong. So C.\n</think>\n\nC",
+     TF, "C"),
+    ("Sheep fear wolves. C is for cats, which they don't fear.", ANIMALS, None),
 ]
 
 

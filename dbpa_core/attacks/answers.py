@@ -49,8 +49,28 @@ otherwise ("The answer is A. The answer is B.") the answer is unparsed.
    followed by a lower-case word are read as the article and the pronoun.
 
 Letters that are negated ("not (A)", "A is wrong", "neither A nor B", "wolves (B), not
-cats (A)"), rejected or hedged as above, or hypothetical ("A would be ...", "if B ...")
-never count in these rules. A letter beyond the item's
+cats (A)"), rejected or hedged as above, hypothetical ("A would be ...", "if B ..."), used
+as a variable ("Let A be the area", "A = 4 x 4") or coordinated with one of those ("A or B
+could work": what is said of one is said of all) never count in these rules.
+
+**Option texts that hold a letter** ("Vitamin C", "E. coli", "C. S. Lewis", "C major",
+"5 A", "37 °C", "A wolf") are found first, ignoring case; the letters inside them are a
+reading of that option's text, never choice letters ("Vitamin C is the answer" is the
+option "Vitamin C"; "The answer is B) Vitamin C" is B; "The answer is D) 18" is still D).
+An option that is a letter other than its own (blood types O, A, B, AB) makes that letter
+mean either: such an answer is unparsed. An option's text under a negation ("not true",
+"isn't true", "never true", "untrue") names nothing; on an item whose options are exactly
+True and False (possibly with "Unable to determine"), "not true" alone is False and "not
+false" True. "It's true (that) the passage ..." is a concession, not a verdict.
+
+A hypothetical ("if the question were about goats, the answer would be B") is no choice
+and never a conclusion. A "wait" that only checks ("Wait, let me double-check option C:
+...") corrects nothing unless it says the first choice is wrong or a conclusion brings
+another letter ("..., so B"). A JSON field ``"answer": "B"`` is an explicit choice, and so
+is a letter alone on the last line of a longer answer ("A) cats / B) wolves / C) mice /
+B"); text inside ``<think>...</think>`` is not read when an answer follows it. A letter
+standing alone beside other options' texts but not its own ("Sheep fear wolves. C is for
+cats.") is unparsed. A letter beyond the item's
 options (``E`` with three options) is not an answer; an explicit choice of one is
 unparsed.
 
@@ -116,6 +136,20 @@ _IS_RIGHT = re.compile(
     r"(?:\b(?:option|choice|answer)\s*)?" + _CAP +
     r"\s+is\s+(?:the\s+)?(?:(?:correct|right|best)\b|answer\b)")
 _BOXED = re.compile(r"\\boxed\{\s*\(?([A-Za-z])\)?\s*\}")
+# a JSON field that holds the answer: {"answer": "B"}, {"final_answer": "(C) 18"}
+_JSON = re.compile(r'"(?:final[_ ]?answer|answer|correct[_ ]?answer|choice|option|selected[_ ]?option)"'
+                   r'\s*:\s*"\s*[(\[]?([A-Za-z])(?:[)\].:][^"\n]*)?\s*"', re.IGNORECASE)
+# a letter used as a variable: "Let A be the area", "A = 4 x 4"
+_MATH = re.compile(r"\blet\s+([A-Za-z])\s+(?:be|denote|represent|stand\s+for)\b|"
+                   r"(?<![\w'’])([A-Z])\s*(?:[=+×*^<>≤≥÷]|\s[−-]\s*\d)\s*[\w(]", re.IGNORECASE)
+# letters coordinated with each other: "A and B", "A, B or C", "A/B"
+_COORD = re.compile(r"(?<![\w'’])[A-Z](?:\s*,\s*(?:option\s+)?[A-Z](?![\w'’]))*\s*,?\s*"
+                    r"(?:and|or|nor|&|/)\s*(?:option\s+)?[A-Z](?![\w'’])")
+# a lone letter on the last line of a longer answer: "A) cats\nB) wolves\n\nB"
+_LAST = re.compile(r"\n[ \t>#\-*]*[(\[]?([A-Z])[)\]]?[ \t.]*$")
+# a self-correction cue that only checks: "wait, let me double-check option C"
+_CHECK = re.compile(r"\W*(?:let\s+me\s+|I['’]ll\s+|I\s+will\s+|just\s+to\s+)?(?:double[- ]?check|"
+                    r"re-?check|verify|confirm|make\s+sure|check)\b", re.IGNORECASE)
 # a marker that opens the answer: "B)", "(B)", "B.", "B:", "B -", "B" alone on its line
 _MARKER = re.compile(r"^[\s>#\-]*(?:[(\[]([A-Za-z])[)\]]|([A-Za-z])\)|([A-Z])\s*[.:](?!\w)|"
                      r"([A-Z])\s+[-–—]\s|([A-Z])[ \t]*(?:\n|$))")
@@ -140,14 +174,18 @@ _BARE = re.compile(r"(?<![\w'’])([A-Z])(?![\w'’])")
 _NEGATED = (
     re.compile(r"(?:\bnot|n['’]t|\bneither|\bnor|\brule\s+out|\beliminate|\bexclude|\bexcept)"
                r"\s+(?:option\s*|choice\s*)?" + _CAP, re.IGNORECASE),
-    re.compile(_CAP + r"\s+(?:is|seems|looks|would\s+be)\s+(?:not\b|wrong|incorrect|false|"
-               r"unlikely|impossible)|" + _CAP + r"\s+isn['’]t", re.IGNORECASE),
+    re.compile(_CAP + r"\s+(?:is|are|seems|looks|would\s+be)\s+(?:(?:also|both|clearly|definitely)\s+)?"
+               r"(?:not\b|wrong|incorrect|false|unlikely|impossible)|" + _CAP + r"\s+isn['’]t",
+               re.IGNORECASE),
     # "wolves (B), not cats (A)"
     re.compile(r"\bnot\s+(?!only\b)(?:[a-z][\w'’-]*\s+){1,3}?\(([A-Z])\)", re.IGNORECASE),
 )
 _HYPOTHETICAL = (
     re.compile(_CAP + r"\s+(?:would|could|might|may)\b"),
     re.compile(r"\b(?:if|whether|unless)\s+(?:option\s*|choice\s*)?" + _CAP, re.IGNORECASE),
+    # "if the answer were A, ..."
+    re.compile(r"\b(?:if|whether|unless)\s+(?:the\s+)?(?:correct\s+)?(?:answer|option|choice)\s+"
+               r"(?:were|was|is)\s+" + _CAP, re.IGNORECASE),
 )
 
 
@@ -165,7 +203,7 @@ _AFFIRM = re.compile(  # "would be correct" is a hypothesis, not a verdict
     _VERDICT_LEAD.format("") + r"(?:(?:correct|right|true|yes|valid)\b|"
     r"the\s+(?:correct\s+|right\s+|best\s+)?(?:answer|one)\b|[✓✔✅])", re.IGNORECASE)
 # an option marker that opens a line or a sentence: "(B) wolves? Yes.", "B) wolves - correct"
-_EVAL = re.compile(r"(?:^|(?<=[.;!?])[ \t]+)[ \t>#\-*•]*(?:\d+[.)][ \t]*)?"
+_EVAL = re.compile(r"(?:^|(?<=[.;!?])[ \t]+)[ \t>#\-*•]*(?P<mark>[✓✔✅✗✘❌][ \t]*)?(?:\d+[.)][ \t]*)?"
                    r"(?:(?:[Oo]ption|[Cc]hoice)[ \t]+)?"
                    r"(?:[(\[]([A-Z])[)\]]|([A-Z])\)|([A-Z])[.:](?=\s)|([A-Z])[ \t]+[-–—](?=\s))",
                    re.MULTILINE)
@@ -177,8 +215,9 @@ _HEDGE = re.compile(
     r"choose|select|answer|conclude|suggest|go\s+with)\b|"
     r"\b(?:(?:do|does|did|would|could|should)(?:\s*n['’]?t|\s+not)|don['’]?t|never)\s+"
     r"(?:[\w'’]+\s+)?(?:think|believe|say|agree|feel|suppose|claim|assume)\b|"
-    r"\bnot\s+(?:sure|certain|convinced|confident)\b|\b(?:it|this|that)(?:\s+is|['’]s)\s+not\b|"
-    r"\b(?:it|this|that)\s+isn['’]t\b|\b(?:not\s+true|false|wrong|unlikely|doubt(?:ful)?)\s+that\b|"
+    r"\bnot\s+(?:sure|certain|convinced|confident)\b|"
+    r"\b(?:it|this|that)(?:(?:\s+is|['’]s)\s+not|\s+isn['’]t)\b(?!\s+(?:hard|difficult|surprising|"
+    r"complicated|tricky)\b)|\b(?:not\s+true|false|wrong|unlikely|doubt(?:ful)?)\s+that\b|"
     r"\btempt|\bmisconception|\bmistake|\btrap\b|\bat\s+first\s+(?:glance|sight)\b|"
     r"\binitially\b|\bnaive|\bwrong\s+to\b|\b(?:might|may|could)\s+seem\b|"
     r"\b(?:rather\s+than|instead\s+of)\b", re.IGNORECASE)
@@ -195,6 +234,9 @@ _CLAUSE = re.compile(r"\b(?:but|however|yet|whereas|so|therefore|thus|hence|actu
 _CONCLUDE = re.compile(r"\b(?:so|therefore|thus|hence|however|but|actually|consequently|"
                        r"ultimately|in\s+fact|instead|rather|in\s+conclusion|overall)\b",
                        re.IGNORECASE)
+_IF = re.compile(r"\b(?:if|unless|suppose|supposing|assuming|imagine)\b", re.IGNORECASE)
+_IF_FORCED = re.compile(r"if\s+(?:I\s+(?:had|have)\s+to|I\s+were\s+you|forced|pressed)\b",
+                        re.IGNORECASE)
 _BOUNDARY = re.compile(r"[.!?;](?=\s)|\n")
 
 
@@ -209,7 +251,10 @@ def _norm(s: str) -> str:
 
 def _clean(text: str) -> str:
     """Markdown emphasis and code marks out, ``\\boxed{B}`` as "answer is B"."""
-    t = _BOXED.sub(lambda m: f" answer is {m.group(1)} ", text)
+    # what a reasoning model thinks before "</think>" is not its answer
+    _, sep, tail = text.rpartition("</think>")
+    t = tail if sep and tail.strip() else text
+    t = _BOXED.sub(lambda m: f" answer is {m.group(1)} ", t)
     # a heading "### Answer" (or "Final answer") over the choice reads as "Answer:"
     t = re.sub(r"^[ \t]*#+[ \t]*((?:final[ \t]+|correct[ \t]+)?answer)[ \t]*:?[ \t]*$", r"\1:", t,
                flags=re.IGNORECASE | re.MULTILINE)
@@ -238,6 +283,9 @@ def _verdict(t: str, pos: int, letter: str, options: Sequence[str]) -> str | Non
     rest = t[pos:]
     lead = re.match(r"[ \t)\]]*[.:]?[ \t]*(?:[-–—][ \t]*)?", rest)
     rest = rest[lead.end():]
+    masked = re.match(_MASK + "+", rest)  # an option's text with letters in it ("Vitamin C")
+    if masked:
+        rest = rest[masked.end():]
     i = _in_range(letter, len(options))
     if i is not None and _norm(options[i]):
         own = re.match(re.escape(_norm(options[i])).replace(r"\ ", r"\s+") + r"(?!\w)", rest,
@@ -264,6 +312,11 @@ def _hedged(t: str, start: int, end: int) -> bool:
         before = before[cuts[-1]:]
     hedge = any(not re.search(r"\b(?:if|when|as|once)\s+$", before[:h.start()], re.IGNORECASE)
                 for h in _HEDGE.finditer(before))  # "if you think about it, ..." is no hedge
+    # "if the question were about goats, the answer would be B" (not "if I had to pick, B")
+    cond = _IF.search(before)
+    if cond and not _IF_FORCED.match(before, cond.start()) and \
+            re.search(r"\b(?:would|could|might|were)\b", t[cond.start():end], re.IGNORECASE):
+        hedge = True
     return bool(hedge or _COND.search(before) or _COND_AFTER.match(t, end))
 
 
@@ -276,6 +329,7 @@ def _explicit(t: str, options: Sequence[str],
     n = len(options)
     hits: dict[int, tuple[int, int, str, str, int]] = {}
     gone = set() if dropped is None else dropped
+    listed = {x.group(1) for x in _LINE_MARKER.finditer(t)}
 
     def add(m: re.Match, end: int, phrase: bool = True) -> None:
         letter = m.group(1)
@@ -287,6 +341,8 @@ def _explicit(t: str, options: Sequence[str],
                 gone.add(re.findall(r"[A-Za-z]", x.group(0))[-1].upper())
                 pos = x.end()
             return
+        if len(listed) >= 2 and any(x.start(1) == m.start(1) for x in _LINE_MARKER.finditer(t)):
+            return  # "Answer:\nA) cats\nB) wolves\n...": the first line of a list of options
         hits.setdefault(m.start(1), (m.start(1), end, letter, "explicit", m.start()))
 
     for rx in (_PHRASE, _CHOOSE):
@@ -295,6 +351,8 @@ def _explicit(t: str, options: Sequence[str],
             if (letter.islower() or letter == "I") and _article(letter, t, m.end()):
                 continue
             add(m, m.end())
+    for m in _JSON.finditer(t):  # {"answer": "B"} is a choice whatever the reasoning says
+        add(m, m.end(), phrase=False)
     for m in _IS_RIGHT.finditer(t):
         before = t[:m.start()]
         if re.search(r"\b(?:if|whether|unless|not|nor|neither|and|or)\s+(?:option\s+)?$", before,
@@ -305,7 +363,6 @@ def _explicit(t: str, options: Sequence[str],
         if not _article(m.group(1), t, m.end()):
             add(m, m.end())
     marker = _MARKER.match(t)
-    listed = {x.group(1) for x in _LINE_MARKER.finditer(t)}
     if marker and len(listed) < 2:  # an answer that lists the options has no opening choice
         g = next(i for i, x in enumerate(marker.groups()) if x)
         letter, end = marker.group(g + 1), marker.end(g + 1)
@@ -315,6 +372,10 @@ def _explicit(t: str, options: Sequence[str],
                   or _in_range(letter, n) is None):
             hits.setdefault(marker.start(g + 1), (marker.start(g + 1), marker.end(), letter,
                                                   "marker", marker.start(g + 1)))
+    last = _LAST.search(t)  # "A) cats\nB) wolves\nC) mice\n\nB": the letter alone at the end
+    if last and last.group(1) != "I" and _in_range(last.group(1), n) is not None:
+        hits.setdefault(last.start(1), (last.start(1), last.end(), last.group(1), "marker",
+                                        last.start(1)))
     return sorted(hits.values())
 
 
@@ -325,11 +386,13 @@ def _evaluated(t: str, options: Sequence[str]) -> tuple[set[str], set[str]]:
     no: set[str] = set()
     yes: set[str] = set()
     for m in _EVAL.finditer(t):
-        g = next(i for i, x in enumerate(m.groups()) if x)
+        g = next(i for i, x in enumerate(m.groups()[1:], 1) if x)
         letter = m.group(g + 1)
         if _in_range(letter, len(options)) is None:
             continue
         v = _verdict(t, m.end(g + 1), letter, options)
+        if m.group("mark"):
+            v = "yes" if m.group("mark").strip() in "✓✔✅" else "no"
         if v == "no":
             no.add(letter)
         elif v == "yes":
@@ -350,9 +413,13 @@ def _concluded(t: str, hit: tuple[int, int, str, str, int], hits: list) -> bool:
 def _excluded(t: str) -> set[str]:
     """Letters named as wrong or as a hypothesis."""
     out = set()
-    for rx in _NEGATED + _HYPOTHETICAL:
+    for rx in _NEGATED + _HYPOTHETICAL + (_MATH,):
         for m in rx.finditer(t):
             out |= {g.upper() for g in m.groups() if g}
+    for m in _COORD.finditer(t):  # "A or B could work": what is said of one is said of all
+        group = set(re.findall(r"(?<![\w'’])[A-Z](?![\w'’])", m.group(0)))
+        if group & out:
+            out |= group
     return out
 
 
@@ -365,7 +432,9 @@ def _after_correction(t: str, first: tuple[int, int, str, str, int],
     after it decide: after a retraction ("wait, no", "scratch that") or a turn ("wait",
     "on second thought") one such letter is the new answer, and none or several leave a
     retraction unparsed; after a mere "actually" or "hmm" (common in explanations) the
-    first choice stands unless another letter is named, which makes it ambiguous.
+    first choice stands unless another letter is named, which makes it ambiguous. A "wait"
+    that only checks ("wait, let me double-check option C: ...") keeps the first choice
+    unless it says the first was wrong or a conclusion brings another letter ("..., so B").
     """
     n = len(options)
     cue = _CUE.search(t, first[1])
@@ -379,6 +448,21 @@ def _after_correction(t: str, first: tuple[int, int, str, str, int],
     gone = _excluded(rest)
     named = {m.group(1) for m in _BARE.finditer(rest)
              if not _article(m.group(1), rest, m.end())} - gone
+    check = re.match(r"let\s+me\s+re-?check", cue.group(0), re.IGNORECASE) or \
+        (_TURN_CUE.match(t, cue.start()) and _CHECK.match(t, cue.end()))
+    if first[2].upper() in gone and not named - {first[2].upper()}:
+        return ParsedAnswer(None, "retracted")  # "Answer: A. Wait, let me check: A is wrong."
+    if check and first[2].upper() not in gone:
+        # a check names other options without choosing them; only a conclusion does
+        concluded = {m.group(1) for m in _BARE.finditer(rest)
+                     if not _article(m.group(1), rest, m.end())
+                     and _CONCLUDE.search(rest, _clause_start(rest, m.start()), m.start())}
+        concluded -= gone | {first[2].upper()}
+        if len(concluded) == 1:
+            i = _in_range(concluded.pop(), n)
+            return ParsedAnswer(i, "corrected") if i is not None else \
+                ParsedAnswer(None, "out-of-range")
+        return ParsedAnswer(None, "ambiguous") if concluded else None
     if _STRONG_CUE.match(t, cue.start()) or _TURN_CUE.match(t, cue.start()):
         if len(named) == 1:  # "A. Wait, no — (B)", "A. On second thought: B."
             i = _in_range(named.pop(), n)
@@ -390,27 +474,130 @@ def _after_correction(t: str, first: tuple[int, int, str, str, int],
     return ParsedAnswer(None, "ambiguous") if named - {first[2].upper()} else None
 
 
-def _text_match(text: str, options: Sequence[str]) -> int | None:
-    whole = _norm(text)
-    for i, o in enumerate(options):
-        if _norm(o) and whole == _norm(o):
-            return i
-    low = text.lower()
+_MASK = "_"  # what stands for an option's text that holds letters ("Vitamin C", "E. coli")
+_LETTERISH = re.compile(r"(?<![\w'’])[a-z](?![\w'’])", re.IGNORECASE)
+# "not true", "isn't really false", "neither true nor false"
+_TEXT_NEG = re.compile(r"(?:\bnot|n['’]t|\bnever|\bneither|\bnor|\bno)\s+(?:(?:really|quite|entirely|"
+                       r"necessarily|exactly|completely|at\s+all|even|actually|so|be|been|being|is|"
+                       r"are|was|were|a|an|the|say|call\s+it|think\s+it(?:['’]s|\s+is)|"
+                       r"consider\s+it)\s+){0,2}$", re.IGNORECASE)
+# "it's true (that) the passage ...": a concession, not a verdict
+_CONCEDE_BEFORE = re.compile(r"\b(?:it|this|that)(?:['’]s|\s+is|\s+was)\s+"
+                             r"(?:(?:certainly|indeed|of\s+course|quite)\s+)?$", re.IGNORECASE)
+_CONCEDE_AFTER = re.compile(r"\s+(?:that|the|this|these|those|there|he|she|they|we|it|its|a|an)\b",
+                            re.IGNORECASE)
+_UNDETERMINED = re.compile(r"unable\s+to\s+determine|cannot\s+be\s+determined|undetermined|unknown|"
+                           r"not\s+enough\s+information|cannot\s+determine|can['’]?t\s+(?:tell|determine)|"
+                           r"uncertain|not\s+given")
+
+
+def _single_letter(o: str) -> bool:
+    return re.fullmatch(r"[a-z]", _norm(o)) is not None
+
+
+def _occurrences(t: str, options: Sequence[str]) -> dict[int, list[tuple[int, int]]]:
+    """Where each option's text appears in ``t`` as whole words, ignoring case (an option
+    that is a single letter is not found in the article "a" or the pronoun "I")."""
     spans: dict[int, list[tuple[int, int]]] = {}
     for i, o in enumerate(options):
         o_n = _norm(o)
         if not o_n:
             continue
         pat = r"(?<![\w.])" + re.escape(o_n).replace(r"\ ", r"\s+") + r"(?!\w|\.\d)"
-        got = [m.span() for m in re.finditer(pat, low)]
+        got = [m.span() for m in re.finditer(pat, t, re.IGNORECASE)
+               if not (_single_letter(o) and _article(m.group(0), t, m.end()))]
         if got:
             spans[i] = got
+    return spans
+
+
+def _mask(t: str, options: Sequence[str]) -> str:
+    """``t`` with each occurrence of an option's text that holds a letter of its own ("Vitamin
+    C", "E. coli", "C. S. Lewis", "5 A", "37 °C", "A wolf") blanked out: the letters inside it
+    are a reading of that option's text, never choice letters. Options that are a single
+    letter are left alone (see :func:`_collision`)."""
+    chars = list(t)
+    for i, spans in _occurrences(t, options).items():
+        if _single_letter(options[i]) or not _LETTERISH.search(_norm(options[i])):
+            continue
+        for a, b in spans:
+            chars[a:b] = [c if c == "\n" else _MASK for c in t[a:b]]
+    return "".join(chars)
+
+
+def _boolean_pair(options: Sequence[str]) -> dict[str, int] | None:
+    """``{"true": i, "false": j}`` when the options are exactly True and False, possibly with
+    "Unable to determine" as a third."""
+    norm = [_norm(o) for o in options]
+    if "true" not in norm or "false" not in norm:
+        return None
+    others = [x for x in norm if x not in ("true", "false")]
+    if len(norm) == 2 or (len(norm) == 3 and len(others) == 1
+                          and _UNDETERMINED.fullmatch(others[0])):
+        return {"true": norm.index("true"), "false": norm.index("false")}
+    return None
+
+
+def _text_match(t: str, options: Sequence[str]) -> tuple[int | None, set[int]]:
+    """The option whose text the answer names (None: none or several), and every option
+    whose text it names without a negation."""
+    whole = _norm(t)
+    for i, o in enumerate(options):
+        if _norm(o) and whole == _norm(o):
+            return i, {i}
+    spans = _occurrences(t, options)
     # an option found only inside another found option's text ("agree" in "strongly
     # agree") is not named by itself; one found on its own ("agree or disagree") is
-    found = [i for i, own in spans.items()
-             if not all(any(j != i and a <= s0 and e1 <= b for j, other in spans.items()
-                            for a, b in other) for s0, e1 in own)]
-    return found[0] if len(found) == 1 else None
+    own = {i: [(a, b) for a, b in sp if not any(j != i and c <= a and b <= d
+                                                 for j, other in spans.items() for c, d in other)]
+           for i, sp in spans.items()}
+    hits = sorted((a, b, i) for i, sp in own.items() for a, b in sp)
+    if "true" in [_norm(o) for o in options]:  # "untrue" is "not true"
+        hits = sorted(hits + [(m.start(), m.end(), -1) for m in re.finditer(r"\buntrue\b", t, re.I)])
+    positive: set[int] = set()
+    negated: set[int] = set()
+    prev_neg_end = None
+    for a, b, i in hits:
+        o_n = "true" if i < 0 else _norm(options[i])
+        neg = i < 0 or _TEXT_NEG.search(t[max(0, a - 60):a]) is not None or (
+            prev_neg_end is not None and  # "not true or false": the negation covers both
+            re.fullmatch(r"\s*,?\s*(?:or|nor|and|/)?\s*", t[prev_neg_end:a]) is not None)
+        prev_neg_end = b if neg else None
+        if o_n in ("true", "false") and _CONCEDE_BEFORE.search(t[max(0, a - 40):a]) and \
+                _CONCEDE_AFTER.match(t, b):
+            continue  # "It's true the passage mentions a dog, but ..."
+        if neg:
+            negated.add(i if i >= 0 else [_norm(o) for o in options].index("true"))
+        else:
+            positive.add(i)
+    if len(positive) == 1:
+        return next(iter(positive)), positive
+    if positive:
+        return None, positive
+    pair = _boolean_pair(options)
+    # "Not true." on a True/False item is False; anything else negated names nothing
+    if pair and len(negated) == 1 and len(spans) <= 1 and \
+            (x := _norm(options[next(iter(negated))])) in pair:
+        return pair["false" if x == "true" else "true"], set()
+    return None, set()
+
+
+def _collision(t: str, options: Sequence[str], index: int) -> bool:
+    """An option that is itself a letter other than its own ("A" as option B, blood types O,
+    A, B, AB) makes that letter in the answer mean either: unparsed, when the answer reads
+    one of the two."""
+    n = len(options)
+    for j, o in enumerate(options):
+        if not _single_letter(o):
+            continue
+        x = _norm(o).upper()
+        k = _in_range(x, n)
+        if k is None or k == j or index not in (j, k):
+            continue
+        if any(not _article(m.group(0), t, m.end())
+               for m in re.finditer(r"(?<![\w'’])" + x + r"(?![\w'’])", t, re.IGNORECASE)):
+            return True
+    return False
 
 
 def parse_answer(text: str | None, options: Sequence[str]) -> ParsedAnswer:
@@ -423,12 +610,21 @@ def parse_answer(text: str | None, options: Sequence[str]) -> ParsedAnswer:
     options : sequence of str
         The item's options in the order shown (letter A is ``options[0]``).
     """
-    n = len(options)
     if not text or not text.strip():
         return ParsedAnswer(None, "empty")
-    t = _clean(text)
-    if not t:
+    raw = _clean(text)
+    if not raw:
         return ParsedAnswer(None, "empty")
+    got = _parse(raw, _mask(raw, options), options)
+    if got.index is not None and _collision(raw, options, got.index):
+        return ParsedAnswer(None, "ambiguous")
+    return got
+
+
+def _parse(raw: str, t: str, options: Sequence[str]) -> ParsedAnswer:
+    """:func:`parse_answer` on the cleaned answer ``raw``; ``t`` is ``raw`` with the option
+    texts that hold letters blanked out (:func:`_mask`), where letters are read."""
+    n = len(options)
     dropped: set[str] = set()
     explicit = _explicit(t, options, dropped)
     if explicit:
@@ -455,9 +651,12 @@ def parse_answer(text: str | None, options: Sequence[str]) -> ParsedAnswer:
         i = _in_range(yes.pop(), n)
         if i is not None:
             return ParsedAnswer(i, "evaluated")
-    if re.fullmatch(r"[\W_]*[A-Za-z][\W_]*", t):
-        i = _in_range(re.sub(r"[\W_]", "", t), n)  # the one letter
-        return ParsedAnswer(i, "letter") if i is not None else ParsedAnswer(None, "out-of-range")
+    if re.fullmatch(r"[\W_]*[A-Za-z][\W_]*", raw):
+        i = _in_range(re.sub(r"[\W_]", "", raw), n)  # the one letter
+        if i is not None:
+            return ParsedAnswer(i, "letter")
+        i = _text_match(raw, options)[0]  # "O" among blood types
+        return ParsedAnswer(i, "text") if i is not None else ParsedAnswer(None, "out-of-range")
     named = {i for m in _NAMED.finditer(t) if m.group(1).upper() not in gone
              and not _article(m.group(1), t, m.end())
              and (i := _in_range(m.group(1), n)) is not None}
@@ -476,14 +675,16 @@ def parse_answer(text: str | None, options: Sequence[str]) -> ParsedAnswer:
         i = _in_range(m.group(1), n)
         if i is not None:
             bare.add(i)
-    i = _text_match(t, options)
+    i, texts = _text_match(raw, options)
     # an option's text whose letter is rejected ("A: cats is wrong.") or beside other letters
     # ("... sheep fear. It could be A or B.") is no choice
     if i is not None and (LETTERS[i] in gone or bare - {i}):
         return ParsedAnswer(None, "ambiguous")
     if i is not None:
         return ParsedAnswer(i, "text")
-    if len(bare) == 1:
+    # a letter beside other options' texts but not its own ("Sheep fear wolves. C is for
+    # cats.") is no choice either
+    if len(bare) == 1 and not {j for j in texts - bare if LETTERS[j] not in gone}:
         return ParsedAnswer(bare.pop(), "bare-letter")
     return ParsedAnswer(None, "ambiguous" if bare else "none")
 
