@@ -258,6 +258,158 @@ CASES = [
 ]
 
 
+# --- a second hostile probe: citations ("Section 2(c)", "Rule 12(b)(6)", "see ref. (a)") are
+# no choices, an opening marker that only starts examining an option is none, "Part D" is the
+# end of an option's text, answers that only start thinking ("Considering iron:", "Is it
+# iron?", "A) Iron — hmm", cut off) name nothing, and lists that judge each option
+P_DRUG = ['Metformin', 'Insulin glargine', 'Glipizide', 'Sitagliptin']
+P_VIT = ['Vitamin A', 'Vitamin B12', 'Vitamin C', 'Vitamin D']
+P_HEP = ['Hepatitis A', 'Hepatitis B', 'Hepatitis C', 'Hepatitis E']
+P_NONE = ['Penicillin', 'Vancomycin', 'Ceftriaxone', 'None of the above']
+P_LAW = ['Section 2(b)', 'Section 3(a)', 'Article III', 'Rule 12(b)(6)']
+P_ROMAN = ['I only', 'I and II only', 'I and III only', 'I, II and III']
+P_MOT = ['Motion for summary judgment', 'Motion to dismiss', 'Motion for a new trial', 'Motion in limine']
+P_SUB = ['Subsection (a)', 'Subsection (b)', 'Subsection (c)', 'Subsection (d)']
+P_ROM = ['I only', 'II only', 'I and II', 'Neither I nor II']
+P_MED = ['Atropine', 'Adenosine', 'Amiodarone', 'Epinephrine']
+P_SHORT = ['Yes', 'No']
+P_MET = ['Iron', 'Zinc', 'Copper', 'Magnesium']
+P_HEP_D = ['Hepatitis A', 'Hepatitis B', 'Hepatitis C', 'Hepatitis D']
+P_FIN = ['2%', '5%', '7.5%', '10%']
+P_IMM = ['T cells', 'Plasma cells', 'Neutrophils', 'Macrophages']
+P_DM = ['HbA1c', 'Fasting glucose', 'C-peptide', 'Insulin level']
+P_TAX = ['Schedule A', 'Schedule C', 'Schedule D', 'Schedule E']
+P_FEL = ['Class A misdemeanor', 'Class B felony', 'Class C felony', 'Infraction']
+P_PLAN = ['Medicare Part A', 'Medicare Part B', 'Medicare Part D', 'Medicaid']
+P_GEN = ['Autosomal dominant', 'Autosomal recessive', 'X-linked recessive', 'Mitochondrial']
+P_STAT = ['p < 0.05', 'p < 0.01', 'p = 0.05', 'p > 0.05']
+P_ACT = ['Section 230', 'Section 1983', 'Title VII', 'Title IX']
+P_SCI = ['Oxygen', 'Nitrogen', 'Argon', 'Carbon dioxide']
+
+CASES += [
+    ('First-line therapy for type 2 diabetes is metformin.', P_DRUG, 'A'),
+    ('- A) Vitamin A: causes night blindness — incorrect\n- B) Vitamin B12: megaloblastic anemia — incorrect\n- C) Vitamin C: scurvy — correct\n- D) Vitamin D: rickets — incorrect', P_VIT, 'C'),
+    ('**A. Hepatitis A** – fecal-oral, no chronic state ❌\n**B. Hepatitis B** – DNA virus, chronic ✅\n**C. Hepatitis C** – RNA virus ❌\n**E. Hepatitis E** – fecal-oral ❌', P_HEP, 'B'),
+    ('* (A) Penicillin — MRSA is resistant. ✗\n* (B) Vancomycin — covers MRSA. ✓\n* (C) Ceftriaxone — no MRSA activity. ✗\n* (D) None of the above — wrong since B works. ✗', P_NONE, 'B'),
+    ('A) Section 2(b) - not applicable\nB) Section 3(a) - not applicable\nC) Article III - correct, it establishes the judiciary\nD) Rule 12(b)(6) - procedural, not applicable', P_LAW, 'C'),
+    ('Statement I is correct. Statement II is incorrect. Statement III is correct. Answer: C', P_ROMAN, 'C'),
+    ('Section 2(c) governs this. The answer is the motion in limine.', P_MOT, 'D'),
+    ('Under 18 U.S.C. § 1030(a)(2), unauthorized access is covered; so Subsection (a).', P_SUB, 'A'),
+    ('I think only statement II is correct. So B.', P_ROM, 'B'),
+    ('A. Atropine is for bradycardia, not for SVT; adenosine is correct.', P_MED, 'B'),
+    ('Yes — under Rule 12(b)(6) the complaint fails to state a claim.', P_SHORT, 'A'),
+    ("Let's analyze each option. A) Iron is", P_MET, None),
+    ('No. Under § 2(a) of the Act, the employer is exempt.', P_SHORT, 'B'),
+    ('Yes, because 42 U.S.C. § 1983 and Rule 23(b)(3) permit a class action.', P_SHORT, 'A'),
+    ('The court should grant the motion to dismiss under Rule 12(b)(6).', P_MOT, 'B'),
+    ('Under Rule 59(a), a motion for a new trial is proper.', P_MOT, 'C'),
+    ('The evidence is excludable under FRE 403; file a motion in limine (see Rule 103(d)).', P_MOT, 'D'),
+    ('Under 26 U.S.C. § 501(c)(3), the organization is tax-exempt. Yes.', P_SHORT, 'A'),
+    ('No — Section 10(b) and Rule 10b-5 require scienter.', P_SHORT, 'B'),
+    ('Zinc deficiency (see ref. (a)) impairs wound healing.', P_MET, 'B'),
+    ('Wilson disease involves copper; (a) ceruloplasmin is low, (b) urinary copper is high.', P_MET, 'C'),
+    ('Adenosine: (i) blocks AV node, (ii) very short half-life.', P_MED, 'B'),
+    ('Adenosine is used for SVT (e.g., AVNRT).', P_MED, 'B'),
+    ('Epinephrine (1 mg IV q3-5 min) is the first drug in cardiac arrest.', P_MED, 'D'),
+    ('Amiodarone (class III antiarrhythmic)', P_MED, 'C'),
+    ('Copper (Cu) accumulates in Wilson disease.', P_MET, 'C'),
+    ('Iron (Fe) overload is seen in hemochromatosis.', P_MET, 'A'),
+    ('Magnesium (Mg) is the treatment for torsades.', P_MET, 'D'),
+    ('Zinc (Zn)', P_MET, 'B'),
+    ('Vitamin B12 (cobalamin) requires intrinsic factor (IF).', P_VIT, 'B'),
+    ('Patient has hepatitis B (HBsAg positive).', P_HEP_D, 'B'),
+    ("Let's look at the options:\nA) Iron - ", P_MET, None),
+    ('To answer, consider iron, zinc, copper and', P_MET, None),
+    ('Let me think about iron first.', P_MET, None),
+    ('First, iron deficiency causes microcytic anemia. But the question is about', P_MET, None),
+    ('Considering Iron:', P_MET, None),
+    ('A) Iron — hmm', P_MET, None),
+    ("Iron? Zinc? I'm not sure.", P_MET, None),
+    ('Is it iron?', P_MET, None),
+    ('Could be iron.', P_MET, None),
+    ('Maybe zinc, maybe copper.', P_MET, None),
+    ("It's not iron.", P_MET, None),
+    ('Not zinc.', P_MET, None),
+    ('I believe the answer is B.', P_ROM, 'B'),
+    ('Statement I is wrong, statement II is right: II only.', P_ROM, 'B'),
+    ('I.', P_ROM, None),
+    ('A) Atropine — no. The answer is adenosine.', P_MED, 'B'),
+    ("A. Atropine? No, that's for bradycardia. B. Adenosine? Yes.", P_MED, 'B'),
+    ('Atropine is used for symptomatic bradycardia.', P_MED, 'A'),
+    ('Not atropine — adenosine.', P_MED, 'B'),
+    ('Yes (see Table 2(a)).', P_SHORT, 'A'),
+    ('No (p < 0.05 in group (b)).', P_SHORT, 'B'),
+    ('B) No — see footnote (a).', P_SHORT, 'B'),
+    ('The answer is yes (a) because the statute is clear.', P_SHORT, 'A'),
+    ('Under IRC §401(k), the employer match is 5%.', P_FIN, 'B'),
+    ('Per Regulation T (12 CFR 220), the margin is... the answer is 10%.', P_FIN, 'D'),
+    ('Per 12 CFR 217.10(a)(1)(iii) the minimum is 7.5%.', P_FIN, 'C'),
+    ('The Basel III (Tier 1) minimum plus buffer is 7.5%.', P_FIN, 'C'),
+    ('Plasma cells, which are differentiated B cells, secrete antibodies.', P_IMM, 'B'),
+    ('Antibodies are produced by plasma cells (derived from B lymphocytes).', P_IMM, 'B'),
+    ('Macrophages present antigen to CD4+ T cells via MHC class II.', P_IMM, None),
+    ('Macrophages are the answer; they present antigen via MHC class II.', P_IMM, 'D'),
+    ('HbA1c reflects average glucose over ~3 months.', P_DM, 'A'),
+    ('C-peptide distinguishes endogenous from exogenous insulin.', P_DM, 'C'),
+    ('Measure C-peptide.', P_DM, 'C'),
+    ('The answer is HbA1c (A1C).', P_DM, 'A'),
+    ('Rental income goes on Schedule E.', P_TAX, 'D'),
+    ('Schedule C is for self-employment income.', P_TAX, 'B'),
+    ('Capital gains are reported on Schedule D, so C.', P_TAX, 'C'),
+    ('Itemized deductions: Schedule A. Answer: A', P_TAX, 'A'),
+    ('B', P_TAX, 'B'),
+    ('Schedule D', P_TAX, 'C'),
+    ("It's a Class C felony under the statute.", P_FEL, 'C'),
+    ('Class B felony', P_FEL, 'B'),
+    ('An infraction, not a Class A misdemeanor.', P_FEL, 'D'),
+    ('The answer is D.', P_FEL, 'D'),
+    ('Outpatient doctor visits are covered by Medicare Part B.', P_PLAN, 'B'),
+    ('Part D covers prescription drugs, so C.', P_PLAN, 'C'),
+    ('Part A covers inpatient hospital stays.', P_PLAN, 'A'),
+    ('Medicaid', P_PLAN, 'D'),
+    ('Prescription drugs fall under Part D.', P_PLAN, 'C'),
+    ('Cystic fibrosis is autosomal recessive (CFTR gene, chromosome 7).', P_GEN, 'B'),
+    ('Huntington disease: autosomal dominant (CAG repeats).', P_GEN, 'A'),
+    ('Leber hereditary optic neuropathy is mitochondrial; transmitted only through the mother.', P_GEN, 'D'),
+    ('Duchenne muscular dystrophy is X-linked recessive (dystrophin, Xp21).', P_GEN, 'C'),
+    ('Marfan syndrome (FBN1) is autosomal dominant.', P_GEN, 'A'),
+    ('p < 0.05 is the conventional threshold.', P_STAT, 'A'),
+    ("The result isn't significant (p > 0.05).", P_STAT, 'D'),
+    ('Sex discrimination in federally funded education falls under Title IX (20 U.S.C. § 1681(a)).', P_ACT, 'D'),
+    ('Title VII of the Civil Rights Act, § 703(a), prohibits employment discrimination.', P_ACT, 'C'),
+    ('A civil rights suit against a state officer is brought under Section 1983 (42 U.S.C. § 1983).', P_ACT, 'B'),
+    ('Section 230(c)(1) immunizes platforms.', P_ACT, 'A'),
+    ('Section 230(c) provides immunity to platforms.', P_ACT, 'A'),
+    ('Immunity comes from Section 230 (c)(1) of the CDA.', P_ACT, 'A'),
+    ('Nitrogen (N2) makes up about 78% of the atmosphere.', P_SCI, 'B'),
+    ('Argon (Ar) is the most abundant noble gas.', P_SCI, 'C'),
+    ('Carbon dioxide (CO2).', P_SCI, 'D'),
+    ('Oxygen (O2) is about 21%.', P_SCI, 'A'),
+    ('The answer is nitrogen (see Fig. 2(b)).', P_SCI, 'B'),
+    ('Nitrogen [a]', P_SCI, 'B'),
+    ('Nitrogen (Table 1, row (c)).', P_SCI, 'B'),
+    # plain answers stay read
+    ("Iron", P_MET, "A"),
+    ("Iron.", P_MET, "A"),
+    ("Zinc deficiency impairs wound healing.", P_MET, "B"),
+    ("Adenosine is the drug of choice.", P_MED, "B"),
+    ("Section 2(c) governs this. Motion in limine (D).", P_MOT, "D"),
+    ("Nitrogen. See Table 1, row (c), and Fig. (b).", P_SCI, "B"),
+]
+
+# answers a careful reader can read but the parser may leave unparsed: never a wrong letter
+UNPARSED_ALLOWED = [
+    ('Per Rule 56(c), summary judgment is warranted when no genuine dispute exists.', P_MOT, 'A'),
+    ('Hepatitis D (delta) requires co-infection with B.', P_HEP_D, 'D'),
+    ('Hepatitis D requires hepatitis B for replication, so the answer is Hepatitis D.', P_HEP_D, 'D'),
+    ('Only I', P_ROM, 'A'),
+    ('Only II is true.', P_ROM, 'B'),
+    ('A: Atropine treats bradycardia. B: Adenosine treats SVT. The question asks about SVT.', P_MED, 'B'),
+    ('Atropine is not indicated; adenosine is.', P_MED, 'B'),
+    ('Neutrophils. Unlike B cells, they are first responders.', P_IMM, 'C'),
+    ('Hemophilia A is X-linked recessive.', P_GEN, 'C'),
+]
+
 def test_the_set_is_large_and_varied():
     assert len(CASES) >= 110
     assert sum(c[2] is None for c in CASES) >= 15 and len({c[2] for c in CASES}) >= 5
@@ -294,3 +446,22 @@ def test_the_rule_is_reported():
 ])
 def test_a_rejected_or_hedged_letter_is_never_read(text):
     assert parse_answer(text, ANIMALS).letter is None, text
+
+
+@pytest.mark.parametrize("text, options, letter", UNPARSED_ALLOWED)
+def test_a_hard_answer_is_read_right_or_left_unparsed(text, options, letter):
+    assert parse_answer(text, options).letter in (letter, None), text
+
+
+def test_a_citation_letter_is_never_a_choice():
+    yes_no = ["Yes", "No"]
+    for text, want in [("Yes — under Rule 12(b)(6) the complaint fails.", "A"),
+                       ("No. Under § 2(a) of the Act, the employer is exempt.", "B"),
+                       ("Yes, see 12 CFR 217.10(a)(1)(iii).", "A"),
+                       ("No (see ref. (a)).", "B"), ("Yes; Section 230 (c)(1) applies.", "A")]:
+        got = parse_answer(text, yes_no)
+        assert got.letter == want and got.how != "parenthesized", (text, got)
+    assert parse_answer("The passage supports (b) here.", ANIMALS).letter is None
+    assert parse_answer("So I pick (b) here.", ANIMALS).letter == "B"
+    assert parse_answer("So the answer is (b).", ANIMALS).letter == "B"
+    assert parse_answer("So I pick option (b).", ANIMALS).letter == "B"

@@ -74,6 +74,28 @@ cats.") is unparsed. A letter beyond the item's
 options (``E`` with three options) is not an answer; an explicit choice of one is
 unparsed.
 
+**Citations are no choices.** A letter in parentheses attached to a number, a word or
+another parenthesis ("Section 2(c)", "Rule 12(b)(6)", "230 (c)(1)", "§ 703(a)") or after a
+word such as section, §, rule, article, ref., row, table, item, clause, para, note or fig
+("see ref. (a)", "Table 1, row (c)") labels a part of a text. A lower-case "(b)" is a
+choice only in a phrase ("the answer is (b)", "option (b)"), and an option's whole text
+opening the answer ("Yes — ...", "No. Under ...") wins over one letter in parentheses.
+Letters of dotted abbreviations ("U.S.C.") and labels ("Statement I is correct") are no
+letters either.
+
+**An opening marker that only starts examining an option is no choice**: when several
+different letters open lines or sentences ("A: Atropine treats bradycardia. B: Adenosine
+treats SVT."), when another option's text is affirmed after it ("A. Atropine is for
+bradycardia; adenosine is correct." reads the affirmed option, B), or when the option's
+text after it trails off ("A) Iron — hmm", "A) Iron -", "A) Iron is"). Options listed
+after their letters with no verdict ("Let's look at the options: A) Iron - ...") name
+nothing; an option's text inside a question ("Is it iron?") or after words that only
+start thinking ("Let me think about iron", "Considering iron:", "First, iron ...", "Could
+be iron.") names nothing either. A list that judges each option at the end of its lines
+("A) Vitamin A: night blindness — incorrect", "B. Hepatitis B – DNA virus ✅") is read
+like one that judges right after the letter. The last two words of an option's text that
+end in a letter ("Part D" of "Medicare Part D") name that option, never the letter D.
+
 Examples
 --------
 >>> parse_answer("The answer is (B).", ["cats", "wolves", "mice"]).letter
@@ -133,7 +155,7 @@ _CHOOSE = re.compile(
     + _LET, re.IGNORECASE)
 # "B is correct", "(C) is the right answer", "option B is the best one"
 _IS_RIGHT = re.compile(
-    r"(?:\b(?:option|choice|answer)\s*)?" + _CAP +
+    r"(?:\b(?:option|choice|answer)\s*)?(?<![\w'’])" + _CAP +
     r"\s+is\s+(?:the\s+)?(?:(?:correct|right|best)\b|answer\b)")
 _BOXED = re.compile(r"\\boxed\{\s*\(?([A-Za-z])\)?\s*\}")
 # a JSON field that holds the answer: {"answer": "B"}, {"final_answer": "(C) 18"}
@@ -169,8 +191,18 @@ _STRONG_CUE = re.compile(r"\b(?:" + _STRONG + r")", re.IGNORECASE)
 _TURN_CUE = re.compile(r"\b(?:wait|on\s+second\s+thought|on\s+reflection|i\s+mean|"
                        r"let\s+me\s+re-?(?:consider|check|think))\b", re.IGNORECASE)
 _NAMED = re.compile(r"\b(?:option|choice|letter)\s*" + _LET, re.IGNORECASE)
-_PAREN = re.compile(r"\(([A-Za-z])\)")
-_BARE = re.compile(r"(?<![\w'’])([A-Z])(?![\w'’])")
+_PAREN = re.compile(r"\(([A-Z])\)")  # a lower-case "(b)" is a choice only in a phrase
+# a letter in parentheses that is part of a citation: "2(c)", "12(b)(6)", "230 (c)(1)",
+# "§ 703(a)", "see ref. (a)", "Table 1, row (c)"
+_CITE = re.compile(r"\(([A-Za-z])\)")
+_CITE_AFTER = re.compile(r"\(\w{1,5}\)")
+_CITE_BEFORE = re.compile(
+    r"(?:\b(?:sec|secs|sections?|subsections?|rules?|articles?|arts?|ref|refs|references?|rows?|"
+    r"tables?|items?|clauses?|paras?|paragraphs?|notes?|footnotes?|figs?|figures?|exhibits?|"
+    r"appendix|chapters?|groups?|cols?|columns?|eqs?|equations?|panels?|lines?|pp?|cfr|u\.s\.c)\.?|"
+    r"§+)[ \t]*(?:[\w.\-–]*\d[\w.\-–]*[ \t]*,?[ \t]*)?$", re.IGNORECASE)
+# (not a letter of a dotted abbreviation: "U.S.C.", "U.S.A.")
+_BARE = re.compile(r"(?<![\w'’])(?<!\w\.)([A-Z])(?![\w'’])(?!\.\w)")
 _NEGATED = (
     re.compile(r"(?:\bnot|n['’]t|\bneither|\bnor|\brule\s+out|\beliminate|\bexclude|\bexcept)"
                r"\s+(?:option\s*|choice\s*)?" + _CAP, re.IGNORECASE),
@@ -207,6 +239,9 @@ _EVAL = re.compile(r"(?:^|(?<=[.;!?])[ \t]+)[ \t>#\-*•]*(?P<mark>[✓✔✅✗
                    r"(?:(?:[Oo]ption|[Cc]hoice)[ \t]+)?"
                    r"(?:[(\[]([A-Z])[)\]]|([A-Z])\)|([A-Z])[.:](?=\s)|([A-Z])[ \t]+[-–—](?=\s))",
                    re.MULTILINE)
+_LINE_VERDICT = re.compile(
+    r"(?:[-–—:][ \t]*(?:(?P<yes>correct|right)|incorrect|wrong|not\s+(?:applicable|correct|right))"
+    r"(?:[ \t]*[.!]?[ \t]*$|[ \t]*,)|[ \t](?:(?P<yes2>[✓✔✅])|[✗✘❌])[ \t.]*$)", re.IGNORECASE)
 # a hedge or negation that governs "the answer is A" later in its clause: "I don't think",
 # "many would say", "you might think", "it is not", "some may argue", "it's tempting to say"
 _HEDGE = re.compile(
@@ -320,6 +355,47 @@ def _hedged(t: str, start: int, end: int) -> bool:
     return bool(hedge or _COND.search(before) or _COND_AFTER.match(t, end))
 
 
+def _own_text_end(t: str, pos: int, letter: str, options: Sequence[str]) -> int:
+    """Where the option's own text after its marker (ending at ``pos``) ends, or ``pos``."""
+    lead = re.match(r"[ \t)\]]*[.:]?[ \t]*(?:[-–—][ \t]*)?", t[pos:])
+    at = pos + lead.end()
+    masked = re.match(_MASK + "+", t[at:])
+    if masked:
+        return at + masked.end()
+    i = _in_range(letter, len(options))
+    if i is not None and _norm(options[i]):
+        own = re.match(re.escape(_norm(options[i])).replace(r"\ ", r"\s+") + r"(?!\w)", t[at:],
+                       re.IGNORECASE)
+        if own:
+            return at + own.end()
+    return pos
+
+
+def _doubted(t: str, pos: int, letter: str, options: Sequence[str]) -> bool:
+    """An opening marker that only starts thinking about its option ("A) Iron — hmm",
+    "A) Iron?", "A) Iron -" cut off)."""
+    end = _own_text_end(t, pos, letter, options)
+    if end == pos:
+        return False
+    return re.match(r"[ \t]*(?:[-–—:,][ \t]*)?(?:\?|hmm+\b|let['’]?s\s+see\b|maybe\b|perhaps\b|"
+                    r"(?:is|could|might)[ \t]*$|$)", t[end:], re.IGNORECASE) is not None \
+        and not re.fullmatch(r"\s*", t[end:])
+
+
+def _affirmed_other(t: str, pos: int, letter: str, options: Sequence[str]) -> bool:
+    """After an opening marker, another option's text is affirmed ("A. Atropine is for
+    bradycardia; adenosine is correct."): the marker opened the examination of one option."""
+    i = _in_range(letter, len(options))
+    for j, spans in _occurrences(t, options).items():
+        if j == i:
+            continue
+        for a, b in spans:
+            if a >= pos and _AFFIRM.match(t, b) and not _TEXT_NEG.search(t[max(0, a - 60):a]) \
+                    and _norm(_AFFIRM.match(t, b).group(0)) not in {_norm(o) for o in options}:
+                return True
+    return False
+
+
 def _explicit(t: str, options: Sequence[str],
               dropped: set[str] | None = None) -> list[tuple[int, int, str, str, int]]:
     """Explicit choices ``(start, end, letter, rule, phrase_start)`` in order of appearance;
@@ -358,18 +434,25 @@ def _explicit(t: str, options: Sequence[str],
         if re.search(r"\b(?:if|whether|unless|not|nor|neither|and|or)\s+(?:option\s+)?$", before,
                      re.IGNORECASE):
             continue
+        if re.search(r"\b(?:statements?|premises?|assertions?|reasons?|claims?|items?|parts?|types?|"
+                     r"class|schedule|vitamin|hepatitis|title|section|row|column|step)\s+$",
+                     before, re.IGNORECASE):
+            continue  # "Statement I is correct": the letter labels something else
         add(m, m.end(1))
     for m in _ITS.finditer(t):  # "it's B" (not "it's A good one")
         if not _article(m.group(1), t, m.end()):
             add(m, m.end())
     marker = _MARKER.match(t)
-    if marker and len(listed) < 2:  # an answer that lists the options has no opening choice
+    # an answer that lists the options, one per line or one per sentence ("A: Atropine
+    # treats bradycardia. B: Adenosine treats SVT."), has no opening choice
+    opened = listed | {x for m in _EVAL.finditer(t) for x in m.groups()[1:] if x}
+    if marker and len(opened) < 2:
         g = next(i for i, x in enumerate(marker.groups()) if x)
         letter, end = marker.group(g + 1), marker.end(g + 1)
-        if _verdict(t, end, letter, options) == "no":  # "A: cats is wrong. B: ..."
-            gone.add(letter.upper())
+        if _verdict(t, end, letter, options) == "no" or _affirmed_other(t, end, letter, options):
+            gone.add(letter.upper())  # "A: cats is wrong. B: ...", "A. cats ...; wolves is right"
         elif not (letter == "I" or _MARKER_NOT.match(t[end:].lstrip(").:]"))
-                  or _in_range(letter, n) is None):
+                  or _in_range(letter, n) is None or _doubted(t, end, letter, options)):
             hits.setdefault(marker.start(g + 1), (marker.start(g + 1), marker.end(), letter,
                                                   "marker", marker.start(g + 1)))
     last = _LAST.search(t)  # "A) cats\nB) wolves\nC) mice\n\nB": the letter alone at the end
@@ -391,6 +474,14 @@ def _evaluated(t: str, options: Sequence[str]) -> tuple[set[str], set[str]]:
         if _in_range(letter, len(options)) is None:
             continue
         v = _verdict(t, m.end(g + 1), letter, options)
+        line_end = t.find("\n", m.end())
+        line = t[m.end(g + 1):len(t) if line_end < 0 else line_end]
+        if v is None and (m.start() == 0 or t[m.start() - 1] == "\n"):
+            # a line that judges its option at its end: "A) Vitamin A: night blindness —
+            # incorrect", "B. Hepatitis B – DNA virus ✅", "C) Article III - correct, it ..."
+            w = _LINE_VERDICT.search(line)
+            if w:
+                v = "yes" if w.group("yes") or w.group("yes2") else "no"
         if m.group("mark"):
             v = "yes" if m.group("mark").strip() in "✓✔✅" else "no"
         if v == "no":
@@ -508,7 +599,33 @@ def _occurrences(t: str, options: Sequence[str]) -> dict[int, list[tuple[int, in
                if not (_single_letter(o) and _article(m.group(0), t, m.end()))]
         if got:
             spans[i] = got
-    return spans
+    # "Part D" of "Medicare Part D": the end of an option's text that holds its letter names
+    # that option (every option that ends so, when several do)
+    for i, o in enumerate(options):
+        tail = _tail(o)
+        if tail is None:
+            continue
+        pat = r"(?<![\w.])" + re.escape(tail).replace(r"\ ", r"\s+") + r"(?![\w'’]|\.\w)"
+        for m in re.finditer(pat, t, re.IGNORECASE):
+            if m.span() not in spans.get(i, []) and not any(
+                    a <= m.start() and m.end() <= b for a, b in spans.get(i, [])):
+                spans.setdefault(i, []).append(m.span())
+    return {i: sorted(sp) for i, sp in spans.items()}
+
+
+_TAIL_STOP = {"and", "or", "nor", "of", "the", "an", "is", "are", "both", "either", "neither",
+              "not", "only", "to", "in", "on", "at", "by", "with", "than", "but", "for", "from",
+              "option", "options", "choice", "choices", "letter", "answer", "as", "if", "so"}
+
+
+def _tail(option: str) -> str | None:
+    """The last two words of an option of three words or more that ends in a letter ("Part
+    D" of "Medicare Part D"), or None."""
+    words = _norm(option).split()
+    if len(words) < 3 or not re.fullmatch(r"[a-z]", words[-1]) or \
+            not re.fullmatch(r"[a-z]{2,}", words[-2]) or words[-2] in _TAIL_STOP:
+        return None
+    return " ".join(words[-2:])
 
 
 def _mask(t: str, options: Sequence[str]) -> str:
@@ -538,9 +655,30 @@ def _boolean_pair(options: Sequence[str]) -> dict[str, int] | None:
     return None
 
 
-def _text_match(t: str, options: Sequence[str]) -> tuple[int | None, set[int]]:
+# an option's text that the answer only starts to think about: "Let me think about iron",
+# "Considering iron:", "First, iron ...", "Could be iron."
+_PONDER = re.compile(
+    r"\b(?:think(?:ing)?\s+(?:about|of)|consider(?:ing)?|let['’]?s\s+(?:look|start|consider|"
+    r"examine|analy[sz]e|evaluate|check|see)|look(?:ing)?\s+at|start(?:ing)?\s+with|"
+    r"(?:could|might|may)\s+(?:it\s+|this\s+)?be|maybe|perhaps|possibly|what\s+about|"
+    r"how\s+about)\b|^[\W_]*(?:first(?:ly)?|to\s+begin(?:\s+with)?)\s*,", re.IGNORECASE)
+
+
+def _pondered(t: str, a: int, b: int) -> bool:
+    """The option's text from ``a`` to ``b`` sits in a question ("Is it iron?") or after
+    words that only start to think about it (:data:`_PONDER`): no choice."""
+    start = _clause_start(t, a)
+    if _PONDER.search(t[start:a]):
+        return True
+    end = re.compile(r"[.!?](?=\s|$)|\n").search(t, b)
+    return end is not None and end.group(0) == "?"
+
+
+def _text_match(t: str, options: Sequence[str],
+                ignore: Sequence[tuple[int, int]] = ()) -> tuple[int | None, set[int]]:
     """The option whose text the answer names (None: none or several), and every option
-    whose text it names without a negation."""
+    whose text it names without a negation. Occurrences within ``ignore`` (options listed
+    after their letters: "A) Iron") or only pondered (:func:`_pondered`) name nothing."""
     whole = _norm(t)
     for i, o in enumerate(options):
         if _norm(o) and whole == _norm(o):
@@ -558,6 +696,9 @@ def _text_match(t: str, options: Sequence[str]) -> tuple[int | None, set[int]]:
     negated: set[int] = set()
     prev_neg_end = None
     for a, b, i in hits:
+        if any(c <= a and b <= d for c, d in ignore) or _pondered(t, a, b):
+            prev_neg_end = None
+            continue
         o_n = "true" if i < 0 else _norm(options[i])
         neg = i < 0 or _TEXT_NEG.search(t[max(0, a - 60):a]) is not None or (
             prev_neg_end is not None and  # "not true or false": the negation covers both
@@ -600,6 +741,20 @@ def _collision(t: str, options: Sequence[str], index: int) -> bool:
     return False
 
 
+def _cite_mask(t: str) -> str:
+    """``t`` with the letters of citations blanked out: a letter in parentheses attached to
+    a number, a word or another parenthesis ("2(c)", "Rule 12(b)(6)", "230 (c)(1)") or after
+    a word such as section, rule, ref., row or table ("see ref. (a)", "row (c)") labels a
+    part of a text, never a choice."""
+    chars = list(t)
+    for m in _CITE.finditer(t):
+        a = m.start()
+        if (a > 0 and (t[a - 1].isalnum() or t[a - 1] in ")]")) or _CITE_AFTER.match(t, m.end()) \
+                or _CITE_BEFORE.search(t, max(0, a - 40), a):
+            chars[m.start(1)] = _MASK
+    return "".join(chars)
+
+
 def parse_answer(text: str | None, options: Sequence[str]) -> ParsedAnswer:
     """The option chosen in ``text`` (see the module's rules), or ``index=None``.
 
@@ -615,10 +770,44 @@ def parse_answer(text: str | None, options: Sequence[str]) -> ParsedAnswer:
     raw = _clean(text)
     if not raw:
         return ParsedAnswer(None, "empty")
-    got = _parse(raw, _mask(raw, options), options)
+    got = _parse(raw, _cite_mask(_mask(raw, options)), options)
     if got.index is not None and _collision(raw, options, got.index):
         return ParsedAnswer(None, "ambiguous")
     return got
+
+
+# a letter that opens an entry of a list of options: "A) Iron", "(B) Zinc", "C: Copper"
+_ENTRY = re.compile(r"(?<![\w'’])[(\[]?([A-Z])[)\].:]")
+
+
+def _lead(t: str, options: Sequence[str]) -> int | None:
+    """The option whose whole text opens the answer as a sentence of its own ("Yes — ...",
+    "No. Under ...", "Nitrogen (Table 1 ...)"), or None."""
+    for i, o in enumerate(options):
+        o_n = _norm(o)
+        if o_n and re.match(re.escape(o_n).replace(r"\ ", r"\s+") +
+                            r"[ \t]*(?:[.,;:!()\[\]]|[-–—]|$)", t, re.IGNORECASE):
+            return i
+    return None
+
+
+def _one_affirmed(t: str, options: Sequence[str], texts: set[int], rejected: set[str]) -> int | None:
+    """Among the options whose texts the answer names, the one it affirms ("Atropine is for
+    bradycardia; adenosine is correct.") when only one is, or the one left when all others
+    have their letters rejected ("A) Atropine — no. The answer is adenosine.")."""
+    left = {i for i in texts if LETTERS[i] not in rejected}
+    if len(left) == 1 and left != texts:
+        return left.pop()
+    texts_n = {_norm(o) for o in options}
+    affirmed = set()
+    for j, spans in _occurrences(t, options).items():
+        for a, b in spans:
+            m = _AFFIRM.match(t, b)
+            if j in texts and m and _norm(m.group(0)) not in texts_n and \
+                    not _TEXT_NEG.search(t[max(0, a - 60):a]):
+                affirmed.add(j)
+    return affirmed.pop() if len(affirmed) == 1 and LETTERS[min(affirmed)] not in rejected \
+        else None
 
 
 def _parse(raw: str, t: str, options: Sequence[str]) -> ParsedAnswer:
@@ -657,25 +846,39 @@ def _parse(raw: str, t: str, options: Sequence[str]) -> ParsedAnswer:
             return ParsedAnswer(i, "letter")
         i = _text_match(raw, options)[0]  # "O" among blood types
         return ParsedAnswer(i, "text") if i is not None else ParsedAnswer(None, "out-of-range")
+    # options listed after their letters with no verdict ("Let's look at the options: A)
+    # Iron - ", "A) Iron — hmm", "Between (A) cats and (B) wolves, ..."): the letters and the
+    # texts of such a list choose nothing
+    entries = [(m.start(1), _own_text_end(t, m.end(1), m.group(1), options), m.group(1),
+                m.end(1)) for m in _ENTRY.finditer(t)]
+    entries = [e for e in entries if e[1] > e[0] + 2]
+    judged = any(_verdict(t, e[3], e[2], options) for e in entries)
+    entries = [(a, b) for a, b, x, end in entries if _doubted(t, end, x, options) or
+               (not judged and len({e[2] for e in entries}) >= 2)]
+    listed = {a for a, _ in entries}
     named = {i for m in _NAMED.finditer(t) if m.group(1).upper() not in gone
              and not _article(m.group(1), t, m.end())
              and (i := _in_range(m.group(1), n)) is not None}
     if len(named) == 1:
         return ParsedAnswer(named.pop(), "named")
     paren = {i for m in _PAREN.finditer(t) if m.group(1).upper() not in gone
-             and (i := _in_range(m.group(1), n)) is not None}
+             and m.start(1) not in listed and (i := _in_range(m.group(1), n)) is not None}
     if len(paren) == 1 and not named:
-        return ParsedAnswer(paren.pop(), "parenthesized")
+        lead = _lead(raw, options)  # "Yes — under Rule (B) ...": the plain answer first wins
+        return ParsedAnswer(lead, "text") if lead is not None else \
+            ParsedAnswer(paren.pop(), "parenthesized")
     if len(paren) > 1 or len(named) > 1:
         return ParsedAnswer(None, "ambiguous")
     bare = set()
     for m in _BARE.finditer(t):
-        if _article(m.group(1), t, m.end()) or m.group(1) in gone:
+        if _article(m.group(1), t, m.end()) or m.group(1) in gone or m.start(1) in listed:
             continue
         i = _in_range(m.group(1), n)
         if i is not None:
             bare.add(i)
-    i, texts = _text_match(raw, options)
+    i, texts = _text_match(raw, options, entries)
+    if i is None and len(texts) > 1:
+        i = _one_affirmed(raw, options, texts, no | dropped)
     # an option's text whose letter is rejected ("A: cats is wrong.") or beside other letters
     # ("... sheep fear. It could be A or B.") is no choice
     if i is not None and (LETTERS[i] in gone or bare - {i}):
