@@ -112,7 +112,7 @@ def record_battery(cache, counts: dict, force: bool) -> list[dict]:
     is also answered keeps that answer first, and only the curve's samples 1 … k-1 are
     added: a replayed curve reads the answer as its first sample).
     ``counts``: responses already recorded by (prompt, model)."""
-    from dbpa_core.attacks.battery import _answer_request, _curve_requests, prompts_needed
+    from dbpa_core.attacks.battery import answer_request, curve_requests, prompts_needed
     from dbpa_core.sampling import Job, Sampler
 
     jobs: list = []
@@ -123,7 +123,7 @@ def record_battery(cache, counts: dict, force: bool) -> list[dict]:
             have = max(have, planned.get(p, 0))
             if have >= n:
                 continue
-            reqs = [_answer_request(spec, p)] if n == 1 else _curve_requests(spec, p)[have:n]
+            reqs = [answer_request(spec, p)] if n == 1 else curve_requests(spec, p)[have:n]
             jobs += [Job(spec.model, r) for r in reqs]
             planned[p] = n
     if not jobs:

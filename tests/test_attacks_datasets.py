@@ -252,3 +252,22 @@ def test_the_qasc_layout_without_facts_is_named_after_its_file(tmp_path):
     p2 = tmp_path / "dev.jsonl"
     p2.write_text(json.dumps({**row, "fact1": "Fish live in water.", "fact2": "x"}) + "\n")
     assert {it.dataset for it in load_items(p2)} == {"qasc"}
+
+
+def test_an_item_without_options_is_left_out_with_a_warning(tmp_path):
+    from dbpa_core.attacks.items import ItemsWarning, load_items
+
+    p = tmp_path / "qa1_test.txt"
+    p.write_text("1 Mary went to the kitchen.\n2 Where is Mary?\tkitchen\t1\n"
+                 "1 Zork is blorp.\n2 What is Zork?\tqwzx\t1\n"
+                 "1 John went to the kitchen.\n2 Where is John?\tkitchen\t1\n")
+    with pytest.warns(ItemsWarning, match=r"1 of 3 items left out.*ids 4"):
+        items = load_items(p, format="babi")
+    assert [it.id for it in items] == ["2", "6"]
+    q = tmp_path / "qed-dev.jsonlines"
+    q.write_text("\n".join(json.dumps({
+        "example_id": str(k), "question_text": "q", "paragraph_text": f"It is {a}.",
+        "annotation": {"answer": [{"paragraph_reference": {"string": a}}]}})
+        for k, a in enumerate(["Paris", "qwzx blorp"])) + "\n")
+    with pytest.warns(ItemsWarning, match=r"1 of 2 items left out.*ids 1"):
+        assert len(load_items(q, format="qed")) == 1

@@ -273,3 +273,288 @@ def test_a_text_answer_takes_the_data_sets_answers_of_its_shape_first():
             assert kind == "text"
             others = [o for o in opts if o not in (answer, NONE_OF_THE_OTHERS)]
             assert others and all(o in pool for o in others), (answer, opts)
+
+
+# --------------------------------------------------------------------------- word/text probe fixes
+NEEDS_WN = pytest.mark.skipif(not W.available(), reason="WordNet not installed (make wordnet)")
+
+
+@NEEDS_WN
+def test_informal_and_offensive_words_are_never_offered():
+    from dbpa_core.attacks.items import _offensive
+
+    for w in ("Abo", "clit", "bum", "pimp", "skivvy", "dope", "dimwit", "stupid", "slave"):
+        assert _offensive(w, True), w
+    for answer in ("Muslim", "Buddhist", "Australian", "Jewish"):
+        for i in range(10):
+            opts, idx, _ = make_options(answer, item_id=str(i))
+            others = {o.lower() for j, o in enumerate(opts) if j != idx}
+            assert len(opts) >= 4 and not others & {"slave", "abo", "servant"}, opts
+            assert all(_offensive(o) is False for o in others)
+
+
+@NEEDS_WN
+def test_religions_and_nationalities_get_only_their_like():
+    from dbpa_core.attacks.items import _PEOPLES, _RELIGIONS
+
+    for answer, pool in (("Muslim", _RELIGIONS), ("Buddhist", _RELIGIONS), ("German", _PEOPLES)):
+        for i in range(10):
+            opts, _, _ = make_options(answer, item_id=str(i))
+            assert set(opts) <= set(pool), opts
+
+
+@NEEDS_WN
+@pytest.mark.parametrize("answer,wrong", [("bus", "omnibus"), ("plane", "airplane"),
+                                          ("violin", "fiddle"), ("baby", "infant"),
+                                          ("insulin", "hormone"), ("iron", "metal"),
+                                          ("king", "monarch"), ("father", "pappa"),
+                                          ("father", "papa"), ("father", "pa")])
+def test_no_synonym_or_broader_word_is_a_distractor(answer, wrong):
+    from dbpa_core.attacks.items import _related
+
+    assert _related(answer, wrong)
+    vocab = [wrong, "car", "train", "dog", "apple", "river"]
+    for i in range(15):
+        opts, _, _ = make_options(answer, item_id=str(i), vocabulary=vocab,
+                                  passage=f"The {wrong} was there.")
+        assert wrong not in opts, opts
+
+
+def _passage_rates(items):
+    rnd, hit, most = random.Random(0), 0.0, 0.0
+    for passage, opts, idx in items:
+        pl = passage.lower()
+        counts = [len(re.findall(r"\b" + re.escape(o.lower()) + r"\b", pl)) for o in opts]
+        inside = [j for j, c in enumerate(counts) if c] or list(range(len(opts)))
+        top = [j for j, c in enumerate(counts) if c == max(counts)]
+        hit += (idx in inside) / len(inside)
+        most += (idx in top) / len(top)
+        rnd.random()
+    return hit / len(items), most / len(items)
+
+
+@NEEDS_WN
+def test_the_option_found_in_the_passage_does_not_give_the_answer_away():
+    rnd = random.Random(5)
+    people = ["Mark Twain", "Isaac Newton", "Marie Curie", "Neil Armstrong", "Elton John",
+              "Taylor Swift", "Albert Einstein"]
+    places = ["Paris", "London", "Texas", "Canada", "Chicago", "Florida", "Alaska"]
+    dates = ["June 4, 1944", "July 4, 1776", "May 8, 1945", "April 15, 1912",
+             "March 1, 2018"]
+    rooms = ["kitchen", "garden", "hallway", "bedroom", "office", "bathroom"]
+    items = []
+    for i in range(150):
+        p, q, d = rnd.sample(people, 3), rnd.sample(places, 3), rnd.sample(dates, 3)
+        answer = rnd.choice([p[0], q[0], d[0]])
+        passage = (f"{p[0]} visited {q[0]} on {d[0]}. {p[1]} went to {q[1]} on {d[1]}. "
+                   f"Later {p[2]} met them in {q[2]} on {d[2]}.")
+        opts, idx, _ = make_options(answer, item_id=str(i), passage=passage,
+                                    vocabulary=people + places + dates)
+        items.append((passage, opts, idx))
+        r = rnd.sample(rooms, 4)
+        passage = f"Mary went to the {r[0]}. John moved to the {r[1]}. Sandra went to the {r[2]}."
+        opts, idx, _ = make_options(r[0], item_id=str(i), passage=passage, vocabulary=rooms)
+        items.append((passage, opts, idx))
+    inside, most = _passage_rates(items)
+    assert inside <= 0.35 and most <= 0.35, (inside, most)
+
+
+@NEEDS_WN
+@pytest.mark.parametrize("answer", ["10-12", "Alzheimer's disease", "twice daily",
+                                    "the French Revolution"])
+def test_a_text_answer_gets_at_least_four_options(answer):
+    """With distractors, at least 4 options; without (no data set, no passage), an
+    ItemsError, never the answer and "None of..." alone."""
+    from dbpa_core.attacks.items import ItemsError
+
+    vocab = ["the Pacific Ocean", "Marie Curie", "1895", "in the kitchen", "type 2 diabetes"]
+    for i in range(10):
+        opts, _, _ = make_options(answer, item_id=str(i), vocabulary=vocab)
+        assert len(opts) >= 4 and len(set(opts)) == len(opts), opts
+        try:
+            opts, _, _ = make_options(answer, item_id=str(i))
+        except ItemsError:
+            continue
+        assert len(opts) >= 4 and len(set(opts)) == len(opts), opts
+
+
+@NEEDS_WN
+def test_multi_word_answers_get_no_nonsense_swaps():
+    vocab = ["Marie Curie", "1895", "in the kitchen", "the Red Sea", "gravity"]
+    for answer in ("type 2 diabetes", "the Pacific Ocean"):
+        for i in range(10):
+            opts, _, _ = make_options(answer, item_id=str(i), vocabulary=vocab)
+            assert set(opts) <= set(vocab) | {answer, NONE_OF_THE_OTHERS}, opts
+
+
+def test_too_few_distractors_raise_items_error():
+    from dbpa_core.attacks.items import ItemsError
+
+    with pytest.raises(ItemsError, match="no distractors"):
+        make_options("qwzx blorp", item_id="x", vocabulary=[])
+
+
+# --------------------------------------------------------------- numbers: progressions
+def _units(option: str) -> int:
+    """An option of a number answer in units of its last decimal (``$12.50`` -> 1250)."""
+    return int(re.sub(r"[^\d-]", "", option.replace("−", "-")))
+
+
+def _lvl(n: int) -> int:
+    n, g = abs(n), 1
+    if n == 0:
+        return 0
+    while n % (g * 5 if str(g)[0] == "1" else g * 2) == 0:
+        g = g * 5 if str(g)[0] == "1" else g * 2
+    return g
+
+
+def _gsm8k_numbers(rnd: random.Random) -> str:
+    """GSM8K-like answers with their share of round ones (multiples of 5, 10, 100)."""
+    r = rnd.random()
+    if r < 0.7:
+        v = int(10 ** rnd.uniform(0, 4))
+        u = rnd.random()
+        v = (max(5, round(v / 5) * 5) if u < 0.12 else max(10, round(v / 10) * 10) if u < 0.4
+             else max(100, round(v / 100) * 100) if u < 0.5 else v)
+        return str(v)
+    return _gsm8k_like(rnd)
+
+
+def _window_scores(values: list[int]) -> list[int]:
+    """For each option: how many others are among its 8 nearest equally round values on
+    each side (how the old distractors were drawn)."""
+    out = []
+    for i, n in enumerate(values):
+        lv = _lvl(n) or 1
+
+        def ok(v, n=n, lv=lv):
+            return v != 0 and (n < 0 or v > 0) and _lvl(v) == lv
+        near = ([v for v in (n - k * lv for k in range(1, 60)) if ok(v)][:8]
+                + [v for v in (n + k * lv for k in range(1, 60)) if ok(v)][:8])
+        out.append(sum(v in near for j, v in enumerate(values) if j != i))
+    return out
+
+
+def _share(scores: list[float], idx: int, largest: bool = True) -> float:
+    """The expected hit of "pick the best-scored option", ties broken at random."""
+    best = max(scores) if largest else min(scores)
+    ties = [j for j, s in enumerate(scores) if s == best]
+    return (idx in ties) / len(ties)
+
+
+def test_no_answer_blind_rule_beats_chance_on_gsm8k_like_numbers():
+    """Distractors are no longer drawn from the answer's 8 nearest equally round values,
+    the middle of the range is no cue, and 0 is no sign that the answer is the largest."""
+    rnd = random.Random(5)
+    window = middle = zero_largest = 0.0
+    n = with_zero = 0
+    for i in range(1200):
+        a = _gsm8k_numbers(rnd)
+        opts, idx, kind = make_options(a, seed=0, item_id=str(i))
+        assert kind == "number" and opts[idx] == a and len(set(opts)) == 5
+        values = [_units(o) for o in opts]
+        n += 1
+        window += _share(_window_scores(values), idx)
+        mid = (max(values) + min(values)) / 2
+        middle += _share([abs(v - mid) for v in values], idx, largest=False)
+        if 0 in values and values[idx] != 0:
+            with_zero += 1
+            zero_largest += _share(values, idx)
+    assert window / n <= 0.25, window / n
+    assert middle / n <= 0.25, middle / n
+    assert with_zero >= 20 and zero_largest / with_zero <= 0.25, (with_zero, zero_largest)
+
+
+def test_number_options_are_five_consecutive_multiples_of_a_step():
+    rnd = random.Random(9)
+    steps = Counter()
+    for i in range(300):
+        a = _gsm8k_numbers(rnd)
+        opts, _, _ = make_options(a, seed=1, item_id=str(i))
+        values = sorted(_units(o) for o in opts)
+        gaps = {b - c for b, c in zip(values[1:], values[:-1], strict=True)}
+        assert len(gaps) == 1, opts
+        steps[gaps.pop() / max(abs(_units(a)), 1) < 0.1] += 1
+    assert min(steps.values()) >= 30, steps   # the step's size relative to the answer varies
+
+
+def _this_year() -> int:
+    from dbpa_core.attacks.items import LATEST_YEAR  # a constant: the same options every year
+
+    return LATEST_YEAR
+
+
+def _clock(answer: str):
+    m = re.fullmatch(r"(\d{1,2}):(\d\d)(\s*[ap]\.?m\.?)?", answer, re.I)
+    return m and (int(m[1]), int(m[2]), m[3] or "")
+
+
+def _check_time(answer, o):
+    (ha, _, ampm), (h, mi, ampm_o) = _clock(answer), _clock(o)
+    assert mi < 60 and (ampm_o.strip().lower()[:1] in ("a", "p") if ampm else not ampm_o)
+    twelve = ampm or (1 <= ha <= 12 and not answer.startswith("0"))
+    assert (1 <= h <= 12) if twelve else (0 <= h <= 23)
+    padded = re.match(r"0\d:", answer)     # zero-padded hours stay padded, others don't
+    assert re.match(r"\d\d:", o) if padded else not re.match(r"0\d:", o)
+
+
+def _check_ordinal(answer, o):
+    m = re.fullmatch(r"(\d+)(st|nd|rd|th)", o)
+    n = int(m[1])
+    assert n >= 1 and m[2] == ("th" if 10 <= n % 100 <= 20 else
+                               {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th"))
+
+
+def _check_year(answer, o):
+    assert re.fullmatch(r"\d{4}", o) and 1000 <= int(o) <= max(int(answer), _this_year())
+
+
+def _check_percent(answer, o):
+    assert o.endswith("%") and 0 <= float(o.rstrip("% ")) <= 100
+
+
+def _check_decade(answer, o):
+    assert re.fullmatch(r"\d{3}0s", o)
+    assert int(o[:-1]) <= max(int(answer[:-1]), _this_year() // 10 * 10)
+
+
+def _check_fraction(answer, o):
+    import math
+    from fractions import Fraction
+    p, q = map(int, o.split("/"))
+    pa, qa = map(int, answer.split("/"))
+    assert p > 0 and q > 0
+    assert (math.gcd(p, q) == 1) == (math.gcd(pa, qa) == 1)
+    assert o == answer or Fraction(p, q) != Fraction(pa, qa)
+
+
+def _check_range(answer, o):
+    a, b = map(int, re.findall(r"\d+", o))
+    a0, b0 = map(int, re.findall(r"\d+", answer))
+    assert 0 <= a < b and b - a == b0 - a0 and o.endswith(answer.lstrip("0123456789-–"))
+
+
+@pytest.mark.parametrize("answer, check", [
+    *[(a, _check_time) for a in ("3:45", "11:30", "12:00", "07:05", "23:15", "0:40",
+                                 "9:41 pm", "11:45 PM", "6:07 a.m.")],
+    *[(a, _check_ordinal) for a in ("1st", "2nd", "3rd", "8th", "11th", "12th", "13th",
+                                    "21st", "22nd", "101st")],
+    *[(a, _check_year) for a in ("2000", "1990", "1987", "1492", "1800", "2024", "1066")],
+    *[(a, _check_percent) for a in ("100%", "97%", "0%", "50%", "75%", "2.5%", "99.9%")],
+    *[(a, _check_decade) for a in ("2020s", "2010s", "1990s", "1850s")],
+    *[(a, _check_fraction) for a in ("1/5", "3/4", "4/6", "7/3", "2/9", "1/2", "3/15")],
+    *[(a, _check_range) for a in ("10-12", "3-5 kg", "1-2", "100-150")],
+])
+def test_every_number_format_gets_five_well_formed_distinct_options(answer, check):
+    for i in range(40):
+        opts, idx, kind = make_options(answer, item_id=str(i))
+        assert kind == "number" and opts[idx] == answer and len(set(opts)) == 5, opts
+        for o in opts:
+            check(answer, o)
+
+
+@pytest.mark.parametrize("answer", ["21th", "8rd", "2st", "3:75", "25:10", "4/0", "0/13",
+                                    "12-10"])
+def test_a_malformed_number_is_no_number(answer):
+    assert make_options(answer, item_id="x")[2] != "number"

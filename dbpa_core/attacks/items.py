@@ -40,6 +40,7 @@ import os
 import random
 import re
 import string
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,8 +78,25 @@ _NUMBER = re.compile(r"^\s*(?P<sign>[-−+]?\s*)(?P<pre>[$€£¥]?\s*)"
 NONE_SHARE = 0.2
 
 
+class ItemsWarning(UserWarning):
+    """Items of a data set were left out (no options could be made for their answers)."""
+
+
 class ItemsError(ValueError):
     """A mistake in an items file; the message names the file and line."""
+
+
+class NoOptionsError(ItemsError):
+    """No options could be made for an item's answer (too few distractors): the loaders
+    leave such an item out and say so (:class:`ItemsWarning`)."""
+
+
+def _left_out(name: str, ids: Sequence[str], total: int) -> None:
+    if ids:
+        shown = ", ".join(ids[:5]) + (", ..." if len(ids) > 5 else "")
+        warnings.warn(f"{name}: {len(ids)} of {total} items left out: no options could be made "
+                      f"for their answers (ids {shown}); give them their own 'options'",
+                      ItemsWarning, stacklevel=4)
 
 
 @dataclass(frozen=True)
@@ -212,6 +230,9 @@ def _number_parts(s: str) -> tuple[str, str, float, int, bool, str] | None:
     m = _NUMBER.match(s)
     if m is None:
         return None
+    if m.group("suf").lower() in _ORDINAL_SUFFIXES and re.fullmatch(r"\d+", m.group("num")) \
+            and m.group("suf").lower() != _ordinal(int(m.group("num"))):
+        return None  # '21th' is no ordinal
     core = m.group("num").replace("−", "-")
     sign = -1.0 if (m.group("sign") or "").strip() in ("-", "−") or core.startswith("-") else 1.0
     digits = core.lstrip("+-")
@@ -221,8 +242,9 @@ def _number_parts(s: str) -> tuple[str, str, float, int, bool, str] | None:
 
 
 def infer_answer_type(answer: Any) -> str:
-    """``boolean``, ``number`` (with an optional currency sign or unit), ``word`` (one
-    word) or ``text``."""
+    """``boolean``, ``number`` (with an optional currency sign or unit; an ordinal with its
+    right suffix; a clock time, a fraction, a range ``10-12``), ``word`` (one word) or
+    ``text``."""
     if isinstance(answer, bool):
         return "boolean"
     if isinstance(answer, (int, float)):
@@ -230,8 +252,8 @@ def infer_answer_type(answer: Any) -> str:
     s = str(answer).strip()
     if s.lower() in _TRUE | _FALSE | {"maybe"}:
         return "boolean"
-    if _number_parts(s) is not None:
-        return "number"
+    if _number_parts(s) is not None or _special_number(s) is not None:
+        return "number"  # also a clock time, a fraction or a range of whole numbers
     if re.fullmatch(r"[^\W\d_]+(?:['’\-][^\W\d_]+)*", s):
         return "word"
     return "text"
@@ -254,10 +276,15 @@ def _level(n: int) -> int:
         return 0
     g = 1
     while True:
-        nxt = g * 5 if str(g)[0] == "1" else g * 2
+        nxt = _rounder(g)
         if n % nxt:
             return g
         g = nxt
+
+
+def _rounder(g: int) -> int:
+    """The roundness level above ``g`` (1 -> 5 -> 10 -> 50 -> 100)."""
+    return g * 5 if str(g)[0] == "1" else g * 2
 
 
 def _finer(g: int) -> int:
@@ -265,22 +292,210 @@ def _finer(g: int) -> int:
     return g // 2 if str(g)[0] == "1" else g // 5
 
 
+def _nice(limit: float) -> list[int]:
+    """The steps 1, 2, 5, 10, 20, 50... up to ``limit`` (at least 1)."""
+    out, k = [1], 0
+    while True:
+        for m in (2, 5, 10):
+            v = m * 10 ** k
+            if v > limit:
+                return out
+            out.append(v)
+        k += 1
+
+
+# the latest year a year-like answer's distractors reach (unless the answer is later): a
+# constant, not today's year, so that an item gets the same options in any year (its
+# prompts, hence the cache and the results, would otherwise change on New Year's Day)
+LATEST_YEAR = 2026
+
+
+def _this_year() -> int:
+    return LATEST_YEAR
+
+
+# a clock time (3:45, 07:30, 11:05 pm), a fraction (3/4), a range of whole numbers (10-12 kg)
+_TIME = re.compile(r"^(?P<h>\d{1,2}):(?P<m>\d\d)(?P<ampm>\s*(?:[aApP]\.?[mM]\.?))?$")
+_FRACTION = re.compile(r"^(?P<a>\d+)\s*/\s*(?P<b>\d+)$")
+_RANGE = re.compile(r"^(?P<a>\d+)(?P<sep>\s*(?:-|–|to)\s*)(?P<b>\d+)(?P<suf>\s*[^\W\d_]+)?$")
+_ORDINAL_SUFFIXES = ("st", "nd", "rd", "th")
+
+
+def _special_number(s: str) -> str | None:
+    """``time``, ``fraction`` or ``range`` for a well-formed one of these, else None."""
+    m = _TIME.match(s)
+    if m and (int(m["h"]) <= (12 if m["ampm"] else 23)) and int(m["m"]) < 60 \
+            and not (m["ampm"] and int(m["h"]) == 0):
+        return "time"
+    m = _FRACTION.match(s)
+    if m and int(m["b"]) > 0 and int(m["a"]) > 0:
+        return "fraction"
+    m = _RANGE.match(s)
+    if m and int(m["a"]) < int(m["b"]):
+        return "range"
+    return None
+
+
+def _ordinal(n: int) -> str:
+    return "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+
+
+def _progression(n: int, rnd: random.Random, tiers: Sequence[Sequence[int]],
+                 lo: int | None = None, hi: int | None = None, size: float = 1.0,
+                 zero: str = "yes") -> list[int]:
+    """Five consecutive values ``n + (i - rank) * step``: the rank uniform among those
+    that some step of ``tiers`` allows within ``[lo, hi]`` (``zero``: whether 0 may be a
+    distractor, ``"yes"``, ``"no"`` or ``"below"`` the answer when it is not the largest);
+    the step, of the first tier that has one fitting the rank, one that
+    leaves an option as round as ``n`` besides it if there is one, the one nearest
+    ``size``."""
+    def fits(r: int, d: int) -> bool:
+        return ((lo is None or n - r * d >= lo) and (hi is None or n + (4 - r) * d <= hi)
+                and (zero == "yes" or not n or n % d or not -4 <= n // d - r <= 0
+                     or (zero == "below" and r < 4)))
+
+    def alone(r: int, d: int) -> bool:  # n is the roundest option, alone
+        others = [n + (i - r) * d for i in range(5) if i != r]
+        return n != 0 and all(v and _level(v) < _level(n) for v in others)
+
+    ranks = [r for r in range(5) if any(fits(r, d) for tier in tiers for d in tier)]
+    if not ranks:
+        raise ValueError("no room for 5 options")
+    r = rnd.choice(ranks)
+    tier = next(t for t in tiers if any(fits(r, d) for d in t))
+    d = min((d for d in tier if fits(r, d)),
+            key=lambda d: (alone(r, d), max(d / size, size / d), d))
+    return [n + (i - r) * d for i in range(5)]
+
+
+def _steps(n: int, rnd: random.Random, level: int) -> tuple[list[list[int]], float]:
+    """The steps for ``n`` by preference, and a size drawn at random relative to ``|n|``
+    (3 % to 25 %): multiples of the level above its own (every value ``n + k * step`` is
+    then exactly as round as ``n``) up to twice the size or half ``|n|``; multiples of its
+    own level (no option is less round); finer ones, 0 allowed but not below the largest
+    ``n`` (10 at rank 2: 0 5 10 15 20)."""
+    up, size = _rounder(level), max(1.0, abs(n) * 10 ** rnd.uniform(-1.5, -0.6))
+    cap = max(2 * size, abs(n) / 2)
+    tiers = [[up * k for k in _nice(cap / up)] if up <= cap else [],
+             [level * k for k in _nice(max(abs(n), 1) / level)], _nice(max(abs(n), 1))]
+    return tiers, size
+
+
+def _time_options(s: str, rnd: random.Random) -> tuple[list[str], int]:
+    m = _TIME.match(s)
+    h, mm, ampm = int(m["h"]), int(m["m"]), m["ampm"] or ""
+    twelve = bool(ampm) or (1 <= h <= 12 and not m["h"].startswith("0"))
+    pad = len(m["h"]) == 2 and m["h"].startswith("0")
+    t = h * 60 + mm
+    if ampm:
+        t = (h % 12) * 60 + mm + (720 if ampm.strip().lower().startswith("p") else 0)
+    cycle = 1440 if (ampm or not twelve) else 720
+    # steps that keep the minutes' roundness (:45 -> :15, :45, :15...; :00 -> whole hours),
+    # 4 steps short of the clock's cycle (no option twice)
+    ml = 60 if mm == 0 else 30 if mm == 30 else 15 if mm % 15 == 0 else 5 if mm % 5 == 0 else 1
+    steps = {60: [60, 120], 30: [60, 120], 15: [30, 90], 5: [15, 45], 1: [5, 10, 25]}[ml]
+    d = rnd.choice(steps)
+    r = rnd.randrange(5)
+
+    def fmt(v: int) -> str:
+        v %= cycle
+        hh, mi = divmod(v, 60)
+        suf = ""
+        if ampm:
+            word = ("pm" if hh >= 12 else "am")
+            core = ampm.strip()
+            word = word.upper() if core[:1].isupper() else word
+            if "." in core:
+                word = f"{word[0]}.{word[1]}."
+            suf = ampm[:len(ampm) - len(ampm.lstrip())] + word
+        if twelve:
+            hh = hh % 12 or 12
+        return f"{hh:02d}:{mi:02d}{suf}" if pad else f"{hh}:{mi:02d}{suf}"
+
+    opts = [fmt(t + (i - r) * d) for i in range(5)]
+    opts[r] = s
+    rnd.shuffle(opts)
+    return opts, opts.index(s)
+
+
+def _fraction_options(s: str, rnd: random.Random) -> tuple[list[str], int]:
+    from fractions import Fraction
+    from math import gcd
+    m = _FRACTION.match(s)
+    a, b = int(m["a"]), int(m["b"])
+    slash = s[len(m["a"]):len(s) - len(m["b"])]
+    value, lowest = Fraction(a, b), gcd(a, b) == 1
+    top = 2 * value + 1 if value >= 1 else Fraction(1)
+    seen, below, above = {value}, [], []
+    for q in range(max(2, b - 3), b + 40):  # denominators near the answer's, more if needed
+        if q >= b + 4 and len(below) >= 4 and len(above) >= 4:
+            break
+        near = int(value * q)
+        for p in range(max(1, near - 6), min(int(top * q), near + 7) + 1):
+            v = Fraction(p, q)
+            if (gcd(p, q) == 1) != lowest or v in seen or (value != 1 and (value < 1) != (v < 1)):
+                continue
+            seen.add(v)
+            (below if v < value else above).append(f"{p}{slash}{q}")
+    ranks = [r for r in range(5) if r <= len(below) and 4 - r <= len(above)]
+    if not ranks:
+        raise ValueError(f"no room for fraction options around {s!r}")
+    r = rnd.choice(ranks)
+    below.sort(key=lambda o: -Fraction(*map(int, o.split(slash))))
+    above.sort(key=lambda o: Fraction(*map(int, o.split(slash))))
+    opts = rnd.sample(below[:max(r, 6)], r) + rnd.sample(above[:max(4 - r, 6)], 4 - r) + [s]
+    rnd.shuffle(opts)
+    return opts, opts.index(s)
+
+
+def _range_options(s: str, rnd: random.Random) -> tuple[list[str], int]:
+    m = _RANGE.match(s)
+    a, b, sep, suf = int(m["a"]), int(m["b"]), m["sep"], m["suf"] or ""
+    width = b - a
+    steps = [d for d in _nice(max(a, b)) if d >= width and d >= b / 20][:3] or [width]
+    starts = _progression(a, rnd, [steps, [d for d in _nice(a) if d >= width] or [width]],
+                          lo=0, size=rnd.choice(steps))
+    opts = [f"{x}{sep}{x + width}{suf}" for x in starts]
+    opts[starts.index(a)] = s
+    rnd.shuffle(opts)
+    return opts, opts.index(s)
+
+
 def _number_options(answer: Any, rnd: random.Random) -> tuple[list[str], int]:
     """The answer and 4 other numbers written as it is: its minus sign ('-' or '−'), a
-    leading '+', zero padding ('007'), thousands commas, decimals, currency sign and unit
-    (decades stay decades: '1990s' -> '1970s', '2010s').
+    leading '+', zero padding ('007'), thousands commas, decimals, currency sign and unit.
 
-    * Rank: the answer's rank among the 5 sorted values is drawn uniformly from the ranks
-      its sign allows: a non-negative answer gets no negative distractor, so a count of 2
-      has at most 2 options below it and 0 is always the smallest (a negative count would
-      be absurd); a negative answer (or '-0') may have any rank.
-    * Roundness: the distractors are exactly as round as the answer (50 -> 150, 250, 350;
-      37 -> 23, 41, 58 — never a multiple of 5): the roundest or least round option is the
-      answer by chance only. Where there is no room below the answer for values as round
-      (50 with rank 3), the missing ones are finer (20, 30) and one option is rounder
-      (100, or 0), so the answer is neither the roundest nor the least round.
+    * Progression: the 5 options are consecutive multiples of one step (37 -> 27 32 37 42
+      47), so that spacing, density and the middle of the range say nothing; the answer's
+      rank among them is drawn uniformly from the ranks the range allows: a non-negative
+      answer gets no negative option (a count of 2 has at most 2 options below it: 0 1 2
+      3 4), an ordinal none below 1st, a percentage in [0, 100] none outside it, a year
+      (1000-2100, no unit) and a decade ('1990s') none after the current one unless the
+      answer is (so those ranks are limited); a negative answer (or '-0') may have any
+      rank.
+    * Step: near a size drawn at random from 3 %-25 % of the answer; by preference a
+      multiple of the roundness level above the answer's, so that every option is exactly
+      as round as the answer (37 -> step 5 or 10: 27 32 37 42 47; 350 -> 100); where none
+      fits the drawn rank (40 at rank 3), a multiple of the answer's own level (10 20 30
+      40 50: no option less round than it); else (10 at rank 3, a year, 100 %) a finer
+      step of 1, 2, 5, 10..., one that leaves another option as round as the answer
+      where there is one (0 5 10 15 20): only then can the answer be the roundest.
+    * 0: a distractor only below an answer that is not the largest (never with the answer
+      on top, which would give it away), except for counts under 10 (4 -> 0 1 2 3 4);
+      never for a negative answer.
+    * Own formats: an ordinal keeps the right suffix ('21st' -> 16th, 26th); a time is a
+      valid clock time in the answer's notation (12 h, 24 h, am/pm), minutes as round;
+      a fraction gets fractions near it, positive, in lowest terms exactly when the answer
+      is, never equal in value to it; a range ('10-12') gets ranges of its width.
     """
     s = str(answer).strip()
+    special = _special_number(s)
+    if special == "time":
+        return _time_options(s, rnd)
+    if special == "fraction":
+        return _fraction_options(s, rnd)
+    if special == "range":
+        return _range_options(s, rnd)
     m = _NUMBER.match(s)
     if m is None:
         raise ValueError(f"not a number answer: {s!r}")
@@ -295,6 +510,10 @@ def _number_options(answer: Any, rnd: random.Random) -> tuple[list[str], int]:
     width = len(int_part) if len(int_part) > 1 and int_part.startswith("0") else 0
     negative = sign in ("-", "−")
     n = int((int_part.replace(",", "") or "0") + frac) * (-1 if negative else 1)
+    whole = not decimals and not commas and not width and not sign
+    ordinal = whole and suf.lower() in _ORDINAL_SUFFIXES
+    if ordinal and suf.lower() != _ordinal(n):
+        raise ValueError(f"not an ordinal: {s!r}")
 
     def fmt(v: int) -> str:
         ip, fp = divmod(abs(v), 10 ** decimals)
@@ -302,39 +521,33 @@ def _number_options(answer: Any, rnd: random.Random) -> tuple[list[str], int]:
         body = body.zfill(width) if width else ("" if not int_part and ip == 0 else body)
         body += f".{fp:0{decimals}d}" if decimals else ""
         sg = minus if v < 0 else ("+" if sign == "+" else "")
-        return (sg + (gap if sg else "") + pre + body if sign_first else pre + sg + body) + suf
+        tail = suf
+        if ordinal:
+            tail = _ordinal(v).upper() if suf.isupper() else _ordinal(v)
+        return (sg + (gap if sg else "") + pre + body if sign_first else pre + sg + body) + tail
 
-    decade = (not decimals and not commas and n >= 10 and n % 10 == 0
-              and suf.strip().lower() in ("s", "'s", "’s"))
-    level = 10 if decade else (_level(n) or 1)
-
-    def ok(v: int) -> bool:  # as round as the answer, on its grid, of its sign
-        return v != 0 and (negative or v > 0) and (decade or _level(v) == level)
-
-    below = [v for v in (n - k * level for k in range(1, 60)) if ok(v)][:8]
-    above = [v for v in (n + k * level for k in range(1, 60)) if ok(v)][:8]
-    room = 4 if negative else min(4, n)           # distinct values >= 0 below the answer
-    rank = rnd.randint(0, min(room, len(below)) if decade else room)
-    if len(below) >= rank:
-        values = rnd.sample(below, rank) + rnd.sample(above, 4 - rank)
-    else:  # no room for as round values below (50 with rank 3): finer ones, one rounder
-        lows, g = list(below), level
-        while len(lows) < rank and g > 1:
-            g = _finer(g)
-            pool = [v for v in range(g, n, g) if _level(v) == g]
-            rnd.shuffle(pool)
-            lows += pool[:rank - len(lows)]
-        if len(lows) < rank:
-            lows.append(0)
-        highs = rnd.sample(above, 4 - rank)
-        if 0 not in lows:  # one rounder option: the next rounder value above, else 0
-            if highs:
-                up = level * (5 if str(level)[0] == "1" else 2)
-                highs[0] = (n // up + 1) * up
-            else:
-                lows[rnd.randrange(len(lows))] = 0
-        values = lows + highs
-    opts = [fmt(v) for v in values] + [s]
+    lo = None if negative else (1 if ordinal else 0)
+    hi = None
+    level = _level(n) or 1
+    year = _this_year()
+    decade = (whole and n >= 10 and n % 10 == 0 and suf.strip().lower() in ("s", "'s", "’s"))
+    size, zero = 10.0, "yes"
+    if decade:
+        hi = max(n, year // 10 * 10)
+        tiers = [[10, 20, 50] if n % 50 == 0 and n % 100 else [10, 20]]
+    elif whole and not pre and not suf and 1000 <= n <= 2100:   # a year
+        hi = max(n, year)
+        tiers = [[5, 10] if level == 1 else [10, 20] if level == 5 else [10, 20, 50], _nice(20)]
+        size = rnd.choice(tiers[0])
+    else:
+        if suf.strip() == "%" and 0 <= n <= 100 * 10 ** decimals:
+            hi = 100 * 10 ** decimals
+        tiers, size = _steps(n, rnd, level)
+        # 0: never for a negative answer, nor below the largest unless it is tiny (2 -> 0 1
+        # 2 3 4), where 0 with the answer on top would give it away
+        zero = "no" if negative else "yes" if abs(n) < 10 else "below"
+    values = _progression(n, rnd, tiers, lo, hi, size, zero)
+    opts = [s if v == n else fmt(v) for v in values]
     rnd.shuffle(opts)
     return opts, opts.index(s)
 
@@ -344,14 +557,34 @@ _OFFENSIVE_DOMAINS = frozenset({"ethnic_slur", "disparagement", "obscenity", "vu
                                 "slang", "derogation", "profanity", "insult"})
 _OFFENSIVE_GLOSS = re.compile(r"\b(?:offensive|derogatory|slur|disparag\w*|obscen\w*|vulgar\w*"
                               r"|contemptuous\w*|insult\w*|abusive)\b", re.I)
-# a second net: slurs and ethnic or religious labels WordNet does not mark
+# markers of informal use: a word WordNet offers (not the data's own) must have none
+_INFORMAL_GLOSS = re.compile(r"\b(?:informal\w*|slang|colloquial\w*|uncomplimentary|jocular\w*"
+                             r"|pejorative\w*|crude|rude|taboo|epithet|term of abuse)\b", re.I)
+# a second net: slurs, insults and ethnic or religious labels WordNet does not mark
 _BLOCKED = frozenset("""nigger nigga negro negroes negress negroid blackamoor coon darky darkie
 jigaboo sambo pickaninny kike yid hymie heeb jew jews jewess hebrew israelite hasid hasidim
 chassid ashkenazi sephardi goy gentile chink gook jap nip slant slope spic spick wetback beaner
 greaser wop dago guinea kraut hun boche paki raghead towelhead sandnigger redskin squaw injun
 gringo honky honkie cracker whitey mulatto quadroon octoroon halfbreed half-breed mongoloid
 faggot fag fagot dyke tranny queer homo retard cripple spastic whore slut bitch cunt twat tart
-bastard prick dick cock pussy wanker tosser""".split())
+bastard prick dick cock pussy wanker tosser abo abos aborigine boong lubra hottentot bushman
+eskimo gypsy gyp gippo pikey clit clitoris bum butt arse ass asshole arsehole pimp skivvy dope
+dimwit stupid idiot moron imbecile cretin dummy dumbass dunce halfwit nitwit fool lunatic maniac
+psycho nutcase spaz midget dwarf fatso slave servant serf hooker prostitute harlot strumpet wench
+hussy slattern trollop bimbo chick pansy fairy poof poofter nancy sissy hag crone shit fuck
+piss crap bugger bollocks tits boob boobs knockers jugs hooters junkie druggie wog""".split())
+# religions, and nationalities and peoples: an answer of one gets only others of it
+_RELIGIONS = tuple("""Christian Muslim Buddhist Hindu Jewish Sikh Catholic Protestant Orthodox
+Mormon Jain Taoist Shinto Anglican Lutheran Baptist Methodist Quaker Zoroastrian Bahai""".split())
+_PEOPLES = tuple("""German French Chinese Japanese Indian Mexican Irish Italian Spanish Russian
+British English Scottish Welsh American Canadian Brazilian Egyptian Greek Turkish Polish Dutch
+Swedish Korean Vietnamese Thai Nigerian Kenyan Australian Argentine Portuguese Norwegian Danish
+Finnish Swiss Austrian Belgian Hungarian Czech Peruvian Chilean Cuban Iranian Iraqi Israeli
+Pakistani Indonesian Filipino Moroccan Ethiopian Ghanaian African Asian European Arab Arabic
+Latin Hispanic Persian Kurdish Roman Scandinavian""".split())
+_GROUPS = (frozenset(w.lower() for w in _RELIGIONS), frozenset(w.lower() for w in _PEOPLES))
+
+
 # common given names: a person's name gets other names as options
 _GIVEN_NAMES = tuple("""Mary John Sandra Daniel Fred Bill Jeff Julie Emily Jessica Lily Bernhard
 Greg Brian Jason Gertrude Winona James Robert Michael William David Richard Joseph Thomas
@@ -362,13 +595,17 @@ _GIVEN = frozenset(n.lower() for n in _GIVEN_NAMES)
 
 
 @functools.lru_cache(maxsize=65536)
-def _offensive(word: str) -> bool:
+def _offensive(word: str, strict: bool = False) -> bool:
     """Whether ``word`` is a slur, an insult or an obscenity in any of its WordNet senses
     (usage domain ``ethnic_slur``, ``disparagement``, ``obscenity``, ``vulgarism``,
     ``slang``... or a gloss that says "offensive", "derogatory", "disparaging"...), or in
-    the block list :data:`_BLOCKED`."""
+    the block list :data:`_BLOCKED`. ``strict`` (words WordNet or the passage offers, not
+    the data set's own answers) also refuses a word any of whose senses has any usage
+    domain at all (colloquialism, slang...) or a gloss marking informal use ("dimwit",
+    "dope", "bum")."""
     w = word.lower().replace(" ", "_")
-    if w in _BLOCKED or w.replace("_", " ") in _BLOCKED:
+    if w in _BLOCKED or w.replace("_", " ") in _BLOCKED or \
+            any(x in _BLOCKED or x.replace("_", " ") in _BLOCKED for x in _lemmas(w)):
         return True
     try:
         from .wordnet import WordNetMissing, wordnet
@@ -377,11 +614,47 @@ def _offensive(word: str) -> bool:
     except WordNetMissing:
         return False
     for syn in wn.synsets(w):
-        if {d.name().split(".")[0] for d in syn.usage_domains()} & _OFFENSIVE_DOMAINS:
+        domains = {d.name().split(".")[0] for d in syn.usage_domains()}
+        if domains & _OFFENSIVE_DOMAINS or _OFFENSIVE_GLOSS.search(syn.definition()):
             return True
-        if _OFFENSIVE_GLOSS.search(syn.definition()):
+        if strict and (domains or _INFORMAL_GLOSS.search(syn.definition())):
             return True
     return False
+
+
+@functools.lru_cache(maxsize=4096)
+def _family(word: str) -> frozenset[str]:
+    """Words that would also be right where ``word`` is: the lemmas of every sense of it
+    (synonyms: bus / omnibus, father / papa), of their hypernyms up to 3 levels (broader
+    words: iron / metal, king / monarch) and of their hyponyms up to 2 levels (narrower
+    words: ship / iceboat), lower case with spaces."""
+    try:
+        from .wordnet import WordNetMissing, wordnet
+
+        wn = wordnet()
+    except WordNetMissing:
+        return frozenset()
+    senses = set()
+    for w in _lemmas(word) | {word.lower()}:
+        senses.update(wn.synsets(w.replace(" ", "_")))
+    found = set(senses)
+    for s in senses:
+        found.update(s.closure(lambda z: z.hypernyms() + z.instance_hypernyms(), depth=3))
+        found.update(s.closure(lambda z: z.hyponyms() + z.instance_hyponyms(), depth=2))
+    return frozenset(lem.name().lower().replace("_", " ") for s in found for lem in s.lemmas())
+
+
+def _related(answer: str, word: str) -> bool:
+    """Whether ``word`` is a synonym, a broader or a narrower word of ``answer`` (see
+    :func:`_family`), in any of their forms."""
+    fam = _family(answer)
+    return any(x.replace("_", " ") in fam for x in _lemmas(word) | {word.lower()})
+
+
+def _group(word: str) -> frozenset[str] | None:
+    """The religions or the nationalities and peoples, when ``word`` names one."""
+    w = word.lower()
+    return next((g for g in _GROUPS if w in g or any(x in g for x in _lemmas(w))), None)
 
 
 @functools.lru_cache(maxsize=65536)
@@ -473,7 +746,7 @@ def _co_hyponyms_of(sense: Any, names: bool) -> tuple[str, ...]:
                     for lem in x.lemmas():
                         name = lem.name()
                         if name.isalpha() and (name.islower() or (names and name.istitle())) \
-                                and not _offensive(name):
+                                and not _offensive(name, True):
                             found[name] = max(found.get(name, 0), lem.count())
     return tuple(sorted(found, key=lambda w: (-found[w], w)))
 
@@ -494,22 +767,42 @@ def _capitalised(passage: str) -> list[str]:
     return sorted(set(out))
 
 
+def _singular(word: str) -> str:
+    try:
+        from .wordnet import WordNetMissing, wordnet
+
+        lemma = wordnet().morphy(word.lower(), "n")
+    except WordNetMissing:
+        return word
+    return lemma if lemma and lemma.isalpha() else word
+
+
 def _word_options(answer: str, rnd: random.Random, vocabulary: Sequence[str],
                   passage: str) -> tuple[list[str], int]:
-    """Four words of the answer's kind: the data set's other answers, then words of the
-    passage, then WordNet's words of the same kind. None is an inflection or the lemma of
-    the answer (nor of another pick), a function word, or a slur, insult or obscenity
-    (:func:`_offensive`). A person's given name ("Mary", "Tom") gets other given names
-    (the data set's, the passage's, then :data:`_GIVEN_NAMES`); another capitalised word
-    WordNet does not know ("Obama", "Microsoft") gets the data set's and the passage's
-    capitalised words. Fewer than 4 words may be found (fewer options); none at all
-    raises :class:`ItemsError`: give such an item its own ``options``."""
+    """Four words of the answer's kind: first the passage's (other places, animals,
+    colours it mentions, in the answer's number: the right answer is often in the
+    passage, so its distractors must be too), then the data set's other answers, then
+    WordNet's words of the same kind. None is an inflection, a synonym, a broader or a
+    narrower word of the answer (:func:`_related`: not "omnibus" for "bus" nor "metal"
+    for "iron"), a function word, or a slur, insult or obscenity (:func:`_offensive`;
+    words the data set's answers do not give must not even be informal). A person's
+    given name ("Mary", "Tom") gets other given names (the passage's, the data set's,
+    then :data:`_GIVEN_NAMES`); another capitalised word WordNet does not know ("Obama",
+    "Microsoft") gets the passage's and the data set's capitalised words; a religion
+    gets other religions and a nationality or people other nationalities
+    (:data:`_RELIGIONS`, :data:`_PEOPLES`), never a word for a kind of person. With
+    fewer than 3 such words the data set's other one-word answers of any kind are
+    added; still fewer raises :class:`ItemsError`: give such an item its own
+    ``options``."""
     from .text import WORD
 
     vocab = [v for v in dict.fromkeys(v.strip() for v in vocabulary)
              if infer_answer_type(v) == "word"]
     others = [v for v in vocab if v.lower() != answer.lower()]
-    if answer[:1].isupper() and answer.lower() in _GIVEN:
+    group = _group(answer)
+    if group is not None:
+        kind, sense = "group", None
+    elif answer[:1].isupper() and answer.lower() in _GIVEN:
         kind, sense = "name", None
     elif answer[:1].isupper() and not _senses(answer):
         kind, sense = "proper", None
@@ -518,33 +811,53 @@ def _word_options(answer: str, rnd: random.Random, vocabulary: Sequence[str],
     picked: list[str] = []
     taken = [_lemmas(answer)]
 
-    def take(pool: list[str], need_kind: bool) -> None:
+    def take(pool: list[str], need_kind: bool, strict: bool) -> None:
+        pool = list(dict.fromkeys(pool))
         rnd.shuffle(pool)
         for w in pool:
             if len(picked) >= 4:
                 return
             if w.lower() in _FUNCTION_WORDS or any(_lemmas(w) & t for t in taken) \
-                    or _offensive(w):
+                    or _offensive(w, strict) or _related(answer, w) \
+                    or any(_related(p, w) for p in picked):   # not chrome and chromium
                 continue
-            if need_kind and not _of_kind(w, kind):
+            if group is not None and _group(w) is not group:
+                continue
+            if need_kind and kind != "group" and not _of_kind(w, kind):
                 continue
             picked.append(w)
             taken.append(_lemmas(w))
 
-    take(sorted(vocab), kind is not None)
-    if kind in ("name", "proper"):
-        take(_capitalised(passage), True)
+    words = [w for w in WORD.findall(passage) if w.isalpha() and len(w) > 2]
+    if answer[:1].islower():   # a common noun gets none of the passage's names
+        words = [w for w in words if w[:1].islower()]
+    if _singular(answer).lower() == answer.lower():
+        words = [_singular(w) if w[:1].islower() else w for w in words]
+    if group is not None:
+        take(words, True, False)
+        take(vocab, True, False)
+        take([w.lower() for w in sorted(group)], True, True)
+    elif kind in ("name", "proper"):
+        take(_capitalised(passage), True, False)
+        take(sorted(vocab), True, False)
         if kind == "name":
-            take(list(_GIVEN_NAMES), True)
-    elif kind is not None:
-        take(sorted({w for w in WORD.findall(passage) if w.isalpha() and len(w) > 2}), True)
-        if len(picked) < 4 and sense is not None:
-            common = _co_hyponyms(sense, names=answer.istitle())[:24]
-            take(common, True)
-    if not picked:
-        raise ItemsError(f"no distractors for the answer {answer!r}: WordNet does not know it "
-                         "and neither the data set's answers nor the passage have a word of "
-                         "its kind; give the item its own 'options'")
+            take(list(_GIVEN_NAMES), True, True)
+    else:
+        if kind is not None:
+            take(words, True, True)
+        take(sorted(vocab), kind is not None, False)
+        if len(picked) < 4 and sense is not None:   # Tuesday... for monday too
+            titled = answer.istitle() or sense.lemmas()[0].name().istitle()
+            take(_co_hyponyms(sense, names=titled)[:24], True, True)
+        for other in _senses(answer) if len(picked) < 3 and sense is not None else ():
+            if len(picked) < 3 and other != sense:   # gold the metal, not only the coins
+                take(_co_hyponyms(other, names=answer.istitle())[:24], False, True)
+    if len(picked) < 3:   # too few of its kind: the data set's other one-word answers
+        take(sorted(vocab), False, False)
+    if len(picked) < 3:
+        raise NoOptionsError(f"no distractors for the answer {answer!r}: fewer than 3 words of its "
+                         "kind in the passage, the data set's answers and WordNet; give the "
+                         "item its own 'options'")
     if answer[:1].isupper():
         picked = [w[:1].upper() + w[1:] for w in picked]
     opts = picked + [answer]
@@ -570,19 +883,77 @@ def _text_shape(t: str) -> tuple[bool, bool, int]:
             min(len(words), 4))
 
 
+_MONTH = (r"(?:January|February|March|April|May|June|July|August|September|October|November"
+          r"|December)")
+_SPANS = re.compile(
+    rf"\b(?:{_MONTH}\s+\d{{1,2}},?\s+\d{{3,4}}|\d{{1,2}}\s+{_MONTH}(?:\s+\d{{3,4}})?"
+    rf"|{_MONTH}\s+\d{{1,2}}|{_MONTH}\s+\d{{4}}|(?:the\s+)?\d{{2,4}}s\b"
+    r"|\d{1,2}(?:st|nd|rd|th)\s+century"
+    r"|[$€£]?\d[\d,.]*(?:\s*[-–]\s*\d[\d,.]*)?(?:\s+(?:million|billion|thousand|hundred))?"
+    r"(?:\s+[a-z]+)?"
+    r"|(?:[Tt]he|an?|An?|[Hh]is|[Hh]er|[Tt]heir|[Ii]ts)\s+(?:[a-z][\w\-]*\s+){0,2}[a-z][\w\-]*"
+    r"|(?:(?:the|The|a|an)\s+)?[A-Z][\w'’\-]*(?:(?:\s+(?:of|the|and|de|da|von|van|du|la))*"
+    r"\s+[A-Z][\w'’\-]*)*)")
+_DATE = re.compile(rf"{_MONTH}|\b1\d{{3}}\b|\b20\d\d\b|\d0s\b|\bcentury\b")
+
+
+def _span_kind(t: str) -> str:
+    """A date, a number, a name (every content word capitalised) or a phrase."""
+    if _DATE.search(t):
+        return "date"
+    if re.search(r"\d", t):
+        return "number"
+    return "name" if _text_shape(t)[1] else "phrase"
+
+
+def _passage_spans(passage: str) -> list[str]:
+    """Spans of the passage that could be answers: dates, numbers with their unit, names
+    and titles (capitalised words, with an article before them), noun phrases (an article
+    and up to 3 words), each also without its article."""
+    out = []
+    capitalised = set(_capitalised(passage))
+    for m in _SPANS.finditer(passage):
+        t = m.group(0).strip().rstrip(".,;:")
+        if not t or t.lower() in _FUNCTION_WORDS:
+            continue
+        head, *rest = t.split(" ")
+        if head.lower() in ("the", "a", "an", "his", "her", "their", "its") and rest \
+                and rest[0][:1].islower():   # an article and words up to the last noun
+            while rest and not (_senses(rest[-1]) and all(
+                    _senses(w) and w.lower() not in _FUNCTION_WORDS for w in rest)):
+                rest.pop()
+            if not rest:
+                continue
+            t = " ".join([head.lower(), *rest])   # "The first mention" at a sentence's start
+        elif " " not in t and t not in capitalised:
+            continue   # a sentence's first word ("According")
+        out.append(t)
+        bare = re.sub(r"^(?:[Tt]he|an?|An?|[Hh]is|[Hh]er|[Tt]heir|[Ii]ts)\s+", "", t)
+        if bare != t:
+            out.append(bare)
+    return list(dict.fromkeys(out))
+
+
 def _text_options(answer: str, rnd: random.Random, item_id: str, none_right: bool,
                   passage: str = "", vocabulary: Sequence[str] = ()) -> tuple[list[str], int]:
     """Other texts of the answer's shape and "None of the other options is correct", at a
-    random position: first the data set's other answers of the same shape (a name for a
-    name, a text with a number for one with a number, about as many words: real answers,
-    as fluent as the right one), then copies of the answer whose every content word is
-    replaced (a number by another number, a word by one of its kind, a name by another
-    name), then the data set's other answers of any shape. No distractor shares a content
-    word (or its lemma) with the answer, so none is a part, a superset or a re-ordering of
-    it, nor says it in other words. When ``none_right``, the answer itself is left out and "None of the other
-    options is correct" is the right option; with too few distractors for that (fewer
-    than 2) the answer stays. An answer with no replaceable word ("?!") may get fewer
-    options, at least itself and "None of the other options is correct"."""
+    random position. The distractors come first from the passage (its other names,
+    dates, numbers with units, noun phrases of the answer's shape, then of its kind,
+    :func:`_passage_spans`, :func:`_span_kind`: the right answer is often in the passage,
+    so they must be too), then the data set's
+    other answers of the same shape (a name for a name, a text with a number for one
+    with a number, about as many words), then copies of the answer with its one
+    replaceable word changed (a number by another number, a word by a common word of its
+    kind, a name by another name: "by bus" for "by train"; an answer of several
+    words all names gets names), then the data set's other answers of any shape, then the
+    passage's other spans, and last copies with every word replaced. No distractor shares
+    a content word (or its lemma) with the answer, so none is a part, a superset or a
+    re-ordering of it, nor says it in other words. When ``none_right``, the answer
+    itself is left out and "None of the other options is correct" is the right option;
+    with too few distractors for that (fewer than 3) the answer stays. Never fewer than
+    4 options: fewer than 2 distractors raise :class:`ItemsError` (but for an answer
+    without a word, "?!", which keeps itself and "None of the other options is
+    correct")."""
     from .text import WORD
 
     need = 4 if none_right else 3
@@ -591,69 +962,117 @@ def _text_options(answer: str, rnd: random.Random, item_id: str, none_right: boo
         [n for n in _GIVEN_NAMES if n.lower() not in mine and not _offensive(n)]
     passage_words = sorted({w for w in WORD.findall(passage) if w.isalpha() and len(w) > 2
                             and w.lower() not in _FUNCTION_WORDS})
+    toks = [t for t in re.split(r"([^\W_]+(?:['’\-][^\W_]+)*)", answer)]
+    words = [t for t in toks if t and WORD.fullmatch(t) and t.lower() not in _FUNCTION_WORDS
+             and not re.search(r"\d", t)]
+    all_names = bool(words) and all(w[:1].isupper() and (w.lower() in _GIVEN or not _senses(w))
+                                    for w in words)
 
-    def swap(w: str) -> str | None:
+    def swap(w: str, common: bool) -> str | None:
         if w.lower() in _FUNCTION_WORDS:
             return w
-        if re.fullmatch(r"\d+(?:\.\d+)?", w):
-            nums, at = _number_options(w, rnd)
-            return rnd.choice(nums[:at] + nums[at + 1:])
+        if re.search(r"\d", w):   # 40, 10-12, 3rd: each number changed
+            def num(m):
+                nums, at = _number_options(m.group(0), rnd)
+                return rnd.choice(nums[:at] + nums[at + 1:])
+            return re.sub(r"\d+(?:\.\d+)?", num, w)
         if w[:1].isupper() and (w.lower() in _GIVEN or not _senses(w)):
             pool = names
         else:
             senses = _senses(w)
             pool = _co_hyponyms(senses[0])[:24] if senses else []
-            pool = pool or [p for p in passage_words if _of_kind(p, None)]
-        pool = [p for p in pool if not (_lemmas(p) & mine) and not _offensive(p)]
+            if common and senses:
+                pool = [p for p in pool if _frequent(p)][:12]
+            pool = pool or ([] if common else [p for p in passage_words if _of_kind(p, None)])
+        pool = [p for p in pool if not (_lemmas(p) & mine) and not _offensive(p, True)
+                and not _related(w, p)]
         if not pool:
             return None
         new = rnd.choice(pool).replace("_", " ")
         return new[:1].upper() + new[1:] if w[:1].isupper() else new
 
-    def fresh(t: str) -> bool:
-        words = _content(t)
-        return bool(words) and not any(_lemmas(w) & mine for w in words) and t not in seen
-
-    out: list[str] = []
-    seen = {answer}
-    others = [v for v in dict.fromkeys(v.strip() for v in vocabulary) if v]
-    rnd.shuffle(others)
-    shape = _text_shape(answer)
-    for v in others:                     # real answers of the same shape first
-        if len(out) >= need:
-            break
-        if _text_shape(v) == shape and fresh(v):
-            seen.add(v)
-            out.append(v)
-    for _ in range(30):
-        if len(out) >= need:
-            break
-        pieces, ok = [], True
-        for tok in re.split(r"([^\W_]+(?:['’\-][^\W_]+)*)", answer):
+    def swapped(common: bool) -> str | None:
+        pieces = []
+        for tok in toks:
             if tok and WORD.fullmatch(tok):
-                new = swap(tok)
+                new = swap(tok, common)
                 if new is None:
-                    ok = False
-                    break
+                    return None
                 pieces.append(new)
             else:
                 pieces.append(tok)
-        t = "".join(pieces)
-        if ok and fresh(t):
-            seen.add(t)
-            out.append(t)
-    for v in others:
-        if len(out) >= need:
-            break
-        if fresh(v):
-            seen.add(v)
-            out.append(v)
-    if none_right and len(out) < 2:  # too few distractors to leave the answer out
+        return "".join(pieces)
+
+    def fresh(t: str) -> bool:
+        words = _content(t)
+        if any(set(words) <= set(_content(o)) or set(_content(o)) <= set(words) for o in out):
+            return False   # "1960s" beside "the 1960s"
+        return bool(words) and not any(_lemmas(w) & mine for w in words) and t not in seen \
+            and t.lower() != answer.lower() and not _offensive(t) \
+            and not any(_offensive(w) for w in words)
+
+    out: list[str] = []
+    seen = {answer}
+
+    def add(pool: Iterable[str], same: bool | str) -> None:
+        for v in pool:
+            if len(out) >= need:
+                return
+            if (not same or (_text_shape(v) == shape if same is True else _span_kind(v) == same)) \
+                    and fresh(v):
+                seen.add(v)
+                out.append(v)
+
+    def add_swaps(common: bool) -> None:
+        for _ in range(30):
+            if len(out) >= need:
+                return
+            t = swapped(common)
+            if t is None:
+                return
+            if fresh(t):
+                seen.add(t)
+                out.append(t)
+
+    others = [v for v in dict.fromkeys(v.strip() for v in vocabulary) if v]
+    rnd.shuffle(others)
+    spans = _passage_spans(passage)
+    rnd.shuffle(spans)
+    shape = _text_shape(answer)
+    add(spans, True)                      # the passage's spans of the same shape first
+    add(spans, _span_kind(answer))        # then of the same kind (a date for a date)
+    add(others, True)                     # then real answers of the same shape
+    if len(words) <= 1 or all_names:      # one replaceable word, or names: sensible swaps
+        add_swaps(True)
+    add(others, False)
+    add(spans, False)
+    add_swaps(True)                       # every word changed, by common words
+    add_swaps(False)
+    if len(out) < 2 and _content(answer):
+        raise NoOptionsError(f"no distractors for the answer {answer!r}: the passage and the data "
+                         "set's answers have too few other texts; give the item its own "
+                         "'options'")
+    if none_right and len(out) < 3:  # too few distractors to leave the answer out
         none_right = False
-        out = out[:3]
-    opts = out[:need] + [NONE_OF_THE_OTHERS] + ([] if none_right else [answer])
+    opts = out[:need if none_right else 3] + [NONE_OF_THE_OTHERS] + \
+        ([] if none_right else [answer])
     rnd.shuffle(opts)
     return opts, opts.index(NONE_OF_THE_OTHERS if none_right else answer)
+
+
+@functools.lru_cache(maxsize=65536)
+def _frequent(word: str) -> bool:
+    """Whether WordNet's sense-tagged corpus has ``word`` at all (a swap by "pycnodysostosis"
+    reads as nonsense)."""
+    try:
+        from .wordnet import WordNetMissing, wordnet
+
+        wn = wordnet()
+    except WordNetMissing:
+        return True
+    w = word.lower().replace(" ", "_")
+    return sum(lem.count() for s in wn.synsets(w) for lem in s.lemmas()
+               if lem.name().lower() == w) > 0
 
 
 def make_options(answer: Any, *, kind: str | None = None, seed: Any = 0,
@@ -714,7 +1133,8 @@ def _letter_or_text(answer: Any, options: Sequence[str]) -> int | None:
 
 def parse_item(obj: Any, *, where: str, default_id: str, dataset: str, seed: Any = 0,
                vocabulary: Sequence[str] = ()) -> Item:
-    """One object of the JSONL format -> :class:`Item` (errors say ``where``)."""
+    """One object of the JSONL format -> :class:`Item` (errors say ``where``; an answer no
+    options can be made for raises :class:`NoOptionsError`)."""
     if not isinstance(obj, dict):
         raise ItemsError(f"{where}: each line must be a JSON object")
     allowed = {"id", "instruction", "passage", "question", "options", "answer", "dataset",
@@ -739,8 +1159,12 @@ def parse_item(obj: Any, *, where: str, default_id: str, dataset: str, seed: Any
     if options is None:
         if obj.get("answer_type") is not None and obj["answer_type"] not in ANSWER_TYPES:
             raise ItemsError(f"{where}: 'answer_type' must be one of {', '.join(ANSWER_TYPES)}")
-        opts, idx, kind = make_options(obj["answer"], kind=obj.get("answer_type"), seed=seed,
-                                       vocabulary=vocabulary, passage=passage, item_id=item_id)
+        try:
+            opts, idx, kind = make_options(obj["answer"], kind=obj.get("answer_type"),
+                                           seed=seed, vocabulary=vocabulary, passage=passage,
+                                           item_id=item_id)
+        except NoOptionsError as exc:
+            raise NoOptionsError(f"{where}: {exc}") from None
     else:
         if not isinstance(options, list) or len(options) < 2 or \
                 not all(isinstance(o, (str, int, float)) and not isinstance(o, bool) for o in options):
@@ -1005,13 +1429,18 @@ def _load_jsonl(text, source, name, seed, instr, limit, **_):
     for _, o in objs:  # word answers of a data set are each other's distractors
         if isinstance(o, dict) and o.get("options") is None and o.get("answer") is not None:
             vocab_by_set.setdefault(str(o.get("dataset") or name), []).append(str(o["answer"]))
-    out = []
-    for lineno, obj in objs[:limit] if limit else objs:
+    out, skipped = [], []
+    todo = objs[:limit] if limit else objs
+    for lineno, obj in todo:
         if isinstance(obj, dict) and "instruction" not in obj and instr != DEFAULT_INSTRUCTION:
             obj = {**obj, "instruction": instr}
         ds = str(obj.get("dataset") or name) if isinstance(obj, dict) else name
-        out.append(parse_item(obj, where=f"{source}, line {lineno}", default_id=str(lineno),
-                              dataset=name, seed=seed, vocabulary=vocab_by_set.get(ds, ())))
+        try:
+            out.append(parse_item(obj, where=f"{source}, line {lineno}", default_id=str(lineno),
+                                  dataset=name, seed=seed, vocabulary=vocab_by_set.get(ds, ())))
+        except NoOptionsError:  # left out, and said so
+            skipped.append(str(obj.get("id") if obj.get("id") is not None else lineno))
+    _left_out(source, skipped, len(todo))
     return out
 
 
@@ -1296,16 +1725,21 @@ def _answer_items(raw: Sequence[tuple[str, str, str, str]], seed, instr: str, na
                   limit) -> list[Item]:
     """Items from ``(id, question, passage, answer)``, their options made by answer type;
     the data set's answers are each other's distractors (a one-word answer's the other
-    one-word answers, a text's the other texts of its shape)."""
+    one-word answers, a text's the other texts of its shape). An item no options can be
+    made for is left out, with an :class:`ItemsWarning` that counts them and names the
+    first ids."""
     vocab = sorted({a for *_, a in raw})
-    out = []
-    for iid, q, passage, ans in raw[:limit] if limit else raw:
+    out, skipped = [], []
+    todo = raw[:limit] if limit else raw
+    for iid, q, passage, ans in todo:
         try:
             opts, idx, kind = make_options(ans, seed=seed, vocabulary=vocab, passage=passage,
                                            item_id=iid)
-        except ItemsError as exc:
-            raise ItemsError(f"{name}, item {iid}: {exc}") from None
+        except NoOptionsError:
+            skipped.append(iid)
+            continue
         out.append(Item(iid, q, opts, idx, passage, instr, name, kind))
+    _left_out(name, skipped, len(todo))
     return out
 
 
@@ -1461,13 +1895,19 @@ def _load_babi(text, source, name, seed, instr, limit, **_):
         else:
             story.append(body.strip())
     vocab = sorted({a for _, _, _, a in raw})
-    out = []
-    for lineno, passage, q, a in raw[:limit] if limit else raw:
+    out, skipped = [], []
+    todo = raw[:limit] if limit else raw
+    for lineno, passage, q, a in todo:
         iid = str(lineno)
         answer = a.replace(",", " and ")
-        opts, idx, kind = make_options(answer, seed=seed, vocabulary=vocab, passage=passage,
-                                       item_id=iid)
+        try:
+            opts, idx, kind = make_options(answer, seed=seed, vocabulary=vocab, passage=passage,
+                                           item_id=iid)
+        except NoOptionsError:  # left out, and said so (ItemsWarning)
+            skipped.append(iid)
+            continue
         out.append(Item(iid, q, opts, idx, passage, instr, name, kind))
+    _left_out(name, skipped, len(todo))
     return out
 
 
