@@ -384,3 +384,13 @@ def test_only_a_local_model_is_asked_ahead(tmp_path):
     for model in ({"backend": "openai", "name": "m", "base_url": "http://127.0.0.1:9/v1"},
                   {"backend": "replay", "file": str(tmp_path / "missing.jsonl")}):
         assert _batches_prompts(SimpleNamespace(model=model), sampler) is False
+
+
+def test_what_loading_the_data_said_is_in_the_result(server, data, tmp_path):
+    import dataclasses
+
+    spec = parse_attack_spec(spec_text(server, data, "consistency: {option_orders: 2}"))
+    spec = dataclasses.replace(spec, notes=("items.jsonl: 1 of 7 items left out: ...",))
+    res = run_battery(spec, cache=Cache(tmp_path / "cache"))
+    assert res.warnings[0] == "items.jsonl: 1 of 7 items left out: ..."
+    assert res.to_dict()["warnings"][0].startswith("items.jsonl: 1 of 7")

@@ -271,3 +271,27 @@ def test_an_item_without_options_is_left_out_with_a_warning(tmp_path):
         for k, a in enumerate(["Paris", "qwzx blorp"])) + "\n")
     with pytest.warns(ItemsWarning, match=r"1 of 2 items left out.*ids 1"):
         assert len(load_items(q, format="qed")) == 1
+
+
+def test_items_left_out_are_said_in_the_estimate_and_the_result(tmp_path, capsys):
+    """An item whose answer gets no options is left out of the data (not the whole file),
+    and the spec carries the note to `--estimate` and to the result's warnings, in words,
+    not as a Python warning."""
+    import warnings
+
+    from dbpa_core.attacks.spec import load_attack_spec
+    from dbpa_core.cli import main
+
+    data = tmp_path / "qa1_test.txt"
+    data.write_text("1 Mary went to the kitchen.\n2 Where is Mary?\tkitchen\t1\n"
+                    "1 Zork is blorp.\n2 What is Zork?\tqwzx\t1\n"
+                    "1 John went to the garden.\n2 Where is John?\tgarden\t1\n")
+    spec = tmp_path / "s.yaml"
+    spec.write_text(f"model: {{backend: local}}\ndata: {data}\nconsistency: {{option_orders: 2}}\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")            # nothing escapes as a Python warning
+        loaded = load_attack_spec(spec)
+    assert len(loaded.items) == 2
+    assert len(loaded.notes) == 1 and "1 of 3 items left out" in loaded.notes[0]
+    assert main(["attack", str(spec), "--estimate"]) == 0
+    assert "note: " in capsys.readouterr().err and "left out" in loaded.notes[0]

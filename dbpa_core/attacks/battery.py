@@ -622,7 +622,7 @@ def run_battery(spec: BatterySpec, *, cache: Cache | None = None,
     t0 = time.perf_counter()
     sampler = sampler or Sampler(cache, progress=progress, should_stop=should_stop,
                                  api_keys=api_keys)
-    caught: list[str] = []
+    caught: list[str] = list(spec.notes)   # what loading the data said (items left out)
     sampler.check_stop()
     p = plan(spec)
     asked = [q for k in ("clean", "attack", "instruction", "order") for q in p[k]]

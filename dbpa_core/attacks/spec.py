@@ -22,6 +22,7 @@ Mistakes are rejected before any call, with the line that is wrong.
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,15 @@ from ..spec import (
 )
 from ..spec_schema import keys_of, validate_section
 from .consistency import INSTRUCTIONS
-from .items import DEFAULT_TEMPLATE, FORMATS, Item, ItemsError, check_template, load_items
+from .items import (
+    DEFAULT_TEMPLATE,
+    FORMATS,
+    Item,
+    ItemsError,
+    ItemsWarning,
+    check_template,
+    load_items,
+)
 from .sample import DATASETS, sample_items
 from .schema import Attack, BatterySpecModel, Consistency, Curve, DataEntry
 from .text import LEVELS, OPS
@@ -125,6 +134,7 @@ class BatterySpec:
     name: str = "battery"
     description: str = ""
     source: str = "<spec>"
+    notes: tuple[str, ...] = ()     # what loading the data said (items left out), for the result
 
     @property
     def datasets(self) -> tuple[str, ...]:
@@ -177,7 +187,8 @@ def _attack(doc: _Doc, obj: Any, path: tuple) -> AttackConfig:
     return AttackConfig(level, rhos, op, letters)
 
 
-def _data(doc: _Doc, raw: Any, base_dir: Path, seed: int) -> tuple[list[Item], list[str]]:
+def _data(doc: _Doc, raw: Any, base_dir: Path, seed: int,
+          notes: list[str] | None = None) -> tuple[list[Item], list[str]]:
     entries = raw if isinstance(raw, list) else [raw]
     if not entries:
         raise doc.err(("data",), "'data' is empty: give 'sample' or a file")
@@ -217,10 +228,18 @@ def _data(doc: _Doc, raw: Any, base_dir: Path, seed: int) -> tuple[list[Item], l
                 raise doc.err(path + ("answers",), f"gold-answer file {entry['answers']!r} "
                               "does not exist")
         try:
-            got = load_items(file, format=fmt, limit=limit, dataset=name, seed=seed,
-                             instruction=instr, answers=answers)
+            with warnings.catch_warnings(record=True) as said:
+                warnings.simplefilter("always", ItemsWarning)
+                got = load_items(file, format=fmt, limit=limit, dataset=name, seed=seed,
+                                 instruction=instr, answers=answers)
         except ItemsError as exc:
             raise doc.err(path, f"cannot read the data: {exc}") from None
+        for w in said:   # items left out: said in the result, not as a Python warning
+            if issubclass(w.category, ItemsWarning):
+                if notes is not None:
+                    notes.append(f"{file}: {w.message}")
+            else:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         items += got
         described.append(f"{file} ({fmt}, {len(got)} items)")
     ids = [(it.dataset, it.id) for it in items]
@@ -315,6 +334,7 @@ def parse_attack_spec(data: str | dict, *, source: str = "<spec>",
     seed = m.seed
     model = _model(doc, _section(top, "model"), ("model",), base_dir, allow_key_env)
 
+    notes: list[str] = []
     if items is not None:
         if not items:
             raise doc.err((), "no items to test")
@@ -322,7 +342,7 @@ def parse_attack_spec(data: str | dict, *, source: str = "<spec>",
     else:
         if "data" not in top or top["data"] is None:
             raise doc.err((), "missing 'data' (sample, or the path of a JSONL file of items)")
-        its, described = _data(doc, top["data"], base_dir, seed)
+        its, described = _data(doc, top["data"], base_dir, seed, notes)
 
     raw_attacks = top.get("attacks") or []
     attacks = tuple(_attack(doc, a, ("attacks", i)) for i, a in enumerate(raw_attacks))
@@ -351,7 +371,8 @@ def parse_attack_spec(data: str | dict, *, source: str = "<spec>",
     system_prompt = m.system_prompt
     return BatterySpec(
         model=model, items=tuple(its), attacks=attacks, instructions=instructions,
-        option_orders=orders, rti=rti, curve=curve, data=tuple(described), template=template,
+        option_orders=orders, rti=rti, curve=curve, data=tuple(described), notes=tuple(notes),
+        template=template,
         turns=turns, seed=seed,
         samples=m.samples, temperature=m.temperature, top_p=m.top_p, max_tokens=m.max_tokens,
         system_prompt=system_prompt,

@@ -63,6 +63,8 @@ def run(args) -> int:
             return 2
         check_out_dir(args.out)  # before any paid call
     if args.estimate:
+        for note in spec.notes:   # items left out of the data: said before anything runs
+            print(f"note: {note}", file=sys.stderr)
         e = estimate_battery(spec, cache=open_cache(args))
         cost = "unknown (add 'prices:')" if e["unknown_price"] else f"${e['cost']:.4f}"
         print(f"{e['answers']} answers + at most {e['rti_max']} for RTI + {e['curve']} curve "
