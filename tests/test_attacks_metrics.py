@@ -48,7 +48,8 @@ def test_parser_reads_option_texts():
     tf = ["True", "False", "Unable to determine"]
     assert parse_answer("It is true.", tf).letter == "A"
     assert parse_answer("The answer is Unable to determine", tf).letter == "C"
-    assert parse_answer("It is true that it is false", tf).letter is None
+    # "it is true that ..." concedes what follows: the claim is false
+    assert parse_answer("It is true that it is false", tf).letter == "B"
     assert parse_answer("D) mice", ["a", "b", "c", "mice"]).how == "marker"
 
 

@@ -317,7 +317,7 @@ def _verdict(t: str, pos: int, letter: str, options: Sequence[str]) -> str | Non
     and a verdict word that is an option's text ("False") is no verdict."""
     rest = t[pos:]
     lead = re.match(r"[ \t)\]]*[.:]?[ \t]*(?:[-–—][ \t]*)?", rest)
-    rest = rest[lead.end():]
+    rest = rest[lead.end():] if lead else rest   # (it always matches, maybe nothing)
     masked = re.match(_MASK + "+", rest)  # an option's text with letters in it ("Vitamin C")
     if masked:
         rest = rest[masked.end():]
@@ -358,7 +358,7 @@ def _hedged(t: str, start: int, end: int) -> bool:
 def _own_text_end(t: str, pos: int, letter: str, options: Sequence[str]) -> int:
     """Where the option's own text after its marker (ending at ``pos``) ends, or ``pos``."""
     lead = re.match(r"[ \t)\]]*[.:]?[ \t]*(?:[-–—][ \t]*)?", t[pos:])
-    at = pos + lead.end()
+    at = pos + (lead.end() if lead else 0)
     masked = re.match(_MASK + "+", t[at:])
     if masked:
         return at + masked.end()
@@ -390,8 +390,9 @@ def _affirmed_other(t: str, pos: int, letter: str, options: Sequence[str]) -> bo
         if j == i:
             continue
         for a, b in spans:
-            if a >= pos and _AFFIRM.match(t, b) and not _TEXT_NEG.search(t[max(0, a - 60):a]) \
-                    and _norm(_AFFIRM.match(t, b).group(0)) not in {_norm(o) for o in options}:
+            said = _AFFIRM.match(t, b)
+            if a >= pos and said and not _TEXT_NEG.search(t[max(0, a - 60):a]) \
+                    and _norm(said.group(0)) not in {_norm(o) for o in options}:
                 return True
     return False
 
@@ -849,12 +850,12 @@ def _parse(raw: str, t: str, options: Sequence[str]) -> ParsedAnswer:
     # options listed after their letters with no verdict ("Let's look at the options: A)
     # Iron - ", "A) Iron — hmm", "Between (A) cats and (B) wolves, ..."): the letters and the
     # texts of such a list choose nothing
-    entries = [(m.start(1), _own_text_end(t, m.end(1), m.group(1), options), m.group(1),
-                m.end(1)) for m in _ENTRY.finditer(t)]
-    entries = [e for e in entries if e[1] > e[0] + 2]
-    judged = any(_verdict(t, e[3], e[2], options) for e in entries)
-    entries = [(a, b) for a, b, x, end in entries if _doubted(t, end, x, options) or
-               (not judged and len({e[2] for e in entries}) >= 2)]
+    found = [(m.start(1), _own_text_end(t, m.end(1), m.group(1), options), m.group(1),
+              m.end(1)) for m in _ENTRY.finditer(t)]
+    found = [e for e in found if e[1] > e[0] + 2]
+    judged = any(_verdict(t, e[3], e[2], options) for e in found)
+    entries = [(a, b) for a, b, x, end in found if _doubted(t, end, x, options) or
+               (not judged and len({e[2] for e in found}) >= 2)]
     listed = {a for a, _ in entries}
     named = {i for m in _NAMED.finditer(t) if m.group(1).upper() not in gone
              and not _article(m.group(1), t, m.end())

@@ -350,9 +350,9 @@ def _progression(n: int, rnd: random.Random, tiers: Sequence[Sequence[int]],
     leaves an option as round as ``n`` besides it if there is one, the one nearest
     ``size``."""
     def fits(r: int, d: int) -> bool:
-        return ((lo is None or n - r * d >= lo) and (hi is None or n + (4 - r) * d <= hi)
-                and (zero == "yes" or not n or n % d or not -4 <= n // d - r <= 0
-                     or (zero == "below" and r < 4)))
+        return bool((lo is None or n - r * d >= lo) and (hi is None or n + (4 - r) * d <= hi)
+                    and (zero == "yes" or not n or n % d or not -4 <= n // d - r <= 0
+                         or (zero == "below" and r < 4)))
 
     def alone(r: int, d: int) -> bool:  # n is the roundest option, alone
         others = [n + (i - r) * d for i in range(5) if i != r]
@@ -383,6 +383,7 @@ def _steps(n: int, rnd: random.Random, level: int) -> tuple[list[list[int]], flo
 
 def _time_options(s: str, rnd: random.Random) -> tuple[list[str], int]:
     m = _TIME.match(s)
+    assert m is not None   # the caller matched _TIME already
     h, mm, ampm = int(m["h"]), int(m["m"]), m["ampm"] or ""
     twelve = bool(ampm) or (1 <= h <= 12 and not m["h"].startswith("0"))
     pad = len(m["h"]) == 2 and m["h"].startswith("0")
@@ -422,11 +423,14 @@ def _fraction_options(s: str, rnd: random.Random) -> tuple[list[str], int]:
     from fractions import Fraction
     from math import gcd
     m = _FRACTION.match(s)
+    assert m is not None   # the caller matched _FRACTION already
     a, b = int(m["a"]), int(m["b"])
     slash = s[len(m["a"]):len(s) - len(m["b"])]
     value, lowest = Fraction(a, b), gcd(a, b) == 1
     top = 2 * value + 1 if value >= 1 else Fraction(1)
-    seen, below, above = {value}, [], []
+    seen: set[Fraction] = {value}
+    below: list[str] = []     # the fractions written as the answer is, below and above it
+    above: list[str] = []
     for q in range(max(2, b - 3), b + 40):  # denominators near the answer's, more if needed
         if q >= b + 4 and len(below) >= 4 and len(above) >= 4:
             break
@@ -450,6 +454,7 @@ def _fraction_options(s: str, rnd: random.Random) -> tuple[list[str], int]:
 
 def _range_options(s: str, rnd: random.Random) -> tuple[list[str], int]:
     m = _RANGE.match(s)
+    assert m is not None   # the caller matched _RANGE already
     a, b, sep, suf = int(m["a"]), int(m["b"]), m["sep"], m["suf"] or ""
     width = b - a
     steps = [d for d in _nice(max(a, b)) if d >= width and d >= b / 20][:3] or [width]
@@ -800,6 +805,7 @@ def _word_options(answer: str, rnd: random.Random, vocabulary: Sequence[str],
              if infer_answer_type(v) == "word"]
     others = [v for v in vocab if v.lower() != answer.lower()]
     group = _group(answer)
+    kind: str | None
     if group is not None:
         kind, sense = "group", None
     elif answer[:1].isupper() and answer.lower() in _GIVEN:
