@@ -30,12 +30,17 @@ def _gsm8k_like(rnd: random.Random) -> str:
     return f"${rnd.randint(1, 200)}"
 
 
+def _generated(gen, n: int, *, draws: int, seed: int = 0):
+    """(answer, options, index, kind) for ``n`` answers drawn by ``gen``."""
+    rnd = random.Random(draws)
+    for i in range(n):
+        a = gen(rnd)
+        yield (a, *make_options(a, seed=seed, item_id=str(i)))
+
+
 def test_the_answers_rank_among_sorted_number_options_is_uniform():
-    rnd = random.Random(7)
     ranks = Counter()
-    for i in range(1000):
-        a = _gsm8k_like(rnd)
-        opts, idx, kind = make_options(a, seed=0, item_id=str(i))
+    for a, opts, idx, kind in _generated(_gsm8k_like, 1000, draws=7):
         assert kind == "number" and opts[idx] == a
         assert len(set(opts)) == 5
         order = sorted(range(5), key=lambda j: _value(opts[j]))
@@ -467,11 +472,8 @@ def test_no_answer_blind_rule_beats_chance_on_gsm8k_like_numbers():
 
 
 def test_number_options_are_five_consecutive_multiples_of_a_step():
-    rnd = random.Random(9)
     steps = Counter()
-    for i in range(300):
-        a = _gsm8k_numbers(rnd)
-        opts, _, _ = make_options(a, seed=1, item_id=str(i))
+    for a, opts, _, _ in _generated(_gsm8k_numbers, 300, draws=9, seed=1):
         values = sorted(_units(o) for o in opts)
         gaps = {b - c for b, c in zip(values[1:], values[:-1], strict=True)}
         assert len(gaps) == 1, opts
