@@ -700,12 +700,17 @@ def _rti_queries_at(spec: BatterySpec, open_: dict, rho: float) -> dict[tuple[st
     return qs
 
 
+def _rti_open(spec: BatterySpec) -> dict[tuple[str, str, str], Item]:
+    """Every (op, dataset, id) of RTI, open at the first ρ."""
+    return {(op, it.dataset, it.id): it for op in spec.rti for it in spec.items}
+
+
 def _rti_first_round(spec: BatterySpec, sampler: Sampler, asked: set[str]) -> list[Query]:
     """The prompts of RTI's first round not asked already, sent with the battery's first
     call (every item is open at the first ρ, so nothing of it is asked in vain)."""
     if not spec.rti:
         return []
-    open_ = {(op, it.dataset, it.id): it for op in spec.rti for it in spec.items}
+    open_ = _rti_open(spec)
     out: dict[str, Query] = {}
     for rho in _rti_levels(spec, sampler, 0, len(open_)):
         for q in _rti_queries_at(spec, open_, rho).values():
@@ -730,7 +735,7 @@ def _run_rti(spec: BatterySpec, sampler: Sampler, clean: dict,
         return records, r_values, 0
     got = dict(answered or {})
     asked_ahead, used = set(ahead), set()
-    open_ = {(op, it.dataset, it.id): it for op in spec.rti for it in spec.items}
+    open_ = _rti_open(spec)
     history: dict[tuple[str, str, str], list[tuple[float, int | None]]] = defaultdict(list)
     j = 0
     while j < len(RTI_RHOS) and open_:
