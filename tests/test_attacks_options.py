@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from dbpa_core.attacks import wordnet as W
-from dbpa_core.attacks.items import NONE_OF_THE_OTHERS, NONE_SHARE, make_options
+from dbpa_core.attacks.items import LATEST_YEAR, NONE_OF_THE_OTHERS, NONE_SHARE, make_options
 
 
 def _value(option: str) -> float:
@@ -481,12 +481,6 @@ def test_number_options_are_five_consecutive_multiples_of_a_step():
     assert min(steps.values()) >= 30, steps   # the step's size relative to the answer varies
 
 
-def _this_year() -> int:
-    from dbpa_core.attacks.items import LATEST_YEAR  # a constant: the same options every year
-
-    return LATEST_YEAR
-
-
 def _clock(answer: str):
     m = re.fullmatch(r"(\d{1,2}):(\d\d)(\s*[ap]\.?m\.?)?", answer, re.I)
     return m and (int(m[1]), int(m[2]), m[3] or "")
@@ -509,7 +503,7 @@ def _check_ordinal(answer, o):
 
 
 def _check_year(answer, o):
-    assert re.fullmatch(r"\d{4}", o) and 1000 <= int(o) <= max(int(answer), _this_year())
+    assert re.fullmatch(r"\d{4}", o) and 1000 <= int(o) <= max(int(answer), LATEST_YEAR)
 
 
 def _check_percent(answer, o):
@@ -518,7 +512,7 @@ def _check_percent(answer, o):
 
 def _check_decade(answer, o):
     assert re.fullmatch(r"\d{3}0s", o)
-    assert int(o[:-1]) <= max(int(answer[:-1]), _this_year() // 10 * 10)
+    assert int(o[:-1]) <= max(int(answer[:-1]), LATEST_YEAR // 10 * 10)
 
 
 def _check_fraction(answer, o):

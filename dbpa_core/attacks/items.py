@@ -310,9 +310,6 @@ def _nice(limit: float) -> list[int]:
 LATEST_YEAR = 2026
 
 
-def _this_year() -> int:
-    return LATEST_YEAR
-
 
 # a clock time (3:45, 07:30, 11:05 pm), a fraction (3/4), a range of whole numbers (10-12 kg)
 _TIME = re.compile(r"^(?P<h>\d{1,2}):(?P<m>\d\d)(?P<ampm>\s*(?:[aApP]\.?[mM]\.?))?$")
@@ -534,7 +531,7 @@ def _number_options(answer: Any, rnd: random.Random) -> tuple[list[str], int]:
     lo = None if negative else (1 if ordinal else 0)
     hi = None
     level = _level(n) or 1
-    year = _this_year()
+    year = LATEST_YEAR
     decade = (whole and n >= 10 and n % 10 == 0 and suf.strip().lower() in ("s", "'s", "’s"))
     size, zero = 10.0, "yes"
     if decade:
