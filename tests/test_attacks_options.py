@@ -9,7 +9,14 @@ from collections import Counter
 import pytest
 
 from dbpa_core.attacks import wordnet as W
-from dbpa_core.attacks.items import LATEST_YEAR, NONE_OF_THE_OTHERS, NONE_SHARE, make_options
+from dbpa_core.attacks.items import (
+    LATEST_YEAR,
+    NONE_OF_THE_OTHERS,
+    NONE_SHARE,
+    make_options,
+    question_form,
+    siblings_by_form,
+)
 
 
 def _value(option: str) -> float:
@@ -362,6 +369,73 @@ def test_the_option_found_in_the_passage_does_not_give_the_answer_away():
         items.append((passage, opts, idx))
     inside, most = _passage_rates(items)
     assert inside <= 0.35 and most <= 0.35, (inside, most)
+
+
+def test_a_number_the_passage_writes_gets_the_passages_other_numbers():
+    """An answer read off the passage (QED's years, counts) gets the passage's other
+    numbers written the same way: made-up numbers beside it would point at it."""
+    rnd = random.Random(2)
+    items = []
+    for i in range(200):
+        years = rnd.sample(range(1800, 2020), 5)
+        counts = rnd.sample(range(2, 90), 3)
+        answer = rnd.choice([str(years[0]), f"{counts[0]} km"])
+        passage = (f"The bridge opened in {years[0]} and closed in {years[1]}. It was rebuilt "
+                   f"in {years[2]}, {years[3]} and {years[4]}. It is {counts[0]} km long, "
+                   f"{counts[1]} km from the city and {counts[2]} km from the sea.")
+        opts, idx, kind = make_options(answer, item_id=str(i), passage=passage)
+        assert kind == "number" and opts[idx] == answer and len(set(opts)) == 5
+        if answer.endswith("km"):
+            assert all(o.endswith(" km") and not re.fullmatch(r"\d{4} km", o) for o in opts)
+        else:   # years get years, never the lengths
+            assert all(re.fullmatch(r"\d{4}", o) for o in opts), opts
+        items.append((passage, opts, idx))
+    inside, _ = _passage_rates(items)
+    assert inside <= 0.3, inside
+    # an answer the passage does not write (GSM8K's sums) keeps its made-up options
+    plain = make_options("40", item_id="x")
+    assert make_options("40", item_id="x", passage="He had 12 apples and 7 pears.") == plain
+
+
+@pytest.mark.parametrize("question, form", [
+    ("What did Fred give to Bill?", "what did"), ("How many objects is Mary carrying?",
+                                                  "how many"),
+    ("Who received the milk?", "who received"), ("In which year did it open?", "which year"),
+    ("the first man on the moon", "the first"), ("", "")])
+def test_question_forms(question, form):
+    assert question_form(question) == form
+
+
+@NEEDS_WN
+def test_answers_to_questions_asked_the_same_way_are_each_others_distractors():
+    """bAbI: "What did Fred give to Bill?" has football, milk and apple for answers: the
+    football gets milk and apple, not sports; a count gets counts; a path ("n and e")
+    gets other paths, never a re-ordering of its own, nor the rooms the passage names."""
+    kin = siblings_by_form([("What did Fred give to Bill?", "football"),
+                            ("What did Mary give to Jeff?", "milk"),
+                            ("What did Jeff give to Fred?", "apple"),
+                            ("Who received the milk?", "Bill")])
+    assert kin["what did"] == ["football", "milk", "apple"] and kin["who received"] == ["Bill"]
+    passage = "Fred picked up the football. Fred gave the football to Bill."
+    for i in range(20):
+        opts, idx, _ = make_options("football", item_id=str(i), passage=passage,
+                                    vocabulary=["football", "milk", "apple", "Bill"],
+                                    siblings=kin["what did"])
+        assert {"milk", "apple"} <= set(opts) and opts[idx] == "football"
+    counts = ["none", "one", "two", "three"]
+    for i, a in enumerate(counts * 5):
+        opts, idx, _ = make_options(a, item_id=str(i), vocabulary=counts, siblings=counts)
+        assert set(counts) <= set(opts) and len(set(opts)) == 5 and opts[idx] == a
+        assert all(o in ("none", "one", "two", "three", "four", "five", "six") for o in opts)
+    paths = [f"{a} and {b}" for a in "nsew" for b in "nsew"]
+    for i, a in enumerate(paths):
+        opts, idx, _ = make_options(a, item_id=str(i), vocabulary=paths, siblings=paths,
+                                    passage="The kitchen is north of the garden. The office "
+                                            "is west of the hallway.")
+        others = [o for o in opts if o not in (a, NONE_OF_THE_OTHERS)]
+        assert len(others) >= 3 and all(o in paths for o in others), opts
+        x, _, y = a.split()
+        assert f"{y} and {x}" not in others, opts
 
 
 @NEEDS_WN

@@ -41,6 +41,7 @@ import random
 import re
 import string
 import warnings
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -779,12 +780,74 @@ def _singular(word: str) -> str:
     return lemma if lemma and lemma.isalpha() else word
 
 
+# how many: bAbI's counts ("none", "two") get other counts, not words WordNet files with
+# them ("none": a canonical hour)
+_COUNTS = ("none", "zero", "one", "two", "three", "four", "five", "six", "seven", "eight",
+           "nine", "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen",
+           "seventeen", "eighteen", "nineteen", "twenty")
+_WH = frozenset("what which who whom whose where when why how".split())
+# a question form with at most this many different answers has a closed set of them (bAbI's
+# "what did X give to Y?": football, milk, apple): they are each other's distractors
+CLOSED_FORM = 12
+
+
+def question_form(question: str) -> str:
+    """How a question asks, lower case: its question word and the word after it ("how
+    many", "what color", "who gave", "where is"), else its first two words. The answers
+    to questions asked the same way are of one kind (:func:`siblings_by_form`)."""
+    from .text import WORD
+
+    words = [w.lower() for w in WORD.findall(question)]
+    at = next((i for i, w in enumerate(words[:4]) if w in _WH), 0)
+    return " ".join(words[at:at + 2])
+
+
+def siblings_by_form(pairs: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
+    """``question form -> the data set's answers to questions of that form`` (each
+    once, in order) from ``(question, answer)`` pairs."""
+    out: dict[str, dict[str, None]] = {}
+    for q, a in pairs:
+        out.setdefault(question_form(q), {})[str(a).strip()] = None
+    return {k: list(v) for k, v in out.items()}
+
+
+def _count_options(answer: str, rnd: random.Random, siblings: Sequence[str],
+                   passage: str = "") -> tuple[list[str], int]:
+    """A count in words gets other counts: the passage's when it writes the answer, the
+    data set's answers to the same question, then the counts nearest it, in the answer's
+    case."""
+    from .text import WORD
+
+    low = answer.lower()
+    text = [w.lower() for w in WORD.findall(passage)]
+    said = [w for w in dict.fromkeys(text) if w in _COUNTS and w != low] if low in text else []
+    rnd.shuffle(said)
+    mine = [w.lower() for w in siblings if w.lower() in _COUNTS and w.lower() != low]
+    rnd.shuffle(mine)
+    mine = said + mine
+    at = _COUNTS.index(low) if low != "zero" else 0
+    near = sorted((w for w in _COUNTS if w not in (low, "zero", "none")),
+                  key=lambda w: (abs(_COUNTS.index(w) - at), rnd.random()))
+    if low in ("none", "zero"):
+        near = [w for w in near if w != ("zero" if low == "none" else "none")]
+    picked = list(dict.fromkeys(mine + near))[:4]
+    if answer[:1].isupper():
+        picked = [w.capitalize() for w in picked]
+    opts = picked + [answer]
+    rnd.shuffle(opts)
+    return opts, opts.index(answer)
+
+
 def _word_options(answer: str, rnd: random.Random, vocabulary: Sequence[str],
-                  passage: str) -> tuple[list[str], int]:
+                  passage: str, siblings: Sequence[str] = ()) -> tuple[list[str], int]:
     """Four words of the answer's kind: first the passage's (other places, animals,
     colours it mentions, in the answer's number: the right answer is often in the
-    passage, so its distractors must be too), then the data set's other answers, then
-    WordNet's words of the same kind. None is an inflection, a synonym, a broader or a
+    passage, so its distractors must be too), then the data set's answers to questions
+    asked the same way (``siblings``, see :func:`question_form`; of any kind when they
+    are a closed set of at most :data:`CLOSED_FORM`: bAbI's "what did Fred give to
+    Bill?" gets milk and apple for the football), then its other answers, then
+    WordNet's words of the same kind. A count in words ("none", "two") gets other
+    counts. None is an inflection, a synonym, a broader or a
     narrower word of the answer (:func:`_related`: not "omnibus" for "bus" nor "metal"
     for "iron"), a function word, or a slur, insult or obscenity (:func:`_offensive`;
     words the data set's answers do not give must not even be informal). A person's
@@ -798,8 +861,14 @@ def _word_options(answer: str, rnd: random.Random, vocabulary: Sequence[str],
     ``options``."""
     from .text import WORD
 
+    if answer.lower() in _COUNTS:
+        return _count_options(answer, rnd, siblings, passage)
     vocab = [v for v in dict.fromkeys(v.strip() for v in vocabulary)
              if infer_answer_type(v) == "word"]
+    kin = [v for v in dict.fromkeys(v.strip() for v in siblings)
+           if infer_answer_type(v) == "word" and v.lower() != answer.lower()
+           and v[:1].isupper() == answer[:1].isupper()]
+    closed = 0 < len(kin) < CLOSED_FORM
     others = [v for v in vocab if v.lower() != answer.lower()]
     group = _group(answer)
     kind: str | None
@@ -838,15 +907,21 @@ def _word_options(answer: str, rnd: random.Random, vocabulary: Sequence[str],
         words = [_singular(w) if w[:1].islower() else w for w in words]
     if group is not None:
         take(words, True, False)
+        take(kin, True, False)
         take(vocab, True, False)
         take([w.lower() for w in sorted(group)], True, True)
     elif kind in ("name", "proper"):
         take(_capitalised(passage), True, False)
+        take(sorted(kin), True, False)
         take(sorted(vocab), True, False)
         if kind == "name":
             take(list(_GIVEN_NAMES), True, True)
     else:
-        if kind is not None:
+        inside = _in_text(answer.lower(), passage.lower())
+        if kind is not None and inside:
+            take(words, True, True)
+        take(sorted(kin), kind is not None and not closed, False)
+        if kind is not None and not inside:   # the passage's words after the answers
             take(words, True, True)
         take(sorted(vocab), kind is not None, False)
         if len(picked) < 4 and sense is not None:   # Tuesday... for monday too
@@ -938,12 +1013,15 @@ def _passage_spans(passage: str) -> list[str]:
 
 
 def _text_options(answer: str, rnd: random.Random, item_id: str, none_right: bool,
-                  passage: str = "", vocabulary: Sequence[str] = ()) -> tuple[list[str], int]:
+                  passage: str = "", vocabulary: Sequence[str] = (),
+                  siblings: Sequence[str] = ()) -> tuple[list[str], int]:
     """Other texts of the answer's shape and "None of the other options is correct", at a
     random position. The distractors come first from the passage (its other names,
     dates, numbers with units, noun phrases of the answer's shape, then of its kind,
     :func:`_passage_spans`, :func:`_span_kind`: the right answer is often in the passage,
-    so they must be too), then the data set's
+    so they must be too), then the data set's answers to questions asked the same way
+    (``siblings``: bAbI's paths "n and e" get other paths, not the rooms the passage
+    names), then of the same kind, then its
     other answers of the same shape (a name for a name, a text with a number for one
     with a number, about as many words), then copies of the answer with its one
     replaceable word changed (a number by another number, a word by a common word of its
@@ -1006,23 +1084,36 @@ def _text_options(answer: str, rnd: random.Random, item_id: str, none_right: boo
                 pieces.append(tok)
         return "".join(pieces)
 
-    def fresh(t: str) -> bool:
+    def fresh(t: str, shared: bool = False) -> bool:
+        """Whether ``t`` may be a distractor; ``shared``: it may share words with the
+        answer (another real answer to the same question: the path "n and w" for "n and
+        e"), as long as neither holds all of the other's ("apple and milk" for "milk and
+        apple", "milk" for "milk and apple")."""
         words = _content(t)
-        if any(set(words) <= set(_content(o)) or set(_content(o)) <= set(words) for o in out):
+        if shared:   # counted: "w and w" is not all of "e and w"
+            def holds(a: Counter, b: Counter) -> bool:
+                return a <= b or b <= a
+
+            stems = Counter(min(_lemmas(w)) for w in words)
+            if any(holds(stems, Counter(min(_lemmas(w)) for w in _content(o)))
+                   for o in (answer, *out)):
+                return False
+        elif any(set(words) <= set(_content(o)) or set(_content(o)) <= set(words) for o in out):
             return False   # "1960s" beside "the 1960s"
-        return bool(words) and not any(_lemmas(w) & mine for w in words) and t not in seen \
+        apart = shared or not any(_lemmas(w) & mine for w in words)
+        return bool(words) and apart and t not in seen \
             and t.lower() != answer.lower() and not _offensive(t) \
             and not any(_offensive(w) for w in words)
 
     out: list[str] = []
     seen = {answer}
 
-    def add(pool: Iterable[str], same: bool | str) -> None:
+    def add(pool: Iterable[str], same: bool | str, shared: bool = False) -> None:
         for v in pool:
             if len(out) >= need:
                 return
             if (not same or (_text_shape(v) == shape if same is True else _span_kind(v) == same)) \
-                    and fresh(v):
+                    and fresh(v, shared):
                 seen.add(v)
                 out.append(v)
 
@@ -1042,8 +1133,14 @@ def _text_options(answer: str, rnd: random.Random, item_id: str, none_right: boo
     spans = _passage_spans(passage)
     rnd.shuffle(spans)
     shape = _text_shape(answer)
-    add(spans, True)                      # the passage's spans of the same shape first
-    add(spans, _span_kind(answer))        # then of the same kind (a date for a date)
+    kin = [v for v in dict.fromkeys(v.strip() for v in siblings) if v]
+    rnd.shuffle(kin)
+    if _in_text(answer.lower(), passage.lower()):
+        add(spans, True)                  # the passage's spans of the same shape first
+        add(spans, _span_kind(answer))    # then of the same kind (a date for a date)
+    add(kin, True, True)                  # answers to questions asked the same way
+    add(spans, True)                      # (the passage's after them when it lacks the
+    add(spans, _span_kind(answer))        # answer: "n and e" is no span of it)
     add(others, True)                     # then real answers of the same shape
     if len(words) <= 1 or all_names:      # one replaceable word, or names: sensible swaps
         add_swaps(True)
@@ -1078,14 +1175,60 @@ def _frequent(word: str) -> bool:
                if lem.name().lower() == w) > 0
 
 
+def _in_text(s: str, text: str) -> bool:
+    """Whether ``s`` is written in ``text`` as a whole (not inside a longer number)."""
+    return re.search(rf"(?<![\w.,]){re.escape(s)}(?![\w]|[.,]\d)", text) is not None
+
+
+def _passage_numbers(answer: str, opts: list[str], idx: int, passage: str,
+                     rnd: random.Random) -> tuple[list[str], int]:
+    """When the passage writes the number answer (QED's "1962", bAbI's counts: the
+    answer is read off the passage), its other numbers written the same way (currency
+    sign, unit, decimals, thousands commas; years with years) replace as many of the
+    made-up distractors: a number no passage has would be no distractor beside one it
+    has. Else the options as they are."""
+    parts = _number_parts(answer)
+    if parts is None or _special_number(answer) or not _in_text(answer, passage):
+        return opts, idx
+    pre, _, value, decimals, commas, suf = parts
+
+    def year(v: float, dec: int, pr: str, sf: str) -> bool:
+        return not dec and not pr.strip() and not sf.strip() and 1000 <= v <= 2100
+
+    unit = r"\s?" + re.escape(suf.strip()) if suf.strip() else ""
+    found = []
+    for m in re.finditer(rf"(?<![\w.,]){re.escape(pre.strip())}\s?\d[\d,]*(?:\.\d+)?"
+                         rf"{unit}(?![\w]|[.,]\d)", passage):
+        other = _number_parts(m.group(0))
+        if other is None:
+            continue
+        o_pre, _, o_value, o_dec, o_commas, o_suf = other
+        if (o_dec, o_commas, o_suf.strip().lower(), o_pre.strip()) == \
+                (decimals, commas, suf.strip().lower(), pre.strip()) and o_value != value \
+                and year(o_value, o_dec, o_pre, o_suf) == year(value, decimals, pre, suf):
+            found.append(m.group(0).strip())
+    found = list(dict.fromkeys(found))
+    if not found:
+        return opts, idx
+    picked = rnd.sample(found, min(4, len(found)))
+    values = {_number_parts(o)[2] for o in picked}    # type: ignore[index]
+    made = [o for i, o in enumerate(opts) if i != idx and _number_parts(o)[2] not in values]  # type: ignore[index]
+    new = picked + made[:4 - len(picked)] + [answer]
+    rnd.shuffle(new)
+    return new, new.index(answer)
+
+
 def make_options(answer: Any, *, kind: str | None = None, seed: Any = 0,
                  vocabulary: Sequence[str] = (), passage: str = "",
-                 item_id: str = "") -> tuple[tuple[str, ...], int, str]:
+                 item_id: str = "", siblings: Sequence[str] = ()
+                 ) -> tuple[tuple[str, ...], int, str]:
     """Options and the answer's index for an item that has none.
 
     * boolean: True, False, Unable to determine (Yes, No, ... for yes/no answers);
     * number: the answer and 4 other numbers written as it is and as round as it is, the
-      answer's rank among them uniform (see :func:`_number_options`);
+      answer's rank among them uniform (see :func:`_number_options`); when the passage
+      writes the answer, its other numbers written the same way first
+      (:func:`_passage_numbers`);
     * word: 4 words of the answer's kind, never one of its inflections nor an offensive
       word; names get names (see :func:`_word_options`, which raises :class:`ItemsError`
       when it finds no distractor at all);
@@ -1094,6 +1237,9 @@ def make_options(answer: Any, *, kind: str | None = None, seed: Any = 0,
       position; in a share :data:`NONE_SHARE` of the items (seeded) the answer is left
       out, a fourth text added, and "None of the other options is correct" is the right
       option.
+
+    ``vocabulary``: the data set's answers; ``siblings``: its answers to questions asked
+    the same way as this one (:func:`siblings_by_form`), tried first.
 
     Returns ``(options, answer_index, answer_type)``. Seeded by ``seed`` and
     ``item_id``: the same item always gets the same options in the same order.
@@ -1108,12 +1254,14 @@ def make_options(answer: Any, *, kind: str | None = None, seed: Any = 0,
         opts, idx = _bool_options(answer)
     elif kind == "number":
         opts, idx = _number_options(answer, rnd)
+        if passage:
+            opts, idx = _passage_numbers(str(answer).strip(), opts, idx, passage, rnd)
     elif kind == "word":
-        opts, idx = _word_options(str(answer).strip(), rnd, vocabulary, passage)
+        opts, idx = _word_options(str(answer).strip(), rnd, vocabulary, passage, siblings)
     else:
         none_right = random.Random(f"none\x1f{seed}\x1f{item_id}\x1f{answer}").random() < NONE_SHARE
         opts, idx = _text_options(str(answer).strip(), rnd, item_id or str(seed), none_right,
-                                  passage, vocabulary)
+                                  passage, vocabulary, siblings)
     return tuple(opts), idx, kind
 
 
@@ -1135,7 +1283,7 @@ def _letter_or_text(answer: Any, options: Sequence[str]) -> int | None:
 
 
 def parse_item(obj: Any, *, where: str, default_id: str, dataset: str, seed: Any = 0,
-               vocabulary: Sequence[str] = ()) -> Item:
+               vocabulary: Sequence[str] = (), siblings: Sequence[str] = ()) -> Item:
     """One object of the JSONL format -> :class:`Item` (errors say ``where``; an answer no
     options can be made for raises :class:`NoOptionsError`)."""
     if not isinstance(obj, dict):
@@ -1165,7 +1313,7 @@ def parse_item(obj: Any, *, where: str, default_id: str, dataset: str, seed: Any
         try:
             opts, idx, kind = make_options(obj["answer"], kind=obj.get("answer_type"),
                                            seed=seed, vocabulary=vocabulary, passage=passage,
-                                           item_id=item_id)
+                                           item_id=item_id, siblings=siblings)
         except NoOptionsError as exc:
             raise NoOptionsError(f"{where}: {exc}") from None
     else:
@@ -1429,9 +1577,13 @@ def parse_items_text(text: str, *, source: str, format: str = "auto", limit: int
 def _load_jsonl(text, source, name, seed, instr, limit, **_):
     objs = _jsonl_objects(text, source)
     vocab_by_set: dict[str, list[str]] = {}
+    asked: dict[str, list[tuple[str, str]]] = {}
     for _, o in objs:  # word answers of a data set are each other's distractors
         if isinstance(o, dict) and o.get("options") is None and o.get("answer") is not None:
-            vocab_by_set.setdefault(str(o.get("dataset") or name), []).append(str(o["answer"]))
+            ds = str(o.get("dataset") or name)
+            vocab_by_set.setdefault(ds, []).append(str(o["answer"]))
+            asked.setdefault(ds, []).append((str(o.get("question") or ""), str(o["answer"])))
+    kin = {ds: siblings_by_form(pairs) for ds, pairs in asked.items()}
     out, skipped = [], []
     todo = objs[:limit] if limit else objs
     for lineno, obj in todo:
@@ -1439,8 +1591,10 @@ def _load_jsonl(text, source, name, seed, instr, limit, **_):
             obj = {**obj, "instruction": instr}
         ds = str(obj.get("dataset") or name) if isinstance(obj, dict) else name
         try:
+            form = question_form(str(obj.get("question") or "")) if isinstance(obj, dict) else ""
             out.append(parse_item(obj, where=f"{source}, line {lineno}", default_id=str(lineno),
-                                  dataset=name, seed=seed, vocabulary=vocab_by_set.get(ds, ())))
+                                  dataset=name, seed=seed, vocabulary=vocab_by_set.get(ds, ()),
+                                  siblings=kin.get(ds, {}).get(form, ())))
         except NoOptionsError:  # left out, and said so
             skipped.append(str(obj.get("id") if obj.get("id") is not None else lineno))
     _left_out(source, skipped, len(todo))
@@ -1728,16 +1882,18 @@ def _answer_items(raw: Sequence[tuple[str, str, str, str]], seed, instr: str, na
                   limit) -> list[Item]:
     """Items from ``(id, question, passage, answer)``, their options made by answer type;
     the data set's answers are each other's distractors (a one-word answer's the other
-    one-word answers, a text's the other texts of its shape). An item no options can be
+    one-word answers, a text's the other texts of its shape; answers to questions asked
+    the same way first). An item no options can be
     made for is left out, with an :class:`ItemsWarning` that counts them and names the
     first ids."""
     vocab = sorted({a for *_, a in raw})
+    kin = siblings_by_form((q, a) for _, q, _, a in raw)
     out, skipped = [], []
     todo = raw[:limit] if limit else raw
     for iid, q, passage, ans in todo:
         try:
             opts, idx, kind = make_options(ans, seed=seed, vocabulary=vocab, passage=passage,
-                                           item_id=iid)
+                                           item_id=iid, siblings=kin[question_form(q)])
         except NoOptionsError:
             skipped.append(iid)
             continue
@@ -1898,6 +2054,7 @@ def _load_babi(text, source, name, seed, instr, limit, **_):
         else:
             story.append(body.strip())
     vocab = sorted({a for _, _, _, a in raw})
+    kin = siblings_by_form((q, a.replace(",", " and ")) for _, _, q, a in raw)
     out, skipped = [], []
     todo = raw[:limit] if limit else raw
     for lineno, passage, q, a in todo:
@@ -1905,7 +2062,7 @@ def _load_babi(text, source, name, seed, instr, limit, **_):
         answer = a.replace(",", " and ")
         try:
             opts, idx, kind = make_options(answer, seed=seed, vocabulary=vocab, passage=passage,
-                                           item_id=iid)
+                                           item_id=iid, siblings=kin[question_form(q)])
         except NoOptionsError:  # left out, and said so (ItemsWarning)
             skipped.append(iid)
             continue
@@ -1931,5 +2088,5 @@ def items_jsonl(items: Iterable[Item]) -> str:
 __all__ = ["ANSWER_TYPES", "DEFAULT_INSTRUCTION", "DEFAULT_TEMPLATE", "FORMATS", "LETTERS",
            "NONE_OF_THE_OTHERS", "NONE_SHARE", "UNDETERMINED", "Item", "ItemsError", "check_template",
            "detect_format", "infer_answer_type", "items_jsonl", "load_items", "make_options",
-           "parse_item", "parse_items_text", "render_asked", "render_options", "render_prompt",
-           "render_turns", "split_turns"]
+           "parse_item", "parse_items_text", "question_form", "render_asked", "render_options",
+           "render_prompt", "render_turns", "siblings_by_form", "split_turns"]
