@@ -210,7 +210,7 @@ def main(argv=None) -> int:
             new += got
             continue
         spec = parse_spec(examples(settings)[name], source=f"demo-{name}")
-        from dbpa_core.audit import _requests, build_arms
+        from dbpa_core.audit import arm_requests, build_arms
         from dbpa_core.sampling import Job, Sampler
 
         k = spec.samples
@@ -225,7 +225,7 @@ def main(argv=None) -> int:
         print(f"{name}: recording {len(todo)} prompts x {k}", flush=True)
         sampler = Sampler(cache, progress=lambda p: print(
             f"  {p.stage} {p.done}/{p.total} {p.detail}", flush=True))
-        recs = sampler.sample([Job(a.model, r, a.name) for a in todo for r in _requests(spec, a)])
+        recs = sampler.sample([Job(a.model, r, a.name) for a in todo for r in arm_requests(spec, a)])
         if name == "personas":
             from datetime import UTC, datetime
 

@@ -140,6 +140,8 @@ def show_estimate() -> None:
     c[3].metric("Estimated cost", "?" if e["unknown_price"] else f"${e['cost']:,.4f}",
                 help="Local and replay models cost nothing")
     st.caption(f"{len(spec.items)} items ({', '.join(spec.datasets)}).")
+    if check := battery.leak_check(spec):   # no model needed: the options alone
+        st.caption(check)
 
 
 tasks = {"battery": battery.task(spec, state.cache(), ss["api_keys"])} if spec else None
@@ -153,7 +155,7 @@ if result is not None:
         st.warning(note, icon=":material/info:")
     f = figs.battery_figures(result)
     tabs = st.tabs(["ER / ASR", "Per data set", "RTI", "Robustness curve", "Consistency",
-                    "Which words", "Examples", "Answers"])
+                    "Which words", "Examples", "Answers", "Options"])
     with tabs[0]:
         t7 = battery.table7(result)
         # clean has no ASR: shown as text, since the grid writes a missing number as "None"
@@ -250,6 +252,20 @@ if result is not None:
         only = st.checkbox("Only unparsed answers", key=f"{KEY}_only_unparsed")
         st.dataframe(battery.answers_table(result, only_unparsed=only), hide_index=True,
                      key=f"{KEY}_answers")
+    with tabs[8]:
+        pos = result.answer_positions()
+        st.dataframe(battery.positions_table(pos), hide_index=True, key=f"{KEY}_positions")
+        st.caption("Clean items: how many have their right option at each letter, and how "
+                   "often the model chose each letter. A model that answers one letter far more "
+                   "often than the right answers have it picks a position, not an answer.")
+        if result.leaks:
+            st.dataframe(battery.leak_table(result.leaks).style.format(
+                {"right": "{:.0%}", "chance": "{:.0%}", "p (Holm)": "{:.2g}"}),
+                hide_index=True, key=f"{KEY}_leaks")
+            st.caption("Answer-blind rules: how often a rule that never reads the question picks "
+                       "the right option (ties shared), beside chance. A rule that beats chance "
+                       "significantly (Holm-adjusted one-sided p below 0.05) by 5 points or more "
+                       "gives answers away: on those items a model can score without reading.")
     c = st.columns(4)
     stem = export.stem(result.spec.name or "battery", model_label(result.spec.model),
                        result.created_at)

@@ -394,3 +394,28 @@ def test_what_loading_the_data_said_is_in_the_result(server, data, tmp_path):
     res = run_battery(spec, cache=Cache(tmp_path / "cache"))
     assert res.warnings[0] == "items.jsonl: 1 of 7 items left out: ..."
     assert res.to_dict()["warnings"][0].startswith("items.jsonl: 1 of 7")
+
+
+def test_options_that_give_answers_away_are_reported(server, tmp_path, capsys):
+    """Items whose right option is always the longest: said before the run (--estimate)
+    and in the results (a note, the answer-blind table, answer_blind.csv, the report)."""
+    p = tmp_path / "leaky.jsonl"
+    opts = ["no", "not it", "the right one"]
+    p.write_text("".join(json.dumps({
+        "id": f"x{i}", "passage": ITEMS[i % 6][1], "question": "Which option is right?",
+        "options": opts[i % 3:] + opts[:i % 3], "answer": "the right one"}) + "\n"
+        for i in range(30)))
+    spec = tmp_path / "battery.yaml"
+    spec.write_text(spec_text(server, p, "consistency: {option_orders: 2}"))
+    assert main(["--cache-dir", str(tmp_path / "c"), "attack", str(spec), "--estimate"]) == 0
+    assert "the longest option is right in 100% of 30 items" in capsys.readouterr().err
+    res = run_battery(load_attack_spec(spec), cache=Cache(tmp_path / "c"))
+    assert any("give answers away" in w and "the longest option" in w for w in res.warnings)
+    rows = res.to_dict()["answer_blind"]
+    longest = next(r for r in rows if r["rule"] == "longest")
+    assert longest["share"] == 1.0 and longest["leaks"] and longest["chance"] == pytest.approx(1 / 3)
+    files = res.files()
+    assert files["answer_blind.csv"].startswith("rule,label,dataset,n,share,chance,")
+    assert "Answer-blind rules" in files["report.html"]
+    from dbpa_core.attacks.battery import summary_text
+    assert "answer-blind rules: the best, the longest option, is right in 100%" in summary_text(res)

@@ -3,13 +3,14 @@ the task for the run section, and result tables (no Streamlit widgets here)."""
 from __future__ import annotations
 
 import html
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pandas as pd
 
 from dbpa_core.attacks.battery import ALL, BatteryResult, estimate_battery, highlighted_html, run_battery
 from dbpa_core.attacks.items import Item
+from dbpa_core.attacks.leaks import LeakRow, leak_notes, option_leaks
 from dbpa_core.attacks.spec import BatterySpec, parse_attack_spec
 from dbpa_core.sampling import Progress
 from dbpa_core.spec import SpecError
@@ -247,6 +248,36 @@ def examples_html(result: BatteryResult, attack: str, rho: float, *, limit: int 
         if len(out) >= limit:
             break
     return out
+
+
+def positions_table(pos: dict[str, Any]) -> pd.DataFrame:
+    """Letters as columns: how many clean items have their right option there, and how
+    often the model answered it."""
+    return pd.DataFrame([{"": "right option", **pos["gold"]},
+                         {"": "answered", **pos["answered"]}])
+
+
+def leak_table(rows: Sequence[LeakRow]) -> pd.DataFrame:
+    """The answer-blind rules, the strongest first (all items, then each data set)."""
+    rows = sorted(rows, key=lambda r: (r.dataset != ALL, -(r.share - r.chance)))
+    return pd.DataFrame([{"data set": r.dataset, "rule": r.label, "right": r.share,
+                          "chance": r.chance, "p (Holm)": r.p_adjusted,
+                          "gives answers away": "yes" if r.leaks else "no", "n": r.n}
+                         for r in rows])
+
+
+def leak_check(spec: BatterySpec) -> str:
+    """One sentence, before the run: whether the items' options give answers away."""
+    rows = option_leaks(spec.items)
+    notes = leak_notes(rows)
+    if notes:
+        return "Answer-blind check: " + " ".join(n[:1].upper() + n[1:] for n in notes)
+    best = max((r for r in rows if r.dataset == ALL), key=lambda r: r.share - r.chance,
+               default=None)
+    if best is None:
+        return ""
+    return (f"Answer-blind check: no rule that ignores the question beats chance significantly "
+            f"(the best, {best.label}, is right in {best.share:.0%}; chance {best.chance:.0%}).")
 
 
 def notes(result: BatteryResult) -> list[str]:

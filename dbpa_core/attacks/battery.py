@@ -53,6 +53,7 @@ from ..types import DBPAResult, _jsonable
 from .answers import ParsedAnswer, parse_answer
 from .consistency import option_orders, reorder
 from .items import Item, render_asked, split_turns
+from .leaks import LeakRow, leak_notes, option_leaks
 from .metrics import (
     Rate,
     RTIResult,
@@ -74,7 +75,7 @@ ALL = "all"
 # every file a battery may write: one a rerun does not write is removed from the folder
 BATTERY_FILES = ("results.json", "results.csv", "rti.csv", "consistency.csv", "patterns.csv",
                  "curve.csv", "phrases.csv", "phrase_words.csv", "importances.csv",
-                 "attacked.jsonl", "report.html")
+                 "answer_blind.csv", "attacked.jsonl", "report.html")
 
 
 def _no_nan(value: Any) -> Any:
@@ -424,6 +425,7 @@ class BatteryResult:
     warnings: tuple[str, ...] = ()
     created_at: datetime = field(default_factory=lambda: datetime.now(UTC))  # names the files
     phrases: PhraseAnalysis | None = None        # phrase types of attacked words, the forest
+    leaks: tuple[LeakRow, ...] = ()              # answer-blind rules over the items
 
     # ---------------------------------------------------------------- views
     @property
@@ -491,6 +493,7 @@ class BatteryResult:
             "patterns": pats,
             "curve": [r.to_dict() for r in self.curve],
             "answer_positions": self.answer_positions(),
+            "answer_blind": [r.to_dict() for r in self.leaks],
             "phrases": self.phrases.to_dict() if self.phrases is not None else None,
             "unparsed_answers": self.unparsed,
             "usage": self.usage,
@@ -527,6 +530,8 @@ class BatteryResult:
             files["patterns.csv"] = self._csv([_no_nan(p.to_dict()) for p in self.patterns])
         if self.curve:
             files["curve.csv"] = self._csv([_no_nan(r.to_dict()) for r in self.curve])
+        if self.leaks:
+            files["answer_blind.csv"] = self._csv([_no_nan(r.to_dict()) for r in self.leaks])
         if self.phrases is not None:
             files.update({k: self._csv([_no_nan(r) for r in v])
                           for k, v in self.phrases.csv_rows().items()})
@@ -660,6 +665,8 @@ def run_battery(spec: BatterySpec, *, cache: Cache | None = None,
     note = _position_note(answer_positions([r for r in records if r.query.kind == "clean"]))
     if note:
         caught.append(note)
+    leaks = option_leaks(spec.items)
+    caught += leak_notes(leaks)
     unparsed = sum(not r.parsed.parsed for r in records)
     if unparsed:
         caught.insert(0, f"{unparsed} of {len(records)} answers named no option and were "
@@ -669,7 +676,7 @@ def run_battery(spec: BatterySpec, *, cache: Cache | None = None,
         usage["rti_ahead_unused"] = unused
     return BatteryResult(spec, tuple(records), tuple(table), tuple(consistency), tuple(rti),
                          tuple(patterns), tuple(curve), curve_responses, usage, tuple(caught),
-                         phrases=phrases)
+                         phrases=phrases, leaks=tuple(leaks))
 
 
 def _batches_prompts(spec: BatterySpec, sampler: Sampler) -> bool:
@@ -951,6 +958,13 @@ def summary_text(result: BatteryResult) -> str:
              " ".join(f"{k} {v}" for k, v in pos["gold"].items()) + "; answered " +
              " ".join(f"{k} {v}" for k, v in pos["answered"].items()) +
              (f", unparsed {pos['unparsed']}" if pos["unparsed"] else "")]
+    best = max((r for r in result.leaks if r.dataset == ALL),
+               key=lambda r: r.share - r.chance, default=None)
+    if best is not None:
+        lines.append(f"answer-blind rules: the best, {best.label}, is right in {best.share:.0%} "
+                     f"of the items (chance {best.chance:.0%})" +
+                     ("; the options give answers away" if best.leaks else
+                      ": no rule beats chance significantly"))
     rows = result.attacks()
     if rows:
         head = ("attack", "rho", "ER", f"{pct} CI", "ASR", f"{pct} CI", "unparsed")
@@ -1001,6 +1015,11 @@ ER_COLUMNS = (("attack", "attack"), ("rho", "ρ"), ("er", "ER"), ("er_low", "ER 
               ("asr_high", "ASR high"), ("n", "n"), ("unparsed", "unparsed"))
 
 
+LEAK_COLUMNS = (("dataset", "data set"), ("label", "rule"), ("share", "right"),
+                ("chance", "chance"), ("p_adjusted", "p (Holm)"), ("leaks", "gives answers away"),
+                ("n", "n"))
+
+
 def report_html(result: BatteryResult, *, charts_html: str = "", title: str = "Robustness battery",
                 examples: int = 12, section: bool = False) -> str:
     """A self-contained HTML report (``templates/battery.html.j2``): tables, an
@@ -1021,6 +1040,9 @@ def report_html(result: BatteryResult, *, charts_html: str = "", title: str = "R
         warnings=result.warnings,
         positions=[{"what": "right option", **pos["gold"]}, {"what": "answered", **pos["answered"]}],
         position_cols=[("what", "")] + [(k, k) for k in pos["gold"]],
+        leaks=[{**r, "leaks": "yes" if r["leaks"] else "no"} for r in
+               sorted(d["answer_blind"], key=lambda r: (r["dataset"] != ALL, -r["above_chance"]))],
+        leak_cols=LEAK_COLUMNS,
         er_cols=list(ER_COLUMNS), attacks=d["attacks"], by_dataset=by_dataset, rti=d["rti"],
         consistency=[(label, d["consistency"][kind]) for kind, label in
                      (("instructions", "Synonymous instructions"), ("option_orders", "Option orders"))

@@ -900,10 +900,20 @@ def _word_options(answer: str, rnd: random.Random, vocabulary: Sequence[str],
             picked.append(w)
             taken.append(_lemmas(w))
 
-    words = [w for w in WORD.findall(passage) if w.isalpha() and len(w) > 2]
+    words = []
+    for sent in re.split(r"(?<=[.!?])\s+", passage):   # "Lions are afraid of..." has lions
+        found = WORD.findall(sent)
+        if found and found[0][:1].isupper() and found[0].lower() not in _GIVEN \
+                and _senses(found[0].lower()):
+            found[0] = found[0].lower()
+        words += [w for w in found if w.isalpha() and len(w) > 2]
     if answer[:1].islower():   # a common noun gets none of the passage's names
         words = [w for w in words if w[:1].islower()]
-    if _singular(answer).lower() == answer.lower():
+    # in the answer's number: "swans" gets plurals; "sheep" (both) those of the other answers
+    plural = _singular(answer).lower() != answer.lower()
+    if not plural and others:
+        plural = 2 * sum(_singular(v).lower() != v.lower() for v in others) > len(others)
+    if not plural:
         words = [_singular(w) if w[:1].islower() else w for w in words]
     if group is not None:
         take(words, True, False)

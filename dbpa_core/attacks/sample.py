@@ -4,8 +4,11 @@ Four small data sets in the spirit of the papers' benchmarks (no text is copied 
 them): bAbI-style **deduction** ("Sheep are afraid of wolves. Gertrude is a sheep.
 What is Gertrude afraid of?") and **induction** ("Lily is a swan. Lily is white. Greg
 is a swan. What colour is Greg?"), **true/false** questions about where people and things
-are, and **arithmetic** word problems. Every item has a passage of 4 to 7 sentences, so
-that attacks on the head, middle and tail of a passage can be told apart.
+are, and **arithmetic** word problems. Every item has a passage of 4 to 11 sentences, so
+that attacks on the head, middle and tail of a passage can be told apart. Their options
+leak nothing: the five options of a deduction or induction item are the five animals or
+colours its passage names, and a true/false claim is true, false or undetermined a third
+of the time each.
 
 Examples
 --------
@@ -35,36 +38,39 @@ GOODS = (("apples", "buys"), ("marbles", "finds"), ("stamps", "gets"), ("cookies
 
 
 def _deduction(rnd: random.Random, i: int) -> Item:
-    animals = rnd.sample(ANIMALS, 4)
-    fears = {a[0]: rnd.choice([b for b in animals if b != a])[1] for a in animals}
+    # five kinds, each afraid of another and each feared once: no kind is named more
+    # often than another, and the five are the options
+    animals = rnd.sample(ANIMALS, 5)
+    fears = {a[0]: animals[(j + 1) % 5][1] for j, a in enumerate(animals)}
     rules = [f"{a[1].capitalize()} are afraid of {fears[a[0]]}." for a in animals]
     who = rnd.sample(NAMES, 2)
     kinds = rnd.sample(animals, 2)
     facts = [f"{who[0]} is a {kinds[0][0]}.", f"{who[1]} is a {kinds[1][0]}."]
     story = rules + facts
     rnd.shuffle(story)
-    answer = fears[kinds[0][0]]
-    vocab = sorted({a[1] for a in ANIMALS})
-    passage = " ".join(story)
-    opts, idx, kind = make_options(answer, kind="word", seed=i, vocabulary=vocab,
-                                   item_id=f"deduction-{i}")
-    return Item(f"deduction-{i}", f"What is {who[0]} afraid of?", opts, idx, passage,
-                DEFAULT_INSTRUCTION, "deduction", kind)
+    # the options are the five kinds the passage names (with others, the one named
+    # would be the answer)
+    opts = [a[1] for a in animals]
+    rnd.shuffle(opts)
+    return Item(f"deduction-{i}", f"What is {who[0]} afraid of?", tuple(opts),
+                opts.index(fears[kinds[0][0]]), " ".join(story), DEFAULT_INSTRUCTION,
+                "deduction", "word")
 
 
 def _induction(rnd: random.Random, i: int) -> Item:
-    kinds = rnd.sample(ANIMALS, 3)
-    colours = rnd.sample(COLOURS, 3)
-    who = rnd.sample(NAMES, 4)
+    # five animals of five colours: every option is a colour the passage names once
+    kinds = rnd.sample(ANIMALS, 5)
+    colours = rnd.sample(COLOURS, 5)
+    who = rnd.sample(NAMES, 6)
     story = []
-    for name, (kind, _), colour in zip(who[:3], kinds, colours, strict=True):
+    for name, (kind, _), colour in zip(who[:5], kinds, colours, strict=True):
         story += [f"{name} is a {kind}.", f"{name} is {colour}."]
-    j = rnd.randrange(3)
-    story.append(f"{who[3]} is a {kinds[j][0]}.")
-    opts, idx, kind = make_options(colours[j], kind="word", seed=i, vocabulary=COLOURS,
-                                   item_id=f"induction-{i}")
-    return Item(f"induction-{i}", f"What colour is {who[3]}?", opts, idx, " ".join(story),
-                DEFAULT_INSTRUCTION, "induction", kind)
+    j = rnd.randrange(5)
+    story.append(f"{who[5]} is a {kinds[j][0]}.")
+    opts = list(colours)
+    rnd.shuffle(opts)
+    return Item(f"induction-{i}", f"What colour is {who[5]}?", tuple(opts),
+                opts.index(colours[j]), " ".join(story), DEFAULT_INSTRUCTION, "induction", "word")
 
 
 def _true_false(rnd: random.Random, i: int) -> Item:
@@ -74,9 +80,15 @@ def _true_false(rnd: random.Random, i: int) -> Item:
     story = [f"{people[0]} went to the {places[0]}.", f"{people[1]} moved to the {places[1]}.",
              f"{people[0]} picked up the {thing}.", f"{people[2]} travelled to the {places[2]}.",
              f"{people[0]} journeyed to the {places[3]}."]
-    truth = rnd.random() < 0.5
-    where = places[3] if truth else rnd.choice(places[:3])
-    opts, idx, kind = make_options(truth, kind="boolean")
+    # true, false or (a thing the story never mentions) undetermined, a third each: each
+    # option is right as often
+    u = rnd.random()
+    where = places[3] if u < 1 / 3 else rnd.choice(places[:3])
+    if u >= 2 / 3:
+        thing = rnd.choice([t for t in THINGS if t != thing])
+        story[2] = f"{people[0]} picked up the {rnd.choice([t for t in THINGS if t != thing])}."
+    opts, idx, kind = make_options(u < 1 / 3, kind="boolean")
+    idx = 2 if u >= 2 / 3 else idx
     return Item(f"true-false-{i}", f"True or false: the {thing} is in the {where}.", opts, idx,
                 " ".join(story), DEFAULT_INSTRUCTION, "true/false", kind)
 

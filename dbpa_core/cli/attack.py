@@ -63,7 +63,11 @@ def run(args) -> int:
             return 2
         check_out_dir(args.out)  # before any paid call
     if args.estimate:
+        from ..attacks.leaks import leak_notes, option_leaks
+
         for note in spec.notes:   # items left out of the data: said before anything runs
+            print(f"note: {note}", file=sys.stderr)
+        for note in leak_notes(option_leaks(spec.items)):   # the options alone, no model
             print(f"note: {note}", file=sys.stderr)
         e = estimate_battery(spec, cache=open_cache(args))
         cost = "unknown (add 'prices:')" if e["unknown_price"] else f"${e['cost']:.4f}"

@@ -59,6 +59,9 @@ def test_robustness_battery_in_a_real_browser(app_url, browser):
     page.wait_for_timeout(1000)
     page.screenshot(path=str(shots() / "20-robustness-form.png"))
     assert "Robustness battery" in page.locator("[data-testid='stSidebar']").inner_text()
+    # the options are checked before anything runs: the sample's give nothing away
+    assert "Answer-blind check: no rule that ignores the question beats chance" in \
+        page.inner_text("body")
 
     page.get_by_role("button", name="Run battery").click()
     try:
@@ -90,6 +93,10 @@ def test_robustness_battery_in_a_real_browser(app_url, browser):
     page.get_by_text("Only unparsed answers").wait_for(timeout=30_000)
     page.wait_for_timeout(1500)
     page.screenshot(path=str(shots() / "27-robustness-answers.png"))
+    page.get_by_role("tab", name="Options").click()   # answer positions, answer-blind rules
+    page.get_by_text("Answer-blind rules: how often").wait_for(timeout=30_000)
+    page.wait_for_timeout(1500)
+    page.screenshot(path=str(shots() / "28-robustness-options.png"))
     assert not dialogs, f"a response ran as code: {dialogs}"
     assert "Traceback" not in page.inner_text("body")
     page.close()

@@ -1,0 +1,208 @@
+"""Answer-blind rules: how far the options alone give the answer away.
+
+A model that never reads the question can still beat chance when options leak: the right
+option is the longest, the roundest number, the one the passage names, never "Unable to
+determine". Each rule here picks an option of every item without its answer (options the
+rule cannot tell apart share the pick). Over a set of items, its share of right picks
+stands beside chance (the mean of 1 / number of options) and a one-sided test of whether it
+beats chance: under the hypothesis that the right option is any one of the item's options
+with equal probability, an item's hit has mean 1/n and variance 1/(t·n) - 1/n² (t: the
+options tied for the rule's pick), and the sum over items is compared with its mean by the
+normal approximation. The p-values are Holm-adjusted over the rules. No model is asked:
+the check runs on the items alone, before a battery and in its results.
+"""
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..multitest import adjust_pvalues
+from .items import LETTERS, NONE_OF_THE_OTHERS, UNDETERMINED, Item, _level, _number_parts
+
+ALL = "all"   # the rows over every data set (as in the battery's tables)
+# a rule is reported as a leak when its Holm-adjusted p is below ALPHA and it beats
+# chance by at least MARGIN (a share of items); 1 %: one honest item set in a hundred is
+# told its options leak
+ALPHA = 0.01
+MARGIN = 0.05
+_CATCH_ALL = {NONE_OF_THE_OTHERS.lower(), UNDETERMINED.lower(), "maybe", "neutral",
+              "none of the above", "cannot be determined", "not enough information"}
+_STOP = frozenset("""a an the and or but of to in on at by for from with as is are was were be
+it its this that these those which what who whom whose where when why how not no yes do does
+did has have had can could will would should may might""".split())
+
+Scores = list[float] | None   # one per option, higher = picked; None: the rule cannot tell
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in re.findall(r"[^\W_]+", text.lower()) if len(w) > 2 and w not in _STOP}
+
+
+def _numbers(item: Item) -> list[tuple[float, int]] | None:
+    """Each option's value and roundness (whole units of its last decimal), or None
+    unless every option is a plain number."""
+    out = []
+    for o in item.options:
+        p = _number_parts(o.strip())
+        if p is None:
+            return None
+        value, decimals = p[2], p[3]
+        out.append((value, _level(round(abs(value) * 10 ** decimals)) or 10 ** 12))
+    return out
+
+
+def _bigrams(text: str) -> Counter:
+    t = text.lower()
+    return Counter(t[i:i + 2] for i in range(len(t) - 1))
+
+
+def _alike(item: Item) -> list[float]:
+    grams = [_bigrams(o) for o in item.options]
+    out = []
+    for i, g in enumerate(grams):
+        sims = [2 * sum((g & h).values()) / max(1, sum(g.values()) + sum(h.values()))
+                for j, h in enumerate(grams) if j != i]
+        out.append(sum(sims) / max(1, len(sims)))
+    return out
+
+
+def _passage(item: Item) -> Scores:
+    if not item.passage.strip():
+        return None
+    text = item.passage.lower()
+    return [float(len(re.findall(rf"(?<!\w){re.escape(o.strip().lower())}(?!\w)", text)))
+            if o.strip() else 0.0 for o in item.options]
+
+
+def _by_value(item: Item, how: str) -> Scores:
+    nums = _numbers(item)
+    if nums is None:
+        return None
+    values = [v for v, _ in nums]
+    if how == "largest":
+        return values
+    if how == "smallest":
+        return [-v for v in values]
+    if how == "roundest":
+        return [float(r) for _, r in nums]
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    mid = (len(values) - 1) / 2
+    return [-abs(order.index(i) - mid) for i in range(len(values))]
+
+
+def _no_catch_all(item: Item) -> Scores:
+    flags = [o.strip().lower() in _CATCH_ALL for o in item.options]
+    return [-1.0 if f else 0.0 for f in flags] if any(flags) else None
+
+
+# (name, what it does) -> scores of an item's options
+RULES: tuple[tuple[str, str, Callable[[Item], Scores]], ...] = (
+    ("longest", "the longest option", lambda it: [float(len(o)) for o in it.options]),
+    ("shortest", "the shortest option", lambda it: [-float(len(o)) for o in it.options]),
+    ("passage", "the option the passage names most often", _passage),
+    ("question_words", "the option sharing most words with the question",
+     lambda it: [float(len(_words(o) & _words(it.question))) for o in it.options]),
+    ("most_alike", "the option most like the others (letters in common)", _alike),
+    ("least_alike", "the option least like the others", lambda it: [-s for s in _alike(it)]),
+    ("roundest", "the roundest number", lambda it: _by_value(it, "roundest")),
+    ("middle", "the middle number", lambda it: _by_value(it, "middle")),
+    ("largest", "the largest number", lambda it: _by_value(it, "largest")),
+    ("smallest", "the smallest number", lambda it: _by_value(it, "smallest")),
+    ("no_catch_all", 'never "None of the other options" nor "Unable to determine"',
+     _no_catch_all),
+)
+
+
+@dataclass(frozen=True)
+class LeakRow:
+    """One answer-blind rule over one data set's items (or all of them)."""
+
+    rule: str
+    label: str
+    dataset: str
+    n: int              # items
+    share: float        # right picks / n (ties shared)
+    chance: float       # mean of 1 / number of options
+    p_value: float      # one-sided: the rule beats chance
+    p_adjusted: float   # Holm over the rules of this data set
+    leaks: bool         # p_adjusted < ALPHA and share - chance >= MARGIN
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rule": self.rule, "label": self.label, "dataset": self.dataset, "n": self.n,
+                "share": self.share, "chance": self.chance,
+                "above_chance": self.share - self.chance, "p_value": self.p_value,
+                "p_adjusted": self.p_adjusted, "leaks": self.leaks}
+
+
+def _always(k: int) -> Callable[[Item], Scores]:
+    return lambda it: [1.0 if j == k else 0.0 for j in range(len(it.options))]
+
+
+def _rules(items: Sequence[Item]) -> list[tuple[str, str, Callable[[Item], Scores]]]:
+    """The content rules and "always <letter>" for each letter some item has."""
+    width = max((len(it.options) for it in items), default=0)
+    return [*RULES, *((f"always_{x}", f"always {x}", _always(k))
+                      for k, x in enumerate(LETTERS[:min(width, 8)]))]
+
+
+def _rows(items: Sequence[Item], dataset: str) -> list[LeakRow]:
+    rules = _rules(items)
+    stats = []
+    for _, _, score in rules:
+        hits = mean = var = 0.0
+        for it in items:
+            n = len(it.options)
+            s = score(it)
+            tied = list(range(n)) if s is None else [j for j, v in enumerate(s) if v == max(s)]
+            t = len(tied)
+            hits += (it.answer in tied) / t
+            mean += 1 / n
+            var += 1 / (t * n) - 1 / n ** 2
+        z = (hits - mean) / math.sqrt(var) if var > 1e-12 else 0.0
+        stats.append((hits, mean, 0.5 * math.erfc(z / math.sqrt(2))))
+    adjusted = [float(q) for q in adjust_pvalues(np.array([p for *_, p in stats]), "holm")]
+    n = len(items)
+    return [LeakRow(name, label, dataset, n, hits / n, mean / n, p, q,
+                    q < ALPHA and (hits - mean) / n >= MARGIN)
+            for (name, label, _), (hits, mean, p), q in zip(rules, stats, adjusted, strict=True)]
+
+
+def option_leaks(items: Sequence[Item]) -> list[LeakRow]:
+    """Every rule over all ``items`` (dataset ``ALL``) and, with more than one data set,
+    over each data set's."""
+    if not items:
+        return []
+    out = _rows(items, ALL)
+    datasets = list(dict.fromkeys(it.dataset for it in items))
+    if len(datasets) > 1:
+        for ds in datasets:
+            out += _rows([it for it in items if it.dataset == ds], ds)
+    return out
+
+
+def leak_notes(rows: Sequence[LeakRow]) -> list[str]:
+    """One sentence per data set whose options give answers away (over all items when
+    there is one data set): its strongest leaking rule and how many others leak."""
+    per_set = [r for r in rows if r.dataset != ALL]
+    out = []
+    for ds in dict.fromkeys(r.dataset for r in per_set or rows):
+        leaking = sorted((r for r in per_set or rows if r.dataset == ds and r.leaks),
+                         key=lambda r: -(r.share - r.chance))
+        if not leaking:
+            continue
+        r = leaking[0]
+        more = f" ({len(leaking) - 1} more rules beat chance)" if len(leaking) > 1 else ""
+        out.append(f"the options give answers away{f' in {ds}' if per_set else ''}: "
+                   f"{r.label} is right in {r.share:.0%} of {r.n} items, where chance is "
+                   f"{r.chance:.0%} (Holm-adjusted p = {r.p_adjusted:.2g}){more}; a model can "
+                   "score there without reading (see the answer-blind rules).")
+    return out
+
+
+__all__ = ["ALPHA", "MARGIN", "RULES", "LeakRow", "leak_notes", "option_leaks"]
