@@ -262,10 +262,7 @@ if result is not None:
             st.dataframe(battery.leak_table(result.leaks).style.format(
                 {"right": "{:.0%}", "chance": "{:.0%}", "p (Holm)": "{:.2g}"}),
                 hide_index=True, key=f"{KEY}_leaks")
-            st.caption("Answer-blind rules: how often a rule that never reads the question picks "
-                       "the right option (ties shared), beside chance. A rule that beats chance "
-                       "significantly (Holm-adjusted one-sided p below 0.05) by 5 points or more "
-                       "gives answers away: on those items a model can score without reading.")
+            st.caption(battery.LEAK_CAPTION)
     c = st.columns(4)
     stem = export.stem(result.spec.name or "battery", model_label(result.spec.model),
                        result.created_at)

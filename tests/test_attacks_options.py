@@ -628,3 +628,93 @@ def test_every_number_format_gets_five_well_formed_distinct_options(answer, chec
                                     "12-10"])
 def test_a_malformed_number_is_no_number(answer):
     assert make_options(answer, item_id="x")[2] != "number"
+
+
+def _data_set_items(answers, **kw):
+    """Options for each answer of a data set, its answers (repeats kept) the vocabulary."""
+    from dbpa_core.attacks.items import Item
+    out = []
+    for i, a in enumerate(answers):
+        opts, idx, kind = make_options(a, item_id=str(i), vocabulary=answers, **kw)
+        assert kind == "number" and opts[idx] == a and len(set(opts)) == 5, (a, opts)
+        out.append(Item(str(i), "How many?", opts, idx, "", "", "d", kind))
+    return out
+
+
+def test_a_data_sets_numbers_are_each_others_distractors():
+    """With a data set's answers at hand, a number's distractors are its other answers
+    of the same shape near it: every option is a real answer, so neither the rank, the
+    roundness, the spacing nor how common a value is among the answers gives the right
+    one away (a picker that knows which values the data set favours is at chance)."""
+    from dbpa_core.attacks.leaks import leak_notes, option_leaks
+    rnd = random.Random(3)
+    answers = [_gsm8k_numbers(rnd) for _ in range(1200)]
+    items = _data_set_items(answers)
+    pool = Counter(answers)
+    ranks, common = Counter(), 0.0
+    for it in items:
+        assert all(o in pool for o in it.options)   # every option is an answer of the set
+        order = sorted(range(5), key=lambda j: float(it.options[j].replace("$", "").replace(",", "")))
+        ranks[order.index(it.answer)] += 1
+        counts = [pool[o] for o in it.options]    # the most frequent answer among them
+        top = [j for j, c in enumerate(counts) if c == max(counts)]
+        common += (it.answer in top) / len(top)
+    assert max(ranks.values()) <= 0.25 * len(items), ranks
+    assert not leak_notes(option_leaks(items))
+    # "the answer most common in the data set": near chance (a value a tenth of the answers
+    # near it share cannot be offered as often as that would need); with made-up options
+    # that rule is right far more often
+    made = 0.0
+    for i, a in enumerate(answers):
+        opts, idx, _ = make_options(a, item_id=str(i))
+        counts = [pool[o] for o in opts]
+        top = [j for j, c in enumerate(counts) if c == max(counts)]
+        made += (idx in top) / len(top)
+    assert common / len(items) <= 0.27 and made / len(items) >= 0.4, (common, made)
+
+
+def test_numbers_of_other_shapes_and_too_few_answers_are_no_distractors():
+    """A sum in dollars gets dollars, a year years, a length in km lengths in km; with
+    fewer than 8 different answers of its shape a number gets made-up options."""
+    answers = ([f"${n}" for n in range(3, 40, 3)] + [str(y) for y in range(1900, 2000, 7)]
+               + [f"{n} km" for n in range(5, 200, 11)] + ["7", "9"])
+    for it in _data_set_items(answers):
+        a = it.options[it.answer]
+        kind = "$" if a.startswith("$") else "km" if a.endswith("km") else \
+            "year" if len(a) == 4 else "plain"
+        for o in it.options:
+            assert ("$" if o.startswith("$") else "km" if o.endswith("km") else
+                    "year" if len(o) == 4 else "plain") == kind, it.options
+        if kind == "plain":   # two plain answers: made-up options, a progression
+            values = sorted(_units(o) for o in it.options)
+            assert len({b - c for b, c in zip(values[1:], values[:-1], strict=True)}) == 1
+        else:
+            assert set(it.options) <= set(answers)
+
+
+def test_gsm8k_options_come_from_the_files_answers(tmp_path):
+    from dbpa_core.attacks.items import load_items
+    rnd = random.Random(8)
+    sums = [str(rnd.randint(2, 400)) for _ in range(40)]
+    p = tmp_path / "test.jsonl"
+    p.write_text("".join(
+        '{"question": "Tom has apples. He buys more. How many does he have?", '
+        f'"answer": "He adds them.\\n#### {s}"}}\n' for s in sums))
+    items = load_items(p, format="gsm8k", limit=10)
+    assert len(items) == 10
+    for it, s in zip(items, sums, strict=False):
+        assert it.options[it.answer] == s and set(it.options) <= set(sums)
+
+
+@NEEDS_WN
+def test_the_passages_own_animals_are_the_options_in_the_answers_number():
+    """bAbI's deduction: the passage's animals (plural, as the answer) are the options;
+    "dogs" and "cats", which WordNet also knows as insults, stay (the passage says them),
+    and "frog" from "Sara is a frog" is no option beside "frogs"."""
+    passage = ("Sheep are afraid of dogs. Cats are afraid of swans. Dogs are afraid of cats. "
+               "Swans are afraid of frogs. Frogs are afraid of sheep. Sara is a frog.")
+    animals = {"sheep", "dogs", "cats", "swans", "frogs"}
+    for i, answer in enumerate(sorted(animals - {"sheep"}) * 3):
+        opts, idx, _ = make_options(answer, item_id=str(i), passage=passage,
+                                    vocabulary=sorted(animals | {"wolves", "mice"}))
+        assert set(opts) == animals and opts[idx] == answer, opts

@@ -8,9 +8,16 @@ from typing import Any
 
 import pandas as pd
 
-from dbpa_core.attacks.battery import ALL, BatteryResult, estimate_battery, highlighted_html, run_battery
+from dbpa_core.attacks.battery import (
+    ALL,
+    BatteryResult,
+    estimate_battery,
+    highlighted_html,
+    position_rows,
+    run_battery,
+)
 from dbpa_core.attacks.items import Item
-from dbpa_core.attacks.leaks import LeakRow, leak_notes, option_leaks
+from dbpa_core.attacks.leaks import ALPHA, MARGIN, LeakRow, leak_notes, option_leaks
 from dbpa_core.attacks.spec import BatterySpec, parse_attack_spec
 from dbpa_core.sampling import Progress
 from dbpa_core.spec import SpecError
@@ -253,8 +260,14 @@ def examples_html(result: BatteryResult, attack: str, rho: float, *, limit: int 
 def positions_table(pos: dict[str, Any]) -> pd.DataFrame:
     """Letters as columns: how many clean items have their right option there, and how
     often the model answered it."""
-    return pd.DataFrame([{"": "right option", **pos["gold"]},
-                         {"": "answered", **pos["answered"]}])
+    return pd.DataFrame(position_rows(pos)).rename(columns={"what": ""})
+
+
+LEAK_CAPTION = ("Answer-blind rules: how often a rule that never reads the question picks the "
+                "right option (ties shared), beside chance. A rule that beats chance "
+                f"significantly (Holm-adjusted one-sided p below {ALPHA:g}) by {MARGIN:.0%} of "
+                "the items or more gives answers away: on those items a model can score "
+                "without reading.")
 
 
 def leak_table(rows: Sequence[LeakRow]) -> pd.DataFrame:

@@ -52,7 +52,9 @@ from ..spec import model_label
 from ..types import DBPAResult, _jsonable
 from .answers import ParsedAnswer, parse_answer
 from .consistency import option_orders, reorder
-from .items import Item, render_asked, split_turns
+from .items import LETTERS, Item, render_asked, split_turns
+from .leaks import ALPHA as LEAK_ALPHA
+from .leaks import MARGIN as LEAK_MARGIN
 from .leaks import LeakRow, leak_notes, option_leaks
 from .metrics import (
     Rate,
@@ -581,6 +583,15 @@ def answer_positions(records: Sequence[AnswerRecord]) -> dict[str, Any]:
             "top_gold_share": gold[top] / len(records) if top else None}
 
 
+def position_rows(pos: dict[str, Any]) -> list[dict[str, Any]]:
+    """:func:`answer_positions` as two rows, right options and answers per letter, every
+    letter from A to the last one an item has its right option at (a B no item has
+    shows as 0 between A and C)."""
+    last = max((LETTERS.index(x) for x in pos["gold"]), default=-1)
+    return [{"what": what, **{x: pos[key].get(x, 0) for x in LETTERS[:last + 1]}}
+            for what, key in (("right option", "gold"), ("answered", "answered"))]
+
+
 def _position_note(pos: dict[str, Any]) -> str | None:
     """A note when the model picks one letter far more often than the right answers
     have it (it may answer a position, not the question)."""
@@ -1038,11 +1049,11 @@ def report_html(result: BatteryResult, *, charts_html: str = "", title: str = "R
     context = dict(
         title=title, spec=result.spec, model=model_label(result.spec.model), clean=d["clean"],
         warnings=result.warnings,
-        positions=[{"what": "right option", **pos["gold"]}, {"what": "answered", **pos["answered"]}],
-        position_cols=[("what", "")] + [(k, k) for k in pos["gold"]],
+        positions=position_rows(pos),
+        position_cols=[("what", "")] + [(x, x) for x in position_rows(pos)[0] if x != "what"],
         leaks=[{**r, "leaks": "yes" if r["leaks"] else "no"} for r in
                sorted(d["answer_blind"], key=lambda r: (r["dataset"] != ALL, -r["above_chance"]))],
-        leak_cols=LEAK_COLUMNS,
+        leak_cols=LEAK_COLUMNS, leak_alpha=f"{LEAK_ALPHA:g}", leak_margin=f"{LEAK_MARGIN:.0%}",
         er_cols=list(ER_COLUMNS), attacks=d["attacks"], by_dataset=by_dataset, rti=d["rti"],
         consistency=[(label, d["consistency"][kind]) for kind, label in
                      (("instructions", "Synonymous instructions"), ("option_orders", "Option orders"))
@@ -1057,7 +1068,26 @@ def report_html(result: BatteryResult, *, charts_html: str = "", title: str = "R
     return (render_section if section else document)("battery.html.j2", **context)
 
 
-__all__ = ["ALL", "BATTERY_FILES", "RTI_RHOS", "AnswerRecord", "AttackRow", "BatteryResult",
-           "ConsistencyRow", "CurveRow", "Query", "RTIRow", "answer_positions", "attack_queries",
-           "attack_query", "estimate_battery", "highlighted_html", "needs_wordnet", "plan",
-           "report_html", "run_battery", "summary_text"]
+__all__ = [
+    "ALL",
+    "BATTERY_FILES",
+    "RTI_RHOS",
+    "AnswerRecord",
+    "AttackRow",
+    "BatteryResult",
+    "ConsistencyRow",
+    "CurveRow",
+    "Query",
+    "RTIRow",
+    "answer_positions",
+    "attack_queries",
+    "attack_query",
+    "estimate_battery",
+    "highlighted_html",
+    "needs_wordnet",
+    "plan",
+    "position_rows",
+    "report_html",
+    "run_battery",
+    "summary_text",
+]

@@ -12,11 +12,12 @@ The item format (one JSON object per line)::
   number; ``dataset`` groups results ("per data set" tables; default: the file's name).
 * ``options`` left out: ``answer`` is then the answer itself and options are made by
   answer type (:func:`make_options`): true/false -> True, False, Unable to determine;
-  a number -> 4 other numbers in its format and as round as it (the answer's rank among
-  them uniform); a word -> 4 words of the same kind (the data set's other answers, the
-  passage, WordNet; names for a name), never an inflection of it nor an offensive word; a
-  text -> texts sharing no content word with it and "None of the other options is
-  correct", which is the right option in a share :data:`NONE_SHARE` of the items.
+  a number -> 4 of the data set's other answers in its format near it (else 4 numbers in
+  its format and as round as it; the answer's rank among them uniform either way); a word
+  -> 4 words of the same kind (the data set's other answers, the passage, WordNet; names
+  for a name), never an inflection of it nor an offensive word; a text -> texts sharing
+  no content word with it and "None of the other options is correct", which is the right
+  option in a share :data:`NONE_SHARE` of the items.
 
 :func:`load_items` also reads the published files of the paper's data sets: StrategyQA
 (JSON), AQuA, CREAK, GSM8K (JSONL), e-SNLI (CSV, or its ``s1/s2/labels`` files), bAbI (the
@@ -555,6 +556,86 @@ def _number_options(answer: Any, rnd: random.Random) -> tuple[list[str], int]:
     return opts, opts.index(s)
 
 
+# a data set's number answers of one shape, K consecutive in value, are a number's
+# distractors (see _pool_options)
+POOL_WINDOW = 48
+POOL_MIN = 8
+
+
+@functools.lru_cache(maxsize=65536)
+def _pool_key(s: str) -> tuple[tuple, float] | None:
+    """``(shape, value)`` of a plain number answer (no time, fraction or range): the shape
+    is how it is written (currency sign, unit, decimals, sign, zero padding; a year, an
+    ordinal) and holds whether it has thousands commas only from 1,000 on."""
+    s = s.strip()
+    m = _NUMBER.match(s)
+    if m is None or _special_number(s):
+        return None
+    sign = (m["sign"] or "").strip() or (m["num"][:1] if m["num"][:1] in "+-−" else "")
+    digits = m["num"].lstrip("+-−")
+    int_part, _, frac = digits.partition(".")
+    suf = m["suf"].strip().lower()
+    negative = sign in ("-", "−")
+    value = float(digits.replace(",", "") or 0) * (-1 if negative else 1)
+    if suf in _ORDINAL_SUFFIXES and not frac:
+        suf = "#ordinal"
+    year = not frac and not m["pre"].strip() and not suf and not sign and "," not in digits \
+        and 1000 <= value <= 2100
+    commas = ("," in int_part) if abs(value) >= 1000 else None
+    return ((m["pre"].strip(), suf, len(frac), negative, year, len(int_part) > 1
+             and int_part.startswith("0"), sign == "+", commas), value)
+
+
+def _pool_options(answer: str, rnd: random.Random,
+                  vocabulary: Sequence[str]) -> tuple[list[str], int] | None:
+    """Four other answers of the data set as distractors, or None where it has fewer than
+    :data:`POOL_MIN` different ones written as ``answer`` is.
+
+    The data set's answers of the answer's shape, sorted by value, are cut into a window
+    of :data:`POOL_WINDOW` consecutive values that holds the answer at a uniformly random
+    place; the distractors are drawn from the window's answers as often as the data set
+    gives them (an answer three items share is three times as likely). Every option is
+    then an answer of the data set near the right one, and the right one is like any
+    other: whichever of the five were right, this same set was as likely to be drawn, so
+    no rule that ignores the question — the roundest, the middle, the most typical value
+    of the data set — beats chance, and the answer's rank among them is uniform."""
+    key = _pool_key(answer)
+    if key is None:
+        return None
+    shape, x = key
+
+    def same(other: tuple) -> bool:
+        return other[:-1] == shape[:-1] and (other[-1] is None or shape[-1] is None
+                                             or other[-1] == shape[-1])
+
+    texts: dict[float, list[str]] = {}
+    for v in vocabulary:
+        k = _pool_key(v)
+        if k is not None and same(k[0]):
+            texts.setdefault(k[1], []).append(v.strip())
+    texts.pop(x, None)
+    values = sorted([*texts, x])
+    if len(values) < POOL_MIN:
+        return None
+    r = values.index(x)
+    for _ in range(20):
+        j = r - rnd.randrange(POOL_WINDOW)
+        window = [v for v in values[max(0, j):j + POOL_WINDOW] if v != x]
+        if len(window) >= 4:
+            break
+    else:
+        return None
+    drawn: list[float] = []
+    weights = [len(texts[v]) for v in window]
+    while len(drawn) < 4:
+        v = rnd.choices(window, weights)[0]
+        if v not in drawn:
+            drawn.append(v)
+    opts = [texts[v][0] for v in drawn] + [answer]
+    rnd.shuffle(opts)
+    return opts, opts.index(answer)
+
+
 # usage domains and glosses of words that are never options (slurs, insults, obscenities)
 _OFFENSIVE_DOMAINS = frozenset({"ethnic_slur", "disparagement", "obscenity", "vulgarism",
                                 "slang", "derogation", "profanity", "insult"})
@@ -602,8 +683,8 @@ def _offensive(word: str, strict: bool = False) -> bool:
     """Whether ``word`` is a slur, an insult or an obscenity in any of its WordNet senses
     (usage domain ``ethnic_slur``, ``disparagement``, ``obscenity``, ``vulgarism``,
     ``slang``... or a gloss that says "offensive", "derogatory", "disparaging"...), or in
-    the block list :data:`_BLOCKED`. ``strict`` (words WordNet or the passage offers, not
-    the data set's own answers) also refuses a word any of whose senses has any usage
+    the block list :data:`_BLOCKED`. ``strict`` (words WordNet offers, not the
+    passage or the data set's own answers) also refuses a word any of whose senses has any usage
     domain at all (colloquialism, slang...) or a gloss marking informal use ("dimwit",
     "dope", "bum")."""
     w = word.lower().replace(" ", "_")
@@ -850,7 +931,8 @@ def _word_options(answer: str, rnd: random.Random, vocabulary: Sequence[str],
     counts. None is an inflection, a synonym, a broader or a
     narrower word of the answer (:func:`_related`: not "omnibus" for "bus" nor "metal"
     for "iron"), a function word, or a slur, insult or obscenity (:func:`_offensive`;
-    words the data set's answers do not give must not even be informal). A person's
+    words WordNet gives, not the passage or the data set's answers, must not even be
+    informal: "dogs" and "cats" of a passage stay options). A person's
     given name ("Mary", "Tom") gets other given names (the passage's, the data set's,
     then :data:`_GIVEN_NAMES`); another capitalised word WordNet does not know ("Obama",
     "Microsoft") gets the passage's and the data set's capitalised words; a religion
@@ -915,6 +997,9 @@ def _word_options(answer: str, rnd: random.Random, vocabulary: Sequence[str],
         plural = 2 * sum(_singular(v).lower() != v.lower() for v in others) > len(others)
     if not plural:
         words = [_singular(w) if w[:1].islower() else w for w in words]
+    else:   # "Sara is a frog. Frogs are afraid of...": frogs, not frog
+        plurals = {_singular(w).lower() for w in words if _singular(w).lower() != w.lower()}
+        words = [w for w in words if w.lower() not in plurals]
     if group is not None:
         take(words, True, False)
         take(kin, True, False)
@@ -929,10 +1014,10 @@ def _word_options(answer: str, rnd: random.Random, vocabulary: Sequence[str],
     else:
         inside = _in_text(answer.lower(), passage.lower())
         if kind is not None and inside:
-            take(words, True, True)
+            take(words, True, False)
         take(sorted(kin), kind is not None and not closed, False)
         if kind is not None and not inside:   # the passage's words after the answers
-            take(words, True, True)
+            take(words, True, False)
         take(sorted(vocab), kind is not None, False)
         if len(picked) < 4 and sense is not None:   # Tuesday... for monday too
             titled = answer.istitle() or sense.lemmas()[0].name().istitle()
@@ -1235,8 +1320,10 @@ def make_options(answer: Any, *, kind: str | None = None, seed: Any = 0,
     """Options and the answer's index for an item that has none.
 
     * boolean: True, False, Unable to determine (Yes, No, ... for yes/no answers);
-    * number: the answer and 4 other numbers written as it is and as round as it is, the
-      answer's rank among them uniform (see :func:`_number_options`); when the passage
+    * number: the answer and 4 other answers of the data set written as it is, near it
+      in value (:func:`_pool_options`, where ``vocabulary`` has enough of them), else 4
+      numbers written as it is and as round as it is, the answer's rank among them uniform
+      (see :func:`_number_options`); when the passage
       writes the answer, its other numbers written the same way first
       (:func:`_passage_numbers`);
     * word: 4 words of the answer's kind, never one of its inflections nor an offensive
@@ -1263,7 +1350,8 @@ def make_options(answer: Any, *, kind: str | None = None, seed: Any = 0,
     if kind == "boolean":
         opts, idx = _bool_options(answer)
     elif kind == "number":
-        opts, idx = _number_options(answer, rnd)
+        pooled = _pool_options(str(answer).strip(), rnd, vocabulary) if vocabulary else None
+        opts, idx = pooled or _number_options(answer, rnd)
         if passage:
             opts, idx = _passage_numbers(str(answer).strip(), opts, idx, passage, rnd)
     elif kind == "word":
@@ -1675,20 +1763,24 @@ def _split_last_sentence(text: str) -> tuple[str, str]:
 
 
 def _load_gsm8k(text, source, name, seed, instr, limit, **_):
-    out = []
+    """GSM8K (``test.jsonl``): the question's last sentence is the question, the rest the
+    passage; the number after ``####`` the answer, whose distractors are the file's other
+    answers near it (:func:`_pool_options`)."""
+    raw = []
     for lineno, obj in _jsonl_objects(text, source):
         where = f"{source}, line {lineno}"
         _need(obj, ("question", "answer"), where)
         m = re.search(r"####\s*(.+?)\s*$", str(obj["answer"]))
         if not m:
             raise ItemsError(f"{where}: the answer has no final '#### number'")
-        passage, question = _split_last_sentence(obj["question"])
-        iid = str(lineno)
-        opts, idx, kind = make_options(m.group(1).replace(",", ""), kind="number", seed=seed,
-                                       item_id=iid)
+        raw.append((str(lineno), *_split_last_sentence(obj["question"]),
+                    m.group(1).replace(",", "")))
+    answers = [a for *_, a in raw]
+    out = []
+    for iid, passage, question, answer in raw[:limit] if limit else raw:
+        opts, idx, kind = make_options(answer, kind="number", seed=seed, item_id=iid,
+                                       vocabulary=answers)
         out.append(Item(iid, question, opts, idx, passage, instr, name, kind))
-        if limit and len(out) >= limit:
-            break
     return out
 
 
@@ -1896,7 +1988,7 @@ def _answer_items(raw: Sequence[tuple[str, str, str, str]], seed, instr: str, na
     the same way first). An item no options can be
     made for is left out, with an :class:`ItemsWarning` that counts them and names the
     first ids."""
-    vocab = sorted({a for *_, a in raw})
+    vocab = sorted(a for *_, a in raw)   # with repeats: how often each is an answer
     kin = siblings_by_form((q, a) for _, q, _, a in raw)
     out, skipped = [], []
     todo = raw[:limit] if limit else raw

@@ -114,7 +114,7 @@ RULES: tuple[tuple[str, str, Callable[[Item], Scores]], ...] = (
     ("middle", "the middle number", lambda it: _by_value(it, "middle")),
     ("largest", "the largest number", lambda it: _by_value(it, "largest")),
     ("smallest", "the smallest number", lambda it: _by_value(it, "smallest")),
-    ("no_catch_all", 'never "None of the other options" nor "Unable to determine"',
+    ("no_catch_all", 'never "None of the others" nor "Unable to determine"',
      _no_catch_all),
 )
 
