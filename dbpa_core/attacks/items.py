@@ -628,10 +628,10 @@ def _pool_options(answer: str, rnd: random.Random,
     drawn: list[float] = []
     weights = [len(texts[v]) for v in window]
     while len(drawn) < 4:
-        v = rnd.choices(window, weights)[0]
-        if v not in drawn:
-            drawn.append(v)
-    opts = [texts[v][0] for v in drawn] + [answer]
+        value = rnd.choices(window, weights)[0]
+        if value not in drawn:
+            drawn.append(value)
+    opts = [texts[d][0] for d in drawn] + [answer]
     rnd.shuffle(opts)
     return opts, opts.index(answer)
 
