@@ -2,6 +2,7 @@
 the task for the run section, and result tables (no Streamlit widgets here)."""
 from __future__ import annotations
 
+import functools
 import html
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -281,7 +282,12 @@ def leak_table(rows: Sequence[LeakRow]) -> pd.DataFrame:
 
 def leak_check(spec: BatterySpec) -> str:
     """One sentence, before the run: whether the items' options give answers away."""
-    rows = option_leaks(spec.items)
+    return _leak_check(tuple(spec.items))
+
+
+@functools.lru_cache(maxsize=8)   # the page asks on every rerun; 5,000 items take ~1 s
+def _leak_check(items: tuple[Item, ...]) -> str:
+    rows = option_leaks(items)
     notes = leak_notes(rows)
     if notes:
         return "Answer-blind check: " + " ".join(n[:1].upper() + n[1:] for n in notes)
