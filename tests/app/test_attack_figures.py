@@ -123,3 +123,19 @@ def test_phrase_and_forest_figures(result):
     assert "held-out accuracy" in battery.forest_text(fitted)
     html = F.html_report(fitted, F.battery_figures(fitted))
     assert "What predicts a changed answer" in html and "Which phrases break it" in html
+
+
+def test_option_tables(result):
+    """The Options tab: every letter from A to the last right one, and the answer-blind
+    rules with the check's one sentence before a run."""
+    pos = battery.positions_table(result.answer_positions())
+    assert list(pos[""]) == ["right option", "answered"]
+    letters = [c for c in pos.columns if c]
+    assert letters == [chr(ord("A") + i) for i in range(len(letters))]
+    assert pos.iloc[0][letters].sum() == len(result.spec.items)
+    leaks = battery.leak_table(result.leaks)
+    assert list(leaks.columns) == ["data set", "rule", "right", "chance", "p (Holm)",
+                                   "gives answers away", "n"]
+    assert (leaks["data set"] == "all").sum() >= 10 and set(leaks["gives answers away"]) == {"no"}
+    check = battery.leak_check(result.spec)
+    assert check.startswith("Answer-blind check: no rule that ignores the question beats chance")
