@@ -24,6 +24,7 @@ TEMPS = ["100 °C", "37 °C", "0 °C"]
 A_ANIMALS = ["A cat", "A wolf", "A mouse"]
 BLOOD = ["O", "A", "B", "AB"]
 LETTER_OPTIONS = ["A", "B", "C", "D"]
+METALS = ["Iron", "Copper", "Gold", "Silver", "Tin"]
 
 CASES = [
     # --- ChatGPT style: a choice up front, then an explanation naming other letters
@@ -395,6 +396,16 @@ CASES += [
     ("Adenosine is the drug of choice.", P_MED, "B"),
     ("Section 2(c) governs this. Motion in limine (D).", P_MOT, "D"),
     ("Nitrogen. See Table 1, row (c), and Fig. (b).", P_SCI, "B"),
+    # --- the sentence after a choice judges it: "This is wrong." rejects it
+    ("Option A: Iron. This is incorrect.", METALS, None),
+    ("A. Iron. That's not right.", METALS, None),
+    ("A) Iron. Not correct.", METALS, None),
+    ("A) Iron. This is wrong; the answer is C.", METALS, "C"),
+    ("Option A: Iron. This is wrong. Option B: Copper. This is correct.", METALS, "B"),
+    ("A) Iron. Incorrect. B) Copper. Correct.", METALS, "B"),
+    ("Option A: Iron. This is correct.", METALS, "A"),
+    ("A) Iron. This metal is magnetic, as the passage says.", METALS, "A"),
+    ("B) False. This is correct because the passage never says so.", TF, "B"),
 ]
 
 # answers a careful reader can read but the parser may leave unparsed: never a wrong letter

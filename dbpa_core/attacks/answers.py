@@ -17,7 +17,8 @@ A wrong letter is worse than an unparsed answer, so every rule below prefers
 A choice that **its own clause rejects** is a rejection, not a choice, in every style: "A:
 cats is wrong", "A) cats - incorrect", "(A) cats? No.", "A - cats, incorrect", "A) cats is
 not right", "A) cats ✗", "Answer:\\nA) cats is not right" (the option's own text after the
-letter is skipped, so "B) False" rejects nothing). A phrase under **a hedge or a negation**
+letter is skipped, so "B) False" rejects nothing), or that the next sentence only judges
+("A) Iron. This is wrong.", "A) Iron. Not correct."). A phrase under **a hedge or a negation**
 before it in its sentence is no choice either: "I don't think the answer is A", "many would
 say", "you might think it's A", "it is not the case that", "some may argue", "it's tempting
 to say", "if the answer is A"; nor one with a condition after it ("the answer is A only if
@@ -231,6 +232,12 @@ _REJECT = re.compile(
     r"not\s+(?:(?:the\s+)?(?:right|correct|true|valid|accurate|best|answer)\b|it\b|supported\b)|"
     r"not[ \t]*(?=[.,;!?]|$)|isn['’]t\s+(?:right|correct|true|valid|it\b|the\s+answer)|"
     r"ruled\s+out|eliminated|[✗✘❌×])", re.IGNORECASE | re.MULTILINE)
+# a sentence after a choice that judges it: "A) Iron. This is wrong.", "A. Iron. That's not
+# right.", "A) Iron. Not correct.", "Option B: Copper. This one is correct."
+_NEXT_VERDICT = re.compile(
+    r"[ \t]*[.!][ \t]+(?:(?:this|that|it)(?:[ \t]+(?:option|answer|choice|one))?[ \t]*"
+    r"(?:is|['’]s)[ \t]+|(?=(?:not[ \t]+(?:correct|right)|incorrect|wrong|correct|right)"
+    r"[ \t]*[.!,;]))", re.IGNORECASE)
 _AFFIRM = re.compile(  # "would be correct" is a hypothesis, not a verdict
     _VERDICT_LEAD.format("") + r"(?:(?:correct|right|true|yes|valid)\b|"
     r"the\s+(?:correct\s+|right\s+|best\s+)?(?:answer|one)\b|[✓✔✅])", re.IGNORECASE)
@@ -327,6 +334,11 @@ def _verdict(t: str, pos: int, letter: str, options: Sequence[str]) -> str | Non
                        re.IGNORECASE)
         if own:
             rest = rest[own.end():]
+    # or the next sentence, when it only judges it: "A) Iron. This is wrong.", "That's not
+    # right.", "Incorrect."
+    after = _NEXT_VERDICT.match(rest)
+    if after:
+        rest = rest[after.end():]
     texts = {_norm(o) for o in options}
     no = _REJECT.match(rest)
     if no and not (no.group("w") and no.group("w").lower() in texts):
