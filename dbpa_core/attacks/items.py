@@ -586,6 +586,26 @@ def _pool_key(s: str) -> tuple[tuple, float] | None:
              and int_part.startswith("0"), sign == "+", commas), value)
 
 
+def _inclusion(weights: Sequence[float], size: int) -> list[float]:
+    """Inclusion probabilities proportional to ``weights`` that sum to ``size``, none above
+    1 (a value too common for its share is always in, the rest share what is left)."""
+    pi = [0.0] * len(weights)
+    free = list(range(len(weights)))
+    left = float(size)
+    while free:
+        total = sum(weights[i] for i in free)
+        over = [i for i in free if weights[i] * left / total >= 1.0]
+        if not over:
+            for i in free:
+                pi[i] = weights[i] * left / total
+            break
+        for i in over:
+            pi[i] = 1.0
+        left -= len(over)
+        free = [i for i in free if i not in over]
+    return pi
+
+
 def _pool_options(answer: str, rnd: random.Random,
                   vocabulary: Sequence[str]) -> tuple[list[str], int] | None:
     """Four other answers of the data set as distractors, or None where it has fewer than
@@ -593,12 +613,15 @@ def _pool_options(answer: str, rnd: random.Random,
 
     The data set's answers of the answer's shape, sorted by value, are cut into a window
     of :data:`POOL_WINDOW` consecutive values that holds the answer at a uniformly random
-    place; the distractors are drawn from the window's answers as often as the data set
-    gives them (an answer three items share is three times as likely). Every option is
-    then an answer of the data set near the right one, and the right one is like any
-    other: whichever of the five were right, this same set was as likely to be drawn, so
-    no rule that ignores the question — the roundest, the middle, the most typical value
-    of the data set — beats chance, and the answer's rank among them is uniform."""
+    place. Within it, five values are drawn so that each is in the five with probability
+    five times its share of the window's answers (a value three items share is three times
+    as likely; systematic sampling in a random order, conditioned on holding the answer):
+    over the data set, a value is then offered five times as often as it is right, so
+    whichever of the five were right, this set was as likely to be drawn. No rule that
+    ignores the question — the roundest, the middle, the value most common among the data
+    set's answers or among the options offered — beats chance, and the answer's rank is
+    uniform; only a value that is more than a fifth of the answers near it, offered every
+    time, is right more often than a fifth of the time it is offered."""
     key = _pool_key(answer)
     if key is None:
         return None
@@ -613,25 +636,35 @@ def _pool_options(answer: str, rnd: random.Random,
         k = _pool_key(v)
         if k is not None and same(k[0]):
             texts.setdefault(k[1], []).append(v.strip())
-    texts.pop(x, None)
-    values = sorted([*texts, x])
+    count = {v: len(t) for v, t in texts.items()}
+    count[x] = max(count.get(x, 0), 1)   # the answer is one of the data set's answers
+    values = sorted(count)
     if len(values) < POOL_MIN:
         return None
     r = values.index(x)
     for _ in range(20):
         j = r - rnd.randrange(POOL_WINDOW)
-        window = [v for v in values[max(0, j):j + POOL_WINDOW] if v != x]
-        if len(window) >= 4:
+        window = values[max(0, j):j + POOL_WINDOW]
+        if len(window) >= 5:
             break
     else:
         return None
-    drawn: list[float] = []
-    weights = [len(texts[v]) for v in window]
-    while len(drawn) < 4:
-        value = rnd.choices(window, weights)[0]
-        if value not in drawn:
-            drawn.append(value)
-    opts = [texts[d][0] for d in drawn] + [answer]
+    rnd.shuffle(window)
+    pi = _inclusion([count[v] for v in window], 5)
+    starts, at = [], 0.0
+    for p in pi:
+        starts.append(at)
+        at += p
+    at_x = window.index(x)
+    u = (starts[at_x] + rnd.random() * pi[at_x]) % 1.0
+    drawn = []
+    for point in (u + i for i in range(5)):
+        i = next((i for i in range(len(window)) if starts[i] <= point < starts[i] + pi[i]),
+                 len(window) - 1)
+        drawn.append(window[i])
+    if x not in drawn or len(set(drawn)) < 5:   # only by rounding at an edge
+        return None
+    opts = [answer if d == x else texts[d][0] for d in drawn]
     rnd.shuffle(opts)
     return opts, opts.index(answer)
 
