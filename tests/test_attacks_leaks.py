@@ -100,3 +100,22 @@ def test_honest_items_leak_nothing():
 
 def test_no_items_no_rows():
     assert option_leaks([]) == [] and leak_notes([]) == []
+
+
+def test_the_last_named_and_the_most_offered_are_caught():
+    """bAbI's "Where is Mary?": the room the passage names last; options of made-up
+    numbers: the value offered most often across the items."""
+    rooms = ["kitchen", "garden", "office", "hallway", "cellar"]
+    items = []
+    for i in range(60):
+        order = rooms[i % 5:] + rooms[:i % 5]
+        passage = " ".join(f"Mary went to the {r}." for r in order[:3])
+        items.append(_item(i, rooms, rooms.index(order[2]), passage=passage))
+    rows = option_leaks(items)
+    assert _row(rows, "passage_last").share == 1.0 and _row(rows, "passage_last").leaks
+    assert _row(rows, "passage").share == pytest.approx(1 / 3)
+    # "42" is right in every item and offered in every one; each distractor once
+    favoured = [_item(i, [str(100 + i), str(200 + i), "42", str(300 + i), str(400 + i)], 2)
+                for i in range(80)]
+    row = _row(option_leaks(favoured), "most_offered")
+    assert row.share == 1.0 and row.leaks

@@ -734,3 +734,44 @@ def test_inclusion_probabilities_sum_to_five_and_cap_the_common():
     pi = _inclusion([3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2], 5)
     assert sum(pi) == pytest.approx(5) and max(pi) <= 1.0
     assert pi[0] == pytest.approx(3 * pi[1]) and pi[-1] == pytest.approx(2 * pi[1])
+
+
+@NEEDS_WN
+def test_a_closed_set_of_answers_is_the_options_and_nothing_else():
+    """bAbI's four colours are a colour's options (4, never "pink" from WordNet); "Where
+    is the football?" gets rooms, not the football the passage names; "the milk" a
+    3-option item of the only three things given."""
+    colours = ["white", "yellow", "green", "gray"]
+    for i, c in enumerate(colours * 3):
+        opts, idx, _ = make_options(c, item_id=str(i), vocabulary=colours * 5,
+                                    siblings=colours,
+                                    passage=f"Lily is a swan. Lily is {c}. Greg is a swan.")
+        assert sorted(opts) == sorted(colours) and opts[idx] == c
+    rooms = ["kitchen", "garden", "hallway", "bedroom", "office", "bathroom"]
+    passage = "Mary got the football there. Mary went to the hallway. John went to the office."
+    for i in range(10):
+        opts, idx, _ = make_options("hallway", item_id=str(i), passage=passage, siblings=rooms,
+                                    vocabulary=rooms + ["football", "milk", "Mary"])
+        assert set(opts) <= set(rooms) and len(opts) == 5 and "office" in opts, opts
+    things = ["football", "milk", "apple"]
+    opts, idx, _ = make_options("milk", item_id="m", siblings=things,
+                                vocabulary=things + ["Mary", "Bill"],
+                                passage="Fred gave the milk to Bill.")
+    assert sorted(opts) == sorted(things)
+
+
+@NEEDS_WN
+def test_place_names_get_place_names_not_pieces_or_common_words():
+    """A one-word place gets the passage's other places, not "Pablo" of "Pablo Picasso";
+    a county WordNet knows gets no "midst" or "side"; "was" is never read as "wa"."""
+    passage = ("Pablo Picasso was born in Warsaw in 1881. The song was recorded by Albert "
+               "Einstein at a studio in {}. It was released in 1900 and later covered by "
+               "Jane Austen, who lived in Memphis until 1950.")
+    places = ["Lincolnshire", "Memphis", "Warsaw", "Soweto", "Mexico City", "Ulm"]
+    for answer in ("Lincolnshire", "Ulm"):
+        for i in range(8):
+            opts, idx, _ = make_options(answer, item_id=str(i), vocabulary=places,
+                                        passage=passage.format(answer))
+            assert opts[idx] == answer
+            assert not set(opts) & {"Pablo", "Picasso", "Albert", "Einstein", "Jane", "Austen",
+                                    "Wa", "Midst", "Side", "End", "Exterior"}, opts

@@ -868,18 +868,23 @@ def _co_hyponyms_of(sense: Any, names: bool) -> tuple[str, ...]:
     return tuple(sorted(found, key=lambda w: (-found[w], w)))
 
 
-def _capitalised(passage: str) -> list[str]:
+def _capitalised(passage: str, alone: bool = False) -> list[str]:
     """The passage's capitalised words that are not only capitalised as a sentence's
-    first word (names: Obama, Microsoft, Paris)."""
+    first word (names: Obama, Microsoft, Paris); ``alone``: only those that are a name by
+    themselves, not a piece of a longer one ("Ulm", not "Pablo" of "Pablo Picasso")."""
     from .text import WORD
 
     out = []
     for sent in re.split(r"(?<=[.!?])\s+", passage):
         words = WORD.findall(sent)
-        out += [w for w in words[1:] if w[:1].isupper() and w.isalpha() and len(w) > 1
-                and w.lower() not in _FUNCTION_WORDS]
+        caps = [w[:1].isupper() and w.lower() not in _FUNCTION_WORDS for w in words] + [False]
+        keep = [not alone or not ((i and caps[i - 1]) or caps[i + 1])
+                for i in range(len(words))]
+        out += [w for i, w in enumerate(words[1:], 1) if w[:1].isupper() and w.isalpha()
+                and len(w) > 1 and w.lower() not in _FUNCTION_WORDS and keep[i]]
         if words and words[0][:1].isupper() and words[0].lower() not in _FUNCTION_WORDS \
-                and not _senses(words[0]) and words[0].isalpha():
+                and (not _senses(words[0]) or words[0].lower() in _GIVEN) \
+                and words[0].isalpha() and keep[0]:   # "John went..." (john: a toilet)
             out.append(words[0])
     return sorted(set(out))
 
@@ -1021,7 +1026,8 @@ def _word_options(answer: str, rnd: random.Random, vocabulary: Sequence[str],
         if found and found[0][:1].isupper() and found[0].lower() not in _GIVEN \
                 and _senses(found[0].lower()):
             found[0] = found[0].lower()
-        words += [w for w in found if w.isalpha() and len(w) > 2]
+        words += [w for w in found if w.isalpha() and len(w) > 2   # not "was" made "wa"
+                  and w.lower() not in _FUNCTION_WORDS]
     if answer[:1].islower():   # a common noun gets none of the passage's names
         words = [w for w in words if w[:1].islower()]
     # in the answer's number: "swans" gets plurals; "sheep" (both) those of the other answers
@@ -1029,7 +1035,8 @@ def _word_options(answer: str, rnd: random.Random, vocabulary: Sequence[str],
     if not plural and others:
         plural = 2 * sum(_singular(v).lower() != v.lower() for v in others) > len(others)
     if not plural:
-        words = [_singular(w) if w[:1].islower() else w for w in words]
+        words = [_singular(w) if w[:1].islower() and len(_singular(w)) > 2 else w
+                 for w in words]
     else:   # "Sara is a frog. Frogs are afraid of...": frogs, not frog
         plurals = {_singular(w).lower() for w in words if _singular(w).lower() != w.lower()}
         words = [w for w in words if w.lower() not in plurals]
@@ -1039,28 +1046,43 @@ def _word_options(answer: str, rnd: random.Random, vocabulary: Sequence[str],
         take(vocab, True, False)
         take([w.lower() for w in sorted(group)], True, True)
     elif kind in ("name", "proper"):
-        take(_capitalised(passage), True, False)
+        # pieces of longer names ("Pablo" of "Pablo Picasso") only for an answer that is one
+        # ("Obama" of "Barack Obama" gets "Merkel", "Putin")
+        piece = _in_text(answer, passage) and answer not in _capitalised(passage, alone=True)
+        take(_capitalised(passage, alone=not piece), True, False)
         take(sorted(kin), True, False)
         take(sorted(vocab), True, False)
         if kind == "name":
             take(list(_GIVEN_NAMES), True, True)
+    elif closed and len(kin) >= 2:
+        # a closed set of answers to this question (bAbI's rooms, colours, animals): they
+        # are the options, those the passage names first when it names the answer; no
+        # word of another kind the passage has ("football" for "Where is the football?")
+        # and no word WordNet adds that neither passage nor data set ever gives ("pink"
+        # beside bAbI's four colours): 3 or 4 options where the set is that small
+        if _in_text(answer.lower(), passage.lower()):
+            take(sorted(w for w in kin if _in_text(w.lower(), passage.lower())), False, False)
+        take(sorted(kin), False, False)
     else:
         inside = _in_text(answer.lower(), passage.lower())
         if kind is not None and inside:
             take(words, True, False)
-        take(sorted(kin), kind is not None and not closed, False)
+        take(sorted(kin), kind is not None, False)
         if kind is not None and not inside:   # the passage's words after the answers
             take(words, True, False)
         take(sorted(vocab), kind is not None, False)
         if len(picked) < 4 and sense is not None:   # Tuesday... for monday too
             titled = answer.istitle() or sense.lemmas()[0].name().istitle()
-            take(_co_hyponyms(sense, names=titled)[:24], True, True)
+            pool = _co_hyponyms(sense, names=titled)
+            if answer[:1].isupper():   # a county gets counties, not "side" or "midst"
+                pool = [w for w in pool if w[:1].isupper()]
+            take(pool[:24], True, True)
         for other in _senses(answer) if len(picked) < 3 and sense is not None else ():
             if len(picked) < 3 and other != sense:   # gold the metal, not only the coins
                 take(_co_hyponyms(other, names=answer.istitle())[:24], False, True)
-    if len(picked) < 3:   # too few of its kind: the data set's other one-word answers
-        take(sorted(vocab), False, False)
-    if len(picked) < 3:
+    if len(picked) < 3 and not (closed and len(picked) >= 2):   # too few of its kind: the
+        take(sorted(vocab), False, False)                     # data set's other answers
+    if len(picked) < (2 if closed else 3):
         raise NoOptionsError(f"no distractors for the answer {answer!r}: fewer than 3 words of its "
                          "kind in the passage, the data set's answers and WordNet; give the "
                          "item its own 'options'")

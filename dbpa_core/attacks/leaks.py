@@ -80,6 +80,16 @@ def _passage(item: Item) -> Scores:
             if o.strip() else 0.0 for o in item.options]
 
 
+def _last_named(item: Item) -> Scores:
+    """Where in the passage each option is named last (-1: nowhere)."""
+    if not item.passage.strip():
+        return None
+    text = item.passage.lower()
+    return [float(max((m.start() for m in re.finditer(
+        rf"(?<!\w){re.escape(o.strip().lower())}(?!\w)", text)), default=-1))
+        if o.strip() else -1.0 for o in item.options]
+
+
 def _by_value(item: Item, how: str) -> Scores:
     nums = _numbers(item)
     if nums is None:
@@ -106,6 +116,7 @@ RULES: tuple[tuple[str, str, Callable[[Item], Scores]], ...] = (
     ("longest", "the longest option", lambda it: [float(len(o)) for o in it.options]),
     ("shortest", "the shortest option", lambda it: [-float(len(o)) for o in it.options]),
     ("passage", "the option the passage names most often", _passage),
+    ("passage_last", "the option the passage names last", _last_named),
     ("question_words", "the option sharing most words with the question",
      lambda it: [float(len(_words(o) & _words(it.question))) for o in it.options]),
     ("most_alike", "the option most like the others (letters in common)", _alike),
@@ -145,10 +156,19 @@ def _always(k: int) -> Callable[[Item], Scores]:
 
 
 def _rules(items: Sequence[Item]) -> list[tuple[str, str, Callable[[Item], Scores]]]:
-    """The content rules and "always <letter>" for each letter some item has."""
+    """The content rules, the option offered most often across ``items`` (a value the
+    options favour) and "always <letter>" for each letter some item has."""
     width = max((len(it.options) for it in items), default=0)
-    return [*RULES, *((f"always_{x}", f"always {x}", _always(k))
-                      for k, x in enumerate(LETTERS[:min(width, 8)]))]
+    offered = Counter(o.strip().lower() for it in items for o in it.options)
+
+    def often(it: Item, sign: float) -> Scores:
+        return [sign * offered[o.strip().lower()] for o in it.options]
+
+    return [*RULES,
+            ("most_offered", "the option offered most often across the items",
+             lambda it: often(it, 1.0)),
+            *((f"always_{x}", f"always {x}", _always(k))
+              for k, x in enumerate(LETTERS[:min(width, 8)]))]
 
 
 def _rows(items: Sequence[Item], dataset: str) -> list[LeakRow]:

@@ -7,8 +7,8 @@ is a swan. What colour is Greg?"), **true/false** questions about where people a
 are, and **arithmetic** word problems. Every item has a passage of 4 to 11 sentences, so
 that attacks on the head, middle and tail of a passage can be told apart. Their options
 leak nothing: the five options of a deduction or induction item are the five animals or
-colours its passage names, and a true/false claim is true, false or undetermined a third
-of the time each.
+colours its passage names, a true/false claim is true, false or undetermined a third of
+the time each, and an arithmetic item's distractors are other sums its stories can have.
 
 Examples
 --------
@@ -93,6 +93,10 @@ def _true_false(rnd: random.Random, i: int) -> Item:
                 " ".join(story), DEFAULT_INSTRUCTION, "true/false", kind)
 
 
+# every answer an arithmetic story can have, once per way to get it (a + b - c)
+_SUMS = tuple(str(a + b - c) for a in range(3, 13) for b in range(2, 10) for c in range(1, 6))
+
+
 def _arithmetic(rnd: random.Random, i: int) -> Item:
     name, friend = rnd.sample(NAMES, 2)
     goods, verb = rnd.choice(GOODS)
@@ -100,8 +104,11 @@ def _arithmetic(rnd: random.Random, i: int) -> Item:
     story = [f"{name} has {a} {goods}.", f"In the morning {name} {verb} {b} more {goods}.",
              f"Then {name} gives {c} {goods} to {friend}.",
              f"{friend} already had some {goods} at home."]
+    # the distractors are other answers these stories can have, as often as they have
+    # them (made-up numbers around the answer: "the option offered most often" was right
+    # in 27 % of items)
     opts, idx, kind = make_options(str(a + b - c), kind="number", seed=i,
-                                   item_id=f"arithmetic-{i}")
+                                   item_id=f"arithmetic-{i}", vocabulary=_SUMS)
     return Item(f"arithmetic-{i}", f"How many {goods} does {name} have now?", opts, idx,
                 " ".join(story), DEFAULT_INSTRUCTION, "arithmetic", kind)
 
