@@ -418,4 +418,4 @@ def test_options_that_give_answers_away_are_reported(server, tmp_path, capsys):
     assert files["answer_blind.csv"].startswith("rule,label,dataset,n,share,chance,")
     assert "Answer-blind rules" in files["report.html"]
     from dbpa_core.attacks.battery import summary_text
-    assert "answer-blind rules: the best, the longest option, is right in 100%" in summary_text(res)
+    assert "answer-blind rules: the best, the longest option, is right in 100% of 30 items" in summary_text(res)

@@ -296,7 +296,8 @@ def _leak_check(items: tuple[Item, ...]) -> str:
     if best is None:
         return ""
     return (f"Answer-blind check: no rule that ignores the question beats chance significantly "
-            f"(the best, {best.label}, is right in {best.share:.0%}; chance {best.chance:.0%}).")
+            f"(the best, {best.label}, is right in {best.share:.0%} of {best.n} items; chance "
+            f"{best.chance:.0%}).")
 
 
 def notes(result: BatteryResult) -> list[str]:

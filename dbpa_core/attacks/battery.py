@@ -973,7 +973,7 @@ def summary_text(result: BatteryResult) -> str:
                key=lambda r: r.share - r.chance, default=None)
     if best is not None:
         lines.append(f"answer-blind rules: the best, {best.label}, is right in {best.share:.0%} "
-                     f"of the items (chance {best.chance:.0%})" +
+                     f"of {best.n} items (chance {best.chance:.0%})" +
                      ("; the options give answers away" if best.leaks else
                       ": no rule beats chance significantly"))
     rows = result.attacks()

@@ -139,3 +139,4 @@ def test_option_tables(result):
     assert (leaks["data set"] == "all").sum() >= 10 and set(leaks["gives answers away"]) == {"no"}
     check = battery.leak_check(result.spec)
     assert check.startswith("Answer-blind check: no rule that ignores the question beats chance")
+    assert f"of {len(result.spec.items)} items; chance" in check
