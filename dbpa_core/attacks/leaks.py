@@ -161,12 +161,11 @@ def _rules(items: Sequence[Item]) -> list[tuple[str, str, Callable[[Item], Score
     width = max((len(it.options) for it in items), default=0)
     offered = Counter(o.strip().lower() for it in items for o in it.options)
 
-    def often(it: Item, sign: float) -> Scores:
-        return [sign * offered[o.strip().lower()] for o in it.options]
+    def often(it: Item) -> Scores:
+        return [float(offered[o.strip().lower()]) for o in it.options]
 
     return [*RULES,
-            ("most_offered", "the option offered most often across the items",
-             lambda it: often(it, 1.0)),
+            ("most_offered", "the option offered most often across the items", often),
             *((f"always_{x}", f"always {x}", _always(k))
               for k, x in enumerate(LETTERS[:min(width, 8)]))]
 
@@ -179,7 +178,8 @@ def _rows(items: Sequence[Item], dataset: str) -> list[LeakRow]:
         for it in items:
             n = len(it.options)
             s = score(it)
-            tied = list(range(n)) if s is None else [j for j, v in enumerate(s) if v == max(s)]
+            best = max(s) if s else 0.0
+            tied = list(range(n)) if s is None else [j for j, v in enumerate(s) if v == best]
             t = len(tied)
             hits += (it.answer in tied) / t
             mean += 1 / n
