@@ -21,15 +21,20 @@ def _row(rows, rule, dataset=ALL):
 
 
 def test_the_share_and_p_value_by_hand():
-    """Four items of two options, the right one always the longer: 4 hits where chance
-    expects 2; each item's hit has variance 1/2 - 1/4, so z = (4 - 2) / 1 = 2."""
+    """Four items of two options, the right one always the longer: 4 hits, which random
+    placement gives with probability 1/16 (simulated for so few items). 500 such items
+    with the longer right in 280: chance expects 250, each hit has variance 1/2 - 1/4, so
+    z = 30 / sqrt(125) (the normal tail, for many items)."""
     items = [_item(i, ["a long right one", "short"][::1 if i % 2 else -1], 0 if i % 2 else 1)
              for i in range(4)]
     row = _row(option_leaks(items), "longest")
     assert row.share == 1.0 and row.chance == 0.5 and row.n == 4
-    assert row.p_value == pytest.approx(0.5 * math.erfc(2 / math.sqrt(2)))
-    short = _row(option_leaks(items), "shortest")
-    assert short.share == 0.0
+    assert row.p_value == pytest.approx(1 / 16, abs=0.01)
+    assert _row(option_leaks(items), "shortest").share == 0.0
+    many = [_item(i, ["a long one", "short"], 0 if i < 280 else 1) for i in range(500)]
+    row = _row(option_leaks(many), "longest")
+    assert row.share == 0.56 and row.p_value == pytest.approx(
+        0.5 * math.erfc(30 / math.sqrt(125) / math.sqrt(2)))
 
 
 def test_ties_share_the_pick_and_say_nothing():
@@ -37,7 +42,7 @@ def test_ties_share_the_pick_and_say_nothing():
     average, and never reported."""
     items = [_item(i, ["aa", "bb", "cc", "dd"], i % 4) for i in range(40)]
     row = _row(option_leaks(items), "longest")
-    assert row.share == pytest.approx(0.25) and row.p_value == 0.5 and not row.leaks
+    assert row.share == pytest.approx(0.25) and row.p_value == 1.0 and not row.leaks
 
 
 def test_a_leaking_construction_is_reported_and_named():
@@ -119,3 +124,40 @@ def test_the_last_named_and_the_most_offered_are_caught():
                 for i in range(80)]
     row = _row(option_leaks(favoured), "most_offered")
     assert row.share == 1.0 and row.leaks
+
+
+def test_bAbIs_plural_and_counts_are_caught():
+    """bAbI's deduction writes the feared animal in the plural ("afraid of wolves") and
+    answers in the singular: "an option the passage does not name" beats chance; a closed
+    set of counts offered whole every time, "two" the answer half the time: "two"
+    whenever offered."""
+    animals = ["mouse", "cat", "wolf", "sheep"]
+    plural = {"mouse": "mice", "cat": "cats", "wolf": "wolves", "sheep": "sheep"}
+    items = []
+    rnd = random.Random(2)
+    for i in range(200):   # "sheep", named as it is, is afraid of cats and never feared
+        answer = rnd.choice(animals[:3])
+        passage = f"Cats are afraid of {plural[answer]}. Sheep are afraid of cats."
+        items.append(_item(i, animals, animals.index(answer), passage=passage))
+    assert _row(option_leaks(items), "passage_unnamed").leaks
+    counts = ["none", "one", "two", "three", "four"]
+    items = [_item(i, counts, 2 if i % 2 else rnd.randrange(5)) for i in range(200)]
+    row = next(r for r in option_leaks(items) if r.rule == "text:two")
+    assert row.label == '"two" whenever offered' and row.leaks and row.share > 0.5
+
+
+def test_few_items_raise_few_false_alarms():
+    """Honest options, answers placed at random: in sets of 30 items no more than about
+    one set in a hundred is told its options leak."""
+    rnd = random.Random(9)
+    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota",
+             "kappa", "lambda", "mu"]
+    alarms = 0
+    for _ in range(100):
+        items = []
+        for i in range(30):
+            opts = rnd.sample(words, rnd.choice([3, 4, 5]))
+            items.append(_item(i, opts, rnd.randrange(len(opts)), passage=" ".join(
+                rnd.sample(words, 3)), question=" ".join(rnd.sample(words, 2))))
+        alarms += bool(leak_notes(option_leaks(items)))
+    assert alarms <= 3, alarms

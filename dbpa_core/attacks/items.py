@@ -1003,16 +1003,19 @@ def _word_options(answer: str, rnd: random.Random, vocabulary: Sequence[str],
     picked: list[str] = []
     taken = [_lemmas(answer)]
 
-    def take(pool: list[str], need_kind: bool, strict: bool) -> None:
+    def take(pool: list[str], need_kind: bool, strict: bool, answers: bool = False) -> None:
+        """``answers``: the pool is the data set's own answers to this question, each a
+        different answer there even where WordNet calls two of them near-synonyms (bAbI's
+        "bored" and "tired")."""
         pool = list(dict.fromkeys(pool))
         rnd.shuffle(pool)
         for w in pool:
             if len(picked) >= 4:
                 return
             if w.lower() in _FUNCTION_WORDS or any(_lemmas(w) & t for t in taken) \
-                    or _offensive(w, strict) or _related(answer, w) \
-                    or any(_related(p, w) for p in picked):   # not chrome and chromium
-                continue
+                    or _offensive(w, strict) or (not answers and (
+                        _related(answer, w) or any(_related(p, w) for p in picked))):
+                continue   # not chrome and chromium
             if group is not None and _group(w) is not group:
                 continue
             if need_kind and kind != "group" and not _of_kind(w, kind):
@@ -1061,8 +1064,9 @@ def _word_options(answer: str, rnd: random.Random, vocabulary: Sequence[str],
         # and no word WordNet adds that neither passage nor data set ever gives ("pink"
         # beside bAbI's four colours): 3 or 4 options where the set is that small
         if _in_text(answer.lower(), passage.lower()):
-            take(sorted(w for w in kin if _in_text(w.lower(), passage.lower())), False, False)
-        take(sorted(kin), False, False)
+            take(sorted(w for w in kin if _in_text(w.lower(), passage.lower())), False, False,
+                 answers=True)
+        take(sorted(kin), False, False, answers=True)
     else:
         inside = _in_text(answer.lower(), passage.lower())
         if kind is not None and inside:

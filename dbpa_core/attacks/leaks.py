@@ -31,6 +31,11 @@ ALL = "all"   # the rows over every data set (as in the battery's tables)
 # told its options leak
 ALPHA = 0.01
 MARGIN = 0.05
+# up to this many items, p by simulating SIMULATIONS random placements of the answers
+EXACT_BELOW = 400
+SIMULATIONS = 4000
+# the option texts offered most, each a rule "<text> whenever offered"
+TEXT_RULES = 5
 _CATCH_ALL = {NONE_OF_THE_OTHERS.lower(), UNDETERMINED.lower(), "maybe", "neutral",
               "none of the above", "cannot be determined", "not enough information"}
 _STOP = frozenset("""a an the and or but of to in on at by for from with as is are was were be
@@ -80,14 +85,27 @@ def _passage(item: Item) -> Scores:
             if o.strip() else 0.0 for o in item.options]
 
 
-def _last_named(item: Item) -> Scores:
-    """Where in the passage each option is named last (-1: nowhere)."""
+def _places(item: Item) -> list[list[int]] | None:
+    """Where the passage names each option as a whole (case ignored), or None without a
+    passage."""
     if not item.passage.strip():
         return None
     text = item.passage.lower()
-    return [float(max((m.start() for m in re.finditer(
-        rf"(?<!\w){re.escape(o.strip().lower())}(?!\w)", text)), default=-1))
-        if o.strip() else -1.0 for o in item.options]
+    return [[m.start() for m in re.finditer(rf"(?<!\w){re.escape(o.strip().lower())}(?!\w)",
+                                            text)] if o.strip() else [] for o in item.options]
+
+
+def _by_place(item: Item, how: str) -> Scores:
+    at = _places(item)
+    if at is None:
+        return None
+    if how == "named":
+        return [1.0 if a else 0.0 for a in at]
+    if how == "unnamed":
+        return [0.0 if a else 1.0 for a in at]
+    if how == "first":
+        return [-float(a[0]) if a else -1e12 for a in at]
+    return [float(a[-1]) if a else -1.0 for a in at]   # last
 
 
 def _by_value(item: Item, how: str) -> Scores:
@@ -116,7 +134,10 @@ RULES: tuple[tuple[str, str, Callable[[Item], Scores]], ...] = (
     ("longest", "the longest option", lambda it: [float(len(o)) for o in it.options]),
     ("shortest", "the shortest option", lambda it: [-float(len(o)) for o in it.options]),
     ("passage", "the option the passage names most often", _passage),
-    ("passage_last", "the option the passage names last", _last_named),
+    ("passage_named", "an option the passage names", lambda it: _by_place(it, "named")),
+    ("passage_unnamed", "an option the passage does not name", lambda it: _by_place(it, "unnamed")),
+    ("passage_first", "the option the passage names first", lambda it: _by_place(it, "first")),
+    ("passage_last", "the option the passage names last", lambda it: _by_place(it, "last")),
     ("question_words", "the option sharing most words with the question",
      lambda it: [float(len(_words(o) & _words(it.question))) for o in it.options]),
     ("most_alike", "the option most like the others (letters in common)", _alike),
@@ -155,37 +176,62 @@ def _always(k: int) -> Callable[[Item], Scores]:
     return lambda it: [1.0 if j == k else 0.0 for j in range(len(it.options))]
 
 
+def _always_text(text: str) -> Callable[[Item], Scores]:
+    return lambda it: [1.0 if o.strip().lower() == text else 0.0 for o in it.options]
+
+
 def _rules(items: Sequence[Item]) -> list[tuple[str, str, Callable[[Item], Scores]]]:
     """The content rules, the option offered most often across ``items`` (a value the
-    options favour) and "always <letter>" for each letter some item has."""
+    options favour), "always <letter>" for each letter some item has and "<text> whenever
+    it is offered" for the texts offered most (bAbI's counts: the same five words in every
+    item, the answer "two" half the time)."""
     width = max((len(it.options) for it in items), default=0)
     offered = Counter(o.strip().lower() for it in items for o in it.options)
 
     def often(it: Item) -> Scores:
         return [float(offered[o.strip().lower()]) for o in it.options]
 
+    common = [t for t, k in offered.most_common(TEXT_RULES) if k >= max(2, len(items) / 5)]
     return [*RULES,
             ("most_offered", "the option offered most often across the items", often),
             *((f"always_{x}", f"always {x}", _always(k))
-              for k, x in enumerate(LETTERS[:min(width, 8)]))]
+              for k, x in enumerate(LETTERS[:min(width, 8)])),
+            *((f"text:{t}", f'"{t}" whenever offered', _always_text(t)) for t in common)]
+
+
+def _p_value(hits: float, ties: Sequence[tuple[int, int]], rng: np.random.Generator) -> float:
+    """One-sided p of ``hits`` or more right picks when each item's answer is any of its
+    options with equal probability (``ties``: per item, options tied for the pick and
+    options in all). Up to :data:`EXACT_BELOW` items, by simulating that placement
+    :data:`SIMULATIONS` times (a normal tail is too thin for a few items or rules that
+    apply to few of them); beyond, by the normal approximation."""
+    t = np.array([a for a, _ in ties], float)
+    n = np.array([b for _, b in ties], float)
+    mean = float(np.sum(1 / n))
+    if len(ties) <= EXACT_BELOW:
+        draws = (rng.random((SIMULATIONS, len(ties))) < t / n) / t
+        return float((np.sum(draws.sum(axis=1) >= hits - 1e-9) + 1) / (SIMULATIONS + 1))
+    var = float(np.sum(1 / (t * n) - 1 / n ** 2))
+    z = (hits - mean) / math.sqrt(var) if var > 1e-12 else 0.0
+    return 0.5 * math.erfc(z / math.sqrt(2))
 
 
 def _rows(items: Sequence[Item], dataset: str) -> list[LeakRow]:
     rules = _rules(items)
+    rng = np.random.default_rng(0)   # the same items get the same p-values
     stats = []
     for _, _, score in rules:
-        hits = mean = var = 0.0
+        hits = mean = 0.0
+        ties = []
         for it in items:
             n = len(it.options)
             s = score(it)
             best = max(s) if s else 0.0
             tied = list(range(n)) if s is None else [j for j, v in enumerate(s) if v == best]
-            t = len(tied)
-            hits += (it.answer in tied) / t
+            hits += (it.answer in tied) / len(tied)
             mean += 1 / n
-            var += 1 / (t * n) - 1 / n ** 2
-        z = (hits - mean) / math.sqrt(var) if var > 1e-12 else 0.0
-        stats.append((hits, mean, 0.5 * math.erfc(z / math.sqrt(2))))
+            ties.append((len(tied), n))
+        stats.append((hits, mean, _p_value(hits, ties, rng)))
     adjusted = [float(q) for q in adjust_pvalues(np.array([p for *_, p in stats]), "holm")]
     n = len(items)
     return [LeakRow(name, label, dataset, n, hits / n, mean / n, p, q,
