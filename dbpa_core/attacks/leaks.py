@@ -6,10 +6,12 @@ determine". Each rule here picks an option of every item without its answer (opt
 rule cannot tell apart share the pick). Over a set of items, its share of right picks
 stands beside chance (the mean of 1 / number of options) and a one-sided test of whether it
 beats chance: under the hypothesis that the right option is any one of the item's options
-with equal probability, an item's hit has mean 1/n and variance 1/(t·n) - 1/n² (t: the
-options tied for the rule's pick), and the sum over items is compared with its mean by the
-normal approximation. The p-values are Holm-adjusted over the rules. No model is asked:
-the check runs on the items alone, before a battery and in its results.
+with equal probability, an item's hit is 1/t with probability t/n, else 0 (t: the options
+tied for the rule's pick), and the p of the sum over items comes from simulating that
+placement (up to :data:`EXACT_BELOW` items) or from the normal approximation to the sum
+(mean 1/n, variance 1/(t·n) - 1/n² per item). The p-values are Holm-adjusted over the
+rules. No model is asked: the check runs on the items alone, before a battery and in its
+results.
 """
 from __future__ import annotations
 
