@@ -775,3 +775,22 @@ def test_place_names_get_place_names_not_pieces_or_common_words():
             assert opts[idx] == answer
             assert not set(opts) & {"Pablo", "Picasso", "Albert", "Einstein", "Jane", "Austen",
                                     "Wa", "Midst", "Side", "End", "Exterior"}, opts
+
+
+@NEEDS_WN
+def test_options_do_not_change_with_pythons_string_hashing():
+    """WordNet lists a synset's hyponyms in an order that follows Python's string hashing:
+    the options WordNet supplies were other ones in another process (QED's
+    "photosynthesis" got "sorption" once, "filling" the next time)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = ("import json; from dbpa_core.attacks.items import make_options; print(json.dumps("
+            "[make_options(a, item_id=str(i))[0] for i, a in enumerate(['photosynthesis', "
+            "'insulin', 'oxygen', 'evaporation', 'saliva'] * 3)]))")
+    runs = [json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                      check=True, env={**os.environ, "PYTHONHASHSEED": h}).stdout)
+            for h in ("1", "2", "3")]
+    assert runs[0] == runs[1] == runs[2]

@@ -841,11 +841,13 @@ def _co_hyponyms(sense: Any, names: bool = False) -> list[str]:
 
 @functools.lru_cache(maxsize=4096)
 def _co_hyponyms_of(sense: Any, names: bool) -> tuple[str, ...]:
+    # sorted: WordNet lists a synset's relations in an order that changes with Python's
+    # string hashing, so the first few hyponyms (and the options) changed from run to run
     def up(x):  # London is an instance of a capital, not a kind of one
-        return x.hypernyms() + x.instance_hypernyms()
+        return sorted(x.hypernyms() + x.instance_hypernyms(), key=lambda z: z.name())
 
     def down(x):
-        return x.hyponyms() + x.instance_hyponyms()
+        return sorted(x.hyponyms() + x.instance_hyponyms(), key=lambda z: z.name())
 
     def marked(x) -> bool:
         return bool({d.name().split(".")[0] for d in x.usage_domains()} & _OFFENSIVE_DOMAINS
