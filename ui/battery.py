@@ -18,7 +18,15 @@ from dbpa_core.attacks.battery import (
     run_battery,
 )
 from dbpa_core.attacks.items import Item
-from dbpa_core.attacks.leaks import ALPHA, MARGIN, LeakRow, leak_notes, option_leaks
+from dbpa_core.attacks.leaks import (
+    ALPHA,
+    MARGIN,
+    LeakRow,
+    leak_notes,
+    option_leaks,
+    strongest,
+    strongest_first,
+)
 from dbpa_core.attacks.spec import BatterySpec, parse_attack_spec
 from dbpa_core.sampling import Progress
 from dbpa_core.spec import SpecError
@@ -273,11 +281,10 @@ LEAK_CAPTION = ("Answer-blind rules: how often a rule that never reads the quest
 
 def leak_table(rows: Sequence[LeakRow]) -> pd.DataFrame:
     """The answer-blind rules, the strongest first (all items, then each data set)."""
-    rows = sorted(rows, key=lambda r: (r.dataset != ALL, -(r.share - r.chance)))
     return pd.DataFrame([{"data set": r.dataset, "rule": r.label, "right": r.share,
                           "chance": r.chance, "p (Holm)": r.p_adjusted,
                           "gives answers away": "yes" if r.leaks else "no", "n": r.n}
-                         for r in rows])
+                         for r in strongest_first(rows)])
 
 
 def leak_check(spec: BatterySpec) -> str:
@@ -291,8 +298,7 @@ def _leak_check(items: tuple[Item, ...]) -> str:
     notes = leak_notes(rows)
     if notes:
         return "Answer-blind check: " + " ".join(n[:1].upper() + n[1:] for n in notes)
-    best = max((r for r in rows if r.dataset == ALL), key=lambda r: r.share - r.chance,
-               default=None)
+    best = strongest(rows)
     if best is None:
         return ""
     return (f"Answer-blind check: no rule that ignores the question beats chance significantly "

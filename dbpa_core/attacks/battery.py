@@ -55,7 +55,7 @@ from .consistency import option_orders, reorder
 from .items import LETTERS, Item, render_asked, split_turns
 from .leaks import ALPHA as LEAK_ALPHA
 from .leaks import MARGIN as LEAK_MARGIN
-from .leaks import LeakRow, leak_notes, option_leaks
+from .leaks import LeakRow, leak_notes, option_leaks, strongest, strongest_first
 from .metrics import (
     Rate,
     RTIResult,
@@ -969,8 +969,7 @@ def summary_text(result: BatteryResult) -> str:
              " ".join(f"{k} {v}" for k, v in pos["gold"].items()) + "; answered " +
              " ".join(f"{k} {v}" for k, v in pos["answered"].items()) +
              (f", unparsed {pos['unparsed']}" if pos["unparsed"] else "")]
-    best = max((r for r in result.leaks if r.dataset == ALL),
-               key=lambda r: r.share - r.chance, default=None)
+    best = strongest(result.leaks)
     if best is not None:
         lines.append(f"answer-blind rules: the best, {best.label}, is right in {best.share:.0%} "
                      f"of {best.n} items (chance {best.chance:.0%})" +
@@ -1038,7 +1037,7 @@ def report_html(result: BatteryResult, *, charts_html: str = "", title: str = "R
     (the dashboard adds its Plotly charts); ``section``: the report without the page
     around it (``dbpa report`` puts it into its own)."""
     d = result.to_dict()
-    pos = d["answer_positions"]
+    positions = position_rows(d["answer_positions"])
     by_dataset: list[dict[str, Any]] = []
     if d["by_dataset"]["attacks"] or len(result.datasets) > 1:
         order = list(result.datasets)
@@ -1049,10 +1048,10 @@ def report_html(result: BatteryResult, *, charts_html: str = "", title: str = "R
     context = dict(
         title=title, spec=result.spec, model=model_label(result.spec.model), clean=d["clean"],
         warnings=result.warnings,
-        positions=position_rows(pos),
-        position_cols=[("what", "")] + [(x, x) for x in position_rows(pos)[0] if x != "what"],
-        leaks=[{**r, "leaks": "yes" if r["leaks"] else "no"} for r in
-               sorted(d["answer_blind"], key=lambda r: (r["dataset"] != ALL, -r["above_chance"]))],
+        positions=positions, position_cols=[("what", "")] + [(x, x) for x in positions[0]
+                                                           if x != "what"],
+        leaks=[{**r.to_dict(), "leaks": "yes" if r.leaks else "no"}
+               for r in strongest_first(result.leaks)],
         leak_cols=LEAK_COLUMNS, leak_alpha=f"{LEAK_ALPHA:g}", leak_margin=f"{LEAK_MARGIN:.0%}",
         er_cols=list(ER_COLUMNS), attacks=d["attacks"], by_dataset=by_dataset, rti=d["rti"],
         consistency=[(label, d["consistency"][kind]) for kind, label in

@@ -15,6 +15,7 @@ results.
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -44,14 +45,17 @@ _STOP = frozenset("""a an the and or but of to in on at by for from with as is a
 it its this that these those which what who whom whose where when why how not no yes do does
 did has have had can could will would should may might""".split())
 
-Scores = list[float] | None   # one per option, higher = picked; None: the rule cannot tell
+Scores = Sequence[float] | None   # one per option, higher = picked; None: the rule cannot tell
 
 
 def _words(text: str) -> set[str]:
     return {w for w in re.findall(r"[^\W_]+", text.lower()) if len(w) > 2 and w not in _STOP}
 
 
-def _numbers(item: Item) -> list[tuple[float, int]] | None:
+# an item's numbers, likeness of options and places in the passage serve several rules:
+# each is worked out once per item
+@functools.lru_cache(maxsize=8192)
+def _numbers(item: Item) -> tuple[tuple[float, int], ...] | None:
     """Each option's value and roundness (whole units of its last decimal), or None
     unless every option is a plain number."""
     out = []
@@ -61,7 +65,7 @@ def _numbers(item: Item) -> list[tuple[float, int]] | None:
             return None
         value, decimals = p[2], p[3]
         out.append((value, _level(round(abs(value) * 10 ** decimals)) or 10 ** 12))
-    return out
+    return tuple(out)
 
 
 def _bigrams(text: str) -> Counter:
@@ -69,38 +73,35 @@ def _bigrams(text: str) -> Counter:
     return Counter(t[i:i + 2] for i in range(len(t) - 1))
 
 
-def _alike(item: Item) -> list[float]:
+@functools.lru_cache(maxsize=8192)
+def _alike(item: Item) -> tuple[float, ...]:
     grams = [_bigrams(o) for o in item.options]
     out = []
     for i, g in enumerate(grams):
         sims = [2 * sum((g & h).values()) / max(1, sum(g.values()) + sum(h.values()))
                 for j, h in enumerate(grams) if j != i]
         out.append(sum(sims) / max(1, len(sims)))
-    return out
+    return tuple(out)
 
 
-def _passage(item: Item) -> Scores:
-    if not item.passage.strip():
-        return None
-    text = item.passage.lower()
-    return [float(len(re.findall(rf"(?<!\w){re.escape(o.strip().lower())}(?!\w)", text)))
-            if o.strip() else 0.0 for o in item.options]
-
-
-def _places(item: Item) -> list[list[int]] | None:
+@functools.lru_cache(maxsize=8192)
+def _places(item: Item) -> tuple[tuple[int, ...], ...] | None:
     """Where the passage names each option as a whole (case ignored), or None without a
     passage."""
     if not item.passage.strip():
         return None
     text = item.passage.lower()
-    return [[m.start() for m in re.finditer(rf"(?<!\w){re.escape(o.strip().lower())}(?!\w)",
-                                            text)] if o.strip() else [] for o in item.options]
+    return tuple(tuple(m.start() for m in re.finditer(
+        rf"(?<!\w){re.escape(o.strip().lower())}(?!\w)", text)) if o.strip() else ()
+        for o in item.options)
 
 
 def _by_place(item: Item, how: str) -> Scores:
     at = _places(item)
     if at is None:
         return None
+    if how == "count":
+        return [float(len(a)) for a in at]
     if how == "named":
         return [1.0 if a else 0.0 for a in at]
     if how == "unnamed":
@@ -135,7 +136,7 @@ def _no_catch_all(item: Item) -> Scores:
 RULES: tuple[tuple[str, str, Callable[[Item], Scores]], ...] = (
     ("longest", "the longest option", lambda it: [float(len(o)) for o in it.options]),
     ("shortest", "the shortest option", lambda it: [-float(len(o)) for o in it.options]),
-    ("passage", "the option the passage names most often", _passage),
+    ("passage", "the option the passage names most often", lambda it: _by_place(it, "count")),
     ("passage_named", "an option the passage names", lambda it: _by_place(it, "named")),
     ("passage_unnamed", "an option the passage does not name", lambda it: _by_place(it, "unnamed")),
     ("passage_first", "the option the passage names first", lambda it: _by_place(it, "first")),
@@ -201,44 +202,41 @@ def _rules(items: Sequence[Item]) -> list[tuple[str, str, Callable[[Item], Score
             *((f"text:{t}", f'"{t}" whenever offered', _always_text(t)) for t in common)]
 
 
-def _p_value(hits: float, ties: Sequence[tuple[int, int]], rng: np.random.Generator) -> float:
+def _p_value(hits: float, t: np.ndarray, n: np.ndarray, rng: np.random.Generator) -> float:
     """One-sided p of ``hits`` or more right picks when each item's answer is any of its
-    options with equal probability (``ties``: per item, options tied for the pick and
-    options in all). Up to :data:`EXACT_BELOW` items, by simulating that placement
-    :data:`SIMULATIONS` times (a normal tail is too thin for a few items or rules that
-    apply to few of them); beyond, by the normal approximation."""
-    t = np.array([a for a, _ in ties], float)
-    n = np.array([b for _, b in ties], float)
-    mean = float(np.sum(1 / n))
-    if len(ties) <= EXACT_BELOW:
-        draws = (rng.random((SIMULATIONS, len(ties))) < t / n) / t
+    ``n`` options with equal probability (``t``: per item, the options tied for the pick).
+    Up to :data:`EXACT_BELOW` items, by simulating that placement :data:`SIMULATIONS`
+    times (a normal tail is too thin for a few items or rules that apply to few of them);
+    beyond, by the normal approximation."""
+    if len(t) <= EXACT_BELOW:
+        draws = (rng.random((SIMULATIONS, len(t))) < t / n) / t
         return float((np.sum(draws.sum(axis=1) >= hits - 1e-9) + 1) / (SIMULATIONS + 1))
     var = float(np.sum(1 / (t * n) - 1 / n ** 2))
-    z = (hits - mean) / math.sqrt(var) if var > 1e-12 else 0.0
+    z = (hits - float(np.sum(1 / n))) / math.sqrt(var) if var > 1e-12 else 0.0
     return 0.5 * math.erfc(z / math.sqrt(2))
 
 
 def _rows(items: Sequence[Item], dataset: str) -> list[LeakRow]:
     rules = _rules(items)
     rng = np.random.default_rng(0)   # the same items get the same p-values
+    n = np.array([len(it.options) for it in items], float)
+    chance = sum(1 / len(it.options) for it in items) / len(items)   # summed as the hits are
     stats = []
     for _, _, score in rules:
-        hits = mean = 0.0
+        hits = 0.0
         ties = []
         for it in items:
-            n = len(it.options)
             s = score(it)
             best = max(s) if s else 0.0
-            tied = list(range(n)) if s is None else [j for j, v in enumerate(s) if v == best]
+            tied = list(range(len(it.options))) if s is None else \
+                [j for j, v in enumerate(s) if v == best]
             hits += (it.answer in tied) / len(tied)
-            mean += 1 / n
-            ties.append((len(tied), n))
-        stats.append((hits, mean, _p_value(hits, ties, rng)))
-    adjusted = [float(q) for q in adjust_pvalues(np.array([p for *_, p in stats]), "holm")]
-    n = len(items)
-    return [LeakRow(name, label, dataset, n, hits / n, mean / n, p, q,
-                    q < ALPHA and (hits - mean) / n >= MARGIN)
-            for (name, label, _), (hits, mean, p), q in zip(rules, stats, adjusted, strict=True)]
+            ties.append(len(tied))
+        stats.append((hits / len(items), _p_value(hits, np.array(ties, float), n, rng)))
+    adjusted = [float(q) for q in adjust_pvalues(np.array([p for _, p in stats]), "holm")]
+    return [LeakRow(name, label, dataset, len(items), share, chance, p, q,
+                    q < ALPHA and share - chance >= MARGIN)
+            for (name, label, _), (share, p), q in zip(rules, stats, adjusted, strict=True)]
 
 
 def option_leaks(items: Sequence[Item]) -> list[LeakRow]:
@@ -254,14 +252,24 @@ def option_leaks(items: Sequence[Item]) -> list[LeakRow]:
     return out
 
 
+def strongest_first(rows: Sequence[LeakRow]) -> list[LeakRow]:
+    """The rows over all items first, then each data set's, the rule that beats chance
+    most first within each."""
+    return sorted(rows, key=lambda r: (r.dataset != ALL, -(r.share - r.chance)))
+
+
+def strongest(rows: Sequence[LeakRow]) -> LeakRow | None:
+    """The rule that beats chance most over all items (None without rows)."""
+    return next(iter(strongest_first(rows)), None)
+
+
 def leak_notes(rows: Sequence[LeakRow]) -> list[str]:
     """One sentence per data set whose options give answers away (over all items when
     there is one data set): its strongest leaking rule and how many others leak."""
     per_set = [r for r in rows if r.dataset != ALL]
     out = []
     for ds in dict.fromkeys(r.dataset for r in per_set or rows):
-        leaking = sorted((r for r in per_set or rows if r.dataset == ds and r.leaks),
-                         key=lambda r: -(r.share - r.chance))
+        leaking = strongest_first([r for r in per_set or rows if r.dataset == ds and r.leaks])
         if not leaking:
             continue
         r = leaking[0]
@@ -273,4 +281,5 @@ def leak_notes(rows: Sequence[LeakRow]) -> list[str]:
     return out
 
 
-__all__ = ["ALPHA", "MARGIN", "RULES", "LeakRow", "leak_notes", "option_leaks"]
+__all__ = ["ALPHA", "MARGIN", "RULES", "LeakRow", "leak_notes", "option_leaks", "strongest",
+           "strongest_first"]
