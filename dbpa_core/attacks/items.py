@@ -289,11 +289,6 @@ def _rounder(g: int) -> int:
     return g * 5 if str(g)[0] == "1" else g * 2
 
 
-def _finer(g: int) -> int:
-    """The roundness level below ``g`` (50 -> 10 -> 5 -> 1)."""
-    return g // 2 if str(g)[0] == "1" else g // 5
-
-
 def _nice(limit: float) -> list[int]:
     """The steps 1, 2, 5, 10, 20, 50... up to ``limit`` (at least 1)."""
     out, k = [1], 0
@@ -310,7 +305,6 @@ def _nice(limit: float) -> list[int]:
 # constant, not today's year, so that an item gets the same options in any year (its
 # prompts, hence the cache and the results, would otherwise change on New Year's Day)
 LATEST_YEAR = 2026
-
 
 
 # a clock time (3:45, 07:30, 11:05 pm), a fraction (3/4), a range of whole numbers (10-12 kg)
@@ -533,14 +527,13 @@ def _number_options(answer: Any, rnd: random.Random) -> tuple[list[str], int]:
     lo = None if negative else (1 if ordinal else 0)
     hi = None
     level = _level(n) or 1
-    year = LATEST_YEAR
     decade = (whole and n >= 10 and n % 10 == 0 and suf.strip().lower() in ("s", "'s", "’s"))
     size, zero = 10.0, "yes"
     if decade:
-        hi = max(n, year // 10 * 10)
+        hi = max(n, LATEST_YEAR // 10 * 10)
         tiers = [[10, 20, 50] if n % 50 == 0 and n % 100 else [10, 20]]
     elif whole and not pre and not suf and 1000 <= n <= 2100:   # a year
-        hi = max(n, year)
+        hi = max(n, LATEST_YEAR)
         tiers = [[5, 10] if level == 1 else [10, 20] if level == 5 else [10, 20, 50], _nice(20)]
         size = rnd.choice(tiers[0])
     else:
@@ -586,6 +579,12 @@ def _pool_key(s: str) -> tuple[tuple, float] | None:
              and int_part.startswith("0"), sign == "+", commas), value)
 
 
+def _same_shape(a: tuple, b: tuple) -> bool:
+    """Whether two :func:`_pool_key` shapes are written alike (below 1,000 a number has
+    no thousands commas either way)."""
+    return a[:-1] == b[:-1] and (a[-1] is None or b[-1] is None or a[-1] == b[-1])
+
+
 def _inclusion(weights: Sequence[float], size: int) -> list[float]:
     """Inclusion probabilities proportional to ``weights`` that sum to ``size``, none above
     1 (a value too common for its share is always in, the rest share what is left)."""
@@ -626,15 +625,10 @@ def _pool_options(answer: str, rnd: random.Random,
     if key is None:
         return None
     shape, x = key
-
-    def same(other: tuple) -> bool:
-        return other[:-1] == shape[:-1] and (other[-1] is None or shape[-1] is None
-                                             or other[-1] == shape[-1])
-
     texts: dict[float, list[str]] = {}
     for v in vocabulary:
         k = _pool_key(v)
-        if k is not None and same(k[0]):
+        if k is not None and _same_shape(k[0], shape):
             texts.setdefault(k[1], []).append(v.strip())
     count = {v: len(t) for v, t in texts.items()}
     count[x] = max(count.get(x, 0), 1)   # the answer is one of the data set's answers
@@ -891,6 +885,7 @@ def _capitalised(passage: str, alone: bool = False) -> list[str]:
     return sorted(set(out))
 
 
+@functools.lru_cache(maxsize=65536)   # asked of every word of every passage
 def _singular(word: str) -> str:
     try:
         from .wordnet import WordNetMissing, wordnet
@@ -1339,29 +1334,20 @@ def _in_text(s: str, text: str) -> bool:
 def _passage_numbers(answer: str, opts: list[str], idx: int, passage: str,
                      rnd: random.Random) -> tuple[list[str], int]:
     """When the passage writes the number answer (QED's "1962", bAbI's counts: the
-    answer is read off the passage), its other numbers written the same way (currency
-    sign, unit, decimals, thousands commas; years with years) replace as many of the
-    made-up distractors: a number no passage has would be no distractor beside one it
-    has. Else the options as they are."""
-    parts = _number_parts(answer)
-    if parts is None or _special_number(answer) or not _in_text(answer, passage):
+    answer is read off the passage), its other numbers written the same way (the shape
+    of :func:`_pool_key`: currency sign, unit, decimals, thousands commas; years with
+    years) replace as many of the made-up distractors: a number no passage has would be
+    no distractor beside one it has. Else the options as they are."""
+    key, parts = _pool_key(answer), _number_parts(answer)
+    if key is None or parts is None or not _in_text(answer, passage):
         return opts, idx
-    pre, _, value, decimals, commas, suf = parts
-
-    def year(v: float, dec: int, pr: str, sf: str) -> bool:
-        return not dec and not pr.strip() and not sf.strip() and 1000 <= v <= 2100
-
-    unit = r"\s?" + re.escape(suf.strip()) if suf.strip() else ""
+    pre, suf = parts[0].strip(), parts[5].strip()
+    unit = r"\s?" + re.escape(suf) if suf else ""
     found = []
-    for m in re.finditer(rf"(?<![\w.,]){re.escape(pre.strip())}\s?\d[\d,]*(?:\.\d+)?"
+    for m in re.finditer(rf"(?<![\w.,]){re.escape(pre)}\s?\d[\d,]*(?:\.\d+)?"
                          rf"{unit}(?![\w]|[.,]\d)", passage):
-        other = _number_parts(m.group(0))
-        if other is None:
-            continue
-        o_pre, _, o_value, o_dec, o_commas, o_suf = other
-        if (o_dec, o_commas, o_suf.strip().lower(), o_pre.strip()) == \
-                (decimals, commas, suf.strip().lower(), pre.strip()) and o_value != value \
-                and year(o_value, o_dec, o_pre, o_suf) == year(value, decimals, pre, suf):
+        other = _pool_key(m.group(0))
+        if other is not None and _same_shape(other[0], key[0]) and other[1] != key[1]:
             found.append(m.group(0).strip())
     found = list(dict.fromkeys(found))
     if not found:
