@@ -2184,7 +2184,7 @@ def _load_noahqa(text, source, name, seed, instr, limit, **_):
 
 
 def _load_babi(text, source, name, seed, instr, limit, **_):
-    raw: list[tuple[int, str, str, str]] = []   # (line, passage, question, answer)
+    raw: list[tuple[str, str, str, str]] = []   # (line, question, passage, answer)
     story: list[str] = []
     last_id = 0
     for lineno, line in enumerate(text.splitlines(), 1):
@@ -2197,27 +2197,13 @@ def _load_babi(text, source, name, seed, instr, limit, **_):
         if n <= last_id:
             story = []
         last_id = n
-        if "\t" in body:
+        if "\t" in body:   # a list answer ("milk,apple") as the options write it
             parts = body.split("\t")
-            raw.append((lineno, " ".join(story), parts[0].strip(), parts[1].strip()))
+            raw.append((str(lineno), parts[0].strip(), " ".join(story),
+                        parts[1].strip().replace(",", " and ")))
         else:
             story.append(body.strip())
-    vocab = sorted({a for _, _, _, a in raw})
-    kin = siblings_by_form((q, a.replace(",", " and ")) for _, _, q, a in raw)
-    out, skipped = [], []
-    todo = raw[:limit] if limit else raw
-    for lineno, passage, q, a in todo:
-        iid = str(lineno)
-        answer = a.replace(",", " and ")
-        try:
-            opts, idx, kind = make_options(answer, seed=seed, vocabulary=vocab, passage=passage,
-                                           item_id=iid, siblings=kin[question_form(q)])
-        except NoOptionsError:  # left out, and said so (ItemsWarning)
-            skipped.append(iid)
-            continue
-        out.append(Item(iid, q, opts, idx, passage, instr, name, kind))
-    _left_out(name, skipped, len(todo))
-    return out
+    return _answer_items(raw, seed, instr, name, limit)
 
 
 _LOADERS = {"jsonl": _load_jsonl, "strategyqa": _load_strategyqa, "aqua": _load_aqua,
