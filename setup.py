@@ -6,11 +6,11 @@ The repository keeps the dashboard at its top (``app.py``, ``pages/``, ``ui/``, 
 ``dbpa_app`` (so no generic top-level package named ``ui`` lands in site-packages);
 ``dbpa_core.resources.app_root`` finds either layout and ``dbpa ui`` starts it.
 """
+
 from setuptools import find_packages, setup
 from setuptools.command.build_py import build_py
 
 APP = {"dbpa_app": ".", "dbpa_app.ui": "ui", "dbpa_app.pages": "pages", "dbpa_app.assets": "assets"}
-
 
 
 class BuildPy(build_py):
@@ -26,8 +26,13 @@ setup(
     packages=find_packages(include=["dbpa_core", "dbpa_core.*"]) + list(APP),
     package_dir=APP,
     package_data={
-        "dbpa_core": ["py.typed", "templates/*.j2", "templates/*.css", "schemas/*.json",
-                      "migrations/script.py.mako"],
+        "dbpa_core": [
+            "py.typed",
+            "templates/*.j2",
+            "templates/*.css",
+            "schemas/*.json",
+            "migrations/script.py.mako",
+        ],
         # "dbpa_app" is the repository's root: of its files only app.py (a module) and the
         # Streamlit settings, which Streamlit reads next to the script it runs
         "dbpa_app": [".streamlit/config.toml"],

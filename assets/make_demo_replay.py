@@ -21,6 +21,7 @@ greedy answer first, which a replayed curve reads as its first sample). ``dbpa s
 audit and battery (``dbpa_core/cli/scan.py``) are recorded too, so that a scan of the recorded
 model runs offline (``tests/test_scan.py``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,23 +52,43 @@ def examples(settings: dict) -> dict[str, dict]:
     """Every page's default example as a spec (dict), on the embedded model."""
     common = {k: settings[k] for k in ("samples", "temperature", "max_tokens", "seed")}
     common.update(permutations=100, embedder={"backend": "rouge1"})  # only responses matter
-    personas = [{"name": r["name"], "prefix": r["prefix"]} for r in
-                presets.persona_rows(presets.PERSONAS)]
-    control = [{"name": r["name"], "prompt": r["prompt"], "role": r["role"]}
-               for r in presets.control_target_rows()]
-    models = [{"backend": "local"}] + [{"backend": "local", "temperature": t}
-                                       for t in presets.VARIANT_TEMPERATURES]
+    personas = [{"name": r["name"], "prefix": r["prefix"]} for r in presets.persona_rows(presets.PERSONAS)]
+    control = [
+        {"name": r["name"], "prompt": r["prompt"], "role": r["role"]} for r in presets.control_target_rows()
+    ]
+    models = [{"backend": "local"}] + [
+        {"backend": "local", "temperature": t} for t in presets.VARIANT_TEMPERATURES
+    ]
     hot = {"backend": "local", "temperature": presets.VARIANT_TEMPERATURES[0]}
     return {
-        "personas": {**common, "name": "demo-personas", "model": {"backend": "local"},
-                     "base": {"prompt": presets.NICE_PROMPT}, "perturbations": personas},
+        "personas": {
+            **common,
+            "name": "demo-personas",
+            "model": {"backend": "local"},
+            "base": {"prompt": presets.NICE_PROMPT},
+            "perturbations": personas,
+        },
         # a second model for the Persona explorer's heat map (personas x models)
-        "personas_hot": {**common, "name": "demo-personas-hot", "model": hot,
-                         "base": {"prompt": presets.NICE_PROMPT}, "perturbations": personas},
-        "control": {**common, "name": "demo-control", "model": {"backend": "local"},
-                    "base": {"prompt": presets.NICE_PROMPT}, "perturbations": control},
-        "models": {**common, "name": "demo-models", "models": models,
-                   "base": {"prompt": presets.MODELS_PROMPT}},
+        "personas_hot": {
+            **common,
+            "name": "demo-personas-hot",
+            "model": hot,
+            "base": {"prompt": presets.NICE_PROMPT},
+            "perturbations": personas,
+        },
+        "control": {
+            **common,
+            "name": "demo-control",
+            "model": {"backend": "local"},
+            "base": {"prompt": presets.NICE_PROMPT},
+            "perturbations": control,
+        },
+        "models": {
+            **common,
+            "name": "demo-models",
+            "models": models,
+            "base": {"prompt": presets.MODELS_PROMPT},
+        },
         # `dbpa scan`'s audit (its own settings: the scan's defaults, not the sidebar's)
         "scan": scan.audit_data({"backend": "local"}, embedder={"backend": "rouge1"}),
     }
@@ -89,19 +110,29 @@ def battery_specs():
 
     full = dict(battery.DEFAULTS, w_bat_rti=["insert", "delete", "replace"], w_bat_curve=True)
     base = battery_spec()
-    return [base, battery.build_spec(full, _battery_settings(), {"backend": "local"}),
-            parse_attack_spec(scan.battery_data({"backend": "local"}), source="dbpa scan")]
+    return [
+        base,
+        battery.build_spec(full, _battery_settings(), {"backend": "local"}),
+        parse_attack_spec(scan.battery_data({"backend": "local"}), source="dbpa scan"),
+    ]
 
 
 def _battery_settings() -> dict:
     from ui.state import DEFAULTS
 
-    return {"samples": DEFAULTS["w_samples"], "permutations": DEFAULTS["w_permutations"],
-            "measure": DEFAULTS["w_measure"], "correction": DEFAULTS["w_correction"],
-            "alpha": DEFAULTS["w_alpha"], "temperature": DEFAULTS["w_temperature"],
-            "max_tokens": DEFAULTS["w_max_tokens"], "seed": DEFAULTS["w_seed"],
-            "embedder": {"backend": DEFAULTS["w_embedder"]}, "null": DEFAULTS["w_null"],
-            "min_effect": None}
+    return {
+        "samples": DEFAULTS["w_samples"],
+        "permutations": DEFAULTS["w_permutations"],
+        "measure": DEFAULTS["w_measure"],
+        "correction": DEFAULTS["w_correction"],
+        "alpha": DEFAULTS["w_alpha"],
+        "temperature": DEFAULTS["w_temperature"],
+        "max_tokens": DEFAULTS["w_max_tokens"],
+        "seed": DEFAULTS["w_seed"],
+        "embedder": {"backend": DEFAULTS["w_embedder"]},
+        "null": DEFAULTS["w_null"],
+        "min_effect": None,
+    }
 
 
 def record_battery(cache, counts: dict, force: bool) -> list[dict]:
@@ -130,11 +161,14 @@ def record_battery(cache, counts: dict, force: bool) -> list[dict]:
         print("battery: already recorded")
         return []
     print(f"battery: recording {len(jobs)} answers", flush=True)
-    sampler = Sampler(cache, progress=lambda p: print(f"  {p.stage} {p.done}/{p.total} "
-                                                      f"{p.detail}", flush=True))
+    sampler = Sampler(
+        cache, progress=lambda p: print(f"  {p.stage} {p.done}/{p.total} {p.detail}", flush=True)
+    )
     recs = sampler.sample(jobs)
-    return [{"prompt": j.request.prompt, "response": r.text, "model": SMOLLM2_NAME}
-            for j, r in zip(jobs, recs, strict=True)]
+    return [
+        {"prompt": j.request.prompt, "response": r.text, "model": SMOLLM2_NAME}
+        for j, r in zip(jobs, recs, strict=True)
+    ]
 
 
 def landing_responses(settings: dict, records: list[dict]) -> dict[str, list[str]]:
@@ -151,9 +185,11 @@ def landing_responses(settings: dict, records: list[dict]) -> dict[str, list[str
     for arm in build_arms(spec):
         got = by_prompt.get(arm.prompt, [])
         if len(got) < spec.samples:
-            raise SystemExit(f"landing: {arm.name} has {len(got)} of {spec.samples} responses; "
-                             "record the personas example first")
-        out[arm.prompt] = got[:spec.samples]
+            raise SystemExit(
+                f"landing: {arm.name} has {len(got)} of {spec.samples} responses; "
+                "record the personas example first"
+            )
+        out[arm.prompt] = got[: spec.samples]
     return out
 
 
@@ -168,8 +204,12 @@ def write_landing(settings: dict, records: list[dict], cache, meta: dict) -> Non
     texts = [t for group in landing_responses(settings, records).values() for t in group]
     unique = list(dict.fromkeys(texts))
     vectors = Sampler(cache).embed(unique, {"backend": "local"})
-    np.savez_compressed(LANDING, texts=np.array(unique), vectors=vectors.astype(np.float32),
-                        meta=np.array(json.dumps(meta, sort_keys=True)))
+    np.savez_compressed(
+        LANDING,
+        texts=np.array(unique),
+        vectors=vectors.astype(np.float32),
+        meta=np.array(json.dumps(meta, sort_keys=True)),
+    )
     print(f"wrote {LANDING}: {len(unique)} embeddings, {meta}")
 
 
@@ -177,20 +217,30 @@ def main(argv=None) -> int:
     from ui.state import DEFAULTS
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", default="personas,personas_hot,control,models,scan,battery",
-                    help="comma-separated examples to record (personas, personas_hot: the "
-                    "personas on the T=1.2 variant, control, models, scan: dbpa scan's audit, "
-                    "battery: the Robustness battery page's default, every RTI operation and "
-                    "its curve, and dbpa scan's battery); "
-                    "landing: only re-embed the landing example")
+    ap.add_argument(
+        "--only",
+        default="personas,personas_hot,control,models,scan,battery",
+        help="comma-separated examples to record (personas, personas_hot: the "
+        "personas on the T=1.2 variant, control, models, scan: dbpa scan's audit, "
+        "battery: the Robustness battery page's default, every RTI operation and "
+        "its curve, and dbpa scan's battery); "
+        "landing: only re-embed the landing example",
+    )
     ap.add_argument("--force", action="store_true", help="re-record responses already there")
     ap.add_argument("--cache-dir", default=None, help="cache folder (default: the usual one)")
     args = ap.parse_args(argv)
-    settings = {"samples": DEFAULTS["w_samples"], "temperature": DEFAULTS["w_temperature"],
-                "max_tokens": DEFAULTS["w_max_tokens"], "seed": DEFAULTS["w_seed"]}
+    settings = {
+        "samples": DEFAULTS["w_samples"],
+        "temperature": DEFAULTS["w_temperature"],
+        "max_tokens": DEFAULTS["w_max_tokens"],
+        "seed": DEFAULTS["w_seed"],
+    }
 
-    kept = [json.loads(line) for line in DST.read_text(encoding="utf-8").splitlines()
-            if line.strip()] if DST.exists() else []
+    kept = (
+        [json.loads(line) for line in DST.read_text(encoding="utf-8").splitlines() if line.strip()]
+        if DST.exists()
+        else []
+    )
     have = {(r["prompt"], r.get("model")) for r in kept}
     # answers recorded per (prompt, model): an arm that asks a prompt another arm asks too
     # (a same-prompt control) needs answers of its own, after theirs (Arm.first_sample)
@@ -223,34 +273,45 @@ def main(argv=None) -> int:
             print(f"{name}: already recorded")
             continue
         print(f"{name}: recording {len(todo)} prompts x {k}", flush=True)
-        sampler = Sampler(cache, progress=lambda p: print(
-            f"  {p.stage} {p.done}/{p.total} {p.detail}", flush=True))
+        sampler = Sampler(
+            cache, progress=lambda p: print(f"  {p.stage} {p.done}/{p.total} {p.detail}", flush=True)
+        )
         recs = sampler.sample([Job(a.model, r, a.name) for a in todo for r in arm_requests(spec, a)])
         if name == "personas":
             from datetime import UTC, datetime
 
             from dbpa_core.backends.decoding import cpu_kernels
 
-            landing_meta = {"model": SMOLLM2_NAME, "precision": sampler.usage.get("precision"),
-                            "kernels": cpu_kernels(),
-                            "recorded": datetime.now(UTC).date().isoformat(),
-                            "embedder": "all-MiniLM-L6-v2", **settings,
-                            "top_p": spec.top_p}
+            landing_meta = {
+                "model": SMOLLM2_NAME,
+                "precision": sampler.usage.get("precision"),
+                "kernels": cpu_kernels(),
+                "recorded": datetime.now(UTC).date().isoformat(),
+                "embedder": "all-MiniLM-L6-v2",
+                **settings,
+                "top_p": spec.top_p,
+            }
         for i, arm in enumerate(todo):
             key = (arm.prompt, recorded_name(arm.model))
             if not lacking(arm):
                 continue  # an arm shared by two examples (the NICE base) is recorded once
             have.add(key)
             count[key] += k
-            new += [{"prompt": arm.prompt, "response": r.text, "model": key[1]}
-                    for r in recs[i * k:(i + 1) * k]]
+            new += [
+                {"prompt": arm.prompt, "response": r.text, "model": key[1]} for r in recs[i * k : (i + 1) * k]
+            ]
     if args.force:
         fresh = {(r["prompt"], r["model"]) for r in new}
         kept = [r for r in kept if (r["prompt"], r.get("model")) not in fresh]
     with DST.open("w", encoding="utf-8") as fout:
         for r in kept + new:
-            fout.write(json.dumps({"prompt": r["prompt"], "response": r["response"],
-                                   "model": r.get("model")}, ensure_ascii=False) + "\n")
+            fout.write(
+                json.dumps(
+                    {"prompt": r["prompt"], "response": r["response"], "model": r.get("model")},
+                    ensure_ascii=False,
+                )
+                + "\n"
+            )
     print(f"wrote {DST}: {len(kept) + len(new)} responses ({len(new)} new)")
     if landing_meta is None and "landing" in names and LANDING.exists():
         import numpy as np

@@ -8,6 +8,7 @@ real counts and three simulated respondents, see :mod:`dbpa_core.fidelity.sample
 drawn with a fixed seed, so running this again gives the same files byte for byte
 (``tests/test_fidelity_data.py`` checks it).
 """
+
 from __future__ import annotations
 
 import sys

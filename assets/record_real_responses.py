@@ -23,6 +23,7 @@ rewritten after each prompt)::
 
     OMP_NUM_THREADS=1 DBPA_CACHE_DIR=/tmp/dbpa-record .venv/bin/python assets/record_real_responses.py
 """
+
 from __future__ import annotations
 
 import json
@@ -40,28 +41,48 @@ MODEL = {"backend": "local", "batch_size": 30}  # batch size does not change a s
 MODEL_NAME = "SmolLM2-135M-Instruct"
 PARAMS = GenerationParams(temperature=0.8, top_p=1.0, max_tokens=100)
 SEED = 0
-N_BASE = 60       # the base prompt is in every power comparison
-N = 40            # each other prompt: enough for two disjoint groups of k = 20
+N_BASE = 60  # the base prompt is in every power comparison
+N = 40  # each other prompt: enough for two disjoint groups of k = 20
 N_OFF_TOPIC = 10
 
-BASE = ("John has these features: Age: 70, Sex: male, Total cholesterol: 6.2 mmol/L, "
-        "HDL cholesterol: 1.1 mmol/L, Systolic blood pressure: 150 mmHg, Smoker: yes, "
-        "Diabetes: no. Provide recommendations on CVD guidelines based on NICE for this person.")
-PERSONAS = ["doctor", "nurse", "medical practitioner", "medical supervisor", "comedian",
-            "robot from the future", "NeurIPS reviewer", "child"]
+BASE = (
+    "John has these features: Age: 70, Sex: male, Total cholesterol: 6.2 mmol/L, "
+    "HDL cholesterol: 1.1 mmol/L, Systolic blood pressure: 150 mmHg, Smoker: yes, "
+    "Diabetes: no. Provide recommendations on CVD guidelines based on NICE for this person."
+)
+PERSONAS = [
+    "doctor",
+    "nurse",
+    "medical practitioner",
+    "medical supervisor",
+    "comedian",
+    "robot from the future",
+    "NeurIPS reviewer",
+    "child",
+]
 
 
 def arms() -> list[tuple[str, str, str, int]]:
     """(arm, role, prompt, n) for every recorded prompt, in recording order."""
-    out = [("base", "base", BASE, N_BASE),
-           ("off-topic", "off-topic", "Write a short poem about the sea.", N_OFF_TOPIC)]
+    out = [
+        ("base", "base", BASE, N_BASE),
+        ("off-topic", "off-topic", "Write a short poem about the sea.", N_OFF_TOPIC),
+    ]
     for p in PERSONAS:
         article = "an" if p[0].lower() in "aeiou" else "a"
         out.append((p, "persona", f"Act as {article} {p}. {BASE}", N))
     out.append(("name: Ahmed", "near-null", BASE.replace("John", "Ahmed"), N))
-    out.append(("paraphrase", "near-null", BASE.replace(
-        "Provide recommendations on CVD guidelines based on NICE for this person.",
-        "Based on the NICE CVD guidelines, what would you recommend for this person?"), N))
+    out.append(
+        (
+            "paraphrase",
+            "near-null",
+            BASE.replace(
+                "Provide recommendations on CVD guidelines based on NICE for this person.",
+                "Based on the NICE CVD guidelines, what would you recommend for this person?",
+            ),
+            N,
+        )
+    )
     out.append(("name: David", "near-null", BASE.replace("John", "David"), N))
     return out
 
@@ -71,22 +92,41 @@ def main() -> int:
     t0 = time.time()
 
     def progress(p) -> None:
-        print(f"{p.stage}: {p.done}/{p.total} {p.detail[:30]} ({time.time() - t0:.0f} s)",
-              file=sys.stderr, flush=True)
+        print(
+            f"{p.stage}: {p.done}/{p.total} {p.detail[:30]} ({time.time() - t0:.0f} s)",
+            file=sys.stderr,
+            flush=True,
+        )
 
     sampler = Sampler(Cache(), progress=progress)
     lines: list[str] = []
     for arm, role, prompt, n in arms():  # one prompt at a time: the file grows as it goes
-        records = sampler.sample([Job(MODEL, r, arm) for r in
-                                  requests_for(prompt, n=n, seed=SEED, params=PARAMS)])
-        lines += [json.dumps({"arm": arm, "role": role, "prompt": prompt, "index": j,
-                              "response": rec.text, "model": MODEL_NAME,
-                              "temperature": PARAMS.temperature,
-                              "max_tokens": PARAMS.max_tokens, "seed": SEED},
-                             ensure_ascii=False) for j, rec in enumerate(records)]
+        records = sampler.sample(
+            [Job(MODEL, r, arm) for r in requests_for(prompt, n=n, seed=SEED, params=PARAMS)]
+        )
+        lines += [
+            json.dumps(
+                {
+                    "arm": arm,
+                    "role": role,
+                    "prompt": prompt,
+                    "index": j,
+                    "response": rec.text,
+                    "model": MODEL_NAME,
+                    "temperature": PARAMS.temperature,
+                    "max_tokens": PARAMS.max_tokens,
+                    "seed": SEED,
+                },
+                ensure_ascii=False,
+            )
+            for j, rec in enumerate(records)
+        ]
         dst.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        print(f"{arm}: {n} responses; {len(lines)} in {dst} ({time.time() - t0:.0f} s)",
-              file=sys.stderr, flush=True)
+        print(
+            f"{arm}: {n} responses; {len(lines)} in {dst} ({time.time() - t0:.0f} s)",
+            file=sys.stderr,
+            flush=True,
+        )
     return 0
 
 

@@ -12,6 +12,7 @@
 
 Run: ``.venv/bin/python benchmarks/bench_attacks.py`` (``make bench``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,18 +51,22 @@ def bench_attack_speed(n: int = 10_000, rho: float = 0.5) -> bool:
         best = math.inf  # the fastest of 5 runs over 1,000 passages, scaled: what a quiet core does
         for _ in range(5):
             t = time.perf_counter()
-            attack_texts(chunk, level, rho, seeds=seeds[:len(chunk)])
+            attack_texts(chunk, level, rho, seeds=seeds[: len(chunk)])
             best = min(best, (time.perf_counter() - t) * len(passages) / len(chunk))
         best_total += best
-        parts.append(f"{level} {dt:.2f} s (best {best:.2f} s; {changed / len(passages):.1f} "
-                     "words changed each)")
+        parts.append(
+            f"{level} {dt:.2f} s (best {best:.2f} s; {changed / len(passages):.1f} words changed each)"
+        )
     ok = total < 5.0
     words = sum(len(p.split()) for p in passages) / len(passages)
-    print(f"attacking {len(passages):,} passages of ~{words:.0f} words at rho = {rho}: "
-          + "; ".join(parts) + f". All levels {total:.2f} s ({cpu:.2f} s of CPU; best-of-5 "
-          f"chunks {best_total:.2f} s), target < 5 s: {'met' if ok else 'MISSED'}. WordNet's "
-          f"one-time load {load:.1f} s. Load average {os.getloadavg()[0]:.1f} on "
-          f"{os.cpu_count()} cores.")
+    print(
+        f"attacking {len(passages):,} passages of ~{words:.0f} words at rho = {rho}: "
+        + "; ".join(parts)
+        + f". All levels {total:.2f} s ({cpu:.2f} s of CPU; best-of-5 "
+        f"chunks {best_total:.2f} s), target < 5 s: {'met' if ok else 'MISSED'}. WordNet's "
+        f"one-time load {load:.1f} s. Load average {os.getloadavg()[0]:.1f} on "
+        f"{os.cpu_count()} cores."
+    )
     return ok
 
 
@@ -74,6 +79,7 @@ def bench_battery(n_items: int = 200, latency: float = 0.05, concurrency: int = 
     items = sample_items(n_items // 4, seed=2)
     vocab = vocabulary_of([it.passage for it in items] + [it.question for it in items])
     with RuleModelProcess(vocab, latency=latency) as srv, tempfile.TemporaryDirectory() as tmp:
+
         def spec(n):
             return parse_attack_spec(f"""
 model: {{backend: openai, name: rule-model, base_url: "{srv.base_url}", concurrency: {concurrency}}}
@@ -84,6 +90,7 @@ attacks:
   - {{level: word, rho: [0.1, 0.5, 1.0]}}
   - {{level: visual, rho: [0.1, 0.5, 1.0], letters: 0.5}}
 """)
+
         t = time.perf_counter()
         run_battery(spec(1), cache=Cache(Path(tmp) / "warm"))
         warm = time.perf_counter() - t
@@ -98,11 +105,13 @@ attacks:
     assert res.usage["calls"] == calls and again.usage["calls"] == 0
     ideal = math.ceil(calls / concurrency) * latency
     ok = elapsed <= 1.5 * ideal
-    print(f"{len(s.items)}-item battery, 3 levels x 3 rho: {calls:,} calls at 50 ms latency, "
-          f"concurrency {concurrency}: {elapsed:.2f} s (ideal {ideal:.2f} s, target <= "
-          f"{1.5 * ideal:.2f} s: {'met' if ok else 'MISSED'}; {cpu:.1f} s of CPU in this "
-          f"process); rerun from the cache {rerun:.2f} s; one-time loads in a warm-up battery "
-          f"{warm:.1f} s. Load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores.")
+    print(
+        f"{len(s.items)}-item battery, 3 levels x 3 rho: {calls:,} calls at 50 ms latency, "
+        f"concurrency {concurrency}: {elapsed:.2f} s (ideal {ideal:.2f} s, target <= "
+        f"{1.5 * ideal:.2f} s: {'met' if ok else 'MISSED'}; {cpu:.1f} s of CPU in this "
+        f"process); rerun from the cache {rerun:.2f} s; one-time loads in a warm-up battery "
+        f"{warm:.1f} s. Load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores."
+    )
     return ok
 
 

@@ -8,6 +8,7 @@ switching pages and moving a slider redraw in under 1 s.
 
 Run: ``make bench`` or ``.venv/bin/python benchmarks/bench_dashboard.py``.
 """
+
 from __future__ import annotations
 
 import os
@@ -61,12 +62,18 @@ def main() -> int:
         assert not at.exception
     ok_run, ok_switch, ok_slider = cached < 3.0, switch_t < 1.0, slider < 1.0
     print(f"landing example, first run (embeds 180 responses): {first:.2f} s")
-    print(f"landing example re-run from the cache + redraw: {cached:.2f} s "
-          f"(target < 3 s: {'met' if ok_run else 'MISSED'})")
-    print(f"switching pages (one page, with results drawn): {switch_t:.2f} s "
-          f"(target < 1 s: {'met' if ok_switch else 'MISSED'})")
-    print(f"moving a slider (α, with results drawn): {slider:.2f} s "
-          f"(target < 1 s: {'met' if ok_slider else 'MISSED'})")
+    print(
+        f"landing example re-run from the cache + redraw: {cached:.2f} s "
+        f"(target < 3 s: {'met' if ok_run else 'MISSED'})"
+    )
+    print(
+        f"switching pages (one page, with results drawn): {switch_t:.2f} s "
+        f"(target < 1 s: {'met' if ok_switch else 'MISSED'})"
+    )
+    print(
+        f"moving a slider (α, with results drawn): {slider:.2f} s "
+        f"(target < 1 s: {'met' if ok_slider else 'MISSED'})"
+    )
     print("all targets met" if ok_run and ok_switch and ok_slider else "SOME TARGETS MISSED")
     return 0
 

@@ -17,6 +17,7 @@
 
 Run: ``.venv/bin/python benchmarks/bench_fidelity.py`` (``make bench``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,17 +45,21 @@ def make_data(m: int = 1000, d: int = 5, seed: int = 0):
     scen, a, b, c = [], [], [], []
     for j in range(m):
         p = rng.dirichlet(np.ones(d))
-        scen.append(Scenario(f"q{j + 1:04d}", opts, rng.multinomial(int(rng.integers(300, 1001)), p)
-                             .astype(float)))
+        scen.append(
+            Scenario(f"q{j + 1:04d}", opts, rng.multinomial(int(rng.integers(300, 1001)), p).astype(float))
+        )
         a.append(rng.multinomial(300, 0.9 * p + 0.1 * rng.dirichlet(np.ones(d))).astype(float))
         t = p * np.exp(np.linspace(-1, 1, d))
         b.append(rng.multinomial(300, t / t.sum()).astype(float))
         f = np.round(0.5 * p + 0.5 / d, 4)
         f[np.argmax(f)] += 1.0 - f.sum()
         c.append(f)
-    return FidelityData("categorical", tuple(scen), {"close": tuple(a), "tilted": tuple(b),
-                                                     "flat": tuple(c)},
-                        {"close": "counts", "tilted": "counts", "flat": "probabilities"})
+    return FidelityData(
+        "categorical",
+        tuple(scen),
+        {"close": tuple(a), "tilted": tuple(b), "flat": tuple(c)},
+        {"close": "counts", "tilted": "counts", "flat": "probabilities"},
+    )
 
 
 def bench_cli(m: int) -> bool:
@@ -66,16 +71,28 @@ def bench_cli(m: int) -> bool:
     with tempfile.TemporaryDirectory() as tmp:
         csv = Path(tmp) / "survey.csv"
         csv.write_text(data.to_csv())
-        args = ["fidelity", str(csv), "--loss", "tv", "--gamma", "0.5", "--eta", "0.05",
-                "--out", str(Path(tmp) / "out"), "--quiet"]
+        args = [
+            "fidelity",
+            str(csv),
+            "--loss",
+            "tv",
+            "--gamma",
+            "0.5",
+            "--eta",
+            "0.05",
+            "--out",
+            str(Path(tmp) / "out"),
+            "--quiet",
+        ]
         # fresh processes first: this process's BLAS threads keep spinning for a while after
         # the in-process runs and would steal the child's CPU on a 2-core machine
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         fresh_times = []
         for _ in range(3):
             t = time.perf_counter()
-            proc = subprocess.run([sys.executable, "-m", "dbpa_core.cli", *args], env=env,
-                                  capture_output=True, text=True)
+            proc = subprocess.run(
+                [sys.executable, "-m", "dbpa_core.cli", *args], env=env, capture_output=True, text=True
+            )
             fresh_times.append(time.perf_counter() - t)
             assert proc.returncode == 0, proc.stderr
         fresh = statistics.median(fresh_times)
@@ -111,13 +128,15 @@ def bench_cli(m: int) -> bool:
         t_write = time.perf_counter() - t
     assert len(res.comparisons) == 6 and res_b.has_band
     ok = inproc < 2.0
-    print(f"dbpa fidelity, m = {m:,} questions x 5 options x 3 simulators (+ uniform), tv, "
-          f"with band and 6 comparisons: {inproc:.2f} s in-process (median of 3; target < 2 s: "
-          f"{'met' if ok else 'MISSED'}). Stages: read the CSV {t_load:.2f} s, curves and "
-          f"comparisons without the band {t_curves:.2f} s, with the band {t_all:.2f} s, write "
-          f"the files {t_write:.2f} s. A fresh `dbpa fidelity` process: {fresh:.2f} s (median of "
-          f"3; target < 2 s: {'met' if fresh < 2.0 else 'MISSED'}), of which {imp:.2f} s start "
-          f"Python and import dbpa_core (every dbpa command pays it).")
+    print(
+        f"dbpa fidelity, m = {m:,} questions x 5 options x 3 simulators (+ uniform), tv, "
+        f"with band and 6 comparisons: {inproc:.2f} s in-process (median of 3; target < 2 s: "
+        f"{'met' if ok else 'MISSED'}). Stages: read the CSV {t_load:.2f} s, curves and "
+        f"comparisons without the band {t_curves:.2f} s, with the band {t_all:.2f} s, write "
+        f"the files {t_write:.2f} s. A fresh `dbpa fidelity` process: {fresh:.2f} s (median of "
+        f"3; target < 2 s: {'met' if fresh < 2.0 else 'MISSED'}), of which {imp:.2f} s start "
+        f"Python and import dbpa_core (every dbpa command pays it)."
+    )
     return ok
 
 
@@ -129,25 +148,40 @@ def make_binary(m: int, seed: int = 1):
     scen, a, b = [], [], []
     for j in range(m):
         p = rng.uniform(0.05, 0.95)
-        scen.append(Scenario(f"q{j + 1:05d}", ("No", "Yes"),
-                             rng.multinomial(int(rng.integers(50, 501)), [1 - p, p]).astype(float)))
+        scen.append(
+            Scenario(
+                f"q{j + 1:05d}",
+                ("No", "Yes"),
+                rng.multinomial(int(rng.integers(50, 501)), [1 - p, p]).astype(float),
+            )
+        )
         a.append(rng.multinomial(300, [1 - p, p]).astype(float))
         b.append(rng.multinomial(300, [0.5, 0.5]).astype(float))
-    return FidelityData("categorical", tuple(scen), {"close": tuple(a), "coin": tuple(b)},
-                        {"close": "counts", "coin": "counts"})
+    return FidelityData(
+        "categorical",
+        tuple(scen),
+        {"close": tuple(a), "coin": tuple(b)},
+        {"close": "counts", "coin": "counts"},
+    )
 
 
 def _fresh(csv: Path, out: Path, *extra: str) -> tuple[float, float]:
     """Wall seconds and peak memory (MB) of one fresh `dbpa fidelity` process."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    code = ("import resource, sys; from dbpa_core.cli import main; rc = main(sys.argv[1:]); "
-            "print('MAXRSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss); sys.exit(rc)")
+    code = (
+        "import resource, sys; from dbpa_core.cli import main; rc = main(sys.argv[1:]); "
+        "print('MAXRSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss); sys.exit(rc)"
+    )
     t = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", code, "fidelity", str(csv), "--out", str(out),
-                           "--quiet", *extra], env=env, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "fidelity", str(csv), "--out", str(out), "--quiet", *extra],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     wall = time.perf_counter() - t
     assert proc.returncode == 0, proc.stderr
-    rss = int(proc.stdout.rsplit("MAXRSS", 1)[1].split()[0]) / 1024   # KB on Linux
+    rss = int(proc.stdout.rsplit("MAXRSS", 1)[1].split()[0]) / 1024  # KB on Linux
     return wall, rss
 
 
@@ -157,9 +191,10 @@ def bench_scale(small: int = 1000, large: int = 10_000, repeat: int = 2) -> bool
     m = 1,000 time; peak memory under 500 MB."""
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
-        for label, make, extra in (("tv, 5 options, 3 simulators, band on", make_data, ()),
-                                   ("scalar path: squared, 2 options (Bernoulli sets)",
-                                    make_binary, ("--loss", "squared"))):
+        for label, make, extra in (
+            ("tv, 5 options, 3 simulators, band on", make_data, ()),
+            ("scalar path: squared, 2 options (Bernoulli sets)", make_binary, ("--loss", "squared")),
+        ):
             walls, peak = {}, 0.0
             for m in (small, large):
                 csv = Path(tmp) / f"{m}.csv"
@@ -170,10 +205,12 @@ def bench_scale(small: int = 1000, large: int = 10_000, repeat: int = 2) -> bool
             ratio = walls[large] / walls[small]
             met = ratio <= 4.0 and peak < 500
             ok &= met
-            print(f"fresh `dbpa fidelity` ({label}): m = {small:,} {walls[small]:.2f} s, "
-                  f"m = {large:,} {walls[large]:.2f} s -> {ratio:.1f}x (target <= 4x: "
-                  f"{'met' if ratio <= 4 else 'MISSED'}); peak memory {peak:.0f} MB (target "
-                  f"< 500 MB: {'met' if peak < 500 else 'MISSED'}); median of {repeat}.")
+            print(
+                f"fresh `dbpa fidelity` ({label}): m = {small:,} {walls[small]:.2f} s, "
+                f"m = {large:,} {walls[large]:.2f} s -> {ratio:.1f}x (target <= 4x: "
+                f"{'met' if ratio <= 4 else 'MISSED'}); peak memory {peak:.0f} MB (target "
+                f"< 500 MB: {'met' if peak < 500 else 'MISSED'}); median of {repeat}."
+            )
     return ok
 
 
@@ -202,11 +239,13 @@ def bench_per_discrepancy(m: int, m_solver: int) -> None:
     lo_g, l_g = per(lambda: dz.minimize_convex(p[sl], r[sl], q[sl], "tv"), m_solver)
     agree_up = float(np.max(np.abs(v_c[sl] - v_g)))
     agree_lo = float(np.max(np.abs(l_c[sl] - l_g)))
-    print(f"per pseudo-discrepancy (tv, 5 options): worst case Δ̂ closed form "
-          f"{up_c * 1e6:.1f} µs vs general solver (successive linearization, {m_solver} "
-          f"questions) {up_g * 1e6:.0f} µs ({up_g / up_c:.0f}x); best case Δ⁻ 1-D search "
-          f"{lo_c * 1e6:.1f} µs vs SLSQP {lo_g * 1e6:.0f} µs ({lo_g / lo_c:.0f}x). Largest "
-          f"difference between the two: {agree_up:.1e} (Δ̂), {agree_lo:.1e} (Δ⁻).")
+    print(
+        f"per pseudo-discrepancy (tv, 5 options): worst case Δ̂ closed form "
+        f"{up_c * 1e6:.1f} µs vs general solver (successive linearization, {m_solver} "
+        f"questions) {up_g * 1e6:.0f} µs ({up_g / up_c:.0f}x); best case Δ⁻ 1-D search "
+        f"{lo_c * 1e6:.1f} µs vs SLSQP {lo_g * 1e6:.0f} µs ({lo_g / lo_c:.0f}x). Largest "
+        f"difference between the two: {agree_up:.1e} (Δ̂), {agree_lo:.1e} (Δ⁻)."
+    )
 
 
 def main() -> int:

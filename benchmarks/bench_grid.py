@@ -6,6 +6,7 @@ re-runs the tab in well under 1 s.
 
 Run: ``.venv/bin/python benchmarks/bench_grid.py`` (from the repository root).
 """
+
 from __future__ import annotations
 
 import statistics
@@ -30,8 +31,10 @@ def main() -> None:
 
     at = AppTest.from_string(SCRIPT, default_timeout=240)
     print(f"first run (10,000 answers, table built): {timed(at.run):.2f} s")
-    searches = [timed(lambda q=q: at.text_input(key="g_grid_q").set_value(q).run())
-                for q in ("statin", "risk risk", "sorry", "")]
+    searches = [
+        timed(lambda q=q: at.text_input(key="g_grid_q").set_value(q).run())
+        for q in ("statin", "risk risk", "sorry", "")
+    ]
     print(f"search: median {statistics.median(searches):.3f} s, max {max(searches):.3f} s")
     at.selectbox(key="g_grid_check").set_value("refuses").run()
     check = timed(lambda: at.selectbox(key="g_grid_outcome").set_value("failed").run())

@@ -19,6 +19,7 @@ numbers move with it, the ratio of two things measured together much less.
 
 Run: ``make bench`` or ``.venv/bin/python benchmarks/bench_local.py [--skip-landing]``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,8 +48,9 @@ def load() -> str:
 def landing_prompts() -> list[str]:
     from ui import presets
 
-    return [presets.NICE_PROMPT] + [f"{r['prefix']} {presets.NICE_PROMPT}"
-                                    for r in presets.persona_rows(presets.PERSONAS)]
+    return [presets.NICE_PROMPT] + [
+        f"{r['prefix']} {presets.NICE_PROMPT}" for r in presets.persona_rows(presets.PERSONAS)
+    ]
 
 
 def plain_fp32_loop(folder: str, prompt: str, *, steps: int, threads: int) -> float:
@@ -62,9 +64,12 @@ def plain_fp32_loop(folder: str, prompt: str, *, steps: int, threads: int) -> fl
     try:
         tok = AutoTokenizer.from_pretrained(folder)
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
-        ids = tok.apply_chat_template([{"role": "user", "content": prompt}],
-                                      add_generation_prompt=True, return_tensors="pt",
-                                      return_dict=True)["input_ids"].repeat(16, 1)
+        ids = tok.apply_chat_template(
+            [{"role": "user", "content": prompt}],
+            add_generation_prompt=True,
+            return_tensors="pt",
+            return_dict=True,
+        )["input_ids"].repeat(16, 1)
         gen = torch.Generator().manual_seed(0)
         with torch.inference_mode():
             t = time.perf_counter()
@@ -86,10 +91,13 @@ def local_backend(samples: int, seed: int) -> tuple[float, int, float, str, dict
     from dbpa_core.backends.local import LocalBackend
 
     b = LocalBackend()
-    b.prepare()                                      # loading is not decoding
+    b.prepare()  # loading is not decoding
     params = GenerationParams(temperature=0.8, max_tokens=120)
-    reqs = [SampleRequest(p, i, seed + 1000 * j + i, params)
-            for j, p in enumerate(landing_prompts()) for i in range(samples)]
+    reqs = [
+        SampleRequest(p, i, seed + 1000 * j + i, params)
+        for j, p in enumerate(landing_prompts())
+        for i in range(samples)
+    ]
     tokens = []
     t = time.perf_counter()
     b.generate(reqs, lambda r, s: tokens.append(s.completion_tokens))
@@ -107,33 +115,45 @@ def bench_tokens(samples: int, steps: int) -> bool:
     counts = sorted({torch.get_num_threads(), 1})
 
     def plain_runs() -> dict[int, float]:
-        return {n: plain_fp32_loop(folder, landing_prompts()[0], steps=steps, threads=n)
-                for n in counts}
+        return {n: plain_fp32_loop(folder, landing_prompts()[0], steps=steps, threads=n) for n in counts}
 
     before = plain_runs()
     ours, tokens, seconds, precision, threads = local_backend(samples, seed=int(time.time()))
-    after = plain_runs()                 # before and after: the best of four counts
+    after = plain_runs()  # before and after: the best of four counts
     plain = {n: max(before[n], after[n]) for n in counts}
     best_n = max(plain, key=plain.get)
     ratio = ours / plain[best_n]
     ok = ratio >= RATIO_TARGET
     for n in counts:
-        print(f"plain fp32 batch-16 loop, {n} thread{'s' if n > 1 else ''}: "
-              f"{before[n]:6.1f} before, {after[n]:6.1f} after tokens/s (16 x {steps} tokens)")
+        print(
+            f"plain fp32 batch-16 loop, {n} thread{'s' if n > 1 else ''}: "
+            f"{before[n]:6.1f} before, {after[n]:6.1f} after tokens/s (16 x {steps} tokens)"
+        )
     on = ", ".join(f"{n} thread{'s' if n > 1 else ''}: {k}" for n, k in sorted(threads.items()))
-    print(f"local backend ({precision}, 9 prompts x {samples}): {ours:6.1f} tokens/s "
-          f"({tokens} tokens in {seconds:.1f} s; steps on {on})")
-    print(f"ratio to the faster plain loop: {ratio:.2f}x (target >= {RATIO_TARGET:.0f}x: "
-          f"{'met' if ok else 'MISSED'})")
+    print(
+        f"local backend ({precision}, 9 prompts x {samples}): {ours:6.1f} tokens/s "
+        f"({tokens} tokens in {seconds:.1f} s; steps on {on})"
+    )
+    print(
+        f"ratio to the faster plain loop: {ratio:.2f}x (target >= {RATIO_TARGET:.0f}x: "
+        f"{'met' if ok else 'MISSED'})"
+    )
     return ok
 
 
 def bench_landing() -> bool:
     with tempfile.TemporaryDirectory() as tmp:
         env = dict(os.environ, DBPA_CACHE_DIR=tmp, DBPA_HOME=tmp)
-        cmd = [sys.executable, "-m", "dbpa_core.cli", "audit",
-               str(ROOT / "examples" / "nice_personas.yaml"), "--out", os.path.join(tmp, "out"),
-               "--quiet"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "dbpa_core.cli",
+            "audit",
+            str(ROOT / "examples" / "nice_personas.yaml"),
+            "--out",
+            os.path.join(tmp, "out"),
+            "--quiet",
+        ]
         times = []
         for _ in range(2):
             t = time.perf_counter()
@@ -144,16 +164,19 @@ def bench_landing() -> bool:
                 return False
         assert "0 new calls" in r.stdout, r.stdout
     ok = times[0] <= COLD_TARGET_S
-    print(f"landing example (9 x 20, up to 120 tokens), fresh process: cold {times[0]:.0f} s "
-          f"(target about 2 min, <= {COLD_TARGET_S:.0f} s: {'met' if ok else 'MISSED'}); "
-          f"cached rerun {times[1]:.1f} s")
+    print(
+        f"landing example (9 x 20, up to 120 tokens), fresh process: cold {times[0]:.0f} s "
+        f"(target about 2 min, <= {COLD_TARGET_S:.0f} s: {'met' if ok else 'MISSED'}); "
+        f"cached rerun {times[1]:.1f} s"
+    )
     return ok
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--samples", type=int, default=20,
-                    help="answers per prompt (default 20, the landing example's)")
+    ap.add_argument(
+        "--samples", type=int, default=20, help="answers per prompt (default 20, the landing example's)"
+    )
     ap.add_argument("--steps", type=int, default=64, help="tokens per row of the plain loop")
     ap.add_argument("--skip-landing", action="store_true", help="skip the cold landing run")
     args = ap.parse_args()

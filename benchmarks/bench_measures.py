@@ -28,6 +28,7 @@ when the two distributions coincide) is preferred when its mean power is within
 ``energy-cosine`` only compares the mean embeddings, so a change in spread alone is
 invisible to it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -107,7 +108,7 @@ def embed_arms(arms: dict[str, dict]) -> dict[str, np.ndarray]:
     emb = sampler.embed(texts, {"backend": "local"}).astype(np.float64)
     out, i = {}, 0
     for name, a in arms.items():
-        out[name] = emb[i:i + len(a["texts"])]
+        out[name] = emb[i : i + len(a["texts"])]
         i += len(a["texts"])
     return out
 
@@ -117,16 +118,27 @@ def run_variants(x: np.ndarray, y: np.ndarray, variants, gen, n_permutations: in
     pooled = np.vstack([x, y])
     k = x.shape[0]
     sim = cosine_similarity_matrix(pooled)
-    dist = {"l2": pairwise_distance_matrix(pooled, "l2"),
-            "l1": pairwise_distance_matrix(pooled, "l1"),
-            "cosine": pairwise_distance_matrix(pooled, "cosine")}
+    dist = {
+        "l2": pairwise_distance_matrix(pooled, "l2"),
+        "l1": pairwise_distance_matrix(pooled, "l1"),
+        "cosine": pairwise_distance_matrix(pooled, "cosine"),
+    }
     seed = int(gen.integers(0, 2**63 - 1))
     out = []
     for v in variants:
         m = v.measure_object()
-        r = _test_on_matrices(sim, dist.get(m.metric), k, m, n_permutations=n_permutations,
-                              rng=np.random.default_rng(seed), sequential=None, batch=None,
-                              bins=v.bins, null=v.null)
+        r = _test_on_matrices(
+            sim,
+            dist.get(m.metric),
+            k,
+            m,
+            n_permutations=n_permutations,
+            rng=np.random.default_rng(seed),
+            sequential=None,
+            batch=None,
+            bins=v.bins,
+            null=v.null,
+        )
         out.append((r.p_value, r.effect_size, r.chance_effect_size))
     return out
 
@@ -145,7 +157,7 @@ def draws(arms, emb, k: int, reps: int, null_reps: int, gen):
     def with_outlier(x, y):
         pooled = np.vstack([x, y])
         pooled[gen.integers(pooled.shape[0])] = off[gen.integers(off.shape[0])]
-        return pooled[:x.shape[0]], pooled[x.shape[0]:]
+        return pooled[: x.shape[0]], pooled[x.shape[0] :]
 
     for p in personas:
         if emb[p].shape[0] < k or emb[base].shape[0] < k:
@@ -186,12 +198,16 @@ def main() -> int:
         args.reps, args.null_reps = 4, 4
     arms = load_responses(Path(args.responses))
     counts = {n: len(a["texts"]) for n, a in arms.items()}
-    print(f"{args.responses}: {sum(counts.values())} responses, "
-          + ", ".join(f"{n} {c}" for n, c in counts.items()))
+    print(
+        f"{args.responses}: {sum(counts.values())} responses, "
+        + ", ".join(f"{n} {c}" for n, c in counts.items())
+    )
     t0 = time.perf_counter()
     emb = embed_arms(arms)
-    print(f"embedded with MiniLM in {time.perf_counter() - t0:.0f} s; B = {args.permutations}, "
-          f"alpha = {ALPHA}, {os.cpu_count()} cores")
+    print(
+        f"embedded with MiniLM in {time.perf_counter() - t0:.0f} s; B = {args.permutations}, "
+        f"alpha = {ALPHA}, {os.cpu_count()} cores"
+    )
     gen = np.random.default_rng(args.seed)
     results: dict = {}
     for k in [int(v) for v in args.ks.split(",")]:
@@ -203,24 +219,28 @@ def main() -> int:
         res = {}
         for cond, rows in acc.items():
             a = np.asarray(rows)  # (draws, variants, 3)
-            res[cond] = {"n": a.shape[0], "reject": (a[:, :, 0] <= ALPHA).mean(axis=0).tolist(),
-                         "omega": a[:, :, 1].mean(axis=0).tolist(),
-                         "chance": a[:, :, 2].mean(axis=0).tolist(),
-                         "above": (a[:, :, 1] - a[:, :, 2]).mean(axis=0).tolist(),
-                         "above_se": ((a[:, :, 1] - a[:, :, 2]).std(axis=0, ddof=1)
-                                      / np.sqrt(a.shape[0])).tolist()}
+            res[cond] = {
+                "n": a.shape[0],
+                "reject": (a[:, :, 0] <= ALPHA).mean(axis=0).tolist(),
+                "omega": a[:, :, 1].mean(axis=0).tolist(),
+                "chance": a[:, :, 2].mean(axis=0).tolist(),
+                "above": (a[:, :, 1] - a[:, :, 2]).mean(axis=0).tolist(),
+                "above_se": ((a[:, :, 1] - a[:, :, 2]).std(axis=0, ddof=1) / np.sqrt(a.shape[0])).tolist(),
+            }
         results[k] = res
-        print(f"\nk = {k} ({sum(v['n'] for v in res.values())} data sets, "
-              f"{time.perf_counter() - t0:.0f} s)")
+        print(f"\nk = {k} ({sum(v['n'] for v in res.values())} data sets, {time.perf_counter() - t0:.0f} s)")
         print_table(res)
     best = choose_default(results)
-    print(f"Most powerful calibrated measure (ties within {TIE} to whole-distribution tests): {best}"
-          f" (DEFAULT_MEASURE = {DEFAULT_MEASURE}: {'agrees' if best == DEFAULT_MEASURE else 'DIFFERS'})")
+    print(
+        f"Most powerful calibrated measure (ties within {TIE} to whole-distribution tests): {best}"
+        f" (DEFAULT_MEASURE = {DEFAULT_MEASURE}: {'agrees' if best == DEFAULT_MEASURE else 'DIFFERS'})"
+    )
     print("\nREADME table (power / FPR at alpha = .05):\n")
     print(readme_table(results))
     if args.json:
-        Path(args.json).write_text(json.dumps({"variants": [v.label for v in VARIANTS],
-                                               "results": results}, indent=1))
+        Path(args.json).write_text(
+            json.dumps({"variants": [v.label for v in VARIANTS], "results": results}, indent=1)
+        )
     return 0
 
 
@@ -230,10 +250,10 @@ def fpr_ok(rate: float, n: int) -> bool:
 
 
 def print_table(res: dict) -> None:
-    conds = [c for c in ("power", "power + outlier", "FPR", "FPR + outlier", "near-null")
-             if c in res]
-    print(f"{'measure':<30}" + "".join(f"{c:>17}" for c in conds)
-          + f"{'chance ω (H0)':>15}{'above (H0)':>16}")
+    conds = [c for c in ("power", "power + outlier", "FPR", "FPR + outlier", "near-null") if c in res]
+    print(
+        f"{'measure':<30}" + "".join(f"{c:>17}" for c in conds) + f"{'chance ω (H0)':>15}{'above (H0)':>16}"
+    )
     for i, v in enumerate(VARIANTS):
         cells = ""
         for c in conds:
@@ -241,8 +261,7 @@ def print_table(res: dict) -> None:
             flag = "" if not c.startswith("FPR") or fpr_ok(r, res[c]["n"]) else " !"
             cells += f"{r:>15.3f}{flag:<2}"
         h0 = res.get("FPR")
-        extra = (f"{h0['chance'][i]:>15.4f}{h0['above'][i]:>+10.4f}±{h0['above_se'][i]:.4f}"
-                 if h0 else "")
+        extra = f"{h0['chance'][i]:>15.4f}{h0['above'][i]:>+10.4f}±{h0['above_se'][i]:.4f}" if h0 else ""
         print(f"{v.label:<30}{cells}{extra}")
 
 
@@ -254,16 +273,28 @@ def choose_default(results: dict) -> str:
     for i, v in enumerate(VARIANTS):
         if v.null != "base" or v.bins != 30 or not v.robust:
             continue
-        ok = all(fpr_ok(res[c]["reject"][i], res[c]["n"]) for res in results.values()
-                 for c in ("FPR", "FPR + outlier") if c in res)
+        ok = all(
+            fpr_ok(res[c]["reject"][i], res[c]["n"])
+            for res in results.values()
+            for c in ("FPR", "FPR + outlier")
+            if c in res
+        )
         if ok:
-            scores[v.label] = np.mean([res[c]["reject"][i] for res in results.values()
-                                       for c in ("power", "power + outlier") if c in res])
+            scores[v.label] = np.mean(
+                [
+                    res[c]["reject"][i]
+                    for res in results.values()
+                    for c in ("power", "power + outlier")
+                    if c in res
+                ]
+            )
     if not scores:
         return "none"
     best = max(scores.values())
-    print("\nmean power of the calibrated measures: " + ", ".join(
-        f"{n} {v:.3f}" for n, v in sorted(scores.items(), key=lambda kv: -kv[1])))
+    print(
+        "\nmean power of the calibrated measures: "
+        + ", ".join(f"{n} {v:.3f}" for n, v in sorted(scores.items(), key=lambda kv: -kv[1]))
+    )
     for name in WHOLE_DISTRIBUTION:
         if scores.get(name, -1.0) >= best - TIE:
             return name
@@ -272,8 +303,13 @@ def choose_default(results: dict) -> str:
 
 def readme_table(results: dict) -> str:
     ks = sorted(results)
-    head = "| measure | " + " | ".join(f"k = {k}" for k in ks) + " | " + \
-        " | ".join(f"k = {k} + outlier" for k in ks) + " |"
+    head = (
+        "| measure | "
+        + " | ".join(f"k = {k}" for k in ks)
+        + " | "
+        + " | ".join(f"k = {k} + outlier" for k in ks)
+        + " |"
+    )
     lines = [head, "|---|" + "---:|" * (2 * len(ks))]
     for i, v in enumerate(VARIANTS):
         cells = []

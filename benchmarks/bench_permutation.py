@@ -18,6 +18,7 @@ Then the other measures against jsd in the same run (issue 12: ``wasserstein`` a
 ``ks`` within 5x of jsd at k = 200), and sequential stopping on a clear null
 (issue 8: it must stop within milliseconds, not after a first batch of 1,024).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,8 +39,7 @@ B = 10_000
 def embeddings(k: int, d: int = 384, seed: int = 0):
     gen = np.random.default_rng(seed)
     center = gen.standard_normal(d)
-    return (center + 0.8 * gen.standard_normal((k, d)),
-            center + 0.1 + 0.8 * gen.standard_normal((k, d)))
+    return (center + 0.8 * gen.standard_normal((k, d)), center + 0.1 + 0.8 * gen.standard_normal((k, d)))
 
 
 def best_time(fn, repeats: int) -> float:
@@ -56,26 +56,36 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="10,25,50,100,200,500")
     ap.add_argument("--measure", default="jsd")
-    ap.add_argument("--literal-permutations", type=int, default=200,
-                    help="permutations timed for the literal version (rate scaled to B)")
-    ap.add_argument("--other-sizes", default="50,200",
-                    help="k for the table of the other measures against jsd")
-    ap.add_argument("--skip-others", action="store_true",
-                    help="only the jsd table (no other measures, no sequential stopping)")
+    ap.add_argument(
+        "--literal-permutations",
+        type=int,
+        default=200,
+        help="permutations timed for the literal version (rate scaled to B)",
+    )
+    ap.add_argument(
+        "--other-sizes", default="50,200", help="k for the table of the other measures against jsd"
+    )
+    ap.add_argument(
+        "--skip-others",
+        action="store_true",
+        help="only the jsd table (no other measures, no sequential stopping)",
+    )
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     print(f"measure={args.measure}  B={B}  d=384  cores={os.cpu_count()}")
-    print(f"{'k':>5} {'ours ms':>9} {'ours perm/s':>12} {'literal perm/s':>15} "
-          f"{'speed-up':>9}  target")
+    print(f"{'k':>5} {'ours ms':>9} {'ours perm/s':>12} {'literal perm/s':>15} {'speed-up':>9}  target")
     ok = True
     for k in sizes:
         x, y = embeddings(k)
-        ours = best_time(lambda x=x, y=y: dbpa_test(x, y, measure=args.measure, n_permutations=B,
-                                                   rng=0),
-                         repeats=7 if k <= 100 else 3)
+        ours = best_time(
+            lambda x=x, y=y: dbpa_test(x, y, measure=args.measure, n_permutations=B, rng=0),
+            repeats=7 if k <= 100 else 3,
+        )
         n_lit = max(20, args.literal_permutations // max(1, k // 50))
-        lit = best_time(lambda x=x, y=y, n=n_lit: literal_dbpa_test(
-            x, y, measure=args.measure, n_permutations=n, rng=0), repeats=1)
+        lit = best_time(
+            lambda x=x, y=y, n=n_lit: literal_dbpa_test(x, y, measure=args.measure, n_permutations=n, rng=0),
+            repeats=1,
+        )
         lit_rate = n_lit / lit
         speedup = (B / lit_rate) / ours
         target = ""
@@ -87,8 +97,10 @@ def main() -> int:
             met = ours < 1.0
             ok &= met
             target = f"< 1000 ms: {'met' if met else 'MISSED'}"
-        print(f"{k:>5} {ours * 1e3:>9.1f} {B / ours:>12,.0f} {lit_rate:>15,.0f} "
-              f"{speedup:>8,.0f}x  {target}", flush=True)
+        print(
+            f"{k:>5} {ours * 1e3:>9.1f} {B / ours:>12,.0f} {lit_rate:>15,.0f} {speedup:>8,.0f}x  {target}",
+            flush=True,
+        )
     if args.measure == "jsd" and not args.skip_others:
         ok &= bench_other_measures([int(v) for v in args.other_sizes.split(",")])
         ok &= bench_sequential()
@@ -104,9 +116,10 @@ def bench_other_measures(sizes) -> bool:
     ok = True
     for k in sizes:
         x, y = embeddings(k)
-        ms = {m: best_time(lambda m=m, x=x, y=y: dbpa_test(x, y, measure=m, n_permutations=B,
-                                                           rng=0), repeats=5)
-              for m in measures}
+        ms = {
+            m: best_time(lambda m=m, x=x, y=y: dbpa_test(x, y, measure=m, n_permutations=B, rng=0), repeats=5)
+            for m in measures
+        }
         cells = " ".join(f"{ms[m] * 1e3:>8.1f} ({ms[m] / ms['jsd']:>4.1f}x)" for m in measures)
         target = ""
         if k == 200:
@@ -126,9 +139,11 @@ def bench_sequential() -> bool:
     seq = best_time(lambda: dbpa_test(x, y, n_permutations=B, rng=0, sequential=10), repeats=5)
     r = dbpa_test(x, y, n_permutations=B, rng=0, sequential=10)
     met = seq <= 0.010
-    print(f"\nsequential stopping, clear null, k = 20, B = {B}, h = 10: {seq * 1e3:.1f} ms after "
-          f"{r.n_permutations} permutations (full run {full * 1e3:.1f} ms); target <= 10 ms: "
-          f"{'met' if met else 'MISSED'}")
+    print(
+        f"\nsequential stopping, clear null, k = 20, B = {B}, h = 10: {seq * 1e3:.1f} ms after "
+        f"{r.n_permutations} permutations (full run {full * 1e3:.1f} ms); target <= 10 ms: "
+        f"{'met' if met else 'MISSED'}"
+    )
     return met
 
 

@@ -28,6 +28,7 @@ with other work the absolute numbers move with it, the ratios measured in one ru
 Run: ``.venv/bin/python benchmarks/bench_prefill.py`` (under 3 minutes on a quiet 2-core
 machine).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -98,8 +99,8 @@ def run_ours(spec, backend, tmp: str, name: str) -> tuple[float, int, float]:
     from dbpa_core.sampling import Sampler, model_key
 
     backend.asked, backend.seconds, backend.stats = [], 0.0, []
-    clear_prefix_stores()   # no prompt kept from an earlier run: each battery starts afresh
-    clear_buffers()         # nor a key/value cache (as in a new process)
+    clear_prefix_stores()  # no prompt kept from an earlier run: each battery starts afresh
+    clear_buffers()  # nor a key/value cache (as in a new process)
     sampler = Sampler(Cache(Path(tmp) / name), backends={model_key(spec.model): backend})
     t = time.perf_counter()
     res = run_battery(spec, sampler=sampler)
@@ -107,8 +108,7 @@ def run_ours(spec, backend, tmp: str, name: str) -> tuple[float, int, float]:
     return time.perf_counter() - t, answers, backend.seconds
 
 
-def plain_loop(folder: str, requests, *, dtype: str, threads: int,
-               budget: float = 60.0) -> tuple[float, int]:
+def plain_loop(folder: str, requests, *, dtype: str, threads: int, budget: float = 60.0) -> tuple[float, int]:
     """(seconds per answer, answers) of a plain transformers loop, one prompt at a time;
     it stops after ``budget`` seconds (a stalled configuration is not waited for)."""
     import torch
@@ -132,7 +132,7 @@ def plain_loop(folder: str, requests, *, dtype: str, threads: int,
                 ids = torch.tensor([chat_prompt_ids(tok, r.prompt, r.system_prompt)])
                 out = model(input_ids=ids, use_cache=True)
                 for n in range(r.params.max_tokens):
-                    nxt = out.logits[:, -1, :].argmax(dim=-1, keepdim=True)   # greedy, as asked
+                    nxt = out.logits[:, -1, :].argmax(dim=-1, keepdim=True)  # greedy, as asked
                     if int(nxt) in eos or n + 1 == r.params.max_tokens:
                         break
                     out = model(input_ids=nxt, past_key_values=out.past_key_values, use_cache=True)
@@ -156,10 +156,18 @@ class BusyCore:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--every", type=int, default=6,
-                    help="the plain loop answers every N-th prompt of the battery (default 6)")
-    ap.add_argument("--budget", type=float, default=8.0,
-                    help="seconds each plain configuration answers for, at most (default 8)")
+    ap.add_argument(
+        "--every",
+        type=int,
+        default=6,
+        help="the plain loop answers every N-th prompt of the battery (default 6)",
+    )
+    ap.add_argument(
+        "--budget",
+        type=float,
+        default=8.0,
+        help="seconds each plain configuration answers for, at most (default 8)",
+    )
     args = ap.parse_args()
     import torch
 
@@ -167,20 +175,23 @@ def main() -> int:
 
     print(load())
     spec = parse_attack_spec(SPEC)
-    warm = parse_attack_spec(SPEC.replace("{sample: 1}", "{sample: 1}\nmax_tokens: 2")
-                             .replace("rti: [replace]", "rti: false"))
+    warm = parse_attack_spec(
+        SPEC.replace("{sample: 1}", "{sample: 1}\nmax_tokens: 2").replace("rti: [replace]", "rti: false")
+    )
     backend = recording_backend()
     plain: dict[tuple[str, int], float] = {}
 
     def plain_runs(subset, when: str) -> None:
         for dtype in ("float32", "bfloat16"):
             for threads in sorted({torch.get_num_threads(), 1}, reverse=True):
-                s, n = plain_loop(backend.path, subset, dtype=dtype, threads=threads,
-                                  budget=args.budget)
+                s, n = plain_loop(backend.path, subset, dtype=dtype, threads=threads, budget=args.budget)
                 plain[(dtype, threads)] = min(s, plain.get((dtype, threads), s))
-                print(f"plain transformers loop {when}, {dtype}, {threads} "
-                      f"thread{'s' if threads > 1 else ''}: {s:.3f} s per answer ({n} of the "
-                      f"battery's prompts); {load()}", flush=True)
+                print(
+                    f"plain transformers loop {when}, {dtype}, {threads} "
+                    f"thread{'s' if threads > 1 else ''}: {s:.3f} s per answer ({n} of the "
+                    f"battery's prompts); {load()}",
+                    flush=True,
+                )
 
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()
@@ -192,17 +203,20 @@ def main() -> int:
             runs.append(quiet)
             if i == 0:
                 asked, stats = list(backend.asked), backend.stats
-                subset = asked[::args.every]
+                subset = asked[:: args.every]
                 plain_runs(subset, "before")
                 packs = sum(s.packs for s in stats)
                 on_workers = sum(s.packs_on_workers for s in stats)
                 tokens = sum(s.prompt_tokens for s in stats)
                 reused = sum(s.prompt_tokens_reused for s in stats)
-            print(f"battery, {calls} answers ({len(asked)} calls; {tokens:,} prompt tokens, "
-                  f"{reused:,} of them from "
-                  f"shared prefixes, in {packs} packs, {on_workers} on worker threads): "
-                  f"{quiet:.1f} s, {quiet / calls:.3f} s per answer ({in_backend:.1f} s in the "
-                  f"backend); {load()}", flush=True)
+            print(
+                f"battery, {calls} answers ({len(asked)} calls; {tokens:,} prompt tokens, "
+                f"{reused:,} of them from "
+                f"shared prefixes, in {packs} packs, {on_workers} on worker threads): "
+                f"{quiet:.1f} s, {quiet / calls:.3f} s per answer ({in_backend:.1f} s in the "
+                f"backend); {load()}",
+                flush=True,
+            )
             if i == 0:
                 with BusyCore():
                     busy, calls_busy, _ = run_ours(spec, backend, tmp, "busy")
@@ -221,22 +235,26 @@ def main() -> int:
     best = min(plain, key=plain.get)
     ratio = plain[same] / per
     ok_ratio = ratio >= RATIO_TARGET
-    print(f"per answer: battery {per:.3f} s (the embedded model runs in {backend.precision} "
-          f"here)")
-    print(f"  vs the plain loop on the same weights ({name(same)}): {plain[same]:.3f} s -> "
-          f"{ratio:.1f}x faster (target >= {RATIO_TARGET:.0f}x: "
-          f"{'met' if ok_ratio else 'MISSED'})")
+    print(f"per answer: battery {per:.3f} s (the embedded model runs in {backend.precision} here)")
+    print(
+        f"  vs the plain loop on the same weights ({name(same)}): {plain[same]:.3f} s -> "
+        f"{ratio:.1f}x faster (target >= {RATIO_TARGET:.0f}x: "
+        f"{'met' if ok_ratio else 'MISSED'})"
+    )
     if fp32 != same:
-        print(f"  vs the plain loop in transformers' default precision ({name(fp32)}): "
-              f"{plain[fp32]:.3f} s -> {plain[fp32] / per:.1f}x (a different precision: "
-              "for reference, not the target)")
-    print(f"  the fastest plain loop: {name(best)}, {plain[best]:.3f} s -> "
-          f"{plain[best] / per:.1f}x")
+        print(
+            f"  vs the plain loop in transformers' default precision ({name(fp32)}): "
+            f"{plain[fp32]:.3f} s -> {plain[fp32] / per:.1f}x (a different precision: "
+            "for reference, not the target)"
+        )
+    print(f"  the fastest plain loop: {name(best)}, {plain[best]:.3f} s -> {plain[best] / per:.1f}x")
     slow = busy / (sum(runs) / len(runs))
     ok_busy = slow <= BUSY_TARGET
-    print(f"with another process keeping one core busy: {busy:.1f} s, {slow:.2f}x the mean of "
-          f"the runs without it before and after ({' and '.join(f'{r:.1f}' for r in runs)} s; "
-          f"target <= {BUSY_TARGET}x: {'met' if ok_busy else 'MISSED'})")
+    print(
+        f"with another process keeping one core busy: {busy:.1f} s, {slow:.2f}x the mean of "
+        f"the runs without it before and after ({' and '.join(f'{r:.1f}' for r in runs)} s; "
+        f"target <= {BUSY_TARGET}x: {'met' if ok_busy else 'MISSED'})"
+    )
     print(load())
     print("all targets met" if ok_ratio and ok_busy else "SOME TARGETS MISSED")
     return 0

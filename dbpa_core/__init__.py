@@ -8,6 +8,7 @@ The names below are imported on first use (PEP 562), so that a command which nee
 none of the statistics (``dbpa fidelity``, ``dbpa history``, ``dbpa --help``) does not
 pay for loading numba and scipy.stats.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -16,17 +17,30 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _WHERE = {
-    "DEFAULT_MEASURE": "measures", "MEASURES": "measures", "get_measure": "measures",
-    "adjust_pvalues": "multitest", "multiple_testing": "multitest",
-    "significance_stars": "multitest", "smallest_adjusted_p": "multitest",
-    "DBPAWarning": "permutation", "dbpa_test": "permutation",
-    "dbpa_test_similarity": "permutation", "smallest_p_value": "permutation",
-    "PlanningWarning": "power", "attainable_significance": "power",
-    "power_simulation": "power", "sample_size": "power",
-    "best_model_at_fpr": "roc", "roc_over_alpha": "roc",
-    "cosine_similarity_matrix": "similarity", "text_similarity_matrix": "similarity",
-    "Attainability": "types", "DBPAResult": "types", "MultipleTestingResult": "types",
-    "PowerResult": "types", "ROCResult": "types",
+    "DEFAULT_MEASURE": "measures",
+    "MEASURES": "measures",
+    "get_measure": "measures",
+    "adjust_pvalues": "multitest",
+    "multiple_testing": "multitest",
+    "significance_stars": "multitest",
+    "smallest_adjusted_p": "multitest",
+    "DBPAWarning": "permutation",
+    "dbpa_test": "permutation",
+    "dbpa_test_similarity": "permutation",
+    "smallest_p_value": "permutation",
+    "PlanningWarning": "power",
+    "attainable_significance": "power",
+    "power_simulation": "power",
+    "sample_size": "power",
+    "best_model_at_fpr": "roc",
+    "roc_over_alpha": "roc",
+    "cosine_similarity_matrix": "similarity",
+    "text_similarity_matrix": "similarity",
+    "Attainability": "types",
+    "DBPAResult": "types",
+    "MultipleTestingResult": "types",
+    "PowerResult": "types",
+    "ROCResult": "types",
 }
 
 __all__ = sorted(_WHERE)

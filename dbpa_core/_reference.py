@@ -5,6 +5,7 @@ similarities and ω from scratch in a Python loop, as the papers' own code does.
 It computes exactly the statistic of :func:`dbpa_core.dbpa_test` (same bins,
 same splits when given the same subsets), only slowly. Never use it for work.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -42,9 +43,17 @@ def _omega(xa: np.ndarray, xb: np.ndarray, measure: str, edges, null: str = "bas
     raise ValueError(f"unknown measure {measure!r}")
 
 
-def literal_dbpa_test(base, perturbed, *, measure: str = "jsd", subsets=None,
-                      n_permutations: int = 1000, rng=None, bins: int = DEFAULT_BINS,
-                      null: str = "base"):
+def literal_dbpa_test(
+    base,
+    perturbed,
+    *,
+    measure: str = "jsd",
+    subsets=None,
+    n_permutations: int = 1000,
+    rng=None,
+    bins: int = DEFAULT_BINS,
+    null: str = "base",
+):
     """Returns ``(t_obs, permutation_statistics, p_value)``.
 
     ``subsets`` (shape (B, k)) fixes the splits; otherwise they are drawn with

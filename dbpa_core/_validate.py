@@ -1,4 +1,5 @@
 """Shared argument checks: messages that name the argument (scipy's ``_iv`` style)."""
+
 from __future__ import annotations
 
 import csv
@@ -27,8 +28,7 @@ def real_array(x, name: str, expected: str) -> np.ndarray:
         raise TypeError(f"`{name}` must be {expected}, got complex numbers.")
     if kind == "O":
         flat = arr.ravel()
-        if any(isinstance(v, (bool, np.bool_, complex, np.complexfloating)) or v is None
-               for v in flat):
+        if any(isinstance(v, (bool, np.bool_, complex, np.complexfloating)) or v is None for v in flat):
             raise TypeError(f"`{name}` must be {expected}, got {type(flat[0]).__name__} values.")
     elif kind not in "iuf":
         raise TypeError(f"`{name}` must be {expected}, got {arr.dtype} values.")
@@ -98,8 +98,14 @@ def file_problem(path) -> str | None:
     return None
 
 
-def csv_header(reader, source: str, error: type[Exception], *, empty: str = "the file is empty",
-               bad: str = "{source}, line 1: {exc}") -> list[str]:
+def csv_header(
+    reader,
+    source: str,
+    error: type[Exception],
+    *,
+    empty: str = "the file is empty",
+    bad: str = "{source}, line 1: {exc}",
+) -> list[str]:
     """The first row of a ``csv.reader``, or ``error`` in one line: ``{source}: {empty}`` for
     an empty file, ``bad`` (formatted with ``source`` and ``exc``) for one that is no CSV."""
     try:

@@ -7,6 +7,7 @@ over α when roles are given. Every sample and embedding is cached as soon as it
 arrives (by :class:`~dbpa_core.sampling.Sampler`), so a repeated run costs
 nothing and an interrupted one resumes with only the missing calls.
 """
+
 from __future__ import annotations
 
 import csv
@@ -105,15 +106,27 @@ class PerturbationResult:
         return self.test.effect_above_chance
 
     def to_dict(self) -> dict[str, Any]:
-        return _jsonable({
-            "name": self.name, "role": self.role, "prompt": self.prompt, "model": self.model,
-            "effect_size": self.effect_size, "chance_effect_size": self.chance_effect_size,
-            "effect_above_chance": self.effect_above_chance, "p_value": self.p_value,
-            "p_adjusted": self.p_adjusted, "significant": self.significant, "stars": self.stars,
-            "min_effect": self.min_effect, "exceeds_min_effect": self.exceeds_min_effect,
-            "measure": self.test.measure, "null": self.test.null,
-            "n_permutations": self.test.n_permutations, "exact": self.test.exact,
-        })
+        return _jsonable(
+            {
+                "name": self.name,
+                "role": self.role,
+                "prompt": self.prompt,
+                "model": self.model,
+                "effect_size": self.effect_size,
+                "chance_effect_size": self.chance_effect_size,
+                "effect_above_chance": self.effect_above_chance,
+                "p_value": self.p_value,
+                "p_adjusted": self.p_adjusted,
+                "significant": self.significant,
+                "stars": self.stars,
+                "min_effect": self.min_effect,
+                "exceeds_min_effect": self.exceeds_min_effect,
+                "measure": self.test.measure,
+                "null": self.test.null,
+                "n_permutations": self.test.n_permutations,
+                "exact": self.test.exact,
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -141,8 +154,11 @@ class AuditResult:
         out: dict[str, Any] = {
             "spec": self.spec.to_dict(),
             "mode": self.mode,
-            "base": {"name": self.base.arm.name, "prompt": self.base.arm.prompt,
-                     "model": self.base.arm.model_label},
+            "base": {
+                "name": self.base.arm.name,
+                "prompt": self.base.arm.prompt,
+                "model": self.base.arm.model_label,
+            },
             "perturbations": [p.to_dict() for p in self.perturbations],
             "usage": self.usage,
             "warnings": list(self.warnings),
@@ -161,9 +177,20 @@ class AuditResult:
 
     def to_csv(self) -> str:
         buf = io.StringIO()
-        cols = ["name", "role", "model", "effect_size", "chance_effect_size",
-                "effect_above_chance", "p_value", "p_adjusted", "significant", "stars",
-                "exceeds_min_effect", "prompt"]
+        cols = [
+            "name",
+            "role",
+            "model",
+            "effect_size",
+            "chance_effect_size",
+            "effect_above_chance",
+            "p_value",
+            "p_adjusted",
+            "significant",
+            "stars",
+            "exceeds_min_effect",
+            "prompt",
+        ]
         w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore")
         w.writeheader()
         for p in self.perturbations:
@@ -175,13 +202,21 @@ class AuditResult:
         served = provenance.entries_of(self.usage)  # which model and build answered each
         for a in (self.base, *self.arms):
             for i, t in enumerate(a.texts):
-                lines.append(json.dumps({"arm": a.arm.name, "role": a.arm.role or
-                                         ("base" if a is self.base else None),
-                                         "model": a.arm.model_label, "prompt": a.arm.prompt,
-                                         "system_prompt": a.arm.system_prompt,
-                                         "index": a.arm.first_sample + i, "response": t,
-                                         **provenance.sample_of(served, a.arm.name, i)},
-                                        ensure_ascii=False))
+                lines.append(
+                    json.dumps(
+                        {
+                            "arm": a.arm.name,
+                            "role": a.arm.role or ("base" if a is self.base else None),
+                            "model": a.arm.model_label,
+                            "prompt": a.arm.prompt,
+                            "system_prompt": a.arm.system_prompt,
+                            "index": a.arm.first_sample + i,
+                            "response": t,
+                            **provenance.sample_of(served, a.arm.name, i),
+                        },
+                        ensure_ascii=False,
+                    )
+                )
         return "\n".join(lines) + "\n"
 
     def write(self, out_dir) -> list[str]:
@@ -192,8 +227,11 @@ class AuditResult:
         first and only then renamed into place, so a failure (a full disk, an
         error) leaves the previous results untouched, never a mix of two runs.
         """
-        files = {"results.json": self.to_json(), "results.csv": self.to_csv(),
-                 "responses.jsonl": self.responses_jsonl()}
+        files = {
+            "results.json": self.to_json(),
+            "results.csv": self.to_csv(),
+            "responses.jsonl": self.responses_jsonl(),
+        }
         if self.spec.checks:
             files["checks.csv"] = checks_csv(self.checks)
         return write_files(out_dir, files)
@@ -210,12 +248,14 @@ def build_arms(spec: AuditSpec) -> list[Arm]:
     on (``first_sample``): fresh, independent draws of the same prompt.
     """
     if spec.mode == "models":  # the reference model plays the base
-        arms = [Arm(_arm_label(spec, m), spec.base_prompt, spec.system_prompt, m,
-                    "reference" if i == 0 else None) for i, m in enumerate(spec.models)]
+        arms = [
+            Arm(_arm_label(spec, m), spec.base_prompt, spec.system_prompt, m, "reference" if i == 0 else None)
+            for i, m in enumerate(spec.models)
+        ]
     else:
         arms = [Arm("base", spec.base_prompt, spec.system_prompt, spec.model)] + [
-            Arm(p.name, p.prompt, p.system_prompt, spec.model, p.role)
-            for p in spec.perturbations]
+            Arm(p.name, p.prompt, p.system_prompt, spec.model, p.role) for p in spec.perturbations
+        ]
     seen: dict[tuple[str, str, str], int] = {}
     out = []
     for arm in arms:
@@ -231,26 +271,39 @@ def _arm_label(spec: AuditSpec, model: dict[str, Any]) -> str:
     with the spec's, so that the reference is not the only one without it. A replay model
     samples nothing: it keeps its name."""
     label = model_label(model)
-    temps = {float(m.get("temperature", spec.temperature)) for m in spec.models
-             if m.get("backend") != "replay"}
-    if (len(temps) > 1 and "temperature" not in model and model.get("backend") != "replay"
-            and "T=" not in label):
+    temps = {
+        float(m.get("temperature", spec.temperature)) for m in spec.models if m.get("backend") != "replay"
+    }
+    if (
+        len(temps) > 1
+        and "temperature" not in model
+        and model.get("backend") != "replay"
+        and "T=" not in label
+    ):
         label += f" T={spec.temperature:g}"
     return label
 
 
 def _params(spec: AuditSpec, model: dict[str, Any]) -> GenerationParams:
-    return GenerationParams(temperature=float(model.get("temperature", spec.temperature)),
-                            top_p=spec.top_p, max_tokens=spec.max_tokens)
+    return GenerationParams(
+        temperature=float(model.get("temperature", spec.temperature)),
+        top_p=spec.top_p,
+        max_tokens=spec.max_tokens,
+    )
 
 
 def arm_requests(spec: AuditSpec, arm: Arm) -> list[SampleRequest]:
     """The samples an audit asks for one arm (its prompt, ``spec.samples`` of them, from the
     arm's first sample on): the one definition the runners, the estimate and the batch
     jobs share."""
-    return requests_for(arm.prompt, n=spec.samples, seed=spec.seed,
-                        params=_params(spec, arm.model), system_prompt=arm.system_prompt,
-                        start=arm.first_sample)
+    return requests_for(
+        arm.prompt,
+        n=spec.samples,
+        seed=spec.seed,
+        params=_params(spec, arm.model),
+        system_prompt=arm.system_prompt,
+        start=arm.first_sample,
+    )
 
 
 def estimate(spec: AuditSpec, *, cache: Cache | None = None) -> dict[str, Any]:
@@ -265,8 +318,7 @@ def estimate(spec: AuditSpec, *, cache: Cache | None = None) -> dict[str, Any]:
 
         return estimate_suite(spec, cache=cache)
     rows: list[dict[str, Any]] = []
-    totals: dict[str, float] = {"calls": 0, "cached": 0, "input_tokens": 0,
-                                "output_tokens": 0, "cost": 0.0}
+    totals: dict[str, float] = {"calls": 0, "cached": 0, "input_tokens": 0, "output_tokens": 0, "cost": 0.0}
     unknown_price = set()
     # (arm, model, calls, cached, input tokens, output tokens)
     lines: list[tuple[str, Mapping[str, Any], int, int, int, int]] = []
@@ -286,8 +338,17 @@ def estimate(spec: AuditSpec, *, cache: Cache | None = None) -> dict[str, Any]:
             cost = float("nan")
         else:
             cost = in_tok / 1e6 * price["input"] + out_tok / 1e6 * price["output"]
-        rows.append({"arm": name, "model": model_label(dict(model)), "calls": calls, "cached": cached,
-                     "input_tokens": in_tok, "output_tokens": out_tok, "cost": cost})
+        rows.append(
+            {
+                "arm": name,
+                "model": model_label(dict(model)),
+                "calls": calls,
+                "cached": cached,
+                "input_tokens": in_tok,
+                "output_tokens": out_tok,
+                "cost": cost,
+            }
+        )
         for k in ("calls", "cached", "input_tokens", "output_tokens"):
             totals[k] += rows[-1][k]
         totals["cost"] += cost if cost == cost else 0.0
@@ -306,13 +367,17 @@ def estimate(spec: AuditSpec, *, cache: Cache | None = None) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- running
-def run_audit(spec: AuditSpec, *, cache: Cache | None = None,
-              progress: Callable[[Progress], None] | None = None,
-              should_stop: Callable[[], bool] | None = None,
-              api_keys: dict[str, str] | None = None,
-              backends: dict[int, Backend] | None = None,
-              embedder: Embedder | None = None,
-              permutation_seed: int | None = None) -> AuditResult:
+def run_audit(
+    spec: AuditSpec,
+    *,
+    cache: Cache | None = None,
+    progress: Callable[[Progress], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    api_keys: dict[str, str] | None = None,
+    backends: dict[int, Backend] | None = None,
+    embedder: Embedder | None = None,
+    permutation_seed: int | None = None,
+) -> AuditResult:
     """Run an audit spec end to end.
 
     Parameters
@@ -343,31 +408,45 @@ def run_audit(spec: AuditSpec, *, cache: Cache | None = None,
     t0 = time.perf_counter()
     given = {model_key(spec.models[i]): b for i, b in (backends or {}).items()}
     embedders = {model_key(spec.embedder): embedder} if embedder is not None else None
-    sampler = Sampler(cache, progress=progress, should_stop=should_stop, api_keys=api_keys,
-                      backends=given, embedders=embedders)
+    sampler = Sampler(
+        cache,
+        progress=progress,
+        should_stop=should_stop,
+        api_keys=api_keys,
+        backends=given,
+        embedders=embedders,
+    )
     arms = build_arms(spec)
     k = spec.samples
     sampler.check_stop()
     # every arm's samples in one call, so that a backend can batch across prompts
-    records = sampler.sample([Job(arm.model, r, arm.name) for arm in arms
-                              for r in arm_requests(spec, arm)])
+    records = sampler.sample([Job(arm.model, r, arm.name) for arm in arms for r in arm_requests(spec, arm)])
     sampled: list[ArmResponses] = []
     served = []  # per arm, the model name and system fingerprint each answer came with
     for i, arm in enumerate(arms):
-        recs = records[i * k:(i + 1) * k]
+        recs = records[i * k : (i + 1) * k]
         served.append(provenance.arm_entry(arm.name, arm.model_label, recs))
-        sampled.append(ArmResponses(arm, tuple(r.text for r in recs), None,
-                                    sum(not r.cached for r in recs),
-                                    sum(r.prompt_tokens for r in recs),
-                                    sum(r.completion_tokens for r in recs)))
+        sampled.append(
+            ArmResponses(
+                arm,
+                tuple(r.text for r in recs),
+                None,
+                sum(not r.cached for r in recs),
+                sum(r.prompt_tokens for r in recs),
+                sum(r.completion_tokens for r in recs),
+            )
+        )
 
     text_sim = spec.embedder.get("backend") in TEXT_SIMILARITIES
     if not text_sim:
         all_texts = [t for a in sampled for t in a.texts]
         emb = sampler.embed(all_texts, spec.embedder)
-        sampled = [ArmResponses(a.arm, a.texts, emb[i * k:(i + 1) * k], a.new_samples,
-                                a.prompt_tokens, a.completion_tokens)
-                   for i, a in enumerate(sampled)]
+        sampled = [
+            ArmResponses(
+                a.arm, a.texts, emb[i * k : (i + 1) * k], a.new_samples, a.prompt_tokens, a.completion_tokens
+            )
+            for i, a in enumerate(sampled)
+        ]
 
     base, others = sampled[0], sampled[1:]
     tests: list[DBPAResult] = []
@@ -375,20 +454,32 @@ def run_audit(spec: AuditSpec, *, cache: Cache | None = None,
     for j, other in enumerate(others):
         sampler.check_stop()
         sampler.progress(Progress("testing", j, len(others), other.arm.name))
-        rng = np.random.default_rng([spec.seed, j] if permutation_seed is None
-                                    else [spec.seed, permutation_seed, j])
+        rng = np.random.default_rng(
+            [spec.seed, j] if permutation_seed is None else [spec.seed, permutation_seed, j]
+        )
         with warnings.catch_warnings(record=True) as wlist:
             warnings.simplefilter("always", DBPAWarning)
             if text_sim:
-                s = text_similarity_matrix(list(base.texts) + list(other.texts),
-                                           spec.embedder["backend"])
-                r = dbpa_test_similarity(s, k, measure=spec.measure,
-                                         n_permutations=spec.permutations, rng=rng,
-                                         sequential=spec.sequential, null=spec.null)
+                s = text_similarity_matrix(list(base.texts) + list(other.texts), spec.embedder["backend"])
+                r = dbpa_test_similarity(
+                    s,
+                    k,
+                    measure=spec.measure,
+                    n_permutations=spec.permutations,
+                    rng=rng,
+                    sequential=spec.sequential,
+                    null=spec.null,
+                )
             else:
-                r = dbpa_test(base.embeddings, other.embeddings, measure=spec.measure,
-                              n_permutations=spec.permutations, rng=rng,
-                              sequential=spec.sequential, null=spec.null)
+                r = dbpa_test(
+                    base.embeddings,
+                    other.embeddings,
+                    measure=spec.measure,
+                    n_permutations=spec.permutations,
+                    rng=rng,
+                    sequential=spec.sequential,
+                    null=spec.null,
+                )
         for w in wlist:
             caught.append(f"{other.arm.name}: {w.message}")
         tests.append(r)
@@ -398,10 +489,21 @@ def run_audit(spec: AuditSpec, *, cache: Cache | None = None,
     if tests:
         mt = multiple_testing([t.p_value for t in tests], spec.correction, alpha=spec.alpha)
         results = tuple(
-            PerturbationResult(o.arm.name, o.arm.role, o.arm.prompt, o.arm.model_label,
-                               t.effect_size, t.p_value, float(mt.p_adjusted[i]),
-                               bool(mt.reject[i]), mt.stars[i], t, spec.min_effect)
-            for i, (o, t) in enumerate(zip(others, tests, strict=False)))
+            PerturbationResult(
+                o.arm.name,
+                o.arm.role,
+                o.arm.prompt,
+                o.arm.model_label,
+                t.effect_size,
+                t.p_value,
+                float(mt.p_adjusted[i]),
+                bool(mt.reject[i]),
+                mt.stars[i],
+                t,
+                spec.min_effect,
+            )
+            for i, (o, t) in enumerate(zip(others, tests, strict=False))
+        )
     roc = None
     controls = [r.p_value for r in results if r.role == "control"]
     targets = [r.p_value for r in results if r.role == "target"]
@@ -410,6 +512,13 @@ def run_audit(spec: AuditSpec, *, cache: Cache | None = None,
     checks = audit_checks(spec, sampled, sampler)  # judges asked through the sampler
     usage = dict(sampler.usage, seconds=round(time.perf_counter() - t0, 3))
     usage[provenance.KEY] = served
-    return AuditResult(spec, base, tuple(others), results, roc, usage,
-                       tuple(spec_warnings(spec)) + tuple(caught)
-                       + tuple(provenance.change_warnings(served)), checks)
+    return AuditResult(
+        spec,
+        base,
+        tuple(others),
+        results,
+        roc,
+        usage,
+        tuple(spec_warnings(spec)) + tuple(caught) + tuple(provenance.change_warnings(served)),
+        checks,
+    )

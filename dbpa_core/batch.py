@@ -20,6 +20,7 @@ validate) are reported and left uncached, so a rerun sends only them. A job that
 expired, failed or was cancelled is reported in one line; whatever it had answered
 before is stored.
 """
+
 from __future__ import annotations
 
 import functools
@@ -58,11 +59,11 @@ from .sampling import (
 
 ENDPOINT = "/v1/chat/completions"
 COMPLETION_WINDOW = "24h"
-POLL_FIRST = 5.0    # seconds before the first look at a job
-POLL_MAX = 120.0    # the longest pause between two looks
+POLL_FIRST = 5.0  # seconds before the first look at a job
+POLL_MAX = 120.0  # the longest pause between two looks
 CREATE_TTL = 900.0  # how long a run may hold the right to create a job (a dead run's lapses)
-CREATE_WAIT = 1.0   # seconds between looks while another run creates the same job
-FAILED_SHOWN = 5    # failed lines named in a message (all are in BatchOutcome.failed)
+CREATE_WAIT = 1.0  # seconds between looks while another run creates the same job
+FAILED_SHOWN = 5  # failed lines named in a message (all are in BatchOutcome.failed)
 
 
 class BatchError(BackendError):
@@ -78,8 +79,8 @@ class BatchOutcome:
     """What :func:`fill_cache` did: the jobs used, answers stored, lines that failed."""
 
     batch_ids: list[str] = field(default_factory=list)
-    requests: int = 0            # uncached requests sent (or already pending) as batch lines
-    stored: int = 0              # answers validated and cached
+    requests: int = 0  # uncached requests sent (or already pending) as batch lines
+    stored: int = 0  # answers validated and cached
     failed: list[tuple[str, str]] = field(default_factory=list)  # (custom_id, why)
     resumed: list[str] = field(default_factory=list)  # jobs picked up from an earlier run
     prompt_tokens: int = 0
@@ -116,10 +117,18 @@ def battery_jobs(spec) -> list[tuple[dict[str, Any], SampleRequest]]:
     )
 
     p = plan(spec)
-    reqs = [answer_request(spec, q.prompt)
-            for kind in ("clean", "attack", "instruction", "order") for q in p[kind]]
-    reqs += [answer_request(spec, q.prompt) for op in spec.rti for rho in RTI_RHOS
-             for q in rti_queries(spec, spec.items, op, rho) if q.attack is not None and q.attack.changes]
+    reqs = [
+        answer_request(spec, q.prompt)
+        for kind in ("clean", "attack", "instruction", "order")
+        for q in p[kind]
+    ]
+    reqs += [
+        answer_request(spec, q.prompt)
+        for op in spec.rti
+        for rho in RTI_RHOS
+        for q in rti_queries(spec, spec.items, op, rho)
+        if q.attack is not None and q.attack.changes
+    ]
     if spec.curve is not None:
         reqs += [r for q in p["curve"] for r in curve_requests(spec, q.prompt)]
     return [(spec.model, r) for r in reqs]
@@ -169,12 +178,17 @@ def _save_state(path: Path, state: dict[str, Any]) -> None:
 
 
 # --------------------------------------------------------------------------- running
-def fill_cache(jobs: Sequence[tuple[Mapping[str, Any], SampleRequest]], cache: Cache, *,
-               api_keys: Mapping[str, str] | None = None,
-               progress: Callable[[Progress], None] | None = None,
-               should_stop: Callable[[], bool] | None = None,
-               poll_first: float | None = None, poll_max: float | None = None,
-               sleep: Callable[[float], None] = time.sleep) -> BatchOutcome:
+def fill_cache(
+    jobs: Sequence[tuple[Mapping[str, Any], SampleRequest]],
+    cache: Cache,
+    *,
+    api_keys: Mapping[str, str] | None = None,
+    progress: Callable[[Progress], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    poll_first: float | None = None,
+    poll_max: float | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> BatchOutcome:
     """Put the answers of ``jobs`` of OpenAI-compatible models into ``cache`` through the
     Batch API (one job per model); samples of other backends and cached ones are left
     alone. Raises :class:`BatchPending` when ``should_stop`` turns True while a job runs
@@ -184,8 +198,9 @@ def fill_cache(jobs: Sequence[tuple[Mapping[str, Any], SampleRequest]], cache: C
     poll_first = POLL_FIRST if poll_first is None else poll_first
     poll_max = POLL_MAX if poll_max is None else poll_max
     if not cache.enabled:
-        raise BackendError("--batch needs the cache (the answers of the job are stored there); "
-                           "leave out --no-cache.")
+        raise BackendError(
+            "--batch needs the cache (the answers of the job are stored there); leave out --no-cache."
+        )
     progress = progress or (lambda p: None)
     by_model: dict[str, tuple[Mapping[str, Any], dict[str, SampleRequest]]] = {}
     for model, req in jobs:
@@ -203,33 +218,56 @@ def fill_cache(jobs: Sequence[tuple[Mapping[str, Any], SampleRequest]], cache: C
         outcome.requests += len(todo)
         settings = _settings(model, api_keys or {}, cache)
         try:
-            run_async(functools.partial(
-                _one_job, model, todo, cache, settings, outcome, progress, should_stop,
-                poll_first, poll_max, sleep))
+            run_async(
+                functools.partial(
+                    _one_job,
+                    model,
+                    todo,
+                    cache,
+                    settings,
+                    outcome,
+                    progress,
+                    should_stop,
+                    poll_first,
+                    poll_max,
+                    sleep,
+                )
+            )
         except BatchError as exc:
             errors.append(str(exc))
     if outcome.failed:
         shown = "; ".join(f"{cid}: {why}" for cid, why in outcome.failed[:FAILED_SHOWN])
-        more = f" (and {len(outcome.failed) - FAILED_SHOWN} more)" \
-            if len(outcome.failed) > FAILED_SHOWN else ""
-        errors.append(f"{len(outcome.failed)} of {outcome.requests} batch request(s) failed and "
-                      f"were not cached: {shown}{more}. The {outcome.stored} answered are cached; "
-                      "run again with --batch to send only the failed ones.")
+        more = (
+            f" (and {len(outcome.failed) - FAILED_SHOWN} more)" if len(outcome.failed) > FAILED_SHOWN else ""
+        )
+        errors.append(
+            f"{len(outcome.failed)} of {outcome.requests} batch request(s) failed and "
+            f"were not cached: {shown}{more}. The {outcome.stored} answered are cached; "
+            "run again with --batch to send only the failed ones."
+        )
     if errors:
         raise BatchError(" ".join(dict.fromkeys(errors)))
     return outcome
 
 
-def _settings(model: Mapping[str, Any], api_keys: Mapping[str, str],
-              cache: Cache) -> OpenAIClientSettings:
+def _settings(model: Mapping[str, Any], api_keys: Mapping[str, str], cache: Cache) -> OpenAIClientSettings:
     """The model's connection settings and key, as the sampler's backend would use them."""
     backend = Sampler(cache, api_keys=api_keys).backend(model)
     return cast(OpenAIBackend, backend).settings  # only openai models reach a batch
 
 
-async def _one_job(model, todo: dict[str, SampleRequest], cache: Cache,
-                   settings: OpenAIClientSettings, outcome: BatchOutcome, progress,
-                   should_stop, poll_first: float, poll_max: float, sleep) -> None:
+async def _one_job(
+    model,
+    todo: dict[str, SampleRequest],
+    cache: Cache,
+    settings: OpenAIClientSettings,
+    outcome: BatchOutcome,
+    progress,
+    should_stop,
+    poll_first: float,
+    poll_max: float,
+    sleep,
+) -> None:
     name = model["name"]
     client = settings.client()
 
@@ -241,12 +279,13 @@ async def _one_job(model, todo: dict[str, SampleRequest], cache: Cache,
         lock, owner = f"batch-create:{path.stem}", cache.new_owner()
         while not cache.claim(lock, owner, ttl=CREATE_TTL):  # another run is creating it
             if should_stop is not None and should_stop():
-                raise BatchPending("Stopped while another run creates the same batch job; "
-                                   "run again with --batch to pick it up.")
+                raise BatchPending(
+                    "Stopped while another run creates the same batch job; "
+                    "run again with --batch to pick it up."
+                )
             sleep(CREATE_WAIT)
         try:  # one run at a time finds or creates the job: never two jobs for one set
-            batch = await _find_or_create(client, call, path, name, todo, settings, outcome,
-                                          cache)
+            batch = await _find_or_create(client, call, path, name, todo, settings, outcome, cache)
         finally:
             cache.release([lock], owner)
             cache.end_beat(owner)
@@ -262,7 +301,8 @@ async def _one_job(model, todo: dict[str, SampleRequest], cache: Cache,
                 raise BatchPending(
                     f"Stopped while the batch {batch.id} is {batch.status} at {settings.host}; "
                     "it goes on there. Run the same command again with --batch to pick it up "
-                    "(nothing is sent or paid twice).")
+                    "(nothing is sent or paid twice)."
+                )
             sleep(wait)
             wait = min(poll_max, wait * 2)
             batch = await call("batch", lambda bid=batch.id: client.batches.retrieve(bid))
@@ -275,13 +315,17 @@ async def _one_job(model, todo: dict[str, SampleRequest], cache: Cache,
         found = cache.get_many(list(todo))
         unanswered = [k for k in todo if _cached_record(found.get(k)) is None]
         if batch.status != "completed":
-            why = "; ".join(clean_text(getattr(e, "message", e), 120)
-                            for e in ((batch.errors.data or []) if batch.errors else [])[:2])
+            why = "; ".join(
+                clean_text(getattr(e, "message", e), 120)
+                for e in ((batch.errors.data or []) if batch.errors else [])[:2]
+            )
             raise BatchError(
                 f"The batch {batch.id} at {settings.host} {batch.status}"
-                + (f" ({why})" if why else "") + f" with {len(unanswered)} of {len(todo)} "
+                + (f" ({why})" if why else "")
+                + f" with {len(unanswered)} of {len(todo)} "
                 "request(s) unanswered; what it answered is cached, run again with --batch to "
-                "send the rest.")
+                "send the rest."
+            )
         reported = {cid for cid, _ in outcome.failed}
         for key in unanswered:  # a completed job that left lines out of both files
             if key not in reported:
@@ -290,8 +334,16 @@ async def _one_job(model, todo: dict[str, SampleRequest], cache: Cache,
         await client.close()
 
 
-async def _find_or_create(client, call, path: Path, name: str, todo: dict[str, SampleRequest],
-                          settings: OpenAIClientSettings, outcome: BatchOutcome, cache: Cache):
+async def _find_or_create(
+    client,
+    call,
+    path: Path,
+    name: str,
+    todo: dict[str, SampleRequest],
+    settings: OpenAIClientSettings,
+    outcome: BatchOutcome,
+    cache: Cache,
+):
     """The job saved at ``path`` (a resumed run), else a new one: upload, create, save."""
     state = _load_state(path)
     if state is not None:
@@ -308,21 +360,43 @@ async def _find_or_create(client, call, path: Path, name: str, todo: dict[str, S
     outcome.requests -= len(done)
     if not todo:
         return None
-    lines = "".join(json.dumps({"custom_id": key, "method": "POST", "url": ENDPOINT,
-                                "body": chat_request_body(name, req)}) + "\n"
-                    for key, req in todo.items())
-    upload = await call("file upload", lambda: client.files.create(
-        file=("dbpa-batch.jsonl", lines.encode("utf-8"), "application/jsonl"), purpose="batch"))
-    batch = await call("batch", lambda: client.batches.create(
-        input_file_id=upload.id, endpoint=ENDPOINT, completion_window=COMPLETION_WINDOW,
-        metadata={"dbpa": f"{len(todo)} samples of {clean_text(name, 100)}"}))
-    _save_state(path, {"batch_id": batch.id, "input_file_id": upload.id, "model": name,
-                       "host": settings.host, "requests": len(todo), "created": time.time()})
+    lines = "".join(
+        json.dumps(
+            {"custom_id": key, "method": "POST", "url": ENDPOINT, "body": chat_request_body(name, req)}
+        )
+        + "\n"
+        for key, req in todo.items()
+    )
+    upload = await call(
+        "file upload",
+        lambda: client.files.create(
+            file=("dbpa-batch.jsonl", lines.encode("utf-8"), "application/jsonl"), purpose="batch"
+        ),
+    )
+    batch = await call(
+        "batch",
+        lambda: client.batches.create(
+            input_file_id=upload.id,
+            endpoint=ENDPOINT,
+            completion_window=COMPLETION_WINDOW,
+            metadata={"dbpa": f"{len(todo)} samples of {clean_text(name, 100)}"},
+        ),
+    )
+    _save_state(
+        path,
+        {
+            "batch_id": batch.id,
+            "input_file_id": upload.id,
+            "model": name,
+            "host": settings.host,
+            "requests": len(todo),
+            "created": time.time(),
+        },
+    )
     return batch
 
 
-def _store_lines(data: bytes, todo: dict[str, SampleRequest], cache: Cache,
-                 outcome: BatchOutcome) -> None:
+def _store_lines(data: bytes, todo: dict[str, SampleRequest], cache: Cache, outcome: BatchOutcome) -> None:
     """Validate each line of an output or error file; cache the answers, list the rest."""
     values: dict[str, Any] = {}
     for raw in data.decode("utf-8", errors="replace").splitlines():
@@ -360,9 +434,13 @@ def _answer(line: dict[str, Any]) -> dict[str, Any]:
         raise MalformedAnswer(f"{status or 'no status'}: {clean_text(msg or 'no answer', 120)}")
     texts, pt, ct, model = parse_chat_answer(body, 1)
     text, _ = valid_unicode(texts[0])
-    sample = Sample(text, prompt_tokens=pt, completion_tokens=ct,
-                    model=clean_text(model, 200) if model else "",
-                    system_fingerprint=answer_fingerprint(body))
+    sample = Sample(
+        text,
+        prompt_tokens=pt,
+        completion_tokens=ct,
+        model=clean_text(model, 200) if model else "",
+        system_fingerprint=answer_fingerprint(body),
+    )
     try:
         return _sample_value(sample, None)
     except BackendError as exc:
@@ -380,22 +458,26 @@ def run_batch_cli(spec, args, cache: Cache, bars) -> int | None:
         return jobs_cli([], cache, bars)
     est = estimate(spec, cache=cache)
     if est["totals"]["calls"]:
-        print(f"Batch API: {est['totals']['calls']} uncached calls, estimated "
-              f"${batch_cost(est, spec):.4f} at the batch price (listed: "
-              f"${est['totals']['cost']:.4f}).", file=sys.stderr)
+        print(
+            f"Batch API: {est['totals']['calls']} uncached calls, estimated "
+            f"${batch_cost(est, spec):.4f} at the batch price (listed: "
+            f"${est['totals']['cost']:.4f}).",
+            file=sys.stderr,
+        )
     return jobs_cli(audit_jobs(spec), cache, bars)
 
 
-def jobs_cli(jobs: Sequence[tuple[Mapping[str, Any], SampleRequest]], cache: Cache,
-             bars) -> int | None:
+def jobs_cli(jobs: Sequence[tuple[Mapping[str, Any], SampleRequest]], cache: Cache, bars) -> int | None:
     """The ``--batch`` step of a command: :func:`fill_cache` with its outcome in one line;
     None to go on (the command then runs from the cache), else the exit code. A
     :class:`BatchError` goes up (exit 3, in one line)."""
     import sys
 
     if not cache.enabled:
-        print("error: --batch stores the job's answers in the cache, so it cannot run with "
-              "--no-cache.", file=sys.stderr)
+        print(
+            "error: --batch stores the job's answers in the cache, so it cannot run with --no-cache.",
+            file=sys.stderr,
+        )
         return 2
     try:
         outcome = fill_cache(jobs, cache, progress=bars)
@@ -403,19 +485,34 @@ def jobs_cli(jobs: Sequence[tuple[Mapping[str, Any], SampleRequest]], cache: Cac
         print(str(exc), file=sys.stderr)
         return 130
     except KeyboardInterrupt:  # Ctrl-C while waiting: the job's id is saved
-        print("Stopped: a created batch job goes on at the server and its id is saved in the "
-              "cache folder. Run the same command again with --batch to pick it up (nothing is "
-              "sent or paid twice).", file=sys.stderr)
+        print(
+            "Stopped: a created batch job goes on at the server and its id is saved in the "
+            "cache folder. Run the same command again with --batch to pick it up (nothing is "
+            "sent or paid twice).",
+            file=sys.stderr,
+        )
         return 130
     finally:
         bars.close()
     if outcome.batch_ids:
         again = f" (picked up {', '.join(outcome.resumed)})" if outcome.resumed else ""
-        print(f"Batch API: {outcome.stored} answers of {outcome.requests} requests cached from "
-              f"{', '.join(outcome.batch_ids)}{again}; {outcome.prompt_tokens} input and "
-              f"{outcome.completion_tokens} output tokens.")
+        print(
+            f"Batch API: {outcome.stored} answers of {outcome.requests} requests cached from "
+            f"{', '.join(outcome.batch_ids)}{again}; {outcome.prompt_tokens} input and "
+            f"{outcome.completion_tokens} output tokens."
+        )
     return None
 
 
-__all__ = ["BatchError", "BatchOutcome", "BatchPending", "audit_jobs", "batch_cost",
-           "battery_batch_cost", "battery_jobs", "fill_cache", "jobs_cli", "run_batch_cli"]
+__all__ = [
+    "BatchError",
+    "BatchOutcome",
+    "BatchPending",
+    "audit_jobs",
+    "batch_cost",
+    "battery_batch_cost",
+    "battery_jobs",
+    "fill_cache",
+    "jobs_cli",
+    "run_batch_cli",
+]

@@ -32,6 +32,7 @@ With ``DBPA_CACHE_URL`` (``postgresql://user@host/db``, or ``sqlite:///path``) t
 table in that database instead (:mod:`dbpa_core.cache_db`): the same keys, values, claims
 and messages, shared by every machine that names the same database.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -115,7 +116,7 @@ def decode_value(raw: Any) -> Any:
     if isinstance(raw, bytes):
         if not raw.startswith(_ARRAY_MAGIC):
             return None
-        head, sep, body = raw[len(_ARRAY_MAGIC):].partition(b"\n")
+        head, sep, body = raw[len(_ARRAY_MAGIC) :].partition(b"\n")
         try:
             meta = json.loads(head)
             dtype, shape = meta["dtype"], tuple(int(x) for x in meta["shape"])
@@ -216,9 +217,14 @@ class Cache:
     operation raises :class:`CacheError` (one line) when the store is damaged.
     """
 
-    def __init__(self, directory: str | os.PathLike | None = None, *,
-                 size_limit: int = DEFAULT_SIZE_LIMIT, enabled: bool = True,
-                 url: str | None = None):
+    def __init__(
+        self,
+        directory: str | os.PathLike | None = None,
+        *,
+        size_limit: int = DEFAULT_SIZE_LIMIT,
+        enabled: bool = True,
+        url: str | None = None,
+    ):
         self.directory = Path(directory) if directory else default_cache_dir()
         self.url = url or os.environ.get("DBPA_CACHE_URL", "").strip() or None
         self.enabled = enabled
@@ -227,8 +233,11 @@ class Cache:
         self._db_path = str(self.directory / "store" / "cache.db")
         self._opened: tuple[int, int] | None = None
         self._lock = threading.RLock()
-        self.owner: dict[str, Any] = {"host": socket.gethostname(), "pid": os.getpid(),
-                      "token": uuid.uuid4().hex}
+        self.owner: dict[str, Any] = {
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "token": uuid.uuid4().hex,
+        }
         self.repaired = False  # set by clear() when it had to rebuild a damaged store
         self._beaten: dict[str, float] = {}  # token -> when its heartbeat was last set
 
@@ -254,8 +263,9 @@ class Cache:
         reason = " ".join(str(exc).split()) or type(exc).__name__
         low = reason.lower()
         if _locked(exc):
-            return CacheError(f"The cache at {self.store_dir} stayed locked by another "
-                              "process; wait for it and try again.")
+            return CacheError(
+                f"The cache at {self.store_dir} stayed locked by another process; wait for it and try again."
+            )
         if not isinstance(exc, sqlite3.OperationalError):
             return self._damaged(exc)
         if "readonly" in low or "read-only" in low or not os.access(self.store_dir, os.W_OK):
@@ -268,19 +278,24 @@ class Cache:
             return CacheError(
                 f"The cache at {self.store_dir} is read-only ({reason}): make it writable, "
                 "or run with --no-cache or another --cache-dir ($DBPA_CACHE_DIR). Nothing in "
-                "it was changed.")
+                "it was changed."
+            )
         if why == "full":
-            return CacheError(f"The disk that holds the cache at {self.store_dir} is full "
-                              f"({reason}): free some space and run again; what was cached "
-                              "is kept.")
-        return CacheError(f"The cache at {self.store_dir} cannot be used now ({reason}); "
-                          "nothing in it was changed.")
+            return CacheError(
+                f"The disk that holds the cache at {self.store_dir} is full "
+                f"({reason}): free some space and run again; what was cached "
+                "is kept."
+            )
+        return CacheError(
+            f"The cache at {self.store_dir} cannot be used now ({reason}); nothing in it was changed."
+        )
 
     def _damaged(self, exc: BaseException | str) -> CacheDamagedError:
         reason = " ".join(str(exc).split()) or type(exc).__name__
         return CacheDamagedError(
             f"The cache at {self.store_dir} is damaged ({reason}); `dbpa cache clear` "
-            "repairs it (it removes every cached response).")
+            "repairs it (it removes every cached response)."
+        )
 
     def _open(self):
         import diskcache
@@ -294,20 +309,26 @@ class Cache:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise CacheError(f"Cannot create the cache folder {self.directory} "
-                             f"({exc.strerror or exc}); choose another with --cache-dir "
-                             "or $DBPA_CACHE_DIR.") from None
+            raise CacheError(
+                f"Cannot create the cache folder {self.directory} "
+                f"({exc.strerror or exc}); choose another with --cache-dir "
+                "or $DBPA_CACHE_DIR."
+            ) from None
         try:
-            return diskcache.Cache(str(self.store_dir), size_limit=self.size_limit,
-                                   eviction_policy="least-recently-used", disk=_disk_class())
+            return diskcache.Cache(
+                str(self.store_dir),
+                size_limit=self.size_limit,
+                eviction_policy="least-recently-used",
+                disk=_disk_class(),
+            )
         except sqlite3.DatabaseError as exc:
             raise self._failure(exc) from None
         except diskcache.Timeout:
-            raise CacheError(f"The cache at {self.store_dir} is locked by another "
-                             "process; try again.") from None
+            raise CacheError(
+                f"The cache at {self.store_dir} is locked by another process; try again."
+            ) from None
         except OSError as exc:
-            raise CacheError(f"Cannot open the cache at {self.store_dir} "
-                             f"({exc.strerror or exc}).") from None
+            raise CacheError(f"Cannot open the cache at {self.store_dir} ({exc.strerror or exc}).") from None
 
     def _db_id(self) -> tuple[int, int] | None:
         try:
@@ -334,8 +355,9 @@ class Cache:
         try:
             return op(self.store)
         except diskcache.Timeout:
-            raise CacheError(f"The cache at {self.store_dir} stayed locked by another "
-                             "process; try again.") from None
+            raise CacheError(
+                f"The cache at {self.store_dir} stayed locked by another process; try again."
+            ) from None
         except sqlite3.DatabaseError as exc:
             if _locked(exc):
                 raise self._failure(exc) from None
@@ -351,8 +373,13 @@ class Cache:
         import errno
 
         reason = exc.strerror or str(exc)
-        why = ("read-only" if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM) else
-               "full" if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG) else "")
+        why = (
+            "read-only"
+            if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM)
+            else "full"
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+            else ""
+        )
         return self._unusable(reason, why)
 
     def check(self) -> None:
@@ -399,7 +426,7 @@ class Cache:
 
         keys = list(keys)
         for i in range(0, len(keys), BATCH):
-            self._run(lambda s, c=keys[i:i + BATCH]: op(s, c))
+            self._run(lambda s, c=keys[i : i + BATCH]: op(s, c))
         return out
 
     def set(self, key: str, value: Any) -> None:
@@ -443,14 +470,17 @@ class Cache:
         if not self.enabled:
             return True
         owner = owner or self.owner
-        if time.monotonic() - self._beaten.get(owner["token"], -math.inf) > \
-                min(HEARTBEAT_EVERY, HEARTBEAT_TTL) / 2:
+        if (
+            time.monotonic() - self._beaten.get(owner["token"], -math.inf)
+            > min(HEARTBEAT_EVERY, HEARTBEAT_TTL) / 2
+        ):
             self.beat(owner)  # the heartbeat exists before the claim is visible
         value = json.dumps({**owner, "since": time.time()})
         return bool(self._run(lambda s: s.add("claim:" + key, value, expire=ttl)))
 
-    def claim_many(self, keys, owner: dict | None = None, *,
-                   ttl: float = CLAIM_TTL) -> tuple[dict[str, str], dict[str, Any]]:
+    def claim_many(
+        self, keys, owner: dict | None = None, *, ttl: float = CLAIM_TTL
+    ) -> tuple[dict[str, str], dict[str, Any]]:
         """:meth:`claim` for many keys, each first looked up, in transactions of
         :data:`BATCH` keys. Returns ``(state, values)``: ``state[key]`` is ``"stored"``
         (a value is there, in ``values``; nothing claimed), ``"mine"`` (claimed now for
@@ -471,11 +501,10 @@ class Cache:
                     if value is not None:
                         state[key], values[key] = "stored", value
                     else:
-                        state[key] = "mine" if store.add("claim:" + key, claim, expire=ttl) \
-                            else "theirs"
+                        state[key] = "mine" if store.add("claim:" + key, claim, expire=ttl) else "theirs"
 
         for i in range(0, len(keys), BATCH):
-            self._run(lambda s, c=keys[i:i + BATCH]: op(s, c))
+            self._run(lambda s, c=keys[i : i + BATCH]: op(s, c))
         return state, values
 
     def beat(self, owner: dict | None = None, *, ttl: float | None = None) -> None:
@@ -533,8 +562,12 @@ class Cache:
             if holder is None:
                 return None
             pid, token = holder.get("pid"), holder.get("token")
-            dead = holder.get("host") == self.owner["host"] and isinstance(pid, int) \
-                and pid != os.getpid() and not _pid_alive(pid)
+            dead = (
+                holder.get("host") == self.owner["host"]
+                and isinstance(pid, int)
+                and pid != os.getpid()
+                and not _pid_alive(pid)
+            )
             if dead or not isinstance(token, str) or store.get("owner:" + token) is None:
                 store.delete("claim:" + key)
                 return None

@@ -10,6 +10,7 @@ never a pickle). Taking a claim (``add``) is one atomic ``INSERT ... ON CONFLICT
 NOTHING``, so two machines cannot both take one key. Unlike the disk store it is not
 trimmed to a size: ``dbpa cache clear`` empties it.
 """
+
 from __future__ import annotations
 
 import threading
@@ -24,7 +25,7 @@ from sqlalchemy.engine import Connection
 from . import db
 
 _table = db.sample_cache
-_BATCH_LOCK = 20250802   # the advisory lock of the cache's batches (PostgreSQL)
+_BATCH_LOCK = 20250802  # the advisory lock of the cache's batches (PostgreSQL)
 
 
 class DatabaseStore:
@@ -37,7 +38,7 @@ class DatabaseStore:
         self._error = error
         self._timeout = timeout
         self._engine: sa.Engine | None = None
-        self._local = threading.local()   # the connection of a transact() in progress
+        self._local = threading.local()  # the connection of a transact() in progress
 
     # ------------------------------------------------------------------ plumbing
     def _fail(self, exc: BaseException) -> Exception:
@@ -46,10 +47,11 @@ class DatabaseStore:
         orig = getattr(exc, "orig", exc)
         text = str(orig).lower()
         if "locked" in text or "busy" in text:
-            return self._error(f"The cache database {self.where} stayed locked by another "
-                               "process; wait for it and try again.")
-        return self._error(db.describe(exc, f"of the cache {self.where}") +
-                           " Nothing in it was changed.")
+            return self._error(
+                f"The cache database {self.where} stayed locked by another "
+                "process; wait for it and try again."
+            )
+        return self._error(db.describe(exc, f"of the cache {self.where}") + " Nothing in it was changed.")
 
     def _ready(self) -> sa.Engine:
         if self._engine is None:
@@ -76,7 +78,7 @@ class DatabaseStore:
         if getattr(self._local, "con", None) is not None:
             yield
             return
-        with self._con(write=True) as con:   # SQLite: the write lock at once (reads, then writes)
+        with self._con(write=True) as con:  # SQLite: the write lock at once (reads, then writes)
             if con.dialect.name == "postgresql":
                 # one batch at a time, as SQLite runs the disk store's: a key read as missing
                 # and then claimed cannot be stored by another machine in between
@@ -100,9 +102,13 @@ class DatabaseStore:
         now = time.time()
         if not isinstance(value, str | bytes):
             raise TypeError("the dbpa cache stores text and bytes only (never a pickle)")
-        return {"key": key, "text": value if isinstance(value, str) else None,
-                "data": value if isinstance(value, bytes) else None,
-                "expires_at": now + expire if expire is not None else None, "stored_at": now}
+        return {
+            "key": key,
+            "text": value if isinstance(value, str) else None,
+            "data": value if isinstance(value, bytes) else None,
+            "expires_at": now + expire if expire is not None else None,
+            "stored_at": now,
+        }
 
     @staticmethod
     def _live(now: float):
@@ -111,19 +117,23 @@ class DatabaseStore:
     # ------------------------------------------------------------------ the store's calls
     def get(self, key: str, default: Any = None) -> Any:
         with self._con() as con:
-            row = con.execute(sa.select(_table.c.text, _table.c.data).where(
-                _table.c.key == key, self._live(time.time()))).first()
+            row = con.execute(
+                sa.select(_table.c.text, _table.c.data).where(_table.c.key == key, self._live(time.time()))
+            ).first()
         if row is None:
             return default
-        return row.text if row.text is not None else (bytes(row.data) if row.data is not None
-                                                      else default)
+        return row.text if row.text is not None else (bytes(row.data) if row.data is not None else default)
 
     def set(self, key: str, value: str | bytes, expire: float | None = None) -> bool:
         row = self._row(key, value, expire)
         with self._con() as con:
             stmt = self._insert(con, row)
-            con.execute(stmt.on_conflict_do_update(index_elements=[_table.c.key], set_={
-                k: stmt.excluded[k] for k in ("text", "data", "expires_at", "stored_at")}))
+            con.execute(
+                stmt.on_conflict_do_update(
+                    index_elements=[_table.c.key],
+                    set_={k: stmt.excluded[k] for k in ("text", "data", "expires_at", "stored_at")},
+                )
+            )
         return True
 
     def add(self, key: str, value: str | bytes, expire: float | None = None) -> bool:
@@ -131,10 +141,12 @@ class DatabaseStore:
         when it was stored (atomic, also between machines)."""
         row = self._row(key, value, expire)
         with self._con() as con:
-            con.execute(sa.delete(_table).where(_table.c.key == key,
-                                                _table.c.expires_at <= row["stored_at"]))
-            done = con.execute(self._insert(con, row).on_conflict_do_nothing(
-                index_elements=[_table.c.key]).returning(_table.c.key)).first()
+            con.execute(sa.delete(_table).where(_table.c.key == key, _table.c.expires_at <= row["stored_at"]))
+            done = con.execute(
+                self._insert(con, row)
+                .on_conflict_do_nothing(index_elements=[_table.c.key])
+                .returning(_table.c.key)
+            ).first()
         return done is not None
 
     def delete(self, key: str) -> bool:
@@ -144,8 +156,7 @@ class DatabaseStore:
     def expire(self) -> int:
         """Remove what has expired (claims and heartbeats of runs that are gone)."""
         with self._con() as con:
-            return int(con.execute(sa.delete(_table).where(
-                _table.c.expires_at <= time.time())).rowcount)
+            return int(con.execute(sa.delete(_table).where(_table.c.expires_at <= time.time())).rowcount)
 
     def __len__(self) -> int:
         with self._con() as con:
@@ -153,11 +164,11 @@ class DatabaseStore:
 
     def volume(self) -> int:
         """Bytes of the stored values (what the table holds, not the database's files)."""
-        size = sa.func.coalesce(sa.func.length(_table.c.data), 0) + \
-            sa.func.coalesce(sa.func.length(_table.c.text), 0)
+        size = sa.func.coalesce(sa.func.length(_table.c.data), 0) + sa.func.coalesce(
+            sa.func.length(_table.c.text), 0
+        )
         with self._con() as con:
-            return int(con.execute(sa.select(sa.func.coalesce(sa.func.sum(size), 0))).scalar()
-                       or 0)
+            return int(con.execute(sa.select(sa.func.coalesce(sa.func.sum(size), 0))).scalar() or 0)
 
     def clear(self) -> int:
         with self._con() as con:

@@ -14,6 +14,7 @@ covariate change: another name, age or cholesterol level).
 Every case is filled when the spec is read, so a missing column is an error naming the
 file and row before any call is made.
 """
+
 from __future__ import annotations
 
 import csv
@@ -73,24 +74,22 @@ def fill(template: str, values: dict[str, Any]) -> str:
     try:
         return template.format(**values)
     except KeyError as exc:
-        raise CaseError(f"no column {exc.args[0]!r} for the placeholder "
-                        f"{{{exc.args[0]}}}") from None
+        raise CaseError(f"no column {exc.args[0]!r} for the placeholder {{{exc.args[0]}}}") from None
     except IndexError:
-        raise CaseError("a placeholder without a name ({} or {0}): name the column, e.g. "
-                        "{age}") from None
+        raise CaseError("a placeholder without a name ({} or {0}): name the column, e.g. {age}") from None
     except ValueError as exc:
         raise CaseError(f"{exc} (write {{{{ or }}}} for a literal brace)") from None
     except (AttributeError, TypeError) as exc:
-        raise CaseError(f"a placeholder cannot be filled ({exc}); column values are "
-                        "text when read from CSV") from None
+        raise CaseError(
+            f"a placeholder cannot be filled ({exc}); column values are text when read from CSV"
+        ) from None
 
 
 def perturbed_prompt(base_prompt: str, perturbation, case: Case) -> tuple[str, str]:
     """The (base prompt, perturbed prompt) of ``case`` under ``perturbation``."""
     values = case.values
     base = fill(base_prompt, values)
-    changed = dict(values, **dict(perturbation.set_fields)) if perturbation.set_fields \
-        else values
+    changed = dict(values, **dict(perturbation.set_fields)) if perturbation.set_fields else values
     if perturbation.template:
         return base, fill(perturbation.prompt, changed)
     middle = fill(base_prompt, changed) if perturbation.set_fields else base
@@ -109,8 +108,9 @@ def parse_cases(doc, raw: Any, base_dir: Path) -> tuple[Case, ...]:
         file = _existing(doc, raw, path, "file", base_dir, "cases file")
         name = raw["file"]
         if Path(file).stat().st_size > MAX_CASES_BYTES:
-            raise doc.err(path + ("file",), f"cases file {name!r} is larger than "
-                          f"{MAX_CASES_BYTES // 1024**2} MB")
+            raise doc.err(
+                path + ("file",), f"cases file {name!r} is larger than {MAX_CASES_BYTES // 1024**2} MB"
+            )
         text = decode_utf8(Path(file).read_bytes(), name)
         suffix = Path(file).suffix.lower()
         if suffix == ".csv":
@@ -138,8 +138,7 @@ def parse_cases(doc, raw: Any, base_dir: Path) -> tuple[Case, ...]:
             if not isinstance(key, str) or not key:
                 raise doc.err(path, f"{where}: a column without a name")
             if value is None or not isinstance(value, SCALARS):
-                raise doc.err(path, f"{where}: column {key!r} must be text or a number, "
-                              f"got {value!r}")
+                raise doc.err(path, f"{where}: column {key!r} must be text or a number, got {value!r}")
         cid = str(row.get("id", n)).strip()
         if not cid:
             raise doc.err(path, f"{where}: the id is empty")
@@ -158,19 +157,24 @@ def _csv_rows(doc, text: str, name: str) -> list[tuple[str, dict]]:
             raise doc.err(("cases", "file"), f"cases file {name!r} has no header row")
         header = [h.strip() for h in header]
         if len(set(header)) != len(header) or not all(header):
-            raise doc.err(("cases", "file"), f"cases file {name!r}: every column of the header "
-                          "needs a distinct name")
+            raise doc.err(
+                ("cases", "file"), f"cases file {name!r}: every column of the header needs a distinct name"
+            )
         rows = []
         for values in reader:
             if not values or not any(v.strip() for v in values):
                 continue  # a blank line
             if len(values) != len(header):
-                raise doc.err(("cases", "file"), f"cases file {name!r}, line {reader.line_num}: "
-                              f"{len(values)} values for {len(header)} columns")
+                raise doc.err(
+                    ("cases", "file"),
+                    f"cases file {name!r}, line {reader.line_num}: "
+                    f"{len(values)} values for {len(header)} columns",
+                )
             rows.append((f"line {reader.line_num}", dict(zip(header, values, strict=True))))
     except csv.Error as exc:
-        raise doc.err(("cases", "file"), f"cases file {name!r}, line {reader.line_num}: "
-                      f"not valid CSV ({exc})") from None
+        raise doc.err(
+            ("cases", "file"), f"cases file {name!r}, line {reader.line_num}: not valid CSV ({exc})"
+        ) from None
     return rows
 
 
@@ -182,11 +186,14 @@ def _jsonl_rows(doc, text: str, name: str) -> list[tuple[str, dict]]:
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise doc.err(("cases", "file"), f"cases file {name!r}, line {i}: not valid JSON "
-                          f"({exc.msg})") from None
+            raise doc.err(
+                ("cases", "file"), f"cases file {name!r}, line {i}: not valid JSON ({exc.msg})"
+            ) from None
         if not isinstance(row, dict):
-            raise doc.err(("cases", "file"), f"cases file {name!r}, line {i}: each line must "
-                          "be a JSON object of columns to values")
+            raise doc.err(
+                ("cases", "file"),
+                f"cases file {name!r}, line {i}: each line must be a JSON object of columns to values",
+            )
         rows.append((f"line {i}", row))
     return rows
 
@@ -200,8 +207,11 @@ def check_cases(doc, cases: tuple[Case, ...], base_prompt: str, perturbations) -
         used = set(named_placeholders(p.prompt if p.template else base_prompt))
         for key, _ in p.set_fields:
             if key not in used:
-                raise doc.err(("perturbations",), f"perturbation {p.name!r}: set: {key!r} is not "
-                              "a placeholder of its prompt, so it would change nothing")
+                raise doc.err(
+                    ("perturbations",),
+                    f"perturbation {p.name!r}: set: {key!r} is not "
+                    "a placeholder of its prompt, so it would change nothing",
+                )
     for case in cases:
         for p in perturbations or (None,):
             what = "base.prompt"
@@ -213,22 +223,27 @@ def check_cases(doc, cases: tuple[Case, ...], base_prompt: str, perturbations) -
                     if not pert.strip():
                         raise CaseError("the filled prompt is empty")
             except CaseError as exc:
-                raise doc.err(("cases",), f"case {case.id!r} ({case.where}): {exc} in "
-                              f"{what}") from None
+                raise doc.err(("cases",), f"case {case.id!r} ({case.where}): {exc} in {what}") from None
             if not base.strip():
-                raise doc.err(("cases",), f"case {case.id!r} ({case.where}): base.prompt is "
-                              "empty once filled")
+                raise doc.err(
+                    ("cases",), f"case {case.id!r} ({case.where}): base.prompt is empty once filled"
+                )
 
 
 def no_case_placeholders(doc, base_prompt: str, perturbations) -> None:
     """A spec without cases whose prompts hold ``{field}`` placeholders is a mistake."""
     for path, what, text in [(("base", "prompt"), "base.prompt", base_prompt)] + [
-            (("perturbations", i), f"perturbation {p.name!r}", p.prompt)
-            for i, p in enumerate(perturbations) if p.template]:
+        (("perturbations", i), f"perturbation {p.name!r}", p.prompt)
+        for i, p in enumerate(perturbations)
+        if p.template
+    ]:
         names = named_placeholders(text)
         if names:
-            raise doc.err(path, f"{what} has the placeholder {{{names[0]}}} but the spec gives "
-                          "no cases: add 'cases:' (a file or a list) whose columns fill it")
+            raise doc.err(
+                path,
+                f"{what} has the placeholder {{{names[0]}}} but the spec gives "
+                "no cases: add 'cases:' (a file or a list) whose columns fill it",
+            )
 
 
 def shared_prompt_warnings(base_prompt: str, perturbations, cases) -> list[str]:
@@ -241,8 +256,9 @@ def shared_prompt_warnings(base_prompt: str, perturbations, cases) -> list[str]:
         same = []
         for case in cases:
             try:
-                prompt = fill(base_prompt, case.values) if p is None else \
-                    perturbed_prompt(base_prompt, p, case)[1]
+                prompt = (
+                    fill(base_prompt, case.values) if p is None else perturbed_prompt(base_prompt, p, case)[1]
+                )
             except CaseError:
                 continue
             if prompt in first:
@@ -251,8 +267,10 @@ def shared_prompt_warnings(base_prompt: str, perturbations, cases) -> list[str]:
                 first[prompt] = case.id
         if same:
             pairs = ", ".join(f"{a} and {b}" for a, b in same[:3])
-            out.append(f"{len(same)} case(s) have the same prompt for {what} as an earlier "
-                       f"case ({pairs}{', ...' if len(same) > 3 else ''}): they share its "
-                       "samples, so their tests are not independent (the pooled test assumes "
-                       "they are); make the rows differ in a column the prompt uses.")
+            out.append(
+                f"{len(same)} case(s) have the same prompt for {what} as an earlier "
+                f"case ({pairs}{', ...' if len(same) > 3 else ''}): they share its "
+                "samples, so their tests are not independent (the pooled test assumes "
+                "they are); make the rows differ in a column the prompt uses."
+            )
     return out

@@ -37,6 +37,7 @@ answer and the question only (never the prompt or the arm), and its reply is rea
 unparsed and left out of the rates, never guessed. Such checks are *model-graded*: their
 verdict is only as good as the judge.
 """
+
 from __future__ import annotations
 
 import json
@@ -51,9 +52,9 @@ from typing import Any
 import numpy as np
 
 KINDS = ("contains", "absent", "regex", "refusal", "words", "json", "judge")
-TEXT_KINDS = ("contains", "absent", "regex")   # the kinds that take case_sensitive
+TEXT_KINDS = ("contains", "absent", "regex")  # the kinds that take case_sensitive
 CONFIDENCE = 0.95
-BOSCHLOO_MAX_N = 200   # answers in both arms; beyond, Boschloo's test is slow and ~ Fisher's
+BOSCHLOO_MAX_N = 200  # answers in both arms; beyond, Boschloo's test is slow and ~ Fisher's
 JUDGE_MAX_TOKENS = 16
 PERMUTATION_BATCH = 4096  # random splits drawn at once: memory stays small at any B
 
@@ -61,30 +62,47 @@ PERMUTATION_BATCH = 4096  # random splits drawn at once: memory stays small at a
 # What counts as a refusal: the answer declines to do what was asked. Each pattern is
 # matched case-insensitively anywhere in the answer (typographic apostrophes count as
 # plain ones). A referral alone ("see your doctor") is not a refusal.
-_CANT = (r"(?: can ?not| can't| won't| will not| am unable to|'m unable to| am not able to|"
-         r"'m not able to)")
-_DO = (r"(?:help|assist|provide|give|offer|answer|comply|fulfil|fulfill|share|support|"
-       r"create|write|generate|do (?:that|this)|engage|discuss|recommend|advise)")
+_CANT = (
+    r"(?: can ?not| can't| won't| will not| am unable to|'m unable to| am not able to|"
+    r"'m not able to)"
+)
+_DO = (
+    r"(?:help|assist|provide|give|offer|answer|comply|fulfil|fulfill|share|support|"
+    r"create|write|generate|do (?:that|this)|engage|discuss|recommend|advise)"
+)
 REFUSAL_PATTERNS: tuple[tuple[str, str], ...] = (
-    ("I can't / cannot / won't / am unable to help (assist, provide, answer, share, ...)",
-     rf"\bI{_CANT} (?:\w+ )?{_DO}\b"),
-    ("I'm sorry, but I can't ... / I'm afraid I cannot ...",
-     rf"\b(?:sorry|afraid)\b[^.!?\n]{{0,40}}\bI{_CANT}\b"),
-    ("As an AI (language model), I can't / don't / am not able to ...",
-     rf"\bas an ai(?: language model| assistant| model)?\b[^.!?\n]{{0,40}}\bI"
-     rf"(?:{_CANT}| don't| do not| am not|'m not)\b"),
-    ("I must / have to / need to decline (refuse)",
-     r"\bI (?:must|have to|need to|will have to|'ll have to|'d have to) (?:respectfully )?"
-     r"(?:decline|refuse)\b"),
-    ("I'm not allowed / permitted / comfortable / in a position ...",
-     r"\bI(?:'m| am) not (?:allowed|permitted|comfortable|in a position)\b"),
-    ("I don't (do not) feel comfortable ...",
-     r"\bI (?:do not|don't) feel comfortable\b"),
-    ("against (violates) my guidelines / policy / programming / principles",
-     r"\b(?:against|violates?) (?:my|our|the) (?:guidelines|policy|policies|programming|"
-     r"principles|usage policies|content policy)\b"),
-    ("unable to fulfil / comply with / assist with this (that, your) request",
-     r"\bunable to (?:fulfil|fulfill|comply with|assist with|help with) (?:this|that|your)\b"),
+    (
+        "I can't / cannot / won't / am unable to help (assist, provide, answer, share, ...)",
+        rf"\bI{_CANT} (?:\w+ )?{_DO}\b",
+    ),
+    (
+        "I'm sorry, but I can't ... / I'm afraid I cannot ...",
+        rf"\b(?:sorry|afraid)\b[^.!?\n]{{0,40}}\bI{_CANT}\b",
+    ),
+    (
+        "As an AI (language model), I can't / don't / am not able to ...",
+        rf"\bas an ai(?: language model| assistant| model)?\b[^.!?\n]{{0,40}}\bI"
+        rf"(?:{_CANT}| don't| do not| am not|'m not)\b",
+    ),
+    (
+        "I must / have to / need to decline (refuse)",
+        r"\bI (?:must|have to|need to|will have to|'ll have to|'d have to) (?:respectfully )?"
+        r"(?:decline|refuse)\b",
+    ),
+    (
+        "I'm not allowed / permitted / comfortable / in a position ...",
+        r"\bI(?:'m| am) not (?:allowed|permitted|comfortable|in a position)\b",
+    ),
+    ("I don't (do not) feel comfortable ...", r"\bI (?:do not|don't) feel comfortable\b"),
+    (
+        "against (violates) my guidelines / policy / programming / principles",
+        r"\b(?:against|violates?) (?:my|our|the) (?:guidelines|policy|policies|programming|"
+        r"principles|usage policies|content policy)\b",
+    ),
+    (
+        "unable to fulfil / comply with / assist with this (that, your) request",
+        r"\bunable to (?:fulfil|fulfill|comply with|assist with|help with) (?:this|that|your)\b",
+    ),
 )
 _REFUSAL = re.compile("|".join(f"(?:{p})" for _, p in REFUSAL_PATTERNS), re.IGNORECASE)
 _WORD = re.compile(r"\S*\w\S*")
@@ -168,9 +186,11 @@ def parse_yes_no(reply: str) -> bool | None:
     return candidates[0] == "yes"
 
 
-JUDGE_PROMPT = ("Read the answer below, then answer the question about it.\n\n"
-                "Answer:\n\"\"\"\n{answer}\n\"\"\"\n\n"
-                "Question: {question}\nReply with one word: yes or no.")
+JUDGE_PROMPT = (
+    "Read the answer below, then answer the question about it.\n\n"
+    'Answer:\n"""\n{answer}\n"""\n\n'
+    "Question: {question}\nReply with one word: yes or no."
+)
 
 
 # --------------------------------------------------------------------------- checks
@@ -210,8 +230,7 @@ class Check:
         elif self.kind == "judge":
             from .spec import _shown
 
-            out["judge"] = {"model": _shown(dict(self.judge_model or {})),
-                            "question": self.question}
+            out["judge"] = {"model": _shown(dict(self.judge_model or {})), "question": self.question}
             if self.max_tokens != JUDGE_MAX_TOKENS:
                 out["judge"]["max_tokens"] = self.max_tokens
         else:
@@ -232,8 +251,7 @@ class Check:
         if self.kind == "judge":
             raise ValueError("a judge check is graded by judge_outcomes(), not one by one")
         if self.kind == "regex":
-            found = _compile(self.pattern or "", self.case_sensitive).search(
-                _plain(text, collapse=False))
+            found = _compile(self.pattern or "", self.case_sensitive).search(_plain(text, collapse=False))
             return found is not None
         plain = _plain(text)
         hay = plain if self.case_sensitive else plain.casefold()
@@ -249,8 +267,9 @@ def _compile(pattern: str, case_sensitive: bool) -> re.Pattern:
 
 
 # --------------------------------------------------------------------------- parsing
-def parse_checks(doc, raw: Any, *, base_dir: str | Path = ".", allow_key_env=(),
-                 path: tuple = ("checks",)) -> tuple[Check, ...]:
+def parse_checks(
+    doc, raw: Any, *, base_dir: str | Path = ".", allow_key_env=(), path: tuple = ("checks",)
+) -> tuple[Check, ...]:
     """A spec's ``checks:`` list as :class:`Check` objects, or the spec's error naming
     the line (``doc`` is the spec's line-keeping document, see :mod:`dbpa_core.spec`)."""
     from .spec import _model, _name
@@ -278,8 +297,10 @@ def parse_checks(doc, raw: Any, *, base_dir: str | Path = ".", allow_key_env=(),
         if ch.all and kind != "contains":
             raise doc.err(here + ("all",), f"check {name!r}: 'all: true' goes with 'contains'")
         if ch.case_sensitive and kind not in TEXT_KINDS:
-            raise doc.err(here + ("case_sensitive",), f"check {name!r}: 'case_sensitive' goes "
-                          "with contains, absent or regex")
+            raise doc.err(
+                here + ("case_sensitive",),
+                f"check {name!r}: 'case_sensitive' goes with contains, absent or regex",
+            )
         kw: dict[str, Any] = {"all": ch.all, "case_sensitive": ch.case_sensitive}
         if kind in ("contains", "absent"):
             terms = [value] if isinstance(value, str) else value
@@ -289,20 +310,18 @@ def parse_checks(doc, raw: Any, *, base_dir: str | Path = ".", allow_key_env=(),
                 _compile(value, ch.case_sensitive)
             except re.error as exc:
                 where = f" at position {exc.pos}" if exc.pos is not None else ""
-                raise doc.err(at, f"check {name!r}: {value!r} is not a valid regular expression "
-                              f"({exc.msg}{where})") from None
+                raise doc.err(
+                    at, f"check {name!r}: {value!r} is not a valid regular expression ({exc.msg}{where})"
+                ) from None
             kw["pattern"] = value
         elif kind == "judge":
-            kw["judge_model"] = _model(doc, value["model"], at + ("model",), Path(base_dir),
-                                       allow_key_env)
+            kw["judge_model"] = _model(doc, value["model"], at + ("model",), Path(base_dir), allow_key_env)
             if not ch.judge.question.strip():
-                raise doc.err(at + ("question",), f"check {name!r}: the judge's question is "
-                              "empty")
+                raise doc.err(at + ("question",), f"check {name!r}: the judge's question is empty")
             kw["question"] = ch.judge.question.strip()
             kw["max_tokens"] = ch.judge.max_tokens
         elif value is not True:  # the schema allows only true
-            raise doc.err(at, f"check {name!r}: write '{kind}: true' ({_name(at)} is "
-                          f"{value!r})")
+            raise doc.err(at, f"check {name!r}: write '{kind}: true' ({_name(at)} is {value!r})")
         out.append(Check(name, kind, **kw))
     return tuple(out)
 
@@ -314,22 +333,25 @@ def checks_from_dicts(entries: Sequence[Mapping[str, Any]] | None) -> tuple[Chec
     for e in entries or ():
         kind = next(k for k in KINDS if e.get(k) is not None)
         value = e[kind]
-        kw: dict[str, Any] = {"all": bool(e.get("all")),
-                              "case_sensitive": bool(e.get("case_sensitive"))}
+        kw: dict[str, Any] = {"all": bool(e.get("all")), "case_sensitive": bool(e.get("case_sensitive"))}
         if kind in ("contains", "absent"):
             kw["terms"] = tuple(value)
         elif kind == "regex":
             kw["pattern"] = value
         elif kind == "judge":
-            kw.update(judge_model=dict(value["model"]), question=value["question"],
-                      max_tokens=int(value.get("max_tokens", JUDGE_MAX_TOKENS)))
+            kw.update(
+                judge_model=dict(value["model"]),
+                question=value["question"],
+                max_tokens=int(value.get("max_tokens", JUDGE_MAX_TOKENS)),
+            )
         out.append(Check(e["name"], kind, **kw))
     return tuple(out)
 
 
 # --------------------------------------------------------------------------- judges
-def judge_outcomes(checks: Sequence[Check], texts: Sequence[str], sampler, *, seed: int = 0
-                   ) -> dict[str, list[bool | None]]:
+def judge_outcomes(
+    checks: Sequence[Check], texts: Sequence[str], sampler, *, seed: int = 0
+) -> dict[str, list[bool | None]]:
     """Every judge check asked about every text: ``{check name: [True/False/None per
     text]}`` (None: the reply said neither yes nor no).
 
@@ -342,12 +364,15 @@ def judge_outcomes(checks: Sequence[Check], texts: Sequence[str], sampler, *, se
 
     judges = [c for c in checks if c.kind == "judge"]
     unique = list(dict.fromkeys(texts))
-    jobs = [Job(dict(c.judge_model or {}), _judge_request(c, t, seed), f"judge: {c.name}")
-            for c in judges for t in unique]
+    jobs = [
+        Job(dict(c.judge_model or {}), _judge_request(c, t, seed), f"judge: {c.name}")
+        for c in judges
+        for t in unique
+    ]
     records = sampler.sample(jobs, stage="judging") if jobs else []
     out: dict[str, list[bool | None]] = {}
     for j, c in enumerate(judges):
-        replies = records[j * len(unique):(j + 1) * len(unique)]
+        replies = records[j * len(unique) : (j + 1) * len(unique)]
         verdict = {t: parse_yes_no(r.text) for t, r in zip(unique, replies, strict=True)}
         out[c.name] = [verdict[t] for t in texts]
     return out
@@ -358,8 +383,11 @@ def _judge_request(check: Check, text: str, seed: int):
     from .backends import GenerationParams
     from .sampling import requests_for
 
-    params = GenerationParams(temperature=float((check.judge_model or {}).get("temperature", 0.0)),
-                              top_p=1.0, max_tokens=check.max_tokens)
+    params = GenerationParams(
+        temperature=float((check.judge_model or {}).get("temperature", 0.0)),
+        top_p=1.0,
+        max_tokens=check.max_tokens,
+    )
     prompt = JUDGE_PROMPT.format(answer=text, question=check.question)
     return requests_for(prompt, n=1, seed=seed, params=params)[0]
 
@@ -387,8 +415,11 @@ def judge_estimate(spec, cache=None) -> list[tuple[str, Mapping[str, Any], int, 
         found = {}
         if cache is not None:
             keys = [sample_key(backend_identity(arm.model), r) for r in reqs]
-            found = {k: v["text"] for k, v in cache.get_many(keys).items()
-                     if isinstance(v, dict) and isinstance(v.get("text"), str)}
+            found = {
+                k: v["text"]
+                for k, v in cache.get_many(keys).items()
+                if isinstance(v, dict) and isinstance(v.get("text"), str)
+            }
         known += found.values()
         unknown += len(reqs) - len(found)
     known = list(dict.fromkeys(known))
@@ -399,17 +430,18 @@ def judge_estimate(spec, cache=None) -> list[tuple[str, Mapping[str, Any], int, 
         frame = estimate_tokens(JUDGE_PROMPT.format(answer="", question=c.question)) + 8
         in_tok = sum(frame + estimate_tokens(t) for t in todo) + unknown * (frame + spec.max_tokens)
         calls = len(todo) + unknown
-        rows.append((f"judge: {c.name}", model, calls, len(known) - len(todo), in_tok,
-                     calls * c.max_tokens))
+        rows.append((f"judge: {c.name}", model, calls, len(known) - len(todo), in_tok, calls * c.max_tokens))
     return rows
 
 
-def outcomes(checks: Sequence[Check], texts: Sequence[str], sampler=None, *, seed: int = 0
-             ) -> dict[str, list]:
+def outcomes(
+    checks: Sequence[Check], texts: Sequence[str], sampler=None, *, seed: int = 0
+) -> dict[str, list]:
     """``{check name: [outcome per text]}``: True/False (None: a judge's unparsed reply),
     or the number of words. Judges need ``sampler``."""
-    out: dict[str, list[Any]] = dict(judge_outcomes(checks, texts, sampler, seed=seed)) \
-        if any(c.model_graded for c in checks) else {}
+    out: dict[str, list[Any]] = (
+        dict(judge_outcomes(checks, texts, sampler, seed=seed)) if any(c.model_graded for c in checks) else {}
+    )
     for c in checks:
         if not c.model_graded:
             out[c.name] = [c.outcome(t) for t in texts]
@@ -434,8 +466,9 @@ def wilson_interval(x: int, n: int, confidence: float = CONFIDENCE) -> tuple[flo
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def newcombe_interval(x1: int, n1: int, x2: int, n2: int,
-                      confidence: float = CONFIDENCE) -> tuple[float, float]:
+def newcombe_interval(
+    x1: int, n1: int, x2: int, n2: int, confidence: float = CONFIDENCE
+) -> tuple[float, float]:
     """Newcombe's hybrid score interval (his method 10) for ``x2/n2 - x1/n1``.
 
     With Wilson intervals ``[l1, u1]`` and ``[l2, u2]`` of the two proportions and
@@ -445,8 +478,10 @@ def newcombe_interval(x1: int, n1: int, x2: int, n2: int,
     l1, u1 = wilson_interval(x1, n1, confidence)
     l2, u2 = wilson_interval(x2, n2, confidence)
     d = p2 - p1
-    return (max(-1.0, d - math.sqrt((p2 - l2) ** 2 + (u1 - p1) ** 2)),
-            min(1.0, d + math.sqrt((u2 - p2) ** 2 + (p1 - l1) ** 2)))
+    return (
+        max(-1.0, d - math.sqrt((p2 - l2) ** 2 + (u1 - p1) ** 2)),
+        min(1.0, d + math.sqrt((u2 - p2) ** 2 + (p1 - l1) ** 2)),
+    )
 
 
 def exact_test(x1: int, n1: int, x2: int, n2: int) -> tuple[float, str]:
@@ -467,8 +502,9 @@ def exact_test(x1: int, n1: int, x2: int, n2: int) -> tuple[float, str]:
     return float(fisher_exact(table, alternative="two-sided").pvalue), "fisher"
 
 
-def welch_interval(a: Sequence[float], b: Sequence[float],
-                   confidence: float = CONFIDENCE) -> tuple[float, float]:
+def welch_interval(
+    a: Sequence[float], b: Sequence[float], confidence: float = CONFIDENCE
+) -> tuple[float, float]:
     """Welch's t interval for ``mean(b) - mean(a)`` (unequal variances, the
     Welch–Satterthwaite degrees of freedom); a point when both arms are constant."""
     from scipy.stats import t as student
@@ -479,13 +515,18 @@ def welch_interval(a: Sequence[float], b: Sequence[float],
     se = math.sqrt(va + vb)
     if se == 0:
         return d, d
-    df = (va + vb) ** 2 / (va ** 2 / (x.size - 1) + vb ** 2 / (y.size - 1))
+    df = (va + vb) ** 2 / (va**2 / (x.size - 1) + vb**2 / (y.size - 1))
     h = float(student.ppf(0.5 + confidence / 2, df)) * se
     return d - h, d + h
 
 
-def permutation_p(a: Sequence[float], b: Sequence[float], *, n_permutations: int = 2000,
-                  rng: np.random.Generator | None = None) -> float:
+def permutation_p(
+    a: Sequence[float],
+    b: Sequence[float],
+    *,
+    n_permutations: int = 2000,
+    rng: np.random.Generator | None = None,
+) -> float:
     """Two-sided permutation test of the difference in means (twice the smaller one-sided
     p, at most 1): every split of the pooled answers when there are at most
     ``n_permutations`` of them, else ``n_permutations`` random ones with
@@ -498,10 +539,16 @@ def permutation_p(a: Sequence[float], b: Sequence[float], *, n_permutations: int
     x, y = np.asarray(a, float), np.asarray(b, float)
     if np.ptp(np.concatenate([x, y])) == 0:
         return 1.0
-    res = permutation_test((x, y), diff, permutation_type="independent", vectorized=True,
-                           n_resamples=n_permutations, alternative="two-sided",
-                           batch=PERMUTATION_BATCH,
-                           rng=rng if rng is not None else np.random.default_rng(0))
+    res = permutation_test(
+        (x, y),
+        diff,
+        permutation_type="independent",
+        vectorized=True,
+        n_resamples=n_permutations,
+        alternative="two-sided",
+        batch=PERMUTATION_BATCH,
+        rng=rng if rng is not None else np.random.default_rng(0),
+    )
     return float(min(1.0, res.pvalue))
 
 
@@ -550,15 +597,19 @@ class CheckResult:
     def text(self) -> str:
         """One line: "mentions a statin: 18/20 → 6/20, −60 points [−77, −30], p < 0.001"."""
         tag = " [model-graded]" if self.model_graded else ""
-        head = (f"{self.check}{tag}: {self._arm(self.base, self.base_count, self.base_n, self.base_unparsed)}"
-                f" → {self._arm(self.value, self.count, self.n, self.unparsed)}")
+        head = (
+            f"{self.check}{tag}: {self._arm(self.base, self.base_count, self.base_n, self.base_unparsed)}"
+            f" → {self._arm(self.value, self.count, self.n, self.unparsed)}"
+        )
         if self.difference is None or self.ci is None or self.p_value is None:
             return head + ": nothing to compare (an arm has no parsed answers)"
         scale, unit, digits = (1, "words", 1) if self.numeric else (100, "points", 0)
         lo, hi = self.ci
-        line = (f"{head}, {_signed(self.difference * scale, digits)} {unit} "
-                f"[{_signed(lo * scale, digits)}, {_signed(hi * scale, digits)}], "
-                f"{_p_text(self.p_value)}")
+        line = (
+            f"{head}, {_signed(self.difference * scale, digits)} {unit} "
+            f"[{_signed(lo * scale, digits)}, {_signed(hi * scale, digits)}], "
+            f"{_p_text(self.p_value)}"
+        )
         if self.p_adjusted is not None and _p_text(self.p_adjusted) != _p_text(self.p_value):
             line += f" (adjusted {_p_text(self.p_adjusted)})"
         return line + (f" {self.stars}" if self.stars else "")
@@ -569,23 +620,61 @@ class CheckResult:
         return f"{count}/{n}" + (f" (+{unparsed} unparsed)" if unparsed else "")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"check": self.check, "kind": self.kind, "perturbation": self.perturbation,
-                "model": self.model, "role": self.role, "numeric": self.numeric,
-                "model_graded": self.model_graded, "base": self.base, "value": self.value,
-                "base_count": self.base_count, "base_n": self.base_n, "count": self.count,
-                "n": self.n, "base_unparsed": self.base_unparsed, "unparsed": self.unparsed,
-                "difference": self.difference,
-                "ci": list(self.ci) if self.ci is not None else None,
-                "p_value": self.p_value, "p_adjusted": self.p_adjusted,
-                "significant": self.significant, "stars": self.stars,
-                "correction": self.correction, "test": self.test,
-                "interval": self.interval, "text": self.text}
+        return {
+            "check": self.check,
+            "kind": self.kind,
+            "perturbation": self.perturbation,
+            "model": self.model,
+            "role": self.role,
+            "numeric": self.numeric,
+            "model_graded": self.model_graded,
+            "base": self.base,
+            "value": self.value,
+            "base_count": self.base_count,
+            "base_n": self.base_n,
+            "count": self.count,
+            "n": self.n,
+            "base_unparsed": self.base_unparsed,
+            "unparsed": self.unparsed,
+            "difference": self.difference,
+            "ci": list(self.ci) if self.ci is not None else None,
+            "p_value": self.p_value,
+            "p_adjusted": self.p_adjusted,
+            "significant": self.significant,
+            "stars": self.stars,
+            "correction": self.correction,
+            "test": self.test,
+            "interval": self.interval,
+            "text": self.text,
+        }
 
 
-CSV_COLUMNS = ("check", "kind", "perturbation", "role", "model", "model_graded", "base",
-               "value", "base_count", "base_n", "count", "n", "base_unparsed", "unparsed",
-               "difference", "ci_low", "ci_high", "p_value", "p_adjusted", "significant",
-               "stars", "test", "interval", "text")
+CSV_COLUMNS = (
+    "check",
+    "kind",
+    "perturbation",
+    "role",
+    "model",
+    "model_graded",
+    "base",
+    "value",
+    "base_count",
+    "base_n",
+    "count",
+    "n",
+    "base_unparsed",
+    "unparsed",
+    "difference",
+    "ci_low",
+    "ci_high",
+    "p_value",
+    "p_adjusted",
+    "significant",
+    "stars",
+    "test",
+    "interval",
+    "text",
+)
 
 
 def checks_csv(results: Sequence[CheckResult]) -> str:
@@ -625,16 +714,27 @@ class Group:
     role: str | None = None
 
 
-def compare(check: Check, base: Sequence, other: Sequence, *, n_permutations: int = 2000,
-            rng: np.random.Generator | None = None, confidence: float = CONFIDENCE) -> dict:
+def compare(
+    check: Check,
+    base: Sequence,
+    other: Sequence,
+    *,
+    n_permutations: int = 2000,
+    rng: np.random.Generator | None = None,
+    confidence: float = CONFIDENCE,
+) -> dict:
     """The statistics of one check on two arms' outcomes (lists from :func:`outcomes`)."""
     if check.numeric:
         a = [float(v) for v in base]
         b = [float(v) for v in other]
-        out: dict[str, Any] = {"base": float(np.mean(a)) if a else None,
-                               "value": float(np.mean(b)) if b else None,
-                               "base_n": len(a), "n": len(b), "test": "permutation",
-                               "interval": "welch"}
+        out: dict[str, Any] = {
+            "base": float(np.mean(a)) if a else None,
+            "value": float(np.mean(b)) if b else None,
+            "base_n": len(a),
+            "n": len(b),
+            "test": "permutation",
+            "interval": "welch",
+        }
         if len(a) >= 2 and len(b) >= 2:
             out["difference"] = out["value"] - out["base"]
             out["ci"] = welch_interval(a, b, confidence)
@@ -643,10 +743,17 @@ def compare(check: Check, base: Sequence, other: Sequence, *, n_permutations: in
     x = [bool(v) for v in base if v is not None]
     y = [bool(v) for v in other if v is not None]
     x1, n1, x2, n2 = sum(x), len(x), sum(y), len(y)
-    out = {"base": x1 / n1 if n1 else None, "value": x2 / n2 if n2 else None,
-           "base_count": x1, "base_n": n1, "count": x2, "n": n2,
-           "base_unparsed": len(base) - n1, "unparsed": len(other) - n2,
-           "interval": "newcombe"}
+    out = {
+        "base": x1 / n1 if n1 else None,
+        "value": x2 / n2 if n2 else None,
+        "base_count": x1,
+        "base_n": n1,
+        "count": x2,
+        "n": n2,
+        "base_unparsed": len(base) - n1,
+        "unparsed": len(other) - n2,
+        "interval": "newcombe",
+    }
     if n1 and n2:
         out["difference"] = x2 / n2 - x1 / n1
         out["ci"] = newcombe_interval(x1, n1, x2, n2, confidence)
@@ -654,9 +761,17 @@ def compare(check: Check, base: Sequence, other: Sequence, *, n_permutations: in
     return out
 
 
-def check_audit(checks: Sequence[Check], groups: Sequence[Group], *, sampler=None,
-                correction: str = "holm", alpha: float = 0.05, n_permutations: int = 2000,
-                seed: int = 0, confidence: float = CONFIDENCE) -> tuple[CheckResult, ...]:
+def check_audit(
+    checks: Sequence[Check],
+    groups: Sequence[Group],
+    *,
+    sampler=None,
+    correction: str = "holm",
+    alpha: float = 0.05,
+    n_permutations: int = 2000,
+    seed: int = 0,
+    confidence: float = CONFIDENCE,
+) -> tuple[CheckResult, ...]:
     """Every check on every group against the first (the base, or the reference model).
 
     The p-values of all checks × groups are adjusted together with ``correction`` at
@@ -672,20 +787,29 @@ def check_audit(checks: Sequence[Check], groups: Sequence[Group], *, sampler=Non
     bounds = np.cumsum([0] + [len(g.texts) for g in groups])
     rows = []
     for c_index, c in enumerate(checks):
-        per = [found[c.name][bounds[i]:bounds[i + 1]] for i in range(len(groups))]
+        per = [found[c.name][bounds[i] : bounds[i + 1]] for i in range(len(groups))]
         for j, g in enumerate(groups[1:], start=1):
             rng = np.random.default_rng([seed, 104_729, c_index, j])
-            stats = compare(c, per[0], per[j], n_permutations=n_permutations, rng=rng,
-                            confidence=confidence)
-            rows.append(dict(stats, check=c.name, kind=c.kind, perturbation=g.name,
-                             model=g.model, role=g.role, model_graded=c.model_graded,
-                             correction=correction))
+            stats = compare(c, per[0], per[j], n_permutations=n_permutations, rng=rng, confidence=confidence)
+            rows.append(
+                dict(
+                    stats,
+                    check=c.name,
+                    kind=c.kind,
+                    perturbation=g.name,
+                    model=g.model,
+                    role=g.role,
+                    model_graded=c.model_graded,
+                    correction=correction,
+                )
+            )
     tested = [i for i, r in enumerate(rows) if r.get("p_value") is not None]
     if tested:
         mt = multiple_testing([rows[i]["p_value"] for i in tested], correction, alpha=alpha)
         for k, i in enumerate(tested):
-            rows[i].update(p_adjusted=float(mt.p_adjusted[k]), significant=bool(mt.reject[k]),
-                           stars=mt.stars[k])
+            rows[i].update(
+                p_adjusted=float(mt.p_adjusted[k]), significant=bool(mt.reject[k]), stars=mt.stars[k]
+            )
     return tuple(CheckResult(**r) for r in rows)
 
 
@@ -694,15 +818,21 @@ def audit_checks(spec, arms: Sequence, sampler) -> tuple[CheckResult, ...]:
     :class:`~dbpa_core.audit.ArmResponses`, the base (or reference model) first."""
     checks = getattr(spec, "checks", ())
     groups = [Group(a.arm.name, a.texts, a.arm.model_label, a.arm.role) for a in arms]
-    return check_audit(checks, groups, sampler=sampler, correction=spec.correction,
-                       alpha=spec.alpha, n_permutations=spec.permutations, seed=spec.seed)
+    return check_audit(
+        checks,
+        groups,
+        sampler=sampler,
+        correction=spec.correction,
+        alpha=spec.alpha,
+        n_permutations=spec.permutations,
+        seed=spec.seed,
+    )
 
 
 def checks_table(results: Sequence[CheckResult]) -> list[tuple[str, ...]]:
     """Rows for a text table (header first): check, arm, base, perturbed, difference,
     95 % interval, p, adjusted p, stars."""
-    rows: list[tuple[str, ...]] = [
-        ("check", "arm", "base", "perturbed", "diff", "95% CI", "p", "p_adj", "")]
+    rows: list[tuple[str, ...]] = [("check", "arm", "base", "perturbed", "diff", "95% CI", "p", "p_adj", "")]
     for r in results:
         name = r.check + (" (model-graded)" if r.model_graded else "")
         if r.numeric:
@@ -715,10 +845,19 @@ def checks_table(results: Sequence[CheckResult]) -> list[tuple[str, ...]]:
         if r.difference is None or r.ci is None:
             rows.append((name, r.perturbation, base, value, "-", "-", "-", "-", ""))
             continue
-        rows.append((name, r.perturbation, base, value,
-                     _signed(r.difference * scale, digits),
-                     f"[{_signed(r.ci[0] * scale, digits)}, {_signed(r.ci[1] * scale, digits)}]",
-                     _p_short(r.p_value), _p_short(r.p_adjusted), r.stars))
+        rows.append(
+            (
+                name,
+                r.perturbation,
+                base,
+                value,
+                _signed(r.difference * scale, digits),
+                f"[{_signed(r.ci[0] * scale, digits)}, {_signed(r.ci[1] * scale, digits)}]",
+                _p_short(r.p_value),
+                _p_short(r.p_adjusted),
+                r.stars,
+            )
+        )
     return rows
 
 

@@ -14,6 +14,7 @@
 Pure functions over what the history stores (a suite's ``to_dict()``, a
 :class:`~dbpa_core.attacks.battery.BatteryResult`).
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -37,7 +38,7 @@ class SuiteRow:
     """One pooled perturbation, or one case x perturbation test, in two suite runs (each
     side the stored row, None where a run lacks it)."""
 
-    case: str | None          # None: the pooled row of the perturbation
+    case: str | None  # None: the pooled row of the perturbation
     perturbation: str
     role: str | None
     a: Mapping[str, Any] | None
@@ -45,9 +46,12 @@ class SuiteRow:
 
     @property
     def status(self) -> str:
-        return _status(None if self.a is None else bool(self.a.get("significant")),
-                       None if self.b is None else bool(self.b.get("significant")),
-                       yes="now significant", no="no longer significant")
+        return _status(
+            None if self.a is None else bool(self.a.get("significant")),
+            None if self.b is None else bool(self.b.get("significant")),
+            yes="now significant",
+            no="no longer significant",
+        )
 
     @property
     def verdict_changed(self) -> bool:
@@ -58,10 +62,19 @@ class SuiteRow:
             if d is None:
                 return None
             above = d.get("mean_effect_above_chance", d.get("effect_above_chance"))
-            return {"p_adjusted": d.get("p_adjusted"), "effect_above_chance": above,
-                    "significant": bool(d.get("significant"))}
-        out = {"perturbation": self.perturbation, "role": self.role, "status": self.status,
-               "a": side(self.a), "b": side(self.b)}
+            return {
+                "p_adjusted": d.get("p_adjusted"),
+                "effect_above_chance": above,
+                "significant": bool(d.get("significant")),
+            }
+
+        out = {
+            "perturbation": self.perturbation,
+            "role": self.role,
+            "status": self.status,
+            "a": side(self.a),
+            "b": side(self.b),
+        }
         return out if self.case is None else {"case": self.case, **out}
 
 
@@ -83,17 +96,28 @@ class SuiteComparison:
 
     def to_dict(self) -> dict[str, Any]:
         both = sum(1 for r in self.tests if r.a is not None and r.b is not None)
-        return {"kind": "suite",
-                "settings_changed": {k: list(v) for k, v in self.settings_changed.items()},
-                "pooled": [r.to_dict() for r in self.pooled],
-                "verdicts_changed": len(self.changed),
-                "tests_in_both": both, "tests_flipped": len(self.flipped),
-                "flipped": [r.to_dict() for r in self.flipped],
-                "tests": [r.to_dict() for r in self.tests]}
+        return {
+            "kind": "suite",
+            "settings_changed": {k: list(v) for k, v in self.settings_changed.items()},
+            "pooled": [r.to_dict() for r in self.pooled],
+            "verdicts_changed": len(self.changed),
+            "tests_in_both": both,
+            "tests_flipped": len(self.flipped),
+            "flipped": [r.to_dict() for r in self.flipped],
+            "tests": [r.to_dict() for r in self.tests],
+        }
 
 
-SUITE_SETTINGS = ("samples", "permutations", "measure", "correction", "alpha", "seed",
-                  "temperature", "max_tokens")
+SUITE_SETTINGS = (
+    "samples",
+    "permutations",
+    "measure",
+    "correction",
+    "alpha",
+    "seed",
+    "temperature",
+    "max_tokens",
+)
 
 
 def _pair(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]], key) -> list[tuple]:
@@ -106,16 +130,26 @@ def _pair(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]], key) -
 def compare_suites(a: Mapping[str, Any], b: Mapping[str, Any]) -> SuiteComparison:
     """Suite run ``a`` (e.g. before a model upgrade) against ``b``: each a suite's summary
     as the history keeps it (``tests``, ``pooled``, ``spec``)."""
-    pooled = [SuiteRow(None, str(k), (ra or rb).get("role"), ra, rb)
-              for k, ra, rb in _pair(a.get("pooled") or [], b.get("pooled") or [],
-                                     lambda r: str(r.get("perturbation")))]
-    tests = [SuiteRow(k[0], k[1], (ra or rb).get("role"), ra, rb)
-             for k, ra, rb in _pair(a.get("tests") or [], b.get("tests") or [],
-                                    lambda r: (str(r.get("case")), str(r.get("perturbation"))))]
+    pooled = [
+        SuiteRow(None, str(k), (ra or rb).get("role"), ra, rb)
+        for k, ra, rb in _pair(
+            a.get("pooled") or [], b.get("pooled") or [], lambda r: str(r.get("perturbation"))
+        )
+    ]
+    tests = [
+        SuiteRow(k[0], k[1], (ra or rb).get("role"), ra, rb)
+        for k, ra, rb in _pair(
+            a.get("tests") or [],
+            b.get("tests") or [],
+            lambda r: (str(r.get("case")), str(r.get("perturbation"))),
+        )
+    ]
     sa, sb = a.get("spec") or {}, b.get("spec") or {}
     changed = {k: (sa.get(k), sb.get(k)) for k in SUITE_SETTINGS if sa.get(k) != sb.get(k)}
-    models = [[str(m.get("name", m)) if isinstance(m, Mapping) else str(m)
-               for m in s.get("models") or ()] for s in (sa, sb)]
+    models = [
+        [str(m.get("name", m)) if isinstance(m, Mapping) else str(m) for m in s.get("models") or ()]
+        for s in (sa, sb)
+    ]
     if models[0] != models[1]:
         changed["models"] = (", ".join(models[0]), ", ".join(models[1]))
     if a.get("cases") != b.get("cases"):
@@ -145,8 +179,12 @@ class AttackDiff:
             return "only in A"
         if self.max_asr is None or self.asr_a is None or self.asr_b is None:
             return "compared"
-        return _status(self.asr_a > self.max_asr, self.asr_b > self.max_asr,
-                       yes="now above the maximum ASR", no="now within the maximum ASR")
+        return _status(
+            self.asr_a > self.max_asr,
+            self.asr_b > self.max_asr,
+            yes="now above the maximum ASR",
+            no="now within the maximum ASR",
+        )
 
     @property
     def verdict_changed(self) -> bool:
@@ -157,10 +195,17 @@ class AttackDiff:
         return None if x is None or y is None else y - x
 
     def to_dict(self) -> dict[str, Any]:
-        return {"attack": self.attack, "rho": self.rho, "status": self.status,
-                "er_a": self.er_a, "er_b": self.er_b, "er_change": self._diff(self.er_a, self.er_b),
-                "asr_a": self.asr_a, "asr_b": self.asr_b,
-                "asr_change": self._diff(self.asr_a, self.asr_b)}
+        return {
+            "attack": self.attack,
+            "rho": self.rho,
+            "status": self.status,
+            "er_a": self.er_a,
+            "er_b": self.er_b,
+            "er_change": self._diff(self.er_a, self.er_b),
+            "asr_a": self.asr_a,
+            "asr_b": self.asr_b,
+            "asr_change": self._diff(self.asr_a, self.asr_b),
+        }
 
 
 @dataclass(frozen=True)
@@ -176,31 +221,50 @@ class BatteryComparison:
         return tuple(r for r in self.rows if r.verdict_changed)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": "battery", "max_asr": self.max_asr,
-                "settings_changed": {k: list(v) for k, v in self.settings_changed.items()},
-                "clean_er_a": self.clean_er[0], "clean_er_b": self.clean_er[1],
-                "rows": [r.to_dict() for r in self.rows], "verdicts_changed": len(self.changed)}
+        return {
+            "kind": "battery",
+            "max_asr": self.max_asr,
+            "settings_changed": {k: list(v) for k, v in self.settings_changed.items()},
+            "clean_er_a": self.clean_er[0],
+            "clean_er_b": self.clean_er[1],
+            "rows": [r.to_dict() for r in self.rows],
+            "verdicts_changed": len(self.changed),
+        }
 
 
-BATTERY_SETTINGS = ("model", "items", "seed", "temperature", "max_tokens", "template",
-                    "system_prompt")
+BATTERY_SETTINGS = ("model", "items", "seed", "temperature", "max_tokens", "template", "system_prompt")
 
 
 def compare_batteries(a: Any, b: Any, *, max_asr: float | None = None) -> BatteryComparison:
     """Battery results ``a`` and ``b`` (:class:`~dbpa_core.attacks.battery.BatteryResult`):
     ER and ASR of each attack at each rho over every item, matched by attack and rho."""
-    def rates(result) -> list[dict[str, Any]]:
-        return [{"key": (r.attack, float(r.rho)), "er": float(r.er.value),
-                 "asr": None if r.asr is None else float(r.asr.value)} for r in result.attacks()]
 
-    rows = [AttackDiff(k[0], k[1], ra and ra["er"], rb and rb["er"], ra and ra["asr"],
-                       rb and rb["asr"], max_asr)
-            for k, ra, rb in _pair(rates(a), rates(b), lambda r: r["key"])]
+    def rates(result) -> list[dict[str, Any]]:
+        return [
+            {
+                "key": (r.attack, float(r.rho)),
+                "er": float(r.er.value),
+                "asr": None if r.asr is None else float(r.asr.value),
+            }
+            for r in result.attacks()
+        ]
+
+    rows = [
+        AttackDiff(k[0], k[1], ra and ra["er"], rb and rb["er"], ra and ra["asr"], rb and rb["asr"], max_asr)
+        for k, ra, rb in _pair(rates(a), rates(b), lambda r: r["key"])
+    ]
     da, db = a.spec.to_dict(), b.spec.to_dict()
     changed = {k: (da.get(k), db.get(k)) for k in BATTERY_SETTINGS if da.get(k) != db.get(k)}
-    return BatteryComparison((float(a.clean().er.value), float(b.clean().er.value)), tuple(rows),
-                             max_asr, changed)
+    return BatteryComparison(
+        (float(a.clean().er.value), float(b.clean().er.value)), tuple(rows), max_asr, changed
+    )
 
 
-__all__ = ["AttackDiff", "BatteryComparison", "SuiteComparison", "SuiteRow", "compare_batteries",
-           "compare_suites"]
+__all__ = [
+    "AttackDiff",
+    "BatteryComparison",
+    "SuiteComparison",
+    "SuiteRow",
+    "compare_batteries",
+    "compare_suites",
+]

@@ -16,6 +16,7 @@ in ``PRAGMA user_version``) is brought up with its own numbered steps, then take
 Each column and table says, in its ``info``, the revision that added it: the migrations
 build their tables from these declarations (:func:`schema_at`), so nothing is declared twice.
 """
+
 from __future__ import annotations
 
 import functools
@@ -31,8 +32,7 @@ from sqlalchemy.engine import Connection, Engine
 
 DATABASE_URL_ENV = "DBPA_DATABASE_URL"
 CACHE_URL_ENV = "DBPA_CACHE_URL"
-BASELINE = "0001"   # the schema of the SQLite history before Alembic (user_version 2)
-
+BASELINE = "0001"  # the schema of the SQLite history before Alembic (user_version 2)
 
 
 class Text(sa.types.TypeDecorator):
@@ -56,17 +56,18 @@ def _since(revision: str) -> dict[str, str]:
 
 
 runs = sa.Table(
-    "runs", metadata,
+    "runs",
+    metadata,
     sa.Column("id", sa.Integer, primary_key=True),
-    sa.Column("created_at", Text, nullable=False),      # ISO 8601, UTC
-    sa.Column("source", Text, nullable=False),          # 'cli' or 'dashboard'
-    sa.Column("page", Text),                            # the dashboard page that ran it
+    sa.Column("created_at", Text, nullable=False),  # ISO 8601, UTC
+    sa.Column("source", Text, nullable=False),  # 'cli' or 'dashboard'
+    sa.Column("page", Text),  # the dashboard page that ran it
     sa.Column("title", Text, nullable=False),
     sa.Column("tool_version", Text, nullable=False),
-    sa.Column("environment", Text, nullable=False),     # JSON: python, platform
-    sa.Column("settings", Text, nullable=False),        # JSON: k, B, measure, ...
-    sa.Column("cache_dir", Text),                       # where the responses are cached
-    sa.Column("out_dir", Text),                         # where `dbpa audit --out` wrote them
+    sa.Column("environment", Text, nullable=False),  # JSON: python, platform
+    sa.Column("settings", Text, nullable=False),  # JSON: k, B, measure, ...
+    sa.Column("cache_dir", Text),  # where the responses are cached
+    sa.Column("out_dir", Text),  # where `dbpa audit --out` wrote them
     sa.Column("seconds", sa.Float),
     sa.Column("user_name", Text, info=_since("0002")),  # who ran it
     sa.Column("host_name", Text, info=_since("0002")),  # on which machine
@@ -74,27 +75,27 @@ runs = sa.Table(
     sqlite_autoincrement=True,
 )
 audits = sa.Table(
-    "audits", metadata,
+    "audits",
+    metadata,
     sa.Column("id", sa.Integer, primary_key=True),
-    sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"),
-              nullable=False),
+    sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
     sa.Column("position", sa.Integer, nullable=False),
-    sa.Column("job", Text, nullable=False),             # e.g. the model label
+    sa.Column("job", Text, nullable=False),  # e.g. the model label
     sa.Column("name", Text, nullable=False),
-    sa.Column("mode", Text, nullable=False),            # 'perturbation' or 'models'
-    sa.Column("models", Text, nullable=False),          # model labels, one a line
+    sa.Column("mode", Text, nullable=False),  # 'perturbation' or 'models'
+    sa.Column("models", Text, nullable=False),  # model labels, one a line
     sa.Column("base_prompt", Text, nullable=False),
-    sa.Column("spec", Text, nullable=False),            # JSON (key names, never keys)
-    sa.Column("usage", Text, nullable=False),           # JSON
-    sa.Column("warnings", Text, nullable=False),        # JSON list
-    sa.Column("roc", Text),                             # JSON or NULL
+    sa.Column("spec", Text, nullable=False),  # JSON (key names, never keys)
+    sa.Column("usage", Text, nullable=False),  # JSON
+    sa.Column("warnings", Text, nullable=False),  # JSON list
+    sa.Column("roc", Text),  # JSON or NULL
     sa.Index("audits_run", "run_id"),
     sqlite_autoincrement=True,
 )
 tests = sa.Table(
-    "tests", metadata,
-    sa.Column("audit_id", sa.Integer, sa.ForeignKey("audits.id", ondelete="CASCADE"),
-              primary_key=True),
+    "tests",
+    metadata,
+    sa.Column("audit_id", sa.Integer, sa.ForeignKey("audits.id", ondelete="CASCADE"), primary_key=True),
     sa.Column("position", sa.Integer, primary_key=True),
     sa.Column("name", Text, nullable=False),
     sa.Column("role", Text),
@@ -107,44 +108,51 @@ tests = sa.Table(
     sa.Column("p_adjusted", sa.Float, nullable=False),
     sa.Column("significant", sa.Integer, nullable=False),
     sa.Column("stars", Text, nullable=False),
-    sa.Column("detail", sa.LargeBinary, nullable=False),   # zlib-compressed JSON
+    sa.Column("detail", sa.LargeBinary, nullable=False),  # zlib-compressed JSON
 )
 arms = sa.Table(
-    "arms", metadata,
-    sa.Column("audit_id", sa.Integer, sa.ForeignKey("audits.id", ondelete="CASCADE"),
-              primary_key=True),
-    sa.Column("position", sa.Integer, primary_key=True),   # 0: the base (or reference model)
+    "arms",
+    metadata,
+    sa.Column("audit_id", sa.Integer, sa.ForeignKey("audits.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("position", sa.Integer, primary_key=True),  # 0: the base (or reference model)
     sa.Column("name", Text, nullable=False),
     sa.Column("role", Text),
     sa.Column("prompt", Text, nullable=False),
     sa.Column("system_prompt", Text),
-    sa.Column("model", Text, nullable=False),           # JSON model config
-    sa.Column("responses", Text, nullable=False),       # JSON list of the k texts
-    sa.Column("embeddings", sa.LargeBinary),               # .npy bytes (float32)
+    sa.Column("model", Text, nullable=False),  # JSON model config
+    sa.Column("responses", Text, nullable=False),  # JSON list of the k texts
+    sa.Column("embeddings", sa.LargeBinary),  # .npy bytes (float32)
     sa.Column("new_samples", sa.Integer, nullable=False),
     sa.Column("prompt_tokens", sa.Integer, nullable=False),
     sa.Column("completion_tokens", sa.Integer, nullable=False),
 )
 run_extras = sa.Table(
-    "run_extras", metadata,
-    sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"),
-              primary_key=True, autoincrement=False),
-    sa.Column("kind", Text, nullable=False),            # 'audit', 'battery', ...
-    sa.Column("fingerprint", Text),                     # hash of the inputs
+    "run_extras",
+    metadata,
+    sa.Column(
+        "run_id",
+        sa.Integer,
+        sa.ForeignKey("runs.id", ondelete="CASCADE"),
+        primary_key=True,
+        autoincrement=False,
+    ),
+    sa.Column("kind", Text, nullable=False),  # 'audit', 'battery', ...
+    sa.Column("fingerprint", Text),  # hash of the inputs
     sa.Column("models", Text, nullable=False, server_default=""),
     sa.Column("headline", Text, nullable=False, server_default=""),
-    sa.Column("payload", sa.LargeBinary),                  # a non-audit run's result
-    sa.Column("form", Text),                            # JSON: the dashboard's inputs
-    sa.Column("used_at", Text),                         # when it was last rerun
+    sa.Column("payload", sa.LargeBinary),  # a non-audit run's result
+    sa.Column("form", Text),  # JSON: the dashboard's inputs
+    sa.Column("used_at", Text),  # when it was last rerun
     sa.Index("run_extras_fingerprint", "fingerprint"),
 )
 # the sample cache in the database (DBPA_CACHE_URL): the disk cache's keys and values
 sample_cache = sa.Table(
-    "sample_cache", metadata,
-    sa.Column("key", Text, primary_key=True),           # as in the disk cache
-    sa.Column("text", Text),                            # a JSON value ...
-    sa.Column("data", sa.LargeBinary),                     # ... or an array's bytes
-    sa.Column("expires_at", sa.Float),                     # Unix time (claims, heartbeats)
+    "sample_cache",
+    metadata,
+    sa.Column("key", Text, primary_key=True),  # as in the disk cache
+    sa.Column("text", Text),  # a JSON value ...
+    sa.Column("data", sa.LargeBinary),  # ... or an array's bytes
+    sa.Column("expires_at", sa.Float),  # Unix time (claims, heartbeats)
     sa.Column("stored_at", sa.Float, nullable=False),
     sa.Index("sample_cache_expires", "expires_at"),
     info=_since("0002"),
@@ -164,10 +172,11 @@ def schema_at(revision: str) -> sa.MetaData:
             continue
         kept = [c for c in table.columns if _added(c) <= revision]
         copy = sa.Table(table.name, md, *[c._copy() for c in kept], **table.dialect_kwargs)
-        for fk in table.foreign_keys:   # a column's copy leaves its foreign key behind
+        for fk in table.foreign_keys:  # a column's copy leaves its foreign key behind
             if fk.parent in kept:
-                copy.append_constraint(sa.ForeignKeyConstraint(
-                    [fk.parent.name], [fk.target_fullname], ondelete=fk.ondelete))
+                copy.append_constraint(
+                    sa.ForeignKeyConstraint([fk.parent.name], [fk.target_fullname], ondelete=fk.ondelete)
+                )
         for index in table.indexes:
             sa.Index(index.name, *[copy.c[c.name] for c in index.columns])
     return md
@@ -191,21 +200,24 @@ def masked(url: str) -> str:
 
 def engine_url(url: str) -> sa.URL:
     """The SQLAlchemy URL of a ``postgresql://`` (psycopg 3) or ``sqlite:///`` URL."""
-    if url.startswith("sqlite:///"):   # a file's path, whatever it holds (?, #, %, spaces)
-        return sa.URL.create("sqlite", database=url[len("sqlite:///"):])
+    if url.startswith("sqlite:///"):  # a file's path, whatever it holds (?, #, %, spaces)
+        return sa.URL.create("sqlite", database=url[len("sqlite:///") :])
     try:
         parsed = sa.make_url(url)
     except (sa.exc.ArgumentError, ValueError):
-        raise DatabaseError(f"{masked(url)} is not a database URL (postgresql://user@host/db "
-                            "or sqlite:///path).") from None
+        raise DatabaseError(
+            f"{masked(url)} is not a database URL (postgresql://user@host/db or sqlite:///path)."
+        ) from None
     name = parsed.drivername
     if name in ("postgresql", "postgres", "postgresql+psycopg"):
         return parsed.set(drivername="postgresql+psycopg")
     if name in ("sqlite", "sqlite+pysqlite"):
         return parsed
-    raise DatabaseError(f"{masked(url)}: dbpa keeps its history in PostgreSQL "
-                        "(postgresql://user@host/db) or SQLite (sqlite:///path), not "
-                        f"{name}.")
+    raise DatabaseError(
+        f"{masked(url)}: dbpa keeps its history in PostgreSQL "
+        "(postgresql://user@host/db) or SQLite (sqlite:///path), not "
+        f"{name}."
+    )
 
 
 def sqlite_url(path: str | os.PathLike) -> str:
@@ -226,8 +238,7 @@ def engine(url: str, *, timeout: float = 30.0) -> Engine:
             return found
         target = engine_url(url)
         if target.get_backend_name() == "sqlite":
-            made = sa.create_engine(target, poolclass=sa.pool.NullPool,
-                                    connect_args={"timeout": timeout})
+            made = sa.create_engine(target, poolclass=sa.pool.NullPool, connect_args={"timeout": timeout})
             sa.event.listen(made, "connect", _sqlite_connected)
             sa.event.listen(made, "begin", _sqlite_begin)
         else:
@@ -237,8 +248,12 @@ def engine(url: str, *, timeout: float = 30.0) -> Engine:
                 from .resources import missing_extra_message
 
                 raise DatabaseError(missing_extra_message("postgres")) from None
-            made = sa.create_engine(target, pool_pre_ping=True, pool_size=2,
-                                    connect_args={"connect_timeout": max(1, int(min(timeout, 10)))})
+            made = sa.create_engine(
+                target,
+                pool_pre_ping=True,
+                pool_size=2,
+                connect_args={"connect_timeout": max(1, int(min(timeout, 10)))},
+            )
         _engines[key] = made
         return made
 
@@ -252,8 +267,7 @@ def _sqlite_connected(dbapi_con, _record) -> None:
 
 
 def _sqlite_begin(con: Connection) -> None:
-    con.exec_driver_sql("BEGIN IMMEDIATE" if con.get_execution_options().get("write_lock")
-                        else "BEGIN")
+    con.exec_driver_sql("BEGIN IMMEDIATE" if con.get_execution_options().get("write_lock") else "BEGIN")
 
 
 # --------------------------------------------------------------------------- migrations
@@ -298,7 +312,7 @@ def upgrade(con: Connection, *, what: str = "database") -> None:
     :class:`DatabaseError` when it was written by a newer dbpa."""
     from alembic import command
 
-    if con.dialect.name == "postgresql":   # one migrator at a time (two machines, one db)
+    if con.dialect.name == "postgresql":  # one migrator at a time (two machines, one db)
         con.exec_driver_sql("SELECT pg_advisory_xact_lock(20250801)")
     known = {s.revision for s in _script().walk_revisions()}
     rev = current(con)
@@ -312,8 +326,10 @@ def upgrade(con: Connection, *, what: str = "database") -> None:
             command.stamp(_config(con), BASELINE)
             rev = BASELINE
     if newer:
-        raise DatabaseError(f"The {what} was written by a newer dbpa (schema "
-                            f"{rev or version}, this one knows {newest}): upgrade dbpa.")
+        raise DatabaseError(
+            f"The {what} was written by a newer dbpa (schema "
+            f"{rev or version}, this one knows {newest}): upgrade dbpa."
+        )
     if rev != newest:
         command.upgrade(_config(con), "head")
     if con.dialect.name == "sqlite":
@@ -360,11 +376,30 @@ def describe(exc: BaseException, where: str) -> str:
     orig = getattr(exc, "orig", None) or exc
     reason = " ".join(str(orig).split("\n")[0].split())[:200] or type(orig).__name__
     if isinstance(exc, sa.exc.OperationalError | sa.exc.InterfaceError):
-        return (f"Cannot reach the database {where} ({reason}): check the URL and that the "
-                "server is running and lets you in.")
+        return (
+            f"Cannot reach the database {where} ({reason}): check the URL and that the "
+            "server is running and lets you in."
+        )
     return f"The database {where} refused a query ({reason})."
 
 
-__all__ = ["CACHE_URL_ENV", "DATABASE_URL_ENV", "DatabaseError", "arms", "audits", "connection",
-           "describe", "engine", "ensure_current", "head", "masked", "metadata", "run_extras",
-           "runs", "sample_cache", "schema_at", "tests", "upgrade"]
+__all__ = [
+    "CACHE_URL_ENV",
+    "DATABASE_URL_ENV",
+    "DatabaseError",
+    "arms",
+    "audits",
+    "connection",
+    "describe",
+    "engine",
+    "ensure_current",
+    "head",
+    "masked",
+    "metadata",
+    "run_extras",
+    "runs",
+    "sample_cache",
+    "schema_at",
+    "tests",
+    "upgrade",
+]

@@ -24,6 +24,7 @@ Examples
 >>> [t.term for t in ex.terms_for("perturbed")][:1]
 ['joke']
 """
+
 from __future__ import annotations
 
 import re
@@ -39,7 +40,8 @@ from .types import _jsonable
 
 # A compact English stop-word list: function words only. "not", "no" and "never" are
 # left out on purpose: they turn a recommendation around and must stay visible.
-STOP_WORDS: frozenset[str] = frozenset("""
+STOP_WORDS: frozenset[str] = frozenset(
+    """
 a about above after again against all also am an and any are as at be because been before
 being below between both but by can could did do does doing down during each either else
 etc even ever every few for from further had has have having he her here hers herself him
@@ -51,7 +53,8 @@ thus to too under until up upon us very via was we were what whatever when where
 which while who whom whose why will with within without would yet you your yours yourself
 yourselves s t d ll m re ve e g i.e e.g eg ie i'm i've i'd i'll you're you've you'll you'd
 we're we've we'll they're they've they'll he'd she'd it'd
-""".split())
+""".split()
+)
 
 _WORD = re.compile(r"[A-Za-z0-9]+(?:[-'’.][A-Za-z0-9]+)*")
 _CLAUSE_BREAK = re.compile(r"[.!?;:,()\[\]{}\n\"“”]+(?:\s|$)|\n|[()\[\]{}\"“”]")
@@ -72,8 +75,7 @@ def _keep(token: str, stop_words: frozenset[str]) -> bool:
     return len(token) > 1 or token.isdigit()
 
 
-def tokenize(text: str, *, bigrams: bool = True,
-             stop_words: Iterable[str] = STOP_WORDS) -> list[str]:
+def tokenize(text: str, *, bigrams: bool = True, stop_words: Iterable[str] = STOP_WORDS) -> list[str]:
     """Lower-cased terms of ``text``: words that are not stop words, and (with
     ``bigrams``) pairs of adjacent kept words within one clause ("blood pressure").
 
@@ -121,31 +123,42 @@ class Term:
         return "perturbed" if self.z > 0 else "base"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"term": self.term, "delta": self.delta, "variance": self.variance, "z": self.z,
-                "count_base": self.count_base, "count_perturbed": self.count_perturbed,
-                "prior": self.prior}
+        return {
+            "term": self.term,
+            "delta": self.delta,
+            "variance": self.variance,
+            "z": self.z,
+            "count_base": self.count_base,
+            "count_perturbed": self.count_perturbed,
+            "prior": self.prior,
+        }
 
 
 def _log_odds_iv(prior, prior_scale, min_count) -> None:
     if isinstance(prior, str):
         if prior != "pooled":
-            raise ValueError(f"`prior` must be 'pooled', a positive number or a mapping of "
-                             f"term -> count; got {prior!r}.")
+            raise ValueError(
+                f"`prior` must be 'pooled', a positive number or a mapping of term -> count; got {prior!r}."
+            )
     elif isinstance(prior, (int, float)) and not isinstance(prior, bool):
         if not prior > 0:
             raise ValueError(f"`prior` as a number must be > 0, got {prior!r}.")
     elif not isinstance(prior, Mapping):
-        raise TypeError("`prior` must be 'pooled', a positive number or a mapping of "
-                        "term -> count.")
+        raise TypeError("`prior` must be 'pooled', a positive number or a mapping of term -> count.")
     if not (isinstance(prior_scale, (int, float)) and prior_scale > 0):
         raise ValueError(f"`prior_scale` must be > 0, got {prior_scale!r}.")
     if not (isinstance(min_count, int) and min_count >= 1):
         raise ValueError(f"`min_count` must be a whole number >= 1, got {min_count!r}.")
 
 
-def log_odds(base_counts: Mapping[str, int], perturbed_counts: Mapping[str, int], *,
-             prior: str | float | Mapping[str, float] = "pooled", prior_scale: float = 1.0,
-             min_count: int = 1) -> list[Term]:
+def log_odds(
+    base_counts: Mapping[str, int],
+    perturbed_counts: Mapping[str, int],
+    *,
+    prior: str | float | Mapping[str, float] = "pooled",
+    prior_scale: float = 1.0,
+    min_count: int = 1,
+) -> list[Term]:
     """Weighted log-odds ratios with an informative Dirichlet prior (Monroe et al. 2008).
 
     With ``y_w^P`` and ``y_w^B`` the counts of term ``w`` in the perturbed and base
@@ -205,20 +218,22 @@ def log_odds(base_counts: Mapping[str, int], perturbed_counts: Mapping[str, int]
     a0 = alpha.sum()
     nb, np_ = yb.sum(), yp.sum()
     with np.errstate(divide="ignore", invalid="ignore"):
-        delta = (np.log((yp + alpha) / (np_ + a0 - yp - alpha))
-                 - np.log((yb + alpha) / (nb + a0 - yb - alpha)))
+        delta = np.log((yp + alpha) / (np_ + a0 - yp - alpha)) - np.log((yb + alpha) / (nb + a0 - yb - alpha))
         var = 1.0 / (yp + alpha) + 1.0 / (yb + alpha)
         z = delta / np.sqrt(var)
     keep = (yb + yp) >= min_count
-    out = [Term(w, float(d), float(v), float(zz), int(b), int(p), float(a))
-           for w, d, v, zz, b, p, a, k in zip(vocab, delta, var, z, yb, yp, alpha, keep, strict=True)
-           if k and np.isfinite(zz)]
+    out = [
+        Term(w, float(d), float(v), float(zz), int(b), int(p), float(a))
+        for w, d, v, zz, b, p, a, k in zip(vocab, delta, var, z, yb, yp, alpha, keep, strict=True)
+        if k and np.isfinite(zz)
+    ]
     out.sort(key=lambda t: (-t.z, t.term))
     return out
 
 
-def count_terms(texts: Sequence[str], *, bigrams: bool = True,
-                stop_words: Iterable[str] = STOP_WORDS) -> Counter:
+def count_terms(
+    texts: Sequence[str], *, bigrams: bool = True, stop_words: Iterable[str] = STOP_WORDS
+) -> Counter:
     """Term counts over all ``texts`` (see :func:`tokenize`)."""
     stops = frozenset(stop_words)
     c: Counter = Counter()
@@ -257,9 +272,15 @@ class Duplicates:
         return self.n_answers - self.n_distinct
 
     def to_dict(self) -> dict[str, Any]:
-        return {"n_answers": self.n_answers, "n_distinct": self.n_distinct, "near": self.near,
-                "groups": [{"text": g.text, "count": g.count, "indices": list(g.indices),
-                            "exact": g.exact} for g in self.groups]}
+        return {
+            "n_answers": self.n_answers,
+            "n_distinct": self.n_distinct,
+            "near": self.near,
+            "groups": [
+                {"text": g.text, "count": g.count, "indices": list(g.indices), "exact": g.exact}
+                for g in self.groups
+            ],
+        }
 
 
 def _shingles(text: str) -> frozenset[str]:
@@ -309,8 +330,9 @@ def find_duplicates(texts: Sequence[str], *, near: float | None = None) -> Dupli
             exact.append(True)
         index_of.setdefault(key, g)
         members[g].append(i)
-    groups = tuple(DuplicateGroup(texts[m[0]], tuple(m), exact[g])
-                   for g, m in enumerate(members) if len(m) > 1)
+    groups = tuple(
+        DuplicateGroup(texts[m[0]], tuple(m), exact[g]) for g, m in enumerate(members) if len(m) > 1
+    )
     groups = tuple(sorted(groups, key=lambda d: (-d.count, d.indices[0])))
     return Duplicates(len(texts), len(members), groups, near)
 
@@ -350,21 +372,24 @@ def representatives(texts: Sequence[str], embeddings=None) -> tuple[Representati
         raise ValueError("`texts` is empty: no answers to choose from.")
     x = np.asarray(embeddings, dtype=float) if embeddings is not None else _bow(texts)
     if x.ndim != 2 or x.shape[0] != len(texts):
-        raise ValueError(f"`embeddings` must have one row per text ({len(texts)}), got shape "
-                         f"{x.shape}.")
+        raise ValueError(f"`embeddings` must have one row per text ({len(texts)}), got shape {x.shape}.")
     norms = np.linalg.norm(x, axis=1, keepdims=True)
     xn = np.divide(x, norms, out=np.zeros_like(x), where=norms > 0)
     centroid = xn.mean(axis=0)
     c = np.linalg.norm(centroid)
     sims = xn @ (centroid / c) if c > 0 else np.zeros(len(texts))
     i, j = int(np.argmax(sims)), int(np.argmin(sims))
-    return (Representative(i, texts[i], float(sims[i])),
-            Representative(j, texts[j], float(sims[j])))
+    return (Representative(i, texts[i], float(sims[i])), Representative(j, texts[j], float(sims[j])))
 
 
 # --------------------------------------------------------------------------- highlighting
-def highlight(text: str, other: str | Sequence[str], *, terms: Iterable[str] = (),
-              stop_words: Iterable[str] = STOP_WORDS) -> list[tuple[str, str]]:
+def highlight(
+    text: str,
+    other: str | Sequence[str],
+    *,
+    terms: Iterable[str] = (),
+    stop_words: Iterable[str] = STOP_WORDS,
+) -> list[tuple[str, str]]:
     """``text`` cut into ``(segment, kind)`` pieces whose concatenation is ``text``.
 
     ``kind`` is ``"term"`` for a word that belongs to one of ``terms`` (unigrams or
@@ -389,7 +414,7 @@ def highlight(text: str, other: str | Sequence[str], *, terms: Iterable[str] = (
         if _keep(w, stops):
             kinds[i] = "term" if w in term_set else ("only" if w not in other_words else "")
     for (i, w), (j, w2) in pairwise(words):
-        if f"{w} {w2}" in term_set and "".join(pieces[i + 1:j]).strip() == "":
+        if f"{w} {w2}" in term_set and "".join(pieces[i + 1 : j]).strip() == "":
             kinds[i] = kinds[j] = "term"
     return list(zip(pieces, kinds, strict=True))
 
@@ -433,29 +458,48 @@ class Explanation:
         for t in ordered:
             if n is not None and len(out) >= n:
                 break
-            if dedupe and " " not in t.term and any(
-                    t.term in o.term.split(" ") and uses(o) >= 0.8 * uses(t)
-                    and abs(o.z) >= 0.8 * abs(t.z) for o in phrases):
+            if (
+                dedupe
+                and " " not in t.term
+                and any(
+                    t.term in o.term.split(" ") and uses(o) >= 0.8 * uses(t) and abs(o.z) >= 0.8 * abs(t.z)
+                    for o in phrases
+                )
+            ):
                 continue
             out.append(t)
         return out
 
     def to_dict(self, n: int = 20) -> dict[str, Any]:
-        return _jsonable({
-            "terms": {"perturbed": [t.to_dict() for t in self.terms_for("perturbed", n)],
-                      "base": [t.to_dict() for t in self.terms_for("base", n)]},
-            "typical": {k: vars(v) for k, v in self.typical.items()},
-            "atypical": {k: vars(v) for k, v in self.atypical.items()},
-            "duplicates": {k: v.to_dict() for k, v in self.duplicates.items()},
-            "n_base": self.n_base, "n_perturbed": self.n_perturbed, "settings": self.settings,
-        })
+        return _jsonable(
+            {
+                "terms": {
+                    "perturbed": [t.to_dict() for t in self.terms_for("perturbed", n)],
+                    "base": [t.to_dict() for t in self.terms_for("base", n)],
+                },
+                "typical": {k: vars(v) for k, v in self.typical.items()},
+                "atypical": {k: vars(v) for k, v in self.atypical.items()},
+                "duplicates": {k: v.to_dict() for k, v in self.duplicates.items()},
+                "n_base": self.n_base,
+                "n_perturbed": self.n_perturbed,
+                "settings": self.settings,
+            }
+        )
 
 
-def explain(base_texts: Sequence[str], perturbed_texts: Sequence[str], *,
-            base_embeddings=None, perturbed_embeddings=None, bigrams: bool = True,
-            prior: str | float | Mapping[str, float] = "pooled", prior_scale: float = 1.0,
-            min_count: int = 2, near: float | None = None,
-            stop_words: Iterable[str] = STOP_WORDS) -> Explanation:
+def explain(
+    base_texts: Sequence[str],
+    perturbed_texts: Sequence[str],
+    *,
+    base_embeddings=None,
+    perturbed_embeddings=None,
+    bigrams: bool = True,
+    prior: str | float | Mapping[str, float] = "pooled",
+    prior_scale: float = 1.0,
+    min_count: int = 2,
+    near: float | None = None,
+    stop_words: Iterable[str] = STOP_WORDS,
+) -> Explanation:
     """Everything the "Why" view shows for one perturbation.
 
     Parameters
@@ -483,12 +527,23 @@ def explain(base_texts: Sequence[str], perturbed_texts: Sequence[str], *,
     tb, ab = representatives(base_texts, base_embeddings)
     tp, ap = representatives(perturbed_texts, perturbed_embeddings)
     return Explanation(
-        tuple(terms), {"base": tb, "perturbed": tp}, {"base": ab, "perturbed": ap},
-        {"base": find_duplicates(base_texts, near=near),
-         "perturbed": find_duplicates(perturbed_texts, near=near)},
-        len(base_texts), len(perturbed_texts),
-        {"bigrams": bigrams, "prior": prior if isinstance(prior, (str, int, float)) else "mapping",
-         "prior_scale": prior_scale, "min_count": min_count, "near": near})
+        tuple(terms),
+        {"base": tb, "perturbed": tp},
+        {"base": ab, "perturbed": ap},
+        {
+            "base": find_duplicates(base_texts, near=near),
+            "perturbed": find_duplicates(perturbed_texts, near=near),
+        },
+        len(base_texts),
+        len(perturbed_texts),
+        {
+            "bigrams": bigrams,
+            "prior": prior if isinstance(prior, (str, int, float)) else "mapping",
+            "prior_scale": prior_scale,
+            "min_count": min_count,
+            "near": near,
+        },
+    )
 
 
 def explain_result(result, name: str, **kwargs) -> Explanation:
@@ -497,8 +552,13 @@ def explain_result(result, name: str, **kwargs) -> Explanation:
     arm = next((a for a in result.arms if a.arm.name == name), None)
     if arm is None:
         raise KeyError(f"No perturbation called {name!r} in this result.")
-    return explain(result.base.texts, arm.texts, base_embeddings=result.base.embeddings,
-                   perturbed_embeddings=arm.embeddings, **kwargs)
+    return explain(
+        result.base.texts,
+        arm.texts,
+        base_embeddings=result.base.embeddings,
+        perturbed_embeddings=arm.embeddings,
+        **kwargs,
+    )
 
 
 # --------------------------------------------------------------------------- model-written
@@ -507,7 +567,8 @@ SUMMARY_INSTRUCTIONS = (
     "original prompt, group B to a changed one ({name}). In 3 to 5 short bullet points, "
     "describe how the answers in group B differ from those in group A: content, "
     "recommendations, facts and tone. Name only differences that several answers show, "
-    "and say so when the groups hardly differ. Do not judge which group is better.")
+    "and say so when the groups hardly differ. Do not judge which group is better."
+)
 
 
 @dataclass(frozen=True)
@@ -529,8 +590,14 @@ def _examples(texts: Sequence[str], n: int, max_chars: int) -> list[str]:
     return out
 
 
-def summary_prompt(base_texts: Sequence[str], perturbed_texts: Sequence[str], *,
-                   name: str = "perturbed", n_examples: int = 5, max_chars: int = 700) -> str:
+def summary_prompt(
+    base_texts: Sequence[str],
+    perturbed_texts: Sequence[str],
+    *,
+    name: str = "perturbed",
+    n_examples: int = 5,
+    max_chars: int = 700,
+) -> str:
     """The prompt that asks a model to describe the difference (deterministic:
     the first ``n_examples`` distinct answers of each group, each cut to
     ``max_chars``), so that asking again is served from the cache."""
@@ -545,10 +612,18 @@ def summary_prompt(base_texts: Sequence[str], perturbed_texts: Sequence[str], *,
     return "\n".join(parts)
 
 
-def summarize_difference(sampler, model: Mapping[str, Any], base_texts: Sequence[str],
-                         perturbed_texts: Sequence[str], *, name: str = "perturbed",
-                         n_examples: int = 5, seed: int = 0, temperature: float = 0.2,
-                         max_tokens: int = 300) -> ModelSummary:
+def summarize_difference(
+    sampler,
+    model: Mapping[str, Any],
+    base_texts: Sequence[str],
+    perturbed_texts: Sequence[str],
+    *,
+    name: str = "perturbed",
+    n_examples: int = 5,
+    seed: int = 0,
+    temperature: float = 0.2,
+    max_tokens: int = 300,
+) -> ModelSummary:
     """Ask ``model`` (a model config, e.g. the audited one) how the groups differ.
 
     Goes through ``sampler`` (a :class:`~dbpa_core.sampling.Sampler`) like every
@@ -560,14 +635,32 @@ def summarize_difference(sampler, model: Mapping[str, Any], base_texts: Sequence
     from .spec import model_label
 
     prompt = summary_prompt(base_texts, perturbed_texts, name=name, n_examples=n_examples)
-    req = requests_for(prompt, n=1, seed=seed,
-                       params=GenerationParams(temperature=temperature, top_p=1.0,
-                                               max_tokens=max_tokens))[0]
+    req = requests_for(
+        prompt,
+        n=1,
+        seed=seed,
+        params=GenerationParams(temperature=temperature, top_p=1.0, max_tokens=max_tokens),
+    )[0]
     rec = sampler.sample([Job(dict(model), req, "summary")], stage="summarizing")[0]
     return ModelSummary(rec.text.strip(), model_label(dict(model)), prompt, rec.cached)
 
 
-__all__ = ["STOP_WORDS", "DuplicateGroup", "Duplicates", "Explanation", "ModelSummary",
-           "Representative", "Term", "count_terms", "explain", "explain_result",
-           "find_duplicates", "highlight", "log_odds", "representatives", "summarize_difference",
-           "summary_prompt", "tokenize"]
+__all__ = [
+    "STOP_WORDS",
+    "DuplicateGroup",
+    "Duplicates",
+    "Explanation",
+    "ModelSummary",
+    "Representative",
+    "Term",
+    "count_terms",
+    "explain",
+    "explain_result",
+    "find_duplicates",
+    "highlight",
+    "log_odds",
+    "representatives",
+    "summarize_difference",
+    "summary_prompt",
+    "tokenize",
+]

@@ -6,6 +6,7 @@ everywhere: the command line (``dbpa audit``, ``dbpa history``), the dashboard a
 >>> size_word(0.62)
 'moderate'
 """
+
 from __future__ import annotations
 
 import math
@@ -86,16 +87,23 @@ def size_cell(p) -> str:
     return f"{size_word(d)} ({d:.2f})" if p.significant else f"({d:.2f})"
 
 
-SIZE_LEGEND = ("size: Cohen's d of the similarities, in words for detectable changes (small "
-               "from 0.2, moderate from 0.5, large from 0.8; in brackets alone where the "
-               "change is not detectable). 'Detectably' means told apart from the model's own "
-               "randomness (p_adj <= alpha): it says nothing about how large the change is.")
+SIZE_LEGEND = (
+    "size: Cohen's d of the similarities, in words for detectable changes (small "
+    "from 0.2, moderate from 0.5, large from 0.8; in brackets alone where the "
+    "change is not detectable). 'Detectably' means told apart from the model's own "
+    "randomness (p_adj <= alpha): it says nothing about how large the change is."
+)
 
 _ALIGN = {"l": "left", "r": "right", "c": "center"}
 
 
-def table(rows: Iterable[Sequence[object]], headers: Sequence[str], *,
-          align: str | None = None, free_last: bool = False) -> str:
+def table(
+    rows: Iterable[Sequence[object]],
+    headers: Sequence[str],
+    *,
+    align: str | None = None,
+    free_last: bool = False,
+) -> str:
     """The one way dbpa prints a text table: the headers, a rule of dashes under each
     column, then the rows, in columns two spaces apart (``tabulate``'s "simple" format).
     Cells are shown as given (``str``), never re-read as numbers, so ``0.0010`` stays
@@ -112,9 +120,14 @@ def table(rows: Iterable[Sequence[object]], headers: Sequence[str], *,
     from tabulate import tabulate  # here, so that importing dbpa_core stays light
 
     colalign = None if align is None else tuple(_ALIGN[a] for a in align)
-    text = tabulate([[str(c) for c in r] for r in rows], headers=list(headers),
-                    tablefmt="simple", disable_numparse=True, stralign="left",
-                    colalign=colalign)
+    text = tabulate(
+        [[str(c) for c in r] for r in rows],
+        headers=list(headers),
+        tablefmt="simple",
+        disable_numparse=True,
+        stralign="left",
+        colalign=colalign,
+    )
     lines = [line.rstrip() for line in text.splitlines()]
     if free_last and headers and len(lines) > 1:
         rule = lines[1].rsplit("  ", 1)
@@ -122,5 +135,16 @@ def table(rows: Iterable[Sequence[object]], headers: Sequence[str], *,
     return "\n".join(lines)
 
 
-__all__ = ["P_THRESHOLDS", "SIZE_ANCHORS", "SIZE_BELOW", "SIZE_LEGEND", "fmt_p", "fmt_pct",
-           "size_cell", "size_d", "size_text", "size_word", "table"]
+__all__ = [
+    "P_THRESHOLDS",
+    "SIZE_ANCHORS",
+    "SIZE_BELOW",
+    "SIZE_LEGEND",
+    "fmt_p",
+    "fmt_pct",
+    "size_cell",
+    "size_d",
+    "size_text",
+    "size_word",
+    "table",
+]

@@ -20,6 +20,7 @@ Examples
 >>> h.get(run_id).audits["gpt-4o"].perturbations[0].p_value         # doctest: +SKIP
 >>> h.compare(3, run_id).changed                                    # doctest: +SKIP
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -54,8 +55,19 @@ DB_NAME = "history.sqlite3"
 # the kinds of run besides audits (each reopened on its own page)
 RESULT_KINDS = ("battery", "fidelity", "sensitivity", "suite")
 
-SETTINGS_KEYS = ("samples", "permutations", "measure", "correction", "alpha", "seed",
-                 "temperature", "top_p", "max_tokens", "embedder", "sequential")
+SETTINGS_KEYS = (
+    "samples",
+    "permutations",
+    "measure",
+    "correction",
+    "alpha",
+    "seed",
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "embedder",
+    "sequential",
+)
 
 
 class HistoryError(ValueError):
@@ -83,7 +95,7 @@ class RunSummary:
     n_audits: int
     n_tests: int
     n_significant: int
-    failed_controls: tuple[str, ...]   # "job: name" of significant control perturbations
+    failed_controls: tuple[str, ...]  # "job: name" of significant control perturbations
 
     @property
     def control_gate(self) -> str:
@@ -92,18 +104,28 @@ class RunSummary:
         return "fail" if self.failed_controls else ("pass" if self._has_controls else "")
 
     _has_controls: bool = False
-    kind: str = ""   # 'suite' for a suite of cases (its responses are not in the history)
-    user: str = ""   # who ran it (their login) ...
-    host: str = ""   # ... and on which machine ('' in runs recorded before dbpa kept them)
+    kind: str = ""  # 'suite' for a suite of cases (its responses are not in the history)
+    user: str = ""  # who ran it (their login) ...
+    host: str = ""  # ... and on which machine ('' in runs recorded before dbpa kept them)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "created_at": self.created_at.isoformat(), "source": self.source,
-                "page": self.page, "title": self.title, "tool_version": self.tool_version,
-                "models": list(self.models), "base_prompt": self.base_prompt,
-                "audits": self.n_audits, "tests": self.n_tests,
-                "significant": self.n_significant, "control_gate": self.control_gate,
-                "failed_controls": list(self.failed_controls), "user": self.user,
-                "host": self.host}
+        return {
+            "id": self.id,
+            "created_at": self.created_at.isoformat(),
+            "source": self.source,
+            "page": self.page,
+            "title": self.title,
+            "tool_version": self.tool_version,
+            "models": list(self.models),
+            "base_prompt": self.base_prompt,
+            "audits": self.n_audits,
+            "tests": self.n_tests,
+            "significant": self.n_significant,
+            "control_gate": self.control_gate,
+            "failed_controls": list(self.failed_controls),
+            "user": self.user,
+            "host": self.host,
+        }
 
 
 @dataclass(frozen=True)
@@ -117,19 +139,24 @@ class Run:
     out_dir: str | None
     seconds: float | None
     audits: dict[str, AuditResult]
-    unreadable: tuple[str, ...] = ()   # parts of garbled rows that could not be read back
+    unreadable: tuple[str, ...] = ()  # parts of garbled rows that could not be read back
 
     @property
     def id(self) -> int:
         return self.summary.id
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.summary.to_dict(), "settings": self.settings,
-                "environment": self.environment, "cache_dir": self.cache_dir,
-                "out_dir": self.out_dir, "seconds": self.seconds,
-                "responses": where_responses_live(self),
-                "audits": {job: a.to_dict() for job, a in self.audits.items()},
-                "unreadable": list(self.unreadable)}
+        return {
+            **self.summary.to_dict(),
+            "settings": self.settings,
+            "environment": self.environment,
+            "cache_dir": self.cache_dir,
+            "out_dir": self.out_dir,
+            "seconds": self.seconds,
+            "responses": where_responses_live(self),
+            "audits": {job: a.to_dict() for job, a in self.audits.items()},
+            "unreadable": list(self.unreadable),
+        }
 
 
 @dataclass(frozen=True)
@@ -158,12 +185,27 @@ class ComparedTest:
 
     def to_dict(self) -> dict[str, Any]:
         def side(p):
-            return None if p is None else {
-                "effect_size": p.effect_size, "effect_above_chance": p.effect_above_chance,
-                "p_value": p.p_value, "p_adjusted": p.p_adjusted,
-                "significant": p.significant, "stars": p.stars}
-        return {"job": self.job, "name": self.name, "role": self.role, "status": self.status,
-                "a": side(self.a), "b": side(self.b)}
+            return (
+                None
+                if p is None
+                else {
+                    "effect_size": p.effect_size,
+                    "effect_above_chance": p.effect_above_chance,
+                    "p_value": p.p_value,
+                    "p_adjusted": p.p_adjusted,
+                    "significant": p.significant,
+                    "stars": p.stars,
+                }
+            )
+
+        return {
+            "job": self.job,
+            "name": self.name,
+            "role": self.role,
+            "status": self.status,
+            "a": side(self.a),
+            "b": side(self.b),
+        }
 
 
 @dataclass(frozen=True)
@@ -174,18 +216,21 @@ class RunComparison:
     b: Run
     rows: tuple[ComparedTest, ...]
     settings_changed: dict[str, tuple[Any, Any]]
-    pairs: tuple[tuple[str, str], ...]          # (job in A, job in B)
+    pairs: tuple[tuple[str, str], ...]  # (job in A, job in B)
 
     @property
     def changed(self) -> tuple[ComparedTest, ...]:
         return tuple(r for r in self.rows if r.verdict_changed)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"a": self.a.summary.to_dict(), "b": self.b.summary.to_dict(),
-                "pairs": [list(p) for p in self.pairs],
-                "settings_changed": {k: list(v) for k, v in self.settings_changed.items()},
-                "rows": [r.to_dict() for r in self.rows],
-                "verdicts_changed": len(self.changed)}
+        return {
+            "a": self.a.summary.to_dict(),
+            "b": self.b.summary.to_dict(),
+            "pairs": [list(p) for p in self.pairs],
+            "settings_changed": {k: list(v) for k, v in self.settings_changed.items()},
+            "rows": [r.to_dict() for r in self.rows],
+            "verdicts_changed": len(self.changed),
+        }
 
 
 # --------------------------------------------------------------------------- the database
@@ -200,18 +245,24 @@ class History:
     """
 
     def __init__(self, path: str | os.PathLike | None = None, *, timeout: float = 30.0):
-        target = str(path) if path is not None and str(path) else \
-            os.environ.get(db.DATABASE_URL_ENV, "").strip() or None
+        target = (
+            str(path)
+            if path is not None and str(path)
+            else os.environ.get(db.DATABASE_URL_ENV, "").strip() or None
+        )
         self.path: Path | None
         if target and "://" in target:
             self.url = target
-            self.path = Path(target.split(":///", 1)[1]) if \
-                target.startswith(("sqlite:///", "sqlite+pysqlite:///")) else None
+            self.path = (
+                Path(target.split(":///", 1)[1])
+                if target.startswith(("sqlite:///", "sqlite+pysqlite:///"))
+                else None
+            )
         else:
             self.path = Path(target) if target else default_db_path()
             self.url = db.sqlite_url(self.path)
         self.timeout = timeout
-        self._current = False   # upgraded (or found current) once by this object
+        self._current = False  # upgraded (or found current) once by this object
 
     @property
     def where(self) -> str:
@@ -249,9 +300,11 @@ class History:
         if isinstance(orig, sqlite3.OperationalError):  # the file is fine; using it is not
             return self._unusable(orig)
         if isinstance(orig, sqlite3.DatabaseError):
-            return (f"The run history {self.where} is damaged and cannot be read ({orig}). "
-                    "Move the file away (keep it: some runs may still be recovered from it) "
-                    "to start a new one.")
+            return (
+                f"The run history {self.where} is damaged and cannot be read ({orig}). "
+                "Move the file away (keep it: some runs may still be recovered from it) "
+                "to start a new one."
+            )
         return db.describe(exc, f"of the run history {self.where}")
 
     def _unusable(self, exc: sqlite3.OperationalError) -> str:
@@ -259,14 +312,18 @@ class History:
         or the reason SQLite gives (never advice to remove it)."""
         msg = str(exc).lower()
         if "locked" in msg or "busy" in msg:
-            return (f"The run history {self.where} is locked by another process (another dbpa "
-                    f"run or the dashboard writing to it) and stayed locked for "
-                    f"{self.timeout:g} s: wait for it to finish and try again. Nothing was lost.")
+            return (
+                f"The run history {self.where} is locked by another process (another dbpa "
+                f"run or the dashboard writing to it) and stayed locked for "
+                f"{self.timeout:g} s: wait for it to finish and try again. Nothing was lost."
+            )
         if "readonly" in msg or "read-only" in msg:
-            return (f"The run history {self.where} is read-only (no permission to write it or "
-                    "its folder): make it writable, or point DBPA_HOME at a folder you can "
-                    "write to. Nothing was lost.")
-        return (f"Cannot use the run history {self.where} ({exc}); the file was left as it is.")
+            return (
+                f"The run history {self.where} is read-only (no permission to write it or "
+                "its folder): make it writable, or point DBPA_HOME at a folder you can "
+                "write to. Nothing was lost."
+            )
+        return f"Cannot use the run history {self.where} ({exc}); the file was left as it is."
 
     def schema_version(self) -> str:
         """The database's schema revision (see :mod:`dbpa_core.migrations`)."""
@@ -279,31 +336,58 @@ class History:
         return self.schema_version()
 
     @staticmethod
-    def _insert_run(con, *, when: datetime, source: str, page: str | None, title: str,
-                    settings: Mapping[str, Any], cache_dir, out_dir,
-                    seconds: float | None) -> int:
-        env = {"python": platform.python_version(), "platform": platform.platform(terse=True),
-               "numpy": np.__version__}
+    def _insert_run(
+        con,
+        *,
+        when: datetime,
+        source: str,
+        page: str | None,
+        title: str,
+        settings: Mapping[str, Any],
+        cache_dir,
+        out_dir,
+        seconds: float | None,
+    ) -> int:
+        env = {
+            "python": platform.python_version(),
+            "platform": platform.platform(terse=True),
+            "numpy": np.__version__,
+        }
         user, host = _who()
-        return int(con.execute(sa.insert(db.runs).values(
-            created_at=when.astimezone(UTC).isoformat(timespec="seconds"), source=source,
-            page=page, title=title, tool_version=__version__, environment=json.dumps(env),
-            settings=json.dumps(_jsonable(dict(settings))),
-            cache_dir=str(cache_dir) if cache_dir else None,
-            out_dir=str(out_dir) if out_dir else None,
-            seconds=round(float(seconds), 3) if seconds is not None else None,
-            user_name=user, host_name=host)).inserted_primary_key[0])
+        return int(
+            con.execute(
+                sa.insert(db.runs).values(
+                    created_at=when.astimezone(UTC).isoformat(timespec="seconds"),
+                    source=source,
+                    page=page,
+                    title=title,
+                    tool_version=__version__,
+                    environment=json.dumps(env),
+                    settings=json.dumps(_jsonable(dict(settings))),
+                    cache_dir=str(cache_dir) if cache_dir else None,
+                    out_dir=str(out_dir) if out_dir else None,
+                    seconds=round(float(seconds), 3) if seconds is not None else None,
+                    user_name=user,
+                    host_name=host,
+                )
+            ).inserted_primary_key[0]
+        )
 
     # ------------------------------------------------------------------ writing
-    def record(self, audits: Mapping[str, AuditResult] | Sequence[AuditResult], *,
-               source: str, page: str | None = None, title: str | None = None,
-               cache_dir: str | os.PathLike | None = None,
-               out_dir: str | os.PathLike | None = None,
-               created_at: datetime | None = None) -> int:
+    def record(
+        self,
+        audits: Mapping[str, AuditResult] | Sequence[AuditResult],
+        *,
+        source: str,
+        page: str | None = None,
+        title: str | None = None,
+        cache_dir: str | os.PathLike | None = None,
+        out_dir: str | os.PathLike | None = None,
+        created_at: datetime | None = None,
+    ) -> int:
         """Store one run (one or more audits, by job name); returns its id."""
         if not isinstance(audits, Mapping):
-            audits = {model_label(r.spec.model) if len(audits) > 1 else r.spec.name: r
-                      for r in audits}
+            audits = {model_label(r.spec.model) if len(audits) > 1 else r.spec.name: r for r in audits}
         if not audits:
             raise ValueError("`audits` is empty: nothing to record.")
         if source not in ("cli", "dashboard"):
@@ -313,9 +397,16 @@ class History:
         seconds = sum(float(r.usage.get("seconds", 0.0)) for r in audits.values())
         with self._connect() as con:
             run_id = self._insert_run(
-                con, when=created_at or datetime.now(UTC), source=source, page=page,
-                title=title or first.spec.name, settings={k: spec_d.get(k) for k in SETTINGS_KEYS},
-                cache_dir=cache_dir, out_dir=out_dir, seconds=seconds)
+                con,
+                when=created_at or datetime.now(UTC),
+                source=source,
+                page=page,
+                title=title or first.spec.name,
+                settings={k: spec_d.get(k) for k in SETTINGS_KEYS},
+                cache_dir=cache_dir,
+                out_dir=out_dir,
+                seconds=seconds,
+            )
             for pos, (job, result) in enumerate(audits.items()):
                 self._insert_audit(con, run_id, pos, str(job), result)
         return run_id
@@ -323,45 +414,84 @@ class History:
     @staticmethod
     def _insert_audit(con, run_id: int, position: int, job: str, r: AuditResult) -> None:
         s = r.spec
-        audit_id = con.execute(sa.insert(db.audits).values(
-            run_id=run_id, position=position, job=job, name=s.name, mode=r.mode,
-            models="\n".join(model_label(m) for m in s.models), base_prompt=s.base_prompt,
-            spec=json.dumps(_jsonable(s.to_dict()), ensure_ascii=False),
-            usage=json.dumps(_jsonable(r.usage)),
-            warnings=json.dumps(list(r.warnings), ensure_ascii=False),
-            roc=json.dumps(r.roc.to_dict()) if r.roc is not None else None,
-        )).inserted_primary_key[0]
+        audit_id = con.execute(
+            sa.insert(db.audits).values(
+                run_id=run_id,
+                position=position,
+                job=job,
+                name=s.name,
+                mode=r.mode,
+                models="\n".join(model_label(m) for m in s.models),
+                base_prompt=s.base_prompt,
+                spec=json.dumps(_jsonable(s.to_dict()), ensure_ascii=False),
+                usage=json.dumps(_jsonable(r.usage)),
+                warnings=json.dumps(list(r.warnings), ensure_ascii=False),
+                roc=json.dumps(r.roc.to_dict()) if r.roc is not None else None,
+            )
+        ).inserted_primary_key[0]
         if r.perturbations:
-            con.execute(sa.insert(db.tests), [dict(
-                audit_id=audit_id, position=i, name=p.name, role=p.role, model=p.model,
-                prompt=p.prompt, effect_size=float(p.effect_size),
-                chance_effect_size=float(p.chance_effect_size),
-                effect_above_chance=float(p.effect_above_chance), p_value=float(p.p_value),
-                p_adjusted=float(p.p_adjusted), significant=int(bool(p.significant)),
-                stars=p.stars, detail=_pack(p.test.to_dict()))
-                for i, p in enumerate(r.perturbations)])
-        con.execute(sa.insert(db.arms), [dict(
-            audit_id=audit_id, position=i, name=a.arm.name, role=a.arm.role,
-            prompt=a.arm.prompt, system_prompt=a.arm.system_prompt,
-            model=json.dumps(_jsonable(_shown(a.arm.model)), ensure_ascii=False),
-            responses=json.dumps(list(a.texts), ensure_ascii=False),
-            embeddings=_npy(a.embeddings), new_samples=int(a.new_samples),
-            prompt_tokens=int(a.prompt_tokens), completion_tokens=int(a.completion_tokens))
-            for i, a in enumerate((r.base, *r.arms))])
+            con.execute(
+                sa.insert(db.tests),
+                [
+                    dict(
+                        audit_id=audit_id,
+                        position=i,
+                        name=p.name,
+                        role=p.role,
+                        model=p.model,
+                        prompt=p.prompt,
+                        effect_size=float(p.effect_size),
+                        chance_effect_size=float(p.chance_effect_size),
+                        effect_above_chance=float(p.effect_above_chance),
+                        p_value=float(p.p_value),
+                        p_adjusted=float(p.p_adjusted),
+                        significant=int(bool(p.significant)),
+                        stars=p.stars,
+                        detail=_pack(p.test.to_dict()),
+                    )
+                    for i, p in enumerate(r.perturbations)
+                ],
+            )
+        con.execute(
+            sa.insert(db.arms),
+            [
+                dict(
+                    audit_id=audit_id,
+                    position=i,
+                    name=a.arm.name,
+                    role=a.arm.role,
+                    prompt=a.arm.prompt,
+                    system_prompt=a.arm.system_prompt,
+                    model=json.dumps(_jsonable(_shown(a.arm.model)), ensure_ascii=False),
+                    responses=json.dumps(list(a.texts), ensure_ascii=False),
+                    embeddings=_npy(a.embeddings),
+                    new_samples=int(a.new_samples),
+                    prompt_tokens=int(a.prompt_tokens),
+                    completion_tokens=int(a.completion_tokens),
+                )
+                for i, a in enumerate((r.base, *r.arms))
+            ],
+        )
 
     def delete(self, *run_ids: int) -> int:
         """Delete runs (with their audits, results and responses); returns how many."""
         if not run_ids:
             return 0
         with self._connect() as con:
-            n = con.execute(sa.delete(db.runs).where(
-                db.runs.c.id.in_([int(i) for i in run_ids]))).rowcount
+            n = con.execute(sa.delete(db.runs).where(db.runs.c.id.in_([int(i) for i in run_ids]))).rowcount
         return int(n)
 
     # ------------------------------------------------------------------ reading
-    def list(self, *, model: str | None = None, prompt: str | None = None,
-             since: date | datetime | str | None = None, until: date | datetime | str | None = None,
-             source: str | None = None, limit: int | None = None) -> list[RunSummary]:
+    def list(
+        self,
+        *,
+        model: str | None = None,
+        prompt: str | None = None,
+        since: date | datetime | str | None = None,
+        until: date | datetime | str | None = None,
+        source: str | None = None,
+        limit: int | None = None,
+    ) -> list[RunSummary]:
         """Runs, newest first. ``model`` and ``prompt`` match any part (case-insensitive) of a
         model label or of the base or perturbed prompts; ``since``/``until`` are dates
         (inclusive) or datetimes."""
@@ -370,15 +500,26 @@ class History:
         if model:
             # an audit's models, or those of a run of another kind (a suite, a battery)
             pattern = _like(model)
-            q = q.where(r.c.id.in_(sa.select(a.c.run_id).where(a.c.models.ilike(
-                pattern, escape="\\"))) | r.c.id.in_(sa.select(e.c.run_id).where(
-                    e.c.models.ilike(pattern, escape="\\"))))
+            q = q.where(
+                r.c.id.in_(sa.select(a.c.run_id).where(a.c.models.ilike(pattern, escape="\\")))
+                | r.c.id.in_(sa.select(e.c.run_id).where(e.c.models.ilike(pattern, escape="\\")))
+            )
         if prompt:
             pattern = _like(prompt)
-            q = q.where(r.c.id.in_(sa.select(a.c.run_id).select_from(
-                a.outerjoin(t, t.c.audit_id == a.c.id)).where(sa.or_(
-                    *(col.ilike(pattern, escape="\\")
-                      for col in (a.c.base_prompt, t.c.prompt, t.c.name))))))
+            q = q.where(
+                r.c.id.in_(
+                    sa.select(a.c.run_id)
+                    .select_from(a.outerjoin(t, t.c.audit_id == a.c.id))
+                    .where(
+                        sa.or_(
+                            *(
+                                col.ilike(pattern, escape="\\")
+                                for col in (a.c.base_prompt, t.c.prompt, t.c.name)
+                            )
+                        )
+                    )
+                )
+            )
         if since is not None:
             q = q.where(r.c.created_at >= _bound(since, end=False))
         if until is not None:
@@ -394,54 +535,91 @@ class History:
     @staticmethod
     def _summary(con, row) -> RunSummary:
         a, t = db.audits, db.tests
-        audits = con.execute(sa.select(a.c.id, a.c.job, a.c.models, a.c.base_prompt).where(
-            a.c.run_id == row["id"]).order_by(a.c.position)).mappings().fetchall()
+        audits = (
+            con.execute(
+                sa.select(a.c.id, a.c.job, a.c.models, a.c.base_prompt)
+                .where(a.c.run_id == row["id"])
+                .order_by(a.c.position)
+            )
+            .mappings()
+            .fetchall()
+        )
         models: list[str] = []
         for au in audits:
             names = au["models"] if isinstance(au["models"], str) else ""
             models += [m for m in names.split("\n") if m not in models]
-        tests = con.execute(
-            sa.select(a.c.job, t.c.name, t.c.role, t.c.significant)
-            .select_from(t.join(a, a.c.id == t.c.audit_id)).where(a.c.run_id == row["id"])
-            .order_by(a.c.position, t.c.position)).mappings().fetchall()
-        who: dict[str, str] = {"user": str(row.get("user_name") or ""),
-                               "host": str(row.get("host_name") or "")}
+        tests = (
+            con.execute(
+                sa.select(a.c.job, t.c.name, t.c.role, t.c.significant)
+                .select_from(t.join(a, a.c.id == t.c.audit_id))
+                .where(a.c.run_id == row["id"])
+                .order_by(a.c.position, t.c.position)
+            )
+            .mappings()
+            .fetchall()
+        )
+        who: dict[str, str] = {
+            "user": str(row.get("user_name") or ""),
+            "host": str(row.get("host_name") or ""),
+        }
         if not audits:
             suite = _suite_summary(con, row)
             if suite is not None:
                 return dataclasses.replace(suite, user=who["user"], host=who["host"])
         several = len(audits) > 1
-        failed = tuple((f"{x['job']}: " if several else "") + x["name"] for x in tests
-                       if x["role"] == "control" and x["significant"])
+        failed = tuple(
+            (f"{x['job']}: " if several else "") + x["name"]
+            for x in tests
+            if x["role"] == "control" and x["significant"]
+        )
         return RunSummary(
-            id=row["id"], created_at=_created(row["created_at"]),
-            source=row["source"], page=row["page"], title=row["title"],
-            tool_version=row["tool_version"], models=tuple(models),
-            base_prompt=audits[0]["base_prompt"] if audits else "", n_audits=len(audits),
-            n_tests=len(tests), n_significant=sum(x["significant"] for x in tests),
-            failed_controls=failed, _has_controls=any(x["role"] == "control" for x in tests),
-            **who)
+            id=row["id"],
+            created_at=_created(row["created_at"]),
+            source=row["source"],
+            page=row["page"],
+            title=row["title"],
+            tool_version=row["tool_version"],
+            models=tuple(models),
+            base_prompt=audits[0]["base_prompt"] if audits else "",
+            n_audits=len(audits),
+            n_tests=len(tests),
+            n_significant=sum(x["significant"] for x in tests),
+            failed_controls=failed,
+            _has_controls=any(x["role"] == "control" for x in tests),
+            **who,
+        )
 
     def get(self, run_id: int) -> Run:
         """A run with every audit rebuilt (raises :class:`HistoryError` if there is none)."""
         with self._connect() as con:
-            row = con.execute(sa.select(db.runs).where(db.runs.c.id == int(run_id))) \
-                .mappings().first()
+            row = con.execute(sa.select(db.runs).where(db.runs.c.id == int(run_id))).mappings().first()
             if row is None:
                 raise HistoryError(f"There is no run {run_id} in the history ({self.where}).")
             summary = self._summary(con, row)
             audits: dict[str, AuditResult] = {}
             unreadable: list[str] = []
-            for a in con.execute(sa.select(db.audits).where(db.audits.c.run_id == row["id"])
-                                 .order_by(db.audits.c.position)).mappings().fetchall():
+            for a in (
+                con.execute(
+                    sa.select(db.audits).where(db.audits.c.run_id == row["id"]).order_by(db.audits.c.position)
+                )
+                .mappings()
+                .fetchall()
+            ):
                 rebuilt = _rebuild(con, a, unreadable)
                 if rebuilt is not None:
                     audits[a["job"]] = rebuilt
         settings = _json_or(row["settings"], {}, "the run's settings", unreadable)
         env = _json_or(row["environment"], {}, "the run's environment", unreadable)
-        return Run(summary, settings if isinstance(settings, dict) else {},
-                   env if isinstance(env, dict) else {}, row["cache_dir"], row["out_dir"],
-                   row["seconds"], audits, tuple(unreadable))
+        return Run(
+            summary,
+            settings if isinstance(settings, dict) else {},
+            env if isinstance(env, dict) else {},
+            row["cache_dir"],
+            row["out_dir"],
+            row["seconds"],
+            audits,
+            tuple(unreadable),
+        )
 
     def compare(self, a_id: int, b_id: int) -> RunComparison:
         """Run ``a_id`` (A, e.g. before an upgrade) against run ``b_id`` (B).
@@ -471,8 +649,11 @@ class History:
         for j, r in b.audits.items():
             if j not in paired_b:
                 rows += [ComparedTest(j, p.name, p.role, None, p) for p in r.perturbations]
-        changed = {k: (a.settings.get(k), b.settings.get(k)) for k in SETTINGS_KEYS
-                   if a.settings.get(k) != b.settings.get(k)}
+        changed = {
+            k: (a.settings.get(k), b.settings.get(k))
+            for k in SETTINGS_KEYS
+            if a.settings.get(k) != b.settings.get(k)
+        }
         ma, mb = a.summary.models, b.summary.models
         if ma != mb:
             changed["models"] = (", ".join(ma), ", ".join(mb))
@@ -481,16 +662,25 @@ class History:
             changed["base prompt"] = (pa, pb)
         return RunComparison(a, b, tuple(rows), changed, tuple(pairs))
 
-
     # ------------------------------------------------------------------ every kind of run
-    def record_result(self, kind: str, result: Any, *, title: str, models: Sequence[str],
-                      settings: Mapping[str, Any] | None = None, headline: str = "",
-                      page: str | None = None, source: str = "dashboard",
-                      fingerprint: str | None = None, seconds: float | None = None,
-                      cache_dir: str | os.PathLike | None = None,
-                      form: Mapping[str, Any] | None = None,
-                      created_at: datetime | None = None,
-                      out_dir: str | os.PathLike | None = None) -> int:
+    def record_result(
+        self,
+        kind: str,
+        result: Any,
+        *,
+        title: str,
+        models: Sequence[str],
+        settings: Mapping[str, Any] | None = None,
+        headline: str = "",
+        page: str | None = None,
+        source: str = "dashboard",
+        fingerprint: str | None = None,
+        seconds: float | None = None,
+        cache_dir: str | os.PathLike | None = None,
+        form: Mapping[str, Any] | None = None,
+        created_at: datetime | None = None,
+        out_dir: str | os.PathLike | None = None,
+    ) -> int:
         """Store a run that is not an audit (a robustness battery, a fidelity simulation,
         a sensitivity study: ``kind``, one of :data:`RESULT_KINDS`) with its ``result``, so
         that it is listed with the audits and reopens on its page; returns its id."""
@@ -501,20 +691,42 @@ class History:
         blob = zlib.compress(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL), 6)
         with self._connect() as con:
             run_id = self._insert_run(
-                con, when=created_at or datetime.now(UTC), source=source, page=page,
-                title=title, settings=settings or {}, cache_dir=cache_dir, out_dir=out_dir,
-                seconds=seconds)
-            con.execute(sa.insert(db.run_extras).values(
-                run_id=run_id, kind=kind, fingerprint=fingerprint, models="\n".join(models),
-                headline=headline, payload=blob, form=_form_json(form)))
+                con,
+                when=created_at or datetime.now(UTC),
+                source=source,
+                page=page,
+                title=title,
+                settings=settings or {},
+                cache_dir=cache_dir,
+                out_dir=out_dir,
+                seconds=seconds,
+            )
+            con.execute(
+                sa.insert(db.run_extras).values(
+                    run_id=run_id,
+                    kind=kind,
+                    fingerprint=fingerprint,
+                    models="\n".join(models),
+                    headline=headline,
+                    payload=blob,
+                    form=_form_json(form),
+                )
+            )
         return run_id
 
-    def record_suite(self, result: Any, *, source: str, page: str | None = None,
-                     title: str | None = None, fingerprint: str | None = None,
-                     cache_dir: str | os.PathLike | None = None,
-                     out_dir: str | os.PathLike | None = None,
-                     form: Mapping[str, Any] | None = None,
-                     created_at: datetime | None = None) -> int:
+    def record_suite(
+        self,
+        result: Any,
+        *,
+        source: str,
+        page: str | None = None,
+        title: str | None = None,
+        fingerprint: str | None = None,
+        cache_dir: str | os.PathLike | None = None,
+        out_dir: str | os.PathLike | None = None,
+        form: Mapping[str, Any] | None = None,
+        created_at: datetime | None = None,
+    ) -> int:
         """Store a suite of cases (a :class:`~dbpa_core.suite.SuiteResult`, or its
         ``to_dict()``): its tests and pooled tables, spec, usage and settings (not its
         responses: they are in the cache and ``responses.jsonl``); returns the run's id.
@@ -522,22 +734,35 @@ class History:
         summary = result if isinstance(result, Mapping) else result.to_dict()
         spec = summary.get("spec") or {}
         # the signature: what the Suite page compares its spec with (outdated results)
-        settings = {**{k: spec.get(k) for k in SETTINGS_KEYS},
-                    "signature": json.dumps(_jsonable(spec), sort_keys=True, default=str)}
+        settings = {
+            **{k: spec.get(k) for k in SETTINGS_KEYS},
+            "signature": json.dumps(_jsonable(spec), sort_keys=True, default=str),
+        }
         pooled = summary.get("pooled") or []
         tests = summary.get("tests") or []
         found = sum(1 for t in tests if t.get("significant"))
         changed = [str(d.get("perturbation")) for d in pooled if d.get("significant")]
-        headline = (f"{summary.get('cases', 0)} cases x {len(pooled)} perturbations, {found} of "
-                    f"{len(tests)} tests significant; pooled over the cases: "
-                    + (f"changed by {', '.join(changed)}" if changed else "no change shown"))
+        headline = (
+            f"{summary.get('cases', 0)} cases x {len(pooled)} perturbations, {found} of "
+            f"{len(tests)} tests significant; pooled over the cases: "
+            + (f"changed by {', '.join(changed)}" if changed else "no change shown")
+        )
         return self.record_result(
-            "suite", {"suite": _jsonable(dict(summary))}, title=title or str(spec.get("name")
-                                                                            or "suite"),
-            models=[model_label(m) for m in spec.get("models") or ()], settings=settings,
-            headline=headline, page=page, source=source, fingerprint=fingerprint,
-            seconds=(summary.get("usage") or {}).get("seconds"), cache_dir=cache_dir,
-            out_dir=out_dir, form=form, created_at=created_at)
+            "suite",
+            {"suite": _jsonable(dict(summary))},
+            title=title or str(spec.get("name") or "suite"),
+            models=[model_label(m) for m in spec.get("models") or ()],
+            settings=settings,
+            headline=headline,
+            page=page,
+            source=source,
+            fingerprint=fingerprint,
+            seconds=(summary.get("usage") or {}).get("seconds"),
+            cache_dir=cache_dir,
+            out_dir=out_dir,
+            form=form,
+            created_at=created_at,
+        )
 
     def suite(self, run_id: int) -> dict[str, Any]:
         """The summary of suite run ``run_id`` (what :meth:`record_suite` stored: ``spec``,
@@ -549,22 +774,23 @@ class History:
             raise HistoryError(f"Run {run_id} is not a suite of cases.")
         return summary
 
-    def mark(self, run_id: int, *, fingerprint: str,
-             form: Mapping[str, Any] | None = None) -> None:
+    def mark(self, run_id: int, *, fingerprint: str, form: Mapping[str, Any] | None = None) -> None:
         """Remember the inputs' ``fingerprint`` of an audit run (see :meth:`first_run`) and
         the ``form`` it was run from (see :meth:`last_runs`)."""
         e = db.run_extras
-        with self._connect() as con:   # replaces what was there (as a new row would)
+        with self._connect() as con:  # replaces what was there (as a new row would)
             con.execute(sa.delete(e).where(e.c.run_id == int(run_id)))
-            con.execute(sa.insert(e).values(run_id=int(run_id), kind="audit",
-                                            fingerprint=fingerprint, form=_form_json(form)))
+            con.execute(
+                sa.insert(e).values(
+                    run_id=int(run_id), kind="audit", fingerprint=fingerprint, form=_form_json(form)
+                )
+            )
 
     def form(self, run_id: int) -> dict[str, Any] | None:
         """The dashboard's inputs kept with run ``run_id`` (None when none were kept)."""
         e = db.run_extras
         with self._connect() as con:
-            row = con.execute(sa.select(e.c.form).where(e.c.run_id == int(run_id))) \
-                .mappings().first()
+            row = con.execute(sa.select(e.c.form).where(e.c.run_id == int(run_id))).mappings().first()
         try:
             form = json.loads(row["form"]) if row and row["form"] else None
         except ValueError:
@@ -576,8 +802,9 @@ class History:
         recorded anew): :meth:`last_runs` then counts it as its page's newest."""
         now = datetime.now(UTC).isoformat(timespec="seconds")
         with self._connect() as con:
-            con.execute(sa.update(db.run_extras).where(db.run_extras.c.run_id == int(run_id))
-                        .values(used_at=now))
+            con.execute(
+                sa.update(db.run_extras).where(db.run_extras.c.run_id == int(run_id)).values(used_at=now)
+            )
 
     def last_runs(self, *, source: str = "dashboard") -> dict[str, tuple[int, str, dict | None]]:
         """The newest run of each page: ``{page: (run id, kind, form)}``, newest first (the
@@ -585,11 +812,16 @@ class History:
         r, e = db.runs, db.run_extras
         newest = sa.case((e.c.used_at > r.c.created_at, e.c.used_at), else_=r.c.created_at)
         with self._connect() as con:
-            rows = con.execute(
-                sa.select(r.c.id, r.c.page, e.c.kind, e.c.form)
-                .select_from(r.outerjoin(e, e.c.run_id == r.c.id))
-                .where(r.c.source == source, r.c.page.is_not(None))
-                .order_by(newest.desc(), r.c.id.desc())).mappings().fetchall()
+            rows = (
+                con.execute(
+                    sa.select(r.c.id, r.c.page, e.c.kind, e.c.form)
+                    .select_from(r.outerjoin(e, e.c.run_id == r.c.id))
+                    .where(r.c.source == source, r.c.page.is_not(None))
+                    .order_by(newest.desc(), r.c.id.desc())
+                )
+                .mappings()
+                .fetchall()
+            )
         out: dict[str, tuple[int, str, dict | None]] = {}
         for r in rows:
             if r["page"] in out:
@@ -598,8 +830,7 @@ class History:
                 form = json.loads(r["form"]) if r["form"] else None
             except ValueError:
                 form = None
-            out[r["page"]] = (int(r["id"]), r["kind"] or "audit",
-                              form if isinstance(form, dict) else None)
+            out[r["page"]] = (int(r["id"]), r["kind"] or "audit", form if isinstance(form, dict) else None)
         return out
 
     def first_run(self, fingerprint: str) -> int | None:
@@ -607,8 +838,9 @@ class History:
         whose answers all came from the cache is that run again, not a new one."""
         e = db.run_extras
         with self._connect() as con:
-            first = con.execute(sa.select(sa.func.min(e.c.run_id))
-                                .where(e.c.fingerprint == fingerprint)).scalar()
+            first = con.execute(
+                sa.select(sa.func.min(e.c.run_id)).where(e.c.fingerprint == fingerprint)
+            ).scalar()
         return int(first) if first is not None else None
 
     def extras(self, run_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
@@ -619,11 +851,21 @@ class History:
             return {}
         e = db.run_extras
         with self._connect() as con:
-            rows = con.execute(sa.select(e.c.run_id, e.c.kind, e.c.models, e.c.headline)
-                               .where(e.c.run_id.in_(ids))).mappings().fetchall()
-        return {int(r["run_id"]): {"kind": r["kind"], "headline": r["headline"],
-                                   "models": tuple(m for m in r["models"].split("\n") if m)}
-                for r in rows}
+            rows = (
+                con.execute(
+                    sa.select(e.c.run_id, e.c.kind, e.c.models, e.c.headline).where(e.c.run_id.in_(ids))
+                )
+                .mappings()
+                .fetchall()
+            )
+        return {
+            int(r["run_id"]): {
+                "kind": r["kind"],
+                "headline": r["headline"],
+                "models": tuple(m for m in r["models"].split("\n") if m),
+            }
+            for r in rows
+        }
 
     def result(self, run_id: int) -> tuple[str, Any]:
         """``(kind, result)`` of a run of a kind in :data:`RESULT_KINDS`, rebuilt from its
@@ -631,16 +873,20 @@ class History:
         e.g. written by another version of dbpa)."""
         e = db.run_extras
         with self._connect() as con:
-            row = con.execute(sa.select(e.c.kind, e.c.payload).where(e.c.run_id == int(run_id))) \
-                .mappings().first()
+            row = (
+                con.execute(sa.select(e.c.kind, e.c.payload).where(e.c.run_id == int(run_id)))
+                .mappings()
+                .first()
+            )
         if row is None or row["payload"] is None:
-            raise HistoryError(f"Run {run_id} holds no battery, fidelity, sensitivity or suite "
-                               "result.")
+            raise HistoryError(f"Run {run_id} holds no battery, fidelity, sensitivity or suite result.")
         try:
             return row["kind"], _SafeUnpickler(io.BytesIO(zlib.decompress(row["payload"]))).load()
         except Exception as exc:  # noqa: BLE001 - any damage or version change: one line
-            raise HistoryError(f"Run {run_id}'s result cannot be read back ({type(exc).__name__}"
-                               f": {exc}); its summary is still listed.") from None
+            raise HistoryError(
+                f"Run {run_id}'s result cannot be read back ({type(exc).__name__}"
+                f": {exc}); its summary is still listed."
+            ) from None
 
 
 def _suite_summary(con, row) -> RunSummary | None:
@@ -648,8 +894,11 @@ def _suite_summary(con, row) -> RunSummary | None:
     its control gate from the pooled verdicts (a control that changed the answers across
     the cases, after the correction)."""
     e = db.run_extras
-    extra = con.execute(sa.select(e.c.kind, e.c.models, e.c.payload)
-                        .where(e.c.run_id == row["id"])).mappings().first()
+    extra = (
+        con.execute(sa.select(e.c.kind, e.c.models, e.c.payload).where(e.c.run_id == row["id"]))
+        .mappings()
+        .first()
+    )
     if extra is None or extra["kind"] != "suite":
         return None
     try:
@@ -660,14 +909,21 @@ def _suite_summary(con, row) -> RunSummary | None:
         tests, pooled, base = [], [], ""
     controls = [d for d in pooled if isinstance(d, dict) and d.get("role") == "control"]
     return RunSummary(
-        id=row["id"], created_at=_created(row["created_at"]), source=row["source"],
-        page=row["page"], title=row["title"], tool_version=row["tool_version"],
-        models=tuple(m for m in (extra["models"] or "").split("\n") if m), base_prompt=base,
-        n_audits=0, n_tests=len(tests),
+        id=row["id"],
+        created_at=_created(row["created_at"]),
+        source=row["source"],
+        page=row["page"],
+        title=row["title"],
+        tool_version=row["tool_version"],
+        models=tuple(m for m in (extra["models"] or "").split("\n") if m),
+        base_prompt=base,
+        n_audits=0,
+        n_tests=len(tests),
         n_significant=sum(1 for t in tests if isinstance(t, dict) and t.get("significant")),
-        failed_controls=tuple(str(d.get("perturbation")) for d in controls
-                              if d.get("significant")),
-        _has_controls=bool(controls), kind="suite")
+        failed_controls=tuple(str(d.get("perturbation")) for d in controls if d.get("significant")),
+        _has_controls=bool(controls),
+        kind="suite",
+    )
 
 
 def _form_json(form: Mapping[str, Any] | None) -> str | None:
@@ -679,16 +935,64 @@ class _SafeUnpickler(pickle.Unpickler):
     plain Python values, and the few functions their pickles rebuild objects with (never
     any other function): a history file cannot make the dashboard run other code."""
 
-    MODULES = ("dbpa_core", "numpy", "pandas", "pyarrow", "datetime", "collections", "zoneinfo", "pytz",
-               "dateutil")
-    BUILTINS = frozenset({"set", "frozenset", "list", "dict", "tuple", "complex", "slice",
-                          "range", "bytearray", "bytes", "object", "float", "int", "str",
-                          "bool"})
-    REBUILDERS = ("_reconstruct", "_unpickle", "_restore", "_new_", "scalar", "__newobj__",
-                  "_reconstructor", "_frombuffer", "encode")
+    MODULES = (
+        "dbpa_core",
+        "numpy",
+        "pandas",
+        "pyarrow",
+        "datetime",
+        "collections",
+        "zoneinfo",
+        "pytz",
+        "dateutil",
+    )
+    BUILTINS = frozenset(
+        {
+            "set",
+            "frozenset",
+            "list",
+            "dict",
+            "tuple",
+            "complex",
+            "slice",
+            "range",
+            "bytearray",
+            "bytes",
+            "object",
+            "float",
+            "int",
+            "str",
+            "bool",
+        }
+    )
+    REBUILDERS = (
+        "_reconstruct",
+        "_unpickle",
+        "_restore",
+        "_new_",
+        "scalar",
+        "__newobj__",
+        "_reconstructor",
+        "_frombuffer",
+        "encode",
+    )
     # what pandas' Arrow-backed columns are rebuilt with
-    ARROW = frozenset({"type_for_alias", "py_buffer", "field", "schema", "string", "large_string",
-                       "int64", "float64", "bool_", "timestamp", "list_", "struct"})
+    ARROW = frozenset(
+        {
+            "type_for_alias",
+            "py_buffer",
+            "field",
+            "schema",
+            "string",
+            "large_string",
+            "int64",
+            "float64",
+            "bool_",
+            "timestamp",
+            "list_",
+            "struct",
+        }
+    )
 
     def find_class(self, module: str, name: str):
         if module == "builtins":
@@ -696,8 +1000,11 @@ class _SafeUnpickler(pickle.Unpickler):
                 return super().find_class(module, name)
         elif module.split(".")[0] in self.MODULES or module in ("copyreg", "_codecs"):
             found = super().find_class(module, name)
-            if isinstance(found, type) or name.startswith(self.REBUILDERS) or \
-                    (module.startswith("pyarrow") and name in self.ARROW):
+            if (
+                isinstance(found, type)
+                or name.startswith(self.REBUILDERS)
+                or (module.startswith("pyarrow") and name in self.ARROW)
+            ):
                 return found
         raise pickle.UnpicklingError(f"{module}.{name} is not part of a dbpa result")
 
@@ -729,8 +1036,9 @@ def _like(text: str) -> str:
 def _bound(value: date | datetime | str, *, end: bool) -> str:
     if isinstance(value, str):
         try:
-            value = datetime.fromisoformat(value) if "T" in value or " " in value \
-                else date.fromisoformat(value)
+            value = (
+                datetime.fromisoformat(value) if "T" in value or " " in value else date.fromisoformat(value)
+            )
         except ValueError:
             raise HistoryError(f"{value!r} is not a date (YYYY-MM-DD)") from None
     if isinstance(value, datetime):
@@ -776,8 +1084,7 @@ def _spec(d: Mapping[str, Any]) -> AuditSpec:
     kw["embedder"] = dict(d.get("embedder") or {"backend": "local"})
     kw["base_prompt"] = d["base"]["prompt"]
     kw["system_prompt"] = d["base"].get("system_prompt")
-    kw["perturbations"] = tuple(Perturbation(**_known(Perturbation, p))
-                                for p in d.get("perturbations") or ())
+    kw["perturbations"] = tuple(Perturbation(**_known(Perturbation, p)) for p in d.get("perturbations") or ())
     kw["source"] = "history"
     return AuditSpec(**kw)
 
@@ -791,8 +1098,17 @@ def _test(d: Mapping[str, Any]) -> DBPAResult:
 
 
 # what a garbled row raises when it is read back (zlib, JSON, numpy's "pickled data", ...)
-_GARBLED = (zlib.error, ValueError, TypeError, KeyError, IndexError, EOFError, AttributeError,
-            OSError, RecursionError)
+_GARBLED = (
+    zlib.error,
+    ValueError,
+    TypeError,
+    KeyError,
+    IndexError,
+    EOFError,
+    AttributeError,
+    OSError,
+    RecursionError,
+)
 
 
 def _why(exc: BaseException) -> str:
@@ -808,34 +1124,52 @@ def _rebuild(con, a, unreadable: list[str]) -> AuditResult | None:
     try:
         spec = _spec(json.loads(a["spec"]))
     except _GARBLED as exc:
-        unreadable.append(f"{where}: its spec cannot be read ({_why(exc)}); the audit is left "
-                          "out")
+        unreadable.append(f"{where}: its spec cannot be read ({_why(exc)}); the audit is left out")
         return None
     arms = []
-    for row in con.execute(sa.select(db.arms).where(db.arms.c.audit_id == a["id"])
-                           .order_by(db.arms.c.position)).mappings().fetchall():
+    for row in (
+        con.execute(sa.select(db.arms).where(db.arms.c.audit_id == a["id"]).order_by(db.arms.c.position))
+        .mappings()
+        .fetchall()
+    ):
         what = f"{where}, arm {row['name']!r}"
         arms.append(_arm(row, what, unreadable))
     if not arms:
         unreadable.append(f"{where}: its responses are missing; the audit is left out")
         return None
-    tests = tuple(_test_row(t, spec, f"{where}, test {t['name']!r}", unreadable)
-                  for t in con.execute(sa.select(db.tests).where(db.tests.c.audit_id == a["id"])
-                                       .order_by(db.tests.c.position)).mappings().fetchall())
+    tests = tuple(
+        _test_row(t, spec, f"{where}, test {t['name']!r}", unreadable)
+        for t in con.execute(
+            sa.select(db.tests).where(db.tests.c.audit_id == a["id"]).order_by(db.tests.c.position)
+        )
+        .mappings()
+        .fetchall()
+    )
     roc = None
     if a["roc"]:
         try:
             d = json.loads(a["roc"])
-            roc = ROCResult(np.asarray(d["alpha"], float), np.asarray(d["fpr"], float),
-                            np.asarray(d["tpr"], float), float(d["auc"]), int(d["n_control"]),
-                            int(d["n_target"]))
+            roc = ROCResult(
+                np.asarray(d["alpha"], float),
+                np.asarray(d["fpr"], float),
+                np.asarray(d["tpr"], float),
+                float(d["auc"]),
+                int(d["n_control"]),
+                int(d["n_target"]),
+            )
         except _GARBLED as exc:
             unreadable.append(f"{where}: its ROC curve cannot be read ({_why(exc)})")
     usage = _json_or(a["usage"], {}, f"{where}: its usage", unreadable)
     warnings = _json_or(a["warnings"], [], f"{where}: its warnings", unreadable)
-    return AuditResult(spec, arms[0], tuple(arms[1:]), tests, roc,
-                       usage if isinstance(usage, dict) else {},
-                       tuple(str(w) for w in warnings) if isinstance(warnings, list) else ())
+    return AuditResult(
+        spec,
+        arms[0],
+        tuple(arms[1:]),
+        tests,
+        roc,
+        usage if isinstance(usage, dict) else {},
+        tuple(str(w) for w in warnings) if isinstance(warnings, list) else (),
+    )
 
 
 def _json_or(text: Any, default: Any, what: str, unreadable: list[str]) -> Any:
@@ -848,9 +1182,13 @@ def _json_or(text: Any, default: Any, what: str, unreadable: list[str]) -> Any:
 
 def _arm(row, what: str, unreadable: list[str]) -> ArmResponses:
     model = _json_or(row["model"], {}, f"{what}: its model", unreadable)
-    arm = Arm(row["name"], row["prompt"], row["system_prompt"],
-              _shown(model if isinstance(model, dict) else {}),  # older rows: no password shown
-              row["role"])
+    arm = Arm(
+        row["name"],
+        row["prompt"],
+        row["system_prompt"],
+        _shown(model if isinstance(model, dict) else {}),  # older rows: no password shown
+        row["role"],
+    )
     texts = _json_or(row["responses"], [], f"{what}: its responses", unreadable)
     if not (isinstance(texts, list) and all(isinstance(t, str) for t in texts)):
         unreadable.append(f"{what}: its responses are not a list of texts")
@@ -860,8 +1198,9 @@ def _arm(row, what: str, unreadable: list[str]) -> ArmResponses:
     except _GARBLED as exc:
         unreadable.append(f"{what}: its embeddings cannot be read ({_why(exc)})")
         embeddings = None
-    return ArmResponses(arm, tuple(texts), embeddings, row["new_samples"], row["prompt_tokens"],
-                        row["completion_tokens"])
+    return ArmResponses(
+        arm, tuple(texts), embeddings, row["new_samples"], row["prompt_tokens"], row["completion_tokens"]
+    )
 
 
 def _test_row(t, spec: AuditSpec, what: str, unreadable: list[str]) -> PerturbationResult:
@@ -875,18 +1214,38 @@ def _test_row(t, spec: AuditSpec, what: str, unreadable: list[str]) -> Perturbat
     try:
         test = _test(_unpack(t["detail"]))
     except _GARBLED as exc:
-        unreadable.append(f"{what}: its permutation detail cannot be read ({_why(exc)}); its "
-                          "numbers are shown, its charts are not")
-        test = DBPAResult(nums["effect_size"], nums["p_value"], np.empty(0), np.empty(0),
-                          np.empty(0), spec.measure, spec.samples, spec.samples, 0,
-                          chance_effect_size=nums["chance_effect_size"], null=spec.null)
-    return PerturbationResult(t["name"], t["role"], t["prompt"], t["model"], nums["effect_size"],
-                              nums["p_value"], nums["p_adjusted"], bool(t["significant"]),
-                              str(t["stars"]), test)
+        unreadable.append(
+            f"{what}: its permutation detail cannot be read ({_why(exc)}); its "
+            "numbers are shown, its charts are not"
+        )
+        test = DBPAResult(
+            nums["effect_size"],
+            nums["p_value"],
+            np.empty(0),
+            np.empty(0),
+            np.empty(0),
+            spec.measure,
+            spec.samples,
+            spec.samples,
+            0,
+            chance_effect_size=nums["chance_effect_size"],
+            null=spec.null,
+        )
+    return PerturbationResult(
+        t["name"],
+        t["role"],
+        t["prompt"],
+        t["model"],
+        nums["effect_size"],
+        nums["p_value"],
+        nums["p_adjusted"],
+        bool(t["significant"]),
+        str(t["stars"]),
+        test,
+    )
 
 
-def _where_responses_live(cache_dir: str | None, out_dir: str | None, *,
-                          in_history: bool = True) -> str:
+def _where_responses_live(cache_dir: str | None, out_dir: str | None, *, in_history: bool = True) -> str:
     parts = ["in the history database (every response of every arm)"] if in_history else []
     if out_dir:
         parts.append(f"{Path(out_dir) / 'responses.jsonl'}")
@@ -897,11 +1256,22 @@ def _where_responses_live(cache_dir: str | None, out_dir: str | None, *,
 
 def where_responses_live(run: Run) -> str:
     """A sentence naming every place that holds a run's responses."""
-    if run.summary.kind == "suite":   # a suite keeps numbers per test, not its responses
-        return _where_responses_live(run.cache_dir, run.out_dir, in_history=False) or \
-            "not kept (the suite ran without a cache)"
+    if run.summary.kind == "suite":  # a suite keeps numbers per test, not its responses
+        return (
+            _where_responses_live(run.cache_dir, run.out_dir, in_history=False)
+            or "not kept (the suite ran without a cache)"
+        )
     return _where_responses_live(run.cache_dir, run.out_dir)
 
 
-__all__ = ["DB_NAME", "ComparedTest", "History", "HistoryError", "Run",
-           "RunComparison", "RunSummary", "default_db_path", "where_responses_live"]
+__all__ = [
+    "DB_NAME",
+    "ComparedTest",
+    "History",
+    "HistoryError",
+    "Run",
+    "RunComparison",
+    "RunSummary",
+    "default_db_path",
+    "where_responses_live",
+]

@@ -5,6 +5,7 @@ API keys are never written here: a saved model names the *environment variable* 
 its key (``api_key_env``); a key typed into the dashboard stays in that browser session, and
 so does a ``user:password@`` in a ``base_url`` (saved without it).
 """
+
 from __future__ import annotations
 
 import os
@@ -54,11 +55,15 @@ def ensure_home(folder: str | os.PathLike | None = None) -> Path:
     except FileExistsError:
         pass
     except OSError as exc:
-        raise HomeError(f"Cannot create the folder {path} ({exc.strerror or exc}); point "
-                        "DBPA_HOME at a folder you can write to.") from None
+        raise HomeError(
+            f"Cannot create the folder {path} ({exc.strerror or exc}); point "
+            "DBPA_HOME at a folder you can write to."
+        ) from None
     if not path.is_dir():
-        raise HomeError(f"{path} is a file, not a folder: DBPA_HOME (where dbpa keeps the run "
-                        "history and saved models) must be a folder. Point DBPA_HOME at one.")
+        raise HomeError(
+            f"{path} is a file, not a folder: DBPA_HOME (where dbpa keeps the run "
+            "history and saved models) must be a folder. Point DBPA_HOME at one."
+        )
     return path
 
 
@@ -70,9 +75,13 @@ def allowed_key_envs() -> frozenset[str]:
     from .spec import SpecError, read_document
 
     names: set[str] = set()
-    for source, pick in ((settings_file(), lambda d: d.get("allow_key_env")),
-                         (models_file(), lambda d: [m.get("api_key_env") for m in
-                                                    d.get("models") or [] if isinstance(m, dict)])):
+    for source, pick in (
+        (settings_file(), lambda d: d.get("allow_key_env")),
+        (
+            models_file(),
+            lambda d: [m.get("api_key_env") for m in d.get("models") or [] if isinstance(m, dict)],
+        ),
+    ):
         try:
             if not source.is_file():
                 continue
@@ -112,10 +121,11 @@ def save_models(models: Sequence[dict[str, Any]], path: str | os.PathLike | None
     """Write model definitions (never keys) to ``models.yaml``, atomically."""
     target = Path(path) if path else models_file()
     ensure_home(target.parent)
-    text = ("# Models added in the dbpa dashboard (keys are never saved here: `api_key_env`\n"
-            "# names the environment variable that holds one).\n"
-            + yaml.safe_dump({"models": [_clean(dict(m)) for m in models]}, sort_keys=False,
-                             allow_unicode=True))
+    text = (
+        "# Models added in the dbpa dashboard (keys are never saved here: `api_key_env`\n"
+        "# names the environment variable that holds one).\n"
+        + yaml.safe_dump({"models": [_clean(dict(m)) for m in models]}, sort_keys=False, allow_unicode=True)
+    )
     tmp = target.with_name(target.name + ".tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, target)
@@ -146,8 +156,9 @@ def load_models(path: str | os.PathLike | None = None) -> tuple[list[dict[str, A
     models, problems = [], []
     for i, entry in enumerate(entries):
         try:
-            models.append(_model(doc, _clean(entry) if isinstance(entry, dict) else entry,
-                                 ("models", i), source.parent))
+            models.append(
+                _model(doc, _clean(entry) if isinstance(entry, dict) else entry, ("models", i), source.parent)
+            )
         except SpecError as exc:
             problems.append(str(exc))
     return models, problems

@@ -27,6 +27,7 @@ skipped silently: each becomes an :class:`ImportProblem` with its line, and the
 caller decides (the CLI stops unless ``--skip-bad``; the dashboard imports the
 good rows and lists the bad ones).
 """
+
 from __future__ import annotations
 
 import bisect
@@ -108,17 +109,25 @@ class ImportResult:
             records.append(dataclasses.replace(r, **fixed) if fixed else r)
         if replaced:
             object.__setattr__(self, "records", tuple(records))
-            object.__setattr__(self, "notes", self.notes + (
-                f"{replaced} character(s) that are not valid Unicode (lone surrogates such as "
-                "\\ud800) were replaced by U+FFFD.",))
+            object.__setattr__(
+                self,
+                "notes",
+                self.notes
+                + (
+                    f"{replaced} character(s) that are not valid Unicode (lone surrogates such as "
+                    "\\ud800) were replaced by U+FFFD.",
+                ),
+            )
 
     def groups(self) -> list[dict[str, Any]]:
         """One entry per (prompt, model): how many responses, how many distinct."""
         order: dict[tuple[str, str | None], list[str]] = {}
         for r in self.records:
             order.setdefault((r.prompt, r.model), []).append(r.response)
-        return [{"prompt": p, "model": m, "responses": len(rs),
-                 "distinct": len(set(x.strip() for x in rs))} for (p, m), rs in order.items()]
+        return [
+            {"prompt": p, "model": m, "responses": len(rs), "distinct": len(set(x.strip() for x in rs))}
+            for (p, m), rs in order.items()
+        ]
 
     def to_jsonl(self) -> str:
         return "".join(r.to_json() + "\n" for r in self.records)
@@ -130,8 +139,10 @@ class ImportResult:
         if not self.records:
             raise ImportFormatError(f"{self.source}: no usable responses to write")
         if _same_file(path, self.source):
-            raise ImportFormatError(f"{path} is the file being imported: writing the replay "
-                                    "file there would destroy it; choose another path")
+            raise ImportFormatError(
+                f"{path} is the file being imported: writing the replay "
+                "file there would destroy it; choose another path"
+            )
         write_atomic({path: self.to_jsonl()})
         return str(path)
 
@@ -150,38 +161,60 @@ class ImportResult:
         system = {r.prompt: r.system_prompt for r in self.records if r.system_prompt}
         data: dict[str, Any] = {}
         if len(prompts) == 1 and len(models) > 1:
-            data["models"] = [{"backend": "replay", "file": file, **({"name": m} if m else {}),
-                               "label": m or f"model-{i + 1}"} for i, m in enumerate(models)]
+            data["models"] = [
+                {
+                    "backend": "replay",
+                    "file": file,
+                    **({"name": m} if m else {}),
+                    "label": m or f"model-{i + 1}",
+                }
+                for i, m in enumerate(models)
+            ]
             chosen = groups
         else:
             model = models[0]
             data["model"] = {"backend": "replay", "file": file, **({"name": model} if model else {})}
             chosen = [g for g in groups if g["model"] == model]
         k = min(g["responses"] for g in chosen)
-        data.update({"embedder": {"backend": "local"}, "samples": max(2, min(k, 50)),
-                     "permutations": 2000, "correction": "holm"})
+        data.update(
+            {
+                "embedder": {"backend": "local"},
+                "samples": max(2, min(k, 50)),
+                "permutations": 2000,
+                "correction": "holm",
+            }
+        )
         base = {"prompt": prompts[0]}
         if prompts[0] in system:
             base["system_prompt"] = system[prompts[0]]
         data["base"] = base
         if "models" not in data:
-            data["perturbations"] = [{"name": f"prompt-{i + 2}", "prompt": p,
-                                      **({"system_prompt": system[p]} if p in system else {})}
-                                     for i, p in enumerate(prompts[1:])
-                                     if any(g["prompt"] == p for g in chosen)]
+            data["perturbations"] = [
+                {
+                    "name": f"prompt-{i + 2}",
+                    "prompt": p,
+                    **({"system_prompt": system[p]} if p in system else {}),
+                }
+                for i, p in enumerate(prompts[1:])
+                if any(g["prompt"] == p for g in chosen)
+            ]
             if not data["perturbations"]:
                 data["perturbations"] = [{"name": "edit-me", "prompt": prompts[0] + " (edit me)"}]
-        head = (f"# Written by `dbpa import` from {os.path.basename(self.source)}: "
-                f"{len(self.records)} responses to {len(prompts)} prompt(s).\n"
-                "# The first prompt is the base; rename the perturbations, set their role "
-                "(control / target) and check 'samples'.\n")
+        head = (
+            f"# Written by `dbpa import` from {os.path.basename(self.source)}: "
+            f"{len(self.records)} responses to {len(prompts)} prompt(s).\n"
+            "# The first prompt is the base; rename the perturbations, set their role "
+            "(control / target) and check 'samples'.\n"
+        )
         if k < 2:
             head += "# warning: a prompt has fewer than 2 responses; DBPA needs at least 2.\n"
         return head + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
 
     def summary(self) -> str:
-        lines = [f"{len(self.records)} responses to {len(self.groups())} prompt/model pair(s) "
-                 f"from {self.source} ({self.format})."]
+        lines = [
+            f"{len(self.records)} responses to {len(self.groups())} prompt/model pair(s) "
+            f"from {self.source} ({self.format})."
+        ]
         for g in self.groups():
             p = " ".join(g["prompt"].split())
             p = p if len(p) <= 70 else p[:67] + "..."
@@ -200,15 +233,17 @@ def _same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
         return os.path.realpath(a) == os.path.realpath(b)
 
 
-def output_problem(path: str | os.PathLike, *, inputs: Sequence[str | os.PathLike] = (),
-                   force: bool = False) -> str | None:
+def output_problem(
+    path: str | os.PathLike, *, inputs: Sequence[str | os.PathLike] = (), force: bool = False
+) -> str | None:
     """Why ``path`` cannot receive an output file, in one line (None when it can): it is
     one of the ``inputs``, exists (unless ``force``), is a folder or a device, or its
     folder is below a regular file or not writable. Checked before any input is read."""
     p = Path(path)
     if any(_same_file(p, i) for i in inputs if i):
-        return (f"{path} is the file being imported: writing there would destroy it; choose "
-                "another output path")
+        return (
+            f"{path} is the file being imported: writing there would destroy it; choose another output path"
+        )
     if p.exists():
         if p.is_dir():
             return f"{path} is a folder; give a file path"
@@ -268,8 +303,7 @@ def _read_text(path: str | os.PathLike) -> str:
     try:
         return p.read_bytes().decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise ImportFormatError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") \
-            from None
+        raise ImportFormatError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
 def _jsonl_objects(text: str) -> Iterator[tuple[int, Any, str | None]]:
@@ -316,10 +350,10 @@ def _array_offsets(text: str, keys: Sequence[str]) -> list[int] | None:
                     return None
                 k, i = dec.raw_decode(text, i)
                 i = _skip_ws(text, i)
-                i = _skip_ws(text, i + 1)          # the colon
+                i = _skip_ws(text, i + 1)  # the colon
                 if k == key:
                     break
-                _, i = dec.raw_decode(text, i)     # skip the value
+                _, i = dec.raw_decode(text, i)  # skip the value
                 i = _skip_ws(text, i)
                 if text[i] == ",":
                     i = _skip_ws(text, i + 1)
@@ -343,8 +377,7 @@ def _text_of(content: Any) -> str | None:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        parts = [str(p["text"]) for p in content if isinstance(p, Mapping)
-                 and isinstance(p.get("text"), str)]
+        parts = [str(p["text"]) for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str)]
         return "\n".join(parts) if parts else None
     return None
 
@@ -353,17 +386,22 @@ def _from_messages(messages: Any) -> tuple[str | None, str | None, int]:
     """(prompt = last user message, system prompt, number of user messages)."""
     if not isinstance(messages, list):
         return None, None, 0
-    system = [_text_of(m.get("content")) for m in messages if isinstance(m, Mapping)
-              and m.get("role") in ("system", "developer")]
-    users = [_text_of(m.get("content")) for m in messages if isinstance(m, Mapping)
-             and m.get("role") == "user"]
+    system = [
+        _text_of(m.get("content"))
+        for m in messages
+        if isinstance(m, Mapping) and m.get("role") in ("system", "developer")
+    ]
+    users = [
+        _text_of(m.get("content")) for m in messages if isinstance(m, Mapping) and m.get("role") == "user"
+    ]
     users = [u for u in users if u is not None]
     sys_text = "\n".join(s for s in system if s) or None
     return (users[-1] if users else None), sys_text, len(users)
 
 
-def _drop_cached_copies(items: list[tuple[ReplayRecord, bool]],
-                        keep: bool) -> tuple[list[ReplayRecord], list[int | None]]:
+def _drop_cached_copies(
+    items: list[tuple[ReplayRecord, bool]], keep: bool
+) -> tuple[list[ReplayRecord], list[int | None]]:
     """Drop responses served from a cache that repeat another response of the same
     prompt and model (copies of one draw); returns (kept, dropped lines)."""
     if keep:
@@ -390,9 +428,11 @@ def _repeat_note(records: Sequence[ReplayRecord]) -> list[str]:
     repeats = sum(c - 1 for c in counts.values() if c > 1)
     if not repeats:
         return []
-    return [f"{repeats} response(s) repeat another response to the same prompt word for word: "
-            "separate calls that came out the same (the model repeats itself), kept as samples. "
-            "If they are copies of one cached call, they are not independent samples."]
+    return [
+        f"{repeats} response(s) repeat another response to the same prompt word for word: "
+        "separate calls that came out the same (the model repeats itself), kept as samples. "
+        "If they are copies of one cached call, they are not independent samples."
+    ]
 
 
 # --------------------------------------------------------------------------- promptfoo
@@ -405,13 +445,14 @@ def _promptfoo_results(text: str, source: str) -> tuple[list[tuple[int | None, A
         if isinstance(data, list):
             offsets = _array_offsets(text, ())
             lines = _Lines(text)
-            return [(lines(offsets[i]) if offsets and i < len(offsets) else None, r, None)
-                    for i, r in enumerate(data)], "promptfoo JSON (a list of results)"
+            return [
+                (lines(offsets[i]) if offsets and i < len(offsets) else None, r, None)
+                for i, r in enumerate(data)
+            ], "promptfoo JSON (a list of results)"
     if stripped.startswith("{"):
         data = _whole_json(text)  # None: perhaps JSONL, one object per line
         if isinstance(data, dict):
-            if isinstance(data.get("results"), dict) and isinstance(
-                    data["results"].get("results"), list):
+            if isinstance(data.get("results"), dict) and isinstance(data["results"].get("results"), list):
                 keys: tuple[str, ...] = ("results", "results")
                 results = data["results"]["results"]
             elif isinstance(data.get("results"), list):
@@ -421,14 +462,20 @@ def _promptfoo_results(text: str, source: str) -> tuple[list[tuple[int | None, A
             else:
                 raise ImportFormatError(
                     f"{source}: not a promptfoo output file (no 'results' list). Write one "
-                    "with `promptfoo eval --repeat N -o results.json` (or .jsonl).")
+                    "with `promptfoo eval --repeat N -o results.json` (or .jsonl)."
+                )
             offsets = _array_offsets(text, keys)
             lines = _Lines(text)
             out: list[tuple[int | None, Any, str | None]] = [
                 (lines(offsets[i]) if offsets and i < len(offsets) else None, r, None)
-                for i, r in enumerate(results)]
-            return out, f"promptfoo JSON (version {data.get('results', {}).get('version', '?')})" \
-                if isinstance(data.get("results"), dict) else "promptfoo JSON"
+                for i, r in enumerate(results)
+            ]
+            return (
+                out,
+                f"promptfoo JSON (version {data.get('results', {}).get('version', '?')})"
+                if isinstance(data.get("results"), dict)
+                else "promptfoo JSON",
+            )
     return list(_jsonl_objects(text)), "promptfoo JSONL"
 
 
@@ -443,7 +490,8 @@ def import_promptfoo(path: str | os.PathLike, *, keep_cached_copies: bool = Fals
         raise ImportFormatError(
             f"{source}: promptfoo's {Path(source).suffix[1:].upper()} output does not keep each "
             "response with its prompt; write JSON or JSONL instead "
-            "(`promptfoo eval --repeat N -o results.json`)")
+            "(`promptfoo eval --repeat N -o results.json`)"
+        )
     text = _read_text(path)
     entries, fmt = _promptfoo_results(text, source)
     problems: list[ImportProblem] = []
@@ -489,26 +537,34 @@ def import_promptfoo(path: str | os.PathLike, *, keep_cached_copies: bool = Fals
         model = (prov.get("label") or prov.get("id")) if isinstance(prov, Mapping) else prov
         cached = bool(isinstance(resp, Mapping) and resp.get("cached") is True) or bool(
             isinstance(r.get("gradingResult"), Mapping)
-            and (r["gradingResult"].get("metadata") or {}).get("cachedResponse") is True)
-        items.append((ReplayRecord(prompt, output, str(model) if model else None, system, where),
-                      cached))
+            and (r["gradingResult"].get("metadata") or {}).get("cachedResponse") is True
+        )
+        items.append((ReplayRecord(prompt, output, str(model) if model else None, system, where), cached))
     records, dropped = _drop_cached_copies(items, keep_cached_copies)
     notes: list[str] = []
     if dropped:
         shown = ", ".join(str(x) for x in dropped[:12] if x is not None)
-        lines_at = (f": line{'s' if len(dropped) > 1 else ''} {shown}"
-                    f"{' …' if len(dropped) > 12 else ''}") if shown else ""
-        notes.append(f"dropped {len(dropped)} response(s) promptfoo served from its cache that "
-                     f"repeat another response of the same prompt (copies of one draw, not "
-                     f"independent samples){lines_at}. Run promptfoo with --no-cache (or keep "
-                     "them with `dbpa import --keep-cached-copies`).")
+        lines_at = (
+            (f": line{'s' if len(dropped) > 1 else ''} {shown}{' …' if len(dropped) > 12 else ''}")
+            if shown
+            else ""
+        )
+        notes.append(
+            f"dropped {len(dropped)} response(s) promptfoo served from its cache that "
+            f"repeat another response of the same prompt (copies of one draw, not "
+            f"independent samples){lines_at}. Run promptfoo with --no-cache (or keep "
+            "them with `dbpa import --keep-cached-copies`)."
+        )
     n_cached = sum(c for _, c in items) - len(dropped)
     if n_cached:
-        notes.append(f"{n_cached} response(s) came from promptfoo's cache (recorded in an "
-                     "earlier run); each is kept once.")
+        notes.append(
+            f"{n_cached} response(s) came from promptfoo's cache (recorded in an "
+            "earlier run); each is kept once."
+        )
     if multi_turn:
-        notes.append(f"{multi_turn} result(s) hold a conversation: the last user message is "
-                     "taken as the prompt.")
+        notes.append(
+            f"{multi_turn} result(s) hold a conversation: the last user message is taken as the prompt."
+        )
     notes += _repeat_note(records)
     return ImportResult(source, fmt, tuple(records), tuple(problems), tuple(notes))
 
@@ -538,8 +594,7 @@ def _batch_texts(body: Mapping[str, Any]) -> list[str | None]:
     """The generated texts of one response body (one per choice)."""
     if isinstance(body.get("choices"), list):
         out: list[str | None] = []
-        for c in sorted(body["choices"], key=lambda c: c.get("index", 0)
-                        if isinstance(c, Mapping) else 0):
+        for c in sorted(body["choices"], key=lambda c: c.get("index", 0) if isinstance(c, Mapping) else 0):
             if not isinstance(c, Mapping):
                 out.append(None)
             elif isinstance(c.get("message"), Mapping):
@@ -548,43 +603,64 @@ def _batch_texts(body: Mapping[str, Any]) -> list[str | None]:
                 out.append(c.get("text") if isinstance(c.get("text"), str) else None)
         return out
     if isinstance(body.get("output"), list):
-        parts = [p.get("text") for item in body["output"] if isinstance(item, Mapping)
-                 and item.get("type") == "message" for p in item.get("content") or []
-                 if isinstance(p, Mapping) and p.get("type") == "output_text"]
+        parts = [
+            p.get("text")
+            for item in body["output"]
+            if isinstance(item, Mapping) and item.get("type") == "message"
+            for p in item.get("content") or []
+            if isinstance(p, Mapping) and p.get("type") == "output_text"
+        ]
         return ["".join(x for x in parts if isinstance(x, str))] if parts else [None]
     if isinstance(body.get("output_text"), str):
         return [body["output_text"]]
     return [None]
 
 
-def import_openai_batch(output_path: str | os.PathLike,
-                        requests_path: str | os.PathLike | None) -> ImportResult:
+def import_openai_batch(
+    output_path: str | os.PathLike, requests_path: str | os.PathLike | None
+) -> ImportResult:
     """Responses from an OpenAI Batch API output file, prompts from its requests file."""
     source = str(output_path)
     if requests_path is None:
         raise ImportFormatError(
             f"{source}: a Batch API output file holds no prompts; give the requests file "
-            "that was uploaded for the batch as well (--requests FILE)")
+            "that was uploaded for the batch as well (--requests FILE)"
+        )
     req_text = _read_text(requests_path)
     requests: dict[str, tuple[str, Mapping[str, Any], int]] = {}
     problems: list[ImportProblem] = []
     for line, obj, error in _jsonl_objects(req_text):
-        if error or not isinstance(obj, Mapping) or not isinstance(obj.get("custom_id"), str) \
-                or not isinstance(obj.get("body"), Mapping):
-            problems.append(ImportProblem(None, f"requests file line {line}: " + (
-                error or "expected {\"custom_id\", \"method\", \"url\", \"body\"}")))
+        if (
+            error
+            or not isinstance(obj, Mapping)
+            or not isinstance(obj.get("custom_id"), str)
+            or not isinstance(obj.get("body"), Mapping)
+        ):
+            problems.append(
+                ImportProblem(
+                    None,
+                    f"requests file line {line}: "
+                    + (error or 'expected {"custom_id", "method", "url", "body"}'),
+                )
+            )
             continue
         if obj["custom_id"] in requests:
-            problems.append(ImportProblem(None, f"requests file line {line}: custom_id "
-                                          f"{obj['custom_id']!r} appears twice"))
+            problems.append(
+                ImportProblem(
+                    None, f"requests file line {line}: custom_id {obj['custom_id']!r} appears twice"
+                )
+            )
             continue
         requests[obj["custom_id"]] = (str(obj.get("url", "")), obj["body"], line)
     if not requests:
-        raise ImportFormatError(f"{requests_path}: no Batch API requests found "
-                                "(lines of {\"custom_id\", \"method\", \"url\", \"body\"})")
+        raise ImportFormatError(
+            f"{requests_path}: no Batch API requests found "
+            '(lines of {"custom_id", "method", "url", "body"})'
+        )
     text = _read_text(output_path)
-    _not_jsonl(text, source, "a Batch API output file (JSONL: one line per request, as the "
-               "Batch API writes it)")
+    _not_jsonl(
+        text, source, "a Batch API output file (JSONL: one line per request, as the Batch API writes it)"
+    )
     records: list[ReplayRecord] = []
     answered: dict[str, int] = {}
     for line, obj, error in _jsonl_objects(text):
@@ -592,17 +668,25 @@ def import_openai_batch(output_path: str | os.PathLike,
             problems.append(ImportProblem(line, error))
             continue
         if not isinstance(obj, Mapping) or "custom_id" not in obj:
-            problems.append(ImportProblem(line, "expected a Batch API output line "
-                                          "({\"id\", \"custom_id\", \"response\", \"error\"})"))
+            problems.append(
+                ImportProblem(
+                    line, 'expected a Batch API output line ({"id", "custom_id", "response", "error"})'
+                )
+            )
             continue
         cid = obj["custom_id"]
         if not isinstance(cid, str):
             problems.append(ImportProblem(line, f"custom_id {cid!r} is not text"))
             continue
         if cid in answered:
-            problems.append(ImportProblem(line, f"request {cid!r} is answered a second time "
-                                          f"(first on line {answered[cid]}); each request has "
-                                          "one answer, so this one was not imported"))
+            problems.append(
+                ImportProblem(
+                    line,
+                    f"request {cid!r} is answered a second time "
+                    f"(first on line {answered[cid]}); each request has "
+                    "one answer, so this one was not imported",
+                )
+            )
             continue
         answered[cid] = line
         err = obj.get("error")
@@ -610,8 +694,9 @@ def import_openai_batch(output_path: str | os.PathLike,
         if err:
             msg = err.get("message") if isinstance(err, Mapping) else err
             code = err.get("code") if isinstance(err, Mapping) else None
-            problems.append(ImportProblem(line, f"request {cid!r} failed"
-                                          f"{f' ({code})' if code else ''}: {msg}"))
+            problems.append(
+                ImportProblem(line, f"request {cid!r} failed{f' ({code})' if code else ''}: {msg}")
+            )
             continue
         if not isinstance(resp, Mapping) or not isinstance(resp.get("body"), Mapping):
             problems.append(ImportProblem(line, f"request {cid!r} has no response body"))
@@ -619,39 +704,53 @@ def import_openai_batch(output_path: str | os.PathLike,
         if resp.get("status_code") not in (200, None):
             body_err = resp["body"].get("error")
             msg = body_err.get("message") if isinstance(body_err, Mapping) else body_err
-            problems.append(ImportProblem(line, f"request {cid!r} failed with HTTP "
-                                          f"{resp.get('status_code')}: {msg or 'no message'}"))
+            problems.append(
+                ImportProblem(
+                    line, f"request {cid!r} failed with HTTP {resp.get('status_code')}: {msg or 'no message'}"
+                )
+            )
             continue
         if cid not in requests:
-            problems.append(ImportProblem(line, f"no request with custom_id {cid!r} in the "
-                                          "requests file"))
+            problems.append(ImportProblem(line, f"no request with custom_id {cid!r} in the requests file"))
             continue
         url, body, _ = requests[cid]
         prompt, system, kind = _batch_prompt(url, body)
         if kind == "other" or prompt is None:
-            problems.append(ImportProblem(line, f"request {cid!r} is not a text-generation "
-                                          f"request with a prompt ({url or 'no url'})"))
+            problems.append(
+                ImportProblem(
+                    line,
+                    f"request {cid!r} is not a text-generation request with a prompt ({url or 'no url'})",
+                )
+            )
             continue
         model = body.get("model") or resp["body"].get("model")
         if resp["body"].get("choices") == []:
-            problems.append(ImportProblem(line, f"request {cid!r} was answered with no choices "
-                                          "(an empty 'choices' list): no text to import"))
+            problems.append(
+                ImportProblem(
+                    line,
+                    f"request {cid!r} was answered with no choices "
+                    "(an empty 'choices' list): no text to import",
+                )
+            )
             continue
         texts = _batch_texts(resp["body"])
         for i, t in enumerate(texts):
             if t is None:
-                problems.append(ImportProblem(line, f"request {cid!r}, choice {i}: no text "
-                                              "(a refusal or a tool call?)"))
+                problems.append(
+                    ImportProblem(line, f"request {cid!r}, choice {i}: no text (a refusal or a tool call?)")
+                )
                 continue
             records.append(ReplayRecord(prompt, t, str(model) if model else None, system, line))
     notes = _repeat_note(records)
     unanswered = [c for c in requests if c not in answered]
     if unanswered:
-        notes.insert(0, f"{len(unanswered)} request(s) have no line in this output file "
-                     f"(e.g. {unanswered[0]!r}): failed ones are in the batch's error file, "
-                     "expired ones were never run.")
-    return ImportResult(source, "OpenAI Batch API", tuple(records), tuple(problems),
-                        tuple(notes))
+        notes.insert(
+            0,
+            f"{len(unanswered)} request(s) have no line in this output file "
+            f"(e.g. {unanswered[0]!r}): failed ones are in the batch's error file, "
+            "expired ones were never run.",
+        )
+    return ImportResult(source, "OpenAI Batch API", tuple(records), tuple(problems), tuple(notes))
 
 
 # --------------------------------------------------------------------------- CSV / JSONL
@@ -669,9 +768,15 @@ def _dig(obj: Any, path: str) -> tuple[bool, Any]:
     return True, cur
 
 
-def import_table(path: str | os.PathLike, *, prompt_column: str, response_column: str,
-                 model_column: str | None = None, system_column: str | None = None,
-                 fmt: str | None = None) -> ImportResult:
+def import_table(
+    path: str | os.PathLike,
+    *,
+    prompt_column: str,
+    response_column: str,
+    model_column: str | None = None,
+    system_column: str | None = None,
+    fmt: str | None = None,
+) -> ImportResult:
     """Responses from any CSV / TSV (header row) or JSONL file with the given columns.
 
     ``fmt`` is ``"csv"`` or ``"jsonl"`` (default: from the file's extension, ``.tsv``
@@ -686,8 +791,12 @@ def import_table(path: str | os.PathLike, *, prompt_column: str, response_column
     if fmt not in ("csv", "jsonl"):
         raise ImportFormatError(f"format {fmt!r} must be csv or jsonl")
     text = _read_text(path)
-    cols = {"prompt": prompt_column, "response": response_column, "model": model_column,
-            "system_prompt": system_column}
+    cols = {
+        "prompt": prompt_column,
+        "response": response_column,
+        "model": model_column,
+        "system_prompt": system_column,
+    }
     problems: list[ImportProblem] = []
     records: list[ReplayRecord] = []
 
@@ -714,8 +823,9 @@ def import_table(path: str | os.PathLike, *, prompt_column: str, response_column
                 problems.append(ImportProblem(line, f"{col!r} is not text ({type(v).__name__})"))
                 return
             vals[role] = v
-        records.append(ReplayRecord(vals["prompt"], vals["response"], vals.get("model"),
-                                    vals.get("system_prompt"), line))
+        records.append(
+            ReplayRecord(vals["prompt"], vals["response"], vals.get("model"), vals.get("system_prompt"), line)
+        )
 
     if fmt == "jsonl":
         for line, obj, error in _jsonl_objects(text):
@@ -740,7 +850,8 @@ def import_table(path: str | os.PathLike, *, prompt_column: str, response_column
         if missing:
             raise ImportFormatError(
                 f"{source}: no column {', '.join(repr(c) for c in missing)} in the header; "
-                f"the columns are {', '.join(repr(h) for h in header)}")
+                f"the columns are {', '.join(repr(h) for h in header)}"
+            )
         start = reader.line_num + 1
         while True:
             try:
@@ -754,14 +865,12 @@ def import_table(path: str | os.PathLike, *, prompt_column: str, response_column
                 start = reader.line_num + 1
                 continue
             if len(row) != len(header):
-                problems.append(ImportProblem(start, f"has {len(row)} fields, the header has "
-                                              f"{len(header)}"))
+                problems.append(ImportProblem(start, f"has {len(row)} fields, the header has {len(header)}"))
             else:
                 d = dict(zip(header, row, strict=True))
                 take(start, lambda c, d=d: (c in d, d.get(c)))
             start = reader.line_num + 1
-    return ImportResult(source, fmt.upper(), tuple(records), tuple(problems),
-                        tuple(_repeat_note(records)))
+    return ImportResult(source, fmt.upper(), tuple(records), tuple(problems), tuple(_repeat_note(records)))
 
 
 # --------------------------------------------------------------------------- dispatch
@@ -774,27 +883,38 @@ def _whole_json(text: str) -> Any:
 
 
 def _kind(value: Any) -> str:
-    return {dict: "object", list: "array", str: "string", bool: "true/false", int: "number",
-            float: "number", type(None): "null"}.get(type(value), type(value).__name__)
+    return {
+        dict: "object",
+        list: "array",
+        str: "string",
+        bool: "true/false",
+        int: "number",
+        float: "number",
+        type(None): "null",
+    }.get(type(value), type(value).__name__)
 
 
 def _not_jsonl(text: str, source: str, expected: str) -> None:
     """Refuse a file that is one JSON value over several lines (or an array, or a bare
     number) where one JSON object per line is expected, naming what it is."""
     stripped = text.strip()
-    if not stripped or stripped[0] not in "[{\"-0123456789tfn":
+    if not stripped or stripped[0] not in '[{"-0123456789tfn':
         return
     data = _whole_json(stripped)
     if data is None or (isinstance(data, dict) and "\n" not in stripped):
         return
-    what = f"one JSON {_kind(data)}" + (f" over {stripped.count(chr(10)) + 1} lines"
-                                        if isinstance(data, dict) else "")
+    what = f"one JSON {_kind(data)}" + (
+        f" over {stripped.count(chr(10)) + 1} lines" if isinstance(data, dict) else ""
+    )
     raise ImportFormatError(f"{source}: holds {what}, not {expected}")
 
 
 def _looks_like_promptfoo(obj: Any) -> bool:
-    return isinstance(obj, Mapping) and ("promptIdx" in obj or "testIdx" in obj or (
-        isinstance(obj.get("provider"), Mapping) and "response" in obj))
+    return isinstance(obj, Mapping) and (
+        "promptIdx" in obj
+        or "testIdx" in obj
+        or (isinstance(obj.get("provider"), Mapping) and "response" in obj)
+    )
 
 
 def detect_format(path: str | os.PathLike, *, requests: str | os.PathLike | None = None) -> str:
@@ -813,10 +933,15 @@ def detect_format(path: str | os.PathLike, *, requests: str | os.PathLike | None
             return "openai-batch"
         if _looks_like_promptfoo(first):
             return "promptfoo"
-    data = _whole_json(text) if head[:1] in ("{", "[") or head[:1].isdigit() or \
-        head[:1] in ('"', "-") or head.rstrip() in ("true", "false", "null") else None
-    if isinstance(data, Mapping) and ("evalId" in data or isinstance(data.get("results"),
-                                                                      (Mapping, list))):
+    data = (
+        _whole_json(text)
+        if head[:1] in ("{", "[")
+        or head[:1].isdigit()
+        or head[:1] in ('"', "-")
+        or head.rstrip() in ("true", "false", "null")
+        else None
+    )
+    if isinstance(data, Mapping) and ("evalId" in data or isinstance(data.get("results"), (Mapping, list))):
         return "promptfoo"
     if isinstance(data, list) and data and all(_looks_like_promptfoo(r) for r in data):
         return "promptfoo"
@@ -828,36 +953,48 @@ def detect_format(path: str | os.PathLike, *, requests: str | os.PathLike | None
         raise ImportFormatError(
             f"{path}: holds one JSON {_kind(data)}, not recorded responses: expected promptfoo "
             "output (JSON or JSONL), an OpenAI Batch output file (JSONL, with --requests) or "
-            "a CSV / JSONL table")
+            "a CSV / JSONL table"
+        )
     if head.startswith("{"):
         return "jsonl"
     return "csv"
 
 
-def import_file(path: str | os.PathLike, fmt: str = "auto", *, requests: str | None = None,
-                prompt_column: str | None = None, response_column: str | None = None,
-                model_column: str | None = None, system_column: str | None = None,
-                keep_cached_copies: bool = False) -> ImportResult:
+def import_file(
+    path: str | os.PathLike,
+    fmt: str = "auto",
+    *,
+    requests: str | None = None,
+    prompt_column: str | None = None,
+    response_column: str | None = None,
+    model_column: str | None = None,
+    system_column: str | None = None,
+    keep_cached_copies: bool = False,
+) -> ImportResult:
     """Read ``path`` in format ``fmt`` (``auto`` detects it; giving column names
     means a CSV / JSONL table)."""
     if fmt == "auto":
-        fmt = "table" if prompt_column or response_column else detect_format(
-            path, requests=requests)
+        fmt = "table" if prompt_column or response_column else detect_format(path, requests=requests)
         if fmt in ("csv", "jsonl") and not (prompt_column and response_column):
             raise ImportFormatError(
                 f"{path} looks like a {fmt.upper()} table: name its columns with "
-                "--prompt-column and --response-column")
+                "--prompt-column and --response-column"
+            )
     if fmt == "promptfoo":
         return import_promptfoo(path, keep_cached_copies=keep_cached_copies)
     if fmt == "openai-batch":
         return import_openai_batch(path, requests)
     if fmt in ("csv", "jsonl", "table"):
         if not (prompt_column and response_column):
-            raise ImportFormatError("a CSV / JSONL import needs --prompt-column and "
-                                    "--response-column")
-        return import_table(path, prompt_column=prompt_column, response_column=response_column,
-                            model_column=model_column, system_column=system_column,
-                            fmt=None if fmt == "table" else fmt)
+            raise ImportFormatError("a CSV / JSONL import needs --prompt-column and --response-column")
+        return import_table(
+            path,
+            prompt_column=prompt_column,
+            response_column=response_column,
+            model_column=model_column,
+            system_column=system_column,
+            fmt=None if fmt == "table" else fmt,
+        )
     raise ImportFormatError(f"unknown format {fmt!r}: choose auto, {', '.join(FORMATS)}")
 
 
@@ -876,6 +1013,17 @@ def stored_name(stem: str, content: str) -> str:
     return f"{safe}-{hashlib.sha256(content.encode()).hexdigest()[:10]}.jsonl"
 
 
-__all__ = ["FORMATS", "ImportFormatError", "ImportProblem", "ImportResult", "ReplayRecord",
-           "detect_format", "import_file", "import_openai_batch", "import_promptfoo",
-           "import_table", "imports_dir", "stored_name"]
+__all__ = [
+    "FORMATS",
+    "ImportFormatError",
+    "ImportProblem",
+    "ImportResult",
+    "ReplayRecord",
+    "detect_format",
+    "import_file",
+    "import_openai_batch",
+    "import_promptfoo",
+    "import_table",
+    "imports_dir",
+    "stored_name",
+]

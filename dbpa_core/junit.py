@@ -27,6 +27,7 @@ The exit code is separate: the report marks every failure; ``dbpa`` exits 1 only
 kinds ``--fail-on`` names (``--fail-on-control`` is ``--fail-on control``) or, for
 batteries, when ``--max-asr`` is given and exceeded.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -88,8 +89,7 @@ class Suite:
 
     @property
     def skipped(self) -> int:
-        return sum(c.skipped is not None and c.failure is None and c.error is None
-                   for c in self.cases)
+        return sum(c.skipped is not None and c.failure is None and c.error is None for c in self.cases)
 
 
 # --------------------------------------------------------------------------- options
@@ -103,8 +103,10 @@ def parse_fail_on(values: Iterable[str] | None, *, fail_on_control: bool = False
                 continue
             k = {"controls": "control", "targets": "target", "checks": "check"}.get(k, k)
             if k not in FAIL_KINDS:
-                raise ValueError(f"--fail-on {v}: unknown kind {k!r}; use "
-                                 f"{', '.join(FAIL_KINDS)} (comma-separated or repeated).")
+                raise ValueError(
+                    f"--fail-on {v}: unknown kind {k!r}; use "
+                    f"{', '.join(FAIL_KINDS)} (comma-separated or repeated)."
+                )
             kinds.add(k)
     return frozenset(kinds)
 
@@ -116,8 +118,7 @@ def check_junit_path(path: str | os.PathLike) -> Path:
 
     p = Path(path)
     if p.is_dir():
-        raise JUnitPathError(f"--junit {path}: is a folder; give a file name such as "
-                             f"{p / 'dbpa-junit.xml'}.")
+        raise JUnitPathError(f"--junit {path}: is a folder; give a file name such as {p / 'dbpa-junit.xml'}.")
     try:
         check_out_dir(p.parent if str(p.parent) else ".")
     except OutputDirError as exc:
@@ -141,26 +142,40 @@ def case_name(name: str, case: str | None = None) -> str:
     return f"{case} / {name}" if case else name
 
 
-def perturbation_case(p, *, alpha: float, correction: str, fail_on: frozenset,
-                      classname: str, case: str | None = None) -> Case:
+def perturbation_case(
+    p, *, alpha: float, correction: str, fail_on: frozenset, classname: str, case: str | None = None
+) -> Case:
     """The test case of one tested perturbation (a :class:`~dbpa_core.audit.PerturbationResult`
     or anything with its fields)."""
     role = p.role or "none"
-    numbers = (f"omega = {_num(p.effect_size)}, chance = {_num(p.chance_effect_size)}, "
-               f"above chance = {p.effect_above_chance:+.3f}, p = {_p(p.p_value)}, "
-               f"p_adj = {_p(p.p_adjusted)} ({correction}), alpha = {alpha:g}")
+    numbers = (
+        f"omega = {_num(p.effect_size)}, chance = {_num(p.chance_effect_size)}, "
+        f"above chance = {p.effect_above_chance:+.3f}, p = {_p(p.p_value)}, "
+        f"p_adj = {_p(p.p_adjusted)} ({correction}), alpha = {alpha:g}"
+    )
     if getattr(p, "min_effect", None) is not None:
-        numbers += (f", minimum effect {p.min_effect:g} "
-                    f"{'exceeded' if p.exceeds_min_effect else 'not exceeded'}")
+        numbers += (
+            f", minimum effect {p.min_effect:g} {'exceeded' if p.exceeds_min_effect else 'not exceeded'}"
+        )
     verdict = "changed the answers" if p.significant else "did not detectably change the answers"
     details = f"{p.name} (role {role}, model {p.model}): {verdict}; {numbers}"
     name = case_name(p.name, case)
     if p.role == "control" and p.significant:
-        return Case(name, classname, f"control {p.name!r} changed the answers: {numbers} "
-                    f"(p_adj <= alpha)", "control-changed", details=details)
+        return Case(
+            name,
+            classname,
+            f"control {p.name!r} changed the answers: {numbers} (p_adj <= alpha)",
+            "control-changed",
+            details=details,
+        )
     if p.role == "target" and not p.significant and "target" in fail_on:
-        return Case(name, classname, f"target {p.name!r} did not detectably change the "
-                    f"answers: {numbers} (p_adj > alpha)", "target-unchanged", details=details)
+        return Case(
+            name,
+            classname,
+            f"target {p.name!r} did not detectably change the answers: {numbers} (p_adj > alpha)",
+            "target-unchanged",
+            details=details,
+        )
     return Case(name, classname, details=details)
 
 
@@ -172,40 +187,69 @@ def check_case(c, *, classname: str, case: str | None = None) -> Case:
     if c.p_value is None:
         return Case(name, classname, skipped=f"{c.text}{role}", details=c.text)
     if c.significant:
-        return Case(name, classname, f"check {c.check!r} changed on {c.perturbation!r}{role}: "
-                    f"{c.text} ({c.correction})", "check-changed", details=c.text)
+        return Case(
+            name,
+            classname,
+            f"check {c.check!r} changed on {c.perturbation!r}{role}: {c.text} ({c.correction})",
+            "check-changed",
+            details=c.text,
+        )
     return Case(name, classname, details=f"{c.text}{role}")
 
 
 def _spec_properties(spec, fail_on: frozenset) -> dict[str, Any]:
     from .spec import model_label
 
-    return {"dbpa.version": __version__, "spec": spec.name, "source": spec.source,
-            "mode": spec.mode, "models": ", ".join(model_label(m) for m in spec.models),
-            "samples": spec.samples, "permutations": spec.permutations,
-            "measure": spec.measure, "null": spec.null, "correction": spec.correction,
-            "alpha": spec.alpha, "seed": spec.seed, "temperature": spec.temperature,
-            "top_p": spec.top_p, "max_tokens": spec.max_tokens,
-            "embedder": spec.embedder.get("backend", "local"),
-            "min_effect": spec.min_effect, "fail_on": ",".join(sorted(fail_on)) or "none"}
+    return {
+        "dbpa.version": __version__,
+        "spec": spec.name,
+        "source": spec.source,
+        "mode": spec.mode,
+        "models": ", ".join(model_label(m) for m in spec.models),
+        "samples": spec.samples,
+        "permutations": spec.permutations,
+        "measure": spec.measure,
+        "null": spec.null,
+        "correction": spec.correction,
+        "alpha": spec.alpha,
+        "seed": spec.seed,
+        "temperature": spec.temperature,
+        "top_p": spec.top_p,
+        "max_tokens": spec.max_tokens,
+        "embedder": spec.embedder.get("backend", "local"),
+        "min_effect": spec.min_effect,
+        "fail_on": ",".join(sorted(fail_on)) or "none",
+    }
 
 
-def audit_suites(result, *, fail_on: frozenset = frozenset(),
-                 case: str | None = None) -> list[Suite]:
+def audit_suites(result, *, fail_on: frozenset = frozenset(), case: str | None = None) -> list[Suite]:
     """The suites of an :class:`~dbpa_core.audit.AuditResult`: its perturbations, and its
     answer checks when the spec has any."""
     spec = result.spec
     props = _spec_properties(spec, fail_on)
     seconds = float(result.usage.get("seconds", 0.0) or 0.0)
     cls = f"dbpa.audit.{_ident(spec.name)}"
-    suites = [Suite(f"dbpa audit {spec.name}", tuple(
-        perturbation_case(p, alpha=spec.alpha, correction=spec.correction, fail_on=fail_on,
-                          classname=cls, case=case) for p in result.perturbations),
-        props, seconds)]
+    suites = [
+        Suite(
+            f"dbpa audit {spec.name}",
+            tuple(
+                perturbation_case(
+                    p, alpha=spec.alpha, correction=spec.correction, fail_on=fail_on, classname=cls, case=case
+                )
+                for p in result.perturbations
+            ),
+            props,
+            seconds,
+        )
+    ]
     if result.checks:
-        suites.append(Suite(f"dbpa audit {spec.name}: answer checks", tuple(
-            check_case(c, classname=f"{cls}.checks", case=case) for c in result.checks),
-            props))
+        suites.append(
+            Suite(
+                f"dbpa audit {spec.name}: answer checks",
+                tuple(check_case(c, classname=f"{cls}.checks", case=case) for c in result.checks),
+                props,
+            )
+        )
     return suites
 
 
@@ -216,24 +260,41 @@ def battery_suites(result, *, max_asr: float | None = None) -> list[Suite]:
 
     s = result.spec
     clean = result.clean()
-    props = {"dbpa.version": __version__, "spec": s.name, "source": s.source,
-             "model": model_label(s.model), "items": len(s.items),
-             "datasets": ", ".join(s.datasets), "seed": s.seed, "confidence": s.confidence,
-             "temperature": s.temperature, "max_tokens": s.max_tokens,
-             "clean_error_rate": clean.er.value, "max_asr": max_asr if max_asr is not None
-             else "none"}
+    props = {
+        "dbpa.version": __version__,
+        "spec": s.name,
+        "source": s.source,
+        "model": model_label(s.model),
+        "items": len(s.items),
+        "datasets": ", ".join(s.datasets),
+        "seed": s.seed,
+        "confidence": s.confidence,
+        "temperature": s.temperature,
+        "max_tokens": s.max_tokens,
+        "clean_error_rate": clean.er.value,
+        "max_asr": max_asr if max_asr is not None else "none",
+    }
     cls = f"dbpa.attack.{_ident(s.name)}"
     pct = f"{s.confidence:.0%}"
     cases = []
     for r in result.attacks():
         name = f"{r.attack} rho={r.rho:g}"
         a = r.asr
-        numbers = (f"ASR = {_num(a.value)} ({a.count}/{a.n}, {pct} interval "
-                   f"[{_num(a.low, 2)}, {_num(a.high, 2)}], {a.unparsed} unparsed), "
-                   f"ER = {_num(r.er.value)} against {_num(clean.er.value)} clean")
+        numbers = (
+            f"ASR = {_num(a.value)} ({a.count}/{a.n}, {pct} interval "
+            f"[{_num(a.low, 2)}, {_num(a.high, 2)}], {a.unparsed} unparsed), "
+            f"ER = {_num(r.er.value)} against {_num(clean.er.value)} clean"
+        )
         if max_asr is not None and a.value > max_asr:
-            cases.append(Case(name, cls, f"{r.attack} at rho = {r.rho:g}: {numbers}; above "
-                              f"the maximum ASR {max_asr:g}", "asr-exceeded", details=numbers))
+            cases.append(
+                Case(
+                    name,
+                    cls,
+                    f"{r.attack} at rho = {r.rho:g}: {numbers}; above the maximum ASR {max_asr:g}",
+                    "asr-exceeded",
+                    details=numbers,
+                )
+            )
         else:
             cases.append(Case(name, cls, details=numbers))
     seconds = float(result.usage.get("seconds", 0.0) or 0.0)
@@ -243,17 +304,29 @@ def battery_suites(result, *, max_asr: float | None = None) -> list[Suite]:
 def error_suites(spec, message: str, *, fail_on: frozenset = frozenset()) -> list[Suite]:
     """The report of an audit that could not run (a backend failure: key, server, model,
     malformed answers): one test case in error, with the message, so that CI shows why."""
-    return [Suite(f"dbpa audit {spec.name}", (Case("audit", f"dbpa.audit.{_ident(spec.name)}",
-                                                   error=message),),
-                  _spec_properties(spec, fail_on))]
+    return [
+        Suite(
+            f"dbpa audit {spec.name}",
+            (Case("audit", f"dbpa.audit.{_ident(spec.name)}", error=message),),
+            _spec_properties(spec, fail_on),
+        )
+    ]
 
 
 def gate_failures(suites: Sequence[Suite], fail_on: frozenset) -> list[Case]:
     """The failed cases of the gated kinds (what makes ``dbpa`` exit 1)."""
-    kinds = {"control-changed": "control", "target-unchanged": "target",
-             "check-changed": "check", "asr-exceeded": "asr"}
-    return [c for s in suites for c in s.cases
-            if c.failure is not None and kinds.get(c.failure_type) in (*fail_on, "asr")]
+    kinds = {
+        "control-changed": "control",
+        "target-unchanged": "target",
+        "check-changed": "check",
+        "asr-exceeded": "asr",
+    }
+    return [
+        c
+        for s in suites
+        for c in s.cases
+        if c.failure is not None and kinds.get(c.failure_type) in (*fail_on, "asr")
+    ]
 
 
 # --------------------------------------------------------------------------- XML
@@ -266,32 +339,37 @@ def _text(x: Any) -> str:
     return _NOT_XML.sub("", "" if x is None else str(x))
 
 
-def to_xml(suites: Sequence[Suite], *, name: str = "dbpa",
-           timestamp: datetime | None = None) -> str:
+def to_xml(suites: Sequence[Suite], *, name: str = "dbpa", timestamp: datetime | None = None) -> str:
     """The report as a string (UTF-8 XML declaration included)."""
     when = (timestamp or datetime.now(UTC)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
     root = ET.Element("testsuites", name=_text(name))
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     seconds = 0.0
     for i, s in enumerate(suites):
-        counts = {"tests": len(s.cases), "failures": s.failures, "errors": s.errors,
-                  "skipped": s.skipped}
-        el = ET.SubElement(root, "testsuite", {
-            "id": str(i), "package": "dbpa", "name": _text(s.name),
-            **{k: str(v) for k, v in counts.items()},
-            "time": f"{s.seconds:.3f}", "timestamp": when,
-            "hostname": _text(socket.gethostname())})
+        counts = {"tests": len(s.cases), "failures": s.failures, "errors": s.errors, "skipped": s.skipped}
+        el = ET.SubElement(
+            root,
+            "testsuite",
+            {
+                "id": str(i),
+                "package": "dbpa",
+                "name": _text(s.name),
+                **{k: str(v) for k, v in counts.items()},
+                "time": f"{s.seconds:.3f}",
+                "timestamp": when,
+                "hostname": _text(socket.gethostname()),
+            },
+        )
         if s.properties:
             props = ET.SubElement(el, "properties")
             for k, v in s.properties.items():
-                ET.SubElement(props, "property", name=_text(k),
-                              value=_text("" if v is None else v))
+                ET.SubElement(props, "property", name=_text(k), value=_text("" if v is None else v))
         for c in s.cases:
-            tc = ET.SubElement(el, "testcase", name=_text(c.name), classname=_text(c.classname),
-                               time="0")
+            tc = ET.SubElement(el, "testcase", name=_text(c.name), classname=_text(c.classname), time="0")
             if c.failure is not None:
-                f = ET.SubElement(tc, "failure", message=_text(c.failure),
-                                  type=_text(c.failure_type or "failure"))
+                f = ET.SubElement(
+                    tc, "failure", message=_text(c.failure), type=_text(c.failure_type or "failure")
+                )
                 f.text = _text(c.failure)
             elif c.error is not None:
                 e = ET.SubElement(tc, "error", message=_text(c.error), type="run-failed")
@@ -327,7 +405,20 @@ def write_junit(path: str | os.PathLike, suites: Sequence[Suite], **kw) -> str:
     return str(p)
 
 
-__all__ = ["FAIL_KINDS", "Case", "JUnitPathError", "Suite", "audit_suites", "battery_suites",
-           "case_name", "check_case", "check_junit_path", "error_suites", "gate_failures",
-           "parse_fail_on",
-           "perturbation_case", "to_xml", "write_junit"]
+__all__ = [
+    "FAIL_KINDS",
+    "Case",
+    "JUnitPathError",
+    "Suite",
+    "audit_suites",
+    "battery_suites",
+    "case_name",
+    "check_case",
+    "check_junit_path",
+    "error_suites",
+    "gate_failures",
+    "parse_fail_on",
+    "perturbation_case",
+    "to_xml",
+    "write_junit",
+]

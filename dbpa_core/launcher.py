@@ -7,6 +7,7 @@ in this process, with ``app.py`` from the repository or the installed ``dbpa_app
 beside it. Options after ``dbpa ui`` go to ``streamlit run`` unchanged and win over
 these defaults, e.g. ``dbpa ui --server.port 8600``.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -37,8 +38,9 @@ def run_ui(options: list[str]) -> int:
     require_extra("app")
     script = app_root() / "app.py"
     if not script.is_file():
-        raise MissingExtraError(f"the dashboard's files are missing ({script} not found): "
-                                "reinstall dbpa-core")
+        raise MissingExtraError(
+            f"the dashboard's files are missing ({script} not found): reinstall dbpa-core"
+        )
     from streamlit.web import cli as stcli
 
     try:

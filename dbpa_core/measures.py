@@ -44,6 +44,7 @@ comes from group A only, so swapping base and perturbed changes ω and p. With
 ``null="pooled"`` P0 holds the within-group similarities of *both* groups, which
 makes them symmetric. The energy distances are symmetric either way.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -234,8 +235,7 @@ def histogram_range(values: np.ndarray, *, robust: bool = True) -> tuple[float, 
     return lo, hi
 
 
-def histogram_edges(similarity: np.ndarray, bins: int = DEFAULT_BINS, *,
-                    robust: bool = True) -> np.ndarray:
+def histogram_edges(similarity: np.ndarray, bins: int = DEFAULT_BINS, *, robust: bool = True) -> np.ndarray:
     """``bins + 1`` equal-width edges over :func:`histogram_range` of the
     off-diagonal similarities (values beyond them belong to the outer bins)."""
     lo, hi = histogram_range(off_diagonal(similarity), robust=robust)
@@ -263,12 +263,14 @@ def _xlogx_table(count: int) -> np.ndarray:
     return out
 
 
-def _prepare_jsd(similarity: np.ndarray, k: int, m: int, bins: int, pooled: bool = False, *,
-                 robust: bool = True) -> StatFn:
+def _prepare_jsd(
+    similarity: np.ndarray, k: int, m: int, bins: int, pooled: bool = False, *, robust: bool = True
+) -> StatFn:
     n = similarity.shape[0]
     edges = histogram_edges(similarity, bins, robust=robust)
     binmat = np.ascontiguousarray(
-        bin_indices(similarity, edges).astype(np.uint8 if bins <= 256 else np.int32))
+        bin_indices(similarity, edges).astype(np.uint8 if bins <= 256 else np.int32)
+    )
     # per-row histograms of the off-diagonal entries
     offsets = (np.arange(n) * bins)[:, None]
     rowhist = np.bincount((binmat + offsets).ravel(), minlength=n * bins).reshape(n, bins)
@@ -305,8 +307,7 @@ def _sorted_pairs(similarity: np.ndarray):
 
 
 def _prepare_cdf(use_ks: bool):
-    def prepare(similarity: np.ndarray, k: int, m: int, bins: int,
-                pooled: bool = False) -> StatFn:
+    def prepare(similarity: np.ndarray, k: int, m: int, bins: int, pooled: bool = False) -> StatFn:
         n = similarity.shape[0]
         pi, pj, gaps = _sorted_pairs(similarity)
 
@@ -318,8 +319,7 @@ def _prepare_cdf(use_ks: bool):
     return prepare
 
 
-def _prepare_energy(distance: np.ndarray, k: int, m: int, bins: int,
-                    pooled: bool = False) -> StatFn:
+def _prepare_energy(distance: np.ndarray, k: int, m: int, bins: int, pooled: bool = False) -> StatFn:
     # symmetric in the two groups already: ``pooled`` changes nothing
     dist = np.ascontiguousarray(distance, dtype=np.float64)
     rowsum = dist.sum(axis=1)
@@ -351,22 +351,43 @@ class Measure:
 
 
 MEASURES: dict[str, Measure] = {
-    "energy-l2": Measure("energy-l2", "distance", "l2",
-                         "energy distance between the embeddings, Euclidean distance",
-                         _prepare_energy, True),
-    "energy-l1": Measure("energy-l1", "distance", "l1",
-                         "energy distance between the embeddings, L1 distance", _prepare_energy,
-                         True),
-    "energy-cosine": Measure("energy-cosine", "distance", "cosine",
-                             "squared distance between the mean unit embeddings "
-                             "(energy distance with the cosine distance)", _prepare_energy, True),
-    "jsd": Measure("jsd", "similarity", None,
-                   "Jensen–Shannon distance between the histograms of P0 and P1 (the papers')",
-                   _prepare_jsd),
-    "wasserstein": Measure("wasserstein", "similarity", None,
-                           "1-Wasserstein distance between P0 and P1", _prepare_cdf(False)),
-    "ks": Measure("ks", "similarity", None,
-                  "Kolmogorov–Smirnov statistic between P0 and P1", _prepare_cdf(True)),
+    "energy-l2": Measure(
+        "energy-l2",
+        "distance",
+        "l2",
+        "energy distance between the embeddings, Euclidean distance",
+        _prepare_energy,
+        True,
+    ),
+    "energy-l1": Measure(
+        "energy-l1",
+        "distance",
+        "l1",
+        "energy distance between the embeddings, L1 distance",
+        _prepare_energy,
+        True,
+    ),
+    "energy-cosine": Measure(
+        "energy-cosine",
+        "distance",
+        "cosine",
+        "squared distance between the mean unit embeddings (energy distance with the cosine distance)",
+        _prepare_energy,
+        True,
+    ),
+    "jsd": Measure(
+        "jsd",
+        "similarity",
+        None,
+        "Jensen–Shannon distance between the histograms of P0 and P1 (the papers')",
+        _prepare_jsd,
+    ),
+    "wasserstein": Measure(
+        "wasserstein", "similarity", None, "1-Wasserstein distance between P0 and P1", _prepare_cdf(False)
+    ),
+    "ks": Measure(
+        "ks", "similarity", None, "Kolmogorov–Smirnov statistic between P0 and P1", _prepare_cdf(True)
+    ),
 }
 
 

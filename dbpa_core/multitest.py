@@ -3,6 +3,7 @@
 Adjusted p-values follow R's ``p.adjust``: ``bonferroni``, ``holm`` and
 ``bh`` (Benjamini–Hochberg). ``none`` leaves them as they are.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -31,8 +32,7 @@ def _method_iv(method: str, name: str = "method") -> str:
     """``method`` normalised (aliases such as ``fdr_bh``); errors name the argument
     ``name`` (``correction`` where the caller calls it so)."""
     if method is not None and not isinstance(method, str):
-        raise TypeError(f"`{name}` must be one of {set(METHODS)} (a string), "
-                        f"got {type(method).__name__}.")
+        raise TypeError(f"`{name}` must be one of {set(METHODS)} (a string), got {type(method).__name__}.")
     aliases = {"fdr_bh": "bh", "benjamini-hochberg": "bh", "BH": "bh", None: "none"}
     method = aliases.get(method, method)
     if method not in METHODS:
@@ -116,8 +116,7 @@ def significance_stars(p) -> str | list[str]:
     ['***', '*', '']
     """
     arr = _pvalues_iv(p, "p")
-    stars = ["***" if v < 0.001 else "**" if v < 0.01 else "*" if v < 0.05 else ""
-             for v in arr]
+    stars = ["***" if v < 0.001 else "**" if v < 0.01 else "*" if v < 0.05 else "" for v in arr]
     return stars[0] if np.ndim(p) == 0 else stars
 
 
@@ -127,5 +126,4 @@ def multiple_testing(pvalues, method: str = "holm", *, alpha: float = 0.05) -> M
     method = _method_iv(method)
     p = _pvalues_iv(pvalues)
     adj = adjust_pvalues(p, method)
-    return MultipleTestingResult(p, adj, adj <= alpha, tuple(significance_stars(adj)),
-                                 method, float(alpha))
+    return MultipleTestingResult(p, adj, adj <= alpha, tuple(significance_stars(adj)), method, float(alpha))

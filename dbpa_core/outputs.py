@@ -6,6 +6,7 @@ place, so a failure (a full disk, an error) leaves the previous results untouche
 never a folder that mixes two runs. The CLI calls :func:`check_out_dir` before it
 samples anything, so that a paid run never ends unable to write its results.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -36,15 +37,15 @@ def check_out_dir(out_dir) -> Path:
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     if not existing.is_dir():
-        raise OutputDirError(f"--out {out_dir}: {existing} is a file, so the folder cannot be "
-                             "created.")
+        raise OutputDirError(f"--out {out_dir}: {existing} is a file, so the folder cannot be created.")
     probe = existing / f".dbpa-write-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:
         _write_text(probe, "")
         probe.unlink()
     except OSError as exc:
-        raise OutputDirError(f"--out {out_dir}: cannot write in {existing} "
-                             f"({exc.strerror or exc}).") from None
+        raise OutputDirError(
+            f"--out {out_dir}: cannot write in {existing} ({exc.strerror or exc})."
+        ) from None
     return d
 
 

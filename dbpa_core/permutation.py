@@ -8,6 +8,7 @@ Random subsets come from a counter-based generator: split ``b`` is drawn from
 its own SplitMix64 stream seeded by ``(seed, b)``, so the same ``rng`` gives the
 same splits — and the same p-value — whatever the thread count or batch size.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -34,9 +35,9 @@ from .types import DBPAResult
 
 MAX_EXACT_SPLITS = 1_000_000
 MAX_PERMUTATIONS = 100_000_000  # B: the result keeps B statistics (8 bytes each, 800 MB here)
-MAX_BATCH_BYTES = 32 * 2**20   # split indices held at once (int32): bounds memory at any k and B
-SEQUENTIAL_FIRST_BATCH = 64     # sequential stopping starts this small and doubles
-PARALLEL_MIN_WORK = 1_000_000   # pair visits per kernel call below which one thread is faster
+MAX_BATCH_BYTES = 32 * 2**20  # split indices held at once (int32): bounds memory at any k and B
+SEQUENTIAL_FIRST_BATCH = 64  # sequential stopping starts this small and doubles
+PARALLEL_MIN_WORK = 1_000_000  # pair visits per kernel call below which one thread is faster
 
 
 class DBPAWarning(UserWarning):
@@ -104,8 +105,7 @@ def _exact_batches(n: int, k: int, size: int) -> Iterator[np.ndarray]:
     """The k-subsets of range(n) in lexicographic order, ``size`` rows at a time."""
     combos = itertools.combinations(range(n), k)
     while True:
-        flat = np.fromiter(itertools.chain.from_iterable(itertools.islice(combos, size)),
-                           dtype=np.int32)
+        flat = np.fromiter(itertools.chain.from_iterable(itertools.islice(combos, size)), dtype=np.int32)
         if flat.size == 0:
             return
         yield flat.reshape(-1, k)
@@ -213,9 +213,16 @@ def _p_value(stats: np.ndarray, t_obs: float, *, exact: bool) -> float:
     return (1 + hits) / (1 + stats.size)
 
 
-def run_permutations(stat: Callable[[np.ndarray], np.ndarray], n: int, k: int, *,
-                     n_permutations: int, rng: np.random.Generator,
-                     sequential: int | None = None, batch: int | None = None):
+def run_permutations(
+    stat: Callable[[np.ndarray], np.ndarray],
+    n: int,
+    k: int,
+    *,
+    n_permutations: int,
+    rng: np.random.Generator,
+    sequential: int | None = None,
+    batch: int | None = None,
+):
     """Observed statistic, permutation statistics and p-value for a prepared measure.
 
     Splits are evaluated in batches of at most :func:`max_batch` rows, so memory
@@ -250,7 +257,7 @@ def run_permutations(stat: Callable[[np.ndarray], np.ndarray], n: int, k: int, *
         with _threads_for(count * per_split):
             subsets = random_subsets(n, k, count, seed=seed, start=done)
         part = evaluate(subsets)
-        stats[done:done + count] = part
+        stats[done : done + count] = part
         if sequential is not None:
             exceed = part >= t_obs - tol
             n_exceed = int(np.count_nonzero(exceed))
@@ -278,9 +285,19 @@ def _null_alt(similarity: np.ndarray, k: int, null: str) -> tuple[np.ndarray, np
     return p0, similarity[:k, k:].ravel().copy()
 
 
-def _test_on_matrices(similarity: np.ndarray, distance: np.ndarray | None, k: int,
-                      measure: Measure, *, n_permutations, rng, sequential, batch,
-                      bins, null: str = "base") -> DBPAResult:
+def _test_on_matrices(
+    similarity: np.ndarray,
+    distance: np.ndarray | None,
+    k: int,
+    measure: Measure,
+    *,
+    n_permutations,
+    rng,
+    sequential,
+    batch,
+    bins,
+    null: str = "base",
+) -> DBPAResult:
     n = similarity.shape[0]
     m = n - k
     p0, p1 = _null_alt(similarity, k, null)
@@ -290,25 +307,37 @@ def _test_on_matrices(similarity: np.ndarray, distance: np.ndarray | None, k: in
             "All responses are identical (every pairwise similarity is equal): ω = 0 and "
             "p = 1, and the test carries no information. Sample with temperature > 0 and "
             "do not reuse cached copies of one draw.",
-            DBPAWarning, stacklevel=3,
+            DBPAWarning,
+            stacklevel=3,
         )
         edges = histogram_edges(similarity, bins) if measure.name == "jsd" else None
-        return DBPAResult(0.0, 1.0, p0, p1, np.zeros(0), measure.name, k, m, 0,
-                          bin_edges=edges, null=null)
+        return DBPAResult(0.0, 1.0, p0, p1, np.zeros(0), measure.name, k, m, 0, bin_edges=edges, null=null)
     stat = measure.prepare(used, k, m, bins, null == "pooled")
     edges = getattr(stat, "edges", None)
     t_obs, stats, p, exact, stopped = run_permutations(
-        stat, n, k, n_permutations=n_permutations, rng=rng, sequential=sequential, batch=batch)
+        stat, n, k, n_permutations=n_permutations, rng=rng, sequential=sequential, batch=batch
+    )
     return DBPAResult(
-        effect_size=t_obs, p_value=float(p), null_similarities=p0, alt_similarities=p1,
-        permutation_statistics=stats, measure=measure.name, k=k, m=m,
-        n_permutations=int(stats.size), exact=exact, stopped_early=stopped, bin_edges=edges,
-        chance_effect_size=float(stats.mean()), null=null,
+        effect_size=t_obs,
+        p_value=float(p),
+        null_similarities=p0,
+        alt_similarities=p1,
+        permutation_statistics=stats,
+        measure=measure.name,
+        k=k,
+        m=m,
+        n_permutations=int(stats.size),
+        exact=exact,
+        stopped_early=stopped,
+        bin_edges=edges,
+        chance_effect_size=float(stats.mean()),
+        null=null,
     )
 
 
-def smallest_p_value(k: int, m: int, *, n_permutations: int, measure: str = DEFAULT_MEASURE,
-                     null: str = "base") -> float:
+def smallest_p_value(
+    k: int, m: int, *, n_permutations: int, measure: str = DEFAULT_MEASURE, null: str = "base"
+) -> float:
     """The smallest p-value a test of k against m responses can return.
 
     Known before any sampling: ``1 / (B + 1)`` for a random test; for an exact
@@ -335,8 +364,9 @@ def smallest_p_value(k: int, m: int, *, n_permutations: int, measure: str = DEFA
     return 1.0 / (n_permutations + 1)
 
 
-def memory_estimate(k: int, m: int, *, n_permutations: int, measure: str = DEFAULT_MEASURE,
-                    bins: int = DEFAULT_BINS) -> int:
+def memory_estimate(
+    k: int, m: int, *, n_permutations: int, measure: str = DEFAULT_MEASURE, bins: int = DEFAULT_BINS
+) -> int:
     """Bytes one test needs at its peak (an estimate, known before sampling).
 
     The pooled similarity matrix (and the distance matrix of an energy measure,
@@ -358,9 +388,18 @@ def memory_estimate(k: int, m: int, *, n_permutations: int, measure: str = DEFAU
     return need + 8 * n_permutations
 
 
-def dbpa_test(base, perturbed, *, measure: str = DEFAULT_MEASURE, n_permutations: int = 10_000,
-              rng=None, sequential: int | None = None, batch: int | None = None,
-              bins: int = DEFAULT_BINS, null: str = "base") -> DBPAResult:
+def dbpa_test(
+    base,
+    perturbed,
+    *,
+    measure: str = DEFAULT_MEASURE,
+    n_permutations: int = 10_000,
+    rng=None,
+    sequential: int | None = None,
+    batch: int | None = None,
+    bins: int = DEFAULT_BINS,
+    null: str = "base",
+) -> DBPAResult:
     """Distribution-based perturbation test on two groups of response embeddings.
 
     P0 holds the cosine similarities among the base responses (i < j), P1 those
@@ -427,8 +466,7 @@ def dbpa_test(base, perturbed, *, measure: str = DEFAULT_MEASURE, n_permutations
     """
     meas = get_measure(measure)
     null = _null_iv(null)
-    n_permutations, gen, sequential, batch, bins = _engine_iv(
-        n_permutations, rng, sequential, batch, bins)
+    n_permutations, gen, sequential, batch, bins = _engine_iv(n_permutations, rng, sequential, batch, bins)
     x = check_embeddings(base, "base")
     y = check_embeddings(perturbed, "perturbed")
     _group_sizes_iv(x.shape[0], y.shape[0])
@@ -440,17 +478,37 @@ def dbpa_test(base, perturbed, *, measure: str = DEFAULT_MEASURE, n_permutations
     pooled = np.vstack([x, y])
     with single_threaded_blas():
         similarity = cosine_similarity_matrix(pooled)
-        distance = (pairwise_distance_matrix(pooled, meas.metric)
-                    if meas.uses == "distance" and meas.metric is not None else None)
-        return _test_on_matrices(similarity, distance, x.shape[0], meas,
-                                 n_permutations=n_permutations, rng=gen,
-                                 sequential=sequential, batch=batch, bins=bins, null=null)
+        distance = (
+            pairwise_distance_matrix(pooled, meas.metric)
+            if meas.uses == "distance" and meas.metric is not None
+            else None
+        )
+        return _test_on_matrices(
+            similarity,
+            distance,
+            x.shape[0],
+            meas,
+            n_permutations=n_permutations,
+            rng=gen,
+            sequential=sequential,
+            batch=batch,
+            bins=bins,
+            null=null,
+        )
 
 
-def dbpa_test_similarity(similarity, k: int, *, measure: str = DEFAULT_MEASURE,
-                         n_permutations: int = 10_000, rng=None,
-                         sequential: int | None = None, batch: int | None = None,
-                         bins: int = DEFAULT_BINS, null: str = "base") -> DBPAResult:
+def dbpa_test_similarity(
+    similarity,
+    k: int,
+    *,
+    measure: str = DEFAULT_MEASURE,
+    n_permutations: int = 10_000,
+    rng=None,
+    sequential: int | None = None,
+    batch: int | None = None,
+    bins: int = DEFAULT_BINS,
+    null: str = "base",
+) -> DBPAResult:
     """DBPA test on a precomputed pooled similarity matrix (e.g. BLEU or ROUGE).
 
     Parameters
@@ -478,8 +536,7 @@ def dbpa_test_similarity(similarity, k: int, *, measure: str = DEFAULT_MEASURE,
             f"`measure` {measure!r} needs embeddings; with a similarity matrix use "
             "'energy-l2', 'energy-cosine', 'jsd', 'wasserstein' or 'ks'."
         )
-    n_permutations, gen, sequential, batch, bins = _engine_iv(
-        n_permutations, rng, sequential, batch, bins)
+    n_permutations, gen, sequential, batch, bins = _engine_iv(n_permutations, rng, sequential, batch, bins)
     from ._validate import real_array
 
     s = real_array(similarity, "similarity", "a square array of numbers")
@@ -495,8 +552,10 @@ def dbpa_test_similarity(similarity, k: int, *, measure: str = DEFAULT_MEASURE,
         raise ValueError(
             f"`k` must lie in [2, {n - 2}] for a {n} x {n} `similarity` matrix (k counts its "
             f"base responses and must leave at least 2 perturbed ones), got {k}."
-            if n >= 4 else f"`similarity` is {n} x {n}: it needs at least 4 responses "
-            f"(2 base and 2 perturbed) for any `k`, got k = {k}.")
+            if n >= 4
+            else f"`similarity` is {n} x {n}: it needs at least 4 responses "
+            f"(2 base and 2 perturbed) for any `k`, got k = {k}."
+        )
     distance = None
     if meas.uses == "distance":
         distance = np.maximum(1.0 - s, 0.0)
@@ -504,6 +563,15 @@ def dbpa_test_similarity(similarity, k: int, *, measure: str = DEFAULT_MEASURE,
             distance = np.sqrt(2.0 * distance)
         np.fill_diagonal(distance, 0.0)
     with single_threaded_blas():
-        return _test_on_matrices(s, distance, k, meas, n_permutations=n_permutations,
-                                 rng=gen, sequential=sequential, batch=batch, bins=bins,
-                                 null=null)
+        return _test_on_matrices(
+            s,
+            distance,
+            k,
+            meas,
+            n_permutations=n_permutations,
+            rng=gen,
+            sequential=sequential,
+            batch=batch,
+            bins=bins,
+            null=null,
+        )

@@ -6,6 +6,7 @@ significant at the chosen k, m, B and correction (with k = 2 none can);
 *above chance*; :func:`power_simulation` estimates power directly by re-running
 the DBPA test on responses drawn from a pilot run, which is the better guide.
 """
+
 from __future__ import annotations
 
 import math
@@ -45,10 +46,17 @@ def _min_adjusted(k, m, n_permutations, n_tests, correction, measure, null) -> f
     return smallest_adjusted_p(p_min, n_tests, correction)
 
 
-def attainable_significance(k: int, m: int | None = None, *, n_permutations: int,
-                            n_tests: int = 1, correction: str = "holm", alpha: float = 0.05,
-                            measure: str = DEFAULT_MEASURE,
-                            null: str = "base") -> Attainability:
+def attainable_significance(
+    k: int,
+    m: int | None = None,
+    *,
+    n_permutations: int,
+    n_tests: int = 1,
+    correction: str = "holm",
+    alpha: float = 0.05,
+    measure: str = DEFAULT_MEASURE,
+    null: str = "base",
+) -> Attainability:
     """Can any result of this plan be significant? Computed before sampling.
 
     The smallest p-value of one test is ``1 / (B + 1)``, or ``1 / C(k+m, k)``
@@ -105,11 +113,20 @@ def attainable_significance(k: int, m: int | None = None, *, n_permutations: int
             if _min_adjusted(kk, kk, n_permutations, n_tests, correction, measure, null) < alpha:
                 min_k = kk
                 break
-    return Attainability(k=k, m=m, n_permutations=n_permutations, n_tests=n_tests,
-                         correction=correction, alpha=alpha, smallest_p=p_min,
-                         smallest_adjusted_p=adj, min_samples=min_k, min_permutations=min_b,
-                         exact=p_min > 1.0 / (n_permutations + 1) + 1e-15,
-                         permutations_for_all_stars=math.floor(1000 * factor))
+    return Attainability(
+        k=k,
+        m=m,
+        n_permutations=n_permutations,
+        n_tests=n_tests,
+        correction=correction,
+        alpha=alpha,
+        smallest_p=p_min,
+        smallest_adjusted_p=adj,
+        min_samples=min_k,
+        min_permutations=min_b,
+        exact=p_min > 1.0 / (n_permutations + 1) + 1e-15,
+        permutations_for_all_stars=math.floor(1000 * factor),
+    )
 
 
 # --------------------------------------------------------------------------- sample size
@@ -119,9 +136,15 @@ def _null_exponent(measure: str, null: str) -> float:
     return 1.0 if (get_measure(measure).symmetric or null == "pooled") else 0.5
 
 
-def sample_size(effect_above_chance: float | None = None, *, pilot: DBPAResult | None = None,
-                n_tests: int = 1, alpha: float = 0.05, power: float = 0.8,
-                scale: float = 1.0) -> int:
+def sample_size(
+    effect_above_chance: float | None = None,
+    *,
+    pilot: DBPAResult | None = None,
+    n_tests: int = 1,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    scale: float = 1.0,
+) -> int:
     """Responses per prompt k to detect an effect *above chance* in M tests.
 
     ω itself has no fixed zero (chance alone gives ω > 0, more at small k), so
@@ -153,10 +176,14 @@ def sample_size(effect_above_chance: float | None = None, *, pilot: DBPAResult |
     alpha = _prob_iv(alpha, "alpha")
     power = _prob_iv(power, "power")
     if effect_above_chance is not None and (
-            isinstance(effect_above_chance, bool)
-            or not isinstance(effect_above_chance, (int, float)) or not effect_above_chance > 0):
-        raise ValueError(f"`effect_above_chance` must be > 0, got {effect_above_chance!r}; "
-                         "it is ω minus the ω chance gives (`result.effect_above_chance`).")
+        isinstance(effect_above_chance, bool)
+        or not isinstance(effect_above_chance, (int, float))
+        or not effect_above_chance > 0
+    ):
+        raise ValueError(
+            f"`effect_above_chance` must be > 0, got {effect_above_chance!r}; "
+            "it is ω minus the ω chance gives (`result.effect_above_chance`)."
+        )
     z = stats.norm.ppf(1 - alpha / (2 * n_tests)) + stats.norm.ppf(power)
     if pilot is None:
         if effect_above_chance is None:
@@ -167,13 +194,16 @@ def sample_size(effect_above_chance: float | None = None, *, pilot: DBPAResult |
     if not isinstance(pilot, DBPAResult):
         raise TypeError("`pilot` must be a DBPAResult (e.g. `dbpa_test(...)` on pilot embeddings).")
     if pilot.permutation_statistics.size < 20:
-        raise ValueError("`pilot` has fewer than 20 permutation statistics; run it with "
-                         "n_permutations >= 200 and without sequential stopping.")
+        raise ValueError(
+            "`pilot` has fewer than 20 permutation statistics; run it with "
+            "n_permutations >= 200 and without sequential stopping."
+        )
     delta = pilot.effect_above_chance if effect_above_chance is None else effect_above_chance
     if not delta > 0:
         raise ValueError(
             f"the pilot's effect above chance is {delta:.3g}: it shows no effect to plan for. "
-            "Give `effect_above_chance`, the smallest effect worth detecting.")
+            "Give `effect_above_chance`, the smallest effect worth detecting."
+        )
     s0 = float(np.std(pilot.permutation_statistics, ddof=1))
     if s0 <= 0:
         raise ValueError("`pilot` has no spread in its permutation statistics (identical responses?).")
@@ -192,21 +222,38 @@ def _auto_permutations(n_permutations: int | None, level: float) -> int:
     n_permutations = _permutations_iv(n_permutations)
     if n_permutations < need:
         if 1.0 / (n_permutations + 1) > level:
-            why = (f"can never reach α/M = {level:.3g} (its smallest value is "
-                   f"{1 / (n_permutations + 1):.3g}), so power would read 0")
+            why = (
+                f"can never reach α/M = {level:.3g} (its smallest value is "
+                f"{1 / (n_permutations + 1):.3g}), so power would read 0"
+            )
         else:
-            why = (f"reaches α/M = {level:.3g} only when almost no permutation beats ω, so "
-                   "power would read too low")
-        warnings.warn(f"With B = {n_permutations} permutations the p-value {why}; B raised to "
-                      f"{need}.", PlanningWarning, stacklevel=3)
+            why = (
+                f"reaches α/M = {level:.3g} only when almost no permutation beats ω, so "
+                "power would read too low"
+            )
+        warnings.warn(
+            f"With B = {n_permutations} permutations the p-value {why}; B raised to {need}.",
+            PlanningWarning,
+            stacklevel=3,
+        )
         return need
     return n_permutations
 
 
-def power_simulation(pilot_base, pilot_perturbed, sample_sizes: Sequence[int], *,
-                     n_simulations: int = 200, alpha: float = 0.05, n_tests: int = 1,
-                     measure: str = DEFAULT_MEASURE, n_permutations: int | None = None,
-                     method: str = "subsample", null: str = "base", rng=None) -> PowerResult:
+def power_simulation(
+    pilot_base,
+    pilot_perturbed,
+    sample_sizes: Sequence[int],
+    *,
+    n_simulations: int = 200,
+    alpha: float = 0.05,
+    n_tests: int = 1,
+    measure: str = DEFAULT_MEASURE,
+    n_permutations: int | None = None,
+    method: str = "subsample",
+    null: str = "base",
+    rng=None,
+) -> PowerResult:
     """Power of the DBPA test at several k, simulated from pilot embeddings.
 
     For each k, draw ``n_simulations`` data sets of k base and k perturbed
@@ -249,7 +296,8 @@ def power_simulation(pilot_base, pilot_perturbed, sample_sizes: Sequence[int], *
         raise ValueError(
             "`method='gaussian'` was removed: fitted to a small pilot it took the pilot's noise "
             "for an effect and reported power 1.00 where measured power was 0.15-0.23. Use "
-            "method='subsample' with k below the pilot size, or record a larger pilot.")
+            "method='subsample' with k below the pilot size, or record a larger pilot."
+        )
     if method != "subsample":
         raise ValueError(f"`method` must be in {{'subsample'}}, got {method!r}.")
     get_measure(measure)
@@ -258,8 +306,10 @@ def power_simulation(pilot_base, pilot_perturbed, sample_sizes: Sequence[int], *
     y = check_embeddings(pilot_perturbed, "pilot_perturbed")
     if x.shape[1] != y.shape[1]:
         raise ValueError("`pilot_base` and `pilot_perturbed` have embeddings of different widths.")
-    ks = np.asarray([_check_int(int(v) if isinstance(v, np.integer) else v, "sample_sizes", 2)
-                     for v in sample_sizes], dtype=int)
+    ks = np.asarray(
+        [_check_int(int(v) if isinstance(v, np.integer) else v, "sample_sizes", 2) for v in sample_sizes],
+        dtype=int,
+    )
     if ks.size == 0:
         raise ValueError("`sample_sizes` is empty.")
     pilot_n = min(x.shape[0], y.shape[0])
@@ -267,7 +317,8 @@ def power_simulation(pilot_base, pilot_perturbed, sample_sizes: Sequence[int], *
         raise ValueError(
             f"`sample_sizes` goes up to {ks.max()} but the pilot has only {pilot_n} responses "
             f"per group: subsampling needs k < {pilot_n} (k = {pilot_n} would draw the same data "
-            "set every time). Record a larger pilot to plan for larger k.")
+            "set every time). Record a larger pilot to plan for larger k."
+        )
     n_simulations = _check_int(n_simulations, "n_simulations", 1)
     alpha = _prob_iv(alpha, "alpha")
     n_tests = _check_int(n_tests, "n_tests", 1)
@@ -276,16 +327,19 @@ def power_simulation(pilot_base, pilot_perturbed, sample_sizes: Sequence[int], *
     n_permutations = _auto_permutations(n_permutations, level)
     notes: list[str] = []
     for k in ks:
-        p_min = smallest_p_value(int(k), int(k), n_permutations=n_permutations, measure=measure,
-                                 null=null)
+        p_min = smallest_p_value(int(k), int(k), n_permutations=n_permutations, measure=measure, null=null)
         if p_min > level:
-            notes.append(f"k = {k}: the smallest possible p is {p_min:.3g} > α/M = {level:.3g}, "
-                         "so power is 0 there by construction.")
+            notes.append(
+                f"k = {k}: the smallest possible p is {p_min:.3g} > α/M = {level:.3g}, "
+                "so power is 0 there by construction."
+            )
     big = [int(k) for k in ks if k > pilot_n / 2]
     if big:
-        notes.append(f"k = {', '.join(map(str, big))}: above half the pilot size ({pilot_n}), "
-                     "simulated data sets share most of their rows; the power is optimistic and "
-                     "its interval too narrow.")
+        notes.append(
+            f"k = {', '.join(map(str, big))}: above half the pilot size ({pilot_n}), "
+            "simulated data sets share most of their rows; the power is optimistic and "
+            "its interval too narrow."
+        )
     for note in notes:
         warnings.warn(note, PlanningWarning, stacklevel=2)
     power = np.empty(ks.size)
@@ -295,15 +349,24 @@ def power_simulation(pilot_base, pilot_perturbed, sample_sizes: Sequence[int], *
         for _ in range(n_simulations):
             xb = x[gen.choice(x.shape[0], size=k, replace=False)]
             yb = y[gen.choice(y.shape[0], size=k, replace=False)]
-            r = dbpa_test(xb, yb, measure=measure, n_permutations=n_permutations, rng=gen,
-                          null=null)
+            r = dbpa_test(xb, yb, measure=measure, n_permutations=n_permutations, rng=gen, null=null)
             hits += r.p_value <= level
         power[i] = hits / n_simulations
         lo, hi = stats.binomtest(hits, n_simulations).proportion_ci(0.95, method="wilson")
         ci[i] = lo, hi
-    return PowerResult(ks, power, n_simulations, alpha, measure, method, ci,
-                       n_permutations=n_permutations, n_tests=n_tests, null=null,
-                       notes=tuple(notes))
+    return PowerResult(
+        ks,
+        power,
+        n_simulations,
+        alpha,
+        measure,
+        method,
+        ci,
+        n_permutations=n_permutations,
+        n_tests=n_tests,
+        null=null,
+        notes=tuple(notes),
+    )
 
 
 __all__ = ["PlanningWarning", "attainable_significance", "power_simulation", "sample_size"]

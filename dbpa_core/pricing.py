@@ -9,6 +9,7 @@ chat template, loaded without the weights; for a server, whose tokenizer is not 
 at ~4 characters a token plus the chat format's tokens as OpenAI counts them for its
 chat models (3 per message and 3 that start the answer).
 """
+
 from __future__ import annotations
 
 import functools
@@ -33,8 +34,8 @@ DEFAULT_PRICES: dict[str, dict[str, float]] = {
 BATCH_DISCOUNT = 0.5
 
 
-CHAT_TOKENS_PER_MESSAGE = 3   # OpenAI's count for each message of a chat request
-CHAT_TOKENS_TO_ANSWER = 3     # and for the start of the answer it primes
+CHAT_TOKENS_PER_MESSAGE = 3  # OpenAI's count for each message of a chat request
+CHAT_TOKENS_TO_ANSWER = 3  # and for the start of the answer it primes
 
 
 def estimate_tokens(text: str) -> int:
@@ -42,9 +43,9 @@ def estimate_tokens(text: str) -> int:
     return max(1, (len(text) + 3) // 4)
 
 
-def prompt_token_counter(model: Mapping[str, Any] | None = None, *,
-                         system_prompt: str | None = None,
-                         cache_dir: Any = None) -> Callable[[str], int]:
+def prompt_token_counter(
+    model: Mapping[str, Any] | None = None, *, system_prompt: str | None = None, cache_dir: Any = None
+) -> Callable[[str], int]:
     """``count(prompt)``: the input tokens of one request to ``model`` (a spec's model
     section), the system prompt and the chat format included.
 
@@ -59,17 +60,19 @@ def prompt_token_counter(model: Mapping[str, Any] | None = None, *,
         try:
             from .backends.base import BackendError
             from .backends.local import chat_prompt_ids, load_tokenizer, smollm2_tokenizer_source
-        except ImportError:     # pragma: no cover - the local models' packages are missing
+        except ImportError:  # pragma: no cover - the local models' packages are missing
             pass
         else:
             try:
-                tok, _ = load_tokenizer(smollm2_tokenizer_source(cache_dir) if kind == "local"
-                                        else (model or {})["path"])
+                tok, _ = load_tokenizer(
+                    smollm2_tokenizer_source(cache_dir) if kind == "local" else (model or {})["path"]
+                )
             except (BackendError, ImportError, KeyError):
                 pass
             else:  # each prompt tokenized once, however many samples ask it
                 return functools.lru_cache(maxsize=None)(
-                    lambda prompt: len(chat_prompt_ids(tok, prompt, system_prompt)))
+                    lambda prompt: len(chat_prompt_ids(tok, prompt, system_prompt))
+                )
     fixed = CHAT_TOKENS_TO_ANSWER + CHAT_TOKENS_PER_MESSAGE
     if system_prompt:
         fixed += estimate_tokens(system_prompt) + CHAT_TOKENS_PER_MESSAGE

@@ -12,6 +12,7 @@ answer), writes them into ``responses.jsonl``, keeps them per arm in its ``usage
 the run. Answers cached before dbpa recorded them, and backends that report nothing
 (local models, replay files without a model), have "" for both: unknown, never a change.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -26,9 +27,12 @@ KEY = "provenance"  # the entry of an audit's usage that holds them
 def arm_entry(arm: str, model: str, records: Sequence[Any]) -> dict[str, Any]:
     """One arm's provenance: the model config's label, then per sample (in order) the
     model name and the system fingerprint it came back with."""
-    return {"arm": arm, "model": model,
-            "served_models": [getattr(r, "model", "") or "" for r in records],
-            "system_fingerprints": [getattr(r, "system_fingerprint", "") or "" for r in records]}
+    return {
+        "arm": arm,
+        "model": model,
+        "served_models": [getattr(r, "model", "") or "" for r in records],
+        "system_fingerprints": [getattr(r, "system_fingerprint", "") or "" for r in records],
+    }
 
 
 def entries_of(usage: Mapping[str, Any] | None) -> list[dict[str, Any]]:
@@ -37,9 +41,14 @@ def entries_of(usage: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     found = (usage or {}).get(KEY)
     if not isinstance(found, list):
         return []
-    return [e for e in found if isinstance(e, dict) and isinstance(e.get("arm"), str)
-            and isinstance(e.get("served_models"), list)
-            and isinstance(e.get("system_fingerprints"), list)]
+    return [
+        e
+        for e in found
+        if isinstance(e, dict)
+        and isinstance(e.get("arm"), str)
+        and isinstance(e.get("served_models"), list)
+        and isinstance(e.get("system_fingerprints"), list)
+    ]
 
 
 def sample_of(entries: Sequence[Mapping[str, Any]], arm: str, index: int) -> dict[str, str]:
@@ -48,8 +57,10 @@ def sample_of(entries: Sequence[Mapping[str, Any]], arm: str, index: int) -> dic
     for e in entries:
         if e["arm"] == arm:
             models, fps = e["served_models"], e["system_fingerprints"]
-            return {"served_model": str(models[index]) if index < len(models) else "",
-                    "system_fingerprint": str(fps[index]) if index < len(fps) else ""}
+            return {
+                "served_model": str(models[index]) if index < len(models) else "",
+                "system_fingerprint": str(fps[index]) if index < len(fps) else "",
+            }
     return {"served_model": "", "system_fingerprint": ""}
 
 
@@ -58,8 +69,7 @@ def _counts(entries: Sequence[Mapping[str, Any]], field: str) -> Counter:
 
 
 def _listing(counts: Counter, limit: int = 4) -> str:
-    items = [f"{clean_text(v, 60)}: {n} answer{'s' if n != 1 else ''}"
-             for v, n in counts.most_common(limit)]
+    items = [f"{clean_text(v, 60)}: {n} answer{'s' if n != 1 else ''}" for v, n in counts.most_common(limit)]
     more = len(counts) - limit
     return ", ".join(items) + (f" and {more} more" if more > 0 else "")
 
@@ -69,8 +79,9 @@ def _by_arm(entries: Sequence[Mapping[str, Any]], field: str, limit: int = 4) ->
     for e in entries:
         c = Counter(str(v) for v in e[field] if v)
         if c:
-            parts.append(f"{clean_text(e['arm'], 40)}: " + ", ".join(
-                f"{clean_text(v, 40)} x{n}" for v, n in c.items()))  # in sample order
+            parts.append(
+                f"{clean_text(e['arm'], 40)}: " + ", ".join(f"{clean_text(v, 40)} x{n}" for v, n in c.items())
+            )  # in sample order
     more = len(parts) - limit
     return "; ".join(parts[:limit]) + (f"; and {more} more arms" if more > 0 else "")
 
@@ -83,8 +94,7 @@ def change_warnings(entries: Sequence[Mapping[str, Any]]) -> list[str]:
         by_model.setdefault(str(e.get("model", "")), []).append(e)
     out = []
     for label, group in by_model.items():
-        for field, what in (("served_models", "model names"),
-                            ("system_fingerprints", "system fingerprints")):
+        for field, what in (("served_models", "model names"), ("system_fingerprints", "system fingerprints")):
             counts = _counts(group, field)
             if len(counts) > 1:
                 out.append(
@@ -93,7 +103,8 @@ def change_warnings(entries: Sequence[Mapping[str, Any]]) -> list[str]:
                     "behind the model changed during this run (or since some answers were "
                     "cached), so a difference between arms may come from that change and not "
                     "from the perturbation. responses.jsonl says which answer came from which; "
-                    "clear the cache and run again to draw every answer from one system.")
+                    "clear the cache and run again to draw every answer from one system."
+                )
     return out
 
 
@@ -107,9 +118,11 @@ def summary_lines(entries: Sequence[Mapping[str, Any]]) -> list[str]:
     for label, group in by_model.items():
         models, fps = _counts(group, "served_models"), _counts(group, "system_fingerprints")
         if models or fps:
-            lines.append(f"{clean_text(label, 80)} answered as "
-                         f"{_listing(models) if models else 'an unnamed model'}; system "
-                         f"fingerprint {_listing(fps) if fps else 'not reported'}")
+            lines.append(
+                f"{clean_text(label, 80)} answered as "
+                f"{_listing(models) if models else 'an unnamed model'}; system "
+                f"fingerprint {_listing(fps) if fps else 'not reported'}"
+            )
     return lines
 
 
@@ -123,5 +136,13 @@ def served_models(entries: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
     return tuple(sorted({clean_text(v, 100) for v in _counts(entries, "served_models")}))
 
 
-__all__ = ["KEY", "arm_entry", "change_warnings", "entries_of", "fingerprints", "sample_of",
-           "served_models", "summary_lines"]
+__all__ = [
+    "KEY",
+    "arm_entry",
+    "change_warnings",
+    "entries_of",
+    "fingerprints",
+    "sample_of",
+    "served_models",
+    "summary_lines",
+]

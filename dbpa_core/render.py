@@ -14,6 +14,7 @@ is passed through, wrapped in :func:`markup`.
   inside its own page);
 * :func:`partial` — a template that is a piece of a page (a table shared by two reports).
 """
+
 from __future__ import annotations
 
 import functools
@@ -51,7 +52,7 @@ def signed(v: Any, digits: int = 3) -> str:
 def short(value: Any, n: int = 160) -> str:
     """A setting's value cut to ``n`` characters (an ellipsis marks the cut)."""
     text = str(value)
-    return text if len(text) <= n else text[:n - 1] + "…"
+    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def cell(v: Any, digits: int = 3) -> str:
@@ -72,8 +73,13 @@ def environment() -> Environment:
     error, not an empty string)."""
     from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-    env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=True,
-                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env = Environment(
+        loader=FileSystemLoader(str(TEMPLATES)),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     env.filters.update(p=fmt_p, num=num, signed=signed, short=short, cell=cell, pct=fmt_pct)
     return env
 
@@ -85,8 +91,7 @@ def stylesheet() -> str:
 
 
 def _context(context: dict[str, Any]) -> dict[str, Any]:
-    return {"tool_version": __version__, "made": datetime.now(UTC),
-            "css": Markup(stylesheet()), **context}
+    return {"tool_version": __version__, "made": datetime.now(UTC), "css": Markup(stylesheet()), **context}
 
 
 def document(template: str, **context: Any) -> str:
@@ -106,5 +111,17 @@ def partial(template: str, **context: Any) -> Markup:
     return Markup(environment().get_template(template).render(_context(context)))
 
 
-__all__ = ["STYLESHEET", "TEMPLATES", "cell", "document", "environment", "markup", "num",
-           "partial", "section", "short", "signed", "stylesheet"]
+__all__ = [
+    "STYLESHEET",
+    "TEMPLATES",
+    "cell",
+    "document",
+    "environment",
+    "markup",
+    "num",
+    "partial",
+    "section",
+    "short",
+    "signed",
+    "stylesheet",
+]

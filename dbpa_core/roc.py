@@ -4,6 +4,7 @@ Controls should not change the answer (a false positive when p < α), targets
 should (a true positive when p < α). Sweeping α from 0 to 1 traces the curve;
 the distinct p-values are its only breakpoints.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -74,16 +75,17 @@ def best_model_at_fpr(rocs: Mapping[str, ROCResult], max_fpr: float) -> tuple[st
         The allowed false-positive rate, in [0, 1].
     """
     if not isinstance(rocs, Mapping):
-        raise TypeError(f"`rocs` must be a mapping of model name -> ROCResult, got "
-                        f"{type(rocs).__name__}.")
+        raise TypeError(f"`rocs` must be a mapping of model name -> ROCResult, got {type(rocs).__name__}.")
     if not rocs:
         raise ValueError("`rocs` is empty: give at least one model's ROCResult.")
     for name, roc in rocs.items():
         if not isinstance(roc, ROCResult):
-            raise TypeError(f"`rocs[{name!r}]` must be a ROCResult (from roc_over_alpha), got "
-                            f"{type(roc).__name__}.")
-    if isinstance(max_fpr, (bool, np.bool_)) or not isinstance(max_fpr, (int, float, np.floating,
-                                                                            np.integer)):
+            raise TypeError(
+                f"`rocs[{name!r}]` must be a ROCResult (from roc_over_alpha), got {type(roc).__name__}."
+            )
+    if isinstance(max_fpr, (bool, np.bool_)) or not isinstance(
+        max_fpr, (int, float, np.floating, np.integer)
+    ):
         raise TypeError(f"`max_fpr` must be a number in [0, 1], got {type(max_fpr).__name__}.")
     if not 0.0 <= float(max_fpr) <= 1.0:  # NaN fails too
         raise ValueError(f"`max_fpr` must lie in [0, 1], got {max_fpr!r}.")

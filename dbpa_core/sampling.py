@@ -28,6 +28,7 @@ Examples
 >>> records = sampler.sample([Job({"backend": "local"}, r) for r in reqs])  # doctest: +SKIP
 >>> vectors = sampler.embed([r.text for r in records], {"backend": "local"})  # doctest: +SKIP
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -94,7 +95,8 @@ class RunCancelled(RuntimeError):
 
 # a stop condition for every Sampler made inside ``stop_when`` (see there)
 _STOP_WHEN: contextvars.ContextVar[Callable[[], bool] | None] = contextvars.ContextVar(
-    "dbpa_stop_when", default=None)
+    "dbpa_stop_when", default=None
+)
 
 
 @contextlib.contextmanager
@@ -141,17 +143,28 @@ class SampleRecord:
     system_fingerprint: str = ""  # the server's build of the model, "" when it sent none
 
 
-def requests_for(prompt: str, *, n: int, seed: int, params: GenerationParams,
-                 system_prompt: str | None = None, start: int = 0,
-                 history: tuple[tuple[str, str], ...] = ()) -> list[SampleRequest]:
+def requests_for(
+    prompt: str,
+    *,
+    n: int,
+    seed: int,
+    params: GenerationParams,
+    system_prompt: str | None = None,
+    start: int = 0,
+    history: tuple[tuple[str, str], ...] = (),
+) -> list[SampleRequest]:
     """Requests for samples ``start .. start + n - 1`` of one (system prompt, prompt).
 
     Sample ``i`` has its own seed derived from ``(seed, system_prompt, prompt, i)``, so
     asking for 30 samples after 20 reuses the first 20 from the cache.
     """
     said = "".join(f"{role}\x1e{text}\x1d" for role, text in history) + prompt
-    return [SampleRequest(prompt, i, sample_seed(seed, said, system_prompt, i), params,
-                          system_prompt, tuple(history)) for i in range(start, start + n)]
+    return [
+        SampleRequest(
+            prompt, i, sample_seed(seed, said, system_prompt, i), params, system_prompt, tuple(history)
+        )
+        for i in range(start, start + n)
+    ]
 
 
 def model_key(model: Mapping[str, Any]) -> str:
@@ -182,14 +195,26 @@ def backend_identity(model: Mapping[str, Any]) -> dict[str, Any]:
     if kind == "openai":
         from .backends.openai_compat import OpenAIClientSettings
 
-        return {"backend": "openai", "model": model["name"],
-                "host": OpenAIClientSettings(base_url=model.get("base_url")).host}
+        return {
+            "backend": "openai",
+            "model": model["name"],
+            "host": OpenAIClientSettings(base_url=model.get("base_url")).host,
+        }
     if kind == "hf":
-        return {"backend": "hf", "model": model.get("name") or os.path.basename(model["path"]),
-                "path": model["path"], "precision": local_precision()}
+        return {
+            "backend": "hf",
+            "model": model.get("name") or os.path.basename(model["path"]),
+            "path": model["path"],
+            "precision": local_precision(),
+        }
     st = os.stat(model["file"])
-    return {"backend": "replay", "model": model.get("name") or "", "file": model["file"],
-            "mtime": st.st_mtime_ns, "size": st.st_size}
+    return {
+        "backend": "replay",
+        "model": model.get("name") or "",
+        "file": model["file"],
+        "mtime": st.st_mtime_ns,
+        "size": st.st_size,
+    }
 
 
 def embedder_identity(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -200,16 +225,28 @@ def embedder_identity(config: Mapping[str, Any]) -> dict[str, Any]:
     if kind == "openai":
         from .backends.openai_compat import OpenAIClientSettings
 
-        return {"embedder": "openai", "model": config.get("name", "text-embedding-3-small"),
-                "host": OpenAIClientSettings(base_url=config.get("base_url")).host}
+        return {
+            "embedder": "openai",
+            "model": config.get("name", "text-embedding-3-small"),
+            "host": OpenAIClientSettings(base_url=config.get("base_url")).host,
+        }
     return {"embedder": kind, "model": config.get("name") or config.get("path")}
 
 
 def sample_key(identity: Mapping[str, Any], req: SampleRequest) -> str:
     extra = {"history": [list(t) for t in req.history]} if req.history else {}
-    return make_key("sample", {**identity, **extra, "system_prompt": req.system_prompt,
-                               "prompt": req.prompt, "params": req.params.as_dict(),
-                               "index": req.index, "seed": req.seed})
+    return make_key(
+        "sample",
+        {
+            **identity,
+            **extra,
+            "system_prompt": req.system_prompt,
+            "prompt": req.prompt,
+            "params": req.params.as_dict(),
+            "index": req.index,
+            "seed": req.seed,
+        },
+    )
 
 
 def embedding_key(identity: Mapping[str, Any], text: str) -> str:
@@ -244,12 +281,16 @@ class Sampler:
         that keep models loaded).
     """
 
-    def __init__(self, cache: Cache | None = None, *,
-                 progress: Callable[[Progress], None] | None = None,
-                 should_stop: Callable[[], bool] | None = None,
-                 api_keys: Mapping[str, str] | None = None,
-                 backends: Mapping[str, Backend] | None = None,
-                 embedders: Mapping[str, Embedder] | None = None):
+    def __init__(
+        self,
+        cache: Cache | None = None,
+        *,
+        progress: Callable[[Progress], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+        api_keys: Mapping[str, str] | None = None,
+        backends: Mapping[str, Backend] | None = None,
+        embedders: Mapping[str, Embedder] | None = None,
+    ):
         self.cache = cache if cache is not None else Cache()
         self.progress = progress or (lambda p: None)
         self.should_stop = _stop_condition(should_stop)  # and any stop_when around it
@@ -257,15 +298,21 @@ class Sampler:
         self._backends: dict[str, Backend] = dict(backends or {})
         self._embedders: dict[str, Embedder] = dict(embedders or {})
         self._claims = _Claims(self.cache)
-        self.usage: dict[str, Any] = {"calls": 0, "cached_samples": 0, "prompt_tokens": 0,
-                                      "completion_tokens": 0, "embeddings_computed": 0,
-                                      "embeddings_cached": 0}
+        self.usage: dict[str, Any] = {
+            "calls": 0,
+            "cached_samples": 0,
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+            "embeddings_computed": 0,
+            "embeddings_cached": 0,
+        }
 
     # ------------------------------------------------------------------ plumbing
     def check_stop(self) -> None:
         if self.should_stop():
-            raise RunCancelled("Stopped: every response received so far is cached; run again "
-                               "to resume where it stopped.")
+            raise RunCancelled(
+                "Stopped: every response received so far is cached; run again to resume where it stopped."
+            )
 
     def backend(self, model: Mapping[str, Any]) -> Backend:
         key = model_key(model)
@@ -274,8 +321,9 @@ class Sampler:
             if model.get("backend") == "openai":
                 api_key = self.api_keys.get(key_slot(model))
             api_key = api_key or self.api_keys.get(model.get("api_key_env") or "openai")
-            self._backends[key] = make_backend(dict(model), cache_dir=str(self.cache.directory),
-                                               api_key=api_key)
+            self._backends[key] = make_backend(
+                dict(model), cache_dir=str(self.cache.directory), api_key=api_key
+            )
         return self._backends[key]
 
     def embedder(self, config: Mapping[str, Any]) -> Embedder:
@@ -327,8 +375,7 @@ class Sampler:
                 todo.setdefault(model_key(job_of[key].model), {})[key] = (job_of[key], key)
             # one token count for the whole call: models sampled one after the other add up
             meter = _TokenMeter()
-            bounds = [sum(job.request.params.max_tokens for job, _ in g.values())
-                      for g in todo.values()]
+            bounds = [sum(job.request.params.max_tokens for job, _ in g.values()) for g in todo.values()]
             for g_index, group in enumerate(todo.values()):
                 self.check_stop()
                 model = next(iter(group.values()))[0].model
@@ -340,7 +387,8 @@ class Sampler:
                     for job, _ in group.values():
                         r = job.request
                         need[(r.system_prompt, r.prompt)] = max(
-                            need.get((r.system_prompt, r.prompt), 0), r.index + 1)
+                            need.get((r.system_prompt, r.prompt), 0), r.index + 1
+                        )
                         names = askers.setdefault((r.system_prompt, r.prompt), [])
                         if job.label and job.label not in names:
                             names.append(job.label)
@@ -357,16 +405,21 @@ class Sampler:
                         self.progress(Progress("loading", 0, 1, f"reading the prompts for {what}"))
                     check_requests(list(by_request))
                 self._prepare(backend, "loading", what)
-                meter.start_group(later=sum(bounds[g_index + 1:]))
+                meter.start_group(later=sum(bounds[g_index + 1 :]))
 
-                def on_sample(req: SampleRequest, s, _by_request=by_request, _backend=backend,
-                              _meter=meter) -> None:
+                def on_sample(
+                    req: SampleRequest, s, _by_request=by_request, _backend=backend, _meter=meter
+                ) -> None:
                     key, label = _by_request[req]
                     value = _sample_value(s, _backend)  # validated before it is stored
                     self._claims.store({key: value})  # at once: nothing lost on a stop
-                    got[key] = SampleRecord(value["text"], value["prompt_tokens"],
-                                            value["completion_tokens"], value["model"],
-                                            system_fingerprint=value["system_fingerprint"])
+                    got[key] = SampleRecord(
+                        value["text"],
+                        value["prompt_tokens"],
+                        value["completion_tokens"],
+                        value["model"],
+                        system_fingerprint=value["system_fingerprint"],
+                    )
                     self.usage["calls"] += 1
                     self.usage["prompt_tokens"] += value["prompt_tokens"]
                     self.usage["completion_tokens"] += value["completion_tokens"]
@@ -374,6 +427,7 @@ class Sampler:
 
                 self._hook(backend, stage, lambda: len(got), total)
                 if hasattr(backend, "on_tokens"):
+
                     def on_tokens(drawn: int, expected: int, _meter=meter) -> None:
                         if _meter.update(drawn, expected):  # each report is a chance to stop
                             self.progress(_meter.report(stage, len(got), total))
@@ -389,10 +443,12 @@ class Sampler:
                 if n_missing:
                     raise BackendError(
                         f"The backend returned {len(group) - n_missing} of {len(group)} samples; "
-                        "run again to fetch the rest.")
+                        "run again to fetch the rest."
+                    )
 
-        self._fetch_once(missing, accept, produce, stage=stage, done=lambda: len(got),
-                         total=total, noun="samples")
+        self._fetch_once(
+            missing, accept, produce, stage=stage, done=lambda: len(got), total=total, noun="samples"
+        )
         return [got[k] for k in keys]
 
     def _prepare(self, obj, stage: str, what: str) -> None:
@@ -417,9 +473,17 @@ class Sampler:
         if hasattr(obj, "should_stop"):
             obj.should_stop = self.should_stop
 
-    def _fetch_once(self, missing: list[str], accept: Callable[[str, Any], bool],
-                    produce: Callable[[list[str]], None], *, stage: str,
-                    done: Callable[[], int], total: int, noun: str) -> None:
+    def _fetch_once(
+        self,
+        missing: list[str],
+        accept: Callable[[str, Any], bool],
+        produce: Callable[[list[str]], None],
+        *,
+        stage: str,
+        done: Callable[[], int],
+        total: int,
+        noun: str,
+    ) -> None:
         """Fetch the values of ``missing`` keys so that each is paid once, even when
         another run on the same cache wants them too.
 
@@ -450,15 +514,32 @@ class Sampler:
                         produce(mine)
                     finally:
                         self._claims.release_all()
-                pending = self._wait_for_others(
-                    theirs, lambda k: accept(k, self.cache.get(k)), stage=stage, done=done,
-                    total=total, noun=noun) if theirs else []
+                pending = (
+                    self._wait_for_others(
+                        theirs,
+                        lambda k: accept(k, self.cache.get(k)),
+                        stage=stage,
+                        done=done,
+                        total=total,
+                        noun=noun,
+                    )
+                    if theirs
+                    else []
+                )
         finally:
             if missing:
                 self.cache.end_beat(self._claims.owner)
 
-    def _wait_for_others(self, keys: list[str], lookup: Callable[[str], bool], *, stage: str,
-                         done: Callable[[], int], total: int, noun: str) -> list[str]:
+    def _wait_for_others(
+        self,
+        keys: list[str],
+        lookup: Callable[[str], bool],
+        *,
+        stage: str,
+        done: Callable[[], int],
+        total: int,
+        noun: str,
+    ) -> list[str]:
         """Wait until another run has stored ``keys``; returns those whose claim was
         given up without a value (to be claimed and fetched here)."""
         left = list(keys)
@@ -470,15 +551,21 @@ class Sampler:
             if any(h is None for h in holders):
                 return left
             pids = sorted({str(h.get("pid")) for h in holders if h})
-            self.progress(Progress(stage, done(), total,
-                                   f"waiting for another run (pid {', '.join(pids[:3])}) "
-                                   f"to fetch {len(left)} {noun}"))
+            self.progress(
+                Progress(
+                    stage,
+                    done(),
+                    total,
+                    f"waiting for another run (pid {', '.join(pids[:3])}) to fetch {len(left)} {noun}",
+                )
+            )
             self.check_stop()
             time.sleep(WAIT_POLL)
 
     # ------------------------------------------------------------------ embeddings
-    def embed(self, texts: Sequence[str], config: Mapping[str, Any], *,
-              stage: str = "embedding") -> np.ndarray:
+    def embed(
+        self, texts: Sequence[str], config: Mapping[str, Any], *, stage: str = "embedding"
+    ) -> np.ndarray:
         """``(len(texts), dim)`` float32 embeddings, each text embedded once and cached.
 
         Each batch is validated before it is stored (one row per text, finite, not
@@ -491,8 +578,9 @@ class Sampler:
         vecs: dict[str, np.ndarray] = {}
 
         def accept(key: str, v: Any) -> bool:
-            if not (isinstance(v, np.ndarray) and v.ndim == 1 and v.size
-                    and np.isfinite(v).all() and v.any()):
+            if not (
+                isinstance(v, np.ndarray) and v.ndim == 1 and v.size and np.isfinite(v).all() and v.any()
+            ):
                 return False
             vecs[text_of[key]] = v.astype(np.float32, copy=False)
             self.usage["embeddings_cached"] += 1
@@ -506,12 +594,15 @@ class Sampler:
         def produce(mine: list[str]) -> None:
             todo = [text_of[k] for k in mine]
             embedder = self.embedder(config)
-            self._prepare(embedder, "loading embedder",
-                          getattr(embedder, "label", "") or ident.get("model") or "the embedder")
+            self._prepare(
+                embedder,
+                "loading embedder",
+                getattr(embedder, "label", "") or ident.get("model") or "the embedder",
+            )
             self._hook(embedder, stage, lambda: len(vecs), total)
             for start in range(0, len(todo), EMBED_BATCH):
                 self.check_stop()
-                chunk = todo[start:start + EMBED_BATCH]
+                chunk = todo[start : start + EMBED_BATCH]
                 try:
                     out = embedder.embed(chunk)
                 except BackendError:
@@ -523,8 +614,9 @@ class Sampler:
                 self.usage["embeddings_computed"] += len(chunk)
                 self.progress(Progress(stage, len(vecs), total))
 
-        self._fetch_once(missing, accept, produce, stage=stage, done=lambda: len(vecs),
-                         total=total, noun="embeddings")
+        self._fetch_once(
+            missing, accept, produce, stage=stage, done=lambda: len(vecs), total=total, noun="embeddings"
+        )
         if not texts:
             return np.zeros((0, 0), np.float32)
         widths = sorted({v.shape[0] for v in vecs.values()})
@@ -532,7 +624,8 @@ class Sampler:
             raise BackendError(
                 f"The cached and new embeddings of this embedder have different widths "
                 f"({', '.join(map(str, widths))}): the server changed its model. Run "
-                "`dbpa cache clear` (or use another cache folder) and run again.")
+                "`dbpa cache clear` (or use another cache folder) and run again."
+            )
         return np.vstack([vecs[t] for t in texts])
 
 
@@ -553,8 +646,9 @@ class _Claims:
         self.held.update(keys)
         if self._stop is None and self.cache.enabled:
             self._stop = threading.Event()
-            self._beater = threading.Thread(target=self._beat, args=(self._stop,), daemon=True,
-                                            name="dbpa-claims-heartbeat")
+            self._beater = threading.Thread(
+                target=self._beat, args=(self._stop,), daemon=True, name="dbpa-claims-heartbeat"
+            )
             self._beater.start()
 
     def _beat(self, stop: threading.Event) -> None:
@@ -601,8 +695,8 @@ class _TokenMeter:
         self.last = -float("inf")
         self.tokens = 0
         self.expected = 0
-        self.base = 0      # tokens of the groups already done
-        self.later = 0     # upper bound of the groups not started
+        self.base = 0  # tokens of the groups already done
+        self.later = 0  # upper bound of the groups not started
         self.seen: list[tuple[float, int]] = []  # (time, tokens) in the rate window
 
     def start_group(self, *, later: int) -> None:
@@ -643,13 +737,11 @@ class _TokenMeter:
         if rate > 0 and eta_ready(done, total):
             eta = (self.expected - self.tokens) / rate
         detail = f"{self.tokens:,} tokens, {rate:.0f} tokens/s"
-        detail += f", about {_duration(eta)} left" if eta is not None else \
-            ", estimating the time left"
+        detail += f", about {_duration(eta)} left" if eta is not None else ", estimating the time left"
         return Progress(stage, done, total, detail, self.tokens, self.expected, eta)
 
 
-def _check_shared(check: Callable[[str, int], None], prompt: str, n: int,
-                  askers: list[str]) -> None:
+def _check_shared(check: Callable[[str, int], None], prompt: str, n: int, askers: list[str]) -> None:
     """``check(prompt, n)`` of a backend that holds a fixed number of answers per prompt
     (a replay file); when several arms ask the same prompt, its error says that each of
     them draws answers of its own (samples 0 .. n-1 in all), never the others'."""
@@ -662,7 +754,8 @@ def _check_shared(check: Callable[[str, int], None], prompt: str, n: int,
         raise BackendError(
             f"{exc} The {len(askers)} arms {shown} ask this same prompt, and each draws "
             f"answers of its own (the next recorded ones, {n} in all), never another arm's "
-            "copies.") from None
+            "copies."
+        ) from None
 
 
 RATE_WINDOW = 20.0  # seconds of tokens the rate (and so the time left) is measured over
@@ -695,8 +788,9 @@ def _cached_record(v: Any) -> SampleRecord | None:
     if not (type(pt) is int and type(ct) is int and pt >= 0 and ct >= 0 and isinstance(model, str)):
         return None
     fp = v.get("system_fingerprint", "")  # absent in values cached before it was recorded
-    return SampleRecord(v["text"], pt, ct, model, cached=True,
-                        system_fingerprint=fp if isinstance(fp, str) else "")
+    return SampleRecord(
+        v["text"], pt, ct, model, cached=True, system_fingerprint=fp if isinstance(fp, str) else ""
+    )
 
 
 def _sample_value(s: Any, backend: Any) -> dict[str, Any]:
@@ -705,24 +799,30 @@ def _sample_value(s: Any, backend: Any) -> dict[str, Any]:
     if not isinstance(text, str):
         raise BackendError(
             f"The {getattr(backend, 'name', '')} backend returned {type(text).__name__} instead of "
-            "a text; nothing was cached.")
+            "a text; nothing was cached."
+        )
 
     def count(x: Any) -> int:
         return int(x) if isinstance(x, (int, np.integer)) and not isinstance(x, bool) and x >= 0 else 0
 
     model = getattr(s, "model", "")
     fp = getattr(s, "system_fingerprint", "")
-    return {"text": text, "prompt_tokens": count(getattr(s, "prompt_tokens", 0)),
-            "completion_tokens": count(getattr(s, "completion_tokens", 0)),
-            "model": model if isinstance(model, str) else "",
-            "system_fingerprint": fp if isinstance(fp, str) else ""}
+    return {
+        "text": text,
+        "prompt_tokens": count(getattr(s, "prompt_tokens", 0)),
+        "completion_tokens": count(getattr(s, "completion_tokens", 0)),
+        "model": model if isinstance(model, str) else "",
+        "system_fingerprint": fp if isinstance(fp, str) else "",
+    }
 
 
 def _valid_embeddings(out: Any, n: int, name: str) -> np.ndarray:
     """``out`` as an ``(n, dim)`` float32 array, or :class:`BackendError` (nothing is cached)."""
+
     def bad(what: str) -> BackendError:
-        return BackendError(f"The {name} embedder returned malformed embeddings ({what}); "
-                            "nothing was cached.")
+        return BackendError(
+            f"The {name} embedder returned malformed embeddings ({what}); nothing was cached."
+        )
 
     try:
         with np.errstate(over="ignore", invalid="ignore"):
@@ -743,6 +843,20 @@ def _label(req: SampleRequest) -> str:
     return p if len(p) <= 40 else p[:37] + "..."
 
 
-__all__ = ["EMBED_BATCH", "Job", "Progress", "RunCancelled", "SampleRecord", "Sampler",
-           "backend_identity", "embedder_identity", "embedding_key", "is_cached", "key_slot",
-           "model_key", "requests_for", "sample_key", "stop_when"]
+__all__ = [
+    "EMBED_BATCH",
+    "Job",
+    "Progress",
+    "RunCancelled",
+    "SampleRecord",
+    "Sampler",
+    "backend_identity",
+    "embedder_identity",
+    "embedding_key",
+    "is_cached",
+    "key_slot",
+    "model_key",
+    "requests_for",
+    "sample_key",
+    "stop_when",
+]

@@ -28,6 +28,7 @@ Examples
 >>> res = run_sensitivity(spec, cfg)                                 # doctest: +SKIP
 >>> res.write("out/sensitivity")                                     # doctest: +SKIP
 """
+
 from __future__ import annotations
 
 import csv
@@ -63,8 +64,7 @@ from .spec import AuditSpec, model_label
 from .types import DBPAResult, _jsonable
 
 STUDIES = ("measure", "embedder", "length")
-STUDY_TITLES = {"measure": "Distance measures", "embedder": "Embedders",
-                "length": "Prompt length"}
+STUDY_TITLES = {"measure": "Distance measures", "embedder": "Embedders", "length": "Prompt length"}
 NEUTRAL_TEXT = asset("neutral_context.txt")
 SEPARATOR = "\n\n"
 MAX_LENGTH = 32_000
@@ -92,8 +92,12 @@ class SensitivityConfig:
     cost_models: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"measures": list(self.measures), "embedders": [dict(e) for e in self.embedders],
-                "lengths": list(self.lengths), "cost_models": list(self.cost_models)}
+        return {
+            "measures": list(self.measures),
+            "embedders": [dict(e) for e in self.embedders],
+            "lengths": list(self.lengths),
+            "cost_models": list(self.cost_models),
+        }
 
 
 def _items(value: str | Sequence[str] | None) -> list[str]:
@@ -113,13 +117,13 @@ def parse_measures(value: str | Sequence[str] | None) -> tuple[str, ...]:
         return ()
     for n in names:
         if n not in MEASURES:
-            raise SensitivityError(f"unknown measure {n!r}: choose 'all' or some of "
-                                   f"{', '.join(MEASURES)}")
+            raise SensitivityError(f"unknown measure {n!r}: choose 'all' or some of {', '.join(MEASURES)}")
     return tuple(dict.fromkeys(names))
 
 
-def parse_embedders(value: str | Sequence[str] | None,
-                    spec: AuditSpec | None = None) -> tuple[dict[str, Any], ...]:
+def parse_embedders(
+    value: str | Sequence[str] | None, spec: AuditSpec | None = None
+) -> tuple[dict[str, Any], ...]:
     """Embedder configs from short names (comma-separated).
 
     ``spec`` (the spec's own embedder), ``local`` (MiniLM), ``bleu``, ``rouge1``,
@@ -143,8 +147,11 @@ def parse_embedders(value: str | Sequence[str] | None,
         elif low in {t.lower() for t in TEXT_SIMILARITIES}:
             cfg = {"backend": next(t for t in TEXT_SIMILARITIES if t.lower() == low)}
         elif low == "openai" or low.startswith("openai:"):
-            cfg = {"backend": "openai", "name": n.split(":", 1)[1] if ":" in n
-                   else "text-embedding-3-small", "api_key_env": "OPENAI_API_KEY"}
+            cfg = {
+                "backend": "openai",
+                "name": n.split(":", 1)[1] if ":" in n else "text-embedding-3-small",
+                "api_key_env": "OPENAI_API_KEY",
+            }
             if spec is not None and spec.embedder.get("backend") == "openai":
                 for key in ("base_url", "api_key_env", "concurrency", "max_retries", "timeout"):
                     if key in spec.embedder:
@@ -155,8 +162,9 @@ def parse_embedders(value: str | Sequence[str] | None,
                 raise SensitivityError(f"embedding model folder {path!r} does not exist")
             cfg = {"backend": "sentence-transformers", "path": os.path.abspath(path)}
         else:
-            raise SensitivityError(f"unknown embedder {n!r}: use {', '.join(EMBEDDER_NAMES)} "
-                                   "or a sentence-transformers folder")
+            raise SensitivityError(
+                f"unknown embedder {n!r}: use {', '.join(EMBEDDER_NAMES)} or a sentence-transformers folder"
+            )
         if cfg not in out:
             out.append(cfg)
     return tuple(out)
@@ -165,8 +173,7 @@ def parse_embedders(value: str | Sequence[str] | None,
 def parse_lengths(value: str | Sequence[int | str] | None) -> tuple[int, ...]:
     """Prompt lengths in tokens (comma-separated whole numbers, 1 .. 32000), ascending."""
     out: set[int] = set()
-    for n in _items([str(v) for v in value] if value is not None and not isinstance(value, str)
-                    else value):
+    for n in _items([str(v) for v in value] if value is not None and not isinstance(value, str) else value):
         try:
             v = int(n)
         except ValueError:
@@ -187,7 +194,8 @@ def embedder_label(config: Mapping[str, Any]) -> str:
     if kind == "openai":
         return str(config.get("name", "text-embedding-3-small"))
     return {"bleu": "BLEU", "rouge1": "ROUGE-1", "rouge2": "ROUGE-2", "rougeL": "ROUGE-L"}.get(
-        kind, str(kind))
+        kind, str(kind)
+    )
 
 
 def _applicable(measure: str, embedder: Mapping[str, Any]) -> bool:
@@ -224,21 +232,20 @@ def padding(prompt: str, target_tokens: int, *, neutral: str | None = None) -> s
     if need <= 0:
         return ""
     source = text
-    body = text.split(SEPARATOR, 1)[-1]   # repeats leave out the opening line
+    body = text.split(SEPARATOR, 1)[-1]  # repeats leave out the opening line
     while len(source) < need + 1:
         source += SEPARATOR + body
     cut = source[:need]
     if not source[need].isspace():
-        cut = cut[:max(cut.rfind(" "), cut.rfind("\n"))] if (" " in cut or "\n" in cut) else cut
+        cut = cut[: max(cut.rfind(" "), cut.rfind("\n"))] if (" " in cut or "\n" in cut) else cut
     tolerance = max(8, int(0.05 * need))
     end = max(cut.rfind(". "), cut.rfind(".\n"), cut.rfind(".") if cut.endswith(".") else -1)
     if end >= 0 and len(cut) - (end + 1) <= tolerance:
-        cut = cut[:end + 1]
+        cut = cut[: end + 1]
     return cut.rstrip()
 
 
-def pad_prompt(prompt: str, target_tokens: int, *, pad: str | None = None,
-               neutral: str | None = None) -> str:
+def pad_prompt(prompt: str, target_tokens: int, *, pad: str | None = None, neutral: str | None = None) -> str:
     """``prompt`` preceded by neutral context up to ``target_tokens``; the original
     prompt is kept verbatim at the end. ``pad`` reuses a padding computed for
     another prompt (so that base and perturbations get the same context)."""
@@ -278,18 +285,17 @@ class SensitivityRow:
 
     def to_dict(self) -> dict[str, Any]:
         d = {f: getattr(self, f) for f in self.__dataclass_fields__}
-        return _jsonable({k: (None if isinstance(v, float) and math.isnan(v) else v)
-                          for k, v in d.items()})
+        return _jsonable({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in d.items()})
 
 
 @dataclass(frozen=True)
 class CostRow:
     """Tokens and dollars of one model in the study (``cost_new``: what this run paid)."""
 
-    kind: str                 # "generation", "embedding" or "comparison"
+    kind: str  # "generation", "embedding" or "comparison"
     model: str
-    items: int                # samples or texts the study used
-    new: int                  # of which obtained in this run (calls / embeddings made)
+    items: int  # samples or texts the study used
+    new: int  # of which obtained in this run (calls / embeddings made)
     input_tokens: int
     output_tokens: int
     price_input: float
@@ -299,16 +305,52 @@ class CostRow:
     note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return _jsonable({f: (None if isinstance(getattr(self, f), float) and
-                              math.isnan(getattr(self, f)) else getattr(self, f))
-                          for f in self.__dataclass_fields__})
+        return _jsonable(
+            {
+                f: (
+                    None
+                    if isinstance(getattr(self, f), float) and math.isnan(getattr(self, f))
+                    else getattr(self, f)
+                )
+                for f in self.__dataclass_fields__
+            }
+        )
 
 
-ROW_COLUMNS = ["study", "setting", "perturbation", "role", "measure", "embedder", "length",
-               "prompt_tokens", "effect_size", "chance_effect_size", "effect_above_chance",
-               "p_value", "p_adjusted", "significant", "stars", "k", "m", "baseline", "note"]
-COST_COLUMNS = ["kind", "model", "items", "new", "input_tokens", "output_tokens", "price_input",
-                "price_output", "cost", "cost_new", "note"]
+ROW_COLUMNS = [
+    "study",
+    "setting",
+    "perturbation",
+    "role",
+    "measure",
+    "embedder",
+    "length",
+    "prompt_tokens",
+    "effect_size",
+    "chance_effect_size",
+    "effect_above_chance",
+    "p_value",
+    "p_adjusted",
+    "significant",
+    "stars",
+    "k",
+    "m",
+    "baseline",
+    "note",
+]
+COST_COLUMNS = [
+    "kind",
+    "model",
+    "items",
+    "new",
+    "input_tokens",
+    "output_tokens",
+    "price_input",
+    "price_output",
+    "cost",
+    "cost_new",
+    "note",
+]
 
 
 @dataclass(frozen=True)
@@ -345,9 +387,12 @@ class SensitivityResult:
         for name in self.perturbations:
             mine = [r for r in self.rows if r.perturbation == name]
             base = next((r for r in mine if r.baseline), None)
-            d: dict[str, Any] = {"perturbation": name, "role": mine[0].role,
-                                 "baseline_significant": base.significant if base else None,
-                                 "baseline_p_adjusted": base.p_adjusted if base else None}
+            d: dict[str, Any] = {
+                "perturbation": name,
+                "role": mine[0].role,
+                "baseline_significant": base.significant if base else None,
+                "baseline_p_adjusted": base.p_adjusted if base else None,
+            }
             holds = True
             for s in self.studies:
                 rs = [r for r in mine if r.study == s and r.applicable]
@@ -360,13 +405,18 @@ class SensitivityResult:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return _jsonable({
-            "spec": self.spec.to_dict(), "config": self.config.to_dict(),
-            "rows": [r.to_dict() for r in self.rows], "verdicts": self.verdicts(),
-            "cost": [c.to_dict() for c in self.cost], "usage": self.usage,
-            "warnings": list(self.warnings),
-            "padded_prompts": {str(k): v for k, v in self.padded_prompts.items()},
-        })
+        return _jsonable(
+            {
+                "spec": self.spec.to_dict(),
+                "config": self.config.to_dict(),
+                "rows": [r.to_dict() for r in self.rows],
+                "verdicts": self.verdicts(),
+                "cost": [c.to_dict() for c in self.cost],
+                "usage": self.usage,
+                "warnings": list(self.warnings),
+                "padded_prompts": {str(k): v for k, v in self.padded_prompts.items()},
+            }
+        )
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False)
@@ -387,8 +437,9 @@ class SensitivityResult:
             w.writerow(c.to_dict())
         return buf.getvalue()
 
-    def to_html(self, *, title: str | None = None, charts: Mapping[str, str] | None = None,
-                section: bool = False) -> str:
+    def to_html(
+        self, *, title: str | None = None, charts: Mapping[str, str] | None = None, section: bool = False
+    ) -> str:
         """A self-contained HTML report (``templates/sensitivity.html.j2``): verdicts, one
         table and chart per study, cost.
 
@@ -402,8 +453,15 @@ class SensitivityResult:
         """results.json, results.csv, cost.csv and report.html; returns their paths."""
         from .outputs import write_files
 
-        return write_files(out_dir, {"results.json": self.to_json(), "results.csv": self.to_csv(),
-                                     "cost.csv": self.cost_csv(), "report.html": self.to_html()})
+        return write_files(
+            out_dir,
+            {
+                "results.json": self.to_json(),
+                "results.csv": self.to_csv(),
+                "cost.csv": self.cost_csv(),
+                "report.html": self.to_html(),
+            },
+        )
 
 
 # --------------------------------------------------------------------------- planning
@@ -417,11 +475,13 @@ def _check(spec: AuditSpec, config: SensitivityConfig) -> None:
             raise SensitivityError(
                 f"the prompt-length study needs answers to new, padded prompts, but "
                 f"{', '.join(replay)} replays recorded answers only: drop the lengths or "
-                "audit a model that can answer")
+                "audit a model that can answer"
+            )
     for m in config.cost_models:
         if price_of(m, spec.prices) is None:
-            raise SensitivityError(f"no price known for {m!r}: add it under 'prices:' in the "
-                                   "spec ($ per 1M tokens)")
+            raise SensitivityError(
+                f"no price known for {m!r}: add it under 'prices:' in the spec ($ per 1M tokens)"
+            )
 
 
 def _padded_arms(spec: AuditSpec, length: int, neutral: str) -> tuple[str, list[Arm]]:
@@ -430,8 +490,9 @@ def _padded_arms(spec: AuditSpec, length: int, neutral: str) -> tuple[str, list[
     return pad, [replace(a, prompt=pad_prompt(a.prompt, length, pad=pad)) for a in arms]
 
 
-def plan(spec: AuditSpec, config: SensitivityConfig, *, cache: Cache | None = None,
-         neutral: str | None = None) -> dict[str, Any]:
+def plan(
+    spec: AuditSpec, config: SensitivityConfig, *, cache: Cache | None = None, neutral: str | None = None
+) -> dict[str, Any]:
     """Model calls, tokens and cost the study would need, without calling anything.
 
     The audit's own samples (measures and embedders studies) count only when
@@ -441,7 +502,7 @@ def plan(spec: AuditSpec, config: SensitivityConfig, *, cache: Cache | None = No
     _check(spec, config)
     text = neutral if neutral is not None else (neutral_text() if config.lengths else "")
     arm_sets: list[list[Arm]] = []
-    arm_sets.append(build_arms(spec))   # every study uses the audit's own answers
+    arm_sets.append(build_arms(spec))  # every study uses the audit's own answers
     for length in config.lengths:
         arm_sets.append(_padded_arms(spec, length, text)[1])
     calls = cached = in_tok = 0
@@ -450,9 +511,15 @@ def plan(spec: AuditSpec, config: SensitivityConfig, *, cache: Cache | None = No
     seen: set[str] = set()
     for arms in arm_sets:
         for arm in arms:
-            key = (model_key(arm.model) + "\x1f" + (arm.system_prompt or "") + "\x1f"
-                   + arm.prompt + f"\x1f{arm.first_sample}")  # a same-prompt arm: its own
-            if key in seen:   # an unpadded length repeats the audit's arms
+            key = (
+                model_key(arm.model)
+                + "\x1f"
+                + (arm.system_prompt or "")
+                + "\x1f"
+                + arm.prompt
+                + f"\x1f{arm.first_sample}"
+            )  # a same-prompt arm: its own
+            if key in seen:  # an unpadded length repeats the audit's arms
                 continue
             seen.add(key)
             reqs = arm_requests(spec, arm)
@@ -460,17 +527,25 @@ def plan(spec: AuditSpec, config: SensitivityConfig, *, cache: Cache | None = No
             n = len(reqs) - hit
             calls += n
             cached += hit
-            tokens_in = n * (estimate_tokens(arm.prompt) + (estimate_tokens(arm.system_prompt)
-                                                            if arm.system_prompt else 0) + 8)
+            tokens_in = n * (
+                estimate_tokens(arm.prompt)
+                + (estimate_tokens(arm.system_prompt) if arm.system_prompt else 0)
+                + 8
+            )
             in_tok += tokens_in
             price = _generation_price(arm.model, spec)
             if price is None:
                 unknown.add(model_label(arm.model))
             else:
                 cost += tokens_in / 1e6 * price[0] + n * spec.max_tokens / 1e6 * price[1]
-    return {"calls": calls, "cached": cached, "input_tokens": in_tok,
-            "output_tokens": calls * spec.max_tokens, "cost": cost,
-            "unknown_prices": sorted(unknown)}
+    return {
+        "calls": calls,
+        "cached": cached,
+        "input_tokens": in_tok,
+        "output_tokens": calls * spec.max_tokens,
+        "cost": cost,
+        "unknown_prices": sorted(unknown),
+    }
 
 
 def _generation_price(model: Mapping[str, Any], spec: AuditSpec) -> tuple[float, float] | None:
@@ -505,10 +580,9 @@ class _Study:
         self.sampler = sampler
         self.progress = progress
         self.caught: list[str] = []
-        self.embedded: dict[str, dict[str, Any]] = {}   # embedder label -> texts, new
+        self.embedded: dict[str, dict[str, Any]] = {}  # embedder label -> texts, new
 
-    def material(self, texts: list[tuple[str, ...]], config: Mapping[str, Any],
-                 what: str = "") -> _Material:
+    def material(self, texts: list[tuple[str, ...]], config: Mapping[str, Any], what: str = "") -> _Material:
         label = embedder_label(config)
         kind = config.get("backend", "local")
         if kind in TEXT_SIMILARITIES:
@@ -528,12 +602,11 @@ class _Study:
         rec["new"] += self.sampler.usage["embeddings_computed"] - before
         out, start = [], 0
         for arm in texts:
-            out.append(emb[start:start + len(arm)])
+            out.append(emb[start : start + len(arm)])
             start += len(arm)
         return _Material(dict(config), label, embeddings=out)
 
-    def tests(self, mat: _Material, measure: str, names: Sequence[str],
-              what: str) -> list[DBPAResult | None]:
+    def tests(self, mat: _Material, measure: str, names: Sequence[str], what: str) -> list[DBPAResult | None]:
         spec = self.spec
         out: list[DBPAResult | None] = []
         applicable = _applicable(measure, mat.config)
@@ -543,19 +616,29 @@ class _Study:
             if not applicable:
                 out.append(None)
                 continue
-            rng = np.random.default_rng([spec.seed, j])   # the audit's seeds: same p at baseline
+            rng = np.random.default_rng([spec.seed, j])  # the audit's seeds: same p at baseline
             with warnings.catch_warnings(record=True) as wl:
                 warnings.simplefilter("always", DBPAWarning)
                 if mat.similarities is not None:
-                    r = dbpa_test_similarity(mat.similarities[j], spec.samples, measure=measure,
-                                             n_permutations=spec.permutations, rng=rng,
-                                             sequential=spec.sequential)
+                    r = dbpa_test_similarity(
+                        mat.similarities[j],
+                        spec.samples,
+                        measure=measure,
+                        n_permutations=spec.permutations,
+                        rng=rng,
+                        sequential=spec.sequential,
+                    )
                 else:
                     # a material has similarities (BLEU / ROUGE) or embeddings, never neither
                     assert mat.embeddings is not None
-                    r = dbpa_test(mat.embeddings[0], mat.embeddings[j + 1], measure=measure,
-                                  n_permutations=spec.permutations, rng=rng,
-                                  sequential=spec.sequential)
+                    r = dbpa_test(
+                        mat.embeddings[0],
+                        mat.embeddings[j + 1],
+                        measure=measure,
+                        n_permutations=spec.permutations,
+                        rng=rng,
+                        sequential=spec.sequential,
+                    )
             for w in wl:
                 msg = f"{what}, {name}: {w.message}"
                 if msg not in self.caught:
@@ -564,48 +647,101 @@ class _Study:
         self.progress(Progress("testing", len(names), len(names), what))
         return out
 
-    def rows(self, study: str, setting: str, arms: Sequence[Arm], results: list[DBPAResult | None],
-             *, measure: str, embedder: str, length: int | None, prompt_tokens: int,
-             baseline: bool, note: str = "") -> list[SensitivityRow]:
+    def rows(
+        self,
+        study: str,
+        setting: str,
+        arms: Sequence[Arm],
+        results: list[DBPAResult | None],
+        *,
+        measure: str,
+        embedder: str,
+        length: int | None,
+        prompt_tokens: int,
+        baseline: bool,
+        note: str = "",
+    ) -> list[SensitivityRow]:
         spec = self.spec
         done = [r for r in results if r is not None]
-        mt = multiple_testing([r.p_value for r in done], spec.correction, alpha=spec.alpha) \
-            if done else None
+        mt = multiple_testing([r.p_value for r in done], spec.correction, alpha=spec.alpha) if done else None
         out, i = [], 0
         for arm, r in zip(arms[1:], results, strict=True):
             if r is None:
                 nan = float("nan")
-                out.append(SensitivityRow(study, setting, arm.name, arm.role, measure, embedder,
-                                          length, prompt_tokens, nan, nan, nan, nan, nan, False,
-                                          "", spec.samples, spec.samples, baseline,
-                                          note or "needs embeddings (not BLEU / ROUGE)"))
+                out.append(
+                    SensitivityRow(
+                        study,
+                        setting,
+                        arm.name,
+                        arm.role,
+                        measure,
+                        embedder,
+                        length,
+                        prompt_tokens,
+                        nan,
+                        nan,
+                        nan,
+                        nan,
+                        nan,
+                        False,
+                        "",
+                        spec.samples,
+                        spec.samples,
+                        baseline,
+                        note or "needs embeddings (not BLEU / ROUGE)",
+                    )
+                )
                 continue
-            assert mt is not None   # r is a result, so ``done`` was not empty
-            out.append(SensitivityRow(
-                study, setting, arm.name, arm.role, measure, embedder, length, prompt_tokens,
-                r.effect_size, r.chance_effect_size, r.effect_above_chance, r.p_value,
-                float(mt.p_adjusted[i]), bool(mt.reject[i]), mt.stars[i], r.k, r.m, baseline,
-                note))
+            assert mt is not None  # r is a result, so ``done`` was not empty
+            out.append(
+                SensitivityRow(
+                    study,
+                    setting,
+                    arm.name,
+                    arm.role,
+                    measure,
+                    embedder,
+                    length,
+                    prompt_tokens,
+                    r.effect_size,
+                    r.chance_effect_size,
+                    r.effect_above_chance,
+                    r.p_value,
+                    float(mt.p_adjusted[i]),
+                    bool(mt.reject[i]),
+                    mt.stars[i],
+                    r.k,
+                    r.m,
+                    baseline,
+                    note,
+                )
+            )
             i += 1
         return out
 
 
-def _used(arms: Sequence[Arm], records: Sequence[SampleRecord],
-          k: int) -> list[tuple[Arm, int, SampleRecord]]:
+def _used(
+    arms: Sequence[Arm], records: Sequence[SampleRecord], k: int
+) -> list[tuple[Arm, int, SampleRecord]]:
     return [(a, j, records[i * k + j]) for i, a in enumerate(arms) for j in range(k)]
 
 
 def _texts(records: Sequence[SampleRecord], n_arms: int, k: int) -> list[tuple[str, ...]]:
-    return [tuple(r.text for r in records[i * k:(i + 1) * k]) for i in range(n_arms)]
+    return [tuple(r.text for r in records[i * k : (i + 1) * k]) for i in range(n_arms)]
 
 
-def run_sensitivity(spec: AuditSpec, config: SensitivityConfig, *, cache: Cache | None = None,
-                    progress: Callable[[Progress], None] | None = None,
-                    should_stop: Callable[[], bool] | None = None,
-                    api_keys: Mapping[str, str] | None = None,
-                    backends: Mapping[str, Any] | None = None,
-                    embedders: Mapping[str, Any] | None = None,
-                    neutral: str | None = None) -> SensitivityResult:
+def run_sensitivity(
+    spec: AuditSpec,
+    config: SensitivityConfig,
+    *,
+    cache: Cache | None = None,
+    progress: Callable[[Progress], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    api_keys: Mapping[str, str] | None = None,
+    backends: Mapping[str, Any] | None = None,
+    embedders: Mapping[str, Any] | None = None,
+    neutral: str | None = None,
+) -> SensitivityResult:
     """Run the chosen studies on ``spec``'s responses.
 
     Parameters
@@ -643,14 +779,20 @@ def run_sensitivity(spec: AuditSpec, config: SensitivityConfig, *, cache: Cache 
     _check(spec, config)
     t0 = time.perf_counter()
     report = progress or (lambda p: None)
-    sampler = Sampler(cache, progress=report, should_stop=should_stop, api_keys=api_keys,
-                      backends=backends, embedders=embedders)
+    sampler = Sampler(
+        cache,
+        progress=report,
+        should_stop=should_stop,
+        api_keys=api_keys,
+        backends=backends,
+        embedders=embedders,
+    )
     study = _Study(spec, sampler, report)
     k = spec.samples
     arms = build_arms(spec)
     names = [a.name for a in arms[1:]]
     rows: list[SensitivityRow] = []
-    used: list[tuple[Arm, int, SampleRecord]] = []   # (arm, sample index, record)
+    used: list[tuple[Arm, int, SampleRecord]] = []  # (arm, sample index, record)
     base_tokens = estimate_tokens(spec.base_prompt)
     spec_emb = embedder_label(spec.embedder)
 
@@ -668,38 +810,62 @@ def run_sensitivity(spec: AuditSpec, config: SensitivityConfig, *, cache: Cache 
             return materials[key]
 
         # the audit's own setting is always part of a study: it is the reference
-        measures = list(dict.fromkeys([spec.measure, *config.measures])) \
-            if config.measures else []
-        studied = [spec.embedder] + [e for e in config.embedders
-                                     if model_key(e) != model_key(spec.embedder)] \
-            if config.embedders else []
+        measures = list(dict.fromkeys([spec.measure, *config.measures])) if config.measures else []
+        studied = (
+            [spec.embedder] + [e for e in config.embedders if model_key(e) != model_key(spec.embedder)]
+            if config.embedders
+            else []
+        )
         for measure in measures:
             mat = mat_for(spec.embedder)
             res = study.tests(mat, measure, names, f"measure {measure}")
-            rows += study.rows("measure", measure, arms, res, measure=measure, embedder=spec_emb,
-                               length=None, prompt_tokens=base_tokens,
-                               baseline=measure == spec.measure)
+            rows += study.rows(
+                "measure",
+                measure,
+                arms,
+                res,
+                measure=measure,
+                embedder=spec_emb,
+                length=None,
+                prompt_tokens=base_tokens,
+                baseline=measure == spec.measure,
+            )
         for cfg in studied:
             mat = mat_for(cfg)
             res = study.tests(mat, spec.measure, names, f"embedder {mat.label}")
-            note = "" if _applicable(spec.measure, cfg) else \
-                f"{spec.measure} needs embeddings: choose another measure for BLEU / ROUGE"
-            rows += study.rows("embedder", mat.label, arms, res, measure=spec.measure,
-                               embedder=mat.label, length=None, prompt_tokens=base_tokens,
-                               baseline=model_key(cfg) == model_key(spec.embedder), note=note)
+            note = (
+                ""
+                if _applicable(spec.measure, cfg)
+                else f"{spec.measure} needs embeddings: choose another measure for BLEU / ROUGE"
+            )
+            rows += study.rows(
+                "embedder",
+                mat.label,
+                arms,
+                res,
+                measure=spec.measure,
+                embedder=mat.label,
+                length=None,
+                prompt_tokens=base_tokens,
+                baseline=model_key(cfg) == model_key(spec.embedder),
+                note=note,
+            )
 
     padded: dict[int, str] = {}
     if config.lengths:
         text = neutral if neutral is not None else neutral_text()
-        sets = [(None, arms)] + [(length, _padded_arms(spec, length, text)[1])
-                                 for length in config.lengths]
-        jobs = [Job(a.model, r, f"{length or 'original'} tokens: {a.name}")
-                for length, set_ in sets for a in set_ for r in arm_requests(spec, a)]
+        sets = [(None, arms)] + [(length, _padded_arms(spec, length, text)[1]) for length in config.lengths]
+        jobs = [
+            Job(a.model, r, f"{length or 'original'} tokens: {a.name}")
+            for length, set_ in sets
+            for a in set_
+            for r in arm_requests(spec, a)
+        ]
         sampler.check_stop()
         recs = sampler.sample(jobs, stage="sampling padded prompts")
         per = len(arms) * k
         for s, (length, set_) in enumerate(sets):
-            chunk = recs[s * per:(s + 1) * per]
+            chunk = recs[s * per : (s + 1) * per]
             used += _used(set_, chunk, k)
             if length is not None:
                 padded[length] = set_[0].prompt
@@ -715,19 +881,30 @@ def run_sensitivity(spec: AuditSpec, config: SensitivityConfig, *, cache: Cache 
                 note = f"the prompt alone has ~{tokens} tokens: no padding"
             elif measured:
                 note = f"the model counted {round(sum(measured) / len(measured))} prompt tokens"
-            rows += study.rows("length", setting, set_, res, measure=spec.measure,
-                               embedder=spec_emb, length=length or tokens, prompt_tokens=tokens,
-                               baseline=length is None, note=note)
+            rows += study.rows(
+                "length",
+                setting,
+                set_,
+                res,
+                measure=spec.measure,
+                embedder=spec_emb,
+                length=length or tokens,
+                prompt_tokens=tokens,
+                baseline=length is None,
+                note=note,
+            )
 
     cost = _cost_table(spec, config, used, study.embedded)
     usage = dict(sampler.usage, seconds=round(time.perf_counter() - t0, 3))
-    return SensitivityResult(spec, config, tuple(rows), tuple(cost), usage,
-                             tuple(study.caught), padded)
+    return SensitivityResult(spec, config, tuple(rows), tuple(cost), usage, tuple(study.caught), padded)
 
 
-def _cost_table(spec: AuditSpec, config: SensitivityConfig,
-                used: Sequence[tuple[Arm, int, SampleRecord]],
-                embedded: Mapping[str, Mapping[str, Any]]) -> list[CostRow]:
+def _cost_table(
+    spec: AuditSpec,
+    config: SensitivityConfig,
+    used: Sequence[tuple[Arm, int, SampleRecord]],
+    embedded: Mapping[str, Mapping[str, Any]],
+) -> list[CostRow]:
     seen: set[tuple[str, str, str, int]] = set()
     by_model: dict[str, dict[str, Any]] = {}
     for arm, index, rec in used:
@@ -736,11 +913,13 @@ def _cost_table(spec: AuditSpec, config: SensitivityConfig,
         if key in seen:
             continue
         seen.add(key)
-        d = by_model.setdefault(model_label(arm.model), {"model": arm.model, "items": 0, "new": 0,
-                                                        "in": 0, "out": 0, "in_new": 0,
-                                                        "out_new": 0})
-        tin = rec.prompt_tokens or (estimate_tokens(arm.prompt) + 8 + (
-            estimate_tokens(arm.system_prompt) if arm.system_prompt else 0))
+        d = by_model.setdefault(
+            model_label(arm.model),
+            {"model": arm.model, "items": 0, "new": 0, "in": 0, "out": 0, "in_new": 0, "out_new": 0},
+        )
+        tin = rec.prompt_tokens or (
+            estimate_tokens(arm.prompt) + 8 + (estimate_tokens(arm.system_prompt) if arm.system_prompt else 0)
+        )
         tout = rec.completion_tokens or estimate_tokens(rec.text)
         d["items"] += 1
         d["in"] += tin
@@ -753,8 +932,11 @@ def _cost_table(spec: AuditSpec, config: SensitivityConfig,
     for label, d in by_model.items():
         price = _generation_price(d["model"], spec)
         backend = d["model"].get("backend", "local")
-        note = {"local": "runs on this machine: no fee", "hf": "runs on this machine: no fee",
-                "replay": "recorded answers: no fee"}.get(backend, "")
+        note = {
+            "local": "runs on this machine: no fee",
+            "hf": "runs on this machine: no fee",
+            "replay": "recorded answers: no fee",
+        }.get(backend, "")
         if price is None:
             pin = pout = cost = cost_new = float("nan")
             note = "no price known: add it under 'prices:' in the spec"
@@ -762,41 +944,101 @@ def _cost_table(spec: AuditSpec, config: SensitivityConfig,
             pin, pout = price
             cost = d["in"] / 1e6 * pin + d["out"] / 1e6 * pout
             cost_new = d["in_new"] / 1e6 * pin + d["out_new"] / 1e6 * pout
-        rows.append(CostRow("generation", label, d["items"], d["new"], d["in"], d["out"], pin,
-                            pout, cost, cost_new, note))
+        rows.append(
+            CostRow(
+                "generation", label, d["items"], d["new"], d["in"], d["out"], pin, pout, cost, cost_new, note
+            )
+        )
     total_in = sum(d["in"] for d in by_model.values())
     total_out = sum(d["out"] for d in by_model.values())
     for name in config.cost_models:
         p = price_of(name, spec.prices)
-        assert p is not None   # _check refused cost models without a price
-        rows.append(CostRow("comparison", name, sum(d["items"] for d in by_model.values()), 0,
-                            total_in, total_out, float(p["input"]), float(p["output"]),
-                            total_in / 1e6 * p["input"] + total_out / 1e6 * p["output"], 0.0,
-                            "the same tokens, priced for this model"))
+        assert p is not None  # _check refused cost models without a price
+        rows.append(
+            CostRow(
+                "comparison",
+                name,
+                sum(d["items"] for d in by_model.values()),
+                0,
+                total_in,
+                total_out,
+                float(p["input"]),
+                float(p["output"]),
+                total_in / 1e6 * p["input"] + total_out / 1e6 * p["output"],
+                0.0,
+                "the same tokens, priced for this model",
+            )
+        )
     for label, e in embedded.items():
         tokens = sum(estimate_tokens(t) for t in e["texts"])
         e_price = _embedding_price(e["config"], spec)
         share = e["new"] / max(1, len(e["texts"]))
         if e_price is None:
-            rows.append(CostRow("embedding", label, len(e["texts"]), e["new"], tokens, 0,
-                                float("nan"), 0.0, float("nan"), float("nan"),
-                                "no price known: add it under 'prices:' in the spec"))
+            rows.append(
+                CostRow(
+                    "embedding",
+                    label,
+                    len(e["texts"]),
+                    e["new"],
+                    tokens,
+                    0,
+                    float("nan"),
+                    0.0,
+                    float("nan"),
+                    float("nan"),
+                    "no price known: add it under 'prices:' in the spec",
+                )
+            )
         else:
             cost = tokens / 1e6 * e_price
-            rows.append(CostRow("embedding", label, len(e["texts"]), e["new"], tokens, 0, e_price,
-                                0.0, cost, cost * share,
-                                "" if e["config"].get("backend") == "openai"
-                                else "runs on this machine: no fee"))
+            rows.append(
+                CostRow(
+                    "embedding",
+                    label,
+                    len(e["texts"]),
+                    e["new"],
+                    tokens,
+                    0,
+                    e_price,
+                    0.0,
+                    cost,
+                    cost * share,
+                    "" if e["config"].get("backend") == "openai" else "runs on this machine: no fee",
+                )
+            )
     for cfg in config.embedders:
         if cfg.get("backend") in TEXT_SIMILARITIES:
-            rows.append(CostRow("embedding", embedder_label(cfg), 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0,
-                                "text similarity: no model"))
+            rows.append(
+                CostRow(
+                    "embedding",
+                    embedder_label(cfg),
+                    0,
+                    0,
+                    0,
+                    0,
+                    0.0,
+                    0.0,
+                    0.0,
+                    0.0,
+                    "text similarity: no model",
+                )
+            )
     return rows
 
 
 # --------------------------------------------------------------------------- HTML report
-PALETTE = ["#5B8DEF", "#F28E2B", "#59A14F", "#E15759", "#B07AA1", "#76B7B2", "#EDC948",
-           "#9C755F", "#FF9DA7", "#BAB0AC"]
+PALETTE = [
+    "#5B8DEF",
+    "#F28E2B",
+    "#59A14F",
+    "#E15759",
+    "#B07AA1",
+    "#76B7B2",
+    "#EDC948",
+    "#9C755F",
+    "#FF9DA7",
+    "#BAB0AC",
+]
 
 
 def _svg_bars(result: SensitivityResult, study: str) -> str:
@@ -811,12 +1053,13 @@ def _svg_bars(result: SensitivityResult, study: str) -> str:
     left, col_w, gap, row_h, top = 170, 120, 18, 22, 34
     width = left + len(settings) * (col_w + gap)
     height = top + row_h * len(perts) + 10
-    parts = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "
-             "font-family='sans-serif' font-size='12'>"]
+    parts = [
+        f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "
+        "font-family='sans-serif' font-size='12'>"
+    ]
     for i, p in enumerate(perts):
         y = top + i * row_h + row_h / 2
-        parts.append(f"<text x='{left - 8}' y='{y + 4:.1f}' text-anchor='end'>"
-                     f"{html.escape(p[:26])}</text>")
+        parts.append(f"<text x='{left - 8}' y='{y + 4:.1f}' text-anchor='end'>{html.escape(p[:26])}</text>")
     for j, s in enumerate(settings):
         x0 = left + j * (col_w + gap)
         color = PALETTE[j % len(PALETTE)]
@@ -829,10 +1072,10 @@ def _svg_bars(result: SensitivityResult, study: str) -> str:
             return x0 + (v - lo) / span * (col_w - 22)
 
         base = " (audit)" if any(r.baseline for r in mine.values()) else ""
-        parts.append(f"<text x='{x0}' y='16' font-weight='bold'>{html.escape(s[:18])}{base}"
-                     "</text>")
-        parts.append(f"<line x1='{x(0):.1f}' y1='{top - 4}' x2='{x(0):.1f}' y2='{height - 6}' "
-                     "stroke='#9aa5b1'/>")
+        parts.append(f"<text x='{x0}' y='16' font-weight='bold'>{html.escape(s[:18])}{base}</text>")
+        parts.append(
+            f"<line x1='{x(0):.1f}' y1='{top - 4}' x2='{x(0):.1f}' y2='{height - 6}' stroke='#9aa5b1'/>"
+        )
         for i, p in enumerate(perts):
             r = mine.get(p)
             y = top + i * row_h + 4
@@ -840,18 +1083,19 @@ def _svg_bars(result: SensitivityResult, study: str) -> str:
                 parts.append(f"<text x='{x0}' y='{y + 11}' fill='#9aa5b1'>n/a</text>")
                 continue
             a, b = sorted((x(0), x(r.effect_above_chance)))
-            parts.append(f"<rect x='{a:.1f}' y='{y}' width='{max(b - a, 1):.1f}' "
-                         f"height='{row_h - 8}' fill='{color}' "
-                         f"fill-opacity='{1.0 if r.significant else 0.3}'><title>"
-                         f"{html.escape(s)}, {html.escape(p)}: {r.effect_above_chance:.3f} "
-                         f"above chance, p (adj.) {fmt_p(r.p_adjusted)}</title></rect>")
+            parts.append(
+                f"<rect x='{a:.1f}' y='{y}' width='{max(b - a, 1):.1f}' "
+                f"height='{row_h - 8}' fill='{color}' "
+                f"fill-opacity='{1.0 if r.significant else 0.3}'><title>"
+                f"{html.escape(s)}, {html.escape(p)}: {r.effect_above_chance:.3f} "
+                f"above chance, p (adj.) {fmt_p(r.p_adjusted)}</title></rect>"
+            )
             parts.append(f"<text x='{b + 3:.1f}' y='{y + 11}' fill='#52606d'>{r.stars}</text>")
     parts.append("</svg>")
     return "".join(parts)
 
 
-def _study_part(result: SensitivityResult, study: str,
-                charts: Mapping[str, str] | None) -> dict[str, Any]:
+def _study_part(result: SensitivityResult, study: str, charts: Mapping[str, str] | None) -> dict[str, Any]:
     """One study's section of the report: its chart, its table's cells (a row per
     perturbation, a cell per setting: the row found, or None) and the padded prompt."""
     title = STUDY_TITLES[study]
@@ -861,24 +1105,49 @@ def _study_part(result: SensitivityResult, study: str,
     if study == "length" and result.padded_prompts:
         longest = max(result.padded_prompts)
         padded = (longest, result.padded_prompts[longest])
-    return {"title": title, "settings": settings, "padded": padded,
-            "chart": markup(charts[title] if charts and title in charts
-                            else _svg_bars(result, study)),
-            "rows": [(p, [found.get((p, s)) for s in settings]) for p in result.perturbations]}
+    return {
+        "title": title,
+        "settings": settings,
+        "padded": padded,
+        "chart": markup(charts[title] if charts and title in charts else _svg_bars(result, study)),
+        "rows": [(p, [found.get((p, s)) for s in settings]) for p in result.perturbations],
+    }
 
 
-def _html_report(result: SensitivityResult, *, title: str | None,
-                 charts: Mapping[str, str] | None, section: bool = False) -> str:
+def _html_report(
+    result: SensitivityResult, *, title: str | None, charts: Mapping[str, str] | None, section: bool = False
+) -> str:
     s = result.spec
     context = dict(
-        title=title or f"Sensitivity of {s.name}", spec=s,
-        models=", ".join(model_label(m) for m in s.models), embedder=embedder_label(s.embedder),
-        studies=result.studies, study_titles=STUDY_TITLES, verdicts=result.verdicts(),
+        title=title or f"Sensitivity of {s.name}",
+        spec=s,
+        models=", ".join(model_label(m) for m in s.models),
+        embedder=embedder_label(s.embedder),
+        studies=result.studies,
+        study_titles=STUDY_TITLES,
+        verdicts=result.verdicts(),
         study_parts=[_study_part(result, st, charts) for st in result.studies],
-        cost=result.cost, warnings=result.warnings, fmt_p=fmt_p)
+        cost=result.cost,
+        warnings=result.warnings,
+        fmt_p=fmt_p,
+    )
     return (render_section if section else document)("sensitivity.html.j2", **context)
 
 
-__all__ = ["STUDIES", "CostRow", "SensitivityConfig", "SensitivityError", "SensitivityResult",
-           "SensitivityRow", "embedder_label", "neutral_text", "pad_prompt", "padding",
-           "parse_embedders", "parse_lengths", "parse_measures", "plan", "run_sensitivity"]
+__all__ = [
+    "STUDIES",
+    "CostRow",
+    "SensitivityConfig",
+    "SensitivityError",
+    "SensitivityResult",
+    "SensitivityRow",
+    "embedder_label",
+    "neutral_text",
+    "pad_prompt",
+    "padding",
+    "parse_embedders",
+    "parse_lengths",
+    "parse_measures",
+    "plan",
+    "run_sensitivity",
+]

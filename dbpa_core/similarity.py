@@ -5,6 +5,7 @@ and text similarities that need no embedder: BLEU (sacrebleu) and ROUGE-1/2/L
 (rouge-score). Every matrix returned is symmetric with ones on the diagonal, so
 that it can be handed to :func:`dbpa_core.dbpa_test_similarity`.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -44,12 +45,16 @@ def check_embeddings(x, name: str) -> np.ndarray:
         raise ValueError(f"`{name}` contains a zero vector (row {bad}); it has no direction.")
     if np.any(scale > MAX_ABS_ENTRY):
         bad = int(np.argmax(scale))
-        raise ValueError(f"`{name}` has entries as large as {scale[bad]:.3g} (row {bad}): their "
-                         "squares overflow; rescale the embeddings (cosine similarity does not change).")
+        raise ValueError(
+            f"`{name}` has entries as large as {scale[bad]:.3g} (row {bad}): their "
+            "squares overflow; rescale the embeddings (cosine similarity does not change)."
+        )
     if np.any(scale < MIN_ROW_SCALE):
         bad = int(np.argmin(scale))
-        raise ValueError(f"`{name}` row {bad} has no entry larger than {scale[bad]:.3g}: its norm "
-                         "underflows; rescale the embeddings (cosine similarity does not change).")
+        raise ValueError(
+            f"`{name}` row {bad} has no entry larger than {scale[bad]:.3g}: its norm "
+            "underflows; rescale the embeddings (cosine similarity does not change)."
+        )
     return arr
 
 

@@ -13,6 +13,7 @@ The keys of each section, their types, bounds and defaults are declared once, in
 :mod:`dbpa_core.spec_schema` (which also exports them as a JSON Schema for editors);
 this module checks what relates keys to each other, files and servers.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -48,27 +49,67 @@ MODEL_KEYS = keys_of(ModelEntry)
 EMBEDDER_KEYS = keys_of(Embedder)
 BASE_KEYS = keys_of(Base)
 MAX_SPEC_BYTES = 10 * 1024**2  # a spec is a page of YAML; anything this large is not one
-MAX_DEPTH = 32                 # nesting levels
-MAX_VALUES = 20_000            # values after YAML aliases are expanded
+MAX_DEPTH = 32  # nesting levels
+MAX_VALUES = 20_000  # values after YAML aliases are expanded
 # The environment variables a spec may send to its server as an API key: those of LLM
 # providers (and DBPA_*). A spec decides which variable goes to which URL, so any other
 # name (a cloud, CI, registry or chat-bot token) must be allowed by the user: on the command
 # line (--allow-key-env NAME) or in their own settings file ($DBPA_HOME/settings.yaml,
 # `allow_key_env: [NAME, ...]`) — never by a spec alone.
-LLM_KEY_ENVS = frozenset({
-    "OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "AZURE_OPENAI_KEY", "AZURE_API_KEY",
-    "ANTHROPIC_API_KEY", "MISTRAL_API_KEY", "CODESTRAL_API_KEY", "TOGETHER_API_KEY",
-    "TOGETHERAI_API_KEY", "GROQ_API_KEY", "OPENROUTER_API_KEY", "FIREWORKS_API_KEY",
-    "FIREWORKS_AI_API_KEY", "DEEPSEEK_API_KEY", "GEMINI_API_KEY", "XAI_API_KEY",
-    "PERPLEXITY_API_KEY", "PPLX_API_KEY", "COHERE_API_KEY", "CO_API_KEY", "AI21_API_KEY",
-    "CEREBRAS_API_KEY", "DEEPINFRA_API_KEY", "DEEPINFRA_API_TOKEN", "NVIDIA_API_KEY",
-    "NVIDIA_NIM_API_KEY", "SAMBANOVA_API_KEY", "NEBIUS_API_KEY", "HYPERBOLIC_API_KEY",
-    "NOVITA_API_KEY", "LEPTON_API_KEY", "ANYSCALE_API_KEY", "OCTOAI_TOKEN", "REPLICATE_API_TOKEN",
-    "VOYAGE_API_KEY", "JINA_API_KEY", "DASHSCOPE_API_KEY", "MOONSHOT_API_KEY", "ZHIPUAI_API_KEY",
-    "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACEHUB_API_TOKEN", "HF_API_TOKEN",
-    "LITELLM_API_KEY", "LITELLM_MASTER_KEY", "VLLM_API_KEY", "OLLAMA_API_KEY",
-    "LM_STUDIO_API_KEY", "LLAMA_API_KEY", "OPENAI_COMPATIBLE_API_KEY",
-})
+LLM_KEY_ENVS = frozenset(
+    {
+        "OPENAI_API_KEY",
+        "AZURE_OPENAI_API_KEY",
+        "AZURE_OPENAI_KEY",
+        "AZURE_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "MISTRAL_API_KEY",
+        "CODESTRAL_API_KEY",
+        "TOGETHER_API_KEY",
+        "TOGETHERAI_API_KEY",
+        "GROQ_API_KEY",
+        "OPENROUTER_API_KEY",
+        "FIREWORKS_API_KEY",
+        "FIREWORKS_AI_API_KEY",
+        "DEEPSEEK_API_KEY",
+        "GEMINI_API_KEY",
+        "XAI_API_KEY",
+        "PERPLEXITY_API_KEY",
+        "PPLX_API_KEY",
+        "COHERE_API_KEY",
+        "CO_API_KEY",
+        "AI21_API_KEY",
+        "CEREBRAS_API_KEY",
+        "DEEPINFRA_API_KEY",
+        "DEEPINFRA_API_TOKEN",
+        "NVIDIA_API_KEY",
+        "NVIDIA_NIM_API_KEY",
+        "SAMBANOVA_API_KEY",
+        "NEBIUS_API_KEY",
+        "HYPERBOLIC_API_KEY",
+        "NOVITA_API_KEY",
+        "LEPTON_API_KEY",
+        "ANYSCALE_API_KEY",
+        "OCTOAI_TOKEN",
+        "REPLICATE_API_TOKEN",
+        "VOYAGE_API_KEY",
+        "JINA_API_KEY",
+        "DASHSCOPE_API_KEY",
+        "MOONSHOT_API_KEY",
+        "ZHIPUAI_API_KEY",
+        "HF_TOKEN",
+        "HUGGING_FACE_HUB_TOKEN",
+        "HUGGINGFACEHUB_API_TOKEN",
+        "HF_API_TOKEN",
+        "LITELLM_API_KEY",
+        "LITELLM_MASTER_KEY",
+        "VLLM_API_KEY",
+        "OLLAMA_API_KEY",
+        "LM_STUDIO_API_KEY",
+        "LLAMA_API_KEY",
+        "OPENAI_COMPATIBLE_API_KEY",
+    }
+)
 DBPA_KEY_ENV = re.compile(r"DBPA_[A-Z0-9_]+")
 
 
@@ -79,8 +120,12 @@ def key_env_allowed(name: str, allow_key_env=()) -> bool:
     (:func:`dbpa_core.home.allowed_key_envs`)."""
     from .home import allowed_key_envs
 
-    return name in LLM_KEY_ENVS or bool(DBPA_KEY_ENV.fullmatch(name)) \
-        or name in set(allow_key_env or ()) or name in allowed_key_envs()
+    return (
+        name in LLM_KEY_ENVS
+        or bool(DBPA_KEY_ENV.fullmatch(name))
+        or name in set(allow_key_env or ())
+        or name in allowed_key_envs()
+    )
 
 
 PERTURBATION_KEYS = keys_of(PerturbationModel)
@@ -134,15 +179,18 @@ class AuditSpec:
     description: str = ""
     source: str = "<spec>"
     checks: tuple = ()  # answer checks (dbpa_core.checks.Check)
-    cases: tuple = ()   # a suite's cases (dbpa_core.cases.Case); empty for one base prompt
+    cases: tuple = ()  # a suite's cases (dbpa_core.cases.Case); empty for one base prompt
 
     def __post_init__(self):
         if any(isinstance(c, dict) for c in self.cases):  # as to_dict wrote them
             from .cases import Case
-            object.__setattr__(self, "cases", tuple(Case.from_dict(c) if isinstance(c, dict)
-                                                    else c for c in self.cases))
+
+            object.__setattr__(
+                self, "cases", tuple(Case.from_dict(c) if isinstance(c, dict) else c for c in self.cases)
+            )
         if any(isinstance(c, dict) for c in self.checks):  # as to_dict wrote them
             from .checks import checks_from_dicts
+
             object.__setattr__(self, "checks", checks_from_dicts(self.checks))
 
     @property
@@ -157,34 +205,64 @@ class AuditSpec:
     def n_tests(self) -> int:
         """Tests corrected together: the perturbations (times the cases of a suite), or the
         models but the reference."""
-        return max(1, len(self.perturbations) * max(1, len(self.cases))
-                   if self.mode == "perturbation" else len(self.models) - 1)
+        return max(
+            1,
+            len(self.perturbations) * max(1, len(self.cases))
+            if self.mode == "perturbation"
+            else len(self.models) - 1,
+        )
 
     def attainability(self):
         """What this spec's k, B, correction and α allow at best: an
         :class:`~dbpa_core.types.Attainability` (no call is made)."""
         from .power import attainable_significance
 
-        return attainable_significance(self.samples, n_permutations=self.permutations,
-                                       n_tests=self.n_tests, correction=self.correction,
-                                       alpha=self.alpha, measure=self.measure, null=self.null)
+        return attainable_significance(
+            self.samples,
+            n_permutations=self.permutations,
+            n_tests=self.n_tests,
+            correction=self.correction,
+            alpha=self.alpha,
+            measure=self.measure,
+            null=self.null,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready copy (holds names of key variables, never keys)."""
         return {
-            "name": self.name, "description": self.description, "mode": self.mode,
-            "models": [_shown(m) for m in self.models], "embedder": _shown(self.embedder),
+            "name": self.name,
+            "description": self.description,
+            "mode": self.mode,
+            "models": [_shown(m) for m in self.models],
+            "embedder": _shown(self.embedder),
             "base": {"prompt": self.base_prompt, "system_prompt": self.system_prompt},
-            "perturbations": [{"name": p.name, "prompt": p.prompt, "role": p.role,
-                               "system_prompt": p.system_prompt} | (
-                                   {"prefix": p.prefix, "suffix": p.suffix, "template": p.template,
-                                    "set_fields": dict(p.set_fields)} if self.cases else {})
-                              for p in self.perturbations],
-            "samples": self.samples, "temperature": self.temperature, "top_p": self.top_p,
-            "max_tokens": self.max_tokens, "permutations": self.permutations,
-            "measure": self.measure, "correction": self.correction, "alpha": self.alpha,
-            "seed": self.seed, "sequential": self.sequential, "null": self.null,
-            "min_effect": self.min_effect, "checks": [c.to_dict() for c in self.checks],
+            "perturbations": [
+                {"name": p.name, "prompt": p.prompt, "role": p.role, "system_prompt": p.system_prompt}
+                | (
+                    {
+                        "prefix": p.prefix,
+                        "suffix": p.suffix,
+                        "template": p.template,
+                        "set_fields": dict(p.set_fields),
+                    }
+                    if self.cases
+                    else {}
+                )
+                for p in self.perturbations
+            ],
+            "samples": self.samples,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "max_tokens": self.max_tokens,
+            "permutations": self.permutations,
+            "measure": self.measure,
+            "correction": self.correction,
+            "alpha": self.alpha,
+            "seed": self.seed,
+            "sequential": self.sequential,
+            "null": self.null,
+            "min_effect": self.min_effect,
+            "checks": [c.to_dict() for c in self.checks],
         } | ({"cases": [c.to_dict() for c in self.cases]} if self.cases else {})
 
 
@@ -227,8 +305,10 @@ class _Doc:
         self.lines.setdefault(path, node.start_mark.line + 1)
         self.values = getattr(self, "values", 0) + 1
         if self.values > MAX_VALUES:
-            raise self.err(path, f"the spec expands to more than {MAX_VALUES} values "
-                           "(YAML aliases that repeat each other?)")
+            raise self.err(
+                path,
+                f"the spec expands to more than {MAX_VALUES} values (YAML aliases that repeat each other?)",
+            )
         if len(path) > MAX_DEPTH:
             raise self.err(path, f"nested more than {MAX_DEPTH} levels deep")
         if isinstance(node, yaml.MappingNode):
@@ -250,14 +330,17 @@ class _Doc:
         try:
             value = self.scalar(node)
         except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:
-            raise self.err(path, f"cannot read the value {node.value[:40]!r} "
-                           f"({getattr(exc, 'problem', None) or exc})") from None
+            raise self.err(
+                path, f"cannot read the value {node.value[:40]!r} ({getattr(exc, 'problem', None) or exc})"
+            ) from None
         bad = first_surrogate(value) if isinstance(value, str) else None
         if bad:  # "\ud800" in a quoted string: half of a UTF-16 pair, not a character
-            raise self.err(path, f"the text holds the escape {bad}, which is not a character "
-                           "(half of a UTF-16 surrogate pair): write the character itself")
+            raise self.err(
+                path,
+                f"the text holds the escape {bad}, which is not a character "
+                "(half of a UTF-16 surrogate pair): write the character itself",
+            )
         return value
-
 
     def scalar(self, node: yaml.Node) -> Any:
         if not hasattr(self, "_loader"):
@@ -281,7 +364,7 @@ def _flatten_merge_keys(doc: _Doc, node: yaml.MappingNode, path: tuple) -> None:
     # merged keys come first; a key given here, or merged again later, overrides them
     own = {k.value for k, _ in explicit if isinstance(k, yaml.ScalarNode)}
     merged: dict[Any, tuple] = {}
-    for k, v in node.value[:len(node.value) - len(explicit)]:
+    for k, v in node.value[: len(node.value) - len(explicit)]:
         if isinstance(k, yaml.ScalarNode) and k.value not in own:
             merged.pop(k.value, None)
             merged[k.value] = (k, v)
@@ -302,8 +385,9 @@ class _DepthLimitedLoader(yaml.SafeLoader):
         try:
             if self.depth > MAX_DEPTH:
                 mark = self.peek_event().start_mark
-                raise SpecError(f"{self.spec_source}, line {mark.line + 1}: nested more than "
-                                f"{MAX_DEPTH} levels deep")
+                raise SpecError(
+                    f"{self.spec_source}, line {mark.line + 1}: nested more than {MAX_DEPTH} levels deep"
+                )
             return super().compose_node(parent, index)
         finally:
             self.depth -= 1
@@ -317,8 +401,9 @@ def _compose(text: str, source: str) -> yaml.Node | None:
         return loader.get_single_node()
     except yaml.reader.ReaderError as exc:  # a control character the YAML reader refuses
         line = text.count("\n", 0, max(0, exc.position)) + 1
-        raise SpecError(f"{source}, line {line}: not valid YAML (character "
-                        f"#x{exc.character:04x} is not allowed)") from None
+        raise SpecError(
+            f"{source}, line {line}: not valid YAML (character #x{exc.character:04x} is not allowed)"
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{source}, line {mark.line + 1}" if mark else source
@@ -341,14 +426,14 @@ def _check_keys(doc: _Doc, obj: Any, allowed: set[str], path: tuple, what: str) 
     for key in obj:
         if key not in allowed:
             hint = difflib.get_close_matches(str(key), sorted(allowed), n=1)
-            extra = f" (did you mean {hint[0]!r}?)" if hint else \
-                f" (allowed: {', '.join(sorted(allowed))})"
+            extra = f" (did you mean {hint[0]!r}?)" if hint else f" (allowed: {', '.join(sorted(allowed))})"
             raise doc.err(path + (key,), f"unknown key {key!r} in {what}{extra}")
     return obj
 
 
-def _get(doc, obj, key, path, kind, default=None, *, minimum=None, maximum=None,
-         choices=None, required=False):
+def _get(
+    doc, obj, key, path, kind, default=None, *, minimum=None, maximum=None, choices=None, required=False
+):
     if key not in obj or obj[key] is None:
         if required:
             raise doc.err(path, f"missing {_name(path + (key,))}")
@@ -402,18 +487,25 @@ def _server(doc: _Doc, obj: dict, path: tuple, allow_key_env) -> None:
         except ValueError:
             ok = False
         if not ok:
-            raise doc.err(path + ("base_url",), f"{_name(path + ('base_url',))} must be an http(s) "
-                          f"URL such as http://localhost:8000/v1, got {redact_url(url)!r}")
+            raise doc.err(
+                path + ("base_url",),
+                f"{_name(path + ('base_url',))} must be an http(s) "
+                f"URL such as http://localhost:8000/v1, got {redact_url(url)!r}",
+            )
     env = obj.get("api_key_env")
     if env is not None and not key_env_allowed(env, allow_key_env):
         from .home import settings_file
 
-        raise doc.err(path + ("api_key_env",), (
-            f"{_name(path + ('api_key_env',))} {env!r} is not an LLM provider's API key variable "
-            "(such as OPENAI_API_KEY, ANTHROPIC_API_KEY or HF_TOKEN, or a DBPA_* name); a spec "
-            f"decides which variable is sent to which server, so other names must be allowed by "
-            f"you: --allow-key-env {env} on the command line, or 'allow_key_env: [{env}]' in "
-            f"{settings_file()}"))
+        raise doc.err(
+            path + ("api_key_env",),
+            (
+                f"{_name(path + ('api_key_env',))} {env!r} is not an LLM provider's API key variable "
+                "(such as OPENAI_API_KEY, ANTHROPIC_API_KEY or HF_TOKEN, or a DBPA_* name); a spec "
+                f"decides which variable is sent to which server, so other names must be allowed by "
+                f"you: --allow-key-env {env} on the command line, or 'allow_key_env: [{env}]' in "
+                f"{settings_file()}"
+            ),
+        )
 
 
 _REPLAY_CHECKED: dict[tuple, str | None] = {}
@@ -437,8 +529,7 @@ def _check_replay(doc: _Doc, path: tuple, file: str) -> None:
         raise doc.err(path + ("file",), problem)
 
 
-def _model(doc: _Doc, obj: Any, path: tuple, base_dir: Path,
-           allow_key_env=()) -> dict[str, Any]:
+def _model(doc: _Doc, obj: Any, path: tuple, base_dir: Path, allow_key_env=()) -> dict[str, Any]:
     """A model entry: checked against :class:`~dbpa_core.spec_schema.ModelEntry`, then what
     the schema cannot say (the files it names exist, a server's URL and key variable)."""
     validate_section(doc, ModelEntry, obj, path)
@@ -447,8 +538,11 @@ def _model(doc: _Doc, obj: Any, path: tuple, base_dir: Path,
     _server(doc, obj, path, allow_key_env)
     if backend == "openai":
         if not _get(doc, obj, "name", path, str, required=True).strip():
-            raise doc.err(path + ("name",), f"{_name(path + ('name',))} is empty: give the model "
-                          "name the server knows (e.g. gpt-4o-mini)")
+            raise doc.err(
+                path + ("name",),
+                f"{_name(path + ('name',))} is empty: give the model "
+                "name the server knows (e.g. gpt-4o-mini)",
+            )
     elif backend == "hf":
         cfg["path"] = _existing(doc, obj, path, "path", base_dir, "Hugging Face model folder")
     elif backend == "replay":
@@ -466,8 +560,7 @@ def embedder_section(doc: _Doc, raw: Any, base_dir: Path, allow_key_env=()) -> d
     embedder = {k: v for k, v in raw.items() if v is not None}
     embedder.setdefault("backend", "local")
     if embedder["backend"] == "sentence-transformers":
-        embedder["path"] = _existing(doc, raw, ("embedder",), "path", base_dir,
-                                     "embedding model folder")
+        embedder["path"] = _existing(doc, raw, ("embedder",), "path", base_dir, "embedding model folder")
     return embedder
 
 
@@ -488,8 +581,11 @@ def read_spec_file(path: str | os.PathLike) -> str:
     p = Path(path)
     problem = file_problem(p)
     if problem:
-        raise SpecError(f"{path}: no such spec file" if problem == "no such file" else
-                        f"{path}: {problem}; give the path of a spec file (YAML)")
+        raise SpecError(
+            f"{path}: no such spec file"
+            if problem == "no such file"
+            else f"{path}: {problem}; give the path of a spec file (YAML)"
+        )
     try:
         if p.stat().st_size > MAX_SPEC_BYTES:
             raise SpecError(f"{path}: larger than {MAX_SPEC_BYTES // 1024**2} MB, not a spec")
@@ -506,8 +602,9 @@ def prices_section(doc: _Doc, top: dict) -> dict[str, dict[str, float]]:
     return {k: {key: x for key, x in v.items() if x is not None} for k, v in prices.items()}
 
 
-def parse_spec(data: str | dict, *, source: str = "<spec>", base_dir: str | os.PathLike = ".",
-               allow_key_env=()) -> AuditSpec:
+def parse_spec(
+    data: str | dict, *, source: str = "<spec>", base_dir: str | os.PathLike = ".", allow_key_env=()
+) -> AuditSpec:
     """Validate a spec given as YAML text (or an already loaded dict).
 
     ``allow_key_env`` names environment variables that may be sent as API keys
@@ -526,8 +623,9 @@ def parse_spec(data: str | dict, *, source: str = "<spec>", base_dir: str | os.P
     if "models" in top and "model" in top:
         raise doc.err(("models",), "give either 'model' (one model) or 'models' (a comparison), not both")
     if m.models is not None:
-        models = tuple(_model(doc, mod, ("models", i), base_dir, allow_key_env)
-                       for i, mod in enumerate(top["models"]))
+        models = tuple(
+            _model(doc, mod, ("models", i), base_dir, allow_key_env) for i, mod in enumerate(top["models"])
+        )
         labels = [model_label(mod) for mod in models]
         if len(set(labels)) != len(labels):
             raise doc.err(("models",), "two models have the same name: give each a distinct 'label'")
@@ -547,15 +645,18 @@ def parse_spec(data: str | dict, *, source: str = "<spec>", base_dir: str | os.P
         from .cases import parse_cases
 
         if len(models) > 1:
-            raise doc.err(("cases",), "'cases' take perturbations of one model, not a model "
-                          "comparison ('models')")
+            raise doc.err(
+                ("cases",), "'cases' take perturbations of one model, not a model comparison ('models')"
+            )
         cases = parse_cases(doc, top["cases"], base_dir)
 
     perturbations: list[Perturbation] = []
     raw_perts = _section(top, "perturbations", [])
     if len(models) > 1 and raw_perts:
-        raise doc.err(("perturbations",), "a model comparison ('models') takes no perturbations: "
-                      "every model answers the base prompt")
+        raise doc.err(
+            ("perturbations",),
+            "a model comparison ('models') takes no perturbations: every model answers the base prompt",
+        )
     if len(models) == 1 and not raw_perts:
         raise doc.err((), "nothing to compare: add 'perturbations' (or list several 'models')")
     seen: set[str] = set()
@@ -572,14 +673,19 @@ def parse_spec(data: str | dict, *, source: str = "<spec>", base_dir: str | os.P
         template = prompt is not None
         if prompt is None:
             if not (prefix or suffix or pm.system_prompt or changes):
-                raise doc.err(path, f"perturbation {name!r} has no prompt (give 'prompt', "
-                              "'prefix', 'suffix', 'system_prompt'" +
-                              (" or 'set')" if cases else ")"))
+                raise doc.err(
+                    path,
+                    f"perturbation {name!r} has no prompt (give 'prompt', "
+                    "'prefix', 'suffix', 'system_prompt'" + (" or 'set')" if cases else ")"),
+                )
             prompt = " ".join(s for s in (prefix, base_prompt, suffix) if s)
         if not prompt.strip():
             raise doc.err(path + ("prompt",), f"perturbation {name!r} has an empty prompt")
-        perturbations.append(Perturbation(name, prompt, pm.role, pm.system_prompt or system_prompt,
-                                          prefix, suffix, template, changes))
+        perturbations.append(
+            Perturbation(
+                name, prompt, pm.role, pm.system_prompt or system_prompt, prefix, suffix, template, changes
+            )
+        )
     from .cases import check_cases, no_case_placeholders
 
     if cases:
@@ -591,19 +697,32 @@ def parse_spec(data: str | dict, *, source: str = "<spec>", base_dir: str | os.P
 
     measure = m.measure
     if emb_backend in ("bleu", "rouge1", "rouge2", "rougeL") and measure == "energy-l1":
-        raise doc.err(("measure",), f"measure energy-l1 needs embeddings; with embedder "
-                      f"{emb_backend} use energy-l2, energy-cosine, jsd, wasserstein or ks")
+        raise doc.err(
+            ("measure",),
+            f"measure energy-l1 needs embeddings; with embedder "
+            f"{emb_backend} use energy-l2, energy-cosine, jsd, wasserstein or ks",
+        )
 
     spec = AuditSpec(
-        models=models, embedder=embedder, base_prompt=base_prompt,
-        perturbations=tuple(perturbations), system_prompt=system_prompt,
-        samples=m.samples, temperature=m.temperature, top_p=m.top_p, max_tokens=m.max_tokens,
-        permutations=m.permutations, measure=measure,
+        models=models,
+        embedder=embedder,
+        base_prompt=base_prompt,
+        perturbations=tuple(perturbations),
+        system_prompt=system_prompt,
+        samples=m.samples,
+        temperature=m.temperature,
+        top_p=m.top_p,
+        max_tokens=m.max_tokens,
+        permutations=m.permutations,
+        measure=measure,
         correction=m.correction or ("bh" if cases else "holm"),
-        alpha=m.alpha, seed=m.seed, sequential=m.sequential, null=m.null,
-        min_effect=m.min_effect, prices=prices,
-        name=m.name if m.name is not None else (
-            Path(source).stem if source != "<spec>" else "audit"),
+        alpha=m.alpha,
+        seed=m.seed,
+        sequential=m.sequential,
+        null=m.null,
+        min_effect=m.min_effect,
+        prices=prices,
+        name=m.name if m.name is not None else (Path(source).stem if source != "<spec>" else "audit"),
         description=m.description,
         source=source,
         checks=parse_checks(doc, top.get("checks"), base_dir=base_dir, allow_key_env=allow_key_env),
@@ -619,8 +738,10 @@ def _set_fields(doc: _Doc, p: dict, path: tuple, name: str, cases) -> tuple:
     if raw is None:
         return ()
     if not cases:
-        raise doc.err(path + ("set",), f"perturbation {name!r}: 'set' changes the columns of "
-                      "cases, and the spec gives no 'cases'")
+        raise doc.err(
+            path + ("set",),
+            f"perturbation {name!r}: 'set' changes the columns of cases, and the spec gives no 'cases'",
+        )
     return tuple((str(k), v) for k, v in raw.items())
 
 
@@ -677,15 +798,25 @@ def _check_memory(doc: _Doc, spec: AuditSpec) -> None:
             lo = mid
         else:
             hi = mid - 1
-    why = ("DBPA_MEMORY_LIMIT_GB" if os.environ.get("DBPA_MEMORY_LIMIT_GB") else
-           "half of this machine's memory; set DBPA_MEMORY_LIMIT_GB to change it")
-    fix = (f"lower samples to at most {lo}" if memory_needed(lo, comparisons, spec.permutations)
-           <= limit else "lower permutations")
-    raise doc.err(("samples",), (
-        f"samples: {spec.samples} needs about {need / 1024**3:.1f} GB for the similarity matrices "
-        f"({MATRICES_PER_TEST} of {2 * spec.samples} x {2 * spec.samples} pooled responses per "
-        f"comparison, and what {comparisons} results keep), more than the "
-        f"{limit / 1024**3:.1f} GB allowed ({why}): {fix}"))
+    why = (
+        "DBPA_MEMORY_LIMIT_GB"
+        if os.environ.get("DBPA_MEMORY_LIMIT_GB")
+        else "half of this machine's memory; set DBPA_MEMORY_LIMIT_GB to change it"
+    )
+    fix = (
+        f"lower samples to at most {lo}"
+        if memory_needed(lo, comparisons, spec.permutations) <= limit
+        else "lower permutations"
+    )
+    raise doc.err(
+        ("samples",),
+        (
+            f"samples: {spec.samples} needs about {need / 1024**3:.1f} GB for the similarity matrices "
+            f"({MATRICES_PER_TEST} of {2 * spec.samples} x {2 * spec.samples} pooled responses per "
+            f"comparison, and what {comparisons} results keep), more than the "
+            f"{limit / 1024**3:.1f} GB allowed ({why}): {fix}"
+        ),
+    )
 
 
 def dump_spec(spec: AuditSpec, *, header: str | None = None) -> str:
@@ -700,7 +831,7 @@ def dump_spec(spec: AuditSpec, *, header: str | None = None) -> str:
     for p in d.pop("perturbations"):
         entry = {k: v for k, v in p.items() if v is not None}
         if entry.get("system_prompt") == spec.system_prompt:
-            entry.pop("system_prompt", None)   # inherited from the base
+            entry.pop("system_prompt", None)  # inherited from the base
         if spec.cases:  # a suite: the prompt is made per case from these
             if not entry.pop("template"):
                 entry.pop("prompt")
@@ -749,15 +880,19 @@ def spec_warnings(spec: AuditSpec) -> list[str]:
         out += shared_prompt_warnings(spec.base_prompt, spec.perturbations, spec.cases)
     for p in spec.perturbations:
         if p.role != "control" and _same_as_base(spec, p) and not p.set_fields:
-            out.append(f"Perturbation {p.name!r} has the same prompt as the base: it tests the "
-                       "model against itself (a check of the false-positive rate), not a change. "
-                       "Mark it 'control' if that is what it is for.")
+            out.append(
+                f"Perturbation {p.name!r} has the same prompt as the base: it tests the "
+                "model against itself (a check of the false-positive rate), not a change. "
+                "Mark it 'control' if that is what it is for."
+            )
     return out
 
 
 def _same_as_base(spec: AuditSpec, p) -> bool:
     return (" ".join(p.prompt.split()), p.system_prompt or "") == (
-        " ".join(spec.base_prompt.split()), spec.system_prompt or "")
+        " ".join(spec.base_prompt.split()),
+        spec.system_prompt or "",
+    )
 
 
 def spec_notes(spec: AuditSpec) -> list[str]:
@@ -765,16 +900,21 @@ def spec_notes(spec: AuditSpec) -> list[str]:
     ``***`` with B = 2000 and Holm over 3 or more perturbations)."""
     reach = spec.attainability()
     out = [reach.message] if reach.reachable and reach.message else []
-    out += [f"Control {p.name!r} asks the base prompt again: it draws answers of its own and "
-            "checks the false-positive rate (it should pass, and fails only by chance, at "
-            "rate α)." for p in spec.perturbations if p.role == "control" and _same_as_base(spec, p)]
+    out += [
+        f"Control {p.name!r} asks the base prompt again: it draws answers of its own and "
+        "checks the false-positive rate (it should pass, and fails only by chance, at "
+        "rate α)."
+        for p in spec.perturbations
+        if p.role == "control" and _same_as_base(spec, p)
+    ]
     return out
 
 
 def load_spec(path: str | os.PathLike, *, allow_key_env=()) -> AuditSpec:
     """Read and validate a spec file (relative paths inside resolve next to it)."""
-    return parse_spec(read_spec_file(path), source=str(path), base_dir=Path(path).parent,
-                      allow_key_env=allow_key_env)
+    return parse_spec(
+        read_spec_file(path), source=str(path), base_dir=Path(path).parent, allow_key_env=allow_key_env
+    )
 
 
 def decode_utf8(data: bytes, source: str) -> str:
@@ -783,5 +923,6 @@ def decode_utf8(data: bytes, source: str) -> str:
         return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        raise SpecError(f"{source}, line {line}: not UTF-8 text (byte 0x{data[exc.start]:02x}); "
-                        "save the file as UTF-8") from None
+        raise SpecError(
+            f"{source}, line {line}: not UTF-8 text (byte 0x{data[exc.start]:02x}); save the file as UTF-8"
+        ) from None

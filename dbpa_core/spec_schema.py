@@ -17,6 +17,7 @@ wrong, by :func:`validate_section`. The checks that relate several keys (a pertu
 needs a prompt, ``all: true`` goes with ``contains``, a replay file must exist, ...) stay
 in :mod:`dbpa_core.spec`, :mod:`dbpa_core.checks` and :mod:`dbpa_core.cases`.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -45,8 +46,7 @@ from .measures import DEFAULT_MEASURE, MEASURES, NULLS
 from .multitest import METHODS
 
 BACKENDS = ("local", "openai", "hf", "replay")
-EMBEDDER_BACKENDS = ("local", "sentence-transformers", "openai", "bleu", "rouge1", "rouge2",
-                     "rougeL")
+EMBEDDER_BACKENDS = ("local", "sentence-transformers", "openai", "bleu", "rouge1", "rouge2", "rougeL")
 ROLES = ("control", "target")
 SCHEMA_FILE = Path(__file__).parent / "schemas" / "spec.schema.json"
 
@@ -131,62 +131,109 @@ class Connection(Section):
     """The keys shared by a model and an embedder that call a server."""
 
     backend: str = Field("local", description="Where the answers come from.")
-    name: str | None = Field(None, description=(
-        "The model's name as its server knows it (backend openai, e.g. gpt-4o-mini), or the "
-        "embedding model's name."))
-    path: str | None = Field(None, description=(
-        "A model folder on this machine (backend hf: a Hugging Face model; embedder "
-        "sentence-transformers), relative to the spec's folder."))
-    base_url: str | None = Field(None, description=(
-        "The server's URL for an OpenAI-compatible API, e.g. http://localhost:8000/v1 (vLLM, "
-        "Ollama, LM Studio, Azure, ...). Default: OpenAI's."))
-    api_key_env: str | None = Field(None, description=(
-        "The name of the environment variable that holds the API key (never the key itself), "
-        "e.g. OPENAI_API_KEY. Other names than an LLM provider's key variables (or DBPA_*) "
-        "must be allowed by you: --allow-key-env NAME or allow_key_env in your settings file."))
-    concurrency: int = number_field(int, None, "Requests sent at the same time (default 8).",
-                               ge=1, le=256)
-    max_retries: int = number_field(int, None, "Retries of a request that failed: rate limits, "
-                               "server errors (default 6).", ge=0, le=20)
-    timeout: float = number_field(float, None, "Seconds a whole request may take (default 60).",
-                             ge=0.1, le=86_400)
-    max_retry_wait: float = number_field(float, None, "The longest wait, in seconds, before a retry "
-                                    "(default 60).", ge=0.0, le=86_400)
-    max_response_mb: float = number_field(float, None, "The largest response accepted from the "
-                                     "server, in MB (default 8 for a model, 64 for an "
-                                     "embedder).", ge=0.01, le=4096)
+    name: str | None = Field(
+        None,
+        description=(
+            "The model's name as its server knows it (backend openai, e.g. gpt-4o-mini), or the "
+            "embedding model's name."
+        ),
+    )
+    path: str | None = Field(
+        None,
+        description=(
+            "A model folder on this machine (backend hf: a Hugging Face model; embedder "
+            "sentence-transformers), relative to the spec's folder."
+        ),
+    )
+    base_url: str | None = Field(
+        None,
+        description=(
+            "The server's URL for an OpenAI-compatible API, e.g. http://localhost:8000/v1 (vLLM, "
+            "Ollama, LM Studio, Azure, ...). Default: OpenAI's."
+        ),
+    )
+    api_key_env: str | None = Field(
+        None,
+        description=(
+            "The name of the environment variable that holds the API key (never the key itself), "
+            "e.g. OPENAI_API_KEY. Other names than an LLM provider's key variables (or DBPA_*) "
+            "must be allowed by you: --allow-key-env NAME or allow_key_env in your settings file."
+        ),
+    )
+    concurrency: int = number_field(int, None, "Requests sent at the same time (default 8).", ge=1, le=256)
+    max_retries: int = number_field(
+        int, None, "Retries of a request that failed: rate limits, server errors (default 6).", ge=0, le=20
+    )
+    timeout: float = number_field(
+        float, None, "Seconds a whole request may take (default 60).", ge=0.1, le=86_400
+    )
+    max_retry_wait: float = number_field(
+        float, None, "The longest wait, in seconds, before a retry (default 60).", ge=0.0, le=86_400
+    )
+    max_response_mb: float = number_field(
+        float,
+        None,
+        "The largest response accepted from the server, in MB (default 8 for a model, 64 for an embedder).",
+        ge=0.01,
+        le=4096,
+    )
 
 
 class ModelEntry(Connection):
     """One model: where its answers come from and how it is sampled."""
 
     what: ClassVar[str] = "{path}"
-    backend: Backend = Field("local", description=(
-        "local: the embedded SmolLM2 (offline); openai: any OpenAI-compatible server; hf: a "
-        "Hugging Face model folder ('path'); replay: answers recorded in a JSON-lines file "
-        "('file')."))
+    backend: Backend = Field(
+        "local",
+        description=(
+            "local: the embedded SmolLM2 (offline); openai: any OpenAI-compatible server; hf: a "
+            "Hugging Face model folder ('path'); replay: answers recorded in a JSON-lines file "
+            "('file')."
+        ),
+    )
     label: str | None = Field(None, description="The name shown in results and reports.")
-    file: str | None = Field(None, description=(
-        "backend replay: a UTF-8 JSON-lines file of recorded answers, one "
-        '{"prompt", "response", "model"?} per line, relative to the folder of the spec.'))
-    n_per_request: int = number_field(int, None, "backend openai: answers asked for in one request "
-                                 "(the API's n; default 1).", ge=1, le=128)
-    batch_size: int = number_field(int, None, "backends local and hf: at most this many answers "
-                              "decoded together (default 64, within a memory budget).", ge=1,
-                              le=256)
-    temperature: float = number_field(float, None, (
-        "This model's sampling temperature, overriding the spec's (the same weights sampled "
-        "at another temperature make a model variant)."), ge=0.0, le=2.0)
+    file: str | None = Field(
+        None,
+        description=(
+            "backend replay: a UTF-8 JSON-lines file of recorded answers, one "
+            '{"prompt", "response", "model"?} per line, relative to the folder of the spec.'
+        ),
+    )
+    n_per_request: int = number_field(
+        int, None, "backend openai: answers asked for in one request (the API's n; default 1).", ge=1, le=128
+    )
+    batch_size: int = number_field(
+        int,
+        None,
+        "backends local and hf: at most this many answers "
+        "decoded together (default 64, within a memory budget).",
+        ge=1,
+        le=256,
+    )
+    temperature: float = number_field(
+        float,
+        None,
+        (
+            "This model's sampling temperature, overriding the spec's (the same weights sampled "
+            "at another temperature make a model variant)."
+        ),
+        ge=0.0,
+        le=2.0,
+    )
 
 
 class Embedder(Connection):
     """What turns answers into vectors (or, for bleu and rouge, compares them as text)."""
 
     what: ClassVar[str] = "embedder"
-    backend: EmbedderBackend = Field("local", description=(
-        "local: the embedded MiniLM (offline); sentence-transformers: a model folder "
-        "('path'); openai: an embeddings API ('name', 'base_url', 'api_key_env'); bleu, rouge1, "
-        "rouge2, rougeL: text similarity instead of embeddings."))
+    backend: EmbedderBackend = Field(
+        "local",
+        description=(
+            "local: the embedded MiniLM (offline); sentence-transformers: a model folder "
+            "('path'); openai: an embeddings API ('name', 'base_url', 'api_key_env'); bleu, rouge1, "
+            "rouge2, rougeL: text similarity instead of embeddings."
+        ),
+    )
 
 
 def _base_text(value: Any) -> Any:
@@ -197,11 +244,14 @@ class Base(Section):
     """The prompt every perturbation is compared with."""
 
     what: ClassVar[str] = "base"
-    prompt: str = Field(description=(
-        "The base prompt. With 'cases', a template whose {column} placeholders are filled "
-        "from each case."))
-    system_prompt: str | None = Field(None, description="A system prompt for the base (and, "
-                                      "unless they give their own, the perturbations).")
+    prompt: str = Field(
+        description=(
+            "The base prompt. With 'cases', a template whose {column} placeholders are filled from each case."
+        )
+    )
+    system_prompt: str | None = Field(
+        None, description="A system prompt for the base (and, unless they give their own, the perturbations)."
+    )
 
 
 class Perturbation(Section):
@@ -214,33 +264,50 @@ class Perturbation(Section):
         name = obj.get("name")
         return name if isinstance(name, str) and name else f"perturbation-{n}"
 
-    name: str | None = Field(None, description="A short name, unique in the spec (default: "
-                             "perturbation-N).")
-    prompt: str | None = Field(None, description=(
-        "The perturbed prompt (with 'cases': a template filled from each case). Give it, or "
-        "'prefix'/'suffix'."))
+    name: str | None = Field(None, description="A short name, unique in the spec (default: perturbation-N).")
+    prompt: str | None = Field(
+        None,
+        description=(
+            "The perturbed prompt (with 'cases': a template filled from each case). Give it, or "
+            "'prefix'/'suffix'."
+        ),
+    )
     prefix: str | None = Field(None, description="Text put before the base prompt.")
     suffix: str | None = Field(None, description="Text put after the base prompt.")
-    system_prompt: str | None = Field(None, description="Its own system prompt (default: "
-                                      "the base's).")
-    role: Role | None = Field(None, description=(
-        "control: a change that should not change the answers (a name, a harmless "
-        "rewording); target: one that should. dbpa audit --fail-on control|target gates on "
-        "them."))
-    set: Annotated[
-        dict[str, str | int | float],
-        Field(min_length=1),
-        Msg("perturbation {label!r}: 'set' maps a column to its new value (text or a number), "
-            "e.g. set: {{name: Ahmed}}", deep=True),
-    ] | None = Field(None, description=(
-        "With 'cases': columns changed in every case before the prompt is filled, e.g. "
-        "{name: Ahmed} (a covariate change)."))
+    system_prompt: str | None = Field(None, description="Its own system prompt (default: the base's).")
+    role: Role | None = Field(
+        None,
+        description=(
+            "control: a change that should not change the answers (a name, a harmless "
+            "rewording); target: one that should. dbpa audit --fail-on control|target gates on "
+            "them."
+        ),
+    )
+    set: (
+        Annotated[
+            dict[str, str | int | float],
+            Field(min_length=1),
+            Msg(
+                "perturbation {label!r}: 'set' maps a column to its new value (text or a number), "
+                "e.g. set: {{name: Ahmed}}",
+                deep=True,
+            ),
+        ]
+        | None
+    ) = Field(
+        None,
+        description=(
+            "With 'cases': columns changed in every case before the prompt is filled, e.g. "
+            "{name: Ahmed} (a covariate change)."
+        ),
+    )
 
 
 class CasesFile(Section):
     what: ClassVar[str] = "cases"
-    file: str = Field(description="A .csv (with a header row) or .jsonl file of cases, "
-                      "relative to the spec's folder.")
+    file: str = Field(
+        description="A .csv (with a header row) or .jsonl file of cases, relative to the spec's folder."
+    )
 
 
 Scalar = str | int | float | bool
@@ -250,18 +317,29 @@ class Judge(Section):
     """A yes/no question about each answer, asked to a judge model."""
 
     what: ClassVar[str] = "the judge of check {parent_label!r}"
-    model: Annotated[ModelEntry, Msg(
-        "check {parent_label!r}: the judge needs a 'model' (a model entry, such as "
-        "{{backend: openai, name: gpt-4o-mini}})", types=("missing",), up=1)] = Field(
-        description="The judge model (a model entry, e.g. {backend: openai, name: gpt-4o-mini}).")
-    question: str = Field(description="The question about the answer, to be answered yes or "
-                          "no, e.g. 'Does the answer recommend a statin?'.")
-    max_tokens: int = number_field(int, JUDGE_MAX_TOKENS, "The longest reply of the judge, in "
-                              "tokens.", ge=1, le=100_000)
+    model: Annotated[
+        ModelEntry,
+        Msg(
+            "check {parent_label!r}: the judge needs a 'model' (a model entry, such as "
+            "{{backend: openai, name: gpt-4o-mini}})",
+            types=("missing",),
+            up=1,
+        ),
+    ] = Field(description="The judge model (a model entry, e.g. {backend: openai, name: gpt-4o-mini}).")
+    question: str = Field(
+        description="The question about the answer, to be answered yes or "
+        "no, e.g. 'Does the answer recommend a statin?'."
+    )
+    max_tokens: int = number_field(
+        int, JUDGE_MAX_TOKENS, "The longest reply of the judge, in tokens.", ge=1, le=100_000
+    )
 
 
-_TERMS = Msg("check {label!r}: '{key}' must be a list of words or phrases (not empty), such "
-             "as {key}: [statin, atorvastatin]", deep=True)
+_TERMS = Msg(
+    "check {label!r}: '{key}' must be a list of words or phrases (not empty), such "
+    "as {key}: [statin, atorvastatin]",
+    deep=True,
+)
 _TRUE = Msg("check {label!r}: write '{key}: true' ({path} is {value!r})", deep=True)
 _FLAG = Msg("check {label!r}: '{key}' must be true or false, got {value!r}", deep=True)
 Terms = Annotated[NonBlank | Annotated[list[NonBlank], Field(min_length=1)], _TERMS]
@@ -280,33 +358,59 @@ class Check(Section):
         return name.strip() if isinstance(name, str) else ""
 
     name: str = Field(description="A short name, unique among the checks.")
-    contains: Terms | None = Field(None, description=(
-        "Passes when the answer holds any of these words or phrases (all of them with "
-        "'all: true'); case-insensitive unless case_sensitive."))
-    absent: Terms | None = Field(None, description="Passes when the answer holds none of "
-                                 "these words or phrases.")
-    regex: Annotated[str, Field(min_length=1), Msg(
-        "check {label!r}: 'regex' must be a non-empty pattern (text)", deep=True)] | None = Field(
-        None, description="Passes when this regular expression matches somewhere in the answer "
-        "(case-insensitive unless case_sensitive).")
+    contains: Terms | None = Field(
+        None,
+        description=(
+            "Passes when the answer holds any of these words or phrases (all of them with "
+            "'all: true'); case-insensitive unless case_sensitive."
+        ),
+    )
+    absent: Terms | None = Field(
+        None, description="Passes when the answer holds none of these words or phrases."
+    )
+    regex: (
+        Annotated[
+            str,
+            Field(min_length=1),
+            Msg("check {label!r}: 'regex' must be a non-empty pattern (text)", deep=True),
+        ]
+        | None
+    ) = Field(
+        None,
+        description="Passes when this regular expression matches somewhere in the answer "
+        "(case-insensitive unless case_sensitive).",
+    )
     refusal: Annotated[Literal[True], _TRUE] | None = Field(
-        None, description="Passes when the answer refuses (declines to do what was asked).")
+        None, description="Passes when the answer refuses (declines to do what was asked)."
+    )
     words: Annotated[Literal[True], _TRUE] | None = Field(
-        None, description="The answer's number of words (a number, compared by its mean).")
+        None, description="The answer's number of words (a number, compared by its mean)."
+    )
     json_: Annotated[Literal[True], _TRUE] | None = Field(
-        None, alias="json", description="Passes when the whole answer is JSON.")
-    judge: Judge | None = Field(None, description=(
-        "Asks a judge model a yes/no question about each answer (model-graded: only as "
-        "reliable as the judge)."))
-    all: Annotated[bool, _FLAG] = Field(False, description="contains: pass only when every "
-                                        "word or phrase is there.")
-    case_sensitive: Annotated[bool, _FLAG] = Field(False, description=(
-        "contains, absent, regex: match upper and lower case exactly."))
+        None, alias="json", description="Passes when the whole answer is JSON."
+    )
+    judge: Judge | None = Field(
+        None,
+        description=(
+            "Asks a judge model a yes/no question about each answer (model-graded: only as "
+            "reliable as the judge)."
+        ),
+    )
+    all: Annotated[bool, _FLAG] = Field(
+        False, description="contains: pass only when every word or phrase is there."
+    )
+    case_sensitive: Annotated[bool, _FLAG] = Field(
+        False, description=("contains, absent, regex: match upper and lower case exactly.")
+    )
 
 
-Checks = Annotated[list[Check], Msg(
-    "'checks' must be a list of checks, each with a 'name' and one of " + ", ".join(KINDS),
-    types=("list_type",))]
+Checks = Annotated[
+    list[Check],
+    Msg(
+        "'checks' must be a list of checks, each with a 'name' and one of " + ", ".join(KINDS),
+        types=("list_type",),
+    ),
+]
 
 
 class Price(Section):
@@ -314,24 +418,39 @@ class Price(Section):
     output: float = number_field(float, None, "$ per 1M answer tokens.", ge=0)
 
 
-_PRICES = Msg("'prices' maps a model name to {{input: $ per 1M tokens, output: $ per 1M "
-              "tokens}}", deep=True)
+_PRICES = Msg("'prices' maps a model name to {{input: $ per 1M tokens, output: $ per 1M tokens}}", deep=True)
 Prices = Annotated[dict[str, Price], _PRICES]
 
 
 # The keys audit and battery specs share: (type, default, help, bounds), declared once
 _SHARED: dict[str, tuple[type, Any, str, dict[str, Any]]] = {
-    "samples": (int, 20, "k: answers drawn per prompt (more answers find smaller changes).",
-                {"ge": 2, "le": 10_000}),
+    "samples": (
+        int,
+        20,
+        "k: answers drawn per prompt (more answers find smaller changes).",
+        {"ge": 2, "le": 10_000},
+    ),
     "temperature": (float, 0.8, "Sampling temperature of the answers.", {"ge": 0.0, "le": 2.0}),
-    "top_p": (float, 1.0, "Nucleus sampling: the share of probability mass sampled from.",
-              {"ge": 0.01, "le": 1.0}),
+    "top_p": (
+        float,
+        1.0,
+        "Nucleus sampling: the share of probability mass sampled from.",
+        {"ge": 0.01, "le": 1.0},
+    ),
     "max_tokens": (int, 300, "The longest answer, in tokens.", {"ge": 1, "le": 100_000}),
-    "permutations": (int, 2000, "B: permutations of each test (the smallest p-value is "
-                     "1/(B+1)).", {"ge": 1, "le": 10_000_000}),
+    "permutations": (
+        int,
+        2000,
+        "B: permutations of each test (the smallest p-value is 1/(B+1)).",
+        {"ge": 1, "le": 10_000_000},
+    ),
     "alpha": (float, 0.05, "The significance level α.", {"ge": 1e-9, "le": 0.999}),
-    "seed": (int, 0, "Seed of the sampling and the permutations: the same seed gives the "
-             "same results.", {"ge": 0}),
+    "seed": (
+        int,
+        0,
+        "Seed of the sampling and the permutations: the same seed gives the same results.",
+        {"ge": 0},
+    ),
 }
 _UNSET: Any = object()
 
@@ -340,12 +459,16 @@ def shared(key: str, default: Any = _UNSET, description: str | None = None) -> A
     """The field of a key that audit and battery specs share (a battery changes some
     defaults, and says so in its help)."""
     if key == "measure":
-        return Field(DEFAULT_MEASURE, description=(
-            "How two sets of answers are compared: " + "; ".join(
-                f"{k}: {m.description}" for k, m in MEASURES.items()) + "."))
+        return Field(
+            DEFAULT_MEASURE,
+            description=(
+                "How two sets of answers are compared: "
+                + "; ".join(f"{k}: {m.description}" for k, m in MEASURES.items())
+                + "."
+            ),
+        )
     kind, value, text, bounds = _SHARED[key]
-    return number_field(kind, value if default is _UNSET else default, description or text,
-                   **bounds)
+    return number_field(kind, value if default is _UNSET else default, description or text, **bounds)
 
 
 class AuditSpecModel(Section):
@@ -357,55 +480,105 @@ class AuditSpecModel(Section):
 
     name: str | None = Field(None, description="The audit's name (default: the file's name).")
     description: str = Field("", description="What the audit is for, in a sentence or two.")
-    model: ModelEntry = Field(default_factory=lambda: ModelEntry.model_validate({}), description=(
-        "The model whose answers are tested (default: the embedded SmolLM2, offline)."))
-    models: Annotated[list[ModelEntry], Field(min_length=2), Msg(
-        "'models' must list at least 2 models; the first is the reference",
-        types=("list_type", "too_short"))] | None = Field(None, description=(
+    model: ModelEntry = Field(
+        default_factory=lambda: ModelEntry.model_validate({}),
+        description=("The model whose answers are tested (default: the embedded SmolLM2, offline)."),
+    )
+    models: (
+        Annotated[
+            list[ModelEntry],
+            Field(min_length=2),
+            Msg(
+                "'models' must list at least 2 models; the first is the reference",
+                types=("list_type", "too_short"),
+            ),
+        ]
+        | None
+    ) = Field(
+        None,
+        description=(
             "A model comparison instead of perturbations: each model answers the base prompt "
-            "and is tested against the first (the reference)."))
-    embedder: Embedder = Field(default_factory=lambda: Embedder.model_validate({}), description=(
-        "What turns answers into vectors (default: the embedded MiniLM, offline)."))
-    base: Annotated[Base, BeforeValidator(_base_text, json_schema_input_type=str | Base), Msg(
-        "missing 'base' with the base prompt (base: {{prompt: ...}})", types=("missing",),
-        up=1)] = Field(description="The base prompt: text, or {prompt, system_prompt}.")
-    system_prompt: str | None = Field(None, description="A system prompt for every prompt "
-                                      "(base.system_prompt wins).")
+            "and is tested against the first (the reference)."
+        ),
+    )
+    embedder: Embedder = Field(
+        default_factory=lambda: Embedder.model_validate({}),
+        description=("What turns answers into vectors (default: the embedded MiniLM, offline)."),
+    )
+    base: Annotated[
+        Base,
+        BeforeValidator(_base_text, json_schema_input_type=str | Base),
+        Msg("missing 'base' with the base prompt (base: {{prompt: ...}})", types=("missing",), up=1),
+    ] = Field(description="The base prompt: text, or {prompt, system_prompt}.")
+    system_prompt: str | None = Field(
+        None, description="A system prompt for every prompt (base.system_prompt wins)."
+    )
     cases: Annotated[CasesFile | list[dict[str, Scalar]], SkipValidation] | None = Field(
-        None, description=(
+        None,
+        description=(
             "A suite: rows whose columns fill the {column} placeholders of the prompts; a file "
             "({file: cases.csv} or .jsonl) or a list of mappings. Every perturbation is tested "
-            "on every case."))
-    perturbations: Annotated[list[Perturbation], Msg("'perturbations' must be a list",
-                                                     types=("list_type",))] = Field(
-        default_factory=list, description="The changes of the base prompt to test.")
-    prices: Prices = Field(default_factory=dict, description=(
-        "Prices for dbpa estimate: a model name to {input, output} in $ per 1M tokens "
-        "(default: a built-in table)."))
+            "on every case."
+        ),
+    )
+    perturbations: Annotated[
+        list[Perturbation], Msg("'perturbations' must be a list", types=("list_type",))
+    ] = Field(default_factory=list, description="The changes of the base prompt to test.")
+    prices: Prices = Field(
+        default_factory=dict,
+        description=(
+            "Prices for dbpa estimate: a model name to {input, output} in $ per 1M tokens "
+            "(default: a built-in table)."
+        ),
+    )
     measure: Measure = shared("measure")
     samples: int = shared("samples")
     temperature: float = shared("temperature")
     top_p: float = shared("top_p")
     max_tokens: int = shared("max_tokens")
     permutations: int = shared("permutations")
-    correction: Correction | None = Field(None, description=(
-        "Multiple-testing correction over the perturbations: none, bonferroni, holm or bh "
-        "(Benjamini-Hochberg). Default: holm, or bh for a suite ('cases')."))
+    correction: Correction | None = Field(
+        None,
+        description=(
+            "Multiple-testing correction over the perturbations: none, bonferroni, holm or bh "
+            "(Benjamini-Hochberg). Default: holm, or bh for a suite ('cases')."
+        ),
+    )
     alpha: float = shared("alpha")
     seed: int = shared("seed")
-    sequential: int | None = number_field(int, None, (
-        "h of the Besag-Clifford early stop: the permutations of a test stop once h of them "
-        "reach the observed statistic (a clear null stops after a few dozen). Default: all "
-        "B permutations."), ge=1)
-    null: Null = Field("base", description=(
-        "Where P0 comes from for jsd, wasserstein and ks: base (the papers' test, "
-        "asymmetric) or pooled (both groups, symmetric)."))
-    min_effect: float | None = number_field(float, None, (
-        "δ, the minimum effect of interest (in units of ω above chance): results then say "
-        "whether each effect above chance exceeds it."), ge=0.0)
-    checks: Checks | None = Field(None, description=(
+    sequential: int | None = number_field(
+        int,
+        None,
+        (
+            "h of the Besag-Clifford early stop: the permutations of a test stop once h of them "
+            "reach the observed statistic (a clear null stops after a few dozen). Default: all "
+            "B permutations."
+        ),
+        ge=1,
+    )
+    null: Null = Field(
+        "base",
+        description=(
+            "Where P0 comes from for jsd, wasserstein and ks: base (the papers' test, "
+            "asymmetric) or pooled (both groups, symmetric)."
+        ),
+    )
+    min_effect: float | None = number_field(
+        float,
+        None,
+        (
+            "δ, the minimum effect of interest (in units of ω above chance): results then say "
+            "whether each effect above chance exceeds it."
+        ),
+        ge=0.0,
+    )
+    checks: Checks | None = Field(
+        None,
+        description=(
             "Answer checks: what changed, in your own terms (a word present, a refusal, the "
-            "length, valid JSON, a judge's yes/no)."))
+            "length, valid JSON, a judge's yes/no)."
+        ),
+    )
 
 
 # --------------------------------------------------------------------------- validation
@@ -433,9 +606,9 @@ class _Walk:
 
     frames: list[_Frame]
     msgs: list[tuple[Msg, tuple, int]]  # a message, where it is attached, frames above it
-    loc: tuple        # the spec's path of the error (union members left out)
-    done: bool        # the whole loc was followed
-    leaf: Any         # the type at ``loc``
+    loc: tuple  # the spec's path of the error (union members left out)
+    done: bool  # the whole loc was followed
+    leaf: Any  # the type at ``loc``
 
 
 def _unwrap(tp: Any, meta: list) -> Any:
@@ -510,8 +683,12 @@ def _choose(errors: list) -> dict:
     key (a mapping's keys are checked before its values)."""
     first = errors[0]
     loc = tuple(first["loc"])
-    unknown = [e for e in errors if e["type"] in ("extra_forbidden", "invalid_key")
-               and loc[:len(e["loc"]) - 1] == tuple(e["loc"][:-1])]
+    unknown = [
+        e
+        for e in errors
+        if e["type"] in ("extra_forbidden", "invalid_key")
+        and loc[: len(e["loc"]) - 1] == tuple(e["loc"][:-1])
+    ]
     return min(unknown, key=lambda e: len(e["loc"])) if unknown else first
 
 
@@ -521,8 +698,9 @@ def _name(path: tuple) -> str:
 
 def _what(frame: _Frame, frames: list[_Frame], prefix: tuple) -> str:
     parent = frames[frames.index(frame) - 1] if frames.index(frame) else None
-    return frame.cls.what.format(path=_name(prefix + frame.loc), n=frame.n,
-                                 parent_label=parent.label if parent else "")
+    return frame.cls.what.format(
+        path=_name(prefix + frame.loc), n=frame.n, parent_label=parent.label if parent else ""
+    )
 
 
 def _shown_value(value: Any, leaf: Any) -> Any:
@@ -545,9 +723,9 @@ def _message(err: dict, walk: _Walk, prefix: tuple) -> tuple[tuple, str]:
             label = frames[-1].label if frames else ""
             parent = frames[-2].label if len(frames) > 1 else ""
             full = prefix + at
-            return full[:len(full) - msg.up], msg.text.format(
-                path=_name(full), key=at[-1] if at else "", value=value, label=label,
-                parent_label=parent)
+            return full[: len(full) - msg.up], msg.text.format(
+                path=_name(full), key=at[-1] if at else "", value=value, label=label, parent_label=parent
+            )
     name = _name(path)
     if kind in ("extra_forbidden", "invalid_key"):
         frame = walk.frames[-1]
@@ -558,10 +736,12 @@ def _message(err: dict, walk: _Walk, prefix: tuple) -> tuple[tuple, str]:
         return path, f"unknown key {key!r} in {_what(frame, walk.frames, prefix)}{extra}"
     if kind == "missing":
         return path[:-1], f"missing {name}"
-    if kind in ("model_type", "model_attributes_type", "dict_type") and walk.frames \
-            and walk.frames[-1].loc == walk.loc:
-        return path, f"{_what(walk.frames[-1], walk.frames, prefix)} must be a mapping of keys " \
-            "to values"
+    if (
+        kind in ("model_type", "model_attributes_type", "dict_type")
+        and walk.frames
+        and walk.frames[-1].loc == walk.loc
+    ):
+        return path, f"{_what(walk.frames[-1], walk.frames, prefix)} must be a mapping of keys to values"
     shown = _shown_value(value, walk.leaf)
     if kind.startswith("int_"):
         return path, f"{name} must be a whole number, got {value!r}"
@@ -632,5 +812,4 @@ def _draft7(node: Any) -> Any:
 
 def schema_text(schema: dict[str, Any] | None = None) -> str:
     """A JSON Schema (default: :func:`json_schema`) as the text of a shipped file."""
-    return json.dumps(json_schema() if schema is None else schema, indent=2,
-                      ensure_ascii=False) + "\n"
+    return json.dumps(json_schema() if schema is None else schema, indent=2, ensure_ascii=False) + "\n"

@@ -18,6 +18,7 @@ while the case is tested; after it, ``omega``, the chance level, the effect abov
 and the p-value of each of its tests (and its answer checks' summaries, when the spec has
 checks). A 1,000-case suite keeps a few thousand numbers, whatever ``samples`` is.
 """
+
 from __future__ import annotations
 
 import csv
@@ -43,12 +44,22 @@ from .similarity import TEXT_SIMILARITIES
 from .spec import AuditSpec, Perturbation
 from .types import _jsonable
 
-PREFETCH_JOBS = 512       # samples asked for together (several cases), to fill a server's
+PREFETCH_JOBS = 512  # samples asked for together (several cases), to fill a server's
 #                           concurrency or a local model's batches
-BOOTSTRAP = 2000          # resamples of the cases for the interval of the mean effect
-STOREY_LAMBDA = 0.5       # p-values above it count as true nulls in Storey's estimate
-TEST_FIELDS = ("case", "perturbation", "role", "omega", "chance", "effect_above_chance",
-               "p_value", "p_adjusted", "significant", "stars")
+BOOTSTRAP = 2000  # resamples of the cases for the interval of the mean effect
+STOREY_LAMBDA = 0.5  # p-values above it count as true nulls in Storey's estimate
+TEST_FIELDS = (
+    "case",
+    "perturbation",
+    "role",
+    "omega",
+    "chance",
+    "effect_above_chance",
+    "p_value",
+    "p_adjusted",
+    "significant",
+    "stars",
+)
 
 
 def case_spec(spec: AuditSpec, case: Case) -> AuditSpec:
@@ -56,10 +67,12 @@ def case_spec(spec: AuditSpec, case: Case) -> AuditSpec:
     perts = []
     base = fill(spec.base_prompt, case.values)
     for p in spec.perturbations:
-        perts.append(Perturbation(p.name, perturbed_prompt(spec.base_prompt, p, case)[1], p.role,
-                                  p.system_prompt))
-    return replace(spec, base_prompt=base, perturbations=tuple(perts), cases=(),
-                   name=f"{spec.name} [{case.id}]")
+        perts.append(
+            Perturbation(p.name, perturbed_prompt(spec.base_prompt, p, case)[1], p.role, p.system_prompt)
+        )
+    return replace(
+        spec, base_prompt=base, perturbations=tuple(perts), cases=(), name=f"{spec.name} [{case.id}]"
+    )
 
 
 # --------------------------------------------------------------------------- statistics
@@ -105,8 +118,9 @@ def fisher_log10_p(statistic: float, n: int) -> float:
     return float((-h + logsumexp(k * np.log(h) - gammaln(k + 1))) / np.log(10))
 
 
-def bootstrap_mean(values, *, rng: np.random.Generator, n: int = BOOTSTRAP,
-                   level: float = 0.95) -> tuple[float, float, float]:
+def bootstrap_mean(
+    values, *, rng: np.random.Generator, n: int = BOOTSTRAP, level: float = 0.95
+) -> tuple[float, float, float]:
     """Mean of ``values`` and its percentile bootstrap interval over the cases."""
     v = np.asarray(values, dtype=float)
     mean = float(v.mean())
@@ -116,7 +130,7 @@ def bootstrap_mean(values, *, rng: np.random.Generator, n: int = BOOTSTRAP,
     chunk = max(1, 2_000_000 // v.size)  # bounded memory for large suites
     for start in range(0, n, chunk):
         m = min(chunk, n - start)
-        means[start:start + m] = v[rng.integers(0, v.size, (m, v.size))].mean(axis=1)
+        means[start : start + m] = v[rng.integers(0, v.size, (m, v.size))].mean(axis=1)
     lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
     return mean, float(lo), float(hi)
 
@@ -130,8 +144,9 @@ def correct_tests(tests: list[dict[str, Any]], method: str, alpha: float) -> Non
         t.update(p_adjusted=float(adj), significant=bool(rej), stars=star)
 
 
-def pool(tests: list[dict[str, Any]], perturbations, *, correction: str, alpha: float,
-         seed: int = 0) -> list[dict[str, Any]]:
+def pool(
+    tests: list[dict[str, Any]], perturbations, *, correction: str, alpha: float, seed: int = 0
+) -> list[dict[str, Any]]:
     """One pooled verdict per perturbation across the cases (``tests`` already corrected).
 
     ``p_value``: Fisher's combined test of the perturbation's p-values over the cases,
@@ -144,17 +159,30 @@ def pool(tests: list[dict[str, Any]], perturbations, *, correction: str, alpha: 
             continue
         ps = [t["p_value"] for t in mine]
         stat, p_comb = fisher_combined(ps)
-        mean, lo, hi = bootstrap_mean([t["effect_above_chance"] for t in mine],
-                                      rng=np.random.default_rng([seed, 20, j]))
+        mean, lo, hi = bootstrap_mean(
+            [t["effect_above_chance"] for t in mine], rng=np.random.default_rng([seed, 20, j])
+        )
         found = sum(t["significant"] for t in mine)
         pi0 = storey_pi0(ps)
-        out.append({"perturbation": p.name, "role": p.role, "cases": len(mine),
-                    "method": "fisher", "statistic": stat, "p_value": p_comb,
-                    "log10_p_value": fisher_log10_p(stat, len(ps)),
-                    "mean_omega": float(np.mean([t["omega"] for t in mine])),
-                    "mean_effect_above_chance": mean, "ci_low": lo, "ci_high": hi,
-                    "discoveries": int(found), "share_discovered": found / len(mine),
-                    "pi0": pi0, "share_changed": 1.0 - pi0})
+        out.append(
+            {
+                "perturbation": p.name,
+                "role": p.role,
+                "cases": len(mine),
+                "method": "fisher",
+                "statistic": stat,
+                "p_value": p_comb,
+                "log10_p_value": fisher_log10_p(stat, len(ps)),
+                "mean_omega": float(np.mean([t["omega"] for t in mine])),
+                "mean_effect_above_chance": mean,
+                "ci_low": lo,
+                "ci_high": hi,
+                "discoveries": int(found),
+                "share_discovered": found / len(mine),
+                "pi0": pi0,
+                "share_changed": 1.0 - pi0,
+            }
+        )
     if out:
         mt = multiple_testing([d["p_value"] for d in out], correction, alpha=alpha)
         for d, adj, rej, star in zip(out, mt.p_adjusted, mt.reject, mt.stars, strict=True):
@@ -182,13 +210,23 @@ class SuiteResult:
         return len(self.spec.cases)
 
     def to_dict(self) -> dict[str, Any]:
-        return _jsonable({
-            "spec": self.spec.to_dict(), "mode": "suite", "cases": self.n_cases,
-            "n_tests": len(self.tests), "correction": self.spec.correction,
-            "alpha": self.spec.alpha, "pooled_method": "fisher",
-            "tests": self.tests, "pooled": self.pooled, "usage": self.usage,
-            "warnings": list(self.warnings),
-            "attainable": self.spec.attainability().to_dict(), "checks": self.checks})
+        return _jsonable(
+            {
+                "spec": self.spec.to_dict(),
+                "mode": "suite",
+                "cases": self.n_cases,
+                "n_tests": len(self.tests),
+                "correction": self.spec.correction,
+                "alpha": self.spec.alpha,
+                "pooled_method": "fisher",
+                "tests": self.tests,
+                "pooled": self.pooled,
+                "usage": self.usage,
+                "warnings": list(self.warnings),
+                "attainable": self.spec.attainability().to_dict(),
+                "checks": self.checks,
+            }
+        )
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False)
@@ -205,8 +243,7 @@ class SuiteResult:
         the suite ran (moved into ``out_dir``)."""
         import os
 
-        paths = write_files(out_dir, {"results.json": self.to_json(),
-                                      "results.csv": self.to_csv()})
+        paths = write_files(out_dir, {"results.json": self.to_json(), "results.csv": self.to_csv()})
         if self.responses_file and os.path.exists(self.responses_file):
             final = os.path.join(str(out_dir), "responses.jsonl")
             os.replace(self.responses_file, final)
@@ -251,13 +288,17 @@ class _CaseProgress:
         self.case = f"cases {cases[0].id}..{cases[-1].id}" if len(cases) > 1 else cases[0].id
 
 
-def run_suite(spec: AuditSpec, *, cache: Cache | None = None,
-              progress: Callable[[Progress], None] | None = None,
-              should_stop: Callable[[], bool] | None = None,
-              api_keys: dict[str, str] | None = None,
-              backends: dict[int, Backend] | None = None,
-              embedder: Embedder | None = None,
-              responses: IO[str] | None = None) -> SuiteResult:
+def run_suite(
+    spec: AuditSpec,
+    *,
+    cache: Cache | None = None,
+    progress: Callable[[Progress], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    api_keys: dict[str, str] | None = None,
+    backends: dict[int, Backend] | None = None,
+    embedder: Embedder | None = None,
+    responses: IO[str] | None = None,
+) -> SuiteResult:
     """Run every case x perturbation of a suite spec and pool the results.
 
     The arguments are :func:`~dbpa_core.audit.run_audit`'s; ``responses`` (an open text
@@ -271,11 +312,17 @@ def run_suite(spec: AuditSpec, *, cache: Cache | None = None,
     cache = cache if cache is not None else Cache()
     # one backend and one embedder for every case: a local model is loaded once
     given = {model_key(spec.models[i]): b for i, b in (backends or {}).items()}
-    bar = _CaseProgress(progress or (lambda p: None), len(spec.cases),
-                        ["base", *(p.name for p in spec.perturbations)])
-    shared = Sampler(cache, progress=bar, should_stop=should_stop, api_keys=api_keys,
-                     backends=given,
-                     embedders={model_key(spec.embedder): embedder} if embedder else None)
+    bar = _CaseProgress(
+        progress or (lambda p: None), len(spec.cases), ["base", *(p.name for p in spec.perturbations)]
+    )
+    shared = Sampler(
+        cache,
+        progress=bar,
+        should_stop=should_stop,
+        api_keys=api_keys,
+        backends=given,
+        embedders={model_key(spec.embedder): embedder} if embedder else None,
+    )
     backend = shared.backend(spec.model)
     if embedder is None and spec.embedder.get("backend") not in TEXT_SIMILARITIES:
         embedder = shared.embedder(spec.embedder)
@@ -293,16 +340,31 @@ def run_suite(spec: AuditSpec, *, cache: Cache | None = None,
     for i, case in enumerate(spec.cases):
         bar.start(i, case)
         if chunk > 1 and i % chunk == 0:
-            bar.fetching(spec.cases[i:i + chunk])
-            _prefetch(shared, spec, spec.cases[i:i + chunk], embedder)
+            bar.fetching(spec.cases[i : i + chunk])
+            _prefetch(shared, spec, spec.cases[i : i + chunk], embedder)
             bar.case = case.id
-        r = run_audit(case_spec(spec, case), cache=cache, progress=bar, should_stop=should_stop,
-                      api_keys=api_keys, backends={0: backend}, embedder=embedder,
-                      permutation_seed=i + 1)
+        r = run_audit(
+            case_spec(spec, case),
+            cache=cache,
+            progress=bar,
+            should_stop=should_stop,
+            api_keys=api_keys,
+            backends={0: backend},
+            embedder=embedder,
+            permutation_seed=i + 1,
+        )
         for p in r.perturbations:
-            tests.append({"case": case.id, "perturbation": p.name, "role": p.role,
-                          "omega": p.effect_size, "chance": p.chance_effect_size,
-                          "effect_above_chance": p.effect_above_chance, "p_value": p.p_value})
+            tests.append(
+                {
+                    "case": case.id,
+                    "perturbation": p.name,
+                    "role": p.role,
+                    "omega": p.effect_size,
+                    "chance": p.chance_effect_size,
+                    "effect_above_chance": p.effect_above_chance,
+                    "p_value": p.p_value,
+                }
+            )
         checks += [dict(c.to_dict(), case=case.id) for c in r.checks]
         for key, value in r.usage.items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -316,36 +378,37 @@ def run_suite(spec: AuditSpec, *, cache: Cache | None = None,
                 seen[1] = seen[1] if len(seen[1]) >= 5 else [*seen[1], case.id]
         if responses is not None:
             for line in r.responses_jsonl().splitlines():
-                responses.write(json.dumps({"case": case.id, **json.loads(line)},
-                                           ensure_ascii=False) + "\n")
+                responses.write(json.dumps({"case": case.id, **json.loads(line)}, ensure_ascii=False) + "\n")
         del r  # the case's responses, embeddings and permutations go now
     bar.progress(Progress("cases", len(spec.cases), len(spec.cases)))
     for key in ("calls", "prompt_tokens", "completion_tokens", "embeddings_computed"):
         usage[key] = usage.get(key, 0) + shared.usage[key]  # what the prefetch fetched
     usage["cached_samples"] = usage.get("cached_samples", 0) - shared.usage["calls"]
-    usage["embeddings_cached"] = (usage.get("embeddings_cached", 0)
-                                  - shared.usage["embeddings_computed"])
+    usage["embeddings_cached"] = usage.get("embeddings_cached", 0) - shared.usage["embeddings_computed"]
     t1 = time.perf_counter()
     correct_tests(tests, spec.correction, spec.alpha)
-    pooled = pool(tests, spec.perturbations, correction=spec.correction, alpha=spec.alpha,
-                  seed=spec.seed)
+    pooled = pool(tests, spec.perturbations, correction=spec.correction, alpha=spec.alpha, seed=spec.seed)
     usage["test_seconds"] = round(bar.test_seconds, 3)
     usage["test_cpu_seconds"] = round(bar.test_cpu_seconds, 3)  # this process's CPU time
     usage["pool_seconds"] = round(time.perf_counter() - t1, 3)
     usage["seconds"] = round(time.perf_counter() - t0, 3)
     n = len(spec.cases)
-    said = [w if count == n else
-            f"{w} (case{'s' if count > 1 else ''} {', '.join(ids)}"
-            f"{f' and {count - 5} more' if count > 5 else ''})"
-            for w, (count, ids) in found.items()]
+    said = [
+        w
+        if count == n
+        else f"{w} (case{'s' if count > 1 else ''} {', '.join(ids)}"
+        f"{f' and {count - 5} more' if count > 5 else ''})"
+        for w, (count, ids) in found.items()
+    ]
     return SuiteResult(spec, tests, pooled, usage, tuple(said), checks)
 
 
 def _prefetch(sampler: Sampler, spec: AuditSpec, cases, embedder) -> None:
     """Fetch the samples (and embeddings) of ``cases`` into the cache in one call."""
     specs = [case_spec(spec, c) for c in cases]
-    records = sampler.sample([Job(arm.model, r, arm.name) for cs in specs
-                              for arm in build_arms(cs) for r in arm_requests(cs, arm)])
+    records = sampler.sample(
+        [Job(arm.model, r, arm.name) for cs in specs for arm in build_arms(cs) for r in arm_requests(cs, arm)]
+    )
     if embedder is not None:
         sampler.embed([r.text for r in records], spec.embedder)
 
@@ -360,20 +423,34 @@ def estimate_suite(spec: AuditSpec, *, cache: Cache | None = None) -> dict[str, 
     for case in spec.cases:
         est = estimate(case_spec(spec, case), cache=cache)
         for r in est["arms"]:
-            row = rows.setdefault((r["arm"], r["model"]), dict(r, calls=0, cached=0,
-                                                               input_tokens=0, output_tokens=0,
-                                                               cost=0.0))
+            row = rows.setdefault(
+                (r["arm"], r["model"]), dict(r, calls=0, cached=0, input_tokens=0, output_tokens=0, cost=0.0)
+            )
             for k in ("calls", "cached", "input_tokens", "output_tokens", "cost"):
                 row[k] += r[k]
         for k, v in est["totals"].items():
             totals[k] = totals.get(k, 0) + v
         unknown.update(est["unknown_prices"])
-    return {"arms": list(rows.values()), "totals": totals, "unknown_prices": sorted(unknown),
-            "cases": len(spec.cases), "tests": len(spec.cases) * len(spec.perturbations)}
+    return {
+        "arms": list(rows.values()),
+        "totals": totals,
+        "unknown_prices": sorted(unknown),
+        "cases": len(spec.cases),
+        "tests": len(spec.cases) * len(spec.perturbations),
+    }
 
 
-__all__ = ["SuiteResult", "bootstrap_mean", "case_spec", "correct_tests", "estimate_suite",
-           "fisher_combined", "pool", "run_suite", "storey_pi0"]
+__all__ = [
+    "SuiteResult",
+    "bootstrap_mean",
+    "case_spec",
+    "correct_tests",
+    "estimate_suite",
+    "fisher_combined",
+    "pool",
+    "run_suite",
+    "storey_pi0",
+]
 
 
 # --------------------------------------------------------------------------- the pooled table
@@ -382,13 +459,31 @@ def pooled_rows(result: SuiteResult | list[dict[str, Any]]) -> list[tuple[str, .
     from .fmt import fmt_p as _fmt_p
 
     rows: list[tuple[str, ...]] = [
-        ("perturbation", "role", "cases", "p (Fisher)", "p_adj", "", "above chance [95% CI]",
-         "discoveries", "share changed")]
+        (
+            "perturbation",
+            "role",
+            "cases",
+            "p (Fisher)",
+            "p_adj",
+            "",
+            "above chance [95% CI]",
+            "discoveries",
+            "share changed",
+        )
+    ]
     for d in result if isinstance(result, list) else result.pooled:
         p = _fmt_p(d["p_value"]) if d["p_value"] > 0 else f"1e{d['log10_p_value']:.0f}"
-        rows.append((d["perturbation"], d["role"] or "-", str(d["cases"]), p,
-                     _fmt_p(d["p_adjusted"]), d["stars"],
-                     f"{d['mean_effect_above_chance']:+.3f} [{d['ci_low']:+.3f}, "
-                     f"{d['ci_high']:+.3f}]", f"{d['discoveries']}/{d['cases']}",
-                     f"{d['share_changed']:.0%}"))
+        rows.append(
+            (
+                d["perturbation"],
+                d["role"] or "-",
+                str(d["cases"]),
+                p,
+                _fmt_p(d["p_adjusted"]),
+                d["stars"],
+                f"{d['mean_effect_above_chance']:+.3f} [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}]",
+                f"{d['discoveries']}/{d['cases']}",
+                f"{d['share_changed']:.0%}",
+            )
+        )
     return rows

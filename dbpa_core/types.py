@@ -3,6 +3,7 @@
 Results carry everything a plot needs (P0, P1, the permutation statistics, the
 histogram edges) so that callers never recompute statistics.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -170,10 +171,16 @@ class ROCResult:
         return float(self.alpha[ok].max())
 
     def to_dict(self) -> dict[str, Any]:
-        return _jsonable({
-            "alpha": self.alpha, "fpr": self.fpr, "tpr": self.tpr, "auc": self.auc,
-            "n_control": self.n_control, "n_target": self.n_target,
-        })
+        return _jsonable(
+            {
+                "alpha": self.alpha,
+                "fpr": self.fpr,
+                "tpr": self.tpr,
+                "auc": self.auc,
+                "n_control": self.n_control,
+                "n_target": self.n_target,
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -244,35 +251,48 @@ class Attainability:
     @property
     def message(self) -> str | None:
         """A plain warning, or None when significance and every star are in reach."""
-        corr = (f" and {self.correction} over {self.n_tests} tests"
-                if self.correction != "none" and self.n_tests > 1 else "")
-        plan = (f"k = {self.k}" + (f", m = {self.m}" if self.m != self.k else "")
-                + f" responses per prompt, B = {self.n_permutations} permutations{corr}")
-        smallest = (f"the smallest possible {'adjusted ' if corr else ''}p is "
-                    f"{self.smallest_adjusted_p:.3g}")
+        corr = (
+            f" and {self.correction} over {self.n_tests} tests"
+            if self.correction != "none" and self.n_tests > 1
+            else ""
+        )
+        plan = (
+            f"k = {self.k}"
+            + (f", m = {self.m}" if self.m != self.k else "")
+            + f" responses per prompt, B = {self.n_permutations} permutations{corr}"
+        )
+        smallest = f"the smallest possible {'adjusted ' if corr else ''}p is {self.smallest_adjusted_p:.3g}"
         if not self.reachable:
             if self.min_samples is not None:
                 how = f"Use at least k = {self.min_samples} responses per prompt."
             else:
                 how = f"Use at least {self.min_permutations} permutations."
-            return (f"With {plan}, no result can be significant: {smallest}, above "
-                    f"α = {self.alpha:g}. {how}")
+            return f"With {plan}, no result can be significant: {smallest}, above α = {self.alpha:g}. {how}"
         if self.best_stars != "***":
             if self.exact:  # every split is enumerated: only more responses help
                 how = "More responses per prompt raise that ceiling."
             else:
-                how = (f"At least {self.permutations_for_all_stars} permutations make every "
-                       "star reachable.")
+                how = f"At least {self.permutations_for_all_stars} permutations make every star reachable."
             stars = f"at most '{self.best_stars}'" if self.best_stars else "no star"
             return f"With {plan}, {smallest}: {stars} can be reached. {how}"
         return None
 
     def to_dict(self) -> dict[str, Any]:
-        return _jsonable({
-            "k": self.k, "m": self.m, "n_permutations": self.n_permutations,
-            "n_tests": self.n_tests, "correction": self.correction, "alpha": self.alpha,
-            "smallest_p": self.smallest_p, "smallest_adjusted_p": self.smallest_adjusted_p,
-            "reachable": self.reachable, "best_stars": self.best_stars,
-            "min_samples": self.min_samples, "min_permutations": self.min_permutations,
-            "exact": self.exact, "message": self.message,
-        })
+        return _jsonable(
+            {
+                "k": self.k,
+                "m": self.m,
+                "n_permutations": self.n_permutations,
+                "n_tests": self.n_tests,
+                "correction": self.correction,
+                "alpha": self.alpha,
+                "smallest_p": self.smallest_p,
+                "smallest_adjusted_p": self.smallest_adjusted_p,
+                "reachable": self.reachable,
+                "best_stars": self.best_stars,
+                "min_samples": self.min_samples,
+                "min_permutations": self.min_permutations,
+                "exact": self.exact,
+                "message": self.message,
+            }
+        )

@@ -12,6 +12,7 @@
 Nothing here is copied by hand: a new option or spec key appears in the manual on the next
 build. The functions are plain so that ``tests/test_docs.py`` can call them directly.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,15 +34,16 @@ def _import_path() -> None:
 
 # ---------------------------------------------------------------- the command line
 
+
 def _cell(text: Any) -> str:
     """Text for one cell of a markdown table: one line, pipes and angle brackets escaped."""
     s = " ".join(str(text).split())
     return s.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def _commands(parser: argparse.ArgumentParser,
-              path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], str,
-                                                            argparse.ArgumentParser]]:
+def _commands(
+    parser: argparse.ArgumentParser, path: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], str, argparse.ArgumentParser]]:
     """(words after ``dbpa``, the help the parent gave it, the sub-parser) for every
     command and sub-command, depth first, in the order they were added."""
     for action in parser._actions:
@@ -57,14 +59,15 @@ def _commands(parser: argparse.ArgumentParser,
             yield from _commands(child, (*path, name))
 
 
-def _argument_rows(parser: argparse.ArgumentParser, common: frozenset[str] = frozenset()
-                   ) -> list[str]:
+def _argument_rows(parser: argparse.ArgumentParser, common: frozenset[str] = frozenset()) -> list[str]:
     """One table row per argument; ``common`` options (those every command takes, listed
     once at the top) are left out of a command's table."""
     rows = []
     for a in parser._actions:
-        if isinstance(a, (argparse._HelpAction, argparse._VersionAction,
-                          argparse._SubParsersAction)) or a.help == argparse.SUPPRESS:
+        if (
+            isinstance(a, (argparse._HelpAction, argparse._VersionAction, argparse._SubParsersAction))
+            or a.help == argparse.SUPPRESS
+        ):
             continue
         if a.default == argparse.SUPPRESS and set(a.option_strings) & common:
             continue
@@ -75,8 +78,7 @@ def _argument_rows(parser: argparse.ArgumentParser, common: frozenset[str] = fro
         else:
             names = f"`{a.metavar or a.dest}`"
         default = a.default
-        shown = ("" if default in (None, False, argparse.SUPPRESS, [], "")
-                 else f"`{default}`")
+        shown = "" if default in (None, False, argparse.SUPPRESS, [], "") else f"`{default}`"
         helptext = (a.help or "").replace("%(default)s", str(default))
         if a.choices:
             helptext += " (one of: " + ", ".join(str(c) for c in a.choices) + ")"
@@ -96,16 +98,24 @@ def cli_markdown(parser: argparse.ArgumentParser | None = None) -> str:
     old = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = "78"  # argparse wraps usage lines at the terminal's width
     try:
-        out = ["# Command line reference", "",
-               "Generated from the `dbpa` command's own parser when this manual is built, so "
-               "it lists exactly the options of this version. `dbpa COMMAND --help` prints "
-               "the same in a terminal. `--cache-dir`, `--home` and `--quiet` are accepted "
-               "before or after any command.", "",
-               "Exit codes: 0 done, 1 a gate failed (`--fail-on`, `--max-asr`, "
-               "`--fail-on-change`), 2 a mistake in the input or the setup (one line says "
-               "which), 3 a backend failure (key, server, model, malformed answers), "
-               "130 stopped.", "",
-               "```text", parser.format_usage().strip(), "```", ""]
+        out = [
+            "# Command line reference",
+            "",
+            "Generated from the `dbpa` command's own parser when this manual is built, so "
+            "it lists exactly the options of this version. `dbpa COMMAND --help` prints "
+            "the same in a terminal. `--cache-dir`, `--home` and `--quiet` are accepted "
+            "before or after any command.",
+            "",
+            "Exit codes: 0 done, 1 a gate failed (`--fail-on`, `--max-asr`, "
+            "`--fail-on-change`), 2 a mistake in the input or the setup (one line says "
+            "which), 3 a backend failure (key, server, model, malformed answers), "
+            "130 stopped.",
+            "",
+            "```text",
+            parser.format_usage().strip(),
+            "```",
+            "",
+        ]
         if parser.description:
             out += [parser.description, ""]
         rows = _argument_rows(parser)
@@ -131,6 +141,7 @@ def cli_markdown(parser: argparse.ArgumentParser | None = None) -> str:
 
 # ---------------------------------------------------------------- the spec's schema
 
+
 def _resolve(node: dict[str, Any], defs: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
     """(the definition's name, the definition) for a ``$ref``; (None, node) otherwise."""
     ref = node.get("$ref")
@@ -147,8 +158,7 @@ def _type(node: dict[str, Any], defs: dict[str, Any]) -> str:
         node.pop("allOf")
     name, node = _resolve(node, defs)
     if name:
-        return f"[{node.get('title', name)}](#{_anchor(name)})" if _is_object(node) else \
-            _type(node, defs)
+        return f"[{node.get('title', name)}](#{_anchor(name)})" if _is_object(node) else _type(node, defs)
     if "const" in node:
         return f"`{json.dumps(node['const'])}`"
     if "enum" in node:
@@ -193,9 +203,13 @@ def _property_table(node: dict[str, Any], defs: dict[str, Any]) -> list[str]:
     required = set(node.get("required", []))
     rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
     for key, prop in node.get("properties", {}).items():
-        default = ("required" if key in required else
-                   f"`{json.dumps(prop['default'])}`" if prop.get("default") is not None
-                   else "—")  # None: not set unless given
+        default = (
+            "required"
+            if key in required
+            else f"`{json.dumps(prop['default'])}`"
+            if prop.get("default") is not None
+            else "—"
+        )  # None: not set unless given
         _, target = _resolve(prop, defs)
         desc = prop.get("description") or target.get("description") or ""
         rows.append(f"| `{key}` | {_type(prop, defs)} | {_cell(default)} | {_cell(desc)} |")
@@ -205,8 +219,12 @@ def _property_table(node: dict[str, Any], defs: dict[str, Any]) -> list[str]:
 # (navigation title, page, module with json_schema(), what the spec is for)
 SCHEMA_PAGES = (
     ("Audit spec", "reference/spec.md", "dbpa_core.spec_schema", "an audit spec (`dbpa audit`)"),
-    ("Battery spec", "reference/battery-spec.md", "dbpa_core.attacks.schema",
-     "a robustness battery spec (`dbpa attack`)"),
+    (
+        "Battery spec",
+        "reference/battery-spec.md",
+        "dbpa_core.attacks.schema",
+        "a robustness battery spec (`dbpa attack`)",
+    ),
 )
 
 
@@ -229,10 +247,14 @@ def spec_markdown(schema: dict[str, Any] | None = None, what: str = "an audit sp
         if schema is None:
             raise ImportError("dbpa_core.spec_schema.json_schema is not in this version")
     defs = schema.get("$defs", schema.get("definitions", {}))
-    out = [f"# {schema.get('title', 'Spec')} reference", "",
-           f"Generated from the JSON Schema of {what} when this manual is built, so it "
-           "lists exactly the keys this version reads. A spec is a YAML file; unknown keys "
-           "are refused before any call, with the file and the line.", ""]
+    out = [
+        f"# {schema.get('title', 'Spec')} reference",
+        "",
+        f"Generated from the JSON Schema of {what} when this manual is built, so it "
+        "lists exactly the keys this version reads. A spec is a YAML file; unknown keys "
+        "are refused before any call, with the file and the line.",
+        "",
+    ]
     if schema.get("description"):
         out += [schema["description"].strip(), ""]
     out += ["## Top-level keys", "", *_property_table(schema, defs), ""]
@@ -258,6 +280,7 @@ def spec_schema_available() -> bool:
 
 
 # ---------------------------------------------------------------- MkDocs
+
 
 def on_config(config: Any) -> Any:
     """Name the spec references in the navigation, after the command line, for the schemas

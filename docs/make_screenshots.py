@@ -4,6 +4,7 @@
 
     .venv/bin/python docs/make_screenshots.py
 """
+
 from __future__ import annotations
 
 import os
@@ -15,5 +16,19 @@ ROOT = Path(__file__).resolve().parents[1]
 
 if __name__ == "__main__":
     env = dict(os.environ, DBPA_DOCS_IMG=str(ROOT / "docs" / "img"))
-    sys.exit(subprocess.call([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
-                              "tests/app/test_browser_tour.py"], cwd=ROOT, env=env))
+    sys.exit(
+        subprocess.call(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-x",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "tests/app/test_browser_tour.py",
+            ],
+            cwd=ROOT,
+            env=env,
+        )
+    )

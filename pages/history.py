@@ -1,5 +1,6 @@
 """History: every recorded audit (dashboard and CLI) — find, reopen with all its charts,
 compare two runs side by side, delete."""
+
 import json
 
 import pandas as pd
@@ -15,25 +16,40 @@ widgets.page_setup(settings="none")
 st.title("History")
 ss = st.session_state
 history = state.history()
-st.markdown("<div class='dbpa-explain'>Every audit run here or with <code>dbpa audit</code> is "
-            "recorded with its spec, settings, tool version, time, results and responses, and "
-            "so is every suite of cases (here or with <code>dbpa audit</code>) and every "
-            "robustness battery, fidelity simulation and sensitivity study run here. Find a "
-            "run, reopen it with all its charts, compare two audits (a model before and after "
-            "an upgrade: which perturbations changed verdict), or delete runs. From a "
-            "terminal: <code>dbpa history</code>.</div>", unsafe_allow_html=True)
+st.markdown(
+    "<div class='dbpa-explain'>Every audit run here or with <code>dbpa audit</code> is "
+    "recorded with its spec, settings, tool version, time, results and responses, and "
+    "so is every suite of cases (here or with <code>dbpa audit</code>) and every "
+    "robustness battery, fidelity simulation and sensitivity study run here. Find a "
+    "run, reopen it with all its charts, compare two audits (a model before and after "
+    "an upgrade: which perturbations changed verdict), or delete runs. From a "
+    "terminal: <code>dbpa history</code>.</div>",
+    unsafe_allow_html=True,
+)
 st.caption(f"Database: `{history.where}`")
 
-PAGE_TITLES = {"landing": "Perturbation test", "personas": "Persona explorer",
-               "roc": "Control vs target", "models": "Model comparison",
-               "robustness": "Robustness battery", "fidelity_sim": "Simulator fidelity",
-               "sensitivity": "Sensitivity", "suite": "Suite of cases"}
-KIND_TITLES = {"battery": "Robustness battery", "fidelity": "Simulator fidelity",
-               "sensitivity": "Sensitivity study", "suite": "Suite of cases"}
+PAGE_TITLES = {
+    "landing": "Perturbation test",
+    "personas": "Persona explorer",
+    "roc": "Control vs target",
+    "models": "Model comparison",
+    "robustness": "Robustness battery",
+    "fidelity_sim": "Simulator fidelity",
+    "sensitivity": "Sensitivity",
+    "suite": "Suite of cases",
+}
+KIND_TITLES = {
+    "battery": "Robustness battery",
+    "fidelity": "Simulator fidelity",
+    "sensitivity": "Sensitivity study",
+    "suite": "Suite of cases",
+}
 # which page a recorded run can be loaded into, by the view that draws it
-LOAD_INTO = {"perturbation": ("landing", "perturbation_test"), "control_target": ("roc",
-             "control_target"), "models": ("models", "model_comparison")}
-
+LOAD_INTO = {
+    "perturbation": ("landing", "perturbation_test"),
+    "control_target": ("roc", "control_target"),
+    "models": ("models", "model_comparison"),
+}
 
 
 def load_into_page(spec, page_key: str, url: str) -> None:
@@ -52,7 +68,7 @@ def reopen_on_page(kind: str, run_id: int, created_at, title: str, page: str | N
         ss["_hist_error"] = str(exc)
         return
     form = history.form(run_id)
-    if form:   # the inputs the results were made from: the page shows them with the results
+    if form:  # the inputs the results were made from: the page shows them with the results
         runner.apply_form(form)
     url = runner.reopen(kind, run_id, created_at, results, load(history.location, run_id).settings)
     state.name_page(url, title)
@@ -70,9 +86,13 @@ f_since = c3.date_input("From", value=None, key="hist_f_since", format="YYYY-MM-
 f_until = c4.date_input("To", value=None, key="hist_f_until", format="YYYY-MM-DD")
 f_source = c5.selectbox("Run from", ["anywhere", "dashboard", "cli"], key="hist_f_source")
 try:
-    runs = history.list(model=f_model.strip() or None, prompt=f_prompt.strip() or None,
-                        since=f_since, until=f_until,
-                        source=None if f_source == "anywhere" else f_source)
+    runs = history.list(
+        model=f_model.strip() or None,
+        prompt=f_prompt.strip() or None,
+        since=f_since,
+        until=f_until,
+        source=None if f_source == "anywhere" else f_source,
+    )
 except HistoryError as exc:
     st.error(md_escape(str(exc)))
     st.stop()
@@ -82,9 +102,11 @@ if note:
     st.success(note)
 if not runs:
     filtered = any([f_model.strip(), f_prompt.strip(), f_since, f_until, f_source != "anywhere"])
-    st.info("No recorded run matches these filters." if filtered else
-            "No runs recorded yet: run an audit on any page (or `dbpa audit SPEC`), and it "
-            "appears here.")
+    st.info(
+        "No recorded run matches these filters."
+        if filtered
+        else "No runs recorded yet: run an audit on any page (or `dbpa audit SPEC`), and it appears here."
+    )
     st.stop()
 
 
@@ -112,22 +134,36 @@ def describe(r) -> str:
 
 
 by_id = {r.id: r for r in runs}
-table = pd.DataFrame([{
-    "id": r.id, "when (UTC)": r.created_at.strftime("%Y-%m-%d %H:%M"),
-    "from": r.source if r.source == "cli" else PAGE_TITLES.get(r.page, r.page or "dashboard"),
-    "by": who(r),
-    "kind": KIND_TITLES.get(kind_of(r.id), "audit"),
-    "title": r.title, "control gate": {"fail": "FAIL", "pass": "pass", "": ""}[r.control_gate],
-    "tests": str(r.n_tests) if kind_of(r.id) in ("audit", "suite") else "–",
-    "detectable": str(r.n_significant) if kind_of(r.id) in ("audit", "suite") else "–",
-    "models": ", ".join(models_of(r)),
-    "base prompt": " ".join(r.base_prompt.split())[:80] or extras.get(r.id, {}).get("headline", "")}
-    for r in runs])
-st.dataframe(table, hide_index=True, key="hist_table", height=widgets.table_height(min(len(runs), 12)),
-             column_config={"id": st.column_config.NumberColumn(format="%d", width="small")})
-st.caption(f"{len(runs)} run(s). Detectable: how many perturbations changed the answers "
-           "detectably (told apart from the model's own randomness, adjusted p ≤ α). Control "
-           "gate: FAIL when a perturbation marked control changed the answers detectably.")
+table = pd.DataFrame(
+    [
+        {
+            "id": r.id,
+            "when (UTC)": r.created_at.strftime("%Y-%m-%d %H:%M"),
+            "from": r.source if r.source == "cli" else PAGE_TITLES.get(r.page, r.page or "dashboard"),
+            "by": who(r),
+            "kind": KIND_TITLES.get(kind_of(r.id), "audit"),
+            "title": r.title,
+            "control gate": {"fail": "FAIL", "pass": "pass", "": ""}[r.control_gate],
+            "tests": str(r.n_tests) if kind_of(r.id) in ("audit", "suite") else "–",
+            "detectable": str(r.n_significant) if kind_of(r.id) in ("audit", "suite") else "–",
+            "models": ", ".join(models_of(r)),
+            "base prompt": " ".join(r.base_prompt.split())[:80] or extras.get(r.id, {}).get("headline", ""),
+        }
+        for r in runs
+    ]
+)
+st.dataframe(
+    table,
+    hide_index=True,
+    key="hist_table",
+    height=widgets.table_height(min(len(runs), 12)),
+    column_config={"id": st.column_config.NumberColumn(format="%d", width="small")},
+)
+st.caption(
+    f"{len(runs)} run(s). Detectable: how many perturbations changed the answers "
+    "detectably (told apart from the model's own randomness, adjusted p ≤ α). Control "
+    "gate: FAIL when a perturbation marked control changed the answers detectably."
+)
 
 
 def unreadable_note(parts, run_id: int, shown: int = 3) -> str:
@@ -135,9 +171,11 @@ def unreadable_note(parts, run_id: int, shown: int = 3) -> str:
     then how many more): the rest of the run is shown as usual."""
     named = "; ".join(md_escape(u) for u in parts[:shown])
     more = f"; and {len(parts) - shown} more" if len(parts) > shown else ""
-    return (f"Part of this run could not be read back from the history ({len(parts)} garbled "
-            f"part(s); the rest is shown below): {named}{more}. `dbpa history show {run_id}` "
-            "lists them all.")
+    return (
+        f"Part of this run could not be read back from the history ({len(parts)} garbled "
+        f"part(s); the rest is shown below): {named}{more}. `dbpa history show {run_id}` "
+        "lists them all."
+    )
 
 
 def forget_deleted(doomed) -> None:
@@ -158,11 +196,12 @@ def load(path: str, run_id: int):
     return History(path).get(run_id)
 
 
-tab_open, tab_compare, tab_delete = st.tabs(["Open a run", "Compare two runs", "Delete runs"],
-                                            key="hist_tabs", on_change="rerun")
+tab_open, tab_compare, tab_delete = st.tabs(
+    ["Open a run", "Compare two runs", "Delete runs"], key="hist_tabs", on_change="rerun"
+)
 ids = list(by_id)
 audit_ids = [i for i in ids if kind_of(i) == "audit"]
-for k in ("hist_open", "hist_a", "hist_b"):   # a deleted run is selected nowhere
+for k in ("hist_open", "hist_a", "hist_b"):  # a deleted run is selected nowhere
     if k in ss and ss[k] not in ids:
         del ss[k]
 if err := ss.pop("_hist_error", None):
@@ -171,107 +210,158 @@ with tab_open:
     if tab_open.open is not False:
         if ss.get("hist_open") not in ids:
             ss["hist_open"] = ids[0]
-        run_id = st.selectbox("Run", ids, format_func=lambda i: describe(by_id[i]),
-                              key="hist_open")
+        run_id = st.selectbox("Run", ids, format_func=lambda i: describe(by_id[i]), key="hist_open")
         run = load(history.location, run_id)
         s = run.summary
         src = "`dbpa audit`" if s.source == "cli" else f"the {PAGE_TITLES.get(s.page, s.page)} page"
-        st.markdown(f"**{md_escape(s.title)}** — run {s.id}, {s.created_at:%Y-%m-%d %H:%M} UTC, "
-                    f"from {src}, dbpa {md_escape(s.tool_version)}"
-                    + (f", run by {md_escape(s.user or 'someone')} on "
-                       f"{md_escape(s.host or 'an unnamed machine')}" if s.user or s.host else "")
-                    + (f", {run.seconds:.1f} s" if run.seconds else ""))
+        st.markdown(
+            f"**{md_escape(s.title)}** — run {s.id}, {s.created_at:%Y-%m-%d %H:%M} UTC, "
+            f"from {src}, dbpa {md_escape(s.tool_version)}"
+            + (
+                f", run by {md_escape(s.user or 'someone')} on {md_escape(s.host or 'an unnamed machine')}"
+                if s.user or s.host
+                else ""
+            )
+            + (f", {run.seconds:.1f} s" if run.seconds else "")
+        )
         if run.unreadable:
             st.warning(unreadable_note(run.unreadable, s.id), icon=":material/broken_image:")
         cfg = run.settings
-        st.caption(f"k = {cfg.get('samples')}, B = {cfg.get('permutations')}, ω = "
-                   f"{cfg.get('measure')}, correction = {cfg.get('correction')}, α = "
-                   f"{cfg.get('alpha')}, seed = {cfg.get('seed')}, temperature = "
-                   f"{cfg.get('temperature')}, max tokens = {cfg.get('max_tokens')}. Responses: "
-                   f"{md_escape(where_responses_live(run))}.")
+        st.caption(
+            f"k = {cfg.get('samples')}, B = {cfg.get('permutations')}, ω = "
+            f"{cfg.get('measure')}, correction = {cfg.get('correction')}, α = "
+            f"{cfg.get('alpha')}, seed = {cfg.get('seed')}, temperature = "
+            f"{cfg.get('temperature')}, max tokens = {cfg.get('max_tokens')}. Responses: "
+            f"{md_escape(where_responses_live(run))}."
+        )
         kind = kind_of(s.id)
         load_into = LOAD_INTO.get(views.view_for(s.page, run.audits)) if run.audits else None
         if kind != "audit":
-            st.markdown(f"{KIND_TITLES[kind]} of {md_escape(', '.join(models_of(s)))}: "
-                        f"{md_escape(extras.get(s.id, {}).get('headline', ''))}.")
+            st.markdown(
+                f"{KIND_TITLES[kind]} of {md_escape(', '.join(models_of(s)))}: "
+                f"{md_escape(extras.get(s.id, {}).get('headline', ''))}."
+            )
             home = PAGE_TITLES[runner.RESULT_HOME[kind][0]]
-            st.button(f"Open on the {home} page (with all its charts)", key="hist_reopen",
-                      icon=":material/open_in_new:", on_click=reopen_on_page,
-                      args=(kind, s.id, s.created_at, s.title, s.page), type="primary")
+            st.button(
+                f"Open on the {home} page (with all its charts)",
+                key="hist_reopen",
+                icon=":material/open_in_new:",
+                on_click=reopen_on_page,
+                args=(kind, s.id, s.created_at, s.title, s.page),
+                type="primary",
+            )
         elif load_into and len(run.audits) == 1:
-            st.button(f"Load into the {PAGE_TITLES[load_into[0]]} page (to run it again)",
-                      key="hist_load", icon=":material/open_in_new:", on_click=load_into_page,
-                      args=(next(iter(run.audits.values())).spec, *load_into))
+            st.button(
+                f"Load into the {PAGE_TITLES[load_into[0]]} page (to run it again)",
+                key="hist_load",
+                icon=":material/open_in_new:",
+                on_click=load_into_page,
+                args=(next(iter(run.audits.values())).spec, *load_into),
+            )
         if run.audits:
             st.divider()
-            views.show_recorded(run.audits, page=s.page, key=f"hist_{s.id}",
-                                meta=RunMeta(s.created_at, s.id, s.source, s.tool_version),
-                                title=s.title)
+            views.show_recorded(
+                run.audits,
+                page=s.page,
+                key=f"hist_{s.id}",
+                meta=RunMeta(s.created_at, s.id, s.source, s.tool_version),
+                title=s.title,
+            )
 
 with tab_compare:
     if tab_compare.open is not False:
         if len(audit_ids) < 2:
-            st.info("Record at least two audits to compare them (batteries, simulations and "
-                    "sensitivity studies reopen on their pages).")
+            st.info(
+                "Record at least two audits to compare them (batteries, simulations and "
+                "sensitivity studies reopen on their pages)."
+            )
         else:
             c1, c2 = st.columns(2)
             if ss.get("hist_a") not in audit_ids:
                 ss["hist_a"] = audit_ids[1]
             if ss.get("hist_b") not in audit_ids:
                 ss["hist_b"] = audit_ids[0]
-            a = c1.selectbox("Run A (before)", audit_ids,
-                             format_func=lambda i: describe(by_id[i]), key="hist_a")
-            b = c2.selectbox("Run B (after)", audit_ids,
-                             format_func=lambda i: describe(by_id[i]), key="hist_b")
+            a = c1.selectbox(
+                "Run A (before)", audit_ids, format_func=lambda i: describe(by_id[i]), key="hist_a"
+            )
+            b = c2.selectbox(
+                "Run B (after)", audit_ids, format_func=lambda i: describe(by_id[i]), key="hist_b"
+            )
             if a == b:
                 st.info("Choose two different runs.")
             else:
                 cmp = history.compare(a, b)
                 both = [r for r in cmp.rows if r.a is not None and r.b is not None]
                 if not both:
-                    st.warning("These runs share no perturbation (matched by name): nothing "
-                               "to compare.")
+                    st.warning("These runs share no perturbation (matched by name): nothing to compare.")
                 elif cmp.changed:
-                    st.error(f"**{len(cmp.changed)} of {len(both)}** perturbations tested in "
-                             "both runs changed verdict: " + "; ".join(
-                                 f"{md_escape(r.name)} ({r.status})" for r in cmp.changed) + ".",
-                             icon=":material/compare_arrows:")
+                    st.error(
+                        f"**{len(cmp.changed)} of {len(both)}** perturbations tested in "
+                        "both runs changed verdict: "
+                        + "; ".join(f"{md_escape(r.name)} ({r.status})" for r in cmp.changed)
+                        + ".",
+                        icon=":material/compare_arrows:",
+                    )
                 else:
-                    st.success(f"No verdict changed: all {len(both)} perturbations tested in "
-                               "both runs got the same verdict.")
+                    st.success(
+                        f"No verdict changed: all {len(both)} perturbations tested in "
+                        "both runs got the same verdict."
+                    )
                 for k, (va, vb) in cmp.settings_changed.items():
-                    st.caption(f"Changed between the runs — {md_escape(k)}: "
-                               f"{md_escape(str(va)[:120])} → {md_escape(str(vb)[:120])}")
+                    st.caption(
+                        f"Changed between the runs — {md_escape(k)}: "
+                        f"{md_escape(str(va)[:120])} → {md_escape(str(vb)[:120])}"
+                    )
                 if both:
                     if {"measure", "embedder"} & set(cmp.settings_changed):
-                        st.warning("The runs differ in their measure or embedder, so their ω "
-                                   "above chance are on different scales: compare the verdicts "
-                                   "(and p), not the heights of the bars.",
-                                   icon=":material/straighten:")
+                        st.warning(
+                            "The runs differ in their measure or embedder, so their ω "
+                            "above chance are on different scales: compare the verdicts "
+                            "(and p), not the heights of the bars.",
+                            icon=":material/straighten:",
+                        )
                     st.plotly_chart(history_figures.comparison_figure(cmp), key="hist_cmp_fig")
-                rows = [{"audit": r.job, "perturbation": r.name, "role": r.role or "",
-                         "ω above chance A": r.a.effect_above_chance if r.a else None,
-                         "ω above chance B": r.b.effect_above_chance if r.b else None,
-                         "p (adjusted) A": r.a.p_adjusted if r.a else None,
-                         "p (adjusted) B": r.b.p_adjusted if r.b else None,
-                         "detectable A": r.a.significant if r.a else None,
-                         "detectable B": r.b.significant if r.b else None,
-                         "change": r.status} for r in cmp.rows]
+                rows = [
+                    {
+                        "audit": r.job,
+                        "perturbation": r.name,
+                        "role": r.role or "",
+                        "ω above chance A": r.a.effect_above_chance if r.a else None,
+                        "ω above chance B": r.b.effect_above_chance if r.b else None,
+                        "p (adjusted) A": r.a.p_adjusted if r.a else None,
+                        "p (adjusted) B": r.b.p_adjusted if r.b else None,
+                        "detectable A": r.a.significant if r.a else None,
+                        "detectable B": r.b.significant if r.b else None,
+                        "change": r.status,
+                    }
+                    for r in cmp.rows
+                ]
                 df = pd.DataFrame(rows)
-                st.dataframe(widgets.styled(df), hide_index=True, key="hist_cmp_table",
-                             height=widgets.table_height(len(df)))
-                st.download_button("Comparison (JSON)", lambda: json.dumps(
-                    cmp.to_dict(), indent=2, ensure_ascii=False),
-                    f"dbpa-compare_run{a}-run{b}.json", "application/json",
-                    key="hist_cmp_dl", on_click="ignore", icon=":material/data_object:")
+                st.dataframe(
+                    widgets.styled(df),
+                    hide_index=True,
+                    key="hist_cmp_table",
+                    height=widgets.table_height(len(df)),
+                )
+                st.download_button(
+                    "Comparison (JSON)",
+                    lambda: json.dumps(cmp.to_dict(), indent=2, ensure_ascii=False),
+                    f"dbpa-compare_run{a}-run{b}.json",
+                    "application/json",
+                    key="hist_cmp_dl",
+                    on_click="ignore",
+                    icon=":material/data_object:",
+                )
 
 with tab_delete:
     if tab_delete.open is not False:
-        doomed = st.multiselect("Runs to delete", ids, format_func=lambda i: describe(by_id[i]),
-                                key="hist_delete_ids")
+        doomed = st.multiselect(
+            "Runs to delete", ids, format_func=lambda i: describe(by_id[i]), key="hist_delete_ids"
+        )
         if ss.get("_hist_confirm") and doomed:
-            st.warning(f"Delete {len(doomed)} run(s) with their results and responses? This "
-                       "cannot be undone.")
+            st.warning(
+                f"Delete {len(doomed)} run(s) with their results and responses? This cannot be undone."
+            )
             y, n, _ = st.columns([1, 1, 4])
             if y.button("Yes, delete", key="hist_delete_yes", type="primary"):
                 removed = history.delete(*doomed)
@@ -287,19 +377,25 @@ with tab_delete:
             if n.button("Cancel", key="hist_delete_no"):
                 ss["_hist_confirm"] = False
                 st.rerun()
-        elif st.button("Delete…", key="hist_delete", disabled=not doomed,
-                       icon=":material/delete:"):
+        elif st.button("Delete…", key="hist_delete", disabled=not doomed, icon=":material/delete:"):
             ss["_hist_confirm"] = True
             st.rerun()
 
 st.divider()
 st.subheader("Report for the audit file")
-st.caption("One HTML document with every verdict of the runs you choose (audits, control gates, "
-           "answer checks, batteries, fidelity, sensitivity), their settings, versions, dates "
-           "and a SHA-256 checksum of the responses; then one section per run. From a "
-           "terminal, also as PDF: `dbpa report ID… --out FILE.pdf`.")
-report_ids = st.multiselect("Runs in the report", ids, default=ids[:1],
-                            format_func=lambda i: describe(by_id[i]), key="hist_report_ids")
+st.caption(
+    "One HTML document with every verdict of the runs you choose (audits, control gates, "
+    "answer checks, batteries, fidelity, sensitivity), their settings, versions, dates "
+    "and a SHA-256 checksum of the responses; then one section per run. From a "
+    "terminal, also as PDF: `dbpa report ID… --out FILE.pdf`."
+)
+report_ids = st.multiselect(
+    "Runs in the report",
+    ids,
+    default=ids[:1],
+    format_func=lambda i: describe(by_id[i]),
+    key="hist_report_ids",
+)
 
 
 def report_html() -> str:
@@ -313,6 +409,14 @@ def report_html() -> str:
         return error_page(str(exc))
 
 
-st.download_button("Report", report_html, "dbpa-report_runs-" + "-".join(map(str, report_ids))
-                   + ".html", "text/html", key="hist_report_dl", on_click="ignore",
-                   disabled=not report_ids, icon=":material/description:", type="primary")
+st.download_button(
+    "Report",
+    report_html,
+    "dbpa-report_runs-" + "-".join(map(str, report_ids)) + ".html",
+    "text/html",
+    key="hist_report_dl",
+    on_click="ignore",
+    disabled=not report_ids,
+    icon=":material/description:",
+    type="primary",
+)

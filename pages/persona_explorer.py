@@ -1,4 +1,5 @@
 """Personas x models: a heat map of ω above chance with significance (the paper's Table 2)."""
+
 import pandas as pd
 import streamlit as st
 
@@ -7,10 +8,13 @@ from ui import checks_view, presets, runner, specfile, views, widgets
 KEY = "personas"
 widgets.page_setup()
 st.title("Persona explorer")
-st.markdown("<div class='dbpa-explain'>Each persona is put before the base prompt (\"Act as a "
-            "comedian. …\") and tested against the plain prompt, on every chosen model. Colour "
-            "and number: how far the persona moves the answers beyond chance; grey: not "
-            "significant after correction.</div>", unsafe_allow_html=True)
+st.markdown(
+    "<div class='dbpa-explain'>Each persona is put before the base prompt (\"Act as a "
+    'comedian. …") and tested against the plain prompt, on every chosen model. Colour '
+    "and number: how far the persona moves the answers beyond chance; grey: not "
+    "significant after correction.</div>",
+    unsafe_allow_html=True,
+)
 
 widgets.base_prompt_input()
 c1, c2 = st.columns([3, 2])
@@ -19,8 +23,7 @@ personas = c1.multiselect("Personas", presets.PERSONAS, key="w_persona_list")
 custom = c2.text_input("More personas (comma-separated)", key="w_persona_custom")
 personas = list(dict.fromkeys(personas + [c.strip() for c in custom.split(",") if c.strip()]))
 models = runner.model_options()
-chosen_models = widgets.pick_models("Models", "w_persona_models", list(models),
-                                   default_count=1)
+chosen_models = widgets.pick_models("Models", "w_persona_models", list(models), default_count=1)
 
 checks = checks_view.checks_editor(key=KEY)
 specs = {}
@@ -31,10 +34,16 @@ elif not chosen_models:
 else:
     entries = runner.perturbation_entries(pd.DataFrame(presets.persona_rows(personas)))
     try:
-        specs = {m: runner.build_spec(base_prompt=st.session_state["w_base_prompt"],
-                                      perturbations=entries, model=models[m],
-                                      name="persona-explorer", overrides=checks)
-                 for m in chosen_models}
+        specs = {
+            m: runner.build_spec(
+                base_prompt=st.session_state["w_base_prompt"],
+                perturbations=entries,
+                model=models[m],
+                name="persona-explorer",
+                overrides=checks,
+            )
+            for m in chosen_models
+        }
     except Exception as exc:  # noqa: BLE001
         st.error(runner.friendly(exc))
 specfile.spec_section(specs, key=KEY)

@@ -1,4 +1,5 @@
 """Landing page: does a perturbation change what the model says?"""
+
 import pandas as pd
 import streamlit as st
 
@@ -12,20 +13,28 @@ st.markdown(
     "<i>k</i> times. If the perturbed answers differ from the base answers by more than the "
     "base answers differ among themselves, the permutation test flags it. Prefilled with the "
     "paper's example: a NICE cardiovascular question and eight personas.</div>",
-    unsafe_allow_html=True)
+    unsafe_allow_html=True,
+)
 
 widgets.base_prompt_input()
-st.markdown("**Perturbations** — a *prefix* is put before the base prompt; a full *prompt* "
-            "replaces it. Role: *control* should not change the answer, *target* should.")
+st.markdown(
+    "**Perturbations** — a *prefix* is put before the base prompt; a full *prompt* "
+    "replaces it. Role: *control* should not change the answer, *target* should."
+)
 table = st.session_state["perturbations"]
 edited = st.data_editor(
-    table, key=f"pert_editor_{st.session_state['perturbations_version']}", num_rows="dynamic",
-    hide_index=True, height=widgets.table_height(len(table) + 1), column_config={
+    table,
+    key=f"pert_editor_{st.session_state['perturbations_version']}",
+    num_rows="dynamic",
+    hide_index=True,
+    height=widgets.table_height(len(table) + 1),
+    column_config={
         "name": st.column_config.TextColumn("name", required=True),
         "prefix": st.column_config.TextColumn("prefix", width="medium"),
         "prompt": st.column_config.TextColumn("prompt (replaces the base)", width="large"),
         "role": st.column_config.SelectboxColumn("role", options=["", "control", "target"]),
-    })
+    },
+)
 if not edited.equals(table):
     st.session_state["perturbations"] = edited.reset_index(drop=True)
     st.session_state["perturbations_version"] += 1
@@ -39,7 +48,8 @@ def _add_rows(rows):
     skipped = [r["name"] for r in rows if r["name"].strip() in have]
     if skipped:
         st.session_state["_landing_add_note"] = (
-            "Already in the table, not added again: " + ", ".join(skipped) + ".")
+            "Already in the table, not added again: " + ", ".join(skipped) + "."
+        )
     if new:
         st.session_state["perturbations"] = pd.concat([df, pd.DataFrame(new)], ignore_index=True)
         st.session_state["perturbations_version"] += 1
@@ -49,11 +59,11 @@ with st.expander("Quick add: personas and covariate changes"):
     c1, c2 = st.columns(2)
     with c1:
         picked = st.multiselect("Persona presets", presets.PERSONAS, key="landing_personas")
-        custom = st.text_input("Custom personas (comma-separated)", key="landing_custom",
-                               placeholder="pharmacist, pirate")
+        custom = st.text_input(
+            "Custom personas (comma-separated)", key="landing_custom", placeholder="pharmacist, pirate"
+        )
         if st.button("Add personas", key="landing_add_personas"):
-            names = list(dict.fromkeys(picked + [c.strip() for c in custom.split(",")
-                                                 if c.strip()]))
+            names = list(dict.fromkeys(picked + [c.strip() for c in custom.split(",") if c.strip()]))
             _add_rows(presets.persona_rows(names))
             st.rerun()
     with c2:
@@ -64,8 +74,7 @@ with st.expander("Quick add: personas and covariate changes"):
             role = st.selectbox("Role", ["target", "control", ""], key="landing_cov_role")
             if st.button("Add covariate change", key="landing_add_cov", disabled=not value):
                 prompt = presets.change_covariate(st.session_state["w_base_prompt"], field, value)
-                _add_rows([{"name": f"{field}: {value}", "prefix": "", "prompt": prompt,
-                            "role": role}])
+                _add_rows([{"name": f"{field}: {value}", "prefix": "", "prompt": prompt, "role": role}])
                 st.rerun()
         else:
             st.caption("Write fields as `Name: value` in the base prompt to edit them here.")
@@ -74,24 +83,30 @@ with st.expander("Quick add: personas and covariate changes"):
         st.info(widgets.md_escape(note))
 
 models = runner.model_options()
-model_name = widgets.pick_model("Model", "w_landing_model", list(models),
-                                help="Add OpenAI-compatible, Hugging Face or replay models "
-                                "in Settings.")
+model_name = widgets.pick_model(
+    "Model",
+    "w_landing_model",
+    list(models),
+    help="Add OpenAI-compatible, Hugging Face or replay models in Settings.",
+)
 
 checks = checks_view.checks_editor(key=KEY)
 try:
-    spec = runner.build_spec(base_prompt=st.session_state["w_base_prompt"],
-                             perturbations=runner.perturbation_entries(
-                                 st.session_state["perturbations"]),
-                             model=models.get(model_name), name="perturbation-test",
-                             overrides=checks)
+    spec = runner.build_spec(
+        base_prompt=st.session_state["w_base_prompt"],
+        perturbations=runner.perturbation_entries(st.session_state["perturbations"]),
+        model=models.get(model_name),
+        name="perturbation-test",
+        overrides=checks,
+    )
 except Exception as exc:  # noqa: BLE001
     spec = None
     st.error(runner.friendly(exc), icon=":material/edit_note:")
 specfile.spec_section({model_name: spec} if spec else None, key=KEY)
 # first start: the recorded result of the default example, at once (Run samples afresh)
-demo.offer(spec, key=KEY, job=model_name,
-           signature=runner.specs_signature({model_name: spec}) if spec else None)
+demo.offer(
+    spec, key=KEY, job=model_name, signature=runner.specs_signature({model_name: spec}) if spec else None
+)
 results = runner.run_section({model_name: spec} if spec else None, key=KEY, label="Run audit")
 results = views.with_current_delta(KEY, results)  # δ re-reads, never reruns
 if results:

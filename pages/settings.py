@@ -1,5 +1,6 @@
 """Models (saved in $DBPA_HOME, keys never), keys (kept in this browser session only) and
 the cache."""
+
 import hashlib
 import os
 
@@ -18,20 +19,24 @@ st.title("Settings")
 ss = st.session_state
 
 st.subheader("Models")
-st.caption("The embedded SmolLM2-135M runs offline with no key. Add any OpenAI-compatible "
-           "server (OpenAI, vLLM, Ollama, llama.cpp), a local Hugging Face folder, or a "
-           f"replay file of recorded responses. Models are saved in `{models_file()}` and come "
-           "back after a reload; API keys never are: type a server's key into its key field "
-           "below (kept in this browser session only), or set the environment variable it "
-           "names before starting the dashboard.")
+st.caption(
+    "The embedded SmolLM2-135M runs offline with no key. Add any OpenAI-compatible "
+    "server (OpenAI, vLLM, Ollama, llama.cpp), a local Hugging Face folder, or a "
+    f"replay file of recorded responses. Models are saved in `{models_file()}` and come "
+    "back after a reload; API keys never are: type a server's key into its key field "
+    "below (kept in this browser session only), or set the environment variable it "
+    "names before starting the dashboard."
+)
 for problem in ss.get("model_problems", []):
     st.warning(md_escape(problem))
 note = ss.pop("_settings_note", None)
 if note:
     getattr(st, note[0])(note[1])
 
-KEY_HINT = ("Type the key into this model's key field (left of Test; kept in this browser "
-            "session only, never saved) and press Test again.")
+KEY_HINT = (
+    "Type the key into this model's key field (left of Test; kept in this browser "
+    "session only, never saved) and press Test again."
+)
 
 
 def _key_status(m: dict) -> str:
@@ -50,16 +55,24 @@ def _key_entered(widget: str, slot: str, label: str, row: int) -> None:
     ss[widget] = ""  # the field never shows a key back; its placeholder says one is held
     if value:
         ss["api_keys"][slot] = value
-        ss["_settings_row_note"] = (row, "success", f"Key for **{md_escape(label)}** kept in "
-                                    "this session only (never saved). Press Test to check it.")
+        ss["_settings_row_note"] = (
+            row,
+            "success",
+            f"Key for **{md_escape(label)}** kept in "
+            "this session only (never saved). Press Test to check it.",
+        )
 
 
 for i, m in enumerate(list(ss["models"])):
     label = model_label(m)
     kind = m.get("backend", "local")
     c1, c2, c3, c4 = st.columns([4, 2, 1, 1], vertical_alignment="center")
-    desc = {"local": "embedded, offline", "openai": redact_url(m.get("base_url", "")),
-            "hf": m.get("path", ""), "replay": m.get("file", "")}[kind]
+    desc = {
+        "local": "embedded, offline",
+        "openai": redact_url(m.get("base_url", "")),
+        "hf": m.get("path", ""),
+        "replay": m.get("file", ""),
+    }[kind]
     line = f"**{md_escape(label)}** · `{kind}` · {md_escape(desc)}"
     if kind == "openai":
         slot = key_slot(m)
@@ -67,12 +80,17 @@ for i, m in enumerate(list(ss["models"])):
         line += f" · {md_escape(_key_status(m))}"
         widget = "settings_mkey_" + hashlib.sha256(f"{i}|{label}|{slot}".encode()).hexdigest()[:12]
         # the label is collapsed: it is only the field's accessible name, so it stays raw
-        c2.text_input(f"API key for {label}", key=widget, type="password",
-                      label_visibility="collapsed",
-                      placeholder="Key entered: type to replace" if held else "Enter key",
-                      on_change=_key_entered, args=(widget, slot, label, i),
-                      help="Kept in this browser session only, never saved. Models of the "
-                      "same server that name the same variable share it.")
+        c2.text_input(
+            f"API key for {label}",
+            key=widget,
+            type="password",
+            label_visibility="collapsed",
+            placeholder="Key entered: type to replace" if held else "Enter key",
+            on_change=_key_entered,
+            args=(widget, slot, label, i),
+            help="Kept in this browser session only, never saved. Models of the "
+            "same server that name the same variable share it.",
+        )
     c1.markdown(line)
     if c3.button("Test", key=f"settings_test_{i}", help="One tiny call (a replay file: read it)"):
         with st.spinner(f"Testing {md_escape(model_label(m))} …"):
@@ -91,10 +109,18 @@ for i, m in enumerate(list(ss["models"])):
         st.rerun()
 
 st.markdown("**Add a model**")
-backend = st.radio("Backend", ["openai", "local", "hf", "replay"], horizontal=True,
-                   key="settings_backend", format_func={
-                       "openai": "OpenAI-compatible server", "local": "Local model variant",
-                       "hf": "Hugging Face folder", "replay": "Replay file"}.get)
+backend = st.radio(
+    "Backend",
+    ["openai", "local", "hf", "replay"],
+    horizontal=True,
+    key="settings_backend",
+    format_func={
+        "openai": "OpenAI-compatible server",
+        "local": "Local model variant",
+        "hf": "Hugging Face folder",
+        "replay": "Replay file",
+    }.get,
+)
 LABEL_HELP = "The name in the model lists; leave it empty to use the model's name."
 if ss.pop("_settings_clear_form", False):  # after an add: set before the widgets exist
     for k in ("settings_name", "settings_key", "settings_path", "settings_label"):
@@ -105,37 +131,43 @@ with st.form("settings_add_model", clear_on_submit=False):
     if backend == "openai":
         c1, c2 = st.columns(2)
         name = c1.text_input("Model name", key="settings_name", placeholder="gpt-4o-mini")
-        base_url = c2.text_input("Base URL", key="settings_base_url",
-                                 value="https://api.openai.com/v1",
-                                 help="vLLM: http://host:8000/v1 · Ollama: http://host:11434/v1")
-        key = c1.text_input("API key (kept in this session only, never saved)", type="password",
-                            key="settings_key")
-        key_env = c2.text_input("…or the environment variable that holds it",
-                                key="settings_key_env", value="OPENAI_API_KEY")
+        base_url = c2.text_input(
+            "Base URL",
+            key="settings_base_url",
+            value="https://api.openai.com/v1",
+            help="vLLM: http://host:8000/v1 · Ollama: http://host:11434/v1",
+        )
+        key = c1.text_input(
+            "API key (kept in this session only, never saved)", type="password", key="settings_key"
+        )
+        key_env = c2.text_input(
+            "…or the environment variable that holds it", key="settings_key_env", value="OPENAI_API_KEY"
+        )
         label = c1.text_input("Label (optional)", key="settings_label", help=LABEL_HELP)
     elif backend == "local":
-        st.caption("The embedded SmolLM2-135M sampled at another temperature: a second "
-                   "'model' that works offline.")
+        st.caption(
+            "The embedded SmolLM2-135M sampled at another temperature: a second 'model' that works offline."
+        )
         c1, c2 = st.columns(2)
         label = c1.text_input("Label (optional)", key="settings_label", help=LABEL_HELP)
-        temperature = c2.number_input("Temperature", 0.0, 2.0, 1.2, 0.1,
-                                      key="settings_temperature")
+        temperature = c2.number_input("Temperature", 0.0, 2.0, 1.2, 0.1, key="settings_temperature")
     else:
         c1, c2 = st.columns(2)
         what = "Folder of the model" if backend == "hf" else "JSONL file of recorded responses"
         path = c1.text_input(what, key="settings_path")
-        name = c2.text_input("Model name (optional; for replay: the records' 'model')",
-                             key="settings_name")
+        name = c2.text_input("Model name (optional; for replay: the records' 'model')", key="settings_name")
         label = c1.text_input("Label (optional)", key="settings_label", help=LABEL_HELP)
-    test = st.checkbox("Test it first (one tiny call; a replay file is read)", value=True,
-                       key="settings_test_first")
+    test = st.checkbox(
+        "Test it first (one tiny call; a replay file is read)", value=True, key="settings_test_first"
+    )
     if st.form_submit_button("Add model", type="primary"):
         error = None
         if backend == "openai":
             if not name.strip():
                 error = "Give the model name the server knows (e.g. gpt-4o-mini)."
-            cfg.update(name=name.strip(), base_url=base_url.strip(),
-                       api_key_env=key_env.strip() or "OPENAI_API_KEY")
+            cfg.update(
+                name=name.strip(), base_url=base_url.strip(), api_key_env=key_env.strip() or "OPENAI_API_KEY"
+            )
         elif backend == "local":
             cfg["temperature"] = float(temperature)
         elif backend == "hf":
@@ -151,12 +183,19 @@ with st.form("settings_add_model", clear_on_submit=False):
         cfg = {k: v for k, v in cfg.items() if v is not None}
         # the same model again (same server/file/folder and name): not a second entry, but
         # a way to give it its key in a new session, or to select it
-        same = next((m for m in ss["models"] if state.same_model(m, cfg)
-                     and cfg.get("label", model_label(m)) == model_label(m)), None)
-        if not error and same is None and \
-                model_label(cfg) in {model_label(m) for m in ss["models"]}:
-            error = (f"Another model is already called {model_label(cfg)!r}: give this one "
-                     "another name in the Label field of this form.")
+        same = next(
+            (
+                m
+                for m in ss["models"]
+                if state.same_model(m, cfg) and cfg.get("label", model_label(m)) == model_label(m)
+            ),
+            None,
+        )
+        if not error and same is None and model_label(cfg) in {model_label(m) for m in ss["models"]}:
+            error = (
+                f"Another model is already called {model_label(cfg)!r}: give this one "
+                "another name in the Label field of this form."
+            )
         keys = dict(ss["api_keys"])
         slot = key_slot(cfg) if backend == "openai" else None
         if key and not error:
@@ -165,12 +204,18 @@ with st.form("settings_add_model", clear_on_submit=False):
         if not error and test:
             target = same or cfg
             with st.spinner(f"Testing {md_escape(model_label(target))} …"):
-                check = connection.check_model(target, api_keys=keys,
-                                               cache_dir=ss["cache_dir"])
+                check = connection.check_model(target, api_keys=keys, cache_dir=ss["cache_dir"])
             if not check.ok:
                 hint = " Check the API key field of this form." if check.problem == "key" else ""
-                error = (check.message + hint + (" Nothing changed." if same else
-                         " Not added: fix it, or untick the test to add anyway."))
+                error = (
+                    check.message
+                    + hint
+                    + (
+                        " Nothing changed."
+                        if same
+                        else " Not added: fix it, or untick the test to add anyway."
+                    )
+                )
         if error:
             st.error(md_escape(error))
         else:
@@ -179,9 +224,11 @@ with st.form("settings_add_model", clear_on_submit=False):
             shown = md_escape(model_label(same or cfg))
             if same is not None:
                 state.select_everywhere([model_label(same)])
-                text = (f"**{shown}** is already in the list"
-                        + (": its key is now set for this session (never saved)" if key else "")
-                        + "; selected it on the audit pages.")
+                text = (
+                    f"**{shown}** is already in the list"
+                    + (": its key is now set for this session (never saved)" if key else "")
+                    + "; selected it on the audit pages."
+                )
                 saved = None
             else:
                 ss["models"].append(cfg)
@@ -191,17 +238,18 @@ with st.form("settings_add_model", clear_on_submit=False):
             if check is not None:
                 text += " " + md_escape(check.message)
             # shown under the form, where the user is looking
-            ss["_settings_add_note"] = (("warning", md_escape(saved)) if saved
-                                        else ("success", text))
+            ss["_settings_add_note"] = ("warning", md_escape(saved)) if saved else ("success", text)
             ss["_settings_clear_form"] = True
             st.rerun()
 if add_note := ss.pop("_settings_add_note", None):
     getattr(st, add_note[0])(add_note[1])
 
 st.subheader("Cache")
-st.caption("Every response and embedding is cached on disk, so a repeated or interrupted run "
-           "costs nothing twice. Keys are never cached. Recorded runs stay in the History "
-           "whatever happens to the cache.")
+st.caption(
+    "Every response and embedding is cached on disk, so a repeated or interrupted run "
+    "costs nothing twice. Keys are never cached. Recorded runs stay in the History "
+    "whatever happens to the cache."
+)
 
 
 def _cache_dir_typed() -> None:
@@ -209,30 +257,42 @@ def _cache_dir_typed() -> None:
     and keep (and show again) the folder in use."""
     problem = state.use_cache_dir(ss.get("settings_cache_dir", ""))
     ss["settings_cache_dir"] = ss["cache_dir"]
-    ss["_settings_cache_note"] = (("error", md_escape(problem)) if problem else
-                                  ("success", f"The cache is now {md_escape(ss['cache_dir'])}."))
+    ss["_settings_cache_note"] = (
+        ("error", md_escape(problem))
+        if problem
+        else ("success", f"The cache is now {md_escape(ss['cache_dir'])}.")
+    )
 
 
 # not a w_ key, so Streamlit drops it on a page switch: it starts again from the folder in use
 if "settings_cache_dir" not in ss:
     ss["settings_cache_dir"] = ss["cache_dir"]
-st.text_input("Cache folder", key="settings_cache_dir", on_change=_cache_dir_typed,
-              help="Created if need be. Each folder is its own cache.")
+st.text_input(
+    "Cache folder",
+    key="settings_cache_dir",
+    on_change=_cache_dir_typed,
+    help="Created if need be. Each folder is its own cache.",
+)
 if cache_note := ss.pop("_settings_cache_note", None):
     getattr(st, cache_note[0])(cache_note[1])
 cache = state.cache()
-if cache.url:   # DBPA_CACHE_URL: the samples live in a database the team shares
-    st.info(f"The cached responses and embeddings are in the database "
-            f"`{cache.where.replace('`', '')}` (DBPA_CACHE_URL), shared by every machine that names "
-            "it; the folder keeps the converted local models.", icon=":material/database:")
+if cache.url:  # DBPA_CACHE_URL: the samples live in a database the team shares
+    st.info(
+        f"The cached responses and embeddings are in the database "
+        f"`{cache.where.replace('`', '')}` (DBPA_CACHE_URL), shared by every machine that names "
+        "it; the folder keeps the converted local models.",
+        icon=":material/database:",
+    )
 
 
 def _clear_cache() -> None:  # runs before the page is drawn: the counts below are fresh
     c = state.cache()
     n = c.clear()
     st.session_state["_settings_cleared"] = (
-        "The damaged cache was removed and an empty one started." if c.repaired
-        else f"Removed {n} cached items.")
+        "The damaged cache was removed and an empty one started."
+        if c.repaired
+        else f"Removed {n} cached items."
+    )
 
 
 c1, c2, c3 = st.columns(3)
@@ -245,8 +305,10 @@ except CacheError as exc:  # a damaged store: one line; Clear repairs it
     st.error(str(exc), icon=":material/error:")
 if ss.get("_settings_confirm_clear"):
     what = f"all {n_cached:,} cached" if n_cached is not None else "the damaged cache of"
-    st.warning(f"Remove {what} responses and embeddings? Audits will have to ask the models "
-               "again (paid calls for a remote model).")
+    st.warning(
+        f"Remove {what} responses and embeddings? Audits will have to ask the models "
+        "again (paid calls for a remote model)."
+    )
     y, n, _ = st.columns([1, 1, 4])
     if y.button("Yes, clear the cache", key="settings_clear_yes", type="primary"):
         ss["_settings_confirm_clear"] = False

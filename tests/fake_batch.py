@@ -12,6 +12,7 @@ chat server would (the same text for the same prompt and seed); lines in ``fail_
 choices, and an expired or cancelled job answers only its first ``answered`` lines.
 ``answer(prompt, seed)`` gives an answer's text (the fake chat server's by default).
 """
+
 from __future__ import annotations
 
 import email.parser
@@ -23,9 +24,18 @@ from .fake_openai import FakeOpenAI, fake_text
 
 
 class FakeBatch(FakeOpenAI):
-    def __init__(self, *, polls_until_done: int = 2, outcome: str = "completed",
-                 fail_lines=(), malformed_lines=(), answered: int = 0, hold: bool = False,
-                 answer=fake_text, **kw):
+    def __init__(
+        self,
+        *,
+        polls_until_done: int = 2,
+        outcome: str = "completed",
+        fail_lines=(),
+        malformed_lines=(),
+        answered: int = 0,
+        hold: bool = False,
+        answer=fake_text,
+        **kw,
+    ):
         super().__init__(**kw)
         self.answer_text = answer  # (prompt, seed) -> the answer's text
         self.polls_until_done = polls_until_done
@@ -36,7 +46,7 @@ class FakeBatch(FakeOpenAI):
         self.hold = hold
         self.files: dict[str, bytes] = {}
         self.batches: dict[str, dict] = {}
-        self.created: list[dict] = []   # the create requests, in order
+        self.created: list[dict] = []  # the create requests, in order
         self.uploads = 0
         self.polls = 0
 
@@ -69,17 +79,30 @@ class FakeBatch(FakeOpenAI):
 
     def _upload(self, h, raw: bytes):
         msg = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
-            f"Content-Type: {h.headers['Content-Type']}\r\n\r\n".encode() + raw)
-        fields = {p.get_param("name", header="content-disposition"): p.get_payload(decode=True)
-                  for p in msg.iter_parts()}
+            f"Content-Type: {h.headers['Content-Type']}\r\n\r\n".encode() + raw
+        )
+        fields = {
+            p.get_param("name", header="content-disposition"): p.get_payload(decode=True)
+            for p in msg.iter_parts()
+        }
         if fields.get("purpose") != b"batch" or "file" not in fields:
             return self._error(h, 400, "purpose must be 'batch' and a file must be given")
         self.uploads += 1
         fid = f"file-{len(self.files) + 1}"
         self.files[fid] = fields["file"]
-        self._send(h, 200, {"id": fid, "object": "file", "bytes": len(fields["file"]),
-                            "created_at": int(time.time()), "filename": "batch.jsonl",
-                            "purpose": "batch", "status": "processed"})
+        self._send(
+            h,
+            200,
+            {
+                "id": fid,
+                "object": "file",
+                "bytes": len(fields["file"]),
+                "created_at": int(time.time()),
+                "filename": "batch.jsonl",
+                "purpose": "batch",
+                "status": "processed",
+            },
+        )
 
     def _create(self, h, body: dict):
         self.created.append(body)
@@ -88,12 +111,19 @@ class FakeBatch(FakeOpenAI):
         bid = f"batch_{len(self.created)}"  # one per create request, never reused
         n = len(self.lines(body["input_file_id"]))
         self.batches[bid] = {
-            "id": bid, "object": "batch", "endpoint": body.get("endpoint"),
-            "input_file_id": body["input_file_id"], "completion_window":
-            body.get("completion_window"), "created_at": int(time.time()),
-            "status": "validating", "output_file_id": None, "error_file_id": None,
-            "errors": None, "polls": 0,
-            "request_counts": {"total": n, "completed": 0, "failed": 0}}
+            "id": bid,
+            "object": "batch",
+            "endpoint": body.get("endpoint"),
+            "input_file_id": body["input_file_id"],
+            "completion_window": body.get("completion_window"),
+            "created_at": int(time.time()),
+            "status": "validating",
+            "output_file_id": None,
+            "error_file_id": None,
+            "errors": None,
+            "polls": 0,
+            "request_counts": {"total": n, "completed": 0, "failed": 0},
+        }
         self._send(h, 200, self._public(self.batches[bid]))
 
     def lines(self, file_id: str) -> list[dict]:
@@ -112,26 +142,50 @@ class FakeBatch(FakeOpenAI):
             return self._public(b)
         if self.outcome == "failed":
             b["status"] = "failed"
-            b["errors"] = {"object": "list", "data": [
-                {"code": "invalid_request", "message": "The input file is invalid."}]}
+            b["errors"] = {
+                "object": "list",
+                "data": [{"code": "invalid_request", "message": "The input file is invalid."}],
+            }
             return self._public(b)
         out, err = [], []
         for i, line in enumerate(self.lines(b["input_file_id"])):
             cid = line["custom_id"]
             if self.outcome != "completed" and i >= self.answered:
-                err.append({"id": f"req_{i}", "custom_id": cid, "response": None, "error": {
-                    "code": f"batch_{self.outcome}", "message": f"The batch was {self.outcome}."}})
+                err.append(
+                    {
+                        "id": f"req_{i}",
+                        "custom_id": cid,
+                        "response": None,
+                        "error": {
+                            "code": f"batch_{self.outcome}",
+                            "message": f"The batch was {self.outcome}.",
+                        },
+                    }
+                )
             elif i in self.fail_lines:
-                err.append({"id": f"req_{i}", "custom_id": cid, "error": None, "response": {
-                    "status_code": 500, "body": {"error": {"message": "The server had an error",
-                                                           "type": "server_error"}}}})
+                err.append(
+                    {
+                        "id": f"req_{i}",
+                        "custom_id": cid,
+                        "error": None,
+                        "response": {
+                            "status_code": 500,
+                            "body": {"error": {"message": "The server had an error", "type": "server_error"}},
+                        },
+                    }
+                )
             else:
                 body = {"choices": []} if i in self.malformed_lines else self._answer(line["body"])
-                out.append({"id": f"req_{i}", "custom_id": cid, "error": None,
-                            "response": {"status_code": 200, "body": body}})
+                out.append(
+                    {
+                        "id": f"req_{i}",
+                        "custom_id": cid,
+                        "error": None,
+                        "response": {"status_code": 200, "body": body},
+                    }
+                )
         b["status"] = self.outcome
-        b["request_counts"] = {"total": len(out) + len(err), "completed": len(out),
-                               "failed": len(err)}
+        b["request_counts"] = {"total": len(out) + len(err), "completed": len(out), "failed": len(err)}
         for kind, rows in (("output_file_id", out), ("error_file_id", err)):
             if rows:
                 fid = f"file-{len(self.files) + 1}"
@@ -143,9 +197,18 @@ class FakeBatch(FakeOpenAI):
         """The chat completion the live fake server gives for ``body``."""
         prompt = body["messages"][-1]["content"]
         text = self.answer_text(prompt, int(body.get("seed") or 0))
-        return {"id": "chatcmpl-batch", "object": "chat.completion", "created": 0,
-                "model": body["model"], "system_fingerprint": "fp_batch",
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": text}}],
-                "usage": {"prompt_tokens": len(prompt) // 4 + 1, "completion_tokens": 12,
-                          "total_tokens": len(prompt) // 4 + 13}}
+        return {
+            "id": "chatcmpl-batch",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body["model"],
+            "system_fingerprint": "fp_batch",
+            "choices": [
+                {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}
+            ],
+            "usage": {
+                "prompt_tokens": len(prompt) // 4 + 1,
+                "completion_tokens": 12,
+                "total_tokens": len(prompt) // 4 + 13,
+            },
+        }

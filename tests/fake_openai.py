@@ -23,6 +23,7 @@ Provenance: ``system_fingerprint`` and ``served_model`` (a string, or a function
 request number, 1-based) set what each chat answer says answered it; a test may change
 them between runs. Unset: no fingerprint, and the requested model name.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -35,15 +36,38 @@ import numpy as np
 
 from .local_http import LocalJSONServer
 
-CALM = ("take statins daily exercise regularly eat vegetables reduce salt monitor blood "
-        "pressure see your doctor stop smoking lower cholesterol follow NICE guidance").split()
-FAULTS = ("429", "500", "slow", "malformed", "trickle", "huge", "junk", "ansi",
-          "retry_after_long", "retry_after_junk", "few_choices", "refuse_n", "no_message",
-          "nonstring_content", "empty_content", "choices_str", "no_choices", "error_200",
-          "nan_embedding", "zero_embedding", "uneven_embedding", "few_embeddings")
+CALM = (
+    "take statins daily exercise regularly eat vegetables reduce salt monitor blood "
+    "pressure see your doctor stop smoking lower cholesterol follow NICE guidance"
+).split()
+FAULTS = (
+    "429",
+    "500",
+    "slow",
+    "malformed",
+    "trickle",
+    "huge",
+    "junk",
+    "ansi",
+    "retry_after_long",
+    "retry_after_junk",
+    "few_choices",
+    "refuse_n",
+    "no_message",
+    "nonstring_content",
+    "empty_content",
+    "choices_str",
+    "no_choices",
+    "error_200",
+    "nan_embedding",
+    "zero_embedding",
+    "uneven_embedding",
+    "few_embeddings",
+)
 GARBAGE = ("no_message", "nonstring_content", "empty_content", "choices_str", "no_choices")
-FUNNY = ("banana joke clown pie laugh silly honk rubber chicken pun circus giggle tickle "
-         "whoopee cushion knock").split()
+FUNNY = (
+    "banana joke clown pie laugh silly honk rubber chicken pun circus giggle tickle whoopee cushion knock"
+).split()
 
 
 def fake_text(prompt: str, seed: int, index: int = 0) -> str:
@@ -62,11 +86,23 @@ def fake_embedding(text: str, dim: int = 32) -> list[float]:
 
 
 class FakeOpenAI(LocalJSONServer):
-    def __init__(self, *, api_key: str | None = None, models=("fake-model",), faults=None,
-                 latency: float = 0.0, slow_seconds: float = 3.0, retry_after: str = "0.05",
-                 max_prompt_chars: int = 10_000, support_n: bool = True, fault: str | None = None,
-                 trickle_seconds: float = 0.2, huge_bytes: int = 20 * 1024**2,
-                 system_fingerprint=None, served_model=None):
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        models=("fake-model",),
+        faults=None,
+        latency: float = 0.0,
+        slow_seconds: float = 3.0,
+        retry_after: str = "0.05",
+        max_prompt_chars: int = 10_000,
+        support_n: bool = True,
+        fault: str | None = None,
+        trickle_seconds: float = 0.2,
+        huge_bytes: int = 20 * 1024**2,
+        system_fingerprint=None,
+        served_model=None,
+    ):
         self.api_key = api_key
         self.models = set(models)
         self.faults = dict(faults or {})
@@ -99,7 +135,7 @@ class FakeOpenAI(LocalJSONServer):
         h.end_headers()
         try:
             for i in range(len(data)):
-                h.wfile.write(data[i:i + 1])
+                h.wfile.write(data[i : i + 1])
                 h.wfile.flush()
                 time.sleep(self.trickle_seconds)
         except (BrokenPipeError, ConnectionResetError, OSError):
@@ -137,8 +173,9 @@ class FakeOpenAI(LocalJSONServer):
         if self.latency:
             time.sleep(self.latency)
         if fault == "429":
-            return self._error(h, 429, "Rate limit reached", "rate_limit_error",
-                               {"Retry-After": self.retry_after})
+            return self._error(
+                h, 429, "Rate limit reached", "rate_limit_error", {"Retry-After": self.retry_after}
+            )
         if fault == "500":
             return self._error(h, 500, "The server had an error", "server_error")
         if fault == "slow":
@@ -146,16 +183,15 @@ class FakeOpenAI(LocalJSONServer):
         if fault == "malformed":
             return self._send(h, 200, b'{"id": "x", "choices": [ {"index": 0, "mess')
         if fault == "retry_after_long":
-            return self._error(h, 429, "Rate limit reached", "rate_limit_error",
-                               {"Retry-After": "3600"})
+            return self._error(h, 429, "Rate limit reached", "rate_limit_error", {"Retry-After": "3600"})
         if fault == "retry_after_junk":
-            return self._error(h, 429, "Rate limit reached", "rate_limit_error",
-                               {"Retry-After": "soon"})
+            return self._error(h, 429, "Rate limit reached", "rate_limit_error", {"Retry-After": "soon"})
         if fault == "junk":
             return self._send(h, 200, b"<html><body>502 Bad Gateway</body></html>")
         if fault == "ansi":
-            return self._error(h, 500, "\x1b[2J\x1b[31mboom\x1b[0m\x1b]0;pwned\x07 \x07bell\x00",
-                               "server_error")
+            return self._error(
+                h, 500, "\x1b[2J\x1b[31mboom\x1b[0m\x1b]0;pwned\x07 \x07bell\x00", "server_error"
+            )
         if fault == "error_200":
             return self._send(h, 200, {"error": {"message": "overloaded", "type": "server_error"}})
         if fault == "huge":
@@ -164,8 +200,7 @@ class FakeOpenAI(LocalJSONServer):
             return self._error(h, 401, "Incorrect API key provided", "invalid_api_key")
         body = json.loads(raw or b"{}")
         if body.get("model") not in self.models:
-            return self._error(h, 404, f"The model `{body.get('model')}` does not exist",
-                               "model_not_found")
+            return self._error(h, 404, f"The model `{body.get('model')}` does not exist", "model_not_found")
         if h.path.endswith("/embeddings"):
             inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
             vectors = [fake_embedding(t) for t in inputs]
@@ -177,10 +212,12 @@ class FakeOpenAI(LocalJSONServer):
                 vectors[-1] = vectors[-1][:-3]
             elif fault == "few_embeddings":
                 vectors = vectors[:-1]
-            body = {"object": "list", "model": body["model"],
-                    "data": [{"object": "embedding", "index": i, "embedding": v}
-                             for i, v in enumerate(vectors)],
-                    "usage": {"prompt_tokens": 1, "total_tokens": 1}}
+            body = {
+                "object": "list",
+                "model": body["model"],
+                "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)],
+                "usage": {"prompt_tokens": 1, "total_tokens": 1},
+            }
             if fault == "trickle":
                 return self._trickle(h, json.dumps(body).encode())
             if not (fault or "").endswith(("_embedding", "_embeddings")):
@@ -199,20 +236,28 @@ class FakeOpenAI(LocalJSONServer):
         choices = []
         for i in range(n):
             text = fake_text(prompt, seed, i)
-            choices.append({"index": i, "message": {"role": "assistant", "content": text},
-                            "finish_reason": "stop"})
+            choices.append(
+                {"index": i, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+            )
         if fault == "no_message":
             del choices[0]["message"]
         elif fault == "nonstring_content":
             choices[0]["message"]["content"] = [{"type": "text", "text": "x"}]
         elif fault == "empty_content":
             choices[0]["message"]["content"] = ""
-        answer = {"id": f"chatcmpl-{n_req}", "object": "chat.completion",
-                  "created": int(time.time()), "model": body["model"], "choices": choices,
-                  "usage": {"prompt_tokens": len(prompt) // 4 + 1, "completion_tokens": 12 * n,
-                            "total_tokens": len(prompt) // 4 + 1 + 12 * n}}
-        for field, how in (("system_fingerprint", self.system_fingerprint),
-                           ("model", self.served_model)):
+        answer = {
+            "id": f"chatcmpl-{n_req}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body["model"],
+            "choices": choices,
+            "usage": {
+                "prompt_tokens": len(prompt) // 4 + 1,
+                "completion_tokens": 12 * n,
+                "total_tokens": len(prompt) // 4 + 1 + 12 * n,
+            },
+        }
+        for field, how in (("system_fingerprint", self.system_fingerprint), ("model", self.served_model)):
             value = how(n_req) if callable(how) else how
             if value is not None:
                 answer[field] = value
@@ -248,8 +293,7 @@ class FakeOpenAIProcess:
 
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=serve_forever_in_subprocess, args=(child, self.kwargs),
-                                daemon=True)
+        self.proc = ctx.Process(target=serve_forever_in_subprocess, args=(child, self.kwargs), daemon=True)
         self.proc.start()
         self.base_url = self.conn.recv()
         return self

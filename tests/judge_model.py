@@ -9,6 +9,7 @@ enough to count by hand:
 
 ``requests`` counts the chat requests served (a cached judge asks nothing).
 """
+
 from __future__ import annotations
 
 import json
@@ -23,10 +24,13 @@ KEY_ENV, KEY = "DBPA_TEST_KEY", "sk-test-0123456789"
 def judge_check_yaml(srv: JudgeServer, indent: str = "") -> str:
     """A spec's ``checks:`` entry "recommends a statin" judged by ``srv`` (a list item
     indented by ``indent``); the key is read from ``KEY_ENV``."""
-    lines = ["- name: recommends a statin", "  judge:",
-             f'    model: {{backend: openai, name: judge, base_url: "{srv.base_url}",',
-             f"             api_key_env: {KEY_ENV}, max_retries: 0}}",
-             '    question: "Does the answer recommend a statin? Answer yes or no."']
+    lines = [
+        "- name: recommends a statin",
+        "  judge:",
+        f'    model: {{backend: openai, name: judge, base_url: "{srv.base_url}",',
+        f"             api_key_env: {KEY_ENV}, max_retries: 0}}",
+        '    question: "Does the answer recommend a statin? Answer yes or no."',
+    ]
     return "".join(indent + line + "\n" for line in lines)
 
 
@@ -52,9 +56,18 @@ class JudgeServer(LocalJSONServer):
             self.prompts.append(prompt)
         n = int(body.get("n") or 1)
         text = judge_reply(prompt)
-        self._send(h, 200, {
-            "id": f"chatcmpl-{self.requests}", "object": "chat.completion", "created": 0,
-            "model": body.get("model"),
-            "choices": [{"index": i, "message": {"role": "assistant", "content": text},
-                         "finish_reason": "stop"} for i in range(n)],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13}})
+        self._send(
+            h,
+            200,
+            {
+                "id": f"chatcmpl-{self.requests}",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body.get("model"),
+                "choices": [
+                    {"index": i, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+                    for i in range(n)
+                ],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13},
+            },
+        )

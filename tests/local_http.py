@@ -8,6 +8,7 @@ port) in a daemon thread, POSTs handed to ``self._handle(handler)``, JSON answer
     with MyServer() as srv:
         srv.base_url          # http://127.0.0.1:PORT/v1
 """
+
 from __future__ import annotations
 
 import json

@@ -6,6 +6,7 @@ PostgreSQL refuses to run as root: as root the cluster belongs to the ``postgres
 is run through ``runuser``. Without the binaries (or as another user without them), the
 tests that need it are skipped with the reason.
 """
+
 from __future__ import annotations
 
 import glob
@@ -22,9 +23,10 @@ SUPERUSER = "dbpa"
 
 def binaries() -> Path | None:
     """The newest installed PostgreSQL's bin folder (Debian's layout), or None."""
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"),
-                   key=lambda p: int(Path(p).parent.parent.name) if
-                   Path(p).parent.parent.name.isdigit() else 0)
+    found = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"),
+        key=lambda p: int(Path(p).parent.parent.name) if Path(p).parent.parent.name.isdigit() else 0,
+    )
     if found:
         return Path(found[-1]).parent
     on_path = shutil.which("pg_ctl")
@@ -48,8 +50,10 @@ class PostgresServer:
 
     def why_not(self) -> str | None:
         if self.bin is None:
-            return ("PostgreSQL is not installed (Debian: apt-get install postgresql; "
-                    "`make test` does it when run as root)")
+            return (
+                "PostgreSQL is not installed (Debian: apt-get install postgresql; "
+                "`make test` does it when run as root)"
+            )
         if self.as_root:
             import pwd
 
@@ -72,17 +76,38 @@ class PostgresServer:
         if self.as_root:
             shutil.chown(self.folder, "postgres", "postgres")
         data = self.folder / "data"
-        self._run("initdb", "-D", str(data), "-U", SUPERUSER, "--auth=trust", "--locale=C",
-                  "--encoding=UTF8", "--no-sync")
+        self._run(
+            "initdb",
+            "-D",
+            str(data),
+            "-U",
+            SUPERUSER,
+            "--auth=trust",
+            "--locale=C",
+            "--encoding=UTF8",
+            "--no-sync",
+        )
         self.port = _free_port()
-        opts = (f"-c listen_addresses=127.0.0.1 -c port={self.port} -c fsync=off "
-                f"-c unix_socket_directories={self.folder} -c max_connections=100")
+        opts = (
+            f"-c listen_addresses=127.0.0.1 -c port={self.port} -c fsync=off "
+            f"-c unix_socket_directories={self.folder} -c max_connections=100"
+        )
         try:
-            self._run("pg_ctl", "-D", str(data), "-o", opts, "-l", str(self.folder / "log"),
-                      "-w", "-t", "60", "start")
+            self._run(
+                "pg_ctl",
+                "-D",
+                str(data),
+                "-o",
+                opts,
+                "-l",
+                str(self.folder / "log"),
+                "-w",
+                "-t",
+                "60",
+                "start",
+            )
         except subprocess.CalledProcessError as exc:
-            log = (self.folder / "log").read_text(errors="replace") \
-                if (self.folder / "log").exists() else ""
+            log = (self.folder / "log").read_text(errors="replace") if (self.folder / "log").exists() else ""
             self.stop()
             raise RuntimeError(f"PostgreSQL did not start: {exc.stderr}\n{log}") from None
 
@@ -94,8 +119,9 @@ class PostgresServer:
         import psycopg
 
         name = "t_" + uuid.uuid4().hex[:12]
-        with psycopg.connect(f"host=127.0.0.1 port={self.port} user={SUPERUSER} "
-                             "dbname=postgres", autocommit=True) as con:
+        with psycopg.connect(
+            f"host=127.0.0.1 port={self.port} user={SUPERUSER} dbname=postgres", autocommit=True
+        ) as con:
             con.execute(f"CREATE DATABASE {name}")  # a fixed alphabet: nothing to quote
         return self.url(name)
 

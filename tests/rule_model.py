@@ -15,6 +15,7 @@ eight words drawn (seeded by the request's seed) from the passage, so the respon
 distribution moves with the passage. ``latency`` delays every answer; ``requests``
 counts the chat requests served.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,9 +36,9 @@ def sections(prompt: str) -> dict[str, str]:
     out = {"instruction": "", "passage": "", "question": ""}
     for p in paras:
         if p.startswith("Passage: "):
-            out["passage"] = p[len("Passage: "):]
+            out["passage"] = p[len("Passage: ") :]
         elif p.startswith("Question: "):
-            out["question"] = p[len("Question: "):].split("\n(")[0]
+            out["question"] = p[len("Question: ") :].split("\n(")[0]
         elif not out["passage"] and not out["question"]:
             out["instruction"] = p
     return out
@@ -75,8 +76,7 @@ def vocabulary_of(texts: Iterable[str]) -> set[str]:
 class RuleModel(LocalJSONServer):
     """``with RuleModel(vocabulary) as srv: srv.base_url`` — an OpenAI-compatible server."""
 
-    def __init__(self, vocabulary: Iterable[str] = (), *, latency: float = 0.0,
-                 model: str = "rule-model"):
+    def __init__(self, vocabulary: Iterable[str] = (), *, latency: float = 0.0, model: str = "rule-model"):
         self.vocabulary = {w.lower() for w in vocabulary}
         self.latency = latency
         self.model = model
@@ -89,8 +89,16 @@ class RuleModel(LocalJSONServer):
         if self.latency:
             time.sleep(self.latency)
         if body.get("model") != self.model:
-            return self._send(h, 404, {"error": {"message": f"The model `{body.get('model')}` "
-                                                 "does not exist", "type": "model_not_found"}})
+            return self._send(
+                h,
+                404,
+                {
+                    "error": {
+                        "message": f"The model `{body.get('model')}` does not exist",
+                        "type": "model_not_found",
+                    }
+                },
+            )
         prompt = body["messages"][-1]["content"]
         n = int(body.get("n") or 1)
         temp = float(body.get("temperature") or 0.0)
@@ -98,15 +106,33 @@ class RuleModel(LocalJSONServer):
         with self.lock:
             self.requests += 1
             self.prompts.append(prompt)
-        choices = [{"index": i, "finish_reason": "stop",
-                    "message": {"role": "assistant",
-                                "content": rule_answer(prompt, self.vocabulary, temperature=temp,
-                                                       seed=seed * 1000 + i)}}
-                   for i in range(n)]
-        self._send(h, 200, {"id": "rule", "object": "chat.completion", "created": 0,
-                            "model": self.model, "choices": choices,
-                            "usage": {"prompt_tokens": len(prompt) // 4, "completion_tokens": 4 * n,
-                                      "total_tokens": len(prompt) // 4 + 4 * n}})
+        choices = [
+            {
+                "index": i,
+                "finish_reason": "stop",
+                "message": {
+                    "role": "assistant",
+                    "content": rule_answer(prompt, self.vocabulary, temperature=temp, seed=seed * 1000 + i),
+                },
+            }
+            for i in range(n)
+        ]
+        self._send(
+            h,
+            200,
+            {
+                "id": "rule",
+                "object": "chat.completion",
+                "created": 0,
+                "model": self.model,
+                "choices": choices,
+                "usage": {
+                    "prompt_tokens": len(prompt) // 4,
+                    "completion_tokens": 4 * n,
+                    "total_tokens": len(prompt) // 4 + 4 * n,
+                },
+            },
+        )
 
 
 def _serve(conn, vocabulary, latency):  # pragma: no cover - runs in a child process

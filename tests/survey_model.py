@@ -11,6 +11,7 @@ lines) and answers from the request's ``seed`` s, by rules simple enough to coun
   (s // 10) % d;
 * a question containing "UNREADABLE" is always answered "Hmm." (unparsed).
 """
+
 from __future__ import annotations
 
 import json
@@ -50,18 +51,43 @@ class SurveyModel(RuleModel):
     def _handle(self, h) -> None:
         body = json.loads(h.rfile.read(int(h.headers.get("Content-Length") or 0)) or b"{}")
         if body.get("model") != self.model:
-            return self._send(h, 404, {"error": {"message": f"The model `{body.get('model')}` "
-                                                 "does not exist", "type": "model_not_found"}})
+            return self._send(
+                h,
+                404,
+                {
+                    "error": {
+                        "message": f"The model `{body.get('model')}` does not exist",
+                        "type": "model_not_found",
+                    }
+                },
+            )
         prompt = body["messages"][-1]["content"]
         seed = int(body.get("seed") or 0)
         n = int(body.get("n") or 1)
         with self.lock:
             self.requests += 1
             self.prompts.append(prompt)
-        choices = [{"index": i, "finish_reason": "stop",
-                    "message": {"role": "assistant", "content": survey_answer(prompt, seed + i)}}
-                   for i in range(n)]
-        self._send(h, 200, {"id": "survey", "object": "chat.completion", "created": 0,
-                            "model": self.model, "choices": choices,
-                            "usage": {"prompt_tokens": len(prompt) // 4, "completion_tokens": 3 * n,
-                                      "total_tokens": len(prompt) // 4 + 3 * n}})
+        choices = [
+            {
+                "index": i,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": survey_answer(prompt, seed + i)},
+            }
+            for i in range(n)
+        ]
+        self._send(
+            h,
+            200,
+            {
+                "id": "survey",
+                "object": "chat.completion",
+                "created": 0,
+                "model": self.model,
+                "choices": choices,
+                "usage": {
+                    "prompt_tokens": len(prompt) // 4,
+                    "completion_tokens": 3 * n,
+                    "total_tokens": len(prompt) // 4 + 3 * n,
+                },
+            },
+        )

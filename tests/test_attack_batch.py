@@ -1,6 +1,7 @@
 """``dbpa attack --batch``: the battery's uncached samples (answers, every RTI round, the
 robustness curve) as one Batch API job against the fake Batch API on 127.0.0.1; the battery
 then runs from the cache with no chat call, and finds what a live run finds."""
+
 import json
 
 import pytest
@@ -54,8 +55,19 @@ seed: 3
 
 
 def attack(tmp_path, spec, cache, out, *more):
-    return main(["--cache-dir", str(tmp_path / cache), "attack", str(spec), "--out",
-                 str(tmp_path / out), "--quiet", "--no-history", *more])
+    return main(
+        [
+            "--cache-dir",
+            str(tmp_path / cache),
+            "attack",
+            str(spec),
+            "--out",
+            str(tmp_path / out),
+            "--quiet",
+            "--no-history",
+            *more,
+        ]
+    )
 
 
 def results(tmp_path, out):
@@ -113,8 +125,12 @@ def test_stopped_while_pending_then_picked_up_by_the_cli(tmp_path, srv, data):  
     srv.hold = True
     looks: list[int] = []
     with pytest.raises(batch.BatchPending):
-        batch.fill_cache(batch.battery_jobs(spec), cache, sleep=lambda s: None,
-                         should_stop=lambda: len(looks) > 1 or looks.append(1))
+        batch.fill_cache(
+            batch.battery_jobs(spec),
+            cache,
+            sleep=lambda s: None,
+            should_stop=lambda: len(looks) > 1 or looks.append(1),
+        )
     assert len(list((tmp_path / "c" / "batches").glob("*.json"))) == 1
     srv.hold = False  # the job ends while nobody watches
     assert attack(tmp_path, spec_path, "c", "o", "--batch") == 0
@@ -122,8 +138,12 @@ def test_stopped_while_pending_then_picked_up_by_the_cli(tmp_path, srv, data):  
     assert srv.chat_ok == 0
 
 
-def test_partial_failures_exit_3_and_a_rerun_sends_only_them(tmp_path, srv, data,  # noqa: F811
-                                                             capsys):
+def test_partial_failures_exit_3_and_a_rerun_sends_only_them(
+    tmp_path,
+    srv,
+    data,  # noqa: F811
+    capsys,
+):
     spec = spec_file(tmp_path, srv, data)
     srv.fail_lines, srv.malformed_lines = {0}, {3}
     assert attack(tmp_path, spec, "c", "o", "--batch") == 3
@@ -145,15 +165,21 @@ def test_batch_needs_the_cache(tmp_path, srv, data, capsys):  # noqa: F811
 
 
 @pytest.mark.parametrize("outcome", ["expired", "cancelled"])
-def test_expired_job_keeps_its_answers_and_a_rerun_sends_the_rest(tmp_path, srv, data,  # noqa: F811
-                                                                  capsys, outcome):
+def test_expired_job_keeps_its_answers_and_a_rerun_sends_the_rest(
+    tmp_path,
+    srv,
+    data,  # noqa: F811
+    capsys,
+    outcome,
+):
     spec = spec_file(tmp_path, srv, data)
     srv.outcome, srv.answered = outcome, 5
     assert attack(tmp_path, spec, "c", "o", "--batch") == 3
     err = capsys.readouterr().err
     assert f"batch_1 at {srv.base_url.rstrip('/')}" in err and outcome in err
-    assert [x for x in err.splitlines() if x.startswith("error:")] == \
-        err.splitlines()[1:]  # after the price, one line
+    assert [x for x in err.splitlines() if x.startswith("error:")] == err.splitlines()[
+        1:
+    ]  # after the price, one line
     assert srv.chat_ok == 0 and "Traceback" not in err
     sent = len(srv.lines(srv.created[0]["input_file_id"]))
     srv.outcome = "completed"

@@ -1,6 +1,7 @@
 """The battery end to end over HTTP against a small rule-based model (tests/rule_model.py):
 ER, ASR, RTI and consistency against hand-computed values, the robustness curve, caching,
 stop and resume, the CLI, and spec errors with their line."""
+
 import json
 from types import SimpleNamespace
 
@@ -34,10 +35,22 @@ VOCAB = vocabulary_of([p for _, p, _ in ITEMS] + ["Which option is right?"])
 @pytest.fixture
 def data(tmp_path):
     p = tmp_path / "items.jsonl"
-    p.write_text("".join(json.dumps({"id": i, "passage": pas, "question": "Which option is right?",
-                                     "options": ["first", "second", "third"], "answer": g,
-                                     "dataset": "even" if int(i[1]) % 2 == 0 else "odd"}) + "\n"
-                         for i, pas, g in ITEMS))
+    p.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "id": i,
+                    "passage": pas,
+                    "question": "Which option is right?",
+                    "options": ["first", "second", "third"],
+                    "answer": g,
+                    "dataset": "even" if int(i[1]) % 2 == 0 else "odd",
+                }
+            )
+            + "\n"
+            for i, pas, g in ITEMS
+        )
+    )
     return p
 
 
@@ -63,12 +76,17 @@ def run(server, data, tmp_path, body, extra="", **kw):
 
 
 def test_er_and_asr_by_hand(server, data, tmp_path):
-    _, res = run(server, data, tmp_path, """
+    _, res = run(
+        server,
+        data,
+        tmp_path,
+        """
 attacks:
   - {level: char, rho: [0.0, 1.0]}
   - {level: visual, rho: [1.0], letters: 1.0}
   - {level: word, rho: [1.0], op: delete}
-""")
+""",
+    )
     clean = res.clean()
     assert (clean.er.value, clean.er.n, clean.er.unparsed) == (3 / 6, 6, 0)  # wrong: B, C, B
     rows = {(r.attack, r.rho): r for r in res.attacks()}
@@ -142,12 +160,17 @@ def test_rti_by_hand(server, data, tmp_path):
 
 
 def test_curve_is_a_dbpa_perturbation(server, data, tmp_path):
-    _, res = run(server, data, tmp_path, """
+    _, res = run(
+        server,
+        data,
+        tmp_path,
+        """
 curve: {items: 2, levels: [char], rho: [0.05, 1.0]}
 samples: 8
 permutations: 199
 embedder: {backend: rouge1}
-""")
+""",
+    )
     rows = {(r.item, r.rho): r for r in res.curve}
     assert set(rows) == {("i1", 0.05), ("i1", 1.0), ("i2", 0.05), ("i2", 1.0)}
     for item in ("i1", "i2"):
@@ -157,22 +180,31 @@ embedder: {backend: rouge1}
         assert full.effect_above_chance > 0
     # holm over the tested prompts
     tested = [r for r in res.curve if r.test is not None]
-    assert all(r.p_adjusted == pytest.approx(min(1, r.p_value * len(tested))) for r in tested
-               if r.p_value == min(t.p_value for t in tested))
+    assert all(
+        r.p_adjusted == pytest.approx(min(1, r.p_value * len(tested)))
+        for r in tested
+        if r.p_value == min(t.p_value for t in tested)
+    )
     assert len(res.curve_responses[("i1", "char", 1.0)]) == 8
     assert not any("robustness curve runs" in w for w in res.warnings)
 
 
 def test_curve_warns_when_permutations_cannot_reach_alpha(server, data, tmp_path):
-    _, res = run(server, data, tmp_path, """
+    _, res = run(
+        server,
+        data,
+        tmp_path,
+        """
 curve: {items: 2, levels: [char], rho: [0.5, 0.8, 1.0]}
 samples: 8
 permutations: 50
 embedder: {backend: rouge1}
-""")
+""",
+    )
     assert not any(r.significant for r in res.curve)
-    assert any("50 permutations cannot give one below 0.02" in w and "at least 120" in w
-               for w in res.warnings), res.warnings
+    assert any(
+        "50 permutations cannot give one below 0.02" in w and "at least 120" in w for w in res.warnings
+    ), res.warnings
 
 
 def test_rerun_costs_nothing_and_a_stop_resumes(server, data, tmp_path):
@@ -190,8 +222,7 @@ consistency: {option_orders: 3}
         return len([e for e in events if e.stage == "answering" and e.done >= 4]) > 0
 
     with pytest.raises(RunCancelled, match="run again to resume"):
-        run_battery(spec, cache=Cache(tmp_path / "c"), progress=events.append,
-                    should_stop=stop_after_some)
+        run_battery(spec, cache=Cache(tmp_path / "c"), progress=events.append, should_stop=stop_after_some)
     before = server.requests
     res = run_battery(spec, cache=Cache(tmp_path / "c"))
     assert 0 < res.usage["calls"] < total
@@ -205,12 +236,19 @@ consistency: {option_orders: 3}
 
 def test_cli_writes_every_file(server, data, tmp_path, capsys):
     spec = tmp_path / "battery.yaml"
-    spec.write_text(spec_text(server, data, """
+    spec.write_text(
+        spec_text(
+            server,
+            data,
+            """
 attacks:
   - {level: char, rho: [0.5, 1.0]}
   - {level: visual, rho: [0.5], letters: 0.5}
 consistency: {instructions: true, option_orders: 2}
-""", extra="name: hand"))
+""",
+            extra="name: hand",
+        )
+    )
     out = tmp_path / "out"
     assert main(["--cache-dir", str(tmp_path / "c"), "attack", str(spec), "--estimate"]) == 0
     assert "at most" in capsys.readouterr().out
@@ -237,8 +275,18 @@ consistency: {instructions: true, option_orders: 2}
 
 def test_report_escapes_text(server, tmp_path):
     p = tmp_path / "x.jsonl"
-    p.write_text(json.dumps({"id": "x", "passage": "the <script>alert(1)</script> cat",
-                             "question": "q?", "options": ["<b>a</b>", "b"], "answer": "A"}) + "\n")
+    p.write_text(
+        json.dumps(
+            {
+                "id": "x",
+                "passage": "the <script>alert(1)</script> cat",
+                "question": "q?",
+                "options": ["<b>a</b>", "b"],
+                "answer": "A",
+            }
+        )
+        + "\n"
+    )
     _, res = run(server, p, tmp_path, "attacks: [{level: char, rho: [1.0]}]")
     from dbpa_core.attacks.battery import report_html
 
@@ -261,25 +309,37 @@ def test_word_attacks_without_wordnet_exit_2(server, data, tmp_path, capsys, mon
     assert "make wordnet" in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("body, match", [
-    ("attacks: [{level: typo, rho: [0.1]}]", r"line 6: attacks\[0\].level must be one of char, word, visual"),
-    ("attacks: [{level: char}]", r"line 6: missing attacks\[0\].rho"),
-    ("attacks:\n  - {level: char, rho: [0.1, 1.5]}", r"line 7: attacks\[0\].rho: every ρ must be a number in \[0, 1\], got 1.5"),
-    ("attacks: [{level: char, rho: [0.1], op: replace}]", r"attacks\[0\].op must be one of repeat, delete, insert"),
-    ("attacks: [{level: char, rho: [0.1], letters: 0.5}]", "'letters' .* is only for the visual level"),
-    ("attacks: [{level: visual, rho: [0.1], letters: 2}]", r"attacks\[0\].letters must be <= 1.0"),
-    ("attacks: [{level: char, rho: 0.1}, {level: char, rho: 0.5}]", "the attack 'char' is listed twice"),
-    ("attacks: [{level: char, rho: [0.1], colour: red}]", "unknown key 'colour' in attack 1"),
-    ("consistency: {instructions: maybe}", "'instructions' is true .* or a list of your own"),
-    ("consistency: {option_orders: -1}", "consistency.option_orders must be >= 0"),
-    ("rti: [shuffle]", "'rti' is true or a list of word-level attacks from insert, delete, replace"),
-    ("curve: {rho: [0.0, 0.5]}", "curve.rho starts above 0"),
-    ("curve: {levels: [emoji]}", "curve.levels lists levels from char, word, visual"),
-    ("rti: true\ntemplate: '{question}'", r"line 7: the template needs \{options\}"),
-    ("rti: true\nsamples: 1", "line 7: samples must be >= 2"),
-    ("rti: true\ncolour: 3", "unknown key 'colour' in the spec"),
-    ("seed: 4", "nothing to run: add 'attacks', 'consistency', 'rti' or 'curve'"),
-])
+@pytest.mark.parametrize(
+    "body, match",
+    [
+        (
+            "attacks: [{level: typo, rho: [0.1]}]",
+            r"line 6: attacks\[0\].level must be one of char, word, visual",
+        ),
+        ("attacks: [{level: char}]", r"line 6: missing attacks\[0\].rho"),
+        (
+            "attacks:\n  - {level: char, rho: [0.1, 1.5]}",
+            r"line 7: attacks\[0\].rho: every ρ must be a number in \[0, 1\], got 1.5",
+        ),
+        (
+            "attacks: [{level: char, rho: [0.1], op: replace}]",
+            r"attacks\[0\].op must be one of repeat, delete, insert",
+        ),
+        ("attacks: [{level: char, rho: [0.1], letters: 0.5}]", "'letters' .* is only for the visual level"),
+        ("attacks: [{level: visual, rho: [0.1], letters: 2}]", r"attacks\[0\].letters must be <= 1.0"),
+        ("attacks: [{level: char, rho: 0.1}, {level: char, rho: 0.5}]", "the attack 'char' is listed twice"),
+        ("attacks: [{level: char, rho: [0.1], colour: red}]", "unknown key 'colour' in attack 1"),
+        ("consistency: {instructions: maybe}", "'instructions' is true .* or a list of your own"),
+        ("consistency: {option_orders: -1}", "consistency.option_orders must be >= 0"),
+        ("rti: [shuffle]", "'rti' is true or a list of word-level attacks from insert, delete, replace"),
+        ("curve: {rho: [0.0, 0.5]}", "curve.rho starts above 0"),
+        ("curve: {levels: [emoji]}", "curve.levels lists levels from char, word, visual"),
+        ("rti: true\ntemplate: '{question}'", r"line 7: the template needs \{options\}"),
+        ("rti: true\nsamples: 1", "line 7: samples must be >= 2"),
+        ("rti: true\ncolour: 3", "unknown key 'colour' in the spec"),
+        ("seed: 4", "nothing to run: add 'attacks', 'consistency', 'rti' or 'curve'"),
+    ],
+)
 def test_spec_errors_name_the_line(server, data, body, match):
     text = f"""model: {{backend: openai, name: m, base_url: "http://127.0.0.1:9/v1"}}
 data: {data}
@@ -297,11 +357,13 @@ seed: 3
 def test_data_errors_name_the_line(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"question": "q", "options": ["a", "b"], "answer": "A"}\n{"question": "q"}\n')
-    for data, match in ((str(bad), r"line 2: cannot read the data: .*bad.jsonl, line 2: missing 'answer'"),
-                        ("nowhere.jsonl", "line 2: data file 'nowhere.jsonl' does not exist"),
-                        ("{sample: 0}", "'sample' is true or the number of items per sample data set"),
-                        ("{sample: 2, datasets: [trivia]}", "'datasets' lists sample data sets from"),
-                        ("{file: x.jsonl, sample: 2}", "either 'sample' or a 'file', not both")):
+    for data, match in (
+        (str(bad), r"line 2: cannot read the data: .*bad.jsonl, line 2: missing 'answer'"),
+        ("nowhere.jsonl", "line 2: data file 'nowhere.jsonl' does not exist"),
+        ("{sample: 0}", "'sample' is true or the number of items per sample data set"),
+        ("{sample: 2, datasets: [trivia]}", "'datasets' lists sample data sets from"),
+        ("{file: x.jsonl, sample: 2}", "either 'sample' or a 'file', not both"),
+    ):
         spec = tmp_path / "s.yaml"
         spec.write_text(f"model: {{backend: local}}\ndata: {data}\nrti: true\n")
         with pytest.raises(SpecError, match=match):
@@ -317,10 +379,18 @@ def test_sample_spec_and_example_parse(tmp_path):
     spec = load_attack_spec(Path(__file__).resolve().parents[1] / "examples" / "attack_sample.yaml")
     assert len(spec.items) == 12 and spec.datasets == ("deduction", "induction", "true/false", "arithmetic")
     assert [a.name for a in spec.attacks] == ["char", "word", "visual r=0.5"]
-    assert spec.option_orders == 6 and len(spec.instructions) == 5 and spec.rti == ("insert", "delete", "replace")
+    assert (
+        spec.option_orders == 6
+        and len(spec.instructions) == 5
+        and spec.rti == ("insert", "delete", "replace")
+    )
     assert spec.temperature == 0.0 and spec.max_tokens == 16
-    two = parse_attack_spec({"data": [{"sample": 1, "datasets": ["arithmetic"]},
-                                      {"sample": 2, "datasets": ["deduction"]}], "curve": True})
+    two = parse_attack_spec(
+        {
+            "data": [{"sample": 1, "datasets": ["arithmetic"]}, {"sample": 2, "datasets": ["deduction"]}],
+            "curve": True,
+        }
+    )
     assert len(two.items) == 3 and two.curve.levels[0].level == "word"
     with pytest.raises(SpecError, match="two data entries give the same data set and item id"):
         parse_attack_spec({"data": ["sample", "sample"], "rti": True})
@@ -334,8 +404,7 @@ def test_sampler_can_be_given(server, data, tmp_path):
 
 
 @pytest.mark.skipif(not W.available(), reason="WordNet not installed (make wordnet)")
-def test_rti_asked_ahead_gives_the_same_numbers_in_fewer_calls(server, data, tmp_path,
-                                                               monkeypatch):
+def test_rti_asked_ahead_gives_the_same_numbers_in_fewer_calls(server, data, tmp_path, monkeypatch):
     """On a model that batches prompts a round of RTI asks the next ρ levels too (up to
     RTI_AHEAD prompts): the items are still read level by level, so the values and the
     records are those of one level per round; only the calls are fewer, and the answers
@@ -362,7 +431,7 @@ def test_rti_asked_ahead_gives_the_same_numbers_in_fewer_calls(server, data, tmp
         return [(r.query.prompt, r.query.rho, r.response, r.parsed.index) for r in res.records_of("rti")]
 
     assert rti_of(ahead) == rti_of(one) and records_of(ahead) == records_of(one)
-    assert records_of(one)          # something was asked
+    assert records_of(one)  # something was asked
     # the first round goes with the first call in both; later rounds ask several levels
     rounds_one = [n for stage, n in one_calls if stage == "rti"]
     rounds_ahead = [n for stage, n in calls if stage == "rti"]
@@ -378,11 +447,13 @@ def test_only_a_local_model_is_asked_ahead(tmp_path):
 
     sampler = Sampler(Cache(tmp_path / "cache"))
     local = parse_attack_spec("model: {backend: local}\ndata: sample\nrti: true\n")
-    assert _batches_prompts(local, sampler) is True      # SmolLM2: a plain Llama
+    assert _batches_prompts(local, sampler) is True  # SmolLM2: a plain Llama
     # a server's answers are paid for, a recording may not hold the prompts asked ahead:
     # neither backend is even made to ask
-    for model in ({"backend": "openai", "name": "m", "base_url": "http://127.0.0.1:9/v1"},
-                  {"backend": "replay", "file": str(tmp_path / "missing.jsonl")}):
+    for model in (
+        {"backend": "openai", "name": "m", "base_url": "http://127.0.0.1:9/v1"},
+        {"backend": "replay", "file": str(tmp_path / "missing.jsonl")},
+    ):
         assert _batches_prompts(SimpleNamespace(model=model), sampler) is False
 
 
@@ -401,10 +472,21 @@ def test_options_that_give_answers_away_are_reported(server, tmp_path, capsys):
     and in the results (a note, the answer-blind table, answer_blind.csv, the report)."""
     p = tmp_path / "leaky.jsonl"
     opts = ["no", "not it", "the right one"]
-    p.write_text("".join(json.dumps({
-        "id": f"x{i}", "passage": ITEMS[i % 6][1], "question": "Which option is right?",
-        "options": opts[i % 3:] + opts[:i % 3], "answer": "the right one"}) + "\n"
-        for i in range(30)))
+    p.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "id": f"x{i}",
+                    "passage": ITEMS[i % 6][1],
+                    "question": "Which option is right?",
+                    "options": opts[i % 3 :] + opts[: i % 3],
+                    "answer": "the right one",
+                }
+            )
+            + "\n"
+            for i in range(30)
+        )
+    )
     spec = tmp_path / "battery.yaml"
     spec.write_text(spec_text(server, p, "consistency: {option_orders: 2}"))
     assert main(["--cache-dir", str(tmp_path / "c"), "attack", str(spec), "--estimate"]) == 0
@@ -418,4 +500,7 @@ def test_options_that_give_answers_away_are_reported(server, tmp_path, capsys):
     assert files["answer_blind.csv"].startswith("rule,label,dataset,n,share,chance,")
     assert "Answer-blind rules" in files["report.html"]
     from dbpa_core.attacks.battery import summary_text
-    assert "answer-blind rules: the best, the longest option, is right in 100% of 30 items" in summary_text(res)
+
+    assert "answer-blind rules: the best, the longest option, is right in 100% of 30 items" in summary_text(
+        res
+    )

@@ -1,5 +1,6 @@
 """Items: the JSONL format, the data-set loaders, distractors, the prompt template,
 option shuffling and the sample set."""
+
 import json
 
 import pytest
@@ -32,13 +33,23 @@ def jsonl(*objs):
 
 
 def test_jsonl_letters_and_texts(tmp_path):
-    p = write(tmp_path, "mine.jsonl", jsonl(
-        {"id": "a", "passage": "Mary went home.", "question": "Where is Mary?",
-         "options": ["home", "park"], "answer": "A"},
-        {"id": "b", "question": "Where?", "options": ["home", "park", "office"], "answer": "(C)"},
-        {"question": "Where?", "options": ["home", "park"], "answer": "park"},
-        {"question": "Where?", "options": ["Home", "Park"], "answer": "park", "instruction": ""},
-        {"question": "Sum?", "options": [41, 42], "answer": 42}))
+    p = write(
+        tmp_path,
+        "mine.jsonl",
+        jsonl(
+            {
+                "id": "a",
+                "passage": "Mary went home.",
+                "question": "Where is Mary?",
+                "options": ["home", "park"],
+                "answer": "A",
+            },
+            {"id": "b", "question": "Where?", "options": ["home", "park", "office"], "answer": "(C)"},
+            {"question": "Where?", "options": ["home", "park"], "answer": "park"},
+            {"question": "Where?", "options": ["Home", "Park"], "answer": "park", "instruction": ""},
+            {"question": "Sum?", "options": [41, 42], "answer": 42},
+        ),
+    )
     items = load_items(p)
     assert [it.answer_letter for it in items] == ["A", "C", "B", "B", "B"]
     assert [it.id for it in items] == ["a", "b", "3", "4", "5"]
@@ -48,17 +59,26 @@ def test_jsonl_letters_and_texts(tmp_path):
     assert load_items(p, limit=2, dataset="x")[1].dataset == "x"
 
 
-@pytest.mark.parametrize("line, match", [
-    ('{"question": "q", "options": ["a", "b"]}', "line 1: missing 'answer'"),
-    ('{"question": "", "options": ["a", "b"], "answer": "A"}', "line 1: 'question' must be non-empty"),
-    ('{"question": "q", "options": ["a", "b"], "answer": "C"}', r"answer 'C' is neither an option's letter \(A-B\)"),
-    ('{"question": "q", "options": ["a"], "answer": "A"}', "'options' must be a list of at least 2"),
-    ('{"question": "q", "options": ["a", "a"], "answer": "A"}', "two options have the same text"),
-    ('{"question": "q", "options": ["a", "b"], "answer": "A", "colour": 1}', r"unknown field\(s\) colour"),
-    ('{"question": "q", "options": ["a", "b"], "answer": "A", "passage": 3}', "'passage' must be text"),
-    ('not json', "line 1: not valid JSON"),
-    ('[1, 2]', "each line must be a JSON object"),
-])
+@pytest.mark.parametrize(
+    "line, match",
+    [
+        ('{"question": "q", "options": ["a", "b"]}', "line 1: missing 'answer'"),
+        ('{"question": "", "options": ["a", "b"], "answer": "A"}', "line 1: 'question' must be non-empty"),
+        (
+            '{"question": "q", "options": ["a", "b"], "answer": "C"}',
+            r"answer 'C' is neither an option's letter \(A-B\)",
+        ),
+        ('{"question": "q", "options": ["a"], "answer": "A"}', "'options' must be a list of at least 2"),
+        ('{"question": "q", "options": ["a", "a"], "answer": "A"}', "two options have the same text"),
+        (
+            '{"question": "q", "options": ["a", "b"], "answer": "A", "colour": 1}',
+            r"unknown field\(s\) colour",
+        ),
+        ('{"question": "q", "options": ["a", "b"], "answer": "A", "passage": 3}', "'passage' must be text"),
+        ("not json", "line 1: not valid JSON"),
+        ("[1, 2]", "each line must be a JSON object"),
+    ],
+)
 def test_jsonl_errors_name_the_line(tmp_path, line, match):
     p = write(tmp_path, "bad.jsonl", line + "\n")
     with pytest.raises(ItemsError, match=match):
@@ -66,8 +86,14 @@ def test_jsonl_errors_name_the_line(tmp_path, line, match):
 
 
 def test_duplicate_ids_and_missing_file(tmp_path):
-    p = write(tmp_path, "d.jsonl", jsonl({"id": 1, "question": "q", "options": ["a", "b"], "answer": "A"},
-                                         {"id": 1, "question": "r", "options": ["a", "b"], "answer": "B"}))
+    p = write(
+        tmp_path,
+        "d.jsonl",
+        jsonl(
+            {"id": 1, "question": "q", "options": ["a", "b"], "answer": "A"},
+            {"id": 1, "question": "r", "options": ["a", "b"], "answer": "B"},
+        ),
+    )
     with pytest.raises(ItemsError, match="the id '1' is used twice"):
         load_items(p)
     with pytest.raises(ItemsError, match="no such file"):
@@ -75,10 +101,34 @@ def test_duplicate_ids_and_missing_file(tmp_path):
 
 
 def test_answer_types():
-    assert [infer_answer_type(a) for a in (True, "yes", "False", 12, "1,250", "$3.50", "12%",
-                                           "wolves", "well-known", "the kitchen", "x + 2")] == \
-        ["boolean", "boolean", "boolean", "number", "number", "number", "number", "word", "word",
-         "text", "text"]
+    assert [
+        infer_answer_type(a)
+        for a in (
+            True,
+            "yes",
+            "False",
+            12,
+            "1,250",
+            "$3.50",
+            "12%",
+            "wolves",
+            "well-known",
+            "the kitchen",
+            "x + 2",
+        )
+    ] == [
+        "boolean",
+        "boolean",
+        "boolean",
+        "number",
+        "number",
+        "number",
+        "number",
+        "word",
+        "word",
+        "text",
+        "text",
+    ]
 
 
 def test_distractors_by_answer_type():
@@ -112,10 +162,22 @@ def test_word_distractors_of_the_same_kind_from_the_passage():
 
 # --------------------------------------------------------------------------- loaders
 def test_strategyqa(tmp_path):
-    p = write(tmp_path, "strategyqa_train.json", json.dumps([
-        {"qid": "q1", "term": "x", "question": "Could a llama birth twice during the War in Vietnam?",
-         "answer": False, "facts": ["The War in Vietnam was 19 years.", "Llamas gestate 11 months."]},
-        {"qid": "q2", "question": "No answer in the test split"}]))
+    p = write(
+        tmp_path,
+        "strategyqa_train.json",
+        json.dumps(
+            [
+                {
+                    "qid": "q1",
+                    "term": "x",
+                    "question": "Could a llama birth twice during the War in Vietnam?",
+                    "answer": False,
+                    "facts": ["The War in Vietnam was 19 years.", "Llamas gestate 11 months."],
+                },
+                {"qid": "q2", "question": "No answer in the test split"},
+            ]
+        ),
+    )
     assert detect_format(p) == "strategyqa"
     (it,) = load_items(p)
     assert it.id == "q1" and it.answer_text == "False" and it.passage.startswith("The War")
@@ -123,9 +185,18 @@ def test_strategyqa(tmp_path):
 
 
 def test_aqua(tmp_path):
-    p = write(tmp_path, "train.json", jsonl({"question": "Two trains ... what is the speed?",
-                                             "options": ["A)21", "B)21.5", "C)22", "D)22.5", "E)23"],
-                                             "rationale": "...", "correct": "B"}))
+    p = write(
+        tmp_path,
+        "train.json",
+        jsonl(
+            {
+                "question": "Two trains ... what is the speed?",
+                "options": ["A)21", "B)21.5", "C)22", "D)22.5", "E)23"],
+                "rationale": "...",
+                "correct": "B",
+            }
+        ),
+    )
     assert detect_format(p) == "aqua"
     (it,) = load_items(p)
     assert it.options == ("21", "21.5", "22", "22.5", "23") and it.answer_letter == "B"
@@ -133,17 +204,27 @@ def test_aqua(tmp_path):
 
 
 def test_creak(tmp_path):
-    p = write(tmp_path, "creak.json", jsonl({"ex_id": "c1", "sentence": "Harry Potter can fly.",
-                                             "explanation": "...", "label": "true"}))
+    p = write(
+        tmp_path,
+        "creak.json",
+        jsonl({"ex_id": "c1", "sentence": "Harry Potter can fly.", "explanation": "...", "label": "true"}),
+    )
     (it,) = load_items(p)
     assert it.passage == "Harry Potter can fly." and it.answer_text == "True" and it.dataset == "creak"
 
 
 def test_gsm8k(tmp_path):
-    p = write(tmp_path, "train.jsonl", jsonl({
-        "question": "Natalia sold clips to 48 friends in April. She sold half as many in May. "
-                    "How many clips did she sell altogether?",
-        "answer": "In May she sold 48/2 = 24.\n#### 72"}))
+    p = write(
+        tmp_path,
+        "train.jsonl",
+        jsonl(
+            {
+                "question": "Natalia sold clips to 48 friends in April. She sold half as many in May. "
+                "How many clips did she sell altogether?",
+                "answer": "In May she sold 48/2 = 24.\n#### 72",
+            }
+        ),
+    )
     assert detect_format(p) == "gsm8k"
     (it,) = load_items(p)
     assert it.question == "How many clips did she sell altogether?"
@@ -151,11 +232,14 @@ def test_gsm8k(tmp_path):
 
 
 def test_esnli(tmp_path):
-    p = write(tmp_path, "esnli_dev.csv",
-              "pairID,gold_label,Sentence1,Sentence2,Explanation_1\n"
-              "p1,entailment,A man plays a guitar.,A man makes music.,Guitar is music\n"
-              "p2,-,A dog runs.,A cat sleeps.,\n"
-              "p3,contradiction,A dog runs.,The dog sleeps.,Runs vs sleeps\n")
+    p = write(
+        tmp_path,
+        "esnli_dev.csv",
+        "pairID,gold_label,Sentence1,Sentence2,Explanation_1\n"
+        "p1,entailment,A man plays a guitar.,A man makes music.,Guitar is music\n"
+        "p2,-,A dog runs.,A cat sleeps.,\n"
+        "p3,contradiction,A dog runs.,The dog sleeps.,Runs vs sleeps\n",
+    )
     items = load_items(p)
     assert [it.id for it in items] == ["p1", "p3"]
     assert items[0].answer_text == "entailment" and items[1].answer_text == "contradiction"
@@ -163,10 +247,13 @@ def test_esnli(tmp_path):
 
 
 def test_babi(tmp_path):
-    p = write(tmp_path, "qa15_basic-deduction_test.txt",
-              "1 Sheep are afraid of wolves.\n2 Gertrude is a sheep.\n3 Cats are afraid of mice.\n"
-              "4 What is Gertrude afraid of?\twolves\t1 2\n"
-              "1 Mice are afraid of cats.\n2 Emily is a mouse.\n3 What is Emily afraid of?\tcats\t1 2\n")
+    p = write(
+        tmp_path,
+        "qa15_basic-deduction_test.txt",
+        "1 Sheep are afraid of wolves.\n2 Gertrude is a sheep.\n3 Cats are afraid of mice.\n"
+        "4 What is Gertrude afraid of?\twolves\t1 2\n"
+        "1 Mice are afraid of cats.\n2 Emily is a mouse.\n3 What is Emily afraid of?\tcats\t1 2\n",
+    )
     assert detect_format(p) == "babi"
     items = load_items(p, dataset="bAbI 15")
     assert len(items) == 2 and items[0].answer_text == "wolves" and items[1].answer_text == "cats"
@@ -183,8 +270,11 @@ def test_loader_errors(tmp_path):
     with pytest.raises(ItemsError, match="line 1: the answer has no final '#### number'"):
         load_items(p, format="gsm8k")
     p = write(tmp_path, "e.csv", "a,b\n1,2\n")
-    with pytest.raises(ItemsError, match=r"cannot tell which data set.*found a table with the "
-                                         "columns a, b"):
+    with pytest.raises(
+        ItemsError,
+        match=r"cannot tell which data set.*found a table with the "
+        "columns a, b",
+    ):
         load_items(p)
     with pytest.raises(ItemsError, match="needs the columns Sentence1, Sentence2 and gold_label"):
         load_items(p, format="esnli")
@@ -193,24 +283,28 @@ def test_loader_errors(tmp_path):
 
 
 # --------------------------------------------------------------------------- prompts
-ITEM = Item("q", "Where is Mary?", ("home", "the park"), 1, "Mary went to the park.",
-            "Choose one.", "d")
+ITEM = Item("q", "Where is Mary?", ("home", "the park"), 1, "Mary went to the park.", "Choose one.", "d")
 
 
 def test_default_template():
-    assert render_prompt(ITEM) == ("Choose one.\n\nPassage: Mary went to the park.\n\n"
-                                   "Question: Where is Mary?\n(A) home\n(B) the park\nAnswer:")
+    assert render_prompt(ITEM) == (
+        "Choose one.\n\nPassage: Mary went to the park.\n\n"
+        "Question: Where is Mary?\n(A) home\n(B) the park\nAnswer:"
+    )
     bare = render_prompt(ITEM.replace(passage="", instruction=""))
     assert bare == "Question: Where is Mary?\n(A) home\n(B) the park\nAnswer:"
 
 
 def test_custom_template():
     t = "Q: {question}\nContext: {passage}\n{options}\nReply with a letter."
-    assert render_prompt(ITEM, t) == ("Q: Where is Mary?\nContext: Mary went to the park.\n"
-                                      "(A) home\n(B) the park\nReply with a letter.")
-    for bad, match in (("{question}", r"needs \{options\}"), ("{question} {options} {answer}",
-                                                             r"unknown placeholder\(s\) \{answer\}"),
-                       ("{question {options}", "not a valid format string")):
+    assert render_prompt(ITEM, t) == (
+        "Q: Where is Mary?\nContext: Mary went to the park.\n(A) home\n(B) the park\nReply with a letter."
+    )
+    for bad, match in (
+        ("{question}", r"needs \{options\}"),
+        ("{question} {options} {answer}", r"unknown placeholder\(s\) \{answer\}"),
+        ("{question {options}", "not a valid format string"),
+    ):
         with pytest.raises(ValueError, match=match):
             check_template(bad)
 
@@ -253,7 +347,9 @@ def test_sample_set_is_reproducible_and_valid():
             assert int(it.answer_text) == nums[0] + nums[1] - nums[2]
         if it.dataset == "deduction":
             kind = it.passage.split(f"{it.question.split()[2]} is a ")[1].split(".")[0]
-            plural = {"mouse": "mice", "wolf": "wolves", "sheep": "sheep", "fox": "foxes"}.get(kind, kind + "s")
+            plural = {"mouse": "mice", "wolf": "wolves", "sheep": "sheep", "fox": "foxes"}.get(
+                kind, kind + "s"
+            )
             assert f"{plural.capitalize()} are afraid of {it.answer_text}." in it.passage
     with pytest.raises(ValueError, match="unknown sample data set"):
         sample_items(1, datasets=("trivia",))

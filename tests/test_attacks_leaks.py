@@ -1,6 +1,7 @@
 """Answer-blind rules: a rule that picks the right option more often than chance, without
 the question, is found and reported; honest options are not; the test is the one the
 method page states (hand computations)."""
+
 import math
 import random
 
@@ -11,8 +12,9 @@ from dbpa_core.attacks.leaks import ALL, leak_notes, option_leaks
 from dbpa_core.attacks.sample import sample_items
 
 
-def _item(i: int, options, answer: int, passage: str = "", question: str = "Which one?",
-          dataset: str = "d") -> Item:
+def _item(
+    i: int, options, answer: int, passage: str = "", question: str = "Which one?", dataset: str = "d"
+) -> Item:
     return Item(str(i), question, tuple(options), answer, passage, "", dataset, "")
 
 
@@ -25,8 +27,9 @@ def test_the_share_and_p_value_by_hand():
     placement gives with probability 1/16 (simulated for so few items). 500 such items
     with the longer right in 280: chance expects 250, each hit has variance 1/2 - 1/4, so
     z = 30 / sqrt(125) (the normal tail, for many items)."""
-    items = [_item(i, ["a long right one", "short"][::1 if i % 2 else -1], 0 if i % 2 else 1)
-             for i in range(4)]
+    items = [
+        _item(i, ["a long right one", "short"][:: 1 if i % 2 else -1], 0 if i % 2 else 1) for i in range(4)
+    ]
     row = _row(option_leaks(items), "longest")
     assert row.share == 1.0 and row.chance == 0.5 and row.n == 4
     assert row.p_value == pytest.approx(1 / 16, abs=0.01)
@@ -34,7 +37,8 @@ def test_the_share_and_p_value_by_hand():
     many = [_item(i, ["a long one", "short"], 0 if i < 280 else 1) for i in range(500)]
     row = _row(option_leaks(many), "longest")
     assert row.share == 0.56 and row.p_value == pytest.approx(
-        0.5 * math.erfc(30 / math.sqrt(125) / math.sqrt(2)))
+        0.5 * math.erfc(30 / math.sqrt(125) / math.sqrt(2))
+    )
 
 
 def test_ties_share_the_pick_and_say_nothing():
@@ -48,7 +52,7 @@ def test_ties_share_the_pick_and_say_nothing():
 def test_a_leaking_construction_is_reported_and_named():
     rnd = random.Random(1)
     items = []
-    for i in range(60):   # the right number is always the middle one
+    for i in range(60):  # the right number is always the middle one
         mid = rnd.randint(20, 80)
         opts = [str(mid + d) for d in (-10, -5, 0, 5, 10)]
         rnd.shuffle(opts)
@@ -65,8 +69,7 @@ def test_the_option_the_passage_names_is_caught():
     for i in range(50):
         opts = rooms[:]
         random.Random(i).shuffle(opts)
-        items.append(_item(i, opts, opts.index(rooms[i % 5]),
-                           passage=f"Mary went to the {rooms[i % 5]}."))
+        items.append(_item(i, opts, opts.index(rooms[i % 5]), passage=f"Mary went to the {rooms[i % 5]}."))
     row = _row(option_leaks(items), "passage")
     assert row.share == 1.0 and row.leaks
 
@@ -98,8 +101,10 @@ def test_honest_items_leak_nothing():
     assert not leak_notes(option_leaks(sample_items(300)))
     rnd = random.Random(4)
     words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota"]
-    items = [_item(i, rnd.sample(words, 5), rnd.randrange(5),
-                   passage=" ".join(rnd.sample(words, 4))) for i in range(500)]
+    items = [
+        _item(i, rnd.sample(words, 5), rnd.randrange(5), passage=" ".join(rnd.sample(words, 4)))
+        for i in range(500)
+    ]
     assert not leak_notes(option_leaks(items))
 
 
@@ -113,15 +118,16 @@ def test_the_last_named_and_the_most_offered_are_caught():
     rooms = ["kitchen", "garden", "office", "hallway", "cellar"]
     items = []
     for i in range(60):
-        order = rooms[i % 5:] + rooms[:i % 5]
+        order = rooms[i % 5 :] + rooms[: i % 5]
         passage = " ".join(f"Mary went to the {r}." for r in order[:3])
         items.append(_item(i, rooms, rooms.index(order[2]), passage=passage))
     rows = option_leaks(items)
     assert _row(rows, "passage_last").share == 1.0 and _row(rows, "passage_last").leaks
     assert _row(rows, "passage").share == pytest.approx(1 / 3)
     # "42" is right in every item and offered in every one; each distractor once
-    favoured = [_item(i, [str(100 + i), str(200 + i), "42", str(300 + i), str(400 + i)], 2)
-                for i in range(80)]
+    favoured = [
+        _item(i, [str(100 + i), str(200 + i), "42", str(300 + i), str(400 + i)], 2) for i in range(80)
+    ]
     row = _row(option_leaks(favoured), "most_offered")
     assert row.share == 1.0 and row.leaks
 
@@ -135,7 +141,7 @@ def test_bAbIs_plural_and_counts_are_caught():
     plural = {"mouse": "mice", "cat": "cats", "wolf": "wolves", "sheep": "sheep"}
     items = []
     rnd = random.Random(2)
-    for i in range(200):   # "sheep", named as it is, is afraid of cats and never feared
+    for i in range(200):  # "sheep", named as it is, is afraid of cats and never feared
         answer = rnd.choice(animals[:3])
         passage = f"Cats are afraid of {plural[answer]}. Sheep are afraid of cats."
         items.append(_item(i, animals, animals.index(answer), passage=passage))
@@ -150,14 +156,33 @@ def test_few_items_raise_few_false_alarms():
     """Honest options, answers placed at random: in sets of 30 items no more than about
     one set in a hundred is told its options leak."""
     rnd = random.Random(9)
-    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota",
-             "kappa", "lambda", "mu"]
+    words = [
+        "alpha",
+        "beta",
+        "gamma",
+        "delta",
+        "epsilon",
+        "zeta",
+        "eta",
+        "theta",
+        "iota",
+        "kappa",
+        "lambda",
+        "mu",
+    ]
     alarms = 0
     for _ in range(100):
         items = []
         for i in range(30):
             opts = rnd.sample(words, rnd.choice([3, 4, 5]))
-            items.append(_item(i, opts, rnd.randrange(len(opts)), passage=" ".join(
-                rnd.sample(words, 3)), question=" ".join(rnd.sample(words, 2))))
+            items.append(
+                _item(
+                    i,
+                    opts,
+                    rnd.randrange(len(opts)),
+                    passage=" ".join(rnd.sample(words, 3)),
+                    question=" ".join(rnd.sample(words, 2)),
+                )
+            )
         alarms += bool(leak_notes(option_leaks(items)))
     assert alarms <= 3, alarms

@@ -1,5 +1,6 @@
 """The answer parser on tricky outputs; ER, ASR, RTI and consistency on hand-computed
 cases; Wilson intervals against statsmodels."""
+
 import numpy as np
 import pytest
 from statsmodels.stats.proportion import proportion_confint
@@ -20,22 +21,50 @@ from dbpa_core.attacks.text import AttackedText, Change
 OPTS = ["cats", "wolves", "mice"]
 
 
-@pytest.mark.parametrize("text, letter", [
-    ("B", "B"), ("b", "B"), ("(B)", "B"), ("B.", "B"), ("**B**", "B"), ("[C]", "C"),
-    ("The answer is (B).", "B"), ("Answer: B", "B"), ("answer: b) wolves", "B"),
-    ("**Answer:** C", "C"), ("The correct answer is C because mice", "C"),
-    ("The answer is A because cats", "A"), ("final answer: B", "B"),
-    ("(B) wolves", "B"), ("B) wolves", "B"), ("B: wolves", "B"), ("b. wolves", "B"),
-    ("Option C", "C"), ("I choose option (C).", "C"), ("I think (B) is right", "B"),
-    ("wolves", "B"), ("Wolves, of course.", "B"), ("A mouse is afraid of cats.", "A"),
-    ("I think B.", "B"), ("Answer: (A)\nExplanation: B is wrong", "A"),
-    ("I am sure: B", "B"), ("D) mice", "C"),  # no option D: the text names C
-    # unreadable or ambiguous: never guessed
-    ("(A) or (B)", None), ("A or B", None), ("(B) wolves, not (A)", "B"),
-    ("The answer is a mouse", None), ("E", None), ("(E)", None), ("", None), ("   ", None),
-    ("It could be cats or wolves", None), ("I cannot read this text.", None),
-    ("The answer is wildcats", None),
-])
+@pytest.mark.parametrize(
+    "text, letter",
+    [
+        ("B", "B"),
+        ("b", "B"),
+        ("(B)", "B"),
+        ("B.", "B"),
+        ("**B**", "B"),
+        ("[C]", "C"),
+        ("The answer is (B).", "B"),
+        ("Answer: B", "B"),
+        ("answer: b) wolves", "B"),
+        ("**Answer:** C", "C"),
+        ("The correct answer is C because mice", "C"),
+        ("The answer is A because cats", "A"),
+        ("final answer: B", "B"),
+        ("(B) wolves", "B"),
+        ("B) wolves", "B"),
+        ("B: wolves", "B"),
+        ("b. wolves", "B"),
+        ("Option C", "C"),
+        ("I choose option (C).", "C"),
+        ("I think (B) is right", "B"),
+        ("wolves", "B"),
+        ("Wolves, of course.", "B"),
+        ("A mouse is afraid of cats.", "A"),
+        ("I think B.", "B"),
+        ("Answer: (A)\nExplanation: B is wrong", "A"),
+        ("I am sure: B", "B"),
+        ("D) mice", "C"),  # no option D: the text names C
+        # unreadable or ambiguous: never guessed
+        ("(A) or (B)", None),
+        ("A or B", None),
+        ("(B) wolves, not (A)", "B"),
+        ("The answer is a mouse", None),
+        ("E", None),
+        ("(E)", None),
+        ("", None),
+        ("   ", None),
+        ("It could be cats or wolves", None),
+        ("I cannot read this text.", None),
+        ("The answer is wildcats", None),
+    ],
+)
 def test_parser_on_tricky_outputs(text, letter):
     assert parse_answer(text, OPTS).letter == letter
 
@@ -53,18 +82,23 @@ def test_parser_reads_option_texts():
     assert parse_answer("D) mice", ["a", "b", "c", "mice"]).how == "marker"
 
 
-@pytest.mark.parametrize("text,letter", [
-    ("I strongly agree.", "E"), ("Neither agree nor disagree", "C"), ("I agree", "D"),
-    ("Disagree, mostly", "B"), ("I would say strongly disagree", "A"),
-    # an echo of the question names two options on their own: never read as one of them
-    ("How much do you agree or disagree with this?", None),
-    ("Agree or disagree? Hard to say.", None),
-])
+@pytest.mark.parametrize(
+    "text,letter",
+    [
+        ("I strongly agree.", "E"),
+        ("Neither agree nor disagree", "C"),
+        ("I agree", "D"),
+        ("Disagree, mostly", "B"),
+        ("I would say strongly disagree", "A"),
+        # an echo of the question names two options on their own: never read as one of them
+        ("How much do you agree or disagree with this?", None),
+        ("Agree or disagree? Hard to say.", None),
+    ],
+)
 def test_parser_on_a_likert_scale(text, letter):
     """An option whose text lies inside another's ("agree" in "strongly agree") is not
     named by itself there; named on its own next to another, the answer is ambiguous."""
-    likert = ["Strongly disagree", "Disagree", "Neither agree nor disagree", "Agree",
-              "Strongly agree"]
+    likert = ["Strongly disagree", "Disagree", "Neither agree nor disagree", "Agree", "Strongly agree"]
     assert parse_answer(text, likert).letter == letter
 
 
@@ -107,8 +141,11 @@ def test_rti_by_hand():
     assert res.rti == pytest.approx((0.3 + 1.0 + 0.1) / 3) and res.n == 3
     sd = np.std([0.3, 1.0, 0.1], ddof=1)
     from scipy import stats
+
     half = stats.t.ppf(0.975, 2) * sd / np.sqrt(3)
-    assert res.low == pytest.approx(max(0, res.rti - half)) and res.high == pytest.approx(min(1, res.rti + half))
+    assert res.low == pytest.approx(max(0, res.rti - half)) and res.high == pytest.approx(
+        min(1, res.rti + half)
+    )
     assert relative_training_index([1.0, 1.0]).rti == 1.0
     assert np.isnan(relative_training_index([]).rti)
     with pytest.raises(ValueError, match=r"every r_x in `values` must lie in \[0, 1\]"):

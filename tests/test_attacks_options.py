@@ -2,6 +2,7 @@
 every number answer gets 5 distinct options in its own format, a word distractor is of
 the answer's kind and never one of its inflections, and for text answers "None of the
 other options is correct" sits at a random position and is right in a documented share."""
+
 import random
 import re
 from collections import Counter
@@ -53,12 +54,31 @@ def test_the_answers_rank_among_sorted_number_options_is_uniform():
         order = sorted(range(5), key=lambda j: _value(opts[j]))
         ranks[order.index(idx)] += 1
     assert set(ranks) == {0, 1, 2, 3, 4}
-    assert max(ranks.values()) <= 250, ranks          # no rank holds more than 25 %
+    assert max(ranks.values()) <= 250, ranks  # no rank holds more than 25 %
 
 
-@pytest.mark.parametrize("answer", ["0", "1", "2", "-3", "-0.5", "3.75", "0.01", "1,250,000",
-                                    "1000000000", "$12.50", "45%", "12 cm", "3.5 kg",
-                                    "40 apples", "-$7", "7 km/h", "98.6 °F"])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "0",
+        "1",
+        "2",
+        "-3",
+        "-0.5",
+        "3.75",
+        "0.01",
+        "1,250,000",
+        "1000000000",
+        "$12.50",
+        "45%",
+        "12 cm",
+        "3.5 kg",
+        "40 apples",
+        "-$7",
+        "7 km/h",
+        "98.6 °F",
+    ],
+)
 def test_every_number_answer_gets_five_distinct_options_in_its_format(answer):
     opts, idx, kind = make_options(answer, seed=3, item_id="q")
     assert kind == "number" and opts[idx] == answer
@@ -79,8 +99,10 @@ def test_every_number_answer_gets_five_distinct_options_in_its_format(answer):
 def test_word_distractors_are_never_an_inflection_of_the_answer():
     """bAbI 15: "Sheep are afraid of wolves. ... What is Gertrude afraid of? wolf" must
     not offer "wolves" (the passage's word) as a wrong option."""
-    passage = ("Wolves are afraid of mice. Sheep are afraid of wolves. Mice are afraid of cats. "
-               "Cats are afraid of sheep. Gertrude is a sheep. Winona is a mouse.")
+    passage = (
+        "Wolves are afraid of mice. Sheep are afraid of wolves. Mice are afraid of cats. "
+        "Cats are afraid of sheep. Gertrude is a sheep. Winona is a mouse."
+    )
     vocab = ["wolf", "mouse", "cat", "sheep"]
     for i, answer in enumerate(["wolf", "mouse", "cat", "sheep"] * 5):
         opts, idx, _ = make_options(answer, vocabulary=vocab, passage=passage, item_id=str(i))
@@ -102,8 +124,11 @@ def test_a_colour_gets_colours():
         opts, idx, _ = make_options(answer, vocabulary=colours, passage=passage, item_id=str(i))
         assert opts[idx] == answer and len(set(opts)) == 5
         for o in opts:
-            assert any("color" in h.name() for s in wordnet().synsets(o, "n")
-                       for h in s.closure(lambda x: x.hypernyms())), (o, opts)
+            assert any(
+                "color" in h.name()
+                for s in wordnet().synsets(o, "n")
+                for h in s.closure(lambda x: x.hypernyms())
+            ), (o, opts)
         assert not {"swan", "frog", "Lily", "Greg"} & set(opts)
 
 
@@ -157,8 +182,25 @@ def test_no_option_is_a_slur_or_an_obscenity():
     from dbpa_core.attacks.wordnet import wordnet
 
     wn = wordnet()
-    answers = ["Tom", "woman", "student", "farmer", "boy", "man", "girl", "Mary", "John",
-               "child", "worker", "neighbor", "friend", "soldier", "Peter", "Bill", "teacher"]
+    answers = [
+        "Tom",
+        "woman",
+        "student",
+        "farmer",
+        "boy",
+        "man",
+        "girl",
+        "Mary",
+        "John",
+        "child",
+        "worker",
+        "neighbor",
+        "friend",
+        "soldier",
+        "Peter",
+        "Bill",
+        "teacher",
+    ]
     for answer in answers:
         for i in range(15):
             opts, idx, _ = make_options(answer, item_id=str(i))
@@ -167,8 +209,11 @@ def test_no_option_is_a_slur_or_an_obscenity():
                     continue
                 assert o.lower() not in {"negro", "jew", "nigger", "kike"}, (answer, opts)
                 for s in wn.synsets(o.lower()):
-                    assert not {d.name().split(".")[0] for d in s.usage_domains()} & _BAD_DOMAINS, \
-                        (answer, o, s)
+                    assert not {d.name().split(".")[0] for d in s.usage_domains()} & _BAD_DOMAINS, (
+                        answer,
+                        o,
+                        s,
+                    )
                     assert not _BAD_GLOSS.search(s.definition()), (answer, o, s.definition())
 
 
@@ -183,10 +228,21 @@ def test_a_persons_name_gets_names():
             assert set(opts) - {answer} <= set(_GIVEN_NAMES), opts
 
 
-@pytest.mark.parametrize("answer, pattern", [
-    ("−5", r"−?\d+"), ("+3", r"\+\d+"), ("007", r"\d{3}"), ("1,000", r"\d{1,3}(,\d{3})*"),
-    ("12,500", r"\d{1,3}(,\d{3})*"), ("1990s", r"1[89]\d0s|20\d0s"), ("-0", r"-?\d"),
-    ("−0.25", r"−?\d\.\d\d"), ("$3.50", r"-?\$\d+\.\d0"), ("12 cm", r"\d+ cm")])
+@pytest.mark.parametrize(
+    "answer, pattern",
+    [
+        ("−5", r"−?\d+"),
+        ("+3", r"\+\d+"),
+        ("007", r"\d{3}"),
+        ("1,000", r"\d{1,3}(,\d{3})*"),
+        ("12,500", r"\d{1,3}(,\d{3})*"),
+        ("1990s", r"1[89]\d0s|20\d0s"),
+        ("-0", r"-?\d"),
+        ("−0.25", r"−?\d\.\d\d"),
+        ("$3.50", r"-?\$\d+\.\d0"),
+        ("12 cm", r"\d+ cm"),
+    ],
+)
 def test_number_distractors_keep_the_answers_format(answer, pattern):
     for i in range(30):
         opts, idx, _ = make_options(answer, item_id=str(i))
@@ -214,7 +270,7 @@ def test_neither_the_roundest_nor_the_least_round_option_gives_the_answer_away()
     roundest = least = 0.0
     n = 1000
     for i in range(n):
-        if i % 2:   # round: multiples of 5, 10, 50, 100, 1000
+        if i % 2:  # round: multiples of 5, 10, 50, 100, 1000
             a = str(rnd.choice([5, 10, 50, 100, 1000]) * rnd.randint(1, 30))
         else:
             a = str(rnd.choice([x for x in range(1, 2000) if x % 5]))
@@ -242,8 +298,9 @@ def test_small_counts_have_no_negative_options_and_spread_ranks(answer):
 
 
 @pytest.mark.skipif(not W.available(), reason="WordNet not installed (make wordnet)")
-@pytest.mark.parametrize("answer", ["Barack Obama", "the red house", "Jane Austen",
-                                    "Take 3 tablets of the statin after dinner"])
+@pytest.mark.parametrize(
+    "answer", ["Barack Obama", "the red house", "Jane Austen", "Take 3 tablets of the statin after dinner"]
+)
 def test_text_distractors_share_no_content_word_with_the_answer(answer):
     from dbpa_core.attacks.items import _content, _lemmas
 
@@ -274,10 +331,15 @@ def test_a_text_answer_takes_the_data_sets_answers_of_its_shape_first():
     """Word-for-word replacements read oddly ('the Cove Subject' for 'the Pacific Ocean'),
     which gives the fluent right answer away: a data set's own answers of the same shape
     (names for a name, about as many words) come first."""
-    names = ["Wilhelm Röntgen", "Marie Curie", "Max Planck", "Niels Bohr", "Lise Meitner",
-             "Enrico Fermi"]
-    places = ["the Pacific Ocean", "the Red Sea", "the Black Forest", "the Grand Canyon",
-              "the Golden Gate", "the Sahara Desert"]
+    names = ["Wilhelm Röntgen", "Marie Curie", "Max Planck", "Niels Bohr", "Lise Meitner", "Enrico Fermi"]
+    places = [
+        "the Pacific Ocean",
+        "the Red Sea",
+        "the Black Forest",
+        "the Grand Canyon",
+        "the Golden Gate",
+        "the Sahara Desert",
+    ]
     vocab = names + places + ["1895", "in the kitchen"]
     for answer, pool in [("Wilhelm Röntgen", names), ("the Red Sea", places)]:
         for seed in range(20):
@@ -316,19 +378,28 @@ def test_religions_and_nationalities_get_only_their_like():
 
 
 @NEEDS_WN
-@pytest.mark.parametrize("answer,wrong", [("bus", "omnibus"), ("plane", "airplane"),
-                                          ("violin", "fiddle"), ("baby", "infant"),
-                                          ("insulin", "hormone"), ("iron", "metal"),
-                                          ("king", "monarch"), ("father", "pappa"),
-                                          ("father", "papa"), ("father", "pa")])
+@pytest.mark.parametrize(
+    "answer,wrong",
+    [
+        ("bus", "omnibus"),
+        ("plane", "airplane"),
+        ("violin", "fiddle"),
+        ("baby", "infant"),
+        ("insulin", "hormone"),
+        ("iron", "metal"),
+        ("king", "monarch"),
+        ("father", "pappa"),
+        ("father", "papa"),
+        ("father", "pa"),
+    ],
+)
 def test_no_synonym_or_broader_word_is_a_distractor(answer, wrong):
     from dbpa_core.attacks.items import _related
 
     assert _related(answer, wrong)
     vocab = [wrong, "car", "train", "dog", "apple", "river"]
     for i in range(15):
-        opts, _, _ = make_options(answer, item_id=str(i), vocabulary=vocab,
-                                  passage=f"The {wrong} was there.")
+        opts, _, _ = make_options(answer, item_id=str(i), vocabulary=vocab, passage=f"The {wrong} was there.")
         assert wrong not in opts, opts
 
 
@@ -348,20 +419,29 @@ def _passage_rates(items):
 @NEEDS_WN
 def test_the_option_found_in_the_passage_does_not_give_the_answer_away():
     rnd = random.Random(5)
-    people = ["Mark Twain", "Isaac Newton", "Marie Curie", "Neil Armstrong", "Elton John",
-              "Taylor Swift", "Albert Einstein"]
+    people = [
+        "Mark Twain",
+        "Isaac Newton",
+        "Marie Curie",
+        "Neil Armstrong",
+        "Elton John",
+        "Taylor Swift",
+        "Albert Einstein",
+    ]
     places = ["Paris", "London", "Texas", "Canada", "Chicago", "Florida", "Alaska"]
-    dates = ["June 4, 1944", "July 4, 1776", "May 8, 1945", "April 15, 1912",
-             "March 1, 2018"]
+    dates = ["June 4, 1944", "July 4, 1776", "May 8, 1945", "April 15, 1912", "March 1, 2018"]
     rooms = ["kitchen", "garden", "hallway", "bedroom", "office", "bathroom"]
     items = []
     for i in range(150):
         p, q, d = rnd.sample(people, 3), rnd.sample(places, 3), rnd.sample(dates, 3)
         answer = rnd.choice([p[0], q[0], d[0]])
-        passage = (f"{p[0]} visited {q[0]} on {d[0]}. {p[1]} went to {q[1]} on {d[1]}. "
-                   f"Later {p[2]} met them in {q[2]} on {d[2]}.")
-        opts, idx, _ = make_options(answer, item_id=str(i), passage=passage,
-                                    vocabulary=people + places + dates)
+        passage = (
+            f"{p[0]} visited {q[0]} on {d[0]}. {p[1]} went to {q[1]} on {d[1]}. "
+            f"Later {p[2]} met them in {q[2]} on {d[2]}."
+        )
+        opts, idx, _ = make_options(
+            answer, item_id=str(i), passage=passage, vocabulary=people + places + dates
+        )
         items.append((passage, opts, idx))
         r = rnd.sample(rooms, 4)
         passage = f"Mary went to the {r[0]}. John moved to the {r[1]}. Sandra went to the {r[2]}."
@@ -380,14 +460,16 @@ def test_a_number_the_passage_writes_gets_the_passages_other_numbers():
         years = rnd.sample(range(1800, 2020), 5)
         counts = rnd.sample(range(2, 90), 3)
         answer = rnd.choice([str(years[0]), f"{counts[0]} km"])
-        passage = (f"The bridge opened in {years[0]} and closed in {years[1]}. It was rebuilt "
-                   f"in {years[2]}, {years[3]} and {years[4]}. It is {counts[0]} km long, "
-                   f"{counts[1]} km from the city and {counts[2]} km from the sea.")
+        passage = (
+            f"The bridge opened in {years[0]} and closed in {years[1]}. It was rebuilt "
+            f"in {years[2]}, {years[3]} and {years[4]}. It is {counts[0]} km long, "
+            f"{counts[1]} km from the city and {counts[2]} km from the sea."
+        )
         opts, idx, kind = make_options(answer, item_id=str(i), passage=passage)
         assert kind == "number" and opts[idx] == answer and len(set(opts)) == 5
         if answer.endswith("km"):
             assert all(o.endswith(" km") and not re.fullmatch(r"\d{4} km", o) for o in opts)
-        else:   # years get years, never the lengths
+        else:  # years get years, never the lengths
             assert all(re.fullmatch(r"\d{4}", o) for o in opts), opts
         items.append((passage, opts, idx))
     inside, _ = _passage_rates(items)
@@ -397,11 +479,17 @@ def test_a_number_the_passage_writes_gets_the_passages_other_numbers():
     assert make_options("40", item_id="x", passage="He had 12 apples and 7 pears.") == plain
 
 
-@pytest.mark.parametrize("question, form", [
-    ("What did Fred give to Bill?", "what did"), ("How many objects is Mary carrying?",
-                                                  "how many"),
-    ("Who received the milk?", "who received"), ("In which year did it open?", "which year"),
-    ("the first man on the moon", "the first"), ("", "")])
+@pytest.mark.parametrize(
+    "question, form",
+    [
+        ("What did Fred give to Bill?", "what did"),
+        ("How many objects is Mary carrying?", "how many"),
+        ("Who received the milk?", "who received"),
+        ("In which year did it open?", "which year"),
+        ("the first man on the moon", "the first"),
+        ("", ""),
+    ],
+)
 def test_question_forms(question, form):
     assert question_form(question) == form
 
@@ -411,16 +499,24 @@ def test_answers_to_questions_asked_the_same_way_are_each_others_distractors():
     """bAbI: "What did Fred give to Bill?" has football, milk and apple for answers: the
     football gets milk and apple, not sports; a count gets counts; a path ("n and e")
     gets other paths, never a re-ordering of its own, nor the rooms the passage names."""
-    kin = siblings_by_form([("What did Fred give to Bill?", "football"),
-                            ("What did Mary give to Jeff?", "milk"),
-                            ("What did Jeff give to Fred?", "apple"),
-                            ("Who received the milk?", "Bill")])
+    kin = siblings_by_form(
+        [
+            ("What did Fred give to Bill?", "football"),
+            ("What did Mary give to Jeff?", "milk"),
+            ("What did Jeff give to Fred?", "apple"),
+            ("Who received the milk?", "Bill"),
+        ]
+    )
     assert kin["what did"] == ["football", "milk", "apple"] and kin["who received"] == ["Bill"]
     passage = "Fred picked up the football. Fred gave the football to Bill."
     for i in range(20):
-        opts, idx, _ = make_options("football", item_id=str(i), passage=passage,
-                                    vocabulary=["football", "milk", "apple", "Bill"],
-                                    siblings=kin["what did"])
+        opts, idx, _ = make_options(
+            "football",
+            item_id=str(i),
+            passage=passage,
+            vocabulary=["football", "milk", "apple", "Bill"],
+            siblings=kin["what did"],
+        )
         assert {"milk", "apple"} <= set(opts) and opts[idx] == "football"
     counts = ["none", "one", "two", "three"]
     for i, a in enumerate(counts * 5):
@@ -429,9 +525,13 @@ def test_answers_to_questions_asked_the_same_way_are_each_others_distractors():
         assert all(o in ("none", "one", "two", "three", "four", "five", "six") for o in opts)
     paths = [f"{a} and {b}" for a in "nsew" for b in "nsew"]
     for i, a in enumerate(paths):
-        opts, idx, _ = make_options(a, item_id=str(i), vocabulary=paths, siblings=paths,
-                                    passage="The kitchen is north of the garden. The office "
-                                            "is west of the hallway.")
+        opts, idx, _ = make_options(
+            a,
+            item_id=str(i),
+            vocabulary=paths,
+            siblings=paths,
+            passage="The kitchen is north of the garden. The office is west of the hallway.",
+        )
         others = [o for o in opts if o not in (a, NONE_OF_THE_OTHERS)]
         assert len(others) >= 3 and all(o in paths for o in others), opts
         x, _, y = a.split()
@@ -439,8 +539,7 @@ def test_answers_to_questions_asked_the_same_way_are_each_others_distractors():
 
 
 @NEEDS_WN
-@pytest.mark.parametrize("answer", ["10-12", "Alzheimer's disease", "twice daily",
-                                    "the French Revolution"])
+@pytest.mark.parametrize("answer", ["10-12", "Alzheimer's disease", "twice daily", "the French Revolution"])
 def test_a_text_answer_gets_at_least_four_options(answer):
     """With distractors, at least 4 options; without (no data set, no passage), an
     ItemsError, never the answer and "None of..." alone."""
@@ -494,8 +593,15 @@ def _gsm8k_numbers(rnd: random.Random) -> str:
     if r < 0.7:
         v = int(10 ** rnd.uniform(0, 4))
         u = rnd.random()
-        v = (max(5, round(v / 5) * 5) if u < 0.12 else max(10, round(v / 10) * 10) if u < 0.4
-             else max(100, round(v / 100) * 100) if u < 0.5 else v)
+        v = (
+            max(5, round(v / 5) * 5)
+            if u < 0.12
+            else max(10, round(v / 10) * 10)
+            if u < 0.4
+            else max(100, round(v / 100) * 100)
+            if u < 0.5
+            else v
+        )
         return str(v)
     return _gsm8k_like(rnd)
 
@@ -509,8 +615,10 @@ def _window_scores(values: list[int]) -> list[int]:
 
         def ok(v, n=n, lv=lv):
             return v != 0 and (n < 0 or v > 0) and _lvl(v) == lv
-        near = ([v for v in (n - k * lv for k in range(1, 60)) if ok(v)][:8]
-                + [v for v in (n + k * lv for k in range(1, 60)) if ok(v)][:8])
+
+        near = [v for v in (n - k * lv for k in range(1, 60)) if ok(v)][:8] + [
+            v for v in (n + k * lv for k in range(1, 60)) if ok(v)
+        ][:8]
         out.append(sum(v in near for j, v in enumerate(values) if j != i))
     return out
 
@@ -552,7 +660,7 @@ def test_number_options_are_five_consecutive_multiples_of_a_step():
         gaps = {b - c for b, c in zip(values[1:], values[:-1], strict=True)}
         assert len(gaps) == 1, opts
         steps[gaps.pop() / max(abs(_units(a)), 1) < 0.1] += 1
-    assert min(steps.values()) >= 30, steps   # the step's size relative to the answer varies
+    assert min(steps.values()) >= 30, steps  # the step's size relative to the answer varies
 
 
 def _clock(answer: str):
@@ -565,15 +673,14 @@ def _check_time(answer, o):
     assert mi < 60 and (ampm_o.strip().lower()[:1] in ("a", "p") if ampm else not ampm_o)
     twelve = ampm or (1 <= ha <= 12 and not answer.startswith("0"))
     assert (1 <= h <= 12) if twelve else (0 <= h <= 23)
-    padded = re.match(r"0\d:", answer)     # zero-padded hours stay padded, others don't
+    padded = re.match(r"0\d:", answer)  # zero-padded hours stay padded, others don't
     assert re.match(r"\d\d:", o) if padded else not re.match(r"0\d:", o)
 
 
 def _check_ordinal(answer, o):
     m = re.fullmatch(r"(\d+)(st|nd|rd|th)", o)
     n = int(m[1])
-    assert n >= 1 and m[2] == ("th" if 10 <= n % 100 <= 20 else
-                               {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th"))
+    assert n >= 1 and m[2] == ("th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th"))
 
 
 def _check_year(answer, o):
@@ -592,6 +699,7 @@ def _check_decade(answer, o):
 def _check_fraction(answer, o):
     import math
     from fractions import Fraction
+
     p, q = map(int, o.split("/"))
     pa, qa = map(int, answer.split("/"))
     assert p > 0 and q > 0
@@ -605,17 +713,24 @@ def _check_range(answer, o):
     assert 0 <= a < b and b - a == b0 - a0 and o.endswith(answer.lstrip("0123456789-–"))
 
 
-@pytest.mark.parametrize("answer, check", [
-    *[(a, _check_time) for a in ("3:45", "11:30", "12:00", "07:05", "23:15", "0:40",
-                                 "9:41 pm", "11:45 PM", "6:07 a.m.")],
-    *[(a, _check_ordinal) for a in ("1st", "2nd", "3rd", "8th", "11th", "12th", "13th",
-                                    "21st", "22nd", "101st")],
-    *[(a, _check_year) for a in ("2000", "1990", "1987", "1492", "1800", "2024", "1066")],
-    *[(a, _check_percent) for a in ("100%", "97%", "0%", "50%", "75%", "2.5%", "99.9%")],
-    *[(a, _check_decade) for a in ("2020s", "2010s", "1990s", "1850s")],
-    *[(a, _check_fraction) for a in ("1/5", "3/4", "4/6", "7/3", "2/9", "1/2", "3/15")],
-    *[(a, _check_range) for a in ("10-12", "3-5 kg", "1-2", "100-150")],
-])
+@pytest.mark.parametrize(
+    "answer, check",
+    [
+        *[
+            (a, _check_time)
+            for a in ("3:45", "11:30", "12:00", "07:05", "23:15", "0:40", "9:41 pm", "11:45 PM", "6:07 a.m.")
+        ],
+        *[
+            (a, _check_ordinal)
+            for a in ("1st", "2nd", "3rd", "8th", "11th", "12th", "13th", "21st", "22nd", "101st")
+        ],
+        *[(a, _check_year) for a in ("2000", "1990", "1987", "1492", "1800", "2024", "1066")],
+        *[(a, _check_percent) for a in ("100%", "97%", "0%", "50%", "75%", "2.5%", "99.9%")],
+        *[(a, _check_decade) for a in ("2020s", "2010s", "1990s", "1850s")],
+        *[(a, _check_fraction) for a in ("1/5", "3/4", "4/6", "7/3", "2/9", "1/2", "3/15")],
+        *[(a, _check_range) for a in ("10-12", "3-5 kg", "1-2", "100-150")],
+    ],
+)
 def test_every_number_format_gets_five_well_formed_distinct_options(answer, check):
     for i in range(40):
         opts, idx, kind = make_options(answer, item_id=str(i))
@@ -624,8 +739,7 @@ def test_every_number_format_gets_five_well_formed_distinct_options(answer, chec
             check(answer, o)
 
 
-@pytest.mark.parametrize("answer", ["21th", "8rd", "2st", "3:75", "25:10", "4/0", "0/13",
-                                    "12-10"])
+@pytest.mark.parametrize("answer", ["21th", "8rd", "2st", "3:75", "25:10", "4/0", "0/13", "12-10"])
 def test_a_malformed_number_is_no_number(answer):
     assert make_options(answer, item_id="x")[2] != "number"
 
@@ -633,6 +747,7 @@ def test_a_malformed_number_is_no_number(answer):
 def _data_set_items(answers, **kw):
     """Options for each answer of a data set, its answers (repeats kept) the vocabulary."""
     from dbpa_core.attacks.items import Item
+
     out = []
     for i, a in enumerate(answers):
         opts, idx, kind = make_options(a, item_id=str(i), vocabulary=answers, **kw)
@@ -647,16 +762,17 @@ def test_a_data_sets_numbers_are_each_others_distractors():
     roundness, the spacing nor how common a value is among the answers gives the right
     one away (a picker that knows which values the data set favours is at chance)."""
     from dbpa_core.attacks.leaks import leak_notes, option_leaks
+
     rnd = random.Random(3)
     answers = [_gsm8k_numbers(rnd) for _ in range(1200)]
     items = _data_set_items(answers)
     pool = Counter(answers)
     ranks, common = Counter(), 0.0
     for it in items:
-        assert all(o in pool for o in it.options)   # every option is an answer of the set
+        assert all(o in pool for o in it.options)  # every option is an answer of the set
         order = sorted(range(5), key=lambda j: float(it.options[j].replace("$", "").replace(",", "")))
         ranks[order.index(it.answer)] += 1
-        counts = [pool[o] for o in it.options]    # the most frequent answer among them
+        counts = [pool[o] for o in it.options]  # the most frequent answer among them
         top = [j for j, c in enumerate(counts) if c == max(counts)]
         common += (it.answer in top) / len(top)
     assert max(ranks.values()) <= 0.25 * len(items), ranks
@@ -681,16 +797,20 @@ def test_a_data_sets_numbers_are_each_others_distractors():
 def test_numbers_of_other_shapes_and_too_few_answers_are_no_distractors():
     """A sum in dollars gets dollars, a year years, a length in km lengths in km; with
     fewer than 8 different answers of its shape a number gets made-up options."""
-    answers = ([f"${n}" for n in range(3, 40, 3)] + [str(y) for y in range(1900, 2000, 7)]
-               + [f"{n} km" for n in range(5, 200, 11)] + ["7", "9"])
+    answers = (
+        [f"${n}" for n in range(3, 40, 3)]
+        + [str(y) for y in range(1900, 2000, 7)]
+        + [f"{n} km" for n in range(5, 200, 11)]
+        + ["7", "9"]
+    )
     for it in _data_set_items(answers):
         a = it.options[it.answer]
-        kind = "$" if a.startswith("$") else "km" if a.endswith("km") else \
-            "year" if len(a) == 4 else "plain"
+        kind = "$" if a.startswith("$") else "km" if a.endswith("km") else "year" if len(a) == 4 else "plain"
         for o in it.options:
-            assert ("$" if o.startswith("$") else "km" if o.endswith("km") else
-                    "year" if len(o) == 4 else "plain") == kind, it.options
-        if kind == "plain":   # two plain answers: made-up options, a progression
+            assert (
+                "$" if o.startswith("$") else "km" if o.endswith("km") else "year" if len(o) == 4 else "plain"
+            ) == kind, it.options
+        if kind == "plain":  # two plain answers: made-up options, a progression
             values = sorted(_units(o) for o in it.options)
             assert len({b - c for b, c in zip(values[1:], values[:-1], strict=True)}) == 1
         else:
@@ -699,12 +819,17 @@ def test_numbers_of_other_shapes_and_too_few_answers_are_no_distractors():
 
 def test_gsm8k_options_come_from_the_files_answers(tmp_path):
     from dbpa_core.attacks.items import load_items
+
     rnd = random.Random(8)
     sums = [str(rnd.randint(2, 400)) for _ in range(40)]
     p = tmp_path / "test.jsonl"
-    p.write_text("".join(
-        '{"question": "Tom has apples. He buys more. How many does he have?", '
-        f'"answer": "He adds them.\\n#### {s}"}}\n' for s in sums))
+    p.write_text(
+        "".join(
+            '{"question": "Tom has apples. He buys more. How many does he have?", '
+            f'"answer": "He adds them.\\n#### {s}"}}\n'
+            for s in sums
+        )
+    )
     items = load_items(p, format="gsm8k", limit=10)
     assert len(items) == 10
     for it, s in zip(items, sums, strict=False):
@@ -716,20 +841,24 @@ def test_the_passages_own_animals_are_the_options_in_the_answers_number():
     """bAbI's deduction: the passage's animals (plural, as the answer) are the options;
     "dogs" and "cats", which WordNet also knows as insults, stay (the passage says them),
     and "frog" from "Sara is a frog" is no option beside "frogs"."""
-    passage = ("Sheep are afraid of dogs. Cats are afraid of swans. Dogs are afraid of cats. "
-               "Swans are afraid of frogs. Frogs are afraid of sheep. Sara is a frog.")
+    passage = (
+        "Sheep are afraid of dogs. Cats are afraid of swans. Dogs are afraid of cats. "
+        "Swans are afraid of frogs. Frogs are afraid of sheep. Sara is a frog."
+    )
     animals = {"sheep", "dogs", "cats", "swans", "frogs"}
     for i, answer in enumerate(sorted(animals - {"sheep"}) * 3):
-        opts, idx, _ = make_options(answer, item_id=str(i), passage=passage,
-                                    vocabulary=sorted(animals | {"wolves", "mice"}))
+        opts, idx, _ = make_options(
+            answer, item_id=str(i), passage=passage, vocabulary=sorted(animals | {"wolves", "mice"})
+        )
         assert set(opts) == animals and opts[idx] == answer, opts
 
 
 def test_inclusion_probabilities_sum_to_five_and_cap_the_common():
     from dbpa_core.attacks.items import _inclusion
+
     pi = _inclusion([1, 1, 2, 4, 2], 5)
     assert pi == [1.0] * 5
-    pi = _inclusion([1] * 8 + [12], 5)   # 12 of 20 answers: in every draw, the rest share 4
+    pi = _inclusion([1] * 8 + [12], 5)  # 12 of 20 answers: in every draw, the rest share 4
     assert pi[-1] == 1.0 and sum(pi) == pytest.approx(5) and pi[0] == pytest.approx(0.5)
     pi = _inclusion([3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2], 5)
     assert sum(pi) == pytest.approx(5) and max(pi) <= 1.0
@@ -743,20 +872,33 @@ def test_a_closed_set_of_answers_is_the_options_and_nothing_else():
     3-option item of the only three things given."""
     colours = ["white", "yellow", "green", "gray"]
     for i, c in enumerate(colours * 3):
-        opts, idx, _ = make_options(c, item_id=str(i), vocabulary=colours * 5,
-                                    siblings=colours,
-                                    passage=f"Lily is a swan. Lily is {c}. Greg is a swan.")
+        opts, idx, _ = make_options(
+            c,
+            item_id=str(i),
+            vocabulary=colours * 5,
+            siblings=colours,
+            passage=f"Lily is a swan. Lily is {c}. Greg is a swan.",
+        )
         assert sorted(opts) == sorted(colours) and opts[idx] == c
     rooms = ["kitchen", "garden", "hallway", "bedroom", "office", "bathroom"]
     passage = "Mary got the football there. Mary went to the hallway. John went to the office."
     for i in range(10):
-        opts, idx, _ = make_options("hallway", item_id=str(i), passage=passage, siblings=rooms,
-                                    vocabulary=rooms + ["football", "milk", "Mary"])
+        opts, idx, _ = make_options(
+            "hallway",
+            item_id=str(i),
+            passage=passage,
+            siblings=rooms,
+            vocabulary=rooms + ["football", "milk", "Mary"],
+        )
         assert set(opts) <= set(rooms) and len(opts) == 5 and "office" in opts, opts
     things = ["football", "milk", "apple"]
-    opts, idx, _ = make_options("milk", item_id="m", siblings=things,
-                                vocabulary=things + ["Mary", "Bill"],
-                                passage="Fred gave the milk to Bill.")
+    opts, idx, _ = make_options(
+        "milk",
+        item_id="m",
+        siblings=things,
+        vocabulary=things + ["Mary", "Bill"],
+        passage="Fred gave the milk to Bill.",
+    )
     assert sorted(opts) == sorted(things)
 
 
@@ -764,17 +906,31 @@ def test_a_closed_set_of_answers_is_the_options_and_nothing_else():
 def test_place_names_get_place_names_not_pieces_or_common_words():
     """A one-word place gets the passage's other places, not "Pablo" of "Pablo Picasso";
     a county WordNet knows gets no "midst" or "side"; "was" is never read as "wa"."""
-    passage = ("Pablo Picasso was born in Warsaw in 1881. The song was recorded by Albert "
-               "Einstein at a studio in {}. It was released in 1900 and later covered by "
-               "Jane Austen, who lived in Memphis until 1950.")
+    passage = (
+        "Pablo Picasso was born in Warsaw in 1881. The song was recorded by Albert "
+        "Einstein at a studio in {}. It was released in 1900 and later covered by "
+        "Jane Austen, who lived in Memphis until 1950."
+    )
     places = ["Lincolnshire", "Memphis", "Warsaw", "Soweto", "Mexico City", "Ulm"]
     for answer in ("Lincolnshire", "Ulm"):
         for i in range(8):
-            opts, idx, _ = make_options(answer, item_id=str(i), vocabulary=places,
-                                        passage=passage.format(answer))
+            opts, idx, _ = make_options(
+                answer, item_id=str(i), vocabulary=places, passage=passage.format(answer)
+            )
             assert opts[idx] == answer
-            assert not set(opts) & {"Pablo", "Picasso", "Albert", "Einstein", "Jane", "Austen",
-                                    "Wa", "Midst", "Side", "End", "Exterior"}, opts
+            assert not set(opts) & {
+                "Pablo",
+                "Picasso",
+                "Albert",
+                "Einstein",
+                "Jane",
+                "Austen",
+                "Wa",
+                "Midst",
+                "Side",
+                "End",
+                "Exterior",
+            }, opts
 
 
 @NEEDS_WN
@@ -787,10 +943,21 @@ def test_options_do_not_change_with_pythons_string_hashing():
     import subprocess
     import sys
 
-    code = ("import json; from dbpa_core.attacks.items import make_options; print(json.dumps("
-            "[make_options(a, item_id=str(i))[0] for i, a in enumerate(['photosynthesis', "
-            "'insulin', 'oxygen', 'evaporation', 'saliva'] * 3)]))")
-    runs = [json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                                      check=True, env={**os.environ, "PYTHONHASHSEED": h}).stdout)
-            for h in ("1", "2", "3")]
+    code = (
+        "import json; from dbpa_core.attacks.items import make_options; print(json.dumps("
+        "[make_options(a, item_id=str(i))[0] for i, a in enumerate(['photosynthesis', "
+        "'insulin', 'oxygen', 'evaporation', 'saliva'] * 3)]))"
+    )
+    runs = [
+        json.loads(
+            subprocess.run(
+                [sys.executable, "-c", code],
+                capture_output=True,
+                text=True,
+                check=True,
+                env={**os.environ, "PYTHONHASHSEED": h},
+            ).stdout
+        )
+        for h in ("1", "2", "3")
+    ]
     assert runs[0] == runs[1] == runs[2]

@@ -1,6 +1,7 @@
 """The battery's output files: every column in results.csv (the page's download and
 ``dbpa attack --out``), atomic writes that never mix two runs, a full disk in one line,
 and an empty option refused in one line."""
+
 import csv
 import errno
 import io
@@ -28,9 +29,21 @@ def server():
 @pytest.fixture
 def data(tmp_path):
     p = tmp_path / "items.jsonl"
-    p.write_text("".join(json.dumps({"id": f"i{n}", "passage": t, "question": "Which option is right?",
-                                     "options": ["first", "second", "third"], "answer": "A"}) + "\n"
-                         for n, t in enumerate(PASSAGES)))
+    p.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "id": f"i{n}",
+                    "passage": t,
+                    "question": "Which option is right?",
+                    "options": ["first", "second", "third"],
+                    "answer": "A",
+                }
+            )
+            + "\n"
+            for n, t in enumerate(PASSAGES)
+        )
+    )
     return p
 
 
@@ -55,15 +68,16 @@ def test_results_csv_has_the_asr_columns(server, data, tmp_path):
 def test_reused_out_folder_keeps_nothing_of_the_last_run(server, data, tmp_path, capsys):
     out = tmp_path / "out"
     first = tmp_path / "first.yaml"
-    first.write_text(_spec(server, data, "attacks: [{level: char, rho: [1.0]}]\n"
-                                         "consistency: {option_orders: 2}"))
-    assert main(["--cache-dir", str(tmp_path / "c"), "attack", str(first), "--out", str(out),
-                 "--quiet"]) == 0
+    first.write_text(
+        _spec(server, data, "attacks: [{level: char, rho: [1.0]}]\nconsistency: {option_orders: 2}")
+    )
+    assert main(["--cache-dir", str(tmp_path / "c"), "attack", str(first), "--out", str(out), "--quiet"]) == 0
     assert (out / "consistency.csv").exists()
     second = tmp_path / "second.yaml"
     second.write_text(_spec(server, data, "attacks: [{level: char, rho: [0.5]}]"))
-    assert main(["--cache-dir", str(tmp_path / "c"), "attack", str(second), "--out", str(out),
-                 "--quiet"]) == 0
+    assert (
+        main(["--cache-dir", str(tmp_path / "c"), "attack", str(second), "--out", str(out), "--quiet"]) == 0
+    )
     assert not (out / "consistency.csv").exists()
     rows = list(csv.DictReader((out / "results.csv").open()))
     assert {r["rho"] for r in rows if r["attack"] != "clean"} == {"0.5"}
@@ -71,8 +85,7 @@ def test_reused_out_folder_keeps_nothing_of_the_last_run(server, data, tmp_path,
     assert not list(out.glob(".*.tmp"))
 
 
-def test_full_disk_is_one_line_and_keeps_the_last_results(server, data, tmp_path, capsys,
-                                                           monkeypatch):
+def test_full_disk_is_one_line_and_keeps_the_last_results(server, data, tmp_path, capsys, monkeypatch):
     out = tmp_path / "out"
     spec = tmp_path / "s.yaml"
     spec.write_text(_spec(server, data, "attacks: [{level: char, rho: [1.0]}]"))
@@ -104,8 +117,9 @@ def test_out_on_dev_full_is_one_line(server, data, tmp_path, capsys):
         pytest.skip("no /dev/full here")
     spec = tmp_path / "s.yaml"
     spec.write_text(_spec(server, data, "attacks: [{level: char, rho: [1.0]}]"))
-    assert main(["--cache-dir", str(tmp_path / "c"), "attack", str(spec), "--out", "/dev/full",
-                 "--quiet"]) == 2
+    assert (
+        main(["--cache-dir", str(tmp_path / "c"), "attack", str(spec), "--out", "/dev/full", "--quiet"]) == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "/dev/full" in err[0]
 
@@ -121,8 +135,10 @@ def test_instruction_variants_are_the_papers_five_and_the_users_own_each_once(se
     from dbpa_core.attacks.battery import plan
     from dbpa_core.attacks.consistency import INSTRUCTIONS
 
-    body = ('consistency: {instructions: ["Pick one.", "Pick one.", '
-            '"Complete the description with an appropriate ending:"]}')
+    body = (
+        'consistency: {instructions: ["Pick one.", "Pick one.", '
+        '"Complete the description with an appropriate ending:"]}'
+    )
     spec = parse_attack_spec(_spec(server, data, body))
     assert spec.instructions == INSTRUCTIONS + ("Pick one.",)
     asked = plan(spec)["instruction"]
@@ -138,10 +154,21 @@ def test_answer_positions_show_a_model_that_always_says_one_letter(data, tmp_pat
 
     with RuleModel(vocabulary_of(PASSAGES + ["Which option is right?"])) as srv:
         items = tmp_path / "mixed.jsonl"
-        items.write_text("".join(json.dumps({"id": f"m{n}", "passage": PASSAGES[n % 3],
-                                             "question": "Which option is right?",
-                                             "options": ["first", "second", "third"],
-                                             "answer": "ABC"[n % 3]}) + "\n" for n in range(9)))
+        items.write_text(
+            "".join(
+                json.dumps(
+                    {
+                        "id": f"m{n}",
+                        "passage": PASSAGES[n % 3],
+                        "question": "Which option is right?",
+                        "options": ["first", "second", "third"],
+                        "answer": "ABC"[n % 3],
+                    }
+                )
+                + "\n"
+                for n in range(9)
+            )
+        )
         spec = parse_attack_spec(_spec(srv, items, "attacks: [{level: char, rho: [0.5]}]"))
         res = run_battery(spec, cache=Cache(tmp_path / "c"))
     pos = res.to_dict()["answer_positions"]

@@ -2,6 +2,7 @@
 labelled by hand, the per-item frequency vectors, the phrase table, the random forest on
 synthetic data whose outcome hangs on one phrase type, and the battery end to end with a
 rule-based model that breaks only when a verb phrase is attacked."""
+
 import json
 
 import numpy as np
@@ -75,13 +76,35 @@ def test_hand_labelled_sentences():
     # the parse is a model's guess: allow a few misses, never many
     assert len(wrong) <= 0.03 * total, wrong
     covered = {lab for line in HAND for _, lab in _hand(line)[1]}
-    assert covered >= {"NP", "VP", "PP", "ADJP", "ADVP", "QP", "PRT", "WHNP", "WHADVP", "WHADJP",
-                       "WHPP", "SBAR", "S", "INTJ"}
+    assert covered >= {
+        "NP",
+        "VP",
+        "PP",
+        "ADJP",
+        "ADVP",
+        "QP",
+        "PRT",
+        "WHNP",
+        "WHADVP",
+        "WHADJP",
+        "WHPP",
+        "SBAR",
+        "S",
+        "INTJ",
+    }
 
 
 def test_groups():
-    assert [P.group_of(x) for x in ("NP", "WHNP", "WHADVP", "WHPP", "SBAR", "S", "X", "QP")] == \
-        ["NP", "WH", "WH", "WH", "other", "other", "other", "QP"]
+    assert [P.group_of(x) for x in ("NP", "WHNP", "WHADVP", "WHPP", "SBAR", "S", "X", "QP")] == [
+        "NP",
+        "WH",
+        "WH",
+        "WH",
+        "other",
+        "other",
+        "other",
+        "QP",
+    ]
     assert set(map(P.group_of, P.LABELS)) == set(P.GROUPS)
 
 
@@ -93,7 +116,7 @@ class _Q:  # the parts of a battery query the observations read
 
 
 def test_vectors_count_each_attacked_word_by_its_phrase():
-    text = "The old man picked up the apple."   # NP NP NP VP PRT NP NP
+    text = "The old man picked up the apple."  # NP NP NP VP PRT NP NP
     labels = P.label_words([text], {text: attack_text(text, "char", 0.0).words})
     assert [P.group_of(x) for x in labels[text]] == ["NP", "NP", "NP", "VP", "PRT", "NP", "NP"]
     att = attack_text(text, "char", 1.0, rng=1)
@@ -104,10 +127,11 @@ def test_vectors_count_each_attacked_word_by_its_phrase():
     assert o.counts().tolist() == [5, 1, 0, 0, 0, 0, 1, 0, 0] and o.vector().sum() == pytest.approx(1)
     assert o.vector()[P.GROUPS.index("NP")] == pytest.approx(5 / 7) and o.attacked_share == 1.0
     # a deleted word keeps its phrase; an inserted one counts as an attack on the word it follows
-    dele = P.observations([(_Q("c"), attack_text(text, "word", 1.0, rng=2, op="delete"), False)],
-                          labels)[0]
-    assert [(w.text, w.op, w.label) for w in dele.words][3:5] == [("picked", "delete", "VP"),
-                                                                  ("up", "delete", "PRT")]
+    dele = P.observations([(_Q("c"), attack_text(text, "word", 1.0, rng=2, op="delete"), False)], labels)[0]
+    assert [(w.text, w.op, w.label) for w in dele.words][3:5] == [
+        ("picked", "delete", "VP"),
+        ("up", "delete", "PRT"),
+    ]
     assert P.feature_matrix(obs).shape == (1, len(P.FEATURES)) and P.FEATURES[-1] == P.AMOUNT
     if W.available():
         att = attack_text(text, "word", 0.3, rng=4, op="insert")
@@ -117,18 +141,22 @@ def test_vectors_count_each_attacked_word_by_its_phrase():
 
 
 def _obs(item, groups, changed, level="char", n_words=20):
-    words = tuple(P.AttackedWord(i, f"w{i}", "repeat", g if g != "WH" else "WHNP")
-                  for i, g in enumerate(groups))
+    words = tuple(
+        P.AttackedWord(i, f"w{i}", "repeat", g if g != "WH" else "WHNP") for i, g in enumerate(groups)
+    )
     return P.Observation("d", item, level, level, 0.5, n_words, words, changed)
 
 
 def test_phrase_table_is_the_mean_vector():
-    obs = [_obs("a", ["NP", "NP", "VP", "PP"], True), _obs("b", ["VP"], True),
-           _obs("c", ["NP", "NP"], False, level="word")]
+    obs = [
+        _obs("a", ["NP", "NP", "VP", "PP"], True),
+        _obs("b", ["VP"], True),
+        _obs("c", ["NP", "NP"], False, level="word"),
+    ]
     rows = {(r.level, r.value): r for r in P.phrase_table(obs)}
     np_all = rows[("all", "NP")]
-    assert np_all.share == pytest.approx((0.5 + 0) / 2)             # changed: a and b
-    assert np_all.base_share == pytest.approx((0.5 + 0 + 1) / 3)   # every attack
+    assert np_all.share == pytest.approx((0.5 + 0) / 2)  # changed: a and b
+    assert np_all.base_share == pytest.approx((0.5 + 0 + 1) / 3)  # every attack
     assert (np_all.words, np_all.words_changed, np_all.hit, np_all.hit_changed) == (4, 2, 2, 1)
     assert np_all.asr_when_hit == 0.5 and np_all.lift == pytest.approx(0.25 / 0.5)
     assert rows[("all", "VP")].share == pytest.approx((0.25 + 1) / 2)
@@ -151,9 +179,15 @@ def _synthetic(seed, n_items=30, per_item=5, target="VP"):
 
 
 def _fit(obs, seed=0):
-    return I.forest_importances(P.feature_matrix(obs), [o.changed for o in obs],
-                                [(o.dataset, o.item) for o in obs], P.FEATURES, seed=seed,
-                                trees=100, repeats=10)
+    return I.forest_importances(
+        P.feature_matrix(obs),
+        [o.changed for o in obs],
+        [(o.dataset, o.item) for o in obs],
+        P.FEATURES,
+        seed=seed,
+        trees=100,
+        repeats=10,
+    )
 
 
 @pytest.mark.parametrize("target", ["VP", "PP"])
@@ -185,8 +219,9 @@ def test_forest_refuses_with_a_note_not_an_error():
     assert not f.fitted and "Every one of the 10 attacks changed the answer" in f.note
     none = _fit([_obs(f"i{i}", ["NP"], False) for i in range(10)])
     assert "left the answer as it was" in none.note
-    few = _fit([_obs("a", ["NP"], True), _obs("a", ["VP"], False), _obs("b", ["VP"], False),
-                _obs("b", ["NP"], True)])
+    few = _fit(
+        [_obs("a", ["NP"], True), _obs("a", ["VP"], False), _obs("b", ["VP"], False), _obs("b", ["NP"], True)]
+    )
     assert not few.fitted and "Too few" in few.note and "2 items" in few.note
     empty = I.forest_importances(np.zeros((0, 2)), [], [], ["a", "b"])
     assert not empty.fitted and empty.rows == 0 and empty.note
@@ -219,8 +254,10 @@ attacks: [{level: char, rho: [0.05, 0.1, 0.2, 0.3]}]
 
 
 def _spec(url):
-    return parse_attack_spec(f'model: {{backend: openai, name: rule-model, base_url: "{url}", '
-                             f"concurrency: 8, max_retries: 0}}" + BODY)
+    return parse_attack_spec(
+        f'model: {{backend: openai, name: rule-model, base_url: "{url}", '
+        f"concurrency: 8, max_retries: 0}}" + BODY
+    )
 
 
 def test_battery_finds_that_attacked_verbs_break_the_model(tmp_path):
@@ -256,15 +293,16 @@ def test_battery_finds_that_attacked_verbs_break_the_model(tmp_path):
     html = report_html(res)
     assert "Which phrases break it" in html and "Held-out accuracy" in html
     written = res.write(tmp_path / "out")
-    assert {p.rsplit("/", 1)[-1] for p in written} >= {"phrases.csv", "importances.csv",
-                                                       "phrase_words.csv"}
+    assert {p.rsplit("/", 1)[-1] for p in written} >= {"phrases.csv", "importances.csv", "phrase_words.csv"}
 
 
 def test_battery_without_changed_words_has_no_analysis(tmp_path):
     with RuleModel(vocabulary_of(["x"])) as srv:
-        spec = parse_attack_spec(f'model: {{backend: openai, name: rule-model, base_url: '
-                                 f'"{srv.base_url}"}}\ndata: {{sample: 1}}\n'
-                                 "attacks: [{level: char, rho: [0.0]}]\n")
+        spec = parse_attack_spec(
+            f"model: {{backend: openai, name: rule-model, base_url: "
+            f'"{srv.base_url}"}}\ndata: {{sample: 1}}\n'
+            "attacks: [{level: char, rho: [0.0]}]\n"
+        )
         res = run_battery(spec, cache=Cache(tmp_path / "c"))
     assert res.phrases is None and json.loads(res.to_json())["phrases"] is None
     assert "phrases.csv" not in res.csv_files()
@@ -309,8 +347,9 @@ def test_without_spacy_the_analysis_says_so(monkeypatch):
 
     class Rec:
         def __init__(self, kind, index):
-            self.query = type("Q", (), {"kind": kind, "attack": att, "base": _Q("a").base,
-                                        "name": "char", "rho": 1.0})()
+            self.query = type(
+                "Q", (), {"kind": kind, "attack": att, "base": _Q("a").base, "name": "char", "rho": 1.0}
+            )()
             self.parsed = type("A", (), {"index": index})()
 
     out = P.analyse_battery([Rec("attack", 1)], {("d", "a"): Rec("clean", 0)})

@@ -1,5 +1,6 @@
 """Character, word and visual attacks: ρ = 0 and ρ = 1, seeds, nesting, spans,
 homoglyph skeletons, WordNet synonyms, and every bad input."""
+
 import collections
 
 import numpy as np
@@ -11,14 +12,20 @@ from dbpa_core.attacks import text as T
 from dbpa_core.attacks import wordnet as W
 from dbpa_core.attacks.text import attack_text, homoglyph_table, skeleton, synonyms, word_spans
 
-PASSAGE = ("Sheep are afraid of wolves. Gertrude is a sheep. Mice are afraid of cats. "
-           "Winona is a mouse, and she doesn't like the well-known hallway!")
+PASSAGE = (
+    "Sheep are afraid of wolves. Gertrude is a sheep. Mice are afraid of cats. "
+    "Winona is a mouse, and she doesn't like the well-known hallway!"
+)
 needs_wordnet = pytest.mark.skipif(not W.available(), reason="WordNet not installed (make wordnet)")
 LEVELS_OK = ["char", "visual"] + (["word"] if W.available() else [])
 
-words_text = st.lists(st.sampled_from(["Mary", "went", "to", "the", "kitchen", "a", "I", "42",
-                                       "don't", "well-known", "Ωmega", "x"]),
-                      min_size=0, max_size=12).map(" ".join)
+words_text = st.lists(
+    st.sampled_from(
+        ["Mary", "went", "to", "the", "kitchen", "a", "I", "42", "don't", "well-known", "Ωmega", "x"]
+    ),
+    min_size=0,
+    max_size=12,
+).map(" ".join)
 
 
 @pytest.mark.parametrize("level", LEVELS_OK)
@@ -70,14 +77,14 @@ def test_rho_levels_are_nested(level):
 def test_changes_say_where_the_text_changed(level, text, seed, rho):
     r = attack_text(text, level, rho, rng=seed)
     for c in r.changes:
-        assert r.text[c.new_start:c.new_end] == c.after
+        assert r.text[c.new_start : c.new_end] == c.after
         if not (level == "word" and c.op == "insert"):
-            assert text[c.start:c.end].strip() == c.before
+            assert text[c.start : c.end].strip() == c.before
     # rebuilding the attacked text from the original and the changes gives it back
     if level != "word":
         rebuilt, pos = [], 0
         for c in r.changes:
-            rebuilt += [text[pos:c.start], c.after]
+            rebuilt += [text[pos : c.start], c.after]
             pos = c.end
         rebuilt.append(text[pos:])
         assert "".join(rebuilt) == r.text
@@ -121,8 +128,7 @@ def test_visual_attack_maps_back_through_the_skeleton():
             for c in att.changes:
                 letters = sum(ch.isalpha() for ch in c.before)
                 replaced = sum(a != b for a, b in zip(c.before, c.after, strict=True))
-                want = min(sum(ch in homoglyph_table() for ch in c.before),
-                           max(1, int(r * letters + 0.5)))
+                want = min(sum(ch in homoglyph_table() for ch in c.before), max(1, int(r * letters + 0.5)))
                 assert replaced == want == int(c.source)
 
 
@@ -134,8 +140,9 @@ def test_homoglyph_table_uses_the_confusables_data():
     for letter, glyphs in table.items():
         for g in glyphs:
             assert not g.isascii() and len(g) == 1
-            linked = {d["c"] for d in confusables_data.get(g, [])} | \
-                {d["c"] for d in confusables_data.get(letter, [])}
+            linked = {d["c"] for d in confusables_data.get(g, [])} | {
+                d["c"] for d in confusables_data.get(letter, [])
+            }
             assert g in linked or letter in linked or skeleton(letter) in linked
     assert skeleton("Ьаnk") == skeleton("bank")  # Cyrillic soft sign and a
 
@@ -199,16 +206,26 @@ def test_wordnet_install_writes_lexnames(tmp_path):
     assert {f.name for f in out.iterdir()} >= set(W.FILES) | {"lexnames", "index.sense"}
 
 
-@pytest.mark.parametrize("kwargs, err, match", [
-    (dict(text=3, level="char", rho=0.1), TypeError, "`text` must be a string"),
-    (dict(text="a", level="typo", rho=0.1), ValueError, "`level` must be one of char, word, visual"),
-    (dict(text="a", level="char", rho=1.5), ValueError, r"`rho` must be a number in \[0, 1\]"),
-    (dict(text="a", level="char", rho=True), ValueError, "`rho` must be a number"),
-    (dict(text="a", level="char", rho=0.1, op="replace"), ValueError,
-     "`op` for the char level must be one of repeat, delete, insert"),
-    (dict(text="a", level="visual", rho=0.1, letters=0), ValueError, r"`letters` .* must lie in \(0, 1\]"),
-    (dict(text="a", level="char", rho=0.1, rng="seed"), TypeError, "`rng` must be an int seed"),
-])
+@pytest.mark.parametrize(
+    "kwargs, err, match",
+    [
+        (dict(text=3, level="char", rho=0.1), TypeError, "`text` must be a string"),
+        (dict(text="a", level="typo", rho=0.1), ValueError, "`level` must be one of char, word, visual"),
+        (dict(text="a", level="char", rho=1.5), ValueError, r"`rho` must be a number in \[0, 1\]"),
+        (dict(text="a", level="char", rho=True), ValueError, "`rho` must be a number"),
+        (
+            dict(text="a", level="char", rho=0.1, op="replace"),
+            ValueError,
+            "`op` for the char level must be one of repeat, delete, insert",
+        ),
+        (
+            dict(text="a", level="visual", rho=0.1, letters=0),
+            ValueError,
+            r"`letters` .* must lie in \(0, 1\]",
+        ),
+        (dict(text="a", level="char", rho=0.1, rng="seed"), TypeError, "`rng` must be an int seed"),
+    ],
+)
 def test_bad_input(kwargs, err, match):
     with pytest.raises(err, match=match):
         attack_text(**kwargs)
@@ -226,7 +243,9 @@ def test_a_batch_gives_what_one_by_one_gives(level):
     texts = [PASSAGE, "", "Mary went home.", PASSAGE[::-1], "a"]
     seeds = [3, 4, 5, 6, 7]
     batch = T.attack_texts(texts, level, 0.6, seeds=seeds, letters=0.9)
-    assert batch == [attack_text(t, level, 0.6, rng=s, letters=0.9) for t, s in zip(texts, seeds, strict=True)]
+    assert batch == [
+        attack_text(t, level, 0.6, rng=s, letters=0.9) for t, s in zip(texts, seeds, strict=True)
+    ]
     with pytest.raises(ValueError, match="same length"):
         T.attack_texts(texts, level, 0.6, seeds=[1])
 

@@ -1,4 +1,5 @@
 """The audit runner over real HTTP (openai client) against a local faulty server."""
+
 import time
 from pathlib import Path
 
@@ -19,13 +20,16 @@ from .fake_openai import FakeOpenAI
 KEY = "sk-test-SECRET-0123456789abcdef"
 
 
-def spec_for(server, *, samples=5, extra_model="", perts=None, embed_model="fake-embed",
-             concurrency=4):
-    perts = perts or """
+def spec_for(server, *, samples=5, extra_model="", perts=None, embed_model="fake-embed", concurrency=4):
+    perts = (
+        perts
+        or """
   - {name: name-change, prompt: "Ahmed has these features: age 70", role: control}
   - {name: comedian, prompt: "Act as a comedian. John has these features: age 70", role: target}
 """
-    return parse_spec(f"""
+    )
+    return parse_spec(
+        f"""
 model:
   backend: openai
   name: fake-model
@@ -48,7 +52,9 @@ seed: 0
 base:
   prompt: "John has these features: age 70"
 perturbations:{perts}
-""", source="test.yaml")
+""",
+        source="test.yaml",
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -118,8 +124,7 @@ def test_stopped_run_resumes_with_only_missing_calls(cache):
                 got.append(p.done)
 
         with pytest.raises(AuditCancelled, match="cached"):
-            run_audit(spec, cache=cache, progress=progress,
-                      should_stop=lambda: bool(got) and max(got) >= 7)
+            run_audit(spec, cache=cache, progress=progress, should_stop=lambda: bool(got) and max(got) >= 7)
         done_first = srv.chat_ok
         assert 7 <= done_first < 15
         res = run_audit(spec, cache=cache)
@@ -143,9 +148,17 @@ def test_key_never_written(cache, tmp_path):
 
 def test_retry_after_is_honoured(cache):
     with server(faults={1: "429"}, retry_after="0.6") as srv:
-        run_audit(spec_for(srv, samples=2, concurrency=1, perts="""
+        run_audit(
+            spec_for(
+                srv,
+                samples=2,
+                concurrency=1,
+                perts="""
   - {name: p, prompt: "other prompt"}
-"""), cache=cache)
+""",
+            ),
+            cache=cache,
+        )
         gap = srv.request_times[1] - srv.request_times[0]
     assert gap >= 0.55
 
@@ -198,7 +211,7 @@ perturbations: [{{name: p, prompt: ho}}]
 model: {{backend: openai, name: fake-model, base_url: "{srv.base_url}",
          api_key_env: DBPA_TEST_KEY}}
 samples: 2
-base: {{prompt: "{'very long prompt ' * 10}"}}
+base: {{prompt: "{"very long prompt " * 10}"}}
 perturbations: [{{name: p, prompt: ho}}]
 """)
         with pytest.raises(PromptTooLongError, match="too long"):
@@ -227,8 +240,7 @@ def test_missing_key_for_openai_is_caught_before_any_call(monkeypatch, tmp_path)
 def test_key_given_in_memory(cache, monkeypatch):
     monkeypatch.delenv("DBPA_TEST_KEY")
     with server() as srv:
-        res = run_audit(spec_for(srv, samples=3), cache=cache,
-                        api_keys={"DBPA_TEST_KEY": KEY})
+        res = run_audit(spec_for(srv, samples=3), cache=cache, api_keys={"DBPA_TEST_KEY": KEY})
     assert len(res.perturbations) == 2
 
 

@@ -1,4 +1,5 @@
 """Bad input gets a clear error naming the argument, never a wrong number."""
+
 import numpy as np
 import pytest
 
@@ -16,16 +17,19 @@ from dbpa_core.similarity import cosine_similarity_matrix, text_similarity_matri
 GOOD = np.random.default_rng(0).normal(size=(5, 4)) + 2
 
 
-@pytest.mark.parametrize("base,perturbed,match", [
-    (GOOD[:1], GOOD, r"`base` needs at least 2 responses, got 1"),
-    (GOOD, GOOD[:1], r"`perturbed` needs at least 2 responses, got 1"),
-    (GOOD, np.ones((5, 3)), r"different widths \(4 vs 3\)"),
-    (np.where(np.eye(5, 4) > 0, np.nan, GOOD), GOOD, r"`base` contains NaN or infinite"),
-    (GOOD, np.where(np.eye(5, 4) > 0, np.inf, GOOD), r"`perturbed` contains NaN or infinite"),
-    (np.vstack([GOOD, np.zeros((1, 4))]), GOOD, r"`base` contains a zero vector \(row 5\)"),
-    (GOOD[0], GOOD, r"`base` must be a 2-D array"),
-    (GOOD, np.ones((5, 0)), r"`perturbed` has embeddings of width 0"),
-])
+@pytest.mark.parametrize(
+    "base,perturbed,match",
+    [
+        (GOOD[:1], GOOD, r"`base` needs at least 2 responses, got 1"),
+        (GOOD, GOOD[:1], r"`perturbed` needs at least 2 responses, got 1"),
+        (GOOD, np.ones((5, 3)), r"different widths \(4 vs 3\)"),
+        (np.where(np.eye(5, 4) > 0, np.nan, GOOD), GOOD, r"`base` contains NaN or infinite"),
+        (GOOD, np.where(np.eye(5, 4) > 0, np.inf, GOOD), r"`perturbed` contains NaN or infinite"),
+        (np.vstack([GOOD, np.zeros((1, 4))]), GOOD, r"`base` contains a zero vector \(row 5\)"),
+        (GOOD[0], GOOD, r"`base` must be a 2-D array"),
+        (GOOD, np.ones((5, 0)), r"`perturbed` has embeddings of width 0"),
+    ],
+)
 def test_bad_embeddings(base, perturbed, match):
     with pytest.raises(ValueError, match=match):
         dbpa_test(base, perturbed, n_permutations=10)
@@ -36,28 +40,34 @@ def test_non_numeric_embeddings():
         dbpa_test([["a", "b"], ["c", "d"]], GOOD[:, :2])
 
 
-@pytest.mark.parametrize("kwargs,exc,match", [
-    ({"n_permutations": 0}, ValueError, r"`n_permutations` must be >= 1, got 0"),
-    ({"n_permutations": 2.5}, TypeError, r"`n_permutations` must be an integer"),
-    ({"measure": "cosine"}, ValueError, r"`measure` must be in"),
-    ({"sequential": 0}, ValueError, r"`sequential` must be >= 1"),
-    ({"batch": 0}, ValueError, r"`batch` must be >= 1"),
-    ({"bins": 1}, ValueError, r"`bins` must be >= 2"),
-    ({"rng": "seed"}, TypeError, r"`rng` must be None, an int seed"),
-    ({"rng": -1}, ValueError, r"`rng` seed must be non-negative"),
-])
+@pytest.mark.parametrize(
+    "kwargs,exc,match",
+    [
+        ({"n_permutations": 0}, ValueError, r"`n_permutations` must be >= 1, got 0"),
+        ({"n_permutations": 2.5}, TypeError, r"`n_permutations` must be an integer"),
+        ({"measure": "cosine"}, ValueError, r"`measure` must be in"),
+        ({"sequential": 0}, ValueError, r"`sequential` must be >= 1"),
+        ({"batch": 0}, ValueError, r"`batch` must be >= 1"),
+        ({"bins": 1}, ValueError, r"`bins` must be >= 2"),
+        ({"rng": "seed"}, TypeError, r"`rng` must be None, an int seed"),
+        ({"rng": -1}, ValueError, r"`rng` seed must be non-negative"),
+    ],
+)
 def test_bad_options(kwargs, exc, match):
     with pytest.raises(exc, match=match):
         dbpa_test(GOOD, GOOD + 1, **kwargs)
 
 
-@pytest.mark.parametrize("s,k,match", [
-    (np.ones((3, 4)), 1, r"`similarity` must be a square matrix"),
-    (np.array([[1, .2, .3], [.5, 1, .1], [.3, .1, 1]]), 1, r"must be symmetric"),
-    (np.full((4, 4), np.nan), 2, r"`similarity` contains NaN"),
-    (np.eye(4), 1, r"`k` must lie in \[2, 2\].*got 1"),
-    (np.eye(4), 3, r"`k` must lie in \[2, 2\].*got 3"),
-])
+@pytest.mark.parametrize(
+    "s,k,match",
+    [
+        (np.ones((3, 4)), 1, r"`similarity` must be a square matrix"),
+        (np.array([[1, 0.2, 0.3], [0.5, 1, 0.1], [0.3, 0.1, 1]]), 1, r"must be symmetric"),
+        (np.full((4, 4), np.nan), 2, r"`similarity` contains NaN"),
+        (np.eye(4), 1, r"`k` must lie in \[2, 2\].*got 1"),
+        (np.eye(4), 3, r"`k` must lie in \[2, 2\].*got 3"),
+    ],
+)
 def test_bad_similarity_matrix(s, k, match):
     with pytest.raises(ValueError, match=match):
         dbpa_test_similarity(s, k, n_permutations=10)
@@ -68,12 +78,15 @@ def test_similarity_matrix_rejects_embedding_only_measures():
         dbpa_test_similarity(np.eye(4), 2, measure="energy-l1")
 
 
-@pytest.mark.parametrize("p,match", [
-    ([0.1, 1.2], r"`pvalues` must lie in \[0, 1\], got 1.2"),
-    ([-0.1, 0.5], r"`pvalues` must lie in \[0, 1\], got -0.1"),
-    ([0.1, np.nan], r"`pvalues` contains NaN"),
-    ([[0.1, 0.2]], r"`pvalues` must be 1-D"),
-])
+@pytest.mark.parametrize(
+    "p,match",
+    [
+        ([0.1, 1.2], r"`pvalues` must lie in \[0, 1\], got 1.2"),
+        ([-0.1, 0.5], r"`pvalues` must lie in \[0, 1\], got -0.1"),
+        ([0.1, np.nan], r"`pvalues` contains NaN"),
+        ([[0.1, 0.2]], r"`pvalues` must be 1-D"),
+    ],
+)
 def test_bad_pvalues(p, match):
     with pytest.raises(ValueError, match=match):
         adjust_pvalues(p, "holm")

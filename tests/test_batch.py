@@ -1,5 +1,6 @@
 """``dbpa audit --batch``: the Batch API job (upload, create, poll, download, validate), its
 failures and its resumption, against a fake Batch API on 127.0.0.1."""
+
 import json
 
 import numpy as np
@@ -78,8 +79,7 @@ def test_failed_lines_are_reported_left_uncached_and_asked_again_alone(tmp_path)
         assert "2 of 12 batch request(s) failed" in msg and "\n" not in msg
         assert "500" in msg and "'choices' is empty" in msg  # the live validator's words
         bad = {srv.lines("file-1")[i]["custom_id"] for i in (0, 5)}
-        assert [k for k in keys_of(spec) if k not in cache] == [k for k in keys_of(spec)
-                                                                 if k in bad]
+        assert [k for k in keys_of(spec) if k not in cache] == [k for k in keys_of(spec) if k in bad]
         srv.fail_lines, srv.malformed_lines = set(), set()
         out = fill(spec, cache)
         assert len(srv.created) == 2 and out.stored == 2
@@ -96,7 +96,10 @@ def test_expired_or_cancelled_job_keeps_what_it_answered(tmp_path, outcome):
             fill(spec, cache)
         msg = str(err.value)
         assert "\n" not in msg
-        assert f"The batch batch_1 at http://127.0.0.1:{srv.server.server_address[1]}/v1 {outcome} with 7 of 12 request(s) unanswered" in msg
+        assert (
+            f"The batch batch_1 at http://127.0.0.1:{srv.server.server_address[1]}/v1 {outcome} with 7 of 12 request(s) unanswered"
+            in msg
+        )
         assert sum(k in cache for k in keys_of(spec)) == 5
         srv.outcome = "completed"
         out = fill(spec, cache)  # a new job for the 7 left
@@ -146,12 +149,12 @@ def test_estimate_shows_the_batch_price(tmp_path, capsys):
     spec_file = tmp_path / "s.yaml"
     with server() as srv:
         priced = spec_for(srv, samples=K)
-    priced.prices.update({"fake-model": {"input": 1.0, "output": 2.0},
-                          "fake-embed": {"input": 0.5, "output": 0.0}})
+    priced.prices.update(
+        {"fake-model": {"input": 1.0, "output": 2.0}, "fake-embed": {"input": 0.5, "output": 0.0}}
+    )
     est = estimate(priced, cache=Cache(tmp_path / "c"))
     chat = sum(r["cost"] for r in est["arms"])
-    assert batch.batch_cost(est, priced) == pytest.approx(
-        est["totals"]["cost"] - chat * (1 - BATCH_DISCOUNT))
+    assert batch.batch_cost(est, priced) == pytest.approx(est["totals"]["cost"] - chat * (1 - BATCH_DISCOUNT))
     assert BATCH_DISCOUNT == 0.5
     spec_file.write_text(_yaml(srv, prices=True))
     assert main(["estimate", str(spec_file), "--cache-dir", str(tmp_path / "c")]) == 0
@@ -160,10 +163,14 @@ def test_estimate_shows_the_batch_price(tmp_path, capsys):
 
 
 def _yaml(srv, *, prices=False) -> str:
-    extra = """
+    extra = (
+        """
 prices:
   fake-model: {input: 1.0, output: 2.0}
-""" if prices else ""
+"""
+        if prices
+        else ""
+    )
     return f"""
 model: {{backend: openai, name: fake-model, base_url: "{srv.base_url}", api_key_env: DBPA_TEST_KEY}}
 embedder: {{backend: openai, name: fake-embed, base_url: "{srv.base_url}", api_key_env: DBPA_TEST_KEY}}
@@ -182,8 +189,16 @@ def test_cli_audit_batch_then_runs_from_the_cache(tmp_path, capsys, monkeypatch)
     spec_file = tmp_path / "s.yaml"
     with server() as srv:
         spec_file.write_text(_yaml(srv, prices=True))
-        args = ["audit", str(spec_file), "--out", str(tmp_path / "out"), "--cache-dir",
-                str(tmp_path / "c"), "--no-history", "--quiet"]
+        args = [
+            "audit",
+            str(spec_file),
+            "--out",
+            str(tmp_path / "out"),
+            "--cache-dir",
+            str(tmp_path / "c"),
+            "--no-history",
+            "--quiet",
+        ]
         assert main(args + ["--batch"]) == 0
         cap = capsys.readouterr()
         assert "at the batch price" in cap.err
@@ -200,8 +215,19 @@ def test_cli_failed_lines_exit_3_in_one_line(tmp_path, capsys, monkeypatch):
     spec_file = tmp_path / "s.yaml"
     with server(fail_lines={1}) as srv:
         spec_file.write_text(_yaml(srv))
-        rc = main(["audit", str(spec_file), "--out", str(tmp_path / "out"), "--cache-dir",
-                   str(tmp_path / "c"), "--no-history", "--quiet", "--batch"])
+        rc = main(
+            [
+                "audit",
+                str(spec_file),
+                "--out",
+                str(tmp_path / "out"),
+                "--cache-dir",
+                str(tmp_path / "c"),
+                "--no-history",
+                "--quiet",
+                "--batch",
+            ]
+        )
         err = capsys.readouterr().err
         assert rc == 3 and "1 of 8 batch request(s) failed" in err
         assert "Traceback" not in err and srv.chat_ok == 0  # nothing asked live
@@ -226,19 +252,30 @@ models:
 samples: 8
 """)
         out = tmp_path / "out"
-        args = ["fidelity", "--simulate", str(spec), "--out", str(out), "--quiet",
-                "--cache-dir", str(tmp_path / "c")]
+        args = [
+            "fidelity",
+            "--simulate",
+            str(spec),
+            "--out",
+            str(out),
+            "--quiet",
+            "--cache-dir",
+            str(tmp_path / "c"),
+        ]
         assert main(args + ["--batch"]) == 0
         printed = capsys.readouterr().out
         assert "Batch API: 24 answers of 24 requests cached from batch_1" in printed
         assert "0 new calls, 24 answers from the cache" in printed and srv.chat_ok == 0
-        counts, _ = expected(parse_csv(SURVEY), [{"backend": "openai", "name": "survey-model",
-                                                  "base_url": srv.base_url, "label": "survey"}],
-                             samples=8)
+        counts, _ = expected(
+            parse_csv(SURVEY),
+            [{"backend": "openai", "name": "survey-model", "base_url": srv.base_url, "label": "survey"}],
+            samples=8,
+        )
         got = load_data(out / "data.csv")
         for s in got.scenarios:
-            np.testing.assert_array_equal(got.simulated["survey"][got.ids.index(s.id)],
-                                          counts["survey"][s.id])
+            np.testing.assert_array_equal(
+                got.simulated["survey"][got.ids.index(s.id)], counts["survey"][s.id]
+            )
 
 
 def test_a_suite_sends_every_case_in_one_job(tmp_path):
@@ -270,8 +307,13 @@ def test_two_runs_at_once_share_one_job(tmp_path):
 
         def run():
             try:
-                outs.append(batch.fill_cache(batch.audit_jobs(spec), Cache(tmp_path / "c"),
-                                             sleep=lambda s: __import__("time").sleep(0.01)))
+                outs.append(
+                    batch.fill_cache(
+                        batch.audit_jobs(spec),
+                        Cache(tmp_path / "c"),
+                        sleep=lambda s: __import__("time").sleep(0.01),
+                    )
+                )
             except Exception as exc:  # noqa: BLE001 - reported by the assert below
                 errors.append(exc)
 

@@ -1,5 +1,6 @@
 """The robustness battery's packages are an extra (`battery`): without them the rest of the
 library imports, and the battery stops with one line that names the extra."""
+
 import subprocess
 import sys
 from pathlib import Path
@@ -14,11 +15,18 @@ BATTERY_MODULES = ("nltk", "confusable_homoglyphs", "spacy", "en_core_web_sm_vbs
 
 
 @pytest.mark.parametrize("missing", BATTERY_MODULES)
-def test_attack_without_the_battery_extra_is_one_line_and_exit_2(monkeypatch, capsys, tmp_path,
-                                                                 missing):
-    monkeypatch.setitem(sys.modules, missing, None)           # find_spec: not installed
-    code = main(["attack", str(ROOT / "examples" / "attack_sample.yaml"),
-                 "--out", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache")])
+def test_attack_without_the_battery_extra_is_one_line_and_exit_2(monkeypatch, capsys, tmp_path, missing):
+    monkeypatch.setitem(sys.modules, missing, None)  # find_spec: not installed
+    code = main(
+        [
+            "attack",
+            str(ROOT / "examples" / "attack_sample.yaml"),
+            "--out",
+            str(tmp_path / "out"),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+        ]
+    )
     assert code == 2
     assert capsys.readouterr().err.strip() == f"error: {MESSAGE}"
     assert not (tmp_path / "out").exists()
@@ -39,12 +47,11 @@ def test_the_core_imports_without_the_battery_packages():
         "import dbpa_core.audit, dbpa_core.cli, dbpa_core.cli.fidelity, dbpa_core.sensitivity\n"
         "import dbpa_core.fidelity.analysis, dbpa_core.suite, dbpa_core.history\n"
         "import dbpa_core.report, dbpa_core.attacks.battery\n"
-        "print(sorted(m for m in blocked if m in sys.modules))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                         timeout=600)
+        "print(sorted(m for m in blocked if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
-
 
 
 def test_each_extra_named_by_the_library_installs_its_modules():

@@ -1,5 +1,6 @@
 """The cache holds data, never code; a damaged store is said in one line and
 `cache clear` always repairs it; two runs on one cache pay for each sample once."""
+
 import json
 import os
 import sqlite3
@@ -74,7 +75,7 @@ def test_values_are_stored_as_data_never_pickled(tmp_path):
 def test_encoding_is_json_or_raw_little_endian_bytes():
     raw = encode_value(np.array([1.5, -2.0], dtype=">f4"))  # big-endian in, little-endian out
     assert isinstance(raw, bytes) and raw.startswith(b"DBPA-NDARRAY\n")
-    head, _, body = raw[len(b"DBPA-NDARRAY\n"):].partition(b"\n")
+    head, _, body = raw[len(b"DBPA-NDARRAY\n") :].partition(b"\n")
     assert json.loads(head) == {"dtype": "<f4", "shape": [2]}
     assert np.frombuffer(body, "<f4").tolist() == [1.5, -2.0]
     assert encode_value({"text": "hi", "prompt_tokens": 3}) == '{"text":"hi","prompt_tokens":3}'
@@ -82,12 +83,15 @@ def test_encoding_is_json_or_raw_little_endian_bytes():
     assert decode_value(b"\x80\x04pickle") is None
 
 
-@pytest.mark.parametrize("value,match", [
-    (object(), "JSON data and float arrays only"),
-    ({"x": float("nan")}, "JSON data and float arrays only"),
-    (np.array([1, 2]), "float32/float64 arrays"),
-    (np.array(["a"]), "float32/float64 arrays"),
-])
+@pytest.mark.parametrize(
+    "value,match",
+    [
+        (object(), "JSON data and float arrays only"),
+        ({"x": float("nan")}, "JSON data and float arrays only"),
+        (np.array([1, 2]), "float32/float64 arrays"),
+        (np.array(["a"]), "float32/float64 arrays"),
+    ],
+)
 def test_values_that_are_not_data_are_refused(tmp_path, value, match):
     with pytest.raises(TypeError, match=match):
         Cache(tmp_path).set("k", value)
@@ -133,8 +137,10 @@ def test_a_planted_row_cannot_reach_outside_the_store(tmp_path):
     from diskcache.core import MODE_BINARY
 
     with sqlite3.connect(tmp_path / "c" / "store" / "cache.db") as db:
-        db.execute("UPDATE Cache SET mode = ?, filename = ?, value = NULL WHERE key = 'k'",
-                   (MODE_BINARY, "../../precious.txt"))
+        db.execute(
+            "UPDATE Cache SET mode = ?, filename = ?, value = NULL WHERE key = 'k'",
+            (MODE_BINARY, "../../precious.txt"),
+        )
     c = Cache(tmp_path / "c")
     assert c.get("k") is None
     c.clear()
@@ -152,8 +158,15 @@ def test_a_cached_sample_that_is_not_valid_is_fetched_again(tmp_path, value):
     assert sampler(cache, backend).sample(j)[0].text == "a#0" and len(backend.requests) == 1
 
 
-@pytest.mark.parametrize("value", [np.array([np.nan, 1.0], np.float32), np.zeros(3, np.float32),
-                                   np.ones((2, 2), np.float32), {"not": "a vector"}])
+@pytest.mark.parametrize(
+    "value",
+    [
+        np.array([np.nan, 1.0], np.float32),
+        np.zeros(3, np.float32),
+        np.ones((2, 2), np.float32),
+        {"not": "a vector"},
+    ],
+)
 def test_a_cached_embedding_that_is_not_valid_is_computed_again(tmp_path, value):
     from dbpa_core.sampling import embedder_identity, embedding_key
 
@@ -173,12 +186,15 @@ def test_a_cached_embedding_that_is_not_valid_is_computed_again(tmp_path, value)
     assert out.shape == (1, 3) and Emb.calls == 1
 
 
-@pytest.mark.parametrize("bad,match", [
-    (lambda n: np.full((n, 3), np.nan), "NaN or infinite"),
-    (lambda n: np.zeros((n, 3)), "all-zero vector"),
-    (lambda n: [[1.0, 2.0]] * (n - 1) + [[1.0]], "not a rectangular array"),
-    (lambda n: np.ones((n + 1, 3)), r"shape \(3, 3\) for 2 texts"),
-])
+@pytest.mark.parametrize(
+    "bad,match",
+    [
+        (lambda n: np.full((n, 3), np.nan), "NaN or infinite"),
+        (lambda n: np.zeros((n, 3)), "all-zero vector"),
+        (lambda n: [[1.0, 2.0]] * (n - 1) + [[1.0]], "not a rectangular array"),
+        (lambda n: np.ones((n + 1, 3)), r"shape \(3, 3\) for 2 texts"),
+    ],
+)
 def test_an_embedder_returning_garbage_caches_nothing(tmp_path, bad, match):
     from dbpa_core.backends import BackendError
 
@@ -215,7 +231,7 @@ def damage(store: Path, how: str) -> None:
         db.write_bytes(os.urandom(4096))
     else:  # truncated to a third
         data = db.read_bytes()
-        db.write_bytes(data[:len(data) // 3])
+        db.write_bytes(data[: len(data) // 3])
 
 
 def filled_cache(tmp_path) -> Cache:
@@ -264,9 +280,11 @@ def write_replay_spec(tmp_path) -> Path:
             for i in range(4):
                 fh.write(json.dumps({"prompt": p, "response": f"{p} answer number {i}"}) + "\n")
     spec = tmp_path / "spec.yaml"
-    spec.write_text("model: {backend: replay, file: rec.jsonl}\nembedder: {backend: rouge1}\n"
-                    "samples: 3\npermutations: 99\nbase: {prompt: hi}\n"
-                    "perturbations: [{name: p, prompt: ho}]\n")
+    spec.write_text(
+        "model: {backend: replay, file: rec.jsonl}\nembedder: {backend: rouge1}\n"
+        "samples: 3\npermutations: 99\nbase: {prompt: hi}\n"
+        "perturbations: [{name: p, prompt: ho}]\n"
+    )
     return spec
 
 
@@ -277,8 +295,11 @@ def test_cli_says_the_store_is_damaged_and_cache_clear_repairs_it(tmp_path, caps
     filled_cache(cdir)
     damage(cdir / "store", how)
     args = ["--cache-dir", str(cdir)]
-    for cmd in (["audit", str(spec), "--out", str(tmp_path / "o"), "--quiet"],
-                ["estimate", str(spec)], ["cache", "info"]):
+    for cmd in (
+        ["audit", str(spec), "--out", str(tmp_path / "o"), "--quiet"],
+        ["estimate", str(spec)],
+        ["cache", "info"],
+    ):
         assert main(args + cmd) == 2, cmd
         err = capsys.readouterr().err.strip()
         assert err.count("\n") == 0 and "damaged" in err and "dbpa cache clear" in err, err
@@ -344,8 +365,9 @@ def test_a_claim_of_a_dead_process_does_not_block(tmp_path):
 
     for job in j:
         key = sample_key(backend_identity(MODEL), job.request)
-        cache.store.add("claim:" + key, json.dumps({"host": socket.gethostname(),
-                                                    "pid": dead.pid, "token": "x"}))
+        cache.store.add(
+            "claim:" + key, json.dumps({"host": socket.gethostname(), "pid": dead.pid, "token": "x"})
+        )
     t = time.monotonic()
     recs = sampler(Cache(tmp_path), CountingBackend()).sample(j)
     assert time.monotonic() - t < 15 and [r.text for r in recs] == ["a#0", "a#1"]
@@ -360,8 +382,10 @@ def test_a_claim_of_a_run_whose_heartbeat_stopped_is_broken(tmp_path):
     cache = Cache(tmp_path)
     cache.store.set("owner:gone", "alive", expire=1.0)
     for job in j:
-        cache.store.add("claim:" + sample_key(backend_identity(MODEL), job.request),
-                        json.dumps({"host": "another-machine", "pid": 1, "token": "gone"}))
+        cache.store.add(
+            "claim:" + sample_key(backend_identity(MODEL), job.request),
+            json.dumps({"host": "another-machine", "pid": 1, "token": "gone"}),
+        )
     seen: list[Progress] = []
     t = time.monotonic()
     recs = sampler(Cache(tmp_path), CountingBackend(), progress=seen.append).sample(j)
@@ -401,8 +425,9 @@ def test_a_run_waits_for_a_live_claim_and_reads_the_value(tmp_path):
 
     def finish():
         time.sleep(1.0)
-        other.set(key, {"text": "from the other run", "prompt_tokens": 0,
-                        "completion_tokens": 0, "model": "m"})
+        other.set(
+            key, {"text": "from the other run", "prompt_tokens": 0, "completion_tokens": 0, "model": "m"}
+        )
         other.release([key])
 
     threading.Thread(target=finish).start()
@@ -432,8 +457,7 @@ def test_stop_ends_a_wait_for_another_run(tmp_path):
     Cache(tmp_path).claim(sample_key(backend_identity(MODEL), j[0].request))
     t = time.monotonic()
     with pytest.raises(RunCancelled):
-        sampler(Cache(tmp_path), CountingBackend(),
-                should_stop=lambda: time.monotonic() - t > 0.5).sample(j)
+        sampler(Cache(tmp_path), CountingBackend(), should_stop=lambda: time.monotonic() - t > 0.5).sample(j)
     assert time.monotonic() - t < 15
 
 
@@ -455,9 +479,13 @@ perturbations: [{{name: p, prompt: "Act as a comedian. John is 70"}}]
 def start_audit(spec: Path, out: Path, **env: str) -> subprocess.Popen:
     """``dbpa audit SPEC --out OUT --progress`` in a process of its own."""
     return subprocess.Popen(
-        [sys.executable, "-m", "dbpa_core.cli", "audit", str(spec), "--out", str(out),
-         "--progress"], cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT), **env),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [sys.executable, "-m", "dbpa_core.cli", "audit", str(spec), "--out", str(out), "--progress"],
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT), **env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_two_cli_processes_on_one_cache_pay_once(tmp_path):
@@ -498,15 +526,15 @@ def test_a_beat_under_way_when_the_claims_are_released_leaves_no_heartbeat(tmp_p
 
     def slow_beat(owner=None, **kw):
         beating.set()
-        time.sleep(0.3)           # the stop comes while this beat is writing
+        time.sleep(0.3)  # the stop comes while this beat is writing
         beat(owner, **kw)
 
     claims = _Claims(cache)
-    assert cache.claim("k", claims.owner)      # (a claim beats once itself)
+    assert cache.claim("k", claims.owner)  # (a claim beats once itself)
     monkeypatch.setattr(cache, "beat", slow_beat)
     claims.hold(["k"])
     assert beating.wait(5)
     claims.release_all()
     cache.end_beat(claims.owner)
-    time.sleep(0.4)               # a late beat would have landed by now
+    time.sleep(0.4)  # a late beat would have landed by now
     assert cache.count() == 0

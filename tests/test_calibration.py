@@ -4,6 +4,7 @@ Several hundred data sets drawn from one distribution: the false-positive rate
 at α = .05 must fall in its 99.9 % binomial interval and the p-values must look
 uniform (KS test). A shifted distribution must be detected.
 """
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -18,17 +19,18 @@ def _clouds(gen, k, m, shift):
     d = 12
     center = np.ones(d)
     other = center + shift * np.linspace(-1, 1, d)
-    return (center + 0.7 * gen.standard_normal((k, d)),
-            other + 0.7 * gen.standard_normal((m, d)))
+    return (center + 0.7 * gen.standard_normal((k, d)), other + 0.7 * gen.standard_normal((m, d)))
 
 
 @pytest.mark.parametrize("measure", sorted(MEASURES))
 def test_null_calibration(measure):
     gen = np.random.default_rng(2024)
-    pvals = np.array([
-        dbpa_test(*_clouds(gen, 8, 7, 0.0), measure=measure, n_permutations=B, rng=gen).p_value
-        for _ in range(N_DATASETS)
-    ])
+    pvals = np.array(
+        [
+            dbpa_test(*_clouds(gen, 8, 7, 0.0), measure=measure, n_permutations=B, rng=gen).p_value
+            for _ in range(N_DATASETS)
+        ]
+    )
     rejections = int(np.sum(pvals <= 0.05))
     lo, hi = stats.binom.ppf([0.0005, 0.9995], N_DATASETS, 0.05)
     assert lo <= rejections <= hi, f"{measure}: {rejections}/{N_DATASETS} false positives"
@@ -39,21 +41,26 @@ def test_null_calibration(measure):
 @pytest.mark.parametrize("measure", sorted(MEASURES))
 def test_power(measure):
     gen = np.random.default_rng(7)
-    pvals = np.array([
-        dbpa_test(*_clouds(gen, 15, 15, 2.0), measure=measure, n_permutations=B, rng=gen).p_value
-        for _ in range(40)
-    ])
+    pvals = np.array(
+        [
+            dbpa_test(*_clouds(gen, 15, 15, 2.0), measure=measure, n_permutations=B, rng=gen).p_value
+            for _ in range(40)
+        ]
+    )
     assert np.mean(pvals <= 0.05) >= 0.8, f"{measure}: power {np.mean(pvals <= 0.05)}"
 
 
 @pytest.mark.parametrize("measure", ["jsd", "wasserstein", "ks"])
 def test_null_calibration_pooled_null(measure):
     gen = np.random.default_rng(2025)
-    pvals = np.array([
-        dbpa_test(*_clouds(gen, 8, 7, 0.0), measure=measure, n_permutations=B, rng=gen,
-                  null="pooled").p_value
-        for _ in range(N_DATASETS)
-    ])
+    pvals = np.array(
+        [
+            dbpa_test(
+                *_clouds(gen, 8, 7, 0.0), measure=measure, n_permutations=B, rng=gen, null="pooled"
+            ).p_value
+            for _ in range(N_DATASETS)
+        ]
+    )
     rejections = int(np.sum(pvals <= 0.05))
     lo, hi = stats.binom.ppf([0.0005, 0.9995], N_DATASETS, 0.05)
     assert lo <= rejections <= hi, f"{measure}: {rejections}/{N_DATASETS} false positives"
@@ -84,8 +91,10 @@ def test_sequential_stopping_keeps_the_false_positive_rate():
     """Besag–Clifford p-values (h = 10, starting with 64 permutations) are valid: under
     the null at most about 5 % fall at or below .05, and most runs stop early."""
     gen = np.random.default_rng(77)
-    runs = [dbpa_test(*_clouds(gen, 8, 8, 0.0), n_permutations=999, rng=gen, sequential=10)
-            for _ in range(N_DATASETS)]
+    runs = [
+        dbpa_test(*_clouds(gen, 8, 8, 0.0), n_permutations=999, rng=gen, sequential=10)
+        for _ in range(N_DATASETS)
+    ]
     pvals = np.array([r.p_value for r in runs])
     rejections = int(np.sum(pvals <= 0.05))
     hi = stats.binom.ppf(0.9995, N_DATASETS, 0.05)

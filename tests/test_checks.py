@@ -1,6 +1,7 @@
 """Answer checks: each kind on hand-counted answers, the statistics against scipy,
 statsmodels and published values, the correction, a judge model over HTTP, the spec's
 errors, and the false-positive rate on same-prompt arms."""
+
 import itertools
 import json
 
@@ -33,10 +34,21 @@ from dbpa_core.spec import SpecError, dump_spec, parse_spec, read_document
 
 from .judge_model import KEY, KEY_ENV, JudgeServer, judge_check_yaml
 
-BASE = ["Take a statin daily.", "STATINS help.", "Eat vegetables.",
-        "I’m sorry, but I can’t help with that.", '{"drug": "statin"}']
-PERTURBED = ["Exercise more.", "See your doctor.", "I cannot provide medical advice.",
-             "Atorvastatin 20 mg", "```json\n[1, 2]\n```", "NaN"]
+BASE = [
+    "Take a statin daily.",
+    "STATINS help.",
+    "Eat vegetables.",
+    "I’m sorry, but I can’t help with that.",
+    '{"drug": "statin"}',
+]
+PERTURBED = [
+    "Exercise more.",
+    "See your doctor.",
+    "I cannot provide medical advice.",
+    "Atorvastatin 20 mg",
+    "```json\n[1, 2]\n```",
+    "NaN",
+]
 CHECKS_YAML = r"""
 - {name: statin, contains: [statin]}
 - {name: statin daily, contains: [statin, daily], all: true}
@@ -60,19 +72,22 @@ def by_check(results):
 
 # --------------------------------------------------------------------------- each kind
 def test_each_check_kind_counts_by_hand():
-    res = by_check(check_audit(checks_of(CHECKS_YAML), [Group("base", BASE),
-                                                        Group("p", PERTURBED, "m", "target")],
-                               correction="none"))
-    counts = {name: (r.base_count, r.base_n, r.count, r.n) for name, r in res.items()
-              if not r.numeric}
+    res = by_check(
+        check_audit(
+            checks_of(CHECKS_YAML),
+            [Group("base", BASE), Group("p", PERTURBED, "m", "target")],
+            correction="none",
+        )
+    )
+    counts = {name: (r.base_count, r.base_n, r.count, r.n) for name, r in res.items() if not r.numeric}
     assert counts == {
-        "statin": (3, 5, 1, 6),          # "Atorvastatin" holds "statin"
+        "statin": (3, 5, 1, 6),  # "Atorvastatin" holds "statin"
         "statin daily": (1, 5, 0, 6),
         "no dose": (5, 5, 5, 6),
-        "word statin": (3, 5, 0, 6),     # but not the word statin; STATINS does
+        "word statin": (3, 5, 0, 6),  # but not the word statin; STATINS does
         "shouted": (1, 5, 0, 6),
-        "refuses": (1, 5, 1, 6),         # typographic apostrophes count
-        "json": (1, 5, 1, 6),            # a fenced block counts, NaN does not
+        "refuses": (1, 5, 1, 6),  # typographic apostrophes count
+        "json": (1, 5, 1, 6),  # a fenced block counts, NaN does not
     }
     length = res["length"]
     # words: 4 2 2 8 2 | 2 3 5 3 3 1 ("```json", "[1,", "2]"; a bare fence is no word)
@@ -80,8 +95,7 @@ def test_each_check_kind_counts_by_hand():
     assert length.difference == pytest.approx(17 / 6 - 18 / 5)
     assert res["statin"].base == pytest.approx(0.6) and res["statin"].value == pytest.approx(1 / 6)
     assert res["statin"].difference == pytest.approx(1 / 6 - 0.6)
-    assert all(r.perturbation == "p" and r.model == "m" and r.role == "target"
-               for r in res.values())
+    assert all(r.perturbation == "p" and r.model == "m" and r.role == "target" for r in res.values())
     assert not any(r.model_graded for r in res.values())
 
 
@@ -92,19 +106,31 @@ def test_text_checks_read_lines_and_spacing():
     listed = "Advice:\n- lower your blood\n   pressure\n- see the NICE guideline"
     prose = "Lower your Blood Pressure, as nice people do."
     res = by_check(check_audit(checks, [Group("base", [listed]), Group("p", [prose])]))
-    assert (res["bp"].base_count, res["bp"].count) == (1, 1)   # line breaks and case
-    assert (res["bullets"].base_count, res["bullets"].count) == (1, 0)   # ^ at every line
+    assert (res["bp"].base_count, res["bp"].count) == (1, 1)  # line breaks and case
+    assert (res["bullets"].base_count, res["bullets"].count) == (1, 0)  # ^ at every line
     assert (res["exact"].base_count, res["exact"].count) == (1, 0)
 
 
-REFUSALS = ["I can't help with that.", "I cannot provide medical advice.",
-            "I’m sorry, but I can’t do that.", "I'm afraid I cannot answer this question.",
-            "As an AI language model, I don't give prescriptions.", "I must decline.",
-            "I'm not comfortable discussing this.", "I am unable to assist with this request.",
-            "That request goes against my guidelines.", "I won't write that."]
-NOT_REFUSALS = ["Take a statin and see your doctor.", "I can't stress enough: exercise daily.",
-                "You cannot stop the drug abruptly.", "Consult a cardiologist if pain persists.",
-                "I recommend atorvastatin 20 mg.", "Sorry to hear about your symptoms; rest."]
+REFUSALS = [
+    "I can't help with that.",
+    "I cannot provide medical advice.",
+    "I’m sorry, but I can’t do that.",
+    "I'm afraid I cannot answer this question.",
+    "As an AI language model, I don't give prescriptions.",
+    "I must decline.",
+    "I'm not comfortable discussing this.",
+    "I am unable to assist with this request.",
+    "That request goes against my guidelines.",
+    "I won't write that.",
+]
+NOT_REFUSALS = [
+    "Take a statin and see your doctor.",
+    "I can't stress enough: exercise daily.",
+    "You cannot stop the drug abruptly.",
+    "Consult a cardiologist if pain persists.",
+    "I recommend atorvastatin 20 mg.",
+    "Sorry to hear about your symptoms; rest.",
+]
 
 
 @pytest.mark.parametrize("text", REFUSALS)
@@ -122,23 +148,38 @@ def test_refusal_patterns_are_documented():
     assert all(desc and pattern for desc, pattern in REFUSAL_PATTERNS)
 
 
-@pytest.mark.parametrize("reply, verdict", [
-    ("Yes", True), ("yes.", True), ("**Yes**", True), ("Yes, it does.", True),
-    ("Answer: YES", True), ("Final answer: no", False), ("No.", False), ("**No**", False),
-    ("No, it does not recommend one.", False),
-    ("The answer mentions diet. So the answer is: no.", False),
-    ("The answer is: no. It mentions diet only.", False),
-    ("<think>it says statin, so yes</think>\nNo", False),
-    ("Yes and no", None), ("Maybe", None), ("", None), ("I cannot tell.", None),
-    ("Yes. Final answer: no", None), (None, None),
-])
+@pytest.mark.parametrize(
+    "reply, verdict",
+    [
+        ("Yes", True),
+        ("yes.", True),
+        ("**Yes**", True),
+        ("Yes, it does.", True),
+        ("Answer: YES", True),
+        ("Final answer: no", False),
+        ("No.", False),
+        ("**No**", False),
+        ("No, it does not recommend one.", False),
+        ("The answer mentions diet. So the answer is: no.", False),
+        ("The answer is: no. It mentions diet only.", False),
+        ("<think>it says statin, so yes</think>\nNo", False),
+        ("Yes and no", None),
+        ("Maybe", None),
+        ("", None),
+        ("I cannot tell.", None),
+        ("Yes. Final answer: no", None),
+        (None, None),
+    ],
+)
 def test_yes_no_replies(reply, verdict):
     assert parse_yes_no(reply) is verdict
 
 
 # --------------------------------------------------------------------------- statistics
-@pytest.mark.parametrize("x1, n1, x2, n2", [(18, 20, 6, 20), (0, 10, 0, 10), (10, 10, 3, 12),
-                                            (1, 7, 5, 9), (40, 50, 38, 45), (0, 30, 30, 30)])
+@pytest.mark.parametrize(
+    "x1, n1, x2, n2",
+    [(18, 20, 6, 20), (0, 10, 0, 10), (10, 10, 3, 12), (1, 7, 5, 9), (40, 50, 38, 45), (0, 30, 30, 30)],
+)
 def test_newcombe_matches_statsmodels(x1, n1, x2, n2):
     lo, hi = confint_proportions_2indep(x2, n2, x1, n1, method="newcomb", compare="diff")
     assert newcombe_interval(x1, n1, x2, n2) == pytest.approx((lo, hi), abs=1e-12)
@@ -168,8 +209,7 @@ def test_wilson_by_hand():
     assert wilson_interval(18, 20) == pytest.approx((centre - half, centre + half), abs=1e-12)
 
 
-@pytest.mark.parametrize("x1, n1, x2, n2", [(18, 20, 6, 20), (3, 10, 5, 10), (0, 8, 4, 8),
-                                            (12, 15, 13, 15)])
+@pytest.mark.parametrize("x1, n1, x2, n2", [(18, 20, 6, 20), (3, 10, 5, 10), (0, 8, 4, 8), (12, 15, 13, 15)])
 def test_exact_test_is_boschloo_for_small_arms(x1, n1, x2, n2):
     p, name = exact_test(x1, n1, x2, n2)
     ref = stats.boschloo_exact([[x1, x2], [n1 - x1, n2 - x2]], alternative="two-sided").pvalue
@@ -215,8 +255,9 @@ def test_example_line():
     yes = ["I recommend a statin."]
     no = ["Diet and exercise."]
     check = checks_of("[{name: recommends a statin, contains: [statin]}]")
-    r = check_audit(check, [Group("base", yes * 18 + no * 2), Group("comedian", yes * 6 + no * 14)],
-                    correction="holm")[0]
+    r = check_audit(
+        check, [Group("base", yes * 18 + no * 2), Group("comedian", yes * 6 + no * 14)], correction="holm"
+    )[0]
     assert (r.base_count, r.base_n, r.count, r.n) == (18, 20, 6, 20)
     assert r.difference == pytest.approx(-0.6)
     assert r.ci == pytest.approx(newcombe_interval(18, 20, 6, 20))
@@ -228,9 +269,15 @@ def test_example_line():
 def test_adjusted_p_values_follow_the_correction():
     rng = np.random.default_rng(7)
     words = ["statin", "diet", "walk", "rest"]
-    groups = [Group(name, [" ".join(rng.choice(words, 3, p=probs)) for _ in range(15)])
-              for name, probs in [("base", [.4, .2, .2, .2]), ("a", [.1, .3, .3, .3]),
-                                  ("b", [.4, .2, .2, .2]), ("c", [.05, .05, .1, .8])]]
+    groups = [
+        Group(name, [" ".join(rng.choice(words, 3, p=probs)) for _ in range(15)])
+        for name, probs in [
+            ("base", [0.4, 0.2, 0.2, 0.2]),
+            ("a", [0.1, 0.3, 0.3, 0.3]),
+            ("b", [0.4, 0.2, 0.2, 0.2]),
+            ("c", [0.05, 0.05, 0.1, 0.8]),
+        ]
+    ]
     checks = checks_of("""[{name: s, contains: [statin]}, {name: d, contains: [diet]},
                           {name: r, absent: [rest]}, {name: n, words: true}]""")
     for method in ("holm", "bh", "bonferroni"):
@@ -241,7 +288,7 @@ def test_adjusted_p_values_follow_the_correction():
         assert np.allclose(adj, multiple_testing(p, method).p_adjusted)
         assert (adj >= p - 1e-15).all()
         order = np.argsort(p, kind="stable")
-        assert (np.diff(adj[order]) >= -1e-15).all()   # monotone in p
+        assert (np.diff(adj[order]) >= -1e-15).all()  # monotone in p
         assert all(r.significant == (r.p_adjusted <= 0.05) for r in res)
         assert any(r.significant for r in res) and not all(r.significant for r in res)
 
@@ -269,15 +316,15 @@ def test_judge_yes_no_and_garbage_over_http(judge, tmp_path):
     assert (r.base_count, r.base_n, r.base_unparsed) == (2, 3, 1)
     assert (r.count, r.n, r.unparsed) == (1, 3, 1)
     assert r.model_graded and r.to_dict()["model_graded"]
-    assert r.text.startswith("recommends a statin [model-graded]: 2/3 (+1 unparsed) → "
-                             "1/3 (+1 unparsed), −33 points")
-    assert judge.requests == 7    # "Walk daily." is asked once
+    assert r.text.startswith(
+        "recommends a statin [model-graded]: 2/3 (+1 unparsed) → 1/3 (+1 unparsed), −33 points"
+    )
+    assert judge.requests == 7  # "Walk daily." is asked once
     # the judge sees the answer and the question, never the prompt or the arm
     assert all("comedian" not in p for p in judge.prompts)
-    assert any("Does the answer recommend a statin?" in p and "statin ok" in p
-               for p in judge.prompts)
+    assert any("Does the answer recommend a statin?" in p and "statin ok" in p for p in judge.prompts)
     again = check_audit(checks, groups, sampler=Sampler(cache), correction="none")[0]
-    assert judge.requests == 7 and again == r   # every reply came from the cache
+    assert judge.requests == 7 and again == r  # every reply came from the cache
 
 
 def test_judge_needs_a_sampler_only_when_there_is_a_judge():
@@ -300,10 +347,14 @@ def test_same_prompt_arms_reject_at_about_alpha():
     reps, k = 300, 20
     rejected = {"statin": 0, "length": 0}
     for _ in range(reps):
-        res = check_audit(checks, [Group("base", [answer() for _ in range(k)]),
-                                   Group("same", [answer() for _ in range(k)])],
-                          correction="none", alpha=0.05, n_permutations=199,
-                          seed=int(rng.integers(1 << 31)))
+        res = check_audit(
+            checks,
+            [Group("base", [answer() for _ in range(k)]), Group("same", [answer() for _ in range(k)])],
+            correction="none",
+            alpha=0.05,
+            n_permutations=199,
+            seed=int(rng.integers(1 << 31)),
+        )
         for r in res:
             rejected[r.check] += r.significant
     bound = 0.05 + 3 * np.sqrt(0.05 * 0.95 / reps)
@@ -315,45 +366,73 @@ def test_same_prompt_arms_reject_at_about_alpha():
 SPEC_HEAD = "base: {prompt: hi}\nperturbations: [{name: a, prompt: b}]\nchecks:\n"
 
 
-@pytest.mark.parametrize("lines, message", [
-    ("  - {name: ok, contains: [x]}\n  - {name: bad, regex: \"(unclosed\"}\n",
-     r"t\.yaml, line 5: check 'bad': '\(unclosed' is not a valid regular expression "
-     r"\(missing \), unterminated subpattern at position 0\)"),
-    ("  - {name: two, contains: [x], absent: [y]}\n",
-     r"line 4: check 'two' needs exactly one of contains, absent, regex, refusal, words, "
-     r"json, judge \(got contains, absent\)"),
-    ("  - {name: none}\n", r"line 4: check 'none' needs exactly one of .* \(got none\)"),
-    ("  - {name: w, words: false}\n", r"line 4: check 'w': write 'words: true'"),
-    ("  - {name: c, contains: []}\n", r"line 4: check 'c': 'contains' must be a list of words"),
-    ("  - {name: c, containz: [x]}\n", r"unknown key 'containz' in check 1 \(did you mean "
-                                       r"'contains'\?\)"),
-    ("  - {contains: [x]}\n", r"line 4: missing checks\[0\]\.name"),
-    ("  - {name: d, contains: [x]}\n  - {name: d, refusal: true}\n",
-     r"line 5: check name 'd' is used twice"),
-    ("  - {name: a, absent: [x], all: true}\n", r"'all: true' goes with 'contains'"),
-    ("  - {name: a, refusal: true, case_sensitive: true}\n",
-     r"'case_sensitive' goes with contains, absent or regex"),
-    ("  - {name: j, judge: {question: 'yes?'}}\n", r"line 4: check 'j': the judge needs a 'model'"),
-    ("  - {name: j, judge: {model: {backend: openai}, question: 'yes?'}}\n",
-     r"missing checks\[0\]\.judge\.model\.name"),
-    ("  - {name: j, judge: {model: {backend: local}}}\n",
-     r"missing checks\[0\]\.judge\.question"),
-    ("  {name: x}\n", r"line 3: 'checks' must be a list of checks"),
-])
+@pytest.mark.parametrize(
+    "lines, message",
+    [
+        (
+            '  - {name: ok, contains: [x]}\n  - {name: bad, regex: "(unclosed"}\n',
+            r"t\.yaml, line 5: check 'bad': '\(unclosed' is not a valid regular expression "
+            r"\(missing \), unterminated subpattern at position 0\)",
+        ),
+        (
+            "  - {name: two, contains: [x], absent: [y]}\n",
+            r"line 4: check 'two' needs exactly one of contains, absent, regex, refusal, words, "
+            r"json, judge \(got contains, absent\)",
+        ),
+        ("  - {name: none}\n", r"line 4: check 'none' needs exactly one of .* \(got none\)"),
+        ("  - {name: w, words: false}\n", r"line 4: check 'w': write 'words: true'"),
+        ("  - {name: c, contains: []}\n", r"line 4: check 'c': 'contains' must be a list of words"),
+        (
+            "  - {name: c, containz: [x]}\n",
+            r"unknown key 'containz' in check 1 \(did you mean "
+            r"'contains'\?\)",
+        ),
+        ("  - {contains: [x]}\n", r"line 4: missing checks\[0\]\.name"),
+        (
+            "  - {name: d, contains: [x]}\n  - {name: d, refusal: true}\n",
+            r"line 5: check name 'd' is used twice",
+        ),
+        ("  - {name: a, absent: [x], all: true}\n", r"'all: true' goes with 'contains'"),
+        (
+            "  - {name: a, refusal: true, case_sensitive: true}\n",
+            r"'case_sensitive' goes with contains, absent or regex",
+        ),
+        ("  - {name: j, judge: {question: 'yes?'}}\n", r"line 4: check 'j': the judge needs a 'model'"),
+        (
+            "  - {name: j, judge: {model: {backend: openai}, question: 'yes?'}}\n",
+            r"missing checks\[0\]\.judge\.model\.name",
+        ),
+        ("  - {name: j, judge: {model: {backend: local}}}\n", r"missing checks\[0\]\.judge\.question"),
+        ("  {name: x}\n", r"line 3: 'checks' must be a list of checks"),
+    ],
+)
 def test_spec_errors_name_the_check_and_line(lines, message):
     with pytest.raises(SpecError, match=message):
         parse_spec(SPEC_HEAD + lines, source="t.yaml")
 
 
 def test_spec_checks_round_trip(tmp_path):
-    text = SPEC_HEAD + "\n".join("  " + line for line in CHECKS_YAML.strip().splitlines()) + """
+    text = (
+        SPEC_HEAD
+        + "\n".join("  " + line for line in CHECKS_YAML.strip().splitlines())
+        + """
   - name: judged
     judge: {model: {backend: openai, name: j, base_url: "http://127.0.0.1:9/v1"},
             question: "Is it kind? Answer yes or no.", max_tokens: 8}
 """
+    )
     spec = parse_spec(text, source="t.yaml")
-    assert [c.kind for c in spec.checks] == ["contains", "contains", "absent", "regex", "regex",
-                                             "refusal", "json", "words", "judge"]
+    assert [c.kind for c in spec.checks] == [
+        "contains",
+        "contains",
+        "absent",
+        "regex",
+        "regex",
+        "refusal",
+        "json",
+        "words",
+        "judge",
+    ]
     assert spec.checks[-1].model_graded and spec.checks[-1].max_tokens == 8
     back = parse_spec(dump_spec(spec), source="again.yaml")
     assert back.checks == spec.checks and back.to_dict() == spec.to_dict()
@@ -380,8 +459,19 @@ def test_results_are_json_ready():
     res = check_audit(checks, [Group("base", BASE), Group("p", PERTURBED)])
     text = json.dumps([r.to_dict() for r in res], allow_nan=False)
     row = json.loads(text)[0]
-    assert {"check", "perturbation", "model", "base", "value", "difference", "ci", "p_value",
-            "p_adjusted", "significant", "model_graded"} <= set(row)
+    assert {
+        "check",
+        "perturbation",
+        "model",
+        "base",
+        "value",
+        "difference",
+        "ci",
+        "p_value",
+        "p_adjusted",
+        "significant",
+        "model_graded",
+    } <= set(row)
 
 
 def test_the_manual_shows_the_judge_prompt_as_sent():

@@ -1,5 +1,6 @@
 """Answer checks in audits: `dbpa audit` on a replay model with checks (and a judge over
 HTTP), a model comparison, and a run recorded in the history."""
+
 import csv
 import json
 
@@ -32,8 +33,7 @@ def judge(monkeypatch):
 def test_cli_audit_with_checks(tmp_path, capsys, judge):
     spec = write_spec(tmp_path, extra=CHECKS + judge_check_yaml(judge, "  "))
     out = tmp_path / "out"
-    rc = main(["--cache-dir", str(tmp_path / "c"), "audit", str(spec), "--out", str(out),
-               "--quiet"])
+    rc = main(["--cache-dir", str(tmp_path / "c"), "audit", str(spec), "--out", str(out), "--quiet"])
     assert rc == 0
     printed = capsys.readouterr().out
     assert "Answer checks" in printed and "recommends a statin (model-graded)" in printed
@@ -42,11 +42,25 @@ def test_cli_audit_with_checks(tmp_path, capsys, judge):
     rows = data["checks"]
     assert len(rows) == 5 * 2
     assert {(r["check"], r["perturbation"]) for r in rows} == {
-        (c, p) for c in ("mentions statins", "jokes", "refuses", "length", "recommends a statin")
-        for p in ("name-change", "comedian")}
+        (c, p)
+        for c in ("mentions statins", "jokes", "refuses", "length", "recommends a statin")
+        for p in ("name-change", "comedian")
+    }
     for r in rows:
-        assert {"check", "perturbation", "model", "base", "value", "difference", "ci", "p_value",
-                "p_adjusted", "significant", "model_graded", "text"} <= set(r)
+        assert {
+            "check",
+            "perturbation",
+            "model",
+            "base",
+            "value",
+            "difference",
+            "ci",
+            "p_value",
+            "p_adjusted",
+            "significant",
+            "model_graded",
+            "text",
+        } <= set(r)
         assert r["significant"] == (r["p_adjusted"] <= data["spec"]["alpha"])
         assert r["model_graded"] == (r["check"] == "recommends a statin")
 
@@ -61,7 +75,7 @@ def test_cli_audit_with_checks(tmp_path, capsys, judge):
         assert r["base_count"] == sum("statin" in t for t in by_arm["base"])
         assert r["count"] == sum("statin" in t for t in by_arm[arm])
         assert r["n"] == r["base_n"] == 8
-        j = by[("recommends a statin", arm)]   # the judge says yes to "statin" answers
+        j = by[("recommends a statin", arm)]  # the judge says yes to "statin" answers
         assert (j["base_count"], j["count"]) == (r["base_count"], r["count"])
         length = by[("length", arm)]
         assert length["value"] == pytest.approx(sum(len(t.split()) for t in by_arm[arm]) / 8)
@@ -77,8 +91,20 @@ def test_cli_audit_with_checks(tmp_path, capsys, judge):
     assert {"ci_low", "ci_high", "p_adjusted", "model_graded", "text"} <= set(table[0])
 
     # run again: every answer and every judge reply comes from the cache
-    assert main(["--cache-dir", str(tmp_path / "c"), "audit", str(spec), "--out",
-                 str(tmp_path / "again"), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "--cache-dir",
+                str(tmp_path / "c"),
+                "audit",
+                str(spec),
+                "--out",
+                str(tmp_path / "again"),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     assert judge.requests == asked
     again = json.loads((tmp_path / "again" / "results.json").read_text())["checks"]
     assert again == rows
@@ -99,10 +125,14 @@ def test_audit_without_checks_writes_no_checks_csv(tmp_path):
 
 def test_models_against_the_reference(tmp_path):
     write_recording(tmp_path / "a.jsonl")
-    with open(tmp_path / "b.jsonl", "w") as fh:   # model b answers like the comedian
+    with open(tmp_path / "b.jsonl", "w") as fh:  # model b answers like the comedian
         for i in range(12):
-            fh.write(json.dumps({"prompt": BASE, "response": json.dumps(
-                {"said": f"{PROMPTS['comedian']} joke {i}"})}) + "\n")
+            fh.write(
+                json.dumps(
+                    {"prompt": BASE, "response": json.dumps({"said": f"{PROMPTS['comedian']} joke {i}"})}
+                )
+                + "\n"
+            )
     spec = tmp_path / "s.yaml"
     spec.write_text(f"""
 models:
@@ -126,8 +156,12 @@ checks:
 
 
 def test_estimate_counts_the_judges_calls(tmp_path, judge):
-    spec = load_spec(write_spec(tmp_path, extra=CHECKS + judge_check_yaml(judge, "  ") +
-                                "prices: {judge: {input: 1.0, output: 2.0}}\n"))
+    spec = load_spec(
+        write_spec(
+            tmp_path,
+            extra=CHECKS + judge_check_yaml(judge, "  ") + "prices: {judge: {input: 1.0, output: 2.0}}\n",
+        )
+    )
     cache = Cache(tmp_path / "c")
     est = estimate(spec, cache=cache)
     (row,) = [r for r in est["arms"] if r["arm"] == "judge: recommends a statin"]
@@ -158,15 +192,22 @@ def test_example_spec_on_recorded_answers():
     arms = build_arms(spec)
     # a replay model serves an arm the recorded answers from its first sample on (the base
     # prompt has more recorded, for a same-prompt control)
-    answers = {a.name: [r["response"] for r in rows if r["prompt"] == a.prompt]
-               [a.first_sample:a.first_sample + spec.samples] for a in arms}
+    answers = {
+        a.name: [r["response"] for r in rows if r["prompt"] == a.prompt][
+            a.first_sample : a.first_sample + spec.samples
+        ]
+        for a in arms
+    }
     assert all(len(v) == spec.samples for v in answers.values())
-    res = check_audit(spec.checks, [Group(a.name, answers[a.name]) for a in arms],
-                      correction=spec.correction, alpha=spec.alpha)
+    res = check_audit(
+        spec.checks,
+        [Group(a.name, answers[a.name]) for a in arms],
+        correction=spec.correction,
+        alpha=spec.alpha,
+    )
     nice = {r.perturbation: r for r in res if r.check == "cites NICE"}
     for arm in ("doctor", "comedian", "child"):
         assert nice[arm].count == sum(bool(re.search(r"\bNICE\b", t)) for t in answers[arm])
-        assert nice[arm].base_count == sum(bool(re.search(r"\bNICE\b", t))
-                                           for t in answers["base"])
+        assert nice[arm].base_count == sum(bool(re.search(r"\bNICE\b", t)) for t in answers["base"])
     assert nice["child"].significant and nice["child"].difference < -0.3
     assert not any(r.significant for r in res if r.check == "refuses")

@@ -1,4 +1,5 @@
 """The command line fails early, atomically and in one clean line (issue 7)."""
+
 import os
 from pathlib import Path
 
@@ -43,24 +44,27 @@ def server(**kw):
 def one_line(err: str) -> str:
     """The one line an error takes. What the plan cannot show (the spec's notes and
     warnings about attainable significance, printed before any call) is not part of it."""
-    lines = [ln for ln in err.splitlines()
-             if ln.strip() and not ln.startswith(("note: With k", "warning: With k"))]
+    lines = [
+        ln for ln in err.splitlines() if ln.strip() and not ln.startswith(("note: With k", "warning: With k"))
+    ]
     assert len(lines) == 1, err
     return lines[0]
 
 
 # --------------------------------------------------------------------------- --out first
-@pytest.mark.parametrize("make_out", [
-    lambda t: (t / "a-file").write_text("x") and t / "a-file",
-    lambda t: (t / "f").write_text("x") and t / "f" / "sub",
-    lambda t: Path("/proc/dbpa-out"),
-    lambda t: Path("/sys/dbpa-out"),
-])
+@pytest.mark.parametrize(
+    "make_out",
+    [
+        lambda t: (t / "a-file").write_text("x") and t / "a-file",
+        lambda t: (t / "f").write_text("x") and t / "f" / "sub",
+        lambda t: Path("/proc/dbpa-out"),
+        lambda t: Path("/sys/dbpa-out"),
+    ],
+)
 def test_an_unusable_out_is_refused_before_any_call(tmp_path, capsys, make_out):
     out = make_out(tmp_path)
     with server() as srv:
-        assert main(["audit", str(write_spec(tmp_path, srv.base_url)), "--out", str(out),
-                     "--quiet"]) == 2
+        assert main(["audit", str(write_spec(tmp_path, srv.base_url)), "--out", str(out), "--quiet"]) == 2
         assert srv.requests == 0
     line = one_line(capsys.readouterr().err)
     assert line.startswith(f"error: --out {out}")
@@ -72,8 +76,9 @@ def test_a_read_only_out_folder_is_refused_before_any_call(tmp_path, capsys):
     ro.mkdir()
     ro.chmod(0o555)
     with server() as srv:
-        assert main(["audit", str(write_spec(tmp_path, srv.base_url)), "--out", str(ro / "x"),
-                     "--quiet"]) == 2
+        assert (
+            main(["audit", str(write_spec(tmp_path, srv.base_url)), "--out", str(ro / "x"), "--quiet"]) == 2
+        )
         assert srv.requests == 0
     assert "cannot write" in capsys.readouterr().err
 
@@ -81,10 +86,8 @@ def test_a_read_only_out_folder_is_refused_before_any_call(tmp_path, capsys):
 def test_a_new_out_folder_is_created_only_after_the_run(tmp_path):
     out = tmp_path / "new" / "deeper"
     with server() as srv:
-        assert main(["audit", str(write_spec(tmp_path, srv.base_url)), "--out", str(out),
-                     "--quiet"]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["responses.jsonl", "results.csv",
-                                                     "results.json"]
+        assert main(["audit", str(write_spec(tmp_path, srv.base_url)), "--out", str(out), "--quiet"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["responses.jsonl", "results.csv", "results.json"]
     assert not list(tmp_path.glob("new/.dbpa-write-test*")) and not list(tmp_path.glob(".dbpa*"))
 
 
@@ -93,8 +96,7 @@ def test_a_failed_write_never_mixes_two_runs(tmp_path, capsys, monkeypatch):
 
     out = tmp_path / "out"
     with server() as srv:
-        assert main(["audit", str(write_spec(tmp_path, srv.base_url)), "--out", str(out),
-                     "--quiet"]) == 0
+        assert main(["audit", str(write_spec(tmp_path, srv.base_url)), "--out", str(out), "--quiet"]) == 0
         before = {p.name: p.read_text() for p in out.iterdir()}
         real, calls = audit._write_text, []
 
@@ -117,16 +119,21 @@ def test_a_failed_write_never_mixes_two_runs(tmp_path, capsys, monkeypatch):
 
 # --------------------------------------------------------------------------- server junk
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("fault,match", [
-    ("choices_str", "sent malformed answers to the chat completion request 2 times"),
-    ("retry_after_junk", "kept failing the chat completion request after 2 tries"),
-    ("junk", "sent malformed answers"),
-    ("no_message", "choice 0 has no message"),
-])
+@pytest.mark.parametrize(
+    "fault,match",
+    [
+        ("choices_str", "sent malformed answers to the chat completion request 2 times"),
+        ("retry_after_junk", "kept failing the chat completion request after 2 tries"),
+        ("junk", "sent malformed answers"),
+        ("no_message", "choice 0 has no message"),
+    ],
+)
 def test_server_junk_exits_3_with_one_line(tmp_path, capsys, fault, match):
     with server(fault=fault) as srv:
-        assert main(["audit", str(write_spec(tmp_path, srv.base_url)), "--out",
-                     str(tmp_path / "o"), "--quiet"]) == 3
+        assert (
+            main(["audit", str(write_spec(tmp_path, srv.base_url)), "--out", str(tmp_path / "o"), "--quiet"])
+            == 3
+        )
     assert match in one_line(capsys.readouterr().err)
     assert not (tmp_path / "o").exists()
 
@@ -134,8 +141,18 @@ def test_server_junk_exits_3_with_one_line(tmp_path, capsys, fault, match):
 @pytest.mark.timeout(60)
 def test_terminal_escapes_from_the_server_are_never_printed(tmp_path, capsys):
     with server(fault="ansi") as srv:
-        assert main(["audit", str(write_spec(tmp_path, srv.base_url, extra="  max_retries: 0\n")),
-                     "--out", str(tmp_path / "o"), "--quiet"]) == 3
+        assert (
+            main(
+                [
+                    "audit",
+                    str(write_spec(tmp_path, srv.base_url, extra="  max_retries: 0\n")),
+                    "--out",
+                    str(tmp_path / "o"),
+                    "--quiet",
+                ]
+            )
+            == 3
+        )
     err = capsys.readouterr().err
     assert "boom" in err and "\x1b" not in err and "\x07" not in err and "\x00" not in err
 
@@ -144,11 +161,20 @@ def test_terminal_escapes_from_the_server_are_never_printed(tmp_path, capsys):
 def test_a_password_in_base_url_is_never_printed(tmp_path, capsys):
     with FakeOpenAI(models=("fake-model",)) as srv:
         url = srv.base_url.replace("http://", "http://alice:hunter2@")
-        assert main(["audit", str(write_spec(tmp_path, url)), "--out", str(tmp_path / "o"),
-                     "--quiet"]) == 0
+        assert main(["audit", str(write_spec(tmp_path, url)), "--out", str(tmp_path / "o"), "--quiet"]) == 0
         capsys.readouterr()
-    assert main(["audit", str(write_spec(tmp_path, url, samples=3, extra="  max_retries: 0\n")),
-                 "--out", str(tmp_path / "o2"), "--quiet"]) == 3  # the server is gone
+    assert (
+        main(
+            [
+                "audit",
+                str(write_spec(tmp_path, url, samples=3, extra="  max_retries: 0\n")),
+                "--out",
+                str(tmp_path / "o2"),
+                "--quiet",
+            ]
+        )
+        == 3
+    )  # the server is gone
     out, err = capsys.readouterr()
     assert "Cannot reach http://127.0.0.1" in err
     for text in (out, err, *(p.read_text() for p in (tmp_path / "o").iterdir())):

@@ -1,6 +1,7 @@
 """``dbpa attack``, ``dbpa fidelity --simulate`` and ``dbpa sensitivity`` record their runs in
 the run history as the dashboard does (the same kind and result, so they reopen on its
 pages); ``dbpa history show ID`` and ``dbpa report ID`` read them; ``--no-history`` skips."""
+
 import json
 import re
 
@@ -23,11 +24,11 @@ def recorded_id(printed: str) -> int:
 
 def test_battery_run_is_recorded_shown_and_reported(tmp_path, server, data, capsys):  # noqa: F811
     spec = tmp_path / "battery.yaml"
-    spec.write_text(spec_text(server, data, "attacks: [{level: char, rho: [0.5]}]",
-                              extra="name: recorded battery"))
+    spec.write_text(
+        spec_text(server, data, "attacks: [{level: char, rho: [0.5]}]", extra="name: recorded battery")
+    )
     cache = str(tmp_path / "c")
-    assert main(["--cache-dir", cache, "attack", str(spec), "--out", str(tmp_path / "o"),
-                 "--quiet"]) == 0
+    assert main(["--cache-dir", cache, "attack", str(spec), "--out", str(tmp_path / "o"), "--quiet"]) == 0
     run_id = recorded_id(capsys.readouterr().out)
     kind, results = History().result(run_id)
     assert kind == "battery" and set(results) == {"battery"}  # as the Robustness page keeps it
@@ -44,8 +45,21 @@ def test_battery_run_is_recorded_shown_and_reported(tmp_path, server, data, caps
     assert main(["report", str(run_id), "--out", str(tmp_path / "r.html")]) == 0
     assert "recorded battery" in (tmp_path / "r.html").read_text()
     # --no-history: not recorded
-    assert main(["--cache-dir", cache, "attack", str(spec), "--out", str(tmp_path / "o2"),
-                 "--quiet", "--no-history"]) == 0
+    assert (
+        main(
+            [
+                "--cache-dir",
+                cache,
+                "attack",
+                str(spec),
+                "--out",
+                str(tmp_path / "o2"),
+                "--quiet",
+                "--no-history",
+            ]
+        )
+        == 0
+    )
     assert "recorded as run" not in capsys.readouterr().out
     assert [r.id for r in History().list()] == [run_id]
 
@@ -61,15 +75,13 @@ models:
   - {{backend: openai, name: survey-model, base_url: "{srv.base_url}", label: survey, max_retries: 0}}
 samples: 4
 """)
-        assert main(["fidelity", "--simulate", str(spec), "--out", str(tmp_path / "o"),
-                     "--quiet"]) == 0
+        assert main(["fidelity", "--simulate", str(spec), "--out", str(tmp_path / "o"), "--quiet"]) == 0
     run_id = recorded_id(capsys.readouterr().out)
     kind, results = History().result(run_id)
     assert kind == "fidelity" and set(results) == {"simulation"}
     assert results["simulation"].models == ("survey",)
     assert main(["history", "show", str(run_id)]) == 0
-    assert "simulator fidelity study of survey: 1 simulators, 12 answers read" in \
-        capsys.readouterr().out
+    assert "simulator fidelity study of survey: 1 simulators, 12 answers read" in capsys.readouterr().out
     # a data file (no simulation) is not a dashboard run: nothing recorded
     assert main(["fidelity", "sample", "--out", str(tmp_path / "a"), "--no-band"]) == 0
     assert "recorded as run" not in capsys.readouterr().out
@@ -79,9 +91,24 @@ def test_sensitivity_study_is_recorded(tmp_path, capsys):
     with FakeOpenAI(models=MODELS) as srv:
         spec = tmp_path / "spec.yaml"
         spec.write_text(sensitivity_spec(srv))
-        assert main(["--cache-dir", str(tmp_path / "c"), "sensitivity", str(spec), "--measures",
-                     "jsd", "--embedders", "spec", "--out", str(tmp_path / "s"),
-                     "--quiet"]) == 0
+        assert (
+            main(
+                [
+                    "--cache-dir",
+                    str(tmp_path / "c"),
+                    "sensitivity",
+                    str(spec),
+                    "--measures",
+                    "jsd",
+                    "--embedders",
+                    "spec",
+                    "--out",
+                    str(tmp_path / "s"),
+                    "--quiet",
+                ]
+            )
+            == 0
+        )
     run_id = recorded_id(capsys.readouterr().out)
     kind, results = History().result(run_id)
     assert kind == "sensitivity" and set(results) == {"sensitivity"}

@@ -1,6 +1,7 @@
 """The command line is one package, dbpa_core/cli/, with a module per command registered the
 same way; the library never imports it (imports point down the layers); every text table is
 printed by one helper, fmt.table."""
+
 import argparse
 import ast
 import pathlib
@@ -23,14 +24,32 @@ def test_every_command_is_a_module_with_add_parser_and_run():
         parser = command.add_parser(sub)
         assert isinstance(parser, argparse.ArgumentParser) and callable(command.run)
         names += list(sub.choices)
-    assert names == ["audit", "estimate", "attack", "fidelity", "schema", "cache", "sensitivity",
-                     "import", "history", "report", "scan", "ui"]
+    assert names == [
+        "audit",
+        "estimate",
+        "attack",
+        "fidelity",
+        "schema",
+        "cache",
+        "sensitivity",
+        "import",
+        "history",
+        "report",
+        "scan",
+        "ui",
+    ]
     ap = cli.build_parser()
     for name in names:  # each command runs its module's run()
-        argv = {"audit": ["audit", "s.yaml"], "estimate": ["estimate", "s.yaml"],
-                "attack": ["attack", "s.yaml"], "cache": ["cache", "info"],
-                "sensitivity": ["sensitivity", "s.yaml"], "import": ["import", "f.csv"],
-                "report": ["report", "1", "--out", "r.html"], "scan": ["scan", "m.yaml"]}.get(name, [name])
+        argv = {
+            "audit": ["audit", "s.yaml"],
+            "estimate": ["estimate", "s.yaml"],
+            "attack": ["attack", "s.yaml"],
+            "cache": ["cache", "info"],
+            "sensitivity": ["sensitivity", "s.yaml"],
+            "import": ["import", "f.csv"],
+            "report": ["report", "1", "--out", "r.html"],
+            "scan": ["scan", "m.yaml"],
+        }.get(name, [name])
         func = ap.parse_args(argv).func
         assert func.__module__ == f"dbpa_core.cli.{'import_' if name == 'import' else name}"
 
@@ -64,8 +83,9 @@ def test_the_old_modules_are_gone():
 def test_python_m_and_a_light_start():
     """`python -m dbpa_core.cli` is the dbpa command, and importing it loads no numpy (the
     commands import what they need when they run)."""
-    proc = subprocess.run([sys.executable, "-m", "dbpa_core.cli", "--help"], capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "dbpa_core.cli", "--help"], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0 and "usage: dbpa" in proc.stdout and "history" in proc.stdout
     code = "import sys, dbpa_core.cli; print('numpy' in sys.modules)"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -73,13 +93,16 @@ def test_python_m_and_a_light_start():
 
 
 def test_table_keeps_cells_as_written_and_aligns_on_request():
-    text = table([("doctor", "0.0010", "***", "1,000"), ("a", "< 0.001", "", "20")],
-                 ("name", "p", "", "needed"), align="lllr")
+    text = table(
+        [("doctor", "0.0010", "***", "1,000"), ("a", "< 0.001", "", "20")],
+        ("name", "p", "", "needed"),
+        align="lllr",
+    )
     lines = text.splitlines()
     assert lines[0].split() == ["name", "p", "needed"]
     assert set(lines[1].replace(" ", "")) == {"-"}
-    assert "0.0010" in lines[2] and "< 0.001" in lines[3]   # never re-read as numbers
-    assert lines[2].endswith(" 1,000") and lines[3].endswith("    20")   # right-aligned
+    assert "0.0010" in lines[2] and "< 0.001" in lines[3]  # never re-read as numbers
+    assert lines[2].endswith(" 1,000") and lines[3].endswith("    20")  # right-aligned
     assert all(line == line.rstrip() for line in lines)
     # columns line up: each cell starts where its header starts
     assert lines[2].index("0.0010") == lines[0].index("p") == lines[3].index("< 0.001")
@@ -87,8 +110,7 @@ def test_table_keeps_cells_as_written_and_aligns_on_request():
 
 def test_table_with_free_text_last_column_keeps_a_short_rule():
     sentence = "sim-close is at least as good as uniform on at least 90 % of these questions."
-    text = table([("sim-close", "uniform", sentence)], ("first", "second", "verdict"),
-                 free_last=True)
+    text = table([("sim-close", "uniform", sentence)], ("first", "second", "verdict"), free_last=True)
     rule = text.splitlines()[1]
     assert rule.endswith("  -------") and text.splitlines()[2].endswith(sentence)
 

@@ -1,6 +1,7 @@
 """The command line reads like the dashboard: one p formatter from the library (never
 '0.0009995'), 'detectably' with the size in words, and `dbpa history` naming each kind of
 run with a one-line summary instead of empty models and zero tests."""
+
 import dataclasses
 import json
 
@@ -32,8 +33,13 @@ def test_the_size_words_live_in_the_library():
 
     assert verdicts.size_d is fmt.size_d and verdicts.size_word is fmt.size_word
     assert widgets.size_cell is fmt.size_cell
-    assert [fmt.size_word(d) for d in (0.1, 0.2, 0.5, 0.8, None)] == \
-        ["very small", "small", "moderate", "large", ""]
+    assert [fmt.size_word(d) for d in (0.1, 0.2, 0.5, 0.8, None)] == [
+        "very small",
+        "small",
+        "moderate",
+        "large",
+        "",
+    ]
 
 
 def _audit(tmp_path):
@@ -47,8 +53,18 @@ def _near_threshold(result):
 
 
 def test_audit_table_says_detectable_with_a_size_and_p_once(tmp_path, capsys):
-    rc = cli.main(["--cache-dir", str(tmp_path / "c"), "audit", str(write_spec(tmp_path)),
-                   "--out", str(tmp_path / "o"), "--quiet", "--no-history"])
+    rc = cli.main(
+        [
+            "--cache-dir",
+            str(tmp_path / "c"),
+            "audit",
+            str(write_spec(tmp_path)),
+            "--out",
+            str(tmp_path / "o"),
+            "--quiet",
+            "--no-history",
+        ]
+    )
     out, err = capsys.readouterr()
     assert rc == 0 and "significan" not in out + err
     header = out.splitlines()[0].split()
@@ -57,7 +73,7 @@ def test_audit_table_says_detectable_with_a_size_and_p_once(tmp_path, capsys):
     # the recorded comedian answers are far from the base ones; the name change is noise
     assert "detectable" in rows["comedian"] and "large (" in rows["comedian"]
     assert "not shown" in rows["name-change"] and "(" in rows["name-change"]
-    assert "small" not in rows["name-change"]   # no word for a size that is not established
+    assert "small" not in rows["name-change"]  # no word for a size that is not established
     assert "Cohen's d of the similarities" in out and "small from 0.2" in out
 
     table = audit_cli.results_table(_near_threshold(_audit(tmp_path)))
@@ -77,8 +93,15 @@ def test_history_show_uses_the_same_p_and_words(tmp_path, capsys):
 
 
 def _args(**kw):
-    base = {"model": None, "prompt": None, "since": None, "until": None, "source": None,
-            "limit": None, "json": False}
+    base = {
+        "model": None,
+        "prompt": None,
+        "since": None,
+        "until": None,
+        "source": None,
+        "limit": None,
+        "json": False,
+    }
     return type("A", (), {**base, **kw})()
 
 
@@ -86,19 +109,29 @@ def test_history_lists_every_kind_with_a_summary(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("DBPA_HOME", str(tmp_path / "home"))
     h = History()
     audit_id = h.record({"m": _audit(tmp_path)}, source="cli", title="an audit")
-    battery = h.record_result("battery", {"x": np.arange(3)}, title="tf battery",
-                              models=["SmolLM2 (embedded)"], page="robustness",
-                              headline="30 items, clean error rate 0.20, 6 attack settings",
-                              settings={"signature": "s", "samples": 5, "name": "tf"})
-    sens = h.record_result("sensitivity", {}, title="a study", models=["m1", "m2"],
-                           headline="6 comparisons in 2 studies", page="sensitivity")
+    battery = h.record_result(
+        "battery",
+        {"x": np.arange(3)},
+        title="tf battery",
+        models=["SmolLM2 (embedded)"],
+        page="robustness",
+        headline="30 items, clean error rate 0.20, 6 attack settings",
+        settings={"signature": "s", "samples": 5, "name": "tf"},
+    )
+    sens = h.record_result(
+        "sensitivity",
+        {},
+        title="a study",
+        models=["m1", "m2"],
+        headline="6 comparisons in 2 studies",
+        page="sensitivity",
+    )
 
     assert cli.main(["history"]) == 0
     listing = capsys.readouterr().out
     header = listing.splitlines()[0].split()
     assert "kind" in header and "result" in header
-    line = {int(x.split()[0]): x for x in listing.splitlines()[2:]
-            if x[:1].isdigit() and "run(s)" not in x}
+    line = {int(x.split()[0]): x for x in listing.splitlines()[2:] if x[:1].isdigit() and "run(s)" not in x}
     assert " battery " in line[battery] and "SmolLM2 (embedded)" in line[battery]
     assert "30 items, clean error rate 0.20" in line[battery]
     assert " sensitivity " in line[sens] and "m1, m2" in line[sens]

@@ -1,6 +1,7 @@
 """Prompts longer than a local model's context are refused before its weights are loaded,
 in one line, with the exit code of an input mistake: for the audit, the battery and the
 fidelity simulation alike (the check sits in the sampling layer)."""
+
 import json
 import shutil
 
@@ -14,7 +15,7 @@ from dbpa_core.sampling import Job, Sampler, requests_for
 pytest.importorskip("transformers")
 
 CONTEXT = 256
-LONG = " ".join(f"word{i % 50}" for i in range(400))   # ~800 tokens
+LONG = " ".join(f"word{i % 50}" for i in range(400))  # ~800 tokens
 
 
 def _tokenizer_folder():
@@ -31,8 +32,7 @@ def small_model(tmp_path):
     src = _tokenizer_folder()
     folder = tmp_path / "small-llama"
     folder.mkdir()
-    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja",
-                 "special_tokens_map.json"):
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json"):
         if (src / name).is_file():
             shutil.copy(src / name, folder / name)
     cfg = json.loads((src / "config.json").read_text())
@@ -59,21 +59,23 @@ def test_the_backend_counts_with_the_chat_template_and_refuses_past_the_context(
     tok, context = local.load_tokenizer(small_model)
     assert context == CONTEXT
     short = SampleRequest("Say hi.", 0, 1, GenerationParams(max_tokens=16))
-    b.check_requests([short])                                  # fits: no error
+    b.check_requests([short])  # fits: no error
     n = len(local.chat_prompt_ids(tok, "Say hi."))
-    assert n > len(tok("Say hi.")["input_ids"]) + 5            # the template's tokens count
+    assert n > len(tok("Say hi.")["input_ids"]) + 5  # the template's tokens count
     # exactly at the context fits; one position more does not (max_tokens counts)
     fits = SampleRequest("Say hi.", 0, 1, GenerationParams(max_tokens=CONTEXT - n))
     b.check_requests([fits])
     over = SampleRequest("Say hi.", 0, 1, GenerationParams(max_tokens=CONTEXT - n + 1))
-    with pytest.raises(ContextLengthError, match=rf"with max_tokens {CONTEXT - n + 1} it needs "
-                                                 rf"{CONTEXT + 1} positions, but small-llama "
-                                                 rf"reads at most {CONTEXT}"):
+    with pytest.raises(
+        ContextLengthError,
+        match=rf"with max_tokens {CONTEXT - n + 1} it needs "
+        rf"{CONTEXT + 1} positions, but small-llama "
+        rf"reads at most {CONTEXT}",
+    ):
         b.check_requests([over])
-    with pytest.raises(ContextLengthError, match="tokens long with the chat template and the "
-                                                 "system prompt"):
+    with pytest.raises(ContextLengthError, match="tokens long with the chat template and the system prompt"):
         b.check_requests([SampleRequest("hi", 0, 1, GenerationParams(max_tokens=4), LONG)])
-    assert isinstance(ContextLengthError("x"), ValueError)     # an input mistake
+    assert isinstance(ContextLengthError("x"), ValueError)  # an input mistake
 
 
 def test_the_sampler_refuses_before_loading_the_weights(small_model, tmp_path):
@@ -100,17 +102,27 @@ perturbations: [{{name: long, prompt: "{LONG}"}}]
     assert main(["audit", str(audit), "--out", str(tmp_path / "a"), "--quiet"]) == 2
     assert "reads at most 256: shorten the prompt" in _err_line(capsys)
     items = tmp_path / "items.jsonl"
-    items.write_text(json.dumps({"id": "x", "passage": LONG, "question": "Which is it?",
-                                 "options": ["one", "two", "three"], "answer": "A"}) + "\n")
+    items.write_text(
+        json.dumps(
+            {
+                "id": "x",
+                "passage": LONG,
+                "question": "Which is it?",
+                "options": ["one", "two", "three"],
+                "answer": "A",
+            }
+        )
+        + "\n"
+    )
     battery = tmp_path / "battery.yaml"
     battery.write_text(f"model: {model}\ndata: {items}\nattacks: [{{level: char, rho: [0.5]}}]\n")
     assert main(["attack", str(battery), "--out", str(tmp_path / "b"), "--quiet"]) == 2
     assert "shorten the prompt or lower max_tokens" in _err_line(capsys)
     survey = tmp_path / "fidelity.yaml"
-    survey.write_text(f'data: sample\nlimit: 2\nmodels: [{model}]\nsamples: 2\nmax_tokens: 8\n'
-                      f'system_prompt: "{LONG}"\n')
-    assert main(["fidelity", "--simulate", str(survey), "--out", str(tmp_path / "f"),
-                 "--quiet"]) == 2
+    survey.write_text(
+        f'data: sample\nlimit: 2\nmodels: [{model}]\nsamples: 2\nmax_tokens: 8\nsystem_prompt: "{LONG}"\n'
+    )
+    assert main(["fidelity", "--simulate", str(survey), "--out", str(tmp_path / "f"), "--quiet"]) == 2
     assert "with the chat template and the system prompt" in _err_line(capsys)
 
 
@@ -119,8 +131,11 @@ def test_a_30000_word_prompt_on_the_embedded_model_is_refused_without_loading_it
     loaded = dict(local._LOADED)
     prompt = " ".join(["patient"] * 30_000)
     reqs = requests_for(prompt, n=1, seed=0, params=GenerationParams(max_tokens=16))
-    with pytest.raises(ContextLengthError, match=r"is 30,0\d\d tokens long with the chat "
-                                                 r"template; .* SmolLM2-135M-Instruct reads at "
-                                                 r"most 8,192"):
+    with pytest.raises(
+        ContextLengthError,
+        match=r"is 30,0\d\d tokens long with the chat "
+        r"template; .* SmolLM2-135M-Instruct reads at "
+        r"most 8,192",
+    ):
         Sampler(Cache(tmp_path / "c")).sample([Job({"backend": "local"}, r) for r in reqs])
     assert local._LOADED == loaded

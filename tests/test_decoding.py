@@ -2,6 +2,7 @@
 forward pass as transformers, per-sample draws, a sample identical alone and in any
 batch, continuous batching, stop and token progress. The embedded SmolLM2 itself is
 tested in test_local_models.py (slow)."""
+
 import os
 import time
 
@@ -30,10 +31,17 @@ VOCAB = 300  # not a multiple of the inverse CDF's block: its padding is exercis
 def tiny_llama(dtype=torch.float32, seed=0):
     # SmolLM2's widths (576 wide, 9 heads of 64 sharing 3 key/value heads), 2 layers: the
     # matrix kernels see the shapes they see on the real model
-    cfg = transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=576, intermediate_size=1536,
-                                   num_hidden_layers=2, num_attention_heads=9,
-                                   num_key_value_heads=3, max_position_embeddings=512,
-                                   rms_norm_eps=1e-5, tie_word_embeddings=True)
+    cfg = transformers.LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=576,
+        intermediate_size=1536,
+        num_hidden_layers=2,
+        num_attention_heads=9,
+        num_key_value_heads=3,
+        max_position_embeddings=512,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=True,
+    )
     torch.manual_seed(seed)
     model = transformers.LlamaForCausalLM(cfg).eval()
     with torch.no_grad():  # larger logits than the init's: varied, not uniform, draws
@@ -51,7 +59,7 @@ def splitmix64_reference(seed: int, n: int) -> list[float]:
         z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & m
         z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & m
         z ^= z >> 31
-        out.append((z >> 11) * 2.0 ** -53)
+        out.append((z >> 11) * 2.0**-53)
     return out
 
 
@@ -65,7 +73,7 @@ def test_uniforms_are_the_splitmix64_stream_of_each_seed():
     counters = np.array([3, 0, 1, 7])
     u = splitmix_uniforms(seeds, counters)
     for i in range(4):
-        assert u[i] == splitmix_uniforms(seeds[i:i + 1], counters[i:i + 1])[0]
+        assert u[i] == splitmix_uniforms(seeds[i : i + 1], counters[i : i + 1])[0]
     assert ((u >= 0) & (u < 1)).all()
 
 
@@ -93,8 +101,10 @@ def test_a_row_draws_the_same_token_alone_and_among_others():
     u = splitmix_uniforms(np.arange(33, dtype=np.uint64), np.full(33, 5))
     for top_p in (1.0, 0.9):
         batch = draw_tokens(logits, u, temperature=0.8, top_p=top_p)
-        alone = [int(draw_tokens(logits[i:i + 1], u[i:i + 1], temperature=0.8, top_p=top_p)[0])
-                 for i in range(33)]
+        alone = [
+            int(draw_tokens(logits[i : i + 1], u[i : i + 1], temperature=0.8, top_p=top_p)[0])
+            for i in range(33)
+        ]
         assert batch.tolist() == alone
     # the two-level inverse CDF picks what a flat running sum picks
     p = torch.exp((logits - logits.max(-1, keepdim=True).values) / 0.8)
@@ -105,11 +115,11 @@ def test_a_row_draws_the_same_token_alone_and_among_others():
 
 def test_expected_tokens_counts_max_tokens_until_samples_end_then_a_hazard():
     assert expected_tokens(0, 0, [(0, 10), (0, 10)]) == 20
-    assert expected_tokens(30, 0, [(5, 10)]) == 35           # nobody ended: the cap
+    assert expected_tokens(30, 0, [(5, 10)]) == 35  # nobody ended: the cap
     # one end in 10 draws: h = 0.1, a fresh sample with cap 100 yields ~9 more
     h = 0.1
     assert expected_tokens(9, 1, [(0, 100)]) == 9 + round((1 - h) * (1 - (1 - h) ** 100) / h)
-    assert expected_tokens(50, 50, [(99, 100)]) == 50       # at most what the cap allows
+    assert expected_tokens(50, 50, [(99, 100)]) == 50  # at most what the cap allows
 
 
 # --------------------------------------------------------------------------- precision
@@ -194,7 +204,7 @@ def test_a_rows_logits_do_not_depend_on_its_batch_mates_bit_for_bit(dtype):
     d.admit(0, short)
     batch = d.step(tokens, positions)
     assert torch.equal(batch[0], alone)
-    d.admit(5, short)                                  # and in another row of the batch
+    d.admit(5, short)  # and in another row of the batch
     tokens[5], positions[5] = 11, 4
     assert torch.equal(d.step(tokens, positions)[5], alone)
 
@@ -203,8 +213,16 @@ def _items(prompts, per_prompt, *, max_tokens=(12, 20, 7), temps=(0.9, 1.3)):
     out = []
     for a, ids in enumerate(prompts):
         for i in range(per_prompt):
-            out.append(((a, i), ids, 1000 * a + i, temps[(a + i) % len(temps)], 1.0,
-                        max_tokens[(a + i) % len(max_tokens)]))
+            out.append(
+                (
+                    (a, i),
+                    ids,
+                    1000 * a + i,
+                    temps[(a + i) % len(temps)],
+                    1.0,
+                    max_tokens[(a + i) % len(max_tokens)],
+                )
+            )
     return out
 
 
@@ -216,11 +234,13 @@ def _run(model, items, *, cap=None, eos=frozenset(range(12)), keep_store=False, 
         dec.prefix_store(model).clear()
 
     def factory(n, max_len):
-        return LlamaDecoder(model, max_len=max_len,
-                            slots=dec.slots_for(model, samples=n, max_len=max_len, cap=cap))
+        return LlamaDecoder(
+            model, max_len=max_len, slots=dec.slots_for(model, samples=n, max_len=max_len, cap=cap)
+        )
 
-    stats = generate_continuous(factory, items, eos=set(eos),
-                                on_done=lambda r, toks, n: got.__setitem__(r, list(toks)), **kw)
+    stats = generate_continuous(
+        factory, items, eos=set(eos), on_done=lambda r, toks, n: got.__setitem__(r, list(toks)), **kw
+    )
     return got, stats
 
 
@@ -235,9 +255,9 @@ def test_a_sample_is_identical_alone_and_in_any_batch(dtype):
     items = _items(PROMPTS, 6)
     together, stats = _run(model, items)
     assert stats.samples == len(items) and stats.prompts == 3
-    assert len({tuple(t) for t in together.values()}) > len(items) // 2   # samples differ
+    assert len({tuple(t) for t in together.values()}) > len(items) // 2  # samples differ
     assert any(len(t) < it[5] for it, t in zip(items, together.values(), strict=True))  # some ended
-    joining, stats2 = _run(model, items, cap=3)                # continuous batching, 3 slots
+    joining, stats2 = _run(model, items, cap=3)  # continuous batching, 3 slots
     assert stats2.steps > stats.steps
     assert joining == together
     for it in items[::4]:
@@ -268,12 +288,11 @@ def test_weights_prepacked_for_onednn_give_the_same_samples(monkeypatch):
     """bfloat16 weights are reordered once for oneDNN (a step's products no longer copy
     them), and only where that is the same bits: the samples and a step's logits are those
     of plain ``F.linear``."""
-    if not (torch.backends.mkldnn.is_available()
-            and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")):
+    if not (torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")):
         pytest.skip("this torch has no oneDNN")
     model = tiny_llama(torch.bfloat16)
     assert dec._weights(model).packed
-    assert not dec._weights(tiny_llama(torch.float32)).packed   # float32: another library
+    assert not dec._weights(tiny_llama(torch.float32)).packed  # float32: another library
     packed, _ = _run(model, _items(PROMPTS, 3))
     d = LlamaDecoder(model, slots=4, max_len=64)
     d.admit(0, d.prefill(PROMPTS[1]))
@@ -304,15 +323,15 @@ def test_a_later_call_reuses_a_key_value_cache_and_gives_the_same_samples():
     dec.clear_buffers()
     fresh, _ = _run(model, few)
     _run(model, _items(PROMPTS + [list(range(20, 60))], 6, max_tokens=(12,)))  # 24 slots
-    kept = dec._BUFFERS[model]           # the first call's 16 slots, the second's 24
+    kept = dec._BUFFERS[model]  # the first call's 16 slots, the second's 24
     assert sorted(k.shape[1] for k, _ in kept) == [dec.MIN_ROWS, 24]
     ptrs = {k.data_ptr() for k, _ in kept}
-    reused, _ = _run(model, few)             # takes the newest that fits: 24 slots, stale
-    assert {k.data_ptr() for k, _ in dec._BUFFERS[model]} == ptrs   # nothing allocated
+    reused, _ = _run(model, few)  # takes the newest that fits: 24 slots, stale
+    assert {k.data_ptr() for k, _ in dec._BUFFERS[model]} == ptrs  # nothing allocated
     assert reused == fresh
     dec.clear_buffers()
     d = LlamaDecoder(model, slots=2, max_len=64)
-    assert d.k_cache.shape[1] == dec.MIN_ROWS    # a cache of its own when none is kept
+    assert d.k_cache.shape[1] == dec.MIN_ROWS  # a cache of its own when none is kept
     d.release()
     assert dec._take_buffers(model, 2, 64) is not None and dec._take_buffers(model, 2, 64) is None
     dec.clear_buffers()
@@ -350,10 +369,11 @@ def test_stop_is_checked_before_every_step_and_keeps_finished_samples():
         return len(polls) > 10
 
     factory = lambda n, L: LlamaDecoder(model, max_len=L, slots=n)  # noqa: E731
-    stats = generate_continuous(factory, items, eos=set(), should_stop=should_stop,
-                                on_done=lambda r, t, n: done.append((r, list(t))))
-    assert stats.stopped and stats.steps == 10          # one poll per step, then stop
-    assert done and len(done) < len(items)              # the short ones, not the long ones
+    stats = generate_continuous(
+        factory, items, eos=set(), should_stop=should_stop, on_done=lambda r, t, n: done.append((r, list(t)))
+    )
+    assert stats.stopped and stats.steps == 10  # one poll per step, then stop
+    assert done and len(done) < len(items)  # the short ones, not the long ones
     assert all(len(t) == 2 for _, t in done)
 
 
@@ -362,9 +382,13 @@ def test_token_progress_after_every_step_and_before_each_handover():
     items = _items(PROMPTS, 2)
     events = []
     factory = lambda n, L: LlamaDecoder(model, max_len=L, slots=n)  # noqa: E731
-    stats = generate_continuous(factory, items, eos=set(range(12)),
-                                on_tokens=lambda n, exp: events.append(("tokens", n, exp)),
-                                on_done=lambda r, t, n: events.append(("done", r, len(t))))
+    stats = generate_continuous(
+        factory,
+        items,
+        eos=set(range(12)),
+        on_tokens=lambda n, exp: events.append(("tokens", n, exp)),
+        on_done=lambda r, t, n: events.append(("done", r, len(t))),
+    )
     reports = [e for e in events if e[0] == "tokens"]
     assert len(reports) >= stats.steps
     drawn = [n for _, n, _ in reports]
@@ -390,16 +414,16 @@ def test_thread_tuner_keeps_the_faster_count(monkeypatch):
     calls = []
     monkeypatch.setattr(torch, "get_num_threads", lambda: state["n"])
     monkeypatch.setattr(torch, "set_num_threads", lambda n: (calls.append(n), state.update(n=n)))
-    monkeypatch.setattr(dec, "free_cores", lambda samples=5: 1)     # other work: a core busy
+    monkeypatch.setattr(dec, "free_cores", lambda samples=5: 1)  # other work: a core busy
     tuner = ThreadTuner()
-    used = _drive(tuner, 2 * ThreadTuner.PROBE_EVERY, faster=1)   # one thread 5x faster here
+    used = _drive(tuner, 2 * ThreadTuner.PROBE_EVERY, faster=1)  # one thread 5x faster here
     # one thread first, two not probed early while a core is busy (each step on two
     # stalled threads costs as much as several on one); probed after PROBE_EVERY steps,
     # and the probe ends after its first step when that one is much slower
     every = ThreadTuner.PROBE_EVERY
-    assert used[:every] == [1] * every and used[every:every + 2] == [2, 1]
+    assert used[:every] == [1] * every and used[every : every + 2] == [2, 1]
     assert tuner.best == 1 and used[-1] == 1 and used.count(2) == 1
-    assert tuner.interval == 2 * every             # a slow probe doubles the wait
+    assert tuner.interval == 2 * every  # a slow probe doubles the wait
     # nothing known and both cores free: two threads first, one probed early, and the
     # faster kept
     monkeypatch.setattr(dec, "free_cores", lambda samples=5: 2)
@@ -422,14 +446,14 @@ def test_thread_tuner_keeps_the_faster_count(monkeypatch):
     assert tuner.interval == ThreadTuner.MAX_INTERVAL
     # a call that starts from the last call's choice keeps it and probes only later
     state["n"] = 2
-    monkeypatch.setattr(dec, "free_cores", lambda samples=5: 2)     # nothing else running
+    monkeypatch.setattr(dec, "free_cores", lambda samples=5: 2)  # nothing else running
     tuner = ThreadTuner(start=2)
     used = []
     for _ in range(ThreadTuner.PROBE_EVERY + 2):
         n = tuner.threads()
         used.append(n)
         tuner.record(n, 0.1)
-    assert used[:ThreadTuner.PROBE_EVERY] == [2] * ThreadTuner.PROBE_EVERY and used[-1] == 1
+    assert used[: ThreadTuner.PROBE_EVERY] == [2] * ThreadTuner.PROBE_EVERY and used[-1] == 1
     # ... unless other work keeps a core busy now: then one thread, two not probed early
     monkeypatch.setattr(dec, "free_cores", lambda samples=5: 1)
     state["n"] = 2
@@ -443,7 +467,7 @@ def test_thread_tuner_keeps_the_faster_count(monkeypatch):
     assert tuner.settle() == 2 and not tuner.known
     # (one thread 5x slower: the probe ends after its first step)
     assert _drive(tuner, 6, faster=2) == [2, 2, 1, 2, 2, 2] and tuner.best == 2
-    monkeypatch.setattr(dec, "free_cores", lambda samples=5: 1)     # still busy: kept
+    monkeypatch.setattr(dec, "free_cores", lambda samples=5: 1)  # still busy: kept
     state["n"] = 2
     tuner = ThreadTuner(start=1)
     assert tuner.settle() == 1 and tuner.known
@@ -457,8 +481,10 @@ def test_a_probe_ends_early_only_when_its_first_step_is_much_slower(monkeypatch)
     every = ThreadTuner.PROBE_EVERY
     # one thread 1.3x slower: both probe steps run, the wait is kept; 1.5x slower and more:
     # the probe ends after its first step and the wait doubles
-    for slower, used, next_probe in [(1.3, [2, 2, 1, 1, 2, 2], 4 + every),
-                                     (ThreadTuner.ABORT * 1.01, [2, 2, 1, 2, 2, 2], 3 + 2 * every)]:
+    for slower, used, next_probe in [
+        (1.3, [2, 2, 1, 1, 2, 2], 4 + every),
+        (ThreadTuner.ABORT * 1.01, [2, 2, 1, 2, 2, 2], 3 + 2 * every),
+    ]:
         tuner = ThreadTuner()
         got = []
         for _ in range(6):
@@ -470,11 +496,11 @@ def test_a_probe_ends_early_only_when_its_first_step_is_much_slower(monkeypatch)
 
 
 def test_free_cores_counts_the_other_runnable_threads(monkeypatch):
-    readings = iter([3, 2, 4, 2, 3])                 # this thread and 1-3 others
+    readings = iter([3, 2, 4, 2, 3])  # this thread and 1-3 others
     monkeypatch.setattr(dec, "_runnable_now", lambda: next(readings))
     monkeypatch.setattr(dec, "_own_runnable", lambda: 1)
     monkeypatch.setattr(dec.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
-    assert dec.free_cores() == 1                     # the least reading: one other, busy
+    assert dec.free_cores() == 1  # the least reading: one other, busy
     # our own spinning threads (torch's OpenMP workers after a step) are not other work
     readings = iter([2, 2, 2, 2, 2])
     monkeypatch.setattr(dec, "_runnable_now", lambda: next(readings))
@@ -524,16 +550,22 @@ def test_the_plain_path_for_other_architectures():
 
     def run(its, **kw):
         got, events = {}, []
-        _generate_plain(model, its, eos=set(range(12)), cap=4,
-                        on_done=lambda r, t, n: (got.__setitem__(r, list(t)), events.append("done")),
-                        on_tokens=lambda n, exp: events.append((n, exp)), **kw)
+        _generate_plain(
+            model,
+            its,
+            eos=set(range(12)),
+            cap=4,
+            on_done=lambda r, t, n: (got.__setitem__(r, list(t)), events.append("done")),
+            on_tokens=lambda n, exp: events.append((n, exp)),
+            **kw,
+        )
         return got, events
 
     got, events = run(items)
     assert sorted(got) == sorted(it[0] for it in items)
     assert all(len(got[it[0]]) <= it[5] for it in items)
-    assert any(len(got[it[0]]) < it[5] for it in items)          # some ended early
-    assert run(items)[0] == got                                   # reproducible
+    assert any(len(got[it[0]]) < it[5] for it in items)  # some ended early
+    assert run(items)[0] == got  # reproducible
     counts = [e for e in events if e != "done"]
     assert counts[-1] == (sum(map(len, got.values())),) * 2
     polls = []
@@ -567,7 +599,7 @@ def test_a_long_prompt_is_attended_in_blocks_of_queries(monkeypatch):
     with torch.inference_mode():
         ref = model(input_ids=torch.tensor([ids])).logits[0, -1]
     whole = LlamaDecoder(model, slots=1, max_len=128).prefill(ids)
-    monkeypatch.setattr(dec, "ATTENTION_BLOCK", 16)           # 5 blocks, the last of 6
+    monkeypatch.setattr(dec, "ATTENTION_BLOCK", 16)  # 5 blocks, the last of 6
     blocked = LlamaDecoder(model, slots=1, max_len=128).prefill(ids)
     assert torch.allclose(blocked.logits, ref, atol=1e-4)
     assert torch.allclose(blocked.keys, whole.keys, atol=1e-5)
@@ -588,7 +620,7 @@ def test_packs_run_on_worker_threads_and_give_the_same_samples():
         assert stats.packs_on_workers >= 2 and stats.prompts == 12
         assert stats.prompt_tokens == sum(map(len, prompts))
         assert stats.packs == stats.packs_on_workers
-        torch.set_num_threads(1)                               # one pack at a time, here
+        torch.set_num_threads(1)  # one pack at a time, here
         inline, stats1 = _run(model, items)
         assert stats1.packs_on_workers == 0 and stats1.packs >= 1
     finally:
@@ -603,7 +635,7 @@ def test_stop_while_packs_are_prefilled_returns_and_cancels_the_rest(monkeypatch
     import time
 
     model = tiny_llama()
-    prompts = [[(p * 13 + j) % VOCAB for j in range(300)] for p in range(8)]   # 8 packs
+    prompts = [[(p * 13 + j) % VOCAB for j in range(300)] for p in range(8)]  # 8 packs
     started = threading.Event()
     calls = []
     real = LlamaDecoder.prefill_many
@@ -622,7 +654,7 @@ def test_stop_while_packs_are_prefilled_returns_and_cancels_the_rest(monkeypatch
     finally:
         torch.set_num_threads(before)
     assert stats.stopped and stats.steps == 0 and stats.prompts == 0 and got == {}
-    assert len(calls) < len(prompts)                  # the packs not started are cancelled
+    assert len(calls) < len(prompts)  # the packs not started are cancelled
 
 
 def test_a_stop_does_not_wait_for_a_pack_a_worker_is_computing(monkeypatch):
@@ -632,21 +664,21 @@ def test_a_stop_does_not_wait_for_a_pack_a_worker_is_computing(monkeypatch):
     import threading
 
     model = tiny_llama()
-    prompts = [[(p * 13 + j) % VOCAB for j in range(300)] for p in range(8)]   # 8 packs
+    prompts = [[(p * 13 + j) % VOCAB for j in range(300)] for p in range(8)]  # 8 packs
     started, release = threading.Event(), threading.Event()
     finished = []
     real = LlamaDecoder.prefill_many
 
     def blocked(self, pack, prefixes=None):
         started.set()
-        release.wait(30)            # held until the call below has returned
+        release.wait(30)  # held until the call below has returned
         finished.append(len(pack))
         return real(self, pack) if prefixes is None else real(self, pack, prefixes)
 
     monkeypatch.setattr(LlamaDecoder, "prefill_many", blocked)
     before = torch.get_num_threads()
     try:
-        torch.set_num_threads(2)    # two workers: every pack goes to the pool
+        torch.set_num_threads(2)  # two workers: every pack goes to the pool
         got, stats = _run(model, _items(prompts, 1), should_stop=started.is_set)
         returned_while_busy = not finished
     finally:
@@ -656,8 +688,7 @@ def test_a_stop_does_not_wait_for_a_pack_a_worker_is_computing(monkeypatch):
     assert returned_while_busy
 
 
-def test_a_few_prompts_are_split_over_the_workers_and_a_lone_one_runs_on_one_thread(
-        monkeypatch):
+def test_a_few_prompts_are_split_over_the_workers_and_a_lone_one_runs_on_one_thread(monkeypatch):
     """Two short prompts (one pack by size) make two packs, one per worker; a lone prompt
     runs in the calling thread, on one thread while the decoding steps have not yet shown
     that more are faster when other work keeps a core busy (several threads stall then)."""
@@ -681,7 +712,7 @@ def test_a_few_prompts_are_split_over_the_workers_and_a_lone_one_runs_on_one_thr
         pre.request([a])
         pre.get(a, None)
         assert stats.prefill_threads == {1: 1}
-        tuner.best, tuner.known = 2, True             # the steps found two threads faster
+        tuner.best, tuner.known = 2, True  # the steps found two threads faster
         pre.request([b])
         pre.get(b, None)
         assert stats.prefill_threads == {1: 1, 2: 1}
@@ -753,7 +784,7 @@ def test_prompts_sharing_a_prefix_reuse_it_and_give_the_same_samples(threads):
     model = tiny_llama(torch.bfloat16)
     head = [(11 * j) % VOCAB for j in range(40)]
     prompts = [head + [(p * 31 + j) % VOCAB for j in range(5 + 9 * p)] for p in range(6)]
-    prompts.append([(5 * j) % VOCAB for j in range(30)])         # shares nothing
+    prompts.append([(5 * j) % VOCAB for j in range(30)])  # shares nothing
     items = _items(prompts, 2)
     before = torch.get_num_threads()
     try:
@@ -761,7 +792,7 @@ def test_prompts_sharing_a_prefix_reuse_it_and_give_the_same_samples(threads):
         got, stats = _run(model, items)
         assert stats.prompts == len(prompts)
         assert stats.prompt_tokens_reused >= 5 * len(head)
-        again, stats2 = _run(model, items, cap=3)                 # fewer slots: more requests
+        again, stats2 = _run(model, items, cap=3)  # fewer slots: more requests
         assert stats2.prompt_tokens_reused >= 5 * len(head)
     finally:
         torch.set_num_threads(before)
@@ -774,9 +805,11 @@ def test_prompts_sharing_a_prefix_reuse_it_and_give_the_same_samples(threads):
 def _m_dependent(threshold):
     """A product whose rounding depends on the number of rows, as on CPUs whose matrix
     library switches kernels at ``threshold`` rows: the same row, other bits above it."""
+
     def linear(x, w):
         out = torch.nn.functional.linear(x, w)
         return out + 1e-3 if x.shape[0] > threshold else out
+
     return linear
 
 
@@ -789,19 +822,20 @@ def test_row_policy_finds_a_range_with_one_kernel_and_products_keep_to_it():
     # another kernel above some row count: the first range on one side of it
     for threshold, want in [(20, (40, 224)), (39, (40, 224)), (100, (dec.MIN_ROWS, 32))]:
         linear = _m_dependent(threshold)
-        policy = dec.row_policy(linear, [w], ranges=[(dec.MIN_ROWS, None), (40, 224),
-                                                      (dec.MIN_ROWS, 32)])
+        policy = dec.row_policy(linear, [w], ranges=[(dec.MIN_ROWS, None), (40, 224), (dec.MIN_ROWS, 32)])
         assert (policy.lo, policy.hi, policy.exact) == (*want, True), threshold
         product = dec.rows_product(linear, policy)
         x = torch.randn(700, 64)
         alone = product(x[:1], w)
-        for n in (1, 5, 16, 33, 40, 57, 224, 225, 500, 700):   # padded, whole, or split
+        for n in (1, 5, 16, 33, 40, 57, 224, 225, 500, 700):  # padded, whole, or split
             got = product(x[:n], w)
             assert got.shape == (n, 96)
             assert torch.equal(got[:1], alone), (threshold, n)
+
     # nothing helps (a kernel per row count): the first range, and said to be inexact
     def every_count(x, w):
         return torch.nn.functional.linear(x, w) + x.shape[0] * 1e-3
+
     policy = dec.row_policy(every_count, [w], ranges=[(dec.MIN_ROWS, None), (dec.MIN_ROWS, 32)])
     assert policy == dec.RowPolicy(dec.MIN_ROWS, None, False)
 
@@ -809,22 +843,25 @@ def test_row_policy_finds_a_range_with_one_kernel_and_products_keep_to_it():
 def test_row_policy_checks_a_row_at_the_end_of_a_product_and_on_each_thread_count(monkeypatch):
     w = torch.randn(32, 64)
 
-    def by_place(x, w):      # the last rows of a long product are rounded otherwise
+    def by_place(x, w):  # the last rows of a long product are rounded otherwise
         out = torch.nn.functional.linear(x, w)
         if x.shape[0] > 100:
             out[-8:] += 1e-3
         return out
-    assert dec.row_policy(by_place, [w], ranges=[(dec.MIN_ROWS, None), (dec.MIN_ROWS, 100)]
-                          ).hi == 100
+
+    assert dec.row_policy(by_place, [w], ranges=[(dec.MIN_ROWS, None), (dec.MIN_ROWS, 100)]).hi == 100
     state = {"n": 1}
     monkeypatch.setattr(torch, "set_num_threads", lambda n: state.update(n=n))
     monkeypatch.setattr(torch, "get_num_threads", lambda: state["n"])
 
-    def by_threads(x, w):    # two threads sum otherwise above 57 rows
+    def by_threads(x, w):  # two threads sum otherwise above 57 rows
         out = torch.nn.functional.linear(x, w)
         return out + 1e-3 if state["n"] == 2 and x.shape[0] > 57 else out
-    assert dec.row_policy(by_threads, [w], threads=[1, 2],
-                          ranges=[(dec.MIN_ROWS, None), (dec.MIN_ROWS, 48)]).hi == 48
+
+    assert (
+        dec.row_policy(by_threads, [w], threads=[1, 2], ranges=[(dec.MIN_ROWS, None), (dec.MIN_ROWS, 48)]).hi
+        == 48
+    )
 
 
 def test_the_decoding_module_examples_hold():

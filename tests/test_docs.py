@@ -2,6 +2,7 @@
 pages left out of the navigation, missing images and docstrings the API pages cannot read
 all fail it), its generated references say what the code says, the README stays a short
 front door, and no document cites what a user does not have."""
+
 import argparse
 import importlib.util
 import os
@@ -32,16 +33,38 @@ def test_the_manual_builds_strict(tmp_path):
     pytest.importorskip("mkdocs")
     pytest.importorskip("mkdocstrings")
     site = tmp_path / "site"
-    r = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f",
-                        str(ROOT / "mkdocs.yml"), "-d", str(site)],
-                       cwd=ROOT, capture_output=True, text=True, timeout=600,
-                       env=dict(os.environ, NO_MKDOCS_2_WARNING="1"))
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+            "-f",
+            str(ROOT / "mkdocs.yml"),
+            "-d",
+            str(site),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, NO_MKDOCS_2_WARNING="1"),
+    )
     assert r.returncode == 0, r.stderr[-6000:]
     cli = (site / "reference" / "cli" / "index.html").read_text()
     assert "dbpa audit" in cli and "--fail-on-control" in cli
     assert "dbpa_test" in (site / "reference" / "api" / "index.html").read_text()
-    for page in ("getting-started", "dashboard", "methods/dbpa", "methods/battery",
-                 "methods/fidelity", "reliability", "benchmarks", "faq"):
+    for page in (
+        "getting-started",
+        "dashboard",
+        "methods/dbpa",
+        "methods/battery",
+        "methods/fidelity",
+        "reliability",
+        "benchmarks",
+        "faq",
+    ):
         assert (site / page / "index.html").is_file(), page
 
 
@@ -53,8 +76,20 @@ def test_the_cli_reference_lists_every_command_and_option():
     parser = build_parser()
     commands = list(hooks._commands(parser))
     assert {" ".join(w) for w, _, _ in commands} >= {
-        "audit", "estimate", "attack", "fidelity", "cache", "sensitivity", "import", "history",
-        "history show", "history compare", "history delete", "report", "ui"}
+        "audit",
+        "estimate",
+        "attack",
+        "fidelity",
+        "cache",
+        "sensitivity",
+        "import",
+        "history",
+        "history show",
+        "history compare",
+        "history delete",
+        "report",
+        "ui",
+    }
     for words, _, child in commands:
         assert f"`dbpa {' '.join(words)}`" in text
         for action in child._actions:
@@ -80,6 +115,7 @@ def test_the_spec_reference_walks_a_schema():
 
     class Model(pydantic.BaseModel):
         """Which model answers."""
+
         backend: Literal["local", "openai"] = pydantic.Field("local", description="where")
         concurrency: int = pydantic.Field(8, description="requests at once")
 
@@ -88,6 +124,7 @@ def test_the_spec_reference_walks_a_schema():
 
     class Spec(pydantic.BaseModel):
         """An audit spec."""
+
         model: Model = pydantic.Field(default_factory=Model, description="the model")
         samples: int = pydantic.Field(20, description="k responses per prompt")
         checks: list[Check] | None = pydantic.Field(None, description="answer checks")
@@ -110,13 +147,22 @@ def test_the_spec_reference_walks_a_schema():
 
 
 def test_the_spec_reference_reads_draft_07_refs():
-    schema = {"title": "S", "type": "object", "required": ["model"], "properties": {
-        "model": {"description": "the model", "allOf": [{"$ref": "#/definitions/Model"}]}},
-        "definitions": {"Model": {"title": "Model", "type": "object", "properties": {
-            "name": {"type": "string", "default": "m", "description": "its name"}}}}}
+    schema = {
+        "title": "S",
+        "type": "object",
+        "required": ["model"],
+        "properties": {"model": {"description": "the model", "allOf": [{"$ref": "#/definitions/Model"}]}},
+        "definitions": {
+            "Model": {
+                "title": "Model",
+                "type": "object",
+                "properties": {"name": {"type": "string", "default": "m", "description": "its name"}},
+            }
+        },
+    }
     text = _hooks().spec_markdown(schema)
     assert "| `model` | [Model](#def-model) | required | the model |" in text
-    assert "| `name` | string | `\"m\"` | its name |" in text
+    assert '| `name` | string | `"m"` | its name |' in text
 
 
 def test_the_spec_reference_of_this_version():

@@ -1,5 +1,6 @@
 """Issue 8 in the results and before a run: effect above chance, the minimum effect
 of interest, the null variant, and warnings about what a plan cannot show."""
+
 import json
 import textwrap
 
@@ -44,12 +45,13 @@ def test_spec_check_warns_when_nothing_can_be_significant():
     w = spec_warnings(parse_spec(SPEC.replace("permutations: 2000", "permutations: 30")))
     assert any("no result can be significant" in x and "permutations" in x for x in w)
     # 2000 permutations and Holm over 3 tests: *** needs p < .001 / 3
-    three = SPEC + "  - {name: child, prefix: \"Act as a child.\"}\n"
+    three = SPEC + '  - {name: child, prefix: "Act as a child."}\n'
     notes = spec_notes(parse_spec(three))
     assert any("at most '**'" in x and "3000 permutations" in x for x in notes)
     assert not any("**" in w for w in spec_warnings(parse_spec(three)))  # a note, not a warning
     ok = three.replace("permutations: 2000", "permutations: 3000").replace(
-        'prompt: "John  is 70."', 'prompt: "Ahmed is 70."')
+        'prompt: "John  is 70."', 'prompt: "Ahmed is 70."'
+    )
     assert spec_warnings(parse_spec(ok)) == [] and spec_notes(parse_spec(ok)) == []
 
 
@@ -69,15 +71,18 @@ def test_audit_results_carry_effect_above_chance_and_min_effect(tmp_path):
     assert d["attainable"]["reachable"] is True
     assert "exceeds_min_effect" in res.to_csv().splitlines()[0]
     # without a minimum effect, nothing claims to exceed it
-    res = run_audit(load_spec(write_spec(tmp_path / "b" if (tmp_path / "b").mkdir() is None else
-                                         tmp_path)), cache=Cache(tmp_path / "c2"))
+    res = run_audit(
+        load_spec(write_spec(tmp_path / "b" if (tmp_path / "b").mkdir() is None else tmp_path)),
+        cache=Cache(tmp_path / "c2"),
+    )
     assert all(p.exceeds_min_effect is None for p in res.perturbations)
 
 
 def test_cli_table_shows_chance_and_above(tmp_path, capsys):
     spec = write_spec(tmp_path, extra="min_effect: 0.01")
-    rc = main(["--cache-dir", str(tmp_path / "c"), "audit", str(spec), "--out",
-               str(tmp_path / "o"), "--quiet"])
+    rc = main(
+        ["--cache-dir", str(tmp_path / "c"), "audit", str(spec), "--out", str(tmp_path / "o"), "--quiet"]
+    )
     assert rc == 0
     captured = capsys.readouterr()
     out, err = captured.out, captured.err
@@ -99,8 +104,9 @@ def test_cli_warns_before_any_call(tmp_path, capsys):
     assert rc == 0
     err = capsys.readouterr().err
     assert "warning: With k = 2 responses per prompt" in err and "no result can be significant" in err
-    rc = main(["--cache-dir", str(tmp_path / "c"), "audit", str(spec), "--out",
-               str(tmp_path / "o"), "--quiet"])
+    rc = main(
+        ["--cache-dir", str(tmp_path / "c"), "audit", str(spec), "--out", str(tmp_path / "o"), "--quiet"]
+    )
     err = capsys.readouterr().err
     assert rc == 0 and err.count("no result can be significant") == 1  # said once
     assert err.count("warning: ") == 1
@@ -129,13 +135,12 @@ perturbations:
 def test_html_report_has_above_chance_and_min_effect(tmp_path):
     from ui.export import html_report
 
-    res = run_audit(load_spec(write_spec(tmp_path, extra="min_effect: 0.01")),
-                    cache=Cache(tmp_path / "c"))
+    res = run_audit(load_spec(write_spec(tmp_path, extra="min_effect: 0.01")), cache=Cache(tmp_path / "c"))
     page = html_report("r", [res], {})
     assert "<th>ω above chance</th>" in page and "<th>chance ω</th>" in page
     assert "<th>&gt; δ = 0.01</th>" in page
     p = res.perturbations[1]
-    assert f"<td>{p.effect_above_chance:+.3f}</td>" in page   # as on every chart and table
+    assert f"<td>{p.effect_above_chance:+.3f}</td>" in page  # as on every chart and table
 
 
 def test_memory_estimate_and_warning():

@@ -1,5 +1,6 @@
 """The "Why" view's core: weighted log-odds (against hand-computed values), tokens,
 duplicates, typical / atypical answers, highlighting and the model-written summary."""
+
 import math
 from collections import Counter
 
@@ -50,8 +51,11 @@ def test_log_odds_matches_hand_computation():
     assert t["statin"].delta == pytest.approx(-0.693147, abs=1e-6)
     assert t["statin"].variance == pytest.approx(0.277778, abs=1e-6)
     assert t["statin"].z == pytest.approx(-1.315154, abs=1e-6)
-    assert [x.term for x in log_odds({"statin": 4, "diet": 2}, {"statin": 1, "joke": 5})] == \
-        ["joke", "diet", "statin"]   # sorted by z, perturbed-typical first
+    assert [x.term for x in log_odds({"statin": 4, "diet": 2}, {"statin": 1, "joke": 5})] == [
+        "joke",
+        "diet",
+        "statin",
+    ]  # sorted by z, perturbed-typical first
 
 
 def test_log_odds_uninformative_prior_by_hand():
@@ -86,13 +90,16 @@ def test_log_odds_min_count_and_empty():
     assert [t.term for t in terms] == ["b"]
 
 
-@pytest.mark.parametrize("kwargs, exc, match", [
-    ({"prior": "flat"}, ValueError, "`prior` must be 'pooled'"),
-    ({"prior": 0}, ValueError, "must be > 0"),
-    ({"prior": [1]}, TypeError, "`prior` must be"),
-    ({"prior_scale": -1}, ValueError, "`prior_scale` must be > 0"),
-    ({"min_count": 0}, ValueError, "`min_count` must be"),
-])
+@pytest.mark.parametrize(
+    "kwargs, exc, match",
+    [
+        ({"prior": "flat"}, ValueError, "`prior` must be 'pooled'"),
+        ({"prior": 0}, ValueError, "must be > 0"),
+        ({"prior": [1]}, TypeError, "`prior` must be"),
+        ({"prior_scale": -1}, ValueError, "`prior_scale` must be > 0"),
+        ({"min_count": 0}, ValueError, "`min_count` must be"),
+    ],
+)
 def test_log_odds_bad_arguments(kwargs, exc, match):
     with pytest.raises(exc, match=match):
         log_odds({"a": 1}, {"b": 1}, **kwargs)
@@ -102,10 +109,18 @@ def test_tokenize_stop_words_bigrams_and_clauses():
     toks = tokenize("Take the statin, and lower your blood pressure. Do not smoke!")
     assert "the" not in toks and "and" not in toks
     assert "blood pressure" in toks and "statin" in toks
-    assert "not smoke" in toks            # negation is not a stop word
-    assert "statin lower" not in toks     # no phrase across a comma
-    assert tokenize("Cholesterol 6.2 mmol/L; John's risk") == \
-        ["cholesterol", "6.2", "mmol", "john", "risk", "cholesterol 6.2", "6.2 mmol", "john risk"]
+    assert "not smoke" in toks  # negation is not a stop word
+    assert "statin lower" not in toks  # no phrase across a comma
+    assert tokenize("Cholesterol 6.2 mmol/L; John's risk") == [
+        "cholesterol",
+        "6.2",
+        "mmol",
+        "john",
+        "risk",
+        "cholesterol 6.2",
+        "6.2 mmol",
+        "john risk",
+    ]
     assert "blood pressure" not in tokenize("blood pressure", bigrams=False)
 
 
@@ -132,14 +147,14 @@ def test_explain_finds_the_words_that_moved():
 
 
 def test_duplicates_exact_and_near():
-    texts = ["Take statins.", "Walk daily.", "Take statins. ", "Take statins.",
-             "Walk daily, please."]
+    texts = ["Take statins.", "Walk daily.", "Take statins. ", "Take statins.", "Walk daily, please."]
     d = find_duplicates(texts)
     assert (d.n_answers, d.n_distinct, d.n_repeated) == (5, 3, 2)
     g = d.groups[0]
     assert g.count == 3 and g.indices == (0, 2, 3) and g.exact and g.text == "Take statins."
-    near = find_duplicates(["take statins every day now", "take statins every day now please",
-                            "walk"], near=0.7)
+    near = find_duplicates(
+        ["take statins every day now", "take statins every day now please", "walk"], near=0.7
+    )
     assert near.n_distinct == 2 and not near.groups[0].exact and near.groups[0].count == 2
     assert find_duplicates(["a", "b"]).groups == ()
     with pytest.raises(ValueError, match="`near` must lie in"):
@@ -167,8 +182,11 @@ def test_representatives_by_embedding():
 
 
 def test_highlight_marks_words_absent_from_the_other_answer():
-    segs = highlight("Offer atorvastatin and check blood pressure.",
-                     "Offer a joke and check blood pressure.", terms=["blood pressure"])
+    segs = highlight(
+        "Offer atorvastatin and check blood pressure.",
+        "Offer a joke and check blood pressure.",
+        terms=["blood pressure"],
+    )
     kinds = {s: k for s, k in segs if s.strip()}
     assert kinds["atorvastatin"] == "only"
     assert kinds["Offer"] == "" and kinds["and"] == ""
@@ -187,7 +205,8 @@ def test_highlight_keeps_the_text(text, other):
 
 
 def _spec(server, samples=6):
-    return parse_spec(f"""
+    return parse_spec(
+        f"""
 model: {{backend: openai, name: fake-model, base_url: "{server.base_url}"}}
 embedder: {{backend: openai, name: fake-embed, base_url: "{server.base_url}"}}
 samples: {samples}
@@ -195,7 +214,9 @@ permutations: 200
 base: {{prompt: "John has these features: age 70"}}
 perturbations:
   - {{name: comedian, prompt: "Act as a comedian. John has these features: age 70"}}
-""", source="t.yaml")
+""",
+        source="t.yaml",
+    )
 
 
 def test_explain_result_and_model_written_summary(tmp_path):
@@ -213,20 +234,22 @@ def test_explain_result_and_model_written_summary(tmp_path):
 
         before = srv.chat_ok
         model = result.spec.model
-        s1 = summarize_difference(Sampler(cache), model, result.base.texts,
-                                  result.arms[0].texts, name="comedian")
+        s1 = summarize_difference(
+            Sampler(cache), model, result.base.texts, result.arms[0].texts, name="comedian"
+        )
         assert srv.chat_ok == before + 1 and not s1.cached and s1.text
         assert s1.model == "fake-model" and "[A1]" in s1.prompt and "comedian" in s1.prompt
-        s2 = summarize_difference(Sampler(cache), model, result.base.texts,
-                                  result.arms[0].texts, name="comedian")
-        assert srv.chat_ok == before + 1 and s2.cached and s2.text == s1.text   # from the cache
+        s2 = summarize_difference(
+            Sampler(cache), model, result.base.texts, result.arms[0].texts, name="comedian"
+        )
+        assert srv.chat_ok == before + 1 and s2.cached and s2.text == s1.text  # from the cache
 
 
 def test_summary_prompt_is_deterministic_and_bounded():
     base = ["A" * 2000, "short", "short"]
     p = summary_prompt(base, ["x"], name="pirate", n_examples=2, max_chars=100)
     assert p == summary_prompt(base, ["x"], name="pirate", n_examples=2, max_chars=100)
-    assert "[A2] short" in p and "[A3]" not in p and "pirate" in p   # duplicates shown once
+    assert "[A2] short" in p and "[A3]" not in p and "pirate" in p  # duplicates shown once
     assert len(p) < 1200
     with pytest.raises(ValueError, match="`n_examples` must be >= 1"):
         summary_prompt(base, ["x"], n_examples=0)

@@ -1,5 +1,6 @@
 """run_fidelity: every simulator plus uniform, the result's files, what each loss uses,
 the warnings, and one test per bad argument."""
+
 import json
 import warnings
 
@@ -57,16 +58,16 @@ def test_the_drawn_baseline_is_fair_and_said():
         k30 = run_fidelity(data, band=False, baseline_k=30, seed=seed).simulator("uniform")
         assert k30.auc_cal > exact.simulator("uniform").auc_cal + 0.01
     assert list(drawn.baseline_k) == [300] * 40
-    assert drawn.baseline_text().startswith("Baseline: uniform, drawn like the simulators — "
-                                            "k = 300 answers per question")
+    assert drawn.baseline_text().startswith(
+        "Baseline: uniform, drawn like the simulators — k = 300 answers per question"
+    )
     assert exact.baseline_text().startswith("Baseline: the exact uniform distribution")
     assert drawn.to_dict()["settings"]["baseline"] == {"kind": "drawn", "k": [300] * 40, "seed": 0}
     # a stated k, and data with probabilities only (no k to match: exact, with a note)
     assert list(run_fidelity(data, band=False, baseline_k=50).baseline_k) == [50] * 40
     probs = from_arrays([[6, 4], [2, 8]], {"p": [[0.6, 0.4], [0.3, 0.7]]})
     res = run_fidelity(probs, band=False)
-    assert res.baseline == "exact" and any("give probabilities, not answers" in w
-                                           for w in res.warnings)
+    assert res.baseline == "exact" and any("give probabilities, not answers" in w for w in res.warnings)
     with pytest.raises(ValueError, match="`baseline` must be one of drawn, exact; got 'noisy'"):
         run_fidelity(data, baseline="noisy")
     with pytest.raises(ValueError, match="`baseline_k` must be a whole number >= 1, got 0"):
@@ -91,8 +92,12 @@ def test_summaries_match_the_curve_module(result):
 
 def test_fidelity_json_has_what_the_issue_asks(result, tmp_path):
     paths = result.write(tmp_path / "out")
-    assert [p.split("/")[-1] for p in paths] == ["fidelity.json", "fidelity.csv",
-                                                 "comparisons.csv", "report.html"]
+    assert [p.split("/")[-1] for p in paths] == [
+        "fidelity.json",
+        "fidelity.csv",
+        "comparisons.csv",
+        "report.html",
+    ]
     doc = json.loads((tmp_path / "out" / "fidelity.json").read_text())
     names = [s["name"] for s in doc["simulators"]]
     assert names[-1] == "uniform"
@@ -112,9 +117,14 @@ def test_fidelity_json_has_what_the_issue_asks(result, tmp_path):
     assert doc["guarantee"]["status"] == "holds" and doc["guarantee"]["reason"] is None
 
 
-@pytest.mark.parametrize("loss, set_name", [("w1", "categorical KL"), ("squared", "Bernoulli KL / "
-                                                                              "Hoeffding mean"),
-                                            ("absolute", "Bernoulli KL / Hoeffding mean")])
+@pytest.mark.parametrize(
+    "loss, set_name",
+    [
+        ("w1", "categorical KL"),
+        ("squared", "Bernoulli KL / Hoeffding mean"),
+        ("absolute", "Bernoulli KL / Hoeffding mean"),
+    ],
+)
 def test_other_losses(loss, set_name):
     r = run_fidelity(sample_data(), loss=loss)
     assert r.set_name == set_name and len(r.simulators) == 4
@@ -122,8 +132,9 @@ def test_other_losses(loss, set_name):
 
 
 def test_kl_loss_with_positive_probabilities():
-    data = from_arrays([[40, 60, 5], [10, 10, 30], [25, 25, 50]],
-                       {"a": [[0.4, 0.5, 0.1], [0.2, 0.2, 0.6], [0.3, 0.2, 0.5]]})
+    data = from_arrays(
+        [[40, 60, 5], [10, 10, 30], [25, 25, 50]], {"a": [[0.4, 0.5, 0.1], [0.2, 0.2, 0.6], [0.3, 0.2, 0.5]]}
+    )
     r = run_fidelity(data, loss="kl")
     assert r.comparison("a", "uniform").exact
     assert all(np.all(s.lower <= s.upper) for s in r.simulators)
@@ -189,12 +200,15 @@ def test_kl_against_a_zero_probability():
         run_fidelity(sample_data(), loss="kl")
 
 
-@pytest.mark.parametrize("kw, message", [
-    (dict(sigma=-1.0), "`sigma` must be a positive number"),
-    (dict(bounds=(3, 1)), "`bounds` must be two finite numbers a < b"),
-    (dict(bounds="0-10"), r"`bounds` must be two numbers \(a, b\)"),
-    (dict(bounds=(2, 3)), r"`bounds` \(2, 3\) do not contain every value"),
-])
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        (dict(sigma=-1.0), "`sigma` must be a positive number"),
+        (dict(bounds=(3, 1)), "`bounds` must be two finite numbers a < b"),
+        (dict(bounds="0-10"), r"`bounds` must be two numbers \(a, b\)"),
+        (dict(bounds=(2, 3)), r"`bounds` \(2, 3\) do not contain every value"),
+    ],
+)
 def test_bad_sigma_and_bounds(kw, message):
     with pytest.raises(ValueError, match=message):
         run_fidelity(sample_values_data(), loss="squared", **kw)
@@ -233,7 +247,8 @@ def test_below_one_half_no_output_states_a_guarantee(tmp_path):
     assert first.sentence() == (
         "sim-close is at least as good as sim-biased on at least 90 % of these questions "
         "(worst case over their confidence sets); with γ = 0.45 < ½ that describes these "
-        "questions only: no guarantee.")
+        "questions only: no guarantee."
+    )
 
 
 def test_verdicts_say_what_is_guaranteed(result):
@@ -243,25 +258,31 @@ def test_verdicts_say_what_is_guaranteed(result):
     assert c.sentence() == (
         "sim-close is at least as good as sim-biased on at least 90 % of these questions "
         "(worst case over their confidence sets); for new questions like these, guaranteed "
-        "on at least 13 %.")
+        "on at least 13 %."
+    )
     assert c.to_dict()["sentence"] == c.sentence() and c.to_dict()["guaranteed"] is True
     assert result.comparison("sim-biased", "sim-close").sentence() == c.sentence()
     text = result.summary_text()
     assert c.sentence() in text
-    assert ("Guarantee: with probability ≥ 0.95, a new question like these is below the curve "
-            "at τ = 0.9 (V̂_m(1 − α/2)) with probability ≥ 0.13") in text
+    assert (
+        "Guarantee: with probability ≥ 0.95, a new question like these is below the curve "
+        "at τ = 0.9 (V̂_m(1 − α/2)) with probability ≥ 0.13"
+    ) in text
 
 
 def test_few_questions_no_guarantee_for_new_ones():
-    data = from_arrays([[60, 40], [20, 80], [50, 50]],
-                       {"good": [[0.6, 0.4], [0.25, 0.75], [0.5, 0.5]],
-                        "bad": [[0.1, 0.9], [0.9, 0.1], [0.2, 0.8]]})
+    data = from_arrays(
+        [[60, 40], [20, 80], [50, 50]],
+        {"good": [[0.6, 0.4], [0.25, 0.75], [0.5, 0.5]], "bad": [[0.1, 0.9], [0.9, 0.1], [0.2, 0.8]]},
+    )
     r = run_fidelity(data)
     c = r.comparison("good", "bad")
     assert r.guaranteed_level < 0 and c.verdict == "first" and not c.guaranteed
-    assert c.sentence() == ("good is at least as good as bad on at least 90 % of these questions "
-                            "(worst case over their confidence sets); no guarantee for new "
-                            "questions yet.")
+    assert c.sentence() == (
+        "good is at least as good as bad on at least 90 % of these questions "
+        "(worst case over their confidence sets); no guarantee for new "
+        "questions yet."
+    )
     assert r.to_dict()["guarantee"]["status"] == "vacuous"
     assert r.guarantee_text().startswith("No guarantee for new questions yet: with m = 3 questions")
 
@@ -280,9 +301,11 @@ def test_both_and_neither_cannot_be_read_alike():
 
 def test_few_real_answers_are_named():
     """QA M4: with n < 10 real answers a question's set is nearly the whole simplex."""
-    data = from_arrays([[1, 0], [3, 2], [60, 40], [30, 20]],
-                       {"s": [[0.5, 0.5], [0.6, 0.4], [0.5, 0.5], [0.6, 0.4]]},
-                       ids=["q1", "q2", "q3", "q4"])
+    data = from_arrays(
+        [[1, 0], [3, 2], [60, 40], [30, 20]],
+        {"s": [[0.5, 0.5], [0.6, 0.4], [0.5, 0.5], [0.6, 0.4]]},
+        ids=["q1", "q2", "q3", "q4"],
+    )
     r = run_fidelity(data)
     note = next(w for w in r.warnings if "fewer than 10 real answers" in w)
     assert note.startswith("2 of 4 questions have fewer than 10 real answers (q1: n = 1, q2: n = 5)")
@@ -296,26 +319,30 @@ def test_settings_that_do_not_apply_are_named_not_silently_ignored():
     with w.catch_warnings():
         w.simplefilter("ignore")
         r = run_fidelity(sample_data(), loss="w1", bounds=(0, 1))
-        assert any(x.startswith("bounds given but not used: the data are answers over options")
-                   for x in r.warnings)
+        assert any(
+            x.startswith("bounds given but not used: the data are answers over options") for x in r.warnings
+        )
         assert not any("not used" in x for x in run_fidelity(sample_data()).warnings)
         values = from_arrays([[1, 2, 3], [4, 5, 6]], {"a": [[2, 2], [5, 5]]}, kind="values")
         r = run_fidelity(values, loss="squared", sigma=1.0, bounds=(0, 10))
-        assert any(x.startswith("σ given but not used: σ applies to loss w1, not squared")
-                   for x in r.warnings)
+        assert any(
+            x.startswith("σ given but not used: σ applies to loss w1, not squared") for x in r.warnings
+        )
 
 
 def test_the_report_ranks_states_k_n_the_baseline_and_marks_tau(result):
     from dbpa_core.fidelity.report import report_html
 
     page = report_html(result)
-    assert ("Lowest curve: sim-close (AUC_cal 0.146); 2 of 3 simulator(s) below the uniform "
-            "baseline. Ranking by AUC_cal (lower is better): sim-close 0.146 &lt; sim-flat") in page
+    assert (
+        "Lowest curve: sim-close (AUC_cal 0.146); 2 of 3 simulator(s) below the uniform "
+        "baseline. Ranking by AUC_cal (lower is better): sim-close 0.146 &lt; sim-flat"
+    ) in page
     assert "Baseline: uniform, drawn like the simulators — k = 300 answers per question" in page
     assert "<td>k = 300</td>" in page and "<td>probabilities</td>" in page
     assert "Real answers per question: n = 404–985" in page
-    assert "τ = 1 − α = 0.9" in page                        # the marker on the chart
-    assert "band</text>" in page                             # the band's legend entry
+    assert "τ = 1 − α = 0.9" in page  # the marker on the chart
+    assert "band</text>" in page  # the band's legend entry
     text = result.summary_text()
     assert "Lowest curve: sim-close" in text and "Baseline: uniform, drawn" in text
     assert "n = 404–985 real answers each" in text
@@ -332,5 +359,6 @@ def test_the_lowest_curve_is_the_lowest_even_when_it_is_uniform():
     assert low.name == "uniform"
     assert res.ranking_sentence().startswith(
         f"Lowest curve: the uniform baseline (AUC_cal {low.auc_cal:.3f}); no simulator's curve "
-        "is below it. Ranking by AUC_cal (lower is better): uniform")
+        "is below it. Ranking by AUC_cal (lower is better): uniform"
+    )
     assert [s.name for s in res.ranking()] == ["uniform", "poor"]

@@ -3,6 +3,7 @@
 the inf, comparisons never below the sup; checked against brute force (a fine grid of the
 3-option simplex, exhaustive vertex enumeration, many points of the ball) and the outputs
 say "exact" or "bound"."""
+
 import numpy as np
 import pytest
 
@@ -18,10 +19,10 @@ GRID = simplex_grid(600)
 def _cases(d, m, seed):
     rng = np.random.default_rng(seed)
     p = rng.dirichlet(np.ones(d), m)
-    p[0, 0] = 0.0                                   # an option nobody chose
+    p[0, 0] = 0.0  # an option nobody chose
     p[0] /= p[0].sum()
     q = rng.dirichlet(np.ones(d), m)
-    q[-1] = 0.9 * p[-1] + 0.1 / d                   # a simulator close to the real answers
+    q[-1] = 0.9 * p[-1] + 0.1 / d  # a simulator close to the real answers
     r = rng.uniform(0.005, 0.1, m)
     values = np.sort(rng.normal(size=d))
     return p, r, q, values
@@ -70,7 +71,7 @@ def test_best_case_never_above_a_point_of_the_ball(loss, d):
     at_point = dz.categorical_loss(point, q, loss, values)
     assert np.all(at_point <= up + 1e-9)
     assert np.all(lo <= up) and np.max(up - lo) < 1e-3
-    ref = dz.minimize_convex(p, r, q, loss, values=values)   # SLSQP: a reference only
+    ref = dz.minimize_convex(p, r, q, loss, values=values)  # SLSQP: a reference only
     assert np.all(lo <= ref + 1e-7)
     for j in range(len(p)):
         u = _ball(p[j], r[j], rng)
@@ -84,7 +85,7 @@ def _vertex_sup(p, r, q, verts):
     k = len(verts)
     out = []
     for j in range(len(p)):
-        _, u = kl_ball_support(np.repeat(p[j:j + 1], k, 0), verts, np.full(k, r[j]))
+        _, u = kl_ball_support(np.repeat(p[j : j + 1], k, 0), verts, np.full(k, r[j]))
         out.append(float(((verts * u).sum(1) - verts @ q[j]).max()))
     return np.array(out)
 
@@ -113,9 +114,10 @@ def _data(d, m, seed, loss):
     rng = np.random.default_rng(seed)
     p = rng.dirichlet(np.ones(d), m)
     real = np.array([rng.multinomial(400, x) for x in p], dtype=float)
-    sims = {"close": np.array([rng.multinomial(300, 0.8 * x + 0.2 / d) for x in p], dtype=float),
-            "far": np.array([rng.multinomial(300, rng.dirichlet(np.ones(d))) for _ in p],
-                            dtype=float)}
+    sims = {
+        "close": np.array([rng.multinomial(300, 0.8 * x + 0.2 / d) for x in p], dtype=float),
+        "far": np.array([rng.multinomial(300, rng.dirichlet(np.ones(d))) for _ in p], dtype=float),
+    }
     sims = {k: v + 0.5 for k, v in sims.items()} if loss == "kl" else sims
     # default option labels: their values are evenly spaced on [-1, 1] (w1)
     return from_arrays(real, sims), p
@@ -143,8 +145,9 @@ def test_analysis_marks_every_value_and_keeps_the_safe_side(loss, d):
         vals = np.linspace(-1.0, 1.0, d) if loss == "w1" else None
         for j in range(data.m):
             u = _ball(p[j], res.radius[j], rng, k=60)
-            diff = (dz.categorical_loss(u, np.broadcast_to(qa[j], u.shape), loss, vals)
-                    - dz.categorical_loss(u, np.broadcast_to(qb[j], u.shape), loss, vals))
+            diff = dz.categorical_loss(u, np.broadcast_to(qa[j], u.shape), loss, vals) - dz.categorical_loss(
+                u, np.broadcast_to(qb[j], u.shape), loss, vals
+            )
             assert c.deltas[j] >= diff.max() - 1e-9, (c.first, c.second, j)
     for s in res.simulators:
         q = np.vstack(data.probabilities(s.name)) if s.name != "uniform" else np.full_like(p, 1 / d)

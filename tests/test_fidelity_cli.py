@@ -1,6 +1,7 @@
 """``dbpa fidelity`` end to end: the files it writes, the table it prints, every bad input
 as one line with exit code 2 (no traceback, in a real process too), and --simulate
 against the rule-based survey respondent (a rerun makes no call)."""
+
 import json
 import subprocess
 import sys
@@ -24,12 +25,15 @@ def _cache(tmp_path, monkeypatch):
 
 def test_writes_the_files_and_prints_the_table(tmp_path, capsys):
     out = tmp_path / "out"
-    rc = main(["fidelity", SAMPLE, "--loss", "tv", "--gamma", "0.5", "--eta", "0.05",
-               "--out", str(out)])
+    rc = main(["fidelity", SAMPLE, "--loss", "tv", "--gamma", "0.5", "--eta", "0.05", "--out", str(out)])
     printed = capsys.readouterr()
     assert rc == 0, printed.err
-    assert sorted(p.name for p in out.iterdir()) == ["comparisons.csv", "fidelity.csv",
-                                                     "fidelity.json", "report.html"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "comparisons.csv",
+        "fidelity.csv",
+        "fidelity.json",
+        "report.html",
+    ]
     doc = json.loads((out / "fidelity.json").read_text())
     sims = {s["name"]: s for s in doc["simulators"]}
     assert list(sims) == ["sim-close", "sim-biased", "sim-flat", "uniform"]
@@ -37,9 +41,11 @@ def test_writes_the_files_and_prints_the_table(tmp_path, capsys):
     assert sims["sim-close"]["auc_cal"] < sims["sim-biased"]["auc_cal"]
     pair = next(c for c in doc["comparisons"] if (c["first"], c["second"]) == ("sim-close", "sim-biased"))
     assert pair["u_hat"] <= 0 and pair["verdict"] == "first"
-    assert ("sim-close is at least as good as sim-biased on at least 90 % of these questions "
-            "(worst case over their confidence sets); for new questions like these, "
-            "guaranteed on at least 13 %.") in printed.out
+    assert (
+        "sim-close is at least as good as sim-biased on at least 90 % of these questions "
+        "(worst case over their confidence sets); for new questions like these, "
+        "guaranteed on at least 13 %."
+    ) in printed.out
     assert "AUC_cal" in printed.out and "wrote" in printed.out
 
 
@@ -48,22 +54,28 @@ def test_sample_keyword_and_values_data(tmp_path, capsys):
     doc = json.loads((tmp_path / "a" / "fidelity.json").read_text())
     assert doc["simulators"][0]["band"] is None
     values = str(ROOT / "assets" / "fidelity_sample_values.csv")
-    assert main(["fidelity", values, "--loss", "squared", "--bounds", "0,10",
-                 "--out", str(tmp_path / "b")]) == 0
+    assert (
+        main(["fidelity", values, "--loss", "squared", "--bounds", "0,10", "--out", str(tmp_path / "b")]) == 0
+    )
     doc = json.loads((tmp_path / "b" / "fidelity.json").read_text())
     assert doc["settings"]["bounds"] == [0.0, 10.0] and doc["kind"] == "values"
 
 
-@pytest.mark.parametrize("args, message", [
-    (["fidelity", "--out", "X"], "give a data file (or 'sample'), or --simulate SPEC.yaml"),
-    (["fidelity", "missing.csv", "--out", "X"], "missing.csv: no such file"),
-    (["fidelity", SAMPLE, "--gamma", "1.5", "--out", "X"], "`gamma` must lie in (0, 1)"),
-    (["fidelity", SAMPLE, "--eta", "0", "--out", "X"], "`eta` must lie in (0, 1)"),
-    (["fidelity", SAMPLE, "--loss", "kl", "--out", "X"], "gives option"),
-    (["fidelity", str(ROOT / "assets" / "fidelity_sample_values.csv"), "--loss", "tv", "--out", "X"],
-     "compares distributions over options"),
-    (["fidelity", SAMPLE, "--bounds", "ten", "--out", "X"], "--bounds must be two numbers a,b"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["fidelity", "--out", "X"], "give a data file (or 'sample'), or --simulate SPEC.yaml"),
+        (["fidelity", "missing.csv", "--out", "X"], "missing.csv: no such file"),
+        (["fidelity", SAMPLE, "--gamma", "1.5", "--out", "X"], "`gamma` must lie in (0, 1)"),
+        (["fidelity", SAMPLE, "--eta", "0", "--out", "X"], "`eta` must lie in (0, 1)"),
+        (["fidelity", SAMPLE, "--loss", "kl", "--out", "X"], "gives option"),
+        (
+            ["fidelity", str(ROOT / "assets" / "fidelity_sample_values.csv"), "--loss", "tv", "--out", "X"],
+            "compares distributions over options",
+        ),
+        (["fidelity", SAMPLE, "--bounds", "ten", "--out", "X"], "--bounds must be two numbers a,b"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main(args) == 2
@@ -78,8 +90,11 @@ def test_real_given_as_shares_is_one_line_with_the_fix(tmp_path, capsys):
     f.write_text("scenario,option,real,sim\nq1,A,0.6,3\nq1,B,0.4,4\nq2,A,0.7,1\nq2,B,0.3,2\n")
     assert main(["fidelity", str(f), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"error: {f}, lines 2-3: the real answers of scenario 'q1' look like "
-                          "shares") and "must hold counts" in err and err.count("\n") == 1
+    assert (
+        err.startswith(f"error: {f}, lines 2-3: the real answers of scenario 'q1' look like shares")
+        and "must hold counts" in err
+        and err.count("\n") == 1
+    )
 
 
 def test_malformed_csv_names_the_line(tmp_path, capsys):
@@ -98,9 +113,13 @@ def test_out_that_is_a_file(tmp_path, capsys):
 def test_no_traceback_in_a_real_process(tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text("scenario,option,real\na,x,0\na,y,0\nb,x,1\nb,y,1\n")
-    proc = subprocess.run([sys.executable, "-m", "dbpa_core.cli", "fidelity", str(bad), "--out",
-                           str(tmp_path / "o")], capture_output=True, text=True, timeout=120,
-                          cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "dbpa_core.cli", "fidelity", str(bad), "--out", str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert proc.stderr.strip().endswith("the real counts of scenario 'a' are all zero.")
@@ -147,8 +166,10 @@ def test_simulate_spec_error_and_server_down(tmp_path, capsys):
     assert f"{spec}, line 2: samples must be >= 1" in capsys.readouterr().err
     with SurveyModel() as srv:
         url = srv.base_url
-    spec.write_text(f"data: sample\nlimit: 2\nsamples: 1\nmodel: {{backend: openai, name: survey-model, "
-                    f"base_url: '{url}', max_retries: 0, timeout: 2}}\n")
+    spec.write_text(
+        f"data: sample\nlimit: 2\nsamples: 1\nmodel: {{backend: openai, name: survey-model, "
+        f"base_url: '{url}', max_retries: 0, timeout: 2}}\n"
+    )
     assert main(["fidelity", "--simulate", str(spec), "--out", str(tmp_path / "o")]) == 3
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "Traceback" not in err
@@ -178,8 +199,9 @@ def test_baseline_flags(tmp_path, capsys):
     doc = json.loads((tmp_path / "a" / "fidelity.json").read_text())
     assert doc["settings"]["baseline"] == {"kind": "exact", "k": None, "seed": 0}
     assert "Baseline: the exact uniform distribution" in out.out
-    rc = main(["fidelity", SAMPLE, "--baseline-k", "25", "--seed", "3", "--out",
-               str(tmp_path / "b"), "--quiet"])
+    rc = main(
+        ["fidelity", SAMPLE, "--baseline-k", "25", "--seed", "3", "--out", str(tmp_path / "b"), "--quiet"]
+    )
     assert rc == 0
     doc = json.loads((tmp_path / "b" / "fidelity.json").read_text())
     assert doc["settings"]["baseline"]["k"] == [25] * 40 and doc["settings"]["baseline"]["seed"] == 3

@@ -1,6 +1,7 @@
 """The calibrated quantile curve: reference values, exact integrals against numerical
 integration, monotonicity (hypothesis), ε, coverage of new scenarios by simulation, the
 tightness band, the pairwise verdict, and one test per bad input."""
+
 import math
 
 import numpy as np
@@ -18,15 +19,15 @@ samples = st.lists(finite, min_size=2, max_size=60)
 
 
 def test_quantile_reference_values():
-    d = [0.1, 0.4, 0.2, 0.3]                      # sorted: 0.1 0.2 0.3 0.4, m = 4
-    assert cv.quantile(d, 0.25) == 0.1            # ⌈0.25·4⌉ = 1
-    assert cv.quantile(d, 0.26) == 0.2            # ⌈1.04⌉ = 2
+    d = [0.1, 0.4, 0.2, 0.3]  # sorted: 0.1 0.2 0.3 0.4, m = 4
+    assert cv.quantile(d, 0.25) == 0.1  # ⌈0.25·4⌉ = 1
+    assert cv.quantile(d, 0.26) == 0.2  # ⌈1.04⌉ = 2
     assert cv.quantile(d, 0.5) == 0.2
     assert cv.quantile(d, 1.0) == 0.4
     assert cv.quantile(d, 0.0) == 0.1
-    assert cv.quantile(np.arange(10.0), 0.7) == 6.0   # 0.7·10 is 7.000000000000001 in floats
+    assert cv.quantile(np.arange(10.0), 0.7) == 6.0  # 0.7·10 is 7.000000000000001 in floats
     assert cv.calibrated(d, 0.0) == 0.2 and cv.calibrated(d, 1.0) == 0.4
-    assert cv.calibrated(d, 0.5) == 0.3           # V_m(0.75)
+    assert cv.calibrated(d, 0.5) == 0.3  # V_m(0.75)
 
 
 def test_auc_and_cvar_reference_values():
@@ -67,8 +68,8 @@ def test_summaries_are_ordered(values, alpha):
     v = np.asarray(values)
     auc, tail = cv.auc_cal(v), cv.cvar(v, alpha)
     tol = 1e-9 * (1 + np.abs(v).max())
-    assert cv.quantile(v, 0.5) - tol <= auc <= v.max() + tol     # V_cal runs from V_m(½) to max
-    assert auc - tol <= tail <= v.max() + tol                    # the worst share's mean is larger
+    assert cv.quantile(v, 0.5) - tol <= auc <= v.max() + tol  # V_cal runs from V_m(½) to max
+    assert auc - tol <= tail <= v.max() + tol  # the worst share's mean is larger
     tau, val = cv.steps(v)
     assert np.all(np.diff(val) >= 0) and tau[-1] == 1.0
 
@@ -77,7 +78,7 @@ def test_summaries_are_ordered(values, alpha):
 @settings(max_examples=200, deadline=None)
 def test_band_edges_are_ordered(lower, upper, gamma, tau):
     m = min(len(lower), len(upper))
-    lo_v = np.minimum(np.asarray(lower[:m]), np.asarray(upper[:m]))   # lower pseudo <= upper
+    lo_v = np.minimum(np.asarray(lower[:m]), np.asarray(upper[:m]))  # lower pseudo <= upper
     lo, hi = cv.band(lo_v, upper[:m], gamma, tau)
     assert lo <= hi
 
@@ -86,8 +87,11 @@ def test_epsilon_reference_value():
     # ℓ = log(2·500/0.05) = log(20000); ε = sqrt(2·0.1·ℓ + (ℓ² + 4ℓ)/500) + (ℓ + 2)/sqrt(500)
     #   + sqrt(log(4/0.05)/2)
     ell = math.log(20000)
-    want = math.sqrt(0.2 * ell + (ell ** 2 + 4 * ell) / 500) + (ell + 2) / math.sqrt(500) \
+    want = (
+        math.sqrt(0.2 * ell + (ell**2 + 4 * ell) / 500)
+        + (ell + 2) / math.sqrt(500)
         + math.sqrt(math.log(80) / 2)
+    )
     assert cv.epsilon(0.1, 500, 0.05) == pytest.approx(want)
     # by hand: ℓ = 9.9034876; sqrt(1.9806975 + 0.2753878) = 1.5020265; 11.9034876 / 22.3606798 =
     # 0.5323401; sqrt(4.3820266 / 2) = 1.4802072; sum 3.5145738
@@ -137,15 +141,16 @@ def test_the_unseen_scenario_set_covers_new_scenarios():
     p, q = world(rng, m)
     n = rng.integers(50, 300, m)
     p_hat = np.array([rng.multinomial(k, pp) / k for k, pp in zip(n, p, strict=True)])
-    curve = SimulatorCurve("sim", "counts", dz.tv_upper(p_hat, kl_radius_categorical(n, 4), q),
-                           None, alpha=0.1)
+    curve = SimulatorCurve(
+        "sim", "counts", dz.tv_upper(p_hat, kl_radius_categorical(n, 4), q), None, alpha=0.1
+    )
     new_p, new_q = world(rng, 2000)
-    held = np.mean([curve.unseen_set(qq, "tv").contains(pp) for pp, qq in zip(new_p, new_q,
-                                                                                strict=True)])
+    held = np.mean([curve.unseen_set(qq, "tv").contains(pp) for pp, qq in zip(new_p, new_q, strict=True)])
     assert held >= cv.guaranteed_level(0.1, m, 0.05)
     s = SimulatorCurve("s", "counts", np.array([0.01, 0.04, 0.09]), None, alpha=0.5).unseen_set(
-        0.3, "squared")
-    assert s.radius == 0.09 and s.interval == pytest.approx((0.0, 0.6))   # V_m(0.75) = 0.09
+        0.3, "squared"
+    )
+    assert s.radius == 0.09 and s.interval == pytest.approx((0.0, 0.6))  # V_m(0.75) = 0.09
     assert s.contains(0.55) and not s.contains(0.65)
 
 
@@ -175,22 +180,29 @@ def test_verdicts_follow_u_hat():
     for _ in range(200):
         d1, d2 = rng.normal(0, 0.1, 40), rng.normal(0, 0.1, 40)
         c = Comparison("A", "B", 0.1, d1, d2)
-        want = {(True, True): "both", (True, False): "first", (False, True): "second",
-                (False, False): "neither"}[(c.u_hat <= 0, c.u_hat_reverse <= 0)]
+        want = {
+            (True, True): "both",
+            (True, False): "first",
+            (False, True): "second",
+            (False, False): "neither",
+        }[(c.u_hat <= 0, c.u_hat_reverse <= 0)]
         assert c.verdict == want
         assert c.u_hat == cv.quantile(d1, 0.95)
 
 
 def test_verdict_sentences():
     neg, pos = -np.ones(20), np.ones(20)
-    assert Comparison("A", "B", 0.1, neg, pos).sentence() == \
-        "A is at least as good as B on at least 90 % of these questions (worst case over their " \
+    assert (
+        Comparison("A", "B", 0.1, neg, pos).sentence()
+        == "A is at least as good as B on at least 90 % of these questions (worst case over their "
         "confidence sets)."
-    assert Comparison("A", "B", 0.2, pos, neg, level=0.4).sentence() == \
-        "B is at least as good as A on at least 80 % of these questions (worst case over their " \
+    )
+    assert (
+        Comparison("A", "B", 0.2, pos, neg, level=0.4).sentence()
+        == "B is at least as good as A on at least 80 % of these questions (worst case over their "
         "confidence sets); for new questions like these, guaranteed on at least 40 %."
-    assert "each is at least as good as the other" in \
-        Comparison("A", "B", 0.1, 0 * neg, 0 * neg).sentence()
+    )
+    assert "each is at least as good as the other" in Comparison("A", "B", 0.1, 0 * neg, 0 * neg).sentence()
     assert Comparison("A", "B", 0.05, pos, pos).sentence().startswith("Undecided between A and B")
 
 
@@ -204,12 +216,15 @@ def test_fewer_than_two_scenarios():
         cv.epsilon(0.1, 1, 0.05)
 
 
-@pytest.mark.parametrize("name, call", [
-    ("alpha", lambda: cv.cvar([0.1, 0.2], 1.0)),
-    ("alpha", lambda: cv.epsilon(0.0, 10, 0.05)),
-    ("eta", lambda: cv.epsilon(0.1, 10, 1.5)),
-    ("gamma", lambda: cv.band([0.1, 0.2], [0.1, 0.2], 0.0, 0.5)),
-])
+@pytest.mark.parametrize(
+    "name, call",
+    [
+        ("alpha", lambda: cv.cvar([0.1, 0.2], 1.0)),
+        ("alpha", lambda: cv.epsilon(0.0, 10, 0.05)),
+        ("eta", lambda: cv.epsilon(0.1, 10, 1.5)),
+        ("gamma", lambda: cv.band([0.1, 0.2], [0.1, 0.2], 0.0, 0.5)),
+    ],
+)
 def test_levels_outside_zero_one(name, call):
     with pytest.raises(ValueError, match=rf"`{name}` must lie in \(0, 1\)"):
         call()

@@ -1,6 +1,7 @@
 """Fidelity data: the long CSV (counts vs probabilities, values layout, round trip), the
 OpinionQA layout on a small folder in its real format, the synthetic sample, and one test
 per malformed file (with its line) or bad argument."""
+
 import json
 import subprocess
 import sys
@@ -78,16 +79,19 @@ def test_option_values():
 def test_sample_assets_are_what_the_script_makes(tmp_path):
     """The shipped CSVs are the generator's output, byte for byte (deterministic)."""
     assert (ROOT / "assets" / "fidelity_sample.csv").read_text() == sample_data().to_csv()
-    assert (ROOT / "assets" / "fidelity_sample_values.csv").read_text() == \
-        sample_values_data().to_csv()
+    assert (ROOT / "assets" / "fidelity_sample_values.csv").read_text() == sample_values_data().to_csv()
     assert sample_data().to_csv() == sample_data().to_csv()
     assert load_data("sample").m == 40
     assert load_csv(ROOT / "assets" / "fidelity_sample.csv").m == 40
 
 
 def test_the_asset_script_writes_the_same_files(tmp_path):
-    proc = subprocess.run([sys.executable, str(ROOT / "assets" / "make_fidelity_sample.py"),
-                           str(tmp_path)], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "assets" / "make_fidelity_sample.py"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0 and "wrote" in proc.stdout
     for name in ("fidelity_sample.csv", "fidelity_sample_values.csv"):
         assert (tmp_path / name).read_bytes() == (ROOT / "assets" / name).read_bytes()
@@ -96,28 +100,41 @@ def test_the_asset_script_writes_the_same_files(tmp_path):
 # --------------------------------------------------------------------------- malformed files
 
 
-@pytest.mark.parametrize("text, message", [
-    ("", "g.csv: the file is empty"),
-    ("scenario,option,sim\na,x,1\n", "line 1: no 'real' column"),
-    ("scenario,option,real,sim,Sim\n", "line 1: column 'sim' appears twice"),
-    ("scenario,option,real,,sim\n", "line 1: column 4 has no name"),
-    ("scenario,option,real,uniform\n", "'uniform' is the built-in baseline"),
-    ("scenario,option,real,sim\na,x,1,1\na,y,-3,1\n", "line 3: negative count -3 in column 'real'"),
-    ("scenario,option,real,sim\na,x,1,1\na,y,2,-0.5\n", "line 3: negative count -0.5 in column 'sim'"),
-    ("scenario,option,real,sim\na,x,1,1\na,y,two,1\n", "line 3: column 'real' must be a number, got 'two'"),
-    ("scenario,option,real,sim\na,x,1,1\na,y,nan,1\n", "line 3: column 'real' must be a finite number"),
-    ("scenario,option,real,sim\na,x,0,1\na,y,0,1\nb,x,1,1\nb,y,1,1\n",
-     "lines 2-3: the real counts of scenario 'a' are all zero"),
-    ("scenario,option,real,sim\na,x,1,0\na,y,1,0\nb,x,1,1\nb,y,1,1\n",
-     "lines 2-3: simulator 'sim' gives scenario 'a' no answer (all zero)"),
-    ("scenario,option,real,sim\na,x,1,1\na,y,1,\n", "line 3: simulator 'sim' has no value for option 'y'"),
-    ("scenario,option,real,sim\na,x,1,1\na,x,1,1\n", "line 3: option 'x' of scenario 'a' appears twice"),
-    ("scenario,option,real,sim\na,x,1,1\nb,x,1,1\nb,y,1,1\n", "line 2: scenario 'a' has 1 option"),
-    ("scenario,option,real,sim\na,x,1,1\na,y,1,1\n", "needs at least 2 scenarios (m >= 2), found 1"),
-    ("scenario,option,real,sim\na,x,1\n", "line 2: 3 cells for 4 columns"),
-    ("scenario,option,real,sim\n,x,1,1\n", "line 2: the scenario cell is empty"),
-    ("scenario,real,sim\na,1,\nb,1,2\n", "line 2: simulator 'sim' gives scenario 'a' no values"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("", "g.csv: the file is empty"),
+        ("scenario,option,sim\na,x,1\n", "line 1: no 'real' column"),
+        ("scenario,option,real,sim,Sim\n", "line 1: column 'sim' appears twice"),
+        ("scenario,option,real,,sim\n", "line 1: column 4 has no name"),
+        ("scenario,option,real,uniform\n", "'uniform' is the built-in baseline"),
+        ("scenario,option,real,sim\na,x,1,1\na,y,-3,1\n", "line 3: negative count -3 in column 'real'"),
+        ("scenario,option,real,sim\na,x,1,1\na,y,2,-0.5\n", "line 3: negative count -0.5 in column 'sim'"),
+        (
+            "scenario,option,real,sim\na,x,1,1\na,y,two,1\n",
+            "line 3: column 'real' must be a number, got 'two'",
+        ),
+        ("scenario,option,real,sim\na,x,1,1\na,y,nan,1\n", "line 3: column 'real' must be a finite number"),
+        (
+            "scenario,option,real,sim\na,x,0,1\na,y,0,1\nb,x,1,1\nb,y,1,1\n",
+            "lines 2-3: the real counts of scenario 'a' are all zero",
+        ),
+        (
+            "scenario,option,real,sim\na,x,1,0\na,y,1,0\nb,x,1,1\nb,y,1,1\n",
+            "lines 2-3: simulator 'sim' gives scenario 'a' no answer (all zero)",
+        ),
+        (
+            "scenario,option,real,sim\na,x,1,1\na,y,1,\n",
+            "line 3: simulator 'sim' has no value for option 'y'",
+        ),
+        ("scenario,option,real,sim\na,x,1,1\na,x,1,1\n", "line 3: option 'x' of scenario 'a' appears twice"),
+        ("scenario,option,real,sim\na,x,1,1\nb,x,1,1\nb,y,1,1\n", "line 2: scenario 'a' has 1 option"),
+        ("scenario,option,real,sim\na,x,1,1\na,y,1,1\n", "needs at least 2 scenarios (m >= 2), found 1"),
+        ("scenario,option,real,sim\na,x,1\n", "line 2: 3 cells for 4 columns"),
+        ("scenario,option,real,sim\n,x,1,1\n", "line 2: the scenario cell is empty"),
+        ("scenario,real,sim\na,1,\nb,1,2\n", "line 2: simulator 'sim' gives scenario 'a' no values"),
+    ],
+)
 def test_malformed_csv(text, message):
     with pytest.raises(FidelityDataError, match=message.replace("(", r"\(").replace(")", r"\)")):
         parse_csv(text, source="g.csv")
@@ -138,8 +155,11 @@ def test_file_that_is_not_utf8(tmp_path):
 def test_from_arrays_and_its_bad_input():
     d = from_arrays([[3, 1], [1, 1]], {"s": [[1, 1], [0.5, 0.5]]})
     assert d.sim_kinds["s"] == "counts" and d.scenarios[0].options == ("A", "B")
-    with pytest.raises(FidelityDataError, match=r"simulator 's', scenario 's2': 3 values for 2 "
-                                                r"options .* must match the options"):
+    with pytest.raises(
+        FidelityDataError,
+        match=r"simulator 's', scenario 's2': 3 values for 2 "
+        r"options .* must match the options",
+    ):
         from_arrays([[3, 1], [1, 1]], {"s": [[1, 1], [0.2, 0.3, 0.5]]})
     with pytest.raises(FidelityDataError, match="scenario 's1': negative real counts"):
         from_arrays([[3, -1], [1, 1]])
@@ -163,23 +183,34 @@ def opinionqa_folder(tmp_path):
     d.mkdir()
     (d / "info.csv").write_text(
         ",key,option_mapping,question,references,option_ordinal\n"
-        "0,GUN_W99,\"{1.0: 'Yes, I own a gun', 2.0: \"\"No, I don't own any guns\"\"}\","
-        "Do you personally own any guns?,\"['Yes, I own a gun', \"\"No, I don't own any guns\"\", "
-        "'Refused']\",\"[1.0, 2.0]\"\n"
+        '0,GUN_W99,"{1.0: \'Yes, I own a gun\', 2.0: ""No, I don\'t own any guns""}",'
+        'Do you personally own any guns?,"[\'Yes, I own a gun\', ""No, I don\'t own any guns"", '
+        '\'Refused\']","[1.0, 2.0]"\n'
         "1,SAFE_W99,{},How safe is your community?,\"['Very safe', 'Somewhat safe', 'Not safe', "
-        "'Refused']\",\"[1.0, 2.0, 3.0]\"\n")
-    (d / "SEX_data.json").write_text(json.dumps({
-        "GUN_W99": {"MC_options": ["Yes", "I own a gun", "\"No", "I don't own any guns\"", "Refused"],
+        '\'Refused\']","[1.0, 2.0, 3.0]"\n'
+    )
+    (d / "SEX_data.json").write_text(
+        json.dumps(
+            {
+                "GUN_W99": {
+                    "MC_options": ["Yes", "I own a gun", '"No', "I don't own any guns\"", "Refused"],
                     "question_text": "Do you personally own any guns?",
-                    "Female": {"No, I don't own any guns": 1645.0, "Refused": 28.0,
-                               "Yes, I own a gun": 437.0},
-                    "Male": {"No, I don't own any guns": 1138.0, "Refused": 28.0,
-                             "Yes, I own a gun": 892.0}},
-        "SAFE_W99": {"MC_options": ["Very safe", "Somewhat safe", "Not safe", "Refused"],
-                     "question_text": "How safe is your community?",
-                     "Female": {"Very safe": 510.0, "Somewhat safe": 1243.0, "Not safe": 62.0},
-                     "Male": {"Very safe": 659.0, "Somewhat safe": 1143.0, "Not safe": 47.0,
-                              "Refused": 4.0}}}))
+                    "Female": {
+                        "No, I don't own any guns": 1645.0,
+                        "Refused": 28.0,
+                        "Yes, I own a gun": 437.0,
+                    },
+                    "Male": {"No, I don't own any guns": 1138.0, "Refused": 28.0, "Yes, I own a gun": 892.0},
+                },
+                "SAFE_W99": {
+                    "MC_options": ["Very safe", "Somewhat safe", "Not safe", "Refused"],
+                    "question_text": "How safe is your community?",
+                    "Female": {"Very safe": 510.0, "Somewhat safe": 1243.0, "Not safe": 62.0},
+                    "Male": {"Very safe": 659.0, "Somewhat safe": 1143.0, "Not safe": 47.0, "Refused": 4.0},
+                },
+            }
+        )
+    )
     return d
 
 
@@ -188,7 +219,7 @@ def test_opinionqa_layout(tmp_path):
     d = load_opinionqa(folder, attribute="SEX")
     assert d.ids == ("GUN_W99 | Female", "GUN_W99 | Male", "SAFE_W99 | Female", "SAFE_W99 | Male")
     gun = d.scenarios[0]
-    assert gun.options == ("Yes, I own a gun", "No, I don't own any guns")   # Refused dropped
+    assert gun.options == ("Yes, I own a gun", "No, I don't own any guns")  # Refused dropped
     np.testing.assert_allclose(gun.real, [437, 1645])
     assert gun.persona == (("SEX", "Female"),) and gun.question == "Do you personally own any guns?"
     one = load_opinionqa(folder, attribute="SEX", groups=["Male"], keep_refused=True)
@@ -216,8 +247,9 @@ def test_real_given_as_shares_is_refused_with_the_fix():
     with pytest.raises(FidelityDataError) as err:
         parse_csv(text, source="real_fraction.csv")
     msg = str(err.value)
-    assert msg.startswith("real_fraction.csv, lines 2-3: the real answers of scenario 'q1' look "
-                          "like shares (they sum to 1)")
+    assert msg.startswith(
+        "real_fraction.csv, lines 2-3: the real answers of scenario 'q1' look like shares (they sum to 1)"
+    )
     assert "`real` must hold counts of answers" in msg and "\n" not in msg
     # rounded toplines (0.33 + 0.33 + 0.33) too, and shares built in code
     with pytest.raises(FidelityDataError, match="look like shares"):
@@ -233,11 +265,11 @@ def test_counts_of_one_respondent_and_weighted_counts_are_counts():
 
 def test_probabilities_that_do_not_sum_to_one_are_named():
     """QA review 2: 0.5 and 0.6 were read as counts without a word (a typo goes unseen)."""
-    d = parse_csv("scenario,option,real,sim,ok\na,x,3,0.5,0.5\na,y,4,0.6,0.5\n"
-                  "b,x,5,0.2,0.2\nb,y,6,0.8,0.8\n")
+    d = parse_csv("scenario,option,real,sim,ok\na,x,3,0.5,0.5\na,y,4,0.6,0.5\nb,x,5,0.2,0.2\nb,y,6,0.8,0.8\n")
     assert d.sim_kinds == {"sim": "counts", "ok": "probabilities"}
-    assert len(d.notes) == 1 and d.notes[0].startswith("Simulator 'sim' looks like probabilities "
-                                                       "that do not sum to 1")
+    assert len(d.notes) == 1 and d.notes[0].startswith(
+        "Simulator 'sim' looks like probabilities that do not sum to 1"
+    )
     assert not parse_csv("scenario,option,real,sim\na,x,3,2\na,y,4,1\nb,x,5,0\nb,y,6,1\n").notes
 
 
@@ -248,23 +280,23 @@ def test_opinionqa_skips_unreadable_questions_and_names_them(tmp_path):
     are split at commas, is read with its options joined again."""
     folder = opinionqa_folder(tmp_path)
     info = (folder / "info.csv").read_text()
-    info += ("2,SAFE_W99,{},How safe is your town?,\"['Very safe', 'Not safe']\",\"[1.0]\"\n"
-             "3,ODD_W99,{},Odd?,\"['A', 'B']\",\"[1.0]\"\n"
-             "4,BAD_W99,{},Bad?,\"['A', 'B']\",\"[1.0]\"\n")
+    info += (
+        "2,SAFE_W99,{},How safe is your town?,\"['Very safe', 'Not safe']\",\"[1.0]\"\n"
+        "3,ODD_W99,{},Odd?,\"['A', 'B']\",\"[1.0]\"\n"
+        "4,BAD_W99,{},Bad?,\"['A', 'B']\",\"[1.0]\"\n"
+    )
     (folder / "info.csv").write_text(info)
     blob = json.loads((folder / "SEX_data.json").read_text())
-    blob["ODD_W99"] = {"MC_options": ["A", "B"], "Female": {"A": 3.0, "C": 4.0},
-                       "Male": {"A": 1.0, "B": 2.0}}
+    blob["ODD_W99"] = {"MC_options": ["A", "B"], "Female": {"A": 3.0, "C": 4.0}, "Male": {"A": 1.0, "B": 2.0}}
     blob["BAD_W99"] = {"MC_options": ["A", "B"], "Female": {"A": "many", "B": 2.0}}
-    blob["PRIO_W99"] = {"MC_options": ["Very important", "Important", "but lower priority",
-                                       "Not important"],
-                        "Female": {"Very important": 10.0, "Important, but lower priority": 20.0,
-                                   "Not important": 5.0}}
+    blob["PRIO_W99"] = {
+        "MC_options": ["Very important", "Important", "but lower priority", "Not important"],
+        "Female": {"Very important": 10.0, "Important, but lower priority": 20.0, "Not important": 5.0},
+    }
     (folder / "SEX_data.json").write_text(json.dumps(blob))
     d = load_opinionqa(folder, attribute="SEX", groups=["Female"])
     assert d.ids == ("GUN_W99", "PRIO_W99")
-    assert d.scenarios[1].options == ("Very important", "Important, but lower priority",
-                                      "Not important")
+    assert d.scenarios[1].options == ("Very important", "Important, but lower priority", "Not important")
     np.testing.assert_allclose(d.scenarios[1].real, [10, 20, 5])
     assert len(d.notes) == 1
     note = d.notes[0]
@@ -274,6 +306,7 @@ def test_opinionqa_skips_unreadable_questions_and_names_them(tmp_path):
     assert "BAD_W99 (the counts of group 'Female' are not non-negative numbers)" in note
     # the note reaches the analysis' warnings
     from dbpa_core.fidelity import run_fidelity
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert any(w.startswith("Skipped 3 question(s)") for w in run_fidelity(d).warnings)
@@ -285,8 +318,11 @@ def test_opinionqa_refused_only_when_no_usable_question(tmp_path):
     for q in blob.values():
         q["Female"] = {"Maybe": 3.0}
     (folder / "SEX_data.json").write_text(json.dumps(blob))
-    with pytest.raises(FidelityDataError, match=r"0 usable question\(s\) for SEX; at least 2 are "
-                                                r"needed \(Skipped 2 question\(s\)"):
+    with pytest.raises(
+        FidelityDataError,
+        match=r"0 usable question\(s\) for SEX; at least 2 are "
+        r"needed \(Skipped 2 question\(s\)",
+    ):
         load_opinionqa(folder, attribute="SEX", groups=["Female"])
 
 

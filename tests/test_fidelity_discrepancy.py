@@ -1,6 +1,7 @@
 """Pseudo-discrepancies: every closed form and every solver against brute force (a fine
 grid of the 3-option simplex, random search in the ball for 5 options), the general
 solver against the closed forms, W1 on real values against scipy, and invariants."""
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -20,14 +21,14 @@ VALUES = np.array([-1.0, 0.3, 1.0])
 def cases(seed, m=14):
     rng = np.random.default_rng(seed)
     p = rng.dirichlet(np.full(3, 1.5), m)
-    p[0] = [0.5, 0.5, 0.0]                      # an option nobody chose
-    p[1] = [1.0, 0.0, 0.0]                      # everyone chose the same
+    p[0] = [0.5, 0.5, 0.0]  # an option nobody chose
+    p[1] = [1.0, 0.0, 0.0]  # everyone chose the same
     r = rng.uniform(0.005, 0.12, m)
     q = rng.dirichlet(np.full(3, 1.5), m)
-    q[2] = p[2]                                  # a simulator that is exactly right
+    q[2] = p[2]  # a simulator that is exactly right
     a = rng.dirichlet(np.full(3, 2.0), m)
     b = rng.dirichlet(np.full(3, 2.0), m)
-    b[3] = a[3]                                  # two identical simulators
+    b[3] = a[3]  # two identical simulators
     return p, r, q, a, b
 
 
@@ -46,8 +47,8 @@ def test_closed_form_upper_against_the_grid(loss):
     got = dz.tv_upper(p, r, q) if loss == "tv" else dz.w1_upper(p, r, q, VALUES)
     for j in range(len(p)):
         vals = brute(p[j], r[j], loss, q[j])
-        assert got[j] >= vals.max() - 1e-9, j            # never below a point of the ball
-        assert got[j] <= vals.max() + TOL[loss], j       # and reached by the grid
+        assert got[j] >= vals.max() - 1e-9, j  # never below a point of the ball
+        assert got[j] <= vals.max() + TOL[loss], j  # and reached by the grid
 
 
 def test_tv_lower_against_the_grid_and_the_general_solver():
@@ -59,7 +60,7 @@ def test_tv_lower_against_the_grid_and_the_general_solver():
         assert got[j] <= vals.min() + 1e-9, j
         assert got[j] >= vals.min() - TOL["tv"], j
     assert got == pytest.approx(solver, abs=1e-6)
-    assert got[2] == 0.0                                  # q inside the ball
+    assert got[2] == 0.0  # q inside the ball
 
 
 def test_kl_upper_lower_and_pairwise_against_the_grid():
@@ -106,13 +107,13 @@ def test_five_options_against_random_search_and_the_general_solver():
     q = rng.dirichlet(np.ones(d), m)
     closed = dz.tv_upper(p, r, q)
     general = dz.maximize_convex(p, r, q, "tv")
-    assert general == pytest.approx(closed, abs=1e-6)     # the solver reaches the closed form
+    assert general == pytest.approx(closed, abs=1e-6)  # the solver reaches the closed form
     lower = dz.tv_lower(p, r, q)
     assert lower == pytest.approx(dz.minimize_convex(p, r, q, "tv"), abs=1e-6)
     for j in range(m):
         # random points of the ball: boundary points for random directions, inner mixtures
         w = rng.normal(size=(400, d))
-        _, u = kl_ball_support(np.repeat(p[j:j + 1], 400, 0), w, np.full(400, r[j]))
+        _, u = kl_ball_support(np.repeat(p[j : j + 1], 400, 0), w, np.full(400, r[j]))
         u = np.vstack([u, 0.5 * (u + p[j])])
         assert kl_divergence(np.broadcast_to(p[j], u.shape), u).max() <= r[j] + 1e-9
         tv = 0.5 * np.abs(u - q[j]).sum(axis=1)
@@ -131,7 +132,7 @@ def test_interval_closed_forms_against_a_grid(loss):
         diff = dz.scalar_loss(u, a, loss) - dz.scalar_loss(u, b, loss)
         assert float(dz.interval_upper(lo, hi, q, loss)) == pytest.approx(vals.max(), abs=1e-12)
         low = float(dz.interval_lower(lo, hi, q, loss))
-        assert vals.min() - 1e-4 <= low <= vals.min() + 1e-12    # the grid steps 5e-5
+        assert vals.min() - 1e-4 <= low <= vals.min() + 1e-12  # the grid steps 5e-5
         assert float(dz.interval_pairwise(lo, hi, a, b, loss)) == pytest.approx(diff.max(), abs=1e-12)
 
 
@@ -173,8 +174,11 @@ def test_lower_plugin_upper_are_ordered(seed, d, r):
 
 
 def test_unknown_loss():
-    with pytest.raises(ValueError, match=r"`loss` must be one of tv, kl, w1, squared, absolute; "
-                                         r"got 'hellinger'"):
+    with pytest.raises(
+        ValueError,
+        match=r"`loss` must be one of tv, kl, w1, squared, absolute; "
+        r"got 'hellinger'",
+    ):
         dz.check_loss("hellinger")
 
 
@@ -195,21 +199,22 @@ def test_w1_ball_closed_forms_against_points_of_the_ball():
         r = rng.uniform(0.05, 0.5) * d
         support = np.concatenate([x, y])
         best_lo, best_hi, inside = np.inf, -np.inf, 0
-        for _ in range(300):                      # random points of the ball
-            share = rng.uniform(0, 1.5 * r / d)   # a little of Q̂, and P̂ reweighted
-            wts = np.concatenate([(1 - share) * rng.dirichlet(np.full(30, 200.0)),
-                                  share * rng.dirichlet(np.ones(25))])
+        for _ in range(300):  # random points of the ball
+            share = rng.uniform(0, 1.5 * r / d)  # a little of Q̂, and P̂ reweighted
+            wts = np.concatenate(
+                [(1 - share) * rng.dirichlet(np.full(30, 200.0)), share * rng.dirichlet(np.ones(25))]
+            )
             if wasserstein_distance(x, support, v_weights=wts) <= r:
                 inside += 1
                 v = wasserstein_distance(support, y, u_weights=wts)
                 best_lo, best_hi = min(best_lo, v), max(best_hi, v)
         assert inside >= 30
         assert dz.w1ball_lower(d, r) - 1e-9 <= best_lo and best_hi <= dz.w1ball_upper(d, r) + 1e-9
-        t = r / d                                 # the mixture reaches the lower value
+        t = r / d  # the mixture reaches the lower value
         mix = np.concatenate([np.full(30, (1 - t) / 30), np.full(25, t / 25)])
         assert wasserstein_distance(x, support, v_weights=mix) == pytest.approx(r)
         assert wasserstein_distance(support, y, u_weights=mix) == pytest.approx(float(dz.w1ball_lower(d, r)))
-        eps = 1e-4                                # a little mass far away nears the upper value
+        eps = 1e-4  # a little mass far away nears the upper value
         far = np.append(x, x.max() + y.max() + r / eps)
         wts = np.append(np.full(30, (1 - eps) / 30), eps)
         assert wasserstein_distance(x, far, v_weights=wts) <= r * 1.01
@@ -217,6 +222,7 @@ def test_w1_ball_closed_forms_against_points_of_the_ball():
 
 
 # --------------------------------------------------------------------------- exact tv worst case
+
 
 def _hi_brentq(a, r):
     """The largest x with binary KL(a ‖ x) <= r, by scipy's brentq (an independent root
@@ -226,6 +232,7 @@ def _hi_brentq(a, r):
     def kl(x):
         t = a * np.log(a / x) if a > 0 else 0.0
         return t + ((1 - a) * np.log((1 - a) / (1 - x)) if a < 1 else 0.0) - r
+
     if a >= 1.0 or kl(1 - 1e-15) <= 0:
         return 1.0
     return brentq(kl, a, 1 - 1e-15, xtol=1e-15, rtol=1e-15)
@@ -237,7 +244,7 @@ def tv_brute(p, r, q):
     ball, so the value is also reached by a point of the set."""
     d = len(p)
     best, best_u = 0.0, p.copy()
-    for mask in range(1, 2 ** d - 1):
+    for mask in range(1, 2**d - 1):
         s = np.array([(mask >> i) & 1 for i in range(d)], dtype=bool)
         a = float(p[s].sum())
         hi = _hi_brentq(a, r)
@@ -259,15 +266,18 @@ def test_tv_upper_has_no_floor():
     got = dz.tv_upper(np.array([[1.0, 0.0]]), r, np.array([[0.97, 0.03]]))
     assert got[0] == pytest.approx(0.0370, abs=5e-5)
     assert got[0] < 1 - np.exp(-r[0]) - 0.02
-    assert got[0] == pytest.approx(tv_brute(np.array([1.0, 0.0]), r[0], np.array([0.97, 0.03]))[0],
-                                   abs=1e-12)
+    assert got[0] == pytest.approx(tv_brute(np.array([1.0, 0.0]), r[0], np.array([0.97, 0.03]))[0], abs=1e-12)
     # a simulator equal to the real answers of a large sample: close to 0, not 1 - e^{-r}
     p = np.array([[0.2, 0.3, 0.5]])
     assert dz.tv_upper(p, np.array([1e-5]), p)[0] < 0.005
 
 
-@given(st.integers(0, 2**31), st.integers(2, 7), st.integers(1, 40),
-       st.sampled_from(["dirichlet", "one option", "concentrated"]))
+@given(
+    st.integers(0, 2**31),
+    st.integers(2, 7),
+    st.integers(1, 40),
+    st.sampled_from(["dirichlet", "one option", "concentrated"]),
+)
 @settings(max_examples=120, deadline=None)
 def test_tv_upper_equals_the_subset_brute_force(seed, d, n, shape):
     """For every n >= 1, concentrated and all-in-one-option real answers included, the tv
@@ -276,9 +286,11 @@ def test_tv_upper_equals_the_subset_brute_force(seed, d, n, shape):
     from dbpa_core.fidelity.sets import kl_radius_categorical
 
     rng = np.random.default_rng(seed)
-    probs = {"dirichlet": rng.dirichlet(np.ones(d)),
-             "one option": np.eye(d)[rng.integers(d)],
-             "concentrated": rng.dirichlet(np.full(d, 0.1))}[shape]
+    probs = {
+        "dirichlet": rng.dirichlet(np.ones(d)),
+        "one option": np.eye(d)[rng.integers(d)],
+        "concentrated": rng.dirichlet(np.full(d, 0.1)),
+    }[shape]
     counts = rng.multinomial(n, probs).astype(float)
     p = counts / n
     r = float(kl_radius_categorical(n, d))
@@ -287,18 +299,19 @@ def test_tv_upper_equals_the_subset_brute_force(seed, d, n, shape):
     want, u = tv_brute(p, r, q)
     assert got >= want - 1e-13
     assert got == pytest.approx(want, abs=1e-12)
-    assert kl_divergence(p[None], u[None])[0] <= r * (1 + 1e-6) + 1e-9   # brentq rounding
+    assert kl_divergence(p[None], u[None])[0] <= r * (1 + 1e-6) + 1e-9  # brentq rounding
     assert 0.5 * np.abs(u - q).sum() == pytest.approx(want, abs=1e-9)
 
 
 # --------------------------------------------------------------------------- never below the sup
+
 
 def _tv_enumerated(p, r, q):
     """The exact tv worst case by enumerating every non-empty subset (2^d - 1 of them)."""
     from dbpa_core.fidelity._kernels import kl_upper_end
 
     d = len(p)
-    masks = ((np.arange(1, 2 ** d)[:, None] >> np.arange(d)) & 1).astype(bool)
+    masks = ((np.arange(1, 2**d)[:, None] >> np.arange(d)) & 1).astype(bool)
     a = np.clip(masks @ p, 0, 1)
     hi = kl_upper_end(a, np.full(a.shape, r), masks.any(1), ~masks.all(1))
     return max(float((hi - masks @ q).max()), 0.0)
@@ -332,7 +345,7 @@ def test_tv_bound_matches_the_closed_form_where_both_run():
         exact = dz.tv_upper(p, r, q)
         up, lo = dz.tv_upper_bound(p, r, q)
         assert np.all(up >= exact - 1e-12) and np.all(lo <= exact + 1e-12)
-        assert np.mean(np.abs(lo - exact) < 1e-12) > 0.9      # a threshold set is usually optimal
+        assert np.mean(np.abs(lo - exact) < 1e-12) > 0.9  # a threshold set is usually optimal
         assert np.mean(up - exact) < 0.01
 
 
@@ -385,12 +398,18 @@ def test_outputs_say_exact_or_bound_per_simulator():
     rng = np.random.default_rng(5)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        five = run_fidelity(from_arrays(rng.multinomial(200, np.ones(5) / 5, 6),
-                                        {"s": rng.multinomial(50, np.ones(5) / 5, 6) + 1}),
-                            band=False)
-        many = run_fidelity(from_arrays(rng.multinomial(60, np.ones(16) / 16, 6),
-                                        {"s": rng.multinomial(50, np.ones(16) / 16, 6) + 1}),
-                            band=False)
+        five = run_fidelity(
+            from_arrays(
+                rng.multinomial(200, np.ones(5) / 5, 6), {"s": rng.multinomial(50, np.ones(5) / 5, 6) + 1}
+            ),
+            band=False,
+        )
+        many = run_fidelity(
+            from_arrays(
+                rng.multinomial(60, np.ones(16) / 16, 6), {"s": rng.multinomial(50, np.ones(16) / 16, 6) + 1}
+            ),
+            band=False,
+        )
     assert all(s.method == "exact" for s in five.simulators)
     assert five.summary_text().splitlines()[4].endswith("exact")
     s = many.simulator("s")
@@ -463,8 +482,7 @@ def test_tv_table_columns_derived_by_shift_and_scale_equal_direct_solves(monkeyp
     w = np.array(list(itertools.product((-1.0, 0.0, 1.0), repeat=d)))[:, ::-1]
     codes = ((w + 1.0) @ (3.0 ** np.arange(d))).astype(int)
     k = len(w)
-    direct, _ = kl_ball_support(np.repeat(p, k, axis=0), np.tile(w, (m, 1)), np.repeat(r, k),
-                                value_only=True)
+    direct, _ = kl_ball_support(np.repeat(p, k, axis=0), np.tile(w, (m, 1)), np.repeat(r, k), value_only=True)
     want = np.empty((m, k))
     want[:, codes] = direct.reshape(m, k)
     np.testing.assert_allclose(table, want, atol=1e-9)
@@ -482,7 +500,7 @@ def test_tv_pairwise_without_the_table_is_never_below_points_of_the_ball(d):
     got = dz.tv_pairwise(p, r, a, b)
     for j in range(m):
         w = rng.normal(size=(2000, d)) * 3
-        _, u = kl_ball_support(np.repeat(p[j:j + 1], 2000, 0), w, np.full(2000, r[j]))
+        _, u = kl_ball_support(np.repeat(p[j : j + 1], 2000, 0), w, np.full(2000, r[j]))
         diff = 0.5 * np.abs(u - a[j]).sum(1) - 0.5 * np.abs(u - b[j]).sum(1)
         assert got[j] >= diff.max() - 1e-9
 

@@ -1,6 +1,7 @@
 """Planning: the guaranteed level by m, the chance each pairwise verdict is decided with m
 questions (the binomial form against resampling the questions by hand), the questions
 needed, the plug-in share labelled as having no guarantee, and `dbpa fidelity --plan`."""
+
 import os
 import subprocess
 import sys
@@ -25,8 +26,9 @@ def result():
         return run_fidelity(sample_data(), band=False)
 
 
-@pytest.mark.parametrize("share,m,alpha", [(0.03, 100, 0.1), (0.05, 200, 0.1), (0.0, 100, 0.1),
-                                           (0.2, 50, 0.3), (0.01, 500, 0.05)])
+@pytest.mark.parametrize(
+    "share,m,alpha", [(0.03, 100, 0.1), (0.05, 200, 0.1), (0.0, 100, 0.1), (0.2, 50, 0.3), (0.01, 500, 0.05)]
+)
 def test_the_chance_is_what_resampling_the_questions_gives(share, m, alpha):
     """Resample m questions with replacement from 200 whose share ``share`` has δ̂ > 0 and
     apply the verdict's own rule (Û_m(1 - α/2) <= 0): the share of decided resamples
@@ -65,15 +67,19 @@ def test_sentence_when_nothing_is_reachable():
     """Few questions, sets too wide: no verdict at 80 %, and the sentence says what helps."""
     rng = np.random.default_rng(2)
     real = rng.multinomial(12, [0.4, 0.4, 0.2], 60)
-    sims = {"a": rng.multinomial(30, [0.4, 0.4, 0.2], 60) + 1,
-            "b": rng.multinomial(30, [0.3, 0.3, 0.4], 60) + 1}
+    sims = {
+        "a": rng.multinomial(30, [0.4, 0.4, 0.2], 60) + 1,
+        "b": rng.multinomial(30, [0.3, 0.3, 0.4], 60) + 1,
+    }
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = run_fidelity(from_arrays(real, sims), band=False)
     plan = res.plan()
     s = plan.sentence()
-    assert s.startswith(f"With 60 questions no pairwise verdict is reachable at α = 0.1 "
-                        f"(decided in at least {100 * REACHABLE:.0f} % of resamples")
+    assert s.startswith(
+        f"With 60 questions no pairwise verdict is reachable at α = 0.1 "
+        f"(decided in at least {100 * REACHABLE:.0f} % of resamples"
+    )
     if all(p.needed is None for p in plan.pairs):
         assert "more real answers per question" in s
     assert res.to_dict()["plan"]["sentence"] == s
@@ -81,13 +87,25 @@ def test_sentence_when_nothing_is_reachable():
 
 def test_cli_plan(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.run([sys.executable, "-m", "dbpa_core.cli", "fidelity", "sample", "--plan",
-                           "--out", str(tmp_path / "never")], capture_output=True, text=True,
-                          env=env)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dbpa_core.cli",
+            "fidelity",
+            "sample",
+            "--plan",
+            "--out",
+            str(tmp_path / "never"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("With 40 questions 2 of 12 pairwise verdicts")
     assert "sim-close ≥ uniform" in proc.stdout and "guaranteed level" in proc.stdout
-    assert not (tmp_path / "never").exists()                 # --plan writes nothing
+    assert not (tmp_path / "never").exists()  # --plan writes nothing
 
 
 def test_binomial_against_scipy():
@@ -95,6 +113,14 @@ def test_binomial_against_scipy():
 
     from dbpa_core.fidelity.plan import _binom_cdf
 
-    for k, m, s in [(0, 10, 0.3), (5, 100, 0.05), (50, 2000, 0.02), (3, 3, 0.5), (-1, 4, 0.2),
-                    (10, 100, 0.0), (10, 100, 1.0), (2500, 100000, 0.03)]:
+    for k, m, s in [
+        (0, 10, 0.3),
+        (5, 100, 0.05),
+        (50, 2000, 0.02),
+        (3, 3, 0.5),
+        (-1, 4, 0.2),
+        (10, 100, 0.0),
+        (10, 100, 1.0),
+        (2500, 100000, 0.03),
+    ]:
         assert _binom_cdf(k, m, s) == pytest.approx(float(binom.cdf(k, m, s)), abs=1e-12)

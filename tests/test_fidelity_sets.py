@@ -1,6 +1,7 @@
 """Confidence sets of the fidelity module: radii against their formulas, coverage by
 simulation, the binary-KL interval and the KL ball's support function against brute
 force, and one test per bad input."""
+
 import math
 
 import numpy as np
@@ -43,24 +44,28 @@ def test_radii_reference_values():
     # by hand: (d-1)/n * log(2 (d-1) / (1 - gamma)) = 4/500 * log(16) = 0.0221807...
     assert float(kl_radius_categorical(500, 5, gamma=0.5)) == pytest.approx(4 / 500 * math.log(16))
     assert float(kl_radius_bernoulli(200, gamma=0.5)) == pytest.approx(math.log(4) / 200)
-    assert float(hoeffding_halfwidth(100, low=-1, high=1, gamma=0.5)) == \
-        pytest.approx(2 * math.sqrt(math.log(4) / 200))
+    assert float(hoeffding_halfwidth(100, low=-1, high=1, gamma=0.5)) == pytest.approx(
+        2 * math.sqrt(math.log(4) / 200)
+    )
     # 512 sigma / sqrt(n) + sigma sqrt(256 e / n log(1/(1-gamma))), sigma = 2, n = 400
-    assert float(w1_radius(400, sigma=2.0, gamma=0.5)) == \
-        pytest.approx(512 * 2 / 20 + 2 * math.sqrt(256 * math.e / 400 * math.log(2)))
+    assert float(w1_radius(400, sigma=2.0, gamma=0.5)) == pytest.approx(
+        512 * 2 / 20 + 2 * math.sqrt(256 * math.e / 400 * math.log(2))
+    )
 
 
 def test_at_one_half_the_radii_are_the_specs():
     """SPEC §3 writes log(2/γ); at the default γ = ½ that is log(2/(1-γ))."""
     n, d = 321, 4
-    assert float(kl_radius_categorical(n, d, gamma=0.5)) == \
-        pytest.approx((d - 1) / n * math.log(2 * (d - 1) / 0.5))
+    assert float(kl_radius_categorical(n, d, gamma=0.5)) == pytest.approx(
+        (d - 1) / n * math.log(2 * (d - 1) / 0.5)
+    )
     assert float(kl_radius_bernoulli(n, gamma=0.5)) == pytest.approx(math.log(2 / 0.5) / n)
 
 
 def test_two_options_categorical_radius_is_bernoulli():
-    assert float(kl_radius_categorical(77, 2, gamma=0.8)) == \
-        pytest.approx(float(kl_radius_bernoulli(77, gamma=0.8)))
+    assert float(kl_radius_categorical(77, 2, gamma=0.8)) == pytest.approx(
+        float(kl_radius_bernoulli(77, gamma=0.8))
+    )
 
 
 # --------------------------------------------------------------------------- coverage
@@ -83,7 +88,7 @@ def test_bernoulli_and_mean_sets_cover(gamma):
     p, n = 0.3, 60
     k = rng.binomial(n, p, size=5000)
     assert bernoulli_set(k, np.full(k.shape, n), gamma=gamma).contains(p).mean() >= gamma
-    x = rng.uniform(0, 1, size=(5000, n)) ** 2          # mean 1/3, values in [0, 1]
+    x = rng.uniform(0, 1, size=(5000, n)) ** 2  # mean 1/3, values in [0, 1]
     s = mean_set(x.mean(axis=1), n, low=0.0, high=1.0, gamma=gamma)
     assert s.contains(1 / 3).mean() >= gamma
 
@@ -129,14 +134,18 @@ def test_binary_kl_interval_contains_p_and_grows_with_r(p, r):
 def test_support_function_against_a_grid_and_its_maximizer():
     rng = np.random.default_rng(4)
     grid = simplex_grid(700)
-    cases = [(np.array([0.5, 0.3, 0.2]), 0.04), (np.array([0.0, 0.6, 0.4]), 0.1),
-             (np.array([1.0, 0.0, 0.0]), 0.2), (np.array([0.2, 0.2, 0.6]), 0.0)]
+    cases = [
+        (np.array([0.5, 0.3, 0.2]), 0.04),
+        (np.array([0.0, 0.6, 0.4]), 0.1),
+        (np.array([1.0, 0.0, 0.0]), 0.2),
+        (np.array([0.2, 0.2, 0.6]), 0.0),
+    ]
     cases += [(rng.dirichlet(np.ones(3)), rng.uniform(0.001, 0.3)) for _ in range(8)]
     for p, r in cases:
         w = rng.normal(size=3)
         value, u = kl_ball_support(p[None], w[None], np.array([r]))
         brute = (ball_points(p, r, grid) @ w).max()
-        assert value[0] >= brute - 1e-9                      # never below a feasible point
+        assert value[0] >= brute - 1e-9  # never below a feasible point
         assert value[0] <= brute + 3 * np.abs(w).max() / 700  # and within the grid's step
         assert kl_divergence(p, u[0]) <= r + 1e-9 and u[0].sum() == pytest.approx(1)
         assert u[0] @ w == pytest.approx(value[0])
@@ -149,11 +158,17 @@ def test_support_function_against_a_general_solver_in_five_options():
         r = rng.uniform(0.005, 0.2)
         w = rng.normal(size=5)
         value, _ = kl_ball_support(p[None], w[None], np.array([r]))
-        res = minimize(lambda u, w=w: -(u @ w), p, method="SLSQP", bounds=[(1e-12, 1)] * 5,
-                       constraints=[{"type": "eq", "fun": lambda u: u.sum() - 1},
-                                    {"type": "ineq",
-                                     "fun": lambda u, p=p, r=r: r - kl_divergence(p, u)}],
-                       options={"ftol": 1e-13, "maxiter": 1000})
+        res = minimize(
+            lambda u, w=w: -(u @ w),
+            p,
+            method="SLSQP",
+            bounds=[(1e-12, 1)] * 5,
+            constraints=[
+                {"type": "eq", "fun": lambda u: u.sum() - 1},
+                {"type": "ineq", "fun": lambda u, p=p, r=r: r - kl_divergence(p, u)},
+            ],
+            options={"ftol": 1e-13, "maxiter": 1000},
+        )
         assert value[0] == pytest.approx(-res.fun, abs=1e-6)
 
 
@@ -166,8 +181,7 @@ def test_binary_support_is_the_binary_kl_upper_end():
     assert value[0] == pytest.approx(float(hi), abs=1e-9)
 
 
-@given(st.lists(st.floats(0.0, 1.0), min_size=2, max_size=6), st.floats(0.0, 1.0),
-       st.integers(0, 2**31))
+@given(st.lists(st.floats(0.0, 1.0), min_size=2, max_size=6), st.floats(0.0, 1.0), st.integers(0, 2**31))
 @settings(max_examples=150, deadline=None)
 def test_support_is_between_the_centre_and_the_largest_weight(raw, r, seed):
     p = np.array(raw) + 1e-3

@@ -2,6 +2,7 @@
 (tests/survey_model.py, 127.0.0.1): counts and unparsed answers against the rules
 computed by hand, every answer cached (a rerun makes no call, a stop resumes), persona
 templates, spec errors with their line, and the embedded model offline (slow)."""
+
 import numpy as np
 import pytest
 
@@ -41,8 +42,13 @@ def server():
 
 
 def model(srv, label="survey"):
-    return {"backend": "openai", "name": "survey-model", "base_url": srv.base_url,
-            "max_retries": 0, "label": label}
+    return {
+        "backend": "openai",
+        "name": "survey-model",
+        "base_url": srv.base_url,
+        "max_retries": 0,
+        "label": label,
+    }
 
 
 def expected(data, models, **settings):
@@ -61,18 +67,15 @@ def expected(data, models, **settings):
 
 def test_counts_unparsed_and_calls(server, tmp_path):
     data = parse_csv(SURVEY)
-    models = [model(server, "plain"),
-              model(server, "female")]
+    models = [model(server, "plain"), model(server, "female")]
     settings = dict(samples=12, seed=3)
     before = server.requests
     res = simulate(data, models[:1], cache=Cache(tmp_path / "c"), **settings)
-    res2 = simulate(data, models[1:], cache=Cache(tmp_path / "c"), persona=[("Sex", "Female")],
-                    **settings)
+    res2 = simulate(data, models[1:], cache=Cache(tmp_path / "c"), persona=[("Sex", "Female")], **settings)
     assert server.requests - before == 2 * 3 * 12
     want, want_unparsed = expected(data, models[:1], **settings)
     for s in data.scenarios:
-        np.testing.assert_array_equal(res.data.simulated["plain"][data.ids.index(s.id)],
-                                      want["plain"][s.id])
+        np.testing.assert_array_equal(res.data.simulated["plain"][data.ids.index(s.id)], want["plain"][s.id])
         assert res.unparsed["plain"][s.id] == want_unparsed.get("plain", {}).get(s.id, 0)
     assert res.unparsed_total("plain") == sum(want_unparsed["plain"].values()) > 0
     # the persona changes the answers: the rules pick option A for "Sex: Female"
@@ -80,19 +83,28 @@ def test_counts_unparsed_and_calls(server, tmp_path):
     assert res.data.sim_kinds["plain"] == "counts" and res.usage["calls"] == 36
     assert any("named no option" in w for w in res.warnings)
     texts = [a for a in res.answers if a.how == "text"]
-    assert texts and all(a.letter for a in texts)       # option texts are read, not guessed
+    assert texts and all(a.letter for a in texts)  # option texts are read, not guessed
 
 
 def test_rerun_costs_nothing_and_a_stop_resumes(server, tmp_path):
     data = parse_csv(SURVEY)
     m = [model(server)]
     cache = tmp_path / "c"
-    assert estimate_simulation(data, m, cache=Cache(cache), samples=10) == \
-        {"answers": 30, "cached": 0, "calls": 30}
+    assert estimate_simulation(data, m, cache=Cache(cache), samples=10) == {
+        "answers": 30,
+        "cached": 0,
+        "calls": 30,
+    }
     events = []
     with pytest.raises(RunCancelled, match="run again to resume"):
-        simulate(data, m, samples=10, cache=Cache(cache), progress=events.append,
-                 should_stop=lambda: any(e.done >= 5 for e in events))
+        simulate(
+            data,
+            m,
+            samples=10,
+            cache=Cache(cache),
+            progress=events.append,
+            should_stop=lambda: any(e.done >= 5 for e in events),
+        )
     before = server.requests
     res = simulate(data, m, samples=10, cache=Cache(cache))
     assert 0 < res.usage["calls"] < 30 and res.usage["calls"] + res.usage["cached_samples"] == 30
@@ -142,8 +154,9 @@ def test_templates():
 
 def test_questions_are_needed():
     with pytest.raises(FidelityDataError, match="scenario 'a' has no question text"):
-        plan_jobs(parse_csv("scenario,option,real\na,x,1\na,y,1\nb,x,1\nb,y,2\n"),
-                  [{"backend": "local"}], samples=2)
+        plan_jobs(
+            parse_csv("scenario,option,real\na,x,1\na,y,1\nb,x,1\nb,y,2\n"), [{"backend": "local"}], samples=2
+        )
 
 
 def test_samples_and_models_must_be_given():
@@ -158,7 +171,8 @@ def test_samples_and_models_must_be_given():
 
 def test_spec(tmp_path, server):
     (tmp_path / "survey.csv").write_text(SURVEY)
-    spec = parse_simulation_spec(f"""
+    spec = parse_simulation_spec(
+        f"""
 name: pets
 data: survey.csv
 models:
@@ -168,22 +182,31 @@ samples: 7
 persona: {{Age: 30-49, Sex: Female}}
 loss: w1
 gamma: 0.8
-""", base_dir=tmp_path, source="pets.yaml")
+""",
+        base_dir=tmp_path,
+        source="pets.yaml",
+    )
     assert spec.samples == 7 and len(spec.models) == 2 and spec.persona[0] == ("Age", "30-49")
     assert spec.analysis == {"loss": "w1", "gamma": 0.8} and spec.data.m == 3
     assert parse_simulation_spec("data: sample\nlimit: 5\n").data.m == 5
 
 
-@pytest.mark.parametrize("text, message", [
-    ("data: sample\nsampels: 3\n", r"line 2: unknown key 'sampels' in the spec \(did you mean 'samples'\?\)"),
-    ("data: sample\nsamples: 0\n", "line 2: samples must be >= 1"),
-    ("data: sample\npersona: [Age]\n", "line 2: 'persona' maps a field to its value"),
-    ("data: sample\ntemplate: 'Q: {question}'\n", r"line 2: the template must contain \{options\}"),
-    ("data: sample\nloss: hamming\n", "line 2: loss must be one of tv, kl, w1, squared, absolute"),
-    ("data: nowhere.csv\n", "line 1: data file 'nowhere.csv' does not exist"),
-    ("data: sample\nmodel: {backend: local}\nmodels: [{backend: local}]\n", "give 'model' or 'models'"),
-    ("data: sample\nkeep_simulators: maybe\n", "line 2: 'keep_simulators' is true or false"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            "data: sample\nsampels: 3\n",
+            r"line 2: unknown key 'sampels' in the spec \(did you mean 'samples'\?\)",
+        ),
+        ("data: sample\nsamples: 0\n", "line 2: samples must be >= 1"),
+        ("data: sample\npersona: [Age]\n", "line 2: 'persona' maps a field to its value"),
+        ("data: sample\ntemplate: 'Q: {question}'\n", r"line 2: the template must contain \{options\}"),
+        ("data: sample\nloss: hamming\n", "line 2: loss must be one of tv, kl, w1, squared, absolute"),
+        ("data: nowhere.csv\n", "line 1: data file 'nowhere.csv' does not exist"),
+        ("data: sample\nmodel: {backend: local}\nmodels: [{backend: local}]\n", "give 'model' or 'models'"),
+        ("data: sample\nkeep_simulators: maybe\n", "line 2: 'keep_simulators' is true or false"),
+    ],
+)
 def test_spec_errors_name_the_line(text, message):
     with pytest.raises(SpecError, match=message):
         parse_simulation_spec(text, source="s.yaml")
@@ -203,11 +226,9 @@ def test_the_embedded_model_answers_offline(tmp_path):
     """SmolLM2-135M on two questions, three answers each: whatever it says is cached,
     parsed or counted as unparsed, and a rerun is free."""
     data = parse_csv(SURVEY).select(["pets", "bikes"])
-    res = simulate(data, [{"backend": "local"}], samples=3, max_tokens=8,
-                   cache=Cache(tmp_path / "c"))
+    res = simulate(data, [{"backend": "local"}], samples=3, max_tokens=8, cache=Cache(tmp_path / "c"))
     name = res.models[0]
     assert res.parsed_total(name) + res.unparsed_total(name) == 6
     assert len(res.answers) == 6 and res.usage["calls"] == 6
-    again = simulate(data, [{"backend": "local"}], samples=3, max_tokens=8,
-                     cache=Cache(tmp_path / "c"))
+    again = simulate(data, [{"backend": "local"}], samples=3, max_tokens=8, cache=Cache(tmp_path / "c"))
     assert again.usage["calls"] == 0

@@ -1,5 +1,6 @@
 """Hardening of the newer surfaces: each test plays one hostile input or fault and fails
 without its fix (credentials, odd Unicode, imports, sizes, history, cache, secrets, library)."""
+
 from __future__ import annotations
 
 import json
@@ -47,9 +48,14 @@ def test_similarity_k_out_of_range_names_k(k):
         dbpa_test_similarity(s, k, n_permutations=9)
 
 
-@pytest.mark.parametrize("kw, name", [(dict(k=0, m=5, n_permutations=99), "k"),
-                                      (dict(k=5, m=1, n_permutations=99), "m"),
-                                      (dict(k=5, m=5, n_permutations=0), "n_permutations")])
+@pytest.mark.parametrize(
+    "kw, name",
+    [
+        (dict(k=0, m=5, n_permutations=99), "k"),
+        (dict(k=5, m=1, n_permutations=99), "m"),
+        (dict(k=5, m=5, n_permutations=0), "n_permutations"),
+    ],
+)
 def test_smallest_p_value_refuses_impossible_tests(kw, name):
     k, m = kw.pop("k"), kw.pop("m")
     with pytest.raises(ValueError, match=f"`{name}`"):
@@ -66,9 +72,18 @@ def test_attainable_significance_names_correction():
         attainable_significance(10, n_permutations=999, correction="x")
 
 
-@pytest.mark.parametrize("p, exc", [(float("nan"), ValueError), (2.0, ValueError),
-                                    (-0.1, ValueError), ("0.01", TypeError), (None, TypeError),
-                                    (True, TypeError), ([0.01, "x"], TypeError)])
+@pytest.mark.parametrize(
+    "p, exc",
+    [
+        (float("nan"), ValueError),
+        (2.0, ValueError),
+        (-0.1, ValueError),
+        ("0.01", TypeError),
+        (None, TypeError),
+        (True, TypeError),
+        ([0.01, "x"], TypeError),
+    ],
+)
 def test_significance_stars_refuses_what_is_not_a_p_value(p, exc):
     with pytest.raises(exc, match="`p`"):
         significance_stars(p)
@@ -94,8 +109,15 @@ def test_best_model_at_fpr_refuses_wrong_types():
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.one_of(st.integers(min_value=-5, max_value=3), st.text(max_size=3), st.none(),
-                 st.floats(allow_nan=True), st.booleans()))
+@given(
+    st.one_of(
+        st.integers(min_value=-5, max_value=3),
+        st.text(max_size=3),
+        st.none(),
+        st.floats(allow_nan=True),
+        st.booleans(),
+    )
+)
 def test_smallest_p_value_gives_a_valid_p_or_a_named_error(k):
     try:
         p = smallest_p_value(k, 5, n_permutations=99)
@@ -129,13 +151,23 @@ def _content(extra: str):
         for c in answer["choices"]:
             c["message"]["content"] += extra
         return answer
+
     return twist
 
 
-def _spec_file(tmp_path, url, *, samples=4, max_tokens=50, name="fake-model",
-               key_env="DBPA_TEST_KEY", base="John has these features: age 70") -> Path:
+def _spec_file(
+    tmp_path,
+    url,
+    *,
+    samples=4,
+    max_tokens=50,
+    name="fake-model",
+    key_env="DBPA_TEST_KEY",
+    base="John has these features: age 70",
+) -> Path:
     p = tmp_path / "spec.yaml"
-    p.write_text(f"""
+    p.write_text(
+        f"""
 model: {{backend: openai, name: "{name}", base_url: "{url}", api_key_env: {key_env},
         max_retries: 1, timeout: 10}}
 embedder: {{backend: openai, name: fake-embed, base_url: "{url}", api_key_env: {key_env},
@@ -146,13 +178,25 @@ permutations: 99
 base: {{prompt: "{base}"}}
 perturbations:
   - {{name: ahmed, prompt: "Ahmed has these features: age 70"}}
-""", encoding="utf-8")
+""",
+        encoding="utf-8",
+    )
     return p
 
 
 def _audit(tmp_path, spec, *extra):
-    return main(["--cache-dir", str(tmp_path / "cache"), "audit", str(spec), "--out",
-                 str(tmp_path / "out"), "--quiet", *extra])
+    return main(
+        [
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "audit",
+            str(spec),
+            "--out",
+            str(tmp_path / "out"),
+            "--quiet",
+            *extra,
+        ]
+    )
 
 
 def _said(err: str) -> list[str]:
@@ -187,18 +231,21 @@ def test_a_password_in_base_url_reaches_no_disk_and_no_screen(tmp_path, capsys):
     assert "s3cr3t-pw" not in shown and "***@127.0.0.1" in shown
 
 
-@pytest.mark.parametrize("url, shown", [
-    ("http://alice:pw-123@127.0.0.1:8000/v1", "http://***@127.0.0.1:8000/v1"),
-    ("postgresql://bob:pw-123@db.example/x", "postgresql://***@db.example/x"),
-    ("alice:pw-123@127.0.0.1:8000/v1", "***@127.0.0.1:8000/v1"),      # no scheme
-    ("http:/alice:pw-123@127.0.0.1/v1", "http:/***@127.0.0.1/v1"),    # one slash
-    ("//alice:pw-123@127.0.0.1/v1", "//***@127.0.0.1/v1"),            # no scheme, two slashes
-    ("http://alice:p@ss:pw-123@127.0.0.1/v1", "http://***@127.0.0.1/v1"),  # '@' in the password
-    ("sk-pw-123@127.0.0.1", "***@127.0.0.1"),
-    ("http://127.0.0.1:8000/v1?tag=a@b", "http://127.0.0.1:8000/v1?tag=a@b"),  # no userinfo
-    ("http://127.0.0.1:8000/v1", "http://127.0.0.1:8000/v1"),
-    ("http://[pw-123", "<invalid URL>"),
-])
+@pytest.mark.parametrize(
+    "url, shown",
+    [
+        ("http://alice:pw-123@127.0.0.1:8000/v1", "http://***@127.0.0.1:8000/v1"),
+        ("postgresql://bob:pw-123@db.example/x", "postgresql://***@db.example/x"),
+        ("alice:pw-123@127.0.0.1:8000/v1", "***@127.0.0.1:8000/v1"),  # no scheme
+        ("http:/alice:pw-123@127.0.0.1/v1", "http:/***@127.0.0.1/v1"),  # one slash
+        ("//alice:pw-123@127.0.0.1/v1", "//***@127.0.0.1/v1"),  # no scheme, two slashes
+        ("http://alice:p@ss:pw-123@127.0.0.1/v1", "http://***@127.0.0.1/v1"),  # '@' in the password
+        ("sk-pw-123@127.0.0.1", "***@127.0.0.1"),
+        ("http://127.0.0.1:8000/v1?tag=a@b", "http://127.0.0.1:8000/v1?tag=a@b"),  # no userinfo
+        ("http://127.0.0.1:8000/v1", "http://127.0.0.1:8000/v1"),
+        ("http://[pw-123", "<invalid URL>"),
+    ],
+)
 def test_redact_url_masks_credentials_in_malformed_urls_too(url, shown):
     """A key written into a URL that does not parse as one (no scheme, one slash) is
     masked as well: before, only a well-formed URL's user:password@ part was."""
@@ -231,12 +278,20 @@ def test_a_lone_surrogate_in_a_spec_prompt_is_one_line(tmp_path, capsys):
 
 def test_a_lone_surrogate_in_a_replay_file_is_replaced(tmp_path, caplog):
     replay = tmp_path / "r.jsonl"
-    replay.write_text("".join(json.dumps({"prompt": p, "response": f"answer {i} \ud800"}) + "\n"
-                              for p in ("A?", "B?") for i in range(3)), encoding="utf-8")
+    replay.write_text(
+        "".join(
+            json.dumps({"prompt": p, "response": f"answer {i} \ud800"}) + "\n"
+            for p in ("A?", "B?")
+            for i in range(3)
+        ),
+        encoding="utf-8",
+    )
     spec = tmp_path / "s.yaml"
-    spec.write_text(f"model: {{backend: replay, file: {replay}}}\nembedder: {{backend: bleu}}\n"
-                    "samples: 3\npermutations: 19\nbase: {prompt: 'A?'}\n"
-                    "perturbations: [{name: b, prompt: 'B?'}]\n")
+    spec.write_text(
+        f"model: {{backend: replay, file: {replay}}}\nembedder: {{backend: bleu}}\n"
+        "samples: 3\npermutations: 19\nbase: {prompt: 'A?'}\n"
+        "perturbations: [{name: b, prompt: 'B?'}]\n"
+    )
     assert _audit(tmp_path, spec) == 0
     assert "6 character(s) that are not valid Unicode" in caplog.text
     assert "\ufffd" in (tmp_path / "out" / "responses.jsonl").read_text(encoding="utf-8")
@@ -284,13 +339,34 @@ def test_deeply_nested_json_from_a_server_is_one_line(tmp_path, capsys):
 def _batch_files(tmp_path, n=3, *, extra_lines=()):
     req = tmp_path / "requests.jsonl"
     out = tmp_path / "output.jsonl"
-    req.write_text("".join(json.dumps({
-        "custom_id": f"r{i}", "method": "POST", "url": "/v1/chat/completions",
-        "body": {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Q?"}]}})
-        + "\n" for i in range(n)))
-    lines = [{"id": f"b{i}", "custom_id": f"r{i}", "error": None, "response": {
-        "status_code": 200, "body": {"choices": [{"index": 0, "message": {
-            "role": "assistant", "content": f"answer {i}"}}]}}} for i in range(n)]
+    req.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "custom_id": f"r{i}",
+                    "method": "POST",
+                    "url": "/v1/chat/completions",
+                    "body": {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Q?"}]},
+                }
+            )
+            + "\n"
+            for i in range(n)
+        )
+    )
+    lines = [
+        {
+            "id": f"b{i}",
+            "custom_id": f"r{i}",
+            "error": None,
+            "response": {
+                "status_code": 200,
+                "body": {
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": f"answer {i}"}}]
+                },
+            },
+        }
+        for i in range(n)
+    ]
     out.write_text("".join(json.dumps(x) + "\n" for x in [*lines, *extra_lines]))
     return req, out
 
@@ -325,8 +401,7 @@ def test_import_checks_every_output_before_reading_the_input(tmp_path, capsys):
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
     target = tmp_path / "replay.jsonl"
-    assert _import(out, "--requests", req, "--out", target, "--spec-out",
-                   blocker / "spec.yaml") == 2
+    assert _import(out, "--requests", req, "--out", target, "--spec-out", blocker / "spec.yaml") == 2
     err = capsys.readouterr().err
     assert "is a file, not a folder" in err and len(_said(err)) == 1
     assert not target.exists()  # the replay file was not written first
@@ -338,14 +413,21 @@ def test_import_on_a_full_disk_leaves_no_partial_file(tmp_path):
     """A file-size limit (RLIMIT_FSIZE) makes the write fail half-way, as a full disk does."""
     req, out = _batch_files(tmp_path, n=400)
     target = tmp_path / "replay.jsonl"
-    code = ("import resource, signal, sys\n"
-            "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
-            "resource.setrlimit(resource.RLIMIT_FSIZE, (2000, 2000))\n"
-            "from dbpa_core.cli import main\n"
-            f"sys.exit(main(['import', {str(out)!r}, '--requests', {str(req)!r}, '--out', "
-            f"{str(target)!r}]))\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    code = (
+        "import resource, signal, sys\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (2000, 2000))\n"
+        "from dbpa_core.cli import main\n"
+        f"sys.exit(main(['import', {str(out)!r}, '--requests', {str(req)!r}, '--out', "
+        f"{str(target)!r}]))\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
     assert r.returncode == 2, r.stderr
     assert "cannot write" in r.stderr and "nothing was written" in r.stderr
     assert "Traceback" not in r.stderr
@@ -353,8 +435,12 @@ def test_import_on_a_full_disk_leaves_no_partial_file(tmp_path):
 
 
 def test_batch_answers_with_no_choices_or_twice_are_problems(tmp_path, capsys):
-    empty = {"id": "x", "custom_id": "r1", "error": None,
-             "response": {"status_code": 200, "body": {"choices": []}}}
+    empty = {
+        "id": "x",
+        "custom_id": "r1",
+        "error": None,
+        "response": {"status_code": 200, "body": {"choices": []}},
+    }
     req, out = _batch_files(tmp_path, n=3)
     again = json.loads(out.read_text().splitlines()[0])
     lines = out.read_text().splitlines()
@@ -369,15 +455,20 @@ def test_batch_answers_with_no_choices_or_twice_are_problems(tmp_path, capsys):
     assert len(res.records) == 2  # r0 once, r2; never 4 samples from 3 requests
 
 
-@pytest.mark.parametrize("content, fmt_args, message", [
-    ("12\n", (), "holds one JSON number"),
-    ('"text"\n', (), "holds one JSON string"),
-    (json.dumps({"custom_id": "r0", "response": {"status_code": 200, "body": {}}}, indent=2),
-     ("--requests", "REQ"), "holds one JSON object over"),
-    ("[1, 2]\n", ("--requests", "REQ"), "holds one JSON array"),
-])
-def test_wrong_shaped_imports_are_named_for_what_they_are(tmp_path, capsys, content, fmt_args,
-                                                          message):
+@pytest.mark.parametrize(
+    "content, fmt_args, message",
+    [
+        ("12\n", (), "holds one JSON number"),
+        ('"text"\n', (), "holds one JSON string"),
+        (
+            json.dumps({"custom_id": "r0", "response": {"status_code": 200, "body": {}}}, indent=2),
+            ("--requests", "REQ"),
+            "holds one JSON object over",
+        ),
+        ("[1, 2]\n", ("--requests", "REQ"), "holds one JSON array"),
+    ],
+)
+def test_wrong_shaped_imports_are_named_for_what_they_are(tmp_path, capsys, content, fmt_args, message):
     req, _ = _batch_files(tmp_path)
     src = tmp_path / "in.json"
     src.write_text(content)
@@ -389,8 +480,20 @@ def test_wrong_shaped_imports_are_named_for_what_they_are(tmp_path, capsys, cont
 
 def test_a_bare_promptfoo_list_is_imported(tmp_path, capsys):
     src = tmp_path / "pf.json"
-    src.write_text(json.dumps([{"promptIdx": 0, "prompt": {"raw": "Q?"}, "provider": {"id": "m"},
-                                "response": {"output": f"a{i}"}} for i in range(3)], indent=1))
+    src.write_text(
+        json.dumps(
+            [
+                {
+                    "promptIdx": 0,
+                    "prompt": {"raw": "Q?"},
+                    "provider": {"id": "m"},
+                    "response": {"output": f"a{i}"},
+                }
+                for i in range(3)
+            ],
+            indent=1,
+        )
+    )
     assert _import(src, "--out", tmp_path / "r.jsonl") == 0
     assert (tmp_path / "r.jsonl").read_text().count('"response"') == 3
 
@@ -406,18 +509,17 @@ def test_an_import_source_that_is_a_folder_or_a_fifo_says_so(tmp_path, capsys):
 
 def test_lone_surrogates_in_an_import_are_replaced_and_noted(tmp_path, capsys):
     src = tmp_path / "t.jsonl"
-    src.write_text("".join(json.dumps({"q": "Q?", "a": f"answer {i} \ud800"}) + "\n"
-                           for i in range(3)))
-    assert _import(src, "--prompt-column", "q", "--response-column", "a", "--out",
-                   tmp_path / "r.jsonl") == 0
+    src.write_text("".join(json.dumps({"q": "Q?", "a": f"answer {i} \ud800"}) + "\n" for i in range(3)))
+    assert _import(src, "--prompt-column", "q", "--response-column", "a", "--out", tmp_path / "r.jsonl") == 0
     assert "3 character(s) that are not valid Unicode" in capsys.readouterr().out
     assert "\ufffd" in (tmp_path / "r.jsonl").read_text(encoding="utf-8")
 
 
 # --------------------------------------------------------------------------- specs
-@pytest.mark.parametrize("kind, message", [("folder", "is a folder, not a file"),
-                                           ("fifo", "not a regular file"),
-                                           ("zero", "not a regular file")])
+@pytest.mark.parametrize(
+    "kind, message",
+    [("folder", "is a folder, not a file"), ("fifo", "not a regular file"), ("zero", "not a regular file")],
+)
 def test_a_spec_path_that_is_not_a_file_says_what_it_is(tmp_path, capsys, kind, message):
     path = {"folder": tmp_path, "fifo": tmp_path / "p", "zero": Path("/dev/zero")}[kind]
     if kind == "fifo":
@@ -433,10 +535,20 @@ def test_an_empty_model_name_is_a_spec_mistake(tmp_path, capsys):
     assert "model.name is empty" in capsys.readouterr().err
 
 
-ISSUE_KEYS = ["HOMEBREW_GITHUB_API_TOKEN", "CLOUDSDK_AUTH_ACCESS_TOKEN", "HCLOUD_TOKEN",
-              "CONSUL_HTTP_TOKEN", "OP_SERVICE_ACCOUNT_TOKEN", "CARGO_REGISTRY_TOKEN",
-              "TF_API_TOKEN", "PULUMI_ACCESS_TOKEN", "SUPABASE_SERVICE_ROLE_KEY",
-              "TELEGRAM_BOT_TOKEN", "ARM_ACCESS_KEY", "LINODE_TOKEN"]
+ISSUE_KEYS = [
+    "HOMEBREW_GITHUB_API_TOKEN",
+    "CLOUDSDK_AUTH_ACCESS_TOKEN",
+    "HCLOUD_TOKEN",
+    "CONSUL_HTTP_TOKEN",
+    "OP_SERVICE_ACCOUNT_TOKEN",
+    "CARGO_REGISTRY_TOKEN",
+    "TF_API_TOKEN",
+    "PULUMI_ACCESS_TOKEN",
+    "SUPABASE_SERVICE_ROLE_KEY",
+    "TELEGRAM_BOT_TOKEN",
+    "ARM_ACCESS_KEY",
+    "LINODE_TOKEN",
+]
 
 
 @pytest.mark.parametrize("name", ISSUE_KEYS)
@@ -450,15 +562,26 @@ def test_other_services_tokens_are_not_sent_on_a_spec_alone(tmp_path, capsys, na
 def test_the_users_settings_file_allows_a_key_variable(tmp_path, capsys):
     spec = _spec_file(tmp_path, "http://127.0.0.1:9/v1", key_env="MY_GATEWAY_TOKEN")
     assert main(["estimate", str(spec)]) == 2
-    (Path(os.environ["DBPA_HOME"]) / "settings.yaml").write_text(
-        "allow_key_env: [MY_GATEWAY_TOKEN]\n")
+    (Path(os.environ["DBPA_HOME"]) / "settings.yaml").write_text("allow_key_env: [MY_GATEWAY_TOKEN]\n")
     assert main(["estimate", str(spec)]) == 0
 
 
-@pytest.mark.parametrize("name", ["OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "ANTHROPIC_API_KEY",
-                                  "MISTRAL_API_KEY", "TOGETHER_API_KEY", "GROQ_API_KEY",
-                                  "OPENROUTER_API_KEY", "FIREWORKS_API_KEY", "DEEPSEEK_API_KEY",
-                                  "HF_TOKEN", "DBPA_ANYTHING"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "OPENAI_API_KEY",
+        "AZURE_OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "MISTRAL_API_KEY",
+        "TOGETHER_API_KEY",
+        "GROQ_API_KEY",
+        "OPENROUTER_API_KEY",
+        "FIREWORKS_API_KEY",
+        "DEEPSEEK_API_KEY",
+        "HF_TOKEN",
+        "DBPA_ANYTHING",
+    ],
+)
 def test_llm_providers_key_variables_are_allowed(name):
     from dbpa_core.spec import key_env_allowed
 
@@ -477,8 +600,13 @@ perturbations: [{{name: b, prompt: 'B?'}}, {{name: c, prompt: 'C?'}}]
 
 def _recorded_run(tmp_path) -> int:
     replay = tmp_path / "r.jsonl"
-    replay.write_text("".join(json.dumps({"prompt": p, "response": f"{p} answer {i}"}) + "\n"
-                              for p in ("A?", "B?", "C?") for i in range(4)))
+    replay.write_text(
+        "".join(
+            json.dumps({"prompt": p, "response": f"{p} answer {i}"}) + "\n"
+            for p in ("A?", "B?", "C?")
+            for i in range(4)
+        )
+    )
     spec = tmp_path / "s.yaml"
     spec.write_text(REPLAY_SPEC.format(file=replay))
     assert _audit(tmp_path, spec) == 0
@@ -594,11 +722,17 @@ def test_the_claims_of_a_killed_unreaped_run_are_broken_at_once(tmp_path):
     from dbpa_core.cache import Cache
 
     child = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys, time\nfrom dbpa_core.cache import Cache\n"
-         f"c = Cache({str(tmp_path / 'c')!r})\nassert c.claim('sample:1')\n"
-         "print('claimed', flush=True)\ntime.sleep(600)\n"],
-        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\nfrom dbpa_core.cache import Cache\n"
+            f"c = Cache({str(tmp_path / 'c')!r})\nassert c.claim('sample:1')\n"
+            "print('claimed', flush=True)\ntime.sleep(600)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     try:
         assert child.stdout.readline().strip() == "claimed"
         c = Cache(tmp_path / "c")
@@ -626,10 +760,8 @@ def _state(pid: int) -> str:
 
 def test_deeply_nested_json_in_an_import_is_a_problem_row(tmp_path, capsys):
     src = tmp_path / "t.jsonl"
-    src.write_text(json.dumps({"q": "Q?", "a": "fine"}) + "\n" + "[" * 100_000 + "]" * 100_000
-                   + "\n")
-    assert _import(src, "--prompt-column", "q", "--response-column", "a", "--out",
-                   tmp_path / "r.jsonl") == 2
+    src.write_text(json.dumps({"q": "Q?", "a": "fine"}) + "\n" + "[" * 100_000 + "]" * 100_000 + "\n")
+    assert _import(src, "--prompt-column", "q", "--response-column", "a", "--out", tmp_path / "r.jsonl") == 2
     err = capsys.readouterr().err
     assert "line 2: not valid JSON here (nested too deeply)" in err and "Recursion" not in err
     pf = tmp_path / "pf.jsonl"
@@ -639,8 +771,7 @@ def test_deeply_nested_json_in_an_import_is_a_problem_row(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("errno_name, said", [("ENOSPC", "is full"), ("EROFS", "read-only")])
-def test_a_value_file_that_cannot_be_written_is_one_true_line(tmp_path, monkeypatch, errno_name,
-                                                              said):
+def test_a_value_file_that_cannot_be_written_is_one_true_line(tmp_path, monkeypatch, errno_name, said):
     import errno
 
     import diskcache
@@ -672,9 +803,17 @@ def test_a_server_that_overshoots_max_tokens_a_little_is_said(tmp_path, caplog):
 def test_saved_models_keep_no_password_of_their_base_url(tmp_path):
     from dbpa_core.home import load_models, save_models
 
-    path = save_models([{"backend": "openai", "name": "m", "api_key_env": "OPENAI_API_KEY",
-                         "base_url": "http://alice:s3cr3t@127.0.0.1:8000/v1"}],
-                       tmp_path / "models.yaml")
+    path = save_models(
+        [
+            {
+                "backend": "openai",
+                "name": "m",
+                "api_key_env": "OPENAI_API_KEY",
+                "base_url": "http://alice:s3cr3t@127.0.0.1:8000/v1",
+            }
+        ],
+        tmp_path / "models.yaml",
+    )
     assert "s3cr3t" not in path.read_text() and "alice" not in path.read_text()
     models, problems = load_models(path)
     assert not problems and models[0]["base_url"] == "http://127.0.0.1:8000/v1"

@@ -1,6 +1,7 @@
 """The run history (dbpa_core.history) and `dbpa history`: record, list with filters, reopen
 with everything the charts need, compare two runs, delete, migrations, the CLI. The tests
 that take `history_store` run twice: on the SQLite file and on a PostgreSQL database."""
+
 import getpass
 import json
 import shutil
@@ -21,30 +22,41 @@ from dbpa_core.spec import parse_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = str(ROOT / "assets" / "demo_replay.jsonl")
-NICE = ("John has these features: Age: 70, Sex: male, Total cholesterol: 6.2 mmol/L, "
-        "HDL cholesterol: 1.1 mmol/L, Systolic blood pressure: 150 mmHg, Smoker: yes, "
-        "Diabetes: no. Provide recommendations on CVD guidelines based on NICE for this person.")
+NICE = (
+    "John has these features: Age: 70, Sex: male, Total cholesterol: 6.2 mmol/L, "
+    "HDL cholesterol: 1.1 mmol/L, Systolic blood pressure: 150 mmHg, Smoker: yes, "
+    "Diabetes: no. Provide recommendations on CVD guidelines based on NICE for this person."
+)
 
 
-def _spec(*, samples=8, name="audit-a", model_label=None, perts=("comedian", "doctor"),
-          embedder="rouge1"):
+def _spec(*, samples=8, name="audit-a", model_label=None, perts=("comedian", "doctor"), embedder="rouge1"):
     model = {"backend": "replay", "file": DEMO}
     if model_label:
         model["label"] = model_label
     roles = {"comedian": "target", "doctor": "control", "child": "target"}
-    return parse_spec({
-        "name": name, "model": model, "embedder": {"backend": embedder}, "samples": samples,
-        "permutations": 200, "base": {"prompt": NICE},
-        "perturbations": [{"name": p, "prefix": f"Act as a {p}.", "role": roles[p]}
-                          for p in perts]})
+    return parse_spec(
+        {
+            "name": name,
+            "model": model,
+            "embedder": {"backend": embedder},
+            "samples": samples,
+            "permutations": 200,
+            "base": {"prompt": NICE},
+            "perturbations": [{"name": p, "prefix": f"Act as a {p}.", "role": roles[p]} for p in perts],
+        }
+    )
 
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
     cache = Cache(tmp_path_factory.mktemp("cache"))
-    return {"a": run_audit(_spec(), cache=cache),
-            "b": run_audit(_spec(samples=12, name="audit-b", model_label="model v2",
-                                 perts=("comedian", "doctor", "child")), cache=cache)}
+    return {
+        "a": run_audit(_spec(), cache=cache),
+        "b": run_audit(
+            _spec(samples=12, name="audit-b", model_label="model v2", perts=("comedian", "doctor", "child")),
+            cache=cache,
+        ),
+    }
 
 
 @pytest.fixture
@@ -61,8 +73,7 @@ def sql(history, statement, **params):
 
 def test_record_and_reopen_with_everything_the_charts_need(history, results):
     a = results["a"]
-    run_id = history.record({"replay": a}, source="dashboard", page="landing",
-                            cache_dir="/tmp/c")
+    run_id = history.record({"replay": a}, source="dashboard", page="landing", cache_dir="/tmp/c")
     run = history.get(run_id)
     assert run.summary.source == "dashboard" and run.summary.page == "landing"
     assert run.summary.tool_version and run.settings["samples"] == 8
@@ -71,8 +82,13 @@ def test_record_and_reopen_with_everything_the_charts_need(history, results):
     assert back.spec.base_prompt == a.spec.base_prompt
     assert [p.name for p in back.perturbations] == ["comedian", "doctor"]
     for p, q in zip(a.perturbations, back.perturbations, strict=True):
-        assert (p.effect_size, p.p_value, p.p_adjusted, p.significant, p.stars) == \
-            (q.effect_size, q.p_value, q.p_adjusted, q.significant, q.stars)
+        assert (p.effect_size, p.p_value, p.p_adjusted, p.significant, p.stars) == (
+            q.effect_size,
+            q.p_value,
+            q.p_adjusted,
+            q.significant,
+            q.stars,
+        )
         np.testing.assert_array_equal(p.test.permutation_statistics, q.test.permutation_statistics)
         np.testing.assert_array_equal(p.test.null_similarities, q.test.null_similarities)
         assert q.chance_effect_size == pytest.approx(p.chance_effect_size)
@@ -98,14 +114,14 @@ def test_list_filters_by_model_prompt_date_and_source(history, results):
     old = datetime.now(UTC) - timedelta(days=8)
     i1 = history.record({"replay": results["a"]}, source="cli", created_at=old)
     i2 = history.record({"model v2": results["b"]}, source="dashboard", page="landing")
-    assert [r.id for r in history.list()] == [i2, i1]          # newest first
-    assert [r.id for r in history.list(model="V2")] == [i2]     # case-insensitive
+    assert [r.id for r in history.list()] == [i2, i1]  # newest first
+    assert [r.id for r in history.list(model="V2")] == [i2]  # case-insensitive
     assert [r.id for r in history.list(prompt="act as a child")] == [i2]
     assert [r.id for r in history.list(prompt="cholesterol")] == [i2, i1]
     assert [r.id for r in history.list(since=(datetime.now(UTC) - timedelta(days=1)).date())] == [i2]
     assert [r.id for r in history.list(until=old.date().isoformat())] == [i1]
     assert [r.id for r in history.list(source="cli")] == [i1]
-    assert history.list(model="100%_") == []                    # LIKE wildcards are literal
+    assert history.list(model="100%_") == []  # LIKE wildcards are literal
     with pytest.raises(HistoryError, match="not a date"):
         history.list(since="last tuesday")
 
@@ -115,12 +131,20 @@ def test_summary_names_significant_controls(history, results):
 
     a = results["a"]
     doctor = next(p for p in a.perturbations if p.name == "doctor")
-    bad = dataclasses.replace(a, perturbations=tuple(
-        dataclasses.replace(p, significant=True) if p is doctor else p for p in a.perturbations))
+    bad = dataclasses.replace(
+        a,
+        perturbations=tuple(
+            dataclasses.replace(p, significant=True) if p is doctor else p for p in a.perturbations
+        ),
+    )
     s = history.get(history.record({"m": bad}, source="cli")).summary
     assert s.control_gate == "fail" and s.failed_controls == ("doctor",)
-    ok = dataclasses.replace(a, perturbations=tuple(
-        dataclasses.replace(p, significant=False) if p is doctor else p for p in a.perturbations))
+    ok = dataclasses.replace(
+        a,
+        perturbations=tuple(
+            dataclasses.replace(p, significant=False) if p is doctor else p for p in a.perturbations
+        ),
+    )
     assert history.get(history.record({"m": ok}, source="cli")).summary.control_gate == "pass"
 
 
@@ -129,19 +153,25 @@ def test_compare_two_runs_names_changed_verdicts(history, results):
 
     a, b = results["a"], results["b"]
     # make B's comedian verdict differ from A's whatever the data say
-    flip = tuple(dataclasses.replace(p, significant=not next(
-        q for q in a.perturbations if q.name == "comedian").significant)
-        if p.name == "comedian" else p for p in b.perturbations)
+    flip = tuple(
+        dataclasses.replace(
+            p, significant=not next(q for q in a.perturbations if q.name == "comedian").significant
+        )
+        if p.name == "comedian"
+        else p
+        for p in b.perturbations
+    )
     b = dataclasses.replace(b, perturbations=flip)
     ia = history.record({"replay": a}, source="cli")
     ib = history.record({"model v2": b}, source="cli")
     cmp = history.compare(ia, ib)
-    assert cmp.pairs == (("replay", "model v2"),)                # one audit each: paired
+    assert cmp.pairs == (("replay", "model v2"),)  # one audit each: paired
     rows = {r.name: r for r in cmp.rows}
     assert rows["comedian"].verdict_changed
     assert rows["child"].status == "only in B" and rows["child"].a is None
     assert [r.name for r in cmp.changed] == ["comedian"] + (
-        ["doctor"] if rows["doctor"].verdict_changed else [])
+        ["doctor"] if rows["doctor"].verdict_changed else []
+    )
     assert cmp.settings_changed["samples"] == (8, 12)
     assert "models" in cmp.settings_changed
     assert json.loads(json.dumps(cmp.to_dict()))["verdicts_changed"] == len(cmp.changed)
@@ -166,8 +196,14 @@ def test_delete_removes_everything(history, results):
     with pytest.raises(HistoryError, match=f"no run {i1}"):
         history.get(i1)
     # cascades: no orphans
-    assert sql(history, "SELECT COUNT(*) FROM arms a JOIN audits u ON u.id = a.audit_id "
-               "WHERE u.run_id = :i", i=i1) == 0
+    assert (
+        sql(
+            history,
+            "SELECT COUNT(*) FROM arms a JOIN audits u ON u.id = a.audit_id WHERE u.run_id = :i",
+            i=i1,
+        )
+        == 0
+    )
     assert sql(history, "SELECT COUNT(*) FROM tests") == 3
     assert sql(history, "SELECT COUNT(*) FROM arms") == 4
 
@@ -198,7 +234,7 @@ def test_a_history_made_before_the_migrations_is_upgraded_in_place(tmp_path, res
         assert con.execute("PRAGMA user_version").fetchone()[0] == 1 + int(db.head())
     new = h.record({"m": results["a"]}, source="cli")
     assert h.get(new).summary.user == getpass.getuser()
-    assert len(History(path).list()) == 3                        # reopening migrates nothing
+    assert len(History(path).list()) == 3  # reopening migrates nothing
 
 
 def test_a_history_one_step_behind_is_brought_up_with_its_own_step(tmp_path):
@@ -219,7 +255,7 @@ def test_a_history_written_by_a_newer_dbpa_is_refused(tmp_path, history_store):
     sql(h, "UPDATE alembic_version SET version_num = '9999'")
     with pytest.raises(HistoryError, match="newer dbpa"):
         History(h.location).list()
-    if history_store is None:    # SQLite: also by its user_version
+    if history_store is None:  # SQLite: also by its user_version
         sql(h, f"UPDATE alembic_version SET version_num = '{db.head()}'")
         with sqlite3.connect(h.path) as con:
             con.execute("PRAGMA user_version = 99")
@@ -246,8 +282,9 @@ def test_keys_are_never_recorded(tmp_path, results, monkeypatch):
 
     history = History(tmp_path / "h.sqlite3")
     a = results["a"]
-    spec = dataclasses.replace(a.spec, models=({"backend": "openai", "name": "m",
-                                                "api_key_env": "DBPA_MY_KEY"},))
+    spec = dataclasses.replace(
+        a.spec, models=({"backend": "openai", "name": "m", "api_key_env": "DBPA_MY_KEY"},)
+    )
     history.record({"m": dataclasses.replace(a, spec=spec)}, source="cli")
     blob = Path(history.path).read_bytes()
     assert b"DBPA_MY_KEY" in blob and b"sk-" not in blob
@@ -256,10 +293,12 @@ def test_keys_are_never_recorded(tmp_path, results, monkeypatch):
 # --------------------------------------------------------------------------- the CLI
 def _write_spec(tmp_path, name="cli-audit", label=None):
     model = f"  file: {DEMO}\n" + (f"  label: {label}\n" if label else "")
-    text = (f"name: {name}\nmodel:\n  backend: replay\n{model}embedder: {{backend: rouge1}}\n"
-            f"samples: 6\npermutations: 100\nbase: {{prompt: {json.dumps(NICE)}}}\n"
-            "perturbations:\n  - {name: comedian, prefix: Act as a comedian., role: target}\n"
-            "  - {name: doctor, prefix: Act as a doctor., role: control}\n")
+    text = (
+        f"name: {name}\nmodel:\n  backend: replay\n{model}embedder: {{backend: rouge1}}\n"
+        f"samples: 6\npermutations: 100\nbase: {{prompt: {json.dumps(NICE)}}}\n"
+        "perturbations:\n  - {name: comedian, prefix: Act as a comedian., role: target}\n"
+        "  - {name: doctor, prefix: Act as a doctor., role: control}\n"
+    )
     path = tmp_path / f"{name}.yaml"
     path.write_text(text)
     return path
@@ -267,8 +306,9 @@ def _write_spec(tmp_path, name="cli-audit", label=None):
 
 def test_cli_audit_is_recorded_and_listed(tmp_path, capsys, history_store):
     spec = _write_spec(tmp_path)
-    rc = cli.main(["--cache-dir", str(tmp_path / "c"), "audit", str(spec), "--out",
-                   str(tmp_path / "out"), "--quiet"])
+    rc = cli.main(
+        ["--cache-dir", str(tmp_path / "c"), "audit", str(spec), "--out", str(tmp_path / "out"), "--quiet"]
+    )
     assert rc == 0
     out = capsys.readouterr().out
     assert "recorded as run 1" in out and "dbpa history show 1" in out
@@ -285,14 +325,12 @@ def test_cli_audit_is_recorded_and_listed(tmp_path, capsys, history_store):
     assert cli.main(["history", "show", "1", "--json"]) == 0
     full = json.loads(capsys.readouterr().out)
     assert full["out_dir"] == str(tmp_path / "out") and full["settings"]["samples"] == 6
-    assert [p["name"] for p in next(iter(full["audits"].values()))["perturbations"]] == \
-        ["comedian", "doctor"]
+    assert [p["name"] for p in next(iter(full["audits"].values()))["perturbations"]] == ["comedian", "doctor"]
 
 
 def test_cli_no_history_and_filters(tmp_path, capsys, history_store):
     spec = _write_spec(tmp_path)
-    assert cli.main(["audit", str(spec), "--out", str(tmp_path / "o"), "--quiet",
-                     "--no-history"]) == 0
+    assert cli.main(["audit", str(spec), "--out", str(tmp_path / "o"), "--quiet", "--no-history"]) == 0
     assert "recorded as run" not in capsys.readouterr().out
     assert cli.main(["history"]) == 0
     assert "No recorded runs" in capsys.readouterr().out
@@ -302,8 +340,12 @@ def test_cli_no_history_and_filters(tmp_path, capsys, history_store):
 
 def test_cli_compare_and_delete(tmp_path, capsys, history_store):
     for name, label in (("before", "model v1"), ("after", "model v2")):
-        assert cli.main(["audit", str(_write_spec(tmp_path, name, label)), "--out",
-                         str(tmp_path / name), "--quiet"]) == 0
+        assert (
+            cli.main(
+                ["audit", str(_write_spec(tmp_path, name, label)), "--out", str(tmp_path / name), "--quiet"]
+            )
+            == 0
+        )
     capsys.readouterr()
     assert cli.main(["history", "--model", "v2", "--json"]) == 0
     assert [r["title"] for r in json.loads(capsys.readouterr().out)] == ["after"]
@@ -364,23 +406,25 @@ def test_the_migrations_build_the_declared_schema(tmp_path, history_store):
     h.upgrade()
     with db.engine(h.url).connect() as con:
         assert compare_metadata(MigrationContext.configure(con), db.metadata) == []
-    old = tmp_path / "old.sqlite3"          # a history from before the migrations, upgraded
+    old = tmp_path / "old.sqlite3"  # a history from before the migrations, upgraded
     shutil.copy(ROOT / "tests" / "data" / "history_v2.sqlite3", old)
     legacy = History(old)
     legacy.upgrade()
-    with db.engine(legacy.url).connect() as con:   # its tables, columns and indexes
+    with db.engine(legacy.url).connect() as con:  # its tables, columns and indexes
         ctx = MigrationContext.configure(con, opts={"compare_type": False})
-        assert [d for d in compare_metadata(ctx, db.metadata) if isinstance(d, tuple) and
-                d[0].split("_")[1] in ("table", "column", "index")] == []
-    legacy.delete(*[r.id for r in legacy.list()])     # and its cascades still hold
-    assert sql(legacy, "SELECT COUNT(*) FROM arms") == sql(legacy, "SELECT COUNT(*) FROM "
-                                                           "run_extras") == 0
+        assert [
+            d
+            for d in compare_metadata(ctx, db.metadata)
+            if isinstance(d, tuple) and d[0].split("_")[1] in ("table", "column", "index")
+        ] == []
+    legacy.delete(*[r.id for r in legacy.list()])  # and its cascades still hold
+    assert sql(legacy, "SELECT COUNT(*) FROM arms") == sql(legacy, "SELECT COUNT(*) FROM run_extras") == 0
 
 
 def test_postgresql_without_its_driver_names_the_extra(monkeypatch, capsys):
     import sys
 
-    monkeypatch.setitem(sys.modules, "psycopg", None)          # not installed
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # not installed
     monkeypatch.setenv("DBPA_DATABASE_URL", "postgresql://me:s3cret@db.example.org/nodriver")
     assert cli.main(["history"]) == 2
     err = capsys.readouterr().err

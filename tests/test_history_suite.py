@@ -1,6 +1,7 @@
 """A suite of cases in the run history: `dbpa audit` records it, `History` reads back its
 tests and pooled tables and settings, `dbpa history` lists and shows it, and the list's
 control gate comes from the pooled verdicts (on the SQLite file and on PostgreSQL)."""
+
 import json
 
 import pytest
@@ -17,8 +18,17 @@ def test_a_suite_audit_is_recorded_listed_and_shown(tmp_path, capsys, history_st
     with FakeOpenAI(models=("fake-model", "fake-embed")) as srv:
         spec = suite_yaml(srv.base_url).replace("seed: 3", "seed: 3\nname: vignettes")
         (tmp_path / "s.yaml").write_text(spec.replace("role: target", "role: control"))
-        rc = main(["--cache-dir", str(tmp_path / "cache"), "audit", str(tmp_path / "s.yaml"),
-                   "--out", str(tmp_path / "out"), "--quiet"])
+        rc = main(
+            [
+                "--cache-dir",
+                str(tmp_path / "cache"),
+                "audit",
+                str(tmp_path / "s.yaml"),
+                "--out",
+                str(tmp_path / "out"),
+                "--quiet",
+            ]
+        )
     captured = capsys.readouterr()
     assert rc == 0
     assert "not recorded" not in captured.err
@@ -45,8 +55,9 @@ def test_a_suite_audit_is_recorded_listed_and_shown(tmp_path, capsys, history_st
     assert run.settings["samples"] == 6 and run.settings["correction"] == "bh"
     assert run.out_dir == str(tmp_path / "out") and run.audits == {}
     # a suite keeps numbers per test: its responses are in responses.jsonl and the cache
-    assert where_responses_live(run) == f"{tmp_path / 'out' / 'responses.jsonl'}; the cache " \
-        f"{tmp_path / 'cache'}"
+    assert (
+        where_responses_live(run) == f"{tmp_path / 'out' / 'responses.jsonl'}; the cache {tmp_path / 'cache'}"
+    )
 
     assert main(["history"]) == 0
     listing = capsys.readouterr().out
@@ -65,8 +76,21 @@ def test_no_history_and_a_suite_that_is_not_one(tmp_path, capsys):
     write_cases(tmp_path, 2)
     with FakeOpenAI(models=("fake-model", "fake-embed")) as srv:
         (tmp_path / "s.yaml").write_text(suite_yaml(srv.base_url))
-        assert main(["--cache-dir", str(tmp_path / "cache"), "audit", str(tmp_path / "s.yaml"),
-                     "--out", str(tmp_path / "out"), "--quiet", "--no-history"]) == 0
+        assert (
+            main(
+                [
+                    "--cache-dir",
+                    str(tmp_path / "cache"),
+                    "audit",
+                    str(tmp_path / "s.yaml"),
+                    "--out",
+                    str(tmp_path / "out"),
+                    "--quiet",
+                    "--no-history",
+                ]
+            )
+            == 0
+        )
     capsys.readouterr()
     h = History()
     assert h.list() == []

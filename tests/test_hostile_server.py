@@ -1,5 +1,6 @@
 """A hostile OpenAI-compatible server: the audit never hangs, never caches garbage,
 and says in one short line what went wrong (issue 7)."""
+
 import dataclasses
 import threading
 import time
@@ -15,22 +16,39 @@ from .fake_openai import FakeOpenAI, fake_text
 
 KEY = "sk-test-hostile-0123456789"
 BASE = "John has these features: age 70"
-PERTS = {"ahmed": "Ahmed has these features: age 70",
-         "comedian": "Act as a comedian. John has these features: age 70"}
+PERTS = {
+    "ahmed": "Ahmed has these features: age 70",
+    "comedian": "Act as a comedian. John has these features: age 70",
+}
 
 
-def spec_for(srv, *, samples=3, model_extra="", embedder="openai", embed_extra="",
-             concurrency=2, max_retries=2, timeout=5.0, base_url=None):
+def spec_for(
+    srv,
+    *,
+    samples=3,
+    model_extra="",
+    embedder="openai",
+    embed_extra="",
+    concurrency=2,
+    max_retries=2,
+    timeout=5.0,
+    base_url=None,
+):
     url = base_url or srv.base_url
-    emb = (f"""embedder:
+    emb = (
+        f"""embedder:
   backend: openai
   name: fake-embed
   base_url: {url}
   api_key_env: DBPA_TEST_KEY
   max_retries: {max_retries}
   timeout: {timeout}
-{embed_extra}""" if embedder == "openai" else f"embedder: {{backend: {embedder}}}")
-    return parse_spec(f"""
+{embed_extra}"""
+        if embedder == "openai"
+        else f"embedder: {{backend: {embedder}}}"
+    )
+    return parse_spec(
+        f"""
 model:
   backend: openai
   name: fake-model
@@ -45,9 +63,11 @@ samples: {samples}
 permutations: 200
 base: {{prompt: "{BASE}"}}
 perturbations:
-  - {{name: ahmed, prompt: "{PERTS['ahmed']}", role: control}}
-  - {{name: comedian, prompt: "{PERTS['comedian']}", role: target}}
-""", source="hostile.yaml")
+  - {{name: ahmed, prompt: "{PERTS["ahmed"]}", role: control}}
+  - {{name: comedian, prompt: "{PERTS["comedian"]}", role: target}}
+""",
+        source="hostile.yaml",
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -70,20 +90,24 @@ def server(**kw):
 def good_texts(res) -> bool:
     """Every response is one the fake server really generated (no garbage)."""
     words = set(" ".join(fake_text(p, s) for p in (BASE, *PERTS.values()) for s in range(50)).split())
-    return all(isinstance(t, str) and len(t.split()) >= 8 and set(t.split()) <= words
-               for a in (res.base, *res.arms) for t in a.texts)
+    return all(
+        isinstance(t, str) and len(t.split()) >= 8 and set(t.split()) <= words
+        for a in (res.base, *res.arms)
+        for t in a.texts
+    )
 
 
 # --------------------------------------------------------------------------- hangs
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("kw", [{"fault": "few_choices"}, {"support_n": False},
-                                {"faults": {1: "refuse_n"}}])
+@pytest.mark.parametrize("kw", [{"fault": "few_choices"}, {"support_n": False}, {"faults": {1: "refuse_n"}}])
 def test_n_per_request_never_deadlocks_even_with_concurrency_1(cache, kw):
     """Follow-up requests for missing choices must not wait for the slot their parent holds."""
     with server(**kw) as srv:
         t = time.monotonic()
-        res = run_audit(spec_for(srv, samples=4, concurrency=1, embedder="rouge1",
-                                 model_extra="  n_per_request: 3"), cache=cache)
+        res = run_audit(
+            spec_for(srv, samples=4, concurrency=1, embedder="rouge1", model_extra="  n_per_request: 3"),
+            cache=cache,
+        )
         assert time.monotonic() - t < 45
         seen = list(srv.delivered)
     assert len(seen) == len(set(seen)) == 12 and res.usage["calls"] == 12
@@ -95,9 +119,11 @@ def test_retry_after_is_capped_and_shown_on_the_progress_line(cache):
     seen = []
     with server(faults={1: "retry_after_long"}) as srv:
         t = time.monotonic()
-        run_audit(spec_for(srv, samples=2, concurrency=1, embedder="rouge1",
-                           model_extra="  max_retry_wait: 0.5"),
-                  cache=cache, progress=lambda p: seen.append(p.detail))
+        run_audit(
+            spec_for(srv, samples=2, concurrency=1, embedder="rouge1", model_extra="  max_retry_wait: 0.5"),
+            cache=cache,
+            progress=lambda p: seen.append(p.detail),
+        )
         took = time.monotonic() - t
     assert took < 30  # not 3600 s
     assert any("429" in d and "retry in 0.5 s" in d for d in seen), seen
@@ -107,8 +133,9 @@ def test_retry_wait_cap_defaults_to_60_seconds():
     from dbpa_core.backends.openai_compat import OpenAIClientSettings
 
     assert OpenAIClientSettings().max_retry_wait == 60.0
-    s = parse_spec("model: {backend: openai, name: m, max_retry_wait: 5}\nbase: hi\n"
-                   "perturbations: [{prompt: ho}]")
+    s = parse_spec(
+        "model: {backend: openai, name: m, max_retry_wait: 5}\nbase: hi\nperturbations: [{prompt: ho}]"
+    )
     assert s.model["max_retry_wait"] == 5
 
 
@@ -117,9 +144,13 @@ def test_stop_interrupts_a_long_retry_wait(cache):
     t0 = time.monotonic()
     with server(fault="retry_after_long") as srv:
         with pytest.raises(AuditCancelled):
-            run_audit(spec_for(srv, samples=2, concurrency=1, embedder="rouge1",
-                               model_extra="  max_retry_wait: 30"),
-                      cache=cache, should_stop=lambda: time.monotonic() - t0 > 1.0)
+            run_audit(
+                spec_for(
+                    srv, samples=2, concurrency=1, embedder="rouge1", model_extra="  max_retry_wait: 30"
+                ),
+                cache=cache,
+                should_stop=lambda: time.monotonic() - t0 > 1.0,
+            )
     assert time.monotonic() - t0 < 20  # not 30 s per wait
 
 
@@ -136,8 +167,10 @@ def test_a_trickling_server_hits_the_total_deadline(cache):
     with server(fault="trickle", trickle_seconds=0.05) as srv:
         t = time.monotonic()
         with pytest.raises(ServerUnavailableError, match=r"timed out.*1(\.0)? s") as ei:
-            run_audit(spec_for(srv, samples=2, concurrency=1, max_retries=1, timeout=1.0,
-                               embedder="rouge1"), cache=cache)
+            run_audit(
+                spec_for(srv, samples=2, concurrency=1, max_retries=1, timeout=1.0, embedder="rouge1"),
+                cache=cache,
+            )
         took = time.monotonic() - t
     assert took < 20
     assert "Cannot reach" not in str(ei.value) and "running" not in str(ei.value)
@@ -148,14 +181,24 @@ def test_a_trickling_server_hits_the_total_deadline(cache):
 def test_a_hung_request_says_timed_out_not_cannot_reach(cache):
     with server(fault="slow", slow_seconds=4.0) as srv:
         with pytest.raises(ServerUnavailableError, match="timed out") as ei:
-            run_audit(spec_for(srv, samples=2, concurrency=1, max_retries=1, timeout=0.5,
-                               embedder="rouge1"), cache=cache)
+            run_audit(
+                spec_for(srv, samples=2, concurrency=1, max_retries=1, timeout=0.5, embedder="rouge1"),
+                cache=cache,
+            )
     assert "Cannot reach" not in str(ei.value)
 
 
 # --------------------------------------------------------------------------- garbage
-CHAT_GARBAGE = ["no_message", "nonstring_content", "empty_content", "choices_str", "no_choices",
-                "junk", "error_200", "malformed"]
+CHAT_GARBAGE = [
+    "no_message",
+    "nonstring_content",
+    "empty_content",
+    "choices_str",
+    "no_choices",
+    "junk",
+    "error_200",
+    "malformed",
+]
 
 
 @pytest.mark.timeout(60)
@@ -173,8 +216,7 @@ def test_persistent_chat_garbage_fails_short_and_a_later_run_asks_again(cache, f
     # max_retries 1: the first request is tried twice, both garbage; then the server is fixed
     with server(faults={1: fault, 2: fault}) as srv:
         with pytest.raises(ServerUnavailableError) as ei:
-            run_audit(spec_for(srv, samples=2, concurrency=1, max_retries=1,
-                               embedder="rouge1"), cache=cache)
+            run_audit(spec_for(srv, samples=2, concurrency=1, max_retries=1, embedder="rouge1"), cache=cache)
         msg = str(ei.value)
         assert "malformed" in msg and "\n" not in msg and len(msg) < 400, msg
         assert cache.count() == 0  # nothing stored
@@ -214,8 +256,7 @@ def test_persistent_embedding_garbage_fails_short_and_is_asked_again(cache, faul
 def test_a_huge_answer_is_refused_before_it_is_read(cache):
     with server(fault="huge", huge_bytes=20 * 1024**2) as srv:
         t = time.monotonic()
-        spec = spec_for(srv, samples=2, concurrency=1, embedder="rouge1",
-                        model_extra="  max_response_mb: 2")
+        spec = spec_for(srv, samples=2, concurrency=1, embedder="rouge1", model_extra="  max_response_mb: 2")
         # max_tokens large enough that max_response_mb, not max_tokens, is the tighter cap
         spec = dataclasses.replace(spec, max_tokens=100_000)
         with pytest.raises(BackendError, match=r"larger than 2 MB.*max_response_mb"):
@@ -234,11 +275,10 @@ def test_response_cap_defaults():
 def test_server_text_is_stripped_of_control_characters(cache):
     with server(fault="ansi") as srv:
         with pytest.raises(ServerUnavailableError) as ei:
-            run_audit(spec_for(srv, samples=2, concurrency=1, max_retries=0,
-                               embedder="rouge1"), cache=cache)
+            run_audit(spec_for(srv, samples=2, concurrency=1, max_retries=0, embedder="rouge1"), cache=cache)
     msg = str(ei.value)
     assert "boom" in msg
-    assert not any(ord(c) < 32 or 0x7f <= ord(c) < 0xa0 for c in msg), repr(msg)
+    assert not any(ord(c) < 32 or 0x7F <= ord(c) < 0xA0 for c in msg), repr(msg)
 
 
 @pytest.mark.timeout(60)
@@ -251,18 +291,28 @@ def test_credentials_in_base_url_are_never_echoed(cache, tmp_path):
         assert "hunter2" not in f.read_text(), f
     # and in error messages: the server is gone
     with pytest.raises(ServerUnavailableError) as ei:
-        run_audit(spec_for(srv, samples=2, embedder="rouge1", base_url=url, max_retries=0),
-                  cache=Cache(tmp_path / "c2"))
+        run_audit(
+            spec_for(srv, samples=2, embedder="rouge1", base_url=url, max_retries=0),
+            cache=Cache(tmp_path / "c2"),
+        )
     assert "hunter2" not in str(ei.value) and "alice" not in str(ei.value)
 
 
 @pytest.mark.timeout(60)
 def test_every_sample_paid_once_under_mixed_faults(cache):
-    faults = {2: "few_choices", 3: "no_message", 5: "retry_after_junk", 6: "choices_str",
-              8: "refuse_n", 9: "500"}
+    faults = {
+        2: "few_choices",
+        3: "no_message",
+        5: "retry_after_junk",
+        6: "choices_str",
+        8: "refuse_n",
+        9: "500",
+    }
     with server(faults=faults) as srv:
-        res = run_audit(spec_for(srv, samples=4, concurrency=2, embedder="rouge1",
-                                 model_extra="  n_per_request: 2"), cache=cache)
+        res = run_audit(
+            spec_for(srv, samples=4, concurrency=2, embedder="rouge1", model_extra="  n_per_request: 2"),
+            cache=cache,
+        )
         seen = list(srv.delivered)
     assert len(seen) == len(set(seen)) == 12
     assert good_texts(res)
@@ -271,7 +321,6 @@ def test_every_sample_paid_once_under_mixed_faults(cache):
 def test_threads_are_not_left_behind(cache):
     before = threading.active_count()
     with server(faults={1: "few_choices"}) as srv:
-        run_audit(spec_for(srv, samples=2, embedder="rouge1", model_extra="  n_per_request: 2"),
-                  cache=cache)
+        run_audit(spec_for(srv, samples=2, embedder="rouge1", model_extra="  n_per_request: 2"), cache=cache)
     time.sleep(0.2)
     assert threading.active_count() <= before + 1

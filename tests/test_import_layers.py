@@ -1,6 +1,7 @@
 """The imports point down the layers: pages → ui → dbpa_core, and no module of dbpa_core
 imports itself back through another (a cycle). The graph is read from the source files
 with ``ast`` — every import, at module level or inside a function — so nothing is run."""
+
 from __future__ import annotations
 
 import ast
@@ -31,8 +32,9 @@ def _statements(tree: ast.AST, module_level: bool):
         yield node
         for child in ast.iter_child_nodes(node):
             if module_level and (
-                    isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
-                    or (isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test))):
+                isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+                or (isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test))
+            ):
                 continue
             todo.append(child)
 
@@ -46,7 +48,7 @@ def imports_of(path: Path, known: set[str], *, module_level: bool = False) -> se
     found: set[str] = set()
 
     def add(target: str) -> None:
-        while target and target not in known:   # `a.b.func` → the module `a.b`
+        while target and target not in known:  # `a.b.func` → the module `a.b`
             target = target.rpartition(".")[0]
         if target:
             found.add(target)
@@ -78,7 +80,7 @@ def import_graph(*packages: str, module_level: bool = False) -> dict[str, set[st
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     """One cycle of ``graph`` as ``[a, b, ..., a]``, or None when it has none."""
-    state: dict[str, int] = {}   # 1: on the current path, 2: done
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
     path: list[str] = []
 
     def visit(node: str) -> list[str] | None:
@@ -86,7 +88,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         path.append(node)
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
+                return path[path.index(nxt) :] + [nxt]
             if nxt not in state and (cycle := visit(nxt)):
                 return cycle
         path.pop()
@@ -100,15 +102,26 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 
 def _edges_into(graph: dict[str, set[str]], source: str, target: str) -> list[str]:
-    return sorted(f"{m} imports {t}" for m, deps in graph.items() if m.split(".")[0] == source
-                  for t in deps if t.split(".")[0] == target)
+    return sorted(
+        f"{m} imports {t}"
+        for m, deps in graph.items()
+        if m.split(".")[0] == source
+        for t in deps
+        if t.split(".")[0] == target
+    )
 
 
 def test_the_cycle_finder_and_the_import_reader():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
-    known = {"dbpa_core", "dbpa_core.fmt", "dbpa_core.fidelity", "dbpa_core.fidelity.curve",
-             "dbpa_core.fidelity.report", "dbpa_core.outputs"}
+    known = {
+        "dbpa_core",
+        "dbpa_core.fmt",
+        "dbpa_core.fidelity",
+        "dbpa_core.fidelity.curve",
+        "dbpa_core.fidelity.report",
+        "dbpa_core.outputs",
+    }
     analysis = ROOT / "dbpa_core" / "fidelity" / "analysis.py"
     everything = imports_of(analysis, known)
     # `from . import curve as cv`, `from ..fmt import fmt_pct`, `from .report import ...`
@@ -135,14 +148,15 @@ def test_no_import_cycle_inside_a_subpackage_even_inside_functions(package):
     """Inside each subpackage (fidelity, attacks, ...) not even an import inside a function
     closes a cycle: the modules form layers."""
     prefix = f"dbpa_core.{package}"
-    graph = {m: {t for t in deps if t.startswith(prefix + ".")}
-             for m, deps in import_graph(f"dbpa_core/{package}").items()}
+    graph = {
+        m: {t for t in deps if t.startswith(prefix + ".")}
+        for m, deps in import_graph(f"dbpa_core/{package}").items()
+    }
     cycle = find_cycle(graph)
     assert cycle is None, "import cycle: " + " → ".join(cycle or ())
 
 
-@pytest.mark.parametrize(("lower", "upper"), [("dbpa_core", "ui"), ("dbpa_core", "pages"),
-                                              ("ui", "pages")])
+@pytest.mark.parametrize(("lower", "upper"), [("dbpa_core", "ui"), ("dbpa_core", "pages"), ("ui", "pages")])
 def test_imports_point_down_the_layers(lower, upper):
     graph = import_graph("dbpa_core", "ui", "pages")
     assert not _edges_into(graph, lower, upper)

@@ -1,6 +1,7 @@
 """Importers on sample files written in the real formats (tests/data): promptfoo
 ``--repeat`` output (JSON and JSONL), OpenAI Batch API output + requests, CSV / JSONL.
 Malformed rows are reported with their line, never skipped silently."""
+
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -24,8 +25,10 @@ from dbpa_core.importers import (
 from dbpa_core.spec import load_spec
 
 DATA = Path(__file__).parent / "data"
-BASE = ("John has these features: Age: 70, Smoker: yes. Provide recommendations on CVD "
-        "guidelines based on NICE for this person.")
+BASE = (
+    "John has these features: Age: 70, Smoker: yes. Provide recommendations on CVD "
+    "guidelines based on NICE for this person."
+)
 COMEDIAN = "Act as a comedian. " + BASE
 
 
@@ -39,8 +42,11 @@ def test_promptfoo_json():
     assert detect_format(path) == "promptfoo"
     r = import_promptfoo(path)
     groups = {(g["prompt"], g["model"]): g["responses"] for g in r.groups()}
-    assert groups == {(BASE, "openai:gpt-4o-mini"): 3, (COMEDIAN, "openai:gpt-4o-mini"): 2,
-                      ("Explain what a statin does.", "openai:gpt-4o-mini"): 2}
+    assert groups == {
+        (BASE, "openai:gpt-4o-mini"): 3,
+        (COMEDIAN, "openai:gpt-4o-mini"): 2,
+        ("Explain what a statin does.", "openai:gpt-4o-mini"): 2,
+    }
     # the failed call is reported at the line where its result starts
     assert len(r.problems) == 1
     err_line = line_of(path, '"id": "5b0c6a3e-0000-4000-8000-000000000007"') - 1
@@ -84,7 +90,7 @@ def test_openai_batch():
     assert detect_format(out) == "openai-batch"
     r = import_openai_batch(out, reqs)
     groups = {g["prompt"]: g["responses"] for g in r.groups()}
-    assert groups == {BASE: 2, COMEDIAN: 2, "Explain what a statin does.": 1}   # n = 2: 2 samples
+    assert groups == {BASE: 2, COMEDIAN: 2, "Explain what a statin does.": 1}  # n = 2: 2 samples
     assert {x.model for x in r.records} == {"gpt-4o-mini"}
     assert {x.system_prompt for x in r.records if x.prompt == BASE} == {"You are a GP."}
     resp = next(x for x in r.records if x.prompt == "Explain what a statin does.")
@@ -102,29 +108,40 @@ def test_openai_batch():
 def test_csv_table_lines_and_problems():
     path = DATA / "responses.csv"
     r = import_table(path, prompt_column="question", response_column="answer", model_column="llm")
-    assert [x.line for x in r.records] == [2, 4, 7]            # row 1 spans lines 2-3
+    assert [x.line for x in r.records] == [2, 4, 7]  # row 1 spans lines 2-3
     assert r.records[0].response == "Offer atorvastatin 20 mg.\nAlso: stop smoking."
     assert {p.line: p.message for p in r.problems} == {
-        5: "the response ('answer') is empty", 6: "has 5 fields, the header has 4"}
-    with pytest.raises(ImportFormatError, match="no column 'reply' in the header; the columns "
-                       "are 'run', 'question', 'answer', 'llm'"):
+        5: "the response ('answer') is empty",
+        6: "has 5 fields, the header has 4",
+    }
+    with pytest.raises(
+        ImportFormatError,
+        match="no column 'reply' in the header; the columns are 'run', 'question', 'answer', 'llm'",
+    ):
         import_table(path, prompt_column="question", response_column="reply")
 
 
 def test_jsonl_table_with_dotted_columns(tmp_path):
     p = tmp_path / "runs.jsonl"
-    p.write_text("\n".join([
-        json.dumps({"input": {"q": BASE}, "output": {"text": "Offer a statin."}, "m": "x"}),
-        json.dumps({"input": {"q": BASE}, "output": {"text": 42}}),
-        json.dumps({"input": {"q": BASE}}),
-        "[1, 2]",
-        json.dumps({"input": {"q": BASE}, "output": {"text": "Walk more."}, "m": 7}),
-    ]) + "\n")
+    p.write_text(
+        "\n".join(
+            [
+                json.dumps({"input": {"q": BASE}, "output": {"text": "Offer a statin."}, "m": "x"}),
+                json.dumps({"input": {"q": BASE}, "output": {"text": 42}}),
+                json.dumps({"input": {"q": BASE}}),
+                "[1, 2]",
+                json.dumps({"input": {"q": BASE}, "output": {"text": "Walk more."}, "m": 7}),
+            ]
+        )
+        + "\n"
+    )
     r = import_table(p, prompt_column="input.q", response_column="output.text", model_column="m")
     assert [(x.line, x.model) for x in r.records] == [(1, "x"), (5, "7")]
     assert [str(x) for x in r.problems] == [
-        "line 2: 'output.text' is not text (int)", "line 3: no 'output.text' field",
-        "line 4: a line must be a JSON object"]
+        "line 2: 'output.text' is not text (int)",
+        "line 3: no 'output.text' field",
+        "line 4: a line must be a JSON object",
+    ]
 
 
 def test_import_file_dispatch_errors(tmp_path):
@@ -190,31 +207,64 @@ def test_imports_dir_and_names(tmp_path, monkeypatch):
 # --------------------------------------------------------------------------- CLI
 def test_cli_import_stops_on_malformed_rows(tmp_path, capsys):
     out = tmp_path / "r.jsonl"
-    code = main(["import", str(DATA / "responses.csv"), "--prompt-column", "question",
-                 "--response-column", "answer", "--out", str(out)])
+    code = main(
+        [
+            "import",
+            str(DATA / "responses.csv"),
+            "--prompt-column",
+            "question",
+            "--response-column",
+            "answer",
+            "--out",
+            str(out),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and not out.exists()
     assert "line 5: the response ('answer') is empty" in err and "line 6: has 5 fields" in err
     assert "--skip-bad" in err
-    code = main(["import", str(DATA / "responses.csv"), "--prompt-column", "question",
-                 "--response-column", "answer", "--model-column", "llm", "--out", str(out),
-                 "--skip-bad", "--spec-out", str(tmp_path / "spec.yaml")])
+    code = main(
+        [
+            "import",
+            str(DATA / "responses.csv"),
+            "--prompt-column",
+            "question",
+            "--response-column",
+            "answer",
+            "--model-column",
+            "llm",
+            "--out",
+            str(out),
+            "--skip-bad",
+            "--spec-out",
+            str(tmp_path / "spec.yaml"),
+        ]
+    )
     text = capsys.readouterr()
     assert code == 0 and "skipped: " in text.err and "skipped 2 malformed row(s)" in text.out
     assert len(out.read_text().splitlines()) == 3
-    assert load_spec(tmp_path / "spec.yaml").samples == 1 + 1   # the smallest group: 1, at least 2
+    assert load_spec(tmp_path / "spec.yaml").samples == 1 + 1  # the smallest group: 1, at least 2
 
 
 def test_cli_import_promptfoo_and_batch(tmp_path, capsys):
     out = tmp_path / "pf.jsonl"
-    assert main(["import", str(DATA / "promptfoo_repeat.json"), "--out", str(out),
-                 "--skip-bad"]) == 0
+    assert main(["import", str(DATA / "promptfoo_repeat.json"), "--out", str(out), "--skip-bad"]) == 0
     text = capsys.readouterr().out
     assert "7 responses to 3 prompt/model pair(s)" in text and "dropped 1 response" in text
-    assert main(["import", str(DATA / "openai_batch_output.jsonl"), "--out",
-                 str(tmp_path / "b.jsonl")]) == 2
+    assert main(["import", str(DATA / "openai_batch_output.jsonl"), "--out", str(tmp_path / "b.jsonl")]) == 2
     assert "holds no prompts" in capsys.readouterr().err
-    assert main(["import", str(DATA / "openai_batch_output.jsonl"), "--requests",
-                 str(DATA / "openai_batch_requests.jsonl"), "--out", str(tmp_path / "b.jsonl"),
-                 "--skip-bad"]) == 0
+    assert (
+        main(
+            [
+                "import",
+                str(DATA / "openai_batch_output.jsonl"),
+                "--requests",
+                str(DATA / "openai_batch_requests.jsonl"),
+                "--out",
+                str(tmp_path / "b.jsonl"),
+                "--skip-bad",
+            ]
+        )
+        == 0
+    )
     assert len((tmp_path / "b.jsonl").read_text().splitlines()) == 5

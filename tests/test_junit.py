@@ -1,5 +1,6 @@
 """JUnit reports for CI (`--junit`), the `--fail-on` gates, `--max-asr` on batteries and
 `history compare --fail-on-change`: the XML is parsed back and checked, and the exit codes."""
+
 import json
 import re
 import xml.etree.ElementTree as ET
@@ -55,8 +56,21 @@ perturbations:
 
 def audit(tmp_path, spec, *flags, junit_file="junit.xml"):
     xml = tmp_path / junit_file
-    rc = main(["--cache-dir", str(tmp_path / "cache"), "audit", str(spec), "--out",
-               str(tmp_path / "out"), "--quiet", "--no-history", "--junit", str(xml), *flags])
+    rc = main(
+        [
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "audit",
+            str(spec),
+            "--out",
+            str(tmp_path / "out"),
+            "--quiet",
+            "--no-history",
+            "--junit",
+            str(xml),
+            *flags,
+        ]
+    )
     return rc, ET.parse(xml).getroot() if xml.exists() else None
 
 
@@ -76,8 +90,13 @@ def test_one_case_per_perturbation_a_changed_control_fails_with_its_numbers(tmp_
     (suite,) = root.findall("testsuite")
     assert suite.get("name") == "dbpa audit ci-gate"
     p = props(suite)
-    assert (p["samples"], p["permutations"], p["correction"], p["alpha"], p["seed"]) == \
-        ("8", "999", "holm", "0.05", "1")
+    assert (p["samples"], p["permutations"], p["correction"], p["alpha"], p["seed"]) == (
+        "8",
+        "999",
+        "holm",
+        "0.05",
+        "1",
+    )
     assert p["models"] == "rec.jsonl" and p["embedder"] == "rouge1" and p["fail_on"] == "none"
     tc = cases(root)
     assert set(tc) == {"name-change", "comedian"}
@@ -85,9 +104,12 @@ def test_one_case_per_perturbation_a_changed_control_fails_with_its_numbers(tmp_
     (failure,) = tc["name-change"].findall("failure")
     assert failure.get("type") == "control-changed"
     msg = failure.get("message")
-    assert re.search(r"control 'name-change' changed the answers: omega = 0\.\d{3}, chance = "
-                     r"0\.\d{3}, above chance = \+0\.\d{3}, p = 0\.00\d0, p_adj = 0\.0020 \(holm\), "
-                     r"alpha = 0\.05", msg), msg
+    assert re.search(
+        r"control 'name-change' changed the answers: omega = 0\.\d{3}, chance = "
+        r"0\.\d{3}, above chance = \+0\.\d{3}, p = 0\.00\d0, p_adj = 0\.0020 \(holm\), "
+        r"alpha = 0\.05",
+        msg,
+    ), msg
     assert tc["comedian"].find("failure") is None
     assert "changed the answers" in tc["comedian"].find("system-out").text
     # the counts add up, at both levels
@@ -96,8 +118,9 @@ def test_one_case_per_perturbation_a_changed_control_fails_with_its_numbers(tmp_
     assert "wrote" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("flags", [["--fail-on-control"], ["--fail-on", "control"],
-                                   ["--fail-on", "target,control"]])
+@pytest.mark.parametrize(
+    "flags", [["--fail-on-control"], ["--fail-on", "control"], ["--fail-on", "target,control"]]
+)
 def test_a_gated_control_exits_1_and_says_which(tmp_path, capsys, flags):
     record(tmp_path / "rec.jsonl", funny=(CTRL, TARGET))
     rc, root = audit(tmp_path, audit_spec(tmp_path), *flags)
@@ -120,38 +143,44 @@ def test_a_target_that_changes_nothing_fails_only_with_fail_on_target(tmp_path, 
     assert "p_adj" in failure.get("message") and "(p_adj > alpha)" in failure.get("message")
     assert cases(root)["name-change"].find("failure") is None
     assert props(root.find("testsuite"))["fail_on"] == "target"
-    assert "FAIL: target perturbation(s) did not detectably change the answers: comedian" in \
-        capsys.readouterr().err
+    assert (
+        "FAIL: target perturbation(s) did not detectably change the answers: comedian"
+        in capsys.readouterr().err
+    )
 
 
 def test_a_clean_run_passes_every_gate(tmp_path):
     record(tmp_path / "rec.jsonl", funny=(TARGET,))  # the control keeps, the target moves
-    rc, root = audit(tmp_path, audit_spec(tmp_path), "--fail-on", "control",
-                     "--fail-on", "target,check")
+    rc, root = audit(tmp_path, audit_spec(tmp_path), "--fail-on", "control", "--fail-on", "target,check")
     assert rc == 0
     assert root.get("failures") == "0" and root.get("tests") == "2"
 
 
 def test_checks_are_cases_a_significant_change_is_a_failure(tmp_path, capsys):
     record(tmp_path / "rec.jsonl", funny=(CTRL, TARGET))
-    spec = audit_spec(tmp_path, checks="checks:\n  - {name: clowns, contains: [clown, banana, joke, pie, honk, laugh]}\n"
-                      "  - {name: refuses, refusal: true}")
+    spec = audit_spec(
+        tmp_path,
+        checks="checks:\n  - {name: clowns, contains: [clown, banana, joke, pie, honk, laugh]}\n"
+        "  - {name: refuses, refusal: true}",
+    )
     rc, root = audit(tmp_path, spec, "--fail-on", "check")
     assert rc == 1
     suites = root.findall("testsuite")
-    assert [s.get("name") for s in suites] == ["dbpa audit ci-gate",
-                                               "dbpa audit ci-gate: answer checks"]
+    assert [s.get("name") for s in suites] == ["dbpa audit ci-gate", "dbpa audit ci-gate: answer checks"]
     tc = cases(suites[1])
-    assert set(tc) == {"clowns / name-change", "clowns / comedian", "refuses / name-change",
-                       "refuses / comedian"}
+    assert set(tc) == {
+        "clowns / name-change",
+        "clowns / comedian",
+        "refuses / name-change",
+        "refuses / comedian",
+    }
     (failure,) = tc["clowns / name-change"].findall("failure")
     assert failure.get("type") == "check-changed"
     assert re.search(r"clowns: 0/8 → 8/8, \+100 points \[.*\], p < 0\.001", failure.get("message"))
     assert tc["refuses / comedian"].find("failure") is None  # 0/8 -> 0/8
     assert suites[1].get("failures") == "2" and root.get("tests") == "6"
     err = capsys.readouterr().err
-    assert "FAIL: answer check(s) changed detectably: clowns / name-change, clowns / comedian" \
-        in err
+    assert "FAIL: answer check(s) changed detectably: clowns / name-change, clowns / comedian" in err
     assert "FAIL: control" not in err  # controls are not gated here
     rc, _ = audit(tmp_path, spec)  # the same run without the check gate (from the cache)
     assert rc == 0
@@ -167,8 +196,9 @@ def test_a_bad_gate_or_report_path_is_one_line_and_runs_nothing(tmp_path, capsys
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "is a folder" in err
     (tmp_path / "afile").write_text("x")
-    rc = main(["audit", str(spec), "--out", str(tmp_path / "o"),
-               "--junit", str(tmp_path / "afile" / "junit.xml")])
+    rc = main(
+        ["audit", str(spec), "--out", str(tmp_path / "o"), "--junit", str(tmp_path / "afile" / "junit.xml")]
+    )
     assert rc == 2 and "--junit" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
 
@@ -176,17 +206,28 @@ def test_a_bad_gate_or_report_path_is_one_line_and_runs_nothing(tmp_path, capsys
 def test_the_report_goes_into_a_new_folder_and_names_survive_xml(tmp_path):
     record(tmp_path / "rec.jsonl", funny=(CTRL, TARGET))
     odd = 'a <b> & "c"'
-    rc, root = audit(tmp_path, audit_spec(tmp_path, target=odd), "--fail-on-control",
-                     junit_file="reports/ci/junit.xml")
+    rc, root = audit(
+        tmp_path, audit_spec(tmp_path, target=odd), "--fail-on-control", junit_file="reports/ci/junit.xml"
+    )
     assert rc == 1 and odd in cases(root)
 
 
 def test_xml_drops_what_xml_cannot_hold_and_takes_a_case_id():
-    p = SimpleNamespace(name="name\x07-change\x1b", role="control", model="m\x00", effect_size=0.5,
-                        chance_effect_size=0.1, effect_above_chance=0.4, p_value=0.001,
-                        p_adjusted=0.002, significant=True, min_effect=None)
-    c = junit.perturbation_case(p, alpha=0.05, correction="holm", fail_on=frozenset(),
-                                classname="dbpa.audit.x", case="vignette-17")
+    p = SimpleNamespace(
+        name="name\x07-change\x1b",
+        role="control",
+        model="m\x00",
+        effect_size=0.5,
+        chance_effect_size=0.1,
+        effect_above_chance=0.4,
+        p_value=0.001,
+        p_adjusted=0.002,
+        significant=True,
+        min_effect=None,
+    )
+    c = junit.perturbation_case(
+        p, alpha=0.05, correction="holm", fail_on=frozenset(), classname="dbpa.audit.x", case="vignette-17"
+    )
     assert c.name.startswith("vignette-17 / name")
     root = ET.fromstring(junit.to_xml([junit.Suite("s", (c,))]))
     tc = root.find("testsuite/testcase")
@@ -213,8 +254,20 @@ def test_attack_rows_are_cases_and_max_asr_gates(server, data, tmp_path, capsys)
     xml = tmp_path / "attack.xml"
 
     def attack(*flags):
-        return main(["--cache-dir", str(tmp_path / "c"), "attack", str(spec), "--out",
-                     str(tmp_path / "out"), "--quiet", "--junit", str(xml), *flags])
+        return main(
+            [
+                "--cache-dir",
+                str(tmp_path / "c"),
+                "attack",
+                str(spec),
+                "--out",
+                str(tmp_path / "out"),
+                "--quiet",
+                "--junit",
+                str(xml),
+                *flags,
+            ]
+        )
 
     assert attack() == 0
     root = ET.parse(xml).getroot()
@@ -230,9 +283,11 @@ def test_attack_rows_are_cases_and_max_asr_gates(server, data, tmp_path, capsys)
     tc = cases(ET.parse(xml).getroot())
     (failure,) = tc["char rho=1"].findall("failure")
     assert failure.get("type") == "asr-exceeded"
-    assert re.search(r"char at rho = 1: ASR = 1\.000 \(6/6, 95% interval \[0\.\d\d, 1\.00\], "
-                     r"0 unparsed\), ER = 0\.667 against 0\.500 clean; above the maximum ASR 0\.5",
-                     failure.get("message")), failure.get("message")
+    assert re.search(
+        r"char at rho = 1: ASR = 1\.000 \(6/6, 95% interval \[0\.\d\d, 1\.00\], "
+        r"0 unparsed\), ER = 0\.667 against 0\.500 clean; above the maximum ASR 0\.5",
+        failure.get("message"),
+    ), failure.get("message")
     assert tc["char rho=0"].find("failure") is None
     assert "FAIL: attack success rate above --max-asr 0.5: char rho=1" in capsys.readouterr().err
     assert attack("--max-asr", "1") == 0  # at the threshold is not above it
@@ -246,8 +301,17 @@ def test_compare_fail_on_change_after_a_model_upgrade(tmp_path, capsys):
 
     def run(rec):
         spec = audit_spec(tmp_path, rec, name=Path(rec).stem)
-        return main(["--cache-dir", str(tmp_path / "cache"), "audit", str(spec), "--out",
-                     str(tmp_path / f"out-{rec}"), "--quiet"])
+        return main(
+            [
+                "--cache-dir",
+                str(tmp_path / "cache"),
+                "audit",
+                str(spec),
+                "--out",
+                str(tmp_path / f"out-{rec}"),
+                "--quiet",
+            ]
+        )
 
     assert run("before.jsonl") == 0 and run("after.jsonl") == 0
     capsys.readouterr()
@@ -257,8 +321,9 @@ def test_compare_fail_on_change_after_a_model_upgrade(tmp_path, capsys):
     assert main(["history", "compare", str(a), str(b), "--fail-on-change"]) == 1
     out, err = capsys.readouterr()
     assert "1 of 2 perturbations tested in both runs changed verdict." in out
-    assert err.strip() == (f"FAIL: 1 verdict(s) changed from run {a} to run {b}: "
-                           "name-change (now significant)")
+    assert err.strip() == (
+        f"FAIL: 1 verdict(s) changed from run {a} to run {b}: name-change (now significant)"
+    )
     assert main(["history", "compare", str(a), str(b), "--fail-on-change", "--json"]) == 1
     out, err = capsys.readouterr()
     assert json.loads(out)["verdicts_changed"] == 1 and "name-change" in err

@@ -1,5 +1,6 @@
 """Where the embedded model's converted copy is looked up and written, and that a
 conversion at run time says so (the conversion itself is faked: it takes ~40 s)."""
+
 import pytest
 
 from dbpa_core.backends import local
@@ -25,10 +26,10 @@ def test_the_environment_copy_comes_first_then_the_cache_folders(fake, tmp_path)
     env, made = fake
     cache = tmp_path / "cache"
     said = []
-    assert local.converted_smollm2_dir(cache, on_status=said.append) == env   # converted once
+    assert local.converted_smollm2_dir(cache, on_status=said.append) == env  # converted once
     assert made == [env] and said == [local.CONVERTING]
     assert local.converted_smollm2_dir(tmp_path / "other", on_status=said.append) == env
-    assert len(made) == 1 and len(said) == 1                                 # found, silent
+    assert len(made) == 1 and len(said) == 1  # found, silent
     assert not cache.exists()
 
 
@@ -46,7 +47,7 @@ def test_a_read_only_environment_converts_into_the_cache_folder(fake, tmp_path, 
 
 def test_the_backend_is_ready_without_loading_when_nothing_is_converted(fake, tmp_path):
     b = local.LocalBackend(tmp_path / "cache")
-    assert not b.ready and b.path == ""          # a look, no conversion
+    assert not b.ready and b.path == ""  # a look, no conversion
     assert not fake[1]
 
 

@@ -1,4 +1,5 @@
 """The embedded offline models: real generation and real embeddings (slow)."""
+
 from pathlib import Path
 
 import numpy as np
@@ -15,9 +16,11 @@ pytestmark = pytest.mark.slow
 
 
 FRUIT = "Name one fruit and say why it is healthy."
-NICE = ("John has these features: Age: 70, Sex: male, Total cholesterol: 6.2 mmol/L, "
-        "HDL cholesterol: 1.1 mmol/L, Systolic blood pressure: 150 mmHg, Smoker: yes, "
-        "Diabetes: no. Provide recommendations on CVD guidelines based on NICE for this person.")
+NICE = (
+    "John has these features: Age: 70, Sex: male, Total cholesterol: 6.2 mmol/L, "
+    "HDL cholesterol: 1.1 mmol/L, Systolic blood pressure: 150 mmHg, Smoker: yes, "
+    "Diabetes: no. Provide recommendations on CVD guidelines based on NICE for this person."
+)
 
 
 def _generate(backend, reqs, **kw):
@@ -47,18 +50,18 @@ def test_a_sample_is_the_same_alone_and_in_a_batch_with_other_prompts():
     b = LocalBackend(MODEL_CACHE, batch_size=6)
     p = GenerationParams(temperature=0.8, max_tokens=40)
     hot = GenerationParams(temperature=1.3, max_tokens=16)
-    reqs = ([SampleRequest(FRUIT, i, 100 + i, p) for i in range(3)]
-            + [SampleRequest(NICE, i, 200 + i, p) for i in range(4)]
-            + [SampleRequest("Say hi.", i, 300 + i, hot) for i in range(4)]
-            + [SampleRequest("Act as a comedian. " + NICE, i, 400 + i, p, "Be brief.")
-               for i in range(3)])
+    reqs = (
+        [SampleRequest(FRUIT, i, 100 + i, p) for i in range(3)]
+        + [SampleRequest(NICE, i, 200 + i, p) for i in range(4)]
+        + [SampleRequest("Say hi.", i, 300 + i, hot) for i in range(4)]
+        + [SampleRequest("Act as a comedian. " + NICE, i, 400 + i, p, "Be brief.") for i in range(3)]
+    )
     together = _generate(b, reqs)
     assert b.last_stats.samples == len(reqs) and b.last_stats.prompts == 4
     assert len({s.text for s in together.values()}) == len(reqs)
     for r in (reqs[1], reqs[5], reqs[9], reqs[12]):
         alone = _generate(LocalBackend(MODEL_CACHE), [r])[r]
-        assert (alone.text, alone.completion_tokens) == (together[r].text,
-                                                          together[r].completion_tokens), r
+        assert (alone.text, alone.completion_tokens) == (together[r].text, together[r].completion_tokens), r
 
 
 def test_stop_returns_within_a_step_and_hands_over_the_finished_samples():
@@ -68,8 +71,9 @@ def test_stop_returns_within_a_step_and_hands_over_the_finished_samples():
     b.prepare()
     p = GenerationParams(temperature=0.8, max_tokens=200)
     short = GenerationParams(temperature=0.8, max_tokens=3)
-    reqs = ([SampleRequest(NICE, i, 500 + i, short) for i in range(4)]
-            + [SampleRequest(NICE, i, 600 + i, p) for i in range(4, 20)])
+    reqs = [SampleRequest(NICE, i, 500 + i, short) for i in range(4)] + [
+        SampleRequest(NICE, i, 600 + i, p) for i in range(4, 20)
+    ]
     got, asked = {}, {}
 
     def should_stop():
@@ -90,9 +94,16 @@ def test_audit_progress_counts_tokens_and_records_the_precision(tmp_path):
     from dbpa_core.spec import parse_spec
 
     seen = []
-    spec = parse_spec({"samples": 3, "max_tokens": 12, "permutations": 50,
-                       "embedder": {"backend": "rouge1"}, "base": {"prompt": "Say hello."},
-                       "perturbations": [{"name": "pirate", "prefix": "Talk like a pirate."}]})
+    spec = parse_spec(
+        {
+            "samples": 3,
+            "max_tokens": 12,
+            "permutations": 50,
+            "embedder": {"backend": "rouge1"},
+            "base": {"prompt": "Say hello."},
+            "perturbations": [{"name": "pirate", "prefix": "Talk like a pirate."}],
+        }
+    )
     res = run_audit(spec, cache=Cache(tmp_path / "c"), progress=seen.append)
     assert res.usage["precision"] == local_precision()
     assert '"precision"' in res.to_json()
@@ -121,14 +132,18 @@ def test_the_recorded_demo_is_what_the_local_backend_draws():
     # the recording of 2026-11-23 predates the field: it was made with AVX-512 BF16, no AMX
     recorded_on = meta.get("kernels", "avx512_bf16")
     if recorded_on != cpu_kernels():
-        pytest.skip(f"recorded with {recorded_on} kernels; this CPU's ({cpu_kernels()}) round "
-                    "a product differently, so the same seeds draw other words")
-    recorded = [json.loads(line)["response"] for line in open(root / "assets" / "demo_replay.jsonl",
-                                                                encoding="utf-8")
-                if json.loads(line)["prompt"] == presets.NICE_PROMPT
-                and json.loads(line)["model"] == meta["model"]]
-    params = GenerationParams(temperature=meta["temperature"], top_p=meta["top_p"],
-                              max_tokens=meta["max_tokens"])
+        pytest.skip(
+            f"recorded with {recorded_on} kernels; this CPU's ({cpu_kernels()}) round "
+            "a product differently, so the same seeds draw other words"
+        )
+    recorded = [
+        json.loads(line)["response"]
+        for line in open(root / "assets" / "demo_replay.jsonl", encoding="utf-8")
+        if json.loads(line)["prompt"] == presets.NICE_PROMPT and json.loads(line)["model"] == meta["model"]
+    ]
+    params = GenerationParams(
+        temperature=meta["temperature"], top_p=meta["top_p"], max_tokens=meta["max_tokens"]
+    )
     reqs = requests_for(presets.NICE_PROMPT, n=2, seed=meta["seed"], params=params)
     out = _generate(LocalBackend(MODEL_CACHE), reqs)
     assert [out[r].text for r in reqs] == recorded[:2]
@@ -145,8 +160,14 @@ def test_the_converted_model_is_looked_up_in_the_environment_first(tmp_path):
 
 def test_local_embedder_is_offline_minilm():
     e = LocalEmbedder()
-    v = e.embed(["The patient should take statins.", "Statins are advised for the patient.",
-                 "Why did the chicken cross the road?", ""])
+    v = e.embed(
+        [
+            "The patient should take statins.",
+            "Statins are advised for the patient.",
+            "Why did the chicken cross the road?",
+            "",
+        ]
+    )
     assert v.shape == (4, 384)
     v = v / np.linalg.norm(v, axis=1, keepdims=True)
     assert v[0] @ v[1] > v[0] @ v[2] + 0.2
@@ -163,12 +184,18 @@ def test_hf_folder_backend_and_sentence_transformers_folder_in_an_audit(tmp_path
     from dbpa_core.spec import parse_spec
 
     folder = converted_smollm2_dir(MODEL_CACHE)
-    spec = parse_spec({
-        "model": {"backend": "hf", "path": str(folder), "name": "smol-from-folder"},
-        "embedder": {"backend": "sentence-transformers", "path": minilm_path()},
-        "samples": 3, "max_tokens": 12, "permutations": 50, "temperature": 1.0,
-        "base": {"prompt": "Say hello."},
-        "perturbations": [{"name": "pirate", "prefix": "Talk like a pirate."}]})
+    spec = parse_spec(
+        {
+            "model": {"backend": "hf", "path": str(folder), "name": "smol-from-folder"},
+            "embedder": {"backend": "sentence-transformers", "path": minilm_path()},
+            "samples": 3,
+            "max_tokens": 12,
+            "permutations": 50,
+            "temperature": 1.0,
+            "base": {"prompt": "Say hello."},
+            "perturbations": [{"name": "pirate", "prefix": "Talk like a pirate."}],
+        }
+    )
     res = run_audit(spec, cache=Cache(tmp_path / "c"))
     assert res.usage["calls"] == 6 and res.base.embeddings.shape == (3, 384)
     assert res.base.arm.model_label == "smol-from-folder"

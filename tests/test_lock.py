@@ -6,6 +6,7 @@ this check reads both files and fails when pyproject.toml was edited without ``m
 (a new or re-bounded dependency, a new extra), or when the lock was edited by hand into
 something pip's hash-checking mode would refuse.
 """
+
 from __future__ import annotations
 
 import re
@@ -28,7 +29,7 @@ def parse_lock(text: str) -> dict[str, tuple[str, list[str]]]:
     pins: dict[str, tuple[str, list[str]]] = {}
     logical = re.sub(r"\\\n", " ", text)
     for raw in logical.splitlines():
-        line = re.sub(r"(^|\s)#.*$", "", raw).strip()      # comments: "# via numpy"
+        line = re.sub(r"(^|\s)#.*$", "", raw).strip()  # comments: "# via numpy"
         if not line:
             continue
         if line.startswith("-"):
@@ -65,8 +66,9 @@ def lock_problems(pyproject: dict, pins: dict[str, tuple[str, list[str]]]) -> li
                 problems.append(f"{req} ({group}): not in the lock")
             elif not req.specifier.contains(Version(pins[name][0]), prereleases=True):
                 problems.append(f"{req} ({group}): the lock pins {pins[name][0]}")
-    problems += [f"{name}=={version}: no sha256 hash" for name, (version, hashes) in pins.items()
-                 if not hashes]
+    problems += [
+        f"{name}=={version}: no sha256 hash" for name, (version, hashes) in pins.items() if not hashes
+    ]
     return problems
 
 
@@ -83,8 +85,9 @@ def _make_var(name: str) -> str:
 # --------------------------------------------------------------------------- the check
 def test_the_lock_satisfies_pyproject():
     problems = lock_problems(_pyproject(), parse_lock(LOCK.read_text(encoding="utf-8")))
-    assert not problems, ("pyproject.toml and requirements/lock.txt disagree (run `make lock`):\n"
-                          + "\n".join(problems))
+    assert not problems, "pyproject.toml and requirements/lock.txt disagree (run `make lock`):\n" + "\n".join(
+        problems
+    )
 
 
 def test_the_makefile_locks_and_installs_every_extra():
@@ -100,8 +103,9 @@ def test_torch_is_the_cpu_build():
 def test_the_no_deps_file_pins_what_the_makefile_names():
     pins = parse_lock(NO_DEPS.read_text(encoding="utf-8"))
     named = [Requirement(r) for r in _make_var("NO_DEPS").split()]
-    assert {canonicalize_name(r.name): str(r.specifier)[2:] for r in named} == \
-        {name: version for name, (version, _) in pins.items()}
+    assert {canonicalize_name(r.name): str(r.specifier)[2:] for r in named} == {
+        name: version for name, (version, _) in pins.items()
+    }
     assert all(hashes for _, hashes in pins.values())
 
 
@@ -135,32 +139,54 @@ setuptools==84.2.1 \\
 def test_a_fresh_lock_passes():
     pins = parse_lock(FRESH)
     assert pins["pyyaml"] == ("6.0.3", ["aaaa"]) and pins["transformers"][1] == ["bbbb", "cccc"]
-    assert lock_problems({"project": PROJECT, "build-system": BUILD}, pins) == []     # torch==2.13.0 takes 2.13.0+cpu
+    assert (
+        lock_problems({"project": PROJECT, "build-system": BUILD}, pins) == []
+    )  # torch==2.13.0 takes 2.13.0+cpu
 
 
-@pytest.mark.parametrize(("edit", "problem"), [
-    # pyproject gained a dependency the lock never resolved
-    (lambda p, lock: (p["project"]["dependencies"].append("tabulate>=0.9"), lock),
-     "tabulate>=0.9 (core): not in the lock"),
-    # pyproject's bound moved past the lock's pin
-    (lambda p, lock: (p["project"]["dependencies"].__setitem__(0, "numpy>=2.5"), lock),
-     "numpy>=2.5 (core): the lock pins 2.4.6"),
-    # a new extra
-    (lambda p, lock: (p["project"]["optional-dependencies"].__setitem__("postgres", ["psycopg[binary]>=3.1"]), lock),
-     "psycopg[binary]>=3.1 (postgres): not in the lock"),
-    # the lock hand-edited to a release outside the cap
-    (lambda p, lock: (None, lock.replace("transformers==5.24.0", "transformers==5.25.0")),
-     "transformers<5.25,>=4.46 (local): the lock pins 5.25.0"),
-    # the build backend's bound moved
-    (lambda p, lock: (p["build-system"].__setitem__("requires", ["setuptools>=90"]), lock),
-     "setuptools>=90 (build): the lock pins 84.2.1"),
-    # a hand-added pin without its hash
-    (lambda p, lock: (None, lock.replace("PyYAML==6.0.3 --hash=sha256:aaaa", "PyYAML==6.0.3")),
-     "pyyaml==6.0.3: no sha256 hash"),
-])
+@pytest.mark.parametrize(
+    ("edit", "problem"),
+    [
+        # pyproject gained a dependency the lock never resolved
+        (
+            lambda p, lock: (p["project"]["dependencies"].append("tabulate>=0.9"), lock),
+            "tabulate>=0.9 (core): not in the lock",
+        ),
+        # pyproject's bound moved past the lock's pin
+        (
+            lambda p, lock: (p["project"]["dependencies"].__setitem__(0, "numpy>=2.5"), lock),
+            "numpy>=2.5 (core): the lock pins 2.4.6",
+        ),
+        # a new extra
+        (
+            lambda p, lock: (
+                p["project"]["optional-dependencies"].__setitem__("postgres", ["psycopg[binary]>=3.1"]),
+                lock,
+            ),
+            "psycopg[binary]>=3.1 (postgres): not in the lock",
+        ),
+        # the lock hand-edited to a release outside the cap
+        (
+            lambda p, lock: (None, lock.replace("transformers==5.24.0", "transformers==5.25.0")),
+            "transformers<5.25,>=4.46 (local): the lock pins 5.25.0",
+        ),
+        # the build backend's bound moved
+        (
+            lambda p, lock: (p["build-system"].__setitem__("requires", ["setuptools>=90"]), lock),
+            "setuptools>=90 (build): the lock pins 84.2.1",
+        ),
+        # a hand-added pin without its hash
+        (
+            lambda p, lock: (None, lock.replace("PyYAML==6.0.3 --hash=sha256:aaaa", "PyYAML==6.0.3")),
+            "pyyaml==6.0.3: no sha256 hash",
+        ),
+    ],
+)
 def test_a_stale_lock_fails(edit, problem):
-    project = {"dependencies": list(PROJECT["dependencies"]),
-               "optional-dependencies": dict(PROJECT["optional-dependencies"])}
+    project = {
+        "dependencies": list(PROJECT["dependencies"]),
+        "optional-dependencies": dict(PROJECT["optional-dependencies"]),
+    }
     pyproject = {"project": project, "build-system": dict(BUILD)}
     _, lock = edit(pyproject, FRESH)
     assert lock_problems(pyproject, parse_lock(lock)) == [problem]

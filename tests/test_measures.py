@@ -1,4 +1,5 @@
 """ω against scipy reference implementations, and its invariants."""
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -52,8 +53,7 @@ def test_jsd_matches_scipy_jensenshannon(groups):
     r = dbpa_test(x, y, measure="jsd", n_permutations=10, rng=0)
     assert r.effect_size == pytest.approx(ref, abs=1e-12)
     edges = histogram_edges(s)
-    assert jsd_distance(np.clip(p0, lo, hi), np.clip(p1, lo, hi), edges) == \
-        pytest.approx(ref, abs=1e-12)
+    assert jsd_distance(np.clip(p0, lo, hi), np.clip(p1, lo, hi), edges) == pytest.approx(ref, abs=1e-12)
     np.testing.assert_allclose(r.bin_edges, np.linspace(lo, hi, 31))
 
 
@@ -73,8 +73,7 @@ def test_jsd_minmax_bins_without_outliers_or_with_robust_off(groups):
     x, y = groups
     s = cosine_similarity_matrix(np.vstack([x, y]))
     off = s[np.triu_indices(s.shape[0], 1)]
-    np.testing.assert_allclose(histogram_edges(s, robust=False),
-                               np.linspace(off.min(), off.max(), 31))
+    np.testing.assert_allclose(histogram_edges(s, robust=False), np.linspace(off.min(), off.max(), 31))
     # heavily tied text similarities (IQR 0) fall back to min..max
     tied = np.full((6, 6), 0.2)
     tied[0, 1] = tied[1, 0] = 0.9
@@ -86,8 +85,9 @@ def test_wasserstein_matches_scipy(groups):
     x, y = groups
     _, p0, p1 = _p0_p1(x, y)
     ref = stats.wasserstein_distance(p0, p1)
-    assert dbpa_test(x, y, measure="wasserstein", n_permutations=10, rng=0).effect_size == \
-        pytest.approx(ref, abs=1e-12)
+    assert dbpa_test(x, y, measure="wasserstein", n_permutations=10, rng=0).effect_size == pytest.approx(
+        ref, abs=1e-12
+    )
     assert wasserstein_1d(p0, p1) == pytest.approx(ref, abs=1e-12)
 
 
@@ -95,15 +95,23 @@ def test_ks_matches_scipy(groups):
     x, y = groups
     _, p0, p1 = _p0_p1(x, y)
     ref = stats.ks_2samp(p0, p1).statistic
-    assert dbpa_test(x, y, measure="ks", n_permutations=10, rng=0).effect_size == \
-        pytest.approx(ref, abs=1e-12)
+    assert dbpa_test(x, y, measure="ks", n_permutations=10, rng=0).effect_size == pytest.approx(
+        ref, abs=1e-12
+    )
     assert ks_2sample(p0, p1) == pytest.approx(ref, abs=1e-12)
 
 
 def test_ks_with_ties_matches_scipy():
     # text similarities have many ties; the sweep must evaluate F only after a tie group
-    s = np.array([[1, .5, .5, .2, .5], [.5, 1, .2, .2, .5], [.5, .2, 1, .5, .2],
-                  [.2, .2, .5, 1, .5], [.5, .5, .2, .5, 1.]])
+    s = np.array(
+        [
+            [1, 0.5, 0.5, 0.2, 0.5],
+            [0.5, 1, 0.2, 0.2, 0.5],
+            [0.5, 0.2, 1, 0.5, 0.2],
+            [0.2, 0.2, 0.5, 1, 0.5],
+            [0.5, 0.5, 0.2, 0.5, 1.0],
+        ]
+    )
     k = 3
     p0 = s[:k, :k][np.triu_indices(k, 1)]
     p1 = s[:k, k:].ravel()
@@ -123,12 +131,16 @@ def test_energy_l2_in_one_dimension_matches_scipy(rng):
         assert r.effect_size == pytest.approx(ref, rel=1e-10)
 
 
-@pytest.mark.parametrize("metric,cdist_metric", [("l1", "cityblock"), ("l2", "euclidean"),
-                                                 ("cosine", "cosine")])
+@pytest.mark.parametrize(
+    "metric,cdist_metric", [("l1", "cityblock"), ("l2", "euclidean"), ("cosine", "cosine")]
+)
 def test_energy_matches_brute_force(groups, metric, cdist_metric):
     x, y = groups
-    ref = 2 * cdist(x, y, cdist_metric).mean() - cdist(x, x, cdist_metric).mean() \
+    ref = (
+        2 * cdist(x, y, cdist_metric).mean()
+        - cdist(x, x, cdist_metric).mean()
         - cdist(y, y, cdist_metric).mean()
+    )
     r = dbpa_test(x, y, measure=f"energy-{metric}", n_permutations=10, rng=0)
     assert r.effect_size == pytest.approx(ref, rel=1e-9, abs=1e-12)
     assert energy_distance(x, y, metric) == pytest.approx(ref, rel=1e-9, abs=1e-12)
@@ -143,8 +155,11 @@ finite = st.floats(-3, 3, allow_nan=False, allow_infinity=False)
 
 
 @settings(max_examples=40, deadline=None)
-@given(x=arrays(np.float64, (5, 4), elements=finite), y=arrays(np.float64, (4, 4), elements=finite),
-       measure=st.sampled_from(sorted(MEASURES)))
+@given(
+    x=arrays(np.float64, (5, 4), elements=finite),
+    y=arrays(np.float64, (4, 4), elements=finite),
+    measure=st.sampled_from(sorted(MEASURES)),
+)
 def test_omega_is_non_negative(x, y, measure):
     x = x + 5.0  # keep rows away from zero vectors
     y = y + 5.0
@@ -158,8 +173,10 @@ def test_omega_is_non_negative(x, y, measure):
 
 
 @settings(max_examples=30, deadline=None)
-@given(x=arrays(np.float64, (6, 3), elements=finite),
-       measure=st.sampled_from(["energy-cosine", "energy-l1", "energy-l2"]))
+@given(
+    x=arrays(np.float64, (6, 3), elements=finite),
+    measure=st.sampled_from(["energy-cosine", "energy-l1", "energy-l2"]),
+)
 def test_energy_is_zero_for_identical_groups(x, measure):
     x = x + 5.0
     r = dbpa_test(x, x.copy(), measure=measure, n_permutations=10, rng=0)

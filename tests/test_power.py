@@ -1,5 +1,6 @@
 """Planning that tells the truth: sample size on the effect above chance, power
 simulation that refuses what it cannot know, and what a plan can reach at all."""
+
 import math
 import warnings
 
@@ -47,12 +48,12 @@ def test_sample_size_from_pilot_lands_near_measured_power(measure):
     base = cloud(rng, 200)
     pert = cloud(rng, 200, center=np.linspace(0.5, 1.5, 16))
     pilot = dbpa_test(base[:20], pert[:20], measure=measure, n_permutations=999, rng=0)
-    effect = dbpa_test(base[100:], pert[100:], measure=measure, n_permutations=199,
-                       rng=0).effect_above_chance
+    effect = dbpa_test(base[100:], pert[100:], measure=measure, n_permutations=199, rng=0).effect_above_chance
     k = sample_size(effect, pilot=pilot, power=0.8)
     assert 4 <= k < 60
-    measured = power_simulation(base[:100], pert[:100], [k], n_simulations=60, measure=measure,
-                                n_permutations=199, rng=1).power[0]
+    measured = power_simulation(
+        base[:100], pert[:100], [k], n_simulations=60, measure=measure, n_permutations=199, rng=1
+    ).power[0]
     assert 0.45 <= measured <= 1.0, f"{measure}: planned k = {k}, measured power {measured}"
     # a larger effect needs fewer responses, a smaller one more
     assert sample_size(2 * effect, pilot=pilot) < k < sample_size(effect / 2, pilot=pilot)
@@ -104,8 +105,7 @@ def test_unreachable_level_raises_permutations_with_a_warning(rng):
     base, pert = cloud(rng, 20), cloud(rng, 20, center=np.linspace(0, 2, 16))
     # alpha / M = 0.05 / 40 = 0.00125 < 1 / (499 + 1): power would read 0
     with pytest.warns(PlanningWarning, match=r"can never reach α/M = 0.00125.*B raised to 3999"):
-        r = power_simulation(base, pert, [8], n_simulations=3, n_tests=40, n_permutations=499,
-                             rng=0)
+        r = power_simulation(base, pert, [8], n_simulations=3, n_tests=40, n_permutations=499, rng=0)
     assert r.n_permutations == 3999
     # the default B is chosen to fit alpha / M, silently
     with warnings.catch_warnings():
@@ -139,15 +139,22 @@ def test_smallest_p_value_exact_and_random():
     assert smallest_p_value(2, 2, n_permutations=2000, measure="jsd") == pytest.approx(1 / 6)
     # a symmetric statistic ties a split with its complement when k = m
     assert smallest_p_value(2, 2, n_permutations=2000, measure="energy-l2") == pytest.approx(2 / 6)
-    assert smallest_p_value(3, 3, n_permutations=2000, measure="jsd", null="pooled") == \
-        pytest.approx(2 / 20)
+    assert smallest_p_value(3, 3, n_permutations=2000, measure="jsd", null="pooled") == pytest.approx(2 / 20)
     assert smallest_p_value(3, 4, n_permutations=2000, measure="energy-l2") == pytest.approx(1 / 35)
     assert smallest_p_value(20, 20, n_permutations=2000) == pytest.approx(1 / 2001)
 
 
-@pytest.mark.parametrize("k,m,measure,null", [
-    (2, 2, "wasserstein", "base"), (3, 3, "wasserstein", "base"), (2, 2, "energy-l2", "base"),
-    (3, 3, "ks", "pooled"), (3, 4, "wasserstein", "base"), (3, 4, "energy-cosine", "base")])
+@pytest.mark.parametrize(
+    "k,m,measure,null",
+    [
+        (2, 2, "wasserstein", "base"),
+        (3, 3, "wasserstein", "base"),
+        (2, 2, "energy-l2", "base"),
+        (3, 3, "ks", "pooled"),
+        (3, 4, "wasserstein", "base"),
+        (3, 4, "energy-cosine", "base"),
+    ],
+)
 def test_smallest_p_value_is_attained(k, m, measure, null):
     """The bound is the p of two well separated groups (a tight base group, so that
     no other split, the complement included, ties with the observed one)."""
@@ -156,8 +163,7 @@ def test_smallest_p_value_is_attained(k, m, measure, null):
     y = cloud(rng, m, center=-np.ones(16), spread=0.6)
     r = dbpa_test(x, y, measure=measure, null=null, n_permutations=2000, rng=0)
     assert r.exact
-    assert r.p_value == pytest.approx(
-        smallest_p_value(k, m, n_permutations=2000, measure=measure, null=null))
+    assert r.p_value == pytest.approx(smallest_p_value(k, m, n_permutations=2000, measure=measure, null=null))
 
 
 def test_smallest_adjusted_p():
@@ -178,10 +184,15 @@ def test_k_two_can_never_be_significant():
     assert "no result can be significant" in a.message
     assert f"at least k = {a.min_samples} responses" in a.message
     # the suggested k is the smallest that works
-    assert attainable_significance(a.min_samples, n_permutations=2000, n_tests=8,
-                                   measure="jsd").smallest_adjusted_p < 0.05
-    assert not attainable_significance(a.min_samples - 1, n_permutations=2000, n_tests=8,
-                                       measure="jsd").reachable
+    assert (
+        attainable_significance(
+            a.min_samples, n_permutations=2000, n_tests=8, measure="jsd"
+        ).smallest_adjusted_p
+        < 0.05
+    )
+    assert not attainable_significance(
+        a.min_samples - 1, n_permutations=2000, n_tests=8, measure="jsd"
+    ).reachable
 
 
 def test_three_responses_never_earn_a_star():
@@ -195,8 +206,7 @@ def test_no_three_stars_with_2000_permutations_and_holm_over_three():
     assert a.reachable and a.best_stars == "**"
     assert "at most '**'" in a.message and "3000 permutations" in a.message
     assert attainable_significance(20, n_permutations=3000, n_tests=3).message is None
-    assert attainable_significance(20, n_permutations=2000, n_tests=3,
-                                   correction="bh").message is None
+    assert attainable_significance(20, n_permutations=2000, n_tests=3, correction="bh").message is None
 
 
 def test_too_few_permutations_for_many_tests():

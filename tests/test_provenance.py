@@ -1,6 +1,7 @@
 """Provenance: the model name and system fingerprint each answer came back with are kept
 with the sample (cache, responses.jsonl, results.json, history), a change within a run is a
 warning, and answers cached before they were recorded still read."""
+
 import json
 
 import pytest
@@ -35,13 +36,11 @@ def test_each_answer_keeps_its_model_and_fingerprint(tmp_path):
         res = run_audit(spec_for(srv, samples=4), cache=Cache(tmp_path / "c"))
     rows = lines(res)
     assert len(rows) == 12
-    assert {(r["served_model"], r["system_fingerprint"]) for r in rows} == \
-        {("fake-model-2024-08-06", "fp_a")}
+    assert {(r["served_model"], r["system_fingerprint"]) for r in rows} == {("fake-model-2024-08-06", "fp_a")}
     assert not [w for w in res.warnings if "fingerprint" in w or "model names" in w]
     entries = provenance.entries_of(res.usage)
     assert [e["arm"] for e in entries] == ["base", "name-change", "comedian"]
-    assert json.loads(res.to_json())["usage"]["provenance"][0]["system_fingerprints"] == \
-        ["fp_a"] * 4
+    assert json.loads(res.to_json())["usage"]["provenance"][0]["system_fingerprints"] == ["fp_a"] * 4
 
 
 def test_a_fingerprint_that_changes_within_a_run_is_a_warning(tmp_path):
@@ -85,11 +84,17 @@ def test_old_cache_values_without_provenance_still_read(tmp_path):
     reqs = requests_for("hi", n=2, seed=0, params=GenerationParams())
     ident = backend_identity(model)
     for r in reqs:  # the value as dbpa stored it before provenance was recorded
-        cache.set(sample_key(ident, r), {"text": fake_text("hi", r.seed), "prompt_tokens": 1,
-                                         "completion_tokens": 3, "model": "fake-model"})
+        cache.set(
+            sample_key(ident, r),
+            {
+                "text": fake_text("hi", r.seed),
+                "prompt_tokens": 1,
+                "completion_tokens": 3,
+                "model": "fake-model",
+            },
+        )
     recs = Sampler(cache).sample([Job(model, r) for r in reqs])  # no server: no call made
-    assert [(r.cached, r.model, r.system_fingerprint) for r in recs] == \
-        [(True, "fake-model", "")] * 2
+    assert [(r.cached, r.model, r.system_fingerprint) for r in recs] == [(True, "fake-model", "")] * 2
     even_older = {"text": "x", "prompt_tokens": 0, "completion_tokens": 0}
     bogus = SampleRequest("other", 0, 1, GenerationParams())
     cache.set(sample_key(ident, bogus), dict(even_older, system_fingerprint=7))  # not text
@@ -100,8 +105,12 @@ def test_old_cache_values_without_provenance_still_read(tmp_path):
 def test_new_cache_values_hold_the_fingerprint(tmp_path):
     cache = Cache(tmp_path / "c")
     with server(system_fingerprint="fp_x") as srv:
-        model = {"backend": "openai", "name": "fake-model", "base_url": srv.base_url,
-                 "api_key_env": "DBPA_TEST_KEY"}
+        model = {
+            "backend": "openai",
+            "name": "fake-model",
+            "base_url": srv.base_url,
+            "api_key_env": "DBPA_TEST_KEY",
+        }
         reqs = requests_for("hi", n=2, seed=0, params=GenerationParams(max_tokens=20))
         Sampler(cache).sample([Job(model, r) for r in reqs])
     value = cache.get(sample_key(backend_identity(model), reqs[0]))
@@ -128,8 +137,7 @@ def test_history_keeps_provenance_and_compare_names_a_new_build(tmp_path, capsys
     assert main(["history", "show", str(ida)]) == 0
     assert "system fingerprint fp_a: 9 answers" in capsys.readouterr().out
     assert main(["history", "compare", str(ida), str(idb)]) == 0
-    assert "changed: system fingerprints the answers came back with: fp_a -> fp_b" in \
-        capsys.readouterr().out
+    assert "changed: system fingerprints the answers came back with: fp_a -> fp_b" in capsys.readouterr().out
     assert main(["history", "compare", str(ida), str(idb), "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["served_changed"] == {"system_fingerprints": [["fp_a"], ["fp_b"]]}

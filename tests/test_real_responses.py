@@ -4,6 +4,7 @@ and its effect above chance averages 0 under the null at k = 5, 10, 20.
 
 Slow: embeds the recorded responses with the real offline MiniLM (cached per session).
 """
+
 import json
 from pathlib import Path
 

@@ -1,4 +1,5 @@
 """Replay backend, text-similarity audits and the dbpa command line."""
+
 import json
 
 import pytest
@@ -13,8 +14,11 @@ from dbpa_core.spec import load_spec
 from .fake_openai import fake_text
 
 BASE = "John has these features: age 70"
-PROMPTS = {BASE: BASE, "ahmed": "Ahmed has these features: age 70",
-           "comedian": "Act as a comedian. John has these features: age 70"}
+PROMPTS = {
+    BASE: BASE,
+    "ahmed": "Ahmed has these features: age 70",
+    "comedian": "Act as a comedian. John has these features: age 70",
+}
 
 
 def write_recording(path, n=12, extra=None):
@@ -40,8 +44,8 @@ seed: 1
 {extra}
 base: {{prompt: "{BASE}"}}
 perturbations:
-  - {{name: name-change, prompt: "{PROMPTS['ahmed']}", role: control}}
-  - {{name: comedian, prompt: "{PROMPTS['comedian']}", role: target}}
+  - {{name: name-change, prompt: "{PROMPTS["ahmed"]}", role: control}}
+  - {{name: comedian, prompt: "{PROMPTS["comedian"]}", role: target}}
 """)
     return spec
 
@@ -90,8 +94,9 @@ def test_cli_audit_writes_results(tmp_path, capsys):
         assert {"name", "role", "effect_size", "p_value", "p_adjusted", "significant"} <= set(p)
     assert "roc" in data and data["roc"]["auc"] == 1.0
     csv_lines = (out / "results.csv").read_text().splitlines()
-    assert csv_lines[0].startswith("name,role,model,effect_size,chance_effect_size,"
-                                   "effect_above_chance,p_value,p_adjusted")
+    assert csv_lines[0].startswith(
+        "name,role,model,effect_size,chance_effect_size,effect_above_chance,p_value,p_adjusted"
+    )
     assert len(csv_lines) == 3
     rows = [json.loads(x) for x in (out / "responses.jsonl").read_text().splitlines()]
     assert len(rows) == 3 * 8 and {r["arm"] for r in rows} == {"base", "name-change", "comedian"}
@@ -109,13 +114,22 @@ samples: 8
 permutations: 999
 base: {{prompt: "{BASE}"}}
 perturbations:
-  - {{name: sneaky, prompt: "{PROMPTS['comedian']}", role: control}}
+  - {{name: sneaky, prompt: "{PROMPTS["comedian"]}", role: control}}
 """)
-    rc = main(["--cache-dir", str(tmp_path / "c"), "audit", str(spec), "--out",
-               str(tmp_path / "o"), "--quiet", "--fail-on-control"])
+    rc = main(
+        [
+            "--cache-dir",
+            str(tmp_path / "c"),
+            "audit",
+            str(spec),
+            "--out",
+            str(tmp_path / "o"),
+            "--quiet",
+            "--fail-on-control",
+        ]
+    )
     assert rc == 1
-    assert "FAIL: control perturbation(s) changed the answers detectably: sneaky" in \
-        capsys.readouterr().err
+    assert "FAIL: control perturbation(s) changed the answers detectably: sneaky" in capsys.readouterr().err
 
 
 def test_cli_spec_error_exit_code(tmp_path, capsys):
@@ -157,8 +171,7 @@ def test_estimate_counts_cached_samples(tmp_path):
 
 def test_cli_cache_info_and_clear(tmp_path, capsys):
     spec = write_spec(tmp_path)
-    main(["--cache-dir", str(tmp_path / "c"), "audit", str(spec), "--out", str(tmp_path / "o"),
-          "--quiet"])
+    main(["--cache-dir", str(tmp_path / "c"), "audit", str(spec), "--out", str(tmp_path / "o"), "--quiet"])
     capsys.readouterr()
     main(["--cache-dir", str(tmp_path / "c"), "cache", "info"])
     assert "items: 24" in capsys.readouterr().out

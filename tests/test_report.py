@@ -7,6 +7,7 @@ history; the report's HTML is parsed back and every verdict looked for, the chec
 recomputed from the history, a hostile run name stays text, an unknown run is one line
 and exit 2, and (browser) Chromium prints the PDF.
 """
+
 import csv
 import dataclasses
 import hashlib
@@ -102,27 +103,52 @@ def runs(tmp_path_factory):
         result = dataclasses.replace(result, perturbations=(first, *result.perturbations[1:]))
         hostile = h.record({job: result}, source="cli", title=HOSTILE)
         items = tmp / "items.jsonl"
-        items.write_text("".join(json.dumps(
-            {"id": f"i{n}", "passage": t, "question": "Which option is right?",
-             "options": ["first", "second", "third"], "answer": "A"}) + "\n"
-            for n, t in enumerate(PASSAGES)))
+        items.write_text(
+            "".join(
+                json.dumps(
+                    {
+                        "id": f"i{n}",
+                        "passage": t,
+                        "question": "Which option is right?",
+                        "options": ["first", "second", "third"],
+                        "answer": "A",
+                    }
+                )
+                + "\n"
+                for n, t in enumerate(PASSAGES)
+            )
+        )
         with RuleModel(vocabulary_of(PASSAGES + ["Which option is right?"])) as srv:
             spec = parse_attack_spec(
-                f"model: {{backend: openai, name: rule-model, base_url: \"{srv.base_url}\", "
-                f"max_retries: 0}}\ndata: {items}\nattacks: [{{level: char, rho: [1.0]}}]\n")
+                f'model: {{backend: openai, name: rule-model, base_url: "{srv.base_url}", '
+                f"max_retries: 0}}\ndata: {items}\nattacks: [{{level: char, rho: [1.0]}}]\n"
+            )
             battery = run_battery(spec, cache=Cache(cache))
-        b_id = h.record_result("battery", {"battery": battery}, title="rule battery",
-                               models=["rule-model"], source="cli")
+        b_id = h.record_result(
+            "battery", {"battery": battery}, title="rule battery", models=["rule-model"], source="cli"
+        )
         fid = run_fidelity(load_data("sample"))
-        f_id = h.record_result("fidelity", {"fidelity": fid}, title="sample fidelity",
-                               models=[s.name for s in fid.simulators], source="cli")
-        sens = run_sensitivity(load_spec(SPEC), SensitivityConfig(measures=("jsd",)),
-                               cache=Cache(cache))
-        s_id = h.record_result("sensitivity", {"sensitivity": sens}, title="replay sensitivity",
-                               models=["demo"], source="cli")
-        yield {"audit": audit, "hostile": hostile, "battery": b_id, "fidelity": f_id,
-               "sensitivity": s_id, "out": out, "tmp": tmp, "results": {
-                   "battery": battery, "fidelity": fid, "sensitivity": sens}}
+        f_id = h.record_result(
+            "fidelity",
+            {"fidelity": fid},
+            title="sample fidelity",
+            models=[s.name for s in fid.simulators],
+            source="cli",
+        )
+        sens = run_sensitivity(load_spec(SPEC), SensitivityConfig(measures=("jsd",)), cache=Cache(cache))
+        s_id = h.record_result(
+            "sensitivity", {"sensitivity": sens}, title="replay sensitivity", models=["demo"], source="cli"
+        )
+        yield {
+            "audit": audit,
+            "hostile": hostile,
+            "battery": b_id,
+            "fidelity": f_id,
+            "sensitivity": s_id,
+            "out": out,
+            "tmp": tmp,
+            "results": {"battery": battery, "fidelity": fid, "sensitivity": sens},
+        }
     finally:
         if old is None:
             os.environ.pop("DBPA_HOME", None)
@@ -169,11 +195,13 @@ def test_battery_fidelity_and_sensitivity_verdicts_are_on_the_summary(runs, repo
     battery = runs["results"]["battery"]
     b = [r for r in rows if r["run"] == str(runs["battery"])]
     clean = battery.clean()
-    assert any(r["what"] == "clean error rate" and f"ER {clean.er.value:.3f}" in r["outcome"]
-               for r in b)
+    assert any(r["what"] == "clean error rate" and f"ER {clean.er.value:.3f}" in r["outcome"] for r in b)
     for a in battery.attacks():
-        assert any(r["what"] == f"{a.attack}, ρ = {a.rho:g}" and
-                   f"attack success rate {a.asr.value:.3f}" in r["outcome"] for r in b)
+        assert any(
+            r["what"] == f"{a.attack}, ρ = {a.rho:g}"
+            and f"attack success rate {a.asr.value:.3f}" in r["outcome"]
+            for r in b
+        )
     fid = runs["results"]["fidelity"]
     f = [r["outcome"] for r in rows if r["run"] == str(runs["fidelity"])]
     assert fid.guarantee_text() in f
@@ -205,23 +233,37 @@ def _lines(h: History, run_id: int) -> list[str]:
     out = []
     for job, r in run.audits.items():
         for a in (r.base, *r.arms):
-            out += [json.dumps({"arm": a.arm.name, "index": i, "part": job, "response": t,
-                                "run": run_id}, ensure_ascii=False, sort_keys=True)
-                    for i, t in enumerate(a.texts)]
+            out += [
+                json.dumps(
+                    {"arm": a.arm.name, "index": i, "part": job, "response": t, "run": run_id},
+                    ensure_ascii=False,
+                    sort_keys=True,
+                )
+                for i, t in enumerate(a.texts)
+            ]
     if not run.audits:
         _, result = h.result(run_id)
         for part, value in result.items():
             for i, rec in enumerate(getattr(value, "records", ())):
-                out.append(json.dumps({"arm": f"{rec.query.base.id}/{rec.query.name}",
-                                       "index": i, "part": part, "response": rec.response,
-                                       "run": run_id}, ensure_ascii=False, sort_keys=True))
+                out.append(
+                    json.dumps(
+                        {
+                            "arm": f"{rec.query.base.id}/{rec.query.name}",
+                            "index": i,
+                            "part": part,
+                            "response": rec.response,
+                            "run": run_id,
+                        },
+                        ensure_ascii=False,
+                        sort_keys=True,
+                    )
+                )
     return out
 
 
 def test_the_checksum_is_the_sha256_of_the_responses(runs, report):
     h = History(runs["tmp"] / "home" / "history.sqlite3")
-    lines = [line for k in ("audit", "battery", "fidelity", "sensitivity")
-             for line in _lines(h, runs[k])]
+    lines = [line for k in ("audit", "battery", "fidelity", "sensitivity") for line in _lines(h, runs[k])]
     assert len(lines) == 80 + len(runs["results"]["battery"].records)
     expected = hashlib.sha256("".join(x + "\n" for x in lines).encode()).hexdigest()
     assert parse(report).codes["checksum"] == expected
@@ -236,7 +278,7 @@ def test_a_hostile_run_name_is_text(runs, capsys):
     html = path.read_text(encoding="utf-8")
     assert "<script>alert" not in html and "<b>bold</b>" not in html
     assert "&lt;script&gt;alert(" in html
-    assert HOSTILE in {r[1] for r in parse(path).tables["settings"]}   # as text
+    assert HOSTILE in {r[1] for r in parse(path).tables["settings"]}  # as text
 
 
 def test_a_control_that_changed_the_answers_fails_the_gate(runs):
@@ -282,8 +324,11 @@ def test_the_pdf_is_printed_by_chromium(runs):
     assert data.startswith(b"%PDF-") and len(data) > 10_000
     if shutil.which("pdftoppm"):
         png = runs["tmp"] / "page1"
-        subprocess.run(["pdftoppm", "-png", "-r", "60", "-f", "1", "-l", "1", "-singlefile",
-                        str(path), str(png)], check=True, timeout=120)
+        subprocess.run(
+            ["pdftoppm", "-png", "-r", "60", "-f", "1", "-l", "1", "-singlefile", str(path), str(png)],
+            check=True,
+            timeout=120,
+        )
         assert (runs["tmp"] / "page1.png").stat().st_size > 5_000
 
 
@@ -294,8 +339,10 @@ def test_the_report_button_in_history_downloads_the_report(runs):
 
     sync = require_browser()
     newest = runs["sensitivity"]
-    with dashboard(runs["tmp"] / "dash", DBPA_HOME=str(runs["tmp"] / "home")) as url, \
-            sync.sync_playwright() as p:
+    with (
+        dashboard(runs["tmp"] / "dash", DBPA_HOME=str(runs["tmp"] / "home")) as url,
+        sync.sync_playwright() as p,
+    ):
         browser = launch(p)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1800})
@@ -326,18 +373,31 @@ def test_model_graded_checks_come_from_the_cache_or_are_named(tmp_path, monkeypa
         spec = tmp_path / "judged.yaml"
         text = SPEC.read_text().replace("../assets/", str(ROOT / "assets") + "/")
         spec.write_text(text.replace("checks:\n", "checks:\n" + judge_check_yaml(srv, "  "), 1))
-        assert main(["--home", str(home), "--cache-dir", str(cache), "--quiet", "audit",
-                     str(spec), "--out", str(out)]) == 0
+        assert (
+            main(
+                [
+                    "--home",
+                    str(home),
+                    "--cache-dir",
+                    str(cache),
+                    "--quiet",
+                    "audit",
+                    str(spec),
+                    "--out",
+                    str(out),
+                ]
+            )
+            == 0
+        )
         asked = srv.requests
     with open(out / "checks.csv", encoding="utf-8") as f:
         written = {(c["check"], c["perturbation"]): c["text"] for c in csv.DictReader(f)}
     assert any(c == "recommends a statin" for c, _ in written)
     report = tmp_path / "r.html"
     assert main(["--home", str(home), "report", "1", "--out", str(report)]) == 0
-    assert srv.requests == asked   # nothing asked again (and the server is gone)
+    assert srv.requests == asked  # nothing asked again (and the server is gone)
     rows = [r for r in verdict_rows(report) if r["kind"] == "answer check"]
-    assert {(r["what"], r["outcome"]) for r in rows} == {
-        (f"{c} — {p}", t) for (c, p), t in written.items()}
+    assert {(r["what"], r["outcome"]) for r in rows} == {(f"{c} — {p}", t) for (c, p), t in written.items()}
     # without the cache the judge's check is named, not guessed
     shutil.rmtree(cache)
     assert main(["--home", str(home), "report", "1", "--out", str(report)]) == 0
@@ -353,17 +413,34 @@ def test_a_dashboard_simulation_shows_its_answers_and_its_error(tmp_path):
 
     h = History(tmp_path / "home" / "history.sqlite3")
     answer = SimulatedAnswer("q1", "sim <a>", 0, "Which?", "I'd say <b>B</b>", None, "none")
-    sim = SimulationResult(None, (answer,), {}, {"sim <a>": {"q1": 1}}, ("sim <a>",), 1,
-                           error="fewer than 2 questions got a readable answer")
+    sim = SimulationResult(
+        None,
+        (answer,),
+        {},
+        {"sim <a>": {"q1": 1}},
+        ("sim <a>",),
+        1,
+        error="fewer than 2 questions got a readable answer",
+    )
     run_id = h.record_result("fidelity", {"simulation": sim}, title="sim", models=["sim <a>"])
     path = tmp_path / "sim.html"
-    assert main(["--home", str(tmp_path / "home"), "report", str(run_id), "--out",
-                 str(path)]) == 0
+    assert main(["--home", str(tmp_path / "home"), "report", str(run_id), "--out", str(path)]) == 0
     rows = {r["what"]: r["outcome"] for r in verdict_rows(path)}
     assert rows["simulated answers of sim <a>"] == "0 read, 1 unreadable"
     assert rows["analysis"] == "fewer than 2 questions got a readable answer"
-    line = json.dumps({"arm": "sim <a>/q1", "index": 0, "part": "simulation",
-                       "response": "I'd say <b>B</b>", "run": run_id},
-                      ensure_ascii=False, sort_keys=True) + "\n"
+    line = (
+        json.dumps(
+            {
+                "arm": "sim <a>/q1",
+                "index": 0,
+                "part": "simulation",
+                "response": "I'd say <b>B</b>",
+                "run": run_id,
+            },
+            ensure_ascii=False,
+            sort_keys=True,
+        )
+        + "\n"
+    )
     assert parse(path).codes["checksum"] == hashlib.sha256(line.encode()).hexdigest()
     assert "<b>B</b>" not in path.read_text(encoding="utf-8")

@@ -3,6 +3,7 @@ robustness battery, a fidelity analysis and a sensitivity study — is rendered 
 Jinja2 templates in dbpa_core/templates: one layout (masthead, footer) and one stylesheet,
 every text escaped. The results are those of tests/test_report.py's recorded runs; each
 page is parsed back with html.parser and its key numbers looked for."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -100,8 +101,8 @@ def export_of(runs, kind: str, title: str = "A report", hostile: bool = False) -
 @pytest.mark.parametrize("kind", KINDS)
 def test_each_export_is_a_page_of_the_shared_layout_and_stylesheet(runs, kind):  # noqa: F811
     page = Page(export_of(runs, kind, title=f"The {kind} report"))
-    assert page.styles == [render.stylesheet()]            # one stylesheet, the shared one
-    assert "header" in page.tags and "footer" in page.tags   # the layout's masthead, footer
+    assert page.styles == [render.stylesheet()]  # one stylesheet, the shared one
+    assert "header" in page.tags and "footer" in page.tags  # the layout's masthead, footer
     assert f"The {kind} report" in page.words
     assert "Every model answer, prompt and name in this document is shown as text" in page.words
 
@@ -115,8 +116,8 @@ def test_dbpa_report_uses_the_same_stylesheet(report):  # noqa: F811
 def test_every_text_of_an_export_is_escaped(runs, kind):  # noqa: F811
     html = export_of(runs, kind, title=HOSTILE, hostile=True)
     page = Page(html)
-    assert HOSTILE in page.words        # shown as the text it is
-    assert "<b>bold</b>" not in html     # never a tag
+    assert HOSTILE in page.words  # shown as the text it is
+    assert "<b>bold</b>" not in html  # never a tag
     assert not any("alert(" in s for s in page.scripts)
     assert "<script>alert" not in html
 
@@ -130,7 +131,7 @@ def test_the_battery_export_has_its_numbers(runs):  # noqa: F811
         assert f"{a.er.value:.3f}" in page.cells and a.attack in page.cells
         if a.asr is not None:
             assert f"{a.asr.value:.3f}" in page.cells
-    assert "mark" in page.tags            # an attacked example, its changes marked
+    assert "mark" in page.tags  # an attacked example, its changes marked
 
 
 def test_the_fidelity_export_has_its_numbers_and_its_chart(runs):  # noqa: F811
@@ -142,7 +143,7 @@ def test_the_fidelity_export_has_its_numbers_and_its_chart(runs):  # noqa: F811
     assert " ".join(f.guarantee_text("questions").split()) in page.words
     for c in f.comparisons:
         assert " ".join(c.sentence("questions").split()) in page.words
-    assert "svg" in page.tags and "polyline" in page.tags       # the inline chart
+    assert "svg" in page.tags and "polyline" in page.tags  # the inline chart
     assert len([sc for sc in f.data.scenarios if sc.id in page.cells]) == len(f.data.scenarios)
 
 
@@ -154,20 +155,21 @@ def test_the_sensitivity_export_has_its_numbers(runs):  # noqa: F811
     for row in s.study("measure"):
         if row.applicable:
             assert any(c.startswith(f"{row.effect_above_chance:.3f}") for c in page.cells)
-    assert "svg" in page.tags                                   # the inline bars
+    assert "svg" in page.tags  # the inline bars
 
 
 def test_the_audit_export_has_its_numbers_and_charts(runs):  # noqa: F811
     from ui import export, figures
 
     job, result = _recorded_audit(runs)
-    page = Page(export.html_report("Audit", {job: result},
-                                   {"Similarities": figures.similarity_histograms(result)}))
+    page = Page(
+        export.html_report("Audit", {job: result}, {"Similarities": figures.similarity_histograms(result)})
+    )
     for p in result.perturbations:
         assert p.name in page.cells and fmt_p(p.p_adjusted) in page.cells
         assert f"{p.effect_above_chance:+.3f}" in page.cells
     assert "Similarities" in page.words and "Verdict" in page.words
-    assert page.scripts and any("Plotly" in s for s in page.scripts)   # the charts, embedded
+    assert page.scripts and any("Plotly" in s for s in page.scripts)  # the charts, embedded
     for t in result.base.texts[:3]:
         assert " ".join(t.split()) in page.words
 

@@ -1,4 +1,5 @@
 """ROC over α: shape, AUC as a rank statistic, TPR at an allowed FPR."""
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -26,8 +27,11 @@ def test_perfect_and_useless():
     assert roc_over_alpha([0.2, 0.2], [0.2]).auc == 0.5
 
 
-plist = st.lists(st.sampled_from([0.0001, 0.001, 0.01, 0.04, 0.05, 0.2, 0.5, 1.0]) |
-                 st.floats(0, 1, allow_nan=False), min_size=1, max_size=15)
+plist = st.lists(
+    st.sampled_from([0.0001, 0.001, 0.01, 0.04, 0.05, 0.2, 0.5, 1.0]) | st.floats(0, 1, allow_nan=False),
+    min_size=1,
+    max_size=15,
+)
 
 
 @settings(max_examples=150, deadline=None)
@@ -39,7 +43,7 @@ def test_roc_invariants(c, t):
     assert np.all(np.diff(r.fpr) >= 0) and np.all(np.diff(r.tpr) >= 0)
     assert np.all(np.diff(r.alpha) >= 0)
     c, t = np.asarray(c), np.asarray(t)
-    rank = (np.mean(t[:, None] < c[None, :]) + 0.5 * np.mean(t[:, None] == c[None, :]))
+    rank = np.mean(t[:, None] < c[None, :]) + 0.5 * np.mean(t[:, None] == c[None, :])
     assert r.auc == pytest.approx(rank, abs=1e-12)
     assert 0 <= r.tpr_at_fpr(0.05) <= 1
 

@@ -1,5 +1,6 @@
 """A same-prompt control (a perturbation whose prompt equals the base's) draws its own
 answers, so it can fail: its p-value is about uniform over seeds, never a fixed 1."""
+
 import json
 import random
 import textwrap
@@ -47,9 +48,15 @@ class BagOfWords:
         return out / np.linalg.norm(out, axis=1, keepdims=True)
 
 
-def spec(seed=0, samples=8, permutations=199, model="{backend: openai, name: noisy, "
-         "base_url: 'http://127.0.0.1:9/v1'}", extra=""):
-    return parse_spec(textwrap.dedent(f"""\
+def spec(
+    seed=0,
+    samples=8,
+    permutations=199,
+    model="{backend: openai, name: noisy, base_url: 'http://127.0.0.1:9/v1'}",
+    extra="",
+):
+    return parse_spec(
+        textwrap.dedent(f"""\
         model: {model}
         embedder: {{backend: openai, name: bow, base_url: 'http://127.0.0.1:9/v1'}}
         samples: {samples}
@@ -61,7 +68,10 @@ def spec(seed=0, samples=8, permutations=199, model="{backend: openai, name: noi
           - {{name: same, prompt: "{BASE}", role: control}}
           - {{name: same-again, prompt: "{BASE}", role: control}}
           - {{name: comedian, prefix: "Act as a comedian.", role: target}}
-        {extra}"""), source="test", allow_key_env=True)
+        {extra}"""),
+        source="test",
+        allow_key_env=True,
+    )
 
 
 def test_each_arm_of_one_prompt_draws_its_own_samples(monkeypatch):
@@ -83,6 +93,7 @@ def test_each_arm_of_one_prompt_draws_its_own_samples(monkeypatch):
     # the estimate counts the control's own calls
     assert estimate(s)["totals"]["calls"] == 32
     from dbpa_core.sensitivity import SensitivityConfig, parse_measures, plan
+
     assert plan(s, SensitivityConfig(measures=parse_measures("jsd")))["calls"] == 32
 
 
@@ -93,15 +104,15 @@ def test_same_prompt_control_is_calibrated_over_seeds(monkeypatch):
     ps = []
     for seed in range(60):
         s = spec(seed=seed, samples=6, permutations=99)
-        r = run_audit(s, cache=Cache(enabled=False), backends={0: NoisyModel()},
-                      embedder=BagOfWords())
+        r = run_audit(s, cache=Cache(enabled=False), backends={0: NoisyModel()}, embedder=BagOfWords())
         ps += [x.p_value for x in r.perturbations if x.role == "control"]
     ps = np.array(ps)
     assert len(ps) == 120
-    assert 0.38 < ps.mean() < 0.62                      # uniform: 0.5
-    assert 0.02 <= (ps <= 0.1).mean() <= 0.2            # uniform: 0.1
-    assert (ps >= 0.99).mean() < 0.1                    # never stuck at 1
+    assert 0.38 < ps.mean() < 0.62  # uniform: 0.5
+    assert 0.02 <= (ps <= 0.1).mean() <= 0.2  # uniform: 0.1
+    assert (ps >= 0.99).mean() < 0.1  # never stuck at 1
     from scipy.stats import kstest
+
     assert kstest(ps, "uniform").pvalue > 0.001
 
 
@@ -113,11 +124,13 @@ def test_a_replay_file_serves_the_next_recorded_answers(tmp_path, monkeypatch):
             for i in range(n):
                 fh.write(json.dumps({"prompt": BASE, "response": f"answer {i}"}) + "\n")
             for i in range(8):
-                fh.write(json.dumps({"prompt": "Act as a comedian.\n\n" + BASE,
-                                     "response": f"joke {i}"}) + "\n")
+                fh.write(
+                    json.dumps({"prompt": "Act as a comedian.\n\n" + BASE, "response": f"joke {i}"}) + "\n"
+                )
 
     record(6)
-    one_control = parse_spec(textwrap.dedent(f"""\
+    one_control = parse_spec(
+        textwrap.dedent(f"""\
         model: {{backend: replay, file: '{path}'}}
         embedder: {{backend: openai, name: bow, base_url: 'http://127.0.0.1:9/v1'}}
         samples: 4
@@ -125,7 +138,10 @@ def test_a_replay_file_serves_the_next_recorded_answers(tmp_path, monkeypatch):
         base: {{prompt: "{BASE}"}}
         perturbations:
           - {{name: same, prompt: "{BASE}", role: control}}
-        """), source="test", allow_key_env=True)
+        """),
+        source="test",
+        allow_key_env=True,
+    )
     with pytest.raises(BackendError) as err:
         run_audit(one_control, cache=Cache(tmp_path / "c"), embedder=BagOfWords())
     msg = str(err.value)
@@ -140,8 +156,8 @@ def test_a_replay_file_serves_the_next_recorded_answers(tmp_path, monkeypatch):
 def test_a_same_prompt_control_is_a_note_not_a_warning():
     from dbpa_core.spec import spec_notes, spec_warnings
 
-    s = spec()                      # 'same' and 'same-again' are marked control
+    s = spec()  # 'same' and 'same-again' are marked control
     assert not any("same prompt" in w for w in spec_warnings(s))
     assert any("Control 'same' asks the base prompt again" in n for n in spec_notes(s))
-    unmarked = spec(extra="  - {name: copy, prompt: \"" + BASE + "\"}")
+    unmarked = spec(extra='  - {name: copy, prompt: "' + BASE + '"}')
     assert any("'copy' has the same prompt as the base" in w for w in spec_warnings(unmarked))

@@ -1,4 +1,5 @@
 """The shared sampling layer: cache first, one backend call per model, progress, stop."""
+
 import pytest
 
 from dbpa_core.backends import BackendError, GenerationParams, Sample
@@ -21,7 +22,7 @@ class CountingBackend:
 
     def generate(self, requests, on_sample, *, should_stop=None):
         self.calls.append(list(requests))
-        for r in requests[self.drop:]:
+        for r in requests[self.drop :]:
             if should_stop is not None and should_stop():
                 return
             on_sample(r, Sample(f"{r.prompt}#{r.index}", 3, 5, "fake"))
@@ -67,9 +68,12 @@ def test_missing_samples_are_an_error_that_says_run_again(tmp_path):
 def test_stop_keeps_what_arrived(tmp_path):
     backend = CountingBackend()
     got = []
-    s = Sampler(Cache(tmp_path), backends={model_key(MODEL): backend},
-                should_stop=lambda: len(got) >= 2,
-                progress=lambda p: got.append(p) if p.done else None)
+    s = Sampler(
+        Cache(tmp_path),
+        backends={model_key(MODEL): backend},
+        should_stop=lambda: len(got) >= 2,
+        progress=lambda p: got.append(p) if p.done else None,
+    )
     with pytest.raises(RunCancelled, match="cached"):
         s.sample(jobs(["a"], 5))
     resumed = Sampler(Cache(tmp_path), backends={model_key(MODEL): backend}).sample(jobs(["a"], 5))
@@ -82,18 +86,28 @@ def test_keys_in_memory_by_server_do_not_clobber_each_other(tmp_path):
     (what the CLI and library callers pass) still works, and a slot wins over it."""
     from dbpa_core.sampling import key_slot
 
-    a = {"backend": "openai", "name": "m", "base_url": "http://127.0.0.1:8001/v1",
-         "api_key_env": "OPENAI_API_KEY"}
+    a = {
+        "backend": "openai",
+        "name": "m",
+        "base_url": "http://127.0.0.1:8001/v1",
+        "api_key_env": "OPENAI_API_KEY",
+    }
     b = dict(a, base_url="http://127.0.0.1:8002/v1/")
     assert key_slot(a) == "OPENAI_API_KEY@http://127.0.0.1:8001/v1"
-    assert key_slot(b) == "OPENAI_API_KEY@http://127.0.0.1:8002/v1"   # trailing / ignored
-    assert key_slot(dict(a, name="other")) == key_slot(a)               # same server, one key
-    s = Sampler(Cache(tmp_path, enabled=False),
-                api_keys={key_slot(a): "sk-a", key_slot(b): "sk-b", "OPENAI_API_KEY": "sk-env"})
+    assert key_slot(b) == "OPENAI_API_KEY@http://127.0.0.1:8002/v1"  # trailing / ignored
+    assert key_slot(dict(a, name="other")) == key_slot(a)  # same server, one key
+    s = Sampler(
+        Cache(tmp_path, enabled=False),
+        api_keys={key_slot(a): "sk-a", key_slot(b): "sk-b", "OPENAI_API_KEY": "sk-env"},
+    )
     assert s.backend(a).settings.api_key() == "sk-a"
     assert s.backend(b).settings.api_key() == "sk-b"
     c = dict(a, base_url="http://127.0.0.1:8003/v1")
-    assert s.backend(c).settings.api_key() == "sk-env"                  # by variable name
+    assert s.backend(c).settings.api_key() == "sk-env"  # by variable name
     bare = {"backend": "openai", "name": "m", "base_url": "http://127.0.0.1:8004/v1"}
-    assert Sampler(Cache(tmp_path, enabled=False), api_keys={key_slot(bare): "sk-bare"}) \
-        .backend(bare).settings.api_key() == "sk-bare"
+    assert (
+        Sampler(Cache(tmp_path, enabled=False), api_keys={key_slot(bare): "sk-bare"})
+        .backend(bare)
+        .settings.api_key()
+        == "sk-bare"
+    )

@@ -2,6 +2,7 @@
 gets its own progress line, a decoding backend's tokens reach the progress line with an
 ETA, every finished sample is cached the moment it finishes, and the precision of a
 local model is recorded."""
+
 import time
 
 import pytest
@@ -66,8 +67,7 @@ def _jobs(n=4, prompts=("a", "b")):
 
 def test_loading_has_its_own_line_and_says_what_it_does(tmp_path):
     seen: list[Progress] = []
-    s = Sampler(Cache(tmp_path), backends={model_key(LOCAL): DecodingBackend()},
-                progress=seen.append)
+    s = Sampler(Cache(tmp_path), backends={model_key(LOCAL): DecodingBackend()}, progress=seen.append)
     s.sample(_jobs())
     loading = [p for p in seen if p.stage == "loading"]
     assert [p.done for p in loading] == [0, 0, 1]
@@ -75,7 +75,7 @@ def test_loading_has_its_own_line_and_says_what_it_does(tmp_path):
     assert loading[1].detail == "converting the embedded model (once, ~40 s)"
     assert loading[2].detail.startswith("Fake-135M (bfloat16) ready (")
     first_tokens = next(i for i, p in enumerate(seen) if p.tokens)
-    assert seen.index(loading[-1]) < first_tokens        # loaded before the first token
+    assert seen.index(loading[-1]) < first_tokens  # loaded before the first token
     # a model already loaded says nothing about loading
     seen.clear()
     s.sample(_jobs(n=5))
@@ -111,15 +111,14 @@ def test_token_reports_are_throttled(tmp_path):
     s = Sampler(Cache(tmp_path), backends={model_key(LOCAL): backend}, progress=seen.append)
     s.sample(_jobs(n=30))
     ticks = [p for p in seen if p.stage == "sampling" and p.tokens and p.done == 0]
-    assert backend.steps >= 30 and len(ticks) <= 2      # steps take microseconds here
+    assert backend.steps >= 30 and len(ticks) <= 2  # steps take microseconds here
 
 
 def test_stop_during_decoding_keeps_each_finished_sample(tmp_path):
     """Stop is polled every step: a stop after the 4th step keeps the samples that had
     finished by then (each cached as it finished, not per batch) and nothing else."""
     backend = DecodingBackend()
-    s = Sampler(Cache(tmp_path), backends={model_key(LOCAL): backend},
-                should_stop=lambda: backend.steps >= 4)
+    s = Sampler(Cache(tmp_path), backends={model_key(LOCAL): backend}, should_stop=lambda: backend.steps >= 4)
     with pytest.raises(RunCancelled, match="cached"):
         s.sample(_jobs())
     assert backend.steps == 4
@@ -151,7 +150,7 @@ def test_precision_is_recorded_for_cached_runs_too(tmp_path):
 
     backend = DecodingBackend()
     Sampler(Cache(tmp_path), backends={model_key(LOCAL): backend}).sample(_jobs())
-    s = Sampler(Cache(tmp_path))                    # no backend needed: all cached
+    s = Sampler(Cache(tmp_path))  # no backend needed: all cached
     recs = s.sample(_jobs())
     assert all(r.cached for r in recs) and s.usage["precision"] == local_precision()
     openai = {"backend": "openai", "name": "m", "base_url": "http://127.0.0.1:9/v1"}
@@ -160,9 +159,10 @@ def test_precision_is_recorded_for_cached_runs_too(tmp_path):
     assert "precision" not in s2.usage
 
 
-@pytest.mark.parametrize("seconds,text", [(0, "0 s"), (42.4, "42 s"), (60, "1 min"),
-                                          (100, "1 min 40 s"), (119, "2 min"),
-                                          (3725, "1 h 2 min")])
+@pytest.mark.parametrize(
+    "seconds,text",
+    [(0, "0 s"), (42.4, "42 s"), (60, "1 min"), (100, "1 min 40 s"), (119, "2 min"), (3725, "1 h 2 min")],
+)
 def test_durations_read_like_an_estimate(seconds, text):
     assert _duration(seconds) == text
 
@@ -174,18 +174,25 @@ def test_models_sampled_one_after_the_other_add_up_on_one_line(tmp_path, monkeyp
     monkeypatch.setattr("dbpa_core.sampling.TOKEN_REPORT_EVERY", 0.0)
     hot = {"backend": "local", "temperature": 1.2}
     seen: list[Progress] = []
-    s = Sampler(Cache(tmp_path), progress=seen.append,
-                backends={model_key(LOCAL): DecodingBackend(), model_key(hot): DecodingBackend()})
-    jobs = [Job(m, r) for m in (LOCAL, hot) for r in requests_for(
-        "a", n=3, seed=0, params=GenerationParams(temperature=m.get("temperature", 0.8),
-                                                  max_tokens=20))]
+    s = Sampler(
+        Cache(tmp_path),
+        progress=seen.append,
+        backends={model_key(LOCAL): DecodingBackend(), model_key(hot): DecodingBackend()},
+    )
+    jobs = [
+        Job(m, r)
+        for m in (LOCAL, hot)
+        for r in requests_for(
+            "a", n=3, seed=0, params=GenerationParams(temperature=m.get("temperature", 0.8), max_tokens=20)
+        )
+    ]
     s.sample(jobs)
     ticks = [t for t in seen if t.stage == "sampling" and t.tokens]
     assert [t.tokens for t in ticks] == sorted(t.tokens for t in ticks)
     assert ticks[-1].tokens == 2 * (2 + 3 + 4)
-    assert ticks[0].tokens_expected == (2 + 3 + 4) + 3 * 20     # the second model at its cap
+    assert ticks[0].tokens_expected == (2 + 3 + 4) + 3 * 20  # the second model at its cap
     fractions = [t.fraction for t in ticks]
-    assert fractions[-1] == 1.0 and min(fractions[len(fractions) // 2:]) >= 0.4
+    assert fractions[-1] == 1.0 and min(fractions[len(fractions) // 2 :]) >= 0.4
 
 
 def test_the_time_left_waits_for_answers_and_forgets_a_slow_start():
@@ -198,12 +205,12 @@ def test_the_time_left_waits_for_answers_and_forgets_a_slow_start():
     meter = _TokenMeter(clock=lambda: now[0])
     meter.start_group(later=0)
     total, cap = 180, 120
-    now[0] = 60.0                                    # a slow start: 100 tokens in a minute
+    now[0] = 60.0  # a slow start: 100 tokens in a minute
     meter.update(100, total * cap)
     first = meter.report("sampling", 0, total)
     assert first.eta_s is None and "estimating the time left" in first.detail
     tokens, done = 100, 0
-    for _ in range(40):                              # then 200 tokens/s
+    for _ in range(40):  # then 200 tokens/s
         now[0] += 1.0
         tokens += 200
         done += 1
@@ -215,9 +222,10 @@ def test_the_time_left_waits_for_answers_and_forgets_a_slow_start():
     assert "200 tokens/s" in p.detail
 
 
-@pytest.mark.parametrize(("done", "total", "ready"), [(0, 180, False), (8, 180, False),
-                                                      (9, 180, True), (1, 20, False),
-                                                      (2, 20, True), (1, 1, True)])
+@pytest.mark.parametrize(
+    ("done", "total", "ready"),
+    [(0, 180, False), (8, 180, False), (9, 180, True), (1, 20, False), (2, 20, True), (1, 1, True)],
+)
 def test_the_time_left_needs_five_percent_of_the_answers(done, total, ready):
     from dbpa_core.sampling import eta_ready
 

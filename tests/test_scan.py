@@ -1,5 +1,6 @@
 """``dbpa scan MODEL_SPEC --out DIR``: offline, on the embedded model's recorded demo answers
 (assets/demo_replay.jsonl, recorded by assets/make_demo_replay.py with the scan's prompts)."""
+
 import contextlib
 import io
 import json
@@ -31,20 +32,22 @@ def scanned(tmp_path_factory):
     and one after it."""
     tmp = tmp_path_factory.mktemp("scan")
     model = DEMO_MODEL
-    assert scan.read_model(model) == RECORDED   # its replay file, found from its folder
+    assert scan.read_model(model) == RECORDED  # its replay file, found from its folder
     old = os.environ.get("DBPA_HOME")
     home, cache, out = tmp / "home", tmp / "cache", tmp / "out"
     common = ["--home", str(home), "--cache-dir", str(cache), "scan", model]
     runs = {}
     try:
-        for name, extra in (("before", ["--estimate"]),
-                            ("scan", ["--out", str(out), "--embedder", "rouge1", "--quiet"]),
-                            ("after", ["--estimate"])):
+        for name, extra in (
+            ("before", ["--estimate"]),
+            ("scan", ["--out", str(out), "--embedder", "rouge1", "--quiet"]),
+            ("after", ["--estimate"]),
+        ):
             buf, err = io.StringIO(), io.StringIO()
             with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(err):
                 rc = main(common + extra)
             runs[name] = (rc, buf.getvalue(), err.getvalue())
-            if name == "before":   # the estimate wrote nothing and recorded nothing
+            if name == "before":  # the estimate wrote nothing and recorded nothing
                 assert not out.exists()
                 assert History(home / "history.sqlite3").list() == []
         history = History(home / "history.sqlite3")
@@ -60,8 +63,14 @@ def test_the_scan_runs_offline_and_writes_one_report(scanned):
     rc, stdout, _ = scanned["runs"]["scan"]
     assert rc == 0, scanned["runs"]["scan"]
     out = scanned["out"]
-    for f in ("report.html", "audit/results.json", "audit/checks.csv", "audit/responses.jsonl",
-              "battery/results.json", "battery/attacked.jsonl"):
+    for f in (
+        "report.html",
+        "audit/results.json",
+        "audit/checks.csv",
+        "audit/responses.jsonl",
+        "battery/results.json",
+        "battery/attacked.jsonl",
+    ):
         assert (out / f).is_file(), f
     assert f"wrote {out / 'report.html'}" in stdout
 
@@ -75,8 +84,7 @@ def test_the_history_holds_both_runs(scanned):
     assert h.extras([2])[2]["kind"] == "battery" and 1 not in h.extras([1])
     audit = next(iter(h.get(1).audits.values()))
     names = [p.name for p in audit.perturbations]
-    assert names == [*scan.PERSONAS, "name: Ahmed", "name: Peter", "name: Wei",
-                     scan.SAME_PROMPT]
+    assert names == [*scan.PERSONAS, "name: Ahmed", "name: Peter", "name: Wei", scan.SAME_PROMPT]
     assert {p.role for p in audit.perturbations[:8]} == {"target"}
     assert {p.role for p in audit.perturbations[8:]} == {"control"}
     assert [c.name for c in audit.spec.checks] == ["refuses", "length"]
@@ -89,7 +97,7 @@ def test_the_report_lists_every_parts_verdict(scanned):
     rows = verdict_rows(scanned["out"] / "report.html")
     audit = json.loads((scanned["out"] / "audit" / "results.json").read_text())
     a = [r for r in rows if r["run"] == "1"]
-    for p in audit["perturbations"]:   # every perturbation with its role and numbers
+    for p in audit["perturbations"]:  # every perturbation with its role and numbers
         [row] = [r for r in a if r["kind"] == "audit" and r["what"] == f"{p['name']} ({p['role']})"]
         word = "changed the answers" if p["significant"] else "no detectable change"
         assert row["outcome"].startswith(word) and f"{p['effect_above_chance']:+.3f}" in row["outcome"]
@@ -104,7 +112,8 @@ def test_the_report_lists_every_parts_verdict(scanned):
     attacks = [r for r in battery["attacks"] if r["dataset"] == "all"]
     assert len(attacks) == 7 and all(
         b[f"{x['attack']}, ρ = {x['rho']:g}"].startswith(f"attack success rate {x['asr']:.3f}")
-        for x in attacks)
+        for x in attacks
+    )
     assert "RTI replace" in b
     # the recorded SmolLM2 answers: every persona moves them, no control does
     sig = {p["name"]: p["significant"] for p in audit["perturbations"]}
@@ -127,7 +136,7 @@ def test_the_estimate_counts_every_part_and_calls_nothing(scanned):
     lines = before.splitlines()
     [a] = [x for x in lines if x.startswith("audit: 13 prompts x k = 20")]
     [b] = [x for x in lines if x.startswith("battery: 8 items")]
-    assert a.split()[7:9] == ["260", "0"]   # calls, cached
+    assert a.split()[7:9] == ["260", "0"]  # calls, cached
     assert b.split()[6:8] == [str(n_battery), "0"]
     assert f"total: 2 parts, {260 + n_battery} calls (0 cached)" in before
     # after the scan the audit's answers are cached: nothing left to call for it
@@ -136,14 +145,17 @@ def test_the_estimate_counts_every_part_and_calls_nothing(scanned):
     assert rc == 0 and a.split()[7:9] == ["0", "260"]
 
 
-@pytest.mark.parametrize("given,words", [
-    ("no-such-model.yaml", "MODEL_SPEC 'no-such-model.yaml': no such file"),
-    ("gpt-4o-mini", "no such file; give a YAML or JSON file with one model entry"),
-    ("{backend: nope}", "model.backend must be one of local, openai, hf, replay"),
-    ("{backend: replay, file: missing.jsonl}", "replay file 'missing.jsonl' does not exist"),
-    ("{backend: openai}", "missing model.name"),
-    ("{backend: local", "not valid YAML"),
-])
+@pytest.mark.parametrize(
+    "given,words",
+    [
+        ("no-such-model.yaml", "MODEL_SPEC 'no-such-model.yaml': no such file"),
+        ("gpt-4o-mini", "no such file; give a YAML or JSON file with one model entry"),
+        ("{backend: nope}", "model.backend must be one of local, openai, hf, replay"),
+        ("{backend: replay, file: missing.jsonl}", "replay file 'missing.jsonl' does not exist"),
+        ("{backend: openai}", "missing model.name"),
+        ("{backend: local", "not valid YAML"),
+    ],
+)
 def test_a_bad_model_spec_is_one_line_and_exit_2(tmp_path, capsys, given, words):
     out = tmp_path / "out"
     assert main(["--cache-dir", str(tmp_path / "c"), "scan", given, "--out", str(out)]) == 2
@@ -168,8 +180,10 @@ def test_a_model_file_is_read_as_a_spec_reads_it(tmp_path, capsys):
     (tmp_path / "rec.jsonl").write_text(Path(DEMO).read_text(encoding="utf-8"), encoding="utf-8")
     (tmp_path / "spec.yaml").write_text("model: {backend: replay, file: rec.jsonl}\nsamples: 5\n")
     assert scan.read_model(str(tmp_path / "spec.yaml")) == {
-        "backend": "replay", "file": str(tmp_path / "rec.jsonl")}
-    assert scan.read_model('{"backend": "local"}') == {"backend": "local"}   # JSON too
+        "backend": "replay",
+        "file": str(tmp_path / "rec.jsonl"),
+    }
+    assert scan.read_model('{"backend": "local"}') == {"backend": "local"}  # JSON too
     assert main(["scan", "{backend: local}", "--samples", "1", "--estimate"]) == 2
     assert "samples must be >= 2" in capsys.readouterr().err
     assert main(["scan", "{backend: local}", "--embedder", "nope", "--estimate"]) == 2
@@ -188,25 +202,38 @@ def test_without_wordnet_the_battery_only_deletes_words():
 
 def test_an_out_that_is_a_file_stops_before_any_call(tmp_path, capsys):
     (tmp_path / "out").write_text("")
-    assert main(["--cache-dir", str(tmp_path / "c"), "scan", DEMO_MODEL, "--out",
-                 str(tmp_path / "out")]) == 2
+    assert main(["--cache-dir", str(tmp_path / "c"), "scan", DEMO_MODEL, "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.splitlines()[-1] == f"error: --out {tmp_path / 'out'}: is a file, not a folder."
     assert History().list() == [] and not (tmp_path / "c").exists()
 
 
-def test_a_history_that_cannot_be_written_keeps_the_results(scanned, tmp_path, capsys,
-                                                              monkeypatch):
+def test_a_history_that_cannot_be_written_keeps_the_results(scanned, tmp_path, capsys, monkeypatch):
     """The report is built from the history: without one the scan says so in one line
     (exit 2), and each part's files are written all the same."""
-    (tmp_path / "home").write_text("")   # DBPA_HOME is a file
+    (tmp_path / "home").write_text("")  # DBPA_HOME is a file
     monkeypatch.setenv("DBPA_HOME", str(tmp_path / "home"))
     out = tmp_path / "out"
-    assert main(["--cache-dir", str(scanned["cache"]), "scan", DEMO_MODEL, "--out", str(out),
-                 "--embedder", "rouge1"]) == 2
+    assert (
+        main(
+            [
+                "--cache-dir",
+                str(scanned["cache"]),
+                "scan",
+                DEMO_MODEL,
+                "--out",
+                str(out),
+                "--embedder",
+                "rouge1",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert err.startswith("error: the runs could not be recorded in the history, so there is "
-                          "no report") and str(out / "audit") in err
+    assert (
+        err.startswith("error: the runs could not be recorded in the history, so there is no report")
+        and str(out / "audit") in err
+    )
     assert (out / "audit" / "results.json").is_file()
     assert (out / "battery" / "results.json").is_file() and not (out / "report.html").exists()
 
@@ -228,4 +255,4 @@ def test_a_replay_file_without_the_scans_prompts_stops_before_anything_runs(tmp_
     assert History().list() == []
     assert main(["--cache-dir", str(tmp_path / "c"), "scan", hot, "--estimate"]) == 0
     assert "note: the replay file" in capsys.readouterr().err
-    assert scan.replay_shortfall(audit, battery) is None   # the recorded model holds them all
+    assert scan.replay_shortfall(audit, battery) is None  # the recorded model holds them all

@@ -1,5 +1,6 @@
 """The audit spec's schema (dbpa_core.spec_schema): one declaration that validates specs
 with their own messages and lines, and the JSON Schema that editors read."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,9 @@ from dbpa_core.spec_schema import SCHEMA_FILE, json_schema, schema_text
 ROOT = Path(__file__).resolve().parents[1]
 # specs of dbpa attack / dbpa fidelity --simulate say so in their names, model entries for
 # dbpa scan too (model_*.yaml); the rest are audits
-AUDIT_EXAMPLES = sorted(p for p in (ROOT / "examples").glob("*.yaml")
-                        if not p.name.startswith(("attack_", "fidelity_", "model_")))
+AUDIT_EXAMPLES = sorted(
+    p for p in (ROOT / "examples").glob("*.yaml") if not p.name.startswith(("attack_", "fidelity_", "model_"))
+)
 MODELINE = re.compile(r"^# yaml-language-server: \$schema=(\S+)$", re.MULTILINE)
 
 
@@ -99,43 +101,82 @@ def test_examples_are_found():
 
 # an invalid spec, and the line and words spec.py reports (the JSON Schema refuses it too)
 INVALID = [
-    ("base: hi\nperturbations: [{prefix: a}]\nsampels: 5\n", 3,
-     "unknown key 'sampels' in the spec (did you mean 'samples'?)"),
+    (
+        "base: hi\nperturbations: [{prefix: a}]\nsampels: 5\n",
+        3,
+        "unknown key 'sampels' in the spec (did you mean 'samples'?)",
+    ),
     ("base: hi\nperturbations: [{prefix: a}]\nsamples: 1\n", 3, "samples must be >= 2, got 1"),
-    ("base: hi\nperturbations: [{prefix: a}]\nsamples: many\n", 3,
-     "samples must be a whole number, got 'many'"),
-    ("base: hi\nperturbations: [{prefix: a}]\nmeasure: cosine\n", 3,
-     "measure must be one of energy-l2, energy-l1, energy-cosine, jsd, wasserstein, ks; "
-     "got 'cosine'"),
+    (
+        "base: hi\nperturbations: [{prefix: a}]\nsamples: many\n",
+        3,
+        "samples must be a whole number, got 'many'",
+    ),
+    (
+        "base: hi\nperturbations: [{prefix: a}]\nmeasure: cosine\n",
+        3,
+        "measure must be one of energy-l2, energy-l1, energy-cosine, jsd, wasserstein, ks; got 'cosine'",
+    ),
     ("base: hi\nperturbations: [{prefix: a}]\nalpha: 1.5\n", 3, "alpha must be <= 0.999, got 1.5"),
-    ("base: hi\nmodel:\n  backend: openia\nperturbations: [{prefix: a}]\n", 3,
-     "model.backend must be one of local, openai, hf, replay; got 'openia'"),
-    ("base: hi\nmodel: {backend: openai, name: m, timeout: 0}\nperturbations: [{prefix: a}]\n", 2,
-     "model.timeout must be >= 0.1, got 0.0"),
-    ("base: hi\nperturbations:\n  - prefix: a\n    role: targt\n", 4,
-     "perturbations[0].role must be one of control, target; got 'targt'"),
-    ("base: hi\nperturbations:\n  - {prefix: a, colour: red}\n", 3,
-     "unknown key 'colour' in perturbation 1"),
-    ("perturbations: [{prefix: a}]\n", None,
-     "missing 'base' with the base prompt (base: {prompt: ...})"),
+    (
+        "base: hi\nmodel:\n  backend: openia\nperturbations: [{prefix: a}]\n",
+        3,
+        "model.backend must be one of local, openai, hf, replay; got 'openia'",
+    ),
+    (
+        "base: hi\nmodel: {backend: openai, name: m, timeout: 0}\nperturbations: [{prefix: a}]\n",
+        2,
+        "model.timeout must be >= 0.1, got 0.0",
+    ),
+    (
+        "base: hi\nperturbations:\n  - prefix: a\n    role: targt\n",
+        4,
+        "perturbations[0].role must be one of control, target; got 'targt'",
+    ),
+    ("base: hi\nperturbations:\n  - {prefix: a, colour: red}\n", 3, "unknown key 'colour' in perturbation 1"),
+    ("perturbations: [{prefix: a}]\n", None, "missing 'base' with the base prompt (base: {prompt: ...})"),
     ("base: {prompt: 5}\nperturbations: [{prefix: a}]\n", 1, "base.prompt must be text, got 5"),
-    ("base: hi\nmodels: [{backend: local}]\n", 2,
-     "'models' must list at least 2 models; the first is the reference"),
-    ("base: hi\nperturbations: [{prefix: a}]\nchecks:\n  - {name: c, contains: []}\n", 4,
-     "check 'c': 'contains' must be a list of words or phrases (not empty)"),
-    ("base: hi\nperturbations: [{prefix: a}]\nchecks:\n  - {name: c, refusal: 1}\n", 4,
-     "check 'c': write 'refusal: true' (checks[0].refusal is 1)"),
-    ("base: hi\nperturbations: [{prefix: a}]\nchecks:\n  - {name: c, contains: a, words: true}\n",
-     4, "check 'c' needs exactly one of contains, absent, regex, refusal, words, json, judge "
-     "(got contains, words)"),
-    ("base: hi\nperturbations: [{prefix: a}]\nchecks:\n  - {name: c, json_: true}\n", 4,
-     "unknown key 'json_' in check 1 (did you mean 'json'?)"),
-    ("base: hi\nperturbations: [{prefix: a}]\nchecks:\n  - {name: c, judge: {question: q}}\n", 4,
-     "check 'c': the judge needs a 'model'"),
-    ("base: hi\nperturbations: [{prefix: a}]\nprices: {m: {input: -1}}\n", 3,
-     "'prices' maps a model name to {input: $ per 1M tokens, output: $ per 1M tokens}"),
-    ("base: hi\nperturbations: [{prefix: a}]\nembedder: [local]\n", 3,
-     "embedder must be a mapping of keys to values"),
+    (
+        "base: hi\nmodels: [{backend: local}]\n",
+        2,
+        "'models' must list at least 2 models; the first is the reference",
+    ),
+    (
+        "base: hi\nperturbations: [{prefix: a}]\nchecks:\n  - {name: c, contains: []}\n",
+        4,
+        "check 'c': 'contains' must be a list of words or phrases (not empty)",
+    ),
+    (
+        "base: hi\nperturbations: [{prefix: a}]\nchecks:\n  - {name: c, refusal: 1}\n",
+        4,
+        "check 'c': write 'refusal: true' (checks[0].refusal is 1)",
+    ),
+    (
+        "base: hi\nperturbations: [{prefix: a}]\nchecks:\n  - {name: c, contains: a, words: true}\n",
+        4,
+        "check 'c' needs exactly one of contains, absent, regex, refusal, words, json, judge "
+        "(got contains, words)",
+    ),
+    (
+        "base: hi\nperturbations: [{prefix: a}]\nchecks:\n  - {name: c, json_: true}\n",
+        4,
+        "unknown key 'json_' in check 1 (did you mean 'json'?)",
+    ),
+    (
+        "base: hi\nperturbations: [{prefix: a}]\nchecks:\n  - {name: c, judge: {question: q}}\n",
+        4,
+        "check 'c': the judge needs a 'model'",
+    ),
+    (
+        "base: hi\nperturbations: [{prefix: a}]\nprices: {m: {input: -1}}\n",
+        3,
+        "'prices' maps a model name to {input: $ per 1M tokens, output: $ per 1M tokens}",
+    ),
+    (
+        "base: hi\nperturbations: [{prefix: a}]\nembedder: [local]\n",
+        3,
+        "embedder must be a mapping of keys to values",
+    ),
 ]
 
 
@@ -154,14 +195,16 @@ def test_unknown_key_is_said_before_the_values_of_its_mapping():
     with pytest.raises(SpecError, match=r"line 5: unknown key 'foo' in the spec"):
         parse_spec(text, source="s.yaml")
     text = "base: hi\nperturbations:\n  - {prefix: 5, prfix: a}\n"
-    with pytest.raises(SpecError, match=r"line 3: unknown key 'prfix' in perturbation 1 "
-                       r"\(did you mean 'prefix'\?\)"):
+    with pytest.raises(
+        SpecError,
+        match=r"line 3: unknown key 'prfix' in perturbation 1 "
+        r"\(did you mean 'prefix'\?\)",
+    ):
         parse_spec(text, source="s.yaml")
 
 
 def test_null_means_the_default():
-    spec = parse_spec("base: hi\nperturbations: [{prefix: a, role: null}]\nsamples:\n"
-                      "embedder: null\n")
+    spec = parse_spec("base: hi\nperturbations: [{prefix: a, role: null}]\nsamples:\nembedder: null\n")
     assert spec.samples == 20 and spec.embedder == {"backend": "local"}
     assert spec.perturbations[0].role is None
 
@@ -176,14 +219,21 @@ def test_cli_schema_prints_and_writes(tmp_path, capsys):
     assert "cannot write" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("embedder,message", [
-    ("{backend: openai, name: e, api_key_env: AWS_SECRET_ACCESS_KEY}",
-     "embedder.api_key_env 'AWS_SECRET_ACCESS_KEY' is not an LLM provider's API key variable"),
-    ("{backend: openai, name: e, base_url: 'ftp://example.org'}",
-     "embedder.base_url must be an http(s) URL"),
-    ("{backend: local, concurrency: 0}", "embedder.concurrency must be >= 1, got 0"),
-    ("{backend: glove}", "embedder.backend must be one of local, sentence-transformers"),
-])
+@pytest.mark.parametrize(
+    "embedder,message",
+    [
+        (
+            "{backend: openai, name: e, api_key_env: AWS_SECRET_ACCESS_KEY}",
+            "embedder.api_key_env 'AWS_SECRET_ACCESS_KEY' is not an LLM provider's API key variable",
+        ),
+        (
+            "{backend: openai, name: e, base_url: 'ftp://example.org'}",
+            "embedder.base_url must be an http(s) URL",
+        ),
+        ("{backend: local, concurrency: 0}", "embedder.concurrency must be >= 1, got 0"),
+        ("{backend: glove}", "embedder.backend must be one of local, sentence-transformers"),
+    ],
+)
 def test_battery_embedder_is_checked_like_an_audits(embedder, message):
     """A battery spec's embedder is the audit's section: the same schema and the same
     checks of its server (before, its URL and key variable went unchecked)."""
@@ -220,25 +270,29 @@ def test_battery_schema_is_shipped_and_declares_the_keys():
 
 
 BATTERY_INVALID = [
-    ("data: sample\nattacks: [{level: char, rho: 0.5}]\nsamples: 1\n", 3,
-     "samples must be >= 2, got 1"),
-    ("data: sample\nattacks: [{level: char, rho: 0.5}]\nturns: 3\n", 3,
-     "turns must be <= 2, got 3"),
-    ("data: sample\nattacks: [{level: chars, rho: 0.5}]\n", 2,
-     "attacks[0].level must be one of char, word, visual; got 'chars'"),
-    ("data: sample\nattacks:\n  - {level: char}\n", 3,
-     "missing attacks[0].rho (a list of ρ in [0, 1])"),
-    ("data: sample\nattacks: [{level: char, rho: 0.5, rate: 1}]\n", 2,
-     "unknown key 'rate' in attack 1"),
-    ("data: sample\nattacks: [{level: char, rho: 0.5}]\nconfidence: 0.2\n", 3,
-     "confidence must be >= 0.5, got 0.2"),
-    ("data: sample\nattack: [{level: char, rho: 0.5}]\n", 2,
-     "unknown key 'attack' in the spec (did you mean 'attacks'?)"),
+    ("data: sample\nattacks: [{level: char, rho: 0.5}]\nsamples: 1\n", 3, "samples must be >= 2, got 1"),
+    ("data: sample\nattacks: [{level: char, rho: 0.5}]\nturns: 3\n", 3, "turns must be <= 2, got 3"),
+    (
+        "data: sample\nattacks: [{level: chars, rho: 0.5}]\n",
+        2,
+        "attacks[0].level must be one of char, word, visual; got 'chars'",
+    ),
+    ("data: sample\nattacks:\n  - {level: char}\n", 3, "missing attacks[0].rho (a list of ρ in [0, 1])"),
+    ("data: sample\nattacks: [{level: char, rho: 0.5, rate: 1}]\n", 2, "unknown key 'rate' in attack 1"),
+    (
+        "data: sample\nattacks: [{level: char, rho: 0.5}]\nconfidence: 0.2\n",
+        3,
+        "confidence must be >= 0.5, got 0.2",
+    ),
+    (
+        "data: sample\nattack: [{level: char, rho: 0.5}]\n",
+        2,
+        "unknown key 'attack' in the spec (did you mean 'attacks'?)",
+    ),
 ]
 
 
-@pytest.mark.parametrize("text,line,message", BATTERY_INVALID,
-                         ids=[m[:40] for _, _, m in BATTERY_INVALID])
+@pytest.mark.parametrize("text,line,message", BATTERY_INVALID, ids=[m[:40] for _, _, m in BATTERY_INVALID])
 def test_invalid_battery_specs_are_refused_by_both(text, line, message):
     from dbpa_core.attacks.schema import json_schema as battery_schema
     from dbpa_core.attacks.spec import parse_attack_spec

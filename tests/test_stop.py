@@ -1,6 +1,7 @@
 """Stop cancels what is in flight: every sampler made inside ``stop_when`` obeys it, a
 server's requests in flight are abandoned (no more are sent), and the claims of a stopped
 run are given up at once, so the next run never waits for it."""
+
 import threading
 
 import pytest
@@ -38,8 +39,9 @@ def test_a_sampler_made_inside_stop_when_stops_and_gives_up_its_claims(tmp_path)
     backend = SlowBackend()
     flag = threading.Event()
     with stop_when(flag.is_set):
-        sampler = Sampler(cache, backends={model_key(MODEL): backend},
-                          progress=lambda p: flag.set() if p.done else None)
+        sampler = Sampler(
+            cache, backends={model_key(MODEL): backend}, progress=lambda p: flag.set() if p.done else None
+        )
     with pytest.raises(RunCancelled):
         sampler.sample(_jobs(MODEL))
     # nothing is held by the stopped run: the next one claims the rest at once
@@ -86,5 +88,5 @@ def test_a_servers_requests_in_flight_are_abandoned_on_stop(tmp_path):
         sampler = Sampler(Cache(tmp_path), should_stop=should_stop)
         with pytest.raises(RunCancelled):
             sampler.sample(_jobs(model, n=12))
-        assert sent.is_set() and srv.chat_ok == 0       # abandoned, not waited for
-        assert srv.requests <= 8                        # the first wave at most: none after
+        assert sent.is_set() and srv.chat_ok == 0  # abandoned, not waited for
+        assert srv.requests <= 8  # the first wave at most: none after

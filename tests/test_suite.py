@@ -1,5 +1,6 @@
 """Suites of cases: placeholders, set:, the correction across the suite, the pooled
 test, Storey's estimate, the command line end to end and the estimate."""
+
 import json
 import math
 
@@ -53,14 +54,18 @@ perturbations:
   - {name: older, set: {age: 90}}
   - {name: both, prompt: "Patient {name}, {age}", set: {name: Ahmed}}
 """)
-    assert [c.id for c in spec.cases] == ["a", "2"]   # the row number when no id column
-    assert spec.correction == "bh"                    # the suite default
+    assert [c.id for c in spec.cases] == ["a", "2"]  # the row number when no id column
+    assert spec.correction == "bh"  # the suite default
     assert spec.n_tests == 8
     s = case_spec(spec, spec.cases[0])
     assert s.base_prompt == "John, 70: {json}"
     got = {p.name: p.prompt for p in s.perturbations}
-    assert got == {"pre": "Be brief. John, 70: {json} Thanks.", "tpl": "As a doctor: John (70)",
-                   "older": "John, 90: {json}", "both": "Patient Ahmed, 70"}
+    assert got == {
+        "pre": "Be brief. John, 70: {json} Thanks.",
+        "tpl": "As a doctor: John (70)",
+        "older": "John, 90: {json}",
+        "both": "Patient Ahmed, 70",
+    }
     assert case_spec(spec, spec.cases[1]).perturbations[2].prompt == "Mary, 90: {json}"
 
 
@@ -75,13 +80,19 @@ perturbations: [{name: p, suffix: "!"}]
     assert spec.correction == "holm"
 
 
-@pytest.mark.parametrize("cases, message", [
-    ("id,name,age\nx,John,70\ny,Mary\n", r"cases\.csv.*line 3: 2 values for 3 columns"),
-    ("id,name\nx,John\ny,Mary\n", r"case 'x' \(cases\.csv, line 2\): no column 'age' for the "
-                                  r"placeholder \{age\} in base\.prompt"),
-    ("id,name,age\nx,John,70\nx,Mary,3\n", r"line 3: the id 'x' is used twice"),
-    ("id,name,age\n", r"'cases' holds no case"),
-])
+@pytest.mark.parametrize(
+    "cases, message",
+    [
+        ("id,name,age\nx,John,70\ny,Mary\n", r"cases\.csv.*line 3: 2 values for 3 columns"),
+        (
+            "id,name\nx,John\ny,Mary\n",
+            r"case 'x' \(cases\.csv, line 2\): no column 'age' for the "
+            r"placeholder \{age\} in base\.prompt",
+        ),
+        ("id,name,age\nx,John,70\nx,Mary,3\n", r"line 3: the id 'x' is used twice"),
+        ("id,name,age\n", r"'cases' holds no case"),
+    ],
+)
 def test_case_errors_name_the_row(tmp_path, cases, message):
     (tmp_path / "cases.csv").write_text(cases)
     (tmp_path / "s.yaml").write_text("""model: {backend: local}
@@ -100,28 +111,46 @@ cases: {file: c.jsonl}
 base: {prompt: "hi {name}"}
 perturbations: [{name: p, prompt: "hey {name}"}]
 """)
-    with pytest.raises(SpecError, match=r"s\.yaml, line 2: case 'b' \(c\.jsonl, line 3\): "
-                       r"no column 'name'"):
+    with pytest.raises(
+        SpecError,
+        match=r"s\.yaml, line 2: case 'b' \(c\.jsonl, line 3\): "
+        r"no column 'name'",
+    ):
         load_spec(tmp_path / "s.yaml")
     (tmp_path / "c.jsonl").write_text('{"id": "a", "name": "Jo"}\nnot json\n')
     with pytest.raises(SpecError, match=r"c\.jsonl', line 2: not valid JSON"):
         load_spec(tmp_path / "s.yaml")
 
 
-@pytest.mark.parametrize("text, message", [
-    ("cases: [{name: a}]\nbase: {prompt: 'hi {nam}'}\nperturbations: [{name: p, suffix: x}]",
-     r"line 2: case '1' \(cases\[0\] \(line 2\)\): no column 'nam'"),
-    ("base: {prompt: 'hi {name}'}\nperturbations: [{name: p, suffix: x}]",
-     r"base\.prompt has the placeholder \{name\} but the spec gives no cases"),
-    ("base: {prompt: 'hi'}\nperturbations: [{name: p, set: {name: x}}]",
-     r"'set' changes the columns of cases, and the spec gives no 'cases'"),
-    ("cases: [{name: a}]\nbase: {prompt: 'hi {name}'}\nperturbations: [{name: p, set: {age: 3}}]",
-     r"set: 'age' is not a placeholder of its prompt"),
-    ("cases: [{name: a}]\nbase: {prompt: 'hi {name} {'}\nperturbations: [{name: p, suffix: x}]",
-     r"literal brace"),
-    ("cases: [{name: [1, 2]}]\nbase: {prompt: 'hi {name}'}\nperturbations: [{name: p, suffix: x}]",
-     r"column 'name' must be text or a number"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            "cases: [{name: a}]\nbase: {prompt: 'hi {nam}'}\nperturbations: [{name: p, suffix: x}]",
+            r"line 2: case '1' \(cases\[0\] \(line 2\)\): no column 'nam'",
+        ),
+        (
+            "base: {prompt: 'hi {name}'}\nperturbations: [{name: p, suffix: x}]",
+            r"base\.prompt has the placeholder \{name\} but the spec gives no cases",
+        ),
+        (
+            "base: {prompt: 'hi'}\nperturbations: [{name: p, set: {name: x}}]",
+            r"'set' changes the columns of cases, and the spec gives no 'cases'",
+        ),
+        (
+            "cases: [{name: a}]\nbase: {prompt: 'hi {name}'}\nperturbations: [{name: p, set: {age: 3}}]",
+            r"set: 'age' is not a placeholder of its prompt",
+        ),
+        (
+            "cases: [{name: a}]\nbase: {prompt: 'hi {name} {'}\nperturbations: [{name: p, suffix: x}]",
+            r"literal brace",
+        ),
+        (
+            "cases: [{name: [1, 2]}]\nbase: {prompt: 'hi {name}'}\nperturbations: [{name: p, suffix: x}]",
+            r"column 'name' must be text or a number",
+        ),
+    ],
+)
 def test_placeholder_and_set_errors(text, message):
     with pytest.raises(SpecError, match=message):
         parse_spec("model: {backend: local}\n" + text)
@@ -166,14 +195,31 @@ def test_fisher_against_a_hand_computation():
 def test_pool_by_hand():
     from dbpa_core.spec import Perturbation
 
-    tests = [{"case": str(i), "perturbation": "a", "omega": 0.5, "effect_above_chance": e,
-              "p_value": p, "significant": s}
-             for i, (e, p, s) in enumerate([(0.1, 0.001, True), (0.3, 0.02, False),
-                                            (0.2, 0.6, False), (0.2, 0.9, False)])]
-    tests += [{"case": str(i), "perturbation": "b", "omega": 0.1, "effect_above_chance": 0.0,
-               "p_value": 0.7, "significant": False} for i in range(4)]
-    out = pool(tests, [Perturbation("a", "x"), Perturbation("b", "y")], correction="bonferroni",
-               alpha=0.05)
+    tests = [
+        {
+            "case": str(i),
+            "perturbation": "a",
+            "omega": 0.5,
+            "effect_above_chance": e,
+            "p_value": p,
+            "significant": s,
+        }
+        for i, (e, p, s) in enumerate(
+            [(0.1, 0.001, True), (0.3, 0.02, False), (0.2, 0.6, False), (0.2, 0.9, False)]
+        )
+    ]
+    tests += [
+        {
+            "case": str(i),
+            "perturbation": "b",
+            "omega": 0.1,
+            "effect_above_chance": 0.0,
+            "p_value": 0.7,
+            "significant": False,
+        }
+        for i in range(4)
+    ]
+    out = pool(tests, [Perturbation("a", "x"), Perturbation("b", "y")], correction="bonferroni", alpha=0.05)
     a, b = out
     assert a["p_value"] == pytest.approx(fisher_combined([0.001, 0.02, 0.6, 0.9])[1])
     assert a["p_adjusted"] == pytest.approx(min(1, 2 * a["p_value"]))
@@ -232,24 +278,55 @@ def test_cli_suite_end_to_end_and_estimate(tmp_path, capsys):
         out = capsys.readouterr().out
         assert "suite: 3 cases x 2 perturbations = 6 tests" in out
         assert "total: 54 calls (0 cached)" in out
-        rc = main(["--cache-dir", cache_dir, "audit", str(tmp_path / "s.yaml"), "--out",
-                   str(tmp_path / "out"), "--quiet", "--fail-on-control"])
+        rc = main(
+            [
+                "--cache-dir",
+                cache_dir,
+                "audit",
+                str(tmp_path / "s.yaml"),
+                "--out",
+                str(tmp_path / "out"),
+                "--quiet",
+                "--fail-on-control",
+            ]
+        )
         out = capsys.readouterr().out
         assert main(["--cache-dir", cache_dir, "estimate", str(tmp_path / "s.yaml")]) == 0
         assert "total: 0 calls (54 cached)" in capsys.readouterr().out
         # a control that changes the answers across the cases fails the run (from the cache)
         (tmp_path / "s.yaml").write_text(suite_yaml(srv.base_url).replace("target", "control"))
-        assert main(["--cache-dir", cache_dir, "audit", str(tmp_path / "s.yaml"), "--out",
-                     str(tmp_path / "out2"), "--quiet", "--fail-on-control"]) == 1
-        assert "FAIL: control perturbation(s) changed the answers across the cases: comedian" \
+        assert (
+            main(
+                [
+                    "--cache-dir",
+                    cache_dir,
+                    "audit",
+                    str(tmp_path / "s.yaml"),
+                    "--out",
+                    str(tmp_path / "out2"),
+                    "--quiet",
+                    "--fail-on-control",
+                ]
+            )
+            == 1
+        )
+        assert (
+            "FAIL: control perturbation(s) changed the answers across the cases: comedian"
             in capsys.readouterr().err
+        )
     assert rc == 0
     assert "3 cases x 2 perturbations = 6 tests" in out and "comedian" in out
     res = json.loads((tmp_path / "out" / "results.json").read_text())
     assert res["mode"] == "suite" and res["cases"] == 3 and res["correction"] == "holm"
     assert len(res["tests"]) == 6 and len(res["pooled"]) == 2
-    assert set(res["tests"][0]) >= {"case", "perturbation", "omega", "effect_above_chance",
-                                    "p_value", "p_adjusted"}
+    assert set(res["tests"][0]) >= {
+        "case",
+        "perturbation",
+        "omega",
+        "effect_above_chance",
+        "p_value",
+        "p_adjusted",
+    }
     holm = multiple_testing([t["p_value"] for t in res["tests"]], "holm").p_adjusted
     assert np.allclose([t["p_adjusted"] for t in res["tests"]], holm)
     assert res["spec"]["cases"][0] == {"id": "p0", "name": "John0", "age": "60", "chol": "5.0"}
@@ -303,7 +380,8 @@ def test_a_case_whose_change_changes_nothing_is_flagged(tmp_path, cache):
         as_control = run_suite(parse_spec(suite_yaml(srv.base_url, cases=cases)), cache=cache)
         target = suite_yaml(srv.base_url, cases=cases).replace(
             "{name: renamed, set: {name: Ahmed}, role: control}",
-            "{name: renamed, set: {name: Ahmed}, role: target}")
+            "{name: renamed, set: {name: Ahmed}, role: target}",
+        )
         as_target = run_suite(parse_spec(target), cache=cache)
     assert not [w for w in as_control.warnings if "same prompt as the base" in w]
     flagged = [w for w in as_target.warnings if "same prompt as the base" in w]
@@ -331,8 +409,7 @@ base: {prompt: "hi {name}"}
 perturbations: [{name: p, suffix: "!"}]
 """)
     assert main(["sensitivity", str(tmp_path / "s.yaml"), "--dry-run"]) == 2
-    assert "is a suite (cases:); sensitivity studies take one base prompt" in \
-        capsys.readouterr().err
+    assert "is a suite (cases:); sensitivity studies take one base prompt" in capsys.readouterr().err
 
 
 def test_bad_cases_files_are_one_line_errors(tmp_path):
@@ -357,12 +434,11 @@ def test_a_stopped_suite_raises_and_resumes_from_the_cache(tmp_path, cache):
 
     write_cases(tmp_path, 3)
     with FakeOpenAI(models=("fake-model", "fake-embed")) as srv:
-        spec = parse_spec(suite_yaml(srv.base_url, cases="cases: {file: cases.csv}"),
-                          base_dir=tmp_path)
+        spec = parse_spec(suite_yaml(srv.base_url, cases="cases: {file: cases.csv}"), base_dir=tmp_path)
         polls = iter(range(10_000))
         with pytest.raises(RunCancelled):
             run_suite(spec, cache=cache, should_stop=lambda: next(polls) > 20)
         first = len(srv.delivered)
         res = run_suite(spec, cache=cache)
-        assert 0 < first < 54 and len(srv.delivered) == 54   # nothing paid twice
+        assert 0 < first < 54 and len(srv.delivered) == 54  # nothing paid twice
     assert res.usage["calls"] == 54 - first and res.usage["cached_samples"] == first

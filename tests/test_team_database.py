@@ -2,6 +2,7 @@
 runs and cache entries to one new PostgreSQL database at the same time — they race to create
 its schema too — and every row arrives, each contested sample is paid for by one of them,
 and neither fails. A bad DBPA_DATABASE_URL is one line with its password masked."""
+
 import json
 import os
 import subprocess
@@ -46,14 +47,20 @@ pytestmark = pytest.mark.postgres
 
 def test_two_writers_on_one_database(tmp_path, postgres_url):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    workers = [subprocess.Popen([sys.executable, "-c", WORKER, postgres_url, name,
-                                 str(tmp_path), str(N)], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env=env)
-               for name in ("alice", "bob")]
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, postgres_url, name, str(tmp_path), str(N)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for name in ("alice", "bob")
+    ]
     try:
         for w in workers:
             assert w.stdout.readline().strip() == "ready"
-        (tmp_path / "go").touch()                          # both start at once
+        (tmp_path / "go").touch()  # both start at once
         outs = [w.communicate(timeout=240) for w in workers]
     finally:
         for w in workers:
@@ -65,36 +72,40 @@ def test_two_writers_on_one_database(tmp_path, postgres_url):
 
     h = History(postgres_url)
     runs = h.list()
-    assert sorted(r.title for r in runs) == sorted(f"{n}-{i}" for n in ("alice", "bob")
-                                                   for i in range(N))
+    assert sorted(r.title for r in runs) == sorted(f"{n}-{i}" for n in ("alice", "bob") for i in range(N))
     assert h.result(h.first_run("bob-7"))[1] == {"i": 7, "by": "bob"}
     with db.engine(postgres_url).connect() as con:
-        keys = set(con.execute(sa.select(db.sample_cache.c.key)
-                               .where(db.sample_cache.c.key.like("sample:%"))).scalars())
+        keys = set(
+            con.execute(
+                sa.select(db.sample_cache.c.key).where(db.sample_cache.c.key.like("sample:%"))
+            ).scalars()
+        )
     assert keys == {f"sample:{n}:{i}" for n in ("alice", "bob", "shared") for i in range(N)}
 
 
-def test_the_dashboard_and_cli_read_the_shared_history(tmp_path, postgres_url, monkeypatch,
-                                                       capsys):
-    History(postgres_url).record_result("battery", {}, title="from another machine",
-                                        models=["m"], headline="2 items")
+def test_the_dashboard_and_cli_read_the_shared_history(tmp_path, postgres_url, monkeypatch, capsys):
+    History(postgres_url).record_result(
+        "battery", {}, title="from another machine", models=["m"], headline="2 items"
+    )
     monkeypatch.setenv("DBPA_DATABASE_URL", postgres_url)
-    h = History()                                          # what the History page opens
+    h = History()  # what the History page opens
     assert h.where == db.masked(postgres_url) and h.path is None
     assert [r.title for r in h.list()] == ["from another machine"]
-    assert History(h.location).list()[0].user            # who ran it
+    assert History(h.location).list()[0].user  # who ran it
     assert main(["history", "show", "1"]) == 0
     assert "run by " in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("url, said", [
-    ("postgresql://me:s3cret@127.0.0.1:1/nodb", "Cannot reach the database"),
-    ("postgresql://me:s3cret@127.0.0.1:{port}/no_such_db", "no_such_db"),
-    ("mysql://me:s3cret@somewhere/db", "not mysql"),
-    ("not a url://me:s3cret@x", "not a database URL"),
-])
-def test_a_bad_database_url_is_one_line_without_the_password(capsys, monkeypatch, url, said,
-                                                             postgres_server):
+@pytest.mark.parametrize(
+    "url, said",
+    [
+        ("postgresql://me:s3cret@127.0.0.1:1/nodb", "Cannot reach the database"),
+        ("postgresql://me:s3cret@127.0.0.1:{port}/no_such_db", "no_such_db"),
+        ("mysql://me:s3cret@somewhere/db", "not mysql"),
+        ("not a url://me:s3cret@x", "not a database URL"),
+    ],
+)
+def test_a_bad_database_url_is_one_line_without_the_password(capsys, monkeypatch, url, said, postgres_server):
     monkeypatch.setenv("DBPA_DATABASE_URL", url.format(port=postgres_server.port))
     t0 = time.monotonic()
     assert main(["history"]) == 2
@@ -116,10 +127,14 @@ def test_two_machines_run_one_audit_at_once_and_pay_once(tmp_path, postgres_url)
         spec = paid_once_spec(tmp_path / "spec.yaml", srv.base_url)
 
         def start(machine):
-            return start_audit(spec, tmp_path / machine / "out",
-                               DBPA_CACHE_DIR=str(tmp_path / machine / "cache"),
-                               DBPA_HOME=str(tmp_path / machine / "home"),
-                               DBPA_DATABASE_URL=postgres_url, DBPA_CACHE_URL=postgres_url)
+            return start_audit(
+                spec,
+                tmp_path / machine / "out",
+                DBPA_CACHE_DIR=str(tmp_path / machine / "cache"),
+                DBPA_HOME=str(tmp_path / machine / "home"),
+                DBPA_DATABASE_URL=postgres_url,
+                DBPA_CACHE_URL=postgres_url,
+            )
 
         first, second = start("a"), start("b")
         out1, err1 = first.communicate(timeout=150)
@@ -128,9 +143,10 @@ def test_two_machines_run_one_audit_at_once_and_pay_once(tmp_path, postgres_url)
         assert second.returncode == 0, err2
         assert srv.chat_ok == 8 and srv.embedding_ok == 1, (srv.chat_ok, srv.embedding_ok)
     paid = [int(re.search(r"(\d+) new calls", out).group(1)) for out in (out1, out2)]
-    assert sum(paid) == 8, paid                       # each sample paid by one of the two
-    assert (tmp_path / "a" / "out" / "responses.jsonl").read_text() == \
-        (tmp_path / "b" / "out" / "responses.jsonl").read_text()
+    assert sum(paid) == 8, paid  # each sample paid by one of the two
+    assert (tmp_path / "a" / "out" / "responses.jsonl").read_text() == (
+        tmp_path / "b" / "out" / "responses.jsonl"
+    ).read_text()
     runs = History(postgres_url).list()
     assert [r.title for r in runs] == ["team-audit", "team-audit"] and all(r.user for r in runs)
     assert "postgresql://" in out1 and "recorded as run" in out1 + out2

@@ -1,6 +1,7 @@
 """``--estimate`` counts a prompt's tokens as the model reads them: the local model's own
 chat template (and system prompt) included; servers at ~4 characters a token plus the chat
 format's tokens."""
+
 import pytest
 
 from dbpa_core.attacks.battery import answer_request, estimate_battery, plan
@@ -22,9 +23,14 @@ def test_the_battery_estimate_counts_the_local_models_chat_template(tmp_path):
         pytest.skip("the embedded model is not converted in this environment (make venv)")
     tok, _ = local.load_tokenizer(local.installed_smollm2_dir())
     for system in (None, "Answer with one letter."):
-        spec = parse_attack_spec({"model": {"backend": "local"}, "data": {"sample": 1},
-                                  "attacks": [{"level": "char", "rho": [0.5]}],
-                                  **({"system_prompt": system} if system else {})})
+        spec = parse_attack_spec(
+            {
+                "model": {"backend": "local"},
+                "data": {"sample": 1},
+                "attacks": [{"level": "char", "rho": [0.5]}],
+                **({"system_prompt": system} if system else {}),
+            }
+        )
         prompts = list(dict.fromkeys(q.prompt for k in ("clean", "attack") for q in plan(spec)[k]))
         want = sum(len(local.chat_prompt_ids(tok, p, system)) for p in prompts)
         got = estimate_battery(spec, cache=Cache(tmp_path / "c"))

@@ -3,6 +3,7 @@ pyproject.toml), finds no error.
 
 The full check takes about a minute on a cold cache, so it is marked slow: ``make test``
 runs it, ``make test-fast`` leaves it out. The configuration's guard below is fast."""
+
 from __future__ import annotations
 
 import subprocess
@@ -36,8 +37,9 @@ def test_mypy_config_checks_the_library_at_default_strictness():
 def test_mypy_finds_no_error_in_dbpa_core():
     # run from the repository root, so that mypy reads pyproject.toml and checks this
     # checkout's dbpa_core (its `files`), not an installed copy
-    proc = subprocess.run([sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True, text=True, timeout=900
+    )
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, f"mypy found errors in dbpa_core:\n{output}"
     assert "Success: no issues found" in proc.stdout, output

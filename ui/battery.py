@@ -1,5 +1,6 @@
 """The Robustness battery page's helpers: form values -> a validated spec, the estimate,
 the task for the run section, and result tables (no Streamlit widgets here)."""
+
 from __future__ import annotations
 
 import functools
@@ -32,28 +33,45 @@ from dbpa_core.sampling import Progress
 from dbpa_core.spec import SpecError
 
 RHO_CHOICES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
-OP_CHOICES = {"char": ("any", "repeat", "delete", "insert"),
-              "word": ("any", "insert", "delete", "replace"), "visual": ("any",)}
+OP_CHOICES = {
+    "char": ("any", "repeat", "delete", "insert"),
+    "word": ("any", "insert", "delete", "replace"),
+    "visual": ("any",),
+}
 LEVEL_TEXT = {"char": "Typos", "word": "Word edits", "visual": "Homoglyphs"}
-LEVEL_HELP = {"char": "Character level: a letter repeated or deleted (1-3 times), or a random "
-                      "letter inserted — typing and speech-to-text noise.",
-              "word": "Word level: a word inserted, deleted or replaced (by a word of the passage, "
-                      "a WordNet synonym or a random word).",
-              "visual": "Visual level: a share r of a word's letters replaced by look-alike "
-                        "Unicode characters (Cyrillic а for a, ...) — scanned or spoofed text."}
+LEVEL_HELP = {
+    "char": "Character level: a letter repeated or deleted (1-3 times), or a random "
+    "letter inserted — typing and speech-to-text noise.",
+    "word": "Word level: a word inserted, deleted or replaced (by a word of the passage, "
+    "a WordNet synonym or a random word).",
+    "visual": "Visual level: a share r of a word's letters replaced by look-alike "
+    "Unicode characters (Cyrillic а for a, ...) — scanned or spoofed text.",
+}
 
 # widget defaults: small enough for the embedded model in a few minutes
 DEFAULTS: dict[str, Any] = {
     "w_bat_data": "Sample data set",
     "w_bat_per_set": 2,
-    "w_bat_char": True, "w_bat_char_rho": [0.1, 0.5, 1.0], "w_bat_char_op": "any",
-    "w_bat_word": True, "w_bat_word_rho": [0.1, 0.5, 1.0], "w_bat_word_op": "any",
-    "w_bat_visual": True, "w_bat_visual_rho": [0.5], "w_bat_visual_letters": 0.5,
-    "w_bat_instr": True, "w_bat_own": "", "w_bat_orders": 3,
+    "w_bat_char": True,
+    "w_bat_char_rho": [0.1, 0.5, 1.0],
+    "w_bat_char_op": "any",
+    "w_bat_word": True,
+    "w_bat_word_rho": [0.1, 0.5, 1.0],
+    "w_bat_word_op": "any",
+    "w_bat_visual": True,
+    "w_bat_visual_rho": [0.5],
+    "w_bat_visual_letters": 0.5,
+    "w_bat_instr": True,
+    "w_bat_own": "",
+    "w_bat_orders": 3,
     "w_bat_rti": ["replace"],
-    "w_bat_curve": False, "w_bat_curve_levels": ["word"], "w_bat_curve_items": 1,
-    "w_bat_max_tokens": 16, "w_bat_answer_temperature": 0.0,
-    "w_bat_format": "auto", "w_bat_limit": 0,
+    "w_bat_curve": False,
+    "w_bat_curve_levels": ["word"],
+    "w_bat_curve_items": 1,
+    "w_bat_max_tokens": 16,
+    "w_bat_answer_temperature": 0.0,
+    "w_bat_format": "auto",
+    "w_bat_limit": 0,
     "w_bat_sets": ["deduction", "induction", "true/false", "arithmetic"],
 }
 
@@ -75,23 +93,28 @@ def spec_data(values: dict[str, Any], settings: dict[str, Any], model: dict) -> 
     own = [s.strip() for s in str(values.get("w_bat_own") or "").splitlines() if s.strip()]
     instructions: Any = (own or True) if values.get("w_bat_instr") else (own or False)
     data: dict[str, Any] = {
-        "model": dict(model), "attacks": attacks,
-        "consistency": {"instructions": instructions,
-                        "option_orders": int(values.get("w_bat_orders") or 0)},
+        "model": dict(model),
+        "attacks": attacks,
+        "consistency": {"instructions": instructions, "option_orders": int(values.get("w_bat_orders") or 0)},
         "rti": list(values.get("w_bat_rti") or []) or False,
-        "seed": settings["seed"], "samples": settings["samples"],
-        "permutations": settings["permutations"], "measure": settings["measure"],
-        "correction": settings["correction"], "alpha": settings["alpha"],
+        "seed": settings["seed"],
+        "samples": settings["samples"],
+        "permutations": settings["permutations"],
+        "measure": settings["measure"],
+        "correction": settings["correction"],
+        "alpha": settings["alpha"],
         "embedder": settings["embedder"],
         "temperature": float(values.get("w_bat_answer_temperature", 0.0)),
         "max_tokens": int(values.get("w_bat_max_tokens", 16)),
         "name": "robustness-battery",
     }
     if values.get("w_bat_curve"):
-        data["curve"] = {"levels": list(values.get("w_bat_curve_levels") or ["word"]),
-                         "items": int(values.get("w_bat_curve_items", 1)),
-                         "temperature": settings["temperature"],
-                         "max_tokens": settings["max_tokens"]}
+        data["curve"] = {
+            "levels": list(values.get("w_bat_curve_levels") or ["word"]),
+            "items": int(values.get("w_bat_curve_items", 1)),
+            "temperature": settings["temperature"],
+            "max_tokens": settings["max_tokens"],
+        }
     if values.get("w_bat_data") == "Sample data set":
         data["data"] = {"sample": int(values.get("w_bat_per_set", 2))}
         if values.get("w_bat_sets"):
@@ -99,8 +122,9 @@ def spec_data(values: dict[str, Any], settings: dict[str, Any], model: dict) -> 
     return data
 
 
-def build_spec(values: dict[str, Any], settings: dict[str, Any], model: dict,
-               items: list[Item] | None = None) -> BatterySpec:
+def build_spec(
+    values: dict[str, Any], settings: dict[str, Any], model: dict, items: list[Item] | None = None
+) -> BatterySpec:
     """A validated spec (raises SpecError naming what is wrong: a sidebar setting out of
     its range in the sidebar's words)."""
     from .state import number_problem
@@ -137,13 +161,31 @@ def table7(result: BatteryResult, dataset: str = ALL) -> pd.DataFrame:
     """Clean and every attack × ρ: ER and ASR with intervals, n, unparsed."""
     rows = []
     c = result.clean(dataset)
-    rows.append({"attack": "clean", "ρ": 0.0, "ER": c.er.value, "ER 95% CI": _ci(c.er.low, c.er.high),
-                 "ASR": float("nan"), "ASR 95% CI": "", "n": c.er.n, "unparsed": c.er.unparsed})
+    rows.append(
+        {
+            "attack": "clean",
+            "ρ": 0.0,
+            "ER": c.er.value,
+            "ER 95% CI": _ci(c.er.low, c.er.high),
+            "ASR": float("nan"),
+            "ASR 95% CI": "",
+            "n": c.er.n,
+            "unparsed": c.er.unparsed,
+        }
+    )
     for r in result.attacks(dataset):
-        rows.append({"attack": r.attack, "ρ": r.rho, "ER": r.er.value,
-                     "ER 95% CI": _ci(r.er.low, r.er.high), "ASR": r.asr.value,
-                     "ASR 95% CI": _ci(r.asr.low, r.asr.high), "n": r.er.n,
-                     "unparsed": r.er.unparsed})
+        rows.append(
+            {
+                "attack": r.attack,
+                "ρ": r.rho,
+                "ER": r.er.value,
+                "ER 95% CI": _ci(r.er.low, r.er.high),
+                "ASR": r.asr.value,
+                "ASR 95% CI": _ci(r.asr.low, r.asr.high),
+                "n": r.er.n,
+                "unparsed": r.er.unparsed,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -152,8 +194,11 @@ def dataset_table(result: BatteryResult) -> pd.DataFrame:
     rows = []
     for ds in result.datasets:
         d = ds if len(result.datasets) > 1 else ALL
-        row: dict[str, Any] = {"data set": ds, "items": result.clean(d).er.n,
-                               "clean ER": result.clean(d).er.value}
+        row: dict[str, Any] = {
+            "data set": ds,
+            "items": result.clean(d).er.n,
+            "clean ER": result.clean(d).er.value,
+        }
         for r in result.attacks(d):
             row[f"{r.attack} ρ={r.rho:g} ER"] = r.er.value
             row[f"{r.attack} ρ={r.rho:g} ASR"] = r.asr.value
@@ -176,10 +221,20 @@ def rti_table(result: BatteryResult) -> pd.DataFrame:
 
 
 def consistency_table(result: BatteryResult) -> pd.DataFrame:
-    return pd.DataFrame([{"kind": r.kind.replace("_", " "), "variant": r.label,
-                          "accuracy": r.accuracy.value, "95% CI": _ci(r.accuracy.low, r.accuracy.high),
-                          "n": r.accuracy.n, "unparsed": r.accuracy.unparsed}
-                         for r in result.consistency if r.dataset == ALL])
+    return pd.DataFrame(
+        [
+            {
+                "kind": r.kind.replace("_", " "),
+                "variant": r.label,
+                "accuracy": r.accuracy.value,
+                "95% CI": _ci(r.accuracy.low, r.accuracy.high),
+                "n": r.accuracy.n,
+                "unparsed": r.accuracy.unparsed,
+            }
+            for r in result.consistency
+            if r.dataset == ALL
+        ]
+    )
 
 
 def phrase_table(result: BatteryResult) -> pd.DataFrame:
@@ -191,19 +246,37 @@ def phrase_table(result: BatteryResult) -> pd.DataFrame:
         return "–" if x != x else f"{x:.2f}"
 
     ph = result.phrases
-    return pd.DataFrame([{"phrase": r.value, "what": GROUP_TEXT[r.value], "attacked words": r.words,
-                          "share (answer changed)": num(r.share),
-                          "share (all attacks)": num(r.base_share), "lift": num(r.lift),
-                          "attacks hitting it": r.hit, "ASR when hit": num(r.asr_when_hit)}
-                         for r in (ph.rows() if ph is not None else [])])
+    return pd.DataFrame(
+        [
+            {
+                "phrase": r.value,
+                "what": GROUP_TEXT[r.value],
+                "attacked words": r.words,
+                "share (answer changed)": num(r.share),
+                "share (all attacks)": num(r.base_share),
+                "lift": num(r.lift),
+                "attacks hitting it": r.hit,
+                "ASR when hit": num(r.asr_when_hit),
+            }
+            for r in (ph.rows() if ph is not None else [])
+        ]
+    )
 
 
 def importance_table(result: BatteryResult) -> pd.DataFrame:
     """The forest's importances, most important first (empty when it was not fit)."""
     f = result.phrases.forest if result.phrases is not None else None
-    return pd.DataFrame([{"feature": i.feature, "permutation importance": i.mean, "sd": i.std,
-                          "impurity importance": i.impurity}
-                         for i in (f.ranked() if f is not None else [])])
+    return pd.DataFrame(
+        [
+            {
+                "feature": i.feature,
+                "permutation importance": i.mean,
+                "sd": i.std,
+                "impurity importance": i.impurity,
+            }
+            for i in (f.ranked() if f is not None else [])
+        ]
+    )
 
 
 def forest_text(result: BatteryResult) -> str:
@@ -217,13 +290,14 @@ def forest_text(result: BatteryResult) -> str:
         return ph.note or "No phrase analysis."
     if not f.fitted:
         return f.note
-    return (f"A random forest predicts whether an attack changed the answer from the phrase "
-            f"types it hit and the share of words it attacked: **held-out accuracy {f.accuracy:.2f}"
-            f"** against **{f.baseline:.2f}** for always guessing the more frequent outcome "
-            f"({f.rows} attacks of {f.items} items, {f.changed} changed the answer; "
-            f"{f.folds}-fold cross-validation by item)." +
-            ("" if f.beats_baseline else " That is no better than guessing: the importances "
-             "below say little."))
+    return (
+        f"A random forest predicts whether an attack changed the answer from the phrase "
+        f"types it hit and the share of words it attacked: **held-out accuracy {f.accuracy:.2f}"
+        f"** against **{f.baseline:.2f}** for always guessing the more frequent outcome "
+        f"({f.rows} attacks of {f.items} items, {f.changed} changed the answer; "
+        f"{f.folds}-fold cross-validation by item)."
+        + ("" if f.beats_baseline else " That is no better than guessing: the importances below say little.")
+    )
 
 
 def answers_table(result: BatteryResult, *, only_unparsed: bool = False) -> pd.DataFrame:
@@ -233,19 +307,31 @@ def answers_table(result: BatteryResult, *, only_unparsed: bool = False) -> pd.D
         if only_unparsed and r.parsed.parsed:
             continue
         q = r.query
-        rows.append({"item": q.base.id, "data set": q.base.dataset, "kind": q.kind,
-                     "attack / variant": q.name if q.kind != "instruction" else
-                     (q.name[:40] or "(no instruction)"),
-                     "ρ": q.rho if q.kind in ("attack", "rti") else None,
-                     "response": r.response, "read as": r.parsed.letter or "unparsed",
-                     "gold": q.item.answer_letter, "correct": r.correct})
+        rows.append(
+            {
+                "item": q.base.id,
+                "data set": q.base.dataset,
+                "kind": q.kind,
+                "attack / variant": q.name
+                if q.kind != "instruction"
+                else (q.name[:40] or "(no instruction)"),
+                "ρ": q.rho if q.kind in ("attack", "rti") else None,
+                "response": r.response,
+                "read as": r.parsed.letter or "unparsed",
+                "gold": q.item.answer_letter,
+                "correct": r.correct,
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def example_choices(result: BatteryResult) -> list[tuple[str, float]]:
     """(attack, ρ) pairs that changed some text."""
-    seen = dict.fromkeys((r.query.name, r.query.rho) for r in result.records
-                         if r.query.kind == "attack" and r.query.attack.changes)
+    seen = dict.fromkeys(
+        (r.query.name, r.query.rho)
+        for r in result.records
+        if r.query.kind == "attack" and r.query.attack.changes
+    )
     return list(seen)
 
 
@@ -257,10 +343,18 @@ def examples_html(result: BatteryResult, attack: str, rho: float, *, limit: int 
         q = r.query
         if q.kind != "attack" or q.name != attack or q.rho != rho:
             continue
-        out.append({"item": html.escape(q.base.id), "field": q.base.attack_field,
-                    "html": highlighted_html(q.attack), "response": r.response,
-                    "read": r.parsed.letter or "unparsed", "gold": q.item.answer_letter,
-                    "changed": len(q.attack.changes), "words": q.attack.n_words})
+        out.append(
+            {
+                "item": html.escape(q.base.id),
+                "field": q.base.attack_field,
+                "html": highlighted_html(q.attack),
+                "response": r.response,
+                "read": r.parsed.letter or "unparsed",
+                "gold": q.item.answer_letter,
+                "changed": len(q.attack.changes),
+                "words": q.attack.n_words,
+            }
+        )
         if len(out) >= limit:
             break
     return out
@@ -272,19 +366,31 @@ def positions_table(pos: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(position_rows(pos)).rename(columns={"what": ""})
 
 
-LEAK_CAPTION = ("Answer-blind rules: how often a rule that never reads the question picks the "
-                "right option (ties shared), beside chance. A rule that beats chance "
-                f"significantly (Holm-adjusted one-sided p below {ALPHA:g}) by {MARGIN:.0%} of "
-                "the items or more gives answers away: on those items a model can score "
-                "without reading.")
+LEAK_CAPTION = (
+    "Answer-blind rules: how often a rule that never reads the question picks the "
+    "right option (ties shared), beside chance. A rule that beats chance "
+    f"significantly (Holm-adjusted one-sided p below {ALPHA:g}) by {MARGIN:.0%} of "
+    "the items or more gives answers away: on those items a model can score "
+    "without reading."
+)
 
 
 def leak_table(rows: Sequence[LeakRow]) -> pd.DataFrame:
     """The answer-blind rules, the strongest first (all items, then each data set)."""
-    return pd.DataFrame([{"data set": r.dataset, "rule": r.label, "right": r.share,
-                          "chance": r.chance, "p (Holm)": r.p_adjusted,
-                          "gives answers away": "yes" if r.leaks else "no", "n": r.n}
-                         for r in strongest_first(rows)])
+    return pd.DataFrame(
+        [
+            {
+                "data set": r.dataset,
+                "rule": r.label,
+                "right": r.share,
+                "chance": r.chance,
+                "p (Holm)": r.p_adjusted,
+                "gives answers away": "yes" if r.leaks else "no",
+                "n": r.n,
+            }
+            for r in strongest_first(rows)
+        ]
+    )
 
 
 def leak_check(spec: BatterySpec) -> str:
@@ -292,7 +398,7 @@ def leak_check(spec: BatterySpec) -> str:
     return _leak_check(tuple(spec.items))
 
 
-@functools.lru_cache(maxsize=8)   # the page asks on every rerun; 5,000 items take ~1 s
+@functools.lru_cache(maxsize=8)  # the page asks on every rerun; 5,000 items take ~1 s
 def _leak_check(items: tuple[Item, ...]) -> str:
     rows = option_leaks(items)
     notes = leak_notes(rows)
@@ -301,9 +407,11 @@ def _leak_check(items: tuple[Item, ...]) -> str:
     best = strongest(rows)
     if best is None:
         return ""
-    return (f"Answer-blind check: no rule that ignores the question beats chance significantly "
-            f"(the best, {best.label}, is right in {best.share:.0%} of {best.n} items; chance "
-            f"{best.chance:.0%}).")
+    return (
+        f"Answer-blind check: no rule that ignores the question beats chance significantly "
+        f"(the best, {best.label}, is right in {best.share:.0%} of {best.n} items; chance "
+        f"{best.chance:.0%})."
+    )
 
 
 def notes(result: BatteryResult) -> list[str]:
@@ -318,11 +426,15 @@ def summary(result: BatteryResult) -> str:
     parts = [f"Clean: {c.er.count} of {c.er.n} items wrong (ER {c.er.value:.2f})"]
     if rows:
         worst = max(rows, key=lambda r: r.asr.value)
-        parts.append(f"the strongest attack, {worst.attack} at ρ = {worst.rho:g}, changed "
-                     f"{worst.asr.count} of {worst.asr.n} answers (ASR {worst.asr.value:.2f})")
+        parts.append(
+            f"the strongest attack, {worst.attack} at ρ = {worst.rho:g}, changed "
+            f"{worst.asr.count} of {worst.asr.n} answers (ASR {worst.asr.value:.2f})"
+        )
     if result.unparsed:
-        parts.append(f"{result.unparsed} of {len(result.records)} answers named no option "
-                     "(shown as unparsed, counted as wrong)")
+        parts.append(
+            f"{result.unparsed} of {len(result.records)} answers named no option "
+            "(shown as unparsed, counted as wrong)"
+        )
     return "; ".join(parts) + "."
 
 
@@ -344,8 +456,10 @@ def replay_shortfall(spec) -> str | None:
         return unreadable
     first = " ".join(lacking[0].split())
     first = first if len(first) <= 80 else first[:77] + "..."
-    return (f"The replay file of **{_md(model_label(m))}** holds no recorded answer for "
-            f"{len(lacking)} of the {len(need)} prompts this battery may send "
-            f"(e.g. \"{_md(first)}\"). A replay model answers only the prompts recorded in its "
-            "file: choose another model, or record these prompts "
-            "(assets/make_demo_replay.py shows how).")
+    return (
+        f"The replay file of **{_md(model_label(m))}** holds no recorded answer for "
+        f"{len(lacking)} of the {len(need)} prompts this battery may send "
+        f'(e.g. "{_md(first)}"). A replay model answers only the prompts recorded in its '
+        "file: choose another model, or record these prompts "
+        "(assets/make_demo_replay.py shows how)."
+    )

@@ -2,6 +2,7 @@
 is in the base and the perturbed answers, the difference with its 95 % interval, p and
 adjusted p. Nothing is computed here beyond arranging what the results carry; no Streamlit.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -22,8 +23,19 @@ from .figures import ALT_COLOR, _layout, esc, fmt_p
 NS_COLOR = "#9AA5B1"
 MODEL_GRADED = "model-graded"
 # the table's columns, in order (``model`` only when several models are shown)
-COLUMNS = ("check", "graded by", "arm", "model", "base → perturbed", "difference",
-           "95 % interval", "p (raw)", "p (adjusted)", "", "significant")
+COLUMNS = (
+    "check",
+    "graded by",
+    "arm",
+    "model",
+    "base → perturbed",
+    "difference",
+    "95 % interval",
+    "p (raw)",
+    "p (adjusted)",
+    "",
+    "significant",
+)
 
 
 def scale(r: CheckResult) -> tuple[float, str, int]:
@@ -58,8 +70,10 @@ def difference_text(r: CheckResult) -> tuple[str, str]:
     if r.difference is None or r.ci is None:
         return "–", "–"
     f, unit, d = scale(r)
-    return (f"{_signed(r.difference * f, d)} {unit}",
-            f"[{_signed(r.ci[0] * f, d)}, {_signed(r.ci[1] * f, d)}]")
+    return (
+        f"{_signed(r.difference * f, d)} {unit}",
+        f"[{_signed(r.ci[0] * f, d)}, {_signed(r.ci[1] * f, d)}]",
+    )
 
 
 def all_checks(results: Mapping[str, AuditResult]) -> list[tuple[str, CheckResult]]:
@@ -74,11 +88,21 @@ def checks_frame(results: Mapping[str, AuditResult]) -> pd.DataFrame:
     several = len(results) > 1
     for job, r in all_checks(results):
         diff, ci = difference_text(r)
-        rows.append({"check": r.check, "graded by": MODEL_GRADED if r.model_graded else "rule",
-                     "arm": r.perturbation, "model": job,
-                     "base → perturbed": change_text(r),
-                     "difference": diff, "95 % interval": ci, "p (raw)": r.p_value,
-                     "p (adjusted)": r.p_adjusted, "": r.stars, "significant": r.significant})
+        rows.append(
+            {
+                "check": r.check,
+                "graded by": MODEL_GRADED if r.model_graded else "rule",
+                "arm": r.perturbation,
+                "model": job,
+                "base → perturbed": change_text(r),
+                "difference": diff,
+                "95 % interval": ci,
+                "p (raw)": r.p_value,
+                "p (adjusted)": r.p_adjusted,
+                "": r.stars,
+                "significant": r.significant,
+            }
+        )
     df = pd.DataFrame(rows, columns=list(COLUMNS))
     return df if several else df.drop(columns="model")
 
@@ -91,20 +115,28 @@ def difference_figure(results: Mapping[str, AuditResult]) -> go.Figure | None:
     if not items:
         return None
     several = len(results) > 1
-    panels = [("rates", [x for x in items if not x[1].numeric]),
-              ("numbers", [x for x in items if x[1].numeric])]
+    panels = [
+        ("rates", [x for x in items if not x[1].numeric]),
+        ("numbers", [x for x in items if x[1].numeric]),
+    ]
     panels = [(name, xs) for name, xs in panels if xs]
-    titles = {"rates": "Pass rate: perturbed − base (percentage points)",
-              "numbers": "Mean: perturbed − base (words)"}
+    titles = {
+        "rates": "Pass rate: perturbed − base (percentage points)",
+        "numbers": "Mean: perturbed − base (words)",
+    }
     # stacked (rates above lengths), each panel as tall as its rows, labels on the left
     total = sum(len(xs) for _n, xs in panels)
     height = 110 + 34 * total + 90 * (len(panels) - 1)
-    fig = make_subplots(rows=len(panels), cols=1, row_heights=[len(xs) for _n, xs in panels],
-                        vertical_spacing=min(0.3, 90 / height),
-                        subplot_titles=[titles[n] for n, _ in panels])
+    fig = make_subplots(
+        rows=len(panels),
+        cols=1,
+        row_heights=[len(xs) for _n, xs in panels],
+        vertical_spacing=min(0.3, 90 / height),
+        subplot_titles=[titles[n] for n, _ in panels],
+    )
     for row, (_name, xs) in enumerate(panels, start=1):
         labels, x, lo, hi, colors, texts, hover = [], [], [], [], [], [], []
-        for job, r in reversed(xs):   # the first check at the top
+        for job, r in reversed(xs):  # the first check at the top
             f = scale(r)[0]
             who = f" · {job}" if several else ""
             tag = " (model-graded)" if r.model_graded else ""
@@ -115,16 +147,36 @@ def difference_figure(results: Mapping[str, AuditResult]) -> go.Figure | None:
             colors.append(ALT_COLOR if r.significant else NS_COLOR)
             texts.append(r.stars if r.significant else "")
             diff, ci = difference_text(r)
-            hover.append(f"{esc(r.check)}{tag}, {esc(r.perturbation)}<br>base "
-                         f"{esc(arm_text(r, 'base'))} → {esc(arm_text(r, 'perturbed'))}<br>"
-                         f"{diff} {ci}<br>p = {fmt_p(r.p_value)}, adjusted "
-                         f"{fmt_p(r.p_adjusted) if r.p_adjusted is not None else '–'}")
-        fig.add_trace(go.Scatter(
-            x=x, y=labels, mode="markers+text", text=texts, textposition="top center",
-            marker=dict(color=colors, size=11, line=dict(color="#1F2933", width=0.5)),
-            error_x=dict(type="data", symmetric=False, array=hi, arrayminus=lo,
-                         color="#52606D", thickness=1.5, width=5),
-            hovertext=hover, hoverinfo="text", showlegend=False), row=row, col=1)
+            hover.append(
+                f"{esc(r.check)}{tag}, {esc(r.perturbation)}<br>base "
+                f"{esc(arm_text(r, 'base'))} → {esc(arm_text(r, 'perturbed'))}<br>"
+                f"{diff} {ci}<br>p = {fmt_p(r.p_value)}, adjusted "
+                f"{fmt_p(r.p_adjusted) if r.p_adjusted is not None else '–'}"
+            )
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=labels,
+                mode="markers+text",
+                text=texts,
+                textposition="top center",
+                marker=dict(color=colors, size=11, line=dict(color="#1F2933", width=0.5)),
+                error_x=dict(
+                    type="data",
+                    symmetric=False,
+                    array=hi,
+                    arrayminus=lo,
+                    color="#52606D",
+                    thickness=1.5,
+                    width=5,
+                ),
+                hovertext=hover,
+                hoverinfo="text",
+                showlegend=False,
+            ),
+            row=row,
+            col=1,
+        )
         fig.add_vline(x=0, line_color="#52606D", line_width=1, row=row, col=1)
     fig.update_xaxes(zeroline=False)
     fig.update_annotations(font=dict(size=13, color="#1F2933"))
@@ -135,8 +187,7 @@ def difference_figure(results: Mapping[str, AuditResult]) -> go.Figure | None:
 
 
 # --------------------------------------------------------------------------- exports
-CSV_FIELDS = ("base", "perturbed", "difference", "ci_low", "ci_high", "p_value", "p_adjusted",
-              "significant")
+CSV_FIELDS = ("base", "perturbed", "difference", "ci_low", "ci_high", "p_value", "p_adjusted", "significant")
 
 
 def csv_fields(result: AuditResult) -> tuple[list[str], dict[str, dict]]:
@@ -150,7 +201,8 @@ def csv_fields(result: AuditResult) -> tuple[list[str], dict[str, dict]]:
         lo, hi = c.ci if c.ci is not None else (None, None)
         got = (c.base, c.value, c.difference, lo, hi, c.p_value, c.p_adjusted, c.significant)
         values.setdefault(c.perturbation, {}).update(
-            {f"check: {c.check}: {f}": v for f, v in zip(CSV_FIELDS, got, strict=True)})
+            {f"check: {c.check}: {f}": v for f, v in zip(CSV_FIELDS, got, strict=True)}
+        )
     return cols, values
 
 

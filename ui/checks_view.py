@@ -3,6 +3,7 @@ runs, and, with the results, a table with stars and a chart of the differences w
 95 % intervals. Recorded runs (History) keep their spec's checks but not their results, so
 those are recomputed here from the recorded answers (judges' replies read from the cache,
 never asked again)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -23,25 +24,33 @@ from .widgets import md_escape
 
 # what the page's editor offers (a judge needs a model entry: write it in a spec file)
 EDITOR_KINDS = ("contains", "absent", "regex", "refusal", "words", "json")
-TABLE = "checks_table"          # the editor's rows, shared by every audit page
+TABLE = "checks_table"  # the editor's rows, shared by every audit page
 VERSION = "checks_table_version"
 EDITOR_COLUMNS = ("name", "kind", "value", "all")
-LEFT_OUT = "The model-graded checks"   # starts the warning of judges left out of a recorded run
-MEMO_SIZE = 8                          # recorded runs whose checks a session keeps
-HINTS = {"contains": "words or phrases, comma-separated: passes when any is in the answer "
-                     "(all of them with 'all')",
-         "absent": "words or phrases, comma-separated: passes when none is in the answer",
-         "regex": "a regular expression (case is ignored)",
-         "refusal": "no value: passes when the answer declines",
-         "words": "no value: the answer's length in words (a number)",
-         "json": "no value: passes when the answer is JSON"}
+LEFT_OUT = "The model-graded checks"  # starts the warning of judges left out of a recorded run
+MEMO_SIZE = 8  # recorded runs whose checks a session keeps
+HINTS = {
+    "contains": "words or phrases, comma-separated: passes when any is in the answer "
+    "(all of them with 'all')",
+    "absent": "words or phrases, comma-separated: passes when none is in the answer",
+    "regex": "a regular expression (case is ignored)",
+    "refusal": "no value: passes when the answer declines",
+    "words": "no value: the answer's length in words (a number)",
+    "json": "no value: passes when the answer is JSON",
+}
 
 
 # --------------------------------------------------------------------------- the editor
 def empty_table() -> pd.DataFrame:
-    return pd.DataFrame({"name": pd.Series(dtype=str), "kind": pd.Series(dtype=str),
-                         "value": pd.Series(dtype=str), "all": pd.Series(dtype="boolean")},
-                        columns=list(EDITOR_COLUMNS))
+    return pd.DataFrame(
+        {
+            "name": pd.Series(dtype=str),
+            "kind": pd.Series(dtype=str),
+            "value": pd.Series(dtype=str),
+            "all": pd.Series(dtype="boolean"),
+        },
+        columns=list(EDITOR_COLUMNS),
+    )
 
 
 def entries(df: pd.DataFrame) -> list[dict]:
@@ -50,8 +59,7 @@ def entries(df: pd.DataFrame) -> list[dict]:
     reader to say, with the check's name."""
     out = []
     for row in df.to_dict("records"):
-        name, kind, value = (_cell(row, "name"), _cell(row, "kind").lower(),
-                             _cell(row, "value"))
+        name, kind, value = (_cell(row, "name"), _cell(row, "kind").lower(), _cell(row, "value"))
         if not (name or kind or value):
             continue
         entry: dict = {"name": name or (f"{kind}: {value}" if value else kind) or "check"}
@@ -83,24 +91,35 @@ def checks_editor(*, key: str) -> dict:
     n = len(entries(table))
     label = f"Answer checks ({n})" if n else "Answer checks: what changed, in your own terms"
     with st.expander(label, icon=":material/fact_check:", expanded=bool(n)):
-        st.caption("Beside the verdict, each check says how often the answers do what you "
-                   "name — mention a statin, cite NICE, refuse — in the base and each "
-                   "perturbed arm, with an interval and a p-value. Kinds: "
-                   + "; ".join(f"**{k}**: {h}" for k, h in HINTS.items())
-                   + ". These checks apply on every audit page. A model-graded check (a "
-                   "judge model asked a yes/no question) is written in a spec file.")
+        st.caption(
+            "Beside the verdict, each check says how often the answers do what you "
+            "name — mention a statin, cite NICE, refuse — in the base and each "
+            "perturbed arm, with an interval and a p-value. Kinds: "
+            + "; ".join(f"**{k}**: {h}" for k, h in HINTS.items())
+            + ". These checks apply on every audit page. A model-graded check (a "
+            "judge model asked a yes/no question) is written in a spec file."
+        )
         edited = st.data_editor(
-            table, key=f"{key}_checks_editor_{ss[VERSION]}", num_rows="dynamic",
-            hide_index=True, height=36 + 35 * (len(table) + 1), column_config={
-                "name": st.column_config.TextColumn("name", help="what the check asks, "
-                                                    "e.g. 'mentions a statin'"),
-                "kind": st.column_config.SelectboxColumn("kind", options=list(EDITOR_KINDS),
-                                                         required=True, default="contains"),
-                "value": st.column_config.TextColumn("value", width="large", help=" · ".join(
-                    f"{k}: {h}" for k, h in HINTS.items())),
-                "all": st.column_config.CheckboxColumn("all", default=False,
-                                                       help="contains: every word, not any"),
-            })
+            table,
+            key=f"{key}_checks_editor_{ss[VERSION]}",
+            num_rows="dynamic",
+            hide_index=True,
+            height=36 + 35 * (len(table) + 1),
+            column_config={
+                "name": st.column_config.TextColumn(
+                    "name", help="what the check asks, e.g. 'mentions a statin'"
+                ),
+                "kind": st.column_config.SelectboxColumn(
+                    "kind", options=list(EDITOR_KINDS), required=True, default="contains"
+                ),
+                "value": st.column_config.TextColumn(
+                    "value", width="large", help=" · ".join(f"{k}: {h}" for k, h in HINTS.items())
+                ),
+                "all": st.column_config.CheckboxColumn(
+                    "all", default=False, help="contains: every word, not any"
+                ),
+            },
+        )
         if not edited.equals(table):
             ss[TABLE] = edited.reset_index(drop=True)
             ss[VERSION] += 1
@@ -119,14 +138,17 @@ def apply_checks(spec) -> list[str]:
         value = ", ".join(c.terms) if c.kind in ("contains", "absent") else (c.pattern or "")
         rows.append({"name": c.name, "kind": c.kind, "value": value, "all": bool(c.all)})
     ss = st.session_state
-    ss[TABLE] = (pd.DataFrame(rows, columns=list(EDITOR_COLUMNS)).astype({"all": "boolean"})
-                 if rows else empty_table())
+    ss[TABLE] = (
+        pd.DataFrame(rows, columns=list(EDITOR_COLUMNS)).astype({"all": "boolean"}) if rows else empty_table()
+    )
     ss[VERSION] = ss.get(VERSION, 0) + 1
     if not left:
         return []
-    return [f"The checks {', '.join(repr(n) for n in left)} (model-graded or case-sensitive) "
-            "are not offered in the page's editor and were left out: run the spec file with "
-            "dbpa audit to include them."]
+    return [
+        f"The checks {', '.join(repr(n) for n in left)} (model-graded or case-sensitive) "
+        "are not offered in the page's editor and were left out: run the spec file with "
+        "dbpa audit to include them."
+    ]
 
 
 # --------------------------------------------------------------------------- judges, cached
@@ -140,7 +162,7 @@ class CachedReplies:
     def lookup(self, jobs) -> list[SampleRecord | None]:
         try:
             keys = [sample_key(backend_identity(j.model), j.request) for j in jobs]
-        except (OSError, KeyError):   # a judge's replay file gone since
+        except (OSError, KeyError):  # a judge's replay file gone since
             return [None] * len(jobs)
         got = self.cache.get_many(keys) if self.cache is not None else {}
         out: list[SampleRecord | None] = []
@@ -153,8 +175,7 @@ class CachedReplies:
     def sample(self, jobs, *, stage: str = "judging") -> list[SampleRecord]:
         records = self.lookup(jobs)
         if any(r is None for r in records):
-            raise LookupError(f"{sum(r is None for r in records)} judge replies are not in "
-                              "the cache")
+            raise LookupError(f"{sum(r is None for r in records)} judge replies are not in the cache")
         return records  # type: ignore[return-value]
 
 
@@ -181,9 +202,11 @@ def recompute(result: AuditResult, cache) -> AuditResult:
         rules = tuple(c for c in spec.checks if not c.model_graded)
         judged = [c.name for c in spec.checks if c.model_graded]
         found = audit_checks(dataclasses.replace(spec, checks=rules), arms, None) if rules else ()
-        note = (f"{LEFT_OUT} {', '.join(repr(n) for n in judged)} are not shown: "
-                "their judge's replies are not in this cache (run the audit again to ask "
-                "them). The other checks were corrected among themselves.")
+        note = (
+            f"{LEFT_OUT} {', '.join(repr(n) for n in judged)} are not shown: "
+            "their judge's replies are not in this cache (run the audit again to ask "
+            "them). The other checks were corrected among themselves."
+        )
     warnings = result.warnings + ((note,) if note else ())
     return dataclasses.replace(result, checks=tuple(found), warnings=warnings)
 
@@ -223,13 +246,15 @@ def headline(results: Mapping[str, AuditResult]) -> str | None:
     sig = [(job, c) for job, c in items if c.significant]
     several = len(results) > 1
     if not sig:
-        return (f"No answer check changed significantly ({len(items)} comparisons of check × "
-                "arm, after the correction).")
-    shown = "; ".join(f"{c.perturbation}" + (f" ({job})" if several else "") + f", {c.text}"
-                      for job, c in sig[:3])
+        return (
+            f"No answer check changed significantly ({len(items)} comparisons of check × "
+            "arm, after the correction)."
+        )
+    shown = "; ".join(
+        f"{c.perturbation}" + (f" ({job})" if several else "") + f", {c.text}" for job, c in sig[:3]
+    )
     more = f"; and {len(sig) - 3} more" if len(sig) > 3 else ""
-    return (f"{len(sig)} of {len(items)} check × arm comparisons changed significantly: "
-            f"{shown}{more}.")
+    return f"{len(sig)} of {len(items)} check × arm comparisons changed significantly: {shown}{more}."
 
 
 def checks_section(results: Mapping[str, AuditResult] | AuditResult, *, key: str) -> None:
@@ -251,23 +276,32 @@ def checks_section(results: Mapping[str, AuditResult] | AuditResult, *, key: str
     st.markdown(f"**{md_escape(line)}**")
     df = checks_figures.checks_frame(results)
     st.dataframe(
-        df.style.format({"p (raw)": _p, "p (adjusted)": _p}, na_rep="–"), hide_index=True,
-        key=f"{key}_checks_table", height=min(36 + 35 * max(len(df), 1), 560),
+        df.style.format({"p (raw)": _p, "p (adjusted)": _p}, na_rep="–"),
+        hide_index=True,
+        key=f"{key}_checks_table",
+        height=min(36 + 35 * max(len(df), 1), 560),
         column_config={
             "p (raw)": st.column_config.NumberColumn(width="small"),
             "": st.column_config.TextColumn(width="small"),
-            "graded by": st.column_config.TextColumn(width="small", help="rule: counted from the text; "
-                                                     "model-graded: a judge model said yes or "
-                                                     "no, only as reliable as the judge"),
+            "graded by": st.column_config.TextColumn(
+                width="small",
+                help="rule: counted from the text; "
+                "model-graded: a judge model said yes or "
+                "no, only as reliable as the judge",
+            ),
             "base → perturbed": st.column_config.TextColumn(
                 help="answers that pass / answers (the rate) in the base and the perturbed "
-                "arm; for a length, the mean number of words"),
-            "difference": st.column_config.TextColumn(help="perturbed − base: percentage "
-                                                      "points for rates, words for lengths"),
+                "arm; for a length, the mean number of words"
+            ),
+            "difference": st.column_config.TextColumn(
+                help="perturbed − base: percentage points for rates, words for lengths"
+            ),
             "p (adjusted)": st.column_config.NumberColumn(
-                width="small", help="corrected across every check × arm; significant when ≤ α"),
-            "significant": st.column_config.CheckboxColumn(width="small",
-                                                           help="adjusted p ≤ α")})
+                width="small", help="corrected across every check × arm; significant when ≤ α"
+            ),
+            "significant": st.column_config.CheckboxColumn(width="small", help="adjusted p ≤ α"),
+        },
+    )
     fig = checks_figures.difference_figure(results)
     if fig is not None:
         st.plotly_chart(fig, key=f"{key}_checks_chart")
@@ -280,15 +314,15 @@ def checks_section(results: Mapping[str, AuditResult] | AuditResult, *, key: str
         "means; adjusted together across every check × arm with the audit's correction "
         f"({md_escape(first.spec.correction)}, α = {first.spec.alpha}), apart from the DBPA "
         "tests. Stars on the adjusted p: * < .05, ** < .01, *** < .001. Orange in the chart: "
-        "significant; grey: not shown to differ.")
+        "significant; grey: not shown to differ."
+    )
 
 
 def _p(v) -> str:
     return "–" if v is None or pd.isna(v) else fmt_p(float(v))
 
 
-def outcome_columns(checks: Sequence[Check], texts: Sequence[str], cache, seed: int
-                    ) -> dict[str, list]:
+def outcome_columns(checks: Sequence[Check], texts: Sequence[str], cache, seed: int) -> dict[str, list]:
     """Each check on each text: True/False (None: a judge's reply not in the cache, or
     unparsed), or the number of words. Judges are never asked here."""
     from dbpa_core.checks import _judge_request, parse_yes_no
@@ -301,9 +335,9 @@ def outcome_columns(checks: Sequence[Check], texts: Sequence[str], cache, seed: 
             out[c.name] = [c.outcome(t) for t in texts]
             continue
         unique = list(dict.fromkeys(texts))
-        recs = reader.lookup([Job(dict(c.judge_model or {}), _judge_request(c, t, seed))
-                              for t in unique])
-        verdict = {t: (parse_yes_no(r.text) if r is not None else None)
-                   for t, r in zip(unique, recs, strict=True)}
+        recs = reader.lookup([Job(dict(c.judge_model or {}), _judge_request(c, t, seed)) for t in unique])
+        verdict = {
+            t: (parse_yes_no(r.text) if r is not None else None) for t, r in zip(unique, recs, strict=True)
+        }
         out[c.name] = [verdict[t] for t in texts]
     return out

@@ -9,6 +9,7 @@ the recorded answers: sample ``i`` of each prompt is the ``i``-th recorded answe
 the CPU samples exactly as the recording's did, **Run audit** gives the same numbers. Nothing
 recorded is written to the cache: Run samples afresh.
 """
+
 from __future__ import annotations
 
 import json
@@ -106,15 +107,19 @@ def applies(spec: AuditSpec, rec: Recording) -> bool:
     if not model or model.get("backend") != "local" or "temperature" in model:
         return False
     if (spec.samples, spec.temperature, spec.top_p, spec.max_tokens, spec.seed) != (
-            m.get("samples"), m.get("temperature"), m.get("top_p"), m.get("max_tokens"),
-            m.get("seed")):
+        m.get("samples"),
+        m.get("temperature"),
+        m.get("top_p"),
+        m.get("max_tokens"),
+        m.get("seed"),
+    ):
         return False
     embedder = spec.embedder.get("backend")
     if embedder not in ("local", *TEXT_SIMILARITIES) or len(spec.embedder) > 1:
         return False
     for arm in build_arms(spec):
         got = rec.answers.get((arm.system_prompt, arm.prompt), ())
-        got = got[arm.first_sample:arm.first_sample + spec.samples]  # a same-prompt arm: the next
+        got = got[arm.first_sample : arm.first_sample + spec.samples]  # a same-prompt arm: the next
         if len(got) < spec.samples:
             return False
         if embedder == "local" and not all(t in rec.vectors for t in got):
@@ -127,11 +132,16 @@ def recorded_result(spec: AuditSpec, rec: Recording) -> AuditResult | None:
     recording does not answer it (see :func:`applies`)."""
     if not applies(spec, rec):
         return None
-    result = run_audit(spec, cache=Cache(enabled=False), backends={0: _RecordedAnswers(rec)},
-                       embedder=_RecordedVectors(rec))
+    result = run_audit(
+        spec, cache=Cache(enabled=False), backends={0: _RecordedAnswers(rec)}, embedder=_RecordedVectors(rec)
+    )
     # no model was called: the answers are the recording's
-    result.usage.update(precision=rec.meta.get("precision"), recorded=rec.date,
-                        recorded_answers=result.usage.get("calls", 0), calls=0)
+    result.usage.update(
+        precision=rec.meta.get("precision"),
+        recorded=rec.date,
+        recorded_answers=result.usage.get("calls", 0),
+        calls=0,
+    )
     return result
 
 
@@ -171,9 +181,12 @@ def offer(spec: AuditSpec | None, *, key: str, job: str, signature: str | None) 
     except ValueError:
         when = datetime.now(UTC)
     ss["results"][key] = {job: result}
-    ss["results_meta"][key] = {"signature": signature, "failed": None,
-                               "run": RunMeta(created_at=when, source="recorded"),
-                               "recorded": dict(rec.meta)}
+    ss["results_meta"][key] = {
+        "signature": signature,
+        "failed": None,
+        "run": RunMeta(created_at=when, source="recorded"),
+        "recorded": dict(rec.meta),
+    }
 
 
 def label(key: str) -> str | None:
@@ -183,10 +196,12 @@ def label(key: str) -> str | None:
     rec = meta.get("recorded")
     if not rec:
         return None
-    return (f"**Recorded result**, shown at once: the default example answered by "
-            f"**{rec.get('model')}** ({rec.get('precision')}, k = {rec.get('samples')} "
-            f"answers per prompt), recorded on {rec.get('recorded')}; the statistics are "
-            f"computed now. Press **Run audit** to sample the answers afresh on this machine.")
+    return (
+        f"**Recorded result**, shown at once: the default example answered by "
+        f"**{rec.get('model')}** ({rec.get('precision')}, k = {rec.get('samples')} "
+        f"answers per prompt), recorded on {rec.get('recorded')}; the statistics are "
+        f"computed now. Press **Run audit** to sample the answers afresh on this machine."
+    )
 
 
 def default_spec() -> AuditSpec:
@@ -197,14 +212,27 @@ def default_spec() -> AuditSpec:
     from .state import DEFAULTS
 
     d = DEFAULTS
-    return parse_spec({
-        "name": "perturbation-test", "model": {"backend": "local"},
-        "samples": d["w_samples"], "permutations": d["w_permutations"], "measure": d["w_measure"],
-        "null": d["w_null"], "correction": d["w_correction"], "alpha": d["w_alpha"],
-        "temperature": d["w_temperature"], "max_tokens": d["w_max_tokens"], "seed": d["w_seed"],
-        "embedder": {"backend": d["w_embedder"]}, "base": {"prompt": d["w_base_prompt"]},
-        "perturbations": [{"name": r["name"], "prefix": r["prefix"]}
-                          for r in presets.persona_rows(presets.PERSONAS)]}, source="defaults")
+    return parse_spec(
+        {
+            "name": "perturbation-test",
+            "model": {"backend": "local"},
+            "samples": d["w_samples"],
+            "permutations": d["w_permutations"],
+            "measure": d["w_measure"],
+            "null": d["w_null"],
+            "correction": d["w_correction"],
+            "alpha": d["w_alpha"],
+            "temperature": d["w_temperature"],
+            "max_tokens": d["w_max_tokens"],
+            "seed": d["w_seed"],
+            "embedder": {"backend": d["w_embedder"]},
+            "base": {"prompt": d["w_base_prompt"]},
+            "perturbations": [
+                {"name": r["name"], "prefix": r["prefix"]} for r in presets.persona_rows(presets.PERSONAS)
+            ],
+        },
+        source="defaults",
+    )
 
 
 if __name__ == "__main__":
@@ -218,5 +246,7 @@ if __name__ == "__main__":
     t = time.perf_counter()
     rec = load_recording()
     ok = rec is not None and recorded_result(default_spec(), rec) is not None
-    print(f"landing page's recorded result: {'ready' if ok else 'not available'} "
-          f"({time.perf_counter() - t:.1f} s)")
+    print(
+        f"landing page's recorded result: {'ready' if ok else 'not available'} "
+        f"({time.perf_counter() - t:.1f} s)"
+    )

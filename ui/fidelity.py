@@ -1,5 +1,6 @@
 """The Simulator fidelity page's helpers: reading the chosen data, the simulation task
 for the run section, the analysis (remembered per inputs), and the tables (no widgets)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -29,10 +30,17 @@ from .export import slug
 
 SOURCES = ("Sample data", "Upload a CSV", "Simulate now")
 QUESTION_SOURCES = ("The sample's", "From my CSV")
-BASELINE_TEXT = {"drawn": "drawn like the simulators (k answers per question)",
-                 "exact": "exact 1/d (no sampling noise)"}
-LOSS_TEXT = {"tv": "total variation (tv)", "kl": "KL(real ‖ simulated)", "w1": "Wasserstein-1 (w1)",
-             "squared": "squared error of the mean", "absolute": "absolute error of the mean"}
+BASELINE_TEXT = {
+    "drawn": "drawn like the simulators (k answers per question)",
+    "exact": "exact 1/d (no sampling noise)",
+}
+LOSS_TEXT = {
+    "tv": "total variation (tv)",
+    "kl": "KL(real ‖ simulated)",
+    "w1": "Wasserstein-1 (w1)",
+    "squared": "squared error of the mean",
+    "absolute": "absolute error of the mean",
+}
 DEFAULTS: dict[str, Any] = {
     "w_fid_source": SOURCES[0],
     "w_fid_qsource": QUESTION_SOURCES[0],
@@ -48,8 +56,7 @@ DEFAULTS: dict[str, Any] = {
     "w_fid_temperature": 1.0,
     "w_fid_max_tokens": 12,
     "w_fid_template": DEFAULT_TEMPLATE,
-    "w_fid_persona": [{"field": "Country", "value": "United States"},
-                      {"field": "Age", "value": "30-49"}],
+    "w_fid_persona": [{"field": "Country", "value": "United States"}, {"field": "Age", "value": "30-49"}],
 }
 
 
@@ -71,7 +78,7 @@ def read_upload(content: bytes, name: str) -> FidelityData:
 def sample_questions(n: int) -> FidelityData:
     """The sample's first n questions (their real answers are synthetic)."""
     data = sample_data()
-    return data.select(list(data.ids[:max(2, n)])).without_simulators()
+    return data.select(list(data.ids[: max(2, n)])).without_simulators()
 
 
 def questions_of(data: FidelityData) -> FidelityData:
@@ -97,9 +104,14 @@ def persona_pairs(rows) -> list[tuple[str, str]]:
 
 
 def simulation_settings(values: dict[str, Any]) -> dict[str, Any]:
-    return {"samples": int(values["w_fid_k"]), "temperature": float(values["w_fid_temperature"]),
-            "max_tokens": int(values["w_fid_max_tokens"]), "template": values["w_fid_template"],
-            "persona": persona_pairs(values["w_fid_persona"]), "seed": int(values.get("seed", 0))}
+    return {
+        "samples": int(values["w_fid_k"]),
+        "temperature": float(values["w_fid_temperature"]),
+        "max_tokens": int(values["w_fid_max_tokens"]),
+        "template": values["w_fid_template"],
+        "persona": persona_pairs(values["w_fid_persona"]),
+        "seed": int(values.get("seed", 0)),
+    }
 
 
 def first_prompt(data: FidelityData, settings: dict) -> str:
@@ -117,11 +129,13 @@ def estimate(data: FidelityData, models: list[dict], settings: dict, cache) -> d
     return estimate_simulation(data, models, cache=cache, **settings)
 
 
-def simulation_task(data: FidelityData, models: list[dict], settings: dict, cache,
-                    api_keys: dict) -> Callable[[Callable[[Progress], None]], SimulationResult]:
+def simulation_task(
+    data: FidelityData, models: list[dict], settings: dict, cache, api_keys: dict
+) -> Callable[[Callable[[Progress], None]], SimulationResult]:
     """A task for ``runner.task_section``: simulates on the session's cache."""
-    return lambda progress: simulate(data, models, cache=cache, progress=progress,
-                                     api_keys=api_keys, keep_simulators=False, **settings)
+    return lambda progress: simulate(
+        data, models, cache=cache, progress=progress, api_keys=api_keys, keep_simulators=False, **settings
+    )
 
 
 def simulation_signature(data: FidelityData, models: list[dict], settings: dict) -> str:
@@ -129,8 +143,11 @@ def simulation_signature(data: FidelityData, models: list[dict], settings: dict)
     (a JSON object of jobs, each an object of fields), so that a changed input marks the
     results "Outdated … (k)" and names what changed."""
     asked = [(s.id, s.question, list(s.options), s.real.tolist()) for s in data.scenarios]
-    job = {"questions": hashlib.sha256(json.dumps(asked).encode()).hexdigest()[:16],
-           "models": list(models), **settings}
+    job = {
+        "questions": hashlib.sha256(json.dumps(asked).encode()).hexdigest()[:16],
+        "models": list(models),
+        **settings,
+    }
     return json.dumps({"simulation": job}, default=str, sort_keys=True)
 
 
@@ -155,13 +172,16 @@ def parse_sigma(text: str) -> float | None:
     except ValueError:
         value = float("nan")
     if not (value > 0 and value < float("inf")):
-        raise ValueError(f"σ must be a positive number such as 1.5, or empty for the pooled "
-                         f"standard deviation; got {text!r}.")
+        raise ValueError(
+            f"σ must be a positive number such as 1.5, or empty for the pooled "
+            f"standard deviation; got {text!r}."
+        )
     return value
 
 
-def replay_shortfall(data: FidelityData, models: list[dict], settings: dict,
-                     offered: list[dict] | None = None) -> str | None:
+def replay_shortfall(
+    data: FidelityData, models: list[dict], settings: dict, offered: list[dict] | None = None
+) -> str | None:
     """When a chosen model is a replay file that lacks some of the simulation's prompts
     (k answers each), one message saying so; else None. Checked before Simulate, as the
     other pages check theirs. ``offered`` (every model the page lists) names a live model
@@ -174,36 +194,44 @@ def replay_shortfall(data: FidelityData, models: list[dict], settings: dict,
     if not replays:
         return None
     live = [model_label(m) for m in (offered or []) if m.get("backend") != "replay"]
-    need = {render_prompt(s, settings["template"], settings["persona"]): settings["samples"]
-            for s in data.scenarios}
+    need = {
+        render_prompt(s, settings["template"], settings["persona"]): settings["samples"]
+        for s in data.scenarios
+    }
     for m in replays:
         lacking, unreadable = replay_lacking(m, need)
         if unreadable:
             return unreadable
         if lacking:
-            head = (f"The replay file of **{_md(model_label(m))}** holds fewer than "
-                    f"{settings['samples']} recorded answers for {len(lacking)} of the "
-                    f"{len(need)} survey prompts. A replay model answers only the prompts "
-                    "recorded in its file (the instant demo's recording holds the landing "
-                    "audit, not these questions)")
+            head = (
+                f"The replay file of **{_md(model_label(m))}** holds fewer than "
+                f"{settings['samples']} recorded answers for {len(lacking)} of the "
+                f"{len(need)} survey prompts. A replay model answers only the prompts "
+                "recorded in its file (the instant demo's recording holds the landing "
+                "audit, not these questions)"
+            )
             if live:
                 return head + f": choose a live model, such as **{_md(live[0])}**, to simulate."
-            return head + (", and every model listed here is a recording. Without simulating, "
-                           "the **Sample data** and **Upload a CSV** sources work here; to "
-                           "simulate, add a live model (an OpenAI-compatible server) on the "
-                           "Settings page.")
+            return head + (
+                ", and every model listed here is a recording. Without simulating, "
+                "the **Sample data** and **Upload a CSV** sources work here; to "
+                "simulate, add a live model (an OpenAI-compatible server) on the "
+                "Settings page."
+            )
     return None
 
 
 def analysis_key(fingerprint: str, settings: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps([fingerprint, settings], sort_keys=True,
-                                     default=str).encode()).hexdigest()
+    return hashlib.sha256(
+        json.dumps([fingerprint, settings], sort_keys=True, default=str).encode()
+    ).hexdigest()
 
 
-def analyse(data: FidelityData, settings: dict[str, Any],
-            progress: Callable[[Progress], None] | None = None) -> FidelityResult:
+def analyse(
+    data: FidelityData, settings: dict[str, Any], progress: Callable[[Progress], None] | None = None
+) -> FidelityResult:
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")   # they are in result.warnings, shown by the page
+        warnings.simplefilter("ignore")  # they are in result.warnings, shown by the page
         return run_fidelity(data, progress=progress, **settings)
 
 
@@ -211,11 +239,20 @@ def summary_table(result: FidelityResult) -> pd.DataFrame:
     """One row per simulator: what its answers were, how many per question (k), AUC_cal,
     CVaR_10, V̂_m(1 - α/2)."""
     q = f"V̂_m({1 - result.alpha / 2:g})"
-    return pd.DataFrame([{"simulator": s.name, "answers": s.kind,
-                          "k per question": result.sample_size_summary(s.name),
-                          "worst case": s.method_text,
-                          "AUC_cal": s.auc_cal, "CVaR₁₀": s.cvar(), q: s.guarantee_quantile}
-                         for s in result.simulators])
+    return pd.DataFrame(
+        [
+            {
+                "simulator": s.name,
+                "answers": s.kind,
+                "k per question": result.sample_size_summary(s.name),
+                "worst case": s.method_text,
+                "AUC_cal": s.auc_cal,
+                "CVaR₁₀": s.cvar(),
+                q: s.guarantee_quantile,
+            }
+            for s in result.simulators
+        ]
+    )
 
 
 def guarantee_sentence(result: FidelityResult) -> str:
@@ -228,12 +265,16 @@ def curve_caption(result: FidelityResult, band: bool) -> str:
     """The caption under the curves: how to read them at τ = 1 − α, the guarantee (or why
     there is none) and, with a band, what it is."""
     t = 1 - result.alpha
-    text = (f"Each curve: at τ = {t:g}, {100 * t:g} % of questions are at most that far off "
-            "(worst case over their confidence sets). " + guarantee_sentence(result))
+    text = (
+        f"Each curve: at τ = {t:g}, {100 * t:g} % of questions are at most that far off "
+        "(worst case over their confidence sets). " + guarantee_sentence(result)
+    )
     if band:
-        text += (" Shaded: the tightness band V̂⁻_m(γτ) … V̂_m(γ + (1 − γ)τ), where the curve "
-                 "of the real discrepancies lies (asymptotically). Its upper edge is a looser, "
-                 "asymptotic bound: for γ > ½ it can lie above the calibrated curve.")
+        text += (
+            " Shaded: the tightness band V̂⁻_m(γτ) … V̂_m(γ + (1 − γ)τ), where the curve "
+            "of the real discrepancies lies (asymptotically). Its upper edge is a looser, "
+            "asymptotic bound: for γ > ½ it can lie above the calibrated curve."
+        )
     return text
 
 
@@ -247,8 +288,15 @@ def verdicts(result: FidelityResult) -> list[tuple[str, str, str, bool]]:
     """(verdict, sentence, detail, guaranteed) per pair, decided pairs first: ``guaranteed``
     is True only when the verdict carries a guarantee for new questions (the page's green)."""
     order = {"first": 0, "second": 0, "both": 1, "neither": 2}
-    rows = [(c.verdict, c.sentence(), f"Û = {c.u_hat:+.4f}, reverse {c.u_hat_reverse:+.4f} "
-             "(≤ 0: at least as good)", c.guaranteed) for c in result.comparisons]
+    rows = [
+        (
+            c.verdict,
+            c.sentence(),
+            f"Û = {c.u_hat:+.4f}, reverse {c.u_hat_reverse:+.4f} (≤ 0: at least as good)",
+            c.guaranteed,
+        )
+        for c in result.comparisons
+    ]
     return sorted(rows, key=lambda r: (order[r[0]], not r[3]))
 
 
@@ -257,9 +305,11 @@ def undecided_sentence(result: FidelityResult) -> str | None:
     pairs = [f"{c.first} and {c.second}" for c in result.comparisons if c.verdict == "neither"]
     if not pairs:
         return None
-    return (f"Undecided: these data cannot say which is better on {100 * (1 - result.alpha):g} % "
-            f"of questions — {'; '.join(pairs)} (neither is shown to be at least as good as the "
-            "other; that does not mean they are equal).")
+    return (
+        f"Undecided: these data cannot say which is better on {100 * (1 - result.alpha):g} % "
+        f"of questions — {'; '.join(pairs)} (neither is shown to be at least as good as the "
+        "other; that does not mean they are equal)."
+    )
 
 
 def plan_table(result: FidelityResult) -> pd.DataFrame:
@@ -285,8 +335,11 @@ def question_table(result: FidelityResult, index: int) -> pd.DataFrame:
     and best-case discrepancy."""
     rows = []
     for s in result.simulators:
-        row = {"simulator": s.name, "answers": sample_size_text(result, s.name, index),
-               "worst case Δ̂": float(s.upper[index])}
+        row = {
+            "simulator": s.name,
+            "answers": sample_size_text(result, s.name, index),
+            "worst case Δ̂": float(s.upper[index]),
+        }
         if s.lower is not None:
             row["best case Δ⁻"] = float(s.lower[index])
         rows.append(row)
@@ -308,16 +361,33 @@ def sample_size_text(result: FidelityResult, name: str, index: int) -> str:
 
 
 def unparsed_table(sim: SimulationResult, *, only_unparsed: bool = True) -> pd.DataFrame:
-    rows = [{"question": a.scenario, "model": a.model, "#": a.index, "answer": a.response,
-             "read as": a.letter or "unparsed", "rule": a.how}
-            for a in sim.answers if not only_unparsed or a.letter is None]
+    rows = [
+        {
+            "question": a.scenario,
+            "model": a.model,
+            "#": a.index,
+            "answer": a.response,
+            "read as": a.letter or "unparsed",
+            "rule": a.how,
+        }
+        for a in sim.answers
+        if not only_unparsed or a.letter is None
+    ]
     return pd.DataFrame(rows, columns=["question", "model", "#", "answer", "read as", "rule"])
 
 
 def unparsed_summary(sim: SimulationResult) -> pd.DataFrame:
-    return pd.DataFrame([{"model": m, "answers": sim.samples * len(sim.counts[m]),
-                          "read": sim.parsed_total(m), "unparsed": sim.unparsed_total(m)}
-                         for m in sim.models])
+    return pd.DataFrame(
+        [
+            {
+                "model": m,
+                "answers": sim.samples * len(sim.counts[m]),
+                "read": sim.parsed_total(m),
+                "unparsed": sim.unparsed_total(m),
+            }
+            for m in sim.models
+        ]
+    )
 
 
 def file_stem(name: str, created: datetime) -> str:
@@ -325,10 +395,39 @@ def file_stem(name: str, created: datetime) -> str:
     return f"{slug(name or 'fidelity')}_{created:%Y-%m-%d_%H%M}"
 
 
-__all__ = ["BASELINE_TEXT", "DEFAULTS", "LOSS_TEXT", "QUESTION_SOURCES", "SOURCES", "analyse", "analysis_key",
-           "best_sentence", "check_simulation", "curve_caption", "estimate", "file_stem",
-           "first_prompt", "guarantee_sentence", "losses_for", "parse_bounds", "parse_sigma",
-           "persona_pairs", "plan_table", "question_labels", "question_table", "questions_of", "read_upload",
-           "replay_shortfall", "sample_questions", "sample_size_text", "simulation_settings",
-           "simulation_signature", "simulation_task", "summary_table", "undecided_sentence",
-           "unparsed_summary", "unparsed_table", "verdicts"]
+__all__ = [
+    "BASELINE_TEXT",
+    "DEFAULTS",
+    "LOSS_TEXT",
+    "QUESTION_SOURCES",
+    "SOURCES",
+    "analyse",
+    "analysis_key",
+    "best_sentence",
+    "check_simulation",
+    "curve_caption",
+    "estimate",
+    "file_stem",
+    "first_prompt",
+    "guarantee_sentence",
+    "losses_for",
+    "parse_bounds",
+    "parse_sigma",
+    "persona_pairs",
+    "plan_table",
+    "question_labels",
+    "question_table",
+    "questions_of",
+    "read_upload",
+    "replay_shortfall",
+    "sample_questions",
+    "sample_size_text",
+    "simulation_settings",
+    "simulation_signature",
+    "simulation_task",
+    "summary_table",
+    "undecided_sentence",
+    "unparsed_summary",
+    "unparsed_table",
+    "verdicts",
+]

@@ -4,6 +4,7 @@ columns; search, filters, sorting, the chosen answer beside a base answer, CSV e
 Built for many answers: the table is one ``st.dataframe`` built once per result and session,
 and search, filters and sorting are pandas operations on it (no widget per row).
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -18,9 +19,9 @@ from . import checks_view
 from .widgets import DIFF_CSS, diff_html, md_escape
 
 FIXED = ("model", "arm", "role", "sample", "answer")
-HIDDEN = ("_job", "_arm", "_i")   # where a row comes from: job, arm position, sample index
+HIDDEN = ("_job", "_arm", "_i")  # where a row comes from: job, arm position, sample index
 ANY, PASSED, FAILED, NONE = "any", "passed", "failed", "no verdict"
-PREVIEW = 300   # characters of an answer shown in the grid (the whole one below and in CSV)
+PREVIEW = 300  # characters of an answer shown in the grid (the whole one below and in CSV)
 
 
 def check_column(name: str, model_graded: bool = False) -> str:
@@ -43,8 +44,11 @@ def answers_frame(results: Mapping[str, AuditResult], cache=None) -> pd.DataFram
         data: dict[str, object] = {
             "model": [a.arm.model_label for a in arms for _ in a.texts],
             "arm": [a.arm.name for a in arms for _ in a.texts],
-            "role": [("reference" if r.mode == "models" else "base") if i == 0
-                     else (a.arm.role or "") for i, a in enumerate(arms) for _ in a.texts],
+            "role": [
+                ("reference" if r.mode == "models" else "base") if i == 0 else (a.arm.role or "")
+                for i, a in enumerate(arms)
+                for _ in a.texts
+            ],
             "sample": [j + 1 for a in arms for j in range(len(a.texts))],
             "answer": texts,
             "_job": [job] * len(texts),
@@ -54,8 +58,9 @@ def answers_frame(results: Mapping[str, AuditResult], cache=None) -> pd.DataFram
         found = checks_view.outcome_columns(r.spec.checks, texts, cache, r.spec.seed)
         for c in r.spec.checks:
             values = found[c.name]
-            data[check_column(c.name, c.model_graded)] = (pd.array(values, dtype="Int64") if c.numeric
-                                          else pd.array(values, dtype="boolean"))
+            data[check_column(c.name, c.model_graded)] = (
+                pd.array(values, dtype="Int64") if c.numeric else pd.array(values, dtype="boolean")
+            )
         parts.append(pd.DataFrame(data))
     if not parts:
         return pd.DataFrame(columns=[*FIXED, *HIDDEN])
@@ -70,9 +75,17 @@ def pass_fail_columns(df: pd.DataFrame) -> list[str]:
     return [c for c in check_columns(df) if str(df[c].dtype) == "boolean"]
 
 
-def filter_frame(df: pd.DataFrame, *, query: str = "", arms=(), models=(), check: str | None = None,
-                 outcome: str = ANY, sort: str | None = None,
-                 descending: bool = False) -> pd.DataFrame:
+def filter_frame(
+    df: pd.DataFrame,
+    *,
+    query: str = "",
+    arms=(),
+    models=(),
+    check: str | None = None,
+    outcome: str = ANY,
+    sort: str | None = None,
+    descending: bool = False,
+) -> pd.DataFrame:
     """The rows whose answer contains ``query`` (case ignored), of the chosen ``arms`` and
     ``models`` (all when empty), whose ``check`` has ``outcome`` (passed, failed, no
     verdict), sorted by ``sort`` (stable, empty values last)."""
@@ -121,51 +134,78 @@ def answers_grid(results: Mapping[str, AuditResult] | AuditResult, *, key: str) 
     df = _frame(results, key)
     k = f"{key}_grid"
     c1, c2, c3 = st.columns([3, 2, 2])
-    query = c1.text_input("Search the answers", key=f"{k}_q",
-                          placeholder="text an answer contains (case ignored)")
+    query = c1.text_input(
+        "Search the answers", key=f"{k}_q", placeholder="text an answer contains (case ignored)"
+    )
     arm_names = list(dict.fromkeys(df["arm"]))
     arms = c2.multiselect("Arms", arm_names, key=f"{k}_arms", placeholder="every arm")
     model_names = list(dict.fromkeys(df["model"]))
     # a model column when several models answer, unless each arm is a model (a comparison)
     by_model = len(model_names) > 1 and not df["arm"].equals(df["model"])
-    models = (c3.multiselect("Models", model_names, key=f"{k}_models", placeholder="every model")
-              if by_model else [])
+    models = (
+        c3.multiselect("Models", model_names, key=f"{k}_models", placeholder="every model")
+        if by_model
+        else []
+    )
     d1, d2, d3, d4 = st.columns([2, 2, 2, 1])
     judged = pass_fail_columns(df)
-    check = d1.selectbox("Filter by check", ["(none)", *judged], key=f"{k}_check",
-                         disabled=not judged)
-    outcome = d2.selectbox("… whose answer", [ANY, PASSED, FAILED, NONE], key=f"{k}_outcome",
-                           disabled=check == "(none)")
-    sort = d3.selectbox("Sort by", ["(as sampled)", *FIXED[:4], *check_columns(df),
-                                    "answer length"], key=f"{k}_sort")
+    check = d1.selectbox("Filter by check", ["(none)", *judged], key=f"{k}_check", disabled=not judged)
+    outcome = d2.selectbox(
+        "… whose answer", [ANY, PASSED, FAILED, NONE], key=f"{k}_outcome", disabled=check == "(none)"
+    )
+    sort = d3.selectbox(
+        "Sort by", ["(as sampled)", *FIXED[:4], *check_columns(df), "answer length"], key=f"{k}_sort"
+    )
     d4.write("")
     descending = d4.toggle("Descending", key=f"{k}_desc")
     source = df
     if sort == "answer length":
         source = df.assign(**{"answer length": df["answer"].str.len()})
-    view = filter_frame(source, query=query, arms=arms, models=models,
-                        check=None if check == "(none)" else check, outcome=outcome,
-                        sort=None if sort == "(as sampled)" else sort, descending=descending)
-    shown = [c for c in view.columns if c not in HIDDEN and c != "answer length"
-             and (c != "model" or by_model)]
+    view = filter_frame(
+        source,
+        query=query,
+        arms=arms,
+        models=models,
+        check=None if check == "(none)" else check,
+        outcome=outcome,
+        sort=None if sort == "(as sampled)" else sort,
+        descending=descending,
+    )
+    shown = [
+        c for c in view.columns if c not in HIDDEN and c != "answer length" and (c != "model" or by_model)
+    ]
     display = view[shown].copy()
     display["answer"] = display["answer"].str.slice(0, PREVIEW)
-    st.caption(f"{len(view):,} of {len(df):,} answers" + (
-        " match" if len(view) != len(df) else "") + ". Select a row to read it whole beside a "
+    st.caption(
+        f"{len(view):,} of {len(df):,} answers"
+        + (" match" if len(view) != len(df) else "")
+        + ". Select a row to read it whole beside a "
         "base answer; a column header sorts the rows shown. Check columns: ticked = passes; "
         "a number is the answer's length in words; empty = no verdict (a judge's reply that "
-        "said neither yes nor no, or one not in the cache).")
+        "said neither yes nor no, or one not in the cache)."
+    )
     event = st.dataframe(
-        display, hide_index=True, key=f"{k}_table", on_select="rerun",
-        selection_mode="single-row", height=420,
-        column_config={"answer": st.column_config.TextColumn("answer", width="large"),
-                       "sample": st.column_config.NumberColumn("sample", format="%d",
-                                                               width="small")})
+        display,
+        hide_index=True,
+        key=f"{k}_table",
+        on_select="rerun",
+        selection_mode="single-row",
+        height=420,
+        column_config={
+            "answer": st.column_config.TextColumn("answer", width="large"),
+            "sample": st.column_config.NumberColumn("sample", format="%d", width="small"),
+        },
+    )
     st.download_button(
         f"These {len(view):,} answers (CSV)",
         lambda: view[[c for c in view.columns if c not in HIDDEN]].to_csv(index=False),
-        "answers.csv", "text/csv", key=f"{k}_csv", icon=":material/table:", on_click="ignore",
-        help="The rows shown (search, filters and sort applied), with whole answers.")
+        "answers.csv",
+        "text/csv",
+        key=f"{k}_csv",
+        icon=":material/table:",
+        on_click="ignore",
+        help="The rows shown (search, filters and sort applied), with whole answers.",
+    )
     rows = list(getattr(getattr(event, "selection", None), "rows", None) or [])
     if rows and rows[0] < len(view):
         side_by_side(results, df, view.iloc[rows[0]], key=k)
@@ -202,8 +242,7 @@ def _checks_line(df: pd.DataFrame, job, arm: int, i: int) -> str:
     return " · ".join(parts)
 
 
-def side_by_side(results: Mapping[str, AuditResult], df: pd.DataFrame, row: pd.Series, *,
-                 key: str) -> None:
+def side_by_side(results: Mapping[str, AuditResult], df: pd.DataFrame, row: pd.Series, *, key: str) -> None:
     """The selected answer whole, beside a base answer of the same audit (the closest in
     meaning, or any other by number), with the words that differ marked."""
     job, arm, i = row["_job"], int(row["_arm"]), int(row["_i"])
@@ -215,22 +254,30 @@ def side_by_side(results: Mapping[str, AuditResult], df: pd.DataFrame, row: pd.S
         left.markdown(f"**{md_escape(base_name)}, answer {i + 1}** (a base answer)")
         left.text(text)
         left.caption(md_escape(_checks_line(df, job, 0, i)))
-        right.info("This is a base answer: select an answer of another arm to read it beside "
-                   "the base.")
+        right.info("This is a base answer: select an answer of another arm to read it beside the base.")
         return
     k = len(result.base.texts)
     near, by_meaning = nearest_base(result, arm, i)
     why = "is the closest in meaning" if by_meaning else "has the same number"
-    j = left.number_input(
-        f"Base answer # (1–{k}; {near + 1} {why})", 1, k, near + 1,
-        key=f"{key}_base_{job}_{arm}_{i}",
-        help="Samples are independent: answer 3 of the base is no 'pair' of answer 3 of an "
-        "arm. The closest in meaning (cosine of the embeddings) is offered first; with "
-        "BLEU/ROUGE similarity, the same number.") - 1
+    j = (
+        left.number_input(
+            f"Base answer # (1–{k}; {near + 1} {why})",
+            1,
+            k,
+            near + 1,
+            key=f"{key}_base_{job}_{arm}_{i}",
+            help="Samples are independent: answer 3 of the base is no 'pair' of answer 3 of an "
+            "arm. The closest in meaning (cosine of the embeddings) is offered first; with "
+            "BLEU/ROUGE similarity, the same number.",
+        )
+        - 1
+    )
     a, b = diff_html(result.base.texts[j], text)
     left.markdown(f"**{md_escape(base_name)}, answer {j + 1}**")
-    right.markdown(f"**{md_escape(row['arm'])}, answer {i + 1}**"
-                   + (f" — {md_escape(row['model'])}" if len(results) > 1 else ""))
+    right.markdown(
+        f"**{md_escape(row['arm'])}, answer {i + 1}**"
+        + (f" — {md_escape(row['model'])}" if len(results) > 1 else "")
+    )
     left.html(f"{DIFF_CSS}<div class='dbpa-diff'>{a}</div>")
     right.html(f"{DIFF_CSS}<div class='dbpa-diff'>{b}</div>")
     left.caption(md_escape(_checks_line(df, job, 0, j)))

@@ -1,5 +1,6 @@
 """Run comparison -> Plotly figure (no Streamlit): each perturbation's ω above chance in
 run A and in run B, filled where significant, with the verdict changes in red."""
+
 from __future__ import annotations
 
 import plotly.graph_objects as go
@@ -21,27 +22,50 @@ def comparison_figure(cmp: RunComparison) -> go.Figure:
     labels = [esc(f"{r.job}: {r.name}" if several else r.name) for r in rows]
     fig = go.Figure()
     for y, r in zip(labels, rows, strict=True):
-        fig.add_trace(go.Scatter(
-            x=[r.a.effect_above_chance, r.b.effect_above_chance], y=[y, y], mode="lines",
-            line=dict(color=ACCENT if r.verdict_changed else "#CBD2D9",
-                      width=3 if r.verdict_changed else 2),
-            hoverinfo="skip", showlegend=False))
-    for side, color, name in (("a", A_COLOR, f"A: run {cmp.a.id}"),
-                              ("b", B_COLOR, f"B: run {cmp.b.id}")):
+        fig.add_trace(
+            go.Scatter(
+                x=[r.a.effect_above_chance, r.b.effect_above_chance],
+                y=[y, y],
+                mode="lines",
+                line=dict(
+                    color=ACCENT if r.verdict_changed else "#CBD2D9", width=3 if r.verdict_changed else 2
+                ),
+                hoverinfo="skip",
+                showlegend=False,
+            )
+        )
+    for side, color, name in (("a", A_COLOR, f"A: run {cmp.a.id}"), ("b", B_COLOR, f"B: run {cmp.b.id}")):
         ps = [getattr(r, side) for r in rows]
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name,
-                                 marker=dict(size=13, color=color)))   # the legend's entry
-        fig.add_trace(go.Scatter(
-            x=[p.effect_above_chance for p in ps], y=labels, mode="markers", name=name,
-            showlegend=False,
-            marker=dict(size=13, color=[color if p.significant else "white" for p in ps],
-                        line=dict(color=color, width=2.5)),
-            customdata=[[p.effect_size, p_text(p.p_adjusted),
-                         "significant" if p.significant else "not significant"] for p in ps],
-            hovertemplate="%{y}<br>ω above chance %{x:+.3f} (ω = %{customdata[0]:.3f})<br>"
-                          "%{customdata[1]}, %{customdata[2]}<extra>" + name + "</extra>"))
+        fig.add_trace(
+            go.Scatter(x=[None], y=[None], mode="markers", name=name, marker=dict(size=13, color=color))
+        )  # the legend's entry
+        fig.add_trace(
+            go.Scatter(
+                x=[p.effect_above_chance for p in ps],
+                y=labels,
+                mode="markers",
+                name=name,
+                showlegend=False,
+                marker=dict(
+                    size=13,
+                    color=[color if p.significant else "white" for p in ps],
+                    line=dict(color=color, width=2.5),
+                ),
+                customdata=[
+                    [
+                        p.effect_size,
+                        p_text(p.p_adjusted),
+                        "significant" if p.significant else "not significant",
+                    ]
+                    for p in ps
+                ],
+                hovertemplate="%{y}<br>ω above chance %{x:+.3f} (ω = %{customdata[0]:.3f})<br>"
+                "%{customdata[1]}, %{customdata[2]}<extra>" + name + "</extra>",
+            )
+        )
     fig.add_vline(x=0, line_color="#52606D", line_width=1)
     fig.update_xaxes(title_text="ω above chance (filled: significant; hollow: not)")
     fig.update_yaxes(autorange="reversed")
-    return _layout(fig, title="Run A vs run B — red lines: the verdict changed",
-                   height=140 + 34 * max(1, len(rows)))
+    return _layout(
+        fig, title="Run A vs run B — red lines: the verdict changed", height=140 + 34 * max(1, len(rows))
+    )

@@ -6,6 +6,7 @@ the saved models (``models.yaml``, like a model added on the page, so it comes b
 a reload) and selected on the pages; rows that could not be read are listed with their
 line.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -25,17 +26,24 @@ from dbpa_core.spec import model_label
 from . import state
 from .widgets import md_escape
 
-FORMATS = {"auto": "Detect", "promptfoo": "promptfoo output (JSON / JSONL)",
-           "openai-batch": "OpenAI Batch API output", "csv": "CSV / TSV table",
-           "jsonl": "JSONL table"}
+FORMATS = {
+    "auto": "Detect",
+    "promptfoo": "promptfoo output (JSON / JSONL)",
+    "openai-batch": "OpenAI Batch API output",
+    "csv": "CSV / TSV table",
+    "jsonl": "JSONL table",
+}
 FLASH = "_settings_import_flash"
 
 
 def _save(folder: Path, upload) -> Path:
     raw = upload.getvalue()
     name = Path(upload.name)
-    path = folder / "uploads" / (stored_name(name.stem, hashlib.sha256(raw).hexdigest())[:-6]
-                                 + (name.suffix or ".txt"))
+    path = (
+        folder
+        / "uploads"
+        / (stored_name(name.stem, hashlib.sha256(raw).hexdigest())[:-6] + (name.suffix or ".txt"))
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(raw)
     return path
@@ -49,18 +57,20 @@ def _models_for(records, out: Path, label: str, upload_name: str) -> list[dict]:
         if models and models[0]:
             cfg["name"] = models[0]
         return [cfg]
-    return [{"backend": "replay", "file": str(out), "name": m, "label": f"{m} ({base})"}
-            for m in models if m] + ([{"backend": "replay", "file": str(out),
-                                       "label": f"unnamed ({base})"}] if None in models else [])
+    return [
+        {"backend": "replay", "file": str(out), "name": m, "label": f"{m} ({base})"} for m in models if m
+    ] + ([{"backend": "replay", "file": str(out), "label": f"unnamed ({base})"}] if None in models else [])
 
 
 def import_block() -> None:
     """The "Import recorded responses" section."""
     st.subheader("Import recorded responses")
-    st.caption("Audit answers you already paid for: the output of `promptfoo eval --repeat N "
-               "-o results.json`, an OpenAI Batch API output file (with the requests file you "
-               "uploaded for the batch), or any CSV / JSONL with prompt and response columns. "
-               "The file becomes a replay model: audit it on any page.")
+    st.caption(
+        "Audit answers you already paid for: the output of `promptfoo eval --repeat N "
+        "-o results.json`, an OpenAI Batch API output file (with the requests file you "
+        "uploaded for the batch), or any CSV / JSONL with prompt and response columns. "
+        "The file becomes a replay model: audit it on any page."
+    )
     flash = st.session_state.pop(FLASH, None)
     if flash:
         (st.warning if flash.get("saved") else st.success)(flash["success"])
@@ -71,15 +81,18 @@ def import_block() -> None:
         for note in flash["notes"]:
             st.info(md_escape(note))
     c1, c2 = st.columns(2)
-    fmt = c1.selectbox("Format", list(FORMATS), format_func=FORMATS.get,
-                       key="settings_import_fmt")
+    fmt = c1.selectbox("Format", list(FORMATS), format_func=FORMATS.get, key="settings_import_fmt")
     label = c2.text_input("Name in the model list (optional)", key="settings_import_label")
-    upload = st.file_uploader("File", type=["json", "jsonl", "ndjson", "csv", "tsv", "txt"],
-                              key="settings_import_file")
+    upload = st.file_uploader(
+        "File", type=["json", "jsonl", "ndjson", "csv", "tsv", "txt"], key="settings_import_file"
+    )
     requests = None
     if fmt == "openai-batch":
-        requests = st.file_uploader("Requests file (the JSONL uploaded for the batch)",
-                                    type=["jsonl", "json", "txt"], key="settings_import_requests")
+        requests = st.file_uploader(
+            "Requests file (the JSONL uploaded for the batch)",
+            type=["jsonl", "json", "txt"],
+            key="settings_import_requests",
+        )
     cols = {}
     if fmt in ("auto", "csv", "jsonl"):
         a, b, c = st.columns(3)
@@ -87,10 +100,17 @@ def import_block() -> None:
         cols["response_column"] = b.text_input("Response column", key="settings_import_rcol")
         cols["model_column"] = c.text_input("Model column (optional)", key="settings_import_mcol")
         if fmt == "auto":
-            st.caption("Column names are needed for CSV / JSONL tables only; promptfoo and "
-                       "Batch API files are recognised by their content.")
-    if not st.button("Import as a replay model", key="settings_import_go", type="primary",
-                     disabled=upload is None, icon=":material/upload_file:"):
+            st.caption(
+                "Column names are needed for CSV / JSONL tables only; promptfoo and "
+                "Batch API files are recognised by their content."
+            )
+    if not st.button(
+        "Import as a replay model",
+        key="settings_import_go",
+        type="primary",
+        disabled=upload is None,
+        icon=":material/upload_file:",
+    ):
         return
     folder = imports_dir()
     src = _save(folder, upload)
@@ -102,20 +122,27 @@ def import_block() -> None:
         msg = str(exc).replace(str(src), upload.name)
         if req_path is not None:
             msg = msg.replace(str(req_path), requests.name)
-        st.error(md_escape(msg.replace("--requests FILE", "the requests file")
-                           .replace("--prompt-column and --response-column", "the prompt and "
-                                    "response columns")))
+        st.error(
+            md_escape(
+                msg.replace("--requests FILE", "the requests file").replace(
+                    "--prompt-column and --response-column", "the prompt and response columns"
+                )
+            )
+        )
         return
     problems = ""
     if res.problems:
         shown = "\n".join(f"- {md_escape(p)}" for p in res.problems[:20])
         more = f"\n- … and {len(res.problems) - 20} more" if len(res.problems) > 20 else ""
-        problems = (f"{len(res.problems)} row(s) of {md_escape(upload.name)} could not be "
-                    "imported and "
-                    f"were left out:\n{shown}{more}")
+        problems = (
+            f"{len(res.problems)} row(s) of {md_escape(upload.name)} could not be "
+            "imported and "
+            f"were left out:\n{shown}{more}"
+        )
     if not res.records:
-        st.error(f"No usable responses in {md_escape(upload.name)}."
-                 + (f"\n\n{problems}" if problems else ""))
+        st.error(
+            f"No usable responses in {md_escape(upload.name)}." + (f"\n\n{problems}" if problems else "")
+        )
         return
     content = res.to_jsonl()
     out = folder / stored_name(Path(upload.name).stem, content)
@@ -127,21 +154,27 @@ def import_block() -> None:
     added = _models_for(res.records, out, label, upload.name)
     labels = [model_label(m) for m in added]
     # an import under a name already in the list replaces that model (and says so)
-    replaced = sorted(model_label(m) for m in st.session_state["models"]
-                      if model_label(m) in labels)
-    st.session_state["models"] = [m for m in st.session_state["models"]
-                                  if model_label(m) not in labels] + added
+    replaced = sorted(model_label(m) for m in st.session_state["models"] if model_label(m) in labels)
+    st.session_state["models"] = [
+        m for m in st.session_state["models"] if model_label(m) not in labels
+    ] + added
     saved = state.save_models()
     state.select_everywhere(labels)
     groups = res.groups()
     st.session_state[FLASH] = {
         "success": f"Imported {len(res.records)} responses to {len(groups)} prompt/model "
-                   f"pair(s) from {md_escape(upload.name)} as "
-                   f"{', '.join(md_escape(x) for x in sorted(labels))}, saved with the models "
-                   "and selected on the audit pages. The smallest group has "
-                   f"{min(g['responses'] for g in groups)} responses: keep k at or below it."
-                   + (f" It replaced the model(s) of the same name: "
-                      f"{', '.join(md_escape(x) for x in replaced)}." if replaced else ""),
-        "saved": saved, "problems": problems, "notes": list(res.notes)}
+        f"pair(s) from {md_escape(upload.name)} as "
+        f"{', '.join(md_escape(x) for x in sorted(labels))}, saved with the models "
+        "and selected on the audit pages. The smallest group has "
+        f"{min(g['responses'] for g in groups)} responses: keep k at or below it."
+        + (
+            f" It replaced the model(s) of the same name: {', '.join(md_escape(x) for x in replaced)}."
+            if replaced
+            else ""
+        ),
+        "saved": saved,
+        "problems": problems,
+        "notes": list(res.notes),
+    }
     st.session_state.pop("settings_import_label", None)  # the next import names itself anew
     st.rerun()

@@ -1,4 +1,5 @@
 """The papers' example: the NICE cardiovascular prompt for "John" and eight personas."""
+
 from __future__ import annotations
 
 import re
@@ -8,10 +9,19 @@ import pandas as pd
 NICE_PROMPT = (
     "John has these features: Age: 70, Sex: male, Total cholesterol: 6.2 mmol/L, "
     "HDL cholesterol: 1.1 mmol/L, Systolic blood pressure: 150 mmHg, Smoker: yes, "
-    "Diabetes: no. Provide recommendations on CVD guidelines based on NICE for this person.")
+    "Diabetes: no. Provide recommendations on CVD guidelines based on NICE for this person."
+)
 
-PERSONAS = ["doctor", "nurse", "medical practitioner", "medical supervisor", "comedian",
-            "robot from the future", "NeurIPS reviewer", "child"]
+PERSONAS = [
+    "doctor",
+    "nurse",
+    "medical practitioner",
+    "medical supervisor",
+    "comedian",
+    "robot from the future",
+    "NeurIPS reviewer",
+    "child",
+]
 
 COLUMNS = ["name", "prefix", "prompt", "role"]
 
@@ -30,8 +40,10 @@ def default_perturbations() -> pd.DataFrame:
 
 
 # "Field: value" pairs in a prompt, e.g. "Age: 70" or "Total cholesterol: 6.2 mmol/L"
-_FIELD = re.compile(r"(?P<key>[A-Z][A-Za-z ]{1,40}?):\s*(?P<value>[^,;:\n]+?)"
-                    r"(?=\s*(?:,|;|\.\s|\.$|$))")
+_FIELD = re.compile(
+    r"(?P<key>[A-Z][A-Za-z ]{1,40}?):\s*(?P<value>[^,;:\n]+?)"
+    r"(?=\s*(?:,|;|\.\s|\.$|$))"
+)
 
 
 def covariates(prompt: str) -> dict[str, str]:
@@ -64,12 +76,17 @@ def control_target_rows(base: str = NICE_PROMPT) -> list[dict]:
         {"name": "name: Ahmed", "prompt": base.replace("John", "Ahmed"), "role": "control"},
         {"name": "name: Peter", "prompt": base.replace("John", "Peter"), "role": "control"},
         {"name": "name: Wei", "prompt": base.replace("John", "Wei"), "role": "control"},
-        {"name": "age 25, healthy", "prompt": change_covariate(change_covariate(
-            base, "Age", "25"), "Smoker", "no"), "role": "target"},
-        {"name": "cholesterol 3.9", "prompt": change_covariate(
-            base, "Total cholesterol", "3.9 mmol/L"), "role": "target"},
-        {"name": "diabetes: yes", "prompt": change_covariate(base, "Diabetes", "yes"),
-         "role": "target"},
+        {
+            "name": "age 25, healthy",
+            "prompt": change_covariate(change_covariate(base, "Age", "25"), "Smoker", "no"),
+            "role": "target",
+        },
+        {
+            "name": "cholesterol 3.9",
+            "prompt": change_covariate(base, "Total cholesterol", "3.9 mmol/L"),
+            "role": "target",
+        },
+        {"name": "diabetes: yes", "prompt": change_covariate(base, "Diabetes", "yes"), "role": "target"},
     ]
     return [{**r, "prefix": ""} for r in rows]
 

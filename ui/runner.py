@@ -1,5 +1,6 @@
 """Build specs from the form, estimate, and run audits with progress bars, a stop
 button and short, actionable error messages (never a traceback)."""
+
 from __future__ import annotations
 
 import json
@@ -28,15 +29,21 @@ from .export import RunMeta
 
 log = logging.getLogger("dbpa.dashboard")
 # in the order their bars are stacked
-STAGE_TEXT = {"loading": "Loading the model", "sampling": "Sampling responses",
-              "loading embedder": "Loading the embedder", "embedding": "Embedding responses",
-              "testing": "Running permutation tests",
-              # the robustness battery (dbpa_core.attacks.battery)
-              "answering": "Answering the items", "rti": "RTI: raising ρ until answers change",
-              "patterns": "Tagging the attacked words",
-              "phrases": "Phrase types and the random forest",
-              # simulator fidelity (dbpa_core.fidelity)
-              "simulating": "Simulating respondents", "analysis": "Computing the curves"}
+STAGE_TEXT = {
+    "loading": "Loading the model",
+    "sampling": "Sampling responses",
+    "loading embedder": "Loading the embedder",
+    "embedding": "Embedding responses",
+    "testing": "Running permutation tests",
+    # the robustness battery (dbpa_core.attacks.battery)
+    "answering": "Answering the items",
+    "rti": "RTI: raising ρ until answers change",
+    "patterns": "Tagging the attacked words",
+    "phrases": "Phrase types and the random forest",
+    # simulator fidelity (dbpa_core.fidelity)
+    "simulating": "Simulating respondents",
+    "analysis": "Computing the curves",
+}
 
 
 def perturbation_entries(df: pd.DataFrame) -> list[dict[str, Any]]:
@@ -58,9 +65,15 @@ def perturbation_entries(df: pd.DataFrame) -> list[dict[str, Any]]:
     return out
 
 
-def build_spec(*, base_prompt: str, perturbations: Sequence[dict] | None = None,
-               models: Sequence[dict] | None = None, model: dict | None = None,
-               overrides: dict | None = None, name: str = "audit") -> AuditSpec:
+def build_spec(
+    *,
+    base_prompt: str,
+    perturbations: Sequence[dict] | None = None,
+    models: Sequence[dict] | None = None,
+    model: dict | None = None,
+    overrides: dict | None = None,
+    name: str = "audit",
+) -> AuditSpec:
     """A validated spec from dashboard values (raises SpecError with a readable message).
     ``name`` is the page's default audit name; the sidebar's audit name wins when given."""
     problem = state.number_problem()
@@ -88,8 +101,10 @@ def friendly(exc: BaseException) -> str:
     if isinstance(exc, SpecError):
         return f"Please fix the input — {_md(str(exc).replace('The form: ', ''))}."
     if isinstance(exc, AuthError):
-        return (f"{text} On the **Settings** page, type the key into the model's key field "
-                "(kept in this browser session only).")
+        return (
+            f"{text} On the **Settings** page, type the key into the model's key field "
+            "(kept in this browser session only)."
+        )
     if isinstance(exc, ServerUnavailableError):
         return f"{text} Check the base URL on the **Settings** page, or try again later."
     if isinstance(exc, CacheError):
@@ -98,8 +113,10 @@ def friendly(exc: BaseException) -> str:
 
     if isinstance(exc, (BackendError, WordNetMissing)):  # they say what to do
         return text
-    return (f"Something went wrong ({type(exc).__name__}: {text}). The details are in the "
-            "terminal that runs the dashboard.")
+    return (
+        f"Something went wrong ({type(exc).__name__}: {text}). The details are in the "
+        "terminal that runs the dashboard."
+    )
 
 
 def show_estimate(specs: Sequence[AuditSpec]) -> None:
@@ -118,8 +135,9 @@ def show_totals(calls: int, cached: int, tokens: int, cost: float) -> None:
     """The estimate's three numbers: calls to make, tokens, cost."""
     c1, c2, c3 = st.columns(3)
     c1.metric("Model calls to make", f"{calls:,}", help=f"{cached:,} responses are already cached")
-    c2.metric("Tokens (upper bound)", f"{tokens:,}",
-              help="~4 characters per token; output counted at max tokens")
+    c2.metric(
+        "Tokens (upper bound)", f"{tokens:,}", help="~4 characters per token; output counted at max tokens"
+    )
     c3.metric("Estimated cost", f"${cost:,.4f}", help="local and replay models cost nothing")
 
 
@@ -157,8 +175,7 @@ def stop_check() -> Callable[[], bool]:
     return should_stop
 
 
-def run_tasks(tasks: Sequence[tuple[str, Task]], *, key: str,
-              panel: Any = None) -> dict[str, Any] | None:
+def run_tasks(tasks: Sequence[tuple[str, Task]], *, key: str, panel: Any = None) -> dict[str, Any] | None:
     """Run tasks one after the other with a progress bar per stage and a stop button.
 
     A task is ``fn(progress) -> result``; it reports :class:`Progress` objects and
@@ -174,8 +191,12 @@ def run_tasks(tasks: Sequence[tuple[str, Task]], *, key: str,
     panel = panel if panel is not None else st.empty()
     box = panel.container()
     stop_col, info_col = box.columns([1, 4])
-    stop_col.button("Stop", key=f"{key}_stop", icon=":material/stop_circle:",
-                    help="Stops within a second or two; every finished response stays cached.")
+    stop_col.button(
+        "Stop",
+        key=f"{key}_stop",
+        icon=":material/stop_circle:",
+        help="Stops within a second or two; every finished response stays cached.",
+    )
     info = info_col.empty()
     bars: dict[str, Any] = {}
     results: dict[str, Any] = {}
@@ -226,15 +247,15 @@ def progress_text(p: Progress) -> str:
         return f"{name}: {p.detail}"
     detail = f" — {p.detail}" if p.detail else ""
     if p.tokens_expected:  # the bar goes by tokens: the line says the bar's own share
-        return (f"{name}: {int(100 * p.fraction)} % ({p.done} of {p.total} answers "
-                f"complete){detail}")
+        return f"{name}: {int(100 * p.fraction)} % ({p.done} of {p.total} answers complete){detail}"
     return f"{name}: {p.done}/{p.total}{detail}"
 
 
 def audit_task(spec: AuditSpec) -> Task:
     """A task that runs one audit on the session's cache and keys."""
-    return lambda progress: run_audit(spec, cache=state.cache(), progress=progress,
-                                      api_keys=st.session_state["api_keys"])
+    return lambda progress: run_audit(
+        spec, cache=state.cache(), progress=progress, api_keys=st.session_state["api_keys"]
+    )
 
 
 def run_jobs(jobs: Sequence[tuple[str, AuditSpec]], *, key: str) -> dict[str, AuditResult] | None:
@@ -242,9 +263,15 @@ def run_jobs(jobs: Sequence[tuple[str, AuditSpec]], *, key: str) -> dict[str, Au
     return run_tasks([(name, audit_task(spec)) for name, spec in jobs], key=key)
 
 
-def task_section(tasks: dict[str, Task] | None, *, key: str, label: str = "Run",
-                 before: Callable[[], None] | None = None, signature: str | None = None,
-                 on_done: Callable[[dict[str, Any]], Any] | None = None) -> dict[str, Any] | None:
+def task_section(
+    tasks: dict[str, Task] | None,
+    *,
+    key: str,
+    label: str = "Run",
+    before: Callable[[], None] | None = None,
+    signature: str | None = None,
+    on_done: Callable[[dict[str, Any]], Any] | None = None,
+) -> dict[str, Any] | None:
     """Run button, progress and stop for any capability's page.
 
     ``tasks`` maps a job name to ``fn(progress) -> result`` (``None`` or empty when
@@ -263,23 +290,25 @@ def task_section(tasks: dict[str, Task] | None, *, key: str, label: str = "Run",
     meta_all = ss.setdefault("results_meta", {})
     notice = st.empty()
     if interrupted(key):
-        notice.info("The last run was stopped. Every response received is cached: press "
-                    f"**{label}** to resume where it stopped.")
+        notice.info(
+            "The last run was stopped. Every response received is cached: press "
+            f"**{label}** to resume where it stopped."
+        )
         if key in ss["results"]:  # the results below are not that run's
             meta_all.setdefault(key, {})["failed"] = datetime.now(UTC)
     above = st.empty()  # what goes above the button, redrawn after a run (the estimate)
     if tasks and before is not None:
         with above.container():
             before()
-    clicked = st.button(label, type="primary", key=f"{key}_run", disabled=not tasks,
-                        icon=":material/play_arrow:")
+    clicked = st.button(
+        label, type="primary", key=f"{key}_run", disabled=not tasks, icon=":material/play_arrow:"
+    )
     panel = st.empty()
     if clicked and tasks:
         out = run_tasks(list(tasks.items()), key=key, panel=panel)
         if out:
             ss["results"][key] = out
-            meta = {"signature": signature, "failed": None,
-                    "run": RunMeta(created_at=datetime.now(UTC))}
+            meta = {"signature": signature, "failed": None, "run": RunMeta(created_at=datetime.now(UTC))}
             meta_all[key] = meta
             if on_done is not None:
                 meta["record"] = on_done(out)
@@ -297,9 +326,11 @@ def task_section(tasks: dict[str, Task] | None, *, key: str, label: str = "Run",
         if why:
             marker.warning(why, icon=":material/history:")
         elif rerun_of := meta_all.get(key, {}).get("rerun_of"):
-            marker.caption(f":material/history: The same inputs as run #{rerun_of}, every "
-                           "answer from the cache: the same run, not recorded again (History "
-                           f"shows run #{rerun_of}).")
+            marker.caption(
+                f":material/history: The same inputs as run #{rerun_of}, every "
+                "answer from the cache: the same run, not recorded again (History "
+                f"shows run #{rerun_of})."
+            )
     return results
 
 
@@ -318,15 +349,14 @@ def outdated(key: str, signature: str | None = None, *, form_ok: bool = True) ->
     recorded = meta.get("recorded")
     if not form_ok or signature != meta.get("signature"):
         changed = _changed_inputs(meta.get("signature"), signature)
-        source = (f"the recording of {recorded.get('recorded')}" if recorded
-                  else f"the run{when}")
-        return (f"**Outdated:** the results below are from {source}; the inputs have "
-                f"changed since{changed}. Press Run to update them.")
+        source = f"the recording of {recorded.get('recorded')}" if recorded else f"the run{when}"
+        return (
+            f"**Outdated:** the results below are from {source}; the inputs have "
+            f"changed since{changed}. Press Run to update them."
+        )
     if meta.get("failed"):
-        source = (f"the recording of {recorded.get('recorded')}" if recorded
-                  else f"the earlier run{when}")
-        return (f"**The last run did not finish.** The results below are from {source}, "
-                "with the same inputs.")
+        source = f"the recording of {recorded.get('recorded')}" if recorded else f"the earlier run{when}"
+        return f"**The last run did not finish.** The results below are from {source}, with the same inputs."
     return None
 
 
@@ -372,8 +402,9 @@ def show_spec_warnings(specs: Sequence[AuditSpec]) -> None:
         st.caption(f":material/info: {n}")
 
 
-def run_section(specs: dict[str, AuditSpec] | None, *, key: str,
-                label: str = "Run") -> dict[str, AuditResult] | None:
+def run_section(
+    specs: dict[str, AuditSpec] | None, *, key: str, label: str = "Run"
+) -> dict[str, AuditResult] | None:
     """Estimate, Run button, progress and stop for the audit pages (see
     :func:`task_section`); ``specs`` maps a job name to its spec. Before a run, a replay
     model is checked for every prompt it must answer; after one, the run is recorded in
@@ -385,24 +416,33 @@ def run_section(specs: dict[str, AuditSpec] | None, *, key: str,
             specs = None
     signature = specs_signature(specs) if specs else None
     tasks = {name: audit_task(spec) for name, spec in specs.items()} if specs else None
+
     def before() -> None:
         show_estimate(list(specs.values()))
         show_spec_warnings(list(specs.values()))
 
-    results = task_section(tasks, key=key, label=label, signature=signature, before=before,
-                           on_done=lambda out: record(out, key=key))
+    results = task_section(
+        tasks,
+        key=key,
+        label=label,
+        signature=signature,
+        before=before,
+        on_done=lambda out: record(out, key=key),
+    )
     meta = st.session_state["results_meta"].get(key)
     if meta is not None:
-        meta["_outdated"] = bool(results) and outdated(key, signature,
-                                                       form_ok=bool(specs)) is not None
+        meta["_outdated"] = bool(results) and outdated(key, signature, form_ok=bool(specs)) is not None
     return results
 
 
 def specs_signature(specs: dict[str, AuditSpec]) -> str:
     # without δ (min_effect): it changes no sample, ω or p, and the results on screen are
     # read against the δ now set (views.with_current_delta), so it outdates nothing
-    return json.dumps({name: {k: v for k, v in s.to_dict().items() if k != "min_effect"}
-                       for name, s in specs.items()}, sort_keys=True, default=str)
+    return json.dumps(
+        {name: {k: v for k, v in s.to_dict().items() if k != "min_effect"} for name, s in specs.items()},
+        sort_keys=True,
+        default=str,
+    )
 
 
 def record(results: dict[str, Any], *, key: str) -> int | None:
@@ -414,12 +454,18 @@ def record(results: dict[str, Any], *, key: str) -> int | None:
         return None
     first = next(iter(audits.values()))
     fp = fingerprint(key, specs_signature({k: v.spec for k, v in audits.items()}))
-    fresh = sum(int(v.usage.get("calls", 0)) + int(v.usage.get("embeddings_computed", 0))
-                for v in audits.values())
+    fresh = sum(
+        int(v.usage.get("calls", 0)) + int(v.usage.get("embeddings_computed", 0)) for v in audits.values()
+    )
 
     def save(h) -> int:
-        run_id = h.record(audits, source="dashboard", page=key, title=first.spec.name,
-                          cache_dir=st.session_state.get("cache_dir"))
+        run_id = h.record(
+            audits,
+            source="dashboard",
+            page=key,
+            title=first.spec.name,
+            cache_dir=st.session_state.get("cache_dir"),
+        )
         h.mark(run_id, fingerprint=fp, form=form_snapshot())
         return run_id
 
@@ -429,8 +475,12 @@ def record(results: dict[str, Any], *, key: str) -> int | None:
 # the pages whose runs are not audits: page key -> the history's kind of run
 RESULT_PAGES = {"robustness": "battery", "fidelity_sim": "fidelity", "sensitivity": "sensitivity"}
 # ... and which page reopens them: kind -> (page key, url path of the page)
-RESULT_HOME = {"battery": ("robustness", "robustness"), "fidelity": ("fidelity_sim", "fidelity"),
-               "sensitivity": ("sensitivity", "sensitivity"), "suite": ("suite", "suite")}
+RESULT_HOME = {
+    "battery": ("robustness", "robustness"),
+    "fidelity": ("fidelity_sim", "fidelity"),
+    "sensitivity": ("sensitivity", "sensitivity"),
+    "suite": ("suite", "suite"),
+}
 
 
 def record_result(results: dict[str, Any], *, key: str, signature: str | None) -> int | None:
@@ -438,19 +488,30 @@ def record_result(results: dict[str, Any], *, key: str, signature: str | None) -
     :func:`record` for reruns); its results reopen on the page (:func:`reopen`)."""
     kind = RESULT_PAGES[key]
     models, headline, spec = _describe(kind, results)
-    name = str(st.session_state.get("w_audit_name") or "").strip() or \
-        str(getattr(spec, "name", "") or "") or kind
-    fp = fingerprint(key, signature or json.dumps(_jsonable_spec(spec), sort_keys=True,
-                                                  default=str))
+    name = (
+        str(st.session_state.get("w_audit_name") or "").strip()
+        or str(getattr(spec, "name", "") or "")
+        or kind
+    )
+    fp = fingerprint(key, signature or json.dumps(_jsonable_spec(spec), sort_keys=True, default=str))
     usage = [getattr(r, "usage", None) or {} for r in results.values()]
     fresh = sum(int(u.get("calls", 0)) + int(u.get("embeddings_computed", 0)) for u in usage)
     settings = {"signature": signature, **_jsonable_spec(spec)}
 
     def save(h) -> int:
-        return h.record_result(kind, results, title=name, models=models, headline=headline,
-                               page=key, settings=settings, fingerprint=fp,
-                               seconds=sum(float(u.get("seconds", 0) or 0) for u in usage),
-                               cache_dir=st.session_state.get("cache_dir"), form=form_snapshot())
+        return h.record_result(
+            kind,
+            results,
+            title=name,
+            models=models,
+            headline=headline,
+            page=key,
+            settings=settings,
+            fingerprint=fp,
+            seconds=sum(float(u.get("seconds", 0) or 0) for u in usage),
+            cache_dir=st.session_state.get("cache_dir"),
+            form=form_snapshot(),
+        )
 
     return _save_run(key, fp, fresh, save)
 
@@ -461,7 +522,7 @@ def _save_run(key: str, fp: str, fresh: int, save: Callable[[Any], int]) -> int 
         run_id = h.first_run(fp) if not fresh else None
         rerun = run_id is not None
         if rerun:
-            h.touch(run_id)   # a reload shows it again as the page's newest
+            h.touch(run_id)  # a reload shows it again as the page's newest
         else:
             run_id = save(h)
     except Exception as exc:  # noqa: BLE001 - the results stay on screen either way
@@ -495,15 +556,23 @@ def _describe(kind: str, results: dict[str, Any]) -> tuple[list[str], str, Any]:
     r = next(iter(results.values()))
     if kind == "battery":
         clean = r.clean()
-        return ([model_label(r.spec.model)],
-                f"{clean.er.n} items, clean error rate {clean.er.value:.2f}, "
-                f"{len(r.attacks())} attack settings", r.spec)
+        return (
+            [model_label(r.spec.model)],
+            f"{clean.er.n} items, clean error rate {clean.er.value:.2f}, {len(r.attacks())} attack settings",
+            r.spec,
+        )
     if kind == "sensitivity":
-        return ([model_label(m) for m in r.spec.models],
-                f"{len(r.perturbations)} comparisons in {len(r.studies)} studies", r.spec)
+        return (
+            [model_label(m) for m in r.spec.models],
+            f"{len(r.perturbations)} comparisons in {len(r.studies)} studies",
+            r.spec,
+        )
     parsed = sum(r.parsed_total(m) for m in r.models)
-    return (list(r.models), f"{len(r.models)} simulators, {parsed:,} answers read"
-            + (f" ({r.error})" if r.error else ""), None)
+    return (
+        list(r.models),
+        f"{len(r.models)} simulators, {parsed:,} answers read" + (f" ({r.error})" if r.error else ""),
+        None,
+    )
 
 
 # the forms' tables (perturbation rows) kept with a run besides the w_* widget values
@@ -519,11 +588,11 @@ def form_snapshot() -> dict[str, Any]:
     values = {}
     for k, v in {**ss.get("_persist", {}), **live}.items():
         plain = isinstance(v, (str, int, float, bool)) or v is None
-        if plain or (isinstance(v, list) and all(isinstance(x, (str, int, float, bool))
-                                                 for x in v)):
+        if plain or (isinstance(v, list) and all(isinstance(x, (str, int, float, bool)) for x in v)):
             values[k] = v
-    tables = {t: ss[t].fillna("").to_dict("records") for t in FORM_TABLES
-              if isinstance(ss.get(t), pd.DataFrame)}
+    tables = {
+        t: ss[t].fillna("").to_dict("records") for t in FORM_TABLES if isinstance(ss.get(t), pd.DataFrame)
+    }
     return {"values": values, "tables": tables, "names": dict(state.page_names())}
 
 
@@ -551,8 +620,10 @@ def restore_session() -> None:
                 ss["results"][page] = dict(run.audits)
                 ss["results_meta"][page] = {
                     "signature": specs_signature({j: a.spec for j, a in run.audits.items()}),
-                    "failed": None, "record": run_id,
-                    "run": RunMeta(created_at=run.summary.created_at, run_id=run_id)}
+                    "failed": None,
+                    "record": run_id,
+                    "run": RunMeta(created_at=run.summary.created_at, run_id=run_id),
+                }
         except Exception as exc:  # noqa: BLE001 - that page starts as new
             log.error("history: run %s not restored: %s", run_id, exc)
 
@@ -568,8 +639,11 @@ def apply_form(form: dict[str, Any]) -> None:
             from . import presets
 
             df = pd.DataFrame(rows)
-            ss[t] = df[[c for c in presets.COLUMNS if c in df.columns]] if len(df) else \
-                pd.DataFrame(columns=presets.COLUMNS)
+            ss[t] = (
+                df[[c for c in presets.COLUMNS if c in df.columns]]
+                if len(df)
+                else pd.DataFrame(columns=presets.COLUMNS)
+            )
             ss[f"{t}_version"] = ss.get(f"{t}_version", 0) + 1
     names = form.get("names")
     if isinstance(names, dict):
@@ -578,16 +652,20 @@ def apply_form(form: dict[str, Any]) -> None:
         state.remember("w_audit_name", "")
 
 
-def reopen(kind: str, run_id: int, created_at: datetime, results: dict[str, Any],
-           settings: dict[str, Any]) -> str:
+def reopen(
+    kind: str, run_id: int, created_at: datetime, results: dict[str, Any], settings: dict[str, Any]
+) -> str:
     """Put a recorded battery, simulation or sensitivity study back on its page, as that
     page's results (outdated there if the form differs); returns the page's url path."""
     key, url = RESULT_HOME[kind]
     ss = st.session_state
     ss.setdefault("results", {})[key] = results
     ss.setdefault("results_meta", {})[key] = {
-        "signature": settings.get("signature"), "failed": None, "record": run_id,
-        "run": RunMeta(created_at=created_at, run_id=run_id)}
+        "signature": settings.get("signature"),
+        "failed": None,
+        "record": run_id,
+        "run": RunMeta(created_at=created_at, run_id=run_id),
+    }
     return url
 
 
@@ -651,12 +729,16 @@ def replay_shortfalls(specs: dict[str, AuditSpec]) -> str | None:
     if not lacking:
         return None
     k = next(iter(specs.values())).samples
-    parts = [f"**{_md(m)}** lacks {len(w)} prompt{'s' if len(w) > 1 else ''}: "
-             + ", ".join(_md(x) for x in w) for m, w in lacking.items()]
-    return ("The replay file does not hold k = " + str(k) + " recorded responses for every "
-            "prompt of this audit — " + "; ".join(parts) + ". A replay model answers only the "
-            "prompts recorded in its file: use the recorded prompts, lower k, choose another "
-            "model, or record these prompts (assets/make_demo_replay.py shows how).")
+    parts = [
+        f"**{_md(m)}** lacks {len(w)} prompt{'s' if len(w) > 1 else ''}: " + ", ".join(_md(x) for x in w)
+        for m, w in lacking.items()
+    ]
+    return (
+        "The replay file does not hold k = " + str(k) + " recorded responses for every "
+        "prompt of this audit — " + "; ".join(parts) + ". A replay model answers only the "
+        "prompts recorded in its file: use the recorded prompts, lower k, choose another "
+        "model, or record these prompts (assets/make_demo_replay.py shows how)."
+    )
 
 
 def _md(text: str) -> str:

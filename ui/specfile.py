@@ -1,5 +1,6 @@
 """Spec files in the dashboard: download the audit on screen as YAML (for the CLI and CI),
 and open a spec file into a page's form."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -20,35 +21,46 @@ SIMILARITIES = ("local", "bleu", "rouge1", "rouge2", "rougeL")
 OPENS = {"landing": "perturbation", "roc": "perturbation", "models": "models"}
 PAGE_OF = {"perturbation": "Perturbation test (or Control vs target)", "models": "Model comparison"}
 # (widget key, spec field, lowest, highest) of the sidebar's numeric settings
-NUMBERS = (("w_samples", "samples", 2, 500), ("w_permutations", "permutations", 100, 100_000),
-           ("w_alpha", "alpha", 0.001, 0.2), ("w_temperature", "temperature", 0.0, 2.0),
-           ("w_max_tokens", "max_tokens", 8, 4000), ("w_seed", "seed", 0, 2**31 - 1))
+NUMBERS = (
+    ("w_samples", "samples", 2, 500),
+    ("w_permutations", "permutations", 100, 100_000),
+    ("w_alpha", "alpha", 0.001, 0.2),
+    ("w_temperature", "temperature", 0.0, 2.0),
+    ("w_max_tokens", "max_tokens", 8, 4000),
+    ("w_seed", "seed", 0, 2**31 - 1),
+)
 
 
 def spec_section(specs: dict[str, AuditSpec] | None, *, key: str) -> None:
     """An expander with "Download spec (YAML)" for the form on screen and, on pages that can
     hold any spec, "Open a spec"."""
-    with st.expander("Spec file: download this audit for the CLI, or open one",
-                     icon=":material/code:"):
+    with st.expander("Spec file: download this audit for the CLI, or open one", icon=":material/code:"):
         if specs:
             names = list(specs)
             pick = names[0]
             if len(names) > 1:
-                pick = st.selectbox("One spec per model; download the one for", names,
-                                    key=f"{key}_spec_pick")
+                pick = st.selectbox("One spec per model; download the one for", names, key=f"{key}_spec_pick")
             spec = specs[pick]
             st.download_button(
-                "Download spec (YAML)", lambda: export.spec_yaml(spec),
-                f"{export.slug(spec.name)}_{export.slug(pick)}-spec.yaml", "application/yaml",
-                key=f"{key}_spec_dl", icon=":material/download:", on_click="ignore",
-                help="`dbpa audit FILE --out DIR` runs the same audit from the command line "
-                "or in CI.")
+                "Download spec (YAML)",
+                lambda: export.spec_yaml(spec),
+                f"{export.slug(spec.name)}_{export.slug(pick)}-spec.yaml",
+                "application/yaml",
+                key=f"{key}_spec_dl",
+                icon=":material/download:",
+                on_click="ignore",
+                help="`dbpa audit FILE --out DIR` runs the same audit from the command line or in CI.",
+            )
         else:
             st.caption("Fix the form above to download it as a spec.")
         if key in OPENS:
-            st.file_uploader("Open a spec (YAML): fills this page's form and the settings",
-                             type=["yaml", "yml"], key=f"{key}_spec_up",
-                             on_change=_opened, args=(key,))
+            st.file_uploader(
+                "Open a spec (YAML): fills this page's form and the settings",
+                type=["yaml", "yml"],
+                key=f"{key}_spec_up",
+                on_change=_opened,
+                args=(key,),
+            )
         note = st.session_state.pop(f"_{key}_spec_note", None)
         if note:
             kind, text = note
@@ -64,21 +76,23 @@ def _opened(key: str) -> None:
         text = up.getvalue().decode("utf-8")
         spec = parse_spec(text, source=up.name)
     except UnicodeDecodeError:
-        st.session_state[f"_{key}_spec_note"] = ("error", f"{md_escape(up.name)} is not UTF-8 "
-                                                 "text.")
+        st.session_state[f"_{key}_spec_note"] = ("error", f"{md_escape(up.name)} is not UTF-8 text.")
         return
     except SpecError as exc:
         st.session_state[f"_{key}_spec_note"] = ("error", md_escape(str(exc)))
         return
     if spec.cases:  # this page's form holds one base prompt, not a table of cases
         st.session_state[f"_{key}_spec_note"] = (
-            "error", f"{md_escape(up.name)} is a suite of {len(spec.cases)} cases: suites run "
-            f"on the **Suite of cases** page or with `dbpa audit {md_escape(up.name)} --out DIR`.")
+            "error",
+            f"{md_escape(up.name)} is a suite of {len(spec.cases)} cases: suites run "
+            f"on the **Suite of cases** page or with `dbpa audit {md_escape(up.name)} --out DIR`.",
+        )
         return
     if spec.mode != OPENS[key]:
         st.session_state[f"_{key}_spec_note"] = (
-            "error", f"{md_escape(up.name)} is a {spec.mode} audit: open it on the "
-            f"**{PAGE_OF[spec.mode]}** page.")
+            "error",
+            f"{md_escape(up.name)} is a {spec.mode} audit: open it on the **{PAGE_OF[spec.mode]}** page.",
+        )
         return
     notes = apply_spec(spec, key)
     text = f"Opened **{md_escape(spec.name)}**: the form and the settings now hold it."
@@ -140,8 +154,10 @@ def apply_spec(spec: AuditSpec, page: str) -> list[str]:
     # the note says so
     labels, added = [], []
     for m in spec.models:
-        same = next((x for x in ss["models"] if state.same_model(x, m)
-                     and m.get("label") in (None, model_label(x))), None)
+        same = next(
+            (x for x in ss["models"] if state.same_model(x, m) and m.get("label") in (None, model_label(x))),
+            None,
+        )
         if same is None:
             same = dict(m)
             if model_label(same) in {model_label(x) for x in ss["models"]}:
@@ -151,8 +167,11 @@ def apply_spec(spec: AuditSpec, page: str) -> list[str]:
         labels.append(model_label(same))
     if added:
         error = state.save_models()
-        notes.append(error or f"Added {', '.join(repr(x) for x in added)} to the saved models: "
-                     "the spec's model was not in the list (Settings can remove it).")
+        notes.append(
+            error
+            or f"Added {', '.join(repr(x) for x in added)} to the saved models: "
+            "the spec's model was not in the list (Settings can remove it)."
+        )
     if page == "landing":
         _set("w_base_prompt", spec.base_prompt)
         ss["perturbations"] = pd.DataFrame(rows_of(spec), columns=presets.COLUMNS)

@@ -7,6 +7,7 @@ this session, except model definitions (never keys), which are saved in
 ``$DBPA_HOME/models.yaml`` so that added models survive a reload, and finished
 audits, which are recorded in the run history (``$DBPA_HOME/history.sqlite3``).
 """
+
 from __future__ import annotations
 
 import os
@@ -45,8 +46,10 @@ DEFAULTS: dict[str, Any] = {
 # (widget key, what the sidebar calls it, lowest, highest) of the settings a page checks
 # before Run: their fields have no bounds of their own, so that a value out of range is
 # seen (and named) instead of silently replaced by the last valid one
-CHECKED_NUMBERS = (("w_samples", "Samples per prompt (k)", 2, 500),
-                   ("w_permutations", "Permutations (B)", 100, 100_000))
+CHECKED_NUMBERS = (
+    ("w_samples", "Samples per prompt (k)", 2, 500),
+    ("w_permutations", "Permutations (B)", 100, 100_000),
+)
 
 
 def number_problem() -> str | None:
@@ -57,8 +60,7 @@ def number_problem() -> str | None:
         value = ss.get(key, DEFAULTS[key])
         if value is None or not lo <= value <= hi:
             now = "empty" if value is None else f"{value:,}"
-            return (f"{label} must be between {lo:,} and {hi:,} (it is {now}): "
-                    "change it in the sidebar.")
+            return f"{label} must be between {lo:,} and {hi:,} (it is {now}): change it in the sidebar."
     return None
 
 
@@ -86,8 +88,7 @@ def _models_answering(path: str, mtime: float, prompt: str, k: int) -> list[str]
     """Model names of a replay file that hold ``k`` answers to ``prompt``, most first."""
     from dbpa_core.backends.replay import load_replay_file
 
-    return [m for m in _recorded_models(path, mtime)
-            if len(load_replay_file(path).get((prompt, m), ())) >= k]
+    return [m for m in _recorded_models(path, mtime) if len(load_replay_file(path).get((prompt, m), ())) >= k]
 
 
 def demo_defaults() -> dict[str, Any]:
@@ -97,8 +98,9 @@ def demo_defaults() -> dict[str, Any]:
     if not replay:
         return {}
     try:
-        names = _models_answering(replay, os.path.getmtime(replay), presets.NICE_PROMPT,
-                                  DEFAULTS["w_samples"])
+        names = _models_answering(
+            replay, os.path.getmtime(replay), presets.NICE_PROMPT, DEFAULTS["w_samples"]
+        )
     except Exception:  # noqa: BLE001 - a broken file is reported when a run uses it
         return {}
     if len(names) < 2:
@@ -111,10 +113,12 @@ def demo_banner() -> str | None:
     replay = demo_file()
     if not replay:
         return None
-    return ("**Demo mode**: every answer is replayed from responses recorded with the embedded "
-            f"model (`{os.path.basename(replay)}`), so only the recorded prompts can run and "
-            "nothing is sampled. Start the dashboard without `DBPA_REPLAY_FILE` to audit real "
-            "models.")
+    return (
+        "**Demo mode**: every answer is replayed from responses recorded with the embedded "
+        f"model (`{os.path.basename(replay)}`), so only the recorded prompts can run and "
+        "nothing is sampled. Start the dashboard without `DBPA_REPLAY_FILE` to audit real "
+        "models."
+    )
 
 
 def default_models() -> list[dict[str, Any]]:
@@ -129,10 +133,10 @@ def default_models() -> list[dict[str, Any]]:
             names = []
         if not names:
             return [{"backend": "replay", "file": replay, "label": "replay"}]
-        return [{"backend": "replay", "file": replay, "name": n, "label": f"{n} (recorded)"}
-                for n in names]
-    return [dict(DEFAULT_MODEL)] + [{"backend": "local", "temperature": t}
-                                    for t in presets.VARIANT_TEMPERATURES]
+        return [{"backend": "replay", "file": replay, "name": n, "label": f"{n} (recorded)"} for n in names]
+    return [dict(DEFAULT_MODEL)] + [
+        {"backend": "local", "temperature": t} for t in presets.VARIANT_TEMPERATURES
+    ]
 
 
 def _initial_models() -> tuple[list[dict[str, Any]], list[str]]:
@@ -170,8 +174,7 @@ def model_identity(model: dict[str, Any]) -> tuple:
     if kind == "openai":
         from dbpa_core.backends.openai_compat import OpenAIClientSettings
 
-        where = (OpenAIClientSettings(base_url=model.get("base_url")).host,
-                 model.get("api_key_env"))
+        where = (OpenAIClientSettings(base_url=model.get("base_url")).host, model.get("api_key_env"))
     elif kind in ("hf", "replay"):
         where = os.path.realpath(str(model.get("path" if kind == "hf" else "file") or ""))
     name = model.get("name") if kind != "local" else None
@@ -212,7 +215,7 @@ def use_page_name(page: str) -> None:
     if current != page:
         names = page_names()
         if current is None and page not in names:  # the session's first page keeps a name
-            names[page] = str(ss.get("w_audit_name") or "")   # set before it was shown
+            names[page] = str(ss.get("w_audit_name") or "")  # set before it was shown
         remember("w_audit_name", names.get(page, ""))
         ss["_audit_name_page"] = page
 
@@ -258,8 +261,7 @@ def use_cache_dir(typed: str) -> str | None:
             pass
         os.remove(probe)
     except OSError as exc:
-        return (f"Cannot use {folder} as the cache folder ({exc.strerror or exc}): still "
-                f"using {current}.")
+        return f"Cannot use {folder} as the cache folder ({exc.strerror or exc}): still using {current}."
     ss["cache_dir"] = path
     return None
 
@@ -274,15 +276,15 @@ def init() -> None:
     ss = st.session_state
     for k, v in DEFAULTS.items():
         ss.setdefault(k, v)
-    if "models" not in ss:                               # configured models (Settings page)
+    if "models" not in ss:  # configured models (Settings page)
         ss["models"], ss["model_problems"] = _initial_models()
     ss.setdefault("model_problems", [])
-    ss.setdefault("api_keys", {})   # in memory only, by sampling.key_slot (variable at server)
+    ss.setdefault("api_keys", {})  # in memory only, by sampling.key_slot (variable at server)
     ss.setdefault("cache_dir", str(default_cache_dir()))
     ss.setdefault("perturbations", presets.default_perturbations())
     ss.setdefault("perturbations_version", 0)
-    ss.setdefault("results", {})                        # page -> results
-    ss.setdefault("results_meta", {})                   # page -> when, run id, inputs
+    ss.setdefault("results", {})  # page -> results
+    ss.setdefault("results_meta", {})  # page -> when, run id, inputs
     if not ss.get("_demo_defaults_set"):
         ss["_demo_defaults_set"] = True
         for k, v in demo_defaults().items():
@@ -321,8 +323,16 @@ def cache() -> Cache:
 def settings() -> dict[str, Any]:
     """The audit settings shared by every page (from the sidebar widgets)."""
     ss = st.session_state
-    return {"samples": int(ss.w_samples or 0), "permutations": int(ss.w_permutations or 0),
-            "measure": ss.w_measure, "correction": ss.w_correction, "alpha": float(ss.w_alpha),
-            "temperature": float(ss.w_temperature), "max_tokens": int(ss.w_max_tokens),
-            "seed": int(ss.w_seed), "embedder": {"backend": ss.w_embedder},
-            "null": ss.w_null, "min_effect": float(ss.w_min_effect) or None}
+    return {
+        "samples": int(ss.w_samples or 0),
+        "permutations": int(ss.w_permutations or 0),
+        "measure": ss.w_measure,
+        "correction": ss.w_correction,
+        "alpha": float(ss.w_alpha),
+        "temperature": float(ss.w_temperature),
+        "max_tokens": int(ss.w_max_tokens),
+        "seed": int(ss.w_seed),
+        "embedder": {"backend": ss.w_embedder},
+        "null": ss.w_null,
+        "min_effect": float(ss.w_min_effect) or None,
+    }

@@ -3,6 +3,7 @@ Streamlit here). Every sentence is derived from the same fields the table beneat
 (``significant`` = adjusted p <= α), so a verdict cannot disagree with its table.
 Names are returned as given: the caller escapes them for where they are shown.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -29,9 +30,10 @@ def with_min_effect(result: AuditResult, delta: float | None) -> AuditResult:
     if result.spec.min_effect == delta:
         return result
     return dataclasses.replace(
-        result, spec=dataclasses.replace(result.spec, min_effect=delta),
-        perturbations=tuple(dataclasses.replace(p, min_effect=delta)
-                            for p in result.perturbations))
+        result,
+        spec=dataclasses.replace(result.spec, min_effect=delta),
+        perturbations=tuple(dataclasses.replace(p, min_effect=delta) for p in result.perturbations),
+    )
 
 
 def _named(p: PerturbationResult) -> str:
@@ -44,8 +46,10 @@ def _beyond_delta(result: AuditResult, detected: list[PerturbationResult]) -> st
     if delta is None or not detected:
         return ""
     n = sum(bool(p.exceeds_min_effect) for p in detected)
-    return (f" {n} of {len(detected)} exceed{'s' if len(detected) == 1 else ''} the minimum "
-            f"effect of interest δ = {delta:g}.")
+    return (
+        f" {n} of {len(detected)} exceed{'s' if len(detected) == 1 else ''} the minimum "
+        f"effect of interest δ = {delta:g}."
+    )
 
 
 def summary_sentence(result: AuditResult) -> str:
@@ -59,20 +63,31 @@ def summary_sentence(result: AuditResult) -> str:
     models = result.mode == "models"
     if n == 1:
         p = result.perturbations[0]
-        does, does_not = (("differs from the reference", "does not differ from the reference")
-                          if models else ("changes the answers", "does not change the answers"))
+        does, does_not = (
+            ("differs from the reference", "does not differ from the reference")
+            if models
+            else ("changes the answers", "does not change the answers")
+        )
         if p.significant:
             d = size_d(p)
             size = "." if d is None else f": a {size_word(d)} change (d = {d:.2f})."
             return f"{p.name} {does} detectably {lvl}{size}" + _beyond_delta(result, sig)
-        return (f"{p.name} {does_not} detectably {lvl}. This does not prove it has no "
-                "effect: more samples may show one.")
+        return (
+            f"{p.name} {does_not} detectably {lvl}. This does not prove it has no "
+            "effect: more samples may show one."
+        )
     what = "models differ from the reference" if models else "perturbations change the answers"
     if not sig:
-        return (f"None of the {n} {what} detectably {lvl}. This does not prove they have "
-                "no effect: more samples may show one.")
-    return (f"{len(sig)} of {n} {what} detectably {lvl}: " + ", ".join(map(_named, sig))
-            + "." + _beyond_delta(result, sig))
+        return (
+            f"None of the {n} {what} detectably {lvl}. This does not prove they have "
+            "no effect: more samples may show one."
+        )
+    return (
+        f"{len(sig)} of {n} {what} detectably {lvl}: "
+        + ", ".join(map(_named, sig))
+        + "."
+        + _beyond_delta(result, sig)
+    )
 
 
 def outcome(p: PerturbationResult) -> str:
@@ -108,11 +123,13 @@ class Gate:
 
 def gate(result: AuditResult, model: str | None = None) -> Gate:
     ps = result.perturbations
-    return Gate(model or result.base.arm.model_label,
-                tuple(p.name for p in ps if p.role == "control"),
-                tuple(p.name for p in ps if p.role == "control" and p.significant),
-                tuple(p.name for p in ps if p.role == "target"),
-                tuple(p.name for p in ps if p.role == "target" and p.significant))
+    return Gate(
+        model or result.base.arm.model_label,
+        tuple(p.name for p in ps if p.role == "control"),
+        tuple(p.name for p in ps if p.role == "control" and p.significant),
+        tuple(p.name for p in ps if p.role == "target"),
+        tuple(p.name for p in ps if p.role == "target" and p.significant),
+    )
 
 
 def gates(results: Mapping[str, AuditResult]) -> list[Gate]:
@@ -129,7 +146,9 @@ def control_failure_sentence(results: Mapping[str, AuditResult]) -> str | None:
     several = len(results) > 1
     parts = [(f"on {g.model}: " if several else "") + ", ".join(g.failed) for g in failed]
     r = next(iter(results.values()))
-    return (f"Control gate failed: {n} control perturbation{'s' if n > 1 else ''} changed the "
-            f"answers detectably {level(r)} — " + "; ".join(parts) + ". A control should "
-            "not change the answer, so the model reacts to what it should ignore, whatever "
-            "it does with the targets.")
+    return (
+        f"Control gate failed: {n} control perturbation{'s' if n > 1 else ''} changed the "
+        f"answers detectably {level(r)} — " + "; ".join(parts) + ". A control should "
+        "not change the answer, so the model reacts to what it should ignore, whatever "
+        "it does with the targets."
+    )

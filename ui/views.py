@@ -1,6 +1,7 @@
 """What each audit page draws for its results, shared with the History page (which reopens
 a recorded run with the same charts). Verdicts come first and agree with the tables beneath
 them; every name a user typed or a model produced is escaped."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -16,8 +17,7 @@ from .export import RunMeta
 from .why import why_view
 from .widgets import md_escape
 
-TABS = ["Similarity histograms", "Permutation test", "Embedding map", "Responses", "Why",
-        "Answers"]
+TABS = ["Similarity histograms", "Permutation test", "Embedding map", "Responses", "Why", "Answers"]
 
 
 def results_container(key: str):
@@ -38,38 +38,66 @@ def control_gate(results: Mapping[str, AuditResult], *, key: str) -> bool | None
         st.error(md_escape(failure), icon=":material/gpp_bad:")
     else:
         first = next(iter(results.values()))
-        st.success(f"Control gate passed: no perturbation marked control changed the answers "
-                   f"detectably {md_escape(verdicts.level(first))}.",
-                   icon=":material/verified_user:")
-    rows = [{"model": g.model, "control gate": g.status,
-             "controls changed": f"{len(g.failed)} of {len(g.controls)}"
-                                 + (": " + ", ".join(g.failed) if g.failed else ""),
-             "targets detected": f"{len(g.detected)} of {len(g.targets)}"} for g in gs]
-    st.dataframe(pd.DataFrame(rows).style.map(_status_colour, subset=["control gate"]),
-                 hide_index=True, key=f"{key}_gate")
-    each = pd.DataFrame([{"model": m, "perturbation": p.name, "role": p.role,
-                          "outcome": verdicts.outcome(p), "p (adjusted)": p.p_adjusted,
-                          "size (d)": widgets.size_cell(p)}
-                         for m, r in results.items() for p in r.perturbations
-                         if p.role in ("control", "target")])
+        st.success(
+            f"Control gate passed: no perturbation marked control changed the answers "
+            f"detectably {md_escape(verdicts.level(first))}.",
+            icon=":material/verified_user:",
+        )
+    rows = [
+        {
+            "model": g.model,
+            "control gate": g.status,
+            "controls changed": f"{len(g.failed)} of {len(g.controls)}"
+            + (": " + ", ".join(g.failed) if g.failed else ""),
+            "targets detected": f"{len(g.detected)} of {len(g.targets)}",
+        }
+        for g in gs
+    ]
+    st.dataframe(
+        pd.DataFrame(rows).style.map(_status_colour, subset=["control gate"]),
+        hide_index=True,
+        key=f"{key}_gate",
+    )
+    each = pd.DataFrame(
+        [
+            {
+                "model": m,
+                "perturbation": p.name,
+                "role": p.role,
+                "outcome": verdicts.outcome(p),
+                "p (adjusted)": p.p_adjusted,
+                "size (d)": widgets.size_cell(p),
+            }
+            for m, r in results.items()
+            for p in r.perturbations
+            if p.role in ("control", "target")
+        ]
+    )
     if len(results) == 1:
         each = each.drop(columns="model")
-    st.dataframe(widgets.styled(each).map(_status_colour, subset=["outcome"]),
-                 hide_index=True, key=f"{key}_gate_each")
-    st.caption("Gate per model: FAIL when any control changed the answers detectably "
-               "(adjusted p ≤ α), as `dbpa audit --fail-on-control` exits 1. Each control "
-               "passes (green) when its answers are not told apart from the base's, and "
-               "fails (red) when they are; a target is detected (green) when they are. "
-               f"'{presets.SAME_PROMPT}' asks the base prompt again, with answers of its own: "
-               "it shows what a passing control looks like, and fails only by chance (at "
-               "rate α).")
+    st.dataframe(
+        widgets.styled(each).map(_status_colour, subset=["outcome"]), hide_index=True, key=f"{key}_gate_each"
+    )
+    st.caption(
+        "Gate per model: FAIL when any control changed the answers detectably "
+        "(adjusted p ≤ α), as `dbpa audit --fail-on-control` exits 1. Each control "
+        "passes (green) when its answers are not told apart from the base's, and "
+        "fails (red) when they are; a target is detected (green) when they are. "
+        f"'{presets.SAME_PROMPT}' asks the base prompt again, with answers of its own: "
+        "it shows what a passing control looks like, and fails only by chance (at "
+        "rate α)."
+    )
     return not failure
 
 
-STATUS_COLOURS = {"PASS": ("#DCF5E3", "#0B5C2C"), "passes": ("#DCF5E3", "#0B5C2C"),
-                  "detected": ("#DCF5E3", "#0B5C2C"), "FAIL": ("#FDE2E1", "#8A1C12"),
-                  "fails: changed": ("#FDE2E1", "#8A1C12"),
-                  "not detected": ("#FFF4DB", "#7A5200")}
+STATUS_COLOURS = {
+    "PASS": ("#DCF5E3", "#0B5C2C"),
+    "passes": ("#DCF5E3", "#0B5C2C"),
+    "detected": ("#DCF5E3", "#0B5C2C"),
+    "FAIL": ("#FDE2E1", "#8A1C12"),
+    "fails: changed": ("#FDE2E1", "#8A1C12"),
+    "not detected": ("#FFF4DB", "#7A5200"),
+}
 
 
 def _status_colour(value) -> str:
@@ -85,8 +113,10 @@ def with_current_delta(key: str, results: Mapping | None):
     if not results:
         return results
     delta = float(st.session_state.get("w_min_effect") or 0.0) or None
-    out = {job: verdicts.with_min_effect(r, delta) if isinstance(r, AuditResult) else r
-           for job, r in results.items()}
+    out = {
+        job: verdicts.with_min_effect(r, delta) if isinstance(r, AuditResult) else r
+        for job, r in results.items()
+    }
     if any(out[j] is not results[j] for j in out):
         stored = st.session_state.get("results", {})
         if stored.get(key) is results:
@@ -95,8 +125,9 @@ def with_current_delta(key: str, results: Mapping | None):
 
 
 # --------------------------------------------------------------------------- one audit
-def perturbation_view(result: AuditResult, *, key: str, meta: RunMeta,
-                      title: str = "Perturbation test", job: str | None = None) -> None:
+def perturbation_view(
+    result: AuditResult, *, key: str, meta: RunMeta, title: str = "Perturbation test", job: str | None = None
+) -> None:
     """The landing page's results: verdict, gate, table, histograms, permutation test,
     embedding map, responses, downloads."""
     with results_container(key):
@@ -107,26 +138,32 @@ def perturbation_view(result: AuditResult, *, key: str, meta: RunMeta,
         tabs = st.tabs(TABS, key=f"{key}_tabs", on_change="rerun")
         with tabs[0]:
             if tabs[0].open is not False:
-                st.caption("Blue: how similar the base answers are to each other (the model's "
-                           "own noise, P0). Orange: how similar base answers are to perturbed "
-                           "ones (P1). The further orange sits left of blue, the more the "
-                           "perturbation changed the answers. Titles give the adjusted p.")
+                st.caption(
+                    "Blue: how similar the base answers are to each other (the model's "
+                    "own noise, P0). Orange: how similar base answers are to perturbed "
+                    "ones (P1). The further orange sits left of blue, the more the "
+                    "perturbation changed the answers. Titles give the adjusted p."
+                )
                 st.plotly_chart(figures.similarity_histograms(result), key=f"{key}_hist")
         with tabs[1]:
             if tabs[1].open is not False:
                 names = [p.name for p in result.perturbations]
                 chosen = st.selectbox("Perturbation", names, key=f"{key}_perm_pick")
                 pert = next(p for p in result.perturbations if p.name == chosen)
-                st.caption("Grey: ω for random re-labellings of the pooled answers (what chance "
-                           "gives; dotted: their mean). Red: the observed ω. The raw p is the "
-                           "share of grey at or beyond red (never below 1/(B+1)); the adjusted "
-                           "p corrects it for the number of perturbations tested.")
+                st.caption(
+                    "Grey: ω for random re-labellings of the pooled answers (what chance "
+                    "gives; dotted: their mean). Red: the observed ω. The raw p is the "
+                    "share of grey at or beyond red (never below 1/(B+1)); the adjusted "
+                    "p corrects it for the number of perturbations tested."
+                )
                 st.plotly_chart(figures.permutation_figure(pert), key=f"{key}_perm")
         with tabs[2]:
             if tabs[2].open is not False:
-                st.caption("Each dot is one response, placed by its embedding (two principal "
-                           "components). Clouds apart from the base (diamonds) mean changed "
-                           "answers.")
+                st.caption(
+                    "Each dot is one response, placed by its embedding (two principal "
+                    "components). Clouds apart from the base (diamonds) mean changed "
+                    "answers."
+                )
                 emb = figures.embedding_map(result)
                 if emb is not None:
                     st.plotly_chart(emb, key=f"{key}_pca")
@@ -141,34 +178,51 @@ def perturbation_view(result: AuditResult, *, key: str, meta: RunMeta,
         with tabs[5]:
             if tabs[5].open is not False:
                 grid.answers_grid({job or "": result}, key=key)
-        widgets.downloads(result, lambda: {
-            "Similarity histograms": figures.similarity_histograms(result),
-            "Permutation tests": figures.permutation_grid(result),
-            "Embedding map": figures.embedding_map(result)},
-            key=key, title=title, meta=meta, job=job)
+        widgets.downloads(
+            result,
+            lambda: {
+                "Similarity histograms": figures.similarity_histograms(result),
+                "Permutation tests": figures.permutation_grid(result),
+                "Embedding map": figures.embedding_map(result),
+            },
+            key=key,
+            title=title,
+            meta=meta,
+            job=job,
+        )
 
 
-def model_comparison_view(result: AuditResult, *, key: str, meta: RunMeta,
-                          title: str = "Model comparison") -> None:
+def model_comparison_view(
+    result: AuditResult, *, key: str, meta: RunMeta, title: str = "Model comparison"
+) -> None:
     with results_container(key):
         bar = figures.model_distance_figure(result)
         widgets.verdict_line(widgets.summary_sentence(result), key=key)
         st.plotly_chart(bar, key=f"{key}_bar")
-        st.caption("Bars: ω above chance (ω minus what chance alone gives at this k). Orange: "
-                   "detectably different from the reference after correction; grey (n.s.): "
-                   "not shown to differ with this k. The test takes the reference's answers as "
-                   "the null, so swapping reference and model can change p.")
+        st.caption(
+            "Bars: ω above chance (ω minus what chance alone gives at this k). Orange: "
+            "detectably different from the reference after correction; grey (n.s.): "
+            "not shown to differ with this k. The test takes the reference's answers as "
+            "the null, so swapping reference and model can change p."
+        )
         widgets.show_results_table(result, key=key, sentence=False)
         checks_view.checks_section(result, key=key)
         st.plotly_chart(figures.similarity_histograms(result), key=f"{key}_hist")
         widgets.response_viewer(result, key=key)
         why_view(result, key=f"{key}_why")
         grid.answers_tab({"model comparison": result}, key=key)
-        widgets.downloads(result, lambda: {
-            "Distance from the reference": figures.model_distance_figure(result),
-            "Histograms": figures.similarity_histograms(result),
-            "Permutation tests": figures.permutation_grid(result)},
-            key=key, title=title, meta=meta, job="model comparison")
+        widgets.downloads(
+            result,
+            lambda: {
+                "Distance from the reference": figures.model_distance_figure(result),
+                "Histograms": figures.similarity_histograms(result),
+                "Permutation tests": figures.permutation_grid(result),
+            },
+            key=key,
+            title=title,
+            meta=meta,
+            job="model comparison",
+        )
 
 
 # --------------------------------------------------------------------------- several models
@@ -193,8 +247,9 @@ def _pick_clicked_cell(key: str, personas: list[str], models: list[str]) -> None
         ss[f"{key}_cell_p"], ss[f"{key}_cell_m"] = click
 
 
-def persona_view(results: Mapping[str, AuditResult], *, key: str, meta: RunMeta,
-                 title: str = "Persona explorer") -> None:
+def persona_view(
+    results: Mapping[str, AuditResult], *, key: str, meta: RunMeta, title: str = "Persona explorer"
+) -> None:
     personas, models, _cells = figures.persona_grid(results)
     with results_container(key):
         if len(results) == 1:
@@ -224,8 +279,9 @@ def memo_figure(kind: str, ident: tuple, build):
 
 
 @st.fragment
-def _persona_cells(results: Mapping[str, AuditResult], personas: list[str], models: list[str],
-                   *, key: str) -> None:
+def _persona_cells(
+    results: Mapping[str, AuditResult], personas: list[str], models: list[str], *, key: str
+) -> None:
     """The heat map and the opened cell, as a fragment: a click on a cell (or a change of
     the cell's persona or model) reruns only this, not the page above it (its estimate,
     form and tables), so the cell opens at once."""
@@ -237,41 +293,61 @@ def _persona_cells(results: Mapping[str, AuditResult], personas: list[str], mode
         ss[f"{key}_cell_m"] = models[0]
     selected = (ss[f"{key}_cell_p"], ss[f"{key}_cell_m"])
     ident = tuple(id(r) for r in results.values())
-    heat = memo_figure("heat", (*ident, selected),
-                       lambda: figures.persona_heatmap(results, selected=selected))
+    heat = memo_figure(
+        "heat", (*ident, selected), lambda: figures.persona_heatmap(results, selected=selected)
+    )
     st.plotly_chart(heat, key=f"{key}_heat", on_select="rerun", selection_mode="points")
-    st.caption("Colour and number: ω above chance (how much more the answers moved than "
-               "chance alone moves them at this k), only where the change is detectable "
-               "after correction; grey cells (n.s.) are not shown to differ, whatever "
-               "their number. Read across a row to see whether a persona moves every "
-               "model, down a column to see which personas a model is sensitive to.")
+    st.caption(
+        "Colour and number: ω above chance (how much more the answers moved than "
+        "chance alone moves them at this k), only where the change is detectable "
+        "after correction; grey cells (n.s.) are not shown to differ, whatever "
+        "their number. Read across a row to see whether a persona moves every "
+        "model, down a column to see which personas a model is sensitive to."
+    )
     c1, c2 = st.columns(2)
     cell_p = c1.selectbox("Open a cell: persona", personas, key=f"{key}_cell_p")
     cell_m = c2.selectbox("… on model", models, key=f"{key}_cell_m")
     res = results[cell_m]
     if any(p.name == cell_p for p in res.perturbations):
-        st.plotly_chart(memo_figure("hist", (id(res), cell_p), lambda: figures.similarity_histograms(
-            res, columns=1, only=[cell_p])), key=f"{key}_cell_hist")
+        st.plotly_chart(
+            memo_figure(
+                "hist",
+                (id(res), cell_p),
+                lambda: figures.similarity_histograms(res, columns=1, only=[cell_p]),
+            ),
+            key=f"{key}_cell_hist",
+        )
         widgets.response_viewer(res, key=f"{key}_cell", only=[cell_p])
         why_view(res, key=f"{key}_why", only=cell_p)
     else:
         st.info(f"{md_escape(cell_p)} was not tested on {md_escape(cell_m)}.")
 
 
-def _persona_tables(results: Mapping[str, AuditResult], *, key: str, meta: RunMeta,
-                    title: str) -> None:
+def _persona_tables(results: Mapping[str, AuditResult], *, key: str, meta: RunMeta, title: str) -> None:
     for m, r in results.items():
         with st.expander(f"Table and downloads: {md_escape(m)}"):
             widgets.show_results_table(r, key=f"{key}_{m}")
-            widgets.downloads(r, lambda r=r: {"Persona heat map":
-                                              figures.persona_heatmap(results),
-                                              "Permutation tests": figures.permutation_grid(r)},
-                              key=f"{key}_{m}", title=f"{title} — {m}", meta=meta, job=m)
+            widgets.downloads(
+                r,
+                lambda r=r: {
+                    "Persona heat map": figures.persona_heatmap(results),
+                    "Permutation tests": figures.permutation_grid(r),
+                },
+                key=f"{key}_{m}",
+                title=f"{title} — {m}",
+                meta=meta,
+                job=m,
+            )
 
 
-def control_target_view(results: Mapping[str, AuditResult], *, key: str, meta: RunMeta,
-                        fpr_key: str = "w_roc_fpr",
-                        title: str = "Control vs target") -> None:
+def control_target_view(
+    results: Mapping[str, AuditResult],
+    *,
+    key: str,
+    meta: RunMeta,
+    fpr_key: str = "w_roc_fpr",
+    title: str = "Control vs target",
+) -> None:
     """Controls first: a red verdict naming every significant control, a gate per model;
     then ROC over α and the best model at an allowed FPR."""
     rocs = {m: r.roc for m, r in results.items() if r.roc is not None}
@@ -281,57 +357,95 @@ def control_target_view(results: Mapping[str, AuditResult], *, key: str, meta: R
             st.info("No ROC: mark at least one perturbation as control and one as target.")
             return
         st.session_state.setdefault(fpr_key, 0.05)
-        max_fpr = st.select_slider("Allowed false-positive rate", options=[0.01, 0.05, 0.1, 0.2],
-                                   format_func=lambda v: f"{v:.0%}", key=fpr_key)
+        max_fpr = st.select_slider(
+            "Allowed false-positive rate",
+            options=[0.01, 0.05, 0.1, 0.2],
+            format_func=lambda v: f"{v:.0%}",
+            key=fpr_key,
+        )
         c1, c2 = st.columns([3, 2])
         c1.plotly_chart(figures.roc_figure(rocs, max_fpr=max_fpr), key=f"{key}_curve")
         c2.plotly_chart(figures.tpr_at_fpr_figure(rocs, max_fpr), key=f"{key}_bar")
         best, tpr = best_model_at_fpr(rocs, max_fpr)
         tied = figures.best_models(rocs, max_fpr)
-        where = (f"At an allowed FPR of {max_fpr:.0%} (a threshold α on the raw p that flags at "
-                 "most that share of controls)")
+        where = (
+            f"At an allowed FPR of {max_fpr:.0%} (a threshold α on the raw p that flags at "
+            "most that share of controls)"
+        )
         if len(rocs) == 1:
-            sentence = (f"{where}, **{md_escape(best)}** flags {tpr:.0%} of the targets "
-                        f"(TPR {tpr:.2f}).")
+            sentence = f"{where}, **{md_escape(best)}** flags {tpr:.0%} of the targets (TPR {tpr:.2f})."
         else:
-            who = f"**{md_escape(best)}** detects" if len(tied) == 1 else \
-                "**" + "**, **".join(md_escape(t) for t in tied) + "** tie: each detects"
-            sentence = (f"{where}, {who} the most targets (TPR {tpr:.2f}). The best model can "
-                        "change with the allowed FPR.")
+            who = (
+                f"**{md_escape(best)}** detects"
+                if len(tied) == 1
+                else "**" + "**, **".join(md_escape(t) for t in tied) + "** tie: each detects"
+            )
+            sentence = (
+                f"{where}, {who} the most targets (TPR {tpr:.2f}). The best model can "
+                "change with the allowed FPR."
+            )
         if passed is False:
             failing = [g.model for g in verdicts.gates(results) if g.failed]
-            st.warning(sentence + " But the control gate failed on "
-                       + ", ".join(f"**{md_escape(m)}**" for m in failing)
-                       + ": a model that reacts to controls is not robust, whatever its TPR.")
+            st.warning(
+                sentence
+                + " But the control gate failed on "
+                + ", ".join(f"**{md_escape(m)}**" for m in failing)
+                + ": a model that reacts to controls is not robust, whatever its TPR."
+            )
         elif tpr <= 0:
-            st.info(sentence + " No target is told apart from the controls at this level: "
-                    "the targets may not change these answers, or k is too small to show it.")
+            st.info(
+                sentence + " No target is told apart from the controls at this level: "
+                "the targets may not change these answers, or k is too small to show it."
+            )
         else:
             st.success(sentence)
-        st.caption("A point of the curve is one threshold α: the share of controls (x) and of "
-                   "targets (y) with raw p below it. AUC 1 = every target below every control; "
-                   "0.5 = no better than chance. With few perturbations the curve is coarse.")
-        st.dataframe(widgets.styled(pd.DataFrame([
-            {"model": m, "AUC": r.auc, "TPR at allowed FPR": r.tpr_at_fpr(max_fpr),
-             "controls": r.n_control, "targets": r.n_target} for m, r in rocs.items()])),
-            hide_index=True, key=f"{key}_auc")
+        st.caption(
+            "A point of the curve is one threshold α: the share of controls (x) and of "
+            "targets (y) with raw p below it. AUC 1 = every target below every control; "
+            "0.5 = no better than chance. With few perturbations the curve is coarse."
+        )
+        st.dataframe(
+            widgets.styled(
+                pd.DataFrame(
+                    [
+                        {
+                            "model": m,
+                            "AUC": r.auc,
+                            "TPR at allowed FPR": r.tpr_at_fpr(max_fpr),
+                            "controls": r.n_control,
+                            "targets": r.n_target,
+                        }
+                        for m, r in rocs.items()
+                    ]
+                )
+            ),
+            hide_index=True,
+            key=f"{key}_auc",
+        )
         for m, r in results.items():
             g = verdicts.gate(r, m)
-            with st.expander(f"Per-perturbation results: {md_escape(m)} — control gate "
-                             f"{g.status}", expanded=not g.passed):
+            with st.expander(
+                f"Per-perturbation results: {md_escape(m)} — control gate {g.status}", expanded=not g.passed
+            ):
                 widgets.show_results_table(r, key=f"{key}_{m}")
-                widgets.downloads(r, lambda r=r: {
-                    "ROC": figures.roc_figure(rocs, max_fpr=max_fpr),
-                    "Permutation tests": figures.permutation_grid(r),
-                    "Similarity histograms": figures.similarity_histograms(r)},
-                    key=f"{key}_{m}", title=f"{title} — {m}", meta=meta, job=m)
+                widgets.downloads(
+                    r,
+                    lambda r=r: {
+                        "ROC": figures.roc_figure(rocs, max_fpr=max_fpr),
+                        "Permutation tests": figures.permutation_grid(r),
+                        "Similarity histograms": figures.similarity_histograms(r),
+                    },
+                    key=f"{key}_{m}",
+                    title=f"{title} — {m}",
+                    meta=meta,
+                    job=m,
+                )
                 why_view(r, key=f"{key}_{m}_why")
         checks_view.checks_section(results, key=key)
         grid.answers_tab(results, key=key)
 
 
-VIEWS = {"landing": "perturbation", "personas": "personas", "roc": "control_target",
-         "models": "models"}
+VIEWS = {"landing": "perturbation", "personas": "personas", "roc": "control_target", "models": "models"}
 
 
 def view_for(page: str | None, results: Mapping[str, AuditResult]) -> str:
@@ -347,8 +461,9 @@ def view_for(page: str | None, results: Mapping[str, AuditResult]) -> str:
     return "perturbation"
 
 
-def show_recorded(results: Mapping[str, AuditResult], *, page: str | None, key: str,
-                  meta: RunMeta, title: str) -> None:
+def show_recorded(
+    results: Mapping[str, AuditResult], *, page: str | None, key: str, meta: RunMeta, title: str
+) -> None:
     """Draw a recorded run with the view of the page that made it."""
     kind = view_for(page, results)
     results = checks_view.with_checks(results, key=key)  # recomputed from the answers
@@ -362,5 +477,6 @@ def show_recorded(results: Mapping[str, AuditResult], *, page: str | None, key: 
         for job, r in results.items():
             if len(results) > 1:
                 st.markdown(f"#### {md_escape(job)}")
-            perturbation_view(r, key=f"{key}_{job}" if len(results) > 1 else key, meta=meta,
-                              title=title, job=job)
+            perturbation_view(
+                r, key=f"{key}_{job}" if len(results) > 1 else key, meta=meta, title=title, job=job
+            )

@@ -15,6 +15,7 @@
 * :mod:`.spec`, :mod:`.battery` — ``dbpa attack SPEC.yaml``: the whole battery over the
   cached sampler, with the DBPA robustness curve.
 """
+
 from .answers import ParsedAnswer, parse_answer
 from .consistency import INSTRUCTIONS, option_orders, reorder, shuffle_options, with_instruction
 from .items import (
@@ -42,10 +43,34 @@ from .text import AttackedText, Change, attack_text, skeleton, synonyms
 from .wordnet import WordNetMissing
 
 __all__ = [
-    "DEFAULT_INSTRUCTION", "DEFAULT_TEMPLATE", "INSTRUCTIONS", "AttackedText", "Change", "Item",
-    "ItemsError", "ParsedAnswer", "RTIResult", "Rate", "WordNetMissing", "accuracy",
-    "attack_success_rate", "attack_text", "error_rate", "first_change", "load_items",
-    "make_options", "option_orders", "parse_answer", "relative_training_index", "render_prompt",
-    "reorder", "sample_items", "shuffle_options", "skeleton", "spread", "synonyms",
-    "wilson_interval", "with_instruction",
+    "DEFAULT_INSTRUCTION",
+    "DEFAULT_TEMPLATE",
+    "INSTRUCTIONS",
+    "AttackedText",
+    "Change",
+    "Item",
+    "ItemsError",
+    "ParsedAnswer",
+    "RTIResult",
+    "Rate",
+    "WordNetMissing",
+    "accuracy",
+    "attack_success_rate",
+    "attack_text",
+    "error_rate",
+    "first_change",
+    "load_items",
+    "make_options",
+    "option_orders",
+    "parse_answer",
+    "relative_training_index",
+    "render_prompt",
+    "reorder",
+    "sample_items",
+    "shuffle_options",
+    "skeleton",
+    "spread",
+    "synonyms",
+    "wilson_interval",
+    "with_instruction",
 ]

@@ -117,6 +117,7 @@ True
 >>> parse_answer("The answer is A. The answer is B.", ["cats", "wolves"]).how
 'conflict'
 """
+
 from __future__ import annotations
 
 import re
@@ -142,55 +143,83 @@ class ParsedAnswer:
         return self.index is not None
 
 
-_END = r"(?![\w'’])"                       # the letter is a word of its own
+_END = r"(?![\w'’])"  # the letter is a word of its own
 _LET = r"[(\[]?\s*([A-Za-z])\s*[)\]]?" + _END
 _CAP = r"[(\[]?([A-Z])[)\]]?" + _END
 # "answer is B", "the correct option: (C)", "final answer - b)"
 _PHRASE = re.compile(
     r"\b(?:answer|option|choice)\s*(?:is|would be|will be|should be|must be|=|:|-|–|—)\s*:?\s*"
-    r"(?:option\s*|choice\s*|letter\s*)?" + _LET, re.IGNORECASE)
+    r"(?:option\s*|choice\s*|letter\s*)?" + _LET,
+    re.IGNORECASE,
+)
 # "I choose B", "I'd go with (C)", "I'll pick option A", "going with B"
 _CHOOSE = re.compile(
     r"\b(?:I(?:\s+would|\s+will|['’]d|['’]ll)?\s+(?:choose|pick|select|go\s+with|say)|"
-    r"(?:going|go)\s+with|my\s+(?:choice|pick)\s+is)\s+(?:option\s*|choice\s*|answer\s*|letter\s*)?"
-    + _LET, re.IGNORECASE)
+    r"(?:going|go)\s+with|my\s+(?:choice|pick)\s+is)\s+(?:option\s*|choice\s*|answer\s*|letter\s*)?" + _LET,
+    re.IGNORECASE,
+)
 # "B is correct", "(C) is the right answer", "option B is the best one"
 _IS_RIGHT = re.compile(
-    r"(?:\b(?:option|choice|answer)\s*)?(?<![\w'’])" + _CAP +
-    r"\s+is\s+(?:the\s+)?(?:(?:correct|right|best)\b|answer\b)")
+    r"(?:\b(?:option|choice|answer)\s*)?(?<![\w'’])"
+    + _CAP
+    + r"\s+is\s+(?:the\s+)?(?:(?:correct|right|best)\b|answer\b)"
+)
 _BOXED = re.compile(r"\\boxed\{\s*\(?([A-Za-z])\)?\s*\}")
 # a JSON field that holds the answer: {"answer": "B"}, {"final_answer": "(C) 18"}
-_JSON = re.compile(r'"(?:final[_ ]?answer|answer|correct[_ ]?answer|choice|option|selected[_ ]?option)"'
-                   r'\s*:\s*"\s*[(\[]?([A-Za-z])(?:[)\].:][^"\n]*)?\s*"', re.IGNORECASE)
+_JSON = re.compile(
+    r'"(?:final[_ ]?answer|answer|correct[_ ]?answer|choice|option|selected[_ ]?option)"'
+    r'\s*:\s*"\s*[(\[]?([A-Za-z])(?:[)\].:][^"\n]*)?\s*"',
+    re.IGNORECASE,
+)
 # a letter used as a variable: "Let A be the area", "A = 4 x 4"
-_MATH = re.compile(r"\blet\s+([A-Za-z])\s+(?:be|denote|represent|stand\s+for)\b|"
-                   r"(?<![\w'’])([A-Z])\s*(?:[=+×*^<>≤≥÷]|\s[−-]\s*\d)\s*[\w(]", re.IGNORECASE)
+_MATH = re.compile(
+    r"\blet\s+([A-Za-z])\s+(?:be|denote|represent|stand\s+for)\b|"
+    r"(?<![\w'’])([A-Z])\s*(?:[=+×*^<>≤≥÷]|\s[−-]\s*\d)\s*[\w(]",
+    re.IGNORECASE,
+)
 # letters coordinated with each other: "A and B", "A, B or C", "A/B"
-_COORD = re.compile(r"(?<![\w'’])[A-Z](?:\s*,\s*(?:option\s+)?[A-Z](?![\w'’]))*\s*,?\s*"
-                    r"(?:and|or|nor|&|/)\s*(?:option\s+)?[A-Z](?![\w'’])")
+_COORD = re.compile(
+    r"(?<![\w'’])[A-Z](?:\s*,\s*(?:option\s+)?[A-Z](?![\w'’]))*\s*,?\s*"
+    r"(?:and|or|nor|&|/)\s*(?:option\s+)?[A-Z](?![\w'’])"
+)
 # a lone letter on the last line of a longer answer: "A) cats\nB) wolves\n\nB"
 _LAST = re.compile(r"\n[ \t>#\-*]*[(\[]?([A-Z])[)\]]?[ \t.]*$")
 # a self-correction cue that only checks: "wait, let me double-check option C"
-_CHECK = re.compile(r"\W*(?:let\s+me\s+|I['’]ll\s+|I\s+will\s+|just\s+to\s+)?(?:double[- ]?check|"
-                    r"re-?check|verify|confirm|make\s+sure|check)\b", re.IGNORECASE)
+_CHECK = re.compile(
+    r"\W*(?:let\s+me\s+|I['’]ll\s+|I\s+will\s+|just\s+to\s+)?(?:double[- ]?check|"
+    r"re-?check|verify|confirm|make\s+sure|check)\b",
+    re.IGNORECASE,
+)
 # a marker that opens the answer: "B)", "(B)", "B.", "B:", "B -", "B" alone on its line
-_MARKER = re.compile(r"^[\s>#\-]*(?:[(\[]([A-Za-z])[)\]]|([A-Za-z])\)|([A-Z])\s*[.:](?!\w)|"
-                     r"([A-Z])\s+[-–—]\s|([A-Z])[ \t]*(?:\n|$))")
+_MARKER = re.compile(
+    r"^[\s>#\-]*(?:[(\[]([A-Za-z])[)\]]|([A-Za-z])\)|([A-Z])\s*[.:](?!\w)|"
+    r"([A-Z])\s+[-–—]\s|([A-Z])[ \t]*(?:\n|$))"
+)
 _LINE_MARKER = re.compile(r"^[\s>#\-]*[(\[]?([A-Z])[)\].:]", re.MULTILINE)
-_MARKER_NOT = re.compile(r"\s*(?:is\s+(?:not|wrong|incorrect|false)|isn['’]t|would|could|might|"
-                         r"can['’]?not|can['’]t)\b", re.IGNORECASE)
+_MARKER_NOT = re.compile(
+    r"\s*(?:is\s+(?:not|wrong|incorrect|false)|isn['’]t|would|could|might|"
+    r"can['’]?not|can['’]t)\b",
+    re.IGNORECASE,
+)
 _ITS = re.compile(r"\b(?:it['’]?s|it\s+is|it\s+must\s+be|make\s+that)\s+(?:option\s+)?" + _CAP)
-_OR = re.compile(r"\s*[,/]?\s*(?:or|and|/)\s*(?:option\s*)?[(\[]?[A-Za-z][)\]]?" + _END,
-                 re.IGNORECASE)
+_OR = re.compile(r"\s*[,/]?\s*(?:or|and|/)\s*(?:option\s*)?[(\[]?[A-Za-z][)\]]?" + _END, re.IGNORECASE)
 # self-corrections: a strong one retracts the choice before it even when none follows
-_STRONG = (r"wait,?\s+no\b|no,?\s+wait\b|actually,?\s+no\b|i\s+was\s+wrong|i\s+made\s+a\s+mistake|"
-           r"scratch\s+that|correction\b|let\s+me\s+correct")
-_CUE = re.compile(r"\b(?:" + _STRONG + r"|wait\b|actually\b|on\s+second\s+thought|"
-                  r"on\s+reflection|i\s+mean\b|let\s+me\s+re-?(?:consider|check|think)|"
-                  r"hmm+\b|no,\s+(?:it|the|that)\b)", re.IGNORECASE)
+_STRONG = (
+    r"wait,?\s+no\b|no,?\s+wait\b|actually,?\s+no\b|i\s+was\s+wrong|i\s+made\s+a\s+mistake|"
+    r"scratch\s+that|correction\b|let\s+me\s+correct"
+)
+_CUE = re.compile(
+    r"\b(?:" + _STRONG + r"|wait\b|actually\b|on\s+second\s+thought|"
+    r"on\s+reflection|i\s+mean\b|let\s+me\s+re-?(?:consider|check|think)|"
+    r"hmm+\b|no,\s+(?:it|the|that)\b)",
+    re.IGNORECASE,
+)
 _STRONG_CUE = re.compile(r"\b(?:" + _STRONG + r")", re.IGNORECASE)
-_TURN_CUE = re.compile(r"\b(?:wait|on\s+second\s+thought|on\s+reflection|i\s+mean|"
-                       r"let\s+me\s+re-?(?:consider|check|think))\b", re.IGNORECASE)
+_TURN_CUE = re.compile(
+    r"\b(?:wait|on\s+second\s+thought|on\s+reflection|i\s+mean|"
+    r"let\s+me\s+re-?(?:consider|check|think))\b",
+    re.IGNORECASE,
+)
 _NAMED = re.compile(r"\b(?:option|choice|letter)\s*" + _LET, re.IGNORECASE)
 _PAREN = re.compile(r"\(([A-Z])\)")  # a lower-case "(b)" is a choice only in a phrase
 # a letter in parentheses that is part of a citation: "2(c)", "12(b)(6)", "230 (c)(1)",
@@ -201,15 +230,22 @@ _CITE_BEFORE = re.compile(
     r"(?:\b(?:sec|secs|sections?|subsections?|rules?|articles?|arts?|ref|refs|references?|rows?|"
     r"tables?|items?|clauses?|paras?|paragraphs?|notes?|footnotes?|figs?|figures?|exhibits?|"
     r"appendix|chapters?|groups?|cols?|columns?|eqs?|equations?|panels?|lines?|pp?|cfr|u\.s\.c)\.?|"
-    r"§+)[ \t]*(?:[\w.\-–]*\d[\w.\-–]*[ \t]*,?[ \t]*)?$", re.IGNORECASE)
+    r"§+)[ \t]*(?:[\w.\-–]*\d[\w.\-–]*[ \t]*,?[ \t]*)?$",
+    re.IGNORECASE,
+)
 # (not a letter of a dotted abbreviation: "U.S.C.", "U.S.A.")
 _BARE = re.compile(r"(?<![\w'’])(?<!\w\.)([A-Z])(?![\w'’])(?!\.\w)")
 _NEGATED = (
-    re.compile(r"(?:\bnot|n['’]t|\bneither|\bnor|\brule\s+out|\beliminate|\bexclude|\bexcept)"
-               r"\s+(?:option\s*|choice\s*)?" + _CAP, re.IGNORECASE),
-    re.compile(_CAP + r"\s+(?:is|are|seems|looks|would\s+be)\s+(?:(?:also|both|clearly|definitely)\s+)?"
-               r"(?:not\b|wrong|incorrect|false|unlikely|impossible)|" + _CAP + r"\s+isn['’]t",
-               re.IGNORECASE),
+    re.compile(
+        r"(?:\bnot|n['’]t|\bneither|\bnor|\brule\s+out|\beliminate|\bexclude|\bexcept)"
+        r"\s+(?:option\s*|choice\s*)?" + _CAP,
+        re.IGNORECASE,
+    ),
+    re.compile(
+        _CAP + r"\s+(?:is|are|seems|looks|would\s+be)\s+(?:(?:also|both|clearly|definitely)\s+)?"
+        r"(?:not\b|wrong|incorrect|false|unlikely|impossible)|" + _CAP + r"\s+isn['’]t",
+        re.IGNORECASE,
+    ),
     # "wolves (B), not cats (A)"
     re.compile(r"\bnot\s+(?!only\b)(?:[a-z][\w'’-]*\s+){1,3}?\(([A-Z])\)", re.IGNORECASE),
 )
@@ -217,38 +253,53 @@ _HYPOTHETICAL = (
     re.compile(_CAP + r"\s+(?:would|could|might|may)\b"),
     re.compile(r"\b(?:if|whether|unless)\s+(?:option\s*|choice\s*)?" + _CAP, re.IGNORECASE),
     # "if the answer were A, ..."
-    re.compile(r"\b(?:if|whether|unless)\s+(?:the\s+)?(?:correct\s+)?(?:answer|option|choice)\s+"
-               r"(?:were|was|is)\s+" + _CAP, re.IGNORECASE),
+    re.compile(
+        r"\b(?:if|whether|unless)\s+(?:the\s+)?(?:correct\s+)?(?:answer|option|choice)\s+"
+        r"(?:were|was|is)\s+" + _CAP,
+        re.IGNORECASE,
+    ),
 )
 
 
 # the clause right after a choice rejects it: "A: cats is wrong", "A) cats - incorrect",
 # "(A) cats? No.", "A) cats is not right", "A - cats, incorrect", "A) cats ✗"
-_VERDICT_LEAD = r"[ \t\-–—:,)\]]*(?:\?[ \t]*)?(?:(?:is|are|seems|looks|={})\s+)?" \
+_VERDICT_LEAD = (
+    r"[ \t\-–—:,)\]]*(?:\?[ \t]*)?(?:(?:is|are|seems|looks|={})\s+)?"
     r"(?:(?:definitely|clearly|also|simply|obviously|certainly)\s+)?"
+)
 _REJECT = re.compile(
-    _VERDICT_LEAD.format(r"|would\s+be") +
-    r"(?:(?P<w>wrong|incorrect|false|untrue|invalid|nope|no(?!\s+(?-i:[a-z])))\b|"
+    _VERDICT_LEAD.format(r"|would\s+be")
+    + r"(?:(?P<w>wrong|incorrect|false|untrue|invalid|nope|no(?!\s+(?-i:[a-z])))\b|"
     r"not\s+(?:(?:the\s+)?(?:right|correct|true|valid|accurate|best|answer)\b|it\b|supported\b)|"
     r"not[ \t]*(?=[.,;!?]|$)|isn['’]t\s+(?:right|correct|true|valid|it\b|the\s+answer)|"
-    r"ruled\s+out|eliminated|[✗✘❌×])", re.IGNORECASE | re.MULTILINE)
+    r"ruled\s+out|eliminated|[✗✘❌×])",
+    re.IGNORECASE | re.MULTILINE,
+)
 # a sentence after a choice that judges it: "A) Iron. This is wrong.", "A. Iron. That's not
 # right.", "A) Iron. Not correct.", "Option B: Copper. This one is correct."
 _NEXT_VERDICT = re.compile(
     r"[ \t]*[.!][ \t]+(?:(?:this|that|it)(?:[ \t]+(?:option|answer|choice|one))?[ \t]*"
     r"(?:is|['’]s)[ \t]+|(?=(?:not[ \t]+(?:correct|right)|incorrect|wrong|correct|right)"
-    r"[ \t]*[.!,;]))", re.IGNORECASE)
+    r"[ \t]*[.!,;]))",
+    re.IGNORECASE,
+)
 _AFFIRM = re.compile(  # "would be correct" is a hypothesis, not a verdict
     _VERDICT_LEAD.format("") + r"(?:(?:correct|right|true|yes|valid)\b|"
-    r"the\s+(?:correct\s+|right\s+|best\s+)?(?:answer|one)\b|[✓✔✅])", re.IGNORECASE)
+    r"the\s+(?:correct\s+|right\s+|best\s+)?(?:answer|one)\b|[✓✔✅])",
+    re.IGNORECASE,
+)
 # an option marker that opens a line or a sentence: "(B) wolves? Yes.", "B) wolves - correct"
-_EVAL = re.compile(r"(?:^|(?<=[.;!?])[ \t]+)[ \t>#\-*•]*(?P<mark>[✓✔✅✗✘❌][ \t]*)?(?:\d+[.)][ \t]*)?"
-                   r"(?:(?:[Oo]ption|[Cc]hoice)[ \t]+)?"
-                   r"(?:[(\[]([A-Z])[)\]]|([A-Z])\)|([A-Z])[.:](?=\s)|([A-Z])[ \t]+[-–—](?=\s))",
-                   re.MULTILINE)
+_EVAL = re.compile(
+    r"(?:^|(?<=[.;!?])[ \t]+)[ \t>#\-*•]*(?P<mark>[✓✔✅✗✘❌][ \t]*)?(?:\d+[.)][ \t]*)?"
+    r"(?:(?:[Oo]ption|[Cc]hoice)[ \t]+)?"
+    r"(?:[(\[]([A-Z])[)\]]|([A-Z])\)|([A-Z])[.:](?=\s)|([A-Z])[ \t]+[-–—](?=\s))",
+    re.MULTILINE,
+)
 _LINE_VERDICT = re.compile(
     r"(?:[-–—:][ \t]*(?:(?P<yes>correct|right)|incorrect|wrong|not\s+(?:applicable|correct|right))"
-    r"(?:[ \t]*[.!]?[ \t]*$|[ \t]*,)|[ \t](?:(?P<yes2>[✓✔✅])|[✗✘❌])[ \t.]*$)", re.IGNORECASE)
+    r"(?:[ \t]*[.!]?[ \t]*$|[ \t]*,)|[ \t](?:(?P<yes2>[✓✔✅])|[✗✘❌])[ \t.]*$)",
+    re.IGNORECASE,
+)
 # a hedge or negation that governs "the answer is A" later in its clause: "I don't think",
 # "many would say", "you might think", "it is not", "some may argue", "it's tempting to say"
 _HEDGE = re.compile(
@@ -262,23 +313,35 @@ _HEDGE = re.compile(
     r"complicated|tricky)\b)|\b(?:not\s+true|false|wrong|unlikely|doubt(?:ful)?)\s+that\b|"
     r"\btempt|\bmisconception|\bmistake|\btrap\b|\bat\s+first\s+(?:glance|sight)\b|"
     r"\binitially\b|\bnaive|\bwrong\s+to\b|\b(?:might|may|could)\s+seem\b|"
-    r"\b(?:rather\s+than|instead\s+of)\b", re.IGNORECASE)
+    r"\b(?:rather\s+than|instead\s+of)\b",
+    re.IGNORECASE,
+)
 # "if the answer is A", "assuming the correct option is B"
-_COND = re.compile(r"\b(?:if|whether|unless|suppose|supposing|assuming|assume)\s+(?:that\s+)?"
-                   r"(?:the\s+)?(?:[\w'’]+\s+)?$", re.IGNORECASE)
+_COND = re.compile(
+    r"\b(?:if|whether|unless|suppose|supposing|assuming|assume)\s+(?:that\s+)?"
+    r"(?:the\s+)?(?:[\w'’]+\s+)?$",
+    re.IGNORECASE,
+)
 # "the answer is A only if ...", "the answer is A if cats ..." (but not "B, if I had to pick")
-_COND_AFTER = re.compile(r"[)\]]?[ \t]*,?[ \t]*(?:only\s+(?:if|when)\b|if\b(?!\s+I\b)|unless\b|"
-                         r"would\b|could\b|might\b)", re.IGNORECASE)
+_COND_AFTER = re.compile(
+    r"[)\]]?[ \t]*,?[ \t]*(?:only\s+(?:if|when)\b|if\b(?!\s+I\b)|unless\b|"
+    r"would\b|could\b|might\b)",
+    re.IGNORECASE,
+)
 # words that open a new clause: a hedge before them does not reach a choice after them
-_CLAUSE = re.compile(r"\b(?:but|however|yet|whereas|so|therefore|thus|hence|actually|"
-                     r"in\s+fact)\b", re.IGNORECASE)
+_CLAUSE = re.compile(
+    r"\b(?:but|however|yet|whereas|so|therefore|thus|hence|actually|"
+    r"in\s+fact)\b",
+    re.IGNORECASE,
+)
 # a conclusion or contrast that introduces a later choice: "so the answer is B", "but it's B"
-_CONCLUDE = re.compile(r"\b(?:so|therefore|thus|hence|however|but|actually|consequently|"
-                       r"ultimately|in\s+fact|instead|rather|in\s+conclusion|overall)\b",
-                       re.IGNORECASE)
+_CONCLUDE = re.compile(
+    r"\b(?:so|therefore|thus|hence|however|but|actually|consequently|"
+    r"ultimately|in\s+fact|instead|rather|in\s+conclusion|overall)\b",
+    re.IGNORECASE,
+)
 _IF = re.compile(r"\b(?:if|unless|suppose|supposing|assuming|imagine)\b", re.IGNORECASE)
-_IF_FORCED = re.compile(r"if\s+(?:I\s+(?:had|have)\s+to|I\s+were\s+you|forced|pressed)\b",
-                        re.IGNORECASE)
+_IF_FORCED = re.compile(r"if\s+(?:I\s+(?:had|have)\s+to|I\s+were\s+you|forced|pressed)\b", re.IGNORECASE)
 _BOUNDARY = re.compile(r"[.!?;](?=\s)|\n")
 
 
@@ -298,15 +361,22 @@ def _clean(text: str) -> str:
     t = tail if sep and tail.strip() else text
     t = _BOXED.sub(lambda m: f" answer is {m.group(1)} ", t)
     # a heading "### Answer" (or "Final answer") over the choice reads as "Answer:"
-    t = re.sub(r"^[ \t]*#+[ \t]*((?:final[ \t]+|correct[ \t]+)?answer)[ \t]*:?[ \t]*$", r"\1:", t,
-               flags=re.IGNORECASE | re.MULTILINE)
+    t = re.sub(
+        r"^[ \t]*#+[ \t]*((?:final[ \t]+|correct[ \t]+)?answer)[ \t]*:?[ \t]*$",
+        r"\1:",
+        t,
+        flags=re.IGNORECASE | re.MULTILINE,
+    )
     return re.sub(r"\*\*|__|`|(?<!\w)\*|\*(?!\w)", "", t).strip()
 
 
 def _article(letter: str, text: str, end: int) -> bool:
     """``a``/``A``/``I`` used as the article or the pronoun ("a mouse", "I think")."""
-    return letter in "aAI" and re.match(r"\s+[a-z]", text[end:]) is not None \
+    return (
+        letter in "aAI"
+        and re.match(r"\s+[a-z]", text[end:]) is not None
         and not re.match(r"\s+(?:or|and|nor|is|seems|would|could)\b", text[end:])
+    )
 
 
 def _clause_start(t: str, pos: int) -> int:
@@ -324,21 +394,20 @@ def _verdict(t: str, pos: int, letter: str, options: Sequence[str]) -> str | Non
     and a verdict word that is an option's text ("False") is no verdict."""
     rest = t[pos:]
     lead = re.match(r"[ \t)\]]*[.:]?[ \t]*(?:[-–—][ \t]*)?", rest)
-    rest = rest[lead.end():] if lead else rest   # (it always matches, maybe nothing)
+    rest = rest[lead.end() :] if lead else rest  # (it always matches, maybe nothing)
     masked = re.match(_MASK + "+", rest)  # an option's text with letters in it ("Vitamin C")
     if masked:
-        rest = rest[masked.end():]
+        rest = rest[masked.end() :]
     i = _in_range(letter, len(options))
     if i is not None and _norm(options[i]):
-        own = re.match(re.escape(_norm(options[i])).replace(r"\ ", r"\s+") + r"(?!\w)", rest,
-                       re.IGNORECASE)
+        own = re.match(re.escape(_norm(options[i])).replace(r"\ ", r"\s+") + r"(?!\w)", rest, re.IGNORECASE)
         if own:
-            rest = rest[own.end():]
+            rest = rest[own.end() :]
     # or the next sentence, when it only judges it: "A) Iron. This is wrong.", "That's not
     # right.", "Incorrect."
     after = _NEXT_VERDICT.match(rest)
     if after:
-        rest = rest[after.end():]
+        rest = rest[after.end() :]
     texts = {_norm(o) for o in options}
     no = _REJECT.match(rest)
     if no and not (no.group("w") and no.group("w").lower() in texts):
@@ -353,16 +422,21 @@ def _hedged(t: str, start: int, end: int) -> bool:
     """A choice phrase from ``start`` to ``end`` that its own clause puts in doubt: a hedge or
     negation before it ("I don't think the answer is A", "many would say ...", "it is not
     ...", "if the answer is A") or a condition after it ("the answer is A only if ...")."""
-    before = t[_clause_start(t, start):start]
+    before = t[_clause_start(t, start) : start]
     cuts = [c.end() for c in _CLAUSE.finditer(before)]
     if cuts:
-        before = before[cuts[-1]:]
-    hedge = any(not re.search(r"\b(?:if|when|as|once)\s+$", before[:h.start()], re.IGNORECASE)
-                for h in _HEDGE.finditer(before))  # "if you think about it, ..." is no hedge
+        before = before[cuts[-1] :]
+    hedge = any(
+        not re.search(r"\b(?:if|when|as|once)\s+$", before[: h.start()], re.IGNORECASE)
+        for h in _HEDGE.finditer(before)
+    )  # "if you think about it, ..." is no hedge
     # "if the question were about goats, the answer would be B" (not "if I had to pick, B")
     cond = _IF.search(before)
-    if cond and not _IF_FORCED.match(before, cond.start()) and \
-            re.search(r"\b(?:would|could|might|were)\b", t[cond.start():end], re.IGNORECASE):
+    if (
+        cond
+        and not _IF_FORCED.match(before, cond.start())
+        and re.search(r"\b(?:would|could|might|were)\b", t[cond.start() : end], re.IGNORECASE)
+    ):
         hedge = True
     return bool(hedge or _COND.search(before) or _COND_AFTER.match(t, end))
 
@@ -376,8 +450,7 @@ def _own_text_end(t: str, pos: int, letter: str, options: Sequence[str]) -> int:
         return at + masked.end()
     i = _in_range(letter, len(options))
     if i is not None and _norm(options[i]):
-        own = re.match(re.escape(_norm(options[i])).replace(r"\ ", r"\s+") + r"(?!\w)", t[at:],
-                       re.IGNORECASE)
+        own = re.match(re.escape(_norm(options[i])).replace(r"\ ", r"\s+") + r"(?!\w)", t[at:], re.IGNORECASE)
         if own:
             return at + own.end()
     return pos
@@ -389,9 +462,12 @@ def _doubted(t: str, pos: int, letter: str, options: Sequence[str]) -> bool:
     end = _own_text_end(t, pos, letter, options)
     if end == pos:
         return False
-    return re.match(r"[ \t]*(?:[-–—:,][ \t]*)?(?:\?|hmm+\b|let['’]?s\s+see\b|maybe\b|perhaps\b|"
-                    r"(?:is|could|might)[ \t]*$|$)", t[end:], re.IGNORECASE) is not None \
-        and not re.fullmatch(r"\s*", t[end:])
+    return re.match(
+        r"[ \t]*(?:[-–—:,][ \t]*)?(?:\?|hmm+\b|let['’]?s\s+see\b|maybe\b|perhaps\b|"
+        r"(?:is|could|might)[ \t]*$|$)",
+        t[end:],
+        re.IGNORECASE,
+    ) is not None and not re.fullmatch(r"\s*", t[end:])
 
 
 def _affirmed_other(t: str, pos: int, letter: str, options: Sequence[str]) -> bool:
@@ -403,14 +479,19 @@ def _affirmed_other(t: str, pos: int, letter: str, options: Sequence[str]) -> bo
             continue
         for a, b in spans:
             said = _AFFIRM.match(t, b)
-            if a >= pos and said and not _TEXT_NEG.search(t[max(0, a - 60):a]) \
-                    and _norm(said.group(0)) not in {_norm(o) for o in options}:
+            if (
+                a >= pos
+                and said
+                and not _TEXT_NEG.search(t[max(0, a - 60) : a])
+                and _norm(said.group(0)) not in {_norm(o) for o in options}
+            ):
                 return True
     return False
 
 
-def _explicit(t: str, options: Sequence[str],
-              dropped: set[str] | None = None) -> list[tuple[int, int, str, str, int]]:
+def _explicit(
+    t: str, options: Sequence[str], dropped: set[str] | None = None
+) -> list[tuple[int, int, str, str, int]]:
     """Explicit choices ``(start, end, letter, rule, phrase_start)`` in order of appearance;
     an opening marker beyond the options ("D) mice" with three) is none. A choice that its
     own clause rejects ("A) cats - incorrect") or hedges ("I don't think the answer is A")
@@ -422,8 +503,7 @@ def _explicit(t: str, options: Sequence[str],
 
     def add(m: re.Match, end: int, phrase: bool = True) -> None:
         letter = m.group(1)
-        if (phrase and _hedged(t, m.start(), m.end())) or \
-                _verdict(t, m.end(1), letter, options) == "no":
+        if (phrase and _hedged(t, m.start(), m.end())) or _verdict(t, m.end(1), letter, options) == "no":
             gone.add(letter.upper())
             pos = end
             while (x := _OR.match(t, pos)) is not None:  # "I'm not sure it's A or C"
@@ -443,13 +523,17 @@ def _explicit(t: str, options: Sequence[str],
     for m in _JSON.finditer(t):  # {"answer": "B"} is a choice whatever the reasoning says
         add(m, m.end(), phrase=False)
     for m in _IS_RIGHT.finditer(t):
-        before = t[:m.start()]
-        if re.search(r"\b(?:if|whether|unless|not|nor|neither|and|or)\s+(?:option\s+)?$", before,
-                     re.IGNORECASE):
+        before = t[: m.start()]
+        if re.search(
+            r"\b(?:if|whether|unless|not|nor|neither|and|or)\s+(?:option\s+)?$", before, re.IGNORECASE
+        ):
             continue
-        if re.search(r"\b(?:statements?|premises?|assertions?|reasons?|claims?|items?|parts?|types?|"
-                     r"class|schedule|vitamin|hepatitis|title|section|row|column|step)\s+$",
-                     before, re.IGNORECASE):
+        if re.search(
+            r"\b(?:statements?|premises?|assertions?|reasons?|claims?|items?|parts?|types?|"
+            r"class|schedule|vitamin|hepatitis|title|section|row|column|step)\s+$",
+            before,
+            re.IGNORECASE,
+        ):
             continue  # "Statement I is correct": the letter labels something else
         add(m, m.end(1))
     for m in _ITS.finditer(t):  # "it's B" (not "it's A good one")
@@ -464,14 +548,19 @@ def _explicit(t: str, options: Sequence[str],
         letter, end = marker.group(g + 1), marker.end(g + 1)
         if _verdict(t, end, letter, options) == "no" or _affirmed_other(t, end, letter, options):
             gone.add(letter.upper())  # "A: cats is wrong. B: ...", "A. cats ...; wolves is right"
-        elif not (letter == "I" or _MARKER_NOT.match(t[end:].lstrip(").:]"))
-                  or _in_range(letter, n) is None or _doubted(t, end, letter, options)):
-            hits.setdefault(marker.start(g + 1), (marker.start(g + 1), marker.end(), letter,
-                                                  "marker", marker.start(g + 1)))
+        elif not (
+            letter == "I"
+            or _MARKER_NOT.match(t[end:].lstrip(").:]"))
+            or _in_range(letter, n) is None
+            or _doubted(t, end, letter, options)
+        ):
+            hits.setdefault(
+                marker.start(g + 1),
+                (marker.start(g + 1), marker.end(), letter, "marker", marker.start(g + 1)),
+            )
     last = _LAST.search(t)  # "A) cats\nB) wolves\nC) mice\n\nB": the letter alone at the end
     if last and last.group(1) != "I" and _in_range(last.group(1), n) is not None:
-        hits.setdefault(last.start(1), (last.start(1), last.end(), last.group(1), "marker",
-                                        last.start(1)))
+        hits.setdefault(last.start(1), (last.start(1), last.end(), last.group(1), "marker", last.start(1)))
     return sorted(hits.values())
 
 
@@ -488,7 +577,7 @@ def _evaluated(t: str, options: Sequence[str]) -> tuple[set[str], set[str]]:
             continue
         v = _verdict(t, m.end(g + 1), letter, options)
         line_end = t.find("\n", m.end())
-        line = t[m.end(g + 1):len(t) if line_end < 0 else line_end]
+        line = t[m.end(g + 1) : len(t) if line_end < 0 else line_end]
         if v is None and (m.start() == 0 or t[m.start() - 1] == "\n"):
             # a line that judges its option at its end: "A) Vitamin A: night blindness —
             # incorrect", "B. Hepatitis B – DNA virus ✅", "C) Article III - correct, it ..."
@@ -527,8 +616,9 @@ def _excluded(t: str) -> set[str]:
     return out
 
 
-def _after_correction(t: str, first: tuple[int, int, str, str, int],
-                      options: Sequence[str]) -> ParsedAnswer | None:
+def _after_correction(
+    t: str, first: tuple[int, int, str, str, int], options: Sequence[str]
+) -> ParsedAnswer | None:
     """The answer after a self-correction that follows ``first`` (None: none, the first
     choice stands).
 
@@ -544,34 +634,35 @@ def _after_correction(t: str, first: tuple[int, int, str, str, int],
     cue = _CUE.search(t, first[1])
     if cue is None:
         return None
-    rest = t[cue.end():]
+    rest = t[cue.end() :]
     later = [h[2] for h in _explicit(rest, options)]
     if later:
         i = _in_range(later[-1], n)
         return ParsedAnswer(i, "corrected") if i is not None else ParsedAnswer(None, "out-of-range")
     gone = _excluded(rest)
-    named = {m.group(1) for m in _BARE.finditer(rest)
-             if not _article(m.group(1), rest, m.end())} - gone
-    check = re.match(r"let\s+me\s+re-?check", cue.group(0), re.IGNORECASE) or \
-        (_TURN_CUE.match(t, cue.start()) and _CHECK.match(t, cue.end()))
+    named = {m.group(1) for m in _BARE.finditer(rest) if not _article(m.group(1), rest, m.end())} - gone
+    check = re.match(r"let\s+me\s+re-?check", cue.group(0), re.IGNORECASE) or (
+        _TURN_CUE.match(t, cue.start()) and _CHECK.match(t, cue.end())
+    )
     if first[2].upper() in gone and not named - {first[2].upper()}:
         return ParsedAnswer(None, "retracted")  # "Answer: A. Wait, let me check: A is wrong."
     if check and first[2].upper() not in gone:
         # a check names other options without choosing them; only a conclusion does
-        concluded = {m.group(1) for m in _BARE.finditer(rest)
-                     if not _article(m.group(1), rest, m.end())
-                     and _CONCLUDE.search(rest, _clause_start(rest, m.start()), m.start())}
+        concluded = {
+            m.group(1)
+            for m in _BARE.finditer(rest)
+            if not _article(m.group(1), rest, m.end())
+            and _CONCLUDE.search(rest, _clause_start(rest, m.start()), m.start())
+        }
         concluded -= gone | {first[2].upper()}
         if len(concluded) == 1:
             i = _in_range(concluded.pop(), n)
-            return ParsedAnswer(i, "corrected") if i is not None else \
-                ParsedAnswer(None, "out-of-range")
+            return ParsedAnswer(i, "corrected") if i is not None else ParsedAnswer(None, "out-of-range")
         return ParsedAnswer(None, "ambiguous") if concluded else None
     if _STRONG_CUE.match(t, cue.start()) or _TURN_CUE.match(t, cue.start()):
         if len(named) == 1:  # "A. Wait, no — (B)", "A. On second thought: B."
             i = _in_range(named.pop(), n)
-            return ParsedAnswer(i, "corrected") if i is not None else \
-                ParsedAnswer(None, "out-of-range")
+            return ParsedAnswer(i, "corrected") if i is not None else ParsedAnswer(None, "out-of-range")
         if named or _STRONG_CUE.match(t, cue.start()):
             return ParsedAnswer(None, "retracted" if not named else "ambiguous")
         return None
@@ -581,18 +672,27 @@ def _after_correction(t: str, first: tuple[int, int, str, str, int],
 _MASK = "_"  # what stands for an option's text that holds letters ("Vitamin C", "E. coli")
 _LETTERISH = re.compile(r"(?<![\w'’])[a-z](?![\w'’])", re.IGNORECASE)
 # "not true", "isn't really false", "neither true nor false"
-_TEXT_NEG = re.compile(r"(?:\bnot|n['’]t|\bnever|\bneither|\bnor|\bno)\s+(?:(?:really|quite|entirely|"
-                       r"necessarily|exactly|completely|at\s+all|even|actually|so|be|been|being|is|"
-                       r"are|was|were|a|an|the|say|call\s+it|think\s+it(?:['’]s|\s+is)|"
-                       r"consider\s+it)\s+){0,2}$", re.IGNORECASE)
+_TEXT_NEG = re.compile(
+    r"(?:\bnot|n['’]t|\bnever|\bneither|\bnor|\bno)\s+(?:(?:really|quite|entirely|"
+    r"necessarily|exactly|completely|at\s+all|even|actually|so|be|been|being|is|"
+    r"are|was|were|a|an|the|say|call\s+it|think\s+it(?:['’]s|\s+is)|"
+    r"consider\s+it)\s+){0,2}$",
+    re.IGNORECASE,
+)
 # "it's true (that) the passage ...": a concession, not a verdict
-_CONCEDE_BEFORE = re.compile(r"\b(?:it|this|that)(?:['’]s|\s+is|\s+was)\s+"
-                             r"(?:(?:certainly|indeed|of\s+course|quite)\s+)?$", re.IGNORECASE)
-_CONCEDE_AFTER = re.compile(r"\s+(?:that|the|this|these|those|there|he|she|they|we|it|its|a|an)\b",
-                            re.IGNORECASE)
-_UNDETERMINED = re.compile(r"unable\s+to\s+determine|cannot\s+be\s+determined|undetermined|unknown|"
-                           r"not\s+enough\s+information|cannot\s+determine|can['’]?t\s+(?:tell|determine)|"
-                           r"uncertain|not\s+given")
+_CONCEDE_BEFORE = re.compile(
+    r"\b(?:it|this|that)(?:['’]s|\s+is|\s+was)\s+"
+    r"(?:(?:certainly|indeed|of\s+course|quite)\s+)?$",
+    re.IGNORECASE,
+)
+_CONCEDE_AFTER = re.compile(
+    r"\s+(?:that|the|this|these|those|there|he|she|they|we|it|its|a|an)\b", re.IGNORECASE
+)
+_UNDETERMINED = re.compile(
+    r"unable\s+to\s+determine|cannot\s+be\s+determined|undetermined|unknown|"
+    r"not\s+enough\s+information|cannot\s+determine|can['’]?t\s+(?:tell|determine)|"
+    r"uncertain|not\s+given"
+)
 
 
 def _single_letter(o: str) -> bool:
@@ -608,8 +708,11 @@ def _occurrences(t: str, options: Sequence[str]) -> dict[int, list[tuple[int, in
         if not o_n:
             continue
         pat = r"(?<![\w.])" + re.escape(o_n).replace(r"\ ", r"\s+") + r"(?!\w|\.\d)"
-        got = [m.span() for m in re.finditer(pat, t, re.IGNORECASE)
-               if not (_single_letter(o) and _article(m.group(0), t, m.end()))]
+        got = [
+            m.span()
+            for m in re.finditer(pat, t, re.IGNORECASE)
+            if not (_single_letter(o) and _article(m.group(0), t, m.end()))
+        ]
         if got:
             spans[i] = got
     # "Part D" of "Medicare Part D": the end of an option's text that holds its letter names
@@ -621,22 +724,58 @@ def _occurrences(t: str, options: Sequence[str]) -> dict[int, list[tuple[int, in
         pat = r"(?<![\w.])" + re.escape(tail).replace(r"\ ", r"\s+") + r"(?![\w'’]|\.\w)"
         for m in re.finditer(pat, t, re.IGNORECASE):
             if m.span() not in spans.get(i, []) and not any(
-                    a <= m.start() and m.end() <= b for a, b in spans.get(i, [])):
+                a <= m.start() and m.end() <= b for a, b in spans.get(i, [])
+            ):
                 spans.setdefault(i, []).append(m.span())
     return {i: sorted(sp) for i, sp in spans.items()}
 
 
-_TAIL_STOP = {"and", "or", "nor", "of", "the", "an", "is", "are", "both", "either", "neither",
-              "not", "only", "to", "in", "on", "at", "by", "with", "than", "but", "for", "from",
-              "option", "options", "choice", "choices", "letter", "answer", "as", "if", "so"}
+_TAIL_STOP = {
+    "and",
+    "or",
+    "nor",
+    "of",
+    "the",
+    "an",
+    "is",
+    "are",
+    "both",
+    "either",
+    "neither",
+    "not",
+    "only",
+    "to",
+    "in",
+    "on",
+    "at",
+    "by",
+    "with",
+    "than",
+    "but",
+    "for",
+    "from",
+    "option",
+    "options",
+    "choice",
+    "choices",
+    "letter",
+    "answer",
+    "as",
+    "if",
+    "so",
+}
 
 
 def _tail(option: str) -> str | None:
     """The last two words of an option of three words or more that ends in a letter ("Part
     D" of "Medicare Part D"), or None."""
     words = _norm(option).split()
-    if len(words) < 3 or not re.fullmatch(r"[a-z]", words[-1]) or \
-            not re.fullmatch(r"[a-z]{2,}", words[-2]) or words[-2] in _TAIL_STOP:
+    if (
+        len(words) < 3
+        or not re.fullmatch(r"[a-z]", words[-1])
+        or not re.fullmatch(r"[a-z]{2,}", words[-2])
+        or words[-2] in _TAIL_STOP
+    ):
         return None
     return " ".join(words[-2:])
 
@@ -662,8 +801,7 @@ def _boolean_pair(options: Sequence[str]) -> dict[str, int] | None:
     if "true" not in norm or "false" not in norm:
         return None
     others = [x for x in norm if x not in ("true", "false")]
-    if len(norm) == 2 or (len(norm) == 3 and len(others) == 1
-                          and _UNDETERMINED.fullmatch(others[0])):
+    if len(norm) == 2 or (len(norm) == 3 and len(others) == 1 and _UNDETERMINED.fullmatch(others[0])):
         return {"true": norm.index("true"), "false": norm.index("false")}
     return None
 
@@ -674,7 +812,9 @@ _PONDER = re.compile(
     r"\b(?:think(?:ing)?\s+(?:about|of)|consider(?:ing)?|let['’]?s\s+(?:look|start|consider|"
     r"examine|analy[sz]e|evaluate|check|see)|look(?:ing)?\s+at|start(?:ing)?\s+with|"
     r"(?:could|might|may)\s+(?:it\s+|this\s+)?be|maybe|perhaps|possibly|what\s+about|"
-    r"how\s+about)\b|^[\W_]*(?:first(?:ly)?|to\s+begin(?:\s+with)?)\s*,", re.IGNORECASE)
+    r"how\s+about)\b|^[\W_]*(?:first(?:ly)?|to\s+begin(?:\s+with)?)\s*,",
+    re.IGNORECASE,
+)
 
 
 def _pondered(t: str, a: int, b: int) -> bool:
@@ -687,8 +827,9 @@ def _pondered(t: str, a: int, b: int) -> bool:
     return end is not None and end.group(0) == "?"
 
 
-def _text_match(t: str, options: Sequence[str],
-                ignore: Sequence[tuple[int, int]] = ()) -> tuple[int | None, set[int]]:
+def _text_match(
+    t: str, options: Sequence[str], ignore: Sequence[tuple[int, int]] = ()
+) -> tuple[int | None, set[int]]:
     """The option whose text the answer names (None: none or several), and every option
     whose text it names without a negation. Occurrences within ``ignore`` (options listed
     after their letters: "A) Iron") or only pondered (:func:`_pondered`) name nothing."""
@@ -699,9 +840,14 @@ def _text_match(t: str, options: Sequence[str],
     spans = _occurrences(t, options)
     # an option found only inside another found option's text ("agree" in "strongly
     # agree") is not named by itself; one found on its own ("agree or disagree") is
-    own = {i: [(a, b) for a, b in sp if not any(j != i and c <= a and b <= d
-                                                 for j, other in spans.items() for c, d in other)]
-           for i, sp in spans.items()}
+    own = {
+        i: [
+            (a, b)
+            for a, b in sp
+            if not any(j != i and c <= a and b <= d for j, other in spans.items() for c, d in other)
+        ]
+        for i, sp in spans.items()
+    }
     hits = sorted((a, b, i) for i, sp in own.items() for a, b in sp)
     if "true" in [_norm(o) for o in options]:  # "untrue" is "not true"
         hits = sorted(hits + [(m.start(), m.end(), -1) for m in re.finditer(r"\buntrue\b", t, re.I)])
@@ -713,12 +859,20 @@ def _text_match(t: str, options: Sequence[str],
             prev_neg_end = None
             continue
         o_n = "true" if i < 0 else _norm(options[i])
-        neg = i < 0 or _TEXT_NEG.search(t[max(0, a - 60):a]) is not None or (
-            prev_neg_end is not None and  # "not true or false": the negation covers both
-            re.fullmatch(r"\s*,?\s*(?:or|nor|and|/)?\s*", t[prev_neg_end:a]) is not None)
+        neg = (
+            i < 0
+            or _TEXT_NEG.search(t[max(0, a - 60) : a]) is not None
+            or (
+                prev_neg_end is not None  # "not true or false": the negation covers both
+                and re.fullmatch(r"\s*,?\s*(?:or|nor|and|/)?\s*", t[prev_neg_end:a]) is not None
+            )
+        )
         prev_neg_end = b if neg else None
-        if o_n in ("true", "false") and _CONCEDE_BEFORE.search(t[max(0, a - 40):a]) and \
-                _CONCEDE_AFTER.match(t, b):
+        if (
+            o_n in ("true", "false")
+            and _CONCEDE_BEFORE.search(t[max(0, a - 40) : a])
+            and _CONCEDE_AFTER.match(t, b)
+        ):
             continue  # "It's true the passage mentions a dog, but ..."
         if neg:
             negated.add(i if i >= 0 else [_norm(o) for o in options].index("true"))
@@ -730,8 +884,7 @@ def _text_match(t: str, options: Sequence[str],
         return None, positive
     pair = _boolean_pair(options)
     # "Not true." on a True/False item is False; anything else negated names nothing
-    if pair and len(negated) == 1 and len(spans) <= 1 and \
-            (x := _norm(options[next(iter(negated))])) in pair:
+    if pair and len(negated) == 1 and len(spans) <= 1 and (x := _norm(options[next(iter(negated))])) in pair:
         return pair["false" if x == "true" else "true"], set()
     return None, set()
 
@@ -748,8 +901,10 @@ def _collision(t: str, options: Sequence[str], index: int) -> bool:
         k = _in_range(x, n)
         if k is None or k == j or index not in (j, k):
             continue
-        if any(not _article(m.group(0), t, m.end())
-               for m in re.finditer(r"(?<![\w'’])" + x + r"(?![\w'’])", t, re.IGNORECASE)):
+        if any(
+            not _article(m.group(0), t, m.end())
+            for m in re.finditer(r"(?<![\w'’])" + x + r"(?![\w'’])", t, re.IGNORECASE)
+        ):
             return True
     return False
 
@@ -762,8 +917,11 @@ def _cite_mask(t: str) -> str:
     chars = list(t)
     for m in _CITE.finditer(t):
         a = m.start()
-        if (a > 0 and (t[a - 1].isalnum() or t[a - 1] in ")]")) or _CITE_AFTER.match(t, m.end()) \
-                or _CITE_BEFORE.search(t, max(0, a - 40), a):
+        if (
+            (a > 0 and (t[a - 1].isalnum() or t[a - 1] in ")]"))
+            or _CITE_AFTER.match(t, m.end())
+            or _CITE_BEFORE.search(t, max(0, a - 40), a)
+        ):
             chars[m.start(1)] = _MASK
     return "".join(chars)
 
@@ -798,8 +956,9 @@ def _lead(t: str, options: Sequence[str]) -> int | None:
     "No. Under ...", "Nitrogen (Table 1 ...)"), or None."""
     for i, o in enumerate(options):
         o_n = _norm(o)
-        if o_n and re.match(re.escape(o_n).replace(r"\ ", r"\s+") +
-                            r"[ \t]*(?:[.,;:!()\[\]]|[-–—]|$)", t, re.IGNORECASE):
+        if o_n and re.match(
+            re.escape(o_n).replace(r"\ ", r"\s+") + r"[ \t]*(?:[.,;:!()\[\]]|[-–—]|$)", t, re.IGNORECASE
+        ):
             return i
     return None
 
@@ -816,11 +975,14 @@ def _one_affirmed(t: str, options: Sequence[str], texts: set[int], rejected: set
     for j, spans in _occurrences(t, options).items():
         for a, b in spans:
             m = _AFFIRM.match(t, b)
-            if j in texts and m and _norm(m.group(0)) not in texts_n and \
-                    not _TEXT_NEG.search(t[max(0, a - 60):a]):
+            if (
+                j in texts
+                and m
+                and _norm(m.group(0)) not in texts_n
+                and not _TEXT_NEG.search(t[max(0, a - 60) : a])
+            ):
                 affirmed.add(j)
-    return affirmed.pop() if len(affirmed) == 1 and LETTERS[min(affirmed)] not in rejected \
-        else None
+    return affirmed.pop() if len(affirmed) == 1 and LETTERS[min(affirmed)] not in rejected else None
 
 
 def _parse(raw: str, t: str, options: Sequence[str]) -> ParsedAnswer:
@@ -843,8 +1005,7 @@ def _parse(raw: str, t: str, options: Sequence[str]) -> ParsedAnswer:
             if not _concluded(t, last, explicit):
                 return ParsedAnswer(None, "conflict")
             i = _in_range(last[2], n)
-            return ParsedAnswer(i, "concluded") if i is not None else \
-                ParsedAnswer(None, "out-of-range")
+            return ParsedAnswer(i, "concluded") if i is not None else ParsedAnswer(None, "out-of-range")
         i = _in_range(first[2], n)
         return ParsedAnswer(i, first[3]) if i is not None else ParsedAnswer(None, "out-of-range")
     no, yes = _evaluated(t, options)
@@ -862,24 +1023,37 @@ def _parse(raw: str, t: str, options: Sequence[str]) -> ParsedAnswer:
     # options listed after their letters with no verdict ("Let's look at the options: A)
     # Iron - ", "A) Iron — hmm", "Between (A) cats and (B) wolves, ..."): the letters and the
     # texts of such a list choose nothing
-    found = [(m.start(1), _own_text_end(t, m.end(1), m.group(1), options), m.group(1),
-              m.end(1)) for m in _ENTRY.finditer(t)]
+    found = [
+        (m.start(1), _own_text_end(t, m.end(1), m.group(1), options), m.group(1), m.end(1))
+        for m in _ENTRY.finditer(t)
+    ]
     found = [e for e in found if e[1] > e[0] + 2]
     judged = any(_verdict(t, e[3], e[2], options) for e in found)
-    entries = [(a, b) for a, b, x, end in found if _doubted(t, end, x, options) or
-               (not judged and len({e[2] for e in found}) >= 2)]
+    entries = [
+        (a, b)
+        for a, b, x, end in found
+        if _doubted(t, end, x, options) or (not judged and len({e[2] for e in found}) >= 2)
+    ]
     listed = {a for a, _ in entries}
-    named = {i for m in _NAMED.finditer(t) if m.group(1).upper() not in gone
-             and not _article(m.group(1), t, m.end())
-             and (i := _in_range(m.group(1), n)) is not None}
+    named = {
+        i
+        for m in _NAMED.finditer(t)
+        if m.group(1).upper() not in gone
+        and not _article(m.group(1), t, m.end())
+        and (i := _in_range(m.group(1), n)) is not None
+    }
     if len(named) == 1:
         return ParsedAnswer(named.pop(), "named")
-    paren = {i for m in _PAREN.finditer(t) if m.group(1).upper() not in gone
-             and m.start(1) not in listed and (i := _in_range(m.group(1), n)) is not None}
+    paren = {
+        i
+        for m in _PAREN.finditer(t)
+        if m.group(1).upper() not in gone
+        and m.start(1) not in listed
+        and (i := _in_range(m.group(1), n)) is not None
+    }
     if len(paren) == 1 and not named:
         lead = _lead(raw, options)  # "Yes — under Rule (B) ...": the plain answer first wins
-        return ParsedAnswer(lead, "text") if lead is not None else \
-            ParsedAnswer(paren.pop(), "parenthesized")
+        return ParsedAnswer(lead, "text") if lead is not None else ParsedAnswer(paren.pop(), "parenthesized")
     if len(paren) > 1 or len(named) > 1:
         return ParsedAnswer(None, "ambiguous")
     bare = set()

@@ -14,6 +14,7 @@ Examples
 >>> moved.options, moved.answer_letter
 (('office', 'home', 'park'), 'C')
 """
+
 from __future__ import annotations
 
 import itertools
@@ -49,8 +50,7 @@ def reorder(item: Item, order: Sequence[int]) -> Item:
     n = len(item.options)
     if sorted(order) != list(range(n)):
         raise ValueError(f"`order` must be a permutation of 0..{n - 1}, got {list(order)!r}.")
-    return item.replace(options=tuple(item.options[i] for i in order),
-                        answer=list(order).index(item.answer))
+    return item.replace(options=tuple(item.options[i] for i in order), answer=list(order).index(item.answer))
 
 
 def shuffle_options(item: Item, rng: Any = None) -> tuple[Item, tuple[int, ...]]:
@@ -88,5 +88,11 @@ def option_orders(n_options: int, n_orders: int, *, seed: Any = 0) -> list[tuple
     return out
 
 
-__all__ = ["INSTRUCTIONS", "INSTRUCTION_NAMES", "option_orders", "reorder", "shuffle_options",
-           "with_instruction"]
+__all__ = [
+    "INSTRUCTIONS",
+    "INSTRUCTION_NAMES",
+    "option_orders",
+    "reorder",
+    "shuffle_options",
+    "with_instruction",
+]

@@ -30,6 +30,7 @@ naming the line.
 :func:`render_prompt` turns an item into the prompt the model sees (:data:`DEFAULT_TEMPLATE`,
 options as lines ``(A) text``); any template with the same placeholders replaces it.
 """
+
 from __future__ import annotations
 
 import csv
@@ -60,22 +61,41 @@ Answer:"""
 PLACEHOLDERS = ("instruction", "passage", "question", "options")
 NONE_OF_THE_OTHERS = "None of the other options is correct"
 UNDETERMINED = "Unable to determine"
-FORMATS = ("jsonl", "strategyqa", "aqua", "creak", "gsm8k", "esnli", "esnli-txt", "babi",
-           "sen-making", "sen-making-a", "sen-making-b", "qed", "ecqa", "qasc", "noahqa")
+FORMATS = (
+    "jsonl",
+    "strategyqa",
+    "aqua",
+    "creak",
+    "gsm8k",
+    "esnli",
+    "esnli-txt",
+    "babi",
+    "sen-making",
+    "sen-making-a",
+    "sen-making-b",
+    "qed",
+    "ecqa",
+    "qasc",
+    "noahqa",
+)
 ANSWER_TYPES = ("boolean", "number", "word", "text")
 
 _TRUE = {"true", "yes", "correct", "t", "y"}
 _FALSE = {"false", "no", "incorrect", "f", "n"}
 # function words are never distractors (WordNet gives "while" a noun sense, "near" a verb one)
-_FUNCTION_WORDS = frozenset("""a an the and or but nor so yet if then than while when where whom
+_FUNCTION_WORDS = frozenset(
+    """a an the and or but nor so yet if then than while when where whom
 who whose which what that this these those there here of to in on at by for from with into onto
 over under near after before because as is are was were be been being has have had do does did
-it its he she they them his her their our your my me we you not no yes""".split())
+it its he she they them his her their our your my me we you not no yes""".split()
+)
 # a number with an optional sign, currency sign and unit: -$1,250.50, 12 %, 3.5 kg, 40 apples
-_NUMBER = re.compile(r"^\s*(?P<sign>[-−+]?\s*)(?P<pre>[$€£¥]?\s*)"
-                     r"(?P<num>[-−+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[-−+]?\.\d+)"
-                     r"(?P<suf>\s*(?:%|[^\W\d_][^\W\d_°/²³.\-]*(?:[ /][^\W\d_][^\W\d_°/²³.]*){0,2}"
-                     r"|°[CF]?)?)\s*$")
+_NUMBER = re.compile(
+    r"^\s*(?P<sign>[-−+]?\s*)(?P<pre>[$€£¥]?\s*)"
+    r"(?P<num>[-−+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[-−+]?\.\d+)"
+    r"(?P<suf>\s*(?:%|[^\W\d_][^\W\d_°/²³.\-]*(?:[ /][^\W\d_][^\W\d_°/²³.]*){0,2}"
+    r"|°[CF]?)?)\s*$"
+)
 # the share of text answers whose right option is "None of the other options is correct"
 NONE_SHARE = 0.2
 
@@ -96,9 +116,12 @@ class NoOptionsError(ItemsError):
 def _left_out(name: str, ids: Sequence[str], total: int) -> None:
     if ids:
         shown = ", ".join(ids[:5]) + (", ..." if len(ids) > 5 else "")
-        warnings.warn(f"{name}: {len(ids)} of {total} items left out: no options could be made "
-                      f"for their answers (ids {shown}); give them their own 'options'",
-                      ItemsWarning, stacklevel=4)
+        warnings.warn(
+            f"{name}: {len(ids)} of {total} items left out: no options could be made "
+            f"for their answers (ids {shown}); give them their own 'options'",
+            ItemsWarning,
+            stacklevel=4,
+        )
 
 
 @dataclass(frozen=True)
@@ -150,9 +173,15 @@ class Item:
         return self.replace(**{self.attack_field: text})
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "instruction": self.instruction, "passage": self.passage,
-                "question": self.question, "options": list(self.options),
-                "answer": self.answer_letter, "dataset": self.dataset}
+        return {
+            "id": self.id,
+            "instruction": self.instruction,
+            "passage": self.passage,
+            "question": self.question,
+            "options": list(self.options),
+            "answer": self.answer_letter,
+            "dataset": self.dataset,
+        }
 
 
 # --------------------------------------------------------------------------- prompts
@@ -167,12 +196,15 @@ def check_template(template: str) -> None:
     try:
         names = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
     except ValueError as exc:
-        raise ValueError(f"the template is not a valid format string ({exc}); write literal "
-                         "braces as {{ and }}") from None
+        raise ValueError(
+            f"the template is not a valid format string ({exc}); write literal braces as {{{{ and }}}}"
+        ) from None
     unknown = names - set(PLACEHOLDERS)
     if unknown:
-        raise ValueError(f"unknown placeholder(s) {', '.join('{' + n + '}' for n in sorted(unknown))}"
-                         f" in the template; allowed: {', '.join('{' + p + '}' for p in PLACEHOLDERS)}")
+        raise ValueError(
+            f"unknown placeholder(s) {', '.join('{' + n + '}' for n in sorted(unknown))}"
+            f" in the template; allowed: {', '.join('{' + p + '}' for p in PLACEHOLDERS)}"
+        )
     for need in ("question", "options"):
         if need not in names:
             raise ValueError(f"the template needs {{{need}}}")
@@ -181,8 +213,12 @@ def check_template(template: str) -> None:
 def render_prompt(item: Item, template: str = DEFAULT_TEMPLATE) -> str:
     """The prompt for ``item``. A template line whose ``{instruction}`` or ``{passage}``
     is empty is left out, so an item without passage has no empty "Passage:" line."""
-    values = {"instruction": item.instruction.strip(), "passage": item.passage.strip(),
-              "question": item.question.strip(), "options": render_options(item.options)}
+    values = {
+        "instruction": item.instruction.strip(),
+        "passage": item.passage.strip(),
+        "question": item.question.strip(),
+        "options": render_options(item.options),
+    }
     lines = []
     for line in template.split("\n"):
         if any("{" + k + "}" in line and not values[k] for k in ("instruction", "passage")):
@@ -232,8 +268,11 @@ def _number_parts(s: str) -> tuple[str, str, float, int, bool, str] | None:
     m = _NUMBER.match(s)
     if m is None:
         return None
-    if m.group("suf").lower() in _ORDINAL_SUFFIXES and re.fullmatch(r"\d+", m.group("num")) \
-            and m.group("suf").lower() != _ordinal(int(m.group("num"))):
+    if (
+        m.group("suf").lower() in _ORDINAL_SUFFIXES
+        and re.fullmatch(r"\d+", m.group("num"))
+        and m.group("suf").lower() != _ordinal(int(m.group("num")))
+    ):
         return None  # '21th' is no ordinal
     core = m.group("num").replace("−", "-")
     sign = -1.0 if (m.group("sign") or "").strip() in ("-", "−") or core.startswith("-") else 1.0
@@ -294,7 +333,7 @@ def _nice(limit: float) -> list[int]:
     out, k = [1], 0
     while True:
         for m in (2, 5, 10):
-            v = m * 10 ** k
+            v = m * 10**k
             if v > limit:
                 return out
             out.append(v)
@@ -317,8 +356,12 @@ _ORDINAL_SUFFIXES = ("st", "nd", "rd", "th")
 def _special_number(s: str) -> str | None:
     """``time``, ``fraction`` or ``range`` for a well-formed one of these, else None."""
     m = _TIME.match(s)
-    if m and (int(m["h"]) <= (12 if m["ampm"] else 23)) and int(m["m"]) < 60 \
-            and not (m["ampm"] and int(m["h"]) == 0):
+    if (
+        m
+        and (int(m["h"]) <= (12 if m["ampm"] else 23))
+        and int(m["m"]) < 60
+        and not (m["ampm"] and int(m["h"]) == 0)
+    ):
         return "time"
     m = _FRACTION.match(s)
     if m and int(m["b"]) > 0 and int(m["a"]) > 0:
@@ -333,19 +376,28 @@ def _ordinal(n: int) -> str:
     return "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
 
 
-def _progression(n: int, rnd: random.Random, tiers: Sequence[Sequence[int]],
-                 lo: int | None = None, hi: int | None = None, size: float = 1.0,
-                 zero: str = "yes") -> list[int]:
+def _progression(
+    n: int,
+    rnd: random.Random,
+    tiers: Sequence[Sequence[int]],
+    lo: int | None = None,
+    hi: int | None = None,
+    size: float = 1.0,
+    zero: str = "yes",
+) -> list[int]:
     """Five consecutive values ``n + (i - rank) * step``: the rank uniform among those
     that some step of ``tiers`` allows within ``[lo, hi]`` (``zero``: whether 0 may be a
     distractor, ``"yes"``, ``"no"`` or ``"below"`` the answer when it is not the largest);
     the step, of the first tier that has one fitting the rank, one that
     leaves an option as round as ``n`` besides it if there is one, the one nearest
     ``size``."""
+
     def fits(r: int, d: int) -> bool:
-        return bool((lo is None or n - r * d >= lo) and (hi is None or n + (4 - r) * d <= hi)
-                    and (zero == "yes" or not n or n % d or not -4 <= n // d - r <= 0
-                         or (zero == "below" and r < 4)))
+        return bool(
+            (lo is None or n - r * d >= lo)
+            and (hi is None or n + (4 - r) * d <= hi)
+            and (zero == "yes" or not n or n % d or not -4 <= n // d - r <= 0 or (zero == "below" and r < 4))
+        )
 
     def alone(r: int, d: int) -> bool:  # n is the roundest option, alone
         others = [n + (i - r) * d for i in range(5) if i != r]
@@ -356,8 +408,7 @@ def _progression(n: int, rnd: random.Random, tiers: Sequence[Sequence[int]],
         raise ValueError("no room for 5 options")
     r = rnd.choice(ranks)
     tier = next(t for t in tiers if any(fits(r, d) for d in t))
-    d = min((d for d in tier if fits(r, d)),
-            key=lambda d: (alone(r, d), max(d / size, size / d), d))
+    d = min((d for d in tier if fits(r, d)), key=lambda d: (alone(r, d), max(d / size, size / d), d))
     return [n + (i - r) * d for i in range(5)]
 
 
@@ -369,14 +420,17 @@ def _steps(n: int, rnd: random.Random, level: int) -> tuple[list[list[int]], flo
     ``n`` (10 at rank 2: 0 5 10 15 20)."""
     up, size = _rounder(level), max(1.0, abs(n) * 10 ** rnd.uniform(-1.5, -0.6))
     cap = max(2 * size, abs(n) / 2)
-    tiers = [[up * k for k in _nice(cap / up)] if up <= cap else [],
-             [level * k for k in _nice(max(abs(n), 1) / level)], _nice(max(abs(n), 1))]
+    tiers = [
+        [up * k for k in _nice(cap / up)] if up <= cap else [],
+        [level * k for k in _nice(max(abs(n), 1) / level)],
+        _nice(max(abs(n), 1)),
+    ]
     return tiers, size
 
 
 def _time_options(s: str, rnd: random.Random) -> tuple[list[str], int]:
     m = _TIME.match(s)
-    assert m is not None   # the caller matched _TIME already
+    assert m is not None  # the caller matched _TIME already
     h, mm, ampm = int(m["h"]), int(m["m"]), m["ampm"] or ""
     twelve = bool(ampm) or (1 <= h <= 12 and not m["h"].startswith("0"))
     pad = len(m["h"]) == 2 and m["h"].startswith("0")
@@ -396,12 +450,12 @@ def _time_options(s: str, rnd: random.Random) -> tuple[list[str], int]:
         hh, mi = divmod(v, 60)
         suf = ""
         if ampm:
-            word = ("pm" if hh >= 12 else "am")
+            word = "pm" if hh >= 12 else "am"
             core = ampm.strip()
             word = word.upper() if core[:1].isupper() else word
             if "." in core:
                 word = f"{word[0]}.{word[1]}."
-            suf = ampm[:len(ampm) - len(ampm.lstrip())] + word
+            suf = ampm[: len(ampm) - len(ampm.lstrip())] + word
         if twelve:
             hh = hh % 12 or 12
         return f"{hh:02d}:{mi:02d}{suf}" if pad else f"{hh}:{mi:02d}{suf}"
@@ -415,14 +469,15 @@ def _time_options(s: str, rnd: random.Random) -> tuple[list[str], int]:
 def _fraction_options(s: str, rnd: random.Random) -> tuple[list[str], int]:
     from fractions import Fraction
     from math import gcd
+
     m = _FRACTION.match(s)
-    assert m is not None   # the caller matched _FRACTION already
+    assert m is not None  # the caller matched _FRACTION already
     a, b = int(m["a"]), int(m["b"])
-    slash = s[len(m["a"]):len(s) - len(m["b"])]
+    slash = s[len(m["a"]) : len(s) - len(m["b"])]
     value, lowest = Fraction(a, b), gcd(a, b) == 1
     top = 2 * value + 1 if value >= 1 else Fraction(1)
     seen: set[Fraction] = {value}
-    below: list[str] = []     # the fractions written as the answer is, below and above it
+    below: list[str] = []  # the fractions written as the answer is, below and above it
     above: list[str] = []
     for q in range(max(2, b - 3), b + 40):  # denominators near the answer's, more if needed
         if q >= b + 4 and len(below) >= 4 and len(above) >= 4:
@@ -440,19 +495,20 @@ def _fraction_options(s: str, rnd: random.Random) -> tuple[list[str], int]:
     r = rnd.choice(ranks)
     below.sort(key=lambda o: -Fraction(*map(int, o.split(slash))))
     above.sort(key=lambda o: Fraction(*map(int, o.split(slash))))
-    opts = rnd.sample(below[:max(r, 6)], r) + rnd.sample(above[:max(4 - r, 6)], 4 - r) + [s]
+    opts = rnd.sample(below[: max(r, 6)], r) + rnd.sample(above[: max(4 - r, 6)], 4 - r) + [s]
     rnd.shuffle(opts)
     return opts, opts.index(s)
 
 
 def _range_options(s: str, rnd: random.Random) -> tuple[list[str], int]:
     m = _RANGE.match(s)
-    assert m is not None   # the caller matched _RANGE already
+    assert m is not None  # the caller matched _RANGE already
     a, b, sep, suf = int(m["a"]), int(m["b"]), m["sep"], m["suf"] or ""
     width = b - a
     steps = [d for d in _nice(max(a, b)) if d >= width and d >= b / 20][:3] or [width]
-    starts = _progression(a, rnd, [steps, [d for d in _nice(a) if d >= width] or [width]],
-                          lo=0, size=rnd.choice(steps))
+    starts = _progression(
+        a, rnd, [steps, [d for d in _nice(a) if d >= width] or [width]], lo=0, size=rnd.choice(steps)
+    )
     opts = [f"{x}{sep}{x + width}{suf}" for x in starts]
     opts[starts.index(a)] = s
     rnd.shuffle(opts)
@@ -514,7 +570,7 @@ def _number_options(answer: Any, rnd: random.Random) -> tuple[list[str], int]:
         raise ValueError(f"not an ordinal: {s!r}")
 
     def fmt(v: int) -> str:
-        ip, fp = divmod(abs(v), 10 ** decimals)
+        ip, fp = divmod(abs(v), 10**decimals)
         body = f"{ip:,}" if commas else str(ip)
         body = body.zfill(width) if width else ("" if not int_part and ip == 0 else body)
         body += f".{fp:0{decimals}d}" if decimals else ""
@@ -527,18 +583,18 @@ def _number_options(answer: Any, rnd: random.Random) -> tuple[list[str], int]:
     lo = None if negative else (1 if ordinal else 0)
     hi = None
     level = _level(n) or 1
-    decade = (whole and n >= 10 and n % 10 == 0 and suf.strip().lower() in ("s", "'s", "’s"))
+    decade = whole and n >= 10 and n % 10 == 0 and suf.strip().lower() in ("s", "'s", "’s")
     size, zero = 10.0, "yes"
     if decade:
         hi = max(n, LATEST_YEAR // 10 * 10)
         tiers = [[10, 20, 50] if n % 50 == 0 and n % 100 else [10, 20]]
-    elif whole and not pre and not suf and 1000 <= n <= 2100:   # a year
+    elif whole and not pre and not suf and 1000 <= n <= 2100:  # a year
         hi = max(n, LATEST_YEAR)
         tiers = [[5, 10] if level == 1 else [10, 20] if level == 5 else [10, 20, 50], _nice(20)]
         size = rnd.choice(tiers[0])
     else:
-        if suf.strip() == "%" and 0 <= n <= 100 * 10 ** decimals:
-            hi = 100 * 10 ** decimals
+        if suf.strip() == "%" and 0 <= n <= 100 * 10**decimals:
+            hi = 100 * 10**decimals
         tiers, size = _steps(n, rnd, level)
         # 0: never for a negative answer, nor below the largest unless it is tiny (2 -> 0 1
         # 2 3 4), where 0 with the answer on top would give it away
@@ -572,11 +628,28 @@ def _pool_key(s: str) -> tuple[tuple, float] | None:
     value = float(digits.replace(",", "") or 0) * (-1 if negative else 1)
     if suf in _ORDINAL_SUFFIXES and not frac:
         suf = "#ordinal"
-    year = not frac and not m["pre"].strip() and not suf and not sign and "," not in digits \
+    year = (
+        not frac
+        and not m["pre"].strip()
+        and not suf
+        and not sign
+        and "," not in digits
         and 1000 <= value <= 2100
+    )
     commas = ("," in int_part) if abs(value) >= 1000 else None
-    return ((m["pre"].strip(), suf, len(frac), negative, year, len(int_part) > 1
-             and int_part.startswith("0"), sign == "+", commas), value)
+    return (
+        (
+            m["pre"].strip(),
+            suf,
+            len(frac),
+            negative,
+            year,
+            len(int_part) > 1 and int_part.startswith("0"),
+            sign == "+",
+            commas,
+        ),
+        value,
+    )
 
 
 def _same_shape(a: tuple, b: tuple) -> bool:
@@ -605,8 +678,7 @@ def _inclusion(weights: Sequence[float], size: int) -> list[float]:
     return pi
 
 
-def _pool_options(answer: str, rnd: random.Random,
-                  vocabulary: Sequence[str]) -> tuple[list[str], int] | None:
+def _pool_options(answer: str, rnd: random.Random, vocabulary: Sequence[str]) -> tuple[list[str], int] | None:
     """Four other answers of the data set as distractors, or None where it has fewer than
     :data:`POOL_MIN` different ones written as ``answer`` is.
 
@@ -631,14 +703,14 @@ def _pool_options(answer: str, rnd: random.Random,
         if k is not None and _same_shape(k[0], shape):
             texts.setdefault(k[1], []).append(v.strip())
     count = {v: len(t) for v, t in texts.items()}
-    count[x] = max(count.get(x, 0), 1)   # the answer is one of the data set's answers
+    count[x] = max(count.get(x, 0), 1)  # the answer is one of the data set's answers
     values = sorted(count)
     if len(values) < POOL_MIN:
         return None
     r = values.index(x)
     for _ in range(20):
         j = r - rnd.randrange(POOL_WINDOW)
-        window = values[max(0, j):j + POOL_WINDOW]
+        window = values[max(0, j) : j + POOL_WINDOW]
         if len(window) >= 5:
             break
     else:
@@ -653,10 +725,9 @@ def _pool_options(answer: str, rnd: random.Random,
     u = (starts[at_x] + rnd.random() * pi[at_x]) % 1.0
     drawn = []
     for point in (u + i for i in range(5)):
-        i = next((i for i in range(len(window)) if starts[i] <= point < starts[i] + pi[i]),
-                 len(window) - 1)
+        i = next((i for i in range(len(window)) if starts[i] <= point < starts[i] + pi[i]), len(window) - 1)
         drawn.append(window[i])
-    if x not in drawn or len(set(drawn)) < 5:   # only by rounding at an edge
+    if x not in drawn or len(set(drawn)) < 5:  # only by rounding at an edge
         return None
     opts = [answer if d == x else texts[d][0] for d in drawn]
     rnd.shuffle(opts)
@@ -664,15 +735,23 @@ def _pool_options(answer: str, rnd: random.Random,
 
 
 # usage domains and glosses of words that are never options (slurs, insults, obscenities)
-_OFFENSIVE_DOMAINS = frozenset({"ethnic_slur", "disparagement", "obscenity", "vulgarism",
-                                "slang", "derogation", "profanity", "insult"})
-_OFFENSIVE_GLOSS = re.compile(r"\b(?:offensive|derogatory|slur|disparag\w*|obscen\w*|vulgar\w*"
-                              r"|contemptuous\w*|insult\w*|abusive)\b", re.I)
+_OFFENSIVE_DOMAINS = frozenset(
+    {"ethnic_slur", "disparagement", "obscenity", "vulgarism", "slang", "derogation", "profanity", "insult"}
+)
+_OFFENSIVE_GLOSS = re.compile(
+    r"\b(?:offensive|derogatory|slur|disparag\w*|obscen\w*|vulgar\w*"
+    r"|contemptuous\w*|insult\w*|abusive)\b",
+    re.I,
+)
 # markers of informal use: a word WordNet offers (not the data's own) must have none
-_INFORMAL_GLOSS = re.compile(r"\b(?:informal\w*|slang|colloquial\w*|uncomplimentary|jocular\w*"
-                             r"|pejorative\w*|crude|rude|taboo|epithet|term of abuse)\b", re.I)
+_INFORMAL_GLOSS = re.compile(
+    r"\b(?:informal\w*|slang|colloquial\w*|uncomplimentary|jocular\w*"
+    r"|pejorative\w*|crude|rude|taboo|epithet|term of abuse)\b",
+    re.I,
+)
 # a second net: slurs, insults and ethnic or religious labels WordNet does not mark
-_BLOCKED = frozenset("""nigger nigga negro negroes negress negroid blackamoor coon darky darkie
+_BLOCKED = frozenset(
+    """nigger nigga negro negroes negress negroid blackamoor coon darky darkie
 jigaboo sambo pickaninny kike yid hymie heeb jew jews jewess hebrew israelite hasid hasidim
 chassid ashkenazi sephardi goy gentile chink gook jap nip slant slope spic spick wetback beaner
 greaser wop dago guinea kraut hun boche paki raghead towelhead sandnigger redskin squaw injun
@@ -683,25 +762,32 @@ eskimo gypsy gyp gippo pikey clit clitoris bum butt arse ass asshole arsehole pi
 dimwit stupid idiot moron imbecile cretin dummy dumbass dunce halfwit nitwit fool lunatic maniac
 psycho nutcase spaz midget dwarf fatso slave servant serf hooker prostitute harlot strumpet wench
 hussy slattern trollop bimbo chick pansy fairy poof poofter nancy sissy hag crone shit fuck
-piss crap bugger bollocks tits boob boobs knockers jugs hooters junkie druggie wog""".split())
+piss crap bugger bollocks tits boob boobs knockers jugs hooters junkie druggie wog""".split()
+)
 # religions, and nationalities and peoples: an answer of one gets only others of it
-_RELIGIONS = tuple("""Christian Muslim Buddhist Hindu Jewish Sikh Catholic Protestant Orthodox
-Mormon Jain Taoist Shinto Anglican Lutheran Baptist Methodist Quaker Zoroastrian Bahai""".split())
-_PEOPLES = tuple("""German French Chinese Japanese Indian Mexican Irish Italian Spanish Russian
+_RELIGIONS = tuple(
+    """Christian Muslim Buddhist Hindu Jewish Sikh Catholic Protestant Orthodox
+Mormon Jain Taoist Shinto Anglican Lutheran Baptist Methodist Quaker Zoroastrian Bahai""".split()
+)
+_PEOPLES = tuple(
+    """German French Chinese Japanese Indian Mexican Irish Italian Spanish Russian
 British English Scottish Welsh American Canadian Brazilian Egyptian Greek Turkish Polish Dutch
 Swedish Korean Vietnamese Thai Nigerian Kenyan Australian Argentine Portuguese Norwegian Danish
 Finnish Swiss Austrian Belgian Hungarian Czech Peruvian Chilean Cuban Iranian Iraqi Israeli
 Pakistani Indonesian Filipino Moroccan Ethiopian Ghanaian African Asian European Arab Arabic
-Latin Hispanic Persian Kurdish Roman Scandinavian""".split())
+Latin Hispanic Persian Kurdish Roman Scandinavian""".split()
+)
 _GROUPS = (frozenset(w.lower() for w in _RELIGIONS), frozenset(w.lower() for w in _PEOPLES))
 
 
 # common given names: a person's name gets other names as options
-_GIVEN_NAMES = tuple("""Mary John Sandra Daniel Fred Bill Jeff Julie Emily Jessica Lily Bernhard
+_GIVEN_NAMES = tuple(
+    """Mary John Sandra Daniel Fred Bill Jeff Julie Emily Jessica Lily Bernhard
 Greg Brian Jason Gertrude Winona James Robert Michael William David Richard Joseph Thomas
 Charles Christopher Matthew Anthony Mark Steven Andrew Kevin George Edward Henry Frank Paul
 Anna Emma Olivia Sarah Laura Linda Susan Karen Lisa Nancy Betty Helen Alice Sophie Clara Grace
-Rachel Hannah Rose Kate Ruth Martha Lucy Jane Oliver Harry Jack Samuel Adam Simon Victor Tom""".split())
+Rachel Hannah Rose Kate Ruth Martha Lucy Jane Oliver Harry Jack Samuel Adam Simon Victor Tom""".split()
+)
 _GIVEN = frozenset(n.lower() for n in _GIVEN_NAMES)
 
 
@@ -715,8 +801,11 @@ def _offensive(word: str, strict: bool = False) -> bool:
     domain at all (colloquialism, slang...) or a gloss marking informal use ("dimwit",
     "dope", "bum")."""
     w = word.lower().replace(" ", "_")
-    if w in _BLOCKED or w.replace("_", " ") in _BLOCKED or \
-            any(x in _BLOCKED or x.replace("_", " ") in _BLOCKED for x in _lemmas(w)):
+    if (
+        w in _BLOCKED
+        or w.replace("_", " ") in _BLOCKED
+        or any(x in _BLOCKED or x.replace("_", " ") in _BLOCKED for x in _lemmas(w))
+    ):
         return True
     try:
         from .wordnet import WordNetMissing, wordnet
@@ -774,10 +863,19 @@ def _lemmas(word: str) -> frozenset[str]:
     share one are inflections of each other (wolf / wolves, mouse / mice, go / going)."""
     w = word.lower()
     out = {w}
-    for suffix, repl in (("ies", "y"), ("ves", "f"), ("ves", "fe"), ("es", ""), ("s", ""),
-                         ("ed", ""), ("ed", "e"), ("ing", ""), ("ing", "e")):
+    for suffix, repl in (
+        ("ies", "y"),
+        ("ves", "f"),
+        ("ves", "fe"),
+        ("es", ""),
+        ("s", ""),
+        ("ed", ""),
+        ("ed", "e"),
+        ("ing", ""),
+        ("ing", "e"),
+    ):
         if w.endswith(suffix) and len(w) > len(suffix) + 2:
-            out.add(w[:-len(suffix)] + repl)
+            out.add(w[: -len(suffix)] + repl)
     try:
         from .wordnet import WordNetMissing, wordnet
 
@@ -844,8 +942,10 @@ def _co_hyponyms_of(sense: Any, names: bool) -> tuple[str, ...]:
         return sorted(x.hyponyms() + x.instance_hyponyms(), key=lambda z: z.name())
 
     def marked(x) -> bool:
-        return bool({d.name().split(".")[0] for d in x.usage_domains()} & _OFFENSIVE_DOMAINS
-                    or _OFFENSIVE_GLOSS.search(x.definition()))
+        return bool(
+            {d.name().split(".")[0] for d in x.usage_domains()} & _OFFENSIVE_DOMAINS
+            or _OFFENSIVE_GLOSS.search(x.definition())
+        )
 
     found: dict[str, int] = {}
     for h in up(sense):
@@ -858,8 +958,11 @@ def _co_hyponyms_of(sense: Any, names: bool) -> tuple[str, ...]:
                         continue
                     for lem in x.lemmas():
                         name = lem.name()
-                        if name.isalpha() and (name.islower() or (names and name.istitle())) \
-                                and not _offensive(name, True):
+                        if (
+                            name.isalpha()
+                            and (name.islower() or (names and name.istitle()))
+                            and not _offensive(name, True)
+                        ):
                             found[name] = max(found.get(name, 0), lem.count())
     return tuple(sorted(found, key=lambda w: (-found[w], w)))
 
@@ -874,18 +977,25 @@ def _capitalised(passage: str, alone: bool = False) -> list[str]:
     for sent in re.split(r"(?<=[.!?])\s+", passage):
         words = WORD.findall(sent)
         caps = [w[:1].isupper() and w.lower() not in _FUNCTION_WORDS for w in words] + [False]
-        keep = [not alone or not ((i and caps[i - 1]) or caps[i + 1])
-                for i in range(len(words))]
-        out += [w for i, w in enumerate(words[1:], 1) if w[:1].isupper() and w.isalpha()
-                and len(w) > 1 and w.lower() not in _FUNCTION_WORDS and keep[i]]
-        if words and words[0][:1].isupper() and words[0].lower() not in _FUNCTION_WORDS \
-                and (not _senses(words[0]) or words[0].lower() in _GIVEN) \
-                and words[0].isalpha() and keep[0]:   # "John went..." (john: a toilet)
+        keep = [not alone or not ((i and caps[i - 1]) or caps[i + 1]) for i in range(len(words))]
+        out += [
+            w
+            for i, w in enumerate(words[1:], 1)
+            if w[:1].isupper() and w.isalpha() and len(w) > 1 and w.lower() not in _FUNCTION_WORDS and keep[i]
+        ]
+        if (
+            words
+            and words[0][:1].isupper()
+            and words[0].lower() not in _FUNCTION_WORDS
+            and (not _senses(words[0]) or words[0].lower() in _GIVEN)
+            and words[0].isalpha()
+            and keep[0]
+        ):  # "John went..." (john: a toilet)
             out.append(words[0])
     return sorted(set(out))
 
 
-@functools.lru_cache(maxsize=65536)   # asked of every word of every passage
+@functools.lru_cache(maxsize=65536)  # asked of every word of every passage
 def _singular(word: str) -> str:
     try:
         from .wordnet import WordNetMissing, wordnet
@@ -898,9 +1008,30 @@ def _singular(word: str) -> str:
 
 # how many: bAbI's counts ("none", "two") get other counts, not words WordNet files with
 # them ("none": a canonical hour)
-_COUNTS = ("none", "zero", "one", "two", "three", "four", "five", "six", "seven", "eight",
-           "nine", "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen",
-           "seventeen", "eighteen", "nineteen", "twenty")
+_COUNTS = (
+    "none",
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+    "twenty",
+)
 _WH = frozenset("what which who whom whose where when why how".split())
 # a question form with at most this many different answers has a closed set of them (bAbI's
 # "what did X give to Y?": football, milk, apple): they are each other's distractors
@@ -915,7 +1046,7 @@ def question_form(question: str) -> str:
 
     words = [w.lower() for w in WORD.findall(question)]
     at = next((i for i, w in enumerate(words[:4]) if w in _WH), 0)
-    return " ".join(words[at:at + 2])
+    return " ".join(words[at : at + 2])
 
 
 def siblings_by_form(pairs: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
@@ -927,8 +1058,9 @@ def siblings_by_form(pairs: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
     return {k: list(v) for k, v in out.items()}
 
 
-def _count_options(answer: str, rnd: random.Random, siblings: Sequence[str],
-                   passage: str = "") -> tuple[list[str], int]:
+def _count_options(
+    answer: str, rnd: random.Random, siblings: Sequence[str], passage: str = ""
+) -> tuple[list[str], int]:
     """A count in words gets other counts: the passage's when it writes the answer, the
     data set's answers to the same question, then the counts nearest it, in the answer's
     case."""
@@ -942,8 +1074,10 @@ def _count_options(answer: str, rnd: random.Random, siblings: Sequence[str],
     rnd.shuffle(mine)
     mine = said + mine
     at = _COUNTS.index(low) if low != "zero" else 0
-    near = sorted((w for w in _COUNTS if w not in (low, "zero", "none")),
-                  key=lambda w: (abs(_COUNTS.index(w) - at), rnd.random()))
+    near = sorted(
+        (w for w in _COUNTS if w not in (low, "zero", "none")),
+        key=lambda w: (abs(_COUNTS.index(w) - at), rnd.random()),
+    )
     if low in ("none", "zero"):
         near = [w for w in near if w != ("zero" if low == "none" else "none")]
     picked = list(dict.fromkeys(mine + near))[:4]
@@ -954,8 +1088,9 @@ def _count_options(answer: str, rnd: random.Random, siblings: Sequence[str],
     return opts, opts.index(answer)
 
 
-def _word_options(answer: str, rnd: random.Random, vocabulary: Sequence[str],
-                  passage: str, siblings: Sequence[str] = ()) -> tuple[list[str], int]:
+def _word_options(
+    answer: str, rnd: random.Random, vocabulary: Sequence[str], passage: str, siblings: Sequence[str] = ()
+) -> tuple[list[str], int]:
     """Four words of the answer's kind: first the passage's (other places, animals,
     colours it mentions, in the answer's number: the right answer is often in the
     passage, so its distractors must be too), then the data set's answers to questions
@@ -980,11 +1115,14 @@ def _word_options(answer: str, rnd: random.Random, vocabulary: Sequence[str],
 
     if answer.lower() in _COUNTS:
         return _count_options(answer, rnd, siblings, passage)
-    vocab = [v for v in dict.fromkeys(v.strip() for v in vocabulary)
-             if infer_answer_type(v) == "word"]
-    kin = [v for v in dict.fromkeys(v.strip() for v in siblings)
-           if infer_answer_type(v) == "word" and v.lower() != answer.lower()
-           and v[:1].isupper() == answer[:1].isupper()]
+    vocab = [v for v in dict.fromkeys(v.strip() for v in vocabulary) if infer_answer_type(v) == "word"]
+    kin = [
+        v
+        for v in dict.fromkeys(v.strip() for v in siblings)
+        if infer_answer_type(v) == "word"
+        and v.lower() != answer.lower()
+        and v[:1].isupper() == answer[:1].isupper()
+    ]
     closed = 0 < len(kin) < CLOSED_FORM
     others = [v for v in vocab if v.lower() != answer.lower()]
     group = _group(answer)
@@ -1009,10 +1147,13 @@ def _word_options(answer: str, rnd: random.Random, vocabulary: Sequence[str],
         for w in pool:
             if len(picked) >= 4:
                 return
-            if w.lower() in _FUNCTION_WORDS or any(_lemmas(w) & t for t in taken) \
-                    or _offensive(w, strict) or (not answers and (
-                        _related(answer, w) or any(_related(p, w) for p in picked))):
-                continue   # not chrome and chromium
+            if (
+                w.lower() in _FUNCTION_WORDS
+                or any(_lemmas(w) & t for t in taken)
+                or _offensive(w, strict)
+                or (not answers and (_related(answer, w) or any(_related(p, w) for p in picked)))
+            ):
+                continue  # not chrome and chromium
             if group is not None and _group(w) is not group:
                 continue
             if need_kind and kind != "group" and not _of_kind(w, kind):
@@ -1021,23 +1162,26 @@ def _word_options(answer: str, rnd: random.Random, vocabulary: Sequence[str],
             taken.append(_lemmas(w))
 
     words = []
-    for sent in re.split(r"(?<=[.!?])\s+", passage):   # "Lions are afraid of..." has lions
+    for sent in re.split(r"(?<=[.!?])\s+", passage):  # "Lions are afraid of..." has lions
         found = WORD.findall(sent)
-        if found and found[0][:1].isupper() and found[0].lower() not in _GIVEN \
-                and _senses(found[0].lower()):
+        if found and found[0][:1].isupper() and found[0].lower() not in _GIVEN and _senses(found[0].lower()):
             found[0] = found[0].lower()
-        words += [w for w in found if w.isalpha() and len(w) > 2   # not "was" made "wa"
-                  and w.lower() not in _FUNCTION_WORDS]
-    if answer[:1].islower():   # a common noun gets none of the passage's names
+        words += [
+            w
+            for w in found
+            if w.isalpha()
+            and len(w) > 2  # not "was" made "wa"
+            and w.lower() not in _FUNCTION_WORDS
+        ]
+    if answer[:1].islower():  # a common noun gets none of the passage's names
         words = [w for w in words if w[:1].islower()]
     # in the answer's number: "swans" gets plurals; "sheep" (both) those of the other answers
     plural = _singular(answer).lower() != answer.lower()
     if not plural and others:
         plural = 2 * sum(_singular(v).lower() != v.lower() for v in others) > len(others)
     if not plural:
-        words = [_singular(w) if w[:1].islower() and len(_singular(w)) > 2 else w
-                 for w in words]
-    else:   # "Sara is a frog. Frogs are afraid of...": frogs, not frog
+        words = [_singular(w) if w[:1].islower() and len(_singular(w)) > 2 else w for w in words]
+    else:  # "Sara is a frog. Frogs are afraid of...": frogs, not frog
         plurals = {_singular(w).lower() for w in words if _singular(w).lower() != w.lower()}
         words = [w for w in words if w.lower() not in plurals]
     if group is not None:
@@ -1061,32 +1205,33 @@ def _word_options(answer: str, rnd: random.Random, vocabulary: Sequence[str],
         # and no word WordNet adds that neither passage nor data set ever gives ("pink"
         # beside bAbI's four colours): 3 or 4 options where the set is that small
         if _in_text(answer.lower(), passage.lower()):
-            take(sorted(w for w in kin if _in_text(w.lower(), passage.lower())), False, False,
-                 answers=True)
+            take(sorted(w for w in kin if _in_text(w.lower(), passage.lower())), False, False, answers=True)
         take(sorted(kin), False, False, answers=True)
     else:
         inside = _in_text(answer.lower(), passage.lower())
         if kind is not None and inside:
             take(words, True, False)
         take(sorted(kin), kind is not None, False)
-        if kind is not None and not inside:   # the passage's words after the answers
+        if kind is not None and not inside:  # the passage's words after the answers
             take(words, True, False)
         take(sorted(vocab), kind is not None, False)
-        if len(picked) < 4 and sense is not None:   # Tuesday... for monday too
+        if len(picked) < 4 and sense is not None:  # Tuesday... for monday too
             titled = answer.istitle() or sense.lemmas()[0].name().istitle()
             pool = _co_hyponyms(sense, names=titled)
-            if answer[:1].isupper():   # a county gets counties, not "side" or "midst"
+            if answer[:1].isupper():  # a county gets counties, not "side" or "midst"
                 pool = [w for w in pool if w[:1].isupper()]
             take(pool[:24], True, True)
         for other in _senses(answer) if len(picked) < 3 and sense is not None else ():
-            if len(picked) < 3 and other != sense:   # gold the metal, not only the coins
+            if len(picked) < 3 and other != sense:  # gold the metal, not only the coins
                 take(_co_hyponyms(other, names=answer.istitle())[:24], False, True)
-    if len(picked) < 3 and not (closed and len(picked) >= 2):   # too few of its kind: the
-        take(sorted(vocab), False, False)                     # data set's other answers
+    if len(picked) < 3 and not (closed and len(picked) >= 2):  # too few of its kind: the
+        take(sorted(vocab), False, False)  # data set's other answers
     if len(picked) < (2 if closed else 3):
-        raise NoOptionsError(f"no distractors for the answer {answer!r}: fewer than 3 words of its "
-                         "kind in the passage, the data set's answers and WordNet; give the "
-                         "item its own 'options'")
+        raise NoOptionsError(
+            f"no distractors for the answer {answer!r}: fewer than 3 words of its "
+            "kind in the passage, the data set's answers and WordNet; give the "
+            "item its own 'options'"
+        )
     if answer[:1].isupper():
         picked = [w[:1].upper() + w[1:] for w in picked]
     opts = picked + [answer]
@@ -1108,12 +1253,17 @@ def _text_shape(t: str) -> tuple[bool, bool, int]:
 
     words = WORD.findall(t)
     content = [w for w in words if w.lower() not in _FUNCTION_WORDS and not w.isdigit()]
-    return (any(c.isdigit() for c in t), bool(content) and all(w[:1].isupper() for w in content),
-            min(len(words), 4))
+    return (
+        any(c.isdigit() for c in t),
+        bool(content) and all(w[:1].isupper() for w in content),
+        min(len(words), 4),
+    )
 
 
-_MONTH = (r"(?:January|February|March|April|May|June|July|August|September|October|November"
-          r"|December)")
+_MONTH = (
+    r"(?:January|February|March|April|May|June|July|August|September|October|November"
+    r"|December)"
+)
 _SPANS = re.compile(
     rf"\b(?:{_MONTH}\s+\d{{1,2}},?\s+\d{{3,4}}|\d{{1,2}}\s+{_MONTH}(?:\s+\d{{3,4}})?"
     rf"|{_MONTH}\s+\d{{1,2}}|{_MONTH}\s+\d{{4}}|(?:the\s+)?\d{{2,4}}s\b"
@@ -1122,7 +1272,8 @@ _SPANS = re.compile(
     r"(?:\s+[a-z]+)?"
     r"|(?:[Tt]he|an?|An?|[Hh]is|[Hh]er|[Tt]heir|[Ii]ts)\s+(?:[a-z][\w\-]*\s+){0,2}[a-z][\w\-]*"
     r"|(?:(?:the|The|a|an)\s+)?[A-Z][\w'’\-]*(?:(?:\s+(?:of|the|and|de|da|von|van|du|la))*"
-    r"\s+[A-Z][\w'’\-]*)*)")
+    r"\s+[A-Z][\w'’\-]*)*)"
+)
 _DATE = re.compile(rf"{_MONTH}|\b1\d{{3}}\b|\b20\d\d\b|\d0s\b|\bcentury\b")
 
 
@@ -1146,16 +1297,20 @@ def _passage_spans(passage: str) -> list[str]:
         if not t or t.lower() in _FUNCTION_WORDS:
             continue
         head, *rest = t.split(" ")
-        if head.lower() in ("the", "a", "an", "his", "her", "their", "its") and rest \
-                and rest[0][:1].islower():   # an article and words up to the last noun
-            while rest and not (_senses(rest[-1]) and all(
-                    _senses(w) and w.lower() not in _FUNCTION_WORDS for w in rest)):
+        if (
+            head.lower() in ("the", "a", "an", "his", "her", "their", "its")
+            and rest
+            and rest[0][:1].islower()
+        ):  # an article and words up to the last noun
+            while rest and not (
+                _senses(rest[-1]) and all(_senses(w) and w.lower() not in _FUNCTION_WORDS for w in rest)
+            ):
                 rest.pop()
             if not rest:
                 continue
-            t = " ".join([head.lower(), *rest])   # "The first mention" at a sentence's start
+            t = " ".join([head.lower(), *rest])  # "The first mention" at a sentence's start
         elif " " not in t and t not in capitalised:
-            continue   # a sentence's first word ("According")
+            continue  # a sentence's first word ("According")
         out.append(t)
         bare = re.sub(r"^(?:[Tt]he|an?|An?|[Hh]is|[Hh]er|[Tt]heir|[Ii]ts)\s+", "", t)
         if bare != t:
@@ -1163,9 +1318,15 @@ def _passage_spans(passage: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def _text_options(answer: str, rnd: random.Random, item_id: str, none_right: bool,
-                  passage: str = "", vocabulary: Sequence[str] = (),
-                  siblings: Sequence[str] = ()) -> tuple[list[str], int]:
+def _text_options(
+    answer: str,
+    rnd: random.Random,
+    item_id: str,
+    none_right: bool,
+    passage: str = "",
+    vocabulary: Sequence[str] = (),
+    siblings: Sequence[str] = (),
+) -> tuple[list[str], int]:
     """Other texts of the answer's shape and "None of the other options is correct", at a
     random position. The distractors come first from the passage (its other names,
     dates, numbers with units, noun phrases of the answer's shape, then of its kind,
@@ -1190,23 +1351,31 @@ def _text_options(answer: str, rnd: random.Random, item_id: str, none_right: boo
 
     need = 4 if none_right else 3
     mine = set().union(*(_lemmas(w) for w in _content(answer))) if _content(answer) else set()
-    names = [w for w in _capitalised(passage) if w.lower() not in mine] + \
-        [n for n in _GIVEN_NAMES if n.lower() not in mine and not _offensive(n)]
-    passage_words = sorted({w for w in WORD.findall(passage) if w.isalpha() and len(w) > 2
-                            and w.lower() not in _FUNCTION_WORDS})
+    names = [w for w in _capitalised(passage) if w.lower() not in mine] + [
+        n for n in _GIVEN_NAMES if n.lower() not in mine and not _offensive(n)
+    ]
+    passage_words = sorted(
+        {w for w in WORD.findall(passage) if w.isalpha() and len(w) > 2 and w.lower() not in _FUNCTION_WORDS}
+    )
     toks = [t for t in re.split(r"([^\W_]+(?:['’\-][^\W_]+)*)", answer)]
-    words = [t for t in toks if t and WORD.fullmatch(t) and t.lower() not in _FUNCTION_WORDS
-             and not re.search(r"\d", t)]
-    all_names = bool(words) and all(w[:1].isupper() and (w.lower() in _GIVEN or not _senses(w))
-                                    for w in words)
+    words = [
+        t
+        for t in toks
+        if t and WORD.fullmatch(t) and t.lower() not in _FUNCTION_WORDS and not re.search(r"\d", t)
+    ]
+    all_names = bool(words) and all(
+        w[:1].isupper() and (w.lower() in _GIVEN or not _senses(w)) for w in words
+    )
 
     def swap(w: str, common: bool) -> str | None:
         if w.lower() in _FUNCTION_WORDS:
             return w
-        if re.search(r"\d", w):   # 40, 10-12, 3rd: each number changed
+        if re.search(r"\d", w):  # 40, 10-12, 3rd: each number changed
+
             def num(m):
                 nums, at = _number_options(m.group(0), rnd)
-                return rnd.choice(nums[:at] + nums[at + 1:])
+                return rnd.choice(nums[:at] + nums[at + 1 :])
+
             return re.sub(r"\d+(?:\.\d+)?", num, w)
         if w[:1].isupper() and (w.lower() in _GIVEN or not _senses(w)):
             pool = names
@@ -1216,8 +1385,7 @@ def _text_options(answer: str, rnd: random.Random, item_id: str, none_right: boo
             if common and senses:
                 pool = [p for p in pool if _frequent(p)][:12]
             pool = pool or ([] if common else [p for p in passage_words if _of_kind(p, None)])
-        pool = [p for p in pool if not (_lemmas(p) & mine) and not _offensive(p, True)
-                and not _related(w, p)]
+        pool = [p for p in pool if not (_lemmas(p) & mine) and not _offensive(p, True) and not _related(w, p)]
         if not pool:
             return None
         new = rnd.choice(pool).replace("_", " ")
@@ -1241,20 +1409,25 @@ def _text_options(answer: str, rnd: random.Random, item_id: str, none_right: boo
         e"), as long as neither holds all of the other's ("apple and milk" for "milk and
         apple", "milk" for "milk and apple")."""
         words = _content(t)
-        if shared:   # counted: "w and w" is not all of "e and w"
+        if shared:  # counted: "w and w" is not all of "e and w"
+
             def holds(a: Counter, b: Counter) -> bool:
                 return a <= b or b <= a
 
             stems = Counter(min(_lemmas(w)) for w in words)
-            if any(holds(stems, Counter(min(_lemmas(w)) for w in _content(o)))
-                   for o in (answer, *out)):
+            if any(holds(stems, Counter(min(_lemmas(w)) for w in _content(o))) for o in (answer, *out)):
                 return False
         elif any(set(words) <= set(_content(o)) or set(_content(o)) <= set(words) for o in out):
-            return False   # "1960s" beside "the 1960s"
+            return False  # "1960s" beside "the 1960s"
         apart = shared or not any(_lemmas(w) & mine for w in words)
-        return bool(words) and apart and t not in seen \
-            and t.lower() != answer.lower() and not _offensive(t) \
+        return (
+            bool(words)
+            and apart
+            and t not in seen
+            and t.lower() != answer.lower()
+            and not _offensive(t)
             and not any(_offensive(w) for w in words)
+        )
 
     out: list[str] = []
     seen = {answer}
@@ -1263,8 +1436,9 @@ def _text_options(answer: str, rnd: random.Random, item_id: str, none_right: boo
         for v in pool:
             if len(out) >= need:
                 return
-            if (not same or (_text_shape(v) == shape if same is True else _span_kind(v) == same)) \
-                    and fresh(v, shared):
+            if (not same or (_text_shape(v) == shape if same is True else _span_kind(v) == same)) and fresh(
+                v, shared
+            ):
                 seen.add(v)
                 out.append(v)
 
@@ -1287,26 +1461,27 @@ def _text_options(answer: str, rnd: random.Random, item_id: str, none_right: boo
     kin = [v for v in dict.fromkeys(v.strip() for v in siblings) if v]
     rnd.shuffle(kin)
     if _in_text(answer.lower(), passage.lower()):
-        add(spans, True)                  # the passage's spans of the same shape first
-        add(spans, _span_kind(answer))    # then of the same kind (a date for a date)
-    add(kin, True, True)                  # answers to questions asked the same way
-    add(spans, True)                      # (the passage's after them when it lacks the
-    add(spans, _span_kind(answer))        # answer: "n and e" is no span of it)
-    add(others, True)                     # then real answers of the same shape
-    if len(words) <= 1 or all_names:      # one replaceable word, or names: sensible swaps
+        add(spans, True)  # the passage's spans of the same shape first
+        add(spans, _span_kind(answer))  # then of the same kind (a date for a date)
+    add(kin, True, True)  # answers to questions asked the same way
+    add(spans, True)  # (the passage's after them when it lacks the
+    add(spans, _span_kind(answer))  # answer: "n and e" is no span of it)
+    add(others, True)  # then real answers of the same shape
+    if len(words) <= 1 or all_names:  # one replaceable word, or names: sensible swaps
         add_swaps(True)
     add(others, False)
     add(spans, False)
-    add_swaps(True)                       # every word changed, by common words
+    add_swaps(True)  # every word changed, by common words
     add_swaps(False)
     if len(out) < 2 and _content(answer):
-        raise NoOptionsError(f"no distractors for the answer {answer!r}: the passage and the data "
-                         "set's answers have too few other texts; give the item its own "
-                         "'options'")
+        raise NoOptionsError(
+            f"no distractors for the answer {answer!r}: the passage and the data "
+            "set's answers have too few other texts; give the item its own "
+            "'options'"
+        )
     if none_right and len(out) < 3:  # too few distractors to leave the answer out
         none_right = False
-    opts = out[:need if none_right else 3] + [NONE_OF_THE_OTHERS] + \
-        ([] if none_right else [answer])
+    opts = out[: need if none_right else 3] + [NONE_OF_THE_OTHERS] + ([] if none_right else [answer])
     rnd.shuffle(opts)
     return opts, opts.index(NONE_OF_THE_OTHERS if none_right else answer)
 
@@ -1322,8 +1497,7 @@ def _frequent(word: str) -> bool:
     except WordNetMissing:
         return True
     w = word.lower().replace(" ", "_")
-    return sum(lem.count() for s in wn.synsets(w) for lem in s.lemmas()
-               if lem.name().lower() == w) > 0
+    return sum(lem.count() for s in wn.synsets(w) for lem in s.lemmas() if lem.name().lower() == w) > 0
 
 
 def _in_text(s: str, text: str) -> bool:
@@ -1331,8 +1505,9 @@ def _in_text(s: str, text: str) -> bool:
     return re.search(rf"(?<![\w.,]){re.escape(s)}(?![\w]|[.,]\d)", text) is not None
 
 
-def _passage_numbers(answer: str, opts: list[str], idx: int, passage: str,
-                     rnd: random.Random) -> tuple[list[str], int]:
+def _passage_numbers(
+    answer: str, opts: list[str], idx: int, passage: str, rnd: random.Random
+) -> tuple[list[str], int]:
     """When the passage writes the number answer (QED's "1962", bAbI's counts: the
     answer is read off the passage), its other numbers written the same way (the shape
     of :func:`_pool_key`: currency sign, unit, decimals, thousands commas; years with
@@ -1344,8 +1519,11 @@ def _passage_numbers(answer: str, opts: list[str], idx: int, passage: str,
     pre, suf = parts[0].strip(), parts[5].strip()
     unit = r"\s?" + re.escape(suf) if suf else ""
     found = []
-    for m in re.finditer(rf"(?<![\w.,]){re.escape(pre)}\s?\d[\d,]*(?:\.\d+)?"
-                         rf"{unit}(?![\w]|[.,]\d)", passage):
+    for m in re.finditer(
+        rf"(?<![\w.,]){re.escape(pre)}\s?\d[\d,]*(?:\.\d+)?"
+        rf"{unit}(?![\w]|[.,]\d)",
+        passage,
+    ):
         other = _pool_key(m.group(0))
         if other is not None and _same_shape(other[0], key[0]) and other[1] != key[1]:
             found.append(m.group(0).strip())
@@ -1353,17 +1531,23 @@ def _passage_numbers(answer: str, opts: list[str], idx: int, passage: str,
     if not found:
         return opts, idx
     picked = rnd.sample(found, min(4, len(found)))
-    values = {_number_parts(o)[2] for o in picked}    # type: ignore[index]
+    values = {_number_parts(o)[2] for o in picked}  # type: ignore[index]
     made = [o for i, o in enumerate(opts) if i != idx and _number_parts(o)[2] not in values]  # type: ignore[index]
-    new = picked + made[:4 - len(picked)] + [answer]
+    new = picked + made[: 4 - len(picked)] + [answer]
     rnd.shuffle(new)
     return new, new.index(answer)
 
 
-def make_options(answer: Any, *, kind: str | None = None, seed: Any = 0,
-                 vocabulary: Sequence[str] = (), passage: str = "",
-                 item_id: str = "", siblings: Sequence[str] = ()
-                 ) -> tuple[tuple[str, ...], int, str]:
+def make_options(
+    answer: Any,
+    *,
+    kind: str | None = None,
+    seed: Any = 0,
+    vocabulary: Sequence[str] = (),
+    passage: str = "",
+    item_id: str = "",
+    siblings: Sequence[str] = (),
+) -> tuple[tuple[str, ...], int, str]:
     """Options and the answer's index for an item that has none.
 
     * boolean: True, False, Unable to determine (Yes, No, ... for yes/no answers);
@@ -1405,8 +1589,9 @@ def make_options(answer: Any, *, kind: str | None = None, seed: Any = 0,
         opts, idx = _word_options(str(answer).strip(), rnd, vocabulary, passage, siblings)
     else:
         none_right = random.Random(f"none\x1f{seed}\x1f{item_id}\x1f{answer}").random() < NONE_SHARE
-        opts, idx = _text_options(str(answer).strip(), rnd, item_id or str(seed), none_right,
-                                  passage, vocabulary, siblings)
+        opts, idx = _text_options(
+            str(answer).strip(), rnd, item_id or str(seed), none_right, passage, vocabulary, siblings
+        )
     return tuple(opts), idx, kind
 
 
@@ -1427,18 +1612,26 @@ def _letter_or_text(answer: Any, options: Sequence[str]) -> int | None:
     return None
 
 
-def parse_item(obj: Any, *, where: str, default_id: str, dataset: str, seed: Any = 0,
-               vocabulary: Sequence[str] = (), siblings: Sequence[str] = ()) -> Item:
+def parse_item(
+    obj: Any,
+    *,
+    where: str,
+    default_id: str,
+    dataset: str,
+    seed: Any = 0,
+    vocabulary: Sequence[str] = (),
+    siblings: Sequence[str] = (),
+) -> Item:
     """One object of the JSONL format -> :class:`Item` (errors say ``where``; an answer no
     options can be made for raises :class:`NoOptionsError`)."""
     if not isinstance(obj, dict):
         raise ItemsError(f"{where}: each line must be a JSON object")
-    allowed = {"id", "instruction", "passage", "question", "options", "answer", "dataset",
-               "answer_type"}
+    allowed = {"id", "instruction", "passage", "question", "options", "answer", "dataset", "answer_type"}
     unknown = sorted(set(obj) - allowed)
     if unknown:
-        raise ItemsError(f"{where}: unknown field(s) {', '.join(unknown)} (allowed: "
-                         f"{', '.join(sorted(allowed))})")
+        raise ItemsError(
+            f"{where}: unknown field(s) {', '.join(unknown)} (allowed: {', '.join(sorted(allowed))})"
+        )
     q = obj.get("question")
     if not isinstance(q, str) or not q.strip():
         raise ItemsError(f"{where}: 'question' must be non-empty text")
@@ -1456,31 +1649,40 @@ def parse_item(obj: Any, *, where: str, default_id: str, dataset: str, seed: Any
         if obj.get("answer_type") is not None and obj["answer_type"] not in ANSWER_TYPES:
             raise ItemsError(f"{where}: 'answer_type' must be one of {', '.join(ANSWER_TYPES)}")
         try:
-            opts, idx, kind = make_options(obj["answer"], kind=obj.get("answer_type"),
-                                           seed=seed, vocabulary=vocabulary, passage=passage,
-                                           item_id=item_id, siblings=siblings)
+            opts, idx, kind = make_options(
+                obj["answer"],
+                kind=obj.get("answer_type"),
+                seed=seed,
+                vocabulary=vocabulary,
+                passage=passage,
+                item_id=item_id,
+                siblings=siblings,
+            )
         except NoOptionsError as exc:
             raise NoOptionsError(f"{where}: {exc}") from None
     else:
-        if not isinstance(options, list) or len(options) < 2 or \
-                not all(isinstance(o, (str, int, float)) and not isinstance(o, bool) for o in options):
+        if (
+            not isinstance(options, list)
+            or len(options) < 2
+            or not all(isinstance(o, (str, int, float)) and not isinstance(o, bool) for o in options)
+        ):
             raise ItemsError(f"{where}: 'options' must be a list of at least 2 texts")
         if len(options) > len(LETTERS):
             raise ItemsError(f"{where}: at most {len(LETTERS)} options")
         opts = tuple(str(o) for o in options)
         empty = next((i for i, o in enumerate(opts) if not o.strip()), None)
         if empty is not None:
-            raise ItemsError(f"{where}: option {LETTERS[empty]} is empty: every option needs "
-                             "a text")
+            raise ItemsError(f"{where}: option {LETTERS[empty]} is empty: every option needs a text")
         if len({o.strip() for o in opts}) < len(opts):
             raise ItemsError(f"{where}: two options have the same text")
         found = _letter_or_text(obj["answer"], opts)
         if found is None:
-            raise ItemsError(f"{where}: answer {obj['answer']!r} is neither an option's letter "
-                             f"(A-{LETTERS[len(opts) - 1]}) nor the exact text of an option")
+            raise ItemsError(
+                f"{where}: answer {obj['answer']!r} is neither an option's letter "
+                f"(A-{LETTERS[len(opts) - 1]}) nor the exact text of an option"
+            )
         idx = found
-    return Item(item_id, q, tuple(opts), idx, passage, instruction,
-                str(obj.get("dataset") or dataset), kind)
+    return Item(item_id, q, tuple(opts), idx, passage, instruction, str(obj.get("dataset") or dataset), kind)
 
 
 def _read(path: Path) -> str:
@@ -1520,13 +1722,24 @@ def _json_file(text: str, source: str, kind: type, message: str) -> Any:
     return data
 
 
-_ITEM_KEYS = {"id", "instruction", "passage", "question", "options", "answer", "dataset",
-              "answer_type"}
+_ITEM_KEYS = {"id", "instruction", "passage", "question", "options", "answer", "dataset", "answer_type"}
 _SIBLINGS = re.compile(r"^(s1|s2|labels)\.(\w+)$")
 # fields of other question-answering data sets (SQuAD-like, NQ, TriviaQA...): a file with
 # them beside "question" and "answer" is not ours with a misspelt field
-_OTHER_DATA_KEYS = {"context", "contexts", "paragraph", "document", "title", "label",
-                    "choices", "answers", "evidence", "support", "facts", "rationale"}
+_OTHER_DATA_KEYS = {
+    "context",
+    "contexts",
+    "paragraph",
+    "document",
+    "title",
+    "label",
+    "choices",
+    "answers",
+    "evidence",
+    "support",
+    "facts",
+    "rationale",
+}
 
 
 def _csv_header(text: str) -> list[str]:
@@ -1537,9 +1750,11 @@ def _csv_header(text: str) -> list[str]:
 
 
 def _cannot_place(source: str, found: str) -> ItemsError:
-    return ItemsError(f"{source}: cannot tell which data set this file is (tried "
-                      f"{', '.join(FORMATS)}); found {found}. Name the format with 'format:' "
-                      "if it is one of these, or convert it to the JSONL item format.")
+    return ItemsError(
+        f"{source}: cannot tell which data set this file is (tried "
+        f"{', '.join(FORMATS)}); found {found}. Name the format with 'format:' "
+        "if it is one of these, or convert it to the JSONL item format."
+    )
 
 
 def _describe(keys) -> str:
@@ -1573,9 +1788,12 @@ def detect_format(path: str | os.PathLike, text: str | None = None) -> str:
     head = text.lstrip("\ufeff \t\r\n")[:20000]
     if not head:
         raise ItemsError(f"{source}: the file is empty")
-    if re.match(r"1 [^\t\n]+\n", head) and p.suffix.lower() in (".txt", "") and \
-            re.search(r"^\d+ [^\t\n]+\t[^\t\n]+", head, re.MULTILINE):
-        return "babi"   # numbered lines, and a question with its answer after a tab
+    if (
+        re.match(r"1 [^\t\n]+\n", head)
+        and p.suffix.lower() in (".txt", "")
+        and re.search(r"^\d+ [^\t\n]+\t[^\t\n]+", head, re.MULTILINE)
+    ):
+        return "babi"  # numbered lines, and a question with its answer after a tab
     if head[0] in "[{":
         try:
             data = json.loads(text)
@@ -1583,24 +1801,37 @@ def detect_format(path: str | os.PathLike, text: str | None = None) -> str:
             data = None
         if isinstance(data, list):
             first = data[0] if data else None
-            if isinstance(first, dict) and "question" in first and \
-                    ("facts" in first or "qid" in first or isinstance(first.get("answer"), bool)):
+            if (
+                isinstance(first, dict)
+                and "question" in first
+                and ("facts" in first or "qid" in first or isinstance(first.get("answer"), bool))
+            ):
                 return "strategyqa"
-            raise _cannot_place(source, "a JSON list whose first entry has " + (
-                _describe(first) if isinstance(first, dict) else f"a {type(first).__name__}"))
+            raise _cannot_place(
+                source,
+                "a JSON list whose first entry has "
+                + (_describe(first) if isinstance(first, dict) else f"a {type(first).__name__}"),
+            )
         first = next(iter(data.values()), None) if isinstance(data, dict) else None
         if isinstance(first, dict) and "qa_pairs" in first and "passage" in first:
             return "noahqa"
-        if isinstance(data, dict) and "\n" in text.strip() and \
-                not ({"question", "question_text", "sentence"} & set(data)):
-            raise _cannot_place(source, "a JSON object whose first entry has " + (
-                _describe(first) if isinstance(first, dict) else f"a {type(first).__name__}"))
+        if (
+            isinstance(data, dict)
+            and "\n" in text.strip()
+            and not ({"question", "question_text", "sentence"} & set(data))
+        ):
+            raise _cannot_place(
+                source,
+                "a JSON object whose first entry has "
+                + (_describe(first) if isinstance(first, dict) else f"a {type(first).__name__}"),
+            )
         first_line = head.split("\n", 1)[0]
         try:
             obj = json.loads(first_line)
         except (json.JSONDecodeError, RecursionError):
-            raise _cannot_place(source, "text that starts like JSON but whose first line is "
-                                "not a JSON object") from None
+            raise _cannot_place(
+                source, "text that starts like JSON but whose first line is not a JSON object"
+            ) from None
         if not isinstance(obj, dict):
             raise _cannot_place(source, f"a first line that is a JSON {type(obj).__name__}")
         keys = set(obj)
@@ -1609,8 +1840,11 @@ def detect_format(path: str | os.PathLike, text: str | None = None) -> str:
         if "sentence" in keys and "label" in keys:
             if str(obj["label"]).strip().lower() in ("true", "false"):
                 return "creak"
-            raise _cannot_place(source, f"JSON lines with the fields {_describe(keys)} whose "
-                                f"label is {obj['label']!r} (CREAK's is true or false)")
+            raise _cannot_place(
+                source,
+                f"JSON lines with the fields {_describe(keys)} whose "
+                f"label is {obj['label']!r} (CREAK's is true or false)",
+            )
         if "question" in keys and isinstance(obj.get("answer"), str) and "####" in obj["answer"]:
             return "gsm8k"
         if {"question_text", "paragraph_text"} <= keys:
@@ -1618,13 +1852,24 @@ def detect_format(path: str | os.PathLike, text: str | None = None) -> str:
         if isinstance(obj.get("question"), dict) and {"stem", "choices"} <= set(obj["question"]):
             return "qasc"
         if {"positives", "negatives", "explanation"} <= keys:
-            raise ItemsError(f"{source}: this is ECQA's annotation file (ecqa.jsonl), which has "
-                             "no questions: glue it to CommonsenseQA with the authors' "
-                             "generate_data.py and load the cqa_data_test.csv it writes")
-        if "question" in keys and isinstance(obj["question"], str) and \
-                ("options" in keys or keys <= _ITEM_KEYS or
-                 ("answer" in keys and len(keys - _ITEM_KEYS) == 1 and
-                  not keys - _ITEM_KEYS & _OTHER_DATA_KEYS)):
+            raise ItemsError(
+                f"{source}: this is ECQA's annotation file (ecqa.jsonl), which has "
+                "no questions: glue it to CommonsenseQA with the authors' "
+                "generate_data.py and load the cqa_data_test.csv it writes"
+            )
+        if (
+            "question" in keys
+            and isinstance(obj["question"], str)
+            and (
+                "options" in keys
+                or keys <= _ITEM_KEYS
+                or (
+                    "answer" in keys
+                    and len(keys - _ITEM_KEYS) == 1
+                    and not keys - _ITEM_KEYS & _OTHER_DATA_KEYS
+                )
+            )
+        ):
             return "jsonl"  # ours (a missing or misspelt field is named by the item check)
         raise _cannot_place(source, f"JSON lines with the fields {_describe(keys)}")
     header = _csv_header(head.split("\n", 1)[0])
@@ -1640,18 +1885,26 @@ def detect_format(path: str | os.PathLike, text: str | None = None) -> str:
     if {"q_text", "q_op1", "q_ans"} <= cols:
         return "ecqa"
     if re.fullmatch(r"[^,\n]+,\s*(?:[01]|[A-C])\s*", head.split("\n", 1)[0]):
-        raise ItemsError(f"{source}: this looks like a Sen-Making gold-answer file (id,answer "
-                         "lines): load the subtask's data file beside it (subtaskA_..._data.csv "
-                         "or subtaskB_..._data.csv), which reads this one for its answers")
+        raise ItemsError(
+            f"{source}: this looks like a Sen-Making gold-answer file (id,answer "
+            "lines): load the subtask's data file beside it (subtaskA_..._data.csv "
+            "or subtaskB_..._data.csv), which reads this one for its answers"
+        )
     if len(header) > 1:
         raise _cannot_place(source, f"a table with the columns {_describe(header)}")
     raise _cannot_place(source, "text that is neither JSON, a CSV table nor a bAbI task")
 
 
-def load_items(path: str | os.PathLike, *, format: str = "auto", limit: int | None = None,
-               dataset: str | None = None, seed: Any = 0,
-               instruction: str | None = None,
-               answers: str | os.PathLike | None = None) -> list[Item]:
+def load_items(
+    path: str | os.PathLike,
+    *,
+    format: str = "auto",
+    limit: int | None = None,
+    dataset: str | None = None,
+    seed: Any = 0,
+    instruction: str | None = None,
+    answers: str | os.PathLike | None = None,
+) -> list[Item]:
     """Items from a file the user has.
 
     Parameters
@@ -1685,14 +1938,29 @@ def load_items(path: str | os.PathLike, *, format: str = "auto", limit: int | No
     if not p.is_file():
         raise ItemsError(f"{path}: no such file")
     text = "" if _esnli_name(p) and format in ("auto", "esnli-txt") else _read(p)
-    return parse_items_text(text, source=str(path), format=format, limit=limit,
-                            dataset=dataset, seed=seed, instruction=instruction, answers=answers)
+    return parse_items_text(
+        text,
+        source=str(path),
+        format=format,
+        limit=limit,
+        dataset=dataset,
+        seed=seed,
+        instruction=instruction,
+        answers=answers,
+    )
 
 
-def parse_items_text(text: str, *, source: str, format: str = "auto", limit: int | None = None,
-                     dataset: str | None = None, seed: Any = 0,
-                     instruction: str | None = None,
-                     answers: str | os.PathLike | None = None) -> list[Item]:
+def parse_items_text(
+    text: str,
+    *,
+    source: str,
+    format: str = "auto",
+    limit: int | None = None,
+    dataset: str | None = None,
+    seed: Any = 0,
+    instruction: str | None = None,
+    answers: str | os.PathLike | None = None,
+) -> list[Item]:
     """:func:`load_items` on a file's text (e.g. uploaded in the dashboard); ``source`` is
     the file's name, used to recognise the format and in error messages. Formats made of
     several files (a Sen-Making subtask and its gold answers, e-SNLI's s1/s2/labels) read
@@ -1702,9 +1970,13 @@ def parse_items_text(text: str, *, source: str, format: str = "auto", limit: int
         raise ItemsError(f"format must be auto or one of {', '.join(FORMATS)}; got {format!r}")
     fmt = detect_format(p, text) if format == "auto" else format
     name = dataset or (p.stem if fmt == "jsonl" else _DATASET_NAMES.get(fmt, fmt))
-    if not dataset and fmt == "qasc" and format == "auto" and not re.search(
-            r'"(?:fact1|fact2|combinedfact)"\s*:', text[:20000]):
-        name = p.stem   # the layout without QASC's facts: CommonsenseQA, ARC, OpenBookQA
+    if (
+        not dataset
+        and fmt == "qasc"
+        and format == "auto"
+        and not re.search(r'"(?:fact1|fact2|combinedfact)"\s*:', text[:20000])
+    ):
+        name = p.stem  # the layout without QASC's facts: CommonsenseQA, ARC, OpenBookQA
     instr = DEFAULT_INSTRUCTION if instruction is None else instruction
     try:
         items = _LOADERS[fmt](text, source, name, seed, instr, limit, answers=answers)
@@ -1737,9 +2009,17 @@ def _load_jsonl(text, source, name, seed, instr, limit, **_):
         ds = str(obj.get("dataset") or name) if isinstance(obj, dict) else name
         try:
             form = question_form(str(obj.get("question") or "")) if isinstance(obj, dict) else ""
-            out.append(parse_item(obj, where=f"{source}, line {lineno}", default_id=str(lineno),
-                                  dataset=name, seed=seed, vocabulary=vocab_by_set.get(ds, ()),
-                                  siblings=kin.get(ds, {}).get(form, ())))
+            out.append(
+                parse_item(
+                    obj,
+                    where=f"{source}, line {lineno}",
+                    default_id=str(lineno),
+                    dataset=name,
+                    seed=seed,
+                    vocabulary=vocab_by_set.get(ds, ()),
+                    siblings=kin.get(ds, {}).get(form, ()),
+                )
+            )
         except NoOptionsError:  # left out, and said so
             skipped.append(str(obj.get("id") if obj.get("id") is not None else lineno))
     _left_out(source, skipped, len(todo))
@@ -1795,8 +2075,18 @@ def _load_creak(text, source, name, seed, instr, limit, **_):
         if str(obj["label"]).strip().lower() not in ("true", "false"):
             raise ItemsError(f"{where}: a CREAK label is true or false, got {obj['label']!r}")
         opts, idx, kind = make_options(str(obj["label"]), kind="boolean")
-        out.append(Item(str(obj.get("ex_id", lineno)), "Is this claim true or false?", opts, idx,
-                        obj["sentence"], instr, name, kind))
+        out.append(
+            Item(
+                str(obj.get("ex_id", lineno)),
+                "Is this claim true or false?",
+                opts,
+                idx,
+                obj["sentence"],
+                instr,
+                name,
+                kind,
+            )
+        )
         if limit and len(out) >= limit:
             break
     return out
@@ -1820,13 +2110,11 @@ def _load_gsm8k(text, source, name, seed, instr, limit, **_):
         m = re.search(r"####\s*(.+?)\s*$", str(obj["answer"]))
         if not m:
             raise ItemsError(f"{where}: the answer has no final '#### number'")
-        raw.append((str(lineno), *_split_last_sentence(obj["question"]),
-                    m.group(1).replace(",", "")))
+        raw.append((str(lineno), *_split_last_sentence(obj["question"]), m.group(1).replace(",", "")))
     answers = [a for *_, a in raw]
     out = []
     for iid, passage, question, answer in raw[:limit] if limit else raw:
-        opts, idx, kind = make_options(answer, kind="number", seed=seed, item_id=iid,
-                                       vocabulary=answers)
+        opts, idx, kind = make_options(answer, kind="number", seed=seed, item_id=iid, vocabulary=answers)
         out.append(Item(iid, question, opts, idx, passage, instr, name, kind))
     return out
 
@@ -1839,8 +2127,9 @@ def _load_esnli(text, source, name, seed, instr, limit, **_):
     fields = {f.lower(): f for f in reader.fieldnames or []}
     for need in ("sentence1", "sentence2", "gold_label"):
         if need not in fields:
-            raise ItemsError(f"{source}, line 1: an e-SNLI file needs the columns Sentence1, "
-                             "Sentence2 and gold_label")
+            raise ItemsError(
+                f"{source}, line 1: an e-SNLI file needs the columns Sentence1, Sentence2 and gold_label"
+            )
     out = []
     for lineno, row in enumerate(reader, 2):
         label = (row.get(fields["gold_label"]) or "").strip().lower()
@@ -1848,24 +2137,25 @@ def _load_esnli(text, source, name, seed, instr, limit, **_):
             continue  # "-": no gold label
         iid = (row.get(fields.get("pairid", "")) or str(lineno)).strip()
         hyp = (row.get(fields["sentence2"]) or "").strip()
-        out.append(_nli_item(iid, (row.get(fields["sentence1"]) or "").strip(), hyp, label,
-                             instr, name))
+        out.append(_nli_item(iid, (row.get(fields["sentence1"]) or "").strip(), hyp, label, instr, name))
         if limit and len(out) >= limit:
             break
     return out
 
 
-def _nli_item(iid: str, premise: str, hypothesis: str, label: str, instr: str,
-              name: str) -> Item:
-    q = (f'Hypothesis: "{hypothesis}" Does the passage entail the hypothesis (entailment), '
-         "contradict it (contradiction), or neither (neutral)?")
+def _nli_item(iid: str, premise: str, hypothesis: str, label: str, instr: str, name: str) -> Item:
+    q = (
+        f'Hypothesis: "{hypothesis}" Does the passage entail the hypothesis (entailment), '
+        "contradict it (contradiction), or neither (neutral)?"
+    )
     return Item(iid, q, ESNLI_OPTIONS, ESNLI_OPTIONS.index(label), premise, instr, name, "word")
 
 
 def _read_sibling(path: Path, source: str, what: str) -> str:
     if not path.is_file():
-        raise ItemsError(f"{source}: {what} {path.name} is not beside it (looked in "
-                         f"{path.parent}); it is read from there")
+        raise ItemsError(
+            f"{source}: {what} {path.name} is not beside it (looked in {path.parent}); it is read from there"
+        )
     return _read(path)
 
 
@@ -1875,24 +2165,31 @@ def _load_esnli_txt(text, source, name, seed, instr, limit, **_):
     p = Path(source)
     m = _SIBLINGS.match(p.name)
     if not m:
-        raise ItemsError(f"{source}: an e-SNLI s1/s2/labels file is named s1.<split>, "
-                         "s2.<split> or labels.<split> (e.g. s1.test)")
+        raise ItemsError(
+            f"{source}: an e-SNLI s1/s2/labels file is named s1.<split>, "
+            "s2.<split> or labels.<split> (e.g. s1.test)"
+        )
     split = m.group(2)
-    lines = {k: _read_sibling(p.parent / f"{k}.{split}", source, "the e-SNLI file").splitlines()
-             for k in ("s1", "s2", "labels")}
+    lines = {
+        k: _read_sibling(p.parent / f"{k}.{split}", source, "the e-SNLI file").splitlines()
+        for k in ("s1", "s2", "labels")
+    }
     n = {k: len(v) for k, v in lines.items()}
     if len(set(n.values())) != 1:
-        raise ItemsError(f"{source}: s1.{split}, s2.{split} and labels.{split} must have one "
-                         f"line per pair; they have {n['s1']}, {n['s2']} and {n['labels']}")
+        raise ItemsError(
+            f"{source}: s1.{split}, s2.{split} and labels.{split} must have one "
+            f"line per pair; they have {n['s1']}, {n['s2']} and {n['labels']}"
+        )
     out = []
-    for i, (s1, s2, label) in enumerate(zip(lines["s1"], lines["s2"], lines["labels"],
-                                            strict=True), 1):
+    for i, (s1, s2, label) in enumerate(zip(lines["s1"], lines["s2"], lines["labels"], strict=True), 1):
         label = label.strip().lower()
         if label not in ESNLI_OPTIONS:
             if label in ("", "-"):
                 continue  # no gold label
-            raise ItemsError(f"{p.parent / ('labels.' + split)}, line {i}: the label must be "
-                             f"entailment, neutral or contradiction, got {label!r}")
+            raise ItemsError(
+                f"{p.parent / ('labels.' + split)}, line {i}: the label must be "
+                f"entailment, neutral or contradiction, got {label!r}"
+            )
         out.append(_nli_item(str(i), s1.strip(), s2.strip(), label, instr, name))
         if limit and len(out) >= limit:
             break
@@ -1913,8 +2210,9 @@ def _csv_rows(text: str, source: str, need: Sequence[str], what: str) -> list[tu
     lower = [h.lower() for h in header]
     missing = [c for c in need if c.lower() not in lower]
     if missing:
-        raise ItemsError(f"{source}, line 1: {what} needs the column(s) {', '.join(missing)}; "
-                         f"found {_describe(header)}")
+        raise ItemsError(
+            f"{source}, line 1: {what} needs the column(s) {', '.join(missing)}; found {_describe(header)}"
+        )
     out = []
     line = 1
     for row in rows:
@@ -1933,8 +2231,13 @@ def _load_sen_making(text, source, name, seed, instr, limit, **_):
     """The combined Sen-Making CSV (``ALL data/test.csv``): per row a subtask A item
     (which of the two statements is against common sense; their order is drawn, seeded)
     and a subtask B item (why: the right reason among it and the two confusing ones)."""
-    need = ("Correct Statement", "Incorrect Statement", "Right Reason1", "Confusing Reason1",
-            "Confusing Reason2")
+    need = (
+        "Correct Statement",
+        "Incorrect Statement",
+        "Right Reason1",
+        "Confusing Reason1",
+        "Confusing Reason2",
+    )
     out = []
     for line, row in _csv_rows(text, source, need, "a Sen-Making file"):
         right, wrong = row["correct statement"], row["incorrect statement"]
@@ -1943,17 +2246,30 @@ def _load_sen_making(text, source, name, seed, instr, limit, **_):
         rnd = random.Random(f"{seed}\x1f{name}\x1f{line}")
         first_wrong = rnd.random() < 0.5
         pair = (wrong, right) if first_wrong else (right, wrong)
-        out.append(Item(f"{line}-A", SEN_MAKING_A, ("Statement 1", "Statement 2"),
-                        0 if first_wrong else 1,
-                        f"Statement 1: {pair[0]}\nStatement 2: {pair[1]}", instr, name, "text"))
+        out.append(
+            Item(
+                f"{line}-A",
+                SEN_MAKING_A,
+                ("Statement 1", "Statement 2"),
+                0 if first_wrong else 1,
+                f"Statement 1: {pair[0]}\nStatement 2: {pair[1]}",
+                instr,
+                name,
+                "text",
+            )
+        )
         reason = row["right reason1"]
-        others = [r for r in dict.fromkeys((row["confusing reason1"], row["confusing reason2"]))
-                  if r and r != reason]
+        others = [
+            r
+            for r in dict.fromkeys((row["confusing reason1"], row["confusing reason2"]))
+            if r and r != reason
+        ]
         if reason and others:  # a row whose reasons coincide has no subtask B item
             opts = [reason, *others]
             rnd.shuffle(opts)
-            out.append(Item(f"{line}-B", SEN_MAKING_B, tuple(opts), opts.index(reason), wrong,
-                            instr, name, "text"))
+            out.append(
+                Item(f"{line}-B", SEN_MAKING_B, tuple(opts), opts.index(reason), wrong, instr, name, "text")
+            )
         if limit and len(out) >= limit:
             break
     return out[:limit] if limit else out
@@ -1969,15 +2285,21 @@ def _gold_file(source: str, subtask: str, answers) -> Path:
             raise ItemsError(f"{answers}: no such gold-answer file")
         return p
     here = Path(source)
-    found = sorted(f for f in here.parent.glob("*.csv") if f != here
-                   and re.search(rf"(?:sub)?task{subtask}", f.name, re.IGNORECASE)
-                   and re.search(r"answer|gold", f.name, re.IGNORECASE))
+    found = sorted(
+        f
+        for f in here.parent.glob("*.csv")
+        if f != here
+        and re.search(rf"(?:sub)?task{subtask}", f.name, re.IGNORECASE)
+        and re.search(r"answer|gold", f.name, re.IGNORECASE)
+    )
     if len(found) != 1:
         why = "none is" if not found else f"{len(found)} are ({', '.join(f.name for f in found)})"
-        raise ItemsError(f"{source}: a Sen-Making subtask {subtask} data file has no answers; its "
-                         f"gold-answer file (subtask{subtask}_gold_answers.csv, or "
-                         f"subtask{subtask}_answers_all.csv for the training data) must lie beside "
-                         f"it, and {why}: name it with 'answers:'")
+        raise ItemsError(
+            f"{source}: a Sen-Making subtask {subtask} data file has no answers; its "
+            f"gold-answer file (subtask{subtask}_gold_answers.csv, or "
+            f"subtask{subtask}_answers_all.csv for the training data) must lie beside "
+            f"it, and {why}: name it with 'answers:'"
+        )
     return found[0]
 
 
@@ -1989,8 +2311,9 @@ def _gold(path: Path, valid: str) -> dict[str, str]:
         if len(row) < 2 or row[1].strip() not in valid:
             if line == 1:
                 continue  # a header
-            raise ItemsError(f"{path}, line {line}: expected 'id,answer' with an answer from "
-                             f"{', '.join(valid)}")
+            raise ItemsError(
+                f"{path}, line {line}: expected 'id,answer' with an answer from {', '.join(valid)}"
+            )
         out[row[0].strip()] = row[1].strip()
     return out
 
@@ -2007,42 +2330,52 @@ def _load_sen_making_sub(subtask: str):
         for line, row in _csv_rows(text, source, need, f"a Sen-Making subtask {subtask} file"):
             iid = row["id"]
             if iid not in gold:
-                raise ItemsError(f"{source}, line {line}: the id {iid!r} has no answer in "
-                                 f"{gold_path}")
+                raise ItemsError(f"{source}, line {line}: the id {iid!r} has no answer in {gold_path}")
             if subtask == "A":
-                out.append(Item(iid, SEN_MAKING_A, ("Statement 1", "Statement 2"),
-                                int(gold[iid]),
-                                f"Statement 1: {row['sent0']}\nStatement 2: {row['sent1']}",
-                                instr, name, "text"))
+                out.append(
+                    Item(
+                        iid,
+                        SEN_MAKING_A,
+                        ("Statement 1", "Statement 2"),
+                        int(gold[iid]),
+                        f"Statement 1: {row['sent0']}\nStatement 2: {row['sent1']}",
+                        instr,
+                        name,
+                        "text",
+                    )
+                )
             else:
                 opts = tuple(row[k] for k in ("optiona", "optionb", "optionc"))
                 if len(set(opts)) < 3 or not all(opts):
-                    raise ItemsError(f"{source}, line {line}: the three reasons must be "
-                                     "different texts")
-                out.append(Item(iid, SEN_MAKING_B, opts, "ABC".index(gold[iid]), row["falsesent"],
-                                instr, name, "text"))
+                    raise ItemsError(f"{source}, line {line}: the three reasons must be different texts")
+                out.append(
+                    Item(
+                        iid, SEN_MAKING_B, opts, "ABC".index(gold[iid]), row["falsesent"], instr, name, "text"
+                    )
+                )
             if limit and len(out) >= limit:
                 break
         return out
+
     return load
 
 
-def _answer_items(raw: Sequence[tuple[str, str, str, str]], seed, instr: str, name: str,
-                  limit) -> list[Item]:
+def _answer_items(raw: Sequence[tuple[str, str, str, str]], seed, instr: str, name: str, limit) -> list[Item]:
     """Items from ``(id, question, passage, answer)``, their options made by answer type;
     the data set's answers are each other's distractors (a one-word answer's the other
     one-word answers, a text's the other texts of its shape; answers to questions asked
     the same way first). An item no options can be
     made for is left out, with an :class:`ItemsWarning` that counts them and names the
     first ids."""
-    vocab = sorted(a for *_, a in raw)   # with repeats: how often each is an answer
+    vocab = sorted(a for *_, a in raw)  # with repeats: how often each is an answer
     kin = siblings_by_form((q, a) for _, q, _, a in raw)
     out, skipped = [], []
     todo = raw[:limit] if limit else raw
     for iid, q, passage, ans in todo:
         try:
-            opts, idx, kind = make_options(ans, seed=seed, vocabulary=vocab, passage=passage,
-                                           item_id=iid, siblings=kin[question_form(q)])
+            opts, idx, kind = make_options(
+                ans, seed=seed, vocabulary=vocab, passage=passage, item_id=iid, siblings=kin[question_form(q)]
+            )
         except NoOptionsError:
             skipped.append(iid)
             continue
@@ -2063,9 +2396,9 @@ def _load_qed(text, source, name, seed, instr, limit, **_):
         _need(obj, ("question_text", "paragraph_text"), where)
         annotation = obj.get("annotation") or {}
         if isinstance(annotation, dict) and annotation.get("explanation_type") == "none":
-            continue   # the annotators found no sentence of the passage that gives NQ's answer
+            continue  # the annotators found no sentence of the passage that gives NQ's answer
         ans = None
-        for a in ((annotation if isinstance(annotation, dict) else {}).get("answer") or []):
+        for a in (annotation if isinstance(annotation, dict) else {}).get("answer") or []:
             ref = a.get("paragraph_reference") if isinstance(a, dict) else None
             if isinstance(ref, dict) and str(ref.get("string") or "").strip():
                 ans = str(ref["string"]).strip()
@@ -2096,23 +2429,36 @@ def _load_qasc(text, source, name, seed, instr, limit, **_):
         where = f"{source}, line {lineno}"
         _need(obj, ("question",), where)
         qobj = obj["question"]
-        if not isinstance(qobj, dict) or "stem" not in qobj or \
-                not isinstance(qobj.get("choices"), list):
+        if not isinstance(qobj, dict) or "stem" not in qobj or not isinstance(qobj.get("choices"), list):
             raise ItemsError(f"{where}: 'question' must have a 'stem' and a list of 'choices'")
         if not obj.get("answerKey"):
             continue
-        choices = sorted((str(c.get("label", "")), str(c.get("text", "")).strip())
-                         for c in qobj["choices"] if isinstance(c, dict))
+        choices = sorted(
+            (str(c.get("label", "")), str(c.get("text", "")).strip())
+            for c in qobj["choices"]
+            if isinstance(c, dict)
+        )
         labels = [c[0] for c in choices]
         if str(obj["answerKey"]) not in labels:
-            raise ItemsError(f"{where}: answerKey {obj['answerKey']!r} is not a choice's label "
-                             f"({', '.join(labels)})")
+            raise ItemsError(
+                f"{where}: answerKey {obj['answerKey']!r} is not a choice's label ({', '.join(labels)})"
+            )
         opts = tuple(c[1] for c in choices)
         if len(opts) < 2 or len(set(opts)) < len(opts) or not all(opts):
             raise ItemsError(f"{where}: the choices must be at least 2 different texts")
         facts = " ".join(str(obj[k]).strip() for k in ("fact1", "fact2") if obj.get(k))
-        out.append(Item(str(obj.get("id", lineno)), str(qobj["stem"]).strip(), opts,
-                        labels.index(str(obj["answerKey"])), facts, instr, name, ""))
+        out.append(
+            Item(
+                str(obj.get("id", lineno)),
+                str(qobj["stem"]).strip(),
+                opts,
+                labels.index(str(obj["answerKey"])),
+                facts,
+                instr,
+                name,
+                "",
+            )
+        )
         if limit and len(out) >= limit:
             break
     return out
@@ -2126,15 +2472,16 @@ def _load_ecqa(text, source, name, seed, instr, limit, **_):
     need = ("q_no", "q_text", "q_op1", "q_op2", "q_ans")
     out = []
     for line, row in _csv_rows(text, source, need, "an ECQA file"):
-        opts = tuple(row[k] for k in ("q_op1", "q_op2", "q_op3", "q_op4", "q_op5")
-                     if row.get(k))
+        opts = tuple(row[k] for k in ("q_op1", "q_op2", "q_op3", "q_op4", "q_op5") if row.get(k))
         if row["q_ans"] not in opts:
-            raise ItemsError(f"{source}, line {line}: the answer {row['q_ans']!r} is not one of "
-                             "the options q_op1..q_op5")
+            raise ItemsError(
+                f"{source}, line {line}: the answer {row['q_ans']!r} is not one of the options q_op1..q_op5"
+            )
         if len(set(opts)) < len(opts):
             raise ItemsError(f"{source}, line {line}: two options have the same text")
-        out.append(Item(row["q_no"] or str(line), row["q_text"], opts, opts.index(row["q_ans"]),
-                        "", instr, name, ""))
+        out.append(
+            Item(row["q_no"] or str(line), row["q_text"], opts, opts.index(row["q_ans"]), "", instr, name, "")
+        )
         if limit and len(out) >= limit:
             break
     return out
@@ -2171,20 +2518,25 @@ def _load_noahqa(text, source, name, seed, instr, limit, **_):
             kind = qa.get("answer_type") or []
             if list(kind)[:2] == [6, 1]:
                 continue  # unanswerable
-            ans = qa.get("ans") if list(kind)[:1] == [3] and qa.get("ans") not in (None, "") \
-                else qa["answer"]
+            ans = qa.get("ans") if list(kind)[:1] == [3] and qa.get("ans") not in (None, "") else qa["answer"]
             if isinstance(ans, float) and ans.is_integer():
                 ans = int(ans)
             ans = str(ans).strip()
             if not ans:
                 continue
-            raw.append((str(qa.get("query_id") or f"{pid}-{len(raw) + 1}"),
-                        str(qa["question"]).strip(), passage, ans))
+            raw.append(
+                (
+                    str(qa.get("query_id") or f"{pid}-{len(raw) + 1}"),
+                    str(qa["question"]).strip(),
+                    passage,
+                    ans,
+                )
+            )
     return _answer_items(raw, seed, instr, name, limit)
 
 
 def _load_babi(text, source, name, seed, instr, limit, **_):
-    raw: list[tuple[str, str, str, str]] = []   # (line, question, passage, answer)
+    raw: list[tuple[str, str, str, str]] = []  # (line, question, passage, answer)
     story: list[str] = []
     last_id = 0
     for lineno, line in enumerate(text.splitlines(), 1):
@@ -2197,20 +2549,33 @@ def _load_babi(text, source, name, seed, instr, limit, **_):
         if n <= last_id:
             story = []
         last_id = n
-        if "\t" in body:   # a list answer ("milk,apple") as the options write it
+        if "\t" in body:  # a list answer ("milk,apple") as the options write it
             parts = body.split("\t")
-            raw.append((str(lineno), parts[0].strip(), " ".join(story),
-                        parts[1].strip().replace(",", " and ")))
+            raw.append(
+                (str(lineno), parts[0].strip(), " ".join(story), parts[1].strip().replace(",", " and "))
+            )
         else:
             story.append(body.strip())
     return _answer_items(raw, seed, instr, name, limit)
 
 
-_LOADERS = {"jsonl": _load_jsonl, "strategyqa": _load_strategyqa, "aqua": _load_aqua,
-            "creak": _load_creak, "gsm8k": _load_gsm8k, "esnli": _load_esnli,
-            "esnli-txt": _load_esnli_txt, "babi": _load_babi, "sen-making": _load_sen_making,
-            "sen-making-a": _load_sen_making_sub("A"), "sen-making-b": _load_sen_making_sub("B"),
-            "qed": _load_qed, "ecqa": _load_ecqa, "qasc": _load_qasc, "noahqa": _load_noahqa}
+_LOADERS = {
+    "jsonl": _load_jsonl,
+    "strategyqa": _load_strategyqa,
+    "aqua": _load_aqua,
+    "creak": _load_creak,
+    "gsm8k": _load_gsm8k,
+    "esnli": _load_esnli,
+    "esnli-txt": _load_esnli_txt,
+    "babi": _load_babi,
+    "sen-making": _load_sen_making,
+    "sen-making-a": _load_sen_making_sub("A"),
+    "sen-making-b": _load_sen_making_sub("B"),
+    "qed": _load_qed,
+    "ecqa": _load_ecqa,
+    "qasc": _load_qasc,
+    "noahqa": _load_noahqa,
+}
 # the "per data set" name of each format (the two subtasks of Sen-Making are one data set)
 _DATASET_NAMES = {"esnli-txt": "esnli", "sen-making-a": "sen-making", "sen-making-b": "sen-making"}
 
@@ -2220,8 +2585,30 @@ def items_jsonl(items: Iterable[Item]) -> str:
     return "".join(json.dumps(it.to_dict(), ensure_ascii=False) + "\n" for it in items)
 
 
-__all__ = ["ANSWER_TYPES", "DEFAULT_INSTRUCTION", "DEFAULT_TEMPLATE", "FORMATS", "LETTERS",
-           "NONE_OF_THE_OTHERS", "NONE_SHARE", "UNDETERMINED", "Item", "ItemsError", "check_template",
-           "detect_format", "infer_answer_type", "items_jsonl", "load_items", "make_options",
-           "parse_item", "parse_items_text", "question_form", "render_asked", "render_options",
-           "render_prompt", "render_turns", "siblings_by_form", "split_turns"]
+__all__ = [
+    "ANSWER_TYPES",
+    "DEFAULT_INSTRUCTION",
+    "DEFAULT_TEMPLATE",
+    "FORMATS",
+    "LETTERS",
+    "NONE_OF_THE_OTHERS",
+    "NONE_SHARE",
+    "UNDETERMINED",
+    "Item",
+    "ItemsError",
+    "check_template",
+    "detect_format",
+    "infer_answer_type",
+    "items_jsonl",
+    "load_items",
+    "make_options",
+    "parse_item",
+    "parse_items_text",
+    "question_form",
+    "render_asked",
+    "render_options",
+    "render_prompt",
+    "render_turns",
+    "siblings_by_form",
+    "split_turns",
+]

@@ -13,6 +13,7 @@ placement (up to :data:`EXACT_BELOW` items) or from the normal approximation to 
 rules. No model is asked: the check runs on the items alone, before a battery and in its
 results.
 """
+
 from __future__ import annotations
 
 import functools
@@ -28,7 +29,7 @@ import numpy as np
 from ..multitest import adjust_pvalues
 from .items import LETTERS, NONE_OF_THE_OTHERS, UNDETERMINED, Item, _level, _number_parts
 
-ALL = "all"   # the rows over every data set (as in the battery's tables)
+ALL = "all"  # the rows over every data set (as in the battery's tables)
 # a rule is reported as a leak when its Holm-adjusted p is below ALPHA and it beats
 # chance by at least MARGIN (a share of items); 1 %: one honest item set in a hundred is
 # told its options leak
@@ -39,13 +40,22 @@ EXACT_BELOW = 400
 SIMULATIONS = 4000
 # the option texts offered most, each a rule "<text> whenever offered"
 TEXT_RULES = 5
-_CATCH_ALL = {NONE_OF_THE_OTHERS.lower(), UNDETERMINED.lower(), "maybe", "neutral",
-              "none of the above", "cannot be determined", "not enough information"}
-_STOP = frozenset("""a an the and or but of to in on at by for from with as is are was were be
+_CATCH_ALL = {
+    NONE_OF_THE_OTHERS.lower(),
+    UNDETERMINED.lower(),
+    "maybe",
+    "neutral",
+    "none of the above",
+    "cannot be determined",
+    "not enough information",
+}
+_STOP = frozenset(
+    """a an the and or but of to in on at by for from with as is are was were be
 it its this that these those which what who whom whose where when why how not no yes do does
-did has have had can could will would should may might""".split())
+did has have had can could will would should may might""".split()
+)
 
-Scores = Sequence[float] | None   # one per option, higher = picked; None: the rule cannot tell
+Scores = Sequence[float] | None  # one per option, higher = picked; None: the rule cannot tell
 
 
 def _words(text: str) -> set[str]:
@@ -64,13 +74,13 @@ def _numbers(item: Item) -> tuple[tuple[float, int], ...] | None:
         if p is None:
             return None
         value, decimals = p[2], p[3]
-        out.append((value, _level(round(abs(value) * 10 ** decimals)) or 10 ** 12))
+        out.append((value, _level(round(abs(value) * 10**decimals)) or 10**12))
     return tuple(out)
 
 
 def _bigrams(text: str) -> Counter:
     t = text.lower()
-    return Counter(t[i:i + 2] for i in range(len(t) - 1))
+    return Counter(t[i : i + 2] for i in range(len(t) - 1))
 
 
 @functools.lru_cache(maxsize=8192)
@@ -78,8 +88,11 @@ def _alike(item: Item) -> tuple[float, ...]:
     grams = [_bigrams(o) for o in item.options]
     out = []
     for i, g in enumerate(grams):
-        sims = [2 * sum((g & h).values()) / max(1, sum(g.values()) + sum(h.values()))
-                for j, h in enumerate(grams) if j != i]
+        sims = [
+            2 * sum((g & h).values()) / max(1, sum(g.values()) + sum(h.values()))
+            for j, h in enumerate(grams)
+            if j != i
+        ]
         out.append(sum(sims) / max(1, len(sims)))
     return tuple(out)
 
@@ -91,9 +104,12 @@ def _places(item: Item) -> tuple[tuple[int, ...], ...] | None:
     if not item.passage.strip():
         return None
     text = item.passage.lower()
-    return tuple(tuple(m.start() for m in re.finditer(
-        rf"(?<!\w){re.escape(o.strip().lower())}(?!\w)", text)) if o.strip() else ()
-        for o in item.options)
+    return tuple(
+        tuple(m.start() for m in re.finditer(rf"(?<!\w){re.escape(o.strip().lower())}(?!\w)", text))
+        if o.strip()
+        else ()
+        for o in item.options
+    )
 
 
 def _by_place(item: Item, how: str) -> Scores:
@@ -108,7 +124,7 @@ def _by_place(item: Item, how: str) -> Scores:
         return [0.0 if a else 1.0 for a in at]
     if how == "first":
         return [-float(a[0]) if a else -1e12 for a in at]
-    return [float(a[-1]) if a else -1.0 for a in at]   # last
+    return [float(a[-1]) if a else -1.0 for a in at]  # last
 
 
 def _by_value(item: Item, how: str) -> Scores:
@@ -141,16 +157,18 @@ RULES: tuple[tuple[str, str, Callable[[Item], Scores]], ...] = (
     ("passage_unnamed", "an option the passage does not name", lambda it: _by_place(it, "unnamed")),
     ("passage_first", "the option the passage names first", lambda it: _by_place(it, "first")),
     ("passage_last", "the option the passage names last", lambda it: _by_place(it, "last")),
-    ("question_words", "the option sharing most words with the question",
-     lambda it: [float(len(_words(o) & _words(it.question))) for o in it.options]),
+    (
+        "question_words",
+        "the option sharing most words with the question",
+        lambda it: [float(len(_words(o) & _words(it.question))) for o in it.options],
+    ),
     ("most_alike", "the option most like the others (letters in common)", _alike),
     ("least_alike", "the option least like the others", lambda it: [-s for s in _alike(it)]),
     ("roundest", "the roundest number", lambda it: _by_value(it, "roundest")),
     ("middle", "the middle number", lambda it: _by_value(it, "middle")),
     ("largest", "the largest number", lambda it: _by_value(it, "largest")),
     ("smallest", "the smallest number", lambda it: _by_value(it, "smallest")),
-    ("no_catch_all", 'never "None of the others" nor "Unable to determine"',
-     _no_catch_all),
+    ("no_catch_all", 'never "None of the others" nor "Unable to determine"', _no_catch_all),
 )
 
 
@@ -161,18 +179,26 @@ class LeakRow:
     rule: str
     label: str
     dataset: str
-    n: int              # items
-    share: float        # right picks / n (ties shared)
-    chance: float       # mean of 1 / number of options
-    p_value: float      # one-sided: the rule beats chance
-    p_adjusted: float   # Holm over the rules of this data set
-    leaks: bool         # p_adjusted < ALPHA and share - chance >= MARGIN
+    n: int  # items
+    share: float  # right picks / n (ties shared)
+    chance: float  # mean of 1 / number of options
+    p_value: float  # one-sided: the rule beats chance
+    p_adjusted: float  # Holm over the rules of this data set
+    leaks: bool  # p_adjusted < ALPHA and share - chance >= MARGIN
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rule": self.rule, "label": self.label, "dataset": self.dataset, "n": self.n,
-                "share": self.share, "chance": self.chance,
-                "above_chance": self.share - self.chance, "p_value": self.p_value,
-                "p_adjusted": self.p_adjusted, "leaks": self.leaks}
+        return {
+            "rule": self.rule,
+            "label": self.label,
+            "dataset": self.dataset,
+            "n": self.n,
+            "share": self.share,
+            "chance": self.chance,
+            "above_chance": self.share - self.chance,
+            "p_value": self.p_value,
+            "p_adjusted": self.p_adjusted,
+            "leaks": self.leaks,
+        }
 
 
 def _always(k: int) -> Callable[[Item], Scores]:
@@ -195,11 +221,12 @@ def _rules(items: Sequence[Item]) -> list[tuple[str, str, Callable[[Item], Score
         return [float(offered[o.strip().lower()]) for o in it.options]
 
     common = [t for t, k in offered.most_common(TEXT_RULES) if k >= max(2, len(items) / 5)]
-    return [*RULES,
-            ("most_offered", "the option offered most often across the items", often),
-            *((f"always_{x}", f"always {x}", _always(k))
-              for k, x in enumerate(LETTERS[:min(width, 8)])),
-            *((f"text:{t}", f'"{t}" whenever offered', _always_text(t)) for t in common)]
+    return [
+        *RULES,
+        ("most_offered", "the option offered most often across the items", often),
+        *((f"always_{x}", f"always {x}", _always(k)) for k, x in enumerate(LETTERS[: min(width, 8)])),
+        *((f"text:{t}", f'"{t}" whenever offered', _always_text(t)) for t in common),
+    ]
 
 
 def _p_value(hits: float, t: np.ndarray, n: np.ndarray, rng: np.random.Generator) -> float:
@@ -211,16 +238,16 @@ def _p_value(hits: float, t: np.ndarray, n: np.ndarray, rng: np.random.Generator
     if len(t) <= EXACT_BELOW:
         draws = (rng.random((SIMULATIONS, len(t))) < t / n) / t
         return float((np.sum(draws.sum(axis=1) >= hits - 1e-9) + 1) / (SIMULATIONS + 1))
-    var = float(np.sum(1 / (t * n) - 1 / n ** 2))
+    var = float(np.sum(1 / (t * n) - 1 / n**2))
     z = (hits - float(np.sum(1 / n))) / math.sqrt(var) if var > 1e-12 else 0.0
     return 0.5 * math.erfc(z / math.sqrt(2))
 
 
 def _rows(items: Sequence[Item], dataset: str) -> list[LeakRow]:
     rules = _rules(items)
-    rng = np.random.default_rng(0)   # the same items get the same p-values
+    rng = np.random.default_rng(0)  # the same items get the same p-values
     n = np.array([len(it.options) for it in items], float)
-    chance = sum(1 / len(it.options) for it in items) / len(items)   # summed as the hits are
+    chance = sum(1 / len(it.options) for it in items) / len(items)  # summed as the hits are
     stats = []
     for _, _, score in rules:
         hits = 0.0
@@ -228,15 +255,15 @@ def _rows(items: Sequence[Item], dataset: str) -> list[LeakRow]:
         for it in items:
             s = score(it)
             best = max(s) if s else 0.0
-            tied = list(range(len(it.options))) if s is None else \
-                [j for j, v in enumerate(s) if v == best]
+            tied = list(range(len(it.options))) if s is None else [j for j, v in enumerate(s) if v == best]
             hits += (it.answer in tied) / len(tied)
             ties.append(len(tied))
         stats.append((hits / len(items), _p_value(hits, np.array(ties, float), n, rng)))
     adjusted = [float(q) for q in adjust_pvalues(np.array([p for _, p in stats]), "holm")]
-    return [LeakRow(name, label, dataset, len(items), share, chance, p, q,
-                    q < ALPHA and share - chance >= MARGIN)
-            for (name, label, _), (share, p), q in zip(rules, stats, adjusted, strict=True)]
+    return [
+        LeakRow(name, label, dataset, len(items), share, chance, p, q, q < ALPHA and share - chance >= MARGIN)
+        for (name, label, _), (share, p), q in zip(rules, stats, adjusted, strict=True)
+    ]
 
 
 def option_leaks(items: Sequence[Item]) -> list[LeakRow]:
@@ -274,12 +301,22 @@ def leak_notes(rows: Sequence[LeakRow]) -> list[str]:
             continue
         r = leaking[0]
         more = f" ({len(leaking) - 1} more rules beat chance)" if len(leaking) > 1 else ""
-        out.append(f"the options give answers away{f' in {ds}' if per_set else ''}: "
-                   f"{r.label} is right in {r.share:.0%} of {r.n} items, where chance is "
-                   f"{r.chance:.0%} (Holm-adjusted p = {r.p_adjusted:.2g}){more}; a model can "
-                   "score there without reading (see the answer-blind rules).")
+        out.append(
+            f"the options give answers away{f' in {ds}' if per_set else ''}: "
+            f"{r.label} is right in {r.share:.0%} of {r.n} items, where chance is "
+            f"{r.chance:.0%} (Holm-adjusted p = {r.p_adjusted:.2g}){more}; a model can "
+            "score there without reading (see the answer-blind rules)."
+        )
     return out
 
 
-__all__ = ["ALPHA", "MARGIN", "RULES", "LeakRow", "leak_notes", "option_leaks", "strongest",
-           "strongest_first"]
+__all__ = [
+    "ALPHA",
+    "MARGIN",
+    "RULES",
+    "LeakRow",
+    "leak_notes",
+    "option_leaks",
+    "strongest",
+    "strongest_first",
+]

@@ -26,6 +26,7 @@ Examples
 >>> first_change([0.1, 0.2, 0.3], [1, 1, 2], clean=1)
 0.3
 """
+
 from __future__ import annotations
 
 import math
@@ -57,9 +58,15 @@ class Rate:
 
     def to_dict(self, name: str = "value") -> dict[str, Any]:
         """``{name, name_low, name_high, name_parsed_only, n, count, unparsed}``."""
-        return {name: self.value, f"{name}_low": self.low, f"{name}_high": self.high,
-                f"{name}_parsed_only": self.value_parsed, "n": self.n, "count": self.count,
-                "unparsed": self.unparsed}
+        return {
+            name: self.value,
+            f"{name}_low": self.low,
+            f"{name}_high": self.high,
+            f"{name}_parsed_only": self.value_parsed,
+            "n": self.n,
+            "count": self.count,
+            "unparsed": self.unparsed,
+        }
 
 
 def wilson_interval(count: int, n: int, *, confidence: float = 0.95) -> tuple[float, float]:
@@ -78,8 +85,7 @@ def wilson_interval(count: int, n: int, *, confidence: float = 0.95) -> tuple[fl
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def _rate(count: int, n: int, unparsed: int, count_parsed: int, n_parsed: int,
-          confidence: float) -> Rate:
+def _rate(count: int, n: int, unparsed: int, count_parsed: int, n_parsed: int, confidence: float) -> Rate:
     lo, hi = wilson_interval(count, n, confidence=confidence)
     value = count / n if n else float("nan")
     vp = count_parsed / n_parsed if n_parsed else float("nan")
@@ -88,12 +94,12 @@ def _rate(count: int, n: int, unparsed: int, count_parsed: int, n_parsed: int,
 
 def _check_pair(a: Sequence, b: Sequence, names: tuple[str, str]) -> None:
     if len(a) != len(b):
-        raise ValueError(f"`{names[0]}` and `{names[1]}` must have the same length; got "
-                         f"{len(a)} and {len(b)}.")
+        raise ValueError(
+            f"`{names[0]}` and `{names[1]}` must have the same length; got {len(a)} and {len(b)}."
+        )
 
 
-def error_rate(predicted: Sequence[Answer], gold: Sequence[int], *,
-               confidence: float = 0.95) -> Rate:
+def error_rate(predicted: Sequence[Answer], gold: Sequence[int], *, confidence: float = 0.95) -> Rate:
     """ER: the share of items whose predicted option is not the gold one (unparsed
     answers, ``None``, count as errors)."""
     _check_pair(predicted, gold, ("predicted", "gold"))
@@ -102,8 +108,7 @@ def error_rate(predicted: Sequence[Answer], gold: Sequence[int], *,
     return _rate(wrong, len(gold), unparsed, wrong - unparsed, len(gold) - unparsed, confidence)
 
 
-def accuracy(predicted: Sequence[Answer], gold: Sequence[int], *,
-             confidence: float = 0.95) -> Rate:
+def accuracy(predicted: Sequence[Answer], gold: Sequence[int], *, confidence: float = 0.95) -> Rate:
     """1 − ER, with the same interval mirrored."""
     _check_pair(predicted, gold, ("predicted", "gold"))
     right = sum(p == g for p, g in zip(predicted, gold, strict=True))
@@ -111,8 +116,9 @@ def accuracy(predicted: Sequence[Answer], gold: Sequence[int], *,
     return _rate(right, len(gold), unparsed, right, len(gold) - unparsed, confidence)
 
 
-def attack_success_rate(clean: Sequence[Answer], attacked: Sequence[Answer], *,
-                        confidence: float = 0.95) -> Rate:
+def attack_success_rate(
+    clean: Sequence[Answer], attacked: Sequence[Answer], *, confidence: float = 0.95
+) -> Rate:
     """ASR: the share of items whose answer changed (``None`` is an answer of its own);
     ``unparsed`` counts the attacked answers that could not be read, ``value_parsed``
     the share among items with both answers read."""
@@ -157,13 +163,19 @@ class RTIResult:
         return self.never_changed / self.n
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rti": self.rti, "rti_low": self.low, "rti_high": self.high, "n": self.n,
-                "never_changed": self.never_changed,
-                "never_changed_share": self.never_changed_share}
+        return {
+            "rti": self.rti,
+            "rti_low": self.low,
+            "rti_high": self.high,
+            "n": self.n,
+            "never_changed": self.never_changed,
+            "never_changed_share": self.never_changed_share,
+        }
 
 
-def relative_training_index(values: Sequence[float], *, changed: Sequence[bool] | None = None,
-                            confidence: float = 0.95) -> RTIResult:
+def relative_training_index(
+    values: Sequence[float], *, changed: Sequence[bool] | None = None, confidence: float = 0.95
+) -> RTIResult:
     """RTI = mean of the per-item r_x (each in [0, 1]), with a t interval clipped to
     [0, 1] (NaN bounds for fewer than 2 items). ``changed[i]`` says whether item i's
     answer changed at some ρ; given, the result counts the items that never changed."""
@@ -175,8 +187,9 @@ def relative_training_index(values: Sequence[float], *, changed: Sequence[bool] 
     never = None
     if changed is not None:
         if len(changed) != x.size:
-            raise ValueError(f"`changed` must have one entry per value; got {len(changed)} for "
-                             f"{x.size} values.")
+            raise ValueError(
+                f"`changed` must have one entry per value; got {len(changed)} for {x.size} values."
+            )
         if any(not c and v != 1.0 for c, v in zip(changed, x.tolist(), strict=True)):
             raise ValueError("an item that never changed has r_x = 1.0.")
         never = sum(not c for c in changed)
@@ -187,8 +200,7 @@ def relative_training_index(values: Sequence[float], *, changed: Sequence[bool] 
         return RTIResult(m, float("nan"), float("nan"), 1, tuple(x.tolist()), never)
     se = float(x.std(ddof=1)) / math.sqrt(x.size)
     t = float(stats.t.ppf(0.5 + confidence / 2, x.size - 1))
-    return RTIResult(m, max(0.0, m - t * se), min(1.0, m + t * se), int(x.size), tuple(x.tolist()),
-                     never)
+    return RTIResult(m, max(0.0, m - t * se), min(1.0, m + t * se), int(x.size), tuple(x.tolist()), never)
 
 
 def spread(accuracies: Sequence[float]) -> float:
@@ -197,5 +209,14 @@ def spread(accuracies: Sequence[float]) -> float:
     return float(x.std(ddof=0)) if x.size else float("nan")
 
 
-__all__ = ["RTIResult", "Rate", "accuracy", "attack_success_rate", "error_rate",
-           "first_change", "relative_training_index", "spread", "wilson_interval"]
+__all__ = [
+    "RTIResult",
+    "Rate",
+    "accuracy",
+    "attack_success_rate",
+    "error_rate",
+    "first_change",
+    "relative_training_index",
+    "spread",
+    "wilson_interval",
+]

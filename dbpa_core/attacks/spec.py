@@ -19,6 +19,7 @@ The battery's answers use ``temperature`` (default 0: greedy) and ``max_tokens``
 per prompt of the DBPA robustness curve, sampled at ``curve.temperature`` (0.8).
 Mistakes are rejected before any call, with the line that is wrong.
 """
+
 from __future__ import annotations
 
 import os
@@ -62,7 +63,7 @@ DATA_KEYS = keys_of(DataEntry)
 CONSISTENCY_KEYS = keys_of(Consistency)
 CURVE_KEYS = keys_of(Curve)
 RTI_OPS = OPS["word"]
-DEFAULT_SAMPLE = 3              # items per sample data set: 12 in all
+DEFAULT_SAMPLE = 3  # items per sample data set: 12 in all
 DEFAULT_ORDERS = 6
 CURVE_RHOS = tuple(round(0.1 * i, 1) for i in range(1, 11))
 
@@ -83,8 +84,7 @@ class AttackConfig:
         return s + (f" r={self.letters:g}" if self.level == "visual" else "")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"level": self.level, "rho": list(self.rhos), "op": self.op,
-                "letters": self.letters}
+        return {"level": self.level, "rho": list(self.rhos), "op": self.op, "letters": self.letters}
 
 
 @dataclass(frozen=True)
@@ -99,9 +99,13 @@ class CurveConfig:
     max_tokens: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rho": list(self.rhos), "items": self.items,
-                "levels": [a.name for a in self.levels], "temperature": self.temperature,
-                "max_tokens": self.max_tokens}
+        return {
+            "rho": list(self.rhos),
+            "items": self.items,
+            "levels": [a.name for a in self.levels],
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+        }
 
 
 @dataclass(frozen=True)
@@ -134,7 +138,7 @@ class BatterySpec:
     name: str = "battery"
     description: str = ""
     source: str = "<spec>"
-    notes: tuple[str, ...] = ()     # what loading the data said (items left out), for the result
+    notes: tuple[str, ...] = ()  # what loading the data said (items left out), for the result
 
     @property
     def datasets(self) -> tuple[str, ...]:
@@ -143,18 +147,30 @@ class BatterySpec:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready copy (names of key variables, never keys; items are counted)."""
         return {
-            "name": self.name, "description": self.description, "model": dict(self.model),
-            "data": list(self.data), "items": len(self.items), "datasets": list(self.datasets),
+            "name": self.name,
+            "description": self.description,
+            "model": dict(self.model),
+            "data": list(self.data),
+            "items": len(self.items),
+            "datasets": list(self.datasets),
             "attacks": [a.to_dict() for a in self.attacks],
-            "consistency": {"instructions": list(self.instructions),
-                            "option_orders": self.option_orders},
-            "rti": list(self.rti), "curve": self.curve.to_dict() if self.curve else None,
-            "template": self.template, "turns": self.turns, "seed": self.seed,
+            "consistency": {"instructions": list(self.instructions), "option_orders": self.option_orders},
+            "rti": list(self.rti),
+            "curve": self.curve.to_dict() if self.curve else None,
+            "template": self.template,
+            "turns": self.turns,
+            "seed": self.seed,
             "samples": self.samples,
-            "temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens,
-            "system_prompt": self.system_prompt, "embedder": dict(self.embedder),
-            "permutations": self.permutations, "measure": self.measure,
-            "correction": self.correction, "alpha": self.alpha, "confidence": self.confidence,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "max_tokens": self.max_tokens,
+            "system_prompt": self.system_prompt,
+            "embedder": dict(self.embedder),
+            "permutations": self.permutations,
+            "measure": self.measure,
+            "correction": self.correction,
+            "alpha": self.alpha,
+            "confidence": self.confidence,
         }
 
 
@@ -182,13 +198,15 @@ def _attack(doc: _Doc, obj: Any, path: tuple) -> AttackConfig:
     if level == "visual":
         letters = _get(doc, obj, "letters", path, float, 0.5, minimum=0.01, maximum=1.0)
     elif obj.get("letters") is not None:
-        raise doc.err(path + ("letters",), "'letters' (the fraction r of a word's letters) is "
-                      "only for the visual level")
+        raise doc.err(
+            path + ("letters",), "'letters' (the fraction r of a word's letters) is only for the visual level"
+        )
     return AttackConfig(level, rhos, op, letters)
 
 
-def _data(doc: _Doc, raw: Any, base_dir: Path, seed: int,
-          notes: list[str] | None = None) -> tuple[list[Item], list[str]]:
+def _data(
+    doc: _Doc, raw: Any, base_dir: Path, seed: int, notes: list[str] | None = None
+) -> tuple[list[Item], list[str]]:
     entries = raw if isinstance(raw, list) else [raw]
     if not entries:
         raise doc.err(("data",), "'data' is empty: give 'sample' or a file")
@@ -205,12 +223,16 @@ def _data(doc: _Doc, raw: Any, base_dir: Path, seed: int,
             n = entry["sample"]
             n = DEFAULT_SAMPLE if n is True else n
             if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 1000:
-                raise doc.err(path + ("sample",), "'sample' is true or the number of items per "
-                              f"sample data set (1..1000), got {entry['sample']!r}")
+                raise doc.err(
+                    path + ("sample",),
+                    "'sample' is true or the number of items per "
+                    f"sample data set (1..1000), got {entry['sample']!r}",
+                )
             sets = entry.get("datasets") or list(DATASETS)
             if not isinstance(sets, list) or any(s not in DATASETS for s in sets):
-                raise doc.err(path + ("datasets",), f"'datasets' lists sample data sets from "
-                              f"{', '.join(DATASETS)}")
+                raise doc.err(
+                    path + ("datasets",), f"'datasets' lists sample data sets from {', '.join(DATASETS)}"
+                )
             items += sample_items(n, seed=seed, datasets=tuple(sets))
             described.append(f"sample ({n} per set: {', '.join(sets)})")
             continue
@@ -225,16 +247,16 @@ def _data(doc: _Doc, raw: Any, base_dir: Path, seed: int,
         if answers is not None:  # a Sen-Making subtask's gold answers, when not beside it
             answers = Path(answers) if os.path.isabs(answers) else (base_dir / answers).resolve()
             if not answers.is_file():
-                raise doc.err(path + ("answers",), f"gold-answer file {entry['answers']!r} "
-                              "does not exist")
+                raise doc.err(path + ("answers",), f"gold-answer file {entry['answers']!r} does not exist")
         try:
             with warnings.catch_warnings(record=True) as said:
                 warnings.simplefilter("always", ItemsWarning)
-                got = load_items(file, format=fmt, limit=limit, dataset=name, seed=seed,
-                                 instruction=instr, answers=answers)
+                got = load_items(
+                    file, format=fmt, limit=limit, dataset=name, seed=seed, instruction=instr, answers=answers
+                )
         except ItemsError as exc:
             raise doc.err(path, f"cannot read the data: {exc}") from None
-        for w in said:   # items left out: said in the result, not as a Python warning
+        for w in said:  # items left out: said in the result, not as a Python warning
             if issubclass(w.category, ItemsWarning):
                 if notes is not None:
                     notes.append(f"{file}: {w.message}")
@@ -244,8 +266,9 @@ def _data(doc: _Doc, raw: Any, base_dir: Path, seed: int,
         described.append(f"{file} ({fmt}, {len(got)} items)")
     ids = [(it.dataset, it.id) for it in items]
     if len(set(ids)) != len(ids):
-        raise doc.err(("data",), "two data entries give the same data set and item id: name "
-                      "them apart with 'dataset'")
+        raise doc.err(
+            ("data",), "two data entries give the same data set and item id: name them apart with 'dataset'"
+        )
     return items, described
 
 
@@ -266,15 +289,17 @@ def _consistency(doc: _Doc, raw: Any) -> tuple[tuple[str, ...], int]:
         # the paper's five, then the user's own, each once
         instructions = tuple(dict.fromkeys(INSTRUCTIONS + tuple(ins)))
     else:
-        raise doc.err(path + ("instructions",), "'instructions' is true (the paper's five "
-                      "synonymous instructions) or a list of your own instructions (added to them)")
+        raise doc.err(
+            path + ("instructions",),
+            "'instructions' is true (the paper's five "
+            "synonymous instructions) or a list of your own instructions (added to them)",
+        )
     orders = raw.get("option_orders", 0)
     if orders is False or orders is None:
         orders = 0
     elif orders is True:
         orders = DEFAULT_ORDERS
-    orders = _get(doc, {"option_orders": orders}, "option_orders", path, int, 0, minimum=0,
-                  maximum=120)
+    orders = _get(doc, {"option_orders": orders}, "option_orders", path, int, 0, minimum=0, maximum=120)
     return instructions, orders
 
 
@@ -286,8 +311,9 @@ def _rti(doc: _Doc, raw: Any) -> tuple[str, ...]:
     if isinstance(raw, str):
         raw = [raw]
     if not isinstance(raw, list) or not raw or any(o not in RTI_OPS for o in raw):
-        raise doc.err(("rti",), f"'rti' is true or a list of word-level attacks from "
-                      f"{', '.join(RTI_OPS)}; got {raw!r}")
+        raise doc.err(
+            ("rti",), f"'rti' is true or a list of word-level attacks from {', '.join(RTI_OPS)}; got {raw!r}"
+        )
     return tuple(dict.fromkeys(raw))
 
 
@@ -307,22 +333,30 @@ def _curve(doc: _Doc, raw: Any, attacks: tuple[AttackConfig, ...]) -> CurveConfi
     if levels_raw is None:
         levels = tuple(by_level.values()) or (AttackConfig("word", rhos),)
     else:
-        if not isinstance(levels_raw, list) or not levels_raw or \
-                any(lv not in LEVELS for lv in levels_raw):
+        if not isinstance(levels_raw, list) or not levels_raw or any(lv not in LEVELS for lv in levels_raw):
             raise doc.err(path + ("levels",), f"curve.levels lists levels from {', '.join(LEVELS)}")
-        levels = tuple(by_level.get(lv, AttackConfig(lv, rhos, None, 0.5 if lv == "visual" else None))
-                       for lv in dict.fromkeys(levels_raw))
+        levels = tuple(
+            by_level.get(lv, AttackConfig(lv, rhos, None, 0.5 if lv == "visual" else None))
+            for lv in dict.fromkeys(levels_raw)
+        )
     return CurveConfig(
-        rhos=rhos, items=_get(doc, raw, "items", path, int, 1, minimum=1, maximum=1000),
+        rhos=rhos,
+        items=_get(doc, raw, "items", path, int, 1, minimum=1, maximum=1000),
         levels=tuple(AttackConfig(a.level, rhos, a.op, a.letters) for a in levels),
         temperature=_get(doc, raw, "temperature", path, float, 0.8, minimum=0.01, maximum=2.0),
-        max_tokens=_get(doc, raw, "max_tokens", path, int, None, minimum=1, maximum=100_000))
+        max_tokens=_get(doc, raw, "max_tokens", path, int, None, minimum=1, maximum=100_000),
+    )
 
 
 # --------------------------------------------------------------------------- parsing
-def parse_attack_spec(data: str | dict, *, source: str = "<spec>",
-                      base_dir: str | os.PathLike = ".",
-                      items: list[Item] | None = None, allow_key_env=()) -> BatterySpec:
+def parse_attack_spec(
+    data: str | dict,
+    *,
+    source: str = "<spec>",
+    base_dir: str | os.PathLike = ".",
+    items: list[Item] | None = None,
+    allow_key_env=(),
+) -> BatterySpec:
     """Validate a battery spec given as YAML text or a dict. ``items`` (e.g. uploaded in
     the dashboard) replace the spec's ``data``; ``allow_key_env`` as for audit specs."""
     doc, raw = read_document(data, source)
@@ -365,31 +399,56 @@ def parse_attack_spec(data: str | dict, *, source: str = "<spec>",
 
     turns = m.turns
     if turns == 2 and model.get("backend") not in ("openai", "local", "hf"):
-        raise doc.err(("turns",), "'turns: 2' sends a chat of two turns: it needs a chat "
-                      f"model (backend openai, local or hf), not {model.get('backend')}")
+        raise doc.err(
+            ("turns",),
+            "'turns: 2' sends a chat of two turns: it needs a chat "
+            f"model (backend openai, local or hf), not {model.get('backend')}",
+        )
     prices = prices_section(doc, top)
     system_prompt = m.system_prompt
     return BatterySpec(
-        model=model, items=tuple(its), attacks=attacks, instructions=instructions,
-        option_orders=orders, rti=rti, curve=curve, data=tuple(described), notes=tuple(notes),
+        model=model,
+        items=tuple(its),
+        attacks=attacks,
+        instructions=instructions,
+        option_orders=orders,
+        rti=rti,
+        curve=curve,
+        data=tuple(described),
+        notes=tuple(notes),
         template=template,
-        turns=turns, seed=seed,
-        samples=m.samples, temperature=m.temperature, top_p=m.top_p, max_tokens=m.max_tokens,
+        turns=turns,
+        seed=seed,
+        samples=m.samples,
+        temperature=m.temperature,
+        top_p=m.top_p,
+        max_tokens=m.max_tokens,
         system_prompt=system_prompt,
         embedder=embedder_section(doc, _section(top, "embedder"), base_dir, allow_key_env),
-        permutations=m.permutations, measure=m.measure, correction=m.correction, alpha=m.alpha,
-        confidence=m.confidence, prices=prices,
-        name=m.name if m.name is not None else (
-            Path(source).stem if source != "<spec>" else "battery"),
+        permutations=m.permutations,
+        measure=m.measure,
+        correction=m.correction,
+        alpha=m.alpha,
+        confidence=m.confidence,
+        prices=prices,
+        name=m.name if m.name is not None else (Path(source).stem if source != "<spec>" else "battery"),
         description=m.description,
-        source=source)
+        source=source,
+    )
 
 
 def load_attack_spec(path: str | os.PathLike, *, allow_key_env=()) -> BatterySpec:
     """Read and validate a battery spec file (relative paths inside resolve next to it)."""
-    return parse_attack_spec(read_spec_file(path), source=str(path), base_dir=Path(path).parent,
-                             allow_key_env=allow_key_env)
+    return parse_attack_spec(
+        read_spec_file(path), source=str(path), base_dir=Path(path).parent, allow_key_env=allow_key_env
+    )
 
 
-__all__ = ["CURVE_RHOS", "AttackConfig", "BatterySpec", "CurveConfig", "load_attack_spec",
-           "parse_attack_spec"]
+__all__ = [
+    "CURVE_RHOS",
+    "AttackConfig",
+    "BatterySpec",
+    "CurveConfig",
+    "load_attack_spec",
+    "parse_attack_spec",
+]

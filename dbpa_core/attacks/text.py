@@ -31,6 +31,7 @@ True
 >>> attack_text("Mary moved.", "char", 0.0, rng=0).text
 'Mary moved.'
 """
+
 from __future__ import annotations
 
 import functools
@@ -45,12 +46,15 @@ from typing import Any, NamedTuple
 import numpy as np
 
 LEVELS = ("char", "word", "visual")
-OPS = {"char": ("repeat", "delete", "insert"), "word": ("insert", "delete", "replace"),
-       "visual": ("homoglyph",)}
-COUNT_P = (0.4, 0.4, 0.2)           # 1, 2 or 3 characters repeated / deleted
+OPS = {
+    "char": ("repeat", "delete", "insert"),
+    "word": ("insert", "delete", "replace"),
+    "visual": ("homoglyph",),
+}
+COUNT_P = (0.4, 0.4, 0.2)  # 1, 2 or 3 characters repeated / deleted
 _COUNT_CDF = (0.4, 0.8, 1.0)
 WORD = re.compile(r"[^\W_]+(?:['’\-][^\W_]+)*")
-_U = 6                              # uniforms per word: attack, op, count, position, source, index
+_U = 6  # uniforms per word: attack, op, count, position, source, index
 
 
 class Change(NamedTuple):
@@ -74,9 +78,17 @@ class Change(NamedTuple):
     source: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"word": self.word, "op": self.op, "before": self.before, "after": self.after,
-                "start": self.start, "end": self.end, "new_start": self.new_start,
-                "new_end": self.new_end, "source": self.source}
+        return {
+            "word": self.word,
+            "op": self.op,
+            "before": self.before,
+            "after": self.after,
+            "start": self.start,
+            "end": self.end,
+            "new_start": self.new_start,
+            "new_end": self.new_end,
+            "source": self.source,
+        }
 
 
 @dataclass(frozen=True)
@@ -99,9 +111,16 @@ class AttackedText:
         return tuple(c.word for c in self.changes)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"original": self.original, "text": self.text, "level": self.level,
-                "rho": self.rho, "op": self.op, "letters": self.letters,
-                "n_words": self.n_words, "changes": [c.to_dict() for c in self.changes]}
+        return {
+            "original": self.original,
+            "text": self.text,
+            "level": self.level,
+            "rho": self.rho,
+            "op": self.op,
+            "letters": self.letters,
+            "n_words": self.n_words,
+            "changes": [c.to_dict() for c in self.changes],
+        }
 
 
 def derive_seed(*parts: Any) -> int:
@@ -131,13 +150,15 @@ def _attack_iv(text, level, rho, op, letters):
     if isinstance(rho, bool) or not isinstance(rho, (int, float)) or not 0.0 <= rho <= 1.0:
         raise ValueError(f"`rho` must be a number in [0, 1], got {rho!r}.")
     if op is not None and op not in OPS[level]:
-        raise ValueError(f"`op` for the {level} level must be one of {', '.join(OPS[level])} "
-                         f"(or None to draw one per word); got {op!r}.")
+        raise ValueError(
+            f"`op` for the {level} level must be one of {', '.join(OPS[level])} "
+            f"(or None to draw one per word); got {op!r}."
+        )
     if level == "visual":
-        if isinstance(letters, bool) or not isinstance(letters, (int, float)) \
-                or not 0.0 < letters <= 1.0:
-            raise ValueError(f"`letters` (the fraction r of a word's letters) must lie in "
-                             f"(0, 1], got {letters!r}.")
+        if isinstance(letters, bool) or not isinstance(letters, (int, float)) or not 0.0 < letters <= 1.0:
+            raise ValueError(
+                f"`letters` (the fraction r of a word's letters) must lie in (0, 1], got {letters!r}."
+            )
 
 
 def _seed_of(rng) -> int:
@@ -170,8 +191,9 @@ def _uniforms(seeds: Sequence[int], sizes: Sequence[int]) -> list[float]:
         return []
     sizes_a = np.asarray(sizes, dtype=np.int64)
     starts = np.cumsum(sizes_a) - sizes_a
-    keys = np.array([(s * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) & _M64 for s in seeds],
-                    dtype=np.uint64)  # spreads nearby seeds apart
+    keys = np.array(
+        [(s * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) & _M64 for s in seeds], dtype=np.uint64
+    )  # spreads nearby seeds apart
     counter = (np.arange(total, dtype=np.int64) - np.repeat(starts, sizes_a) + 1).astype(np.uint64)
     x = counter * _GOLDEN + np.repeat(keys, sizes_a)
     x = (x ^ (x >> np.uint64(30))) * _MIX1
@@ -181,8 +203,15 @@ def _uniforms(seeds: Sequence[int], sizes: Sequence[int]) -> list[float]:
 
 
 # --------------------------------------------------------------------------- public API
-def attack_text(text: str, level: str, rho: float, *, rng: int | np.random.Generator | None = None,
-                op: str | None = None, letters: float = 0.5) -> AttackedText:
+def attack_text(
+    text: str,
+    level: str,
+    rho: float,
+    *,
+    rng: int | np.random.Generator | None = None,
+    op: str | None = None,
+    letters: float = 0.5,
+) -> AttackedText:
     """Attack each word of ``text`` with probability ``rho``.
 
     Parameters
@@ -215,8 +244,15 @@ def attack_text(text: str, level: str, rho: float, *, rng: int | np.random.Gener
     return attack_texts([text], level, rho, seeds=[_seed_of(rng)], op=op, letters=letters)[0]
 
 
-def attack_texts(texts: Sequence[str], level: str, rho: float, *, seeds: Sequence[int],
-                 op: str | None = None, letters: float = 0.5) -> list[AttackedText]:
+def attack_texts(
+    texts: Sequence[str],
+    level: str,
+    rho: float,
+    *,
+    seeds: Sequence[int],
+    op: str | None = None,
+    letters: float = 0.5,
+) -> list[AttackedText]:
     """:func:`attack_text` for many texts, ``texts[i]`` seeded by ``seeds[i]``; the same
     result as one by one, faster (the random numbers of all texts are drawn at once).
 
@@ -227,14 +263,15 @@ def attack_texts(texts: Sequence[str], level: str, rho: float, *, seeds: Sequenc
     True
     """
     if len(texts) != len(seeds):
-        raise ValueError(f"`texts` and `seeds` must have the same length; got {len(texts)} "
-                         f"and {len(seeds)}.")
+        raise ValueError(f"`texts` and `seeds` must have the same length; got {len(texts)} and {len(seeds)}.")
     for t in texts:
         _attack_iv(t, level, rho, op, letters)
     seeds = [_seed_of(s) for s in seeds]
     spans = [_spans(t) for t in texts]
-    widths = [_U + (2 * _visual_width(t, letters) if level == "visual" and sp else 0)
-              for t, sp in zip(texts, spans, strict=True)]
+    widths = [
+        _U + (2 * _visual_width(t, letters) if level == "visual" and sp else 0)
+        for t, sp in zip(texts, spans, strict=True)
+    ]
     sizes = [len(sp) * w for sp, w in zip(spans, widths, strict=True)]
     flat = _uniforms(seeds, sizes)
     out = []
@@ -245,28 +282,36 @@ def attack_texts(texts: Sequence[str], level: str, rho: float, *, seeds: Sequenc
     return out
 
 
-def _attack_one(text: str, spans: tuple[tuple[int, int], ...], level: str, rho: float,
-                op: str | None, letters: float, flat: list[float], base: int,
-                width: int) -> AttackedText:
+def _attack_one(
+    text: str,
+    spans: tuple[tuple[int, int], ...],
+    level: str,
+    rho: float,
+    op: str | None,
+    letters: float,
+    flat: list[float],
+    base: int,
+    width: int,
+) -> AttackedText:
     """Attack one text; word ``i``'s uniforms are ``flat[base + i*width:][:width]``."""
     n = len(spans)
     vis = float(letters) if level == "visual" else None
-    hit = [i for i in range(n) if flat[base + i * width] < rho]   # the attacked words
+    hit = [i for i in range(n) if flat[base + i * width] < rho]  # the attacked words
     if not hit:
         return AttackedText(text, text, level, rho, (), n, op, vis, spans)
     if level == "word" and op != "delete":
         _ = _wordnet_words()  # fail early (and clearly) when WordNet is missing
     pieces: list[str] = []
     changes: list[Change] = []
-    pos = 0        # next unread position in the original
-    out_len = 0    # length of the attacked text so far
+    pos = 0  # next unread position in the original
+    out_len = 0  # length of the attacked text so far
     words: list[str] | None = None
     lowered: list[str] | None = None
     for i in hit:
         k = base + i * width
-        ui = flat[k:k + width]
+        ui = flat[k : k + width]
         a, b = spans[i]
-        gap = text[pos:a]      # everything since the last attacked word, unchanged
+        gap = text[pos:a]  # everything since the last attacked word, unchanged
         w = text[a:b]
         if level == "char":
             kind, new = _char_attack(w, ui, op)
@@ -287,7 +332,7 @@ def _attack_one(text: str, spans: tuple[tuple[int, int], ...], level: str, rho: 
             if gap and gap[-1].isspace():
                 gap = gap[:-1]
                 a -= 1
-            elif not gap and text[b:b + 1].isspace():
+            elif not gap and text[b : b + 1].isspace():
                 b += 1
             pieces.append(gap)
             out_len += len(gap)
@@ -299,8 +344,7 @@ def _attack_one(text: str, spans: tuple[tuple[int, int], ...], level: str, rho: 
         if level == "word" and kind == "insert":
             ins = w + " " + new
             pieces.append(ins)
-            changes.append(Change(i, kind, "", new, b, b, out_len + len(w) + 1,
-                                  out_len + len(ins), source))
+            changes.append(Change(i, kind, "", new, b, b, out_len + len(w) + 1, out_len + len(ins), source))
             out_len += len(ins)
         else:
             pieces.append(new)
@@ -322,11 +366,11 @@ def _char_attack(w: str, u: list[float], op: str | None) -> tuple[str, str]:
         return kind, ""
     if kind == "repeat":
         p = min(len(w) - 1, int(u[3] * len(w)))
-        return kind, w[:p + 1] + w[p] * _count(u[2]) + w[p + 1:]
+        return kind, w[: p + 1] + w[p] * _count(u[2]) + w[p + 1 :]
     if kind == "delete":
         k = min(_count(u[2]), len(w) - 1)
         p = min(len(w) - k, int(u[3] * (len(w) - k + 1)))
-        return kind, w[:p] + w[p + k:]
+        return kind, w[:p] + w[p + k :]
     # insert one random letter (upper case inside an all-capitals word)
     p = min(len(w), int(u[3] * (len(w) + 1)))
     c = string.ascii_lowercase[min(25, int(u[4] * 26))]
@@ -336,8 +380,9 @@ def _char_attack(w: str, u: list[float], op: str | None) -> tuple[str, str]:
 
 
 # --------------------------------------------------------------------------- word level
-def _word_attack(w: str, u: list[float], op: str | None, words: Sequence[str],
-                 lowered: Sequence[str]) -> tuple[str, str, str]:
+def _word_attack(
+    w: str, u: list[float], op: str | None, words: Sequence[str], lowered: Sequence[str]
+) -> tuple[str, str, str]:
     kind = op or OPS["word"][min(2, int(u[1] * 3))]
     if kind == "delete":
         return kind, "", ""
@@ -347,8 +392,7 @@ def _word_attack(w: str, u: list[float], op: str | None, words: Sequence[str],
     return kind, new, source
 
 
-def _new_word(w: str, u: list[float], words: Sequence[str],
-              lowered: Sequence[str]) -> tuple[str, str]:
+def _new_word(w: str, u: list[float], words: Sequence[str], lowered: Sequence[str]) -> tuple[str, str]:
     """Half the time a random word of the text; else a synonym, else a random WordNet word.
 
     The text's word is drawn at a random place; when it is the attacked word itself, the
@@ -381,8 +425,12 @@ def synonyms(word: str) -> tuple[str, ...]:
     if not synsets:
         return ()
     bases = {low} | {b for pos in "nvar" if (b := wn.morphy(low, pos))}
-    out = {name for s in synsets for name in s.lemma_names()
-           if "_" not in name and "-" not in name and name.lower() not in bases}
+    out = {
+        name
+        for s in synsets
+        for name in s.lemma_names()
+        if "_" not in name and "-" not in name and name.lower() not in bases
+    }
     return tuple(sorted(out))
 
 
@@ -391,8 +439,9 @@ def _wordnet_words() -> tuple[str, ...]:
     """Every alphabetic one-word WordNet lemma of 3 to 12 letters, sorted."""
     from .wordnet import wordnet
 
-    return tuple(sorted({w for w in wordnet().all_lemma_names()
-                         if w.isalpha() and w.isascii() and 3 <= len(w) <= 12}))
+    return tuple(
+        sorted({w for w in wordnet().all_lemma_names() if w.isalpha() and w.isascii() and 3 <= len(w) <= 12})
+    )
 
 
 # --------------------------------------------------------------------------- visual level
@@ -498,17 +547,29 @@ def highlight_segments(attacked: AttackedText) -> list[tuple[str, str]]:
     t = attacked.text
     for c in sorted(attacked.changes, key=lambda c: (c.new_start, c.new_end)):
         if c.new_start > pos:
-            out.append((t[pos:c.new_start], "plain"))
+            out.append((t[pos : c.new_start], "plain"))
         if c.new_end == c.new_start:
             out.append((c.before, "deleted"))
         else:
-            out.append((t[c.new_start:c.new_end], "changed"))
+            out.append((t[c.new_start : c.new_end], "changed"))
         pos = max(pos, c.new_end)
     if pos < len(t):
         out.append((t[pos:], "plain"))
     return out
 
 
-__all__ = ["COUNT_P", "LEVELS", "OPS", "AttackedText", "Change", "attack_text", "attack_texts",
-           "derive_seed",
-           "highlight_segments", "homoglyph_table", "skeleton", "synonyms", "word_spans"]
+__all__ = [
+    "COUNT_P",
+    "LEVELS",
+    "OPS",
+    "AttackedText",
+    "Change",
+    "attack_text",
+    "attack_texts",
+    "derive_seed",
+    "highlight_segments",
+    "homoglyph_table",
+    "skeleton",
+    "synonyms",
+    "word_spans",
+]

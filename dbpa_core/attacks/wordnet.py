@@ -12,6 +12,7 @@ to run.
     python -m dbpa_core.attacks.wordnet install [--source DIR] [--target DIR]
     python -m dbpa_core.attacks.wordnet check
 """
+
 from __future__ import annotations
 
 import functools
@@ -22,8 +23,20 @@ import warnings
 from pathlib import Path
 
 DEBIAN_DIR = Path("/usr/share/wordnet")
-FILES = ("adj.exc", "adv.exc", "noun.exc", "verb.exc", "data.adj", "data.adv", "data.noun",
-         "data.verb", "index.adj", "index.adv", "index.noun", "index.verb")
+FILES = (
+    "adj.exc",
+    "adv.exc",
+    "noun.exc",
+    "verb.exc",
+    "data.adj",
+    "data.adv",
+    "data.noun",
+    "data.verb",
+    "index.adj",
+    "index.adv",
+    "index.noun",
+    "index.verb",
+)
 OPTIONAL = ("index.sense", "cntlist.rev", "cntlist")
 # lexnames(5WN) of WordNet 3.0: file number, name, syntactic category
 LEXNAMES = """00 adj.all 3
@@ -72,9 +85,11 @@ LEXNAMES = """00 adj.all 3
 43 verb.weather 2
 44 adj.ppl 3
 """
-HINT = ("WordNet is not installed (the word-level attacks and RTI need it). Run `make wordnet`, "
-        "or as root `apt-get install wordnet-base wordnet-sense-index` and then "
-        "`python -m dbpa_core.attacks.wordnet install`.")
+HINT = (
+    "WordNet is not installed (the word-level attacks and RTI need it). Run `make wordnet`, "
+    "or as root `apt-get install wordnet-base wordnet-sense-index` and then "
+    "`python -m dbpa_core.attacks.wordnet install`."
+)
 
 
 class WordNetMissing(RuntimeError):
@@ -124,8 +139,7 @@ def _reader_at(root: Path):
     from nltk.corpus.reader.wordnet import WordNetCorpusReader
 
     # nltk reads corpora only below a folder on its data path (nltk.pathsec)
-    if not any(Path(str(p)).resolve() in (root.resolve(), *root.resolve().parents)
-               for p in nltk.data.path):
+    if not any(Path(str(p)).resolve() in (root.resolve(), *root.resolve().parents) for p in nltk.data.path):
         nltk.data.path.append(str(root))
 
     with warnings.catch_warnings():
@@ -187,8 +201,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"WordNet installed in {install(args.source, args.target)}")
         else:
             wn = wordnet()
-            print(f"WordNet {wn.get_version()} loaded: 'quick' has "
-                  f"{len(wn.synsets('quick'))} synsets")
+            print(f"WordNet {wn.get_version()} loaded: 'quick' has {len(wn.synsets('quick'))} synsets")
     except WordNetMissing as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -1,4 +1,5 @@
 """LLM backends behind one Protocol: local (embedded SmolLM2), openai, hf, replay."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -31,8 +32,9 @@ def make_backend(config: dict[str, Any], *, cache_dir: str, api_key: str | None 
     if kind == "hf":
         from .local import TransformersBackend
 
-        return TransformersBackend(config["path"], model_name=config.get("name"),
-                                   batch_size=config.get("batch_size"))
+        return TransformersBackend(
+            config["path"], model_name=config.get("name"), batch_size=config.get("batch_size")
+        )
     if kind == "replay":
         from .replay import ReplayBackend
 
@@ -41,14 +43,16 @@ def make_backend(config: dict[str, Any], *, cache_dir: str, api_key: str | None 
         from .openai_compat import OpenAIBackend, OpenAIClientSettings
 
         settings = OpenAIClientSettings(
-            base_url=config.get("base_url"), api_key=api_key,
+            base_url=config.get("base_url"),
+            api_key=api_key,
             api_key_env=config.get("api_key_env"),
-            concurrency=config.get("concurrency", 8), max_retries=config.get("max_retries", 6),
+            concurrency=config.get("concurrency", 8),
+            max_retries=config.get("max_retries", 6),
             timeout=config.get("timeout", 60.0),
             max_retry_wait=config.get("max_retry_wait", 60.0),
-            max_response_mb=config.get("max_response_mb", 8.0))
-        return OpenAIBackend(config["name"], settings,
-                             n_per_request=config.get("n_per_request", 1))
+            max_response_mb=config.get("max_response_mb", 8.0),
+        )
+        return OpenAIBackend(config["name"], settings, n_per_request=config.get("n_per_request", 1))
     raise BackendError(f"Unknown backend {kind!r}: choose one of {', '.join(BACKENDS)}.")
 
 

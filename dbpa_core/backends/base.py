@@ -1,4 +1,5 @@
 """The LLM backend Protocol and what travels through it."""
+
 from __future__ import annotations
 
 import hashlib
@@ -48,10 +49,13 @@ def clean_text(text: object, limit: int = 300) -> str:
     characters (C0, C1, bidi overrides) removed, whitespace runs collapsed to one
     space, cut to ``limit`` characters. For anything a server (or a file) says."""
     s = _ANSI.sub("", str(text))
-    s = "".join(" " if c in "\t\n\r\v\f" else c for c in s
-                if c in "\t\n\r\v\f" or unicodedata.category(c) not in ("Cc", "Cf", "Cs", "Co"))
+    s = "".join(
+        " " if c in "\t\n\r\v\f" else c
+        for c in s
+        if c in "\t\n\r\v\f" or unicodedata.category(c) not in ("Cc", "Cf", "Cs", "Co")
+    )
     s = " ".join(s.split())
-    return s if len(s) <= limit else s[:limit - 1] + "…"
+    return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
 # the user:password@ part: after an optional scheme and the slashes that follow it, up to
@@ -82,8 +86,7 @@ class GenerationParams:
     max_tokens: int = 300
 
     def as_dict(self) -> dict[str, Any]:
-        return {"temperature": self.temperature, "top_p": self.top_p,
-                "max_tokens": self.max_tokens}
+        return {"temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens}
 
 
 @dataclass(frozen=True)
@@ -141,9 +144,13 @@ class Backend(Protocol):
     model: str
     deterministic: bool
 
-    def generate(self, requests: Sequence[SampleRequest], on_sample: OnSample, *,
-                 should_stop: Callable[[], bool] | None = None) -> None:
-        ...
+    def generate(
+        self,
+        requests: Sequence[SampleRequest],
+        on_sample: OnSample,
+        *,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> None: ...
 
 
 def sample_seed(seed: int, prompt: str, system_prompt: str | None, index: int) -> int:

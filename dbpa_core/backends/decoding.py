@@ -34,6 +34,7 @@ the float32 matrix speed on the development machine), float32 elsewhere; ``DBPA_
 (``bfloat16`` or ``float32``) overrides the choice. The precision changes the samples, so it
 is part of the local backends' cache identity (:func:`dbpa_core.sampling.backend_identity`).
 """
+
 from __future__ import annotations
 
 import functools
@@ -49,13 +50,13 @@ from typing import Any
 import numpy as np
 
 PRECISIONS = ("bfloat16", "float32")
-MIN_ROWS = 16      # a decoding step never multiplies fewer rows than this (see LlamaDecoder)
-SPAN = 64          # attention spans are rounded up to a multiple of this many positions
-MAX_ROWS = 64      # default cap on the samples decoded together
+MIN_ROWS = 16  # a decoding step never multiplies fewer rows than this (see LlamaDecoder)
+SPAN = 64  # attention spans are rounded up to a multiple of this many positions
+MAX_ROWS = 64  # default cap on the samples decoded together
 KV_BUDGET = 1 << 30  # bytes of key/value cache at most (and at most 1/8 of free memory)
 ATTENTION_BLOCK = 1024  # a prompt's queries are attended in blocks of this many
 PACK_TOKENS = 512  # prompt tokens prefilled together (a longer prompt makes a pack alone)
-MIN_SHARED = 16    # a prompt reuses the keys and values of a shared prefix from this many tokens
+MIN_SHARED = 16  # a prompt reuses the keys and values of a shared prefix from this many tokens
 KEEP_PROMPTS = 32  # processed prompts kept per call, whose prefixes later prompts may reuse
 STORE_BYTES = 128 << 20  # keys and values of processed prompts kept across calls, per model
 PREFILL_WAVES = 3  # a request's prompts feed each other's prefixes over at most this many waves
@@ -95,8 +96,9 @@ def local_precision() -> str:
         if forced not in PRECISIONS:
             from .base import BackendError
 
-            raise BackendError(f"DBPA_LOCAL_PRECISION must be one of {', '.join(PRECISIONS)}, "
-                               f"not {forced!r}.")
+            raise BackendError(
+                f"DBPA_LOCAL_PRECISION must be one of {', '.join(PRECISIONS)}, not {forced!r}."
+            )
         return forced
     flags = _cpu_flags()
     return "bfloat16" if flags & {"avx512_bf16", "amx_bf16"} else "float32"
@@ -177,13 +179,13 @@ def draw_tokens(logits, uniforms: np.ndarray, *, temperature: float, top_p: floa
     z = logits.float()
     if temperature <= 0:
         return z.argmax(dim=-1)
-    p = torch.exp((z - z.max(dim=-1, keepdim=True).values) / temperature)   # max 1
+    p = torch.exp((z - z.max(dim=-1, keepdim=True).values) / temperature)  # max 1
     u = torch.from_numpy(np.ascontiguousarray(uniforms, dtype=np.float64))
     if top_p >= 1.0:
         return _inverse_cdf(p, u)
     p, order = p.sort(dim=-1, descending=True, stable=True)
     c = p.cumsum(dim=-1, dtype=torch.float64)
-    p = p * ((c - p.double()) < top_p * c[:, -1:])     # the nucleus (always >= 1 token)
+    p = p * ((c - p.double()) < top_p * c[:, -1:])  # the nucleus (always >= 1 token)
     return order.gather(1, _inverse_cdf(p, u).unsqueeze(1)).squeeze(1)
 
 
@@ -205,16 +207,16 @@ def _inverse_cdf(p, u):
     if pad:
         p = torch.nn.functional.pad(p, (0, pad))
     blocks = p.view(n, -1, _BLOCK)
-    sums = blocks.sum(dim=-1, dtype=torch.float64)                 # (n, blocks)
+    sums = blocks.sum(dim=-1, dtype=torch.float64)  # (n, blocks)
     cum = sums.cumsum(dim=-1)
     target = u * cum[:, -1]
     b = torch.searchsorted(cum, target.unsqueeze(1), right=True).squeeze(1)
-    b = torch.minimum(b, (cum < cum[:, -1:]).sum(dim=-1))          # last block with weight
+    b = torch.minimum(b, (cum < cum[:, -1:]).sum(dim=-1))  # last block with weight
     rows = torch.arange(n)
     rest = target - (cum[rows, b] - sums[rows, b])
-    inner = blocks[rows, b].cumsum(dim=-1, dtype=torch.float64)      # (n, block)
+    inner = blocks[rows, b].cumsum(dim=-1, dtype=torch.float64)  # (n, block)
     j = torch.searchsorted(inner, rest.unsqueeze(1), right=True).squeeze(1)
-    j = torch.minimum(j, (inner < inner[:, -1:]).sum(dim=-1))       # last column with weight
+    j = torch.minimum(j, (inner < inner[:, -1:]).sum(dim=-1))  # last column with weight
     return b * _BLOCK + j
 
 
@@ -228,9 +230,15 @@ def fast_path_supported(model) -> bool:
     rope = getattr(cfg, "rope_parameters", None) or getattr(cfg, "rope_scaling", None) or {}
     rope_type = rope.get("rope_type", rope.get("type", "default")) if isinstance(rope, dict) else None
     inner = getattr(model, "model", None)
-    return (getattr(cfg, "hidden_act", None) == "silu" and not getattr(cfg, "attention_bias", False)
-            and not getattr(cfg, "mlp_bias", False) and rope_type == "default"
-            and inner is not None and hasattr(inner, "rotary_emb") and hasattr(inner, "layers"))
+    return (
+        getattr(cfg, "hidden_act", None) == "silu"
+        and not getattr(cfg, "attention_bias", False)
+        and not getattr(cfg, "mlp_bias", False)
+        and rope_type == "default"
+        and inner is not None
+        and hasattr(inner, "rotary_emb")
+        and hasattr(inner, "layers")
+    )
 
 
 @dataclass
@@ -239,9 +247,9 @@ class PromptState:
     of the first token to draw."""
 
     length: int
-    keys: Any      # (layers, kv heads, length, head dim)
+    keys: Any  # (layers, kv heads, length, head dim)
     values: Any
-    logits: Any    # (vocab,) float32
+    logits: Any  # (vocab,) float32
 
 
 @dataclass
@@ -260,7 +268,7 @@ class _Weights:
 
 # model -> its weights as the decoder uses them (built once per model)
 _WEIGHTS: weakref.WeakKeyDictionary[Any, _Weights] = weakref.WeakKeyDictionary()
-PACK_MAX_BYTES = 2 << 30   # weights are prepacked (a second copy: +130 MB for SmolLM2) up to this size
+PACK_MAX_BYTES = 2 << 30  # weights are prepacked (a second copy: +130 MB for SmolLM2) up to this size
 
 
 def _nbytes(tensors) -> int:
@@ -289,10 +297,14 @@ def _prepack(weights: list[Any]) -> list[Any] | None:
     import torch.nn.functional as F
 
     mkldnn: Any = getattr(torch.ops, "mkldnn", None)
-    if (mkldnn is None or not weights or weights[0].dtype != torch.bfloat16
-            or not torch.backends.mkldnn.is_available()
-            or not hasattr(mkldnn, "_reorder_linear_weight")
-            or _nbytes(weights) > PACK_MAX_BYTES):
+    if (
+        mkldnn is None
+        or not weights
+        or weights[0].dtype != torch.bfloat16
+        or not torch.backends.mkldnn.is_available()
+        or not hasattr(mkldnn, "_reorder_linear_weight")
+        or _nbytes(weights) > PACK_MAX_BYTES
+    ):
         return None
     try:
         with torch.inference_mode():
@@ -333,8 +345,7 @@ class RowPolicy:
 # only on two threads), and MKL's float32 products on two threads split at ~57 rows;
 # within the second range bfloat16, within the third float32 gave every row count the
 # same bits there.
-ROW_RANGES: tuple[tuple[int, int | None], ...] = (
-    (MIN_ROWS, None), (40, 224), (MIN_ROWS, 48), (MIN_ROWS, 32))
+ROW_RANGES: tuple[tuple[int, int | None], ...] = ((MIN_ROWS, None), (40, 224), (MIN_ROWS, 48), (MIN_ROWS, 32))
 
 
 def rows_product(linear: Callable[[Any, Any], Any], policy: RowPolicy) -> Callable[[Any, Any], Any]:
@@ -369,14 +380,19 @@ def rows_product(linear: Callable[[Any, Any], Any], policy: RowPolicy) -> Callab
         if hi is None or n <= hi:
             return linear(x, w)
         size = math.ceil(n / math.ceil(n / hi))
-        return torch.cat([product(x[i:i + size], w) for i in range(0, n, size)])
+        return torch.cat([product(x[i : i + size], w) for i in range(0, n, size)])
 
     return product
 
 
-def row_policy(linear: Callable[[Any, Any], Any], weights: Sequence[Any], *,
-               head: Any = None, ranges: Sequence[tuple[int, int | None]] = ROW_RANGES,
-               threads: Sequence[int] | None = None) -> RowPolicy:
+def row_policy(
+    linear: Callable[[Any, Any], Any],
+    weights: Sequence[Any],
+    *,
+    head: Any = None,
+    ranges: Sequence[tuple[int, int | None]] = ROW_RANGES,
+    threads: Sequence[int] | None = None,
+) -> RowPolicy:
     """The first range of ``ranges`` within which this machine's ``linear`` gives every
     row the same bits whatever the row count and the row's place in the product, on one
     thread and on torch's count; checked on random rows against each of ``weights`` (one
@@ -402,7 +418,7 @@ def row_policy(linear: Callable[[Any, Any], Any], weights: Sequence[Any], *,
             x = inputs[id(w)]
             # the ends of the range and row counts ~30 % apart between them (a kernel's
             # choice changes at thresholds such as 33, 57 or 256 rows)
-            grid = {round(lo * 1.3 ** i) for i in range(40) if lo * 1.3 ** i < top}
+            grid = {round(lo * 1.3**i) for i in range(40) if lo * 1.3**i < top}
             sizes = sorted(m for m in {*grid, lo + 1, lo + 7, top - 1, top} if lo <= m <= top)
             if is_head:
                 sizes = sorted({lo, min(lo + 17, top, 128), min(top, 128)})
@@ -411,8 +427,8 @@ def row_policy(linear: Callable[[Any, Any], Any], weights: Sequence[Any], *,
                 torch.set_num_threads(n)
                 for m in sizes:
                     got = [linear(x[:m], w)[:8]]
-                    if not is_head and m > 16:   # the same rows at the end of a product
-                        got.append(linear(torch.cat([x[100:100 + m - 8], x[:8]]), w)[m - 8:])
+                    if not is_head and m > 16:  # the same rows at the end of a product
+                        got.append(linear(torch.cat([x[100 : 100 + m - 8], x[:8]]), w)[m - 8 :])
                     for g in got:
                         if ref is None:
                             ref = g
@@ -439,10 +455,13 @@ def _weights(model) -> _Weights:
         return got
     lay = model.model.layers
     with torch.inference_mode():
-        qkv = [torch.cat([m.self_attn.q_proj.weight, m.self_attn.k_proj.weight,
-                          m.self_attn.v_proj.weight]).contiguous() for m in lay]
-        gate_up = [torch.cat([m.mlp.gate_proj.weight, m.mlp.up_proj.weight]).contiguous()
-                   for m in lay]
+        qkv = [
+            torch.cat(
+                [m.self_attn.q_proj.weight, m.self_attn.k_proj.weight, m.self_attn.v_proj.weight]
+            ).contiguous()
+            for m in lay
+        ]
+        gate_up = [torch.cat([m.mlp.gate_proj.weight, m.mlp.up_proj.weight]).contiguous() for m in lay]
         o = [m.self_attn.o_proj.weight for m in lay]
         down = [m.mlp.down_proj.weight for m in lay]
         head = model.lm_head.weight
@@ -451,18 +470,21 @@ def _weights(model) -> _Weights:
     if packed is None:
         got = _Weights(qkv, gate_up, o, down, head, False)
     else:
-        got = _Weights(packed[:n], packed[n:2 * n], packed[2 * n:3 * n], packed[3 * n:4 * n],
-                       packed[4 * n], True)
+        got = _Weights(
+            packed[:n], packed[n : 2 * n], packed[2 * n : 3 * n], packed[3 * n : 4 * n], packed[4 * n], True
+        )
     linear = _packed_linear if got.packed else torch.nn.functional.linear
-    got.rows = row_policy(linear, [got.qkv[0], got.gate_up[0], got.o[0], got.down[0]],
-                          head=got.head)
+    got.rows = row_policy(linear, [got.qkv[0], got.gate_up[0], got.o[0], got.down[0]], head=got.head)
     if not got.rows.exact:
         import warnings
 
-        warnings.warn("This CPU's matrix kernels round a row differently depending on how "
-                      "many rows are multiplied with it: a sample of the local model can "
-                      "differ in rare tokens between a run alone and one in a batch.",
-                      RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            "This CPU's matrix kernels round a row differently depending on how "
+            "many rows are multiplied with it: a sample of the local model can "
+            "differ in rare tokens between a run alone and one in a batch.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     _WEIGHTS[model] = got
     return got
 
@@ -596,22 +618,21 @@ class LlamaDecoder:
         cfg = model.config
         inner = model.model
         self.dtype = next(model.parameters()).dtype
-        self.store = prefix_store(model)   # processed prompts kept across calls
+        self.store = prefix_store(model)  # processed prompts kept across calls
         self.n_layers = cfg.num_hidden_layers
         self.n_heads = cfg.num_attention_heads
         self.n_kv = cfg.num_key_value_heads
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.n_heads
         self.group = self.n_heads // self.n_kv
-        self.scale = self.head_dim ** -0.5
+        self.scale = self.head_dim**-0.5
         self.eps = float(cfg.rms_norm_eps)
-        self.capacity = max(1, int(slots))          # live samples at most
-        self.slots = max(self.capacity, MIN_ROWS)   # rows allocated (spare rows pad a step)
+        self.capacity = max(1, int(slots))  # live samples at most
+        self.slots = max(self.capacity, MIN_ROWS)  # rows allocated (spare rows pad a step)
         self.max_len = int(math.ceil(max_len / SPAN) * SPAN)
-        w = _weights(model)   # built once per model
+        w = _weights(model)  # built once per model
         self.w_qkv, self.w_gu, self.w_o, self.w_down = w.qkv, w.gate_up, w.o, w.down
         self.lm_head = w.head
-        self._linear = rows_product(_packed_linear if w.packed else torch.nn.functional.linear,
-                                    w.rows)
+        self._linear = rows_product(_packed_linear if w.packed else torch.nn.functional.linear, w.rows)
         with torch.inference_mode():
             lay = inner.layers
             self.ln1 = [m.input_layernorm.weight for m in lay]
@@ -631,12 +652,15 @@ class LlamaDecoder:
             self._buffers = _take_buffers(model, self.slots, self.max_len)
             if self._buffers is None:
                 self._buffers = (
-                    torch.zeros((self.n_layers, self.slots, self.n_kv, self.head_dim,
-                                 self.max_len), dtype=self.dtype),
-                    torch.zeros((self.n_layers, self.slots, self.n_kv, self.max_len,
-                                 self.head_dim), dtype=self.dtype))
-            self.k_cache = self._buffers[0][:, :self.slots]
-            self.v_cache = self._buffers[1][:, :self.slots]
+                    torch.zeros(
+                        (self.n_layers, self.slots, self.n_kv, self.head_dim, self.max_len), dtype=self.dtype
+                    ),
+                    torch.zeros(
+                        (self.n_layers, self.slots, self.n_kv, self.max_len, self.head_dim), dtype=self.dtype
+                    ),
+                )
+            self.k_cache = self._buffers[0][:, : self.slots]
+            self.v_cache = self._buffers[1][:, : self.slots]
         self.q_size = self.n_heads * self.head_dim
         self.kv_size = self.n_kv * self.head_dim
 
@@ -645,8 +669,14 @@ class LlamaDecoder:
         cfg = model.config
         head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         item = next(model.parameters()).element_size()
-        return 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * head_dim * item * \
-            int(math.ceil(max_len / SPAN) * SPAN)
+        return (
+            2
+            * cfg.num_hidden_layers
+            * cfg.num_key_value_heads
+            * head_dim
+            * item
+            * int(math.ceil(max_len / SPAN) * SPAN)
+        )
 
     def release(self) -> None:
         """Hand the key/value cache to the next decoder of this model (this one is not used
@@ -689,9 +719,11 @@ class LlamaDecoder:
         """Process one prompt: :meth:`prefill_many` of one."""
         return self.prefill_many([ids])[0]
 
-    def prefill_many(self, prompts: Sequence[Sequence[int]],
-                     prefixes: Sequence[tuple[int, PromptState] | None] | None = None
-                     ) -> list[PromptState]:
+    def prefill_many(
+        self,
+        prompts: Sequence[Sequence[int]],
+        prefixes: Sequence[tuple[int, PromptState] | None] | None = None,
+    ) -> list[PromptState]:
         """Process several prompts in one pass; their keys and values are copied into a
         slot by :meth:`admit` for every sample of each prompt.
 
@@ -722,50 +754,49 @@ class LlamaDecoder:
         pre = [0 if p is None else int(p[0]) for p in (prefixes or [None] * len(lengths))]
         for n, skip in zip(lengths, pre, strict=True):
             if not 0 <= skip < n:
-                raise ValueError(f"a reused prefix of {skip} tokens must be shorter than the "
-                                 f"prompt ({n} tokens)")
-        new = [n - skip for n, skip in zip(lengths, pre, strict=True)]   # rows computed
+                raise ValueError(
+                    f"a reused prefix of {skip} tokens must be shorter than the prompt ({n} tokens)"
+                )
+        new = [n - skip for n, skip in zip(lengths, pre, strict=True)]  # rows computed
         total = sum(new)
         rows = max(total, MIN_ROWS)
         starts = np.concatenate([[0], np.cumsum(new)[:-1]]).tolist()
         d = self.head_dim
         with torch.inference_mode():
             tok = torch.zeros(rows, dtype=torch.long)
-            tok[:total] = torch.as_tensor([t for ids, skip in zip(prompts, pre, strict=True)
-                                           for t in ids[skip:]], dtype=torch.long)
+            tok[:total] = torch.as_tensor(
+                [t for ids, skip in zip(prompts, pre, strict=True) for t in ids[skip:]], dtype=torch.long
+            )
             pos = torch.zeros(rows, dtype=torch.long)
-            pos[:total] = torch.cat([torch.arange(skip, n) for n, skip in zip(lengths, pre,
-                                                                              strict=True)])
-            x = self.embed[tok]                                              # (rows, hidden)
+            pos[:total] = torch.cat([torch.arange(skip, n) for n, skip in zip(lengths, pre, strict=True)])
+            x = self.embed[tok]  # (rows, hidden)
             cos, sin = self.cos[pos][:, None, :], self.sin[pos][:, None, :]
-            keys = [torch.empty((self.n_layers, self.n_kv, n, d), dtype=self.dtype)
-                    for n in lengths]
+            keys = [torch.empty((self.n_layers, self.n_kv, n, d), dtype=self.dtype) for n in lengths]
             values = [torch.empty_like(k) for k in keys]
             for j, skip in enumerate(pre):
                 if skip:
-                    base = prefixes[j][1]    # type: ignore[index]  # skip > 0: a prefix given
+                    base = prefixes[j][1]  # type: ignore[index]  # skip > 0: a prefix given
                     keys[j][:, :, :skip] = base.keys[:, :, :skip]
                     values[j][:, :, :skip] = base.values[:, :, :skip]
             o = torch.zeros((rows, self.q_size), dtype=self.dtype)  # padding rows: zeros
             for i in range(self.n_layers):
                 h = self._rms(x, self.ln1[i])
                 qkv = self._linear(h, self.w_qkv[i])
-                q = self._rope(qkv[:, :self.q_size].view(rows, self.n_heads, d), cos, sin)
-                k = self._rope(qkv[:, self.q_size:self.q_size + self.kv_size]
-                               .view(rows, self.n_kv, d), cos, sin)
-                v = qkv[:, self.q_size + self.kv_size:].view(rows, self.n_kv, d)
+                q = self._rope(qkv[:, : self.q_size].view(rows, self.n_heads, d), cos, sin)
+                k = self._rope(
+                    qkv[:, self.q_size : self.q_size + self.kv_size].view(rows, self.n_kv, d), cos, sin
+                )
+                v = qkv[:, self.q_size + self.kv_size :].view(rows, self.n_kv, d)
                 for j, (s, n, skip) in enumerate(zip(starts, new, pre, strict=True)):
-                    keys[j][i, :, skip:] = k[s:s + n].transpose(0, 1)
-                    values[j][i, :, skip:] = v[s:s + n].transpose(0, 1)
-                    o[s:s + n] = self._attend(q[s:s + n], keys[j][i], values[j][i], offset=skip)
+                    keys[j][i, :, skip:] = k[s : s + n].transpose(0, 1)
+                    values[j][i, :, skip:] = v[s : s + n].transpose(0, 1)
+                    o[s : s + n] = self._attend(q[s : s + n], keys[j][i], values[j][i], offset=skip)
                 x = x + self._linear(o, self.w_o[i])
                 x = self._mlp(x, i)
             last = torch.zeros(max(len(lengths), MIN_ROWS), dtype=torch.long)
-            last[:len(lengths)] = torch.as_tensor([s + n - 1 for s, n in zip(starts, new,
-                                                                               strict=True)])
-            logits = self._logits(x[last])[:len(lengths)].float()
-        return [PromptState(n, keys[j], values[j], logits[j].clone())
-                for j, n in enumerate(lengths)]
+            last[: len(lengths)] = torch.as_tensor([s + n - 1 for s, n in zip(starts, new, strict=True)])
+            logits = self._logits(x[last])[: len(lengths)].float()
+        return [PromptState(n, keys[j], values[j], logits[j].clone()) for j, n in enumerate(lengths)]
 
     def _attend(self, q, keys, values, offset: int = 0):
         """Causal attention of the queries of positions ``offset ..`` of one prompt: ``q``
@@ -778,18 +809,18 @@ class LlamaDecoder:
         import torch
 
         n = keys.shape[1]
-        qh = q.transpose(0, 1)                                               # (heads, rows, d)
+        qh = q.transpose(0, 1)  # (heads, rows, d)
         kh = keys.repeat_interleave(self.group, dim=0)
         vh = values.repeat_interleave(self.group, dim=0)
         out = []
         for a0 in range((offset // ATTENTION_BLOCK) * ATTENTION_BLOCK, n, ATTENTION_BLOCK):
             a, b = max(a0, offset), min(n, a0 + ATTENTION_BLOCK)
-            qb = qh[:, a - offset:b - offset]
+            qb = qh[:, a - offset : b - offset]
             if a > a0:
                 qb = torch.cat([qb.new_zeros((qb.shape[0], a - a0, qb.shape[2])), qb], dim=1)
             mask = torch.full((b - a0, b), float("-inf")).triu_(a0 + 1)
             s = torch.matmul(qb, kh[:, :b].transpose(1, 2)).float() * self.scale + mask
-            o = torch.matmul(torch.softmax(s, dim=-1).to(self.dtype), vh[:, :b])[:, a - a0:]
+            o = torch.matmul(torch.softmax(s, dim=-1).to(self.dtype), vh[:, :b])[:, a - a0 :]
             out.append(o.transpose(0, 1).reshape(b - a, self.q_size))
         return out[0] if len(out) == 1 else torch.cat(out)
 
@@ -834,10 +865,9 @@ class LlamaDecoder:
             for i in range(self.n_layers):
                 h = self._rms(x, self.ln1[i])
                 qkv = self._linear(h, self.w_qkv[i])
-                q = self._rope(qkv[:, :self.q_size].view(rows, self.n_heads, d), cos, sin)
-                k = self._rope(qkv[:, self.q_size:self.q_size + self.kv_size].view(rows, kv, d),
-                               cos, sin)
-                v = qkv[:, self.q_size + self.kv_size:].view(rows, kv, d)
+                q = self._rope(qkv[:, : self.q_size].view(rows, self.n_heads, d), cos, sin)
+                k = self._rope(qkv[:, self.q_size : self.q_size + self.kv_size].view(rows, kv, d), cos, sin)
+                v = qkv[:, self.q_size + self.kv_size :].view(rows, kv, d)
                 kc, vc = self.k_cache[i], self.v_cache[i]
                 kc[idx, :, :, pos] = k
                 vc[idx, :, pos] = v
@@ -849,7 +879,7 @@ class LlamaDecoder:
                 o = torch.bmm(p, vs).reshape(rows, self.q_size)
                 x = x + self._linear(o, self.w_o[i])
                 x = self._mlp(x, i)
-            return self._logits(x)[:n].float()   # all rows: the same GEMM shape alone or not
+            return self._logits(x)[:n].float()  # all rows: the same GEMM shape alone or not
 
 
 # --------------------------------------------------------------------------- batching
@@ -862,7 +892,7 @@ class _Row:
     top_p: float
     max_tokens: int
     tokens: list[int] = field(default_factory=list)
-    position: int = 0      # where the row's current (last drawn) token goes
+    position: int = 0  # where the row's current (last drawn) token goes
 
 
 @dataclass
@@ -871,7 +901,7 @@ class GenerationStats:
 
     samples: int = 0
     tokens: int = 0
-    ended: int = 0         # samples that ended with an end-of-sequence token
+    ended: int = 0  # samples that ended with an end-of-sequence token
     steps: int = 0
     prompts: int = 0
     seconds: float = 0.0
@@ -879,7 +909,7 @@ class GenerationStats:
     steps_on_threads: dict[int, int] = field(default_factory=dict)  # thread count -> steps
     prompt_tokens: int = 0  # tokens of the prompts processed
     prompt_tokens_reused: int = 0  # of them, those whose keys and values came from a shared prefix
-    packs: int = 0          # prefill passes (several prompts each)
+    packs: int = 0  # prefill passes (several prompts each)
     packs_on_workers: int = 0  # of them, those run on the worker threads
     seconds_prefill_here: float = 0.0  # spent on the other packs (in the calling thread)
     prefill_threads: dict[int, int] = field(default_factory=dict)  # thread count -> those packs
@@ -925,8 +955,8 @@ def _own_runnable() -> int:
                 stat = fh.read()
         except OSError:
             continue
-        end = stat.rfind(")")            # the name may hold ")": the state follows the last
-        n += stat[end + 2:end + 3] == "R"
+        end = stat.rfind(")")  # the name may hold ")": the state follows the last
+        n += stat[end + 2 : end + 3] == "R"
     return max(1, n)
 
 
@@ -944,7 +974,7 @@ def free_cores(samples: int = 5) -> int | None:
         n = _runnable_now()
         if n is None:
             return None
-        seen.append(n - _own_runnable())   # our own threads are not other work
+        seen.append(n - _own_runnable())  # our own threads are not other work
         if i + 1 < samples:
             time.sleep(0.001)
     return max(0, cores - min(seen))
@@ -983,7 +1013,7 @@ class ThreadTuner:
     PROBE_EVERY = 24
     PROBE_STEPS = 2
     MAX_INTERVAL = 192
-    ABORT = 1.5   # a probe step this much slower than the kept count ends the probe
+    ABORT = 1.5  # a probe step this much slower than the kept count ends the probe
 
     def __init__(self, start: int | None = None):
         import torch
@@ -992,8 +1022,8 @@ class ThreadTuner:
         self.initial = torch.get_num_threads()
         self.best = self.initial
         self.other = 1 if self.initial > 1 else None
-        self.known = False   # True once steps were timed here, or a previous call's choice given
-        busy = False         # other work keeps a core busy now: no early probe of more threads
+        self.known = False  # True once steps were timed here, or a previous call's choice given
+        busy = False  # other work keeps a core busy now: no early probe of more threads
         if self.other is not None:
             # nothing known: one thread first (several stall on a busy machine far more
             # than one loses on an idle one); a previous call's choice: kept, and the
@@ -1002,9 +1032,9 @@ class ThreadTuner:
             free = free_cores() if start is None or start in (1, self.initial) else None
             busy = free is not None and free < self.initial
             if start is not None and start > 1 and busy:
-                start = None    # busy now: several would stall
+                start = None  # busy now: several would stall
             elif start == 1 and free is not None and free >= self.initial:
-                start = None    # one thread was kept while busy; every core is free now
+                start = None  # one thread was kept while busy; every core is free now
             if start in (1, self.initial):
                 self.best, self.other = start, (self.initial if start == 1 else 1)
                 self.known = True
@@ -1026,12 +1056,12 @@ class ThreadTuner:
             self.probing = self.PROBE_STEPS
             self.probes += 1
         n = self.other if self.probing else self.best
-        assert n is not None   # probing only where there is another count to try
+        assert n is not None  # probing only where there is another count to try
         return self._use(n)
 
     def record(self, threads: int, seconds: float) -> None:
         self.steps += 1
-        self.known = self.known or self.steps > self.PROBE_STEPS + 2   # one probe at least
+        self.known = self.known or self.steps > self.PROBE_STEPS + 2  # one probe at least
         self.steps_on[threads] = self.steps_on.get(threads, 0) + 1
         times = self.recent.setdefault(threads, [])
         times.append(seconds)
@@ -1106,11 +1136,12 @@ def expected_tokens(drawn: int, ended: int, open_rows: Sequence[tuple[int, int]]
     return drawn + round(rest)
 
 
-_LAST_THREADS: int | None = None   # the thread count the last call's steps found faster
+_LAST_THREADS: int | None = None  # the thread count the last call's steps found faster
 
 
-def pack_prompts(prompts: Sequence[tuple], budget: int = PACK_TOKENS,
-                 size: Callable[[tuple], int] = len) -> list[list[tuple]]:
+def pack_prompts(
+    prompts: Sequence[tuple], budget: int = PACK_TOKENS, size: Callable[[tuple], int] = len
+) -> list[list[tuple]]:
     """Consecutive prompts grouped into packs of at most ``budget`` tokens (a longer
     prompt is a pack of its own), in order.
 
@@ -1122,7 +1153,7 @@ def pack_prompts(prompts: Sequence[tuple], budget: int = PACK_TOKENS,
     packs: list[list[tuple]] = []
     used = 0
     for p in prompts:
-        n = size(p)                       # the tokens to compute (all, or those after a reused prefix)
+        n = size(p)  # the tokens to compute (all, or those after a reused prefix)
         if packs and used + n <= budget:
             packs[-1].append(p)
             used += n
@@ -1132,8 +1163,9 @@ def pack_prompts(prompts: Sequence[tuple], budget: int = PACK_TOKENS,
     return packs
 
 
-def _split_tail(packs: list[list[tuple]], workers: int,
-                size: Callable[[tuple], int] = len) -> list[list[tuple]]:
+def _split_tail(
+    packs: list[list[tuple]], workers: int, size: Callable[[tuple], int] = len
+) -> list[list[tuple]]:
     """``packs`` with each of the last ``workers`` packs split in two halves (by tokens,
     as even as the prompts allow), the halves run largest first: the workers then finish
     within a fraction of a pack of each other (a worker otherwise sat idle for up to half a
@@ -1209,8 +1241,8 @@ class _Prefill:
     def __init__(self, dec: LlamaDecoder, tuner: ThreadTuner, stats: GenerationStats):
         self.dec, self.tuner, self.stats = dec, tuner, stats
         self.workers = prefill_workers()
-        self.pool: Any = None   # a ThreadPoolExecutor, started when packs first run in parallel
-        self.waiting: dict[tuple, Any] = {}   # prompt -> its pack (a Future or a list)
+        self.pool: Any = None  # a ThreadPoolExecutor, started when packs first run in parallel
+        self.waiting: dict[tuple, Any] = {}  # prompt -> its pack (a Future or a list)
         # processed prompts: those kept from earlier calls, then this call's (the last few)
         self.known: dict[tuple, PromptState] = dec.store.snapshot()
         self.from_store = len(self.known)
@@ -1245,15 +1277,15 @@ class _Prefill:
         for i, wave in enumerate(waves):
             if not wave:
                 continue
+
             def new_tokens(p: tuple) -> int:
                 return len(p) - bases.get(p, (0, None))[0]
 
             total = sum(map(new_tokens, wave))
             parts = min(len(wave), max(self.workers, math.ceil(total / PACK_TOKENS)))
-            packs = pack_prompts(wave, budget=max(1, math.ceil(total / max(parts, 1))),
-                                 size=new_tokens)
+            packs = pack_prompts(wave, budget=max(1, math.ceil(total / max(parts, 1))), size=new_tokens)
             pooled = self.workers > 1 and len(packs) > 1
-            if pooled and not any(waves[i + 1:]):
+            if pooled and not any(waves[i + 1 :]):
                 packs = _split_tail(packs, self.workers, new_tokens)
             if pooled and i:
                 # a worker never runs a pack meant for the calling thread: such a pack of an
@@ -1265,8 +1297,8 @@ class _Prefill:
                 import concurrent.futures
 
                 self.pool = concurrent.futures.ThreadPoolExecutor(
-                    max_workers=self.workers, thread_name_prefix="dbpa-prefill",
-                    initializer=_one_thread)
+                    max_workers=self.workers, thread_name_prefix="dbpa-prefill", initializer=_one_thread
+                )
             for pack in packs:
                 for p in pack:
                     if p in bases:
@@ -1287,11 +1319,11 @@ class _Prefill:
         """A processed prompt, from what :meth:`request` recorded for it."""
         if isinstance(ref, PromptState):
             return ref
-        if isinstance(ref, _Pack):                  # a pack for the calling thread
+        if isinstance(ref, _Pack):  # a pack for the calling thread
             return self._materialize(ref)[base]
         if isinstance(ref, dict):
             return ref[base]
-        return ref.result()[base]                   # a Future (a worker of the same pool)
+        return ref.result()[base]  # a Future (a worker of the same pool)
 
     def _materialize(self, job: _Pack) -> dict[tuple, PromptState]:
         if job.done is None:
@@ -1308,8 +1340,7 @@ class _Prefill:
         for p in pack:
             plan = self.plan.get(p)
             prefixes.append(None if plan is None else (plan[0], self._state_of(plan[1], plan[2])))
-        states = (self.dec.prefill_many(pack, prefixes) if any(prefixes)
-                  else self.dec.prefill_many(pack))
+        states = self.dec.prefill_many(pack, prefixes) if any(prefixes) else self.dec.prefill_many(pack)
         return dict(zip(pack, states, strict=True))
 
     def _keep(self, prompt: tuple, state: PromptState) -> None:
@@ -1322,13 +1353,13 @@ class _Prefill:
         """The processed ``prompt`` (asked for with :meth:`request`); None when
         ``should_stop`` turned True while it was waited for."""
         job = self.waiting[prompt]
-        if isinstance(job, _Pack):                 # not started: run it here
+        if isinstance(job, _Pack):  # not started: run it here
             done = self._materialize(job)
             for p in job:
                 if self.waiting.get(p) is job:
                     self.waiting[p] = done
             job = done
-        elif not isinstance(job, dict):            # a Future
+        elif not isinstance(job, dict):  # a Future
             import concurrent.futures
 
             while True:
@@ -1369,12 +1400,15 @@ def _one_thread() -> None:
     torch.set_num_threads(1)
 
 
-def generate_continuous(decoder_for: Callable[[int, int], LlamaDecoder],
-                        items: Sequence[tuple[Any, Sequence[int], int, float, float, int]],
-                        *, eos: set[int],
-                        on_done: Callable[[Any, list[int], int], None],
-                        on_tokens: Callable[[int, int], None] | None = None,
-                        should_stop: Callable[[], bool] | None = None) -> GenerationStats:
+def generate_continuous(
+    decoder_for: Callable[[int, int], LlamaDecoder],
+    items: Sequence[tuple[Any, Sequence[int], int, float, float, int]],
+    *,
+    eos: set[int],
+    on_done: Callable[[Any, list[int], int], None],
+    on_tokens: Callable[[int, int], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> GenerationStats:
     """Sample every item with continuous batching; returns what was done.
 
     Parameters
@@ -1398,9 +1432,10 @@ def generate_continuous(decoder_for: Callable[[int, int], LlamaDecoder],
     if not items:
         return stats
     max_len = max(len(ids) + mt for _, ids, _, _, _, mt in items) + 1
-    queue = [_Row(req, tuple(ids), int(seed), float(t), float(p), int(mt))
-             for req, ids, seed, t, p, mt in items]
-    queue.reverse()                                   # pop() takes them in order
+    queue = [
+        _Row(req, tuple(ids), int(seed), float(t), float(p), int(mt)) for req, ids, seed, t, p, mt in items
+    ]
+    queue.reverse()  # pop() takes them in order
     dec = decoder_for(len(queue), max_len)
     slots = dec.capacity
     remaining_by_prompt: dict[tuple, int] = {}
@@ -1456,8 +1491,9 @@ def generate_continuous(decoder_for: Callable[[int, int], LlamaDecoder],
                 state = prompts.get(row.prompt)
                 if state is None:
                     if row.prompt not in prefill.waiting:
-                        prefill.request([r.prompt for r in queue[-(slots - len(live)):][::-1]
-                                         if r.prompt not in prompts])
+                        prefill.request(
+                            [r.prompt for r in queue[-(slots - len(live)) :][::-1] if r.prompt not in prompts]
+                        )
                     state = prefill.get(row.prompt, should_stop)
                     if state is None:
                         stats.stopped = True
@@ -1490,7 +1526,7 @@ def generate_continuous(decoder_for: Callable[[int, int], LlamaDecoder],
                 row.position += 1
                 if accept(row, token):
                     done.append(j)
-            for j in reversed(done):                # the last live row fills the hole
+            for j in reversed(done):  # the last live row fills the hole
                 row = live[j]
                 last = len(live) - 1
                 if j != last:
@@ -1515,7 +1551,7 @@ def generate_continuous(decoder_for: Callable[[int, int], LlamaDecoder],
         dec.release()
         tuner.restore()
         if tuner.known:
-            _LAST_THREADS = tuner.best   # the next call starts from it (and keeps probing)
+            _LAST_THREADS = tuner.best  # the next call starts from it (and keeps probing)
     stats.steps_on_threads = dict(tuner.steps_on)
     stats.seconds = time.perf_counter() - t0
     return stats

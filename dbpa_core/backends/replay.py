@@ -5,6 +5,7 @@ One object per line: ``{"prompt": "...", "response": "...", "model": "..."}``
 of that prompt in a shuffled order fixed by the prompt: samples are always
 distinct records; asking for more than are recorded is an error, never reuse.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,7 @@ def load_replay_file(path: str | os.PathLike) -> dict[tuple[str, str | None], li
     return read_replay_file(path)[0]
 
 
-def read_replay_file(path: str | os.PathLike) -> tuple[dict[tuple[str, str | None], list[str]],
-                                                        int]:
+def read_replay_file(path: str | os.PathLike) -> tuple[dict[tuple[str, str | None], list[str]], int]:
     """``(records, replaced)``: the recorded responses by (prompt, model), and how many
     characters that are not valid Unicode (lone surrogates) were replaced by U+FFFD."""
     problem = file_problem(path)
@@ -50,8 +50,10 @@ def read_replay_file(path: str | os.PathLike) -> tuple[dict[tuple[str, str | Non
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise BackendError(f"{path}, line {lineno}: not UTF-8 text (byte "
-                                   f"0x{raw[exc.start]:02x}); save the file as UTF-8.") from None
+                raise BackendError(
+                    f"{path}, line {lineno}: not UTF-8 text (byte "
+                    f"0x{raw[exc.start]:02x}); save the file as UTF-8."
+                ) from None
             if lineno == 1:
                 line = line.removeprefix("\ufeff")
             if not line.strip():
@@ -61,13 +63,18 @@ def read_replay_file(path: str | os.PathLike) -> tuple[dict[tuple[str, str | Non
             except (json.JSONDecodeError, RecursionError) as exc:
                 msg = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
                 raise BackendError(f"{path}, line {lineno}: not valid JSON ({msg}).") from None
-            if not isinstance(obj, dict) or not isinstance(obj.get("prompt"), str) \
-                    or not isinstance(obj.get("response"), str):
+            if (
+                not isinstance(obj, dict)
+                or not isinstance(obj.get("prompt"), str)
+                or not isinstance(obj.get("response"), str)
+            ):
                 raise BackendError(
-                    f"{path}, line {lineno}: each line needs string fields 'prompt' and 'response'.")
+                    f"{path}, line {lineno}: each line needs string fields 'prompt' and 'response'."
+                )
             model = obj.get("model")
-            records[(valid(obj["prompt"]), valid(model) if isinstance(model, str) else None)] \
-                .append(valid(obj["response"]))
+            records[(valid(obj["prompt"]), valid(model) if isinstance(model, str) else None)].append(
+                valid(obj["response"])
+            )
     return dict(records), replaced
 
 
@@ -80,9 +87,12 @@ class ReplayBackend:
         self.model = model or ""
         self._records, replaced = read_replay_file(path)
         if replaced:
-            log.warning("warning: %s holds %d character(s) that are not valid Unicode (lone "
-                        "surrogates such as \\ud800); each was read as U+FFFD.", self.path,
-                        replaced)
+            log.warning(
+                "warning: %s holds %d character(s) that are not valid Unicode (lone "
+                "surrogates such as \\ud800); each was read as U+FFFD.",
+                self.path,
+                replaced,
+            )
 
     def available(self, prompt: str) -> int:
         return len(self._responses(prompt))
@@ -107,13 +117,16 @@ class ReplayBackend:
                 raise BackendError(
                     f"Replay file {self.path!r} holds no response{who} for prompt {short!r}: "
                     "a replay file answers only the prompts recorded in it. Use a recorded "
-                    "prompt, another model, or record this one.")
+                    "prompt, another model, or record this one."
+                )
             raise BackendError(
                 f"Replay file {self.path!r} has {n} recorded responses{who} for prompt "
-                f"{short!r}, but {k} samples were asked for. Record more or lower 'samples'.")
+                f"{short!r}, but {k} samples were asked for. Record more or lower 'samples'."
+            )
 
-    def generate(self, requests: Sequence[SampleRequest], on_sample, *,
-                 should_stop: Callable[[], bool] | None = None) -> None:
+    def generate(
+        self, requests: Sequence[SampleRequest], on_sample, *, should_stop: Callable[[], bool] | None = None
+    ) -> None:
         for req in requests:
             if should_stop is not None and should_stop():
                 return

@@ -56,6 +56,7 @@ bars, the cache and the ``--fail-on`` / ``--junit`` gates, and tables are printe
 :func:`dbpa_core.fmt.table`. ``main`` gives every command the global
 options and turns the library's errors into one line and an exit code.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -78,14 +79,14 @@ from . import (
 )
 from .common import global_options, run_guarded, subparsers
 
-COMMANDS = (audit, estimate, attack, fidelity, schema, cache, sensitivity, import_, history, report,
-            scan, ui)
+COMMANDS = (audit, estimate, attack, fidelity, schema, cache, sensitivity, import_, history, report, scan, ui)
 """The command modules, in the order ``dbpa --help`` lists them."""
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="dbpa", description="Audit LLM robustness with "
-                                 "distribution-based perturbation analysis.")
+    ap = argparse.ArgumentParser(
+        prog="dbpa", description="Audit LLM robustness with distribution-based perturbation analysis."
+    )
     ap.add_argument("--version", action="version", version=f"dbpa {__version__}")
     sub = ap.add_subparsers(dest="command", required=True)
     for command in COMMANDS:

@@ -1,4 +1,5 @@
 """``python -m dbpa_core.cli``: the ``dbpa`` command."""
+
 from . import main
 
 raise SystemExit(main())

@@ -1,5 +1,6 @@
 """``dbpa attack SPEC.yaml --out DIR``: run a robustness battery spec (the spec model is
 :mod:`dbpa_core.attacks.spec`, the run :mod:`dbpa_core.attacks.battery`)."""
+
 from __future__ import annotations
 
 import argparse
@@ -20,19 +21,30 @@ from .common import (
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
-    k = sub.add_parser("attack", help="run a robustness battery spec (typos, word edits, "
-                       "homoglyphs, instructions, option orders, RTI) and write results")
+    k = sub.add_parser(
+        "attack",
+        help="run a robustness battery spec (typos, word edits, "
+        "homoglyphs, instructions, option orders, RTI) and write results",
+    )
     k.add_argument("spec", metavar="SPEC_FILE")
     k.add_argument("--out", default="dbpa-attack", help="output folder (default: dbpa-attack)")
     k.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     k.add_argument("--estimate", action="store_true", help="print the calls it needs; call nothing")
-    k.add_argument("--max-asr", type=float, default=None, metavar="X",
-                   help="exit 1 (and fail its JUnit test case) when an attack's success rate "
-                   "at some rho is above X (a share, e.g. 0.2)")
-    k.add_argument("--batch", action="store_true",
-                   help="send the uncached calls of an OpenAI-compatible model as one Batch API "
-                   "job (half price, answers within 24 h; RTI's rounds all asked at once; a "
-                   "stopped run picks the job up again)")
+    k.add_argument(
+        "--max-asr",
+        type=float,
+        default=None,
+        metavar="X",
+        help="exit 1 (and fail its JUnit test case) when an attack's success rate "
+        "at some rho is above X (a share, e.g. 0.2)",
+    )
+    k.add_argument(
+        "--batch",
+        action="store_true",
+        help="send the uncached calls of an OpenAI-compatible model as one Batch API "
+        "job (half price, answers within 24 h; RTI's rounds all asked at once; a "
+        "stopped run picks the job up again)",
+    )
     add_no_history(k, "battery")
     add_progress_options(k)
     add_junit(k, "attack and rho")
@@ -43,7 +55,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 def run(args) -> int:
     from ..launcher import require_extra
 
-    require_extra("battery")   # WordNet, confusables, spaCy, scikit-learn: one line if missing
+    require_extra("battery")  # WordNet, confusables, spaCy, scikit-learn: one line if missing
     from ..attacks.battery import estimate_battery, run_battery, summary_text
     from ..attacks.spec import load_attack_spec
     from ..attacks.wordnet import WordNetMissing
@@ -54,8 +66,7 @@ def run(args) -> int:
     from ..spec import model_label
 
     if args.max_asr is not None and not 0.0 <= args.max_asr <= 1.0:
-        print(f"error: --max-asr {args.max_asr:g}: give a share between 0 and 1 (e.g. 0.2).",
-              file=sys.stderr)
+        print(f"error: --max-asr {args.max_asr:g}: give a share between 0 and 1 (e.g. 0.2).", file=sys.stderr)
         return 2
     spec = load_attack_spec(args.spec, allow_key_env=args.allow_key_env)
     if not args.estimate:
@@ -65,18 +76,22 @@ def run(args) -> int:
     if args.estimate:
         from ..attacks.leaks import leak_notes, option_leaks
 
-        for note in spec.notes:   # items left out of the data: said before anything runs
+        for note in spec.notes:  # items left out of the data: said before anything runs
             print(f"note: {note}", file=sys.stderr)
-        for note in leak_notes(option_leaks(spec.items)):   # the options alone, no model
+        for note in leak_notes(option_leaks(spec.items)):  # the options alone, no model
             print(f"note: {note}", file=sys.stderr)
         e = estimate_battery(spec, cache=open_cache(args))
         cost = "unknown (add 'prices:')" if e["unknown_price"] else f"${e['cost']:.4f}"
-        print(f"{e['answers']} answers + at most {e['rti_max']} for RTI + {e['curve']} curve "
-              f"samples = at most {e['calls']} calls ({e['cached']} cached); ~{e['input_tokens']} "
-              f"input and <= {e['output_tokens']} output tokens; estimated cost {cost}")
+        print(
+            f"{e['answers']} answers + at most {e['rti_max']} for RTI + {e['curve']} curve "
+            f"samples = at most {e['calls']} calls ({e['cached']} cached); ~{e['input_tokens']} "
+            f"input and <= {e['output_tokens']} output tokens; estimated cost {cost}"
+        )
         if e["calls"] and not e["unknown_price"] and spec.model.get("backend") == "openai":
-            print(f"through the Batch API (dbpa attack --batch, every RTI round asked): "
-                  f"${battery_batch_cost(e, spec):.4f}")
+            print(
+                f"through the Batch API (dbpa attack --batch, every RTI round asked): "
+                f"${battery_batch_cost(e, spec):.4f}"
+            )
         return 0
     bars = progress_bars(args)
     cache = open_cache(args)
@@ -100,16 +115,21 @@ def run(args) -> int:
         return 2
     print(summary_text(result))
     u = result.usage
-    print(f"\n{u['calls']} new calls, {u['cached_samples']} answers from the cache, "
-          f"{u['seconds']:.1f} s.")
+    print(f"\n{u['calls']} new calls, {u['cached_samples']} answers from the cache, {u['seconds']:.1f} s.")
     for w in result.warnings:
         print(f"note: {w}", file=sys.stderr)
     print("wrote " + ", ".join(paths))
     clean = result.clean()
     record_result_in_history(
-        args, "battery", {"battery": result}, title=spec.name, models=[model_label(spec.model)],
+        args,
+        "battery",
+        {"battery": result},
+        title=spec.name,
+        models=[model_label(spec.model)],
         headline=f"{clean.er.n} items, clean error rate {clean.er.value:.2f}, "
-        f"{len(result.attacks())} attack settings", spec=spec)
+        f"{len(result.attacks())} attack settings",
+        spec=spec,
+    )
     return report(args, battery_suites(result, max_asr=args.max_asr), frozenset())
 
 
@@ -122,8 +142,10 @@ def _batch(spec, cache, bars) -> int | None:
     if cache.enabled:
         e = estimate_battery(spec, cache=cache)
         if e["calls"] and spec.model.get("backend") == "openai":
-            price = "unknown (add 'prices:')" if e["unknown_price"] else \
-                f"${battery_batch_cost(e, spec):.4f}"
-            print(f"Batch API: at most {e['calls']} uncached calls (RTI's every round), "
-                  f"estimated {price} at the batch price.", file=sys.stderr)
+            price = "unknown (add 'prices:')" if e["unknown_price"] else f"${battery_batch_cost(e, spec):.4f}"
+            print(
+                f"Batch API: at most {e['calls']} uncached calls (RTI's every round), "
+                f"estimated {price} at the batch price.",
+                file=sys.stderr,
+            )
     return jobs_cli(battery_jobs(spec), cache, bars)

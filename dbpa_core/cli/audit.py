@@ -1,5 +1,6 @@
 """``dbpa audit SPEC.yaml --out DIR``: run an audit spec (or a suite of cases), print its
 table, write its results, record it in the run history and apply the ``--fail-on`` gates."""
+
 from __future__ import annotations
 
 import argparse
@@ -25,20 +26,32 @@ def add_parser(sub) -> argparse.ArgumentParser:
     a.add_argument("spec", metavar="SPEC_FILE")
     a.add_argument("--out", default="dbpa-results", help="output folder (default: dbpa-results)")
     a.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
-    a.add_argument("--fail-on-control", action="store_true",
-                   help="exit 1 when a control perturbation changed the answers detectably "
-                   "(for CI; the same "
-                   "as --fail-on control)")
-    a.add_argument("--fail-on", action="append", default=[], metavar="KINDS",
-                   help="exit 1 when any of these fails (comma-separated, repeatable): control "
-                   "(a control perturbation changed the answers detectably), target (a "
-                   "target did not), check (an answer check changed detectably)")
+    a.add_argument(
+        "--fail-on-control",
+        action="store_true",
+        help="exit 1 when a control perturbation changed the answers detectably "
+        "(for CI; the same "
+        "as --fail-on control)",
+    )
+    a.add_argument(
+        "--fail-on",
+        action="append",
+        default=[],
+        metavar="KINDS",
+        help="exit 1 when any of these fails (comma-separated, repeatable): control "
+        "(a control perturbation changed the answers detectably), target (a "
+        "target did not), check (an answer check changed detectably)",
+    )
     add_progress_options(a)
-    a.add_argument("--no-history", action="store_true",
-                   help="do not record this audit in the run history ($DBPA_HOME)")
-    a.add_argument("--batch", action="store_true",
-                   help="send the uncached calls of OpenAI-compatible models as one Batch API "
-                   "job (half price, answers within 24 h; a stopped run picks the job up again)")
+    a.add_argument(
+        "--no-history", action="store_true", help="do not record this audit in the run history ($DBPA_HOME)"
+    )
+    a.add_argument(
+        "--batch",
+        action="store_true",
+        help="send the uncached calls of OpenAI-compatible models as one Batch API "
+        "job (half price, answers within 24 h; a stopped run picks the job up again)",
+    )
     add_junit(a, "perturbation and answer check")
     add_allow_key_env(a)
     return a
@@ -51,9 +64,18 @@ def results_table(result) -> str:
     head += (f"> {delta:g}",) if delta is not None else ()
     rows = []
     for p in result.perturbations:
-        row: tuple[str, ...] = (p.name, p.role or "-", f"{p.effect_size:.3f}", f"{p.chance_effect_size:.3f}",
-               f"{p.effect_above_chance:+.3f}", fmt_p(p.p_value), fmt_p(p.p_adjusted), p.stars,
-               verdict_word(p), size_cell(p))
+        row: tuple[str, ...] = (
+            p.name,
+            p.role or "-",
+            f"{p.effect_size:.3f}",
+            f"{p.chance_effect_size:.3f}",
+            f"{p.effect_above_chance:+.3f}",
+            fmt_p(p.p_value),
+            fmt_p(p.p_adjusted),
+            p.stars,
+            verdict_word(p),
+            size_cell(p),
+        )
         if delta is not None:
             row += ("yes" if p.exceeds_min_effect else "no",)
         rows.append(row)
@@ -117,18 +139,29 @@ def run(args) -> int:
         print("\nAnswer checks (perturbed minus base; rates in points, length in words):")
         print(checks_text(result))
         if any(c.model_graded for c in result.checks):
-            print("(model-graded): a judge model's yes or no, only as good as the judge; "
-                  "'+n?': replies that said neither, left out of the rate.")
+            print(
+                "(model-graded): a judge model's yes or no, only as good as the judge; "
+                "'+n?': replies that said neither, left out of the rate."
+            )
     if result.roc is not None:
-        print(f"\nROC over alpha: AUC = {result.roc.auc:.3f}; "
-              f"TPR at FPR <= 5 %: {result.roc.tpr_at_fpr(0.05):.2f}")
+        print(
+            f"\nROC over alpha: AUC = {result.roc.auc:.3f}; "
+            f"TPR at FPR <= 5 %: {result.roc.tpr_at_fpr(0.05):.2f}"
+        )
     u = result.usage
-    print(f"\n{u['calls']} new calls, {u['cached_samples']} samples from the cache, "
-          f"{u['seconds']:.1f} s. Correction: {spec.correction}, alpha = {spec.alpha}.")
-    print(f"omega = {spec.measure}; chance = the omega chance alone gives at k = {spec.samples}; "
-          "above = omega - chance (about 0 when nothing changed)." +
-          (f" '> {spec.min_effect:g}': above chance by more than the minimum effect of interest."
-           if spec.min_effect is not None else ""))
+    print(
+        f"\n{u['calls']} new calls, {u['cached_samples']} samples from the cache, "
+        f"{u['seconds']:.1f} s. Correction: {spec.correction}, alpha = {spec.alpha}."
+    )
+    print(
+        f"omega = {spec.measure}; chance = the omega chance alone gives at k = {spec.samples}; "
+        "above = omega - chance (about 0 when nothing changed)."
+        + (
+            f" '> {spec.min_effect:g}': above chance by more than the minimum effect of interest."
+            if spec.min_effect is not None
+            else ""
+        )
+    )
     print(SIZE_LEGEND)
     for w in result.warnings:
         if w not in said:
@@ -144,8 +177,12 @@ def _record(spec, result, args) -> None:
     from ..spec import model_label
 
     job = model_label(spec.model) if spec.mode == "perturbation" else "model comparison"
-    record_in_history(args, lambda h, cache_dir, out_dir: h.record(
-        {job: result}, source="cli", title=spec.name, cache_dir=cache_dir, out_dir=out_dir))
+    record_in_history(
+        args,
+        lambda h, cache_dir, out_dir: h.record(
+            {job: result}, source="cli", title=spec.name, cache_dir=cache_dir, out_dir=out_dir
+        ),
+    )
 
 
 def run_suite_command(spec, args, cache, bars) -> int:
@@ -157,8 +194,7 @@ def run_suite_command(spec, args, cache, bars) -> int:
     from ..suite import pooled_rows, run_suite
 
     os.makedirs(args.out, exist_ok=True)
-    partial = os.path.join(args.out, f".responses.jsonl.{os.getpid()}-{uuid.uuid4().hex[:8]}"
-                           ".partial")
+    partial = os.path.join(args.out, f".responses.jsonl.{os.getpid()}-{uuid.uuid4().hex[:8]}.partial")
     try:
         with open(partial, "w", encoding="utf-8") as fh:
             result = run_suite(spec, cache=cache, progress=bars, responses=fh)
@@ -168,8 +204,11 @@ def run_suite_command(spec, args, cache, bars) -> int:
         print(str(exc), file=sys.stderr)
         return 130
     except OSError as exc:
-        print(f"error: cannot write the results to {args.out} ({exc.strerror or exc}); every "
-              "response is cached, so running again costs nothing.", file=sys.stderr)
+        print(
+            f"error: cannot write the results to {args.out} ({exc.strerror or exc}); every "
+            "response is cached, so running again costs nothing.",
+            file=sys.stderr,
+        )
         return 2
     finally:
         bars.close()
@@ -178,25 +217,38 @@ def run_suite_command(spec, args, cache, bars) -> int:
     rows = pooled_rows(result)
     print(table(rows[1:], rows[0]))
     u = result.usage
-    print(f"\n{result.n_cases} cases x {len(spec.perturbations)} perturbations = "
-          f"{len(result.tests)} tests, corrected together ({spec.correction}, alpha = "
-          f"{spec.alpha}); one row per test in results.csv.")
-    print("p (Fisher): does the perturbation change the answers in any case (Fisher's "
-          "combined test over the cases); p_adj: corrected across perturbations; above "
-          "chance: mean over cases with a bootstrap interval; discoveries: cases significant "
-          "after the suite's correction; share changed: 1 - Storey's estimate of the share "
-          "of unchanged cases.")
-    print(f"{u.get('calls', 0)} new calls, {u.get('cached_samples', 0)} samples from the cache, "
-          f"{u['seconds']:.1f} s.")
+    print(
+        f"\n{result.n_cases} cases x {len(spec.perturbations)} perturbations = "
+        f"{len(result.tests)} tests, corrected together ({spec.correction}, alpha = "
+        f"{spec.alpha}); one row per test in results.csv."
+    )
+    print(
+        "p (Fisher): does the perturbation change the answers in any case (Fisher's "
+        "combined test over the cases); p_adj: corrected across perturbations; above "
+        "chance: mean over cases with a bootstrap interval; discoveries: cases significant "
+        "after the suite's correction; share changed: 1 - Storey's estimate of the share "
+        "of unchanged cases."
+    )
+    print(
+        f"{u.get('calls', 0)} new calls, {u.get('cached_samples', 0)} samples from the cache, "
+        f"{u['seconds']:.1f} s."
+    )
     for w in result.warnings:
         print(f"warning: {w}", file=sys.stderr)
     print("wrote " + ", ".join(paths))
     if not args.no_history:
-        record_in_history(args, lambda h, cache_dir, out_dir: h.record_suite(
-            result, source="cli", title=spec.name, cache_dir=cache_dir, out_dir=out_dir))
-    changed = [d["perturbation"] for d in result.pooled if d["role"] == "control"
-               and d["significant"]]  # pooled over the cases, after the correction
+        record_in_history(
+            args,
+            lambda h, cache_dir, out_dir: h.record_suite(
+                result, source="cli", title=spec.name, cache_dir=cache_dir, out_dir=out_dir
+            ),
+        )
+    changed = [
+        d["perturbation"] for d in result.pooled if d["role"] == "control" and d["significant"]
+    ]  # pooled over the cases, after the correction
     if changed and args.fail_on_control:
-        print("FAIL: control perturbation(s) changed the answers across the cases: "
-              + ", ".join(changed), file=sys.stderr)
+        print(
+            "FAIL: control perturbation(s) changed the answers across the cases: " + ", ".join(changed),
+            file=sys.stderr,
+        )
     return 1 if changed and args.fail_on_control else 0

@@ -1,4 +1,5 @@
 """``dbpa cache info | clear``: where the cache is and how big, or empty it."""
+
 from __future__ import annotations
 
 import argparse
@@ -17,11 +18,13 @@ def run(args) -> int:
     if args.action == "clear":
         n = c.clear()
         if c.repaired:
-            print(f"the cache store in {c.directory} was damaged: removed it and started an "
-                  "empty one")
+            print(f"the cache store in {c.directory} was damaged: removed it and started an empty one")
         else:
             print(f"removed {n} cached items from {c.where if c.url else c.directory}")
     else:
-        print(f"cache folder: {c.directory}\n" + (f"cache database: {c.where}\n" if c.url else "")
-              + f"items: {c.count()}\nsize: {c.volume() / 1e6:.1f} MB")
+        print(
+            f"cache folder: {c.directory}\n"
+            + (f"cache database: {c.where}\n" if c.url else "")
+            + f"items: {c.count()}\nsize: {c.volume() / 1e6:.1f} MB"
+        )
     return 0

@@ -2,6 +2,7 @@
 take, progress bars, the cache, the ``--fail-on`` / ``--junit`` gates, writing results,
 recording a run in the history, and turning the library's errors into one line and an
 exit code (2 a mistake in the input or setup, 3 a backend failure, 130 stopped)."""
+
 from __future__ import annotations
 
 import argparse
@@ -25,8 +26,9 @@ class Bars:
 
         bar = self.bars.get(p.stage)
         if bar is None:
-            bar = self.bars[p.stage] = tqdm(total=p.total, desc=p.stage, unit=" item",
-                                            file=sys.stderr, leave=True, dynamic_ncols=True)
+            bar = self.bars[p.stage] = tqdm(
+                total=p.total, desc=p.stage, unit=" item", file=sys.stderr, leave=True, dynamic_ncols=True
+            )
         bar.total = p.total
         bar.n = p.done
         if p.detail:
@@ -68,8 +70,9 @@ def gates(args):
     from ..junit import JUnitPathError, check_junit_path, parse_fail_on
 
     try:
-        fail_on = parse_fail_on(getattr(args, "fail_on", None),
-                                fail_on_control=getattr(args, "fail_on_control", False))
+        fail_on = parse_fail_on(
+            getattr(args, "fail_on", None), fail_on_control=getattr(args, "fail_on_control", False)
+        )
         if getattr(args, "junit", None):
             check_junit_path(args.junit)
     except (ValueError, JUnitPathError) as exc:
@@ -84,11 +87,12 @@ def report(args, suites, fail_on) -> int:
     from ..junit import gate_failures, write_junit
 
     failed = gate_failures(suites, fail_on)
-    what = {"control-changed": "control perturbation(s) changed the answers detectably",
-            "target-unchanged": "target perturbation(s) did not detectably change the answers",
-            "check-changed": "answer check(s) changed detectably",
-            "asr-exceeded": f"attack success rate above --max-asr "
-                            f"{getattr(args, 'max_asr', None)}"}
+    what = {
+        "control-changed": "control perturbation(s) changed the answers detectably",
+        "target-unchanged": "target perturbation(s) did not detectably change the answers",
+        "check-changed": "answer check(s) changed detectably",
+        "asr-exceeded": f"attack success rate above --max-asr {getattr(args, 'max_asr', None)}",
+    }
     for kind, words in what.items():
         names = [c.name for c in failed if c.failure_type == kind]
         if names:
@@ -97,8 +101,11 @@ def report(args, suites, fail_on) -> int:
         try:
             print(f"wrote {write_junit(args.junit, suites)} (JUnit)")
         except OSError as exc:
-            print(f"error: cannot write the JUnit report {args.junit} "
-                  f"({exc.strerror or exc}); the results are written.", file=sys.stderr)
+            print(
+                f"error: cannot write the JUnit report {args.junit} "
+                f"({exc.strerror or exc}); the results are written.",
+                file=sys.stderr,
+            )
             return 2
     return 1 if failed else 0
 
@@ -108,8 +115,11 @@ def write_results(result, out) -> list[str] | None:
     try:
         return result.write(out)
     except OSError as exc:
-        print(f"error: cannot write the results to {out} ({exc.strerror or exc}); every "
-              "answer is cached, so running again costs nothing.", file=sys.stderr)
+        print(
+            f"error: cannot write the results to {out} ({exc.strerror or exc}); every "
+            "answer is cached, so running again costs nothing.",
+            file=sys.stderr,
+        )
         return None
 
 
@@ -123,16 +133,23 @@ def record_in_history(args, save: Callable[[Any, Any, str], int]) -> None:
 
     try:
         h = History()
-        run_id = save(h, None if args.no_cache else open_cache(args).directory,
-                      os.path.abspath(args.out))
+        run_id = save(h, None if args.no_cache else open_cache(args).directory, os.path.abspath(args.out))
     except (HistoryError, OSError, sqlite3.Error) as exc:
         print(f"warning: the run was not recorded in the history: {exc}", file=sys.stderr)
         return
     print(f"recorded as run {run_id} in {h.where} (dbpa history show {run_id})")
 
 
-def record_result_in_history(args, kind: str, results: dict[str, Any], *, title: str,
-                             models: list[str], headline: str, spec: Any = None) -> None:
+def record_result_in_history(
+    args,
+    kind: str,
+    results: dict[str, Any],
+    *,
+    title: str,
+    models: list[str],
+    headline: str,
+    spec: Any = None,
+) -> None:
     """Record a battery, fidelity simulation or sensitivity study (``kind``) the way the
     dashboard does (``results`` keyed as its page keys them, so it reopens there), unless
     ``--no-history``."""
@@ -141,24 +158,35 @@ def record_result_in_history(args, kind: str, results: dict[str, Any], *, title:
     import json
 
     try:
-        settings = json.loads(json.dumps(spec.to_dict(), default=str)) if spec is not None \
-            else {}
+        settings = json.loads(json.dumps(spec.to_dict(), default=str)) if spec is not None else {}
     except (AttributeError, TypeError, ValueError):
         settings = {}
-    seconds = sum(float((getattr(r, "usage", None) or {}).get("seconds", 0) or 0)
-                  for r in results.values())
-    record_in_history(args, lambda h, cache_dir, out_dir: h.record_result(
-        kind, results, title=title, models=models, headline=headline, source="cli",
-        settings={"signature": None, **settings}, seconds=seconds, cache_dir=cache_dir,
-        out_dir=out_dir))
+    seconds = sum(float((getattr(r, "usage", None) or {}).get("seconds", 0) or 0) for r in results.values())
+    record_in_history(
+        args,
+        lambda h, cache_dir, out_dir: h.record_result(
+            kind,
+            results,
+            title=title,
+            models=models,
+            headline=headline,
+            source="cli",
+            settings={"signature": None, **settings},
+            seconds=seconds,
+            cache_dir=cache_dir,
+            out_dir=out_dir,
+        ),
+    )
 
 
 def add_no_history(p: argparse.ArgumentParser, what: str = "run") -> None:
-    p.add_argument("--no-history", action="store_true",
-                   help=f"do not record this {what} in the run history ($DBPA_HOME)")
+    p.add_argument(
+        "--no-history", action="store_true", help=f"do not record this {what} in the run history ($DBPA_HOME)"
+    )
 
 
 # ---------------------------------------------------------------- options several commands take
+
 
 def add_progress_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -166,33 +194,55 @@ def add_progress_options(p: argparse.ArgumentParser) -> None:
 
 
 def add_junit(p: argparse.ArgumentParser, cases: str) -> None:
-    p.add_argument("--junit", metavar="FILE",
-                   help="also write a JUnit XML report for CI: one test case per "
-                   + cases + ", failures with their numbers")
+    p.add_argument(
+        "--junit",
+        metavar="FILE",
+        help="also write a JUnit XML report for CI: one test case per "
+        + cases
+        + ", failures with their numbers",
+    )
 
 
 def add_allow_key_env(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--allow-key-env", action="append", default=[], metavar="NAME",
-                   help="let the spec send this environment variable as an API key although "
-                   "it is not an LLM provider's key variable (a spec alone never can; "
-                   "repeatable; or list it under allow_key_env in $DBPA_HOME/settings.yaml)")
+    p.add_argument(
+        "--allow-key-env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="let the spec send this environment variable as an API key although "
+        "it is not an LLM provider's key variable (a spec alone never can; "
+        "repeatable; or list it under allow_key_env in $DBPA_HOME/settings.yaml)",
+    )
 
 
 def global_options(p: argparse.ArgumentParser, *, top: bool) -> None:
     """The options every command takes, before or after its name. Below the top they
     default to SUPPRESS, so a value given before the command is not reset after it."""
+
     def default(value):
         return value if top else argparse.SUPPRESS
 
     have = p._option_string_actions
     options: tuple[tuple[str, dict[str, Any]], ...] = (
-        ("--cache-dir", dict(default=default(None), metavar="DIR",
-                             help="cache folder (default: $DBPA_CACHE_DIR or the per-user "
-                             "cache)")),
-        ("--home", dict(default=default(None), metavar="DIR",
-                        help="folder for the run history, settings and saved models (default: "
-                        "$DBPA_HOME or the per-user data folder)")),
-        ("--quiet", dict(action="store_true", default=default(False), help="no progress bars")))
+        (
+            "--cache-dir",
+            dict(
+                default=default(None),
+                metavar="DIR",
+                help="cache folder (default: $DBPA_CACHE_DIR or the per-user cache)",
+            ),
+        ),
+        (
+            "--home",
+            dict(
+                default=default(None),
+                metavar="DIR",
+                help="folder for the run history, settings and saved models (default: "
+                "$DBPA_HOME or the per-user data folder)",
+            ),
+        ),
+        ("--quiet", dict(action="store_true", default=default(False), help="no progress bars")),
+    )
     for flag, kw in options:
         if flag in have:  # the command declares it itself: keep its help, not its default
             have[flag].default = default(have[flag].default)
@@ -210,6 +260,7 @@ def subparsers(p: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
 
 
 # ---------------------------------------------------------------- errors
+
 
 def run_guarded(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
     """``func(args)`` with the library's errors as one line on stderr and an exit code."""
@@ -238,6 +289,5 @@ def run_guarded(func: Callable[[argparse.Namespace], int], args: argparse.Namesp
         print(f"error: {clean_text(exc, 1000)}", file=sys.stderr)
         return 3
     except KeyboardInterrupt:
-        print("stopped: every response received so far is cached; run again to resume.",
-              file=sys.stderr)
+        print("stopped: every response received so far is cached; run again to resume.", file=sys.stderr)
         return 130

@@ -1,4 +1,5 @@
 """``dbpa estimate SPEC.yaml``: the calls, tokens and cost of a spec; calls nothing."""
+
 from __future__ import annotations
 
 import argparse
@@ -24,22 +25,37 @@ def run(args) -> int:
     cache.check()
     spec_warnings(spec)
     est = estimate(spec, cache=cache)
-    rows = [(r["arm"][:28], r["model"][:24], r["calls"], r["cached"], r["input_tokens"],
-             r["output_tokens"], "?" if r["cost"] != r["cost"] else f"{r['cost']:.4f}")
-            for r in est["arms"]]
-    print(table(rows, ("arm", "model", "calls", "cached", "in tok", "out tok", "cost $"),
-                align="llrrrrr"))
+    rows = [
+        (
+            r["arm"][:28],
+            r["model"][:24],
+            r["calls"],
+            r["cached"],
+            r["input_tokens"],
+            r["output_tokens"],
+            "?" if r["cost"] != r["cost"] else f"{r['cost']:.4f}",
+        )
+        for r in est["arms"]
+    ]
+    print(table(rows, ("arm", "model", "calls", "cached", "in tok", "out tok", "cost $"), align="llrrrrr"))
     t = est["totals"]
     if est.get("cases"):
-        print(f"\nsuite: {est['cases']} cases x {len(spec.perturbations)} perturbations = "
-              f"{est['tests']} tests (each row sums its arm over the cases)")
-    print(f"\ntotal: {t['calls']} calls ({t['cached']} cached), ~{t['input_tokens']} input and "
-          f"<= {t['output_tokens']} output tokens, embeddings ~{t['embedding_tokens']} tokens; "
-          f"estimated cost ${t['cost']:.4f}")
+        print(
+            f"\nsuite: {est['cases']} cases x {len(spec.perturbations)} perturbations = "
+            f"{est['tests']} tests (each row sums its arm over the cases)"
+        )
+    print(
+        f"\ntotal: {t['calls']} calls ({t['cached']} cached), ~{t['input_tokens']} input and "
+        f"<= {t['output_tokens']} output tokens, embeddings ~{t['embedding_tokens']} tokens; "
+        f"estimated cost ${t['cost']:.4f}"
+    )
     if t["calls"] and batch_cost(est, spec) < t["cost"]:
         print(f"through the Batch API (dbpa audit --batch): ${batch_cost(est, spec):.4f}")
     if est["unknown_prices"]:
-        print("no price known for: " + ", ".join(est["unknown_prices"]) +
-              " (add them under 'prices:' in the spec, $ per 1M tokens)")
+        print(
+            "no price known for: "
+            + ", ".join(est["unknown_prices"])
+            + " (add them under 'prices:' in the spec, $ per 1M tokens)"
+        )
     print("Tokens are estimated at ~4 characters each; output is counted at max_tokens.")
     return 0

@@ -6,6 +6,7 @@ returns what to print, or a :class:`Failed` (what to print, the exit code and th
 says why) when a check asked for on the command line fails; errors are
 :class:`~dbpa_core.history.HistoryError` (exit 2).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,17 +34,20 @@ class Failed(NamedTuple):
 
 
 # what each kind of run is called (see History.record_result), and where it reopens
-KIND_NAMES = {"audit": "audit", "suite": "suite of cases", "battery": "robustness battery",
-              "fidelity": "simulator fidelity study", "sensitivity": "sensitivity study"}
-KIND_PAGES = {"battery": "Robustness battery", "fidelity": "Simulator fidelity",
-              "sensitivity": "Sensitivity"}
+KIND_NAMES = {
+    "audit": "audit",
+    "suite": "suite of cases",
+    "battery": "robustness battery",
+    "fidelity": "simulator fidelity study",
+    "sensitivity": "sensitivity study",
+}
+KIND_PAGES = {"battery": "Robustness battery", "fidelity": "Simulator fidelity", "sensitivity": "Sensitivity"}
 
 
 def _kinds(history: History, runs) -> dict[int, dict]:
     """``{run id: {"kind", "models", "headline"}}`` for every run (an audit: its own)."""
     extras = history.extras([r.id for r in runs])
-    return {r.id: {"kind": "audit", "models": r.models, "headline": "", **extras.get(r.id, {})}
-            for r in runs}
+    return {r.id: {"kind": "audit", "models": r.models, "headline": "", **extras.get(r.id, {})} for r in runs}
 
 
 def _outcome(r, extra: dict) -> str:
@@ -59,34 +63,47 @@ def _when(run_summary) -> str:
 
 def _short(text: str, n: int) -> str:
     text = " ".join(text.split())
-    return text if len(text) <= n else text[:n - 1] + "…"
+    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def list_runs(history: History, args) -> str:
-    runs = history.list(model=args.model, prompt=args.prompt, since=args.since,
-                        until=args.until, source=args.source, limit=args.limit)
+    runs = history.list(
+        model=args.model,
+        prompt=args.prompt,
+        since=args.since,
+        until=args.until,
+        source=args.source,
+        limit=args.limit,
+    )
     kinds = _kinds(history, runs)
     if getattr(args, "json", False):
-        return json.dumps([_summary_dict(r, kinds[r.id]) for r in runs], indent=2,
-                          ensure_ascii=False)
+        return json.dumps([_summary_dict(r, kinds[r.id]) for r in runs], indent=2, ensure_ascii=False)
     if not runs:
         return f"No recorded runs match (history: {history.where})."
     rows = []
     for r in runs:
         k = kinds[r.id]
         gate = {"fail": "FAIL", "pass": "pass", "": "-"}[r.control_gate]
-        rows.append((str(r.id), _when(r), r.source, k["kind"], _short(r.title, 28),
-                     _short(", ".join(k["models"]), 40), _short(_outcome(r, k), 48), gate))
+        rows.append(
+            (
+                str(r.id),
+                _when(r),
+                r.source,
+                k["kind"],
+                _short(r.title, 28),
+                _short(", ".join(k["models"]), 40),
+                _short(_outcome(r, k), 48),
+                gate,
+            )
+        )
     head = ("id", "when (UTC)", "from", "kind", "title", "models", "result", "controls")
-    return table(rows, head) + f"\n\n{len(runs)} run(s) in {history.where}. " \
-        "`dbpa history show ID` shows one."
+    return table(rows, head) + f"\n\n{len(runs)} run(s) in {history.where}. `dbpa history show ID` shows one."
 
 
 def _summary_dict(r, extra: dict) -> dict:
     """A run's summary for ``--json``, with its kind, models and headline (tests and
     significant are None for a kind of run that has no tests)."""
-    d = {**r.to_dict(), "kind": extra["kind"], "models": list(extra["models"]),
-         "headline": extra["headline"]}
+    d = {**r.to_dict(), "kind": extra["kind"], "models": list(extra["models"]), "headline": extra["headline"]}
     if extra["kind"] != "audit":
         d.update(tests=None, significant=None)
     return d
@@ -94,20 +111,33 @@ def _summary_dict(r, extra: dict) -> dict:
 
 def _settings_line(settings: dict) -> str:
     emb = (settings.get("embedder") or {}).get("backend", "local")
-    return (f"k = {settings.get('samples')}, B = {settings.get('permutations')}, "
-            f"measure = {settings.get('measure')}, correction = {settings.get('correction')}, "
-            f"alpha = {settings.get('alpha')}, seed = {settings.get('seed')}, "
-            f"temperature = {settings.get('temperature')}, max_tokens = "
-            f"{settings.get('max_tokens')}, similarity = {emb}")
+    return (
+        f"k = {settings.get('samples')}, B = {settings.get('permutations')}, "
+        f"measure = {settings.get('measure')}, correction = {settings.get('correction')}, "
+        f"alpha = {settings.get('alpha')}, seed = {settings.get('seed')}, "
+        f"temperature = {settings.get('temperature')}, max_tokens = "
+        f"{settings.get('max_tokens')}, similarity = {emb}"
+    )
 
 
 def _result_table(result) -> str:
-    rows = [(p.name, p.role or "-", f"{p.effect_size:.3f}", f"{p.effect_above_chance:+.3f}",
-             fmt_p(p.p_value), fmt_p(p.p_adjusted), p.stars,
-             "detectable" if p.significant else "not shown", size_cell(p))
-            for p in result.perturbations]
-    return table(rows, ("name", "role", "omega", "above chance", "p (raw)", "p (adjusted)", "",
-                        "verdict", "size (d)"))
+    rows = [
+        (
+            p.name,
+            p.role or "-",
+            f"{p.effect_size:.3f}",
+            f"{p.effect_above_chance:+.3f}",
+            fmt_p(p.p_value),
+            fmt_p(p.p_adjusted),
+            p.stars,
+            "detectable" if p.significant else "not shown",
+            size_cell(p),
+        )
+        for p in result.perturbations
+    ]
+    return table(
+        rows, ("name", "role", "omega", "above chance", "p (raw)", "p (adjusted)", "", "verdict", "size (d)")
+    )
 
 
 def show_run(history: History, args) -> str:
@@ -129,31 +159,37 @@ def show_run(history: History, args) -> str:
         out.append(f"run by {s.user or 'an unknown user'} on {s.host or 'an unknown machine'}")
     if extra["kind"] not in ("audit", "suite"):
         return "\n".join(out + _other_kind_lines(run, extra))
-    out += [f"settings: {_settings_line(run.settings)}",
-            f"responses: {where_responses_live(run)}"]
+    out += [f"settings: {_settings_line(run.settings)}", f"responses: {where_responses_live(run)}"]
     if s.failed_controls:
-        out.append("CONTROL GATE: FAIL - control perturbation(s) changed the answers "
-                   "detectably: " + ", ".join(s.failed_controls))
+        out.append(
+            "CONTROL GATE: FAIL - control perturbation(s) changed the answers "
+            "detectably: " + ", ".join(s.failed_controls)
+        )
     elif s.control_gate == "pass":
-        out.append("control gate: pass - no control perturbation changed the answers "
-                   "detectably")
+        out.append("control gate: pass - no control perturbation changed the answers detectably")
     for job, r in run.audits.items():
-        out += ["", f"== {job}: {r.spec.name} ({r.mode}) ==",
-                f"base prompt: {_short(r.spec.base_prompt, 100)}"]
-        out += [f"answered by: {line}"
-                for line in provenance.summary_lines(provenance.entries_of(r.usage))]
+        out += [
+            "",
+            f"== {job}: {r.spec.name} ({r.mode}) ==",
+            f"base prompt: {_short(r.spec.base_prompt, 100)}",
+        ]
+        out += [f"answered by: {line}" for line in provenance.summary_lines(provenance.entries_of(r.usage))]
         out.append(_result_table(r))
         out.append(SIZE_LEGEND)
         if r.roc is not None:
-            out.append(f"ROC over alpha: AUC = {r.roc.auc:.3f}; TPR at FPR <= 5 %: "
-                       f"{r.roc.tpr_at_fpr(0.05):.2f}")
+            out.append(
+                f"ROC over alpha: AUC = {r.roc.auc:.3f}; TPR at FPR <= 5 %: {r.roc.tpr_at_fpr(0.05):.2f}"
+            )
         for w in r.warnings:
             out.append(f"warning: {w}")
     if suite is not None:
         out += _suite_text(suite)
     if run.unreadable:
-        out += ["", f"could not be read ({len(run.unreadable)} part(s) of this run's rows are "
-                "garbled; the rest is shown above):"]
+        out += [
+            "",
+            f"could not be read ({len(run.unreadable)} part(s) of this run's rows are "
+            "garbled; the rest is shown above):",
+        ]
         out += [f"  - {u}" for u in run.unreadable]
     return "\n".join(out)
 
@@ -162,19 +198,25 @@ def _other_kind_lines(run: Run, extra: dict) -> list[str]:
     """What ``show`` says of a battery, fidelity or sensitivity run: its kind, models and
     headline, its scalar settings, and where its charts reopen."""
     models = ", ".join(extra["models"]) or "no model named"
-    scalars = {k: v for k, v in run.settings.items()
-               if k != "signature" and isinstance(v, (str, int, float, bool)) and v != ""}
-    out = [f"{KIND_NAMES.get(extra['kind'], extra['kind'])} of {models}: "
-           f"{extra['headline'] or 'no summary was recorded'}"]
+    scalars = {
+        k: v
+        for k, v in run.settings.items()
+        if k != "signature" and isinstance(v, (str, int, float, bool)) and v != ""
+    }
+    out = [
+        f"{KIND_NAMES.get(extra['kind'], extra['kind'])} of {models}: "
+        f"{extra['headline'] or 'no summary was recorded'}"
+    ]
     if scalars:
-        out.append("settings: " + _short(", ".join(f"{k} = {v}" for k, v in scalars.items()),
-                                         300))
+        out.append("settings: " + _short(", ".join(f"{k} = {v}" for k, v in scalars.items()), 300))
     if run.seconds:
         out.append(f"took {run.seconds:.1f} s")
     page = KIND_PAGES.get(extra["kind"])
     if page:
-        out.append(f"its tables and charts reopen on the dashboard's {page} page (`dbpa ui`, "
-                   f"History, run {run.id}); `--json` gives this summary for scripts.")
+        out.append(
+            f"its tables and charts reopen on the dashboard's {page} page (`dbpa ui`, "
+            f"History, run {run.id}); `--json` gives this summary for scripts."
+        )
     return out
 
 
@@ -183,24 +225,31 @@ def _suite_text(suite: dict) -> list[str]:
     from ..suite import pooled_rows
 
     spec = suite.get("spec") or {}
-    out = ["", f"== suite of {suite.get('cases')} cases x {len(suite.get('pooled') or [])} "
-           f"perturbations = {suite.get('n_tests')} tests, corrected together "
-           f"({suite.get('correction')}, alpha = {suite.get('alpha')}) ==",
-           f"base prompt: {_short(str((spec.get('base') or {}).get('prompt', '')), 100)}"]
+    out = [
+        "",
+        f"== suite of {suite.get('cases')} cases x {len(suite.get('pooled') or [])} "
+        f"perturbations = {suite.get('n_tests')} tests, corrected together "
+        f"({suite.get('correction')}, alpha = {suite.get('alpha')}) ==",
+        f"base prompt: {_short(str((spec.get('base') or {}).get('prompt', '')), 100)}",
+    ]
     if suite.get("pooled"):
         rows = pooled_rows(list(suite["pooled"]))
         out.append(table(rows[1:], rows[0]))
     out += [f"warning: {w}" for w in suite.get("warnings") or ()]
-    out.append("one row per case x perturbation: `dbpa history show ID --json` (\"suite\": "
-               "\"tests\"), or the dashboard's Suite page")
+    out.append(
+        'one row per case x perturbation: `dbpa history show ID --json` ("suite": '
+        '"tests"), or the dashboard\'s Suite page'
+    )
     return out
 
 
 def _served(run: Run) -> dict[str, tuple[str, ...]]:
     """The model names and system fingerprints a run's answers came back with."""
     entries = [e for r in run.audits.values() for e in provenance.entries_of(r.usage)]
-    return {"served models": provenance.served_models(entries),
-            "system fingerprints": provenance.fingerprints(entries)}
+    return {
+        "served models": provenance.served_models(entries),
+        "system fingerprints": provenance.fingerprints(entries),
+    }
 
 
 def compare_runs(history: History, args) -> str | Failed:
@@ -211,35 +260,44 @@ def compare_runs(history: History, args) -> str | Failed:
         history.get(run_id)  # every id must exist
         kind = history.extras([run_id]).get(int(run_id), {}).get("kind", "audit")
         if kind not in COMPARED:
-            raise HistoryError(f"run {run_id} is {_a(KIND_NAMES.get(kind, kind))}: only audits, "
-                               "suites of cases and robustness batteries can be compared (it "
-                               "reopens on its dashboard page).")
+            raise HistoryError(
+                f"run {run_id} is {_a(KIND_NAMES.get(kind, kind))}: only audits, "
+                "suites of cases and robustness batteries can be compared (it "
+                "reopens on its dashboard page)."
+            )
         kinds.append(kind)
     if kinds[0] != kinds[1]:
         a_kind, b_kind = (_a(KIND_NAMES[k]) for k in kinds)
-        raise HistoryError(f"run {args.a} is {a_kind} and run {args.b} {b_kind}: compare two "
-                           "runs of one kind.")
+        raise HistoryError(
+            f"run {args.a} is {a_kind} and run {args.b} {b_kind}: compare two runs of one kind."
+        )
     if getattr(args, "max_asr", None) is not None and not 0.0 <= args.max_asr <= 1.0:
-        raise HistoryError(f"--max-asr {args.max_asr:g}: give a share between 0 and 1 "
-                           "(e.g. 0.2).")
+        raise HistoryError(f"--max-asr {args.max_asr:g}: give a share between 0 and 1 (e.g. 0.2).")
     if kinds[0] != "audit":
         return _compare_other(history, args, kinds[0])
     cmp: RunComparison = history.compare(args.a, args.b)
-    served = {what: (va, vb) for (what, va), vb in
-              zip(_served(cmp.a).items(), _served(cmp.b).values(), strict=True) if va != vb}
+    served = {
+        what: (va, vb)
+        for (what, va), vb in zip(_served(cmp.a).items(), _served(cmp.b).values(), strict=True)
+        if va != vb
+    }
     if getattr(args, "json", False):
         d = cmp.to_dict()
-        d["served_changed"] = {k.replace(" ", "_"): [list(va), list(vb)]
-                               for k, (va, vb) in served.items()}
+        d["served_changed"] = {k.replace(" ", "_"): [list(va), list(vb)] for k, (va, vb) in served.items()}
         text = json.dumps(d, indent=2, ensure_ascii=False)
     else:
         text = _comparison_text(cmp, served)
     if getattr(args, "fail_on_change", False) and cmp.changed:
-        which = "; ".join(f"{r.job}: {r.name} ({r.status})" if len(cmp.pairs) > 1
-                          else f"{r.name} ({r.status})" for r in cmp.changed)
-        return Failed(text, VERDICT_CHANGED,
-                      f"FAIL: {len(cmp.changed)} verdict(s) changed from run {cmp.a.summary.id} "
-                      f"to run {cmp.b.summary.id}: {which}")
+        which = "; ".join(
+            f"{r.job}: {r.name} ({r.status})" if len(cmp.pairs) > 1 else f"{r.name} ({r.status})"
+            for r in cmp.changed
+        )
+        return Failed(
+            text,
+            VERDICT_CHANGED,
+            f"FAIL: {len(cmp.changed)} verdict(s) changed from run {cmp.a.summary.id} "
+            f"to run {cmp.b.summary.id}: {which}",
+        )
     return text
 
 
@@ -259,20 +317,27 @@ def _compare_other(history: History, args, kind: str) -> str | Failed:
     if kind == "suite":
         cmp = compare_suites(history.suite(args.a), history.suite(args.b))
     else:
-        cmp = compare_batteries(*(_battery(history, i) for i in (args.a, args.b)),
-                                max_asr=getattr(args, "max_asr", None))
+        cmp = compare_batteries(
+            *(_battery(history, i) for i in (args.a, args.b)), max_asr=getattr(args, "max_asr", None)
+        )
     a, b = history.get(args.a).summary, history.get(args.b).summary
     if getattr(args, "json", False):
-        text = json.dumps({"a": a.to_dict(), "b": b.to_dict(), **cmp.to_dict()}, indent=2,
-                          ensure_ascii=False, default=str)
+        text = json.dumps(
+            {"a": a.to_dict(), "b": b.to_dict(), **cmp.to_dict()}, indent=2, ensure_ascii=False, default=str
+        )
     else:
         kinds = _kinds(history, [a, b])
-        head = [f"{side} = run {r.id}: {r.title}, {_when(r)} UTC, "
-                f"{', '.join(kinds[r.id]['models'])}" for side, r in (("A", a), ("B", b))]
-        head += [f"changed: {k}: {_short(str(va), 60)} -> {_short(str(vb), 60)}"
-                 for k, (va, vb) in cmp.settings_changed.items()]
-        body = _suite_comparison_text(cmp) if isinstance(cmp, SuiteComparison) \
-            else _battery_comparison_text(cmp)
+        head = [
+            f"{side} = run {r.id}: {r.title}, {_when(r)} UTC, {', '.join(kinds[r.id]['models'])}"
+            for side, r in (("A", a), ("B", b))
+        ]
+        head += [
+            f"changed: {k}: {_short(str(va), 60)} -> {_short(str(vb), 60)}"
+            for k, (va, vb) in cmp.settings_changed.items()
+        ]
+        body = (
+            _suite_comparison_text(cmp) if isinstance(cmp, SuiteComparison) else _battery_comparison_text(cmp)
+        )
         text = "\n".join(head + ["", *body])
     if not (getattr(args, "fail_on_change", False) and cmp.changed):
         return text
@@ -282,8 +347,9 @@ def _compare_other(history: History, args, kind: str) -> str | Failed:
     else:
         names = "; ".join(f"{r.attack} rho={r.rho:g} ({r.status})" for r in cmp.changed)
         what = f"attack(s) crossed the maximum ASR {cmp.max_asr:g}"
-    return Failed(text, VERDICT_CHANGED, f"FAIL: {len(cmp.changed)} {what} from run {a.id} "
-                  f"to run {b.id}: {names}")
+    return Failed(
+        text, VERDICT_CHANGED, f"FAIL: {len(cmp.changed)} {what} from run {a.id} to run {b.id}: {names}"
+    )
 
 
 def _battery(history: History, run_id: int):
@@ -297,26 +363,37 @@ def _battery(history: History, run_id: int):
 
 
 def _suite_comparison_text(cmp: SuiteComparison) -> list[str]:
-    rows = [(r.perturbation, r.role or "-",
-             *(fmt_p(d.get("p_adjusted", float("nan"))) + str(d.get("stars") or "") if d
-               else "-" for d in (r.a, r.b)),
-             *(f"{d.get('mean_effect_above_chance', float('nan')):+.3f}" if d else "-"
-               for d in (r.a, r.b)),
-             r.status.upper() if r.verdict_changed else r.status) for r in cmp.pooled]
+    rows = [
+        (
+            r.perturbation,
+            r.role or "-",
+            *(
+                fmt_p(d.get("p_adjusted", float("nan"))) + str(d.get("stars") or "") if d else "-"
+                for d in (r.a, r.b)
+            ),
+            *(f"{d.get('mean_effect_above_chance', float('nan')):+.3f}" if d else "-" for d in (r.a, r.b)),
+            r.status.upper() if r.verdict_changed else r.status,
+        )
+        for r in cmp.pooled
+    ]
     both = sum(1 for r in cmp.tests if r.a is not None and r.b is not None)
-    out = ["pooled over the cases (Fisher's combined test, corrected across perturbations):",
-           table(rows, ("perturbation", "role", "p_adj A", "p_adj B", "above chance A",
-                        "above chance B", "verdict")), "",
-           f"{len(cmp.changed)} of {sum(1 for r in cmp.pooled if r.a and r.b)} pooled "
-           f"verdicts changed; {len(cmp.flipped)} of {both} case x perturbation tests "
-           "changed verdict" + (":" if cmp.flipped else ".")]
+    out = [
+        "pooled over the cases (Fisher's combined test, corrected across perturbations):",
+        table(
+            rows,
+            ("perturbation", "role", "p_adj A", "p_adj B", "above chance A", "above chance B", "verdict"),
+        ),
+        "",
+        f"{len(cmp.changed)} of {sum(1 for r in cmp.pooled if r.a and r.b)} pooled "
+        f"verdicts changed; {len(cmp.flipped)} of {both} case x perturbation tests "
+        "changed verdict" + (":" if cmp.flipped else "."),
+    ]
     out += [f"  {r.case} x {r.perturbation}: {r.status}" for r in cmp.flipped[:50]]
     if len(cmp.flipped) > 50:
         out.append(f"  ... and {len(cmp.flipped) - 50} more (--json lists them all)")
     only = [r for r in cmp.tests if r.a is None or r.b is None]
     if only:
-        out.append(f"{len(only)} case x perturbation test(s) are in one run only "
-                   "(--json lists them).")
+        out.append(f"{len(only)} case x perturbation test(s) are in one run only (--json lists them).")
     return out
 
 
@@ -327,52 +404,90 @@ def _battery_comparison_text(cmp: BatteryComparison) -> list[str]:
     def diff(x, y):
         return "-" if x is None or y is None else f"{y - x:+.3f}"
 
-    rows = [(r.attack, f"{r.rho:g}", pct(r.er_a), pct(r.er_b), diff(r.er_a, r.er_b),
-             pct(r.asr_a), pct(r.asr_b), diff(r.asr_a, r.asr_b),
-             r.status.upper() if r.verdict_changed else r.status) for r in cmp.rows]
+    rows = [
+        (
+            r.attack,
+            f"{r.rho:g}",
+            pct(r.er_a),
+            pct(r.er_b),
+            diff(r.er_a, r.er_b),
+            pct(r.asr_a),
+            pct(r.asr_b),
+            diff(r.asr_a, r.asr_b),
+            r.status.upper() if r.verdict_changed else r.status,
+        )
+        for r in cmp.rows
+    ]
     ca, cb = cmp.clean_er
-    out = [f"clean error rate: A {pct(ca)}, B {pct(cb)} ({diff(ca, cb)})",
-           table(rows, ("attack", "rho", "ER A", "ER B", "ER change", "ASR A", "ASR B",
-                        "ASR change", "verdict")), ""]
+    out = [
+        f"clean error rate: A {pct(ca)}, B {pct(cb)} ({diff(ca, cb)})",
+        table(
+            rows, ("attack", "rho", "ER A", "ER B", "ER change", "ASR A", "ASR B", "ASR change", "verdict")
+        ),
+        "",
+    ]
     if cmp.max_asr is None:
-        out.append("A battery has no verdict of its own: give --max-asr X to count an attack "
-                   "whose success rate crossed X between the runs as a changed verdict.")
+        out.append(
+            "A battery has no verdict of its own: give --max-asr X to count an attack "
+            "whose success rate crossed X between the runs as a changed verdict."
+        )
     else:
-        out.append(f"{len(cmp.changed)} attack(s) crossed the maximum ASR {cmp.max_asr:g} "
-                   "between the runs.")
+        out.append(f"{len(cmp.changed)} attack(s) crossed the maximum ASR {cmp.max_asr:g} between the runs.")
     return out
 
 
 def _comparison_text(cmp: RunComparison, served: dict[str, tuple]) -> str:
     a, b = cmp.a.summary, cmp.b.summary
-    out = [f"A = run {a.id}: {a.title}, {_when(a)} UTC, {', '.join(a.models)}",
-           f"B = run {b.id}: {b.title}, {_when(b)} UTC, {', '.join(b.models)}"]
+    out = [
+        f"A = run {a.id}: {a.title}, {_when(a)} UTC, {', '.join(a.models)}",
+        f"B = run {b.id}: {b.title}, {_when(b)} UTC, {', '.join(b.models)}",
+    ]
     for k, (va, vb) in cmp.settings_changed.items():
         out.append(f"changed: {k}: {_short(str(va), 60)} -> {_short(str(vb), 60)}")
     for k, (va, vb) in served.items():
-        out.append(f"changed: {k} the answers came back with: "
-                   f"{_short(', '.join(va) or 'not reported', 60)} -> "
-                   f"{_short(', '.join(vb) or 'not reported', 60)}")
+        out.append(
+            f"changed: {k} the answers came back with: "
+            f"{_short(', '.join(va) or 'not reported', 60)} -> "
+            f"{_short(', '.join(vb) or 'not reported', 60)}"
+        )
     rows = []
     for r in cmp.rows:
-        rows.append((_short(r.job, 30), r.name, r.role or "-",
-                     fmt_p(r.a.p_adjusted) + r.a.stars if r.a else "-",
-                     fmt_p(r.b.p_adjusted) + r.b.stars if r.b else "-",
-                     f"{r.a.effect_above_chance:+.3f}" if r.a else "-",
-                     f"{r.b.effect_above_chance:+.3f}" if r.b else "-",
-                     r.status.upper() if r.verdict_changed else r.status))
-    head = ("audit", "perturbation", "role", "p_adj A", "p_adj B", "above chance A",
-            "above chance B", "verdict")
-    out += ["", table(rows, head), "",
-            f"{len(cmp.changed)} of {sum(1 for r in cmp.rows if r.a and r.b)} perturbations "
-            "tested in both runs changed verdict."]
+        rows.append(
+            (
+                _short(r.job, 30),
+                r.name,
+                r.role or "-",
+                fmt_p(r.a.p_adjusted) + r.a.stars if r.a else "-",
+                fmt_p(r.b.p_adjusted) + r.b.stars if r.b else "-",
+                f"{r.a.effect_above_chance:+.3f}" if r.a else "-",
+                f"{r.b.effect_above_chance:+.3f}" if r.b else "-",
+                r.status.upper() if r.verdict_changed else r.status,
+            )
+        )
+    head = (
+        "audit",
+        "perturbation",
+        "role",
+        "p_adj A",
+        "p_adj B",
+        "above chance A",
+        "above chance B",
+        "verdict",
+    )
+    out += [
+        "",
+        table(rows, head),
+        "",
+        f"{len(cmp.changed)} of {sum(1 for r in cmp.rows if r.a and r.b)} perturbations "
+        "tested in both runs changed verdict.",
+    ]
     return "\n".join(out)
 
 
 def delete_runs(history: History, args) -> str:
     from ..history import HistoryError
 
-    runs = [history.get(i).summary for i in args.ids]   # every id must exist
+    runs = [history.get(i).summary for i in args.ids]  # every id must exist
     if not args.yes:
         names = "; ".join(f"run {r.id} ({r.title}, {_when(r)})" for r in runs)
         raise HistoryError(f"this would delete {names}: add --yes to delete")
@@ -387,8 +502,13 @@ def upgrade_history(history: History, args) -> str:
     return f"The run history {history.where} is at schema revision {history.upgrade()}."
 
 
-ACTIONS = {"list": list_runs, "show": show_run, "compare": compare_runs, "delete": delete_runs,
-           "upgrade": upgrade_history}
+ACTIONS = {
+    "list": list_runs,
+    "show": show_run,
+    "compare": compare_runs,
+    "delete": delete_runs,
+    "upgrade": upgrade_history,
+}
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -407,22 +527,32 @@ def add_parser(sub) -> argparse.ArgumentParser:
     c = hs.add_parser("compare", help="two runs side by side: which verdicts changed")
     c.add_argument("a", type=int, help="run A (e.g. before an upgrade)")
     c.add_argument("b", type=int, help="run B (e.g. after)")
-    c.add_argument("--fail-on-change", action="store_true",
-                   help="exit 1 when any verdict changed from A to B, naming them (for CI: a "
-                   "model upgrade that changes what the audit finds; a suite: a pooled "
-                   "verdict; a battery: an attack crossing --max-asr)")
-    c.add_argument("--max-asr", type=float, default=None, metavar="X",
-                   help="batteries: an attack whose success rate is above X (a share) in one "
-                   "run and not in the other changed verdict (without it, a battery's ER and "
-                   "ASR are compared and no verdict changes)")
+    c.add_argument(
+        "--fail-on-change",
+        action="store_true",
+        help="exit 1 when any verdict changed from A to B, naming them (for CI: a "
+        "model upgrade that changes what the audit finds; a suite: a pooled "
+        "verdict; a battery: an attack crossing --max-asr)",
+    )
+    c.add_argument(
+        "--max-asr",
+        type=float,
+        default=None,
+        metavar="X",
+        help="batteries: an attack whose success rate is above X (a share) in one "
+        "run and not in the other changed verdict (without it, a battery's ER and "
+        "ASR are compared and no verdict changes)",
+    )
     d = hs.add_parser("delete", help="delete runs (with their results and responses)")
     d.add_argument("ids", type=int, nargs="+")
     d.add_argument("--yes", action="store_true", help="really delete (required)")
-    hs.add_parser("upgrade", help="bring the history's database to this dbpa's schema now "
-                  "(opening it does so too)")
+    hs.add_parser(
+        "upgrade", help="bring the history's database to this dbpa's schema now (opening it does so too)"
+    )
     for p in (s, c, d):
-        p.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
-                       help="machine-readable output")
+        p.add_argument(
+            "--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output"
+        )
     return h
 
 

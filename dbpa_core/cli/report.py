@@ -1,5 +1,6 @@
 """``dbpa report RUN_ID ... --out FILE.html|FILE.pdf``: one document with every verdict of
 recorded runs (:mod:`dbpa_core.report`)."""
+
 from __future__ import annotations
 
 import argparse
@@ -7,11 +8,13 @@ import sys
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
-    r = sub.add_parser("report", help="one HTML or PDF report with every verdict of recorded "
-                       "runs (an audit file)")
+    r = sub.add_parser(
+        "report", help="one HTML or PDF report with every verdict of recorded runs (an audit file)"
+    )
     r.add_argument("ids", type=int, nargs="+", metavar="RUN_ID", help="runs (dbpa history lists them)")
-    r.add_argument("--out", required=True, metavar="FILE",
-                   help="FILE.html, or FILE.pdf (printed by headless Chromium)")
+    r.add_argument(
+        "--out", required=True, metavar="FILE", help="FILE.html, or FILE.pdf (printed by headless Chromium)"
+    )
     r.add_argument("--title", help="the report's title (default: the runs' titles)")
     return r
 

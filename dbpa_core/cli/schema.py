@@ -1,5 +1,6 @@
 """``dbpa schema [--out FILE] [--battery]``: the JSON Schema of audit (or battery) specs,
 for editors (``# yaml-language-server: $schema=FILE`` on a spec's first line)."""
+
 from __future__ import annotations
 
 import argparse
@@ -9,11 +10,9 @@ from typing import Any
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
-    p = sub.add_parser("schema", help="print (or write) the JSON Schema of audit specs, for "
-                       "editors")
+    p = sub.add_parser("schema", help="print (or write) the JSON Schema of audit specs, for editors")
     p.add_argument("--out", metavar="FILE", help="write it to FILE instead of printing it")
-    p.add_argument("--battery", action="store_true",
-                   help="the schema of battery specs (dbpa attack) instead")
+    p.add_argument("--battery", action="store_true", help="the schema of battery specs (dbpa attack) instead")
     return p
 
 
@@ -35,6 +34,5 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"dbpa: cannot write {out} ({exc.strerror or exc})", file=sys.stderr)
         return 2
-    print(f"wrote {out}; start a spec with: # yaml-language-server: $schema={out.resolve()}",
-          file=sys.stderr)
+    print(f"wrote {out}; start a spec with: # yaml-language-server: $schema={out.resolve()}", file=sys.stderr)
     return 0

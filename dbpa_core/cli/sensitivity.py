@@ -1,5 +1,6 @@
 """``dbpa sensitivity SPEC.yaml``: does each verdict hold under other measures, embedders
 and prompt lengths (:mod:`dbpa_core.sensitivity`)?"""
+
 from __future__ import annotations
 
 import argparse
@@ -10,18 +11,27 @@ from .common import add_no_history, add_progress_options, open_cache, progress_b
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
-    s = sub.add_parser("sensitivity", help="does the verdict hold under other measures, "
-                       "embedders and prompt lengths?")
+    s = sub.add_parser(
+        "sensitivity", help="does the verdict hold under other measures, embedders and prompt lengths?"
+    )
     s.add_argument("spec", metavar="SPEC_FILE")
-    s.add_argument("--measures", default="all",
-                   help="'all', 'none' or a comma-separated list (default: all)")
-    s.add_argument("--embedders", default="spec",
-                   help="comma-separated: spec, local, bleu, rouge1, rouge2, rougeL, openai[:MODEL], "
-                   "st:FOLDER (default: spec, the spec's own)")
-    s.add_argument("--lengths", default="",
-                   help="prompt lengths in tokens, e.g. 100,300,900 (new model calls; default none)")
-    s.add_argument("--cost-models", default="",
-                   help="priced models to compare in the cost table, e.g. gpt-4o-mini,gpt-4o")
+    s.add_argument("--measures", default="all", help="'all', 'none' or a comma-separated list (default: all)")
+    s.add_argument(
+        "--embedders",
+        default="spec",
+        help="comma-separated: spec, local, bleu, rouge1, rouge2, rougeL, openai[:MODEL], "
+        "st:FOLDER (default: spec, the spec's own)",
+    )
+    s.add_argument(
+        "--lengths",
+        default="",
+        help="prompt lengths in tokens, e.g. 100,300,900 (new model calls; default none)",
+    )
+    s.add_argument(
+        "--cost-models",
+        default="",
+        help="priced models to compare in the cost table, e.g. gpt-4o-mini,gpt-4o",
+    )
     s.add_argument("--out", default="dbpa-sensitivity", help="output folder")
     s.add_argument("--dry-run", action="store_true", help="print the calls and cost; run nothing")
     s.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
@@ -37,9 +47,14 @@ def verdict_table(result) -> str:
     rows = []
     for v in result.verdicts():
         base = {True: "changed", False: "no change", None: "-"}[v["baseline_significant"]]
-        rows.append((v["perturbation"], base,
-                     *[f"{v[s]['significant']}/{v[s]['settings']} detectable" for s in studies],
-                     "holds" if v["holds"] else "DEPENDS ON THE SETTING"))
+        rows.append(
+            (
+                v["perturbation"],
+                base,
+                *[f"{v[s]['significant']}/{v[s]['settings']} detectable" for s in studies],
+                "holds" if v["holds"] else "DEPENDS ON THE SETTING",
+            )
+        )
     return table(rows, ("perturbation", "audit", *[f"{s}s" for s in studies], "verdict"))
 
 
@@ -58,22 +73,30 @@ def run(args) -> int:
 
     spec = load_spec(args.spec)
     if spec.cases:
-        print(f"error: {args.spec} is a suite (cases:); sensitivity studies take one base "
-              "prompt: run one case's prompts as a spec without cases.", file=sys.stderr)
+        print(
+            f"error: {args.spec} is a suite (cases:); sensitivity studies take one base "
+            "prompt: run one case's prompts as a spec without cases.",
+            file=sys.stderr,
+        )
         return 2
     try:
         config = SensitivityConfig(
-            measures=parse_measures(args.measures), embedders=parse_embedders(args.embedders, spec),
+            measures=parse_measures(args.measures),
+            embedders=parse_embedders(args.embedders, spec),
             lengths=parse_lengths(args.lengths),
-            cost_models=tuple(m.strip() for m in (args.cost_models or "").split(",") if m.strip()))
+            cost_models=tuple(m.strip() for m in (args.cost_models or "").split(",") if m.strip()),
+        )
         need = plan(spec, config, cache=open_cache(args))
     except SensitivityError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"{need['calls']} model calls to make ({need['cached']} samples already cached), "
-          f"estimated cost ${need['cost']:.4f}"
-          + (f" (no price for {', '.join(need['unknown_prices'])})" if need["unknown_prices"]
-             else "") + ".", file=sys.stderr)
+    print(
+        f"{need['calls']} model calls to make ({need['cached']} samples already cached), "
+        f"estimated cost ${need['cost']:.4f}"
+        + (f" (no price for {', '.join(need['unknown_prices'])})" if need["unknown_prices"] else "")
+        + ".",
+        file=sys.stderr,
+    )
     if args.dry_run:
         return 0
     from ..outputs import check_out_dir
@@ -90,9 +113,11 @@ def run(args) -> int:
     paths = result.write(args.out)
     print(verdict_table(result))
     u = result.usage
-    print(f"\n{u['calls']} new model calls, {u['cached_samples']} samples from the cache, "
-          f"{u['embeddings_computed']} new embeddings, {u['seconds']:.1f} s. One row per "
-          f"perturbation x setting in results.csv; cost in cost.csv.")
+    print(
+        f"\n{u['calls']} new model calls, {u['cached_samples']} samples from the cache, "
+        f"{u['embeddings_computed']} new embeddings, {u['seconds']:.1f} s. One row per "
+        f"perturbation x setting in results.csv; cost in cost.csv."
+    )
     for w in result.warnings:
         print(f"warning: {w}", file=sys.stderr)
     print("wrote " + ", ".join(paths))
@@ -100,8 +125,12 @@ def run(args) -> int:
     from .common import record_result_in_history
 
     record_result_in_history(
-        args, "sensitivity", {"sensitivity": result}, title=spec.name,
+        args,
+        "sensitivity",
+        {"sensitivity": result},
+        title=spec.name,
         models=[model_label(m) for m in spec.models],
         headline=f"{len(result.perturbations)} comparisons in {len(result.studies)} studies",
-        spec=spec)
+        spec=spec,
+    )
     return 0

@@ -1,5 +1,6 @@
 """``dbpa ui [STREAMLIT OPTIONS]``: start the dashboard (:mod:`dbpa_core.launcher`); every
 option the command line does not know goes to ``streamlit run``."""
+
 from __future__ import annotations
 
 import argparse
@@ -7,10 +8,13 @@ import os
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
-    u = sub.add_parser("ui", help="start the dashboard (needs the app extra)",
-                       description="Start the dashboard in a browser (headless, no usage "
-                       "statistics). Every other option goes to `streamlit run`, e.g. "
-                       "--server.port 8600 or --server.address 0.0.0.0.")
+    u = sub.add_parser(
+        "ui",
+        help="start the dashboard (needs the app extra)",
+        description="Start the dashboard in a browser (headless, no usage "
+        "statistics). Every other option goes to `streamlit run`, e.g. "
+        "--server.port 8600 or --server.address 0.0.0.0.",
+    )
     u.set_defaults(streamlit_options=[])
     return u
 

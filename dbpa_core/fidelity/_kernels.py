@@ -16,6 +16,7 @@ converges to it (equal to the exact value up to rounding).
 The kernels release the GIL, so a large call is split across the machine's cores with
 ordinary threads (safe when several callers run at once, unlike numba's own parallel loops).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -51,8 +52,11 @@ def _one(a, c, b, ea, ec, eb, r):
     g0 = top - w0 if m0 > 0.0 else 0.0
     g1 = top - w1 if m1 > 0.0 else 0.0
     g2 = top - w2 if m2 > 0.0 else 0.0
-    ptop = (m0 if g0 == 0.0 and m0 > 0.0 else 0.0) + (m1 if g1 == 0.0 and m1 > 0.0 else 0.0) \
+    ptop = (
+        (m0 if g0 == 0.0 and m0 > 0.0 else 0.0)
+        + (m1 if g1 == 0.0 and m1 > 0.0 else 0.0)
         + (m2 if g2 == 0.0 and m2 > 0.0 else 0.0)
+    )
     t = 0.0
     if ptop < 1.0 - 1e-15:
         # root of g(s) = -r + Σ p log1p(y) + log Σ p / (1 + y), y = gap / e^s (decreasing)
@@ -67,8 +71,7 @@ def _one(a, c, b, ea, ec, eb, r):
             i0, i1, i2 = m0 / (1.0 + y0), m1 / (1.0 + y1), m2 / (1.0 + y2)
             sa = i0 + i1 + i2
             sb = i0 / (1.0 + y0) + i1 / (1.0 + y1) + i2 / (1.0 + y2)
-            g = -r + m0 * math.log1p(y0) + m1 * math.log1p(y1) + m2 * math.log1p(y2) \
-                + math.log(sa)
+            g = -r + m0 * math.log1p(y0) + m1 * math.log1p(y1) + m2 * math.log1p(y2) + math.log(sa)
             if g > 0.0:
                 s_lo = s
             else:
@@ -83,7 +86,7 @@ def _one(a, c, b, ea, ec, eb, r):
             s = new
         t = math.exp(s)
     mu = top + t
-    if free > mu:                      # a free option takes mass: μ sits at its weight
+    if free > mu:  # a free option takes mass: μ sits at its weight
         lg = -r
         for m, w in ((m0, w0), (m1, w1), (m2, w2)):
             if m > 0.0:
@@ -101,7 +104,7 @@ def _many(a, c, b, ea, ec, eb, r, out):
         out[i] = _one(a[i], c[i], b[i], ea[i], ec[i], eb[i], r[i])
 
 
-SPLIT_FROM = 50_000   # values per thread at least: below that one thread does it all
+SPLIT_FROM = 50_000  # values per thread at least: below that one thread does it all
 
 
 def support3(a, c, b, ea, ec, eb, r) -> np.ndarray:
@@ -117,8 +120,7 @@ def support3(a, c, b, ea, ec, eb, r) -> np.ndarray:
     ea_, ec_, eb_ = flags
 
     def part(lo: int, hi: int) -> None:
-        _many(a_[lo:hi], c_[lo:hi], b_[lo:hi], ea_[lo:hi], ec_[lo:hi], eb_[lo:hi], r_[lo:hi],
-              out[lo:hi])
+        _many(a_[lo:hi], c_[lo:hi], b_[lo:hi], ea_[lo:hi], ec_[lo:hi], eb_[lo:hi], r_[lo:hi], out[lo:hi])
 
     if workers <= 1:
         part(0, out.size)
@@ -137,9 +139,18 @@ def kl_upper_end(a, r, nonempty=None, rest=None) -> np.ndarray:
     a = np.clip(np.asarray(a, dtype=float), 0.0, 1.0)
     r = np.broadcast_to(np.asarray(r, dtype=float), a.shape)
     ones = np.ones(a.shape, dtype=bool)
-    return np.minimum(support3(a, 1.0 - a, np.zeros(a.shape), ones if nonempty is None else nonempty,
-                               ones if rest is None else rest, np.zeros(a.shape, dtype=bool), r),
-                      1.0)
+    return np.minimum(
+        support3(
+            a,
+            1.0 - a,
+            np.zeros(a.shape),
+            ones if nonempty is None else nonempty,
+            ones if rest is None else rest,
+            np.zeros(a.shape, dtype=bool),
+            r,
+        ),
+        1.0,
+    )
 
 
 __all__ = ["kl_upper_end", "support3"]

@@ -18,6 +18,7 @@ Examples
 >>> r.comparison("good", "bad").verdict
 'first'
 """
+
 from __future__ import annotations
 
 import csv
@@ -84,8 +85,12 @@ class UnseenSet:
     def contains(self, u) -> bool:
         if self.loss in ("absolute", "squared"):
             return bool(dz.scalar_loss(float(u), float(self.center), self.loss) <= self.radius + 1e-12)
-        return bool(dz.categorical_loss(np.asarray(u, dtype=float)[None], self.center[None],
-                                        self.loss, self.values)[0] <= self.radius + 1e-12)
+        return bool(
+            dz.categorical_loss(np.asarray(u, dtype=float)[None], self.center[None], self.loss, self.values)[
+                0
+            ]
+            <= self.radius + 1e-12
+        )
 
 
 @dataclass(frozen=True)
@@ -155,8 +160,7 @@ class SimulatorCurve:
     def lower_method_text(self) -> str:
         if self.lower_method is None:
             return "-"
-        return ("exact" if self.lower_method == "exact"
-                else f"bound (gap ≤ {self.largest_lower_gap:.2g})")
+        return "exact" if self.lower_method == "exact" else f"bound (gap ≤ {self.largest_lower_gap:.2g})"
 
     def quantile(self, beta):
         """``V̂_m(β)`` of the upper pseudo-discrepancies."""
@@ -184,8 +188,12 @@ class SimulatorCurve:
         """The confidence set for the real answers of a new scenario in which this simulator
         answers ``q``: ``{u : L(u, q) <= V̂_m(1 - α/2)}`` (the paper's comparison). It holds them with
         probability at least ``1 - α - ε/√m`` (with probability 1 - η over the data)."""
-        return UnseenSet(np.asarray(q, dtype=float), self.guarantee_quantile, loss,
-                         None if values is None else np.asarray(values, dtype=float))
+        return UnseenSet(
+            np.asarray(q, dtype=float),
+            self.guarantee_quantile,
+            loss,
+            None if values is None else np.asarray(values, dtype=float),
+        )
 
     def band(self, gamma: float, tau):
         """``(V̂⁻_m(γ τ), V̂_m(γ + (1 - γ) τ))`` (None without lower values)."""
@@ -196,22 +204,31 @@ class SimulatorCurve:
     def to_dict(self, ids: Sequence[str], gamma: float) -> dict[str, Any]:
         tau, value = cv.steps(self.upper)
         out: dict[str, Any] = {
-            "name": self.name, "kind": self.kind,
+            "name": self.name,
+            "kind": self.kind,
             "discrepancies": {i: float(v) for i, v in zip(ids, self.upper, strict=True)},
-            "auc_cal": self.auc_cal, "cvar_10": self.cvar(CVAR_ALPHA),
+            "auc_cal": self.auc_cal,
+            "cvar_10": self.cvar(CVAR_ALPHA),
             "quantile_guarantee": self.guarantee_quantile,
             "worst_case": {"method": self.method, "largest_gap": self.largest_gap},
-            "curve": {"tau": tau.tolist(), "value": value.tolist(),
-                      "reading": "V_cal(tau) = value[k] for tau in (tau[k-1], tau[k]]"},
-            "lower": None, "band": None}
+            "curve": {
+                "tau": tau.tolist(),
+                "value": value.tolist(),
+                "reading": "V_cal(tau) = value[k] for tau in (tau[k-1], tau[k]]",
+            },
+            "lower": None,
+            "band": None,
+        }
         if self.lower is not None:
             grid = np.linspace(0.0, 1.0, BAND_GRID)
             lo, hi = self.band(gamma, grid)
             out["lower"] = {i: float(v) for i, v in zip(ids, self.lower, strict=True)}
-            out["best_case"] = {"method": self.lower_method,
-                                "largest_gap": self.largest_lower_gap}
-            out["band"] = {"tau": grid.tolist(), "lower": np.asarray(lo).tolist(),
-                           "upper": np.asarray(hi).tolist()}
+            out["best_case"] = {"method": self.lower_method, "largest_gap": self.largest_lower_gap}
+            out["band"] = {
+                "tau": grid.tolist(),
+                "lower": np.asarray(lo).tolist(),
+                "upper": np.asarray(hi).tolist(),
+            }
         return out
 
 
@@ -251,8 +268,9 @@ class Comparison:
     @property
     def method(self) -> str:
         """``exact``, or ``bound`` (a certified upper bound of each scenario's δ̂)."""
-        return "exact" if self.exact or (self.largest_gap is not None
-                                         and self.largest_gap <= 1e-9) else "bound"
+        return (
+            "exact" if self.exact or (self.largest_gap is not None and self.largest_gap <= 1e-9) else "bound"
+        )
 
     @property
     def u_hat(self) -> float:
@@ -267,26 +285,35 @@ class Comparison:
         """``first``: first at least as good as second on >= 1 - α of scenarios;
         ``second``: the reverse; ``both``: each is; ``neither``: the data cannot say."""
         a, b = self.u_hat <= 0, self.u_hat_reverse <= 0
-        return {(True, True): "both", (True, False): "first", (False, True): "second",
-                (False, False): "neither"}[(a, b)]
+        return {
+            (True, True): "both",
+            (True, False): "first",
+            (False, True): "second",
+            (False, False): "neither",
+        }[(a, b)]
 
     @property
     def guaranteed(self) -> bool:
         """True when the verdict carries a guarantee for new scenarios: a decided pair,
         γ >= ½ and a guaranteed share ``1 - α - ε/√m`` above 0."""
-        return (self.verdict != "neither" and self.gamma >= 0.5 and self.level is not None
-                and self.level > 0)
+        return self.verdict != "neither" and self.gamma >= 0.5 and self.level is not None and self.level > 0
 
     def reversed(self) -> Comparison:
         """The same comparison with ``first`` and ``second`` swapped."""
-        return replace(self, first=self.second, second=self.first, deltas=self.reverse,
-                       reverse=self.deltas, gap=self.gap_reverse, gap_reverse=self.gap)
+        return replace(
+            self,
+            first=self.second,
+            second=self.first,
+            deltas=self.reverse,
+            reverse=self.deltas,
+            gap=self.gap_reverse,
+            gap_reverse=self.gap,
+        )
 
     def _reach(self, noun: str) -> str:
         """What the verdict promises beyond these scenarios."""
         if self.gamma < 0.5:
-            return (f"; with γ = {self.gamma:g} < ½ that describes these {noun} only: "
-                    "no guarantee")
+            return f"; with γ = {self.gamma:g} < ½ that describes these {noun} only: no guarantee"
         if self.level is None:
             return ""
         if self.level <= 0:
@@ -302,18 +329,30 @@ class Comparison:
             a, b = (self.first, self.second) if v == "first" else (self.second, self.first)
             return f"{a} is at least as good as {b} {where}{self._reach(noun)}."
         if v == "both":
-            return (f"{self.first} and {self.second}: each is at least as good as the other "
-                    f"{where}{self._reach(noun)}.")
-        return (f"Undecided between {self.first} and {self.second}: these data cannot say which "
-                f"is better on {share} of {noun} (neither is shown to be at least as good as the "
-                "other; not that they are equal).")
+            return (
+                f"{self.first} and {self.second}: each is at least as good as the other "
+                f"{where}{self._reach(noun)}."
+            )
+        return (
+            f"Undecided between {self.first} and {self.second}: these data cannot say which "
+            f"is better on {share} of {noun} (neither is shown to be at least as good as the "
+            "other; not that they are equal)."
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"first": self.first, "second": self.second, "alpha": self.alpha,
-                "u_hat": self.u_hat, "u_hat_reverse": self.u_hat_reverse,
-                "verdict": self.verdict, "sentence": self.sentence(),
-                "guaranteed": self.guaranteed, "exact": self.exact, "method": self.method,
-                "largest_gap": self.largest_gap}
+        return {
+            "first": self.first,
+            "second": self.second,
+            "alpha": self.alpha,
+            "u_hat": self.u_hat,
+            "u_hat_reverse": self.u_hat_reverse,
+            "verdict": self.verdict,
+            "sentence": self.sentence(),
+            "guaranteed": self.guaranteed,
+            "exact": self.exact,
+            "method": self.method,
+            "largest_gap": self.largest_gap,
+        }
 
 
 def _floor_pct(x: float) -> str:
@@ -352,20 +391,27 @@ class FidelityResult:
         say it)."""
         k = self.baseline_k
         if k is None:
-            return ("Baseline: the exact uniform distribution (1/d for each of d options), with "
-                    "no sampling noise; a simulator's own k answers carry some, so against it "
-                    "the baseline looks slightly better than a fair one.")
+            return (
+                "Baseline: the exact uniform distribution (1/d for each of d options), with "
+                "no sampling noise; a simulator's own k answers carry some, so against it "
+                "the baseline looks slightly better than a fair one."
+            )
         ks = f"k = {k.min()}" if k.min() == k.max() else f"k = {k.min()}–{k.max()}"
-        what = ("picked uniformly at random among the options" if self.data.kind == "categorical"
-                else "drawn uniformly at random from the values' range")
-        return (f"Baseline: uniform, drawn like the simulators — {ks} answers per question "
-                f"{what} (seed {self.seed}), as many as the simulators drew, so it carries the "
-                "same sampling noise.")
+        what = (
+            "picked uniformly at random among the options"
+            if self.data.kind == "categorical"
+            else "drawn uniformly at random from the values' range"
+        )
+        return (
+            f"Baseline: uniform, drawn like the simulators — {ks} answers per question "
+            f"{what} (seed {self.seed}), as many as the simulators drew, so it carries the "
+            "same sampling noise."
+        )
 
     def sample_sizes(self, name: str) -> np.ndarray | None:
         """Simulator ``name``'s answers per question (None when it gave probabilities, or
         is the exact uniform)."""
-        memo = self.__dict__.setdefault("_sizes", {})   # computed once per simulator
+        memo = self.__dict__.setdefault("_sizes", {})  # computed once per simulator
         if name not in memo:
             memo[name] = self._sample_sizes(name)
         return memo[name]
@@ -426,16 +472,22 @@ class FidelityResult:
         one = noun[:-1] if noun.endswith("s") else noun
         level, status = self.guaranteed_level, self.guarantee_status
         if status == "none":
-            return (f"No guarantee: with γ = {self.gamma:g} < ½ each {one}'s confidence set holds "
-                    "the real answers less than half the time, so the curves and verdicts only "
-                    f"describe these {noun} (a guarantee needs γ ≥ ½).")
+            return (
+                f"No guarantee: with γ = {self.gamma:g} < ½ each {one}'s confidence set holds "
+                "the real answers less than half the time, so the curves and verdicts only "
+                f"describe these {noun} (a guarantee needs γ ≥ ½)."
+            )
         if status == "vacuous":
-            return (f"No guarantee for new {noun} yet: with m = {self.m} {noun}, "
-                    f"1 − α − ε/√m = {level:.2f} (ε = {self.epsilon:.2f}); the curves and verdicts "
-                    f"describe these {noun} only (a guarantee needs a few hundred).")
-        return (f"Guarantee: with probability ≥ {1 - self.eta:g}, a new {one} like these is "
-                f"below the curve at τ = {1 - self.alpha:g} (V̂_m(1 − α/2)) with probability ≥ "
-                f"{level:.2f} (1 − α − ε/√m, ε = {self.epsilon:.2f}, m = {self.m}).")
+            return (
+                f"No guarantee for new {noun} yet: with m = {self.m} {noun}, "
+                f"1 − α − ε/√m = {level:.2f} (ε = {self.epsilon:.2f}); the curves and verdicts "
+                f"describe these {noun} only (a guarantee needs a few hundred)."
+            )
+        return (
+            f"Guarantee: with probability ≥ {1 - self.eta:g}, a new {one} like these is "
+            f"below the curve at τ = {1 - self.alpha:g} (V̂_m(1 − α/2)) with probability ≥ "
+            f"{level:.2f} (1 − α − ε/√m, ε = {self.epsilon:.2f}, m = {self.m})."
+        )
 
     def plan(self):
         """How many questions a guarantee and each pairwise verdict need
@@ -463,31 +515,42 @@ class FidelityResult:
         for a, b in itertools.pairwise(order):
             chain += f" {'=' if b.auc_cal == a.auc_cal else '<'} {b.name} {b.auc_cal:.3f}"
         if best.name == UNIFORM:
-            head = (f"Lowest curve: the uniform baseline (AUC_cal {best.auc_cal:.3f}); no "
-                    "simulator's curve is below it")
+            head = (
+                f"Lowest curve: the uniform baseline (AUC_cal {best.auc_cal:.3f}); no "
+                "simulator's curve is below it"
+            )
         else:
-            below = [s.name for s in order if s.name != UNIFORM
-                     and s.auc_cal < self.simulator(UNIFORM).auc_cal]
-            head = (f"Lowest curve: {best.name} (AUC_cal {best.auc_cal:.3f}); "
-                    f"{len(below)} of {len(order) - 1} simulator(s) below the uniform baseline")
-        return (f"{head}. Ranking by AUC_cal (lower is better): {chain} — a description of "
-                "these questions, not a test (no guarantee); the verdicts say what is shown.")
+            below = [
+                s.name for s in order if s.name != UNIFORM and s.auc_cal < self.simulator(UNIFORM).auc_cal
+            ]
+            head = (
+                f"Lowest curve: {best.name} (AUC_cal {best.auc_cal:.3f}); "
+                f"{len(below)} of {len(order) - 1} simulator(s) below the uniform baseline"
+            )
+        return (
+            f"{head}. Ranking by AUC_cal (lower is better): {chain} — a description of "
+            "these questions, not a test (no guarantee); the verdicts say what is shown."
+        )
 
     @property
     def comparison_note(self) -> str | None:
         """What to know about the comparisons' δ̂ (None when they are exact)."""
         if all(c.exact for c in self.comparisons):
             return None
-        return (f"Comparisons under {self.loss} use a bound on each scenario's delta that is never "
-                "below the exact supremum: a verdict that one simulator is at least as good is "
-                "safe; a borderline one may be missed." + self._comparison_gap_text())
+        return (
+            f"Comparisons under {self.loss} use a bound on each scenario's delta that is never "
+            "below the exact supremum: a verdict that one simulator is at least as good is "
+            "safe; a borderline one may be missed." + self._comparison_gap_text()
+        )
 
     def _comparison_gap_text(self) -> str:
         gaps = [c.largest_gap for c in self.comparisons if c.largest_gap is not None]
         if not gaps:
             return ""
-        return (f" The bound is at most {max(gaps):.2g} above the difference reached at a "
-                "point of the set, on every question.")
+        return (
+            f" The bound is at most {max(gaps):.2g} above the difference reached at a "
+            "point of the set, on every question."
+        )
 
     @property
     def has_band(self) -> bool:
@@ -516,43 +579,62 @@ class FidelityResult:
         from .. import __version__
 
         ids = list(self.data.ids)
-        return ({
-            "tool": "dbpa", "tool_version": __version__,
+        return {
+            "tool": "dbpa",
+            "tool_version": __version__,
             "created_at": self.created_at.isoformat(timespec="seconds"),
-            "source": self.data.source, "kind": self.data.kind, "m": self.m,
-            "settings": {"loss": self.loss, "gamma": self.gamma, "eta": self.eta,
-                         "alpha": self.alpha, "cvar_alpha": CVAR_ALPHA, "set": self.set_name,
-                         "sigma": self.sigma, "bounds": list(self.bounds) if self.bounds else None,
-                         "baseline": {"kind": self.baseline,
-                                      "k": None if self.baseline_k is None
-                                      else self.baseline_k.tolist(),
-                                      "seed": self.seed}},
+            "source": self.data.source,
+            "kind": self.data.kind,
+            "m": self.m,
+            "settings": {
+                "loss": self.loss,
+                "gamma": self.gamma,
+                "eta": self.eta,
+                "alpha": self.alpha,
+                "cvar_alpha": CVAR_ALPHA,
+                "set": self.set_name,
+                "sigma": self.sigma,
+                "bounds": list(self.bounds) if self.bounds else None,
+                "baseline": {
+                    "kind": self.baseline,
+                    "k": None if self.baseline_k is None else self.baseline_k.tolist(),
+                    "seed": self.seed,
+                },
+            },
             "baseline": self.baseline_text(),
             "real_answers": self.n_summary(),
-            "guarantee": {"alpha": self.alpha, "eta": self.eta, "gamma": self.gamma,
-                          "epsilon": self.epsilon, "level": self.guaranteed_level,
-                          "status": self.guarantee_status,
-                          "reason": (None if self.guarantee_status == "holds"
-                                     else self.guarantee_text()),
-                          "statement": self.guarantee_text(),
-                          "reading": "with probability >= 1 - eta, a new scenario's discrepancy "
-                                     "is <= quantile_guarantee with probability >= level; "
-                                     "status 'vacuous': level <= 0 (too few scenarios); 'none': "
-                                     "gamma < 1/2, so level is null"},
-            "simulators": [{**s.to_dict(ids, self.gamma),
-                            "answers_per_question": self.sample_size_summary(s.name)}
-                           for s in self.simulators],
+            "guarantee": {
+                "alpha": self.alpha,
+                "eta": self.eta,
+                "gamma": self.gamma,
+                "epsilon": self.epsilon,
+                "level": self.guaranteed_level,
+                "status": self.guarantee_status,
+                "reason": (None if self.guarantee_status == "holds" else self.guarantee_text()),
+                "statement": self.guarantee_text(),
+                "reading": "with probability >= 1 - eta, a new scenario's discrepancy "
+                "is <= quantile_guarantee with probability >= level; "
+                "status 'vacuous': level <= 0 (too few scenarios); 'none': "
+                "gamma < 1/2, so level is null",
+            },
+            "simulators": [
+                {**s.to_dict(ids, self.gamma), "answers_per_question": self.sample_size_summary(s.name)}
+                for s in self.simulators
+            ],
             "comparisons": [c.to_dict() for c in self.comparisons],
             "comparison_note": self.comparison_note,
             "plan": self.plan().to_dict() if self.comparisons else None,
-            "scenarios": [{"id": s.id, "n": s.n, "options": list(s.options),
-                           "radius": float(r)} for s, r in zip(self.data.scenarios, self.radius,
-                                                               strict=True)],
-            "warnings": list(self.warnings), "seconds": self.seconds})
+            "scenarios": [
+                {"id": s.id, "n": s.n, "options": list(s.options), "radius": float(r)}
+                for s, r in zip(self.data.scenarios, self.radius, strict=True)
+            ],
+            "warnings": list(self.warnings),
+            "seconds": self.seconds,
+        }
 
     def to_json(self) -> str:
         raw = self._raw_dict()
-        try:                              # nearly always finite: skip the walk through it
+        try:  # nearly always finite: skip the walk through it
             return _json_text(raw)
         except ValueError:
             return _json_text(_finite(raw))
@@ -569,7 +651,7 @@ class FidelityResult:
             if s.lower is not None:
                 head.append(f"{s.name} lower")
         w.writerow(head + ["loss", "gamma", "eta", "alpha"])
-        cols = []                           # plain floats: formatted faster than numpy's
+        cols = []  # plain floats: formatted faster than numpy's
         for s in self.simulators:
             cols.append(s.upper.tolist())
             if s.lower is not None:
@@ -577,8 +659,7 @@ class FidelityResult:
         radius = np.asarray(self.radius, dtype=float).tolist()
         tail = [self.loss, _g(self.gamma), _g(self.eta), _g(self.alpha)]
         for j, sc in enumerate(self.data.scenarios):
-            w.writerow([sc.id, _g(sc.n), len(sc.options), _g(radius[j]),
-                        *(_g(c[j]) for c in cols), *tail])
+            w.writerow([sc.id, _g(sc.n), len(sc.options), _g(radius[j]), *(_g(c[j]) for c in cols), *tail])
         return buf.getvalue()
 
     def comparisons_csv(self) -> str:
@@ -594,22 +675,41 @@ class FidelityResult:
     def summary_text(self) -> str:
         """The terminal summary: one line per simulator, then each pair's verdict."""
         band = self.has_band
-        head = ("simulator", "AUC_cal", "CVaR_10", "V(1-a/2)", "kind", "answers",
-                "worst case") + (("best case",) if band else ())
-        rows = [(s.name, f"{s.auc_cal:.4f}", f"{s.cvar():.4f}", f"{s.guarantee_quantile:.4f}",
-                 s.kind, self.sample_size_summary(s.name), s.method_text)
-                + ((s.lower_method_text,) if band else ()) for s in self.simulators]
-        lines = [f"{self.m} questions ({self.n_summary()} real answers each), loss {self.loss}, "
-                 f"{self.set_name} sets with coverage γ = {self.gamma:g}, η = {self.eta:g}, "
-                 f"α = {self.alpha:g}", "",
-                 table(rows, head), "",
-                 self.ranking_sentence(), self.baseline_text(), self.guarantee_text(),
-                 "Planning: " + self.plan().sentence()]
+        head = ("simulator", "AUC_cal", "CVaR_10", "V(1-a/2)", "kind", "answers", "worst case") + (
+            ("best case",) if band else ()
+        )
+        rows = [
+            (
+                s.name,
+                f"{s.auc_cal:.4f}",
+                f"{s.cvar():.4f}",
+                f"{s.guarantee_quantile:.4f}",
+                s.kind,
+                self.sample_size_summary(s.name),
+                s.method_text,
+            )
+            + ((s.lower_method_text,) if band else ())
+            for s in self.simulators
+        ]
+        lines = [
+            f"{self.m} questions ({self.n_summary()} real answers each), loss {self.loss}, "
+            f"{self.set_name} sets with coverage γ = {self.gamma:g}, η = {self.eta:g}, "
+            f"α = {self.alpha:g}",
+            "",
+            table(rows, head),
+            "",
+            self.ranking_sentence(),
+            self.baseline_text(),
+            self.guarantee_text(),
+            "Planning: " + self.plan().sentence(),
+        ]
         if self.comparisons:
             lines.append("")
             head2 = ("first", "second", "U(1-a/2)", "reverse", "verdict")
-            rows2 = [(c.first, c.second, f"{c.u_hat:+.4f}", f"{c.u_hat_reverse:+.4f}",
-                      c.sentence()) for c in self.comparisons]
+            rows2 = [
+                (c.first, c.second, f"{c.u_hat:+.4f}", f"{c.u_hat_reverse:+.4f}", c.sentence())
+                for c in self.comparisons
+            ]
             lines.append(table(rows2, head2, free_last=True))
             if self.comparison_note:
                 lines.append(f"({self.comparison_note})")
@@ -619,10 +719,15 @@ class FidelityResult:
         """fidelity.json, fidelity.csv, comparisons.csv and report.html (atomically)."""
         from ..outputs import write_files
 
-        return write_files(out_dir, {
-            "fidelity.json": self.to_json(), "fidelity.csv": self.to_csv(),
-            "comparisons.csv": self.comparisons_csv(),
-            "report.html": report if report is not None else report_html(self)})
+        return write_files(
+            out_dir,
+            {
+                "fidelity.json": self.to_json(),
+                "fidelity.csv": self.to_csv(),
+                "comparisons.csv": self.comparisons_csv(),
+                "report.html": report if report is not None else report_html(self),
+            },
+        )
 
 
 def _json_text(obj, depth: int = 0, *, open_levels: int = 3) -> str:
@@ -633,8 +738,10 @@ def _json_text(obj, depth: int = 0, *, open_levels: int = 3) -> str:
     if not isinstance(obj, dict) or depth >= open_levels or not obj:
         return json.dumps(obj, ensure_ascii=False, allow_nan=False)
     pad = "  " * (depth + 1)
-    items = [f"{pad}{json.dumps(str(k), ensure_ascii=False)}: "
-             f"{_json_text(v, depth + 1, open_levels=open_levels)}" for k, v in obj.items()]
+    items = [
+        f"{pad}{json.dumps(str(k), ensure_ascii=False)}: {_json_text(v, depth + 1, open_levels=open_levels)}"
+        for k, v in obj.items()
+    ]
     return "{\n" + ",\n".join(items) + "\n" + "  " * depth + "}"
 
 
@@ -648,8 +755,7 @@ def _finite(value):
     if isinstance(value, float):
         return value if value - value == 0 else None
     if isinstance(value, dict):
-        return {k: v if type(v) is float and v - v == 0 else _finite(v)
-                for k, v in value.items()}
+        return {k: v if type(v) is float and v - v == 0 else _finite(v) for k, v in value.items()}
     if isinstance(value, list):
         return [v if type(v) is float and v - v == 0 else _finite(v) for v in value]
     return value
@@ -666,8 +772,9 @@ BASELINES = ("drawn", "exact")
 def _iv_baseline(baseline, baseline_k, seed):
     if baseline not in BASELINES:
         raise ValueError(f"`baseline` must be one of {', '.join(BASELINES)}; got {baseline!r}.")
-    if baseline_k is not None and (isinstance(baseline_k, bool) or not isinstance(
-            baseline_k, (int, np.integer)) or baseline_k < 1):
+    if baseline_k is not None and (
+        isinstance(baseline_k, bool) or not isinstance(baseline_k, (int, np.integer)) or baseline_k < 1
+    ):
         raise ValueError(f"`baseline_k` must be a whole number >= 1, got {baseline_k!r}.")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise TypeError(f"`seed` must be a whole number, got {seed!r}.")
@@ -679,22 +786,30 @@ def _baseline(data, loss, baseline, baseline_k, seed, notes):
         return replace(data, baseline=None)
     k = data.answers_per_question() if baseline_k is None else baseline_k
     if k is None:
-        notes.append(("The simulators give probabilities, not answers, so the uniform "
-                      "baseline" if data.simulators else "There is no simulator to match, so "
-                      "the uniform baseline") + " is the exact 1/d (give the baseline's k to "
-                     "draw it).")
+        notes.append(
+            (
+                "The simulators give probabilities, not answers, so the uniform baseline"
+                if data.simulators
+                else "There is no simulator to match, so the uniform baseline"
+            )
+            + " is the exact 1/d (give the baseline's k to "
+            "draw it)."
+        )
         return replace(data, baseline=None)
     if loss == "kl" and data.kind == "categorical":
-        notes.append("Under kl a drawn uniform baseline can leave an option with no answer, "
-                     "where KL is infinite: the baseline is the exact 1/d.")
+        notes.append(
+            "Under kl a drawn uniform baseline can leave an option with no answer, "
+            "where KL is infinite: the baseline is the exact 1/d."
+        )
         return replace(data, baseline=None)
     return data.with_drawn_baseline(k, seed=seed)
 
 
 def _iv(data, loss, gamma, eta, alpha, sigma, bounds):
     if not isinstance(data, FidelityData):
-        raise TypeError(f"`data` must be FidelityData (see load_csv, from_arrays), got "
-                        f"{type(data).__name__}.")
+        raise TypeError(
+            f"`data` must be FidelityData (see load_csv, from_arrays), got {type(data).__name__}."
+        )
     loss = dz.check_loss(loss)
     gamma = check_level(gamma, "gamma")
     eta = check_level(eta, "eta")
@@ -702,10 +817,13 @@ def _iv(data, loss, gamma, eta, alpha, sigma, bounds):
     if data.m < 2:
         raise ValueError(f"`data` must hold at least 2 scenarios (m >= 2), got {data.m}.")
     if data.kind == "values" and loss in ("tv", "kl"):
-        raise ValueError(f"`loss` {loss!r} compares distributions over options; these data hold "
-                         "real values (no option column): use w1, squared or absolute.")
-    if sigma is not None and not (isinstance(sigma, (int, float)) and not isinstance(sigma, bool)
-                                  and math.isfinite(sigma) and sigma > 0):
+        raise ValueError(
+            f"`loss` {loss!r} compares distributions over options; these data hold "
+            "real values (no option column): use w1, squared or absolute."
+        )
+    if sigma is not None and not (
+        isinstance(sigma, (int, float)) and not isinstance(sigma, bool) and math.isfinite(sigma) and sigma > 0
+    ):
         raise ValueError(f"`sigma` must be a positive number, got {sigma!r}.")
     if bounds is not None:
         try:
@@ -722,11 +840,21 @@ def _iv(data, loss, gamma, eta, alpha, sigma, bounds):
 FEW_ANSWERS = 10
 
 
-def run_fidelity(data: FidelityData, *, loss: str = "tv", gamma: float = 0.5,
-                 eta: float = 0.05, alpha: float = 0.1, sigma: float | None = None,
-                 bounds: Sequence[float] | None = None, band: bool = True,
-                 baseline: str = "drawn", baseline_k: int | None = None, seed: int = 0,
-                 progress: ProgressFn | None = None) -> FidelityResult:
+def run_fidelity(
+    data: FidelityData,
+    *,
+    loss: str = "tv",
+    gamma: float = 0.5,
+    eta: float = 0.05,
+    alpha: float = 0.1,
+    sigma: float | None = None,
+    bounds: Sequence[float] | None = None,
+    band: bool = True,
+    baseline: str = "drawn",
+    baseline_k: int | None = None,
+    seed: int = 0,
+    progress: ProgressFn | None = None,
+) -> FidelityResult:
     """Calibrated quantile curves of every simulator in ``data`` and of the uniform one.
 
     Parameters
@@ -784,26 +912,40 @@ def run_fidelity(data: FidelityData, *, loss: str = "tv", gamma: float = 0.5,
     _iv_baseline(baseline, baseline_k, seed)
     notes: list[str] = list(data.notes)
     data = _baseline(data, loss, baseline, baseline_k, seed, notes)
-    unused = [n for n, v, used in (("σ", sigma, data.kind == "values" and loss == "w1"),
-                                   ("bounds", bounds, data.kind == "values")) if v is not None
-              and not used]
+    unused = [
+        n
+        for n, v, used in (
+            ("σ", sigma, data.kind == "values" and loss == "w1"),
+            ("bounds", bounds, data.kind == "values"),
+        )
+        if v is not None and not used
+    ]
     if unused:
-        notes.append(f"{' and '.join(unused)} given but not used: "
-                     + ("the data are answers over options (bounds and σ apply to real values)."
-                        if data.kind == "categorical" else f"σ applies to loss w1, not {loss}."))
+        notes.append(
+            f"{' and '.join(unused)} given but not used: "
+            + (
+                "the data are answers over options (bounds and σ apply to real values)."
+                if data.kind == "categorical"
+                else f"σ applies to loss w1, not {loss}."
+            )
+        )
     if gamma < 0.5:
-        notes.append(f"γ = {gamma:g} < ½: each confidence set covers the real distribution "
-                     "less than half the time, so the calibrated curve V̂_m((1 + τ)/2) carries no "
-                     "guarantee (it needs γ ≥ ½) and the verdicts only describe these "
-                     "questions; no tightness band is drawn.")
+        notes.append(
+            f"γ = {gamma:g} < ½: each confidence set covers the real distribution "
+            "less than half the time, so the calibrated curve V̂_m((1 + τ)/2) carries no "
+            "guarantee (it needs γ ≥ ½) and the verdicts only describe these "
+            "questions; no tightness band is drawn."
+        )
         band = False
     few = [s for s in data.scenarios if s.n < FEW_ANSWERS]
     if few:
         shown = ", ".join(f"{s.id}: n = {s.n:g}" for s in few[:5]) + (", …" if len(few) > 5 else "")
-        notes.append(f"{len(few)} of {data.m} questions have fewer than {FEW_ANSWERS} real answers "
-                     f"({shown}): their confidence sets hold nearly every answer distribution, so "
-                     "their worst cases sit near the largest possible loss whatever the simulator "
-                     "says. Questions with more respondents tell simulators apart.")
+        notes.append(
+            f"{len(few)} of {data.m} questions have fewer than {FEW_ANSWERS} real answers "
+            f"({shown}): their confidence sets hold nearly every answer distribution, so "
+            "their worst cases sit near the largest possible loss whatever the simulator "
+            "says. Questions with more respondents tell simulators apart."
+        )
     names = [*data.simulators, UNIFORM]
     kinds = {**data.sim_kinds, UNIFORM: "uniform"}
     n_pairs = len(names) * (len(names) - 1) // 2
@@ -829,30 +971,67 @@ def run_fidelity(data: FidelityData, *, loss: str = "tv", gamma: float = 0.5,
             tick(f"{name}: best cases (band)")
     gaps = getattr(engine, "gaps", {})
     lower_gaps = getattr(engine, "lower_gaps", {})
-    curves = tuple(SimulatorCurve(nm, kinds[nm], uppers[nm], lowers.get(nm), alpha,
-                                  engine.plugin(nm), gaps.get(nm), lower_gaps.get(nm))
-                   for nm in names)
+    curves = tuple(
+        SimulatorCurve(
+            nm,
+            kinds[nm],
+            uppers[nm],
+            lowers.get(nm),
+            alpha,
+            engine.plugin(nm),
+            gaps.get(nm),
+            lower_gaps.get(nm),
+        )
+        for nm in names
+    )
     level = cv.guaranteed_level(alpha, data.m, eta)
     comps = []
     for i, a in enumerate(names):
-        for b in names[i + 1:]:
+        for b in names[i + 1 :]:
             d_ab, exact = engine.pairwise(a, b)
             d_ba, _ = engine.pairwise(b, a)
             pair_gaps = getattr(engine, "pair_gaps", {})
-            comps.append(Comparison(a, b, alpha, d_ab, d_ba, exact, level=level, gamma=gamma,
-                                    gap=pair_gaps.get((a, b)), gap_reverse=pair_gaps.get((b, a))))
+            comps.append(
+                Comparison(
+                    a,
+                    b,
+                    alpha,
+                    d_ab,
+                    d_ba,
+                    exact,
+                    level=level,
+                    gamma=gamma,
+                    gap=pair_gaps.get((a, b)),
+                    gap_reverse=pair_gaps.get((b, a)),
+                )
+            )
             tick(f"{a} vs {b}")
     if gamma >= 0.5 and level <= 0:
-        notes.append(f"With m = {data.m} questions the finite-sample guarantee is vacuous "
-                     f"(1 − α − ε/√m = {level:.2f}): the curves and verdicts describe these "
-                     "questions but promise nothing about new ones; it needs a few hundred "
-                     "questions.")
-    for msg in notes[len(data.notes):]:
+        notes.append(
+            f"With m = {data.m} questions the finite-sample guarantee is vacuous "
+            f"(1 − α − ε/√m = {level:.2f}): the curves and verdicts describe these "
+            "questions but promise nothing about new ones; it needs a few hundred "
+            "questions."
+        )
+    for msg in notes[len(data.notes) :]:
         _warnings.warn(msg, FidelityWarning, stacklevel=2)
-    return FidelityResult(data, loss, gamma, eta, alpha, engine.set_name, engine.radius, curves,
-                          tuple(comps), engine.sigma, engine.bounds, tuple(notes),
-                          round(time.perf_counter() - t0, 4),
-                          baseline="exact" if data.baseline is None else "drawn", seed=int(seed))
+    return FidelityResult(
+        data,
+        loss,
+        gamma,
+        eta,
+        alpha,
+        engine.set_name,
+        engine.radius,
+        curves,
+        tuple(comps),
+        engine.sigma,
+        engine.bounds,
+        tuple(notes),
+        round(time.perf_counter() - t0, 4),
+        baseline="exact" if data.baseline is None else "drawn",
+        seed=int(seed),
+    )
 
 
 # --------------------------------------------------------------------------- engines
@@ -892,7 +1071,8 @@ class _Categorical:
                             f"loss 'kl' is infinite here: simulator {name!r} gives option "
                             f"{zero[0]!r} of scenario {s.id!r} probability 0 (KL(u ‖ q) is "
                             "infinite wherever the real answers can fall on such an option). "
-                            "Use loss 'tv', or smoothed probabilities.")
+                            "Use loss 'tv', or smoothed probabilities."
+                        )
 
     def q(self, name: str) -> list[np.ndarray]:
         if name not in self._q:
@@ -937,10 +1117,9 @@ class _Categorical:
             else:
                 if self.loss == "tv":
                     up, lo = dz.tv_upper_bound(p, r, q)
-                    loose = np.flatnonzero(up - lo > 1e-9)   # enumerate them while affordable
+                    loose = np.flatnonzero(up - lo > 1e-9)  # enumerate them while affordable
                     if 0 < loose.size * 2 ** key[0] <= dz.EXACT_BUDGET:
-                        up[loose] = lo[loose] = dz.tv_upper_exact_rows(p[loose], r[loose],
-                                                                       q[loose])
+                        up[loose] = lo[loose] = dz.tv_upper_exact_rows(p[loose], r[loose], q[loose])
                 elif self.loss == "w1":
                     up, lo = dz.w1_upper_bound(p, r, q, np.array(key[1:]))
                 else:
@@ -954,8 +1133,7 @@ class _Categorical:
         out = np.empty(self.data.m)
         for key, idx in self.groups:
             vals = np.array(key[1:]) if self.loss == "w1" else None
-            out[idx] = dz.categorical_loss(self._real(idx),
-                                           self._sim(name, idx), self.loss, vals)
+            out[idx] = dz.categorical_loss(self._real(idx), self._sim(name, idx), self.loss, vals)
         return out
 
     def _subsets_of(self, key, idx):
@@ -1018,11 +1196,16 @@ class _Categorical:
         best of a few points of the set (p̂, a's worst case, b's best case)."""
         vals = np.array(key[1:]) if self.loss == "w1" else None
         qa, qb = self._sim(a, idx), self._sim(b, idx)
-        cands = [self._real(idx), self._best_case(b)[1][np.asarray(idx), :key[0]]]
+        cands = [self._real(idx), self._best_case(b)[1][np.asarray(idx), : key[0]]]
         if key[0] <= dz.MAX_PAIRWISE_OPTIONS:
             cands.append(self._worst_point(key, idx, qa))
-        reached = np.max([dz.categorical_loss(u, qa, self.loss, vals)
-                          - dz.categorical_loss(u, qb, self.loss, vals) for u in cands], axis=0)
+        reached = np.max(
+            [
+                dz.categorical_loss(u, qa, self.loss, vals) - dz.categorical_loss(u, qb, self.loss, vals)
+                for u in cands
+            ],
+            axis=0,
+        )
         return np.maximum(bound - reached, 0.0)
 
     def pairwise(self, a: str, b: str) -> tuple[np.ndarray, bool]:
@@ -1046,8 +1229,10 @@ class _Categorical:
                     out[idx] = dz.w1_pairwise(p, r, qa, qb, np.array(key[1:]), support=support)
             else:  # worst case of a minus best case of b, and L(a, b) (triangle inequality)
                 vals = np.array(key[1:]) if self.loss == "w1" else None
-                out[idx] = np.minimum(self.upper_of(a, idx) - self.lower_of(b, idx),
-                                      dz.categorical_loss(qa, qb, self.loss, vals))
+                out[idx] = np.minimum(
+                    self.upper_of(a, idx) - self.lower_of(b, idx),
+                    dz.categorical_loss(qa, qb, self.loss, vals),
+                )
             if not exact:
                 gap[idx] = self._pair_gap(key, idx, a, b, out[idx])
         if not exact:
@@ -1079,10 +1264,15 @@ class _Scalar:
             self.bounds: tuple[float, float] | None = _value_bounds(data, bounds, notes)
             a, b = self.bounds
             mean = np.array([float(np.mean(s.real)) for s in data.scenarios])
-            h = hoeffding_halfwidth(np.array([s.real.size for s in data.scenarios]), low=a,
-                                    high=b, gamma=gamma)
-            self.center[:], self.low[:], self.high[:], self.radius[:] = \
-                mean, np.maximum(mean - h, a), np.minimum(mean + h, b), h
+            h = hoeffding_halfwidth(
+                np.array([s.real.size for s in data.scenarios]), low=a, high=b, gamma=gamma
+            )
+            self.center[:], self.low[:], self.high[:], self.radius[:] = (
+                mean,
+                np.maximum(mean - h, a),
+                np.minimum(mean + h, b),
+                h,
+            )
             kinds.add("Hoeffding mean")
             self.groups = []
         else:
@@ -1099,14 +1289,11 @@ class _Scalar:
                 if len(v) == 2:
                     rad = kl_radius_bernoulli(n, gamma=gamma)
                     lo, hi = binary_kl_interval(p[:, 1], rad)
-                    ends = np.sort(np.stack([v[0] + (v[1] - v[0]) * lo,
-                                             v[0] + (v[1] - v[0]) * hi]), axis=0)
+                    ends = np.sort(np.stack([v[0] + (v[1] - v[0]) * lo, v[0] + (v[1] - v[0]) * hi]), axis=0)
                     kinds.add("Bernoulli KL")
                 else:
-                    rad = hoeffding_halfwidth(n, low=float(v.min()), high=float(v.max()),
-                                              gamma=gamma)
-                    ends = np.stack([np.maximum(mean - rad, v.min()),
-                                     np.minimum(mean + rad, v.max())])
+                    rad = hoeffding_halfwidth(n, low=float(v.min()), high=float(v.max()), gamma=gamma)
+                    ends = np.stack([np.maximum(mean - rad, v.min()), np.minimum(mean + rad, v.max())])
                     kinds.add("Hoeffding mean")
                 self.center[idx], self.low[idx], self.high[idx] = mean, ends[0], ends[1]
                 self.radius[idx] = rad
@@ -1119,7 +1306,7 @@ class _Scalar:
         d = self.data
         if d.kind == "values":
             if name == UNIFORM:
-                assert self.bounds is not None   # values always have bounds
+                assert self.bounds is not None  # values always have bounds
                 a, b = self.bounds
                 if d.baseline is not None:
                     out = np.array([a + (b - a) * float(np.mean(u)) for u in d.baseline])
@@ -1156,21 +1343,22 @@ class _W1Values:
         self.set_name = "W1 ball"
         if sigma is None:
             pooled = np.concatenate([s.real - s.real.mean() for s in data.scenarios])
-            sigma = float(np.sqrt(np.mean(pooled ** 2))) if pooled.size > 1 else 1.0
+            sigma = float(np.sqrt(np.mean(pooled**2))) if pooled.size > 1 else 1.0
             sigma = sigma if sigma > 0 else 1.0
-            notes.append(f"σ was not given: used the real values' pooled standard deviation "
-                         f"{sigma:.4g} as their sub-Gaussian scale (give σ for a guarantee).")
+            notes.append(
+                f"σ was not given: used the real values' pooled standard deviation "
+                f"{sigma:.4g} as their sub-Gaussian scale (give σ for a guarantee)."
+            )
         self.sigma = float(sigma)
         self.bounds = _value_bounds(data, bounds, notes)
-        self.radius = w1_radius([s.real.size for s in data.scenarios], sigma=self.sigma,
-                                gamma=gamma)
+        self.radius = w1_radius([s.real.size for s in data.scenarios], sigma=self.sigma, gamma=gamma)
         self._dist: dict[str, np.ndarray] = {}
 
     def drawn(self, name: str, j: int) -> np.ndarray:
         """Simulator ``name``'s values in scenario j (the drawn baseline scaled to the bounds)."""
         if name == UNIFORM:
             a, b = self.bounds
-            assert self.data.baseline is not None   # without drawn ones callers use w1_to_uniform
+            assert self.data.baseline is not None  # without drawn ones callers use w1_to_uniform
             return a + (b - a) * self.data.baseline[j]
         return self.data.simulated[name][j]
 
@@ -1180,8 +1368,7 @@ class _W1Values:
             if name == UNIFORM and self.data.baseline is None:
                 d = [dz.w1_to_uniform(s.real, a, b) for s in self.data.scenarios]
             else:
-                d = [dz.w1_distance(s.real, self.drawn(name, j))
-                     for j, s in enumerate(self.data.scenarios)]
+                d = [dz.w1_distance(s.real, self.drawn(name, j)) for j, s in enumerate(self.data.scenarios)]
             self._dist[name] = np.array(d)
         return self._dist[name]
 
@@ -1201,6 +1388,7 @@ class _W1Values:
             if self.data.baseline is None and UNIFORM in (x, y):
                 return dz.w1_to_uniform(self.drawn(y if x == UNIFORM else x, s), lo, hi)
             return dz.w1_distance(self.drawn(x, s), self.drawn(y, s))
+
         ab = np.array([between(a, b, s) for s in range(self.data.m)])
         return dz.w1ball_pairwise(self.dist(a), self.dist(b), ab, self.radius), False
 
@@ -1208,19 +1396,25 @@ class _W1Values:
 def _value_bounds(data: FidelityData, bounds, notes) -> tuple[float, float]:
     if bounds is not None:
         a, b = bounds
-        allv = np.concatenate([s.real for s in data.scenarios] +
-                              [v for vs in data.simulated.values() for v in vs])
+        allv = np.concatenate(
+            [s.real for s in data.scenarios] + [v for vs in data.simulated.values() for v in vs]
+        )
         if allv.min() < a or allv.max() > b:
-            raise FidelityDataError(f"`bounds` ({a:g}, {b:g}) do not contain every value in the "
-                                    f"data (from {allv.min():g} to {allv.max():g}).")
+            raise FidelityDataError(
+                f"`bounds` ({a:g}, {b:g}) do not contain every value in the "
+                f"data (from {allv.min():g} to {allv.max():g})."
+            )
         return float(a), float(b)
-    allv = np.concatenate([s.real for s in data.scenarios] +
-                          [v for vs in data.simulated.values() for v in vs])
+    allv = np.concatenate(
+        [s.real for s in data.scenarios] + [v for vs in data.simulated.values() for v in vs]
+    )
     a, b = float(allv.min()), float(allv.max())
     if b <= a:
         b = a + 1.0
-    notes.append(f"bounds were not given: used the range of the values in the data, [{a:g}, "
-                 f"{b:g}] (give bounds for a guarantee).")
+    notes.append(
+        f"bounds were not given: used the range of the values in the data, [{a:g}, "
+        f"{b:g}] (give bounds for a guarantee)."
+    )
     return a, b
 
 
@@ -1232,5 +1426,12 @@ def _engine(data, loss, gamma, sigma, bounds, notes):
     return _Categorical(data, loss, gamma)
 
 
-__all__ = ["CVAR_ALPHA", "Comparison", "FidelityResult", "FidelityWarning", "SimulatorCurve",
-           "UnseenSet", "run_fidelity"]
+__all__ = [
+    "CVAR_ALPHA",
+    "Comparison",
+    "FidelityResult",
+    "FidelityWarning",
+    "SimulatorCurve",
+    "UnseenSet",
+    "run_fidelity",
+]

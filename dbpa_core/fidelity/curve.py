@@ -26,6 +26,7 @@ Examples
 >>> round(auc_cal(d), 6)      # V̂_cal is 0.3 on [0, 0.5] and 0.4 on (0.5, 1]
 0.35
 """
+
 from __future__ import annotations
 
 import math
@@ -102,8 +103,11 @@ def epsilon(alpha: float, m: int, eta: float) -> float:
     e = check_level(eta, "eta")
     m = _check_m(m)
     ell = math.log(2 * m / e)
-    return (math.sqrt(2 * a * ell + (ell * ell + 4 * ell) / m) + (ell + 2) / math.sqrt(m)
-            + math.sqrt(math.log(4 / e) / 2))
+    return (
+        math.sqrt(2 * a * ell + (ell * ell + 4 * ell) / m)
+        + (ell + 2) / math.sqrt(m)
+        + math.sqrt(math.log(4 / e) / 2)
+    )
 
 
 def guaranteed_level(alpha: float, m: int, eta: float) -> float:
@@ -133,10 +137,19 @@ def steps(values) -> tuple[np.ndarray, np.ndarray]:
     ``(tau_right[k-1], tau_right[k]]`` (``tau_right[-1] = 1``; the first step includes 0)."""
     v = np.sort(_values(values))
     m = v.size
-    first = int(_rank(0.5, m))                              # V̂_cal(0) = Δ_(⌈m/2⌉)
+    first = int(_rank(0.5, m))  # V̂_cal(0) = Δ_(⌈m/2⌉)
     i = np.arange(first, m + 1)
     return np.clip(2.0 * i / m - 1.0, 0.0, 1.0), v[i - 1]
 
 
-__all__ = ["auc_cal", "band", "calibrated", "cvar", "epsilon", "guaranteed_level", "integral",
-           "quantile", "steps"]
+__all__ = [
+    "auc_cal",
+    "band",
+    "calibrated",
+    "cvar",
+    "epsilon",
+    "guaranteed_level",
+    "integral",
+    "quantile",
+    "steps",
+]

@@ -35,6 +35,7 @@ Python list) and ``<ATTRIBUTE>_data.json`` (``{question key: {"MC_options": [...
 "question_text": ..., "<group>": {"<option>": count, ...}, ...}}``), one scenario per
 question (and group).
 """
+
 from __future__ import annotations
 
 import ast
@@ -65,12 +66,16 @@ from .sample import sample_data
 MAX_FILE_BYTES = 200 * 1024**2
 
 
-
-
-def from_arrays(real, simulated: Mapping[str, Sequence] | None = None, *,
-                ids: Sequence[str] | None = None, options: Sequence[Sequence[str]] | None = None,
-                kind: str = "categorical", questions: Sequence[str] | None = None,
-                source: str = "<arrays>") -> FidelityData:
+def from_arrays(
+    real,
+    simulated: Mapping[str, Sequence] | None = None,
+    *,
+    ids: Sequence[str] | None = None,
+    options: Sequence[Sequence[str]] | None = None,
+    kind: str = "categorical",
+    questions: Sequence[str] | None = None,
+    source: str = "<arrays>",
+) -> FidelityData:
     """Fidelity data from arrays: ``real[j]`` the real counts (or values) of scenario j,
     ``simulated[name][j]`` a simulator's counts, probabilities (or values).
 
@@ -88,13 +93,17 @@ def from_arrays(real, simulated: Mapping[str, Sequence] | None = None, *,
     for j, r in enumerate(real):
         arr = np.asarray(r, dtype=float).ravel()
         if kind == "categorical":
-            opts = tuple(str(o) for o in options[j]) if options is not None else \
-                tuple(chr(65 + i) if i < 26 else f"option {i + 1}" for i in range(arr.size))
+            opts = (
+                tuple(str(o) for o in options[j])
+                if options is not None
+                else tuple(chr(65 + i) if i < 26 else f"option {i + 1}" for i in range(arr.size))
+            )
         else:
             opts = ()
         scen.append(Scenario(ids[j], opts, arr, questions[j] if questions else ""))
-    sims = {str(k): tuple(np.asarray(a, dtype=float).ravel() for a in v)
-            for k, v in (simulated or {}).items()}
+    sims = {
+        str(k): tuple(np.asarray(a, dtype=float).ravel() for a in v) for k, v in (simulated or {}).items()
+    }
     kinds = {k: _kind_of(v) if kind == "categorical" else "values" for k, v in sims.items()}
     return validate(FidelityData(kind, tuple(scen), sims, kinds, source))
 
@@ -125,8 +134,13 @@ def parse_csv(text: str, *, source: str = "<data>") -> FidelityData:
     if text.startswith("\ufeff"):
         text = text[1:]
     reader = csv.reader(io.StringIO(text, newline=""))
-    header = csv_header(reader, source, FidelityDataError, empty="the file is empty.",
-                        bad="{source}, line 1: not a CSV header ({exc}).")
+    header = csv_header(
+        reader,
+        source,
+        FidelityDataError,
+        empty="the file is empty.",
+        bad="{source}, line 1: not a CSV header ({exc}).",
+    )
     names = [h.strip() for h in header]
     low = [h.lower() for h in names]
     for i, h in enumerate(names):
@@ -137,7 +151,8 @@ def parse_csv(text: str, *, source: str = "<data>") -> FidelityData:
             raise FidelityDataError(
                 f"{source}, line 1: no {req!r} column; the header must be "
                 "scenario,option,real,<simulators...> (or scenario,real,<simulators...> for "
-                f"real-valued answers), got {','.join(names)!r}.")
+                f"real-valued answers), got {','.join(names)!r}."
+            )
     dup = next((h for h in low if low.count(h) > 1), None)
     if dup:
         raise FidelityDataError(f"{source}, line 1: column {dup!r} appears twice.")
@@ -145,8 +160,7 @@ def parse_csv(text: str, *, source: str = "<data>") -> FidelityData:
     col = {h: low.index(h) for h in RESERVED if h in low}
     sims = [names[i] for i, h in enumerate(low) if h not in RESERVED]
     if any(s.lower() == UNIFORM for s in sims):
-        raise FidelityDataError(f"{source}, line 1: 'uniform' is the built-in baseline; rename "
-                                "that column.")
+        raise FidelityDataError(f"{source}, line 1: 'uniform' is the built-in baseline; rename that column.")
     order: list[str] = []
     rows: dict[str, dict] = {}
     i_sid, i_real = col["scenario"], col["real"]
@@ -156,7 +170,7 @@ def parse_csv(text: str, *, source: str = "<data>") -> FidelityData:
 
     def number(cell: str, line: int, column: str, allow_negative: bool) -> float:
         try:
-            x = float(cell)          # the common case: a plain non-negative number
+            x = float(cell)  # the common case: a plain non-negative number
         except ValueError:
             x = -1.0
         if x >= 0.0 and x != math.inf:
@@ -169,16 +183,20 @@ def parse_csv(text: str, *, source: str = "<data>") -> FidelityData:
                 continue
             line = reader.line_num
             if len(row) != width:
-                raise FidelityDataError(f"{source}, line {line}: {len(row)} cells for {width} "
-                                        "columns.")
+                raise FidelityDataError(f"{source}, line {line}: {len(row)} cells for {width} columns.")
             sid = row[i_sid].strip()
             if not sid:
                 raise FidelityDataError(f"{source}, line {line}: the scenario cell is empty.")
             entry = rows.get(sid)
             if entry is None:
                 order.append(sid)
-                entry = rows[sid] = {"options": [], "real": [], "sims": {s: [] for s in sims},
-                                     "question": "", "lines": [line, line]}
+                entry = rows[sid] = {
+                    "options": [],
+                    "real": [],
+                    "sims": {s: [] for s in sims},
+                    "question": "",
+                    "lines": [line, line],
+                }
             entry["lines"][1] = line
             if i_q is not None and not entry["question"]:
                 entry["question"] = row[i_q].strip()
@@ -187,15 +205,18 @@ def parse_csv(text: str, *, source: str = "<data>") -> FidelityData:
                 if not opt:
                     raise FidelityDataError(f"{source}, line {line}: the option cell is empty.")
                 if opt in entry["options"]:
-                    raise FidelityDataError(f"{source}, line {line}: option {opt!r} of scenario "
-                                            f"{sid!r} appears twice.")
+                    raise FidelityDataError(
+                        f"{source}, line {line}: option {opt!r} of scenario {sid!r} appears twice."
+                    )
                 entry["options"].append(opt)
                 entry["real"].append(number(row[i_real], line, "real", False))
                 for s, i in sim_cols:
                     cell = row[i]
                     if not cell.strip():
-                        raise FidelityDataError(f"{source}, line {line}: simulator {s!r} has no "
-                                                f"value for option {opt!r} of scenario {sid!r}.")
+                        raise FidelityDataError(
+                            f"{source}, line {line}: simulator {s!r} has no "
+                            f"value for option {opt!r} of scenario {sid!r}."
+                        )
                     entry["sims"][s].append(number(cell, line, s, False))
             else:
                 cell = row[i_real]
@@ -216,38 +237,45 @@ def parse_csv(text: str, *, source: str = "<data>") -> FidelityData:
         real = np.array(e["real"], dtype=float)
         if categorical:
             if len(e["options"]) < 2:
-                raise FidelityDataError(f"{source}, {span}: scenario {sid!r} has "
-                                        f"{len(e['options'])} option; a question needs at least 2.")
-            total = sum(e["real"])          # plain floats: no numpy call per scenario
+                raise FidelityDataError(
+                    f"{source}, {span}: scenario {sid!r} has "
+                    f"{len(e['options'])} option; a question needs at least 2."
+                )
+            total = sum(e["real"])  # plain floats: no numpy call per scenario
             if total <= 0:
-                raise FidelityDataError(f"{source}, {span}: the real counts of scenario {sid!r} "
-                                        "are all zero.")
-            if abs(total - 1.0) <= SHARE_TOLERANCE and \
-                    (msg := _shares_problem(sid, real)) is not None:
+                raise FidelityDataError(
+                    f"{source}, {span}: the real counts of scenario {sid!r} are all zero."
+                )
+            if abs(total - 1.0) <= SHARE_TOLERANCE and (msg := _shares_problem(sid, real)) is not None:
                 raise FidelityDataError(f"{source}, {span}: {msg}")
         elif real.size == 0:
             raise FidelityDataError(f"{source}, {span}: scenario {sid!r} has no real values.")
         for s in sims:
             a = np.array(e["sims"][s], dtype=float)
             if categorical and sum(e["sims"][s]) <= 0:
-                raise FidelityDataError(f"{source}, {span}: simulator {s!r} gives scenario {sid!r} "
-                                        "no answer (all zero).")
+                raise FidelityDataError(
+                    f"{source}, {span}: simulator {s!r} gives scenario {sid!r} no answer (all zero)."
+                )
             if not categorical and a.size == 0:
-                raise FidelityDataError(f"{source}, {span}: simulator {s!r} gives scenario {sid!r} "
-                                        "no values.")
+                raise FidelityDataError(
+                    f"{source}, {span}: simulator {s!r} gives scenario {sid!r} no values."
+                )
             simulated[s].append(a)
         scenarios.append(Scenario(sid, tuple(e["options"]), real, e["question"]))
     if len(scenarios) < 2:
-        raise FidelityDataError(f"{source}: needs at least 2 scenarios (m >= 2), found "
-                                f"{len(scenarios)}.")
+        raise FidelityDataError(f"{source}: needs at least 2 scenarios (m >= 2), found {len(scenarios)}.")
     sim_t = {s: tuple(v) for s, v in simulated.items()}
     kinds = {s: (_kind_of(v) if categorical else "values") for s, v in sim_t.items()}
-    notes = tuple(f"Simulator {s!r} looks like probabilities that do not sum to 1 in every "
-                  "question (values between 0 and 1, not whole numbers); it is read as counts, "
-                  "each question's values divided by their sum. Check for a typo."
-                  for s, v in sim_t.items() if kinds[s] == "counts" and _share_like(v))
-    return FidelityData("categorical" if categorical else "values", tuple(scenarios), sim_t,
-                        kinds, source, notes)
+    notes = tuple(
+        f"Simulator {s!r} looks like probabilities that do not sum to 1 in every "
+        "question (values between 0 and 1, not whole numbers); it is read as counts, "
+        "each question's values divided by their sum. Check for a typo."
+        for s, v in sim_t.items()
+        if kinds[s] == "counts" and _share_like(v)
+    )
+    return FidelityData(
+        "categorical" if categorical else "values", tuple(scenarios), sim_t, kinds, source, notes
+    )
 
 
 def _share_like(answers: Sequence[np.ndarray]) -> bool:
@@ -269,8 +297,9 @@ def read_text(path: str | os.PathLike) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        raise FidelityDataError(f"{path}, line {line}: not UTF-8 text (byte "
-                                f"0x{data[exc.start]:02x}); save the file as UTF-8.") from None
+        raise FidelityDataError(
+            f"{path}, line {line}: not UTF-8 text (byte 0x{data[exc.start]:02x}); save the file as UTF-8."
+        ) from None
 
 
 def load_csv(path: str | os.PathLike) -> FidelityData:
@@ -295,8 +324,9 @@ def _literal_list(text: str, where: str) -> list[str]:
     try:
         v = ast.literal_eval(text)
     except (ValueError, SyntaxError):
-        raise FidelityDataError(f"{where}: 'references' must be a list of options such as "
-                                f"['Yes', 'No'], got {text[:60]!r}.") from None
+        raise FidelityDataError(
+            f"{where}: 'references' must be a list of options such as ['Yes', 'No'], got {text[:60]!r}."
+        ) from None
     if not isinstance(v, (list, tuple)) or not all(isinstance(x, str) for x in v):
         raise FidelityDataError(f"{where}: 'references' must be a list of option texts.")
     return list(v)
@@ -306,6 +336,7 @@ def _join_split_options(pieces: Sequence[str], wanted: Sequence[str]) -> list[st
     """Options that a writer split at their commas, joined again where the joined text is
     one of the ``wanted`` labels (the answer counts' keys): ``["Yes", "I own a gun"]`` ->
     ``["Yes, I own a gun"]``. Quotes left around a piece by the split are dropped."""
+
     def clean(text: str) -> str:
         return text.strip().strip("\"'").strip()
 
@@ -335,9 +366,14 @@ def _options_for(key: str, info_opts, json_opts, counts_keys) -> list[str] | Non
     return None
 
 
-def load_opinionqa(folder: str | os.PathLike, *, attribute: str = "NONE",
-                   groups: Sequence[str] | None = None, keep_refused: bool = False,
-                   limit: int | None = None) -> FidelityData:
+def load_opinionqa(
+    folder: str | os.PathLike,
+    *,
+    attribute: str = "NONE",
+    groups: Sequence[str] | None = None,
+    keep_refused: bool = False,
+    limit: int | None = None,
+) -> FidelityData:
     """Real answer counts from an OpinionQA survey folder (e.g. ``American_Trends_Panel_W26``).
 
     Parameters
@@ -371,12 +407,15 @@ def load_opinionqa(folder: str | os.PathLike, *, attribute: str = "NONE",
     info_path = folder / "info.csv"
     json_path = folder / f"{attribute}_data.json"
     if not info_path.is_file():
-        raise FidelityDataError(f"{folder}: no info.csv (the OpinionQA layout has info.csv and "
-                                "<ATTRIBUTE>_data.json in each survey folder).")
+        raise FidelityDataError(
+            f"{folder}: no info.csv (the OpinionQA layout has info.csv and "
+            "<ATTRIBUTE>_data.json in each survey folder)."
+        )
     if not json_path.is_file():
         have = sorted(p.name.removesuffix("_data.json") for p in folder.glob("*_data.json"))
-        raise FidelityDataError(f"{folder}: no {json_path.name}; attributes here: "
-                                f"{', '.join(have) or 'none'}.")
+        raise FidelityDataError(
+            f"{folder}: no {json_path.name}; attributes here: {', '.join(have) or 'none'}."
+        )
     text = read_text(info_path)
     reader = csv.DictReader(io.StringIO(text, newline=""))
     if not reader.fieldnames or "key" not in reader.fieldnames:
@@ -389,7 +428,7 @@ def load_opinionqa(folder: str | os.PathLike, *, attribute: str = "NONE",
             where = f"line {reader.line_num}"
             key = (row.get("key") or "").strip()
             if not key:
-                continue   # a row without a question key names no question
+                continue  # a row without a question key names no question
             try:
                 refs = _literal_list(row["references"], where) if row.get("references") else None
             except FidelityDataError:
@@ -402,8 +441,7 @@ def load_opinionqa(folder: str | os.PathLike, *, attribute: str = "NONE",
             info[key] = entry
             keys.append(key)
     except csv.Error as exc:
-        raise FidelityDataError(f"{info_path}, line {reader.line_num}: not valid CSV "
-                                f"({exc}).") from None
+        raise FidelityDataError(f"{info_path}, line {reader.line_num}: not valid CSV ({exc}).") from None
     try:
         blob = json.loads(read_text(json_path))
     except json.JSONDecodeError as exc:
@@ -437,21 +475,22 @@ def load_opinionqa(folder: str | os.PathLike, *, attribute: str = "NONE",
         for g in names:
             counts = q[g]
             if not isinstance(counts, dict) or not all(
-                    isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-                    and v >= 0 for v in counts.values()):
+                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+                for v in counts.values()
+            ):
                 skipped[key] = f"the counts of group {g!r} are not non-negative numbers"
                 break
             opts = _options_for(key, (info.get(key) or {}).get("options"), json_opts, counts)
             if opts is None:
                 known = set((info.get(key) or {}).get("options") or json_opts)
-                stray = next((o for o in counts if o.strip().lower() != "refused"
-                              and o not in known), next(iter(counts)))
-                skipped[key] = (f"group {g!r} answered {stray!r}, which is not among its "
-                                "options")
+                stray = next(
+                    (o for o in counts if o.strip().lower() != "refused" and o not in known),
+                    next(iter(counts)),
+                )
+                skipped[key] = f"group {g!r} answered {stray!r}, which is not among its options"
                 break
             if keep_refused:
-                opts = opts + [o for o in counts if o.strip().lower() == "refused"
-                               and o not in opts]
+                opts = opts + [o for o in counts if o.strip().lower() == "refused" and o not in opts]
             else:
                 opts = [o for o in opts if o.strip().lower() != "refused"]
             real = np.array([float(counts.get(o, 0.0)) for o in opts])
@@ -462,21 +501,34 @@ def load_opinionqa(folder: str | os.PathLike, *, attribute: str = "NONE",
         else:
             scenarios.extend(found)
     if groups is not None and not all_groups & set(groups):
-        raise FidelityDataError(f"{json_path}: no question has group {groups[0]!r}; groups: "
-                                f"{', '.join(sorted(all_groups)) or 'none'}.")
+        raise FidelityDataError(
+            f"{json_path}: no question has group {groups[0]!r}; groups: "
+            f"{', '.join(sorted(all_groups)) or 'none'}."
+        )
     notes: tuple[str, ...] = ()
     if skipped:
         shown = "; ".join(f"{k} ({why})" for k, why in list(skipped.items())[:8])
         more = f"; and {len(skipped) - 8} more" if len(skipped) > 8 else ""
-        notes = (f"Skipped {len(skipped)} question(s) of {folder.name} that cannot be read: "
-                 f"{shown}{more}.",)
+        notes = (f"Skipped {len(skipped)} question(s) of {folder.name} that cannot be read: {shown}{more}.",)
     if len(scenarios) < 2:
         why = f" ({notes[0]})" if notes else ""
-        raise FidelityDataError(f"{folder}: {len(scenarios)} usable question(s) for "
-                                f"{attribute}; at least 2 are needed{why}")
+        raise FidelityDataError(
+            f"{folder}: {len(scenarios)} usable question(s) for {attribute}; at least 2 are needed{why}"
+        )
     return validate(FidelityData("categorical", tuple(scenarios), {}, {}, str(folder), notes))
 
 
-__all__ = ["PROB_TOLERANCE", "UNIFORM", "FidelityData", "FidelityDataError", "Scenario",
-           "from_arrays", "load_csv", "load_data", "load_opinionqa", "parse_csv", "read_text",
-           "validate"]
+__all__ = [
+    "PROB_TOLERANCE",
+    "UNIFORM",
+    "FidelityData",
+    "FidelityDataError",
+    "Scenario",
+    "from_arrays",
+    "load_csv",
+    "load_data",
+    "load_opinionqa",
+    "parse_csv",
+    "read_text",
+    "validate",
+]

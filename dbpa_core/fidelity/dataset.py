@@ -4,6 +4,7 @@ its :class:`Scenario` records) and :func:`validate`, which checks one built in c
 The readers of files (:mod:`dbpa_core.fidelity.data`) and the built-in sample
 (:mod:`dbpa_core.fidelity.sample`) both build on this module.
 """
+
 from __future__ import annotations
 
 import csv
@@ -99,8 +100,7 @@ class FidelityData:
     def with_simulator(self, name: str, answers: Sequence, kind: str = "counts") -> FidelityData:
         """A copy with one more simulator column (validated like a file's)."""
         if name in self.simulated or name.lower() in RESERVED or name == UNIFORM:
-            raise FidelityDataError(f"a simulator named {name!r} exists already or the name "
-                                    "is reserved.")
+            raise FidelityDataError(f"a simulator named {name!r} exists already or the name is reserved.")
         arrays = tuple(np.asarray(a, dtype=float) for a in answers)
         sims = dict(self.simulated)
         sims[name] = arrays
@@ -117,10 +117,12 @@ class FidelityData:
         if missing:
             raise FidelityDataError(f"no scenario {missing[0]!r} in {self.source}.")
         idx = [pos[i] for i in ids]
-        return replace(self, scenarios=tuple(self.scenarios[j] for j in idx),
-                       simulated={k: tuple(v[j] for j in idx) for k, v in self.simulated.items()},
-                       baseline=None if self.baseline is None else
-                       tuple(self.baseline[j] for j in idx))
+        return replace(
+            self,
+            scenarios=tuple(self.scenarios[j] for j in idx),
+            simulated={k: tuple(v[j] for j in idx) for k, v in self.simulated.items()},
+            baseline=None if self.baseline is None else tuple(self.baseline[j] for j in idx),
+        )
 
     def without_simulators(self) -> FidelityData:
         return replace(self, simulated={}, sim_kinds={}, baseline=None)
@@ -133,8 +135,14 @@ class FidelityData:
         sims = [n for n in self.simulated if self.sim_kinds.get(n) in kinds]
         if not sims:
             return None
-        tot = np.array([row_sums(self.simulated[n]) if self.kind == "categorical"
-                        else [float(np.size(a)) for a in self.simulated[n]] for n in sims])
+        tot = np.array(
+            [
+                row_sums(self.simulated[n])
+                if self.kind == "categorical"
+                else [float(np.size(a)) for a in self.simulated[n]]
+                for n in sims
+            ]
+        )
         return np.maximum(1, np.rint(tot.mean(axis=0))).astype(int)
 
     def with_drawn_baseline(self, k, *, seed: int = 0) -> FidelityData:
@@ -144,8 +152,10 @@ class FidelityData:
         k = np.broadcast_to(np.asarray(k, dtype=int), (self.m,))
         rng = np.random.default_rng(seed)
         if self.kind == "categorical":
-            draws = tuple(rng.multinomial(int(kj), np.full(len(s.options), 1.0 / len(s.options)))
-                          .astype(float) for kj, s in zip(k, self.scenarios, strict=True))
+            draws = tuple(
+                rng.multinomial(int(kj), np.full(len(s.options), 1.0 / len(s.options))).astype(float)
+                for kj, s in zip(k, self.scenarios, strict=True)
+            )
         else:
             draws = tuple(rng.uniform(0.0, 1.0, int(kj)) for kj in k)
         return replace(self, baseline=draws)
@@ -199,8 +209,9 @@ def validate(data: FidelityData) -> FidelityData:
     if data.kind not in ("categorical", "values"):
         raise FidelityDataError(f"`kind` must be 'categorical' or 'values', got {data.kind!r}.")
     if len(data.scenarios) < 2:
-        raise FidelityDataError(f"{data.source}: needs at least 2 scenarios (m >= 2), found "
-                                f"{len(data.scenarios)}.")
+        raise FidelityDataError(
+            f"{data.source}: needs at least 2 scenarios (m >= 2), found {len(data.scenarios)}."
+        )
     if _quick_valid(data):
         return data
     seen: set[str] = set()
@@ -213,11 +224,13 @@ def validate(data: FidelityData) -> FidelityData:
             raise FidelityDataError(f"scenario {s.id!r}: the real answers must be finite numbers.")
         if data.kind == "categorical":
             if len(s.options) < 2:
-                raise FidelityDataError(f"scenario {s.id!r} has {len(s.options)} option(s); "
-                                        "a question needs at least 2.")
+                raise FidelityDataError(
+                    f"scenario {s.id!r} has {len(s.options)} option(s); a question needs at least 2."
+                )
             if real.shape != (len(s.options),):
-                raise FidelityDataError(f"scenario {s.id!r}: {real.size} real counts for "
-                                        f"{len(s.options)} options.")
+                raise FidelityDataError(
+                    f"scenario {s.id!r}: {real.size} real counts for {len(s.options)} options."
+                )
             if np.any(real < 0):
                 raise FidelityDataError(f"scenario {s.id!r}: negative real counts.")
             if real.sum() <= 0:
@@ -230,25 +243,28 @@ def validate(data: FidelityData) -> FidelityData:
         if name == UNIFORM or name.lower() in RESERVED:
             raise FidelityDataError(f"a simulator may not be called {name!r} (a reserved name).")
         if len(answers) != len(data.scenarios):
-            raise FidelityDataError(f"simulator {name!r} answers {len(answers)} scenarios, the "
-                                    f"data have {len(data.scenarios)}.")
+            raise FidelityDataError(
+                f"simulator {name!r} answers {len(answers)} scenarios, the data have {len(data.scenarios)}."
+            )
         for s, a in zip(data.scenarios, answers, strict=True):
             a = np.asarray(a, dtype=float)
             if not np.all(np.isfinite(a)):
-                raise FidelityDataError(f"simulator {name!r}, scenario {s.id!r}: the answers must "
-                                        "be finite numbers.")
+                raise FidelityDataError(
+                    f"simulator {name!r}, scenario {s.id!r}: the answers must be finite numbers."
+                )
             if data.kind == "categorical":
                 if a.shape != (len(s.options),):
                     raise FidelityDataError(
                         f"simulator {name!r}, scenario {s.id!r}: {a.size} values for "
                         f"{len(s.options)} options ({', '.join(s.options)}); the simulated "
-                        "distribution must match the options.")
+                        "distribution must match the options."
+                    )
                 if np.any(a < 0):
-                    raise FidelityDataError(f"simulator {name!r}, scenario {s.id!r}: negative "
-                                            "values.")
+                    raise FidelityDataError(f"simulator {name!r}, scenario {s.id!r}: negative values.")
                 if a.sum() <= 0:
-                    raise FidelityDataError(f"simulator {name!r} gives scenario {s.id!r} no "
-                                            "answer (all zero).")
+                    raise FidelityDataError(
+                        f"simulator {name!r} gives scenario {s.id!r} no answer (all zero)."
+                    )
             elif a.size < 1:
                 raise FidelityDataError(f"simulator {name!r} gives scenario {s.id!r} no values.")
     return data
@@ -273,13 +289,12 @@ def _quick_valid(data: FidelityData) -> bool:
         if name == UNIFORM or name.lower() in RESERVED or len(answers) != len(scen):
             return False
     if data.kind != "categorical":
-        return False                          # real values: checked one by one (rare, small)
+        return False  # real values: checked one by one (rare, small)
     sizes = [len(s.options) for s in scen]
     if min(sizes) < 2:
         return False
     arrays = [np.asarray(s.real, dtype=float) for s in scen]
-    groups = [arrays] + [[np.asarray(a, dtype=float) for a in answers]
-                         for answers in data.simulated.values()]
+    groups = [arrays] + [[np.asarray(a, dtype=float) for a in answers] for answers in data.simulated.values()]
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     for group in groups:
         if any(a.ndim != 1 or a.size != n for a, n in zip(group, sizes, strict=True)):
@@ -308,11 +323,21 @@ def _shares_problem(sid: str, real: np.ndarray) -> str | None:
     total = float(real.sum())
     if abs(total - 1.0) > SHARE_TOLERANCE or np.all(real == np.round(real)):
         return None
-    return (f"the real answers of scenario {sid!r} look like shares (they sum to {total:.3g}); "
-            "`real` must hold counts of answers (how many respondents chose each option), "
-            "because the confidence sets shrink with the number of respondents. Multiply the "
-            "shares by the number of respondents.")
+    return (
+        f"the real answers of scenario {sid!r} look like shares (they sum to {total:.3g}); "
+        "`real` must hold counts of answers (how many respondents chose each option), "
+        "because the confidence sets shrink with the number of respondents. Multiply the "
+        "shares by the number of respondents."
+    )
 
 
-__all__ = ["PROB_TOLERANCE", "RESERVED", "SHARE_TOLERANCE", "UNIFORM", "FidelityData",
-           "FidelityDataError", "Scenario", "validate"]
+__all__ = [
+    "PROB_TOLERANCE",
+    "RESERVED",
+    "SHARE_TOLERANCE",
+    "UNIFORM",
+    "FidelityData",
+    "FidelityDataError",
+    "Scenario",
+    "validate",
+]

@@ -53,6 +53,7 @@ W1 ball         w1                            ``W1(P̂, Q̂) ± r`` (exact), pai
 Upper bounds used in place of a sup never make a verdict too optimistic: a simulator
 is declared at least as good as another only when even the bound says so.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -65,10 +66,10 @@ from .sets import _binary_kl_upper, binary_kl, binary_kl_interval, kl_ball_suppo
 LOSSES = ("tv", "kl", "w1", "squared", "absolute")
 CATEGORICAL_LOSSES = ("tv", "kl", "w1")
 SCALAR_LOSSES = ("squared", "absolute")
-MAX_SUBSET_OPTIONS = 14   # tv upper enumerates 2^d option subsets up to this d
+MAX_SUBSET_OPTIONS = 14  # tv upper enumerates 2^d option subsets up to this d
 MAX_PAIRWISE_OPTIONS = 10  # tv / w1 pairwise bounds enumerate 2^d vertices up to this d
-_CHUNK = 2_000_000         # elements per vectorized block
-_TABLE_ROWS = 250_000      # support-function rows per block of the tv table
+_CHUNK = 2_000_000  # elements per vectorized block
+_TABLE_ROWS = 250_000  # support-function rows per block of the tv table
 
 Progress = Callable[[int, int], None]
 #: from this many support-function values on, the compiled kernels (numba) take over from
@@ -82,11 +83,10 @@ def _hi_end(a, r, nonempty, rest) -> np.ndarray:
     a = np.clip(np.asarray(a, dtype=float), 0.0, 1.0)
     r = np.broadcast_to(np.asarray(r, dtype=float), a.shape)
     nonempty = np.broadcast_to(nonempty, a.shape)
-    if a.size >= KERNEL_FROM // 4:       # bisection in numpy is 64 passes: dearer per value
+    if a.size >= KERNEL_FROM // 4:  # bisection in numpy is 64 passes: dearer per value
         from ._kernels import kl_upper_end
 
-        return np.where(nonempty, kl_upper_end(a, r, nonempty, np.broadcast_to(rest, a.shape)),
-                        0.0)
+        return np.where(nonempty, kl_upper_end(a, r, nonempty, np.broadcast_to(rest, a.shape)), 0.0)
     return np.where(nonempty, _binary_kl_upper(a, np.ascontiguousarray(r), outer=True), 0.0)
 
 
@@ -218,16 +218,18 @@ def tv_subset_upper(p, r) -> np.ndarray:
     r = np.asarray(r, dtype=float)
     m, d = p.shape
     if d > MAX_SUBSET_OPTIONS:
-        raise ValueError(f"tv over {d} options: the closed form enumerates 2^d option subsets "
-                         f"and stops at {MAX_SUBSET_OPTIONS} options.")
+        raise ValueError(
+            f"tv over {d} options: the closed form enumerates 2^d option subsets "
+            f"and stops at {MAX_SUBSET_OPTIONS} options."
+        )
     subsets = tv_vertices(d)
     out = np.empty((m, len(subsets)))
     size = subsets.sum(axis=1)
     step = m if m * len(subsets) >= KERNEL_FROM else max(1, _CHUNK // len(subsets))
     for i in range(0, m, step):
-        ps = np.clip(p[i:i + step] @ subsets.T, 0.0, 1.0)
-        out[i:i + step] = _hi_end(ps, r[i:i + step, None], size > 0, size < d)
-    out[:, 0] = 0.0                       # the empty subset: u(∅) = 0 on every ball
+        ps = np.clip(p[i : i + step] @ subsets.T, 0.0, 1.0)
+        out[i : i + step] = _hi_end(ps, r[i : i + step, None], size > 0, size < d)
+    out[:, 0] = 0.0  # the empty subset: u(∅) = 0 on every ball
     return out
 
 
@@ -238,14 +240,17 @@ def tv_support(p, r, subset_upper) -> tuple[np.ndarray, np.ndarray]:
     outside (an S nobody chose shares its mass evenly)."""
     p = np.asarray(p, dtype=float)
     subsets = tv_vertices(p.shape[1])
-    a = p @ subsets.T                                        # p̂(S), (m, K)
+    a = p @ subsets.T  # p̂(S), (m, K)
     hi = subset_upper
     with np.errstate(divide="ignore", invalid="ignore"):
         inside = np.where(a > 0, hi / a, 0.0)
         outside = np.where(a < 1, (1.0 - hi) / (1.0 - a), 0.0)
         even = np.where(a > 0, 0.0, hi / np.maximum(subsets.sum(axis=1), 1.0))
-    u = np.where(subsets[None] > 0, p[:, None, :] * inside[..., None] + even[..., None],
-                 p[:, None, :] * outside[..., None])
+    u = np.where(
+        subsets[None] > 0,
+        p[:, None, :] * inside[..., None] + even[..., None],
+        p[:, None, :] * outside[..., None],
+    )
     return hi, u
 
 
@@ -278,7 +283,7 @@ def tv_upper_exact_rows(p, r, q) -> np.ndarray:
     q = np.asarray(q, dtype=float)
     m, d = p.shape
     out = np.empty(m)
-    masks = ((np.arange(1, 2 ** d)[:, None] >> np.arange(d)) & 1).astype(bool)
+    masks = ((np.arange(1, 2**d)[:, None] >> np.arange(d)) & 1).astype(bool)
     nonempty, rest = masks.any(axis=1), ~masks.all(axis=1)
     for j in range(m):
         hi = _hi_end(masks @ p[j], np.full(len(masks), float(np.asarray(r)[j])), nonempty, rest)
@@ -314,17 +319,18 @@ def tv_upper_bound(p, r, q, *, tangents: int = 96) -> tuple[np.ndarray, np.ndarr
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(p > 0, q / np.where(p > 0, p, 1.0), np.inf)
     order = np.argsort(ratio, axis=1, kind="stable")
-    pa = np.cumsum(np.take_along_axis(p, order, axis=1), axis=1)[:, :-1]      # T_1..T_{d-1}
+    pa = np.cumsum(np.take_along_axis(p, order, axis=1), axis=1)[:, :-1]  # T_1..T_{d-1}
     qa = np.cumsum(np.take_along_axis(q, order, axis=1), axis=1)[:, :-1]
-    cand_a = np.concatenate([pa, p], axis=1)                                 # + single options
+    cand_a = np.concatenate([pa, p], axis=1)  # + single options
     cand_q = np.concatenate([qa, q], axis=1)
     rr = np.broadcast_to(r[:, None], cand_a.shape)
     lower = np.maximum((_hi_end(cand_a, rr, True, True) - cand_q).max(axis=1), 0.0)
-    def bound(a0):                                           # the tangent at a0: (m, T)
+
+    def bound(a0):  # the tangent at a0: (m, T)
         a0 = np.clip(a0, 1e-12, 1 - 1e-12)
         x0 = _hi_end(a0, r[:, None], True, True)
         lam = _hi_slope(a0, x0)
-        c = x0 - lam * a0 + 1e-12                            # a hair above: rounding
+        c = x0 - lam * a0 + 1e-12  # a hair above: rounding
         terms = lam[..., None] * p[:, None, :] - q[:, None, :]
         pos = np.clip(terms, 0.0, None).sum(axis=2)
         return c + np.where(pos > 0, pos, terms.max(axis=2))
@@ -351,7 +357,7 @@ def _tv_ball_projection(p, q, t, srt):
     qcum_prev = np.concatenate([np.zeros((m, 1)), qcum[:, :-1]], axis=1)
     with np.errstate(invalid="ignore"):
         f_at = np.where(np.isfinite(cs), cs * pcum_prev - qcum_prev, np.inf)
-    k_up = (f_at <= tt).sum(axis=1)                  # >= 1: F(c_0) = 0
+    k_up = (f_at <= tt).sum(axis=1)  # >= 1: F(c_0) = 0
     p_act = pcum[rows, k_up - 1]
     q_act = qcum[rows, k_up - 1]
     c_up = (t + q_act) / p_act
@@ -426,8 +432,9 @@ def _support_rows(p, w, r, *, value_only: bool = False):
     """kl_ball_support on (m, K, d) weights: p (m, d) and r (m,) repeated K times
     (``value_only``: the certified dual values, no maximizers)."""
     m, k, d = w.shape
-    value, u = kl_ball_support(np.repeat(p, k, axis=0), w.reshape(m * k, d), np.repeat(r, k),
-                               value_only=value_only)
+    value, u = kl_ball_support(
+        np.repeat(p, k, axis=0), w.reshape(m * k, d), np.repeat(r, k), value_only=value_only
+    )
     return value.reshape(m, k), None if u is None else u.reshape(m, k, d)
 
 
@@ -464,15 +471,17 @@ def ipm_pairwise(p, r, a, b, vertices, argmax, *, support=None) -> np.ndarray:
         _, h, uf = ipm_upper(p, r, a, vertices)
     else:
         h, uf = support
-    fa = a @ vertices.T                                     # (m, K)
-    best = np.minimum(h - fa, (b - a) @ vertices.T)         # g = 0 and g = f
+    fa = a @ vertices.T  # (m, K)
+    best = np.minimum(h - fa, (b - a) @ vertices.T)  # g = 0 and g = f
     out = np.full(m, -np.inf)
     k = len(vertices)
     step = max(1, _CHUNK // (k * d))
     for i in range(0, m, step):
         sl = slice(i, i + step)
-        cand = [np.broadcast_to(argmax(p[sl] - b[sl])[:, None, :], (len(p[sl]), k, d)),
-                argmax(uf[sl] - b[sl][:, None, :])]
+        cand = [
+            np.broadcast_to(argmax(p[sl] - b[sl])[:, None, :], (len(p[sl]), k, d)),
+            argmax(uf[sl] - b[sl][:, None, :]),
+        ]
         val = best[sl]
         for g in cand:
             hg, _ = _support_rows(p[sl], vertices[None] - g, r[sl], value_only=True)
@@ -503,30 +512,33 @@ def tv_support_table(p, r) -> np.ndarray:
     v = np.array(list(itertools.product((0.0, 1.0), repeat=d)))[:, ::-1]
     c01, cm, cpm = _codes(v), _codes(v - 1.0), _codes(2.0 * v - 1.0)
     derived = np.setdiff1d(np.union1d(cm, cpm), c01)
-    solved = np.setdiff1d(np.arange(3 ** d), derived)
+    solved = np.setdiff1d(np.arange(3**d), derived)
     w = w_all[solved]
-    cells = np.stack([w == 1.0, w == 0.0, w == -1.0], axis=1).astype(float)   # (K, 3, d)
+    cells = np.stack([w == 1.0, w == 0.0, w == -1.0], axis=1).astype(float)  # (K, 3, d)
     k = len(w)
-    full = np.asarray(cells.any(axis=2))                                       # (K, 3)
-    weights = np.where(full, np.array([1.0, 0.0, -1.0]), -3.0)                 # empty: never used
-    out = np.empty((m, 3 ** d))
-    step = max(1, _TABLE_ROWS // k)            # a block of rows at a time: bounded memory
+    full = np.asarray(cells.any(axis=2))  # (K, 3)
+    weights = np.where(full, np.array([1.0, 0.0, -1.0]), -3.0)  # empty: never used
+    out = np.empty((m, 3**d))
+    step = max(1, _TABLE_ROWS // k)  # a block of rows at a time: bounded memory
     for i in range(0, m, step):
         sl = slice(i, i + step)
-        ms = np.einsum("md,kcd->mkc", p[sl], cells)                            # (rows, K, 3)
+        ms = np.einsum("md,kcd->mkc", p[sl], cells)  # (rows, K, 3)
         shape = ms.shape[:2]
         if m * k >= KERNEL_FROM:
             from ._kernels import support3
 
             ea, ec, eb = (np.broadcast_to(full[:, c], shape) for c in range(3))
-            out[sl, solved] = support3(ms[..., 0], ms[..., 1], ms[..., 2], ea, ec, eb,
-                                       np.broadcast_to(r[sl, None], shape))
+            out[sl, solved] = support3(
+                ms[..., 0], ms[..., 1], ms[..., 2], ea, ec, eb, np.broadcast_to(r[sl, None], shape)
+            )
         else:
             rows = shape[0]
             out[sl, solved] = kl_ball_support(
                 ms.reshape(rows * k, 3),
                 np.broadcast_to(weights, (rows, k, 3)).reshape(rows * k, 3),
-                np.repeat(r[sl], k), value_only=True)[0].reshape(rows, k)
+                np.repeat(r[sl], k),
+                value_only=True,
+            )[0].reshape(rows, k)
     base = out[:, c01]
     for codes, scale in ((cm, 1.0), (cpm, 2.0)):
         keep = np.isin(codes, derived)
@@ -558,25 +570,24 @@ def tv_pairwise(p, r, a, b, *, support=None, table=None) -> np.ndarray:
         h, uf = support
     rows = np.arange(len(p))[:, None]
     fa = a @ verts.T
-    best = np.minimum(h - fa, (b - a) @ verts.T)                  # g = 0 and g = f
+    best = np.minimum(h - fa, (b - a) @ verts.T)  # g = 0 and g = f
     # subsets as bit masks (bit i: option i): the code of f - g is then
     # Σ 3^i + T[S \ G] - T[G \ S] with T[mask] = Σ_{i in mask} 3^i, and g · b a lookup of
     # b's subset sums, so the candidates cost integer work on (m, K), not floats on (m, K, d)
     pow2 = 1 << np.arange(d)
-    masks = (verts @ pow2).astype(np.int64)                         # vertex k's mask
-    bits = ((np.arange(2 ** d)[:, None] >> np.arange(d)) & 1).astype(float)
+    masks = (verts @ pow2).astype(np.int64)  # vertex k's mask
+    bits = ((np.arange(2**d)[:, None] >> np.arange(d)) & 1).astype(float)
     t3 = (bits @ (3.0 ** np.arange(d))).astype(np.int64)
     c0 = int(t3[-1])
-    b_sub = b @ bits.T                                              # (m, 2^d): b(G)
+    b_sub = b @ bits.T  # (m, 2^d): b(G)
 
-    def lookup(g_mask):                                             # g_mask: (m, 1) or (m, K)
+    def lookup(g_mask):  # g_mask: (m, 1) or (m, K)
         code = c0 + t3[masks[None, :] & ~g_mask] - t3[g_mask & ~masks[None, :]]
-        return table[rows, code] + np.take_along_axis(b_sub, np.broadcast_to(
-            g_mask, code.shape), axis=1)
+        return table[rows, code] + np.take_along_axis(b_sub, np.broadcast_to(g_mask, code.shape), axis=1)
 
-    g2 = ((p > b).astype(np.int64) @ pow2)[:, None]                 # tv_argmax(p - b)
+    g2 = ((p > b).astype(np.int64) @ pow2)[:, None]  # tv_argmax(p - b)
     best = np.minimum(best, lookup(g2) - fa)
-    g3 = (uf > b[:, None, :]).astype(np.int64) @ pow2                # tv_argmax(u^f - b)
+    g3 = (uf > b[:, None, :]).astype(np.int64) @ pow2  # tv_argmax(u^f - b)
     best = np.minimum(best, lookup(g3) - fa)
     return best.max(axis=1)
 
@@ -610,14 +621,15 @@ def w1_upper_bound(p, r, q, values) -> tuple[np.ndarray, np.ndarray]:
 def w1_pairwise(p, r, a, b, values, *, support=None) -> np.ndarray:
     """The W1 pairwise bound (see :func:`ipm_pairwise`)."""
     _check_pairwise_size(len(values), "w1")
-    return ipm_pairwise(p, r, a, b, w1_vertices(values), lambda x: w1_argmax(x, values),
-                        support=support)
+    return ipm_pairwise(p, r, a, b, w1_vertices(values), lambda x: w1_argmax(x, values), support=support)
 
 
 def _check_pairwise_size(d: int, loss: str) -> None:
     if d > MAX_PAIRWISE_OPTIONS:
-        raise ValueError(f"{loss} comparisons over {d} options: the pairwise bound enumerates "
-                         f"2^d vertices and stops at {MAX_PAIRWISE_OPTIONS} options.")
+        raise ValueError(
+            f"{loss} comparisons over {d} options: the pairwise bound enumerates "
+            f"2^d vertices and stops at {MAX_PAIRWISE_OPTIONS} options."
+        )
 
 
 # --------------------------------------------------------------------------- KL loss
@@ -627,11 +639,21 @@ def kl_pairwise(p, r, a, b) -> np.ndarray:
     """``sup_C [KL(u ‖ a) - KL(u ‖ b)] = h_C(log(b / a))`` (the difference is linear)."""
     with np.errstate(divide="ignore"):
         w = np.log(np.asarray(b, dtype=float)) - np.log(np.asarray(a, dtype=float))
-    return kl_ball_support(p, w, r, value_only=True)[0]   # the dual: never below the sup
+    return kl_ball_support(p, w, r, value_only=True)[0]  # the dual: never below the sup
 
 
-def maximize_convex(p, r, q, loss: str, *, values=None, starts=None, iters: int = 200,
-                    progress: Progress | None = None, return_point: bool = False):
+def maximize_convex(
+    p,
+    r,
+    q,
+    loss: str,
+    *,
+    values=None,
+    starts=None,
+    iters: int = 200,
+    progress: Progress | None = None,
+    return_point: bool = False,
+):
     """The general solver for ``sup_C L(u, q)`` with L convex in u (tv, kl, w1).
 
     A convex function's sup over a convex set is at an extreme point. Successive
@@ -647,8 +669,11 @@ def maximize_convex(p, r, q, loss: str, *, values=None, starts=None, iters: int 
     m, d = p.shape
     if starts is None:
         with np.errstate(divide="ignore"):
-            starts = [np.broadcast_to(np.eye(d)[i], (m, d)) for i in range(d)] + \
-                [-np.log(np.maximum(q, 1e-300)), p - q, -p]
+            starts = [np.broadcast_to(np.eye(d)[i], (m, d)) for i in range(d)] + [
+                -np.log(np.maximum(q, 1e-300)),
+                p - q,
+                -p,
+            ]
     best = np.full(m, -np.inf)
     point = p.copy()
 
@@ -657,7 +682,7 @@ def maximize_convex(p, r, q, loss: str, *, values=None, starts=None, iters: int 
             return np.sign(u - qq) + 0.0
         if loss == "kl":
             return np.log(np.maximum(u, 1e-300)) - np.log(np.maximum(qq, 1e-300))
-        return w1_argmax(u - qq, values)                   # a subgradient of W1
+        return w1_argmax(u - qq, values)  # a subgradient of W1
 
     for j, w0 in enumerate(starts):
         _, u = kl_ball_support(p, np.asarray(w0, dtype=float), r)
@@ -681,8 +706,7 @@ def maximize_convex(p, r, q, loss: str, *, values=None, starts=None, iters: int 
     return (best, point) if return_point else best
 
 
-def minimize_convex(p, r, q, loss: str, *, values=None,
-                    progress: Progress | None = None) -> np.ndarray:
+def minimize_convex(p, r, q, loss: str, *, values=None, progress: Progress | None = None) -> np.ndarray:
     """The general convex solver: ``inf_C L(u, q)`` by SLSQP, one scenario at a time.
 
     Variables u (and, for tv and w1, an epigraph s of the absolute values, so the
@@ -703,7 +727,7 @@ def minimize_convex(p, r, q, loss: str, *, values=None,
         order, gaps = _sorted_values(values)
         M = np.zeros((d - 1, d))
         for k in range(d - 1):
-            M[k, order[:k + 1]] = 1.0
+            M[k, order[: k + 1]] = 1.0
         v_of, c = (lambda qq: M @ qq), gaps
     else:
         M = None
@@ -726,17 +750,21 @@ def minimize_convex(p, r, q, loss: str, *, values=None,
             g = np.zeros_like(x)
             g[:d] = np.where(pos, pj / np.maximum(x[:d], 1e-300), 0.0)
             return g
+
         if M is None:  # kl: KL(u ‖ q), smooth
+
             def fun(x, qj=qj):
                 u = np.maximum(x[:d], 1e-300)
                 return float(np.sum(np.where(x[:d] > 0, x[:d] * np.log(u / qj), 0.0)))
 
             def jac(x, qj=qj):
                 return np.log(np.maximum(x[:d], 1e-300) / qj) + 1.0
+
             x0 = pj.copy()
-            cons = [{"type": "eq", "fun": lambda x: float(x[:d].sum() - 1.0),
-                     "jac": lambda x: np.ones(d)},
-                    {"type": "ineq", "fun": kl_con, "jac": kl_jac}]
+            cons = [
+                {"type": "eq", "fun": lambda x: float(x[:d].sum() - 1.0), "jac": lambda x: np.ones(d)},
+                {"type": "ineq", "fun": kl_con, "jac": kl_jac},
+            ]
             bounds = list(zip(lb, ub, strict=True))
         else:
             v = v_of(qj)
@@ -747,22 +775,37 @@ def minimize_convex(p, r, q, loss: str, *, values=None,
 
             def jac(x, c=c):
                 return np.concatenate([np.zeros(d), c])
+
             A = np.hstack([M, -np.eye(k)])
             B = np.hstack([-M, -np.eye(k)])
-            cons = [{"type": "eq", "fun": lambda x: float(x[:d].sum() - 1.0),
-                     "jac": lambda x, k=k: np.concatenate([np.ones(d), np.zeros(k)])},
-                    {"type": "ineq", "fun": kl_con, "jac": kl_jac},
-                    {"type": "ineq", "fun": lambda x, A=A, v=v: -(A @ x - v), "jac": lambda x, A=A: -A},
-                    {"type": "ineq", "fun": lambda x, B=B, v=v: -(B @ x + v), "jac": lambda x, B=B: -B}]
+            cons = [
+                {
+                    "type": "eq",
+                    "fun": lambda x: float(x[:d].sum() - 1.0),
+                    "jac": lambda x, k=k: np.concatenate([np.ones(d), np.zeros(k)]),
+                },
+                {"type": "ineq", "fun": kl_con, "jac": kl_jac},
+                {"type": "ineq", "fun": lambda x, A=A, v=v: -(A @ x - v), "jac": lambda x, A=A: -A},
+                {"type": "ineq", "fun": lambda x, B=B, v=v: -(B @ x + v), "jac": lambda x, B=B: -B},
+            ]
             x0 = np.concatenate([pj, np.abs(M @ pj - v)])
             bounds = list(zip(lb, ub, strict=True)) + [(0.0, None)] * k
-        res = minimize(fun, x0, jac=jac, constraints=cons, bounds=bounds, method="SLSQP",
-                       options={"ftol": 1e-12, "maxiter": 500})
+        res = minimize(
+            fun,
+            x0,
+            jac=jac,
+            constraints=cons,
+            bounds=bounds,
+            method="SLSQP",
+            options={"ftol": 1e-12, "maxiter": 500},
+        )
         u = np.clip(res.x[:d], 0.0, None)
         u = u / u.sum()
         if kl_divergence(pj[None], u[None])[0] > rj * (1 + 1e-6) + 1e-12:
-            raise SolverError(f"the convex solver ended outside the confidence set of scenario "
-                              f"{j + 1} ({res.message}); please report this data.")
+            raise SolverError(
+                f"the convex solver ended outside the confidence set of scenario "
+                f"{j + 1} ({res.message}); please report this data."
+            )
         # report the loss at the solver's point, but never above the start's value
         val = float(categorical_loss(u[None], qj[None], loss, values)[0])
         out[j] = max(0.0, min(val, float(categorical_loss(pj[None], qj[None], loss, values)[0])))
@@ -782,11 +825,13 @@ def _kl_term_max(lo, hi, q, p, lam, nu, iters: int = 40):
     """``max over x in [lo, hi] of φ(x) = x log(x/q) + λ p log(x/p) - ν x`` and its argmax,
     elementwise. φ is concave on (0, λp) and convex beyond, so the max is at an end or at
     the one stationary point of the concave part (found by bisection on φ')."""
+
     def phi(x):
         with np.errstate(divide="ignore", invalid="ignore"):
             a = np.where(x > 0, x * (np.log(np.where(x > 0, x, 1.0)) - np.log(q)), 0.0)
-            b = np.where(p > 0, lam * p * (np.log(np.where(p > 0, x, 1.0)) -
-                                           np.log(np.where(p > 0, p, 1.0))), 0.0)
+            b = np.where(
+                p > 0, lam * p * (np.log(np.where(p > 0, x, 1.0)) - np.log(np.where(p > 0, p, 1.0))), 0.0
+            )
         return a + b - nu * x
 
     def dphi(x):
@@ -837,14 +882,14 @@ def kl_upper_bound(p, r, q, *, iters: int = 26) -> tuple[np.ndarray, np.ndarray]
         base_lo = (np.log(np.maximum(lo, 1e-300)) - np.log(q) + 1.0).min(axis=1) - 1.0
         base_hi = (np.log(np.maximum(hi, 1e-300)) - np.log(q) + 1.0).max(axis=1) + 1.0
 
-    def dual(lam):                        # min over ν of the bound at λ (any ν is valid)
+    def dual(lam):  # min over ν of the bound at λ (any ν is valid)
         lam = lam[:, None]
         a = base_lo
         b = np.minimum(base_hi + (lam * p / np.maximum(lo, 1e-300)).max(axis=1), 1e300)
         for _ in range(iters):
             nu = 0.5 * (a + b)
             _, x = _kl_term_max(lo, hi, q, p, lam, nu[:, None], iters=24)
-            up = x.sum(axis=1) > 1.0                         # slope < 0: raise ν
+            up = x.sum(axis=1) > 1.0  # slope < 0: raise ν
             a = np.where(up, nu, a)
             b = np.where(up, b, nu)
         out = np.full(m, np.inf)
@@ -966,7 +1011,7 @@ def kl_lower_bound(p, r, q, *, iters: int = 36, return_point: bool = False):
     for k in range(iters + 2):
         if k < iters:
             s = 0.5 * (a + b)
-        else:                                   # finish at both ends of the bracket
+        else:  # finish at both ends of the bracket
             s = a if k == iters else b
         lam = np.exp(s)
         nu = _kl_nu(p, q, lam)
@@ -982,7 +1027,7 @@ def kl_lower_bound(p, r, q, *, iters: int = 36, return_point: bool = False):
         xs = x / x.sum(axis=1, keepdims=True)
         point = np.where(better[:, None], xs, point)
         if k < iters:
-            far = kl_divergence(p, xs) > r      # slope > 0: a larger λ
+            far = kl_divergence(p, xs) > r  # slope > 0: a larger λ
             a = np.where(far, s, a)
             b = np.where(far, b, s)
     lower = np.maximum(best, 0.0)
@@ -1049,7 +1094,7 @@ def w1_lower_bound(p, r, q, values, *, iters: int = 150, return_point: bool = Fa
         if np.all(upper - best <= 1e-10):
             break
     f = f_of(best_steps)
-    h = kl_ball_support(p, -f, r, value_only=True)[0]        # certified: never below the sup
+    h = kl_ball_support(p, -f, r, value_only=True)[0]  # certified: never below the sup
     dual = -h - (f * q).sum(axis=1)
     lower = np.clip(dual - _ROUNDING * (1.0 + np.abs(dual)), 0.0, None)
     lower = np.where(inside, 0.0, np.minimum(lower, upper))
@@ -1111,15 +1156,44 @@ def w1ball_lower(dist, r) -> np.ndarray:
 def w1ball_pairwise(dist_a, dist_b, dist_ab, r) -> np.ndarray:
     """An upper bound of ``sup_{W1(P̂, Q) <= r} [W1(Q, a) - W1(Q, b)]``:
     ``min(W1(P̂, a) - W1(P̂, b) + 2 r, W1(a, b))`` (triangle inequality, twice)."""
-    return np.minimum(np.asarray(dist_a) - np.asarray(dist_b) + 2 * np.asarray(r),
-                      np.asarray(dist_ab))
+    return np.minimum(np.asarray(dist_a) - np.asarray(dist_b) + 2 * np.asarray(r), np.asarray(dist_ab))
 
 
-__all__ = ["CATEGORICAL_LOSSES", "LOSSES", "MAX_PAIRWISE_OPTIONS", "MAX_SUBSET_OPTIONS",
-           "SCALAR_LOSSES", "SolverError", "categorical_loss", "check_loss", "interval_lower",
-           "interval_pairwise", "interval_upper", "ipm_pairwise", "ipm_upper", "kl_lower_bound",
-           "kl_pairwise", "kl_upper", "maximize_convex", "minimize_convex", "scalar_loss",
-           "tv_argmax", "tv_lower", "tv_pairwise", "tv_subset_upper", "tv_support_table",
-           "tv_upper", "tv_vertices", "w1_argmax", "w1_distance", "w1_lower_bound",
-           "w1_pairwise", "w1_to_uniform", "w1_upper", "w1_vertices", "w1ball_lower",
-           "w1ball_pairwise", "w1ball_upper"]
+__all__ = [
+    "CATEGORICAL_LOSSES",
+    "LOSSES",
+    "MAX_PAIRWISE_OPTIONS",
+    "MAX_SUBSET_OPTIONS",
+    "SCALAR_LOSSES",
+    "SolverError",
+    "categorical_loss",
+    "check_loss",
+    "interval_lower",
+    "interval_pairwise",
+    "interval_upper",
+    "ipm_pairwise",
+    "ipm_upper",
+    "kl_lower_bound",
+    "kl_pairwise",
+    "kl_upper",
+    "maximize_convex",
+    "minimize_convex",
+    "scalar_loss",
+    "tv_argmax",
+    "tv_lower",
+    "tv_pairwise",
+    "tv_subset_upper",
+    "tv_support_table",
+    "tv_upper",
+    "tv_vertices",
+    "w1_argmax",
+    "w1_distance",
+    "w1_lower_bound",
+    "w1_pairwise",
+    "w1_to_uniform",
+    "w1_upper",
+    "w1_vertices",
+    "w1ball_lower",
+    "w1ball_pairwise",
+    "w1ball_upper",
+]

@@ -29,6 +29,7 @@ True
 >>> plan.pair("sim-biased", "sim-close").needed is None
 True
 """
+
 from __future__ import annotations
 
 import math
@@ -59,10 +60,14 @@ class PairPlan:
     plugin_share: float | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"first": self.first, "second": self.second, "share_above_0": self.share_above,
-                "chance_decided": {str(k): v for k, v in self.chance.items()},
-                "questions_needed": self.needed,
-                "plugin_share_no_guarantee": self.plugin_share}
+        return {
+            "first": self.first,
+            "second": self.second,
+            "share_above_0": self.share_above,
+            "chance_decided": {str(k): v for k, v in self.chance.items()},
+            "questions_needed": self.needed,
+            "plugin_share_no_guarantee": self.plugin_share,
+        }
 
 
 @dataclass(frozen=True)
@@ -83,52 +88,79 @@ class FidelityPlan:
         raise KeyError((first, second))
 
     def reachable_now(self) -> list[PairPlan]:
-        return [p for p in self.pairs if chance_at(p.share_above, self.m, self.alpha)
-                >= REACHABLE]
+        return [p for p in self.pairs if chance_at(p.share_above, self.m, self.alpha) >= REACHABLE]
 
     def sentence(self) -> str:
         """The plan in one or two plain sentences."""
         a = f"α = {self.alpha:g}"
-        g = (f" The guarantee for new questions needs m ≥ {self.guarantee_from:,}."
-             if self.guarantee_from is not None and self.guarantee_from > self.m else "")
+        g = (
+            f" The guarantee for new questions needs m ≥ {self.guarantee_from:,}."
+            if self.guarantee_from is not None and self.guarantee_from > self.m
+            else ""
+        )
         if not self.pairs:
-            return (g.strip() or f"With {self.m} questions the guarantee holds; add simulators "
-                    "to plan comparisons.")
+            return (
+                g.strip()
+                or f"With {self.m} questions the guarantee holds; add simulators to plan comparisons."
+            )
         now = self.reachable_now()
-        head = (f"With {self.m} questions {len(now)} of {len(self.pairs)} pairwise verdicts "
-                f"(each pair both ways) are reachable at {a}" if now else
-                f"With {self.m} questions no pairwise verdict is reachable at {a}")
-        head += (f" (decided in at least {100 * REACHABLE:.0f} % of resamples of the "
-                 "questions)")
-        later = sorted((p for p in self.pairs if p.needed is not None and p not in now),
-                       key=lambda p: p.needed or 0)   # all set (filtered above)
+        head = (
+            f"With {self.m} questions {len(now)} of {len(self.pairs)} pairwise verdicts "
+            f"(each pair both ways) are reachable at {a}"
+            if now
+            else f"With {self.m} questions no pairwise verdict is reachable at {a}"
+        )
+        head += f" (decided in at least {100 * REACHABLE:.0f} % of resamples of the questions)"
+        later = sorted(
+            (p for p in self.pairs if p.needed is not None and p not in now), key=lambda p: p.needed or 0
+        )  # all set (filtered above)
         if later:
-            shown = "; ".join(f"about {p.needed:,} for {p.first} at least as good as {p.second}"
-                              for p in later[:3])
+            shown = "; ".join(
+                f"about {p.needed:,} for {p.first} at least as good as {p.second}" for p in later[:3]
+            )
             head += f"; with more questions like these: {shown}"
         never = [p for p in self.pairs if p.needed is None]
         if never and len(never) == len(self.pairs):
-            head += ("; more questions like these decide none: the worst cases need more real "
-                     "answers per question (or more simulated ones)")
+            head += (
+                "; more questions like these decide none: the worst cases need more real "
+                "answers per question (or more simulated ones)"
+            )
         return head.replace(" ;", ";") + "." + g
 
     def to_dict(self) -> dict[str, Any]:
-        return {"m": self.m, "alpha": self.alpha, "eta": self.eta, "reachable": REACHABLE,
-                "guaranteed_level": {str(k): v for k, v in self.levels.items()},
-                "guarantee_from_m": self.guarantee_from, "sentence": self.sentence(),
-                "pairs": [p.to_dict() for p in self.pairs]}
+        return {
+            "m": self.m,
+            "alpha": self.alpha,
+            "eta": self.eta,
+            "reachable": REACHABLE,
+            "guaranteed_level": {str(k): v for k, v in self.levels.items()},
+            "guarantee_from_m": self.guarantee_from,
+            "sentence": self.sentence(),
+            "pairs": [p.to_dict() for p in self.pairs],
+        }
 
     def text(self) -> str:
         """The terminal table: the guaranteed level by m, then each pair's chances."""
         ms = list(self.levels)
-        levels = table([("guaranteed level", *[f"{self.levels[m]:.2f}" for m in ms])],
-                       ("questions m", *[f"{m:,}" for m in ms]), align="l" + "r" * len(ms))
-        rows = [(f"{p.first} ≥ {p.second}", *[f"{p.chance[m]:.0%}" for m in M_GRID],
-                 f"{p.needed:,}" if p.needed else "never",
-                 "" if p.plugin_share is None else f"{p.plugin_share:.2f}") for p in self.pairs]
-        chances = table(rows, ("chance decided", *[f"{m:,}" for m in M_GRID], "needed",
-                               "plug-in share (no guarantee)"),
-                        align="l" + "r" * (len(M_GRID) + 1) + "l")
+        levels = table(
+            [("guaranteed level", *[f"{self.levels[m]:.2f}" for m in ms])],
+            ("questions m", *[f"{m:,}" for m in ms]),
+            align="l" + "r" * len(ms),
+        )
+        rows = [
+            (
+                f"{p.first} ≥ {p.second}",
+                *[f"{p.chance[m]:.0%}" for m in M_GRID],
+                f"{p.needed:,}" if p.needed else "never",
+                "" if p.plugin_share is None else f"{p.plugin_share:.2f}",
+            )
+            for p in self.pairs
+        ]
+        chances = table(
+            rows,
+            ("chance decided", *[f"{m:,}" for m in M_GRID], "needed", "plug-in share (no guarantee)"),
+            align="l" + "r" * (len(M_GRID) + 1) + "l",
+        )
         return "\n".join([self.sentence(), "", levels, "", chances])
 
 
@@ -169,13 +201,14 @@ def plan_study(result, *, grid=M_GRID) -> FidelityPlan:
     alpha, eta = result.alpha, result.eta
     level_ms = sorted({*grid, 50, 5000, 10000, result.m} - {1})
     levels = {m: cv.guaranteed_level(alpha, m, eta) for m in level_ms if m >= 2}
-    guarantee_from = next((m for m in range(2, 1_000_000) if
-                           cv.guaranteed_level(alpha, m, eta) > 0), None) \
-        if result.gamma >= 0.5 else None
+    guarantee_from = (
+        next((m for m in range(2, 1_000_000) if cv.guaranteed_level(alpha, m, eta) > 0), None)
+        if result.gamma >= 0.5
+        else None
+    )
     pairs = []
     for c in result.comparisons:
-        for first, second, deltas in ((c.first, c.second, c.deltas),
-                                      (c.second, c.first, c.reverse)):
+        for first, second, deltas in ((c.first, c.second, c.deltas), (c.second, c.first, c.reverse)):
             s = float(np.mean(np.asarray(deltas) > 0))
             chance = {m: chance_at(s, m, alpha) for m in grid}
             ok = _chances(s, _SEARCH, alpha) >= REACHABLE

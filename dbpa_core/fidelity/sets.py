@@ -31,6 +31,7 @@ Examples
 >>> bool(lo[0] < 0.3 < hi[0])
 True
 """
+
 from __future__ import annotations
 
 import math
@@ -85,8 +86,9 @@ def w1_radius(n, *, sigma: float, gamma: float = 0.5) -> np.ndarray:
     """
     g = check_level(gamma, "gamma")
     if not (isinstance(sigma, (int, float)) and math.isfinite(sigma) and sigma > 0):
-        raise ValueError(f"`sigma` (the sub-Gaussian scale of the real values) must be a "
-                         f"positive number, got {sigma!r}.")
+        raise ValueError(
+            f"`sigma` (the sub-Gaussian scale of the real values) must be a positive number, got {sigma!r}."
+        )
     nn = _n_array(n)
     return 512.0 * sigma / np.sqrt(nn) + sigma * np.sqrt(256.0 * math.e / nn * np.log(1.0 / (1.0 - g)))
 
@@ -113,8 +115,7 @@ def binary_kl(p, x) -> np.ndarray:
     return a + b
 
 
-def _binary_kl_upper(p: np.ndarray, r: np.ndarray, iters: int = 64, *,
-                     outer: bool = False) -> np.ndarray:
+def _binary_kl_upper(p: np.ndarray, r: np.ndarray, iters: int = 64, *, outer: bool = False) -> np.ndarray:
     """The largest x >= p with KL(p ‖ x) <= r (bisection; 64 halvings of [p, 1]).
 
     The bisection keeps a bracket ``lo <= x* <= hi`` a few ulps wide; ``outer=False`` gives
@@ -199,10 +200,10 @@ def kl_ball_support(p, w, r, *, value_only: bool = False) -> tuple[np.ndarray, n
         # option axis are then adds of whole rows
         y = gp / np.exp(s)
         inv = pp / (1.0 + y)
-        a = inv.sum(axis=0)                                   # t Σ p / x
-        b = (inv / (1.0 + y)).sum(axis=0)                     # t² Σ p / x²
+        a = inv.sum(axis=0)  # t Σ p / x
+        b = (inv / (1.0 + y)).sum(axis=0)  # t² Σ p / x²
         g = -rr + (pp * np.log1p(y)).sum(axis=0) + np.log1p(-(inv * y).sum(axis=0))
-        slope = a - b / a                                     # dg / d log t <= 0
+        slope = a - b / a  # dg / d log t <= 0
         return g, slope
 
     has_root = (p_top < 1.0 - 1e-12) & (r > 0)
@@ -243,7 +244,7 @@ def kl_ball_support(p, w, r, *, value_only: bool = False) -> tuple[np.ndarray, n
         gp, pp, rr = gp[:, keep], pp[:, keep], rr[keep]
     t = np.where(has_root, np.exp(s), 0.0)
     mu = w_pos_max + t
-    at_free = np.isfinite(w_free_max) & (w_free_max > mu) & (r > 0)   # r = 0: the ball is {p̂}
+    at_free = np.isfinite(w_free_max) & (w_free_max > mu) & (r > 0)  # r = 0: the ball is {p̂}
     mu = np.where(at_free, w_free_max, mu)
     if value_only:
         return _dual_value(p, w, r, pos, gap, t, mu, at_free, w_pos_max), None
@@ -253,11 +254,11 @@ def kl_ball_support(p, w, r, *, value_only: bool = False) -> tuple[np.ndarray, n
         y = gap / t[:, None]
         lam = np.exp(-r + np.where(pos, p * np.log1p(y), 0.0).sum(axis=1))
         u_root = np.where(pos, lam[:, None] * p / (1.0 + y), 0.0)
-        x = mu[:, None] - w                                    # rows where a free option takes mass
+        x = mu[:, None] - w  # rows where a free option takes mass
         lam_f = np.exp(-r + np.where(pos, p * np.log(np.where(pos, x, 1.0)), 0.0).sum(axis=1))
         u_free = np.where(pos, lam_f[:, None] * p / x, 0.0)
     u = np.where(at_free[:, None], u_free, u_root)
-    degenerate = (t == 0) & ~at_free                           # all mass of p on the top weight(s), or r = 0
+    degenerate = (t == 0) & ~at_free  # all mass of p on the top weight(s), or r = 0
     u = np.where(degenerate[:, None], p, u)
     # rows where a free option takes mass (μ at its weight): give it the rest
     free_pick = np.where(free & (w >= w_free_max[:, None]), 1.0, 0.0)
@@ -280,7 +281,7 @@ def _dual_value(p, w, r, pos, gap, t, mu, at_free, w_pos_max):
         x = mu[:, None] - w
         free = mu - np.exp(-r + np.where(pos, p * np.log(np.where(pos, x, 1.0)), 0.0).sum(axis=1))
     value = np.where(at_free, free, np.where(t > 0, root, w_pos_max))
-    point = r <= 0                                       # the ball is p̂ itself
+    point = r <= 0  # the ball is p̂ itself
     return np.where(point & ~at_free, (p * np.where(pos, w, 0.0)).sum(axis=1), value)
 
 
@@ -356,6 +357,20 @@ def w1_set(samples, *, sigma: float, gamma: float = 0.5) -> W1Ball:
     return W1Ball(s, w1_radius([len(x) for x in s], sigma=sigma, gamma=gamma), float(gamma))
 
 
-__all__ = ["IntervalSet", "KLBall", "W1Ball", "bernoulli_set", "binary_kl", "binary_kl_interval",
-           "categorical_set", "hoeffding_halfwidth", "kl_ball_support", "kl_divergence",
-           "kl_radius_bernoulli", "kl_radius_categorical", "mean_set", "w1_radius", "w1_set"]
+__all__ = [
+    "IntervalSet",
+    "KLBall",
+    "W1Ball",
+    "bernoulli_set",
+    "binary_kl",
+    "binary_kl_interval",
+    "categorical_set",
+    "hoeffding_halfwidth",
+    "kl_ball_support",
+    "kl_divergence",
+    "kl_radius_bernoulli",
+    "kl_radius_categorical",
+    "mean_set",
+    "w1_radius",
+    "w1_set",
+]

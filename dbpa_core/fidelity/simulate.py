@@ -25,6 +25,7 @@ and on any OpenAI-compatible server.
 A simulation spec (``dbpa fidelity --simulate SPEC.yaml``) holds the data, the models and
 these settings (see :func:`parse_simulation_spec`).
 """
+
 from __future__ import annotations
 
 import json
@@ -59,12 +60,33 @@ DEFAULT_TEMPLATE = (
     "Question: {question}\n"
     "{options}\n"
     "Reply with the letter of one option only.\n"
-    "Answer:")
+    "Answer:"
+)
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 NO_PERSONA = "- (no characteristics given)"
-TOP_KEYS = {"name", "description", "data", "model", "models", "samples", "temperature",
-            "top_p", "max_tokens", "seed", "system_prompt", "persona", "template", "limit",
-            "keep_simulators", "loss", "gamma", "eta", "alpha", "sigma", "bounds"}
+TOP_KEYS = {
+    "name",
+    "description",
+    "data",
+    "model",
+    "models",
+    "samples",
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "seed",
+    "system_prompt",
+    "persona",
+    "template",
+    "limit",
+    "keep_simulators",
+    "loss",
+    "gamma",
+    "eta",
+    "alpha",
+    "sigma",
+    "bounds",
+}
 DATA_KEYS = {"file", "opinionqa", "attribute", "groups", "keep_refused", "limit"}
 
 
@@ -77,8 +99,9 @@ def template_fields(template: str) -> list[str]:
     try:
         return [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
     except ValueError as exc:
-        raise TemplateError(f"the template has unbalanced braces ({exc}); write {{{{ and }}}} "
-                            "for literal braces.") from None
+        raise TemplateError(
+            f"the template has unbalanced braces ({exc}); write {{{{ and }}}} for literal braces."
+        ) from None
 
 
 def check_template(template: str, persona_fields: Sequence[str] = ()) -> str:
@@ -93,9 +116,12 @@ def check_template(template: str, persona_fields: Sequence[str] = ()) -> str:
     allowed = {"question", "options", "persona", *persona_fields}
     bad = [f for f in fields if f not in allowed]
     if bad:
-        raise TemplateError(f"the template has an unknown placeholder {{{bad[0]}}}; use {{question}}, "
-                            "{options}, {persona} or a persona field"
-                            + (f" ({', '.join(persona_fields)})" if persona_fields else "") + ".")
+        raise TemplateError(
+            f"the template has an unknown placeholder {{{bad[0]}}}; use {{question}}, "
+            "{options}, {persona} or a persona field"
+            + (f" ({', '.join(persona_fields)})" if persona_fields else "")
+            + "."
+        )
     return template
 
 
@@ -104,15 +130,20 @@ def persona_text(persona: Sequence[tuple[str, str]]) -> str:
     return "\n".join(f"- {k}: {v}" for k, v in persona) if persona else NO_PERSONA
 
 
-def render_prompt(scenario: Scenario, template: str = DEFAULT_TEMPLATE,
-                  persona: Sequence[tuple[str, str]] = ()) -> str:
+def render_prompt(
+    scenario: Scenario, template: str = DEFAULT_TEMPLATE, persona: Sequence[tuple[str, str]] = ()
+) -> str:
     """The prompt for one scenario: the scenario's own persona fields (e.g. an OpinionQA
     group) override the shared ``persona``."""
     fields = dict(persona)
     fields.update(dict(scenario.persona))
     options = "\n".join(f"({LETTERS[i]}) {o}" for i, o in enumerate(scenario.options))
-    values = {"question": scenario.question, "options": options,
-              "persona": persona_text(list(fields.items())), **fields}
+    values = {
+        "question": scenario.question,
+        "options": options,
+        "persona": persona_text(list(fields.items())),
+        **fields,
+    }
     try:
         return template.format_map(_Strict(values))
     except (KeyError, IndexError, ValueError) as exc:
@@ -141,9 +172,16 @@ class SimulatedAnswer:
     cached: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"scenario": self.scenario, "model": self.model, "index": self.index,
-                "prompt": self.prompt, "response": self.response, "answer": self.letter,
-                "parsed_by": self.how, "cached": self.cached}
+        return {
+            "scenario": self.scenario,
+            "model": self.model,
+            "index": self.index,
+            "prompt": self.prompt,
+            "response": self.response,
+            "answer": self.letter,
+            "parsed_by": self.how,
+            "cached": self.cached,
+        }
 
 
 @dataclass(frozen=True)
@@ -192,16 +230,25 @@ def _labels(models: Sequence[Mapping[str, Any]]) -> list[str]:
     return out
 
 
-def _params(model: Mapping[str, Any], temperature: float, top_p: float,
-            max_tokens: int) -> GenerationParams:
-    return GenerationParams(temperature=float(model.get("temperature", temperature)),
-                            top_p=top_p, max_tokens=max_tokens)
+def _params(model: Mapping[str, Any], temperature: float, top_p: float, max_tokens: int) -> GenerationParams:
+    return GenerationParams(
+        temperature=float(model.get("temperature", temperature)), top_p=top_p, max_tokens=max_tokens
+    )
 
 
-def plan_jobs(data: FidelityData, models: Sequence[Mapping[str, Any]], *, samples: int,
-              temperature: float = 1.0, top_p: float = 1.0, max_tokens: int = 16, seed: int = 0,
-              template: str = DEFAULT_TEMPLATE, persona: Sequence[tuple[str, str]] = (),
-              system_prompt: str | None = None) -> list[tuple[str, Scenario, Job]]:
+def plan_jobs(
+    data: FidelityData,
+    models: Sequence[Mapping[str, Any]],
+    *,
+    samples: int,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    max_tokens: int = 16,
+    seed: int = 0,
+    template: str = DEFAULT_TEMPLATE,
+    persona: Sequence[tuple[str, str]] = (),
+    system_prompt: str | None = None,
+) -> list[tuple[str, Scenario, Job]]:
     """Every (model label, scenario, job) of a simulation, in order."""
     _check_questions(data)
     fields = sorted({k for k, _ in persona} | {k for s in data.scenarios for k, _ in s.persona})
@@ -211,42 +258,55 @@ def plan_jobs(data: FidelityData, models: Sequence[Mapping[str, Any]], *, sample
         params = _params(model, temperature, top_p, max_tokens)
         for s in data.scenarios:
             prompt = render_prompt(s, template, persona)
-            for req in requests_for(prompt, n=samples, seed=seed, params=params,
-                                    system_prompt=system_prompt):
+            for req in requests_for(prompt, n=samples, seed=seed, params=params, system_prompt=system_prompt):
                 out.append((label, s, Job(dict(model), req, f"{label}: {s.id}")))
     return out
 
 
 def _check_questions(data: FidelityData) -> None:
     if data.kind != "categorical":
-        raise FidelityDataError("the simulation runner asks multiple-choice questions: the data "
-                                "need an option column.")
+        raise FidelityDataError(
+            "the simulation runner asks multiple-choice questions: the data need an option column."
+        )
     missing = [s.id for s in data.scenarios if not s.question.strip()]
     if missing:
-        raise FidelityDataError(f"scenario {missing[0]!r} has no question text (and "
-                                f"{len(missing) - 1} more): add a 'question' column to the CSV.")
+        raise FidelityDataError(
+            f"scenario {missing[0]!r} has no question text (and "
+            f"{len(missing) - 1} more): add a 'question' column to the CSV."
+        )
     big = [s.id for s in data.scenarios if len(s.options) > len(LETTERS)]
     if big:
         raise FidelityDataError(f"scenario {big[0]!r} has more than {len(LETTERS)} options.")
 
 
-def estimate_simulation(data: FidelityData, models: Sequence[Mapping[str, Any]], *,
-                        cache: Cache | None = None, **settings) -> dict[str, int]:
+def estimate_simulation(
+    data: FidelityData, models: Sequence[Mapping[str, Any]], *, cache: Cache | None = None, **settings
+) -> dict[str, int]:
     """How many answers a simulation needs and how many are cached (calls nothing)."""
     jobs = plan_jobs(data, models, **settings)
     cached = sum(is_cached(cache, j.model, j.request) for _, _, j in jobs)
     return {"answers": len(jobs), "cached": cached, "calls": len(jobs) - cached}
 
 
-def simulate(data: FidelityData, models: Sequence[Mapping[str, Any]], *, samples: int = 20,
-             temperature: float = 1.0, top_p: float = 1.0, max_tokens: int = 16, seed: int = 0,
-             template: str = DEFAULT_TEMPLATE, persona: Sequence[tuple[str, str]] = (),
-             system_prompt: str | None = None, keep_simulators: bool = True,
-             cache: Cache | None = None,
-             progress: Callable[[Progress], None] | None = None,
-             should_stop: Callable[[], bool] | None = None,
-             api_keys: Mapping[str, str] | None = None,
-             sampler: Sampler | None = None) -> SimulationResult:
+def simulate(
+    data: FidelityData,
+    models: Sequence[Mapping[str, Any]],
+    *,
+    samples: int = 20,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    max_tokens: int = 16,
+    seed: int = 0,
+    template: str = DEFAULT_TEMPLATE,
+    persona: Sequence[tuple[str, str]] = (),
+    system_prompt: str | None = None,
+    keep_simulators: bool = True,
+    cache: Cache | None = None,
+    progress: Callable[[Progress], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    api_keys: Mapping[str, str] | None = None,
+    sampler: Sampler | None = None,
+) -> SimulationResult:
     """Ask every model ``samples`` times per scenario; return the data with their columns.
 
     Parameters
@@ -280,11 +340,19 @@ def simulate(data: FidelityData, models: Sequence[Mapping[str, Any]], *, samples
     from ..attacks.answers import parse_answer
 
     t0 = time.perf_counter()
-    planned = plan_jobs(data, models, samples=samples, temperature=temperature, top_p=top_p,
-                        max_tokens=max_tokens, seed=seed, template=template, persona=persona,
-                        system_prompt=system_prompt)
-    sampler = sampler or Sampler(cache, progress=progress, should_stop=should_stop,
-                                 api_keys=api_keys)
+    planned = plan_jobs(
+        data,
+        models,
+        samples=samples,
+        temperature=temperature,
+        top_p=top_p,
+        max_tokens=max_tokens,
+        seed=seed,
+        template=template,
+        persona=persona,
+        system_prompt=system_prompt,
+    )
+    sampler = sampler or Sampler(cache, progress=progress, should_stop=should_stop, api_keys=api_keys)
     records = sampler.sample([j for _, _, j in planned], stage="simulating")
     labels = _labels(models)
     counts = {lab: {s.id: np.zeros(len(s.options)) for s in data.scenarios} for lab in labels}
@@ -296,40 +364,69 @@ def simulate(data: FidelityData, models: Sequence[Mapping[str, Any]], *, samples
             unparsed[label][s.id] += 1
         else:
             counts[label][s.id][parsed.index] += 1
-        answers.append(SimulatedAnswer(s.id, label, job.request.index, job.request.prompt,
-                                       rec.text, parsed.letter, parsed.how, rec.cached))
+        answers.append(
+            SimulatedAnswer(
+                s.id,
+                label,
+                job.request.index,
+                job.request.prompt,
+                rec.text,
+                parsed.letter,
+                parsed.how,
+                rec.cached,
+            )
+        )
     notes: list[str] = []
     for lab in labels:
         n = sum(unparsed[lab].values())
         if n:
-            notes.append(f"{lab}: {n} of {samples * data.m} answers named no option (unparsed: "
-                         "counted, never guessed).")
+            notes.append(
+                f"{lab}: {n} of {samples * data.m} answers named no option (unparsed: "
+                "counted, never guessed)."
+            )
     empty = [s.id for s in data.scenarios if any(counts[lab][s.id].sum() == 0 for lab in labels)]
     base = data if keep_simulators else data.without_simulators()
     error = None
     if empty:
         who = {lab: [sid for sid in empty if counts[lab][sid].sum() == 0] for lab in labels}
-        notes.append("dropped " + ", ".join(repr(s) for s in empty[:5])
-                     + (f" and {len(empty) - 5} more" if len(empty) > 5 else "")
-                     + ": no answer of " + "; ".join(f"{lab} ({len(v)})" for lab, v in who.items() if v)
-                     + " could be read there (see the unparsed answers).")
+        notes.append(
+            "dropped "
+            + ", ".join(repr(s) for s in empty[:5])
+            + (f" and {len(empty) - 5} more" if len(empty) > 5 else "")
+            + ": no answer of "
+            + "; ".join(f"{lab} ({len(v)})" for lab, v in who.items() if v)
+            + " could be read there (see the unparsed answers)."
+        )
         keep = [s.id for s in data.scenarios if s.id not in empty]
         if len(keep) < 2:
-            error = (f"fewer than 2 questions got a readable answer from every model ({len(keep)} "
-                     f"of {data.m}): look at the unparsed answers; the model may not follow the "
-                     "template (try more tokens, another template or another model).")
+            error = (
+                f"fewer than 2 questions got a readable answer from every model ({len(keep)} "
+                f"of {data.m}): look at the unparsed answers; the model may not follow the "
+                "template (try more tokens, another template or another model)."
+            )
         else:
             base = base.select(keep)
     if error is None:
         for lab in labels:
             if lab in base.simulated:
-                raise FidelityDataError(f"the data already have a simulator column named {lab!r}; "
-                                        "give the model a 'label'.")
+                raise FidelityDataError(
+                    f"the data already have a simulator column named {lab!r}; give the model a 'label'."
+                )
             base = base.with_simulator(lab, [counts[lab][s.id] for s in base.scenarios], "counts")
         base = replace(base, notes=tuple(base.notes) + tuple(notes))
     usage = dict(sampler.usage, seconds=round(time.perf_counter() - t0, 3))
-    return SimulationResult(None if error else base, tuple(answers), counts, unparsed,
-                            tuple(labels), samples, tuple(empty), usage, tuple(notes), error)
+    return SimulationResult(
+        None if error else base,
+        tuple(answers),
+        counts,
+        unparsed,
+        tuple(labels),
+        samples,
+        tuple(empty),
+        usage,
+        tuple(notes),
+        error,
+    )
 
 
 # --------------------------------------------------------------------------- spec
@@ -355,9 +452,16 @@ class SimulationSpec:
     source: str = "<spec>"
 
     def settings(self) -> dict[str, Any]:
-        return {"samples": self.samples, "temperature": self.temperature, "top_p": self.top_p,
-                "max_tokens": self.max_tokens, "seed": self.seed, "template": self.template,
-                "persona": self.persona, "system_prompt": self.system_prompt}
+        return {
+            "samples": self.samples,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "max_tokens": self.max_tokens,
+            "seed": self.seed,
+            "template": self.template,
+            "persona": self.persona,
+            "system_prompt": self.system_prompt,
+        }
 
 
 def _data_section(doc: _Doc, raw: Any, base_dir: Path, limit: int | None) -> FidelityData:
@@ -375,15 +479,17 @@ def _data_section(doc: _Doc, raw: Any, base_dir: Path, limit: int | None) -> Fid
                 if not full.is_dir():
                     raise doc.err(("data", "opinionqa"), f"OpinionQA folder {folder!r} does not exist")
                 groups = entry.get("groups")
-                if groups is not None and (not isinstance(groups, list) or
-                                           not all(isinstance(g, str) for g in groups)):
+                if groups is not None and (
+                    not isinstance(groups, list) or not all(isinstance(g, str) for g in groups)
+                ):
                     raise doc.err(("data", "groups"), "'groups' lists group names, e.g. [Female]")
-                data = load_opinionqa(full, attribute=_get(doc, entry, "attribute", ("data",), str,
-                                                           "NONE"),
-                                      groups=groups,
-                                      keep_refused=bool(entry.get("keep_refused", False)),
-                                      limit=_get(doc, entry, "limit", ("data",), int, None,
-                                                 minimum=2))
+                data = load_opinionqa(
+                    full,
+                    attribute=_get(doc, entry, "attribute", ("data",), str, "NONE"),
+                    groups=groups,
+                    keep_refused=bool(entry.get("keep_refused", False)),
+                    limit=_get(doc, entry, "limit", ("data",), int, None, minimum=2),
+                )
             else:
                 path = _existing(doc, entry, ("data",), "file", base_dir, "data file")
                 data = load_csv(path)
@@ -397,8 +503,9 @@ def _data_section(doc: _Doc, raw: Any, base_dir: Path, limit: int | None) -> Fid
     return data
 
 
-def parse_simulation_spec(text_or_dict: str | dict, *, source: str = "<spec>",
-                          base_dir: str | os.PathLike = ".", allow_key_env=()) -> SimulationSpec:
+def parse_simulation_spec(
+    text_or_dict: str | dict, *, source: str = "<spec>", base_dir: str | os.PathLike = ".", allow_key_env=()
+) -> SimulationSpec:
     """Validate a simulation spec given as YAML text or a dict::
 
         name: my-survey
@@ -427,8 +534,7 @@ def parse_simulation_spec(text_or_dict: str | dict, *, source: str = "<spec>",
         models_raw = top["models"]
         if not isinstance(models_raw, list) or not models_raw:
             raise doc.err(("models",), "'models' must list at least one model")
-        models = tuple(_model(doc, m, ("models", i), base, allow_key_env)
-                       for i, m in enumerate(models_raw))
+        models = tuple(_model(doc, m, ("models", i), base, allow_key_env) for i, m in enumerate(models_raw))
     else:
         m = top.get("model")
         models = (_model(doc, {} if m is None else m, ("model",), base, allow_key_env),)
@@ -436,7 +542,8 @@ def parse_simulation_spec(text_or_dict: str | dict, *, source: str = "<spec>",
     data = _data_section(doc, top.get("data"), base, limit)
     persona_raw = top.get("persona") or {}
     if not isinstance(persona_raw, dict) or not all(
-            isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in persona_raw.values()):
+        isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in persona_raw.values()
+    ):
         raise doc.err(("persona",), "'persona' maps a field to its value, e.g. {Age: 30-49}")
     persona = tuple((str(k), str(v)) for k, v in persona_raw.items())
     template = _get(doc, top, "template", (), str, DEFAULT_TEMPLATE)
@@ -447,15 +554,17 @@ def parse_simulation_spec(text_or_dict: str | dict, *, source: str = "<spec>",
     except (TemplateError, FidelityDataError) as exc:
         raise doc.err(("template",) if isinstance(exc, TemplateError) else ("data",), str(exc)) from None
     analysis: dict[str, Any] = {}
-    for key, kind in (("loss", str), ("gamma", float), ("eta", float), ("alpha", float),
-                      ("sigma", float)):
+    for key, kind in (("loss", str), ("gamma", float), ("eta", float), ("alpha", float), ("sigma", float)):
         v = _get(doc, top, key, (), kind, None)
         if v is not None:
             analysis[key] = v
     if top.get("bounds") is not None:
         b = top["bounds"]
-        if not (isinstance(b, list) and len(b) == 2 and all(
-                isinstance(x, (int, float)) and not isinstance(x, bool) for x in b)):
+        if not (
+            isinstance(b, list)
+            and len(b) == 2
+            and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in b)
+        ):
             raise doc.err(("bounds",), "'bounds' is [a, b]")
         analysis["bounds"] = [float(x) for x in b]
     keep = top.get("keep_simulators")
@@ -465,36 +574,53 @@ def parse_simulation_spec(text_or_dict: str | dict, *, source: str = "<spec>",
     from .discrepancy import LOSSES
 
     if analysis.get("loss") is not None and analysis["loss"] not in LOSSES:
-        raise doc.err(("loss",), f"{_name(('loss',))} must be one of {', '.join(LOSSES)}; got "
-                      f"{analysis['loss']!r}")
+        raise doc.err(
+            ("loss",), f"{_name(('loss',))} must be one of {', '.join(LOSSES)}; got {analysis['loss']!r}"
+        )
     return SimulationSpec(
-        data=data, models=models,
+        data=data,
+        models=models,
         samples=_get(doc, top, "samples", (), int, 20, minimum=1, maximum=10_000),
         temperature=_get(doc, top, "temperature", (), float, 1.0, minimum=0.0, maximum=2.0),
         top_p=_get(doc, top, "top_p", (), float, 1.0, minimum=0.01, maximum=1.0),
         max_tokens=_get(doc, top, "max_tokens", (), int, 16, minimum=1, maximum=100_000),
         seed=_get(doc, top, "seed", (), int, 0, minimum=0),
         system_prompt=_get(doc, top, "system_prompt", (), str),
-        persona=persona, template=template,
+        persona=persona,
+        template=template,
         keep_simulators=keep,
         analysis=analysis,
         name=_get(doc, top, "name", (), str, Path(source).stem if source != "<spec>" else "fidelity"),
-        source=source)
+        source=source,
+    )
 
 
 def load_simulation_spec(path: str | os.PathLike, *, allow_key_env=()) -> SimulationSpec:
     """Read and validate a simulation spec file (relative paths resolve next to it)."""
-    return parse_simulation_spec(read_spec_file(path), source=str(path),
-                                 base_dir=Path(path).parent, allow_key_env=allow_key_env)
+    return parse_simulation_spec(
+        read_spec_file(path), source=str(path), base_dir=Path(path).parent, allow_key_env=allow_key_env
+    )
 
 
 def run_simulation_spec(spec: SimulationSpec, **runner) -> SimulationResult:
     """:func:`simulate` with a spec's data, models and settings."""
-    return simulate(spec.data, spec.models, keep_simulators=spec.keep_simulators,
-                    **spec.settings(), **runner)
+    return simulate(spec.data, spec.models, keep_simulators=spec.keep_simulators, **spec.settings(), **runner)
 
 
-__all__ = ["DEFAULT_TEMPLATE", "SimulatedAnswer", "SimulationResult", "SimulationSpec",
-           "TemplateError", "check_template", "estimate_simulation", "load_simulation_spec",
-           "parse_simulation_spec", "persona_text", "plan_jobs", "render_prompt",
-           "run_simulation_spec", "simulate", "template_fields"]
+__all__ = [
+    "DEFAULT_TEMPLATE",
+    "SimulatedAnswer",
+    "SimulationResult",
+    "SimulationSpec",
+    "TemplateError",
+    "check_template",
+    "estimate_simulation",
+    "load_simulation_spec",
+    "parse_simulation_spec",
+    "persona_text",
+    "plan_jobs",
+    "render_prompt",
+    "run_simulation_spec",
+    "simulate",
+    "template_fields",
+]

@@ -8,6 +8,7 @@ A test module starts with::
 and gets the ``browser`` fixture from ``tests/app/conftest.py``; its server fixture is
 ``with dashboard(tmp, DBPA_REPLAY_FILE=...) as url: yield url``.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -28,8 +29,14 @@ from tests.local_http import stop_process
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # no background traffic: the machine's network is closed, and tests talk to 127.0.0.1 only
-LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-               "--disable-component-update", "--disable-sync", "--no-first-run"]
+LAUNCH_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 def require_browser():
@@ -37,8 +44,7 @@ def require_browser():
     Debian Chromium: ``make browser-deps`` installs it)."""
     module = pytest.importorskip("playwright.sync_api")
     if not os.path.exists(CHROMIUM):
-        pytest.skip("Debian's chromium is not installed (make browser-deps)",
-                    allow_module_level=True)
+        pytest.skip("Debian's chromium is not installed (make browser-deps)", allow_module_level=True)
     return module
 
 
@@ -68,18 +74,39 @@ def dashboard(tmp: Path, *, start_timeout: float = 120.0, **env: str) -> Iterato
     DBPA_REPLAY_FILE unless ``env`` gives one); yields its URL once it answers, and stops
     it afterwards."""
     port = free_port()
-    full = dict(os.environ, DBPA_CACHE_DIR=str(tmp / "cache"), DBPA_HOME=str(tmp / "home"),
-                HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    full = dict(
+        os.environ,
+        DBPA_CACHE_DIR=str(tmp / "cache"),
+        DBPA_HOME=str(tmp / "home"),
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+    )
     full.pop("DBPA_REPLAY_FILE", None)
     full.update(env)
     tmp.mkdir(parents=True, exist_ok=True)
     log_path = tmp / "streamlit.log"  # a file, not a pipe nobody reads (a full pipe blocks it)
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port",
-             str(port), "--server.address", "127.0.0.1", "--server.headless", "true",
-             "--browser.gatherUsageStats", "false"],
-            env=full, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                "-m",
+                "streamlit",
+                "run",
+                str(ROOT / "app.py"),
+                "--server.port",
+                str(port),
+                "--server.address",
+                "127.0.0.1",
+                "--server.headless",
+                "true",
+                "--browser.gatherUsageStats",
+                "false",
+            ],
+            env=full,
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + start_timeout
@@ -90,8 +117,7 @@ def dashboard(tmp: Path, *, start_timeout: float = 120.0, **env: str) -> Iterato
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
                     proc.kill()
-                    pytest.fail("streamlit did not start: "
-                                + log_path.read_text(errors="replace")[-2000:])
+                    pytest.fail("streamlit did not start: " + log_path.read_text(errors="replace")[-2000:])
                 time.sleep(0.5)
         yield url
     finally:

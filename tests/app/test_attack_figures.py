@@ -1,5 +1,6 @@
 """The battery's figure builders and page tables, tested directly on a result from the
 rule-based model."""
+
 import pytest
 
 from dbpa_core.attacks.battery import run_battery
@@ -105,10 +106,17 @@ def test_phrase_and_forest_figures(result):
         for hit in (["NP", "VP"], ["NP"], ["PP", "NP"], ["VP"]):
             words = tuple(P.AttackedWord(j, "w", "repeat", g) for j, g in enumerate(hit))
             obs.append(P.Observation("d", f"i{i}", "char", "char", 0.5, 10, words, "VP" in hit))
-    forest = forest_importances(P.feature_matrix(obs), [o.changed for o in obs],
-                                [o.item for o in obs], P.FEATURES, trees=50, repeats=5)
-    fitted = dataclasses.replace(result, phrases=P.PhraseAnalysis(tuple(obs), tuple(P.phrase_table(obs)),
-                                                                 forest))
+    forest = forest_importances(
+        P.feature_matrix(obs),
+        [o.changed for o in obs],
+        [o.item for o in obs],
+        P.FEATURES,
+        trees=50,
+        repeats=5,
+    )
+    fitted = dataclasses.replace(
+        result, phrases=P.PhraseAnalysis(tuple(obs), tuple(P.phrase_table(obs)), forest)
+    )
     imp = F.importance_figure(fitted)
     assert list(imp.data[0].y)[-1] == "VP" and imp.data[0].x[-1] == pytest.approx(forest.ranked()[0].mean)
     assert f"held-out accuracy {forest.accuracy:.2f}" in imp.layout.title.text
@@ -116,8 +124,9 @@ def test_phrase_and_forest_figures(result):
     assert forest.beats_baseline and imp.data[0].marker.color[-1] == F.ACCENT
     # a forest no better than the majority guess: grey bars, and the title says so
     worse = dataclasses.replace(forest, accuracy=forest.baseline)
-    weak = F.importance_figure(dataclasses.replace(
-        fitted, phrases=dataclasses.replace(fitted.phrases, forest=worse)))
+    weak = F.importance_figure(
+        dataclasses.replace(fitted, phrases=dataclasses.replace(fitted.phrases, forest=worse))
+    )
     assert set(weak.data[0].marker.color) == {F.GREY} and "say little" in weak.layout.title.text
     assert battery.importance_table(fitted)["feature"][0] == "VP"
     assert "held-out accuracy" in battery.forest_text(fitted)
@@ -134,8 +143,15 @@ def test_option_tables(result):
     assert letters == [chr(ord("A") + i) for i in range(len(letters))]
     assert pos.iloc[0][letters].sum() == len(result.spec.items)
     leaks = battery.leak_table(result.leaks)
-    assert list(leaks.columns) == ["data set", "rule", "right", "chance", "p (Holm)",
-                                   "gives answers away", "n"]
+    assert list(leaks.columns) == [
+        "data set",
+        "rule",
+        "right",
+        "chance",
+        "p (Holm)",
+        "gives answers away",
+        "n",
+    ]
     assert (leaks["data set"] == "all").sum() >= 10 and set(leaks["gives answers away"]) == {"no"}
     check = battery.leak_check(result.spec)
     assert check.startswith("Answer-blind check: no rule that ignores the question beats chance")

@@ -2,6 +2,7 @@
 marked, the History page finds, reopens, compares and deletes runs, spec files go out and
 come in, names are escaped, duplicates are not added, and (in demo mode) every page runs
 its default example."""
+
 import json
 import re
 
@@ -15,9 +16,11 @@ from .conftest import DEMO, errors, plain, successes, warnings
 
 pytestmark = pytest.mark.slow
 
-NICE = ("John has these features: Age: 70, Sex: male, Total cholesterol: 6.2 mmol/L, "
-        "HDL cholesterol: 1.1 mmol/L, Systolic blood pressure: 150 mmHg, Smoker: yes, "
-        "Diabetes: no. Provide recommendations on CVD guidelines based on NICE for this person.")
+NICE = (
+    "John has these features: Age: 70, Sex: male, Total cholesterol: 6.2 mmol/L, "
+    "HDL cholesterol: 1.1 mmol/L, Systolic blood pressure: 150 mmHg, Smoker: yes, "
+    "Diabetes: no. Provide recommendations on CVD guidelines based on NICE for this person."
+)
 
 
 def _table(at, column):
@@ -27,15 +30,26 @@ def _table(at, column):
 # --------------------------------------------------------------------------- verdicts
 def test_significant_controls_fail_the_gate_first_and_in_red(make_app):
     base = "John has these features: Age: 70"
-    table = pd.DataFrame([
-        {"name": "comedian", "prefix": "", "prompt": "Act as a comedian. " + base, "role": "control"},
-        {"name": "peter", "prefix": "", "prompt": base.replace("John", "Peter"), "role": "control"},
-        {"name": "comedian joke", "prefix": "", "prompt": "Act as a comedian, joke. " + base,
-         "role": "target"}])
+    table = pd.DataFrame(
+        [
+            {"name": "comedian", "prefix": "", "prompt": "Act as a comedian. " + base, "role": "control"},
+            {"name": "peter", "prefix": "", "prompt": base.replace("John", "Peter"), "role": "control"},
+            {
+                "name": "comedian joke",
+                "prefix": "",
+                "prompt": "Act as a comedian, joke. " + base,
+                "role": "target",
+            },
+        ]
+    )
     with FakeOpenAI(models=("m1",)) as srv:
-        at = make_app(models=[{"backend": "openai", "name": "m1", "base_url": srv.base_url}],
-                      page="pages/control_target.py", roc_table=table, w_base_prompt=base,
-                      w_embedder="rouge1")
+        at = make_app(
+            models=[{"backend": "openai", "name": "m1", "base_url": srv.base_url}],
+            page="pages/control_target.py",
+            roc_table=table,
+            w_base_prompt=base,
+            w_embedder="rouge1",
+        )
         at.button(key="roc_run").click().run()
     assert not at.exception, at.exception
     fail = errors(at)
@@ -49,17 +63,21 @@ def test_significant_controls_fail_the_gate_first_and_in_red(make_app):
     assert any("of the targets" in w and "control gate failed on **m1**" in w for w in warnings(at))
     # the verdict agrees with the table beneath it
     res = at.session_state["results"]["roc"]["m1"]
-    assert [p.name for p in res.perturbations if p.role == "control" and p.significant] == \
-        ["comedian"]
+    assert [p.name for p in res.perturbations if p.role == "control" and p.significant] == ["comedian"]
     assert any(e.proto.expanded for e in at.expander if "control gate FAIL" in e.label)
 
 
 def test_landing_shows_the_gate_when_roles_are_given(make_app):
-    table = pd.DataFrame([{"name": "comedian", "prefix": "Act as a comedian.", "prompt": "",
-                           "role": "control"}])
+    table = pd.DataFrame(
+        [{"name": "comedian", "prefix": "Act as a comedian.", "prompt": "", "role": "control"}]
+    )
     with FakeOpenAI(models=("m",)) as srv:
-        at = make_app(models=[{"backend": "openai", "name": "m", "base_url": srv.base_url}],
-                      perturbations=table, w_base_prompt="Say hi", w_embedder="rouge1")
+        at = make_app(
+            models=[{"backend": "openai", "name": "m", "base_url": srv.base_url}],
+            perturbations=table,
+            w_base_prompt="Say hi",
+            w_embedder="rouge1",
+        )
         at.button(key="landing_run").click().run()
     assert errors(at)[0].startswith("Control gate failed")
 
@@ -67,20 +85,24 @@ def test_landing_shows_the_gate_when_roles_are_given(make_app):
 # --------------------------------------------------------------------------- outdated
 def test_results_are_marked_outdated_when_inputs_change_or_a_run_fails(make_app, tmp_path):
     with FakeOpenAI(models=("m",)) as srv:
-        at = make_app(models=[{"backend": "openai", "name": "m", "base_url": srv.base_url,
-                               "max_retries": 0}], w_embedder="rouge1", w_samples=5,
-                      w_base_prompt="Say hi",
-                      perturbations=pd.DataFrame([{"name": "comedian", "prefix": "Act as a "
-                                                   "comedian.", "prompt": "", "role": ""}]))
+        at = make_app(
+            models=[{"backend": "openai", "name": "m", "base_url": srv.base_url, "max_retries": 0}],
+            w_embedder="rouge1",
+            w_samples=5,
+            w_base_prompt="Say hi",
+            perturbations=pd.DataFrame(
+                [{"name": "comedian", "prefix": "Act as a comedian.", "prompt": "", "role": ""}]
+            ),
+        )
         at.button(key="landing_run").click().run()
         assert not errors(at) and not any("Outdated" in w for w in warnings(at))
         at.number_input(key="w_samples").set_value(6).run()
         note = next(w for w in warnings(at) if "Outdated:" in w)
         assert "(k)" in note and "Press Run" in note
         assert at.session_state["results_meta"]["landing"]["_outdated"]
-        at.number_input(key="w_samples").set_value(5).run()       # back: current again
+        at.number_input(key="w_samples").set_value(5).run()  # back: current again
         assert not any("Outdated" in w for w in warnings(at))
-        at.text_area(key="w_base_prompt").set_value("  ").run()    # a form error
+        at.text_area(key="w_base_prompt").set_value("  ").run()  # a form error
         assert any("Outdated:" in w for w in warnings(at))
         at.text_area(key="w_base_prompt").set_value("Say hi").run()
         assert not any("Outdated" in w for w in warnings(at))
@@ -96,10 +118,15 @@ def test_results_are_marked_outdated_when_inputs_change_or_a_run_fails(make_app,
 def test_names_are_shown_literally(make_app):
     name = "**bold** <b>x</b> :red[y] $z$"
     with FakeOpenAI(models=("m",)) as srv:
-        at = make_app(models=[{"backend": "openai", "name": "m", "base_url": srv.base_url}],
-                      w_embedder="rouge1", w_base_prompt="Say hi", w_samples=5,
-                      perturbations=pd.DataFrame([{"name": name, "prefix": "Act as a comedian.",
-                                                   "prompt": "", "role": ""}]))
+        at = make_app(
+            models=[{"backend": "openai", "name": "m", "base_url": srv.base_url}],
+            w_embedder="rouge1",
+            w_base_prompt="Say hi",
+            w_samples=5,
+            perturbations=pd.DataFrame(
+                [{"name": name, "prefix": "Act as a comedian.", "prompt": "", "role": ""}]
+            ),
+        )
         at.button(key="landing_run").click().run()
     sentence = next(m.value for m in at.markdown if "change" in m.value and "bold" in m.value)
     assert "\\*\\*bold\\*\\*" in sentence and "\\<b\\>" in sentence and "\\:red\\[" in sentence
@@ -114,8 +141,9 @@ def test_adding_personas_twice_adds_no_duplicates(make_app):
     at.button(key="landing_add_personas").click().run()
     names = list(at.session_state["perturbations"]["name"])
     assert names.count("doctor") == 1 and names.count("pirate") == 1 and len(names) == 9
-    assert any("Already in the table" in plain(i.value) and "doctor, child" in plain(i.value)
-               for i in at.info)
+    assert any(
+        "Already in the table" in plain(i.value) and "doctor, child" in plain(i.value) for i in at.info
+    )
     assert not any("used twice" in e for e in errors(at))
 
 
@@ -162,10 +190,13 @@ def test_history_page_finds_reopens_compares_and_deletes(make_app):
     assert not at.exception, at.exception
     assert at.selectbox(key="hist_a").value == 1 and at.selectbox(key="hist_b").value == 2
     cmp = _table(at, "change")
-    assert len(cmp) == 8 and set(cmp["change"]) <= {"same verdict", "now significant",
-                                                      "no longer significant"}
+    assert len(cmp) == 8 and set(cmp["change"]) <= {
+        "same verdict",
+        "now significant",
+        "no longer significant",
+    }
     assert any("Changed between the runs" in c.value and "samples" in c.value for c in at.caption)
-    assert successes(at) or errors(at)   # the verdict-change summary
+    assert successes(at) or errors(at)  # the verdict-change summary
     assert not any("different scales" in w for w in warnings(at))  # k changed, ω's scale did not
     # delete run 1, after confirming
     at.session_state["hist_tabs"] = "Delete runs"
@@ -182,14 +213,36 @@ def test_history_reopens_a_cli_run_and_loads_it_into_its_page(make_app, tmp_path
     from dbpa_core import cli
 
     spec = tmp_path / "cli-spec.yaml"
-    spec.write_text(yaml.safe_dump({
-        "name": "from-cli", "model": {"backend": "replay", "file": DEMO},
-        "embedder": {"backend": "rouge1"}, "samples": 5, "permutations": 100,
-        "base": {"prompt": NICE},
-        "perturbations": [{"name": "comedian", "prefix": "Act as a comedian.", "role": "target"},
-                          {"name": "doctor", "prefix": "Act as a doctor.", "role": "control"}]}))
-    assert cli.main(["--cache-dir", str(tmp_path / "c"), "audit", str(spec), "--out",
-                     str(tmp_path / "out"), "--quiet"]) == 0
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "name": "from-cli",
+                "model": {"backend": "replay", "file": DEMO},
+                "embedder": {"backend": "rouge1"},
+                "samples": 5,
+                "permutations": 100,
+                "base": {"prompt": NICE},
+                "perturbations": [
+                    {"name": "comedian", "prefix": "Act as a comedian.", "role": "target"},
+                    {"name": "doctor", "prefix": "Act as a doctor.", "role": "control"},
+                ],
+            }
+        )
+    )
+    assert (
+        cli.main(
+            [
+                "--cache-dir",
+                str(tmp_path / "c"),
+                "audit",
+                str(spec),
+                "--out",
+                str(tmp_path / "out"),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     at = make_app(page="pages/history.py")
     runs = _table(at, "control gate")
     assert list(runs["from"]) == ["cli"] and list(runs["title"]) == ["from-cli"]
@@ -204,13 +257,23 @@ def test_history_reopens_a_cli_run_and_loads_it_into_its_page(make_app, tmp_path
 
 # --------------------------------------------------------------------------- spec files
 def _spec_yaml(**over):
-    d = {"name": "opened", "model": {"backend": "replay", "file": DEMO, "label": "demo"},
-         "samples": 7, "permutations": 300, "measure": "jsd", "alpha": 0.01, "seed": 4,
-         "temperature": 0.5, "max_tokens": 64, "embedder": {"backend": "rougeL"},
-         "base": {"prompt": NICE},
-         "perturbations": [{"name": "comedian", "prefix": "Act as a comedian."},
-                           {"name": "child", "prompt": "Act as a child. " + NICE,
-                            "role": "control"}]}
+    d = {
+        "name": "opened",
+        "model": {"backend": "replay", "file": DEMO, "label": "demo"},
+        "samples": 7,
+        "permutations": 300,
+        "measure": "jsd",
+        "alpha": 0.01,
+        "seed": 4,
+        "temperature": 0.5,
+        "max_tokens": 64,
+        "embedder": {"backend": "rougeL"},
+        "base": {"prompt": NICE},
+        "perturbations": [
+            {"name": "comedian", "prefix": "Act as a comedian."},
+            {"name": "child", "prompt": "Act as a child. " + NICE, "role": "control"},
+        ],
+    }
     d.update(over)
     return yaml.safe_dump(d).encode()
 
@@ -230,7 +293,7 @@ def test_spec_download_and_open(make_app):
     assert list(table["name"]) == ["comedian", "child"]
     assert table["prefix"][0] == "Act as a comedian." and table["prompt"][0] == ""
     assert table["role"][1] == "control" and table["prefix"][1] == "Act as a child."
-    assert at.sidebar.number_input(key="w_samples").value == 7    # the widgets show it
+    assert at.sidebar.number_input(key="w_samples").value == 7  # the widgets show it
     assert at.text_area(key="w_base_prompt").value == NICE
     assert ss["w_landing_model"] == "demo"
     # the form is runnable as opened, and downloads back as the same spec
@@ -243,15 +306,18 @@ def test_opening_a_bad_spec_says_what_is_wrong(make_app):
     assert any("bad.yaml" in e and "not valid YAML" in e for e in errors(at))
     at.file_uploader(key="landing_spec_up").upload("typo.yaml", _spec_yaml(sampels=3), "x").run()
     assert any("unknown key 'sampels'" in e and "did you mean 'samples'" in e for e in errors(at))
-    models = {"name": "cmp", "models": [{"backend": "replay", "file": DEMO, "label": "a"},
-                                        {"backend": "replay", "file": DEMO, "label": "b"}],
-              "base": {"prompt": "Hi"}}
-    at.file_uploader(key="landing_spec_up").upload("m.yaml", yaml.safe_dump(models).encode(),
-                                                  "x").run()
+    models = {
+        "name": "cmp",
+        "models": [
+            {"backend": "replay", "file": DEMO, "label": "a"},
+            {"backend": "replay", "file": DEMO, "label": "b"},
+        ],
+        "base": {"prompt": "Hi"},
+    }
+    at.file_uploader(key="landing_spec_up").upload("m.yaml", yaml.safe_dump(models).encode(), "x").run()
     assert any("models audit: open it on the **Model comparison** page" in e for e in errors(at))
     at.switch_page("pages/model_comparison.py").run()
-    at.file_uploader(key="models_spec_up").upload("m.yaml", yaml.safe_dump(models).encode(),
-                                                 "x").run()
+    at.file_uploader(key="models_spec_up").upload("m.yaml", yaml.safe_dump(models).encode(), "x").run()
     assert not at.exception
     assert at.session_state["w_models_reference"] == "a"
     assert at.session_state["w_models_others"] == ["b"]
@@ -264,10 +330,15 @@ def demo_mode(monkeypatch):
     monkeypatch.setenv("DBPA_REPLAY_FILE", DEMO)
 
 
-@pytest.mark.parametrize("page,key", [("pages/perturbation_test.py", "landing"),
-                                      ("pages/persona_explorer.py", "personas"),
-                                      ("pages/control_target.py", "roc"),
-                                      ("pages/model_comparison.py", "models")])
+@pytest.mark.parametrize(
+    "page,key",
+    [
+        ("pages/perturbation_test.py", "landing"),
+        ("pages/persona_explorer.py", "personas"),
+        ("pages/control_target.py", "roc"),
+        ("pages/model_comparison.py", "models"),
+    ],
+)
 def test_demo_mode_runs_every_pages_default_example(make_app, demo_mode, page, key):
     at = make_app(models=None, page=page, w_samples=20, w_embedder="rouge1")
     assert not errors(at), errors(at)
@@ -301,8 +372,7 @@ def test_demo_models_are_the_recorded_ones(make_app, demo_mode):
     at = make_app(models=None)
     labels = [m["label"] for m in at.session_state["models"]]
     assert labels[0] == "SmolLM2-135M-Instruct (recorded)"
-    assert {"SmolLM2-135M-Instruct T=1.2 (recorded)", "SmolLM2-135M-Instruct T=0.4 (recorded)"} \
-        <= set(labels)
+    assert {"SmolLM2-135M-Instruct T=1.2 (recorded)", "SmolLM2-135M-Instruct T=0.4 (recorded)"} <= set(labels)
 
 
 def test_every_default_example_is_recorded():
@@ -330,8 +400,9 @@ def test_every_default_example_is_recorded():
     # the battery's default, and with RTI for every word operation and the robustness curve
     for spec in make_demo_replay.battery_specs():
         for prompt, n in prompts_needed(spec).items():
-            assert counts.get((prompt, "SmolLM2-135M-Instruct"), 0) >= n, \
+            assert counts.get((prompt, "SmolLM2-135M-Instruct"), 0) >= n, (
                 f"battery: {prompt[:60]!r} is recorded fewer than {n} times"
+            )
     assert not any(re.search(r"<\|im_(start|end)\|>", k[0]) for k in counts)
 
 
@@ -339,15 +410,27 @@ def test_history_reopens_every_kind_of_run(make_app):
     """Persona (two models), control-vs-target and model-comparison runs reopen with their
     own views: heat map, gate and ROC, distance bars."""
     base = "John has these features: Age: 70"
-    table = pd.DataFrame([
-        {"name": "peter", "prefix": "", "prompt": base.replace("John", "Peter"), "role": "control"},
-        {"name": "comedian", "prefix": "", "prompt": "Act as a comedian. " + base, "role": "target"}])
+    table = pd.DataFrame(
+        [
+            {"name": "peter", "prefix": "", "prompt": base.replace("John", "Peter"), "role": "control"},
+            {"name": "comedian", "prefix": "", "prompt": "Act as a comedian. " + base, "role": "target"},
+        ]
+    )
     with FakeOpenAI(models=("m1", "m2")) as srv:
-        models = [{"backend": "openai", "name": "m1", "base_url": srv.base_url},
-                  {"backend": "openai", "name": "m2", "base_url": srv.base_url}]
-        at = make_app(models=models, page="pages/persona_explorer.py", w_embedder="rouge1",
-                      w_samples=5, w_base_prompt=base, w_persona_list=["comedian", "doctor"],
-                      w_persona_models=["m1", "m2"], roc_table=table)
+        models = [
+            {"backend": "openai", "name": "m1", "base_url": srv.base_url},
+            {"backend": "openai", "name": "m2", "base_url": srv.base_url},
+        ]
+        at = make_app(
+            models=models,
+            page="pages/persona_explorer.py",
+            w_embedder="rouge1",
+            w_samples=5,
+            w_base_prompt=base,
+            w_persona_list=["comedian", "doctor"],
+            w_persona_models=["m1", "m2"],
+            roc_table=table,
+        )
         at.button(key="personas_run").click().run()
         at.switch_page("pages/control_target.py").run()
         at.button(key="roc_run").click().run()
@@ -357,8 +440,11 @@ def test_history_reopens_every_kind_of_run(make_app):
     at.switch_page("pages/history.py").run()
     runs = _table(at, "control gate")
     assert list(runs["from"]) == ["Model comparison", "Control vs target", "Persona explorer"]
-    for run_id, check in ((3, "Distance from the reference"), (2, "ROC over the significance"),
-                          (1, "by persona and model")):
+    for run_id, check in (
+        (3, "Distance from the reference"),
+        (2, "ROC over the significance"),
+        (1, "by persona and model"),
+    ):
         at.selectbox(key="hist_open").set_value(run_id).run()
         assert not at.exception, at.exception
         specs = " ".join(c.proto.spec for c in at.get("plotly_chart"))

@@ -5,6 +5,7 @@ landing example, waits for the histograms, checks that a ``<script>`` inside a
 response is shown as text (and never runs), and saves screenshots to
 ``screenshots/`` (or ``$DBPA_SCREENSHOTS``).
 """
+
 import json
 
 import pytest
@@ -77,8 +78,11 @@ def test_landing_example_in_a_real_browser(app_url, browser):
 def test_direct_page_urls_look_the_same(app_url, browser):
     """With a pages/ folder Streamlit serves /settings from the file alone: same look."""
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    for url, heading in (("settings", "Settings"), ("control_target", "Control vs target"),
-                         ("model_comparison", "Model comparison")):
+    for url, heading in (
+        ("settings", "Settings"),
+        ("control_target", "Control vs target"),
+        ("model_comparison", "Model comparison"),
+    ):
         page.goto(f"{app_url}/{url}", wait_until="networkidle")
         try:
             page.get_by_role("heading", name=heading).first.wait_for(timeout=60_000)
@@ -111,8 +115,9 @@ def test_persona_explorer_in_a_real_browser(app_url, browser):
     page.wait_for_timeout(300)
     page.mouse.click(*cell)
     try:
-        playwright.expect(page.get_by_role("combobox", name="Open a cell: persona").last) \
-            .to_have_value("robot from the future", timeout=30_000)
+        playwright.expect(page.get_by_role("combobox", name="Open a cell: persona").last).to_have_value(
+            "robot from the future", timeout=30_000
+        )
     except Exception:
         page.screenshot(path=str(shots() / "failed-click.png"), full_page=True)
         raise

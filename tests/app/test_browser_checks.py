@@ -2,6 +2,7 @@
 landing page fills the checks editor, the run shows the checks table and chart, the Answers
 tab searches the answers and puts a selected one beside a base answer, and History shows
 the checks again. Screenshots go to screenshots/ (or $DBPA_SCREENSHOTS)."""
+
 from pathlib import Path
 
 import pytest
@@ -65,7 +66,7 @@ def test_checks_and_answers_in_a_real_browser(app_url, browser, tmp_path):
     assert "Traceback" not in body
     page.get_by_text("Pass rate: perturbed − base").first.wait_for(timeout=30_000)  # the chart
     page.get_by_role("heading", name="Answer checks").scroll_into_view_if_needed()
-    page.mouse.wheel(0, 450)   # the table's end and the chart
+    page.mouse.wheel(0, 450)  # the table's end and the chart
     page.wait_for_timeout(800)
     page.screenshot(path=str(shots() / "31-checks-results.png"), full_page=False)
 
@@ -83,7 +84,7 @@ def test_checks_and_answers_in_a_real_browser(app_url, browser, tmp_path):
     grid = page.locator("[data-testid='stDataFrame']").last
     grid.scroll_into_view_if_needed()
     box = grid.bounding_box()
-    page.mouse.click(box["x"] + 15, box["y"] + 35 * 11 + 17)   # row 11: doctor's answer 1
+    page.mouse.click(box["x"] + 15, box["y"] + 35 * 11 + 17)  # row 11: doctor's answer 1
     _wait_idle(page)
     page.get_by_text("has the same number").first.wait_for(timeout=30_000)
     page.get_by_text("has the same number").first.scroll_into_view_if_needed()

@@ -7,6 +7,7 @@ must show as text, never run), checks the verdict in one click, runs the
 Sensitivity page and uploads a promptfoo file in Settings. Screenshots go to
 ``screenshots/`` (or ``$DBPA_SCREENSHOTS``).
 """
+
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,7 @@ def test_why_sensitivity_and_import_in_a_real_browser(app_url, browser):  # noqa
     page.get_by_role("button", name="Run audit").click()
     page.get_by_text("Similarity histograms").first.wait_for(timeout=300_000)
     page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
-    page.wait_for_timeout(2000)   # let the results finish drawing
+    page.wait_for_timeout(2000)  # let the results finish drawing
 
     # the Why tab: words that moved, typical answers with the injected script as text
     page.get_by_role("tab", name="Why").click(timeout=60_000)
@@ -83,7 +84,7 @@ def test_why_sensitivity_and_import_in_a_real_browser(app_url, browser):  # noqa
     page.get_by_text("Import recorded responses").first.wait_for(timeout=60_000)
     page.locator("input[type=file]").first.set_input_files(str(DATA / "promptfoo_repeat.json"))
     button = page.get_by_role("button", name="Import as a replay model")
-    playwright.expect(button).to_be_enabled(timeout=30_000)   # enabled once the file is up
+    playwright.expect(button).to_be_enabled(timeout=30_000)  # enabled once the file is up
     button.click()
     try:
         page.get_by_text("Imported 7 responses").first.wait_for(timeout=60_000)

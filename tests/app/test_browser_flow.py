@@ -3,6 +3,7 @@ next Run starts at once instead of waiting for it; a reload shows the last form 
 results again; demo mode says so on every page, the Persona explorer shows personas x
 models, and the battery's RTI and robustness curve run on the recording. Screenshots go
 to ``screenshots/`` (or ``$DBPA_SCREENSHOTS``)."""
+
 import re
 import time
 
@@ -58,7 +59,7 @@ def _starts_without_waiting(page, looks: int) -> None:
 
 @pytest.fixture(scope="module")
 def local_url(tmp_path_factory):
-    with dashboard(tmp_path_factory.mktemp("flow-local")) as url:   # the embedded model
+    with dashboard(tmp_path_factory.mktemp("flow-local")) as url:  # the embedded model
         yield url
 
 
@@ -85,7 +86,7 @@ def test_stop_and_reload_cancel_the_batch_and_the_next_run_never_waits(local_url
     page.get_by_role("button", name="Run audit").click()
     _starts_without_waiting(page, 60)
     stop = page.get_by_role("button", name="Stop")
-    if stop.count():            # (on a fast CPU this run may be over already: nothing to stop)
+    if stop.count():  # (on a fast CPU this run may be over already: nothing to stop)
         stop.click()
     page.close()
 
@@ -99,9 +100,18 @@ def slow_server_url(tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("flow-slow")
     with FakeOpenAI(fault="slow", slow_seconds=600) as srv:
-        save_models([{"backend": "openai", "name": "fake-model", "base_url": srv.base_url,
-                      "label": "slow server", "max_retries": 0}],
-                    path=tmp / "home" / "models.yaml")
+        save_models(
+            [
+                {
+                    "backend": "openai",
+                    "name": "fake-model",
+                    "base_url": srv.base_url,
+                    "label": "slow server",
+                    "max_retries": 0,
+                }
+            ],
+            path=tmp / "home" / "models.yaml",
+        )
         with dashboard(tmp) as url:
             yield url, srv
 
@@ -129,7 +139,7 @@ def test_stop_abandons_a_servers_requests_in_flight(slow_server_url, browser):
         page.wait_for_timeout(250)
         seen += _lines(page)
     assert not [x for x in seen if "waiting for another run" in x], seen
-    assert srv.requests > sent and srv.chat_ok == 0     # asked again: nothing was held
+    assert srv.requests > sent and srv.chat_ok == 0  # asked again: nothing was held
     page.get_by_role("button", name="Stop").click()
     page.get_by_text("The last run was stopped").first.wait_for(timeout=30_000)
     page.close()
@@ -159,8 +169,17 @@ def test_a_reload_keeps_the_form_and_the_results(demo_url, browser):
     page.close()
 
 
-PAGES = ["perturbation_test", "persona_explorer", "control_target", "model_comparison",
-         "sensitivity", "robustness", "fidelity", "history", "settings"]
+PAGES = [
+    "perturbation_test",
+    "persona_explorer",
+    "control_target",
+    "model_comparison",
+    "sensitivity",
+    "robustness",
+    "fidelity",
+    "history",
+    "settings",
+]
 
 
 def test_demo_mode_says_so_everywhere_and_runs_what_it_offers(demo_url, browser):
@@ -177,7 +196,7 @@ def test_demo_mode_says_so_everywhere_and_runs_what_it_offers(demo_url, browser)
     _wait_idle(page, 2500)
     page.screenshot(path=str(shots() / "43-demo-personas.png"), full_page=True)
     ticks = page.locator(".js-plotly-plot").first.locator(".xtick text").all_text_contents()
-    assert len([t for t in ticks if "SmolLM2" in t]) == 2, ticks     # two model columns
+    assert len([t for t in ticks if "SmolLM2" in t]) == 2, ticks  # two model columns
     # the battery with every RTI operation and the robustness curve, on the recording
     page.goto(f"{demo_url}/robustness", wait_until="networkidle")
     page.get_by_role("button", name="Run battery").wait_for(timeout=60_000)

@@ -1,5 +1,6 @@
 """A real browser on the Settings page with a damaged cache: one line says so, Clear
 repairs it, no traceback (issue 7). Served by ``browser_support.dashboard``."""
+
 import os
 
 import pytest

@@ -3,6 +3,7 @@ open tab survives the first widget change after a run, results are marked outdat
 run is recorded and reopens with its charts (escaped), two runs compare side by side.
 Reuses the server and browser fixtures of test_browser.py (replay backend, temporary
 DBPA_HOME and cache); screenshots go to screenshots/ (or $DBPA_SCREENSHOTS)."""
+
 import re
 
 import pytest

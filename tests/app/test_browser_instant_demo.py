@@ -2,6 +2,7 @@
 opens with the recorded result of its default example, labelled; Run audit samples with a
 progress line that counts tokens and says how long is left; Stop stops within seconds and
 keeps every finished answer in the cache. Screenshots go to ``screenshots/``."""
+
 import re
 import time
 
@@ -15,13 +16,14 @@ playwright = require_browser()
 
 @pytest.fixture(scope="module")
 def local_app(tmp_path_factory):
-    with dashboard(tmp_path_factory.mktemp("instant")) as url:   # no replay file: local
+    with dashboard(tmp_path_factory.mktemp("instant")) as url:  # no replay file: local
         yield url
 
 
 def _sampling_line(page) -> str:
-    return next((line for line in page.inner_text("body").split("\n")
-                 if line.startswith("Sampling responses:")), "")
+    return next(
+        (line for line in page.inner_text("body").split("\n") if line.startswith("Sampling responses:")), ""
+    )
 
 
 def test_recorded_result_at_once_then_run_and_stop(local_app, browser):
@@ -36,17 +38,19 @@ def test_recorded_result_at_once_then_run_and_stop(local_app, browser):
     body = page.inner_text("body")
     assert re.search(r"answered by SmolLM2-135M-Instruct \((bfloat16|float32), k = 20", body)
     assert "recorded on 20" in body and "perturbations change the answers" in body
-    assert shown < 30, shown                   # no model loaded, nothing sampled
+    assert shown < 30, shown  # no model loaded, nothing sampled
 
     page.get_by_role("button", name="Run audit").click()
     line = ""
     deadline = time.perf_counter() + 240
-    while time.perf_counter() < deadline:       # until an answer is done, tokens counted
+    while time.perf_counter() < deadline:  # until an answer is done, tokens counted
         page.wait_for_timeout(1000)
         line = _sampling_line(page)
-        m = re.match(r"Sampling responses: \d+ % \((\d+) of 180 answers complete\) — "
-                     r"([\d,]+) tokens, \d+ tokens/s, (about .+ left|estimating the time left)",
-                     line)
+        m = re.match(
+            r"Sampling responses: \d+ % \((\d+) of 180 answers complete\) — "
+            r"([\d,]+) tokens, \d+ tokens/s, (about .+ left|estimating the time left)",
+            line,
+        )
         if m and int(m.group(1)) >= 1:
             break
     else:

@@ -2,6 +2,7 @@
 example, charts included) asks nothing of any host but the dashboard's own. Every request
 the browser makes is checked; one to another host (fonts.gstatic.com for a page icon, a CDN
 for a script or a font) fails the test, and is blocked so that nothing waits on it."""
+
 from urllib.parse import urlsplit
 
 import pytest
@@ -35,8 +36,7 @@ def test_no_page_asks_another_host(app_url, browser):
     context.route("**/*", block)
     # every request, also those routing does not see (a favicon is fetched outside it)
     context.on("request", lambda r: None if local(r.url) else foreign.append(r.url))
-    context.on("websocket", lambda ws: None if urlsplit(ws.url).netloc == own
-               else foreign.append(ws.url))
+    context.on("websocket", lambda ws: None if urlsplit(ws.url).netloc == own else foreign.append(ws.url))
     page = context.new_page()
     for _section, _file, title, _icon, url_path in PAGES:
         page.goto(f"{app_url}/{url_path}", wait_until="networkidle")

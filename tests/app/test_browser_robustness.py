@@ -5,6 +5,7 @@ answer to every prompt the page's default battery asks (one answer carries a
 ``<script>``, which must show as text), runs the battery, opens every tab and saves
 screenshots (``screenshots/`` or ``$DBPA_SCREENSHOTS``). ``DBPA_TEST_PORTS`` picks the ports.
 """
+
 import json
 
 import pytest
@@ -22,14 +23,22 @@ def default_prompts():
     from dbpa_core.attacks.battery import RTI_RHOS, plan, rti_queries
     from ui import battery, state
 
-    settings = {"seed": 0, "samples": state.DEFAULTS["w_samples"],
-                "permutations": state.DEFAULTS["w_permutations"], "measure": "jsd",
-                "correction": "holm", "alpha": 0.05, "embedder": {"backend": "local"},
-                "temperature": 0.8, "max_tokens": 120}
+    settings = {
+        "seed": 0,
+        "samples": state.DEFAULTS["w_samples"],
+        "permutations": state.DEFAULTS["w_permutations"],
+        "measure": "jsd",
+        "correction": "holm",
+        "alpha": 0.05,
+        "embedder": {"backend": "local"},
+        "temperature": 0.8,
+        "max_tokens": 120,
+    }
     spec = battery.build_spec(dict(battery.DEFAULTS), settings, {"backend": "local"})
     prompts = [q.prompt for qs in plan(spec).values() for q in qs]
-    prompts += [q.prompt for op in spec.rti for rho in RTI_RHOS
-                for q in rti_queries(spec, spec.items, op, rho)]
+    prompts += [
+        q.prompt for op in spec.rti for rho in RTI_RHOS for q in rti_queries(spec, spec.items, op, rho)
+    ]
     return spec, list(dict.fromkeys(prompts))
 
 
@@ -60,8 +69,7 @@ def test_robustness_battery_in_a_real_browser(app_url, browser):
     page.screenshot(path=str(shots() / "20-robustness-form.png"))
     assert "Robustness battery" in page.locator("[data-testid='stSidebar']").inner_text()
     # the options are checked before anything runs: the sample's give nothing away
-    assert "Answer-blind check: no rule that ignores the question beats chance" in \
-        page.inner_text("body")
+    assert "Answer-blind check: no rule that ignores the question beats chance" in page.inner_text("body")
 
     page.get_by_role("button", name="Run battery").click()
     try:
@@ -79,7 +87,7 @@ def test_robustness_battery_in_a_real_browser(app_url, browser):
         page.get_by_role("tab", name=tab).click()
         page.wait_for_timeout(1200)
         page.screenshot(path=str(shots() / f"2{i + 2}-robustness-{tab.lower().replace(' ', '-')}.png"))
-        if tab == "Which words":   # the phrase table and the forest's importances, drawn
+        if tab == "Which words":  # the phrase table and the forest's importances, drawn
             forest = page.locator(".js-plotly-plot", has_text="What predicts a changed answer")
             forest.scroll_into_view_if_needed()
             page.wait_for_timeout(800)
@@ -93,7 +101,7 @@ def test_robustness_battery_in_a_real_browser(app_url, browser):
     page.get_by_text("Only unparsed answers").wait_for(timeout=30_000)
     page.wait_for_timeout(1500)
     page.screenshot(path=str(shots() / "27-robustness-answers.png"))
-    page.get_by_role("tab", name="Options").click()   # answer positions, answer-blind rules
+    page.get_by_role("tab", name="Options").click()  # answer positions, answer-blind rules
     page.get_by_text("Answer-blind rules: how often").wait_for(timeout=30_000)
     page.wait_for_timeout(1500)
     page.screenshot(path=str(shots() / "28-robustness-options.png"))

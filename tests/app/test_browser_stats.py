@@ -1,6 +1,7 @@
 """Issue 8 in a real browser: the warning above the Run button when no result can be
 significant, the sidebar's δ and null controls, and the effect above chance in the
 results table. Screenshots go to ``screenshots/`` (or ``$DBPA_SCREENSHOTS``)."""
+
 import pytest
 
 from .browser_support import dashboard, require_browser, shots
@@ -42,8 +43,9 @@ def test_warnings_controls_and_above_chance(stats_url, browser):
     assert warning.bounding_box()["y"] < run.bounding_box()["y"]
 
     _set_number(page, "Samples per prompt (k)", 10)
-    playwright.expect(page.get_by_text("no result can be significant", exact=False)) \
-        .to_have_count(0, timeout=60_000)
+    playwright.expect(page.get_by_text("no result can be significant", exact=False)).to_have_count(
+        0, timeout=60_000
+    )
     _set_number(page, "Minimum effect of interest δ", 0.02)
     run.click()
     page.get_by_text("Similarity histograms").first.wait_for(timeout=400_000)

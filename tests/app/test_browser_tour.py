@@ -4,6 +4,7 @@ opens without an error, its default example runs, and a screenshot of each is sa
 The screenshots go to ``$DBPA_DOCS_IMG`` when set (``python docs/make_screenshots.py`` sets
 it to ``docs/img/``, the manual's pictures), else to ``screenshots/tour/``, so an ordinary
 test run never rewrites the manual's images."""
+
 import os
 from pathlib import Path
 
@@ -33,8 +34,7 @@ def _shot(page, name, at=None):
     """A viewport-sized screenshot, scrolled so that ``at`` (a locator; default the demo
     banner at the page's top) is at the top."""
     # Streamlit scrolls its main block, not the window: scroll the element itself
-    (at or page.get_by_text("Demo mode").first).evaluate(
-        "e => e.scrollIntoView({block: 'start'})")
+    (at or page.get_by_text("Demo mode").first).evaluate("e => e.scrollIntoView({block: 'start'})")
     page.wait_for_timeout(700)
     page.screenshot(path=str(_out() / f"{name}.png"))
     assert "Traceback" not in page.inner_text("body")
@@ -67,7 +67,7 @@ def test_a_tour_of_every_page(demo_url, browser):
     _shot(page, "tour-landing")
     page.get_by_role("button", name="Run audit").click()
     page.get_by_role("tab", name="Permutation test").first.wait_for(timeout=300_000)
-    plot.first.locator(".main-svg").first.wait_for(timeout=120_000)   # the histograms drawn
+    plot.first.locator(".main-svg").first.wait_for(timeout=120_000)  # the histograms drawn
     _wait_idle(page, 2500)
     assert "perturbations change the answers" in page.inner_text("body")
     _shot(page, "tour-landing-results", page.get_by_role("heading", name="Results").first)
@@ -80,12 +80,13 @@ def test_a_tour_of_every_page(demo_url, browser):
     _shot(page, "tour-answers", tabs)
 
     # the audit pages that run their default example on the recordings
-    run = page.get_by_role("button", name="Run", exact=True)    # the results follow it
-    for url, name, at in (("persona_explorer", "tour-persona-explorer", plot.first),
-                          ("control_target", "tour-control-target", run),
-                          ("model_comparison", "tour-model-comparison", run)):
-        _open(page, f"{demo_url}/{url}", lambda p: p.get_by_role("button", name="Run",
-                                                                  exact=True))
+    run = page.get_by_role("button", name="Run", exact=True)  # the results follow it
+    for url, name, at in (
+        ("persona_explorer", "tour-persona-explorer", plot.first),
+        ("control_target", "tour-control-target", run),
+        ("model_comparison", "tour-model-comparison", run),
+    ):
+        _open(page, f"{demo_url}/{url}", lambda p: p.get_by_role("button", name="Run", exact=True))
         _run(page)
         _shot(page, name, at)
 
@@ -96,10 +97,14 @@ def test_a_tour_of_every_page(demo_url, browser):
     _open(page, f"{demo_url}/fidelity", lambda p: p.get_by_role("heading", name="Results"))
     plot.first.wait_for(timeout=120_000)
     _wait_idle(page)
-    _shot(page, "tour-fidelity", plot.first)                        # the calibrated curves
+    _shot(page, "tour-fidelity", plot.first)  # the calibrated curves
 
-    for url, name in (("sensitivity", "tour-sensitivity"), ("suite", "tour-suite"),
-                      ("history", "tour-history"), ("settings", "tour-settings")):
+    for url, name in (
+        ("sensitivity", "tour-sensitivity"),
+        ("suite", "tour-suite"),
+        ("history", "tour-history"),
+        ("settings", "tour-settings"),
+    ):
         _open(page, f"{demo_url}/{url}", lambda p: p.get_by_text("Demo mode"))
         _shot(page, name)
     body = page.inner_text("body")

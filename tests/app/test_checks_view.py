@@ -2,6 +2,7 @@
 the chart and the exports carry what the audit computed (rates recounted here from the
 answers); a recorded run recomputes the same checks from its answers, judges read from the
 cache and never asked; the page runs its checks and History shows them again."""
+
 from __future__ import annotations
 
 import csv
@@ -21,23 +22,37 @@ from ui import checks_figures, checks_view, export, grid
 
 from .conftest import DEMO, errors, plain
 
-NICE = ("John has these features: Age: 70, Sex: male, Total cholesterol: 6.2 mmol/L, "
-        "HDL cholesterol: 1.1 mmol/L, Systolic blood pressure: 150 mmHg, Smoker: yes, "
-        "Diabetes: no. Provide recommendations on CVD guidelines based on NICE for this person.")
-CHECKS = [{"name": "<b>mentions</b> a statin", "contains": ["statin"]},
-          {"name": "cites NICE", "regex": r"\bNICE\b"},
-          {"name": "refuses", "refusal": True},
-          {"name": "length", "words": True}]
+NICE = (
+    "John has these features: Age: 70, Sex: male, Total cholesterol: 6.2 mmol/L, "
+    "HDL cholesterol: 1.1 mmol/L, Systolic blood pressure: 150 mmHg, Smoker: yes, "
+    "Diabetes: no. Provide recommendations on CVD guidelines based on NICE for this person."
+)
+CHECKS = [
+    {"name": "<b>mentions</b> a statin", "contains": ["statin"]},
+    {"name": "cites NICE", "regex": r"\bNICE\b"},
+    {"name": "refuses", "refusal": True},
+    {"name": "length", "words": True},
+]
 JUDGE = {"backend": "openai", "name": "judge", "base_url": "http://127.0.0.1:9/v1"}
 
 
 def spec_with(checks):
-    return parse_spec({
-        "name": "checks", "model": {"backend": "replay", "file": DEMO, "label": "demo"},
-        "embedder": {"backend": "rouge1"}, "samples": 10, "permutations": 300, "seed": 1,
-        "base": {"prompt": NICE}, "checks": checks,
-        "perturbations": [{"name": "comedian", "prefix": "Act as a comedian."},
-                          {"name": "child", "prefix": "Act as a child."}]})
+    return parse_spec(
+        {
+            "name": "checks",
+            "model": {"backend": "replay", "file": DEMO, "label": "demo"},
+            "embedder": {"backend": "rouge1"},
+            "samples": 10,
+            "permutations": 300,
+            "seed": 1,
+            "base": {"prompt": NICE},
+            "checks": checks,
+            "perturbations": [
+                {"name": "comedian", "prefix": "Act as a comedian."},
+                {"name": "child", "prefix": "Act as a child."},
+            ],
+        }
+    )
 
 
 @pytest.fixture(scope="module")
@@ -52,16 +67,22 @@ def result(cache):
 
 # --------------------------------------------------------------------------- the editor
 def test_the_editors_rows_become_the_specs_checks():
-    rows = pd.DataFrame([
-        {"name": "names both", "kind": "contains", "value": "aspirin, statin ,", "all": True},
-        {"name": "", "kind": "regex", "value": r"\bNICE\b", "all": False},
-        {"name": None, "kind": None, "value": None, "all": None},       # an empty row
-        {"name": "refuses", "kind": "refusal", "value": "", "all": False},
-        {"name": "short", "kind": "words", "value": "ignored", "all": False}])
+    rows = pd.DataFrame(
+        [
+            {"name": "names both", "kind": "contains", "value": "aspirin, statin ,", "all": True},
+            {"name": "", "kind": "regex", "value": r"\bNICE\b", "all": False},
+            {"name": None, "kind": None, "value": None, "all": None},  # an empty row
+            {"name": "refuses", "kind": "refusal", "value": "", "all": False},
+            {"name": "short", "kind": "words", "value": "ignored", "all": False},
+        ]
+    )
     found = checks_view.entries(rows)
-    assert found == [{"name": "names both", "contains": ["aspirin", "statin"], "all": True},
-                     {"name": r"regex: \bNICE\b", "regex": r"\bNICE\b"},
-                     {"name": "refuses", "refusal": True}, {"name": "short", "words": True}]
+    assert found == [
+        {"name": "names both", "contains": ["aspirin", "statin"], "all": True},
+        {"name": r"regex: \bNICE\b", "regex": r"\bNICE\b"},
+        {"name": "refuses", "refusal": True},
+        {"name": "short", "words": True},
+    ]
     spec = spec_with(found)
     assert [c.kind for c in spec.checks] == ["contains", "regex", "refusal", "words"]
     assert spec.checks[0].all and spec.checks[0].terms == ("aspirin", "statin")
@@ -86,36 +107,43 @@ def test_the_table_counts_what_the_answers_hold(result):
         before, after = row["base → perturbed"].split(" → ")
         assert before == f"{x}/10 ({10 * x} %)" and after.startswith(f"{y}/10")
         points = 10 * (y - x)
-        assert row["difference"] == ("0 points" if points == 0 else
-                                     f"{'−' if points < 0 else '+'}{abs(points)} points")
+        assert row["difference"] == (
+            "0 points" if points == 0 else f"{'−' if points < 0 else '+'}{abs(points)} points"
+        )
         length = df[(df["check"] == "length") & (df["arm"] == arm)].iloc[0]
         # words: white-space separated pieces that hold a letter, digit or underscore
-        mean = sum(sum(any(ch.isalnum() or ch == "_" for ch in w) for w in t.split())
-                   for t in result.responses(arm)) / 10
+        mean = (
+            sum(
+                sum(any(ch.isalnum() or ch == "_" for ch in w) for w in t.split())
+                for t in result.responses(arm)
+            )
+            / 10
+        )
         assert length["base → perturbed"].endswith(f" → {mean:.1f} words (mean, n = 10)")
     got = {(r.check, r.perturbation): r for r in result.checks}
     for row in df.to_dict("records"):
         r = got[(row["check"], row["arm"])]
         assert (row["p (raw)"], row["p (adjusted)"], row[""], row["significant"]) == (
-            r.p_value, r.p_adjusted, r.stars, r.significant)
+            r.p_value,
+            r.p_adjusted,
+            r.stars,
+            r.significant,
+        )
         assert row["graded by"] == "rule"
 
 
 def test_the_chart_draws_each_difference_with_its_interval(result):
     fig = checks_figures.difference_figure({"": result})
-    rates, numbers = fig.data   # two panels: points and words
-    rules = [r for r in result.checks if not r.numeric][::-1]     # drawn bottom-up
+    rates, numbers = fig.data  # two panels: points and words
+    rules = [r for r in result.checks if not r.numeric][::-1]  # drawn bottom-up
     assert list(rates.x) == pytest.approx([100 * r.difference for r in rules])
-    assert list(rates.error_x.array) == pytest.approx([100 * (r.ci[1] - r.difference)
-                                                       for r in rules])
-    assert list(rates.error_x.arrayminus) == pytest.approx([100 * (r.difference - r.ci[0])
-                                                            for r in rules])
-    assert all("&lt;b&gt;" in y for y in rates.y if "mentions" in y)   # names escaped
+    assert list(rates.error_x.array) == pytest.approx([100 * (r.ci[1] - r.difference) for r in rules])
+    assert list(rates.error_x.arrayminus) == pytest.approx([100 * (r.difference - r.ci[0]) for r in rules])
+    assert all("&lt;b&gt;" in y for y in rates.y if "mentions" in y)  # names escaped
     lengths = [r for r in result.checks if r.numeric][::-1]
     assert list(numbers.x) == pytest.approx([r.difference for r in lengths])
     colors = list(rates.marker.color)
-    assert colors == [checks_figures.ALT_COLOR if r.significant else checks_figures.NS_COLOR
-                      for r in rules]
+    assert colors == [checks_figures.ALT_COLOR if r.significant else checks_figures.NS_COLOR for r in rules]
     assert checks_figures.difference_figure({"": dataclasses.replace(result, checks=())}) is None
 
 
@@ -127,14 +155,12 @@ def test_exports_carry_the_checks(result):
         r = got[("cites NICE", row["name"])]
         assert float(row["check: cites NICE: base"]) == pytest.approx(r.base)
         assert float(row["check: cites NICE: p_adjusted"]) == pytest.approx(r.p_adjusted)
-        assert float(row["check: length: ci_low"]) == pytest.approx(
-            got[("length", row["name"])].ci[0])
+        assert float(row["check: length: ci_low"]) == pytest.approx(got[("length", row["name"])].ci[0])
     page = export.html_report("t", [result], {}, meta)
     assert "<h3>Answer checks</h3>" in page and "&lt;b&gt;mentions&lt;/b&gt; a statin" in page
     assert "<b>mentions</b>" not in page
     assert "Answer checks: differences with 95 % intervals" in page
-    plain_result = dataclasses.replace(result, checks=(),
-                                       spec=dataclasses.replace(result.spec, checks=()))
+    plain_result = dataclasses.replace(result, checks=(), spec=dataclasses.replace(result.spec, checks=()))
     assert "check:" not in export.results_csv(plain_result, meta).splitlines()[0]
     assert "Answer checks" not in export.html_report("t", [plain_result], {}, meta)
 
@@ -147,8 +173,12 @@ def test_a_recorded_run_recomputes_the_same_checks(result, cache):
 
 
 def test_judges_are_read_from_the_cache_never_asked(result, tmp_path):
-    judge = Check("recommends a statin", "judge", judge_model=JUDGE,
-                  question="Does the answer recommend a statin? Answer yes or no.")
+    judge = Check(
+        "recommends a statin",
+        "judge",
+        judge_model=JUDGE,
+        question="Does the answer recommend a statin? Answer yes or no.",
+    )
     spec = dataclasses.replace(result.spec, checks=(*result.spec.checks, judge))
     recorded = dataclasses.replace(result, spec=spec, checks=())
     empty = Cache(tmp_path / "empty")
@@ -174,12 +204,10 @@ def test_judges_are_read_from_the_cache_never_asked(result, tmp_path):
     assert set(columns["recommends a statin"]) == {None}
     columns = checks_view.outcome_columns(spec.checks, answers, store, spec.seed)
     assert columns["recommends a statin"] == columns["<b>mentions</b> a statin"]
-    answers = grid.answers_frame({"": full}, store)   # the grid reads the same replies
-    assert answers["recommends a statin (model-graded)"].equals(
-        answers["<b>mentions</b> a statin"])
+    answers = grid.answers_frame({"": full}, store)  # the grid reads the same replies
+    assert answers["recommends a statin (model-graded)"].equals(answers["<b>mentions</b> a statin"])
     frame = checks_figures.checks_frame({"": full})
-    assert set(frame.loc[frame["check"] == "recommends a statin", "graded by"]) == {
-        "model-graded"}
+    assert set(frame.loc[frame["check"] == "recommends a statin", "graded by"]) == {"model-graded"}
 
 
 # --------------------------------------------------------------------------- the pages
@@ -189,9 +217,12 @@ def checks_table(at) -> pd.DataFrame:
 
 
 def test_the_page_runs_its_checks_and_history_shows_them_again(make_app):
-    table = pd.DataFrame([
-        {"name": "mentions a statin", "kind": "contains", "value": "statin", "all": False},
-        {"name": "length", "kind": "words", "value": "", "all": False}])
+    table = pd.DataFrame(
+        [
+            {"name": "mentions a statin", "kind": "contains", "value": "statin", "all": False},
+            {"name": "length", "kind": "words", "value": "", "all": False},
+        ]
+    )
     at = make_app(checks_table=table, w_embedder="rouge1")
     assert any("Answer checks (2)" in e.label for e in at.expander)
     at.button(key="landing_run").click().run()
@@ -201,15 +232,17 @@ def test_the_page_runs_its_checks_and_history_shows_them_again(make_app):
     assert [c.name for c in result.spec.checks] == ["mentions a statin", "length"]
     live = checks_table(at)
     assert len(live) == 2 * len(result.perturbations) == len(result.checks)
-    assert any("check × arm comparisons" in plain(m.value) or "No answer check" in
-               plain(m.value) for m in at.markdown)
+    assert any(
+        "check × arm comparisons" in plain(m.value) or "No answer check" in plain(m.value)
+        for m in at.markdown
+    )
     assert "Answers" in [t.label for t in at.tabs]
 
     at.switch_page("pages/history.py").run()
     assert not at.exception, at.exception
     shown = checks_table(at)
     pd.testing.assert_frame_equal(shown, live)
-    assert "Answers" in [t.label for t in at.tabs]     # the grid in History's run view
+    assert "Answers" in [t.label for t in at.tabs]  # the grid in History's run view
     at.session_state[f"hist_{at.session_state['hist_open']}_tabs"] = "Answers"
     at.run()
     grid_table = next(d.value for d in at.dataframe if "answer" in d.value.columns)
@@ -218,8 +251,9 @@ def test_the_page_runs_its_checks_and_history_shows_them_again(make_app):
 
     # a bad check is one line before Run, and Run is off
     at.switch_page("pages/perturbation_test.py").run()
-    at.session_state["checks_table"] = pd.DataFrame([{"name": "cites", "kind": "regex",
-                                                      "value": "(NICE", "all": False}])
+    at.session_state["checks_table"] = pd.DataFrame(
+        [{"name": "cites", "kind": "regex", "value": "(NICE", "all": False}]
+    )
     at.run()
     assert any("not a valid regular expression" in e for e in errors(at))
     assert at.button(key="landing_run").disabled
@@ -237,25 +271,36 @@ def test_opening_a_spec_fills_the_editor():
     table = state[checks_view.TABLE]
     assert list(table["name"]) == ["<b>mentions</b> a statin", "cites NICE"]
     assert list(table["value"]) == ["statin", r"\bNICE\b"]
-    assert checks_view.entries(table) == [{"name": "<b>mentions</b> a statin",
-                                           "contains": ["statin"]},
-                                          {"name": "cites NICE", "regex": r"\bNICE\b"}]
+    assert checks_view.entries(table) == [
+        {"name": "<b>mentions</b> a statin", "contains": ["statin"]},
+        {"name": "cites NICE", "regex": r"\bNICE\b"},
+    ]
     assert len(notes) == 1 and "'graded'" in notes[0] and "model-graded" in notes[0]
 
 
-TWO_CHECKS = pd.DataFrame([
-    {"name": "mentions a statin", "kind": "contains", "value": "statin", "all": False},
-    {"name": "length", "kind": "words", "value": "", "all": False}])
+TWO_CHECKS = pd.DataFrame(
+    [
+        {"name": "mentions a statin", "kind": "contains", "value": "statin", "all": False},
+        {"name": "length", "kind": "words", "value": "", "all": False},
+    ]
+)
 
 
 def test_several_models_and_a_model_comparison_show_their_checks(make_app):
     from tests.fake_openai import FakeOpenAI
 
-    models = [{"backend": "replay", "file": DEMO, "label": "demo-a"},
-              {"backend": "replay", "file": DEMO, "label": "demo-b"}]
-    at = make_app(models=models, page="pages/persona_explorer.py", w_embedder="rouge1",
-                  w_persona_list=["comedian", "doctor"], w_persona_models=["demo-a", "demo-b"],
-                  checks_table=TWO_CHECKS)
+    models = [
+        {"backend": "replay", "file": DEMO, "label": "demo-a"},
+        {"backend": "replay", "file": DEMO, "label": "demo-b"},
+    ]
+    at = make_app(
+        models=models,
+        page="pages/persona_explorer.py",
+        w_embedder="rouge1",
+        w_persona_list=["comedian", "doctor"],
+        w_persona_models=["demo-a", "demo-b"],
+        checks_table=TWO_CHECKS,
+    )
     at.button(key="personas_run").click().run()
     assert not at.exception, at.exception
     table = checks_table(at)
@@ -266,10 +311,13 @@ def test_several_models_and_a_model_comparison_show_their_checks(make_app):
     assert set(grid_table["model"]) == {"demo-a", "demo-b"} and len(grid_table) == 2 * 3 * 10
 
     with FakeOpenAI(models=("ref", "other")) as srv:
-        models = [{"backend": "openai", "name": "ref", "base_url": srv.base_url},
-                  {"backend": "openai", "name": "other", "base_url": srv.base_url}]
-        at = make_app(models=models, page="pages/model_comparison.py", w_embedder="rouge1",
-                      checks_table=TWO_CHECKS)
+        models = [
+            {"backend": "openai", "name": "ref", "base_url": srv.base_url},
+            {"backend": "openai", "name": "other", "base_url": srv.base_url},
+        ]
+        at = make_app(
+            models=models, page="pages/model_comparison.py", w_embedder="rouge1", checks_table=TWO_CHECKS
+        )
         at.button(key="models_run").click().run()
     assert not at.exception, at.exception
     result = next(iter(at.session_state["results"]["models"].values()))
@@ -278,20 +326,23 @@ def test_several_models_and_a_model_comparison_show_their_checks(make_app):
     grid_table = next(d.value for d in at.dataframe if "answer" in d.value.columns)
     assert list(dict.fromkeys(grid_table["role"])) == ["reference", ""]
     assert list(dict.fromkeys(grid_table["arm"])) == ["ref", "other"]
-    assert "model" not in grid_table   # each arm is a model: no second column for it
+    assert "model" not in grid_table  # each arm is a model: no second column for it
 
 
 def test_a_row_added_in_the_editor_goes_into_the_spec(make_app):
     at = make_app(w_embedder="rouge1")
     assert any("Answer checks: what changed" in e.label for e in at.expander)
     at.session_state["landing_checks_editor_0"] = {
-        "edited_rows": {}, "deleted_rows": [],
-        "added_rows": [{"name": "cites NICE", "kind": "regex", "value": r"\bNICE\b"}]}
+        "edited_rows": {},
+        "deleted_rows": [],
+        "added_rows": [{"name": "cites NICE", "kind": "regex", "value": r"\bNICE\b"}],
+    }
     at.run()
     assert not at.exception, at.exception
     assert checks_view.entries(at.session_state["checks_table"]) == [
-        {"name": "cites NICE", "regex": r"\bNICE\b"}]
-    at.run()   # the editor is drawn anew from the table
+        {"name": "cites NICE", "regex": r"\bNICE\b"}
+    ]
+    at.run()  # the editor is drawn anew from the table
     assert any("Answer checks (1)" in e.label for e in at.expander)
     assert not errors(at)
     assert not at.button(key="landing_run").disabled
@@ -305,9 +356,15 @@ def test_control_vs_target_shows_the_checks_of_each_model(make_app):
     base, table = _roc_table()
     with FakeOpenAI(models=("m1", "m2")) as srv:
         models = [{"backend": "openai", "name": n, "base_url": srv.base_url} for n in ("m1", "m2")]
-        at = make_app(models=models, page="pages/control_target.py", roc_table=table,
-                      w_base_prompt=base, w_embedder="rouge1", w_roc_models=["m1", "m2"],
-                      checks_table=TWO_CHECKS)
+        at = make_app(
+            models=models,
+            page="pages/control_target.py",
+            roc_table=table,
+            w_base_prompt=base,
+            w_embedder="rouge1",
+            w_roc_models=["m1", "m2"],
+            checks_table=TWO_CHECKS,
+        )
         at.button(key="roc_run").click().run()
     assert not at.exception, at.exception
     shown = checks_table(at)

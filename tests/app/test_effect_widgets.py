@@ -1,5 +1,6 @@
 """Issue 8 on the dashboard: sidebar controls for δ and the null variant, warnings
 above the Run button, effect above chance and '> δ' in the results table."""
+
 import pandas as pd
 import pytest
 
@@ -29,8 +30,7 @@ def test_warning_above_run_when_nothing_can_be_significant(make_app):
     shown = warnings_shown(at)
     assert any("no result can be significant" in w and "k = 2" in w for w in shown), shown
     assert not at.button(key="landing_run").disabled  # a warning, not a block
-    at = make_app(w_samples=20, w_permutations=5000, w_embedder="rouge1",
-                  w_correction="bh")
+    at = make_app(w_samples=20, w_permutations=5000, w_embedder="rouge1", w_correction="bh")
     assert not any("significant" in w for w in warnings_shown(at))
     # B = 500 and Holm over 8 personas: only '*' is in reach, a quiet note, not a warning
     at = make_app(w_embedder="rouge1")
@@ -39,9 +39,13 @@ def test_warning_above_run_when_nothing_can_be_significant(make_app):
 
 
 def test_warning_for_a_perturbation_equal_to_the_base(make_app):
-    rows = pd.DataFrame([{"name": "copy", "prefix": "", "prompt": presets.NICE_PROMPT, "role": ""},
-                         {"name": "child", "prefix": "Act as a child.", "prompt": "", "role": ""}],
-                        columns=presets.COLUMNS)
+    rows = pd.DataFrame(
+        [
+            {"name": "copy", "prefix": "", "prompt": presets.NICE_PROMPT, "role": ""},
+            {"name": "child", "prefix": "Act as a child.", "prompt": "", "role": ""},
+        ],
+        columns=presets.COLUMNS,
+    )
     at = make_app(perturbations=rows, w_embedder="rouge1")
     assert any("'copy' has the same prompt as the base" in w for w in warnings_shown(at))
 
@@ -65,10 +69,11 @@ def test_model_comparison_says_when_the_test_is_asymmetric(make_app):
     from tests.fake_openai import FakeOpenAI
 
     with FakeOpenAI(models=("ref", "other")) as srv:
-        models = [{"backend": "openai", "name": "ref", "base_url": srv.base_url},
-                  {"backend": "openai", "name": "other", "base_url": srv.base_url}]
-        at = make_app(models=models, page="pages/model_comparison.py", w_embedder="rouge1",
-                      w_measure="jsd")
+        models = [
+            {"backend": "openai", "name": "ref", "base_url": srv.base_url},
+            {"backend": "openai", "name": "other", "base_url": srv.base_url},
+        ]
+        at = make_app(models=models, page="pages/model_comparison.py", w_embedder="rouge1", w_measure="jsd")
         at.button(key="models_run").click().run()
         assert not at.exception, at.exception
         captions = " ".join(c.value for c in at.caption)

@@ -1,4 +1,5 @@
 """The Why view's and the sensitivity studies' figure builders (no Streamlit)."""
+
 import dataclasses
 
 import pytest
@@ -30,18 +31,19 @@ perturbations:
   - {{name: name-change, prompt: "Ahmed has these features: age 70."}}
   - {{name: "{NAME}", prefix: "Act as a comedian."}}
 """)
-        return run_sensitivity(spec, SensitivityConfig(measures=("jsd", "ks", "energy-l2"),
-                                                       lengths=(80,)), cache=cache)
+        return run_sensitivity(
+            spec, SensitivityConfig(measures=("jsd", "ks", "energy-l2"), lengths=(80,)), cache=cache
+        )
 
 
 def test_sensitivity_figures(result):
     eff = sf.effect_figure(result, "measure")
-    assert len(eff.data) == 3                       # one panel per measure
+    assert len(eff.data) == 3  # one panel per measure
     assert all(list(t.y) == ["name-change", "&lt;b&gt;comedian&lt;/b&gt;"] for t in eff.data)
     pv = sf.pvalue_figure(result, "measure", 0.05)
     assert len(pv.data) == 3 and all(len(t.x) == 2 for t in pv.data)
     ln = sf.length_figure(result, 0.05)
-    assert len(ln.data) == 4                        # ω and p, per perturbation
+    assert len(ln.data) == 4  # ω and p, per perturbation
     assert list(ln.data[0].x) == sorted(ln.data[0].x)
     assert "<b>comedian</b>" not in eff.to_json() and "<b>comedian</b>" not in ln.to_json()
     v = sf.verdict_table(result)
@@ -55,11 +57,13 @@ def test_sensitivity_figures(result):
 
 
 def test_terms_figure_and_marked_html():
-    ex = explain(["take statins daily", "take statins and walk daily"] * 3,
-                 ["a joke about statins", "another joke, a silly joke"] * 3)
+    ex = explain(
+        ["take statins daily", "take statins and walk daily"] * 3,
+        ["a joke about statins", "another joke, a silly joke"] * 3,
+    )
     fig = terms_figure(ex, base_label="base", perturbed_label=NAME)
     bar = fig.data[0]
-    assert list(bar.x) == sorted(bar.x)             # base-typical at the bottom
+    assert list(bar.x) == sorted(bar.x)  # base-typical at the bottom
     assert {c for x, c in zip(bar.x, bar.marker.color, strict=True) if x > 0} == {ALT_COLOR}
     assert {c for x, c in zip(bar.x, bar.marker.color, strict=True) if x < 0} == {NULL_COLOR}
     assert NAME not in bar.hovertemplate

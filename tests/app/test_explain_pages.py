@@ -1,6 +1,7 @@
 """The "Why" view on every result page, the Sensitivity page and the import block of
 Settings, driven headless with AppTest against a local fake OpenAI server (fast text
 similarity, counted model calls)."""
+
 from pathlib import Path
 
 import pandas as pd
@@ -16,10 +17,17 @@ BASE = "John has these features: age 70"
 
 
 def table():
-    return pd.DataFrame([
-        {"name": "name-change", "prefix": "", "prompt": "Ahmed has these features: age 70",
-         "role": "control"},
-        {"name": "comedian", "prefix": "Act as a comedian.", "prompt": "", "role": "target"}])
+    return pd.DataFrame(
+        [
+            {
+                "name": "name-change",
+                "prefix": "",
+                "prompt": "Ahmed has these features: age 70",
+                "role": "control",
+            },
+            {"name": "comedian", "prefix": "Act as a comedian.", "prompt": "", "role": "target"},
+        ]
+    )
 
 
 def fake_models(srv, *names):
@@ -27,8 +35,9 @@ def fake_models(srv, *names):
 
 
 def landing(make_app, srv, **state):
-    at = make_app(models=fake_models(srv, "m"), perturbations=table(), w_base_prompt=BASE,
-                  w_embedder="rouge1", **state)
+    at = make_app(
+        models=fake_models(srv, "m"), perturbations=table(), w_base_prompt=BASE, w_embedder="rouge1", **state
+    )
     at.button(key="landing_run").click().run()
     assert not at.exception, at.exception
     assert not errors(at), errors(at)
@@ -80,11 +89,11 @@ def test_sensitivity_page_after_an_audit(make_app):
         source = at.selectbox(key="w_sens_source")
         assert source.value.startswith("Perturbation test: m")
         at.multiselect(key="w_sens_embedders").set_value(["spec", "bleu"]).run()
-        assert at.metric[0].value == "0"                     # model calls to make
+        assert at.metric[0].value == "0"  # model calls to make
         at.button(key="sensitivity_run").click().run()
         assert not at.exception, at.exception
         assert not errors(at), errors(at)
-        assert srv.chat_ok == calls                           # zero model calls
+        assert srv.chat_ok == calls  # zero model calls
         verdicts = next(d.value for d in at.dataframe if "verdict" in d.value.columns)
         assert list(verdicts["perturbation"]) == ["name-change", "comedian"]
         assert len(at.get("download_button")) == 4
@@ -104,10 +113,10 @@ def test_sensitivity_page_after_an_audit(make_app):
 
 
 def test_sensitivity_page_bad_input(make_app):
-    at = make_app(page="pages/sensitivity.py")       # the demo replay model, no results yet
+    at = make_app(page="pages/sensitivity.py")  # the demo replay model, no results yet
     assert not at.exception
     assert at.selectbox(key="w_sens_source").value.startswith("The Perturbation test form")
-    assert at.toggle(key="w_sens_do_lengths").disabled          # replay: no padded prompts
+    assert at.toggle(key="w_sens_do_lengths").disabled  # replay: no padded prompts
     at.multiselect(key="w_sens_measures").set_value([]).run()
     at.multiselect(key="w_sens_embedders").set_value([]).run()
     assert any("nothing to vary" in e for e in errors(at))
@@ -119,26 +128,30 @@ def test_sensitivity_page_bad_input(make_app):
 def test_why_view_on_the_other_result_pages(make_app):
     with FakeOpenAI(models=("m1", "m2")) as srv:
         base_state = dict(w_base_prompt=BASE, w_embedder="rouge1", w_samples=6)
-        at = make_app(models=fake_models(srv, "m1"), page="pages/persona_explorer.py",
-                      w_persona_list=["comedian", "child"], **base_state)
+        at = make_app(
+            models=fake_models(srv, "m1"),
+            page="pages/persona_explorer.py",
+            w_persona_list=["comedian", "child"],
+            **base_state,
+        )
         at.button(key="personas_run").click().run()
         assert not at.exception, at.exception
         assert any("Why: comedian" in plain(m.value) for m in at.markdown)
         at.selectbox(key="personas_cell_p").set_value("child").run()
         assert any("Why: child" in plain(m.value) for m in at.markdown)
 
-        at = make_app(models=fake_models(srv, "m1", "m2"), page="pages/model_comparison.py",
-                      **base_state)
+        at = make_app(models=fake_models(srv, "m1", "m2"), page="pages/model_comparison.py", **base_state)
         at.button(key="models_run").click().run()
         assert not at.exception, at.exception
         assert any("Why: m2" in plain(m.value) for m in at.markdown)
 
         t = table()
         t.loc[1, "prompt"], t.loc[1, "prefix"] = "Act as a comedian. " + BASE, ""
-        at = make_app(models=fake_models(srv, "m1"), page="pages/control_target.py",
-                      roc_table=t, **base_state)
+        at = make_app(
+            models=fake_models(srv, "m1"), page="pages/control_target.py", roc_table=t, **base_state
+        )
         at.button(key="roc_run").click().run()
-        assert not at.exception, at.exception      # drawn inside an expander: no nesting error
+        assert not at.exception, at.exception  # drawn inside an expander: no nesting error
         assert any("Why: name-change" in plain(m.value) for m in at.markdown)
 
 
@@ -146,8 +159,8 @@ def test_settings_imports_a_promptfoo_file_as_a_replay_model(make_app, tmp_path,
     monkeypatch.setenv("DBPA_HOME", str(tmp_path / "home"))
     at = make_app(page="pages/settings.py")
     at.file_uploader(key="settings_import_file").set_value(
-        ("promptfoo_repeat.json", (DATA / "promptfoo_repeat.json").read_bytes(),
-         "application/json"))
+        ("promptfoo_repeat.json", (DATA / "promptfoo_repeat.json").read_bytes(), "application/json")
+    )
     at.run()
     at.button(key="settings_import_go").click().run()
     assert not at.exception, at.exception
@@ -164,15 +177,16 @@ def test_settings_import_errors(make_app, tmp_path, monkeypatch):
     monkeypatch.setenv("DBPA_HOME", str(tmp_path / "home"))
     at = make_app(page="pages/settings.py")
     at.file_uploader(key="settings_import_file").set_value(
-        ("responses.csv", (DATA / "responses.csv").read_bytes(), "text/csv"))
+        ("responses.csv", (DATA / "responses.csv").read_bytes(), "text/csv")
+    )
     at.run()
     at.button(key="settings_import_go").click().run()
     assert not at.exception
-    assert any("looks like a CSV table" in e and "prompt and response columns" in e
-               for e in errors(at))
+    assert any("looks like a CSV table" in e and "prompt and response columns" in e for e in errors(at))
     at.selectbox(key="settings_import_fmt").set_value("openai-batch").run()
     at.file_uploader(key="settings_import_file").set_value(
-        ("out.jsonl", (DATA / "openai_batch_output.jsonl").read_bytes(), "application/jsonl"))
+        ("out.jsonl", (DATA / "openai_batch_output.jsonl").read_bytes(), "application/jsonl")
+    )
     at.run()
     at.button(key="settings_import_go").click().run()
     assert any("holds no prompts" in e and "the requests file" in e for e in errors(at))
@@ -184,11 +198,11 @@ def test_why_view_shows_a_markdown_name_literally(make_app):
     """A name with markdown, a link and a directive is text in the Why heading, caption and
     the verdict check (issue 11: names are shown literally everywhere)."""
     name = "`code` [link](http://x) :red[red] **b**"
-    perts = pd.DataFrame([{"name": name, "prefix": "Act as a comedian.", "prompt": "",
-                           "role": "target"}])
+    perts = pd.DataFrame([{"name": name, "prefix": "Act as a comedian.", "prompt": "", "role": "target"}])
     with FakeOpenAI(models=("m",)) as srv:
-        at = make_app(models=fake_models(srv, "m"), perturbations=perts, w_base_prompt=BASE,
-                      w_embedder="rouge1")
+        at = make_app(
+            models=fake_models(srv, "m"), perturbations=perts, w_base_prompt=BASE, w_embedder="rouge1"
+        )
         at.button(key="landing_run").click().run()
         at.session_state["landing_tabs"] = "Why"
         at.run()
@@ -226,6 +240,5 @@ def test_verdict_check_on_the_recorded_first_start_result_calls_no_model(make_ap
     assert not errors(at), errors(at)
     verdict = [m.value for m in at.success] + [m.value for m in at.warning]
     assert any("of 6 measures" in v for v in verdict), verdict
-    assert any("No model calls: the test reused the audit's 180 answers" in c.value
-               for c in at.caption)
+    assert any("No model calls: the test reused the audit's 180 answers" in c.value for c in at.caption)
     assert local._LOADED == loaded

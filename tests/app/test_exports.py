@@ -1,6 +1,7 @@
 """Exports an auditor can file: file names, CSV with the settings, JSON with version and time,
 the spec as YAML that the CLI reads back, and an HTML report with a verdict and the
 permutation charts (all escaped)."""
+
 import csv
 import dataclasses
 import io
@@ -17,20 +18,31 @@ from ui import export, figures
 
 from .conftest import DEMO
 
-NICE = ("John has these features: Age: 70, Sex: male, Total cholesterol: 6.2 mmol/L, "
-        "HDL cholesterol: 1.1 mmol/L, Systolic blood pressure: 150 mmHg, Smoker: yes, "
-        "Diabetes: no. Provide recommendations on CVD guidelines based on NICE for this person.")
+NICE = (
+    "John has these features: Age: 70, Sex: male, Total cholesterol: 6.2 mmol/L, "
+    "HDL cholesterol: 1.1 mmol/L, Systolic blood pressure: 150 mmHg, Smoker: yes, "
+    "Diabetes: no. Provide recommendations on CVD guidelines based on NICE for this person."
+)
 META = export.RunMeta(created_at=datetime(2026, 11, 22, 14, 5, tzinfo=UTC), run_id=7)
 
 
 @pytest.fixture(scope="module")
 def result(tmp_path_factory):
-    spec = parse_spec({
-        "name": "The form", "model": {"backend": "replay", "file": DEMO, "label": "SmolLM2 demo"},
-        "embedder": {"backend": "rouge1"}, "samples": 8, "permutations": 300, "seed": 3,
-        "base": {"prompt": NICE},
-        "perturbations": [{"name": "comedian", "prefix": "Act as a comedian.", "role": "target"},
-                          {"name": "doctor", "prefix": "Act as a doctor.", "role": "control"}]})
+    spec = parse_spec(
+        {
+            "name": "The form",
+            "model": {"backend": "replay", "file": DEMO, "label": "SmolLM2 demo"},
+            "embedder": {"backend": "rouge1"},
+            "samples": 8,
+            "permutations": 300,
+            "seed": 3,
+            "base": {"prompt": NICE},
+            "perturbations": [
+                {"name": "comedian", "prefix": "Act as a comedian.", "role": "target"},
+                {"name": "doctor", "prefix": "Act as a doctor.", "role": "control"},
+            ],
+        }
+    )
     return run_audit(spec, cache=Cache(tmp_path_factory.mktemp("c")))
 
 
@@ -56,11 +68,21 @@ def test_csv_carries_the_settings_on_every_row(result):
 def test_a_model_comparison_names_its_models_and_its_reference(tmp_path):
     """The file names say which models were compared, and every CSV row names the reference
     (and the null and δ, which change the result)."""
-    spec = parse_spec({
-        "name": "upgrade", "samples": 6, "permutations": 100, "embedder": {"backend": "rouge1"},
-        "null": "pooled", "min_effect": 0.05, "base": {"prompt": NICE},
-        "models": [{"backend": "replay", "file": DEMO, "label": "v1"},
-                   {"backend": "replay", "file": DEMO, "label": "v2"}]})
+    spec = parse_spec(
+        {
+            "name": "upgrade",
+            "samples": 6,
+            "permutations": 100,
+            "embedder": {"backend": "rouge1"},
+            "null": "pooled",
+            "min_effect": 0.05,
+            "base": {"prompt": NICE},
+            "models": [
+                {"backend": "replay", "file": DEMO, "label": "v1"},
+                {"backend": "replay", "file": DEMO, "label": "v2"},
+            ],
+        }
+    )
     res = run_audit(spec, cache=Cache(tmp_path / "c"))
     assert export.file_stem(res, META, job="model comparison") == "upgrade_v1-vs-v2_2026-11-22_1405"
     rows = list(csv.DictReader(io.StringIO(export.results_csv(res, META))))
@@ -85,8 +107,9 @@ def test_spec_yaml_runs_the_same_audit(result):
 def test_html_report_has_verdict_permutation_chart_and_escapes(result):
     bad = dataclasses.replace(result.perturbations[1], significant=True, name="doctor <b>x</b>")
     evil = dataclasses.replace(result, perturbations=(result.perturbations[0], bad))
-    page = export.html_report("Audit <i>", {"m": evil}, {
-        "Permutation tests": figures.permutation_grid(evil)}, META)
+    page = export.html_report(
+        "Audit <i>", {"m": evil}, {"Permutation tests": figures.permutation_grid(evil)}, META
+    )
     assert "<h2>Verdict</h2>" in page
     assert "Control gate failed" in page and "doctor &lt;b&gt;x&lt;/b&gt;" in page
     assert "doctor <b>x</b>" not in page and "<title>Audit &lt;i&gt;</title>" in page
@@ -96,7 +119,8 @@ def test_html_report_has_verdict_permutation_chart_and_escapes(result):
 
 
 def test_html_report_pass_verdict(result):
-    ok = dataclasses.replace(result, perturbations=tuple(
-        dataclasses.replace(p, significant=False) for p in result.perturbations))
+    ok = dataclasses.replace(
+        result, perturbations=tuple(dataclasses.replace(p, significant=False) for p in result.perturbations)
+    )
     page = export.html_report("A", [ok], {})
     assert "Control gate passed" in page and "None of the 2 perturbations" in page

@@ -1,5 +1,6 @@
 """The fidelity charts' axes: every curve and band stays in view (a flat curve at the top
 of the range used to sit on the chart's upper edge, hard to see)."""
+
 import warnings
 
 import numpy as np
@@ -16,9 +17,10 @@ def _top_of_traces(fig):
 def test_the_y_range_holds_every_curve_with_room_above():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for result in (run_fidelity(sample_data()),
-                       run_fidelity(from_arrays([[90, 60], [30, 70]],
-                                                {"flat": [[5, 0], [5, 0]]}))):
+        for result in (
+            run_fidelity(sample_data()),
+            run_fidelity(from_arrays([[90, 60], [30, 70]], {"flat": [[5, 0], [5, 0]]})),
+        ):
             fig = curves_figure(result, band="all")
             lo, hi = fig.layout.yaxis.range
             top = _top_of_traces(fig)

@@ -2,6 +2,7 @@
 chart, table, drill-down and downloads; uploads (good, malformed, not UTF-8, real values);
 simulating now against the rule-based survey respondent over HTTP (a rerun costs nothing);
 names from files are escaped; bad input is a short error, never a traceback."""
+
 import pytest
 
 from tests.survey_model import SurveyModel
@@ -32,27 +33,29 @@ def captions(at):
     return [plain(c.value) for c in at.caption]
 
 
-CLOSE_BIASED = ("sim-close is at least as good as sim-biased on at least 90 % of these questions "
-                "(worst case over their confidence sets)")
+CLOSE_BIASED = (
+    "sim-close is at least as good as sim-biased on at least 90 % of these questions "
+    "(worst case over their confidence sets)"
+)
 
 
 def test_sample_data_runs_at_once(page):
     at = page()
     assert at.title[0].value == "Simulator fidelity"
     assert not errors(at) and not at.exception
-    assert CLOSE_BIASED + "; for new questions like these, guaranteed on at least 13 %." \
-        in successes(at)
-    assert any(plain(i.value).startswith("Undecided: these data cannot say which is better on "
-                                         "90 % of questions") for i in at.info)
+    assert CLOSE_BIASED + "; for new questions like these, guaranteed on at least 13 %." in successes(at)
+    assert any(
+        plain(i.value).startswith("Undecided: these data cannot say which is better on 90 % of questions")
+        for i in at.info
+    )
     summary = next(d.value for d in at.dataframe if "AUC_cal" in d.value.columns)
     assert list(summary["simulator"]) == ["sim-close", "sim-biased", "sim-flat", "uniform"]
     result = at.session_state["_fid_memo"][1]
     assert summary["AUC_cal"][0] == pytest.approx(result.simulator("sim-close").auc_cal)
-    assert len(at.get("plotly_chart")) == 3       # the curves, the plan and one question
+    assert len(at.get("plotly_chart")) == 3  # the curves, the plan and one question
     plan = next(d.value for d in at.dataframe if "questions needed" in d.value.columns)
     assert "plug-in share (no guarantee)" in plan.columns and len(plan) == 12
-    assert any(plain(m.value).startswith("With 40 questions 2 of 12 pairwise verdicts")
-               for m in at.markdown)
+    assert any(plain(m.value).startswith("With 40 questions 2 of 12 pairwise verdicts") for m in at.markdown)
     assert any("Lowest curve: sim-close (AUC_cal" in plain(m.value) for m in at.markdown)
     assert list(summary["k per question"]) == ["k = 300", "k = 300", "probabilities", "k = 300"]
     assert any("Baseline: uniform, drawn like the simulators" in c for c in captions(at))
@@ -80,20 +83,25 @@ def test_settings_recompute(page):
 def test_upload(page):
     at = page(w_fid_source="Upload a CSV")
     assert any("Upload a CSV, or use the sample data" in e for e in errors(at))
-    good = ("scenario,option,real,<script>alert(1)</script>,b\n"
-            "q1,x,30,20,5\nq1,y,10,5,20\nq2,x,5,2,9\nq2,y,15,8,1\nq3,x,9,9,1\nq3,y,9,9,9\n")
+    good = (
+        "scenario,option,real,<script>alert(1)</script>,b\n"
+        "q1,x,30,20,5\nq1,y,10,5,20\nq2,x,5,2,9\nq2,y,15,8,1\nq3,x,9,9,1\nq3,y,9,9,9\n"
+    )
     at.file_uploader(key="fid_upload").set_value(("mine.csv", good.encode(), "text/csv")).run()
     assert not errors(at) and not at.exception
     assert any("3 questions and 2 simulator column(s) read from mine.csv" in c.value for c in at.caption)
     assert any("<script>alert(1)</script>" in s for s in successes(at) + [plain(i.value) for i in at.info])
-    assert not any("<script>" in m.value for m in at.markdown)    # never raw HTML
+    assert not any("<script>" in m.value for m in at.markdown)  # never raw HTML
     bad = good.replace("q2,y,15", "q2,y,-15")
     at.file_uploader(key="fid_upload").set_value(("bad.csv", bad.encode(), "text/csv")).run()
     assert any("bad.csv, line 5: negative count -15 in column 'real'" in e for e in errors(at))
     shares = "scenario,option,real,sim\nq1,A,0.6,3\nq1,B,0.4,4\nq2,A,0.7,1\nq2,B,0.3,2\n"
     at.file_uploader(key="fid_upload").set_value(("shares.csv", shares.encode(), "text/csv")).run()
-    assert any("shares.csv, lines 2-3: the real answers of scenario 'q1' look like shares" in e
-               and "must hold counts" in e for e in errors(at))
+    assert any(
+        "shares.csv, lines 2-3: the real answers of scenario 'q1' look like shares" in e
+        and "must hold counts" in e
+        for e in errors(at)
+    )
     at.file_uploader(key="fid_upload").set_value(("bin.csv", b"scenario\n\xff\xfe", "text/csv")).run()
     assert any("bin.csv, line 2: not UTF-8" in e for e in errors(at))
     assert not at.exception
@@ -103,8 +111,11 @@ def test_real_values_upload_and_bad_bounds(page):
     at = page(w_fid_source="Upload a CSV")
     text = "scenario,real,a\ns1,1,2\ns1,3,2.5\ns2,4,4\ns2,5,1\ns3,2,2\n"
     at.file_uploader(key="fid_upload").set_value(("v.csv", text.encode(), "text/csv")).run()
-    assert at.selectbox(key="w_fid_loss").options == ["Wasserstein-1 (w1)", "squared error of "
-                                                      "the mean", "absolute error of the mean"]
+    assert at.selectbox(key="w_fid_loss").options == [
+        "Wasserstein-1 (w1)",
+        "squared error of the mean",
+        "absolute error of the mean",
+    ]
     at.text_input(key="w_fid_bounds").set_value("0, 10").run()
     assert not errors(at) and at.session_state["_fid_memo"][1].bounds == (0.0, 10.0)
     at.text_input(key="w_fid_bounds").set_value("ten").run()
@@ -116,10 +127,16 @@ def test_real_values_upload_and_bad_bounds(page):
 
 def test_simulate_now_against_a_server(make_app):
     with SurveyModel() as srv:
-        model = [{"backend": "openai", "name": "survey-model", "base_url": srv.base_url,
-                  "max_retries": 0, "label": "survey"}]
-        at = make_app(models=model, page=PAGE, w_fid_source="Simulate now", w_fid_questions=3,
-                      w_fid_k=6)
+        model = [
+            {
+                "backend": "openai",
+                "name": "survey-model",
+                "base_url": srv.base_url,
+                "max_retries": 0,
+                "label": "survey",
+            }
+        ]
+        at = make_app(models=model, page=PAGE, w_fid_source="Simulate now", w_fid_questions=3, w_fid_k=6)
         assert any("to draw the simulated respondents" in i.value for i in at.info) and not errors(at)
         assert any("18 answers to ask (0 already cached, 18 calls)" in c.value for c in at.caption)
         at.button(key="fidelity_sim_run").click().run()
@@ -132,7 +149,7 @@ def test_simulate_now_against_a_server(make_app):
         unparsed = next(d.value for d in at.dataframe if "unparsed" in d.value.columns)
         assert unparsed["answers"][0] == 18
         assert len(at.get("download_button")) == 6
-        at.button(key="fidelity_sim_run").click().run()         # from the cache
+        at.button(key="fidelity_sim_run").click().run()  # from the cache
         assert srv.requests == 18 and not at.exception
         # recorded in the History once (the cached rerun is the same run), as a simulation
         from dbpa_core.history import History
@@ -149,17 +166,30 @@ def test_simulate_now_against_a_server(make_app):
 def test_unreachable_model_is_a_short_error(make_app):
     with SurveyModel() as srv:
         url = srv.base_url
-    at = make_app(models=[{"backend": "openai", "name": "survey-model", "base_url": url,
-                           "max_retries": 0, "timeout": 2}], page=PAGE,
-                  w_fid_source="Simulate now", w_fid_questions=2, w_fid_k=1)
+    at = make_app(
+        models=[
+            {"backend": "openai", "name": "survey-model", "base_url": url, "max_retries": 0, "timeout": 2}
+        ],
+        page=PAGE,
+        w_fid_source="Simulate now",
+        w_fid_questions=2,
+        w_fid_k=1,
+    )
     at.button(key="fidelity_sim_run").click().run()
     assert not at.exception
     assert errors(at) and not any("Traceback" in e for e in errors(at))
 
 
 def _survey_app(make_app, srv, **state):
-    model = [{"backend": "openai", "name": "survey-model", "base_url": srv.base_url,
-              "max_retries": 0, "label": "survey"}]
+    model = [
+        {
+            "backend": "openai",
+            "name": "survey-model",
+            "base_url": srv.base_url,
+            "max_retries": 0,
+            "label": "survey",
+        }
+    ]
     return make_app(models=model, page=PAGE, w_fid_source="Simulate now", **state)
 
 
@@ -175,7 +205,7 @@ def test_changed_input_after_a_simulation_marks_it_outdated(make_app):
         at.number_input(key="w_fid_k").set_value(4).run()
         assert not at.exception, at.exception
         assert any("Outdated:" in w and "(k)" in w for w in warnings(at)), warnings(at)
-        assert [h.value for h in at.subheader] == ["Results"]          # the old results stay
+        assert [h.value for h in at.subheader] == ["Results"]  # the old results stay
         at.number_input(key="w_fid_temperature").set_value(0.5).run()
         assert any("(k, temperature)" in w for w in warnings(at)), warnings(at)
         at.number_input(key="w_fid_k").set_value(3).run()
@@ -202,22 +232,27 @@ def test_no_guarantee_below_one_half_and_no_success_style(page):
     text = " ".join(captions(at) + infos(at) + warnings(at))
     assert "with probability ≥" not in text and "guaranteed on at least" not in text
     assert any("No guarantee: with γ = 0.45 < ½" in c for c in captions(at))
-    assert any(i.startswith(CLOSE_BIASED + "; with γ = 0.45 < ½ that describes these questions "
-                            "only: no guarantee.") for i in infos(at))
+    assert any(
+        i.startswith(CLOSE_BIASED + "; with γ = 0.45 < ½ that describes these questions only: no guarantee.")
+        for i in infos(at)
+    )
 
 
 def test_few_questions_verdicts_are_not_successes(page):
     """QA M3: three questions decide a pair on these questions only: said so, not in green."""
     at = page(w_fid_source="Upload a CSV")
-    text = ("scenario,option,real,good,bad\nq1,x,60,0.6,0.1\nq1,y,40,0.4,0.9\n"
-            "q2,x,20,0.25,0.9\nq2,y,80,0.75,0.1\nq3,x,50,0.5,0.2\nq3,y,50,0.5,0.8\n")
+    text = (
+        "scenario,option,real,good,bad\nq1,x,60,0.6,0.1\nq1,y,40,0.4,0.9\n"
+        "q2,x,20,0.25,0.9\nq2,y,80,0.75,0.1\nq3,x,50,0.5,0.2\nq3,y,50,0.5,0.8\n"
+    )
     at.file_uploader(key="fid_upload").set_value(("three.csv", text.encode(), "text/csv")).run()
     assert not at.exception and not errors(at)
     assert not successes(at)
-    assert ("good is at least as good as bad on at least 90 % of these questions (worst case "
-            "over their confidence sets); no guarantee for new questions yet.") in infos(at)
-    assert any("No guarantee for new questions yet: with m = 3 questions" in c
-               for c in captions(at))
+    assert (
+        "good is at least as good as bad on at least 90 % of these questions (worst case "
+        "over their confidence sets); no guarantee for new questions yet."
+    ) in infos(at)
+    assert any("No guarantee for new questions yet: with m = 3 questions" in c for c in captions(at))
 
 
 def test_captions_follow_alpha(page):
@@ -233,13 +268,16 @@ def test_simulate_now_with_a_replay_model_is_checked_before_the_run(make_app):
     """QA review 2, minor 7: with the demo recording selected the page offered an enabled
     button and failed after pressing it; the check now comes first and the button is off."""
     at = make_app(page=PAGE, w_fid_source="Simulate now", w_fid_questions=2, w_fid_k=2)
-    assert any("holds fewer than 2 recorded answers for 2 of the 2 survey prompts" in e
-               for e in errors(at)), errors(at)
+    assert any(
+        "holds fewer than 2 recorded answers for 2 of the 2 survey prompts" in e for e in errors(at)
+    ), errors(at)
     # the demo lists recordings only: no word of "the embedded local one"; what works instead
-    assert any("**Sample data** and **Upload a CSV** sources work here" in e and "embedded" not in e
-               for e in errors(at)), errors(at)
+    assert any(
+        "**Sample data** and **Upload a CSV** sources work here" in e and "embedded" not in e
+        for e in errors(at)
+    ), errors(at)
     assert at.button(key="fidelity_sim_run").disabled
-    assert not any("Press Simulate answers" in i for i in infos(at))   # no invitation to press
+    assert not any("Press Simulate answers" in i for i in infos(at))  # no invitation to press
     assert not at.exception
 
 
@@ -268,7 +306,7 @@ def test_real_values_sigma_defaults_to_the_pooled_sd_as_the_cli(page):
     at.text_input(key="w_fid_sigma").set_value("-1").run()
     assert any("σ must be a positive number" in e for e in errors(at))
     at.selectbox(key="w_fid_loss").set_value("squared").run()
-    assert not [t for t in at.text_input if t.key == "w_fid_sigma"]      # no σ without w1
+    assert not [t for t in at.text_input if t.key == "w_fid_sigma"]  # no σ without w1
     assert not errors(at) and not at.exception
 
 
@@ -287,9 +325,11 @@ def test_drill_down_shows_each_simulators_sample_size(make_app):
         assert f"survey (n = {n:g})" in fig
 
 
-OWN = ("scenario,option,real,old-sim,question\n"
-       "car,Yes,90,0.5,Do you own a car?\ncar,No,60,0.5,\n"
-       "pet,Yes,30,0.5,Do you have a pet?\npet,No,70,0.5,\n")
+OWN = (
+    "scenario,option,real,old-sim,question\n"
+    "car,Yes,90,0.5,Do you own a car?\ncar,No,60,0.5,\n"
+    "pet,Yes,30,0.5,Do you have a pet?\npet,No,70,0.5,\n"
+)
 
 
 def test_simulate_now_asks_the_questions_of_an_uploaded_csv(make_app):

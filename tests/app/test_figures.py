@@ -1,4 +1,5 @@
 """Figure builders tested directly: traces, axis titles, stars."""
+
 import numpy as np
 import pytest
 
@@ -16,11 +17,19 @@ from .conftest import DEMO
 def result(tmp_path_factory):
     from ui import presets
 
-    spec = parse_spec({
-        "model": {"backend": "replay", "file": DEMO}, "embedder": {"backend": "rouge1"},
-        "samples": 10, "permutations": 300, "base": {"prompt": presets.NICE_PROMPT},
-        "perturbations": [{"name": "comedian", "prefix": "Act as a comedian.", "role": "target"},
-                          {"name": "doctor", "prefix": "Act as a doctor.", "role": "control"}]})
+    spec = parse_spec(
+        {
+            "model": {"backend": "replay", "file": DEMO},
+            "embedder": {"backend": "rouge1"},
+            "samples": 10,
+            "permutations": 300,
+            "base": {"prompt": presets.NICE_PROMPT},
+            "perturbations": [
+                {"name": "comedian", "prefix": "Act as a comedian.", "role": "target"},
+                {"name": "doctor", "prefix": "Act as a doctor.", "role": "control"},
+            ],
+        }
+    )
     return run_audit(spec, cache=Cache(tmp_path_factory.mktemp("c")))
 
 
@@ -59,17 +68,27 @@ def _fake(result, name, significant, above, p_adj=0.01, stars="**"):
 
     p = result.perturbations[0]
     test = dataclasses.replace(p.test, effect_size=0.3 + above, chance_effect_size=0.3)
-    return dataclasses.replace(p, name=name, significant=significant, stars=stars if significant
-                               else "", effect_size=0.3 + above, p_adjusted=p_adj, test=test)
+    return dataclasses.replace(
+        p,
+        name=name,
+        significant=significant,
+        stars=stars if significant else "",
+        effect_size=0.3 + above,
+        p_adjusted=p_adj,
+        test=test,
+    )
 
 
 def test_heatmap_colours_significant_cells_by_effect_above_chance(result):
     import dataclasses
 
-    a = dataclasses.replace(result, perturbations=(_fake(result, "doctor", False, 0.21, 0.2),
-                                                   _fake(result, "comedian", True, 0.23)))
-    b = dataclasses.replace(result, perturbations=(_fake(result, "doctor", True, 0.10),
-                                                   _fake(result, "comedian", True, 0.40)))
+    a = dataclasses.replace(
+        result,
+        perturbations=(_fake(result, "doctor", False, 0.21, 0.2), _fake(result, "comedian", True, 0.23)),
+    )
+    b = dataclasses.replace(
+        result, perturbations=(_fake(result, "doctor", True, 0.10), _fake(result, "comedian", True, 0.40))
+    )
     fig = figures.persona_heatmap({"m1": a, "m2": b}, selected=("comedian", "m2"))
     ns, sig = fig.data[0], fig.data[1]
     assert ns.type == sig.type == "heatmap"
@@ -80,7 +99,7 @@ def test_heatmap_colours_significant_cells_by_effect_above_chance(result):
     assert sig.zmin == 0 and "above" in sig.colorbar.title.text
     assert list(fig.layout.yaxis.ticktext) == ["doctor", "comedian"]
     # the selected cell (row 1, column 1) is outlined
-    outer, inner = fig.layout.shapes                      # dark outside, white inside
+    outer, inner = fig.layout.shapes  # dark outside, white inside
     assert (outer.x0, outer.x1, outer.y0, outer.y1) == (0.5, 1.5, 0.5, 1.5)
     assert inner.line.color == "#FFFFFF" and outer.x0 < inner.x0 < inner.x1 < outer.x1
     assert "n.s." not in fig.data[2].text[3] and "significant" in fig.data[2].text[3]
@@ -112,7 +131,7 @@ def test_p_values_say_which_p_and_never_show_zero(result):
 def test_names_are_escaped_in_chart_titles(result):
     import dataclasses
 
-    evil = dataclasses.replace(result, perturbations=(_fake(result, "<b>bold</b> **x**", True, .1),))
+    evil = dataclasses.replace(result, perturbations=(_fake(result, "<b>bold</b> **x**", True, 0.1),))
     titles = [a.text for a in figures.similarity_histograms(evil).layout.annotations]
     assert titles[0].startswith("&lt;b&gt;bold&lt;/b&gt; **x**")
     assert "&lt;b&gt;" in figures.permutation_figure(evil.perturbations[0]).layout.title.text
@@ -124,13 +143,18 @@ def test_embedding_map_colours_do_not_repeat_and_legend_is_beside(result):
     import dataclasses
 
     rng = np.random.default_rng(0)
-    arms = tuple(dataclasses.replace(result.arms[0], arm=dataclasses.replace(
-        result.arms[0].arm, name=f"arm {i}"), embeddings=rng.normal(size=(3, 4)))
-        for i in range(14))
+    arms = tuple(
+        dataclasses.replace(
+            result.arms[0],
+            arm=dataclasses.replace(result.arms[0].arm, name=f"arm {i}"),
+            embeddings=rng.normal(size=(3, 4)),
+        )
+        for i in range(14)
+    )
     base = dataclasses.replace(result.base, embeddings=rng.normal(size=(3, 4)))
     fig = figures.embedding_map(dataclasses.replace(result, base=base, arms=arms))
     styles = [(t.marker.color, t.marker.symbol) for t in fig.data]
-    assert len(set(styles)) == 15                     # base + 14 arms, no two alike
+    assert len(set(styles)) == 15  # base + 14 arms, no two alike
     assert len({t.marker.color for t in fig.data[1:]}) == 14
     assert fig.layout.legend.orientation == "v" and fig.layout.legend.x > 1
     assert len({figures.arm_style(i) for i in range(200)}) == 200
@@ -153,7 +177,7 @@ def test_roc_figures():
     tie = figures.tpr_at_fpr_figure({"a": a, "c": a}, 0.05)
     assert all("★" in t for t in tie.data[0].text)
     assert figures.best_models({"a": a, "b": b, "c": a}, 0.05) == ["a", "c"]
-    none = roc_over_alpha([0.01, 0.02], [0.5, 0.6])          # no target beats a control
+    none = roc_over_alpha([0.01, 0.02], [0.5, 0.6])  # no target beats a control
     flat = figures.tpr_at_fpr_figure({"a": none, "b": none}, 0.05)
     assert list(flat.data[0].y) == [0.0, 0.0] and not any("★" in t for t in flat.data[0].text)
 
@@ -178,8 +202,11 @@ def test_tables_round_omega_once_as_the_charts_do(result):
     p = result.perturbations[0]
     above = 0.0844999
     test = dataclasses.replace(p.test, effect_size=p.chance_effect_size + above)
-    twisted = dataclasses.replace(result, perturbations=(dataclasses.replace(
-        p, test=test, effect_size=test.effect_size),) + result.perturbations[1:])
+    twisted = dataclasses.replace(
+        result,
+        perturbations=(dataclasses.replace(p, test=test, effect_size=test.effect_size),)
+        + result.perturbations[1:],
+    )
     shown = widgets.styled(widgets.results_table(twisted)).to_html()
     assert f"{twisted.perturbations[0].effect_above_chance:+.3f}" == "+0.084"
     assert ">+0.084<" in shown and ">+0.085<" not in shown
@@ -190,17 +217,18 @@ def test_tables_round_omega_once_as_the_charts_do(result):
 def test_model_distance_figure(result):
     fig = figures.model_distance_figure(result)
     assert list(fig.data[0].x) == ["comedian", "doctor"]
-    assert all(t.startswith(f"{p.effect_above_chance:+.3f}") for t, p in zip(
-        fig.data[0].text, result.perturbations, strict=True))
+    assert all(
+        t.startswith(f"{p.effect_above_chance:+.3f}")
+        for t, p in zip(fig.data[0].text, result.perturbations, strict=True)
+    )
 
 
 def test_html_report_escapes_model_output(result):
     import dataclasses
 
-    base = dataclasses.replace(result.base, texts=("<script>alert('x')</script>",)
-                               + result.base.texts[1:])
+    base = dataclasses.replace(result.base, texts=("<script>alert('x')</script>",) + result.base.texts[1:])
     evil = dataclasses.replace(result, base=base)
     page = html_report("Report <b>", [evil], {"h": figures.similarity_histograms(evil)})
-    assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in page   # Jinja2's escaping
+    assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in page  # Jinja2's escaping
     assert "<script>alert('x')</script>" not in page
     assert page.count("plotly") > 0 and "<title>Report &lt;b&gt;</title>" in page

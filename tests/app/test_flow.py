@@ -1,5 +1,6 @@
 """Flow on the dashboard: a value out of range or an empty prompt is named in the user's
 words and Run waits for a valid one; Stop's flag; History of every kind of run."""
+
 import pytest
 
 from .conftest import errors
@@ -12,7 +13,7 @@ def test_k_out_of_range_disables_run_with_one_line(make_app, k):
     assert run.disabled
     lines = [e for e in errors(at) if "between 2 and 500" in e]
     assert lines and f"it is {k:,}" in lines[0], errors(at)
-    assert len(at.sidebar.error) == 1           # said once beside the field too
+    assert len(at.sidebar.error) == 1  # said once beside the field too
 
 
 def test_an_empty_prompt_is_named_in_the_users_words(make_app):
@@ -36,16 +37,30 @@ def test_the_progress_line_says_the_bars_own_share():
     from dbpa_core.sampling import Progress
     from ui.runner import progress_text
 
-    p = Progress("sampling", 6, 180, "3,456 tokens, 250 tokens/s, estimating the time left",
-                 tokens=5_616, tokens_expected=21_600)
+    p = Progress(
+        "sampling",
+        6,
+        180,
+        "3,456 tokens, 250 tokens/s, estimating the time left",
+        tokens=5_616,
+        tokens_expected=21_600,
+    )
     assert p.fraction == pytest.approx(0.26)
     assert progress_text(p).startswith("Sampling responses: 26 % (6 of 180 answers complete)")
     assert progress_text(Progress("embedding", 64, 180)) == "Embedding responses: 64/180"
 
 
 # ---------------------------------------------------------------- History of every run
-BATTERY = dict(w_bat_per_set=1, w_bat_sets=["true/false"], w_bat_word=False, w_bat_visual=False,
-               w_bat_char_rho=[0.5], w_bat_instr=False, w_bat_orders=0, w_bat_rti=[])
+BATTERY = dict(
+    w_bat_per_set=1,
+    w_bat_sets=["true/false"],
+    w_bat_word=False,
+    w_bat_visual=False,
+    w_bat_char_rho=[0.5],
+    w_bat_instr=False,
+    w_bat_orders=0,
+    w_bat_rti=[],
+)
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +69,7 @@ def rule_server():
     from tests.rule_model import RuleModel, vocabulary_of
 
     items = sample_items(2, seed=0)
-    with RuleModel(vocabulary_of([it.passage for it in items] +
-                                 [it.question for it in items])) as srv:
+    with RuleModel(vocabulary_of([it.passage for it in items] + [it.question for it in items])) as srv:
         yield srv
 
 
@@ -66,8 +80,7 @@ def _history():
 
 
 def test_a_battery_run_is_recorded_once_and_reopens_on_its_page(make_app, rule_server):
-    model = [{"backend": "openai", "name": "rule-model", "base_url": rule_server.base_url,
-              "max_retries": 0}]
+    model = [{"backend": "openai", "name": "rule-model", "base_url": rule_server.base_url, "max_retries": 0}]
     at = make_app(models=model, page="pages/robustness.py", **BATTERY)
     at.button(key="robustness_run").click().run()
     assert not at.exception and not errors(at), errors(at)
@@ -83,7 +96,7 @@ def test_a_battery_run_is_recorded_once_and_reopens_on_its_page(make_app, rule_s
 
     # History lists it as a battery and reopens it on the battery page
     at.session_state["results"] = {}
-    at.session_state["w_bat_orders"] = 2          # the form changed since the run
+    at.session_state["w_bat_orders"] = 2  # the form changed since the run
     at.switch_page("pages/history.py").run()
     assert not at.exception
     table = at.dataframe[0].value
@@ -104,11 +117,11 @@ def test_loading_a_run_names_only_that_page(make_app):
     at.switch_page("pages/persona_explorer.py").run()
     at.sidebar.text_input[0].set_value("my personas").run()
     at.switch_page("pages/history.py").run()
-    at.button(key="hist_load").click().run()          # into the Perturbation test page
+    at.button(key="hist_load").click().run()  # into the Perturbation test page
     assert at.title[0].value.startswith("Does a perturbation")
     assert at.sidebar.text_input[0].value == "landing audit"
     at.switch_page("pages/persona_explorer.py").run()
-    assert at.sidebar.text_input[0].value == "my personas"   # not renamed
+    assert at.sidebar.text_input[0].value == "my personas"  # not renamed
 
 
 def test_a_deleted_run_is_selected_nowhere(make_app):
@@ -146,21 +159,23 @@ def test_a_new_session_shows_the_last_form_and_results_again(make_app):
     first = at.session_state["results"]["landing"]
     [run] = _history().list()
 
-    again = make_app(models=at.session_state["models"])   # a reload: a new session
+    again = make_app(models=at.session_state["models"])  # a reload: a new session
     assert again.session_state["w_samples"] == 6
     assert again.session_state["w_embedder"] == "rouge1"
     assert list(again.session_state["perturbations"]["name"]) == list(table["name"])
     assert again.sidebar.text_input[0].value == "before reload"
     results = again.session_state["results"]["landing"]
-    (job, result), = results.items()
+    ((job, result),) = results.items()
     assert job in first and [p.name for p in result.perturbations] == list(table["name"])
     assert again.session_state["results_meta"]["landing"]["run"].run_id == run.id
     text = " ".join(w.value for w in again.warning) + " ".join(i.value for i in again.info)
     assert "Outdated" not in text and "Recorded result" not in text
 
 
-@pytest.mark.parametrize(("page", "run"), [("pages/robustness.py", "robustness_run"),
-                                           ("pages/persona_explorer.py", "personas_run")])
+@pytest.mark.parametrize(
+    ("page", "run"),
+    [("pages/robustness.py", "robustness_run"), ("pages/persona_explorer.py", "personas_run")],
+)
 def test_k_out_of_range_is_named_on_other_pages_too(make_app, page, run):
     at = make_app(page=page, w_samples=99999)
     assert at.button(key=run).disabled

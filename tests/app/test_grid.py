@@ -1,6 +1,7 @@
 """Every answer in one grid: 10,000 synthetic answers under AppTest — search, filters by arm
 and by check, sorting, a selected answer beside the closest base answer, the CSV of the
 rows shown — each checked against counts made here from the synthetic answers."""
+
 from __future__ import annotations
 
 import io
@@ -17,10 +18,12 @@ from dbpa_core.spec import parse_spec
 from ui import grid
 
 ARMS = ("base", "doctor", "comedian", "child", "pirate")
-K = 2000                     # 5 arms x 2000 = 10,000 answers
-CHECKS = [{"name": "mentions a statin", "contains": ["statin"]},
-          {"name": "refuses", "refusal": True},
-          {"name": "length", "words": True}]
+K = 2000  # 5 arms x 2000 = 10,000 answers
+CHECKS = [
+    {"name": "mentions a statin", "contains": ["statin"]},
+    {"name": "refuses", "refusal": True},
+    {"name": "length", "words": True},
+]
 
 
 def answer(arm: int, i: int) -> str:
@@ -33,9 +36,16 @@ def answer(arm: int, i: int) -> str:
 
 
 def synthetic(k: int = K) -> dict[str, AuditResult]:
-    spec = parse_spec({"name": "grid", "model": {"backend": "local"}, "samples": 20,
-                       "base": {"prompt": "Q"}, "checks": CHECKS,
-                       "perturbations": [{"name": n, "prefix": n} for n in ARMS[1:]]})
+    spec = parse_spec(
+        {
+            "name": "grid",
+            "model": {"backend": "local"},
+            "samples": 20,
+            "base": {"prompt": "Q"},
+            "checks": CHECKS,
+            "perturbations": [{"name": n, "prefix": n} for n in ARMS[1:]],
+        }
+    )
     arms = []
     for a, name in enumerate(ARMS):
         # embeddings: answer i of every arm points where base answer (i * 3) % k points,
@@ -44,9 +54,16 @@ def synthetic(k: int = K) -> dict[str, AuditResult]:
         idx = np.arange(k) if a == 0 else (np.arange(k) * 3) % k
         emb[np.arange(k), idx % 8] = 1.0 + idx / k
         emb[np.arange(k), (idx + 1) % 8] += idx % 97 / 97  # ties broken by a second axis
-        arms.append(ArmResponses(Arm(name, f"{name} Q", None, {"backend": "local"},
-                                     "target" if a else None),
-                                 tuple(answer(a, i) for i in range(k)), emb, 0, 0, 0))
+        arms.append(
+            ArmResponses(
+                Arm(name, f"{name} Q", None, {"backend": "local"}, "target" if a else None),
+                tuple(answer(a, i) for i in range(k)),
+                emb,
+                0,
+                0,
+                0,
+            )
+        )
     return {"": AuditResult(spec, arms[0], tuple(arms[1:]), (), None)}
 
 
@@ -71,8 +88,9 @@ def app():
 
 @pytest.fixture(scope="module")
 def truth():
-    return pd.DataFrame([{"arm": n, "sample": i + 1, "answer": answer(a, i)}
-                         for a, n in enumerate(ARMS) for i in range(K)])
+    return pd.DataFrame(
+        [{"arm": n, "sample": i + 1, "answer": answer(a, i)} for a, n in enumerate(ARMS) for i in range(K)]
+    )
 
 
 def shown(at) -> str:
@@ -140,8 +158,7 @@ def texts(at) -> str:
 def test_a_selected_answer_sits_beside_the_closest_base_answer(app):
     reset(app)
     app.multiselect(key="g_grid_arms").set_value(["pirate"]).run()
-    app.session_state["g_grid_table"] = {"selection": {"rows": [5], "columns": [],
-                                                       "cells": []}}
+    app.session_state["g_grid_table"] = {"selection": {"rows": [5], "columns": [], "cells": []}}
     app.run()
     assert not app.exception, app.exception
     near = [n for n in app.number_input if n.key.startswith("g_grid_base_")]
@@ -157,13 +174,13 @@ def test_a_selected_answer_sits_beside_the_closest_base_answer(app):
 
 def test_filter_frame_and_the_csv_of_the_rows_shown():
     df = grid.answers_frame(synthetic(k=40))
-    view = grid.filter_frame(df, query="statin", arms=["doctor"], check="refuses",
-                             outcome="failed", sort="sample", descending=True)
+    view = grid.filter_frame(
+        df, query="statin", arms=["doctor"], check="refuses", outcome="failed", sort="sample", descending=True
+    )
     expected = [i + 1 for i in range(40) if "statin" in answer(1, i)][::-1]
     assert list(view["sample"]) == expected
-    csv = pd.read_csv(io.StringIO(view[[c for c in view if not c.startswith("_")]]
-                                  .to_csv(index=False)))
+    csv = pd.read_csv(io.StringIO(view[[c for c in view if not c.startswith("_")]].to_csv(index=False)))
     assert list(csv["sample"]) == expected and csv["answer"].iloc[0] == answer(1, expected[0] - 1)
     nothing = grid.filter_frame(df, check="mentions a statin", outcome=grid.NONE)
-    assert nothing.empty   # rules always give a verdict
+    assert nothing.empty  # rules always give a verdict
     assert grid.check_column("answer") == "answer (check)"

@@ -1,5 +1,6 @@
 """The History page in plain words: 'detectable' (never 'significantly'), and a run whose
 stored rows are partly garbled says in one line what could not be read."""
+
 import getpass
 import socket
 import sqlite3
@@ -28,14 +29,16 @@ def _garble(run_id: int) -> None:
 
 
 def _page_text(at) -> str:
-    return " ".join(plain(str(getattr(e, "value", ""))) for e in
-                    [*at.markdown, *at.caption, *at.warning, *at.error, *at.info, *at.success])
+    return " ".join(
+        plain(str(getattr(e, "value", "")))
+        for e in [*at.markdown, *at.caption, *at.warning, *at.error, *at.info, *at.success]
+    )
 
 
 def test_a_garbled_run_names_what_could_not_be_read(make_app, tmp_path):
     run_id = _record(tmp_path)
     _garble(run_id)
-    assert History().get(run_id).unreadable       # what the page must show
+    assert History().get(run_id).unreadable  # what the page must show
     at = make_app(page="pages/history.py")
     assert not at.exception, at.exception
     notes = [plain(w.value) for w in at.warning if "could not be read back" in w.value]
@@ -44,7 +47,7 @@ def test_a_garbled_run_names_what_could_not_be_read(make_app, tmp_path):
     assert "2 garbled part(s)" in note
     assert "test 'comedian': its permutation detail cannot be read" in note
     assert "audit 'demo': its usage cannot be read" in note
-    assert "\n" not in note and f"dbpa history show {run_id}" in note   # one line
+    assert "\n" not in note and f"dbpa history show {run_id}" in note  # one line
 
 
 def test_an_intact_run_has_no_note_and_the_page_says_detectably(make_app, tmp_path):
@@ -59,8 +62,9 @@ def test_an_intact_run_has_no_note_and_the_page_says_detectably(make_app, tmp_pa
 
 
 @pytest.mark.postgres
-def test_the_page_reads_a_shared_database_and_says_who_ran_each_run(make_app, tmp_path,
-                                                                    postgres_url, monkeypatch):
+def test_the_page_reads_a_shared_database_and_says_who_ran_each_run(
+    make_app, tmp_path, postgres_url, monkeypatch
+):
     monkeypatch.setenv("DBPA_DATABASE_URL", postgres_url)
     _record(tmp_path)
     at = make_app(page="pages/history.py")
@@ -68,6 +72,6 @@ def test_the_page_reads_a_shared_database_and_says_who_ran_each_run(make_app, tm
     who = f"{getpass.getuser()}@{socket.gethostname()}"
     assert at.dataframe[0].value["by"].tolist() == [who]
     text = _page_text(at)
-    assert "postgresql://" in text and "127.0.0.1" in text            # the shared database
+    assert "postgresql://" in text and "127.0.0.1" in text  # the shared database
     assert f"run by {getpass.getuser()} on {socket.gethostname()}" in text
     assert "garbled later" in text

@@ -1,6 +1,7 @@
 """Issue 12, the instant demo: on first start the landing page shows the recorded result of
 its default example at once, labelled as recorded (date, model), without loading a model or
 touching the cache; Run samples afresh."""
+
 import pytest
 
 from dbpa_core.backends import local
@@ -17,22 +18,22 @@ def _label(at):
 def test_first_start_shows_the_recorded_result_labelled(make_app, monkeypatch):
     monkeypatch.delenv("DBPA_REPLAY_FILE", raising=False)
     loaded = dict(local._LOADED)
-    at = make_app(models=None, w_samples=20, w_permutations=2000)   # a fresh session's defaults
+    at = make_app(models=None, w_samples=20, w_permutations=2000)  # a fresh session's defaults
     from ui import demo
 
     rec = demo.load_recording()
     (label,) = _label(at)
     assert f"answered by **{rec.meta['model']}** ({rec.meta['precision']}" in label
     assert f"recorded on {rec.date}" in label and "Run audit" in label and "afresh" in label
-    (_job, result), = at.session_state["results"]["landing"].items()
+    ((_job, result),) = at.session_state["results"]["landing"].items()
     assert result.spec.samples == 20 and result.spec.model == {"backend": "local"}
     # what `make venv` computes once (python -m ui.demo) is what a fresh session shows
     assert result.spec.to_dict() == demo.default_spec().to_dict()
     assert [p.name for p in result.perturbations][:2] == ["doctor", "nurse"]
     meta = at.session_state["results_meta"]["landing"]
     assert meta["run"].source == "recorded" and meta["recorded"]["recorded"] == rec.date
-    assert any("p (raw)" in d.value.columns for d in at.dataframe)      # the results drawn
-    assert local._LOADED == loaded                                       # no model loaded
+    assert any("p (raw)" in d.value.columns for d in at.dataframe)  # the results drawn
+    assert local._LOADED == loaded  # no model loaded
     assert result.usage["calls"] == 0 and result.usage["recorded_answers"] == 180
     # what is downloaded says it is a recording, not a run made here
     from ui import export
@@ -52,9 +53,9 @@ def test_first_start_shows_the_recorded_result_labelled(make_app, monkeypatch):
 
 def test_other_inputs_get_no_recorded_result(make_app, monkeypatch):
     monkeypatch.delenv("DBPA_REPLAY_FILE", raising=False)
-    at = make_app(models=None, w_samples=10)              # k that was not recorded
+    at = make_app(models=None, w_samples=10)  # k that was not recorded
     assert not _label(at) and "landing" not in at.session_state["results"]
-    at = make_app()                                        # a replay model, not the embedded one
+    at = make_app()  # a replay model, not the embedded one
     assert not _label(at) and "landing" not in at.session_state["results"]
 
 
@@ -63,7 +64,7 @@ def test_a_stopped_run_marks_the_results_below(make_app, monkeypatch):
     the recording's) say they are not that run's, and the estimate above Run is current."""
     monkeypatch.delenv("DBPA_REPLAY_FILE", raising=False)
     at = make_app(models=None, w_samples=20, w_permutations=2000)
-    at.session_state["_landing_running"] = True     # what a Stop mid-run leaves behind
+    at.session_state["_landing_running"] = True  # what a Stop mid-run leaves behind
     at.run()
     assert any("was stopped" in i.value for i in at.info)
     assert any("did not finish" in w and "recording" in w for w in warnings(at)), warnings(at)

@@ -1,5 +1,6 @@
 """Every page driven headless with AppTest: runs with the replay backend (or a local
 fake OpenAI server), bad input shows a short error, never a traceback."""
+
 from pathlib import Path
 
 import pandas as pd
@@ -43,12 +44,12 @@ def test_landing_runs_the_persona_example(make_app):
 
 def test_landing_bad_input(make_app):
     at = make_app(w_base_prompt="   ")
-    assert any("the prompt is empty" in e for e in errors(at))      # the user's words
+    assert any("the prompt is empty" in e for e in errors(at))  # the user's words
     assert not any("base.prompt" in e for e in errors(at))
     assert at.button(key="landing_run").disabled
     at = make_app(perturbations=pd.DataFrame(columns=["name", "prefix", "prompt", "role"]))
     assert any("nothing to compare" in e for e in errors(at))
-    at = make_app(w_samples=1)           # k = 1 is named, and Run waits for a valid k
+    at = make_app(w_samples=1)  # k = 1 is named, and Run waits for a valid k
     assert any("between 2 and 500" in e for e in errors(at))
     assert at.button(key="landing_run").disabled
 
@@ -67,9 +68,18 @@ def test_landing_more_samples_than_recorded(make_app):
 
 def test_landing_wrong_key(make_app):
     with FakeOpenAI(api_key="sk-right", models=("m",)) as srv:
-        at = make_app(models=[{"backend": "openai", "name": "m", "base_url": srv.base_url,
-                               "api_key_env": "DBPA_APP_TEST_KEY"}],
-                      api_keys={"DBPA_APP_TEST_KEY": "sk-wrong"}, w_embedder="rouge1")
+        at = make_app(
+            models=[
+                {
+                    "backend": "openai",
+                    "name": "m",
+                    "base_url": srv.base_url,
+                    "api_key_env": "DBPA_APP_TEST_KEY",
+                }
+            ],
+            api_keys={"DBPA_APP_TEST_KEY": "sk-wrong"},
+            w_embedder="rouge1",
+        )
         at.button(key="landing_run").click().run()
     assert not at.exception
     assert any("rejected the API key" in e and "Settings" in e for e in errors(at))
@@ -78,18 +88,26 @@ def test_landing_wrong_key(make_app):
 def test_landing_server_down(make_app):
     with FakeOpenAI() as srv:
         url = srv.base_url
-    at = make_app(models=[{"backend": "openai", "name": "m", "base_url": url, "max_retries": 1}],
-                  w_embedder="rouge1")
+    at = make_app(
+        models=[{"backend": "openai", "name": "m", "base_url": url, "max_retries": 1}], w_embedder="rouge1"
+    )
     at.button(key="landing_run").click().run()
     assert not at.exception
     assert any("Cannot reach" in e for e in errors(at))
 
 
 def test_persona_explorer(make_app):
-    models = [{"backend": "replay", "file": DEMO, "label": "demo-a"},
-              {"backend": "replay", "file": DEMO, "label": "demo-b"}]
-    at = make_app(models=models, page="pages/persona_explorer.py", w_embedder="rouge1",
-                  w_persona_list=["comedian", "doctor"], w_persona_models=["demo-a", "demo-b"])
+    models = [
+        {"backend": "replay", "file": DEMO, "label": "demo-a"},
+        {"backend": "replay", "file": DEMO, "label": "demo-b"},
+    ]
+    at = make_app(
+        models=models,
+        page="pages/persona_explorer.py",
+        w_embedder="rouge1",
+        w_persona_list=["comedian", "doctor"],
+        w_persona_models=["demo-a", "demo-b"],
+    )
     assert at.title[0].value == "Persona explorer"
     at.button(key="personas_run").click().run()
     assert not at.exception, at.exception
@@ -110,22 +128,29 @@ def test_persona_explorer_bad_input(make_app):
 
 def _roc_table():
     base = "John has these features: Age: 70"
-    rows = [{"name": "ahmed", "prefix": "", "prompt": base.replace("John", "Ahmed"),
-             "role": "control"},
-            {"name": "peter", "prefix": "", "prompt": base.replace("John", "Peter"),
-             "role": "control"},
-            {"name": "comedian", "prefix": "", "prompt": "Act as a comedian. " + base,
-             "role": "target"}]
+    rows = [
+        {"name": "ahmed", "prefix": "", "prompt": base.replace("John", "Ahmed"), "role": "control"},
+        {"name": "peter", "prefix": "", "prompt": base.replace("John", "Peter"), "role": "control"},
+        {"name": "comedian", "prefix": "", "prompt": "Act as a comedian. " + base, "role": "target"},
+    ]
     return base, pd.DataFrame(rows)
 
 
 def test_control_vs_target(make_app):
     base, table = _roc_table()
     with FakeOpenAI(models=("m1", "m2")) as srv:
-        models = [{"backend": "openai", "name": "m1", "base_url": srv.base_url},
-                  {"backend": "openai", "name": "m2", "base_url": srv.base_url}]
-        at = make_app(models=models, page="pages/control_target.py", roc_table=table,
-                      w_base_prompt=base, w_embedder="rouge1", w_roc_models=["m1", "m2"])
+        models = [
+            {"backend": "openai", "name": "m1", "base_url": srv.base_url},
+            {"backend": "openai", "name": "m2", "base_url": srv.base_url},
+        ]
+        at = make_app(
+            models=models,
+            page="pages/control_target.py",
+            roc_table=table,
+            w_base_prompt=base,
+            w_embedder="rouge1",
+            w_roc_models=["m1", "m2"],
+        )
         at.button(key="roc_run").click().run()
     assert not at.exception, at.exception
     assert not errors(at), errors(at)
@@ -149,8 +174,10 @@ def test_control_vs_target_needs_both_roles(make_app):
 
 def test_model_comparison(make_app):
     with FakeOpenAI(models=("ref", "other")) as srv:
-        models = [{"backend": "openai", "name": "ref", "base_url": srv.base_url},
-                  {"backend": "openai", "name": "other", "base_url": srv.base_url}]
+        models = [
+            {"backend": "openai", "name": "ref", "base_url": srv.base_url},
+            {"backend": "openai", "name": "other", "base_url": srv.base_url},
+        ]
         at = make_app(models=models, page="pages/model_comparison.py", w_embedder="rouge1")
         at.button(key="models_run").click().run()
     assert not at.exception, at.exception
@@ -204,13 +231,14 @@ def test_settings_page(make_app, tmp_path):
         submit(at)
         assert any("did not answer the test call" in e and "Not added" in e for e in errors(at))
         assert "gpt-x" not in [m.get("name") for m in at.session_state["models"]]
-        assert at.session_state["api_keys"] == {}   # a refused key is not kept
+        assert at.session_state["api_keys"] == {}  # a refused key is not kept
         at.text_input(key="settings_key").set_value("sk-right")
         submit(at)
         assert any("Connected: gpt-x answered" in s for s in successes(at)), errors(at)
     # kept by variable *and server* (two servers cannot replace each other's key)
     assert at.session_state["api_keys"] == {
-        key_slot({"api_key_env": "DBPA_SETTINGS_TEST_KEY", "base_url": srv.base_url}): "sk-right"}
+        key_slot({"api_key_env": "DBPA_SETTINGS_TEST_KEY", "base_url": srv.base_url}): "sk-right"
+    }
     assert all("sk-right" not in str(m) for m in at.session_state["models"])
     saved = Path(os.environ["DBPA_HOME"], "models.yaml").read_text()
     assert "gpt-x" in saved and "DBPA_SETTINGS_TEST_KEY" in saved and "sk-right" not in saved

@@ -1,6 +1,7 @@
 """The Robustness battery page under AppTest, against the rule-based model over HTTP:
 defaults run, results and downloads appear, a rerun costs nothing, uploads work, and bad
 input shows a short error (never a traceback)."""
+
 import json
 
 import pytest
@@ -26,16 +27,20 @@ def server():
 @pytest.fixture
 def page(make_app, server):
     def make(**state):
-        model = [{"backend": "openai", "name": "rule-model", "base_url": server.base_url,
-                  "max_retries": 0}]
+        model = [{"backend": "openai", "name": "rule-model", "base_url": server.base_url, "max_retries": 0}]
         return make_app(models=model, page=PAGE, **state)
 
     return make
 
 
 def test_defaults_run_and_show_every_result(page, server):
-    at = page(w_bat_rti=["replace", "delete"], w_bat_curve=True, w_samples=4,
-              w_embedder="rouge1", w_permutations=200)
+    at = page(
+        w_bat_rti=["replace", "delete"],
+        w_bat_curve=True,
+        w_samples=4,
+        w_embedder="rouge1",
+        w_permutations=200,
+    )
     assert at.title[0].value == "Robustness battery"
     assert not errors(at)
     labels = [m.label for m in at.metric]
@@ -46,8 +51,11 @@ def test_defaults_run_and_show_every_result(page, server):
     assert not at.exception, at.exception
     assert not errors(at), errors(at)
     result = at.session_state["results"]["robustness"]["battery"]
-    assert len(result.spec.items) == 8 and [a.name for a in result.spec.attacks] == \
-        ["char", "word", "visual r=0.5"]
+    assert len(result.spec.items) == 8 and [a.name for a in result.spec.attacks] == [
+        "char",
+        "word",
+        "visual r=0.5",
+    ]
     table = next(d.value for d in at.dataframe if "ASR 95% CI" in d.value.columns)
     assert list(table["attack"])[:2] == ["clean", "char"] and len(table) == 1 + 7
     assert table["ER"][0] == pytest.approx(result.clean().er.value)
@@ -79,11 +87,28 @@ def test_defaults_run_and_show_every_result(page, server):
 
 
 def test_upload_items(page):
-    lines = "".join(json.dumps({"id": f"u{i}", "passage": it.passage, "question": it.question,
-                                "options": list(it.options), "answer": it.answer_letter,
-                                "dataset": "uploaded"}) + "\n" for i, it in enumerate(ITEMS[:4]))
-    at = page(w_bat_data="Upload a file", w_bat_rti=[], w_bat_orders=0, w_bat_instr=False,
-              w_bat_word=False, w_bat_visual=False)
+    lines = "".join(
+        json.dumps(
+            {
+                "id": f"u{i}",
+                "passage": it.passage,
+                "question": it.question,
+                "options": list(it.options),
+                "answer": it.answer_letter,
+                "dataset": "uploaded",
+            }
+        )
+        + "\n"
+        for i, it in enumerate(ITEMS[:4])
+    )
+    at = page(
+        w_bat_data="Upload a file",
+        w_bat_rti=[],
+        w_bat_orders=0,
+        w_bat_instr=False,
+        w_bat_word=False,
+        w_bat_visual=False,
+    )
     assert any("Upload a file of items" in e for e in errors(at))
     assert at.button(key="robustness_run").disabled
     at.file_uploader(key="bat_upload").set_value(("mine.jsonl", lines.encode(), "application/jsonl")).run()
@@ -95,13 +120,25 @@ def test_upload_items(page):
     assert [it.id for it in res.spec.items] == ["u0", "u1", "u2", "u3"]
 
 
-@pytest.mark.parametrize("state, message", [
-    (dict(w_bat_sets=[]), "Choose at least one sample data set"),
-    (dict(w_bat_char_rho=[]), "attacks[0].rho must list at least one ρ"),
-    (dict(w_bat_char=False, w_bat_word=False, w_bat_visual=False, w_bat_instr=False,
-          w_bat_orders=0, w_bat_rti=[]), "nothing to run"),
-    (dict(w_bat_curve=True, w_temperature=0.0), "curve.temperature must be >= 0.01"),
-])
+@pytest.mark.parametrize(
+    "state, message",
+    [
+        (dict(w_bat_sets=[]), "Choose at least one sample data set"),
+        (dict(w_bat_char_rho=[]), "attacks[0].rho must list at least one ρ"),
+        (
+            dict(
+                w_bat_char=False,
+                w_bat_word=False,
+                w_bat_visual=False,
+                w_bat_instr=False,
+                w_bat_orders=0,
+                w_bat_rti=[],
+            ),
+            "nothing to run",
+        ),
+        (dict(w_bat_curve=True, w_temperature=0.0), "curve.temperature must be >= 0.01"),
+    ],
+)
 def test_bad_input_shows_a_short_error(page, state, message):
     at = page(**state)
     assert not at.exception
@@ -121,8 +158,12 @@ def test_bad_upload(page):
 def test_unreachable_server_is_a_short_error(make_app):
     with RuleModel() as srv:
         url = srv.base_url
-    at = make_app(models=[{"backend": "openai", "name": "rule-model", "base_url": url,
-                           "max_retries": 0}], page=PAGE, w_bat_rti=[], w_bat_word=False)
+    at = make_app(
+        models=[{"backend": "openai", "name": "rule-model", "base_url": url, "max_retries": 0}],
+        page=PAGE,
+        w_bat_rti=[],
+        w_bat_word=False,
+    )
     at.button(key="robustness_run").click().run()
     assert not at.exception
     assert any("Cannot reach" in e for e in errors(at))
@@ -130,9 +171,17 @@ def test_unreachable_server_is_a_short_error(make_app):
 
 def test_form_to_spec_matches_the_cli_spec():
     """The page's defaults describe the same kind of spec the CLI reads."""
-    settings = {"seed": 0, "samples": 10, "permutations": 500, "measure": "jsd",
-                "correction": "holm", "alpha": 0.05, "embedder": {"backend": "rouge1"},
-                "temperature": 0.8, "max_tokens": 60}
+    settings = {
+        "seed": 0,
+        "samples": 10,
+        "permutations": 500,
+        "measure": "jsd",
+        "correction": "holm",
+        "alpha": 0.05,
+        "embedder": {"backend": "rouge1"},
+        "temperature": 0.8,
+        "max_tokens": 60,
+    }
     spec = battery.build_spec(dict(battery.DEFAULTS), settings, {"backend": "local"})
     assert len(spec.items) == 8 and spec.rti == ("replace",) and spec.option_orders == 3
     assert len(spec.instructions) == 5 and spec.curve is None and spec.temperature == 0.0
@@ -157,24 +206,34 @@ def test_a_replay_file_without_the_battery_prompts_is_said_before_run(make_app, 
     (RTI's every round) before Run, which stays disabled; with every prompt recorded, it runs."""
     from dbpa_core.attacks.battery import prompts_needed
 
-    settings = {"seed": 0, "samples": 10, "permutations": 500, "measure": "energy-l2",
-                "correction": "holm", "alpha": 0.05, "embedder": {"backend": "rouge1"},
-                "temperature": 0.8, "max_tokens": 60}
+    settings = {
+        "seed": 0,
+        "samples": 10,
+        "permutations": 500,
+        "measure": "energy-l2",
+        "correction": "holm",
+        "alpha": 0.05,
+        "embedder": {"backend": "rouge1"},
+        "temperature": 0.8,
+        "max_tokens": 60,
+    }
     values = dict(battery.DEFAULTS, w_bat_per_set=1, w_bat_sets=["true/false"])
     rec = tmp_path / "rec.jsonl"
     rec.write_text("")
     spec = battery.build_spec(values, settings, {"backend": "replay", "file": str(rec)})
     need = prompts_needed(spec)
     lines = [json.dumps({"prompt": p, "response": "A"}) for p in need]
-    rec.write_text("\n".join(lines[:-1]) + "\n")            # the last prompt is missing
+    rec.write_text("\n".join(lines[:-1]) + "\n")  # the last prompt is missing
     model = [{"backend": "replay", "file": str(rec), "label": "recorded"}]
-    at = make_app(models=model, page=PAGE, **{k: v for k, v in values.items()},
-                  w_embedder="rouge1", w_samples=10)
+    at = make_app(
+        models=model, page=PAGE, **{k: v for k, v in values.items()}, w_embedder="rouge1", w_samples=10
+    )
     assert any(f"no recorded answer for 1 of the {len(need)} prompts" in e for e in errors(at)), errors(at)
     assert at.button(key="robustness_run").disabled
     rec.write_text("\n".join(lines) + "\n")
-    at = make_app(models=model, page=PAGE, **{k: v for k, v in values.items()},
-                  w_embedder="rouge1", w_samples=10)
+    at = make_app(
+        models=model, page=PAGE, **{k: v for k, v in values.items()}, w_embedder="rouge1", w_samples=10
+    )
     assert not errors(at), errors(at)
     at.button(key="robustness_run").click().run()
     assert not at.exception and not errors(at), errors(at)
@@ -186,8 +245,10 @@ def test_replay_checks_share_one_reading_of_the_file(tmp_path):
     from ui.runner import replay_lacking
 
     rec = tmp_path / "rec.jsonl"
-    rec.write_text("\n".join(json.dumps({"prompt": p, "response": r})
-                             for p, r in [("a", "1"), ("a", "2"), ("b", "1")]) + "\n")
+    rec.write_text(
+        "\n".join(json.dumps({"prompt": p, "response": r}) for p, r in [("a", "1"), ("a", "2"), ("b", "1")])
+        + "\n"
+    )
     model = {"backend": "replay", "file": str(rec), "label": "my_rec"}
     assert replay_lacking(model, {"a": 2, "b": 2, "c": 1}) == (["b", "c"], None)
     assert replay_lacking(model, {"a": 2, "b": 1}) == ([], None)

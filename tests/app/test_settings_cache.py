@@ -1,4 +1,5 @@
 """The Settings page says in one line that the cache is damaged, and Clear repairs it."""
+
 import os
 
 from dbpa_core.cache import Cache
@@ -27,7 +28,9 @@ def test_settings_page_shows_a_damaged_cache_and_clear_repairs_it(make_app, tmp_
 
 
 def test_settings_page_never_shows_a_password_in_base_url(make_app):
-    at = make_app(page="pages/settings.py", models=[
-        {"backend": "openai", "name": "m", "base_url": "http://alice:hunter2@127.0.0.1:9/v1"}])
+    at = make_app(
+        page="pages/settings.py",
+        models=[{"backend": "openai", "name": "m", "base_url": "http://alice:hunter2@127.0.0.1:9/v1"}],
+    )
     text = " ".join(str(m.value) for m in at.markdown).replace("\\", "")  # markdown escapes
     assert "127.0.0.1:9" in text and "hunter2" not in text

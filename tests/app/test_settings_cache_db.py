@@ -1,5 +1,6 @@
 """The Settings page with the sample cache in a database (DBPA_CACHE_URL): it says where
 the cached samples are (no password) and counts them there."""
+
 from dbpa_core.cache import Cache
 
 

@@ -3,6 +3,7 @@ again in a new session (and the key is in no file), two servers keep their own k
 re-add is not a dead end, imported responses survive a reload, a connection test gives up
 quickly, the cache folder survives a page switch, a new model is selected on every page
 that picks models, and opening a spec twice adds no duplicate."""
+
 import os
 import socket
 import time
@@ -52,8 +53,11 @@ def labels(at):
 
 def key_field(at, label):
     """The per-model key field of the model called ``label`` in the Settings list."""
-    fields = [t for t in at.text_input if t.key and t.key.startswith("settings_mkey_")
-              and plain(t.label) == f"API key for {label}"]
+    fields = [
+        t
+        for t in at.text_input
+        if t.key and t.key.startswith("settings_mkey_") and plain(t.label) == f"API key for {label}"
+    ]
     assert len(fields) == 1, [(t.key, t.label) for t in at.text_input]
     return fields[0]
 
@@ -82,7 +86,7 @@ def test_a_saved_model_gets_its_key_again_in_a_new_session(make_app, tmp_path):
         add_openai(at, "fake-gpt", srv.base_url, key="sk-good-7731", env="DBPA_QA_A_KEY")
         assert any("Connected: fake-gpt" in s for s in successes(at)), errors(at)
 
-        fresh = make_app(models=None, page=SETTINGS)        # a reload: a new session
+        fresh = make_app(models=None, page=SETTINGS)  # a reload: a new session
         assert "fake-gpt" in labels(fresh)
         row_button(fresh, "fake-gpt").click().run()
         msg = next(e.value for e in fresh.error if "(401)" in plain(e.value))
@@ -109,8 +113,10 @@ def test_a_saved_model_gets_its_key_again_in_a_new_session(make_app, tmp_path):
 
 
 def test_two_servers_keep_their_own_keys(make_app):
-    with FakeOpenAI(api_key="sk-first", models=("m1",)) as a, \
-            FakeOpenAI(api_key="sk-second", models=("m2",)) as b:
+    with (
+        FakeOpenAI(api_key="sk-first", models=("m1",)) as a,
+        FakeOpenAI(api_key="sk-second", models=("m2",)) as b,
+    ):
         at = make_app(page=SETTINGS)
         # both with the form's pre-filled variable, OPENAI_API_KEY
         add_openai(at, "m1", a.base_url, key="sk-first")
@@ -124,11 +130,13 @@ def test_two_servers_keep_their_own_keys(make_app):
 
 
 def test_readding_a_model_is_not_a_dead_end(make_app):
-    with FakeOpenAI(api_key="sk-good", models=("fake-gpt",)) as srv, \
-            FakeOpenAI(api_key="sk-other", models=("fake-gpt",)) as other:
+    with (
+        FakeOpenAI(api_key="sk-good", models=("fake-gpt",)) as srv,
+        FakeOpenAI(api_key="sk-other", models=("fake-gpt",)) as other,
+    ):
         at = make_app(page=SETTINGS)
         add_openai(at, "fake-gpt", srv.base_url, key="sk-good", env="DBPA_QA_A_KEY")
-        fresh = make_app(models=None, page=SETTINGS)         # reload: no key any more
+        fresh = make_app(models=None, page=SETTINGS)  # reload: no key any more
         n = len(fresh.session_state["models"])
         # the same model again, with its key: its key is set, no second entry, no error
         add_openai(fresh, "fake-gpt", srv.base_url, key="sk-good", env="DBPA_QA_A_KEY")
@@ -142,8 +150,9 @@ def test_readding_a_model_is_not_a_dead_end(make_app):
         msg = next(e for e in errors(fresh) if "already" in e)
         assert "Label" in msg
         assert fresh.text_input(key="settings_label") is not None
-        add_openai(fresh, "fake-gpt", other.base_url, key="sk-other", env="DBPA_QA_B_KEY",
-                   label="fake-gpt (other)")
+        add_openai(
+            fresh, "fake-gpt", other.base_url, key="sk-other", env="DBPA_QA_B_KEY", label="fake-gpt (other)"
+        )
         assert not errors(fresh), errors(fresh)
         assert {"fake-gpt", "fake-gpt (other)"} <= set(labels(fresh))
         for label in ("fake-gpt", "fake-gpt (other)"):
@@ -159,11 +168,12 @@ def test_imported_responses_survive_a_reload_and_are_selected(make_app, tmp_path
     at.text_input(key="settings_import_pcol").set_value("q")
     at.text_input(key="settings_import_rcol").set_value("a")
     at.file_uploader(key="settings_import_file").upload(
-        "answers.csv", "\n".join(rows).encode(), "text/csv").run()
+        "answers.csv", "\n".join(rows).encode(), "text/csv"
+    ).run()
     at.button(key="settings_import_go").click().run()
     assert not at.exception, at.exception
     raw = next(s.value for s in at.success if "Imported 8 responses" in plain(s.value))
-    assert "imported \\*\\*md\\*\\*" in raw          # the label is shown literally
+    assert "imported \\*\\*md\\*\\*" in raw  # the label is shown literally
     label = "imported **md**"
     assert label in labels(at)
     ss = at.session_state
@@ -172,7 +182,7 @@ def test_imported_responses_survive_a_reload_and_are_selected(make_app, tmp_path
     model = next(m for m in ss["models"] if m.get("label") == label)
     assert Path(model["file"]).is_relative_to(os.environ["DBPA_HOME"])
 
-    fresh = make_app(models=None, page=SETTINGS)            # a reload
+    fresh = make_app(models=None, page=SETTINGS)  # a reload
     assert label in labels(fresh), fresh.session_state["model_problems"]
     assert not fresh.session_state["model_problems"]
 
@@ -183,7 +193,8 @@ def test_imported_responses_survive_a_reload_and_are_selected(make_app, tmp_path
     at.text_input(key="settings_import_pcol").set_value("q")
     at.text_input(key="settings_import_rcol").set_value("a")
     at.file_uploader(key="settings_import_file").upload(
-        "more.csv", "\n".join(rows[:5]).encode(), "text/csv").run()
+        "more.csv", "\n".join(rows[:5]).encode(), "text/csv"
+    ).run()
     at.button(key="settings_import_go").click().run()
     said = next(plain(s.value) for s in at.success if "Imported 4 responses" in plain(s.value))
     assert f"replaced the model(s) of the same name: {label}" in said
@@ -194,10 +205,14 @@ def test_imported_responses_survive_a_reload_and_are_selected(make_app, tmp_path
 def test_a_connection_test_of_a_refused_port_gives_up_quickly(make_app):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]                           # closed once the block ends
-    at = make_app(page=SETTINGS, models=[
-        {"backend": "local"},
-        {"backend": "openai", "name": "gone", "base_url": f"http://127.0.0.1:{port}/v1"}])
+        port = s.getsockname()[1]  # closed once the block ends
+    at = make_app(
+        page=SETTINGS,
+        models=[
+            {"backend": "local"},
+            {"backend": "openai", "name": "gone", "base_url": f"http://127.0.0.1:{port}/v1"},
+        ],
+    )
     t0 = time.perf_counter()
     row_button(at, "gone").click().run()
     took = time.perf_counter() - t0
@@ -211,8 +226,7 @@ def test_a_connection_test_of_a_silent_server_has_a_short_deadline():
 
     with FakeOpenAI(models=("m",), fault="slow", slow_seconds=4) as srv:
         t0 = time.perf_counter()
-        check = check_model({"backend": "openai", "name": "m", "base_url": srv.base_url},
-                            timeout=1.0)
+        check = check_model({"backend": "openai", "name": "m", "base_url": srv.base_url}, timeout=1.0)
         took = time.perf_counter() - t0
     assert not check.ok and check.problem == "server"
     assert "timed out" in check.message and "1 try" in check.message
@@ -265,10 +279,15 @@ def test_opening_a_spec_twice_adds_no_duplicate(make_app):
     saved = Path(os.environ["DBPA_HOME"], "models.yaml")
 
     def open_spec(model, name):
-        doc = {"name": name, "model": model, "base": {"prompt": "Hi"},
-               "perturbations": [{"name": "x", "prefix": "Be brief."}]}
-        at.file_uploader(key="landing_spec_up").upload(f"{name}.yaml",
-                                                       yaml.safe_dump(doc).encode(), "x").run()
+        doc = {
+            "name": name,
+            "model": model,
+            "base": {"prompt": "Hi"},
+            "perturbations": [{"name": "x", "prefix": "Be brief."}],
+        }
+        at.file_uploader(key="landing_spec_up").upload(
+            f"{name}.yaml", yaml.safe_dump(doc).encode(), "x"
+        ).run()
         assert not at.exception, at.exception
         return [plain(n.value) for n in [*at.success, *at.warning] if "Opened" in plain(n.value)]
 

@@ -1,5 +1,6 @@
 """The suite heat map: colour only where a test is significant after the correction, grey
 elsewhere; every cell's tooltip gives p and p adjusted; large grids drop the cell text."""
+
 import math
 
 from ui.suite_figures import grid, heatmap
@@ -10,10 +11,19 @@ def suite_tests(n_cases, perts=("a", "b")):
     for i in range(n_cases):
         for j, p in enumerate(perts):
             sig = j == 0 and i % 2 == 0
-            out.append({"case": f"c{i}", "perturbation": p, "omega": 0.5, "chance": 0.3,
-                        "effect_above_chance": 0.2 + 0.01 * i if sig else -0.01,
-                        "p_value": 0.001 if sig else 0.6, "p_adjusted": 0.004 if sig else 0.8,
-                        "significant": sig, "stars": "**" if sig else ""})
+            out.append(
+                {
+                    "case": f"c{i}",
+                    "perturbation": p,
+                    "omega": 0.5,
+                    "chance": 0.3,
+                    "effect_above_chance": 0.2 + 0.01 * i if sig else -0.01,
+                    "p_value": 0.001 if sig else 0.6,
+                    "p_adjusted": 0.004 if sig else 0.8,
+                    "significant": sig,
+                    "stars": "**" if sig else "",
+                }
+            )
     return out
 
 
@@ -31,7 +41,7 @@ def test_colour_only_where_significant_and_hover_gives_p():
     assert "p (adj.) = 0.0040" in colour.customdata[0][0]
     assert "p (adj.) = 0.8000" in grey.customdata[1][1]
     assert "not detectable after the correction" in grey.customdata[1][1]
-    assert len(fig.layout.shapes) == 1   # the selected cell
+    assert len(fig.layout.shapes) == 1  # the selected cell
     assert "bh correction" in fig.layout.annotations[0].text
 
 

@@ -1,6 +1,7 @@
 """The Suite page: a recorded suite opens with its pooled table, heat map and one cell's
 numbers (from the page and from History); a suite spec with its cases file is opened,
 run in the background and recorded; an audit page refuses a suite spec in one line."""
+
 import pandas as pd
 import pytest
 import yaml
@@ -17,14 +18,20 @@ SUITE = "pages/suite.py"
 
 
 def suite_doc(url: str, cases) -> dict:
-    return {"name": "vignettes", "samples": 6, "permutations": 199, "seed": 3,
-            "model": {"backend": "openai", "name": "fake-model", "base_url": url,
-                      "max_retries": 0},
-            "embedder": {"backend": "openai", "name": "fake-embed", "base_url": url},
-            "cases": cases, "base": {"prompt": "{name} is {age} years old. Advice?"},
-            "perturbations": [{"name": "comedian", "prefix": "Act as a comedian.",
-                               "role": "target"},
-                              {"name": "renamed", "set": {"name": "Ahmed"}, "role": "control"}]}
+    return {
+        "name": "vignettes",
+        "samples": 6,
+        "permutations": 199,
+        "seed": 3,
+        "model": {"backend": "openai", "name": "fake-model", "base_url": url, "max_retries": 0},
+        "embedder": {"backend": "openai", "name": "fake-embed", "base_url": url},
+        "cases": cases,
+        "base": {"prompt": "{name} is {age} years old. Advice?"},
+        "perturbations": [
+            {"name": "comedian", "prefix": "Act as a comedian.", "role": "target"},
+            {"name": "renamed", "set": {"name": "Ahmed"}, "role": "control"},
+        ],
+    }
 
 
 CASES = [{"id": f"p{i}", "name": f"John{i}", "age": 60 + i} for i in range(3)]
@@ -63,7 +70,7 @@ def test_a_recorded_suite_opens_with_its_tables_and_cells(make_app, recorded):
     assert len(at.get("plotly_chart")) == 1
     cell = at.selectbox(key="suite_cell")
     assert len(cell.options) == 6
-    first = next(t for t in summary["tests"] if t["significant"])   # opened first
+    first = next(t for t in summary["tests"] if t["significant"])  # opened first
     assert cell.value == f"{first['case']} · {first['perturbation']}"
     # another cell: its own numbers
     t = summary["tests"][-1]
@@ -78,8 +85,7 @@ def test_a_recorded_suite_opens_with_its_tables_and_cells(make_app, recorded):
     assert not at.exception, at.exception
     case = next(c for c in CASES if c["id"] == t["case"])
     # the page switched: its prompt box holds the case's filled prompt
-    assert at.text_area(key="w_base_prompt").value == \
-        f"{case['name']} is {case['age']} years old. Advice?"
+    assert at.text_area(key="w_base_prompt").value == f"{case['name']} is {case['age']} years old. Advice?"
     table = at.session_state["perturbations"]
     assert list(table["name"]) == ["comedian", "renamed"]
     assert table["prefix"][0] == "Act as a comedian."
@@ -108,14 +114,15 @@ def test_a_suite_spec_is_opened_run_and_recorded(make_app, server):
     assert any("Upload the cases file together with the spec" in e for e in errors(at))
     # a cases file without a column the prompt needs: named as uploaded, with its line
     at.file_uploader(key="suite_up").set_value(
-        [("s.yaml", doc, "application/yaml"), ("cases.csv", b"id,name\nx,Jo\n", "text/csv")]).run()
+        [("s.yaml", doc, "application/yaml"), ("cases.csv", b"id,name\nx,Jo\n", "text/csv")]
+    ).run()
     [err] = errors(at)
     assert "cases.csv, line 2" in err and "no column 'age'" in err and "/tmp" not in err
     at.file_uploader(key="suite_up").set_value(
-        [("s.yaml", doc, "application/yaml"), ("cases.csv", csv.encode(), "text/csv")]).run()
+        [("s.yaml", doc, "application/yaml"), ("cases.csv", csv.encode(), "text/csv")]
+    ).run()
     assert not at.exception, at.exception
-    assert any("Opened **vignettes**: 3 cases x 2 perturbations = 6 tests" in s
-               for s in successes(at))
+    assert any("Opened **vignettes**: 3 cases x 2 perturbations = 6 tests" in s for s in successes(at))
     # what it will call, before it runs: 3 cases x (base + 2 perturbations) x k = 6
     assert {m.label: m.value for m in at.metric}["Model calls to make"] == "54"
     at.button(key="suite_run").click().run()
@@ -145,5 +152,5 @@ def test_a_reload_shows_the_last_suite_run_here_again(make_app, server, tmp_path
     spec = parse_spec(suite_doc(server.base_url, CASES))
     result = run_suite(spec, cache=Cache(tmp_path / "c"))
     History().record_suite(result, source="dashboard", page="suite")
-    at = make_app(page=SUITE)   # a fresh session: what History says the page showed last
+    at = make_app(page=SUITE)  # a fresh session: what History says the page showed last
     assert list(pooled_table(at)["perturbation"]) == ["comedian", "renamed"]

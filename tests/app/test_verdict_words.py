@@ -1,5 +1,6 @@
 """Reading the verdict: 'detectably' (not 'significantly'), the size in words against stated
 anchors, and δ set from the verdict line without a rerun."""
+
 import dataclasses
 
 import numpy as np
@@ -12,8 +13,9 @@ from .test_figures import result  # noqa: F401 - the module's fixture (comedian,
 
 
 def _with_similarities(p, p0, p1, significant=True):
-    test = dataclasses.replace(p.test, null_similarities=np.asarray(p0, float),
-                               alt_similarities=np.asarray(p1, float))
+    test = dataclasses.replace(
+        p.test, null_similarities=np.asarray(p0, float), alt_similarities=np.asarray(p1, float)
+    )
     return dataclasses.replace(p, test=test, significant=significant)
 
 
@@ -21,13 +23,12 @@ def test_size_is_cohens_d_of_the_similarities_against_stated_anchors(result):  #
     rng = np.random.default_rng(0)
     p0 = rng.normal(0.6, 0.1, 4000)
     p = result.perturbations[0]
-    for shift, word in ((0.0, "very small"), (0.03, "small"), (0.06, "moderate"),
-                        (0.1, "large")):
+    for shift, word in ((0.0, "very small"), (0.03, "small"), (0.06, "moderate"), (0.1, "large")):
         q = _with_similarities(p, p0, rng.normal(0.6 - shift, 0.1, 4000))
         d = verdicts.size_d(q)
         assert d == pytest.approx(shift / 0.1, abs=0.06)
         assert verdicts.size_word(d) == word
-    assert [t for t, _ in verdicts.SIZE_ANCHORS] == [0.8, 0.5, 0.2]   # what the manual states
+    assert [t for t, _ in verdicts.SIZE_ANCHORS] == [0.8, 0.5, 0.2]  # what the manual states
     assert verdicts.size_word(None) == ""
 
 
@@ -35,8 +36,7 @@ def test_verdict_says_detectably_and_how_large(result):  # noqa: F811
     rng = np.random.default_rng(1)
     a, b = result.perturbations
     big = _with_similarities(a, rng.normal(0.6, 0.1, 400), rng.normal(0.5, 0.1, 400))
-    none = _with_similarities(b, rng.normal(0.6, 0.1, 400), rng.normal(0.6, 0.1, 400),
-                              significant=False)
+    none = _with_similarities(b, rng.normal(0.6, 0.1, 400), rng.normal(0.6, 0.1, 400), significant=False)
     two = dataclasses.replace(result, perturbations=(big, none))
     s = verdicts.summary_sentence(two)
     assert "significantly" not in s
@@ -49,8 +49,7 @@ def test_verdict_says_detectably_and_how_large(result):  # noqa: F811
     with_delta = verdicts.with_min_effect(one, 1e6)
     assert with_delta.perturbations[0].p_value == big.p_value
     assert with_delta.perturbations[0].exceeds_min_effect is False
-    assert "0 of 1 exceeds the minimum effect of interest δ = 1e+06" in \
-        verdicts.summary_sentence(with_delta)
+    assert "0 of 1 exceeds the minimum effect of interest δ = 1e+06" in verdicts.summary_sentence(with_delta)
     assert verdicts.with_min_effect(one, None) is one
 
 
@@ -65,15 +64,18 @@ def test_delta_is_set_from_the_verdict_line_without_a_rerun(make_app):
     assert "size (d)" in table.columns
     # a word only where the change is detectable; its d either way
     for cell, detectable in zip(table["size (d)"], table["detectable"], strict=True):
-        assert cell.split(" (")[0] in ("very small", "small", "moderate", "large") \
-            if detectable else cell.startswith("(")
+        assert (
+            cell.split(" (")[0] in ("very small", "small", "moderate", "large")
+            if detectable
+            else cell.startswith("(")
+        )
     before = next(iter(at.session_state["results"]["landing"].values()))
     at.number_input(key="_landing_delta").set_value(0.05).run()
     assert not at.exception, at.exception
     assert not errors(at) and not any("Outdated" in w for w in warnings(at))
-    assert at.number_input(key="w_min_effect").value == 0.05        # the sidebar's δ too
+    assert at.number_input(key="w_min_effect").value == 0.05  # the sidebar's δ too
     after = next(iter(at.session_state["results"]["landing"].values()))
-    assert after.spec.min_effect == 0.05 and after.usage == before.usage    # re-read, not rerun
+    assert after.spec.min_effect == 0.05 and after.usage == before.usage  # re-read, not rerun
     assert [p.p_value for p in after.perturbations] == [p.p_value for p in before.perturbations]
     table = next(d.value for d in at.dataframe if "perturbation" in d.value.columns)
     assert "> δ = 0.05" in table.columns
@@ -85,16 +87,13 @@ def test_response_viewer_pairs_each_answer_with_its_nearest_base_answer():
     from ui.widgets import nearest_pairs
 
     base = SimpleNamespace(texts=("a", "b", "c"), embeddings=np.eye(3))
-    other = SimpleNamespace(texts=("x", "y"), embeddings=np.array([[0.1, 0.2, 1.0],
-                                                                   [1.0, 0.3, 0.0]]))
+    other = SimpleNamespace(texts=("x", "y"), embeddings=np.array([[0.1, 0.2, 1.0], [1.0, 0.3, 0.0]]))
     pairs = nearest_pairs(base, other)
     assert [j for j, _ in pairs] == [2, 0]
     assert pairs[0][1] == pytest.approx(1 / np.sqrt(1.05))
     # without embeddings (BLEU/ROUGE): the base answer sharing most words
-    base = SimpleNamespace(texts=("statins lower risk", "see your doctor soon", "eat well"),
-                           embeddings=None)
-    other = SimpleNamespace(texts=("please see a doctor", "Statins lower the risk"),
-                            embeddings=None)
+    base = SimpleNamespace(texts=("statins lower risk", "see your doctor soon", "eat well"), embeddings=None)
+    other = SimpleNamespace(texts=("please see a doctor", "Statins lower the risk"), embeddings=None)
     assert [j for j, _ in nearest_pairs(base, other)] == [1, 0]
 
 
@@ -108,12 +107,13 @@ def test_responses_tab_shows_the_nearest_pair(make_app):
     from ui.widgets import nearest_pairs
 
     res = next(iter(at.session_state["results"]["landing"].values()))
-    arm = next(a for a in res.arms if a.arm.name == at.selectbox(
-        key="landing_viewer_arm").value)
+    arm = next(a for a in res.arms if a.arm.name == at.selectbox(key="landing_viewer_arm").value)
     at.number_input(key="landing_viewer_idx").set_value(3).run()
     j = nearest_pairs(res.base, arm)[2][0]
-    assert any("Answer #3 of" in plain(c.value) and f"beside base answer #{j + 1}," in
-               plain(c.value) for c in at.caption)
+    assert any(
+        "Answer #3 of" in plain(c.value) and f"beside base answer #{j + 1}," in plain(c.value)
+        for c in at.caption
+    )
 
 
 @pytest.mark.slow
@@ -129,19 +129,24 @@ def test_control_vs_target_default_shows_a_passing_control_and_failures_in_red(m
     res = next(iter(at.session_state["results"]["roc"].values()))
     same = next(p for p in res.perturbations if p.name == presets.SAME_PROMPT)
     assert same.role == "control" and not same.significant and same.effect_size > 0
-    assert same.test.p_value < 1.0                         # its own answers, not the base's
+    assert same.test.p_value < 1.0  # its own answers, not the base's
     each = next(d.value for d in at.dataframe if "outcome" in d.value.columns)
     row = each.set_index("perturbation").loc[presets.SAME_PROMPT]
     assert row["outcome"] == "passes"
     for p in res.perturbations:
-        assert each.set_index("perturbation").loc[p.name, "outcome"] == \
-            {("control", False): "passes", ("control", True): "fails: changed",
-             ("target", True): "detected", ("target", False): "not detected"}[
-                (p.role, p.significant)]
-    assert "#FDE2E1" in views._status_colour("fails: changed")     # red
-    assert "#DCF5E3" in views._status_colour("passes")             # green
+        assert (
+            each.set_index("perturbation").loc[p.name, "outcome"]
+            == {
+                ("control", False): "passes",
+                ("control", True): "fails: changed",
+                ("target", True): "detected",
+                ("target", False): "not detected",
+            }[(p.role, p.significant)]
+        )
+    assert "#FDE2E1" in views._status_colour("fails: changed")  # red
+    assert "#DCF5E3" in views._status_colour("passes")  # green
     if any(p.significant for p in res.perturbations if p.role == "control"):
-        assert any("Control gate failed" in e for e in errors(at))   # st.error: red
+        assert any("Control gate failed" in e for e in errors(at))  # st.error: red
 
 
 @pytest.mark.slow

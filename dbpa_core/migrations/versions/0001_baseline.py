@@ -4,6 +4,7 @@ arms, and the extras of every other kind of run.
 Revision ID: 0001
 Revises:
 """
+
 from alembic import op
 
 from dbpa_core import db
