@@ -83,6 +83,7 @@ vllm:
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 test: $(STAMP) browser-deps postgres-deps vllm lint
 	$(PY) -m pytest -q
