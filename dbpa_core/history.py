@@ -728,41 +728,86 @@ class History:
         created_at: datetime | None = None,
     ) -> int:
         """Store a suite of cases (a :class:`~dbpa_core.suite.SuiteResult`, or its
-        ``to_dict()``): its tests and pooled tables, spec, usage and settings (not its
-        responses: they are in the cache and ``responses.jsonl``); returns the run's id.
-        :meth:`suite` reads it back."""
-        summary = result if isinstance(result, Mapping) else result.to_dict()
-        spec = summary.get("spec") or {}
-        # the signature: what the Suite page compares its spec with (outdated results)
-        settings = {
-            **{k: spec.get(k) for k in SETTINGS_KEYS},
-            "signature": json.dumps(_jsonable(spec), sort_keys=True, default=str),
-        }
-        pooled = summary.get("pooled") or []
-        tests = summary.get("tests") or []
-        found = sum(1 for t in tests if t.get("significant"))
-        changed = [str(d.get("perturbation")) for d in pooled if d.get("significant")]
-        headline = (
-            f"{summary.get('cases', 0)} cases x {len(pooled)} perturbations, {found} of "
-            f"{len(tests)} tests significant; pooled over the cases: "
-            + (f"changed by {', '.join(changed)}" if changed else "no change shown")
-        )
-        return self.record_result(
-            "suite",
-            {"suite": _jsonable(dict(summary))},
-            title=title or str(spec.get("name") or "suite"),
-            models=[model_label(m) for m in spec.get("models") or ()],
-            settings=settings,
-            headline=headline,
-            page=page,
+        ``to_dict()``): :meth:`record_run` of its run (its tests, pooled tables, checks,
+        spec, usage and the answers it wrote); :meth:`suite` reads its summary back."""
+        from .runs import as_run
+
+        run = as_run(result, title=title or "")
+        return self.record_run(
+            run,
             source=source,
+            page=page,
             fingerprint=fingerprint,
-            seconds=(summary.get("usage") or {}).get("seconds"),
             cache_dir=cache_dir,
             out_dir=out_dir,
             form=form,
             created_at=created_at,
         )
+
+    def record_run(
+        self,
+        run: Any,
+        *,
+        source: str,
+        page: str | None = None,
+        fingerprint: str | None = None,
+        cache_dir: str | os.PathLike | None = None,
+        out_dir: str | os.PathLike | None = None,
+        form: Mapping[str, Any] | None = None,
+        created_at: datetime | None = None,
+        signature: str | None = None,
+    ) -> int:
+        """Store a finished run of any kind (a :class:`~dbpa_core.runs.RunResult`): its
+        title, models, settings, headline and what it keeps come from the run itself;
+        ``signature`` (the page's inputs) is kept with its settings. Returns its id;
+        :meth:`load_run` reads it back."""
+        audits = run.audit_results()
+        if audits is not None:
+            run_id = self.record(
+                audits,
+                source=source,
+                page=page,
+                title=run.title or None,
+                cache_dir=cache_dir,
+                out_dir=out_dir,
+                created_at=created_at,
+            )
+            if fingerprint is not None or form is not None:
+                self.mark(run_id, fingerprint=fingerprint or "", form=form)
+            return run_id
+        settings = dict(run.settings())
+        if signature is not None or "signature" not in settings:
+            settings["signature"] = signature
+        return self.record_result(
+            run.kind,
+            run.payload(),
+            title=run.title or run.kind,
+            models=list(run.models()),
+            settings=settings,
+            headline=run.headline(),
+            page=page,
+            source=source,
+            fingerprint=fingerprint,
+            seconds=run.seconds,
+            cache_dir=cache_dir,
+            form=form,
+            created_at=created_at,
+            out_dir=out_dir,
+        )
+
+    def load_run(self, run_id: int) -> Any:
+        """Run ``run_id`` as a :class:`~dbpa_core.runs.RunResult` (whatever its kind);
+        raises :class:`HistoryError` when there is none or it cannot be read back."""
+        from .runs import AuditRun, UnknownResult, as_run
+
+        run = self.get(run_id)
+        if run.audits:
+            return AuditRun(run.summary.title, audits=dict(run.audits), cache_dir=run.cache_dir)
+        _kind, result = self.result(run_id)
+        try:
+            return as_run(result, title=run.summary.title)
+        except UnknownResult as exc:
+            raise HistoryError(f"Run {run_id}: {exc}; its summary is still listed.") from None
 
     def suite(self, run_id: int) -> dict[str, Any]:
         """The summary of suite run ``run_id`` (what :meth:`record_suite` stored: ``spec``,

@@ -472,7 +472,7 @@ def summary_text(sections) -> str:
         width = max((len(what) for what, _ in shown), default=0)
         lines += [f"  {what:<{width}}  {outcome}" for what, outcome in shown]
         if checks:
-            names = ", ".join(dict.fromkeys(v.what.split(" — ")[0] for v in checks))
+            names = ", ".join(dict.fromkeys(v.what.split(" / ")[0] for v in checks))
             changed = sum(v.flag == "changed" for v in checks)
             lines.append(
                 f"  answer checks ({names}): {changed} of {len(checks)} check x "
