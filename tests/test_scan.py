@@ -111,7 +111,7 @@ def test_the_report_lists_every_parts_verdict(scanned):
     assert b["clean error rate"].startswith(f"ER {battery['clean']['er']:.3f}")
     attacks = [r for r in battery["attacks"] if r["dataset"] == "all"]
     assert len(attacks) == 7 and all(
-        b[f"{x["attack"]} rho={x["rho"]:g}"].startswith(f"attack success rate {x['asr']:.3f}")
+        b[f"{x['attack']} rho={x['rho']:g}"].startswith(f"attack success rate {x['asr']:.3f}")
         for x in attacks
     )
     assert "RTI replace" in b

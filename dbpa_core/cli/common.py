@@ -110,6 +110,15 @@ def report(args, suites, fail_on) -> int:
     return 1 if failed else 0
 
 
+def finish(args, run, fail_on) -> int:
+    """The end of every command that runs something: the JUnit report of ``run`` (a
+    :class:`~dbpa_core.runs.RunResult`, with ``--junit``) and the ``--fail-on`` gates, the
+    same for every kind of run: 1 when a gated verdict failed, else 0."""
+    from ..junit import run_suites
+
+    return report(args, run_suites(run, fail_on=fail_on), fail_on)
+
+
 def write_results(result, out) -> list[str] | None:
     """``result.write(out)``, or None after one line on stderr (a full disk, no permission)."""
     try:
@@ -140,42 +149,14 @@ def record_in_history(args, save: Callable[[Any, Any, str], int]) -> None:
     print(f"recorded as run {run_id} in {h.where} (dbpa history show {run_id})")
 
 
-def record_result_in_history(
-    args,
-    kind: str,
-    results: dict[str, Any],
-    *,
-    title: str,
-    models: list[str],
-    headline: str,
-    spec: Any = None,
-) -> None:
-    """Record a battery, fidelity simulation or sensitivity study (``kind``) the way the
-    dashboard does (``results`` keyed as its page keys them, so it reopens there), unless
-    ``--no-history``."""
+def record_run_in_history(args, run) -> None:
+    """Record a finished run of any kind (a :class:`~dbpa_core.runs.RunResult`) in the run
+    history, unless ``--no-history``: it reopens on its dashboard page."""
     if getattr(args, "no_history", False):
         return
-    import json
-
-    try:
-        settings = json.loads(json.dumps(spec.to_dict(), default=str)) if spec is not None else {}
-    except (AttributeError, TypeError, ValueError):
-        settings = {}
-    seconds = sum(float((getattr(r, "usage", None) or {}).get("seconds", 0) or 0) for r in results.values())
     record_in_history(
         args,
-        lambda h, cache_dir, out_dir: h.record_result(
-            kind,
-            results,
-            title=title,
-            models=models,
-            headline=headline,
-            source="cli",
-            settings={"signature": None, **settings},
-            seconds=seconds,
-            cache_dir=cache_dir,
-            out_dir=out_dir,
-        ),
+        lambda h, cache_dir, out_dir: h.record_run(run, source="cli", cache_dir=cache_dir, out_dir=out_dir),
     )
 
 
@@ -191,6 +172,27 @@ def add_no_history(p: argparse.ArgumentParser, what: str = "run") -> None:
 def add_progress_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--progress", action="store_true", help="progress bars even when not a TTY")
+
+
+def add_gates(p: argparse.ArgumentParser, cases: str) -> None:
+    """``--fail-on-control``, ``--fail-on KINDS`` and ``--junit FILE``: the same for every
+    command that runs something (a kind a run does not have never fails)."""
+    p.add_argument(
+        "--fail-on-control",
+        action="store_true",
+        help="exit 1 when a control perturbation changed the answers detectably "
+        "(for CI; the same as --fail-on control)",
+    )
+    p.add_argument(
+        "--fail-on",
+        action="append",
+        default=[],
+        metavar="KINDS",
+        help="exit 1 when any of these fails (comma-separated, repeatable): control "
+        "(a control perturbation changed the answers detectably), target (a "
+        "target did not), check (an answer check changed detectably)",
+    )
+    add_junit(p, cases)
 
 
 def add_junit(p: argparse.ArgumentParser, cases: str) -> None:

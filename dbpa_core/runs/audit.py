@@ -64,6 +64,7 @@ class AuditRun(RunResult):
 
     kind = "audit"
     label = "audit"
+    command = "audit"
 
     def __post_init__(self) -> None:
         self._checks: dict[str, tuple[tuple[CheckResult, ...], str]] = {}
@@ -100,7 +101,8 @@ class AuditRun(RunResult):
             extra = ""
             for p in r.perturbations:
                 if p.min_effect is not None:
-                    extra = f", minimum effect {p.min_effect:g} {'exceeded' if p.exceeds_min_effect else 'not exceeded'}"
+                    word = "exceeded" if p.exceeds_min_effect else "not exceeded"
+                    extra = f", minimum effect {p.min_effect:g} {word}"
                 out.append(
                     perturbation_verdict(
                         part=part,

@@ -64,6 +64,7 @@ class Verdict:
     failed: bool = False
     message: str = ""
     flag: str = ""
+    details: str = ""
 
     @property
     def what(self) -> str:
@@ -175,6 +176,7 @@ class RunResult:
 
     kind: ClassVar[str] = ""
     label: ClassVar[str] = ""  # the kind in words ("suite of cases")
+    command: ClassVar[str] = ""  # the dbpa command that runs it ("audit", "attack", ...)
 
     # ---------------------------------------------------------------- what it says
     def headline(self) -> str:
@@ -292,7 +294,8 @@ def perturbation_verdict(
     )
     word = "changed the answers" if significant else "no detectable change"
     outcome = (
-        f"{word}: ω above chance {above:+.3f}, p = {p_text(p_value)}, adjusted p = {p_text(p_adjusted)} {stars}"
+        f"{word}: ω above chance {above:+.3f}, p = {p_text(p_value)}, "
+        f"adjusted p = {p_text(p_adjusted)} {stars}"
     ).rstrip()
     gate, failed, flag, message = None, False, ("changed" if significant else "unchanged"), ""
     if role == "control":
@@ -322,6 +325,7 @@ def perturbation_verdict(
         failed=failed,
         message=message or details,
         flag=flag,
+        details=details,
     )
 
 

@@ -23,6 +23,7 @@ class BatteryRun(RunResult):
 
     kind = "battery"
     label = "robustness battery"
+    command = "attack"
 
     def verdicts(self) -> tuple[Verdict, ...]:
         from ..attacks.battery import ALL
@@ -36,7 +37,7 @@ class BatteryRun(RunResult):
                     name,
                     "clean error rate",
                     f"ER {c.er.value:.3f} [{c.er.low:.3f}, {c.er.high:.3f}], n = {c.er.n}",
-                    kind="rate",
+                    kind="info",
                 )
             )
             for r in b.attacks():
@@ -58,7 +59,8 @@ class BatteryRun(RunResult):
                         gate="asr" if self.max_asr is not None else None,
                         failed=failed,
                         message=(
-                            f"{r.attack} at rho = {r.rho:g}: {numbers}; above the maximum ASR {self.max_asr:g}"
+                            f"{r.attack} at rho = {r.rho:g}: {numbers}; above the maximum "
+                            f"ASR {self.max_asr:g}"
                             if failed
                             else numbers
                         ),
@@ -71,7 +73,7 @@ class BatteryRun(RunResult):
                         name,
                         f"RTI {rti.attack}",
                         f"{rti.rti:.2f} (1 = the answer never changed)",
-                        kind="rate",
+                        kind="info",
                     )
                 )
             if b.curve:
@@ -92,7 +94,8 @@ class BatteryRun(RunResult):
         for b in self.batteries.values():
             clean = b.clean()
             parts.append(
-                f"{clean.er.n} items, clean error rate {clean.er.value:.2f}, {len(b.attacks())} attack settings"
+                f"{clean.er.n} items, clean error rate {clean.er.value:.2f}, "
+                f"{len(b.attacks())} attack settings"
             )
         return "; ".join(parts)
 

@@ -19,6 +19,7 @@ class FidelityRun(RunResult):
 
     kind = "fidelity"
     label = "simulator fidelity study"
+    command = "fidelity"
 
     def _analyses(self) -> list[tuple[str, Any]]:
         from ..fidelity.analysis import FidelityResult

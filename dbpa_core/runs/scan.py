@@ -19,6 +19,7 @@ class ScanRun(RunResult):
 
     kind = "scan"
     label = "scan"
+    command = "scan"
 
     def verdicts(self) -> tuple[Verdict, ...]:
         return tuple(replace(v, part=f"{p.title}: {v.part}") for p in self.parts for v in p.verdicts())

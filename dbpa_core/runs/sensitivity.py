@@ -19,6 +19,7 @@ class SensitivityRun(RunResult):
 
     kind = "sensitivity"
     label = "sensitivity study"
+    command = "sensitivity"
 
     def verdicts(self) -> tuple[Verdict, ...]:
         out: list[Verdict] = []
@@ -28,17 +29,24 @@ class SensitivityRun(RunResult):
                 parts = ", ".join(
                     f"{st}: {v[st]['significant']}/{v[st]['settings']} significant" for st in s.studies
                 )
+                role, sig = v.get("role"), v["baseline_significant"]
+                # the audit's own verdict gates, as the audit's would
+                gate = role if role in ("control", "target") and sig is not None else None
+                failed = bool(sig) if gate == "control" else (gate == "target" and not sig)
                 out.append(
                     Verdict(
                         name,
                         str(v["perturbation"]),
                         f"{'holds' if v['holds'] else 'DEPENDS ON THE SETTING'} (audit: {base}; {parts})",
                         kind="sensitivity",
-                        role=v.get("role"),
+                        role=role,
                         p_adjusted=v.get("baseline_p_adjusted"),
                         significant=v["baseline_significant"],
                         family=f"{s.spec.correction} within each setting",
                         flag="pass" if v["holds"] else "fail",
+                        gate=gate,
+                        failed=failed,
+                        message=f"{v['perturbation']} ({role or 'no role'}): audit {base}; {parts}",
                     )
                 )
         return tuple(out)

@@ -67,6 +67,7 @@ class SuiteRun(RunResult):
 
     kind = "suite"
     label = "suite of cases"
+    command = "audit"
 
     # ---------------------------------------------------------------- reading the summary
     @property
@@ -102,7 +103,8 @@ class SuiteRun(RunResult):
         out: list[Verdict] = []
         fam_pooled = f"Fisher over the cases, {self.correction} over {len(self.pooled)} perturbations"
         for d in self.pooled:
-            ci = f", mean above chance {_f(d.get('mean_effect_above_chance')):+.3f} [{_f(d.get('ci_low')):+.3f}, {_f(d.get('ci_high')):+.3f}] over {d.get('cases')} cases"
+            mean, lo, hi = (_f(d.get(k)) for k in ("mean_effect_above_chance", "ci_low", "ci_high"))
+            ci = f", mean above chance {mean:+.3f} [{lo:+.3f}, {hi:+.3f}] over {d.get('cases')} cases"
             v = perturbation_verdict(
                 part=POOLED,
                 name=str(d.get("perturbation")),
