@@ -1290,23 +1290,24 @@ def _test_row(t, spec: AuditSpec, what: str, unreadable: list[str]) -> Perturbat
     )
 
 
-def _where_responses_live(cache_dir: str | None, out_dir: str | None, *, in_history: bool = True) -> str:
-    parts = ["in the history database (every response of every arm)"] if in_history else []
-    if out_dir:
-        parts.append(f"{Path(out_dir) / 'responses.jsonl'}")
-    if cache_dir:
-        parts.append(f"the cache {cache_dir}")
-    return "; ".join(parts)
-
-
-def where_responses_live(run: Run) -> str:
-    """A sentence naming every place that holds a run's responses."""
-    if run.summary.kind == "suite":  # a suite keeps numbers per test, not its responses
-        return (
-            _where_responses_live(run.cache_dir, run.out_dir, in_history=False)
-            or "not kept (the suite ran without a cache)"
-        )
-    return _where_responses_live(run.cache_dir, run.out_dir)
+def where_responses_live(run: Run, *, answers: int | None = None, history: str = "") -> str:
+    """A sentence naming every place that holds a run's responses: the history (``history``
+    names its database) when it keeps them (``answers``: how many the run keeps; None:
+    those of its audits), the run's ``responses.jsonl`` and its cache (a folder, or the
+    database the answers went to)."""
+    kept = (
+        sum(len(a.texts) for r in run.audits.values() for a in (r.base, *r.arms))
+        if answers is None
+        else answers
+    )
+    where = f" {history}" if history else ""
+    parts = [f"in the history database{where} ({kept} answers)"] if kept else []
+    if run.out_dir:
+        parts.append(f"{Path(run.out_dir) / 'responses.jsonl'}")
+    if run.cache_dir:
+        db_cache = "://" in str(run.cache_dir)
+        parts.append(f"the cache {'database ' if db_cache else ''}{run.cache_dir}")
+    return "; ".join(parts) or "not kept (the run had no cache and wrote no files)"
 
 
 __all__ = [

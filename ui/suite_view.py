@@ -143,17 +143,33 @@ def signature(spec: AuditSpec) -> str:
 
 def suite_task(spec: AuditSpec):
     """A task for :func:`ui.runner.task_section`: the suite on the session's cache and keys;
-    it returns the suite's summary (the responses stay in the cache)."""
+    it returns the suite's summary with its answers (``answers``: kept with the run in the
+    history, so that its report shows them)."""
+    import io
+
     from dbpa_core.suite import run_suite
 
-    return lambda progress: run_suite(
-        spec, cache=state.cache(), progress=progress, api_keys=st.session_state["api_keys"]
-    ).to_dict()
+    def task(progress):
+        answers = io.StringIO()
+        result = run_suite(
+            spec,
+            cache=state.cache(),
+            progress=progress,
+            api_keys=st.session_state["api_keys"],
+            responses=answers,
+        )
+        summary = result.to_dict()
+        summary["answers"] = [json.loads(line) for line in answers.getvalue().splitlines() if line.strip()]
+        return summary
+
+    return task
 
 
 def record(out: dict[str, Any], spec: AuditSpec) -> int | None:
     """Record a finished suite in the history (a rerun all from the cache is not recorded
     again: the results point at the first run)."""
+    from dbpa_core.runs import as_run
+
     summary = out[KEY]
     usage = summary.get("usage") or {}
     fresh = int(usage.get("calls", 0)) + int(usage.get("embeddings_computed", 0))
@@ -162,11 +178,10 @@ def record(out: dict[str, Any], spec: AuditSpec) -> int | None:
         KEY,
         fp,
         fresh,
-        lambda h: h.record_suite(
-            summary,
+        lambda h: h.record_run(
+            as_run(summary, title=spec.name),
             source="dashboard",
             page=KEY,
-            title=spec.name,
             fingerprint=fp,
             cache_dir=st.session_state.get("cache_dir"),
         ),

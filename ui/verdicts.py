@@ -122,14 +122,12 @@ class Gate:
 
 
 def gate(result: AuditResult, model: str | None = None) -> Gate:
-    ps = result.perturbations
-    return Gate(
-        model or result.base.arm.model_label,
-        tuple(p.name for p in ps if p.role == "control"),
-        tuple(p.name for p in ps if p.role == "control" and p.significant),
-        tuple(p.name for p in ps if p.role == "target"),
-        tuple(p.name for p in ps if p.role == "target" and p.significant),
-    )
+    """The control gate of one audit, as every output computes it
+    (:meth:`dbpa_core.runs.RunResult.gate`), with the model it is about."""
+    from dbpa_core.runs import as_run
+
+    g = as_run(result).gate()
+    return Gate(model or result.base.arm.model_label, g.controls, g.failed, g.targets, g.detected)
 
 
 def gates(results: Mapping[str, AuditResult]) -> list[Gate]:

@@ -140,9 +140,12 @@ def record_in_history(args, save: Callable[[Any, Any, str], int]) -> None:
 
     from ..history import History, HistoryError
 
+    cache = open_cache(args)
+    # where the answers went: the cache folder, or the database with DBPA_CACHE_URL
+    cache_at = None if getattr(args, "no_cache", False) else (cache.where if cache.url else cache.directory)
     try:
         h = History()
-        run_id = save(h, None if args.no_cache else open_cache(args).directory, os.path.abspath(args.out))
+        run_id = save(h, cache_at, os.path.abspath(args.out))
     except (HistoryError, OSError, sqlite3.Error) as exc:
         print(f"warning: the run was not recorded in the history: {exc}", file=sys.stderr)
         return

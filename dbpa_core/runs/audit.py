@@ -175,7 +175,7 @@ class AuditRun(RunResult):
         first = next(iter(self.audits.values()))
         d = first.spec.to_dict()
         out = {k: d.get(k) for k in SETTINGS_KEYS}
-        out["embedder"] = first.spec.embedder.get("backend", "local")
+        out["embedder"] = d.get("embedder")
         out["mode"] = first.spec.mode
         out["source"] = first.spec.source
         return out

@@ -177,6 +177,7 @@ class RunResult:
     kind: ClassVar[str] = ""
     label: ClassVar[str] = ""  # the kind in words ("suite of cases")
     command: ClassVar[str] = ""  # the dbpa command that runs it ("audit", "attack", ...)
+    page: ClassVar[str] = ""  # the dashboard page it reopens on ('' for the History page)
 
     # ---------------------------------------------------------------- what it says
     def headline(self) -> str:

@@ -24,6 +24,7 @@ class BatteryRun(RunResult):
     kind = "battery"
     label = "robustness battery"
     command = "attack"
+    page = "Robustness battery"
 
     def verdicts(self) -> tuple[Verdict, ...]:
         from ..attacks.battery import ALL

@@ -20,6 +20,7 @@ class FidelityRun(RunResult):
     kind = "fidelity"
     label = "simulator fidelity study"
     command = "fidelity"
+    page = "Simulator fidelity"
 
     def _analyses(self) -> list[tuple[str, Any]]:
         from ..fidelity.analysis import FidelityResult
@@ -93,8 +94,10 @@ class FidelityRun(RunResult):
         found: list[str] = []
         for _, s in self._simulations():
             found += [m for m in s.models if m not in found]
-        for _, f in self._analyses():
-            found += [s.name for s in f.simulators if s.name not in found]
+        from ..fidelity.analysis import UNIFORM
+
+        for _, f in self._analyses():  # the uniform baseline is no model
+            found += [s.name for s in f.simulators if s.name not in found and s.name != UNIFORM]
         return tuple(found)
 
     def settings(self) -> dict[str, Any]:

@@ -20,6 +20,7 @@ class SensitivityRun(RunResult):
     kind = "sensitivity"
     label = "sensitivity study"
     command = "sensitivity"
+    page = "Sensitivity"
 
     def verdicts(self) -> tuple[Verdict, ...]:
         out: list[Verdict] = []

@@ -68,6 +68,7 @@ class SuiteRun(RunResult):
     kind = "suite"
     label = "suite of cases"
     command = "audit"
+    page = "Suite"
 
     # ---------------------------------------------------------------- reading the summary
     @property
@@ -211,11 +212,7 @@ class SuiteRun(RunResult):
 
         s = self.spec
         out = {k: s.get(k) for k in SETTINGS_KEYS}
-        out["embedder"] = (
-            (s.get("embedder") or {}).get("backend", "local")
-            if isinstance(s.get("embedder"), Mapping)
-            else None
-        )
+        out["embedder"] = s.get("embedder")
         out["cases"] = self.summary.get("cases")
         out["signature"] = json.dumps(s, sort_keys=True, default=str)
         return out
@@ -223,6 +220,8 @@ class SuiteRun(RunResult):
     def properties(self) -> dict[str, Any]:
         s = self.spec
         props = {k: v for k, v in self.settings().items() if k != "signature"}
+        emb = self.spec.get("embedder")
+        props["embedder"] = emb.get("backend", "local") if isinstance(emb, Mapping) else emb
         return {"spec": s.get("name"), "mode": "suite", "models": ", ".join(self.models()), **props}
 
     @property
@@ -335,7 +334,7 @@ def adapt(title: str, value: Any) -> RunResult | None:
         answers = value.get("answers")
         return _make(
             title or str((value.get("spec") or {}).get("name") or "suite"),
-            value,
+            {k: v for k, v in value.items() if k != "answers"},
             [a for a in answers if isinstance(a, dict)] if isinstance(answers, list) else [],
         )
     return None
