@@ -4,6 +4,7 @@ on the multi-model pages)."""
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,7 @@ from .base import (
     Verdict,
     check_row,
     check_verdict,
+    folder_name,
     perturbation_verdict,
     register,
 )
@@ -243,6 +245,11 @@ class AuditRun(RunResult):
 
     def payload(self) -> Any:
         return dict(self.audits)
+
+    def write(self, out_dir: str | os.PathLike[str]) -> list[str]:
+        if len(self.audits) == 1:
+            return next(iter(self.audits.values())).write(out_dir)
+        return [p for job, r in self.audits.items() for p in r.write(os.path.join(out_dir, folder_name(job)))]
 
     def audit_results(self) -> Mapping[str, AuditResult] | None:
         return self.audits

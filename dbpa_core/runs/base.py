@@ -24,11 +24,17 @@ in :attr:`RunResult.refusals` (one line per output), and the output prints that 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..fmt import fmt_p
+
+
+class RunRefused(ValueError):
+    """An output this run cannot give; the message says why in one line."""
+
 
 # the gates --fail-on names (and "asr", which --max-asr sets)
 FAIL_KINDS = ("control", "target", "check")
@@ -226,8 +232,15 @@ class RunResult:
 
     def payload(self) -> Any:
         """What the run history stores to rebuild this run (:func:`dbpa_core.runs.as_run`
-        reads it back)."""
-        raise NotImplementedError
+        reads it back); raises :class:`RunRefused` when the run is not stored as one."""
+        raise RunRefused(
+            self.refusals.get("history") or f"a {self.label or self.kind} is not stored as one run"
+        )
+
+    def write(self, out_dir: str | os.PathLike[str]) -> list[str]:
+        """Write the run's files (its results, answers, checks and report) into
+        ``out_dir``; returns their paths. :class:`RunRefused` when it has none."""
+        raise RunRefused(self.refusals.get("export") or f"a {self.label or self.kind} has no files to write")
 
     def audit_results(self) -> Mapping[str, Any] | None:
         """The audits to store in the history's audit tables (by job), or None when the
@@ -261,6 +274,13 @@ def adapters() -> tuple[tuple[str, Adapter], ...]:
 
 
 # --------------------------------------------------------------------------- shared wording
+def folder_name(name: str) -> str:
+    """A part's name as one folder name (a run of several parts writes one folder each)."""
+    import re
+
+    return re.sub(r"[^\w.-]+", "_", name).strip("_.") or "part"
+
+
 def p_text(p: float | None) -> str:
     """p as the command line writes it (``< 0.001``, ``0.0123``; '–' for none)."""
     return "–" if p is None or (isinstance(p, float) and math.isnan(p)) else fmt_p(p)
@@ -383,10 +403,12 @@ __all__ = [
     "Answer",
     "CheckRow",
     "Gate",
+    "RunRefused",
     "RunResult",
     "Verdict",
     "check_row",
     "check_verdict",
+    "folder_name",
     "gate_failures",
     "gate_of",
     "num",

@@ -3,6 +3,7 @@ name): one verdict per attack and ρ (its attack success rate, gated by ``--max-
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 from markupsafe import Markup
 
 from ..spec import model_label
-from .base import Answer, RunResult, Verdict, num, register
+from .base import Answer, RunResult, Verdict, folder_name, num, register
 
 
 @dataclass
@@ -156,6 +157,11 @@ class BatteryRun(RunResult):
 
     def payload(self) -> Any:
         return dict(self.batteries)
+
+    def write(self, out_dir: str | os.PathLike[str]) -> list[str]:
+        if len(self.batteries) == 1:
+            return next(iter(self.batteries.values())).write(out_dir)
+        return [p for n, b in self.batteries.items() for p in b.write(os.path.join(out_dir, folder_name(n)))]
 
 
 @register("battery")

@@ -4,6 +4,7 @@ SimulationResult`), by name; ``dbpa fidelity --simulate`` keeps both."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -124,6 +125,19 @@ class FidelityRun(RunResult):
     def payload(self) -> Any:
         return dict(self.parts)
 
+    def write(self, out_dir: str | os.PathLike[str]) -> list[str]:
+        from ..outputs import write_files
+
+        paths: list[str] = []
+        for _, f in self._analyses():
+            paths += f.write(out_dir)
+        for _, s in self._simulations():
+            files = {"answers.jsonl": s.answers_jsonl()}
+            if s.data is not None:
+                files["data.csv"] = s.data.to_csv()
+            paths += write_files(out_dir, files)
+        return paths
+
 
 @register("fidelity")
 def adapt(title: str, value: Any) -> RunResult | None:
@@ -139,6 +153,10 @@ def adapt(title: str, value: Any) -> RunResult | None:
         warns = tuple(w for v in value.values() for w in v.warnings)
         run = FidelityRun(title or "fidelity", warns, parts=dict(value))
         if not run._simulations():
+            run.refusals["dashboard"] = (
+                "a fidelity analysis of a data file does not reopen on the Simulator fidelity "
+                "page (it shows simulations): its report (dbpa report ID) has every table and chart"
+            )
             run.refusals["answers"] = (
                 "a fidelity analysis of a data file holds counts per question, not answers "
                 "(they are in the file it read)"

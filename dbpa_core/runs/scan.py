@@ -4,6 +4,7 @@ checks and answers are its parts', each part named by its own title."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -52,5 +53,10 @@ class ScanRun(RunResult):
     def report_parts(self) -> list[str]:
         return [h for p in self.parts for h in p.report_parts()]
 
-    def payload(self) -> Any:
-        raise TypeError("a scan is recorded as its parts (History.record_run of each)")
+    def __post_init__(self) -> None:
+        self.refusals.setdefault(
+            "history", "a scan is recorded as its parts (its audit and its battery), each its own run"
+        )
+
+    def write(self, out_dir: str | os.PathLike[str]) -> list[str]:
+        return [p for part in self.parts for p in part.write(os.path.join(out_dir, part.kind))]

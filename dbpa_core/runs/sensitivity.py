@@ -3,6 +3,7 @@ name): one verdict per perturbation, 'holds' when every setting agrees with the 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 from markupsafe import Markup
 
 from ..spec import model_label
-from .base import RunResult, Verdict, register
+from .base import RunResult, Verdict, folder_name, register
 
 
 @dataclass
@@ -89,6 +90,11 @@ class SensitivityRun(RunResult):
 
     def payload(self) -> Any:
         return dict(self.studies)
+
+    def write(self, out_dir: str | os.PathLike[str]) -> list[str]:
+        if len(self.studies) == 1:
+            return next(iter(self.studies.values())).write(out_dir)
+        return [p for n, s in self.studies.items() for p in s.write(os.path.join(out_dir, folder_name(n)))]
 
 
 @register("sensitivity")

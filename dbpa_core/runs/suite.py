@@ -293,6 +293,37 @@ class SuiteRun(RunResult):
 
         return _jsonable({"suite": dict(self.summary), "answers": list(self.stored_answers)})
 
+    def write(self, out_dir: str | os.PathLike[str]) -> list[str]:
+        """results.json and results.csv (as the suite wrote them), responses.jsonl (its
+        answers) and checks.csv (one row per case x perturbation x check) when it has them."""
+        import csv
+        import io
+
+        from ..outputs import write_files
+        from ..suite import TEST_FIELDS
+
+        def rows_csv(rows: list[dict[str, Any]], fields: Any) -> str:
+            buf = io.StringIO()
+            w = csv.DictWriter(buf, fieldnames=list(fields), extrasaction="ignore")
+            w.writeheader()
+            w.writerows(rows)
+            return buf.getvalue()
+
+        files = {
+            "results.json": json.dumps(dict(self.summary), indent=2, ensure_ascii=False, default=str),
+            "results.csv": rows_csv(self.tests, TEST_FIELDS),
+        }
+        if self.stored_answers:
+            files["responses.jsonl"] = "".join(
+                json.dumps(a, ensure_ascii=False) + "\n" for a in self.stored_answers
+            )
+        checks = self._list("checks")
+        if checks:
+            from ..checks import CSV_COLUMNS
+
+            files["checks.csv"] = rows_csv(checks, ("case", *CSV_COLUMNS))
+        return write_files(out_dir, files)
+
 
 def from_result(result: Any, *, title: str = "") -> SuiteRun:
     """The run of a finished :class:`~dbpa_core.suite.SuiteResult` (its answers read from
