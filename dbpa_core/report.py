@@ -97,7 +97,8 @@ class RunSection:
         """The answers by part and arm, each group with its prompt (shown once)."""
         out: list[dict[str, Any]] = []
         for r in self.responses:
-            if not out or (out[-1]["part"], out[-1]["arm"]) != (r["part"], r["arm"]):
+            key = (r["part"], r["arm"], r.get("prompt", ""))
+            if not out or (out[-1]["part"], out[-1]["arm"], out[-1]["prompt"]) != key:
                 out.append(
                     {
                         "part": r["part"],

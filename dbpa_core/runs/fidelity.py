@@ -16,7 +16,7 @@ from .base import Answer, RunResult, Verdict, register
 
 @dataclass
 class FidelityRun(RunResult):
-    parts: Mapping[str, Any] = field(default_factory=dict)
+    results: Mapping[str, Any] = field(default_factory=dict)
 
     kind = "fidelity"
     label = "simulator fidelity study"
@@ -26,12 +26,12 @@ class FidelityRun(RunResult):
     def _analyses(self) -> list[tuple[str, Any]]:
         from ..fidelity.analysis import FidelityResult
 
-        return [(n, v) for n, v in self.parts.items() if isinstance(v, FidelityResult)]
+        return [(n, v) for n, v in self.results.items() if isinstance(v, FidelityResult)]
 
     def _simulations(self) -> list[tuple[str, Any]]:
         from ..fidelity.simulate import SimulationResult
 
-        return [(n, v) for n, v in self.parts.items() if isinstance(v, SimulationResult)]
+        return [(n, v) for n, v in self.results.items() if isinstance(v, SimulationResult)]
 
     def verdicts(self) -> tuple[Verdict, ...]:
         out: list[Verdict] = []
@@ -123,7 +123,7 @@ class FidelityRun(RunResult):
         return [Markup(report_html(f, title=name, section=True)) for name, f in self._analyses()]
 
     def payload(self) -> Any:
-        return dict(self.parts)
+        return dict(self.results)
 
     def write(self, out_dir: str | os.PathLike[str]) -> list[str]:
         from ..outputs import write_files
@@ -151,7 +151,7 @@ def adapt(title: str, value: Any) -> RunResult | None:
         value = {"simulation": value}
     if isinstance(value, Mapping) and value and all(isinstance(v, kinds) for v in value.values()):
         warns = tuple(w for v in value.values() for w in v.warnings)
-        run = FidelityRun(title or "fidelity", warns, parts=dict(value))
+        run = FidelityRun(title or "fidelity", warns, results=dict(value))
         if not run._simulations():
             run.refusals["dashboard"] = (
                 "a fidelity analysis of a data file does not reopen on the Simulator fidelity "
