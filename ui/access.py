@@ -45,7 +45,8 @@ def gate() -> None:
     ss = st.session_state
     token = configured_token()
     if token is None:
-        if st.context.ip_address is not None:  # a browser on another machine (None: this one)
+        ip = st.context.ip_address  # None: this machine (AppTest: no address at all)
+        if isinstance(ip, str) and ip:  # a browser on another machine
             _page_config()
             st.error(
                 "This dashboard serves only the machine it runs on. To open it from other "
