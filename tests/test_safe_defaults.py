@@ -285,3 +285,62 @@ def test_a_refused_connection_fails_in_seconds(tmp_path, capsys):
     assert main(["audit", str(spec), "--out", str(tmp_path / "o"), "--no-history", "--quiet"]) == 3
     assert time.monotonic() - t < 5
     assert "after 2 tries (connection refused)" in capsys.readouterr().err
+
+
+def _listening(port: int) -> set[str]:
+    """The local addresses (hex, as /proc/net/tcp{,6} writes them) listening on ``port``."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            local, state = row.split()[1], row.split()[3]
+            address, _, hexport = local.partition(":")
+            if state == "0A" and int(hexport, 16) == port:  # 0A: LISTEN
+                found.add(address)
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads /proc/net/tcp (Linux)")
+def test_dbpa_ui_listens_on_the_loopback_address_and_prints_one_url(tmp_path):
+    """The real command: it serves, on 127.0.0.1 only, and its start message has one URL
+    (no Network URL, no External URL: no address was looked up)."""
+    import os
+    import urllib.request
+
+    from tests.app.browser_support import free_port
+    from tests.local_http import stop_process
+
+    port = free_port()
+    log = tmp_path / "ui.log"
+    env = dict(os.environ, DBPA_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(ROOT))
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dbpa_core.cli", "ui", "--server.port", str(port)],
+            cwd=tmp_path,  # not the repository: its .streamlit/config.toml plays no part
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if (
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1).read()
+                    == b"ok"
+                ):
+                    break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+                time.sleep(0.5)
+        assert _listening(port) == {"0100007F"}  # 127.0.0.1, nothing else
+        text = log.read_text()
+        assert f"URL: http://127.0.0.1:{port}" in text
+        assert "Network URL" not in text and "External URL" not in text
+        assert "token" not in text
+    finally:
+        stop_process(proc)
