@@ -973,6 +973,8 @@ def spec_warnings(spec: AuditSpec) -> list[str]:
 
 
 def _same_as_base(spec: AuditSpec, p) -> bool:
+    if p.set_fields or p.operations:  # it changes each case (dbpa_core.cases)
+        return False
     return (" ".join(p.prompt.split()), p.system_prompt or "") == (
         " ".join(spec.base_prompt.split()),
         spec.system_prompt or "",
