@@ -24,6 +24,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -43,6 +44,7 @@ from .outputs import write_files
 from .sampling import Job, Progress, Sampler, model_key
 from .similarity import TEXT_SIMILARITIES
 from .spec import AuditSpec, Perturbation
+from .timings import duration_text
 from .types import _jsonable
 
 PREFETCH_JOBS = 512  # samples asked for together (several cases), to fill a server's
@@ -433,16 +435,32 @@ class SuiteResult:
         return paths
 
 
-class _CaseProgress:
-    """Turns one case's progress into the suite's: a ``cases`` bar, the case's retries and
-    loading messages on it, and the time its tests took."""
+_CALL_ETA = re.compile(r", (?:about [^,]+ left|estimating the time left)$")
 
-    def __init__(self, progress: Callable[[Progress], None], total: int, arms=()):
+
+class _CaseProgress:
+    """Turns one case's progress into the suite's: a ``cases`` bar that moves while
+    samples are drawn (several cases' samples are fetched together, so the bar counts the
+    cases whose samples are in, a fraction of the fetched ones as they arrive), the
+    suite's time left (not one fetch's), the case's retries and loading messages on it,
+    and the time its tests took."""
+
+    def __init__(
+        self,
+        progress: Callable[[Progress], None],
+        total: int,
+        arms=(),
+        clock: Callable[[], float] = time.perf_counter,
+    ):
         self.progress, self.total = progress, total
         self.done, self.case = 0, ""
         self.arms = set(arms)  # arm names: the label of a sample, not news
         self.test_seconds = self.test_cpu_seconds = 0.0
         self._t: tuple[float, float] | None = None
+        self.clock = clock
+        self.t0: float | None = None
+        self.chunk: tuple[int, int] = (0, 0)  # (first case, cases) being fetched together
+        self.position = 0.0  # cases whose samples are in (a fraction while fetching)
 
     def __call__(self, p: Progress) -> None:
         if p.stage == "testing":
@@ -456,16 +474,40 @@ class _CaseProgress:
         if p.stage.startswith("loading"):
             self.progress(p)
             return
+        if self.t0 is None:
+            self.t0 = self.clock()
+        start, size = self.chunk
+        if p.total and size and p.stage == "sampling":
+            self.position = max(self.position, start + size * p.done / p.total)
         news = p.detail if p.detail and p.detail not in self.arms else ""
         if p.done < p.total or news:  # samples being fetched, a retry, tokens drawn
+            news = _CALL_ETA.sub("", news)  # one fetch's time left is not the suite's
             what = f"{self.case}: {p.stage} {p.done}/{p.total}" + (f", {news}" if news else "")
-            self.progress(Progress("cases", self.done, self.total, what))
+            left = self.time_left()
+            if left is not None:
+                what += f", about {duration_text(left)} left"
+            self.progress(Progress("cases", self.bar, self.total, what, eta_s=left))
+
+    @property
+    def bar(self) -> int:
+        return min(self.total, max(self.done, int(self.position)))
+
+    def time_left(self) -> float | None:
+        """The suite's time left, from its pace so far (None until it can be told)."""
+        if self.t0 is None:
+            return None
+        elapsed = self.clock() - self.t0
+        share = max(self.done, self.position) / self.total if self.total else 0.0
+        if share <= 0 or elapsed < 2.0 or share >= 1:
+            return None
+        return elapsed * (1 - share) / share
 
     def start(self, i: int, case: Case) -> None:
         self.done, self.case = i, case.id
-        self.progress(Progress("cases", i, self.total, case.id))
+        self.progress(Progress("cases", self.bar, self.total, case.id))
 
-    def fetching(self, cases) -> None:
+    def fetching(self, i: int, cases) -> None:
+        self.chunk = (i, len(cases))
         self.case = f"cases {cases[0].id}..{cases[-1].id}" if len(cases) > 1 else cases[0].id
 
 
@@ -520,8 +562,10 @@ def run_suite(
     per_case_reach = case_spec(spec, spec.cases[0]).attainability().message
     for i, case in enumerate(spec.cases):
         bar.start(i, case)
+        if chunk == 1:
+            bar.fetching(i, [case])  # each case fetches its own samples
         if chunk > 1 and i % chunk == 0:
-            bar.fetching(spec.cases[i : i + chunk])
+            bar.fetching(i, spec.cases[i : i + chunk])
             _prefetch(shared, spec, spec.cases[i : i + chunk], embedder)
             bar.case = case.id
         r = run_audit(
