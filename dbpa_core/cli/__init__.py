@@ -13,7 +13,7 @@
     dbpa history show ID | compare A B [--fail-on-change] | delete ID... --yes | upgrade
     dbpa report RUN_ID [RUN_ID ...] --out FILE.html|FILE.pdf
     dbpa scan MODEL_SPEC --out DIR [--estimate]
-    dbpa ui [STREAMLIT OPTIONS, e.g. --server.port 8600]
+    dbpa ui [--share] [--allow-key-host URL] [STREAMLIT OPTIONS, e.g. --server.port 8600]
 
 Global options, before or after the command: ``--cache-dir DIR`` (``$DBPA_CACHE_DIR``),
 ``--home DIR`` (``$DBPA_HOME``), ``--quiet`` (no progress bars).

@@ -10,18 +10,41 @@ import argparse
 import contextlib
 import os
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+PROGRESS_EVERY_ENV = "DBPA_PROGRESS_EVERY"
+"""Seconds between progress lines when stderr is not a terminal (default 15)."""
+PROGRESS_EVERY = 15.0
+
 
 class Bars:
-    """tqdm bars per stage, driven by a run's progress callback."""
+    """A run's progress on stderr, driven by its progress callback: tqdm bars per stage
+    (``enabled``), or, for logs without a terminal (``lines``), one plain line every
+    ``every`` seconds (``$DBPA_PROGRESS_EVERY``, default 15) while the run lasts, saying
+    where it is, also when no report came in that time; none for a run shorter than that."""
 
-    def __init__(self, enabled: bool):
+    def __init__(self, enabled: bool, *, lines: bool = False, every: float | None = None):
         self.enabled = enabled
+        self.lines = lines and not enabled
         self.bars: dict[str, Any] = {}
+        self.every = every if every is not None else _progress_every()
+        self._last: Any = None  # the newest report
+        self._lock = threading.Lock()
+        self._started = time.monotonic()
+        self._done = threading.Event()
+        self._ticker: threading.Thread | None = None
 
     def __call__(self, p) -> None:
+        if self.lines:
+            with self._lock:
+                self._last = p
+            if self._ticker is None:
+                self._ticker = threading.Thread(target=self._tick, name="dbpa-progress", daemon=True)
+                self._ticker.start()
+            return
         if not self.enabled:
             return
         from tqdm import tqdm
@@ -37,14 +60,44 @@ class Bars:
             bar.set_postfix_str(p.detail[:60], refresh=False)
         bar.refresh()
 
+    def _tick(self) -> None:
+        while not self._done.wait(self.every):
+            with self._lock:
+                p = self._last
+            if p is not None:
+                print(progress_line(p, time.monotonic() - self._started), file=sys.stderr, flush=True)
+
     def close(self) -> None:
+        """Stop the lines (a later report starts them again) and close the bars."""
+        self._done.set()
+        if self._ticker is not None:
+            self._ticker.join(timeout=2)
+            self._ticker, self._done = None, threading.Event()
         for bar in self.bars.values():
             bar.close()
 
 
+def _progress_every() -> float:
+    try:
+        every = float(os.environ.get(PROGRESS_EVERY_ENV, PROGRESS_EVERY))
+    except ValueError:
+        every = PROGRESS_EVERY
+    return every if every > 0 else PROGRESS_EVERY
+
+
+def progress_line(p, elapsed: float) -> str:
+    """One line for a log: ``[dbpa 2m05s] sampling 120/600 (20%) - about 3 min left``."""
+    minutes, seconds = divmod(int(elapsed), 60)
+    share = f" ({int(100 * p.fraction)}%)" if p.total else ""
+    detail = f" - {p.detail}" if p.detail else ""
+    return f"[dbpa {minutes}m{seconds:02d}s] {p.stage} {p.done}/{p.total}{share}{detail}"
+
+
 def progress_bars(args) -> Bars:
-    """Bars on a terminal unless ``--quiet``, and anywhere with ``--progress``."""
-    return Bars((not args.quiet and sys.stderr.isatty()) or args.progress)
+    """Bars on a terminal unless ``--quiet``, and anywhere with ``--progress``; without a
+    terminal, a plain progress line every 15 s (unless ``--quiet``)."""
+    bars = (not args.quiet and sys.stderr.isatty()) or args.progress
+    return Bars(bars, lines=not bars and not args.quiet)
 
 
 def open_cache(args):
