@@ -144,8 +144,8 @@ def section_of(run: Run, result: Any) -> RunSection:
                     f"{len(g.controls)} control(s)",
                     ("failed: " + ", ".join(g.failed) + " changed the answers")
                     if g.failed
-                    else "passed: no control changed the answers",
-                    "fail" if g.failed else "pass",
+                    else (g.why_untestable if g.untestable else "passed: no control changed the answers"),
+                    "fail" if g.failed else ("untestable" if g.untestable else "pass"),
                 )
             )
     sec.embedded = [Markup(h) for h in result.report_parts()]
