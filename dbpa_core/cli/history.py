@@ -206,6 +206,8 @@ def show_run(history: History, args) -> str:
             "CONTROL GATE: FAIL - control perturbation(s) changed the answers "
             "detectably: " + ", ".join(gate.failed)
         )
+    elif gate.untestable:
+        out.append(f"control gate: NOT TESTABLE - {gate.why_untestable}")
     elif gate.controls:
         out.append("control gate: pass - no control perturbation changed the answers detectably")
     for job, r in (result.audit_results() or {}).items():

@@ -101,6 +101,16 @@ class AuditRun(RunResult):
         for job, r in self.audits.items():
             part, fam = self.part(job), self._family(r)
             extra = ""
+            try:
+                from ..reach import reachability
+
+                cannot_fail = set(reachability(r.spec).untestable_controls)  # known before the run
+            except Exception:  # noqa: BLE001 - a spec read back from an older history
+                cannot_fail = set()
+            why = (
+                f"not testable at k = {r.spec.samples}: no result could be significant after "
+                "the correction, so no control could fail"
+            )
             for p in r.perturbations:
                 if p.min_effect is not None:
                     word = "exceeded" if p.exceeds_min_effect else "not exceeded"
@@ -121,6 +131,7 @@ class AuditRun(RunResult):
                         family=fam,
                         alpha=r.spec.alpha,
                         extra=extra,
+                        untestable=why if p.name in cannot_fail else "",
                     )
                 )
         out += [check_verdict(c) for c in self.checks()]
@@ -162,7 +173,11 @@ class AuditRun(RunResult):
         gate = self.gate()
         text = f"{found} of {len(vs)} tests significant"
         if gate.controls:
-            text += "; control gate " + ("passed" if gate.passed else "FAILED: " + ", ".join(gate.failed))
+            text += "; control gate " + (
+                "FAILED: " + ", ".join(gate.failed)
+                if gate.failed
+                else ("not testable" if gate.untestable else "passed")
+            )
         return text
 
     def models(self) -> tuple[str, ...]:

@@ -135,6 +135,8 @@ class Gate:
     failed: tuple[str, ...]
     targets: tuple[str, ...]
     detected: tuple[str, ...]
+    untestable: tuple[str, ...] = ()  # controls no result could make fail (too few samples)
+    why_untestable: str = ""
 
     @property
     def passed(self) -> bool:
@@ -144,6 +146,8 @@ class Gate:
     def status(self) -> str:
         if not self.controls:
             return "no controls"
+        if not self.failed and self.untestable:
+            return "NOT TESTABLE"
         return "PASS" if self.passed else "FAIL"
 
 
@@ -157,11 +161,14 @@ def gate_of(verdicts: Sequence[Verdict]) -> Gate:
     def who(v: Verdict) -> str:
         return f"{v.part}: {v.name}" if several and v.part else v.name
 
+    untestable = [v for v in gated if v.gate == "control" and v.flag == "untestable"]
     return Gate(
         tuple(who(v) for v in gated if v.gate == "control"),
         tuple(who(v) for v in gated if v.gate == "control" and v.failed),
         tuple(who(v) for v in gated if v.gate == "target"),
         tuple(who(v) for v in gated if v.gate == "target" and v.significant),
+        tuple(who(v) for v in untestable),
+        untestable[0].message if untestable else "",
     )
 
 
@@ -307,8 +314,11 @@ def perturbation_verdict(
     alpha: float,
     kind: str = "perturbation",
     extra: str = "",
+    untestable: str = "",
 ) -> Verdict:
-    """The verdict of one DBPA test (an audit's perturbation, a case's, a pooled one)."""
+    """The verdict of one DBPA test (an audit's perturbation, a case's, a pooled one);
+    ``untestable``: why a control could not have failed (too few samples for any result
+    to be significant after the correction), known before the run."""
     numbers = (
         f"omega = {num(effect_size)}, chance = {num(chance)}, above chance = {above:+.3f}, "
         f"p = {p_text(p_value)}, p_adj = {p_text(p_adjusted)} ({family}), alpha = {alpha:g}{extra}"
@@ -323,6 +333,8 @@ def perturbation_verdict(
         gate, failed, flag = "control", bool(significant), ("fail" if significant else "pass")
         if failed:
             message = f"control {name!r} changed the answers: {numbers} (p_adj <= alpha)"
+        elif untestable:
+            flag, message = "untestable", untestable
     elif role == "target":
         gate, failed = "target", not significant
         flag = "fail" if failed else flag

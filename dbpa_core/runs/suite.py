@@ -57,6 +57,30 @@ def _f(x: Any) -> float:
         return float("nan")
 
 
+def pooled_check_text(d: Mapping[str, Any]) -> str:
+    """A pooled check in words: each arm's rate (or mean) over the cases, the difference
+    with its interval, the test and its p."""
+    from ..fmt import fmt_p
+
+    name = str(d.get("check"))
+    if d.get("difference") is None:
+        return f"{name}: nothing to compare across the cases"
+    ci = d.get("ci") or (float("nan"), float("nan"))
+    p = d.get("p_value")
+    test = f"{d.get('test')} p = {fmt_p(p)}" if p is not None else "not tested"
+    if d.get("numeric"):
+        return (
+            f"{name}: mean {_f(d.get('base')):.1f} → {_f(d.get('value')):.1f} words over "
+            f"{d.get('cases')} cases, {_f(d.get('difference')):+.1f} "
+            f"[{_f(ci[0]):+.1f}, {_f(ci[1]):+.1f}], {test}"
+        )
+    return (
+        f"{name}: {d.get('base_count')}/{d.get('base_n')} → {d.get('count')}/{d.get('n')} over "
+        f"{d.get('cases')} cases, {100 * _f(d.get('difference')):+.0f} points "
+        f"[{100 * _f(ci[0]):+.0f}, {100 * _f(ci[1]):+.0f}], {test}"
+    )
+
+
 @dataclass
 class SuiteRun(RunResult):
     """``summary``: the suite's ``to_dict()``; ``stored_answers``: its answers as JSON lines'
@@ -157,12 +181,14 @@ class SuiteRun(RunResult):
         case_rows = self._list("checks")
         n = sum(1 for c in case_rows if c.get("p_value") is not None)
         fam = f"{self.correction} over the suite's {n} check tests"
+        pooled = self._list("pooled_checks")
+        n_pooled = sum(1 for c in pooled if c.get("p_value") is not None)
+        fam_pooled = f"stratified over the cases, {self.correction} over {n_pooled} pooled checks"
         rows = [
-            check_row(c, part=POOLED, family=str(c.get("family") or "")) for c in self._list("pooled_checks")
+            check_row({**c, "text": c.get("text") or pooled_check_text(c)}, part=POOLED, family=fam_pooled)
+            for c in pooled
         ]
-        rows += [
-            check_row(c, part=f"case {c.get('case')}", family=str(c.get("family") or fam)) for c in case_rows
-        ]
+        rows += [check_row(c, part=f"case {c.get('case')}", family=fam) for c in case_rows]
         return tuple(rows)
 
     def answers(self) -> tuple[Answer, ...]:
@@ -319,9 +345,10 @@ class SuiteRun(RunResult):
             )
         checks = self._list("checks")
         if checks:
-            from ..checks import CSV_COLUMNS
+            from ..suite import pooled_checks_csv, suite_checks_csv
 
-            files["checks.csv"] = rows_csv(checks, ("case", *CSV_COLUMNS))
+            files["checks.csv"] = suite_checks_csv(checks)
+            files["pooled_checks.csv"] = pooled_checks_csv(self._list("pooled_checks"))
         return write_files(out_dir, files)
 
 
