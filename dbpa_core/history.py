@@ -48,7 +48,7 @@ from . import __version__, db
 from .audit import Arm, ArmResponses, AuditResult, PerturbationResult
 from .home import HomeError, dbpa_home, ensure_home
 from .spec import AuditSpec, Perturbation, _shown, model_label
-from .types import DBPAResult, ROCResult, _jsonable
+from .types import DBPAResult, ROCResult, jsonable
 
 DB_NAME = "history.sqlite3"
 
@@ -363,7 +363,7 @@ class History:
                     title=title,
                     tool_version=__version__,
                     environment=json.dumps(env),
-                    settings=json.dumps(_jsonable(dict(settings))),
+                    settings=json.dumps(jsonable(dict(settings))),
                     cache_dir=str(cache_dir) if cache_dir else None,
                     out_dir=str(out_dir) if out_dir else None,
                     seconds=round(float(seconds), 3) if seconds is not None else None,
@@ -423,8 +423,8 @@ class History:
                 mode=r.mode,
                 models="\n".join(model_label(m) for m in s.models),
                 base_prompt=s.base_prompt,
-                spec=json.dumps(_jsonable(s.to_dict()), ensure_ascii=False),
-                usage=json.dumps(_jsonable(r.usage)),
+                spec=json.dumps(jsonable(s.to_dict()), ensure_ascii=False),
+                usage=json.dumps(jsonable(r.usage)),
                 warnings=json.dumps(list(r.warnings), ensure_ascii=False),
                 roc=json.dumps(r.roc.to_dict()) if r.roc is not None else None,
             )
@@ -462,7 +462,7 @@ class History:
                     role=a.arm.role,
                     prompt=a.arm.prompt,
                     system_prompt=a.arm.system_prompt,
-                    model=json.dumps(_jsonable(_shown(a.arm.model)), ensure_ascii=False),
+                    model=json.dumps(jsonable(_shown(a.arm.model)), ensure_ascii=False),
                     responses=json.dumps(list(a.texts), ensure_ascii=False),
                     embeddings=_npy(a.embeddings),
                     new_samples=int(a.new_samples),
@@ -972,7 +972,7 @@ def _suite_summary(con, row) -> RunSummary | None:
 
 
 def _form_json(form: Mapping[str, Any] | None) -> str | None:
-    return json.dumps(_jsonable(dict(form)), ensure_ascii=False, default=str) if form else None
+    return json.dumps(jsonable(dict(form)), ensure_ascii=False, default=str) if form else None
 
 
 class _SafeUnpickler(pickle.Unpickler):
@@ -1095,7 +1095,7 @@ def _bound(value: date | datetime | str, *, end: bool) -> str:
 
 
 def _pack(obj: Any) -> bytes:
-    return zlib.compress(json.dumps(_jsonable(obj)).encode(), 6)
+    return zlib.compress(json.dumps(jsonable(obj)).encode(), 6)
 
 
 def _unpack(blob: bytes) -> Any:

@@ -315,9 +315,9 @@ class SuiteRun(RunResult):
         return []
 
     def payload(self) -> Any:
-        from ..types import _jsonable
+        from ..types import jsonable
 
-        return _jsonable({"suite": dict(self.summary), "answers": list(self.stored_answers)})
+        return jsonable({"suite": dict(self.summary), "answers": list(self.stored_answers)})
 
     def write(self, out_dir: str | os.PathLike[str]) -> list[str]:
         """results.json and results.csv (as the suite wrote them), responses.jsonl (its
