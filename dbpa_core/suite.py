@@ -32,7 +32,7 @@ from typing import IO, Any
 import numpy as np
 from scipy import stats
 
-from .audit import arm_requests, build_arms, estimate, run_audit
+from .audit import arm_requests, build_arms, estimate, run_audit, sequential_estimate
 from .backends import Backend
 from .cache import Cache
 from .cases import Case, fill, perturbed_prompt
@@ -431,13 +431,16 @@ def estimate_suite(spec: AuditSpec, *, cache: Cache | None = None) -> dict[str, 
         for k, v in est["totals"].items():
             totals[k] = totals.get(k, 0) + v
         unknown.update(est["unknown_prices"])
-    return {
+    out = {
         "arms": list(rows.values()),
         "totals": totals,
         "unknown_prices": sorted(unknown),
         "cases": len(spec.cases),
         "tests": len(spec.cases) * len(spec.perturbations),
     }
+    if spec.sequential_sampling is not None:
+        out["sequential"] = sequential_estimate(spec, totals)
+    return out
 
 
 __all__ = [
