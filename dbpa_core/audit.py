@@ -144,14 +144,8 @@ class PerturbationResult:
                 "exact": self.test.exact,
                 "samples_used": self.samples_used,
             }
-            | (
-                {}
-                if self.sequential is None
-                else {
-                    "stop_reason": self.sequential.reason,
-                    "sequential": self.sequential.to_dict(),
-                }
-            )
+            | sequential_fields(self)
+            | ({} if self.sequential is None else {"sequential": self.sequential.to_dict()})
         )
 
 
@@ -265,6 +259,19 @@ class AuditResult:
         if self.spec.checks:
             files["checks.csv"] = checks_csv(self.checks)
         return write_files(out_dir, files)
+
+
+def sequential_fields(result: PerturbationResult) -> dict[str, Any]:
+    """A test's sequential-sampling fields for a flat record (a suite's test, a history
+    row): the answers per arm it used, why it stopped and the sentence that says so;
+    empty for a fixed-k test."""
+    if result.sequential is None:
+        return {}
+    return {
+        "samples_used": result.samples_used,
+        "stop_reason": result.sequential.reason,
+        "sequential_statement": result.sequential.statement,
+    }
 
 
 # --------------------------------------------------------------------------- planning

@@ -300,3 +300,37 @@ def test_spec_round_trip():
     assert back.sequential_sampling == s.sequential_sampling
     assert spec().sequential_sampling == SequentialSampling()
     assert spec(sequential="sequential_sampling: false").sequential_sampling is None
+
+
+def test_a_suite_stops_each_test_at_the_suites_level():
+    from dbpa_core.suite import run_suite
+
+    s = parse_spec(
+        textwrap.dedent("""\
+        model: {backend: openai, name: words, base_url: 'http://127.0.0.1:9/v1'}
+        embedder: {backend: openai, name: bow, base_url: 'http://127.0.0.1:9/v1'}
+        samples: 40
+        permutations: 199
+        measure: energy-l2
+        sequential_sampling: true
+        base: {prompt: "{name} is 70 and takes statins. Is his risk high?"}
+        cases: [{name: John}, {name: Ahmed}, {name: Wei}]
+        perturbations:
+          - {name: same, prefix: "", suffix: " ", role: control}
+          - {name: comedian, prefix: "Act as a comedian.", role: target}
+        """),
+        source="test",
+        allow_key_env=True,
+    )
+    model = WordModel()
+    r = run_suite(s, cache=Cache(enabled=False), backends={0: model}, embedder=BagOfWords())
+    com = [t for t in r.tests if t["perturbation"] == "comedian"]
+    assert all(t["stop_reason"] == "rejected" and t["samples_used"] == 10 for t in com)
+    assert all(t["significant"] for t in com)
+    # the stop level is α over the suite's 6 tests, not over one case's 2
+    assert all(t["p_value"] <= 0.05 / 6 for t in com)
+    assert all("stopped at k = 10" in t["sequential_statement"] for t in com)
+    assert len(model.asked) < 3 * (40 + 40 + 40)
+    assert "samples_used,stop_reason" in r.to_csv().splitlines()[0]
+    pooled = {d["perturbation"]: d for d in r.pooled}
+    assert pooled["comedian"]["significant"]
