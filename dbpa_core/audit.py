@@ -581,14 +581,12 @@ def _run_sequential(
         else:
             assert base.embeddings is not None and other.embeddings is not None
             matrix = statistic_matrix(np.vstack([base.embeddings, other.embeddings]), measure=spec.measure)
-        seed = [spec.seed, 34, i, k] if permutation_seed is None else [spec.seed, 34, permutation_seed, i, k]
         upper = effect_upper_bound(
             matrix,
             k,
             measure=spec.measure,
             effect_above_chance=r.effect_above_chance,
             confidence=confidence,
-            rng=np.random.default_rng(seed),
             null=spec.null,
         )
         return r, upper

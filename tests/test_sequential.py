@@ -334,3 +334,76 @@ def test_a_suite_stops_each_test_at_the_suites_level():
     assert "samples_used,stop_reason" in r.to_csv().splitlines()[0]
     pooled = {d["perturbation"]: d for d in r.pooled}
     assert pooled["comedian"]["significant"]
+
+
+# --------------------------------------------------------------------------- the command line
+def _replay_spec(tmp_path, extra=""):
+    import json
+
+    from .fake_openai import fake_text
+
+    prompts = [BASE, "Act as a comedian. " + BASE]
+    with open(tmp_path / "rec.jsonl", "w") as fh:
+        for p in prompts:
+            for i in range(60):
+                fh.write(json.dumps({"prompt": p, "response": fake_text(p, i), "model": "m"}) + "\n")
+    path = tmp_path / "spec.yaml"
+    path.write_text(
+        textwrap.dedent(f"""\
+        model: {{backend: replay, file: rec.jsonl}}
+        embedder: {{backend: rouge1}}
+        samples: 20
+        permutations: 999
+        sequential_sampling: true
+        {extra}
+        base: {{prompt: "{BASE}"}}
+        perturbations:
+          - {{name: same, prompt: "{BASE}", role: control}}
+          - {{name: comedian, prompt: "{prompts[1]}", role: target}}
+        """)
+    )
+    return path
+
+
+def test_cli_audit_says_why_each_test_stopped(tmp_path, capsys):
+    import json
+
+    from dbpa_core.cli import main
+
+    spec_file = _replay_spec(tmp_path)
+    args = [
+        "--cache-dir",
+        str(tmp_path / "c"),
+        "audit",
+        str(spec_file),
+        "--out",
+        str(tmp_path / "o"),
+        "--quiet",
+    ]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "sequential sampling: 50 answers of at most 60 (17% fewer)" in out
+    assert "comedian: sequential, 2 looks (k = 10, 20), weights 0.5, 0.5; stopped at k = 10 because" in out
+    res = json.loads((tmp_path / "o" / "results.json").read_text())
+    com = next(p for p in res["perturbations"] if p["name"] == "comedian")
+    assert com["samples_used"] == 10 and com["stop_reason"] == "rejected"
+    assert com["sequential"]["looks"][0]["k"] == 10
+    assert len((tmp_path / "o" / "responses.jsonl").read_text().splitlines()) == 50
+    # a rerun calls nothing
+    assert main(args) == 0
+    assert "0 new calls, 50 samples from the cache" in capsys.readouterr().out
+    # the estimate: best and worst case
+    assert main(["--cache-dir", str(tmp_path / "c2"), "estimate", str(spec_file)]) == 0
+    assert "between 30 calls (every test stops at the first look) and 60" in capsys.readouterr().out
+
+
+def test_cli_batch_with_sequential_sampling_is_refused_in_one_line(tmp_path, capsys):
+    from dbpa_core.cli import main
+
+    spec_file = _replay_spec(tmp_path)
+    rc = main(
+        ["--cache-dir", str(tmp_path / "c"), "audit", str(spec_file), "--out", str(tmp_path / "o"), "--batch"]
+    )
+    assert rc == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--batch needs every request up front" in err
