@@ -296,6 +296,18 @@ class Look:
     def to_dict(self) -> dict[str, Any]:
         return _jsonable(self.__dict__)
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Look:
+        up = d.get("upper_bound")
+        return cls(
+            int(d["k"]),
+            float(d["p_value"]),
+            float(d["p_sequential"]),
+            float(d["effect_above_chance"]),
+            None if up is None else float(up),
+            int(d.get("n_permutations", 0)),
+        )
+
 
 @dataclass(frozen=True)
 class SequentialRecord:
@@ -342,7 +354,25 @@ class SequentialRecord:
                 "p_sequential": self.p_value,
                 "statement": self.statement,
                 "looks": [lk.to_dict() for lk in self.looks],
+                "min_effect": self.min_effect,
             }
+        )
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> SequentialRecord:
+        """Back from :meth:`to_dict` (e.g. a run read from the history)."""
+        plan = d["plan"]
+        delta = d.get("min_effect")
+        return cls(
+            Plan(
+                tuple(int(k) for k in plan["looks"]),
+                tuple(float(w) for w in plan["weights"]),
+                float(plan.get("confidence", CONFIDENCE)),
+            ),
+            tuple(Look.from_dict(lk) for lk in d["looks"]),
+            str(d["reason"]),
+            float(d["level"]),
+            None if delta is None else float(delta),
         )
 
 

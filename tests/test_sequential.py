@@ -407,3 +407,25 @@ def test_cli_batch_with_sequential_sampling_is_refused_in_one_line(tmp_path, cap
     assert rc == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--batch needs every request up front" in err
+
+
+def test_history_and_report_keep_why_each_test_stopped(tmp_path):
+    from dbpa_core.history import History
+    from dbpa_core.report import build_report, collect
+
+    r = run(spec())
+    h = History(tmp_path / "h.sqlite3")
+    run_id = h.record({"words": r}, source="cli")
+    back = h.get(run_id).audits["words"]
+    assert back.spec.sequential_sampling == SequentialSampling()
+    for a, b in zip(r.perturbations, back.perturbations, strict=True):
+        assert b.sequential == a.sequential
+        assert b.samples_used == a.samples_used
+    verdicts = {v.what: v.outcome for v in collect([run_id], h)[0].verdicts}
+    assert "10 answers per arm, stopped: rejected" in verdicts["comedian (target)"]
+    assert "10 answers per arm, stopped: rejected" in build_report([run_id], history=h)
+    # the dashboard's page report: a column per test and the sentence
+    from ui.export import html_report
+
+    page = html_report("t", [back], {})
+    assert "<th>answers per arm</th>" in page and "comedian: sequential, 3 looks" in page
