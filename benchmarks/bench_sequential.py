@@ -213,6 +213,11 @@ def main() -> int:
     )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="a smoke run (few simulations)")
+    ap.add_argument(
+        "--only",
+        default="audit,null,futility",
+        help="which parts to run (comma-separated: audit, null, futility)",
+    )
     args = ap.parse_args()
     import numba
 
@@ -223,57 +228,69 @@ def main() -> int:
     data = Answers(Path(args.responses))
     print(f"answers embedded in {time.perf_counter() - t0:.0f} s")
 
-    t = time.perf_counter()
-    a = persona_audit(data, sims=args.audits, most=args.max, min_effect=None, seed=args.seed)
-    print(
-        f"\npersona audit: 8 personas, Holm at α = {ALPHA}, at most {args.max} answers per arm, "
-        f"{args.audits} audits"
-    )
-    print(f"  {a['plan']}; tests stopped at k: " + ", ".join(f"{k}: {v:.0%}" for k, v in a["stops"].items()))
-    print(
-        f"  calls:  fixed {a['fixed_calls']}, sequential {a['seq_calls']}: {a['saving']:.1%} fewer "
-        "(target >= 40 %)"
-    )
-    print(
-        f"  power:  fixed {a['fixed_power']:.3f}, sequential {a['seq_power']:.3f}: "
-        f"difference {a['seq_power'] - a['fixed_power']:+.3f} (target >= -0.02)"
-    )
-    print(f"  ({time.perf_counter() - t:.0f} s)")
-
-    t = time.perf_counter()
-    four = Plan((5, 10, 15, 20), (0.25, 0.25, 0.25, 0.25))
-    rates = null_rate(
-        data, sims=args.nulls, plans=[SequentialSampling().plan(args.null_max), four], seed=args.seed + 1
-    )
-    print(f"\nfalse-positive rate, every look taken: {args.nulls} nulls (one prompt's answers split in two)")
-    for r in rates:
-        print(f"  {r['plan']}: {r['rate']:.4f} (target <= α + 2 SE = {r['limit']:.4f})")
-    print(f"  ({time.perf_counter() - t:.0f} s)")
-
-    t = time.perf_counter()
-    deltas = [float(d) for d in args.min_effect.split(",")]
-    fut = futility(data, sims=args.futility_nulls, most=args.futility_max, deltas=deltas, seed=args.seed + 2)
-    print(
-        f"\nfutility: {args.futility_nulls} null controls (the base prompt's 60 answers split "
-        f"{args.futility_max}/{args.futility_max}), {fut[0]['plan']}"
-    )
-    for f in fut:
+    if "audit" in args.only:
+        t = time.perf_counter()
+        a = persona_audit(data, sims=args.audits, most=args.max, min_effect=None, seed=args.seed)
         print(
-            f"  min_effect δ = {f['min_effect']}: stopped for futility before k = {args.futility_max / 2:g}: "
-            f"{f['share_early']:.1%} (target >= 80 %); at all: {f['share_futile']:.1%}"
+            f"\npersona audit: 8 personas, Holm at α = {ALPHA}, at most {args.max} answers per arm, "
+            f"{args.audits} audits"
         )
-    print(f"  median bound at the first look: {fut[0]['median_first_bound']:.3f}")
-    print(f"  ({time.perf_counter() - t:.0f} s)")
+        print(
+            f"  {a['plan']}; tests stopped at k: " + ", ".join(f"{k}: {v:.0%}" for k, v in a["stops"].items())
+        )
+        print(
+            f"  calls:  fixed {a['fixed_calls']}, sequential {a['seq_calls']}: {a['saving']:.1%} fewer "
+            "(target >= 40 %)"
+        )
+        print(
+            f"  power:  fixed {a['fixed_power']:.3f}, sequential {a['seq_power']:.3f}: "
+            f"difference {a['seq_power'] - a['fixed_power']:+.3f} (target >= -0.02)"
+        )
+        print(f"  ({time.perf_counter() - t:.0f} s)")
 
-    t = time.perf_counter()
-    b = persona_audit(data, sims=args.audits, most=args.max, min_effect=deltas[-1], seed=args.seed)
-    print(f"\npersona audit with min_effect δ = {deltas[-1]} (the same draws)")
-    print("  tests stopped at k: " + ", ".join(f"{k}: {v:.0%}" for k, v in b["stops"].items()))
-    print(
-        f"  calls: {b['saving']:.1%} fewer than fixed k; power {b['seq_power']:.3f} "
-        f"(fixed {b['fixed_power']:.3f})"
-    )
-    print(f"  ({time.perf_counter() - t:.0f} s)")
+    if "null" in args.only:
+        t = time.perf_counter()
+        four = Plan((5, 10, 15, 20), (0.25, 0.25, 0.25, 0.25))
+        rates = null_rate(
+            data, sims=args.nulls, plans=[SequentialSampling().plan(args.null_max), four], seed=args.seed + 1
+        )
+        print(
+            f"\nfalse-positive rate, every look taken: {args.nulls} nulls (one prompt's answers split in two)"
+        )
+        for r in rates:
+            print(f"  {r['plan']}: {r['rate']:.4f} (target <= α + 2 SE = {r['limit']:.4f})")
+        print(f"  ({time.perf_counter() - t:.0f} s)")
+
+    if "futility" in args.only:
+        t = time.perf_counter()
+        deltas = [float(d) for d in args.min_effect.split(",")]
+        fut = futility(
+            data, sims=args.futility_nulls, most=args.futility_max, deltas=deltas, seed=args.seed + 2
+        )
+        print(
+            f"\nfutility: {args.futility_nulls} null controls (the base prompt's 60 answers split "
+            f"{args.futility_max}/{args.futility_max}), {fut[0]['plan']}"
+        )
+        for f in fut:
+            print(
+                f"  min_effect δ = {f['min_effect']}: stopped for futility before k = "
+                f"{args.futility_max / 2:g}: {f['share_early']:.1%} (target >= 80 %); "
+                f"at all: {f['share_futile']:.1%}"
+            )
+        print(f"  median bound at the first look: {fut[0]['median_first_bound']:.3f}")
+        print(f"  ({time.perf_counter() - t:.0f} s)")
+
+    if "audit" in args.only and "futility" in args.only:
+        t = time.perf_counter()
+        b = persona_audit(data, sims=args.audits, most=args.max, min_effect=deltas[-1], seed=args.seed)
+        print(f"\npersona audit with min_effect δ = {deltas[-1]} (the same draws)")
+        print("  tests stopped at k: " + ", ".join(f"{k}: {v:.0%}" for k, v in b["stops"].items()))
+        print(
+            f"  calls: {b['saving']:.1%} fewer than fixed k; power {b['seq_power']:.3f} "
+            f"(fixed {b['fixed_power']:.3f})"
+        )
+        print(f"  ({time.perf_counter() - t:.0f} s)")
+
     return 0
 
 

@@ -160,10 +160,12 @@ class Plan:
         return f"sequential, {n} look{'s' if n > 1 else ''} (k = {ks}), weights {ws}"
 
     def confidence_at(self, j: int) -> float:
-        """The futility bound's confidence at look ``j``: ``1 - w_j (1 - confidence)``, so
-        that over all the looks together the chance of a wrong "no change above δ" is at
-        most ``1 - confidence`` (a union bound, as for the p-values)."""
-        return 1.0 - self.weights[j] * (1.0 - self.confidence)
+        """The futility bound's confidence at look ``j``: ``1 - (1 - confidence) / (J - 1)``.
+        A test can stop for futility only before the last of the J looks, so ``1 -
+        confidence`` is shared equally by those J - 1 looks: over all of them together the
+        chance of a wrong "no change above δ" is at most ``1 - confidence`` (a union bound,
+        as for the p-values)."""
+        return 1.0 - (1.0 - self.confidence) / max(1, len(self.looks) - 1)
 
     def to_dict(self) -> dict[str, Any]:
         return {"looks": list(self.looks), "weights": list(self.weights), "confidence": self.confidence}

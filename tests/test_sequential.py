@@ -128,8 +128,8 @@ def test_plan_defaults():
     assert default_weights(4) == pytest.approx((1 / 6, 1 / 6, 1 / 6, 0.5))
     plan = SequentialSampling().plan(40)
     assert plan == Plan((10, 20, 40), (0.25, 0.25, 0.5), 0.95)
-    # the futility bound's confidence is spent over the looks like α
-    assert plan.confidence_at(0) == pytest.approx(1 - 0.25 * 0.05)
+    # the futility bound's confidence is shared by the looks that can stop for futility
+    assert plan.confidence_at(0) == plan.confidence_at(1) == pytest.approx(1 - 0.05 / 2)
 
 
 def test_stop_level_and_permutations():
