@@ -69,6 +69,7 @@ checks = checks_view.checks_editor(key=KEY)
 models = runner.model_options()
 model_name = widgets.pick_model("Model", "w_suite_model", list(models), help="Add models in Settings.")
 doc = suite_builder.spec_dict(model=models[model_name], checks=checks.get("checks"), name="suite")
+ss["_suite_doc"] = doc  # what the downloads hold (suite.yaml, cases.csv)
 try:
     spec = suite_builder.build(doc)
 except Exception as exc:  # noqa: BLE001 - one line, the form stays

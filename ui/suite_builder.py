@@ -213,6 +213,13 @@ def add_perturbations(rows: list[dict[str, str]]) -> str:
     return f"Already in the table, not added again: {', '.join(skipped)}." if skipped else ""
 
 
+def clear_perturbations() -> None:
+    """A button callback: an empty perturbations table."""
+    ss = st.session_state
+    ss[PERTS] = empty_perturbations()
+    ss[PERTS_V] = ss.get(PERTS_V, 0) + 1
+
+
 def persona_rows(personas: list[str], role: str = "target") -> list[dict[str, str]]:
     from .presets import persona_prefix
 
@@ -484,6 +491,13 @@ def perturbations_section(key: str) -> None:
                     st.rerun()
     if note := ss.pop(f"_{key}_pert_note", None):
         st.info(note)
+    st.button(
+        "Remove every perturbation",
+        key=f"{key}_pert_clear",
+        on_click=clear_perturbations,
+        icon=":material/delete_sweep:",
+        disabled=not len(ss[PERTS]),
+    )
     table = ss[PERTS]
     edited = st.data_editor(
         table,
