@@ -35,7 +35,8 @@ from scipy import stats
 from .audit import arm_requests, build_arms, estimate, run_audit
 from .backends import Backend
 from .cache import Cache
-from .cases import Case, fill, perturbed_prompt
+from .cases import Case, case_arm
+from .checks import fill_check
 from .embedders import Embedder
 from .multitest import multiple_testing
 from .outputs import write_files
@@ -63,15 +64,26 @@ TEST_FIELDS = (
 
 
 def case_spec(spec: AuditSpec, case: Case) -> AuditSpec:
-    """The plain audit of one case: its filled base prompt and perturbed prompts."""
+    """The plain audit of one case: its filled base prompt and perturbed prompts, and its
+    checks with their placeholders filled (a choice check with each arm's options)."""
+    kw = {"options": spec.options, "seed": spec.seed}
+    base = case_arm(spec.base_prompt, None, case, **kw)
+    arms = {"base": base}
     perts = []
-    base = fill(spec.base_prompt, case.values)
     for p in spec.perturbations:
-        perts.append(
-            Perturbation(p.name, perturbed_prompt(spec.base_prompt, p, case)[1], p.role, p.system_prompt)
-        )
+        arms[p.name] = case_arm(spec.base_prompt, p, case, **kw)
+        perts.append(Perturbation(p.name, arms[p.name].prompt, p.role, p.system_prompt))
+    shown = {name: arm.options for name, arm in arms.items()}
+    checks = tuple(fill_check(c, case.values, shown) for c in spec.checks)
     return replace(
-        spec, base_prompt=base, perturbations=tuple(perts), cases=(), name=f"{spec.name} [{case.id}]"
+        spec,
+        base_prompt=base.prompt,
+        perturbations=tuple(perts),
+        cases=(),
+        options=(),
+        expect=None,
+        checks=checks,
+        name=f"{spec.name} [{case.id}]",
     )
 
 
