@@ -80,9 +80,11 @@ suite_view.checks_preview_section(spec, ss.get("results", {}).get(KEY))
 suite_builder.files_section(doc, spec, KEY)
 
 st.subheader("5 · Run")
+suite_builder.save_draft(doc)  # a reload opens this suite again
+suite_view.unfinished_note(doc)
 suite_demo.offer(spec, key=KEY, signature=suite_view.signature)
 runner.task_section(
-    {KEY: suite_view.suite_task(spec)} if spec else None,
+    {KEY: suite_view.suite_task(spec, doc)} if spec else None,
     key=KEY,
     label="Run suite",
     signature=suite_view.signature(spec) if spec else None,

@@ -34,13 +34,18 @@ EXAMPLE_YAML = ROOT / "examples" / "suite_clinic.yaml"  # the page's example (an
 CASES, CASES_V = "_suite_cases", "_suite_cases_v"  # the cases table and its editor's version
 PERTS, PERTS_V = "_suite_perts", "_suite_perts_v"  # the perturbations table, its version
 BASE = "w_suite_base"  # the base prompt template
-KINDS = ("prefix", "suffix", "prompt", "set")
+KINDS = ("prefix", "suffix", "prompt", "set", "swap", "swap_text", "reorder")
 KIND_HELP = {
     "prefix": "text put before each case's filled base prompt",
     "suffix": "text put after it",
     "prompt": "a whole prompt template of its own, filled from the case's fields",
     "set": "change fields of the case before the base prompt is filled: `name=Ahmed; age=85`",
+    "swap": "two fields whose values change places in each case: `name1, name2`",
+    "swap_text": "two spans of the filled prompt that change places: `the grandfather | the grandson`",
+    "reorder": "the answer options' order: `reverse`, `rotate` or `shuffle` (seeded per case)",
 }
+REORDERS = ("reverse", "rotate", "shuffle")
+OPTIONS, EXPECT = "w_suite_options", "w_suite_expect"  # answer options (a line each), expected answer
 PERT_COLUMNS = ["name", "kind", "value", "role"]
 CASES_FILE = "cases.csv"
 # first names across groups, for a name swap (as in audits of names in hiring and medicine)
@@ -62,7 +67,13 @@ def perturbation_rows(spec: AuditSpec) -> list[dict[str, str]]:
     """A spec's perturbations as rows of the perturbations table."""
     rows = []
     for p in spec.perturbations:
-        if p.set_fields:
+        if getattr(p, "swap", None):
+            kind, value = "swap", ", ".join(p.swap)
+        elif getattr(p, "swap_text", None):
+            kind, value = "swap_text", " | ".join(p.swap_text)
+        elif getattr(p, "reorder", None):
+            kind, value = "reorder", p.reorder
+        elif p.set_fields:
             kind, value = "set", "; ".join(f"{k}={v}" for k, v in p.set_fields)
         elif p.template:
             kind, value = "prompt", p.prompt
@@ -89,6 +100,8 @@ def put_spec(spec: AuditSpec, *, checks: bool = True) -> None:
     ss[CASES] = cases_frame(spec)
     ss[CASES_V] = ss.get(CASES_V, 0) + 1
     ss[BASE] = spec.base_prompt
+    ss[OPTIONS] = "\n".join(spec.options)
+    ss[EXPECT] = spec.expect or ""
     ss[PERTS] = pd.DataFrame(perturbation_rows(spec), columns=PERT_COLUMNS)
     ss[PERTS_V] = ss.get(PERTS_V, 0) + 1
     if checks and spec.checks:
@@ -106,6 +119,9 @@ def init() -> None:
     if CASES not in ss:
         from . import checks_view
 
+        draft = read_draft()  # the suite last on screen here, before a reload or a restart
+        if draft and put_doc(draft["doc"]):
+            return
         # the example's checks only where the checks table (every page's) is empty
         empty = not checks_view.entries(ss.get(checks_view.TABLE, checks_view.empty_table()))
         put_spec(example_spec(), checks=empty)
@@ -250,6 +266,12 @@ def perturbation_entries(df: pd.DataFrame) -> list[dict[str, Any]]:
                     key, eq, val = pair.partition(":")
                 fields[key.strip()] = val.strip()
             entry["set"] = fields
+        elif kind == "swap":
+            entry["swap"] = [v.strip() for v in value.split(",")]
+        elif kind == "swap_text":
+            entry["swap_text"] = [v.strip() for v in value.split("|")]
+        elif kind == "reorder":
+            entry["reorder"] = value.lower()
         else:
             entry[kind if kind in KINDS else "prefix"] = value
         if role:
@@ -281,6 +303,11 @@ def spec_dict(
     doc["model"] = dict(model)
     doc["cases"] = cases_rows(ss[CASES])
     doc["base"] = {"prompt": str(ss.get(BASE) or "")}
+    options = [o.strip() for o in str(ss.get(OPTIONS) or "").splitlines() if o.strip()]
+    if options:
+        doc["options"] = options
+    if str(ss.get(EXPECT) or "").strip():
+        doc["expect"] = str(ss[EXPECT]).strip()
     doc["perturbations"] = perturbation_entries(ss[PERTS])
     if checks:
         doc["checks"] = checks
@@ -308,10 +335,15 @@ def unused_fields(doc: dict[str, Any]) -> list[str]:
     prompt, prefix or suffix, a ``set``, a check): probably a typo or a forgotten field."""
     cols = [c for c in (doc["cases"][0] if doc["cases"] else {}) if c != "id"]
     used: set[str] = set(named_placeholders(doc["base"]["prompt"]))
+    for o in [*doc.get("options", ()), doc.get("expect") or ""]:
+        used.update(named_placeholders(o))
     for p in doc["perturbations"]:
         for k in ("prompt", "prefix", "suffix"):
             used.update(named_placeholders(str(p.get(k) or "")))
         used.update((p.get("set") or {}).keys())
+        used.update(p.get("swap") or ())
+        for span in p.get("swap_text") or ():
+            used.update(named_placeholders(span))
     for c in doc.get("checks") or ():
         used.update(named_placeholders(json.dumps(c)))
     return [c for c in cols if c not in used]
@@ -447,7 +479,25 @@ def prompt_section() -> None:
         height=110,
         help="Fields: " + ", ".join("{" + f + "}" for f in fields) + ". Write {{ and }} for literal braces.",
     )
-    st.caption("Fields: " + " ".join(f"`{{{f}}}`" for f in fields))
+    st.caption(
+        "Fields: "
+        + " ".join(f"`{{{f}}}`" for f in fields)
+        + ", and `{options}` for the answer options below (as lines 'A) ...', 'B) ...')."
+    )
+    c1, c2 = st.columns(2)
+    c1.text_area(
+        "Answer options (optional): one template a line, e.g. {ans0}",
+        key=OPTIONS,
+        height=98,
+        help="Each case's options, filled from its fields. A 'reorder' perturbation changes "
+        "their order; a 'choice' check reads which one an answer chose.",
+    )
+    c2.text_input(
+        "Expected answer (optional): a template, e.g. {unknown}",
+        key=EXPECT,
+        help="Adds the check 'expected answer' (which option an answer chose, when there are "
+        "options; else whether the answer contains it): each arm's accuracy.",
+    )
 
 
 def perturbations_section(key: str) -> None:
@@ -459,7 +509,9 @@ def perturbations_section(key: str) -> None:
         + "; ".join(f"**{k}**: {h}" for k, h in KIND_HELP.items())
         + ". Role: *control* should not change the answer, *target* should."
     )
-    with st.expander("Presets: personas, a name swap", icon=":material/library_add:"):
+    with st.expander(
+        "Presets: personas, a name swap, a field swap, an option reorder", icon=":material/library_add:"
+    ):
         from .presets import PERSONAS
 
         c1, c2 = st.columns(2)
@@ -489,6 +541,28 @@ def perturbations_section(key: str) -> None:
                 if st.button("Add name swap", key=f"{key}_add_swap", disabled=not names):
                     ss[f"_{key}_pert_note"] = add_perturbations(name_swap_rows(field, names, nrole))
                     st.rerun()
+        c3, c4 = st.columns(2)
+        with c3:
+            if len(fields) >= 2:
+                pair = st.multiselect(
+                    "Swap two fields' values", fields, key=f"{key}_swap_pair", max_selections=2
+                )
+                if st.button("Add field swap", key=f"{key}_add_pair", disabled=len(pair) != 2):
+                    row = {"name": f"{pair[0]} <-> {pair[1]}", "kind": "swap", "value": ", ".join(pair)}
+                    ss[f"_{key}_pert_note"] = add_perturbations([{**row, "role": "control"}])
+                    st.rerun()
+        with c4:
+            how = st.selectbox("Reorder the answer options", REORDERS, key=f"{key}_reorder")
+            no_options = not str(ss.get(OPTIONS) or "").strip()
+            if st.button(
+                "Add option reorder",
+                key=f"{key}_add_reorder",
+                disabled=no_options,
+                help="Write the answer options first (step 2)." if no_options else None,
+            ):
+                row = {"name": f"options {how}", "kind": "reorder", "value": how, "role": "control"}
+                ss[f"_{key}_pert_note"] = add_perturbations([row])
+                st.rerun()
     if note := ss.pop(f"_{key}_pert_note", None):
         st.info(note)
     st.button(
@@ -566,3 +640,74 @@ def files_section(doc: dict[str, Any], spec: AuditSpec | None, key: str) -> None
         "Save both in one folder and run `dbpa audit suite.yaml --out out/suite`: "
         "the same suite from a terminal."
     )
+
+
+# --------------------------------------------------------------------------- the draft
+DRAFT = "suite_draft.json"  # in the dbpa home folder: the suite on screen and its last run
+RUNNING, DONE = "running", "done"
+
+
+def draft_path() -> Path:
+    from dbpa_core.home import dbpa_home
+
+    return dbpa_home() / DRAFT
+
+
+def read_draft() -> dict[str, Any] | None:
+    """The suite last on screen here and whether its last run finished (None if none)."""
+    try:
+        got = json.loads(draft_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return got if isinstance(got, dict) and isinstance(got.get("doc"), dict) else None
+
+
+def save_draft(doc: dict[str, Any], *, status: str | None = None) -> None:
+    """Keep the suite on screen (and, with ``status``, its run's state: ``running`` when a
+    run starts, ``done`` when it finishes) across reloads: a reload, a new tab or a restart
+    opens it again and says when its run did not finish. Written only when something
+    changed; a home folder that cannot be written is ignored."""
+    from datetime import UTC, datetime
+
+    old = read_draft() or {}
+    same = old.get("doc") == doc
+    if status is None:  # the same suite keeps its run's state; another one has none
+        status, started = (old.get("status"), old.get("started")) if same else (None, None)
+    elif status == RUNNING:
+        started = datetime.now(UTC).isoformat(timespec="minutes")
+    else:
+        started = old.get("started")
+    new = {"doc": doc, "status": status, "started": started}
+    if new == old:
+        return
+    try:
+        path = draft_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(new, ensure_ascii=False), encoding="utf-8")
+        tmp.replace(path)
+    except OSError:
+        pass
+
+
+def put_doc(doc: dict[str, Any]) -> bool:
+    """Put a suite document (a draft) into the builder; False when it cannot be read."""
+    from dbpa_core.spec import SpecError
+
+    try:
+        spec = parse_spec(doc, source="The last suite")
+    except (SpecError, ValueError, OSError):
+        return False
+    put_spec(spec, checks=False)
+    from . import checks_view
+
+    checks_view.apply_checks(spec)
+    return True
+
+
+def unfinished(doc: dict[str, Any]) -> str | None:
+    """When the suite on screen is the one whose last run did not finish: when it began."""
+    draft = read_draft()
+    if not draft or draft.get("status") != RUNNING or draft.get("doc") != doc:
+        return None
+    return str(draft.get("started") or "")

@@ -50,7 +50,7 @@ def answers_this(model: dict[str, Any]) -> bool:
     temperature, or a replay of its recorded answers (demo mode)?"""
     if model.get("backend") == "local":
         return model.get("temperature") is None and not model.get("path")
-    return model.get("backend") == "replay" and str(model.get("model") or "") == EMBEDDED
+    return model.get("backend") == "replay" and str(model.get("name") or "") == EMBEDDED
 
 
 def offer(spec: AuditSpec | None, *, key: str, signature) -> None:

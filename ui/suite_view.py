@@ -141,8 +141,10 @@ def open_recorded(run_id: int) -> None:
 
 # --------------------------------------------------------------------------- running
 def signature(spec: AuditSpec) -> str:
-    """What identifies a suite's inputs (the history keeps the same for each suite run)."""
-    return json.dumps(_jsonable(spec.to_dict()), sort_keys=True, default=str)
+    """What identifies a suite's inputs (the history keeps the same for each suite run):
+    everything but its name and description, which change no answer and no number."""
+    d = {k: v for k, v in spec.to_dict().items() if k not in ("name", "description")}
+    return json.dumps(_jsonable(d), sort_keys=True, default=str)
 
 
 ANSWER_KEYS = ("case", "arm", "role", "index", "response")
@@ -163,12 +165,38 @@ def run_with_answers(spec: AuditSpec, **kwargs: Any) -> dict[str, Any]:
     return summary
 
 
-def suite_task(spec: AuditSpec):
+def suite_task(spec: AuditSpec, doc: dict[str, Any] | None = None):
     """A task for :func:`ui.runner.task_section`: the suite on the session's cache and keys;
-    it returns the suite's summary with its answers."""
-    return lambda progress: run_with_answers(
-        spec, cache=state.cache(), progress=progress, api_keys=st.session_state["api_keys"]
-    )
+    it returns the suite's summary with its answers. With ``doc`` (the builder's suite),
+    the run's state is kept in the draft, so that a reload says when it did not finish."""
+    from . import suite_builder
+
+    def task(progress):
+        if doc is not None:
+            suite_builder.save_draft(doc, status=suite_builder.RUNNING)
+        out = run_with_answers(
+            spec, cache=state.cache(), progress=progress, api_keys=st.session_state["api_keys"]
+        )
+        if doc is not None:
+            suite_builder.save_draft(doc, status=suite_builder.DONE)
+        return out
+
+    return task
+
+
+def unfinished_note(doc: dict[str, Any]) -> None:
+    """Says so when this suite's last run did not finish (stopped, or the page reloaded
+    while it ran), also in a new session: what it received is cached, Run goes on."""
+    from . import suite_builder
+
+    started = suite_builder.unfinished(doc)
+    if started and not st.session_state.get(f"_{KEY}_running"):  # else the run section says it
+        st.info(
+            f"The run of this suite started {started.replace('T', ' ')} UTC did not finish "
+            "(it was stopped, or the page was reloaded while it ran). Every answer it "
+            "received is cached (counted below): press **Run suite** to go on from there.",
+            icon=":material/pause_circle:",
+        )
 
 
 def record(out: dict[str, Any], spec: AuditSpec) -> int | None:
@@ -249,24 +277,26 @@ def show_estimate(spec: AuditSpec) -> None:
 def checks_preview_section(spec: AuditSpec | None, results: dict[str, Any] | None) -> None:
     """The checks on sample answers, live: the answers of the results below (the
     recording's or the last run's) and one typed here."""
-    from dbpa_core.checks import Check
-
-    checks: list[Check] = list(spec.checks) if spec is not None else []
-    if not checks:
+    if spec is None or not spec.checks:
         return
     answers = list(((results or {}).get(KEY) or {}).get("answers") or ())
+    ids = {c.id for c in spec.cases}
+    answers = [a for a in answers if str(a.get("case")) in ids]  # cases of the suite on screen
     with st.expander("Preview: which sample answers pass the checks", icon=":material/fact_check:"):
-        typed = st.text_area("Type a sample answer", key=f"{KEY}_check_sample", height=70)
+        typed = st.text_area(
+            "Type a sample answer (read as one of the previewed case's)", key=f"{KEY}_check_sample", height=70
+        )
         shown = answers[:: max(1, len(answers) // 12)][:12]
-        df = checks_preview(checks, shown, typed)
+        case = st.session_state.get(f"{KEY}_preview_case")
+        df = checks_preview(spec, shown, typed, case if case in ids else None)
         if df.empty:
             st.caption("Type an answer: the checks are applied as you type. A run's answers show here too.")
         else:
             st.dataframe(df, hide_index=True, key=f"{KEY}_check_preview")
-            if shown:
-                st.caption(
-                    f"{len(shown)} of the {len(answers)} answers of the results below, and what you typed."
-                )
+            st.caption(
+                "✓ passes, ✗ fails, ? chooses no option clearly."
+                + (f" {len(shown)} of the {len(answers)} answers of the results below." if shown else "")
+            )
 
 
 # --------------------------------------------------------------------------- showing
@@ -558,52 +588,73 @@ def check_rates(summary: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(data, index=order).rename_axis("prompts")
 
 
+def case_checks(spec: AuditSpec | None, case: str) -> tuple:
+    """The spec's checks filled for one case (its fields, each arm's options), without the
+    judges (asked only when the suite runs); () when the spec or the case is unknown."""
+    from dbpa_core.suite import case_spec
+
+    found = next((c for c in spec.cases if c.id == str(case)), None) if spec is not None else None
+    if found is None:
+        return ()
+    try:
+        return tuple(c for c in case_spec(spec, found).checks if not c.model_graded)
+    except Exception:  # noqa: BLE001 - a case that cannot be filled: no marks
+        return ()
+
+
+def mark(check, text: str, arm: str) -> str:
+    """'✓ name', '✗ name', '? name' (a choice the answer does not make clearly), 'name: 42'."""
+    v = check.outcome(text, arm)
+    if check.numeric:
+        return f"{check.name}: {v}"
+    return f"{'?' if v is None else '✓' if v else '✗'} {check.name}"
+
+
 def case_answers(summary: dict[str, Any], case: str, perturbation: str) -> pd.DataFrame:
     """One case's answers side by side: sample, the base answer and the perturbed one,
-    each with a ✓/✗ per check (empty when the run kept no answers)."""
-    from dbpa_core.checks import checks_from_dicts
-
+    each with a mark per check (empty when the run kept no answers)."""
     answers = [a for a in summary.get("answers") or () if str(a.get("case")) == str(case)]
     base = [a["response"] for a in answers if a.get("arm") == "base"]
     pert = [a["response"] for a in answers if a.get("arm") == perturbation]
     if not base and not pert:
         return pd.DataFrame()
-    checks = [c for c in checks_from_dicts((summary.get("spec") or {}).get("checks")) if not c.model_graded]
-
-    def marks(text: str) -> str:
-        out = []
-        for c in checks:
-            v = c.outcome(text)
-            out.append(f"{c.name}: {v}" if c.numeric else f"{'✓' if v else '✗'} {c.name}")
-        return " · ".join(out)
-
+    checks = case_checks(spec_of(summary), case)
     n = max(len(base), len(pert))
     rows = []
     for i in range(n):
         b = base[i] if i < len(base) else ""
         q = pert[i] if i < len(pert) else ""
-        row = {"sample": i + 1, "base answer": b, f"{perturbation} answer": q}
+        row: dict[str, Any] = {"sample": i + 1, "base answer": b, f"{perturbation} answer": q}
         if checks:
-            row["base checks"] = marks(b) if b else ""
-            row[f"{perturbation} checks"] = marks(q) if q else ""
+            row["base checks"] = " · ".join(mark(c, b, "base") for c in checks) if b else ""
+            row[f"{perturbation} checks"] = " · ".join(mark(c, q, perturbation) for c in checks) if q else ""
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def checks_preview(checks, answers: list[dict[str, Any]], typed: str = "") -> pd.DataFrame:
-    """Which sample answers pass each check (the checks of the form, before any run): one
-    row per answer (the typed one first), ✓ or ✗ per check (a number for ``words``)."""
-    texts = ([("typed", typed)] if typed.strip() else []) + [
-        (f"{a.get('case')} · {a.get('arm')}", str(a.get("response") or "")) for a in answers
+def checks_preview(
+    spec: AuditSpec, answers: list[dict[str, Any]], typed: str = "", typed_case: str | None = None
+) -> pd.DataFrame:
+    """Which sample answers pass each of ``spec``'s checks, filled for each answer's case
+    (the checks of the form, before any run): one row per answer (the typed one first, as
+    an answer of ``typed_case``'s base prompt), a mark per check."""
+    first = spec.cases[0].id if spec.cases else ""
+    texts = ([(typed_case or first, "base", typed)] if typed.strip() else []) + [
+        (str(a.get("case")), str(a.get("arm")), str(a.get("response") or "")) for a in answers
     ]
+    judges = [c.name for c in spec.checks if c.model_graded]
+    memo: dict[str, tuple] = {}
     rows = []
-    for where, text in texts:
-        row: dict[str, Any] = {"answer of": where, "answer": text[:200]}
+    for i, (case, arm, text) in enumerate(texts):
+        checks = memo.setdefault(case, case_checks(spec, case))
+        row: dict[str, Any] = {"answer of": "typed" if typed.strip() and i == 0 else f"{case} · {arm}"}
+        row["answer"] = text[:200]
         for c in checks:
-            if c.model_graded:
-                row[c.name] = "asked of the judge when the suite runs"
-                continue
-            v = c.outcome(text)
-            row[c.name] = v if c.numeric else ("✓" if v else "✗")
+            try:
+                row[c.name] = mark(c, text, arm).split(" ", 1)[0] if not c.numeric else c.outcome(text, arm)
+            except ValueError:  # a choice check on an arm without options
+                row[c.name] = ""
+        for name in judges:
+            row[name] = "asked when the suite runs"
         rows.append(row)
     return pd.DataFrame(rows)

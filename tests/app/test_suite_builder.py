@@ -7,6 +7,7 @@ fields it flags) on their own."""
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -202,3 +203,39 @@ def test_the_spec_it_writes_reads_back(tmp_path):
     spec = load_spec(tmp_path / "suite.yaml")
     assert [c.id for c in spec.cases] == ["1"] and spec.perturbations[1].suffix == "Please."
     assert case_spec(spec, spec.cases[0]).perturbations[0].prompt == "Ahmed is 80."
+
+
+def test_the_recorded_suite_shows_at_once_in_demo_mode(make_app, monkeypatch):
+    """Demo mode, nothing loaded: the example suite's recorded result is drawn on the first
+    view (its verdict in words, the heat map, one case's answers), labelled as recorded;
+    with the recording's settings it is current, and Run suite replays it without a call."""
+    from dbpa_core.backends import local
+
+    from .conftest import DEMO
+
+    monkeypatch.setenv("DBPA_REPLAY_FILE", DEMO)
+    loaded = dict(local._LOADED)
+    at = make_app(models=None, page=SUITE)
+    assert not at.exception, at.exception
+    assert not errors(at), errors(at)
+    said = [plain(i.value) for i in at.info]
+    assert any(s.startswith("**Recorded result**") and "k = 5" in s for s in said), said
+    assert any("perturbations change the answers across the cases" in s for s in said), said
+    assert len(at.get("plotly_chart")) == 1
+    assert any("base answer" in d.value.columns for d in at.dataframe)  # the side-by-side answers
+    assert local._LOADED == loaded  # no model loaded
+    # the sidebar's k = 20 is not the recording's: marked, and one click fixes it
+    assert any("Outdated" in plain(w.value) for w in at.warning)
+    at.button(key="suite_rec_settings").click().run()
+    assert at.session_state["w_samples"] == 5
+    assert not any("Outdated" in plain(w.value) for w in at.warning), [w.value for w in at.warning]
+    at.button(key="suite_run").click().run()
+    assert not at.exception, at.exception
+    assert not errors(at), errors(at)
+    summary = at.session_state["results"]["suite"]["suite"]
+    recorded = json.loads((Path(DEMO).parent / "demo_suite.json").read_text())
+    assert local._LOADED == loaded  # replayed: no model loaded
+    assert len(summary["answers"]) == len(recorded["answers"])
+    assert sorted(a["response"] for a in summary["answers"]) == sorted(
+        a["response"] for a in recorded["answers"]
+    )
