@@ -81,7 +81,8 @@ suite_builder.files_section(doc, spec, KEY)
 
 st.subheader("5 · Run")
 suite_builder.save_draft(doc)  # a reload opens this suite again
-suite_view.unfinished_note(doc)
+unfinished = st.empty()
+suite_view.unfinished_note(doc, unfinished)
 suite_demo.offer(spec, key=KEY, signature=suite_view.signature)
 runner.task_section(
     {KEY: suite_view.suite_task(spec, doc)} if spec else None,
@@ -91,6 +92,7 @@ runner.task_section(
     before=(lambda: suite_view.show_estimate(spec)) if spec else None,
     on_done=lambda out: suite_view.record(out, spec),
 )
+suite_view.unfinished_note(doc, unfinished)  # a run that just finished clears it
 results = ss.get("results", {}).get(KEY)
 if results and KEY in results:
     st.divider()

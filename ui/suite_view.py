@@ -184,19 +184,22 @@ def suite_task(spec: AuditSpec, doc: dict[str, Any] | None = None):
     return task
 
 
-def unfinished_note(doc: dict[str, Any]) -> None:
-    """Says so when this suite's last run did not finish (stopped, or the page reloaded
-    while it ran), also in a new session: what it received is cached, Run goes on."""
+def unfinished_note(doc: dict[str, Any], slot: Any) -> None:
+    """In ``slot``: says so when this suite's last run did not finish (stopped, or the page
+    reloaded while it ran), also in a new session: what it received is cached, Run goes
+    on. Called again after the run section, it clears what a finished run made untrue."""
     from . import suite_builder
 
     started = suite_builder.unfinished(doc)
     if started and not st.session_state.get(f"_{KEY}_running"):  # else the run section says it
-        st.info(
+        slot.info(
             f"The run of this suite started {started.replace('T', ' ')} UTC did not finish "
             "(it was stopped, or the page was reloaded while it ran). Every answer it "
             "received is cached (counted below): press **Run suite** to go on from there.",
             icon=":material/pause_circle:",
         )
+    else:
+        slot.empty()
 
 
 def record(out: dict[str, Any], spec: AuditSpec) -> int | None:

@@ -239,3 +239,39 @@ def test_the_recorded_suite_shows_at_once_in_demo_mode(make_app, monkeypatch):
     assert sorted(a["response"] for a in summary["answers"]) == sorted(
         a["response"] for a in recorded["answers"]
     )
+
+
+def test_a_reload_reopens_the_suite_and_says_its_run_did_not_finish(make_app, replay):
+    """The suite on screen survives a reload (a fresh session); a run that did not finish
+    (stopped, or the tab reloaded while it ran) is named, with what it cached."""
+    from ui import suite_builder
+
+    model = {"backend": "replay", "file": replay, "label": "recorded"}
+    at = make_app(models=[model], page=SUITE, w_samples=6, w_embedder="rouge1")
+    at.text_area(key="suite_paste").set_value(PASTED).run()
+    at.button(key="suite_paste_use").click().run()
+    at.text_area(key="w_suite_base").set_value(BASE).run()
+    doc = at.session_state["_suite_doc"]
+    assert suite_builder.read_draft()["doc"] == doc and suite_builder.read_draft()["status"] is None
+    suite_builder.save_draft(doc, status=suite_builder.RUNNING)  # what a run that never ended leaves
+    again = make_app(models=[model], page=SUITE, w_samples=6, w_embedder="rouge1")  # a reload
+    assert list(again.session_state["_suite_cases"]["id"]) == ["c1", "c2", "c3", "c4", "c5"]
+    assert again.text_area(key="w_suite_base").value == BASE
+    said = [plain(i.value) for i in again.info]
+    assert any("did not finish" in s and "Run suite" in s for s in said), said
+    # another suite on screen: not that run's
+    again.text_area(key="w_suite_base").set_value(BASE + " Briefly.").run()
+    assert not any("did not finish" in plain(i.value) for i in again.info)
+    # a run that finishes clears it
+    again.text_area(key="w_suite_base").set_value(BASE).run()
+    suite_builder.save_draft(again.session_state["_suite_doc"], status=suite_builder.RUNNING)
+    again.run()
+    assert any("did not finish" in plain(i.value) for i in again.info)
+    again.button(key="suite_pert_clear").click().run()
+    again.multiselect(key="suite_personas").set_value(["comedian"]).run()
+    again.button(key="suite_add_personas").click().run()
+    suite_builder.save_draft(again.session_state["_suite_doc"], status=suite_builder.RUNNING)
+    again.button(key="suite_run").click().run()
+    assert not errors(again), errors(again)
+    assert suite_builder.read_draft()["status"] == suite_builder.DONE
+    assert not any("did not finish" in plain(i.value) for i in again.info)
