@@ -115,25 +115,29 @@ class AuditRun(RunResult):
                 if p.min_effect is not None:
                     word = "exceeded" if p.exceeds_min_effect else "not exceeded"
                     extra = f", minimum effect {p.min_effect:g} {word}"
-                out.append(
-                    perturbation_verdict(
-                        part=part,
-                        name=p.name,
-                        role=p.role,
-                        model=p.model,
-                        effect_size=p.effect_size,
-                        chance=p.chance_effect_size,
-                        above=p.effect_above_chance,
-                        p_value=p.p_value,
-                        p_adjusted=p.p_adjusted,
-                        significant=p.significant,
-                        stars=p.stars,
-                        family=fam,
-                        alpha=r.spec.alpha,
-                        extra=extra,
-                        untestable=why if p.name in cannot_fail else "",
-                    )
+                v = perturbation_verdict(
+                    part=part,
+                    name=p.name,
+                    role=p.role,
+                    model=p.model,
+                    effect_size=p.effect_size,
+                    chance=p.chance_effect_size,
+                    above=p.effect_above_chance,
+                    p_value=p.p_value,
+                    p_adjusted=p.p_adjusted,
+                    significant=p.significant,
+                    stars=p.stars,
+                    family=fam,
+                    alpha=r.spec.alpha,
+                    extra=extra,
+                    untestable=why if p.name in cannot_fail else "",
                 )
+                seq = getattr(p, "sequential", None)
+                if seq is not None:  # sequential sampling: how many answers, why it stopped
+                    v = dataclasses.replace(
+                        v, outcome=f"{v.outcome}; {p.samples_used} answers per arm, stopped: {seq.reason}"
+                    )
+                out.append(v)
         out += [check_verdict(c) for c in self.checks()]
         return tuple(out)
 
