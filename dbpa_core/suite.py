@@ -68,12 +68,12 @@ TEST_FIELDS = (
 def case_spec(spec: AuditSpec, case: Case) -> AuditSpec:
     """The plain audit of one case: its filled base prompt and perturbed prompts, and its
     checks with their placeholders filled (a choice check with each arm's options)."""
-    kw = {"options": spec.options, "seed": spec.seed}
-    base = case_arm(spec.base_prompt, None, case, **kw)
+    options, seed = spec.options, spec.seed
+    base = case_arm(spec.base_prompt, None, case, options=options, seed=seed)
     arms = {"base": base}
     perts = []
     for p in spec.perturbations:
-        arms[p.name] = case_arm(spec.base_prompt, p, case, **kw)
+        arms[p.name] = case_arm(spec.base_prompt, p, case, options=options, seed=seed)
         perts.append(Perturbation(p.name, arms[p.name].prompt, p.role, p.system_prompt))
     shown = {name: arm.options for name, arm in arms.items()}
     checks = tuple(fill_check(c, case.values, shown) for c in spec.checks)
@@ -461,6 +461,7 @@ class _CaseProgress:
         self.t0: float | None = None
         self.chunk: tuple[int, int] = (0, 0)  # (first case, cases) being fetched together
         self.position = 0.0  # cases whose samples are in (a fraction while fetching)
+        self.chunk_t0: float | None = None
 
     def __call__(self, p: Progress) -> None:
         if p.stage == "testing":
@@ -477,13 +478,13 @@ class _CaseProgress:
         if self.t0 is None:
             self.t0 = self.clock()
         start, size = self.chunk
-        if p.total and size and p.stage == "sampling":
-            self.position = max(self.position, start + size * p.done / p.total)
+        if p.total and size and p.stage == "sampling":  # by tokens while a local model decodes
+            self.position = max(self.position, start + size * p.fraction)
         news = p.detail if p.detail and p.detail not in self.arms else ""
         if p.done < p.total or news:  # samples being fetched, a retry, tokens drawn
             news = _CALL_ETA.sub("", news)  # one fetch's time left is not the suite's
             what = f"{self.case}: {p.stage} {p.done}/{p.total}" + (f", {news}" if news else "")
-            left = self.time_left()
+            left = self.time_left(p.eta_s if p.stage == "sampling" else None)
             if left is not None:
                 what += f", about {duration_text(left)} left"
             self.progress(Progress("cases", self.bar, self.total, what, eta_s=left))
@@ -492,8 +493,14 @@ class _CaseProgress:
     def bar(self) -> int:
         return min(self.total, max(self.done, int(self.position)))
 
-    def time_left(self) -> float | None:
-        """The suite's time left, from its pace so far (None until it can be told)."""
+    def time_left(self, fetch_left: float | None = None) -> float | None:
+        """The suite's time left (None until it can be told): with the time left of the
+        cases being fetched (``fetch_left``, the sampler's, from its recent rate), that time
+        plus as long per case for the cases after them; else from the suite's pace so far."""
+        start, size = self.chunk
+        if fetch_left is not None and size and self.chunk_t0 is not None:
+            per_case = (self.clock() - self.chunk_t0 + fetch_left) / size
+            return fetch_left + per_case * max(0, self.total - start - size)
         if self.t0 is None:
             return None
         elapsed = self.clock() - self.t0
@@ -508,6 +515,7 @@ class _CaseProgress:
 
     def fetching(self, i: int, cases) -> None:
         self.chunk = (i, len(cases))
+        self.chunk_t0 = self.clock()
         self.case = f"cases {cases[0].id}..{cases[-1].id}" if len(cases) > 1 else cases[0].id
 
 
