@@ -24,9 +24,10 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
@@ -238,8 +239,8 @@ def correct_checks(checked: list[tuple[str, CheckResult]], method: str, alpha: f
 
 def pool_checks(
     checks: list[dict[str, Any]],
-    perturbations,
-    spec_checks=(),
+    perturbations: Sequence[Perturbation],
+    spec_checks: Sequence[Any] = (),
     *,
     correction: str,
     alpha: float,
@@ -416,12 +417,10 @@ class SuiteResult:
         w.writerows(self.tests)
         return buf.getvalue()
 
-    def write(self, out_dir) -> list[str]:
+    def write(self, out_dir: str | os.PathLike[str]) -> list[str]:
         """results.json and results.csv (atomically), with checks: checks.csv (one row per
         case x perturbation x check) and pooled_checks.csv (one per perturbation x check),
         and the responses.jsonl written while the suite ran (moved into ``out_dir``)."""
-        import os
-
         files = {"results.json": self.to_json(), "results.csv": self.to_csv()}
         if self.checks:
             files["checks.csv"] = suite_checks_csv(self.checks)
@@ -449,9 +448,9 @@ class _CaseProgress:
         self,
         progress: Callable[[Progress], None],
         total: int,
-        arms=(),
+        arms: Sequence[str] = (),
         clock: Callable[[], float] = time.perf_counter,
-    ):
+    ) -> None:
         self.progress, self.total = progress, total
         self.done, self.case = 0, ""
         self.arms = set(arms)  # arm names: the label of a sample, not news
@@ -513,7 +512,7 @@ class _CaseProgress:
         self.done, self.case = i, case.id
         self.progress(Progress("cases", self.bar, self.total, case.id))
 
-    def fetching(self, i: int, cases) -> None:
+    def fetching(self, i: int, cases: Sequence[Case]) -> None:
         self.chunk = (i, len(cases))
         self.chunk_t0 = self.clock()
         self.case = f"cases {cases[0].id}..{cases[-1].id}" if len(cases) > 1 else cases[0].id

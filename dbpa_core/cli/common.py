@@ -19,7 +19,7 @@ class Bars:
         self.enabled = enabled
         self.bars: dict[str, Any] = {}
 
-    def __call__(self, p) -> None:
+    def __call__(self, p: Any) -> None:
         if not self.enabled:
             return
         from tqdm import tqdm
