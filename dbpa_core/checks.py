@@ -66,6 +66,18 @@ BOSCHLOO_MAX_N = 200  # answers in both arms; beyond, Boschloo's test is slow an
 JUDGE_MAX_TOKENS = 16
 EXPECT_CHECK = "expected answer"  # the check a suite's ``expect:`` adds
 PERMUTATION_BATCH = 4096  # random splits drawn at once: memory stays small at any B
+MAX_COUNT = 2**53  # answers counted: floats hold every whole number up to here exactly
+MAX_PERMUTATION_WORK = 10**10  # permutation_p: permutations x answers, about 2 minutes of one core
+
+
+def _count_iv(x: object, n: object, xname: str = "x", nname: str = "n") -> tuple[int, int]:
+    """``x`` passing answers of ``n``: whole numbers, ``1 <= n <= MAX_COUNT``, ``0 <= x <= n``."""
+    from ._validate import check_int
+
+    n_ = check_int(n, nname, 1, MAX_COUNT, "larger counts are not exact as floats")
+    x_ = check_int(x, xname, 0, n_, f"it counts answers that pass, out of `{nname}` = {n_}")
+    return x_, n_
+
 
 # --------------------------------------------------------------------------- refusals
 # What counts as a refusal: the answer declines to do what was asked. Each pattern is
@@ -605,10 +617,12 @@ def _z(confidence: float) -> float:
 
 
 def wilson_interval(x: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
-    """Wilson's score interval for a proportion ``x / n`` (n >= 1)."""
-    if n < 1:
-        raise ValueError(f"`n` must be >= 1, got {n!r}.")
-    z = _z(confidence)
+    """Wilson's score interval for a proportion ``x / n``: whole numbers with
+    ``1 <= n <= 2⁵³`` and ``0 <= x <= n``; ``confidence`` in (0, 1)."""
+    from ._validate import check_level
+
+    x, n = _count_iv(x, n)
+    z = _z(check_level(confidence, "confidence"))
     p = x / n
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
@@ -622,7 +636,10 @@ def newcombe_interval(
 
     With Wilson intervals ``[l1, u1]`` and ``[l2, u2]`` of the two proportions and
     ``d = p2 - p1``: ``[d - sqrt((p2 - l2)² + (u1 - p1)²), d + sqrt((u2 - p2)² + (p1 - l1)²)]``.
+    Counts as in :func:`wilson_interval`.
     """
+    x1, n1 = _count_iv(x1, n1, "x1", "n1")
+    x2, n2 = _count_iv(x2, n2, "x2", "n2")
     p1, p2 = x1 / n1, x2 / n2
     l1, u1 = wilson_interval(x1, n1, confidence)
     l2, u2 = wilson_interval(x2, n2, confidence)
@@ -639,9 +656,12 @@ def exact_test(x1: int, n1: int, x2: int, n2: int) -> tuple[float, str]:
     Boschloo's test (uniformly more powerful than Fisher's) up to :data:`BOSCHLOO_MAX_N`
     answers in both arms together, Fisher's exact test beyond (Boschloo's cost grows
     with n1·n2, and the two agree closely there). When every answer passes, or none
-    does, p = 1.
+    does, p = 1. Counts as in :func:`wilson_interval`.
     """
     from scipy.stats import boschloo_exact, fisher_exact
+
+    x1, n1 = _count_iv(x1, n1, "x1", "n1")
+    x2, n2 = _count_iv(x2, n2, "x2", "n2")
 
     if x1 + x2 in (0, n1 + n2):
         return 1.0, "boschloo" if n1 + n2 <= BOSCHLOO_MAX_N else "fisher"
@@ -679,8 +699,23 @@ def permutation_p(
     """Two-sided permutation test of the difference in means (twice the smaller one-sided
     p, at most 1): every split of the pooled answers when there are at most
     ``n_permutations`` of them, else ``n_permutations`` random ones with
-    p = (1 + #as extreme) / (1 + B), never 0."""
+    p = (1 + #as extreme) / (1 + B), never 0.
+
+    ``n_permutations`` lies in [1, 10⁸] (the bound of :func:`dbpa_core.dbpa_test`) and,
+    times the answers, at most 10¹⁰ (about two minutes of one core).
+    """
     from scipy.stats import permutation_test
+
+    from .permutation import check_permutations
+
+    n_permutations = check_permutations(n_permutations)
+    size = len(a) + len(b)
+    if n_permutations * size > MAX_PERMUTATION_WORK:
+        raise ValueError(
+            f"`n_permutations` must be <= {max(1, MAX_PERMUTATION_WORK // max(1, size)):_} for "
+            f"{size:_} answers, got {n_permutations:_}: each permutation averages every answer, "
+            f"and {MAX_PERMUTATION_WORK:.0e} steps take about two minutes of one core."
+        )
 
     def diff(x, y, axis):
         return np.mean(y, axis=axis) - np.mean(x, axis=axis)

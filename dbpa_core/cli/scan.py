@@ -385,15 +385,14 @@ def _run_parts(args, audit, battery, cache, out: Path, said: list[str]) -> list[
     from ..attacks.battery import run_battery
     from ..audit import run_audit
     from ..sampling import RunCancelled
-    from .common import Bars
+    from .common import progress_bars
 
-    show = (not args.quiet and sys.stderr.isatty()) or args.progress
     done: list[Any] = []
     for part, go in (
         ("audit", lambda bars: run_audit(audit, cache=cache, progress=bars)),
         ("battery", lambda bars: run_battery(battery, cache=cache, progress=bars)),
     ):
-        bars = Bars(show)
+        bars = progress_bars(args)
         try:
             done.append(go(bars))
         except RunCancelled as exc:
