@@ -42,6 +42,7 @@ from .checks import CheckResult, fill_check, pooled_rate_test
 from .embedders import Embedder
 from .multitest import multiple_testing
 from .outputs import write_files
+from .reach import reachability
 from .sampling import Job, Progress, Sampler, model_key
 from .similarity import TEXT_SIMILARITIES
 from .spec import AuditSpec, Perturbation
@@ -231,7 +232,7 @@ def correct_checks(checked: list[tuple[str, CheckResult]], method: str, alpha: f
             )
     rows = []
     for (case_id, _), c in zip(checked, results, strict=True):
-        d = dict(c.to_dict(), case=case_id, family=len(tested))
+        d = dict(c.to_dict(), name=c.check, case=case_id, family=len(tested))
         d["flag"] = check_flag(d)
         rows.append(d)
     return rows
@@ -265,6 +266,7 @@ def pool_checks(
             if not mine:
                 continue
             head = {
+                "name": name,
                 "check": name,
                 "kind": mine[0]["kind"],
                 "perturbation": p.name,
@@ -400,6 +402,7 @@ class SuiteResult:
                 "usage": self.usage,
                 "warnings": list(self.warnings),
                 "attainable": self.spec.attainability().to_dict(),
+                "reachability": reachability(self.spec).to_dict(),
                 "checks": self.checks,
                 "checks_correction": self.spec.correction,
                 "checks_family": sum(c.get("p_value") is not None for c in self.checks),
@@ -757,6 +760,8 @@ def pooled_checks_rows(result: SuiteResult | list[dict[str, Any]]) -> list[tuple
             diff = "-" if d.get("difference") is None else f"{d['difference']:+.1f}"
         else:
             base, value = rate(d.get("base"), d.get("base_ci")), rate(d.get("value"), d.get("value_ci"))
+            base += f" +{d['base_unparsed']}?" if d.get("base_unparsed") else ""
+            value += f" +{d['unparsed']}?" if d.get("unparsed") else ""
             diff = "-" if d.get("difference") is None else f"{d['difference'] * 100:+.0f} pts"
         rows.append(
             (
