@@ -985,9 +985,9 @@ def spec_warnings(spec: AuditSpec) -> list[str]:
     if spec.cases:
         from .cases import shared_prompt_warnings, unchanged_warnings
 
-        kw = {"options": spec.options, "seed": spec.seed}
-        out += shared_prompt_warnings(spec.base_prompt, spec.perturbations, spec.cases, **kw)
-        out += unchanged_warnings(spec.base_prompt, spec.perturbations, spec.cases, **kw)
+        args = (spec.base_prompt, spec.perturbations, spec.cases)
+        out += shared_prompt_warnings(*args, options=spec.options, seed=spec.seed)
+        out += unchanged_warnings(*args, options=spec.options, seed=spec.seed)
     for p in spec.perturbations:
         if p.role != "control" and _same_as_base(spec, p) and not p.set_fields:
             out.append(

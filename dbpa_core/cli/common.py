@@ -37,7 +37,7 @@ class Bars:
         self._done = threading.Event()
         self._ticker: threading.Thread | None = None
 
-    def __call__(self, p) -> None:
+    def __call__(self, p: Any) -> None:
         if self.lines:
             with self._lock:
                 self._last = p
