@@ -68,6 +68,22 @@ def size_words(n_bytes: float) -> str:
     return f"{int(n_bytes)} bytes"
 
 
+# --------------------------------------------------------------------------- work of a test
+MAX_EXACT_SPLITS = 1_000_000  # all C(k+m, k) splits are enumerated up to this many
+MAX_WORK = 10**10  # pair visits of one permutation test: about two minutes of one core
+
+
+def pair_visits(k: int, m: int, n_permutations: int, bins: int = 0) -> int:
+    """Steps one permutation test of k against m responses takes, in pair visits, known
+    before any work: the splits it evaluates (all ``C(k+m, k)`` when they are at most
+    ``min(B, MAX_EXACT_SPLITS)``, else B, plus the observed one) times the pairs one split
+    visits at most (``n²/2``, n = k + m) plus ``bins`` (jsd's histogram; 0 otherwise)."""
+    n = k + m
+    n_splits = math.comb(n, k)
+    splits = n_splits if n_splits <= min(n_permutations, MAX_EXACT_SPLITS) else n_permutations
+    return (splits + 1) * (n * n // 2 + bins)
+
+
 def check_level(value, name: str) -> float:
     """A level in (0, 1) such as ``alpha``: any real number type (numpy included),
     not a bool, finite."""

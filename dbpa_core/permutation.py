@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 import numba as nb
 import numpy as np
 
-from ._validate import check_int, size_words
+from ._validate import MAX_EXACT_SPLITS, MAX_WORK, check_int, pair_visits, size_words
 from .measures import (
     DEFAULT_BINS,
     DEFAULT_MEASURE,
@@ -34,11 +34,9 @@ from .measures import (
 from .similarity import MAX_ROWS, check_embeddings, cosine_similarity_matrix, pairwise_distance_matrix
 from .types import DBPAResult
 
-MAX_EXACT_SPLITS = 1_000_000
 MAX_PERMUTATIONS = 100_000_000  # B: the result keeps B statistics (8 bytes each, 800 MB here)
 MAX_BINS = 10_000  # jsd: every permutation fills and sums histograms of this many counts
 MAX_RESPONSES = MAX_ROWS  # k + m: the pooled similarity matrix takes 8 n² bytes (3.2 GB here)
-MAX_WORK = 10**10  # pair visits of one test (splits x pairs per split): about 2 minutes of one core
 MAX_BATCH_BYTES = 32 * 2**20  # split indices held at once (int32): bounds memory at any k and B
 SEQUENTIAL_FIRST_BATCH = 64  # sequential stopping starts this small and doubles
 PARALLEL_MIN_WORK = 1_000_000  # pair visits per kernel call below which one thread is faster
@@ -238,14 +236,9 @@ def check_sizes(k, m) -> tuple[int, int]:
 
 
 def permutation_work(k: int, m: int, n_permutations: int, measure: Measure, bins: int) -> int:
-    """Steps one test takes, counted in pair visits, known before any work: the splits it
-    evaluates (all ``C(k+m, k)`` when they are fewer than B, else B) times the pairs one
-    split visits at most (``n²/2``) plus, for ``jsd``, its ``bins``."""
-    n = k + m
-    n_splits = math.comb(n, k)
-    splits = n_splits if n_splits <= min(n_permutations, MAX_EXACT_SPLITS) else n_permutations
-    per_split = n * n // 2 + (bins if measure.name == "jsd" else 0)
-    return (splits + 1) * per_split
+    """Steps one test takes, counted in pair visits, known before any work
+    (:func:`dbpa_core._validate.pair_visits`; ``bins`` counts for ``jsd`` only)."""
+    return pair_visits(k, m, n_permutations, bins if measure.name == "jsd" else 0)
 
 
 def _work_iv(k: int, m: int, n_permutations: int, measure: Measure, bins: int) -> None:
