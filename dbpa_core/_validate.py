@@ -53,7 +53,7 @@ def check_int(value: object, name: str, minimum: int, maximum: int | None = None
     return int(value)
 
 
-def big_number(value: int) -> str:
+def big_number(value: int | np.integer) -> str:
     """A whole number in words for a message: ``1_000_000``, or ``about 1e400`` when it
     is too long to read (or to convert to a float)."""
     return f"{value:_}" if value < 10**30 else f"about 1e{len(str(int(value))) - 1}"

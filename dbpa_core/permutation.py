@@ -155,7 +155,7 @@ def _threads_for(work: float) -> Iterator[None]:
 
 
 # --------------------------------------------------------------------------- input validation
-def as_generator(rng) -> np.random.Generator:
+def as_generator(rng: object) -> np.random.Generator:
     if isinstance(rng, (bool, np.bool_)):
         raise TypeError("`rng` must be None, an int seed or a numpy.random.Generator, got bool.")
     if rng is None or isinstance(rng, (int, np.integer)):
@@ -167,7 +167,7 @@ def as_generator(rng) -> np.random.Generator:
     raise TypeError("`rng` must be None, an int seed or a numpy.random.Generator.")
 
 
-def check_permutations(n_permutations) -> int:
+def check_permutations(n_permutations: object) -> int:
     """B in [1, MAX_PERMUTATIONS]: every permutation statistic is kept in the result, so
     a larger B would not fit in memory (p-values below 1e-8 need no more splits)."""
     return check_int(
@@ -180,7 +180,7 @@ def check_permutations(n_permutations) -> int:
     )
 
 
-def _bins_iv(bins) -> int:
+def _bins_iv(bins: object) -> int:
     """``bins`` in [2, MAX_BINS]: the jsd kernel fills and sums histograms of ``bins``
     counts in every permutation, so its time and memory grow with ``bins``."""
     if isinstance(bins, (int, np.integer)) and not isinstance(bins, bool) and bins > MAX_BINS:
@@ -194,7 +194,9 @@ def _bins_iv(bins) -> int:
     return check_int(bins, "bins", 2)
 
 
-def _engine_iv(n_permutations, rng, sequential, batch, bins):
+def _engine_iv(
+    n_permutations: object, rng: object, sequential: object, batch: object, bins: object
+) -> tuple[int, np.random.Generator, int | None, int | None, int]:
     n_permutations = check_permutations(n_permutations)
     if sequential is not None:
         # any h >= 1; an h above B never stops early (all B permutations run)
@@ -221,7 +223,7 @@ def _group_sizes_iv(k: int, m: int) -> None:
         )
 
 
-def check_sizes(k, m) -> tuple[int, int]:
+def check_sizes(k: object, m: object) -> tuple[int, int]:
     """k and m of a planned test: each >= 2, k + m <= MAX_RESPONSES (the memory of the
     pooled similarity matrix); refused before ``C(k + m, k)`` is computed."""
     k = check_int(k, "k", 2, MAX_RESPONSES - 2, "a test pools at most that many responses")
@@ -257,7 +259,7 @@ def _work_iv(k: int, m: int, n_permutations: int, measure: Measure, bins: int) -
         )
 
 
-def check_null(null) -> str:
+def check_null(null: object) -> str:
     if null not in NULLS:
         raise ValueError(f"`null` must be in {set(NULLS)}, got {null!r}.")
     return null
