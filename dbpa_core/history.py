@@ -324,7 +324,19 @@ class History:
                 "its folder): make it writable, or point DBPA_HOME at a folder you can "
                 "write to. Nothing was lost."
             )
-        return f"Cannot use the run history {self.where} ({exc}); the file was left as it is."
+        if self.path is not None and self.path.exists() and not self.path.is_file():
+            kind = "a folder" if self.path.is_dir() else "not a regular file"
+            return (
+                f"Cannot use the run history {self.where}: it is {kind}, not a database file "
+                f"({exc}). Move it out of the way (mv {self.path} {self.path}.moved) to start a "
+                "new history there, point DBPA_HOME (--home) at another folder, or run with "
+                "--no-history. Nothing was changed."
+            )
+        return (
+            f"Cannot use the run history {self.where} ({exc}); the file was left as it is. Check "
+            "that it is a file you can read and write, point DBPA_HOME (--home) at another "
+            "folder, or run with --no-history."
+        )
 
     def schema_version(self) -> str:
         """The database's schema revision (see :mod:`dbpa_core.migrations`)."""
