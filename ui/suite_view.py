@@ -517,7 +517,8 @@ def verdict_lines(summary: dict[str, Any]) -> list[str]:
     out = []
     for d in summary.get("pooled") or ():
         name, n, role = md_escape(d["perturbation"]), int(d["cases"]), d.get("role")
-        p = f"pooled p = {fmt_p(float(d['p_adjusted']))} after the correction"
+        shown = fmt_p(float(d["p_adjusted"]))
+        p = f"pooled p {shown if shown.startswith('<') else '= ' + shown} after the correction"
         some = f"{d['discoveries']} of {n} cases changed on their own"
         if d.get("significant"):
             line = f":red[**{name}** changes the answers] across the {n} cases ({p}; {some})"
