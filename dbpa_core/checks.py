@@ -66,6 +66,18 @@ BOSCHLOO_MAX_N = 200  # answers in both arms; beyond, Boschloo's test is slow an
 JUDGE_MAX_TOKENS = 16
 EXPECT_CHECK = "expected answer"  # the check a suite's ``expect:`` adds
 PERMUTATION_BATCH = 4096  # random splits drawn at once: memory stays small at any B
+MAX_COUNT = 2**53  # answers counted: floats hold every whole number up to here exactly
+MAX_PERMUTATION_WORK = 10**10  # permutation_p: permutations x answers, about 2 minutes of one core
+
+
+def _count_iv(x: object, n: object, xname: str = "x", nname: str = "n") -> tuple[int, int]:
+    """``x`` passing answers of ``n``: whole numbers, ``1 <= n <= MAX_COUNT``, ``0 <= x <= n``."""
+    from ._validate import check_int
+
+    n_ = check_int(n, nname, 1, MAX_COUNT, "larger counts are not exact as floats")
+    x_ = check_int(x, xname, 0, n_, f"it counts answers that pass, out of `{nname}` = {n_}")
+    return x_, n_
+
 
 # --------------------------------------------------------------------------- refusals
 # What counts as a refusal: the answer declines to do what was asked. Each pattern is
@@ -605,10 +617,12 @@ def _z(confidence: float) -> float:
 
 
 def wilson_interval(x: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
-    """Wilson's score interval for a proportion ``x / n`` (n >= 1)."""
-    if n < 1:
-        raise ValueError(f"`n` must be >= 1, got {n!r}.")
-    z = _z(confidence)
+    """Wilson's score interval for a proportion ``x / n``: whole numbers with
+    ``1 <= n <= 2⁵³`` and ``0 <= x <= n``; ``confidence`` in (0, 1)."""
+    from ._validate import check_level
+
+    x, n = _count_iv(x, n)
+    z = _z(check_level(confidence, "confidence"))
     p = x / n
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
@@ -622,7 +636,10 @@ def newcombe_interval(
 
     With Wilson intervals ``[l1, u1]`` and ``[l2, u2]`` of the two proportions and
     ``d = p2 - p1``: ``[d - sqrt((p2 - l2)² + (u1 - p1)²), d + sqrt((u2 - p2)² + (p1 - l1)²)]``.
+    Counts as in :func:`wilson_interval`.
     """
+    x1, n1 = _count_iv(x1, n1, "x1", "n1")
+    x2, n2 = _count_iv(x2, n2, "x2", "n2")
     p1, p2 = x1 / n1, x2 / n2
     l1, u1 = wilson_interval(x1, n1, confidence)
     l2, u2 = wilson_interval(x2, n2, confidence)
@@ -639,9 +656,12 @@ def exact_test(x1: int, n1: int, x2: int, n2: int) -> tuple[float, str]:
     Boschloo's test (uniformly more powerful than Fisher's) up to :data:`BOSCHLOO_MAX_N`
     answers in both arms together, Fisher's exact test beyond (Boschloo's cost grows
     with n1·n2, and the two agree closely there). When every answer passes, or none
-    does, p = 1.
+    does, p = 1. Counts as in :func:`wilson_interval`.
     """
     from scipy.stats import boschloo_exact, fisher_exact
+
+    x1, n1 = _count_iv(x1, n1, "x1", "n1")
+    x2, n2 = _count_iv(x2, n2, "x2", "n2")
 
     if x1 + x2 in (0, n1 + n2):
         return 1.0, "boschloo" if n1 + n2 <= BOSCHLOO_MAX_N else "fisher"
@@ -679,8 +699,23 @@ def permutation_p(
     """Two-sided permutation test of the difference in means (twice the smaller one-sided
     p, at most 1): every split of the pooled answers when there are at most
     ``n_permutations`` of them, else ``n_permutations`` random ones with
-    p = (1 + #as extreme) / (1 + B), never 0."""
+    p = (1 + #as extreme) / (1 + B), never 0.
+
+    ``n_permutations`` lies in [1, 10⁸] (the bound of :func:`dbpa_core.dbpa_test`) and,
+    times the answers, at most 10¹⁰ (about two minutes of one core).
+    """
     from scipy.stats import permutation_test
+
+    from .permutation import check_permutations
+
+    n_permutations = check_permutations(n_permutations)
+    size = len(a) + len(b)
+    if n_permutations * size > MAX_PERMUTATION_WORK:
+        raise ValueError(
+            f"`n_permutations` must be <= {max(1, MAX_PERMUTATION_WORK // max(1, size)):_} for "
+            f"{size:_} answers, got {n_permutations:_}: each permutation averages every answer, "
+            f"and {MAX_PERMUTATION_WORK:.0e} steps take about two minutes of one core."
+        )
 
     def diff(x, y, axis):
         return np.mean(y, axis=axis) - np.mean(x, axis=axis)
@@ -699,6 +734,128 @@ def permutation_p(
         rng=rng if rng is not None else np.random.default_rng(0),
     )
     return float(min(1.0, res.pvalue))
+
+
+# --------------------------------------------------------------------------- stratified
+EXACT_STRATIFIED_MAX_N = 50_000  # answers in all strata; beyond, the CMH chi-square test
+
+
+def _stratum(x1: int, n1: int, x2: int, n2: int) -> tuple[int, np.ndarray]:
+    """The null distribution of ``x2`` given the stratum's margins: (smallest value, pmf)."""
+    from scipy.stats import hypergeom
+
+    m = x1 + x2
+    lo, hi = max(0, m - n1), min(m, n2)
+    support = np.arange(lo, hi + 1)
+    return lo, hypergeom.pmf(support, n1 + n2, m, n2)
+
+
+def stratified_exact_test(tables: Sequence[tuple[int, int, int, int]]) -> float:
+    """Two-sided exact test of "no difference in any stratum" over 2 x 2 tables.
+
+    Each table is ``(x1, n1, x2, n2)``: ``x1`` of ``n1`` answers pass in the base arm and
+    ``x2`` of ``n2`` in the perturbed arm of one case. Given every table's margins, the
+    perturbed arm's passes ``x2`` follow a hypergeometric law under H0 (a common odds ratio
+    of 1: the perturbation changes no case's rate); their sum ``T`` follows the
+    convolution of those laws. The p-value is the probability of every ``T`` no more
+    likely than the one observed (Fisher's rule, with a relative tolerance of 1e-7), the
+    exact conditional test of Mantel and Haenszel's hypothesis (Mehta, Patel & Gray,
+    1985). With one table it is Fisher's exact test. Tables whose margins leave one value
+    (every answer passes, or none) carry no information and change nothing.
+
+    Examples
+    --------
+    >>> round(stratified_exact_test([(1, 10, 8, 10)]), 5)  # Fisher's exact test
+    0.00548
+    """
+    dist = np.ones(1)
+    start = observed = 0
+    for x1, n1, x2, n2 in tables:
+        if n1 < 1 or n2 < 1:
+            continue
+        lo, pmf = _stratum(x1, n1, x2, n2)
+        dist = np.convolve(dist, pmf)
+        start += lo
+        observed += x2
+    p_obs = dist[observed - start]
+    p = float(dist[dist <= p_obs * (1 + 1e-7)].sum())
+    return min(1.0, max(p, float(p_obs)))
+
+
+def cmh_test(tables: Sequence[tuple[int, int, int, int]]) -> tuple[float, float]:
+    """The Cochran–Mantel–Haenszel test over 2 x 2 tables ``(x1, n1, x2, n2)``:
+    ``(chi-square statistic, p)``, one degree of freedom, with the continuity correction.
+
+    ``χ² = (|Σ (x2 - E x2)| - ½)² / Σ Var x2`` with, per table of ``N = n1 + n2``
+    answers of which ``m = x1 + x2`` pass, ``E x2 = n2 m / N`` and
+    ``Var x2 = n1 n2 m (N - m) / (N² (N - 1))``. When no table varies, p = 1.
+    """
+    from scipy.stats import chi2
+
+    dev = var = 0.0
+    for x1, n1, x2, n2 in tables:
+        n, m = n1 + n2, x1 + x2
+        if n1 < 1 or n2 < 1 or n < 2:
+            continue
+        dev += x2 - n2 * m / n
+        var += n1 * n2 * m * (n - m) / (n * n * (n - 1))
+    if var <= 0:
+        return 0.0, 1.0
+    stat = max(0.0, abs(dev) - 0.5) ** 2 / var
+    return float(stat), float(chi2.sf(stat, 1))
+
+
+def mantel_haenszel_odds_ratio(tables: Sequence[tuple[int, int, int, int]]) -> float | None:
+    """The Mantel–Haenszel common odds ratio of passing in the perturbed arm against the
+    base arm, ``Σ x2 (n1 - x1) / N / Σ x1 (n2 - x2) / N`` (None when 0/0; inf when only the
+    numerator is positive)."""
+    num = den = 0.0
+    for x1, n1, x2, n2 in tables:
+        n = n1 + n2
+        if n1 < 1 or n2 < 1:
+            continue
+        num += x2 * (n1 - x1) / n
+        den += x1 * (n2 - x2) / n
+    if den == 0:
+        return None if num == 0 else math.inf
+    return num / den
+
+
+def pooled_rate_test(tables: Sequence[tuple[int, int, int, int]]) -> dict[str, Any]:
+    """A rate check pooled over the cases of a suite: the rate of each arm over all its
+    answers with Wilson intervals, the difference with Newcombe's interval, the
+    stratified test over the cases (exact while the cases hold at most
+    :data:`EXACT_STRATIFIED_MAX_N` answers, else Cochran–Mantel–Haenszel), the CMH
+    statistic and the Mantel–Haenszel odds ratio."""
+    used = [t for t in tables if t[1] >= 1 and t[3] >= 1]
+    x1, n1 = sum(t[0] for t in used), sum(t[1] for t in used)
+    x2, n2 = sum(t[2] for t in used), sum(t[3] for t in used)
+    out: dict[str, Any] = {
+        "cases": len(used),
+        "base_count": x1,
+        "base_n": n1,
+        "count": x2,
+        "n": n2,
+        "base": x1 / n1 if n1 else None,
+        "value": x2 / n2 if n2 else None,
+        "base_ci": list(wilson_interval(x1, n1)) if n1 else None,
+        "value_ci": list(wilson_interval(x2, n2)) if n2 else None,
+        "interval": "newcombe",
+    }
+    if not used:
+        return out
+    stat, p_cmh = cmh_test(used)
+    exact = n1 + n2 <= EXACT_STRATIFIED_MAX_N
+    out.update(
+        difference=x2 / n2 - x1 / n1,
+        ci=list(newcombe_interval(x1, n1, x2, n2)),
+        cmh_statistic=stat,
+        cmh_p_value=p_cmh,
+        odds_ratio=mantel_haenszel_odds_ratio(used),
+        p_value=stratified_exact_test(used) if exact else p_cmh,
+        test="exact stratified" if exact else "cmh",
+    )
+    return out
 
 
 # --------------------------------------------------------------------------- results
@@ -1042,17 +1199,21 @@ __all__ = [
     "checks_csv",
     "checks_from_dicts",
     "checks_table",
+    "cmh_test",
     "compare",
     "exact_test",
     "fill_check",
     "is_refusal",
     "judge_outcomes",
+    "mantel_haenszel_odds_ratio",
     "newcombe_interval",
     "outcomes",
     "parse_checks",
     "parse_yes_no",
     "parses_as_json",
     "permutation_p",
+    "pooled_rate_test",
+    "stratified_exact_test",
     "welch_interval",
     "wilson_interval",
     "word_count",
