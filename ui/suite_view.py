@@ -371,13 +371,13 @@ def show(summary: dict[str, Any], *, title: str = "", run_id: int | None = None)
     if not rates.empty:
         with right:
             st.markdown("**Checks: share of answers that pass, over the cases**")
-            st.dataframe(rates, key=f"{KEY}_check_rates", hide_index="check" in rates.columns)
+            st.dataframe(rates, key=f"{KEY}_check_rates")
             st.caption(
-                "Each arm's rate over every case's answers with its 95 % interval; p: the "
+                "Base → perturbed: each arm's pass rate over every case's answers. Stars: the "
                 "stratified test over the cases (exact, or Cochran–Mantel–Haenszel for large "
-                "counts), corrected across the pooled checks. Each case's own test is in the "
-                "cell below."
-                if "check" in rates.columns
+                "counts) after the correction across the pooled checks; their intervals are in "
+                "the results (JSON). Each case's own test is in the cell below."
+                if summary.get("pooled_checks")
                 else "Pooled over every case's answers; each check is tested per case in the cell below."
             )
     st.selectbox("Open one cell (case · perturbation)", options, key=f"{KEY}_cell")
@@ -591,17 +591,26 @@ def check_rates(summary: dict[str, Any]) -> pd.DataFrame:
 
 
 def pooled_checks_frame(summary: dict[str, Any]) -> pd.DataFrame:
-    """The checks pooled over the cases, one row per check x perturbation (the suite's
-    ``pooled_checks``: rates with intervals and the stratified test); a run recorded before
-    suites pooled their checks gets each arm's pass rate only."""
-    from dbpa_core.suite import pooled_checks_rows
-
+    """The checks pooled over the cases (the suite's ``pooled_checks``), compact enough to
+    sit beside the heat map: one row per perturbation, one column per check, each cell
+    "base rate → perturbed rate" and the stars of the stratified test after the correction
+    (a number: the mean words). A run recorded before suites pooled their checks gets each
+    arm's pass rate only (:func:`check_rates`)."""
     pooled = summary.get("pooled_checks")
     if not pooled:
         return check_rates(summary)
-    head, *rows = pooled_checks_rows(pooled)
-    df = pd.DataFrame(rows, columns=[h or "sig." for h in head])
-    return df[["check", "perturbation", "base [95% CI]", "perturbed [95% CI]", "p_adj", "sig."]]
+    cells: dict[str, dict[str, str]] = {}
+    for d in pooled:
+        if d.get("base") is None or d.get("value") is None:
+            text = "-"
+        elif d.get("numeric"):
+            text = f"{d['base']:.0f} → {d['value']:.0f} words"
+        else:
+            text = f"{d['base']:.0%} → {d['value']:.0%}"
+        cells.setdefault(str(d["perturbation"]), {})[str(d["check"])] = text + (
+            f" {d['stars']}" if d.get("stars") else ""
+        )
+    return pd.DataFrame.from_dict(cells, orient="index").rename_axis("perturbation")
 
 
 def case_checks(spec: AuditSpec | None, case: str) -> tuple:

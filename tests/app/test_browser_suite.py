@@ -64,6 +64,7 @@ def test_the_demo_suite_opens_at_once(demo_url, browser):
     _shot(page, "suite-demo-top", page.get_by_role("heading", name="Does a change to every case").first)
     _shot(page, "suite-demo-results", page.get_by_text("Recorded result").first)
     _shot(page, "suite-demo-heatmap", page.get_by_role("heading", name="Cases x perturbations").first)
+    _shot(page, "suite-demo-answers", page.get_by_text("its answers side by side").first)
     page.close()
 
 
