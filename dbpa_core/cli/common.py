@@ -1,11 +1,13 @@
 """What every ``dbpa`` command shares: the global options, the options several commands
 take, progress bars, the cache, the ``--fail-on`` / ``--junit`` gates, writing results,
 recording a run in the history, and turning the library's errors into one line and an
-exit code (2 a mistake in the input or setup, 3 a backend failure, 130 stopped)."""
+exit code (2 a mistake in the input or setup, 3 a backend failure, 130 stopped by Ctrl-C,
+143 stopped by SIGTERM)."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import threading
@@ -58,7 +60,7 @@ class Bars:
         bar.total = p.total
         bar.n = p.done
         if p.detail:
-            bar.set_postfix_str(p.detail[:60], refresh=False)
+            bar.set_postfix_str(fit_detail(p.detail, detail_width()), refresh=False)
         bar.refresh()
 
     def _tick(self) -> None:
@@ -92,6 +94,26 @@ def progress_line(p: Progress, elapsed: float) -> str:
     share = f" ({int(100 * p.fraction)}%)" if p.total else ""
     detail = f" - {p.detail}" if p.detail else ""
     return f"[dbpa {minutes}m{seconds:02d}s] {p.stage} {p.done}/{p.total}{share}{detail}"
+
+
+def detail_width() -> int:
+    """Room for a bar's detail: the terminal's width less the bar and its counts."""
+    import shutil
+
+    return max(40, shutil.get_terminal_size((120, 24)).columns - 60)
+
+
+def fit_detail(detail: str, width: int) -> str:
+    """``detail`` in at most ``width`` characters, never losing its end: the rate and the
+    time left come last (``case c7: sampling 3/30, 1,204 tokens, 52 tokens/s, about 4 min
+    left``), so the label before the first comma is shortened first (with ``…``), then
+    the start of the rest."""
+    if len(detail) <= width:
+        return detail
+    head, sep, tail = detail.partition(", ")
+    if sep and len(tail) + 3 <= width:
+        return head[: width - len(tail) - 3] + "…, " + tail
+    return "…" + detail[-(width - 1) :]
 
 
 def progress_bars(args: argparse.Namespace) -> Bars:
@@ -344,6 +366,117 @@ def run_guarded(func: Callable[[argparse.Namespace], int], args: argparse.Namesp
     except BackendError as exc:  # server text is stripped of escapes before it is shown
         print(f"error: {clean_text(exc, 1000)}", file=sys.stderr)
         return 3
-    except KeyboardInterrupt:
-        print("stopped: every response received so far is cached; run again to resume.", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        return stopped(exc)
+
+
+# ---------------------------------------------------------------- signals
+class Interrupted(KeyboardInterrupt):
+    """SIGINT (Ctrl-C) or SIGTERM arrived: the command stops where it is."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def stopped(exc: BaseException) -> int:
+    """The one line a stopped command prints, and its exit code: 128 + the signal's number
+    (130 for SIGINT, 143 for SIGTERM). It says whether results were written before the
+    signal came (they are then complete: files are written whole, then renamed all at
+    once) or not, and how to resume."""
+    import signal
+
+    from ..outputs import written_files
+
+    signum = getattr(exc, "signum", signal.SIGINT)
+    name = signal.Signals(signum).name
+    done = written_files()[_STATE[-1].written_before if _STATE else 0 :]
+    if done:
+        where = ", ".join(dict.fromkeys(os.path.dirname(f) or "." for f in done))
+        what = (
+            f"stopped ({name}) after the results were written to {where}: they are complete; "
+            "what comes after them (the run history, the summary) may be missing."
+        )
+    else:
+        what = (
+            f"stopped ({name}); no results were written. Every answer received so far is cached: "
+            "run the same command again to resume."
+        )
+    print(what, file=sys.stderr)
+    return 128 + int(signum)
+
+
+def _quiet_teardown() -> None:
+    """After a stop signal, the work being torn down says nothing: asyncio's tasks that
+    are cancelled mid-request (``CancelledError`` in a semaphore's ``await fut``) and
+    worker threads would otherwise print tracebacks after the one line of :func:`stopped`."""
+    import logging
+    import threading
+
+    logging.getLogger("asyncio").disabled = True
+    threading.excepthook = lambda args: None
+    sys.unraisablehook = lambda unraisable: None
+
+
+class SignalState:
+    """What :func:`signals_handled` knows about the command it guards: the files written
+    before it started (so :func:`stopped` names only this command's) and, once it is
+    done, its exit code."""
+
+    def __init__(self, written_before: int) -> None:
+        self.written_before = written_before
+        self.code: int | None = None
+
+
+_STATE: list[SignalState] = []
+
+
+@contextlib.contextmanager
+def signals_handled(*, keep_after: bool = False) -> Iterator[SignalState]:
+    """SIGINT and SIGTERM, handled once for every command: the first raises
+    :class:`Interrupted` in the main thread (so cleanup runs and :func:`stopped` prints one
+    line); a second one while stopping ends the process at once. With ``keep_after`` (the
+    ``dbpa`` program itself), a signal that comes after the command finished, while the
+    process exits, says so and keeps the command's exit code (``state.code``) instead of
+    being lost. Outside the main thread (a test calling ``main``) nothing is changed."""
+    import signal
+    import threading
+
+    from ..outputs import defer_stop, written_files
+
+    state = SignalState(len(written_files()))
+    if threading.current_thread() is not threading.main_thread():
+        yield state
+        return
+    first: list[int] = []
+
+    def handler(signum: int, frame: object) -> None:
+        if first:  # stopping already takes too long for the user: go now
+            os.write(2, b"stopped again: exiting at once.\n")
+            os._exit(128 + first[0])
+        first.append(signum)
+        _quiet_teardown()
+        stop = Interrupted(signum)
+        if defer_stop(stop):  # a result's files are being put in place: stop right after
+            return
+        raise stop
+
+    def finished(signum: int, frame: object) -> None:
+        name = signal.Signals(signum).name
+        with contextlib.suppress(Exception):  # what the command printed, then the line
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os.write(2, f"{name} came after the command had finished; its output is complete.\n".encode())
+        os._exit(state.code or 0)
+
+    wanted = (signal.SIGINT, signal.SIGTERM)
+    previous = {s: signal.getsignal(s) for s in wanted}
+    for s in wanted:
+        signal.signal(s, handler)
+    _STATE.append(state)
+    try:
+        yield state
+    finally:
+        _STATE.remove(state)
+        for s, h in previous.items():
+            signal.signal(s, finished if keep_after and state.code is not None else h)
