@@ -148,10 +148,12 @@ def run_ui(options: list[str], *, share: bool = False, allow_key_hosts: tuple[st
         raise MissingExtraError(
             f"the dashboard's files are missing ({script} not found): reinstall dbpa-core"
         )
-    from .keyhosts import ENV_VAR
+    from .keyhosts import ENV_VAR, problems
 
     if allow_key_hosts:
         os.environ[ENV_VAR] = ",".join([*filter(None, [os.environ.get(ENV_VAR, "")]), *allow_key_hosts])
+    for problem in problems():  # an allowed server that allows nothing: said once, at start
+        print(f"warning: {problem}", file=sys.stderr)
     serving = plan(options, share=share)
     if serving.token:  # the dashboard runs in this process and reads it from here
         os.environ[TOKEN_ENV] = serving.token
