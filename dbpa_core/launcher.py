@@ -10,22 +10,13 @@ these defaults, e.g. ``dbpa ui --server.port 8600``.
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 
-from .resources import EXTRAS, app_root, missing_extra_message
+from .resources import MissingExtraError, app_root, require_extra
+
+__all__ = ["MissingExtraError", "require_extra", "run_ui", "streamlit_argv"]
 
 DEFAULTS = ("--server.headless", "true", "--browser.gatherUsageStats", "false")
-
-
-class MissingExtraError(Exception):
-    """A feature needs an optional extra that is not installed (one line that says which)."""
-
-
-def require_extra(extra: str) -> None:
-    """Raise :class:`MissingExtraError` unless every module of ``extra`` can be imported."""
-    if any(importlib.util.find_spec(m) is None for m in EXTRAS[extra][1]):
-        raise MissingExtraError(missing_extra_message(extra))
 
 
 def streamlit_argv(options: list[str]) -> list[str]:

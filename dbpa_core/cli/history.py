@@ -559,13 +559,14 @@ def add_parser(sub) -> argparse.ArgumentParser:
 def run(args) -> int:
     """List, show, compare or delete recorded runs (text for people, --json for scripts)."""
     from ..history import History, HistoryError
+    from ..resources import EXIT_MISSING_PART, MissingExtraError
 
     action = getattr(args, "action", None) or "list"
     try:
         out = ACTIONS[action](History(), args)
     except HistoryError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_MISSING_PART if isinstance(exc, MissingExtraError) else 2
     if isinstance(out, Failed):  # e.g. compare --fail-on-change: a verdict changed
         print(out.text)
         print(out.message, file=sys.stderr)
