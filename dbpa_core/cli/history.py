@@ -47,7 +47,16 @@ KIND_PAGES = {"battery": "Robustness battery", "fidelity": "Simulator fidelity",
 def _kinds(history: History, runs) -> dict[int, dict]:
     """``{run id: {"kind", "models", "headline"}}`` for every run (an audit: its own)."""
     extras = history.extras([r.id for r in runs])
-    return {r.id: {"kind": "audit", "models": r.models, "headline": "", **extras.get(r.id, {})} for r in runs}
+    out = {}
+    for r in runs:
+        e = extras.get(r.id, {})
+        out[r.id] = {
+            "kind": e.get("kind") or "audit",
+            # an audit's models are its own (a dashboard audit's extras row holds none)
+            "models": tuple(e.get("models") or ()) or tuple(r.models),
+            "headline": e.get("headline") or "",
+        }
+    return out
 
 
 def _outcome(r, extra: dict) -> str:
