@@ -257,3 +257,33 @@ def test_a_copied_replay_example_audits_outside_the_repository(tmp_path, monkeyp
     )
     assert code == 0, capsys.readouterr().err
     assert (tmp_path / "out" / "results.json").is_file()
+
+
+def _strings(obj):
+    if isinstance(obj, dict):
+        for v in obj.values():
+            yield from _strings(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _strings(v)
+    elif isinstance(obj, str):
+        yield obj
+
+
+@pytest.mark.parametrize("spec", sorted((REPO / "examples").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_example_holds_real_prompts(spec):
+    """No placeholder ellipsis in any value of an example: a user (who may pay for it) audits
+    what the file says."""
+    import yaml
+
+    placeholders = [s for s in _strings(yaml.safe_load(spec.read_text())) if "..." in s or "…" in s]
+    assert placeholders == []
+
+
+def test_the_readme_shows_the_first_example_as_it_is():
+    """The README's first spec is examples/openai_nice.yaml, word for word (comments aside)."""
+    readme = (REPO / "README.md").read_text()
+    block = readme.split("(`examples/openai_nice.yaml`):\n\n```yaml\n", 1)[1].split("```", 1)[0]
+    lines = [ln for ln in (REPO / "examples" / "openai_nice.yaml").read_text().splitlines()]
+    body = [ln for ln in lines if not ln.startswith("#")]
+    assert block.splitlines() == body
