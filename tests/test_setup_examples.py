@@ -287,3 +287,52 @@ def test_the_readme_shows_the_first_example_as_it_is():
     lines = [ln for ln in (REPO / "examples" / "openai_nice.yaml").read_text().splitlines()]
     body = [ln for ln in lines if not ln.startswith("#")]
     assert block.splitlines() == body
+
+
+def _documented_table(path: Path, command: str) -> str:
+    """The output block that follows ``command``'s code block in ``path``."""
+    text = path.read_text()
+    after = text.split(command, 1)[1]
+    block = after.split("```\n\n```\n", 1)[1]
+    return block.split("```", 1)[0]
+
+
+@pytest.mark.slow  # embeds the 180 recorded answers with the embedded MiniLM
+def test_the_documented_table_is_what_its_command_prints(tmp_path, monkeypatch, capsys):
+    """README and Getting started show the table `dbpa audit examples/replay_personas.yaml`
+    prints today (recorded answers: the same on every machine)."""
+    monkeypatch.chdir(REPO)
+    code = main(
+        [
+            "audit",
+            "examples/replay_personas.yaml",
+            "--out",
+            str(tmp_path / "out"),
+            "--cache-dir",
+            str(tmp_path / "c"),
+            "--quiet",
+            "--no-history",
+        ]
+    )
+    assert code == 0
+    printed = capsys.readouterr().out.split("\n\n", 1)[0].rstrip("\n") + "\n"
+    for doc, command in (
+        (REPO / "README.md", "dbpa audit examples/replay_personas.yaml --out out/personas"),
+        (REPO / "docs" / "getting-started.md", "dbpa audit examples/replay_personas.yaml --out out/personas"),
+    ):
+        assert _documented_table(doc, command) == printed, doc.name
+
+
+def test_the_citation_file_and_project_urls():
+    import tomllib
+
+    import yaml
+
+    from dbpa_core import __version__
+
+    cff = yaml.safe_load((REPO / "CITATION.cff").read_text())
+    assert cff["cff-version"] == "1.2.0" and cff["version"] == __version__
+    assert cff["license"] == "MIT" and cff["authors"] and cff["title"]
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert project["urls"]["Homepage"].startswith("https://")
+    assert "CITATION.cff" in (REPO / "README.md").read_text()
