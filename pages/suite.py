@@ -76,6 +76,8 @@ if results and KEY in results:
     suite_view.show(results[KEY])
 elif spec is None:
     st.info(
-        "Open a suite spec (or a recorded suite run) to begin. "
-        "`examples/suite_vignettes.yaml` with `examples/vignettes.csv` is one."
+        "Open a suite spec (or a recorded suite run) to begin, or the example: eight patient "
+        "vignettes (`dbpa examples` copies it, `suite_vignettes.yaml` with its `vignettes.csv`, "
+        "into a folder)."
     )
+    st.button("Open the example suite", key=f"{KEY}_example", on_click=suite_view.open_example)

@@ -77,6 +77,30 @@ def open_files() -> None:
     )
 
 
+EXAMPLE = "suite_vignettes.yaml"
+
+
+def open_example() -> None:
+    """The button's callback: the suite example shipped with dbpa (eight vignettes from its
+    ``vignettes.csv``), from the repository's or the installed package's examples."""
+    from dbpa_core.resources import examples_dir
+    from dbpa_core.spec import load_spec
+
+    ss = st.session_state
+    try:
+        spec = load_spec(examples_dir() / EXAMPLE)
+    except (SpecError, OSError) as exc:
+        ss["_suite_note"] = ("error", md_escape(str(exc)))
+        return
+    ss["_suite_spec"] = spec
+    ss["_suite_note"] = (
+        "success",
+        f"Opened the example **{md_escape(spec.name)}**: {len(spec.cases)} cases"
+        f" x {len(spec.perturbations)} perturbations = {spec.n_tests} tests "
+        "(`dbpa examples` copies it and its cases file into a folder).",
+    )
+
+
 def _with_uploaded_cases(text: str, files, folder: Path) -> str | dict:
     """The spec, its ``cases: {file: NAME}`` pointed at the uploaded file of that name (saved
     in ``folder``); other paths (a replay file, a model folder) are read from the dashboard's
