@@ -275,8 +275,14 @@ def test_wheel_carries_the_dashboard_and_assets(installed):
         "assets/fidelity_sample.csv",
         "ui/nav.py",
         "ui/widgets.py",
+        # the examples, which `dbpa examples` copies out for pip users
+        "examples/suite_vignettes.yaml",
+        "examples/vignettes.csv",
+        "examples/replay_checks.yaml",
     ):
         assert (app / part).is_file(), part
+    shipped = {p.name for p in (app / "examples").iterdir() if p.suffix in (".yaml", ".csv")}
+    assert shipped == {p.name for p in (REPO / "examples").iterdir() if p.suffix in (".yaml", ".csv")}
     assert (target / "dbpa_core" / "py.typed").is_file()
     for schema in ("spec.schema.json", "attack.schema.json"):  # dbpa schema's, for editors
         assert (target / "dbpa_core" / "schemas" / schema).is_file()
@@ -318,10 +324,9 @@ def test_installed_version_replay_audit_and_sensitivity(installed):
     assert done.returncode == 0 and done.stdout.strip() == f"dbpa {__version__}"
 
     cwd = installed["cwd"]
-    (cwd / "examples").mkdir()
-    (cwd / "assets").mkdir()
-    shutil.copy(REPO / "examples" / "replay_checks.yaml", cwd / "examples")
-    shutil.copy(REPO / "assets" / "demo_replay.jsonl", cwd / "assets")
+    done = _run(installed, "examples")  # what a pip user has: the examples the wheel carries
+    assert done.returncode == 0, done.stderr
+    assert (cwd / "examples" / "demo_replay.jsonl").is_file()
     done = _run(installed, "audit", "examples/replay_checks.yaml", "--out", "audit", "--quiet")
     assert done.returncode == 0, done.stderr
     assert json.loads((cwd / "audit" / "results.json").read_text())
