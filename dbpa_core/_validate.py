@@ -38,6 +38,36 @@ def real_array(x, name: str, expected: str) -> np.ndarray:
         raise TypeError(f"`{name}` must be {expected}.") from exc
 
 
+def check_int(value: object, name: str, minimum: int, maximum: int | None = None, why: str = "") -> int:
+    """``value`` as an int in ``[minimum, maximum]``, or an error naming ``name``: TypeError
+    for a bool, a float or text; ValueError for a value out of range, with ``why`` (the
+    reason for the upper bound, e.g. the memory it would take) after the bound."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"`{name}` must be an integer, got {type(value).__name__}.")
+    if value < minimum:
+        raise ValueError(f"`{name}` must be >= {minimum}, got {value}.")
+    if maximum is not None and value > maximum:
+        got = big_number(value)
+        reason = f": {why}" if why else ""
+        raise ValueError(f"`{name}` must be <= {maximum:_}, got {got}{reason}.")
+    return int(value)
+
+
+def big_number(value: int) -> str:
+    """A whole number in words for a message: ``1_000_000``, or ``about 1e400`` when it
+    is too long to read (or to convert to a float)."""
+    return f"{value:_}" if value < 10**30 else f"about 1e{len(str(int(value))) - 1}"
+
+
+def size_words(n_bytes: float) -> str:
+    """A byte count in words: '240 MB', '3.2 GB', '2.4e+05 GB'."""
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n_bytes >= size:
+            v = n_bytes / size
+            return f"{v:.0f} {unit}" if v >= 10 and unit != "GB" else f"{v:.2g} {unit}"
+    return f"{int(n_bytes)} bytes"
+
+
 def check_level(value, name: str) -> float:
     """A level in (0, 1) such as ``alpha``: any real number type (numpy included),
     not a bool, finite."""

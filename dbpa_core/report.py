@@ -97,10 +97,13 @@ def _audit_part(
     s = r.spec
     part = job if several else (s.name or job)
     verdicts: list[Verdict] = []
+    from .reach import reachability
+
+    cannot_fail = set(reachability(s).untestable_controls)  # known before the run
     for p in r.perturbations:
         flag = "changed" if p.significant else "unchanged"
         if p.role == "control":
-            flag = "fail" if p.significant else "pass"
+            flag = "fail" if p.significant else ("untestable" if p.name in cannot_fail else "pass")
         elif p.role == "target" and not p.significant:
             flag = "fail"
         word = "changed the answers" if p.significant else "no detectable change"
@@ -119,6 +122,7 @@ def _audit_part(
     controls = [p for p in r.perturbations if p.role == "control"]
     if controls:
         failed = [p.name for p in controls if p.significant]
+        untestable = not failed and bool(cannot_fail)
         verdicts.append(
             Verdict(
                 run_id,
@@ -127,8 +131,13 @@ def _audit_part(
                 f"{len(controls)} control(s)",
                 ("failed: " + ", ".join(failed) + " changed the answers")
                 if failed
+                else (
+                    f"not testable at k = {s.samples}: no result could be significant after "
+                    "the correction, so no control could fail"
+                )
+                if untestable
                 else "passed: no control changed the answers",
-                "fail" if failed else "pass",
+                "fail" if failed else ("untestable" if untestable else "pass"),
             )
         )
     checks, note = tuple(r.checks), ""

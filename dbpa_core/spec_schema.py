@@ -301,6 +301,55 @@ class Perturbation(Section):
             "{name: Ahmed} (a covariate change)."
         ),
     )
+    swap: (
+        Annotated[
+            list[NonBlank],
+            Field(min_length=2, max_length=2),
+            Msg(
+                "perturbation {label!r}: 'swap' names two columns whose values change places, "
+                "e.g. swap: [name1, name2]",
+                deep=True,
+            ),
+        ]
+        | None
+    ) = Field(
+        None,
+        description=(
+            "With 'cases': two columns whose values change places in every case, e.g. "
+            "[name1, name2] (the two people of a question in the other order)."
+        ),
+    )
+    swap_text: (
+        Annotated[
+            list[NonBlank],
+            Field(min_length=2, max_length=2),
+            Msg(
+                "perturbation {label!r}: 'swap_text' names two pieces of text that change "
+                "places in the prompt, e.g. swap_text: [the grandfather, the grandson]",
+                deep=True,
+            ),
+        ]
+        | None
+    ) = Field(
+        None,
+        description=(
+            "With 'cases': two pieces of text that change places wherever they occur in the "
+            "filled prompt ({column} placeholders allowed), e.g. [the grandfather, the grandson]."
+        ),
+    )
+    reorder: (
+        Annotated[
+            Literal["reverse", "rotate", "shuffle"],
+            Msg("perturbation {label!r}: 'reorder' is reverse, rotate or shuffle, got {value!r}", deep=True),
+        ]
+        | None
+    ) = Field(
+        None,
+        description=(
+            "With 'options': show each case's options in another order: reverse, rotate (the "
+            "first goes last) or shuffle (an order drawn per case from the seed)."
+        ),
+    )
 
 
 class CasesFile(Section):
@@ -388,6 +437,23 @@ class Check(Section):
     )
     json_: Annotated[Literal[True], _TRUE] | None = Field(
         None, alias="json", description="Passes when the whole answer is JSON."
+    )
+    choice: (
+        Annotated[
+            str,
+            StringConstraints(pattern=r"\S"),
+            Msg(
+                "check {label!r}: 'choice' is the text of an option, e.g. choice: \"{{unknown}}\"", deep=True
+            ),
+        ]
+        | None
+    ) = Field(
+        None,
+        description=(
+            "Passes when the answer chose this option (read from the answer by the battery's "
+            "answer parser, not as a substring); a template such as '{unknown}', filled per case. "
+            "Needs 'options'."
+        ),
     )
     judge: Judge | None = Field(
         None,
@@ -519,6 +585,40 @@ class AuditSpecModel(Section):
             "A suite: rows whose columns fill the {column} placeholders of the prompts; a file "
             "({file: cases.csv} or .jsonl) or a list of mappings. Every perturbation is tested "
             "on every case."
+        ),
+    )
+    options: (
+        Annotated[
+            list[NonBlank],
+            Field(min_length=2, max_length=26),
+            Msg(
+                "'options' lists each case's answer options (2 to 26 texts or templates), "
+                'e.g. options: ["{{ans0}}", "{{ans1}}"]',
+                deep=True,
+            ),
+        ]
+        | None
+    ) = Field(
+        None,
+        description=(
+            "With 'cases': each case's answer options, templates over its columns such as "
+            "'{ans0}'. The placeholder {options} in a prompt shows them as lines 'A) ...', "
+            "'B) ...'; 'choice' checks and 'reorder' perturbations read them."
+        ),
+    )
+    expect: (
+        Annotated[
+            str,
+            StringConstraints(pattern=r"\S"),
+            Msg("'expect' must be a text or template, e.g. \"{{answer}}\""),
+        ]
+        | None
+    ) = Field(
+        None,
+        description=(
+            "With 'cases': each case's expected answer, a template such as '{unknown}'. It "
+            "adds the check 'expected answer' (a choice check with 'options', else contains): "
+            "each arm's accuracy."
         ),
     )
     perturbations: Annotated[

@@ -377,7 +377,7 @@ SPEC_HEAD = "base: {prompt: hi}\nperturbations: [{name: a, prompt: b}]\nchecks:\
         (
             "  - {name: two, contains: [x], absent: [y]}\n",
             r"line 4: check 'two' needs exactly one of contains, absent, regex, refusal, words, "
-            r"json, judge \(got contains, absent\)",
+            r"json, choice, judge \(got contains, absent\)",
         ),
         ("  - {name: none}\n", r"line 4: check 'none' needs exactly one of .* \(got none\)"),
         ("  - {name: w, words: false}\n", r"line 4: check 'w': write 'words: true'"),

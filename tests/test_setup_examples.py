@@ -235,7 +235,10 @@ def test_examples_are_copied_with_their_data_and_schemas(tmp_path, capsys, monke
     # the audit specs load from the copies (the replay file and the cases file are found)
     for name in ("replay_checks.yaml", "replay_personas.yaml", "suite_vignettes.yaml", "nice_personas.yaml"):
         load_spec(out / name)
-    assert "wrote 14 files" in capsys.readouterr().out
+    for spec in out.glob("suite_*.yaml"):  # every suite finds its cases file
+        assert load_spec(spec).cases, spec.name
+    shipped = [p for p in (REPO / "examples").iterdir() if p.suffix in (".yaml", ".csv")]
+    assert f"wrote {len(shipped) + 3} files" in capsys.readouterr().out  # + replay file, 2 schemas
 
 
 def test_examples_refuse_to_overwrite_without_force(tmp_path, capsys):

@@ -9,6 +9,7 @@ import os
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -306,7 +307,10 @@ def task_section(
     )
     panel = st.empty()
     if clicked and tasks:
+        save_unfinished(key)  # a reload after Stop shows this form again, and says so
         out = run_tasks(list(tasks.items()), key=key, panel=panel)
+        if not ss.get(f"_{key}_running"):  # finished or failed (not stopped)
+            clear_unfinished()
         if out:
             ss["results"][key] = out
             meta = {"signature": signature, "failed": None, "run": RunMeta(created_at=datetime.now(UTC))}
@@ -597,18 +601,73 @@ def form_snapshot() -> dict[str, Any]:
     return {"values": values, "tables": tables, "names": dict(state.page_names())}
 
 
+UNFINISHED_FILE = "dashboard_unfinished.json"
+"""In ``$DBPA_HOME``: the form of a run that was started and did not finish (stopped, or
+the tab closed), until a run finishes; a reloaded dashboard shows that form again."""
+
+
+def _unfinished_path() -> Path:
+    from dbpa_core.home import dbpa_home
+
+    return dbpa_home() / UNFINISHED_FILE
+
+
+def save_unfinished(key: str) -> None:
+    """Keep the form of the run of page ``key`` that starts now (cleared when it finishes):
+    a reload after Stop then shows the stopped run's form (its k, its models) and says
+    that it was stopped. A failure to write is logged, never shown."""
+    from dbpa_core.home import ensure_home
+
+    path = _unfinished_path()
+    try:
+        ensure_home(path.parent)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps({"page": key, "form": form_snapshot()}, default=str), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        log.error("could not keep the form of the run in %s: %s", path, exc)
+
+
+def clear_unfinished() -> None:
+    """A run finished (or failed): no stopped run to show after a reload."""
+    try:
+        _unfinished_path().unlink(missing_ok=True)
+    except OSError as exc:
+        log.error("could not remove %s: %s", _unfinished_path(), exc)
+
+
+def unfinished() -> tuple[str, dict[str, Any]] | None:
+    """``(page, form)`` of the run that was stopped last, or None (none, or unreadable)."""
+    try:
+        data = json.loads(_unfinished_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("page"), str)
+        or not isinstance(data.get("form"), dict)
+    ):
+        return None
+    return data["page"], data["form"]
+
+
 def restore_session() -> None:
     """A fresh session (a reload, a new tab): the form of the newest run recorded from the
-    dashboard, and each page's newest results, back from the history. Whatever cannot be
-    read back is skipped (the page then starts as new)."""
+    dashboard, and each page's newest results, back from the history; then, when a run was
+    stopped after those, its form, and its page says that it was stopped. Whatever cannot
+    be read back is skipped (the page then starts as new)."""
     ss = st.session_state
+    stopped = unfinished()
     try:
         history = state.history()
         last = history.last_runs()
     except Exception as exc:  # noqa: BLE001 - a reload must open whatever the history says
         log.error("history: %s", exc)
-        return
+        last = {}
     form = next((f for _id, _kind, f in last.values() if f), None)
+    if stopped is not None:
+        page, form = stopped
+        ss[f"_{page}_running"] = True  # its page says "The last run was stopped"
     if form:
         apply_form(form)
     for page, (run_id, kind, _form) in last.items():

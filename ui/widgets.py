@@ -17,7 +17,7 @@ from dbpa_core.fmt import size_cell as size_cell  # shared with the command line
 from dbpa_core.measures import DEFAULT_MEASURE, MEASURES, NULLS
 from dbpa_core.multitest import METHODS
 
-from . import export, state, verdicts
+from . import access, export, state, verdicts
 from .figures import fmt_effect, fmt_p, fmt_rate, resolution
 from .nav import PAGES, ROOT
 
@@ -42,8 +42,10 @@ def page_setup(settings: str = "audit") -> None:
 
     Done by the page (not by app.py) so that a page is the same when Streamlit runs
     it on its own: when its URL is opened directly (a ``pages/`` folder makes
-    Streamlit serve each file), and in AppTest after ``switch_page``.
+    Streamlit serve each file), and in AppTest after ``switch_page``. The access gate
+    (:func:`ui.access.gate`) comes before everything: without the token no page renders.
     """
+    access.gate()
     st.set_page_config(page_title="dbpa — LLM robustness audits", page_icon="📊", layout="wide")
     st.html(f"<style>{(ROOT / 'assets' / 'style.css').read_text()}</style>")
     st.logo(str(ROOT / "assets" / "logo.svg"), size="large")

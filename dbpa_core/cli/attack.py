@@ -100,6 +100,7 @@ def run(args) -> int:
             rc = _batch(spec, cache, bars)
             if rc is not None:
                 return rc
+            bars.close()  # the batch stage's
             bars = progress_bars(args)
         result = run_battery(spec, cache=cache, progress=bars)
     except RunCancelled as exc:

@@ -191,7 +191,7 @@ def run_suite_command(spec, args, cache, bars) -> int:
     import uuid
 
     from ..sampling import RunCancelled
-    from ..suite import pooled_rows, run_suite
+    from ..suite import pooled_checks_rows, pooled_rows, run_suite
 
     os.makedirs(args.out, exist_ok=True)
     partial = os.path.join(args.out, f".responses.jsonl.{os.getpid()}-{uuid.uuid4().hex[:8]}.partial")
@@ -229,6 +229,16 @@ def run_suite_command(spec, args, cache, bars) -> int:
         "after the suite's correction; share changed: 1 - Storey's estimate of the share "
         "of unchanged cases."
     )
+    if result.pooled_checks:
+        rows = pooled_checks_rows(result)
+        print("\nAnswer checks pooled over the cases (each arm's rate over all its answers):")
+        print(table(rows[1:], rows[0]))
+        print(
+            f"p: the exact stratified test over the cases (Cochran-Mantel-Haenszel beyond "
+            f"its size; Fisher's combined test for lengths); p_adj: corrected across the pooled "
+            f"checks. The {len(result.checks)} per-case check rows are one family "
+            f"({spec.correction}), in checks.csv."
+        )
     print(
         f"{u.get('calls', 0)} new calls, {u.get('cached_samples', 0)} samples from the cache, "
         f"{u['seconds']:.1f} s."

@@ -194,6 +194,7 @@ def run(args) -> int:
                 )
                 if rc is not None:
                     return rc
+                bars.close()  # the batch stage's
                 bars = progress_bars(args)
             try:
                 sim = run_simulation_spec(spec, cache=open_cache(args), progress=bars)

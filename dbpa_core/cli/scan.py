@@ -315,9 +315,12 @@ def run(args) -> int:
     """``dbpa scan``: 0 done, 2 a bad MODEL_SPEC or setup, 3 a backend failure (raised to
     the CLI), 130 stopped."""
     from ..attacks.wordnet import HINT, available
+    from ..backends.decoding import local_precision
     from ..cache import Cache
     from ..outputs import check_out_dir
+    from ..reach import reachability
     from ..spec import model_label
+    from ..timings import duration_estimate
 
     model = read_model(args.model, allow_key_env=args.allow_key_env)
     wordnet = available()
@@ -336,9 +339,17 @@ def run(args) -> int:
             f"note: {HINT} Until then the battery's word attacks and RTI only delete words.", file=sys.stderr
         )
     short = replay_shortfall(audit, battery)
+    reach = reachability(audit)
     if args.estimate:
         print(f"scan of {label}")
-        print(estimate_text(estimate_scan(audit, battery, cache)))
+        est = estimate_scan(audit, battery, cache)
+        print(estimate_text(est))
+        line = duration_estimate(model, est["totals"]["calls"], audit.max_tokens, local_precision())
+        if line:
+            print(line)
+        print("reachability of the audit (before any call):")
+        for text in reach.lines():
+            print(f"  {text}")
         if short:
             print(f"note: {short}", file=sys.stderr)
         return 0
@@ -347,6 +358,8 @@ def run(args) -> int:
         return 2
     check_out_dir(args.out)  # before any call
     said = spec_warnings(audit)
+    if reach.untestable_controls:  # said before anything is called, never "passed" after
+        print(f"warning: {reach.lines()[-1]}", file=sys.stderr)
     print(
         f"scan of {label}: an audit ({len(PERSONAS)} personas as targets, "
         f"{len(NAME_SWAPS)} name swaps and the same prompt as controls, k = {audit.samples}, "
@@ -372,15 +385,14 @@ def _run_parts(args, audit, battery, cache, out: Path, said: list[str]) -> list[
     from ..attacks.battery import run_battery
     from ..audit import run_audit
     from ..sampling import RunCancelled
-    from .common import Bars
+    from .common import progress_bars
 
-    show = (not args.quiet and sys.stderr.isatty()) or args.progress
     done: list[Any] = []
     for part, go in (
         ("audit", lambda bars: run_audit(audit, cache=cache, progress=bars)),
         ("battery", lambda bars: run_battery(battery, cache=cache, progress=bars)),
     ):
-        bars = Bars(show)
+        bars = progress_bars(args)
         try:
             done.append(go(bars))
         except RunCancelled as exc:
