@@ -48,6 +48,7 @@ from . import __version__, db
 from .audit import Arm, ArmResponses, AuditResult, PerturbationResult
 from .home import HomeError, dbpa_home, ensure_home
 from .resources import MissingExtraError
+from .sequential import SequentialRecord
 from .spec import AuditSpec, Perturbation, _shown, model_label
 from .types import DBPAResult, ROCResult, _jsonable
 
@@ -454,7 +455,11 @@ class History:
                         p_adjusted=float(p.p_adjusted),
                         significant=int(bool(p.significant)),
                         stars=p.stars,
-                        detail=_pack(p.test.to_dict()),
+                        # with sequential sampling, how the test went rides with its detail
+                        detail=_pack(
+                            p.test.to_dict()
+                            | ({} if p.sequential is None else {"sequential": p.sequential.to_dict()})
+                        ),
                     )
                     for i, p in enumerate(r.perturbations)
                 ],
@@ -1218,8 +1223,12 @@ def _test_row(t, spec: AuditSpec, what: str, unreadable: list[str]) -> Perturbat
         except (TypeError, ValueError):
             unreadable.append(f"{what}: its {col} is not a number ({str(t[col])[:40]!r})")
             nums[col] = math.nan
+    sequential = None
     try:
-        test = _test(_unpack(t["detail"]))
+        detail = _unpack(t["detail"])
+        test = _test(detail)
+        if isinstance(detail, dict) and detail.get("sequential"):
+            sequential = SequentialRecord.from_dict(detail["sequential"])
     except _GARBLED as exc:
         unreadable.append(
             f"{what}: its permutation detail cannot be read ({_why(exc)}); its "
@@ -1249,6 +1258,7 @@ def _test_row(t, spec: AuditSpec, what: str, unreadable: list[str]) -> Perturbat
         bool(t["significant"]),
         str(t["stars"]),
         test,
+        sequential=sequential,
     )
 
 

@@ -115,7 +115,12 @@ def _audit_part(
                 f"{p.name}" + (f" ({p.role})" if p.role else ""),
                 f"{word}: ω above chance {p.effect_above_chance:+.3f}, p = "
                 f"{fmt_p(p.p_value)}, adjusted p = {fmt_p(p.p_adjusted)} "
-                f"{p.stars}".rstrip(),
+                f"{p.stars}".rstrip()
+                + (
+                    f"; {p.samples_used} answers per arm, stopped: {p.sequential.reason}"
+                    if p.sequential is not None
+                    else ""
+                ),
                 flag,
             )
         )

@@ -189,6 +189,7 @@ class AuditSpec:
     sequential: int | None = None
     null: str = "base"
     min_effect: float | None = None
+    sequential_sampling: Any = None  # a dbpa_core.sequential.SequentialSampling, or None
     prices: dict[str, dict[str, float]] = field(default_factory=dict)
     name: str = "audit"
     description: str = ""
@@ -211,6 +212,12 @@ class AuditSpec:
             from .checks import checks_from_dicts
 
             object.__setattr__(self, "checks", checks_from_dicts(self.checks))
+        if self.sequential_sampling is not None:  # True, or a mapping as to_dict wrote it
+            from .sequential import SequentialSampling
+
+            object.__setattr__(
+                self, "sequential_sampling", SequentialSampling.from_value(self.sequential_sampling)
+            )
 
     @property
     def mode(self) -> str:
@@ -282,6 +289,9 @@ class AuditSpec:
             "sequential": self.sequential,
             "null": self.null,
             "min_effect": self.min_effect,
+            "sequential_sampling": (
+                None if self.sequential_sampling is None else self.sequential_sampling.to_dict()
+            ),
             "checks": [c.to_dict() for c in self.checks],
         } | (
             {
@@ -767,6 +777,7 @@ def parse_spec(
         sequential=m.sequential,
         null=m.null,
         min_effect=m.min_effect,
+        sequential_sampling=_sequential_sampling(doc, m.sequential_sampling, m.samples),
         prices=prices,
         name=m.name if m.name is not None else (Path(source).stem if source != "<spec>" else "audit"),
         description=m.description,
@@ -778,6 +789,21 @@ def parse_spec(
     )
     _check_memory(doc, spec)
     return spec
+
+
+def _sequential_sampling(doc: _Doc, value: Any, samples: int) -> Any:
+    """The spec's ``sequential_sampling`` (true or a mapping), its looks and weights checked
+    against ``samples``; None when off."""
+    from .sequential import SequentialSampling, plan_problem
+
+    if value is None:
+        return None
+    looks = tuple(value.looks or ())
+    weights = tuple(value.weights or ())
+    problem = plan_problem(looks, weights, samples)
+    if problem:
+        raise doc.err(("sequential_sampling",), f"sequential_sampling: {problem}")
+    return SequentialSampling(looks, weights, value.confidence)
 
 
 def _set_fields(doc: _Doc, p: dict, path: tuple, name: str, cases) -> tuple:

@@ -488,6 +488,42 @@ _PRICES = Msg("'prices' maps a model name to {{input: $ per 1M tokens, output: $
 Prices = Annotated[dict[str, Price], _PRICES]
 
 
+class SequentialSamplingEntry(Section):
+    """``sequential_sampling`` as a mapping: the looks, their weights, the futility bound's
+    confidence (each left out takes its default)."""
+
+    what: ClassVar[str] = "'sequential_sampling'"
+    looks: list[Annotated[int, Field(ge=2)]] | None = Field(
+        None,
+        description=(
+            "Answers per arm at each look, increasing, the last equal to 'samples' (default: 10, "
+            "20, 40, ... doubling up to 'samples')."
+        ),
+    )
+    weights: list[Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]] | None = Field(
+        None,
+        description=(
+            "The share of α each look may spend, one per look, summing to 1 (default: half on "
+            "the last look, the rest shared equally)."
+        ),
+    )
+    confidence: float = number_field(
+        float,
+        0.95,
+        "Confidence of the upper bound of the effect above chance behind a stop for futility "
+        "(with min_effect), over all the looks together.",
+        gt=0.5,
+        lt=1.0,
+    )
+
+
+def _sequential_switch(value: Any) -> Any:
+    """``sequential_sampling: true`` is the mapping with every default; false is off."""
+    if value is True:
+        return {}
+    return None if value is False else value
+
+
 # The keys audit and battery specs share: (type, default, help, bounds), declared once
 _SHARED: dict[str, tuple[type, Any, str, dict[str, Any]]] = {
     "samples": (
@@ -655,6 +691,22 @@ class AuditSpecModel(Section):
             "B permutations."
         ),
         ge=1,
+    )
+    sequential_sampling: Annotated[
+        SequentialSamplingEntry | None,
+        BeforeValidator(_sequential_switch, json_schema_input_type=bool | SequentialSamplingEntry),
+        Msg(
+            "'sequential_sampling' must be true, false or a mapping of looks, weights and confidence",
+            types=("model_type", "model_attributes_type", "dict_type"),
+        ),
+    ] = Field(
+        None,
+        description=(
+            "Draw the answers in rounds (k = 10, 20, 40, ... up to 'samples') and stop each test "
+            "as soon as it is significant (or, with min_effect, shown smaller than it), with a "
+            "test that stays valid at every look: true, or a mapping of looks, weights, "
+            "confidence."
+        ),
     )
     null: Null = Field(
         "base",

@@ -33,7 +33,7 @@ from typing import IO, Any
 import numpy as np
 from scipy import stats
 
-from .audit import arm_requests, build_arms, estimate, run_audit
+from .audit import arm_requests, build_arms, estimate, run_audit, sequential_estimate, sequential_fields
 from .backends import Backend
 from .cache import Cache
 from .cases import Case, case_arm
@@ -411,7 +411,8 @@ class SuiteResult:
 
     def to_csv(self) -> str:
         buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=TEST_FIELDS, extrasaction="ignore")
+        cols = TEST_FIELDS + (("samples_used", "stop_reason") if self.spec.sequential_sampling else ())
+        w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore")
         w.writeheader()
         w.writerows(self.tests)
         return buf.getvalue()
@@ -553,7 +554,8 @@ def run_suite(
     # server gets enough requests at once and a local model full batches; each case's audit
     # then reads them from the cache. Without a cache, each case fetches its own.
     per_case = (1 + len(spec.perturbations)) * spec.samples
-    chunk = max(1, PREFETCH_JOBS // per_case) if cache.enabled else 1
+    # (not with sequential sampling: its cases draw round by round what their tests need)
+    chunk = max(1, PREFETCH_JOBS // per_case) if cache.enabled and spec.sequential_sampling is None else 1
     tests: list[dict[str, Any]] = []
     checked: list[tuple[str, CheckResult]] = []
     usage: dict[str, Any] = {}
@@ -577,6 +579,7 @@ def run_suite(
             backends={0: backend},
             embedder=embedder,
             permutation_seed=i + 1,
+            family_size=spec.n_tests,  # a sequential test stops at α over the whole suite's tests
         )
         for p in r.perturbations:
             tests.append(
@@ -589,6 +592,7 @@ def run_suite(
                     "effect_above_chance": p.effect_above_chance,
                     "p_value": p.p_value,
                 }
+                | sequential_fields(p)
             )
         checked += [(case.id, c) for c in r.checks]
         for key, value in r.usage.items():
@@ -660,13 +664,16 @@ def estimate_suite(spec: AuditSpec, *, cache: Cache | None = None) -> dict[str, 
         for k, v in est["totals"].items():
             totals[k] = totals.get(k, 0) + v
         unknown.update(est["unknown_prices"])
-    return {
+    out = {
         "arms": list(rows.values()),
         "totals": totals,
         "unknown_prices": sorted(unknown),
         "cases": len(spec.cases),
         "tests": len(spec.cases) * len(spec.perturbations),
     }
+    if spec.sequential_sampling is not None:
+        out["sequential"] = sequential_estimate(spec, totals)
+    return out
 
 
 __all__ = [

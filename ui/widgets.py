@@ -235,6 +235,9 @@ def results_table(result: AuditResult) -> pd.DataFrame:
         }
         if delta is not None:
             row[f"> δ = {delta:g}"] = bool(p.exceeds_min_effect)
+        if p.sequential is not None:  # sequential sampling: the answers it used, and why
+            row["answers per arm"] = p.samples_used
+            row["stopped"] = p.sequential.reason
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -362,6 +365,15 @@ def show_results_table(result: AuditResult, *, key: str, sentence: bool = True) 
         "p means this sample could not show a change. ω has no fixed zero: read 'ω above "
         "chance', about 0 when nothing changed." + notes
     )
+    stopped = [f"{p.name}: {p.sequential.statement}." for p in result.perturbations if p.sequential]
+    if stopped:
+        st.caption(
+            md_escape(
+                "Sequential sampling: the answers were drawn in rounds and each test stopped once "
+                "its verdict was settled; p (raw) is the sequential p-value, valid however many "
+                "looks were taken. " + " ".join(stopped)
+            )
+        )
 
 
 def table_height(rows: int) -> int | str:

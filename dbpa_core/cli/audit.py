@@ -62,6 +62,8 @@ def results_table(result) -> str:
     delta = result.spec.min_effect
     head: tuple[str, ...] = ("name", "role", "omega", "chance", "above", "p", "p_adj", "", "verdict", "size")
     head += (f"> {delta:g}",) if delta is not None else ()
+    seq = result.spec.sequential_sampling is not None
+    head += ("k", "stopped") if seq else ()
     rows = []
     for p in result.perturbations:
         row: tuple[str, ...] = (
@@ -78,8 +80,20 @@ def results_table(result) -> str:
         )
         if delta is not None:
             row += ("yes" if p.exceeds_min_effect else "no",)
+        if seq:
+            row += (str(p.samples_used), p.sequential.reason if p.sequential else "-")
         rows.append(row)
     return table(rows, head)
+
+
+def sequential_text(result) -> str:
+    """With sequential sampling: the answers drawn against a fixed k, and why each test
+    stopped (one line each)."""
+    used = sum(len(a.texts) for a in (result.base, *result.arms))
+    most = (1 + len(result.arms)) * result.spec.samples
+    lines = [f"sequential sampling: {used} answers of at most {most} ({1 - used / most:.0%} fewer)"]
+    lines += [f"  {p.name}: {p.sequential.statement}" for p in result.perturbations if p.sequential]
+    return "\n".join(lines)
 
 
 def verdict_word(p) -> str:
@@ -107,6 +121,14 @@ def run(args) -> int:
     if fail_on is None:
         return 2
     spec = load_spec(args.spec, allow_key_env=args.allow_key_env)
+    if args.batch and spec.sequential_sampling is not None:
+        print(
+            "error: --batch needs every request up front, and sequential_sampling decides each "
+            "round on the answers of the one before; run without --batch, or turn "
+            "sequential_sampling off to batch a fixed k.",
+            file=sys.stderr,
+        )
+        return 2
     check_out_dir(args.out)  # before any paid call
     cache = open_cache(args)
     cache.check()
@@ -153,8 +175,11 @@ def run(args) -> int:
         f"\n{u['calls']} new calls, {u['cached_samples']} samples from the cache, "
         f"{u['seconds']:.1f} s. Correction: {spec.correction}, alpha = {spec.alpha}."
     )
+    if spec.sequential_sampling is not None:
+        print(sequential_text(result))
     print(
-        f"omega = {spec.measure}; chance = the omega chance alone gives at k = {spec.samples}; "
+        f"omega = {spec.measure}; chance = the omega chance alone gives at "
+        f"{'the k each test used' if spec.sequential_sampling is not None else f'k = {spec.samples}'}; "
         "above = omega - chance (about 0 when nothing changed)."
         + (
             f" '> {spec.min_effect:g}': above chance by more than the minimum effect of interest."
@@ -243,6 +268,16 @@ def run_suite_command(spec, args, cache, bars) -> int:
         f"{u.get('calls', 0)} new calls, {u.get('cached_samples', 0)} samples from the cache, "
         f"{u['seconds']:.1f} s."
     )
+    if spec.sequential_sampling is not None:
+        used: dict[str, list[int]] = {}
+        for t in result.tests:
+            used.setdefault(t["case"], []).append(t["samples_used"])
+        drawn = sum(max(ks) + sum(ks) for ks in used.values())
+        most = len(used) * (1 + len(spec.perturbations)) * spec.samples
+        print(
+            f"sequential sampling: {drawn} answers of at most {most} ({1 - drawn / max(1, most):.0%} "
+            "fewer); each test's k and why it stopped: samples_used, stop_reason in results.csv."
+        )
     for w in result.warnings:
         print(f"warning: {w}", file=sys.stderr)
     print("wrote " + ", ".join(paths))

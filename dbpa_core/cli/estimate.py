@@ -50,7 +50,13 @@ def run(args) -> int:
         f"<= {t['output_tokens']} output tokens, embeddings ~{t['embedding_tokens']} tokens; "
         f"estimated cost ${t['cost']:.4f}"
     )
-    if t["calls"] and batch_cost(est, spec) < t["cost"]:
+    if est.get("sequential"):
+        q = est["sequential"]
+        print(
+            f"{q['plan']}: between {q['best_calls']} calls (every test stops at the first look) "
+            f"and {q['worst_calls']} (every test runs to samples, as above)"
+        )
+    elif t["calls"] and batch_cost(est, spec) < t["cost"]:
         print(f"through the Batch API (dbpa audit --batch): ${batch_cost(est, spec):.4f}")
     if est["unknown_prices"]:
         print(

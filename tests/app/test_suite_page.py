@@ -154,14 +154,3 @@ def test_a_reload_shows_the_last_suite_run_here_again(make_app, server, tmp_path
     History().record_suite(result, source="dashboard", page="suite")
     at = make_app(page=SUITE)  # a fresh session: what History says the page showed last
     assert list(pooled_table(at)["perturbation"]) == ["comedian", "renamed"]
-
-
-def test_the_shipped_example_suite_opens_with_one_click(make_app):
-    """A pip user has no examples/ folder: the page opens the example the package carries."""
-    at = make_app(page=SUITE)
-    at.button(key="suite_example").click().run()
-    assert not at.exception, at.exception
-    [msg] = successes(at)
-    assert "Opened the example" in msg and "8 cases" in msg and "dbpa examples" in msg
-    spec = at.session_state["_suite_spec"]
-    assert len(spec.cases) == 8 and spec.perturbations
