@@ -18,7 +18,6 @@ mode unless ``browser.serverAddress`` is set, which this launcher always sets).
 
 from __future__ import annotations
 
-import importlib.util
 import ipaddress
 import os
 import secrets
@@ -26,7 +25,7 @@ import socket
 import sys
 from dataclasses import dataclass
 
-from .resources import EXTRAS, app_root, missing_extra_message
+from .resources import MissingExtraError, app_root, require_extra
 
 DEFAULTS = ("--server.headless", "true", "--browser.gatherUsageStats", "false")
 LOOPBACK = "127.0.0.1"
@@ -38,16 +37,6 @@ TOKEN_ENV = "DBPA_UI_TOKEN"
 """The environment variable that holds the dashboard's access token."""
 TOKEN_SETTING = "ui_token"
 """The key of ``$DBPA_HOME/settings.yaml`` that holds the dashboard's access token."""
-
-
-class MissingExtraError(Exception):
-    """A feature needs an optional extra that is not installed (one line that says which)."""
-
-
-def require_extra(extra: str) -> None:
-    """Raise :class:`MissingExtraError` unless every module of ``extra`` can be imported."""
-    if any(importlib.util.find_spec(m) is None for m in EXTRAS[extra][1]):
-        raise MissingExtraError(missing_extra_message(extra))
 
 
 def is_loopback(address: str | None) -> bool:

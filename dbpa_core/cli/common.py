@@ -349,22 +349,21 @@ def run_guarded(func: Callable[[argparse.Namespace], int], args: argparse.Namesp
     """``func(args)`` with the library's errors as one line on stderr and an exit code."""
     from ..backends.base import BackendError, ContextLengthError, clean_text
     from ..cache import CacheError
-    from ..launcher import MissingExtraError
     from ..outputs import OutputDirError
-    from ..resources import extra_for, missing_extra_message
+    from ..resources import EXIT_MISSING_PART, MissingExtraError, extra_for, missing_extra_message
     from ..spec import SpecError
 
     try:
         return func(args)
-    except MissingExtraError as exc:
+    except MissingExtraError as exc:  # an extra, or the embedded model's weights: `dbpa setup`
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_MISSING_PART
     except ModuleNotFoundError as exc:  # an optional extra left out of the install
         extra = extra_for(exc.name)
         if extra is None:
             raise
         print(f"error: {missing_extra_message(extra)}", file=sys.stderr)
-        return 2
+        return EXIT_MISSING_PART
     except (SpecError, CacheError, OutputDirError, ContextLengthError) as exc:
         print(f"error: {clean_text(exc, 1000)}", file=sys.stderr)
         return 2
