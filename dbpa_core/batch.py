@@ -463,14 +463,14 @@ def jobs_cli(jobs: Sequence[tuple[Mapping[str, Any], SampleRequest]], cache: Cac
     except BatchPending as exc:
         print(str(exc), file=sys.stderr)
         return 130
-    except KeyboardInterrupt:  # Ctrl-C while waiting: the job's id is saved
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM while waiting: the job's id is saved
         print(
             "Stopped: a created batch job goes on at the server and its id is saved in the "
             "cache folder. Run the same command again with --batch to pick it up (nothing is "
             "sent or paid twice).",
             file=sys.stderr,
         )
-        return 130
+        return 128 + int(getattr(exc, "signum", 2))  # 130 for Ctrl-C, 143 for SIGTERM
     finally:
         bars.close()
     if outcome.batch_ids:

@@ -1060,7 +1060,7 @@ def check_audit(
     checks: Sequence[Check],
     groups: Sequence[Group],
     *,
-    sampler=None,
+    sampler: Any = None,
     correction: str = "holm",
     alpha: float = 0.05,
     n_permutations: int = 2000,

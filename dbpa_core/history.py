@@ -47,6 +47,7 @@ import sqlalchemy as sa
 from . import __version__, db
 from .audit import Arm, ArmResponses, AuditResult, PerturbationResult
 from .home import HomeError, dbpa_home, ensure_home
+from .resources import MissingExtraError
 from .sequential import SequentialRecord
 from .spec import AuditSpec, Perturbation, _shown, model_label
 from .types import DBPAResult, ROCResult, jsonable
@@ -73,6 +74,10 @@ SETTINGS_KEYS = (
 
 class HistoryError(ValueError):
     """A run that does not exist, or a database that cannot be read."""
+
+
+class HistoryDriverMissing(HistoryError, MissingExtraError):
+    """The run history is in PostgreSQL and the `postgres` extra's driver is not installed."""
 
 
 def default_db_path() -> Path:
@@ -290,6 +295,8 @@ class History:
                 self._current = True
             with db.connection(engine) as con:
                 yield con
+        except db.MissingDriverError as exc:  # a missing optional part (the command line's exit 4)
+            raise HistoryDriverMissing(str(exc)) from None
         except db.DatabaseError as exc:
             raise HistoryError(str(exc)) from None
         except sa.exc.DBAPIError as exc:
@@ -324,7 +331,19 @@ class History:
                 "its folder): make it writable, or point DBPA_HOME at a folder you can "
                 "write to. Nothing was lost."
             )
-        return f"Cannot use the run history {self.where} ({exc}); the file was left as it is."
+        if self.path is not None and self.path.exists() and not self.path.is_file():
+            kind = "a folder" if self.path.is_dir() else "not a regular file"
+            return (
+                f"Cannot use the run history {self.where}: it is {kind}, not a database file "
+                f"({exc}). Move it out of the way (mv {self.path} {self.path}.moved) to start a "
+                "new history there, point DBPA_HOME (--home) at another folder, or run with "
+                "--no-history. Nothing was changed."
+            )
+        return (
+            f"Cannot use the run history {self.where} ({exc}); the file was left as it is. Check "
+            "that it is a file you can read and write, point DBPA_HOME (--home) at another "
+            "folder, or run with --no-history."
+        )
 
     def schema_version(self) -> str:
         """The database's schema revision (see :mod:`dbpa_core.migrations`)."""

@@ -111,8 +111,9 @@ def friendly(exc: BaseException) -> str:
     if isinstance(exc, CacheError):
         return f"{text} The **Settings** page can clear it."
     from dbpa_core.attacks.wordnet import WordNetMissing
+    from dbpa_core.resources import MissingExtraError
 
-    if isinstance(exc, (BackendError, WordNetMissing)):  # they say what to do
+    if isinstance(exc, (BackendError, WordNetMissing, MissingExtraError)):  # they say what to do
         return text
     return (
         f"Something went wrong ({type(exc).__name__}: {text}). The details are in the "
@@ -123,19 +124,32 @@ def friendly(exc: BaseException) -> str:
 def show_estimate(specs: Sequence[AuditSpec]) -> None:
     calls = cached = tokens = 0
     cost = 0.0
+    best: int | None = None
     for spec in specs:
         t = estimate(spec, cache=state.cache())["totals"]
         calls += t["calls"]
         cached += t["cached"]
         tokens += t["input_tokens"] + t["output_tokens"]
         cost += t["cost"]
-    show_totals(calls, cached, tokens, cost)
+        if "sequential_best_calls" in t:  # sequential sampling: the calls at best
+            best = (best or 0) + int(t["sequential_best_calls"])
+    show_totals(calls, cached, tokens, cost, best=best)
 
 
-def show_totals(calls: int, cached: int, tokens: int, cost: float) -> None:
-    """The estimate's three numbers: calls to make, tokens, cost."""
+def show_totals(calls: int, cached: int, tokens: int, cost: float, *, best: int | None = None) -> None:
+    """The estimate's three numbers: calls to make, tokens, cost (with sequential sampling,
+    ``best``: the calls when every test stops at the first look)."""
     c1, c2, c3 = st.columns(3)
-    c1.metric("Model calls to make", f"{calls:,}", help=f"{cached:,} responses are already cached")
+    if best is None:
+        c1.metric("Model calls to make", f"{calls:,}", help=f"{cached:,} responses are already cached")
+    else:
+        c1.metric(
+            "Model calls to make (at most)",
+            f"{calls:,}",
+            help=f"Sequential sampling: {best:,} if every test stops at the first look, {calls:,} if "
+            f"every test runs to the last; {cached:,} responses are already cached. Tokens and cost "
+            "are the most.",
+        )
     c2.metric(
         "Tokens (upper bound)", f"{tokens:,}", help="~4 characters per token; output counted at max tokens"
     )

@@ -235,6 +235,7 @@ def run_suite_command(spec, args, cache, bars, fail_on=frozenset()) -> int:
         print("\nAnswer checks pooled over the cases (each arm's rate over all its answers):")
         print(table(rows[1:], rows[0]))
         print(
+            f"+N?: answers that chose no option clearly (left out of the rate). "
             f"p: the exact stratified test over the cases (Cochran-Mantel-Haenszel beyond "
             f"its size; Fisher's combined test for lengths); p_adj: corrected across the pooled "
             f"checks. The {len(result.checks)} per-case check rows are one family "

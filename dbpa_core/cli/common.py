@@ -13,7 +13,10 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..sampling import Progress
 
 PROGRESS_EVERY_ENV = "DBPA_PROGRESS_EVERY"
 """Seconds between progress lines when stderr is not a terminal (default 15)."""
@@ -31,13 +34,13 @@ class Bars:
         self.lines = lines and not enabled
         self.bars: dict[str, Any] = {}
         self.every = every if every is not None else _progress_every()
-        self._last: Any = None  # the newest report
+        self._last: Progress | None = None  # the newest report
         self._lock = threading.Lock()
         self._started = time.monotonic()
         self._done = threading.Event()
         self._ticker: threading.Thread | None = None
 
-    def __call__(self, p) -> None:
+    def __call__(self, p: Progress) -> None:
         if self.lines:
             with self._lock:
                 self._last = p
@@ -85,7 +88,7 @@ def _progress_every() -> float:
     return every if every > 0 else PROGRESS_EVERY
 
 
-def progress_line(p, elapsed: float) -> str:
+def progress_line(p: Progress, elapsed: float) -> str:
     """One line for a log: ``[dbpa 2m05s] sampling 120/600 (20%) - about 3 min left``."""
     minutes, seconds = divmod(int(elapsed), 60)
     share = f" ({int(100 * p.fraction)}%)" if p.total else ""
@@ -113,7 +116,7 @@ def fit_detail(detail: str, width: int) -> str:
     return "…" + detail[-(width - 1) :]
 
 
-def progress_bars(args) -> Bars:
+def progress_bars(args: argparse.Namespace) -> Bars:
     """Bars on a terminal unless ``--quiet``, and anywhere with ``--progress``; without a
     terminal, a plain progress line every 15 s (unless ``--quiet``)."""
     bars = (not args.quiet and sys.stderr.isatty()) or args.progress
@@ -346,22 +349,21 @@ def run_guarded(func: Callable[[argparse.Namespace], int], args: argparse.Namesp
     """``func(args)`` with the library's errors as one line on stderr and an exit code."""
     from ..backends.base import BackendError, ContextLengthError, clean_text
     from ..cache import CacheError
-    from ..launcher import MissingExtraError
     from ..outputs import OutputDirError
-    from ..resources import extra_for, missing_extra_message
+    from ..resources import EXIT_MISSING_PART, MissingExtraError, extra_for, missing_extra_message
     from ..spec import SpecError
 
     try:
         return func(args)
-    except MissingExtraError as exc:
+    except MissingExtraError as exc:  # an extra, or the embedded model's weights: `dbpa setup`
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_MISSING_PART
     except ModuleNotFoundError as exc:  # an optional extra left out of the install
         extra = extra_for(exc.name)
         if extra is None:
             raise
         print(f"error: {missing_extra_message(extra)}", file=sys.stderr)
-        return 2
+        return EXIT_MISSING_PART
     except (SpecError, CacheError, OutputDirError, ContextLengthError) as exc:
         print(f"error: {clean_text(exc, 1000)}", file=sys.stderr)
         return 2
