@@ -788,6 +788,7 @@ def parse_spec(
         expect=m.expect,
     )
     _check_memory(doc, spec)
+    _check_work(doc, spec)
     return spec
 
 
@@ -916,6 +917,26 @@ def _check_memory(doc: _Doc, spec: AuditSpec) -> None:
             f"({MATRICES_PER_TEST} of {2 * spec.samples} x {2 * spec.samples} pooled responses per "
             f"comparison, and what {comparisons} results keep), more than the "
             f"{limit / 1024**3:.1f} GB allowed ({why}): {fix}"
+        ),
+    )
+
+
+def _check_work(doc: _Doc, spec: AuditSpec) -> None:
+    """Each test's permutations must fit the library's bound on one test's work (checked
+    here, before any answer is paid for, not after sampling)."""
+    from ._validate import MAX_WORK, pair_visits
+
+    bins = 30 if spec.measure == "jsd" else 0  # the engine's default bins
+    k, b = spec.samples, spec.permutations
+    if pair_visits(k, k, b, bins) <= MAX_WORK:
+        return
+    most = max(1, MAX_WORK // ((2 * k) ** 2 // 2 + bins) - 1)
+    raise doc.err(
+        ("permutations",),
+        (
+            f"permutations: {b} with samples: {k} would take each test {pair_visits(k, k, b, bins):.2g} "
+            f"pair visits, over the {MAX_WORK:.0e} one test may take (about two minutes of one "
+            f"core): lower permutations to at most {most}, or samples"
         ),
     )
 
