@@ -159,11 +159,13 @@ def null_rate(data: Answers, *, sims: int, plans: list[Plan], seed: int) -> list
     ]
 
 
-def futility(data: Answers, *, sims: int, most: int, deltas: list[float], seed: int) -> list[dict]:
+def futility(
+    data: Answers, *, sims: int, most: int, deltas: list[float], seed: int, confidence: float = 0.95
+) -> list[dict]:
     """Share of null controls (one prompt's answers split in two) that stop for futility
     before half the maximum, for each δ (the same nulls)."""
     gen = np.random.default_rng(seed)
-    plan = SequentialSampling().plan(most)
+    plan = SequentialSampling(confidence=confidence).plan(most)
     early = np.zeros(len(deltas))
     futile = np.zeros(len(deltas))
     bounds = []
@@ -211,6 +213,7 @@ def main() -> int:
     ap.add_argument(
         "--min-effect", default="0.05,0.1", help="δ values for the futility rows, comma-separated"
     )
+    ap.add_argument("--confidence", type=float, default=0.95, help="the futility bound's confidence")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="a smoke run (few simulations)")
     ap.add_argument(
@@ -265,11 +268,16 @@ def main() -> int:
         t = time.perf_counter()
         deltas = [float(d) for d in args.min_effect.split(",")]
         fut = futility(
-            data, sims=args.futility_nulls, most=args.futility_max, deltas=deltas, seed=args.seed + 2
+            data,
+            sims=args.futility_nulls,
+            most=args.futility_max,
+            deltas=deltas,
+            seed=args.seed + 2,
+            confidence=args.confidence,
         )
         print(
             f"\nfutility: {args.futility_nulls} null controls (the base prompt's 60 answers split "
-            f"{args.futility_max}/{args.futility_max}), {fut[0]['plan']}"
+            f"{args.futility_max}/{args.futility_max}), {fut[0]['plan']}, confidence {args.confidence}"
         )
         for f in fut:
             print(

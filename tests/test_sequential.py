@@ -429,3 +429,78 @@ def test_history_and_report_keep_why_each_test_stopped(tmp_path):
 
     page = html_report("t", [back], {})
     assert "<th>answers per arm</th>" in page and "comedian: sequential, 3 looks" in page
+
+
+def test_a_stopped_run_resumes_with_only_the_missing_answers(tmp_path):
+    from dbpa_core.sampling import RunCancelled
+
+    cache = Cache(tmp_path / "cache")
+    first = WordModel()
+    with pytest.raises(RunCancelled):  # stopped once the first round (3 x 10 answers) is in
+        run_audit(
+            spec(),
+            cache=cache,
+            backends={0: first},
+            embedder=BagOfWords(),
+            should_stop=lambda: len(first.asked) >= 30,
+        )
+    assert len(first.asked) == 30
+    second = WordModel()
+    r = run(spec(), cache=cache, model=second)
+    asked = {(q.prompt, q.index) for q in first.asked}
+    assert not asked & {(q.prompt, q.index) for q in second.asked}  # nothing paid twice
+    assert len(asked) + len(second.asked) == 10 + 40 + 40
+    assert {p.name: p.sequential.reason for p in r.perturbations}["comedian"] == "rejected"
+
+
+def test_text_similarity_and_a_model_comparison_run_sequentially():
+    from dataclasses import replace
+
+    text = run(replace(spec(extra="min_effect: 0.5"), embedder={"backend": "rouge1"}))
+    same = next(p for p in text.perturbations if p.name == "same")
+    assert same.sequential.reason == "futility"  # the ROUGE bound is below 0.5 at once
+    assert same.sequential.looks[0].upper_bound is not None
+    models = parse_spec(
+        textwrap.dedent(f"""\
+        models:
+          - {{backend: openai, name: words, base_url: 'http://127.0.0.1:9/v1', label: a}}
+          - {{backend: openai, name: words, base_url: 'http://127.0.0.1:8/v1', label: b}}
+        embedder: {{backend: openai, name: bow, base_url: 'http://127.0.0.1:9/v1'}}
+        samples: 20
+        permutations: 199
+        sequential_sampling: true
+        base: {{prompt: "{BASE}"}}
+        """),
+        source="test",
+        allow_key_env=True,
+    )
+    m = run_audit(
+        models, cache=Cache(enabled=False), backends={0: WordModel(), 1: WordModel()}, embedder=BagOfWords()
+    )
+    (b,) = m.perturbations
+    assert b.sequential.reason in ("maximum", "rejected") and b.samples_used in (10, 20)
+
+
+@pytest.mark.parametrize("shift", [0.0, 0.6])
+def test_the_futility_bound_covers_the_effect(shift):
+    """The jackknife bound at 95 % lies above the mean effect above chance (over many
+    samples of the same k) in about 95 % of samples or more, with and without a change."""
+    from dbpa_core.permutation import dbpa_test
+    from dbpa_core.sequential import effect_upper_bound, statistic_matrix
+
+    rng = np.random.default_rng(7)
+    eac, upper = [], []
+    for s in range(100):
+        x = rng.standard_normal((10, 6))
+        y = rng.standard_normal((10, 6)) + shift * np.eye(6)[0]
+        r = dbpa_test(x, y, n_permutations=199, rng=s)
+        z = np.vstack([x, y])
+        m = statistic_matrix(z, measure="energy-l2")
+        eac.append(r.effect_above_chance)
+        upper.append(
+            effect_upper_bound(
+                m, 10, measure="energy-l2", effect_above_chance=r.effect_above_chance, confidence=0.95
+            )
+        )
+    truth = np.mean(eac)
+    assert np.mean(np.array(upper) >= truth) >= 0.9  # nominal 0.95; the jackknife errs wide

@@ -147,7 +147,7 @@ def signature(spec: AuditSpec) -> str:
     return json.dumps(_jsonable(d), sort_keys=True, default=str)
 
 
-ANSWER_KEYS = ("case", "arm", "role", "index", "response")
+ANSWER_KEYS = ("case", "arm", "role", "prompt", "system_prompt", "index", "response")
 
 
 def run_with_answers(spec: AuditSpec, **kwargs: Any) -> dict[str, Any]:
@@ -205,6 +205,8 @@ def unfinished_note(doc: dict[str, Any], slot: Any) -> None:
 def record(out: dict[str, Any], spec: AuditSpec) -> int | None:
     """Record a finished suite in the history (a rerun all from the cache is not recorded
     again: the results point at the first run)."""
+    from dbpa_core.runs import as_run
+
     summary = out[KEY]
     usage = summary.get("usage") or {}
     fresh = int(usage.get("calls", 0)) + int(usage.get("embeddings_computed", 0))
@@ -213,11 +215,10 @@ def record(out: dict[str, Any], spec: AuditSpec) -> int | None:
         KEY,
         fp,
         fresh,
-        lambda h: h.record_suite(
-            summary,
+        lambda h: h.record_run(
+            as_run(summary, title=spec.name),
             source="dashboard",
             page=KEY,
-            title=spec.name,
             fingerprint=fp,
             cache_dir=st.session_state.get("cache_dir"),
         ),
