@@ -53,7 +53,7 @@ def check_int(value: object, name: str, minimum: int, maximum: int | None = None
     return int(value)
 
 
-def big_number(value: int) -> str:
+def big_number(value: int | np.integer) -> str:
     """A whole number in words for a message: ``1_000_000``, or ``about 1e400`` when it
     is too long to read (or to convert to a float)."""
     return f"{value:_}" if value < 10**30 else f"about 1e{len(str(int(value))) - 1}"
@@ -66,6 +66,22 @@ def size_words(n_bytes: float) -> str:
             v = n_bytes / size
             return f"{v:.0f} {unit}" if v >= 10 and unit != "GB" else f"{v:.2g} {unit}"
     return f"{int(n_bytes)} bytes"
+
+
+# --------------------------------------------------------------------------- work of a test
+MAX_EXACT_SPLITS = 1_000_000  # all C(k+m, k) splits are enumerated up to this many
+MAX_WORK = 10**10  # pair visits of one permutation test: about two minutes of one core
+
+
+def pair_visits(k: int, m: int, n_permutations: int, bins: int = 0) -> int:
+    """Steps one permutation test of k against m responses takes, in pair visits, known
+    before any work: the splits it evaluates (all ``C(k+m, k)`` when they are at most
+    ``min(B, MAX_EXACT_SPLITS)``, else B, plus the observed one) times the pairs one split
+    visits at most (``n²/2``, n = k + m) plus ``bins`` (jsd's histogram; 0 otherwise)."""
+    n = k + m
+    n_splits = math.comb(n, k)
+    splits = n_splits if n_splits <= min(n_permutations, MAX_EXACT_SPLITS) else n_permutations
+    return (splits + 1) * (n * n // 2 + bins)
 
 
 def check_level(value, name: str) -> float:

@@ -388,7 +388,8 @@ def check_cases(
                 f"case {case.id!r} ({case.where}) has a column 'options', and the spec's "
                 "'options' fill the placeholder {options}: rename the column",
             )
-        what, path = "base.prompt", ("cases",)
+        what = "base.prompt"
+        path: tuple[Any, ...] = ("cases",)
         try:
             for i, o in enumerate(options):
                 what, path = f"options[{i}]", ("options", i)

@@ -59,6 +59,8 @@ from typing import Any
 
 import numpy as np
 
+from .intervals import wilson_interval
+
 KINDS = ("contains", "absent", "regex", "refusal", "words", "json", "choice", "judge")
 TEXT_KINDS = ("contains", "absent", "regex")  # the kinds that take case_sensitive
 CONFIDENCE = 0.95
@@ -616,19 +618,6 @@ def _z(confidence: float) -> float:
     return float(norm.ppf(0.5 + confidence / 2))
 
 
-def wilson_interval(x: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
-    """Wilson's score interval for a proportion ``x / n``: whole numbers with
-    ``1 <= n <= 2⁵³`` and ``0 <= x <= n``; ``confidence`` in (0, 1)."""
-    from ._validate import check_level
-
-    x, n = _count_iv(x, n)
-    z = _z(check_level(confidence, "confidence"))
-    p = x / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
 def newcombe_interval(
     x1: int, n1: int, x2: int, n2: int, confidence: float = CONFIDENCE
 ) -> tuple[float, float]:
@@ -1071,7 +1060,7 @@ def check_audit(
     checks: Sequence[Check],
     groups: Sequence[Group],
     *,
-    sampler=None,
+    sampler: Any = None,
     correction: str = "holm",
     alpha: float = 0.05,
     n_permutations: int = 2000,

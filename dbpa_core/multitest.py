@@ -29,7 +29,7 @@ def check_tests(n_tests: object, name: str = "n_tests") -> int:
     )
 
 
-def check_pvalues(pvalues, name: str = "pvalues") -> np.ndarray:
+def check_pvalues(pvalues: object, name: str = "pvalues") -> np.ndarray:
     """``pvalues`` as a 1-D float array of numbers in [0, 1], or an error naming ``name``."""
     p = real_array(pvalues, name, "a 1-D sequence of numbers")
     if p.ndim == 0:

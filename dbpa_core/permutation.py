@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 import numba as nb
 import numpy as np
 
-from ._validate import check_int, size_words
+from ._validate import MAX_EXACT_SPLITS, MAX_WORK, check_int, pair_visits, size_words
 from .measures import (
     DEFAULT_BINS,
     DEFAULT_MEASURE,
@@ -34,11 +34,9 @@ from .measures import (
 from .similarity import MAX_ROWS, check_embeddings, cosine_similarity_matrix, pairwise_distance_matrix
 from .types import DBPAResult
 
-MAX_EXACT_SPLITS = 1_000_000
 MAX_PERMUTATIONS = 100_000_000  # B: the result keeps B statistics (8 bytes each, 800 MB here)
 MAX_BINS = 10_000  # jsd: every permutation fills and sums histograms of this many counts
 MAX_RESPONSES = MAX_ROWS  # k + m: the pooled similarity matrix takes 8 n² bytes (3.2 GB here)
-MAX_WORK = 10**10  # pair visits of one test (splits x pairs per split): about 2 minutes of one core
 MAX_BATCH_BYTES = 32 * 2**20  # split indices held at once (int32): bounds memory at any k and B
 SEQUENTIAL_FIRST_BATCH = 64  # sequential stopping starts this small and doubles
 PARALLEL_MIN_WORK = 1_000_000  # pair visits per kernel call below which one thread is faster
@@ -157,7 +155,7 @@ def _threads_for(work: float) -> Iterator[None]:
 
 
 # --------------------------------------------------------------------------- input validation
-def as_generator(rng) -> np.random.Generator:
+def as_generator(rng: object) -> np.random.Generator:
     if isinstance(rng, (bool, np.bool_)):
         raise TypeError("`rng` must be None, an int seed or a numpy.random.Generator, got bool.")
     if rng is None or isinstance(rng, (int, np.integer)):
@@ -169,7 +167,7 @@ def as_generator(rng) -> np.random.Generator:
     raise TypeError("`rng` must be None, an int seed or a numpy.random.Generator.")
 
 
-def check_permutations(n_permutations) -> int:
+def check_permutations(n_permutations: object) -> int:
     """B in [1, MAX_PERMUTATIONS]: every permutation statistic is kept in the result, so
     a larger B would not fit in memory (p-values below 1e-8 need no more splits)."""
     return check_int(
@@ -182,7 +180,7 @@ def check_permutations(n_permutations) -> int:
     )
 
 
-def _bins_iv(bins) -> int:
+def _bins_iv(bins: object) -> int:
     """``bins`` in [2, MAX_BINS]: the jsd kernel fills and sums histograms of ``bins``
     counts in every permutation, so its time and memory grow with ``bins``."""
     if isinstance(bins, (int, np.integer)) and not isinstance(bins, bool) and bins > MAX_BINS:
@@ -196,7 +194,9 @@ def _bins_iv(bins) -> int:
     return check_int(bins, "bins", 2)
 
 
-def _engine_iv(n_permutations, rng, sequential, batch, bins):
+def _engine_iv(
+    n_permutations: object, rng: object, sequential: object, batch: object, bins: object
+) -> tuple[int, np.random.Generator, int | None, int | None, int]:
     n_permutations = check_permutations(n_permutations)
     if sequential is not None:
         # any h >= 1; an h above B never stops early (all B permutations run)
@@ -223,7 +223,7 @@ def _group_sizes_iv(k: int, m: int) -> None:
         )
 
 
-def check_sizes(k, m) -> tuple[int, int]:
+def check_sizes(k: object, m: object) -> tuple[int, int]:
     """k and m of a planned test: each >= 2, k + m <= MAX_RESPONSES (the memory of the
     pooled similarity matrix); refused before ``C(k + m, k)`` is computed."""
     k = check_int(k, "k", 2, MAX_RESPONSES - 2, "a test pools at most that many responses")
@@ -238,14 +238,9 @@ def check_sizes(k, m) -> tuple[int, int]:
 
 
 def permutation_work(k: int, m: int, n_permutations: int, measure: Measure, bins: int) -> int:
-    """Steps one test takes, counted in pair visits, known before any work: the splits it
-    evaluates (all ``C(k+m, k)`` when they are fewer than B, else B) times the pairs one
-    split visits at most (``n²/2``) plus, for ``jsd``, its ``bins``."""
-    n = k + m
-    n_splits = math.comb(n, k)
-    splits = n_splits if n_splits <= min(n_permutations, MAX_EXACT_SPLITS) else n_permutations
-    per_split = n * n // 2 + (bins if measure.name == "jsd" else 0)
-    return (splits + 1) * per_split
+    """Steps one test takes, counted in pair visits, known before any work
+    (:func:`dbpa_core._validate.pair_visits`; ``bins`` counts for ``jsd`` only)."""
+    return pair_visits(k, m, n_permutations, bins if measure.name == "jsd" else 0)
 
 
 def _work_iv(k: int, m: int, n_permutations: int, measure: Measure, bins: int) -> None:
@@ -264,7 +259,7 @@ def _work_iv(k: int, m: int, n_permutations: int, measure: Measure, bins: int) -
         )
 
 
-def check_null(null) -> str:
+def check_null(null: object) -> str:
     if null not in NULLS:
         raise ValueError(f"`null` must be in {set(NULLS)}, got {null!r}.")
     return null

@@ -34,7 +34,7 @@ import numpy as np
 
 from .measures import DEFAULT_BINS, get_measure
 from .similarity import cosine_similarity_matrix, pairwise_distance_matrix
-from .types import DBPAResult, _jsonable
+from .types import DBPAResult, jsonable
 
 FIRST_LOOK = 10  # the default first look: below it a permutation p rarely reaches α/m
 LAST_WEIGHT = 0.5  # the default weight of the last look; the others share the rest
@@ -296,7 +296,7 @@ class Look:
     n_permutations: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return _jsonable(self.__dict__)
+        return jsonable(self.__dict__)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Look:
@@ -347,7 +347,7 @@ class SequentialRecord:
         return f"{self.plan.describe()}; stopped at k = {last.k} because {why}"
 
     def to_dict(self) -> dict[str, Any]:
-        return _jsonable(
+        return jsonable(
             {
                 "plan": self.plan.to_dict(),
                 "stopped_at": self.stopped_at,

@@ -788,6 +788,7 @@ def parse_spec(
         expect=m.expect,
     )
     _check_memory(doc, spec)
+    _check_work(doc, spec)
     return spec
 
 
@@ -920,6 +921,26 @@ def _check_memory(doc: _Doc, spec: AuditSpec) -> None:
     )
 
 
+def _check_work(doc: _Doc, spec: AuditSpec) -> None:
+    """Each test's permutations must fit the library's bound on one test's work (checked
+    here, before any answer is paid for, not after sampling)."""
+    from ._validate import MAX_WORK, pair_visits
+
+    bins = 30 if spec.measure == "jsd" else 0  # the engine's default bins
+    k, b = spec.samples, spec.permutations
+    if pair_visits(k, k, b, bins) <= MAX_WORK:
+        return
+    most = max(1, MAX_WORK // ((2 * k) ** 2 // 2 + bins) - 1)
+    raise doc.err(
+        ("permutations",),
+        (
+            f"permutations: {b} with samples: {k} would take each test {pair_visits(k, k, b, bins):.2g} "
+            f"pair visits, over the {MAX_WORK:.0e} one test may take (about two minutes of one "
+            f"core): lower permutations to at most {most}, or samples"
+        ),
+    )
+
+
 def dump_spec(spec: AuditSpec, *, header: str | None = None) -> str:
     """A spec as YAML that :func:`parse_spec` reads back to the same audit (for the CLI and
     CI: the dashboard's "download spec"). Key names of API keys travel, keys never do."""
@@ -985,9 +1006,9 @@ def spec_warnings(spec: AuditSpec) -> list[str]:
     if spec.cases:
         from .cases import shared_prompt_warnings, unchanged_warnings
 
-        kw = {"options": spec.options, "seed": spec.seed}
-        out += shared_prompt_warnings(spec.base_prompt, spec.perturbations, spec.cases, **kw)
-        out += unchanged_warnings(spec.base_prompt, spec.perturbations, spec.cases, **kw)
+        args = (spec.base_prompt, spec.perturbations, spec.cases)
+        out += shared_prompt_warnings(*args, options=spec.options, seed=spec.seed)
+        out += unchanged_warnings(*args, options=spec.options, seed=spec.seed)
     for p in spec.perturbations:
         if p.role != "control" and _same_as_base(spec, p) and not p.set_fields:
             out.append(

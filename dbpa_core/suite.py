@@ -24,9 +24,10 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
@@ -41,6 +42,7 @@ from .checks import CheckResult, fill_check, pooled_rate_test
 from .embedders import Embedder
 from .multitest import multiple_testing
 from .outputs import write_files
+from .reach import reachability
 from .sampling import Job, Progress, Sampler, model_key
 from .similarity import TEXT_SIMILARITIES
 from .spec import AuditSpec, Perturbation
@@ -68,12 +70,12 @@ TEST_FIELDS = (
 def case_spec(spec: AuditSpec, case: Case) -> AuditSpec:
     """The plain audit of one case: its filled base prompt and perturbed prompts, and its
     checks with their placeholders filled (a choice check with each arm's options)."""
-    kw = {"options": spec.options, "seed": spec.seed}
-    base = case_arm(spec.base_prompt, None, case, **kw)
+    options, seed = spec.options, spec.seed
+    base = case_arm(spec.base_prompt, None, case, options=options, seed=seed)
     arms = {"base": base}
     perts = []
     for p in spec.perturbations:
-        arms[p.name] = case_arm(spec.base_prompt, p, case, **kw)
+        arms[p.name] = case_arm(spec.base_prompt, p, case, options=options, seed=seed)
         perts.append(Perturbation(p.name, arms[p.name].prompt, p.role, p.system_prompt))
     shown = {name: arm.options for name, arm in arms.items()}
     checks = tuple(fill_check(c, case.values, shown) for c in spec.checks)
@@ -230,7 +232,7 @@ def correct_checks(checked: list[tuple[str, CheckResult]], method: str, alpha: f
             )
     rows = []
     for (case_id, _), c in zip(checked, results, strict=True):
-        d = dict(c.to_dict(), case=case_id, family=len(tested))
+        d = dict(c.to_dict(), name=c.check, case=case_id, family=len(tested))
         d["flag"] = check_flag(d)
         rows.append(d)
     return rows
@@ -238,8 +240,8 @@ def correct_checks(checked: list[tuple[str, CheckResult]], method: str, alpha: f
 
 def pool_checks(
     checks: list[dict[str, Any]],
-    perturbations,
-    spec_checks=(),
+    perturbations: Sequence[Perturbation],
+    spec_checks: Sequence[Any] = (),
     *,
     correction: str,
     alpha: float,
@@ -264,6 +266,7 @@ def pool_checks(
             if not mine:
                 continue
             head = {
+                "name": name,
                 "check": name,
                 "kind": mine[0]["kind"],
                 "perturbation": p.name,
@@ -399,6 +402,7 @@ class SuiteResult:
                 "usage": self.usage,
                 "warnings": list(self.warnings),
                 "attainable": self.spec.attainability().to_dict(),
+                "reachability": reachability(self.spec).to_dict(),
                 "checks": self.checks,
                 "checks_correction": self.spec.correction,
                 "checks_family": sum(c.get("p_value") is not None for c in self.checks),
@@ -417,12 +421,10 @@ class SuiteResult:
         w.writerows(self.tests)
         return buf.getvalue()
 
-    def write(self, out_dir) -> list[str]:
+    def write(self, out_dir: str | os.PathLike[str]) -> list[str]:
         """results.json and results.csv (atomically), with checks: checks.csv (one row per
         case x perturbation x check) and pooled_checks.csv (one per perturbation x check),
         and the responses.jsonl written while the suite ran (moved into ``out_dir``)."""
-        import os
-
         files = {"results.json": self.to_json(), "results.csv": self.to_csv()}
         if self.checks:
             files["checks.csv"] = suite_checks_csv(self.checks)
@@ -450,9 +452,9 @@ class _CaseProgress:
         self,
         progress: Callable[[Progress], None],
         total: int,
-        arms=(),
+        arms: Sequence[str] = (),
         clock: Callable[[], float] = time.perf_counter,
-    ):
+    ) -> None:
         self.progress, self.total = progress, total
         self.done, self.case = 0, ""
         self.arms = set(arms)  # arm names: the label of a sample, not news
@@ -462,6 +464,7 @@ class _CaseProgress:
         self.t0: float | None = None
         self.chunk: tuple[int, int] = (0, 0)  # (first case, cases) being fetched together
         self.position = 0.0  # cases whose samples are in (a fraction while fetching)
+        self.chunk_t0: float | None = None
 
     def __call__(self, p: Progress) -> None:
         if p.stage == "testing":
@@ -478,13 +481,13 @@ class _CaseProgress:
         if self.t0 is None:
             self.t0 = self.clock()
         start, size = self.chunk
-        if p.total and size and p.stage == "sampling":
-            self.position = max(self.position, start + size * p.done / p.total)
+        if p.total and size and p.stage == "sampling":  # by tokens while a local model decodes
+            self.position = max(self.position, start + size * p.fraction)
         news = p.detail if p.detail and p.detail not in self.arms else ""
         if p.done < p.total or news:  # samples being fetched, a retry, tokens drawn
             news = _CALL_ETA.sub("", news)  # one fetch's time left is not the suite's
             what = f"{self.case}: {p.stage} {p.done}/{p.total}" + (f", {news}" if news else "")
-            left = self.time_left()
+            left = self.time_left(p.eta_s if p.stage == "sampling" else None)
             if left is not None:
                 what += f", about {duration_text(left)} left"
             self.progress(Progress("cases", self.bar, self.total, what, eta_s=left))
@@ -493,8 +496,14 @@ class _CaseProgress:
     def bar(self) -> int:
         return min(self.total, max(self.done, int(self.position)))
 
-    def time_left(self) -> float | None:
-        """The suite's time left, from its pace so far (None until it can be told)."""
+    def time_left(self, fetch_left: float | None = None) -> float | None:
+        """The suite's time left (None until it can be told): with the time left of the
+        cases being fetched (``fetch_left``, the sampler's, from its recent rate), that time
+        plus as long per case for the cases after them; else from the suite's pace so far."""
+        start, size = self.chunk
+        if fetch_left is not None and size and self.chunk_t0 is not None:
+            per_case = (self.clock() - self.chunk_t0 + fetch_left) / size
+            return fetch_left + per_case * max(0, self.total - start - size)
         if self.t0 is None:
             return None
         elapsed = self.clock() - self.t0
@@ -507,8 +516,9 @@ class _CaseProgress:
         self.done, self.case = i, case.id
         self.progress(Progress("cases", self.bar, self.total, case.id))
 
-    def fetching(self, i: int, cases) -> None:
+    def fetching(self, i: int, cases: Sequence[Case]) -> None:
         self.chunk = (i, len(cases))
+        self.chunk_t0 = self.clock()
         self.case = f"cases {cases[0].id}..{cases[-1].id}" if len(cases) > 1 else cases[0].id
 
 
@@ -750,6 +760,8 @@ def pooled_checks_rows(result: SuiteResult | list[dict[str, Any]]) -> list[tuple
             diff = "-" if d.get("difference") is None else f"{d['difference']:+.1f}"
         else:
             base, value = rate(d.get("base"), d.get("base_ci")), rate(d.get("value"), d.get("value_ci"))
+            base += f" +{d['base_unparsed']}?" if d.get("base_unparsed") else ""
+            value += f" +{d['unparsed']}?" if d.get("unparsed") else ""
             diff = "-" if d.get("difference") is None else f"{d['difference'] * 100:+.0f} pts"
         rows.append(
             (

@@ -243,6 +243,10 @@ def test_too_many_responses_named_with_their_memory():
             r"`baseline_k` must be <= 1_000_000_000, got 1_000_000_000_000_000",
         ),
         (
+            "plan_study(FIDELITY, grid=[100, 10**12])",
+            r"`grid` must be <= 1_000_000, got 1_000_000_000_000: the chance of a verdict at m questions",
+        ),
+        (
             "run_fidelity(sample_data(), seed=-1)",
             r"`seed` must be >= 0 \(numpy's seeds are non-negative\), got -1",
         ),
@@ -259,10 +263,18 @@ def test_every_numeric_argument_has_a_named_bound(call, match):
         smallest_p_value,  # noqa: F401
     )
     from dbpa_core.checks import exact_test, permutation_p, wilson_interval  # noqa: F401
-    from dbpa_core.fidelity import epsilon, guaranteed_level, run_fidelity, sample_data  # noqa: F401
+    from dbpa_core.fidelity import (  # noqa: F401
+        epsilon,
+        guaranteed_level,
+        plan_study,
+        run_fidelity,
+        sample_data,
+    )
     from dbpa_core.permutation import memory_estimate  # noqa: F401
 
     names = {**globals(), **locals()}
+    if "FIDELITY" in call:
+        names["FIDELITY"] = run_fidelity(sample_data(), band=False)
     t = time.perf_counter()
     with pytest.raises(ValueError, match=match):
         eval(call, names)

@@ -91,3 +91,27 @@ def test_estimate_prints_reachability_and_duration(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "duration: not known yet for this local model" in out
     assert "reachability" in out and "not testable at k = 5" in out
+
+
+def test_the_report_says_not_testable_instead_of_passed(tmp_path):
+    from dbpa_core.audit import run_audit
+    from dbpa_core.report import _audit_part
+
+    from .fake_openai import FakeOpenAI
+
+    with FakeOpenAI(models=("fake-model", "fake-embed")) as srv:
+        spec = parse_spec(
+            f"""model: {{backend: openai, name: fake-model, base_url: "{srv.base_url}", max_retries: 0}}
+embedder: {{backend: openai, name: fake-embed, base_url: "{srv.base_url}"}}
+samples: 3
+base: Advice on cholesterol?
+perturbations:
+  - {{name: a, prefix: "Note.", role: control}}
+  - {{name: b, prefix: "Hello.", role: control}}
+"""
+        )
+        result = run_audit(spec, cache=Cache(tmp_path / "c"))
+    _, verdicts, _ = _audit_part(1, "job", result, False, None)
+    gate = next(v for v in verdicts if v.kind == "control gate")
+    assert gate.outcome.startswith("not testable at k = 3") and gate.flag == "untestable"
+    assert {v.flag for v in verdicts if v.kind == "audit"} == {"untestable"}

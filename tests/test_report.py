@@ -187,7 +187,7 @@ def test_every_audit_verdict_and_answer_check_is_on_the_summary(runs, report):
         checks = list(csv.DictReader(f))
     assert checks
     outcomes = {(r["what"], r["outcome"]) for r in rows if r["kind"] == "answer check"}
-    assert outcomes == {(f"{c['check']} — {c['perturbation']}", c["text"]) for c in checks}
+    assert outcomes == {(f"{c['check']} / {c['perturbation']}", c["text"]) for c in checks}
 
 
 def test_battery_fidelity_and_sensitivity_verdicts_are_on_the_summary(runs, report):
@@ -198,7 +198,7 @@ def test_battery_fidelity_and_sensitivity_verdicts_are_on_the_summary(runs, repo
     assert any(r["what"] == "clean error rate" and f"ER {clean.er.value:.3f}" in r["outcome"] for r in b)
     for a in battery.attacks():
         assert any(
-            r["what"] == f"{a.attack}, ρ = {a.rho:g}"
+            r["what"] == f"{a.attack} rho={a.rho:g}"
             and f"attack success rate {a.asr.value:.3f}" in r["outcome"]
             for r in b
         )
@@ -222,7 +222,10 @@ def test_settings_versions_dates_and_one_section_per_run(runs, report):
     settings = t.tables["settings"]
     audit_row = next(r for r in settings if r[0] == str(runs["audit"]))
     assert "samples = 20" in audit_row[-1] and "correction = holm" in audit_row[-1]
+    # settings as a reader writes them (not a Python dict), verdicts in the words used everywhere
+    assert "{'" not in audit_row[-1] and "embedder = backend: " in audit_row[-1], audit_row[-1]
     html = report.read_text(encoding="utf-8")
+    assert "not significant" not in html and "<td>detectable</td>" in html
     for k in ("audit", "battery", "fidelity", "sensitivity"):
         assert html.count(f'id="run-{runs[k]}"') == 1
 
@@ -397,7 +400,7 @@ def test_model_graded_checks_come_from_the_cache_or_are_named(tmp_path, monkeypa
     assert main(["--home", str(home), "report", "1", "--out", str(report)]) == 0
     assert srv.requests == asked  # nothing asked again (and the server is gone)
     rows = [r for r in verdict_rows(report) if r["kind"] == "answer check"]
-    assert {(r["what"], r["outcome"]) for r in rows} == {(f"{c} — {p}", t) for (c, p), t in written.items()}
+    assert {(r["what"], r["outcome"]) for r in rows} == {(f"{c} / {p}", t) for (c, p), t in written.items()}
     # without the cache the judge's check is named, not guessed
     shutil.rmtree(cache)
     assert main(["--home", str(home), "report", "1", "--out", str(report)]) == 0
@@ -444,3 +447,14 @@ def test_a_dashboard_simulation_shows_its_answers_and_its_error(tmp_path):
     )
     assert parse(path).codes["checksum"] == hashlib.sha256(line.encode()).hexdigest()
     assert "<b>B</b>" not in path.read_text(encoding="utf-8")
+
+
+def test_a_setting_is_written_as_a_reader_writes_it():
+    from dbpa_core.render import short
+
+    assert short({"backend": "local"}) == "backend: local"
+    assert short({"backend": "openai", "name": "m", "extra": {"a": 1}, "none": None}) == (
+        "backend: openai, name: m, extra: (a: 1)"
+    )
+    assert short(["a", "b"]) == "a, b" and short(0.5) == "0.5"
+    assert short("x" * 200).endswith("…") and len(short("x" * 200)) == 160

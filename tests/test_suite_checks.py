@@ -217,3 +217,19 @@ checks:
     assert len(pooled) == 4 and pooled[0]["test"] in ("exact stratified", "fisher")
     d = res.to_dict()
     assert d["pooled_checks"] and d["checks_family"] == len(tested)
+
+
+def test_pooled_checks_table_shows_rates_intervals_and_unparsed_answers():
+    from dbpa_core.suite import pooled_checks_rows
+
+    rows = [
+        dict(_result("chose unknown", "a", 2, 6, 0.5).to_dict(), case="c1", base_unparsed=1, unparsed=3),
+        dict(_result("chose unknown", "a", 4, 8, 0.5).to_dict(), case="c2"),
+    ]
+    pooled = pool_checks(rows, [_P("a")], correction="bh", alpha=0.05)
+    assert pooled[0]["name"] == "chose unknown" and pooled[0]["base_unparsed"] == 1
+    table = pooled_checks_rows(pooled)
+    assert table[0][:5] == ("check", "perturbation", "cases", "base [95% CI]", "perturbed [95% CI]")
+    assert table[1][3].startswith("30% [") and table[1][3].endswith("+1?")
+    assert table[1][4].startswith("70% [") and table[1][4].endswith("+3?")
+    assert table[1][5] == "+40 pts"

@@ -45,3 +45,18 @@ def test_the_cases_bar_moves_while_samples_are_drawn():
     assert last.eta_s == 30.0
     bar.start(1, cases[1])  # testing case 1 from the cache: the bar does not go back
     assert seen[-1].done == 9
+
+
+def test_while_a_local_model_decodes_the_bar_follows_its_tokens_and_its_time_left():
+    seen: list[Progress] = []
+    clock = Clock()
+    bar = _CaseProgress(seen.append, 24, ["base", "p"], clock=clock)
+    cases = [Case(f"c{i}", ()) for i in range(24)]
+    bar.start(0, cases[0])
+    bar.fetching(0, cases[:12])  # 12 cases decoded in one batch: no answer done until the end
+    clock.t = 10.0
+    bar(Progress("sampling", 0, 240, "500 tokens, 50 tokens/s, about 10 s left", 500, 1000, 10.0))
+    last = seen[-1]
+    assert last.done == 6  # half the tokens of 12 cases
+    # 10 s more for these 12 cases, 20 s for each 12 cases: 20 s for the other 12
+    assert last.eta_s == 30.0 and last.detail.endswith("50 tokens/s, about 30 s left")

@@ -61,3 +61,34 @@ def test_other_formats_have_the_size_limit_too(tmp_path):
         ItemsError, match=r"train.jsonl: item .*'s question has 120_001 characters, over the limit"
     ):
         load_items(f)
+
+
+def test_a_spec_whose_tests_would_run_for_hours_is_refused_before_any_call(tmp_path, capsys):
+    from dbpa_core.spec import SpecError, parse_spec
+
+    text = """
+model: {backend: openai, name: m, base_url: "http://127.0.0.1:9/v1"}
+embedder: {backend: rougeL}
+samples: 100
+permutations: 10000000
+base: {prompt: "John is 70"}
+perturbations: [{name: p, prompt: "Act as a comedian. John is 70"}]
+"""
+    with pytest.raises(
+        SpecError,
+        match=r"s.yaml, line 5: permutations: 10000000 with samples: 100 would take each test 2e\+11 pair "
+        r"visits, over the 1e\+10 one test may take .*: lower permutations to at most 499999, or samples",
+    ):
+        parse_spec(text, source="s.yaml")
+    parse_spec(text.replace("10000000", "400000"), source="s.yaml")  # under the bound
+
+
+def test_a_history_database_that_is_a_folder_names_the_path_to_move(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("DBPA_HOME", str(tmp_path))
+    db = tmp_path / "history.sqlite3"
+    db.mkdir()
+    assert main(["history"]) == 2
+    err = capsys.readouterr().err
+    assert f"Cannot use the run history {db}: it is a folder, not a database file" in err
+    assert f"mv {db} {db}.moved" in err and "DBPA_HOME (--home)" in err and "--no-history" in err
+    assert db.is_dir()

@@ -111,8 +111,9 @@ def friendly(exc: BaseException) -> str:
     if isinstance(exc, CacheError):
         return f"{text} The **Settings** page can clear it."
     from dbpa_core.attacks.wordnet import WordNetMissing
+    from dbpa_core.resources import MissingExtraError
 
-    if isinstance(exc, (BackendError, WordNetMissing)):  # they say what to do
+    if isinstance(exc, (BackendError, WordNetMissing, MissingExtraError)):  # they say what to do
         return text
     return (
         f"Something went wrong ({type(exc).__name__}: {text}). The details are in the "
@@ -503,34 +504,24 @@ RESULT_HOME = {
 def record_result(results: dict[str, Any], *, key: str, signature: str | None) -> int | None:
     """Record a battery, a fidelity simulation or a sensitivity study in the history (see
     :func:`record` for reruns); its results reopen on the page (:func:`reopen`)."""
-    kind = RESULT_PAGES[key]
-    models, headline, spec = _describe(kind, results)
-    name = (
-        str(st.session_state.get("w_audit_name") or "").strip()
-        or str(getattr(spec, "name", "") or "")
-        or kind
-    )
-    fp = fingerprint(key, signature or json.dumps(_jsonable_spec(spec), sort_keys=True, default=str))
-    usage = [getattr(r, "usage", None) or {} for r in results.values()]
-    fresh = sum(int(u.get("calls", 0)) + int(u.get("embeddings_computed", 0)) for u in usage)
-    settings = {"signature": signature, **_jsonable_spec(spec)}
+    from dbpa_core.runs import as_run
+
+    run = as_run(results)
+    run.title = str(st.session_state.get("w_audit_name") or "").strip() or run.title or run.kind
+    fp = fingerprint(key, signature or json.dumps(run.settings(), sort_keys=True, default=str))
 
     def save(h) -> int:
-        return h.record_result(
-            kind,
-            results,
-            title=name,
-            models=models,
-            headline=headline,
+        return h.record_run(
+            run,
+            source="dashboard",
             page=key,
-            settings=settings,
+            signature=signature,
             fingerprint=fp,
-            seconds=sum(float(u.get("seconds", 0) or 0) for u in usage),
             cache_dir=st.session_state.get("cache_dir"),
             form=form_snapshot(),
         )
 
-    return _save_run(key, fp, fresh, save)
+    return _save_run(key, fp, run.used, save)
 
 
 def _save_run(key: str, fp: str, fresh: int, save: Callable[[Any], int]) -> int | None:
@@ -558,38 +549,6 @@ def fingerprint(key: str, signature: str) -> str:
     import hashlib
 
     return hashlib.sha256(f"{key}\n{signature}".encode()).hexdigest()
-
-
-def _jsonable_spec(spec: Any) -> dict[str, Any]:
-    try:
-        d = spec.to_dict()
-    except Exception:  # noqa: BLE001 - no spec, or one that cannot say itself
-        return {}
-    return json.loads(json.dumps(d, default=str)) if isinstance(d, dict) else {}
-
-
-def _describe(kind: str, results: dict[str, Any]) -> tuple[list[str], str, Any]:
-    """(model labels, one headline, the spec) of a non-audit run's results."""
-    r = next(iter(results.values()))
-    if kind == "battery":
-        clean = r.clean()
-        return (
-            [model_label(r.spec.model)],
-            f"{clean.er.n} items, clean error rate {clean.er.value:.2f}, {len(r.attacks())} attack settings",
-            r.spec,
-        )
-    if kind == "sensitivity":
-        return (
-            [model_label(m) for m in r.spec.models],
-            f"{len(r.perturbations)} comparisons in {len(r.studies)} studies",
-            r.spec,
-        )
-    parsed = sum(r.parsed_total(m) for m in r.models)
-    return (
-        list(r.models),
-        f"{len(r.models)} simulators, {parsed:,} answers read" + (f" ({r.error})" if r.error else ""),
-        None,
-    )
 
 
 # the forms' tables (perturbation rows) kept with a run besides the w_* widget values

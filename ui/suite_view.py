@@ -147,7 +147,7 @@ def signature(spec: AuditSpec) -> str:
     return json.dumps(_jsonable(d), sort_keys=True, default=str)
 
 
-ANSWER_KEYS = ("case", "arm", "role", "index", "response")
+ANSWER_KEYS = ("case", "arm", "role", "prompt", "system_prompt", "index", "response")
 
 
 def run_with_answers(spec: AuditSpec, **kwargs: Any) -> dict[str, Any]:
@@ -205,76 +205,68 @@ def unfinished_note(doc: dict[str, Any], slot: Any) -> None:
 def record(out: dict[str, Any], spec: AuditSpec) -> int | None:
     """Record a finished suite in the history (a rerun all from the cache is not recorded
     again: the results point at the first run)."""
+    from dbpa_core.runs import as_run
+
     summary = out[KEY]
     usage = summary.get("usage") or {}
     fresh = int(usage.get("calls", 0)) + int(usage.get("embeddings_computed", 0))
-    if usage.get("calls") and usage.get("seconds") and spec.model.get("backend") != "replay":
-        st.session_state[RATE] = float(usage.get("completion_tokens", 0)) / float(usage["seconds"])
     fp = runner.fingerprint(KEY, signature(spec))
     return runner._save_run(
         KEY,
         fp,
         fresh,
-        lambda h: h.record_suite(
-            summary,
+        lambda h: h.record_run(
+            as_run(summary, title=spec.name),
             source="dashboard",
             page=KEY,
-            title=spec.name,
             fingerprint=fp,
             cache_dir=st.session_state.get("cache_dir"),
         ),
     )
 
 
-RATE = "_suite_tokens_per_s"  # tokens per second of the last suite run here (its duration estimate)
-
-
-def duration_text(spec: AuditSpec, calls: int, tokens: int) -> str:
-    """How long the calls may take on this machine: none when everything is cached or
-    replayed; else from the rate of the last run here, or said to be unknown yet."""
+def duration_line(spec: AuditSpec, calls: int) -> str:
+    """How long the calls may take on this machine (a local model's time per answer, as
+    measured on its last run here), in words."""
     if calls == 0:
-        return "seconds (every answer is cached)"
-    if spec.model.get("backend") == "replay":
-        return "seconds (recorded answers)"
-    rate = st.session_state.get(RATE)
-    if not rate:
-        return "measured once the first answers arrive (the progress bar says the time left)"
-    return f"about {minutes(tokens / rate)} at {rate:,.0f} tokens/s (the last suite run here)"
+        return "Duration: seconds (every answer is cached)."
+    from dbpa_core.backends.decoding import local_precision
+    from dbpa_core.timings import duration_estimate
 
-
-def minutes(seconds: float) -> str:
-    """'40 s', '3 min', '1 h 5 min' (an estimate, rounded)."""
-    s = max(1, round(seconds))
-    if s < 90:
-        return f"{s} s"
-    m = round(s / 60)
-    return f"{m} min" if m < 60 else f"{m // 60} h {m % 60} min"
+    line = duration_estimate(spec.model, calls, spec.max_tokens, local_precision())
+    if line is None:
+        return "Duration: as fast as the model's server answers (the progress bar says the time left)."
+    return line[0].upper() + line[1:] + "."
 
 
 def show_estimate(spec: AuditSpec) -> None:
-    """Calls, tokens, cost, the time they may take, and what k and the correction allow."""
+    """Calls, tokens, cost, the time they may take, and the smallest p each test can reach
+    at this k and correction."""
+    from dbpa_core.reach import reachability
     from dbpa_core.suite import estimate_suite
 
     t = estimate_suite(spec, cache=state.cache())["totals"]
-    calls, out_tokens = int(t.get("calls", 0)), int(t.get("output_tokens", 0))
+    calls = int(t.get("calls", 0))
     runner.show_totals(
         calls,
         int(t.get("cached", 0)),
-        int(t.get("input_tokens", 0) + out_tokens),
+        int(t.get("input_tokens", 0) + t.get("output_tokens", 0)),
         float(t.get("cost", 0.0)),
     )
-    reach = spec.attainability()
-    cached = int(t.get("cached", 0))
-    fresh_tokens = out_tokens * calls // max(1, calls + cached)  # at most max_tokens each
+    reach = reachability(spec)
     st.caption(
-        f"Estimated duration: {duration_text(spec, calls, fresh_tokens)}. "
-        f"{len(spec.cases)} cases x {len(spec.perturbations)} perturbations = {spec.n_tests} tests, "
-        f"corrected together ({spec.correction}, α = {spec.alpha:g}). The smallest p any "
-        f"test can reach after the correction: {fmt_p(reach.smallest_adjusted_p)}"
-        + (" — significance is within reach." if reach.reachable else ".")
+        md_escape(duration_line(spec, calls))
+        + f" {len(spec.cases)} cases x {len(spec.perturbations)} perturbations = {spec.n_tests} "
+        f"tests, corrected together ({md_escape(spec.correction)}, α = {spec.alpha:g})."
     )
-    if reach.message:
-        (st.caption if reach.reachable else st.warning)(md_escape(reach.message))
+    lines = reach.lines()
+    text = "  \n".join(md_escape(x) for x in lines)
+    if not reach.testable:
+        st.warning(
+            "**Not every result can be significant at these settings.**  \n" + text, icon=":material/warning:"
+        )
+    elif lines:
+        st.caption("Can a result be significant here? The smallest p each test can reach:  \n" + text)
 
 
 def checks_preview_section(spec: AuditSpec | None, results: dict[str, Any] | None) -> None:
@@ -368,7 +360,7 @@ def show(summary: dict[str, Any], *, title: str = "", run_id: int | None = None)
         st.session_state[f"{KEY}_cell"] = first
     pick = st.session_state[f"{KEY}_cell"]
     case, pert = pick.split(" · ", 1) if " · " in pick else (pick, "")
-    rates = check_rates(summary)
+    rates = pooled_checks_frame(summary)
     left, right = st.columns([3, 2] if not rates.empty else [1, 0.001])
     with left:
         st.plotly_chart(
@@ -379,9 +371,16 @@ def show(summary: dict[str, Any], *, title: str = "", run_id: int | None = None)
         )
     if not rates.empty:
         with right:
-            st.markdown("**Checks: share of answers that pass**")
+            st.markdown("**Checks: share of answers that pass, over the cases**")
             st.dataframe(rates, key=f"{KEY}_check_rates")
-            st.caption("Pooled over every case's answers; each check is tested per case in the cell below.")
+            st.caption(
+                "Base → perturbed: each arm's pass rate over every case's answers. Stars: the "
+                "stratified test over the cases (exact, or Cochran–Mantel–Haenszel for large "
+                "counts) after the correction across the pooled checks; their intervals are in "
+                "the results (JSON). Each case's own test is in the cell below."
+                if summary.get("pooled_checks")
+                else "Pooled over every case's answers; each check is tested per case in the cell below."
+            )
     st.selectbox("Open one cell (case · perturbation)", options, key=f"{KEY}_cell")
     show_cell(cells[(case, pert)], summary)
     side = case_answers(summary, case, pert)
@@ -517,7 +516,8 @@ def verdict_lines(summary: dict[str, Any]) -> list[str]:
     out = []
     for d in summary.get("pooled") or ():
         name, n, role = md_escape(d["perturbation"]), int(d["cases"]), d.get("role")
-        p = f"pooled p = {fmt_p(float(d['p_adjusted']))} after the correction"
+        shown = fmt_p(float(d["p_adjusted"]))
+        p = f"pooled p {shown if shown.startswith('<') else '= ' + shown} after the correction"
         some = f"{d['discoveries']} of {n} cases changed on their own"
         if d.get("significant"):
             line = f":red[**{name}** changes the answers] across the {n} cases ({p}; {some})"
@@ -589,6 +589,29 @@ def check_rates(summary: dict[str, Any]) -> pd.DataFrame:
         for name, cnt in rows.items()
     }
     return pd.DataFrame(data, index=order).rename_axis("prompts")
+
+
+def pooled_checks_frame(summary: dict[str, Any]) -> pd.DataFrame:
+    """The checks pooled over the cases (the suite's ``pooled_checks``), compact enough to
+    sit beside the heat map: one row per perturbation, one column per check, each cell
+    "base rate → perturbed rate" and the stars of the stratified test after the correction
+    (a number: the mean words). A run recorded before suites pooled their checks gets each
+    arm's pass rate only (:func:`check_rates`)."""
+    pooled = summary.get("pooled_checks")
+    if not pooled:
+        return check_rates(summary)
+    cells: dict[str, dict[str, str]] = {}
+    for d in pooled:
+        if d.get("base") is None or d.get("value") is None:
+            text = "-"
+        elif d.get("numeric"):
+            text = f"{d['base']:.0f} → {d['value']:.0f} words"
+        else:
+            text = f"{d['base']:.0%} → {d['value']:.0%}"
+        cells.setdefault(str(d["perturbation"]), {})[str(d["check"])] = text + (
+            f" {d['stars']}" if d.get("stars") else ""
+        )
+    return pd.DataFrame.from_dict(cells, orient="index").rename_axis("perturbation")
 
 
 def case_checks(spec: AuditSpec | None, case: str) -> tuple:

@@ -9,12 +9,13 @@ import sys
 from ..fmt import SIZE_LEGEND, fmt_p, size_cell, table
 from .common import (
     add_allow_key_env,
-    add_junit,
+    add_gates,
     add_progress_options,
+    finish,
     gates,
     open_cache,
     progress_bars,
-    record_in_history,
+    record_run_in_history,
     report,
     spec_warnings,
     write_results,
@@ -26,22 +27,6 @@ def add_parser(sub) -> argparse.ArgumentParser:
     a.add_argument("spec", metavar="SPEC_FILE")
     a.add_argument("--out", default="dbpa-results", help="output folder (default: dbpa-results)")
     a.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
-    a.add_argument(
-        "--fail-on-control",
-        action="store_true",
-        help="exit 1 when a control perturbation changed the answers detectably "
-        "(for CI; the same "
-        "as --fail-on control)",
-    )
-    a.add_argument(
-        "--fail-on",
-        action="append",
-        default=[],
-        metavar="KINDS",
-        help="exit 1 when any of these fails (comma-separated, repeatable): control "
-        "(a control perturbation changed the answers detectably), target (a "
-        "target did not), check (an answer check changed detectably)",
-    )
     add_progress_options(a)
     a.add_argument(
         "--no-history", action="store_true", help="do not record this audit in the run history ($DBPA_HOME)"
@@ -52,7 +37,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
         help="send the uncached calls of OpenAI-compatible models as one Batch API "
         "job (half price, answers within 24 h; a stopped run picks the job up again)",
     )
-    add_junit(a, "perturbation and answer check")
+    add_gates(a, "perturbation and answer check (a suite: per case x perturbation, pooled verdict and check)")
     add_allow_key_env(a)
     return a
 
@@ -114,7 +99,8 @@ def checks_text(result) -> str:
 def run(args) -> int:
     from ..audit import AuditCancelled, check_out_dir, run_audit
     from ..backends.base import BackendError, clean_text
-    from ..junit import audit_suites, error_suites
+    from ..junit import error_suites
+    from ..runs import as_run
     from ..spec import load_spec
 
     fail_on = gates(args)
@@ -141,7 +127,7 @@ def run(args) -> int:
         if rc is not None:
             return rc
     if spec.cases:  # a suite of cases
-        return run_suite_command(spec, args, cache, bars)
+        return run_suite_command(spec, args, cache, bars, fail_on)
     try:
         result = run_audit(spec, cache=cache, progress=bars)
     except AuditCancelled as exc:
@@ -192,25 +178,15 @@ def run(args) -> int:
         if w not in said:
             print(f"warning: {w}", file=sys.stderr)
     print("wrote " + ", ".join(paths))
-    if not args.no_history:
-        _record(spec, result, args)
-    return report(args, audit_suites(result, fail_on=fail_on), fail_on)
-
-
-def _record(spec, result, args) -> None:
-    """Record an audit in the run history (see :func:`.common.record_in_history`)."""
     from ..spec import model_label
 
     job = model_label(spec.model) if spec.mode == "perturbation" else "model comparison"
-    record_in_history(
-        args,
-        lambda h, cache_dir, out_dir: h.record(
-            {job: result}, source="cli", title=spec.name, cache_dir=cache_dir, out_dir=out_dir
-        ),
-    )
+    run = as_run({job: result}, title=spec.name)
+    record_run_in_history(args, run)
+    return finish(args, run, fail_on)
 
 
-def run_suite_command(spec, args, cache, bars) -> int:
+def run_suite_command(spec, args, cache, bars, fail_on=frozenset()) -> int:
     """``dbpa audit`` of a suite: run it, write the results, print the pooled table."""
     import os
     import uuid
@@ -259,6 +235,7 @@ def run_suite_command(spec, args, cache, bars) -> int:
         print("\nAnswer checks pooled over the cases (each arm's rate over all its answers):")
         print(table(rows[1:], rows[0]))
         print(
+            f"+N?: answers that chose no option clearly (left out of the rate). "
             f"p: the exact stratified test over the cases (Cochran-Mantel-Haenszel beyond "
             f"its size; Fisher's combined test for lengths); p_adj: corrected across the pooled "
             f"checks. The {len(result.checks)} per-case check rows are one family "
@@ -281,19 +258,8 @@ def run_suite_command(spec, args, cache, bars) -> int:
     for w in result.warnings:
         print(f"warning: {w}", file=sys.stderr)
     print("wrote " + ", ".join(paths))
-    if not args.no_history:
-        record_in_history(
-            args,
-            lambda h, cache_dir, out_dir: h.record_suite(
-                result, source="cli", title=spec.name, cache_dir=cache_dir, out_dir=out_dir
-            ),
-        )
-    changed = [
-        d["perturbation"] for d in result.pooled if d["role"] == "control" and d["significant"]
-    ]  # pooled over the cases, after the correction
-    if changed and args.fail_on_control:
-        print(
-            "FAIL: control perturbation(s) changed the answers across the cases: " + ", ".join(changed),
-            file=sys.stderr,
-        )
-    return 1 if changed and args.fail_on_control else 0
+    from ..runs import as_run
+
+    run = as_run(result, title=spec.name)  # its answers read from the responses.jsonl written
+    record_run_in_history(args, run)
+    return finish(args, run, fail_on)  # the gates read the pooled verdicts across the cases

@@ -13,7 +13,10 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..sampling import Progress
 
 PROGRESS_EVERY_ENV = "DBPA_PROGRESS_EVERY"
 """Seconds between progress lines when stderr is not a terminal (default 15)."""
@@ -31,13 +34,13 @@ class Bars:
         self.lines = lines and not enabled
         self.bars: dict[str, Any] = {}
         self.every = every if every is not None else _progress_every()
-        self._last: Any = None  # the newest report
+        self._last: Progress | None = None  # the newest report
         self._lock = threading.Lock()
         self._started = time.monotonic()
         self._done = threading.Event()
         self._ticker: threading.Thread | None = None
 
-    def __call__(self, p) -> None:
+    def __call__(self, p: Progress) -> None:
         if self.lines:
             with self._lock:
                 self._last = p
@@ -85,7 +88,7 @@ def _progress_every() -> float:
     return every if every > 0 else PROGRESS_EVERY
 
 
-def progress_line(p, elapsed: float) -> str:
+def progress_line(p: Progress, elapsed: float) -> str:
     """One line for a log: ``[dbpa 2m05s] sampling 120/600 (20%) - about 3 min left``."""
     minutes, seconds = divmod(int(elapsed), 60)
     share = f" ({int(100 * p.fraction)}%)" if p.total else ""
@@ -113,7 +116,7 @@ def fit_detail(detail: str, width: int) -> str:
     return "…" + detail[-(width - 1) :]
 
 
-def progress_bars(args) -> Bars:
+def progress_bars(args: argparse.Namespace) -> Bars:
     """Bars on a terminal unless ``--quiet``, and anywhere with ``--progress``; without a
     terminal, a plain progress line every 15 s (unless ``--quiet``)."""
     bars = (not args.quiet and sys.stderr.isatty()) or args.progress
@@ -185,6 +188,15 @@ def report(args, suites, fail_on) -> int:
     return 1 if failed else 0
 
 
+def finish(args, run, fail_on) -> int:
+    """The end of every command that runs something: the JUnit report of ``run`` (a
+    :class:`~dbpa_core.runs.RunResult`, with ``--junit``) and the ``--fail-on`` gates, the
+    same for every kind of run: 1 when a gated verdict failed, else 0."""
+    from ..junit import run_suites
+
+    return report(args, run_suites(run, fail_on=fail_on), fail_on)
+
+
 def write_results(result, out) -> list[str] | None:
     """``result.write(out)``, or None after one line on stderr (a full disk, no permission)."""
     try:
@@ -206,51 +218,26 @@ def record_in_history(args, save: Callable[[Any, Any, str], int]) -> None:
 
     from ..history import History, HistoryError
 
+    cache = open_cache(args)
+    # where the answers went: the cache folder, or the database with DBPA_CACHE_URL
+    cache_at = None if getattr(args, "no_cache", False) else (cache.where if cache.url else cache.directory)
     try:
         h = History()
-        run_id = save(h, None if args.no_cache else open_cache(args).directory, os.path.abspath(args.out))
+        run_id = save(h, cache_at, os.path.abspath(args.out))
     except (HistoryError, OSError, sqlite3.Error) as exc:
         print(f"warning: the run was not recorded in the history: {exc}", file=sys.stderr)
         return
     print(f"recorded as run {run_id} in {h.where} (dbpa history show {run_id})")
 
 
-def record_result_in_history(
-    args,
-    kind: str,
-    results: dict[str, Any],
-    *,
-    title: str,
-    models: list[str],
-    headline: str,
-    spec: Any = None,
-) -> None:
-    """Record a battery, fidelity simulation or sensitivity study (``kind``) the way the
-    dashboard does (``results`` keyed as its page keys them, so it reopens there), unless
-    ``--no-history``."""
+def record_run_in_history(args, run) -> None:
+    """Record a finished run of any kind (a :class:`~dbpa_core.runs.RunResult`) in the run
+    history, unless ``--no-history``: it reopens on its dashboard page."""
     if getattr(args, "no_history", False):
         return
-    import json
-
-    try:
-        settings = json.loads(json.dumps(spec.to_dict(), default=str)) if spec is not None else {}
-    except (AttributeError, TypeError, ValueError):
-        settings = {}
-    seconds = sum(float((getattr(r, "usage", None) or {}).get("seconds", 0) or 0) for r in results.values())
     record_in_history(
         args,
-        lambda h, cache_dir, out_dir: h.record_result(
-            kind,
-            results,
-            title=title,
-            models=models,
-            headline=headline,
-            source="cli",
-            settings={"signature": None, **settings},
-            seconds=seconds,
-            cache_dir=cache_dir,
-            out_dir=out_dir,
-        ),
+        lambda h, cache_dir, out_dir: h.record_run(run, source="cli", cache_dir=cache_dir, out_dir=out_dir),
     )
 
 
@@ -266,6 +253,27 @@ def add_no_history(p: argparse.ArgumentParser, what: str = "run") -> None:
 def add_progress_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--progress", action="store_true", help="progress bars even when not a TTY")
+
+
+def add_gates(p: argparse.ArgumentParser, cases: str) -> None:
+    """``--fail-on-control``, ``--fail-on KINDS`` and ``--junit FILE``: the same for every
+    command that runs something (a kind a run does not have never fails)."""
+    p.add_argument(
+        "--fail-on-control",
+        action="store_true",
+        help="exit 1 when a control perturbation changed the answers detectably "
+        "(for CI; the same as --fail-on control)",
+    )
+    p.add_argument(
+        "--fail-on",
+        action="append",
+        default=[],
+        metavar="KINDS",
+        help="exit 1 when any of these fails (comma-separated, repeatable): control "
+        "(a control perturbation changed the answers detectably), target (a "
+        "target did not), check (an answer check changed detectably)",
+    )
+    add_junit(p, cases)
 
 
 def add_junit(p: argparse.ArgumentParser, cases: str) -> None:
@@ -341,22 +349,21 @@ def run_guarded(func: Callable[[argparse.Namespace], int], args: argparse.Namesp
     """``func(args)`` with the library's errors as one line on stderr and an exit code."""
     from ..backends.base import BackendError, ContextLengthError, clean_text
     from ..cache import CacheError
-    from ..launcher import MissingExtraError
     from ..outputs import OutputDirError
-    from ..resources import extra_for, missing_extra_message
+    from ..resources import EXIT_MISSING_PART, MissingExtraError, extra_for, missing_extra_message
     from ..spec import SpecError
 
     try:
         return func(args)
-    except MissingExtraError as exc:
+    except MissingExtraError as exc:  # an extra, or the embedded model's weights: `dbpa setup`
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_MISSING_PART
     except ModuleNotFoundError as exc:  # an optional extra left out of the install
         extra = extra_for(exc.name)
         if extra is None:
             raise
         print(f"error: {missing_extra_message(extra)}", file=sys.stderr)
-        return 2
+        return EXIT_MISSING_PART
     except (SpecError, CacheError, OutputDirError, ContextLengthError) as exc:
         print(f"error: {clean_text(exc, 1000)}", file=sys.stderr)
         return 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from ..fmt import table
 from .common import add_allow_key_env, open_cache, spec_warnings
@@ -73,7 +74,7 @@ def run(args) -> int:
     return 0
 
 
-def duration_lines(spec, est) -> list[str]:
+def duration_lines(spec: Any, est: dict[str, Any]) -> list[str]:
     """How long the new answers of each local model take on this machine (measured on an
     earlier run); nothing for a server's model."""
     from ..backends.decoding import local_precision

@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .common import add_allow_key_env, add_progress_options, spec_warnings
+from .common import add_allow_key_env, add_gates, add_progress_options, finish, gates, spec_warnings
 
 # --------------------------------------------------------------------------- the defaults
 NICE_PROMPT = (
@@ -295,6 +295,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     s.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     add_progress_options(s)
     add_allow_key_env(s)
+    add_gates(s, "perturbation, answer check and attack")
     return s
 
 
@@ -322,6 +323,9 @@ def run(args) -> int:
     from ..spec import model_label
     from ..timings import duration_estimate
 
+    fail_on = gates(args)
+    if fail_on is None:
+        return 2
     model = read_model(args.model, allow_key_env=args.allow_key_env)
     wordnet = available()
     audit, battery = build_specs(
@@ -372,10 +376,19 @@ def run(args) -> int:
     if not isinstance(results, list):
         return results
     audit_result, battery_result = results
-    ids = _record(args, label, audit_result, battery_result, cache)
+    from ..runs import AuditRun, BatteryRun, ScanRun
+
+    parts = (
+        AuditRun(f"scan of {label}: {AUDIT_NAME}", audits={label: audit_result}),
+        BatteryRun(f"scan of {label}: {BATTERY_NAME}", batteries={BATTERY_NAME: battery_result}),
+    )
+    ids = _record(args, parts, cache)
     if ids is None:
         return 2
-    return _write_report(ids, out, args.title or f"Scan of {label}")
+    rc = _write_report(ids, out, args.title or f"Scan of {label}")
+    if rc:
+        return rc
+    return finish(args, ScanRun(args.title or f"Scan of {label}", parts=parts), fail_on)
 
 
 def _run_parts(args, audit, battery, cache, out: Path, said: list[str]) -> list[Any] | int:
@@ -416,47 +429,19 @@ def _run_parts(args, audit, battery, cache, out: Path, said: list[str]) -> list[
     return done
 
 
-def _record(args, label: str, audit_result, battery_result, cache) -> list[int] | None:
-    """Record both runs in the run history (the report is built from it); their ids, or
-    None after one line saying why not."""
+def _record(args, parts, cache) -> list[int] | None:
+    """Record both runs (the scan's audit and battery) in the run history (the report is
+    built from it); their ids, or None after one line saying why not."""
     import sqlite3
 
     from ..history import History, HistoryError
 
     out = Path(args.out).absolute()
-    cache_dir = cache.directory if not args.no_cache else None
-    b_clean = battery_result.clean()
-    headline = (
-        f"{b_clean.er.n} items, clean error rate {b_clean.er.value:.2f}, "
-        f"{len(battery_result.attacks())} attack settings"
-    )
-    settings = {
-        k: v
-        for k, v in battery_result.spec.to_dict().items()
-        if k not in ("model", "description", "template", "embedder")
-    }
+    cache_dir = (cache.where if cache.url else cache.directory) if not args.no_cache else None
     try:
         h = History()
         ids = [
-            h.record(
-                {label: audit_result},
-                source="cli",
-                title=f"scan of {label}: {AUDIT_NAME}",
-                cache_dir=cache_dir,
-                out_dir=out / "audit",
-            ),
-            h.record_result(
-                "battery",
-                {BATTERY_NAME: battery_result},
-                source="cli",
-                title=f"scan of {label}: {BATTERY_NAME}",
-                models=[label],
-                headline=headline,
-                settings=settings,
-                seconds=battery_result.usage.get("seconds"),
-                cache_dir=cache_dir,
-                out_dir=out / "battery",
-            ),
+            h.record_run(part, source="cli", cache_dir=cache_dir, out_dir=out / part.kind) for part in parts
         ]
     except (HistoryError, OSError, sqlite3.Error) as exc:
         print(
@@ -484,7 +469,7 @@ def summary_text(sections) -> str:
         width = max((len(what) for what, _ in shown), default=0)
         lines += [f"  {what:<{width}}  {outcome}" for what, outcome in shown]
         if checks:
-            names = ", ".join(dict.fromkeys(v.what.split(" — ")[0] for v in checks))
+            names = ", ".join(dict.fromkeys(v.what.split(" / ")[0] for v in checks))
             changed = sum(v.flag == "changed" for v in checks)
             lines.append(
                 f"  answer checks ({names}): {changed} of {len(checks)} check x "

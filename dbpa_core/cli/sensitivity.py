@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from ..fmt import table
-from .common import add_no_history, add_progress_options, open_cache, progress_bars
+from .common import add_gates, add_no_history, add_progress_options, gates, open_cache, progress_bars
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -37,6 +37,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     s.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     add_no_history(s, "study")
     add_progress_options(s)
+    add_gates(s, "perturbation (whether its verdict holds in every setting)")
     return s
 
 
@@ -71,6 +72,9 @@ def run(args) -> int:
     )
     from ..spec import load_spec
 
+    fail_on = gates(args)
+    if fail_on is None:
+        return 2
     spec = load_spec(args.spec)
     if spec.cases:
         print(
@@ -121,16 +125,9 @@ def run(args) -> int:
     for w in result.warnings:
         print(f"warning: {w}", file=sys.stderr)
     print("wrote " + ", ".join(paths))
-    from ..spec import model_label
-    from .common import record_result_in_history
+    from ..runs import as_run
+    from .common import finish, record_run_in_history
 
-    record_result_in_history(
-        args,
-        "sensitivity",
-        {"sensitivity": result},
-        title=spec.name,
-        models=[model_label(m) for m in spec.models],
-        headline=f"{len(result.perturbations)} comparisons in {len(result.studies)} studies",
-        spec=spec,
-    )
-    return 0
+    run = as_run({"sensitivity": result}, title=spec.name)
+    record_run_in_history(args, run)
+    return finish(args, run, fail_on)

@@ -112,7 +112,7 @@ def test_build_run_and_download_a_suite_like_dbpa_audit(make_app, replay, tmp_pa
     # before the run: calls, and what the correction allows
     calls = next(m for m in at.metric if m.label == "Model calls to make")
     assert calls.value == str(5 * 5 * 6)
-    assert any("smallest p any test can reach" in c.value for c in at.caption)
+    assert any("The smallest p each test can reach" in c.value for c in at.caption)
     at.button(key="suite_run").click().run()
     assert not at.exception, at.exception
     assert not errors(at), errors(at)
