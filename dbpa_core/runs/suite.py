@@ -165,6 +165,14 @@ class SuiteRun(RunResult):
                 alpha=self.alpha,
                 kind="case",
             )
+            if t.get("stop_reason"):  # sequential sampling: how many answers, why it stopped
+                v = Verdict(
+                    **{
+                        **v.__dict__,
+                        "outcome": f"{v.outcome}; {t.get('samples_used')} answers per arm, "
+                        f"stopped: {t['stop_reason']}",
+                    }
+                )
             # a case's test is reported; the gate is the pooled verdict across the cases
             flag = "changed" if v.significant else "unchanged"  # the gate's colours are the pooled rows'
             out.append(Verdict(**{**v.__dict__, "gate": None, "failed": False, "flag": flag}))
