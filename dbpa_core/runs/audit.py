@@ -241,7 +241,7 @@ class AuditRun(RunResult):
         )
 
     def report_parts(self) -> list[str]:
-        parts = []
+        parts: list[str] = []
         for job, r in self.audits.items():
             checks, note = self.check_results(job)
             served = sorted({a.arm.model_label for a in (r.base, *r.arms)})
