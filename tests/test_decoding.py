@@ -290,9 +290,13 @@ def test_weights_prepacked_for_onednn_give_the_same_samples(monkeypatch):
     of plain ``F.linear``."""
     if not (torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")):
         pytest.skip("this torch has no oneDNN")
-    model = tiny_llama(torch.bfloat16)
-    assert dec._weights(model).packed
     assert not dec._weights(tiny_llama(torch.float32)).packed  # float32: another library
+    model = tiny_llama(torch.bfloat16)
+    if not dec._weights(model).packed:  # _prepack's own check refused them on this CPU
+        pytest.skip(
+            "on this CPU oneDNN's reordered bfloat16 weights do not give F.linear's bits (or "
+            "cannot be made): they are not used (the next test covers that refusal)"
+        )
     packed, _ = _run(model, _items(PROMPTS, 3))
     d = LlamaDecoder(model, slots=4, max_len=64)
     d.admit(0, d.prefill(PROMPTS[1]))
