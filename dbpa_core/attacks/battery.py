@@ -548,18 +548,19 @@ class BatteryResult:
 
     # ---------------------------------------------------------------- serialising
     def to_dict(self) -> dict[str, Any]:
-        def cons(kind):
+        def cons(kind: str) -> dict[str, Any] | None:
             if not any(r.kind == kind for r in self.consistency):
                 return None
-            out = {
+            by_dataset: dict[str, dict[str, Any]] = {}
+            out: dict[str, Any] = {
                 "accuracies": [r.to_dict() for r in self.consistency if r.kind == kind and r.dataset == ALL],
                 "std": self.consistency_std(kind),
-                "by_dataset": {},
+                "by_dataset": by_dataset,
             }
             if kind == "instructions":  # the item's own instruction: the clean answers
                 out["baseline_accuracy"] = 1.0 - self.clean().er.value
             for ds in self.datasets if len(self.datasets) > 1 else ():
-                out["by_dataset"][ds] = {
+                by_dataset[ds] = {
                     "accuracies": [
                         r.to_dict() for r in self.consistency if r.kind == kind and r.dataset == ds
                     ],
@@ -1135,8 +1136,9 @@ def _curve(spec, sampler, queries, texts, caught):
     mt = multiple_testing([r.p_value for r in tested], spec.correction, alpha=spec.alpha) if tested else None
     rows = []
     j = 0
-    for _base_q, q, r in pending:
-        if r is None:
+    for _base_q, q, res in pending:
+        # no test (the attack left the prompt as it was): mt is None only when no row has one
+        if res is None or mt is None:
             rows.append(
                 CurveRow(q.name, q.base.id, q.base.dataset, q.rho, 0, 0.0, 0.0, 1.0, 1.0, False, "", None)
             )
@@ -1147,14 +1149,14 @@ def _curve(spec, sampler, queries, texts, caught):
                 q.base.id,
                 q.base.dataset,
                 q.rho,
-                len(q.attack.changes),
-                r.effect_size,
-                r.chance_effect_size,
-                r.p_value,
+                len(q.attack.changes) if q.attack is not None else 0,
+                res.effect_size,
+                res.chance_effect_size,
+                res.p_value,
                 float(mt.p_adjusted[j]),
                 bool(mt.reject[j]),
                 mt.stars[j],
-                r,
+                res,
             )
         )
         j += 1
