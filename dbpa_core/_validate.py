@@ -5,12 +5,15 @@ from __future__ import annotations
 import csv
 import math
 import numbers
+import os
 import re
+from collections.abc import Iterator
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 
-def real_array(x, name: str, expected: str) -> np.ndarray:
+def real_array(x: ArrayLike, name: str, expected: str) -> np.ndarray:
     """``x`` as a float64 array, or TypeError naming ``name``: None, booleans, complex
     numbers, text and ragged nesting are refused rather than silently converted
     (``np.asarray(None, float)`` is NaN; complex values would lose their imaginary
@@ -38,7 +41,7 @@ def real_array(x, name: str, expected: str) -> np.ndarray:
         raise TypeError(f"`{name}` must be {expected}.") from exc
 
 
-def check_level(value, name: str) -> float:
+def check_level(value: object, name: str) -> float:
     """A level in (0, 1) such as ``alpha``: any real number type (numpy included),
     not a bool, finite."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
@@ -75,7 +78,7 @@ def first_surrogate(text: str) -> str | None:
 
 
 # --------------------------------------------------------------------------- files
-def file_problem(path) -> str | None:
+def file_problem(path: str | os.PathLike) -> str | None:
     """Why ``path`` cannot be read as a file, in words (None when it is a regular file):
     "no such file", "is a folder, not a file", or "is not a regular file (a device, a
     pipe or a socket)" — checked before it is opened, so a FIFO never blocks a read and
@@ -99,7 +102,7 @@ def file_problem(path) -> str | None:
 
 
 def csv_header(
-    reader,
+    reader: Iterator[list[str]],
     source: str,
     error: type[Exception],
     *,

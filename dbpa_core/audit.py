@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import time
 import warnings
 from collections.abc import Callable, Mapping
@@ -219,7 +220,7 @@ class AuditResult:
                 )
         return "\n".join(lines) + "\n"
 
-    def write(self, out_dir) -> list[str]:
+    def write(self, out_dir: str | os.PathLike) -> list[str]:
         """Write results.json, results.csv and responses.jsonl (and checks.csv when the spec
         has checks); returns their paths.
 
@@ -470,7 +471,8 @@ def run_audit(
                     sequential=spec.sequential,
                     null=spec.null,
                 )
-            else:
+            else:  # embedded arms carry their embeddings
+                assert base.embeddings is not None and other.embeddings is not None
                 r = dbpa_test(
                     base.embeddings,
                     other.embeddings,

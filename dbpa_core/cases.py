@@ -21,9 +21,13 @@ import csv
 import io
 import json
 import string
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .spec import Perturbation, SpecDoc
 
 MAX_CASES = 100_000
 MAX_CASES_BYTES = 200 * 1024**2
@@ -85,7 +89,7 @@ def fill(template: str, values: dict[str, Any]) -> str:
         ) from None
 
 
-def perturbed_prompt(base_prompt: str, perturbation, case: Case) -> tuple[str, str]:
+def perturbed_prompt(base_prompt: str, perturbation: Perturbation, case: Case) -> tuple[str, str]:
     """The (base prompt, perturbed prompt) of ``case`` under ``perturbation``."""
     values = case.values
     base = fill(base_prompt, values)
@@ -97,7 +101,7 @@ def perturbed_prompt(base_prompt: str, perturbation, case: Case) -> tuple[str, s
 
 
 # --------------------------------------------------------------------------- reading
-def parse_cases(doc, raw: Any, base_dir: Path) -> tuple[Case, ...]:
+def parse_cases(doc: SpecDoc, raw: Any, base_dir: Path) -> tuple[Case, ...]:
     """The ``cases:`` section (a file or an inline list) as cases, or a SpecError."""
     from .spec import _existing, decode_utf8
     from .spec_schema import CasesFile, validate_section
@@ -149,7 +153,7 @@ def parse_cases(doc, raw: Any, base_dir: Path) -> tuple[Case, ...]:
     return tuple(cases)
 
 
-def _csv_rows(doc, text: str, name: str) -> list[tuple[str, dict]]:
+def _csv_rows(doc: SpecDoc, text: str, name: str) -> list[tuple[str, dict]]:
     reader = csv.reader(io.StringIO(text))
     try:
         header = next(reader, None)
@@ -178,7 +182,7 @@ def _csv_rows(doc, text: str, name: str) -> list[tuple[str, dict]]:
     return rows
 
 
-def _jsonl_rows(doc, text: str, name: str) -> list[tuple[str, dict]]:
+def _jsonl_rows(doc: SpecDoc, text: str, name: str) -> list[tuple[str, dict]]:
     rows = []
     for i, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -199,7 +203,9 @@ def _jsonl_rows(doc, text: str, name: str) -> list[tuple[str, dict]]:
 
 
 # --------------------------------------------------------------------------- checking
-def check_cases(doc, cases: tuple[Case, ...], base_prompt: str, perturbations) -> None:
+def check_cases(
+    doc: SpecDoc, cases: tuple[Case, ...], base_prompt: str, perturbations: Sequence[Perturbation]
+) -> None:
     """Fill every prompt of every case now: a missing column is an error naming the row."""
     for p in perturbations:
         if not p.set_fields:
@@ -230,7 +236,7 @@ def check_cases(doc, cases: tuple[Case, ...], base_prompt: str, perturbations) -
                 )
 
 
-def no_case_placeholders(doc, base_prompt: str, perturbations) -> None:
+def no_case_placeholders(doc: SpecDoc, base_prompt: str, perturbations: Sequence[Perturbation]) -> None:
     """A spec without cases whose prompts hold ``{field}`` placeholders is a mistake."""
     for path, what, text in [(("base", "prompt"), "base.prompt", base_prompt)] + [
         (("perturbations", i), f"perturbation {p.name!r}", p.prompt)
@@ -246,7 +252,9 @@ def no_case_placeholders(doc, base_prompt: str, perturbations) -> None:
             )
 
 
-def shared_prompt_warnings(base_prompt: str, perturbations, cases) -> list[str]:
+def shared_prompt_warnings(
+    base_prompt: str, perturbations: Sequence[Perturbation], cases: Sequence[Case]
+) -> list[str]:
     """Cases whose filled prompts are the same share their samples (the samples of a
     prompt are drawn once), so their tests are not independent: say which."""
     out = []

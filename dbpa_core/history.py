@@ -34,12 +34,12 @@ import platform
 import socket
 import sqlite3
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import sqlalchemy as sa
@@ -49,6 +49,9 @@ from .audit import Arm, ArmResponses, AuditResult, PerturbationResult
 from .home import HomeError, dbpa_home, ensure_home
 from .spec import AuditSpec, Perturbation, _shown, model_label
 from .types import DBPAResult, ROCResult, _jsonable
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
 
 DB_NAME = "history.sqlite3"
 
@@ -68,6 +71,14 @@ SETTINGS_KEYS = (
     "embedder",
     "sequential",
 )
+
+
+def _inserted_id(result: sa.CursorResult) -> int:
+    """The id the database gave the row an INSERT added."""
+    key = result.inserted_primary_key
+    if key is None:
+        raise HistoryError("the database gave no id to the row it added")
+    return int(key[0])
 
 
 class HistoryError(ValueError):
@@ -184,7 +195,7 @@ class ComparedTest:
         return self.status in ("now significant", "no longer significant")
 
     def to_dict(self) -> dict[str, Any]:
-        def side(p):
+        def side(p: Any) -> dict[str, Any] | None:
             return (
                 None
                 if p is None
@@ -276,7 +287,7 @@ class History:
 
     # ------------------------------------------------------------------ plumbing
     @contextmanager
-    def _connect(self):
+    def _connect(self) -> Iterator[Connection]:
         if self.path is not None:
             try:
                 ensure_home(self.path.parent)
@@ -337,15 +348,15 @@ class History:
 
     @staticmethod
     def _insert_run(
-        con,
+        con: Connection,
         *,
         when: datetime,
         source: str,
         page: str | None,
         title: str,
         settings: Mapping[str, Any],
-        cache_dir,
-        out_dir,
+        cache_dir: str | os.PathLike | None,
+        out_dir: str | os.PathLike | None,
         seconds: float | None,
     ) -> int:
         env = {
@@ -354,7 +365,7 @@ class History:
             "numpy": np.__version__,
         }
         user, host = _who()
-        return int(
+        return _inserted_id(
             con.execute(
                 sa.insert(db.runs).values(
                     created_at=when.astimezone(UTC).isoformat(timespec="seconds"),
@@ -370,7 +381,7 @@ class History:
                     user_name=user,
                     host_name=host,
                 )
-            ).inserted_primary_key[0]
+            )
         )
 
     # ------------------------------------------------------------------ writing
@@ -412,23 +423,25 @@ class History:
         return run_id
 
     @staticmethod
-    def _insert_audit(con, run_id: int, position: int, job: str, r: AuditResult) -> None:
+    def _insert_audit(con: Connection, run_id: int, position: int, job: str, r: AuditResult) -> None:
         s = r.spec
-        audit_id = con.execute(
-            sa.insert(db.audits).values(
-                run_id=run_id,
-                position=position,
-                job=job,
-                name=s.name,
-                mode=r.mode,
-                models="\n".join(model_label(m) for m in s.models),
-                base_prompt=s.base_prompt,
-                spec=json.dumps(_jsonable(s.to_dict()), ensure_ascii=False),
-                usage=json.dumps(_jsonable(r.usage)),
-                warnings=json.dumps(list(r.warnings), ensure_ascii=False),
-                roc=json.dumps(r.roc.to_dict()) if r.roc is not None else None,
+        audit_id = _inserted_id(
+            con.execute(
+                sa.insert(db.audits).values(
+                    run_id=run_id,
+                    position=position,
+                    job=job,
+                    name=s.name,
+                    mode=r.mode,
+                    models="\n".join(model_label(m) for m in s.models),
+                    base_prompt=s.base_prompt,
+                    spec=json.dumps(_jsonable(s.to_dict()), ensure_ascii=False),
+                    usage=json.dumps(_jsonable(r.usage)),
+                    warnings=json.dumps(list(r.warnings), ensure_ascii=False),
+                    roc=json.dumps(r.roc.to_dict()) if r.roc is not None else None,
+                )
             )
-        ).inserted_primary_key[0]
+        )
         if r.perturbations:
             con.execute(
                 sa.insert(db.tests),
@@ -533,7 +546,7 @@ class History:
             return [self._summary(con, row) for row in con.execute(q).mappings().fetchall()]
 
     @staticmethod
-    def _summary(con, row) -> RunSummary:
+    def _summary(con: Connection, row: Any) -> RunSummary:
         a, t = db.audits, db.tests
         audits = (
             con.execute(
@@ -889,7 +902,7 @@ class History:
             ) from None
 
 
-def _suite_summary(con, row) -> RunSummary | None:
+def _suite_summary(con: Connection, row: Any) -> RunSummary | None:
     """The list line of a suite run (None when the run is not one): its tests counted, and
     its control gate from the pooled verdicts (a control that changed the answers across
     the cases, after the correction)."""
@@ -994,7 +1007,7 @@ class _SafeUnpickler(pickle.Unpickler):
         }
     )
 
-    def find_class(self, module: str, name: str):
+    def find_class(self, module: str, name: str) -> Any:
         if module == "builtins":
             if name in self.BUILTINS:
                 return super().find_class(module, name)
@@ -1071,7 +1084,7 @@ def _from_npy(blob: bytes | None) -> np.ndarray | None:
     return np.load(io.BytesIO(blob), allow_pickle=False)
 
 
-def _known(cls, data: Mapping[str, Any]) -> dict[str, Any]:
+def _known(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
     """The entries of ``data`` that are fields of dataclass ``cls`` (newer or older dbpa
     versions may have written more or fewer)."""
     names = {f.name for f in dataclasses.fields(cls)}
@@ -1116,7 +1129,7 @@ def _why(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _rebuild(con, a, unreadable: list[str]) -> AuditResult | None:
+def _rebuild(con: Connection, a: Any, unreadable: list[str]) -> AuditResult | None:
     """One audit from its rows. What cannot be read is left out (a test's numbers without
     its charts, an arm without its responses or embeddings) and named in ``unreadable``;
     None when not even its spec can be read."""
@@ -1180,7 +1193,7 @@ def _json_or(text: Any, default: Any, what: str, unreadable: list[str]) -> Any:
         return default
 
 
-def _arm(row, what: str, unreadable: list[str]) -> ArmResponses:
+def _arm(row: Any, what: str, unreadable: list[str]) -> ArmResponses:
     model = _json_or(row["model"], {}, f"{what}: its model", unreadable)
     arm = Arm(
         row["name"],
@@ -1203,7 +1216,7 @@ def _arm(row, what: str, unreadable: list[str]) -> ArmResponses:
     )
 
 
-def _test_row(t, spec: AuditSpec, what: str, unreadable: list[str]) -> PerturbationResult:
+def _test_row(t: Any, spec: AuditSpec, what: str, unreadable: list[str]) -> PerturbationResult:
     nums = {}
     for col in ("effect_size", "chance_effect_size", "p_value", "p_adjusted"):
         try:

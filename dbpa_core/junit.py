@@ -143,7 +143,7 @@ def case_name(name: str, case: str | None = None) -> str:
 
 
 def perturbation_case(
-    p, *, alpha: float, correction: str, fail_on: frozenset, classname: str, case: str | None = None
+    p: Any, *, alpha: float, correction: str, fail_on: frozenset, classname: str, case: str | None = None
 ) -> Case:
     """The test case of one tested perturbation (a :class:`~dbpa_core.audit.PerturbationResult`
     or anything with its fields)."""
@@ -179,7 +179,7 @@ def perturbation_case(
     return Case(name, classname, details=details)
 
 
-def check_case(c, *, classname: str, case: str | None = None) -> Case:
+def check_case(c: Any, *, classname: str, case: str | None = None) -> Case:
     """The test case of one answer check on one perturbation
     (a :class:`~dbpa_core.checks.CheckResult`)."""
     name = case_name(f"{c.check} / {c.perturbation}", case)
@@ -197,7 +197,7 @@ def check_case(c, *, classname: str, case: str | None = None) -> Case:
     return Case(name, classname, details=f"{c.text}{role}")
 
 
-def _spec_properties(spec, fail_on: frozenset) -> dict[str, Any]:
+def _spec_properties(spec: Any, fail_on: frozenset) -> dict[str, Any]:
     from .spec import model_label
 
     return {
@@ -222,7 +222,7 @@ def _spec_properties(spec, fail_on: frozenset) -> dict[str, Any]:
     }
 
 
-def audit_suites(result, *, fail_on: frozenset = frozenset(), case: str | None = None) -> list[Suite]:
+def audit_suites(result: Any, *, fail_on: frozenset = frozenset(), case: str | None = None) -> list[Suite]:
     """The suites of an :class:`~dbpa_core.audit.AuditResult`: its perturbations, and its
     answer checks when the spec has any."""
     spec = result.spec
@@ -253,7 +253,7 @@ def audit_suites(result, *, fail_on: frozenset = frozenset(), case: str | None =
     return suites
 
 
-def battery_suites(result, *, max_asr: float | None = None) -> list[Suite]:
+def battery_suites(result: Any, *, max_asr: float | None = None) -> list[Suite]:
     """The suite of a :class:`~dbpa_core.attacks.battery.BatteryResult`: one test case per
     attack and ρ (over every item), a failure when its ASR exceeds ``max_asr``."""
     from .spec import model_label
@@ -301,7 +301,7 @@ def battery_suites(result, *, max_asr: float | None = None) -> list[Suite]:
     return [Suite(f"dbpa attack {s.name}", tuple(cases), props, seconds)]
 
 
-def error_suites(spec, message: str, *, fail_on: frozenset = frozenset()) -> list[Suite]:
+def error_suites(spec: Any, message: str, *, fail_on: frozenset = frozenset()) -> list[Suite]:
     """The report of an audit that could not run (a backend failure: key, server, model,
     malformed answers): one test case in error, with the message, so that CI shows why."""
     return [
@@ -388,7 +388,7 @@ def to_xml(suites: Sequence[Suite], *, name: str = "dbpa", timestamp: datetime |
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
-def write_junit(path: str | os.PathLike, suites: Sequence[Suite], **kw) -> str:
+def write_junit(path: str | os.PathLike, suites: Sequence[Suite], **kw: Any) -> str:
     """Write the report to ``path`` atomically (a temporary file renamed into place, so a
     reader never sees half a report); returns the path."""
     p = Path(path)

@@ -27,7 +27,7 @@ def _write_text(path: Path, text: str) -> None:
         os.fsync(fh.fileno())
 
 
-def check_out_dir(out_dir) -> Path:
+def check_out_dir(out_dir: str | os.PathLike) -> Path:
     """``out_dir`` if results can be written there (a folder that exists or can be
     created), else :class:`OutputDirError` saying why."""
     d = Path(out_dir)
@@ -49,7 +49,7 @@ def check_out_dir(out_dir) -> Path:
     return d
 
 
-def write_files(out_dir, files: Mapping[str, str]) -> list[str]:
+def write_files(out_dir: str | os.PathLike, files: Mapping[str, str]) -> list[str]:
     """Write ``{file name: text}`` into ``out_dir`` atomically; returns the paths."""
     d = Path(out_dir)
     d.mkdir(parents=True, exist_ok=True)

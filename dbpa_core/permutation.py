@@ -17,9 +17,11 @@ import itertools
 import math
 import warnings
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import numba as nb
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .measures import (
     DEFAULT_BINS,
@@ -32,6 +34,10 @@ from .measures import (
 )
 from .similarity import check_embeddings, cosine_similarity_matrix, pairwise_distance_matrix
 from .types import DBPAResult
+
+#: what an ``rng`` argument may be: None (fresh entropy), a non-negative int seed, or a
+#: numpy Generator (used as it is)
+RngLike = int | np.integer | np.random.Generator | None
 
 MAX_EXACT_SPLITS = 1_000_000
 MAX_PERMUTATIONS = 100_000_000  # B: the result keeps B statistics (8 bytes each, 800 MB here)
@@ -51,7 +57,7 @@ _MIX2 = np.uint64(0x94D049BB133111EB)
 
 
 @nb.njit(cache=True, inline="always")
-def _splitmix_next(state):
+def _splitmix_next(state: np.uint64) -> tuple[np.uint64, np.uint64]:
     state = state + _GOLDEN
     z = state
     z = (z ^ (z >> np.uint64(30))) * _MIX1
@@ -60,7 +66,7 @@ def _splitmix_next(state):
 
 
 @nb.njit(parallel=True, cache=True)
-def _random_subsets(n, k, seed, start, count):
+def _random_subsets(n: int, k: int, seed: np.uint64, start: int, count: int) -> np.ndarray:
     """Rows start..start+count-1 of the reproducible stream of k-subsets of range(n).
 
     A partial Fisher–Yates shuffle picks the subset; it is written out in
@@ -119,7 +125,7 @@ def max_batch(k: int, batch: int | None = None) -> int:
 
 
 @functools.cache
-def _threadpool_controller():
+def _threadpool_controller() -> Any:
     from threadpoolctl import ThreadpoolController
 
     return ThreadpoolController()
@@ -153,7 +159,7 @@ def _threads_for(work: float) -> Iterator[None]:
 
 
 # --------------------------------------------------------------------------- input validation
-def _as_generator(rng) -> np.random.Generator:
+def _as_generator(rng: RngLike) -> np.random.Generator:
     if isinstance(rng, (bool, np.bool_)):
         raise TypeError("`rng` must be None, an int seed or a numpy.random.Generator, got bool.")
     if rng is None or isinstance(rng, (int, np.integer)):
@@ -165,7 +171,7 @@ def _as_generator(rng) -> np.random.Generator:
     raise TypeError("`rng` must be None, an int seed or a numpy.random.Generator.")
 
 
-def _check_int(value, name: str, minimum: int, maximum: int | None = None) -> int:
+def _check_int(value: object, name: str, minimum: int, maximum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"`{name}` must be an integer, got {type(value).__name__}.")
     if value < minimum:
@@ -175,13 +181,15 @@ def _check_int(value, name: str, minimum: int, maximum: int | None = None) -> in
     return int(value)
 
 
-def _permutations_iv(n_permutations) -> int:
+def _permutations_iv(n_permutations: object) -> int:
     """B in [1, MAX_PERMUTATIONS]: every permutation statistic is kept in the result, so
     a larger B would not fit in memory (p-values below 1e-8 need no more splits)."""
     return _check_int(n_permutations, "n_permutations", 1, MAX_PERMUTATIONS)
 
 
-def _engine_iv(n_permutations, rng, sequential, batch, bins):
+def _engine_iv(
+    n_permutations: object, rng: RngLike, sequential: object, batch: object, bins: object
+) -> tuple[int, np.random.Generator, int | None, int | None, int]:
     n_permutations = _permutations_iv(n_permutations)
     if sequential is not None:
         sequential = _check_int(sequential, "sequential", 1)
@@ -198,7 +206,7 @@ def _group_sizes_iv(k: int, m: int) -> None:
         raise ValueError(f"`perturbed` needs at least 2 responses, got {m}.")
 
 
-def _null_iv(null) -> str:
+def _null_iv(null: object) -> str:
     if null not in NULLS:
         raise ValueError(f"`null` must be in {set(NULLS)}, got {null!r}.")
     return null
@@ -222,7 +230,7 @@ def run_permutations(
     rng: np.random.Generator,
     sequential: int | None = None,
     batch: int | None = None,
-):
+) -> tuple[float, np.ndarray, float, bool, bool]:
     """Observed statistic, permutation statistics and p-value for a prepared measure.
 
     Splits are evaluated in batches of at most :func:`max_batch` rows, so memory
@@ -291,11 +299,11 @@ def _test_on_matrices(
     k: int,
     measure: Measure,
     *,
-    n_permutations,
-    rng,
-    sequential,
-    batch,
-    bins,
+    n_permutations: int,
+    rng: np.random.Generator,
+    sequential: int | None,
+    batch: int | None,
+    bins: int,
     null: str = "base",
 ) -> DBPAResult:
     n = similarity.shape[0]
@@ -389,12 +397,12 @@ def memory_estimate(
 
 
 def dbpa_test(
-    base,
-    perturbed,
+    base: ArrayLike,
+    perturbed: ArrayLike,
     *,
     measure: str = DEFAULT_MEASURE,
     n_permutations: int = 10_000,
-    rng=None,
+    rng: RngLike = None,
     sequential: int | None = None,
     batch: int | None = None,
     bins: int = DEFAULT_BINS,
@@ -498,12 +506,12 @@ def dbpa_test(
 
 
 def dbpa_test_similarity(
-    similarity,
+    similarity: ArrayLike,
     k: int,
     *,
     measure: str = DEFAULT_MEASURE,
     n_permutations: int = 10_000,
-    rng=None,
+    rng: RngLike = None,
     sequential: int | None = None,
     batch: int | None = None,
     bins: int = DEFAULT_BINS,

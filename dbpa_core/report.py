@@ -34,13 +34,17 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup
 
 from .fmt import fmt_p
 from .history import History, HistoryError, Run
 from .render import document
+
+if TYPE_CHECKING:
+    from .cache import Cache
 
 CHROMIUM_CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 CHROMIUM_FLAGS = (
@@ -92,7 +96,7 @@ class RunSection:
 
 
 def _audit_part(
-    run_id: int, job: str, r, several: bool, cache_dir: str | None
+    run_id: int, job: str, r: Any, several: bool, cache_dir: str | None
 ) -> tuple[dict, list[Verdict], list[dict]]:
     s = r.spec
     part = job if several else (s.name or job)
@@ -172,10 +176,10 @@ class _CachedReplies:
     """Stands in for the sampler when checks are computed again: a judge's replies come
     from the run's cache only; a reply that is not there stops it (never a call)."""
 
-    def __init__(self, cache):
+    def __init__(self, cache: Cache) -> None:
         self.cache = cache
 
-    def sample(self, jobs, stage: str = ""):
+    def sample(self, jobs: Sequence[Any], *, stage: str = "") -> list[SimpleNamespace]:
         from types import SimpleNamespace
 
         from .sampling import backend_identity, sample_key
@@ -188,7 +192,7 @@ class _CachedReplies:
         return [SimpleNamespace(text=t) for t in texts]
 
 
-def _recheck(spec, arms, cache_dir: str | None) -> tuple[tuple, str]:
+def _recheck(spec: Any, arms: Any, cache_dir: str | None) -> tuple[tuple, str]:
     """The spec's answer checks computed again from the answers kept (with the audit's
     seed and settings, so the numbers are the audit's): model-graded ones with the judges'
     replies from the run's cache; when they are not there, the others alone (the note
@@ -218,7 +222,7 @@ def _recheck(spec, arms, cache_dir: str | None) -> tuple[tuple, str]:
     return checks, note
 
 
-def _battery(run_id: int, name: str, b) -> tuple[list[Verdict], list[dict]]:
+def _battery(run_id: int, name: str, b: Any) -> tuple[list[Verdict], list[dict]]:
     from .attacks.battery import ALL
 
     out = []
@@ -271,7 +275,7 @@ def _battery(run_id: int, name: str, b) -> tuple[list[Verdict], list[dict]]:
     return out, responses
 
 
-def _fidelity(run_id: int, name: str, f) -> list[Verdict]:
+def _fidelity(run_id: int, name: str, f: Any) -> list[Verdict]:
     out = [Verdict(run_id, "fidelity", name, "guarantee", f.guarantee_text())]
     for c in f.comparisons:
         out.append(
@@ -287,7 +291,7 @@ def _fidelity(run_id: int, name: str, f) -> list[Verdict]:
     return out
 
 
-def _sensitivity(run_id: int, name: str, s) -> tuple[list[Verdict], list[dict]]:
+def _sensitivity(run_id: int, name: str, s: Any) -> tuple[list[Verdict], list[dict]]:
     out = []
     for v in s.verdicts():
         base = {True: "changed", False: "no change", None: "–"}[v["baseline_significant"]]

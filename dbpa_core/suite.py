@@ -24,12 +24,14 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import stats
 
 from .audit import arm_requests, build_arms, estimate, run_audit
@@ -76,7 +78,7 @@ def case_spec(spec: AuditSpec, case: Case) -> AuditSpec:
 
 
 # --------------------------------------------------------------------------- statistics
-def storey_pi0(pvalues, lam: float = STOREY_LAMBDA) -> float:
+def storey_pi0(pvalues: ArrayLike, lam: float = STOREY_LAMBDA) -> float:
     """Storey's estimate of the share of true null hypotheses among ``pvalues``:
     ``#{p > λ} / ((1 - λ) m)``, at most 1.
 
@@ -98,7 +100,7 @@ def storey_pi0(pvalues, lam: float = STOREY_LAMBDA) -> float:
     return float(min(1.0, np.count_nonzero(p > lam) / ((1.0 - lam) * p.size)))
 
 
-def fisher_combined(pvalues) -> tuple[float, float]:
+def fisher_combined(pvalues: ArrayLike) -> tuple[float, float]:
     """Fisher's combined test of independent p-values: ``X = -2 Σ ln p_i``, which is
     chi-squared with ``2m`` degrees of freedom when no case changed. Returns (X, p)."""
     p = np.asarray(pvalues, dtype=float)
@@ -119,7 +121,7 @@ def fisher_log10_p(statistic: float, n: int) -> float:
 
 
 def bootstrap_mean(
-    values, *, rng: np.random.Generator, n: int = BOOTSTRAP, level: float = 0.95
+    values: ArrayLike, *, rng: np.random.Generator, n: int = BOOTSTRAP, level: float = 0.95
 ) -> tuple[float, float, float]:
     """Mean of ``values`` and its percentile bootstrap interval over the cases."""
     v = np.asarray(values, dtype=float)
@@ -145,7 +147,7 @@ def correct_tests(tests: list[dict[str, Any]], method: str, alpha: float) -> Non
 
 
 def pool(
-    tests: list[dict[str, Any]], perturbations, *, correction: str, alpha: float, seed: int = 0
+    tests: list[dict[str, Any]], perturbations: Sequence[Any], *, correction: str, alpha: float, seed: int = 0
 ) -> list[dict[str, Any]]:
     """One pooled verdict per perturbation across the cases (``tests`` already corrected).
 
@@ -238,7 +240,7 @@ class SuiteResult:
         w.writerows(self.tests)
         return buf.getvalue()
 
-    def write(self, out_dir) -> list[str]:
+    def write(self, out_dir: str | os.PathLike) -> list[str]:
         """results.json and results.csv (atomically), and the responses.jsonl written while
         the suite ran (moved into ``out_dir``)."""
         import os
@@ -256,7 +258,7 @@ class _CaseProgress:
     """Turns one case's progress into the suite's: a ``cases`` bar, the case's retries and
     loading messages on it, and the time its tests took."""
 
-    def __init__(self, progress: Callable[[Progress], None], total: int, arms=()):
+    def __init__(self, progress: Callable[[Progress], None], total: int, arms: Sequence[Any] = ()) -> None:
         self.progress, self.total = progress, total
         self.done, self.case = 0, ""
         self.arms = set(arms)  # arm names: the label of a sample, not news
@@ -284,7 +286,7 @@ class _CaseProgress:
         self.done, self.case = i, case.id
         self.progress(Progress("cases", i, self.total, case.id))
 
-    def fetching(self, cases) -> None:
+    def fetching(self, cases: Sequence[Any]) -> None:
         self.case = f"cases {cases[0].id}..{cases[-1].id}" if len(cases) > 1 else cases[0].id
 
 
@@ -403,7 +405,7 @@ def run_suite(
     return SuiteResult(spec, tests, pooled, usage, tuple(said), checks)
 
 
-def _prefetch(sampler: Sampler, spec: AuditSpec, cases, embedder) -> None:
+def _prefetch(sampler: Sampler, spec: AuditSpec, cases: Sequence[Any], embedder: Embedder | None) -> None:
     """Fetch the samples (and embeddings) of ``cases`` into the cache in one call."""
     specs = [case_spec(spec, c) for c in cases]
     records = sampler.sample(

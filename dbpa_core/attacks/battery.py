@@ -28,6 +28,7 @@ import csv
 import html
 import io
 import json
+import os
 import time
 import warnings
 from collections import defaultdict
@@ -35,7 +36,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -71,6 +72,10 @@ from .patterns import PatternRow, SpacyMissing, tag_words, word_patterns
 from .phrases import PhraseAnalysis, analyse_battery
 from .spec import AttackConfig, BatterySpec
 from .text import AttackedText, attack_texts, derive_seed, highlight_segments
+
+if TYPE_CHECKING:
+    from ..backends.base import SampleRequest
+    from ..sampling import SampleRecord
 
 RTI_RHOS = tuple(round(0.1 * i, 1) for i in range(1, 11))
 RTI_AHEAD = 16  # prompts a round of RTI fills with the next ρ levels on a batching model
@@ -237,7 +242,7 @@ def _curve_params(spec: BatterySpec) -> GenerationParams:
     )
 
 
-def answer_request(spec: BatterySpec, prompt: str):
+def answer_request(spec: BatterySpec, prompt: str) -> SampleRequest:
     """The one sample the battery asks for an answer to ``prompt`` (its turns split as the
     spec says)."""
     history, last = split_turns(prompt)
@@ -251,7 +256,7 @@ def answer_request(spec: BatterySpec, prompt: str):
     )[0]
 
 
-def curve_requests(spec: BatterySpec, prompt: str):
+def curve_requests(spec: BatterySpec, prompt: str) -> list[SampleRequest]:
     """The ``spec.samples`` samples of ``prompt`` behind the robustness curve."""
     history, last = split_turns(prompt)
     return requests_for(
@@ -314,7 +319,7 @@ def estimate_battery(spec: BatterySpec, *, cache: Cache | None = None) -> dict[s
         spec.model, system_prompt=spec.system_prompt, cache_dir=cache.directory if cache is not None else None
     )
 
-    def count(prompts, reqs_of):
+    def count(prompts: Sequence[str], reqs_of: Callable[[str], list[SampleRequest]]) -> tuple[int, int, int]:
         calls = cached = in_tok = 0
         for prompt in prompts:
             for r in reqs_of(prompt):
@@ -657,7 +662,7 @@ class BatteryResult:
             "report.html": report if report is not None else report_html(self),
         }
 
-    def write(self, out_dir, *, report: str | None = None) -> list[str]:
+    def write(self, out_dir: str | os.PathLike, *, report: str | None = None) -> list[str]:
         """results.json, results.csv (+ rti/consistency/patterns/curve CSVs),
         attacked.jsonl and report.html, written atomically (each file in full, then all
         renamed into place); returns their paths. A battery output of an earlier run in
@@ -1056,18 +1061,27 @@ def _rti_rows(spec: BatterySpec, r_values: dict) -> list[RTIRow]:
     return rows
 
 
-def _patterns(spec, records, clean, sampler, caught) -> list[PatternRow]:
-    att = [r for r in records if r.query.kind == "attack" and r.query.attack.changes]
+def _patterns(
+    spec: BatterySpec,
+    records: Sequence[AnswerRecord],
+    clean: dict[tuple[str, str], AnswerRecord],
+    sampler: Sampler,
+    caught: list[str],
+) -> list[PatternRow]:
+    att = [
+        (r, r.query.attack)
+        for r in records
+        if r.query.kind == "attack" and r.query.attack is not None and r.query.attack.changes
+    ]
     if not att:
         return []
     pairs = [
-        (r.query.attack, r.parsed.index != clean[(r.query.base.dataset, r.query.base.id)].parsed.index)
-        for r in att
+        (a, r.parsed.index != clean[(r.query.base.dataset, r.query.base.id)].parsed.index) for r, a in att
     ]
     tags = None
     sampler.progress(Progress("patterns", 0, 1, "parts of speech"))
     try:
-        texts = {r.query.attack.original: r.query.attack.words for r in att}
+        texts = {a.original: a.words for _, a in att}
         tags = tag_words(list(texts), texts)
     except SpacyMissing as exc:
         caught.append(str(exc))
@@ -1075,7 +1089,13 @@ def _patterns(spec, records, clean, sampler, caught) -> list[PatternRow]:
     return word_patterns(pairs, tags)
 
 
-def _curve(spec, sampler, queries, texts, caught):
+def _curve(
+    spec: BatterySpec,
+    sampler: Sampler,
+    queries: Sequence[Query],
+    texts: Sequence[SampleRecord],
+    caught: list[str],
+) -> tuple[list[CurveRow], dict[tuple[str, str, float], tuple[str, ...]]]:
     if spec.curve is None or not queries:
         return [], {}
     k = spec.samples

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING, Any
 
 from ..fmt import SIZE_LEGEND, fmt_p, size_cell, table
 from .common import (
@@ -20,8 +21,15 @@ from .common import (
     write_results,
 )
 
+if TYPE_CHECKING:
+    from ..audit import AuditResult
+    from ..cache import Cache
+    from ..spec import AuditSpec
+    from ..suite import SuiteResult
+    from .common import Bars
 
-def add_parser(sub) -> argparse.ArgumentParser:
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     a = sub.add_parser("audit", help="run an audit spec and write results")
     a.add_argument("spec", metavar="SPEC_FILE")
     a.add_argument("--out", default="dbpa-results", help="output folder (default: dbpa-results)")
@@ -57,7 +65,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     return a
 
 
-def results_table(result) -> str:
+def results_table(result: AuditResult) -> str:
     """One row per perturbation: omega, chance, above chance, p, adjusted p, verdict, size."""
     delta = result.spec.min_effect
     head: tuple[str, ...] = ("name", "role", "omega", "chance", "above", "p", "p_adj", "", "verdict", "size")
@@ -82,13 +90,13 @@ def results_table(result) -> str:
     return table(rows, head)
 
 
-def verdict_word(p) -> str:
+def verdict_word(p: Any) -> str:
     """'detectable' when the change is told apart from the model's own randomness
     (``p_adj <= alpha``), 'not shown' when it is not (which does not prove no change)."""
     return "detectable" if p.significant else "not shown"
 
 
-def checks_text(result) -> str:
+def checks_text(result: AuditResult) -> str:
     """The answer checks: base and perturbed rates (or mean words), the difference in
     points (or words) with its 95 % interval, p and the adjusted p."""
     from ..checks import checks_table
@@ -97,7 +105,7 @@ def checks_text(result) -> str:
     return table(rows[1:], rows[0])
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from ..audit import AuditCancelled, check_out_dir, run_audit
     from ..backends.base import BackendError, clean_text
     from ..junit import audit_suites, error_suites
@@ -172,7 +180,7 @@ def run(args) -> int:
     return report(args, audit_suites(result, fail_on=fail_on), fail_on)
 
 
-def _record(spec, result, args) -> None:
+def _record(spec: AuditSpec, result: AuditResult | SuiteResult, args: argparse.Namespace) -> None:
     """Record an audit in the run history (see :func:`.common.record_in_history`)."""
     from ..spec import model_label
 
@@ -185,7 +193,7 @@ def _record(spec, result, args) -> None:
     )
 
 
-def run_suite_command(spec, args, cache, bars) -> int:
+def run_suite_command(spec: AuditSpec, args: argparse.Namespace, cache: Cache, bars: Bars) -> int:
     """``dbpa audit`` of a suite: run it, write the results, print the pooled table."""
     import os
     import uuid

@@ -8,8 +8,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..cache import Cache
+    from ..sampling import Progress
 
 
 class Bars:
@@ -19,7 +23,7 @@ class Bars:
         self.enabled = enabled
         self.bars: dict[str, Any] = {}
 
-    def __call__(self, p) -> None:
+    def __call__(self, p: Progress) -> None:
         if not self.enabled:
             return
         from tqdm import tqdm
@@ -40,19 +44,19 @@ class Bars:
             bar.close()
 
 
-def progress_bars(args) -> Bars:
+def progress_bars(args: argparse.Namespace) -> Bars:
     """Bars on a terminal unless ``--quiet``, and anywhere with ``--progress``."""
     return Bars((not args.quiet and sys.stderr.isatty()) or args.progress)
 
 
-def open_cache(args):
+def open_cache(args: argparse.Namespace) -> Cache:
     """The cache of ``--cache-dir``, switched off by the command's ``--no-cache``."""
     from ..cache import Cache
 
     return Cache(args.cache_dir, enabled=not getattr(args, "no_cache", False))
 
 
-def spec_warnings(spec) -> list[str]:
+def spec_warnings(spec: Any) -> list[str]:
     """Print what the spec cannot show (before any call) and return the warnings."""
     from ..spec import spec_notes, spec_warnings
 
@@ -64,7 +68,7 @@ def spec_warnings(spec) -> list[str]:
     return found
 
 
-def gates(args):
+def gates(args: argparse.Namespace) -> frozenset[str] | None:
     """The gated kinds (``--fail-on``, ``--fail-on-control``) and the ``--junit`` path,
     checked before anything is run; None after saying what is wrong."""
     from ..junit import JUnitPathError, check_junit_path, parse_fail_on
@@ -81,7 +85,7 @@ def gates(args):
     return fail_on
 
 
-def report(args, suites, fail_on) -> int:
+def report(args: argparse.Namespace, suites: Sequence[Any], fail_on: frozenset[str]) -> int:
     """Write the JUnit report (with ``--junit``) and say which gated checks failed:
     1 when any did, else 0."""
     from ..junit import gate_failures, write_junit
@@ -110,7 +114,7 @@ def report(args, suites, fail_on) -> int:
     return 1 if failed else 0
 
 
-def write_results(result, out) -> list[str] | None:
+def write_results(result: Any, out: str | None) -> list[str] | None:
     """``result.write(out)``, or None after one line on stderr (a full disk, no permission)."""
     try:
         return result.write(out)
@@ -123,7 +127,7 @@ def write_results(result, out) -> list[str] | None:
         return None
 
 
-def record_in_history(args, save: Callable[[Any, Any, str], int]) -> None:
+def record_in_history(args: argparse.Namespace, save: Callable[[Any, Any, str], int]) -> None:
     """Record a run in the run history with ``save(history, cache_dir, out_dir) -> run id``;
     a history that cannot be written is a warning, never a failed run (the results are
     already written)."""
@@ -141,7 +145,7 @@ def record_in_history(args, save: Callable[[Any, Any, str], int]) -> None:
 
 
 def record_result_in_history(
-    args,
+    args: argparse.Namespace,
     kind: str,
     results: dict[str, Any],
     *,
@@ -219,7 +223,7 @@ def global_options(p: argparse.ArgumentParser, *, top: bool) -> None:
     """The options every command takes, before or after its name. Below the top they
     default to SUPPRESS, so a value given before the command is not reset after it."""
 
-    def default(value):
+    def default(value: Any) -> Any:
         return value if top else argparse.SUPPRESS
 
     have = p._option_string_actions

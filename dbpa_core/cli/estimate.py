@@ -8,14 +8,14 @@ from ..fmt import table
 from .common import add_allow_key_env, open_cache, spec_warnings
 
 
-def add_parser(sub) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     e = sub.add_parser("estimate", help="calls, tokens and cost of a spec; calls nothing")
     e.add_argument("spec", metavar="SPEC_FILE")
     add_allow_key_env(e)
     return e
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from ..audit import estimate
     from ..batch import batch_cost
     from ..spec import load_spec

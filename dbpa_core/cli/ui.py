@@ -7,7 +7,7 @@ import argparse
 import os
 
 
-def add_parser(sub) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     u = sub.add_parser(
         "ui",
         help="start the dashboard (needs the app extra)",
@@ -19,7 +19,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     return u
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from ..launcher import run_ui
 
     if args.cache_dir:  # the dashboard reads it from the environment
