@@ -23,6 +23,7 @@ import numba as nb
 import numpy as np
 from numpy.typing import ArrayLike
 
+from .cores import free_cores
 from .measures import (
     DEFAULT_BINS,
     DEFAULT_MEASURE,
@@ -142,16 +143,35 @@ def single_threaded_blas() -> Iterator[None]:
         yield
 
 
+#: numba's thread pool (one per core this process may use, or NUMBA_NUM_THREADS)
+MOST_THREADS = nb.get_num_threads()
+
+
+def kernel_threads(work: float) -> int:
+    """The numba threads for a kernel call of ``work`` pair visits: one for a small call
+    (about a millisecond of work or less: starting a parallel region costs more than it
+    saves there), else one per core that no other work holds now (:func:`free_cores`).
+
+    A parallel region ends when its slowest thread does: a thread sharing its core with
+    other work runs at half speed or less, and the others spin while they wait for it, so
+    beside a busy core the threaded kernel took 6-8x its quiet time where one thread takes
+    2x. Results do not depend on the thread count."""
+    if work < PARALLEL_MIN_WORK:
+        return 1
+    most = MOST_THREADS
+    free = free_cores(samples=1)
+    return most if free is None else max(1, min(free, most))
+
+
 @contextlib.contextmanager
 def _threads_for(work: float) -> Iterator[None]:
-    """One numba thread for a small kernel call (about a millisecond of work or less):
-    starting a parallel region costs more than it saves there, and far more on a busy
-    machine. Results do not depend on the thread count."""
-    if work >= PARALLEL_MIN_WORK:
+    """Run the kernel calls inside on :func:`kernel_threads` numba threads."""
+    threads = kernel_threads(work)
+    before = nb.get_num_threads()
+    if threads == before:
         yield
         return
-    before = nb.get_num_threads()
-    nb.set_num_threads(1)
+    nb.set_num_threads(threads)
     try:
         yield
     finally:

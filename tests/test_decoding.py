@@ -3,7 +3,6 @@ forward pass as transformers, per-sample draws, a sample identical alone and in 
 batch, continuous batching, stop and token progress. The embedded SmolLM2 itself is
 tested in test_local_models.py (slow)."""
 
-import os
 import time
 
 import numpy as np
@@ -495,51 +494,6 @@ def test_a_probe_ends_early_only_when_its_first_step_is_much_slower(monkeypatch)
         assert tuner.next_probe == next_probe
 
 
-def test_free_cores_counts_the_other_runnable_threads(monkeypatch):
-    readings = iter([3, 2, 4, 2, 3])  # this thread and 1-3 others
-    monkeypatch.setattr(dec, "_runnable_now", lambda: next(readings))
-    monkeypatch.setattr(dec, "_own_runnable", lambda: 1)
-    monkeypatch.setattr(dec.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
-    assert dec.free_cores() == 1  # the least reading: one other, busy
-    # our own spinning threads (torch's OpenMP workers after a step) are not other work
-    readings = iter([2, 2, 2, 2, 2])
-    monkeypatch.setattr(dec, "_runnable_now", lambda: next(readings))
-    monkeypatch.setattr(dec, "_own_runnable", lambda: 2)
-    assert dec.free_cores() == 2
-    monkeypatch.setattr(dec, "_runnable_now", lambda: None)
-    assert dec.free_cores() is None
-
-
-def test_own_runnable_counts_this_processs_busy_threads():
-    """A thread of ours that computes (a matrix product, GIL released) is counted as this
-    process's runnable thread, beside the caller: that is what free_cores() takes away from
-    the machine's count, so torch's own spinning workers never look like other work."""
-    import threading
-
-    import torch
-
-    if not os.path.exists("/proc/self/task"):
-        pytest.skip("needs /proc")
-    stop = threading.Event()
-
-    def work():
-        a = torch.randn(384, 384)
-        while not stop.is_set():
-            a @ a
-
-    t = threading.Thread(target=work)
-    t.start()
-    try:
-        seen = []
-        for _ in range(50):
-            seen.append(dec._own_runnable())
-            time.sleep(0.002)
-    finally:
-        stop.set()
-        t.join()
-    assert max(seen) >= 2 and min(seen) >= 1
-
-
 def test_the_plain_path_for_other_architectures():
     """hf folders that are not plain Llama models decode through transformers' own forward
     pass: same draws, finished samples handed over at once, Stop and token reports."""
@@ -632,7 +586,6 @@ def test_packs_run_on_worker_threads_and_give_the_same_samples():
 
 def test_stop_while_packs_are_prefilled_returns_and_cancels_the_rest(monkeypatch):
     import threading
-    import time
 
     model = tiny_llama()
     prompts = [[(p * 13 + j) % VOCAB for j in range(300)] for p in range(8)]  # 8 packs

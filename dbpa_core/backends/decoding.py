@@ -49,6 +49,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..cores import free_cores
+
 if TYPE_CHECKING:
     import torch
 
@@ -938,57 +940,6 @@ def slots_for(model: HFModel, *, samples: int, max_len: int, cap: int | None = N
     except (ValueError, OSError, AttributeError):
         pass
     return max(1, min(samples, cap or MAX_ROWS, budget // per))
-
-
-def _runnable_now() -> int | None:
-    """Threads running or ready to run on the whole machine right now, this one included
-    (the fourth field of ``/proc/loadavg``); None where that file does not exist."""
-    try:
-        with open("/proc/loadavg", encoding="ascii") as fh:
-            return int(fh.read().split()[3].split("/")[0])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _own_runnable() -> int:
-    """This process's threads that are running or ready to run now (state R in
-    ``/proc/self/task/*/stat``), at least 1 (the caller). Torch's OpenMP threads spin for
-    a while after each parallel region, so right after a step on two threads the machine
-    shows two runnable threads of ours: work of this process, not other work."""
-    n = 0
-    try:
-        tasks = os.listdir("/proc/self/task")
-    except OSError:
-        return 1
-    for t in tasks:
-        try:
-            with open(f"/proc/self/task/{t}/stat", encoding="ascii", errors="replace") as fh:
-                stat = fh.read()
-        except OSError:
-            continue
-        end = stat.rfind(")")  # the name may hold ")": the state follows the last
-        n += stat[end + 2 : end + 3] == "R"
-    return max(1, n)
-
-
-def free_cores(samples: int = 5) -> int | None:
-    """The cores this process may use (its CPU affinity) minus those other work keeps busy
-    now: the least count of other processes' runnable threads (the machine's minus this
-    process's own) over a few readings a millisecond apart (one reading catches passing
-    work). None where it cannot be told."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    seen = []
-    for i in range(samples):
-        n = _runnable_now()
-        if n is None:
-            return None
-        seen.append(n - _own_runnable())  # our own threads are not other work
-        if i + 1 < samples:
-            time.sleep(0.001)
-    return max(0, cores - min(seen))
 
 
 class ThreadTuner:
