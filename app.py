@@ -16,17 +16,23 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import streamlit as st
 
-from ui.nav import PAGES, ROOT
+from ui.access import gate
+from ui.nav import LANDING, PAGES, ROOT
 
 
 def main() -> None:
+    gate()  # no page renders before the access token is shown (when one is set)
     # no icon here: Streamlit makes a page's icon its favicon, and a ":material/...:" one is
     # fetched from fonts.gstatic.com on every page load (the dashboard asks nothing of any
     # host but its own; the sidebar links draw the same icons from the bundled font)
     pages = [
-        st.Page(str(ROOT / file), title=title, url_path=url, default=i == 0)
-        for i, (_section, file, title, _icon, url) in enumerate(PAGES)
+        st.Page(str(ROOT / file), title=title, url_path=url) for _section, file, title, _icon, url in PAGES
     ]
+    # the first page is also the landing page at "/": Streamlit serves a default page only
+    # there (its own URL would answer "Page not found"), so it comes twice - at "/" and at
+    # its URL, which every link and bookmark may name
+    _section, file, title, _icon, _url = PAGES[0]
+    pages.insert(0, st.Page(str(ROOT / file), title=title, url_path=LANDING, default=True))
     # the sidebar links are drawn by each page (see ui.widgets.navigation_links)
     st.navigation(pages, position="hidden").run()
 

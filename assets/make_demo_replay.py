@@ -40,6 +40,7 @@ from ui import presets  # noqa: E402
 
 DST = Path(__file__).with_name("demo_replay.jsonl")
 LANDING = Path(__file__).with_name("demo_landing.npz")
+SUITE = Path(__file__).with_name("demo_suite.json")  # the Suite page's recorded result
 
 
 def recorded_name(model: dict) -> str:
@@ -171,6 +172,58 @@ def record_battery(cache, counts: dict, force: bool) -> list[dict]:
     ]
 
 
+def record_suite(cache, counts: dict, force: bool) -> list[dict]:
+    """The Suite page's example (examples/suite_clinic.yaml, its own k and max_tokens) on
+    the embedded model: every case's base and perturbed prompts, k answers each; then the
+    suite run on those answers (all from the cache) with its answers, written to SUITE
+    with when and how it was recorded (``ui/suite_demo.py`` shows it at once)."""
+    from datetime import UTC, datetime
+
+    from dbpa_core.audit import arm_requests, build_arms
+    from dbpa_core.backends.decoding import cpu_kernels
+    from dbpa_core.sampling import Job, Sampler
+    from dbpa_core.suite import case_spec
+    from ui import suite_builder, suite_view
+
+    spec = suite_builder.example_spec()
+    jobs: list = []
+    planned: set = set()
+    for case in spec.cases:
+        one = case_spec(spec, case)
+        for arm in build_arms(one):
+            key = (arm.prompt, SMOLLM2_NAME)
+            if key in planned or (not force and counts.get(key, 0) >= spec.samples):
+                continue
+            planned.add(key)
+            jobs += [Job(arm.model, r, arm.name) for r in arm_requests(one, arm)]
+    out: list[dict] = []
+    sampler = Sampler(
+        cache, progress=lambda p: print(f"  {p.stage} {p.done}/{p.total} {p.detail}", flush=True)
+    )
+    if jobs:
+        print(f"suite: recording {len(jobs)} answers", flush=True)
+        recs = sampler.sample(jobs)
+        out = [
+            {"prompt": j.request.prompt, "response": r.text, "model": SMOLLM2_NAME}
+            for j, r in zip(jobs, recs, strict=True)
+        ]
+    else:
+        print("suite: already recorded")
+    summary = suite_view.run_with_answers(
+        spec, cache=cache, progress=lambda p: print(f"  {p.stage} {p.done}/{p.total} {p.detail}", flush=True)
+    )
+    summary["recorded"] = {
+        "model": SMOLLM2_NAME,
+        "precision": summary.get("usage", {}).get("precision") or sampler.usage.get("precision"),
+        "kernels": cpu_kernels(),
+        "recorded": datetime.now(UTC).date().isoformat(),
+        "embedder": "all-MiniLM-L6-v2",
+    }
+    SUITE.write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"wrote {SUITE}: {summary['n_tests']} tests, {len(summary['answers'])} answers")
+    return out
+
+
 def landing_responses(settings: dict, records: list[dict]) -> dict[str, list[str]]:
     """The recorded responses of the landing example (the "personas" example on the
     embedded model), by prompt, in sample order."""
@@ -219,11 +272,12 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
         "--only",
-        default="personas,personas_hot,control,models,scan,battery",
+        default="personas,personas_hot,control,models,scan,battery,suite",
         help="comma-separated examples to record (personas, personas_hot: the "
         "personas on the T=1.2 variant, control, models, scan: dbpa scan's audit, "
         "battery: the Robustness battery page's default, every RTI operation and "
-        "its curve, and dbpa scan's battery); "
+        "its curve, and dbpa scan's battery; suite: the Suite page's example "
+        "and its recorded result); "
         "landing: only re-embed the landing example",
     )
     ap.add_argument("--force", action="store_true", help="re-record responses already there")
@@ -254,8 +308,8 @@ def main(argv=None) -> int:
     for name in names:
         if name == "landing":
             continue
-        if name == "battery":
-            got = record_battery(cache, count, args.force)
+        if name in ("battery", "suite"):
+            got = (record_battery if name == "battery" else record_suite)(cache, count, args.force)
             have.update((r["prompt"], r["model"]) for r in got)
             new += got
             continue

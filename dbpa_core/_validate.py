@@ -10,10 +10,9 @@ import re
 from collections.abc import Iterator
 
 import numpy as np
-from numpy.typing import ArrayLike
 
 
-def real_array(x: ArrayLike, name: str, expected: str) -> np.ndarray:
+def real_array(x: object, name: str, expected: str) -> np.ndarray:
     """``x`` as a float64 array, or TypeError naming ``name``: None, booleans, complex
     numbers, text and ragged nesting are refused rather than silently converted
     (``np.asarray(None, float)`` is NaN; complex values would lose their imaginary
@@ -39,6 +38,52 @@ def real_array(x: ArrayLike, name: str, expected: str) -> np.ndarray:
         return arr.astype(np.float64)
     except (TypeError, ValueError, OverflowError) as exc:
         raise TypeError(f"`{name}` must be {expected}.") from exc
+
+
+def check_int(value: object, name: str, minimum: int, maximum: int | None = None, why: str = "") -> int:
+    """``value`` as an int in ``[minimum, maximum]``, or an error naming ``name``: TypeError
+    for a bool, a float or text; ValueError for a value out of range, with ``why`` (the
+    reason for the upper bound, e.g. the memory it would take) after the bound."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"`{name}` must be an integer, got {type(value).__name__}.")
+    if value < minimum:
+        raise ValueError(f"`{name}` must be >= {minimum}, got {value}.")
+    if maximum is not None and value > maximum:
+        got = big_number(value)
+        reason = f": {why}" if why else ""
+        raise ValueError(f"`{name}` must be <= {maximum:_}, got {got}{reason}.")
+    return int(value)
+
+
+def big_number(value: int | np.integer) -> str:
+    """A whole number in words for a message: ``1_000_000``, or ``about 1e400`` when it
+    is too long to read (or to convert to a float)."""
+    return f"{value:_}" if value < 10**30 else f"about 1e{len(str(int(value))) - 1}"
+
+
+def size_words(n_bytes: float) -> str:
+    """A byte count in words: '240 MB', '3.2 GB', '2.4e+05 GB'."""
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n_bytes >= size:
+            v = n_bytes / size
+            return f"{v:.0f} {unit}" if v >= 10 and unit != "GB" else f"{v:.2g} {unit}"
+    return f"{int(n_bytes)} bytes"
+
+
+# --------------------------------------------------------------------------- work of a test
+MAX_EXACT_SPLITS = 1_000_000  # all C(k+m, k) splits are enumerated up to this many
+MAX_WORK = 10**10  # pair visits of one permutation test: about two minutes of one core
+
+
+def pair_visits(k: int, m: int, n_permutations: int, bins: int = 0) -> int:
+    """Steps one permutation test of k against m responses takes, in pair visits, known
+    before any work: the splits it evaluates (all ``C(k+m, k)`` when they are at most
+    ``min(B, MAX_EXACT_SPLITS)``, else B, plus the observed one) times the pairs one split
+    visits at most (``n²/2``, n = k + m) plus ``bins`` (jsd's histogram; 0 otherwise)."""
+    n = k + m
+    n_splits = math.comb(n, k)
+    splits = n_splits if n_splits <= min(n_permutations, MAX_EXACT_SPLITS) else n_permutations
+    return (splits + 1) * (n * n // 2 + bins)
 
 
 def check_level(value: object, name: str) -> float:

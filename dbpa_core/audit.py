@@ -32,7 +32,17 @@ from .outputs import OutputDirError, check_out_dir, write_files  # noqa: F401 - 
 from .permutation import DBPAWarning, dbpa_test, dbpa_test_similarity
 from .pricing import estimate_tokens, price_of
 from .roc import roc_over_alpha
-from .sampling import Job, Progress, RunCancelled, Sampler, is_cached, model_key, requests_for
+from .sampling import (
+    Job,
+    Progress,
+    RunCancelled,
+    Sampler,
+    SampleRecord,
+    is_cached,
+    model_key,
+    requests_for,
+)
+from .sequential import SequentialRecord, effect_upper_bound, run_rounds, statistic_matrix, stop_level
 from .similarity import TEXT_SIMILARITIES, text_similarity_matrix
 from .spec import AuditSpec, model_label, spec_warnings
 from .types import DBPAResult, ROCResult, _jsonable
@@ -81,6 +91,13 @@ class PerturbationResult:
     stars: str
     test: DBPAResult
     min_effect: float | None = None
+    sequential: SequentialRecord | None = None  # how a test of sequential sampling went
+
+    @property
+    def samples_used(self) -> int:
+        """The answers per arm behind this verdict (with sequential sampling, the k at
+        which the test stopped)."""
+        return self.test.m
 
     @property
     def detectable(self) -> bool:
@@ -126,7 +143,10 @@ class PerturbationResult:
                 "null": self.test.null,
                 "n_permutations": self.test.n_permutations,
                 "exact": self.test.exact,
+                "samples_used": self.samples_used,
             }
+            | sequential_fields(self)
+            | ({} if self.sequential is None else {"sequential": self.sequential.to_dict()})
         )
 
 
@@ -166,6 +186,8 @@ class AuditResult:
             "attainable": self.spec.attainability().to_dict(),
             "checks": [c.to_dict() for c in self.checks],
         }
+        if self.spec.sequential_sampling is not None:
+            out["sequential"] = self.spec.sequential_sampling.plan(self.spec.samples).describe()
         if arrays:
             for d, p in zip(out["perturbations"], self.perturbations, strict=False):
                 d["test"] = p.test.to_dict()
@@ -192,6 +214,8 @@ class AuditResult:
             "exceeds_min_effect",
             "prompt",
         ]
+        if self.spec.sequential_sampling is not None:
+            cols[-1:-1] = ["samples_used", "stop_reason"]
         w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore")
         w.writeheader()
         for p in self.perturbations:
@@ -236,6 +260,19 @@ class AuditResult:
         if self.spec.checks:
             files["checks.csv"] = checks_csv(self.checks)
         return write_files(out_dir, files)
+
+
+def sequential_fields(result: PerturbationResult) -> dict[str, Any]:
+    """A test's sequential-sampling fields for a flat record (a suite's test, a history
+    row): the answers per arm it used, why it stopped and the sentence that says so;
+    empty for a fixed-k test."""
+    if result.sequential is None:
+        return {}
+    return {
+        "samples_used": result.samples_used,
+        "stop_reason": result.sequential.reason,
+        "sequential_statement": result.sequential.statement,
+    }
 
 
 # --------------------------------------------------------------------------- planning
@@ -323,10 +360,15 @@ def estimate(spec: AuditSpec, *, cache: Cache | None = None) -> dict[str, Any]:
     unknown_price = set()
     # (arm, model, calls, cached, input tokens, output tokens)
     lines: list[tuple[str, Mapping[str, Any], int, int, int, int]] = []
+    plan = None if spec.sequential_sampling is None else spec.sequential_sampling.plan(spec.samples)
+    best = 0
     for arm in build_arms(spec):
         reqs = arm_requests(spec, arm)
-        cached = sum(1 for r in reqs if is_cached(cache, arm.model, r))
+        hit = [is_cached(cache, arm.model, r) for r in reqs]
+        cached = sum(hit)
         calls = len(reqs) - cached
+        if plan is not None:  # at best every test stops at the first look
+            best += plan.looks[0] - sum(hit[: plan.looks[0]])
         system = estimate_tokens(arm.system_prompt) if arm.system_prompt else 0
         in_tok = calls * (estimate_tokens(arm.prompt) + system + 8)  # + chat-template overhead
         lines.append((arm.name, arm.model, calls, cached, in_tok, calls * spec.max_tokens))
@@ -364,7 +406,207 @@ def estimate(spec: AuditSpec, *, cache: Cache | None = None) -> dict[str, Any]:
     totals["embedding_tokens"] = emb_tokens
     totals["embedding_cost"] = emb_cost
     totals["cost"] += emb_cost
-    return {"arms": rows, "totals": totals, "unknown_prices": sorted(unknown_price)}
+    out: dict[str, Any] = {"arms": rows, "totals": totals, "unknown_prices": sorted(unknown_price)}
+    if plan is not None:
+        # the rows and totals are the worst case (every test to the last look)
+        totals["sequential_best_calls"] = best
+        totals["sequential_worst_calls"] = sum(r[2] for r in lines[: len(build_arms(spec))])
+        out["sequential"] = sequential_estimate(spec, totals)
+    return out
+
+
+def sequential_estimate(spec: AuditSpec, totals: Mapping[str, Any]) -> dict[str, Any]:
+    """What an estimate says of sequential sampling: the plan, and the calls at best (every
+    test stops at the first look) and at worst (every test runs to ``samples``, the
+    estimate's totals)."""
+    assert spec.sequential_sampling is not None
+    return {
+        "plan": spec.sequential_sampling.plan(spec.samples).describe(),
+        "best_calls": int(totals["sequential_best_calls"]),
+        "worst_calls": int(totals["sequential_worst_calls"]),
+    }
+
+
+# --------------------------------------------------------------------------- drawing and testing
+class _Drawn:
+    """The answers (and embeddings) drawn so far for each arm, topped up round by round:
+    a round asks only for the samples an arm does not have yet (the next indices, the same
+    cache keys a fixed-k run uses), so a rerun reads every round from the cache."""
+
+    def __init__(self, spec: AuditSpec, sampler: Sampler, arms: list[Arm], text_sim: bool) -> None:
+        self.spec, self.sampler, self.arms, self.text_sim = spec, sampler, arms, text_sim
+        self.records: list[list[SampleRecord]] = [[] for _ in arms]
+        self.embeddings: list[list[np.ndarray]] = [[] for _ in arms]
+
+    @property
+    def n_answers(self) -> int:
+        return sum(len(r) for r in self.records)
+
+    def top_up(self, counts: list[int]) -> None:
+        """Bring arm ``i`` to ``counts[i]`` answers (an arm that has as many keeps its own)."""
+        jobs: list[Job] = []
+        owner: list[int] = []
+        for i, (arm, want) in enumerate(zip(self.arms, counts, strict=True)):
+            have = len(self.records[i])
+            if want > have:
+                reqs = requests_for(
+                    arm.prompt,
+                    n=want - have,
+                    seed=self.spec.seed,
+                    params=_params(self.spec, arm.model),
+                    system_prompt=arm.system_prompt,
+                    start=arm.first_sample + have,
+                )
+                jobs += [Job(arm.model, r, arm.name) for r in reqs]
+                owner += [i] * len(reqs)
+        if not jobs:
+            return
+        # every arm's samples in one call, so that a backend can batch across prompts
+        recs = self.sampler.sample(jobs)
+        emb = None if self.text_sim else self.sampler.embed([r.text for r in recs], self.spec.embedder)
+        for n, (i, rec) in enumerate(zip(owner, recs, strict=True)):
+            self.records[i].append(rec)
+            if emb is not None:
+                self.embeddings[i].append(emb[n])
+
+    def responses(self, i: int, k: int | None = None) -> ArmResponses:
+        """Arm ``i``'s first ``k`` answers (all it has by default)."""
+        recs = self.records[i][:k]
+        emb = None if self.text_sim else np.asarray(self.embeddings[i][: len(recs)])
+        return ArmResponses(
+            self.arms[i],
+            tuple(r.text for r in recs),
+            emb,
+            sum(not r.cached for r in recs),
+            sum(r.prompt_tokens for r in recs),
+            sum(r.completion_tokens for r in recs),
+        )
+
+    def served(self) -> list[dict[str, Any]]:
+        """Per arm, the model name and system fingerprint each answer came with."""
+        return [
+            provenance.arm_entry(a.name, a.model_label, r)
+            for a, r in zip(self.arms, self.records, strict=True)
+        ]
+
+
+def _draw_all(
+    spec: AuditSpec, sampler: Sampler, arms: list[Arm], counts: list[int], text_sim: bool
+) -> tuple[list[ArmResponses], list[dict[str, Any]]]:
+    drawn = _Drawn(spec, sampler, arms, text_sim)
+    drawn.top_up(counts)
+    return [drawn.responses(i) for i in range(len(arms))], drawn.served()
+
+
+def _test_pair(
+    spec: AuditSpec,
+    base: ArmResponses,
+    other: ArmResponses,
+    j: int,
+    k: int,
+    n_permutations: int,
+    permutation_seed: int | None,
+) -> tuple[DBPAResult, list[str]]:
+    """Test arm ``j`` (counted from 0, the base left out) against the base on their first
+    ``k`` answers; returns the result and the warnings it raised."""
+    rng = np.random.default_rng(
+        [spec.seed, j] if permutation_seed is None else [spec.seed, permutation_seed, j]
+    )
+    with warnings.catch_warnings(record=True) as wlist:
+        warnings.simplefilter("always", DBPAWarning)
+        if spec.embedder.get("backend") in TEXT_SIMILARITIES:
+            s = text_similarity_matrix(list(base.texts[:k]) + list(other.texts[:k]), spec.embedder["backend"])
+            r = dbpa_test_similarity(
+                s,
+                k,
+                measure=spec.measure,
+                n_permutations=n_permutations,
+                rng=rng,
+                sequential=spec.sequential,
+                null=spec.null,
+            )
+        else:
+            assert base.embeddings is not None and other.embeddings is not None
+            r = dbpa_test(
+                base.embeddings[:k],
+                other.embeddings[:k],
+                measure=spec.measure,
+                n_permutations=n_permutations,
+                rng=rng,
+                sequential=spec.sequential,
+                null=spec.null,
+            )
+    return r, [f"{other.arm.name}: {w.message}" for w in wlist]
+
+
+def _run_sequential(
+    spec: AuditSpec,
+    sampler: Sampler,
+    arms: list[Arm],
+    text_sim: bool,
+    permutation_seed: int | None,
+    family_size: int | None,
+) -> tuple[list[ArmResponses], list[dict[str, Any]], list[DBPAResult], list[str], list[SequentialRecord]]:
+    """The answers drawn in rounds, each open test decided after each round
+    (:func:`dbpa_core.sequential.run_rounds`)."""
+    assert spec.sequential_sampling is not None
+    plan = spec.sequential_sampling.plan(spec.samples)
+    drawn = _Drawn(spec, sampler, arms, text_sim)
+    n = len(arms) - 1
+    level = stop_level(spec.alpha, spec.correction, family_size or spec.n_tests)
+    most = len(arms) * spec.samples
+    said: dict[int, list[str]] = {}
+
+    def draw(k: int, open_tests: list[int]) -> None:
+        sampler.check_stop()
+        drawn.top_up([k] + [k if i in open_tests else 0 for i in range(n)])
+        sampler.progress(
+            Progress(
+                "sampling",
+                drawn.n_answers,
+                most,
+                f"look at k = {k}: {drawn.n_answers} answers saved, {len(open_tests)} of {n} tests open",
+            )
+        )
+        sampler.progress(Progress("testing", 0, len(open_tests)))
+
+    def test(i: int, k: int, b: int, confidence: float | None) -> tuple[DBPAResult, float | None]:
+        sampler.check_stop()
+        base, other = drawn.responses(0, k), drawn.responses(i + 1, k)
+        r, said[i] = _test_pair(spec, base, other, i, k, b, permutation_seed)
+        if confidence is None:
+            return r, None
+        if text_sim:
+            s = text_similarity_matrix(list(base.texts) + list(other.texts), spec.embedder["backend"])
+            matrix = statistic_matrix(similarity=s, measure=spec.measure)
+        else:
+            assert base.embeddings is not None and other.embeddings is not None
+            matrix = statistic_matrix(np.vstack([base.embeddings, other.embeddings]), measure=spec.measure)
+        upper = effect_upper_bound(
+            matrix,
+            k,
+            measure=spec.measure,
+            effect_above_chance=r.effect_above_chance,
+            confidence=confidence,
+            null=spec.null,
+        )
+        return r, upper
+
+    def on_round(j: int, open_tests: list[int]) -> None:
+        sampler.progress(Progress("testing", 1, 1))
+
+    tests, records = run_rounds(
+        plan,
+        n,
+        level=level,
+        min_effect=spec.min_effect,
+        permutations=spec.permutations,
+        draw=draw,
+        test=test,
+        on_round=on_round,
+    )
+    sampled = [drawn.responses(i) for i in range(len(arms))]
+    return sampled, drawn.served(), tests, [w for i in sorted(said) for w in said[i]], records
 
 
 # --------------------------------------------------------------------------- running
@@ -378,6 +620,7 @@ def run_audit(
     backends: dict[int, Backend] | None = None,
     embedder: Embedder | None = None,
     permutation_seed: int | None = None,
+    family_size: int | None = None,
 ) -> AuditResult:
     """Run an audit spec end to end.
 
@@ -403,6 +646,10 @@ def run_audit(
     permutation_seed : int, optional
         Mixed into the seed of the permutations (a suite gives each case its own, so
         that its cases' p-values are independent).
+    family_size : int, optional
+        The number of tests corrected together, when it is more than this audit's (a
+        suite's case): with ``sequential_sampling``, a test stops as significant at
+        ``α / family_size``.
     """
     if spec.cases:
         raise ValueError("this spec has cases (a suite): run it with dbpa_core.suite.run_suite")
@@ -418,78 +665,32 @@ def run_audit(
         embedders=embedders,
     )
     arms = build_arms(spec)
-    k = spec.samples
     sampler.check_stop()
-    # every arm's samples in one call, so that a backend can batch across prompts
-    records = sampler.sample([Job(arm.model, r, arm.name) for arm in arms for r in arm_requests(spec, arm)])
-    sampled: list[ArmResponses] = []
-    served = []  # per arm, the model name and system fingerprint each answer came with
-    for i, arm in enumerate(arms):
-        recs = records[i * k : (i + 1) * k]
-        served.append(provenance.arm_entry(arm.name, arm.model_label, recs))
-        sampled.append(
-            ArmResponses(
-                arm,
-                tuple(r.text for r in recs),
-                None,
-                sum(not r.cached for r in recs),
-                sum(r.prompt_tokens for r in recs),
-                sum(r.completion_tokens for r in recs),
-            )
-        )
-
     text_sim = spec.embedder.get("backend") in TEXT_SIMILARITIES
-    if not text_sim:
-        all_texts = [t for a in sampled for t in a.texts]
-        emb = sampler.embed(all_texts, spec.embedder)
-        sampled = [
-            ArmResponses(
-                a.arm, a.texts, emb[i * k : (i + 1) * k], a.new_samples, a.prompt_tokens, a.completion_tokens
-            )
-            for i, a in enumerate(sampled)
-        ]
-
-    base, others = sampled[0], sampled[1:]
-    tests: list[DBPAResult] = []
-    caught: list[str] = []
-    for j, other in enumerate(others):
-        sampler.check_stop()
-        sampler.progress(Progress("testing", j, len(others), other.arm.name))
-        rng = np.random.default_rng(
-            [spec.seed, j] if permutation_seed is None else [spec.seed, permutation_seed, j]
+    records: list[SequentialRecord] | None = None
+    if spec.sequential_sampling is None:
+        sampled, served = _draw_all(spec, sampler, arms, [spec.samples] * len(arms), text_sim)
+        base, others = sampled[0], sampled[1:]
+        tests: list[DBPAResult] = []
+        caught: list[str] = []
+        for j, other in enumerate(others):
+            sampler.check_stop()
+            sampler.progress(Progress("testing", j, len(others), other.arm.name))
+            r, said = _test_pair(spec, base, other, j, spec.samples, spec.permutations, permutation_seed)
+            caught += said
+            tests.append(r)
+        sampler.progress(Progress("testing", len(others), len(others)))
+    else:
+        sampled, served, tests, caught, records = _run_sequential(
+            spec, sampler, arms, text_sim, permutation_seed, family_size
         )
-        with warnings.catch_warnings(record=True) as wlist:
-            warnings.simplefilter("always", DBPAWarning)
-            if text_sim:
-                s = text_similarity_matrix(list(base.texts) + list(other.texts), spec.embedder["backend"])
-                r = dbpa_test_similarity(
-                    s,
-                    k,
-                    measure=spec.measure,
-                    n_permutations=spec.permutations,
-                    rng=rng,
-                    sequential=spec.sequential,
-                    null=spec.null,
-                )
-            else:  # embedded arms carry their embeddings
-                assert base.embeddings is not None and other.embeddings is not None
-                r = dbpa_test(
-                    base.embeddings,
-                    other.embeddings,
-                    measure=spec.measure,
-                    n_permutations=spec.permutations,
-                    rng=rng,
-                    sequential=spec.sequential,
-                    null=spec.null,
-                )
-        for w in wlist:
-            caught.append(f"{other.arm.name}: {w.message}")
-        tests.append(r)
-    sampler.progress(Progress("testing", len(others), len(others)))
+        base, others = sampled[0], sampled[1:]
 
     results: tuple[PerturbationResult, ...] = ()
     if tests:
-        mt = multiple_testing([t.p_value for t in tests], spec.correction, alpha=spec.alpha)
+        # sequential: the correction runs on each test's sequential p-value
+        ps = [t.p_value for t in tests] if records is None else [rec.p_value for rec in records]
+        mt = multiple_testing(ps, spec.correction, alpha=spec.alpha)
         results = tuple(
             PerturbationResult(
                 o.arm.name,
@@ -497,12 +698,13 @@ def run_audit(
                 o.arm.prompt,
                 o.arm.model_label,
                 t.effect_size,
-                t.p_value,
+                ps[i],
                 float(mt.p_adjusted[i]),
                 bool(mt.reject[i]),
                 mt.stars[i],
                 t,
                 spec.min_effect,
+                None if records is None else records[i],
             )
             for i, (o, t) in enumerate(zip(others, tests, strict=False))
         )

@@ -114,30 +114,9 @@ def battery_jobs(spec: BatterySpec) -> list[tuple[dict[str, Any], SampleRequest]
     curve's samples and *every* round of RTI. RTI stops raising rho for an item once its
     answer changed, so the job asks up to the upper bound that ``dbpa attack --estimate``
     counts (at the batch price); the battery then reads all it needs from the cache."""
-    from .attacks.battery import (
-        RTI_RHOS,
-        answer_request,
-        curve_requests,
-        plan,
-        rti_queries,
-    )
+    from .attacks.battery import battery_requests
 
-    p = plan(spec)
-    reqs = [
-        answer_request(spec, q.prompt)
-        for kind in ("clean", "attack", "instruction", "order")
-        for q in p[kind]
-    ]
-    reqs += [
-        answer_request(spec, q.prompt)
-        for op in spec.rti
-        for rho in RTI_RHOS
-        for q in rti_queries(spec, spec.items, op, rho)
-        if q.attack is not None and q.attack.changes
-    ]
-    if spec.curve is not None:
-        reqs += [r for q in p["curve"] for r in curve_requests(spec, q.prompt)]
-    return [(spec.model, r) for r in reqs]
+    return [(spec.model, r.request) for r in battery_requests(spec)]
 
 
 def battery_batch_cost(est: Mapping[str, Any], spec: BatterySpec) -> float:
@@ -490,14 +469,14 @@ def jobs_cli(jobs: Sequence[tuple[Mapping[str, Any], SampleRequest]], cache: Cac
     except BatchPending as exc:
         print(str(exc), file=sys.stderr)
         return 130
-    except KeyboardInterrupt:  # Ctrl-C while waiting: the job's id is saved
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM while waiting: the job's id is saved
         print(
             "Stopped: a created batch job goes on at the server and its id is saved in the "
             "cache folder. Run the same command again with --batch to pick it up (nothing is "
             "sent or paid twice).",
             file=sys.stderr,
         )
-        return 130
+        return 128 + int(getattr(exc, "signum", 2))  # 130 for Ctrl-C, 143 for SIGTERM
     finally:
         bars.close()
     if outcome.batch_ids:

@@ -292,8 +292,19 @@ class Cache:
                 f"({reason}): free some space and run again; what was cached "
                 "is kept."
             )
+        db = Path(self._db_path)
+        if db.exists() and not db.is_file():
+            kind = "a folder" if db.is_dir() else "not a regular file"
+            return CacheError(
+                f"The cache at {self.store_dir} cannot be used: its database {db} is {kind} "
+                f"({reason}). Move it out of the way (mv {db} {db}.moved) to start an empty "
+                "cache there, or run with another --cache-dir ($DBPA_CACHE_DIR) or --no-cache. "
+                "Nothing in it was changed."
+            )
         return CacheError(
-            f"The cache at {self.store_dir} cannot be used now ({reason}); nothing in it was changed."
+            f"The cache at {self.store_dir} cannot be used now ({reason}); nothing in it was "
+            f"changed. Check that {db} is a file you can read and write, or run with another "
+            "--cache-dir ($DBPA_CACHE_DIR) or --no-cache."
         )
 
     def _damaged(self, exc: BaseException | str) -> CacheDamagedError:

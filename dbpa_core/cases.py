@@ -11,6 +11,18 @@ filled base prompt with one space, a ``prompt`` is a template filled like the ba
 ``set: {field: value}`` changes columns of the case before the prompt is filled (a
 covariate change: another name, age or cholesterol level).
 
+A perturbation can also be an operation on the case itself, with no second column in the
+cases file: ``swap: [name1, name2]`` exchanges the values of two columns, ``swap_text:
+[span1, span2]`` exchanges two spans of the filled prompt (every occurrence of either),
+and ``reorder: reverse | rotate | shuffle`` changes the order of the case's answer
+options (``shuffle``: a fixed order drawn per case from the spec's seed, never the
+original one).
+
+A spec's ``options:`` lists each case's answer options as templates over its columns
+(``["{ans0}", "{ans1}", "{ans2}"]``); the placeholder ``{options}`` in a prompt is then
+rendered as one line per option, ``A) ...``, ``B) ...``. ``expect:`` (a template) is each
+case's expected answer.
+
 Every case is filled when the spec is read, so a missing column is an error naming the
 file and row before any call is made.
 """
@@ -20,18 +32,26 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import string
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 if TYPE_CHECKING:
     from .spec import Perturbation, SpecDoc
+
 
 MAX_CASES = 100_000
 MAX_CASES_BYTES = 200 * 1024**2
 SCALARS = (str, int, float, bool)
+OPTIONS_FIELD = "options"  # the placeholder that shows a case's options, one per line
+REORDERS = ("reverse", "rotate", "shuffle")
+LETTERS = string.ascii_uppercase
 
 
 @dataclass(frozen=True)
@@ -89,15 +109,137 @@ def fill(template: str, values: dict[str, Any]) -> str:
         ) from None
 
 
-def perturbed_prompt(base_prompt: str, perturbation: Perturbation, case: Case) -> tuple[str, str]:
-    """The (base prompt, perturbed prompt) of ``case`` under ``perturbation``."""
-    values = case.values
-    base = fill(base_prompt, values)
-    changed = dict(values, **dict(perturbation.set_fields)) if perturbation.set_fields else values
+def options_text(options: Sequence[str]) -> str:
+    """Options as a prompt shows them: one line each, ``A) ...``, ``B) ...``."""
+    return "\n".join(f"{LETTERS[i]}) {o}" for i, o in enumerate(options))
+
+
+def reordered(options: Sequence[str], how: str, *, case_id: str = "", seed: int = 0) -> tuple[str, ...]:
+    """``options`` in another order: ``reverse``, ``rotate`` (the first goes last) or
+    ``shuffle`` (an order drawn from ``seed`` and the case's id, never the given one
+    when another exists)."""
+    opts = tuple(options)
+    if how == "reverse":
+        return opts[::-1]
+    if how == "rotate":
+        return opts[1:] + opts[:1]
+    if how != "shuffle":
+        raise ValueError(f"`how` must be one of {REORDERS}, got {how!r}.")
+    if len(set(opts)) < 2:
+        return opts
+    rng = np.random.default_rng([seed, zlib.crc32(case_id.encode("utf-8"))])
+    while True:
+        order = rng.permutation(len(opts))
+        out = tuple(opts[i] for i in order)
+        if out != opts:
+            return out
+
+
+def swap_spans(text: str, a: str, b: str) -> str:
+    """``text`` with every ``a`` made ``b`` and every ``b`` made ``a`` (at once; the longer
+    span is matched first where one holds the other)."""
+    if not a or not b or a == b:
+        return text
+    spans = sorted((a, b), key=len, reverse=True)
+    other = {a: b, b: a}
+    return re.sub("|".join(re.escape(x) for x in spans), lambda m: other[m.group(0)], text)
+
+
+@dataclass(frozen=True)
+class CaseArm:
+    """One arm of one case: its filled prompt and its answer options in the order shown."""
+
+    prompt: str
+    options: tuple[str, ...] = ()
+
+
+def arm_values(
+    values: dict[str, Any], perturbation: Any | None, options: Sequence[str], *, case_id: str, seed: int
+) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The columns an arm's prompt is filled from (``set`` and ``swap`` applied, and
+    ``{options}`` rendered) and the arm's options in the order its prompt shows them."""
+    out = dict(values)
+    if perturbation is not None:
+        out.update(dict(perturbation.set_fields))
+        swap = getattr(perturbation, "swap", None)
+        if swap:
+            out[swap[0]], out[swap[1]] = values[swap[1]], values[swap[0]]
+    shown: tuple[str, ...] = ()
+    if options:
+        shown = tuple(str(fill(o, out)) for o in options)
+        how = getattr(perturbation, "reorder", None) if perturbation is not None else None
+        if how:
+            shown = reordered(shown, how, case_id=case_id, seed=seed)
+        out[OPTIONS_FIELD] = options_text(shown)
+    return out, shown
+
+
+def case_arm(
+    base_prompt: str,
+    perturbation: Any | None,
+    case: Case,
+    *,
+    options: Sequence[str] = (),
+    seed: int = 0,
+) -> CaseArm:
+    """The filled prompt and the options of ``case`` in the base arm (``perturbation``
+    None) or under ``perturbation``; a :class:`CaseError` when a column is missing."""
+    values, shown = arm_values(case.values, perturbation, options, case_id=case.id, seed=seed)
+    if perturbation is None:
+        return CaseArm(fill(base_prompt, values), shown)
     if perturbation.template:
-        return base, fill(perturbation.prompt, changed)
-    middle = fill(base_prompt, changed) if perturbation.set_fields else base
-    return base, " ".join(s for s in (perturbation.prefix, middle, perturbation.suffix) if s)
+        text = fill(perturbation.prompt, values)
+    else:
+        middle = fill(base_prompt, values)
+        text = " ".join(s for s in (perturbation.prefix, middle, perturbation.suffix) if s)
+    spans = getattr(perturbation, "swap_text", None)
+    if spans:  # the options shown in the prompt change with it
+        a, b = fill_text(spans[0], case.values), fill_text(spans[1], case.values)
+        text = swap_spans(text, a, b)
+        shown = tuple(swap_spans(o, a, b) for o in shown)
+    return CaseArm(text, shown)
+
+
+def perturbed_prompt(
+    base_prompt: str, perturbation: Any, case: Case, *, options: Sequence[str] = (), seed: int = 0
+) -> tuple[str, str]:
+    """The (base prompt, perturbed prompt) of ``case`` under ``perturbation``."""
+    base = case_arm(base_prompt, None, case, options=options, seed=seed).prompt
+    return base, case_arm(base_prompt, perturbation, case, options=options, seed=seed).prompt
+
+
+# --------------------------------------------------------------------------- check texts
+_BRACES = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
+
+
+def text_placeholders(template: str) -> list[str]:
+    """The ``{column}`` placeholders of a check's text (``{{`` and ``}}`` are literal
+    braces; braces around anything but a name, as a regex's ``{2,3}``, are kept)."""
+    return [m.group(1) for m in _BRACES.finditer(template) if m.group(1) and m.group(1).isidentifier()]
+
+
+def fill_text(template: str, values: dict[str, Any], *, escape: bool = False) -> str:
+    """A check's text with its ``{column}`` placeholders filled from ``values`` (each
+    value passed through :func:`re.escape` when ``escape``: a regex then matches it
+    literally); a :class:`CaseError` for a placeholder that names no column."""
+
+    def one(m: re.Match) -> str:
+        whole, name = m.group(0), m.group(1)
+        if whole in ("{{", "}}"):
+            return whole[0]
+        if name is None or not name.isidentifier():
+            return whole
+        if name not in values:
+            raise CaseError(f"no column {name!r} for the placeholder {{{name}}}")
+        value = str(values[name])
+        return re.escape(value) if escape else value
+
+    return _BRACES.sub(one, template)
+
+
+def same_answer(a: str, b: str) -> bool:
+    """Two option texts are the same answer: equal once case and white space are ignored."""
+    return " ".join(a.split()).casefold() == " ".join(b.split()).casefold()
 
 
 # --------------------------------------------------------------------------- reading
@@ -204,36 +346,110 @@ def _jsonl_rows(doc: SpecDoc, text: str, name: str) -> list[tuple[str, dict]]:
 
 # --------------------------------------------------------------------------- checking
 def check_cases(
-    doc: SpecDoc, cases: tuple[Case, ...], base_prompt: str, perturbations: Sequence[Perturbation]
+    doc: Any,
+    cases: tuple[Case, ...],
+    base_prompt: str,
+    perturbations: Sequence[Any],
+    *,
+    options: Sequence[str] = (),
+    expect: str | None = None,
+    seed: int = 0,
 ) -> None:
     """Fill every prompt of every case now: a missing column is an error naming the row."""
+    if options and OPTIONS_FIELD not in named_placeholders(base_prompt):
+        raise doc.err(
+            ("options",),
+            "'options' are given but no prompt shows them: put the placeholder {options} "
+            "in base.prompt (it becomes the lines A) ..., B) ...)",
+        )
+    from_options = {n for o in options for n in named_placeholders(o)}
+
+    def used_by(text: str) -> set[str]:
+        names = set(named_placeholders(text))
+        return names | from_options if OPTIONS_FIELD in names else names
+
     for p in perturbations:
-        if not p.set_fields:
-            continue
-        used = set(named_placeholders(p.prompt if p.template else base_prompt))
-        for key, _ in p.set_fields:
-            if key not in used:
+        mine = used_by(p.prompt if p.template else base_prompt)
+        for key in [k for k, _ in p.set_fields] + list(getattr(p, "swap", None) or ()):
+            if key not in mine:
+                what = "set" if key in dict(p.set_fields) else "swap"
                 raise doc.err(
                     ("perturbations",),
-                    f"perturbation {p.name!r}: set: {key!r} is not "
+                    f"perturbation {p.name!r}: {what}: {key!r} is not "
                     "a placeholder of its prompt, so it would change nothing",
                 )
+    for p in perturbations:
+        if getattr(p, "reorder", None) and not options:
+            raise doc.err(
+                ("perturbations",),
+                f"perturbation {p.name!r}: 'reorder' changes the order of the options, and the "
+                "spec gives no 'options'",
+            )
     for case in cases:
-        for p in perturbations or (None,):
-            what = "base.prompt"
+        if options and OPTIONS_FIELD in case.values:
+            raise doc.err(
+                ("options",),
+                f"case {case.id!r} ({case.where}) has a column 'options', and the spec's "
+                "'options' fill the placeholder {options}: rename the column",
+            )
+        what = "base.prompt"
+        path: tuple[Any, ...] = ("cases",)
+        try:
+            for i, o in enumerate(options):
+                what, path = f"options[{i}]", ("options", i)
+                if not str(fill(o, case.values)).strip():
+                    raise CaseError("the option is empty once filled")
+            what, path = "base.prompt", ("cases",)
+            base = case_arm(base_prompt, None, case, options=options, seed=seed)
+            for p in perturbations:
+                what = f"perturbation {p.name!r}"
+                for field_name in getattr(p, "swap", None) or ():
+                    if field_name not in case.values:
+                        raise CaseError(f"no column {field_name!r} to swap")
+                pert = case_arm(base_prompt, p, case, options=options, seed=seed).prompt
+                if not pert.strip():
+                    raise CaseError("the filled prompt is empty")
+            if expect is not None:
+                what, path = "expect", ("expect",)
+                want = fill_text(expect, case.values)
+                if options and not any(same_answer(want, o) for o in base.options):
+                    raise CaseError(f"the expected answer {want!r} is none of the case's options")
+        except CaseError as exc:
+            raise doc.err(path, f"case {case.id!r} ({case.where}): {exc} in {what}") from None
+        if not base.prompt.strip():
+            raise doc.err(("cases",), f"case {case.id!r} ({case.where}): base.prompt is empty once filled")
+
+
+def unchanged_warnings(
+    base_prompt: str,
+    perturbations: Sequence[Any],
+    cases: Sequence[Case],
+    *,
+    options: Sequence[str] = (),
+    seed: int = 0,
+) -> list[str]:
+    """Perturbations that leave some cases' prompts as they were (a ``swap`` of two equal
+    values, a ``swap_text`` whose spans are not in the prompt): say which."""
+    out = []
+    for p in perturbations:
+        if p.template or p.prefix or p.suffix:
+            continue
+        same = []
+        for case in cases:
             try:
-                base = fill(base_prompt, case.values)
-                if p is not None:
-                    what = f"perturbation {p.name!r}"
-                    pert = perturbed_prompt(base_prompt, p, case)[1]
-                    if not pert.strip():
-                        raise CaseError("the filled prompt is empty")
-            except CaseError as exc:
-                raise doc.err(("cases",), f"case {case.id!r} ({case.where}): {exc} in {what}") from None
-            if not base.strip():
-                raise doc.err(
-                    ("cases",), f"case {case.id!r} ({case.where}): base.prompt is empty once filled"
-                )
+                a = case_arm(base_prompt, None, case, options=options, seed=seed).prompt
+                b = case_arm(base_prompt, p, case, options=options, seed=seed).prompt
+            except CaseError:
+                continue
+            if a == b:
+                same.append(case.id)
+        if same:
+            out.append(
+                f"Perturbation {p.name!r} leaves the prompt of {len(same)} case(s) as it is "
+                f"({', '.join(same[:3])}{', ...' if len(same) > 3 else ''}): there it asks the "
+                "base prompt again (a same-prompt control), not a change."
+            )
+    return out
 
 
 def no_case_placeholders(doc: SpecDoc, base_prompt: str, perturbations: Sequence[Perturbation]) -> None:
@@ -253,20 +469,25 @@ def no_case_placeholders(doc: SpecDoc, base_prompt: str, perturbations: Sequence
 
 
 def shared_prompt_warnings(
-    base_prompt: str, perturbations: Sequence[Perturbation], cases: Sequence[Case]
+    base_prompt: str,
+    perturbations: Sequence[Any],
+    cases: Sequence[Case],
+    *,
+    options: Sequence[str] = (),
+    seed: int = 0,
 ) -> list[str]:
     """Cases whose filled prompts are the same share their samples (the samples of a
     prompt are drawn once), so their tests are not independent: say which."""
     out = []
-    arms = [("the base", None)] + [(f"perturbation {p.name!r}", p) for p in perturbations]
+    arms: list[tuple[str, Any]] = [("the base", None)] + [
+        (f"perturbation {p.name!r}", p) for p in perturbations
+    ]
     for what, p in arms:
         first: dict[str, str] = {}
         same = []
         for case in cases:
             try:
-                prompt = (
-                    fill(base_prompt, case.values) if p is None else perturbed_prompt(base_prompt, p, case)[1]
-                )
+                prompt = case_arm(base_prompt, p, case, options=options, seed=seed).prompt
             except CaseError:
                 continue
             if prompt in first:

@@ -12,9 +12,17 @@ shorter? A spec lists checks under ``checks:``::
       - {name: refuses, refusal: true}
       - {name: length, words: true}                                      # a number per answer
       - {name: valid JSON, json: true}
+      - {name: chose unknown, choice: "{unknown}"}    # a suite with options: the option chosen
       - name: recommends a statin
         judge: {model: {backend: openai, name: gpt-4o-mini},
                 question: "Does the answer recommend a statin? Answer yes or no."}
+
+In a suite (``cases:``) every check's text may hold ``{column}`` placeholders, filled
+per case (``contains: ["{unknown}"]``); a ``choice`` check reads which of the case's
+``options`` an answer chose with the battery's answer parser
+(:func:`dbpa_core.attacks.answers.parse_answer`), in the order the arm's prompt showed
+them, and passes when that option is its text; an answer that names no option clearly
+is counted as unparsed, like a judge's reply.
 
 Each check maps an answer to yes/no (``words`` to a number). For every check and every
 perturbation (or model against the reference) :func:`check_audit` compares the base
@@ -51,17 +59,33 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 import numpy as np
 
+from .intervals import wilson_interval
+
 if TYPE_CHECKING:
     from .backends.base import SampleRequest
     from .cache import Cache
     from .spec import AuditSpec, SpecDoc
 
-KINDS = ("contains", "absent", "regex", "refusal", "words", "json", "judge")
+
+KINDS = ("contains", "absent", "regex", "refusal", "words", "json", "choice", "judge")
 TEXT_KINDS = ("contains", "absent", "regex")  # the kinds that take case_sensitive
 CONFIDENCE = 0.95
 BOSCHLOO_MAX_N = 200  # answers in both arms; beyond, Boschloo's test is slow and ~ Fisher's
 JUDGE_MAX_TOKENS = 16
+EXPECT_CHECK = "expected answer"  # the check a suite's ``expect:`` adds
 PERMUTATION_BATCH = 4096  # random splits drawn at once: memory stays small at any B
+MAX_COUNT = 2**53  # answers counted: floats hold every whole number up to here exactly
+MAX_PERMUTATION_WORK = 10**10  # permutation_p: permutations x answers, about 2 minutes of one core
+
+
+def _count_iv(x: object, n: object, xname: str = "x", nname: str = "n") -> tuple[int, int]:
+    """``x`` passing answers of ``n``: whole numbers, ``1 <= n <= MAX_COUNT``, ``0 <= x <= n``."""
+    from ._validate import check_int
+
+    n_ = check_int(n, nname, 1, MAX_COUNT, "larger counts are not exact as floats")
+    x_ = check_int(x, xname, 0, n_, f"it counts answers that pass, out of `{nname}` = {n_}")
+    return x_, n_
+
 
 # --------------------------------------------------------------------------- refusals
 # What counts as a refusal: the answer declines to do what was asked. Each pattern is
@@ -219,6 +243,9 @@ class Check:
     judge_model: Mapping[str, Any] | None = None
     question: str | None = None
     max_tokens: int = JUDGE_MAX_TOKENS
+    target: str | None = None  # choice: the option's text (a template until filled per case)
+    # choice, filled per case: each arm's options in the order its prompt shows them
+    arm_options: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def numeric(self) -> bool:
@@ -239,6 +266,8 @@ class Check:
                 out["all"] = True
         elif self.kind == "regex":
             out["regex"] = self.pattern
+        elif self.kind == "choice":
+            out["choice"] = self.target
         elif self.kind == "judge":
             from .spec import _shown
 
@@ -251,9 +280,12 @@ class Check:
             out["case_sensitive"] = True
         return out
 
-    def outcome(self, text: str) -> bool | int:
+    def outcome(self, text: str, arm: str | None = None) -> bool | int | None:
         """The check on one answer: pass or fail, or the number of words (not for judges,
-        which :func:`judge_outcomes` asks in bulk)."""
+        which :func:`judge_outcomes` asks in bulk). A ``choice`` check reads the option
+        chosen among ``arm``'s options: None when the answer names none clearly."""
+        if self.kind == "choice":
+            return self.chose(text, arm)
         if self.kind == "words":
             return word_count(text)
         if self.kind == "json":
@@ -271,6 +303,22 @@ class Check:
         if self.kind == "absent":
             return not any(t in hay for t in terms)
         return (all if self.all else any)(t in hay for t in terms)
+
+    def chose(self, text: str, arm: str | None = None) -> bool | None:
+        """A ``choice`` check on one answer of ``arm``: True when the option the answer
+        chose is :attr:`target`, False when it chose another, None when it chose none
+        clearly (unparsed)."""
+        from .attacks.answers import parse_answer
+        from .cases import same_answer
+
+        shown = dict(self.arm_options)
+        options = shown.get(arm or "base") or shown.get("base")
+        if not options or self.target is None:
+            raise ValueError(
+                f"check {self.name!r}: a choice check needs the options of the arm, filled per case"
+            )
+        index = parse_answer(text, options).index
+        return None if index is None else same_answer(options[index], self.target)
 
 
 def _compile(pattern: str, case_sensitive: bool) -> re.Pattern:
@@ -322,6 +370,8 @@ def parse_checks(
         if kind in ("contains", "absent"):
             terms = [value] if isinstance(value, str) else value
             kw["terms"] = tuple(t.strip() for t in terms)
+        elif kind == "choice":
+            kw["target"] = value.strip()
         elif kind == "regex":
             try:
                 _compile(value, ch.case_sensitive)
@@ -355,6 +405,8 @@ def checks_from_dicts(entries: Sequence[Mapping[str, Any]] | None) -> tuple[Chec
             kw["terms"] = tuple(value)
         elif kind == "regex":
             kw["pattern"] = value
+        elif kind == "choice":
+            kw["target"] = value
         elif kind == "judge":
             kw.update(
                 judge_model=dict(value["model"]),
@@ -363,6 +415,111 @@ def checks_from_dicts(entries: Sequence[Mapping[str, Any]] | None) -> tuple[Chec
             )
         out.append(Check(e["name"], kind, **kw))
     return tuple(out)
+
+
+# --------------------------------------------------------------------------- cases
+def check_texts(check: Check) -> list[tuple[str, str]]:
+    """The texts of a check that may hold ``{column}`` placeholders: ``(key, text)``."""
+    if check.kind in ("contains", "absent"):
+        return [(check.kind, t) for t in check.terms]
+    if check.kind == "regex":
+        return [("regex", check.pattern or "")]
+    if check.kind == "choice":
+        return [("choice", check.target or "")]
+    if check.kind == "judge":
+        return [("judge", check.question or "")]
+    return []
+
+
+def fill_check(
+    check: Check, values: Mapping[str, Any], arm_options: Mapping[str, Sequence[str]] = {}
+) -> Check:
+    """``check`` for one case: its ``{column}`` placeholders filled from ``values`` (a
+    regex gets each value escaped, so that it matches literally) and, for a choice check,
+    the options each arm shows (``{arm name: options}``)."""
+    from dataclasses import replace
+
+    from .cases import fill_text
+
+    v = dict(values)
+    if check.kind in ("contains", "absent"):
+        return replace(check, terms=tuple(fill_text(t, v) for t in check.terms))
+    if check.kind == "regex":
+        return replace(check, pattern=fill_text(check.pattern or "", v, escape=True))
+    if check.kind == "choice":
+        return replace(
+            check,
+            target=fill_text(check.target or "", v),
+            arm_options=tuple((k, tuple(o)) for k, o in arm_options.items()),
+        )
+    if check.kind == "judge":
+        return replace(check, question=fill_text(check.question or "", v))
+    return check
+
+
+def case_checks(
+    doc: Any,
+    checks: tuple[Check, ...],
+    cases: tuple,
+    *,
+    options: Sequence[str] = (),
+    expect: str | None = None,
+    seed: int = 0,
+) -> tuple[Check, ...]:
+    """The spec's checks with their placeholders checked against the cases' columns (an
+    unknown one is the spec's error, with the check's line), and the ``expected answer``
+    check that ``expect`` adds (a choice check with ``options``, else contains)."""
+    from .cases import CaseError, case_arm, fill_text, same_answer, text_placeholders
+
+    for i, c in enumerate(checks):
+        here = ("checks", i)
+        if c.kind == "choice" and not options:
+            raise doc.err(
+                here + ("choice",),
+                f"check {c.name!r}: a choice check reads which option an answer chose, and the "
+                'spec gives no \'options\' (add options: ["{ans0}", "{ans1}", ...] and '
+                "{options} in the prompt)",
+            )
+        if expect is not None and c.name == EXPECT_CHECK:
+            raise doc.err(
+                here + ("name",), f"check name {EXPECT_CHECK!r} is the check that 'expect' adds: rename it"
+            )
+        for key, text in check_texts(c):
+            names = text_placeholders(text)
+            if names and not cases:
+                raise doc.err(
+                    here + (key,),
+                    f"check {c.name!r}: the placeholder {{{names[0]}}} names no column (the spec "
+                    "gives no 'cases'); write {{ and }} for literal braces",
+                )
+            for case in cases:
+                try:
+                    filled = fill_text(text, case.values)
+                except CaseError:
+                    missing = next(n for n in names if n not in case.values)
+                    columns = ", ".join(k for k, _ in case.fields) or "none"
+                    raise doc.err(
+                        here + (key,),
+                        f"check {c.name!r}: the placeholder {{{missing}}} names no column of case "
+                        f"{case.id!r} ({case.where}; its columns: {columns}); write {{{{ and }}}} "
+                        "for literal braces",
+                    ) from None
+                if c.kind == "choice":
+                    shown = case_arm("", None, case, options=options, seed=seed).options
+                    if not any(same_answer(filled, o) for o in shown):
+                        raise doc.err(
+                            here + (key,),
+                            f"check {c.name!r}: in case {case.id!r} ({case.where}) {filled!r} is "
+                            "none of its options, so no answer could choose it",
+                        )
+    if expect is None:
+        return checks
+    extra = (
+        Check(EXPECT_CHECK, "choice", target=expect)
+        if options
+        else Check(EXPECT_CHECK, "contains", terms=(expect,))
+    )
+    return (*checks, extra)
 
 
 # --------------------------------------------------------------------------- judges
@@ -454,18 +611,23 @@ def judge_estimate(
 
 
 def outcomes(
-    checks: Sequence[Check], texts: Sequence[str], sampler: JudgeSampler | None = None, *, seed: int = 0
+    checks: Sequence[Check],
+    texts: Sequence[str],
+    sampler: Any = None,
+    *,
+    seed: int = 0,
+    arms: Sequence[str] | None = None,
 ) -> dict[str, list]:
-    """``{check name: [outcome per text]}``: True/False (None: a judge's unparsed reply),
-    or the number of words. Judges need ``sampler``."""
-    out: dict[str, list[Any]] = {}
-    if any(c.model_graded for c in checks):
-        if sampler is None:
-            raise ValueError("model-graded checks need a `sampler` to ask their judge.")
-        out = dict(judge_outcomes(checks, texts, sampler, seed=seed))
+    """``{check name: [outcome per text]}``: True/False (None: a judge's unparsed reply,
+    or an answer that chose no option clearly), or the number of words. Judges need
+    ``sampler``; choice checks the arm of each text (``arms``, default: the base)."""
+    out: dict[str, list[Any]] = (
+        dict(judge_outcomes(checks, texts, sampler, seed=seed)) if any(c.model_graded for c in checks) else {}
+    )
+    where = list(arms) if arms is not None else [None] * len(texts)
     for c in checks:
         if not c.model_graded:
-            out[c.name] = [c.outcome(t) for t in texts]
+            out[c.name] = [c.outcome(t, a) for t, a in zip(texts, where, strict=True)]
     return {c.name: out[c.name] for c in checks}
 
 
@@ -476,17 +638,6 @@ def _z(confidence: float) -> float:
     return float(norm.ppf(0.5 + confidence / 2))
 
 
-def wilson_interval(x: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
-    """Wilson's score interval for a proportion ``x / n`` (n >= 1)."""
-    if n < 1:
-        raise ValueError(f"`n` must be >= 1, got {n!r}.")
-    z = _z(confidence)
-    p = x / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
 def newcombe_interval(
     x1: int, n1: int, x2: int, n2: int, confidence: float = CONFIDENCE
 ) -> tuple[float, float]:
@@ -494,7 +645,10 @@ def newcombe_interval(
 
     With Wilson intervals ``[l1, u1]`` and ``[l2, u2]`` of the two proportions and
     ``d = p2 - p1``: ``[d - sqrt((p2 - l2)² + (u1 - p1)²), d + sqrt((u2 - p2)² + (p1 - l1)²)]``.
+    Counts as in :func:`wilson_interval`.
     """
+    x1, n1 = _count_iv(x1, n1, "x1", "n1")
+    x2, n2 = _count_iv(x2, n2, "x2", "n2")
     p1, p2 = x1 / n1, x2 / n2
     l1, u1 = wilson_interval(x1, n1, confidence)
     l2, u2 = wilson_interval(x2, n2, confidence)
@@ -511,9 +665,12 @@ def exact_test(x1: int, n1: int, x2: int, n2: int) -> tuple[float, str]:
     Boschloo's test (uniformly more powerful than Fisher's) up to :data:`BOSCHLOO_MAX_N`
     answers in both arms together, Fisher's exact test beyond (Boschloo's cost grows
     with n1·n2, and the two agree closely there). When every answer passes, or none
-    does, p = 1.
+    does, p = 1. Counts as in :func:`wilson_interval`.
     """
     from scipy.stats import boschloo_exact, fisher_exact
+
+    x1, n1 = _count_iv(x1, n1, "x1", "n1")
+    x2, n2 = _count_iv(x2, n2, "x2", "n2")
 
     if x1 + x2 in (0, n1 + n2):
         return 1.0, "boschloo" if n1 + n2 <= BOSCHLOO_MAX_N else "fisher"
@@ -551,8 +708,23 @@ def permutation_p(
     """Two-sided permutation test of the difference in means (twice the smaller one-sided
     p, at most 1): every split of the pooled answers when there are at most
     ``n_permutations`` of them, else ``n_permutations`` random ones with
-    p = (1 + #as extreme) / (1 + B), never 0."""
+    p = (1 + #as extreme) / (1 + B), never 0.
+
+    ``n_permutations`` lies in [1, 10⁸] (the bound of :func:`dbpa_core.dbpa_test`) and,
+    times the answers, at most 10¹⁰ (about two minutes of one core).
+    """
     from scipy.stats import permutation_test
+
+    from .permutation import check_permutations
+
+    n_permutations = check_permutations(n_permutations)
+    size = len(a) + len(b)
+    if n_permutations * size > MAX_PERMUTATION_WORK:
+        raise ValueError(
+            f"`n_permutations` must be <= {max(1, MAX_PERMUTATION_WORK // max(1, size)):_} for "
+            f"{size:_} answers, got {n_permutations:_}: each permutation averages every answer, "
+            f"and {MAX_PERMUTATION_WORK:.0e} steps take about two minutes of one core."
+        )
 
     def diff(x: np.ndarray, y: np.ndarray, axis: int | None) -> np.ndarray:
         return np.mean(y, axis=axis) - np.mean(x, axis=axis)
@@ -571,6 +743,128 @@ def permutation_p(
         rng=rng if rng is not None else np.random.default_rng(0),
     )
     return float(min(1.0, res.pvalue))
+
+
+# --------------------------------------------------------------------------- stratified
+EXACT_STRATIFIED_MAX_N = 50_000  # answers in all strata; beyond, the CMH chi-square test
+
+
+def _stratum(x1: int, n1: int, x2: int, n2: int) -> tuple[int, np.ndarray]:
+    """The null distribution of ``x2`` given the stratum's margins: (smallest value, pmf)."""
+    from scipy.stats import hypergeom
+
+    m = x1 + x2
+    lo, hi = max(0, m - n1), min(m, n2)
+    support = np.arange(lo, hi + 1)
+    return lo, hypergeom.pmf(support, n1 + n2, m, n2)
+
+
+def stratified_exact_test(tables: Sequence[tuple[int, int, int, int]]) -> float:
+    """Two-sided exact test of "no difference in any stratum" over 2 x 2 tables.
+
+    Each table is ``(x1, n1, x2, n2)``: ``x1`` of ``n1`` answers pass in the base arm and
+    ``x2`` of ``n2`` in the perturbed arm of one case. Given every table's margins, the
+    perturbed arm's passes ``x2`` follow a hypergeometric law under H0 (a common odds ratio
+    of 1: the perturbation changes no case's rate); their sum ``T`` follows the
+    convolution of those laws. The p-value is the probability of every ``T`` no more
+    likely than the one observed (Fisher's rule, with a relative tolerance of 1e-7), the
+    exact conditional test of Mantel and Haenszel's hypothesis (Mehta, Patel & Gray,
+    1985). With one table it is Fisher's exact test. Tables whose margins leave one value
+    (every answer passes, or none) carry no information and change nothing.
+
+    Examples
+    --------
+    >>> round(stratified_exact_test([(1, 10, 8, 10)]), 5)  # Fisher's exact test
+    0.00548
+    """
+    dist = np.ones(1)
+    start = observed = 0
+    for x1, n1, x2, n2 in tables:
+        if n1 < 1 or n2 < 1:
+            continue
+        lo, pmf = _stratum(x1, n1, x2, n2)
+        dist = np.convolve(dist, pmf)
+        start += lo
+        observed += x2
+    p_obs = dist[observed - start]
+    p = float(dist[dist <= p_obs * (1 + 1e-7)].sum())
+    return min(1.0, max(p, float(p_obs)))
+
+
+def cmh_test(tables: Sequence[tuple[int, int, int, int]]) -> tuple[float, float]:
+    """The Cochran–Mantel–Haenszel test over 2 x 2 tables ``(x1, n1, x2, n2)``:
+    ``(chi-square statistic, p)``, one degree of freedom, with the continuity correction.
+
+    ``χ² = (|Σ (x2 - E x2)| - ½)² / Σ Var x2`` with, per table of ``N = n1 + n2``
+    answers of which ``m = x1 + x2`` pass, ``E x2 = n2 m / N`` and
+    ``Var x2 = n1 n2 m (N - m) / (N² (N - 1))``. When no table varies, p = 1.
+    """
+    from scipy.stats import chi2
+
+    dev = var = 0.0
+    for x1, n1, x2, n2 in tables:
+        n, m = n1 + n2, x1 + x2
+        if n1 < 1 or n2 < 1 or n < 2:
+            continue
+        dev += x2 - n2 * m / n
+        var += n1 * n2 * m * (n - m) / (n * n * (n - 1))
+    if var <= 0:
+        return 0.0, 1.0
+    stat = max(0.0, abs(dev) - 0.5) ** 2 / var
+    return float(stat), float(chi2.sf(stat, 1))
+
+
+def mantel_haenszel_odds_ratio(tables: Sequence[tuple[int, int, int, int]]) -> float | None:
+    """The Mantel–Haenszel common odds ratio of passing in the perturbed arm against the
+    base arm, ``Σ x2 (n1 - x1) / N / Σ x1 (n2 - x2) / N`` (None when 0/0; inf when only the
+    numerator is positive)."""
+    num = den = 0.0
+    for x1, n1, x2, n2 in tables:
+        n = n1 + n2
+        if n1 < 1 or n2 < 1:
+            continue
+        num += x2 * (n1 - x1) / n
+        den += x1 * (n2 - x2) / n
+    if den == 0:
+        return None if num == 0 else math.inf
+    return num / den
+
+
+def pooled_rate_test(tables: Sequence[tuple[int, int, int, int]]) -> dict[str, Any]:
+    """A rate check pooled over the cases of a suite: the rate of each arm over all its
+    answers with Wilson intervals, the difference with Newcombe's interval, the
+    stratified test over the cases (exact while the cases hold at most
+    :data:`EXACT_STRATIFIED_MAX_N` answers, else Cochran–Mantel–Haenszel), the CMH
+    statistic and the Mantel–Haenszel odds ratio."""
+    used = [t for t in tables if t[1] >= 1 and t[3] >= 1]
+    x1, n1 = sum(t[0] for t in used), sum(t[1] for t in used)
+    x2, n2 = sum(t[2] for t in used), sum(t[3] for t in used)
+    out: dict[str, Any] = {
+        "cases": len(used),
+        "base_count": x1,
+        "base_n": n1,
+        "count": x2,
+        "n": n2,
+        "base": x1 / n1 if n1 else None,
+        "value": x2 / n2 if n2 else None,
+        "base_ci": list(wilson_interval(x1, n1)) if n1 else None,
+        "value_ci": list(wilson_interval(x2, n2)) if n2 else None,
+        "interval": "newcombe",
+    }
+    if not used:
+        return out
+    stat, p_cmh = cmh_test(used)
+    exact = n1 + n2 <= EXACT_STRATIFIED_MAX_N
+    out.update(
+        difference=x2 / n2 - x1 / n1,
+        ci=list(newcombe_interval(x1, n1, x2, n2)),
+        cmh_statistic=stat,
+        cmh_p_value=p_cmh,
+        odds_ratio=mantel_haenszel_odds_ratio(used),
+        p_value=stratified_exact_test(used) if exact else p_cmh,
+        test="exact stratified" if exact else "cmh",
+    )
+    return out
 
 
 # --------------------------------------------------------------------------- results
@@ -786,7 +1080,7 @@ def check_audit(
     checks: Sequence[Check],
     groups: Sequence[Group],
     *,
-    sampler: JudgeSampler | None = None,
+    sampler: Any = None,
     correction: str = "holm",
     alpha: float = 0.05,
     n_permutations: int = 2000,
@@ -804,7 +1098,8 @@ def check_audit(
     if not checks or len(groups) < 2:
         return ()
     texts = [t for g in groups for t in g.texts]
-    found = outcomes(checks, texts, sampler, seed=seed)
+    arms = [g.name for g in groups for _ in g.texts]
+    found = outcomes(checks, texts, sampler, seed=seed, arms=arms)
     bounds = np.cumsum([0] + [len(g.texts) for g in groups])
     rows = []
     for c_index, c in enumerate(checks):
@@ -899,6 +1194,7 @@ def _p_short(p: float | None) -> str:
 __all__ = [
     "BOSCHLOO_MAX_N",
     "CSV_COLUMNS",
+    "EXPECT_CHECK",
     "JUDGE_PROMPT",
     "KINDS",
     "REFUSAL_PATTERNS",
@@ -906,20 +1202,27 @@ __all__ = [
     "CheckResult",
     "Group",
     "audit_checks",
+    "case_checks",
     "check_audit",
+    "check_texts",
     "checks_csv",
     "checks_from_dicts",
     "checks_table",
+    "cmh_test",
     "compare",
     "exact_test",
+    "fill_check",
     "is_refusal",
     "judge_outcomes",
+    "mantel_haenszel_odds_ratio",
     "newcombe_interval",
     "outcomes",
     "parse_checks",
     "parse_yes_no",
     "parses_as_json",
     "permutation_p",
+    "pooled_rate_test",
+    "stratified_exact_test",
     "welch_interval",
     "wilson_interval",
     "word_count",

@@ -47,11 +47,13 @@ import sqlalchemy as sa
 from . import __version__, db
 from .audit import Arm, ArmResponses, AuditResult, PerturbationResult
 from .home import HomeError, dbpa_home, ensure_home
+from .sequential import SequentialRecord
 from .spec import AuditSpec, Perturbation, _shown, model_label
-from .types import DBPAResult, ROCResult, _jsonable
+from .types import DBPAResult, ROCResult, jsonable
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
+
 
 DB_NAME = "history.sqlite3"
 
@@ -334,7 +336,19 @@ class History:
                 "its folder): make it writable, or point DBPA_HOME at a folder you can "
                 "write to. Nothing was lost."
             )
-        return f"Cannot use the run history {self.where} ({exc}); the file was left as it is."
+        if self.path is not None and self.path.exists() and not self.path.is_file():
+            kind = "a folder" if self.path.is_dir() else "not a regular file"
+            return (
+                f"Cannot use the run history {self.where}: it is {kind}, not a database file "
+                f"({exc}). Move it out of the way (mv {self.path} {self.path}.moved) to start a "
+                "new history there, point DBPA_HOME (--home) at another folder, or run with "
+                "--no-history. Nothing was changed."
+            )
+        return (
+            f"Cannot use the run history {self.where} ({exc}); the file was left as it is. Check "
+            "that it is a file you can read and write, point DBPA_HOME (--home) at another "
+            "folder, or run with --no-history."
+        )
 
     def schema_version(self) -> str:
         """The database's schema revision (see :mod:`dbpa_core.migrations`)."""
@@ -374,7 +388,7 @@ class History:
                     title=title,
                     tool_version=__version__,
                     environment=json.dumps(env),
-                    settings=json.dumps(_jsonable(dict(settings))),
+                    settings=json.dumps(jsonable(dict(settings))),
                     cache_dir=str(cache_dir) if cache_dir else None,
                     out_dir=str(out_dir) if out_dir else None,
                     seconds=round(float(seconds), 3) if seconds is not None else None,
@@ -425,21 +439,19 @@ class History:
     @staticmethod
     def _insert_audit(con: Connection, run_id: int, position: int, job: str, r: AuditResult) -> None:
         s = r.spec
-        audit_id = _inserted_id(
-            con.execute(
-                sa.insert(db.audits).values(
-                    run_id=run_id,
-                    position=position,
-                    job=job,
-                    name=s.name,
-                    mode=r.mode,
-                    models="\n".join(model_label(m) for m in s.models),
-                    base_prompt=s.base_prompt,
-                    spec=json.dumps(_jsonable(s.to_dict()), ensure_ascii=False),
-                    usage=json.dumps(_jsonable(r.usage)),
-                    warnings=json.dumps(list(r.warnings), ensure_ascii=False),
-                    roc=json.dumps(r.roc.to_dict()) if r.roc is not None else None,
-                )
+        audit_id = con.execute(
+            sa.insert(db.audits).values(
+                run_id=run_id,
+                position=position,
+                job=job,
+                name=s.name,
+                mode=r.mode,
+                models="\n".join(model_label(m) for m in s.models),
+                base_prompt=s.base_prompt,
+                spec=json.dumps(jsonable(s.to_dict()), ensure_ascii=False),
+                usage=json.dumps(jsonable(r.usage)),
+                warnings=json.dumps(list(r.warnings), ensure_ascii=False),
+                roc=json.dumps(r.roc.to_dict()) if r.roc is not None else None,
             )
         )
         if r.perturbations:
@@ -460,7 +472,11 @@ class History:
                         p_adjusted=float(p.p_adjusted),
                         significant=int(bool(p.significant)),
                         stars=p.stars,
-                        detail=_pack(p.test.to_dict()),
+                        # with sequential sampling, how the test went rides with its detail
+                        detail=_pack(
+                            p.test.to_dict()
+                            | ({} if p.sequential is None else {"sequential": p.sequential.to_dict()})
+                        ),
                     )
                     for i, p in enumerate(r.perturbations)
                 ],
@@ -475,7 +491,7 @@ class History:
                     role=a.arm.role,
                     prompt=a.arm.prompt,
                     system_prompt=a.arm.system_prompt,
-                    model=json.dumps(_jsonable(_shown(a.arm.model)), ensure_ascii=False),
+                    model=json.dumps(jsonable(_shown(a.arm.model)), ensure_ascii=False),
                     responses=json.dumps(list(a.texts), ensure_ascii=False),
                     embeddings=_npy(a.embeddings),
                     new_samples=int(a.new_samples),
@@ -741,41 +757,86 @@ class History:
         created_at: datetime | None = None,
     ) -> int:
         """Store a suite of cases (a :class:`~dbpa_core.suite.SuiteResult`, or its
-        ``to_dict()``): its tests and pooled tables, spec, usage and settings (not its
-        responses: they are in the cache and ``responses.jsonl``); returns the run's id.
-        :meth:`suite` reads it back."""
-        summary = result if isinstance(result, Mapping) else result.to_dict()
-        spec = summary.get("spec") or {}
-        # the signature: what the Suite page compares its spec with (outdated results)
-        settings = {
-            **{k: spec.get(k) for k in SETTINGS_KEYS},
-            "signature": json.dumps(_jsonable(spec), sort_keys=True, default=str),
-        }
-        pooled = summary.get("pooled") or []
-        tests = summary.get("tests") or []
-        found = sum(1 for t in tests if t.get("significant"))
-        changed = [str(d.get("perturbation")) for d in pooled if d.get("significant")]
-        headline = (
-            f"{summary.get('cases', 0)} cases x {len(pooled)} perturbations, {found} of "
-            f"{len(tests)} tests significant; pooled over the cases: "
-            + (f"changed by {', '.join(changed)}" if changed else "no change shown")
-        )
-        return self.record_result(
-            "suite",
-            {"suite": _jsonable(dict(summary))},
-            title=title or str(spec.get("name") or "suite"),
-            models=[model_label(m) for m in spec.get("models") or ()],
-            settings=settings,
-            headline=headline,
-            page=page,
+        ``to_dict()``): :meth:`record_run` of its run (its tests, pooled tables, checks,
+        spec, usage and the answers it wrote); :meth:`suite` reads its summary back."""
+        from .runs import as_run
+
+        run = as_run(result, title=title or "")
+        return self.record_run(
+            run,
             source=source,
+            page=page,
             fingerprint=fingerprint,
-            seconds=(summary.get("usage") or {}).get("seconds"),
             cache_dir=cache_dir,
             out_dir=out_dir,
             form=form,
             created_at=created_at,
         )
+
+    def record_run(
+        self,
+        run: Any,
+        *,
+        source: str,
+        page: str | None = None,
+        fingerprint: str | None = None,
+        cache_dir: str | os.PathLike | None = None,
+        out_dir: str | os.PathLike | None = None,
+        form: Mapping[str, Any] | None = None,
+        created_at: datetime | None = None,
+        signature: str | None = None,
+    ) -> int:
+        """Store a finished run of any kind (a :class:`~dbpa_core.runs.RunResult`): its
+        title, models, settings, headline and what it keeps come from the run itself;
+        ``signature`` (the page's inputs) is kept with its settings. Returns its id;
+        :meth:`load_run` reads it back."""
+        audits = run.audit_results()
+        if audits is not None:
+            run_id = self.record(
+                audits,
+                source=source,
+                page=page,
+                title=run.title or None,
+                cache_dir=cache_dir,
+                out_dir=out_dir,
+                created_at=created_at,
+            )
+            if fingerprint is not None or form is not None:
+                self.mark(run_id, fingerprint=fingerprint or "", form=form)
+            return run_id
+        settings = dict(run.settings())
+        if signature is not None or "signature" not in settings:
+            settings["signature"] = signature
+        return self.record_result(
+            run.kind,
+            run.payload(),
+            title=run.title or run.kind,
+            models=list(run.models()),
+            settings=settings,
+            headline=run.headline(),
+            page=page,
+            source=source,
+            fingerprint=fingerprint,
+            seconds=run.seconds,
+            cache_dir=cache_dir,
+            form=form,
+            created_at=created_at,
+            out_dir=out_dir,
+        )
+
+    def load_run(self, run_id: int) -> Any:
+        """Run ``run_id`` as a :class:`~dbpa_core.runs.RunResult` (whatever its kind);
+        raises :class:`HistoryError` when there is none or it cannot be read back."""
+        from .runs import AuditRun, UnknownResult, as_run
+
+        run = self.get(run_id)
+        if run.audits:
+            return AuditRun(run.summary.title, audits=dict(run.audits), cache_dir=run.cache_dir)
+        _kind, result = self.result(run_id)
+        try:
+            return as_run(result, title=run.summary.title)
+        except UnknownResult as exc:
+            raise HistoryError(f"Run {run_id}: {exc}; its summary is still listed.") from None
 
     def suite(self, run_id: int) -> dict[str, Any]:
         """The summary of suite run ``run_id`` (what :meth:`record_suite` stored: ``spec``,
@@ -940,7 +1001,7 @@ def _suite_summary(con: Connection, row: Any) -> RunSummary | None:
 
 
 def _form_json(form: Mapping[str, Any] | None) -> str | None:
-    return json.dumps(_jsonable(dict(form)), ensure_ascii=False, default=str) if form else None
+    return json.dumps(jsonable(dict(form)), ensure_ascii=False, default=str) if form else None
 
 
 class _SafeUnpickler(pickle.Unpickler):
@@ -1063,7 +1124,7 @@ def _bound(value: date | datetime | str, *, end: bool) -> str:
 
 
 def _pack(obj: Any) -> bytes:
-    return zlib.compress(json.dumps(_jsonable(obj)).encode(), 6)
+    return zlib.compress(json.dumps(jsonable(obj)).encode(), 6)
 
 
 def _unpack(blob: bytes) -> Any:
@@ -1224,8 +1285,12 @@ def _test_row(t: Any, spec: AuditSpec, what: str, unreadable: list[str]) -> Pert
         except (TypeError, ValueError):
             unreadable.append(f"{what}: its {col} is not a number ({str(t[col])[:40]!r})")
             nums[col] = math.nan
+    sequential = None
     try:
-        test = _test(_unpack(t["detail"]))
+        detail = _unpack(t["detail"])
+        test = _test(detail)
+        if isinstance(detail, dict) and detail.get("sequential"):
+            sequential = SequentialRecord.from_dict(detail["sequential"])
     except _GARBLED as exc:
         unreadable.append(
             f"{what}: its permutation detail cannot be read ({_why(exc)}); its "
@@ -1255,26 +1320,28 @@ def _test_row(t: Any, spec: AuditSpec, what: str, unreadable: list[str]) -> Pert
         bool(t["significant"]),
         str(t["stars"]),
         test,
+        sequential=sequential,
     )
 
 
-def _where_responses_live(cache_dir: str | None, out_dir: str | None, *, in_history: bool = True) -> str:
-    parts = ["in the history database (every response of every arm)"] if in_history else []
-    if out_dir:
-        parts.append(f"{Path(out_dir) / 'responses.jsonl'}")
-    if cache_dir:
-        parts.append(f"the cache {cache_dir}")
-    return "; ".join(parts)
-
-
-def where_responses_live(run: Run) -> str:
-    """A sentence naming every place that holds a run's responses."""
-    if run.summary.kind == "suite":  # a suite keeps numbers per test, not its responses
-        return (
-            _where_responses_live(run.cache_dir, run.out_dir, in_history=False)
-            or "not kept (the suite ran without a cache)"
-        )
-    return _where_responses_live(run.cache_dir, run.out_dir)
+def where_responses_live(run: Run, *, answers: int | None = None, history: str = "") -> str:
+    """A sentence naming every place that holds a run's responses: the history (``history``
+    names its database) when it keeps them (``answers``: how many the run keeps; None:
+    those of its audits), the run's ``responses.jsonl`` and its cache (a folder, or the
+    database the answers went to)."""
+    kept = (
+        sum(len(a.texts) for r in run.audits.values() for a in (r.base, *r.arms))
+        if answers is None
+        else answers
+    )
+    where = f" {history}" if history else ""
+    parts = [f"in the history database{where} ({kept} answers)"] if kept else []
+    if run.out_dir:
+        parts.append(f"{Path(run.out_dir) / 'responses.jsonl'}")
+    if run.cache_dir:
+        db_cache = "://" in str(run.cache_dir)
+        parts.append(f"the cache {'database ' if db_cache else ''}{run.cache_dir}")
+    return "; ".join(parts) or "not kept (the run had no cache and wrote no files)"
 
 
 __all__ = [

@@ -41,6 +41,21 @@ def settings_file() -> Path:
     return dbpa_home() / SETTINGS_FILE
 
 
+def setting(name: str) -> Any:
+    """The value of ``name`` in :func:`settings_file` (a mapping written by hand), or None
+    when the file, or the key, is missing or the file cannot be read."""
+    from .spec import SpecError, read_document
+
+    source = settings_file()
+    try:
+        if not source.is_file():
+            return None
+        _, data = read_document(source.read_text(encoding="utf-8"), str(source))
+    except (OSError, UnicodeDecodeError, SpecError):
+        return None
+    return data.get(name) if isinstance(data, dict) else None
+
+
 class HomeError(OSError):
     """``DBPA_HOME`` cannot be used as a folder (one line that says why)."""
 

@@ -41,9 +41,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import __version__
+
+if TYPE_CHECKING:
+    from .runs import RunResult
 
 FAIL_KINDS = ("control", "target", "check")
 # characters XML 1.0 cannot hold at all, even escaped (a model name or a check name from a
@@ -128,9 +131,10 @@ def check_junit_path(path: str | os.PathLike) -> Path:
 
 # --------------------------------------------------------------------------- numbers
 def _p(p: float | None) -> str:
-    if p is None or p != p:
-        return "nan"
-    return f"{p:.1e}" if p < 1e-4 else f"{p:.4f}"
+    """p as the command line writes it (``< 0.001``, ``0.0123``)."""
+    from .fmt import fmt_p
+
+    return "nan" if p is None or p != p else fmt_p(p)
 
 
 def _num(x: float | None, digits: int = 3) -> str:
@@ -146,55 +150,46 @@ def perturbation_case(
     p: Any, *, alpha: float, correction: str, fail_on: frozenset, classname: str, case: str | None = None
 ) -> Case:
     """The test case of one tested perturbation (a :class:`~dbpa_core.audit.PerturbationResult`
-    or anything with its fields)."""
-    role = p.role or "none"
-    numbers = (
-        f"omega = {_num(p.effect_size)}, chance = {_num(p.chance_effect_size)}, "
-        f"above chance = {p.effect_above_chance:+.3f}, p = {_p(p.p_value)}, "
-        f"p_adj = {_p(p.p_adjusted)} ({correction}), alpha = {alpha:g}"
-    )
+    or anything with its fields), as :func:`run_suites` writes it."""
+    from .runs.base import perturbation_verdict
+
+    extra = ""
     if getattr(p, "min_effect", None) is not None:
-        numbers += (
-            f", minimum effect {p.min_effect:g} {'exceeded' if p.exceeds_min_effect else 'not exceeded'}"
-        )
-    verdict = "changed the answers" if p.significant else "did not detectably change the answers"
-    details = f"{p.name} (role {role}, model {p.model}): {verdict}; {numbers}"
+        extra = f", minimum effect {p.min_effect:g} {'exceeded' if p.exceeds_min_effect else 'not exceeded'}"
+    v = perturbation_verdict(
+        part=case or "",
+        name=p.name,
+        role=p.role,
+        model=p.model,
+        effect_size=p.effect_size,
+        chance=p.chance_effect_size,
+        above=p.effect_above_chance,
+        p_value=p.p_value,
+        p_adjusted=p.p_adjusted,
+        significant=p.significant,
+        stars=getattr(p, "stars", ""),
+        family=correction,
+        alpha=alpha,
+        extra=extra,
+    )
     name = case_name(p.name, case)
-    if p.role == "control" and p.significant:
-        return Case(
-            name,
-            classname,
-            f"control {p.name!r} changed the answers: {numbers} (p_adj <= alpha)",
-            "control-changed",
-            details=details,
-        )
-    if p.role == "target" and not p.significant and "target" in fail_on:
-        return Case(
-            name,
-            classname,
-            f"target {p.name!r} did not detectably change the answers: {numbers} (p_adj > alpha)",
-            "target-unchanged",
-            details=details,
-        )
-    return Case(name, classname, details=details)
+    if v.failed and v.gate is not None and (v.gate != "target" or "target" in fail_on):
+        return Case(name, classname, v.message, FAILURE_TYPES[v.gate], details=v.details)
+    return Case(name, classname, details=v.details)
 
 
 def check_case(c: Any, *, classname: str, case: str | None = None) -> Case:
     """The test case of one answer check on one perturbation
     (a :class:`~dbpa_core.checks.CheckResult`)."""
-    name = case_name(f"{c.check} / {c.perturbation}", case)
-    role = f" (role {c.role})" if c.role else ""
-    if c.p_value is None:
-        return Case(name, classname, skipped=f"{c.text}{role}", details=c.text)
-    if c.significant:
-        return Case(
-            name,
-            classname,
-            f"check {c.check!r} changed on {c.perturbation!r}{role}: {c.text} ({c.correction})",
-            "check-changed",
-            details=c.text,
-        )
-    return Case(name, classname, details=f"{c.text}{role}")
+    from .runs.base import check_row, check_verdict
+
+    v = check_verdict(check_row(c.to_dict(), part=case or "", family=c.correction))
+    name = case_name(v.name, case)
+    if v.p_value is None:
+        return Case(name, classname, skipped=v.message, details=c.text)
+    if v.failed:
+        return Case(name, classname, v.message, "check-changed", details=c.text)
+    return Case(name, classname, details=v.message)
 
 
 def _spec_properties(spec: Any, fail_on: frozenset) -> dict[str, Any]:
@@ -224,81 +219,87 @@ def _spec_properties(spec: Any, fail_on: frozenset) -> dict[str, Any]:
 
 def audit_suites(result: Any, *, fail_on: frozenset = frozenset(), case: str | None = None) -> list[Suite]:
     """The suites of an :class:`~dbpa_core.audit.AuditResult`: its perturbations, and its
-    answer checks when the spec has any."""
-    spec = result.spec
-    props = _spec_properties(spec, fail_on)
-    seconds = float(result.usage.get("seconds", 0.0) or 0.0)
-    cls = f"dbpa.audit.{_ident(spec.name)}"
-    suites = [
-        Suite(
-            f"dbpa audit {spec.name}",
-            tuple(
-                perturbation_case(
-                    p, alpha=spec.alpha, correction=spec.correction, fail_on=fail_on, classname=cls, case=case
-                )
-                for p in result.perturbations
-            ),
-            props,
-            seconds,
-        )
-    ]
-    if result.checks:
-        suites.append(
+    answer checks when the spec has any (:func:`run_suites` of its run)."""
+    from .runs import as_run
+
+    if case is not None:  # one case of many: its cases named "case / perturbation"
+        spec = result.spec
+        props = _spec_properties(spec, fail_on)
+        cls = f"dbpa.audit.{_ident(spec.name)}"
+        kw = dict(alpha=spec.alpha, correction=spec.correction, fail_on=fail_on, classname=cls, case=case)
+        suites = [
             Suite(
-                f"dbpa audit {spec.name}: answer checks",
-                tuple(check_case(c, classname=f"{cls}.checks", case=case) for c in result.checks),
+                f"dbpa audit {spec.name}",
+                tuple(perturbation_case(p, **kw) for p in result.perturbations),
                 props,
             )
-        )
-    return suites
+        ]
+        if result.checks:
+            checks = tuple(check_case(c, classname=f"{cls}.checks", case=case) for c in result.checks)
+            suites.append(Suite(f"dbpa audit {spec.name}: answer checks", checks, props))
+        return suites
+    return run_suites(as_run(result), fail_on=fail_on)
 
 
 def battery_suites(result: Any, *, max_asr: float | None = None) -> list[Suite]:
     """The suite of a :class:`~dbpa_core.attacks.battery.BatteryResult`: one test case per
     attack and ρ (over every item), a failure when its ASR exceeds ``max_asr``."""
-    from .spec import model_label
+    from .runs import BatteryRun
 
-    s = result.spec
-    clean = result.clean()
-    props = {
-        "dbpa.version": __version__,
-        "spec": s.name,
-        "source": s.source,
-        "model": model_label(s.model),
-        "items": len(s.items),
-        "datasets": ", ".join(s.datasets),
-        "seed": s.seed,
-        "confidence": s.confidence,
-        "temperature": s.temperature,
-        "max_tokens": s.max_tokens,
-        "clean_error_rate": clean.er.value,
-        "max_asr": max_asr if max_asr is not None else "none",
-    }
-    cls = f"dbpa.attack.{_ident(s.name)}"
-    pct = f"{s.confidence:.0%}"
-    cases = []
-    for r in result.attacks():
-        name = f"{r.attack} rho={r.rho:g}"
-        a = r.asr
-        numbers = (
-            f"ASR = {_num(a.value)} ({a.count}/{a.n}, {pct} interval "
-            f"[{_num(a.low, 2)}, {_num(a.high, 2)}], {a.unparsed} unparsed), "
-            f"ER = {_num(r.er.value)} against {_num(clean.er.value)} clean"
-        )
-        if max_asr is not None and a.value > max_asr:
-            cases.append(
-                Case(
-                    name,
-                    cls,
-                    f"{r.attack} at rho = {r.rho:g}: {numbers}; above the maximum ASR {max_asr:g}",
-                    "asr-exceeded",
-                    details=numbers,
-                )
-            )
-        else:
-            cases.append(Case(name, cls, details=numbers))
-    seconds = float(result.usage.get("seconds", 0.0) or 0.0)
-    return [Suite(f"dbpa attack {s.name}", tuple(cases), props, seconds)]
+    run = BatteryRun(result.spec.name, batteries={result.spec.name: result}, max_asr=max_asr)
+    return run_suites(run)
+
+
+# what a failed gate is called in the report (the failure's type)
+FAILURE_TYPES = {
+    "control": "control-changed",
+    "target": "target-unchanged",
+    "check": "check-changed",
+    "asr": "asr-exceeded",
+}
+# the test suites a run's verdicts are grouped in, by the verdict's kind
+SUITE_SUFFIX = {
+    "check": ": answer checks",
+    "case": ": each case",
+    "pooled": ": pooled over the cases",
+}
+
+
+def run_suites(run: RunResult, *, fail_on: frozenset = frozenset()) -> list[Suite]:
+    """The suites of any run (a :class:`~dbpa_core.runs.RunResult`): one test case per
+    verdict (a perturbation, a case x perturbation, a pooled verdict, an answer check, an
+    attack at a ρ, a fidelity comparison, ...), grouped by what they test. A verdict that
+    fails its gate is a failure whether or not the gate is asked for (``fail_on`` decides
+    the exit code, see :func:`gate_failures`), except a target, which fails only when
+    ``target`` is gated; a check with nothing to compare is skipped."""
+    props = {"dbpa.version": __version__, **run.properties(), "fail_on": ",".join(sorted(fail_on)) or "none"}
+    base = f"dbpa {run.command or run.kind} {run.title}"
+    cls = f"dbpa.{run.command or run.kind}.{_ident(run.title)}"
+    groups: dict[str, list] = {}
+    for v in run.verdicts():
+        if v.kind == "info":
+            continue
+        groups.setdefault(SUITE_SUFFIX.get(v.kind, ""), []).append(v)
+    suites = []
+    for i, (suffix, verdicts) in enumerate(groups.items()):
+        several = len({v.part for v in verdicts}) > 1
+        cases = []
+        for v in verdicts:
+            name = case_name(v.name, v.part if several else None)
+            classname = cls + (".checks" if v.kind == "check" else "")
+            details = v.details or v.message or v.outcome
+            gated = v.failed and v.gate is not None and (v.gate != "target" or "target" in fail_on)
+            if gated:
+                cases.append(Case(name, classname, v.message, FAILURE_TYPES[v.gate], details=details))
+            elif v.kind == "check" and v.p_value is None:
+                cases.append(Case(name, classname, skipped=v.message or v.outcome, details=v.outcome))
+            else:
+                cases.append(Case(name, classname, details=details))
+        suites.append(Suite(base + suffix, tuple(cases), props, float(run.seconds or 0.0) if i == 0 else 0.0))
+    if not suites:
+        why = run.refusals.get("junit") or f"this {run.label or run.kind} holds no verdicts to report"
+        suites.append(Suite(base, (Case(run.kind, cls, skipped=why),), props))
+    return suites
 
 
 def error_suites(spec: Any, message: str, *, fail_on: frozenset = frozenset()) -> list[Suite]:
@@ -419,6 +420,7 @@ __all__ = [
     "gate_failures",
     "parse_fail_on",
     "perturbation_case",
+    "run_suites",
     "to_xml",
     "write_junit",
 ]

@@ -9,13 +9,29 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._validate import check_level, real_array
+from ._validate import check_int, check_level, real_array
 from .types import MultipleTestingResult
 
 METHODS = ("none", "bonferroni", "holm", "bh")
+MAX_TESTS = 10**9  # M: beyond it no p-value of at most 1e8 permutations survives Bonferroni
 
 
-def _pvalues_iv(pvalues: ArrayLike, name: str = "pvalues") -> np.ndarray:
+def check_tests(n_tests: object, name: str = "n_tests") -> int:
+    """M, the tests corrected together, in [1, :data:`MAX_TESTS`]: every test of a family
+    samples its own answers, so a larger family cannot be run, and with M > 10⁸ no
+    p-value of the largest permutation count (1 / (B + 1) >= 1e-8) survives Bonferroni."""
+    return check_int(
+        n_tests,
+        name,
+        1,
+        MAX_TESTS,
+        "every test of the family samples its own answers, and beyond it no p-value of "
+        "at most 1e8 permutations survives the correction",
+    )
+
+
+def check_pvalues(pvalues: object, name: str = "pvalues") -> np.ndarray:
+    """``pvalues`` as a 1-D float array of numbers in [0, 1], or an error naming ``name``."""
     p = real_array(pvalues, name, "a 1-D sequence of numbers")
     if p.ndim == 0:
         p = p[None]
@@ -29,7 +45,7 @@ def _pvalues_iv(pvalues: ArrayLike, name: str = "pvalues") -> np.ndarray:
     return p
 
 
-def _method_iv(method: str, name: str = "method") -> str:
+def check_method(method: str, name: str = "method") -> str:
     """``method`` normalised (aliases such as ``fdr_bh``); errors name the argument
     ``name`` (``correction`` where the caller calls it so)."""
     if method is not None and not isinstance(method, str):
@@ -62,8 +78,8 @@ def adjust_pvalues(pvalues: ArrayLike, method: str = "holm") -> np.ndarray:
     >>> adjust_pvalues([0.01, 0.04, 0.03], method="holm")
     array([0.03, 0.06, 0.06])
     """
-    method = _method_iv(method)
-    p = _pvalues_iv(pvalues)
+    method = check_method(method)
+    p = check_pvalues(pvalues)
     n = p.size
     if n == 0 or method == "none":
         return p.copy()
@@ -87,18 +103,17 @@ def smallest_adjusted_p(p_min: float, n_tests: int, method: str = "holm") -> flo
     Bonferroni and Holm adjust the smallest raw p to ``M p``; Benjamini–Hochberg
     gives ``p_min`` itself when every test reaches it (``M p / M``); ``none`` leaves it.
     Known before any sampling, so a run that can never be significant is flagged
-    before it is paid for.
+    before it is paid for. ``n_tests`` lies in [1, 10⁹] (:data:`MAX_TESTS`).
 
     Examples
     --------
     >>> round(smallest_adjusted_p(1 / 2001, 3, "holm"), 5)   # no *** with B = 2000
     0.0015
     """
-    method = _method_iv(method)
+    method = check_method(method)
     if not 0.0 <= p_min <= 1.0:
         raise ValueError(f"`p_min` must lie in [0, 1], got {p_min!r}.")
-    if isinstance(n_tests, bool) or not isinstance(n_tests, (int, np.integer)) or n_tests < 1:
-        raise ValueError(f"`n_tests` must be an integer >= 1, got {n_tests!r}.")
+    n_tests = check_tests(n_tests)
     if method in ("bonferroni", "holm"):
         return min(1.0, p_min * int(n_tests))
     return float(p_min)
@@ -116,7 +131,7 @@ def significance_stars(p: ArrayLike) -> str | list[str]:
     >>> significance_stars([0.0004, 0.03, 0.2])
     ['***', '*', '']
     """
-    arr = _pvalues_iv(p, "p")
+    arr = check_pvalues(p, "p")
     stars = ["***" if v < 0.001 else "**" if v < 0.01 else "*" if v < 0.05 else "" for v in arr]
     return stars[0] if np.ndim(p) == 0 else stars
 
@@ -126,7 +141,7 @@ def multiple_testing(
 ) -> MultipleTestingResult:
     """Adjusted p-values, rejections at ``alpha`` (``p_adjusted <= alpha``) and stars."""
     alpha = check_level(alpha, "alpha")
-    method = _method_iv(method)
-    p = _pvalues_iv(pvalues)
+    method = check_method(method)
+    p = check_pvalues(pvalues)
     adj = adjust_pvalues(p, method)
     return MultipleTestingResult(p, adj, adj <= alpha, tuple(significance_stars(adj)), method, float(alpha))

@@ -23,6 +23,7 @@ import numba as nb
 import numpy as np
 from numpy.typing import ArrayLike
 
+from ._validate import MAX_EXACT_SPLITS, MAX_WORK, check_int, pair_visits, size_words
 from .cores import free_cores
 from .measures import (
     DEFAULT_BINS,
@@ -33,15 +34,16 @@ from .measures import (
     histogram_edges,
     off_diagonal,
 )
-from .similarity import check_embeddings, cosine_similarity_matrix, pairwise_distance_matrix
+from .similarity import MAX_ROWS, check_embeddings, cosine_similarity_matrix, pairwise_distance_matrix
 from .types import DBPAResult
 
 #: what an ``rng`` argument may be: None (fresh entropy), a non-negative int seed, or a
 #: numpy Generator (used as it is)
 RngLike = int | np.integer | np.random.Generator | None
 
-MAX_EXACT_SPLITS = 1_000_000
 MAX_PERMUTATIONS = 100_000_000  # B: the result keeps B statistics (8 bytes each, 800 MB here)
+MAX_BINS = 10_000  # jsd: every permutation fills and sums histograms of this many counts
+MAX_RESPONSES = MAX_ROWS  # k + m: the pooled similarity matrix takes 8 n² bytes (3.2 GB here)
 MAX_BATCH_BYTES = 32 * 2**20  # split indices held at once (int32): bounds memory at any k and B
 SEQUENTIAL_FIRST_BATCH = 64  # sequential stopping starts this small and doubles
 PARALLEL_MIN_WORK = 1_000_000  # pair visits per kernel call below which one thread is faster
@@ -179,7 +181,7 @@ def _threads_for(work: float) -> Iterator[None]:
 
 
 # --------------------------------------------------------------------------- input validation
-def _as_generator(rng: RngLike) -> np.random.Generator:
+def as_generator(rng: object) -> np.random.Generator:
     if isinstance(rng, (bool, np.bool_)):
         raise TypeError("`rng` must be None, an int seed or a numpy.random.Generator, got bool.")
     if rng is None or isinstance(rng, (int, np.integer)):
@@ -191,32 +193,46 @@ def _as_generator(rng: RngLike) -> np.random.Generator:
     raise TypeError("`rng` must be None, an int seed or a numpy.random.Generator.")
 
 
-def _check_int(value: object, name: str, minimum: int, maximum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"`{name}` must be an integer, got {type(value).__name__}.")
-    if value < minimum:
-        raise ValueError(f"`{name}` must be >= {minimum}, got {value}.")
-    if maximum is not None and value > maximum:
-        raise ValueError(f"`{name}` must be <= {maximum:_}, got {value:_}.")
-    return int(value)
-
-
-def _permutations_iv(n_permutations: object) -> int:
+def check_permutations(n_permutations: object) -> int:
     """B in [1, MAX_PERMUTATIONS]: every permutation statistic is kept in the result, so
     a larger B would not fit in memory (p-values below 1e-8 need no more splits)."""
-    return _check_int(n_permutations, "n_permutations", 1, MAX_PERMUTATIONS)
+    return check_int(
+        n_permutations,
+        "n_permutations",
+        1,
+        MAX_PERMUTATIONS,
+        "the result keeps every permutation statistic (8 bytes each, "
+        f"{size_words(8 * MAX_PERMUTATIONS)} at the bound), and p-values below 1e-8 need no more",
+    )
+
+
+def _bins_iv(bins: object) -> int:
+    """``bins`` in [2, MAX_BINS]: the jsd kernel fills and sums histograms of ``bins``
+    counts in every permutation, so its time and memory grow with ``bins``."""
+    if isinstance(bins, (int, np.integer)) and not isinstance(bins, bool) and bins > MAX_BINS:
+        why = (
+            "every permutation fills three histograms of `bins` counts and sums them bin by "
+            f"bin ({size_words(24 * min(bins, 10**30))} per thread and {min(bins, 10**30):.2g} steps "
+            "per permutation at this value); with more bins than similarity pairs most bins "
+            "stay empty and the histogram shows nothing more"
+        )
+        return check_int(bins, "bins", 2, MAX_BINS, why)
+    return check_int(bins, "bins", 2)
 
 
 def _engine_iv(
-    n_permutations: object, rng: RngLike, sequential: object, batch: object, bins: object
+    n_permutations: object, rng: object, sequential: object, batch: object, bins: object
 ) -> tuple[int, np.random.Generator, int | None, int | None, int]:
-    n_permutations = _permutations_iv(n_permutations)
+    n_permutations = check_permutations(n_permutations)
     if sequential is not None:
-        sequential = _check_int(sequential, "sequential", 1)
+        # any h >= 1; an h above B never stops early (all B permutations run)
+        sequential = check_int(sequential, "sequential", 1)
     if batch is not None:
-        batch = _check_int(batch, "batch", 1)
-    bins = _check_int(bins, "bins", 2)
-    return n_permutations, _as_generator(rng), sequential, batch, bins
+        # any batch >= 1: it is lowered to the MAX_BATCH_BYTES cap (max_batch), so it
+        # never sets the memory
+        batch = check_int(batch, "batch", 1)
+    bins = _bins_iv(bins)
+    return n_permutations, as_generator(rng), sequential, batch, bins
 
 
 def _group_sizes_iv(k: int, m: int) -> None:
@@ -224,9 +240,52 @@ def _group_sizes_iv(k: int, m: int) -> None:
         raise ValueError(f"`base` needs at least 2 responses, got {k}.")
     if m < 2:
         raise ValueError(f"`perturbed` needs at least 2 responses, got {m}.")
+    if k + m > MAX_RESPONSES:
+        n = k + m
+        raise ValueError(
+            f"`base` and `perturbed` hold {k:_} + {m:_} responses; together they must be <= "
+            f"{MAX_RESPONSES:_}: the pooled similarity matrix takes 8 n² bytes "
+            f"({size_words(8.0 * n * n)} here, twice that for an energy measure)."
+        )
 
 
-def _null_iv(null: object) -> str:
+def check_sizes(k: object, m: object) -> tuple[int, int]:
+    """k and m of a planned test: each >= 2, k + m <= MAX_RESPONSES (the memory of the
+    pooled similarity matrix); refused before ``C(k + m, k)`` is computed."""
+    k = check_int(k, "k", 2, MAX_RESPONSES - 2, "a test pools at most that many responses")
+    m = check_int(m, "m", 2, MAX_RESPONSES - 2, "a test pools at most that many responses")
+    if k + m > MAX_RESPONSES:
+        n = k + m
+        raise ValueError(
+            f"`k` + `m` must be <= {MAX_RESPONSES:_}, got {n:_}: the pooled similarity matrix "
+            f"takes 8 n² bytes ({size_words(8.0 * n * n)} here)."
+        )
+    return k, m
+
+
+def permutation_work(k: int, m: int, n_permutations: int, measure: Measure, bins: int) -> int:
+    """Steps one test takes, counted in pair visits, known before any work
+    (:func:`dbpa_core._validate.pair_visits`; ``bins`` counts for ``jsd`` only)."""
+    return pair_visits(k, m, n_permutations, bins if measure.name == "jsd" else 0)
+
+
+def _work_iv(k: int, m: int, n_permutations: int, measure: Measure, bins: int) -> None:
+    """Refuses a test whose work (:func:`permutation_work`) is over MAX_WORK."""
+    work = permutation_work(k, m, n_permutations, measure, bins)
+    if work > MAX_WORK:
+        n = k + m
+        per_split = n * n // 2 + (bins if measure.name == "jsd" else 0)
+        most = max(1, MAX_WORK // per_split - 1)
+        raise ValueError(
+            f"`n_permutations` must be <= {most:_} for {k} + {m} responses with {measure.name}, "
+            f"got {n_permutations:_}: each permutation visits up to {per_split:_} pairs"
+            f"{' and bins' if measure.name == 'jsd' else ''}, {work:.2g} in all, over the "
+            f"{MAX_WORK:.0e} a test may take (about {MAX_WORK / 1e8 / 60:.0f} minutes of one core); "
+            "lower B (the smallest p-value is 1/(B+1)) or the number of responses."
+        )
+
+
+def check_null(null: object) -> str:
     if null not in NULLS:
         raise ValueError(f"`null` must be in {set(NULLS)}, got {null!r}.")
     return null
@@ -368,7 +427,8 @@ def smallest_p_value(
 ) -> float:
     """The smallest p-value a test of k against m responses can return.
 
-    Known before any sampling: ``1 / (B + 1)`` for a random test; for an exact
+    Known before any sampling (``k, m >= 2`` with ``k + m <= 20_000`` and
+    ``1 <= B <= 10⁸``, as in :func:`dbpa_test`): ``1 / (B + 1)`` for a random test; for an exact
     test (``C(k+m, k) <= B``) ``1 / C(k+m, k)``, or ``2 / C(k+m, k)`` when
     ``k == m`` and the statistic is symmetric (an energy distance, or
     ``null="pooled"``), because a split and its complement then tie.
@@ -380,11 +440,10 @@ def smallest_p_value(
     >>> smallest_p_value(20, 20, n_permutations=2000)
     0.0004997501249375312
     """
-    k = _check_int(k, "k", 2)
-    m = _check_int(m, "m", 2)
-    n_permutations = _permutations_iv(n_permutations)
+    k, m = check_sizes(k, m)
+    n_permutations = check_permutations(n_permutations)
     meas = get_measure(measure)
-    _null_iv(null)
+    check_null(null)
     n_splits = math.comb(k + m, k)
     if n_splits <= min(n_permutations, MAX_EXACT_SPLITS):
         ties = 2 if (k == m and (meas.symmetric or null == "pooled")) else 1
@@ -400,9 +459,13 @@ def memory_estimate(
     The pooled similarity matrix (and the distance matrix of an energy measure,
     the bin matrix of ``jsd``, the sorted pairs of ``wasserstein``/``ks``), one
     batch of split indices (at most :data:`MAX_BATCH_BYTES`) and the B
-    permutation statistics, which the result keeps.
+    permutation statistics, which the result keeps. Arguments have the bounds of
+    :func:`dbpa_test` (``k + m <= 20_000``, ``B <= 10⁸``, ``bins <= 10_000``).
     """
     meas = get_measure(measure)
+    k, m = check_sizes(k, m)
+    n_permutations = check_permutations(n_permutations)
+    bins = _bins_iv(bins)
     n = k + m
     pairs = n * (n - 1) // 2
     need = 8 * n * n  # similarity
@@ -441,25 +504,41 @@ def dbpa_test(
         Embeddings of k >= 2 responses to the base prompt, one row per response.
     perturbed : array_like, shape (m, d)
         Embeddings of m >= 2 responses to the perturbed prompt (or another model).
+        ``k + m <= 20_000`` (:data:`MAX_RESPONSES`): the pooled similarity matrix
+        takes ``8 (k + m)²`` bytes, 3.2 GB at the bound (twice that for ``energy-*``).
     measure : str, default "energy-l2"
         A name in :data:`dbpa_core.MEASURES`. The default is the most powerful
         calibrated measure on recorded real responses
         (``benchmarks/bench_measures.py``); ``jsd`` is the papers' measure.
     n_permutations : int, default 10000
         B, the number of random splits. When C(k+m, k) <= B every split is
-        enumerated and the test is exact.
+        enumerated and the test is exact. At most 10⁸ (:data:`MAX_PERMUTATIONS`:
+        the result keeps every statistic, 800 MB there), and at most
+        ``10¹⁰ / (n²/2 [+ bins for jsd])`` for n = k + m responses
+        (:data:`MAX_WORK` pair visits, about two minutes of one core; see
+        :func:`permutation_work`).
     rng : None, int or numpy.random.Generator
         Seed of the splits; the same seed gives the same p-value on any machine.
     sequential : int, optional
         h for Besag–Clifford sequential stopping: stop once h permutation
         statistics reach T_obs and report ``p = h / l``. Starts with 64
         permutations and doubles, so a clear null stops within milliseconds;
-        ``None`` (default) runs all B permutations.
+        ``None`` (default) runs all B permutations. Any h >= 1; an h above B
+        never stops early.
     batch : int, optional
-        Number of splits evaluated per kernel call; capped so that the split
+        Number of splits evaluated per kernel call, >= 1; capped so that the split
         indices take at most 32 MiB whatever k and B. Never changes the result.
     bins : int, default 30
-        Histogram bins for ``jsd`` (over the whiskers of the pooled similarities).
+        Histogram bins for ``jsd`` (over the whiskers of the pooled similarities),
+        in [2, 10_000] (:data:`MAX_BINS`): every permutation fills and sums
+        histograms of ``bins`` counts, and more bins than pairs stay empty.
+
+    Raises
+    ------
+    ValueError
+        For an argument out of its bounds (checked before any work, each message
+        names the argument, its bound and why), too few responses, or embeddings of
+        different widths.
     null : {"base", "pooled"}, default "base"
         What P0 holds for ``jsd``, ``wasserstein`` and ``ks``: the similarities
         among the base responses (the papers' test; swapping base and perturbed
@@ -493,11 +572,12 @@ def dbpa_test(
     True
     """
     meas = get_measure(measure)
-    null = _null_iv(null)
+    null = check_null(null)
     n_permutations, gen, sequential, batch, bins = _engine_iv(n_permutations, rng, sequential, batch, bins)
     x = check_embeddings(base, "base")
     y = check_embeddings(perturbed, "perturbed")
     _group_sizes_iv(x.shape[0], y.shape[0])
+    _work_iv(x.shape[0], y.shape[0], n_permutations, meas, bins)
     if x.shape[1] != y.shape[1]:
         raise ValueError(
             f"`base` and `perturbed` have embeddings of different widths "
@@ -555,10 +635,11 @@ def dbpa_test_similarity(
 
     Notes
     -----
-    Other parameters are those of :func:`dbpa_test`.
+    Other parameters are those of :func:`dbpa_test`, with the same bounds (the
+    matrix counts ``k + m`` responses).
     """
     meas = get_measure(measure)
-    null = _null_iv(null)
+    null = check_null(null)
     if meas.uses == "distance" and meas.metric == "l1":
         raise ValueError(
             f"`measure` {measure!r} needs embeddings; with a similarity matrix use "
@@ -574,7 +655,7 @@ def dbpa_test_similarity(
         raise ValueError("`similarity` contains NaN or infinite values.")
     if not np.allclose(s, s.T, atol=1e-9):
         raise ValueError("`similarity` must be symmetric (S[i, j] == S[j, i]).")
-    k = _check_int(k, "k", 0)
+    k = check_int(k, "k", 0)
     n = s.shape[0]
     if not 2 <= k <= n - 2:
         raise ValueError(
@@ -584,6 +665,8 @@ def dbpa_test_similarity(
             else f"`similarity` is {n} x {n}: it needs at least 4 responses "
             f"(2 base and 2 perturbed) for any `k`, got k = {k}."
         )
+    _group_sizes_iv(k, n - k)
+    _work_iv(k, n - k, n_permutations, meas, bins)
     distance = None
     if meas.uses == "distance":
         distance = np.maximum(1.0 - s, 0.0)

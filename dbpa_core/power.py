@@ -17,14 +17,17 @@ from typing import TYPE_CHECKING
 import numpy as np
 from scipy import stats
 
-from .measures import DEFAULT_MEASURE, get_measure
-from .multitest import _method_iv, smallest_adjusted_p
+from ._validate import check_int
+from .measures import DEFAULT_BINS, DEFAULT_MEASURE, get_measure
+from .multitest import check_method, check_tests, smallest_adjusted_p
 from .permutation import (
-    _as_generator,
-    _check_int,
-    _null_iv,
-    _permutations_iv,
+    MAX_RESPONSES,
+    as_generator,
+    check_null,
+    check_permutations,
+    check_sizes,
     dbpa_test,
+    permutation_work,
     smallest_p_value,
 )
 from .similarity import check_embeddings
@@ -32,6 +35,10 @@ from .types import Attainability, DBPAResult, PowerResult
 
 if TYPE_CHECKING:
     from .permutation import RngLike
+
+
+MAX_SIMULATIONS = 10_000  # power_simulation: the Wilson interval is ±0.01 wide by then
+MAX_SIMULATION_WORK = 10**11  # pair visits of a whole power simulation: about 15 minutes of one core
 
 
 class PlanningWarning(UserWarning):
@@ -75,11 +82,12 @@ def attainable_significance(
     Parameters
     ----------
     k, m : int
-        Responses per group (``m`` defaults to ``k``).
+        Responses per group (``m`` defaults to ``k``): each >= 2, ``k + m <= 20_000``
+        (the pooled similarity matrix of a test takes ``8 (k + m)²`` bytes).
     n_permutations : int
-        B.
+        B, in [1, 10⁸].
     n_tests : int
-        M, the perturbations (or models) corrected together.
+        M, the perturbations (or models) corrected together, in [1, 10⁹].
     correction : {"holm", "bonferroni", "bh", "none"}
     alpha : float
     measure, null : str
@@ -100,14 +108,13 @@ def attainable_significance(
     >>> attainable_significance(20, n_permutations=2000, n_tests=3).best_stars
     '**'
     """
-    k = _check_int(k, "k", 2)
-    m = k if m is None else _check_int(m, "m", 2)
-    n_permutations = _permutations_iv(n_permutations)
-    n_tests = _check_int(n_tests, "n_tests", 1)
-    correction = _method_iv(correction, "correction")
+    k, m = check_sizes(k, k if m is None else m)
+    n_permutations = check_permutations(n_permutations)
+    n_tests = check_tests(n_tests)
+    correction = check_method(correction, "correction")
     alpha = _prob_iv(alpha, "alpha")
     get_measure(measure)
-    _null_iv(null)
+    check_null(null)
     p_min = smallest_p_value(k, m, n_permutations=n_permutations, measure=measure, null=null)
     adj = smallest_adjusted_p(p_min, n_tests, correction)
     # the fewest permutations whose 1 / (B + 1) stays below alpha after the correction
@@ -142,6 +149,18 @@ def _null_exponent(measure: str, null: str) -> float:
     return 1.0 if (get_measure(measure).symmetric or null == "pooled") else 0.5
 
 
+def _planned_k(k: float, delta: float) -> int:
+    """The planned k, or ValueError when no test could pool that many responses."""
+    most = MAX_RESPONSES // 2
+    if not k <= most:  # inf and NaN too
+        raise ValueError(
+            f"`effect_above_chance` = {delta:.3g} would need k = {k:.3g} responses per group, "
+            f"more than a test can pool ({most:_} per group: its similarity matrix grows as "
+            "n²); plan for a larger effect, the smallest one worth detecting."
+        )
+    return max(2, math.ceil(k))
+
+
 def sample_size(
     effect_above_chance: float | None = None,
     *,
@@ -173,12 +192,15 @@ def sample_size(
     power 0.8 measured 0.5–0.75. Read the result as a lower bound and confirm it
     with :func:`power_simulation` on the pilot's embeddings, which measures power.
 
+    ``n_tests`` lies in [1, 10⁹]; an effect so small that k would exceed 10_000
+    responses per group (more than a test can pool) raises ValueError.
+
     Examples
     --------
     >>> sample_size(0.5, n_tests=8)
     52
     """
-    n_tests = _check_int(n_tests, "n_tests", 1)
+    n_tests = check_tests(n_tests)
     alpha = _prob_iv(alpha, "alpha")
     power = _prob_iv(power, "power")
     if effect_above_chance is not None and (
@@ -196,7 +218,8 @@ def sample_size(
             raise ValueError("give `effect_above_chance` (the effect to detect) or a `pilot` result.")
         if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not scale > 0:
             raise ValueError(f"`scale` must be > 0, got {scale!r}.")
-        return max(2, math.ceil(scale * (z / effect_above_chance) ** 2))
+        with np.errstate(over="ignore"):  # an inf k is refused by _planned_k
+            return _planned_k(scale * (z / effect_above_chance) ** 2, effect_above_chance)
     if not isinstance(pilot, DBPAResult):
         raise TypeError("`pilot` must be a DBPAResult (e.g. `dbpa_test(...)` on pilot embeddings).")
     if pilot.permutation_statistics.size < 20:
@@ -215,7 +238,8 @@ def sample_size(
         raise ValueError("`pilot` has no spread in its permutation statistics (identical responses?).")
     k0 = 2.0 / (1.0 / pilot.k + 1.0 / pilot.m)  # harmonic mean of the group sizes
     gamma = _null_exponent(pilot.measure, pilot.null)
-    return max(2, math.ceil(k0 * (z * s0 / delta) ** (1.0 / gamma)))
+    with np.errstate(over="ignore"):  # an inf k is refused by _planned_k
+        return _planned_k(k0 * (z * s0 / delta) ** (1.0 / gamma), delta)
 
 
 # --------------------------------------------------------------------------- simulation
@@ -225,7 +249,7 @@ def _auto_permutations(n_permutations: int | None, level: float) -> int:
     need = math.ceil(5.0 / level) - 1
     if n_permutations is None:
         return max(499, need)
-    n_permutations = _permutations_iv(n_permutations)
+    n_permutations = check_permutations(n_permutations)
     if n_permutations < need:
         if 1.0 / (n_permutations + 1) > level:
             why = (
@@ -274,8 +298,12 @@ def power_simulation(
         Candidate k, each >= 2 and below the smaller pilot group (drawing the
         whole pilot would return the same data set every time and a confident,
         meaningless interval).
+    n_simulations : int, default 200
+        Simulated data sets per k, in [1, 10_000] (there the 95 % interval of the
+        power is ±0.01 wide); all the simulations together may visit at most 10¹¹
+        pairs (:data:`MAX_SIMULATION_WORK`, about 15 minutes of one core).
     n_permutations : int, optional
-        B per simulated test. Default: enough for p to reach α/M with some
+        B per simulated test, in [1, 10⁸]. Default: enough for p to reach α/M with some
         resolution (at least 499, and ``(B + 1) α / M >= 5``); a given B that
         is smaller is raised, with a :class:`PlanningWarning`.
     method : {"subsample"}
@@ -307,30 +335,47 @@ def power_simulation(
     if method != "subsample":
         raise ValueError(f"`method` must be in {{'subsample'}}, got {method!r}.")
     get_measure(measure)
-    null = _null_iv(null)
+    null = check_null(null)
     x = check_embeddings(pilot_base, "pilot_base")
     y = check_embeddings(pilot_perturbed, "pilot_perturbed")
     if x.shape[1] != y.shape[1]:
         raise ValueError("`pilot_base` and `pilot_perturbed` have embeddings of different widths.")
-    ks = np.asarray(
-        [_check_int(int(v) if isinstance(v, np.integer) else v, "sample_sizes", 2) for v in sample_sizes],
-        dtype=int,
-    )
-    if ks.size == 0:
+    sizes = [check_int(v, "sample_sizes", 2) for v in sample_sizes]
+    if not sizes:
         raise ValueError("`sample_sizes` is empty.")
     pilot_n = min(x.shape[0], y.shape[0])
-    if ks.max() >= pilot_n:
+    if max(sizes) >= pilot_n:
         raise ValueError(
-            f"`sample_sizes` goes up to {ks.max()} but the pilot has only {pilot_n} responses "
+            f"`sample_sizes` goes up to {max(sizes)} but the pilot has only {pilot_n} responses "
             f"per group: subsampling needs k < {pilot_n} (k = {pilot_n} would draw the same data "
             "set every time). Record a larger pilot to plan for larger k."
         )
-    n_simulations = _check_int(n_simulations, "n_simulations", 1)
+    ks = np.asarray(sizes, dtype=int)
+    n_simulations = check_int(
+        n_simulations,
+        "n_simulations",
+        1,
+        MAX_SIMULATIONS,
+        "each simulation runs a whole test, and at that count the 95 % interval of the power "
+        "is already ±0.01 wide",
+    )
     alpha = _prob_iv(alpha, "alpha")
-    n_tests = _check_int(n_tests, "n_tests", 1)
-    gen = _as_generator(rng)
+    n_tests = check_tests(n_tests)
+    gen = as_generator(rng)
     level = alpha / n_tests
     n_permutations = _auto_permutations(n_permutations, level)
+    meas = get_measure(measure)
+    work = sum(
+        n_simulations * permutation_work(int(k), int(k), n_permutations, meas, DEFAULT_BINS) for k in ks
+    )
+    if work > MAX_SIMULATION_WORK:
+        raise ValueError(
+            f"`n_simulations` = {n_simulations:_} tests at k = {', '.join(map(str, ks))} with "
+            f"B = {n_permutations:_} would visit {work:.2g} pairs, over the "
+            f"{MAX_SIMULATION_WORK:.0e} a simulation may take (about "
+            f"{MAX_SIMULATION_WORK / 1e8 / 60:.0f} minutes of one core): lower `n_simulations`, "
+            "`n_permutations` or the largest of `sample_sizes`."
+        )
     notes: list[str] = []
     for k in ks:
         p_min = smallest_p_value(int(k), int(k), n_permutations=n_permutations, measure=measure, null=null)

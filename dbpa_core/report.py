@@ -25,8 +25,6 @@ says so.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import shutil
 import subprocess
@@ -34,17 +32,16 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup
 
-from .fmt import fmt_p
 from .history import History, HistoryError, Run
 from .render import document
 
 if TYPE_CHECKING:
-    from .cache import Cache
+    pass
+
 
 CHROMIUM_CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 CHROMIUM_FLAGS = (
@@ -80,276 +77,104 @@ class Verdict:
 
 @dataclass
 class RunSection:
+    """One recorded run in the report: the history's record (``run``), and what its
+    :class:`~dbpa_core.runs.RunResult` (``result``) says: verdicts, its own sections,
+    notes, answers (``responses``: the checksum's fields plus the prompt and checks)."""
+
     run: Run
     kind: str
     headline: str = ""
     verdicts: list[Verdict] = field(default_factory=list)
-    audits: list[dict[str, Any]] = field(default_factory=list)  # kind 'audit'
-    embedded: list[Markup] = field(default_factory=list)  # per-kind sections
+    embedded: list[Markup] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     responses: list[dict[str, Any]] = field(default_factory=list)
     models: tuple[str, ...] = ()
+    served: tuple[str, ...] = ()
+    label: str = ""
 
     @property
     def checksum(self) -> str:
         return checksum(self.responses)
 
-
-def _audit_part(
-    run_id: int, job: str, r: Any, several: bool, cache_dir: str | None
-) -> tuple[dict, list[Verdict], list[dict]]:
-    s = r.spec
-    part = job if several else (s.name or job)
-    verdicts: list[Verdict] = []
-    for p in r.perturbations:
-        flag = "changed" if p.significant else "unchanged"
-        if p.role == "control":
-            flag = "fail" if p.significant else "pass"
-        elif p.role == "target" and not p.significant:
-            flag = "fail"
-        word = "changed the answers" if p.significant else "no detectable change"
-        verdicts.append(
-            Verdict(
-                run_id,
-                "audit",
-                part,
-                f"{p.name}" + (f" ({p.role})" if p.role else ""),
-                f"{word}: ω above chance {p.effect_above_chance:+.3f}, p = "
-                f"{fmt_p(p.p_value)}, adjusted p = {fmt_p(p.p_adjusted)} "
-                f"{p.stars}".rstrip(),
-                flag,
-            )
-        )
-    controls = [p for p in r.perturbations if p.role == "control"]
-    if controls:
-        failed = [p.name for p in controls if p.significant]
-        verdicts.append(
-            Verdict(
-                run_id,
-                "control gate",
-                part,
-                f"{len(controls)} control(s)",
-                ("failed: " + ", ".join(failed) + " changed the answers")
-                if failed
-                else "passed: no control changed the answers",
-                "fail" if failed else "pass",
-            )
-        )
-    checks, note = tuple(r.checks), ""
-    if not checks and s.checks:  # the history keeps the answers, not the check results
-        checks, note = _recheck(s, (r.base, *r.arms), cache_dir)
-    for c in checks:
-        verdicts.append(
-            Verdict(
-                run_id,
-                "answer check",
-                part,
-                f"{c.check} — {c.perturbation}",
-                c.text,
-                "changed" if c.significant else "unchanged",
-            )
-        )
-    from . import provenance
-
-    served = sorted({a.arm.model_label for a in (r.base, *r.arms)})
-    info = {
-        "job": job,
-        "title": part,
-        "result": r,
-        "spec": s,
-        "checks": checks,
-        "checks_note": note,
-        "models": served,
-        "warnings": list(r.warnings),
-        "roc": r.roc,
-        "versions": provenance.summary_lines(provenance.entries_of(r.usage)),
-    }
-    responses = [
-        {"arm": a.arm.name, "index": i, "response": t}
-        for a in (r.base, *r.arms)
-        for i, t in enumerate(a.texts)
-    ]
-    return info, verdicts, responses
+    @property
+    def groups(self) -> list[dict[str, Any]]:
+        """The answers by part and arm, each group with its prompt (shown once)."""
+        out: list[dict[str, Any]] = []
+        for r in self.responses:
+            key = (r["part"], r["arm"], r.get("prompt", ""))
+            if not out or (out[-1]["part"], out[-1]["arm"], out[-1]["prompt"]) != key:
+                out.append(
+                    {
+                        "part": r["part"],
+                        "arm": r["arm"],
+                        "prompt": r.get("prompt", ""),
+                        "role": r.get("role"),
+                        "answers": [],
+                    }
+                )
+            out[-1]["answers"].append(r)
+        return out
 
 
-class _CachedReplies:
-    """Stands in for the sampler when checks are computed again: a judge's replies come
-    from the run's cache only; a reply that is not there stops it (never a call)."""
-
-    def __init__(self, cache: Cache) -> None:
-        self.cache = cache
-
-    def sample(self, jobs: Sequence[Any], *, stage: str = "") -> list[SimpleNamespace]:
-        from types import SimpleNamespace
-
-        from .sampling import backend_identity, sample_key
-
-        keys = [sample_key(backend_identity(j.model), j.request) for j in jobs]
-        found = self.cache.get_many(keys)
-        texts = [v.get("text") if isinstance(v := found.get(k), dict) else None for k in keys]
-        if any(not isinstance(t, str) for t in texts):
-            raise LookupError("a judge's reply is not in the cache")
-        return [SimpleNamespace(text=t) for t in texts]
+def _report_kind(run_kind: str, v: Any) -> str:
+    """The summary's kind column: an answer check is one whatever the run."""
+    return "answer check" if v.kind == "check" else run_kind
 
 
-def _recheck(spec: Any, arms: Any, cache_dir: str | None) -> tuple[tuple, str]:
-    """The spec's answer checks computed again from the answers kept (with the audit's
-    seed and settings, so the numbers are the audit's): model-graded ones with the judges'
-    replies from the run's cache; when they are not there, the others alone (the note
-    says so: their adjusted p is then corrected over fewer tests)."""
-    import dataclasses
+def section_of(run: Run, result: Any) -> RunSection:
+    """The report's section of one run from its :class:`~dbpa_core.runs.RunResult`."""
+    from .runs import gate_of
 
-    from .checks import audit_checks
-
-    judged = [c.name for c in spec.checks if c.model_graded]
-    if judged and cache_dir and Path(cache_dir).is_dir():  # never makes a cache
-        try:
-            from .cache import Cache
-
-            return audit_checks(spec, arms, _CachedReplies(Cache(cache_dir))), ""
-        except Exception:  # noqa: BLE001 - no cache, a damaged one, a reply not kept
-            pass
-    plain = tuple(c for c in spec.checks if not c.model_graded)
-    checks = audit_checks(dataclasses.replace(spec, checks=plain), arms, None) if plain else ()
-    note = ""
-    if judged:
-        note = (
-            "Model-graded checks (" + ", ".join(judged) + ") asked a judge model when the "
-            "audit ran and their replies are no longer in its cache: they are left out "
-            "here (see the run's checks.csv), and the other checks' adjusted p-values are "
-            "corrected over the checks shown."
-        )
-    return checks, note
-
-
-def _battery(run_id: int, name: str, b: Any) -> tuple[list[Verdict], list[dict]]:
-    from .attacks.battery import ALL
-
-    out = []
-    c = b.clean()
-    out.append(
-        Verdict(
-            run_id,
-            "battery",
-            name,
-            "clean error rate",
-            f"ER {c.er.value:.3f} [{c.er.low:.3f}, {c.er.high:.3f}], n = {c.er.n}",
-        )
+    rid = run.id
+    sec = RunSection(
+        run,
+        result.kind,
+        headline=result.headline(),
+        models=tuple(result.models()) or run.summary.models,
+        served=tuple(result.provenance()),
+        label=result.label,
     )
-    for a in b.attacks():
-        if a.asr is None:
-            continue
-        out.append(
-            Verdict(
-                run_id,
-                "battery",
-                name,
-                f"{a.attack}, ρ = {a.rho:g}",
-                f"attack success rate {a.asr.value:.3f} [{a.asr.low:.3f}, "
-                f"{a.asr.high:.3f}], ER {a.er.value:.3f}",
-                "changed" if a.asr.value > 0 else "unchanged",
+    verdicts = list(result.verdicts())
+    for v in verdicts:
+        sec.verdicts.append(Verdict(rid, _report_kind(result.kind, v), v.part, v.what, v.outcome, v.flag))
+    for part in dict.fromkeys(v.part for v in verdicts):
+        g = gate_of([v for v in verdicts if v.part == part and v.kind in ("perturbation", "pooled")])
+        if g.controls:
+            sec.verdicts.append(
+                Verdict(
+                    rid,
+                    "control gate",
+                    part,
+                    f"{len(g.controls)} control(s)",
+                    ("failed: " + ", ".join(g.failed) + " changed the answers")
+                    if g.failed
+                    else (g.why_untestable if g.untestable else "passed: no control changed the answers"),
+                    "fail" if g.failed else ("untestable" if g.untestable else "pass"),
+                )
             )
+    sec.embedded = [Markup(h) for h in result.report_parts()]
+    sec.notes += list(result.report_notes())
+    if "answers" in result.refusals:
+        sec.notes.append(f"No answers shown: {result.refusals['answers']}.")
+    for a in result.answers():
+        sec.responses.append(
+            {
+                **a.line(rid),
+                "prompt": a.prompt,
+                "role": a.role,
+                "checks": [{"name": n, "value": m, "text": _mark(n, m)} for n, m in a.checks],
+            }
         )
-    for rti in (r for r in b.rti if r.dataset == ALL):
-        out.append(
-            Verdict(
-                run_id, "battery", name, f"RTI {rti.attack}", f"{rti.rti:.2f} (1 = the answer never changed)"
-            )
-        )
-    if b.curve:
-        sig = sum(r.significant for r in b.curve)
-        out.append(
-            Verdict(
-                run_id,
-                "battery",
-                name,
-                "robustness curve (DBPA)",
-                f"{sig} of {len(b.curve)} attacked prompts changed the answers significantly",
-                "changed" if sig else "unchanged",
-            )
-        )
-    responses = [
-        {"arm": f"{r.query.base.id}/{r.query.name}", "index": i, "response": r.response}
-        for i, r in enumerate(b.records)
-    ]
-    return out, responses
+    sec.notes += list(run.unreadable)
+    return sec
 
 
-def _fidelity(run_id: int, name: str, f: Any) -> list[Verdict]:
-    out = [Verdict(run_id, "fidelity", name, "guarantee", f.guarantee_text())]
-    for c in f.comparisons:
-        out.append(
-            Verdict(
-                run_id,
-                "fidelity",
-                name,
-                f"{c.first} vs {c.second}",
-                c.sentence(),
-                "pass" if c.guaranteed else "",
-            )
-        )
-    return out
-
-
-def _sensitivity(run_id: int, name: str, s: Any) -> tuple[list[Verdict], list[dict]]:
-    out = []
-    for v in s.verdicts():
-        base = {True: "changed", False: "no change", None: "–"}[v["baseline_significant"]]
-        parts = ", ".join(f"{st}: {v[st]['significant']}/{v[st]['settings']} significant" for st in s.studies)
-        out.append(
-            Verdict(
-                run_id,
-                "sensitivity",
-                name,
-                v["perturbation"],
-                f"{'holds' if v['holds'] else 'DEPENDS ON THE SETTING'} (audit: {base}; {parts})",
-                "pass" if v["holds"] else "fail",
-            )
-        )
-    return out, []
-
-
-def _result_part(sec: RunSection, name: str, value: Any) -> None:
-    """One value of a battery, fidelity or sensitivity run's stored result."""
-    from .attacks.battery import BatteryResult
-    from .attacks.battery import report_html as battery_html
-    from .fidelity.analysis import FidelityResult
-    from .fidelity.report import report_html as fidelity_html
-    from .fidelity.simulate import SimulationResult
-    from .sensitivity import SensitivityResult
-
-    rid = sec.run.id
-    if isinstance(value, BatteryResult):
-        verdicts, responses = _battery(rid, name, value)
-        sec.embedded.append(Markup(battery_html(value, title=name, section=True)))
-    elif isinstance(value, FidelityResult):
-        verdicts, responses = _fidelity(rid, name, value), []
-        sec.embedded.append(Markup(fidelity_html(value, title=name, section=True)))
-    elif isinstance(value, SensitivityResult):
-        verdicts, responses = _sensitivity(rid, name, value)
-        sec.embedded.append(Markup(value.to_html(title=name, section=True)))
-    elif isinstance(value, SimulationResult):
-        verdicts = [
-            Verdict(
-                rid,
-                "fidelity",
-                name,
-                f"simulated answers of {m}",
-                f"{value.parsed_total(m):,} read, {value.unparsed_total(m):,} unreadable",
-            )
-            for m in value.models
-        ]
-        if value.error:
-            verdicts.append(Verdict(rid, "fidelity", name, "analysis", value.error, "fail"))
-        responses = [
-            {"arm": f"{a.model}/{a.scenario}", "index": a.index, "response": a.response}
-            for a in value.answers
-        ]
-    else:
-        sec.notes.append(f"{name}: a stored {type(value).__name__} this report does not show.")
-        return
-    sec.verdicts += verdicts
-    sec.responses += [dict(r, part=name) for r in responses]
+def _mark(name: str, value: Any) -> str:
+    if value is None:
+        return f"{name} ?"
+    if isinstance(value, bool):
+        return f"{'✓' if value else '✗'} {name}"
+    return f"{name} = {value}"
 
 
 def collect(run_ids: Sequence[int], history: History | None = None) -> list[RunSection]:
@@ -360,58 +185,28 @@ def collect(run_ids: Sequence[int], history: History | None = None) -> list[RunS
     h = history or History()
     ids = list(dict.fromkeys(int(i) for i in run_ids))
     try:
-        runs = [h.get(i) for i in ids]
-        extras = h.extras(ids)
+        loaded = [(h.get(i), h.load_run(i)) for i in ids]
     except HistoryError as exc:
         raise ReportError(str(exc)) from None
-    sections = []
-    for run in runs:
-        ex = extras.get(run.id, {})
-        kind = ex.get("kind") or "audit"
-        sec = RunSection(
-            run, kind, headline=ex.get("headline", ""), models=tuple(ex.get("models") or run.summary.models)
-        )
-        if kind == "audit":
-            several = len(run.audits) > 1
-            for job, r in run.audits.items():
-                info, verdicts, responses = _audit_part(run.id, job, r, several, run.cache_dir)
-                sec.audits.append(info)
-                sec.verdicts += verdicts
-                sec.responses += [dict(x, part=job) for x in responses]
-        else:
-            try:
-                _, result = h.result(run.id)
-            except HistoryError as exc:
-                raise ReportError(str(exc)) from None
-            values = result.items() if isinstance(result, dict) else [(run.summary.title, result)]
-            for name, value in values:
-                _result_part(sec, str(name), value)
-        sec.notes += list(run.unreadable)
-        for response in sec.responses:
-            response["run"] = run.id
-        sections.append(sec)
-    return sections
-
-
-def _line(r: dict[str, Any]) -> str:
-    return json.dumps(
-        {k: r[k] for k in ("run", "part", "arm", "index", "response")}, ensure_ascii=False, sort_keys=True
-    )
+    return [section_of(run, result) for run, result in loaded]
 
 
 def responses_lines(sections: Iterable[RunSection]) -> list[str]:
     """Every response as one canonical JSON line (what :func:`checksum` hashes)."""
-    return [_line(r) for s in sections for r in s.responses]
+    from .runs import checksum_line
+
+    return [checksum_line(r) for s in sections for r in s.responses]
 
 
 def checksum(responses: Iterable[dict[str, Any]] | Iterable[RunSection]) -> str:
     """SHA-256 (hex) of the responses' JSON lines, one ``\\n`` after each: of sections,
     or of one section's response records."""
+    from .runs import checksum as runs_checksum
+
     items: list[Any] = list(responses)
-    lines = (
-        responses_lines(items) if items and isinstance(items[0], RunSection) else [_line(r) for r in items]
-    )
-    return hashlib.sha256("".join(line + "\n" for line in lines).encode("utf-8")).hexdigest()
+    if items and isinstance(items[0], RunSection):
+        items = [r for s in items for r in s.responses]
+    return runs_checksum(items)
 
 
 # --------------------------------------------------------------------------- rendering
@@ -422,7 +217,7 @@ def render(sections: Sequence[RunSection], *, title: str | None = None, expand: 
     dates = [s.run.summary.created_at for s in sections]
     versions = sorted({s.run.summary.tool_version for s in sections})
     models = list(dict.fromkeys(m for s in sections for m in s.models))
-    served = list(dict.fromkeys(v for s in sections for a in s.audits for v in a["versions"]))
+    served = list(dict.fromkeys(v for s in sections for v in s.served))
     return document(
         "report.html.j2",
         title=title,

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .multitest import _pvalues_iv
+from .multitest import check_pvalues
 from .types import ROCResult
 
 
@@ -52,8 +52,8 @@ def roc_over_alpha(control_pvalues: ArrayLike, target_pvalues: ArrayLike) -> ROC
     >>> roc_over_alpha([0.5, 0.9], [0.001, 0.2]).auc
     1.0
     """
-    control = _pvalues_iv(control_pvalues, "control_pvalues")
-    target = _pvalues_iv(target_pvalues, "target_pvalues")
+    control = check_pvalues(control_pvalues, "control_pvalues")
+    target = check_pvalues(target_pvalues, "target_pvalues")
     if control.size == 0:
         raise ValueError("`control_pvalues` is empty: mark at least one perturbation as control.")
     if target.size == 0:

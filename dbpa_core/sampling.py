@@ -55,6 +55,7 @@ from .backends import (
 from .backends.decoding import local_precision
 from .cache import Cache, make_key
 from .embedders import Embedder, make_embedder
+from .timings import record_timing, timing_key
 
 if TYPE_CHECKING:
     from .backends.base import Sample
@@ -440,12 +441,21 @@ class Sampler:
                             self.progress(_meter.report(stage, len(got), total))
 
                     backend.on_tokens = on_tokens
+                t_gen, n_before = time.perf_counter(), self.usage["calls"]
                 try:
                     backend.generate(list(by_request), on_sample, should_stop=self.should_stop)
                 except BackendError:
                     self.check_stop()  # an error caused by the stop is a stop
                     raise
                 self.check_stop()
+                if timing_key(model) is not None:  # how long a local model takes here
+                    record_timing(
+                        model,
+                        seconds=time.perf_counter() - t_gen,
+                        calls=self.usage["calls"] - n_before,
+                        max_tokens=max(job.request.params.max_tokens for job, _ in group.values()),
+                        precision=local_precision(),
+                    )
                 n_missing = sum(1 for _, key in group.values() if key not in got)
                 if n_missing:
                     raise BackendError(

@@ -13,11 +13,13 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._validate import real_array
+from ._validate import real_array, size_words
 
 TEXT_SIMILARITIES = ("bleu", "rouge1", "rouge2", "rougeL")
 
 
+MAX_ROWS = 20_000  # rows of a similarity matrix: it takes 8 n² bytes (3.2 GB here)
+MAX_TEXTS = 2_000  # texts compared pairwise by BLEU/ROUGE: n²/2 scorings in Python (minutes here)
 MAX_ABS_ENTRY = 1e150  # larger entries overflow the squares of norms and distances
 MIN_ROW_SCALE = 1e-150  # a row whose largest entry is smaller underflows to a zero norm
 
@@ -76,7 +78,8 @@ def cosine_similarity_matrix(x: ArrayLike, y: ArrayLike | None = None) -> np.nda
     Returns
     -------
     ndarray, shape (n, p)
-        ``S[i, j] = <x_i, y_j> / (|x_i| |y_j|)``, clipped to [-1, 1].
+        ``S[i, j] = <x_i, y_j> / (|x_i| |y_j|)``, clipped to [-1, 1]. At most
+        ``20_000 x 20_000`` entries (:data:`MAX_ROWS`; 3.2 GB): larger is refused.
 
     Examples
     --------
@@ -85,6 +88,12 @@ def cosine_similarity_matrix(x: ArrayLike, y: ArrayLike | None = None) -> np.nda
            [0.707, 1.   ]])
     """
     xn = normalize_rows(check_embeddings(x, "x"))
+    rows = xn.shape[0] if y is None else None
+    if rows is not None and rows > MAX_ROWS:
+        raise ValueError(
+            f"`x` must have at most {MAX_ROWS:_} rows, got {rows:_}: the {rows:_} x {rows:_} "
+            f"matrix would take {size_words(8.0 * rows * rows)}."
+        )
     if y is None:
         s = xn @ xn.T
         np.fill_diagonal(s, 1.0)
@@ -93,6 +102,12 @@ def cosine_similarity_matrix(x: ArrayLike, y: ArrayLike | None = None) -> np.nda
         if yn.shape[1] != xn.shape[1]:
             raise ValueError(
                 f"`x` and `y` have embeddings of different widths ({xn.shape[1]} vs {yn.shape[1]})."
+            )
+        if xn.shape[0] * yn.shape[0] > MAX_ROWS * MAX_ROWS:
+            raise ValueError(
+                f"`x` and `y` have {xn.shape[0]:_} and {yn.shape[0]:_} rows: the matrix would take "
+                f"{size_words(8.0 * xn.shape[0] * yn.shape[0])}, over the "
+                f"{size_words(8.0 * MAX_ROWS * MAX_ROWS)} of a {MAX_ROWS:_} x {MAX_ROWS:_} one."
             )
         s = xn @ yn.T
     return np.clip(s, -1.0, 1.0)
@@ -126,6 +141,8 @@ def text_similarity_matrix(texts: Sequence[str], kind: str = "rougeL") -> np.nda
     Parameters
     ----------
     texts : list of str, length n
+        At most 2_000 (:data:`MAX_TEXTS`): every pair is scored in Python, n²/2
+        scorings (two million there, minutes).
     kind : {"bleu", "rouge1", "rouge2", "rougeL"}
         ``bleu`` is sacrebleu's sentence BLEU / 100, averaged over both directions
         (BLEU is not symmetric); ``rouge*`` is the ROUGE F-measure (symmetric).
@@ -136,6 +153,12 @@ def text_similarity_matrix(texts: Sequence[str], kind: str = "rougeL") -> np.nda
         Symmetric, ones on the diagonal.
     """
     texts = _check_texts(texts)
+    if len(texts) > MAX_TEXTS:
+        raise ValueError(
+            f"`texts` must hold at most {MAX_TEXTS:_} texts, got {len(texts):_}: every pair is "
+            f"scored one by one ({len(texts) * (len(texts) - 1) // 2:_} scorings here); compare "
+            "fewer answers, or embed them (an embedder scales to more)."
+        )
     if kind not in TEXT_SIMILARITIES:
         raise ValueError(f"`kind` must be in {set(TEXT_SIMILARITIES)}, got {kind!r}.")
     n = len(texts)

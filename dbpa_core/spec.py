@@ -147,6 +147,21 @@ class Perturbation:
     suffix: str | None = None
     template: bool = False  # ``prompt`` was given: a template filled from each case
     set_fields: tuple[tuple[str, Any], ...] = ()  # ``set: {field: value}``
+    swap: tuple[str, str] | None = None  # ``swap: [field1, field2]``: two columns' values exchanged
+    swap_text: tuple[str, str] | None = None  # ``swap_text: [a, b]``: two spans of the prompt exchanged
+    reorder: str | None = None  # ``reorder: reverse | rotate | shuffle``: the options' order
+
+    @property
+    def operations(self) -> dict[str, Any]:
+        """What this perturbation does to a case besides its prompt text (for to_dict)."""
+        out: dict[str, Any] = {}
+        if self.swap:
+            out["swap"] = list(self.swap)
+        if self.swap_text:
+            out["swap_text"] = list(self.swap_text)
+        if self.reorder:
+            out["reorder"] = self.reorder
+        return out
 
 
 @dataclass(frozen=True)
@@ -175,14 +190,19 @@ class AuditSpec:
     sequential: int | None = None
     null: str = "base"
     min_effect: float | None = None
+    sequential_sampling: Any = None  # a dbpa_core.sequential.SequentialSampling, or None
     prices: dict[str, dict[str, float]] = field(default_factory=dict)
     name: str = "audit"
     description: str = ""
     source: str = "<spec>"
     checks: tuple = ()  # answer checks (dbpa_core.checks.Check)
     cases: tuple = ()  # a suite's cases (dbpa_core.cases.Case); empty for one base prompt
+    options: tuple[str, ...] = ()  # a suite's answer options: templates over a case's columns
+    expect: str | None = None  # a suite's expected answer per case (a template)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.options, tuple):
+            object.__setattr__(self, "options", tuple(self.options))
         if any(isinstance(c, dict) for c in self.cases):  # as to_dict wrote them
             from .cases import Case
 
@@ -193,6 +213,12 @@ class AuditSpec:
             from .checks import checks_from_dicts
 
             object.__setattr__(self, "checks", checks_from_dicts(self.checks))
+        if self.sequential_sampling is not None:  # True, or a mapping as to_dict wrote it
+            from .sequential import SequentialSampling
+
+            object.__setattr__(
+                self, "sequential_sampling", SequentialSampling.from_value(self.sequential_sampling)
+            )
 
     @property
     def mode(self) -> str:
@@ -246,6 +272,7 @@ class AuditSpec:
                         "template": p.template,
                         "set_fields": dict(p.set_fields),
                     }
+                    | p.operations
                     if self.cases
                     else {}
                 )
@@ -263,8 +290,19 @@ class AuditSpec:
             "sequential": self.sequential,
             "null": self.null,
             "min_effect": self.min_effect,
+            "sequential_sampling": (
+                None if self.sequential_sampling is None else self.sequential_sampling.to_dict()
+            ),
             "checks": [c.to_dict() for c in self.checks],
-        } | ({"cases": [c.to_dict() for c in self.cases]} if self.cases else {})
+        } | (
+            {
+                "cases": [c.to_dict() for c in self.cases],
+                "options": list(self.options),
+                "expect": self.expect,
+            }
+            if self.cases
+            else {}
+        )
 
 
 def _shown(config: dict[str, Any]) -> dict[str, Any]:
@@ -635,7 +673,7 @@ def parse_spec(
     although they are not an LLM provider's key variable (``dbpa --allow-key-env``;
     see :func:`key_env_allowed`).
     """
-    from .checks import parse_checks
+    from .checks import case_checks, parse_checks
 
     doc, raw = read_document(data, source)
     base_dir = Path(base_dir)
@@ -692,28 +730,44 @@ def parse_spec(
         seen.add(name)
         prompt, prefix, suffix = pm.prompt, pm.prefix, pm.suffix
         changes = _set_fields(doc, p, path, name, cases)
+        ops = _operations(doc, pm, path, name, cases, m.options)
         if prompt is not None and (prefix or suffix):
             raise doc.err(path, f"perturbation {name!r}: give 'prompt' or 'prefix'/'suffix', not both")
         template = prompt is not None
         if prompt is None:
-            if not (prefix or suffix or pm.system_prompt or changes):
+            if not (prefix or suffix or pm.system_prompt or changes or ops):
                 raise doc.err(
                     path,
                     f"perturbation {name!r} has no prompt (give 'prompt', "
-                    "'prefix', 'suffix', 'system_prompt'" + (" or 'set')" if cases else ")"),
+                    "'prefix', 'suffix', 'system_prompt'"
+                    + (", 'set', 'swap', 'swap_text' or 'reorder')" if cases else ")"),
                 )
             prompt = " ".join(s for s in (prefix, base_prompt, suffix) if s)
         if not prompt.strip():
             raise doc.err(path + ("prompt",), f"perturbation {name!r} has an empty prompt")
         perturbations.append(
             Perturbation(
-                name, prompt, pm.role, pm.system_prompt or system_prompt, prefix, suffix, template, changes
+                name,
+                prompt,
+                pm.role,
+                pm.system_prompt or system_prompt,
+                prefix,
+                suffix,
+                template,
+                changes,
+                **ops,
             )
         )
     from .cases import check_cases, no_case_placeholders
 
+    options = tuple(m.options or ())
+    for key in ("options", "expect"):
+        if top.get(key) is not None and not cases:
+            raise doc.err(
+                (key,), f"'{key}' holds templates filled from each case, and the spec gives no 'cases'"
+            )
     if cases:
-        check_cases(doc, cases, base_prompt, perturbations)
+        check_cases(doc, cases, base_prompt, perturbations, options=options, expect=m.expect, seed=m.seed)
     else:
         no_case_placeholders(doc, base_prompt, perturbations)
 
@@ -727,6 +781,8 @@ def parse_spec(
             f"{emb_backend} use energy-l2, energy-cosine, jsd, wasserstein or ks",
         )
 
+    checks = parse_checks(doc, top.get("checks"), base_dir=base_dir, allow_key_env=allow_key_env)
+    checks = case_checks(doc, checks, cases, options=options, expect=m.expect, seed=m.seed)
     spec = AuditSpec(
         models=models,
         embedder=embedder,
@@ -745,15 +801,34 @@ def parse_spec(
         sequential=m.sequential,
         null=m.null,
         min_effect=m.min_effect,
+        sequential_sampling=_sequential_sampling(doc, m.sequential_sampling, m.samples),
         prices=prices,
         name=m.name if m.name is not None else (Path(source).stem if source != "<spec>" else "audit"),
         description=m.description,
         source=source,
-        checks=parse_checks(doc, top.get("checks"), base_dir=base_dir, allow_key_env=allow_key_env),
+        checks=checks,
         cases=cases,
+        options=options,
+        expect=m.expect,
     )
     _check_memory(doc, spec)
+    _check_work(doc, spec)
     return spec
+
+
+def _sequential_sampling(doc: _Doc, value: Any, samples: int) -> Any:
+    """The spec's ``sequential_sampling`` (true or a mapping), its looks and weights checked
+    against ``samples``; None when off."""
+    from .sequential import SequentialSampling, plan_problem
+
+    if value is None:
+        return None
+    looks = tuple(value.looks or ())
+    weights = tuple(value.weights or ())
+    problem = plan_problem(looks, weights, samples)
+    if problem:
+        raise doc.err(("sequential_sampling",), f"sequential_sampling: {problem}")
+    return SequentialSampling(looks, weights, value.confidence)
 
 
 def _set_fields(doc: _Doc, p: dict, path: tuple, name: str, cases: Sequence[Any]) -> tuple:
@@ -767,6 +842,33 @@ def _set_fields(doc: _Doc, p: dict, path: tuple, name: str, cases: Sequence[Any]
             f"perturbation {name!r}: 'set' changes the columns of cases, and the spec gives no 'cases'",
         )
     return tuple((str(k), v) for k, v in raw.items())
+
+
+def _operations(doc: _Doc, pm: Any, path: tuple, name: str, cases: tuple, options: Any) -> dict[str, Any]:
+    """A perturbation's operations on a case: ``swap``, ``swap_text``, ``reorder``."""
+    out: dict[str, Any] = {}
+    for key in ("swap", "swap_text", "reorder"):
+        value = getattr(pm, key)
+        if value is None:
+            continue
+        if not cases:
+            raise doc.err(
+                path + (key,),
+                f"perturbation {name!r}: '{key}' changes each case, and the spec gives no 'cases'",
+            )
+        if key != "reorder":
+            a, b = (v.strip() if key == "swap" else v for v in value)
+            if a == b:
+                raise doc.err(path + (key,), f"perturbation {name!r}: '{key}' names the same thing twice")
+            value = (a, b)
+        elif not options:
+            raise doc.err(
+                path + (key,),
+                f"perturbation {name!r}: 'reorder' changes the order of the options, and the "
+                "spec gives no 'options'",
+            )
+        out[key] = value
+    return out
 
 
 def _section(top: dict, key: str, default: Any = None) -> Any:
@@ -843,13 +945,35 @@ def _check_memory(doc: _Doc, spec: AuditSpec) -> None:
     )
 
 
+def _check_work(doc: _Doc, spec: AuditSpec) -> None:
+    """Each test's permutations must fit the library's bound on one test's work (checked
+    here, before any answer is paid for, not after sampling)."""
+    from ._validate import MAX_WORK, pair_visits
+
+    bins = 30 if spec.measure == "jsd" else 0  # the engine's default bins
+    k, b = spec.samples, spec.permutations
+    if pair_visits(k, k, b, bins) <= MAX_WORK:
+        return
+    most = max(1, MAX_WORK // ((2 * k) ** 2 // 2 + bins) - 1)
+    raise doc.err(
+        ("permutations",),
+        (
+            f"permutations: {b} with samples: {k} would take each test {pair_visits(k, k, b, bins):.2g} "
+            f"pair visits, over the {MAX_WORK:.0e} one test may take (about two minutes of one "
+            f"core): lower permutations to at most {most}, or samples"
+        ),
+    )
+
+
 def dump_spec(spec: AuditSpec, *, header: str | None = None) -> str:
     """A spec as YAML that :func:`parse_spec` reads back to the same audit (for the CLI and
     CI: the dashboard's "download spec"). Key names of API keys travel, keys never do."""
+    from .checks import EXPECT_CHECK  # added again by 'expect' when it is read back
+
     d = spec.to_dict()
     d.pop("mode", None)
     models = d.pop("models")
-    checks = d.pop("checks")
+    checks = [c for c in d.pop("checks") if spec.expect is None or c["name"] != EXPECT_CHECK]
     base = {k: v for k, v in d.pop("base").items() if v is not None}
     perts = []
     for p in d.pop("perturbations"):
@@ -870,10 +994,15 @@ def dump_spec(spec: AuditSpec, *, header: str | None = None) -> str:
         out["models"] = models
     else:
         out["model"] = models[0]
+    options, expect = d.pop("options", None), d.pop("expect", None)
     out.update({k: v for k, v in d.items() if v is not None})
     if spec.prices:
         out["prices"] = spec.prices
     out["base"] = base
+    if options:
+        out["options"] = options
+    if expect is not None:
+        out["expect"] = expect
     if perts:
         out["perturbations"] = perts
     if checks:
@@ -899,9 +1028,11 @@ def spec_warnings(spec: AuditSpec) -> list[str]:
     if not reach.reachable:
         out.append(reach.message)
     if spec.cases:
-        from .cases import shared_prompt_warnings
+        from .cases import shared_prompt_warnings, unchanged_warnings
 
-        out += shared_prompt_warnings(spec.base_prompt, spec.perturbations, spec.cases)
+        args = (spec.base_prompt, spec.perturbations, spec.cases)
+        out += shared_prompt_warnings(*args, options=spec.options, seed=spec.seed)
+        out += unchanged_warnings(*args, options=spec.options, seed=spec.seed)
     for p in spec.perturbations:
         if p.role != "control" and _same_as_base(spec, p) and not p.set_fields:
             out.append(
@@ -913,6 +1044,8 @@ def spec_warnings(spec: AuditSpec) -> list[str]:
 
 
 def _same_as_base(spec: AuditSpec, p: Any) -> bool:
+    if p.set_fields or p.operations:  # it changes each case (dbpa_core.cases)
+        return False
     return (" ".join(p.prompt.split()), p.system_prompt or "") == (
         " ".join(spec.base_prompt.split()),
         spec.system_prompt or "",

@@ -301,6 +301,55 @@ class Perturbation(Section):
             "{name: Ahmed} (a covariate change)."
         ),
     )
+    swap: (
+        Annotated[
+            list[NonBlank],
+            Field(min_length=2, max_length=2),
+            Msg(
+                "perturbation {label!r}: 'swap' names two columns whose values change places, "
+                "e.g. swap: [name1, name2]",
+                deep=True,
+            ),
+        ]
+        | None
+    ) = Field(
+        None,
+        description=(
+            "With 'cases': two columns whose values change places in every case, e.g. "
+            "[name1, name2] (the two people of a question in the other order)."
+        ),
+    )
+    swap_text: (
+        Annotated[
+            list[NonBlank],
+            Field(min_length=2, max_length=2),
+            Msg(
+                "perturbation {label!r}: 'swap_text' names two pieces of text that change "
+                "places in the prompt, e.g. swap_text: [the grandfather, the grandson]",
+                deep=True,
+            ),
+        ]
+        | None
+    ) = Field(
+        None,
+        description=(
+            "With 'cases': two pieces of text that change places wherever they occur in the "
+            "filled prompt ({column} placeholders allowed), e.g. [the grandfather, the grandson]."
+        ),
+    )
+    reorder: (
+        Annotated[
+            Literal["reverse", "rotate", "shuffle"],
+            Msg("perturbation {label!r}: 'reorder' is reverse, rotate or shuffle, got {value!r}", deep=True),
+        ]
+        | None
+    ) = Field(
+        None,
+        description=(
+            "With 'options': show each case's options in another order: reverse, rotate (the "
+            "first goes last) or shuffle (an order drawn per case from the seed)."
+        ),
+    )
 
 
 class CasesFile(Section):
@@ -389,6 +438,23 @@ class Check(Section):
     json_: Annotated[Literal[True], _TRUE] | None = Field(
         None, alias="json", description="Passes when the whole answer is JSON."
     )
+    choice: (
+        Annotated[
+            str,
+            StringConstraints(pattern=r"\S"),
+            Msg(
+                "check {label!r}: 'choice' is the text of an option, e.g. choice: \"{{unknown}}\"", deep=True
+            ),
+        ]
+        | None
+    ) = Field(
+        None,
+        description=(
+            "Passes when the answer chose this option (read from the answer by the battery's "
+            "answer parser, not as a substring); a template such as '{unknown}', filled per case. "
+            "Needs 'options'."
+        ),
+    )
     judge: Judge | None = Field(
         None,
         description=(
@@ -420,6 +486,42 @@ class Price(Section):
 
 _PRICES = Msg("'prices' maps a model name to {{input: $ per 1M tokens, output: $ per 1M tokens}}", deep=True)
 Prices = Annotated[dict[str, Price], _PRICES]
+
+
+class SequentialSamplingEntry(Section):
+    """``sequential_sampling`` as a mapping: the looks, their weights, the futility bound's
+    confidence (each left out takes its default)."""
+
+    what: ClassVar[str] = "'sequential_sampling'"
+    looks: list[Annotated[int, Field(ge=2)]] | None = Field(
+        None,
+        description=(
+            "Answers per arm at each look, increasing, the last equal to 'samples' (default: 10, "
+            "20, 40, ... doubling up to 'samples')."
+        ),
+    )
+    weights: list[Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]] | None = Field(
+        None,
+        description=(
+            "The share of α each look may spend, one per look, summing to 1 (default: half on "
+            "the last look, the rest shared equally)."
+        ),
+    )
+    confidence: float = number_field(
+        float,
+        0.95,
+        "Confidence of the upper bound of the effect above chance behind a stop for futility "
+        "(with min_effect), over all the looks together.",
+        gt=0.5,
+        lt=1.0,
+    )
+
+
+def _sequential_switch(value: Any) -> Any:
+    """``sequential_sampling: true`` is the mapping with every default; false is off."""
+    if value is True:
+        return {}
+    return None if value is False else value
 
 
 # The keys audit and battery specs share: (type, default, help, bounds), declared once
@@ -521,6 +623,40 @@ class AuditSpecModel(Section):
             "on every case."
         ),
     )
+    options: (
+        Annotated[
+            list[NonBlank],
+            Field(min_length=2, max_length=26),
+            Msg(
+                "'options' lists each case's answer options (2 to 26 texts or templates), "
+                'e.g. options: ["{{ans0}}", "{{ans1}}"]',
+                deep=True,
+            ),
+        ]
+        | None
+    ) = Field(
+        None,
+        description=(
+            "With 'cases': each case's answer options, templates over its columns such as "
+            "'{ans0}'. The placeholder {options} in a prompt shows them as lines 'A) ...', "
+            "'B) ...'; 'choice' checks and 'reorder' perturbations read them."
+        ),
+    )
+    expect: (
+        Annotated[
+            str,
+            StringConstraints(pattern=r"\S"),
+            Msg("'expect' must be a text or template, e.g. \"{{answer}}\""),
+        ]
+        | None
+    ) = Field(
+        None,
+        description=(
+            "With 'cases': each case's expected answer, a template such as '{unknown}'. It "
+            "adds the check 'expected answer' (a choice check with 'options', else contains): "
+            "each arm's accuracy."
+        ),
+    )
     perturbations: Annotated[
         list[Perturbation], Msg("'perturbations' must be a list", types=("list_type",))
     ] = Field(default_factory=list, description="The changes of the base prompt to test.")
@@ -555,6 +691,22 @@ class AuditSpecModel(Section):
             "B permutations."
         ),
         ge=1,
+    )
+    sequential_sampling: Annotated[
+        SequentialSamplingEntry | None,
+        BeforeValidator(_sequential_switch, json_schema_input_type=bool | SequentialSamplingEntry),
+        Msg(
+            "'sequential_sampling' must be true, false or a mapping of looks, weights and confidence",
+            types=("model_type", "model_attributes_type", "dict_type"),
+        ),
+    ] = Field(
+        None,
+        description=(
+            "Draw the answers in rounds (k = 10, 20, 40, ... up to 'samples') and stop each test "
+            "as soon as it is significant (or, with min_effect, shown smaller than it), with a "
+            "test that stays valid at every look: true, or a mapping of looks, weights, "
+            "confidence."
+        ),
     )
     null: Null = Field(
         "base",

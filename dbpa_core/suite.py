@@ -25,6 +25,7 @@ import csv
 import io
 import json
 import os
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -34,16 +35,19 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import stats
 
-from .audit import arm_requests, build_arms, estimate, run_audit
+from .audit import arm_requests, build_arms, estimate, run_audit, sequential_estimate, sequential_fields
 from .backends import Backend
 from .cache import Cache
-from .cases import Case, fill, perturbed_prompt
+from .cases import Case, case_arm
+from .checks import CheckResult, fill_check, pooled_rate_test
 from .embedders import Embedder
 from .multitest import multiple_testing
 from .outputs import write_files
+from .reach import reachability
 from .sampling import Job, Progress, Sampler, model_key
 from .similarity import TEXT_SIMILARITIES
 from .spec import AuditSpec, Perturbation
+from .timings import duration_text
 from .types import _jsonable
 
 PREFETCH_JOBS = 512  # samples asked for together (several cases), to fill a server's
@@ -65,15 +69,26 @@ TEST_FIELDS = (
 
 
 def case_spec(spec: AuditSpec, case: Case) -> AuditSpec:
-    """The plain audit of one case: its filled base prompt and perturbed prompts."""
+    """The plain audit of one case: its filled base prompt and perturbed prompts, and its
+    checks with their placeholders filled (a choice check with each arm's options)."""
+    options, seed = spec.options, spec.seed
+    base = case_arm(spec.base_prompt, None, case, options=options, seed=seed)
+    arms = {"base": base}
     perts = []
-    base = fill(spec.base_prompt, case.values)
     for p in spec.perturbations:
-        perts.append(
-            Perturbation(p.name, perturbed_prompt(spec.base_prompt, p, case)[1], p.role, p.system_prompt)
-        )
+        arms[p.name] = case_arm(spec.base_prompt, p, case, options=options, seed=seed)
+        perts.append(Perturbation(p.name, arms[p.name].prompt, p.role, p.system_prompt))
+    shown = {name: arm.options for name, arm in arms.items()}
+    checks = tuple(fill_check(c, case.values, shown) for c in spec.checks)
     return replace(
-        spec, base_prompt=base, perturbations=tuple(perts), cases=(), name=f"{spec.name} [{case.id}]"
+        spec,
+        base_prompt=base.prompt,
+        perturbations=tuple(perts),
+        cases=(),
+        options=(),
+        expect=None,
+        checks=checks,
+        name=f"{spec.name} [{case.id}]",
     )
 
 
@@ -192,6 +207,168 @@ def pool(
     return out
 
 
+def check_flag(row: dict[str, Any]) -> str:
+    """A check row's verdict in one word: changed (significant after the correction), no
+    detectable change, or not tested (an arm without answers to compare)."""
+    if row.get("p_value") is None:
+        return "not tested"
+    return "changed" if row.get("significant") else "no detectable change"
+
+
+def correct_checks(checked: list[tuple[str, CheckResult]], method: str, alpha: float) -> list[dict[str, Any]]:
+    """The suite's check rows, one per case x perturbation x check, corrected as ONE
+    family: every tested row of every case together, with ``method`` at ``alpha``
+    (a case's own correction, over its few checks, would find false discoveries)."""
+    tested = [i for i, (_, c) in enumerate(checked) if c.p_value is not None]
+    results = [c for _, c in checked]
+    if tested:
+        pvalues = [p for _, c in checked if (p := c.p_value) is not None]  # tested's order
+        mt = multiple_testing(pvalues, method, alpha=alpha)
+        for k, i in enumerate(tested):
+            results[i] = replace(
+                results[i],
+                p_adjusted=float(mt.p_adjusted[k]),
+                significant=bool(mt.reject[k]),
+                stars=mt.stars[k],
+                correction=method,
+            )
+    rows = []
+    for (case_id, _), c in zip(checked, results, strict=True):
+        d = dict(c.to_dict(), name=c.check, case=case_id, family=len(tested))
+        d["flag"] = check_flag(d)
+        rows.append(d)
+    return rows
+
+
+def pool_checks(
+    checks: list[dict[str, Any]],
+    perturbations: Sequence[Perturbation],
+    spec_checks: Sequence[Any] = (),
+    *,
+    correction: str,
+    alpha: float,
+    seed: int = 0,
+) -> list[dict[str, Any]]:
+    """One pooled row per perturbation x check across the cases (``checks``: the rows of
+    :func:`correct_checks`).
+
+    A rate: each arm's rate over all its answers with a Wilson interval (the benchmark's
+    own metric, e.g. the accuracy), the difference with Newcombe's interval, and the
+    stratified test over the cases (:func:`~dbpa_core.checks.pooled_rate_test`: exact
+    conditional, or Cochran–Mantel–Haenszel beyond its size). A number (words): the mean
+    of each arm over the cases, the mean difference with a bootstrap interval over cases,
+    and Fisher's combined test of the cases' p-values. The pooled rows are corrected
+    together (``correction``), apart from the per-case rows.
+    """
+    out = []
+    names = list(dict.fromkeys([c.name for c in spec_checks] + [r["check"] for r in checks]))
+    for j, p in enumerate(perturbations):
+        for i, name in enumerate(names):
+            mine = [r for r in checks if r["perturbation"] == p.name and r["check"] == name]
+            if not mine:
+                continue
+            head = {
+                "name": name,
+                "check": name,
+                "kind": mine[0]["kind"],
+                "perturbation": p.name,
+                "role": p.role,
+                "numeric": mine[0]["numeric"],
+                "model_graded": mine[0]["model_graded"],
+            }
+            if head["numeric"]:
+                rows = [r for r in mine if r.get("difference") is not None]
+                d: dict[str, Any] = {"cases": len(rows), "test": "fisher", "interval": "bootstrap over cases"}
+                if rows:
+                    d["base"] = float(np.mean([r["base"] for r in rows]))
+                    d["value"] = float(np.mean([r["value"] for r in rows]))
+                    mean, lo, hi = bootstrap_mean(
+                        [r["difference"] for r in rows], rng=np.random.default_rng([seed, 31, j, i])
+                    )
+                    d.update(
+                        difference=mean, ci=[lo, hi], p_value=fisher_combined([r["p_value"] for r in rows])[1]
+                    )
+            else:
+                d = pooled_rate_test([(r["base_count"], r["base_n"], r["count"], r["n"]) for r in mine])
+                d["base_unparsed"] = sum(r["base_unparsed"] for r in mine)
+                d["unparsed"] = sum(r["unparsed"] for r in mine)
+            out.append(head | d)
+    tested = [d for d in out if d.get("p_value") is not None]
+    if tested:
+        mt = multiple_testing([d["p_value"] for d in tested], correction, alpha=alpha)
+        for d, adj, rej, star in zip(tested, mt.p_adjusted, mt.reject, mt.stars, strict=True):
+            d.update(p_adjusted=float(adj), significant=bool(rej), stars=star)
+    for d in out:
+        d.setdefault("p_value", None)
+        d.setdefault("p_adjusted", None)
+        d.setdefault("significant", False)
+        d.setdefault("stars", "")
+        d["correction"] = correction
+        d["flag"] = check_flag(d)
+    return out
+
+
+POOLED_CHECK_COLUMNS = (
+    "check",
+    "kind",
+    "perturbation",
+    "role",
+    "cases",
+    "base",
+    "base_ci_low",
+    "base_ci_high",
+    "base_count",
+    "base_n",
+    "value",
+    "value_ci_low",
+    "value_ci_high",
+    "count",
+    "n",
+    "difference",
+    "ci_low",
+    "ci_high",
+    "test",
+    "p_value",
+    "cmh_statistic",
+    "cmh_p_value",
+    "odds_ratio",
+    "p_adjusted",
+    "significant",
+    "stars",
+    "flag",
+)
+
+
+def suite_checks_csv(rows: list[dict[str, Any]]) -> str:
+    """The suite's check rows as CSV: the case, then :data:`~dbpa_core.checks.CSV_COLUMNS`,
+    the size of the family they were corrected in, and the flag."""
+    from .checks import CSV_COLUMNS
+
+    buf = io.StringIO()
+    w = csv.DictWriter(
+        buf, fieldnames=("case", *CSV_COLUMNS, "correction", "family", "flag"), extrasaction="ignore"
+    )
+    w.writeheader()
+    for r in rows:
+        ci = r.get("ci") or (None, None)
+        w.writerow(dict(r, ci_low=ci[0], ci_high=ci[1]))
+    return buf.getvalue()
+
+
+def pooled_checks_csv(rows: list[dict[str, Any]]) -> str:
+    """The pooled checks as CSV (columns :data:`POOLED_CHECK_COLUMNS`)."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=POOLED_CHECK_COLUMNS, extrasaction="ignore")
+    w.writeheader()
+    for r in rows:
+        flat = dict(r)
+        for key, prefix in (("ci", ""), ("base_ci", "base_"), ("value_ci", "value_")):
+            lo, hi = r.get(key) or (None, None)
+            flat[f"{prefix}ci_low"], flat[f"{prefix}ci_high"] = lo, hi
+        w.writerow(flat)
+    return buf.getvalue()
+
+
 # --------------------------------------------------------------------------- running
 @dataclass
 class SuiteResult:
@@ -204,6 +381,7 @@ class SuiteResult:
     warnings: tuple[str, ...] = ()
     checks: list[dict[str, Any]] = field(default_factory=list)
     responses_file: str | None = None  # responses written while it ran, moved by write()
+    pooled_checks: list[dict[str, Any]] = field(default_factory=list)
 
     mode = "suite"
 
@@ -226,7 +404,11 @@ class SuiteResult:
                 "usage": self.usage,
                 "warnings": list(self.warnings),
                 "attainable": self.spec.attainability().to_dict(),
+                "reachability": reachability(self.spec).to_dict(),
                 "checks": self.checks,
+                "checks_correction": self.spec.correction,
+                "checks_family": sum(c.get("p_value") is not None for c in self.checks),
+                "pooled_checks": self.pooled_checks,
             }
         )
 
@@ -235,17 +417,21 @@ class SuiteResult:
 
     def to_csv(self) -> str:
         buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=TEST_FIELDS, extrasaction="ignore")
+        cols = TEST_FIELDS + (("samples_used", "stop_reason") if self.spec.sequential_sampling else ())
+        w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore")
         w.writeheader()
         w.writerows(self.tests)
         return buf.getvalue()
 
-    def write(self, out_dir: str | os.PathLike) -> list[str]:
-        """results.json and results.csv (atomically), and the responses.jsonl written while
-        the suite ran (moved into ``out_dir``)."""
-        import os
-
-        paths = write_files(out_dir, {"results.json": self.to_json(), "results.csv": self.to_csv()})
+    def write(self, out_dir: str | os.PathLike[str]) -> list[str]:
+        """results.json and results.csv (atomically), with checks: checks.csv (one row per
+        case x perturbation x check) and pooled_checks.csv (one per perturbation x check),
+        and the responses.jsonl written while the suite ran (moved into ``out_dir``)."""
+        files = {"results.json": self.to_json(), "results.csv": self.to_csv()}
+        if self.checks:
+            files["checks.csv"] = suite_checks_csv(self.checks)
+            files["pooled_checks.csv"] = pooled_checks_csv(self.pooled_checks)
+        paths = write_files(out_dir, files)
         if self.responses_file and os.path.exists(self.responses_file):
             final = os.path.join(str(out_dir), "responses.jsonl")
             os.replace(self.responses_file, final)
@@ -254,16 +440,33 @@ class SuiteResult:
         return paths
 
 
-class _CaseProgress:
-    """Turns one case's progress into the suite's: a ``cases`` bar, the case's retries and
-    loading messages on it, and the time its tests took."""
+_CALL_ETA = re.compile(r", (?:about [^,]+ left|estimating the time left)$")
 
-    def __init__(self, progress: Callable[[Progress], None], total: int, arms: Sequence[Any] = ()) -> None:
+
+class _CaseProgress:
+    """Turns one case's progress into the suite's: a ``cases`` bar that moves while
+    samples are drawn (several cases' samples are fetched together, so the bar counts the
+    cases whose samples are in, a fraction of the fetched ones as they arrive), the
+    suite's time left (not one fetch's), the case's retries and loading messages on it,
+    and the time its tests took."""
+
+    def __init__(
+        self,
+        progress: Callable[[Progress], None],
+        total: int,
+        arms: Sequence[str] = (),
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
         self.progress, self.total = progress, total
         self.done, self.case = 0, ""
         self.arms = set(arms)  # arm names: the label of a sample, not news
         self.test_seconds = self.test_cpu_seconds = 0.0
         self._t: tuple[float, float] | None = None
+        self.clock = clock
+        self.t0: float | None = None
+        self.chunk: tuple[int, int] = (0, 0)  # (first case, cases) being fetched together
+        self.position = 0.0  # cases whose samples are in (a fraction while fetching)
+        self.chunk_t0: float | None = None
 
     def __call__(self, p: Progress) -> None:
         if p.stage == "testing":
@@ -277,16 +480,47 @@ class _CaseProgress:
         if p.stage.startswith("loading"):
             self.progress(p)
             return
+        if self.t0 is None:
+            self.t0 = self.clock()
+        start, size = self.chunk
+        if p.total and size and p.stage == "sampling":  # by tokens while a local model decodes
+            self.position = max(self.position, start + size * p.fraction)
         news = p.detail if p.detail and p.detail not in self.arms else ""
         if p.done < p.total or news:  # samples being fetched, a retry, tokens drawn
+            news = _CALL_ETA.sub("", news)  # one fetch's time left is not the suite's
             what = f"{self.case}: {p.stage} {p.done}/{p.total}" + (f", {news}" if news else "")
-            self.progress(Progress("cases", self.done, self.total, what))
+            left = self.time_left(p.eta_s if p.stage == "sampling" else None)
+            if left is not None:
+                what += f", about {duration_text(left)} left"
+            self.progress(Progress("cases", self.bar, self.total, what, eta_s=left))
+
+    @property
+    def bar(self) -> int:
+        return min(self.total, max(self.done, int(self.position)))
+
+    def time_left(self, fetch_left: float | None = None) -> float | None:
+        """The suite's time left (None until it can be told): with the time left of the
+        cases being fetched (``fetch_left``, the sampler's, from its recent rate), that time
+        plus as long per case for the cases after them; else from the suite's pace so far."""
+        start, size = self.chunk
+        if fetch_left is not None and size and self.chunk_t0 is not None:
+            per_case = (self.clock() - self.chunk_t0 + fetch_left) / size
+            return fetch_left + per_case * max(0, self.total - start - size)
+        if self.t0 is None:
+            return None
+        elapsed = self.clock() - self.t0
+        share = max(self.done, self.position) / self.total if self.total else 0.0
+        if share <= 0 or elapsed < 2.0 or share >= 1:
+            return None
+        return elapsed * (1 - share) / share
 
     def start(self, i: int, case: Case) -> None:
         self.done, self.case = i, case.id
-        self.progress(Progress("cases", i, self.total, case.id))
+        self.progress(Progress("cases", self.bar, self.total, case.id))
 
-    def fetching(self, cases: Sequence[Any]) -> None:
+    def fetching(self, i: int, cases: Sequence[Case]) -> None:
+        self.chunk = (i, len(cases))
+        self.chunk_t0 = self.clock()
         self.case = f"cases {cases[0].id}..{cases[-1].id}" if len(cases) > 1 else cases[0].id
 
 
@@ -332,17 +566,20 @@ def run_suite(
     # server gets enough requests at once and a local model full batches; each case's audit
     # then reads them from the cache. Without a cache, each case fetches its own.
     per_case = (1 + len(spec.perturbations)) * spec.samples
-    chunk = max(1, PREFETCH_JOBS // per_case) if cache.enabled else 1
+    # (not with sequential sampling: its cases draw round by round what their tests need)
+    chunk = max(1, PREFETCH_JOBS // per_case) if cache.enabled and spec.sequential_sampling is None else 1
     tests: list[dict[str, Any]] = []
-    checks: list[dict[str, Any]] = []
+    checked: list[tuple[str, CheckResult]] = []
     usage: dict[str, Any] = {}
     found: dict[str, list] = {}  # warning -> [number of cases, the first 5 of them]
     # what one case's k, B and correction could reach is not the suite's (its own note says it)
     per_case_reach = case_spec(spec, spec.cases[0]).attainability().message
     for i, case in enumerate(spec.cases):
         bar.start(i, case)
+        if chunk == 1:
+            bar.fetching(i, [case])  # each case fetches its own samples
         if chunk > 1 and i % chunk == 0:
-            bar.fetching(spec.cases[i : i + chunk])
+            bar.fetching(i, spec.cases[i : i + chunk])
             _prefetch(shared, spec, spec.cases[i : i + chunk], embedder)
             bar.case = case.id
         r = run_audit(
@@ -354,6 +591,7 @@ def run_suite(
             backends={0: backend},
             embedder=embedder,
             permutation_seed=i + 1,
+            family_size=spec.n_tests,  # a sequential test stops at α over the whole suite's tests
         )
         for p in r.perturbations:
             tests.append(
@@ -366,8 +604,9 @@ def run_suite(
                     "effect_above_chance": p.effect_above_chance,
                     "p_value": p.p_value,
                 }
+                | sequential_fields(p)
             )
-        checks += [dict(c.to_dict(), case=case.id) for c in r.checks]
+        checked += [(case.id, c) for c in r.checks]
         for key, value in r.usage.items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 usage[key] = usage.get(key, 0) + value
@@ -390,6 +629,10 @@ def run_suite(
     t1 = time.perf_counter()
     correct_tests(tests, spec.correction, spec.alpha)
     pooled = pool(tests, spec.perturbations, correction=spec.correction, alpha=spec.alpha, seed=spec.seed)
+    checks = correct_checks(checked, spec.correction, spec.alpha)
+    pooled_checks = pool_checks(
+        checks, spec.perturbations, spec.checks, correction=spec.correction, alpha=spec.alpha, seed=spec.seed
+    )
     usage["test_seconds"] = round(bar.test_seconds, 3)
     usage["test_cpu_seconds"] = round(bar.test_cpu_seconds, 3)  # this process's CPU time
     usage["pool_seconds"] = round(time.perf_counter() - t1, 3)
@@ -402,7 +645,7 @@ def run_suite(
         f"{f' and {count - 5} more' if count > 5 else ''})"
         for w, (count, ids) in found.items()
     ]
-    return SuiteResult(spec, tests, pooled, usage, tuple(said), checks)
+    return SuiteResult(spec, tests, pooled, usage, tuple(said), checks, pooled_checks=pooled_checks)
 
 
 def _prefetch(sampler: Sampler, spec: AuditSpec, cases: Sequence[Any], embedder: Embedder | None) -> None:
@@ -433,23 +676,29 @@ def estimate_suite(spec: AuditSpec, *, cache: Cache | None = None) -> dict[str, 
         for k, v in est["totals"].items():
             totals[k] = totals.get(k, 0) + v
         unknown.update(est["unknown_prices"])
-    return {
+    out = {
         "arms": list(rows.values()),
         "totals": totals,
         "unknown_prices": sorted(unknown),
         "cases": len(spec.cases),
         "tests": len(spec.cases) * len(spec.perturbations),
     }
+    if spec.sequential_sampling is not None:
+        out["sequential"] = sequential_estimate(spec, totals)
+    return out
 
 
 __all__ = [
     "SuiteResult",
     "bootstrap_mean",
     "case_spec",
+    "correct_checks",
     "correct_tests",
     "estimate_suite",
     "fisher_combined",
     "pool",
+    "pool_checks",
+    "pooled_checks_rows",
     "run_suite",
     "storey_pi0",
 ]
@@ -486,6 +735,47 @@ def pooled_rows(result: SuiteResult | list[dict[str, Any]]) -> list[tuple[str, .
                 f"{d['mean_effect_above_chance']:+.3f} [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}]",
                 f"{d['discoveries']}/{d['cases']}",
                 f"{d['share_changed']:.0%}",
+            )
+        )
+    return rows
+
+
+def pooled_checks_rows(result: SuiteResult | list[dict[str, Any]]) -> list[tuple[str, ...]]:
+    """The pooled checks as a text table (header first): each arm's rate over the cases
+    with its 95 % interval (a number: the mean), the difference, the stratified p, its
+    adjusted p and stars."""
+    from .fmt import fmt_p as _fmt_p
+
+    rows: list[tuple[str, ...]] = [
+        ("check", "perturbation", "cases", "base [95% CI]", "perturbed [95% CI]", "diff", "p", "p_adj", "")
+    ]
+
+    def rate(v: float | None, ci: list[float] | None) -> str:
+        if v is None:
+            return "-"
+        return f"{v:.0%}" + (f" [{ci[0]:.0%}, {ci[1]:.0%}]" if ci else "")
+
+    for d in result if isinstance(result, list) else result.pooled_checks:
+        if d["numeric"]:
+            base = "-" if d.get("base") is None else f"{d['base']:.1f} words"
+            value = "-" if d.get("value") is None else f"{d['value']:.1f} words"
+            diff = "-" if d.get("difference") is None else f"{d['difference']:+.1f}"
+        else:
+            base, value = rate(d.get("base"), d.get("base_ci")), rate(d.get("value"), d.get("value_ci"))
+            base += f" +{d['base_unparsed']}?" if d.get("base_unparsed") else ""
+            value += f" +{d['unparsed']}?" if d.get("unparsed") else ""
+            diff = "-" if d.get("difference") is None else f"{d['difference'] * 100:+.0f} pts"
+        rows.append(
+            (
+                d["check"],
+                d["perturbation"],
+                str(d["cases"]),
+                base,
+                value,
+                diff,
+                "-" if d["p_value"] is None else _fmt_p(d["p_value"]),
+                "-" if d["p_adjusted"] is None else _fmt_p(d["p_adjusted"]),
+                d["stars"],
             )
         )
     return rows

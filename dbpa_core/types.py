@@ -12,7 +12,9 @@ from typing import Any
 import numpy as np
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
+    """``value`` with numpy arrays and scalars turned into lists and Python numbers, tuples
+    into lists (recursively through dicts and lists): what ``json.dumps`` can write."""
     if isinstance(value, np.ndarray):
         return value.tolist()
     if isinstance(value, (np.floating,)):
@@ -22,10 +24,13 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, (np.bool_,)):
         return bool(value)
     if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
+        return {k: jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     return value
+
+
+_jsonable = jsonable  # the name older modules import (being moved to `jsonable`)
 
 
 @dataclass(frozen=True)

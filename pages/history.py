@@ -241,15 +241,22 @@ with tab_open:
                 f"{KIND_TITLES[kind]} of {md_escape(', '.join(models_of(s)))}: "
                 f"{md_escape(extras.get(s.id, {}).get('headline', ''))}."
             )
-            home = PAGE_TITLES[runner.RESULT_HOME[kind][0]]
-            st.button(
-                f"Open on the {home} page (with all its charts)",
-                key="hist_reopen",
-                icon=":material/open_in_new:",
-                on_click=reopen_on_page,
-                args=(kind, s.id, s.created_at, s.title, s.page),
-                type="primary",
-            )
+            try:  # a run that cannot reopen on its page says why, in one line
+                why = history.load_run(s.id).refusals.get("dashboard")
+            except HistoryError as exc:
+                why = str(exc)
+            if why:
+                st.info(f"It does not reopen on a page: {md_escape(why)}.", icon=":material/info:")
+            else:
+                home = PAGE_TITLES[runner.RESULT_HOME[kind][0]]
+                st.button(
+                    f"Open on the {home} page (with all its charts)",
+                    key="hist_reopen",
+                    icon=":material/open_in_new:",
+                    on_click=reopen_on_page,
+                    args=(kind, s.id, s.created_at, s.title, s.page),
+                    type="primary",
+                )
         elif load_into and len(run.audits) == 1:
             st.button(
                 f"Load into the {PAGE_TITLES[load_into[0]]} page (to run it again)",

@@ -9,6 +9,7 @@ import streamlit as st
 from dbpa_core.backends.base import redact_url
 from dbpa_core.cache import CacheError
 from dbpa_core.home import models_file
+from dbpa_core.keyhosts import env_key_allowed
 from dbpa_core.sampling import key_slot
 from dbpa_core.spec import model_label
 from ui import connection, state, widgets
@@ -45,6 +46,8 @@ def _key_status(m: dict) -> str:
     if ss["api_keys"].get(key_slot(m)):
         return "key entered in this session"
     if env and os.environ.get(env):
+        if not env_key_allowed(m.get("base_url")):  # the operator did not allow this server
+            return f"${env} is set, but not sent to this server: type its key"
         return f"key from ${env}"
     return f"no key yet (${env} is not set)" if env else "no key yet"
 

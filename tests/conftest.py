@@ -64,6 +64,21 @@ def _private_dbpa_home(tmp_path_factory, monkeypatch):
     # nor to a team's database the developer's shell may name
     monkeypatch.delenv("DBPA_DATABASE_URL", raising=False)
     monkeypatch.delenv("DBPA_CACHE_URL", raising=False)
+    # the dashboard's access token and allowed key servers: never the developer's, and
+    # whatever a test (or dbpa ui in-process) sets is undone after it
+    for name in ("DBPA_UI_TOKEN", "DBPA_ALLOW_KEY_HOSTS"):
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
+
+
+@pytest.fixture(autouse=True)
+def _keys_unrestricted_after():
+    """An AppTest switches on the dashboard's rule for environment keys in this process
+    (dbpa_core.keyhosts); switched off again after every test."""
+    yield
+    from dbpa_core.keyhosts import restrict_to_allowed_hosts
+
+    restrict_to_allowed_hosts(False)
 
 
 @pytest.fixture(scope="session")

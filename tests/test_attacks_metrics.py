@@ -108,7 +108,7 @@ def test_wilson_matches_statsmodels():
         slo, shi = proportion_confint(k, n, alpha=0.05, method="wilson")
         assert lo == pytest.approx(slo, abs=1e-12) and hi == pytest.approx(shi, abs=1e-12)
     assert np.isnan(wilson_interval(0, 0)).all()
-    with pytest.raises(ValueError, match="`count` must lie in"):
+    with pytest.raises(ValueError, match="`x` must lie in"):
         wilson_interval(3, 2)
 
 

@@ -209,6 +209,15 @@ def test_wilson_by_hand():
     assert wilson_interval(18, 20) == pytest.approx((centre - half, centre + half), abs=1e-12)
 
 
+def test_wilson_is_one_implementation_and_nan_without_trials():
+    from dbpa_core.attacks.metrics import wilson_interval as battery_wilson
+
+    assert battery_wilson is wilson_interval
+    assert np.isnan(wilson_interval(0, 0)).all()
+    with pytest.raises(ValueError, match="`x` must lie in"):
+        wilson_interval(3, 2)
+
+
 @pytest.mark.parametrize("x1, n1, x2, n2", [(18, 20, 6, 20), (3, 10, 5, 10), (0, 8, 4, 8), (12, 15, 13, 15)])
 def test_exact_test_is_boschloo_for_small_arms(x1, n1, x2, n2):
     p, name = exact_test(x1, n1, x2, n2)
@@ -377,7 +386,7 @@ SPEC_HEAD = "base: {prompt: hi}\nperturbations: [{name: a, prompt: b}]\nchecks:\
         (
             "  - {name: two, contains: [x], absent: [y]}\n",
             r"line 4: check 'two' needs exactly one of contains, absent, regex, refusal, words, "
-            r"json, judge \(got contains, absent\)",
+            r"json, choice, judge \(got contains, absent\)",
         ),
         ("  - {name: none}\n", r"line 4: check 'none' needs exactly one of .* \(got none\)"),
         ("  - {name: w, words: false}\n", r"line 4: check 'w': write 'words: true'"),

@@ -78,12 +78,19 @@ samples: 4
         assert main(["fidelity", "--simulate", str(spec), "--out", str(tmp_path / "o"), "--quiet"]) == 0
     run_id = recorded_id(capsys.readouterr().out)
     kind, results = History().result(run_id)
-    assert kind == "fidelity" and set(results) == {"simulation"}
+    # the simulation as the Simulator fidelity page keys it, and its analysis
+    assert kind == "fidelity" and set(results) == {"simulation", "analysis"}
     assert results["simulation"].models == ("survey",)
     assert main(["history", "show", str(run_id)]) == 0
     assert "simulator fidelity study of survey: 1 simulators, 12 answers read" in capsys.readouterr().out
-    # a data file (no simulation) is not a dashboard run: nothing recorded
+    # a data file (no simulation) is recorded too, with its guarantee and comparisons
     assert main(["fidelity", "sample", "--out", str(tmp_path / "a"), "--no-band"]) == 0
+    assert "recorded as run" in capsys.readouterr().out
+    [csv_run] = [r for r in History().list() if r.id != run_id]
+    kind, results = History().result(csv_run.id)
+    assert kind == "fidelity" and set(results) == {"analysis"}
+    assert csv_run.title == "fidelity of sample"
+    assert main(["fidelity", "sample", "--out", str(tmp_path / "b"), "--no-band", "--no-history"]) == 0
     assert "recorded as run" not in capsys.readouterr().out
 
 

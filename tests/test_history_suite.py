@@ -64,9 +64,12 @@ def test_a_suite_audit_is_recorded_listed_and_shown(tmp_path, capsys, history_st
     assert "vignettes" in listing and "FAIL" in listing
     assert main(["history", "show", "1"]) == 0
     shown = capsys.readouterr().out
-    assert "suite of 3 cases x 2 perturbations = 6 tests" in shown
-    assert "p (Fisher)" in shown and "comedian" in shown and "renamed" in shown
-    assert "history database" not in shown
+    assert "suite of cases of fake-model: 3 cases x 2 perturbations, " in shown
+    assert "6 tests, one per case x perturbation" in shown
+    assert "comedian (control)" in shown and "renamed" in shown
+    assert "CONTROL GATE: FAIL" in shown
+    # the suite's answers are kept with it (3 cases x 3 arms x k = 6)
+    assert "in the history database" in shown and "(54 answers)" in shown
     assert main(["history", "show", "1", "--json"]) == 0
     as_json = json.loads(capsys.readouterr().out)
     assert as_json["suite"]["pooled"] == written["pooled"]

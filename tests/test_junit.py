@@ -106,7 +106,7 @@ def test_one_case_per_perturbation_a_changed_control_fails_with_its_numbers(tmp_
     msg = failure.get("message")
     assert re.search(
         r"control 'name-change' changed the answers: omega = 0\.\d{3}, chance = "
-        r"0\.\d{3}, above chance = \+0\.\d{3}, p = 0\.00\d0, p_adj = 0\.0020 \(holm\), "
+        r"0\.\d{3}, above chance = \+0\.\d{3}, p = 0\.00\d0, p_adj = 0\.0020 \(holm over 2 perturbations\), "
         r"alpha = 0\.05",
         msg,
     ), msg

@@ -135,3 +135,180 @@ def test_numpy_integers_are_accepted():
 def test_check_embeddings_returns_float64():
     out = check_embeddings(np.ones((2, 3), dtype=np.int32), "x")
     assert out.dtype == np.float64
+
+
+# ---------------------------------------------------------------- bounds from memory and time (issue 36)
+def test_absurd_bins_is_refused_at_once_not_computed():
+    import time
+
+    t = time.perf_counter()
+    with pytest.raises(
+        ValueError, match=r"`bins` must be <= 10_000, got 10_000_000: every permutation fills"
+    ):
+        dbpa_test(GOOD, GOOD + 1, measure="jsd", bins=10**7)
+    assert time.perf_counter() - t < 1.0
+
+
+@pytest.mark.parametrize(
+    "call,match",
+    [
+        (
+            lambda: dbpa_test_similarity(np.eye(6), 3, measure="jsd", bins=10**5),
+            r"`bins` must be <= 10_000, got 100_000: .*2.4 MB per thread",
+        ),
+        (
+            lambda: dbpa_test(GOOD, GOOD + 1, n_permutations=10**9),
+            r"`n_permutations` must be <= 100_000_000, got 1_000_000_000: the result keeps every "
+            r"permutation statistic \(8 bytes each, 800 MB at the bound\)",
+        ),
+        (
+            lambda: dbpa_test(np.ones((20, 3)) + np.arange(3), np.ones((20, 3)), n_permutations=10**8),
+            r"`n_permutations` must be <= 12_499_999 for 20 \+ 20 responses with energy-l2, got "
+            r"100_000_000: each permutation visits up to 800 pairs, 8e\+10 in all, over the 1e\+10",
+        ),
+    ],
+)
+def test_engine_bounds(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_too_many_responses_named_with_their_memory():
+    import time
+
+    rng = np.random.default_rng(0)
+    base, perturbed = rng.normal(size=(15_000, 2)) + 3, rng.normal(size=(6_000, 2)) + 3
+    t = time.perf_counter()
+    with pytest.raises(
+        ValueError, match=r"hold 15_000 \+ 6_000 responses; together they must be <= 20_000: .*\(3.5 GB here"
+    ):
+        dbpa_test(base, perturbed)
+    assert time.perf_counter() - t < 1.0
+
+
+@pytest.mark.parametrize(
+    "call,match",
+    [
+        (
+            "smallest_p_value(10**7, 10**7, n_permutations=100)",
+            r"`k` must be <= 19_998, got 10_000_000: a test pools at most that many responses",
+        ),
+        (
+            "attainable_significance(10**9, n_permutations=100)",
+            r"`k` must be <= 19_998, got 1_000_000_000",
+        ),
+        (
+            "attainable_significance(15_000, 6_000, n_permutations=100)",
+            r"`k` \+ `m` must be <= 20_000, got 21_000: the pooled similarity matrix takes 8 n² bytes \(3.5 GB",
+        ),
+        ("memory_estimate(10**7, 10**7, n_permutations=100)", r"`k` must be <= 19_998"),
+        ("memory_estimate(20, 20, n_permutations=100, bins=10**6)", r"`bins` must be <= 10_000"),
+        (
+            "attainable_significance(3, n_permutations=100, n_tests=10**300)",
+            r"`n_tests` must be <= 1_000_000_000, got about 1e300: every test of the family samples",
+        ),
+        ("smallest_adjusted_p(0.01, 10**400)", r"`n_tests` must be <= 1_000_000_000, got about 1e400"),
+        ("sample_size(0.5, n_tests=10**12)", r"`n_tests` must be <= 1_000_000_000"),
+        (
+            "sample_size(1e-300)",
+            r"`effect_above_chance` = 1e-300 would need k = .* responses per group, more than a test "
+            r"can pool \(10_000 per group",
+        ),
+        (
+            "power_simulation(GOOD, GOOD + 1, [3], n_simulations=10**9)",
+            r"`n_simulations` must be <= 10_000, got 1_000_000_000: each simulation runs a whole test",
+        ),
+        (
+            "power_simulation(GOOD, GOOD + 1, [10**30])",
+            r"`sample_sizes` goes up to 10+ but the pilot has only 6",
+        ),
+        ("wilson_interval(10**400, 10**401)", r"`n` must be <= 9_007_199_254_740_992, got about 1e401"),
+        ("wilson_interval(5, 3)", r"`x` must be <= 3, got 5: it counts answers that pass, out of `n` = 3"),
+        ("exact_test(1, 2, 3, 2)", r"`x2` must be <= 2, got 3"),
+        (
+            "permutation_p([1.0, 2.0], [3.0], n_permutations=10**9)",
+            r"`n_permutations` must be <= 100_000_000",
+        ),
+        (
+            "permutation_p(list(range(1000)), list(range(1000)), n_permutations=10**8)",
+            r"`n_permutations` must be <= 5_000_000 for 2_000 answers, got 100_000_000",
+        ),
+        (
+            "epsilon(0.1, 10**400, 0.05)",
+            r"`m` \(the number of scenarios\) must be <= 1e\+12, got about 1e400",
+        ),
+        ("guaranteed_level(0.1, 10**13, 0.05)", r"`m` \(the number of scenarios\) must be <= 1e\+12"),
+        (
+            "run_fidelity(sample_data(), baseline_k=10**15)",
+            r"`baseline_k` must be <= 1_000_000_000, got 1_000_000_000_000_000",
+        ),
+        (
+            "plan_study(FIDELITY, grid=[100, 10**12])",
+            r"`grid` must be <= 1_000_000, got 1_000_000_000_000: the chance of a verdict at m questions",
+        ),
+        (
+            "run_fidelity(sample_data(), seed=-1)",
+            r"`seed` must be >= 0 \(numpy's seeds are non-negative\), got -1",
+        ),
+    ],
+)
+def test_every_numeric_argument_has_a_named_bound(call, match):
+    import time
+
+    from dbpa_core import (
+        attainable_significance,
+        power_simulation,
+        sample_size,
+        smallest_adjusted_p,
+        smallest_p_value,  # noqa: F401
+    )
+    from dbpa_core.checks import exact_test, permutation_p, wilson_interval  # noqa: F401
+    from dbpa_core.fidelity import (  # noqa: F401
+        epsilon,
+        guaranteed_level,
+        plan_study,
+        run_fidelity,
+        sample_data,
+    )
+    from dbpa_core.permutation import memory_estimate  # noqa: F401
+
+    names = {**globals(), **locals()}
+    if "FIDELITY" in call:
+        names["FIDELITY"] = run_fidelity(sample_data(), band=False)
+    t = time.perf_counter()
+    with pytest.raises(ValueError, match=match):
+        eval(call, names)
+    assert time.perf_counter() - t < 1.0, f"{call} did work before refusing"
+    del attainable_significance, power_simulation, sample_size, smallest_adjusted_p
+
+
+def test_bounds_leave_ordinary_plans_alone():
+    from dbpa_core import attainable_significance, smallest_p_value
+    from dbpa_core.checks import permutation_p, wilson_interval
+
+    assert smallest_p_value(10_000, 10_000, n_permutations=10**7) == pytest.approx(1 / (10**7 + 1))
+    assert attainable_significance(20, n_permutations=10**7, n_tests=1000).reachable
+    assert dbpa_test(GOOD, GOOD + 1, measure="jsd", bins=10_000, n_permutations=50, rng=0).p_value > 0
+    assert wilson_interval(np.int64(3), np.int64(10))[0] > 0
+    assert 0 < permutation_p([1.0, 2.0, 3.0], [4.0, 5.0, 6.0], n_permutations=10**8) <= 1
+
+
+def test_similarity_matrices_have_bounds():
+    import time
+
+    from dbpa_core.similarity import cosine_similarity_matrix, text_similarity_matrix
+
+    t = time.perf_counter()
+    with pytest.raises(
+        ValueError, match=r"`x` must have at most 20_000 rows, got 20_001: .*would take 3.2 GB"
+    ):
+        cosine_similarity_matrix(np.ones((20_001, 2)))
+    with pytest.raises(
+        ValueError, match=r"`x` and `y` have 40_000 and 20_000 rows: the matrix would take 6.4 GB"
+    ):
+        cosine_similarity_matrix(np.ones((40_000, 2)), np.ones((20_000, 2)))
+    with pytest.raises(
+        ValueError, match=r"`texts` must hold at most 2_000 texts, got 2_001: every pair is scored"
+    ):
+        text_similarity_matrix(["an answer"] * 2_001)
+    assert time.perf_counter() - t < 1.0

@@ -167,7 +167,8 @@ def test_unknown_options_are_still_refused_outside_ui(capsys):
 
 
 def test_ui_passes_streamlit_options_after_the_defaults(monkeypatch):
-    """dbpa ui = streamlit run app.py, headless, no usage statistics; the user's options last."""
+    """dbpa ui = streamlit run app.py, headless, no usage statistics, on 127.0.0.1; the user's
+    options last."""
     import dbpa_core.launcher as launcher
 
     seen = {}
@@ -183,6 +184,10 @@ def test_ui_passes_streamlit_options_after_the_defaults(monkeypatch):
         "true",
         "--browser.gatherUsageStats",
         "false",
+        "--server.address",  # this machine only (issue 32)
+        "127.0.0.1",
+        "--browser.serverAddress",  # one URL printed, no external address looked up
+        "127.0.0.1",
         "--server.port",
         "8600",
     ]

@@ -171,7 +171,7 @@ def test_smallest_adjusted_p():
     assert smallest_adjusted_p(1 / 2001, 3, "bonferroni") == pytest.approx(3 / 2001)
     assert smallest_adjusted_p(1 / 2001, 3, "bh") == pytest.approx(1 / 2001)
     assert smallest_adjusted_p(0.2, 8, "holm") == 1.0
-    with pytest.raises(ValueError, match="`n_tests` must be an integer >= 1"):
+    with pytest.raises(ValueError, match="`n_tests` must be >= 1, got 0"):
         smallest_adjusted_p(0.1, 0)
     with pytest.raises(ValueError, match="`method` must be in"):
         smallest_adjusted_p(0.1, 2, "sidak")

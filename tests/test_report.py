@@ -187,7 +187,7 @@ def test_every_audit_verdict_and_answer_check_is_on_the_summary(runs, report):
         checks = list(csv.DictReader(f))
     assert checks
     outcomes = {(r["what"], r["outcome"]) for r in rows if r["kind"] == "answer check"}
-    assert outcomes == {(f"{c['check']} — {c['perturbation']}", c["text"]) for c in checks}
+    assert outcomes == {(f"{c['check']} / {c['perturbation']}", c["text"]) for c in checks}
 
 
 def test_battery_fidelity_and_sensitivity_verdicts_are_on_the_summary(runs, report):
@@ -198,7 +198,7 @@ def test_battery_fidelity_and_sensitivity_verdicts_are_on_the_summary(runs, repo
     assert any(r["what"] == "clean error rate" and f"ER {clean.er.value:.3f}" in r["outcome"] for r in b)
     for a in battery.attacks():
         assert any(
-            r["what"] == f"{a.attack}, ρ = {a.rho:g}"
+            r["what"] == f"{a.attack} rho={a.rho:g}"
             and f"attack success rate {a.asr.value:.3f}" in r["outcome"]
             for r in b
         )
@@ -397,7 +397,7 @@ def test_model_graded_checks_come_from_the_cache_or_are_named(tmp_path, monkeypa
     assert main(["--home", str(home), "report", "1", "--out", str(report)]) == 0
     assert srv.requests == asked  # nothing asked again (and the server is gone)
     rows = [r for r in verdict_rows(report) if r["kind"] == "answer check"]
-    assert {(r["what"], r["outcome"]) for r in rows} == {(f"{c} — {p}", t) for (c, p), t in written.items()}
+    assert {(r["what"], r["outcome"]) for r in rows} == {(f"{c} / {p}", t) for (c, p), t in written.items()}
     # without the cache the judge's check is named, not guessed
     shutil.rmtree(cache)
     assert main(["--home", str(home), "report", "1", "--out", str(report)]) == 0

@@ -154,7 +154,7 @@ INVALID = [
     (
         "base: hi\nperturbations: [{prefix: a}]\nchecks:\n  - {name: c, contains: a, words: true}\n",
         4,
-        "check 'c' needs exactly one of contains, absent, regex, refusal, words, json, judge "
+        "check 'c' needs exactly one of contains, absent, regex, refusal, words, json, choice, judge "
         "(got contains, words)",
     ),
     (

@@ -311,7 +311,7 @@ def test_cli_suite_end_to_end_and_estimate(tmp_path, capsys):
             == 1
         )
         assert (
-            "FAIL: control perturbation(s) changed the answers across the cases: comedian"
+            "FAIL: control perturbation(s) changed the answers detectably: comedian"
             in capsys.readouterr().err
         )
     assert rc == 0

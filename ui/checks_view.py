@@ -23,7 +23,7 @@ from .figures import fmt_p
 from .widgets import md_escape
 
 # what the page's editor offers (a judge needs a model entry: write it in a spec file)
-EDITOR_KINDS = ("contains", "absent", "regex", "refusal", "words", "json")
+EDITOR_KINDS = ("contains", "absent", "regex", "refusal", "words", "json", "choice")
 TABLE = "checks_table"  # the editor's rows, shared by every audit page
 VERSION = "checks_table_version"
 EDITOR_COLUMNS = ("name", "kind", "value", "all")
@@ -37,6 +37,7 @@ HINTS = {
     "refusal": "no value: passes when the answer declines",
     "words": "no value: the answer's length in words (a number)",
     "json": "no value: passes when the answer is JSON",
+    "choice": "a suite with answer options: the option the answer should choose, e.g. {unknown}",
 }
 
 
@@ -65,7 +66,7 @@ def entries(df: pd.DataFrame) -> list[dict]:
         entry: dict = {"name": name or (f"{kind}: {value}" if value else kind) or "check"}
         if kind in ("contains", "absent"):
             entry[kind] = [w.strip() for w in value.split(",") if w.strip()]
-        elif kind == "regex":
+        elif kind in ("regex", "choice"):
             entry[kind] = value
         elif kind:
             entry[kind] = True
@@ -131,11 +132,21 @@ def apply_checks(spec) -> list[str]:
     """Put an opened spec's checks into the editor; returns a note on those it cannot hold
     (model-graded ones)."""
     rows, left = [], []
+    from dbpa_core.checks import EXPECT_CHECK
+
     for c in getattr(spec, "checks", ()):
+        if c.name == EXPECT_CHECK and getattr(spec, "expect", None):
+            continue  # the spec's 'expect' makes it (the Suite page holds 'expect' itself)
         if c.kind not in EDITOR_KINDS or c.case_sensitive:
             left.append(c.name)
             continue
-        value = ", ".join(c.terms) if c.kind in ("contains", "absent") else (c.pattern or "")
+        value = (
+            ", ".join(c.terms)
+            if c.kind in ("contains", "absent")
+            else (c.target or "")
+            if c.kind == "choice"
+            else (c.pattern or "")
+        )
         rows.append({"name": c.name, "kind": c.kind, "value": value, "all": bool(c.all)})
     ss = st.session_state
     ss[TABLE] = (

@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+LANDING = "start"
+"""The url_path of the landing page at "/" (the first page again; never shown: "/" is its URL)."""
 
 # (section, file, title, icon, url_path). The url_path is the file's stem: with a pages/
 # folder Streamlit's legacy router serves the stems too, so one URL works in every case.

@@ -9,6 +9,7 @@ import os
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -122,19 +123,32 @@ def friendly(exc: BaseException) -> str:
 def show_estimate(specs: Sequence[AuditSpec]) -> None:
     calls = cached = tokens = 0
     cost = 0.0
+    best: int | None = None
     for spec in specs:
         t = estimate(spec, cache=state.cache())["totals"]
         calls += t["calls"]
         cached += t["cached"]
         tokens += t["input_tokens"] + t["output_tokens"]
         cost += t["cost"]
-    show_totals(calls, cached, tokens, cost)
+        if "sequential_best_calls" in t:  # sequential sampling: the calls at best
+            best = (best or 0) + int(t["sequential_best_calls"])
+    show_totals(calls, cached, tokens, cost, best=best)
 
 
-def show_totals(calls: int, cached: int, tokens: int, cost: float) -> None:
-    """The estimate's three numbers: calls to make, tokens, cost."""
+def show_totals(calls: int, cached: int, tokens: int, cost: float, *, best: int | None = None) -> None:
+    """The estimate's three numbers: calls to make, tokens, cost (with sequential sampling,
+    ``best``: the calls when every test stops at the first look)."""
     c1, c2, c3 = st.columns(3)
-    c1.metric("Model calls to make", f"{calls:,}", help=f"{cached:,} responses are already cached")
+    if best is None:
+        c1.metric("Model calls to make", f"{calls:,}", help=f"{cached:,} responses are already cached")
+    else:
+        c1.metric(
+            "Model calls to make (at most)",
+            f"{calls:,}",
+            help=f"Sequential sampling: {best:,} if every test stops at the first look, {calls:,} if "
+            f"every test runs to the last; {cached:,} responses are already cached. Tokens and cost "
+            "are the most.",
+        )
     c2.metric(
         "Tokens (upper bound)", f"{tokens:,}", help="~4 characters per token; output counted at max tokens"
     )
@@ -305,7 +319,10 @@ def task_section(
     )
     panel = st.empty()
     if clicked and tasks:
+        save_unfinished(key)  # a reload after Stop shows this form again, and says so
         out = run_tasks(list(tasks.items()), key=key, panel=panel)
+        if not ss.get(f"_{key}_running"):  # finished or failed (not stopped)
+            clear_unfinished()
         if out:
             ss["results"][key] = out
             meta = {"signature": signature, "failed": None, "run": RunMeta(created_at=datetime.now(UTC))}
@@ -486,34 +503,24 @@ RESULT_HOME = {
 def record_result(results: dict[str, Any], *, key: str, signature: str | None) -> int | None:
     """Record a battery, a fidelity simulation or a sensitivity study in the history (see
     :func:`record` for reruns); its results reopen on the page (:func:`reopen`)."""
-    kind = RESULT_PAGES[key]
-    models, headline, spec = _describe(kind, results)
-    name = (
-        str(st.session_state.get("w_audit_name") or "").strip()
-        or str(getattr(spec, "name", "") or "")
-        or kind
-    )
-    fp = fingerprint(key, signature or json.dumps(_jsonable_spec(spec), sort_keys=True, default=str))
-    usage = [getattr(r, "usage", None) or {} for r in results.values()]
-    fresh = sum(int(u.get("calls", 0)) + int(u.get("embeddings_computed", 0)) for u in usage)
-    settings = {"signature": signature, **_jsonable_spec(spec)}
+    from dbpa_core.runs import as_run
+
+    run = as_run(results)
+    run.title = str(st.session_state.get("w_audit_name") or "").strip() or run.title or run.kind
+    fp = fingerprint(key, signature or json.dumps(run.settings(), sort_keys=True, default=str))
 
     def save(h) -> int:
-        return h.record_result(
-            kind,
-            results,
-            title=name,
-            models=models,
-            headline=headline,
+        return h.record_run(
+            run,
+            source="dashboard",
             page=key,
-            settings=settings,
+            signature=signature,
             fingerprint=fp,
-            seconds=sum(float(u.get("seconds", 0) or 0) for u in usage),
             cache_dir=st.session_state.get("cache_dir"),
             form=form_snapshot(),
         )
 
-    return _save_run(key, fp, fresh, save)
+    return _save_run(key, fp, run.used, save)
 
 
 def _save_run(key: str, fp: str, fresh: int, save: Callable[[Any], int]) -> int | None:
@@ -543,38 +550,6 @@ def fingerprint(key: str, signature: str) -> str:
     return hashlib.sha256(f"{key}\n{signature}".encode()).hexdigest()
 
 
-def _jsonable_spec(spec: Any) -> dict[str, Any]:
-    try:
-        d = spec.to_dict()
-    except Exception:  # noqa: BLE001 - no spec, or one that cannot say itself
-        return {}
-    return json.loads(json.dumps(d, default=str)) if isinstance(d, dict) else {}
-
-
-def _describe(kind: str, results: dict[str, Any]) -> tuple[list[str], str, Any]:
-    """(model labels, one headline, the spec) of a non-audit run's results."""
-    r = next(iter(results.values()))
-    if kind == "battery":
-        clean = r.clean()
-        return (
-            [model_label(r.spec.model)],
-            f"{clean.er.n} items, clean error rate {clean.er.value:.2f}, {len(r.attacks())} attack settings",
-            r.spec,
-        )
-    if kind == "sensitivity":
-        return (
-            [model_label(m) for m in r.spec.models],
-            f"{len(r.perturbations)} comparisons in {len(r.studies)} studies",
-            r.spec,
-        )
-    parsed = sum(r.parsed_total(m) for m in r.models)
-    return (
-        list(r.models),
-        f"{len(r.models)} simulators, {parsed:,} answers read" + (f" ({r.error})" if r.error else ""),
-        None,
-    )
-
-
 # the forms' tables (perturbation rows) kept with a run besides the w_* widget values
 FORM_TABLES = ("perturbations", "roc_table")
 
@@ -596,18 +571,73 @@ def form_snapshot() -> dict[str, Any]:
     return {"values": values, "tables": tables, "names": dict(state.page_names())}
 
 
+UNFINISHED_FILE = "dashboard_unfinished.json"
+"""In ``$DBPA_HOME``: the form of a run that was started and did not finish (stopped, or
+the tab closed), until a run finishes; a reloaded dashboard shows that form again."""
+
+
+def _unfinished_path() -> Path:
+    from dbpa_core.home import dbpa_home
+
+    return dbpa_home() / UNFINISHED_FILE
+
+
+def save_unfinished(key: str) -> None:
+    """Keep the form of the run of page ``key`` that starts now (cleared when it finishes):
+    a reload after Stop then shows the stopped run's form (its k, its models) and says
+    that it was stopped. A failure to write is logged, never shown."""
+    from dbpa_core.home import ensure_home
+
+    path = _unfinished_path()
+    try:
+        ensure_home(path.parent)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps({"page": key, "form": form_snapshot()}, default=str), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        log.error("could not keep the form of the run in %s: %s", path, exc)
+
+
+def clear_unfinished() -> None:
+    """A run finished (or failed): no stopped run to show after a reload."""
+    try:
+        _unfinished_path().unlink(missing_ok=True)
+    except OSError as exc:
+        log.error("could not remove %s: %s", _unfinished_path(), exc)
+
+
+def unfinished() -> tuple[str, dict[str, Any]] | None:
+    """``(page, form)`` of the run that was stopped last, or None (none, or unreadable)."""
+    try:
+        data = json.loads(_unfinished_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("page"), str)
+        or not isinstance(data.get("form"), dict)
+    ):
+        return None
+    return data["page"], data["form"]
+
+
 def restore_session() -> None:
     """A fresh session (a reload, a new tab): the form of the newest run recorded from the
-    dashboard, and each page's newest results, back from the history. Whatever cannot be
-    read back is skipped (the page then starts as new)."""
+    dashboard, and each page's newest results, back from the history; then, when a run was
+    stopped after those, its form, and its page says that it was stopped. Whatever cannot
+    be read back is skipped (the page then starts as new)."""
     ss = st.session_state
+    stopped = unfinished()
     try:
         history = state.history()
         last = history.last_runs()
     except Exception as exc:  # noqa: BLE001 - a reload must open whatever the history says
         log.error("history: %s", exc)
-        return
+        last = {}
     form = next((f for _id, _kind, f in last.values() if f), None)
+    if stopped is not None:
+        page, form = stopped
+        ss[f"_{page}_running"] = True  # its page says "The last run was stopped"
     if form:
         apply_form(form)
     for page, (run_id, kind, _form) in last.items():

@@ -182,6 +182,11 @@ def apply_spec(spec: AuditSpec, page: str) -> list[str]:
         ss["roc_table"] = pd.DataFrame(rows_of(spec), columns=presets.COLUMNS)
         ss["roc_table_version"] = ss.get("roc_table_version", 0) + 1
         _set("w_roc_models", [labels[0]])
+    elif page == "suite":
+        from . import suite_builder
+
+        suite_builder.put_spec(spec, checks=False)
+        _set("w_suite_model", labels[0])
     elif page == "models":
         _set("w_models_prompt", spec.base_prompt)
         _set("w_models_reference", labels[0])

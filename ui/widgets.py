@@ -17,7 +17,7 @@ from dbpa_core.fmt import size_cell as size_cell  # shared with the command line
 from dbpa_core.measures import DEFAULT_MEASURE, MEASURES, NULLS
 from dbpa_core.multitest import METHODS
 
-from . import export, state, verdicts
+from . import access, export, state, verdicts
 from .figures import fmt_effect, fmt_p, fmt_rate, resolution
 from .nav import PAGES, ROOT
 
@@ -42,8 +42,10 @@ def page_setup(settings: str = "audit") -> None:
 
     Done by the page (not by app.py) so that a page is the same when Streamlit runs
     it on its own: when its URL is opened directly (a ``pages/`` folder makes
-    Streamlit serve each file), and in AppTest after ``switch_page``.
+    Streamlit serve each file), and in AppTest after ``switch_page``. The access gate
+    (:func:`ui.access.gate`) comes before everything: without the token no page renders.
     """
+    access.gate()
     st.set_page_config(page_title="dbpa — LLM robustness audits", page_icon="📊", layout="wide")
     st.html(f"<style>{(ROOT / 'assets' / 'style.css').read_text()}</style>")
     st.logo(str(ROOT / "assets" / "logo.svg"), size="large")
@@ -233,6 +235,9 @@ def results_table(result: AuditResult) -> pd.DataFrame:
         }
         if delta is not None:
             row[f"> δ = {delta:g}"] = bool(p.exceeds_min_effect)
+        if p.sequential is not None:  # sequential sampling: the answers it used, and why
+            row["answers per arm"] = p.samples_used
+            row["stopped"] = p.sequential.reason
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -360,6 +365,15 @@ def show_results_table(result: AuditResult, *, key: str, sentence: bool = True) 
         "p means this sample could not show a change. ω has no fixed zero: read 'ω above "
         "chance', about 0 when nothing changed." + notes
     )
+    stopped = [f"{p.name}: {p.sequential.statement}." for p in result.perturbations if p.sequential]
+    if stopped:
+        st.caption(
+            md_escape(
+                "Sequential sampling: the answers were drawn in rounds and each test stopped once "
+                "its verdict was settled; p (raw) is the sequential p-value, valid however many "
+                "looks were taken. " + " ".join(stopped)
+            )
+        )
 
 
 def table_height(rows: int) -> int | str:

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..backends import GenerationParams
+from ..backends import GenerationParams, SampleRequest
 from ..cache import Cache
 from ..fmt import table
 from ..multitest import multiple_testing
@@ -76,6 +76,7 @@ from .text import AttackedText, attack_texts, derive_seed, highlight_segments
 if TYPE_CHECKING:
     from ..backends.base import SampleRequest
     from ..sampling import SampleRecord
+
 
 RTI_RHOS = tuple(round(0.1 * i, 1) for i in range(1, 11))
 RTI_AHEAD = 16  # prompts a round of RTI fills with the next ρ levels on a batching model
@@ -275,23 +276,50 @@ def rti_queries(spec: BatterySpec, items: Sequence[Item], op: str, rho: float) -
     return attack_queries(spec, items, AttackConfig("word", RTI_RHOS, op), rho, kind="rti")
 
 
+@dataclass(frozen=True)
+class BatteryRequest:
+    """One sample a battery may ask its model for: ``part`` is 'answers' (clean, attacked,
+    re-instructed, re-ordered), 'rti' (a round of RTI whose prompt is not already an
+    answer's) or 'curve' (a sample of the robustness curve)."""
+
+    part: str
+    prompt: str
+    request: SampleRequest
+
+
+def battery_requests(spec: BatterySpec) -> list[BatteryRequest]:
+    """Every sample a battery spec may ask for, each once: the one list that the estimate
+    (:func:`estimate_battery`), the Batch API job (:func:`dbpa_core.batch.battery_jobs`)
+    and the replay check (:func:`prompts_needed`) read. RTI counts every round of ρ, an
+    upper bound (an item stops at the ρ where its answer changes); an attack that changed
+    nothing reuses the clean answer."""
+    p = plan(spec)
+    answers = dict.fromkeys(q.prompt for k in ("clean", "attack", "instruction", "order") for q in p[k])
+    out = [BatteryRequest("answers", x, answer_request(spec, x)) for x in answers]
+    rti = dict.fromkeys(
+        q.prompt
+        for op in spec.rti
+        for rho in RTI_RHOS
+        for q in rti_queries(spec, spec.items, op, rho)
+        if q.changed and q.prompt not in answers
+    )
+    out += [BatteryRequest("rti", x, answer_request(spec, x)) for x in rti]
+    if spec.curve is not None:
+        for x in dict.fromkeys(q.prompt for q in p["curve"]):
+            out += [BatteryRequest("curve", x, r) for r in curve_requests(spec, x)]
+    return out
+
+
 def prompts_needed(spec: BatterySpec) -> dict[str, int]:
     """Every prompt the battery may send, with the number of samples it may ask of it
-    (one answer; ``samples`` for a prompt of the robustness curve). RTI counts every round
-    of ρ, an upper bound: a replay model must hold all of them to be sure to answer."""
-    p = plan(spec)
+    (one answer; ``samples`` for a prompt of the robustness curve), from
+    :func:`battery_requests`: a replay model must hold all of them to be sure to answer."""
+    per: dict[tuple[str, str], int] = {}
+    for r in battery_requests(spec):
+        per[(r.part, r.prompt)] = per.get((r.part, r.prompt), 0) + 1
     need: dict[str, int] = {}
-    for kind in ("clean", "attack", "instruction", "order"):
-        for q in p[kind]:
-            need[q.prompt] = max(need.get(q.prompt, 0), 1)
-    for op in spec.rti:
-        for rho in RTI_RHOS:
-            for q in rti_queries(spec, spec.items, op, rho):
-                if q.changed:  # an attack that changed nothing reuses the clean answer
-                    need[q.prompt] = max(need.get(q.prompt, 0), 1)
-    if spec.curve is not None:
-        for q in p["curve"]:
-            need[q.prompt] = max(need.get(q.prompt, 0), len(curve_requests(spec, q.prompt)))
+    for (_part, prompt), n in per.items():
+        need[prompt] = max(need.get(prompt, 0), n)
     return need
 
 
@@ -302,37 +330,24 @@ def estimate_battery(spec: BatterySpec, *, cache: Cache | None = None) -> dict[s
     prompts that repeat (an attack that changed no word is the clean prompt) and
     answers already cached are not counted.
     """
-    p = plan(spec)
-    answer_prompts = list(
-        dict.fromkeys(q.prompt for k in ("clean", "attack", "instruction", "order") for q in p[k])
-    )
-    rti_prompts = list(
-        dict.fromkeys(
-            q.prompt for op in spec.rti for rho in RTI_RHOS for q in rti_queries(spec, spec.items, op, rho)
-        )
-    )
-    asked = set(answer_prompts)
-    rti_prompts = [x for x in rti_prompts if x not in asked]
-    curve_prompts = list(dict.fromkeys(q.prompt for q in p["curve"]))
-
     tokens = prompt_token_counter(
         spec.model, system_prompt=spec.system_prompt, cache_dir=cache.directory if cache is not None else None
     )
+    requests = battery_requests(spec)
 
-    def count(prompts: Sequence[str], reqs_of: Callable[[str], list[SampleRequest]]) -> tuple[int, int, int]:
+    def count(part: str) -> tuple[int, int, int]:
         calls = cached = in_tok = 0
-        for prompt in prompts:
-            for r in reqs_of(prompt):
-                if is_cached(cache, spec.model, r):
-                    cached += 1
-                else:
-                    calls += 1
-                    in_tok += tokens(prompt)  # as the model reads it
+        for r in requests:
+            if r.part != part:
+                continue
+            if is_cached(cache, spec.model, r.request):
+                cached += 1
+            else:
+                calls += 1
+                in_tok += tokens(r.prompt)  # as the model reads it
         return calls, cached, in_tok
 
-    a = count(answer_prompts, lambda x: [answer_request(spec, x)])
-    r = count(rti_prompts, lambda x: [answer_request(spec, x)])
-    c = count(curve_prompts, lambda x: curve_requests(spec, x)) if spec.curve else (0, 0, 0)
+    a, r, c = count("answers"), count("rti"), count("curve")
     out_tok = (a[0] + r[0]) * spec.max_tokens + (c[0] * _curve_params(spec).max_tokens if spec.curve else 0)
     name = spec.model.get("name", "") if spec.model.get("backend") == "openai" else ""
     price = price_of(name, spec.prices) if name else {"input": 0.0, "output": 0.0}
@@ -1374,6 +1389,7 @@ __all__ = [
     "RTI_RHOS",
     "AnswerRecord",
     "AttackRow",
+    "BatteryRequest",
     "BatteryResult",
     "ConsistencyRow",
     "CurveRow",
@@ -1382,6 +1398,7 @@ __all__ = [
     "answer_positions",
     "attack_queries",
     "attack_query",
+    "battery_requests",
     "estimate_battery",
     "highlighted_html",
     "needs_wordnet",

@@ -1633,11 +1633,21 @@ def parse_item(
             f"{where}: unknown field(s) {', '.join(unknown)} (allowed: {', '.join(sorted(allowed))})"
         )
     q = obj.get("question")
+    if "question" not in obj:
+        raise ItemsError(f"{where}: missing 'question' (the question the options answer); add it")
     if not isinstance(q, str) or not q.strip():
         raise ItemsError(f"{where}: 'question' must be non-empty text")
     for key in ("instruction", "passage", "dataset"):
         if key in obj and obj[key] is not None and not isinstance(obj[key], str):
             raise ItemsError(f"{where}: '{key}' must be text")
+    for key in ("instruction", "passage", "question"):
+        size = len(obj.get(key) or "")
+        if size > MAX_FIELD_CHARS:
+            raise ItemsError(
+                f"{where}: '{key}' has {size:_} characters, over the limit of {MAX_FIELD_CHARS:_} "
+                "(about 25,000 tokens: more than most models read, and every attack rewrites "
+                "it word by word); shorten it or leave the item out"
+            )
     if "answer" not in obj or obj["answer"] is None or str(obj["answer"]).strip() == "":
         raise ItemsError(f"{where}: missing 'answer' (a letter or the exact text of the right option)")
     item_id = str(obj.get("id") if obj.get("id") is not None else default_id)
@@ -1722,6 +1732,7 @@ def _json_file(text: str, source: str, kind: type, message: str) -> Any:
     return data
 
 
+MAX_FIELD_CHARS = 100_000  # an item's passage, question or instruction
 _ITEM_KEYS = {"id", "instruction", "passage", "question", "options", "answer", "dataset", "answer_type"}
 _SIBLINGS = re.compile(r"^(s1|s2|labels)\.(\w+)$")
 # fields of other question-answering data sets (SQuAD-like, NQ, TriviaQA...): a file with
@@ -1825,7 +1836,8 @@ def detect_format(path: str | os.PathLike, text: str | None = None) -> str:
                 "a JSON object whose first entry has "
                 + (_describe(first) if isinstance(first, dict) else f"a {type(first).__name__}"),
             )
-        first_line = head.split("\n", 1)[0]
+        # the whole first line (a long passage may run past ``head``)
+        first_line = text.lstrip("\ufeff \t\r\n").split("\n", 1)[0]
         try:
             obj = json.loads(first_line)
         except (json.JSONDecodeError, RecursionError):
@@ -1871,6 +1883,8 @@ def detect_format(path: str | os.PathLike, text: str | None = None) -> str:
             )
         ):
             return "jsonl"  # ours (a missing or misspelt field is named by the item check)
+        if keys <= _ITEM_KEYS and {"options", "answer"} & keys:
+            return "jsonl"  # ours without its question: the item check names what is missing
         raise _cannot_place(source, f"JSON lines with the fields {_describe(keys)}")
     header = _csv_header(head.split("\n", 1)[0])
     cols = {h.lower() for h in header}
@@ -1984,6 +1998,14 @@ def parse_items_text(
         raise ItemsError(f"{source}: nested too deeply to read") from None
     if not items:
         raise ItemsError(f"{source}: no items found (read as {fmt})")
+    for item in items:  # every format's items (ours are checked line by line already)
+        for key in ("passage", "question", "instruction"):
+            size = len(getattr(item, key))
+            if size > MAX_FIELD_CHARS:
+                raise ItemsError(
+                    f"{source}: item {item.id}'s {key} has {size:_} characters, over the limit of "
+                    f"{MAX_FIELD_CHARS:_} (about 25,000 tokens); shorten it or leave the item out"
+                )
     ids = [(it.dataset, it.id) for it in items]
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)

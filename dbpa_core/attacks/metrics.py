@@ -37,6 +37,8 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from ..intervals import wilson_interval
+
 Answer = int | None
 
 
@@ -67,22 +69,6 @@ class Rate:
             "count": self.count,
             "unparsed": self.unparsed,
         }
-
-
-def wilson_interval(count: int, n: int, *, confidence: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval of a binomial proportion (NaN, NaN when ``n == 0``)."""
-    if n < 0 or not 0 <= count <= max(n, 0):
-        raise ValueError(f"`count` must lie in [0, n]; got count={count}, n={n}.")
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"`confidence` must lie in (0, 1), got {confidence!r}.")
-    if n == 0:
-        return float("nan"), float("nan")
-    z = float(stats.norm.ppf(0.5 + confidence / 2))
-    p = count / n
-    den = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / den
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def _rate(count: int, n: int, unparsed: int, count_parsed: int, n_parsed: int, confidence: float) -> Rate:

@@ -27,6 +27,7 @@ import json
 import logging
 import math
 import random
+import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
@@ -201,7 +202,8 @@ class OpenAIClientSettings:
         return f"{u.scheme}://{netloc}{u.path.rstrip('/')}"
 
     def api_key(self) -> str:
-        """The key: given in memory, else from ``api_key_env``. Self-hosted servers
+        """The key: given in memory, else from ``api_key_env`` (in the dashboard, only for a
+        server allowed on the machine: :mod:`dbpa_core.keyhosts`). Self-hosted servers
         (vLLM, Ollama, llama.cpp) often need none, so an unset variable is an error
         only for api.openai.com; elsewhere a placeholder is sent and a 401 answer
         says which variable to set."""
@@ -212,6 +214,12 @@ class OpenAIClientSettings:
         if self.api_key_env:
             key = os.environ.get(self.api_key_env)
             if key:
+                from ..keyhosts import env_key_allowed, refusal
+
+                # in the dashboard, an environment key goes only to servers allowed on
+                # the machine: a model added there may point anywhere
+                if not env_key_allowed(self.base_url):
+                    raise AuthError(refusal(self.api_key_env, self.base_url))
                 return key
             if "api.openai.com" in self.host:
                 raise AuthError(
@@ -363,7 +371,11 @@ class OpenAIClientSettings:
                 timed_out = isinstance(exc, (TimeoutError, openai.APITimeoutError)) or (
                     isinstance(exc, _Transport) and exc.timeout
                 )
-                if attempt >= self.max_retries:
+                unreachable = _unreachable(exc)
+                # nothing reached the server (refused, unknown host): one quick second
+                # try, not the patience a busy server gets
+                limit = min(self.max_retries, CONNECT_RETRIES) if unreachable else self.max_retries
+                if attempt >= limit:
                     raise self._final_error(exc, what, attempt + 1, timed_out) from None
                 delay = min(self.backoff_max, self.backoff_base * 2**attempt)
                 delay *= random.uniform(0.5, 1.0)  # jitter: retries of many tasks spread out
@@ -408,8 +420,9 @@ class OpenAIClientSettings:
                 f"(last: {clean_text(exc, 150)}); nothing was cached, a later run asks again."
             )
         if isinstance(exc, (openai.APIConnectionError, _Transport)):
+            why = _unreachable(exc) or type(exc).__name__
             return ServerUnavailableError(
-                f"Cannot reach {self.host} after {_tries(tries)} ({type(exc).__name__}). Is the "
+                f"Cannot reach {self.host} after {_tries(tries)} ({why}). Is the "
                 "server running and the base_url right?"
             )
         status = getattr(exc, "status_code", None)
@@ -417,6 +430,33 @@ class OpenAIClientSettings:
             f"{self.host} kept failing the {what} request after {_tries(tries)} "
             f"(last: {status or type(exc).__name__} {_server_message(exc)[:200]})."
         )
+
+
+def _unreachable(exc: BaseException) -> str | None:
+    """Why a request reached no server at all, in a few words (``connection refused``,
+    ``host not found``, ``could not connect``), or None when it did reach one (or timed
+    out, or the connection dropped). Read from the chain of causes: the HTTP library's
+    ``ConnectError`` (whichever httpx the SDK carries) and the socket error under it."""
+    import openai
+
+    if not isinstance(exc, openai.APIConnectionError) or isinstance(exc, openai.APITimeoutError):
+        return None
+    chain: list[BaseException] = []
+    inner: BaseException | None = exc.__cause__ or exc.__context__
+    while inner is not None and len(chain) < 16:
+        chain.append(inner)
+        inner = inner.__cause__ or inner.__context__
+    if not any(type(e).__name__ == "ConnectError" for e in chain):
+        return None
+    if any(isinstance(e, ConnectionRefusedError) for e in chain):
+        return "connection refused"
+    if any(isinstance(e, socket.gaierror) for e in chain):
+        return "host not found"
+    return "could not connect"
+
+
+CONNECT_RETRIES = 1
+"""Retries of a request that reached no server (connection refused, unknown host)."""
 
 
 def _tries(n: int) -> str:

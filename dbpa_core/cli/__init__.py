@@ -13,7 +13,7 @@
     dbpa history show ID | compare A B [--fail-on-change] | delete ID... --yes | upgrade
     dbpa report RUN_ID [RUN_ID ...] --out FILE.html|FILE.pdf
     dbpa scan MODEL_SPEC --out DIR [--estimate]
-    dbpa ui [STREAMLIT OPTIONS, e.g. --server.port 8600]
+    dbpa ui [--share] [--allow-key-host URL] [STREAMLIT OPTIONS, e.g. --server.port 8600]
 
 Global options, before or after the command: ``--cache-dir DIR`` (``$DBPA_CACHE_DIR``),
 ``--home DIR`` (``$DBPA_HOME``), ``--quiet`` (no progress bars).
@@ -31,7 +31,9 @@ control perturbation changed the answers detectably, a target did not, an answer
 ``--max-asr``: an attack's success rate was above it; ``history compare --fail-on-change``:
 a verdict changed between the two runs), 2 a mistake in the spec, the arguments or the
 setup (an unwritable ``--out`` or ``--junit``, a damaged cache), 3 a backend failure (key,
-server, model, malformed answers), 130 stopped. A command that needs an optional extra
+server, model, malformed answers), 130 stopped by Ctrl-C (SIGINT), 143 stopped by SIGTERM
+(one line, which says whether the results were written; answers received so far are cached,
+so the same command resumes). A command that needs an optional extra
 that is not installed (``local``: the embedded model; ``app``: the dashboard) says which
 in one line and exits 2. ``--junit FILE`` writes a JUnit XML report
 (:mod:`dbpa_core.junit`) for CI.
@@ -77,7 +79,7 @@ from . import (
     sensitivity,
     ui,
 )
-from .common import global_options, run_guarded, subparsers
+from .common import global_options, run_guarded, signals_handled, stopped, subparsers
 
 COMMANDS = (audit, estimate, attack, fidelity, schema, cache, sensitivity, import_, history, report, scan, ui)
 """The command modules, in the order ``dbpa --help`` lists them."""
@@ -113,10 +115,17 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one ``dbpa`` command; its exit code. SIGINT and SIGTERM are handled here, once
+    for every command (:func:`.common.signals_handled`): one line, exit 130 or 143."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    args = _parse(argv)
-    return run_guarded(args.func, args)
+    with signals_handled(keep_after=argv is None) as state:
+        try:
+            args = _parse(argv)
+            state.code = run_guarded(args.func, args)
+        except KeyboardInterrupt as exc:  # before run_guarded: while parsing or importing
+            state.code = stopped(exc)
+        return state.code
 
 
 __all__ = ["COMMANDS", "build_parser", "main"]

@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING
 
 from .common import (
     add_allow_key_env,
-    add_junit,
+    add_gates,
     add_no_history,
     add_progress_options,
+    finish,
     gates,
     open_cache,
     progress_bars,
-    record_result_in_history,
-    report,
+    record_run_in_history,
     write_results,
 )
 
@@ -53,7 +53,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )
     add_no_history(k, "battery")
     add_progress_options(k)
-    add_junit(k, "attack and rho")
+    add_gates(k, "attack and rho")
     add_allow_key_env(k)
     return k
 
@@ -66,18 +66,19 @@ def run(args: argparse.Namespace) -> int:
     from ..attacks.spec import load_attack_spec
     from ..attacks.wordnet import WordNetMissing
     from ..batch import battery_batch_cost
-    from ..junit import battery_suites
     from ..outputs import check_out_dir
     from ..sampling import RunCancelled
-    from ..spec import model_label
 
     if args.max_asr is not None and not 0.0 <= args.max_asr <= 1.0:
         print(f"error: --max-asr {args.max_asr:g}: give a share between 0 and 1 (e.g. 0.2).", file=sys.stderr)
         return 2
     spec = load_attack_spec(args.spec, allow_key_env=args.allow_key_env)
+    fail_on: frozenset[str] = frozenset()
     if not args.estimate:
-        if gates(args) is None:
+        found = gates(args)
+        if found is None:
             return 2
+        fail_on = found
         check_out_dir(args.out)  # before any paid call
     if args.estimate:
         from ..attacks.leaks import leak_notes, option_leaks
@@ -106,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
             rc = _batch(spec, cache, bars)
             if rc is not None:
                 return rc
+            bars.close()  # the batch stage's
             bars = progress_bars(args)
         result = run_battery(spec, cache=cache, progress=bars)
     except RunCancelled as exc:
@@ -125,18 +127,11 @@ def run(args: argparse.Namespace) -> int:
     for w in result.warnings:
         print(f"note: {w}", file=sys.stderr)
     print("wrote " + ", ".join(paths))
-    clean = result.clean()
-    record_result_in_history(
-        args,
-        "battery",
-        {"battery": result},
-        title=spec.name,
-        models=[model_label(spec.model)],
-        headline=f"{clean.er.n} items, clean error rate {clean.er.value:.2f}, "
-        f"{len(result.attacks())} attack settings",
-        spec=spec,
-    )
-    return report(args, battery_suites(result, max_asr=args.max_asr), frozenset())
+    from ..runs import BatteryRun
+
+    run = BatteryRun(spec.name, tuple(result.warnings), batteries={"battery": result}, max_asr=args.max_asr)
+    record_run_in_history(args, run)
+    return finish(args, run, fail_on)
 
 
 def _batch(spec: BatterySpec, cache: Cache, bars: Bars) -> int | None:

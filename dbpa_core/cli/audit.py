@@ -5,28 +5,32 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..fmt import SIZE_LEGEND, fmt_p, size_cell, table
 from .common import (
     add_allow_key_env,
-    add_junit,
+    add_gates,
     add_progress_options,
+    finish,
     gates,
     open_cache,
     progress_bars,
-    record_in_history,
+    record_run_in_history,
     report,
     spec_warnings,
     write_results,
 )
 
 if TYPE_CHECKING:
-    from ..audit import AuditResult
+    from ..audit import PerturbationResult
     from ..cache import Cache
     from ..spec import AuditSpec
-    from ..suite import SuiteResult
     from .common import Bars
+
+
+if TYPE_CHECKING:
+    from ..audit import AuditResult
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -34,22 +38,6 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     a.add_argument("spec", metavar="SPEC_FILE")
     a.add_argument("--out", default="dbpa-results", help="output folder (default: dbpa-results)")
     a.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
-    a.add_argument(
-        "--fail-on-control",
-        action="store_true",
-        help="exit 1 when a control perturbation changed the answers detectably "
-        "(for CI; the same "
-        "as --fail-on control)",
-    )
-    a.add_argument(
-        "--fail-on",
-        action="append",
-        default=[],
-        metavar="KINDS",
-        help="exit 1 when any of these fails (comma-separated, repeatable): control "
-        "(a control perturbation changed the answers detectably), target (a "
-        "target did not), check (an answer check changed detectably)",
-    )
     add_progress_options(a)
     a.add_argument(
         "--no-history", action="store_true", help="do not record this audit in the run history ($DBPA_HOME)"
@@ -60,7 +48,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="send the uncached calls of OpenAI-compatible models as one Batch API "
         "job (half price, answers within 24 h; a stopped run picks the job up again)",
     )
-    add_junit(a, "perturbation and answer check")
+    add_gates(a, "perturbation and answer check (a suite: per case x perturbation, pooled verdict and check)")
     add_allow_key_env(a)
     return a
 
@@ -70,6 +58,8 @@ def results_table(result: AuditResult) -> str:
     delta = result.spec.min_effect
     head: tuple[str, ...] = ("name", "role", "omega", "chance", "above", "p", "p_adj", "", "verdict", "size")
     head += (f"> {delta:g}",) if delta is not None else ()
+    seq = result.spec.sequential_sampling is not None
+    head += ("k", "stopped") if seq else ()
     rows = []
     for p in result.perturbations:
         row: tuple[str, ...] = (
@@ -86,11 +76,23 @@ def results_table(result: AuditResult) -> str:
         )
         if delta is not None:
             row += ("yes" if p.exceeds_min_effect else "no",)
+        if seq:
+            row += (str(p.samples_used), p.sequential.reason if p.sequential else "-")
         rows.append(row)
     return table(rows, head)
 
 
-def verdict_word(p: Any) -> str:
+def sequential_text(result: AuditResult) -> str:
+    """With sequential sampling: the answers drawn against a fixed k, and why each test
+    stopped (one line each)."""
+    used = sum(len(a.texts) for a in (result.base, *result.arms))
+    most = (1 + len(result.arms)) * result.spec.samples
+    lines = [f"sequential sampling: {used} answers of at most {most} ({1 - used / most:.0%} fewer)"]
+    lines += [f"  {p.name}: {p.sequential.statement}" for p in result.perturbations if p.sequential]
+    return "\n".join(lines)
+
+
+def verdict_word(p: PerturbationResult) -> str:
     """'detectable' when the change is told apart from the model's own randomness
     (``p_adj <= alpha``), 'not shown' when it is not (which does not prove no change)."""
     return "detectable" if p.significant else "not shown"
@@ -108,13 +110,22 @@ def checks_text(result: AuditResult) -> str:
 def run(args: argparse.Namespace) -> int:
     from ..audit import AuditCancelled, check_out_dir, run_audit
     from ..backends.base import BackendError, clean_text
-    from ..junit import audit_suites, error_suites
+    from ..junit import error_suites
+    from ..runs import as_run
     from ..spec import load_spec
 
     fail_on = gates(args)
     if fail_on is None:
         return 2
     spec = load_spec(args.spec, allow_key_env=args.allow_key_env)
+    if args.batch and spec.sequential_sampling is not None:
+        print(
+            "error: --batch needs every request up front, and sequential_sampling decides each "
+            "round on the answers of the one before; run without --batch, or turn "
+            "sequential_sampling off to batch a fixed k.",
+            file=sys.stderr,
+        )
+        return 2
     check_out_dir(args.out)  # before any paid call
     cache = open_cache(args)
     cache.check()
@@ -127,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
         if rc is not None:
             return rc
     if spec.cases:  # a suite of cases
-        return run_suite_command(spec, args, cache, bars)
+        return run_suite_command(spec, args, cache, bars, fail_on)
     try:
         result = run_audit(spec, cache=cache, progress=bars)
     except AuditCancelled as exc:
@@ -161,8 +172,11 @@ def run(args: argparse.Namespace) -> int:
         f"\n{u['calls']} new calls, {u['cached_samples']} samples from the cache, "
         f"{u['seconds']:.1f} s. Correction: {spec.correction}, alpha = {spec.alpha}."
     )
+    if spec.sequential_sampling is not None:
+        print(sequential_text(result))
     print(
-        f"omega = {spec.measure}; chance = the omega chance alone gives at k = {spec.samples}; "
+        f"omega = {spec.measure}; chance = the omega chance alone gives at "
+        f"{'the k each test used' if spec.sequential_sampling is not None else f'k = {spec.samples}'}; "
         "above = omega - chance (about 0 when nothing changed)."
         + (
             f" '> {spec.min_effect:g}': above chance by more than the minimum effect of interest."
@@ -175,31 +189,23 @@ def run(args: argparse.Namespace) -> int:
         if w not in said:
             print(f"warning: {w}", file=sys.stderr)
     print("wrote " + ", ".join(paths))
-    if not args.no_history:
-        _record(spec, result, args)
-    return report(args, audit_suites(result, fail_on=fail_on), fail_on)
-
-
-def _record(spec: AuditSpec, result: AuditResult | SuiteResult, args: argparse.Namespace) -> None:
-    """Record an audit in the run history (see :func:`.common.record_in_history`)."""
     from ..spec import model_label
 
     job = model_label(spec.model) if spec.mode == "perturbation" else "model comparison"
-    record_in_history(
-        args,
-        lambda h, cache_dir, out_dir: h.record(
-            {job: result}, source="cli", title=spec.name, cache_dir=cache_dir, out_dir=out_dir
-        ),
-    )
+    run = as_run({job: result}, title=spec.name)
+    record_run_in_history(args, run)
+    return finish(args, run, fail_on)
 
 
-def run_suite_command(spec: AuditSpec, args: argparse.Namespace, cache: Cache, bars: Bars) -> int:
+def run_suite_command(
+    spec: AuditSpec, args: argparse.Namespace, cache: Cache, bars: Bars, fail_on: frozenset[str] = frozenset()
+) -> int:
     """``dbpa audit`` of a suite: run it, write the results, print the pooled table."""
     import os
     import uuid
 
     from ..sampling import RunCancelled
-    from ..suite import pooled_rows, run_suite
+    from ..suite import pooled_checks_rows, pooled_rows, run_suite
 
     os.makedirs(args.out, exist_ok=True)
     partial = os.path.join(args.out, f".responses.jsonl.{os.getpid()}-{uuid.uuid4().hex[:8]}.partial")
@@ -237,26 +243,36 @@ def run_suite_command(spec: AuditSpec, args: argparse.Namespace, cache: Cache, b
         "after the suite's correction; share changed: 1 - Storey's estimate of the share "
         "of unchanged cases."
     )
+    if result.pooled_checks:
+        rows = pooled_checks_rows(result)
+        print("\nAnswer checks pooled over the cases (each arm's rate over all its answers):")
+        print(table(rows[1:], rows[0]))
+        print(
+            f"+N?: answers that chose no option clearly (left out of the rate). "
+            f"p: the exact stratified test over the cases (Cochran-Mantel-Haenszel beyond "
+            f"its size; Fisher's combined test for lengths); p_adj: corrected across the pooled "
+            f"checks. The {len(result.checks)} per-case check rows are one family "
+            f"({spec.correction}), in checks.csv."
+        )
     print(
         f"{u.get('calls', 0)} new calls, {u.get('cached_samples', 0)} samples from the cache, "
         f"{u['seconds']:.1f} s."
     )
+    if spec.sequential_sampling is not None:
+        used: dict[str, list[int]] = {}
+        for t in result.tests:
+            used.setdefault(t["case"], []).append(t["samples_used"])
+        drawn = sum(max(ks) + sum(ks) for ks in used.values())
+        most = len(used) * (1 + len(spec.perturbations)) * spec.samples
+        print(
+            f"sequential sampling: {drawn} answers of at most {most} ({1 - drawn / max(1, most):.0%} "
+            "fewer); each test's k and why it stopped: samples_used, stop_reason in results.csv."
+        )
     for w in result.warnings:
         print(f"warning: {w}", file=sys.stderr)
     print("wrote " + ", ".join(paths))
-    if not args.no_history:
-        record_in_history(
-            args,
-            lambda h, cache_dir, out_dir: h.record_suite(
-                result, source="cli", title=spec.name, cache_dir=cache_dir, out_dir=out_dir
-            ),
-        )
-    changed = [
-        d["perturbation"] for d in result.pooled if d["role"] == "control" and d["significant"]
-    ]  # pooled over the cases, after the correction
-    if changed and args.fail_on_control:
-        print(
-            "FAIL: control perturbation(s) changed the answers across the cases: " + ", ".join(changed),
-            file=sys.stderr,
-        )
-    return 1 if changed and args.fail_on_control else 0
+    from ..runs import as_run
+
+    run = as_run(result, title=spec.name)  # its answers read from the responses.jsonl written
+    record_run_in_history(args, run)
+    return finish(args, run, fail_on)  # the gates read the pooled verdicts across the cases

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from ..fmt import table
 from .common import add_allow_key_env, open_cache, spec_warnings
@@ -18,6 +19,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from ..audit import estimate
     from ..batch import batch_cost
+    from ..reach import reachability
     from ..spec import load_spec
 
     spec = load_spec(args.spec, allow_key_env=args.allow_key_env)
@@ -49,7 +51,13 @@ def run(args: argparse.Namespace) -> int:
         f"<= {t['output_tokens']} output tokens, embeddings ~{t['embedding_tokens']} tokens; "
         f"estimated cost ${t['cost']:.4f}"
     )
-    if t["calls"] and batch_cost(est, spec) < t["cost"]:
+    if est.get("sequential"):
+        q = est["sequential"]
+        print(
+            f"{q['plan']}: between {q['best_calls']} calls (every test stops at the first look) "
+            f"and {q['worst_calls']} (every test runs to samples, as above)"
+        )
+    elif t["calls"] and batch_cost(est, spec) < t["cost"]:
         print(f"through the Batch API (dbpa audit --batch): ${batch_cost(est, spec):.4f}")
     if est["unknown_prices"]:
         print(
@@ -58,4 +66,25 @@ def run(args: argparse.Namespace) -> int:
             + " (add them under 'prices:' in the spec, $ per 1M tokens)"
         )
     print("Tokens are estimated at ~4 characters each; output is counted at max_tokens.")
+    for line in duration_lines(spec, est):
+        print(line)
+    print("\nreachability (the smallest p each test can return, at this k and correction):")
+    for line in reachability(spec).lines():
+        print(f"  {line}")
     return 0
+
+
+def duration_lines(spec: Any, est: dict[str, Any]) -> list[str]:
+    """How long the new answers of each local model take on this machine (measured on an
+    earlier run); nothing for a server's model."""
+    from ..backends.decoding import local_precision
+    from ..spec import model_label
+    from ..timings import duration_estimate
+
+    out = []
+    for model in spec.models:
+        calls = sum(r["calls"] for r in est["arms"] if r["model"] == model_label(model))
+        line = duration_estimate(model, calls, spec.max_tokens, local_precision())
+        if line:
+            out.append(line + (f" [{model_label(model)}]" if len(spec.models) > 1 else ""))
+    return out

@@ -16,11 +16,12 @@ with the file and line), 3 a backend failure, 130 stopped.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import warnings
 from typing import Any
 
-from .common import add_no_history, add_progress_options, open_cache, progress_bars
+from .common import add_gates, add_no_history, add_progress_options, gates, open_cache, progress_bars
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -109,7 +110,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="with --simulate: send the uncached "
         "answers of OpenAI-compatible models as one Batch API job (half price)",
     )
-    add_no_history(f, "simulation (--simulate runs are recorded)")
+    add_no_history(f, "analysis")
+    add_gates(f, "guarantee and pairwise comparison")
     add_progress_options(f)
     f.add_argument(
         "--allow-key-env",
@@ -146,6 +148,9 @@ def run(args: argparse.Namespace) -> int:
 
     if (args.data is None) == (args.simulate is None):
         print("error: give a data file (or 'sample'), or --simulate SPEC.yaml", file=sys.stderr)
+        return 2
+    fail_on = gates(args)
+    if fail_on is None:
         return 2
     settings: dict[str, Any] = {
         "loss": "tv",
@@ -194,6 +199,7 @@ def run(args: argparse.Namespace) -> int:
                 )
                 if rc is not None:
                     return rc
+                bars.close()  # the batch stage's
                 bars = progress_bars(args)
             try:
                 sim = run_simulation_spec(spec, cache=open_cache(args), progress=bars)
@@ -257,16 +263,12 @@ def run(args: argparse.Namespace) -> int:
     for w in result.warnings:
         print(f"note: {w}", file=sys.stderr)
     print("wrote " + ", ".join(paths))
-    if sim is not None:  # a simulation is recorded as the dashboard's Simulator fidelity page does
-        from .common import record_result_in_history
+    from ..runs import as_run
+    from .common import finish, record_run_in_history
 
-        parsed = sum(sim.parsed_total(m) for m in sim.models)
-        record_result_in_history(
-            args,
-            "fidelity",
-            {"simulation": sim},
-            title=spec.name,
-            models=list(sim.models),
-            headline=f"{len(sim.models)} simulators, {parsed:,} answers read",
-        )
-    return 0
+    # recorded with its analysis; a simulation as the Simulator fidelity page keys it
+    parts = {"simulation": sim, "analysis": result} if sim is not None else {"analysis": result}
+    title = spec.name if sim is not None else f"fidelity of {os.path.basename(str(args.data))}"
+    run = as_run(parts, title=title)
+    record_run_in_history(args, run)
+    return finish(args, run, fail_on)

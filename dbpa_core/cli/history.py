@@ -10,6 +10,7 @@ says why) when a check asked for on the command line fails; errors are
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections.abc import Sequence
@@ -17,6 +18,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .. import provenance
 from ..fmt import SIZE_LEGEND, fmt_p, size_cell, table
+
+if TYPE_CHECKING:
+    from ..runs import RunResult, Verdict
+
 
 if TYPE_CHECKING:
     from ..history import RunSummary
@@ -145,33 +150,75 @@ def _result_table(result: Any) -> str:
 
 
 def show_run(history: History, args: argparse.Namespace) -> str:
-    from ..history import where_responses_live
+    """One run of any kind, read through its :class:`~dbpa_core.runs.RunResult`: who ran it,
+    what came out (its headline and control gate), its settings, where its answers are,
+    its verdicts (an audit's table; a suite's pooled table; any other kind's verdicts)."""
+    from ..history import HistoryError, where_responses_live
 
     run: Run = history.get(args.id)
     s = run.summary
     extra = _kinds(history, [s])[s.id]
-    suite = history.suite(run.id) if extra["kind"] == "suite" else None
+    try:
+        result = history.load_run(run.id)
+    except HistoryError as exc:  # the summary is still shown; why the rest is not, in a line
+        result, why = None, str(exc)
     if getattr(args, "json", False):
         d = run.to_dict()
         d.update({k: v for k, v in _summary_dict(s, extra).items() if k != "audits"})
-        if suite:
-            d["suite"] = suite
-        return json.dumps(d, indent=2, ensure_ascii=False)
+        if result is not None:
+            d["responses"] = where_responses_live(run, answers=len(result.answers()), history=history.where)
+            d["verdicts"] = [_verdict_dict(v) for v in result.verdicts()]
+            d["checks"] = [dataclasses.asdict(c) for c in result.checks()]
+            payload = result.payload() if result.audit_results() is None else None
+            if isinstance(payload, dict) and isinstance(payload.get("suite"), dict):
+                d["suite"] = payload["suite"]
+        return json.dumps(d, indent=2, ensure_ascii=False, default=str)
     where = f", page {s.page}" if s.page else ""
     out = [f"run {s.id}: {s.title} ({s.source}{where}), {_when(s)} UTC, dbpa {s.tool_version}"]
     if s.user or s.host:
         out.append(f"run by {s.user or 'an unknown user'} on {s.host or 'an unknown machine'}")
-    if extra["kind"] not in ("audit", "suite"):
-        return "\n".join(out + _other_kind_lines(run, extra))
-    out += [f"settings: {_settings_line(run.settings)}", f"responses: {where_responses_live(run)}"]
-    if s.failed_controls:
+    if result is None:  # what the history's own record says of it, and why no more
+        label = KIND_NAMES.get(extra["kind"], extra["kind"])
+        models = ", ".join(extra["models"]) or "no model named"
+        out.append(f"{label} of {models}: {extra['headline'] or 'no summary was recorded'}")
+    else:
+        models = ", ".join(result.models()) or "no model named"
+        out.append(f"{result.label} of {models}: {result.headline() or 'no summary was recorded'}")
+    if "samples" in run.settings and "permutations" in run.settings:
+        out.append(f"settings: {_settings_line(run.settings)}")
+    else:
+        scalars = {
+            k: v
+            for k, v in run.settings.items()
+            if k != "signature" and isinstance(v, (str, int, float, bool)) and v != ""
+        }
+        if scalars:
+            out.append("settings: " + _short(", ".join(f"{k} = {v}" for k, v in scalars.items()), 300))
+    if run.seconds:
+        out.append(f"took {run.seconds:.1f} s")
+    if result is None:
+        out.append(f"its verdicts cannot be shown: {why}")
+        page = KIND_PAGES.get(extra["kind"])
+        if page:
+            out.append(
+                f"its tables and charts may still reopen on the dashboard's {page} page "
+                f"(`dbpa ui`, History, run {run.id})."
+            )
+        return "\n".join(out)
+    out.append(
+        f"responses: {where_responses_live(run, answers=len(result.answers()), history=history.where)}"
+    )
+    gate = result.gate()
+    if gate.failed:
         out.append(
             "CONTROL GATE: FAIL - control perturbation(s) changed the answers "
-            "detectably: " + ", ".join(s.failed_controls)
+            "detectably: " + ", ".join(gate.failed)
         )
-    elif s.control_gate == "pass":
+    elif gate.untestable:
+        out.append(f"control gate: NOT TESTABLE - {gate.why_untestable}")
+    elif gate.controls:
         out.append("control gate: pass - no control perturbation changed the answers detectably")
-    for job, r in run.audits.items():
+    for job, r in (result.audit_results() or {}).items():
         out += [
             "",
             f"== {job}: {r.spec.name} ({r.mode}) ==",
@@ -186,8 +233,14 @@ def show_run(history: History, args: argparse.Namespace) -> str:
             )
         for w in r.warnings:
             out.append(f"warning: {w}")
-    if suite is not None:
-        out += _suite_text(suite)
+    if result.audit_results() is None:
+        out += _verdict_lines(result)
+    page = result.page
+    if page:
+        out.append(
+            f"its tables and charts reopen on the dashboard's {page} page (`dbpa ui`, "
+            f"History, run {run.id}); `--json` gives this summary for scripts."
+        )
     if run.unreadable:
         out += [
             "",
@@ -198,52 +251,33 @@ def show_run(history: History, args: argparse.Namespace) -> str:
     return "\n".join(out)
 
 
-def _other_kind_lines(run: Run, extra: dict) -> list[str]:
-    """What ``show`` says of a battery, fidelity or sensitivity run: its kind, models and
-    headline, its scalar settings, and where its charts reopen."""
-    models = ", ".join(extra["models"]) or "no model named"
-    scalars = {
-        k: v
-        for k, v in run.settings.items()
-        if k != "signature" and isinstance(v, (str, int, float, bool)) and v != ""
-    }
-    out = [
-        f"{KIND_NAMES.get(extra['kind'], extra['kind'])} of {models}: "
-        f"{extra['headline'] or 'no summary was recorded'}"
-    ]
-    if scalars:
-        out.append("settings: " + _short(", ".join(f"{k} = {v}" for k, v in scalars.items()), 300))
-    if run.seconds:
-        out.append(f"took {run.seconds:.1f} s")
-    page = KIND_PAGES.get(extra["kind"])
-    if page:
-        out.append(
-            f"its tables and charts reopen on the dashboard's {page} page (`dbpa ui`, "
-            f"History, run {run.id}); `--json` gives this summary for scripts."
-        )
-    return out
+def _verdict_dict(v: Verdict) -> dict:
+    return {**dataclasses.asdict(v), "what": v.what}
 
 
-def _suite_text(suite: dict) -> list[str]:
-    """A recorded suite of cases: its size, its pooled table and its warnings."""
-    from ..suite import pooled_rows
-
-    spec = suite.get("spec") or {}
-    out = [
-        "",
-        f"== suite of {suite.get('cases')} cases x {len(suite.get('pooled') or [])} "
-        f"perturbations = {suite.get('n_tests')} tests, corrected together "
-        f"({suite.get('correction')}, alpha = {suite.get('alpha')}) ==",
-        f"base prompt: {_short(str((spec.get('base') or {}).get('prompt', '')), 100)}",
-    ]
-    if suite.get("pooled"):
-        rows = pooled_rows(list(suite["pooled"]))
-        out.append(table(rows[1:], rows[0]))
-    out += [f"warning: {w}" for w in suite.get("warnings") or ()]
-    out.append(
-        'one row per case x perturbation: `dbpa history show ID --json` ("suite": '
-        '"tests"), or the dashboard\'s Suite page'
-    )
+def _verdict_lines(result: RunResult) -> list[str]:
+    """The verdicts of a run kept as one result: one table per kind of verdict (a suite's
+    tests per case are counted, not listed: ``--json`` has them)."""
+    groups: dict[str, list] = {}
+    for v in result.verdicts():
+        groups.setdefault(v.kind, []).append(v)
+    out: list[str] = []
+    for kind, vs in groups.items():
+        if kind == "case":
+            out += ["", f'{len(vs)} tests, one per case x perturbation: `--json` ("verdicts") lists them']
+            continue
+        rows = [
+            (
+                v.part,
+                v.what,
+                fmt_p(v.p_value) if v.p_value is not None else "-",
+                fmt_p(v.p_adjusted) if v.p_adjusted is not None else "-",
+                _short(v.outcome, 90),
+            )
+            for v in vs
+        ]
+        out += ["", table(rows, ("part", "what", "p", "p_adj", "outcome"))]
+    out += [f"warning: {w}" for w in result.warnings]
     return out
 
 

@@ -30,12 +30,14 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .common import add_allow_key_env, add_progress_options, spec_warnings
+from .common import add_allow_key_env, add_gates, add_progress_options, finish, gates, spec_warnings
 
 if TYPE_CHECKING:
-    from ..attacks.battery import BatteryResult
+    from ..runs import RunResult
+
+
+if TYPE_CHECKING:
     from ..attacks.spec import BatterySpec
-    from ..audit import AuditResult
     from ..cache import Cache
     from ..report import RunSection
     from ..spec import AuditSpec
@@ -304,6 +306,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     s.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     add_progress_options(s)
     add_allow_key_env(s)
+    add_gates(s, "perturbation, answer check and attack")
     return s
 
 
@@ -324,10 +327,16 @@ def run(args: argparse.Namespace) -> int:
     """``dbpa scan``: 0 done, 2 a bad MODEL_SPEC or setup, 3 a backend failure (raised to
     the CLI), 130 stopped."""
     from ..attacks.wordnet import HINT, available
+    from ..backends.decoding import local_precision
     from ..cache import Cache
     from ..outputs import check_out_dir
+    from ..reach import reachability
     from ..spec import model_label
+    from ..timings import duration_estimate
 
+    fail_on = gates(args)
+    if fail_on is None:
+        return 2
     model = read_model(args.model, allow_key_env=args.allow_key_env)
     wordnet = available()
     audit, battery = build_specs(
@@ -345,9 +354,17 @@ def run(args: argparse.Namespace) -> int:
             f"note: {HINT} Until then the battery's word attacks and RTI only delete words.", file=sys.stderr
         )
     short = replay_shortfall(audit, battery)
+    reach = reachability(audit)
     if args.estimate:
         print(f"scan of {label}")
-        print(estimate_text(estimate_scan(audit, battery, cache)))
+        est = estimate_scan(audit, battery, cache)
+        print(estimate_text(est))
+        line = duration_estimate(model, est["totals"]["calls"], audit.max_tokens, local_precision())
+        if line:
+            print(line)
+        print("reachability of the audit (before any call):")
+        for text in reach.lines():
+            print(f"  {text}")
         if short:
             print(f"note: {short}", file=sys.stderr)
         return 0
@@ -356,6 +373,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     check_out_dir(args.out)  # before any call
     said = spec_warnings(audit)
+    if reach.untestable_controls:  # said before anything is called, never "passed" after
+        print(f"warning: {reach.lines()[-1]}", file=sys.stderr)
     print(
         f"scan of {label}: an audit ({len(PERSONAS)} personas as targets, "
         f"{len(NAME_SWAPS)} name swaps and the same prompt as controls, k = {audit.samples}, "
@@ -368,10 +387,19 @@ def run(args: argparse.Namespace) -> int:
     if not isinstance(results, list):
         return results
     audit_result, battery_result = results
-    ids = _record(args, label, audit_result, battery_result, cache)
+    from ..runs import AuditRun, BatteryRun, ScanRun
+
+    parts = (
+        AuditRun(f"scan of {label}: {AUDIT_NAME}", audits={label: audit_result}),
+        BatteryRun(f"scan of {label}: {BATTERY_NAME}", batteries={BATTERY_NAME: battery_result}),
+    )
+    ids = _record(args, parts, cache)
     if ids is None:
         return 2
-    return _write_report(ids, out, args.title or f"Scan of {label}")
+    rc = _write_report(ids, out, args.title or f"Scan of {label}")
+    if rc:
+        return rc
+    return finish(args, ScanRun(args.title or f"Scan of {label}", parts=parts), fail_on)
 
 
 def _run_parts(
@@ -388,15 +416,14 @@ def _run_parts(
     from ..attacks.battery import run_battery
     from ..audit import run_audit
     from ..sampling import RunCancelled
-    from .common import Bars
+    from .common import progress_bars
 
-    show = (not args.quiet and sys.stderr.isatty()) or args.progress
     done: list[Any] = []
     for part, go in (
         ("audit", lambda bars: run_audit(audit, cache=cache, progress=bars)),
         ("battery", lambda bars: run_battery(battery, cache=cache, progress=bars)),
     ):
-        bars = Bars(show)
+        bars = progress_bars(args)
         try:
             done.append(go(bars))
         except RunCancelled as exc:
@@ -420,53 +447,19 @@ def _run_parts(
     return done
 
 
-def _record(
-    args: argparse.Namespace,
-    label: str,
-    audit_result: AuditResult,
-    battery_result: BatteryResult,
-    cache: Cache,
-) -> list[int] | None:
-    """Record both runs in the run history (the report is built from it); their ids, or
-    None after one line saying why not."""
+def _record(args: argparse.Namespace, parts: Sequence[RunResult], cache: Cache) -> list[int] | None:
+    """Record both runs (the scan's audit and battery) in the run history (the report is
+    built from it); their ids, or None after one line saying why not."""
     import sqlite3
 
     from ..history import History, HistoryError
 
     out = Path(args.out).absolute()
-    cache_dir = cache.directory if not args.no_cache else None
-    b_clean = battery_result.clean()
-    headline = (
-        f"{b_clean.er.n} items, clean error rate {b_clean.er.value:.2f}, "
-        f"{len(battery_result.attacks())} attack settings"
-    )
-    settings = {
-        k: v
-        for k, v in battery_result.spec.to_dict().items()
-        if k not in ("model", "description", "template", "embedder")
-    }
+    cache_dir = (cache.where if cache.url else cache.directory) if not args.no_cache else None
     try:
         h = History()
         ids = [
-            h.record(
-                {label: audit_result},
-                source="cli",
-                title=f"scan of {label}: {AUDIT_NAME}",
-                cache_dir=cache_dir,
-                out_dir=out / "audit",
-            ),
-            h.record_result(
-                "battery",
-                {BATTERY_NAME: battery_result},
-                source="cli",
-                title=f"scan of {label}: {BATTERY_NAME}",
-                models=[label],
-                headline=headline,
-                settings=settings,
-                seconds=battery_result.usage.get("seconds"),
-                cache_dir=cache_dir,
-                out_dir=out / "battery",
-            ),
+            h.record_run(part, source="cli", cache_dir=cache_dir, out_dir=out / part.kind) for part in parts
         ]
     except (HistoryError, OSError, sqlite3.Error) as exc:
         print(
@@ -494,7 +487,7 @@ def summary_text(sections: Sequence[RunSection]) -> str:
         width = max((len(what) for what, _ in shown), default=0)
         lines += [f"  {what:<{width}}  {outcome}" for what, outcome in shown]
         if checks:
-            names = ", ".join(dict.fromkeys(v.what.split(" — ")[0] for v in checks))
+            names = ", ".join(dict.fromkeys(v.what.split(" / ")[0] for v in checks))
             changed = sum(v.flag == "changed" for v in checks)
             lines.append(
                 f"  answer checks ({names}): {changed} of {len(checks)} check x "

@@ -8,7 +8,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from ..fmt import table
-from .common import add_no_history, add_progress_options, open_cache, progress_bars
+from .common import add_gates, add_no_history, add_progress_options, gates, open_cache, progress_bars
 
 if TYPE_CHECKING:
     from ..sensitivity import SensitivityResult
@@ -41,6 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     s.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     add_no_history(s, "study")
     add_progress_options(s)
+    add_gates(s, "perturbation (whether its verdict holds in every setting)")
     return s
 
 
@@ -75,6 +76,9 @@ def run(args: argparse.Namespace) -> int:
     )
     from ..spec import load_spec
 
+    fail_on = gates(args)
+    if fail_on is None:
+        return 2
     spec = load_spec(args.spec)
     if spec.cases:
         print(
@@ -125,16 +129,9 @@ def run(args: argparse.Namespace) -> int:
     for w in result.warnings:
         print(f"warning: {w}", file=sys.stderr)
     print("wrote " + ", ".join(paths))
-    from ..spec import model_label
-    from .common import record_result_in_history
+    from ..runs import as_run
+    from .common import finish, record_run_in_history
 
-    record_result_in_history(
-        args,
-        "sensitivity",
-        {"sensitivity": result},
-        title=spec.name,
-        models=[model_label(m) for m in spec.models],
-        headline=f"{len(result.perturbations)} comparisons in {len(result.studies)} studies",
-        spec=spec,
-    )
-    return 0
+    run = as_run({"sensitivity": result}, title=spec.name)
+    record_run_in_history(args, run)
+    return finish(args, run, fail_on)

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .._validate import check_level
+from .._validate import big_number, check_level
 from ..fmt import fmt_pct, table
 from . import curve as cv
 from . import discrepancy as dz
@@ -54,6 +54,7 @@ from .sets import (
 
 if TYPE_CHECKING:
     from .plan import FidelityPlan
+
 
 CVAR_ALPHA = 0.1
 BAND_GRID = 201
@@ -776,6 +777,9 @@ ProgressFn = Callable[[Any], None]
 BASELINES = ("drawn", "exact")
 
 
+MAX_BASELINE_K = 10**9  # answers per question of the drawn uniform baseline
+
+
 def _iv_baseline(baseline: object, baseline_k: object, seed: object) -> None:
     if baseline not in BASELINES:
         raise ValueError(f"`baseline` must be one of {', '.join(BASELINES)}; got {baseline!r}.")
@@ -783,8 +787,16 @@ def _iv_baseline(baseline: object, baseline_k: object, seed: object) -> None:
         isinstance(baseline_k, bool) or not isinstance(baseline_k, (int, np.integer)) or baseline_k < 1
     ):
         raise ValueError(f"`baseline_k` must be a whole number >= 1, got {baseline_k!r}.")
+    if baseline_k is not None and baseline_k > MAX_BASELINE_K:
+        raise ValueError(
+            f"`baseline_k` must be <= {MAX_BASELINE_K:_}, got {big_number(baseline_k)}: the drawn "
+            "baseline counts its answers in 64-bit integers, and that many answers per question "
+            "carry no sampling noise left to match; use baseline='exact' for the noise-free 1/d."
+        )
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise TypeError(f"`seed` must be a whole number, got {seed!r}.")
+    if seed < 0:
+        raise ValueError(f"`seed` must be >= 0 (numpy's seeds are non-negative), got {seed}.")
 
 
 def _baseline(
@@ -912,9 +924,10 @@ def run_fidelity(
         ``exact`` is the noise-free 1/d. Without count columns (probabilities only) or
         under kl the exact one is used, with a note.
     baseline_k : int, optional
-        The drawn baseline's answers per question, in place of the simulators' k.
+        The drawn baseline's answers per question, in place of the simulators' k; in
+        [1, 10⁹].
     seed : int
-        Seed of the drawn baseline (``np.random.default_rng(seed)``).
+        Seed of the drawn baseline (``np.random.default_rng(seed)``), >= 0.
     progress : callable, optional
         Called with :class:`~dbpa_core.sampling.Progress` objects (stage ``analysis``).
 

@@ -35,7 +35,7 @@ from typing import overload
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .._validate import check_level
+from .._validate import big_number, check_level
 
 
 def _values(values: ArrayLike, name: str = "values") -> np.ndarray:
@@ -116,7 +116,7 @@ def cvar(values: ArrayLike, alpha: float = 0.1) -> float:
 
 def epsilon(alpha: float, m: int, eta: float) -> float:
     """``ε(α, m, η) = sqrt(2αℓ + (ℓ² + 4ℓ)/m) + (ℓ + 2)/sqrt(m) + sqrt(log(4/η)/2)``,
-    ``ℓ = log(2m/η)``."""
+    ``ℓ = log(2m/η)``; ``m`` in [2, 10¹²] (:data:`MAX_SCENARIOS`)."""
     a = check_level(alpha, "alpha")
     e = check_level(eta, "eta")
     m = _check_m(m)
@@ -134,9 +134,20 @@ def guaranteed_level(alpha: float, m: int, eta: float) -> float:
     return 1.0 - alpha - epsilon(alpha, m, eta) / math.sqrt(_check_m(m))
 
 
+MAX_SCENARIOS = 10**12  # m: every scenario is a question answered by real respondents
+
+
 def _check_m(m: object) -> int:
+    """m in [2, :data:`MAX_SCENARIOS`] (no study asks more questions; beyond it ``2m/η``
+    and ``ε`` would stop being exact floats long before)."""
     if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 2:
         raise ValueError(f"`m` (the number of scenarios) must be a whole number >= 2, got {m!r}.")
+    if m > MAX_SCENARIOS:
+        raise ValueError(
+            f"`m` (the number of scenarios) must be <= {MAX_SCENARIOS:.0e}, got {big_number(m)}: "
+            "every scenario is a question real respondents answered, and the guarantee is "
+            "already within 1e-5 of 1 - α there."
+        )
     return int(m)
 
 

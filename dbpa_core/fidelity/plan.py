@@ -45,6 +45,10 @@ from . import curve as cv
 if TYPE_CHECKING:
     from .analysis import FidelityResult
 
+
+if TYPE_CHECKING:
+    pass
+
 M_GRID = (100, 200, 500, 1000, 2000)
 REACHABLE = 0.8
 _SEARCH = tuple(sorted({int(round(x, -1)) for x in np.geomspace(20, 100_000, 160)} | set(M_GRID)))
@@ -200,8 +204,40 @@ def _chances(share: float, ms: Iterable[int], alpha: float) -> np.ndarray:
     return np.array([chance_at(share, int(m), alpha) for m in ms])
 
 
+MAX_PLAN_M = 1_000_000  # questions a plan may consider: its binomial sums hold m terms
+
+
+def _grid_iv(grid: object) -> tuple[int, ...]:
+    """``grid`` as whole numbers of questions in [1, :data:`MAX_PLAN_M`], or a ValueError
+    naming the bad one."""
+    from .._validate import check_int
+
+    if isinstance(grid, (str, bytes)) or not hasattr(grid, "__iter__"):
+        raise TypeError(
+            f"`grid` must be a sequence of whole numbers of questions, got {type(grid).__name__}."
+        )
+    out = tuple(
+        check_int(
+            m,
+            "grid",
+            1,
+            MAX_PLAN_M,
+            "the chance of a verdict at m questions sums m binomial terms (8 bytes each), and "
+            "no survey asks more",
+        )
+        for m in grid
+    )
+    if not out:
+        raise ValueError("`grid` is empty: give the numbers of questions to plan for.")
+    return out
+
+
 def plan_study(result: FidelityResult, *, grid: Sequence[int] = M_GRID) -> FidelityPlan:
-    """The plan of a finished analysis (:func:`~dbpa_core.fidelity.run_fidelity`)."""
+    """The plan of a finished analysis (:func:`~dbpa_core.fidelity.run_fidelity`).
+
+    ``grid``: the numbers of questions m to show the chance of a verdict at, each a whole
+    number in [1, 10⁶] (:data:`MAX_PLAN_M`)."""
+    grid = _grid_iv(grid)
     alpha, eta = result.alpha, result.eta
     level_ms = sorted({*grid, 50, 5000, 10000, result.m} - {1})
     levels = {m: cv.guaranteed_level(alpha, m, eta) for m in level_ms if m >= 2}

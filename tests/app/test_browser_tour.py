@@ -99,9 +99,17 @@ def test_a_tour_of_every_page(demo_url, browser):
     _wait_idle(page)
     _shot(page, "tour-fidelity", plot.first)  # the calibrated curves
 
+    # the Suite page: its example's recorded result at once, the verdict in words first
+    _open(page, f"{demo_url}/suite", lambda p: p.get_by_text("Recorded result"))
+    plot.first.wait_for(timeout=120_000)
+    _wait_idle(page)
+    assert "perturbations change the answers across the cases" in page.inner_text("body")
+    _shot(page, "tour-suite")
+    _shot(page, "tour-suite-results", page.get_by_text("Recorded result").first)
+    _shot(page, "tour-suite-heatmap", page.get_by_role("heading", name="Cases x perturbations").first)
+
     for url, name in (
         ("sensitivity", "tour-sensitivity"),
-        ("suite", "tour-suite"),
         ("history", "tour-history"),
         ("settings", "tour-settings"),
     ):

@@ -1,0 +1,306 @@
+"""Sequential sampling against a fixed k, on recorded real answers (issue 34's targets).
+
+Run: ``.venv/bin/python benchmarks/bench_sequential.py`` (several minutes; ``--quick`` for a
+smoke run). Reads ``assets/real_responses.jsonl`` (SmolLM2-135M answers to the NICE prompt:
+60 to the base prompt, 40 to each of eight persona prompts and to three near-nulls; recorded
+by ``assets/record_real_responses.py``) and embeds them with MiniLM (offline, cached in
+``$DBPA_CACHE_DIR``). Everything is simulated on the embeddings: no model is called. The
+audit's own pieces run: :func:`dbpa_core.sequential.run_rounds` with the default plan, the
+permutation test (energy-l2, the default measure) and the futility bound.
+
+* **calls and power** (the persona audit): one base and the eight personas, Holm at
+  α = .05 over the 8 tests, at most ``--max`` answers per arm. Each simulation draws the
+  order in which the answers arrive (the base's from its 60 without replacement, each
+  persona's 40 shuffled); the fixed-k audit tests all ``--max`` of them, the sequential one
+  draws round by round and stops each test by its rules. Calls = answers drawn (base
+  included). Targets: >= 40 % fewer calls, power within 0.02 of fixed k.
+* **false-positive rate, every look taken**: two disjoint groups of 20 answers to *one*
+  prompt (each of the 12 on-topic prompts in turn; a true null), p_seq at α = .05 with
+  every look taken (no stop), for the default plan (looks 10, 20) and a plan of four equal
+  looks (5, 10, 15, 20). Target: <= α + 2 SE over >= 2,000 simulations.
+* **futility**: the same nulls with ``min_effect`` δ (default 0.05, below every persona's
+  effect above chance); share of nulls stopped for futility at or before half the maximum.
+  Target: >= 80 %.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_measures import embed_arms, load_responses  # noqa: E402
+
+from dbpa_core.multitest import multiple_testing  # noqa: E402
+from dbpa_core.permutation import dbpa_test_similarity  # noqa: E402
+from dbpa_core.sequential import (  # noqa: E402
+    Plan,
+    SequentialSampling,
+    effect_upper_bound,
+    run_rounds,
+    sequential_p,
+    statistic_matrix,
+    stop_level,
+)
+from dbpa_core.similarity import cosine_similarity_matrix  # noqa: E402
+
+ALPHA = 0.05
+MEASURE = "energy-l2"
+PERMUTATIONS = 2000  # the spec's default B
+
+
+class Answers:
+    """Every recorded answer's embedding, their pooled similarity matrix, the arms."""
+
+    def __init__(self, path: Path) -> None:
+        arms = load_responses(path)
+        emb = embed_arms(arms)
+        self.role = {n: a["role"] for n, a in arms.items()}
+        names = list(arms)
+        self.index: dict[str, np.ndarray] = {}
+        start = 0
+        for n in names:
+            self.index[n] = np.arange(start, start + emb[n].shape[0])
+            start += emb[n].shape[0]
+        self.sim = cosine_similarity_matrix(np.vstack([emb[n] for n in names]).astype(np.float64))
+
+    def named(self, role: str) -> list[str]:
+        return [n for n, r in self.role.items() if r == role]
+
+    def test(self, x: np.ndarray, y: np.ndarray, b: int, seed: int, confidence: float | None = None):
+        """The audit's test of answers ``x`` (base) against ``y``, and the futility bound."""
+        idx = np.concatenate([x, y])
+        s = self.sim[np.ix_(idx, idx)]
+        r = dbpa_test_similarity(s, len(x), measure=MEASURE, n_permutations=b, rng=seed)
+        if confidence is None:
+            return r, None
+        upper = effect_upper_bound(
+            statistic_matrix(similarity=s, measure=MEASURE),
+            len(x),
+            measure=MEASURE,
+            effect_above_chance=r.effect_above_chance,
+            confidence=confidence,
+        )
+        return r, upper
+
+
+def persona_audit(data: Answers, *, sims: int, most: int, min_effect: float | None, seed: int) -> dict:
+    """Fixed k against sequential on the same draws: calls and Holm-corrected power."""
+    base = data.named("base")[0]
+    personas = data.named("persona")
+    m = len(personas)
+    plan = SequentialSampling().plan(most)
+    level = stop_level(ALPHA, "holm", m)
+    gen = np.random.default_rng(seed)
+    fixed_hits = seq_hits = 0
+    seq_calls = 0
+    stops: list[int] = []
+    for s in range(sims):
+        xb = gen.permutation(data.index[base])[:most]
+        ys = [gen.permutation(data.index[p])[:most] for p in personas]
+        fixed = [data.test(xb, y, PERMUTATIONS, s * 100 + i)[0].p_value for i, y in enumerate(ys)]
+        fixed_hits += int(multiple_testing(fixed, "holm", alpha=ALPHA).reject.sum())
+
+        def test(i: int, k: int, b: int, confidence: float | None, xb=xb, ys=ys, s=s):
+            return data.test(xb[:k], ys[i][:k], b, s * 100 + i, confidence)
+
+        _, records = run_rounds(
+            plan,
+            m,
+            level=level,
+            min_effect=min_effect,
+            permutations=PERMUTATIONS,
+            draw=lambda k, open_tests: None,
+            test=test,
+        )
+        seq_hits += int(multiple_testing([r.p_value for r in records], "holm", alpha=ALPHA).reject.sum())
+        used = [r.stopped_at for r in records]
+        stops += used
+        seq_calls += max(used) + sum(used)
+    fixed_calls = sims * (m + 1) * most
+    return {
+        "plan": plan.describe(),
+        "fixed_power": fixed_hits / (sims * m),
+        "seq_power": seq_hits / (sims * m),
+        "fixed_calls": fixed_calls,
+        "seq_calls": seq_calls,
+        "saving": 1 - seq_calls / fixed_calls,
+        "stops": {k: stops.count(k) / len(stops) for k in plan.looks},
+    }
+
+
+def null_groups(data: Answers, sims: int, size: int, gen: np.random.Generator):
+    """Two disjoint groups of ``size`` answers to one prompt, the prompts in turn."""
+    prompts = [n for n, r in data.role.items() if r != "off-topic" and data.index[n].size >= 2 * size]
+    for s in range(sims):
+        z = gen.permutation(data.index[prompts[s % len(prompts)]])[: 2 * size]
+        yield s, z[:size], z[size:]
+
+
+def null_rate(data: Answers, *, sims: int, plans: list[Plan], seed: int) -> list[dict]:
+    """Share of nulls with p_seq <= α when every look is taken (nothing stops)."""
+    gen = np.random.default_rng(seed)
+    hits = np.zeros(len(plans))
+    for s, x, y in null_groups(data, sims, plans[0].looks[-1], gen):
+        for j, plan in enumerate(plans):
+            ps = [data.test(x[:k], y[:k], PERMUTATIONS, s)[0].p_value for k in plan.looks]
+            hits[j] += sequential_p(ps, plan.weights) <= ALPHA
+    se = np.sqrt(ALPHA * (1 - ALPHA) / sims)
+    return [
+        {"plan": p.describe(), "rate": h / sims, "limit": ALPHA + 2 * se, "sims": sims}
+        for p, h in zip(plans, hits, strict=True)
+    ]
+
+
+def futility(
+    data: Answers, *, sims: int, most: int, deltas: list[float], seed: int, confidence: float = 0.95
+) -> list[dict]:
+    """Share of null controls (one prompt's answers split in two) that stop for futility
+    before half the maximum, for each δ (the same nulls)."""
+    gen = np.random.default_rng(seed)
+    plan = SequentialSampling(confidence=confidence).plan(most)
+    early = np.zeros(len(deltas))
+    futile = np.zeros(len(deltas))
+    bounds = []
+    for s, x, y in null_groups(data, sims, most, gen):
+        for j, delta in enumerate(deltas):
+
+            def test(i: int, k: int, b: int, confidence: float | None, x=x, y=y, s=s):
+                return data.test(x[:k], y[:k], b, s, confidence)
+
+            _, (rec,) = run_rounds(
+                plan,
+                1,
+                level=ALPHA,
+                min_effect=delta,
+                permutations=PERMUTATIONS,
+                draw=lambda k, o: None,
+                test=test,
+            )
+            futile[j] += rec.reason == "futility"
+            early[j] += rec.reason == "futility" and rec.stopped_at < most / 2
+            if j == 0:
+                bounds.append(rec.looks[0].upper_bound)
+    return [
+        {
+            "plan": plan.describe(),
+            "min_effect": d,
+            "share_early": e / sims,
+            "share_futile": f / sims,
+            "median_first_bound": float(np.median(bounds)),
+            "sims": sims,
+        }
+        for d, e, f in zip(deltas, early, futile, strict=True)
+    ]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--responses", default=str(ROOT / "assets" / "real_responses.jsonl"))
+    ap.add_argument("--audits", type=int, default=200, help="simulated persona audits")
+    ap.add_argument("--max", type=int, default=40, help="most answers per arm in the persona audit")
+    ap.add_argument("--nulls", type=int, default=2000, help="null simulations (false-positive rate)")
+    ap.add_argument("--futility-nulls", type=int, default=500)
+    ap.add_argument("--null-max", type=int, default=20, help="most answers per group of a null")
+    ap.add_argument("--futility-max", type=int, default=30, help="most answers per group of a null control")
+    ap.add_argument(
+        "--min-effect", default="0.05,0.1", help="δ values for the futility rows, comma-separated"
+    )
+    ap.add_argument("--confidence", type=float, default=0.95, help="the futility bound's confidence")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--quick", action="store_true", help="a smoke run (few simulations)")
+    ap.add_argument(
+        "--only",
+        default="audit,null,futility",
+        help="which parts to run (comma-separated: audit, null, futility)",
+    )
+    args = ap.parse_args()
+    import numba
+
+    numba.set_num_threads(1)  # thousands of small tests: one thread each
+    if args.quick:
+        args.audits, args.nulls, args.futility_nulls = 6, 60, 30
+    t0 = time.perf_counter()
+    data = Answers(Path(args.responses))
+    print(f"answers embedded in {time.perf_counter() - t0:.0f} s")
+
+    if "audit" in args.only:
+        t = time.perf_counter()
+        a = persona_audit(data, sims=args.audits, most=args.max, min_effect=None, seed=args.seed)
+        print(
+            f"\npersona audit: 8 personas, Holm at α = {ALPHA}, at most {args.max} answers per arm, "
+            f"{args.audits} audits"
+        )
+        print(
+            f"  {a['plan']}; tests stopped at k: " + ", ".join(f"{k}: {v:.0%}" for k, v in a["stops"].items())
+        )
+        print(
+            f"  calls:  fixed {a['fixed_calls']}, sequential {a['seq_calls']}: {a['saving']:.1%} fewer "
+            "(target >= 40 %)"
+        )
+        print(
+            f"  power:  fixed {a['fixed_power']:.3f}, sequential {a['seq_power']:.3f}: "
+            f"difference {a['seq_power'] - a['fixed_power']:+.3f} (target >= -0.02)"
+        )
+        print(f"  ({time.perf_counter() - t:.0f} s)")
+
+    if "null" in args.only:
+        t = time.perf_counter()
+        four = Plan((5, 10, 15, 20), (0.25, 0.25, 0.25, 0.25))
+        rates = null_rate(
+            data, sims=args.nulls, plans=[SequentialSampling().plan(args.null_max), four], seed=args.seed + 1
+        )
+        print(
+            f"\nfalse-positive rate, every look taken: {args.nulls} nulls (one prompt's answers split in two)"
+        )
+        for r in rates:
+            print(f"  {r['plan']}: {r['rate']:.4f} (target <= α + 2 SE = {r['limit']:.4f})")
+        print(f"  ({time.perf_counter() - t:.0f} s)")
+
+    if "futility" in args.only:
+        t = time.perf_counter()
+        deltas = [float(d) for d in args.min_effect.split(",")]
+        fut = futility(
+            data,
+            sims=args.futility_nulls,
+            most=args.futility_max,
+            deltas=deltas,
+            seed=args.seed + 2,
+            confidence=args.confidence,
+        )
+        print(
+            f"\nfutility: {args.futility_nulls} null controls (the base prompt's 60 answers split "
+            f"{args.futility_max}/{args.futility_max}), {fut[0]['plan']}, confidence {args.confidence}"
+        )
+        for f in fut:
+            print(
+                f"  min_effect δ = {f['min_effect']}: stopped for futility before k = "
+                f"{args.futility_max / 2:g}: {f['share_early']:.1%} (target >= 80 %); "
+                f"at all: {f['share_futile']:.1%}"
+            )
+        print(f"  median bound at the first look: {fut[0]['median_first_bound']:.3f}")
+        print(f"  ({time.perf_counter() - t:.0f} s)")
+
+    if "audit" in args.only and "futility" in args.only:
+        t = time.perf_counter()
+        b = persona_audit(data, sims=args.audits, most=args.max, min_effect=deltas[-1], seed=args.seed)
+        print(f"\npersona audit with min_effect δ = {deltas[-1]} (the same draws)")
+        print("  tests stopped at k: " + ", ".join(f"{k}: {v:.0%}" for k, v in b["stops"].items()))
+        print(
+            f"  calls: {b['saving']:.1%} fewer than fixed k; power {b['seq_power']:.3f} "
+            f"(fixed {b['fixed_power']:.3f})"
+        )
+        print(f"  ({time.perf_counter() - t:.0f} s)")
+
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

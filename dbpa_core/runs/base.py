@@ -1,0 +1,430 @@
+"""What every kind of run answers: the one interface the outputs read.
+
+A :class:`RunResult` wraps one finished run of any kind (an audit, a suite of cases, a
+robustness battery, a fidelity analysis or simulation, a sensitivity study, a scan) and
+answers the same questions about it:
+
+* :meth:`~RunResult.headline`: one line for the history list and ``history show``;
+* :meth:`~RunResult.verdicts`: every test as a :class:`Verdict` (raw and adjusted p, the
+  family it was adjusted in, and the gate it can fail: ``control``, ``target``, ``check``
+  or ``asr``) — JUnit, ``--fail-on`` and the report's summary read these;
+* :meth:`~RunResult.checks`: the answer checks as :class:`CheckRow` (one per check x
+  perturbation, per case in a suite, and pooled across cases when the run has them);
+* :meth:`~RunResult.answers`: every answer the run keeps, as :class:`Answer` (with the
+  prompt that produced it and the checks it passed) — the report's table and checksum;
+* :meth:`~RunResult.models`, :meth:`~RunResult.settings`, :meth:`~RunResult.provenance`;
+* :meth:`~RunResult.payload`: what the run history stores to rebuild it.
+
+Each kind is one module of :mod:`dbpa_core.runs` that subclasses :class:`RunResult` and
+registers itself with :func:`register`; :func:`dbpa_core.runs.as_run` finds the adapter of
+a result. No output asks which kind a run is: a kind that cannot give something says why
+in :attr:`RunResult.refusals` (one line per output), and the output prints that line.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ..fmt import fmt_p
+
+
+class RunRefused(ValueError):
+    """An output this run cannot give; the message says why in one line."""
+
+
+# the gates --fail-on names (and "asr", which --max-asr sets)
+FAIL_KINDS = ("control", "target", "check")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One tested thing of a run.
+
+    ``part`` is where in the run it lies (an audit's job, a case, an attack, a study);
+    ``name`` what was tested (a perturbation, a check on a perturbation, an attack at a
+    ρ); ``role`` 'control', 'target' or None. ``p_value`` and ``p_adjusted`` (None where
+    the verdict is not a test, e.g. a fidelity guarantee), ``family`` the tests the
+    adjustment ran over, in words ("BH over the suite's 48 tests"), and ``significant``.
+    ``gate`` is the kind of ``--fail-on`` it can fail (``control``, ``target``,
+    ``check``, ``asr`` or None), ``failed`` whether it fails that gate (a control that
+    changed the answers, a target that did not, a check that changed, an attack above
+    ``--max-asr``); ``outcome`` says it in words with the numbers, ``message`` is the
+    one-line failure message (JUnit's), ``flag`` the report's colour ('changed',
+    'unchanged', 'fail', 'pass' or '').
+    """
+
+    part: str
+    name: str
+    outcome: str
+    kind: str = "test"
+    role: str | None = None
+    p_value: float | None = None
+    p_adjusted: float | None = None
+    family: str = ""
+    significant: bool | None = None
+    gate: str | None = None
+    failed: bool = False
+    message: str = ""
+    flag: str = ""
+    details: str = ""
+
+    @property
+    def what(self) -> str:
+        """The name with its role, as the report's summary writes it."""
+        return self.name + (f" ({self.role})" if self.role else "")
+
+    def fails(self, fail_on: frozenset[str] | set[str]) -> bool:
+        """Whether this verdict fails one of the gated kinds (``asr`` always gates:
+        it is only set when ``--max-asr`` was given)."""
+        return self.failed and self.gate is not None and (self.gate in fail_on or self.gate == "asr")
+
+
+@dataclass(frozen=True)
+class CheckRow:
+    """One answer check on one perturbation (in one case, or pooled over the cases: then
+    ``part`` is 'pooled')."""
+
+    part: str
+    check: str
+    perturbation: str
+    text: str
+    role: str | None = None
+    p_value: float | None = None
+    p_adjusted: float | None = None
+    significant: bool = False
+    stars: str = ""
+    model_graded: bool = False
+    family: str = ""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One answer a run keeps: the ``part`` and ``arm`` it belongs to, its ``index`` in the
+    arm, the ``prompt`` that produced it (newlines kept) and ``checks``: (check name,
+    outcome) — True/False, a number of words, or None where it could not be graded."""
+
+    part: str
+    arm: str
+    index: int
+    response: str
+    prompt: str = ""
+    role: str | None = None
+    checks: tuple[tuple[str, Any], ...] = ()
+
+    def line(self, run: int) -> dict[str, Any]:
+        """The fields the checksum hashes (see :func:`dbpa_core.runs.checksum_line`)."""
+        return {
+            "run": run,
+            "part": self.part,
+            "arm": self.arm,
+            "index": self.index,
+            "response": self.response,
+        }
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The control gate of a run: the controls tested, those that failed; the targets,
+    those detected. ``status`` is 'PASS', 'FAIL' or 'no controls'."""
+
+    controls: tuple[str, ...]
+    failed: tuple[str, ...]
+    targets: tuple[str, ...]
+    detected: tuple[str, ...]
+    untestable: tuple[str, ...] = ()  # controls no result could make fail (too few samples)
+    why_untestable: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return not self.failed
+
+    @property
+    def status(self) -> str:
+        if not self.controls:
+            return "no controls"
+        if not self.failed and self.untestable:
+            return "NOT TESTABLE"
+        return "PASS" if self.passed else "FAIL"
+
+
+def gate_of(verdicts: Sequence[Verdict]) -> Gate:
+    """The control gate over ``verdicts`` (the gated perturbation verdicts: pooled ones
+    for a suite, the audit's own for an audit)."""
+
+    gated = [v for v in verdicts if v.gate in ("control", "target")]
+    several = len({v.part for v in gated}) > 1
+
+    def who(v: Verdict) -> str:
+        return f"{v.part}: {v.name}" if several and v.part else v.name
+
+    untestable = [v for v in gated if v.gate == "control" and v.flag == "untestable"]
+    return Gate(
+        tuple(who(v) for v in gated if v.gate == "control"),
+        tuple(who(v) for v in gated if v.gate == "control" and v.failed),
+        tuple(who(v) for v in gated if v.gate == "target"),
+        tuple(who(v) for v in gated if v.gate == "target" and v.significant),
+        tuple(who(v) for v in untestable),
+        untestable[0].message if untestable else "",
+    )
+
+
+def gate_failures(run: RunResult, fail_on: frozenset[str] | set[str]) -> list[Verdict]:
+    """The verdicts of ``run`` that fail the gated kinds (what makes ``dbpa`` exit 1)."""
+    return [v for v in run.verdicts() if v.fails(fail_on)]
+
+
+@dataclass
+class RunResult:
+    """The base of every kind's adapter (see the module docstring). ``title`` names the
+    run; subclasses set ``kind`` and override what their kind has."""
+
+    title: str = ""
+    warnings: tuple[str, ...] = ()
+    # output -> one line saying why this run cannot give it (never a silent empty output)
+    refusals: dict[str, str] = field(default_factory=dict)
+
+    kind: ClassVar[str] = ""
+    label: ClassVar[str] = ""  # the kind in words ("suite of cases")
+    command: ClassVar[str] = ""  # the dbpa command that runs it ("audit", "attack", ...)
+    page: ClassVar[str] = ""  # the dashboard page it reopens on ('' for the History page)
+
+    # ---------------------------------------------------------------- what it says
+    def headline(self) -> str:
+        """One line: what came out."""
+        vs = [v for v in self.verdicts() if v.significant is not None]
+        return f"{sum(bool(v.significant) for v in vs)} of {len(vs)} tests significant"
+
+    def verdicts(self) -> tuple[Verdict, ...]:
+        return ()
+
+    def gate(self) -> Gate:
+        return gate_of([v for v in self.verdicts() if v.kind in ("perturbation", "pooled")])
+
+    def checks(self) -> tuple[CheckRow, ...]:
+        return ()
+
+    def answers(self) -> tuple[Answer, ...]:
+        return ()
+
+    def models(self) -> tuple[str, ...]:
+        return ()
+
+    def settings(self) -> dict[str, Any]:
+        return {}
+
+    def provenance(self) -> tuple[str, ...]:
+        """Which model builds answered (as the servers reported them)."""
+        return ()
+
+    @property
+    def seconds(self) -> float | None:
+        return None
+
+    # ---------------------------------------------------------------- what the outputs need
+    def properties(self) -> dict[str, Any]:
+        """The settings as JUnit ``<properties>``."""
+        return {k: v for k, v in self.settings().items() if v is not None and not isinstance(v, (dict, list))}
+
+    def report_parts(self) -> list[str]:
+        """HTML sections (made by :mod:`dbpa_core.render`, safe to embed) of this run's own
+        report: its tables and charts."""
+        return []
+
+    def report_notes(self) -> list[str]:
+        return []
+
+    def payload(self) -> Any:
+        """What the run history stores to rebuild this run (:func:`dbpa_core.runs.as_run`
+        reads it back); raises :class:`RunRefused` when the run is not stored as one."""
+        raise RunRefused(
+            self.refusals.get("history") or f"a {self.label or self.kind} is not stored as one run"
+        )
+
+    def write(self, out_dir: str | os.PathLike[str]) -> list[str]:
+        """Write the run's files (its results, answers, checks and report) into
+        ``out_dir``; returns their paths. :class:`RunRefused` when it has none."""
+        raise RunRefused(self.refusals.get("export") or f"a {self.label or self.kind} has no files to write")
+
+    def audit_results(self) -> Mapping[str, Any] | None:
+        """The audits to store in the history's audit tables (by job), or None when the
+        run is stored as one result (every kind but an audit)."""
+        return None
+
+    @property
+    def used(self) -> int:
+        """Fresh calls and embeddings this run made (0: everything came from the cache)."""
+        return 0
+
+
+# --------------------------------------------------------------------------- registry
+Adapter = Callable[[str, Any], "RunResult | None"]
+_ADAPTERS: list[tuple[str, Adapter]] = []
+
+
+def register(kind: str) -> Callable[[Adapter], Adapter]:
+    """Register an adapter: ``adapter(title, value) -> RunResult | None`` (None when the
+    value is not of its kind). :func:`dbpa_core.runs.as_run` asks each in turn."""
+
+    def deco(fn: Adapter) -> Adapter:
+        _ADAPTERS.append((kind, fn))
+        return fn
+
+    return deco
+
+
+def adapters() -> tuple[tuple[str, Adapter], ...]:
+    return tuple(_ADAPTERS)
+
+
+# --------------------------------------------------------------------------- shared wording
+def folder_name(name: str) -> str:
+    """A part's name as one folder name (a run of several parts writes one folder each)."""
+    import re
+
+    return re.sub(r"[^\w.-]+", "_", name).strip("_.") or "part"
+
+
+def p_text(p: float | None) -> str:
+    """p as the command line writes it (``< 0.001``, ``0.0123``; '–' for none)."""
+    return "–" if p is None or (isinstance(p, float) and math.isnan(p)) else fmt_p(p)
+
+
+def num(x: float | None, digits: int = 3) -> str:
+    return "nan" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+def perturbation_verdict(
+    *,
+    part: str,
+    name: str,
+    role: str | None,
+    model: str,
+    effect_size: float,
+    chance: float,
+    above: float,
+    p_value: float,
+    p_adjusted: float,
+    significant: bool,
+    stars: str,
+    family: str,
+    alpha: float,
+    kind: str = "perturbation",
+    extra: str = "",
+    untestable: str = "",
+) -> Verdict:
+    """The verdict of one DBPA test (an audit's perturbation, a case's, a pooled one);
+    ``untestable``: why a control could not have failed (too few samples for any result
+    to be significant after the correction), known before the run."""
+    numbers = (
+        f"omega = {num(effect_size)}, chance = {num(chance)}, above chance = {above:+.3f}, "
+        f"p = {p_text(p_value)}, p_adj = {p_text(p_adjusted)} ({family}), alpha = {alpha:g}{extra}"
+    )
+    word = "changed the answers" if significant else "no detectable change"
+    outcome = (
+        f"{word}: ω above chance {above:+.3f}, p = {p_text(p_value)}, "
+        f"adjusted p = {p_text(p_adjusted)} {stars}"
+    ).rstrip()
+    gate, failed, flag, message = None, False, ("changed" if significant else "unchanged"), ""
+    if role == "control":
+        gate, failed, flag = "control", bool(significant), ("fail" if significant else "pass")
+        if failed:
+            message = f"control {name!r} changed the answers: {numbers} (p_adj <= alpha)"
+        elif untestable:
+            flag, message = "untestable", untestable
+    elif role == "target":
+        gate, failed = "target", not significant
+        flag = "fail" if failed else flag
+        if failed:
+            message = f"target {name!r} did not detectably change the answers: {numbers} (p_adj > alpha)"
+    details = (
+        f"{name} (role {role or 'none'}, model {model}): "
+        f"{'changed the answers' if significant else 'did not detectably change the answers'}; {numbers}"
+    )
+    return Verdict(
+        part,
+        name,
+        outcome,
+        kind=kind,
+        role=role,
+        p_value=p_value,
+        p_adjusted=p_adjusted,
+        family=family,
+        significant=bool(significant),
+        gate=gate,
+        failed=failed,
+        message=message or details,
+        flag=flag,
+        details=details,
+    )
+
+
+def check_verdict(row: CheckRow) -> Verdict:
+    """The verdict of one answer check on one perturbation."""
+    role = f" (role {row.role})" if row.role else ""
+    name = f"{row.check} / {row.perturbation}"
+    if row.p_value is None:
+        return Verdict(row.part, name, row.text, kind="check", family=row.family, message=f"{row.text}{role}")
+    return Verdict(
+        row.part,
+        name,
+        row.text,
+        kind="check",
+        p_value=row.p_value,
+        p_adjusted=row.p_adjusted,
+        family=row.family,
+        significant=row.significant,
+        gate="check",
+        failed=row.significant,
+        message=(
+            f"check {row.check!r} changed on {row.perturbation!r}{role}: {row.text} ({row.family})"
+            if row.significant
+            else f"{row.text}{role}"
+        ),
+        flag="changed" if row.significant else "unchanged",
+    )
+
+
+def check_row(d: Mapping[str, Any], *, part: str, family: str = "") -> CheckRow:
+    """A :class:`CheckRow` from a check's ``to_dict()`` (or a suite's stored check)."""
+
+    def f(k: str) -> float | None:
+        v = d.get(k)
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+    return CheckRow(
+        part=part,
+        check=str(d.get("check", "")),
+        perturbation=str(d.get("perturbation", "")),
+        text=str(d.get("text") or ""),
+        role=d.get("role"),
+        p_value=f("p_value"),
+        p_adjusted=f("p_adjusted"),
+        significant=bool(d.get("significant")),
+        stars=str(d.get("stars") or ""),
+        model_graded=bool(d.get("model_graded")),
+        family=family or str(d.get("family") or d.get("correction") or ""),
+    )
+
+
+__all__ = [
+    "FAIL_KINDS",
+    "Answer",
+    "CheckRow",
+    "Gate",
+    "RunRefused",
+    "RunResult",
+    "Verdict",
+    "check_row",
+    "check_verdict",
+    "folder_name",
+    "gate_failures",
+    "gate_of",
+    "num",
+    "p_text",
+    "perturbation_verdict",
+    "register",
+]

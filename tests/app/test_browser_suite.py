@@ -1,0 +1,158 @@
+"""Issue 33 in a real browser: the Suite page's demo opens at once (the recorded suite:
+its verdict in words, the heat map, one case's answers), and a suite is built by pointing
+and clicking (cases pasted, two presets, the example's checks), run on recorded answers,
+and its downloaded suite.yaml + cases.csv give the same pooled verdicts with `dbpa audit`.
+Screenshots go to screenshots/ (or $DBPA_SCREENSHOTS)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from dbpa_core.audit import build_arms
+from dbpa_core.spec import parse_spec
+from dbpa_core.suite import case_spec
+
+from .browser_support import ROOT, dashboard, require_browser, shots
+from .test_suite_builder import BASE, CALM, JOKE, PASTED, _doc
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+playwright = require_browser()
+DEMO = str(ROOT / "assets" / "demo_replay.jsonl")
+
+
+def _wait_idle(page, ms=1500):
+    page.wait_for_timeout(400)
+    page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=300_000)
+    page.wait_for_timeout(ms)
+
+
+def _shot(page, name, at):
+    at.evaluate("e => e.scrollIntoView({block: 'start'})")
+    page.wait_for_timeout(700)
+    page.screenshot(path=str(shots() / f"{name}.png"))
+    assert "Traceback" not in page.inner_text("body")
+
+
+def _pick(page, label, options):
+    """Choose ``options`` in the multiselect called ``label``."""
+    box = page.get_by_role("combobox", name=label)
+    for o in options:
+        box.click()
+        page.get_by_role("option", name=o, exact=True).click()
+        _wait_idle(page, 300)
+    page.keyboard.press("Escape")
+
+
+@pytest.fixture(scope="module")
+def demo_url(tmp_path_factory):
+    with dashboard(tmp_path_factory.mktemp("suite-demo"), DBPA_REPLAY_FILE=DEMO) as url:
+        yield url
+
+
+def test_the_demo_suite_opens_at_once(demo_url, browser):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.set_default_timeout(120_000)
+    page.goto(f"{demo_url}/suite", wait_until="networkidle")
+    page.get_by_text("Recorded result").first.wait_for(timeout=120_000)
+    page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
+    _wait_idle(page)
+    body = page.inner_text("body")
+    assert "perturbations change the answers across the cases" in body  # the verdict, first
+    assert "changes the answers" in body and "comedian" in body
+    _shot(page, "suite-demo-top", page.get_by_role("heading", name="Does a change to every case").first)
+    _shot(page, "suite-demo-results", page.get_by_text("Recorded result").first)
+    _shot(page, "suite-demo-heatmap", page.get_by_role("heading", name="Cases x perturbations").first)
+    _shot(page, "suite-demo-answers", page.get_by_text("its answers side by side").first)
+    page.close()
+
+
+@pytest.fixture(scope="module")
+def built_url(tmp_path_factory):
+    """The dashboard on answers recorded for the suite the test builds."""
+    tmp = tmp_path_factory.mktemp("suite-built")
+    path = tmp / "recorded.jsonl"
+    path.write_text("")
+    spec = parse_spec(_doc(str(path)))
+    lines = []
+    for case in spec.cases:
+        for arm in build_arms(case_spec(spec, case)):
+            pool = JOKE if arm.prompt.startswith("Act as") else CALM
+            lines += [json.dumps({"prompt": arm.prompt, "response": pool[i % 3]}) for i in range(6)]
+    path.write_text("\n".join(lines) + "\n")
+    with dashboard(tmp, DBPA_REPLAY_FILE=str(path)) as url:
+        yield url, tmp
+
+
+def test_build_run_and_download_a_suite(built_url, browser):
+    url, tmp = built_url
+    page = browser.new_page(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+    page.set_default_timeout(120_000)  # a busy machine: the page's every step may be slow
+    page.goto(f"{url}/suite", wait_until="networkidle")
+    page.get_by_text("1 · Cases").first.wait_for(timeout=120_000)
+    _wait_idle(page)
+    k = page.get_by_role("spinbutton", name="Samples per prompt (k)")
+    k.fill("6")
+    k.press("Enter")
+    _wait_idle(page)
+    page.get_by_role("textbox", name="Or paste rows from a spreadsheet").fill(PASTED)
+    page.get_by_role("button", name="Use the pasted rows").click()
+    page.get_by_text("Read 5 pasted cases").wait_for(timeout=30_000)
+    _wait_idle(page)
+    base = page.get_by_role("textbox", name="A template over the cases' fields")
+    base.fill(BASE)
+    base.press("Control+Enter")
+    _wait_idle(page)
+    page.get_by_role("button", name="Remove every perturbation").click()
+    _wait_idle(page)
+    page.get_by_text("Presets: personas, a name swap").click()
+    _wait_idle(page, 500)
+    _pick(page, "Persona prefixes (the papers' eight)", ["comedian", "child"])
+    page.get_by_role("button", name="Add personas").click()
+    _wait_idle(page)
+    _pick(page, "First names across groups", ["Jamal", "Emily"])
+    page.get_by_role("button", name="Add name swap").click()
+    _wait_idle(page)
+    _shot(page, "suite-built", page.get_by_text("3 · Perturbations").first)
+    page.get_by_text("Preview: one case's prompts").click()
+    _wait_idle(page, 500)
+    assert "Act as a comedian. John is 70, smoker: yes. Should John take a statin?" in page.inner_text("body")
+    _shot(page, "suite-preview", page.get_by_text("Preview: one case's prompts").first)
+    # the two files, as downloaded
+    files = tmp / "files"
+    files.mkdir()
+    for label, name in (("Suite (YAML)", "suite.yaml"), ("Cases (cases.csv)", "cases.csv")):
+        with page.expect_download() as got:
+            page.get_by_role("button", name=label).click()
+        got.value.save_as(str(files / name))
+    page.get_by_role("button", name="Run suite", exact=True).click()
+    try:  # the recording's results are on screen until the run's replace them
+        page.get_by_text("2 of 4 perturbations change the answers").first.wait_for(timeout=400_000)
+    finally:
+        page.screenshot(path=str(shots() / "suite-run-end.png"))
+    page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
+    _wait_idle(page, 2500)
+    body = page.inner_text("body")
+    (shots() / "suite-run-body.txt").write_text(body)
+    assert "2 of 4 perturbations change the answers across the cases" in body
+    _shot(page, "suite-run-verdict", page.get_by_text("5 · Run").first)
+    _shot(page, "suite-run-heatmap", page.get_by_role("heading", name="Cases x perturbations").first)
+    page.close()
+    out = tmp / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "dbpa_core.cli", "audit", str(files / "suite.yaml"), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    pooled = json.loads((out / "results.json").read_text())["pooled"]
+    changed = {d["perturbation"] for d in pooled if d["significant"]}
+    assert changed == {"comedian", "child"}
+    for d in pooled:
+        words = "changes the answers" if d["significant"] else "no change shown"
+        assert f"{d['perturbation']} {words}" in body or f"{d['perturbation']}: {words}" in body, d[
+            "perturbation"
+        ]
