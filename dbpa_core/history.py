@@ -439,19 +439,21 @@ class History:
     @staticmethod
     def _insert_audit(con: Connection, run_id: int, position: int, job: str, r: AuditResult) -> None:
         s = r.spec
-        audit_id = con.execute(
-            sa.insert(db.audits).values(
-                run_id=run_id,
-                position=position,
-                job=job,
-                name=s.name,
-                mode=r.mode,
-                models="\n".join(model_label(m) for m in s.models),
-                base_prompt=s.base_prompt,
-                spec=json.dumps(jsonable(s.to_dict()), ensure_ascii=False),
-                usage=json.dumps(jsonable(r.usage)),
-                warnings=json.dumps(list(r.warnings), ensure_ascii=False),
-                roc=json.dumps(r.roc.to_dict()) if r.roc is not None else None,
+        audit_id = _inserted_id(
+            con.execute(
+                sa.insert(db.audits).values(
+                    run_id=run_id,
+                    position=position,
+                    job=job,
+                    name=s.name,
+                    mode=r.mode,
+                    models="\n".join(model_label(m) for m in s.models),
+                    base_prompt=s.base_prompt,
+                    spec=json.dumps(jsonable(s.to_dict()), ensure_ascii=False),
+                    usage=json.dumps(jsonable(r.usage)),
+                    warnings=json.dumps(list(r.warnings), ensure_ascii=False),
+                    roc=json.dumps(r.roc.to_dict()) if r.roc is not None else None,
+                )
             )
         )
         if r.perturbations:
