@@ -1,8 +1,9 @@
 """How the repository's layout becomes the wheel's (the rest of the metadata is in pyproject.toml).
 
 The repository keeps the dashboard at its top (``app.py``, ``pages/``, ``ui/``, ``assets/``,
-``.streamlit/``) next to the ``dbpa_core`` library. The wheel installs the library as
-``dbpa_core`` and the dashboard, with its assets and Streamlit settings, under one folder
+``.streamlit/``) and the example specs (``examples/``) next to the ``dbpa_core`` library.
+The wheel installs the library as ``dbpa_core`` and the dashboard, with its assets, Streamlit
+settings and the examples (``dbpa examples`` copies them out), under one folder
 ``dbpa_app`` (so no generic top-level package named ``ui`` lands in site-packages);
 ``dbpa_core.resources.app_root`` finds either layout and ``dbpa ui`` starts it.
 """
@@ -10,7 +11,14 @@ The repository keeps the dashboard at its top (``app.py``, ``pages/``, ``ui/``, 
 from setuptools import find_packages, setup
 from setuptools.command.build_py import build_py
 
-APP = {"dbpa_app": ".", "dbpa_app.ui": "ui", "dbpa_app.pages": "pages", "dbpa_app.assets": "assets"}
+APP = {
+    "dbpa_app": ".",
+    "dbpa_app.ui": "ui",
+    "dbpa_app.pages": "pages",
+    "dbpa_app.assets": "assets",
+    # the example specs and their cases file, which `dbpa examples` copies out for pip users
+    "dbpa_app.examples": "examples",
+}
 
 
 class BuildPy(build_py):
@@ -37,5 +45,6 @@ setup(
         # Streamlit settings, which Streamlit reads next to the script it runs
         "dbpa_app": [".streamlit/config.toml"],
         "dbpa_app.assets": ["*.jsonl", "*.npz", "*.csv", "*.txt", "*.css", "*.svg"],
+        "dbpa_app.examples": ["*.yaml", "*.csv"],
     },
 )

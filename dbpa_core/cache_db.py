@@ -69,6 +69,8 @@ class DatabaseStore:
         try:
             with db.connection(self._ready(), write=write) as con:
                 yield con
+        except db.MissingDriverError:
+            raise  # a missing optional part, said as it is (the command line's exit 4)
         except (sa.exc.DBAPIError, db.DatabaseError) as exc:
             raise self._fail(exc) from None
 

@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from .resources import MissingExtraError, missing_extra_message
+
 if TYPE_CHECKING:
     from alembic.config import Config
     from alembic.script import ScriptDirectory
@@ -191,6 +193,10 @@ class DatabaseError(RuntimeError):
     """A database that cannot be used: one line that says why (a password never shown)."""
 
 
+class MissingDriverError(DatabaseError, MissingExtraError):
+    """A PostgreSQL URL without the `postgres` extra's driver (a missing optional part)."""
+
+
 def masked(url: str) -> str:
     """``url`` with everything between its scheme and its last ``@`` (user, password, even
     a password with ``/`` or ``@`` in it) shown as ``***``."""
@@ -249,9 +255,7 @@ def engine(url: str, *, timeout: float = 30.0) -> Engine:
             try:
                 import psycopg  # noqa: F401 - only to say which extra is missing
             except ImportError:
-                from .resources import missing_extra_message
-
-                raise DatabaseError(missing_extra_message("postgres")) from None
+                raise MissingDriverError(missing_extra_message("postgres")) from None
             made = sa.create_engine(
                 target,
                 pool_pre_ping=True,

@@ -47,6 +47,7 @@ import sqlalchemy as sa
 from . import __version__, db
 from .audit import Arm, ArmResponses, AuditResult, PerturbationResult
 from .home import HomeError, dbpa_home, ensure_home
+from .resources import MissingExtraError
 from .sequential import SequentialRecord
 from .spec import AuditSpec, Perturbation, _shown, model_label
 from .types import DBPAResult, ROCResult, jsonable
@@ -85,6 +86,10 @@ def _inserted_id(result: sa.CursorResult) -> int:
 
 class HistoryError(ValueError):
     """A run that does not exist, or a database that cannot be read."""
+
+
+class HistoryDriverMissing(HistoryError, MissingExtraError):
+    """The run history is in PostgreSQL and the `postgres` extra's driver is not installed."""
 
 
 def default_db_path() -> Path:
@@ -302,6 +307,8 @@ class History:
                 self._current = True
             with db.connection(engine) as con:
                 yield con
+        except db.MissingDriverError as exc:  # a missing optional part (the command line's exit 4)
+            raise HistoryDriverMissing(str(exc)) from None
         except db.DatabaseError as exc:
             raise HistoryError(str(exc)) from None
         except sa.exc.DBAPIError as exc:

@@ -13,7 +13,11 @@ holding the run's settings (model, k, B, measure, correction, α, seed, ...) and
 * answer check on each perturbation: a significant change (after the correction across the
   checks) is a failure; a check with nothing to compare is skipped;
 * attack at each ρ of a robustness battery: an attack success rate above ``max_asr`` is a
-  failure (without ``--max-asr`` the rows are reported and never fail).
+  failure (without ``--max-asr`` the rows are reported and never fail);
+* in a suite of cases, case x perturbation (reported), pooled verdict per perturbation
+  (gated as an audit's perturbation) and answer check (per case and pooled);
+* any other verdict of any kind of run (:func:`run_suites` reads every run through
+  :mod:`dbpa_core.runs`).
 
 An audit that cannot run (a backend failure, exit 3) still leaves a report: one test case
 in *error* with the reason, so that the CI page says why instead of finding no report.

@@ -18,7 +18,6 @@ mode unless ``browser.serverAddress`` is set, which this launcher always sets).
 
 from __future__ import annotations
 
-import importlib.util
 import ipaddress
 import os
 import secrets
@@ -26,7 +25,7 @@ import socket
 import sys
 from dataclasses import dataclass
 
-from .resources import EXTRAS, app_root, missing_extra_message
+from .resources import MissingExtraError, app_root, require_extra
 
 DEFAULTS = ("--server.headless", "true", "--browser.gatherUsageStats", "false")
 LOOPBACK = "127.0.0.1"
@@ -38,16 +37,6 @@ TOKEN_ENV = "DBPA_UI_TOKEN"
 """The environment variable that holds the dashboard's access token."""
 TOKEN_SETTING = "ui_token"
 """The key of ``$DBPA_HOME/settings.yaml`` that holds the dashboard's access token."""
-
-
-class MissingExtraError(Exception):
-    """A feature needs an optional extra that is not installed (one line that says which)."""
-
-
-def require_extra(extra: str) -> None:
-    """Raise :class:`MissingExtraError` unless every module of ``extra`` can be imported."""
-    if any(importlib.util.find_spec(m) is None for m in EXTRAS[extra][1]):
-        raise MissingExtraError(missing_extra_message(extra))
 
 
 def is_loopback(address: str | None) -> bool:
@@ -148,10 +137,12 @@ def run_ui(options: list[str], *, share: bool = False, allow_key_hosts: tuple[st
         raise MissingExtraError(
             f"the dashboard's files are missing ({script} not found): reinstall dbpa-core"
         )
-    from .keyhosts import ENV_VAR
+    from .keyhosts import ENV_VAR, problems
 
     if allow_key_hosts:
         os.environ[ENV_VAR] = ",".join([*filter(None, [os.environ.get(ENV_VAR, "")]), *allow_key_hosts])
+    for problem in problems():  # an allowed server that allows nothing: said once, at start
+        print(f"warning: {problem}", file=sys.stderr)
     serving = plan(options, share=share)
     if serving.token:  # the dashboard runs in this process and reads it from here
         os.environ[TOKEN_ENV] = serving.token

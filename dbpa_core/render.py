@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,9 +50,26 @@ def signed(v: Any, digits: int = 3) -> str:
     return "–" if _missing(v) else f"{v:+.{digits}f}"
 
 
+def setting_text(value: Any) -> str:
+    """A setting's value as a reader writes it, never as Python's repr: a mapping as
+    ``backend: local, name: x`` (in parentheses when nested), a list as ``a, b``."""
+    if isinstance(value, Mapping):
+        parts = []
+        for k, v in value.items():
+            if v is None:
+                continue
+            text = setting_text(v)
+            parts.append(f"{k}: ({text})" if isinstance(v, Mapping) else f"{k}: {text}")
+        return ", ".join(parts)
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return ", ".join(setting_text(v) for v in value)
+    return str(value)
+
+
 def short(value: Any, n: int = 160) -> str:
-    """A setting's value cut to ``n`` characters (an ellipsis marks the cut)."""
-    text = str(value)
+    """A setting's value (:func:`setting_text`) cut to ``n`` characters (an ellipsis marks
+    the cut)."""
+    text = setting_text(value)
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
@@ -121,6 +139,7 @@ __all__ = [
     "num",
     "partial",
     "section",
+    "setting_text",
     "short",
     "signed",
     "stylesheet",

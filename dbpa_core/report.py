@@ -12,12 +12,18 @@ never markup):
   settings, the tool and model versions, the dates, and a SHA-256 checksum of the
   responses;
 * then one section per run (the per-kind reports of the battery, fidelity and sensitivity
-  pages, and each audit's tables and responses).
+  pages, an audit's and a suite's tables, and every answer under its prompt, marked with
+  its checks).
 
-The checksum: every response of every run, in the report's order, as one JSON line each
-(``{"run", "part", "arm", "index", "response"}``, keys sorted, UTF-8, no ASCII escaping,
-``\\n`` after each line), hashed with SHA-256 — :func:`responses_lines` gives the lines,
-so anyone holding the history (or the report's own response listings) can recompute it.
+Every run is read through its :class:`~dbpa_core.runs.RunResult` (its verdicts, own
+sections, answers and refusals): the report never asks which kind a run is.
+
+The checksum: every response shown, in the report's order, as one JSON line each
+(``{"run", "part", "arm", "index", "response"}``: the run's id, its part (an audit's job,
+``case ID`` in a suite, ...), the arm, the answer's index in it and its text; keys sorted,
+UTF-8, no ASCII escaping, ``\\n`` after each line), hashed with SHA-256 —
+:func:`responses_lines` gives the lines, so anyone holding the history (or the report's
+own response listings) can recompute it.
 
 A PDF is printed by headless Chromium (:func:`print_pdf`); without Chromium, one line
 says so.

@@ -946,12 +946,18 @@ def _check_memory(doc: _Doc, spec: AuditSpec) -> None:
 
 
 def _check_work(doc: _Doc, spec: AuditSpec) -> None:
-    """Each test's permutations must fit the library's bound on one test's work (checked
-    here, before any answer is paid for, not after sampling)."""
+    check_test_work(doc, spec.samples, spec.permutations, spec.measure)
+
+
+def check_test_work(doc: _Doc, samples: int, permutations: int, measure: str) -> None:
+    """Each test of ``samples`` against ``samples`` answers with ``permutations`` must fit
+    the library's bound on one test's work (:data:`dbpa_core._validate.MAX_WORK`): checked
+    when the spec is read, before any answer is paid for, not after sampling. An error
+    names the ``permutations`` line and the largest value that fits."""
     from ._validate import MAX_WORK, pair_visits
 
-    bins = 30 if spec.measure == "jsd" else 0  # the engine's default bins
-    k, b = spec.samples, spec.permutations
+    bins = 30 if measure == "jsd" else 0  # the engine's default bins
+    k, b = samples, permutations
     if pair_visits(k, k, b, bins) <= MAX_WORK:
         return
     most = max(1, MAX_WORK // ((2 * k) ** 2 // 2 + bins) - 1)

@@ -26,7 +26,9 @@ st.caption(
     f"replay file of recorded responses. Models are saved in `{models_file()}` and come "
     "back after a reload; API keys never are: type a server's key into its key field "
     "below (kept in this browser session only), or set the environment variable it "
-    "names before starting the dashboard."
+    "names before starting the dashboard — sent only to the OpenAI API and to the servers "
+    "allowed where the dashboard runs (`allow_key_hosts` in settings.yaml, "
+    "`DBPA_ALLOW_KEY_HOSTS`, `dbpa ui --allow-key-host URL`)."
 )
 for problem in ss.get("model_problems", []):
     st.warning(md_escape(problem))

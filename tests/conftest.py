@@ -69,6 +69,9 @@ def _private_dbpa_home(tmp_path_factory, monkeypatch):
     for name in ("DBPA_UI_TOKEN", "DBPA_ALLOW_KEY_HOSTS"):
         monkeypatch.setenv(name, "")
         monkeypatch.delenv(name)
+    # a long CLI run under a busy machine prints no progress line into a test's stderr
+    # (the tests of those lines set it themselves)
+    monkeypatch.setenv("DBPA_PROGRESS_EVERY", "3600")
 
 
 @pytest.fixture(autouse=True)

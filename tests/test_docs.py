@@ -52,9 +52,13 @@ def test_the_manual_builds_strict(tmp_path):
         env=dict(os.environ, NO_MKDOCS_2_WARNING="1"),
     )
     assert r.returncode == 0, r.stderr[-6000:]
-    cli = (site / "reference" / "cli" / "index.html").read_text()
+    cli = (site / "reference" / "cli.html").read_text()
     assert "dbpa audit" in cli and "--fail-on-control" in cli
     assert "dbpa_test" in (site / "reference" / "api" / "index.html").read_text()
+    # opened from disk (file://) the search still works: its index is a script, not a fetch
+    assert (site / "search" / "search_index.js").is_file()
+    index = (site / "index.html").read_text()
+    assert 'src="js/iframe-worker-shim.js"' in index and "unpkg.com" not in index
     for page in (
         "getting-started",
         "dashboard",
@@ -65,7 +69,42 @@ def test_the_manual_builds_strict(tmp_path):
         "benchmarks",
         "faq",
     ):
-        assert (site / page / "index.html").is_file(), page
+        assert (site / f"{page}.html").is_file(), page  # links work without a server
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_the_manual_searches_opened_from_disk(tmp_path):
+    """The built manual opened as files (file://, no server, nothing fetched): typing in the
+    search box lists matching pages (the offline plugin and the vendored iframe-worker shim)."""
+    pytest.importorskip("mkdocs")
+    from tests.app.browser_support import launch, require_browser
+
+    playwright = require_browser()
+    site = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "-q", "-f", str(ROOT / "mkdocs.yml"), "-d", str(site)],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+        timeout=600,
+        env=dict(os.environ, NO_MKDOCS_2_WARNING="1"),
+    )
+    with playwright.sync_playwright() as p:
+        browser = launch(p)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            fetched: list[str] = []
+            page.on("request", lambda r: fetched.append(r.url))
+            page.goto((site / "getting-started.html").as_uri())
+            box = page.locator("input.md-search__input")
+            box.click()
+            box.type("setup", delay=30)
+            page.wait_for_selector(".md-search-result__item", timeout=30_000)
+            assert "matching" in page.locator(".md-search-result__meta").inner_text()
+        finally:
+            browser.close()
+    assert [u for u in fetched if not u.startswith("file:")] == []
 
 
 def test_the_cli_reference_lists_every_command_and_option():

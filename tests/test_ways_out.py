@@ -92,3 +92,20 @@ def test_a_history_database_that_is_a_folder_names_the_path_to_move(tmp_path, mo
     assert f"Cannot use the run history {db}: it is a folder, not a database file" in err
     assert f"mv {db} {db}.moved" in err and "DBPA_HOME (--home)" in err and "--no-history" in err
     assert db.is_dir()
+
+
+def test_a_battery_spec_whose_tests_would_run_for_hours_is_refused_too():
+    from dbpa_core.attacks.spec import parse_attack_spec
+    from dbpa_core.spec import SpecError
+
+    text = """
+model: {backend: openai, name: m, base_url: "http://127.0.0.1:9/v1"}
+data: sample
+attacks: [{level: char, rho: [0.5]}]
+samples: 200
+permutations: 1000000
+"""
+    with pytest.raises(
+        SpecError, match=r"b.yaml, line 6: permutations: 1000000 with samples: 200 would take"
+    ):
+        parse_attack_spec(text, source="b.yaml")

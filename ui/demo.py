@@ -5,9 +5,10 @@ responses recorded with the embedded model (``assets/demo_replay.jsonl``, with t
 MiniLM embeddings of the landing example and when and how it was recorded in
 ``assets/demo_landing.npz``; both written by ``assets/make_demo_replay.py``). The
 statistics are computed now, by the same :func:`~dbpa_core.audit.run_audit` as a run, on
-the recorded answers: sample ``i`` of each prompt is the ``i``-th recorded answer, so where
-the CPU samples exactly as the recording's did, **Run audit** gives the same numbers. Nothing
-recorded is written to the cache: Run samples afresh.
+the recorded answers: sample ``i`` of each prompt is the ``i``-th recorded answer. Nothing
+recorded is written to the cache: Run samples afresh, and its answers are the recording's
+only on a CPU whose arithmetic rounds as the recording's did (bfloat16 kernels differ between
+kinds of x86 CPU: on another kind none of the 180 answers need match), which the label says.
 """
 
 from __future__ import annotations
@@ -200,7 +201,11 @@ def label(key: str) -> str | None:
         f"**Recorded result**, shown at once: the default example answered by "
         f"**{rec.get('model')}** ({rec.get('precision')}, k = {rec.get('samples')} "
         f"answers per prompt), recorded on {rec.get('recorded')}; the statistics are "
-        f"computed now. Press **Run audit** to sample the answers afresh on this machine."
+        f"computed now. **Run audit** samples the answers afresh on this machine: new answers "
+        f"wherever this CPU's arithmetic differs from the recording's (the embedded model's "
+        f"{rec.get('precision')} kernels round differently on different kinds of CPU), and so "
+        f"other numbers. The recorded answers themselves are replayed, on any machine, by "
+        f"`dbpa audit examples/replay_personas.yaml` (see `dbpa examples`)."
     )
 
 

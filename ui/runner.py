@@ -111,8 +111,9 @@ def friendly(exc: BaseException) -> str:
     if isinstance(exc, CacheError):
         return f"{text} The **Settings** page can clear it."
     from dbpa_core.attacks.wordnet import WordNetMissing
+    from dbpa_core.resources import MissingExtraError
 
-    if isinstance(exc, (BackendError, WordNetMissing)):  # they say what to do
+    if isinstance(exc, (BackendError, WordNetMissing, MissingExtraError)):  # they say what to do
         return text
     return (
         f"Something went wrong ({type(exc).__name__}: {text}). The details are in the "

@@ -386,7 +386,9 @@ def show(summary: dict[str, Any], *, title: str = "", run_id: int | None = None)
     side = case_answers(summary, case, pert)
     if not side.empty:
         st.markdown(f"**Case {md_escape(case)}: its answers side by side** (base and *{md_escape(pert)}*)")
-        st.dataframe(side, hide_index=True, key=f"{KEY}_side", row_height=90)
+        side_by_side(side, pert)
+        with st.expander("The same as a table", icon=":material/table:"):
+            st.dataframe(side, hide_index=True, key=f"{KEY}_side", row_height=90)
     downloads(summary, run_id=run_id)
 
 
@@ -656,6 +658,27 @@ def case_answers(summary: dict[str, Any], case: str, perturbation: str) -> pd.Da
             row[f"{perturbation} checks"] = " · ".join(mark(c, q, perturbation) for c in checks) if q else ""
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+SIDE_SHOWN = 10  # samples drawn as cards (the table below holds them all)
+
+
+def side_by_side(side: pd.DataFrame, perturbation: str) -> None:
+    """One case's answers as cards, base on the left and perturbed on the right, each with
+    its check marks under it."""
+    left, right = st.columns(2)
+    left.markdown("**base**")
+    right.markdown(f"**{md_escape(perturbation)}**")
+    for _, row in side.head(SIDE_SHOWN).iterrows():
+        for col, answer, marks in (
+            (left, row["base answer"], row.get("base checks")),
+            (right, row[f"{perturbation} answer"], row.get(f"{perturbation} checks")),
+        ):
+            box = col.container(border=True)
+            box.caption(f"sample {row['sample']}" + (f" · {md_escape(marks)}" if marks else ""))
+            box.markdown(md_escape(answer) if answer else "*(no answer)*")
+    if len(side) > SIDE_SHOWN:
+        st.caption(f"The first {SIDE_SHOWN} of {len(side)} samples; the table below holds them all.")
 
 
 def checks_preview(

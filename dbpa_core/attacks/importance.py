@@ -169,7 +169,7 @@ def forest_importances(
             n,
             items,
             changed,
-            "scikit-learn is not installed (`pip install scikit-learn`): no forest.",
+            "scikit-learn is not installed (the `battery` extra: `dbpa setup battery`): no forest.",
         )
 
     # bounded cost on large batteries (a forest costs about a millisecond of CPU per tree)

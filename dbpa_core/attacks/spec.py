@@ -37,6 +37,7 @@ from ..spec import (
     _model,
     _name,
     _section,
+    check_test_work,
     embedder_section,
     prices_section,
     read_document,
@@ -407,6 +408,7 @@ def parse_attack_spec(
         )
     prices = prices_section(doc, top)
     system_prompt = m.system_prompt
+    check_test_work(doc, m.samples, m.permutations, m.measure)
     return BatterySpec(
         model=model,
         items=tuple(its),

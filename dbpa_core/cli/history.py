@@ -56,7 +56,16 @@ KIND_PAGES = {"battery": "Robustness battery", "fidelity": "Simulator fidelity",
 def _kinds(history: History, runs: Sequence[RunSummary]) -> dict[int, dict]:
     """``{run id: {"kind", "models", "headline"}}`` for every run (an audit: its own)."""
     extras = history.extras([r.id for r in runs])
-    return {r.id: {"kind": "audit", "models": r.models, "headline": "", **extras.get(r.id, {})} for r in runs}
+    out = {}
+    for r in runs:
+        e = extras.get(r.id, {})
+        out[r.id] = {
+            "kind": e.get("kind") or "audit",
+            # an audit's models are its own (a dashboard audit's extras row holds none)
+            "models": tuple(e.get("models") or ()) or tuple(r.models),
+            "headline": e.get("headline") or "",
+        }
+    return out
 
 
 def _outcome(r: RunSummary, extra: dict) -> str:
@@ -597,13 +606,14 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """List, show, compare or delete recorded runs (text for people, --json for scripts)."""
     from ..history import History, HistoryError
+    from ..resources import EXIT_MISSING_PART, MissingExtraError
 
     action = getattr(args, "action", None) or "list"
     try:
         out = ACTIONS[action](History(), args)
     except HistoryError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_MISSING_PART if isinstance(exc, MissingExtraError) else 2
     if isinstance(out, Failed):  # e.g. compare --fail-on-change: a verdict changed
         print(out.text)
         print(out.message, file=sys.stderr)

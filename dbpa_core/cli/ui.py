@@ -7,9 +7,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Any
 
 
-def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_parser(sub: Any) -> argparse.ArgumentParser:
     u = sub.add_parser(
         "ui",
         help="start the dashboard (needs the app extra)",

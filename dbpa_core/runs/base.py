@@ -293,6 +293,13 @@ def p_text(p: float | None) -> str:
     return "–" if p is None or (isinstance(p, float) and math.isnan(p)) else fmt_p(p)
 
 
+def p_is(label: str, p: float | None) -> str:
+    """``p = 0.0123`` or ``p < 0.001`` (never ``p = < 0.001``): ``label`` and p as the
+    command line writes it."""
+    text = p_text(p)
+    return f"{label} {text}" if text.startswith("<") else f"{label} = {text}"
+
+
 def num(x: float | None, digits: int = 3) -> str:
     return "nan" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
 
@@ -321,12 +328,11 @@ def perturbation_verdict(
     to be significant after the correction), known before the run."""
     numbers = (
         f"omega = {num(effect_size)}, chance = {num(chance)}, above chance = {above:+.3f}, "
-        f"p = {p_text(p_value)}, p_adj = {p_text(p_adjusted)} ({family}), alpha = {alpha:g}{extra}"
+        f"{p_is('p', p_value)}, {p_is('p_adj', p_adjusted)} ({family}), alpha = {alpha:g}{extra}"
     )
     word = "changed the answers" if significant else "no detectable change"
     outcome = (
-        f"{word}: ω above chance {above:+.3f}, p = {p_text(p_value)}, "
-        f"adjusted p = {p_text(p_adjusted)} {stars}"
+        f"{word}: ω above chance {above:+.3f}, {p_is('p', p_value)}, {p_is('adjusted p', p_adjusted)} {stars}"
     ).rstrip()
     gate, failed, flag, message = None, False, ("changed" if significant else "unchanged"), ""
     if role == "control":
@@ -424,6 +430,7 @@ __all__ = [
     "gate_failures",
     "gate_of",
     "num",
+    "p_is",
     "p_text",
     "perturbation_verdict",
     "register",

@@ -26,6 +26,7 @@ from .base import (
     Verdict,
     check_row,
     check_verdict,
+    p_is,
     perturbation_verdict,
     register,
 )
@@ -60,14 +61,12 @@ def _f(x: Any) -> float:
 def pooled_check_text(d: Mapping[str, Any]) -> str:
     """A pooled check in words: each arm's rate (or mean) over the cases, the difference
     with its interval, the test and its p."""
-    from ..fmt import fmt_p
-
     name = str(d.get("check"))
     if d.get("difference") is None:
         return f"{name}: nothing to compare across the cases"
     ci = d.get("ci") or (float("nan"), float("nan"))
     p = d.get("p_value")
-    test = f"{d.get('test')} p = {fmt_p(p)}" if p is not None else "not tested"
+    test = f"{d.get('test')} {p_is('p', p)}" if p is not None else "not tested"
     if d.get("numeric"):
         return (
             f"{name}: mean {_f(d.get('base')):.1f} → {_f(d.get('value')):.1f} words over "
@@ -166,8 +165,17 @@ class SuiteRun(RunResult):
                 alpha=self.alpha,
                 kind="case",
             )
+            if t.get("stop_reason"):  # sequential sampling: how many answers, why it stopped
+                v = Verdict(
+                    **{
+                        **v.__dict__,
+                        "outcome": f"{v.outcome}; {t.get('samples_used')} answers per arm, "
+                        f"stopped: {t['stop_reason']}",
+                    }
+                )
             # a case's test is reported; the gate is the pooled verdict across the cases
-            out.append(Verdict(**{**v.__dict__, "gate": None, "failed": False}))
+            flag = "changed" if v.significant else "unchanged"  # the gate's colours are the pooled rows'
+            out.append(Verdict(**{**v.__dict__, "gate": None, "failed": False, "flag": flag}))
         rows = self.checks()
         pooled_checks = any(r.part == POOLED for r in rows)
         for r in rows:

@@ -16,6 +16,12 @@ TOKEN = "tok-browser-6d1f90aa"
 LANDING = "Does a perturbation change what the model says?"
 
 
+def settled(page) -> None:
+    """Wait until the page is drawn (no skeleton placeholders left)."""
+    page.wait_for_function("!document.querySelector('[data-testid=stSkeleton]')", timeout=60_000)
+    page.wait_for_timeout(1000)
+
+
 @pytest.fixture(scope="module")
 def app_url(tmp_path_factory):
     with dashboard(tmp_path_factory.mktemp("access"), DBPA_REPLAY_FILE=DEMO, DBPA_UI_TOKEN=TOKEN) as url:
@@ -39,7 +45,7 @@ def test_the_gate_shows_and_the_token_opens_the_dashboard(app_url, browser):
     field.fill(TOKEN)
     page.get_by_role("button", name="Open the dashboard").click()
     page.get_by_role("button", name="Run audit").wait_for(timeout=60_000)
-    page.wait_for_timeout(1500)
+    settled(page)
     page.screenshot(path=str(shots() / "access-open.png"), full_page=True)
     context.close()
 
@@ -50,7 +56,7 @@ def test_the_link_with_the_token_opens_a_page_by_its_own_url(app_url, browser):
     page.goto(f"{app_url}/perturbation_test?token={TOKEN}", wait_until="networkidle")
     page.get_by_role("heading", name=LANDING).wait_for(timeout=60_000)
     page.get_by_role("button", name="Run audit").wait_for(timeout=60_000)
-    page.wait_for_timeout(2000)
+    settled(page)
     body = page.inner_text("body")
     assert "Page not found" not in body and "Access token needed" not in body
     assert "token=" not in page.url  # read once, then out of the address bar

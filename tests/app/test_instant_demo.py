@@ -25,6 +25,8 @@ def test_first_start_shows_the_recorded_result_labelled(make_app, monkeypatch):
     (label,) = _label(at)
     assert f"answered by **{rec.meta['model']}** ({rec.meta['precision']}" in label
     assert f"recorded on {rec.date}" in label and "Run audit" in label and "afresh" in label
+    # honest about another CPU: fresh answers differ there; the replay spec reproduces them
+    assert "new answers" in label and "dbpa audit examples/replay_personas.yaml" in label
     ((_job, result),) = at.session_state["results"]["landing"].items()
     assert result.spec.samples == 20 and result.spec.model == {"backend": "local"}
     # what `make venv` computes once (python -m ui.demo) is what a fresh session shows

@@ -126,8 +126,9 @@ def test_build_run_and_download_a_suite_like_dbpa_audit(make_app, replay, tmp_pa
     # one case's answers side by side, with the check's marks
     side = next(d.value for d in at.dataframe if "base answer" in d.value.columns)
     assert len(side) == 6 and side.filter(like="checks").iloc[:, 0].str.contains("mentions a statin").all()
-    # recorded in History
+    # recorded in History, with its report and the results as downloads
     assert at.session_state["results_meta"]["suite"]["record"] is not None
+    assert {"suite_dl_report", "suite_dl_json"} <= {b.key for b in at.get("download_button")}
     # the two files of the downloads run unchanged with `dbpa audit`: the same verdicts
     doc = at.session_state["_suite_doc"]
     from ui import suite_builder
