@@ -177,13 +177,13 @@ class FakeOpenAI(LocalJSONServer):
         with self.lock:
             self._in_flight += 1
         try:
-            self._answer(h)
+            self._respond(h)
         finally:
             with self._idle:
                 self._in_flight -= 1
                 self._idle.notify_all()
 
-    def _answer(self, h):
+    def _respond(self, h):
         length = int(h.headers.get("Content-Length") or 0)
         raw = h.rfile.read(length)
         with self.lock:
