@@ -59,7 +59,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 import numpy as np
 
-from .intervals import wilson_interval
+from .intervals import MAX_COUNT, wilson_interval
 
 if TYPE_CHECKING:
     from .backends.base import SampleRequest
@@ -74,7 +74,6 @@ BOSCHLOO_MAX_N = 200  # answers in both arms; beyond, Boschloo's test is slow an
 JUDGE_MAX_TOKENS = 16
 EXPECT_CHECK = "expected answer"  # the check a suite's ``expect:`` adds
 PERMUTATION_BATCH = 4096  # random splits drawn at once: memory stays small at any B
-MAX_COUNT = 2**53  # answers counted: floats hold every whole number up to here exactly
 MAX_PERMUTATION_WORK = 10**10  # permutation_p: permutations x answers, about 2 minutes of one core
 
 

@@ -1172,6 +1172,13 @@ def _spec(d: Mapping[str, Any]) -> AuditSpec:
     return AuditSpec(**kw)
 
 
+def spec_from_dict(d: Mapping[str, Any]) -> AuditSpec:
+    """A spec read back from what :meth:`AuditSpec.to_dict` wrote (a recorded run's, or a
+    suite's ``results.json``): not validated again, since it was when it ran; keys written
+    by another dbpa version that this one lacks are left out."""
+    return _spec(d)
+
+
 def _test(d: Mapping[str, Any]) -> DBPAResult:
     kw = _known(DBPAResult, d)
     for k in ("null_similarities", "alt_similarities", "permutation_statistics"):
@@ -1362,5 +1369,6 @@ __all__ = [
     "RunComparison",
     "RunSummary",
     "default_db_path",
+    "spec_from_dict",
     "where_responses_live",
 ]

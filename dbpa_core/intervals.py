@@ -26,13 +26,21 @@ import math
 
 from scipy import stats
 
+from ._validate import big_number
+
 CONFIDENCE = 0.95
+MAX_COUNT = 2**53  # trials counted: floats hold every whole number up to here exactly
 
 
 def wilson_interval(x: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
     """Wilson's score interval of the proportion ``x / n`` (NaN, NaN when ``n == 0``);
     raises ValueError naming the argument for ``x`` outside [0, n] or a confidence
-    outside (0, 1)."""
+    outside (0, 1), and for ``n`` above 2⁵³ (:data:`MAX_COUNT`: larger counts are not
+    exact as floats)."""
+    if n > MAX_COUNT:
+        raise ValueError(
+            f"`n` must be <= {MAX_COUNT:_}, got {big_number(n)}: larger counts are not exact as floats."
+        )
     if n < 0 or not 0 <= x <= max(n, 0):
         raise ValueError(f"`x` must lie in [0, n]; got x={x}, n={n}.")
     if not 0.0 < confidence < 1.0:
@@ -47,4 +55,4 @@ def wilson_interval(x: int, n: int, confidence: float = CONFIDENCE) -> tuple[flo
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-__all__ = ["CONFIDENCE", "wilson_interval"]
+__all__ = ["CONFIDENCE", "MAX_COUNT", "wilson_interval"]

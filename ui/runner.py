@@ -706,29 +706,14 @@ def run_meta(key: str) -> RunMeta:
     return meta.get("run") or RunMeta()
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
-def _replay_counts(path: str, mtime: float) -> dict[tuple[str, str | None], int]:
-    from dbpa_core.backends.replay import load_replay_file
-
-    return {k: len(v) for k, v in load_replay_file(path).items()}
-
-
-def _available(model: dict, prompt: str) -> int:
-    """How many distinct recorded responses a replay model can give for ``prompt`` (the
-    replay backend's own rule: the model's records, else unnamed ones; all when unnamed)."""
-    counts = _replay_counts(model["file"], os.path.getmtime(model["file"]))
-    name = model.get("name")
-    if name:
-        return counts.get((prompt, name)) or counts.get((prompt, None), 0)
-    return sum(n for (p, _m), n in counts.items() if p == prompt)
-
-
 def replay_lacking(model: dict, need: Mapping[str, int]) -> tuple[list[str], str | None]:
     """The prompts of ``need`` (prompt → answers wanted) that the replay ``model`` holds
     fewer times, in order, and None; or no prompts and a one-line message when its file
     cannot be read. The pages check this before Run."""
+    from dbpa_core.backends.replay import replay_lacking as lacking
+
     try:
-        return [p for p, n in need.items() if _available(model, p) < n], None
+        return lacking(model, need), None
     except (OSError, BackendError) as exc:
         return [], _unreadable(model, exc)
 
@@ -741,6 +726,7 @@ def replay_shortfalls(specs: dict[str, AuditSpec]) -> str | None:
     """A message naming every prompt (and model) a replay file cannot answer k times, or
     None when every replay model holds what the audits need."""
     from dbpa_core.audit import build_arms
+    from dbpa_core.backends.replay import replay_available
 
     lacking: dict[str, list[str]] = {}
     for spec in specs.values():
@@ -749,7 +735,7 @@ def replay_shortfalls(specs: dict[str, AuditSpec]) -> str | None:
             if m.get("backend") != "replay":
                 continue
             try:
-                have = _available(m, arm.prompt)
+                have = replay_available(m, arm.prompt)
             except (OSError, BackendError) as exc:
                 return _unreadable(m, exc)
             if have < arm.first_sample + spec.samples:  # a same-prompt arm takes the next ones

@@ -20,7 +20,7 @@ import pandas as pd
 import streamlit as st
 
 from dbpa_core.spec import AuditSpec, SpecError, model_label, parse_spec
-from dbpa_core.types import _jsonable
+from dbpa_core.types import jsonable
 
 from . import runner, state, suite_figures, widgets
 from .figures import fmt_p
@@ -144,7 +144,7 @@ def signature(spec: AuditSpec) -> str:
     """What identifies a suite's inputs (the history keeps the same for each suite run):
     everything but its name and description, which change no answer and no number."""
     d = {k: v for k, v in spec.to_dict().items() if k not in ("name", "description")}
-    return json.dumps(_jsonable(d), sort_keys=True, default=str)
+    return json.dumps(jsonable(d), sort_keys=True, default=str)
 
 
 ANSWER_KEYS = ("case", "arm", "role", "prompt", "system_prompt", "index", "response")
@@ -434,10 +434,10 @@ def spec_of(summary: dict[str, Any]) -> AuditSpec | None:
     """The suite's spec rebuilt from its summary (None when it cannot be)."""
     from dataclasses import replace
 
-    from dbpa_core.history import _spec
+    from dbpa_core.history import spec_from_dict
 
     try:
-        spec = _spec(summary["spec"])
+        spec = spec_from_dict(summary["spec"])
         return replace(
             spec,
             perturbations=tuple(

@@ -8,12 +8,13 @@ distinct records; asking for more than are recorded is an error, never reuse.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
 from collections import defaultdict
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -143,6 +144,27 @@ class ReplayBackend:
             # one shuffled order per prompt, so indices 0..k-1 are k distinct records
             order = np.random.default_rng(_prompt_seed(req)).permutation(len(responses))
             on_sample(req, Sample(responses[order[req.index]], model=self.model or "replay"))
+
+
+@functools.lru_cache(maxsize=16)
+def _held(path: str, mtime: float, model: str) -> ReplayBackend:
+    return ReplayBackend(path, model or None)
+
+
+def replay_available(model: Mapping[str, Any], prompt: str) -> int:
+    """How many distinct recorded responses the replay ``model`` (a spec's model entry)
+    can give for ``prompt``: the backend's own rule (the model's records, else unnamed
+    ones; all of them when the model is unnamed). Its file is read once per change.
+    Raises OSError or :class:`BackendError` when it cannot be read."""
+    path = str(model["file"])
+    return _held(path, os.path.getmtime(path), str(model.get("name") or "")).available(prompt)
+
+
+def replay_lacking(model: Mapping[str, Any], need: Mapping[str, int]) -> list[str]:
+    """The prompts of ``need`` (prompt -> answers wanted) that the replay ``model`` holds
+    fewer times, in order: what the pages, ``dbpa scan`` and the estimate check before a
+    run (nothing is sent)."""
+    return [p for p, n in need.items() if replay_available(model, p) < n]
 
 
 def _prompt_seed(req: SampleRequest) -> int:

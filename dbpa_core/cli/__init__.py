@@ -65,7 +65,9 @@ options and turns the library's errors into one line and an exit code.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import sys
 
 from .. import __version__
 from . import (
@@ -143,9 +145,22 @@ def main(argv: list[str] | None = None) -> int:
         try:
             args = _parse(argv)
             state.code = run_guarded(args.func, args)
+            sys.stdout.flush()  # a closed pipe shows here, not in Python's flush at exit
         except KeyboardInterrupt as exc:  # before run_guarded: while parsing or importing
             state.code = stopped(exc)
+        except BrokenPipeError:  # `dbpa ... | head`: the reader has gone; nothing to say
+            state.code = _pipe_closed()
         return state.code
+
+
+def _pipe_closed() -> int:
+    """The reader of standard output left (``dbpa audit ... | head``): what was printed
+    reached it, the rest has nowhere to go. No traceback, the shell's code for SIGPIPE
+    (141); standard output is pointed at /dev/null so Python's own flush at exit is quiet."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    return 141
 
 
 __all__ = ["COMMANDS", "build_parser", "main"]

@@ -197,7 +197,7 @@ def replay_shortfall(audit: AuditSpec, battery: BatterySpec) -> str | None:
     recorded in it), else None. Nothing is sent."""
     from ..attacks.battery import prompts_needed
     from ..audit import build_arms
-    from ..backends.replay import ReplayBackend
+    from ..backends.replay import replay_lacking
 
     model = audit.model
     if model.get("backend") != "replay":
@@ -205,8 +205,7 @@ def replay_shortfall(audit: AuditSpec, battery: BatterySpec) -> str | None:
     need = dict(prompts_needed(battery))
     for arm in build_arms(audit):  # a same-prompt arm takes the answers after the base's
         need[arm.prompt] = max(need.get(arm.prompt, 0), arm.first_sample + audit.samples)
-    replay = ReplayBackend(model["file"], model.get("name"))
-    lacking = [p for p, n in need.items() if replay.available(p) < n]
+    lacking = replay_lacking(model, need)
     if not lacking:
         return None
     first = " ".join(lacking[0].split())
