@@ -154,10 +154,10 @@ def kernel_threads(work: float) -> int:
     (about a millisecond of work or less: starting a parallel region costs more than it
     saves there), else one per core that no other work holds now (:func:`free_cores`).
 
-    A parallel region ends when its slowest thread does: a thread sharing its core with
-    other work runs at half speed or less, and the others spin while they wait for it
-    (beside other work, k = 50 measured 71-96 ms against 11 ms quiet on every core).
-    Results do not depend on the thread count."""
+    A parallel region ends when its slowest thread does, and a thread sharing its core with
+    other work runs at half speed or less while the others spin waiting for it; one thread
+    per free core leaves that core to the other work. Results do not depend on the thread
+    count."""
     if work < PARALLEL_MIN_WORK:
         return 1
     most = MOST_THREADS
