@@ -2,6 +2,7 @@
 #              this machine only: make run PORT=8600 picks the port, SHARE=1 serves the
 #              network behind an access token (printed at start)
 # make test  - create .venv, install everything, run the whole test suite (and build the manual)
+# make test-fast - the quick tier for iterating (no slow or browser tests; see docs/development.md)
 # make bench - run the speed benchmarks and print them next to their targets
 # make lock  - re-resolve pyproject.toml into requirements/ (needs the package indexes)
 SHELL := /bin/bash
@@ -89,11 +90,20 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-test: $(STAMP) browser-deps postgres-deps vllm lint
-	$(PY) -m pytest -q
+# The tests run on every core (pytest-xdist: -n auto; make test JOBS=1 runs them in one
+# process) and list the 15 slowest at the end (--durations=15, in pyproject's addopts).
+# SHUFFLE=<seed> runs them in a seeded order (tests/conftest.py): make test-fast SHUFFLE=7
+JOBS ?= auto
+PYTEST := $(PY) -m pytest -q $(if $(filter 1,$(JOBS)),,-n $(JOBS)) $(if $(SHUFFLE),--shuffle $(SHUFFLE))
 
+test: $(STAMP) browser-deps postgres-deps vllm lint
+	$(PYTEST)
+
+# the loop for iterating: every module (an import smoke test of each module, page and
+# command) without the slow tier (real models, whole pages, long simulations, mypy) and
+# without Chromium; a few minutes on 2 cores
 test-fast: $(STAMP) lint
-	$(PY) -m pytest -q -m "not slow and not browser"
+	$(PYTEST) -m "not slow and not browser"
 
 run: $(STAMP)
 	$(PY) -m dbpa_core.cli ui --server.port $(PORT)$(if $(SHARE), --share)

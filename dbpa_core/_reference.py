@@ -21,7 +21,7 @@ from .measures import (
 from .similarity import cosine_similarity_matrix, normalize_rows
 
 
-def _omega(xa: np.ndarray, xb: np.ndarray, measure: str, edges, null: str = "base") -> float:
+def _omega(xa: np.ndarray, xb: np.ndarray, measure: str, edges: np.ndarray, null: str = "base") -> float:
     sa = cosine_similarity_matrix(xa)
     p0 = sa[np.triu_indices(xa.shape[0], 1)]
     if null == "pooled":
@@ -44,16 +44,16 @@ def _omega(xa: np.ndarray, xb: np.ndarray, measure: str, edges, null: str = "bas
 
 
 def literal_dbpa_test(
-    base,
-    perturbed,
+    base: np.ndarray,
+    perturbed: np.ndarray,
     *,
     measure: str = "jsd",
-    subsets=None,
+    subsets: np.ndarray | None = None,
     n_permutations: int = 1000,
-    rng=None,
+    rng: np.random.Generator | int | None = None,
     bins: int = DEFAULT_BINS,
     null: str = "base",
-):
+) -> tuple[float, np.ndarray, float]:
     """Returns ``(t_obs, permutation_statistics, p_value)``.
 
     ``subsets`` (shape (B, k)) fixes the splits; otherwise they are drawn with

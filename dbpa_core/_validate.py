@@ -5,12 +5,14 @@ from __future__ import annotations
 import csv
 import math
 import numbers
+import os
 import re
+from collections.abc import Iterator
 
 import numpy as np
 
 
-def real_array(x, name: str, expected: str) -> np.ndarray:
+def real_array(x: object, name: str, expected: str) -> np.ndarray:
     """``x`` as a float64 array, or TypeError naming ``name``: None, booleans, complex
     numbers, text and ragged nesting are refused rather than silently converted
     (``np.asarray(None, float)`` is NaN; complex values would lose their imaginary
@@ -84,7 +86,7 @@ def pair_visits(k: int, m: int, n_permutations: int, bins: int = 0) -> int:
     return (splits + 1) * (n * n // 2 + bins)
 
 
-def check_level(value, name: str) -> float:
+def check_level(value: object, name: str) -> float:
     """A level in (0, 1) such as ``alpha``: any real number type (numpy included),
     not a bool, finite."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
@@ -121,7 +123,7 @@ def first_surrogate(text: str) -> str | None:
 
 
 # --------------------------------------------------------------------------- files
-def file_problem(path) -> str | None:
+def file_problem(path: str | os.PathLike) -> str | None:
     """Why ``path`` cannot be read as a file, in words (None when it is a regular file):
     "no such file", "is a folder, not a file", or "is not a regular file (a device, a
     pipe or a socket)" — checked before it is opened, so a FIFO never blocks a read and
@@ -145,7 +147,7 @@ def file_problem(path) -> str | None:
 
 
 def csv_header(
-    reader,
+    reader: Iterator[list[str]],
     source: str,
     error: type[Exception],
     *,

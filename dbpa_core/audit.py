@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import time
 import warnings
 from collections.abc import Callable, Mapping
@@ -243,7 +244,7 @@ class AuditResult:
                 )
         return "\n".join(lines) + "\n"
 
-    def write(self, out_dir) -> list[str]:
+    def write(self, out_dir: str | os.PathLike) -> list[str]:
         """Write results.json, results.csv and responses.jsonl (and checks.csv when the spec
         has checks); returns their paths.
 

@@ -23,15 +23,16 @@ before is stored.
 
 from __future__ import annotations
 
+import argparse
 import functools
 import hashlib
 import json
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from ._validate import valid_unicode
 from .backends.base import BackendError, ModelNotFoundError, Sample, SampleRequest, clean_text
@@ -56,6 +57,11 @@ from .sampling import (
     model_key,
     sample_key,
 )
+
+if TYPE_CHECKING:
+    from .attacks.spec import BatterySpec
+    from .cli.common import Bars
+    from .spec import AuditSpec
 
 ENDPOINT = "/v1/chat/completions"
 COMPLETION_WINDOW = "24h"
@@ -88,7 +94,7 @@ class BatchOutcome:
 
 
 # --------------------------------------------------------------------------- planning
-def audit_jobs(spec) -> list[tuple[dict[str, Any], SampleRequest]]:
+def audit_jobs(spec: AuditSpec) -> list[tuple[dict[str, Any], SampleRequest]]:
     """Every sample an audit spec (a suite: every case) asks its models for. The answer
     checks' judges are not among them: they read the answers, so they are asked live."""
     from .audit import arm_requests, build_arms
@@ -102,7 +108,7 @@ def audit_jobs(spec) -> list[tuple[dict[str, Any], SampleRequest]]:
     return [(arm.model, r) for s in specs for arm in build_arms(s) for r in arm_requests(s, arm)]
 
 
-def battery_jobs(spec) -> list[tuple[dict[str, Any], SampleRequest]]:
+def battery_jobs(spec: BatterySpec) -> list[tuple[dict[str, Any], SampleRequest]]:
     """Every sample a robustness battery spec may ask its model for, as its sampler asks
     them: the answers (clean, attacked, instructions, option orders), the robustness
     curve's samples and *every* round of RTI. RTI stops raising rho for an item once its
@@ -113,7 +119,7 @@ def battery_jobs(spec) -> list[tuple[dict[str, Any], SampleRequest]]:
     return [(spec.model, r.request) for r in battery_requests(spec)]
 
 
-def battery_batch_cost(est: Mapping[str, Any], spec) -> float:
+def battery_batch_cost(est: Mapping[str, Any], spec: BatterySpec) -> float:
     """A battery estimate's cost (:func:`~dbpa_core.attacks.battery.estimate_battery`)
     through the Batch API: every call is its one model's, at the batch price when that
     model is OpenAI-compatible (RTI at its upper bound, as the job asks it)."""
@@ -121,7 +127,7 @@ def battery_batch_cost(est: Mapping[str, Any], spec) -> float:
     return est["cost"] * (BATCH_DISCOUNT if batched else 1.0)
 
 
-def batch_cost(est: Mapping[str, Any], spec) -> float:
+def batch_cost(est: Mapping[str, Any], spec: AuditSpec) -> float:
     """The estimate's cost when the audit's own samples of OpenAI-compatible models go
     through the Batch API (at :data:`~dbpa_core.pricing.BATCH_DISCOUNT` of the listed
     price); the embeddings and the judges stay at the listed price."""
@@ -236,21 +242,21 @@ def _settings(model: Mapping[str, Any], api_keys: Mapping[str, str], cache: Cach
 
 
 async def _one_job(
-    model,
+    model: Mapping[str, Any],
     todo: dict[str, SampleRequest],
     cache: Cache,
     settings: OpenAIClientSettings,
     outcome: BatchOutcome,
-    progress,
-    should_stop,
+    progress: Callable[[Progress], None],
+    should_stop: Callable[[], bool] | None,
     poll_first: float,
     poll_max: float,
-    sleep,
+    sleep: Callable[[float], None],
 ) -> None:
     name = model["name"]
     client = settings.client()
 
-    async def call(what: str, make):
+    async def call(what: str, make: Callable[[], Awaitable[Any]]) -> Any:
         return await settings.with_retries(make, what=what, model=name)
 
     try:
@@ -284,10 +290,10 @@ async def _one_job(
                 )
             sleep(wait)
             wait = min(poll_max, wait * 2)
-            batch = await call("batch", lambda bid=batch.id: client.batches.retrieve(bid))
+            batch = await call("batch", functools.partial(client.batches.retrieve, batch.id))
         for file_id in (batch.output_file_id, batch.error_file_id):
             if file_id:
-                raw = await call("batch file", lambda fid=file_id: client.files.content(fid))
+                raw = await call("batch file", functools.partial(client.files.content, file_id))
                 _store_lines(raw.content, todo, cache, outcome)
         progress(Progress("batch", len(todo), len(todo), f"{batch.id}: {batch.status}"))
         path.unlink(missing_ok=True)  # a finished job: a rerun sends what is still missing
@@ -314,15 +320,15 @@ async def _one_job(
 
 
 async def _find_or_create(
-    client,
-    call,
+    client: Any,
+    call: Callable[..., Awaitable[Any]],
     path: Path,
     name: str,
     todo: dict[str, SampleRequest],
     settings: OpenAIClientSettings,
     outcome: BatchOutcome,
     cache: Cache,
-):
+) -> Any:
     """The job saved at ``path`` (a resumed run), else a new one: upload, create, save."""
     state = _load_state(path)
     if state is not None:
@@ -426,7 +432,7 @@ def _answer(line: dict[str, Any]) -> dict[str, Any]:
         raise MalformedAnswer(str(exc)) from None
 
 
-def run_batch_cli(spec, args, cache: Cache, bars) -> int | None:
+def run_batch_cli(spec: AuditSpec, args: argparse.Namespace, cache: Cache, bars: Bars) -> int | None:
     """``dbpa audit --batch``: fill the cache through the Batch API before the audit runs;
     None to go on with the audit, else the exit code (after one line on stderr)."""
     import sys
@@ -446,7 +452,7 @@ def run_batch_cli(spec, args, cache: Cache, bars) -> int | None:
     return jobs_cli(audit_jobs(spec), cache, bars)
 
 
-def jobs_cli(jobs: Sequence[tuple[Mapping[str, Any], SampleRequest]], cache: Cache, bars) -> int | None:
+def jobs_cli(jobs: Sequence[tuple[Mapping[str, Any], SampleRequest]], cache: Cache, bars: Bars) -> int | None:
     """The ``--batch`` step of a command: :func:`fill_cache` with its outcome in one line;
     None to go on (the command then runs from the cache), else the exit code. A
     :class:`BatchError` goes up (exit 3, in one line)."""

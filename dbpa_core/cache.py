@@ -36,6 +36,7 @@ and messages, shared by every machine that names the same database.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import math
@@ -46,12 +47,17 @@ import sqlite3
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ._validate import valid_unicode
+
+#: where the entries live: a diskcache.Cache folder or a table in a database
+#: (:class:`~dbpa_core.cache_db.DatabaseStore`); both answer the same calls
+Store = Any
 
 DEFAULT_SIZE_LIMIT = 2 * 1024**3  # 2 GiB
 CLAIM_TTL = 6 * 3600.0  # a claim's last-resort lifetime; liveness comes from the heartbeat
@@ -136,7 +142,7 @@ def decode_value(raw: Any) -> Any:
     return None
 
 
-def _disk_class():
+def _disk_class() -> type | None:
     import diskcache
     from diskcache.core import MODE_PICKLE, UNKNOWN
 
@@ -145,36 +151,36 @@ def _disk_class():
         reading a pickled entry (old format, or planted) raises, and the cache treats
         the key as missing. Files outside the store folder are never read or removed."""
 
-        def _inside(self, filename) -> str:
+        def _inside(self, filename: str) -> str:
             full = os.path.realpath(os.path.join(self._directory, str(filename)))
             root = os.path.realpath(self._directory)
             if os.path.commonpath([full, root]) != root:
                 raise _Unreadable(f"a value file outside the cache: {filename!r}")
             return full
 
-        def put(self, key):
+        def put(self, key: Any) -> tuple[Any, bool]:
             if type(key) is not str:
                 raise TypeError("cache keys are strings")
             return super().put(key)
 
-        def get(self, key, raw):
+        def get(self, key: Any, raw: bool) -> Any:
             if not raw:
                 raise _Unreadable("a pickled key")
             return super().get(key, raw)
 
-        def store(self, value, read, key=UNKNOWN):
+        def store(self, value: Any, read: bool, key: Any = UNKNOWN) -> tuple[int, int, str | None, Any]:
             if type(value) not in (str, bytes):
                 raise TypeError("the dbpa cache stores text and bytes only (never a pickle)")
             return super().store(value, read, key=key)
 
-        def fetch(self, mode, filename, value, read):
+        def fetch(self, mode: int, filename: str, value: Any, read: bool) -> Any:
             if mode == MODE_PICKLE:
                 raise _Unreadable("a pickled value")
             if filename is not None:
                 self._inside(filename)
             return super().fetch(mode, filename, value, read)
 
-        def remove(self, file_path):
+        def remove(self, file_path: str) -> None:
             try:
                 self._inside(file_path)
             except _Unreadable:
@@ -308,7 +314,7 @@ class Cache:
             "repairs it (it removes every cached response)."
         )
 
-    def _open(self):
+    def _open(self) -> Store:
         import diskcache
 
         if self.url:
@@ -349,7 +355,7 @@ class Cache:
         return st.st_dev, st.st_ino
 
     @property
-    def store(self):
+    def store(self) -> Store:
         with self._lock:
             if self._store is not None and self._db_id() != self._opened:
                 self.close()  # another process removed and rebuilt the store: reopen it
@@ -358,7 +364,7 @@ class Cache:
                 self._opened = self._db_id()
             return self._store
 
-    def _run(self, op, *, retry: bool = True):
+    def _run(self, op: Callable[[Store], Any], *, retry: bool = True) -> Any:
         """``op(store)``; a database error closes the store and tries once more (another
         process may have just rebuilt it), then becomes one :class:`CacheError`."""
         import diskcache
@@ -407,7 +413,7 @@ class Cache:
         return self._run(lambda store: self._read(store, key))
 
     @staticmethod
-    def _read(store, key: str) -> Any:
+    def _read(store: Store, key: str) -> Any:
         try:
             raw = store.get(key)
         except (_Unreadable, OSError, UnicodeDecodeError):
@@ -420,7 +426,7 @@ class Cache:
                 store.delete(key)
         return value
 
-    def get_many(self, keys) -> dict[str, Any]:
+    def get_many(self, keys: Iterable[str]) -> dict[str, Any]:
         """The values of those ``keys`` that are stored and readable as data, read in
         transactions of :data:`BATCH` keys (one lock and one commit each, where
         :meth:`get` pays both per key: the store records each read for its LRU eviction)."""
@@ -428,7 +434,7 @@ class Cache:
         if not self.enabled:
             return out
 
-        def op(store, chunk):
+        def op(store: Store, chunk: list[str]) -> Any:
             with store.transact():
                 for key in chunk:
                     value = self._read(store, key)
@@ -437,7 +443,7 @@ class Cache:
 
         keys = list(keys)
         for i in range(0, len(keys), BATCH):
-            self._run(lambda s, c=keys[i : i + BATCH]: op(s, c))
+            self._run(functools.partial(op, chunk=keys[i : i + BATCH]))
         return out
 
     def set(self, key: str, value: Any) -> None:
@@ -457,7 +463,7 @@ class Cache:
         token = (owner or self.owner)["token"]
         data = {k: encode_value(v) for k, v in values.items()}
 
-        def op(store):
+        def op(store: Store) -> Any:
             with store.transact():
                 for k, d in data.items():
                     store.set(k, d)
@@ -490,7 +496,7 @@ class Cache:
         return bool(self._run(lambda s: s.add("claim:" + key, value, expire=ttl)))
 
     def claim_many(
-        self, keys, owner: dict | None = None, *, ttl: float = CLAIM_TTL
+        self, keys: Iterable[str], owner: dict | None = None, *, ttl: float = CLAIM_TTL
     ) -> tuple[dict[str, str], dict[str, Any]]:
         """:meth:`claim` for many keys, each first looked up, in transactions of
         :data:`BATCH` keys. Returns ``(state, values)``: ``state[key]`` is ``"stored"``
@@ -505,7 +511,7 @@ class Cache:
         state: dict[str, str] = {}
         values: dict[str, Any] = {}
 
-        def op(store, chunk):
+        def op(store: Store, chunk: list[str]) -> Any:
             with store.transact():
                 for key in chunk:
                     value = self._read(store, key)
@@ -515,7 +521,7 @@ class Cache:
                         state[key] = "mine" if store.add("claim:" + key, claim, expire=ttl) else "theirs"
 
         for i in range(0, len(keys), BATCH):
-            self._run(lambda s, c=keys[i : i + BATCH]: op(s, c))
+            self._run(functools.partial(op, chunk=keys[i : i + BATCH]))
         return state, values
 
     def beat(self, owner: dict | None = None, *, ttl: float | None = None) -> None:
@@ -533,13 +539,13 @@ class Cache:
         if self.enabled and self._beaten.pop(token, None) is not None:
             self._run(lambda s: s.delete("owner:" + token))
 
-    def release(self, keys, owner: dict | None = None) -> None:
+    def release(self, keys: Iterable[str], owner: dict | None = None) -> None:
         """Give up claims ``owner`` holds (a claim of another claimant is left alone)."""
         if not self.enabled:
             return
         token = (owner or self.owner)["token"]
 
-        def op(store):
+        def op(store: Store) -> Any:
             for k in keys:
                 holder = self._holder(store, k)
                 if holder is not None and holder.get("token") == token:
@@ -548,7 +554,7 @@ class Cache:
         self._run(op)
 
     @staticmethod
-    def _holder(store, key: str) -> dict | None:
+    def _holder(store: Store, key: str) -> dict | None:
         try:
             raw = store.get("claim:" + key)
         except (_Unreadable, OSError):
@@ -568,7 +574,7 @@ class Cache:
         if not self.enabled:
             return None
 
-        def op(store):
+        def op(store: Store) -> Any:
             holder = self._holder(store, key)
             if holder is None:
                 return None

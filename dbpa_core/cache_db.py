@@ -113,7 +113,7 @@ class DatabaseStore:
         }
 
     @staticmethod
-    def _live(now: float):
+    def _live(now: float) -> Any:
         return sa.or_(_table.c.expires_at.is_(None), _table.c.expires_at > now)
 
     # ------------------------------------------------------------------ the store's calls

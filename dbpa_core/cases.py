@@ -38,9 +38,13 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from .spec import Perturbation, SpecDoc
+
 
 MAX_CASES = 100_000
 MAX_CASES_BYTES = 200 * 1024**2
@@ -239,7 +243,7 @@ def same_answer(a: str, b: str) -> bool:
 
 
 # --------------------------------------------------------------------------- reading
-def parse_cases(doc, raw: Any, base_dir: Path) -> tuple[Case, ...]:
+def parse_cases(doc: SpecDoc, raw: Any, base_dir: Path) -> tuple[Case, ...]:
     """The ``cases:`` section (a file or an inline list) as cases, or a SpecError."""
     from .spec import _existing, decode_utf8
     from .spec_schema import CasesFile, validate_section
@@ -291,7 +295,7 @@ def parse_cases(doc, raw: Any, base_dir: Path) -> tuple[Case, ...]:
     return tuple(cases)
 
 
-def _csv_rows(doc, text: str, name: str) -> list[tuple[str, dict]]:
+def _csv_rows(doc: SpecDoc, text: str, name: str) -> list[tuple[str, dict]]:
     reader = csv.reader(io.StringIO(text))
     try:
         header = next(reader, None)
@@ -320,7 +324,7 @@ def _csv_rows(doc, text: str, name: str) -> list[tuple[str, dict]]:
     return rows
 
 
-def _jsonl_rows(doc, text: str, name: str) -> list[tuple[str, dict]]:
+def _jsonl_rows(doc: SpecDoc, text: str, name: str) -> list[tuple[str, dict]]:
     rows = []
     for i, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -448,7 +452,7 @@ def unchanged_warnings(
     return out
 
 
-def no_case_placeholders(doc, base_prompt: str, perturbations) -> None:
+def no_case_placeholders(doc: SpecDoc, base_prompt: str, perturbations: Sequence[Perturbation]) -> None:
     """A spec without cases whose prompts hold ``{field}`` placeholders is a mistake."""
     for path, what, text in [(("base", "prompt"), "base.prompt", base_prompt)] + [
         (("perturbations", i), f"perturbation {p.name!r}", p.prompt)

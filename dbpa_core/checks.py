@@ -52,14 +52,20 @@ import json
 import math
 import re
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 import numpy as np
 
 from .intervals import MAX_COUNT, wilson_interval
+
+if TYPE_CHECKING:
+    from .backends.base import SampleRequest
+    from .cache import Cache
+    from .spec import AuditSpec, SpecDoc
+
 
 KINDS = ("contains", "absent", "regex", "refusal", "words", "json", "choice", "judge")
 TEXT_KINDS = ("contains", "absent", "regex")  # the kinds that take case_sensitive
@@ -159,7 +165,7 @@ def parses_as_json(text: str) -> bool:
     if fence:
         s = fence.group(1).strip()
 
-    def refuse(name: str):
+    def refuse(name: str) -> NoReturn:
         raise ValueError(name)
 
     try:
@@ -213,6 +219,13 @@ JUDGE_PROMPT = (
     'Answer:\n"""\n{answer}\n"""\n\n'
     "Question: {question}\nReply with one word: yes or no."
 )
+
+
+class JudgeSampler(Protocol):
+    """What the checks ask of a sampler: a judge's replies to ``jobs``, in order (a
+    :class:`~dbpa_core.sampling.Sampler`, or the report's replies read from a cache)."""
+
+    def sample(self, jobs: Sequence[Any], *, stage: str = ...) -> Sequence[Any]: ...
 
 
 # --------------------------------------------------------------------------- checks
@@ -314,7 +327,12 @@ def _compile(pattern: str, case_sensitive: bool) -> re.Pattern:
 
 # --------------------------------------------------------------------------- parsing
 def parse_checks(
-    doc, raw: Any, *, base_dir: str | Path = ".", allow_key_env=(), path: tuple = ("checks",)
+    doc: SpecDoc,
+    raw: Any,
+    *,
+    base_dir: str | Path = ".",
+    allow_key_env: Iterable[str] | None = (),
+    path: tuple = ("checks",),
 ) -> tuple[Check, ...]:
     """A spec's ``checks:`` list as :class:`Check` objects, or the spec's error naming
     the line (``doc`` is the spec's line-keeping document, see :mod:`dbpa_core.spec`)."""
@@ -505,7 +523,7 @@ def case_checks(
 
 # --------------------------------------------------------------------------- judges
 def judge_outcomes(
-    checks: Sequence[Check], texts: Sequence[str], sampler, *, seed: int = 0
+    checks: Sequence[Check], texts: Sequence[str], sampler: JudgeSampler, *, seed: int = 0
 ) -> dict[str, list[bool | None]]:
     """Every judge check asked about every text: ``{check name: [True/False/None per
     text]}`` (None: the reply said neither yes nor no).
@@ -533,7 +551,7 @@ def judge_outcomes(
     return out
 
 
-def _judge_request(check: Check, text: str, seed: int):
+def _judge_request(check: Check, text: str, seed: int) -> SampleRequest:
     """The judge's request about one answer (its cache key follows from it)."""
     from .backends import GenerationParams
     from .sampling import requests_for
@@ -547,7 +565,9 @@ def _judge_request(check: Check, text: str, seed: int):
     return requests_for(prompt, n=1, seed=seed, params=params)[0]
 
 
-def judge_estimate(spec, cache=None) -> list[tuple[str, Mapping[str, Any], int, int, int, int]]:
+def judge_estimate(
+    spec: AuditSpec, cache: Cache | None = None
+) -> list[tuple[str, Mapping[str, Any], int, int, int, int]]:
     """What the judges of ``spec`` will ask, before anything is asked: per judge check,
     ``(label, judge model, calls, cached, input tokens, output tokens)``.
 
@@ -705,7 +725,7 @@ def permutation_p(
             f"and {MAX_PERMUTATION_WORK:.0e} steps take about two minutes of one core."
         )
 
-    def diff(x, y, axis):
+    def diff(x: np.ndarray, y: np.ndarray, axis: int | None) -> np.ndarray:
         return np.mean(y, axis=axis) - np.mean(x, axis=axis)
 
     x, y = np.asarray(a, float), np.asarray(b, float)
@@ -1108,7 +1128,7 @@ def check_audit(
     return tuple(CheckResult(**r) for r in rows)
 
 
-def audit_checks(spec, arms: Sequence, sampler) -> tuple[CheckResult, ...]:
+def audit_checks(spec: AuditSpec, arms: Sequence, sampler: JudgeSampler | None) -> tuple[CheckResult, ...]:
     """:func:`check_audit` for an audit: ``arms`` are its
     :class:`~dbpa_core.audit.ArmResponses`, the base (or reference model) first."""
     checks = getattr(spec, "checks", ())

@@ -17,7 +17,7 @@ Pure functions over what the history stores (a suite's ``to_dict()``, a
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,7 +58,7 @@ class SuiteRow:
         return self.status in ("now significant", "no longer significant")
 
     def to_dict(self) -> dict[str, Any]:
-        def side(d):
+        def side(d: Mapping[str, Any] | None) -> dict[str, Any] | None:
             if d is None:
                 return None
             above = d.get("mean_effect_above_chance", d.get("effect_above_chance"))
@@ -120,7 +120,9 @@ SUITE_SETTINGS = (
 )
 
 
-def _pair(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]], key) -> list[tuple]:
+def _pair(
+    a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]], key: Callable[[Mapping[str, Any]], Any]
+) -> list[tuple]:
     """Rows of ``a`` and ``b`` matched by ``key(row)``: A's order, then B's new ones."""
     by_b = {key(r): r for r in b}
     out = [(key(r), r, by_b.pop(key(r), None)) for r in a]
@@ -239,7 +241,7 @@ def compare_batteries(a: Any, b: Any, *, max_asr: float | None = None) -> Batter
     """Battery results ``a`` and ``b`` (:class:`~dbpa_core.attacks.battery.BatteryResult`):
     ER and ASR of each attack at each rho over every item, matched by attack and rho."""
 
-    def rates(result) -> list[dict[str, Any]]:
+    def rates(result: Any) -> list[dict[str, Any]]:
         return [
             {
                 "key": (r.attack, float(r.rho)),

@@ -25,12 +25,16 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from .resources import MissingExtraError, missing_extra_message
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
 
 DATABASE_URL_ENV = "DBPA_DATABASE_URL"
 CACHE_URL_ENV = "DBPA_CACHE_URL"
@@ -262,7 +266,7 @@ def engine(url: str, *, timeout: float = 30.0) -> Engine:
         return made
 
 
-def _sqlite_connected(dbapi_con, _record) -> None:
+def _sqlite_connected(dbapi_con: Any, _record: Any) -> None:
     # transactions are begun by us (below), so DDL and migrations are atomic too
     dbapi_con.isolation_level = None
     # a garbled text cell reads with U+FFFD in place of its bad bytes, not as an error
@@ -275,7 +279,7 @@ def _sqlite_begin(con: Connection) -> None:
 
 
 # --------------------------------------------------------------------------- migrations
-def _config(con: Connection):
+def _config(con: Connection) -> Config:
     from alembic.config import Config
 
     cfg = Config()
@@ -285,7 +289,7 @@ def _config(con: Connection):
 
 
 @functools.cache
-def _script():
+def _script() -> ScriptDirectory:
     from alembic.script import ScriptDirectory
 
     return ScriptDirectory(str(Path(__file__).with_name("migrations")))

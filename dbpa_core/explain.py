@@ -32,11 +32,14 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .types import _jsonable
+
+if TYPE_CHECKING:
+    from .sampling import Sampler
 
 # A compact English stop-word list: function words only. "not", "no" and "never" are
 # left out on purpose: they turn a recommendation around and must stay visible.
@@ -134,7 +137,7 @@ class Term:
         }
 
 
-def _log_odds_iv(prior, prior_scale, min_count) -> None:
+def _log_odds_iv(prior: object, prior_scale: object, min_count: object) -> None:
     if isinstance(prior, str):
         if prior != "pooled":
             raise ValueError(
@@ -358,7 +361,9 @@ def _bow(texts: Sequence[str]) -> np.ndarray:
     return x
 
 
-def representatives(texts: Sequence[str], embeddings=None) -> tuple[Representative, Representative]:
+def representatives(
+    texts: Sequence[str], embeddings: np.ndarray | None = None
+) -> tuple[Representative, Representative]:
     """The typical answer (nearest the centroid) and the most atypical one (farthest).
 
     The centroid is the mean of the unit-normalized embeddings; without
@@ -491,8 +496,8 @@ def explain(
     base_texts: Sequence[str],
     perturbed_texts: Sequence[str],
     *,
-    base_embeddings=None,
-    perturbed_embeddings=None,
+    base_embeddings: np.ndarray | None = None,
+    perturbed_embeddings: np.ndarray | None = None,
     bigrams: bool = True,
     prior: str | float | Mapping[str, float] = "pooled",
     prior_scale: float = 1.0,
@@ -546,7 +551,7 @@ def explain(
     )
 
 
-def explain_result(result, name: str, **kwargs) -> Explanation:
+def explain_result(result: Any, name: str, **kwargs: Any) -> Explanation:
     """:func:`explain` for perturbation (or model) ``name`` of an
     :class:`~dbpa_core.audit.AuditResult` (its own embeddings when it has them)."""
     arm = next((a for a in result.arms if a.arm.name == name), None)
@@ -613,7 +618,7 @@ def summary_prompt(
 
 
 def summarize_difference(
-    sampler,
+    sampler: Sampler,
     model: Mapping[str, Any],
     base_texts: Sequence[str],
     perturbed_texts: Sequence[str],

@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .audit import PerturbationResult
 
 P_THRESHOLDS = (0.1, 0.05, 0.01, 0.001)  # the stars' and the usual α's
 
@@ -36,7 +40,7 @@ def fmt_p(p: float) -> str:
     return s
 
 
-def size_d(p) -> float | None:
+def size_d(p: PerturbationResult) -> float | None:
     """How far the perturbed answers of a :class:`~dbpa_core.audit.PerturbationResult`
     moved, on one scale for every measure and embedder: Cohen's d of the similarities,
     ``(mean P0 - mean P1) / sd``, where P0 are the similarities of the base answers among
@@ -71,13 +75,13 @@ def size_word(d: float | None) -> str:
     return next((w for t, w in SIZE_ANCHORS if d >= t), SIZE_BELOW)
 
 
-def size_text(p) -> str:
+def size_text(p: PerturbationResult) -> str:
     """'moderate, d = 0.62' (or '' without similarities)."""
     d = size_d(p)
     return "" if d is None else f"{size_word(d)}, d = {d:.2f}"
 
 
-def size_cell(p) -> str:
+def size_cell(p: PerturbationResult) -> str:
     """'moderate (0.62)' for a detectable change; '(0.31)', no word, for one that is not
     (its size is not established: at k = 20 chance alone moves d by about ±0.2); '–'
     without similarities."""

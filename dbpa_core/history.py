@@ -34,12 +34,12 @@ import platform
 import socket
 import sqlite3
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import sqlalchemy as sa
@@ -51,6 +51,10 @@ from .resources import MissingExtraError
 from .sequential import SequentialRecord
 from .spec import AuditSpec, Perturbation, _shown, model_label
 from .types import DBPAResult, ROCResult, jsonable
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
+
 
 DB_NAME = "history.sqlite3"
 
@@ -70,6 +74,14 @@ SETTINGS_KEYS = (
     "embedder",
     "sequential",
 )
+
+
+def _inserted_id(result: sa.CursorResult) -> int:
+    """The id the database gave the row an INSERT added."""
+    key = result.inserted_primary_key
+    if key is None:
+        raise HistoryError("the database gave no id to the row it added")
+    return int(key[0])
 
 
 class HistoryError(ValueError):
@@ -190,7 +202,7 @@ class ComparedTest:
         return self.status in ("now significant", "no longer significant")
 
     def to_dict(self) -> dict[str, Any]:
-        def side(p):
+        def side(p: Any) -> dict[str, Any] | None:
             return (
                 None
                 if p is None
@@ -282,7 +294,7 @@ class History:
 
     # ------------------------------------------------------------------ plumbing
     @contextmanager
-    def _connect(self):
+    def _connect(self) -> Iterator[Connection]:
         if self.path is not None:
             try:
                 ensure_home(self.path.parent)
@@ -357,15 +369,15 @@ class History:
 
     @staticmethod
     def _insert_run(
-        con,
+        con: Connection,
         *,
         when: datetime,
         source: str,
         page: str | None,
         title: str,
         settings: Mapping[str, Any],
-        cache_dir,
-        out_dir,
+        cache_dir: str | os.PathLike | None,
+        out_dir: str | os.PathLike | None,
         seconds: float | None,
     ) -> int:
         env = {
@@ -374,7 +386,7 @@ class History:
             "numpy": np.__version__,
         }
         user, host = _who()
-        return int(
+        return _inserted_id(
             con.execute(
                 sa.insert(db.runs).values(
                     created_at=when.astimezone(UTC).isoformat(timespec="seconds"),
@@ -390,7 +402,7 @@ class History:
                     user_name=user,
                     host_name=host,
                 )
-            ).inserted_primary_key[0]
+            )
         )
 
     # ------------------------------------------------------------------ writing
@@ -432,23 +444,25 @@ class History:
         return run_id
 
     @staticmethod
-    def _insert_audit(con, run_id: int, position: int, job: str, r: AuditResult) -> None:
+    def _insert_audit(con: Connection, run_id: int, position: int, job: str, r: AuditResult) -> None:
         s = r.spec
-        audit_id = con.execute(
-            sa.insert(db.audits).values(
-                run_id=run_id,
-                position=position,
-                job=job,
-                name=s.name,
-                mode=r.mode,
-                models="\n".join(model_label(m) for m in s.models),
-                base_prompt=s.base_prompt,
-                spec=json.dumps(jsonable(s.to_dict()), ensure_ascii=False),
-                usage=json.dumps(jsonable(r.usage)),
-                warnings=json.dumps(list(r.warnings), ensure_ascii=False),
-                roc=json.dumps(r.roc.to_dict()) if r.roc is not None else None,
+        audit_id = _inserted_id(
+            con.execute(
+                sa.insert(db.audits).values(
+                    run_id=run_id,
+                    position=position,
+                    job=job,
+                    name=s.name,
+                    mode=r.mode,
+                    models="\n".join(model_label(m) for m in s.models),
+                    base_prompt=s.base_prompt,
+                    spec=json.dumps(jsonable(s.to_dict()), ensure_ascii=False),
+                    usage=json.dumps(jsonable(r.usage)),
+                    warnings=json.dumps(list(r.warnings), ensure_ascii=False),
+                    roc=json.dumps(r.roc.to_dict()) if r.roc is not None else None,
+                )
             )
-        ).inserted_primary_key[0]
+        )
         if r.perturbations:
             con.execute(
                 sa.insert(db.tests),
@@ -557,7 +571,7 @@ class History:
             return [self._summary(con, row) for row in con.execute(q).mappings().fetchall()]
 
     @staticmethod
-    def _summary(con, row) -> RunSummary:
+    def _summary(con: Connection, row: Any) -> RunSummary:
         a, t = db.audits, db.tests
         audits = (
             con.execute(
@@ -958,7 +972,7 @@ class History:
             ) from None
 
 
-def _suite_summary(con, row) -> RunSummary | None:
+def _suite_summary(con: Connection, row: Any) -> RunSummary | None:
     """The list line of a suite run (None when the run is not one): its tests counted, and
     its control gate from the pooled verdicts (a control that changed the answers across
     the cases, after the correction)."""
@@ -1063,7 +1077,7 @@ class _SafeUnpickler(pickle.Unpickler):
         }
     )
 
-    def find_class(self, module: str, name: str):
+    def find_class(self, module: str, name: str) -> Any:
         if module == "builtins":
             if name in self.BUILTINS:
                 return super().find_class(module, name)
@@ -1140,7 +1154,7 @@ def _from_npy(blob: bytes | None) -> np.ndarray | None:
     return np.load(io.BytesIO(blob), allow_pickle=False)
 
 
-def _known(cls, data: Mapping[str, Any]) -> dict[str, Any]:
+def _known(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
     """The entries of ``data`` that are fields of dataclass ``cls`` (newer or older dbpa
     versions may have written more or fewer)."""
     names = {f.name for f in dataclasses.fields(cls)}
@@ -1192,7 +1206,7 @@ def _why(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _rebuild(con, a, unreadable: list[str]) -> AuditResult | None:
+def _rebuild(con: Connection, a: Any, unreadable: list[str]) -> AuditResult | None:
     """One audit from its rows. What cannot be read is left out (a test's numbers without
     its charts, an arm without its responses or embeddings) and named in ``unreadable``;
     None when not even its spec can be read."""
@@ -1256,7 +1270,7 @@ def _json_or(text: Any, default: Any, what: str, unreadable: list[str]) -> Any:
         return default
 
 
-def _arm(row, what: str, unreadable: list[str]) -> ArmResponses:
+def _arm(row: Any, what: str, unreadable: list[str]) -> ArmResponses:
     model = _json_or(row["model"], {}, f"{what}: its model", unreadable)
     arm = Arm(
         row["name"],
@@ -1279,7 +1293,7 @@ def _arm(row, what: str, unreadable: list[str]) -> ArmResponses:
     )
 
 
-def _test_row(t, spec: AuditSpec, what: str, unreadable: list[str]) -> PerturbationResult:
+def _test_row(t: Any, spec: AuditSpec, what: str, unreadable: list[str]) -> PerturbationResult:
     nums = {}
     for col in ("effect_size", "chance_effect_size", "p_value", "p_adjusted"):
         try:

@@ -34,12 +34,13 @@ import bisect
 import contextlib
 import csv
 import dataclasses
+import functools
 import hashlib
 import io
 import json
 import os
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -93,12 +94,12 @@ class ImportResult:
     problems: tuple[ImportProblem, ...] = ()
     notes: tuple[str, ...] = ()
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         # text that is not valid Unicode (a "\\ud800" escape in the JSON) cannot be written as
         # UTF-8: it is replaced by U+FFFD, and the count said in a note (never dropped)
         replaced, records = 0, []
         for r in self.records:
-            fixed = {}
+            fixed: dict[str, Any] = {}
             for name in ("prompt", "response", "model", "system_prompt"):
                 value = getattr(r, name)
                 if isinstance(value, str):
@@ -754,6 +755,10 @@ def import_openai_batch(
 
 
 # --------------------------------------------------------------------------- CSV / JSONL
+def _field(row: Mapping[str, str], name: str) -> tuple[bool, str | None]:
+    return name in row, row.get(name)
+
+
 def _dig(obj: Any, path: str) -> tuple[bool, Any]:
     if isinstance(obj, Mapping) and path in obj:
         return True, obj[path]
@@ -800,7 +805,7 @@ def import_table(
     problems: list[ImportProblem] = []
     records: list[ReplayRecord] = []
 
-    def take(line: int, get) -> None:
+    def take(line: int, get: Callable[[str], Any]) -> None:
         vals: dict[str, Any] = {}
         for role, col in cols.items():
             if col is None:
@@ -834,7 +839,7 @@ def import_table(
             elif not isinstance(obj, Mapping):
                 problems.append(ImportProblem(line, "a line must be a JSON object"))
             else:
-                take(line, lambda c, o=obj: _dig(o, c))
+                take(line, functools.partial(_dig, obj))
     else:
         delimiter = "\t" if str(path).lower().endswith(".tsv") else None
         if delimiter is None:
@@ -868,7 +873,7 @@ def import_table(
                 problems.append(ImportProblem(start, f"has {len(row)} fields, the header has {len(header)}"))
             else:
                 d = dict(zip(header, row, strict=True))
-                take(start, lambda c, d=d: (c in d, d.get(c)))
+                take(start, functools.partial(_field, d))
             start = reader.line_num + 1
     return ImportResult(source, fmt.upper(), tuple(records), tuple(problems), tuple(_repeat_note(records)))
 

@@ -45,9 +45,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import __version__
+
+if TYPE_CHECKING:
+    from .runs import RunResult
 
 FAIL_KINDS = ("control", "target", "check")
 # characters XML 1.0 cannot hold at all, even escaped (a model name or a check name from a
@@ -148,7 +151,7 @@ def case_name(name: str, case: str | None = None) -> str:
 
 
 def perturbation_case(
-    p, *, alpha: float, correction: str, fail_on: frozenset, classname: str, case: str | None = None
+    p: Any, *, alpha: float, correction: str, fail_on: frozenset, classname: str, case: str | None = None
 ) -> Case:
     """The test case of one tested perturbation (a :class:`~dbpa_core.audit.PerturbationResult`
     or anything with its fields), as :func:`run_suites` writes it."""
@@ -179,7 +182,7 @@ def perturbation_case(
     return Case(name, classname, details=v.details)
 
 
-def check_case(c, *, classname: str, case: str | None = None) -> Case:
+def check_case(c: Any, *, classname: str, case: str | None = None) -> Case:
     """The test case of one answer check on one perturbation
     (a :class:`~dbpa_core.checks.CheckResult`)."""
     from .runs.base import check_row, check_verdict
@@ -193,7 +196,7 @@ def check_case(c, *, classname: str, case: str | None = None) -> Case:
     return Case(name, classname, details=v.message)
 
 
-def _spec_properties(spec, fail_on: frozenset) -> dict[str, Any]:
+def _spec_properties(spec: Any, fail_on: frozenset) -> dict[str, Any]:
     from .spec import model_label
 
     return {
@@ -218,7 +221,7 @@ def _spec_properties(spec, fail_on: frozenset) -> dict[str, Any]:
     }
 
 
-def audit_suites(result, *, fail_on: frozenset = frozenset(), case: str | None = None) -> list[Suite]:
+def audit_suites(result: Any, *, fail_on: frozenset = frozenset(), case: str | None = None) -> list[Suite]:
     """The suites of an :class:`~dbpa_core.audit.AuditResult`: its perturbations, and its
     answer checks when the spec has any (:func:`run_suites` of its run)."""
     from .runs import as_run
@@ -242,7 +245,7 @@ def audit_suites(result, *, fail_on: frozenset = frozenset(), case: str | None =
     return run_suites(as_run(result), fail_on=fail_on)
 
 
-def battery_suites(result, *, max_asr: float | None = None) -> list[Suite]:
+def battery_suites(result: Any, *, max_asr: float | None = None) -> list[Suite]:
     """The suite of a :class:`~dbpa_core.attacks.battery.BatteryResult`: one test case per
     attack and ρ (over every item), a failure when its ASR exceeds ``max_asr``."""
     from .runs import BatteryRun
@@ -266,7 +269,7 @@ SUITE_SUFFIX = {
 }
 
 
-def run_suites(run, *, fail_on: frozenset = frozenset()) -> list[Suite]:
+def run_suites(run: RunResult, *, fail_on: frozenset = frozenset()) -> list[Suite]:
     """The suites of any run (a :class:`~dbpa_core.runs.RunResult`): one test case per
     verdict (a perturbation, a case x perturbation, a pooled verdict, an answer check, an
     attack at a ρ, a fidelity comparison, ...), grouped by what they test. A verdict that
@@ -303,7 +306,7 @@ def run_suites(run, *, fail_on: frozenset = frozenset()) -> list[Suite]:
     return suites
 
 
-def error_suites(spec, message: str, *, fail_on: frozenset = frozenset()) -> list[Suite]:
+def error_suites(spec: Any, message: str, *, fail_on: frozenset = frozenset()) -> list[Suite]:
     """The report of an audit that could not run (a backend failure: key, server, model,
     malformed answers): one test case in error, with the message, so that CI shows why."""
     return [
@@ -390,7 +393,7 @@ def to_xml(suites: Sequence[Suite], *, name: str = "dbpa", timestamp: datetime |
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
-def write_junit(path: str | os.PathLike, suites: Sequence[Suite], **kw) -> str:
+def write_junit(path: str | os.PathLike, suites: Sequence[Suite], **kw: Any) -> str:
     """Write the report to ``path`` atomically (a temporary file renamed into place, so a
     reader never sees half a report); returns the path."""
     p = Path(path)

@@ -61,7 +61,16 @@ WHISKER = 1.5  # box-plot whiskers: Q1 - 1.5 IQR .. Q3 + 1.5 IQR
 
 # --------------------------------------------------------------------------- kernels
 @nb.njit(parallel=True, cache=True)
-def _jsd_kernel(subsets, binmat, rowhist, tothist, m, pooled, xlogx0, xlogx1):
+def _jsd_kernel(
+    subsets: np.ndarray,
+    binmat: np.ndarray,
+    rowhist: np.ndarray,
+    tothist: np.ndarray,
+    m: int,
+    pooled: bool,
+    xlogx0: np.ndarray,
+    xlogx1: np.ndarray,
+) -> np.ndarray:
     """JS distance per split. W (within-A histogram) is counted pair by pair into
     two interleaved histograms (breaks the increment dependency chain); the cross
     histogram is ``sum_{i in A} rowhist[i] - 2 W``; with ``pooled`` the within-B
@@ -116,7 +125,9 @@ def _jsd_kernel(subsets, binmat, rowhist, tothist, m, pooled, xlogx0, xlogx1):
 
 
 @nb.njit(parallel=True, cache=True)
-def _energy_kernel(subsets, dist, rowsum, total, m):
+def _energy_kernel(
+    subsets: np.ndarray, dist: np.ndarray, rowsum: np.ndarray, total: float, m: int
+) -> np.ndarray:
     n_split, k = subsets.shape
     out = np.empty(n_split)
     for b in nb.prange(n_split):
@@ -137,7 +148,16 @@ def _energy_kernel(subsets, dist, rowsum, total, m):
 
 
 @nb.njit(parallel=True, cache=True)
-def _cdf_kernel(subsets, n, pair_i, pair_j, gaps, m, pooled, use_ks):
+def _cdf_kernel(
+    subsets: np.ndarray,
+    n: int,
+    pair_i: np.ndarray,
+    pair_j: np.ndarray,
+    gaps: np.ndarray,
+    m: int,
+    pooled: bool,
+    use_ks: bool,
+) -> np.ndarray:
     """Wasserstein (``use_ks`` False) or KS between P0 and P1 in one sweep over the
     pooled off-diagonal pairs, sorted by similarity once for all splits.
 
@@ -289,7 +309,7 @@ def _prepare_jsd(
     return stat
 
 
-def _sorted_pairs(similarity: np.ndarray):
+def _sorted_pairs(similarity: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Row, column and gap to the next value of every off-diagonal pair, by value.
 
     Index arrays are uint16 when they fit (halves the sweep's memory traffic).
@@ -306,7 +326,7 @@ def _sorted_pairs(similarity: np.ndarray):
     return ii[order].astype(itype), jj[order].astype(itype), np.ascontiguousarray(gaps)
 
 
-def _prepare_cdf(use_ks: bool):
+def _prepare_cdf(use_ks: bool) -> Callable[..., StatFn]:
     def prepare(similarity: np.ndarray, k: int, m: int, bins: int, pooled: bool = False) -> StatFn:
         n = similarity.shape[0]
         pi, pj, gaps = _sorted_pairs(similarity)
@@ -399,7 +419,7 @@ def get_measure(name: str) -> Measure:
 
 
 # --------------------------------------------------------------------------- sample-level ω
-def jsd_distance(p0, p1, edges) -> float:
+def jsd_distance(p0: np.ndarray, p1: np.ndarray, edges: np.ndarray) -> float:
     """Jensen–Shannon distance (natural log) between histograms of two samples.
 
     ``sqrt(½ KL(P‖M) + ½ KL(Q‖M))``, ``M = (P + Q) / 2``, P and Q the
@@ -416,7 +436,7 @@ def jsd_distance(p0, p1, edges) -> float:
     return float(np.sqrt(max(js, 0.0)))
 
 
-def wasserstein_1d(p0, p1) -> float:
+def wasserstein_1d(p0: np.ndarray, p1: np.ndarray) -> float:
     """1-Wasserstein distance between two 1-D samples (area between their CDFs)."""
     a = np.sort(np.asarray(p0, float))
     b = np.sort(np.asarray(p1, float))
@@ -427,7 +447,7 @@ def wasserstein_1d(p0, p1) -> float:
     return float(np.sum(np.abs(fa - fb) * gaps))
 
 
-def ks_2sample(p0, p1) -> float:
+def ks_2sample(p0: np.ndarray, p1: np.ndarray) -> float:
     """Two-sample Kolmogorov–Smirnov statistic ``max |F0 - F1|``."""
     a = np.sort(np.asarray(p0, float))
     b = np.sort(np.asarray(p1, float))
@@ -437,7 +457,7 @@ def ks_2sample(p0, p1) -> float:
     return float(np.max(np.abs(fa - fb)))
 
 
-def energy_distance(x, y, metric: str = "cosine") -> float:
+def energy_distance(x: np.ndarray, y: np.ndarray, metric: str = "cosine") -> float:
     """``2 mean d(x, y) - mean d(x, x') - mean d(y, y')`` over all pairs (i = j included)."""
     from .similarity import pairwise_distance_matrix
 

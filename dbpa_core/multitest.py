@@ -7,6 +7,7 @@ Adjusted p-values follow R's ``p.adjust``: ``bonferroni``, ``holm`` and
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._validate import check_int, check_level, real_array
 from .types import MultipleTestingResult
@@ -56,7 +57,7 @@ def check_method(method: str, name: str = "method") -> str:
     return method
 
 
-def adjust_pvalues(pvalues, method: str = "holm") -> np.ndarray:
+def adjust_pvalues(pvalues: ArrayLike, method: str = "holm") -> np.ndarray:
     """Adjusted p-values for a family of M tests.
 
     Parameters
@@ -118,7 +119,7 @@ def smallest_adjusted_p(p_min: float, n_tests: int, method: str = "holm") -> flo
     return float(p_min)
 
 
-def significance_stars(p) -> str | list[str]:
+def significance_stars(p: ArrayLike) -> str | list[str]:
     """``***`` p < .001, ``**`` p < .01, ``*`` p < .05, else ``""`` (scalar or sequence).
 
     ``p`` must be numbers in [0, 1]: text (``"0.01"``), booleans and None raise
@@ -135,7 +136,9 @@ def significance_stars(p) -> str | list[str]:
     return stars[0] if np.ndim(p) == 0 else stars
 
 
-def multiple_testing(pvalues, method: str = "holm", *, alpha: float = 0.05) -> MultipleTestingResult:
+def multiple_testing(
+    pvalues: ArrayLike, method: str = "holm", *, alpha: float = 0.05
+) -> MultipleTestingResult:
     """Adjusted p-values, rejections at ``alpha`` (``p_adjusted <= alpha``) and stars."""
     alpha = check_level(alpha, "alpha")
     method = check_method(method)

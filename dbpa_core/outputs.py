@@ -28,7 +28,7 @@ def _write_text(path: Path, text: str) -> None:
         os.fsync(fh.fileno())
 
 
-def check_out_dir(out_dir) -> Path:
+def check_out_dir(out_dir: str | os.PathLike) -> Path:
     """``out_dir`` if results can be written there (a folder that exists or can be
     created), else :class:`OutputDirError` saying why."""
     d = Path(out_dir)
@@ -90,7 +90,7 @@ def defer_stop(exc: BaseException) -> bool:
     return False
 
 
-def write_files(out_dir, files: Mapping[str, str]) -> list[str]:
+def write_files(out_dir: str | os.PathLike, files: Mapping[str, str]) -> list[str]:
     """Write ``{file name: text}`` into ``out_dir`` atomically; returns the paths.
 
     Each file is written whole to a temporary name, then all are renamed into place

@@ -17,11 +17,14 @@ import itertools
 import math
 import warnings
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import numba as nb
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._validate import MAX_EXACT_SPLITS, MAX_WORK, check_int, pair_visits, size_words
+from .cores import free_cores
 from .measures import (
     DEFAULT_BINS,
     DEFAULT_MEASURE,
@@ -33,6 +36,10 @@ from .measures import (
 )
 from .similarity import MAX_ROWS, check_embeddings, cosine_similarity_matrix, pairwise_distance_matrix
 from .types import DBPAResult
+
+#: what an ``rng`` argument may be: None (fresh entropy), a non-negative int seed, or a
+#: numpy Generator (used as it is)
+RngLike = int | np.integer | np.random.Generator | None
 
 MAX_PERMUTATIONS = 100_000_000  # B: the result keeps B statistics (8 bytes each, 800 MB here)
 MAX_BINS = 10_000  # jsd: every permutation fills and sums histograms of this many counts
@@ -53,7 +60,7 @@ _MIX2 = np.uint64(0x94D049BB133111EB)
 
 
 @nb.njit(cache=True, inline="always")
-def _splitmix_next(state):
+def _splitmix_next(state: np.uint64) -> tuple[np.uint64, np.uint64]:
     state = state + _GOLDEN
     z = state
     z = (z ^ (z >> np.uint64(30))) * _MIX1
@@ -62,7 +69,7 @@ def _splitmix_next(state):
 
 
 @nb.njit(parallel=True, cache=True)
-def _random_subsets(n, k, seed, start, count):
+def _random_subsets(n: int, k: int, seed: np.uint64, start: int, count: int) -> np.ndarray:
     """Rows start..start+count-1 of the reproducible stream of k-subsets of range(n).
 
     A partial Fisher–Yates shuffle picks the subset; it is written out in
@@ -121,7 +128,7 @@ def max_batch(k: int, batch: int | None = None) -> int:
 
 
 @functools.cache
-def _threadpool_controller():
+def _threadpool_controller() -> Any:
     from threadpoolctl import ThreadpoolController
 
     return ThreadpoolController()
@@ -138,16 +145,35 @@ def single_threaded_blas() -> Iterator[None]:
         yield
 
 
+#: numba's thread pool (one per core this process may use, or NUMBA_NUM_THREADS)
+MOST_THREADS = nb.get_num_threads()
+
+
+def kernel_threads(work: float) -> int:
+    """The numba threads for a kernel call of ``work`` pair visits: one for a small call
+    (about a millisecond of work or less: starting a parallel region costs more than it
+    saves there), else one per core that no other work holds now (:func:`free_cores`).
+
+    A parallel region ends when its slowest thread does, and a thread sharing its core with
+    other work runs at half speed or less while the others spin waiting for it; one thread
+    per free core leaves that core to the other work. Results do not depend on the thread
+    count."""
+    if work < PARALLEL_MIN_WORK:
+        return 1
+    most = MOST_THREADS
+    free = free_cores(samples=1)
+    return most if free is None else max(1, min(free, most))
+
+
 @contextlib.contextmanager
 def _threads_for(work: float) -> Iterator[None]:
-    """One numba thread for a small kernel call (about a millisecond of work or less):
-    starting a parallel region costs more than it saves there, and far more on a busy
-    machine. Results do not depend on the thread count."""
-    if work >= PARALLEL_MIN_WORK:
+    """Run the kernel calls inside on :func:`kernel_threads` numba threads."""
+    threads = kernel_threads(work)
+    before = nb.get_num_threads()
+    if threads == before:
         yield
         return
-    before = nb.get_num_threads()
-    nb.set_num_threads(1)
+    nb.set_num_threads(threads)
     try:
         yield
     finally:
@@ -283,7 +309,7 @@ def run_permutations(
     rng: np.random.Generator,
     sequential: int | None = None,
     batch: int | None = None,
-):
+) -> tuple[float, np.ndarray, float, bool, bool]:
     """Observed statistic, permutation statistics and p-value for a prepared measure.
 
     Splits are evaluated in batches of at most :func:`max_batch` rows, so memory
@@ -352,11 +378,11 @@ def _test_on_matrices(
     k: int,
     measure: Measure,
     *,
-    n_permutations,
-    rng,
-    sequential,
-    batch,
-    bins,
+    n_permutations: int,
+    rng: np.random.Generator,
+    sequential: int | None,
+    batch: int | None,
+    bins: int,
     null: str = "base",
 ) -> DBPAResult:
     n = similarity.shape[0]
@@ -454,12 +480,12 @@ def memory_estimate(
 
 
 def dbpa_test(
-    base,
-    perturbed,
+    base: ArrayLike,
+    perturbed: ArrayLike,
     *,
     measure: str = DEFAULT_MEASURE,
     n_permutations: int = 10_000,
-    rng=None,
+    rng: RngLike = None,
     sequential: int | None = None,
     batch: int | None = None,
     bins: int = DEFAULT_BINS,
@@ -580,12 +606,12 @@ def dbpa_test(
 
 
 def dbpa_test_similarity(
-    similarity,
+    similarity: ArrayLike,
     k: int,
     *,
     measure: str = DEFAULT_MEASURE,
     n_permutations: int = 10_000,
-    rng=None,
+    rng: RngLike = None,
     sequential: int | None = None,
     batch: int | None = None,
     bins: int = DEFAULT_BINS,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy import stats
@@ -32,6 +33,10 @@ from .permutation import (
 from .similarity import check_embeddings
 from .types import Attainability, DBPAResult, PowerResult
 
+if TYPE_CHECKING:
+    from .permutation import RngLike
+
+
 MAX_SIMULATIONS = 10_000  # power_simulation: the Wilson interval is ±0.01 wide by then
 MAX_SIMULATION_WORK = 10**11  # pair visits of a whole power simulation: about 15 minutes of one core
 
@@ -40,14 +45,16 @@ class PlanningWarning(UserWarning):
     """A plan was changed or cannot deliver what was asked (e.g. B raised)."""
 
 
-def _prob_iv(value, name: str) -> float:
+def _prob_iv(value: object, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < value < 1.0:
         raise ValueError(f"`{name}` must lie in (0, 1), got {value!r}.")
     return float(value)
 
 
 # --------------------------------------------------------------------------- attainability
-def _min_adjusted(k, m, n_permutations, n_tests, correction, measure, null) -> float:
+def _min_adjusted(
+    k: int, m: int, n_permutations: int, n_tests: int, correction: str, measure: str, null: str
+) -> float:
     p_min = smallest_p_value(k, m, n_permutations=n_permutations, measure=measure, null=null)
     return smallest_adjusted_p(p_min, n_tests, correction)
 
@@ -264,8 +271,8 @@ def _auto_permutations(n_permutations: int | None, level: float) -> int:
 
 
 def power_simulation(
-    pilot_base,
-    pilot_perturbed,
+    pilot_base: np.ndarray,
+    pilot_perturbed: np.ndarray,
     sample_sizes: Sequence[int],
     *,
     n_simulations: int = 200,
@@ -275,7 +282,7 @@ def power_simulation(
     n_permutations: int | None = None,
     method: str = "subsample",
     null: str = "base",
-    rng=None,
+    rng: RngLike = None,
 ) -> PowerResult:
     """Power of the DBPA test at several k, simulated from pilot embeddings.
 

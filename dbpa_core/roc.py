@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .multitest import check_pvalues
 from .types import ROCResult
 
 
-def _roc_core(control: np.ndarray, target: np.ndarray):
+def _roc_core(control: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     thresholds = np.unique(np.concatenate([control, target]))
     if thresholds[-1] < 1.0:
         thresholds = np.append(thresholds, 1.0)
@@ -29,7 +30,7 @@ def _roc_core(control: np.ndarray, target: np.ndarray):
     return alpha, fpr, tpr
 
 
-def roc_over_alpha(control_pvalues, target_pvalues) -> ROCResult:
+def roc_over_alpha(control_pvalues: ArrayLike, target_pvalues: ArrayLike) -> ROCResult:
     """ROC curve of "reject when p < α" over α in [0, 1], with its AUC.
 
     Parameters

@@ -39,7 +39,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -56,6 +56,9 @@ from .backends.decoding import local_precision
 from .cache import Cache, make_key
 from .embedders import Embedder, make_embedder
 from .timings import record_timing, timing_key
+
+if TYPE_CHECKING:
+    from .backends.base import Sample
 
 EMBED_BATCH = 64
 WAIT_POLL = 0.25  # seconds between looks at keys another run is fetching
@@ -409,7 +412,11 @@ class Sampler:
                 meter.start_group(later=sum(bounds[g_index + 1 :]))
 
                 def on_sample(
-                    req: SampleRequest, s, _by_request=by_request, _backend=backend, _meter=meter
+                    req: SampleRequest,
+                    s: Sample,
+                    _by_request: Any = by_request,
+                    _backend: Any = backend,
+                    _meter: Any = meter,
                 ) -> None:
                     key, label = _by_request[req]
                     value = _sample_value(s, _backend)  # validated before it is stored
@@ -429,7 +436,7 @@ class Sampler:
                 self._hook(backend, stage, lambda: len(got), total)
                 if hasattr(backend, "on_tokens"):
 
-                    def on_tokens(drawn: int, expected: int, _meter=meter) -> None:
+                    def on_tokens(drawn: int, expected: int, _meter: Any = meter) -> None:
                         if _meter.update(drawn, expected):  # each report is a chance to stop
                             self.progress(_meter.report(stage, len(got), total))
 
@@ -461,7 +468,7 @@ class Sampler:
         )
         return [got[k] for k in keys]
 
-    def _prepare(self, obj, stage: str, what: str) -> None:
+    def _prepare(self, obj: Any, stage: str, what: str) -> None:
         """Load the model behind a backend or an embedder (``obj.prepare()``) on a progress
         line of its own, unless it is ready; what loading does (e.g. converting the
         embedded model) comes through ``obj.on_status``."""
@@ -476,7 +483,7 @@ class Sampler:
         prepare()
         self.progress(Progress(stage, 1, 1, f"{what} ready ({time.perf_counter() - t:.1f} s)"))
 
-    def _hook(self, obj, stage: str, done: Callable[[], int], total: int) -> None:
+    def _hook(self, obj: Any, stage: str, done: Callable[[], int], total: int) -> None:
         """Let a backend or embedder report what a retry waits for, and stop the wait."""
         if hasattr(obj, "on_status"):
             obj.on_status = lambda msg: self.progress(Progress(stage, done(), total, msg))

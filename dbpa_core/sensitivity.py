@@ -1068,7 +1068,7 @@ def _svg_bars(result: SensitivityResult, study: str) -> str:
         lo, hi = min([0.0, *vals]), max([0.0, *vals])
         span = (hi - lo) or 1.0
 
-        def x(v: float, x0=x0, lo=lo, span=span) -> float:
+        def x(v: float, x0: float = x0, lo: float = lo, span: float = span) -> float:
             return x0 + (v - lo) / span * (col_w - 22)
 
         base = " (audit)" if any(r.baseline for r in mine.values()) else ""

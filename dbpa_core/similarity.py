@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._validate import real_array, size_words
 
@@ -23,7 +24,7 @@ MAX_ABS_ENTRY = 1e150  # larger entries overflow the squares of norms and distan
 MIN_ROW_SCALE = 1e-150  # a row whose largest entry is smaller underflows to a zero norm
 
 
-def check_embeddings(x, name: str) -> np.ndarray:
+def check_embeddings(x: ArrayLike, name: str) -> np.ndarray:
     """Validate one group of embeddings and return it as a float64 (n, d) array.
 
     Refused, with a message naming ``name``: anything but real numbers (booleans
@@ -65,7 +66,7 @@ def normalize_rows(x: np.ndarray) -> np.ndarray:
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
-def cosine_similarity_matrix(x, y=None) -> np.ndarray:
+def cosine_similarity_matrix(x: ArrayLike, y: ArrayLike | None = None) -> np.ndarray:
     """Cosine similarities between the rows of ``x`` (and ``y``).
 
     Parameters

@@ -20,6 +20,7 @@ import difflib
 import math
 import os
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -113,7 +114,7 @@ LLM_KEY_ENVS = frozenset(
 DBPA_KEY_ENV = re.compile(r"DBPA_[A-Z0-9_]+")
 
 
-def key_env_allowed(name: str, allow_key_env=()) -> bool:
+def key_env_allowed(name: str, allow_key_env: Iterable[str] | None = ()) -> bool:
     """May a spec send the variable ``name`` as an API key? Yes for an LLM provider's key
     variable (:data:`LLM_KEY_ENVS`) or a ``DBPA_*`` name, and for what the user allowed:
     ``allow_key_env`` (the command line) or ``allow_key_env`` in their settings file
@@ -238,7 +239,7 @@ class AuditSpec:
             else len(self.models) - 1,
         )
 
-    def attainability(self):
+    def attainability(self) -> Any:
         """What this spec's k, B, correction and α allow at best: an
         :class:`~dbpa_core.types.Attainability` (no call is made)."""
         from .power import attainable_significance
@@ -326,7 +327,7 @@ def model_label(config: dict[str, Any]) -> str:
 
 # --------------------------------------------------------------------------- YAML with lines
 class _Doc:
-    def __init__(self, source: str):
+    def __init__(self, source: str) -> None:
         self.source = source
         self.lines: dict[tuple, int] = {}
 
@@ -386,6 +387,11 @@ class _Doc:
         return self._loader.construct_object(node, deep=True)
 
 
+#: the spec being read (its source and where each key stands), as the sections' parsers
+#: in other modules (cases, checks) take it to name the line of an error
+SpecDoc = _Doc
+
+
 def _flatten_merge_keys(doc: _Doc, node: yaml.MappingNode, path: tuple) -> None:
     """Resolve ``<<: *alias`` merge keys in place, as YAML loaders do."""
     if not any(k.tag == "tag:yaml.org,2002:merge" for k, _ in node.value):
@@ -413,12 +419,12 @@ class _DepthLimitedLoader(yaml.SafeLoader):
     """PyYAML's composer is recursive: refuse nesting deeper than MAX_DEPTH before it
     can end in a RecursionError."""
 
-    def __init__(self, stream, source: str = "<spec>"):
+    def __init__(self, stream: str, source: str = "<spec>") -> None:
         super().__init__(stream)
         self.depth = 0
         self.spec_source = source
 
-    def compose_node(self, parent, index):
+    def compose_node(self, parent: Any, index: Any) -> Any:
         self.depth += 1
         try:
             if self.depth > MAX_DEPTH:
@@ -470,8 +476,18 @@ def _check_keys(doc: _Doc, obj: Any, allowed: set[str], path: tuple, what: str) 
 
 
 def _get(
-    doc, obj, key, path, kind, default=None, *, minimum=None, maximum=None, choices=None, required=False
-):
+    doc: _Doc,
+    obj: Any,
+    key: str,
+    path: tuple,
+    kind: Any,
+    default: Any = None,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    choices: Iterable[Any] | None = None,
+    required: bool = False,
+) -> Any:
     if key not in obj or obj[key] is None:
         if required:
             raise doc.err(path, f"missing {_name(path + (key,))}")
@@ -511,7 +527,7 @@ def _existing(doc: _Doc, obj: dict, path: tuple, key: str, base_dir: Path, what:
     return str(full)
 
 
-def _server(doc: _Doc, obj: dict, path: tuple, allow_key_env) -> None:
+def _server(doc: _Doc, obj: dict, path: tuple, allow_key_env: Iterable[str] | None) -> None:
     """What the schema cannot say about the connection keys shared by an openai model and an
     openai embedder (their types are checked by :func:`validate_section` first): the URL
     must be http(s), and the key variable one a spec may send."""
@@ -567,7 +583,9 @@ def _check_replay(doc: _Doc, path: tuple, file: str) -> None:
         raise doc.err(path + ("file",), problem)
 
 
-def _model(doc: _Doc, obj: Any, path: tuple, base_dir: Path, allow_key_env=()) -> dict[str, Any]:
+def _model(
+    doc: _Doc, obj: Any, path: tuple, base_dir: Path, allow_key_env: Iterable[str] | None = ()
+) -> dict[str, Any]:
     """A model entry: checked against :class:`~dbpa_core.spec_schema.ModelEntry`, then what
     the schema cannot say (the files it names exist, a server's URL and key variable)."""
     validate_section(doc, ModelEntry, obj, path)
@@ -589,7 +607,9 @@ def _model(doc: _Doc, obj: Any, path: tuple, base_dir: Path, allow_key_env=()) -
     return cfg
 
 
-def embedder_section(doc: _Doc, raw: Any, base_dir: Path, allow_key_env=()) -> dict[str, Any]:
+def embedder_section(
+    doc: _Doc, raw: Any, base_dir: Path, allow_key_env: Iterable[str] | None = ()
+) -> dict[str, Any]:
     """The ``embedder:`` section (of an audit or a battery spec): checked against
     :class:`~dbpa_core.spec_schema.Embedder`, then its server's URL and key variable, and a
     sentence-transformers folder that must exist."""
@@ -641,7 +661,11 @@ def prices_section(doc: _Doc, top: dict) -> dict[str, dict[str, float]]:
 
 
 def parse_spec(
-    data: str | dict, *, source: str = "<spec>", base_dir: str | os.PathLike = ".", allow_key_env=()
+    data: str | dict,
+    *,
+    source: str = "<spec>",
+    base_dir: str | os.PathLike = ".",
+    allow_key_env: Iterable[str] | None = (),
 ) -> AuditSpec:
     """Validate a spec given as YAML text (or an already loaded dict).
 
@@ -807,7 +831,7 @@ def _sequential_sampling(doc: _Doc, value: Any, samples: int) -> Any:
     return SequentialSampling(looks, weights, value.confidence)
 
 
-def _set_fields(doc: _Doc, p: dict, path: tuple, name: str, cases) -> tuple:
+def _set_fields(doc: _Doc, p: dict, path: tuple, name: str, cases: Sequence[Any]) -> tuple:
     """A perturbation's ``set: {field: value}`` (covariate changes of every case)."""
     raw = p.get("set")
     if raw is None:
@@ -1025,7 +1049,7 @@ def spec_warnings(spec: AuditSpec) -> list[str]:
     return out
 
 
-def _same_as_base(spec: AuditSpec, p) -> bool:
+def _same_as_base(spec: AuditSpec, p: Any) -> bool:
     if p.set_fields or p.operations:  # it changes each case (dbpa_core.cases)
         return False
     return (" ".join(p.prompt.split()), p.system_prompt or "") == (
@@ -1049,7 +1073,7 @@ def spec_notes(spec: AuditSpec) -> list[str]:
     return out
 
 
-def load_spec(path: str | os.PathLike, *, allow_key_env=()) -> AuditSpec:
+def load_spec(path: str | os.PathLike, *, allow_key_env: Iterable[str] | None = ()) -> AuditSpec:
     """Read and validate a spec file (relative paths inside resolve next to it)."""
     return parse_spec(
         read_spec_file(path), source=str(path), base_dir=Path(path).parent, allow_key_env=allow_key_env

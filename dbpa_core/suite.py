@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import stats
 
 from .audit import arm_requests, build_arms, estimate, run_audit, sequential_estimate, sequential_fields
@@ -92,7 +93,7 @@ def case_spec(spec: AuditSpec, case: Case) -> AuditSpec:
 
 
 # --------------------------------------------------------------------------- statistics
-def storey_pi0(pvalues, lam: float = STOREY_LAMBDA) -> float:
+def storey_pi0(pvalues: ArrayLike, lam: float = STOREY_LAMBDA) -> float:
     """Storey's estimate of the share of true null hypotheses among ``pvalues``:
     ``#{p > λ} / ((1 - λ) m)``, at most 1.
 
@@ -114,7 +115,7 @@ def storey_pi0(pvalues, lam: float = STOREY_LAMBDA) -> float:
     return float(min(1.0, np.count_nonzero(p > lam) / ((1.0 - lam) * p.size)))
 
 
-def fisher_combined(pvalues) -> tuple[float, float]:
+def fisher_combined(pvalues: ArrayLike) -> tuple[float, float]:
     """Fisher's combined test of independent p-values: ``X = -2 Σ ln p_i``, which is
     chi-squared with ``2m`` degrees of freedom when no case changed. Returns (X, p)."""
     p = np.asarray(pvalues, dtype=float)
@@ -135,7 +136,7 @@ def fisher_log10_p(statistic: float, n: int) -> float:
 
 
 def bootstrap_mean(
-    values, *, rng: np.random.Generator, n: int = BOOTSTRAP, level: float = 0.95
+    values: ArrayLike, *, rng: np.random.Generator, n: int = BOOTSTRAP, level: float = 0.95
 ) -> tuple[float, float, float]:
     """Mean of ``values`` and its percentile bootstrap interval over the cases."""
     v = np.asarray(values, dtype=float)
@@ -161,7 +162,7 @@ def correct_tests(tests: list[dict[str, Any]], method: str, alpha: float) -> Non
 
 
 def pool(
-    tests: list[dict[str, Any]], perturbations, *, correction: str, alpha: float, seed: int = 0
+    tests: list[dict[str, Any]], perturbations: Sequence[Any], *, correction: str, alpha: float, seed: int = 0
 ) -> list[dict[str, Any]]:
     """One pooled verdict per perturbation across the cases (``tests`` already corrected).
 
@@ -221,7 +222,8 @@ def correct_checks(checked: list[tuple[str, CheckResult]], method: str, alpha: f
     tested = [i for i, (_, c) in enumerate(checked) if c.p_value is not None]
     results = [c for _, c in checked]
     if tested:
-        mt = multiple_testing([results[i].p_value for i in tested], method, alpha=alpha)
+        pvalues = [p for _, c in checked if (p := c.p_value) is not None]  # tested's order
+        mt = multiple_testing(pvalues, method, alpha=alpha)
         for k, i in enumerate(tested):
             results[i] = replace(
                 results[i],
@@ -646,7 +648,7 @@ def run_suite(
     return SuiteResult(spec, tests, pooled, usage, tuple(said), checks, pooled_checks=pooled_checks)
 
 
-def _prefetch(sampler: Sampler, spec: AuditSpec, cases, embedder) -> None:
+def _prefetch(sampler: Sampler, spec: AuditSpec, cases: Sequence[Any], embedder: Embedder | None) -> None:
     """Fetch the samples (and embeddings) of ``cases`` into the cache in one call."""
     specs = [case_spec(spec, c) for c in cases]
     records = sampler.sample(

@@ -1,10 +1,47 @@
 import os
+import random
 
 import numpy as np
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--shuffle",
+        metavar="SEED",
+        type=int,
+        default=None,
+        help="run the test files, and the tests in each file, in an order shuffled by SEED "
+        "(a whole number): a test that passes only after another one fails some seed",
+    )
+
+
+def pytest_report_header(config):
+    seed = config.getoption("--shuffle")
+    return None if seed is None else f"shuffled with --shuffle {seed}"
+
+
+def pytest_collection_modifyitems(config, items):
+    """With ``--shuffle SEED``: the files in a seeded order, and each file's tests too. A
+    file's tests stay together (its module fixtures are set up once), and every pytest-xdist
+    worker, given the same seed, collects the same order, as xdist requires."""
+    seed = config.getoption("--shuffle")
+    if seed is None:
+        return
+    rnd = random.Random(seed)
+    by_file: dict[str, list] = {}
+    for item in items:
+        by_file.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+    files = list(by_file)
+    rnd.shuffle(files)
+    items[:] = []
+    for f in files:
+        group = by_file[f]
+        rnd.shuffle(group)
+        items.extend(group)
 
 
 def cloud(rng, n, d=16, center=None, spread=0.6):

@@ -102,6 +102,7 @@ class FakeOpenAI(LocalJSONServer):
         huge_bytes: int = 20 * 1024**2,
         system_fingerprint=None,
         served_model=None,
+        slow_until_retry: bool = False,
     ):
         self.api_key = api_key
         self.models = set(models)
@@ -116,6 +117,9 @@ class FakeOpenAI(LocalJSONServer):
         self.huge_bytes = huge_bytes
         self.system_fingerprint = system_fingerprint
         self.served_model = served_model
+        # a 'slow' answer waits (at most slow_seconds) until the same request comes again
+        self.slow_until_retry = slow_until_retry
+        self._asked: dict[bytes, threading.Event] = {}
         for f in [*self.faults.values(), fault]:
             assert f is None or f in FAULTS, f
         self.lock = threading.Lock()
@@ -126,6 +130,8 @@ class FakeOpenAI(LocalJSONServer):
         self.request_times: list[float] = []
         self.auth_headers: list[str] = []
         self.server = None
+        self._in_flight = 0
+        self._idle = threading.Condition(self.lock)
 
     # ---------------------------------------------------------------- handling
     def _trickle(self, h, data: bytes):
@@ -161,7 +167,23 @@ class FakeOpenAI(LocalJSONServer):
     def _error(self, h, status, message, typ="invalid_request_error", headers=None):
         self._send(h, status, {"error": {"message": message, "type": typ, "code": None}}, headers)
 
+    def wait_idle(self, timeout: float = 60.0) -> None:
+        """Wait until no request is being answered (a client that gave up leaves the server
+        still answering what it had asked: those answers arrive late, or never)."""
+        with self._idle:
+            assert self._idle.wait_for(lambda: self._in_flight == 0, timeout), "the server stayed busy"
+
     def _handle(self, h):
+        with self.lock:
+            self._in_flight += 1
+        try:
+            self._respond(h)
+        finally:
+            with self._idle:
+                self._in_flight -= 1
+                self._idle.notify_all()
+
+    def _respond(self, h):
         length = int(h.headers.get("Content-Length") or 0)
         raw = h.rfile.read(length)
         with self.lock:
@@ -169,6 +191,11 @@ class FakeOpenAI(LocalJSONServer):
             n_req = self.requests
             self.request_times.append(time.monotonic())
             self.auth_headers.append(h.headers.get("Authorization", ""))
+            asked_again = self._asked.get(raw)
+            if asked_again is None:
+                asked_again = self._asked[raw] = threading.Event()
+            else:
+                asked_again.set()
         fault = self.faults.get(n_req, self.fault)
         if self.latency:
             time.sleep(self.latency)
@@ -179,7 +206,10 @@ class FakeOpenAI(LocalJSONServer):
         if fault == "500":
             return self._error(h, 500, "The server had an error", "server_error")
         if fault == "slow":
-            time.sleep(self.slow_seconds)
+            if self.slow_until_retry:
+                asked_again.wait(self.slow_seconds)
+            else:
+                time.sleep(self.slow_seconds)
         if fault == "malformed":
             return self._send(h, 200, b'{"id": "x", "choices": [ {"index": 0, "mess')
         if fault == "retry_after_long":

@@ -3,6 +3,7 @@
 
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -504,8 +505,9 @@ def test_two_cli_processes_on_one_cache_pay_once(tmp_path):
         assert first.returncode == 0, err1
         assert second.returncode == 0, err2
         assert srv.chat_ok == 8 and srv.embedding_ok == 1, (srv.chat_ok, srv.embedding_ok)
-    assert "waiting for another run" in err1 + err2
-    import re
+    # "waiting for another run (pid N) to fetch ...": the progress bar may cut the start of
+    # its detail to the terminal's width ("…r run (pid N) to fetch"), so its end is matched
+    assert re.search(r"run \(pid \d+(, \d+)*\) to fetch", err1 + err2), err1 + err2
 
     paid = [int(re.search(r"(\d+) new calls", out).group(1)) for out in (out1, out2)]
     assert sum(paid) == 8, paid  # each sample paid by one of the two runs

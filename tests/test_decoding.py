@@ -3,7 +3,6 @@ forward pass as transformers, per-sample draws, a sample identical alone and in 
 batch, continuous batching, stop and token progress. The embedded SmolLM2 itself is
 tested in test_local_models.py (slow)."""
 
-import os
 import time
 
 import numpy as np
@@ -24,6 +23,10 @@ from dbpa_core.backends.decoding import (  # noqa: E402
     local_precision,
     splitmix_uniforms,
 )
+
+# the tests that build and decode the tiny Llama (about 20 of the file's 30, most of its
+# five minutes on 2 cores): the slow tier, which `make test` runs and `make test-fast` leaves out
+SLOW = pytest.mark.slow
 
 VOCAB = 300  # not a multiple of the inverse CDF's block: its padding is exercised
 
@@ -167,6 +170,7 @@ def test_precision_is_part_of_the_local_cache_keys(fresh_precision):
 
 
 # --------------------------------------------------------------------------- the decoder
+@SLOW
 def test_decoder_computes_what_transformers_computes():
     model = tiny_llama()
     assert fast_path_supported(model)
@@ -187,6 +191,7 @@ def test_decoder_computes_what_transformers_computes():
         pos += 1
 
 
+@SLOW
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_a_rows_logits_do_not_depend_on_its_batch_mates_bit_for_bit(dtype):
     """What makes a sample independent of its batch: a row's next-token logits are the
@@ -247,6 +252,7 @@ def _run(model, items, *, cap=None, eos=frozenset(range(12)), keep_store=False, 
 PROMPTS = [[5, 17, 42, 99], [7, 3, 250, 8, 12, 13, 14, 15, 16], [200]]
 
 
+@SLOW
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_a_sample_is_identical_alone_and_in_any_batch(dtype):
     """Sample i depends on its own seed only: drawn alone, in a batch with other prompts,
@@ -270,6 +276,7 @@ def test_a_sample_is_identical_alone_and_in_any_batch(dtype):
     assert other[("x", 0)] != together[(0, 0)]
 
 
+@SLOW
 def test_the_thread_count_does_not_change_a_sample():
     model = tiny_llama(torch.bfloat16)
     items = _items(PROMPTS, 3)
@@ -284,6 +291,7 @@ def test_the_thread_count_does_not_change_a_sample():
     assert one == two
 
 
+@SLOW
 def test_weights_prepacked_for_onednn_give_the_same_samples(monkeypatch):
     """bfloat16 weights are reordered once for oneDNN (a step's products no longer copy
     them), and only where that is the same bits: the samples and a step's logits are those
@@ -311,6 +319,7 @@ def test_weights_prepacked_for_onednn_give_the_same_samples(monkeypatch):
     assert torch.equal(d.step([9], [len(PROMPTS[1])]), step)
 
 
+@SLOW
 def test_prepacked_weights_that_change_a_bit_are_not_used(monkeypatch):
     if not hasattr(torch.ops.mkldnn, "_reorder_linear_weight"):
         pytest.skip("this torch has no oneDNN")
@@ -319,6 +328,7 @@ def test_prepacked_weights_that_change_a_bit_are_not_used(monkeypatch):
     assert not dec._weights(tiny_llama(torch.bfloat16)).packed
 
 
+@SLOW
 def test_a_later_call_reuses_a_key_value_cache_and_gives_the_same_samples():
     """A finished call's cache goes to the next call of the model, stale keys and values
     in it (a larger cache sliced to fewer slots): the samples are those of a zeroed one."""
@@ -341,6 +351,7 @@ def test_a_later_call_reuses_a_key_value_cache_and_gives_the_same_samples():
     dec.clear_buffers()
 
 
+@SLOW
 def test_finished_samples_are_handed_over_at_once_and_leave_the_batch():
     model = tiny_llama()
     items = _items(PROMPTS, 4, max_tokens=(3, 30))
@@ -362,6 +373,7 @@ def test_finished_samples_are_handed_over_at_once_and_leave_the_batch():
     assert stats.samples == len(items) and sorted(order) == sorted(it[0] for it in items)
 
 
+@SLOW
 def test_stop_is_checked_before_every_step_and_keeps_finished_samples():
     model = tiny_llama()
     items = _items(PROMPTS, 4, max_tokens=(2, 40))
@@ -381,6 +393,7 @@ def test_stop_is_checked_before_every_step_and_keeps_finished_samples():
     assert all(len(t) == 2 for _, t in done)
 
 
+@SLOW
 def test_token_progress_after_every_step_and_before_each_handover():
     model = tiny_llama()
     items = _items(PROMPTS, 2)
@@ -499,51 +512,7 @@ def test_a_probe_ends_early_only_when_its_first_step_is_much_slower(monkeypatch)
         assert tuner.next_probe == next_probe
 
 
-def test_free_cores_counts_the_other_runnable_threads(monkeypatch):
-    readings = iter([3, 2, 4, 2, 3])  # this thread and 1-3 others
-    monkeypatch.setattr(dec, "_runnable_now", lambda: next(readings))
-    monkeypatch.setattr(dec, "_own_runnable", lambda: 1)
-    monkeypatch.setattr(dec.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
-    assert dec.free_cores() == 1  # the least reading: one other, busy
-    # our own spinning threads (torch's OpenMP workers after a step) are not other work
-    readings = iter([2, 2, 2, 2, 2])
-    monkeypatch.setattr(dec, "_runnable_now", lambda: next(readings))
-    monkeypatch.setattr(dec, "_own_runnable", lambda: 2)
-    assert dec.free_cores() == 2
-    monkeypatch.setattr(dec, "_runnable_now", lambda: None)
-    assert dec.free_cores() is None
-
-
-def test_own_runnable_counts_this_processs_busy_threads():
-    """A thread of ours that computes (a matrix product, GIL released) is counted as this
-    process's runnable thread, beside the caller: that is what free_cores() takes away from
-    the machine's count, so torch's own spinning workers never look like other work."""
-    import threading
-
-    import torch
-
-    if not os.path.exists("/proc/self/task"):
-        pytest.skip("needs /proc")
-    stop = threading.Event()
-
-    def work():
-        a = torch.randn(384, 384)
-        while not stop.is_set():
-            a @ a
-
-    t = threading.Thread(target=work)
-    t.start()
-    try:
-        seen = []
-        for _ in range(50):
-            seen.append(dec._own_runnable())
-            time.sleep(0.002)
-    finally:
-        stop.set()
-        t.join()
-    assert max(seen) >= 2 and min(seen) >= 1
-
-
+@SLOW
 def test_the_plain_path_for_other_architectures():
     """hf folders that are not plain Llama models decode through transformers' own forward
     pass: same draws, finished samples handed over at once, Stop and token reports."""
@@ -578,6 +547,7 @@ def test_the_plain_path_for_other_architectures():
 
 
 # --------------------------------------------------------------------------- prefill in packs
+@SLOW
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_prompts_prefilled_together_are_the_same_bits_as_one_at_a_time(dtype):
     """A pack multiplies the rows of several prompts together and attends per prompt: each
@@ -597,6 +567,7 @@ def test_prompts_prefilled_together_are_the_same_bits_as_one_at_a_time(dtype):
     assert all(torch.equal(a.logits, b.logits) for a, b in zip(again, packed, strict=True))
 
 
+@SLOW
 def test_a_long_prompt_is_attended_in_blocks_of_queries(monkeypatch):
     model = tiny_llama()
     ids = [(7 * i) % VOCAB for i in range(70)]
@@ -609,6 +580,7 @@ def test_a_long_prompt_is_attended_in_blocks_of_queries(monkeypatch):
     assert torch.allclose(blocked.keys, whole.keys, atol=1e-5)
 
 
+@SLOW
 def test_packs_run_on_worker_threads_and_give_the_same_samples():
     """With two torch threads, the prompts joining the batch are prefilled in packs on
     worker threads (one torch thread each); the samples are those drawn one prompt at a
@@ -634,9 +606,9 @@ def test_packs_run_on_worker_threads_and_give_the_same_samples():
         assert _run(model, [it])[0][it[0]] == pooled[it[0]]
 
 
+@SLOW
 def test_stop_while_packs_are_prefilled_returns_and_cancels_the_rest(monkeypatch):
     import threading
-    import time
 
     model = tiny_llama()
     prompts = [[(p * 13 + j) % VOCAB for j in range(300)] for p in range(8)]  # 8 packs
@@ -661,6 +633,7 @@ def test_stop_while_packs_are_prefilled_returns_and_cancels_the_rest(monkeypatch
     assert len(calls) < len(prompts)  # the packs not started are cancelled
 
 
+@SLOW
 def test_a_stop_does_not_wait_for_a_pack_a_worker_is_computing(monkeypatch):
     """A stopped call returns while a worker is still inside a pack (its result is not
     needed): the sampler then gives up its claims at once, and the next run on the
@@ -692,6 +665,7 @@ def test_a_stop_does_not_wait_for_a_pack_a_worker_is_computing(monkeypatch):
     assert returned_while_busy
 
 
+@SLOW
 def test_a_few_prompts_are_split_over_the_workers_and_a_lone_one_runs_on_one_thread(monkeypatch):
     """Two short prompts (one pack by size) make two packs, one per worker; a lone prompt
     runs in the calling thread, on one thread while the decoding steps have not yet shown
@@ -726,6 +700,7 @@ def test_a_few_prompts_are_split_over_the_workers_and_a_lone_one_runs_on_one_thr
 
 
 # --------------------------------------------------------------------------- shared prefixes
+@SLOW
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_a_prompt_reusing_a_shared_prefix_is_the_same_bits(dtype, monkeypatch):
     """Keys and values of a prefix taken from another prompt: only the rest is computed,
@@ -750,6 +725,7 @@ def test_a_prompt_reusing_a_shared_prefix_is_the_same_bits(dtype, monkeypatch):
         d.prefill_many([head], [(len(head), base)])
 
 
+@SLOW
 def test_later_calls_reuse_prefixes_kept_from_earlier_calls():
     """A battery asks again in rounds (the same question with more words changed): the
     model's PrefixStore keeps earlier calls' prompts, a later call reuses the prefix it
@@ -780,6 +756,7 @@ def test_later_calls_reuse_prefixes_kept_from_earlier_calls():
     assert len(small) == 0
 
 
+@SLOW
 @pytest.mark.parametrize("threads", [1, 2])
 def test_prompts_sharing_a_prefix_reuse_it_and_give_the_same_samples(threads):
     """A battery's prompts begin alike: those sharing MIN_SHARED tokens or more with an

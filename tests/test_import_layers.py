@@ -24,16 +24,16 @@ def _package_of(path: Path, name: str) -> str:
 
 
 def _statements(tree: ast.AST, module_level: bool):
-    """Every node of ``tree``; with ``module_level``, not inside a function (run only when
-    called) nor under ``if TYPE_CHECKING:`` (never run)."""
+    """Every node of ``tree`` but those under ``if TYPE_CHECKING:`` (never run: a type named
+    in an annotation, which may point up the layers); with ``module_level``, not inside a
+    function either (run only when called)."""
     todo = [tree]
     while todo:
         node = todo.pop()
         yield node
         for child in ast.iter_child_nodes(node):
-            if module_level and (
-                isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
-                or (isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test))
+            if (isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test)) or (
+                module_level and isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
             ):
                 continue
             todo.append(child)

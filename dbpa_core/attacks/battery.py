@@ -28,6 +28,7 @@ import csv
 import html
 import io
 import json
+import os
 import time
 import warnings
 from collections import defaultdict
@@ -35,7 +36,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -71,6 +72,11 @@ from .patterns import PatternRow, SpacyMissing, tag_words, word_patterns
 from .phrases import PhraseAnalysis, analyse_battery
 from .spec import AttackConfig, BatterySpec
 from .text import AttackedText, attack_texts, derive_seed, highlight_segments
+
+if TYPE_CHECKING:
+    from ..backends.base import SampleRequest
+    from ..sampling import SampleRecord
+
 
 RTI_RHOS = tuple(round(0.1 * i, 1) for i in range(1, 11))
 RTI_AHEAD = 16  # prompts a round of RTI fills with the next ρ levels on a batching model
@@ -237,7 +243,7 @@ def _curve_params(spec: BatterySpec) -> GenerationParams:
     )
 
 
-def answer_request(spec: BatterySpec, prompt: str):
+def answer_request(spec: BatterySpec, prompt: str) -> SampleRequest:
     """The one sample the battery asks for an answer to ``prompt`` (its turns split as the
     spec says)."""
     history, last = split_turns(prompt)
@@ -251,7 +257,7 @@ def answer_request(spec: BatterySpec, prompt: str):
     )[0]
 
 
-def curve_requests(spec: BatterySpec, prompt: str):
+def curve_requests(spec: BatterySpec, prompt: str) -> list[SampleRequest]:
     """The ``spec.samples`` samples of ``prompt`` behind the robustness curve."""
     history, last = split_turns(prompt)
     return requests_for(
@@ -562,18 +568,19 @@ class BatteryResult:
 
     # ---------------------------------------------------------------- serialising
     def to_dict(self) -> dict[str, Any]:
-        def cons(kind):
+        def cons(kind: str) -> dict[str, Any] | None:
             if not any(r.kind == kind for r in self.consistency):
                 return None
-            out = {
+            by_dataset: dict[str, dict[str, Any]] = {}
+            out: dict[str, Any] = {
                 "accuracies": [r.to_dict() for r in self.consistency if r.kind == kind and r.dataset == ALL],
                 "std": self.consistency_std(kind),
-                "by_dataset": {},
+                "by_dataset": by_dataset,
             }
             if kind == "instructions":  # the item's own instruction: the clean answers
                 out["baseline_accuracy"] = 1.0 - self.clean().er.value
             for ds in self.datasets if len(self.datasets) > 1 else ():
-                out["by_dataset"][ds] = {
+                by_dataset[ds] = {
                     "accuracies": [
                         r.to_dict() for r in self.consistency if r.kind == kind and r.dataset == ds
                     ],
@@ -670,7 +677,7 @@ class BatteryResult:
             "report.html": report if report is not None else report_html(self),
         }
 
-    def write(self, out_dir, *, report: str | None = None) -> list[str]:
+    def write(self, out_dir: str | os.PathLike, *, report: str | None = None) -> list[str]:
         """results.json, results.csv (+ rti/consistency/patterns/curve CSVs),
         attacked.jsonl and report.html, written atomically (each file in full, then all
         renamed into place); returns their paths. A battery output of an earlier run in
@@ -1069,18 +1076,27 @@ def _rti_rows(spec: BatterySpec, r_values: dict) -> list[RTIRow]:
     return rows
 
 
-def _patterns(spec, records, clean, sampler, caught) -> list[PatternRow]:
-    att = [r for r in records if r.query.kind == "attack" and r.query.attack.changes]
+def _patterns(
+    spec: BatterySpec,
+    records: Sequence[AnswerRecord],
+    clean: dict[tuple[str, str], AnswerRecord],
+    sampler: Sampler,
+    caught: list[str],
+) -> list[PatternRow]:
+    att = [
+        (r, r.query.attack)
+        for r in records
+        if r.query.kind == "attack" and r.query.attack is not None and r.query.attack.changes
+    ]
     if not att:
         return []
     pairs = [
-        (r.query.attack, r.parsed.index != clean[(r.query.base.dataset, r.query.base.id)].parsed.index)
-        for r in att
+        (a, r.parsed.index != clean[(r.query.base.dataset, r.query.base.id)].parsed.index) for r, a in att
     ]
     tags = None
     sampler.progress(Progress("patterns", 0, 1, "parts of speech"))
     try:
-        texts = {r.query.attack.original: r.query.attack.words for r in att}
+        texts = {a.original: a.words for _, a in att}
         tags = tag_words(list(texts), texts)
     except SpacyMissing as exc:
         caught.append(str(exc))
@@ -1088,7 +1104,13 @@ def _patterns(spec, records, clean, sampler, caught) -> list[PatternRow]:
     return word_patterns(pairs, tags)
 
 
-def _curve(spec, sampler, queries, texts, caught):
+def _curve(
+    spec: BatterySpec,
+    sampler: Sampler,
+    queries: Sequence[Query],
+    texts: Sequence[SampleRecord],
+    caught: list[str],
+) -> tuple[list[CurveRow], dict[tuple[str, str, float], tuple[str, ...]]]:
     if spec.curve is None or not queries:
         return [], {}
     k = spec.samples
@@ -1149,8 +1171,9 @@ def _curve(spec, sampler, queries, texts, caught):
     mt = multiple_testing([r.p_value for r in tested], spec.correction, alpha=spec.alpha) if tested else None
     rows = []
     j = 0
-    for _base_q, q, r in pending:
-        if r is None:
+    for _base_q, q, res in pending:
+        # no test (the attack left the prompt as it was): mt is None only when no row has one
+        if res is None or mt is None:
             rows.append(
                 CurveRow(q.name, q.base.id, q.base.dataset, q.rho, 0, 0.0, 0.0, 1.0, 1.0, False, "", None)
             )
@@ -1161,14 +1184,14 @@ def _curve(spec, sampler, queries, texts, caught):
                 q.base.id,
                 q.base.dataset,
                 q.rho,
-                len(q.attack.changes),
-                r.effect_size,
-                r.chance_effect_size,
-                r.p_value,
+                len(q.attack.changes) if q.attack is not None else 0,
+                res.effect_size,
+                res.chance_effect_size,
+                res.p_value,
                 float(mt.p_adjusted[j]),
                 bool(mt.reject[j]),
                 mt.stars[j],
-                r,
+                res,
             )
         )
         j += 1

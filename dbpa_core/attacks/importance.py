@@ -102,7 +102,7 @@ class ForestResult:
         }
 
 
-def _not_fit(features, rows, items, changed, note) -> ForestResult:
+def _not_fit(features: Sequence[str], rows: int, items: int, changed: int, note: str) -> ForestResult:
     return ForestResult(tuple(features), rows, items, changed, note=note)
 
 

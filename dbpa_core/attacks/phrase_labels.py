@@ -5,6 +5,11 @@ and the groups of the paper's phrase table. Both the word tables
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from spacy.tokens import Token
+
 GROUPS = ("NP", "VP", "PP", "ADJP", "ADVP", "QP", "PRT", "WH", "other")
 LABELS = (
     "NP",
@@ -49,11 +54,11 @@ def group_of(label: str) -> str:
     return label if label in GROUPS else "other"
 
 
-def _is_number(tok) -> bool:
+def _is_number(tok: Token) -> bool:
     return tok.tag_ == "CD" or tok.pos_ == "NUM"
 
 
-def _in_qp(tok) -> bool:
+def _in_qp(tok: Token) -> bool:
     """A number with a quantity modifier (``about 5``, ``5 million``, ``3 and 4``), or
     that modifier: the Treebank's QP."""
     if tok.dep_ == "quantmod":
@@ -73,7 +78,7 @@ def _in_qp(tok) -> bool:
     )
 
 
-def _wh_nominal(tok) -> bool:
+def _wh_nominal(tok: Token) -> bool:
     """A noun determined by a wh-word (``which book``, ``whose car``, ``how many apples``)."""
     for c in tok.children:
         if c.tag_ in _WH_NOMINAL and c.dep_ in ("det", "poss"):
@@ -83,11 +88,11 @@ def _wh_nominal(tok) -> bool:
     return False
 
 
-def _head_label(tok) -> str:
+def _head_label(tok: Token) -> str:
     return phrase_label(tok.head) if tok.head is not tok else "X"
 
 
-def phrase_label(tok) -> str:
+def phrase_label(tok: Token) -> str:
     """The Treebank label of the smallest phrase holding spaCy token ``tok`` (see the
     module docstring for the rules)."""
     dep, pos, tag = tok.dep_, tok.pos_, tok.tag_

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -356,7 +357,7 @@ def parse_attack_spec(
     source: str = "<spec>",
     base_dir: str | os.PathLike = ".",
     items: list[Item] | None = None,
-    allow_key_env=(),
+    allow_key_env: Iterable[str] | None = (),
 ) -> BatterySpec:
     """Validate a battery spec given as YAML text or a dict. ``items`` (e.g. uploaded in
     the dashboard) replace the spec's ``data``; ``allow_key_env`` as for audit specs."""
@@ -439,7 +440,7 @@ def parse_attack_spec(
     )
 
 
-def load_attack_spec(path: str | os.PathLike, *, allow_key_env=()) -> BatterySpec:
+def load_attack_spec(path: str | os.PathLike, *, allow_key_env: Iterable[str] | None = ()) -> BatterySpec:
     """Read and validate a battery spec file (relative paths inside resolve next to it)."""
     return parse_attack_spec(
         read_spec_file(path), source=str(path), base_dir=Path(path).parent, allow_key_env=allow_key_env

@@ -142,7 +142,7 @@ def _spans(text: str) -> tuple[tuple[int, int], ...]:
 
 
 # --------------------------------------------------------------------------- validation
-def _attack_iv(text, level, rho, op, letters):
+def _attack_iv(text: object, level: object, rho: object, op: object, letters: object) -> None:
     if not isinstance(text, str):
         raise TypeError(f"`text` must be a string, got {type(text).__name__}.")
     if level not in LEVELS:
@@ -161,7 +161,7 @@ def _attack_iv(text, level, rho, op, letters):
             )
 
 
-def _seed_of(rng) -> int:
+def _seed_of(rng: object) -> int:
     if isinstance(rng, np.random.Generator):
         return int(rng.integers(0, 2**63))
     if rng is None:

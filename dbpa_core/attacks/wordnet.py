@@ -21,6 +21,7 @@ import shutil
 import sys
 import warnings
 from pathlib import Path
+from typing import Any
 
 DEBIAN_DIR = Path("/usr/share/wordnet")
 FILES = (
@@ -134,7 +135,7 @@ def install(source: str | os.PathLike = DEBIAN_DIR, target: str | os.PathLike | 
     return dst
 
 
-def _reader_at(root: Path):
+def _reader_at(root: Path) -> Any:
     import nltk
     from nltk.corpus.reader.wordnet import WordNetCorpusReader
 
@@ -148,7 +149,7 @@ def _reader_at(root: Path):
 
 
 @functools.lru_cache(maxsize=1)
-def wordnet():
+def wordnet() -> Any:
     """nltk's WordNet reader (loaded once per process, ~2 s).
 
     Raises

@@ -43,11 +43,20 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from ..cores import free_cores
+
+if TYPE_CHECKING:
+    import torch
+
+#: a transformers Llama-style causal LM, read by duck typing (``model.model.layers``,
+#: ``config``, ...): transformers gives its models no static type for these internals
+HFModel = Any
 
 PRECISIONS = ("bfloat16", "float32")
 MIN_ROWS = 16  # a decoding step never multiplies fewer rows than this (see LlamaDecoder)
@@ -115,7 +124,7 @@ def cpu_kernels() -> str:
     return "amx" if "amx_bf16" in flags else "avx512_bf16"
 
 
-def torch_dtype(precision: str):
+def torch_dtype(precision: str) -> torch.dtype:
     import torch
 
     return {"bfloat16": torch.bfloat16, "float32": torch.float32}[precision]
@@ -155,7 +164,9 @@ def splitmix_uniforms(seeds: np.ndarray, counters: np.ndarray) -> np.ndarray:
     return (z >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
 
 
-def draw_tokens(logits, uniforms: np.ndarray, *, temperature: float, top_p: float = 1.0):
+def draw_tokens(
+    logits: torch.Tensor, uniforms: np.ndarray, *, temperature: float, top_p: float = 1.0
+) -> torch.Tensor:
     """One token per row of ``logits`` by the inverse CDF of its own distribution.
 
     Row ``i`` takes the first token whose cumulative probability (in vocabulary order, or
@@ -192,7 +203,7 @@ def draw_tokens(logits, uniforms: np.ndarray, *, temperature: float, top_p: floa
 _BLOCK = 128
 
 
-def _inverse_cdf(p, u):
+def _inverse_cdf(p: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """Index of the first column where the running sum of row ``p[i]`` exceeds
     ``u[i]`` times the row's total, never one of weight 0.
 
@@ -221,7 +232,7 @@ def _inverse_cdf(p, u):
 
 
 # --------------------------------------------------------------------------- the decoder
-def fast_path_supported(model) -> bool:
+def fast_path_supported(model: HFModel) -> bool:
     """True when ``model`` is a plain Llama (SmolLM2's architecture) that
     :class:`LlamaDecoder` computes exactly like transformers does."""
     cfg = getattr(model, "config", None)
@@ -271,11 +282,11 @@ _WEIGHTS: weakref.WeakKeyDictionary[Any, _Weights] = weakref.WeakKeyDictionary()
 PACK_MAX_BYTES = 2 << 30  # weights are prepacked (a second copy: +130 MB for SmolLM2) up to this size
 
 
-def _nbytes(tensors) -> int:
+def _nbytes(tensors: Iterable[torch.Tensor]) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
-def _packed_linear(x, w):
+def _packed_linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     import torch
 
     return torch.ops.mkldnn._linear_pointwise(x, w, None, "none", [], "")
@@ -369,7 +380,7 @@ def rows_product(linear: Callable[[Any, Any], Any], policy: RowPolicy) -> Callab
     if lo <= MIN_ROWS and hi is None:
         return linear
 
-    def product(x, w):
+    def product(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         import torch
 
         n = x.shape[0]
@@ -447,7 +458,7 @@ def row_policy(
     return RowPolicy(lo, hi, False)
 
 
-def _weights(model) -> _Weights:
+def _weights(model: HFModel) -> _Weights:
     import torch
 
     got = _WEIGHTS.get(model)
@@ -496,7 +507,7 @@ class PrefixStore:
     question with more words changed). Reuse gives the same bits as computing the prompt
     afresh, so what is kept never changes a sample. Safe for concurrent calls."""
 
-    def __init__(self, budget: int = STORE_BYTES):
+    def __init__(self, budget: int = STORE_BYTES) -> None:
         from collections import OrderedDict
 
         self.budget = budget
@@ -551,7 +562,7 @@ def clear_prefix_stores() -> None:
         store.clear()
 
 
-def prefix_store(model) -> PrefixStore:
+def prefix_store(model: HFModel) -> PrefixStore:
     """The :class:`PrefixStore` of ``model`` (one per loaded model)."""
     store = _STORES.get(model)
     if store is None:
@@ -565,7 +576,7 @@ _BUFFERS_LOCK = threading.Lock()
 BUFFER_BYTES = 256 << 20  # key/value caches kept for the next call, per model
 
 
-def _take_buffers(model, slots: int, max_len: int) -> tuple[Any, Any] | None:
+def _take_buffers(model: HFModel, slots: int, max_len: int) -> tuple[Any, Any] | None:
     """A finished call's key/value cache of ``model`` with ``max_len`` positions and
     ``slots`` slots or more (taken out of the pool), or None.
 
@@ -586,7 +597,7 @@ def _take_buffers(model, slots: int, max_len: int) -> tuple[Any, Any] | None:
     return None
 
 
-def _give_buffers(model, buffers: tuple[Any, Any]) -> None:
+def _give_buffers(model: HFModel, buffers: tuple[Any, Any]) -> None:
     if _nbytes(buffers) > BUFFER_BYTES:
         return
     with _BUFFERS_LOCK:
@@ -612,7 +623,7 @@ class LlamaDecoder:
     kernels, blocked the same way, whatever the batch holds.
     """
 
-    def __init__(self, model, *, slots: int, max_len: int):
+    def __init__(self, model: HFModel, *, slots: int, max_len: int) -> None:
         import torch
 
         cfg = model.config
@@ -665,7 +676,7 @@ class LlamaDecoder:
         self.kv_size = self.n_kv * self.head_dim
 
     @staticmethod
-    def bytes_per_slot(model, max_len: int) -> int:
+    def bytes_per_slot(model: HFModel, max_len: int) -> int:
         cfg = model.config
         head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         item = next(model.parameters()).element_size()
@@ -688,7 +699,7 @@ class LlamaDecoder:
             _give_buffers(model, buffers)
 
     # ------------------------------------------------------------------ pieces
-    def _rms(self, x, w):
+    def _rms(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         import torch
 
         h = x.float()
@@ -696,21 +707,21 @@ class LlamaDecoder:
         return w * h.to(self.dtype)
 
     @staticmethod
-    def _rope(x, cos, sin):
+    def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         import torch
 
         half = x.shape[-1] // 2
         rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
         return x * cos + rotated * sin
 
-    def _mlp(self, x, layer: int):
+    def _mlp(self, x: torch.Tensor, layer: int) -> torch.Tensor:
         import torch.nn.functional as F
 
         h = self._rms(x, self.ln2[layer])
         gate, up = self._linear(h, self.w_gu[layer]).chunk(2, dim=-1)
         return x + self._linear(F.silu(gate) * up, self.w_down[layer])
 
-    def _logits(self, x):
+    def _logits(self, x: torch.Tensor) -> torch.Tensor:
 
         return self._linear(self._rms(x, self.norm), self.lm_head)
 
@@ -798,7 +809,9 @@ class LlamaDecoder:
             logits = self._logits(x[last])[: len(lengths)].float()
         return [PromptState(n, keys[j], values[j], logits[j].clone()) for j, n in enumerate(lengths)]
 
-    def _attend(self, q, keys, values, offset: int = 0):
+    def _attend(
+        self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, offset: int = 0
+    ) -> torch.Tensor:
         """Causal attention of the queries of positions ``offset ..`` of one prompt: ``q``
         (n - offset, heads, d) over its ``keys`` and ``values`` (kv heads, n, d); returns
         (n - offset, heads × d). The blocks of queries are those of the whole prompt, and a
@@ -842,7 +855,7 @@ class LlamaDecoder:
             self.v_cache[:, dst, :, :length] = self.v_cache[:, src, :, :length]
 
     # ------------------------------------------------------------------ one token
-    def step(self, tokens: Sequence[int], positions: Sequence[int]):
+    def step(self, tokens: Sequence[int], positions: Sequence[int]) -> torch.Tensor:
         """Logits ``(len(tokens), vocab)`` (float32) of the next token of rows
         ``0 .. len(tokens)-1``, whose current token ``tokens[r]`` sits at ``positions[r]``
         (its keys and values are written there)."""
@@ -915,7 +928,7 @@ class GenerationStats:
     prefill_threads: dict[int, int] = field(default_factory=dict)  # thread count -> those packs
 
 
-def slots_for(model, *, samples: int, max_len: int, cap: int | None = None) -> int:
+def slots_for(model: HFModel, *, samples: int, max_len: int, cap: int | None = None) -> int:
     """How many of ``samples`` to decode together: at most ``cap`` (default
     :data:`MAX_ROWS`), with a key/value cache of at most :data:`KV_BUDGET` bytes and at
     most 1/8 of the free memory."""
@@ -927,57 +940,6 @@ def slots_for(model, *, samples: int, max_len: int, cap: int | None = None) -> i
     except (ValueError, OSError, AttributeError):
         pass
     return max(1, min(samples, cap or MAX_ROWS, budget // per))
-
-
-def _runnable_now() -> int | None:
-    """Threads running or ready to run on the whole machine right now, this one included
-    (the fourth field of ``/proc/loadavg``); None where that file does not exist."""
-    try:
-        with open("/proc/loadavg", encoding="ascii") as fh:
-            return int(fh.read().split()[3].split("/")[0])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _own_runnable() -> int:
-    """This process's threads that are running or ready to run now (state R in
-    ``/proc/self/task/*/stat``), at least 1 (the caller). Torch's OpenMP threads spin for
-    a while after each parallel region, so right after a step on two threads the machine
-    shows two runnable threads of ours: work of this process, not other work."""
-    n = 0
-    try:
-        tasks = os.listdir("/proc/self/task")
-    except OSError:
-        return 1
-    for t in tasks:
-        try:
-            with open(f"/proc/self/task/{t}/stat", encoding="ascii", errors="replace") as fh:
-                stat = fh.read()
-        except OSError:
-            continue
-        end = stat.rfind(")")  # the name may hold ")": the state follows the last
-        n += stat[end + 2 : end + 3] == "R"
-    return max(1, n)
-
-
-def free_cores(samples: int = 5) -> int | None:
-    """The cores this process may use (its CPU affinity) minus those other work keeps busy
-    now: the least count of other processes' runnable threads (the machine's minus this
-    process's own) over a few readings a millisecond apart (one reading catches passing
-    work). None where it cannot be told."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    seen = []
-    for i in range(samples):
-        n = _runnable_now()
-        if n is None:
-            return None
-        seen.append(n - _own_runnable())  # our own threads are not other work
-        if i + 1 < samples:
-            time.sleep(0.001)
-    return max(0, cores - min(seen))
 
 
 class ThreadTuner:
@@ -1015,7 +977,7 @@ class ThreadTuner:
     MAX_INTERVAL = 192
     ABORT = 1.5  # a probe step this much slower than the kept count ends the probe
 
-    def __init__(self, start: int | None = None):
+    def __init__(self, start: int | None = None) -> None:
         import torch
 
         self._torch = torch
@@ -1238,7 +1200,7 @@ class _Prefill:
     prompt's: the instruction shared by all, then a passage shared by the variants of one
     question). The result is the same bits (tested)."""
 
-    def __init__(self, dec: LlamaDecoder, tuner: ThreadTuner, stats: GenerationStats):
+    def __init__(self, dec: LlamaDecoder, tuner: ThreadTuner, stats: GenerationStats) -> None:
         self.dec, self.tuner, self.stats = dec, tuner, stats
         self.workers = prefill_workers()
         self.pool: Any = None  # a ThreadPoolExecutor, started when packs first run in parallel
@@ -1455,7 +1417,7 @@ def generate_continuous(
         open_rows += [(0, r.max_tokens) for r in queue]
         return expected_tokens(stats.tokens, stats.ended, open_rows)
 
-    def draw(rows: list[_Row], logits) -> list[int]:
+    def draw(rows: list[_Row], logits: torch.Tensor) -> list[int]:
         out = [0] * len(rows)
         groups: dict[tuple[float, float], list[int]] = {}
         for j, r in enumerate(rows):

@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..resources import (
     WEIGHTS_MODULE,
@@ -58,6 +58,9 @@ from .decoding import (
     splitmix_uniforms,
     torch_dtype,
 )
+
+if TYPE_CHECKING:
+    from .base import OnSample
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_NAME = "SmolLM2-135M-Instruct"
@@ -187,14 +190,14 @@ def load_tokenizer(folder: str | os.PathLike) -> tuple[Any, int | None]:
         return _TOKENIZERS[folder]
 
 
-def chat_prompt_ids(tok, prompt: str, system_prompt: str | None = None) -> list[int]:
+def chat_prompt_ids(tok: Any, prompt: str, system_prompt: str | None = None) -> list[int]:
     """The token ids a chat model reads for one prompt: its chat template with the system
     prompt (when given), the prompt as the user's message, and the start of the answer."""
     msgs = [{"role": "system", "content": system_prompt}] if system_prompt else []
     return _ids_of_messages(tok, [*msgs, {"role": "user", "content": prompt}])
 
 
-def _ids_of_messages(tok, msgs: list[dict[str, str]]) -> list[int]:
+def _ids_of_messages(tok: Any, msgs: list[dict[str, str]]) -> list[int]:
     """The token ids of chat messages under the model's chat template, with the start of
     the answer (earlier turns of a two-turn prompt included)."""
     out = tok.apply_chat_template(msgs, add_generation_prompt=True, return_dict=True)["input_ids"]
@@ -213,7 +216,7 @@ def smollm2_tokenizer_source(cache_dir: str | os.PathLike | None = None) -> str:
     return str(smollm2_gguf_path())
 
 
-def _load(folder: str, precision: str):
+def _load(folder: str, precision: str) -> tuple[Any, Any]:
     tok, _context = load_tokenizer(folder)
     with _LOCK:
         key = (folder, precision)
@@ -310,14 +313,18 @@ class TransformersBackend:
                     "max_tokens."
                 )
 
-    def _prompt_ids(self, tok, req: SampleRequest) -> list[int]:
+    def _prompt_ids(self, tok: Any, req: SampleRequest) -> list[int]:
         key = (req.system_prompt, req.history, req.prompt)
         if key not in self._ids:
             self._ids[key] = _ids_of_messages(tok, chat_messages(req))
         return self._ids[key]
 
     def generate(
-        self, requests: Sequence[SampleRequest], on_sample, *, should_stop: Callable[[], bool] | None = None
+        self,
+        requests: Sequence[SampleRequest],
+        on_sample: OnSample,
+        *,
+        should_stop: Callable[[], bool] | None = None,
     ) -> None:
         self.check_requests(requests)  # the sampler has asked already: the ids are kept
         self.prepare()
@@ -376,7 +383,14 @@ class TransformersBackend:
 
 
 def _generate_plain(
-    model, items, *, eos: set[int], cap: int, on_done, on_tokens=None, should_stop=None
+    model: Any,
+    items: Sequence[tuple[Any, Sequence[int], int, float, float, int]],
+    *,
+    eos: set[int],
+    cap: int,
+    on_done: Callable[[Any, list[int], int], None],
+    on_tokens: Callable[[int, int], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> None:
     """Any causal LM through its own forward pass: one prompt at a time, up to ``cap`` of
     its samples together, finished samples dropped from the batch (and handed over) at

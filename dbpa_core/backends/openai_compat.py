@@ -31,7 +31,7 @@ import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -50,6 +50,11 @@ from .base import (
     clean_text,
     redact_url,
 )
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+    from .base import OnSample
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -224,7 +229,7 @@ class OpenAIClientSettings:
             self.key_missing = True
         return "not-needed"
 
-    def client(self):
+    def client(self) -> AsyncOpenAI:
         from openai import AsyncOpenAI
 
         # the total deadline is enforced around each request; this bounds each read
@@ -238,7 +243,7 @@ class OpenAIClientSettings:
         )
 
     # ------------------------------------------------------------------ one request
-    async def read_json(self, streamed, *, max_tokens: int | None = None, n: int = 1) -> Any:
+    async def read_json(self, streamed: Any, *, max_tokens: int | None = None, n: int = 1) -> Any:
         """The JSON body of ``resource.with_streaming_response.create(...)``, read at
         most ``max_response_bytes`` far, and for a chat answer at most what
         ``max_tokens`` allows for ``n`` choices (:func:`answer_byte_limit`): a larger
@@ -641,19 +646,25 @@ class OpenAIBackend:
         return text
 
     def generate(
-        self, requests: Sequence[SampleRequest], on_sample, *, should_stop: Callable[[], bool] | None = None
+        self,
+        requests: Sequence[SampleRequest],
+        on_sample: OnSample,
+        *,
+        should_stop: Callable[[], bool] | None = None,
     ) -> None:
         if requests:
             run_async(lambda: self._generate(list(requests), on_sample, should_stop))
 
-    def _groups(self, requests: list[SampleRequest]) -> list[list[SampleRequest]]:
+    def _groups(self, requests: Sequence[SampleRequest]) -> list[list[SampleRequest]]:
         by_prompt: dict[tuple, list[SampleRequest]] = {}
         for r in requests:
             by_prompt.setdefault((r.system_prompt, r.history, r.prompt, r.params), []).append(r)
         n = self.n_per_request
         return [reqs[i : i + n] for reqs in by_prompt.values() for i in range(0, len(reqs), n)]
 
-    async def _generate(self, requests, on_sample, should_stop) -> None:
+    async def _generate(
+        self, requests: Sequence[SampleRequest], on_sample: OnSample, should_stop: Callable[[], bool] | None
+    ) -> None:
         client = self.settings.client()
         sem = asyncio.Semaphore(self.settings.concurrency)
         fatal: list[BaseException] = []
@@ -706,13 +717,15 @@ class OpenAIBackend:
         if fatal:
             raise fatal[0]
 
-    async def _complete(self, client, group: list[SampleRequest], should_stop=None) -> list[Sample]:
+    async def _complete(
+        self, client: AsyncOpenAI, group: list[SampleRequest], should_stop: Callable[[], bool] | None = None
+    ) -> list[Sample]:
         """Samples for ``group`` (one request): at least one, or [] when the server
         refused ``n > 1`` (the caller then asks one by one)."""
         req = group[0]
         kwargs = chat_request_body(self.model, req, n=len(group))
 
-        async def call():
+        async def call() -> tuple[Any, ...]:
             data = await self.settings.read_json(
                 client.chat.completions.with_streaming_response.create(**kwargs),
                 max_tokens=req.params.max_tokens,

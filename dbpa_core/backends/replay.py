@@ -14,12 +14,15 @@ import logging
 import os
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .._validate import file_problem, valid_unicode
 from .base import BackendError, Sample, SampleRequest
+
+if TYPE_CHECKING:
+    from .base import OnSample
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +130,11 @@ class ReplayBackend:
             )
 
     def generate(
-        self, requests: Sequence[SampleRequest], on_sample, *, should_stop: Callable[[], bool] | None = None
+        self,
+        requests: Sequence[SampleRequest],
+        on_sample: OnSample,
+        *,
+        should_stop: Callable[[], bool] | None = None,
     ) -> None:
         for req in requests:
             if should_stop is not None and should_stop():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from .common import (
     add_allow_key_env,
@@ -19,8 +20,13 @@ from .common import (
     write_results,
 )
 
+if TYPE_CHECKING:
+    from ..attacks.spec import BatterySpec
+    from ..cache import Cache
+    from .common import Bars
 
-def add_parser(sub) -> argparse.ArgumentParser:
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     k = sub.add_parser(
         "attack",
         help="run a robustness battery spec (typos, word edits, "
@@ -52,7 +58,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     return k
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from ..launcher import require_extra
 
     require_extra("battery")  # WordNet, confusables, spaCy, scikit-learn: one line if missing
@@ -67,7 +73,7 @@ def run(args) -> int:
         print(f"error: --max-asr {args.max_asr:g}: give a share between 0 and 1 (e.g. 0.2).", file=sys.stderr)
         return 2
     spec = load_attack_spec(args.spec, allow_key_env=args.allow_key_env)
-    fail_on = frozenset()
+    fail_on: frozenset[str] = frozenset()
     if not args.estimate:
         found = gates(args)
         if found is None:
@@ -128,7 +134,7 @@ def run(args) -> int:
     return finish(args, run, fail_on)
 
 
-def _batch(spec, cache, bars) -> int | None:
+def _batch(spec: BatterySpec, cache: Cache, bars: Bars) -> int | None:
     """``--batch``: the battery's uncached samples (RTI's every round) as one Batch API
     job, with its batch price first; None to go on with the battery, else the exit code."""
     from ..attacks.battery import estimate_battery

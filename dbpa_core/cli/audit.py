@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from ..fmt import SIZE_LEGEND, fmt_p, size_cell, table
 from .common import (
@@ -21,8 +22,18 @@ from .common import (
     write_results,
 )
 
+if TYPE_CHECKING:
+    from ..audit import PerturbationResult
+    from ..cache import Cache
+    from ..spec import AuditSpec
+    from .common import Bars
 
-def add_parser(sub) -> argparse.ArgumentParser:
+
+if TYPE_CHECKING:
+    from ..audit import AuditResult
+
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     a = sub.add_parser("audit", help="run an audit spec and write results")
     a.add_argument("spec", metavar="SPEC_FILE")
     a.add_argument("--out", default="dbpa-results", help="output folder (default: dbpa-results)")
@@ -42,7 +53,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     return a
 
 
-def results_table(result) -> str:
+def results_table(result: AuditResult) -> str:
     """One row per perturbation: omega, chance, above chance, p, adjusted p, verdict, size."""
     delta = result.spec.min_effect
     head: tuple[str, ...] = ("name", "role", "omega", "chance", "above", "p", "p_adj", "", "verdict", "size")
@@ -71,7 +82,7 @@ def results_table(result) -> str:
     return table(rows, head)
 
 
-def sequential_text(result) -> str:
+def sequential_text(result: AuditResult) -> str:
     """With sequential sampling: the answers drawn against a fixed k, and why each test
     stopped (one line each)."""
     used = sum(len(a.texts) for a in (result.base, *result.arms))
@@ -81,13 +92,13 @@ def sequential_text(result) -> str:
     return "\n".join(lines)
 
 
-def verdict_word(p) -> str:
+def verdict_word(p: PerturbationResult) -> str:
     """'detectable' when the change is told apart from the model's own randomness
     (``p_adj <= alpha``), 'not shown' when it is not (which does not prove no change)."""
     return "detectable" if p.significant else "not shown"
 
 
-def checks_text(result) -> str:
+def checks_text(result: AuditResult) -> str:
     """The answer checks: base and perturbed rates (or mean words), the difference in
     points (or words) with its 95 % interval, p and the adjusted p."""
     from ..checks import checks_table
@@ -96,7 +107,7 @@ def checks_text(result) -> str:
     return table(rows[1:], rows[0])
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from ..audit import AuditCancelled, check_out_dir, run_audit
     from ..backends.base import BackendError, clean_text
     from ..junit import error_suites
@@ -186,7 +197,9 @@ def run(args) -> int:
     return finish(args, run, fail_on)
 
 
-def run_suite_command(spec, args, cache, bars, fail_on=frozenset()) -> int:
+def run_suite_command(
+    spec: AuditSpec, args: argparse.Namespace, cache: Cache, bars: Bars, fail_on: frozenset[str] = frozenset()
+) -> int:
     """``dbpa audit`` of a suite: run it, write the results, print the pooled table."""
     import os
     import uuid

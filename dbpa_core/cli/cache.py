@@ -7,13 +7,13 @@ import argparse
 from .common import open_cache
 
 
-def add_parser(sub) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     c = sub.add_parser("cache", help="show or clear the cache")
     c.add_argument("action", choices=["info", "clear"])
     return c
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     c = open_cache(args)
     if args.action == "clear":
         n = c.clear()

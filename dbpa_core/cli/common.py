@@ -12,11 +12,16 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ..runs import RunResult
     from ..sampling import Progress
+
+
+if TYPE_CHECKING:
+    from ..cache import Cache
 
 PROGRESS_EVERY_ENV = "DBPA_PROGRESS_EVERY"
 """Seconds between progress lines when stderr is not a terminal (default 15)."""
@@ -123,14 +128,14 @@ def progress_bars(args: argparse.Namespace) -> Bars:
     return Bars(bars, lines=not bars and not args.quiet)
 
 
-def open_cache(args):
+def open_cache(args: argparse.Namespace) -> Cache:
     """The cache of ``--cache-dir``, switched off by the command's ``--no-cache``."""
     from ..cache import Cache
 
     return Cache(args.cache_dir, enabled=not getattr(args, "no_cache", False))
 
 
-def spec_warnings(spec) -> list[str]:
+def spec_warnings(spec: Any) -> list[str]:
     """Print what the spec cannot show (before any call) and return the warnings."""
     from ..spec import spec_notes, spec_warnings
 
@@ -142,7 +147,7 @@ def spec_warnings(spec) -> list[str]:
     return found
 
 
-def gates(args):
+def gates(args: argparse.Namespace) -> frozenset[str] | None:
     """The gated kinds (``--fail-on``, ``--fail-on-control``) and the ``--junit`` path,
     checked before anything is run; None after saying what is wrong."""
     from ..junit import JUnitPathError, check_junit_path, parse_fail_on
@@ -159,7 +164,7 @@ def gates(args):
     return fail_on
 
 
-def report(args, suites, fail_on) -> int:
+def report(args: argparse.Namespace, suites: Sequence[Any], fail_on: frozenset[str]) -> int:
     """Write the JUnit report (with ``--junit``) and say which gated checks failed:
     1 when any did, else 0."""
     from ..junit import gate_failures, write_junit
@@ -188,7 +193,7 @@ def report(args, suites, fail_on) -> int:
     return 1 if failed else 0
 
 
-def finish(args, run, fail_on) -> int:
+def finish(args: argparse.Namespace, run: RunResult, fail_on: frozenset[str]) -> int:
     """The end of every command that runs something: the JUnit report of ``run`` (a
     :class:`~dbpa_core.runs.RunResult`, with ``--junit``) and the ``--fail-on`` gates, the
     same for every kind of run: 1 when a gated verdict failed, else 0."""
@@ -197,7 +202,7 @@ def finish(args, run, fail_on) -> int:
     return report(args, run_suites(run, fail_on=fail_on), fail_on)
 
 
-def write_results(result, out) -> list[str] | None:
+def write_results(result: Any, out: str | os.PathLike) -> list[str] | None:
     """``result.write(out)``, or None after one line on stderr (a full disk, no permission)."""
     try:
         return result.write(out)
@@ -210,7 +215,7 @@ def write_results(result, out) -> list[str] | None:
         return None
 
 
-def record_in_history(args, save: Callable[[Any, Any, str], int]) -> None:
+def record_in_history(args: argparse.Namespace, save: Callable[[Any, Any, str], int]) -> None:
     """Record a run in the run history with ``save(history, cache_dir, out_dir) -> run id``;
     a history that cannot be written is a warning, never a failed run (the results are
     already written)."""
@@ -230,7 +235,7 @@ def record_in_history(args, save: Callable[[Any, Any, str], int]) -> None:
     print(f"recorded as run {run_id} in {h.where} (dbpa history show {run_id})")
 
 
-def record_run_in_history(args, run) -> None:
+def record_run_in_history(args: argparse.Namespace, run: RunResult) -> None:
     """Record a finished run of any kind (a :class:`~dbpa_core.runs.RunResult`) in the run
     history, unless ``--no-history``: it reopens on its dashboard page."""
     if getattr(args, "no_history", False):
@@ -302,7 +307,7 @@ def global_options(p: argparse.ArgumentParser, *, top: bool) -> None:
     """The options every command takes, before or after its name. Below the top they
     default to SUPPRESS, so a value given before the command is not reset after it."""
 
-    def default(value):
+    def default(value: Any) -> Any:
         return value if top else argparse.SUPPRESS
 
     have = p._option_string_actions

@@ -24,7 +24,7 @@ from typing import Any
 from .common import add_gates, add_no_history, add_progress_options, gates, open_cache, progress_bars
 
 
-def add_parser(sub) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     f = sub.add_parser(
         "fidelity",
         help="calibrated quantile curves: how far simulated survey "
@@ -123,7 +123,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     return f
 
 
-def _bounds(text):
+def _bounds(text: str | None) -> tuple[float, float] | None:
     if text is None:
         return None
     try:
@@ -133,7 +133,7 @@ def _bounds(text):
     return (a, b)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from ..fidelity.analysis import run_fidelity
     from ..fidelity.data import FidelityDataError, load_data
     from ..fidelity.discrepancy import SolverError

@@ -13,10 +13,18 @@ import argparse
 import dataclasses
 import json
 import sys
-from typing import TYPE_CHECKING, NamedTuple
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .. import provenance
 from ..fmt import SIZE_LEGEND, fmt_p, size_cell, table
+
+if TYPE_CHECKING:
+    from ..runs import RunResult, Verdict
+
+
+if TYPE_CHECKING:
+    from ..history import RunSummary
 
 if TYPE_CHECKING:  # imported where used, so that `dbpa --help` starts without numpy
     from ..compare import BatteryComparison, SuiteComparison
@@ -45,7 +53,7 @@ KIND_NAMES = {
 KIND_PAGES = {"battery": "Robustness battery", "fidelity": "Simulator fidelity", "sensitivity": "Sensitivity"}
 
 
-def _kinds(history: History, runs) -> dict[int, dict]:
+def _kinds(history: History, runs: Sequence[RunSummary]) -> dict[int, dict]:
     """``{run id: {"kind", "models", "headline"}}`` for every run (an audit: its own)."""
     extras = history.extras([r.id for r in runs])
     out = {}
@@ -60,14 +68,14 @@ def _kinds(history: History, runs) -> dict[int, dict]:
     return out
 
 
-def _outcome(r, extra: dict) -> str:
+def _outcome(r: RunSummary, extra: dict) -> str:
     """One line on what came out: an audit's detectable changes, another kind's headline."""
     if extra["kind"] not in ("audit", "suite"):
         return extra["headline"] or "-"
     return f"{r.n_significant} of {r.n_tests} detectable"
 
 
-def _when(run_summary) -> str:
+def _when(run_summary: RunSummary) -> str:
     return run_summary.created_at.strftime("%Y-%m-%d %H:%M")
 
 
@@ -76,7 +84,7 @@ def _short(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def list_runs(history: History, args) -> str:
+def list_runs(history: History, args: argparse.Namespace) -> str:
     runs = history.list(
         model=args.model,
         prompt=args.prompt,
@@ -110,7 +118,7 @@ def list_runs(history: History, args) -> str:
     return table(rows, head) + f"\n\n{len(runs)} run(s) in {history.where}. `dbpa history show ID` shows one."
 
 
-def _summary_dict(r, extra: dict) -> dict:
+def _summary_dict(r: RunSummary, extra: dict) -> dict:
     """A run's summary for ``--json``, with its kind, models and headline (tests and
     significant are None for a kind of run that has no tests)."""
     d = {**r.to_dict(), "kind": extra["kind"], "models": list(extra["models"]), "headline": extra["headline"]}
@@ -130,7 +138,7 @@ def _settings_line(settings: dict) -> str:
     )
 
 
-def _result_table(result) -> str:
+def _result_table(result: Any) -> str:
     rows = [
         (
             p.name,
@@ -150,7 +158,7 @@ def _result_table(result) -> str:
     )
 
 
-def show_run(history: History, args) -> str:
+def show_run(history: History, args: argparse.Namespace) -> str:
     """One run of any kind, read through its :class:`~dbpa_core.runs.RunResult`: who ran it,
     what came out (its headline and control gate), its settings, where its answers are,
     its verdicts (an audit's table; a suite's pooled table; any other kind's verdicts)."""
@@ -252,11 +260,11 @@ def show_run(history: History, args) -> str:
     return "\n".join(out)
 
 
-def _verdict_dict(v) -> dict:
+def _verdict_dict(v: Verdict) -> dict:
     return {**dataclasses.asdict(v), "what": v.what}
 
 
-def _verdict_lines(result) -> list[str]:
+def _verdict_lines(result: RunResult) -> list[str]:
     """The verdicts of a run kept as one result: one table per kind of verdict (a suite's
     tests per case are counted, not listed: ``--json`` has them)."""
     groups: dict[str, list] = {}
@@ -291,7 +299,7 @@ def _served(run: Run) -> dict[str, tuple[str, ...]]:
     }
 
 
-def compare_runs(history: History, args) -> str | Failed:
+def compare_runs(history: History, args: argparse.Namespace) -> str | Failed:
     from ..history import HistoryError
 
     kinds = []
@@ -347,7 +355,7 @@ def _a(name: str) -> str:
     return ("an " if name[:1] in "aeiou" else "a ") + name
 
 
-def _compare_other(history: History, args, kind: str) -> str | Failed:
+def _compare_other(history: History, args: argparse.Namespace, kind: str) -> str | Failed:
     """``compare`` of two suites of cases (pooled and per-case verdicts) or two batteries
     (ER and ASR per attack; a verdict only against ``--max-asr``)."""
     from ..compare import SuiteComparison, compare_batteries, compare_suites
@@ -391,7 +399,7 @@ def _compare_other(history: History, args, kind: str) -> str | Failed:
     )
 
 
-def _battery(history: History, run_id: int):
+def _battery(history: History, run_id: int) -> Any:
     from ..history import HistoryError
 
     _, results = history.result(run_id)
@@ -437,10 +445,10 @@ def _suite_comparison_text(cmp: SuiteComparison) -> list[str]:
 
 
 def _battery_comparison_text(cmp: BatteryComparison) -> list[str]:
-    def pct(x):
+    def pct(x: float | None) -> str:
         return "-" if x is None else f"{x:.3f}"
 
-    def diff(x, y):
+    def diff(x: float | None, y: float | None) -> str:
         return "-" if x is None or y is None else f"{y - x:+.3f}"
 
     rows = [
@@ -523,7 +531,7 @@ def _comparison_text(cmp: RunComparison, served: dict[str, tuple]) -> str:
     return "\n".join(out)
 
 
-def delete_runs(history: History, args) -> str:
+def delete_runs(history: History, args: argparse.Namespace) -> str:
     from ..history import HistoryError
 
     runs = [history.get(i).summary for i in args.ids]  # every id must exist
@@ -536,7 +544,7 @@ def delete_runs(history: History, args) -> str:
     return f"deleted {n} run(s)"
 
 
-def upgrade_history(history: History, args) -> str:
+def upgrade_history(history: History, args: argparse.Namespace) -> str:
     """Bring the history's database to this dbpa's schema now (opening it does too)."""
     return f"The run history {history.where} is at schema revision {history.upgrade()}."
 
@@ -550,7 +558,7 @@ ACTIONS = {
 }
 
 
-def add_parser(sub) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     h = sub.add_parser("history", help="list the recorded runs (every audit is recorded)")
     h.add_argument("--model", help="only runs with a model whose name contains this")
     h.add_argument("--prompt", help="only runs whose prompts or perturbations contain this")
@@ -595,7 +603,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     return h
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     """List, show, compare or delete recorded runs (text for people, --json for scripts)."""
     from ..history import History, HistoryError
     from ..resources import EXIT_MISSING_PART, MissingExtraError

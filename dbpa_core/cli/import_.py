@@ -8,7 +8,7 @@ import os
 import sys
 
 
-def add_parser(sub) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     i = sub.add_parser("import", help="turn promptfoo, OpenAI Batch or CSV/JSONL output into a replay file")
     i.add_argument("file")
     i.add_argument(
@@ -43,7 +43,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     return i
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ..importers import ImportFormatError, import_file, output_problem, write_atomic

@@ -7,7 +7,7 @@ import argparse
 import sys
 
 
-def add_parser(sub) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     r = sub.add_parser(
         "report", help="one HTML or PDF report with every verdict of recorded runs (an audit file)"
     )
@@ -19,7 +19,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     return r
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     """One HTML (or PDF) document with every verdict of the named runs."""
     from ..report import ReportError, write_report
 

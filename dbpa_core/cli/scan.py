@@ -26,10 +26,21 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .common import add_allow_key_env, add_gates, add_progress_options, finish, gates, spec_warnings
+
+if TYPE_CHECKING:
+    from ..runs import RunResult
+
+
+if TYPE_CHECKING:
+    from ..attacks.spec import BatterySpec
+    from ..cache import Cache
+    from ..report import RunSection
+    from ..spec import AuditSpec
 
 # --------------------------------------------------------------------------- the defaults
 NICE_PROMPT = (
@@ -85,7 +96,7 @@ def persona_prefix(persona: str) -> str:
 
 
 # --------------------------------------------------------------------------- the model
-def read_model(given: str, *, allow_key_env=()) -> dict[str, Any]:
+def read_model(given: str, *, allow_key_env: Iterable[str] | None = ()) -> dict[str, Any]:
     """The model entry MODEL_SPEC gives, checked as a spec's ``model:`` is (the same
     parser: unknown keys, a missing replay file or model folder, a key variable that is
     not allowed each raise :class:`~dbpa_core.spec.SpecError` with the line)."""
@@ -159,9 +170,9 @@ def build_specs(
     *,
     samples: int = SAMPLES,
     embedder: dict[str, Any] | None = None,
-    allow_key_env=(),
+    allow_key_env: Iterable[str] | None = (),
     wordnet: bool | None = None,
-):
+) -> tuple[AuditSpec, BatterySpec]:
     """``(AuditSpec, BatterySpec)`` of a scan of ``model``. ``wordnet``: whether WordNet
     is installed (None: look)."""
     from ..attacks.spec import parse_attack_spec
@@ -180,7 +191,7 @@ def build_specs(
     return audit, battery
 
 
-def replay_shortfall(audit, battery) -> str | None:
+def replay_shortfall(audit: AuditSpec, battery: BatterySpec) -> str | None:
     """For a replay model (recorded answers): one line saying how many of the prompts the
     scan sends its file holds too few answers for (a replay file answers only the prompts
     recorded in it), else None. Nothing is sent."""
@@ -209,7 +220,7 @@ def replay_shortfall(audit, battery) -> str | None:
 
 
 # --------------------------------------------------------------------------- the estimate
-def estimate_scan(audit, battery, cache=None) -> dict[str, Any]:
+def estimate_scan(audit: AuditSpec, battery: BatterySpec, cache: Cache | None = None) -> dict[str, Any]:
     """Calls, tokens and cost of each part and in all, without calling anything:
     ``{"parts": [{"part", "calls", "cached", "input_tokens", "output_tokens", "cost"}],
     "totals": {...}, "unknown_prices": [...]}`` (a cost is NaN where a price is unknown)."""
@@ -263,7 +274,7 @@ def estimate_text(est: dict[str, Any]) -> str:
 
 
 # --------------------------------------------------------------------------- the command
-def add_parser(subparsers) -> argparse.ArgumentParser:
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     s = subparsers.add_parser(
         "scan",
         help="audit a model in one command: the papers' personas, name-swap and "
@@ -311,7 +322,7 @@ def _embedder(name: str) -> dict[str, Any]:
     return found[0]
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     """``dbpa scan``: 0 done, 2 a bad MODEL_SPEC or setup, 3 a backend failure (raised to
     the CLI), 130 stopped."""
     from ..attacks.wordnet import HINT, available
@@ -390,7 +401,14 @@ def run(args) -> int:
     return finish(args, ScanRun(args.title or f"Scan of {label}", parts=parts), fail_on)
 
 
-def _run_parts(args, audit, battery, cache, out: Path, said: list[str]) -> list[Any] | int:
+def _run_parts(
+    args: argparse.Namespace,
+    audit: AuditSpec,
+    battery: BatterySpec,
+    cache: Cache,
+    out: Path,
+    said: list[str],
+) -> list[Any] | int:
     """Run the audit, then the battery, each with the CLI's progress bars, and write each
     part's files into its folder of ``out`` as soon as it is done; their results, or the
     exit code after one line saying why not (130 stopped, 2 not written)."""
@@ -428,7 +446,7 @@ def _run_parts(args, audit, battery, cache, out: Path, said: list[str]) -> list[
     return done
 
 
-def _record(args, parts, cache) -> list[int] | None:
+def _record(args: argparse.Namespace, parts: Sequence[RunResult], cache: Cache) -> list[int] | None:
     """Record both runs (the scan's audit and battery) in the run history (the report is
     built from it); their ids, or None after one line saying why not."""
     import sqlite3
@@ -453,7 +471,7 @@ def _record(args, parts, cache) -> list[int] | None:
     return ids
 
 
-def summary_text(sections) -> str:
+def summary_text(sections: Sequence[RunSection]) -> str:
     """Every verdict of the report's first page, by run; of the answer checks, those that
     changed detectably and how many did not."""
     lines: list[str] = []

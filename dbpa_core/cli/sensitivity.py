@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from ..fmt import table
 from .common import add_gates, add_no_history, add_progress_options, gates, open_cache, progress_bars
 
+if TYPE_CHECKING:
+    from ..sensitivity import SensitivityResult
 
-def add_parser(sub) -> argparse.ArgumentParser:
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     s = sub.add_parser(
         "sensitivity", help="does the verdict hold under other measures, embedders and prompt lengths?"
     )
@@ -41,7 +45,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     return s
 
 
-def verdict_table(result) -> str:
+def verdict_table(result: SensitivityResult) -> str:
     """One row per perturbation: the audit's verdict, how many settings of each study
     found a detectable change, and whether the verdict holds."""
     studies = result.studies
@@ -59,7 +63,7 @@ def verdict_table(result) -> str:
     return table(rows, ("perturbation", "audit", *[f"{s}s" for s in studies], "verdict"))
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from ..sampling import RunCancelled
     from ..sensitivity import (
         SensitivityConfig,

@@ -43,7 +43,7 @@ def minilm_path() -> str:
 class SentenceTransformerEmbedder:
     name = "sentence-transformers"
 
-    def __init__(self, path: str, *, batch_size: int = 64, label: str | None = None):
+    def __init__(self, path: str, *, batch_size: int = 64, label: str | None = None) -> None:
         if not os.path.isdir(path):
             raise BackendError(f"Embedding model folder {path!r} does not exist.")
         self.path = path
@@ -59,7 +59,7 @@ class SentenceTransformerEmbedder:
         """Load the model (a few seconds the first time in a process)."""
         self._model()
 
-    def _model(self):
+    def _model(self) -> Any:
         with _LOCK:
             if self.path not in _MODELS:
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -84,7 +84,7 @@ class LocalEmbedder(SentenceTransformerEmbedder):
 
     name = "local"
 
-    def __init__(self, *, batch_size: int = 64):
+    def __init__(self, *, batch_size: int = 64) -> None:
         super().__init__(minilm_path(), batch_size=batch_size, label="all-MiniLM-L6-v2")
 
 
@@ -96,7 +96,7 @@ class OpenAIEmbedder:
 
     name = "openai"
 
-    def __init__(self, model: str, settings, *, batch_size: int = 256):
+    def __init__(self, model: str, settings: Any, *, batch_size: int = 256) -> None:
         self.model = model
         self.settings = settings
         self.batch_size = batch_size
@@ -120,7 +120,7 @@ class OpenAIEmbedder:
         async def one(chunk: list[str]) -> np.ndarray:
             async with sem:
 
-                async def call():
+                async def call() -> np.ndarray:
                     data = await self.settings.read_json(
                         client.embeddings.with_streaming_response.create(
                             model=self.model, input=chunk, encoding_format="float"

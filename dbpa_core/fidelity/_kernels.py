@@ -26,10 +26,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numba as nb
 import numpy as np
+from numpy.typing import ArrayLike
 
 
 @nb.njit(cache=True, nogil=True)
-def _one(a, c, b, ea, ec, eb, r):
+def _one(a: float, c: float, b: float, ea: float, ec: float, eb: float, r: float) -> float:
     if r <= 0.0:
         return a - b
     m0, m1, m2 = a, c, b
@@ -99,7 +100,16 @@ def _one(a, c, b, ea, ec, eb, r):
 
 
 @nb.njit(cache=True, nogil=True)
-def _many(a, c, b, ea, ec, eb, r, out):
+def _many(
+    a: np.ndarray,
+    c: np.ndarray,
+    b: np.ndarray,
+    ea: np.ndarray,
+    ec: np.ndarray,
+    eb: np.ndarray,
+    r: np.ndarray,
+    out: np.ndarray,
+) -> None:
     for i in range(a.size):
         out[i] = _one(a[i], c[i], b[i], ea[i], ec[i], eb[i], r[i])
 
@@ -107,7 +117,9 @@ def _many(a, c, b, ea, ec, eb, r, out):
 SPLIT_FROM = 50_000  # values per thread at least: below that one thread does it all
 
 
-def support3(a, c, b, ea, ec, eb, r) -> np.ndarray:
+def support3(
+    a: np.ndarray, c: np.ndarray, b: np.ndarray, ea: np.ndarray, ec: np.ndarray, eb: np.ndarray, r: np.ndarray
+) -> np.ndarray:
     """``sup {x - z : KL((a, c, b) ‖ (x, y, z)) <= r}`` elementwise (arrays of one shape):
     masses a, c, b of the cells weighted 1, 0, -1 (summing to 1), ``ea, ec, eb`` whether
     each cell holds an option (a cell with no option cannot take mass), radius r.
@@ -132,7 +144,9 @@ def support3(a, c, b, ea, ec, eb, r) -> np.ndarray:
     return out.reshape(np.shape(a))
 
 
-def kl_upper_end(a, r, nonempty=None, rest=None) -> np.ndarray:
+def kl_upper_end(
+    a: ArrayLike, r: ArrayLike, nonempty: np.ndarray | None = None, rest: np.ndarray | None = None
+) -> np.ndarray:
     """``hi(a, r)``: the largest x with binary ``KL(a ‖ x) <= r`` (a certified upper bound,
     exact up to rounding); ``nonempty`` / ``rest`` say whether the subset and its complement
     hold options (default: both)."""

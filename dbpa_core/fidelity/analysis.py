@@ -26,14 +26,16 @@ import io
 import itertools
 import json
 import math
+import os
 import time
 import warnings as _warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._validate import big_number, check_level
 from ..fmt import fmt_pct, table
@@ -49,6 +51,10 @@ from .sets import (
     kl_radius_categorical,
     w1_radius,
 )
+
+if TYPE_CHECKING:
+    from .plan import FidelityPlan
+
 
 CVAR_ALPHA = 0.1
 BAND_GRID = 201
@@ -82,7 +88,7 @@ class UnseenSet:
         c = float(self.center)
         return (c - h, c + h)
 
-    def contains(self, u) -> bool:
+    def contains(self, u: float | np.ndarray) -> bool:
         if self.loss in ("absolute", "squared"):
             return bool(dz.scalar_loss(float(u), float(self.center), self.loss) <= self.radius + 1e-12)
         return bool(
@@ -162,11 +168,11 @@ class SimulatorCurve:
             return "-"
         return "exact" if self.lower_method == "exact" else f"bound (gap ≤ {self.largest_lower_gap:.2g})"
 
-    def quantile(self, beta):
+    def quantile(self, beta: float | np.ndarray) -> float | np.ndarray:
         """``V̂_m(β)`` of the upper pseudo-discrepancies."""
         return cv.quantile(self.upper, beta)
 
-    def calibrated(self, tau):
+    def calibrated(self, tau: float | np.ndarray) -> float | np.ndarray:
         """``V̂_cal(τ) = V̂_m((1 + τ) / 2)``."""
         return cv.calibrated(self.upper, tau)
 
@@ -184,7 +190,7 @@ class SimulatorCurve:
         set for an unseen scenario, ``{u : L(u, q̂) <= V̂_m(1 - α/2)}``."""
         return float(cv.quantile(self.upper, 1 - self.alpha / 2))
 
-    def unseen_set(self, q, loss: str, values=None) -> UnseenSet:
+    def unseen_set(self, q: ArrayLike, loss: str, values: ArrayLike | None = None) -> UnseenSet:
         """The confidence set for the real answers of a new scenario in which this simulator
         answers ``q``: ``{u : L(u, q) <= V̂_m(1 - α/2)}`` (the paper's comparison). It holds them with
         probability at least ``1 - α - ε/√m`` (with probability 1 - η over the data)."""
@@ -195,7 +201,9 @@ class SimulatorCurve:
             None if values is None else np.asarray(values, dtype=float),
         )
 
-    def band(self, gamma: float, tau):
+    def band(
+        self, gamma: float, tau: float | np.ndarray
+    ) -> tuple[float | np.ndarray, float | np.ndarray] | None:
         """``(V̂⁻_m(γ τ), V̂_m(γ + (1 - γ) τ))`` (None without lower values)."""
         if self.lower is None:
             return None
@@ -221,7 +229,7 @@ class SimulatorCurve:
         }
         if self.lower is not None:
             grid = np.linspace(0.0, 1.0, BAND_GRID)
-            lo, hi = self.band(gamma, grid)
+            lo, hi = cv.band(self.lower, self.upper, gamma, grid)
             out["lower"] = {i: float(v) for i, v in zip(ids, self.lower, strict=True)}
             out["best_case"] = {"method": self.lower_method, "largest_gap": self.largest_lower_gap}
             out["band"] = {
@@ -489,7 +497,7 @@ class FidelityResult:
             f"{level:.2f} (1 − α − ε/√m, ε = {self.epsilon:.2f}, m = {self.m})."
         )
 
-    def plan(self):
+    def plan(self) -> FidelityPlan:
         """How many questions a guarantee and each pairwise verdict need
         (:func:`~dbpa_core.fidelity.plan.plan_study`; computed once)."""
         from .plan import plan_study
@@ -715,7 +723,7 @@ class FidelityResult:
                 lines.append(f"({self.comparison_note})")
         return "\n".join(lines)
 
-    def write(self, out_dir, *, report: str | None = None) -> list[str]:
+    def write(self, out_dir: str | os.PathLike, *, report: str | None = None) -> list[str]:
         """fidelity.json, fidelity.csv, comparisons.csv and report.html (atomically)."""
         from ..outputs import write_files
 
@@ -730,7 +738,7 @@ class FidelityResult:
         )
 
 
-def _json_text(obj, depth: int = 0, *, open_levels: int = 3) -> str:
+def _json_text(obj: Any, depth: int = 0, *, open_levels: int = 3) -> str:
     """JSON indented like ``indent=2`` for the first ``open_levels`` levels of objects, each
     deeper value on one line: per-scenario maps stay readable one per line, and they are
     written by the C encoder (``indent`` makes json fall back to its pure-Python encoder,
@@ -745,11 +753,11 @@ def _json_text(obj, depth: int = 0, *, open_levels: int = 3) -> str:
     return "{\n" + ",\n".join(items) + "\n" + "  " * depth + "}"
 
 
-def _g(x) -> str:
+def _g(x: float) -> str:
     return f"{float(x):.10g}"
 
 
-def _finite(value):
+def _finite(value: Any) -> Any:
     """NaN / inf -> None so that fidelity.json is strict JSON (plain floats, the bulk of
     a large result, are checked inline: ``v - v`` is 0 only for a finite v)."""
     if isinstance(value, float):
@@ -772,7 +780,7 @@ BASELINES = ("drawn", "exact")
 MAX_BASELINE_K = 10**9  # answers per question of the drawn uniform baseline
 
 
-def _iv_baseline(baseline, baseline_k, seed):
+def _iv_baseline(baseline: object, baseline_k: object, seed: object) -> None:
     if baseline not in BASELINES:
         raise ValueError(f"`baseline` must be one of {', '.join(BASELINES)}; got {baseline!r}.")
     if baseline_k is not None and (
@@ -791,7 +799,14 @@ def _iv_baseline(baseline, baseline_k, seed):
         raise ValueError(f"`seed` must be >= 0 (numpy's seeds are non-negative), got {seed}.")
 
 
-def _baseline(data, loss, baseline, baseline_k, seed, notes):
+def _baseline(
+    data: FidelityData,
+    loss: str,
+    baseline: str,
+    baseline_k: int | np.ndarray | None,
+    seed: int,
+    notes: list[str],
+) -> FidelityData:
     """The data with the uniform baseline drawn like the simulators (or not, saying why)."""
     if baseline == "exact":
         return replace(data, baseline=None)
@@ -816,7 +831,15 @@ def _baseline(data, loss, baseline, baseline_k, seed, notes):
     return data.with_drawn_baseline(k, seed=seed)
 
 
-def _iv(data, loss, gamma, eta, alpha, sigma, bounds):
+def _iv(
+    data: FidelityData,
+    loss: str,
+    gamma: float,
+    eta: float,
+    alpha: float,
+    sigma: float | None,
+    bounds: Sequence[float] | None,
+) -> tuple[str, float, float, float, tuple[float, float] | None]:
     if not isinstance(data, FidelityData):
         raise TypeError(
             f"`data` must be FidelityData (see load_csv, from_arrays), got {type(data).__name__}."
@@ -836,6 +859,7 @@ def _iv(data, loss, gamma, eta, alpha, sigma, bounds):
         isinstance(sigma, (int, float)) and not isinstance(sigma, bool) and math.isfinite(sigma) and sigma > 0
     ):
         raise ValueError(f"`sigma` must be a positive number, got {sigma!r}.")
+    checked: tuple[float, float] | None = None
     if bounds is not None:
         try:
             a, b = (float(x) for x in bounds)
@@ -843,8 +867,8 @@ def _iv(data, loss, gamma, eta, alpha, sigma, bounds):
             raise ValueError(f"`bounds` must be two numbers (a, b), got {bounds!r}.") from None
         if not (math.isfinite(a) and math.isfinite(b) and a < b):
             raise ValueError(f"`bounds` must be two finite numbers a < b, got {bounds!r}.")
-        bounds = (a, b)
-    return loss, gamma, eta, alpha, bounds
+        checked = (a, b)
+    return loss, gamma, eta, alpha, checked
 
 
 #: fewer real answers than this make a question's confidence set nearly the whole simplex
@@ -1053,7 +1077,7 @@ class _Categorical:
     """KL balls over options (tv, kl, w1), vectorized per group of scenarios that share
     the number of options (and, for w1, the options' values)."""
 
-    def __init__(self, data: FidelityData, loss: str, gamma: float):
+    def __init__(self, data: FidelityData, loss: str, gamma: float) -> None:
         self.data, self.loss = data, loss
         self.set_name = "categorical KL"
         self.sigma, self.bounds = None, None
@@ -1067,7 +1091,10 @@ class _Categorical:
         d = np.array([len(s.options) for s in data.scenarios])
         self.radius = kl_radius_categorical(n, d, gamma=gamma)
         self._q: dict[str, list[np.ndarray]] = {}
-        self._support: dict[tuple, tuple] = {}
+        # the support functions, the subsets' upper ends and the tables, by options' key
+        self._support: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+        self._subsets: dict[tuple, np.ndarray] = {}
+        self._tables: dict[tuple, np.ndarray] = {}
         self.gaps: dict[str, np.ndarray | None] = {}
         self.lower_gaps: dict[str, np.ndarray | None] = {}
         self.pair_gaps: dict[tuple[str, str], np.ndarray | None] = {}
@@ -1091,23 +1118,23 @@ class _Categorical:
             self._q[name] = self.data.probabilities(name)
         return self._q[name]
 
-    def _stack(self, idx, arrays):
+    def _stack(self, idx: Sequence[int], arrays: Sequence[np.ndarray]) -> np.ndarray:
         return np.vstack([arrays[j] for j in idx])
 
-    def _real(self, idx) -> np.ndarray:
+    def _real(self, idx: Sequence[int]) -> np.ndarray:
         """p̂ of a group of scenarios, stacked once (rows in ``idx`` order)."""
         key = ("real", idx[0], len(idx))
         if key not in self._stacks:
             self._stacks[key] = self._stack(idx, self.p)
         return self._stacks[key]
 
-    def _sim(self, name: str, idx) -> np.ndarray:
+    def _sim(self, name: str, idx: Sequence[int]) -> np.ndarray:
         key = (name, idx[0], len(idx))
         if key not in self._stacks:
             self._stacks[key] = self._stack(idx, self.q(name))
         return self._stacks[key]
 
-    def _vertices(self, key):
+    def _vertices(self, key: tuple) -> np.ndarray:
         d = key[0]
         return dz.tv_vertices(d) if self.loss == "tv" else dz.w1_vertices(np.array(key[1:]))
 
@@ -1148,13 +1175,12 @@ class _Categorical:
             out[idx] = dz.categorical_loss(self._real(idx), self._sim(name, idx), self.loss, vals)
         return out
 
-    def _subsets_of(self, key, idx):
-        hkey = ("subsets",) + key
-        if hkey not in self._support:
-            self._support[hkey] = dz.tv_subset_upper(self._real(idx), self.radius[idx])
-        return self._support[hkey]
+    def _subsets_of(self, key: tuple, idx: Sequence[int]) -> np.ndarray:
+        if key not in self._subsets:
+            self._subsets[key] = dz.tv_subset_upper(self._real(idx), self.radius[idx])
+        return self._subsets[key]
 
-    def _support_of(self, key, idx):
+    def _support_of(self, key: tuple, idx: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         if key not in self._support:
             p, r = self._real(idx), self.radius[idx]
             if self.loss == "tv" and key[0] <= dz.MAX_SUBSET_OPTIONS:
@@ -1164,11 +1190,10 @@ class _Categorical:
                 self._support[key] = (h, uf)
         return self._support[key]
 
-    def _table_of(self, key, idx):
-        tkey = ("table",) + key
-        if tkey not in self._support:
-            self._support[tkey] = dz.tv_support_table(self._real(idx), self.radius[idx])
-        return self._support[tkey]
+    def _table_of(self, key: tuple, idx: Sequence[int]) -> np.ndarray:
+        if key not in self._tables:
+            self._tables[key] = dz.tv_support_table(self._real(idx), self.radius[idx])
+        return self._tables[key]
 
     def lower(self, name: str) -> np.ndarray:
         """Δ⁻ per scenario, never above the inf: tv by its exact one-dimensional search (the
@@ -1197,13 +1222,13 @@ class _Categorical:
         self._lower[name] = (out, points)
         return self._lower[name]
 
-    def _worst_point(self, key, idx, q) -> np.ndarray:
+    def _worst_point(self, key: tuple, idx: Sequence[int], q: np.ndarray) -> np.ndarray:
         """The maximizer of the loss over each set among the vertices' support points."""
         h, uf = self._support_of(key, idx)
         best = (h - q @ self._vertices(key).T).argmax(axis=1)
         return uf[np.arange(len(idx)), best]
 
-    def _pair_gap(self, key, idx, a, b, bound) -> np.ndarray:
+    def _pair_gap(self, key: tuple, idx: Sequence[int], a: str, b: str, bound: np.ndarray) -> np.ndarray:
         """How far each δ̂ can be above the sup: the bound minus ``L(u, a) - L(u, b)`` at the
         best of a few points of the set (p̂, a's worst case, b's best case)."""
         vals = np.array(key[1:]) if self.loss == "w1" else None
@@ -1251,10 +1276,10 @@ class _Categorical:
             self.pair_gaps[(a, b)] = gap
         return out, exact
 
-    def upper_of(self, name, idx):
+    def upper_of(self, name: str, idx: Sequence[int]) -> np.ndarray:
         return self.upper(name)[idx]
 
-    def lower_of(self, name, idx):
+    def lower_of(self, name: str, idx: Sequence[int]) -> np.ndarray:
         return self.lower(name)[idx]
 
 
@@ -1263,7 +1288,14 @@ class _Scalar:
     two options, Hoeffding intervals of the mean otherwise (and for real values).
     Vectorized over the scenarios that share their options' values."""
 
-    def __init__(self, data: FidelityData, loss: str, gamma: float, bounds, notes):
+    def __init__(
+        self,
+        data: FidelityData,
+        loss: str,
+        gamma: float,
+        bounds: tuple[float, float] | None,
+        notes: list[str],
+    ) -> None:
         self.data, self.loss = data, loss
         self.sigma = None
         m = data.m
@@ -1334,23 +1366,30 @@ class _Scalar:
         self._q[name] = out
         return out
 
-    def plugin(self, name):
+    def plugin(self, name: str) -> np.ndarray:
         return dz.scalar_loss(self.center, self.q(name), self.loss)
 
-    def upper(self, name):
+    def upper(self, name: str) -> np.ndarray:
         return dz.interval_upper(self.low, self.high, self.q(name), self.loss)
 
-    def lower(self, name):
+    def lower(self, name: str) -> np.ndarray:
         return dz.interval_lower(self.low, self.high, self.q(name), self.loss)
 
-    def pairwise(self, a, b):
+    def pairwise(self, a: str, b: str) -> tuple[np.ndarray, bool]:
         return dz.interval_pairwise(self.low, self.high, self.q(a), self.q(b), self.loss), True
 
 
 class _W1Values:
     """W1 balls around each scenario's real values."""
 
-    def __init__(self, data: FidelityData, gamma: float, sigma, bounds, notes):
+    def __init__(
+        self,
+        data: FidelityData,
+        gamma: float,
+        sigma: float | None,
+        bounds: tuple[float, float] | None,
+        notes: list[str],
+    ) -> None:
         self.data = data
         self.set_name = "W1 ball"
         if sigma is None:
@@ -1384,19 +1423,19 @@ class _W1Values:
             self._dist[name] = np.array(d)
         return self._dist[name]
 
-    def plugin(self, name):
+    def plugin(self, name: str) -> np.ndarray:
         return self.dist(name)
 
-    def upper(self, name):
+    def upper(self, name: str) -> np.ndarray:
         return dz.w1ball_upper(self.dist(name), self.radius)
 
-    def lower(self, name):
+    def lower(self, name: str) -> np.ndarray:
         return dz.w1ball_lower(self.dist(name), self.radius)
 
-    def pairwise(self, a, b):
+    def pairwise(self, a: str, b: str) -> tuple[np.ndarray, bool]:
         lo, hi = self.bounds
 
-        def between(x, y, s):
+        def between(x: str, y: str, s: int) -> float:
             if self.data.baseline is None and UNIFORM in (x, y):
                 return dz.w1_to_uniform(self.drawn(y if x == UNIFORM else x, s), lo, hi)
             return dz.w1_distance(self.drawn(x, s), self.drawn(y, s))
@@ -1405,7 +1444,9 @@ class _W1Values:
         return dz.w1ball_pairwise(self.dist(a), self.dist(b), ab, self.radius), False
 
 
-def _value_bounds(data: FidelityData, bounds, notes) -> tuple[float, float]:
+def _value_bounds(
+    data: FidelityData, bounds: tuple[float, float] | None, notes: list[str]
+) -> tuple[float, float]:
     if bounds is not None:
         a, b = bounds
         allv = np.concatenate(
@@ -1430,7 +1471,14 @@ def _value_bounds(data: FidelityData, bounds, notes) -> tuple[float, float]:
     return a, b
 
 
-def _engine(data, loss, gamma, sigma, bounds, notes):
+def _engine(
+    data: FidelityData,
+    loss: str,
+    gamma: float,
+    sigma: float | None,
+    bounds: tuple[float, float] | None,
+    notes: list[str],
+) -> _Scalar | _W1Values | _Categorical:
     if loss in ("squared", "absolute"):
         return _Scalar(data, loss, gamma, bounds, notes)
     if data.kind == "values":

@@ -30,13 +30,15 @@ Examples
 from __future__ import annotations
 
 import math
+from typing import overload
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._validate import big_number, check_level
 
 
-def _values(values, name: str = "values") -> np.ndarray:
+def _values(values: ArrayLike, name: str = "values") -> np.ndarray:
     v = np.asarray(values, dtype=float).ravel()
     if v.size < 2:
         raise ValueError(f"`{name}` must hold at least 2 scenarios (m >= 2), got {v.size}.")
@@ -45,7 +47,7 @@ def _values(values, name: str = "values") -> np.ndarray:
     return v
 
 
-def _rank(beta, m: int) -> np.ndarray:
+def _rank(beta: ArrayLike, m: int) -> np.ndarray:
     """``⌈β m⌉`` as a 1-based rank in [1, m]; β a hair above an exact i/m (float noise) still
     gives rank i."""
     b = np.asarray(beta, dtype=float)
@@ -53,7 +55,15 @@ def _rank(beta, m: int) -> np.ndarray:
     return np.clip(k, 1, m).astype(int)
 
 
-def quantile(values, beta):
+@overload
+def quantile(values: ArrayLike, beta: float) -> float: ...
+
+
+@overload
+def quantile(values: ArrayLike, beta: np.ndarray) -> np.ndarray: ...
+
+
+def quantile(values: ArrayLike, beta: float | np.ndarray) -> float | np.ndarray:
     """``V̂_m(β) = Δ_(⌈β m⌉)``, the empirical β-quantile (β in [0, 1]; β = 0 gives the
     smallest value). ``beta`` may be an array."""
     v = np.sort(_values(values))
@@ -64,15 +74,23 @@ def quantile(values, beta):
     return float(out) if out.ndim == 0 else out
 
 
-def calibrated(values, tau):
+@overload
+def calibrated(values: ArrayLike, tau: float) -> float: ...
+
+
+@overload
+def calibrated(values: ArrayLike, tau: np.ndarray) -> np.ndarray: ...
+
+
+def calibrated(values: ArrayLike, tau: float | np.ndarray) -> float | np.ndarray:
     """``V̂_cal(τ) = V̂_m((1 + τ) / 2)`` for τ in [0, 1] (an array or a number)."""
     t = np.asarray(tau, dtype=float)
     if np.any((t < 0) | (t > 1)) or not np.all(np.isfinite(t)):
         raise ValueError("`tau` must lie in [0, 1].")
-    return quantile(values, (1.0 + t) / 2.0)
+    return quantile(values, (1.0 + t) / 2.0 if t.ndim else float((1.0 + t) / 2.0))
 
 
-def integral(values, lo: float, hi: float) -> float:
+def integral(values: ArrayLike, lo: float, hi: float) -> float:
     """``∫_lo^hi V̂_m(β) dβ`` exactly: ``Σ_i Δ_(i) · |((i-1)/m, i/m] ∩ [lo, hi]|``."""
     v = np.sort(_values(values))
     m = v.size
@@ -84,12 +102,12 @@ def integral(values, lo: float, hi: float) -> float:
     return float(np.sum(v * (right - left)))
 
 
-def auc_cal(values) -> float:
+def auc_cal(values: ArrayLike) -> float:
     """``AUC_cal = ∫₀¹ V̂_cal(τ) dτ = 2 ∫_{½}^{1} V̂_m(β) dβ`` (exact)."""
     return 2.0 * integral(values, 0.5, 1.0)
 
 
-def cvar(values, alpha: float = 0.1) -> float:
+def cvar(values: ArrayLike, alpha: float = 0.1) -> float:
     """``CVaR_α = (1/α) ∫_{1-α}^{1} V̂_cal(τ) dτ``: the mean of the calibrated curve over
     its worst α share (α = 0.1: the worst 10 %)."""
     a = check_level(alpha, "alpha")
@@ -119,7 +137,7 @@ def guaranteed_level(alpha: float, m: int, eta: float) -> float:
 MAX_SCENARIOS = 10**12  # m: every scenario is a question answered by real respondents
 
 
-def _check_m(m) -> int:
+def _check_m(m: object) -> int:
     """m in [2, :data:`MAX_SCENARIOS`] (no study asks more questions; beyond it ``2m/η``
     and ``ε`` would stop being exact floats long before)."""
     if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 2:
@@ -133,7 +151,9 @@ def _check_m(m) -> int:
     return int(m)
 
 
-def band(lower_values, upper_values, gamma: float, tau):
+def band(
+    lower_values: ArrayLike, upper_values: ArrayLike, gamma: float, tau: float | np.ndarray
+) -> tuple[float | np.ndarray, float | np.ndarray]:
     """The tightness band at ``tau``: ``(V̂⁻_m(γ τ), V̂_m(γ + (1 - γ) τ))``.
 
     For γ >= ½ the curve of the real discrepancies lies between the two (asymptotically).
@@ -143,7 +163,7 @@ def band(lower_values, upper_values, gamma: float, tau):
     return quantile(lower_values, g * t), quantile(upper_values, g + (1 - g) * t)
 
 
-def steps(values) -> tuple[np.ndarray, np.ndarray]:
+def steps(values: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """The step function V̂_cal as ``(tau_right, value)``: ``V̂_cal(τ) = value[k]`` for τ in
     ``(tau_right[k-1], tau_right[k]]`` (``tau_right[-1] = 1``; the first step includes 0)."""
     v = np.sort(_values(values))

@@ -44,10 +44,12 @@ import io
 import json
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._validate import csv_header
 from .dataset import (  # the data model, re-exported: data.X keeps working
@@ -67,7 +69,7 @@ MAX_FILE_BYTES = 200 * 1024**2
 
 
 def from_arrays(
-    real,
+    real: Sequence[ArrayLike],
     simulated: Mapping[str, Sequence] | None = None,
     *,
     ids: Sequence[str] | None = None,
@@ -307,7 +309,7 @@ def load_csv(path: str | os.PathLike) -> FidelityData:
     return parse_csv(read_text(path), source=str(path))
 
 
-def load_data(path: str | os.PathLike, **opinionqa) -> FidelityData:
+def load_data(path: str | os.PathLike, **opinionqa: Any) -> FidelityData:
     """A CSV file, or an OpinionQA survey folder (keyword arguments go to
     :func:`load_opinionqa`); ``"sample"`` is the built-in synthetic sample."""
     if str(path) == "sample":
@@ -352,7 +354,9 @@ def _join_split_options(pieces: Sequence[str], wanted: Sequence[str]) -> list[st
     return out
 
 
-def _options_for(key: str, info_opts, json_opts, counts_keys) -> list[str] | None:
+def _options_for(
+    key: str, info_opts: list[str] | None, json_opts: list[str] | None, counts_keys: Iterable[str]
+) -> list[str] | None:
     """The question's options: info.csv's ``references`` or the json's ``MC_options``,
     whichever holds every answered option (after joining options split at commas); None
     when neither does."""

@@ -145,7 +145,7 @@ class FidelityData:
         )
         return np.maximum(1, np.rint(tot.mean(axis=0))).astype(int)
 
-    def with_drawn_baseline(self, k, *, seed: int = 0) -> FidelityData:
+    def with_drawn_baseline(self, k: int | Sequence[int] | np.ndarray, *, seed: int = 0) -> FidelityData:
         """A copy whose uniform baseline answers like a simulator: ``k[j]`` answers to
         question j drawn uniformly at random (``np.random.default_rng(seed)``): counts over
         the options, or values on [0, 1] (scaled to the data's bounds by the analysis)."""
@@ -186,7 +186,7 @@ class FidelityData:
         return buf.getvalue()
 
 
-def _num(x) -> str:
+def _num(x: float) -> str:
     x = float(x)
     return str(int(x)) if x.is_integer() and abs(x) < 1e15 else repr(x)
 

@@ -57,9 +57,11 @@ is declared at least as good as another only when even the bound says so.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Literal, overload
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .sets import _binary_kl_upper, binary_kl, binary_kl_interval, kl_ball_support, kl_divergence
 
@@ -77,7 +79,7 @@ Progress = Callable[[int, int], None]
 KERNEL_FROM = 400_000
 
 
-def _hi_end(a, r, nonempty, rest) -> np.ndarray:
+def _hi_end(a: np.ndarray, r: np.ndarray, nonempty: ArrayLike, rest: ArrayLike) -> np.ndarray:
     """``hi(a, r)`` elementwise (0 for an empty subset), certified (never below the exact
     end): numpy bisection for a few values, the compiled kernel for many."""
     a = np.clip(np.asarray(a, dtype=float), 0.0, 1.0)
@@ -94,7 +96,7 @@ class SolverError(RuntimeError):
     """The general solver did not reach a feasible point (never silently wrong)."""
 
 
-def check_loss(loss) -> str:
+def check_loss(loss: object) -> str:
     if not isinstance(loss, str) or loss not in LOSSES:
         raise ValueError(f"`loss` must be one of {', '.join(LOSSES)}; got {loss!r}.")
     return loss
@@ -103,7 +105,7 @@ def check_loss(loss) -> str:
 # --------------------------------------------------------------------------- losses
 
 
-def scalar_loss(u, q, loss: str) -> np.ndarray:
+def scalar_loss(u: ArrayLike, q: ArrayLike, loss: str) -> np.ndarray:
     """``L(u, q)`` for scalars: squared or absolute error, or the binary KL(u ‖ q)."""
     u = np.asarray(u, dtype=float)
     q = np.asarray(q, dtype=float)
@@ -116,14 +118,16 @@ def scalar_loss(u, q, loss: str) -> np.ndarray:
     raise ValueError(f"`loss` {loss!r} is not a loss of a scalar (squared, absolute, kl).")
 
 
-def _sorted_values(values) -> tuple[np.ndarray, np.ndarray]:
+def _sorted_values(values: ArrayLike | None) -> tuple[np.ndarray, np.ndarray]:
     """The order that sorts the options by value, and the gaps between sorted values."""
+    if values is None:
+        raise ValueError("the w1 loss needs the options' `values`.")
     v = np.asarray(values, dtype=float)
     order = np.argsort(v, kind="stable")
     return order, np.diff(v[order])
 
 
-def categorical_loss(u, q, loss: str, values=None) -> np.ndarray:
+def categorical_loss(u: np.ndarray, q: np.ndarray, loss: str, values: np.ndarray | None = None) -> np.ndarray:
     """Row-wise ``L(u, q)`` for distributions over options: tv, kl (KL(u ‖ q)) or w1
     (on the options' ``values``)."""
     u = np.atleast_2d(np.asarray(u, dtype=float))
@@ -143,18 +147,20 @@ def categorical_loss(u, q, loss: str, values=None) -> np.ndarray:
 # --------------------------------------------------------------------------- intervals
 
 
-def interval_upper(low, high, q, loss: str) -> np.ndarray:
+def interval_upper(low: np.ndarray, high: np.ndarray, q: np.ndarray, loss: str) -> np.ndarray:
     """``sup_{u in [low, high]} L(u, q)``: every scalar loss here is convex in u, so the
     sup is at an end of the interval."""
     return np.maximum(scalar_loss(low, q, loss), scalar_loss(high, q, loss))
 
 
-def interval_lower(low, high, q, loss: str) -> np.ndarray:
+def interval_lower(low: np.ndarray, high: np.ndarray, q: np.ndarray, loss: str) -> np.ndarray:
     """``inf_{u in [low, high]} L(u, q)``: 0 when q is inside, else at the nearer end."""
     return scalar_loss(np.clip(q, low, high), q, loss)
 
 
-def interval_pairwise(low, high, a, b, loss: str) -> np.ndarray:
+def interval_pairwise(
+    low: np.ndarray, high: np.ndarray, a: np.ndarray, b: np.ndarray, loss: str
+) -> np.ndarray:
     """``sup_u [L(u, a) - L(u, b)]``: the difference is linear in u (squared, kl) or
     monotone (absolute), so the sup is at an end of the interval."""
     lo = scalar_loss(low, a, loss) - scalar_loss(low, b, loss)
@@ -175,7 +181,7 @@ def tv_argmax(x: np.ndarray) -> np.ndarray:
     return (x > 0).astype(float)
 
 
-def w1_vertices(values) -> np.ndarray:
+def w1_vertices(values: ArrayLike) -> np.ndarray:
     """The 2^(d-1) vertices of ``{f : f(v_min) = 0, |f(v) - f(v')| <= |v - v'|}``: in the
     values' order, each step of f is + or - the gap (rows, in the options' order)."""
     order, gaps = _sorted_values(values)
@@ -188,7 +194,7 @@ def w1_vertices(values) -> np.ndarray:
     return f
 
 
-def w1_argmax(x: np.ndarray, values) -> np.ndarray:
+def w1_argmax(x: np.ndarray, values: ArrayLike | None) -> np.ndarray:
     """The Lipschitz vertex maximizing ``f · x`` for rows x summing to 0 (summation by
     parts: each step of f has the sign opposite to the cumulative sum of x)."""
     order, gaps = _sorted_values(values)
@@ -204,7 +210,7 @@ def w1_argmax(x: np.ndarray, values) -> np.ndarray:
 # --------------------------------------------------------------------------- TV
 
 
-def tv_subset_upper(p, r) -> np.ndarray:
+def tv_subset_upper(p: np.ndarray, r: np.ndarray) -> np.ndarray:
     """``hi(p̂(S), r)`` for every option subset S (columns in :func:`tv_vertices` order):
     the largest ``u(S)`` on each ball. It does not depend on the simulator, so
     :func:`tv_upper` can reuse it for every simulator of the same scenarios.
@@ -233,7 +239,7 @@ def tv_subset_upper(p, r) -> np.ndarray:
     return out
 
 
-def tv_support(p, r, subset_upper) -> tuple[np.ndarray, np.ndarray]:
+def tv_support(p: np.ndarray, r: np.ndarray, subset_upper: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The ball's support function at every subset indicator f and its maximizers
     ``(h (m, 2^d), u^f (m, 2^d, d))``, in closed form from :func:`tv_subset_upper`: ``h_C(f)
     = hi(p̂(S))`` and u^f scales p̂ by ``hi / p̂(S)`` inside S and ``(1 - hi) / (1 - p̂(S))``
@@ -254,7 +260,9 @@ def tv_support(p, r, subset_upper) -> tuple[np.ndarray, np.ndarray]:
     return hi, u
 
 
-def tv_upper(p, r, q, *, subset_upper=None) -> np.ndarray:
+def tv_upper(
+    p: np.ndarray, r: np.ndarray, q: np.ndarray, *, subset_upper: np.ndarray | None = None
+) -> np.ndarray:
     """``sup_{KL(p̂ ‖ u) <= r} TV(u, q)`` in closed form, row by row.
 
     ``TV(u, q) = max_S (u(S) - q(S))`` over option subsets S, and the largest u(S) on the
@@ -276,7 +284,7 @@ def tv_upper(p, r, q, *, subset_upper=None) -> np.ndarray:
 EXACT_BUDGET = 4_000_000
 
 
-def tv_upper_exact_rows(p, r, q) -> np.ndarray:
+def tv_upper_exact_rows(p: np.ndarray, r: np.ndarray, q: np.ndarray) -> np.ndarray:
     """The exact tv worst case by enumerating every non-empty option subset, row by row (for
     the few rows of many options where :func:`tv_upper_bound` leaves a gap)."""
     p = np.asarray(p, dtype=float)
@@ -291,7 +299,7 @@ def tv_upper_exact_rows(p, r, q) -> np.ndarray:
     return out
 
 
-def _hi_slope(a, x):
+def _hi_slope(a: np.ndarray, x: np.ndarray) -> np.ndarray:
     """``d hi / d a`` at ``x = hi(a, r)`` (implicit differentiation of ``KL(a ‖ x) = r``);
     0 where hi has reached 1 (flat there)."""
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -299,7 +307,9 @@ def _hi_slope(a, x):
     return np.where((x >= 1.0 - 1e-12) | ~np.isfinite(slope), 0.0, np.maximum(slope, 0.0))
 
 
-def tv_upper_bound(p, r, q, *, tangents: int = 96) -> tuple[np.ndarray, np.ndarray]:
+def tv_upper_bound(
+    p: np.ndarray, r: np.ndarray, q: np.ndarray, *, tangents: int = 96
+) -> tuple[np.ndarray, np.ndarray]:
     """``(upper, lower)`` of ``sup_C TV(u, q)`` without enumerating the 2^d option subsets
     (for many options): ``max_S [hi(p̂(S)) - q(S)]`` over non-empty S.
 
@@ -326,7 +336,7 @@ def tv_upper_bound(p, r, q, *, tangents: int = 96) -> tuple[np.ndarray, np.ndarr
     rr = np.broadcast_to(r[:, None], cand_a.shape)
     lower = np.maximum((_hi_end(cand_a, rr, True, True) - cand_q).max(axis=1), 0.0)
 
-    def bound(a0):  # the tangent at a0: (m, T)
+    def bound(a0: np.ndarray) -> np.ndarray:  # the tangent at a0: (m, T)
         a0 = np.clip(a0, 1e-12, 1 - 1e-12)
         x0 = _hi_end(a0, r[:, None], True, True)
         lam = _hi_slope(a0, x0)
@@ -341,7 +351,9 @@ def tv_upper_bound(p, r, q, *, tangents: int = 96) -> tuple[np.ndarray, np.ndarr
     return np.maximum(upper, lower), lower
 
 
-def _tv_ball_projection(p, q, t, srt):
+def _tv_ball_projection(
+    p: np.ndarray, q: np.ndarray, t: np.ndarray, srt: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+) -> np.ndarray:
     """The point of ``{u : TV(u, q) <= t}`` closest to p in KL(p ‖ ·), row by row.
 
     KKT: options with a large p_i / q_i are raised to ``c_up p_i``, those with a small
@@ -383,7 +395,21 @@ def _tv_ball_projection(p, q, t, srt):
     return u
 
 
-def tv_lower(p, r, q, *, iters: int = 44, return_bracket: bool = False):
+@overload
+def tv_lower(
+    p: np.ndarray, r: np.ndarray, q: np.ndarray, *, iters: int = 44, return_bracket: Literal[False] = False
+) -> np.ndarray: ...
+
+
+@overload
+def tv_lower(
+    p: np.ndarray, r: np.ndarray, q: np.ndarray, *, iters: int = 44, return_bracket: Literal[True]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+
+
+def tv_lower(
+    p: np.ndarray, r: np.ndarray, q: np.ndarray, *, iters: int = 44, return_bracket: bool = False
+) -> np.ndarray | tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``inf_{KL(p̂ ‖ u) <= r} TV(u, q)``, exact up to bisection precision, row by row.
 
     It is the smallest t such that the TV ball of radius t around q meets the KL ball,
@@ -428,7 +454,9 @@ def tv_lower(p, r, q, *, iters: int = 44, return_bracket: bool = False):
 # --------------------------------------------------------------------------- IPM pairwise
 
 
-def _support_rows(p, w, r, *, value_only: bool = False):
+def _support_rows(
+    p: np.ndarray, w: np.ndarray, r: np.ndarray, *, value_only: bool = False
+) -> tuple[np.ndarray, np.ndarray | None]:
     """kl_ball_support on (m, K, d) weights: p (m, d) and r (m,) repeated K times
     (``value_only``: the certified dual values, no maximizers)."""
     m, k, d = w.shape
@@ -438,17 +466,29 @@ def _support_rows(p, w, r, *, value_only: bool = False):
     return value.reshape(m, k), None if u is None else u.reshape(m, k, d)
 
 
-def ipm_upper(p, r, q, vertices) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def ipm_upper(
+    p: np.ndarray, r: np.ndarray, q: np.ndarray, vertices: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``sup_C max_f f · (u - q)`` for a loss that is a max over ``vertices`` f
     (tv, w1): ``max_f [h_C(f) - f · q]``. Returns the values, h_C(f) (m, K) and the
     maximizers u^f (m, K, d) (reused by :func:`ipm_pairwise`)."""
     m = p.shape[0]
     w = np.broadcast_to(vertices, (m,) + vertices.shape)
     h, uf = _support_rows(p, w, r)
+    assert uf is not None  # not value_only: the maximizers come with the values
     return (h - q @ vertices.T).max(axis=1), h, uf
 
 
-def ipm_pairwise(p, r, a, b, vertices, argmax, *, support=None) -> np.ndarray:
+def ipm_pairwise(
+    p: np.ndarray,
+    r: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    vertices: np.ndarray,
+    argmax: Callable[[np.ndarray], np.ndarray],
+    *,
+    support: tuple[np.ndarray, np.ndarray] | None = None,
+) -> np.ndarray:
     """An upper bound of ``sup_C [L(u, a) - L(u, b)]`` for ``L(u, q) = max_f f · (u - q)``.
 
     ``L(u, a) - L(u, b) = max_f min_g [(f - g) · u - f · a + g · b]`` (f, g vertices), so
@@ -493,7 +533,7 @@ def ipm_pairwise(p, r, a, b, vertices, argmax, *, support=None) -> np.ndarray:
 MAX_TABLE_OPTIONS = 7  # tv pairwise tabulates the support function over 3^d sign patterns
 
 
-def tv_support_table(p, r) -> np.ndarray:
+def tv_support_table(p: np.ndarray, r: np.ndarray) -> np.ndarray:
     """``h_C(w)`` for every w in {-1, 0, 1}^d, row by row: shape (m, 3^d), column
     ``Σ_i (w_i + 1) 3^i``.
 
@@ -551,7 +591,15 @@ def _codes(w: np.ndarray) -> np.ndarray:
     return ((w + 1.0) @ (3.0 ** np.arange(d))).astype(int)
 
 
-def tv_pairwise(p, r, a, b, *, support=None, table=None) -> np.ndarray:
+def tv_pairwise(
+    p: np.ndarray,
+    r: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    *,
+    support: tuple[np.ndarray, np.ndarray] | None = None,
+    table: np.ndarray | None = None,
+) -> np.ndarray:
     """The TV pairwise bound (see :func:`ipm_pairwise`); up to :data:`MAX_TABLE_OPTIONS`
     options the support function comes from :func:`tv_support_table` (give ``table`` to
     reuse it across pairs)."""
@@ -581,7 +629,7 @@ def tv_pairwise(p, r, a, b, *, support=None, table=None) -> np.ndarray:
     c0 = int(t3[-1])
     b_sub = b @ bits.T  # (m, 2^d): b(G)
 
-    def lookup(g_mask):  # g_mask: (m, 1) or (m, K)
+    def lookup(g_mask: np.ndarray) -> np.ndarray:  # g_mask: (m, 1) or (m, K)
         code = c0 + t3[masks[None, :] & ~g_mask] - t3[g_mask & ~masks[None, :]]
         return table[rows, code] + np.take_along_axis(b_sub, np.broadcast_to(g_mask, code.shape), axis=1)
 
@@ -592,12 +640,14 @@ def tv_pairwise(p, r, a, b, *, support=None, table=None) -> np.ndarray:
     return best.max(axis=1)
 
 
-def w1_upper(p, r, q, values) -> np.ndarray:
+def w1_upper(p: np.ndarray, r: np.ndarray, q: np.ndarray, values: np.ndarray) -> np.ndarray:
     """``sup_C W1(u, q)`` on the options' ``values``: exact over the 2^(d-1) vertices."""
     return ipm_upper(p, r, q, w1_vertices(values))[0]
 
 
-def w1_upper_bound(p, r, q, values) -> tuple[np.ndarray, np.ndarray]:
+def w1_upper_bound(
+    p: np.ndarray, r: np.ndarray, q: np.ndarray, values: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """``(upper, lower)`` of ``sup_C W1(u, q)`` for many options (no vertex enumeration).
 
     ``W1(u, q) = Σ_k gap_k |U_k - Q_k|`` over the sorted values' cumulative shares; each
@@ -618,7 +668,15 @@ def w1_upper_bound(p, r, q, values) -> tuple[np.ndarray, np.ndarray]:
     return np.maximum(upper, lower), lower
 
 
-def w1_pairwise(p, r, a, b, values, *, support=None) -> np.ndarray:
+def w1_pairwise(
+    p: np.ndarray,
+    r: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    values: np.ndarray,
+    *,
+    support: tuple[np.ndarray, np.ndarray] | None = None,
+) -> np.ndarray:
     """The W1 pairwise bound (see :func:`ipm_pairwise`)."""
     _check_pairwise_size(len(values), "w1")
     return ipm_pairwise(p, r, a, b, w1_vertices(values), lambda x: w1_argmax(x, values), support=support)
@@ -635,25 +693,55 @@ def _check_pairwise_size(d: int, loss: str) -> None:
 # --------------------------------------------------------------------------- KL loss
 
 
-def kl_pairwise(p, r, a, b) -> np.ndarray:
+def kl_pairwise(p: np.ndarray, r: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``sup_C [KL(u ‖ a) - KL(u ‖ b)] = h_C(log(b / a))`` (the difference is linear)."""
     with np.errstate(divide="ignore"):
         w = np.log(np.asarray(b, dtype=float)) - np.log(np.asarray(a, dtype=float))
     return kl_ball_support(p, w, r, value_only=True)[0]  # the dual: never below the sup
 
 
+@overload
 def maximize_convex(
-    p,
-    r,
-    q,
+    p: np.ndarray,
+    r: np.ndarray,
+    q: np.ndarray,
     loss: str,
     *,
-    values=None,
-    starts=None,
+    values: np.ndarray | None = None,
+    starts: Sequence[np.ndarray] | None = None,
+    iters: int = 200,
+    progress: Progress | None = None,
+    return_point: Literal[False] = False,
+) -> np.ndarray: ...
+
+
+@overload
+def maximize_convex(
+    p: np.ndarray,
+    r: np.ndarray,
+    q: np.ndarray,
+    loss: str,
+    *,
+    values: np.ndarray | None = None,
+    starts: Sequence[np.ndarray] | None = None,
+    iters: int = 200,
+    progress: Progress | None = None,
+    return_point: Literal[True],
+) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+def maximize_convex(
+    p: np.ndarray,
+    r: np.ndarray,
+    q: np.ndarray,
+    loss: str,
+    *,
+    values: np.ndarray | None = None,
+    starts: Sequence[np.ndarray] | None = None,
     iters: int = 200,
     progress: Progress | None = None,
     return_point: bool = False,
-):
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """The general solver for ``sup_C L(u, q)`` with L convex in u (tv, kl, w1).
 
     A convex function's sup over a convex set is at an extreme point. Successive
@@ -677,7 +765,7 @@ def maximize_convex(
     best = np.full(m, -np.inf)
     point = p.copy()
 
-    def grad(u, qq):
+    def grad(u: np.ndarray, qq: np.ndarray) -> np.ndarray:
         if loss == "tv":
             return np.sign(u - qq) + 0.0
         if loss == "kl":
@@ -706,7 +794,15 @@ def maximize_convex(
     return (best, point) if return_point else best
 
 
-def minimize_convex(p, r, q, loss: str, *, values=None, progress: Progress | None = None) -> np.ndarray:
+def minimize_convex(
+    p: np.ndarray,
+    r: np.ndarray,
+    q: np.ndarray,
+    loss: str,
+    *,
+    values: np.ndarray | None = None,
+    progress: Progress | None = None,
+) -> np.ndarray:
     """The general convex solver: ``inf_C L(u, q)`` by SLSQP, one scenario at a time.
 
     Variables u (and, for tv and w1, an epigraph s of the absolute values, so the
@@ -742,24 +838,27 @@ def minimize_convex(p, r, q, loss: str, *, values=None, progress: Progress | Non
         lb, ub = binary_kl_interval(pj, rj)
         lb = np.where(pos, np.maximum(lb, 1e-12), 0.0)
 
-        def kl_con(x, pj=pj, pos=pos, rj=rj):
+        def kl_con(x: np.ndarray, pj: np.ndarray = pj, pos: np.ndarray = pos, rj: float = rj) -> float:
             u = x[:d]
             return rj - float(np.sum(pj[pos] * np.log(pj[pos] / np.maximum(u[pos], 1e-300))))
 
-        def kl_jac(x, pj=pj, pos=pos):
+        def kl_jac(x: np.ndarray, pj: np.ndarray = pj, pos: np.ndarray = pos) -> np.ndarray:
             g = np.zeros_like(x)
             g[:d] = np.where(pos, pj / np.maximum(x[:d], 1e-300), 0.0)
             return g
 
+        fun: Callable[[np.ndarray], float]
+        jac: Callable[[np.ndarray], np.ndarray]
         if M is None:  # kl: KL(u ‖ q), smooth
 
-            def fun(x, qj=qj):
+            def kl_fun(x: np.ndarray, qj: np.ndarray = qj) -> float:
                 u = np.maximum(x[:d], 1e-300)
                 return float(np.sum(np.where(x[:d] > 0, x[:d] * np.log(u / qj), 0.0)))
 
-            def jac(x, qj=qj):
+            def kl_grad(x: np.ndarray, qj: np.ndarray = qj) -> np.ndarray:
                 return np.log(np.maximum(x[:d], 1e-300) / qj) + 1.0
 
+            fun, jac = kl_fun, kl_grad
             x0 = pj.copy()
             cons = [
                 {"type": "eq", "fun": lambda x: float(x[:d].sum() - 1.0), "jac": lambda x: np.ones(d)},
@@ -770,12 +869,13 @@ def minimize_convex(p, r, q, loss: str, *, values=None, progress: Progress | Non
             v = v_of(qj)
             k = len(c)
 
-            def fun(x, c=c):
+            def lp_fun(x: np.ndarray, c: np.ndarray = c) -> float:
                 return float(c @ x[d:])
 
-            def jac(x, c=c):
+            def lp_grad(x: np.ndarray, c: np.ndarray = c) -> np.ndarray:
                 return np.concatenate([np.zeros(d), c])
 
+            fun, jac = lp_fun, lp_grad
             A = np.hstack([M, -np.eye(k)])
             B = np.hstack([-M, -np.eye(k)])
             cons = [
@@ -816,17 +916,25 @@ def minimize_convex(p, r, q, loss: str, *, values=None, progress: Progress | Non
     return out
 
 
-def kl_upper(p, r, q, *, progress: Progress | None = None) -> np.ndarray:
+def kl_upper(p: np.ndarray, r: np.ndarray, q: np.ndarray, *, progress: Progress | None = None) -> np.ndarray:
     """``sup_C KL(u ‖ q)``: the certified upper bound of :func:`kl_upper_bound`."""
     return kl_upper_bound(p, r, q)[0]
 
 
-def _kl_term_max(lo, hi, q, p, lam, nu, iters: int = 40):
+def _kl_term_max(
+    lo: np.ndarray,
+    hi: np.ndarray,
+    q: np.ndarray,
+    p: np.ndarray,
+    lam: np.ndarray,
+    nu: np.ndarray,
+    iters: int = 40,
+) -> tuple[np.ndarray, np.ndarray]:
     """``max over x in [lo, hi] of φ(x) = x log(x/q) + λ p log(x/p) - ν x`` and its argmax,
     elementwise. φ is concave on (0, λp) and convex beyond, so the max is at an end or at
     the one stationary point of the concave part (found by bisection on φ')."""
 
-    def phi(x):
+    def phi(x: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
             a = np.where(x > 0, x * (np.log(np.where(x > 0, x, 1.0)) - np.log(q)), 0.0)
             b = np.where(
@@ -834,7 +942,7 @@ def _kl_term_max(lo, hi, q, p, lam, nu, iters: int = 40):
             )
         return a + b - nu * x
 
-    def dphi(x):
+    def dphi(x: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore"):
             return np.log(x) - np.log(q) + 1.0 + lam * p / x - nu
 
@@ -855,7 +963,9 @@ def _kl_term_max(lo, hi, q, p, lam, nu, iters: int = 40):
     return np.maximum(best, v), np.where(v > best, x, best_x)
 
 
-def kl_upper_bound(p, r, q, *, iters: int = 26) -> tuple[np.ndarray, np.ndarray]:
+def kl_upper_bound(
+    p: np.ndarray, r: np.ndarray, q: np.ndarray, *, iters: int = 26
+) -> tuple[np.ndarray, np.ndarray]:
     """``(upper, lower)`` of ``sup_C KL(u ‖ q)``.
 
     *upper* — Lagrange duality, twice: on C each ``u_i`` lies in the binary-KL interval
@@ -882,7 +992,7 @@ def kl_upper_bound(p, r, q, *, iters: int = 26) -> tuple[np.ndarray, np.ndarray]
         base_lo = (np.log(np.maximum(lo, 1e-300)) - np.log(q) + 1.0).min(axis=1) - 1.0
         base_hi = (np.log(np.maximum(hi, 1e-300)) - np.log(q) + 1.0).max(axis=1) + 1.0
 
-    def dual(lam):  # min over ν of the bound at λ (any ν is valid)
+    def dual(lam: np.ndarray) -> np.ndarray:  # min over ν of the bound at λ (any ν is valid)
         lam = lam[:, None]
         a = base_lo
         b = np.minimum(base_hi + (lam * p / np.maximum(lo, 1e-300)).max(axis=1), 1e300)
@@ -929,7 +1039,7 @@ def kl_upper_bound(p, r, q, *, iters: int = 26) -> tuple[np.ndarray, np.ndarray]
 _ROUNDING = 1e-12
 
 
-def _feasible_toward(p, u, r, iters: int = 40) -> np.ndarray:
+def _feasible_toward(p: np.ndarray, u: np.ndarray, r: np.ndarray, iters: int = 40) -> np.ndarray:
     """The point ``p + t (u - p)`` with the largest t in [0, 1] inside the ball
     ``KL(p ‖ ·) <= r`` (the ball is convex and holds p, so bisection on t is exact)."""
     lo = np.zeros(p.shape[0])
@@ -944,7 +1054,9 @@ def _feasible_toward(p, u, r, iters: int = 40) -> np.ndarray:
     return p + lo[:, None] * (u - p)
 
 
-def _kl_lagrangian(p, q, lam, nu):
+def _kl_lagrangian(
+    p: np.ndarray, q: np.ndarray, lam: np.ndarray, nu: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``min over u >= 0`` of ``KL(u ‖ q) + λ Σ p̂ log(p̂ / u) - ν (Σ u - 1)`` (without the
     ``- λ r``), and its minimizer: separable, each coordinate in closed form through the
     Wright omega function (``x = λ p̂ / ω(log(λ p̂) - ν + 1 - log q)``; ``x = q e^{ν - 1}``
@@ -966,7 +1078,7 @@ def _kl_lagrangian(p, q, lam, nu):
     return term.sum(axis=1) + nu, x, scale
 
 
-def _kl_nu(p, q, lam, iters: int = 16):
+def _kl_nu(p: np.ndarray, q: np.ndarray, lam: np.ndarray, iters: int = 16) -> np.ndarray:
     """ν with ``Σ x(λ, ν) = 1`` (the best ν for this λ), by Newton steps on log Σ x (any ν
     gives a valid bound; this one gives the best)."""
     pos = p > 0
@@ -984,7 +1096,21 @@ def _kl_nu(p, q, lam, iters: int = 16):
     return nu
 
 
-def kl_lower_bound(p, r, q, *, iters: int = 36, return_point: bool = False):
+@overload
+def kl_lower_bound(
+    p: np.ndarray, r: np.ndarray, q: np.ndarray, *, iters: int = 36, return_point: Literal[False] = False
+) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+@overload
+def kl_lower_bound(
+    p: np.ndarray, r: np.ndarray, q: np.ndarray, *, iters: int = 36, return_point: Literal[True]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+
+
+def kl_lower_bound(
+    p: np.ndarray, r: np.ndarray, q: np.ndarray, *, iters: int = 36, return_point: bool = False
+) -> tuple[np.ndarray, np.ndarray] | tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(lower, upper)`` of ``inf_{KL(p̂ ‖ u) <= r} KL(u ‖ q)``, row by row.
 
     *lower* — weak duality: for every λ >= 0 and ν,
@@ -1042,7 +1168,39 @@ def kl_lower_bound(p, r, q, *, iters: int = 36, return_point: bool = False):
     return lower, upper
 
 
-def w1_lower_bound(p, r, q, values, *, iters: int = 150, return_point: bool = False):
+@overload
+def w1_lower_bound(
+    p: np.ndarray,
+    r: np.ndarray,
+    q: np.ndarray,
+    values: np.ndarray,
+    *,
+    iters: int = 150,
+    return_point: Literal[False] = False,
+) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+@overload
+def w1_lower_bound(
+    p: np.ndarray,
+    r: np.ndarray,
+    q: np.ndarray,
+    values: np.ndarray,
+    *,
+    iters: int = 150,
+    return_point: Literal[True],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+
+
+def w1_lower_bound(
+    p: np.ndarray,
+    r: np.ndarray,
+    q: np.ndarray,
+    values: np.ndarray,
+    *,
+    iters: int = 150,
+    return_point: bool = False,
+) -> tuple[np.ndarray, np.ndarray] | tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(lower, upper)`` of ``inf_{KL(p̂ ‖ u) <= r} W1(u, q)`` on the options' ``values``.
 
     ``W1(u, q) = max_f f · (u - q)`` over the 1-Lipschitz f, so by the minimax theorem
@@ -1062,13 +1220,13 @@ def w1_lower_bound(p, r, q, values, *, iters: int = 150, return_point: bool = Fa
     cq = np.cumsum(q[:, order], axis=1)[:, :-1]
     inside = kl_divergence(p, q) <= r
 
-    def f_of(steps):
+    def f_of(steps: np.ndarray) -> np.ndarray:
         f_sorted = np.concatenate([np.zeros((m, 1)), np.cumsum(steps, axis=1)], axis=1)
         f = np.empty_like(f_sorted)
         f[:, order] = f_sorted
         return f
 
-    def evaluate(steps):
+    def evaluate(steps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         f = f_of(steps)
         _, u = kl_ball_support(p, -f, r)
         cu = np.cumsum(u[:, order], axis=1)[:, :-1]
@@ -1107,7 +1265,7 @@ def w1_lower_bound(p, r, q, values, *, iters: int = 150, return_point: bool = Fa
 # --------------------------------------------------------------------------- W1 on real values
 
 
-def w1_distance(x, y) -> float:
+def w1_distance(x: ArrayLike, y: ArrayLike) -> float:
     """``W1`` between the empirical distributions of samples x and y (exact)."""
     x = np.sort(np.asarray(x, dtype=float))
     y = np.sort(np.asarray(y, dtype=float))
@@ -1118,7 +1276,7 @@ def w1_distance(x, y) -> float:
     return float(np.sum(np.abs(fx - fy) * deltas))
 
 
-def w1_to_uniform(x, low: float, high: float) -> float:
+def w1_to_uniform(x: ArrayLike, low: float, high: float) -> float:
     """``W1`` between the empirical distribution of x and the uniform on [low, high]
     (exact: the integral of |F̂ - F_U| is summed piece by piece)."""
     x = np.sort(np.asarray(x, dtype=float))
@@ -1143,17 +1301,17 @@ def w1_to_uniform(x, low: float, high: float) -> float:
     return total
 
 
-def w1ball_upper(dist, r) -> np.ndarray:
+def w1ball_upper(dist: np.ndarray, r: np.ndarray) -> np.ndarray:
     """``sup_{W1(P̂, Q) <= r} W1(Q, Q̂) = W1(P̂, Q̂) + r`` (moving a little mass far away)."""
     return np.asarray(dist, dtype=float) + np.asarray(r, dtype=float)
 
 
-def w1ball_lower(dist, r) -> np.ndarray:
+def w1ball_lower(dist: np.ndarray, r: np.ndarray) -> np.ndarray:
     """``inf_{W1(P̂, Q) <= r} W1(Q, Q̂) = max(W1(P̂, Q̂) - r, 0)`` (mixtures of P̂ and Q̂)."""
     return np.maximum(np.asarray(dist, dtype=float) - np.asarray(r, dtype=float), 0.0)
 
 
-def w1ball_pairwise(dist_a, dist_b, dist_ab, r) -> np.ndarray:
+def w1ball_pairwise(dist_a: np.ndarray, dist_b: np.ndarray, dist_ab: np.ndarray, r: np.ndarray) -> np.ndarray:
     """An upper bound of ``sup_{W1(P̂, Q) <= r} [W1(Q, a) - W1(Q, b)]``:
     ``min(W1(P̂, a) - W1(P̂, b) + 2 r, W1(a, b))`` (triangle inequality, twice)."""
     return np.minimum(np.asarray(dist_a) - np.asarray(dist_b) + 2 * np.asarray(r), np.asarray(dist_ab))

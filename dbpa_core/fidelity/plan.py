@@ -33,13 +33,21 @@ True
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..fmt import table
 from . import curve as cv
+
+if TYPE_CHECKING:
+    from .analysis import FidelityResult
+
+
+if TYPE_CHECKING:
+    pass
 
 M_GRID = (100, 200, 500, 1000, 2000)
 REACHABLE = 0.8
@@ -192,7 +200,7 @@ def chance_at(share: float, m: int, alpha: float) -> float:
     return _binom_cdf(_threshold(m, alpha), m, share)
 
 
-def _chances(share: float, ms, alpha: float) -> np.ndarray:
+def _chances(share: float, ms: Iterable[int], alpha: float) -> np.ndarray:
     return np.array([chance_at(share, int(m), alpha) for m in ms])
 
 
@@ -224,7 +232,7 @@ def _grid_iv(grid: object) -> tuple[int, ...]:
     return out
 
 
-def plan_study(result, *, grid=M_GRID) -> FidelityPlan:
+def plan_study(result: FidelityResult, *, grid: Sequence[int] = M_GRID) -> FidelityPlan:
     """The plan of a finished analysis (:func:`~dbpa_core.fidelity.run_fidelity`).
 
     ``grid``: the numbers of questions m to show the chance of a verdict at, each a whole

@@ -6,12 +6,16 @@ charts in ``charts_html`` instead). All names and texts are escaped."""
 from __future__ import annotations
 
 import html
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..render import document, markup
 from ..render import section as render_section
 from . import curve as cv
+
+if TYPE_CHECKING:
+    from .analysis import FidelityResult
 
 COLORS = (
     "#3B6FD8",
@@ -32,7 +36,7 @@ def color_of(i: int, name: str) -> str:
     return UNIFORM_COLOR if name == "uniform" else COLORS[i % len(COLORS)]
 
 
-def band_simulator(result) -> str | None:
+def band_simulator(result: FidelityResult) -> str | None:
     """Whose tightness band the report shades: the simulator with the lowest AUC_cal (one
     band: four overlapping ones cannot be read)."""
     if not result.has_band:
@@ -41,7 +45,7 @@ def band_simulator(result) -> str | None:
     return min(sims, key=lambda s: s.auc_cal).name
 
 
-def curve_svg(result, *, width: int = 760, height: int = 420) -> str:
+def curve_svg(result: FidelityResult, *, width: int = 760, height: int = 420) -> str:
     """The calibrated curves (steps), the uniform baseline (dashed) and, when computed, the
     tightness band (shaded) of :func:`band_simulator`, as an SVG element."""
     left, right, top, bottom = 64, 170, 20, 48
@@ -57,10 +61,10 @@ def curve_svg(result, *, width: int = 760, height: int = 420) -> str:
         ymax = max(ymax, float(val.max()), float(np.max(band[1])) if band else 0.0)
     ymax = ymax * 1.05 if ymax > 0 else 1.0
 
-    def x(t):
+    def x(t: float) -> float:
         return left + pw * t
 
-    def y(v):
+    def y(v: float) -> float:
         return top + ph * (1 - v / ymax)
 
     parts = [
@@ -144,7 +148,11 @@ def curve_svg(result, *, width: int = 760, height: int = 420) -> str:
 
 
 def report_html(
-    result, *, charts_html: str | None = None, title: str = "Simulator fidelity", section: bool = False
+    result: FidelityResult,
+    *,
+    charts_html: str | None = None,
+    title: str = "Simulator fidelity",
+    section: bool = False,
 ) -> str:
     """The report (``templates/fidelity.html.j2``): settings, the plain-language
     guarantee, the summary table, each pair's verdict, the chart (``charts_html``, else

@@ -35,30 +35,32 @@ True
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal, overload
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._validate import check_level
 
 # --------------------------------------------------------------------------- radii
 
 
-def _n_array(n, name: str = "n") -> np.ndarray:
+def _n_array(n: ArrayLike, name: str = "n") -> np.ndarray:
     arr = np.asarray(n, dtype=float)
     if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
         raise ValueError(f"`{name}` (the number of real answers) must be positive and finite.")
     return arr
 
 
-def kl_radius_bernoulli(n, *, gamma: float = 0.5) -> np.ndarray:
+def kl_radius_bernoulli(n: ArrayLike, *, gamma: float = 0.5) -> np.ndarray:
     """``log(2 / (1 - γ)) / n``: the KL radius of the Bernoulli set with coverage γ."""
     g = check_level(gamma, "gamma")
     return np.log(2.0 / (1.0 - g)) / _n_array(n)
 
 
-def kl_radius_categorical(n, d, *, gamma: float = 0.5) -> np.ndarray:
+def kl_radius_categorical(n: ArrayLike, d: ArrayLike, *, gamma: float = 0.5) -> np.ndarray:
     """``(d - 1) / n · log(2 (d - 1) / (1 - γ))``: the KL radius of the categorical set.
 
     ``d`` is the number of options (>= 2); with ``d = 2`` it is the Bernoulli radius.
@@ -70,7 +72,7 @@ def kl_radius_categorical(n, d, *, gamma: float = 0.5) -> np.ndarray:
     return (d - 1.0) / _n_array(n) * np.log(2.0 * (d - 1.0) / (1.0 - g))
 
 
-def hoeffding_halfwidth(n, *, low: float, high: float, gamma: float = 0.5) -> np.ndarray:
+def hoeffding_halfwidth(n: ArrayLike, *, low: float, high: float, gamma: float = 0.5) -> np.ndarray:
     """``(b - a) · sqrt(log(2 / (1 - γ)) / (2 n))``: the half-width of the bounded-mean set."""
     g = check_level(gamma, "gamma")
     if not (math.isfinite(low) and math.isfinite(high) and high > low):
@@ -78,7 +80,7 @@ def hoeffding_halfwidth(n, *, low: float, high: float, gamma: float = 0.5) -> np
     return (high - low) * np.sqrt(np.log(2.0 / (1.0 - g)) / (2.0 * _n_array(n)))
 
 
-def w1_radius(n, *, sigma: float, gamma: float = 0.5) -> np.ndarray:
+def w1_radius(n: ArrayLike, *, sigma: float, gamma: float = 0.5) -> np.ndarray:
     """``512 σ / sqrt(n) + σ · sqrt(256 e / n · log(1 / (1 - γ)))``: the W1-ball radius.
 
     The constants are the paper's (a worst-case concentration bound for σ-sub-Gaussian
@@ -96,7 +98,7 @@ def w1_radius(n, *, sigma: float, gamma: float = 0.5) -> np.ndarray:
 # --------------------------------------------------------------------------- KL helpers
 
 
-def kl_divergence(p, u) -> np.ndarray:
+def kl_divergence(p: ArrayLike, u: ArrayLike) -> np.ndarray:
     """Row-wise ``KL(p ‖ u) = Σ p_i log(p_i / u_i)`` (0 log 0 = 0; +inf where u_i = 0 < p_i)."""
     p = np.asarray(p, dtype=float)
     u = np.asarray(u, dtype=float)
@@ -105,7 +107,7 @@ def kl_divergence(p, u) -> np.ndarray:
     return terms.sum(axis=-1)
 
 
-def binary_kl(p, x) -> np.ndarray:
+def binary_kl(p: ArrayLike, x: ArrayLike) -> np.ndarray:
     """``KL(Bernoulli(p) ‖ Bernoulli(x))``, elementwise (0 log 0 = 0)."""
     p = np.asarray(p, dtype=float)
     x = np.asarray(x, dtype=float)
@@ -132,7 +134,7 @@ def _binary_kl_upper(p: np.ndarray, r: np.ndarray, iters: int = 64, *, outer: bo
     return np.where(done | (p >= 1.0), 1.0, hi if outer else lo)
 
 
-def binary_kl_interval(p, r) -> tuple[np.ndarray, np.ndarray]:
+def binary_kl_interval(p: ArrayLike, r: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """``{x in [0, 1] : KL(p ‖ x) <= r}`` as ``(low, high)``, elementwise.
 
     ``KL(p ‖ x)`` is convex in x and 0 at x = p, so the set is an interval around p; its
@@ -146,10 +148,16 @@ def binary_kl_interval(p, r) -> tuple[np.ndarray, np.ndarray]:
 
 
 @overload
-def kl_ball_support(p, w, r, *, value_only: Literal[False] = ...) -> tuple[np.ndarray, np.ndarray]: ...
+def kl_ball_support(
+    p: np.ndarray, w: np.ndarray, r: np.ndarray, *, value_only: Literal[False] = ...
+) -> tuple[np.ndarray, np.ndarray]: ...
 @overload
-def kl_ball_support(p, w, r, *, value_only: bool) -> tuple[np.ndarray, np.ndarray | None]: ...
-def kl_ball_support(p, w, r, *, value_only: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+def kl_ball_support(
+    p: np.ndarray, w: np.ndarray, r: np.ndarray, *, value_only: bool
+) -> tuple[np.ndarray, np.ndarray | None]: ...
+def kl_ball_support(
+    p: np.ndarray, w: np.ndarray, r: np.ndarray, *, value_only: bool = False
+) -> tuple[np.ndarray, np.ndarray | None]:
     """``sup {w · u : u in simplex, KL(p ‖ u) <= r}`` and a maximizer, row by row.
 
     Parameters
@@ -194,7 +202,9 @@ def kl_ball_support(p, w, r, *, value_only: bool = False) -> tuple[np.ndarray, n
     gap = np.where(pos, w_pos_max[:, None] - w, 0.0)  # >= 0 on positive cells
     p_top = np.where(pos & (gap <= 1e-15 * scale[:, None]), p, 0.0).sum(axis=1)
 
-    def g_and_slope(s, gp, pp, rr):
+    def g_and_slope(
+        s: np.ndarray, gp: np.ndarray, pp: np.ndarray, rr: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         # with y_i = gap_i / t (x_i = t (1 + y_i)) the log t terms cancel exactly, so g keeps
         # its precision when r is tiny and t huge; arrays are (d, rows): sums over the short
         # option axis are then adds of whole rows
@@ -270,7 +280,17 @@ def kl_ball_support(p, w, r, *, value_only: bool = False) -> tuple[np.ndarray, n
     return value, u
 
 
-def _dual_value(p, w, r, pos, gap, t, mu, at_free, w_pos_max):
+def _dual_value(
+    p: np.ndarray,
+    w: np.ndarray,
+    r: np.ndarray,
+    pos: np.ndarray,
+    gap: np.ndarray,
+    t: np.ndarray,
+    mu: np.ndarray,
+    at_free: np.ndarray,
+    w_pos_max: np.ndarray,
+) -> np.ndarray:
     """``D(μ) = μ - e^{-r} Π_i (μ - w_i)^{p_i}`` at the μ found: >= the sup for any
     feasible μ (weak duality). Written with y = gap / t and expm1 so that a huge t (tiny r)
     keeps its precision."""
@@ -302,7 +322,7 @@ class IntervalSet:
     kind: str
     gamma: float
 
-    def contains(self, u) -> np.ndarray:
+    def contains(self, u: ArrayLike) -> np.ndarray:
         u = np.asarray(u, dtype=float)
         return (u >= self.low - 1e-12) & (u <= self.high + 1e-12)
 
@@ -315,7 +335,7 @@ class KLBall:
     radius: np.ndarray
     gamma: float
 
-    def contains(self, u) -> np.ndarray:
+    def contains(self, u: ArrayLike) -> np.ndarray:
         u = np.asarray(u, dtype=float)
         return kl_divergence(self.center, u) <= self.radius + 1e-12
 
@@ -329,7 +349,7 @@ class W1Ball:
     gamma: float
 
 
-def bernoulli_set(successes, n, *, gamma: float = 0.5) -> IntervalSet:
+def bernoulli_set(successes: float, n: int, *, gamma: float = 0.5) -> IntervalSet:
     """The Bernoulli KL set: p̂ = successes / n, interval ``{u : KL(p̂ ‖ u) <= log(2/(1-γ))/n}``."""
     n = _n_array(n)
     p = np.asarray(successes, dtype=float) / n
@@ -337,21 +357,21 @@ def bernoulli_set(successes, n, *, gamma: float = 0.5) -> IntervalSet:
     return IntervalSet(p, low, high, "bernoulli", float(gamma))
 
 
-def categorical_set(counts, *, gamma: float = 0.5) -> KLBall:
+def categorical_set(counts: ArrayLike, *, gamma: float = 0.5) -> KLBall:
     """The categorical KL set of rows of ``counts`` (one row per scenario, d options)."""
     c = np.asarray(counts, dtype=float)
     n = c.sum(axis=1)
     return KLBall(c / n[:, None], kl_radius_categorical(n, c.shape[1], gamma=gamma), float(gamma))
 
 
-def mean_set(mean, n, *, low: float, high: float, gamma: float = 0.5) -> IntervalSet:
+def mean_set(mean: float, n: int, *, low: float, high: float, gamma: float = 0.5) -> IntervalSet:
     """The bounded-mean (Hoeffding) set ``[p̂ - h, p̂ + h]`` clipped to ``[low, high]``."""
     m = np.asarray(mean, dtype=float)
     h = hoeffding_halfwidth(n, low=low, high=high, gamma=gamma)
     return IntervalSet(m, np.maximum(m - h, low), np.minimum(m + h, high), "mean", float(gamma))
 
 
-def w1_set(samples, *, sigma: float, gamma: float = 0.5) -> W1Ball:
+def w1_set(samples: Iterable[ArrayLike], *, sigma: float, gamma: float = 0.5) -> W1Ball:
     """The W1 ball around each scenario's empirical distribution of real values."""
     s = tuple(np.asarray(x, dtype=float) for x in samples)
     return W1Ball(s, w1_radius([len(x) for x in s], sigma=sigma, gamma=gamma), float(gamma))

@@ -32,10 +32,10 @@ import json
 import os
 import string
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -151,7 +151,7 @@ def render_prompt(
 
 
 class _Strict(dict):
-    def __missing__(self, key):
+    def __missing__(self, key: str) -> NoReturn:
         raise KeyError(f"no value for {{{key}}}")
 
 
@@ -280,7 +280,7 @@ def _check_questions(data: FidelityData) -> None:
 
 
 def estimate_simulation(
-    data: FidelityData, models: Sequence[Mapping[str, Any]], *, cache: Cache | None = None, **settings
+    data: FidelityData, models: Sequence[Mapping[str, Any]], *, cache: Cache | None = None, **settings: Any
 ) -> dict[str, int]:
     """How many answers a simulation needs and how many are cached (calls nothing)."""
     jobs = plan_jobs(data, models, **settings)
@@ -504,7 +504,11 @@ def _data_section(doc: _Doc, raw: Any, base_dir: Path, limit: int | None) -> Fid
 
 
 def parse_simulation_spec(
-    text_or_dict: str | dict, *, source: str = "<spec>", base_dir: str | os.PathLike = ".", allow_key_env=()
+    text_or_dict: str | dict,
+    *,
+    source: str = "<spec>",
+    base_dir: str | os.PathLike = ".",
+    allow_key_env: Iterable[str] = (),
 ) -> SimulationSpec:
     """Validate a simulation spec given as YAML text or a dict::
 
@@ -595,14 +599,14 @@ def parse_simulation_spec(
     )
 
 
-def load_simulation_spec(path: str | os.PathLike, *, allow_key_env=()) -> SimulationSpec:
+def load_simulation_spec(path: str | os.PathLike, *, allow_key_env: Iterable[str] = ()) -> SimulationSpec:
     """Read and validate a simulation spec file (relative paths resolve next to it)."""
     return parse_simulation_spec(
         read_spec_file(path), source=str(path), base_dir=Path(path).parent, allow_key_env=allow_key_env
     )
 
 
-def run_simulation_spec(spec: SimulationSpec, **runner) -> SimulationResult:
+def run_simulation_spec(spec: SimulationSpec, **runner: Any) -> SimulationResult:
     """:func:`simulate` with a spec's data, models and settings."""
     return simulate(spec.data, spec.models, keep_simulators=spec.keep_simulators, **spec.settings(), **runner)
 
