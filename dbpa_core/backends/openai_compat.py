@@ -467,18 +467,10 @@ def _times(n: int) -> str:
     return "once" if n == 1 else f"{n} times"
 
 
-STOP_GRACE_S = 10.0
-"""Seconds a Stop waits for requests already sent (their answers are paid for) before it
-abandons them."""
-
-
 async def _unless_stopped(work: asyncio.Future, should_stop: Callable[[], bool] | None) -> None:
-    """Await ``work``, unless ``should_stop`` turns True first (checked every 0.1 s): then no
-    request starts any more (each checks ``should_stop`` before it is sent, and a retry wait
-    ends at once), and those already in flight get :data:`STOP_GRACE_S` to arrive, so an
-    answer the server has already been paid for is cached, not abandoned and paid again on
-    resume; only then is ``work`` cancelled (what arrived is the caller's; the caller raises
-    RunCancelled)."""
+    """Await ``work``, unless ``should_stop`` turns True first (checked every 0.1 s): then
+    ``work`` is cancelled, so requests in flight are abandoned and no more are sent (what
+    arrived before is the caller's; the caller raises RunCancelled)."""
     if should_stop is None:
         await work
         return
@@ -487,10 +479,6 @@ async def _unless_stopped(work: asyncio.Future, should_stop: Callable[[], bool] 
         if done:
             work.result()
             return
-    done, _ = await asyncio.wait([work], timeout=STOP_GRACE_S)
-    if done:
-        work.result()
-        return
     work.cancel()
     try:
         await work
