@@ -32,7 +32,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ._validate import valid_unicode
 from .backends.base import BackendError, ModelNotFoundError, Sample, SampleRequest, clean_text
@@ -60,8 +60,17 @@ from .sampling import (
 
 if TYPE_CHECKING:
     from .attacks.spec import BatterySpec
-    from .cli.common import Bars
     from .spec import AuditSpec
+
+
+class ProgressBars(Protocol):
+    """What the command line's progress bars offer a Batch run (``dbpa_core.cli.common.Bars``,
+    named here by shape: the library never imports the command line)."""
+
+    def __call__(self, p: Any) -> None: ...
+
+    def close(self) -> None: ...
+
 
 ENDPOINT = "/v1/chat/completions"
 COMPLETION_WINDOW = "24h"
@@ -432,7 +441,7 @@ def _answer(line: dict[str, Any]) -> dict[str, Any]:
         raise MalformedAnswer(str(exc)) from None
 
 
-def run_batch_cli(spec: AuditSpec, args: argparse.Namespace, cache: Cache, bars: Bars) -> int | None:
+def run_batch_cli(spec: AuditSpec, args: argparse.Namespace, cache: Cache, bars: ProgressBars) -> int | None:
     """``dbpa audit --batch``: fill the cache through the Batch API before the audit runs;
     None to go on with the audit, else the exit code (after one line on stderr)."""
     import sys
@@ -452,7 +461,9 @@ def run_batch_cli(spec: AuditSpec, args: argparse.Namespace, cache: Cache, bars:
     return jobs_cli(audit_jobs(spec), cache, bars)
 
 
-def jobs_cli(jobs: Sequence[tuple[Mapping[str, Any], SampleRequest]], cache: Cache, bars: Bars) -> int | None:
+def jobs_cli(
+    jobs: Sequence[tuple[Mapping[str, Any], SampleRequest]], cache: Cache, bars: ProgressBars
+) -> int | None:
     """The ``--batch`` step of a command: :func:`fill_cache` with its outcome in one line;
     None to go on (the command then runs from the cache), else the exit code. A
     :class:`BatchError` goes up (exit 3, in one line)."""

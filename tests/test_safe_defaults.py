@@ -6,6 +6,7 @@ seconds; a refused connection fails in seconds."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -156,12 +157,21 @@ def test_the_start_message_looks_up_no_external_address(monkeypatch, capsys, sha
 
 
 def test_make_run_takes_a_port():
-    out = subprocess.run(
-        ["make", "-n", "run", "PORT=8600"], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout
-    assert "-m dbpa_core.cli ui --server.port 8600" in out.splitlines()[-1]
-    share = subprocess.run(["make", "-n", "run", "SHARE=1"], cwd=ROOT, capture_output=True, text=True).stdout
-    assert share.splitlines()[-1].endswith("--server.port 8501 --share")
+    def commands(*argv: str) -> list[str]:  # what make would run (not its own "make[1]:" lines:
+        # under `make test` this make is a sub-make and says which folder it enters)
+        env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+        out = subprocess.run(
+            ["make", "--no-print-directory", "-n", "run", *argv],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        return [line for line in out.splitlines() if line.strip() and not line.startswith("make")]
+
+    assert "-m dbpa_core.cli ui --server.port 8600" in commands("PORT=8600")[-1]
+    assert commands("SHARE=1")[-1].endswith("--server.port 8501 --share")
 
 
 def test_the_project_config_binds_the_loopback_address():

@@ -206,6 +206,8 @@ def show_run(history: History, args: argparse.Namespace) -> str:
     if run.seconds:
         out.append(f"took {run.seconds:.1f} s")
     if result is None:
+        if run.unreadable:  # an audit left out: the lines below say which part and why
+            why = "parts of its rows are garbled (listed below)"
         out.append(f"its verdicts cannot be shown: {why}")
         page = KIND_PAGES.get(extra["kind"])
         if page:
@@ -213,7 +215,7 @@ def show_run(history: History, args: argparse.Namespace) -> str:
                 f"its tables and charts may still reopen on the dashboard's {page} page "
                 f"(`dbpa ui`, History, run {run.id})."
             )
-        return "\n".join(out)
+        return "\n".join(out + _unreadable_lines(run))
     out.append(
         f"responses: {where_responses_live(run, answers=len(result.answers()), history=history.where)}"
     )
@@ -250,14 +252,19 @@ def show_run(history: History, args: argparse.Namespace) -> str:
             f"its tables and charts reopen on the dashboard's {page} page (`dbpa ui`, "
             f"History, run {run.id}); `--json` gives this summary for scripts."
         )
-    if run.unreadable:
-        out += [
-            "",
-            f"could not be read ({len(run.unreadable)} part(s) of this run's rows are "
-            "garbled; the rest is shown above):",
-        ]
-        out += [f"  - {u}" for u in run.unreadable]
-    return "\n".join(out)
+    return "\n".join(out + _unreadable_lines(run))
+
+
+def _unreadable_lines(run: Any) -> list[str]:
+    """The parts of a run's rows that could not be read back, one line each."""
+    if not run.unreadable:
+        return []
+    return [
+        "",
+        f"could not be read ({len(run.unreadable)} part(s) of this run's rows are "
+        "garbled; the rest is shown above):",
+        *(f"  - {u}" for u in run.unreadable),
+    ]
 
 
 def _verdict_dict(v: Verdict) -> dict:
