@@ -155,27 +155,9 @@ def perturbation_case(
 ) -> Case:
     """The test case of one tested perturbation (a :class:`~dbpa_core.audit.PerturbationResult`
     or anything with its fields), as :func:`run_suites` writes it."""
-    from .runs.base import perturbation_verdict
+    from .runs.base import tested_verdict
 
-    extra = ""
-    if getattr(p, "min_effect", None) is not None:
-        extra = f", minimum effect {p.min_effect:g} {'exceeded' if p.exceeds_min_effect else 'not exceeded'}"
-    v = perturbation_verdict(
-        part=case or "",
-        name=p.name,
-        role=p.role,
-        model=p.model,
-        effect_size=p.effect_size,
-        chance=p.chance_effect_size,
-        above=p.effect_above_chance,
-        p_value=p.p_value,
-        p_adjusted=p.p_adjusted,
-        significant=p.significant,
-        stars=getattr(p, "stars", ""),
-        family=correction,
-        alpha=alpha,
-        extra=extra,
-    )
+    v = tested_verdict(p, part=case or "", family=correction, alpha=alpha)
     name = case_name(p.name, case)
     if v.failed and v.gate is not None and (v.gate != "target" or "target" in fail_on):
         return Case(name, classname, v.message, FAILURE_TYPES[v.gate], details=v.details)

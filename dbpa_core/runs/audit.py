@@ -23,8 +23,8 @@ from .base import (
     check_row,
     check_verdict,
     folder_name,
-    perturbation_verdict,
     register,
+    tested_verdict,
 )
 
 SETTINGS_KEYS = (
@@ -100,7 +100,6 @@ class AuditRun(RunResult):
         out: list[Verdict] = []
         for job, r in self.audits.items():
             part, fam = self.part(job), self._family(r)
-            extra = ""
             try:
                 from ..reach import reachability
 
@@ -112,26 +111,8 @@ class AuditRun(RunResult):
                 "the correction, so no control could fail"
             )
             for p in r.perturbations:
-                if p.min_effect is not None:
-                    word = "exceeded" if p.exceeds_min_effect else "not exceeded"
-                    extra = f", minimum effect {p.min_effect:g} {word}"
-                v = perturbation_verdict(
-                    part=part,
-                    name=p.name,
-                    role=p.role,
-                    model=p.model,
-                    effect_size=p.effect_size,
-                    chance=p.chance_effect_size,
-                    above=p.effect_above_chance,
-                    p_value=p.p_value,
-                    p_adjusted=p.p_adjusted,
-                    significant=p.significant,
-                    stars=p.stars,
-                    family=fam,
-                    alpha=r.spec.alpha,
-                    extra=extra,
-                    untestable=why if p.name in cannot_fail else "",
-                )
+                untestable = why if p.name in cannot_fail else ""
+                v = tested_verdict(p, part=part, family=fam, alpha=r.spec.alpha, untestable=untestable)
                 seq = getattr(p, "sequential", None)
                 if seq is not None:  # sequential sampling: how many answers, why it stopped
                     v = dataclasses.replace(

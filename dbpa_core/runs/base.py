@@ -368,6 +368,33 @@ def perturbation_verdict(
     )
 
 
+def tested_verdict(p: Any, *, part: str, family: str, alpha: float, untestable: str = "") -> Verdict:
+    """:func:`perturbation_verdict` of one tested perturbation (a
+    :class:`~dbpa_core.audit.PerturbationResult`, or anything with its fields), its minimum
+    effect said when the spec set one."""
+    extra = ""
+    if getattr(p, "min_effect", None) is not None:
+        word = "exceeded" if p.exceeds_min_effect else "not exceeded"
+        extra = f", minimum effect {p.min_effect:g} {word}"
+    return perturbation_verdict(
+        part=part,
+        name=p.name,
+        role=p.role,
+        model=p.model,
+        effect_size=p.effect_size,
+        chance=p.chance_effect_size,
+        above=p.effect_above_chance,
+        p_value=p.p_value,
+        p_adjusted=p.p_adjusted,
+        significant=p.significant,
+        stars=getattr(p, "stars", ""),
+        family=family,
+        alpha=alpha,
+        extra=extra,
+        untestable=untestable,
+    )
+
+
 def check_verdict(row: CheckRow) -> Verdict:
     """The verdict of one answer check on one perturbation."""
     role = f" (role {row.role})" if row.role else ""
@@ -434,4 +461,5 @@ __all__ = [
     "p_text",
     "perturbation_verdict",
     "register",
+    "tested_verdict",
 ]
