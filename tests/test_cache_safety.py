@@ -420,6 +420,7 @@ def test_a_slow_live_run_keeps_its_claims_by_its_heartbeat(tmp_path, monkeypatch
     assert out["x"] == out["y"] and len(backend.requests) == 4
 
 
+@pytest.mark.timeout(60)
 def test_a_run_waits_for_a_live_claim_and_reads_the_value(tmp_path):
     from dbpa_core.sampling import backend_identity, sample_key
 
@@ -428,9 +429,15 @@ def test_a_run_waits_for_a_live_claim_and_reads_the_value(tmp_path):
     other = Cache(tmp_path)
     assert other.claim(key)  # claims as itself, with a heartbeat
     seen: list[Progress] = []
+    waiting = threading.Event()
 
-    def finish():
-        time.sleep(1.0)
+    def progress(p):
+        seen.append(p)
+        if p.detail.startswith("waiting for another run"):
+            waiting.set()
+
+    def finish():  # the other run stores its value once this one waits for it
+        waiting.wait(30)
         other.set(
             key, {"text": "from the other run", "prompt_tokens": 0, "completion_tokens": 0, "model": "m"}
         )
@@ -438,7 +445,7 @@ def test_a_run_waits_for_a_live_claim_and_reads_the_value(tmp_path):
 
     threading.Thread(target=finish).start()
     backend = CountingBackend()
-    recs = sampler(Cache(tmp_path), backend, progress=seen.append).sample(j)
+    recs = sampler(Cache(tmp_path), backend, progress=progress).sample(j)
     assert recs[0].text == "from the other run" and recs[0].cached and not backend.requests
     assert any(p.detail.startswith("waiting for another run") for p in seen)
 
