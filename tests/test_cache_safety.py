@@ -403,9 +403,11 @@ def test_a_claim_of_a_run_whose_heartbeat_stopped_is_broken(tmp_path):
 def test_a_slow_live_run_keeps_its_claims_by_its_heartbeat(tmp_path, monkeypatch):
     import dbpa_core.cache as cache_mod
 
-    monkeypatch.setattr(cache_mod, "HEARTBEAT_TTL", 0.6)
+    # a beat every 0.1 s keeps claims for 3 s: a loaded machine may starve the beating
+    # thread for a moment (a TTL of 0.6 s was within reach of that), not for 3 s
+    monkeypatch.setattr(cache_mod, "HEARTBEAT_TTL", 3.0)
     monkeypatch.setattr(cache_mod, "HEARTBEAT_EVERY", 0.1)
-    backend = CountingBackend(delay=0.4)  # 4 samples: 1.6 s, longer than the heartbeat TTL
+    backend = CountingBackend(delay=1.0)  # 4 samples: 4 s, longer than the heartbeat TTL
     out = {}
 
     def run(name, wait):
