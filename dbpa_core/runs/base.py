@@ -128,8 +128,13 @@ class Answer:
 
 @dataclass(frozen=True)
 class Gate:
-    """The control gate of a run: the controls tested, those that failed; the targets,
-    those detected. ``status`` is 'PASS', 'FAIL' or 'no controls'."""
+    """The control gate of a run, the one every output reads (the command line's
+    ``--fail-on-control``, the report, JUnit, the history and every dashboard page): the
+    controls tested, those that failed; the targets, those detected; the controls no result
+    could have made fail (too few samples for any result to be significant after the
+    correction) and why. ``model`` names the model it is about where a page shows one gate
+    per model ('' otherwise). ``status`` is 'PASS', 'FAIL', 'NOT TESTABLE' (no control
+    failed, but one could not have) or 'no controls'."""
 
     controls: tuple[str, ...]
     failed: tuple[str, ...]
@@ -137,10 +142,17 @@ class Gate:
     detected: tuple[str, ...]
     untestable: tuple[str, ...] = ()  # controls no result could make fail (too few samples)
     why_untestable: str = ""
+    model: str = ""
 
     @property
     def passed(self) -> bool:
+        """No control failed (see :attr:`testable` for whether one could have)."""
         return not self.failed
+
+    @property
+    def testable(self) -> bool:
+        """Every control could have failed at this k and correction."""
+        return not self.untestable
 
     @property
     def status(self) -> str:
@@ -149,6 +161,14 @@ class Gate:
         if not self.failed and self.untestable:
             return "NOT TESTABLE"
         return "PASS" if self.passed else "FAIL"
+
+    def control_word(self, name: str) -> str:
+        """One control's outcome in words: 'fails: changed', 'not testable' or 'passes'."""
+        if name in self.failed:
+            return "fails: changed"
+        if name in self.untestable:  # "not testable at k = 5", as the reason starts
+            return self.why_untestable.split(":")[0].strip() or "not testable"
+        return "passes"
 
 
 def gate_of(verdicts: Sequence[Verdict]) -> Gate:

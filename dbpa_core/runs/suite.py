@@ -126,6 +126,13 @@ class SuiteRun(RunResult):
     def verdicts(self) -> tuple[Verdict, ...]:
         out: list[Verdict] = []
         fam_pooled = f"Fisher over the cases, {self.correction} over {len(self.pooled)} perturbations"
+        reach = self.summary.get("reachability")
+        reach = reach if isinstance(reach, Mapping) else {}
+        cannot_fail = set(reach.get("untestable_controls") or ())  # known before the run
+        why = (
+            f"not testable at k = {reach.get('k')}: no pooled result could be significant after "
+            "the correction, so no control could fail"
+        )
         for d in self.pooled:
             mean, lo, hi = (_f(d.get(k)) for k in ("mean_effect_above_chance", "ci_low", "ci_high"))
             ci = f", mean above chance {mean:+.3f} [{lo:+.3f}, {hi:+.3f}] over {d.get('cases')} cases"
@@ -145,6 +152,7 @@ class SuiteRun(RunResult):
                 alpha=self.alpha,
                 kind="pooled",
                 extra=ci + f", {d.get('discoveries')} of {d.get('cases')} cases discovered",
+                untestable=why if d.get("perturbation") in cannot_fail else "",
             )
             out.append(v)
         fam = self._case_family()
