@@ -103,29 +103,15 @@ class BatchOutcome:
 
 
 # --------------------------------------------------------------------------- planning
-def audit_jobs(spec: AuditSpec) -> list[tuple[dict[str, Any], SampleRequest]]:
-    """Every sample an audit spec (a suite: every case) asks its models for. The answer
-    checks' judges are not among them: they read the answers, so they are asked live."""
-    from .audit import arm_requests, build_arms
+def jobs(spec: Any) -> list[tuple[Mapping[str, Any], SampleRequest]]:
+    """Every sample a spec of any kind asks its models for, as (model, request): the
+    requests its run declares (:func:`dbpa_core.runs.requests`; a suite: every case; a
+    battery: RTI at its upper bound, which the battery then reads from the cache). The
+    answer checks' judges are not among them: they read the answers, so they are asked
+    live."""
+    from .runs import requests
 
-    if spec.cases:
-        from .suite import case_spec
-
-        specs = [case_spec(spec, c) for c in spec.cases]
-    else:
-        specs = [spec]
-    return [(arm.model, r) for s in specs for arm in build_arms(s) for r in arm_requests(s, arm)]
-
-
-def battery_jobs(spec: BatterySpec) -> list[tuple[dict[str, Any], SampleRequest]]:
-    """Every sample a robustness battery spec may ask its model for, as its sampler asks
-    them: the answers (clean, attacked, instructions, option orders), the robustness
-    curve's samples and *every* round of RTI. RTI stops raising rho for an item once its
-    answer changed, so the job asks up to the upper bound that ``dbpa attack --estimate``
-    counts (at the batch price); the battery then reads all it needs from the cache."""
-    from .attacks.battery import battery_requests
-
-    return [(spec.model, r.request) for r in battery_requests(spec)]
+    return [(r.model, r.sample) for r in requests(spec)]
 
 
 def battery_batch_cost(est: Mapping[str, Any], spec: BatterySpec) -> float:
@@ -458,7 +444,7 @@ def run_batch_cli(spec: AuditSpec, args: argparse.Namespace, cache: Cache, bars:
             f"${est['totals']['cost']:.4f}).",
             file=sys.stderr,
         )
-    return jobs_cli(audit_jobs(spec), cache, bars)
+    return jobs_cli(jobs(spec), cache, bars)
 
 
 def jobs_cli(
@@ -504,11 +490,10 @@ __all__ = [
     "BatchError",
     "BatchOutcome",
     "BatchPending",
-    "audit_jobs",
     "batch_cost",
     "battery_batch_cost",
-    "battery_jobs",
     "fill_cache",
+    "jobs",
     "jobs_cli",
     "run_batch_cli",
 ]

@@ -246,11 +246,11 @@ def test_a_replay_file_without_the_scans_prompts_stops_before_anything_runs(tmp_
     assert main(["--cache-dir", str(tmp_path / "c"), "scan", hot, "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "holds too few recorded answers for" in err
-    from dbpa_core.attacks.battery import prompts_needed
+    from dbpa_core.attacks.battery import battery_requests
     from dbpa_core.audit import build_arms
 
     audit, battery = scan.build_specs(RECORDED)
-    prompts = set(prompts_needed(battery)) | {a.prompt for a in build_arms(audit)}
+    prompts = {r.prompt for r in battery_requests(battery)} | {a.prompt for a in build_arms(audit)}
     assert f"of the {len(prompts)} prompts a scan sends" in err and not out.exists()
     assert History().list() == []
     assert main(["--cache-dir", str(tmp_path / "c"), "scan", hot, "--estimate"]) == 0

@@ -442,7 +442,7 @@ def replay_shortfall(spec) -> str | None:
     """When the battery's model is a replay file that lacks some of the prompts the battery
     may send (RTI's every round included), one message saying how many and which; else
     None. Checked before Run, as the audit pages check theirs."""
-    from dbpa_core.attacks.battery import prompts_needed
+    from dbpa_core.runs import replay_need, requests
     from dbpa_core.spec import model_label
 
     from .runner import _md, replay_lacking
@@ -450,7 +450,7 @@ def replay_shortfall(spec) -> str | None:
     m = spec.model
     if m.get("backend") != "replay":
         return None
-    need = prompts_needed(spec)
+    need = replay_need(requests(spec))
     lacking, unreadable = replay_lacking(m, need)
     if unreadable or not lacking:
         return unreadable

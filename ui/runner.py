@@ -725,21 +725,24 @@ def _unreadable(model: dict, exc: Exception) -> str:
 def replay_shortfalls(specs: dict[str, AuditSpec]) -> str | None:
     """A message naming every prompt (and model) a replay file cannot answer k times, or
     None when every replay model holds what the audits need."""
-    from dbpa_core.audit import build_arms
     from dbpa_core.backends.replay import replay_available
+    from dbpa_core.runs import replay_need, requests
 
     lacking: dict[str, list[str]] = {}
     for spec in specs.values():
-        for arm in build_arms(spec):
-            m = arm.model
+        reqs = requests(spec)  # what the audit declares it asks, arm by arm
+        for part in dict.fromkeys(r.part for r in reqs):
+            own = [r for r in reqs if r.part == part]
+            m = own[0].model
             if m.get("backend") != "replay":
                 continue
+            (prompt, n), *_ = replay_need(own).items()  # a same-prompt arm takes the next ones
             try:
-                have = replay_available(m, arm.prompt)
+                have = replay_available(m, prompt)
             except (OSError, BackendError) as exc:
-                return _unreadable(m, exc)
-            if have < arm.first_sample + spec.samples:  # a same-prompt arm takes the next ones
-                what = f"{arm.name} ({have} recorded)" if have else arm.name
+                return _unreadable(dict(m), exc)
+            if have < n:
+                what = f"{part} ({have} recorded)" if have else part
                 lacking.setdefault(model_label(m), [])
                 if what not in lacking[model_label(m)]:
                     lacking[model_label(m)].append(what)

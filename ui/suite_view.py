@@ -231,10 +231,10 @@ def duration_line(spec: AuditSpec, calls: int) -> str:
     measured on its last run here), in words."""
     if calls == 0:
         return "Duration: seconds (every answer is cached)."
-    from dbpa_core.backends.decoding import local_precision
-    from dbpa_core.timings import duration_estimate
+    from dbpa_core.runs import duration_lines, requests
 
-    line = duration_estimate(spec.model, calls, spec.max_tokens, local_precision())
+    lines = duration_lines(requests(spec), state.cache())  # what the suite declares it asks
+    line = lines[0] if lines else None
     if line is None:
         return "Duration: as fast as the model's server answers (the progress bar says the time left)."
     return line[0].upper() + line[1:] + "."

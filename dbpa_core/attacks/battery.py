@@ -289,10 +289,10 @@ class BatteryRequest:
 
 def battery_requests(spec: BatterySpec) -> list[BatteryRequest]:
     """Every sample a battery spec may ask for, each once: the one list that the estimate
-    (:func:`estimate_battery`), the Batch API job (:func:`dbpa_core.batch.battery_jobs`)
-    and the replay check (:func:`prompts_needed`) read. RTI counts every round of ρ, an
-    upper bound (an item stops at the ρ where its answer changes); an attack that changed
-    nothing reuses the clean answer."""
+    (:func:`estimate_battery`) reads, and through
+    :meth:`dbpa_core.runs.BatteryRun.requests_of` the Batch API job and the replay check.
+    RTI counts every round of ρ, an upper bound (an item stops at the ρ where its answer
+    changes); an attack that changed nothing reuses the clean answer."""
     p = plan(spec)
     answers = dict.fromkeys(q.prompt for k in ("clean", "attack", "instruction", "order") for q in p[k])
     out = [BatteryRequest("answers", x, answer_request(spec, x)) for x in answers]
@@ -308,19 +308,6 @@ def battery_requests(spec: BatterySpec) -> list[BatteryRequest]:
         for x in dict.fromkeys(q.prompt for q in p["curve"]):
             out += [BatteryRequest("curve", x, r) for r in curve_requests(spec, x)]
     return out
-
-
-def prompts_needed(spec: BatterySpec) -> dict[str, int]:
-    """Every prompt the battery may send, with the number of samples it may ask of it
-    (one answer; ``samples`` for a prompt of the robustness curve), from
-    :func:`battery_requests`: a replay model must hold all of them to be sure to answer."""
-    per: dict[tuple[str, str], int] = {}
-    for r in battery_requests(spec):
-        per[(r.part, r.prompt)] = per.get((r.part, r.prompt), 0) + 1
-    need: dict[str, int] = {}
-    for (_part, prompt), n in per.items():
-        need[prompt] = max(need.get(prompt, 0), n)
-    return need
 
 
 def estimate_battery(spec: BatterySpec, *, cache: Cache | None = None) -> dict[str, Any]:

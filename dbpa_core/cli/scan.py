@@ -195,16 +195,13 @@ def replay_shortfall(audit: AuditSpec, battery: BatterySpec) -> str | None:
     """For a replay model (recorded answers): one line saying how many of the prompts the
     scan sends its file holds too few answers for (a replay file answers only the prompts
     recorded in it), else None. Nothing is sent."""
-    from ..attacks.battery import prompts_needed
-    from ..audit import build_arms
     from ..backends.replay import replay_lacking
+    from ..runs import replay_need, requests
 
     model = audit.model
     if model.get("backend") != "replay":
         return None
-    need = dict(prompts_needed(battery))
-    for arm in build_arms(audit):  # a same-prompt arm takes the answers after the base's
-        need[arm.prompt] = max(need.get(arm.prompt, 0), arm.first_sample + audit.samples)
+    need = replay_need(requests((audit, battery)))  # what the scan's runs declare they ask
     lacking = replay_lacking(model, need)
     if not lacking:
         return None
@@ -326,12 +323,11 @@ def run(args: argparse.Namespace) -> int:
     """``dbpa scan``: 0 done, 2 a bad MODEL_SPEC or setup, 3 a backend failure (raised to
     the CLI), 130 stopped."""
     from ..attacks.wordnet import HINT, available
-    from ..backends.decoding import local_precision
     from ..cache import Cache
     from ..outputs import check_out_dir
     from ..reach import reachability
+    from ..runs import duration_lines, requests
     from ..spec import model_label
-    from ..timings import duration_estimate
 
     fail_on = gates(args)
     if fail_on is None:
@@ -358,8 +354,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"scan of {label}")
         est = estimate_scan(audit, battery, cache)
         print(estimate_text(est))
-        line = duration_estimate(model, est["totals"]["calls"], audit.max_tokens, local_precision())
-        if line:
+        for line in duration_lines(requests((audit, battery)), cache):
             print(line)
         print("reachability of the audit (before any call):")
         for text in reach.lines():

@@ -18,6 +18,7 @@ from ..spec import AuditSpec, model_label
 from .base import (
     Answer,
     CheckRow,
+    Request,
     RunResult,
     Verdict,
     check_row,
@@ -94,6 +95,16 @@ class AuditRun(RunResult):
                 found = recheck(r.spec, (r.base, *r.arms), self.cache_dir)
             self._checks[job] = found
         return self._checks[job]
+
+    @classmethod
+    def requests_of(cls, spec: Any) -> list[Request] | None:
+        """An audit spec's samples (not a suite's: :class:`~dbpa_core.runs.SuiteRun`):
+        every arm's k answers, as its runner asks them (sensitivity studies too)."""
+        if not isinstance(spec, AuditSpec) or spec.cases:
+            return None
+        from ..audit import arm_requests, build_arms
+
+        return [Request(arm.name, arm.model, r) for arm in build_arms(spec) for r in arm_requests(spec, arm)]
 
     # ---------------------------------------------------------------- RunResult
     def verdicts(self) -> tuple[Verdict, ...]:

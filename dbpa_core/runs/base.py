@@ -15,6 +15,11 @@ answers the same questions about it:
 * :meth:`~RunResult.models`, :meth:`~RunResult.settings`, :meth:`~RunResult.provenance`;
 * :meth:`~RunResult.payload`: what the run history stores to rebuild it.
 
+Before a run, each kind declares what it will ask: :meth:`RunResult.requests_of` turns a
+spec of that kind into its :class:`Request` list (prompt x model x sample, with the
+sampling parameters), and :func:`dbpa_core.runs.requests` asks each kind in turn. The
+Batch API job, the replay check and the duration estimate read only that list.
+
 Each kind is one module of :mod:`dbpa_core.runs` that subclasses :class:`RunResult` and
 registers itself with :func:`register`; :func:`dbpa_core.runs.as_run` finds the adapter of
 a result. No output asks which kind a run is: a kind that cannot give something says why
@@ -27,9 +32,12 @@ import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..fmt import fmt_p
+
+if TYPE_CHECKING:
+    from ..backends.base import SampleRequest
 
 
 class RunRefused(ValueError):
@@ -197,6 +205,25 @@ def gate_failures(run: RunResult, fail_on: frozenset[str] | set[str]) -> list[Ve
     return [v for v in run.verdicts() if v.fails(fail_on)]
 
 
+@dataclass(frozen=True)
+class Request:
+    """One sample a run will ask a model for: ``part`` is where it belongs (an audit's arm,
+    ``case c1: base`` in a suite, the battery's ``answers``, ``rti`` or ``curve``, a
+    simulation's ``model: scenario``), ``model`` the model's config, ``sample`` the last
+    turn, the sample's index, its seed and the sampling parameters; ``prompt`` the whole
+    prompt as written (every turn of a prompt sent in several), as a replay file records
+    it ('' for ``sample.prompt``)."""
+
+    part: str
+    model: Mapping[str, Any]
+    sample: SampleRequest
+    whole: str = ""
+
+    @property
+    def prompt(self) -> str:
+        return self.whole or self.sample.prompt
+
+
 @dataclass
 class RunResult:
     """The base of every kind's adapter (see the module docstring). ``title`` names the
@@ -211,6 +238,17 @@ class RunResult:
     label: ClassVar[str] = ""  # the kind in words ("suite of cases")
     command: ClassVar[str] = ""  # the dbpa command that runs it ("audit", "attack", ...)
     page: ClassVar[str] = ""  # the dashboard page it reopens on ('' for the History page)
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        _KINDS.append(cls)  # every kind is asked for the requests of a spec
+
+    # ---------------------------------------------------------------- what it asks
+    @classmethod
+    def requests_of(cls, spec: Any) -> list[Request] | None:
+        """Every sample a run of this kind on ``spec`` asks its models for (calls
+        nothing), or None when ``spec`` is not of this kind."""
+        return None
 
     # ---------------------------------------------------------------- what it says
     def headline(self) -> str:
@@ -281,6 +319,44 @@ class RunResult:
 
 
 # --------------------------------------------------------------------------- registry
+_KINDS: list[type[RunResult]] = []
+
+
+def requests(spec: Any) -> tuple[Request, ...]:
+    """Every sample a run of ``spec`` (an audit or suite spec, a battery spec, a
+    simulation spec, a fidelity file, a scan's specs) asks its models for, from the kind
+    that knows it (:meth:`RunResult.requests_of`); calls nothing. :class:`RunRefused`
+    when no kind knows ``spec``."""
+    for kind in _KINDS:
+        found = kind.requests_of(spec)
+        if found is not None:
+            return tuple(found)
+    raise RunRefused(f"{type(spec).__name__} is not a spec of a kind of run dbpa knows")
+
+
+def replay_need(reqs: Sequence[Request]) -> dict[str, int]:
+    """prompt -> how many recorded answers a replay file must hold for it (the highest
+    sample index asked, plus one: a same-prompt control takes the answers after the
+    base's), in the order first asked: what the replay check compares with the file."""
+    need: dict[str, int] = {}
+    for r in reqs:
+        need[r.prompt] = max(need.get(r.prompt, 0), r.sample.index + 1)
+    return need
+
+
+def calls_by_model(
+    reqs: Sequence[Request], cached: Callable[[Request], bool]
+) -> list[tuple[Mapping[str, Any], int]]:
+    """(model, calls not ``cached``) per model, in the order first asked: what the
+    duration estimate multiplies by a local model's measured seconds per answer."""
+    out: dict[str, tuple[Mapping[str, Any], int]] = {}
+    for r in reqs:
+        key = repr(sorted((str(k), repr(v)) for k, v in r.model.items()))
+        model, n = out.get(key, (r.model, 0))
+        out[key] = (model, n + (not cached(r)))
+    return list(out.values())
+
+
 Adapter = Callable[[str, Any], "RunResult | None"]
 _ADAPTERS: list[tuple[str, Adapter]] = []
 
@@ -468,9 +544,11 @@ __all__ = [
     "Answer",
     "CheckRow",
     "Gate",
+    "Request",
     "RunRefused",
     "RunResult",
     "Verdict",
+    "calls_by_model",
     "check_row",
     "check_verdict",
     "folder_name",
@@ -481,5 +559,7 @@ __all__ = [
     "p_text",
     "perturbation_verdict",
     "register",
+    "replay_need",
+    "requests",
     "tested_verdict",
 ]

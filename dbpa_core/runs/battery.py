@@ -11,7 +11,7 @@ from typing import Any
 from markupsafe import Markup
 
 from ..spec import model_label
-from .base import Answer, RunResult, Verdict, folder_name, num, register
+from .base import Answer, Request, RunResult, Verdict, folder_name, num, register
 
 
 @dataclass
@@ -26,6 +26,19 @@ class BatteryRun(RunResult):
     label = "robustness battery"
     command = "attack"
     page = "Robustness battery"
+
+    @classmethod
+    def requests_of(cls, spec: Any) -> list[Request] | None:
+        """A battery spec's samples: the answers (clean, attacked, re-instructed,
+        re-ordered), every round of RTI (an upper bound: an item stops at the ρ where its
+        answer changes) and the robustness curve's samples."""
+        from ..attacks.spec import BatterySpec
+
+        if not isinstance(spec, BatterySpec):
+            return None
+        from ..attacks.battery import battery_requests
+
+        return [Request(r.part, spec.model, r.request, r.prompt) for r in battery_requests(spec)]
 
     def verdicts(self) -> tuple[Verdict, ...]:
         from ..attacks.battery import ALL

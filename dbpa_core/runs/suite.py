@@ -18,10 +18,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..render import section
-from ..spec import model_label
+from ..spec import AuditSpec, model_label
+from .audit import AuditRun
 from .base import (
     Answer,
     CheckRow,
+    Request,
     RunResult,
     Verdict,
     check_row,
@@ -92,6 +94,20 @@ class SuiteRun(RunResult):
     label = "suite of cases"
     command = "audit"
     page = "Suite"
+
+    @classmethod
+    def requests_of(cls, spec: Any) -> list[Request] | None:
+        """A suite spec's samples: every case's arms, each as that case's plain audit asks
+        them (``part``: ``case ID: ARM``)."""
+        if not isinstance(spec, AuditSpec) or not spec.cases:
+            return None
+        from ..suite import case_spec
+
+        out: list[Request] = []
+        for case in spec.cases:
+            plain = AuditRun.requests_of(case_spec(spec, case)) or []
+            out += [Request(f"case {case.id}: {r.part}", r.model, r.sample, r.whole) for r in plain]
+        return out
 
     # ---------------------------------------------------------------- reading the summary
     @property
