@@ -357,3 +357,25 @@ def test_a_spec_no_kind_knows_is_refused_in_one_line():
     with pytest.raises(RunRefused) as why:
         requests({"not": "a spec"})
     assert _one_line(str(why.value))
+
+
+# --------------------------------------------------------------------------- history compare
+@pytest.mark.parametrize("kind", KINDS)
+def test_history_compare_goes_through_the_run_or_says_why(made, kind, capsys):
+    """``history compare`` asks the run (no output tests a kind's name): a run compared
+    with itself changes no verdict, or the kind refuses in one line."""
+    run_id = made["ids"][kind][0]
+    run = made["history"].load_run(run_id)
+    try:
+        cmp = run.compare(made["history"].load_run(run_id))
+    except RunRefused as why:
+        assert _one_line(str(why))
+        assert main(["--home", str(made["home"]), "history", "compare", str(run_id), str(run_id)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert _one_line(err) and str(why) in err
+        return
+    assert cmp.lines and cmp.changed == () and not cmp.settings_changed
+    rc = main(
+        ["--home", str(made["home"]), "history", "compare", str(run_id), str(run_id), "--fail-on-change"]
+    )
+    assert rc == 0 and "\n".join(cmp.lines) in capsys.readouterr().out

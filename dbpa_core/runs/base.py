@@ -224,6 +224,22 @@ class Request:
         return self.whole or self.sample.prompt
 
 
+@dataclass(frozen=True)
+class Comparison:
+    """Two runs of one kind side by side (:meth:`RunResult.compare`): ``lines`` say it in
+    words and tables; ``changed`` names each changed verdict with how it changed
+    ('comedian (now significant)'), ``what`` says what such a change is ('verdict(s)
+    changed'); ``settings_changed`` the settings that differ (A, B); ``notes`` further
+    differences in words (e.g. the model builds that answered); ``data`` all of it as JSON."""
+
+    lines: tuple[str, ...]
+    changed: tuple[str, ...]
+    what: str
+    data: Mapping[str, Any]
+    settings_changed: Mapping[str, tuple[Any, Any]] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+
 @dataclass
 class RunResult:
     """The base of every kind's adapter (see the module docstring). ``title`` names the
@@ -312,6 +328,16 @@ class RunResult:
         run is stored as one result (every kind but an audit)."""
         return None
 
+    def compare(self, other: RunResult, *, max_asr: float | None = None) -> Comparison:
+        """This run (A) against ``other`` (B, a run of the same kind): which verdicts
+        changed and which settings differ. ``max_asr``: the attack success rate above which
+        a battery's attack fails (a battery has no verdict of its own without it).
+        :class:`RunRefused` for a kind that cannot be compared."""
+        raise RunRefused(
+            self.refusals.get("compare")
+            or f"{_a(self.label or self.kind)} cannot be compared with another run (it reopens on its page)"
+        )
+
     @property
     def used(self) -> int:
         """Fresh calls and embeddings this run made (0: everything came from the cache)."""
@@ -377,6 +403,10 @@ def adapters() -> tuple[tuple[str, Adapter], ...]:
 
 
 # --------------------------------------------------------------------------- shared wording
+def _a(name: str) -> str:
+    return ("an " if name[:1] in "aeiou" else "a ") + name
+
+
 def folder_name(name: str) -> str:
     """A part's name as one folder name (a run of several parts writes one folder each)."""
     import re
@@ -543,6 +573,7 @@ __all__ = [
     "FAIL_KINDS",
     "Answer",
     "CheckRow",
+    "Comparison",
     "Gate",
     "Request",
     "RunRefused",

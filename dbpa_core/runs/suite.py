@@ -17,13 +17,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..compare import SuiteComparison, compare_suites
+from ..fmt import fmt_p, table
 from ..render import section
 from ..spec import AuditSpec, model_label
 from .audit import AuditRun
 from .base import (
     Answer,
     CheckRow,
+    Comparison,
     Request,
+    RunRefused,
     RunResult,
     Verdict,
     check_row,
@@ -82,6 +86,42 @@ def pooled_check_text(d: Mapping[str, Any]) -> str:
     )
 
 
+def comparison_lines(cmp: SuiteComparison) -> list[str]:
+    """Two suites side by side in words: the pooled verdicts, then the cases that flipped."""
+    rows = [
+        (
+            r.perturbation,
+            r.role or "-",
+            *(
+                fmt_p(d.get("p_adjusted", float("nan"))) + str(d.get("stars") or "") if d else "-"
+                for d in (r.a, r.b)
+            ),
+            *(f"{d.get('mean_effect_above_chance', float('nan')):+.3f}" if d else "-" for d in (r.a, r.b)),
+            r.status.upper() if r.verdict_changed else r.status,
+        )
+        for r in cmp.pooled
+    ]
+    both = sum(1 for r in cmp.tests if r.a is not None and r.b is not None)
+    out = [
+        "pooled over the cases (Fisher's combined test, corrected across perturbations):",
+        table(
+            rows,
+            ("perturbation", "role", "p_adj A", "p_adj B", "above chance A", "above chance B", "verdict"),
+        ),
+        "",
+        f"{len(cmp.changed)} of {sum(1 for r in cmp.pooled if r.a and r.b)} pooled "
+        f"verdicts changed; {len(cmp.flipped)} of {both} case x perturbation tests "
+        "changed verdict" + (":" if cmp.flipped else "."),
+    ]
+    out += [f"  {r.case} x {r.perturbation}: {r.status}" for r in cmp.flipped[:50]]
+    if len(cmp.flipped) > 50:
+        out.append(f"  ... and {len(cmp.flipped) - 50} more (--json lists them all)")
+    only = [r for r in cmp.tests if r.a is None or r.b is None]
+    if only:
+        out.append(f"{len(only)} case x perturbation test(s) are in one run only (--json lists them).")
+    return out
+
+
 @dataclass
 class SuiteRun(RunResult):
     """``summary``: the suite's ``to_dict()``; ``stored_answers``: its answers as JSON lines'
@@ -137,6 +177,20 @@ class SuiteRun(RunResult):
 
     def _case_family(self) -> str:
         return f"{self.correction} over the suite's {len(self.tests)} tests"
+
+    def compare(self, other: RunResult, *, max_asr: float | None = None) -> Comparison:
+        """The pooled verdict of each perturbation in both suites (a change counts), and
+        the case x perturbation tests that flipped (listed, not counted)."""
+        if not isinstance(other, SuiteRun):
+            raise RunRefused(f"a {self.label} is compared with another {self.label} only")
+        cmp = compare_suites(self.summary, other.summary)
+        return Comparison(
+            tuple(comparison_lines(cmp)),
+            tuple(f"{r.perturbation} ({r.status})" for r in cmp.changed),
+            "pooled verdict(s) changed",
+            cmp.to_dict(),
+            cmp.settings_changed,
+        )
 
     # ---------------------------------------------------------------- RunResult
     def verdicts(self) -> tuple[Verdict, ...]:
