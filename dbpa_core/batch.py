@@ -51,11 +51,11 @@ from .sampling import (
     Progress,
     RunCancelled,
     Sampler,
-    _cached_record,
-    _sample_value,
     backend_identity,
+    cached_record,
     model_key,
     sample_key,
+    sample_value,
 )
 
 if TYPE_CHECKING:
@@ -192,7 +192,7 @@ def fill_cache(
     errors: list[str] = []
     for model, reqs in by_model.values():
         found = cache.get_many(list(reqs))
-        todo = {k: r for k, r in reqs.items() if _cached_record(found.get(k)) is None}
+        todo = {k: r for k, r in reqs.items() if cached_record(found.get(k)) is None}
         if not todo:
             continue
         outcome.requests += len(todo)
@@ -293,7 +293,7 @@ async def _one_job(
         progress(Progress("batch", len(todo), len(todo), f"{batch.id}: {batch.status}"))
         path.unlink(missing_ok=True)  # a finished job: a rerun sends what is still missing
         found = cache.get_many(list(todo))
-        unanswered = [k for k in todo if _cached_record(found.get(k)) is None]
+        unanswered = [k for k in todo if cached_record(found.get(k)) is None]
         if batch.status != "completed":
             why = "; ".join(
                 clean_text(getattr(e, "message", e), 120)
@@ -334,7 +334,7 @@ async def _find_or_create(
         except ModelNotFoundError:  # the server no longer knows it (nothing was paid)
             pass
     found = cache.get_many(list(todo))
-    done = [k for k in todo if _cached_record(found.get(k)) is not None]
+    done = [k for k in todo if cached_record(found.get(k)) is not None]
     for key in done:  # answered meanwhile, by the job of a run that held the claim before
         del todo[key]
     outcome.requests -= len(done)
@@ -422,7 +422,7 @@ def _answer(line: dict[str, Any]) -> dict[str, Any]:
         system_fingerprint=answer_fingerprint(body),
     )
     try:
-        return _sample_value(sample, None)
+        return sample_value(sample, None)
     except BackendError as exc:
         raise MalformedAnswer(str(exc)) from None
 
@@ -432,7 +432,7 @@ def run_batch_cli(spec: AuditSpec, args: argparse.Namespace, cache: Cache, bars:
     None to go on with the audit, else the exit code (after one line on stderr)."""
     import sys
 
-    from .audit import estimate
+    from .runs import estimate
 
     if not cache.enabled:
         return jobs_cli([], cache, bars)

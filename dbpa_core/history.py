@@ -51,7 +51,8 @@ from .compare import pair_audits
 from .home import HomeError, dbpa_home, ensure_home
 from .resources import MissingExtraError
 from .sequential import SequentialRecord
-from .spec import AuditSpec, Perturbation, _shown, model_label
+from .spec import AuditSpec, Perturbation, model_label
+from .spec_doc import shown_config
 from .types import DBPAResult, ROCResult, jsonable
 
 if TYPE_CHECKING:
@@ -441,7 +442,7 @@ class History:
                     role=a.arm.role,
                     prompt=a.arm.prompt,
                     system_prompt=a.arm.system_prompt,
-                    model=json.dumps(jsonable(_shown(a.arm.model)), ensure_ascii=False),
+                    model=json.dumps(jsonable(shown_config(a.arm.model)), ensure_ascii=False),
                     responses=json.dumps(list(a.texts), ensure_ascii=False),
                     embeddings=_npy(a.embeddings),
                     new_samples=int(a.new_samples),
@@ -1198,7 +1199,7 @@ def _arm(row: Any, what: str, unreadable: list[str]) -> ArmResponses:
         row["name"],
         row["prompt"],
         row["system_prompt"],
-        _shown(model if isinstance(model, dict) else {}),  # older rows: no password shown
+        shown_config(model if isinstance(model, dict) else {}),  # older rows: no password shown
         row["role"],
     )
     texts = _json_or(row["responses"], [], f"{what}: its responses", unreadable)

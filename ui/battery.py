@@ -445,7 +445,8 @@ def replay_shortfall(spec) -> str | None:
     from dbpa_core.runs import replay_need, requests
     from dbpa_core.spec import model_label
 
-    from .runner import _md, replay_lacking
+    from .runner import replay_lacking
+    from .widgets import md_escape
 
     m = spec.model
     if m.get("backend") != "replay":
@@ -457,9 +458,9 @@ def replay_shortfall(spec) -> str | None:
     first = " ".join(lacking[0].split())
     first = first if len(first) <= 80 else first[:77] + "..."
     return (
-        f"The replay file of **{_md(model_label(m))}** holds no recorded answer for "
+        f"The replay file of **{md_escape(model_label(m))}** holds no recorded answer for "
         f"{len(lacking)} of the {len(need)} prompts this battery may send "
-        f'(e.g. "{_md(first)}"). A replay model answers only the prompts recorded in its '
+        f'(e.g. "{md_escape(first)}"). A replay model answers only the prompts recorded in its '
         "file: choose another model, or record these prompts "
         "(assets/make_demo_replay.py shows how)."
     )

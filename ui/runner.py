@@ -15,13 +15,14 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dbpa_core.audit import AuditResult, estimate, run_audit
+from dbpa_core.audit import AuditResult, run_audit
 from dbpa_core.backends import (
     AuthError,
     BackendError,
     ServerUnavailableError,
 )
 from dbpa_core.cache import CacheError
+from dbpa_core.runs import estimate as runs_estimate
 from dbpa_core.sampling import Progress, RunCancelled, stop_when
 from dbpa_core.spec import AuditSpec, SpecError, model_label, parse_spec, spec_notes, spec_warnings
 
@@ -126,7 +127,7 @@ def show_estimate(specs: Sequence[AuditSpec]) -> None:
     cost = 0.0
     best: int | None = None
     for spec in specs:
-        t = estimate(spec, cache=state.cache())["totals"]
+        t = runs_estimate(spec, cache=state.cache())["totals"]  # an audit or a suite
         calls += t["calls"]
         cached += t["cached"]
         tokens += t["input_tokens"] + t["output_tokens"]

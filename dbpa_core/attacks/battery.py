@@ -51,7 +51,7 @@ from ..render import section as render_section
 from ..sampling import Job, Progress, Sampler, is_cached, requests_for
 from ..similarity import TEXT_SIMILARITIES, text_similarity_matrix
 from ..spec import model_label
-from ..types import DBPAResult, _jsonable
+from ..types import DBPAResult, jsonable
 from .answers import ParsedAnswer, parse_answer
 from .consistency import option_orders, reorder
 from .items import LETTERS, Item, render_asked, split_turns
@@ -580,7 +580,7 @@ class BatteryResult:
         for p in self.patterns:
             pats[p.feature].append(p.to_dict())
         return _no_nan(
-            _jsonable(
+            jsonable(
                 {
                     "spec": self.spec.to_dict(),
                     "model": model_label(self.spec.model),
@@ -652,7 +652,7 @@ class BatteryResult:
     def attacked_jsonl(self) -> str:
         """Every prompt asked (attacked texts with their changes), answer and reading."""
         return "".join(
-            json.dumps(_no_nan(_jsonable(r.to_dict())), ensure_ascii=False) + "\n" for r in self.records
+            json.dumps(_no_nan(jsonable(r.to_dict())), ensure_ascii=False) + "\n" for r in self.records
         )
 
     def files(self, *, report: str | None = None) -> dict[str, str]:

@@ -17,10 +17,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..audit import estimate
     from ..batch import batch_cost
     from ..reach import reachability
-    from ..runs import duration_lines, requests
+    from ..runs import duration_lines, estimate, requests
     from ..spec import load_spec
 
     spec = load_spec(args.spec, allow_key_env=args.allow_key_env)

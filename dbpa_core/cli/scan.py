@@ -101,7 +101,8 @@ def read_model(given: str, *, allow_key_env: Iterable[str] | None = ()) -> dict[
     parser: unknown keys, a missing replay file or model folder, a key variable that is
     not allowed each raise :class:`~dbpa_core.spec.SpecError` with the line)."""
     from .._validate import file_problem
-    from ..spec import SpecError, _model, read_document, read_spec_file
+    from ..spec_doc import SpecError, read_document, read_spec_file
+    from ..spec_models import model_entry
 
     if given.lstrip().startswith("{"):  # the entry itself, as YAML or JSON
         text, source, base_dir = given, "MODEL_SPEC", Path(".")
@@ -126,7 +127,7 @@ def read_model(given: str, *, allow_key_env: Iterable[str] | None = ()) -> dict[
         raise doc.err(path, f"a model entry is a mapping such as {EXAMPLE}, got {raw!r}"[:300])
     if not path:  # name the keys as a spec does (model.name), at their lines
         doc.lines = {("model", *k): v for k, v in doc.lines.items()}
-    return _model(doc, raw, ("model",), base_dir, allow_key_env)
+    return model_entry(doc, raw, ("model",), base_dir, allow_key_env)
 
 
 # --------------------------------------------------------------------------- the specs

@@ -110,6 +110,15 @@ class AuditRun(RunResult):
 
         return [Request(arm.name, arm.model, r) for arm in build_arms(spec) for r in arm_requests(spec, arm)]
 
+    @classmethod
+    def estimate_of(cls, spec: Any, cache: Any = None) -> dict[str, Any] | None:
+        """:func:`dbpa_core.audit.estimate` of an audit spec (not a suite's)."""
+        if not isinstance(spec, AuditSpec) or spec.cases:
+            return None
+        from ..audit import estimate
+
+        return estimate(spec, cache=cache)
+
     # ---------------------------------------------------------------- RunResult
     def verdicts(self) -> tuple[Verdict, ...]:
         out: list[Verdict] = []

@@ -266,6 +266,13 @@ class RunResult:
         nothing), or None when ``spec`` is not of this kind."""
         return None
 
+    @classmethod
+    def estimate_of(cls, spec: Any, cache: Any = None) -> dict[str, Any] | None:
+        """The calls, tokens and cost of a run of this kind on ``spec`` (the answers in
+        ``cache`` subtracted; calls nothing), or None when ``spec`` is not of this kind
+        or the kind has no such estimate."""
+        return None
+
     # ---------------------------------------------------------------- what it says
     def headline(self) -> str:
         """One line: what came out."""
@@ -358,6 +365,17 @@ def requests(spec: Any) -> tuple[Request, ...]:
         if found is not None:
             return tuple(found)
     raise RunRefused(f"{type(spec).__name__} is not a spec of a kind of run dbpa knows")
+
+
+def estimate(spec: Any, cache: Any = None) -> dict[str, Any]:
+    """The calls, tokens and cost of an audit or a suite spec (:meth:`RunResult.estimate_of`
+    of its kind: ``{"arms": [...], "totals": {...}, "unknown_prices": [...]}``); calls
+    nothing. :class:`RunRefused` when no kind estimates ``spec`` this way."""
+    for kind in _KINDS:
+        found = kind.estimate_of(spec, cache)
+        if found is not None:
+            return found
+    raise RunRefused(f"{type(spec).__name__} is not a spec dbpa estimates this way")
 
 
 def replay_need(reqs: Sequence[Request]) -> dict[str, int]:
@@ -582,6 +600,7 @@ __all__ = [
     "calls_by_model",
     "check_row",
     "check_verdict",
+    "estimate",
     "folder_name",
     "gate_failures",
     "gate_of",

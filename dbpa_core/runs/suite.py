@@ -149,6 +149,15 @@ class SuiteRun(RunResult):
             out += [Request(f"case {case.id}: {r.part}", r.model, r.sample, r.whole) for r in plain]
         return out
 
+    @classmethod
+    def estimate_of(cls, spec: Any, cache: Any = None) -> dict[str, Any] | None:
+        """:func:`dbpa_core.suite.estimate_suite` of a suite spec: every case's arms."""
+        if not isinstance(spec, AuditSpec) or not spec.cases:
+            return None
+        from ..suite import estimate_suite
+
+        return estimate_suite(spec, cache=cache)
+
     # ---------------------------------------------------------------- reading the summary
     @property
     def spec(self) -> Mapping[str, Any]:
