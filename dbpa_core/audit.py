@@ -50,23 +50,6 @@ from .types import DBPAResult, ROCResult, jsonable
 AuditCancelled = RunCancelled  # the name audits raised before sampling.py existed
 
 
-# the settings of an audit the history keeps with a run, and that comparing two runs names
-# when they differ
-COMPARED_SETTINGS = (
-    "samples",
-    "permutations",
-    "measure",
-    "correction",
-    "alpha",
-    "seed",
-    "temperature",
-    "top_p",
-    "max_tokens",
-    "embedder",
-    "sequential",
-)
-
-
 @dataclass(frozen=True)
 class Arm:
     """One group of k responses: a prompt on one model."""

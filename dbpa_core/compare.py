@@ -39,6 +39,12 @@ def _status(a: bool | None, b: bool | None, *, yes: str, no: str) -> str:
     return yes if b else no
 
 
+def significance_status(a: bool | None, b: bool | None) -> str:
+    """A test in two runs: ``same verdict``, ``only in A``/``B``, ``now significant`` or
+    ``no longer significant``."""
+    return _status(a, b, yes="now significant", no="no longer significant")
+
+
 @dataclass(frozen=True)
 class ComparedTest:
     """One perturbation (or model) in two runs; ``None`` where a run lacks it."""
@@ -51,13 +57,7 @@ class ComparedTest:
 
     @property
     def status(self) -> str:
-        if self.a is None:
-            return "only in B"
-        if self.b is None:
-            return "only in A"
-        if self.a.significant == self.b.significant:
-            return "same verdict"
-        return "now significant" if self.b.significant else "no longer significant"
+        return significance_status(*(None if x is None else bool(x.significant) for x in (self.a, self.b)))
 
     @property
     def verdict_changed(self) -> bool:
@@ -129,11 +129,8 @@ class SuiteRow:
 
     @property
     def status(self) -> str:
-        return _status(
-            None if self.a is None else bool(self.a.get("significant")),
-            None if self.b is None else bool(self.b.get("significant")),
-            yes="now significant",
-            no="no longer significant",
+        return significance_status(
+            *(None if x is None else bool(x.get("significant")) for x in (self.a, self.b))
         )
 
     @property
@@ -191,7 +188,9 @@ class SuiteComparison:
         }
 
 
-SUITE_SETTINGS = (
+# the settings of an audit the history keeps with a run, and that comparing two runs names
+# when they differ
+COMPARED_SETTINGS = (
     "samples",
     "permutations",
     "measure",
@@ -199,8 +198,14 @@ SUITE_SETTINGS = (
     "alpha",
     "seed",
     "temperature",
+    "top_p",
     "max_tokens",
+    "embedder",
+    "sequential",
 )
+
+# the settings of a suite that comparing two suites names when they differ
+SUITE_SETTINGS = tuple(k for k in COMPARED_SETTINGS if k not in ("top_p", "embedder", "sequential"))
 
 
 def _pair(
@@ -346,6 +351,7 @@ def compare_batteries(a: Any, b: Any, *, max_asr: float | None = None) -> Batter
 
 
 __all__ = [
+    "COMPARED_SETTINGS",
     "AttackDiff",
     "BatteryComparison",
     "ComparedTest",
@@ -354,4 +360,5 @@ __all__ = [
     "compare_batteries",
     "compare_suites",
     "pair_audits",
+    "significance_status",
 ]

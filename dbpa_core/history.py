@@ -45,9 +45,9 @@ import numpy as np
 import sqlalchemy as sa
 
 from . import __version__, db
-from .audit import COMPARED_SETTINGS, Arm, ArmResponses, AuditResult, PerturbationResult
+from .audit import Arm, ArmResponses, AuditResult, PerturbationResult
+from .compare import COMPARED_SETTINGS, pair_audits
 from .compare import ComparedTest as ComparedTest  # two runs' verdicts of one perturbation
-from .compare import pair_audits
 from .home import HomeError, dbpa_home, ensure_home
 from .resources import MissingExtraError
 from .sequential import SequentialRecord

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import provenance
-from ..audit import COMPARED_SETTINGS, AuditResult
+from ..audit import AuditResult
 from ..checks import CheckResult, audit_checks
-from ..compare import pair_audits
+from ..compare import COMPARED_SETTINGS, pair_audits
 from ..fmt import fmt_p, short, table
 from ..render import section
 from ..spec import AuditSpec, model_label

@@ -201,6 +201,21 @@ class SuiteRun(RunResult):
             cmp.settings_changed,
         )
 
+    def _tested(self, d: Mapping[str, Any], **differs: Any) -> Verdict:
+        """:func:`perturbation_verdict` of one stored test (a pooled row or a case's):
+        what both kinds of row hold, and what ``differs`` between them."""
+        return perturbation_verdict(
+            name=str(d.get("perturbation")),
+            role=d.get("role"),
+            model=", ".join(self.models()),
+            p_value=_f(d.get("p_value")),
+            p_adjusted=_f(d.get("p_adjusted")),
+            significant=bool(d.get("significant")),
+            stars=str(d.get("stars") or ""),
+            alpha=self.alpha,
+            **differs,
+        )
+
     # ---------------------------------------------------------------- RunResult
     def verdicts(self) -> tuple[Verdict, ...]:
         out: list[Verdict] = []
@@ -215,20 +230,13 @@ class SuiteRun(RunResult):
         for d in self.pooled:
             mean, lo, hi = (_f(d.get(k)) for k in ("mean_effect_above_chance", "ci_low", "ci_high"))
             ci = f", mean above chance {mean:+.3f} [{lo:+.3f}, {hi:+.3f}] over {d.get('cases')} cases"
-            v = perturbation_verdict(
+            v = self._tested(
+                d,
                 part=POOLED,
-                name=str(d.get("perturbation")),
-                role=d.get("role"),
-                model=", ".join(self.models()),
                 effect_size=_f(d.get("mean_omega")),
                 chance=_f(d.get("mean_omega")) - _f(d.get("mean_effect_above_chance")),
                 above=_f(d.get("mean_effect_above_chance")),
-                p_value=_f(d.get("p_value")),
-                p_adjusted=_f(d.get("p_adjusted")),
-                significant=bool(d.get("significant")),
-                stars=str(d.get("stars") or ""),
                 family=fam_pooled,
-                alpha=self.alpha,
                 kind="pooled",
                 extra=ci + f", {d.get('discoveries')} of {d.get('cases')} cases discovered",
                 untestable=why if d.get("perturbation") in cannot_fail else "",
@@ -236,20 +244,13 @@ class SuiteRun(RunResult):
             out.append(v)
         fam = self._case_family()
         for t in self.tests:
-            v = perturbation_verdict(
+            v = self._tested(
+                t,
                 part=f"case {t.get('case')}",
-                name=str(t.get("perturbation")),
-                role=t.get("role"),
-                model=", ".join(self.models()),
                 effect_size=_f(t.get("omega")),
                 chance=_f(t.get("chance")),
                 above=_f(t.get("effect_above_chance")),
-                p_value=_f(t.get("p_value")),
-                p_adjusted=_f(t.get("p_adjusted")),
-                significant=bool(t.get("significant")),
-                stars=str(t.get("stars") or ""),
                 family=fam,
-                alpha=self.alpha,
                 kind="case",
             )
             if t.get("stop_reason"):  # sequential sampling: how many answers, why it stopped

@@ -17,21 +17,12 @@ from ..fake_openai import FakeOpenAI
 def untestable(tmp_path_factory):
     """An audit at k = 3 with two controls: 2 / C(6, 3) = 0.1 > α, so neither can fail."""
     from dbpa_core.audit import run_audit
-    from dbpa_core.spec import parse_spec
+
+    from ..test_reach import two_untestable_controls
 
     tmp = tmp_path_factory.mktemp("untestable")
     with FakeOpenAI(models=("fake-model", "fake-embed")) as srv:
-        spec = parse_spec(
-            f"""model: {{backend: openai, name: fake-model, base_url: "{srv.base_url}", max_retries: 0}}
-embedder: {{backend: openai, name: fake-embed, base_url: "{srv.base_url}"}}
-samples: 3
-base: Advice on cholesterol?
-perturbations:
-  - {{name: a, prefix: "Note.", role: control}}
-  - {{name: b, prefix: "Hello.", role: control}}
-"""
-        )
-        return run_audit(spec, cache=Cache(tmp / "c"))
+        return run_audit(two_untestable_controls(srv.base_url), cache=Cache(tmp / "c"))
 
 
 def test_the_dashboard_reads_the_gate_every_output_reads(untestable):
