@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from dbpa_core.audit import estimate, run_audit
+from dbpa_core import runs
+from dbpa_core.audit import run_audit
 from dbpa_core.cache import Cache
 from dbpa_core.cli import main
 from dbpa_core.multitest import multiple_testing
@@ -345,7 +346,7 @@ cases: [{name: a}, {name: b}, {name: c}]
 base: {prompt: "hi {name}"}
 perturbations: [{name: p, suffix: "!"}, {name: q, set: {name: z}}]
 """)
-    est = estimate(spec, cache=Cache(tmp_path / "c"))
+    est = runs.estimate(spec, cache=Cache(tmp_path / "c"))
     assert est["cases"] == 3 and est["tests"] == 6
     assert est["totals"]["calls"] == 3 * 3 * 5
     assert {r["arm"]: r["calls"] for r in est["arms"]} == {"base": 15, "p": 15, "q": 15}
