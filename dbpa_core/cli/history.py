@@ -100,7 +100,9 @@ def list_runs(history: History, args: argparse.Namespace) -> str:
     rows = []
     for r in runs:
         k = kinds[r.id]
-        gate = {"fail": "FAIL", "pass": "pass", "": "-"}[r.control_gate]
+        from ..history import GATE_WORDS
+
+        gate = GATE_WORDS[r.control_gate] or "-"
         rows.append(
             (
                 str(r.id),
