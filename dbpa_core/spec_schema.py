@@ -157,7 +157,8 @@ class Connection(Section):
         description=(
             "The name of the environment variable that holds the API key (never the key itself), "
             "e.g. OPENAI_API_KEY. Other names than an LLM provider's key variables (or DBPA_*) "
-            "must be allowed by you: --allow-key-env NAME or allow_key_env in your settings file."
+            "must be allowed by you: --allow-key-env NAME, allow_key_env in your settings file or "
+            "$DBPA_ALLOW_KEY_ENV."
         ),
     )
     concurrency: int = number_field(int, None, "Requests sent at the same time (default 8).", ge=1, le=256)
