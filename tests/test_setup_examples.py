@@ -336,8 +336,14 @@ def test_the_citation_file_and_project_urls():
     cff = yaml.safe_load((REPO / "CITATION.cff").read_text())
     assert cff["cff-version"] == "1.2.0" and cff["version"] == __version__
     assert cff["license"] == "MIT" and cff["authors"] and cff["title"]
+    # no invented address: none is known that reaches the maintainers, so the package names
+    # none and the manual says where to report a problem instead
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    assert project["urls"]["Homepage"].startswith("https://")
+    assert "urls" not in project
+    assert "repository-code" not in cff and "url" not in cff
+    help_section = (REPO / "docs" / "getting-started.md").read_text().split("## Getting help", 1)[1]
+    assert "Report it where you obtained dbpa" in help_section
+    assert "where you obtained dbpa" in cff["message"]
     assert "CITATION.cff" in (REPO / "README.md").read_text()
 
 
