@@ -19,7 +19,8 @@ personas x models); the battery's recording covers its default, RTI for every wo
 operation and its robustness curve (a curve prompt that is also answered once keeps that
 greedy answer first, which a replayed curve reads as its first sample). ``dbpa scan``'s
 audit and battery (``dbpa_core/cli/scan.py``) are recorded too, so that a scan of the recorded
-model runs offline (``tests/test_scan.py``).
+model runs offline (``tests/test_scan.py``), and so is the survey simulation of
+``examples/fidelity_simulate.yaml`` (``fidelity``, replayed by ``examples/replay_fidelity.yaml``).
 """
 
 from __future__ import annotations
@@ -172,6 +173,31 @@ def record_battery(cache, counts: dict, force: bool) -> list[dict]:
     ]
 
 
+def record_fidelity(cache, counts: dict, force: bool) -> list[dict]:
+    """The embedded model's answers to examples/fidelity_simulate.yaml (the sample's survey
+    questions, k answers each), so that examples/replay_fidelity.yaml replays that simulation
+    offline (the manual's fidelity guide shows its output). ``counts``: responses already
+    recorded by (prompt, model)."""
+    from dbpa_core.fidelity.simulate import load_simulation_spec, plan_jobs
+    from dbpa_core.sampling import Sampler
+
+    spec = load_simulation_spec(ROOT / "examples" / "fidelity_simulate.yaml")
+    jobs = [j for _, _, j in plan_jobs(spec.data, spec.models, **spec.settings())]
+    jobs = [j for j in jobs if force or counts.get((j.request.prompt, SMOLLM2_NAME), 0) < spec.samples]
+    if not jobs:
+        print("fidelity: already recorded")
+        return []
+    print(f"fidelity: recording {len(jobs)} answers", flush=True)
+    sampler = Sampler(
+        cache, progress=lambda p: print(f"  {p.stage} {p.done}/{p.total} {p.detail}", flush=True)
+    )
+    recs = sampler.sample(jobs)
+    return [
+        {"prompt": j.request.prompt, "response": r.text, "model": SMOLLM2_NAME}
+        for j, r in zip(jobs, recs, strict=True)
+    ]
+
+
 def record_suite(cache, counts: dict, force: bool) -> list[dict]:
     """The Suite page's example (examples/suite_clinic.yaml, its own k and max_tokens) on
     the embedded model: every case's base and perturbed prompts, k answers each; then the
@@ -272,12 +298,12 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
         "--only",
-        default="personas,personas_hot,control,models,scan,battery,suite",
+        default="personas,personas_hot,control,models,scan,battery,suite,fidelity",
         help="comma-separated examples to record (personas, personas_hot: the "
         "personas on the T=1.2 variant, control, models, scan: dbpa scan's audit, "
         "battery: the Robustness battery page's default, every RTI operation and "
         "its curve, and dbpa scan's battery; suite: the Suite page's example "
-        "and its recorded result); "
+        "and its recorded result; fidelity: examples/fidelity_simulate.yaml's survey answers); "
         "landing: only re-embed the landing example",
     )
     ap.add_argument("--force", action="store_true", help="re-record responses already there")
@@ -308,8 +334,9 @@ def main(argv=None) -> int:
     for name in names:
         if name == "landing":
             continue
-        if name in ("battery", "suite"):
-            got = (record_battery if name == "battery" else record_suite)(cache, count, args.force)
+        if name in ("battery", "suite", "fidelity"):
+            recorder = {"battery": record_battery, "suite": record_suite, "fidelity": record_fidelity}[name]
+            got = recorder(cache, count, args.force)
             have.update((r["prompt"], r["model"]) for r in got)
             new += got
             continue

@@ -292,40 +292,6 @@ def test_the_readme_shows_the_first_example_as_it_is():
     assert block.splitlines() == body
 
 
-def _documented_table(path: Path, command: str) -> str:
-    """The output block that follows ``command``'s code block in ``path``."""
-    text = path.read_text()
-    after = text.split(command, 1)[1]
-    block = after.split("```\n\n```\n", 1)[1]
-    return block.split("```", 1)[0]
-
-
-@pytest.mark.slow  # embeds the 180 recorded answers with the embedded MiniLM
-def test_the_documented_table_is_what_its_command_prints(tmp_path, monkeypatch, capsys):
-    """README and Getting started show the table `dbpa audit examples/replay_personas.yaml`
-    prints today (recorded answers: the same on every machine)."""
-    monkeypatch.chdir(REPO)
-    code = main(
-        [
-            "audit",
-            "examples/replay_personas.yaml",
-            "--out",
-            str(tmp_path / "out"),
-            "--cache-dir",
-            str(tmp_path / "c"),
-            "--quiet",
-            "--no-history",
-        ]
-    )
-    assert code == 0
-    printed = capsys.readouterr().out.split("\n\n", 1)[0].rstrip("\n") + "\n"
-    for doc, command in (
-        (REPO / "README.md", "dbpa audit examples/replay_personas.yaml --out out/personas"),
-        (REPO / "docs" / "getting-started.md", "dbpa audit examples/replay_personas.yaml --out out/personas"),
-    ):
-        assert _documented_table(doc, command) == printed, doc.name
-
-
 def test_the_citation_file_and_project_urls():
     import tomllib
 
