@@ -20,7 +20,7 @@ operation and its robustness curve (a curve prompt that is also answered once ke
 greedy answer first, which a replayed curve reads as its first sample). ``dbpa scan``'s
 audit and battery (``dbpa_core/cli/scan.py``) are recorded too, so that a scan of the recorded
 model runs offline (``tests/test_scan.py``), and so is the survey simulation of
-``examples/fidelity_simulate.yaml`` (``fidelity``, replayed by ``examples/replay_fidelity.yaml``).
+``examples/fidelity_simulate.yaml`` (``fidelity``, replayed by ``examples/fidelity_replay.yaml``).
 """
 
 from __future__ import annotations
@@ -175,7 +175,7 @@ def record_battery(cache, counts: dict, force: bool) -> list[dict]:
 
 def record_fidelity(cache, counts: dict, force: bool) -> list[dict]:
     """The embedded model's answers to examples/fidelity_simulate.yaml (the sample's survey
-    questions, k answers each), so that examples/replay_fidelity.yaml replays that simulation
+    questions, k answers each), so that examples/fidelity_replay.yaml replays that simulation
     offline (the manual's fidelity guide shows its output). ``counts``: responses already
     recorded by (prompt, model)."""
     from dbpa_core.fidelity.simulate import load_simulation_spec, plan_jobs

@@ -48,8 +48,11 @@ def test_the_sensitivity_study(personas_audit, personas_cache, tmp_path):
         ],
         out=tmp_path / "o",
         shown_as="out/sensitivity",
+        stderr=True,
     )
     assert_shown(block, printed)
+    said = "0 model calls to make (180 samples already cached), estimated cost $0.0000."
+    assert said in printed and said in " ".join((REPO / "docs/guides/sensitivity.md").read_text().split())
 
 
 @pytest.mark.slow  # 80 recorded answers compared word by word (ROUGE-L)
@@ -115,7 +118,7 @@ def test_the_fidelity_plan():
 
 def test_the_simulated_respondents(tmp_path):
     """The embedded model's recorded survey answers (replayed: no model is loaded)."""
-    command = "dbpa fidelity --simulate examples/replay_fidelity.yaml --out out/sim"
+    command = "dbpa fidelity --simulate examples/fidelity_replay.yaml --out out/sim"
     printed = run_dbpa(
         [
             *command.split()[1:-1],
@@ -171,7 +174,7 @@ def test_the_scan(scan_session, wordnet, tmp_path):
 
 @pytest.mark.slow  # loads WordNet (the word attacks) for 167 recorded answers
 def test_the_battery_table(wordnet, tmp_path):
-    command = "dbpa attack examples/replay_attack.yaml --out out/attack"
+    command = "dbpa attack examples/attack_replay.yaml --out out/attack"
     printed = run_dbpa(
         [
             *command.split()[1:-1],
