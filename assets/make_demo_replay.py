@@ -137,6 +137,24 @@ def _battery_settings() -> dict:
     }
 
 
+def sample_records(cache, jobs: list, what: str) -> list[dict]:
+    """The embedded model's answer to each job (one each), as records of the replay file."""
+    from dbpa_core.sampling import Sampler
+
+    if not jobs:
+        print(f"{what}: already recorded")
+        return []
+    print(f"{what}: recording {len(jobs)} answers", flush=True)
+    sampler = Sampler(
+        cache, progress=lambda p: print(f"  {p.stage} {p.done}/{p.total} {p.detail}", flush=True)
+    )
+    recs = sampler.sample(jobs)
+    return [
+        {"prompt": j.request.prompt, "response": r.text, "model": SMOLLM2_NAME}
+        for j, r in zip(jobs, recs, strict=True)
+    ]
+
+
 def record_battery(cache, counts: dict, force: bool) -> list[dict]:
     """SmolLM2's answers to every prompt the battery page may send with its defaults, with
     RTI for every word operation and with the robustness curve (RTI's every round included,
@@ -146,7 +164,7 @@ def record_battery(cache, counts: dict, force: bool) -> list[dict]:
     added: a replayed curve reads the answer as its first sample).
     ``counts``: responses already recorded by (prompt, model)."""
     from dbpa_core.attacks.battery import answer_request, curve_requests, prompts_needed
-    from dbpa_core.sampling import Job, Sampler
+    from dbpa_core.sampling import Job
 
     jobs: list = []
     planned: dict[str, int] = {}
@@ -159,18 +177,7 @@ def record_battery(cache, counts: dict, force: bool) -> list[dict]:
             reqs = [answer_request(spec, p)] if n == 1 else curve_requests(spec, p)[have:n]
             jobs += [Job(spec.model, r) for r in reqs]
             planned[p] = n
-    if not jobs:
-        print("battery: already recorded")
-        return []
-    print(f"battery: recording {len(jobs)} answers", flush=True)
-    sampler = Sampler(
-        cache, progress=lambda p: print(f"  {p.stage} {p.done}/{p.total} {p.detail}", flush=True)
-    )
-    recs = sampler.sample(jobs)
-    return [
-        {"prompt": j.request.prompt, "response": r.text, "model": SMOLLM2_NAME}
-        for j, r in zip(jobs, recs, strict=True)
-    ]
+    return sample_records(cache, jobs, "battery")
 
 
 def record_fidelity(cache, counts: dict, force: bool) -> list[dict]:
@@ -179,23 +186,11 @@ def record_fidelity(cache, counts: dict, force: bool) -> list[dict]:
     offline (the manual's fidelity guide shows its output). ``counts``: responses already
     recorded by (prompt, model)."""
     from dbpa_core.fidelity.simulate import load_simulation_spec, plan_jobs
-    from dbpa_core.sampling import Sampler
 
     spec = load_simulation_spec(ROOT / "examples" / "fidelity_simulate.yaml")
     jobs = [j for _, _, j in plan_jobs(spec.data, spec.models, **spec.settings())]
     jobs = [j for j in jobs if force or counts.get((j.request.prompt, SMOLLM2_NAME), 0) < spec.samples]
-    if not jobs:
-        print("fidelity: already recorded")
-        return []
-    print(f"fidelity: recording {len(jobs)} answers", flush=True)
-    sampler = Sampler(
-        cache, progress=lambda p: print(f"  {p.stage} {p.done}/{p.total} {p.detail}", flush=True)
-    )
-    recs = sampler.sample(jobs)
-    return [
-        {"prompt": j.request.prompt, "response": r.text, "model": SMOLLM2_NAME}
-        for j, r in zip(jobs, recs, strict=True)
-    ]
+    return sample_records(cache, jobs, "fidelity")
 
 
 def record_suite(cache, counts: dict, force: bool) -> list[dict]:

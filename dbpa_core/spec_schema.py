@@ -124,6 +124,8 @@ def number_field(kind: type, default: Any, description: str, **bounds: Any) -> A
 
 
 NonBlank = Annotated[str, StringConstraints(pattern=r"\S")]
+TwoTexts = Annotated[list[NonBlank], Field(min_length=2, max_length=2)]
+"""Two texts (or column names) that change places: ``swap`` and ``swap_text``."""
 
 
 # --------------------------------------------------------------------------- models
@@ -304,8 +306,7 @@ class Perturbation(Section):
     )
     swap: (
         Annotated[
-            list[NonBlank],
-            Field(min_length=2, max_length=2),
+            TwoTexts,
             Msg(
                 "perturbation {label!r}: 'swap' names two columns whose values change places, "
                 "e.g. swap: [name1, name2]",
@@ -322,8 +323,7 @@ class Perturbation(Section):
     )
     swap_text: (
         Annotated[
-            list[NonBlank],
-            Field(min_length=2, max_length=2),
+            TwoTexts,
             Msg(
                 "perturbation {label!r}: 'swap_text' names two pieces of text that change "
                 "places in the prompt, e.g. swap_text: [the grandfather, the grandson]",
