@@ -2,8 +2,8 @@
 
 A page shows a command (in a ```bash block, or on a ``$ dbpa ...`` line of an output block)
 and then its output in a fenced block. :func:`documented_block` finds that block;
-:func:`run_dbpa` runs the command in this process, from the repository's root, with its
-``--out`` and cache in temporary folders; :func:`assert_shown` checks that every line the
+:func:`run_documented` runs the command in this process, from the repository's root, with
+its ``--out`` and cache in temporary folders; :func:`assert_shown` checks that every line the
 page shows is printed, in the same order and next to each other (a page may show a part of
 the output: the table it explains). What differs between two honest runs is masked on both
 sides (:func:`comparable`): the seconds a run took, and the temporary folders, which the page
@@ -57,19 +57,35 @@ def session(block: str) -> dict[str, str]:
     return {c: text.strip("\n") + "\n" for c, text in out.items()}
 
 
-def run_dbpa(argv: list[str], *, out: Path | None = None, shown_as: str = "", stderr: bool = False) -> str:
+def run_dbpa(argv: list[str], *, stderr: bool = False) -> str:
     """What ``dbpa ARGV`` prints on stdout (and stderr after it, with ``stderr``), run in
-    this process from the repository's root; ``out`` (a temporary folder given in ``argv``)
-    is written as ``shown_as``, the ``--out`` the page documents. Fails unless it exits 0."""
+    this process from the repository's root. Fails unless it exits 0."""
     from dbpa_core.cli import main
 
     printed, errors = io.StringIO(), io.StringIO()
     with contextlib.chdir(REPO), contextlib.redirect_stdout(printed), contextlib.redirect_stderr(errors):
         code = main(argv)
     assert code == 0, f"dbpa {' '.join(argv)} exited {code}:\n{errors.getvalue()}"
-    text = printed.getvalue() + (errors.getvalue() if stderr else "")
-    if out is not None:
-        text = text.replace(str(out), shown_as)
+    return printed.getvalue() + (errors.getvalue() if stderr else "")
+
+
+def run_documented(command: str, tmp: Path, *, cache: Path | None = None, stderr: bool = False) -> str:
+    """What ``command`` (``dbpa ...`` as a page writes it) prints, run by :func:`run_dbpa`
+    with its ``--out`` and ``--home`` in ``tmp`` (written back as the page writes them), its
+    cache in ``cache`` (default: a new one in ``tmp``), no progress bars, and not recorded in
+    the run history unless the page gives it a ``--home``."""
+    argv = command.split()[1:]
+    places: dict[str, str] = {}
+    for option in ("--out", "--home"):
+        if option in argv:
+            i = argv.index(option) + 1
+            places[str(tmp / option.strip("-"))], argv[i] = argv[i], str(tmp / option.strip("-"))
+    argv += ["--cache-dir", str(cache or tmp / "cache"), "--quiet"]
+    if "--out" in argv and "--home" not in argv:
+        argv.append("--no-history")
+    text = run_dbpa(argv, stderr=stderr)
+    for path, shown in places.items():
+        text = text.replace(path, shown)
     return text
 
 

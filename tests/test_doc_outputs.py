@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from tests.doc_outputs import REPO, assert_shown, documented_block, run_dbpa, session
+from tests.doc_outputs import REPO, assert_shown, documented_block, run_documented, session
 
 
 @pytest.fixture(scope="module")
@@ -24,9 +24,8 @@ def personas_cache(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def personas_audit(personas_cache, tmp_path_factory):
-    out = tmp_path_factory.mktemp("personas") / "out"
-    argv = ["audit", "examples/replay_personas.yaml", "--out", str(out), "--cache-dir", str(personas_cache)]
-    return run_dbpa([*argv, "--quiet", "--no-history"], out=out, shown_as="out/personas")
+    command = "dbpa audit examples/replay_personas.yaml --out out/personas"
+    return run_documented(command, tmp_path_factory.mktemp("personas"), cache=personas_cache)
 
 
 @pytest.mark.slow  # embeds the 180 recorded answers with the embedded MiniLM
@@ -38,100 +37,54 @@ def test_the_personas_table(personas_audit, page):
 
 @pytest.mark.slow  # the same, with every measure and a second embedder
 def test_the_sensitivity_study(personas_audit, personas_cache, tmp_path):
-    block = documented_block("docs/guides/sensitivity.md", "dbpa sensitivity examples/replay_personas.yaml")
-    printed = run_dbpa(
-        [
-            "sensitivity",
-            "examples/replay_personas.yaml",
-            *("--measures", "all", "--embedders", "spec,rouge1", "--cost-models", "gpt-4o-mini,gpt-4o"),
-            *("--out", str(tmp_path / "o"), "--cache-dir", str(personas_cache), "--quiet", "--no-history"),
-        ],
-        out=tmp_path / "o",
-        shown_as="out/sensitivity",
-        stderr=True,
+    page = "docs/guides/sensitivity.md"
+    command = (
+        "dbpa sensitivity examples/replay_personas.yaml --measures all --embedders spec,rouge1 "
+        "--cost-models gpt-4o-mini,gpt-4o --out out/sensitivity"
     )
-    assert_shown(block, printed)
+    printed = run_documented(command, tmp_path, cache=personas_cache, stderr=True)
+    assert_shown(documented_block(page, "dbpa sensitivity examples/replay_personas.yaml"), printed)
     said = "0 model calls to make (180 samples already cached), estimated cost $0.0000."
-    assert said in printed and said in " ".join((REPO / "docs/guides/sensitivity.md").read_text().split())
+    assert said in printed and said in " ".join((REPO / page).read_text().split())
 
 
 @pytest.mark.slow  # 80 recorded answers compared word by word (ROUGE-L)
 def test_the_answer_checks_table(tmp_path):
     page = "docs/guides/checks.md"
-    printed = run_dbpa(
-        [
-            "audit",
-            "examples/replay_checks.yaml",
-            "--out",
-            str(tmp_path / "o"),
-            "--cache-dir",
-            str(tmp_path / "c"),
-        ]
-        + ["--quiet", "--no-history"],
-        out=tmp_path / "o",
-        shown_as="out/checks",
-    )
+    printed = run_documented("dbpa audit examples/replay_checks.yaml --out out/checks", tmp_path)
     assert_shown(documented_block(page, "The table:"), printed)
     # the one-line statement the check and report pages quote is the one results.json holds
-    lines = {c["text"] for c in json.loads((tmp_path / "o" / "results.json").read_text())["checks"]}
+    lines = {c["text"] for c in json.loads((tmp_path / "out" / "results.json").read_text())["checks"]}
     quoted = "cites NICE: 10/20 → 1/20, −45 points [−65, −18], p = 0.002 (adjusted p = 0.023) *"
     assert quoted in lines
     assert quoted in (REPO / page).read_text()
     assert quoted in " ".join((REPO / "docs/guides/report.md").read_text().split())
 
 
-@pytest.mark.slow  # 60 recorded answers compared word by word (ROUGE-1), at two looks
-def test_the_sequential_audit(tmp_path):
-    printed = run_dbpa(
-        [
-            "audit",
-            "examples/replay_sequential.yaml",
-            "--out",
-            str(tmp_path / "o"),
-            "--cache-dir",
-            str(tmp_path / "c"),
-        ]
-        + ["--quiet", "--no-history"],
-        out=tmp_path / "o",
-        shown_as="out/sequential",
-    )
-    assert_shown(
-        documented_block("docs/guides/sequential.md", "dbpa audit examples/replay_sequential.yaml"), printed
-    )
-
-
-def test_the_fidelity_tables(tmp_path):
-    command = "dbpa fidelity assets/fidelity_sample.csv --loss tv --gamma 0.5 --eta 0.05 --out out/fidelity"
-    printed = run_dbpa(
-        [*command.split()[1:-1], str(tmp_path / "o"), "--quiet", "--no-history"],
-        out=tmp_path / "o",
-        shown_as="out/fidelity",
-    )
-    assert_shown(documented_block("docs/guides/fidelity.md", command), printed)
-
-
-def test_the_fidelity_plan():
-    command = "dbpa fidelity assets/fidelity_sample.csv --loss tv --gamma 0.5 --eta 0.05 --plan"
-    printed = run_dbpa([*command.split()[1:], "--quiet"])
-    assert_shown(documented_block("docs/methods/fidelity.md", command), printed)
-
-
-def test_the_simulated_respondents(tmp_path):
-    """The embedded model's recorded survey answers (replayed: no model is loaded)."""
-    command = "dbpa fidelity --simulate examples/fidelity_replay.yaml --out out/sim"
-    printed = run_dbpa(
-        [
-            *command.split()[1:-1],
-            str(tmp_path / "o"),
-            "--cache-dir",
-            str(tmp_path / "c"),
-            "--quiet",
-            "--no-history",
-        ],
-        out=tmp_path / "o",
-        shown_as="out/sim",
-    )
-    assert_shown(documented_block("docs/guides/fidelity.md", command), printed)
+@pytest.mark.parametrize(
+    "page, command",
+    [
+        # 60 recorded answers compared word by word (ROUGE-1), at two looks
+        pytest.param(
+            "docs/guides/sequential.md",
+            "dbpa audit examples/replay_sequential.yaml --out out/sequential",
+            marks=pytest.mark.slow,
+        ),
+        (
+            "docs/guides/fidelity.md",
+            "dbpa fidelity assets/fidelity_sample.csv --loss tv --gamma 0.5 --eta 0.05 --out out/fidelity",
+        ),
+        (
+            "docs/methods/fidelity.md",
+            "dbpa fidelity assets/fidelity_sample.csv --loss tv --gamma 0.5 --eta 0.05 --plan",
+        ),
+        # the embedded model's recorded survey answers (replayed: no model is loaded)
+        ("docs/guides/fidelity.md", "dbpa fidelity --simulate examples/fidelity_replay.yaml --out out/sim"),
+    ],
+    ids=["sequential", "fidelity", "fidelity-plan", "simulated-respondents"],
+)
+def test_the_page_shows_what_its_command_prints(page, command, tmp_path):
+    assert_shown(documented_block(page, command), run_documented(command, tmp_path))
 
 
 @pytest.fixture(scope="module")
@@ -144,47 +97,19 @@ def wordnet():
         pytest.skip("WordNet is not installed: the word attacks would send other prompts")
 
 
-@pytest.fixture(scope="module")
-def scan_session():
-    return session(
-        documented_block(
-            "docs/guides/scan.md", "$ dbpa scan examples/model_recorded.yaml --estimate", inside=True
-        )
-    )
+# the scan page shows a terminal session: `$ dbpa scan ...` lines, each followed by its output
+SCAN_ESTIMATE = "dbpa scan examples/model_recorded.yaml --estimate"
+SCAN = "dbpa scan examples/model_recorded.yaml --out out/scan --home /tmp/demo-home"
 
 
-def test_the_scan_estimate(scan_session, wordnet, tmp_path):
-    command = "dbpa scan examples/model_recorded.yaml --estimate"
-    printed = run_dbpa([*command.split()[1:], "--cache-dir", str(tmp_path / "c")])
-    assert_shown(scan_session[command], printed)
-
-
-@pytest.mark.slow  # a whole scan: MiniLM embeds 260 recorded answers; the battery loads WordNet
-def test_the_scan(scan_session, wordnet, tmp_path):
-    command = "dbpa scan examples/model_recorded.yaml --out out/scan --home /tmp/demo-home"
-    home = tmp_path / "home"
-    printed = run_dbpa(
-        ["scan", "examples/model_recorded.yaml", "--out", str(tmp_path / "o"), "--home", str(home)]
-        + ["--cache-dir", str(tmp_path / "c"), "--quiet"],
-        out=tmp_path / "o",
-        shown_as="out/scan",
-    ).replace(str(home), "/tmp/demo-home")
-    assert_shown(scan_session[command], printed)
+@pytest.mark.slow  # loads WordNet (the battery's word attacks), MiniLM for the whole scan
+@pytest.mark.parametrize("command", [SCAN_ESTIMATE, SCAN], ids=["estimate", "scan"])
+def test_the_scan(command, wordnet, tmp_path):
+    shown = session(documented_block("docs/guides/scan.md", f"$ {SCAN_ESTIMATE}", inside=True))
+    assert_shown(shown[command], run_documented(command, tmp_path))
 
 
 @pytest.mark.slow  # loads WordNet (the word attacks) for 167 recorded answers
 def test_the_battery_table(wordnet, tmp_path):
     command = "dbpa attack examples/attack_replay.yaml --out out/attack"
-    printed = run_dbpa(
-        [
-            *command.split()[1:-1],
-            str(tmp_path / "o"),
-            "--cache-dir",
-            str(tmp_path / "c"),
-            "--quiet",
-            "--no-history",
-        ],
-        out=tmp_path / "o",
-        shown_as="out/attack",
-    )
-    assert_shown(documented_block("docs/guides/battery.md", command), printed)
+    assert_shown(documented_block("docs/guides/battery.md", command), run_documented(command, tmp_path))
