@@ -35,7 +35,7 @@ import json
 import re
 import string
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -324,7 +324,11 @@ def _csv_rows(doc: SpecDoc, text: str, name: str) -> list[tuple[str, dict]]:
     return rows
 
 
-def _jsonl_rows(doc: SpecDoc, text: str, name: str) -> list[tuple[str, dict]]:
+def json_objects(text: str, error: Callable[[int, str], Exception]) -> list[tuple[int, dict[str, Any]]]:
+    """The JSON objects of JSON-lines ``text``, each with its line number (blank lines are
+    skipped). A line that is not JSON, or not an object, raises ``error(line, why)``, where
+    *why* ends the caller's one-line message. The spec's cases file and the dashboard's
+    uploaded cases read their rows with it."""
     rows = []
     for i, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -332,16 +336,18 @@ def _jsonl_rows(doc: SpecDoc, text: str, name: str) -> list[tuple[str, dict]]:
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise doc.err(
-                ("cases", "file"), f"cases file {name!r}, line {i}: not valid JSON ({exc.msg})"
-            ) from None
+            raise error(i, f"not valid JSON ({exc.msg})") from None
         if not isinstance(row, dict):
-            raise doc.err(
-                ("cases", "file"),
-                f"cases file {name!r}, line {i}: each line must be a JSON object of columns to values",
-            )
-        rows.append((f"line {i}", row))
+            raise error(i, "each line must be a JSON object of columns to values")
+        rows.append((i, row))
     return rows
+
+
+def _jsonl_rows(doc: SpecDoc, text: str, name: str) -> list[tuple[str, dict]]:
+    def error(line: int, why: str) -> Exception:
+        return doc.err(("cases", "file"), f"cases file {name!r}, line {line}: {why}")
+
+    return [(f"line {i}", row) for i, row in json_objects(text, error)]
 
 
 # --------------------------------------------------------------------------- checking

@@ -167,7 +167,7 @@ def test_reading_cases():
     assert list(df.columns) == ["id", "name", "age"] and list(df["id"]) == ["1", "2"]
     df = read_cases("c.jsonl", b'{"id": "a", "age": 3}\n\n{"id": "b", "age": 4}\n')
     assert list(df["id"]) == ["a", "b"] and list(df["age"]) == ["3", "4"]
-    with pytest.raises(CasesError, match=r"c\.jsonl, line 2: not JSON"):
+    with pytest.raises(CasesError, match=r"c\.jsonl, line 2: not valid JSON"):
         read_cases("c.jsonl", b'{"id": "a"}\n{oops\n')
     with pytest.raises(CasesError, match="row 3: more cells than the header"):
         parse_pasted("a,b\n1,2\n1,2,3\n")
