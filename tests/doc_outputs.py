@@ -71,12 +71,12 @@ def run_dbpa(argv: list[str], *, stderr: bool = False) -> str:
 
 def run_documented(command: str, tmp: Path, *, cache: Path | None = None, stderr: bool = False) -> str:
     """What ``command`` (``dbpa ...`` as a page writes it) prints, run by :func:`run_dbpa`
-    with its ``--out`` and ``--home`` in ``tmp`` (written back as the page writes them), its
+    with its ``--out``, ``--home`` and ``--junit`` in ``tmp`` (written back as the page writes them), its
     cache in ``cache`` (default: a new one in ``tmp``), no progress bars, and not recorded in
     the run history unless the page gives it a ``--home``."""
     argv = command.split()[1:]
     places: dict[str, str] = {}
-    for option in ("--out", "--home"):
+    for option in ("--out", "--home", "--junit"):
         if option in argv:
             i = argv.index(option) + 1
             places[str(tmp / option.strip("-"))], argv[i] = argv[i], str(tmp / option.strip("-"))

@@ -105,8 +105,15 @@ SCAN = "dbpa scan examples/model_recorded.yaml --out out/scan --home /tmp/demo-h
 @pytest.mark.slow  # loads WordNet (the battery's word attacks), MiniLM for the whole scan
 @pytest.mark.parametrize("command", [SCAN_ESTIMATE, SCAN], ids=["estimate", "scan"])
 def test_the_scan(command, wordnet, tmp_path):
+    """The scan page's session; the whole scan also writes the JUnit report the CI page
+    quotes a test case of."""
     shown = session(documented_block("docs/guides/scan.md", f"$ {SCAN_ESTIMATE}", inside=True))
-    assert_shown(shown[command], run_documented(command, tmp_path))
+    junit = " --junit out/junit.xml" if command == SCAN else ""
+    assert_shown(shown[command], run_documented(command + junit, tmp_path))
+    if junit:
+        quoted = documented_block("docs/guides/ci.md", "one of its test cases:")
+        assert_shown(quoted, (tmp_path / "junit").read_text(encoding="utf-8"))
+        assert f"`{command}{junit}`" in " ".join((REPO / "docs/guides/ci.md").read_text().split())
 
 
 @pytest.mark.slow  # loads WordNet (the word attacks) for 167 recorded answers
