@@ -52,11 +52,10 @@ def _doc(replay: str) -> dict:
     }
 
 
-@pytest.fixture
-def replay(tmp_path):
-    """Recorded answers to every prompt of the suite: jokes for the personas, the same
-    calm advice for the base prompts and the renamed ones (six answers a prompt)."""
-    path = tmp_path / "recorded.jsonl"
+def record_answers(path: Path) -> Path:
+    """Recorded answers (a replay file at ``path``) to every prompt of the suite: jokes for
+    the personas, the same calm advice for the base prompts and the renamed ones (six
+    answers a prompt). The browser test of the page records the same."""
     path.write_text("")
     spec = parse_spec(_doc(str(path)))
     lines = []
@@ -65,7 +64,12 @@ def replay(tmp_path):
             pool = JOKE if arm.prompt.startswith("Act as") else CALM
             lines += [json.dumps({"prompt": arm.prompt, "response": pool[i % 3]}) for i in range(6)]
     path.write_text("\n".join(lines) + "\n")
-    return str(path)
+    return path
+
+
+@pytest.fixture
+def replay(tmp_path):
+    return str(record_answers(tmp_path / "recorded.jsonl"))
 
 
 def test_build_run_and_download_a_suite_like_dbpa_audit(make_app, replay, tmp_path):
