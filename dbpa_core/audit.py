@@ -16,7 +16,7 @@ import json
 import os
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -428,13 +428,26 @@ def sequential_estimate(spec: AuditSpec, totals: Mapping[str, Any]) -> dict[str,
 
 
 # --------------------------------------------------------------------------- drawing and testing
+RoundFetch = Callable[[Sequence[tuple[Mapping[str, Any], SampleRequest]]], None]
+"""``fetch(jobs)``: called with a round's ``(model, request)`` pairs before the sampler
+asks for them (``dbpa audit --batch`` sends them as one Batch API job into the cache)."""
+
+
 class _Drawn:
     """The answers (and embeddings) drawn so far for each arm, topped up round by round:
     a round asks only for the samples an arm does not have yet (the next indices, the same
     cache keys a fixed-k run uses), so a rerun reads every round from the cache."""
 
-    def __init__(self, spec: AuditSpec, sampler: Sampler, arms: list[Arm], text_sim: bool) -> None:
+    def __init__(
+        self,
+        spec: AuditSpec,
+        sampler: Sampler,
+        arms: list[Arm],
+        text_sim: bool,
+        fetch: RoundFetch | None = None,
+    ) -> None:
         self.spec, self.sampler, self.arms, self.text_sim = spec, sampler, arms, text_sim
+        self.fetch = fetch
         self.records: list[list[SampleRecord]] = [[] for _ in arms]
         self.embeddings: list[list[np.ndarray]] = [[] for _ in arms]
 
@@ -461,6 +474,8 @@ class _Drawn:
                 owner += [i] * len(reqs)
         if not jobs:
             return
+        if self.fetch is not None:  # e.g. the round as one Batch API job into the cache
+            self.fetch([(j.model, j.request) for j in jobs])
         # every arm's samples in one call, so that a backend can batch across prompts
         recs = self.sampler.sample(jobs)
         emb = None if self.text_sim else self.sampler.embed([r.text for r in recs], self.spec.embedder)
@@ -546,12 +561,13 @@ def _run_sequential(
     text_sim: bool,
     permutation_seed: int | None,
     family_size: int | None,
+    fetch: RoundFetch | None = None,
 ) -> tuple[list[ArmResponses], list[dict[str, Any]], list[DBPAResult], list[str], list[SequentialRecord]]:
     """The answers drawn in rounds, each open test decided after each round
     (:func:`dbpa_core.sequential.run_rounds`)."""
     assert spec.sequential_sampling is not None
     plan = spec.sequential_sampling.plan(spec.samples)
-    drawn = _Drawn(spec, sampler, arms, text_sim)
+    drawn = _Drawn(spec, sampler, arms, text_sim, fetch)
     n = len(arms) - 1
     level = stop_level(spec.alpha, spec.correction, family_size or spec.n_tests)
     most = len(arms) * spec.samples
@@ -621,6 +637,7 @@ def run_audit(
     embedder: Embedder | None = None,
     permutation_seed: int | None = None,
     family_size: int | None = None,
+    fetch_round: RoundFetch | None = None,
 ) -> AuditResult:
     """Run an audit spec end to end.
 
@@ -650,6 +667,10 @@ def run_audit(
         The number of tests corrected together, when it is more than this audit's (a
         suite's case): with ``sequential_sampling``, a test stops as significant at
         ``α / family_size``.
+    fetch_round : callable, optional
+        With ``sequential_sampling``: called with each round's uncached and cached
+        ``(model, request)`` pairs before the sampler asks for them (``dbpa audit --batch``
+        sends each round as one Batch API job into the cache, so the round then reads it).
     """
     if spec.cases:
         raise ValueError("this spec has cases (a suite): run it with dbpa_core.suite.run_suite")
@@ -682,7 +703,7 @@ def run_audit(
         sampler.progress(Progress("testing", len(others), len(others)))
     else:
         sampled, served, tests, caught, records = _run_sequential(
-            spec, sampler, arms, text_sim, permutation_seed, family_size
+            spec, sampler, arms, text_sim, permutation_seed, family_size, fetch_round
         )
         base, others = sampled[0], sampled[1:]
 

@@ -402,16 +402,72 @@ def test_cli_audit_says_why_each_test_stopped(tmp_path, capsys):
     assert "between 30 calls (every test stops at the first look) and 60" in capsys.readouterr().out
 
 
-def test_cli_batch_with_sequential_sampling_is_refused_in_one_line(tmp_path, capsys):
+def _batch_spec(tmp_path, srv, extra=""):
+    path = tmp_path / "batch.yaml"
+    path.write_text(
+        textwrap.dedent(f"""\
+        model: {{backend: openai, name: fake-model, base_url: "{srv.base_url}", api_key_env: DBPA_TEST_KEY}}
+        embedder: {{backend: rouge1}}
+        samples: 20
+        max_tokens: 50
+        permutations: 999
+        sequential_sampling: true
+        base: {{prompt: "{BASE}"}}
+        perturbations:
+          - {{name: same, prompt: "{BASE}", role: control}}
+          - {{name: comedian, prompt: "Act as a comedian. {BASE}", role: target}}
+        {extra}""")
+    )
+    return path
+
+
+def test_cli_batch_sends_each_round_as_one_job(tmp_path, capsys, monkeypatch):
+    """--batch with sequential sampling: one Batch API job per round, for the base and the
+    arms still open; nothing asked live; the verdicts of a live run; a rerun sends nothing."""
+    from dbpa_core import batch
     from dbpa_core.cli import main
 
-    spec_file = _replay_spec(tmp_path)
+    from .fake_batch import FakeBatch
+
+    monkeypatch.setenv("DBPA_TEST_KEY", "sk-test")
+    monkeypatch.setattr(batch, "POLL_FIRST", 0.01)
+    with FakeBatch(api_key="sk-test", models=("fake-model",)) as srv:  # a job's answers are the live ones
+        spec_file = _batch_spec(tmp_path, srv)
+        args = ["--cache-dir", str(tmp_path / "c"), "audit", str(spec_file), "--no-history", "--quiet"]
+        assert main(args + ["--out", str(tmp_path / "o"), "--batch"]) == 0
+        cap = capsys.readouterr()
+        assert srv.chat_ok == 0  # every answer came from a job
+        # round 1: base, control and comedian to k = 10 (30 requests); the comedian stops
+        # there, so round 2 tops up the base and the control only (20 requests)
+        assert [len(srv.lines(c["input_file_id"])) for c in srv.created] == [30, 20]
+        assert "Batch API, round of 30 samples: 30 answers of 30 requests cached from batch_1" in cap.err
+        assert "Batch API, round of 20 samples: 20 answers of 20 requests cached from batch_2" in cap.err
+        import json
+
+        got = json.loads((tmp_path / "o" / "results.json").read_text())
+        used = {p["name"]: (p["samples_used"], p["stop_reason"]) for p in got["perturbations"]}
+        assert used == {"same": (20, "maximum"), "comedian": (10, "rejected")}
+        # a rerun reads every round from the cache: no job, no call
+        assert main(args + ["--out", str(tmp_path / "o2"), "--batch"]) == 0
+        assert "0 new calls, 50 samples from the cache" in capsys.readouterr().out
+        assert len(srv.created) == 2 and srv.chat_ok == 0
+        # the same verdicts as answering live
+        assert main(["--cache-dir", str(tmp_path / "live"), *args[2:], "--out", str(tmp_path / "o3")]) == 0
+        assert srv.chat_ok == 50
+        live = json.loads((tmp_path / "o3" / "results.json").read_text())
+        assert [p["p_value"] for p in live["perturbations"]] == [p["p_value"] for p in got["perturbations"]]
+
+
+def test_cli_batch_with_sequential_sampling_refuses_a_suite_in_one_line(tmp_path, capsys):
+    from dbpa_core.cli import main
+
+    spec_file = _replay_spec(tmp_path, "cases: [{x: a}, {x: b}]")
     rc = main(
         ["--cache-dir", str(tmp_path / "c"), "audit", str(spec_file), "--out", str(tmp_path / "o"), "--batch"]
     )
     assert rc == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "--batch needs every request up front" in err
+    assert len(err.splitlines()) == 1 and "a suite's cases draw their rounds one case after another" in err
 
 
 def test_history_and_report_keep_why_each_test_stopped(tmp_path):
