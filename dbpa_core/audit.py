@@ -18,7 +18,7 @@ import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -411,19 +411,108 @@ def estimate(spec: AuditSpec, *, cache: Cache | None = None) -> dict[str, Any]:
         # the rows and totals are the worst case (every test to the last look)
         totals["sequential_best_calls"] = best
         totals["sequential_worst_calls"] = sum(r[2] for r in lines[: len(build_arms(spec))])
-        out["sequential"] = sequential_estimate(spec, totals)
+        out["sequential"] = sequential_estimate(spec, totals, sequential_pilot(spec, cache))
     return out
 
 
-def sequential_estimate(spec: AuditSpec, totals: Mapping[str, Any]) -> dict[str, Any]:
+def sequential_estimate(
+    spec: AuditSpec, totals: Mapping[str, Any], pilot: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """What an estimate says of sequential sampling: the plan, and the calls at best (every
     test stops at the first look) and at worst (every test runs to ``samples``, the
-    estimate's totals)."""
+    estimate's totals); with ``pilot`` (:func:`sequential_pilot`), what the cached rounds
+    already decided."""
     assert spec.sequential_sampling is not None
     return {
         "plan": spec.sequential_sampling.plan(spec.samples).describe(),
         "best_calls": int(totals["sequential_best_calls"]),
         "worst_calls": int(totals["sequential_worst_calls"]),
+    } | ({} if pilot is None else {"pilot": dict(pilot)})
+
+
+class _NotCached(Exception):
+    """A pilot replay needs an answer or an embedding that is not in the cache."""
+
+
+class _CacheOnly:
+    """A backend and an embedder that answer nothing: the pilot replay calls no model."""
+
+    name = model = "cache-only"
+    deterministic = True
+
+    def generate(self, requests: Any, on_sample: Any, *, should_stop: Any = None) -> None:
+        raise _NotCached
+
+    def embed(self, texts: Any) -> np.ndarray:
+        raise _NotCached
+
+
+def sequential_pilot(spec: AuditSpec, cache: Cache | None) -> dict[str, Any] | None:
+    """With ``sequential_sampling``: replay the rounds whose answers (and embeddings) are
+    all in the cache, as the audit would decide them, and say what is left to call.
+
+    The first round's cached answers are a pilot: its tests are decided exactly as the run
+    will decide them (the same answers, the same seeds), so the tests it stops cost nothing
+    more, and only the ones still open can need the next rounds. Nothing is called: the
+    replay's models and embedder refuse every call, and a round that would need one ends
+    it. None when not even the first round is cached (no pilot).
+
+    Returns
+    -------
+    dict or None
+        ``rounds`` (cached rounds replayed), ``k`` (answers per arm after them), ``open``
+        (tests still open), ``stopped`` (reason -> count), and ``best_calls`` /
+        ``worst_calls``: the calls still to make when every open test stops at the next
+        look, or runs to ``samples``; both 0 when the whole run is cached (a rerun calls
+        nothing).
+    """
+    if spec.sequential_sampling is None or cache is None or not cache.enabled or spec.cases:
+        return None
+    plan = spec.sequential_sampling.plan(spec.samples)
+    n = len(build_arms(spec)) - 1
+    seen = {"round": 0, "open": n, "answered": -1}  # the round replayed, its open tests
+
+    def fetch(jobs: Sequence[tuple[Mapping[str, Any], SampleRequest]]) -> None:
+        j = seen["round"] = seen["answered"] + 1
+        step = plan.looks[j] - (plan.looks[j - 1] if j else 0)
+        seen["open"] = len(jobs) // step - 1  # the base and each open arm ask `step` answers
+        if not all(is_cached(cache, m, r) for m, r in jobs):
+            raise _NotCached
+        seen["answered"] = j
+
+    quiet = replace(spec, checks=())  # the judges read the answers: not part of the replay
+    try:
+        result = run_audit(
+            quiet,
+            cache=cache,
+            backends=dict.fromkeys(range(len(spec.models)), cast("Backend", _CacheOnly())),
+            embedder=cast("Embedder", _CacheOnly()),
+            fetch_round=fetch,
+        )
+    except _NotCached:  # round j needs a call: the rounds before it are decided
+        j, open_ = seen["round"], seen["open"]
+        if j == 0:
+            return None
+        paid = plan.looks[j] if seen["answered"] == j else plan.looks[j - 1]  # answers cached
+        return {
+            "rounds": j,
+            "k": plan.looks[j - 1],
+            "open": open_,
+            "stopped": {"decided": n - open_},
+            "best_calls": (1 + open_) * (plan.looks[j] - paid),
+            "worst_calls": (1 + open_) * (plan.looks[-1] - paid),
+        }
+    reasons: dict[str, int] = {}
+    for p in result.perturbations:
+        if p.sequential is not None:
+            reasons[p.sequential.reason] = reasons.get(p.sequential.reason, 0) + 1
+    return {
+        "rounds": seen["answered"] + 1,
+        "k": max(p.samples_used for p in result.perturbations),
+        "open": 0,
+        "stopped": reasons,
+        "best_calls": 0,
+        "worst_calls": 0,
     }
 
 

@@ -400,6 +400,47 @@ def test_cli_audit_says_why_each_test_stopped(tmp_path, capsys):
     # the estimate: best and worst case
     assert main(["--cache-dir", str(tmp_path / "c2"), "estimate", str(spec_file)]) == 0
     assert "between 30 calls (every test stops at the first look) and 60" in capsys.readouterr().out
+    # after the finished run: its cached rounds decide everything
+    assert main(["--cache-dir", str(tmp_path / "c"), "estimate", str(spec_file)]) == 0
+    assert "the 2 cached rounds decide every test: the run calls nothing more" in capsys.readouterr().out
+
+
+def test_the_estimate_reads_a_pilot_from_the_cache(tmp_path, capsys):
+    """A run stopped after its first round left a pilot in the cache: the estimate replays
+    the first look from it (no call) and the comedian, already significant, costs nothing
+    more; only the base and the control can need the next round."""
+    from dbpa_core.audit import sequential_pilot
+    from dbpa_core.cli import main
+    from dbpa_core.sampling import RunCancelled
+    from dbpa_core.spec import load_spec
+
+    spec_file = _replay_spec(tmp_path)
+    cache = Cache(tmp_path / "c")
+    full = load_spec(spec_file)
+    assert sequential_pilot(full, cache) is None  # nothing cached: no pilot
+    saved: list[int] = []
+
+    def progress(p):
+        if p.stage == "sampling":
+            saved.append(p.done)
+
+    with pytest.raises(RunCancelled):  # stopped once the first round's 30 answers are saved
+        run_audit(full, cache=cache, progress=progress, should_stop=lambda: bool(saved) and saved[-1] >= 30)
+    pilot = sequential_pilot(full, cache)
+    assert pilot == {
+        "rounds": 1,
+        "k": 10,
+        "open": 1,
+        "stopped": {"decided": 1},
+        "best_calls": 20,
+        "worst_calls": 20,
+    }
+    assert main(["--cache-dir", str(tmp_path / "c"), "estimate", str(spec_file)]) == 0
+    said = capsys.readouterr().out
+    assert "from the 1 cached round (a pilot, k = 10): 1 of 2 tests decided; 20 more calls" in said
+    # the replay called nothing: the sequential run then pays exactly those 20
+    done = run_audit(full, cache=cache)
+    assert done.usage["calls"] == 20
 
 
 def _batch_spec(tmp_path, srv, extra=""):
@@ -544,8 +585,8 @@ def test_text_similarity_and_a_model_comparison_run_sequentially():
 
 @pytest.mark.parametrize("shift", [0.0, 0.6])
 def test_the_futility_bound_covers_the_effect(shift):
-    """The jackknife bound at 95 % lies above the mean effect above chance (over many
-    samples of the same k) in about 95 % of samples or more, with and without a change."""
+    """The bound at 95 % lies above the mean effect above chance (over many samples of the
+    same k) in about 95 % of samples or more, with and without a change."""
     from dbpa_core.permutation import dbpa_test
     from dbpa_core.sequential import effect_upper_bound, statistic_matrix
 
@@ -564,4 +605,29 @@ def test_the_futility_bound_covers_the_effect(shift):
             )
         )
     truth = np.mean(eac)
-    assert np.mean(np.array(upper) >= truth) >= 0.9  # nominal 0.95; the jackknife errs wide
+    assert np.mean(np.array(upper) >= truth) >= 0.9  # nominal 0.95
+
+
+def test_the_effect_above_chance_is_the_scaled_u_statistic():
+    """With every split enumerated (the chance level exact), ω minus chance is the unbiased
+    energy distance times (2k - 2) / (2k - 1): the futility bound's estimate is that
+    statistic, and its permutation part is that statistic's spread over the splits."""
+    from dbpa_core.permutation import dbpa_test
+    from dbpa_core.sequential import effect_upper_bound, energy_u_statistic, statistic_matrix
+
+    rng = np.random.default_rng(3)
+    x, y = rng.standard_normal((5, 4)), rng.standard_normal((5, 4)) + 0.5
+    r = dbpa_test(x, y, n_permutations=2000, rng=0)  # C(10, 5) = 252 splits: exact
+    d = statistic_matrix(np.vstack([x, y]), measure="energy-l2")
+    u = energy_u_statistic(d, 5)
+    assert r.effect_above_chance == pytest.approx(u * 8 / 9, rel=1e-9)
+    up = effect_upper_bound(
+        d, 5, measure="energy-l2", effect_above_chance=r.effect_above_chance, confidence=0.9
+    )
+    assert up > u and up == effect_upper_bound(
+        d, 5, measure="energy-l2", effect_above_chance=r.effect_above_chance, confidence=0.9
+    )  # seeded: the same bound twice
+    # the other measures: the effect above chance plus a positive margin
+    s = d.max() - d
+    up_jsd = effect_upper_bound(s, 5, measure="wasserstein", effect_above_chance=0.01, confidence=0.9)
+    assert 0.01 < up_jsd < np.inf
