@@ -91,13 +91,7 @@ model_name = widgets.pick_model(
 )
 
 checks = checks_view.checks_editor(key=KEY)
-sequential = st.toggle(
-    "Sequential sampling",
-    key="w_landing_sequential",
-    help="Draw the answers in rounds (k = 10, 20, 40, … up to the samples per prompt) and stop "
-    "each test once its verdict is settled: fewer calls, the same error rates. With δ set, a "
-    "test also stops when its effect above chance is shown below δ.",
-)
+sequential = widgets.sequential_toggle("w_landing_sequential")
 try:
     spec = runner.build_spec(
         base_prompt=st.session_state["w_base_prompt"],

@@ -46,6 +46,8 @@ KIND_HELP = {
 }
 REORDERS = ("reverse", "rotate", "shuffle")
 OPTIONS, EXPECT = "w_suite_options", "w_suite_expect"  # answer options (a line each), expected answer
+# the sequential-sampling switch, and an opened spec's own plan (looks, weights) it keeps
+SEQUENTIAL, SEQUENTIAL_PLAN = "w_suite_sequential", "_suite_sequential_plan"
 PERT_COLUMNS = ["name", "kind", "value", "role"]
 CASES_FILE = "cases.csv"
 # first names across groups, for a name swap (as in audits of names in hiring and medicine)
@@ -104,6 +106,10 @@ def put_spec(spec: AuditSpec, *, checks: bool = True) -> None:
     ss[EXPECT] = spec.expect or ""
     ss[PERTS] = pd.DataFrame(perturbation_rows(spec), columns=PERT_COLUMNS)
     ss[PERTS_V] = ss.get(PERTS_V, 0) + 1
+    seq = spec.sequential_sampling
+    ss[SEQUENTIAL] = seq is not None
+    # a plan of its own (looks, weights, confidence) is kept as written; the defaults as `true`
+    ss[SEQUENTIAL_PLAN] = None if seq is None or seq == type(seq)() else seq.to_dict()
     if checks and spec.checks:
         checks_view.apply_checks(spec)
 
@@ -299,6 +305,8 @@ def spec_dict(
     if str(ss.get(EXPECT) or "").strip():
         doc["expect"] = str(ss[EXPECT]).strip()
     doc["perturbations"] = perturbation_entries(ss[PERTS])
+    if ss.get(SEQUENTIAL):
+        doc["sequential_sampling"] = ss.get(SEQUENTIAL_PLAN) or True
     if checks:
         doc["checks"] = checks
     return doc

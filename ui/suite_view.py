@@ -253,6 +253,7 @@ def show_estimate(spec: AuditSpec) -> None:
         int(t.get("cached", 0)),
         int(t.get("input_tokens", 0) + t.get("output_tokens", 0)),
         float(t.get("cost", 0.0)),
+        best=int(t["sequential_best_calls"]) if "sequential_best_calls" in t else None,
     )
     reach = reachability(spec)
     st.caption(

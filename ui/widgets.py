@@ -102,6 +102,18 @@ def pick_models(
     return st.multiselect(label, options, key=key, help=help)
 
 
+SEQUENTIAL_HELP = (
+    "Draw the answers in rounds (k = 10, 20, 40, … up to the samples per prompt) and stop "
+    "each test once its verdict is settled: fewer calls, the same error rates. With δ set, a "
+    "test also stops when its effect above chance is shown below δ."
+)
+
+
+def sequential_toggle(key: str) -> bool:
+    """The audit pages' switch for sequential sampling (``sequential_sampling: true``)."""
+    return st.toggle("Sequential sampling", key=key, help=SEQUENTIAL_HELP)
+
+
 def pick_model(label: str, key: str, options: list[str], *, help: str | None = None) -> str:
     """A selectbox of configured models that tolerates the remembered one being removed."""
     if st.session_state.get(key) not in options:
