@@ -4,6 +4,7 @@ answers (a replay file), gives the same pooled verdicts as ``dbpa audit`` on the
 suite.yaml and cases.csv; the builder's pieces (reading cases, the spec it writes, the
 fields it flags) on their own."""
 
+import io
 import json
 import subprocess
 import sys
@@ -175,6 +176,31 @@ def test_reading_cases():
         parse_pasted("a,a\n1,2\n")
     with pytest.raises(CasesError, match="not UTF-8"):
         read_cases("c.csv", b"\xff\xfe\x00a")
+
+
+def test_reading_cases_from_a_spreadsheet():
+    """An .xlsx upload (the first sheet): numbers read as the text a person typed, empty
+    cells as empty text; a file that is not a spreadsheet says so in one line."""
+    import openpyxl
+
+    from ui.suite_builder import XLSX, CasesError, read_cases
+
+    assert XLSX  # the app extra installs openpyxl
+    book = openpyxl.Workbook()
+    sheet = book.active
+    for row in (["name", "age", "note"], ["John", 70, "smoker"], ["Mary", 58, None]):
+        sheet.append(row)
+    book.create_sheet("other").append(["ignored"])
+    buf = io.BytesIO()
+    book.save(buf)
+    df = read_cases("Vignettes.XLSX", buf.getvalue())
+    assert list(df.columns) == ["id", "name", "age", "note"]
+    assert df.to_dict("records") == [
+        {"id": "1", "name": "John", "age": "70", "note": "smoker"},
+        {"id": "2", "name": "Mary", "age": "58", "note": ""},
+    ]
+    with pytest.raises(CasesError, match=r"^cases\.xlsx: not a readable spreadsheet"):
+        read_cases("cases.xlsx", b"id,name\n1,John\n")
 
 
 def test_the_spec_it_writes_reads_back(tmp_path):
