@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from dbpa_core.audit import build_arms
-from dbpa_core.spec import load_spec, parse_spec
+from dbpa_core.spec import SpecError, load_spec, parse_spec
 from dbpa_core.suite import case_spec
 
 from .conftest import errors, plain, successes
@@ -230,6 +230,44 @@ def test_the_spec_it_writes_reads_back(tmp_path):
     spec = load_spec(tmp_path / "suite.yaml")
     assert [c.id for c in spec.cases] == ["1"] and spec.perturbations[1].suffix == "Please."
     assert case_spec(spec, spec.cases[0]).perturbations[0].prompt == "Ahmed is 80."
+
+
+def test_the_batterys_attacks_as_perturbations_read_back(tmp_path):
+    """A typo preset in the table -> the spec's ``attack:`` -> the YAML that ``dbpa audit``
+    reads -> the same rows; each case's prompt attacked with its own seed."""
+    from ui.suite_builder import attack_entry, attack_rows, perturbation_entries, perturbation_rows, spec_yaml
+
+    rows = attack_rows("char", 0.25, seed=7) + attack_rows("visual", 0.5, role="target")
+    assert [r["name"] for r in rows] == ["typos ρ=0.25", "homoglyphs ρ=0.5"]
+    entries = perturbation_entries(pd.DataFrame(rows))
+    assert entries[0] == {
+        "name": "typos ρ=0.25",
+        "attack": {"level": "char", "rho": 0.25, "seed": 7},
+        "role": "control",
+    }
+    assert attack_entry("visual; rho=x") == {"level": "visual", "rho": "x"}  # the spec check names it
+    doc = {
+        "name": "s",
+        "model": {"backend": "local"},
+        "cases": [{"id": "a", "name": "John"}, {"id": "b", "name": "John"}],
+        "base": {"prompt": "{name} has chest pain and shortness of breath. What should {name} do?"},
+        "perturbations": entries,
+    }
+    (tmp_path / "suite.yaml").write_text(spec_yaml(doc))
+    (tmp_path / "cases.csv").write_text("id,name\na,John\nb,John\n")
+    spec = load_spec(tmp_path / "suite.yaml")
+    assert perturbation_rows(spec) == rows
+    a, b = (case_spec(spec, c).perturbations[0].prompt for c in spec.cases)
+    base = case_spec(spec, spec.cases[0]).base_prompt
+    assert a != base and b != base and a != b  # attacked, a draw per case
+    assert case_spec(spec, spec.cases[0]).perturbations[0].prompt == a  # seeded: the same again
+    with pytest.raises(SpecError, match=r"attack\.rho must be a number, got 'x'"):
+        parse_spec(
+            {
+                **doc,
+                "perturbations": perturbation_entries(pd.DataFrame([{**rows[0], "value": "char, rho=x"}])),
+            }
+        )
 
 
 def test_the_recorded_suite_shows_at_once_in_demo_mode(make_app, monkeypatch):
