@@ -340,3 +340,64 @@ def test_a_reload_reopens_the_suite_and_says_its_run_did_not_finish(make_app, re
     assert not errors(again), errors(again)
     assert suite_builder.read_draft()["status"] == suite_builder.DONE
     assert not any("did not finish" in plain(i.value) for i in again.info)
+
+
+QUESTION = "Does the answer recommend a statin?"
+
+
+def test_attack_preset_and_a_judge_check_on_the_page(make_app, replay):
+    """The battery's typo attack added from the presets shows in one case's prompts; a judge
+    row in the checks grid asks the judge model picked under it (here the recorded model,
+    whose replies to the judge are recorded too): the preview marks it as needing a model
+    call, and the run grades every answer with it."""
+    from dbpa_core.checks import JUDGE_PROMPT
+
+    with open(replay, "a") as f:  # the judge's replies: yes for advice, no for jokes
+        for a in CALM + JOKE:
+            prompt = JUDGE_PROMPT.format(answer=a, question=QUESTION)
+            f.write(json.dumps({"prompt": prompt, "response": "yes" if a in CALM else "no"}) + "\n")
+    model = {"backend": "replay", "file": replay, "label": "recorded"}
+    at = make_app(
+        models=[model],
+        page=SUITE,
+        w_samples=6,
+        w_permutations=200,
+        w_embedder="rouge1",
+        checks_table=pd.DataFrame(
+            [{"name": "recommends a statin", "kind": "judge", "value": QUESTION, "all": False}]
+        ).astype({"all": "boolean"}),
+    )
+    at.text_area(key="suite_paste").set_value(PASTED).run()
+    at.button(key="suite_paste_use").click().run()
+    at.text_area(key="w_suite_base").set_value(BASE).run()
+    at.button(key="suite_pert_clear").click().run()
+    # the typo preset: one perturbation, each case's prompt attacked
+    at.selectbox(key="suite_attack_level").set_value("char").run()
+    at.slider(key="suite_attack_rho").set_value(0.5).run()
+    at.button(key="suite_add_attack").click().run()
+    assert not errors(at), errors(at)
+    perts = at.session_state["_suite_perts"]
+    assert perts.to_dict("records") == [
+        {"name": "typos ρ=0.5", "kind": "attack", "value": "char, rho=0.5, seed=0", "role": "control"}
+    ]
+    base = "John is 70, smoker: yes. Should John take a statin?"
+    shown = [c.value for c in at.code]
+    assert base in shown and len(shown) == 2 and shown[1] != base
+    # the judge: asked of the model picked under the grid, marked in the preview
+    assert at.selectbox(key="w_judge_model").value == "recorded"
+    at.text_area(key="suite_check_sample").set_value("Yes, a statin is advised.").run()
+    preview = next(d.value for d in at.dataframe if "recommends a statin" in d.value.columns)
+    assert preview["recommends a statin"].str.startswith("needs a model call").all()
+    # run with the personas the recording answers
+    at.button(key="suite_pert_clear").click().run()
+    at.multiselect(key="suite_personas").set_value(["comedian"]).run()
+    at.button(key="suite_add_personas").click().run()
+    at.button(key="suite_run").click().run()
+    assert not at.exception, at.exception
+    assert not errors(at), errors(at)
+    summary = at.session_state["results"]["suite"]["suite"]
+    rows = [c for c in summary["checks"] if c["check"] == "recommends a statin"]
+    assert len(rows) == 5  # one a case
+    assert {(r["base_count"], r["base_n"], r["count"], r["n"]) for r in rows} == {(6, 6, 0, 6)}, rows[0]
+    check = summary["spec"]["checks"][0]
+    assert check["judge"]["question"] == QUESTION and check["judge"]["model"]["backend"] == "replay"
