@@ -221,19 +221,15 @@ def _load(folder: str, precision: str) -> tuple[Any, Any]:
     with _LOCK:
         key = (folder, precision)
         if key not in _LOADED:
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
             from transformers import AutoModelForCausalLM
-            from transformers.utils import logging as hf_logging
 
-            shown = hf_logging.is_progress_bar_enabled()
-            hf_logging.disable_progress_bar()  # a 'Loading weights' bar amid the run's own
+            from ..hf_loading import loading_quietly
+
             try:
-                model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch_dtype(precision))
+                with loading_quietly():
+                    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch_dtype(precision))
             except (OSError, ValueError) as exc:
                 raise BackendError(f"Cannot load a Hugging Face model from {folder!r}: {exc}") from None
-            finally:
-                if shown:
-                    hf_logging.enable_progress_bar()
             model.eval()
             _LOADED[key] = (tok, model)
         return _LOADED[key]

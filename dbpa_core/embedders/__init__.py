@@ -62,10 +62,12 @@ class SentenceTransformerEmbedder:
     def _model(self) -> Any:
         with _LOCK:
             if self.path not in _MODELS:
-                os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 from sentence_transformers import SentenceTransformer
 
-                _MODELS[self.path] = SentenceTransformer(self.path, device="cpu")
+                from ..hf_loading import loading_quietly
+
+                with loading_quietly():  # no 'Loading weights' bar amid the run's own progress
+                    _MODELS[self.path] = SentenceTransformer(self.path, device="cpu")
             return _MODELS[self.path]
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
