@@ -99,13 +99,16 @@ except HistoryError as exc:
     st.error(md_escape(str(exc)))
     st.stop()
 
-widgets.say_verdict(verdict, history_figures.latest_sentence(runs, PAGE_TITLES), waiting=NO_RUNS)
+filtered = any([f_model.strip(), f_prompt.strip(), f_since, f_until, f_source != "anywhere"])
+widgets.say_verdict(
+    verdict,
+    history_figures.latest_sentence(runs, PAGE_TITLES),
+    waiting="No recorded run matches these filters." if filtered else NO_RUNS,
+)
 note = ss.pop("_hist_note", None)
 if note:
     st.success(note)
-if not runs:
-    filtered = any([f_model.strip(), f_prompt.strip(), f_since, f_until, f_source != "anywhere"])
-    st.info("No recorded run matches these filters." if filtered else NO_RUNS)
+if not runs:  # the verdict above says so
     st.stop()
 
 

@@ -88,6 +88,6 @@ def latest_sentence(runs: Sequence[Any], titles: Mapping[str, str]) -> str | Non
     )
     gate = {"fail": "; a control failed", "pass": "; every control passed"}.get(r.control_gate, "")
     return (
-        f"{len(runs)} run{'s' if len(runs) != 1 else ''} recorded. The latest, #{r.id} "
+        f"{len(runs)} run{'s' if len(runs) != 1 else ''} listed below. The latest, #{r.id} "
         f"({title}, {r.created_at:%Y-%m-%d %H:%M}): {found}{gate}."
     )

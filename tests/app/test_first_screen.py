@@ -47,3 +47,26 @@ def test_each_page_says_what_it_answers_and_its_verdict_first(make_app, monkeypa
     assert type(said).__name__ == "Info" and said.icon == VERDICT_ICON, [type(n).__name__ for n in top]
     assert plain(said.value).startswith(verdict), said.value
     assert local._LOADED == loaded  # no model loaded
+
+
+def test_the_history_verdict_names_the_latest_run():
+    from datetime import datetime
+    from types import SimpleNamespace
+
+    from ui.history_figures import latest_sentence
+
+    run = SimpleNamespace(
+        id=7,
+        title="",
+        page="landing",
+        created_at=datetime(2026, 11, 28, 9, 30),
+        n_tests=8,
+        n_significant=3,
+        control_gate="fail",
+    )
+    older = SimpleNamespace(**{**vars(run), "id": 6})
+    assert latest_sentence([run, older], {"landing": "Perturbation test"}) == (
+        "2 runs listed below. The latest, #7 (Perturbation test, 2026-11-28 09:30): 3 of 8 tests "
+        "changed the answers detectably; a control failed."
+    )
+    assert latest_sentence([], {}) is None
