@@ -144,13 +144,14 @@ def record_battery(cache, counts: dict, force: bool) -> list[dict]:
     is also answered keeps that answer first, and only the curve's samples 1 … k-1 are
     added: a replayed curve reads the answer as its first sample).
     ``counts``: responses already recorded by (prompt, model)."""
-    from dbpa_core.attacks.battery import answer_request, curve_requests, prompts_needed
+    from dbpa_core.attacks.battery import answer_request, curve_requests
+    from dbpa_core.runs import replay_need, requests
     from dbpa_core.sampling import Job, Sampler
 
     jobs: list = []
     planned: dict[str, int] = {}
     for spec in battery_specs():
-        for p, n in prompts_needed(spec).items():
+        for p, n in replay_need(requests(spec)).items():
             have = 0 if force else counts.get((p, SMOLLM2_NAME), 0)
             have = max(have, planned.get(p, 0))
             if have >= n:

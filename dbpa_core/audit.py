@@ -45,7 +45,7 @@ from .sampling import (
 from .sequential import SequentialRecord, effect_upper_bound, run_rounds, statistic_matrix, stop_level
 from .similarity import TEXT_SIMILARITIES, text_similarity_matrix
 from .spec import AuditSpec, model_label, spec_warnings
-from .types import DBPAResult, ROCResult, _jsonable
+from .types import DBPAResult, ROCResult, jsonable
 
 AuditCancelled = RunCancelled  # the name audits raised before sampling.py existed
 
@@ -124,7 +124,7 @@ class PerturbationResult:
         return self.test.effect_above_chance
 
     def to_dict(self) -> dict[str, Any]:
-        return _jsonable(
+        return jsonable(
             {
                 "name": self.name,
                 "role": self.role,
@@ -193,7 +193,7 @@ class AuditResult:
                 d["test"] = p.test.to_dict()
         if self.roc is not None:
             out["roc"] = self.roc.to_dict()
-        return _jsonable(out)
+        return jsonable(out)
 
     def to_json(self, *, arrays: bool = False) -> str:
         return json.dumps(self.to_dict(arrays=arrays), indent=2, ensure_ascii=False)
@@ -349,12 +349,14 @@ def estimate(spec: AuditSpec, *, cache: Cache | None = None) -> dict[str, Any]:
 
     Tokens are estimated at ~4 characters per token; output tokens are counted
     at ``max_tokens`` (an upper bound). Samples already in the cache cost
-    nothing and are subtracted.
+    nothing and are subtracted. A suite's (every case's arms) is
+    :func:`dbpa_core.suite.estimate_suite`; :func:`dbpa_core.runs.estimate` takes either.
     """
-    if spec.cases:  # a suite: every case's arms
-        from .suite import estimate_suite
-
-        return estimate_suite(spec, cache=cache)
+    if spec.cases:
+        raise ValueError(
+            "`spec` is a suite of cases: estimate it with dbpa_core.suite.estimate_suite "
+            "(or dbpa_core.runs.estimate, for a spec of any kind)"
+        )
     rows: list[dict[str, Any]] = []
     totals: dict[str, float] = {"calls": 0, "cached": 0, "input_tokens": 0, "output_tokens": 0, "cost": 0.0}
     unknown_price = set()
@@ -372,7 +374,9 @@ def estimate(spec: AuditSpec, *, cache: Cache | None = None) -> dict[str, Any]:
         system = estimate_tokens(arm.system_prompt) if arm.system_prompt else 0
         in_tok = calls * (estimate_tokens(arm.prompt) + system + 8)  # + chat-template overhead
         lines.append((arm.name, arm.model, calls, cached, in_tok, calls * spec.max_tokens))
-    lines += judge_estimate(spec, cache)  # the judges of model-graded checks
+    # the judges of model-graded checks read every arm's answers
+    arms = [(arm.model, arm_requests(spec, arm)) for arm in build_arms(spec)]
+    lines += judge_estimate(spec, cache, arms=arms)
     for name, model, calls, cached, in_tok, out_tok in lines:
         model_name = model.get("name", "") if model.get("backend") == "openai" else ""
         price = price_of(model_name, spec.prices) if model_name else {"input": 0.0, "output": 0.0}

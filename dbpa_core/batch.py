@@ -51,11 +51,11 @@ from .sampling import (
     Progress,
     RunCancelled,
     Sampler,
-    _cached_record,
-    _sample_value,
     backend_identity,
+    cached_record,
     model_key,
     sample_key,
+    sample_value,
 )
 
 if TYPE_CHECKING:
@@ -103,29 +103,15 @@ class BatchOutcome:
 
 
 # --------------------------------------------------------------------------- planning
-def audit_jobs(spec: AuditSpec) -> list[tuple[dict[str, Any], SampleRequest]]:
-    """Every sample an audit spec (a suite: every case) asks its models for. The answer
-    checks' judges are not among them: they read the answers, so they are asked live."""
-    from .audit import arm_requests, build_arms
+def jobs(spec: Any) -> list[tuple[Mapping[str, Any], SampleRequest]]:
+    """Every sample a spec of any kind asks its models for, as (model, request): the
+    requests its run declares (:func:`dbpa_core.runs.requests`; a suite: every case; a
+    battery: RTI at its upper bound, which the battery then reads from the cache). The
+    answer checks' judges are not among them: they read the answers, so they are asked
+    live."""
+    from .runs import requests
 
-    if spec.cases:
-        from .suite import case_spec
-
-        specs = [case_spec(spec, c) for c in spec.cases]
-    else:
-        specs = [spec]
-    return [(arm.model, r) for s in specs for arm in build_arms(s) for r in arm_requests(s, arm)]
-
-
-def battery_jobs(spec: BatterySpec) -> list[tuple[dict[str, Any], SampleRequest]]:
-    """Every sample a robustness battery spec may ask its model for, as its sampler asks
-    them: the answers (clean, attacked, instructions, option orders), the robustness
-    curve's samples and *every* round of RTI. RTI stops raising rho for an item once its
-    answer changed, so the job asks up to the upper bound that ``dbpa attack --estimate``
-    counts (at the batch price); the battery then reads all it needs from the cache."""
-    from .attacks.battery import battery_requests
-
-    return [(spec.model, r.request) for r in battery_requests(spec)]
+    return [(r.model, r.sample) for r in requests(spec)]
 
 
 def battery_batch_cost(est: Mapping[str, Any], spec: BatterySpec) -> float:
@@ -206,7 +192,7 @@ def fill_cache(
     errors: list[str] = []
     for model, reqs in by_model.values():
         found = cache.get_many(list(reqs))
-        todo = {k: r for k, r in reqs.items() if _cached_record(found.get(k)) is None}
+        todo = {k: r for k, r in reqs.items() if cached_record(found.get(k)) is None}
         if not todo:
             continue
         outcome.requests += len(todo)
@@ -307,7 +293,7 @@ async def _one_job(
         progress(Progress("batch", len(todo), len(todo), f"{batch.id}: {batch.status}"))
         path.unlink(missing_ok=True)  # a finished job: a rerun sends what is still missing
         found = cache.get_many(list(todo))
-        unanswered = [k for k in todo if _cached_record(found.get(k)) is None]
+        unanswered = [k for k in todo if cached_record(found.get(k)) is None]
         if batch.status != "completed":
             why = "; ".join(
                 clean_text(getattr(e, "message", e), 120)
@@ -348,7 +334,7 @@ async def _find_or_create(
         except ModelNotFoundError:  # the server no longer knows it (nothing was paid)
             pass
     found = cache.get_many(list(todo))
-    done = [k for k in todo if _cached_record(found.get(k)) is not None]
+    done = [k for k in todo if cached_record(found.get(k)) is not None]
     for key in done:  # answered meanwhile, by the job of a run that held the claim before
         del todo[key]
     outcome.requests -= len(done)
@@ -436,7 +422,7 @@ def _answer(line: dict[str, Any]) -> dict[str, Any]:
         system_fingerprint=answer_fingerprint(body),
     )
     try:
-        return _sample_value(sample, None)
+        return sample_value(sample, None)
     except BackendError as exc:
         raise MalformedAnswer(str(exc)) from None
 
@@ -446,7 +432,7 @@ def run_batch_cli(spec: AuditSpec, args: argparse.Namespace, cache: Cache, bars:
     None to go on with the audit, else the exit code (after one line on stderr)."""
     import sys
 
-    from .audit import estimate
+    from .runs import estimate
 
     if not cache.enabled:
         return jobs_cli([], cache, bars)
@@ -458,7 +444,7 @@ def run_batch_cli(spec: AuditSpec, args: argparse.Namespace, cache: Cache, bars:
             f"${est['totals']['cost']:.4f}).",
             file=sys.stderr,
         )
-    return jobs_cli(audit_jobs(spec), cache, bars)
+    return jobs_cli(jobs(spec), cache, bars)
 
 
 def jobs_cli(
@@ -504,11 +490,10 @@ __all__ = [
     "BatchError",
     "BatchOutcome",
     "BatchPending",
-    "audit_jobs",
     "batch_cost",
     "battery_batch_cost",
-    "battery_jobs",
     "fill_cache",
+    "jobs",
     "jobs_cli",
     "run_batch_cli",
 ]

@@ -248,13 +248,13 @@ def same_answer(a: str, b: str) -> bool:
 # --------------------------------------------------------------------------- reading
 def parse_cases(doc: SpecDoc, raw: Any, base_dir: Path) -> tuple[Case, ...]:
     """The ``cases:`` section (a file or an inline list) as cases, or a SpecError."""
-    from .spec import _existing, decode_utf8
+    from .spec_doc import decode_utf8, existing_path
     from .spec_schema import CasesFile, validate_section
 
     path = ("cases",)
     if isinstance(raw, dict):
         validate_section(doc, CasesFile, raw, path)
-        file = _existing(doc, raw, path, "file", base_dir, "cases file")
+        file = existing_path(doc, raw, path, "file", base_dir, "cases file")
         name = raw["file"]
         if Path(file).stat().st_size > MAX_CASES_BYTES:
             raise doc.err(

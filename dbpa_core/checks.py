@@ -60,6 +60,8 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 import numpy as np
 
 from .intervals import MAX_COUNT, wilson_interval
+from .spec_schema import JUDGE_MAX_TOKENS as JUDGE_MAX_TOKENS  # declared with the schema
+from .spec_schema import KINDS as KINDS
 
 if TYPE_CHECKING:
     from .backends.base import SampleRequest
@@ -67,11 +69,9 @@ if TYPE_CHECKING:
     from .spec import AuditSpec, SpecDoc
 
 
-KINDS = ("contains", "absent", "regex", "refusal", "words", "json", "choice", "judge")
 TEXT_KINDS = ("contains", "absent", "regex")  # the kinds that take case_sensitive
 CONFIDENCE = 0.95
 BOSCHLOO_MAX_N = 200  # answers in both arms; beyond, Boschloo's test is slow and ~ Fisher's
-JUDGE_MAX_TOKENS = 16
 EXPECT_CHECK = "expected answer"  # the check a suite's ``expect:`` adds
 PERMUTATION_BATCH = 4096  # random splits drawn at once: memory stays small at any B
 MAX_PERMUTATION_WORK = 10**10  # permutation_p: permutations x answers, about 2 minutes of one core
@@ -268,9 +268,9 @@ class Check:
         elif self.kind == "choice":
             out["choice"] = self.target
         elif self.kind == "judge":
-            from .spec import _shown
+            from .spec_doc import shown_config
 
-            out["judge"] = {"model": _shown(dict(self.judge_model or {})), "question": self.question}
+            out["judge"] = {"model": shown_config(dict(self.judge_model or {})), "question": self.question}
             if self.max_tokens != JUDGE_MAX_TOKENS:
                 out["judge"]["max_tokens"] = self.max_tokens
         else:
@@ -336,7 +336,8 @@ def parse_checks(
 ) -> tuple[Check, ...]:
     """A spec's ``checks:`` list as :class:`Check` objects, or the spec's error naming
     the line (``doc`` is the spec's line-keeping document, see :mod:`dbpa_core.spec`)."""
-    from .spec import _model, _name
+    from .spec_doc import key_name
+    from .spec_models import model_entry
     from .spec_schema import Checks, validate_section
 
     if raw is None:
@@ -381,13 +382,15 @@ def parse_checks(
                 ) from None
             kw["pattern"] = value
         elif kind == "judge":
-            kw["judge_model"] = _model(doc, value["model"], at + ("model",), Path(base_dir), allow_key_env)
+            kw["judge_model"] = model_entry(
+                doc, value["model"], at + ("model",), Path(base_dir), allow_key_env
+            )
             if not ch.judge.question.strip():
                 raise doc.err(at + ("question",), f"check {name!r}: the judge's question is empty")
             kw["question"] = ch.judge.question.strip()
             kw["max_tokens"] = ch.judge.max_tokens
         elif value is not True:  # the schema allows only true
-            raise doc.err(at, f"check {name!r}: write '{kind}: true' ({_name(at)} is {value!r})")
+            raise doc.err(at, f"check {name!r}: write '{kind}: true' ({key_name(at)} is {value!r})")
         out.append(Check(name, kind, **kw))
     return tuple(out)
 
@@ -538,7 +541,7 @@ def judge_outcomes(
     judges = [c for c in checks if c.kind == "judge"]
     unique = list(dict.fromkeys(texts))
     jobs = [
-        Job(dict(c.judge_model or {}), _judge_request(c, t, seed), f"judge: {c.name}")
+        Job(dict(c.judge_model or {}), judge_request(c, t, seed), f"judge: {c.name}")
         for c in judges
         for t in unique
     ]
@@ -551,7 +554,7 @@ def judge_outcomes(
     return out
 
 
-def _judge_request(check: Check, text: str, seed: int) -> SampleRequest:
+def judge_request(check: Check, text: str, seed: int) -> SampleRequest:
     """The judge's request about one answer (its cache key follows from it)."""
     from .backends import GenerationParams
     from .sampling import requests_for
@@ -566,17 +569,20 @@ def _judge_request(check: Check, text: str, seed: int) -> SampleRequest:
 
 
 def judge_estimate(
-    spec: AuditSpec, cache: Cache | None = None
+    spec: AuditSpec,
+    cache: Cache | None = None,
+    *,
+    arms: Sequence[tuple[Mapping[str, Any], Sequence[SampleRequest]]],
 ) -> list[tuple[str, Mapping[str, Any], int, int, int, int]]:
     """What the judges of ``spec`` will ask, before anything is asked: per judge check,
-    ``(label, judge model, calls, cached, input tokens, output tokens)``.
+    ``(label, judge model, calls, cached, input tokens, output tokens)``. ``arms``: each
+    arm's model and the samples it asks (the answers the judges read).
 
     Answers already in ``cache`` are known: each distinct one is asked once, and its reply
     may be cached too. An answer still to be sampled counts as one call whose answer is
     ``max_tokens`` long (an upper bound). Tokens at ~4 characters each, output at the
     judge's ``max_tokens``.
     """
-    from .audit import arm_requests, build_arms
     from .pricing import estimate_tokens
     from .sampling import backend_identity, is_cached, sample_key
 
@@ -585,11 +591,10 @@ def judge_estimate(
         return []
     known: list[str] = []
     unknown = 0
-    for arm in build_arms(spec):
-        reqs = arm_requests(spec, arm)
+    for model, reqs in arms:
         found = {}
         if cache is not None:
-            keys = [sample_key(backend_identity(arm.model), r) for r in reqs]
+            keys = [sample_key(backend_identity(model), r) for r in reqs]
             found = {
                 k: v["text"]
                 for k, v in cache.get_many(keys).items()
@@ -601,7 +606,7 @@ def judge_estimate(
     rows = []
     for c in judges:
         model = c.judge_model or {}
-        todo = [t for t in known if not is_cached(cache, model, _judge_request(c, t, spec.seed))]
+        todo = [t for t in known if not is_cached(cache, model, judge_request(c, t, spec.seed))]
         frame = estimate_tokens(JUDGE_PROMPT.format(answer="", question=c.question)) + 8
         in_tok = sum(frame + estimate_tokens(t) for t in todo) + unknown * (frame + spec.max_tokens)
         calls = len(todo) + unknown
@@ -920,8 +925,8 @@ class CheckResult:
         scale, unit, digits = (1, "words", 1) if self.numeric else (100, "points", 0)
         lo, hi = self.ci
         line = (
-            f"{head}, {_signed(self.difference * scale, digits)} {unit} "
-            f"[{_signed(lo * scale, digits)}, {_signed(hi * scale, digits)}], "
+            f"{head}, {signed(self.difference * scale, digits)} {unit} "
+            f"[{signed(lo * scale, digits)}, {signed(hi * scale, digits)}], "
             f"{_p_text(self.p_value)}"
         )
         if self.p_adjusted is not None and _p_text(self.p_adjusted) != _p_text(self.p_value):
@@ -1006,7 +1011,8 @@ def checks_csv(results: Sequence[CheckResult]) -> str:
     return buf.getvalue()
 
 
-def _signed(v: float, digits: int) -> str:
+def signed(v: float, digits: int) -> str:
+    """``v`` with its sign and ``digits`` decimals (``+0.12``, ``-3``), no sign on a zero."""
     s = f"{abs(v):.{digits}f}"
     if float(s) == 0:
         return s
@@ -1166,8 +1172,8 @@ def checks_table(results: Sequence[CheckResult]) -> list[tuple[str, ...]]:
                 r.perturbation,
                 base,
                 value,
-                _signed(r.difference * scale, digits),
-                f"[{_signed(r.ci[0] * scale, digits)}, {_signed(r.ci[1] * scale, digits)}]",
+                signed(r.difference * scale, digits),
+                f"[{signed(r.ci[0] * scale, digits)}, {signed(r.ci[1] * scale, digits)}]",
                 _p_short(r.p_value),
                 _p_short(r.p_adjusted),
                 r.stars,

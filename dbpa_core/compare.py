@@ -1,6 +1,6 @@
 """Two recorded runs of a suite of cases, or of a robustness battery, side by side (what
-``dbpa history compare A B`` says of them; audits are compared by
-:meth:`dbpa_core.history.History.compare`).
+``dbpa history compare A B`` says of them, through each kind's
+:meth:`dbpa_core.runs.RunResult.compare`).
 
 * Suites: the pooled verdict of each perturbation (significant over the cases after the
   suite's correction) and the verdict of each case x perturbation test, matched by name;
@@ -11,6 +11,9 @@
   no verdict of its own: given a maximum ASR, an attack *changed verdict* when it is above
   it in one run and not in the other; without one, no verdict changed.
 
+* Audits: each perturbation (or model) of each audit, paired by job and matched by name
+  (:func:`pair_audits`); a verdict change is one that became significant or stopped being.
+
 Pure functions over what the history stores (a suite's ``to_dict()``, a
 :class:`~dbpa_core.attacks.battery.BatteryResult`).
 """
@@ -19,7 +22,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .audit import AuditResult, PerturbationResult
 
 
 def _status(a: bool | None, b: bool | None, *, yes: str, no: str) -> str:
@@ -31,6 +37,83 @@ def _status(a: bool | None, b: bool | None, *, yes: str, no: str) -> str:
     if a == b:
         return "same verdict"
     return yes if b else no
+
+
+def significance_status(a: bool | None, b: bool | None) -> str:
+    """A test in two runs: ``same verdict``, ``only in A``/``B``, ``now significant`` or
+    ``no longer significant``."""
+    return _status(a, b, yes="now significant", no="no longer significant")
+
+
+@dataclass(frozen=True)
+class ComparedTest:
+    """One perturbation (or model) in two runs; ``None`` where a run lacks it."""
+
+    job: str
+    name: str
+    role: str | None
+    a: PerturbationResult | None
+    b: PerturbationResult | None
+
+    @property
+    def status(self) -> str:
+        return significance_status(*(None if x is None else bool(x.significant) for x in (self.a, self.b)))
+
+    @property
+    def verdict_changed(self) -> bool:
+        return self.status in ("now significant", "no longer significant")
+
+    def to_dict(self) -> dict[str, Any]:
+        def side(p: Any) -> dict[str, Any] | None:
+            return (
+                None
+                if p is None
+                else {
+                    "effect_size": p.effect_size,
+                    "effect_above_chance": p.effect_above_chance,
+                    "p_value": p.p_value,
+                    "p_adjusted": p.p_adjusted,
+                    "significant": p.significant,
+                    "stars": p.stars,
+                }
+            )
+
+        return {
+            "job": self.job,
+            "name": self.name,
+            "role": self.role,
+            "status": self.status,
+            "a": side(self.a),
+            "b": side(self.b),
+        }
+
+
+def pair_audits(
+    a: Mapping[str, AuditResult], b: Mapping[str, AuditResult]
+) -> tuple[tuple[ComparedTest, ...], tuple[tuple[str, str], ...]]:
+    """The perturbations of two runs' audits side by side, and the (job in A, job in B)
+    pairs. Audits are paired by job name (e.g. the model label on multi-model pages); two
+    runs of one audit each are paired whatever their models are called, so a model before
+    and after an upgrade compare directly. Perturbations are matched by name."""
+    if len(a) == 1 and len(b) == 1:
+        pairs = [(next(iter(a)), next(iter(b)))]
+    else:
+        pairs = [(j, j) for j in a if j in b]
+    rows: list[ComparedTest] = []
+    for ja, jb in pairs:
+        job = ja if ja == jb else f"{ja} → {jb}"
+        by_b = {p.name: p for p in b[jb].perturbations}
+        for p in a[ja].perturbations:
+            rows.append(ComparedTest(job, p.name, p.role, p, by_b.pop(p.name, None)))
+        rows += [ComparedTest(job, p.name, p.role, None, p) for p in by_b.values()]
+    paired_a, paired_b = {p[0] for p in pairs}, {p[1] for p in pairs}
+    for j, r in a.items():
+        if j not in paired_a:
+            rows += [ComparedTest(j, p.name, p.role, p, None) for p in r.perturbations]
+    for j, r in b.items():
+        if j not in paired_b:
+            rows += [ComparedTest(j, p.name, p.role, None, p) for p in r.perturbations]
+    return tuple(rows), tuple(pairs)
 
 
 @dataclass(frozen=True)
@@ -46,11 +129,8 @@ class SuiteRow:
 
     @property
     def status(self) -> str:
-        return _status(
-            None if self.a is None else bool(self.a.get("significant")),
-            None if self.b is None else bool(self.b.get("significant")),
-            yes="now significant",
-            no="no longer significant",
+        return significance_status(
+            *(None if x is None else bool(x.get("significant")) for x in (self.a, self.b))
         )
 
     @property
@@ -108,7 +188,9 @@ class SuiteComparison:
         }
 
 
-SUITE_SETTINGS = (
+# the settings of an audit the history keeps with a run, and that comparing two runs names
+# when they differ
+COMPARED_SETTINGS = (
     "samples",
     "permutations",
     "measure",
@@ -116,8 +198,14 @@ SUITE_SETTINGS = (
     "alpha",
     "seed",
     "temperature",
+    "top_p",
     "max_tokens",
+    "embedder",
+    "sequential",
 )
+
+# the settings of a suite that comparing two suites names when they differ
+SUITE_SETTINGS = tuple(k for k in COMPARED_SETTINGS if k not in ("top_p", "embedder", "sequential"))
 
 
 def _pair(
@@ -263,10 +351,14 @@ def compare_batteries(a: Any, b: Any, *, max_asr: float | None = None) -> Batter
 
 
 __all__ = [
+    "COMPARED_SETTINGS",
     "AttackDiff",
     "BatteryComparison",
+    "ComparedTest",
     "SuiteComparison",
     "SuiteRow",
     "compare_batteries",
     "compare_suites",
+    "pair_audits",
+    "significance_status",
 ]

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .types import _jsonable
+from .types import jsonable
 
 if TYPE_CHECKING:
     from .sampling import Sampler
@@ -476,7 +476,7 @@ class Explanation:
         return out
 
     def to_dict(self, n: int = 20) -> dict[str, Any]:
-        return _jsonable(
+        return jsonable(
             {
                 "terms": {
                     "perturbed": [t.to_dict() for t in self.terms_for("perturbed", n)],

@@ -101,6 +101,13 @@ SIZE_LEGEND = (
 _ALIGN = {"l": "left", "r": "right", "c": "center"}
 
 
+def short(text: str, n: int) -> str:
+    """``text`` on one line (runs of white space as one space), cut to ``n`` characters
+    with an ellipsis."""
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
 def table(
     rows: Iterable[Sequence[object]],
     headers: Sequence[str],
@@ -146,6 +153,7 @@ __all__ = [
     "SIZE_LEGEND",
     "fmt_p",
     "fmt_pct",
+    "short",
     "size_cell",
     "size_d",
     "size_text",

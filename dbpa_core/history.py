@@ -46,10 +46,13 @@ import sqlalchemy as sa
 
 from . import __version__, db
 from .audit import Arm, ArmResponses, AuditResult, PerturbationResult
+from .compare import COMPARED_SETTINGS, pair_audits
+from .compare import ComparedTest as ComparedTest  # two runs' verdicts of one perturbation
 from .home import HomeError, dbpa_home, ensure_home
 from .resources import MissingExtraError
 from .sequential import SequentialRecord
-from .spec import AuditSpec, Perturbation, _shown, model_label
+from .spec import AuditSpec, Perturbation, model_label
+from .spec_doc import shown_config
 from .types import DBPAResult, ROCResult, jsonable
 
 if TYPE_CHECKING:
@@ -61,19 +64,7 @@ DB_NAME = "history.sqlite3"
 # the kinds of run besides audits (each reopened on its own page)
 RESULT_KINDS = ("battery", "fidelity", "sensitivity", "suite")
 
-SETTINGS_KEYS = (
-    "samples",
-    "permutations",
-    "measure",
-    "correction",
-    "alpha",
-    "seed",
-    "temperature",
-    "top_p",
-    "max_tokens",
-    "embedder",
-    "sequential",
-)
+SETTINGS_KEYS = COMPARED_SETTINGS  # the settings a run keeps, and compare names when they differ
 
 
 def _inserted_id(result: sa.CursorResult) -> int:
@@ -174,55 +165,6 @@ class Run:
             "responses": where_responses_live(self),
             "audits": {job: a.to_dict() for job, a in self.audits.items()},
             "unreadable": list(self.unreadable),
-        }
-
-
-@dataclass(frozen=True)
-class ComparedTest:
-    """One perturbation (or model) in two runs; ``None`` where a run lacks it."""
-
-    job: str
-    name: str
-    role: str | None
-    a: PerturbationResult | None
-    b: PerturbationResult | None
-
-    @property
-    def status(self) -> str:
-        if self.a is None:
-            return "only in B"
-        if self.b is None:
-            return "only in A"
-        if self.a.significant == self.b.significant:
-            return "same verdict"
-        return "now significant" if self.b.significant else "no longer significant"
-
-    @property
-    def verdict_changed(self) -> bool:
-        return self.status in ("now significant", "no longer significant")
-
-    def to_dict(self) -> dict[str, Any]:
-        def side(p: Any) -> dict[str, Any] | None:
-            return (
-                None
-                if p is None
-                else {
-                    "effect_size": p.effect_size,
-                    "effect_above_chance": p.effect_above_chance,
-                    "p_value": p.p_value,
-                    "p_adjusted": p.p_adjusted,
-                    "significant": p.significant,
-                    "stars": p.stars,
-                }
-            )
-
-        return {
-            "job": self.job,
-            "name": self.name,
-            "role": self.role,
-            "status": self.status,
-            "a": side(self.a),
-            "b": side(self.b),
         }
 
 
@@ -500,7 +442,7 @@ class History:
                     role=a.arm.role,
                     prompt=a.arm.prompt,
                     system_prompt=a.arm.system_prompt,
-                    model=json.dumps(jsonable(_shown(a.arm.model)), ensure_ascii=False),
+                    model=json.dumps(jsonable(shown_config(a.arm.model)), ensure_ascii=False),
                     responses=json.dumps(list(a.texts), ensure_ascii=False),
                     embeddings=_npy(a.embeddings),
                     new_samples=int(a.new_samples),
@@ -667,26 +609,7 @@ class History:
         and after an upgrade compare directly. Perturbations are matched by name.
         """
         a, b = self.get(a_id), self.get(b_id)
-        if len(a.audits) == 1 and len(b.audits) == 1:
-            pairs = [(next(iter(a.audits)), next(iter(b.audits)))]
-        else:
-            pairs = [(j, j) for j in a.audits if j in b.audits]
-        rows: list[ComparedTest] = []
-        paired_a = {p[0] for p in pairs}
-        paired_b = {p[1] for p in pairs}
-        for ja, jb in pairs:
-            ra, rb = a.audits[ja], b.audits[jb]
-            job = ja if ja == jb else f"{ja} → {jb}"
-            by_b = {p.name: p for p in rb.perturbations}
-            for p in ra.perturbations:
-                rows.append(ComparedTest(job, p.name, p.role, p, by_b.pop(p.name, None)))
-            rows += [ComparedTest(job, p.name, p.role, None, p) for p in by_b.values()]
-        for j, r in a.audits.items():
-            if j not in paired_a:
-                rows += [ComparedTest(j, p.name, p.role, p, None) for p in r.perturbations]
-        for j, r in b.audits.items():
-            if j not in paired_b:
-                rows += [ComparedTest(j, p.name, p.role, None, p) for p in r.perturbations]
+        rows, pairs = pair_audits(a.audits, b.audits)
         changed = {
             k: (a.settings.get(k), b.settings.get(k))
             for k in SETTINGS_KEYS
@@ -698,7 +621,7 @@ class History:
         pa, pb = a.summary.base_prompt, b.summary.base_prompt
         if pa != pb:
             changed["base prompt"] = (pa, pb)
-        return RunComparison(a, b, tuple(rows), changed, tuple(pairs))
+        return RunComparison(a, b, rows, changed, pairs)
 
     # ------------------------------------------------------------------ every kind of run
     def record_result(
@@ -1276,7 +1199,7 @@ def _arm(row: Any, what: str, unreadable: list[str]) -> ArmResponses:
         row["name"],
         row["prompt"],
         row["system_prompt"],
-        _shown(model if isinstance(model, dict) else {}),  # older rows: no password shown
+        shown_config(model if isinstance(model, dict) else {}),  # older rows: no password shown
         row["role"],
     )
     texts = _json_or(row["responses"], [], f"{what}: its responses", unreadable)

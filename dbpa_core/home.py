@@ -44,7 +44,7 @@ def settings_file() -> Path:
 def setting(name: str) -> Any:
     """The value of ``name`` in :func:`settings_file` (a mapping written by hand), or None
     when the file, or the key, is missing or the file cannot be read."""
-    from .spec import SpecError, read_document
+    from .spec_doc import SpecError, read_document
 
     source = settings_file()
     try:
@@ -87,7 +87,7 @@ def allowed_key_envs() -> frozenset[str]:
     providers' own): ``allow_key_env`` in :func:`settings_file`, and the ``api_key_env``
     of the models they saved in the dashboard (:func:`models_file`). A file that is
     missing or cannot be read allows nothing more."""
-    from .spec import SpecError, read_document
+    from .spec_doc import SpecError, read_document
 
     names: set[str] = set()
     for source, pick in (
@@ -110,7 +110,7 @@ def allowed_key_envs() -> frozenset[str]:
     return frozenset(names)
 
 
-def _clean(model: dict[str, Any]) -> dict[str, Any]:
+def clean_model(model: dict[str, Any]) -> dict[str, Any]:
     """A model definition fit to be saved: no key, and no ``user:password@`` in its
     ``base_url`` (a credential, kept like a key: in the session only)."""
     out = {k: v for k, v in model.items() if v is not None and k.lower() not in SECRET_KEYS}
@@ -139,41 +139,11 @@ def save_models(models: Sequence[dict[str, Any]], path: str | os.PathLike | None
     text = (
         "# Models added in the dbpa dashboard (keys are never saved here: `api_key_env`\n"
         "# names the environment variable that holds one).\n"
-        + yaml.safe_dump({"models": [_clean(dict(m)) for m in models]}, sort_keys=False, allow_unicode=True)
+        + yaml.safe_dump(
+            {"models": [clean_model(dict(m)) for m in models]}, sort_keys=False, allow_unicode=True
+        )
     )
     tmp = target.with_name(target.name + ".tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, target)
     return target
-
-
-def load_models(path: str | os.PathLike | None = None) -> tuple[list[dict[str, Any]], list[str]]:
-    """Saved model definitions, validated like a spec's ``model`` section.
-
-    Returns ``(models, problems)``: entries that fail validation (a replay file that was
-    deleted, a mistyped key) are left out and described in ``problems``; a missing file
-    gives ``([], [])``.
-    """
-    from .spec import SpecError, _Doc, _model
-
-    source = Path(path) if path else models_file()
-    if not source.is_file():
-        return [], []
-    doc = _Doc(str(source))
-    try:
-        node = yaml.compose(source.read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
-        raw = doc.convert(node) if node is not None else {}
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        return [], [f"{source}: not a valid models file ({exc}); it was left as it is"]
-    entries = raw.get("models") if isinstance(raw, dict) else None
-    if not isinstance(entries, list):
-        return [], [f"{source}: expected a list under 'models'"]
-    models, problems = [], []
-    for i, entry in enumerate(entries):
-        try:
-            models.append(
-                _model(doc, _clean(entry) if isinstance(entry, dict) else entry, ("models", i), source.parent)
-            )
-        except SpecError as exc:
-            problems.append(str(exc))
-    return models, problems

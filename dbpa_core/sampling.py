@@ -359,7 +359,7 @@ class Sampler:
         got: dict[str, SampleRecord] = {}
 
         def accept(key: str, value: Any) -> bool:
-            record = _cached_record(value)
+            record = cached_record(value)
             if record is None:
                 return False
             got[key] = record
@@ -419,7 +419,7 @@ class Sampler:
                     _meter: Any = meter,
                 ) -> None:
                     key, label = _by_request[req]
-                    value = _sample_value(s, _backend)  # validated before it is stored
+                    value = sample_value(s, _backend)  # validated before it is stored
                     self._claims.store({key: value})  # at once: nothing lost on a stop
                     got[key] = SampleRecord(
                         value["text"],
@@ -797,7 +797,7 @@ def _duration(seconds: float) -> str:
     return f"{h} h {m} min" if m else f"{h} h"
 
 
-def _cached_record(v: Any) -> SampleRecord | None:
+def cached_record(v: Any) -> SampleRecord | None:
     """A cached sample, or None when the value is not a valid one (then it is fetched again)."""
     if not (isinstance(v, dict) and isinstance(v.get("text"), str)):
         return None
@@ -810,7 +810,7 @@ def _cached_record(v: Any) -> SampleRecord | None:
     )
 
 
-def _sample_value(s: Any, backend: Any) -> dict[str, Any]:
+def sample_value(s: Any, backend: Any) -> dict[str, Any]:
     """The cache value of a sample, or :class:`BackendError` when it is malformed."""
     text = getattr(s, "text", None)
     if not isinstance(text, str):

@@ -61,7 +61,7 @@ from .resources import asset
 from .sampling import Job, Progress, Sampler, SampleRecord, is_cached, model_key
 from .similarity import TEXT_SIMILARITIES, text_similarity_matrix
 from .spec import AuditSpec, model_label
-from .types import DBPAResult, _jsonable
+from .types import DBPAResult, jsonable
 
 STUDIES = ("measure", "embedder", "length")
 STUDY_TITLES = {"measure": "Distance measures", "embedder": "Embedders", "length": "Prompt length"}
@@ -285,7 +285,7 @@ class SensitivityRow:
 
     def to_dict(self) -> dict[str, Any]:
         d = {f: getattr(self, f) for f in self.__dataclass_fields__}
-        return _jsonable({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in d.items()})
+        return jsonable({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in d.items()})
 
 
 @dataclass(frozen=True)
@@ -305,7 +305,7 @@ class CostRow:
     note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return _jsonable(
+        return jsonable(
             {
                 f: (
                     None
@@ -405,7 +405,7 @@ class SensitivityResult:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return _jsonable(
+        return jsonable(
             {
                 "spec": self.spec.to_dict(),
                 "config": self.config.to_dict(),

@@ -16,10 +16,8 @@ this module checks what relates keys to each other, files and servers.
 
 from __future__ import annotations
 
-import difflib
 import math
 import os
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,9 +25,18 @@ from typing import Any
 
 import yaml
 
-from ._validate import file_problem, first_surrogate
-from .backends.base import redact_url
 from .measures import DEFAULT_MEASURE
+from .spec_doc import MAX_SPEC_BYTES as MAX_SPEC_BYTES  # the document reader, one floor down
+from .spec_doc import SpecDoc as SpecDoc
+from .spec_doc import SpecError as SpecError
+from .spec_doc import decode_utf8 as decode_utf8
+from .spec_doc import existing_path, shown_config, top_section
+from .spec_doc import model_label as model_label
+from .spec_doc import read_document as read_document
+from .spec_doc import read_spec_file as read_spec_file
+from .spec_models import LLM_KEY_ENVS as LLM_KEY_ENVS  # model entries, one floor down
+from .spec_models import check_server, model_entry
+from .spec_models import key_env_allowed as key_env_allowed
 from .spec_schema import BACKENDS as BACKENDS  # declared with the schema, used from here
 from .spec_schema import EMBEDDER_BACKENDS as EMBEDDER_BACKENDS
 from .spec_schema import ROLES as ROLES
@@ -49,91 +56,8 @@ TOP_KEYS = keys_of(AuditSpecModel)
 MODEL_KEYS = keys_of(ModelEntry)
 EMBEDDER_KEYS = keys_of(Embedder)
 BASE_KEYS = keys_of(Base)
-MAX_SPEC_BYTES = 10 * 1024**2  # a spec is a page of YAML; anything this large is not one
-MAX_DEPTH = 32  # nesting levels
-MAX_VALUES = 20_000  # values after YAML aliases are expanded
-# The environment variables a spec may send to its server as an API key: those of LLM
-# providers (and DBPA_*). A spec decides which variable goes to which URL, so any other
-# name (a cloud, CI, registry or chat-bot token) must be allowed by the user: on the command
-# line (--allow-key-env NAME) or in their own settings file ($DBPA_HOME/settings.yaml,
-# `allow_key_env: [NAME, ...]`) — never by a spec alone.
-LLM_KEY_ENVS = frozenset(
-    {
-        "OPENAI_API_KEY",
-        "AZURE_OPENAI_API_KEY",
-        "AZURE_OPENAI_KEY",
-        "AZURE_API_KEY",
-        "ANTHROPIC_API_KEY",
-        "MISTRAL_API_KEY",
-        "CODESTRAL_API_KEY",
-        "TOGETHER_API_KEY",
-        "TOGETHERAI_API_KEY",
-        "GROQ_API_KEY",
-        "OPENROUTER_API_KEY",
-        "FIREWORKS_API_KEY",
-        "FIREWORKS_AI_API_KEY",
-        "DEEPSEEK_API_KEY",
-        "GEMINI_API_KEY",
-        "XAI_API_KEY",
-        "PERPLEXITY_API_KEY",
-        "PPLX_API_KEY",
-        "COHERE_API_KEY",
-        "CO_API_KEY",
-        "AI21_API_KEY",
-        "CEREBRAS_API_KEY",
-        "DEEPINFRA_API_KEY",
-        "DEEPINFRA_API_TOKEN",
-        "NVIDIA_API_KEY",
-        "NVIDIA_NIM_API_KEY",
-        "SAMBANOVA_API_KEY",
-        "NEBIUS_API_KEY",
-        "HYPERBOLIC_API_KEY",
-        "NOVITA_API_KEY",
-        "LEPTON_API_KEY",
-        "ANYSCALE_API_KEY",
-        "OCTOAI_TOKEN",
-        "REPLICATE_API_TOKEN",
-        "VOYAGE_API_KEY",
-        "JINA_API_KEY",
-        "DASHSCOPE_API_KEY",
-        "MOONSHOT_API_KEY",
-        "ZHIPUAI_API_KEY",
-        "HF_TOKEN",
-        "HUGGING_FACE_HUB_TOKEN",
-        "HUGGINGFACEHUB_API_TOKEN",
-        "HF_API_TOKEN",
-        "LITELLM_API_KEY",
-        "LITELLM_MASTER_KEY",
-        "VLLM_API_KEY",
-        "OLLAMA_API_KEY",
-        "LM_STUDIO_API_KEY",
-        "LLAMA_API_KEY",
-        "OPENAI_COMPATIBLE_API_KEY",
-    }
-)
-DBPA_KEY_ENV = re.compile(r"DBPA_[A-Z0-9_]+")
-
-
-def key_env_allowed(name: str, allow_key_env: Iterable[str] | None = ()) -> bool:
-    """May a spec send the variable ``name`` as an API key? Yes for an LLM provider's key
-    variable (:data:`LLM_KEY_ENVS`) or a ``DBPA_*`` name, and for what the user allowed:
-    ``allow_key_env`` (the command line) or ``allow_key_env`` in their settings file
-    (:func:`dbpa_core.home.allowed_key_envs`)."""
-    from .home import allowed_key_envs
-
-    return (
-        name in LLM_KEY_ENVS
-        or bool(DBPA_KEY_ENV.fullmatch(name))
-        or name in set(allow_key_env or ())
-        or name in allowed_key_envs()
-    )
-
 
 PERTURBATION_KEYS = keys_of(PerturbationModel)
-
-
-class SpecError(ValueError):
-    """A spec mistake; the message names the file and line."""
 
 
 @dataclass(frozen=True)
@@ -293,8 +217,8 @@ class AuditSpec:
             "name": self.name,
             "description": self.description,
             "mode": self.mode,
-            "models": [_shown(m) for m in self.models],
-            "embedder": _shown(self.embedder),
+            "models": [shown_config(m) for m in self.models],
+            "embedder": shown_config(self.embedder),
             "base": {"prompt": self.base_prompt, "system_prompt": self.system_prompt},
             "perturbations": [
                 {"name": p.name, "prompt": p.prompt, "role": p.role, "system_prompt": p.system_prompt}
@@ -338,357 +262,24 @@ class AuditSpec:
         )
 
 
-def _shown(config: dict[str, Any]) -> dict[str, Any]:
-    """A model or embedder config fit to be written out: no password in ``base_url``."""
-    out = dict(config)
-    if "base_url" in out:
-        out["base_url"] = redact_url(out["base_url"])
-    return out
-
-
-def model_label(config: dict[str, Any]) -> str:
-    """A short display name of a model config."""
-    if config.get("label"):
-        return str(config["label"])
-    if config.get("backend", "local") == "local":
-        t = config.get("temperature")
-        return "SmolLM2-135M (local)" + (f" T={t:g}" if t is not None else "")
-    if config.get("name"):
-        return str(config["name"])
-    return os.path.basename(str(config.get("path") or config.get("file") or "model"))
-
-
-# --------------------------------------------------------------------------- YAML with lines
-class _Doc:
-    def __init__(self, source: str) -> None:
-        self.source = source
-        self.lines: dict[tuple, int] = {}
-
-    def err(self, path: tuple, message: str) -> SpecError:
-        line = None
-        p = path
-        while line is None and p:
-            line = self.lines.get(p)
-            p = p[:-1]
-        where = f"{self.source}, line {line}" if line else self.source
-        return SpecError(f"{where}: {message}")
-
-    def convert(self, node: yaml.Node, path: tuple = ()) -> Any:
-        self.lines.setdefault(path, node.start_mark.line + 1)
-        self.values = getattr(self, "values", 0) + 1
-        if self.values > MAX_VALUES:
-            raise self.err(
-                path,
-                f"the spec expands to more than {MAX_VALUES} values (YAML aliases that repeat each other?)",
-            )
-        if len(path) > MAX_DEPTH:
-            raise self.err(path, f"nested more than {MAX_DEPTH} levels deep")
-        if isinstance(node, yaml.MappingNode):
-            _flatten_merge_keys(self, node, path)
-            out: dict[str, Any] = {}
-            for knode, vnode in node.value:
-                if not isinstance(knode, yaml.ScalarNode):
-                    self.lines[path + ("?",)] = knode.start_mark.line + 1
-                    raise self.err(path + ("?",), "keys must be plain text, not lists or mappings")
-                key = knode.value
-                if key in out:
-                    self.lines[path + (key,)] = knode.start_mark.line + 1
-                    raise self.err(path + (key,), f"key {key!r} appears twice")
-                self.lines[path + (key,)] = knode.start_mark.line + 1
-                out[key] = self.convert(vnode, path + (key,))
-            return out
-        if isinstance(node, yaml.SequenceNode):
-            return [self.convert(v, path + (i,)) for i, v in enumerate(node.value)]
-        try:
-            value = self.scalar(node)
-        except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:
-            raise self.err(
-                path, f"cannot read the value {node.value[:40]!r} ({getattr(exc, 'problem', None) or exc})"
-            ) from None
-        bad = first_surrogate(value) if isinstance(value, str) else None
-        if bad:  # "\ud800" in a quoted string: half of a UTF-16 pair, not a character
-            raise self.err(
-                path,
-                f"the text holds the escape {bad}, which is not a character "
-                "(half of a UTF-16 surrogate pair): write the character itself",
-            )
-        return value
-
-    def scalar(self, node: yaml.Node) -> Any:
-        if not hasattr(self, "_loader"):
-            self._loader = yaml.SafeLoader("")
-        return self._loader.construct_object(node, deep=True)
-
-
-#: the spec being read (its source and where each key stands), as the sections' parsers
-#: in other modules (cases, checks) take it to name the line of an error
-SpecDoc = _Doc
-
-
-def _flatten_merge_keys(doc: _Doc, node: yaml.MappingNode, path: tuple) -> None:
-    """Resolve ``<<: *alias`` merge keys in place, as YAML loaders do."""
-    if not any(k.tag == "tag:yaml.org,2002:merge" for k, _ in node.value):
-        return
-    explicit = [(k, v) for k, v in node.value if k.tag != "tag:yaml.org,2002:merge"]
-    loader = yaml.SafeLoader("")
-    try:
-        loader.flatten_mapping(node)
-    except yaml.YAMLError as exc:
-        problem = getattr(exc, "problem", None) or exc
-        raise doc.err(path, f"a '<<' merge key must refer to a mapping ({problem})") from None
-    finally:
-        loader.dispose()
-    # merged keys come first; a key given here, or merged again later, overrides them
-    own = {k.value for k, _ in explicit if isinstance(k, yaml.ScalarNode)}
-    merged: dict[Any, tuple] = {}
-    for k, v in node.value[: len(node.value) - len(explicit)]:
-        if isinstance(k, yaml.ScalarNode) and k.value not in own:
-            merged.pop(k.value, None)
-            merged[k.value] = (k, v)
-    node.value = list(merged.values()) + explicit
-
-
-class _DepthLimitedLoader(yaml.SafeLoader):
-    """PyYAML's composer is recursive: refuse nesting deeper than MAX_DEPTH before it
-    can end in a RecursionError."""
-
-    def __init__(self, stream: str, source: str = "<spec>") -> None:
-        super().__init__(stream)
-        self.depth = 0
-        self.spec_source = source
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        self.depth += 1
-        try:
-            if self.depth > MAX_DEPTH:
-                mark = self.peek_event().start_mark
-                raise SpecError(
-                    f"{self.spec_source}, line {mark.line + 1}: nested more than {MAX_DEPTH} levels deep"
-                )
-            return super().compose_node(parent, index)
-        finally:
-            self.depth -= 1
-
-
-def _compose(text: str, source: str) -> yaml.Node | None:
-    """The YAML node graph of ``text`` (one pass; nesting limited to MAX_DEPTH)."""
-    loader = None
-    try:
-        loader = _DepthLimitedLoader(text, source)
-        return loader.get_single_node()
-    except yaml.reader.ReaderError as exc:  # a control character the YAML reader refuses
-        line = text.count("\n", 0, max(0, exc.position)) + 1
-        raise SpecError(
-            f"{source}, line {line}: not valid YAML (character #x{exc.character:04x} is not allowed)"
-        ) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{source}, line {mark.line + 1}" if mark else source
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise SpecError(f"{where}: not valid YAML ({problem})") from None
-    except RecursionError:  # belt and braces: the depth limit comes first
-        raise SpecError(f"{source}: nested too deeply") from None
-    finally:
-        if loader is not None:
-            loader.dispose()
-
-
-def _name(path: tuple) -> str:
-    return ".".join(str(p) if not isinstance(p, int) else f"[{p}]" for p in path).replace(".[", "[")
-
-
-def _check_keys(doc: _Doc, obj: Any, allowed: set[str], path: tuple, what: str) -> dict:
-    if not isinstance(obj, dict):
-        raise doc.err(path, f"{what} must be a mapping of keys to values")
-    for key in obj:
-        if key not in allowed:
-            hint = difflib.get_close_matches(str(key), sorted(allowed), n=1)
-            extra = f" (did you mean {hint[0]!r}?)" if hint else f" (allowed: {', '.join(sorted(allowed))})"
-            raise doc.err(path + (key,), f"unknown key {key!r} in {what}{extra}")
-    return obj
-
-
-def _get(
-    doc: _Doc,
-    obj: Any,
-    key: str,
-    path: tuple,
-    kind: Any,
-    default: Any = None,
-    *,
-    minimum: float | None = None,
-    maximum: float | None = None,
-    choices: Iterable[Any] | None = None,
-    required: bool = False,
-) -> Any:
-    if key not in obj or obj[key] is None:
-        if required:
-            raise doc.err(path, f"missing {_name(path + (key,))}")
-        return default
-    value = obj[key]
-    here = path + (key,)
-    if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
-        raise doc.err(here, f"{_name(here)} must be a whole number, got {value!r}")
-    if kind is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise doc.err(here, f"{_name(here)} must be a number, got {value!r}")
-        try:
-            value = float(value)
-        except OverflowError:
-            value = math.inf
-        if not math.isfinite(value):
-            raise doc.err(here, f"{_name(here)} must be a finite number, got {value!r}")
-    if kind is str and not isinstance(value, str):
-        raise doc.err(here, f"{_name(here)} must be text, got {value!r}")
-    if minimum is not None and value < minimum:
-        raise doc.err(here, f"{_name(here)} must be >= {minimum}, got {value!r}")
-    if maximum is not None and value > maximum:
-        raise doc.err(here, f"{_name(here)} must be <= {maximum}, got {value!r}")
-    if choices is not None and value not in choices:
-        raise doc.err(here, f"{_name(here)} must be one of {', '.join(choices)}; got {value!r}")
-    return value
-
-
-def _existing(doc: _Doc, obj: dict, path: tuple, key: str, base_dir: Path, what: str) -> str:
-    """A required file (``key == "file"``) or folder, relative to the spec's folder."""
-    given = _get(doc, obj, key, path, str, required=True)
-    full = Path(given) if os.path.isabs(given) else (base_dir / given).resolve()
-    if key == "file" and full.exists() and file_problem(full):
-        raise doc.err(path + (key,), f"{what} {given!r} {file_problem(full)}")
-    if not (full.is_file() if key == "file" else full.is_dir()):
-        raise doc.err(path + (key,), f"{what} {given!r} does not exist")
-    return str(full)
-
-
-def _server(doc: _Doc, obj: dict, path: tuple, allow_key_env: Iterable[str] | None) -> None:
-    """What the schema cannot say about the connection keys shared by an openai model and an
-    openai embedder (their types are checked by :func:`validate_section` first): the URL
-    must be http(s), and the key variable one a spec may send."""
-    url = obj.get("base_url")
-    if url is not None:
-        from urllib.parse import urlsplit
-
-        try:
-            u = urlsplit(url)
-            ok = u.scheme in ("http", "https") and bool(u.hostname)
-        except ValueError:
-            ok = False
-        if not ok:
-            raise doc.err(
-                path + ("base_url",),
-                f"{_name(path + ('base_url',))} must be an http(s) "
-                f"URL such as http://localhost:8000/v1, got {redact_url(url)!r}",
-            )
-    env = obj.get("api_key_env")
-    if env is not None and not key_env_allowed(env, allow_key_env):
-        from .home import settings_file
-
-        raise doc.err(
-            path + ("api_key_env",),
-            (
-                f"{_name(path + ('api_key_env',))} {env!r} is not an LLM provider's API key variable "
-                "(such as OPENAI_API_KEY, ANTHROPIC_API_KEY or HF_TOKEN, or a DBPA_* name); a spec "
-                f"decides which variable is sent to which server, so other names must be allowed by "
-                f"you: --allow-key-env {env} on the command line, or 'allow_key_env: [{env}]' in "
-                f"{settings_file()}"
-            ),
-        )
-
-
-_REPLAY_CHECKED: dict[tuple, str | None] = {}
-
-
-def _check_replay(doc: _Doc, path: tuple, file: str) -> None:
-    """A replay file must be UTF-8 JSON lines (read once per version of the file)."""
-    from .backends.base import BackendError
-    from .backends.replay import load_replay_file
-
-    st = os.stat(file)
-    stamp = (file, st.st_mtime_ns, st.st_size)
-    if stamp not in _REPLAY_CHECKED:
-        try:
-            load_replay_file(file)
-            _REPLAY_CHECKED[stamp] = None
-        except BackendError as exc:
-            _REPLAY_CHECKED[stamp] = str(exc)
-    problem = _REPLAY_CHECKED[stamp]
-    if problem:
-        raise doc.err(path + ("file",), problem)
-
-
-def _model(
-    doc: _Doc, obj: Any, path: tuple, base_dir: Path, allow_key_env: Iterable[str] | None = ()
-) -> dict[str, Any]:
-    """A model entry: checked against :class:`~dbpa_core.spec_schema.ModelEntry`, then what
-    the schema cannot say (the files it names exist, a server's URL and key variable)."""
-    validate_section(doc, ModelEntry, obj, path)
-    cfg = {k: v for k, v in obj.items() if v is not None}
-    backend = cfg.setdefault("backend", "local")
-    _server(doc, obj, path, allow_key_env)
-    if backend == "openai":
-        if not _get(doc, obj, "name", path, str, required=True).strip():
-            raise doc.err(
-                path + ("name",),
-                f"{_name(path + ('name',))} is empty: give the model "
-                "name the server knows (e.g. gpt-4o-mini)",
-            )
-    elif backend == "hf":
-        cfg["path"] = _existing(doc, obj, path, "path", base_dir, "Hugging Face model folder")
-    elif backend == "replay":
-        cfg["file"] = _existing(doc, obj, path, "file", base_dir, "replay file")
-        _check_replay(doc, path, cfg["file"])
-    return cfg
-
-
 def embedder_section(
-    doc: _Doc, raw: Any, base_dir: Path, allow_key_env: Iterable[str] | None = ()
+    doc: SpecDoc, raw: Any, base_dir: Path, allow_key_env: Iterable[str] | None = ()
 ) -> dict[str, Any]:
     """The ``embedder:`` section (of an audit or a battery spec): checked against
     :class:`~dbpa_core.spec_schema.Embedder`, then its server's URL and key variable, and a
     sentence-transformers folder that must exist."""
     validate_section(doc, Embedder, raw, ("embedder",))
-    _server(doc, raw, ("embedder",), allow_key_env)
+    check_server(doc, raw, ("embedder",), allow_key_env)
     embedder = {k: v for k, v in raw.items() if v is not None}
     embedder.setdefault("backend", "local")
     if embedder["backend"] == "sentence-transformers":
-        embedder["path"] = _existing(doc, raw, ("embedder",), "path", base_dir, "embedding model folder")
+        embedder["path"] = existing_path(doc, raw, ("embedder",), "path", base_dir, "embedding model folder")
     return embedder
 
 
-def read_document(data: str | dict, source: str) -> tuple[_Doc, Any]:
-    """YAML text (or an already loaded dict) -> the line-keeping document and its data,
-    with the limits every spec gets (size, nesting depth, alias expansion)."""
-    doc = _Doc(source)
-    if not isinstance(data, str):
-        return doc, data
-    node = _compose(data, source)
-    if node is None:
-        raise SpecError(f"{source}: the spec is empty")
-    return doc, doc.convert(node)
-
-
-def read_spec_file(path: str | os.PathLike) -> str:
-    """A spec file's text: it must exist, be at most MAX_SPEC_BYTES and be UTF-8."""
-    p = Path(path)
-    problem = file_problem(p)
-    if problem:
-        raise SpecError(
-            f"{path}: no such spec file"
-            if problem == "no such file"
-            else f"{path}: {problem}; give the path of a spec file (YAML)"
-        )
-    try:
-        if p.stat().st_size > MAX_SPEC_BYTES:
-            raise SpecError(f"{path}: larger than {MAX_SPEC_BYTES // 1024**2} MB, not a spec")
-        data = p.read_bytes()
-    except OSError as exc:
-        raise SpecError(f"{path}: cannot read it ({exc.strerror or exc})") from None
-    return decode_utf8(data, str(path))
-
-
-def prices_section(doc: _Doc, top: dict) -> dict[str, dict[str, float]]:
+def prices_section(doc: SpecDoc, top: dict) -> dict[str, dict[str, float]]:
     """The optional ``prices:`` section: model -> {input, output} $ per 1M tokens."""
-    prices = _section(top, "prices")
+    prices = top_section(top, "prices")
     validate_section(doc, Prices, prices, ("prices",))
     return {k: {key: x for key, x in v.items() if x is not None} for k, v in prices.items()}
 
@@ -719,15 +310,16 @@ def parse_spec(
         raise doc.err(("models",), "give either 'model' (one model) or 'models' (a comparison), not both")
     if m.models is not None:
         models = tuple(
-            _model(doc, mod, ("models", i), base_dir, allow_key_env) for i, mod in enumerate(top["models"])
+            model_entry(doc, mod, ("models", i), base_dir, allow_key_env)
+            for i, mod in enumerate(top["models"])
         )
         labels = [model_label(mod) for mod in models]
         if len(set(labels)) != len(labels):
             raise doc.err(("models",), "two models have the same name: give each a distinct 'label'")
     else:
-        models = (_model(doc, _section(top, "model"), ("model",), base_dir, allow_key_env),)
+        models = (model_entry(doc, top_section(top, "model"), ("model",), base_dir, allow_key_env),)
 
-    embedder = embedder_section(doc, _section(top, "embedder"), base_dir, allow_key_env)
+    embedder = embedder_section(doc, top_section(top, "embedder"), base_dir, allow_key_env)
     emb_backend = embedder["backend"]
 
     base_prompt = m.base.prompt
@@ -746,7 +338,7 @@ def parse_spec(
         cases = parse_cases(doc, top["cases"], base_dir)
 
     perturbations: list[Perturbation] = []
-    raw_perts = _section(top, "perturbations", [])
+    raw_perts = top_section(top, "perturbations", [])
     if len(models) > 1 and raw_perts:
         raise doc.err(
             ("perturbations",),
@@ -853,7 +445,7 @@ def parse_spec(
     return spec
 
 
-def _sequential_sampling(doc: _Doc, value: Any, samples: int) -> Any:
+def _sequential_sampling(doc: SpecDoc, value: Any, samples: int) -> Any:
     """The spec's ``sequential_sampling`` (true or a mapping), its looks and weights checked
     against ``samples``; None when off."""
     from .sequential import SequentialSampling, plan_problem
@@ -868,7 +460,7 @@ def _sequential_sampling(doc: _Doc, value: Any, samples: int) -> Any:
     return SequentialSampling(looks, weights, value.confidence)
 
 
-def _set_fields(doc: _Doc, p: dict, path: tuple, name: str, cases: Sequence[Any]) -> tuple:
+def _set_fields(doc: SpecDoc, p: dict, path: tuple, name: str, cases: Sequence[Any]) -> tuple:
     """A perturbation's ``set: {field: value}`` (covariate changes of every case)."""
     raw = p.get("set")
     if raw is None:
@@ -881,7 +473,7 @@ def _set_fields(doc: _Doc, p: dict, path: tuple, name: str, cases: Sequence[Any]
     return tuple((str(k), v) for k, v in raw.items())
 
 
-def _operations(doc: _Doc, pm: Any, path: tuple, name: str, cases: tuple, options: Any) -> dict[str, Any]:
+def _operations(doc: SpecDoc, pm: Any, path: tuple, name: str, cases: tuple, options: Any) -> dict[str, Any]:
     """A perturbation's operations on a case: ``swap``, ``swap_text``, ``reorder``."""
     out: dict[str, Any] = {}
     for key in ("swap", "swap_text", "reorder"):
@@ -908,7 +500,7 @@ def _operations(doc: _Doc, pm: Any, path: tuple, name: str, cases: tuple, option
     return out
 
 
-def _attack(doc: _Doc, am: Any, path: tuple, name: str) -> PromptAttack:
+def _attack(doc: SpecDoc, am: Any, path: tuple, name: str) -> PromptAttack:
     """A perturbation's ``attack:``, its operation and WordNet (word level) checked."""
     from .attacks.text import OPS
     from .attacks.wordnet import HINT, available
@@ -930,15 +522,6 @@ def _attack(doc: _Doc, am: Any, path: tuple, name: str) -> PromptAttack:
     return PromptAttack(
         am.level, float(am.rho), am.seed, am.op, 0.5 if am.letters is None else float(am.letters)
     )
-
-
-def _section(top: dict, key: str, default: Any = None) -> Any:
-    """A top-level section: missing or null gives the default, anything else is
-    returned as it is, to be checked (``model: []`` must not mean the local model)."""
-    value = top.get(key)
-    if value is None:
-        return {} if default is None else default
-    return value
 
 
 # --------------------------------------------------------------------------- memory
@@ -972,7 +555,7 @@ def memory_needed(samples: int, comparisons: int, permutations: int) -> float:
     return float(working + kept)
 
 
-def _check_memory(doc: _Doc, spec: AuditSpec) -> None:
+def _check_memory(doc: SpecDoc, spec: AuditSpec) -> None:
     comparisons = max(1, len(spec.perturbations) or len(spec.models) - 1)
     need = memory_needed(spec.samples, comparisons, spec.permutations)
     limit = memory_limit_bytes()
@@ -1006,11 +589,11 @@ def _check_memory(doc: _Doc, spec: AuditSpec) -> None:
     )
 
 
-def _check_work(doc: _Doc, spec: AuditSpec) -> None:
+def _check_work(doc: SpecDoc, spec: AuditSpec) -> None:
     check_test_work(doc, spec.samples, spec.permutations, spec.measure)
 
 
-def check_test_work(doc: _Doc, samples: int, permutations: int, measure: str) -> None:
+def check_test_work(doc: SpecDoc, samples: int, permutations: int, measure: str) -> None:
     """Each test of ``samples`` against ``samples`` answers with ``permutations`` must fit
     the library's bound on one test's work (:data:`dbpa_core._validate.MAX_WORK`): checked
     when the spec is read, before any answer is paid for, not after sampling. An error
@@ -1139,14 +722,3 @@ def load_spec(path: str | os.PathLike, *, allow_key_env: Iterable[str] | None = 
     return parse_spec(
         read_spec_file(path), source=str(path), base_dir=Path(path).parent, allow_key_env=allow_key_env
     )
-
-
-def decode_utf8(data: bytes, source: str) -> str:
-    """``data`` as text, or a SpecError naming the line of the first byte that is not UTF-8."""
-    try:
-        return data.decode("utf-8").removeprefix("\ufeff")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise SpecError(
-            f"{source}, line {line}: not UTF-8 text (byte 0x{data[exc.start]:02x}); save the file as UTF-8"
-        ) from None

@@ -41,9 +41,12 @@ from pydantic import (
 from pydantic.config import JsonDict
 from pydantic.fields import FieldInfo
 
-from .checks import JUDGE_MAX_TOKENS, KINDS
 from .measures import DEFAULT_MEASURE, MEASURES, NULLS
 from .multitest import METHODS
+
+# the kinds of answer check (one key each in a check) and the judge's longest reply
+KINDS = ("contains", "absent", "regex", "refusal", "words", "json", "choice", "judge")
+JUDGE_MAX_TOKENS = 16
 
 BACKENDS = ("local", "openai", "hf", "replay")
 EMBEDDER_BACKENDS = ("local", "sentence-transformers", "openai", "bleu", "rouge1", "rouge2", "rougeL")

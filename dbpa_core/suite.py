@@ -48,7 +48,7 @@ from .sampling import Job, Progress, Sampler, model_key
 from .similarity import TEXT_SIMILARITIES
 from .spec import AuditSpec, Perturbation
 from .timings import duration_text
-from .types import _jsonable
+from .types import jsonable
 
 PREFETCH_JOBS = 512  # samples asked for together (several cases), to fill a server's
 #                           concurrency or a local model's batches
@@ -390,7 +390,7 @@ class SuiteResult:
         return len(self.spec.cases)
 
     def to_dict(self) -> dict[str, Any]:
-        return _jsonable(
+        return jsonable(
             {
                 "spec": self.spec.to_dict(),
                 "mode": "suite",

@@ -30,9 +30,6 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-_jsonable = jsonable  # the name older modules import (being moved to `jsonable`)
-
-
 @dataclass(frozen=True)
 class DBPAResult:
     """Outcome of one distribution-based perturbation test.
@@ -127,7 +124,7 @@ class DBPAResult:
             d["alt_similarities"] = self.alt_similarities
             d["permutation_statistics"] = self.permutation_statistics
             d["bin_edges"] = self.bin_edges
-        return _jsonable(d)
+        return jsonable(d)
 
 
 @dataclass(frozen=True)
@@ -176,7 +173,7 @@ class ROCResult:
         return float(self.alpha[ok].max())
 
     def to_dict(self) -> dict[str, Any]:
-        return _jsonable(
+        return jsonable(
             {
                 "alpha": self.alpha,
                 "fpr": self.fpr,
@@ -283,7 +280,7 @@ class Attainability:
         return None
 
     def to_dict(self) -> dict[str, Any]:
-        return _jsonable(
+        return jsonable(
             {
                 "k": self.k,
                 "m": self.m,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from .audit import AuditResult, PerturbationResult
 from .fmt import SIZE_ANCHORS as SIZE_ANCHORS  # the sizes in words live in the library,
@@ -17,6 +16,7 @@ from .fmt import SIZE_BELOW as SIZE_BELOW  # shared with the command line
 from .fmt import size_d as size_d
 from .fmt import size_text as size_text
 from .fmt import size_word as size_word
+from .runs.base import Gate as Gate  # the one control gate of every output
 
 
 def level(result: AuditResult) -> str:
@@ -91,44 +91,26 @@ def summary_sentence(result: AuditResult) -> str:
     )
 
 
-def outcome(p: PerturbationResult) -> str:
-    """A control 'passes' or 'fails: changed'; a target is 'detected' or 'not detected'."""
+def outcome(p: PerturbationResult, gate: Gate | None = None) -> str:
+    """A control 'passes', 'fails: changed' or, read with its audit's ``gate``, is 'not
+    testable at k = 5' (no result could have made it fail); a target is 'detected' or
+    'not detected'."""
     if p.role == "control":
-        return "fails: changed" if p.significant else "passes"
+        if p.significant:
+            return "fails: changed"
+        return gate.control_word(p.name) if gate is not None else "passes"
     if p.role == "target":
         return "detected" if p.significant else "not detected"
     return "changed" if p.significant else "no change shown"
 
 
-@dataclass(frozen=True)
-class Gate:
-    """The control gate of one audit (the dashboard's ``dbpa audit --fail-on-control``):
-    it fails when any perturbation marked *control* changed the answers detectably."""
-
-    model: str
-    controls: tuple[str, ...]
-    failed: tuple[str, ...]
-    targets: tuple[str, ...]
-    detected: tuple[str, ...]
-
-    @property
-    def passed(self) -> bool:
-        return not self.failed
-
-    @property
-    def status(self) -> str:
-        if not self.controls:
-            return "no controls"
-        return "PASS" if self.passed else "FAIL"
-
-
 def gate(result: AuditResult, model: str | None = None) -> Gate:
     """The control gate of one audit, as every output computes it
-    (:meth:`dbpa_core.runs.RunResult.gate`), with the model it is about."""
+    (:meth:`dbpa_core.runs.RunResult.gate`: 'NOT TESTABLE' where a control could not have
+    failed), with the model it is about."""
     from .runs import as_run
 
-    g = as_run(result).gate()
-    return Gate(model or result.base.arm.model_label, g.controls, g.failed, g.targets, g.detected)
+    return dataclasses.replace(as_run(result).gate(), model=model or result.base.arm.model_label)
 
 
 def gates(results: Mapping[str, AuditResult]) -> list[Gate]:
@@ -150,4 +132,19 @@ def control_failure_sentence(results: Mapping[str, AuditResult]) -> str | None:
         f"answers detectably {level(r)} — " + "; ".join(parts) + ". A control should "
         "not change the answer, so the model reacts to what it should ignore, whatever "
         "it does with the targets."
+    )
+
+
+def control_untestable_sentence(results: Mapping[str, AuditResult]) -> str | None:
+    """None unless a gate that did not fail could not have failed (too few samples for any
+    result to be significant after the correction); else one sentence naming those
+    controls and why, so a page never shows such a gate as passed."""
+    open_gates = [g for g in gates(results) if g.untestable and not g.failed]
+    if not open_gates:
+        return None
+    several = len(results) > 1
+    parts = [(f"on {g.model}: " if several else "") + ", ".join(g.untestable) for g in open_gates]
+    return (
+        "Control gate NOT TESTABLE: " + "; ".join(parts) + f" — {open_gates[0].why_untestable}. "
+        "No control changed the answers, but none could have: take more samples."
     )

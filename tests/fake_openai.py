@@ -126,6 +126,7 @@ class FakeOpenAI(LocalJSONServer):
         self.requests = 0
         self.chat_ok = 0
         self.embedding_ok = 0
+        self.huge_sent_whole = 0  # 'huge' answers written to the end (the client read them)
         self.delivered: list[tuple[str, int, int]] = []  # (prompt, seed, choice index)
         self.request_times: list[float] = []
         self.auth_headers: list[str] = []
@@ -160,6 +161,9 @@ class FakeOpenAI(LocalJSONServer):
                 sent += len(chunk)
                 chunk = b"x" * (1024**2)
             h.wfile.write(b'5\r\n"}]}}\r\n0\r\n\r\n')
+            h.wfile.flush()
+            with self.lock:
+                self.huge_sent_whole += 1
         except (BrokenPipeError, ConnectionResetError, OSError):
             pass
         h.close_connection = True

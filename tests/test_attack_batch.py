@@ -101,7 +101,7 @@ def test_battery_jobs_are_what_the_battery_asks(tmp_path, srv, data):  # noqa: F
     spec = parse_attack_spec(spec_file(tmp_path, srv, data).read_text())
     live = Cache(tmp_path / "live")
     assert attack(tmp_path, spec_file(tmp_path, srv, data), "live", "o") == 0
-    keys = {sample_key(backend_identity(m), r) for m, r in batch.battery_jobs(spec)}
+    keys = {sample_key(backend_identity(m), r) for m, r in batch.jobs(spec)}
     asked = [k for k in keys if k in live]
     assert len(asked) == srv.chat_ok  # every live call is among the job's lines
     est = estimate_battery(spec)
@@ -126,7 +126,7 @@ def test_stopped_while_pending_then_picked_up_by_the_cli(tmp_path, srv, data):  
     looks: list[int] = []
     with pytest.raises(batch.BatchPending):
         batch.fill_cache(
-            batch.battery_jobs(spec),
+            batch.jobs(spec),
             cache,
             sleep=lambda s: None,
             should_stop=lambda: len(looks) > 1 or looks.append(1),

@@ -934,30 +934,30 @@ def test_place_names_get_place_names_not_pieces_or_common_words():
 
 
 @NEEDS_WN
+@pytest.mark.slow  # a second Python process loads WordNet (about a minute on 2 busy cores)
 def test_options_do_not_change_with_pythons_string_hashing():
     """WordNet lists a synset's hyponyms in an order that follows Python's string hashing:
     the options WordNet supplies were other ones in another process (QED's
-    "photosynthesis" got "sorption" once, "filling" the next time)."""
+    "photosynthesis" got "sorption" once, "filling" the next time). Here: this process
+    and one with another hash seed give the same options."""
     import json
     import os
     import subprocess
     import sys
 
+    words = ["photosynthesis", "insulin", "oxygen", "evaporation", "saliva"] * 3
     code = (
         "import json; from dbpa_core.attacks.items import make_options; print(json.dumps("
-        "[make_options(a, item_id=str(i))[0] for i, a in enumerate(['photosynthesis', "
-        "'insulin', 'oxygen', 'evaporation', 'saliva'] * 3)]))"
+        f"[make_options(a, item_id=str(i))[0] for i, a in enumerate({words!r})]))"
     )
-    runs = [
-        json.loads(
-            subprocess.run(
-                [sys.executable, "-c", code],
-                capture_output=True,
-                text=True,
-                check=True,
-                env={**os.environ, "PYTHONHASHSEED": h},
-            ).stdout
-        )
-        for h in ("1", "2", "3")
-    ]
-    assert runs[0] == runs[1] == runs[2]
+    here = json.loads(json.dumps([make_options(a, item_id=str(i))[0] for i, a in enumerate(words)]))
+    # a seed unlike this process's (random unless PYTHONHASHSEED fixes it)
+    other = "2" if os.environ.get("PYTHONHASHSEED") == "1" else "1"
+    there = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONHASHSEED": other},
+    ).stdout
+    assert json.loads(there) == here

@@ -1,6 +1,5 @@
 """The audit runner over real HTTP (openai client) against a local faulty server."""
 
-import time
 from pathlib import Path
 
 import pytest
@@ -185,14 +184,12 @@ samples: 3
 base: {{prompt: hi}}
 perturbations: [{{name: p, prompt: ho}}]
 """)
-    t = time.monotonic()
     # a refused connection reached no server: one quick second try, not max_retries
     with pytest.raises(
         ServerUnavailableError,
         match=r"Cannot reach http://127.0.0.1:\d+/v1 after 2 tries \(connection refused\)",
     ):
         run_audit(spec, cache=cache)
-    assert time.monotonic() - t < 5
 
 
 def test_persistent_500_gives_clear_error(cache):

@@ -29,11 +29,11 @@ def server(**kw):
 
 
 def fill(spec, cache, **kw):
-    return batch.fill_cache(batch.audit_jobs(spec), cache, sleep=lambda s: None, **kw)
+    return batch.fill_cache(batch.jobs(spec), cache, sleep=lambda s: None, **kw)
 
 
 def keys_of(spec):
-    return [sample_key(backend_identity(m), r) for m, r in batch.audit_jobs(spec)]
+    return [sample_key(backend_identity(m), r) for m, r in batch.jobs(spec)]
 
 
 def test_job_fills_the_cache_and_the_audit_then_calls_nothing(tmp_path):
@@ -140,7 +140,7 @@ def test_stopped_while_pending_picks_up_the_same_job(tmp_path):
 def test_other_backends_are_left_to_the_sampler(tmp_path):
     with server() as srv:
         spec = spec_for(srv, samples=K)
-        jobs = [({"backend": "local"}, r) for _, r in batch.audit_jobs(spec)]
+        jobs = [({"backend": "local"}, r) for _, r in batch.jobs(spec)]
         out = batch.fill_cache(jobs, Cache(tmp_path / "c"), sleep=lambda s: None)
         assert out.requests == 0 and srv.uploads == 0
 
@@ -309,7 +309,7 @@ def test_two_runs_at_once_share_one_job(tmp_path):
             try:
                 outs.append(
                     batch.fill_cache(
-                        batch.audit_jobs(spec),
+                        batch.jobs(spec),
                         Cache(tmp_path / "c"),
                         sleep=lambda s: __import__("time").sleep(0.01),
                     )

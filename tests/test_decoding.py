@@ -374,7 +374,11 @@ def test_finished_samples_are_handed_over_at_once_and_leave_the_batch():
 
 
 @SLOW
-def test_stop_is_checked_before_every_step_and_keeps_finished_samples():
+def test_stop_is_checked_before_every_step_and_keeps_finished_samples(monkeypatch):
+    # prompts prefilled here, not on worker threads: a wait for a worker also polls Stop
+    # (every 0.1 s, test_stop_while_packs_are_prefilled_...), which made the count of
+    # polls before the tenth step depend on the machine's load
+    monkeypatch.setattr(dec, "prefill_workers", lambda: 1)
     model = tiny_llama()
     items = _items(PROMPTS, 4, max_tokens=(2, 40))
     done = []
@@ -388,6 +392,7 @@ def test_stop_is_checked_before_every_step_and_keeps_finished_samples():
     stats = generate_continuous(
         factory, items, eos=set(), should_stop=should_stop, on_done=lambda r, t, n: done.append((r, list(t)))
     )
+    assert stats.packs_on_workers == 0  # every poll came before a step
     assert stats.stopped and stats.steps == 10  # one poll per step, then stop
     assert done and len(done) < len(items)  # the short ones, not the long ones
     assert all(len(t) == 2 for _, t in done)

@@ -426,7 +426,7 @@ def test_the_compiled_kernels_agree_with_numpy(monkeypatch):
 
     from dbpa_core.fidelity import run_fidelity, sample_data
     from dbpa_core.fidelity._kernels import kl_upper_end, support3
-    from dbpa_core.fidelity.sets import _binary_kl_upper
+    from dbpa_core.fidelity.sets import binary_kl_upper
 
     rng = np.random.default_rng(9)
     n = 20000
@@ -445,7 +445,7 @@ def test_the_compiled_kernels_agree_with_numpy(monkeypatch):
     assert np.all(kernel >= primal - 1e-7)
     a = rng.random(n)
     a[:50], a[50:100] = 0.0, 1.0
-    np.testing.assert_allclose(kl_upper_end(a, r), _binary_kl_upper(a, r, outer=True), atol=1e-12)
+    np.testing.assert_allclose(kl_upper_end(a, r), binary_kl_upper(a, r, outer=True), atol=1e-12)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         plain = run_fidelity(sample_data())

@@ -801,7 +801,8 @@ def test_a_server_that_overshoots_max_tokens_a_little_is_said(tmp_path, caplog):
 
 
 def test_saved_models_keep_no_password_of_their_base_url(tmp_path):
-    from dbpa_core.home import load_models, save_models
+    from dbpa_core.home import save_models
+    from dbpa_core.spec_models import load_models
 
     path = save_models(
         [

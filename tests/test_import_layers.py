@@ -140,6 +140,20 @@ def test_dbpa_core_has_no_import_cycle():
     assert cycle is None, "import cycle: " + " → ".join(cycle or ())
 
 
+def test_dbpa_core_has_no_import_cycle_even_inside_functions():
+    """The modules of dbpa_core form layers: not even an import inside a function closes a
+    circle (what two modules share lives one floor down, as the spec document reader
+    below the sections that use it)."""
+    graph = import_graph("dbpa_core")
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle (imports inside functions included): " + " → ".join(cycle or ())
+    # the floors of the spec: the reader, the model entries, the sections, the spec
+    assert not graph["dbpa_core.spec_doc"] & {"dbpa_core.home", "dbpa_core.spec", "dbpa_core.spec_models"}
+    assert (
+        "dbpa_core.spec" not in graph["dbpa_core.home"] | graph["dbpa_core.checks"] | graph["dbpa_core.cases"]
+    )
+
+
 SUBPACKAGES = sorted(p.parent.name for p in (ROOT / "dbpa_core").glob("*/__init__.py"))
 
 

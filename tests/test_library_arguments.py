@@ -138,15 +138,37 @@ def test_check_embeddings_returns_float64():
 
 
 # ---------------------------------------------------------------- bounds from memory and time (issue 36)
-def test_absurd_bins_is_refused_at_once_not_computed():
-    import time
+HEAVY_WORK = (
+    "dbpa_core.permutation.run_permutations",
+    "dbpa_core.permutation.cosine_similarity_matrix",
+    "dbpa_core.permutation.pairwise_distance_matrix",
+    "scipy.stats.permutation_test",
+    "rouge_score.rouge_scorer.RougeScorer",
+)
+"""What a refused call must never reach: the permutation engines, the pooled similarity
+and distance matrices, the pairwise text scorer."""
 
-    t = time.perf_counter()
+
+@pytest.fixture
+def no_heavy_work(monkeypatch):
+    """Refusing comes before the work: each of :data:`HEAVY_WORK` fails the test if called
+    (a cause check, not a stopwatch: a loaded machine can take any time to refuse)."""
+    import rouge_score.rouge_scorer  # noqa: F401 - importable, so the name can be patched
+    import scipy.stats  # noqa: F401
+
+    for name in HEAVY_WORK:
+
+        def called(*args, _name=name, **kwargs):
+            raise AssertionError(f"did work before refusing: {_name} was called")
+
+        monkeypatch.setattr(name, called)
+
+
+def test_absurd_bins_is_refused_at_once_not_computed(no_heavy_work):
     with pytest.raises(
         ValueError, match=r"`bins` must be <= 10_000, got 10_000_000: every permutation fills"
     ):
         dbpa_test(GOOD, GOOD + 1, measure="jsd", bins=10**7)
-    assert time.perf_counter() - t < 1.0
 
 
 @pytest.mark.parametrize(
@@ -168,22 +190,18 @@ def test_absurd_bins_is_refused_at_once_not_computed():
         ),
     ],
 )
-def test_engine_bounds(call, match):
+def test_engine_bounds(call, match, no_heavy_work):
     with pytest.raises(ValueError, match=match):
         call()
 
 
-def test_too_many_responses_named_with_their_memory():
-    import time
-
+def test_too_many_responses_named_with_their_memory(no_heavy_work):
     rng = np.random.default_rng(0)
     base, perturbed = rng.normal(size=(15_000, 2)) + 3, rng.normal(size=(6_000, 2)) + 3
-    t = time.perf_counter()
     with pytest.raises(
         ValueError, match=r"hold 15_000 \+ 6_000 responses; together they must be <= 20_000: .*\(3.5 GB here"
     ):
         dbpa_test(base, perturbed)
-    assert time.perf_counter() - t < 1.0
 
 
 @pytest.mark.parametrize(
@@ -255,7 +273,7 @@ def test_too_many_responses_named_with_their_memory():
         ),
     ],
 )
-def test_every_numeric_argument_has_a_named_bound(call, match):
+def test_every_numeric_argument_has_a_named_bound(call, match, no_heavy_work):
     import time
 
     from dbpa_core import (
@@ -281,7 +299,9 @@ def test_every_numeric_argument_has_a_named_bound(call, match):
     t = time.perf_counter()
     with pytest.raises(ValueError, match=match):
         eval(call, names)
-    assert time.perf_counter() - t < 1.0, f"{call} did work before refusing"
+    # the engines are patched to fail if called; what else these calls could do first
+    # (draw simulations, fidelity baselines, a plan's grid) takes minutes to hours
+    assert time.perf_counter() - t < 30, f"{call} did work before refusing"
     del attainable_significance, power_simulation, sample_size, smallest_adjusted_p
 
 
@@ -296,22 +316,27 @@ def test_bounds_leave_ordinary_plans_alone():
     assert 0 < permutation_p([1.0, 2.0, 3.0], [4.0, 5.0, 6.0], n_permutations=10**8) <= 1
 
 
-def test_similarity_matrices_have_bounds():
-    import time
+def test_similarity_matrices_have_bounds(no_heavy_work):
+    import tracemalloc
 
     from dbpa_core.similarity import cosine_similarity_matrix, text_similarity_matrix
 
-    t = time.perf_counter()
-    with pytest.raises(
-        ValueError, match=r"`x` must have at most 20_000 rows, got 20_001: .*would take 3.2 GB"
-    ):
-        cosine_similarity_matrix(np.ones((20_001, 2)))
-    with pytest.raises(
-        ValueError, match=r"`x` and `y` have 40_000 and 20_000 rows: the matrix would take 6.4 GB"
-    ):
-        cosine_similarity_matrix(np.ones((40_000, 2)), np.ones((20_000, 2)))
+    x, y, z = np.ones((20_001, 2)), np.ones((40_000, 2)), np.ones((20_000, 2))
+    tracemalloc.start()
+    try:
+        with pytest.raises(
+            ValueError, match=r"`x` must have at most 20_000 rows, got 20_001: .*would take 3.2 GB"
+        ):
+            cosine_similarity_matrix(x)
+        with pytest.raises(
+            ValueError, match=r"`x` and `y` have 40_000 and 20_000 rows: the matrix would take 6.4 GB"
+        ):
+            cosine_similarity_matrix(y, z)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 * 1024**2, f"{peak / 1024**2:.0f} MB allocated before refusing"  # not GBs
     with pytest.raises(
         ValueError, match=r"`texts` must hold at most 2_000 texts, got 2_001: every pair is scored"
     ):
-        text_similarity_matrix(["an answer"] * 2_001)
-    assert time.perf_counter() - t < 1.0
+        text_similarity_matrix(["an answer"] * 2_001)  # RougeScorer patched to fail if built

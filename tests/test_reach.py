@@ -93,6 +93,21 @@ def test_estimate_prints_reachability_and_duration(tmp_path, capsys):
     assert "reachability" in out and "not testable at k = 5" in out
 
 
+def two_untestable_controls(base_url: str):
+    """An audit at k = 3 with two controls on a fake server: 2 / C(6, 3) = 0.1 > α, so
+    neither control can fail."""
+    return parse_spec(
+        f"""model: {{backend: openai, name: fake-model, base_url: "{base_url}", max_retries: 0}}
+embedder: {{backend: openai, name: fake-embed, base_url: "{base_url}"}}
+samples: 3
+base: Advice on cholesterol?
+perturbations:
+  - {{name: a, prefix: "Note.", role: control}}
+  - {{name: b, prefix: "Hello.", role: control}}
+"""
+    )
+
+
 def test_the_report_says_not_testable_instead_of_passed(tmp_path):
     from dbpa_core.audit import run_audit
     from dbpa_core.runs import as_run
@@ -100,16 +115,7 @@ def test_the_report_says_not_testable_instead_of_passed(tmp_path):
     from .fake_openai import FakeOpenAI
 
     with FakeOpenAI(models=("fake-model", "fake-embed")) as srv:
-        spec = parse_spec(
-            f"""model: {{backend: openai, name: fake-model, base_url: "{srv.base_url}", max_retries: 0}}
-embedder: {{backend: openai, name: fake-embed, base_url: "{srv.base_url}"}}
-samples: 3
-base: Advice on cholesterol?
-perturbations:
-  - {{name: a, prefix: "Note.", role: control}}
-  - {{name: b, prefix: "Hello.", role: control}}
-"""
-        )
+        spec = two_untestable_controls(srv.base_url)
         result = run_audit(spec, cache=Cache(tmp_path / "c"))
     run = as_run({"job": result}, title="t")
     assert {v.flag for v in run.verdicts() if getattr(v, "gate", "") == "control"} == {"untestable"}

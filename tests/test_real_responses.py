@@ -2,9 +2,13 @@
 answers embedded with MiniLM): at least as powerful as the papers' jsd, calibrated,
 and its effect above chance averages 0 under the null at k = 5, 10, 20.
 
-Slow: embeds the recorded responses with the real offline MiniLM (cached per session).
+The embeddings are the recorded ones (tests/data/real_responses_minilm.npz, made by
+assets/embed_real_responses.py: embedding all 510 answers takes minutes of CPU); one test
+re-embeds a few answers with the real offline MiniLM and compares. Slow: that test loads
+MiniLM, the others run many permutation tests.
 """
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -15,17 +19,48 @@ from scipy import stats
 from dbpa_core import DEFAULT_MEASURE, dbpa_test
 
 pytestmark = pytest.mark.slow
-RESPONSES = Path(__file__).resolve().parent.parent / "assets" / "real_responses.jsonl"
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+RESPONSES = ASSETS / "real_responses.jsonl"
+
+
+def _recorder():
+    """assets/embed_real_responses.py, which wrote the recorded embeddings."""
+    spec = importlib.util.spec_from_file_location("embed_real_responses", ASSETS / "embed_real_responses.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture(scope="module")
-def arms(tmp_path_factory):
+def recorded():
+    rec = _recorder()
+    with np.load(rec.EMBEDDINGS) as f:
+        emb, sha = f["embeddings"], str(f["responses_sha256"])
+    texts = rec.responses()
+    assert sha == rec.responses_sha256(texts), (
+        "assets/real_responses.jsonl changed after its embeddings were recorded: run "
+        "assets/embed_real_responses.py"
+    )
+    return texts, emb
+
+
+def test_the_recorded_embeddings_are_minilms(recorded, tmp_path):
     from dbpa_core.cache import Cache
     from dbpa_core.sampling import Sampler
 
+    texts, emb = recorded
+    assert emb.shape == (len(texts), 384) and emb.dtype == np.float32
+    roles = [json.loads(line)["role"] for line in RESPONSES.read_text(encoding="utf-8").splitlines()]
+    picks = sorted({role: i for i, role in reversed(list(enumerate(roles)))}.values())  # one of each
+    picks.append(len(texts) - 1)
+    again = Sampler(Cache(tmp_path)).embed([texts[i] for i in picks], _recorder().EMBEDDER)
+    np.testing.assert_allclose(again, emb[picks], atol=1e-4)
+
+
+@pytest.fixture(scope="module")
+def arms(recorded):
+    _texts, emb = recorded
     rows = [json.loads(line) for line in RESPONSES.read_text(encoding="utf-8").splitlines()]
-    texts = [r["response"] for r in rows]
-    emb = Sampler(Cache(tmp_path_factory.mktemp("emb"))).embed(texts, {"backend": "local"})
     out: dict[str, dict] = {}
     for r, v in zip(rows, emb.astype(np.float64), strict=True):
         a = out.setdefault(r["arm"], {"role": r["role"], "emb": []})

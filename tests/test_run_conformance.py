@@ -65,13 +65,14 @@ def made(tmp_path_factory):
     old = os.getcwd()
     os.chdir(tmp)  # the specs name their files relative to here
     try:
-        runs = {}
+        runs, specs = {}, {}
         # an audit whose control changes the answers, with an answer check that changes too
         record(tmp / "rec.jsonl", funny=(CTRL, TARGET))
         spec = audit_spec(
             tmp, checks="checks:\n  - {name: clowns, contains: [clown, banana, joke, pie, honk]}"
         )
-        runs["audit"] = as_run(run_audit(load_spec(spec), cache=cache))
+        specs["audit"] = load_spec(spec)
+        runs["audit"] = as_run(run_audit(specs["audit"], cache=cache))
         # a suite of three cases, its comedian a control (it changes the answers)
         write_cases(tmp, 3)
         with FakeOpenAI(models=("fake-model", "fake-embed")) as srv:
@@ -79,8 +80,9 @@ def made(tmp_path_factory):
                 srv.base_url, extra="name: vignettes\nchecks:\n  - {name: refuses, refusal: true}"
             )
             (tmp / "s.yaml").write_text(text.replace("role: target", "role: control"))
+            specs["suite"] = load_spec(tmp / "s.yaml")
             with open(tmp / "suite.jsonl", "w", encoding="utf-8") as fh:
-                suite = run_suite(load_spec(tmp / "s.yaml"), cache=cache, responses=fh)
+                suite = run_suite(specs["suite"], cache=cache, responses=fh)
             suite.responses_file = str(tmp / "suite.jsonl")
             runs["suite"] = as_run(suite)
         # a robustness battery against a rule-based model
@@ -106,24 +108,27 @@ def made(tmp_path_factory):
                 f"max_retries: 0}}\ndata: {items}\nattacks: [{{level: char, rho: [1.0]}}]\n"
             )
             runs["battery"] = as_run(run_battery(battery_spec, cache=cache), title="rules")
+        specs["battery"] = battery_spec
         # fidelity: the built-in sample (a file), and a simulation on a survey model
-        runs["fidelity"] = as_run({"analysis": run_fidelity(load_data("sample"))}, title="sample fidelity")
+        specs["fidelity"] = load_data("sample")
+        runs["fidelity"] = as_run({"analysis": run_fidelity(specs["fidelity"])}, title="sample fidelity")
         (tmp / "survey.csv").write_text(SURVEY)
         with SurveyModel() as srv:
             (tmp / "sim.yaml").write_text(
                 f"name: pets\ndata: survey.csv\nmodels:\n  - {{backend: openai, name: survey-model, "
                 f'base_url: "{srv.base_url}", label: survey, max_retries: 0}}\nsamples: 4\n'
             )
-            sim = run_simulation_spec(load_simulation_spec(tmp / "sim.yaml"), cache=cache)
+            specs["simulation"] = load_simulation_spec(tmp / "sim.yaml")
+            sim = run_simulation_spec(specs["simulation"], cache=cache)
         runs["simulation"] = as_run({"simulation": sim, "analysis": run_fidelity(sim.data)}, title="pets")
         # a sensitivity study
         with FakeOpenAI(models=MODELS) as srv:
             (tmp / "sens.yaml").write_text(sensitivity_spec(srv))
-            sens = run_sensitivity(
-                load_spec(tmp / "sens.yaml"), SensitivityConfig(measures=("jsd",)), cache=cache
-            )
+            specs["sensitivity"] = load_spec(tmp / "sens.yaml")
+            sens = run_sensitivity(specs["sensitivity"], SensitivityConfig(measures=("jsd",)), cache=cache)
         runs["sensitivity"] = as_run({"sensitivity": sens}, title="sens")
         runs["scan"] = ScanRun("scan", parts=(runs["audit"], runs["battery"]))
+        specs["scan"] = (specs["audit"], specs["battery"])
     finally:
         os.chdir(old)
     h = History(tmp / "home" / "history.sqlite3")
@@ -131,7 +136,15 @@ def made(tmp_path_factory):
     for kind, run in runs.items():
         parts = run.parts if kind == "scan" else (run,)
         ids[kind] = [h.record_run(p, source="cli", out_dir=tmp / "out" / kind) for p in parts]
-    return {"runs": runs, "ids": ids, "history": h, "home": tmp / "home", "tmp": tmp}
+    return {
+        "runs": runs,
+        "specs": specs,
+        "cache": cache,
+        "ids": ids,
+        "history": h,
+        "home": tmp / "home",
+        "tmp": tmp,
+    }
 
 
 # --------------------------------------------------------------------------- history
@@ -312,3 +325,57 @@ def test_the_report_keeps_a_prompts_newlines_and_marks_each_answer(tmp_path):
     assert '<pre class="prompt">line one\nline two</pre>' in page
     assert "<pre>yes\nand more</pre>" in page
     assert "✓ yes" in page and "✗ yes" in page
+
+
+# --------------------------------------------------------------------------- requests
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_kind_declares_its_requests(made, kind):
+    """What a spec will ask, declared before the run (the Batch API job, the replay check and
+    the duration estimate read it): every answer the run kept was asked for, and after the
+    run the cache holds every request (the battery's RTI is an upper bound)."""
+    from dbpa_core.runs import replay_need, requests, uncached
+
+    reqs = requests(made["specs"][kind])
+    if kind == "fidelity":  # a file of answers: nothing to ask
+        assert reqs == ()
+        return
+    assert reqs and all(r.part and r.model and r.prompt for r in reqs)
+    asked = {r.sample.prompt for r in reqs} | {r.prompt for r in reqs}
+    answers = made["runs"][kind].answers()
+    assert {a.prompt for a in answers if a.prompt} <= asked
+    if kind in ("audit", "suite"):  # k answers per arm, each one request
+        assert len(reqs) == len(answers)
+    if kind != "battery" and kind != "scan":
+        assert uncached(reqs, made["cache"]) == []
+    need = replay_need(reqs)
+    assert set(need) == {r.prompt for r in reqs} and min(need.values()) >= 1
+
+
+def test_a_spec_no_kind_knows_is_refused_in_one_line():
+    from dbpa_core.runs import requests
+
+    with pytest.raises(RunRefused) as why:
+        requests({"not": "a spec"})
+    assert _one_line(str(why.value))
+
+
+# --------------------------------------------------------------------------- history compare
+@pytest.mark.parametrize("kind", KINDS)
+def test_history_compare_goes_through_the_run_or_says_why(made, kind, capsys):
+    """``history compare`` asks the run (no output tests a kind's name): a run compared
+    with itself changes no verdict, or the kind refuses in one line."""
+    run_id = made["ids"][kind][0]
+    run = made["history"].load_run(run_id)
+    try:
+        cmp = run.compare(made["history"].load_run(run_id))
+    except RunRefused as why:
+        assert _one_line(str(why))
+        assert main(["--home", str(made["home"]), "history", "compare", str(run_id), str(run_id)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert _one_line(err) and str(why) in err
+        return
+    assert cmp.lines and cmp.changed == () and not cmp.settings_changed
+    rc = main(
+        ["--home", str(made["home"]), "history", "compare", str(run_id), str(run_id), "--fail-on-change"]
+    )
+    assert rc == 0 and "\n".join(cmp.lines) in capsys.readouterr().out

@@ -246,13 +246,39 @@ def test_a_replay_file_without_the_scans_prompts_stops_before_anything_runs(tmp_
     assert main(["--cache-dir", str(tmp_path / "c"), "scan", hot, "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "holds too few recorded answers for" in err
-    from dbpa_core.attacks.battery import prompts_needed
+    from dbpa_core.attacks.battery import battery_requests
     from dbpa_core.audit import build_arms
 
     audit, battery = scan.build_specs(RECORDED)
-    prompts = set(prompts_needed(battery)) | {a.prompt for a in build_arms(audit)}
+    prompts = {r.prompt for r in battery_requests(battery)} | {a.prompt for a in build_arms(audit)}
     assert f"of the {len(prompts)} prompts a scan sends" in err and not out.exists()
     assert History().list() == []
     assert main(["--cache-dir", str(tmp_path / "c"), "scan", hot, "--estimate"]) == 0
     assert "note: the replay file" in capsys.readouterr().err
     assert scan.replay_shortfall(audit, battery) is None  # the recorded model holds them all
+
+
+def test_one_time_left_for_the_whole_scan():
+    """The battery's sampler calls (and the audit's) each know only their own time left:
+    the scan passes their reports on without it, and one 'scan' bar counts the answers of
+    both parts with the time left for the whole scan (17 of 100 answers in 20 s: 98 s)."""
+    from dbpa_core.cli.scan import WholeScan
+    from dbpa_core.sampling import Progress
+
+    now = [0.0]
+    seen: list[Progress] = []
+    whole = WholeScan(100, clock=lambda: now[0])
+    whole.bars = seen.append
+    whole(Progress("sampling", 0, 60, "audit: 0 tokens, estimating the time left"))
+    now[0] = 10.0
+    whole(Progress("sampling", 10, 60, "1,204 tokens, 52 tokens/s, about 4 min left"))
+    assert seen[-2].detail == "1,204 tokens, 52 tokens/s" and seen[-2].eta_s is None
+    whole.next_part()  # the audit's 10 answers are done; the battery's calls start again at 0
+    now[0] = 15.0
+    whole(Progress("sampling", 5, 30, "about 10 s left"))
+    now[0] = 20.0
+    whole(Progress("sampling", 2, 10, "about 3 s left"))  # the battery's next call
+    scan = seen[-1]
+    assert (scan.stage, scan.done, scan.total) == ("scan", 17, 100)
+    assert scan.detail == "about 1.6 min left for the whole scan"  # (100 - 17) / (17 / 20 s)
+    assert not any("about" in p.detail and p.stage != "scan" for p in seen)

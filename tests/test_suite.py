@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from dbpa_core.audit import estimate, run_audit
+from dbpa_core import runs
+from dbpa_core.audit import run_audit
 from dbpa_core.cache import Cache
 from dbpa_core.cli import main
 from dbpa_core.multitest import multiple_testing
@@ -345,7 +346,7 @@ cases: [{name: a}, {name: b}, {name: c}]
 base: {prompt: "hi {name}"}
 perturbations: [{name: p, suffix: "!"}, {name: q, set: {name: z}}]
 """)
-    est = estimate(spec, cache=Cache(tmp_path / "c"))
+    est = runs.estimate(spec, cache=Cache(tmp_path / "c"))
     assert est["cases"] == 3 and est["tests"] == 6
     assert est["totals"]["calls"] == 3 * 3 * 5
     assert {r["arm"]: r["calls"] for r in est["arms"]} == {"base": 15, "p": 15, "q": 15}
@@ -429,16 +430,31 @@ perturbations: [{name: p, suffix: "!"}]
         load_spec(tmp_path / "s.yaml")
 
 
-def test_a_stopped_suite_raises_and_resumes_from_the_cache(tmp_path, cache):
+def test_a_stopped_suite_raises_and_resumes_from_the_cache(tmp_path, cache, monkeypatch):
     from dbpa_core.sampling import RunCancelled
 
     write_cases(tmp_path, 3)
     with FakeOpenAI(models=("fake-model", "fake-embed")) as srv:
         spec = parse_spec(suite_yaml(srv.base_url, cases="cases: {file: cases.csv}"), base_dir=tmp_path)
-        polls = iter(range(10_000))
-        with pytest.raises(RunCancelled):
-            run_suite(spec, cache=cache, should_stop=lambda: next(polls) > 20)
+        stored: list[str] = []
+        set_many = cache.set_many
+
+        def storing(values, *args, **kwargs):
+            set_many(values, *args, **kwargs)
+            stored.extend(values)
+
+        monkeypatch.setattr(cache, "set_many", storing)
+        with pytest.raises(RunCancelled):  # once the cache holds 7 answers
+            run_suite(spec, cache=cache, should_stop=lambda: len(stored) >= 7)
+        # Stop abandons the requests in flight; the server may still be answering them
+        # (answers nobody reads, so not cached): wait for that before counting
+        srv.wait_idle()
         first = len(srv.delivered)
         res = run_suite(spec, cache=cache)
-        assert 0 < first < 54 and len(srv.delivered) == 54  # nothing paid twice
-    assert res.usage["calls"] == 54 - first and res.usage["cached_samples"] == first
+        cached = res.usage["cached_samples"]
+        assert 7 <= cached <= first < 54  # what the stopped run kept, it kept
+        # the resume asks only for what the cache lacks, each sample once: an answer in
+        # flight at the stop may be paid again, one that was cached never
+        assert res.usage["calls"] == 54 - cached
+        assert len(srv.delivered) - first == 54 - cached
+        assert len(set(srv.delivered)) == 54

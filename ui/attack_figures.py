@@ -11,7 +11,7 @@ from plotly.subplots import make_subplots
 
 from dbpa_core.attacks.battery import ALL, BatteryResult, report_html
 
-from .figures import ACCENT, ALT_COLOR, NULL_COLOR, _layout
+from .figures import ACCENT, ALT_COLOR, NULL_COLOR, base_layout
 
 ER_COLOR = "#E15759"
 ASR_COLOR = NULL_COLOR
@@ -69,7 +69,7 @@ def er_asr_figure(result: BatteryResult, dataset: str = ALL) -> go.Figure:
     fig.update_yaxes(title_text="share of items", range=[0, 1.08])
     fig.update_layout(barmode="group", bargap=0.25)
     title = "ER and ASR per attack" + ("" if dataset == ALL else f" — {dataset}")
-    return _layout(fig, title=title, height=420)
+    return base_layout(fig, title=title, height=420)
 
 
 def dataset_heatmap(result: BatteryResult, metric: str = "er") -> go.Figure:
@@ -101,7 +101,7 @@ def dataset_heatmap(result: BatteryResult, metric: str = "er") -> go.Figure:
     )
     fig.update_yaxes(autorange="reversed")
     what = "ER (share wrong)" if metric == "er" else "ASR (share changed)"
-    return _layout(fig, title=f"{what} per data set", height=140 + 45 * len(datasets))
+    return base_layout(fig, title=f"{what} per data set", height=140 + 45 * len(datasets))
 
 
 def rti_figure(result: BatteryResult) -> go.Figure | None:
@@ -134,7 +134,7 @@ def rti_figure(result: BatteryResult) -> go.Figure | None:
     )
     fig.update_yaxes(title_text="RTI: mean ρ of the first change", range=[0, 1.12])
     fig.update_layout(barmode="group")
-    return _layout(fig, title="Relative training index per word-level attack", height=400)
+    return base_layout(fig, title="Relative training index per word-level attack", height=400)
 
 
 def curve_figure(result: BatteryResult) -> go.Figure | None:
@@ -177,7 +177,7 @@ def curve_figure(result: BatteryResult) -> go.Figure | None:
     )
     fig.update_xaxes(title_text="ρ: share of words attacked", range=[0, 1.05])
     fig.update_yaxes(title_text="ω above chance")
-    _layout(fig, title="Robustness curve (filled: significant change in what the model says)", height=460)
+    base_layout(fig, title="Robustness curve (filled: significant change in what the model says)", height=460)
     fig.update_layout(
         legend=dict(orientation="h", yanchor="top", y=-0.2, xanchor="left", x=0), margin=dict(b=110)
     )
@@ -217,7 +217,7 @@ def consistency_figure(result: BatteryResult) -> go.Figure | None:
                 col=j + 1,
             )
     fig.update_yaxes(title_text="accuracy", range=[-0.02, 1.02], row=1, col=1)
-    _layout(fig, height=440)
+    base_layout(fig, height=440)
     fig.update_annotations(font=dict(size=13, color="#1F2933"))
     # the legend below the plots: above them it covers the subplot titles
     fig.update_layout(
@@ -253,7 +253,7 @@ def _share_bars(rows, label: str, title: str) -> go.Figure:
     fig.update_xaxes(title_text=label)
     fig.update_yaxes(title_text="share of attacked words")
     fig.update_layout(barmode="group")
-    return _layout(fig, title=title, height=380)
+    return base_layout(fig, title=title, height=380)
 
 
 def patterns_figure(result: BatteryResult, feature: str = "position", level: str = ALL) -> go.Figure | None:
@@ -313,7 +313,7 @@ def importance_figure(result: BatteryResult) -> go.Figure | None:
         + ("" if f.beats_baseline else " — no better, so the bars say little")
         + "</sup>"
     )
-    _layout(fig, title=title, height=140 + 32 * len(ranked))
+    base_layout(fig, title=title, height=140 + 32 * len(ranked))
     fig.update_layout(showlegend=False, margin=dict(l=120, t=80))
     return fig
 

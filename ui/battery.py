@@ -442,24 +442,25 @@ def replay_shortfall(spec) -> str | None:
     """When the battery's model is a replay file that lacks some of the prompts the battery
     may send (RTI's every round included), one message saying how many and which; else
     None. Checked before Run, as the audit pages check theirs."""
-    from dbpa_core.attacks.battery import prompts_needed
+    from dbpa_core.runs import replay_need, requests
     from dbpa_core.spec import model_label
 
-    from .runner import _md, replay_lacking
+    from .runner import replay_lacking
+    from .widgets import md_escape
 
     m = spec.model
     if m.get("backend") != "replay":
         return None
-    need = prompts_needed(spec)
+    need = replay_need(requests(spec))
     lacking, unreadable = replay_lacking(m, need)
     if unreadable or not lacking:
         return unreadable
     first = " ".join(lacking[0].split())
     first = first if len(first) <= 80 else first[:77] + "..."
     return (
-        f"The replay file of **{_md(model_label(m))}** holds no recorded answer for "
+        f"The replay file of **{md_escape(model_label(m))}** holds no recorded answer for "
         f"{len(lacking)} of the {len(need)} prompts this battery may send "
-        f'(e.g. "{_md(first)}"). A replay model answers only the prompts recorded in its '
+        f'(e.g. "{md_escape(first)}"). A replay model answers only the prompts recorded in its '
         "file: choose another model, or record these prompts "
         "(assets/make_demo_replay.py shows how)."
     )

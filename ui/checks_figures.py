@@ -14,11 +14,11 @@ from plotly.subplots import make_subplots
 from dbpa_core.audit import AuditResult
 from dbpa_core.checks import (
     CheckResult,
-    _signed,  # "−60" / "+0.9": the CLI's signs
+    signed,  # "−60" / "+0.9": the CLI's signs
 )
 from dbpa_core.render import partial
 
-from .figures import ALT_COLOR, _layout, esc, fmt_p
+from .figures import ALT_COLOR, base_layout, esc, fmt_p
 
 NS_COLOR = "#9AA5B1"
 MODEL_GRADED = "model-graded"
@@ -71,8 +71,8 @@ def difference_text(r: CheckResult) -> tuple[str, str]:
         return "–", "–"
     f, unit, d = scale(r)
     return (
-        f"{_signed(r.difference * f, d)} {unit}",
-        f"[{_signed(r.ci[0] * f, d)}, {_signed(r.ci[1] * f, d)}]",
+        f"{signed(r.difference * f, d)} {unit}",
+        f"[{signed(r.ci[0] * f, d)}, {signed(r.ci[1] * f, d)}]",
     )
 
 
@@ -180,7 +180,7 @@ def difference_figure(results: Mapping[str, AuditResult]) -> go.Figure | None:
         fig.add_vline(x=0, line_color="#52606D", line_width=1, row=row, col=1)
     fig.update_xaxes(zeroline=False)
     fig.update_annotations(font=dict(size=13, color="#1F2933"))
-    _layout(fig, height=height)
+    base_layout(fig, height=height)
     fig.update_layout(margin=dict(l=20, r=20, t=60, b=40))
     fig.update_yaxes(automargin=True)
     return fig

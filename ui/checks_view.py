@@ -397,7 +397,7 @@ def _p(v) -> str:
 def outcome_columns(checks: Sequence[Check], texts: Sequence[str], cache, seed: int) -> dict[str, list]:
     """Each check on each text: True/False (None: a judge's reply not in the cache, or
     unparsed), or the number of words. Judges are never asked here."""
-    from dbpa_core.checks import _judge_request, parse_yes_no
+    from dbpa_core.checks import judge_request, parse_yes_no
     from dbpa_core.sampling import Job
 
     out: dict[str, list] = {}
@@ -407,7 +407,7 @@ def outcome_columns(checks: Sequence[Check], texts: Sequence[str], cache, seed: 
             out[c.name] = [c.outcome(t) for t in texts]
             continue
         unique = list(dict.fromkeys(texts))
-        recs = reader.lookup([Job(dict(c.judge_model or {}), _judge_request(c, t, seed)) for t in unique])
+        recs = reader.lookup([Job(dict(c.judge_model or {}), judge_request(c, t, seed)) for t in unique])
         verdict = {
             t: (parse_yes_no(r.text) if r is not None else None) for t, r in zip(unique, recs, strict=True)
         }

@@ -198,6 +198,7 @@ def html_report(
         run_version=meta.tool_version,
         recorded=recorded,
         failure=failure,
+        untestable=verdicts.control_untestable_sentence(results),
         gate_passed=not failure and any(g.controls for g in verdicts.gates(results)),
         summaries=[(job if several else "", verdicts.summary_sentence(r)) for job, r in results.items()],
         audits=[

@@ -84,10 +84,10 @@ def sample_questions(n: int) -> FidelityData:
 def questions_of(data: FidelityData) -> FidelityData:
     """An uploaded file's questions for Simulate now: its real counts without its simulator
     columns; FidelityDataError when it cannot be asked (no option or question column)."""
-    from dbpa_core.fidelity.simulate import _check_questions
+    from dbpa_core.fidelity.simulate import check_questions
 
     questions = data.without_simulators()
-    _check_questions(questions)
+    check_questions(questions)
     return questions
 
 
@@ -188,7 +188,8 @@ def replay_shortfall(
     to choose instead — or, where every one is a recording (the demo), what works."""
     from dbpa_core.spec import model_label
 
-    from .runner import _md, replay_lacking
+    from .runner import replay_lacking
+    from .widgets import md_escape
 
     replays = [m for m in models if m.get("backend") == "replay"]
     if not replays:
@@ -204,14 +205,14 @@ def replay_shortfall(
             return unreadable
         if lacking:
             head = (
-                f"The replay file of **{_md(model_label(m))}** holds fewer than "
+                f"The replay file of **{md_escape(model_label(m))}** holds fewer than "
                 f"{settings['samples']} recorded answers for {len(lacking)} of the "
                 f"{len(need)} survey prompts. A replay model answers only the prompts "
                 "recorded in its file (the instant demo's recording holds the landing "
                 "audit, not these questions)"
             )
             if live:
-                return head + f": choose a live model, such as **{_md(live[0])}**, to simulate."
+                return head + f": choose a live model, such as **{md_escape(live[0])}**, to simulate."
             return head + (
                 ", and every model listed here is a recording. Without simulating, "
                 "the **Sample data** and **Upload a CSV** sources work here; to "

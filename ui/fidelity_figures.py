@@ -13,7 +13,7 @@ from dbpa_core.fidelity.analysis import FidelityResult
 from dbpa_core.fidelity.report import COLORS, UNIFORM_COLOR, report_html
 
 from .fidelity import sample_size_text
-from .figures import _layout, esc
+from .figures import base_layout, esc
 
 REAL_COLOR = "#1F2933"
 
@@ -113,7 +113,7 @@ def curves_figure(result: FidelityResult, *, band: str | None = "all") -> go.Fig
     fig.update_yaxes(
         title_text=f"calibrated discrepancy V̂_cal(τ) ({esc(result.loss)})", range=[0, top * 1.06]
     )  # a flat curve at the top stays in view
-    return _layout(fig, title="Calibrated quantile curves", height=460)
+    return base_layout(fig, title="Calibrated quantile curves", height=460)
 
 
 def plan_figure(result: FidelityResult) -> go.Figure:
@@ -162,7 +162,7 @@ def plan_figure(result: FidelityResult) -> go.Figure:
         range=[float(np.log10(lo)) - 0.05, float(np.log10(hi)) + 0.05],
     )
     fig.update_yaxes(title_text="chance decided / guaranteed level", range=[0, 1.05], tickformat=".0%")
-    return _layout(fig, title="How many questions a verdict needs", height=380)
+    return base_layout(fig, title="How many questions a verdict needs", height=380)
 
 
 def distribution_figure(result: FidelityResult, index: int) -> go.Figure:
@@ -225,7 +225,7 @@ def distribution_figure(result: FidelityResult, index: int) -> go.Figure:
                 )
         fig.update_yaxes(title_text="answer")
     title = esc(sc.id) if not sc.question else esc(_short(sc.question, 90))
-    return _layout(fig, title=title, height=380)
+    return base_layout(fig, title=title, height=380)
 
 
 def _short(text: str, n: int) -> str:

@@ -22,7 +22,9 @@ ACCENT = "#E15759"
 FONT = "Inter, -apple-system, Segoe UI, Roboto, sans-serif"
 
 
-def _layout(fig: go.Figure, *, title: str | None = None, height: int | None = None) -> go.Figure:
+def base_layout(fig: go.Figure, *, title: str | None = None, height: int | None = None) -> go.Figure:
+    """The house layout every figure of the dashboard shares (template, font, margins),
+    with its ``title`` and ``height``; returns ``fig``."""
     fig.update_layout(
         template="plotly_white",
         font=dict(family=FONT, size=13),
@@ -168,7 +170,7 @@ def similarity_histograms(
             )
         fig.update_xaxes(title_text=similarity_name(result) if r == rows else None, row=r, col=c)
     fig.update_layout(barmode="overlay")
-    _layout(fig, height=280 * rows + 90)
+    base_layout(fig, height=280 * rows + 90)
     # the legend sits above every subplot title, left-aligned
     fig.update_layout(
         margin=dict(t=100), legend=dict(y=1.0, yref="container", yanchor="top", x=0, xanchor="left")
@@ -203,7 +205,7 @@ def permutation_figure(p: PerturbationResult) -> go.Figure:
     )
     fig.update_xaxes(title_text=f"ω ({t.measure})")
     fig.update_yaxes(title_text="number of permutations")
-    _layout(
+    base_layout(
         fig,
         title=f"Permutation distribution: {esc(p.name)}<br><sup>"
         f"{p_text(p.p_value, raw=True)}, {p_text(p.p_adjusted)}; B = {t.n_permutations}, "
@@ -249,7 +251,7 @@ def permutation_grid(result: AuditResult, *, columns: int = 3) -> go.Figure:
     fig.add_trace(
         go.Scatter(x=[None], y=[None], mode="lines", line=dict(color=ACCENT, width=2), name="observed ω")
     )
-    _layout(fig, height=240 * rows + 90)
+    base_layout(fig, height=240 * rows + 90)
     fig.update_layout(
         margin=dict(t=100), legend=dict(y=1.0, yref="container", yanchor="top", x=0, xanchor="left")
     )
@@ -302,7 +304,7 @@ def embedding_map(result: AuditResult) -> go.Figure | None:
         start += n
     fig.update_xaxes(title_text="principal component 1", zeroline=False)
     fig.update_yaxes(title_text="principal component 2", zeroline=False)
-    _layout(fig, title="Responses in embedding space (PCA)", height=max(440, 60 + 22 * len(arms)))
+    base_layout(fig, title="Responses in embedding space (PCA)", height=max(440, 60 + 22 * len(arms)))
     # a legend beside the plot never covers the title, however many arms there are
     fig.update_layout(
         legend=dict(orientation="v", yanchor="top", y=1, xanchor="left", x=1.02, title_text="prompt"),
@@ -444,7 +446,7 @@ def persona_heatmap(
         showgrid=False,
         zeroline=False,
     )
-    return _layout(
+    return base_layout(
         fig,
         title="ω above chance by persona and model — grey: not significant (click a cell)",
         height=150 + 45 * len(personas),
@@ -475,7 +477,7 @@ def roc_figure(rocs: Mapping[str, ROCResult], *, max_fpr: float | None = None) -
         )
     fig.update_xaxes(title_text="false-positive rate (controls flagged)", range=[-0.02, 1.02])
     fig.update_yaxes(title_text="true-positive rate (targets flagged)", range=[-0.02, 1.02])
-    _layout(fig, title="ROC over the significance level α", height=430)
+    base_layout(fig, title="ROC over the significance level α", height=430)
     fig.update_layout(
         legend=dict(orientation="h", yanchor="top", y=-0.2, xanchor="left", x=0), margin=dict(b=110)
     )
@@ -504,7 +506,7 @@ def tpr_at_fpr_figure(rocs: Mapping[str, ROCResult], max_fpr: float) -> go.Figur
         )
     )
     fig.update_yaxes(title_text="targets flagged (TPR)", range=[0, 1.15])
-    return _layout(fig, title=f"TPR at FPR ≤ {max_fpr:.0%} (★ best)", height=430)
+    return base_layout(fig, title=f"TPR at FPR ≤ {max_fpr:.0%} (★ best)", height=430)
 
 
 def model_distance_figure(result: AuditResult) -> go.Figure:
@@ -538,4 +540,6 @@ def model_distance_figure(result: AuditResult) -> go.Figure:
     fig.add_hline(y=0, line_color="#52606D", line_width=1)
     fig.update_yaxes(title_text="ω above chance: distance from the reference", range=padded_range(above))
     fig.update_xaxes(tickangle=0, automargin=True)
-    return _layout(fig, title=f"Distance from the reference model {esc(result.base.arm.name)}", height=380)
+    return base_layout(
+        fig, title=f"Distance from the reference model {esc(result.base.arm.name)}", height=380
+    )

@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 
 from dbpa_core.history import RunComparison
 
-from .figures import ACCENT, _layout, esc, p_text
+from .figures import ACCENT, base_layout, esc, p_text
 
 A_COLOR = "#5B8DEF"
 B_COLOR = "#F28E2B"
@@ -69,7 +69,7 @@ def comparison_figure(cmp: RunComparison) -> go.Figure:
     fig.add_vline(x=0, line_color="#52606D", line_width=1)
     fig.update_xaxes(title_text="ω above chance (filled: significant; hollow: not)")
     fig.update_yaxes(autorange="reversed")
-    return _layout(
+    return base_layout(
         fig, title="Run A vs run B — red lines: the verdict changed", height=140 + 34 * max(1, len(rows))
     )
 

@@ -15,13 +15,14 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dbpa_core.audit import AuditResult, estimate, run_audit
+from dbpa_core.audit import AuditResult, run_audit
 from dbpa_core.backends import (
     AuthError,
     BackendError,
     ServerUnavailableError,
 )
 from dbpa_core.cache import CacheError
+from dbpa_core.runs import estimate as runs_estimate
 from dbpa_core.sampling import Progress, RunCancelled, stop_when
 from dbpa_core.spec import AuditSpec, SpecError, model_label, parse_spec, spec_notes, spec_warnings
 
@@ -126,7 +127,7 @@ def show_estimate(specs: Sequence[AuditSpec]) -> None:
     cost = 0.0
     best: int | None = None
     for spec in specs:
-        t = estimate(spec, cache=state.cache())["totals"]
+        t = runs_estimate(spec, cache=state.cache())["totals"]  # an audit or a suite
         calls += t["calls"]
         cached += t["cached"]
         tokens += t["input_tokens"] + t["output_tokens"]
@@ -725,21 +726,24 @@ def _unreadable(model: dict, exc: Exception) -> str:
 def replay_shortfalls(specs: dict[str, AuditSpec]) -> str | None:
     """A message naming every prompt (and model) a replay file cannot answer k times, or
     None when every replay model holds what the audits need."""
-    from dbpa_core.audit import build_arms
     from dbpa_core.backends.replay import replay_available
+    from dbpa_core.runs import replay_need, requests
 
     lacking: dict[str, list[str]] = {}
     for spec in specs.values():
-        for arm in build_arms(spec):
-            m = arm.model
+        reqs = requests(spec)  # what the audit declares it asks, arm by arm
+        for part in dict.fromkeys(r.part for r in reqs):
+            own = [r for r in reqs if r.part == part]
+            m = own[0].model
             if m.get("backend") != "replay":
                 continue
+            (prompt, n), *_ = replay_need(own).items()  # a same-prompt arm takes the next ones
             try:
-                have = replay_available(m, arm.prompt)
+                have = replay_available(m, prompt)
             except (OSError, BackendError) as exc:
-                return _unreadable(m, exc)
-            if have < arm.first_sample + spec.samples:  # a same-prompt arm takes the next ones
-                what = f"{arm.name} ({have} recorded)" if have else arm.name
+                return _unreadable(dict(m), exc)
+            if have < n:
+                what = f"{part} ({have} recorded)" if have else part
                 lacking.setdefault(model_label(m), [])
                 if what not in lacking[model_label(m)]:
                     lacking[model_label(m)].append(what)

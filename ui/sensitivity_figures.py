@@ -12,7 +12,7 @@ from plotly.subplots import make_subplots
 
 from dbpa_core.sensitivity import STUDY_TITLES, SensitivityResult, SensitivityRow
 
-from .figures import ACCENT, _layout, fmt_effect, fmt_p, padded_range, wrap_label
+from .figures import ACCENT, base_layout, fmt_effect, fmt_p, padded_range, wrap_label
 
 PALETTE = [
     "#5B8DEF",
@@ -92,7 +92,7 @@ def effect_figure(result: SensitivityResult, study: str) -> go.Figure:
     fig.update_yaxes(autorange="reversed", automargin=True)
     fig.update_annotations(font=dict(size=12, color="#1F2933"))
     fig.update_layout(bargap=0.3)
-    fig = _layout(
+    fig = base_layout(
         fig,
         title=f"{STUDY_TITLES[study]}: ω above chance<br><sup>each on its own "
         "scale; pale: not significant</sup>",
@@ -165,7 +165,7 @@ def pvalue_figure(result: SensitivityResult, study: str, alpha: float) -> go.Fig
         tickangle=0,
         automargin=True,
     )
-    fig = _layout(
+    fig = base_layout(
         fig,
         title=f"{STUDY_TITLES[study]}: p-values<br><sup>filled: significant; "
         "diamond: the audit's setting; higher is smaller</sup>",
@@ -245,7 +245,7 @@ def length_figure(result: SensitivityResult, alpha: float) -> go.Figure:
     )
     fig.update_xaxes(title_text="prompt length (tokens, ~4 characters each)")
     fig.update_annotations(font=dict(size=13, color="#1F2933"))
-    _layout(
+    base_layout(
         fig,
         title="Prompt length: does the effect survive a longer prompt? (filled: "
         f"significant; dashed: α = {alpha:g})",

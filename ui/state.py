@@ -17,10 +17,10 @@ import streamlit as st
 
 from dbpa_core.cache import Cache, default_cache_dir
 from dbpa_core.history import History
-from dbpa_core.home import load_models
 from dbpa_core.home import save_models as _save_models
 from dbpa_core.measures import DEFAULT_MEASURE
 from dbpa_core.spec import model_label
+from dbpa_core.spec_models import load_models
 
 from . import presets
 

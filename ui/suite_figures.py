@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
-from .figures import _layout, esc, p_text
+from .figures import base_layout, esc, p_text
 
 GREY = "#D9DEE5"
 TEXT_CELLS = 400  # cells written in (a larger grid is read by colour and tooltip only)
@@ -103,7 +103,7 @@ def heatmap(
     fig.update_yaxes(autorange="reversed", title="case", type="category")
     fig.update_xaxes(title="perturbation", side="top", type="category")
     height = int(min(1400, max(320, 120 + 26 * len(cases))))
-    _layout(fig, title=title, height=height)
+    base_layout(fig, title=title, height=height)
     fig.update_layout(margin=dict(l=90, r=20, t=90 if title else 70, b=30))
     if selected is not None and selected[0] in cases and selected[1] in perts:
         i, j = cases.index(selected[0]), perts.index(selected[1])

@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from dbpa_core.runs import SuiteRun
 from dbpa_core.spec import AuditSpec, SpecError, model_label, parse_spec
 from dbpa_core.types import jsonable
 
@@ -230,10 +231,10 @@ def duration_line(spec: AuditSpec, calls: int) -> str:
     measured on its last run here), in words."""
     if calls == 0:
         return "Duration: seconds (every answer is cached)."
-    from dbpa_core.backends.decoding import local_precision
-    from dbpa_core.timings import duration_estimate
+    from dbpa_core.runs import duration_lines, requests
 
-    line = duration_estimate(spec.model, calls, spec.max_tokens, local_precision())
+    lines = duration_lines(requests(spec), state.cache())  # what the suite declares it asks
+    line = lines[0] if lines else None
     if line is None:
         return "Duration: as fast as the model's server answers (the progress bar says the time left)."
     return line[0].upper() + line[1:] + "."
@@ -522,6 +523,7 @@ def verdict_lines(summary: dict[str, Any]) -> list[str]:
     """One sentence per perturbation: does it change the answers across the cases, and
     what its role says about that (markdown)."""
     out = []
+    gate = SuiteRun(summary=summary).gate()  # the gate every output reads
     for d in summary.get("pooled") or ():
         name, n, role = md_escape(d["perturbation"]), int(d["cases"]), d.get("role")
         shown = fmt_p(float(d["p_adjusted"]))
@@ -541,6 +543,11 @@ def verdict_lines(summary: dict[str, Any]) -> list[str]:
             line = f":green[**{name}**: no change shown] across the {n} cases ({p}; {some})"
             if role == "target":
                 line += " — a target, which should change them: the model ignores it, or k is too small."
+            elif role == "control" and d["perturbation"] in gate.untestable:
+                line += (
+                    f" — a control, {gate.control_word(d['perturbation'])}: no pooled result "
+                    "could be significant at this k, so it could not have failed (take more samples)."
+                )
             elif role == "control":
                 line += " — a control, as it should."
             else:

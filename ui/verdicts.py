@@ -8,6 +8,7 @@ from dbpa_core.fmt import size_text as size_text
 from dbpa_core.fmt import size_word as size_word
 from dbpa_core.verdicts import Gate as Gate
 from dbpa_core.verdicts import control_failure_sentence as control_failure_sentence
+from dbpa_core.verdicts import control_untestable_sentence as control_untestable_sentence
 from dbpa_core.verdicts import gate as gate
 from dbpa_core.verdicts import gates as gates
 from dbpa_core.verdicts import level as level

@@ -29,13 +29,17 @@ def results_container(key: str):
 def control_gate(results: Mapping[str, AuditResult], *, key: str) -> bool | None:
     """The dashboard's ``--fail-on-control``: a red verdict naming every control that
     changed the answers detectably, and a pass/fail line per model. Returns whether
-    every model passed (None when nothing is marked control)."""
+    every model passed (None when nothing is marked control, or when no control could
+    have failed: too few samples)."""
     gs = verdicts.gates(results)
     if not any(g.controls for g in gs):
         return None
     failure = verdicts.control_failure_sentence(results)
+    untestable = verdicts.control_untestable_sentence(results)
     if failure:
         st.error(md_escape(failure), icon=":material/gpp_bad:")
+    elif untestable:  # never "passed" when no control could have failed
+        st.warning(md_escape(untestable), icon=":material/help:")
     else:
         first = next(iter(results.values()))
         st.success(
@@ -64,11 +68,11 @@ def control_gate(results: Mapping[str, AuditResult], *, key: str) -> bool | None
                 "model": m,
                 "perturbation": p.name,
                 "role": p.role,
-                "outcome": verdicts.outcome(p),
+                "outcome": verdicts.outcome(p, g),
                 "p (adjusted)": p.p_adjusted,
                 "size (d)": widgets.size_cell(p),
             }
-            for m, r in results.items()
+            for g, (m, r) in zip(gs, results.items(), strict=True)
             for p in r.perturbations
             if p.role in ("control", "target")
         ]
@@ -82,15 +86,18 @@ def control_gate(results: Mapping[str, AuditResult], *, key: str) -> bool | None
         "Gate per model: FAIL when any control changed the answers detectably "
         "(adjusted p ≤ α), as `dbpa audit --fail-on-control` exits 1. Each control "
         "passes (green) when its answers are not told apart from the base's, and "
-        "fails (red) when they are; a target is detected (green) when they are. "
+        "fails (red) when they are; a target is detected (green) when they are. A control "
+        "is not testable (amber) when k is too small for any result to be significant "
+        "after the correction: it could not have failed, so it has not passed. "
         f"'{presets.SAME_PROMPT}' asks the base prompt again, with answers of its own: "
         "it shows what a passing control looks like, and fails only by chance (at "
         "rate α)."
     )
-    return not failure
+    return None if untestable and not failure else not failure
 
 
 STATUS_COLOURS = {
+    "NOT TESTABLE": ("#FFF4DB", "#7A5200"),
     "PASS": ("#DCF5E3", "#0B5C2C"),
     "passes": ("#DCF5E3", "#0B5C2C"),
     "detected": ("#DCF5E3", "#0B5C2C"),
@@ -101,8 +108,10 @@ STATUS_COLOURS = {
 
 
 def _status_colour(value) -> str:
-    """Green for a pass or a detected target, red for a failed gate or control."""
-    bg, fg = STATUS_COLOURS.get(str(value), ("", ""))
+    """Green for a pass or a detected target, red for a failed gate or control, amber for
+    a target not detected or a control that could not have failed."""
+    text = str(value)
+    bg, fg = STATUS_COLOURS.get("NOT TESTABLE" if text.startswith("not testable") else text, ("", ""))
     return f"background-color: {bg}; color: {fg}; font-weight: 600" if bg else ""
 
 

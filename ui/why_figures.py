@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 
 from dbpa_core.explain import Explanation
 
-from .figures import ALT_COLOR, NULL_COLOR, _layout
+from .figures import ALT_COLOR, NULL_COLOR, base_layout
 
 
 def terms_figure(
@@ -44,4 +44,4 @@ def terms_figure(
     )
     fig.update_yaxes(type="category", automargin=True)
     fig.update_layout(showlegend=False, bargap=0.25)
-    return _layout(fig, title="Words and phrases that moved", height=max(260, 60 + 22 * len(ordered)))
+    return base_layout(fig, title="Words and phrases that moved", height=max(260, 60 + 22 * len(ordered)))

@@ -51,7 +51,7 @@ from ..render import section as render_section
 from ..sampling import Job, Progress, Sampler, is_cached, requests_for
 from ..similarity import TEXT_SIMILARITIES, text_similarity_matrix
 from ..spec import model_label
-from ..types import DBPAResult, _jsonable
+from ..types import DBPAResult, jsonable
 from .answers import ParsedAnswer, parse_answer
 from .consistency import option_orders, reorder
 from .items import LETTERS, Item, render_asked, split_turns
@@ -289,10 +289,10 @@ class BatteryRequest:
 
 def battery_requests(spec: BatterySpec) -> list[BatteryRequest]:
     """Every sample a battery spec may ask for, each once: the one list that the estimate
-    (:func:`estimate_battery`), the Batch API job (:func:`dbpa_core.batch.battery_jobs`)
-    and the replay check (:func:`prompts_needed`) read. RTI counts every round of ρ, an
-    upper bound (an item stops at the ρ where its answer changes); an attack that changed
-    nothing reuses the clean answer."""
+    (:func:`estimate_battery`) reads, and through
+    :meth:`dbpa_core.runs.BatteryRun.requests_of` the Batch API job and the replay check.
+    RTI counts every round of ρ, an upper bound (an item stops at the ρ where its answer
+    changes); an attack that changed nothing reuses the clean answer."""
     p = plan(spec)
     answers = dict.fromkeys(q.prompt for k in ("clean", "attack", "instruction", "order") for q in p[k])
     out = [BatteryRequest("answers", x, answer_request(spec, x)) for x in answers]
@@ -308,19 +308,6 @@ def battery_requests(spec: BatterySpec) -> list[BatteryRequest]:
         for x in dict.fromkeys(q.prompt for q in p["curve"]):
             out += [BatteryRequest("curve", x, r) for r in curve_requests(spec, x)]
     return out
-
-
-def prompts_needed(spec: BatterySpec) -> dict[str, int]:
-    """Every prompt the battery may send, with the number of samples it may ask of it
-    (one answer; ``samples`` for a prompt of the robustness curve), from
-    :func:`battery_requests`: a replay model must hold all of them to be sure to answer."""
-    per: dict[tuple[str, str], int] = {}
-    for r in battery_requests(spec):
-        per[(r.part, r.prompt)] = per.get((r.part, r.prompt), 0) + 1
-    need: dict[str, int] = {}
-    for (_part, prompt), n in per.items():
-        need[prompt] = max(need.get(prompt, 0), n)
-    return need
 
 
 def estimate_battery(spec: BatterySpec, *, cache: Cache | None = None) -> dict[str, Any]:
@@ -593,7 +580,7 @@ class BatteryResult:
         for p in self.patterns:
             pats[p.feature].append(p.to_dict())
         return _no_nan(
-            _jsonable(
+            jsonable(
                 {
                     "spec": self.spec.to_dict(),
                     "model": model_label(self.spec.model),
@@ -665,7 +652,7 @@ class BatteryResult:
     def attacked_jsonl(self) -> str:
         """Every prompt asked (attacked texts with their changes), answer and reading."""
         return "".join(
-            json.dumps(_no_nan(_jsonable(r.to_dict())), ensure_ascii=False) + "\n" for r in self.records
+            json.dumps(_no_nan(jsonable(r.to_dict())), ensure_ascii=False) + "\n" for r in self.records
         )
 
     def files(self, *, report: str | None = None) -> dict[str, str]:

@@ -261,7 +261,7 @@ def split_turns(text: str) -> tuple[tuple[tuple[str, str], ...], str]:
 
 
 # --------------------------------------------------------------------------- distractors
-def _number_parts(s: str) -> tuple[str, str, float, int, bool, str] | None:
+def number_parts(s: str) -> tuple[str, str, float, int, bool, str] | None:
     """``(prefix, core, value, decimals, thousands_commas, suffix)`` of a number with an
     optional currency sign before it and a unit after it (``$1,250.50``, ``-3``, ``12 %``,
     ``3.5 kg``, ``40 apples``), or None."""
@@ -293,7 +293,7 @@ def infer_answer_type(answer: Any) -> str:
     s = str(answer).strip()
     if s.lower() in _TRUE | _FALSE | {"maybe"}:
         return "boolean"
-    if _number_parts(s) is not None or _special_number(s) is not None:
+    if number_parts(s) is not None or _special_number(s) is not None:
         return "number"  # also a clock time, a fraction or a range of whole numbers
     if re.fullmatch(r"[^\W\d_]+(?:['’\-][^\W\d_]+)*", s):
         return "word"
@@ -309,7 +309,7 @@ def _bool_options(answer: Any) -> tuple[list[str], int]:
     return opts, 0 if s in _TRUE else (1 if s in _FALSE else 2)
 
 
-def _level(n: int) -> int:
+def roundness(n: int) -> int:
     """The roundness of a whole number of units: the largest of 1, 5, 10, 50, 100, 500...
     that divides it (0, divided by all, is rounder than any: returned as 0)."""
     n = abs(n)
@@ -401,7 +401,7 @@ def _progression(
 
     def alone(r: int, d: int) -> bool:  # n is the roundest option, alone
         others = [n + (i - r) * d for i in range(5) if i != r]
-        return n != 0 and all(v and _level(v) < _level(n) for v in others)
+        return n != 0 and all(v and roundness(v) < roundness(n) for v in others)
 
     ranks = [r for r in range(5) if any(fits(r, d) for tier in tiers for d in tier)]
     if not ranks:
@@ -582,7 +582,7 @@ def _number_options(answer: Any, rnd: random.Random) -> tuple[list[str], int]:
 
     lo = None if negative else (1 if ordinal else 0)
     hi = None
-    level = _level(n) or 1
+    level = roundness(n) or 1
     decade = whole and n >= 10 and n % 10 == 0 and suf.strip().lower() in ("s", "'s", "’s")
     size, zero = 10.0, "yes"
     if decade:
@@ -1513,7 +1513,7 @@ def _passage_numbers(
     of :func:`_pool_key`: currency sign, unit, decimals, thousands commas; years with
     years) replace as many of the made-up distractors: a number no passage has would be
     no distractor beside one it has. Else the options as they are."""
-    key, parts = _pool_key(answer), _number_parts(answer)
+    key, parts = _pool_key(answer), number_parts(answer)
     if key is None or parts is None or not _in_text(answer, passage):
         return opts, idx
     pre, suf = parts[0].strip(), parts[5].strip()
@@ -1531,8 +1531,8 @@ def _passage_numbers(
     if not found:
         return opts, idx
     picked = rnd.sample(found, min(4, len(found)))
-    values = {_number_parts(o)[2] for o in picked}  # type: ignore[index]
-    made = [o for i, o in enumerate(opts) if i != idx and _number_parts(o)[2] not in values]  # type: ignore[index]
+    values = {number_parts(o)[2] for o in picked}  # type: ignore[index]
+    made = [o for i, o in enumerate(opts) if i != idx and number_parts(o)[2] not in values]  # type: ignore[index]
     new = picked + made[: 4 - len(picked)] + [answer]
     rnd.shuffle(new)
     return new, new.index(answer)
@@ -1576,7 +1576,7 @@ def make_options(
     if kind not in ANSWER_TYPES:
         raise ValueError(f"`kind` must be one of {', '.join(ANSWER_TYPES)}; got {kind!r}.")
     rnd = random.Random(f"{seed}\x1f{item_id}\x1f{answer}")
-    if kind == "number" and _number_parts(str(answer).strip()) is None:
+    if kind == "number" and number_parts(str(answer).strip()) is None:
         kind = infer_answer_type(answer)  # "number" asked of a text that is none
     if kind == "boolean":
         opts, idx = _bool_options(answer)

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..multitest import adjust_pvalues
-from .items import LETTERS, NONE_OF_THE_OTHERS, UNDETERMINED, Item, _level, _number_parts
+from .items import LETTERS, NONE_OF_THE_OTHERS, UNDETERMINED, Item, number_parts, roundness
 
 ALL = "all"  # the rows over every data set (as in the battery's tables)
 # a rule is reported as a leak when its Holm-adjusted p is below ALPHA and it beats
@@ -70,11 +70,11 @@ def _numbers(item: Item) -> tuple[tuple[float, int], ...] | None:
     unless every option is a plain number."""
     out = []
     for o in item.options:
-        p = _number_parts(o.strip())
+        p = number_parts(o.strip())
         if p is None:
             return None
         value, decimals = p[2], p[3]
-        out.append((value, _level(round(abs(value) * 10**decimals)) or 10**12))
+        out.append((value, roundness(round(abs(value) * 10**decimals)) or 10**12))
     return tuple(out)
 
 

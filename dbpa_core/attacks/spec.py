@@ -30,19 +30,14 @@ from pathlib import Path
 from typing import Any
 
 from ..spec import (
-    _check_keys,
-    _Doc,
-    _existing,
-    _get,
-    _model,
-    _name,
-    _section,
     check_test_work,
     embedder_section,
     prices_section,
     read_document,
     read_spec_file,
 )
+from ..spec_doc import SpecDoc, check_keys, existing_path, get_value, key_name, top_section
+from ..spec_models import model_entry
 from ..spec_schema import keys_of, validate_section
 from .consistency import INSTRUCTIONS
 from .items import (
@@ -177,28 +172,28 @@ class BatterySpec:
 
 
 # --------------------------------------------------------------------------- helpers
-def _rhos(doc: _Doc, value: Any, path: tuple) -> tuple[float, ...]:
+def _rhos(doc: SpecDoc, value: Any, path: tuple) -> tuple[float, ...]:
     vals = value if isinstance(value, list) else [value]
     if not vals:
-        raise doc.err(path, f"{_name(path)} must list at least one ρ in [0, 1]")
+        raise doc.err(path, f"{key_name(path)} must list at least one ρ in [0, 1]")
     out = []
     for i, v in enumerate(vals):
         here = path + (i,) if isinstance(value, list) else path
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0:
-            raise doc.err(here, f"{_name(path)}: every ρ must be a number in [0, 1], got {v!r}")
+            raise doc.err(here, f"{key_name(path)}: every ρ must be a number in [0, 1], got {v!r}")
         out.append(float(v))
     if len(set(out)) != len(out):
-        raise doc.err(path, f"{_name(path)} lists a ρ twice")
+        raise doc.err(path, f"{key_name(path)} lists a ρ twice")
     return tuple(sorted(out))
 
 
-def _attack(doc: _Doc, obj: Any, path: tuple) -> AttackConfig:
+def _attack(doc: SpecDoc, obj: Any, path: tuple) -> AttackConfig:
     level = obj["level"]  # keys and types: checked against the schema's Attack
     rhos = _rhos(doc, obj["rho"], path + ("rho",))
-    op = _get(doc, obj, "op", path, str, choices=OPS[level])
+    op = get_value(doc, obj, "op", path, str, choices=OPS[level])
     letters = None
     if level == "visual":
-        letters = _get(doc, obj, "letters", path, float, 0.5, minimum=0.01, maximum=1.0)
+        letters = get_value(doc, obj, "letters", path, float, 0.5, minimum=0.01, maximum=1.0)
     elif obj.get("letters") is not None:
         raise doc.err(
             path + ("letters",), "'letters' (the fraction r of a word's letters) is only for the visual level"
@@ -207,7 +202,7 @@ def _attack(doc: _Doc, obj: Any, path: tuple) -> AttackConfig:
 
 
 def _data(
-    doc: _Doc, raw: Any, base_dir: Path, seed: int, notes: list[str] | None = None
+    doc: SpecDoc, raw: Any, base_dir: Path, seed: int, notes: list[str] | None = None
 ) -> tuple[list[Item], list[str]]:
     entries = raw if isinstance(raw, list) else [raw]
     if not entries:
@@ -218,7 +213,7 @@ def _data(
         path = ("data", i) if isinstance(raw, list) else ("data",)
         if isinstance(entry, str):
             entry = {"sample": True} if entry.strip() == "sample" else {"file": entry}
-        _check_keys(doc, entry, DATA_KEYS, path, "a data entry")
+        check_keys(doc, entry, DATA_KEYS, path, "a data entry")
         if "sample" in entry and "file" in entry:
             raise doc.err(path, "a data entry is either 'sample' or a 'file', not both")
         if "sample" in entry:
@@ -240,12 +235,12 @@ def _data(
             continue
         if "datasets" in entry:
             raise doc.err(path + ("datasets",), "'datasets' is for the sample data")
-        file = _existing(doc, entry, path, "file", base_dir, "data file")
-        fmt = _get(doc, entry, "format", path, str, "auto", choices=("auto", *FORMATS))
-        limit = _get(doc, entry, "limit", path, int, None, minimum=1)
-        name = _get(doc, entry, "dataset", path, str)
-        instr = _get(doc, entry, "instruction", path, str)
-        answers = _get(doc, entry, "answers", path, str)
+        file = existing_path(doc, entry, path, "file", base_dir, "data file")
+        fmt = get_value(doc, entry, "format", path, str, "auto", choices=("auto", *FORMATS))
+        limit = get_value(doc, entry, "limit", path, int, None, minimum=1)
+        name = get_value(doc, entry, "dataset", path, str)
+        instr = get_value(doc, entry, "instruction", path, str)
+        answers = get_value(doc, entry, "answers", path, str)
         if answers is not None:  # a Sen-Making subtask's gold answers, when not beside it
             answers = Path(answers) if os.path.isabs(answers) else (base_dir / answers).resolve()
             if not answers.is_file():
@@ -274,13 +269,13 @@ def _data(
     return items, described
 
 
-def _consistency(doc: _Doc, raw: Any) -> tuple[tuple[str, ...], int]:
+def _consistency(doc: SpecDoc, raw: Any) -> tuple[tuple[str, ...], int]:
     if raw is None or raw is False:
         return (), 0
     if raw is True:
         return INSTRUCTIONS, DEFAULT_ORDERS
     path = ("consistency",)
-    _check_keys(doc, raw, CONSISTENCY_KEYS, path, "consistency")
+    check_keys(doc, raw, CONSISTENCY_KEYS, path, "consistency")
     ins = raw.get("instructions", False)
     instructions: tuple[str, ...]
     if ins is True:
@@ -301,11 +296,11 @@ def _consistency(doc: _Doc, raw: Any) -> tuple[tuple[str, ...], int]:
         orders = 0
     elif orders is True:
         orders = DEFAULT_ORDERS
-    orders = _get(doc, {"option_orders": orders}, "option_orders", path, int, 0, minimum=0, maximum=120)
+    orders = get_value(doc, {"option_orders": orders}, "option_orders", path, int, 0, minimum=0, maximum=120)
     return instructions, orders
 
 
-def _rti(doc: _Doc, raw: Any) -> tuple[str, ...]:
+def _rti(doc: SpecDoc, raw: Any) -> tuple[str, ...]:
     if raw is None or raw is False:
         return ()
     if raw is True:
@@ -319,12 +314,12 @@ def _rti(doc: _Doc, raw: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(raw))
 
 
-def _curve(doc: _Doc, raw: Any, attacks: tuple[AttackConfig, ...]) -> CurveConfig | None:
+def _curve(doc: SpecDoc, raw: Any, attacks: tuple[AttackConfig, ...]) -> CurveConfig | None:
     if raw is None or raw is False:
         return None
     raw = {} if raw is True else raw
     path = ("curve",)
-    _check_keys(doc, raw, CURVE_KEYS, path, "curve")
+    check_keys(doc, raw, CURVE_KEYS, path, "curve")
     rhos = _rhos(doc, raw["rho"], path + ("rho",)) if "rho" in raw else CURVE_RHOS
     if 0.0 in rhos:
         raise doc.err(path + ("rho",), "curve.rho starts above 0 (ρ = 0 is the base prompt)")
@@ -343,10 +338,10 @@ def _curve(doc: _Doc, raw: Any, attacks: tuple[AttackConfig, ...]) -> CurveConfi
         )
     return CurveConfig(
         rhos=rhos,
-        items=_get(doc, raw, "items", path, int, 1, minimum=1, maximum=1000),
+        items=get_value(doc, raw, "items", path, int, 1, minimum=1, maximum=1000),
         levels=tuple(AttackConfig(a.level, rhos, a.op, a.letters) for a in levels),
-        temperature=_get(doc, raw, "temperature", path, float, 0.8, minimum=0.01, maximum=2.0),
-        max_tokens=_get(doc, raw, "max_tokens", path, int, None, minimum=1, maximum=100_000),
+        temperature=get_value(doc, raw, "temperature", path, float, 0.8, minimum=0.01, maximum=2.0),
+        max_tokens=get_value(doc, raw, "max_tokens", path, int, None, minimum=1, maximum=100_000),
     )
 
 
@@ -368,7 +363,7 @@ def parse_attack_spec(
     m = validate_section(doc, BatterySpecModel, raw)
     top = raw
     seed = m.seed
-    model = _model(doc, _section(top, "model"), ("model",), base_dir, allow_key_env)
+    model = model_entry(doc, top_section(top, "model"), ("model",), base_dir, allow_key_env)
 
     notes: list[str] = []
     if items is not None:
@@ -427,7 +422,7 @@ def parse_attack_spec(
         top_p=m.top_p,
         max_tokens=m.max_tokens,
         system_prompt=system_prompt,
-        embedder=embedder_section(doc, _section(top, "embedder"), base_dir, allow_key_env),
+        embedder=embedder_section(doc, top_section(top, "embedder"), base_dir, allow_key_env),
         permutations=m.permutations,
         measure=m.measure,
         correction=m.correction,

@@ -138,7 +138,7 @@ def _batch(spec: BatterySpec, cache: Cache, bars: Bars) -> int | None:
     """``--batch``: the battery's uncached samples (RTI's every round) as one Batch API
     job, with its batch price first; None to go on with the battery, else the exit code."""
     from ..attacks.battery import estimate_battery
-    from ..batch import battery_batch_cost, battery_jobs, jobs_cli
+    from ..batch import battery_batch_cost, jobs, jobs_cli
 
     if cache.enabled:
         e = estimate_battery(spec, cache=cache)
@@ -149,4 +149,4 @@ def _batch(spec: BatterySpec, cache: Cache, bars: Bars) -> int | None:
                 f"estimated {price} at the batch price.",
                 file=sys.stderr,
             )
-    return jobs_cli(battery_jobs(spec), cache, bars)
+    return jobs_cli(jobs(spec), cache, bars)

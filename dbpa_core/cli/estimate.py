@@ -17,9 +17,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..audit import estimate
     from ..batch import batch_cost
     from ..reach import reachability
+    from ..runs import duration_lines, estimate, requests
     from ..spec import load_spec
 
     spec = load_spec(args.spec, allow_key_env=args.allow_key_env)
@@ -66,25 +66,9 @@ def run(args: argparse.Namespace) -> int:
             + " (add them under 'prices:' in the spec, $ per 1M tokens)"
         )
     print("Tokens are estimated at ~4 characters each; output is counted at max_tokens.")
-    for line in duration_lines(spec, est):
+    for line in duration_lines(requests(spec), cache):  # what the run declares it asks
         print(line)
     print("\nreachability (the smallest p each test can return, at this k and correction):")
     for line in reachability(spec).lines():
         print(f"  {line}")
     return 0
-
-
-def duration_lines(spec: Any, est: dict[str, Any]) -> list[str]:
-    """How long the new answers of each local model take on this machine (measured on an
-    earlier run); nothing for a server's model."""
-    from ..backends.decoding import local_precision
-    from ..spec import model_label
-    from ..timings import duration_estimate
-
-    out = []
-    for model in spec.models:
-        calls = sum(r["calls"] for r in est["arms"] if r["model"] == model_label(model))
-        line = duration_estimate(model, calls, spec.max_tokens, local_precision())
-        if line:
-            out.append(line + (f" [{model_label(model)}]" if len(spec.models) > 1 else ""))
-    return out

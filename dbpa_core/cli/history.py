@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .. import provenance
-from ..fmt import SIZE_LEGEND, fmt_p, size_cell, table
+from ..fmt import SIZE_LEGEND, fmt_p, short, size_cell, table
 
 if TYPE_CHECKING:
     from ..runs import RunResult, Verdict
@@ -27,8 +27,7 @@ if TYPE_CHECKING:
     from ..history import RunSummary
 
 if TYPE_CHECKING:  # imported where used, so that `dbpa --help` starts without numpy
-    from ..compare import BatteryComparison, SuiteComparison
-    from ..history import History, Run, RunComparison
+    from ..history import History, Run
 
 VERDICT_CHANGED = 1  # the exit code of `compare --fail-on-change` when a verdict changed
 
@@ -297,245 +296,53 @@ def _verdict_lines(result: RunResult) -> list[str]:
     return out
 
 
-def _served(run: Run) -> dict[str, tuple[str, ...]]:
-    """The model names and system fingerprints a run's answers came back with."""
-    entries = [e for r in run.audits.values() for e in provenance.entries_of(r.usage)]
-    return {
-        "served models": provenance.served_models(entries),
-        "system fingerprints": provenance.fingerprints(entries),
-    }
-
-
 def compare_runs(history: History, args: argparse.Namespace) -> str | Failed:
+    """``history compare A B``: two runs of one kind through the run interface
+    (:meth:`dbpa_core.runs.RunResult.compare`); a kind that cannot be compared says why in
+    one line."""
     from ..history import HistoryError
+    from ..runs import RunRefused
 
-    kinds = []
     for run_id in (args.a, args.b):
         history.get(run_id)  # every id must exist
-        kind = history.extras([run_id]).get(int(run_id), {}).get("kind", "audit")
-        if kind not in COMPARED:
-            raise HistoryError(
-                f"run {run_id} is {_a(KIND_NAMES.get(kind, kind))}: only audits, "
-                "suites of cases and robustness batteries can be compared (it "
-                "reopens on its dashboard page)."
-            )
-        kinds.append(kind)
-    if kinds[0] != kinds[1]:
-        a_kind, b_kind = (_a(KIND_NAMES[k]) for k in kinds)
-        raise HistoryError(
-            f"run {args.a} is {a_kind} and run {args.b} {b_kind}: compare two runs of one kind."
-        )
     if getattr(args, "max_asr", None) is not None and not 0.0 <= args.max_asr <= 1.0:
         raise HistoryError(f"--max-asr {args.max_asr:g}: give a share between 0 and 1 (e.g. 0.2).")
-    if kinds[0] != "audit":
-        return _compare_other(history, args, kinds[0])
-    cmp: RunComparison = history.compare(args.a, args.b)
-    served = {
-        what: (va, vb)
-        for (what, va), vb in zip(_served(cmp.a).items(), _served(cmp.b).values(), strict=True)
-        if va != vb
-    }
+    ra, rb = history.load_run(args.a), history.load_run(args.b)
+    if type(ra) is not type(rb):
+        raise HistoryError(
+            f"run {args.a} is {_a(ra.label or ra.kind)} and run {args.b} {_a(rb.label or rb.kind)}: "
+            "compare two runs of one kind."
+        )
+    try:
+        cmp = ra.compare(rb, max_asr=getattr(args, "max_asr", None))
+    except RunRefused as exc:
+        raise HistoryError(f"run {args.a}: {exc}.") from None
+    a, b = history.get(args.a).summary, history.get(args.b).summary
     if getattr(args, "json", False):
-        d = cmp.to_dict()
-        d["served_changed"] = {k.replace(" ", "_"): [list(va), list(vb)] for k, (va, vb) in served.items()}
-        text = json.dumps(d, indent=2, ensure_ascii=False)
+        text = json.dumps(
+            {"a": a.to_dict(), "b": b.to_dict(), **cmp.data}, indent=2, ensure_ascii=False, default=str
+        )
     else:
-        text = _comparison_text(cmp, served)
-    if getattr(args, "fail_on_change", False) and cmp.changed:
-        which = "; ".join(
-            f"{r.job}: {r.name} ({r.status})" if len(cmp.pairs) > 1 else f"{r.name} ({r.status})"
-            for r in cmp.changed
-        )
-        return Failed(
-            text,
-            VERDICT_CHANGED,
-            f"FAIL: {len(cmp.changed)} verdict(s) changed from run {cmp.a.summary.id} "
-            f"to run {cmp.b.summary.id}: {which}",
-        )
-    return text
-
-
-COMPARED = ("audit", "suite", "battery")  # the kinds of run `compare` takes
+        head = [
+            f"{side} = run {r.id}: {r.title}, {_when(r)} UTC, {', '.join(run.models())}"
+            for side, r, run in (("A", a, ra), ("B", b, rb))
+        ]
+        head += [
+            f"changed: {k}: {short(str(va), 60)} -> {short(str(vb), 60)}"
+            for k, (va, vb) in cmp.settings_changed.items()
+        ]
+        text = "\n".join([*head, *cmp.notes, "", *cmp.lines])
+    if not (getattr(args, "fail_on_change", False) and cmp.changed):
+        return text
+    return Failed(
+        text,
+        VERDICT_CHANGED,
+        f"FAIL: {len(cmp.changed)} {cmp.what} from run {a.id} to run {b.id}: {'; '.join(cmp.changed)}",
+    )
 
 
 def _a(name: str) -> str:
     return ("an " if name[:1] in "aeiou" else "a ") + name
-
-
-def _compare_other(history: History, args: argparse.Namespace, kind: str) -> str | Failed:
-    """``compare`` of two suites of cases (pooled and per-case verdicts) or two batteries
-    (ER and ASR per attack; a verdict only against ``--max-asr``)."""
-    from ..compare import SuiteComparison, compare_batteries, compare_suites
-
-    cmp: SuiteComparison | BatteryComparison
-    if kind == "suite":
-        cmp = compare_suites(history.suite(args.a), history.suite(args.b))
-    else:
-        cmp = compare_batteries(
-            *(_battery(history, i) for i in (args.a, args.b)), max_asr=getattr(args, "max_asr", None)
-        )
-    a, b = history.get(args.a).summary, history.get(args.b).summary
-    if getattr(args, "json", False):
-        text = json.dumps(
-            {"a": a.to_dict(), "b": b.to_dict(), **cmp.to_dict()}, indent=2, ensure_ascii=False, default=str
-        )
-    else:
-        kinds = _kinds(history, [a, b])
-        head = [
-            f"{side} = run {r.id}: {r.title}, {_when(r)} UTC, {', '.join(kinds[r.id]['models'])}"
-            for side, r in (("A", a), ("B", b))
-        ]
-        head += [
-            f"changed: {k}: {_short(str(va), 60)} -> {_short(str(vb), 60)}"
-            for k, (va, vb) in cmp.settings_changed.items()
-        ]
-        body = (
-            _suite_comparison_text(cmp) if isinstance(cmp, SuiteComparison) else _battery_comparison_text(cmp)
-        )
-        text = "\n".join(head + ["", *body])
-    if not (getattr(args, "fail_on_change", False) and cmp.changed):
-        return text
-    if isinstance(cmp, SuiteComparison):
-        names = "; ".join(f"{r.perturbation} ({r.status})" for r in cmp.changed)
-        what = "pooled verdict(s) changed"
-    else:
-        names = "; ".join(f"{r.attack} rho={r.rho:g} ({r.status})" for r in cmp.changed)
-        what = f"attack(s) crossed the maximum ASR {cmp.max_asr:g}"
-    return Failed(
-        text, VERDICT_CHANGED, f"FAIL: {len(cmp.changed)} {what} from run {a.id} to run {b.id}: {names}"
-    )
-
-
-def _battery(history: History, run_id: int) -> Any:
-    from ..history import HistoryError
-
-    _, results = history.result(run_id)
-    found = results.get("battery") if isinstance(results, dict) else None
-    if found is None:
-        raise HistoryError(f"Run {run_id} holds no battery result to compare.")
-    return found
-
-
-def _suite_comparison_text(cmp: SuiteComparison) -> list[str]:
-    rows = [
-        (
-            r.perturbation,
-            r.role or "-",
-            *(
-                fmt_p(d.get("p_adjusted", float("nan"))) + str(d.get("stars") or "") if d else "-"
-                for d in (r.a, r.b)
-            ),
-            *(f"{d.get('mean_effect_above_chance', float('nan')):+.3f}" if d else "-" for d in (r.a, r.b)),
-            r.status.upper() if r.verdict_changed else r.status,
-        )
-        for r in cmp.pooled
-    ]
-    both = sum(1 for r in cmp.tests if r.a is not None and r.b is not None)
-    out = [
-        "pooled over the cases (Fisher's combined test, corrected across perturbations):",
-        table(
-            rows,
-            ("perturbation", "role", "p_adj A", "p_adj B", "above chance A", "above chance B", "verdict"),
-        ),
-        "",
-        f"{len(cmp.changed)} of {sum(1 for r in cmp.pooled if r.a and r.b)} pooled "
-        f"verdicts changed; {len(cmp.flipped)} of {both} case x perturbation tests "
-        "changed verdict" + (":" if cmp.flipped else "."),
-    ]
-    out += [f"  {r.case} x {r.perturbation}: {r.status}" for r in cmp.flipped[:50]]
-    if len(cmp.flipped) > 50:
-        out.append(f"  ... and {len(cmp.flipped) - 50} more (--json lists them all)")
-    only = [r for r in cmp.tests if r.a is None or r.b is None]
-    if only:
-        out.append(f"{len(only)} case x perturbation test(s) are in one run only (--json lists them).")
-    return out
-
-
-def _battery_comparison_text(cmp: BatteryComparison) -> list[str]:
-    def pct(x: float | None) -> str:
-        return "-" if x is None else f"{x:.3f}"
-
-    def diff(x: float | None, y: float | None) -> str:
-        return "-" if x is None or y is None else f"{y - x:+.3f}"
-
-    rows = [
-        (
-            r.attack,
-            f"{r.rho:g}",
-            pct(r.er_a),
-            pct(r.er_b),
-            diff(r.er_a, r.er_b),
-            pct(r.asr_a),
-            pct(r.asr_b),
-            diff(r.asr_a, r.asr_b),
-            r.status.upper() if r.verdict_changed else r.status,
-        )
-        for r in cmp.rows
-    ]
-    ca, cb = cmp.clean_er
-    out = [
-        f"clean error rate: A {pct(ca)}, B {pct(cb)} ({diff(ca, cb)})",
-        table(
-            rows, ("attack", "rho", "ER A", "ER B", "ER change", "ASR A", "ASR B", "ASR change", "verdict")
-        ),
-        "",
-    ]
-    if cmp.max_asr is None:
-        out.append(
-            "A battery has no verdict of its own: give --max-asr X to count an attack "
-            "whose success rate crossed X between the runs as a changed verdict."
-        )
-    else:
-        out.append(f"{len(cmp.changed)} attack(s) crossed the maximum ASR {cmp.max_asr:g} between the runs.")
-    return out
-
-
-def _comparison_text(cmp: RunComparison, served: dict[str, tuple]) -> str:
-    a, b = cmp.a.summary, cmp.b.summary
-    out = [
-        f"A = run {a.id}: {a.title}, {_when(a)} UTC, {', '.join(a.models)}",
-        f"B = run {b.id}: {b.title}, {_when(b)} UTC, {', '.join(b.models)}",
-    ]
-    for k, (va, vb) in cmp.settings_changed.items():
-        out.append(f"changed: {k}: {_short(str(va), 60)} -> {_short(str(vb), 60)}")
-    for k, (va, vb) in served.items():
-        out.append(
-            f"changed: {k} the answers came back with: "
-            f"{_short(', '.join(va) or 'not reported', 60)} -> "
-            f"{_short(', '.join(vb) or 'not reported', 60)}"
-        )
-    rows = []
-    for r in cmp.rows:
-        rows.append(
-            (
-                _short(r.job, 30),
-                r.name,
-                r.role or "-",
-                fmt_p(r.a.p_adjusted) + r.a.stars if r.a else "-",
-                fmt_p(r.b.p_adjusted) + r.b.stars if r.b else "-",
-                f"{r.a.effect_above_chance:+.3f}" if r.a else "-",
-                f"{r.b.effect_above_chance:+.3f}" if r.b else "-",
-                r.status.upper() if r.verdict_changed else r.status,
-            )
-        )
-    head = (
-        "audit",
-        "perturbation",
-        "role",
-        "p_adj A",
-        "p_adj B",
-        "above chance A",
-        "above chance B",
-        "verdict",
-    )
-    out += [
-        "",
-        table(rows, head),
-        "",
-        f"{len(cmp.changed)} of {sum(1 for r in cmp.rows if r.a and r.b)} perturbations "
-        "tested in both runs changed verdict.",
-    ]
-    return "\n".join(out)
 
 
 def delete_runs(history: History, args: argparse.Namespace) -> str:

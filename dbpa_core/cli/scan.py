@@ -25,8 +25,11 @@ the command line: ``'{backend: openai, name: gpt-4o-mini}'``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import re
 import sys
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +43,7 @@ if TYPE_CHECKING:
     from ..attacks.spec import BatterySpec
     from ..cache import Cache
     from ..report import RunSection
+    from ..sampling import Progress
     from ..spec import AuditSpec
 
 # --------------------------------------------------------------------------- the defaults
@@ -101,7 +105,8 @@ def read_model(given: str, *, allow_key_env: Iterable[str] | None = ()) -> dict[
     parser: unknown keys, a missing replay file or model folder, a key variable that is
     not allowed each raise :class:`~dbpa_core.spec.SpecError` with the line)."""
     from .._validate import file_problem
-    from ..spec import SpecError, _model, read_document, read_spec_file
+    from ..spec_doc import SpecError, read_document, read_spec_file
+    from ..spec_models import model_entry
 
     if given.lstrip().startswith("{"):  # the entry itself, as YAML or JSON
         text, source, base_dir = given, "MODEL_SPEC", Path(".")
@@ -126,7 +131,7 @@ def read_model(given: str, *, allow_key_env: Iterable[str] | None = ()) -> dict[
         raise doc.err(path, f"a model entry is a mapping such as {EXAMPLE}, got {raw!r}"[:300])
     if not path:  # name the keys as a spec does (model.name), at their lines
         doc.lines = {("model", *k): v for k, v in doc.lines.items()}
-    return _model(doc, raw, ("model",), base_dir, allow_key_env)
+    return model_entry(doc, raw, ("model",), base_dir, allow_key_env)
 
 
 # --------------------------------------------------------------------------- the specs
@@ -195,16 +200,13 @@ def replay_shortfall(audit: AuditSpec, battery: BatterySpec) -> str | None:
     """For a replay model (recorded answers): one line saying how many of the prompts the
     scan sends its file holds too few answers for (a replay file answers only the prompts
     recorded in it), else None. Nothing is sent."""
-    from ..attacks.battery import prompts_needed
-    from ..audit import build_arms
     from ..backends.replay import replay_lacking
+    from ..runs import replay_need, requests
 
     model = audit.model
     if model.get("backend") != "replay":
         return None
-    need = dict(prompts_needed(battery))
-    for arm in build_arms(audit):  # a same-prompt arm takes the answers after the base's
-        need[arm.prompt] = max(need.get(arm.prompt, 0), arm.first_sample + audit.samples)
+    need = replay_need(requests((audit, battery)))  # what the scan's runs declare they ask
     lacking = replay_lacking(model, need)
     if not lacking:
         return None
@@ -326,12 +328,11 @@ def run(args: argparse.Namespace) -> int:
     """``dbpa scan``: 0 done, 2 a bad MODEL_SPEC or setup, 3 a backend failure (raised to
     the CLI), 130 stopped."""
     from ..attacks.wordnet import HINT, available
-    from ..backends.decoding import local_precision
     from ..cache import Cache
     from ..outputs import check_out_dir
     from ..reach import reachability
+    from ..runs import duration_lines, requests
     from ..spec import model_label
-    from ..timings import duration_estimate
 
     fail_on = gates(args)
     if fail_on is None:
@@ -358,8 +359,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"scan of {label}")
         est = estimate_scan(audit, battery, cache)
         print(estimate_text(est))
-        line = duration_estimate(model, est["totals"]["calls"], audit.max_tokens, local_precision())
-        if line:
+        for line in duration_lines(requests((audit, battery)), cache):
             print(line)
         print("reachability of the audit (before any call):")
         for text in reach.lines():
@@ -401,6 +401,51 @@ def run(args: argparse.Namespace) -> int:
     return finish(args, ScanRun(args.title or f"Scan of {label}", parts=parts), fail_on)
 
 
+PART_TIME_LEFT = re.compile(r",? ?(about [^,]* left|estimating the time left)$")
+
+
+class WholeScan:
+    """The progress of a scan's parts (its audit, then its battery) as one: each part's
+    reports go on to its bars without the part's own time left, and a ``scan`` bar counts
+    the answers of both parts (``total``: what the scan's runs declare they ask) with the
+    time left for the whole scan, from the answers per second since the first answer."""
+
+    def __init__(self, total: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.total = max(1, int(total))
+        self.clock = clock
+        self.bars: Callable[[Progress], None] = lambda p: None
+        self.base = 0  # answers of the sampling calls already finished
+        self.last = 0  # answers of the current call
+        self.t0: float | None = None
+
+    def __call__(self, p: Progress) -> None:
+        if p.stage == "sampling":
+            if p.done < self.last:  # a new call of the sampler (the battery makes several)
+                self.base += self.last
+            self.last = p.done
+            if self.t0 is None:
+                self.t0 = self.clock()
+        self.bars(dataclasses.replace(p, detail=PART_TIME_LEFT.sub("", p.detail), eta_s=None))
+        self.bars(self.overall())
+
+    def next_part(self) -> None:
+        """The part that ran is done: its answers count as finished."""
+        self.base, self.last = self.base + self.last, 0
+
+    def overall(self) -> Progress:
+        """The ``scan`` report: answers done of all, and the time left for the whole scan
+        once it can be estimated."""
+        from ..sampling import Progress, eta_ready
+        from ..timings import duration_text
+
+        done = min(self.total, self.base + self.last)
+        detail = "estimating the time left for the whole scan"
+        if self.t0 is not None and done and eta_ready(done, self.total):
+            rate = done / max(self.clock() - self.t0, 1e-9)
+            detail = f"about {duration_text((self.total - done) / rate)} left for the whole scan"
+        return Progress("scan", done, self.total, detail)
+
+
 def _run_parts(
     args: argparse.Namespace,
     audit: AuditSpec,
@@ -414,22 +459,25 @@ def _run_parts(
     exit code after one line saying why not (130 stopped, 2 not written)."""
     from ..attacks.battery import run_battery
     from ..audit import run_audit
+    from ..runs import requests
     from ..sampling import RunCancelled
     from .common import progress_bars
 
+    whole = WholeScan(len(requests((audit, battery))))  # one time left, for the whole scan
     done: list[Any] = []
     for part, go in (
         ("audit", lambda bars: run_audit(audit, cache=cache, progress=bars)),
         ("battery", lambda bars: run_battery(battery, cache=cache, progress=bars)),
     ):
-        bars = progress_bars(args)
+        bars = whole.bars = progress_bars(args)
         try:
-            done.append(go(bars))
+            done.append(go(whole))
         except RunCancelled as exc:
             print(f"{part}: {exc}", file=sys.stderr)
             return 130
         finally:
             bars.close()
+            whole.next_part()
         for w in done[-1].warnings:  # what the run found (what the plan could not show)
             if w not in said:
                 print(f"{'warning' if part == 'audit' else 'note'}: {w}", file=sys.stderr)

@@ -60,7 +60,7 @@ from .dataset import (  # the data model, re-exported: data.X keeps working
     FidelityData,
     FidelityDataError,
     Scenario,
-    _shares_problem,
+    shares_problem,
     validate,
 )
 from .sample import sample_data
@@ -248,7 +248,7 @@ def parse_csv(text: str, *, source: str = "<data>") -> FidelityData:
                 raise FidelityDataError(
                     f"{source}, {span}: the real counts of scenario {sid!r} are all zero."
                 )
-            if abs(total - 1.0) <= SHARE_TOLERANCE and (msg := _shares_problem(sid, real)) is not None:
+            if abs(total - 1.0) <= SHARE_TOLERANCE and (msg := shares_problem(sid, real)) is not None:
                 raise FidelityDataError(f"{source}, {span}: {msg}")
         elif real.size == 0:
             raise FidelityDataError(f"{source}, {span}: scenario {sid!r} has no real values.")

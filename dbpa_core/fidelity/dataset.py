@@ -235,7 +235,7 @@ def validate(data: FidelityData) -> FidelityData:
                 raise FidelityDataError(f"scenario {s.id!r}: negative real counts.")
             if real.sum() <= 0:
                 raise FidelityDataError(f"scenario {s.id!r}: the real counts are all zero.")
-            if (msg := _shares_problem(s.id, real)) is not None:
+            if (msg := shares_problem(s.id, real)) is not None:
                 raise FidelityDataError(f"{data.source}: {msg}")
         elif real.size < 1:
             raise FidelityDataError(f"scenario {s.id!r} has no real values.")
@@ -307,7 +307,7 @@ def _quick_valid(data: FidelityData) -> bool:
             return False
         if group is arrays:
             near_one = np.flatnonzero(np.abs(totals - 1.0) <= SHARE_TOLERANCE)
-            if any(_shares_problem(scen[j].id, arrays[j]) is not None for j in near_one):
+            if any(shares_problem(scen[j].id, arrays[j]) is not None for j in near_one):
                 return False
     return True
 
@@ -316,7 +316,7 @@ def _quick_valid(data: FidelityData) -> bool:
 SHARE_TOLERANCE = 0.02
 
 
-def _shares_problem(sid: str, real: np.ndarray) -> str | None:
+def shares_problem(sid: str, real: np.ndarray) -> str | None:
     """The message for real answers given as shares (0.6, 0.4, as toplines are published),
     which would be read as one respondent per question; None for counts. Whole numbers
     summing to 1 are one respondent; weighted counts (2.5, 7.25) sum to more than 1."""

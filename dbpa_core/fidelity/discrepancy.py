@@ -63,7 +63,7 @@ from typing import Literal, overload
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .sets import _binary_kl_upper, binary_kl, binary_kl_interval, kl_ball_support, kl_divergence
+from .sets import binary_kl, binary_kl_interval, binary_kl_upper, kl_ball_support, kl_divergence
 
 LOSSES = ("tv", "kl", "w1", "squared", "absolute")
 CATEGORICAL_LOSSES = ("tv", "kl", "w1")
@@ -89,7 +89,7 @@ def _hi_end(a: np.ndarray, r: np.ndarray, nonempty: ArrayLike, rest: ArrayLike) 
         from ._kernels import kl_upper_end
 
         return np.where(nonempty, kl_upper_end(a, r, nonempty, np.broadcast_to(rest, a.shape)), 0.0)
-    return np.where(nonempty, _binary_kl_upper(a, np.ascontiguousarray(r), outer=True), 0.0)
+    return np.where(nonempty, binary_kl_upper(a, np.ascontiguousarray(r), outer=True), 0.0)
 
 
 class SolverError(RuntimeError):

@@ -117,7 +117,7 @@ def binary_kl(p: ArrayLike, x: ArrayLike) -> np.ndarray:
     return a + b
 
 
-def _binary_kl_upper(p: np.ndarray, r: np.ndarray, iters: int = 64, *, outer: bool = False) -> np.ndarray:
+def binary_kl_upper(p: np.ndarray, r: np.ndarray, iters: int = 64, *, outer: bool = False) -> np.ndarray:
     """The largest x >= p with KL(p ‖ x) <= r (bisection; 64 halvings of [p, 1]).
 
     The bisection keeps a bracket ``lo <= x* <= hi`` a few ulps wide; ``outer=False`` gives
@@ -142,8 +142,8 @@ def binary_kl_interval(p: ArrayLike, r: ArrayLike) -> tuple[np.ndarray, np.ndarr
     """
     p, r = np.broadcast_arrays(np.asarray(p, dtype=float), np.asarray(r, dtype=float))
     p = np.clip(p, 0.0, 1.0)
-    high = _binary_kl_upper(p, r)
-    low = 1.0 - _binary_kl_upper(1.0 - p, r)
+    high = binary_kl_upper(p, r)
+    low = 1.0 - binary_kl_upper(1.0 - p, r)
     return low, high
 
 

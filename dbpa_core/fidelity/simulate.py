@@ -42,16 +42,16 @@ import numpy as np
 from ..backends import GenerationParams
 from ..cache import Cache
 from ..sampling import Job, Progress, Sampler, is_cached, requests_for
-from ..spec import (
-    _check_keys,
-    _Doc,
-    _existing,
-    _get,
-    _model,
-    _name,
+from ..spec_doc import (
+    SpecDoc,
+    check_keys,
+    existing_path,
+    get_value,
+    key_name,
     read_document,
     read_spec_file,
 )
+from ..spec_models import model_entry
 from .data import FidelityData, FidelityDataError, Scenario, load_csv, load_opinionqa
 
 DEFAULT_TEMPLATE = (
@@ -250,7 +250,7 @@ def plan_jobs(
     system_prompt: str | None = None,
 ) -> list[tuple[str, Scenario, Job]]:
     """Every (model label, scenario, job) of a simulation, in order."""
-    _check_questions(data)
+    check_questions(data)
     fields = sorted({k for k, _ in persona} | {k for s in data.scenarios for k, _ in s.persona})
     check_template(template, fields)
     out = []
@@ -263,7 +263,10 @@ def plan_jobs(
     return out
 
 
-def _check_questions(data: FidelityData) -> None:
+def check_questions(data: FidelityData) -> None:
+    """:class:`FidelityDataError` unless the simulation can ask ``data``'s questions: a
+    categorical file, every scenario with its question text and at most as many options
+    as there are letters."""
     if data.kind != "categorical":
         raise FidelityDataError(
             "the simulation runner asks multiple-choice questions: the data need an option column."
@@ -464,17 +467,17 @@ class SimulationSpec:
         }
 
 
-def _data_section(doc: _Doc, raw: Any, base_dir: Path, limit: int | None) -> FidelityData:
+def _data_section(doc: SpecDoc, raw: Any, base_dir: Path, limit: int | None) -> FidelityData:
     from .sample import sample_data
 
     if raw is None or raw == "sample":
         data = sample_data()
     else:
         entry = {"file": raw} if isinstance(raw, str) else raw
-        _check_keys(doc, entry, DATA_KEYS, ("data",), "data")
+        check_keys(doc, entry, DATA_KEYS, ("data",), "data")
         try:
             if "opinionqa" in entry:
-                folder = _get(doc, entry, "opinionqa", ("data",), str)
+                folder = get_value(doc, entry, "opinionqa", ("data",), str)
                 full = Path(folder) if os.path.isabs(folder) else (base_dir / folder).resolve()
                 if not full.is_dir():
                     raise doc.err(("data", "opinionqa"), f"OpinionQA folder {folder!r} does not exist")
@@ -485,15 +488,15 @@ def _data_section(doc: _Doc, raw: Any, base_dir: Path, limit: int | None) -> Fid
                     raise doc.err(("data", "groups"), "'groups' lists group names, e.g. [Female]")
                 data = load_opinionqa(
                     full,
-                    attribute=_get(doc, entry, "attribute", ("data",), str, "NONE"),
+                    attribute=get_value(doc, entry, "attribute", ("data",), str, "NONE"),
                     groups=groups,
                     keep_refused=bool(entry.get("keep_refused", False)),
-                    limit=_get(doc, entry, "limit", ("data",), int, None, minimum=2),
+                    limit=get_value(doc, entry, "limit", ("data",), int, None, minimum=2),
                 )
             else:
-                path = _existing(doc, entry, ("data",), "file", base_dir, "data file")
+                path = existing_path(doc, entry, ("data",), "file", base_dir, "data file")
                 data = load_csv(path)
-                lim = _get(doc, entry, "limit", ("data",), int, None, minimum=2)
+                lim = get_value(doc, entry, "limit", ("data",), int, None, minimum=2)
                 if lim:
                     data = data.select(list(data.ids[:lim]))
         except FidelityDataError as exc:
@@ -531,18 +534,20 @@ def parse_simulation_spec(
     """
     doc, raw = read_document(text_or_dict, source)
     base = Path(base_dir)
-    top = _check_keys(doc, raw, TOP_KEYS, (), "the spec")
+    top = check_keys(doc, raw, TOP_KEYS, (), "the spec")
     if "model" in top and "models" in top:
         raise doc.err(("models",), "give 'model' or 'models', not both")
     if "models" in top:
         models_raw = top["models"]
         if not isinstance(models_raw, list) or not models_raw:
             raise doc.err(("models",), "'models' must list at least one model")
-        models = tuple(_model(doc, m, ("models", i), base, allow_key_env) for i, m in enumerate(models_raw))
+        models = tuple(
+            model_entry(doc, m, ("models", i), base, allow_key_env) for i, m in enumerate(models_raw)
+        )
     else:
         m = top.get("model")
-        models = (_model(doc, {} if m is None else m, ("model",), base, allow_key_env),)
-    limit = _get(doc, top, "limit", (), int, None, minimum=2)
+        models = (model_entry(doc, {} if m is None else m, ("model",), base, allow_key_env),)
+    limit = get_value(doc, top, "limit", (), int, None, minimum=2)
     data = _data_section(doc, top.get("data"), base, limit)
     persona_raw = top.get("persona") or {}
     if not isinstance(persona_raw, dict) or not all(
@@ -550,16 +555,16 @@ def parse_simulation_spec(
     ):
         raise doc.err(("persona",), "'persona' maps a field to its value, e.g. {Age: 30-49}")
     persona = tuple((str(k), str(v)) for k, v in persona_raw.items())
-    template = _get(doc, top, "template", (), str, DEFAULT_TEMPLATE)
+    template = get_value(doc, top, "template", (), str, DEFAULT_TEMPLATE)
     fields = sorted({k for k, _ in persona} | {k for s in data.scenarios for k, _ in s.persona})
     try:
         check_template(template, fields)
-        _check_questions(data)
+        check_questions(data)
     except (TemplateError, FidelityDataError) as exc:
         raise doc.err(("template",) if isinstance(exc, TemplateError) else ("data",), str(exc)) from None
     analysis: dict[str, Any] = {}
     for key, kind in (("loss", str), ("gamma", float), ("eta", float), ("alpha", float), ("sigma", float)):
-        v = _get(doc, top, key, (), kind, None)
+        v = get_value(doc, top, key, (), kind, None)
         if v is not None:
             analysis[key] = v
     if top.get("bounds") is not None:
@@ -579,22 +584,22 @@ def parse_simulation_spec(
 
     if analysis.get("loss") is not None and analysis["loss"] not in LOSSES:
         raise doc.err(
-            ("loss",), f"{_name(('loss',))} must be one of {', '.join(LOSSES)}; got {analysis['loss']!r}"
+            ("loss",), f"{key_name(('loss',))} must be one of {', '.join(LOSSES)}; got {analysis['loss']!r}"
         )
     return SimulationSpec(
         data=data,
         models=models,
-        samples=_get(doc, top, "samples", (), int, 20, minimum=1, maximum=10_000),
-        temperature=_get(doc, top, "temperature", (), float, 1.0, minimum=0.0, maximum=2.0),
-        top_p=_get(doc, top, "top_p", (), float, 1.0, minimum=0.01, maximum=1.0),
-        max_tokens=_get(doc, top, "max_tokens", (), int, 16, minimum=1, maximum=100_000),
-        seed=_get(doc, top, "seed", (), int, 0, minimum=0),
-        system_prompt=_get(doc, top, "system_prompt", (), str),
+        samples=get_value(doc, top, "samples", (), int, 20, minimum=1, maximum=10_000),
+        temperature=get_value(doc, top, "temperature", (), float, 1.0, minimum=0.0, maximum=2.0),
+        top_p=get_value(doc, top, "top_p", (), float, 1.0, minimum=0.01, maximum=1.0),
+        max_tokens=get_value(doc, top, "max_tokens", (), int, 16, minimum=1, maximum=100_000),
+        seed=get_value(doc, top, "seed", (), int, 0, minimum=0),
+        system_prompt=get_value(doc, top, "system_prompt", (), str),
         persona=persona,
         template=template,
         keep_simulators=keep,
         analysis=analysis,
-        name=_get(doc, top, "name", (), str, Path(source).stem if source != "<spec>" else "fidelity"),
+        name=get_value(doc, top, "name", (), str, Path(source).stem if source != "<spec>" else "fidelity"),
         source=source,
     )
 

@@ -13,11 +13,16 @@ from typing import Any
 from .. import provenance
 from ..audit import AuditResult
 from ..checks import CheckResult, audit_checks
+from ..compare import COMPARED_SETTINGS, pair_audits
+from ..fmt import fmt_p, short, table
 from ..render import section
 from ..spec import AuditSpec, model_label
 from .base import (
     Answer,
     CheckRow,
+    Comparison,
+    Request,
+    RunRefused,
     RunResult,
     Verdict,
     check_row,
@@ -95,6 +100,25 @@ class AuditRun(RunResult):
             self._checks[job] = found
         return self._checks[job]
 
+    @classmethod
+    def requests_of(cls, spec: Any) -> list[Request] | None:
+        """An audit spec's samples (not a suite's: :class:`~dbpa_core.runs.SuiteRun`):
+        every arm's k answers, as its runner asks them (sensitivity studies too)."""
+        if not isinstance(spec, AuditSpec) or spec.cases:
+            return None
+        from ..audit import arm_requests, build_arms
+
+        return [Request(arm.name, arm.model, r) for arm in build_arms(spec) for r in arm_requests(spec, arm)]
+
+    @classmethod
+    def estimate_of(cls, spec: Any, cache: Any = None) -> dict[str, Any] | None:
+        """:func:`dbpa_core.audit.estimate` of an audit spec (not a suite's)."""
+        if not isinstance(spec, AuditSpec) or spec.cases:
+            return None
+        from ..audit import estimate
+
+        return estimate(spec, cache=cache)
+
     # ---------------------------------------------------------------- RunResult
     def verdicts(self) -> tuple[Verdict, ...]:
         out: list[Verdict] = []
@@ -164,6 +188,80 @@ class AuditRun(RunResult):
                 else ("not testable" if gate.untestable else "passed")
             )
         return text
+
+    def served(self) -> dict[str, tuple[str, ...]]:
+        """The model names and system fingerprints the answers came back with."""
+        entries = [e for r in self.audits.values() for e in provenance.entries_of(r.usage)]
+        return {
+            "served models": provenance.served_models(entries),
+            "system fingerprints": provenance.fingerprints(entries),
+        }
+
+    def compare(self, other: RunResult, *, max_asr: float | None = None) -> Comparison:
+        """Each perturbation of each audit in both runs (paired by job, matched by name);
+        a verdict that became significant or stopped being is a change. The settings, the
+        models, the base prompt and the model builds that answered are named when they
+        differ."""
+        if not isinstance(other, AuditRun) or not self.audits or not other.audits:
+            raise RunRefused(f"an {self.label} is compared with another {self.label} only")
+        rows, pairs = pair_audits(self.audits, other.audits)
+        changed_rows = [r for r in rows if r.verdict_changed]
+        sa, sb = (next(iter(r.audits.values())).spec for r in (self, other))
+        da, db = sa.to_dict(), sb.to_dict()
+        settings = {k: (da.get(k), db.get(k)) for k in COMPARED_SETTINGS if da.get(k) != db.get(k)}
+        if self.models() != other.models():
+            settings["models"] = (", ".join(self.models()), ", ".join(other.models()))
+        if sa.base_prompt != sb.base_prompt:
+            settings["base prompt"] = (sa.base_prompt, sb.base_prompt)
+        served = {
+            what: (va, vb)
+            for (what, va), vb in zip(self.served().items(), other.served().values(), strict=True)
+            if va != vb
+        }
+        notes = tuple(
+            f"changed: {k} the answers came back with: {short(', '.join(va) or 'not reported', 60)} -> "
+            f"{short(', '.join(vb) or 'not reported', 60)}"
+            for k, (va, vb) in served.items()
+        )
+        table_rows = [
+            (
+                short(r.job, 30),
+                r.name,
+                r.role or "-",
+                fmt_p(r.a.p_adjusted) + r.a.stars if r.a else "-",
+                fmt_p(r.b.p_adjusted) + r.b.stars if r.b else "-",
+                f"{r.a.effect_above_chance:+.3f}" if r.a else "-",
+                f"{r.b.effect_above_chance:+.3f}" if r.b else "-",
+                r.status.upper() if r.verdict_changed else r.status,
+            )
+            for r in rows
+        ]
+        head = ("audit", "perturbation", "role", "p_adj A", "p_adj B", "above chance A", "above chance B")
+        lines = (
+            table(table_rows, (*head, "verdict")),
+            "",
+            f"{len(changed_rows)} of {sum(1 for r in rows if r.a and r.b)} perturbations "
+            "tested in both runs changed verdict.",
+        )
+        several = len(pairs) > 1
+        data = {
+            "pairs": [list(p) for p in pairs],
+            "settings_changed": {k: list(v) for k, v in settings.items()},
+            "rows": [r.to_dict() for r in rows],
+            "verdicts_changed": len(changed_rows),
+            "served_changed": {k.replace(" ", "_"): [list(va), list(vb)] for k, (va, vb) in served.items()},
+        }
+        return Comparison(
+            lines,
+            tuple(
+                f"{r.job}: {r.name} ({r.status})" if several else f"{r.name} ({r.status})"
+                for r in changed_rows
+            ),
+            "verdict(s) changed",
+            data,
+            settings,
+            notes,
+        )
 
     def models(self) -> tuple[str, ...]:
         seen: list[str] = []

@@ -15,6 +15,11 @@ answers the same questions about it:
 * :meth:`~RunResult.models`, :meth:`~RunResult.settings`, :meth:`~RunResult.provenance`;
 * :meth:`~RunResult.payload`: what the run history stores to rebuild it.
 
+Before a run, each kind declares what it will ask: :meth:`RunResult.requests_of` turns a
+spec of that kind into its :class:`Request` list (prompt x model x sample, with the
+sampling parameters), and :func:`dbpa_core.runs.requests` asks each kind in turn. The
+Batch API job, the replay check and the duration estimate read only that list.
+
 Each kind is one module of :mod:`dbpa_core.runs` that subclasses :class:`RunResult` and
 registers itself with :func:`register`; :func:`dbpa_core.runs.as_run` finds the adapter of
 a result. No output asks which kind a run is: a kind that cannot give something says why
@@ -27,9 +32,12 @@ import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..fmt import fmt_p
+
+if TYPE_CHECKING:
+    from ..backends.base import SampleRequest
 
 
 class RunRefused(ValueError):
@@ -128,8 +136,13 @@ class Answer:
 
 @dataclass(frozen=True)
 class Gate:
-    """The control gate of a run: the controls tested, those that failed; the targets,
-    those detected. ``status`` is 'PASS', 'FAIL' or 'no controls'."""
+    """The control gate of a run, the one every output reads (the command line's
+    ``--fail-on-control``, the report, JUnit, the history and every dashboard page): the
+    controls tested, those that failed; the targets, those detected; the controls no result
+    could have made fail (too few samples for any result to be significant after the
+    correction) and why. ``model`` names the model it is about where a page shows one gate
+    per model ('' otherwise). ``status`` is 'PASS', 'FAIL', 'NOT TESTABLE' (no control
+    failed, but one could not have) or 'no controls'."""
 
     controls: tuple[str, ...]
     failed: tuple[str, ...]
@@ -137,10 +150,17 @@ class Gate:
     detected: tuple[str, ...]
     untestable: tuple[str, ...] = ()  # controls no result could make fail (too few samples)
     why_untestable: str = ""
+    model: str = ""
 
     @property
     def passed(self) -> bool:
+        """No control failed (see :attr:`testable` for whether one could have)."""
         return not self.failed
+
+    @property
+    def testable(self) -> bool:
+        """Every control could have failed at this k and correction."""
+        return not self.untestable
 
     @property
     def status(self) -> str:
@@ -149,6 +169,14 @@ class Gate:
         if not self.failed and self.untestable:
             return "NOT TESTABLE"
         return "PASS" if self.passed else "FAIL"
+
+    def control_word(self, name: str) -> str:
+        """One control's outcome in words: 'fails: changed', 'not testable' or 'passes'."""
+        if name in self.failed:
+            return "fails: changed"
+        if name in self.untestable:  # "not testable at k = 5", as the reason starts
+            return self.why_untestable.split(":")[0].strip() or "not testable"
+        return "passes"
 
 
 def gate_of(verdicts: Sequence[Verdict]) -> Gate:
@@ -177,6 +205,41 @@ def gate_failures(run: RunResult, fail_on: frozenset[str] | set[str]) -> list[Ve
     return [v for v in run.verdicts() if v.fails(fail_on)]
 
 
+@dataclass(frozen=True)
+class Request:
+    """One sample a run will ask a model for: ``part`` is where it belongs (an audit's arm,
+    ``case c1: base`` in a suite, the battery's ``answers``, ``rti`` or ``curve``, a
+    simulation's ``model: scenario``), ``model`` the model's config, ``sample`` the last
+    turn, the sample's index, its seed and the sampling parameters; ``prompt`` the whole
+    prompt as written (every turn of a prompt sent in several), as a replay file records
+    it ('' for ``sample.prompt``)."""
+
+    part: str
+    model: Mapping[str, Any]
+    sample: SampleRequest
+    whole: str = ""
+
+    @property
+    def prompt(self) -> str:
+        return self.whole or self.sample.prompt
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Two runs of one kind side by side (:meth:`RunResult.compare`): ``lines`` say it in
+    words and tables; ``changed`` names each changed verdict with how it changed
+    ('comedian (now significant)'), ``what`` says what such a change is ('verdict(s)
+    changed'); ``settings_changed`` the settings that differ (A, B); ``notes`` further
+    differences in words (e.g. the model builds that answered); ``data`` all of it as JSON."""
+
+    lines: tuple[str, ...]
+    changed: tuple[str, ...]
+    what: str
+    data: Mapping[str, Any]
+    settings_changed: Mapping[str, tuple[Any, Any]] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+
 @dataclass
 class RunResult:
     """The base of every kind's adapter (see the module docstring). ``title`` names the
@@ -191,6 +254,24 @@ class RunResult:
     label: ClassVar[str] = ""  # the kind in words ("suite of cases")
     command: ClassVar[str] = ""  # the dbpa command that runs it ("audit", "attack", ...)
     page: ClassVar[str] = ""  # the dashboard page it reopens on ('' for the History page)
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        _KINDS.append(cls)  # every kind is asked for the requests of a spec
+
+    # ---------------------------------------------------------------- what it asks
+    @classmethod
+    def requests_of(cls, spec: Any) -> list[Request] | None:
+        """Every sample a run of this kind on ``spec`` asks its models for (calls
+        nothing), or None when ``spec`` is not of this kind."""
+        return None
+
+    @classmethod
+    def estimate_of(cls, spec: Any, cache: Any = None) -> dict[str, Any] | None:
+        """The calls, tokens and cost of a run of this kind on ``spec`` (the answers in
+        ``cache`` subtracted; calls nothing), or None when ``spec`` is not of this kind
+        or the kind has no such estimate."""
+        return None
 
     # ---------------------------------------------------------------- what it says
     def headline(self) -> str:
@@ -254,6 +335,16 @@ class RunResult:
         run is stored as one result (every kind but an audit)."""
         return None
 
+    def compare(self, other: RunResult, *, max_asr: float | None = None) -> Comparison:
+        """This run (A) against ``other`` (B, a run of the same kind): which verdicts
+        changed and which settings differ. ``max_asr``: the attack success rate above which
+        a battery's attack fails (a battery has no verdict of its own without it).
+        :class:`RunRefused` for a kind that cannot be compared."""
+        raise RunRefused(
+            self.refusals.get("compare")
+            or f"{_a(self.label or self.kind)} cannot be compared with another run (it reopens on its page)"
+        )
+
     @property
     def used(self) -> int:
         """Fresh calls and embeddings this run made (0: everything came from the cache)."""
@@ -261,6 +352,55 @@ class RunResult:
 
 
 # --------------------------------------------------------------------------- registry
+_KINDS: list[type[RunResult]] = []
+
+
+def requests(spec: Any) -> tuple[Request, ...]:
+    """Every sample a run of ``spec`` (an audit or suite spec, a battery spec, a
+    simulation spec, a fidelity file, a scan's specs) asks its models for, from the kind
+    that knows it (:meth:`RunResult.requests_of`); calls nothing. :class:`RunRefused`
+    when no kind knows ``spec``."""
+    for kind in _KINDS:
+        found = kind.requests_of(spec)
+        if found is not None:
+            return tuple(found)
+    raise RunRefused(f"{type(spec).__name__} is not a spec of a kind of run dbpa knows")
+
+
+def estimate(spec: Any, cache: Any = None) -> dict[str, Any]:
+    """The calls, tokens and cost of an audit or a suite spec (:meth:`RunResult.estimate_of`
+    of its kind: ``{"arms": [...], "totals": {...}, "unknown_prices": [...]}``); calls
+    nothing. :class:`RunRefused` when no kind estimates ``spec`` this way."""
+    for kind in _KINDS:
+        found = kind.estimate_of(spec, cache)
+        if found is not None:
+            return found
+    raise RunRefused(f"{type(spec).__name__} is not a spec dbpa estimates this way")
+
+
+def replay_need(reqs: Sequence[Request]) -> dict[str, int]:
+    """prompt -> how many recorded answers a replay file must hold for it (the highest
+    sample index asked, plus one: a same-prompt control takes the answers after the
+    base's), in the order first asked: what the replay check compares with the file."""
+    need: dict[str, int] = {}
+    for r in reqs:
+        need[r.prompt] = max(need.get(r.prompt, 0), r.sample.index + 1)
+    return need
+
+
+def calls_by_model(
+    reqs: Sequence[Request], cached: Callable[[Request], bool]
+) -> list[tuple[Mapping[str, Any], int]]:
+    """(model, calls not ``cached``) per model, in the order first asked: what the
+    duration estimate multiplies by a local model's measured seconds per answer."""
+    out: dict[str, tuple[Mapping[str, Any], int]] = {}
+    for r in reqs:
+        key = repr(sorted((str(k), repr(v)) for k, v in r.model.items()))
+        model, n = out.get(key, (r.model, 0))
+        out[key] = (model, n + (not cached(r)))
+    return list(out.values())
+
+
 Adapter = Callable[[str, Any], "RunResult | None"]
 _ADAPTERS: list[tuple[str, Adapter]] = []
 
@@ -281,6 +421,10 @@ def adapters() -> tuple[tuple[str, Adapter], ...]:
 
 
 # --------------------------------------------------------------------------- shared wording
+def _a(name: str) -> str:
+    return ("an " if name[:1] in "aeiou" else "a ") + name
+
+
 def folder_name(name: str) -> str:
     """A part's name as one folder name (a run of several parts writes one folder each)."""
     import re
@@ -447,12 +591,16 @@ __all__ = [
     "FAIL_KINDS",
     "Answer",
     "CheckRow",
+    "Comparison",
     "Gate",
+    "Request",
     "RunRefused",
     "RunResult",
     "Verdict",
+    "calls_by_model",
     "check_row",
     "check_verdict",
+    "estimate",
     "folder_name",
     "gate_failures",
     "gate_of",
@@ -461,5 +609,7 @@ __all__ = [
     "p_text",
     "perturbation_verdict",
     "register",
+    "replay_need",
+    "requests",
     "tested_verdict",
 ]

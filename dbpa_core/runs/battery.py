@@ -10,8 +10,62 @@ from typing import Any
 
 from markupsafe import Markup
 
+from ..compare import BatteryComparison, compare_batteries
+from ..fmt import table
 from ..spec import model_label
-from .base import Answer, RunResult, Verdict, folder_name, num, register
+from .base import (
+    Answer,
+    Comparison,
+    Request,
+    RunRefused,
+    RunResult,
+    Verdict,
+    folder_name,
+    num,
+    register,
+)
+
+
+def comparison_lines(cmp: BatteryComparison) -> list[str]:
+    """Two batteries side by side in words: ER and ASR per attack and ρ, and the verdict
+    against the maximum ASR when one is given."""
+
+    def pct(x: float | None) -> str:
+        return "-" if x is None else f"{x:.3f}"
+
+    def diff(x: float | None, y: float | None) -> str:
+        return "-" if x is None or y is None else f"{y - x:+.3f}"
+
+    rows = [
+        (
+            r.attack,
+            f"{r.rho:g}",
+            pct(r.er_a),
+            pct(r.er_b),
+            diff(r.er_a, r.er_b),
+            pct(r.asr_a),
+            pct(r.asr_b),
+            diff(r.asr_a, r.asr_b),
+            r.status.upper() if r.verdict_changed else r.status,
+        )
+        for r in cmp.rows
+    ]
+    ca, cb = cmp.clean_er
+    out = [
+        f"clean error rate: A {pct(ca)}, B {pct(cb)} ({diff(ca, cb)})",
+        table(
+            rows, ("attack", "rho", "ER A", "ER B", "ER change", "ASR A", "ASR B", "ASR change", "verdict")
+        ),
+        "",
+    ]
+    if cmp.max_asr is None:
+        out.append(
+            "A battery has no verdict of its own: give --max-asr X to count an attack "
+            "whose success rate crossed X between the runs as a changed verdict."
+        )
+    else:
+        out.append(f"{len(cmp.changed)} attack(s) crossed the maximum ASR {cmp.max_asr:g} between the runs.")
+    return out
 
 
 @dataclass
@@ -26,6 +80,34 @@ class BatteryRun(RunResult):
     label = "robustness battery"
     command = "attack"
     page = "Robustness battery"
+
+    @classmethod
+    def requests_of(cls, spec: Any) -> list[Request] | None:
+        """A battery spec's samples: the answers (clean, attacked, re-instructed,
+        re-ordered), every round of RTI (an upper bound: an item stops at the ρ where its
+        answer changes) and the robustness curve's samples."""
+        from ..attacks.spec import BatterySpec
+
+        if not isinstance(spec, BatterySpec):
+            return None
+        from ..attacks.battery import battery_requests
+
+        return [Request(r.part, spec.model, r.request, r.prompt) for r in battery_requests(spec)]
+
+    def compare(self, other: RunResult, *, max_asr: float | None = None) -> Comparison:
+        """ER and ASR of each attack at each ρ in both batteries; given ``max_asr``, an
+        attack whose success rate crossed it is a changed verdict."""
+        if not isinstance(other, BatteryRun) or not self.batteries or not other.batteries:
+            raise RunRefused(f"a {self.label} is compared with another {self.label} only")
+        first = [r.batteries.get("battery") or next(iter(r.batteries.values())) for r in (self, other)]
+        cmp = compare_batteries(*first, max_asr=max_asr)
+        return Comparison(
+            tuple(comparison_lines(cmp)),
+            tuple(f"{r.attack} rho={r.rho:g} ({r.status})" for r in cmp.changed),
+            f"attack(s) crossed the maximum ASR {cmp.max_asr:g}" if cmp.max_asr is not None else "",
+            cmp.to_dict(),
+            cmp.settings_changed,
+        )
 
     def verdicts(self) -> tuple[Verdict, ...]:
         from ..attacks.battery import ALL

@@ -11,7 +11,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from .base import Answer, RunResult, Verdict, register
+from .base import Answer, Request, RunResult, Verdict, register
 
 
 @dataclass
@@ -22,6 +22,20 @@ class FidelityRun(RunResult):
     label = "simulator fidelity study"
     command = "fidelity"
     page = "Simulator fidelity"
+
+    @classmethod
+    def requests_of(cls, spec: Any) -> list[Request] | None:
+        """A simulation spec's samples (every model x scenario x k); a file of answers
+        (:class:`~dbpa_core.fidelity.data.FidelityData`) asks for none."""
+        from ..fidelity.data import FidelityData
+        from ..fidelity.simulate import SimulationSpec, plan_jobs
+
+        if isinstance(spec, FidelityData):
+            return []
+        if not isinstance(spec, SimulationSpec):
+            return None
+        jobs = plan_jobs(spec.data, spec.models, **spec.settings())
+        return [Request(f"{label}: {s.id}", job.model, job.request) for label, s, job in jobs]
 
     def _analyses(self) -> list[tuple[str, Any]]:
         from ..fidelity.analysis import FidelityResult

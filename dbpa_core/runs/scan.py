@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .base import Answer, CheckRow, RunResult, Verdict
+from .base import Answer, CheckRow, Request, RunResult, Verdict, requests
 
 
 @dataclass
@@ -21,6 +21,18 @@ class ScanRun(RunResult):
     kind = "scan"
     label = "scan"
     command = "scan"
+
+    @classmethod
+    def requests_of(cls, spec: Any) -> list[Request] | None:
+        """A scan's specs (a tuple: its audit's and its battery's): each part's samples,
+        ``part`` prefixed with the part's kind."""
+        if not isinstance(spec, tuple) or not spec:
+            return None
+        out: list[Request] = []
+        for s in spec:
+            name = type(s).__name__.removesuffix("Spec").lower()  # 'audit', 'battery'
+            out += [replace(r, part=f"{name}: {r.part}") for r in requests(s)]
+        return out
 
     def verdicts(self) -> tuple[Verdict, ...]:
         return tuple(replace(v, part=f"{p.title}: {v.part}") for p in self.parts for v in p.verdicts())

@@ -17,11 +17,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..compare import SuiteComparison, compare_suites
+from ..fmt import fmt_p, table
 from ..render import section
-from ..spec import model_label
+from ..spec import AuditSpec, model_label
+from .audit import AuditRun
 from .base import (
     Answer,
     CheckRow,
+    Comparison,
+    Request,
+    RunRefused,
     RunResult,
     Verdict,
     check_row,
@@ -80,6 +86,42 @@ def pooled_check_text(d: Mapping[str, Any]) -> str:
     )
 
 
+def comparison_lines(cmp: SuiteComparison) -> list[str]:
+    """Two suites side by side in words: the pooled verdicts, then the cases that flipped."""
+    rows = [
+        (
+            r.perturbation,
+            r.role or "-",
+            *(
+                fmt_p(d.get("p_adjusted", float("nan"))) + str(d.get("stars") or "") if d else "-"
+                for d in (r.a, r.b)
+            ),
+            *(f"{d.get('mean_effect_above_chance', float('nan')):+.3f}" if d else "-" for d in (r.a, r.b)),
+            r.status.upper() if r.verdict_changed else r.status,
+        )
+        for r in cmp.pooled
+    ]
+    both = sum(1 for r in cmp.tests if r.a is not None and r.b is not None)
+    out = [
+        "pooled over the cases (Fisher's combined test, corrected across perturbations):",
+        table(
+            rows,
+            ("perturbation", "role", "p_adj A", "p_adj B", "above chance A", "above chance B", "verdict"),
+        ),
+        "",
+        f"{len(cmp.changed)} of {sum(1 for r in cmp.pooled if r.a and r.b)} pooled "
+        f"verdicts changed; {len(cmp.flipped)} of {both} case x perturbation tests "
+        "changed verdict" + (":" if cmp.flipped else "."),
+    ]
+    out += [f"  {r.case} x {r.perturbation}: {r.status}" for r in cmp.flipped[:50]]
+    if len(cmp.flipped) > 50:
+        out.append(f"  ... and {len(cmp.flipped) - 50} more (--json lists them all)")
+    only = [r for r in cmp.tests if r.a is None or r.b is None]
+    if only:
+        out.append(f"{len(only)} case x perturbation test(s) are in one run only (--json lists them).")
+    return out
+
+
 @dataclass
 class SuiteRun(RunResult):
     """``summary``: the suite's ``to_dict()``; ``stored_answers``: its answers as JSON lines'
@@ -92,6 +134,29 @@ class SuiteRun(RunResult):
     label = "suite of cases"
     command = "audit"
     page = "Suite"
+
+    @classmethod
+    def requests_of(cls, spec: Any) -> list[Request] | None:
+        """A suite spec's samples: every case's arms, each as that case's plain audit asks
+        them (``part``: ``case ID: ARM``)."""
+        if not isinstance(spec, AuditSpec) or not spec.cases:
+            return None
+        from ..suite import case_spec
+
+        out: list[Request] = []
+        for case in spec.cases:
+            plain = AuditRun.requests_of(case_spec(spec, case)) or []
+            out += [Request(f"case {case.id}: {r.part}", r.model, r.sample, r.whole) for r in plain]
+        return out
+
+    @classmethod
+    def estimate_of(cls, spec: Any, cache: Any = None) -> dict[str, Any] | None:
+        """:func:`dbpa_core.suite.estimate_suite` of a suite spec: every case's arms."""
+        if not isinstance(spec, AuditSpec) or not spec.cases:
+            return None
+        from ..suite import estimate_suite
+
+        return estimate_suite(spec, cache=cache)
 
     # ---------------------------------------------------------------- reading the summary
     @property
@@ -122,47 +187,70 @@ class SuiteRun(RunResult):
     def _case_family(self) -> str:
         return f"{self.correction} over the suite's {len(self.tests)} tests"
 
+    def compare(self, other: RunResult, *, max_asr: float | None = None) -> Comparison:
+        """The pooled verdict of each perturbation in both suites (a change counts), and
+        the case x perturbation tests that flipped (listed, not counted)."""
+        if not isinstance(other, SuiteRun):
+            raise RunRefused(f"a {self.label} is compared with another {self.label} only")
+        cmp = compare_suites(self.summary, other.summary)
+        return Comparison(
+            tuple(comparison_lines(cmp)),
+            tuple(f"{r.perturbation} ({r.status})" for r in cmp.changed),
+            "pooled verdict(s) changed",
+            cmp.to_dict(),
+            cmp.settings_changed,
+        )
+
+    def _tested(self, d: Mapping[str, Any], **differs: Any) -> Verdict:
+        """:func:`perturbation_verdict` of one stored test (a pooled row or a case's):
+        what both kinds of row hold, and what ``differs`` between them."""
+        return perturbation_verdict(
+            name=str(d.get("perturbation")),
+            role=d.get("role"),
+            model=", ".join(self.models()),
+            p_value=_f(d.get("p_value")),
+            p_adjusted=_f(d.get("p_adjusted")),
+            significant=bool(d.get("significant")),
+            stars=str(d.get("stars") or ""),
+            alpha=self.alpha,
+            **differs,
+        )
+
     # ---------------------------------------------------------------- RunResult
     def verdicts(self) -> tuple[Verdict, ...]:
         out: list[Verdict] = []
         fam_pooled = f"Fisher over the cases, {self.correction} over {len(self.pooled)} perturbations"
+        reach = self.summary.get("reachability")
+        reach = reach if isinstance(reach, Mapping) else {}
+        cannot_fail = set(reach.get("untestable_controls") or ())  # known before the run
+        why = (
+            f"not testable at k = {reach.get('k')}: no pooled result could be significant after "
+            "the correction, so no control could fail"
+        )
         for d in self.pooled:
             mean, lo, hi = (_f(d.get(k)) for k in ("mean_effect_above_chance", "ci_low", "ci_high"))
             ci = f", mean above chance {mean:+.3f} [{lo:+.3f}, {hi:+.3f}] over {d.get('cases')} cases"
-            v = perturbation_verdict(
+            v = self._tested(
+                d,
                 part=POOLED,
-                name=str(d.get("perturbation")),
-                role=d.get("role"),
-                model=", ".join(self.models()),
                 effect_size=_f(d.get("mean_omega")),
                 chance=_f(d.get("mean_omega")) - _f(d.get("mean_effect_above_chance")),
                 above=_f(d.get("mean_effect_above_chance")),
-                p_value=_f(d.get("p_value")),
-                p_adjusted=_f(d.get("p_adjusted")),
-                significant=bool(d.get("significant")),
-                stars=str(d.get("stars") or ""),
                 family=fam_pooled,
-                alpha=self.alpha,
                 kind="pooled",
                 extra=ci + f", {d.get('discoveries')} of {d.get('cases')} cases discovered",
+                untestable=why if d.get("perturbation") in cannot_fail else "",
             )
             out.append(v)
         fam = self._case_family()
         for t in self.tests:
-            v = perturbation_verdict(
+            v = self._tested(
+                t,
                 part=f"case {t.get('case')}",
-                name=str(t.get("perturbation")),
-                role=t.get("role"),
-                model=", ".join(self.models()),
                 effect_size=_f(t.get("omega")),
                 chance=_f(t.get("chance")),
                 above=_f(t.get("effect_above_chance")),
-                p_value=_f(t.get("p_value")),
-                p_adjusted=_f(t.get("p_adjusted")),
-                significant=bool(t.get("significant")),
-                stars=str(t.get("stars") or ""),
                 family=fam,
-                alpha=self.alpha,
                 kind="case",
             )
             if t.get("stop_reason"):  # sequential sampling: how many answers, why it stopped

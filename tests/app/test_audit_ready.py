@@ -395,11 +395,11 @@ def test_every_default_example_is_recorded():
         for arm in build_arms(parse_spec(example)):
             key = (arm.prompt, make_demo_replay.recorded_name(arm.model))
             assert counts.get(key, 0) >= 20, f"{name}: {arm.name} is not recorded"
-    from dbpa_core.attacks.battery import prompts_needed
+    from dbpa_core.runs import replay_need, requests
 
     # the battery's default, and with RTI for every word operation and the robustness curve
     for spec in make_demo_replay.battery_specs():
-        for prompt, n in prompts_needed(spec).items():
+        for prompt, n in replay_need(requests(spec)).items():
             assert counts.get((prompt, "SmolLM2-135M-Instruct"), 0) >= n, (
                 f"battery: {prompt[:60]!r} is recorded fewer than {n} times"
             )

@@ -15,7 +15,7 @@ import pytest
 
 from dbpa_core.audit import run_audit
 from dbpa_core.cache import Cache
-from dbpa_core.checks import Check, _judge_request
+from dbpa_core.checks import Check, judge_request
 from dbpa_core.sampling import backend_identity, sample_key
 from dbpa_core.spec import SpecError, parse_spec
 from ui import checks_figures, checks_view, export, grid
@@ -191,7 +191,7 @@ def test_judges_are_read_from_the_cache_never_asked(result, tmp_path):
     store = Cache(tmp_path / "judged")
     answers = [t for a in (result.base, *result.arms) for t in a.texts]
     for t in set(answers):
-        key = sample_key(backend_identity(JUDGE), _judge_request(judge, t, spec.seed))
+        key = sample_key(backend_identity(JUDGE), judge_request(judge, t, spec.seed))
         store.set(key, {"text": "Yes." if "statin" in t.lower() else "No."})
     full = checks_view.recompute(recorded, store)
     by = {(c.check, c.perturbation): c for c in full.checks}

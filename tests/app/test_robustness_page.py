@@ -204,7 +204,7 @@ def test_missing_wordnet_is_a_short_error(page, monkeypatch):
 def test_a_replay_file_without_the_battery_prompts_is_said_before_run(make_app, tmp_path):
     """Like the audit pages: a replay model is checked for every prompt the battery may send
     (RTI's every round) before Run, which stays disabled; with every prompt recorded, it runs."""
-    from dbpa_core.attacks.battery import prompts_needed
+    from dbpa_core.runs import replay_need, requests
 
     settings = {
         "seed": 0,
@@ -221,7 +221,7 @@ def test_a_replay_file_without_the_battery_prompts_is_said_before_run(make_app, 
     rec = tmp_path / "rec.jsonl"
     rec.write_text("")
     spec = battery.build_spec(values, settings, {"backend": "replay", "file": str(rec)})
-    need = prompts_needed(spec)
+    need = replay_need(requests(spec))
     lines = [json.dumps({"prompt": p, "response": "A"}) for p in need]
     rec.write_text("\n".join(lines[:-1]) + "\n")  # the last prompt is missing
     model = [{"backend": "replay", "file": str(rec), "label": "recorded"}]
