@@ -13,20 +13,22 @@ from ui.nav import PAGES
 from ui.widgets import md_escape
 
 widgets.page_setup(settings="none")
-st.title("History")
 ss = st.session_state
 history = state.history()
-st.markdown(
-    "<div class='dbpa-explain'>Every audit run here or with <code>dbpa audit</code> is "
+verdict = widgets.page_intro(
+    "History: what was audited, and did a verdict change?",
+    "Every audit run here or with <code>dbpa audit</code> is "
     "recorded with its spec, settings, tool version, time, results and responses, and "
     "so is every suite of cases (here or with <code>dbpa audit</code>) and every "
     "robustness battery, fidelity simulation and sensitivity study run here. Find a "
     "run, reopen it with all its charts, compare two audits (a model before and after "
     "an upgrade: which perturbations changed verdict), or delete runs. From a "
-    "terminal: <code>dbpa history</code>.</div>",
-    unsafe_allow_html=True,
+    "terminal: <code>dbpa history</code>.",
 )
 st.caption(f"Database: `{history.where}`")
+
+NO_RUNS = "No runs recorded yet: run an audit on any page (or `dbpa audit SPEC`), and it appears here."
+
 
 PAGE_TITLES = {
     "landing": "Perturbation test",
@@ -97,16 +99,16 @@ except HistoryError as exc:
     st.error(md_escape(str(exc)))
     st.stop()
 
+filtered = any([f_model.strip(), f_prompt.strip(), f_since, f_until, f_source != "anywhere"])
+widgets.say_verdict(
+    verdict,
+    history_figures.latest_sentence(runs, PAGE_TITLES),
+    waiting="No recorded run matches these filters." if filtered else NO_RUNS,
+)
 note = ss.pop("_hist_note", None)
 if note:
     st.success(note)
-if not runs:
-    filtered = any([f_model.strip(), f_prompt.strip(), f_since, f_until, f_source != "anywhere"])
-    st.info(
-        "No recorded run matches these filters."
-        if filtered
-        else "No runs recorded yet: run an audit on any page (or `dbpa audit SPEC`), and it appears here."
-    )
+if not runs:  # the verdict above says so
     st.stop()
 
 

@@ -290,8 +290,14 @@ def checks_preview_section(spec: AuditSpec | None, results: dict[str, Any] | Non
             st.caption("Type an answer: the checks are applied as you type. A run's answers show here too.")
         else:
             st.dataframe(df, hide_index=True, key=f"{KEY}_check_preview")
+            judged = any(c.model_graded for c in spec.checks)
             st.caption(
                 "✓ passes, ✗ fails, ? chooses no option clearly."
+                + (
+                    " A judge check needs a model call per answer: it is asked when the suite runs."
+                    if judged
+                    else ""
+                )
                 + (f" {len(shown)} of the {len(answers)} answers of the results below." if shown else "")
             )
 
@@ -712,6 +718,6 @@ def checks_preview(
             except ValueError:  # a choice check on an arm without options
                 row[c.name] = ""
         for name in judges:
-            row[name] = "asked when the suite runs"
+            row[name] = "needs a model call: asked when the suite runs"
         rows.append(row)
     return pd.DataFrame(rows)
