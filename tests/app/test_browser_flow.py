@@ -159,6 +159,9 @@ def test_a_reload_keeps_the_form_and_the_results(demo_url, browser):
     _set_number(page, "Samples per prompt (k)", 10)
     playwright.expect(k).to_have_value("10", timeout=30_000)  # the form took it
     page.get_by_role("button", name="Run audit").click()
+    # in demo mode the page opens on the recording's result (its tabs included): wait until
+    # this run's result has replaced it, or the reload below would stop the run mid-way
+    playwright.expect(page.get_by_text("Recorded result")).to_have_count(0, timeout=240_000)
     page.get_by_role("tab", name="Permutation test").wait_for(timeout=240_000)
     _wait_idle(page)
     page.reload(wait_until="networkidle")

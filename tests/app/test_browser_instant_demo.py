@@ -28,17 +28,18 @@ def _sampling_line(page) -> str:
 
 def test_recorded_result_at_once_then_run_and_stop(local_app, browser):
     page = browser.new_page(viewport={"width": 1400, "height": 2400})
-    t = time.perf_counter()
     page.goto(local_app, wait_until="networkidle")
     page.get_by_text("Recorded result").first.wait_for(timeout=60_000)
     page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
-    shown = time.perf_counter() - t
     page.wait_for_timeout(1000)
     page.screenshot(path=str(shots() / "20-instant-demo.png"))
     body = page.inner_text("body")
     assert re.search(r"answered by SmolLM2-135M-Instruct \((bfloat16|float32), k = 20", body)
     assert "recorded on 20" in body and "perturbations change the answers" in body
-    assert shown < 30, shown  # no model loaded, nothing sampled
+    # shown at once: no model loaded, nothing sampled (every one of the 180 calls still to
+    # make; a stopwatch here failed on a busy machine)
+    assert "Loading the model" not in body and "Sampling responses" not in body
+    assert page.get_by_test_id("stMetricValue").first.inner_text() == "180"
 
     page.get_by_role("button", name="Run audit").click()
     line = ""
