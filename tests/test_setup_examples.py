@@ -300,10 +300,13 @@ def _documented_table(path: Path, command: str) -> str:
     return block.split("```", 1)[0]
 
 
-@pytest.mark.slow  # embeds the 180 recorded answers with the embedded MiniLM
-def test_the_documented_table_is_what_its_command_prints(tmp_path, monkeypatch, capsys):
+@pytest.mark.slow  # the recorded answers' embeddings: built once per session (demo_cache)
+def test_the_documented_table_is_what_its_command_prints(tmp_path, monkeypatch, capsys, demo_cache):
     """README and Getting started show the table `dbpa audit examples/replay_personas.yaml`
     prints today (recorded answers: the same on every machine)."""
+    from tests.demo_cache import copy_to
+
+    copy_to(demo_cache, tmp_path / "c")  # the answers' embeddings: nothing to embed again
     monkeypatch.chdir(REPO)
     code = main(
         [
