@@ -3,6 +3,7 @@
 #              network behind an access token (printed at start)
 # make test  - create .venv, install everything, run the whole test suite (and build the manual)
 # make test-fast - the quick tier for iterating (no slow or browser tests; see docs/development.md)
+# make test-install - a pip user's install of the wheel in a new venv, then a first audit (5-20 min)
 # make bench - run the speed benchmarks and print them next to their targets
 # make lock  - re-resolve pyproject.toml into requirements/ (needs the package indexes)
 SHELL := /bin/bash
@@ -30,7 +31,7 @@ PORT ?= 8501
 SHARE ?=
 INDEX_OPTS := $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 
-.PHONY: run test test-fast lint bench venv browser-deps postgres-deps wordnet vllm clean lock lock-check
+.PHONY: run test test-fast test-install lint bench venv browser-deps postgres-deps wordnet vllm clean lock lock-check
 
 $(STAMP): pyproject.toml Makefile $(LOCK) $(LOCK_NO_DEPS)
 	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) not found: install Python 3.11"; exit 1; }
@@ -104,6 +105,12 @@ test: $(STAMP) browser-deps postgres-deps vllm lint
 # without Chromium; a few minutes on 2 cores
 test-fast: $(STAMP) lint
 	$(PYTEST) -m "not slow and not browser"
+
+# what a pip user does, in a new virtual environment: the wheel with [app,local] from the
+# package indexes, dbpa setup, dbpa examples, a first audit (5-20 min and several GB, so
+# not part of make test)
+test-install: $(STAMP)
+	DBPA_TEST_INSTALL=1 $(PYTEST) tests/test_packaging.py -k fresh_environment
 
 run: $(STAMP)
 	$(PY) -m dbpa_core.cli ui --server.port $(PORT)$(if $(SHARE), --share)

@@ -19,7 +19,8 @@ personas x models); the battery's recording covers its default, RTI for every wo
 operation and its robustness curve (a curve prompt that is also answered once keeps that
 greedy answer first, which a replayed curve reads as its first sample). ``dbpa scan``'s
 audit and battery (``dbpa_core/cli/scan.py``) are recorded too, so that a scan of the recorded
-model runs offline (``tests/test_scan.py``).
+model runs offline (``tests/test_scan.py``), and so is the survey simulation of
+``examples/fidelity_simulate.yaml`` (``fidelity``, replayed by ``examples/fidelity_replay.yaml``).
 """
 
 from __future__ import annotations
@@ -136,6 +137,24 @@ def _battery_settings() -> dict:
     }
 
 
+def sample_records(cache, jobs: list, what: str) -> list[dict]:
+    """The embedded model's answer to each job (one each), as records of the replay file."""
+    from dbpa_core.sampling import Sampler
+
+    if not jobs:
+        print(f"{what}: already recorded")
+        return []
+    print(f"{what}: recording {len(jobs)} answers", flush=True)
+    sampler = Sampler(
+        cache, progress=lambda p: print(f"  {p.stage} {p.done}/{p.total} {p.detail}", flush=True)
+    )
+    recs = sampler.sample(jobs)
+    return [
+        {"prompt": j.request.prompt, "response": r.text, "model": SMOLLM2_NAME}
+        for j, r in zip(jobs, recs, strict=True)
+    ]
+
+
 def record_battery(cache, counts: dict, force: bool) -> list[dict]:
     """SmolLM2's answers to every prompt the battery page may send with its defaults, with
     RTI for every word operation and with the robustness curve (RTI's every round included,
@@ -146,7 +165,7 @@ def record_battery(cache, counts: dict, force: bool) -> list[dict]:
     ``counts``: responses already recorded by (prompt, model)."""
     from dbpa_core.attacks.battery import answer_request, curve_requests
     from dbpa_core.runs import replay_need, requests
-    from dbpa_core.sampling import Job, Sampler
+    from dbpa_core.sampling import Job
 
     jobs: list = []
     planned: dict[str, int] = {}
@@ -159,18 +178,20 @@ def record_battery(cache, counts: dict, force: bool) -> list[dict]:
             reqs = [answer_request(spec, p)] if n == 1 else curve_requests(spec, p)[have:n]
             jobs += [Job(spec.model, r) for r in reqs]
             planned[p] = n
-    if not jobs:
-        print("battery: already recorded")
-        return []
-    print(f"battery: recording {len(jobs)} answers", flush=True)
-    sampler = Sampler(
-        cache, progress=lambda p: print(f"  {p.stage} {p.done}/{p.total} {p.detail}", flush=True)
-    )
-    recs = sampler.sample(jobs)
-    return [
-        {"prompt": j.request.prompt, "response": r.text, "model": SMOLLM2_NAME}
-        for j, r in zip(jobs, recs, strict=True)
-    ]
+    return sample_records(cache, jobs, "battery")
+
+
+def record_fidelity(cache, counts: dict, force: bool) -> list[dict]:
+    """The embedded model's answers to examples/fidelity_simulate.yaml (the sample's survey
+    questions, k answers each), so that examples/fidelity_replay.yaml replays that simulation
+    offline (the manual's fidelity guide shows its output). ``counts``: responses already
+    recorded by (prompt, model)."""
+    from dbpa_core.fidelity.simulate import load_simulation_spec, plan_jobs
+
+    spec = load_simulation_spec(ROOT / "examples" / "fidelity_simulate.yaml")
+    jobs = [j for _, _, j in plan_jobs(spec.data, spec.models, **spec.settings())]
+    jobs = [j for j in jobs if force or counts.get((j.request.prompt, SMOLLM2_NAME), 0) < spec.samples]
+    return sample_records(cache, jobs, "fidelity")
 
 
 def record_suite(cache, counts: dict, force: bool) -> list[dict]:
@@ -273,12 +294,12 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
         "--only",
-        default="personas,personas_hot,control,models,scan,battery,suite",
+        default="personas,personas_hot,control,models,scan,battery,suite,fidelity",
         help="comma-separated examples to record (personas, personas_hot: the "
         "personas on the T=1.2 variant, control, models, scan: dbpa scan's audit, "
         "battery: the Robustness battery page's default, every RTI operation and "
         "its curve, and dbpa scan's battery; suite: the Suite page's example "
-        "and its recorded result); "
+        "and its recorded result; fidelity: examples/fidelity_simulate.yaml's survey answers); "
         "landing: only re-embed the landing example",
     )
     ap.add_argument("--force", action="store_true", help="re-record responses already there")
@@ -309,8 +330,9 @@ def main(argv=None) -> int:
     for name in names:
         if name == "landing":
             continue
-        if name in ("battery", "suite"):
-            got = (record_battery if name == "battery" else record_suite)(cache, count, args.force)
+        if name in ("battery", "suite", "fidelity"):
+            recorder = {"battery": record_battery, "suite": record_suite, "fidelity": record_fidelity}[name]
+            got = recorder(cache, count, args.force)
             have.update((r["prompt"], r["model"]) for r in got)
             new += got
             continue

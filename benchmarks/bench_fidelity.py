@@ -235,7 +235,7 @@ def bench_per_discrepancy(m: int, m_solver: int) -> None:
     up_c, v_c = per(lambda: dz.tv_upper(p, r, q), m)
     lo_c, l_c = per(lambda: dz.tv_lower(p, r, q), m)
     sl = slice(0, m_solver)
-    up_g, v_g = per(lambda: dz.maximize_convex(p[sl], r[sl], q[sl], "tv"), m_solver)
+    up_g, v_g = per(lambda: dz.maximize_convex(p[sl], r[sl], q[sl], "tv")[0], m_solver)
     lo_g, l_g = per(lambda: dz.minimize_convex(p[sl], r[sl], q[sl], "tv"), m_solver)
     agree_up = float(np.max(np.abs(v_c[sl] - v_g)))
     agree_lo = float(np.max(np.abs(l_c[sl] - l_g)))

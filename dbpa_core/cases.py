@@ -35,7 +35,7 @@ import json
 import re
 import string
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -324,7 +324,11 @@ def _csv_rows(doc: SpecDoc, text: str, name: str) -> list[tuple[str, dict]]:
     return rows
 
 
-def _jsonl_rows(doc: SpecDoc, text: str, name: str) -> list[tuple[str, dict]]:
+def json_objects(text: str, error: Callable[[int, str], Exception]) -> list[tuple[int, dict[str, Any]]]:
+    """The JSON objects of JSON-lines ``text``, each with its line number (blank lines are
+    skipped). A line that is not JSON, or not an object, raises ``error(line, why)``, where
+    *why* ends the caller's one-line message. The spec's cases file and the dashboard's
+    uploaded cases read their rows with it."""
     rows = []
     for i, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -332,16 +336,18 @@ def _jsonl_rows(doc: SpecDoc, text: str, name: str) -> list[tuple[str, dict]]:
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise doc.err(
-                ("cases", "file"), f"cases file {name!r}, line {i}: not valid JSON ({exc.msg})"
-            ) from None
+            raise error(i, f"not valid JSON ({exc.msg})") from None
         if not isinstance(row, dict):
-            raise doc.err(
-                ("cases", "file"),
-                f"cases file {name!r}, line {i}: each line must be a JSON object of columns to values",
-            )
-        rows.append((f"line {i}", row))
+            raise error(i, "each line must be a JSON object of columns to values")
+        rows.append((i, row))
     return rows
+
+
+def _jsonl_rows(doc: SpecDoc, text: str, name: str) -> list[tuple[str, dict]]:
+    def error(line: int, why: str) -> Exception:
+        return doc.err(("cases", "file"), f"cases file {name!r}, line {line}: {why}")
+
+    return [(f"line {i}", row) for i, row in json_objects(text, error)]
 
 
 # --------------------------------------------------------------------------- checking
@@ -420,38 +426,6 @@ def check_cases(
             raise doc.err(("cases",), f"case {case.id!r} ({case.where}): base.prompt is empty once filled")
 
 
-def unchanged_warnings(
-    base_prompt: str,
-    perturbations: Sequence[Any],
-    cases: Sequence[Case],
-    *,
-    options: Sequence[str] = (),
-    seed: int = 0,
-) -> list[str]:
-    """Perturbations that leave some cases' prompts as they were (a ``swap`` of two equal
-    values, a ``swap_text`` whose spans are not in the prompt): say which."""
-    out = []
-    for p in perturbations:
-        if p.template or p.prefix or p.suffix:
-            continue
-        same = []
-        for case in cases:
-            try:
-                a = case_arm(base_prompt, None, case, options=options, seed=seed).prompt
-                b = case_arm(base_prompt, p, case, options=options, seed=seed).prompt
-            except CaseError:
-                continue
-            if a == b:
-                same.append(case.id)
-        if same:
-            out.append(
-                f"Perturbation {p.name!r} leaves the prompt of {len(same)} case(s) as it is "
-                f"({', '.join(same[:3])}{', ...' if len(same) > 3 else ''}): there it asks the "
-                "base prompt again (a same-prompt control), not a change."
-            )
-    return out
-
-
 def no_case_placeholders(doc: SpecDoc, base_prompt: str, perturbations: Sequence[Perturbation]) -> None:
     """A spec without cases whose prompts hold ``{field}`` placeholders is a mistake."""
     for path, what, text in [(("base", "prompt"), "base.prompt", base_prompt)] + [
@@ -468,7 +442,7 @@ def no_case_placeholders(doc: SpecDoc, base_prompt: str, perturbations: Sequence
             )
 
 
-def shared_prompt_warnings(
+def case_warnings(
     base_prompt: str,
     perturbations: Sequence[Any],
     cases: Sequence[Case],
@@ -476,19 +450,28 @@ def shared_prompt_warnings(
     options: Sequence[str] = (),
     seed: int = 0,
 ) -> list[str]:
-    """Cases whose filled prompts are the same share their samples (the samples of a
-    prompt are drawn once), so their tests are not independent: say which."""
+    """What a suite's cases may get wrong without being an error, one line each: cases
+    whose filled prompts are the same share their samples (the samples of a prompt are
+    drawn once), so their tests are not independent; a perturbation that leaves some cases'
+    prompts as they were (a ``swap`` of two equal values, a ``swap_text`` whose spans are
+    not in the prompt) asks the base prompt again there."""
+
+    def filled(p: Any, case: Case) -> str | None:
+        try:
+            return case_arm(base_prompt, p, case, options=options, seed=seed).prompt
+        except CaseError:
+            return None
+
     out = []
-    arms: list[tuple[str, Any]] = [("the base", None)] + [
-        (f"perturbation {p.name!r}", p) for p in perturbations
+    base = [filled(None, case) for case in cases]
+    arms: list[tuple[str, Any, list[str | None]]] = [("the base", None, base)] + [
+        (f"perturbation {p.name!r}", p, [filled(p, case) for case in cases]) for p in perturbations
     ]
-    for what, p in arms:
+    for what, _, prompts in arms:
         first: dict[str, str] = {}
         same = []
-        for case in cases:
-            try:
-                prompt = case_arm(base_prompt, p, case, options=options, seed=seed).prompt
-            except CaseError:
+        for case, prompt in zip(cases, prompts, strict=True):
+            if prompt is None:
                 continue
             if prompt in first:
                 same.append((first[prompt], case.id))
@@ -501,5 +484,17 @@ def shared_prompt_warnings(
                 f"case ({pairs}{', ...' if len(same) > 3 else ''}): they share its "
                 "samples, so their tests are not independent (the pooled test assumes "
                 "they are); make the rows differ in a column the prompt uses."
+            )
+    for _, p, prompts in arms[1:]:
+        if p.template or p.prefix or p.suffix:
+            continue
+        unchanged = [
+            case.id for case, a, b in zip(cases, base, prompts, strict=True) if a is not None and a == b
+        ]
+        if unchanged:
+            out.append(
+                f"Perturbation {p.name!r} leaves the prompt of {len(unchanged)} case(s) as it is "
+                f"({', '.join(unchanged[:3])}{', ...' if len(unchanged) > 3 else ''}): there it asks the "
+                "base prompt again (a same-prompt control), not a change."
             )
     return out

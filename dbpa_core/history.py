@@ -89,6 +89,10 @@ def default_db_path() -> Path:
 
 
 # --------------------------------------------------------------------------- results
+#: the control gate of a listed run (:attr:`RunSummary.control_gate`) in the list's words
+GATE_WORDS = {"fail": "FAIL", "not testable": "NOT TESTABLE", "pass": "pass", "": ""}
+
+
 @dataclass(frozen=True)
 class RunSummary:
     """One line of the history list."""
@@ -108,11 +112,18 @@ class RunSummary:
 
     @property
     def control_gate(self) -> str:
-        """'fail' when a control changed the answers significantly, 'pass' when controls
-        were tested and none did, '' when no perturbation is a control."""
-        return "fail" if self.failed_controls else ("pass" if self._has_controls else "")
+        """'fail' when a control changed the answers significantly, 'not testable' when none
+        did but one could not have (too few samples for any result to be significant after
+        the correction), 'pass' when controls were tested and none did, '' when no
+        perturbation is a control — the words of the run's own gate (``runs.base.Gate``)."""
+        if self.failed_controls:
+            return "fail"
+        if not self._has_controls:
+            return ""
+        return "not testable" if self._untestable else "pass"
 
     _has_controls: bool = False
+    _untestable: bool = False  # a control no result could have made fail (known from the spec)
     kind: str = ""  # 'suite' for a suite of cases (its responses are not in the history)
     user: str = ""  # who ran it (their login) ...
     host: str = ""  # ... and on which machine ('' in runs recorded before dbpa kept them)
@@ -517,7 +528,7 @@ class History:
         a, t = db.audits, db.tests
         audits = (
             con.execute(
-                sa.select(a.c.id, a.c.job, a.c.models, a.c.base_prompt)
+                sa.select(a.c.id, a.c.job, a.c.models, a.c.base_prompt, a.c.spec)
                 .where(a.c.run_id == row["id"])
                 .order_by(a.c.position)
             )
@@ -566,6 +577,7 @@ class History:
             n_significant=sum(x["significant"] for x in tests),
             failed_controls=failed,
             _has_controls=any(x["role"] == "control" for x in tests),
+            _untestable=not failed and any(_untestable_controls(au["spec"]) for au in audits),
             **who,
         )
 
@@ -911,8 +923,9 @@ def _suite_summary(con: Connection, row: Any) -> RunSummary | None:
         summary = _SafeUnpickler(io.BytesIO(zlib.decompress(extra["payload"]))).load()["suite"]
         tests, pooled = list(summary["tests"]), list(summary["pooled"])
         base = str(summary["spec"]["base"]["prompt"])
+        spec: Any = summary["spec"]
     except Exception:  # noqa: BLE001 - a garbled payload: the run is still listed
-        tests, pooled, base = [], [], ""
+        tests, pooled, base, spec = [], [], "", None
     controls = [d for d in pooled if isinstance(d, dict) and d.get("role") == "control"]
     return RunSummary(
         id=row["id"],
@@ -928,8 +941,22 @@ def _suite_summary(con: Connection, row: Any) -> RunSummary | None:
         n_significant=sum(1 for t in tests if isinstance(t, dict) and t.get("significant")),
         failed_controls=tuple(str(d.get("perturbation")) for d in controls if d.get("significant")),
         _has_controls=bool(controls),
+        _untestable=not any(d.get("significant") for d in controls) and _untestable_controls(spec),
         kind="suite",
     )
+
+
+def _untestable_controls(spec: Any) -> bool:
+    """Whether a recorded spec (its JSON text or dict) has a control that no result could
+    have made fail, as the run's gate decided from the same spec; False when it cannot be
+    read (the list still shows the run)."""
+    from .reach import reachability
+
+    try:
+        d = json.loads(spec) if isinstance(spec, str | bytes) else spec
+        return bool(reachability(_spec(d)).untestable_controls)
+    except Exception:  # noqa: BLE001 - a spec of another version or garbled: no claim
+        return False
 
 
 def _form_json(form: Mapping[str, Any] | None) -> str | None:

@@ -9,6 +9,7 @@ so does a ``user:password@`` in a ``base_url`` (saved without it).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -82,31 +83,25 @@ def ensure_home(folder: str | os.PathLike | None = None) -> Path:
     return path
 
 
-def allowed_key_envs() -> frozenset[str]:
-    """Environment variables the user allows specs to send as API keys (besides the LLM
-    providers' own): ``allow_key_env`` in :func:`settings_file`, and the ``api_key_env``
-    of the models they saved in the dashboard (:func:`models_file`). A file that is
-    missing or cannot be read allows nothing more."""
-    from .spec_doc import SpecError, read_document
+ALLOW_KEY_ENV_VAR = "DBPA_ALLOW_KEY_ENV"
+"""The environment variable that lists more key variables a spec may send (commas or
+spaces between), like ``allow_key_env`` in :func:`settings_file`."""
 
-    names: set[str] = set()
-    for source, pick in (
-        (settings_file(), lambda d: d.get("allow_key_env")),
-        (
-            models_file(),
-            lambda d: [m.get("api_key_env") for m in d.get("models") or [] if isinstance(m, dict)],
-        ),
-    ):
-        try:
-            if not source.is_file():
-                continue
-            _, data = read_document(source.read_text(encoding="utf-8"), str(source))
-            found = pick(data) if isinstance(data, dict) else None
-        except (OSError, UnicodeDecodeError, SpecError, TypeError, AttributeError):
-            continue
-        if isinstance(found, str):
-            found = [found]
-        names.update(x for x in found or () if isinstance(x, str))
+
+def allowed_key_envs() -> frozenset[str]:
+    """Environment variables the operator allows specs to send as API keys (besides the LLM
+    providers' own): ``allow_key_env`` in :func:`settings_file` (written by hand) and
+    ``$DBPA_ALLOW_KEY_ENV``. Nothing the dashboard writes counts: the ``api_key_env`` of a
+    model saved on its Settings page (:func:`models_file`) was chosen by whoever had the
+    page open, not necessarily the operator. A settings file that is missing or cannot be
+    read allows nothing more."""
+    names: set[str] = set(re.split(r"[\s,]+", os.environ.get(ALLOW_KEY_ENV_VAR, "")))
+    found = setting("allow_key_env")
+    if isinstance(found, str):
+        found = [found]
+    if isinstance(found, list):
+        names.update(x for x in found if isinstance(x, str))
+    names.discard("")
     return frozenset(names)
 
 

@@ -617,11 +617,11 @@ def spec_warnings(spec: AuditSpec) -> list[str]:
     if not reach.reachable:
         out.append(reach.message)
     if spec.cases:
-        from .cases import shared_prompt_warnings, unchanged_warnings
+        from .cases import case_warnings
 
-        args = (spec.base_prompt, spec.perturbations, spec.cases)
-        out += shared_prompt_warnings(*args, options=spec.options, seed=spec.seed)
-        out += unchanged_warnings(*args, options=spec.options, seed=spec.seed)
+        out += case_warnings(
+            spec.base_prompt, spec.perturbations, spec.cases, options=spec.options, seed=spec.seed
+        )
     for p in spec.perturbations:
         if p.role != "control" and _same_as_base(spec, p) and not p.set_fields:
             out.append(

@@ -86,8 +86,9 @@ DBPA_KEY_ENV = re.compile(r"DBPA_[A-Z0-9_]+")
 def key_env_allowed(name: str, allow_key_env: Iterable[str] | None = ()) -> bool:
     """May a spec send the variable ``name`` as an API key? Yes for an LLM provider's key
     variable (:data:`LLM_KEY_ENVS`) or a ``DBPA_*`` name, and for what the user allowed:
-    ``allow_key_env`` (the command line) or ``allow_key_env`` in their settings file
-    (:func:`dbpa_core.home.allowed_key_envs`)."""
+    ``allow_key_env`` (the command line), ``allow_key_env`` in their settings file or
+    ``$DBPA_ALLOW_KEY_ENV`` (:func:`dbpa_core.home.allowed_key_envs`; never a model saved
+    on the dashboard's Settings page)."""
     from .home import allowed_key_envs
 
     return (
@@ -127,8 +128,8 @@ def check_server(doc: SpecDoc, obj: dict, path: tuple, allow_key_env: Iterable[s
                 f"{key_name(path + ('api_key_env',))} {env!r} is not an LLM provider's API key variable "
                 "(such as OPENAI_API_KEY, ANTHROPIC_API_KEY or HF_TOKEN, or a DBPA_* name); a spec "
                 f"decides which variable is sent to which server, so other names must be allowed by "
-                f"you: --allow-key-env {env} on the command line, or 'allow_key_env: [{env}]' in "
-                f"{settings_file()}"
+                f"you: --allow-key-env {env} on the command line, 'allow_key_env: [{env}]' in "
+                f"{settings_file()}, or {env} in $DBPA_ALLOW_KEY_ENV"
             ),
         )
 

@@ -127,6 +127,8 @@ def number_field(kind: type, default: Any, description: str, **bounds: Any) -> A
 
 
 NonBlank = Annotated[str, StringConstraints(pattern=r"\S")]
+TwoTexts = Annotated[list[NonBlank], Field(min_length=2, max_length=2)]
+"""Two texts (or column names) that change places: ``swap`` and ``swap_text``."""
 
 
 # --------------------------------------------------------------------------- models
@@ -160,7 +162,8 @@ class Connection(Section):
         description=(
             "The name of the environment variable that holds the API key (never the key itself), "
             "e.g. OPENAI_API_KEY. Other names than an LLM provider's key variables (or DBPA_*) "
-            "must be allowed by you: --allow-key-env NAME or allow_key_env in your settings file."
+            "must be allowed by you: --allow-key-env NAME, allow_key_env in your settings file or "
+            "$DBPA_ALLOW_KEY_ENV."
         ),
     )
     concurrency: int = number_field(int, None, "Requests sent at the same time (default 8).", ge=1, le=256)
@@ -306,8 +309,7 @@ class Perturbation(Section):
     )
     swap: (
         Annotated[
-            list[NonBlank],
-            Field(min_length=2, max_length=2),
+            TwoTexts,
             Msg(
                 "perturbation {label!r}: 'swap' names two columns whose values change places, "
                 "e.g. swap: [name1, name2]",
@@ -324,8 +326,7 @@ class Perturbation(Section):
     )
     swap_text: (
         Annotated[
-            list[NonBlank],
-            Field(min_length=2, max_length=2),
+            TwoTexts,
             Msg(
                 "perturbation {label!r}: 'swap_text' names two pieces of text that change "
                 "places in the prompt, e.g. swap_text: [the grandfather, the grandson]",

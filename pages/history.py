@@ -6,7 +6,7 @@ import json
 import pandas as pd
 import streamlit as st
 
-from dbpa_core.history import HistoryError, where_responses_live
+from dbpa_core.history import GATE_WORDS, HistoryError, where_responses_live
 from ui import history_figures, runner, specfile, state, views, widgets
 from ui.export import RunMeta
 from ui.nav import PAGES
@@ -143,7 +143,7 @@ table = pd.DataFrame(
             "by": who(r),
             "kind": KIND_TITLES.get(kind_of(r.id), "audit"),
             "title": r.title,
-            "control gate": {"fail": "FAIL", "pass": "pass", "": ""}[r.control_gate],
+            "control gate": GATE_WORDS[r.control_gate],
             "tests": str(r.n_tests) if kind_of(r.id) in ("audit", "suite") else "–",
             "detectable": str(r.n_significant) if kind_of(r.id) in ("audit", "suite") else "–",
             "models": ", ".join(models_of(r)),

@@ -66,7 +66,7 @@ def _private_dbpa_home(tmp_path_factory, monkeypatch):
     monkeypatch.delenv("DBPA_CACHE_URL", raising=False)
     # the dashboard's access token and allowed key servers: never the developer's, and
     # whatever a test (or dbpa ui in-process) sets is undone after it
-    for name in ("DBPA_UI_TOKEN", "DBPA_ALLOW_KEY_HOSTS"):
+    for name in ("DBPA_UI_TOKEN", "DBPA_ALLOW_KEY_HOSTS", "DBPA_ALLOW_KEY_ENV"):
         monkeypatch.setenv(name, "")
         monkeypatch.delenv(name)
     # a long CLI run under a busy machine prints no progress line into a test's stderr

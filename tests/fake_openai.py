@@ -337,3 +337,20 @@ class FakeOpenAIProcess:
         self.proc.join(timeout=5)
         if self.proc.is_alive():
             self.proc.kill()
+
+
+def write_spec(path, base_url: str, *, samples: int, concurrency: int, name: str | None = None):
+    """An audit spec of :class:`FakeOpenAI`'s chat and embedding models at ``base_url``
+    (``fake-model``, ``fake-embed``): one comedian perturbation of a short prompt, k =
+    ``samples``, 99 permutations. Written to ``path``, which is returned."""
+    path.write_text(
+        (f"name: {name}\n" if name else "")
+        + f"""model: {{backend: openai, name: fake-model, base_url: "{base_url}", concurrency: {concurrency}}}
+embedder: {{backend: openai, name: fake-embed, base_url: "{base_url}"}}
+samples: {samples}
+permutations: 99
+base: {{prompt: "John is 70"}}
+perturbations: [{{name: p, prompt: "Act as a comedian. John is 70"}}]
+"""
+    )
+    return path

@@ -24,6 +24,7 @@ import re
 import threading
 import time
 from collections.abc import Iterable
+from pathlib import Path
 
 from .local_http import LocalJSONServer
 
@@ -71,6 +72,39 @@ def rule_answer(prompt: str, vocabulary: set[str], *, temperature: float = 0.0, 
 
 def vocabulary_of(texts: Iterable[str]) -> set[str]:
     return {w.lower() for t in texts for w in WORD.findall(t)}
+
+
+# three items the rule model answers "A" to while their passages are intact: a battery on
+# them has ER and ASR that follow from the rules above
+PASSAGES = ["Mary went to the kitchen.", "The cat sat on the mat.", "Fred has three red books."]
+QUESTION = "Which option is right?"
+
+
+def write_items(path: Path, n: int = len(PASSAGES), *, answers: str = "A", prefix: str = "i") -> Path:
+    """An items file (JSON lines) of ``n`` questions on :data:`PASSAGES` in turn, three
+    options each; item ``k``'s right answer is ``answers[k % len(answers)]``."""
+    path.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "id": f"{prefix}{k}",
+                    "passage": PASSAGES[k % len(PASSAGES)],
+                    "question": QUESTION,
+                    "options": ["first", "second", "third"],
+                    "answer": answers[k % len(answers)],
+                }
+            )
+            + "\n"
+            for k in range(n)
+        ),
+        encoding="utf-8",
+    )
+    return path
+
+
+def passages_model() -> RuleModel:
+    """A rule model that knows every word of :data:`PASSAGES` and the question."""
+    return RuleModel(vocabulary_of([*PASSAGES, QUESTION]))
 
 
 class RuleModel(LocalJSONServer):

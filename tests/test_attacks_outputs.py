@@ -15,36 +15,18 @@ from dbpa_core.attacks.spec import parse_attack_spec
 from dbpa_core.cache import Cache
 from dbpa_core.cli import main
 
-from .rule_model import RuleModel, vocabulary_of
-
-PASSAGES = ["Mary went to the kitchen.", "The cat sat on the mat.", "Fred has three red books."]
+from .rule_model import passages_model, write_items
 
 
 @pytest.fixture(scope="module")
 def server():
-    with RuleModel(vocabulary_of(PASSAGES + ["Which option is right?"])) as srv:
+    with passages_model() as srv:
         yield srv
 
 
 @pytest.fixture
 def data(tmp_path):
-    p = tmp_path / "items.jsonl"
-    p.write_text(
-        "".join(
-            json.dumps(
-                {
-                    "id": f"i{n}",
-                    "passage": t,
-                    "question": "Which option is right?",
-                    "options": ["first", "second", "third"],
-                    "answer": "A",
-                }
-            )
-            + "\n"
-            for n, t in enumerate(PASSAGES)
-        )
-    )
-    return p
+    return write_items(tmp_path / "items.jsonl")
 
 
 def _spec(server, data, body):
@@ -152,23 +134,8 @@ def test_answer_positions_show_a_model_that_always_says_one_letter(data, tmp_pat
     warnings show it, beside where the right options are."""
     from dbpa_core.attacks.battery import summary_text
 
-    with RuleModel(vocabulary_of(PASSAGES + ["Which option is right?"])) as srv:
-        items = tmp_path / "mixed.jsonl"
-        items.write_text(
-            "".join(
-                json.dumps(
-                    {
-                        "id": f"m{n}",
-                        "passage": PASSAGES[n % 3],
-                        "question": "Which option is right?",
-                        "options": ["first", "second", "third"],
-                        "answer": "ABC"[n % 3],
-                    }
-                )
-                + "\n"
-                for n in range(9)
-            )
-        )
+    with passages_model() as srv:
+        items = write_items(tmp_path / "mixed.jsonl", 9, answers="ABC", prefix="m")
         spec = parse_attack_spec(_spec(srv, items, "attacks: [{level: char, rho: [0.5]}]"))
         res = run_battery(spec, cache=Cache(tmp_path / "c"))
     pos = res.to_dict()["answer_positions"]

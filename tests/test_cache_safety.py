@@ -19,7 +19,7 @@ from dbpa_core.cache import Cache, CacheError, decode_value, encode_value
 from dbpa_core.cli import main
 from dbpa_core.sampling import Job, Progress, Sampler, model_key, requests_for
 
-from .fake_openai import FakeOpenAI
+from .fake_openai import FakeOpenAI, write_spec
 
 MODEL = {"backend": "openai", "name": "fake", "base_url": "http://127.0.0.1:9/v1"}
 ROOT = Path(__file__).resolve().parent.parent
@@ -482,21 +482,6 @@ def test_stop_ends_a_wait_for_another_run(tmp_path):
     assert waiting.is_set()
 
 
-@pytest.mark.timeout(180)
-def paid_once_spec(path: Path, base_url: str) -> Path:
-    """A spec of 8 samples and one embedding call, for two runs started at once."""
-    path.write_text(f"""
-name: team-audit
-model: {{backend: openai, name: fake-model, base_url: "{base_url}", concurrency: 1}}
-embedder: {{backend: openai, name: fake-embed, base_url: "{base_url}"}}
-samples: 4
-permutations: 99
-base: {{prompt: "John is 70"}}
-perturbations: [{{name: p, prompt: "Act as a comedian. John is 70"}}]
-""")
-    return path
-
-
 def start_audit(spec: Path, out: Path, **env: str) -> subprocess.Popen:
     """``dbpa audit SPEC --out OUT --progress`` in a process of its own."""
     return subprocess.Popen(
@@ -513,7 +498,7 @@ def test_two_cli_processes_on_one_cache_pay_once(tmp_path):
     """The same spec run twice at once on one cache: every sample and embedding is
     requested once; the second run waits for the first and reads its answers."""
     with FakeOpenAI(models=("fake-model", "fake-embed"), latency=0.8) as srv:
-        spec = paid_once_spec(tmp_path / "spec.yaml", srv.base_url)
+        spec = write_spec(tmp_path / "spec.yaml", srv.base_url, samples=4, concurrency=1, name="team-audit")
 
         def start(out):
             return start_audit(spec, tmp_path / out, DBPA_CACHE_DIR=str(tmp_path / "cache"))

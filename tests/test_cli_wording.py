@@ -155,7 +155,7 @@ def test_history_lists_every_kind_with_a_summary(tmp_path, monkeypatch, capsys):
     assert "Traceback" not in err
     assert cli.main(["history", "compare", str(sens), str(sens)]) == 2
     err = capsys.readouterr().err
-    assert "is a sensitivity study: only audits, suites of cases and robustness batteries" in err
+    assert "a sensitivity study cannot be compared with another run: only audit, robustness battery" in err
     assert "Traceback" not in err
 
 

@@ -44,9 +44,9 @@ def test_best_case_against_the_grid(loss):
     the grid's resolution of its least value; the gap closes."""
     p, r, q, values = _cases(3, 10, 1)
     if loss == "kl":
-        lo, up = dz.kl_lower_bound(p, r, q)
+        lo, up, _ = dz.kl_lower_bound(p, r, q)
     else:
-        lo, up = dz.w1_lower_bound(p, r, q, values)
+        lo, up, _ = dz.w1_lower_bound(p, r, q, values)
     assert np.all(up >= lo) and np.max(up - lo) < 1e-6
     for j in range(len(p)):
         u = ball_points(p[j], r[j], GRID)
@@ -61,9 +61,9 @@ def test_best_case_never_above_a_point_of_the_ball(loss, d):
     rng = np.random.default_rng(d)
     p, r, q, values = _cases(d, 6, 100 + d)
     if loss == "kl":
-        lo, up, point = dz.kl_lower_bound(p, r, q, return_point=True)
+        lo, up, point = dz.kl_lower_bound(p, r, q)
     elif loss == "w1":
-        lo, up, point = dz.w1_lower_bound(p, r, q, values, return_point=True)
+        lo, up, point = dz.w1_lower_bound(p, r, q, values)
     else:
         lo, up, point = dz.tv_lower(p, r, q, return_bracket=True)
     # the upper end is reached at a point of the set
@@ -169,7 +169,7 @@ def test_kl_best_case_stays_tight_and_safe_for_tiny_radii_and_rare_options():
     q = np.maximum(rng.dirichlet(np.full(d, 0.3), m), 1e-9)
     q /= q.sum(axis=1, keepdims=True)
     r = 10 ** rng.uniform(-6, 0.7, m)
-    lo, up = dz.kl_lower_bound(p, r, q)
+    lo, up, _ = dz.kl_lower_bound(p, r, q)
     assert np.all(np.isfinite(lo)) and np.all(lo <= up) and np.max(up - lo) < 1e-6
     for j in range(m):
         u = _ball(p[j], r[j], rng, k=200)

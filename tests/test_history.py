@@ -444,3 +444,19 @@ def test_postgresql_without_its_driver_names_the_extra(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert "needs the `postgres` extra: run `dbpa setup postgres`" in err
     assert len(err.strip().splitlines()) == 1 and "s3cret" not in err
+
+
+def test_the_list_says_not_testable_when_no_control_could_have_failed(history, results):
+    """The history list's gate is the run's own: at k = 3 (20 splits, so p >= 0.05 before the
+    correction) a control that did not change the answers has not passed, it was not tested."""
+    import dataclasses
+
+    a = results["a"]
+    calm = tuple(dataclasses.replace(p, significant=False) for p in a.perturbations)
+    tiny = dataclasses.replace(a, spec=dataclasses.replace(a.spec, samples=3), perturbations=calm)
+    s = history.get(history.record({"m": tiny}, source="cli")).summary
+    assert s.control_gate == "not testable" and s.failed_controls == ()
+    assert s.to_dict()["control_gate"] == "not testable"
+    # the same run at k = 8 could have failed its control: it passed
+    fine = dataclasses.replace(a, perturbations=calm)
+    assert history.get(history.record({"m": fine}, source="cli")).summary.control_gate == "pass"

@@ -24,7 +24,6 @@ from dbpa_core.history import History
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "examples" / "replay_checks.yaml"
-PASSAGES = ["Mary went to the kitchen.", "The cat sat on the mat.", "Fred has three red books."]
 HOSTILE = "<script>alert('x')</script> & <b>bold</b>"
 
 
@@ -85,7 +84,7 @@ def runs(tmp_path_factory):
     from dbpa_core.sensitivity import SensitivityConfig, run_sensitivity
     from dbpa_core.spec import load_spec
 
-    from .rule_model import RuleModel, vocabulary_of
+    from .rule_model import passages_model, write_items
 
     tmp = tmp_path_factory.mktemp("report")
     home, cache = tmp / "home", tmp / "cache"
@@ -102,23 +101,8 @@ def runs(tmp_path_factory):
         first = dataclasses.replace(result.perturbations[0], role="control")
         result = dataclasses.replace(result, perturbations=(first, *result.perturbations[1:]))
         hostile = h.record({job: result}, source="cli", title=HOSTILE)
-        items = tmp / "items.jsonl"
-        items.write_text(
-            "".join(
-                json.dumps(
-                    {
-                        "id": f"i{n}",
-                        "passage": t,
-                        "question": "Which option is right?",
-                        "options": ["first", "second", "third"],
-                        "answer": "A",
-                    }
-                )
-                + "\n"
-                for n, t in enumerate(PASSAGES)
-            )
-        )
-        with RuleModel(vocabulary_of(PASSAGES + ["Which option is right?"])) as srv:
+        items = write_items(tmp / "items.jsonl")
+        with passages_model() as srv:
             spec = parse_attack_spec(
                 f'model: {{backend: openai, name: rule-model, base_url: "{srv.base_url}", '
                 f"max_retries: 0}}\ndata: {items}\nattacks: [{{level: char, rho: [1.0]}}]\n"

@@ -16,7 +16,6 @@ small fake servers; each output reads them only through :mod:`dbpa_core.runs`:
 """
 
 import html
-import json
 import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -33,7 +32,6 @@ from .test_junit import CTRL, TARGET, audit_spec, record
 from .test_suite import suite_yaml, write_cases
 
 KINDS = ("audit", "suite", "battery", "fidelity", "simulation", "sensitivity", "scan")
-PASSAGES = ["Mary went to the kitchen.", "The cat sat on the mat.", "Fred has three red books."]
 
 
 def _one_line(text: str) -> bool:
@@ -54,7 +52,7 @@ def made(tmp_path_factory):
     from dbpa_core.spec import load_spec
     from dbpa_core.suite import run_suite
 
-    from .rule_model import RuleModel, vocabulary_of
+    from .rule_model import passages_model, write_items
     from .survey_model import SurveyModel
     from .test_fidelity_simulate import SURVEY
     from .test_sensitivity import MODELS
@@ -86,23 +84,8 @@ def made(tmp_path_factory):
             suite.responses_file = str(tmp / "suite.jsonl")
             runs["suite"] = as_run(suite)
         # a robustness battery against a rule-based model
-        items = tmp / "items.jsonl"
-        items.write_text(
-            "".join(
-                json.dumps(
-                    {
-                        "id": f"i{n}",
-                        "passage": t,
-                        "question": "Which option is right?",
-                        "options": ["first", "second", "third"],
-                        "answer": "A",
-                    }
-                )
-                + "\n"
-                for n, t in enumerate(PASSAGES)
-            )
-        )
-        with RuleModel(vocabulary_of(PASSAGES + ["Which option is right?"])) as srv:
+        items = write_items(tmp / "items.jsonl")
+        with passages_model() as srv:
             battery_spec = parse_attack_spec(
                 f'name: rules\nmodel: {{backend: openai, name: rule-model, base_url: "{srv.base_url}", '
                 f"max_retries: 0}}\ndata: {items}\nattacks: [{{level: char, rho: [1.0]}}]\n"

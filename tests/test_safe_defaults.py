@@ -373,3 +373,54 @@ def test_dbpa_ui_listens_on_the_loopback_address_and_prints_one_url(tmp_path):
         assert "token" not in text
     finally:
         stop_process(proc)
+
+
+def test_a_model_saved_on_the_dashboard_allows_no_key_variable_on_the_command_line(
+    monkeypatch, tmp_path, capsys
+):
+    """A token holder adds, on the Settings page, a model whose key variable is one of the
+    operator's secrets (models.yaml). A command-line spec naming that variable is still
+    refused, and the canary never reaches the fake server; only the operator's own config
+    (the settings file by hand, $DBPA_ALLOW_KEY_ENV, --allow-key-env) allows it."""
+    from dbpa_core.home import save_models, settings_file
+    from tests.fake_openai import FakeOpenAI
+
+    monkeypatch.setenv("OPERATOR_SECRET", CANARY)
+    with FakeOpenAI() as srv:
+        save_models(
+            [
+                {
+                    "backend": "openai",
+                    "name": "fake-model",
+                    "base_url": srv.base_url,
+                    "api_key_env": "OPERATOR_SECRET",
+                }
+            ]
+        )
+        spec = tmp_path / "s.yaml"
+        spec.write_text(
+            f"model: {{backend: openai, name: fake-model, base_url: '{srv.base_url}', "
+            "api_key_env: OPERATOR_SECRET, max_retries: 0}\nsamples: 3\nbase: {prompt: hi}\n"
+            "perturbations: [{name: p, prompt: ho}]\npermutations: 200\nembedder: {backend: bleu}\n"
+        )
+
+        def audit(*extra: str) -> int:
+            out = tmp_path / f"o{len(srv.auth_headers)}{len(extra)}"
+            return main(
+                ["audit", str(spec), "--out", str(out), "--no-history", "--no-cache", "--quiet", *extra]
+            )
+
+        assert audit() == 2
+        err = capsys.readouterr().err
+        assert "'OPERATOR_SECRET' is not an LLM provider's API key variable" in err
+        assert srv.auth_headers == []  # nothing was sent at all
+        # the operator allows it: on the command line, in the environment, in the settings file
+        assert audit("--allow-key-env", "OPERATOR_SECRET") == 0
+        assert srv.auth_headers and all(h == f"Bearer {CANARY}" for h in srv.auth_headers)
+        seen = len(srv.auth_headers)
+        monkeypatch.setenv("DBPA_ALLOW_KEY_ENV", "OTHER_NAME, OPERATOR_SECRET")
+        assert audit() == 0 and len(srv.auth_headers) > seen
+        monkeypatch.delenv("DBPA_ALLOW_KEY_ENV")
+        settings_file().write_text("allow_key_env: [OPERATOR_SECRET]\n")
+        seen = len(srv.auth_headers)
+        assert audit() == 0 and len(srv.auth_headers) > seen

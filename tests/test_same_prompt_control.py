@@ -2,50 +2,17 @@
 answers, so it can fail: its p-value is about uniform over seeds, never a fixed 1."""
 
 import json
-import random
 import textwrap
 
 import numpy as np
 import pytest
 
 from dbpa_core.audit import build_arms, estimate, run_audit
-from dbpa_core.backends import BackendError, Sample
+from dbpa_core.backends import BackendError
 from dbpa_core.cache import Cache
 from dbpa_core.spec import parse_spec
 
-WORDS = [f"w{i}" for i in range(40)]
-BASE = "John is 70 and takes statins. Is his risk high?"
-
-
-class NoisyModel:
-    """Each answer: 12 words drawn (seeded by the request's own seed) from 40, so two
-    draws of one prompt differ, and a request always gets the same answer."""
-
-    name = "fake"
-    model = "noisy"
-    deterministic = False
-
-    def __init__(self):
-        self.asked: list = []
-
-    def generate(self, requests, on_sample, *, should_stop=None):
-        for r in requests:
-            self.asked.append(r)
-            rnd = random.Random(r.seed)
-            on_sample(r, Sample(" ".join(rnd.choice(WORDS) for _ in range(12)), 5, 12, "noisy"))
-
-
-class BagOfWords:
-    """A cheap embedder: word counts over the vocabulary (plus one, never all zero)."""
-
-    name = "bow"
-
-    def embed(self, texts):
-        out = np.ones((len(texts), len(WORDS) + 1), np.float32)
-        for i, t in enumerate(texts):
-            for w in t.split():
-                out[i, WORDS.index(w) if w in WORDS else len(w) % len(WORDS)] += 1
-        return out / np.linalg.norm(out, axis=1, keepdims=True)
+from .word_model import BASE, BagOfWords, noisy_model
 
 
 def spec(
@@ -79,7 +46,7 @@ def test_each_arm_of_one_prompt_draws_its_own_samples(monkeypatch):
     s = spec()
     arms = build_arms(s)
     assert [a.first_sample for a in arms] == [0, 8, 16, 0]
-    model = NoisyModel()
+    model = noisy_model()
     r = run_audit(s, cache=Cache(enabled=False), backends={0: model}, embedder=BagOfWords())
     base, same, again = r.responses("base"), r.responses("same"), r.responses("same-again")
     # 24 different draws of one prompt, none served twice
@@ -104,7 +71,7 @@ def test_same_prompt_control_is_calibrated_over_seeds(monkeypatch):
     ps = []
     for seed in range(60):
         s = spec(seed=seed, samples=6, permutations=99)
-        r = run_audit(s, cache=Cache(enabled=False), backends={0: NoisyModel()}, embedder=BagOfWords())
+        r = run_audit(s, cache=Cache(enabled=False), backends={0: noisy_model()}, embedder=BagOfWords())
         ps += [x.p_value for x in r.perturbations if x.role == "control"]
     ps = np.array(ps)
     assert len(ps) == 120

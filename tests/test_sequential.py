@@ -1,14 +1,12 @@
 """Sequential sampling: answers drawn in rounds, tests valid at every look, rounds from
 the cache, the stop rules and the spec's errors."""
 
-import random
 import textwrap
 
 import numpy as np
 import pytest
 
 from dbpa_core.audit import estimate, run_audit
-from dbpa_core.backends import Sample
 from dbpa_core.cache import Cache
 from dbpa_core.sequential import (
     Plan,
@@ -23,38 +21,7 @@ from dbpa_core.sequential import (
 from dbpa_core.spec import SpecError, parse_spec
 from dbpa_core.types import DBPAResult
 
-WORDS = [f"w{i}" for i in range(40)]
-BASE = "John is 70 and takes statins. Is his risk high?"
-
-
-class WordModel:
-    """12 words per answer, seeded by the request: the base prompt draws from all 40
-    words, a prompt that says 'comedian' from the first 10 only (a large change)."""
-
-    name = "fake"
-    model = "words"
-    deterministic = False
-
-    def __init__(self):
-        self.asked: list = []
-
-    def generate(self, requests, on_sample, *, should_stop=None):
-        for r in requests:
-            self.asked.append(r)
-            rnd = random.Random(r.seed)
-            pool = WORDS[:10] if "comedian" in r.prompt else WORDS
-            on_sample(r, Sample(" ".join(rnd.choice(pool) for _ in range(12)), 5, 12, "words"))
-
-
-class BagOfWords:
-    name = "bow"
-
-    def embed(self, texts):
-        out = np.ones((len(texts), len(WORDS) + 1), np.float32)
-        for i, t in enumerate(texts):
-            for w in t.split():
-                out[i, WORDS.index(w)] += 1
-        return out / np.linalg.norm(out, axis=1, keepdims=True)
+from .word_model import BASE, BagOfWords, WordModel
 
 
 def spec(seed=0, samples=40, extra="", sequential="sequential_sampling: true", perts=None):

@@ -13,28 +13,16 @@ import pytest
 from dbpa_core.cli.common import Interrupted, signals_handled, stopped
 from dbpa_core.outputs import write_files, written_files
 
-from .fake_openai import FakeOpenAI
+from .fake_openai import FakeOpenAI, write_spec
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _spec(path: Path, base_url: str) -> Path:
-    path.write_text(f"""
-model: {{backend: openai, name: fake-model, base_url: "{base_url}", concurrency: 2}}
-embedder: {{backend: openai, name: fake-embed, base_url: "{base_url}"}}
-samples: 6
-permutations: 99
-base: {{prompt: "John is 70"}}
-perturbations: [{{name: p, prompt: "Act as a comedian. John is 70"}}]
-""")
-    return path
 
 
 def _run_and_signal(tmp_path: Path, sig: int, argv: list[str], *, requests: int = 2):
     """``dbpa ARGV`` in its own process against a slow server, signalled once it has
     sent ``requests`` requests (mid-run); (exit code, stdout, stderr, server)."""
     with FakeOpenAI(models=("fake-model", "fake-embed"), latency=1.0) as srv:
-        spec = _spec(tmp_path / "spec.yaml", srv.base_url)
+        spec = write_spec(tmp_path / "spec.yaml", srv.base_url, samples=6, concurrency=2)
         env = dict(
             os.environ,
             PYTHONPATH=str(ROOT),

@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dbpa_core.cases import named_placeholders
+from dbpa_core.cases import json_objects, named_placeholders
 from dbpa_core.spec import AuditSpec, load_spec, parse_spec
 
 from . import state
@@ -155,18 +155,8 @@ def read_cases(name: str, data: bytes) -> pd.DataFrame:
     except UnicodeDecodeError:
         raise CasesError(f"{name} is not UTF-8 text") from None
     if low.endswith((".jsonl", ".ndjson")):
-        rows = []
-        for i, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise CasesError(f"{name}, line {i}: not JSON ({exc.msg})") from None
-            if not isinstance(row, dict):
-                raise CasesError(f"{name}, line {i}: a case is a JSON object of fields")
-            rows.append(row)
-        return _tidy(pd.DataFrame(rows), name)
+        rows = json_objects(text, lambda line, why: CasesError(f"{name}, line {line}: {why}"))
+        return _tidy(pd.DataFrame([row for _, row in rows]), name)
     return parse_pasted(text, name=name)
 
 

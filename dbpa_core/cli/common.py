@@ -299,7 +299,8 @@ def add_allow_key_env(p: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="let the spec send this environment variable as an API key although "
         "it is not an LLM provider's key variable (a spec alone never can; "
-        "repeatable; or list it under allow_key_env in $DBPA_HOME/settings.yaml)",
+        "repeatable; or list it under allow_key_env in $DBPA_HOME/settings.yaml, "
+        "or in $DBPA_ALLOW_KEY_ENV)",
     )
 
 

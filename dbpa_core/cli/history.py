@@ -100,7 +100,9 @@ def list_runs(history: History, args: argparse.Namespace) -> str:
     rows = []
     for r in runs:
         k = kinds[r.id]
-        gate = {"fail": "FAIL", "pass": "pass", "": "-"}[r.control_gate]
+        from ..history import GATE_WORDS
+
+        gate = GATE_WORDS[r.control_gate] or "-"
         rows.append(
             (
                 str(r.id),
@@ -301,18 +303,24 @@ def compare_runs(history: History, args: argparse.Namespace) -> str | Failed:
     (:meth:`dbpa_core.runs.RunResult.compare`); a kind that cannot be compared says why in
     one line."""
     from ..history import HistoryError
-    from ..runs import RunRefused
+    from ..runs import RunRefused, RunResult, kind_named
 
+    kinds: list[type[RunResult]] = []
     for run_id in (args.a, args.b):
         history.get(run_id)  # every id must exist
+        kind = kind_named(history.extras([run_id]).get(int(run_id), {}).get("kind", "audit")) or RunResult
+        refusal = kind.compare_refusal()  # known from the kind, before the run is read
+        if refusal:
+            raise HistoryError(f"run {run_id}: {refusal}.")
+        kinds.append(kind)
+    if kinds[0] is not kinds[1]:
+        a_kind, b_kind = (_a(k.label or k.kind) for k in kinds)
+        raise HistoryError(
+            f"run {args.a} is {a_kind} and run {args.b} {b_kind}: compare two runs of one kind."
+        )
     if getattr(args, "max_asr", None) is not None and not 0.0 <= args.max_asr <= 1.0:
         raise HistoryError(f"--max-asr {args.max_asr:g}: give a share between 0 and 1 (e.g. 0.2).")
     ra, rb = history.load_run(args.a), history.load_run(args.b)
-    if type(ra) is not type(rb):
-        raise HistoryError(
-            f"run {args.a} is {_a(ra.label or ra.kind)} and run {args.b} {_a(rb.label or rb.kind)}: "
-            "compare two runs of one kind."
-        )
     try:
         cmp = ra.compare(rb, max_asr=getattr(args, "max_asr", None))
     except RunRefused as exc:

@@ -1213,9 +1213,9 @@ class _Categorical:
             if self.loss == "tv":
                 lo, up, u = dz.tv_lower(p, r, q, return_bracket=True)
             elif self.loss == "kl":
-                lo, up, u = dz.kl_lower_bound(p, r, q, return_point=True)
+                lo, up, u = dz.kl_lower_bound(p, r, q)
             else:
-                lo, up, u = dz.w1_lower_bound(p, r, q, np.array(key[1:]), return_point=True)
+                lo, up, u = dz.w1_lower_bound(p, r, q, np.array(key[1:]))
             out[idx], gap[idx] = lo, np.maximum(up - lo, 0.0)
             points[np.asarray(idx)[:, None], np.arange(key[0])] = u
         self.lower_gaps[name] = gap if gap.max() > 0 else None

@@ -664,7 +664,7 @@ def w1_upper_bound(
     hi = _hi_end(cp, rr, True, True)
     lo = 1.0 - _hi_end(1.0 - cp, rr, True, True)
     upper = (np.maximum(hi - cq, cq - lo).clip(0.0) * gaps).sum(axis=1)
-    lower = maximize_convex(p, r, q, "w1", values=values)
+    lower, _ = maximize_convex(p, r, q, "w1", values=values)
     return np.maximum(upper, lower), lower
 
 
@@ -700,7 +700,6 @@ def kl_pairwise(p: np.ndarray, r: np.ndarray, a: np.ndarray, b: np.ndarray) -> n
     return kl_ball_support(p, w, r, value_only=True)[0]  # the dual: never below the sup
 
 
-@overload
 def maximize_convex(
     p: np.ndarray,
     r: np.ndarray,
@@ -711,38 +710,9 @@ def maximize_convex(
     starts: Sequence[np.ndarray] | None = None,
     iters: int = 200,
     progress: Progress | None = None,
-    return_point: Literal[False] = False,
-) -> np.ndarray: ...
-
-
-@overload
-def maximize_convex(
-    p: np.ndarray,
-    r: np.ndarray,
-    q: np.ndarray,
-    loss: str,
-    *,
-    values: np.ndarray | None = None,
-    starts: Sequence[np.ndarray] | None = None,
-    iters: int = 200,
-    progress: Progress | None = None,
-    return_point: Literal[True],
-) -> tuple[np.ndarray, np.ndarray]: ...
-
-
-def maximize_convex(
-    p: np.ndarray,
-    r: np.ndarray,
-    q: np.ndarray,
-    loss: str,
-    *,
-    values: np.ndarray | None = None,
-    starts: Sequence[np.ndarray] | None = None,
-    iters: int = 200,
-    progress: Progress | None = None,
-    return_point: bool = False,
-) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
-    """The general solver for ``sup_C L(u, q)`` with L convex in u (tv, kl, w1).
+) -> tuple[np.ndarray, np.ndarray]:
+    """The general solver for ``sup_C L(u, q)`` with L convex in u (tv, kl, w1): the sup
+    and the point of the set that reaches it, row by row.
 
     A convex function's sup over a convex set is at an extreme point. Successive
     linearization climbs to one: ``u ← argmax_{u in C} ∇L(u_k) · u`` never decreases L
@@ -786,12 +756,11 @@ def maximize_convex(
             u[idx[better]] = nu[better]
             val[idx[better]] = nval[better]
             active[idx[~better]] = False
-        if return_point:
-            point = np.where((val > best)[:, None], u, point)
+        point = np.where((val > best)[:, None], u, point)
         best = np.maximum(best, val)
         if progress is not None:
             progress(j + 1, len(starts))
-    return (best, point) if return_point else best
+    return best, point
 
 
 def minimize_convex(
@@ -987,7 +956,7 @@ def kl_upper_bound(
     m = p.shape[0]
     lo, hi = binary_kl_interval(p, np.broadcast_to(r[:, None], p.shape))
     lo = np.where(p > 0, np.maximum(lo, 1e-300), 0.0)
-    lower, u = maximize_convex(p, r, q, "kl", return_point=True)
+    lower, u = maximize_convex(p, r, q, "kl")
     with np.errstate(divide="ignore"):
         base_lo = (np.log(np.maximum(lo, 1e-300)) - np.log(q) + 1.0).min(axis=1) - 1.0
         base_hi = (np.log(np.maximum(hi, 1e-300)) - np.log(q) + 1.0).max(axis=1) + 1.0
@@ -1096,22 +1065,10 @@ def _kl_nu(p: np.ndarray, q: np.ndarray, lam: np.ndarray, iters: int = 16) -> np
     return nu
 
 
-@overload
 def kl_lower_bound(
-    p: np.ndarray, r: np.ndarray, q: np.ndarray, *, iters: int = 36, return_point: Literal[False] = False
-) -> tuple[np.ndarray, np.ndarray]: ...
-
-
-@overload
-def kl_lower_bound(
-    p: np.ndarray, r: np.ndarray, q: np.ndarray, *, iters: int = 36, return_point: Literal[True]
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
-
-
-def kl_lower_bound(
-    p: np.ndarray, r: np.ndarray, q: np.ndarray, *, iters: int = 36, return_point: bool = False
-) -> tuple[np.ndarray, np.ndarray] | tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(lower, upper)`` of ``inf_{KL(p̂ ‖ u) <= r} KL(u ‖ q)``, row by row.
+    p: np.ndarray, r: np.ndarray, q: np.ndarray, *, iters: int = 36
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(lower, upper, point)`` of ``inf_{KL(p̂ ‖ u) <= r} KL(u ‖ q)``, row by row.
 
     *lower* — weak duality: for every λ >= 0 and ν,
 
@@ -1121,8 +1078,8 @@ def kl_lower_bound(
     (:func:`_kl_lagrangian`). ν is set so the minimizer sums to 1 and λ by bisection on
     the dual's slope ``KL(p̂ ‖ x) - r`` (it is concave in λ), where the bound is tightest.
     *upper* — the dual's minimizer pulled toward p̂ until it lies in the ball: a point of
-    the set, so never below the infimum. Both are 0 (exact) when q is in the ball
-    (``return_point``: also that point, q when q is in the ball).
+    the set, so never below the infimum; *point* is that point (q when q is in the ball).
+    Both bounds are 0 (exact) when q is in the ball.
     """
     p = np.asarray(p, dtype=float)
     q = np.asarray(q, dtype=float)
@@ -1163,33 +1120,7 @@ def kl_lower_bound(
     feas = np.where((at_feas <= at_p)[:, None], feas, p)
     lower = np.where(inside, 0.0, np.minimum(lower, upper))
     upper = np.where(inside, 0.0, upper)
-    if return_point:
-        return lower, upper, np.where(inside[:, None], q, feas)
-    return lower, upper
-
-
-@overload
-def w1_lower_bound(
-    p: np.ndarray,
-    r: np.ndarray,
-    q: np.ndarray,
-    values: np.ndarray,
-    *,
-    iters: int = 150,
-    return_point: Literal[False] = False,
-) -> tuple[np.ndarray, np.ndarray]: ...
-
-
-@overload
-def w1_lower_bound(
-    p: np.ndarray,
-    r: np.ndarray,
-    q: np.ndarray,
-    values: np.ndarray,
-    *,
-    iters: int = 150,
-    return_point: Literal[True],
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+    return lower, upper, np.where(inside[:, None], q, feas)
 
 
 def w1_lower_bound(
@@ -1199,9 +1130,8 @@ def w1_lower_bound(
     values: np.ndarray,
     *,
     iters: int = 150,
-    return_point: bool = False,
-) -> tuple[np.ndarray, np.ndarray] | tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(lower, upper)`` of ``inf_{KL(p̂ ‖ u) <= r} W1(u, q)`` on the options' ``values``.
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(lower, upper, point)`` of ``inf_{KL(p̂ ‖ u) <= r} W1(u, q)`` on the options' ``values``.
 
     ``W1(u, q) = max_f f · (u - q)`` over the 1-Lipschitz f, so by the minimax theorem
     ``inf_C W1 = max_f [inf_C f · u - f · q] = max_f [-h_C(-f) - f · q]``: *every*
@@ -1210,8 +1140,8 @@ def w1_lower_bound(
     step within ± the gap; the gradient is ``Q_k - U_k`` at the ball's point ``U``
     minimizing f · u), with a step size that grows while the bound improves and halves
     when it does not. *upper* — W1 at the points met on the way (points of the set), and
-    at p̂. Both are 0 when q is in the ball (``return_point``: also the point of the set
-    where W1 was least, q when q is in the ball)."""
+    at p̂; *point* the point of the set where W1 was least (q when q is in the ball). Both
+    bounds are 0 when q is in the ball."""
     p = np.asarray(p, dtype=float)
     q = np.asarray(q, dtype=float)
     r = np.asarray(r, dtype=float)
@@ -1257,9 +1187,7 @@ def w1_lower_bound(
     lower = np.clip(dual - _ROUNDING * (1.0 + np.abs(dual)), 0.0, None)
     lower = np.where(inside, 0.0, np.minimum(lower, upper))
     upper = np.where(inside, 0.0, upper)
-    if return_point:
-        return lower, upper, np.where(inside[:, None], q, point)
-    return lower, upper
+    return lower, upper, np.where(inside[:, None], q, point)
 
 
 # --------------------------------------------------------------------------- W1 on real values

@@ -340,9 +340,19 @@ class RunResult:
         changed and which settings differ. ``max_asr``: the attack success rate above which
         a battery's attack fails (a battery has no verdict of its own without it).
         :class:`RunRefused` for a kind that cannot be compared."""
-        raise RunRefused(
-            self.refusals.get("compare")
-            or f"{_a(self.label or self.kind)} cannot be compared with another run (it reopens on its page)"
+        raise RunRefused(self.refusals.get("compare") or type(self).compare_refusal() or "")
+
+    @classmethod
+    def compare_refusal(cls) -> str | None:
+        """None when two runs of this kind can be compared (:meth:`compare`), else one
+        line saying why not (known from the kind alone, before a run is read)."""
+        if cls.compare is not RunResult.compare:
+            return None
+        able = [k.label or k.kind for k in _KINDS if k.compare is not RunResult.compare]
+        which = ", ".join(able[:-1]) + (" and " if len(able) > 1 else "") + able[-1] if able else "no"
+        return (
+            f"{_a(cls.label or cls.kind)} cannot be compared with another run: only {which} runs can "
+            "(it reopens on its dashboard page)"
         )
 
     @property
@@ -376,6 +386,11 @@ def estimate(spec: Any, cache: Any = None) -> dict[str, Any]:
         if found is not None:
             return found
     raise RunRefused(f"{type(spec).__name__} is not a spec dbpa estimates this way")
+
+
+def kind_named(kind: str) -> type[RunResult] | None:
+    """The class of the kind of run called ``kind`` (as the history records it), or None."""
+    return next((k for k in _KINDS if k.kind == kind), None)
 
 
 def replay_need(reqs: Sequence[Request]) -> dict[str, int]:
@@ -604,6 +619,7 @@ __all__ = [
     "folder_name",
     "gate_failures",
     "gate_of",
+    "kind_named",
     "num",
     "p_is",
     "p_text",

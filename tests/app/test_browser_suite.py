@@ -10,12 +10,8 @@ import sys
 
 import pytest
 
-from dbpa_core.audit import build_arms
-from dbpa_core.spec import parse_spec
-from dbpa_core.suite import case_spec
-
 from .browser_support import ROOT, dashboard, require_browser, shots
-from .test_suite_builder import BASE, CALM, JOKE, PASTED, _doc
+from .test_suite_builder import BASE, PASTED, record_answers
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 playwright = require_browser()
@@ -73,15 +69,7 @@ def test_the_demo_suite_opens_at_once(demo_url, browser):
 def built_url(tmp_path_factory):
     """The dashboard on answers recorded for the suite the test builds."""
     tmp = tmp_path_factory.mktemp("suite-built")
-    path = tmp / "recorded.jsonl"
-    path.write_text("")
-    spec = parse_spec(_doc(str(path)))
-    lines = []
-    for case in spec.cases:
-        for arm in build_arms(case_spec(spec, case)):
-            pool = JOKE if arm.prompt.startswith("Act as") else CALM
-            lines += [json.dumps({"prompt": arm.prompt, "response": pool[i % 3]}) for i in range(6)]
-    path.write_text("\n".join(lines) + "\n")
+    path = record_answers(tmp / "recorded.jsonl")
     with dashboard(tmp, DBPA_REPLAY_FILE=str(path)) as url:
         yield url, tmp
 

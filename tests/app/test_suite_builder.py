@@ -52,11 +52,10 @@ def _doc(replay: str) -> dict:
     }
 
 
-@pytest.fixture
-def replay(tmp_path):
-    """Recorded answers to every prompt of the suite: jokes for the personas, the same
-    calm advice for the base prompts and the renamed ones (six answers a prompt)."""
-    path = tmp_path / "recorded.jsonl"
+def record_answers(path: Path) -> Path:
+    """Recorded answers (a replay file at ``path``) to every prompt of the suite: jokes for
+    the personas, the same calm advice for the base prompts and the renamed ones (six
+    answers a prompt). The browser test of the page records the same."""
     path.write_text("")
     spec = parse_spec(_doc(str(path)))
     lines = []
@@ -65,7 +64,12 @@ def replay(tmp_path):
             pool = JOKE if arm.prompt.startswith("Act as") else CALM
             lines += [json.dumps({"prompt": arm.prompt, "response": pool[i % 3]}) for i in range(6)]
     path.write_text("\n".join(lines) + "\n")
-    return str(path)
+    return path
+
+
+@pytest.fixture
+def replay(tmp_path):
+    return str(record_answers(tmp_path / "recorded.jsonl"))
 
 
 def test_build_run_and_download_a_suite_like_dbpa_audit(make_app, replay, tmp_path):
@@ -167,7 +171,7 @@ def test_reading_cases():
     assert list(df.columns) == ["id", "name", "age"] and list(df["id"]) == ["1", "2"]
     df = read_cases("c.jsonl", b'{"id": "a", "age": 3}\n\n{"id": "b", "age": 4}\n')
     assert list(df["id"]) == ["a", "b"] and list(df["age"]) == ["3", "4"]
-    with pytest.raises(CasesError, match=r"c\.jsonl, line 2: not JSON"):
+    with pytest.raises(CasesError, match=r"c\.jsonl, line 2: not valid JSON"):
         read_cases("c.jsonl", b'{"id": "a"}\n{oops\n')
     with pytest.raises(CasesError, match="row 3: more cells than the header"):
         parse_pasted("a,b\n1,2\n1,2,3\n")
