@@ -42,9 +42,8 @@ def _pick(page, label, options):
 
 
 @pytest.fixture(scope="module")
-def demo_url(tmp_path_factory, demo_cache):
-    tmp = tmp_path_factory.mktemp("suite-demo")
-    with dashboard(tmp, cache_from=demo_cache, DBPA_REPLAY_FILE=DEMO) as url:
+def demo_url(tmp_path_factory):
+    with dashboard(tmp_path_factory.mktemp("suite-demo"), DBPA_REPLAY_FILE=DEMO) as url:
         yield url
 
 
