@@ -38,9 +38,8 @@ checks:
 
 
 @pytest.fixture(scope="module")
-def app_url(tmp_path_factory, demo_cache):
-    tmp = tmp_path_factory.mktemp("browser_checks")
-    with dashboard(tmp, cache_from=demo_cache, DBPA_REPLAY_FILE=DEMO) as url:
+def app_url(tmp_path_factory):
+    with dashboard(tmp_path_factory.mktemp("browser_checks"), DBPA_REPLAY_FILE=DEMO) as url:
         yield url
 
 

@@ -53,8 +53,8 @@ def _run(page, label="Run"):
 
 
 @pytest.fixture(scope="module")
-def demo_url(tmp_path_factory, demo_cache):
-    with dashboard(tmp_path_factory.mktemp("tour"), cache_from=demo_cache, DBPA_REPLAY_FILE=DEMO) as url:
+def demo_url(tmp_path_factory):
+    with dashboard(tmp_path_factory.mktemp("tour"), DBPA_REPLAY_FILE=DEMO) as url:
         yield url
 
 
