@@ -21,6 +21,12 @@ permutation test (energy-l2, the default measure) and the futility bound.
 * **futility**: the same nulls with ``min_effect`` δ (default 0.05, below every persona's
   effect above chance); share of nulls stopped for futility at or before half the maximum.
   Target: >= 80 %.
+* **futility at a change of exactly δ** (is the stated confidence honest?): the perturbed
+  arm draws each answer from a persona with probability λ and from the base prompt's other
+  answers otherwise, λ chosen so that the energy distance between the two populations is
+  exactly δ (for such a mixture it is λ² times the persona's: the populations are the
+  recorded answers). Share of these tests wrongly stopped as "no change above δ" over all
+  the looks. Target: <= 1 - confidence (0.05).
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from dbpa_core.sequential import (  # noqa: E402
     Plan,
     SequentialSampling,
     effect_upper_bound,
+    energy_u_statistic,
     run_rounds,
     sequential_p,
     statistic_matrix,
@@ -201,6 +208,61 @@ def futility(
     ]
 
 
+def mixture_population(data: Answers, persona: str, delta: float) -> float | None:
+    """λ such that base answers against a λ-mixture of ``persona`` with base answers are
+    δ apart in energy distance (λ² times the persona's), or None when δ is out of reach."""
+    base = data.named("base")[0]
+    idx = np.concatenate([data.index[base], data.index[persona]])
+    d = statistic_matrix(similarity=data.sim[np.ix_(idx, idx)], measure=MEASURE)
+    full = energy_u_statistic(d, data.index[base].size)
+    lam = float(np.sqrt(delta / full))
+    return lam if lam <= 1 else None
+
+
+def futility_at_delta(
+    data: Answers, *, sims: int, most: int, deltas: list[float], seed: int, confidence: float = 0.95
+) -> list[dict]:
+    """Tests whose change is exactly δ: the share wrongly stopped for futility."""
+    base = data.named("base")[0]
+    plan = SequentialSampling(confidence=confidence).plan(most)
+    gen = np.random.default_rng(seed)
+    rows = []
+    for persona in data.named("persona"):
+        for delta in deltas:
+            lam = mixture_population(data, persona, delta)
+            if lam is None:
+                continue
+            wrong = early = 0
+            for s in range(sims):
+                order = gen.permutation(data.index[base])
+                x, rest = order[:most], order[most:]
+                n_persona = int(gen.binomial(most, lam))
+                y = gen.permutation(
+                    np.concatenate(
+                        [gen.permutation(data.index[persona])[:n_persona], rest[: most - n_persona]]
+                    )
+                )
+
+                def test(i: int, k: int, b: int, conf: float | None, x=x, y=y, s=s):
+                    return data.test(x[:k], y[:k], b, s, conf)
+
+                _, (rec,) = run_rounds(
+                    plan,
+                    1,
+                    level=ALPHA,
+                    min_effect=delta,
+                    permutations=PERMUTATIONS,
+                    draw=lambda k, o: None,
+                    test=test,
+                )
+                wrong += rec.reason == "futility"
+                early += rec.reason == "futility" and rec.stopped_at < most / 2
+            rows.append(
+                {"persona": persona, "min_effect": delta, "lambda": lam, "wrong": wrong / sims, "sims": sims}
+            )
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--responses", default=str(ROOT / "assets" / "real_responses.jsonl"))
@@ -208,6 +270,9 @@ def main() -> int:
     ap.add_argument("--max", type=int, default=40, help="most answers per arm in the persona audit")
     ap.add_argument("--nulls", type=int, default=2000, help="null simulations (false-positive rate)")
     ap.add_argument("--futility-nulls", type=int, default=500)
+    ap.add_argument(
+        "--delta-sims", type=int, default=200, help="simulations per persona and δ at a change of exactly δ"
+    )
     ap.add_argument("--null-max", type=int, default=20, help="most answers per group of a null")
     ap.add_argument("--futility-max", type=int, default=30, help="most answers per group of a null control")
     ap.add_argument(
@@ -218,18 +283,19 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="a smoke run (few simulations)")
     ap.add_argument(
         "--only",
-        default="audit,null,futility",
-        help="which parts to run (comma-separated: audit, null, futility)",
+        default="audit,null,futility,delta",
+        help="which parts to run (comma-separated: audit, null, futility, delta)",
     )
     args = ap.parse_args()
     import numba
 
     numba.set_num_threads(1)  # thousands of small tests: one thread each
     if args.quick:
-        args.audits, args.nulls, args.futility_nulls = 6, 60, 30
+        args.audits, args.nulls, args.futility_nulls, args.delta_sims = 6, 60, 30, 10
     t0 = time.perf_counter()
     data = Answers(Path(args.responses))
     print(f"answers embedded in {time.perf_counter() - t0:.0f} s")
+    deltas = [float(d) for d in args.min_effect.split(",")]
 
     if "audit" in args.only:
         t = time.perf_counter()
@@ -266,7 +332,6 @@ def main() -> int:
 
     if "futility" in args.only:
         t = time.perf_counter()
-        deltas = [float(d) for d in args.min_effect.split(",")]
         fut = futility(
             data,
             sims=args.futility_nulls,
@@ -286,6 +351,31 @@ def main() -> int:
                 f"at all: {f['share_futile']:.1%}"
             )
         print(f"  median bound at the first look: {fut[0]['median_first_bound']:.3f}")
+        print(f"  ({time.perf_counter() - t:.0f} s)")
+
+    if "delta" in args.only:
+        t = time.perf_counter()
+        rows = futility_at_delta(
+            data,
+            sims=args.delta_sims,
+            most=args.futility_max,
+            deltas=deltas,
+            seed=args.seed + 3,
+            confidence=args.confidence,
+        )
+        print(
+            f"\nfutility at a change of exactly δ: {args.delta_sims} tests per persona and δ "
+            f"(base answers against a λ-mixture of the persona's and the base prompt's), at most "
+            f"{args.futility_max} per arm, confidence {args.confidence}"
+        )
+        for r in rows:
+            print(
+                f"  {r['persona']:24s} δ = {r['min_effect']:<5g} λ = {r['lambda']:.2f}: wrongly stopped "
+                f"for futility {r['wrong']:.3f} (target <= {1 - args.confidence:.2f})"
+            )
+        worst = max(r["wrong"] for r in rows)
+        se = np.sqrt((1 - args.confidence) * args.confidence / args.delta_sims)
+        print(f"  worst {worst:.3f}; one binomial SE at the target: {se:.3f}")
         print(f"  ({time.perf_counter() - t:.0f} s)")
 
     if "audit" in args.only and "futility" in args.only:

@@ -16,9 +16,9 @@ import json
 import os
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -415,30 +415,132 @@ def estimate(spec: AuditSpec, *, cache: Cache | None = None) -> dict[str, Any]:
         # the rows and totals are the worst case (every test to the last look)
         totals["sequential_best_calls"] = best
         totals["sequential_worst_calls"] = sum(r[2] for r in lines[: len(build_arms(spec))])
-        out["sequential"] = sequential_estimate(spec, totals)
+        out["sequential"] = sequential_estimate(spec, totals, sequential_pilot(spec, cache))
     return out
 
 
-def sequential_estimate(spec: AuditSpec, totals: Mapping[str, Any]) -> dict[str, Any]:
+def sequential_estimate(
+    spec: AuditSpec, totals: Mapping[str, Any], pilot: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """What an estimate says of sequential sampling: the plan, and the calls at best (every
     test stops at the first look) and at worst (every test runs to ``samples``, the
-    estimate's totals)."""
+    estimate's totals); with ``pilot`` (:func:`sequential_pilot`), what the cached rounds
+    already decided."""
     assert spec.sequential_sampling is not None
     return {
         "plan": spec.sequential_sampling.plan(spec.samples).describe(),
         "best_calls": int(totals["sequential_best_calls"]),
         "worst_calls": int(totals["sequential_worst_calls"]),
+    } | ({} if pilot is None else {"pilot": dict(pilot)})
+
+
+class _NotCached(Exception):
+    """A pilot replay needs an answer or an embedding that is not in the cache."""
+
+
+class _CacheOnly:
+    """A backend and an embedder that answer nothing: the pilot replay calls no model."""
+
+    name = model = "cache-only"
+    deterministic = True
+
+    def generate(self, requests: Any, on_sample: Any, *, should_stop: Any = None) -> None:
+        raise _NotCached
+
+    def embed(self, texts: Any) -> np.ndarray:
+        raise _NotCached
+
+
+def sequential_pilot(spec: AuditSpec, cache: Cache | None) -> dict[str, Any] | None:
+    """With ``sequential_sampling``: replay the rounds whose answers (and embeddings) are
+    all in the cache, as the audit would decide them, and say what is left to call.
+
+    The first round's cached answers are a pilot: its tests are decided exactly as the run
+    will decide them (the same answers, the same seeds), so the tests it stops cost nothing
+    more, and only the ones still open can need the next rounds. Nothing is called: the
+    replay's models and embedder refuse every call, and a round that would need one ends
+    it. None when not even the first round is cached (no pilot).
+
+    Returns
+    -------
+    dict or None
+        ``rounds`` (cached rounds replayed), ``k`` (answers per arm after them), ``open``
+        (tests still open), ``stopped`` (reason -> count), and ``best_calls`` /
+        ``worst_calls``: the calls still to make when every open test stops at the next
+        look, or runs to ``samples``; both 0 when the whole run is cached (a rerun calls
+        nothing).
+    """
+    if spec.sequential_sampling is None or cache is None or not cache.enabled or spec.cases:
+        return None
+    plan = spec.sequential_sampling.plan(spec.samples)
+    n = len(build_arms(spec)) - 1
+    seen = {"round": 0, "open": n, "answered": -1}  # the round replayed, its open tests
+
+    def fetch(jobs: Sequence[tuple[Mapping[str, Any], SampleRequest]]) -> None:
+        j = seen["round"] = seen["answered"] + 1
+        step = plan.looks[j] - (plan.looks[j - 1] if j else 0)
+        seen["open"] = len(jobs) // step - 1  # the base and each open arm ask `step` answers
+        if not all(is_cached(cache, m, r) for m, r in jobs):
+            raise _NotCached
+        seen["answered"] = j
+
+    quiet = replace(spec, checks=())  # the judges read the answers: not part of the replay
+    try:
+        result = run_audit(
+            quiet,
+            cache=cache,
+            backends=dict.fromkeys(range(len(spec.models)), cast("Backend", _CacheOnly())),
+            embedder=cast("Embedder", _CacheOnly()),
+            fetch_round=fetch,
+        )
+    except _NotCached:  # round j needs a call: the rounds before it are decided
+        j, open_ = seen["round"], seen["open"]
+        if j == 0:
+            return None
+        paid = plan.looks[j] if seen["answered"] == j else plan.looks[j - 1]  # answers cached
+        return {
+            "rounds": j,
+            "k": plan.looks[j - 1],
+            "open": open_,
+            "stopped": {"decided": n - open_},
+            "best_calls": (1 + open_) * (plan.looks[j] - paid),
+            "worst_calls": (1 + open_) * (plan.looks[-1] - paid),
+        }
+    reasons: dict[str, int] = {}
+    for p in result.perturbations:
+        if p.sequential is not None:
+            reasons[p.sequential.reason] = reasons.get(p.sequential.reason, 0) + 1
+    return {
+        "rounds": seen["answered"] + 1,
+        "k": max(p.samples_used for p in result.perturbations),
+        "open": 0,
+        "stopped": reasons,
+        "best_calls": 0,
+        "worst_calls": 0,
     }
 
 
 # --------------------------------------------------------------------------- drawing and testing
+RoundFetch = Callable[[Sequence[tuple[Mapping[str, Any], SampleRequest]]], None]
+"""``fetch(jobs)``: called with a round's ``(model, request)`` pairs before the sampler
+asks for them (``dbpa audit --batch`` sends them as one Batch API job into the cache)."""
+
+
 class _Drawn:
     """The answers (and embeddings) drawn so far for each arm, topped up round by round:
     a round asks only for the samples an arm does not have yet (the next indices, the same
     cache keys a fixed-k run uses), so a rerun reads every round from the cache."""
 
-    def __init__(self, spec: AuditSpec, sampler: Sampler, arms: list[Arm], text_sim: bool) -> None:
+    def __init__(
+        self,
+        spec: AuditSpec,
+        sampler: Sampler,
+        arms: list[Arm],
+        text_sim: bool,
+        fetch: RoundFetch | None = None,
+    ) -> None:
         self.spec, self.sampler, self.arms, self.text_sim = spec, sampler, arms, text_sim
+        self.fetch = fetch
         self.records: list[list[SampleRecord]] = [[] for _ in arms]
         self.embeddings: list[list[np.ndarray]] = [[] for _ in arms]
 
@@ -465,6 +567,8 @@ class _Drawn:
                 owner += [i] * len(reqs)
         if not jobs:
             return
+        if self.fetch is not None:  # e.g. the round as one Batch API job into the cache
+            self.fetch([(j.model, j.request) for j in jobs])
         # every arm's samples in one call, so that a backend can batch across prompts
         recs = self.sampler.sample(jobs)
         emb = None if self.text_sim else self.sampler.embed([r.text for r in recs], self.spec.embedder)
@@ -550,12 +654,13 @@ def _run_sequential(
     text_sim: bool,
     permutation_seed: int | None,
     family_size: int | None,
+    fetch: RoundFetch | None = None,
 ) -> tuple[list[ArmResponses], list[dict[str, Any]], list[DBPAResult], list[str], list[SequentialRecord]]:
     """The answers drawn in rounds, each open test decided after each round
     (:func:`dbpa_core.sequential.run_rounds`)."""
     assert spec.sequential_sampling is not None
     plan = spec.sequential_sampling.plan(spec.samples)
-    drawn = _Drawn(spec, sampler, arms, text_sim)
+    drawn = _Drawn(spec, sampler, arms, text_sim, fetch)
     n = len(arms) - 1
     level = stop_level(spec.alpha, spec.correction, family_size or spec.n_tests)
     most = len(arms) * spec.samples
@@ -625,6 +730,7 @@ def run_audit(
     embedder: Embedder | None = None,
     permutation_seed: int | None = None,
     family_size: int | None = None,
+    fetch_round: RoundFetch | None = None,
 ) -> AuditResult:
     """Run an audit spec end to end.
 
@@ -654,6 +760,10 @@ def run_audit(
         The number of tests corrected together, when it is more than this audit's (a
         suite's case): with ``sequential_sampling``, a test stops as significant at
         ``α / family_size``.
+    fetch_round : callable, optional
+        With ``sequential_sampling``: called with each round's uncached and cached
+        ``(model, request)`` pairs before the sampler asks for them (``dbpa audit --batch``
+        sends each round as one Batch API job into the cache, so the round then reads it).
     """
     if spec.cases:
         raise ValueError("this spec has cases (a suite): run it with dbpa_core.suite.run_suite")
@@ -686,7 +796,7 @@ def run_audit(
         sampler.progress(Progress("testing", len(others), len(others)))
     else:
         sampled, served, tests, caught, records = _run_sequential(
-            spec, sampler, arms, text_sim, permutation_seed, family_size
+            spec, sampler, arms, text_sim, permutation_seed, family_size, fetch_round
         )
         base, others = sampled[0], sampled[1:]
 

@@ -447,6 +447,37 @@ def run_batch_cli(spec: AuditSpec, args: argparse.Namespace, cache: Cache, bars:
     return jobs_cli(jobs(spec), cache, bars)
 
 
+STOPPED_WHILE_PENDING = (
+    "Stopped: a created batch job goes on at the server and its id is saved in the cache "
+    "folder. Run the same command again with --batch to pick it up (nothing is sent or paid "
+    "twice)."
+)
+
+
+def round_fetch(
+    cache: Cache, bars: ProgressBars
+) -> Callable[[Sequence[tuple[Mapping[str, Any], SampleRequest]]], None]:
+    """``dbpa audit --batch`` with ``sequential_sampling``: the audit's ``fetch_round``,
+    which sends each round's uncached samples (the base and the arms still open) as one
+    Batch API job per model and stores the answers in the cache before the round reads
+    them. One line per round that sent a job; a stop while a job is pending raises
+    :class:`BatchPending` (the job's id is saved, a rerun waits for the same job), failed
+    lines raise :class:`BatchError`."""
+    import sys
+
+    def fetch(jobs: Sequence[tuple[Mapping[str, Any], SampleRequest]]) -> None:
+        outcome = fill_cache(jobs, cache, progress=bars)
+        if outcome.batch_ids:
+            again = f" (picked up {', '.join(outcome.resumed)})" if outcome.resumed else ""
+            print(
+                f"Batch API, round of {len(jobs)} samples: {outcome.stored} answers of "
+                f"{outcome.requests} requests cached from {', '.join(outcome.batch_ids)}{again}.",
+                file=sys.stderr,
+            )
+
+    return fetch
+
+
 def jobs_cli(
     jobs: Sequence[tuple[Mapping[str, Any], SampleRequest]], cache: Cache, bars: ProgressBars
 ) -> int | None:
@@ -467,12 +498,7 @@ def jobs_cli(
         print(str(exc), file=sys.stderr)
         return 130
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM while waiting: the job's id is saved
-        print(
-            "Stopped: a created batch job goes on at the server and its id is saved in the "
-            "cache folder. Run the same command again with --batch to pick it up (nothing is "
-            "sent or paid twice).",
-            file=sys.stderr,
-        )
+        print(STOPPED_WHILE_PENDING, file=sys.stderr)
         return 128 + int(getattr(exc, "signum", 2))  # 130 for Ctrl-C, 143 for SIGTERM
     finally:
         bars.close()
@@ -487,6 +513,7 @@ def jobs_cli(
 
 
 __all__ = [
+    "STOPPED_WHILE_PENDING",
     "BatchError",
     "BatchOutcome",
     "BatchPending",
@@ -495,5 +522,6 @@ __all__ = [
     "fill_cache",
     "jobs",
     "jobs_cli",
+    "round_fetch",
     "run_batch_cli",
 ]

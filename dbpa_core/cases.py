@@ -197,6 +197,9 @@ def case_arm(
         a, b = fill_text(spans[0], case.values), fill_text(spans[1], case.values)
         text = swap_spans(text, a, b)
         shown = tuple(swap_spans(o, a, b) for o in shown)
+    attack = getattr(perturbation, "attack", None)
+    if attack is not None:  # the whole prompt, seeded per case (the options keep their text)
+        text = attack.apply(text, case.id)
     return CaseArm(text, shown)
 
 

@@ -25,6 +25,8 @@ from scipy import stats
 
 from .checks import exact_test
 from .multitest import smallest_adjusted_p
+from .permutation import smallest_p_value
+from .sequential import permutations_at, stop_level
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,36 @@ def _fisher_floor(p_min: float, n: int) -> float:
     return float(stats.chi2.sf(-2.0 * n * math.log(p_min), 2 * n))
 
 
+def smallest_sequential_p(spec: Any) -> tuple[float, str]:
+    """With ``sequential_sampling``: the smallest sequential p a DBPA test can reach, and
+    the look that gives it.
+
+    At look j the permutation test of ``k_j`` against ``k_j`` answers, with the look's
+    raised permutation count (:func:`~dbpa_core.sequential.permutations_at`), returns no p
+    below its floor ``p_j``; the sequential p is ``min_j p_j / w_j``, so its floor is the
+    smallest ``p_j / w_j`` over the looks (a look of weight 0 counts for nothing).
+
+    Examples
+    --------
+    >>> from dbpa_core.spec import parse_spec
+    >>> text = "samples: 40\\nsequential_sampling: true\\nbase: hi\\nperturbations: [{name: c, prefix: x}]"
+    >>> smallest_sequential_p(parse_spec(text))  # 1 / 2001 at the last look, weight 0.5
+    (0.0009995002498750624, 'at k = 40 of looks 10, 20, 40')
+    """
+    plan = spec.sequential_sampling.plan(spec.samples)
+    level = stop_level(spec.alpha, spec.correction, spec.n_tests)
+    best, where = math.inf, plan.looks[-1]
+    for k, w in zip(plan.looks, plan.weights, strict=True):
+        if w <= 0:
+            continue
+        b = permutations_at(level, w, spec.permutations)
+        p = smallest_p_value(k, k, n_permutations=b, measure=spec.measure, null=spec.null) / w
+        if p < best:
+            best, where = p, k
+    looks = ", ".join(str(k) for k in plan.looks)
+    return min(1.0, best), f"at k = {where} of looks {looks}"
+
+
 def reachability(spec: Any) -> Reachability:
     """The smallest p-values a spec's tests can reach, before any call.
 
@@ -157,20 +189,25 @@ def reachability(spec: Any) -> Reachability:
     n_cases = len(spec.cases)
     n_perts = max(1, len(spec.perturbations) or len(spec.models) - 1)
     test = f"exact: all {math.comb(2 * k, k):,} splits" if reach.exact else f"{b:,} permutations"
+    p_test, adj_test = reach.smallest_p, reach.smallest_adjusted_p
+    if spec.sequential_sampling is not None:  # the sequential p's floor, over the looks
+        p_test, look = smallest_sequential_p(spec)
+        adj_test = smallest_adjusted_p(p_test, reach.n_tests, corr)
+        test = f"sequential p, {look}"
     rows = [
         ReachRow(
             "each DBPA test" + (" (case x perturbation)" if n_cases else ""),
             test,
             reach.n_tests,
             corr,
-            reach.smallest_p,
-            reach.smallest_adjusted_p,
+            p_test,
+            adj_test,
             alpha,
         )
     ]
     gate = rows[0]
     if n_cases:
-        floor = _fisher_floor(reach.smallest_p, n_cases)
+        floor = _fisher_floor(p_test, n_cases)
         rows.append(
             ReachRow(
                 "each pooled verdict (perturbation over the cases)",
@@ -237,4 +274,11 @@ def reachability(spec: Any) -> Reachability:
     )
 
 
-__all__ = ["ReachRow", "Reachability", "reachability", "smallest_mean_p", "smallest_rate_p"]
+__all__ = [
+    "ReachRow",
+    "Reachability",
+    "reachability",
+    "smallest_mean_p",
+    "smallest_rate_p",
+    "smallest_sequential_p",
+]

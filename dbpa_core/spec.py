@@ -61,6 +61,36 @@ PERTURBATION_KEYS = keys_of(PerturbationModel)
 
 
 @dataclass(frozen=True)
+class PromptAttack:
+    """A perturbation's ``attack:``: the robustness battery's seeded text attack at one
+    rate ρ (``level`` char, word or visual; see :mod:`dbpa_core.attacks.text`)."""
+
+    level: str
+    rho: float
+    seed: int = 0
+    op: str | None = None
+    letters: float = 0.5
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"level": self.level, "rho": self.rho, "seed": self.seed}
+        if self.op:
+            out["op"] = self.op
+        if self.level == "visual" and self.letters != 0.5:  # 0.5: the default
+            out["letters"] = self.letters
+        return out
+
+    def apply(self, text: str, *where: Any) -> str:
+        """``text`` attacked, seeded by this attack's seed and ``where`` (a case's id), so
+        each case gets its own draw and a higher ρ attacks the same words and more."""
+        from .attacks.text import attack_texts, derive_seed
+
+        seed = derive_seed(self.seed, self.level, self.op, *where)
+        return attack_texts([text], self.level, self.rho, seeds=[seed], op=self.op, letters=self.letters)[
+            0
+        ].text
+
+
+@dataclass(frozen=True)
 class Perturbation:
     name: str
     prompt: str
@@ -74,6 +104,7 @@ class Perturbation:
     swap: tuple[str, str] | None = None  # ``swap: [field1, field2]``: two columns' values exchanged
     swap_text: tuple[str, str] | None = None  # ``swap_text: [a, b]``: two spans of the prompt exchanged
     reorder: str | None = None  # ``reorder: reverse | rotate | shuffle``: the options' order
+    attack: PromptAttack | None = None  # ``attack: {level, rho, seed}``: the prompt attacked
 
     @property
     def operations(self) -> dict[str, Any]:
@@ -85,6 +116,8 @@ class Perturbation:
             out["swap_text"] = list(self.swap_text)
         if self.reorder:
             out["reorder"] = self.reorder
+        if self.attack:
+            out["attack"] = self.attack.to_dict()
         return out
 
 
@@ -323,6 +356,8 @@ def parse_spec(
         prompt, prefix, suffix = pm.prompt, pm.prefix, pm.suffix
         changes = _set_fields(doc, p, path, name, cases)
         ops = _operations(doc, pm, path, name, cases, m.options)
+        if pm.attack is not None:
+            ops["attack"] = _attack(doc, pm.attack, path + ("attack",), name)
         if prompt is not None and (prefix or suffix):
             raise doc.err(path, f"perturbation {name!r}: give 'prompt' or 'prefix'/'suffix', not both")
         template = prompt is not None
@@ -332,11 +367,13 @@ def parse_spec(
                     path,
                     f"perturbation {name!r} has no prompt (give 'prompt', "
                     "'prefix', 'suffix', 'system_prompt'"
-                    + (", 'set', 'swap', 'swap_text' or 'reorder')" if cases else ")"),
+                    + (", 'set', 'swap', 'swap_text', 'reorder' or 'attack')" if cases else " or 'attack')"),
                 )
             prompt = " ".join(s for s in (prefix, base_prompt, suffix) if s)
         if not prompt.strip():
             raise doc.err(path + ("prompt",), f"perturbation {name!r} has an empty prompt")
+        if "attack" in ops and not cases:  # one prompt: attacked once, here
+            prompt = ops["attack"].apply(prompt)
         perturbations.append(
             Perturbation(
                 name,
@@ -461,6 +498,30 @@ def _operations(doc: SpecDoc, pm: Any, path: tuple, name: str, cases: tuple, opt
             )
         out[key] = value
     return out
+
+
+def _attack(doc: SpecDoc, am: Any, path: tuple, name: str) -> PromptAttack:
+    """A perturbation's ``attack:``, its operation and WordNet (word level) checked."""
+    from .attacks.text import OPS
+    from .attacks.wordnet import HINT, available
+
+    if am.op is not None and am.op not in OPS[am.level]:
+        raise doc.err(
+            path + ("op",),
+            f"perturbation {name!r}: a {am.level} attack's op is one of {', '.join(OPS[am.level])}; "
+            f"got {am.op!r}",
+        )
+    if am.letters is not None and am.level != "visual":
+        raise doc.err(
+            path + ("letters",),
+            f"perturbation {name!r}: 'letters' (the fraction of a word's letters) is only for "
+            "the visual attack",
+        )
+    if am.level == "word" and not available():
+        raise doc.err(path + ("level",), f"perturbation {name!r}: a word attack needs WordNet. {HINT}")
+    return PromptAttack(
+        am.level, float(am.rho), am.seed, am.op, 0.5 if am.letters is None else float(am.letters)
+    )
 
 
 # --------------------------------------------------------------------------- memory

@@ -51,6 +51,7 @@ JUDGE_MAX_TOKENS = 16
 BACKENDS = ("local", "openai", "hf", "replay")
 EMBEDDER_BACKENDS = ("local", "sentence-transformers", "openai", "bleu", "rouge1", "rouge2", "rougeL")
 ROLES = ("control", "target")
+ATTACK_LEVELS = ("char", "word", "visual")  # dbpa_core.attacks.text.LEVELS (tested equal)
 SCHEMA_FILE = Path(__file__).parent / "schemas" / "spec.schema.json"
 
 # Literal types built from the registries, so a new measure or backend is known here too
@@ -62,6 +63,7 @@ if typing.TYPE_CHECKING:
     Correction = str
     Null = str
     Role = str
+    AttackLevel = str
 else:
     Backend = Literal[BACKENDS]
     EmbedderBackend = Literal[EMBEDDER_BACKENDS]
@@ -69,6 +71,7 @@ else:
     Correction = Literal[METHODS]
     Null = Literal[NULLS]
     Role = Literal[ROLES]
+    AttackLevel = Literal[ATTACK_LEVELS]
 
 
 @dataclass(frozen=True)
@@ -260,6 +263,34 @@ class Base(Section):
     )
 
 
+class PromptAttack(Section):
+    """The battery's seeded text attacks as one perturbation: each word of the prompt
+    attacked with probability rho."""
+
+    what: ClassVar[str] = "attack"
+    level: AttackLevel = Field(
+        description=(
+            "char: typos (a character repeated, deleted or inserted); word: words inserted, "
+            "deleted or replaced (needs WordNet); visual: letters replaced by look-alike "
+            "characters (homoglyphs)."
+        )
+    )
+    rho: float = number_field(
+        float, ..., "ρ: the share of the prompt's words attacked, in [0, 1].", ge=0.0, le=1.0
+    )
+    seed: int = Field(0, description="Seed of the attack (with 'cases': drawn afresh for each case from it).")
+    op: str | None = Field(
+        None,
+        description=(
+            "Only this operation (char: repeat, delete, insert; word: insert, delete, replace; "
+            "visual: homoglyph). Default: drawn for each attacked word."
+        ),
+    )
+    letters: float | None = number_field(
+        float, None, "visual: r, the fraction of a word's letters replaced (default 0.5).", ge=0.01, le=1.0
+    )
+
+
 class Perturbation(Section):
     """One change of the base prompt, tested against the base."""
 
@@ -352,6 +383,14 @@ class Perturbation(Section):
         description=(
             "With 'options': show each case's options in another order: reverse, rotate (the "
             "first goes last) or shuffle (an order drawn per case from the seed)."
+        ),
+    )
+    attack: PromptAttack | None = Field(
+        None,
+        description=(
+            "The prompt attacked by the robustness battery's typo, word or homoglyph attack at "
+            "one rate, e.g. {level: char, rho: 0.1} (with 'cases': each case's prompt, seeded per "
+            "case)."
         ),
     )
 

@@ -20,16 +20,15 @@ for k, v in fid.DEFAULTS.items():
         ss.setdefault(k, v)
 ss.setdefault("fid_persona", pd.DataFrame(fid.DEFAULTS["w_fid_persona"]))
 ss.setdefault("fid_persona_version", 0)
-st.title("Simulator fidelity")
-st.markdown(
-    "<div class='dbpa-explain'>An LLM answers survey questions <b>as</b> respondents of a group; "
+verdict = widgets.page_intro(
+    "Simulator fidelity: does the simulator answer surveys like the people it plays?",
+    "An LLM answers survey questions <b>as</b> respondents of a group; "
     "how far are its answers from real people's — not on average, but across <b>all</b> "
     "questions, the worst included? For each question, the worst discrepancy the real answers "
     "allow (over a confidence set) is computed; the <b>calibrated curve</b> V̂_cal(τ) then bounds "
     "the discrepancy of a τ share of questions, with a finite-sample guarantee for new questions "
     "like these. Lower is better; the dashed curve is a simulator that answers uniformly at "
-    "random.</div>",
-    unsafe_allow_html=True,
+    "random.",
 )
 
 
@@ -279,6 +278,12 @@ elif data is not None:
             icon=":material/error:",
         )
 
+widgets.say_verdict(
+    verdict,
+    fid.best_sentence(result) if result is not None else None,
+    waiting="No verdict yet: load the survey answers of real people and of the simulator "
+    "above (or press **Simulate answers**).",
+)
 if result is not None:
     st.divider()
     st.subheader("Results")

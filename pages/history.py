@@ -7,26 +7,29 @@ import pandas as pd
 import streamlit as st
 
 from dbpa_core.history import GATE_WORDS, HistoryError, where_responses_live
+from dbpa_core.runs import RunRefused, kind_named
 from ui import history_figures, runner, specfile, state, views, widgets
 from ui.export import RunMeta
 from ui.nav import PAGES
 from ui.widgets import md_escape
 
 widgets.page_setup(settings="none")
-st.title("History")
 ss = st.session_state
 history = state.history()
-st.markdown(
-    "<div class='dbpa-explain'>Every audit run here or with <code>dbpa audit</code> is "
+verdict = widgets.page_intro(
+    "History: what was audited, and did a verdict change?",
+    "Every audit run here or with <code>dbpa audit</code> is "
     "recorded with its spec, settings, tool version, time, results and responses, and "
     "so is every suite of cases (here or with <code>dbpa audit</code>) and every "
     "robustness battery, fidelity simulation and sensitivity study run here. Find a "
-    "run, reopen it with all its charts, compare two audits (a model before and after "
-    "an upgrade: which perturbations changed verdict), or delete runs. From a "
-    "terminal: <code>dbpa history</code>.</div>",
-    unsafe_allow_html=True,
+    "run, reopen it with all its charts, compare two audits, suites or batteries (a model "
+    "before and after an upgrade: which verdicts changed), or delete runs. From a "
+    "terminal: <code>dbpa history</code>.",
 )
 st.caption(f"Database: `{history.where}`")
+
+NO_RUNS = "No runs recorded yet: run an audit on any page (or `dbpa audit SPEC`), and it appears here."
+
 
 PAGE_TITLES = {
     "landing": "Perturbation test",
@@ -97,16 +100,16 @@ except HistoryError as exc:
     st.error(md_escape(str(exc)))
     st.stop()
 
+filtered = any([f_model.strip(), f_prompt.strip(), f_since, f_until, f_source != "anywhere"])
+widgets.say_verdict(
+    verdict,
+    history_figures.latest_sentence(runs, PAGE_TITLES),
+    waiting="No recorded run matches these filters." if filtered else NO_RUNS,
+)
 note = ss.pop("_hist_note", None)
 if note:
     st.success(note)
-if not runs:
-    filtered = any([f_model.strip(), f_prompt.strip(), f_since, f_until, f_source != "anywhere"])
-    st.info(
-        "No recorded run matches these filters."
-        if filtered
-        else "No runs recorded yet: run an audit on any page (or `dbpa audit SPEC`), and it appears here."
-    )
+if not runs:  # the verdict above says so
     st.stop()
 
 
@@ -201,6 +204,23 @@ tab_open, tab_compare, tab_delete = st.tabs(
 )
 ids = list(by_id)
 audit_ids = [i for i in ids if kind_of(i) == "audit"]
+
+
+def comparable(run_id: int) -> bool:
+    """Whether runs of this one's kind can be compared (the run interface says so)."""
+    kind = kind_named(kind_of(run_id))
+    return kind is not None and kind.compare_refusal() is None
+
+
+compare_ids = [i for i in ids if comparable(i)]
+
+
+def a_kind(run_id: int) -> str:
+    """The kind of a run with its article: 'an audit', 'a suite of cases'."""
+    title = KIND_TITLES.get(kind_of(run_id), "audit").lower()
+    return ("an " if title[0] in "aeiou" else "a ") + title
+
+
 for k in ("hist_open", "hist_a", "hist_b"):  # a deleted run is selected nowhere
     if k in ss and ss[k] not in ids:
         del ss[k]
@@ -277,25 +297,59 @@ with tab_open:
 
 with tab_compare:
     if tab_compare.open is not False:
-        if len(audit_ids) < 2:
+        if len(compare_ids) < 2:
             st.info(
-                "Record at least two audits to compare them (batteries, simulations and "
-                "sensitivity studies reopen on their pages)."
+                "Record at least two audits, suites or batteries to compare them (simulations "
+                "and sensitivity studies reopen on their pages)."
             )
         else:
             c1, c2 = st.columns(2)
-            if ss.get("hist_a") not in audit_ids:
-                ss["hist_a"] = audit_ids[1]
-            if ss.get("hist_b") not in audit_ids:
-                ss["hist_b"] = audit_ids[0]
+            if ss.get("hist_a") not in compare_ids:
+                ss["hist_a"] = compare_ids[1]
+            if ss.get("hist_b") not in compare_ids:
+                ss["hist_b"] = compare_ids[0]
             a = c1.selectbox(
-                "Run A (before)", audit_ids, format_func=lambda i: describe(by_id[i]), key="hist_a"
+                "Run A (before)", compare_ids, format_func=lambda i: describe(by_id[i]), key="hist_a"
             )
             b = c2.selectbox(
-                "Run B (after)", audit_ids, format_func=lambda i: describe(by_id[i]), key="hist_b"
+                "Run B (after)", compare_ids, format_func=lambda i: describe(by_id[i]), key="hist_b"
             )
             if a == b:
                 st.info("Choose two different runs.")
+            elif kind_of(a) != kind_of(b):
+                st.info(f"Run {a} is {a_kind(a)} and run {b} {a_kind(b)}: compare two runs of one kind.")
+            elif kind_of(a) != "audit":  # suites and batteries: the run interface's comparison
+                try:
+                    gen = history.load_run(a).compare(history.load_run(b))
+                except (HistoryError, RunRefused) as exc:
+                    st.error(md_escape(str(exc)), icon=":material/error:")
+                else:
+                    if gen.changed:
+                        st.error(
+                            f"**{len(gen.changed)}** {md_escape(gen.what)}: "
+                            + "; ".join(md_escape(c) for c in gen.changed)
+                            + ".",
+                            icon=":material/compare_arrows:",
+                        )
+                    else:
+                        st.success("No verdict changed between the two runs.")
+                    for k, (va, vb) in gen.settings_changed.items():
+                        st.caption(
+                            f"Changed between the runs — {md_escape(k)}: "
+                            f"{md_escape(str(va)[:120])} → {md_escape(str(vb)[:120])}"
+                        )
+                    for note in gen.notes:
+                        st.caption(md_escape(note))
+                    st.code("\n".join(gen.lines), language=None)
+                    st.download_button(
+                        "Comparison (JSON)",
+                        lambda: json.dumps(gen.data, indent=2, ensure_ascii=False, default=str),
+                        f"dbpa-compare_run{a}-run{b}.json",
+                        "application/json",
+                        key="hist_cmp_dl",
+                        on_click="ignore",
+                        icon=":material/data_object:",
+                    )
             else:
                 cmp = history.compare(a, b)
                 both = [r for r in cmp.rows if r.a is not None and r.b is not None]

@@ -3,17 +3,16 @@
 import pandas as pd
 import streamlit as st
 
-from ui import checks_view, demo, presets, runner, specfile, views, widgets
+from ui import checks_view, demo, presets, runner, specfile, verdicts, views, widgets
 
 KEY = "landing"
 widgets.page_setup()
-st.title("Does a perturbation change what the model says?")
-st.markdown(
-    "<div class='dbpa-explain'>The model answers the base prompt and each perturbed prompt "
+verdict = widgets.page_intro(
+    "Does a perturbation change what the model says?",
+    "The model answers the base prompt and each perturbed prompt "
     "<i>k</i> times. If the perturbed answers differ from the base answers by more than the "
     "base answers differ among themselves, the permutation test flags it. Prefilled with the "
-    "paper's example: a NICE cardiovascular question and eight personas.</div>",
-    unsafe_allow_html=True,
+    "paper's example: a NICE cardiovascular question and eight personas.",
 )
 
 widgets.base_prompt_input()
@@ -91,13 +90,7 @@ model_name = widgets.pick_model(
 )
 
 checks = checks_view.checks_editor(key=KEY)
-sequential = st.toggle(
-    "Sequential sampling",
-    key="w_landing_sequential",
-    help="Draw the answers in rounds (k = 10, 20, 40, … up to the samples per prompt) and stop "
-    "each test once its verdict is settled: fewer calls, the same error rates. With δ set, a "
-    "test also stops when its effect above chance is shown below δ.",
-)
+sequential = widgets.sequential_toggle("w_landing_sequential")
 try:
     spec = runner.build_spec(
         base_prompt=st.session_state["w_base_prompt"],
@@ -116,6 +109,11 @@ demo.offer(
 )
 results = runner.run_section({model_name: spec} if spec else None, key=KEY, label="Run audit")
 results = views.with_current_delta(KEY, results)  # δ re-reads, never reruns
+widgets.say_verdict(
+    verdict,
+    verdicts.summary_sentence(next(iter(results.values()))) if results else None,
+    waiting="No verdict yet: press **Run audit** below to ask the model and test each perturbation.",
+)
 if results:
     job, result = next(iter(results.items()))
     st.divider()

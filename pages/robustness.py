@@ -14,22 +14,21 @@ KEY = "robustness"
 widgets.page_setup()
 for k, v in battery.DEFAULTS.items():
     st.session_state.setdefault(k, v)
-st.title("Robustness battery")
-try:
-    require_extra("battery")
-except MissingExtraError as exc:  # installed without the battery's packages
-    st.error(str(exc))
-    st.stop()
-st.markdown(
-    "<div class='dbpa-explain'>The model answers multiple-choice questions clean and under "
+verdict = widgets.page_intro(
+    "Robustness battery: do typos, reworded instructions or shuffled options change the answers?",
+    "The model answers multiple-choice questions clean and under "
     "attack: <b>typos</b>, <b>word edits</b> and <b>look-alike letters</b> (what users type, "
     "dictate or scan), <b>reworded instructions</b> and <b>shuffled options</b>. <b>ER</b>: share "
     "answered wrongly. <b>ASR</b>: share whose answer changed under the attack. <b>RTI</b>: how "
     "much of the passage must be destroyed before the answer changes — near 1, the answer does "
     "not depend on the passage: memorized data if it is right, an unread passage if it is "
-    "wrong.</div>",
-    unsafe_allow_html=True,
+    "wrong.",
 )
+try:
+    require_extra("battery")
+except MissingExtraError as exc:  # installed without the battery's packages
+    st.error(str(exc))
+    st.stop()
 
 ss = st.session_state
 left, right = st.columns(2, gap="large")
@@ -208,6 +207,12 @@ def show_estimate() -> None:
 tasks = {"battery": battery.task(spec, state.cache(), ss["api_keys"])} if spec else None
 results = runner.task_section(tasks, key=KEY, label="Run battery", before=show_estimate)
 result = results.get("battery") if results else None
+widgets.say_verdict(
+    verdict,
+    battery.summary(result) if result is not None else None,
+    waiting="No verdict yet: press **Run battery** below (the sample questions take a minute "
+    "on the embedded model, seconds on recorded answers).",
+)
 if result is not None:
     st.divider()
     st.subheader("Results")

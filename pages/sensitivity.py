@@ -21,14 +21,13 @@ EMBEDDERS = {
     "openai": "OpenAI text-embedding-3-small",
 }
 widgets.page_setup()
-st.title("Sensitivity: does the verdict hold?")
-st.markdown(
-    "<div class='dbpa-explain'>The same test, repeated on the same answers: with every "
+verdict = widgets.page_intro(
+    "Sensitivity: does the verdict hold?",
+    "The same test, repeated on the same answers: with every "
     "distance measure, with other embedders (only new embeddings are computed), and with "
     "the prompt padded by neutral text to longer lengths (new answers, sampled once and "
     "cached) — the DBPA paper's Appendix C. A verdict that holds everywhere is one to "
-    "trust; one that flips deserves a second look.</div>",
-    unsafe_allow_html=True,
+    "trust; one that flips deserves a second look.",
 )
 
 # ---------------------------------------------------------------- which audit
@@ -151,6 +150,11 @@ if config is not None:
     }
 results = runner.task_section(tasks, key=KEY, label="Run sensitivity study", before=_before)
 result = results.get("sensitivity") if results else None
+widgets.say_verdict(
+    verdict,
+    sf.hold_sentence(result) if result is not None else None,
+    waiting="No verdict yet: pick an audit's results below and press **Run sensitivity study**.",
+)
 
 # ---------------------------------------------------------------- results
 if result is not None:
@@ -164,8 +168,7 @@ if result is not None:
         f"{rs.measure}, embedder {sens.embedder_label(rs.embedder)}."
     )
     table = sf.verdict_table(result)
-    n_hold = int((table["verdict"] == "holds").sum())
-    st.markdown(f"**{n_hold} of {len(table)} verdicts hold in every setting tried.**")
+    st.markdown(f"**{widgets.md_escape(sf.hold_sentence(result))}**")
     st.dataframe(table, hide_index=True, key=f"{KEY}_verdicts")
     st.caption(
         f"'Detectable' = significant after the {result.spec.correction} correction across "

@@ -855,3 +855,42 @@ def test_the_decoding_module_examples_hold():
 
     res = doctest.testmod(dec, optionflags=doctest.ELLIPSIS)
     assert res.attempted >= 4 and res.failed == 0
+
+
+def test_admission_plan_staggers_only_a_first_wave_larger_than_the_slots():
+    assert [dec.admission_plan(64, 64, 300)(s) for s in (0, 1000)] == [64, 64]  # one wave
+    plan = dec.admission_plan(64, 65, 300)
+    assert [plan(s) for s in (0, 74, 75, 150, 225, 10**6)] == [16, 16, 32, 48, 64, 64]
+    assert dec.admission_plan(16, 100, 300)(0) == 16  # one group: nothing to stagger
+    assert [dec.admission_plan(40, 100, 1)(s) for s in (0, 1, 2)] == [16, 32, 40]  # a group a step
+
+
+@SLOW
+def test_a_stop_keeps_the_samples_of_the_first_groups_before_the_batch_would_end():
+    """More samples than slots, all running to max_tokens: the first wave joins a group at
+    a time, so a stop just before a whole batch's worth of tokens has been drawn keeps the
+    first groups' samples (with every sample starting together, none would have ended by
+    then). Later samples fill the slots as before: same steps, same samples."""
+    model = tiny_llama()
+    slots, n, mt = 4 * dec.MIN_ROWS, 5 * dec.MIN_ROWS, 24
+    items = [((0, i), PROMPTS[0], i, 0.9, 1.0, mt) for i in range(n)]
+    factory = lambda k, L: LlamaDecoder(model, max_len=L, slots=slots)  # noqa: E731
+    drawn = [0]
+    done = {}
+
+    def tokens(n_drawn, expected):
+        drawn[0] = n_drawn
+
+    stats = generate_continuous(
+        factory,
+        items,
+        eos=set(),
+        on_tokens=tokens,
+        should_stop=lambda: drawn[0] >= slots * mt - 1,
+        on_done=lambda r, t, k: done.__setitem__(r, list(t)),
+    )
+    assert stats.stopped and dec.MIN_ROWS <= len(done) < slots
+    assert all(len(t) == mt for t in done.values())
+    full, stats = _run(model, items, eos=(), cap=slots)
+    assert stats.steps <= 2 * mt  # no more steps than two waves started together
+    assert all(full[r] == t for r, t in done.items())

@@ -120,3 +120,23 @@ def test_the_report_says_not_testable_instead_of_passed(tmp_path):
     run = as_run({"job": result}, title="t")
     assert {v.flag for v in run.verdicts() if getattr(v, "gate", "") == "control"} == {"untestable"}
     assert "not testable" in run.headline()
+
+
+def test_sequential_sampling_reads_the_looks_and_their_weights():
+    # fixed k = 7: 2 / C(14, 7) = 5.8e-4, Holm over 8: 4.7e-3, reachable. Sequential, looks
+    # 3 and 7 weighted 0.95 and 0.05: min(2 / C(6, 3) / 0.95, 2 / C(14, 7) / 0.05) = 0.0117,
+    # Holm over 8: 0.093 > .05: the same k cannot be significant, so the controls cannot fail
+    fixed = reachability(parse_spec(spec_text(7)))
+    assert fixed.testable
+    seq = reachability(
+        parse_spec(spec_text(7, "sequential_sampling: {looks: [3, 7], weights: [0.95, 0.05]}\n"))
+    )
+    row = seq.rows[0]
+    assert row.smallest_p == pytest.approx(2 / math.comb(14, 7) / 0.05)
+    assert row.smallest_adjusted_p == pytest.approx(8 * 2 / math.comb(14, 7) / 0.05)
+    assert "sequential p, at k = 7 of looks 3, 7" in row.text
+    assert not seq.testable and seq.untestable_controls == tuple(f"c{i}" for i in range(8))
+    # the default plan at 40: the first look (B raised to 6,399 for 0.25 · .05/8) gives the floor
+    dflt = reachability(parse_spec(spec_text(40, "sequential_sampling: true\n"))).rows[0]
+    assert dflt.smallest_p == pytest.approx(1 / 6400 / 0.25)
+    assert "at k = 10 of looks 10, 20, 40" in dflt.test

@@ -367,18 +367,115 @@ def test_cli_audit_says_why_each_test_stopped(tmp_path, capsys):
     # the estimate: best and worst case
     assert main(["--cache-dir", str(tmp_path / "c2"), "estimate", str(spec_file)]) == 0
     assert "between 30 calls (every test stops at the first look) and 60" in capsys.readouterr().out
+    # after the finished run: its cached rounds decide everything
+    assert main(["--cache-dir", str(tmp_path / "c"), "estimate", str(spec_file)]) == 0
+    assert "the 2 cached rounds decide every test: the run calls nothing more" in capsys.readouterr().out
 
 
-def test_cli_batch_with_sequential_sampling_is_refused_in_one_line(tmp_path, capsys):
+def test_the_estimate_reads_a_pilot_from_the_cache(tmp_path, capsys):
+    """A run stopped after its first round left a pilot in the cache: the estimate replays
+    the first look from it (no call) and the comedian, already significant, costs nothing
+    more; only the base and the control can need the next round."""
+    from dbpa_core.audit import sequential_pilot
     from dbpa_core.cli import main
+    from dbpa_core.sampling import RunCancelled
+    from dbpa_core.spec import load_spec
 
     spec_file = _replay_spec(tmp_path)
+    cache = Cache(tmp_path / "c")
+    full = load_spec(spec_file)
+    assert sequential_pilot(full, cache) is None  # nothing cached: no pilot
+    saved: list[int] = []
+
+    def progress(p):
+        if p.stage == "sampling":
+            saved.append(p.done)
+
+    with pytest.raises(RunCancelled):  # stopped once the first round's 30 answers are saved
+        run_audit(full, cache=cache, progress=progress, should_stop=lambda: bool(saved) and saved[-1] >= 30)
+    pilot = sequential_pilot(full, cache)
+    assert pilot == {
+        "rounds": 1,
+        "k": 10,
+        "open": 1,
+        "stopped": {"decided": 1},
+        "best_calls": 20,
+        "worst_calls": 20,
+    }
+    assert main(["--cache-dir", str(tmp_path / "c"), "estimate", str(spec_file)]) == 0
+    said = capsys.readouterr().out
+    assert "from the 1 cached round (a pilot, k = 10): 1 of 2 tests decided; 20 more calls" in said
+    # the replay called nothing: the sequential run then pays exactly those 20
+    done = run_audit(full, cache=cache)
+    assert done.usage["calls"] == 20
+
+
+def _batch_spec(tmp_path, srv, extra=""):
+    path = tmp_path / "batch.yaml"
+    path.write_text(
+        textwrap.dedent(f"""\
+        model: {{backend: openai, name: fake-model, base_url: "{srv.base_url}", api_key_env: DBPA_TEST_KEY}}
+        embedder: {{backend: rouge1}}
+        samples: 20
+        max_tokens: 50
+        permutations: 999
+        sequential_sampling: true
+        base: {{prompt: "{BASE}"}}
+        perturbations:
+          - {{name: same, prompt: "{BASE}", role: control}}
+          - {{name: comedian, prompt: "Act as a comedian. {BASE}", role: target}}
+        {extra}""")
+    )
+    return path
+
+
+def test_cli_batch_sends_each_round_as_one_job(tmp_path, capsys, monkeypatch):
+    """--batch with sequential sampling: one Batch API job per round, for the base and the
+    arms still open; nothing asked live; the verdicts of a live run; a rerun sends nothing."""
+    from dbpa_core import batch
+    from dbpa_core.cli import main
+
+    from .fake_batch import FakeBatch
+
+    monkeypatch.setenv("DBPA_TEST_KEY", "sk-test")
+    monkeypatch.setattr(batch, "POLL_FIRST", 0.01)
+    with FakeBatch(api_key="sk-test", models=("fake-model",)) as srv:  # a job's answers are the live ones
+        spec_file = _batch_spec(tmp_path, srv)
+        args = ["--cache-dir", str(tmp_path / "c"), "audit", str(spec_file), "--no-history", "--quiet"]
+        assert main(args + ["--out", str(tmp_path / "o"), "--batch"]) == 0
+        cap = capsys.readouterr()
+        assert srv.chat_ok == 0  # every answer came from a job
+        # round 1: base, control and comedian to k = 10 (30 requests); the comedian stops
+        # there, so round 2 tops up the base and the control only (20 requests)
+        assert [len(srv.lines(c["input_file_id"])) for c in srv.created] == [30, 20]
+        assert "Batch API, round of 30 samples: 30 answers of 30 requests cached from batch_1" in cap.err
+        assert "Batch API, round of 20 samples: 20 answers of 20 requests cached from batch_2" in cap.err
+        import json
+
+        got = json.loads((tmp_path / "o" / "results.json").read_text())
+        used = {p["name"]: (p["samples_used"], p["stop_reason"]) for p in got["perturbations"]}
+        assert used == {"same": (20, "maximum"), "comedian": (10, "rejected")}
+        # a rerun reads every round from the cache: no job, no call
+        assert main(args + ["--out", str(tmp_path / "o2"), "--batch"]) == 0
+        assert "0 new calls, 50 samples from the cache" in capsys.readouterr().out
+        assert len(srv.created) == 2 and srv.chat_ok == 0
+        # the same verdicts as answering live
+        assert main(["--cache-dir", str(tmp_path / "live"), *args[2:], "--out", str(tmp_path / "o3")]) == 0
+        assert srv.chat_ok == 50
+        live = json.loads((tmp_path / "o3" / "results.json").read_text())
+        assert [p["p_value"] for p in live["perturbations"]] == [p["p_value"] for p in got["perturbations"]]
+
+
+def test_cli_batch_with_sequential_sampling_refuses_a_suite_in_one_line(tmp_path, capsys):
+    from dbpa_core.cli import main
+
+    spec_file = _replay_spec(tmp_path, "cases: [{x: a}, {x: b}]")
     rc = main(
         ["--cache-dir", str(tmp_path / "c"), "audit", str(spec_file), "--out", str(tmp_path / "o"), "--batch"]
     )
     assert rc == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "--batch needs every request up front" in err
+    assert len(err.splitlines()) == 1 and "a suite's cases draw their rounds one case after another" in err
 
 
 def test_history_and_report_keep_why_each_test_stopped(tmp_path):
@@ -455,8 +552,8 @@ def test_text_similarity_and_a_model_comparison_run_sequentially():
 
 @pytest.mark.parametrize("shift", [0.0, 0.6])
 def test_the_futility_bound_covers_the_effect(shift):
-    """The jackknife bound at 95 % lies above the mean effect above chance (over many
-    samples of the same k) in about 95 % of samples or more, with and without a change."""
+    """The bound at 95 % lies above the mean effect above chance (over many samples of the
+    same k) in about 95 % of samples or more, with and without a change."""
     from dbpa_core.permutation import dbpa_test
     from dbpa_core.sequential import effect_upper_bound, statistic_matrix
 
@@ -475,4 +572,29 @@ def test_the_futility_bound_covers_the_effect(shift):
             )
         )
     truth = np.mean(eac)
-    assert np.mean(np.array(upper) >= truth) >= 0.9  # nominal 0.95; the jackknife errs wide
+    assert np.mean(np.array(upper) >= truth) >= 0.9  # nominal 0.95
+
+
+def test_the_effect_above_chance_is_the_scaled_u_statistic():
+    """With every split enumerated (the chance level exact), ω minus chance is the unbiased
+    energy distance times (2k - 2) / (2k - 1): the futility bound's estimate is that
+    statistic, and its permutation part is that statistic's spread over the splits."""
+    from dbpa_core.permutation import dbpa_test
+    from dbpa_core.sequential import effect_upper_bound, energy_u_statistic, statistic_matrix
+
+    rng = np.random.default_rng(3)
+    x, y = rng.standard_normal((5, 4)), rng.standard_normal((5, 4)) + 0.5
+    r = dbpa_test(x, y, n_permutations=2000, rng=0)  # C(10, 5) = 252 splits: exact
+    d = statistic_matrix(np.vstack([x, y]), measure="energy-l2")
+    u = energy_u_statistic(d, 5)
+    assert r.effect_above_chance == pytest.approx(u * 8 / 9, rel=1e-9)
+    up = effect_upper_bound(
+        d, 5, measure="energy-l2", effect_above_chance=r.effect_above_chance, confidence=0.9
+    )
+    assert up > u and up == effect_upper_bound(
+        d, 5, measure="energy-l2", effect_above_chance=r.effect_above_chance, confidence=0.9
+    )  # seeded: the same bound twice
+    # the other measures: the effect above chance plus a positive margin
+    s = d.max() - d
+    up_jsd = effect_upper_bound(s, 5, measure="wasserstein", effect_above_chance=0.01, confidence=0.9)
+    assert 0.01 < up_jsd < np.inf

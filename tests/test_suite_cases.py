@@ -1,6 +1,6 @@
 """Case-aware suites: options and {options}, expect, choice checks read by the battery's
 parser, {column} placeholders in checks, and perturbations that are operations on a case
-(swap, swap_text, reorder)."""
+(swap, swap_text, reorder, the battery's attacks)."""
 
 from __future__ import annotations
 
@@ -157,6 +157,22 @@ PREFIX_ONLY = 'perturbations:\n  - {name: comedian, prefix: "Act as a comedian."
             r"perturbation 's': 'reorder' changes the order of the options, and the spec gives no 'options'",
         ),
         (
+            bbq(perts="perturbations:\n  - {name: t, attack: {level: typo, rho: 0.1}}\n"),
+            r"line 9: perturbations\[0\]\.attack\.level must be one of char, word, visual; got 'typo'",
+        ),
+        (
+            bbq(perts="perturbations:\n  - {name: t, attack: {level: char, rho: 1.5}}\n"),
+            r"line 9: perturbations\[0\]\.attack\.rho must be <= 1",
+        ),
+        (
+            bbq(perts="perturbations:\n  - {name: t, attack: {level: char, rho: 0.1, op: homoglyph}}\n"),
+            r"perturbation 't': a char attack's op is one of repeat, delete, insert; got 'homoglyph'",
+        ),
+        (
+            bbq(perts="perturbations:\n  - {name: t, attack: {level: char, rho: 0.1, letters: 0.3}}\n"),
+            r"perturbation 't': 'letters' .* is only for the visual attack",
+        ),
+        (
             bbq(options='options: ["{ans0}", "{ans1}", "{ans9}"]\n'),
             r"line 6: case 'c1' .*no column 'ans9' for the placeholder \{ans9\} in options\[2\]",
         ),
@@ -213,3 +229,43 @@ def test_the_answer_parser_imports_without_the_battery_extra():
         "assert c.outcome('The answer is B.') is True\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+ATTACKS = """perturbations:
+  - {name: typos, attack: {level: char, rho: 0.3, seed: 4}, role: control}
+  - {name: glyphs, attack: {level: visual, rho: 1.0, letters: 1.0}, role: control}
+"""
+
+
+def test_the_batterys_attacks_are_perturbations_of_each_case():
+    """``attack:`` is the battery's seeded attack at one ρ on each case's filled prompt: a
+    draw per case (seeded by the case's id), the same draw on every parse and after a round
+    trip, the words attacked at a lower ρ attacked at a higher one too (the battery's
+    nesting); homoglyphs read back to the prompt's skeleton; one prompt without cases is
+    attacked once."""
+    from dbpa_core.attacks.text import LEVELS, attack_texts, derive_seed, skeleton
+    from dbpa_core.spec_schema import ATTACK_LEVELS
+
+    assert ATTACK_LEVELS == LEVELS
+    spec = parse_spec(bbq(perts=ATTACKS))
+    ones = [case_spec(spec, c) for c in spec.cases]
+    for case, one in zip(spec.cases, ones, strict=True):
+        typos, glyphs = (p.prompt for p in one.perturbations)
+        assert typos != one.base_prompt and glyphs != one.base_prompt
+        assert skeleton(glyphs) == skeleton(one.base_prompt)
+        seed = derive_seed(4, "char", None, case.id)
+        assert typos == attack_texts([one.base_prompt], "char", 0.3, seeds=[seed])[0].text
+    again = parse_spec(dump_spec(spec))
+    assert [p.attack for p in again.perturbations] == [p.attack for p in spec.perturbations]
+    assert [case_spec(again, c) for c in again.cases] == ones
+    # a higher rho attacks the same words and more
+    low = attack_texts([ones[0].base_prompt], "char", 0.1, seeds=[1])[0]
+    high = attack_texts([ones[0].base_prompt], "char", 0.6, seeds=[1])[0]
+    assert 0 < len(low.changes) < len(high.changes)
+    assert {c.start for c in low.changes} <= {c.start for c in high.changes}
+    plain = parse_spec(
+        "model: {backend: local}\nbase: {prompt: 'Should a 70-year-old smoker take a statin?'}\n"
+        "perturbations: [{name: t, attack: {level: char, rho: 1.0}}]\n"
+    )
+    assert plain.perturbations[0].prompt != plain.base_prompt
+    assert plain.perturbations[0].prompt == parse_spec(dump_spec(plain)).perturbations[0].prompt

@@ -15,15 +15,17 @@ import pandas as pd
 import streamlit as st
 
 from dbpa_core.audit import AuditResult
-from dbpa_core.checks import Check, audit_checks
+from dbpa_core.checks import JUDGE_MAX_TOKENS, Check, audit_checks
 from dbpa_core.sampling import SampleRecord, backend_identity, sample_key
 
 from . import checks_figures, state
 from .figures import fmt_p
 from .widgets import md_escape
 
-# what the page's editor offers (a judge needs a model entry: write it in a spec file)
-EDITOR_KINDS = ("contains", "absent", "regex", "refusal", "words", "json", "choice")
+# what the page's editor offers (a judge asks the model picked under the table)
+EDITOR_KINDS = ("contains", "absent", "regex", "refusal", "words", "json", "choice", "judge")
+JUDGE_MODEL = "w_judge_model"  # the judge's model: a label of the models in Settings
+JUDGE_FROM_SPEC = "_judge_model_from_spec"  # an opened spec's judge model, when Settings lacks it
 TABLE = "checks_table"  # the editor's rows, shared by every audit page
 VERSION = "checks_table_version"
 EDITOR_COLUMNS = ("name", "kind", "value", "all")
@@ -38,6 +40,8 @@ HINTS = {
     "words": "no value: the answer's length in words (a number)",
     "json": "no value: passes when the answer is JSON",
     "choice": "a suite with answer options: the option the answer should choose, e.g. {unknown}",
+    "judge": "a yes/no question about the answer, asked of a judge model (a model call per "
+    "distinct answer), e.g. 'Does the answer recommend a statin?'",
 }
 
 
@@ -54,10 +58,11 @@ def empty_table() -> pd.DataFrame:
     )
 
 
-def entries(df: pd.DataFrame) -> list[dict]:
+def entries(df: pd.DataFrame, *, judge_model: Mapping | None = None) -> list[dict]:
     """The editor's rows as a spec's ``checks:`` entries (empty rows skipped). A row without
-    a name is named after its kind and value; what is wrong in a row is left for the spec's
-    reader to say, with the check's name."""
+    a name is named after its kind and value; a judge row asks ``judge_model`` its value
+    (a question); what is wrong in a row is left for the spec's reader to say, with the
+    check's name."""
     out = []
     for row in df.to_dict("records"):
         name, kind, value = (_cell(row, "name"), _cell(row, "kind").lower(), _cell(row, "value"))
@@ -68,6 +73,8 @@ def entries(df: pd.DataFrame) -> list[dict]:
             entry[kind] = [w.strip() for w in value.split(",") if w.strip()]
         elif kind in ("regex", "choice"):
             entry[kind] = value
+        elif kind == "judge":
+            entry["judge"] = {"question": value} | ({"model": dict(judge_model)} if judge_model else {})
         elif kind:
             entry[kind] = True
         ticked = row.get("all")
@@ -97,8 +104,8 @@ def checks_editor(*, key: str) -> dict:
             "name — mention a statin, cite NICE, refuse — in the base and each "
             "perturbed arm, with an interval and a p-value. Kinds: "
             + "; ".join(f"**{k}**: {h}" for k, h in HINTS.items())
-            + ". These checks apply on every audit page. A model-graded check (a "
-            "judge model asked a yes/no question) is written in a spec file."
+            + ". These checks apply on every audit page. A judge check is model-graded: "
+            "only as reliable as its judge, and it costs a call per distinct answer (cached)."
         )
         edited = st.data_editor(
             table,
@@ -124,8 +131,52 @@ def checks_editor(*, key: str) -> dict:
         if not edited.equals(table):
             ss[TABLE] = edited.reset_index(drop=True)
             ss[VERSION] += 1
-    found = entries(ss[TABLE])
+        judge = judge_picker(ss[TABLE]) if has_judge(ss[TABLE]) else None
+    found = entries(ss[TABLE], judge_model=judge)
     return {"checks": found} if found else {}
+
+
+def has_judge(df: pd.DataFrame) -> bool:
+    return any(_cell(r, "kind").lower() == "judge" for r in df.to_dict("records"))
+
+
+def judge_models() -> dict[str, dict]:
+    """The models a judge can be: those in Settings, and an opened spec's judge model."""
+    from dbpa_core.spec import model_label
+
+    ss = st.session_state
+    out = {model_label(m): dict(m) for m in ss.get("models") or ()}
+    spec_judge = ss.get(JUDGE_FROM_SPEC)
+    if spec_judge:
+        out.setdefault(model_label(spec_judge), dict(spec_judge))
+    return out
+
+
+def judge_picker(df: pd.DataFrame) -> dict | None:
+    """The judge model's picker, under a table with a judge row: its entry (None without
+    models). The judge answers at temperature 0 unless its entry says otherwise."""
+    ss = st.session_state
+    models = judge_models()
+    if not models:
+        st.warning("A judge check needs a model: add one in Settings.", icon=":material/gavel:")
+        return None
+    labels = list(models)
+    if ss.get(JUDGE_MODEL) not in labels:
+        ss[JUDGE_MODEL] = labels[0]
+    picked = st.selectbox(
+        "Judge model (asked each judge question about every distinct answer)",
+        labels,
+        key=JUDGE_MODEL,
+        help="A strong model judges best; the embedded one is small. Its replies are cached: "
+        "an answer is never judged twice.",
+    )
+    n = sum(_cell(r, "kind").lower() == "judge" for r in df.to_dict("records"))
+    st.caption(
+        f":material/smart_toy: {n} judge check{'s' if n > 1 else ''}: model-graded, so the "
+        "preview cannot show them before a run (each needs a model call); the run's estimate "
+        "counts their calls."
+    )
+    return models.get(picked or labels[0])
 
 
 def apply_checks(spec) -> list[str]:
@@ -133,18 +184,27 @@ def apply_checks(spec) -> list[str]:
     (model-graded ones)."""
     rows, left = [], []
     from dbpa_core.checks import EXPECT_CHECK
+    from dbpa_core.spec import model_label
 
+    ss = st.session_state
+    judges = {model_label(dict(c.judge_model or {})) for c in getattr(spec, "checks", ()) if c.model_graded}
     for c in getattr(spec, "checks", ()):
         if c.name == EXPECT_CHECK and getattr(spec, "expect", None):
             continue  # the spec's 'expect' makes it (the Suite page holds 'expect' itself)
-        if c.kind not in EDITOR_KINDS or c.case_sensitive:
+        one_judge = len(judges) == 1 and c.judge_model and c.max_tokens == JUDGE_MAX_TOKENS
+        if c.kind not in EDITOR_KINDS or c.case_sensitive or (c.model_graded and not one_judge):
             left.append(c.name)
             continue
+        if c.model_graded:  # the editor's one judge model: the spec's
+            ss[JUDGE_FROM_SPEC] = dict(c.judge_model or {})
+            ss[JUDGE_MODEL] = model_label(ss[JUDGE_FROM_SPEC])
         value = (
             ", ".join(c.terms)
             if c.kind in ("contains", "absent")
             else (c.target or "")
             if c.kind == "choice"
+            else (c.question or "")
+            if c.model_graded
             else (c.pattern or "")
         )
         rows.append({"name": c.name, "kind": c.kind, "value": value, "all": bool(c.all)})
@@ -156,7 +216,8 @@ def apply_checks(spec) -> list[str]:
     if not left:
         return []
     return [
-        f"The checks {', '.join(repr(n) for n in left)} (model-graded or case-sensitive) "
+        f"The checks {', '.join(repr(n) for n in left)} (case-sensitive, or judges by more than one "
+        "model or with their own max_tokens) "
         "are not offered in the page's editor and were left out: run the spec file with "
         "dbpa audit to include them."
     ]

@@ -98,14 +98,30 @@ class _RecordedVectors:
         return np.stack([self.rec.vectors[t] for t in texts])
 
 
+def replays_recording(model: Mapping[str, Any], rec: Recording) -> bool:
+    """Is ``model`` demo mode's replay of the recorded model: the recording's own answers
+    file (:data:`RESPONSES`), read as that model? Then it answers as the recording does."""
+    if model.get("backend") != "replay" or str(model.get("name") or "") != str(rec.meta.get("model")):
+        return False
+    try:
+        return Path(str(model.get("file") or "")).resolve() == RESPONSES.resolve()
+    except OSError:
+        return False
+
+
 def applies(spec: AuditSpec, rec: Recording) -> bool:
     """True when the recording answers ``spec`` exactly as the embedded model would be
-    asked to: one prompt per arm on the default local model, with the recorded k,
+    asked to: one prompt per arm on the default local model (or, in demo mode, on the
+    replay of the recording's answers: :func:`replays_recording`), with the recorded k,
     temperature, top-p, max tokens and seed, and every prompt recorded (and, for the
     MiniLM embedder, embedded)."""
     m = rec.meta
     model = spec.model if spec.mode == "perturbation" else None
-    if not model or model.get("backend") != "local" or "temperature" in model:
+    if (
+        not model
+        or "temperature" in model
+        or not (model.get("backend") == "local" or replays_recording(model, rec))
+    ):
         return False
     if (spec.samples, spec.temperature, spec.top_p, spec.max_tokens, spec.seed) != (
         m.get("samples"),

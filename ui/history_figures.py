@@ -3,6 +3,9 @@ run A and in run B, filled where significant, with the verdict changes in red.""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 import plotly.graph_objects as go
 
 from dbpa_core.history import RunComparison
@@ -68,4 +71,23 @@ def comparison_figure(cmp: RunComparison) -> go.Figure:
     fig.update_yaxes(autorange="reversed")
     return base_layout(
         fig, title="Run A vs run B — red lines: the verdict changed", height=140 + 34 * max(1, len(rows))
+    )
+
+
+def latest_sentence(runs: Sequence[Any], titles: Mapping[str, str]) -> str | None:
+    """The History list's verdict in words: how many runs (newest first), and what the
+    latest found (``titles``: page key -> page title, for runs without a title)."""
+    if not runs:
+        return None
+    r = runs[0]
+    title = r.title or titles.get(r.page or "", "") or "run"
+    found = (
+        f"{r.n_significant} of {r.n_tests} tests changed the answers detectably"
+        if r.n_tests
+        else "no permutation test"
+    )
+    gate = {"fail": "; a control failed", "pass": "; every control passed"}.get(r.control_gate, "")
+    return (
+        f"{len(runs)} run{'s' if len(runs) != 1 else ''} listed below. The latest, #{r.id} "
+        f"({title}, {r.created_at:%Y-%m-%d %H:%M}): {found}{gate}."
     )

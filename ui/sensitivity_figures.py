@@ -258,6 +258,13 @@ def length_figure(result: SensitivityResult, alpha: float) -> go.Figure:
 
 
 # --------------------------------------------------------------------------- tables
+def hold_sentence(result: SensitivityResult) -> str:
+    """The study's verdict in words: how many of the audit's verdicts hold everywhere."""
+    table = verdict_table(result)
+    n_hold = int((table["verdict"] == "holds").sum())
+    return f"{n_hold} of {len(table)} verdicts hold in every setting tried."
+
+
 def verdict_table(result: SensitivityResult) -> pd.DataFrame:
     """One row per perturbation: the audit's verdict and, per study, how many settings
     agree (detectable in a of b: significant after the correction)."""

@@ -3,7 +3,8 @@
 Cases are rows of an editable table (pasted from a spreadsheet, uploaded as CSV, JSONL or
 XLSX, or typed); the base prompt is a template over their columns (``{name}``, ``{age}``),
 previewed for one case; perturbations come from presets (the papers' eight persona
-prefixes, a name swap over a list of first names) or are written by hand (a prefix, a
+prefixes, a name swap over a list of first names, a field swap, an option reorder, the
+robustness battery's typo, word and homoglyph attacks at a rate ρ) or are written by hand (a prefix, a
 suffix, a whole template, or ``set`` of fields), each marked control or target; the
 answer checks are the dashboard's one checks table. The sidebar's test settings (k, B,
 correction, α, sampling) and the page's model make the rest of the spec.
@@ -34,7 +35,7 @@ EXAMPLE_YAML = ROOT / "examples" / "suite_clinic.yaml"  # the page's example (an
 CASES, CASES_V = "_suite_cases", "_suite_cases_v"  # the cases table and its editor's version
 PERTS, PERTS_V = "_suite_perts", "_suite_perts_v"  # the perturbations table, its version
 BASE = "w_suite_base"  # the base prompt template
-KINDS = ("prefix", "suffix", "prompt", "set", "swap", "swap_text", "reorder")
+KINDS = ("prefix", "suffix", "prompt", "set", "swap", "swap_text", "reorder", "attack")
 KIND_HELP = {
     "prefix": "text put before each case's filled base prompt",
     "suffix": "text put after it",
@@ -43,9 +44,15 @@ KIND_HELP = {
     "swap": "two fields whose values change places in each case: `name1, name2`",
     "swap_text": "two spans of the filled prompt that change places: `the grandfather | the grandson`",
     "reorder": "the answer options' order: `reverse`, `rotate` or `shuffle` (seeded per case)",
+    "attack": "the battery's typos, word edits or homoglyphs at a rate ρ: `char, rho=0.1, seed=0` "
+    "(level `char`, `word` or `visual`; optional `op=…`, `letters=…`)",
 }
+# the battery's attacks offered as presets: level -> what the page calls it
+ATTACKS = {"char": "typos (char)", "word": "word edits (word)", "visual": "homoglyphs (visual)"}
 REORDERS = ("reverse", "rotate", "shuffle")
 OPTIONS, EXPECT = "w_suite_options", "w_suite_expect"  # answer options (a line each), expected answer
+# the sequential-sampling switch, and an opened spec's own plan (looks, weights) it keeps
+SEQUENTIAL, SEQUENTIAL_PLAN = "w_suite_sequential", "_suite_sequential_plan"
 PERT_COLUMNS = ["name", "kind", "value", "role"]
 CASES_FILE = "cases.csv"
 # first names across groups, for a name swap (as in audits of names in hiring and medicine)
@@ -73,6 +80,8 @@ def perturbation_rows(spec: AuditSpec) -> list[dict[str, str]]:
             kind, value = "swap_text", " | ".join(p.swap_text)
         elif getattr(p, "reorder", None):
             kind, value = "reorder", p.reorder
+        elif getattr(p, "attack", None):
+            kind, value = "attack", attack_value(p.attack.to_dict())
         elif p.set_fields:
             kind, value = "set", "; ".join(f"{k}={v}" for k, v in p.set_fields)
         elif p.template:
@@ -104,6 +113,10 @@ def put_spec(spec: AuditSpec, *, checks: bool = True) -> None:
     ss[EXPECT] = spec.expect or ""
     ss[PERTS] = pd.DataFrame(perturbation_rows(spec), columns=PERT_COLUMNS)
     ss[PERTS_V] = ss.get(PERTS_V, 0) + 1
+    seq = spec.sequential_sampling
+    ss[SEQUENTIAL] = seq is not None
+    # a plan of its own (looks, weights, confidence) is kept as written; the defaults as `true`
+    ss[SEQUENTIAL_PLAN] = None if seq is None or seq == type(seq)() else seq.to_dict()
     if checks and spec.checks:
         checks_view.apply_checks(spec)
 
@@ -237,6 +250,37 @@ def name_swap_rows(field: str, names: list[str], role: str = "control") -> list[
     return [{"name": f"{field}: {n}", "kind": "set", "value": f"{field}={n}", "role": role} for n in names]
 
 
+def attack_value(attack: dict[str, Any]) -> str:
+    """A spec's ``attack:`` as the perturbations table's value: ``char, rho=0.1, seed=0``."""
+    rest = [f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in attack.items() if k != "level"]
+    return ", ".join([str(attack.get("level", "")), *rest])
+
+
+def attack_entry(value: str) -> dict[str, Any]:
+    """The table's ``char, rho=0.1, seed=0`` as a spec's ``attack:`` (numbers as numbers;
+    what cannot be read is passed on for the spec's check to name)."""
+    out: dict[str, Any] = {}
+    for part in [p.strip() for p in value.replace(";", ",").split(",") if p.strip()]:
+        key, eq, val = part.partition("=")
+        if not eq:
+            out["level"] = part.lower()
+            continue
+        key, val = key.strip().lower(), val.strip()
+        try:
+            out[key] = int(val) if key == "seed" else float(val) if key in ("rho", "letters") else val
+        except ValueError:
+            out[key] = val
+    return out
+
+
+def attack_rows(level: str, rho: float, *, seed: int = 0, role: str = "control") -> list[dict[str, str]]:
+    """One perturbation: the battery's ``level`` attack at ``rho`` (a control by default: a
+    typo should not change a recommendation)."""
+    value = attack_value({"level": level, "rho": float(rho), "seed": int(seed)})
+    name = {"char": "typos", "word": "word edits", "visual": "homoglyphs"}.get(level, level)
+    return [{"name": f"{name} ρ={rho:g}", "kind": "attack", "value": value, "role": role}]
+
+
 # --------------------------------------------------------------------------- the spec
 def perturbation_entries(df: pd.DataFrame) -> list[dict[str, Any]]:
     """Rows of the perturbations table -> spec entries (empty rows skipped)."""
@@ -262,6 +306,8 @@ def perturbation_entries(df: pd.DataFrame) -> list[dict[str, Any]]:
             entry["swap_text"] = [v.strip() for v in value.split("|")]
         elif kind == "reorder":
             entry["reorder"] = value.lower()
+        elif kind == "attack":
+            entry["attack"] = attack_entry(value)
         else:
             entry[kind if kind in KINDS else "prefix"] = value
         if role:
@@ -299,6 +345,8 @@ def spec_dict(
     if str(ss.get(EXPECT) or "").strip():
         doc["expect"] = str(ss[EXPECT]).strip()
     doc["perturbations"] = perturbation_entries(ss[PERTS])
+    if ss.get(SEQUENTIAL):
+        doc["sequential_sampling"] = ss.get(SEQUENTIAL_PLAN) or True
     if checks:
         doc["checks"] = checks
     return doc
@@ -500,7 +548,8 @@ def perturbations_section(key: str) -> None:
         + ". Role: *control* should not change the answer, *target* should."
     )
     with st.expander(
-        "Presets: personas, a name swap, a field swap, an option reorder", icon=":material/library_add:"
+        "Presets: personas, a name swap, a field swap, an option reorder, typos and homoglyphs",
+        icon=":material/library_add:",
     ):
         from .presets import PERSONAS
 
@@ -552,6 +601,24 @@ def perturbations_section(key: str) -> None:
             ):
                 row = {"name": f"options {how}", "kind": "reorder", "value": how, "role": "control"}
                 ss[f"_{key}_pert_note"] = add_perturbations([row])
+                st.rerun()
+        c5, c6 = st.columns(2)
+        with c5:
+            level = st.selectbox(
+                "The battery's attack on each prompt",
+                list(ATTACKS),
+                format_func=ATTACKS.get,
+                key=f"{key}_attack_level",
+                help="Typos (a character repeated, deleted or inserted), word edits (WordNet) or "
+                "look-alike characters, each word attacked with probability ρ, seeded per case.",
+            )
+            rho = st.slider("ρ: share of words attacked", 0.05, 1.0, 0.1, 0.05, key=f"{key}_attack_rho")
+        with c6:
+            arole = st.selectbox("Role", ["control", "target", ""], key=f"{key}_attack_role")
+            aseed = st.number_input("Attack seed", 0, 10**6, 0, key=f"{key}_attack_seed")
+            if st.button("Add attack", key=f"{key}_add_attack"):
+                rows = attack_rows(level, rho, seed=int(aseed), role=arole)
+                ss[f"_{key}_pert_note"] = add_perturbations(rows)
                 st.rerun()
     if note := ss.pop(f"_{key}_pert_note", None):
         st.info(note)

@@ -253,6 +253,7 @@ def show_estimate(spec: AuditSpec) -> None:
         int(t.get("cached", 0)),
         int(t.get("input_tokens", 0) + t.get("output_tokens", 0)),
         float(t.get("cost", 0.0)),
+        best=int(t["sequential_best_calls"]) if "sequential_best_calls" in t else None,
     )
     reach = reachability(spec)
     st.caption(
@@ -289,8 +290,14 @@ def checks_preview_section(spec: AuditSpec | None, results: dict[str, Any] | Non
             st.caption("Type an answer: the checks are applied as you type. A run's answers show here too.")
         else:
             st.dataframe(df, hide_index=True, key=f"{KEY}_check_preview")
+            judged = any(c.model_graded for c in spec.checks)
             st.caption(
                 "✓ passes, ✗ fails, ? chooses no option clearly."
+                + (
+                    " A judge check needs a model call per answer: it is asked when the suite runs."
+                    if judged
+                    else ""
+                )
                 + (f" {len(shown)} of the {len(answers)} answers of the results below." if shown else "")
             )
 
@@ -711,6 +718,6 @@ def checks_preview(
             except ValueError:  # a choice check on an arm without options
                 row[c.name] = ""
         for name in judges:
-            row[name] = "asked when the suite runs"
+            row[name] = "needs a model call: asked when the suite runs"
         rows.append(row)
     return pd.DataFrame(rows)

@@ -67,6 +67,24 @@ def page_setup(settings: str = "audit") -> None:
         state.page_names()[page] = name
 
 
+VERDICT_ICON = ":material/gavel:"  # the page's verdict in words, on its first screen
+
+
+def page_intro(question: str, explain_html: str):
+    """A page's first screen: the question it answers (the title), what it does (a short
+    paragraph) and, right under them, a slot for its verdict in words, filled by
+    :func:`say_verdict` once the page knows it (the results are drawn further down)."""
+    st.title(question)
+    st.markdown(f"<div class='dbpa-explain'>{explain_html}</div>", unsafe_allow_html=True)
+    return st.empty()
+
+
+def say_verdict(slot, verdict: str | None, *, waiting: str) -> None:
+    """The verdict in words in the slot of :func:`page_intro`; ``waiting`` (what to press
+    for one) when the page has no result yet."""
+    slot.info(md_escape(verdict) if verdict else waiting, icon=VERDICT_ICON)
+
+
 def navigation_links() -> None:
     with st.sidebar:
         section = None
@@ -100,6 +118,18 @@ def pick_models(
     first = [m for m in (default or []) if m in options] or options[:default_count]
     ss[key] = kept if (kept or key in ss) else first
     return st.multiselect(label, options, key=key, help=help)
+
+
+SEQUENTIAL_HELP = (
+    "Draw the answers in rounds (k = 10, 20, 40, … up to the samples per prompt) and stop "
+    "each test once its verdict is settled: fewer calls, the same error rates. With δ set, a "
+    "test also stops when its effect above chance is shown below δ."
+)
+
+
+def sequential_toggle(key: str) -> bool:
+    """The audit pages' switch for sequential sampling (``sequential_sampling: true``)."""
+    return st.toggle("Sequential sampling", key=key, help=SEQUENTIAL_HELP)
 
 
 def pick_model(label: str, key: str, options: list[str], *, help: str | None = None) -> str:

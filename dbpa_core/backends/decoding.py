@@ -24,6 +24,8 @@ Three pieces, each usable on its own:
   sample of a call is queued, the prompt of each is processed once for all its samples,
   a finished sample leaves the batch at once (and is handed to the caller at once) and the
   next queued sample takes its slot; ``should_stop`` is polled before every decoding step.
+  With more samples than slots, the first wave joins in groups (:func:`admission_plan`), so
+  that samples end a group at a time and a stop keeps the groups that ended.
   The prompts of the samples joining the batch are processed together, in packs of about
   :data:`PACK_TOKENS` tokens (:meth:`LlamaDecoder.prefill_many`: the prompts' rows
   multiplied together, attention per prompt), each pack on a worker thread of its own with
@@ -1356,6 +1358,39 @@ class _Prefill:
             self.tuner.restore(force=True)  # the workers' one thread is torch's default
 
 
+def admission_plan(slots: int, samples: int, max_tokens: int) -> Callable[[int], int]:
+    """How many samples may be decoded together at each step: ``step -> rows``.
+
+    All ``slots`` at once when every sample fits in them (one wave: the fastest, and
+    staggering it would only add steps). With more samples than slots, the first wave
+    joins in groups of :data:`MIN_ROWS` (a step costs the same below that many rows), a
+    group every ``max_tokens × group / slots`` steps, until the slots are full. Samples
+    that start together end together (most run to ``max_tokens``); staggered, they end a
+    group at a time from the first group's ``max_tokens`` steps on, on a batch still
+    growing (cheaper steps), so a stop keeps the groups that ended instead of a whole
+    unfinished batch. Every later sample takes a slot the moment one is free, so the
+    steps are about as many as unstaggered (as many when the samples are 1.25 slots),
+    and the first wave's are cheaper.
+
+    Examples
+    --------
+    >>> plan = admission_plan(64, 200, 120)
+    >>> [plan(s) for s in (0, 29, 30, 60, 90, 500)]
+    [16, 16, 32, 48, 64, 64]
+    >>> admission_plan(64, 40, 120)(0)
+    64
+    """
+    group = min(MIN_ROWS, slots)
+    if samples <= slots or group == slots:
+        return lambda step: slots
+    every = max(1, max_tokens * group // slots)
+
+    def rows(step: int) -> int:
+        return min(slots, group * (1 + step // every))
+
+    return rows
+
+
 def _one_thread() -> None:
     import torch
 
@@ -1400,6 +1435,7 @@ def generate_continuous(
     queue.reverse()  # pop() takes them in order
     dec = decoder_for(len(queue), max_len)
     slots = dec.capacity
+    admit = admission_plan(slots, len(queue), sorted(r.max_tokens for r in queue)[len(queue) // 2])
     remaining_by_prompt: dict[tuple, int] = {}
     for r in queue:
         remaining_by_prompt[r.prompt] = remaining_by_prompt.get(r.prompt, 0) + 1
@@ -1448,13 +1484,14 @@ def generate_continuous(
                 break
             # new samples take the free slots; each prompt is processed once for all its
             # samples, the prompts of the samples joining now together (see _Prefill)
-            while queue and len(live) < slots:
+            room = admit(stats.steps)
+            while queue and len(live) < room:
                 row = queue[-1]
                 state = prompts.get(row.prompt)
                 if state is None:
                     if row.prompt not in prefill.waiting:
                         prefill.request(
-                            [r.prompt for r in queue[-(slots - len(live)) :][::-1] if r.prompt not in prompts]
+                            [r.prompt for r in queue[-(room - len(live)) :][::-1] if r.prompt not in prompts]
                         )
                     state = prefill.get(row.prompt, should_stop)
                     if state is None:

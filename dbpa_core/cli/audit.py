@@ -118,11 +118,13 @@ def run(args: argparse.Namespace) -> int:
     if fail_on is None:
         return 2
     spec = load_spec(args.spec, allow_key_env=args.allow_key_env)
-    if args.batch and spec.sequential_sampling is not None:
+    by_round = bool(args.batch) and spec.sequential_sampling is not None  # a Batch API job per round
+    if by_round and spec.cases:
         print(
-            "error: --batch needs every request up front, and sequential_sampling decides each "
-            "round on the answers of the one before; run without --batch, or turn "
-            "sequential_sampling off to batch a fixed k.",
+            "error: --batch with sequential_sampling sends one job per round, and a suite's cases "
+            "draw their rounds one case after another (a job per case and round, each waiting "
+            "for the server); run the suite without --batch, or turn sequential_sampling off "
+            "to batch a fixed k.",
             file=sys.stderr,
         )
         return 2
@@ -131,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
     cache.check()
     said = spec_warnings(spec)  # what the plan cannot show, once nothing stops the run
     bars = progress_bars(args)
-    if args.batch:  # uncached calls as one Batch API job into the cache; the audit reads it
+    if args.batch and not by_round:  # uncached calls as one Batch API job into the cache
         from ..batch import run_batch_cli
 
         rc = run_batch_cli(spec, args, cache, bars)
@@ -139,11 +141,23 @@ def run(args: argparse.Namespace) -> int:
             return rc
     if spec.cases:  # a suite of cases
         return run_suite_command(spec, args, cache, bars, fail_on)
+    fetch = None
+    if by_round:  # each round's uncached calls as one Batch API job; the round reads them
+        from ..batch import round_fetch
+
+        fetch = round_fetch(cache, bars)
     try:
-        result = run_audit(spec, cache=cache, progress=bars)
+        result = run_audit(spec, cache=cache, progress=bars, fetch_round=fetch)
     except AuditCancelled as exc:
         print(str(exc), file=sys.stderr)
         return 130
+    except KeyboardInterrupt as exc:
+        if not by_round:
+            raise
+        from ..batch import STOPPED_WHILE_PENDING
+
+        print(STOPPED_WHILE_PENDING, file=sys.stderr)
+        return 128 + int(getattr(exc, "signum", 2))
     except BackendError as exc:  # exit 3 (in main); a CI page still learns why from the report
         if args.junit:
             report(args, error_suites(spec, clean_text(exc, 1000), fail_on=fail_on), fail_on)

@@ -57,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
             f"{q['plan']}: between {q['best_calls']} calls (every test stops at the first look) "
             f"and {q['worst_calls']} (every test runs to samples, as above)"
         )
+        if q.get("pilot"):
+            print(pilot_line(q["pilot"]))
     elif t["calls"] and batch_cost(est, spec) < t["cost"]:
         print(f"through the Batch API (dbpa audit --batch): ${batch_cost(est, spec):.4f}")
     if est["unknown_prices"]:
@@ -72,3 +74,16 @@ def run(args: argparse.Namespace) -> int:
     for line in reachability(spec).lines():
         print(f"  {line}")
     return 0
+
+
+def pilot_line(pilot: dict) -> str:
+    """What the cached rounds of a sequential run already decided, and the calls left."""
+    rounds = f"{pilot['rounds']} cached round{'s' if pilot['rounds'] > 1 else ''}"
+    if not pilot["open"]:
+        return f"the {rounds} decide every test: the run calls nothing more"
+    decided = sum(pilot["stopped"].values())
+    return (
+        f"from the {rounds} (a pilot, k = {pilot['k']}): {decided} of {decided + pilot['open']} tests "
+        f"decided; {pilot['best_calls']} more calls if the open ones stop at the next look, "
+        f"{pilot['worst_calls']} if they run to samples"
+    )

@@ -261,7 +261,10 @@ def test_the_page_runs_its_checks_and_history_shows_them_again(make_app):
 
 def test_opening_a_spec_fills_the_editor():
     """What specfile.apply_spec does with an opened spec's checks: the rules go into the
-    editor, a model-graded check is named in a note."""
+    editor, and a judge too, with its model as the editor's judge model (one judge model
+    for the editor: judges of two models are named in a note instead)."""
+    from dbpa_core.spec import model_label
+
     judge = Check("graded", "judge", judge_model=JUDGE, question="Yes?")
     spec = spec_with(CHECKS[:2])
     spec = dataclasses.replace(spec, checks=(*spec.checks, judge))
@@ -269,13 +272,19 @@ def test_opening_a_spec_fills_the_editor():
     with mock.patch.object(checks_view.st, "session_state", state):
         notes = checks_view.apply_checks(spec)
     table = state[checks_view.TABLE]
-    assert list(table["name"]) == ["<b>mentions</b> a statin", "cites NICE"]
-    assert list(table["value"]) == ["statin", r"\bNICE\b"]
-    assert checks_view.entries(table) == [
+    assert list(table["name"]) == ["<b>mentions</b> a statin", "cites NICE", "graded"]
+    assert list(table["value"]) == ["statin", r"\bNICE\b", "Yes?"]
+    assert state[checks_view.JUDGE_MODEL] == model_label(JUDGE) and not notes
+    assert checks_view.entries(table, judge_model=JUDGE) == [
         {"name": "<b>mentions</b> a statin", "contains": ["statin"]},
         {"name": "cites NICE", "regex": r"\bNICE\b"},
+        {"name": "graded", "judge": {"question": "Yes?", "model": dict(JUDGE)}},
     ]
-    assert len(notes) == 1 and "'graded'" in notes[0] and "model-graded" in notes[0]
+    other = Check("other", "judge", judge_model={**JUDGE, "name": "another"}, question="No?")
+    spec = dataclasses.replace(spec, checks=(*spec.checks, other))
+    with mock.patch.object(checks_view.st, "session_state", {}):
+        notes = checks_view.apply_checks(spec)
+    assert len(notes) == 1 and "'graded', 'other'" in notes[0] and "more than one model" in notes[0]
 
 
 TWO_CHECKS = pd.DataFrame(

@@ -75,3 +75,33 @@ def test_the_page_reads_a_shared_database_and_says_who_ran_each_run(
     assert "postgresql://" in text and "127.0.0.1" in text  # the shared database
     assert f"run by {getpass.getuser()} on {socket.gethostname()}" in text
     assert "garbled later" in text
+
+
+def test_two_suites_are_compared_through_the_run_interface(make_app, tmp_path, capsys):
+    """The Compare tab takes suites too (as `dbpa history compare` does), says which pooled
+    verdicts changed, and refuses a suite against an audit in one line."""
+    from tests.fake_openai import FakeOpenAI
+    from tests.test_compare_suites import suite_run
+    from tests.test_suite import write_cases
+
+    audit = _record(tmp_path)
+    write_cases(tmp_path, 3)
+    with FakeOpenAI(models=("fake-model", "fake-embed")) as srv:
+        a = suite_run(tmp_path, srv, capsys)
+        b = suite_run(tmp_path, srv, capsys, prefix="Act as a doctor.")
+    at = make_app(page="pages/history.py")
+    at.session_state["hist_tabs"] = "Compare two runs"
+    at.run()
+    at.selectbox(key="hist_a").set_value(a).run()
+    at.selectbox(key="hist_b").set_value(b).run()
+    assert not at.exception, at.exception
+    said = " ".join(plain(e.value) for e in at.error)
+    assert "pooled verdict" in said and "comedian" in said, said
+    assert any("pooled over the cases" in c.value for c in at.code)
+    at.selectbox(key="hist_b").set_value(audit).run()
+    assert not at.exception, at.exception
+    assert any(
+        f"Run {a} is a suite of cases and run {audit} an audit: compare two runs of one kind."
+        in plain(i.value)
+        for i in at.info
+    ), [i.value for i in at.info]

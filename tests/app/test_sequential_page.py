@@ -21,3 +21,38 @@ def test_the_switch_turns_sequential_sampling_on(make_app):
     said = " ".join(plain(c.value) for c in at.caption)
     assert "Sequential sampling: the answers were drawn in rounds" in said
     assert "sequential, 2 looks (k = 10, 20), weights 0.5, 0.5; stopped at k = " in said
+
+
+def test_the_suite_page_switch_is_written_into_suite_yaml(make_app, tmp_path):
+    import yaml
+
+    from dbpa_core.spec import load_spec
+    from ui import suite_builder
+
+    at = make_app(page="pages/suite.py", w_samples=20, w_embedder="rouge1")
+    assert not at.exception, at.exception
+    assert at.toggle(key="w_suite_sequential").value is False
+    assert "sequential_sampling" not in at.session_state["_suite_doc"]
+    at.toggle(key="w_suite_sequential").set_value(True).run()
+    assert not at.exception, at.exception
+    doc = at.session_state["_suite_doc"]
+    assert doc["sequential_sampling"] is True
+    assert "Model calls to make (at most)" in [m.label for m in at.metric]  # the worst case
+    # the downloaded suite.yaml carries it, and `dbpa audit` reads the same plan
+    text = suite_builder.spec_yaml(doc)
+    assert yaml.safe_load(text)["sequential_sampling"] is True
+    (tmp_path / "suite.yaml").write_text(text)
+    (tmp_path / "cases.csv").write_text(suite_builder.cases_csv(doc))
+    spec = load_spec(tmp_path / "suite.yaml")
+    assert spec.sequential_sampling.plan(spec.samples).looks == (10, 20)
+    # a suite with a plan of its own, opened again (a reload reads the draft the page keeps):
+    # the switch is on and the plan is kept as written, not turned into `true`
+    own = dict(doc, sequential_sampling={"looks": [5, 20], "weights": [0.2, 0.8]})
+    suite_builder.save_draft(own)
+    again = make_app(page="pages/suite.py", w_samples=20, w_embedder="rouge1")
+    assert not again.exception, again.exception
+    assert again.toggle(key="w_suite_sequential").value is True
+    kept = again.session_state["_suite_doc"]["sequential_sampling"]
+    assert kept["looks"] == [5, 20] and kept["weights"] == [0.2, 0.8]
+    again.toggle(key="w_suite_sequential").set_value(False).run()
+    assert "sequential_sampling" not in again.session_state["_suite_doc"]

@@ -4,6 +4,7 @@ answers (a replay file), gives the same pooled verdicts as ``dbpa audit`` on the
 suite.yaml and cases.csv; the builder's pieces (reading cases, the spec it writes, the
 fields it flags) on their own."""
 
+import io
 import json
 import subprocess
 import sys
@@ -14,7 +15,7 @@ import pytest
 import yaml
 
 from dbpa_core.audit import build_arms
-from dbpa_core.spec import load_spec, parse_spec
+from dbpa_core.spec import SpecError, load_spec, parse_spec
 from dbpa_core.suite import case_spec
 
 from .conftest import errors, plain, successes
@@ -181,6 +182,31 @@ def test_reading_cases():
         read_cases("c.csv", b"\xff\xfe\x00a")
 
 
+def test_reading_cases_from_a_spreadsheet():
+    """An .xlsx upload (the first sheet): numbers read as the text a person typed, empty
+    cells as empty text; a file that is not a spreadsheet says so in one line."""
+    import openpyxl
+
+    from ui.suite_builder import XLSX, CasesError, read_cases
+
+    assert XLSX  # the app extra installs openpyxl
+    book = openpyxl.Workbook()
+    sheet = book.active
+    for row in (["name", "age", "note"], ["John", 70, "smoker"], ["Mary", 58, None]):
+        sheet.append(row)
+    book.create_sheet("other").append(["ignored"])
+    buf = io.BytesIO()
+    book.save(buf)
+    df = read_cases("Vignettes.XLSX", buf.getvalue())
+    assert list(df.columns) == ["id", "name", "age", "note"]
+    assert df.to_dict("records") == [
+        {"id": "1", "name": "John", "age": "70", "note": "smoker"},
+        {"id": "2", "name": "Mary", "age": "58", "note": ""},
+    ]
+    with pytest.raises(CasesError, match=r"^cases\.xlsx: not a readable spreadsheet"):
+        read_cases("cases.xlsx", b"id,name\n1,John\n")
+
+
 def test_the_spec_it_writes_reads_back(tmp_path):
     from ui.suite_builder import cases_csv, perturbation_entries, spec_yaml, unused_fields
 
@@ -208,6 +234,44 @@ def test_the_spec_it_writes_reads_back(tmp_path):
     spec = load_spec(tmp_path / "suite.yaml")
     assert [c.id for c in spec.cases] == ["1"] and spec.perturbations[1].suffix == "Please."
     assert case_spec(spec, spec.cases[0]).perturbations[0].prompt == "Ahmed is 80."
+
+
+def test_the_batterys_attacks_as_perturbations_read_back(tmp_path):
+    """A typo preset in the table -> the spec's ``attack:`` -> the YAML that ``dbpa audit``
+    reads -> the same rows; each case's prompt attacked with its own seed."""
+    from ui.suite_builder import attack_entry, attack_rows, perturbation_entries, perturbation_rows, spec_yaml
+
+    rows = attack_rows("char", 0.25, seed=7) + attack_rows("visual", 0.5, role="target")
+    assert [r["name"] for r in rows] == ["typos ρ=0.25", "homoglyphs ρ=0.5"]
+    entries = perturbation_entries(pd.DataFrame(rows))
+    assert entries[0] == {
+        "name": "typos ρ=0.25",
+        "attack": {"level": "char", "rho": 0.25, "seed": 7},
+        "role": "control",
+    }
+    assert attack_entry("visual; rho=x") == {"level": "visual", "rho": "x"}  # the spec check names it
+    doc = {
+        "name": "s",
+        "model": {"backend": "local"},
+        "cases": [{"id": "a", "name": "John"}, {"id": "b", "name": "John"}],
+        "base": {"prompt": "{name} has chest pain and shortness of breath. What should {name} do?"},
+        "perturbations": entries,
+    }
+    (tmp_path / "suite.yaml").write_text(spec_yaml(doc))
+    (tmp_path / "cases.csv").write_text("id,name\na,John\nb,John\n")
+    spec = load_spec(tmp_path / "suite.yaml")
+    assert perturbation_rows(spec) == rows
+    a, b = (case_spec(spec, c).perturbations[0].prompt for c in spec.cases)
+    base = case_spec(spec, spec.cases[0]).base_prompt
+    assert a != base and b != base and a != b  # attacked, a draw per case
+    assert case_spec(spec, spec.cases[0]).perturbations[0].prompt == a  # seeded: the same again
+    with pytest.raises(SpecError, match=r"attack\.rho must be a number, got 'x'"):
+        parse_spec(
+            {
+                **doc,
+                "perturbations": perturbation_entries(pd.DataFrame([{**rows[0], "value": "char, rho=x"}])),
+            }
+        )
 
 
 def test_the_recorded_suite_shows_at_once_in_demo_mode(make_app, monkeypatch):
@@ -280,3 +344,64 @@ def test_a_reload_reopens_the_suite_and_says_its_run_did_not_finish(make_app, re
     assert not errors(again), errors(again)
     assert suite_builder.read_draft()["status"] == suite_builder.DONE
     assert not any("did not finish" in plain(i.value) for i in again.info)
+
+
+QUESTION = "Does the answer recommend a statin?"
+
+
+def test_attack_preset_and_a_judge_check_on_the_page(make_app, replay):
+    """The battery's typo attack added from the presets shows in one case's prompts; a judge
+    row in the checks grid asks the judge model picked under it (here the recorded model,
+    whose replies to the judge are recorded too): the preview marks it as needing a model
+    call, and the run grades every answer with it."""
+    from dbpa_core.checks import JUDGE_PROMPT
+
+    with open(replay, "a") as f:  # the judge's replies: yes for advice, no for jokes
+        for a in CALM + JOKE:
+            prompt = JUDGE_PROMPT.format(answer=a, question=QUESTION)
+            f.write(json.dumps({"prompt": prompt, "response": "yes" if a in CALM else "no"}) + "\n")
+    model = {"backend": "replay", "file": replay, "label": "recorded"}
+    at = make_app(
+        models=[model],
+        page=SUITE,
+        w_samples=6,
+        w_permutations=200,
+        w_embedder="rouge1",
+        checks_table=pd.DataFrame(
+            [{"name": "recommends a statin", "kind": "judge", "value": QUESTION, "all": False}]
+        ).astype({"all": "boolean"}),
+    )
+    at.text_area(key="suite_paste").set_value(PASTED).run()
+    at.button(key="suite_paste_use").click().run()
+    at.text_area(key="w_suite_base").set_value(BASE).run()
+    at.button(key="suite_pert_clear").click().run()
+    # the typo preset: one perturbation, each case's prompt attacked
+    at.selectbox(key="suite_attack_level").set_value("char").run()
+    at.slider(key="suite_attack_rho").set_value(0.5).run()
+    at.button(key="suite_add_attack").click().run()
+    assert not errors(at), errors(at)
+    perts = at.session_state["_suite_perts"]
+    assert perts.to_dict("records") == [
+        {"name": "typos ρ=0.5", "kind": "attack", "value": "char, rho=0.5, seed=0", "role": "control"}
+    ]
+    base = "John is 70, smoker: yes. Should John take a statin?"
+    shown = [c.value for c in at.code]
+    assert base in shown and len(shown) == 2 and shown[1] != base
+    # the judge: asked of the model picked under the grid, marked in the preview
+    assert at.selectbox(key="w_judge_model").value == "recorded"
+    at.text_area(key="suite_check_sample").set_value("Yes, a statin is advised.").run()
+    preview = next(d.value for d in at.dataframe if "recommends a statin" in d.value.columns)
+    assert preview["recommends a statin"].str.startswith("needs a model call").all()
+    # run with the personas the recording answers
+    at.button(key="suite_pert_clear").click().run()
+    at.multiselect(key="suite_personas").set_value(["comedian"]).run()
+    at.button(key="suite_add_personas").click().run()
+    at.button(key="suite_run").click().run()
+    assert not at.exception, at.exception
+    assert not errors(at), errors(at)
+    summary = at.session_state["results"]["suite"]["suite"]
+    rows = [c for c in summary["checks"] if c["check"] == "recommends a statin"]
+    assert len(rows) == 5  # one a case
+    assert {(r["base_count"], r["base_n"], r["count"], r["n"]) for r in rows} == {(6, 6, 0, 6)}, rows[0]
+    check = summary["spec"]["checks"][0]
+    assert check["judge"]["question"] == QUESTION and check["judge"]["model"]["backend"] == "replay"
