@@ -121,3 +121,14 @@ def history_store(request, monkeypatch):
         return url
     monkeypatch.delenv("DBPA_DATABASE_URL", raising=False)
     return None
+
+
+@pytest.fixture(scope="session")
+def demo_cache(tmp_path_factory):
+    """A cache folder holding the MiniLM embeddings of every recorded demo answer
+    (assets/demo_replay.jsonl), built once per session (see tests/demo_cache.py): copy it
+    (``demo_cache.copy_to``, or ``dashboard(..., cache_from=demo_cache)``), never write to
+    it."""
+    from .demo_cache import build_shared
+
+    return build_shared(tmp_path_factory.getbasetemp())

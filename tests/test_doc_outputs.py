@@ -16,10 +16,13 @@ from tests.doc_outputs import REPO, assert_shown, documented_block, run_document
 
 
 @pytest.fixture(scope="module")
-def personas_cache(tmp_path_factory):
+def personas_cache(tmp_path_factory, demo_cache):
     """One cache for the recorded personas: the audit fills it, the sensitivity study reads
-    it (as on the page, which runs them in that order)."""
-    return tmp_path_factory.mktemp("personas-cache")
+    it (as on the page, which runs them in that order). It starts as a copy of the session's
+    embeddings of the recorded answers (tests/demo_cache.py): MiniLM is not run again."""
+    from tests.demo_cache import copy_to
+
+    return copy_to(demo_cache, tmp_path_factory.mktemp("personas-cache") / "cache")
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +31,7 @@ def personas_audit(personas_cache, tmp_path_factory):
     return run_documented(command, tmp_path_factory.mktemp("personas"), cache=personas_cache)
 
 
-@pytest.mark.slow  # embeds the 180 recorded answers with the embedded MiniLM
+@pytest.mark.slow  # the 180 recorded answers' embeddings: built once per session (demo_cache)
 @pytest.mark.parametrize("page", ["README.md", "docs/getting-started.md"])
 def test_the_personas_table(personas_audit, page):
     command = "dbpa audit examples/replay_personas.yaml --out out/personas"

@@ -6,7 +6,9 @@ A test module starts with::
     playwright = require_browser()          # skips the module without playwright/chromium
 
 and gets the ``browser`` fixture from ``tests/app/conftest.py``; its server fixture is
-``with dashboard(tmp, DBPA_REPLAY_FILE=...) as url: yield url``.
+``with dashboard(tmp, DBPA_REPLAY_FILE=...) as url: yield url`` (with the recorded demo
+answers: ``dashboard(tmp, cache_from=demo_cache, DBPA_REPLAY_FILE=DEMO)``, their embeddings
+already in the cache).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.demo_cache import copy_to
 from tests.local_http import stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,11 +71,14 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def dashboard(tmp: Path, *, start_timeout: float = 120.0, **env: str) -> Iterator[str]:
+def dashboard(
+    tmp: Path, *, start_timeout: float = 120.0, cache_from: Path | None = None, **env: str
+) -> Iterator[str]:
     """``streamlit run app.py`` on 127.0.0.1 (a free port), with ``tmp/cache`` as its
     cache and ``tmp/home`` as its DBPA_HOME unless ``env`` says otherwise (and no
     DBPA_REPLAY_FILE unless ``env`` gives one); yields its URL once it answers, and stops
-    it afterwards."""
+    it afterwards. ``cache_from``: a cache folder copied to ``tmp/cache`` first (the
+    ``demo_cache`` fixture: the recorded demo answers already embedded)."""
     port = free_port()
     full = dict(
         os.environ,
@@ -84,6 +90,8 @@ def dashboard(tmp: Path, *, start_timeout: float = 120.0, **env: str) -> Iterato
     full.pop("DBPA_REPLAY_FILE", None)
     full.update(env)
     tmp.mkdir(parents=True, exist_ok=True)
+    if cache_from is not None:
+        copy_to(cache_from, Path(full["DBPA_CACHE_DIR"]))
     log_path = tmp / "streamlit.log"  # a file, not a pipe nobody reads (a full pipe blocks it)
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(

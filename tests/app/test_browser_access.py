@@ -23,8 +23,9 @@ def settled(page) -> None:
 
 
 @pytest.fixture(scope="module")
-def app_url(tmp_path_factory):
-    with dashboard(tmp_path_factory.mktemp("access"), DBPA_REPLAY_FILE=DEMO, DBPA_UI_TOKEN=TOKEN) as url:
+def app_url(tmp_path_factory, demo_cache):
+    tmp = tmp_path_factory.mktemp("access")
+    with dashboard(tmp, cache_from=demo_cache, DBPA_REPLAY_FILE=DEMO, DBPA_UI_TOKEN=TOKEN) as url:
         yield url
 
 

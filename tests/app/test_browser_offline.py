@@ -17,8 +17,8 @@ playwright = require_browser()
 
 
 @pytest.fixture(scope="module")
-def app_url(tmp_path_factory):
-    with dashboard(tmp_path_factory.mktemp("offline"), DBPA_REPLAY_FILE=DEMO) as url:
+def app_url(tmp_path_factory, demo_cache):
+    with dashboard(tmp_path_factory.mktemp("offline"), cache_from=demo_cache, DBPA_REPLAY_FILE=DEMO) as url:
         yield url
 
 

@@ -12,9 +12,9 @@ playwright = require_browser()
 
 
 @pytest.fixture(scope="module")
-def stats_url(tmp_path_factory):
+def stats_url(tmp_path_factory, demo_cache):
     tmp = tmp_path_factory.mktemp("browser-stats")
-    with dashboard(tmp, start_timeout=240, DBPA_REPLAY_FILE=DEMO) as url:
+    with dashboard(tmp, start_timeout=240, cache_from=demo_cache, DBPA_REPLAY_FILE=DEMO) as url:
         yield url
 
 
