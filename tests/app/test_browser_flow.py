@@ -161,11 +161,12 @@ def test_a_reload_keeps_the_form_and_the_results(demo_url, browser):
     page.get_by_role("button", name="Run audit").click()
     # in demo mode the page opens on the recording's result (its tabs included): wait until
     # this run's result has replaced it, or the reload below would stop the run mid-way
+    # (.first: while Streamlit redraws, the old result's tabs and the new ones both exist)
     playwright.expect(page.get_by_text("Recorded result")).to_have_count(0, timeout=240_000)
-    page.get_by_role("tab", name="Permutation test").wait_for(timeout=240_000)
+    page.get_by_role("tab", name="Permutation test").first.wait_for(timeout=240_000)
     _wait_idle(page)
     page.reload(wait_until="networkidle")
-    page.get_by_role("tab", name="Permutation test").wait_for(timeout=60_000)
+    page.get_by_role("tab", name="Permutation test").first.wait_for(timeout=60_000)
     _wait_idle(page)
     # the restored form is drawn after the first pass of the page: wait for its value (a
     # read at once saw the input before it was restored), a lost form never shows 10
