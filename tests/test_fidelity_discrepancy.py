@@ -529,3 +529,19 @@ def test_many_options_are_exact_when_the_loose_rows_can_be_enumerated(monkeypatc
     np.testing.assert_allclose(exact.simulator("s").upper, brute, atol=1e-12)
     assert exact.simulator("s").method == "exact"
     assert np.all(bound.simulator("s").upper >= brute - 1e-12)
+
+
+def test_tv_upper_bound_refuses_a_grid_it_cannot_hold():
+    """`tangents` is bounded before any work: 10**9 tangents would hold rows x options x 10**9
+    floats at once (the bound's memory), 0 gives no bound at all."""
+    p = np.array([[0.5, 0.3, 0.2]])
+    q = np.array([[0.2, 0.3, 0.5]])
+    r = np.array([0.1])
+    with pytest.raises(ValueError, match=r"`tangents` must be <= 10_000, got .*held in memory"):
+        dz.tv_upper_bound(p, r, q, tangents=10**9)
+    with pytest.raises(ValueError, match=r"`tangents` must be >= 1"):
+        dz.tv_upper_bound(p, r, q, tangents=0)
+    with pytest.raises(TypeError, match="must be an integer"):
+        dz.tv_upper_bound(p, r, q, tangents=1.5)
+    up, lo = dz.tv_upper_bound(p, r, q, tangents=10_000)  # the bound itself still works
+    assert up[0] >= lo[0] >= 0

@@ -63,6 +63,7 @@ from typing import Literal, overload
 import numpy as np
 from numpy.typing import ArrayLike
 
+from .._validate import check_int
 from .sets import binary_kl, binary_kl_interval, binary_kl_upper, kl_ball_support, kl_divergence
 
 LOSSES = ("tv", "kl", "w1", "squared", "absolute")
@@ -321,7 +322,10 @@ def tv_upper_bound(
     *lower*: the exact values of the threshold sets (options by increasing ``q_i / p̂_i``)
     and of each single option — points of the ball's image, so never above the sup.
     Their difference (the gap) is 0 when a threshold set is the optimum, as it is for most
-    rows."""
+    rows. ``tangents``: the grid's size, 1 to 10,000 (each tangent is one more pass over every
+    row and option, held in memory at once)."""
+    why = "each tangent is a pass over every row and option, all held in memory"
+    tangents = check_int(tangents, "tangents", 1, 10_000, why)
     p = np.asarray(p, dtype=float)
     q = np.asarray(q, dtype=float)
     r = np.asarray(r, dtype=float)
