@@ -120,11 +120,11 @@ def test_two_machines_run_one_audit_at_once_and_pay_once(tmp_path, postgres_url)
     runs are recorded in the shared history, and their responses are the same."""
     import re
 
-    from .fake_openai import FakeOpenAI
-    from .test_cache_safety import paid_once_spec, start_audit
+    from .fake_openai import FakeOpenAI, write_spec
+    from .test_cache_safety import start_audit
 
     with FakeOpenAI(models=("fake-model", "fake-embed"), latency=0.8) as srv:
-        spec = paid_once_spec(tmp_path / "spec.yaml", srv.base_url)
+        spec = write_spec(tmp_path / "spec.yaml", srv.base_url, samples=4, concurrency=1, name="team-audit")
 
         def start(machine):
             return start_audit(
