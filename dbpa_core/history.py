@@ -558,6 +558,7 @@ class History:
             if suite is not None:
                 return dataclasses.replace(suite, user=who["user"], host=who["host"])
         several = len(audits) > 1
+        has_controls = any(x["role"] == "control" for x in tests)
         failed = tuple(
             (f"{x['job']}: " if several else "") + x["name"]
             for x in tests
@@ -576,8 +577,11 @@ class History:
             n_tests=len(tests),
             n_significant=sum(x["significant"] for x in tests),
             failed_controls=failed,
-            _has_controls=any(x["role"] == "control" for x in tests),
-            _untestable=not failed and any(_untestable_controls(au["spec"]) for au in audits),
+            _has_controls=has_controls,
+            # read the spec only where the gate's word depends on it: controls, none failed
+            _untestable=has_controls
+            and not failed
+            and any(_untestable_controls(au["spec"]) for au in audits),
             **who,
         )
 
@@ -941,7 +945,9 @@ def _suite_summary(con: Connection, row: Any) -> RunSummary | None:
         n_significant=sum(1 for t in tests if isinstance(t, dict) and t.get("significant")),
         failed_controls=tuple(str(d.get("perturbation")) for d in controls if d.get("significant")),
         _has_controls=bool(controls),
-        _untestable=not any(d.get("significant") for d in controls) and _untestable_controls(spec),
+        _untestable=bool(controls)
+        and not any(d.get("significant") for d in controls)
+        and _untestable_controls(spec),
         kind="suite",
     )
 
