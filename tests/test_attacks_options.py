@@ -114,6 +114,16 @@ def test_word_distractors_are_never_an_inflection_of_the_answer():
 
 
 @pytest.mark.skipif(not W.available(), reason="WordNet not installed (make wordnet)")
+def test_wordnet_loads_without_the_multilingual_map():
+    """The map from WordNet 3.0 to the loaded version serves only Open Multilingual WordNet,
+    which is not loaded: skipping it halves the load; English lookups are unchanged."""
+    wn = W.wordnet()
+    assert wn.map30 is None and wn.get_version() == "3.0"
+    assert wn.synsets("dog")[0].name() == "dog.n.01"
+    assert "domestic_dog" in wn.synsets("dog")[0].lemma_names()
+
+
+@pytest.mark.skipif(not W.available(), reason="WordNet not installed (make wordnet)")
 def test_a_colour_gets_colours():
     """bAbI 16: four colours among the answers; the fifth option is a colour too."""
     from dbpa_core.attacks.wordnet import wordnet

@@ -12,6 +12,7 @@ import json
 
 import pytest
 
+from dbpa_core.embedders import SentenceTransformerEmbedder
 from tests.doc_outputs import REPO, assert_shown, documented_block, run_documented, session
 
 
@@ -100,19 +101,29 @@ def wordnet():
         pytest.skip("WordNet is not installed: the word attacks would send other prompts")
 
 
+def embedder_not_loaded(self):
+    raise AssertionError("MiniLM was loaded: the cache copied from demo_cache lacks an embedding")
+
+
 # the scan page shows a terminal session: `$ dbpa scan ...` lines, each followed by its output
 SCAN_ESTIMATE = "dbpa scan examples/model_recorded.yaml --estimate"
 SCAN = "dbpa scan examples/model_recorded.yaml --out out/scan --home /tmp/demo-home"
 
 
-@pytest.mark.slow  # loads WordNet (the battery's word attacks), MiniLM for the whole scan
+@pytest.mark.slow  # loads WordNet and spaCy (the battery's word attacks and patterns)
 @pytest.mark.parametrize("command", [SCAN_ESTIMATE, SCAN], ids=["estimate", "scan"])
-def test_the_scan(command, wordnet, tmp_path):
+def test_the_scan(command, wordnet, demo_cache, tmp_path, monkeypatch):
     """The scan page's session; the whole scan also writes the JUnit report the CI page
-    quotes a test case of."""
+    quotes a test case of. The scan's audit embeds recorded answers only: its cache starts
+    as a copy of the session's embeddings of them (tests/demo_cache.py), so MiniLM is not
+    loaded; the samples and everything after them are computed as on the page."""
+    from tests.demo_cache import copy_to
+
     shown = session(documented_block("docs/guides/scan.md", f"$ {SCAN_ESTIMATE}", inside=True))
     junit = " --junit out/junit.xml" if command == SCAN else ""
-    assert_shown(shown[command], run_documented(command + junit, tmp_path))
+    cache = copy_to(demo_cache, tmp_path / "cache") if command == SCAN else None
+    monkeypatch.setattr(SentenceTransformerEmbedder, "_model", embedder_not_loaded)
+    assert_shown(shown[command], run_documented(command + junit, tmp_path, cache=cache))
     if junit:
         quoted = documented_block("docs/guides/ci.md", "one of its test cases:")
         assert_shown(quoted, (tmp_path / "junit").read_text(encoding="utf-8"))

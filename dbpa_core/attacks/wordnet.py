@@ -143,9 +143,18 @@ def _reader_at(root: Path) -> Any:
     if not any(Path(str(p)).resolve() in (root.resolve(), *root.resolve().parents) for p in nltk.data.path):
         nltk.data.path.append(str(root))
 
+    class EnglishReader(WordNetCorpusReader):
+        """nltk's reader without the map from WordNet 3.0's synsets to the loaded ones,
+        which only the multilingual functions (Open Multilingual WordNet) read and which
+        costs half of the load (two passes over ``index.sense``): there is no
+        multilingual reader here."""
+
+        def map_wn(self, version: str = "wordnet") -> None:
+            return None
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "multilingual functions are not available"
-        return WordNetCorpusReader(str(root), None)
+        return EnglishReader(str(root), None)
 
 
 @functools.lru_cache(maxsize=1)
