@@ -31,6 +31,39 @@ SLOW = pytest.mark.slow
 VOCAB = 300  # not a multiple of the inverse CDF's block: its padding is exercised
 
 
+@pytest.fixture(autouse=True, scope="module")
+def one_row_policy_per_kind_of_product():
+    """Every tiny Llama's first call probes the machine's row policy (dec.row_policy: a few
+    hundred products on one thread and on torch's count, 10-40 s on a busy 2-core machine
+    where the decoding itself takes a second or two). What it finds depends on the product
+    function, the weights' shapes and dtype, the ranges and the thread counts, never on the
+    weights' values: here it is probed once per such kind and reused by the next model. A
+    product function the test made itself (a patched or rounding-dependent one) is another
+    key, so the tests of row_policy and of a refused prepack probe for real."""
+    real = dec.row_policy
+    found = {}
+
+    def kind(w):
+        return None if w is None else (tuple(w.shape), w.dtype)
+
+    def memo(linear, weights, *, head=None, ranges=dec.ROW_RANGES, threads=None):
+        key = (
+            linear,
+            tuple(kind(w) for w in weights),
+            kind(head),
+            tuple(ranges),
+            tuple(threads) if threads else None,
+            torch.get_num_threads(),
+        )
+        if key not in found:
+            found[key] = real(linear, weights, head=head, ranges=ranges, threads=threads)
+        return found[key]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(dec, "row_policy", memo)
+        yield
+
+
 def tiny_llama(dtype=torch.float32, seed=0):
     # SmolLM2's widths (576 wide, 9 heads of 64 sharing 3 key/value heads), 2 layers: the
     # matrix kernels see the shapes they see on the real model
