@@ -115,7 +115,7 @@ def test_uniforms_are_the_splitmix64_stream_of_each_seed():
 
 def test_draws_follow_the_distribution_and_skip_zero_probability_tokens():
     probs = torch.tensor([0.1, 0.0, 0.2, 0.7] + [0.0] * 296)
-    n = 40_000
+    n = 10_000  # every bound below is 4 binomial standard errors at this n
     u = splitmix_uniforms(np.arange(n, dtype=np.uint64), np.zeros(n))
     tok = draw_tokens(torch.log(probs).expand(n, -1), u, temperature=1.0)
     freq = torch.bincount(tok, minlength=VOCAB).double() / n
@@ -126,7 +126,8 @@ def test_draws_follow_the_distribution_and_skip_zero_probability_tokens():
     # the nucleus: top_p = 0.75 keeps 0.7 and 0.2, renormalised
     tok = draw_tokens(torch.log(probs).expand(n, -1), u, temperature=1.0, top_p=0.75)
     freq = torch.bincount(tok, minlength=VOCAB).double() / n
-    assert freq[0] == 0 and abs(float(freq[3]) - 0.7 / 0.9) < 0.01
+    p = 0.7 / 0.9
+    assert freq[0] == 0 and abs(float(freq[3]) - p) < 4 * (p * (1 - p) / n) ** 0.5
     # temperature 0 is greedy
     assert draw_tokens(torch.log(probs)[None], u[:1], temperature=0).tolist() == [3]
 
@@ -137,11 +138,13 @@ def test_a_row_draws_the_same_token_alone_and_among_others():
     u = splitmix_uniforms(np.arange(33, dtype=np.uint64), np.full(33, 5))
     for top_p in (1.0, 0.9):
         batch = draw_tokens(logits, u, temperature=0.8, top_p=top_p)
+        # every fourth row, first and last included: 33 rows drawn one by one cost more than
+        # the batch (each sorts SmolLM2's 49,152 tokens for the nucleus)
+        rows = range(0, 33, 4)
         alone = [
-            int(draw_tokens(logits[i : i + 1], u[i : i + 1], temperature=0.8, top_p=top_p)[0])
-            for i in range(33)
+            int(draw_tokens(logits[i : i + 1], u[i : i + 1], temperature=0.8, top_p=top_p)[0]) for i in rows
         ]
-        assert batch.tolist() == alone
+        assert [batch.tolist()[i] for i in rows] == alone
     # the two-level inverse CDF picks what a flat running sum picks
     p = torch.exp((logits - logits.max(-1, keepdim=True).values) / 0.8)
     c = p.cumsum(-1, dtype=torch.float64)
