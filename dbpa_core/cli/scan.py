@@ -397,7 +397,8 @@ def run(args: argparse.Namespace) -> int:
     rc = _write_report(ids, out, args.title or f"Scan of {label}")
     if rc:
         return rc
-    return finish(args, ScanRun(args.title or f"Scan of {label}", parts=parts), fail_on)
+    whole = ScanRun(args.title or f"Scan of {label}", parts=parts, names=(AUDIT_NAME, BATTERY_NAME))
+    return finish(args, whole, fail_on)
 
 
 PART_TIME_LEFT = re.compile(r",? ?(about [^,]* left|estimating the time left)$")
