@@ -35,6 +35,7 @@ def test_attack_without_the_battery_extra_is_one_line_and_exit_4(monkeypatch, ca
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow  # a second Python process imports the whole core (20 s on 2 busy cores)
 def test_the_core_imports_without_the_battery_packages():
     """audit, fidelity, sensitivity, report and the command line, in a fresh interpreter
     where importing any of the battery's packages fails."""

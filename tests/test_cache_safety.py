@@ -494,6 +494,7 @@ def start_audit(spec: Path, out: Path, **env: str) -> subprocess.Popen:
     )
 
 
+@pytest.mark.slow  # two CLI processes (25 s on 2 busy cores); the in-process tests above cover the claims
 def test_two_cli_processes_on_one_cache_pay_once(tmp_path):
     """The same spec run twice at once on one cache: every sample and embedding is
     requested once; the second run waits for the first and reads its answers."""

@@ -90,7 +90,11 @@ def _vertex_sup(p, r, q, verts):
     return np.array(out)
 
 
-@pytest.mark.parametrize("d,m", [(12, 2), (16, 2), (20, 1)])
+@pytest.mark.parametrize(
+    "d,m",
+    # 20 options: every vertex of the ball enumerated (40 s on 2 busy cores)
+    [(12, 2), (16, 2), pytest.param(20, 1, marks=pytest.mark.slow)],
+)
 def test_w1_worst_case_bound_against_every_vertex(d, m):
     """Beyond 11 options the W1 worst case is a certified bound: never below the exhaustive
     maximum over the 2^(d-1) Lipschitz vertices, and its lower end (a point of the ball)

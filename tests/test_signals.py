@@ -47,6 +47,7 @@ def _run_and_signal(tmp_path: Path, sig: int, argv: list[str], *, requests: int 
         return proc.returncode, out, err, srv
 
 
+@pytest.mark.slow  # a CLI process per signal, stopped mid-audit (20 s each on 2 busy cores)
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("sig,code,name", [(signal.SIGINT, 130, "SIGINT"), (signal.SIGTERM, 143, "SIGTERM")])
 def test_a_signal_mid_audit_is_one_line_and_leaves_no_results(tmp_path, sig, code, name):

@@ -114,6 +114,7 @@ def test_a_bad_database_url_is_one_line_without_the_password(capsys, monkeypatch
     assert "Traceback" not in err and time.monotonic() - t0 < 60
 
 
+@pytest.mark.slow  # two CLI processes and a PostgreSQL server (40 s on 2 busy cores)
 def test_two_machines_run_one_audit_at_once_and_pay_once(tmp_path, postgres_url):
     """The same spec started at once from two "machines" (two processes, two cache
     folders) on one team database: every sample and embedding is requested once, both

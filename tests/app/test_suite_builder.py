@@ -73,6 +73,7 @@ def replay(tmp_path):
     return str(record_answers(tmp_path / "recorded.jsonl"))
 
 
+@pytest.mark.slow  # a whole page run twice in AppTest (about a minute on 2 busy cores)
 def test_build_run_and_download_a_suite_like_dbpa_audit(make_app, replay, tmp_path):
     model = {"backend": "replay", "file": replay, "label": "recorded"}
     at = make_app(
