@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from dbpa_core.history import GATE_WORDS, HistoryError, where_responses_live
+from dbpa_core.render import short
 from dbpa_core.runs import RunRefused, kind_named
 from ui import history_figures, runner, specfile, state, views, widgets
 from ui.export import RunMeta
@@ -336,7 +337,7 @@ with tab_compare:
                     for k, (va, vb) in gen.settings_changed.items():
                         st.caption(
                             f"Changed between the runs — {md_escape(k)}: "
-                            f"{md_escape(str(va)[:120])} → {md_escape(str(vb)[:120])}"
+                            f"{md_escape(short(va, 120))} → {md_escape(short(vb, 120))}"
                         )
                     for note in gen.notes:
                         st.caption(md_escape(note))
@@ -371,7 +372,7 @@ with tab_compare:
                 for k, (va, vb) in cmp.settings_changed.items():
                     st.caption(
                         f"Changed between the runs — {md_escape(k)}: "
-                        f"{md_escape(str(va)[:120])} → {md_escape(str(vb)[:120])}"
+                        f"{md_escape(short(va, 120))} → {md_escape(short(vb, 120))}"
                     )
                 if both:
                     if {"measure", "embedder"} & set(cmp.settings_changed):
