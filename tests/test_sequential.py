@@ -466,16 +466,62 @@ def test_cli_batch_sends_each_round_as_one_job(tmp_path, capsys, monkeypatch):
         assert [p["p_value"] for p in live["perturbations"]] == [p["p_value"] for p in got["perturbations"]]
 
 
-def test_cli_batch_with_sequential_sampling_refuses_a_suite_in_one_line(tmp_path, capsys):
+def _batch_suite_spec(tmp_path, srv):
+    path = tmp_path / "suite.yaml"
+    path.write_text(
+        textwrap.dedent(f"""\
+        model: {{backend: openai, name: fake-model, base_url: "{srv.base_url}", api_key_env: DBPA_TEST_KEY}}
+        embedder: {{backend: rouge1}}
+        samples: 20
+        max_tokens: 50
+        permutations: 999
+        sequential_sampling: true
+        base: {{prompt: "{{name}}: {BASE}"}}
+        cases: [{{name: John}}, {{name: Ahmed}}, {{name: Wei}}]
+        perturbations:
+          - {{name: same, prefix: "", suffix: " ", role: control}}
+          - {{name: comedian, prefix: "Act as a comedian.", role: target}}
+        """)
+    )
+    return path
+
+
+def test_cli_batch_sends_each_round_of_a_suite_as_one_job(tmp_path, capsys, monkeypatch):
+    """A suite with --batch and sequential sampling: one Batch API job per round for all
+    the cases' open arms (not one per case and round); nothing asked live; the p-values of
+    a live run; a rerun sends nothing."""
+    import json
+
+    from dbpa_core import batch
     from dbpa_core.cli import main
 
-    spec_file = _replay_spec(tmp_path, "cases: [{x: a}, {x: b}]")
-    rc = main(
-        ["--cache-dir", str(tmp_path / "c"), "audit", str(spec_file), "--out", str(tmp_path / "o"), "--batch"]
-    )
-    assert rc == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "a suite's cases draw their rounds one case after another" in err
+    from .fake_batch import FakeBatch
+
+    monkeypatch.setenv("DBPA_TEST_KEY", "sk-test")
+    monkeypatch.setattr(batch, "POLL_FIRST", 0.01)
+    with FakeBatch(api_key="sk-test", models=("fake-model",)) as srv:
+        spec_file = _batch_suite_spec(tmp_path, srv)
+        args = ["--cache-dir", str(tmp_path / "c"), "audit", str(spec_file), "--no-history", "--quiet"]
+        assert main(args + ["--out", str(tmp_path / "o"), "--batch"]) == 0
+        cap = capsys.readouterr()
+        assert srv.chat_ok == 0  # every answer came from a job
+        # round 1: 3 cases x (base, control, comedian) x 10; every comedian stops there, so
+        # round 2 tops up each case's base and control (3 x 2 x 10)
+        assert [len(srv.lines(c["input_file_id"])) for c in srv.created] == [90, 60]
+        assert "Batch API, round of 90 samples: 90 answers of 90 requests cached from batch_1" in cap.err
+        assert "Batch API, round of 60 samples: 60 answers of 60 requests cached from batch_2" in cap.err
+        got = json.loads((tmp_path / "o" / "results.json").read_text())["tests"]
+        used = {(t["case"], t["perturbation"]): (t["samples_used"], t["stop_reason"]) for t in got}
+        assert set(used.values()) == {(20, "maximum"), (10, "rejected")}
+        assert all(used[c, "comedian"] == (10, "rejected") for c, _ in used)
+        # a rerun reads every round from the cache: no job, no call
+        assert main(args + ["--out", str(tmp_path / "o2"), "--batch"]) == 0
+        assert len(srv.created) == 2 and srv.chat_ok == 0
+        # the same p-values as answering live
+        assert main(["--cache-dir", str(tmp_path / "live"), *args[2:], "--out", str(tmp_path / "o3")]) == 0
+        assert srv.chat_ok == 150
+        live = json.loads((tmp_path / "o3" / "results.json").read_text())["tests"]
+        assert [t["p_value"] for t in live] == [t["p_value"] for t in got]
 
 
 def test_history_and_report_keep_why_each_test_stopped(tmp_path):
