@@ -344,13 +344,18 @@ def arm_requests(spec: AuditSpec, arm: Arm) -> list[SampleRequest]:
     )
 
 
-def estimate(spec: AuditSpec, *, cache: Cache | None = None) -> dict[str, Any]:
+def estimate(
+    spec: AuditSpec, *, cache: Cache | None = None, run_options: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """Calls, tokens and cost of a spec, without calling anything.
 
     Tokens are estimated at ~4 characters per token; output tokens are counted
     at ``max_tokens`` (an upper bound). Samples already in the cache cost
     nothing and are subtracted. A suite's (every case's arms) is
     :func:`dbpa_core.suite.estimate_suite`; :func:`dbpa_core.runs.estimate` takes either.
+    ``run_options``: the ``permutation_seed`` and ``family_size`` the run will be given
+    (a suite's case: :func:`dbpa_core.suite.case_run_options`), so that a sequential
+    pilot (:func:`sequential_pilot`) decides the rounds as that run will.
     """
     if spec.cases:
         raise ValueError(
@@ -415,7 +420,9 @@ def estimate(spec: AuditSpec, *, cache: Cache | None = None) -> dict[str, Any]:
         # the rows and totals are the worst case (every test to the last look)
         totals["sequential_best_calls"] = best
         totals["sequential_worst_calls"] = sum(r[2] for r in lines[: len(build_arms(spec))])
-        out["sequential"] = sequential_estimate(spec, totals, sequential_pilot(spec, cache))
+        out["sequential"] = sequential_estimate(
+            spec, totals, sequential_pilot(spec, cache, **(run_options or {}))
+        )
     return out
 
 
@@ -451,9 +458,17 @@ class _CacheOnly:
         raise _NotCached
 
 
-def sequential_pilot(spec: AuditSpec, cache: Cache | None) -> dict[str, Any] | None:
+def sequential_pilot(
+    spec: AuditSpec,
+    cache: Cache | None,
+    *,
+    permutation_seed: int | None = None,
+    family_size: int | None = None,
+) -> dict[str, Any] | None:
     """With ``sequential_sampling``: replay the rounds whose answers (and embeddings) are
     all in the cache, as the audit would decide them, and say what is left to call.
+    ``permutation_seed`` and ``family_size`` are :func:`run_audit`'s (a suite's case is
+    run with its own: :func:`dbpa_core.suite.case_run_options`).
 
     The first round's cached answers are a pilot: its tests are decided exactly as the run
     will decide them (the same answers, the same seeds), so the tests it stops cost nothing
@@ -492,6 +507,8 @@ def sequential_pilot(spec: AuditSpec, cache: Cache | None) -> dict[str, Any] | N
             backends=dict.fromkeys(range(len(spec.models)), cast("Backend", _CacheOnly())),
             embedder=cast("Embedder", _CacheOnly()),
             fetch_round=fetch,
+            permutation_seed=permutation_seed,
+            family_size=family_size,
         )
     except _NotCached:  # round j needs a call: the rounds before it are decided
         j, open_ = seen["round"], seen["open"]

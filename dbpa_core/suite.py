@@ -775,12 +775,16 @@ def fill_rounds(
 # --------------------------------------------------------------------------- estimate
 def estimate_suite(spec: AuditSpec, *, cache: Cache | None = None) -> dict[str, Any]:
     """Calls, tokens and cost of every case of a suite (one row per arm, summed over the
-    cases), without calling anything."""
+    cases), without calling anything. With ``sequential_sampling``, the best and worst
+    calls are summed over the cases, and so is each case's pilot (its cached rounds
+    replayed as the suite's run decides them): ``sequential["pilot"]``, see
+    :func:`suite_pilot`."""
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     totals: dict[str, float] = {}
     unknown: set[str] = set()
-    for case in spec.cases:
-        est = estimate(case_spec(spec, case), cache=cache)
+    case_seq: list[dict[str, Any]] = []
+    for i, case in enumerate(spec.cases):
+        est = estimate(case_spec(spec, case), cache=cache, run_options=case_run_options(spec, i))
         for r in est["arms"]:
             row = rows.setdefault(
                 (r["arm"], r["model"]), dict(r, calls=0, cached=0, input_tokens=0, output_tokens=0, cost=0.0)
@@ -790,6 +794,8 @@ def estimate_suite(spec: AuditSpec, *, cache: Cache | None = None) -> dict[str, 
         for k, v in est["totals"].items():
             totals[k] = totals.get(k, 0) + v
         unknown.update(est["unknown_prices"])
+        if "sequential" in est:
+            case_seq.append(est["sequential"])
     out = {
         "arms": list(rows.values()),
         "totals": totals,
@@ -798,8 +804,44 @@ def estimate_suite(spec: AuditSpec, *, cache: Cache | None = None) -> dict[str, 
         "tests": len(spec.cases) * len(spec.perturbations),
     }
     if spec.sequential_sampling is not None:
-        out["sequential"] = sequential_estimate(spec, totals)
+        out["sequential"] = sequential_estimate(spec, totals, suite_pilot(case_seq, len(spec.perturbations)))
     return out
+
+
+def suite_pilot(cases: Sequence[Mapping[str, Any]], n_perturbations: int) -> dict[str, Any] | None:
+    """The suite's pilot from its cases' sequential estimates (each an estimate's
+    ``sequential``, with its ``pilot`` when the case's first round is cached): the cases
+    piloted, the tests decided and open, and the calls still to make summed over every
+    case: a piloted case's ``best_calls``/``worst_calls`` from its pilot, any other
+    case's from its plan (every test stopping at the first look, or running to
+    ``samples``). None when no case has a pilot.
+
+    Examples
+    --------
+    >>> one = {"best_calls": 30, "worst_calls": 60}
+    >>> done = dict(one, pilot={"open": 0, "stopped": {"rejected": 2}, "best_calls": 0, "worst_calls": 0})
+    >>> suite_pilot([done, one], 2)["best_calls"]
+    30
+    >>> suite_pilot([one, one], 2) is None
+    True
+    """
+    pilots = [c["pilot"] for c in cases if c.get("pilot")]
+    if not pilots:
+        return None
+    stopped: dict[str, int] = {}
+    for p in pilots:
+        for why, n in p["stopped"].items():
+            stopped[why] = stopped.get(why, 0) + n
+    rest = [c for c in cases if not c.get("pilot")]
+    return {
+        "cases": len(cases),
+        "piloted": len(pilots),
+        "rounds": min(p["rounds"] for p in pilots),
+        "open": sum(p["open"] for p in pilots) + len(rest) * n_perturbations,
+        "stopped": stopped,
+        "best_calls": sum(p["best_calls"] for p in pilots) + sum(int(c["best_calls"]) for c in rest),
+        "worst_calls": sum(p["worst_calls"] for p in pilots) + sum(int(c["worst_calls"]) for c in rest),
+    }
 
 
 __all__ = [
@@ -817,6 +859,7 @@ __all__ = [
     "pooled_checks_rows",
     "run_suite",
     "storey_pi0",
+    "suite_pilot",
 ]
 
 

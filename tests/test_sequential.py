@@ -410,6 +410,74 @@ def test_the_estimate_reads_a_pilot_from_the_cache(tmp_path, capsys):
     assert done.usage["calls"] == 20
 
 
+def _replay_suite_spec(tmp_path, samples=20):
+    """A suite of two cases on recorded answers (each case its own prompts)."""
+    import json
+
+    from .fake_openai import fake_text
+
+    prompts = [f"{x}: {BASE}" for x in ("a", "b")]
+    prompts += [f"{p} Thanks." for p in prompts] + [f"Act as a comedian. {p}" for p in prompts]
+    with open(tmp_path / "rec.jsonl", "w") as fh:
+        for p in prompts:
+            for i in range(20):
+                fh.write(json.dumps({"prompt": p, "response": fake_text(p, i), "model": "m"}) + "\n")
+    path = tmp_path / f"suite{samples}.yaml"
+    path.write_text(
+        textwrap.dedent(f"""\
+        model: {{backend: replay, file: rec.jsonl}}
+        embedder: {{backend: rouge1}}
+        samples: {samples}
+        permutations: 999
+        sequential_sampling: true
+        base: {{prompt: "{{x}}: {BASE}"}}
+        cases: [{{x: a}}, {{x: b}}]
+        perturbations:
+          - {{name: same, prompt: "{{x}}: {BASE} Thanks.", role: control}}
+          - {{name: comedian, prompt: "Act as a comedian. {{x}}: {BASE}", role: target}}
+        """)
+    )
+    return path
+
+
+def test_a_suites_estimate_reads_each_cases_pilot_from_the_cache(tmp_path, capsys):
+    """Every case's first round in the cache (a run at samples = 10 drew exactly those
+    answers): the suite's estimate replays each case as the suite decides it (its own
+    seed, the stop level over the suite's 4 tests) and sums the calls left; the suite's
+    run then makes exactly the predicted calls, and afterwards the estimate says nothing
+    is left."""
+    from dbpa_core.cli import main
+    from dbpa_core.spec import load_spec
+    from dbpa_core.suite import estimate_suite, run_suite
+
+    spec_file = _replay_suite_spec(tmp_path)
+    cache = Cache(tmp_path / "c")
+    full = load_spec(spec_file)
+    assert "pilot" not in estimate_suite(full, cache=cache)["sequential"]  # nothing cached
+    first = run_suite(load_spec(_replay_suite_spec(tmp_path, samples=10)), cache=cache)
+    assert first.usage["calls"] == 2 * 3 * 10  # each case's first round, nothing more
+    pilot = estimate_suite(full, cache=cache)["sequential"]["pilot"]
+    # each comedian is already rejected at k = 10 (at 0.05 / 4); each case's base and
+    # control need the second round: 2 cases x 2 arms x 10
+    assert pilot == {
+        "cases": 2,
+        "piloted": 2,
+        "rounds": 1,
+        "open": 2,
+        "stopped": {"decided": 2},
+        "best_calls": 40,
+        "worst_calls": 40,
+    }
+    assert main(["--cache-dir", str(tmp_path / "c"), "estimate", str(spec_file)]) == 0
+    said = capsys.readouterr().out
+    assert "from the cached rounds of 2 of 2 cases (a pilot): 2 of 4 tests decided; 40 more calls" in said
+    done = run_suite(full, cache=cache)
+    assert done.usage["calls"] == 40  # the replays called nothing, the run what was predicted
+    assert estimate_suite(full, cache=cache)["sequential"]["pilot"]["worst_calls"] == 0
+    assert main(["--cache-dir", str(tmp_path / "c"), "estimate", str(spec_file)]) == 0
+    assert "the cached rounds of every case decide every test" in capsys.readouterr().out
+
+
 def _batch_spec(tmp_path, srv, extra=""):
     path = tmp_path / "batch.yaml"
     path.write_text(
