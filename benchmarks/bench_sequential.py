@@ -556,8 +556,8 @@ def main() -> int:
     if "schedules" in args.only:
         t = time.perf_counter()
         print(
-            f"\nfutility by maximum and round schedule (both arms drawn with replacement from the "
-            f"recorded answers; δ = {deltas[-1]}, confidence {args.confidence}; "
+            f"\nfutility by maximum and round schedule (fresh recorded answers, drawn without "
+            f"replacement up to the looks that decide; δ = {deltas[-1]}, confidence {args.confidence}; "
             f"{args.schedule_nulls} nulls, {args.schedule_delta_sims} changes of δ per persona):"
         )
         schedules(
