@@ -388,24 +388,36 @@ def schedules(
 
 # ------------------------------------------------------------------ the bound, other measures
 def bound_coverage(
-    data: Answers, *, measures: list[str], k: int, sims: int, lams: list[float], seed: int, confidence: float
+    data: Answers,
+    *,
+    measures: list[str],
+    personas: list[str],
+    k: int,
+    sims: int,
+    lams: list[float],
+    seed: int,
+    confidence: float,
 ) -> list[dict]:
     """How often the futility bound at ``confidence`` lies at or above the effect it bounds,
-    for each measure: the perturbed arm a λ-mixture of a persona's answers with the base
-    prompt's (λ = 0: no change), both arms drawn with replacement, ``k`` answers each. The
-    effect bounded is the mean effect above chance at that k (over the same simulations),
-    which is what ω minus chance estimates for every measure."""
+    for each measure: ``k`` base answers against ``k`` answers each drawn from a persona
+    with probability λ and from the base prompt's other answers otherwise (λ = 0: no
+    change), all drawn without replacement. The effect bounded is the mean effect above
+    chance at that k (over the same simulations), which is what ω minus chance estimates
+    for every measure."""
     base = data.index[data.named("base")[0]]
     rows = []
-    for measure in measures:  # (k = 10 with replacement: an answer repeats now and then)
-        for persona in data.named("persona")[:2]:
+    for measure in measures:
+        for persona in personas:
             for lam in lams:
                 gen = np.random.default_rng(seed)
                 eac, upper = [], []
                 for s in range(sims):
-                    x = gen.choice(base, k)
-                    y = np.where(gen.random(k) < lam, gen.choice(data.index[persona], k), gen.choice(base, k))
-                    r, up = data.test(x, y, 199, s, confidence, measure=measure)
+                    order = gen.permutation(base)
+                    n_persona = int(gen.binomial(k, lam))
+                    y = np.concatenate(
+                        [gen.permutation(data.index[persona])[:n_persona], order[k : 2 * k - n_persona]]
+                    )
+                    r, up = data.test(order[:k], gen.permutation(y), 199, s, confidence, measure=measure)
                     eac.append(r.effect_above_chance)
                     upper.append(up)
                 truth = float(np.mean(eac))
@@ -575,11 +587,13 @@ def main() -> int:
         t = time.perf_counter()
         print(
             f"\nthe futility bound's coverage by measure: k = 10 per arm, {args.coverage_sims} "
-            f"simulations per measure, persona and λ, confidence {args.confidence}:"
+            f"simulations per measure, persona and λ (answers drawn without replacement), "
+            f"confidence {args.confidence}:"
         )
         bound_coverage(
             data,
             measures=["energy-l2", "jsd", "wasserstein", "ks"],
+            personas=["doctor", "comedian"],
             k=10,
             sims=args.coverage_sims,
             lams=[0.0, 0.5, 1.0],
