@@ -712,3 +712,31 @@ def test_the_effect_above_chance_is_the_scaled_u_statistic():
     s = d.max() - d
     up_jsd = effect_upper_bound(s, 5, measure="wasserstein", effect_above_chance=0.01, confidence=0.9)
     assert 0.01 < up_jsd < np.inf
+
+
+def test_wasserstein_futility_stops_come_with_a_note():
+    """The futility bound of 'wasserstein' undercovers once there is a change (measured in
+    benchmarks/bench_sequential.py --only measures): the spec check says so, and only then."""
+    from dbpa_core.spec import spec_notes
+
+    s = parse_spec(
+        textwrap.dedent(f"""\
+        model: {{backend: openai, name: words, base_url: 'http://127.0.0.1:9/v1'}}
+        embedder: {{backend: openai, name: bow, base_url: 'http://127.0.0.1:9/v1'}}
+        samples: 40
+        measure: wasserstein
+        min_effect: 0.1
+        sequential_sampling: true
+        base: {{prompt: "{BASE}"}}
+        perturbations:
+          - {{name: comedian, prefix: "Act as a comedian.", role: target}}
+        """),
+        source="test",
+        allow_key_env=True,
+    )
+    assert any("futility bound is too narrow" in n for n in spec_notes(s))
+    from dataclasses import replace
+
+    assert not any("'wasserstein'" in n for n in spec_notes(replace(s, min_effect=None)))
+    assert not any("'wasserstein'" in n for n in spec_notes(replace(s, measure="jsd")))
+    assert not any("'wasserstein'" in n for n in spec_notes(replace(s, sequential_sampling=None)))
