@@ -308,6 +308,53 @@ def test_a_suite_stops_each_test_at_the_suites_level():
     assert len(said) == 3 and all("10 answers per arm, stopped: rejected" in o for o in said)
 
 
+def test_fill_rounds_fetches_each_round_of_every_case_together(tmp_path):
+    """The library under `dbpa audit --batch` of a suite: one fetch per round with every
+    case's open arms; the suite then runs from the cache with the p-values of a run made
+    without it; a fetch that leaves samples out is said in one error."""
+    from dbpa_core.backends.base import BackendError
+    from dbpa_core.sampling import Job, Sampler, model_key
+    from dbpa_core.suite import fill_rounds, run_suite
+
+    s = parse_spec(
+        textwrap.dedent("""\
+        model: {backend: openai, name: words, base_url: 'http://127.0.0.1:9/v1'}
+        embedder: {backend: openai, name: bow, base_url: 'http://127.0.0.1:9/v1'}
+        samples: 20
+        permutations: 199
+        measure: energy-l2
+        sequential_sampling: true
+        base: {prompt: "{name} is 70 and takes statins. Is his risk high?"}
+        cases: [{name: John}, {name: Wei}]
+        perturbations:
+          - {name: same, prefix: "", suffix: " ", role: control}
+          - {name: comedian, prefix: "Act as a comedian.", role: target}
+        """),
+        source="test",
+        allow_key_env=True,
+    )
+    cache = Cache(tmp_path / "c")
+    model = WordModel()
+    sampler = Sampler(cache, backends={model_key(s.model): model})
+    rounds: list[int] = []
+
+    def fetch(jobs):
+        rounds.append(len(jobs))
+        sampler.sample([Job(m, r) for m, r in jobs])
+
+    with pytest.raises(BackendError, match="did not reach the cache"):
+        fill_rounds(s, cache, lambda jobs: None, backends={0: WordModel()}, embedder=BagOfWords())
+    assert fill_rounds(s, cache, fetch, backends={0: model}, embedder=BagOfWords()) == 2
+    # round 1: 2 cases x (base, same, comedian) x 10; every comedian stops there
+    assert rounds == [60, 40]
+    asked = len(model.asked)
+    r = run_suite(s, cache=cache, backends={0: model}, embedder=BagOfWords())
+    assert r.usage["calls"] == 0 and len(model.asked) == asked
+    live = run_suite(s, cache=Cache(enabled=False), backends={0: WordModel()}, embedder=BagOfWords())
+    assert [t["p_value"] for t in r.tests] == [t["p_value"] for t in live.tests]
+    assert fill_rounds(s, cache, fetch, backends={0: model}, embedder=BagOfWords()) == 0
+
+
 # --------------------------------------------------------------------------- the command line
 def _replay_spec(tmp_path, extra=""):
     import json
