@@ -819,7 +819,8 @@ def suite_pilot(cases: Sequence[Mapping[str, Any]], n_perturbations: int) -> dic
     Examples
     --------
     >>> one = {"best_calls": 30, "worst_calls": 60}
-    >>> done = dict(one, pilot={"open": 0, "stopped": {"rejected": 2}, "best_calls": 0, "worst_calls": 0})
+    >>> left = {"rounds": 2, "open": 0, "stopped": {"rejected": 2}, "best_calls": 0, "worst_calls": 0}
+    >>> done = dict(one, pilot=left)
     >>> suite_pilot([done, one], 2)["best_calls"]
     30
     >>> suite_pilot([one, one], 2) is None
