@@ -27,6 +27,16 @@ permutation test (energy-l2, the default measure) and the futility bound.
   exactly δ (for such a mixture it is λ² times the persona's: the populations are the
   recorded answers). Share of these tests wrongly stopped as "no change above δ" over all
   the looks. Target: <= 1 - confidence (0.05).
+
+Not run by default (``--only schedules,measures``):
+
+* **schedules**: the null-control share and the changes of δ wrongly stopped, for each
+  maximum (20, 30, 40, 80) and several round schedules; fresh recorded answers are drawn
+  only up to the looks that decide what is measured (see :func:`schedules`).
+  ``--bound first-order`` repeats it with a narrower bound (the first-order variance
+  alone), to see what the null-control target would cost the stated confidence.
+* **measures**: how often the futility bound covers the mean effect above chance, for
+  energy-l2, jsd, wasserstein and ks (k = 10; no change and two mixtures of a persona).
 """
 
 from __future__ import annotations
