@@ -35,15 +35,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import stats
 
-from .audit import (
-    RoundFetch,
-    arm_requests,
-    build_arms,
-    estimate,
-    run_audit,
-    sequential_estimate,
-    sequential_fields,
-)
+from .audit import RoundFetch, arm_requests, build_arms, run_audit, sequential_fields
 from .backends import Backend
 from .backends.base import BackendError, SampleRequest
 from .cache import Cache
@@ -773,41 +765,6 @@ def fill_rounds(
 
 
 # --------------------------------------------------------------------------- estimate
-def estimate_suite(spec: AuditSpec, *, cache: Cache | None = None) -> dict[str, Any]:
-    """Calls, tokens and cost of every case of a suite (one row per arm, summed over the
-    cases), without calling anything. With ``sequential_sampling``, the best and worst
-    calls are summed over the cases, and so is each case's pilot (its cached rounds
-    replayed as the suite's run decides them): ``sequential["pilot"]``, see
-    :func:`suite_pilot`."""
-    rows: dict[tuple[str, str], dict[str, Any]] = {}
-    totals: dict[str, float] = {}
-    unknown: set[str] = set()
-    case_seq: list[dict[str, Any]] = []
-    for i, case in enumerate(spec.cases):
-        est = estimate(case_spec(spec, case), cache=cache, run_options=case_run_options(spec, i))
-        for r in est["arms"]:
-            row = rows.setdefault(
-                (r["arm"], r["model"]), dict(r, calls=0, cached=0, input_tokens=0, output_tokens=0, cost=0.0)
-            )
-            for k in ("calls", "cached", "input_tokens", "output_tokens", "cost"):
-                row[k] += r[k]
-        for k, v in est["totals"].items():
-            totals[k] = totals.get(k, 0) + v
-        unknown.update(est["unknown_prices"])
-        if "sequential" in est:
-            case_seq.append(est["sequential"])
-    out = {
-        "arms": list(rows.values()),
-        "totals": totals,
-        "unknown_prices": sorted(unknown),
-        "cases": len(spec.cases),
-        "tests": len(spec.cases) * len(spec.perturbations),
-    }
-    if spec.sequential_sampling is not None:
-        out["sequential"] = sequential_estimate(spec, totals, suite_pilot(case_seq, len(spec.perturbations)))
-    return out
-
-
 def suite_pilot(cases: Sequence[Mapping[str, Any]], n_perturbations: int) -> dict[str, Any] | None:
     """The suite's pilot from its cases' sequential estimates (each an estimate's
     ``sequential``, with its ``pilot`` when the case's first round is cached): the cases
@@ -852,7 +809,6 @@ __all__ = [
     "case_spec",
     "correct_checks",
     "correct_tests",
-    "estimate_suite",
     "fill_rounds",
     "fisher_combined",
     "pool",

@@ -6,8 +6,9 @@ import textwrap
 import numpy as np
 import pytest
 
-from dbpa_core.audit import estimate, run_audit
+from dbpa_core.audit import run_audit
 from dbpa_core.cache import Cache
+from dbpa_core.runs import estimate
 from dbpa_core.sequential import (
     Plan,
     SequentialSampling,
@@ -494,8 +495,9 @@ def test_a_suites_estimate_reads_each_cases_pilot_from_the_cache(tmp_path, capsy
     run then makes exactly the predicted calls, and afterwards the estimate says nothing
     is left."""
     from dbpa_core.cli import main
+    from dbpa_core.runs import estimate as estimate_suite
     from dbpa_core.spec import load_spec
-    from dbpa_core.suite import estimate_suite, run_suite
+    from dbpa_core.suite import run_suite
 
     spec_file = _replay_suite_spec(tmp_path)
     cache = Cache(tmp_path / "c")

@@ -48,9 +48,9 @@ def test_the_suite_page_switch_is_written_into_suite_yaml(make_app, tmp_path, mo
     # with rounds of this suite in the cache, the estimate's pilot (computed and tested in
     # tests/test_sequential.py; the demo recording holds too few answers for a round of 10
     # per suite prompt) is said under the totals
-    from dbpa_core import suite as suite_module
+    from dbpa_core import runs as runs_module
 
-    real = suite_module.estimate_suite
+    real = runs_module.estimate
 
     def with_pilot(spec, **kw):
         est = real(spec, **kw)
@@ -65,13 +65,13 @@ def test_the_suite_page_switch_is_written_into_suite_yaml(make_app, tmp_path, mo
         }
         return est
 
-    monkeypatch.setattr(suite_module, "estimate_suite", with_pilot)
+    monkeypatch.setattr(runs_module, "estimate", with_pilot)
     at.run()
     said = " ".join(plain(c.value) for c in at.caption)
     assert (
         "Sequential sampling: from the cached rounds of 3 of 3 cases (a pilot): 4 of 6 tests decided" in said
     )
-    monkeypatch.setattr(suite_module, "estimate_suite", real)
+    monkeypatch.setattr(runs_module, "estimate", real)
     # a suite with a plan of its own, opened again (a reload reads the draft the page keeps):
     # the switch is on and the plan is kept as written, not turned into `true`
     own = dict(doc, sequential_sampling={"looks": [5, 20], "weights": [0.2, 0.8]})
