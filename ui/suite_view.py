@@ -246,7 +246,8 @@ def show_estimate(spec: AuditSpec) -> None:
     from dbpa_core.reach import reachability
     from dbpa_core.runs import estimate
 
-    t = estimate(spec, cache=state.cache())["totals"]
+    est = estimate(spec, cache=state.cache())
+    t = est["totals"]
     calls = int(t.get("calls", 0))
     runner.show_totals(
         calls,
@@ -255,6 +256,11 @@ def show_estimate(spec: AuditSpec) -> None:
         float(t.get("cost", 0.0)),
         best=int(t["sequential_best_calls"]) if "sequential_best_calls" in t else None,
     )
+    pilot = (est.get("sequential") or {}).get("pilot")
+    if pilot:  # cached rounds of this suite: what they decided and the calls still to make
+        from dbpa_core.cli.estimate import pilot_line
+
+        st.caption(md_escape(f"Sequential sampling: {pilot_line(pilot)}."))
     reach = reachability(spec)
     st.caption(
         md_escape(duration_line(spec, calls))
