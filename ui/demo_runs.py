@@ -131,7 +131,22 @@ def history() -> History | None:
 
 
 def _recorded_run(page: str) -> tuple[int, Any, Any] | None:
-    """``(run id, created at, results)`` of the recorded run of ``page``, or None."""
+    """``(run id, created at, results)`` of the recorded run of ``page``, or None (read once
+    per process: every page view asks while it holds no results of its own)."""
+    if not state.demo_file():
+        return None
+    try:
+        got = _read_run(page, RECORDED.stat().st_mtime)
+    except OSError:
+        return None
+    if got is None:
+        return None
+    run_id, created_at, results = got
+    return run_id, created_at, dict(results) if isinstance(results, dict) else results  # the session's own
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _read_run(page: str, mtime: float) -> tuple[int, Any, Any] | None:
     h = history()
     if h is None:
         return None
