@@ -296,7 +296,7 @@ with tab_open:
                 key="hist_load",
                 icon=":material/open_in_new:",
                 on_click=load_into_page,
-                args=(next(iter(run.audits.values())).spec, *load_into),
+                args=(demo_runs.localize(next(iter(run.audits.values())).spec), *load_into),
             )
         if run.audits:
             st.divider()

@@ -40,6 +40,19 @@ def replay_model() -> dict[str, Any]:
     return {"backend": "replay", "file": "assets/demo_replay.jsonl", "name": MODEL}
 
 
+def localize(spec: AuditSpec) -> AuditSpec:
+    """``spec`` with the recording's replay model (kept with a relative path) pointing at the
+    recorded answers on this machine, so that a recorded example loaded into a page runs on
+    demo mode's own model rather than adding another."""
+    from dataclasses import replace
+
+    def here(m: dict[str, Any]) -> dict[str, Any]:
+        same = m.get("backend") == "replay" and m.get("file") == replay_model()["file"]
+        return {**m, "file": str(demo.RESPONSES)} if same else m
+
+    return replace(spec, models=tuple(here(dict(m)) for m in spec.models))
+
+
 def is_recorded_model(model: dict[str, Any] | None) -> bool:
     """Is ``model`` the replay of the recorded answers (``assets/demo_replay.jsonl``, read as
     the embedded model)? Only then does a recorded run answer the page's inputs."""

@@ -115,6 +115,13 @@ def test_history_lists_the_recorded_examples_and_writes_nothing(make_app, demo_m
     at.selectbox(key="hist_open").set_value(2).run()
     assert not at.exception, at.exception
     assert "Open on the Robustness battery page" in at.button(key="hist_reopen").label
+    # ... and the audit loads into its page on demo mode's own model (none is added)
+    models = list(at.session_state["models"])
+    at.selectbox(key="hist_open").set_value(4).run()
+    at.button(key="hist_load").click().run()
+    assert not at.exception, at.exception
+    assert at.session_state["models"] == models
+    assert at.session_state["w_landing_model"] == "SmolLM2-135M-Instruct (recorded)"
     assert History().list() == []  # the user's history: still empty
     assert _digest() == before  # the file in the repository: untouched
 
