@@ -131,10 +131,21 @@ def _copy(mtime: float) -> str | None:
     return str(dst)
 
 
+def demo_of_recording() -> bool:
+    """Is the dashboard in demo mode on the recorded answers (``DBPA_REPLAY_FILE`` is
+    ``assets/demo_replay.jsonl``)? Another replay file answers other prompts: no examples."""
+    replay = state.demo_file()
+    try:
+        return bool(replay) and Path(str(replay)).resolve() == demo.RESPONSES.resolve()
+    except OSError:
+        return False
+
+
 def history() -> History | None:
     """The recorded runs, as a :class:`~dbpa_core.history.History` over a copy of
-    ``assets/demo_runs.sqlite3`` (None outside demo mode or when the file is missing)."""
-    if not state.demo_file():
+    ``assets/demo_runs.sqlite3`` (None outside demo mode on the recorded answers, or when the
+    file is missing)."""
+    if not demo_of_recording():
         return None
     try:
         path = _copy(RECORDED.stat().st_mtime)
@@ -146,7 +157,7 @@ def history() -> History | None:
 def _recorded_run(page: str) -> tuple[int, Any, Any] | None:
     """``(run id, created at, results)`` of the recorded run of ``page``, or None (read once
     per process: every page view asks while it holds no results of its own)."""
-    if not state.demo_file():
+    if not demo_of_recording():
         return None
     try:
         got = _read_run(page, RECORDED.stat().st_mtime)

@@ -74,9 +74,15 @@ def test_the_recorded_runs_are_the_pages_defaults(tmp_path):
     assert runs["landing"].n_tests == 8 and results["suite"]["suite"]["pooled"]
 
 
-def test_outside_demo_mode_there_are_no_recorded_runs(monkeypatch):
+def test_outside_demo_mode_there_are_no_recorded_runs(monkeypatch, tmp_path):
     monkeypatch.delenv("DBPA_REPLAY_FILE", raising=False)
     assert demo_runs.history() is None
+    other = tmp_path / "mine.jsonl"  # demo mode on other recorded answers: not these examples
+    shutil.copyfile(DEMO, other)
+    monkeypatch.setenv("DBPA_REPLAY_FILE", str(other))
+    assert demo_runs.history() is None
+    monkeypatch.setenv("DBPA_REPLAY_FILE", DEMO)
+    assert demo_runs.history() is not None
 
 
 def test_the_battery_shows_its_recorded_run_until_the_inputs_change(make_app, demo_mode):
