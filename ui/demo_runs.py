@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -179,12 +180,12 @@ def _read_run(page: str, mtime: float) -> tuple[int, Any, Any] | None:
         if run is None:
             return None
         _kind, results = h.result(run.id)
-    except (HistoryError, StopIteration):
+    except HistoryError:
         return None
     return run.id, run.created_at, results
 
 
-def offer(key: str, job: str, spec: Any, *, matches: Any) -> None:
+def offer(key: str, job: str, spec: Any, *, matches: Callable[[Any, Any], bool]) -> None:
     """In demo mode, while ``key``'s page holds no results of its own, put its recorded run
     in them when ``matches(page spec, recorded result)`` says the page asks what it answers;
     a recorded result whose inputs are no longer on screen is taken away again (the page
