@@ -488,7 +488,7 @@ def record(results: dict[str, Any], *, key: str) -> int | None:
         h.mark(run_id, fingerprint=fp, form=form_snapshot())
         return run_id
 
-    return _save_run(key, fp, fresh, save)
+    return save_run(key, fp, fresh, save)
 
 
 # the pages whose runs are not audits: page key -> the history's kind of run
@@ -522,10 +522,13 @@ def record_result(results: dict[str, Any], *, key: str, signature: str | None) -
             form=form_snapshot(),
         )
 
-    return _save_run(key, fp, run.used, save)
+    return save_run(key, fp, run.used, save)
 
 
-def _save_run(key: str, fp: str, fresh: int, save: Callable[[Any], int]) -> int | None:
+def save_run(key: str, fp: str, fresh: int, save: Callable[[Any], int]) -> int | None:
+    """Record page ``key``'s finished run with ``save(history)`` (a rerun that made no
+    ``fresh`` call or embedding is the first run with fingerprint ``fp``, shown again, not
+    recorded twice); the run's id, or None with a warning when the history cannot take it."""
     try:
         h = state.history()
         run_id = h.first_run(fp) if not fresh else None

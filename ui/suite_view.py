@@ -212,7 +212,7 @@ def record(out: dict[str, Any], spec: AuditSpec) -> int | None:
     usage = summary.get("usage") or {}
     fresh = int(usage.get("calls", 0)) + int(usage.get("embeddings_computed", 0))
     fp = runner.fingerprint(KEY, signature(spec))
-    return runner._save_run(
+    return runner.save_run(
         KEY,
         fp,
         fresh,
