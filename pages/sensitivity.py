@@ -130,9 +130,8 @@ if spec is not None:
 
 def _before() -> None:
     m1, m2, m3 = st.columns(3)
-    m1.metric(
-        "Model calls to make", f"{need['calls']:,}", help=f"{need['cached']:,} answers are already cached"
-    )
+    what, why = runner.calls_words(need["cached"], replay=runner.replays_only([spec]))
+    m1.metric(what, f"{need['calls']:,}", help=why)
     m2.metric("Comparisons", f"{len(spec.perturbations) or len(spec.models) - 1}")
     m3.metric(
         "Estimated cost",

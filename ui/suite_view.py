@@ -255,6 +255,7 @@ def show_estimate(spec: AuditSpec) -> None:
         int(t.get("input_tokens", 0) + t.get("output_tokens", 0)),
         float(t.get("cost", 0.0)),
         best=int(t["sequential_best_calls"]) if "sequential_best_calls" in t else None,
+        replay=runner.replays_only([spec]),
     )
     pilot = (est.get("sequential") or {}).get("pilot")
     if pilot:  # cached rounds of this suite: what they decided and the calls still to make

@@ -104,6 +104,8 @@ def test_the_sensitivity_study_shows_its_recorded_run(make_app, demo_mode):
     assert _labelled(at)
     table = at.dataframe[0].value  # the verdict table: one row per perturbation
     assert list(table.columns)[:4] == ["perturbation", "role", "audit", "verdict"] and len(table) == 8
+    # the replay model's answers are read from the recording: not "model calls to make"
+    assert "Recorded answers to read" in [m.label for m in at.metric]
     at.multiselect(key="w_sens_measures").set_value(["jsd"]).run()
     assert _verdict(at).startswith("No verdict yet")
 

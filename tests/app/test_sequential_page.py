@@ -12,7 +12,7 @@ def test_the_switch_turns_sequential_sampling_on(make_app):
     at = make_app(page="pages/perturbation_test.py", w_samples=20, w_embedder="rouge1")
     at.toggle(key="w_landing_sequential").set_value(True).run()
     assert not at.exception, at.exception
-    assert "Model calls to make (at most)" in [m.label for m in at.metric]  # the worst case
+    assert "Recorded answers to read (at most)" in [m.label for m in at.metric]  # the worst case
     at.button(key="landing_run").click().run()
     assert not at.exception, at.exception
     table = next(d.value for d in at.dataframe if "answers per arm" in d.value.columns)
@@ -37,7 +37,7 @@ def test_the_suite_page_switch_is_written_into_suite_yaml(make_app, tmp_path, mo
     assert not at.exception, at.exception
     doc = at.session_state["_suite_doc"]
     assert doc["sequential_sampling"] is True
-    assert "Model calls to make (at most)" in [m.label for m in at.metric]  # the worst case
+    assert "Recorded answers to read (at most)" in [m.label for m in at.metric]  # the worst case
     # the downloaded suite.yaml carries it, and `dbpa audit` reads the same plan
     text = suite_builder.spec_yaml(doc)
     assert yaml.safe_load(text)["sequential_sampling"] is True
