@@ -102,7 +102,7 @@ test: $(STAMP) browser-deps postgres-deps vllm lint
 
 # the loop for iterating: every module (an import smoke test of each module, page and
 # command) without the slow tier (real models, whole pages, long simulations, mypy) and
-# without Chromium; a few minutes on 2 cores
+# without Chromium (about 5 min on 2 free cores: docs/development.md)
 test-fast: $(STAMP) lint
 	$(PYTEST) -m "not slow and not browser"
 
