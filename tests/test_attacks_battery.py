@@ -132,7 +132,7 @@ def test_consistency_by_hand(server, data, tmp_path):
     assert sorted(r.accuracy.value for r in orders) == pytest.approx([1 / 6, 1 / 6, 1 / 3, 1 / 3, 0.5, 0.5])
 
 
-@pytest.mark.skipif(not W.available(), reason="WordNet not installed (make wordnet)")
+@pytest.mark.skipif(not W.installed(), reason="WordNet not installed (make wordnet)")
 def test_rti_by_hand(server, data, tmp_path):
     _, res = run(server, data, tmp_path, "rti: true")
     got = {(r.attack, r.dataset): r for r in res.rti}
@@ -404,7 +404,7 @@ def test_sampler_can_be_given(server, data, tmp_path):
     assert res.usage["calls"] == s.usage["calls"] > 0
 
 
-@pytest.mark.skipif(not W.available(), reason="WordNet not installed (make wordnet)")
+@pytest.mark.skipif(not W.installed(), reason="WordNet not installed (make wordnet)")
 def test_rti_asked_ahead_gives_the_same_numbers_in_fewer_calls(server, data, tmp_path, monkeypatch):
     """On a model that batches prompts a round of RTI asks the next ρ levels too (up to
     RTI_AHEAD prompts): the items are still read level by level, so the values and the

@@ -152,7 +152,7 @@ def test_distractors_by_answer_type():
     assert any("40" not in o for o in opts)  # a changed formula (number)
 
 
-@pytest.mark.skipif(not W.available(), reason="WordNet not installed (make wordnet)")
+@pytest.mark.skipif(not W.installed(), reason="WordNet not installed (make wordnet)")
 def test_word_distractors_of_the_same_kind_from_the_passage():
     passage = "The tiger chased the rabbit while the eagle watched the snake near the river."
     opts, idx, _ = make_options("fox", vocabulary=[], passage=passage, item_id="z")

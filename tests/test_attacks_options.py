@@ -95,7 +95,7 @@ def test_every_number_answer_gets_five_distinct_options_in_its_format(answer):
         assert all(_value(o) >= 0 for o in opts)
 
 
-@pytest.mark.skipif(not W.available(), reason="WordNet not installed (make wordnet)")
+@pytest.mark.skipif(not W.installed(), reason="WordNet not installed (make wordnet)")
 def test_word_distractors_are_never_an_inflection_of_the_answer():
     """bAbI 15: "Sheep are afraid of wolves. ... What is Gertrude afraid of? wolf" must
     not offer "wolves" (the passage's word) as a wrong option."""
@@ -113,7 +113,7 @@ def test_word_distractors_are_never_an_inflection_of_the_answer():
         assert all(o != NONE_OF_THE_OTHERS for o in opts)
 
 
-@pytest.mark.skipif(not W.available(), reason="WordNet not installed (make wordnet)")
+@pytest.mark.skipif(not W.installed(), reason="WordNet not installed (make wordnet)")
 def test_wordnet_loads_without_the_multilingual_map():
     """The map from WordNet 3.0 to the loaded version serves only Open Multilingual WordNet,
     which is not loaded: skipping it halves the load; English lookups are unchanged."""
@@ -123,7 +123,26 @@ def test_wordnet_loads_without_the_multilingual_map():
     assert "domestic_dog" in wn.synsets("dog")[0].lemma_names()
 
 
-@pytest.mark.skipif(not W.available(), reason="WordNet not installed (make wordnet)")
+def test_installed_finds_the_files_without_reading_them(monkeypatch, tmp_path):
+    """The skip marks' check reads no WordNet file (it runs in every test process at
+    collection); it agrees with a real load, and says no where nothing is to be found."""
+    import nltk
+
+    monkeypatch.setattr(W, "_reader_at", lambda root: pytest.fail("installed() read WordNet"))
+    found = W.installed()
+    monkeypatch.undo()
+    assert found == W.available()
+
+    def nowhere(name):
+        raise LookupError(name)
+
+    monkeypatch.setattr(nltk.data, "find", nowhere)
+    monkeypatch.setattr(W, "_user_target", lambda: tmp_path / "user")
+    monkeypatch.setattr(W, "DEBIAN_DIR", tmp_path / "debian")
+    assert not W.installed()
+
+
+@pytest.mark.skipif(not W.installed(), reason="WordNet not installed (make wordnet)")
 def test_a_colour_gets_colours():
     """bAbI 16: four colours among the answers; the fifth option is a colour too."""
     from dbpa_core.attacks.wordnet import wordnet
@@ -185,7 +204,7 @@ _BAD_DOMAINS = {"ethnic_slur", "disparagement", "obscenity", "vulgarism"}
 _BAD_GLOSS = re.compile(r"\b(offensive|derogatory|slur|disparag\w*|obscen\w*|vulgar\w*)\b", re.I)
 
 
-@pytest.mark.skipif(not W.available(), reason="WordNet not installed (make wordnet)")
+@pytest.mark.skipif(not W.installed(), reason="WordNet not installed (make wordnet)")
 def test_no_option_is_a_slur_or_an_obscenity():
     """Person nouns and names drew WordNet co-hyponyms such as an ethnic slur, "Negro",
     "Jew"; no option may have a sense marked as a slur, disparagement or obscenity."""
@@ -227,7 +246,7 @@ def test_no_option_is_a_slur_or_an_obscenity():
                     assert not _BAD_GLOSS.search(s.definition()), (answer, o, s.definition())
 
 
-@pytest.mark.skipif(not W.available(), reason="WordNet not installed (make wordnet)")
+@pytest.mark.skipif(not W.installed(), reason="WordNet not installed (make wordnet)")
 def test_a_persons_name_gets_names():
     from dbpa_core.attacks.items import _GIVEN_NAMES
 
@@ -307,7 +326,7 @@ def test_small_counts_have_no_negative_options_and_spread_ranks(answer):
     assert max(ranks.values()) < 300 / allowed * 1.35, ranks
 
 
-@pytest.mark.skipif(not W.available(), reason="WordNet not installed (make wordnet)")
+@pytest.mark.skipif(not W.installed(), reason="WordNet not installed (make wordnet)")
 @pytest.mark.parametrize(
     "answer", ["Barack Obama", "the red house", "Jane Austen", "Take 3 tablets of the statin after dinner"]
 )
@@ -324,7 +343,7 @@ def test_text_distractors_share_no_content_word_with_the_answer(answer):
             assert not any(_lemmas(w) & mine for w in _content(o)), (o, opts)
 
 
-@pytest.mark.skipif(not W.available(), reason="WordNet not installed (make wordnet)")
+@pytest.mark.skipif(not W.installed(), reason="WordNet not installed (make wordnet)")
 def test_an_unknown_name_gets_names_from_the_passage_or_is_refused():
     from dbpa_core.attacks.items import ItemsError
 
@@ -360,7 +379,7 @@ def test_a_text_answer_takes_the_data_sets_answers_of_its_shape_first():
 
 
 # --------------------------------------------------------------------------- word/text probe fixes
-NEEDS_WN = pytest.mark.skipif(not W.available(), reason="WordNet not installed (make wordnet)")
+NEEDS_WN = pytest.mark.skipif(not W.installed(), reason="WordNet not installed (make wordnet)")
 
 
 @NEEDS_WN

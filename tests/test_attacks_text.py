@@ -16,8 +16,8 @@ PASSAGE = (
     "Sheep are afraid of wolves. Gertrude is a sheep. Mice are afraid of cats. "
     "Winona is a mouse, and she doesn't like the well-known hallway!"
 )
-needs_wordnet = pytest.mark.skipif(not W.available(), reason="WordNet not installed (make wordnet)")
-LEVELS_OK = ["char", "visual"] + (["word"] if W.available() else [])
+needs_wordnet = pytest.mark.skipif(not W.installed(), reason="WordNet not installed (make wordnet)")
+LEVELS_OK = ["char", "visual"] + (["word"] if W.installed() else [])
 
 words_text = st.lists(
     st.sampled_from(

@@ -189,6 +189,22 @@ def wordnet() -> Any:
     raise WordNetMissing(HINT)
 
 
+def installed() -> bool:
+    """True when WordNet's files are where :func:`wordnet` looks (or Debian's are there to
+    copy), without reading them: the cheap check (a test's skip mark, read in every test
+    process) of what :func:`available` loads to be sure of."""
+    try:
+        import nltk
+    except ImportError:
+        return False
+    try:
+        if (Path(nltk.data.find("corpora/wordnet")) / "lexnames").is_file():
+            return True
+    except LookupError:
+        pass
+    return (_user_target() / "lexnames").is_file() or all((DEBIAN_DIR / f).is_file() for f in FILES)
+
+
 def available() -> bool:
     """True when :func:`wordnet` would load (without raising)."""
     try:
