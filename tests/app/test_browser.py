@@ -20,7 +20,9 @@ playwright = require_browser()
 
 
 @pytest.fixture(scope="module")
-def app_url(tmp_path_factory):
+def app_url(tmp_path_factory, demo_cache):
+    """The dashboard on the demo recording whose base answers start with an injected
+    script (those are embedded anew; every other answer's vector is in the demo cache)."""
     tmp = tmp_path_factory.mktemp("browser")
     replay = tmp / "replay.jsonl"
     from ui import presets
@@ -31,7 +33,7 @@ def app_url(tmp_path_factory):
             if r["prompt"] == presets.NICE_PROMPT:
                 r["response"] = INJECTED + " " + r["response"]
             fout.write(json.dumps(r) + "\n")
-    with dashboard(tmp, DBPA_REPLAY_FILE=str(replay)) as url:
+    with dashboard(tmp, cache_from=demo_cache, DBPA_REPLAY_FILE=str(replay)) as url:
         yield url
 
 

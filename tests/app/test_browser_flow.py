@@ -146,8 +146,8 @@ def test_stop_abandons_a_servers_requests_in_flight(slow_server_url, browser):
 
 
 @pytest.fixture(scope="module")
-def demo_url(tmp_path_factory):
-    with dashboard(tmp_path_factory.mktemp("flow-demo"), DBPA_REPLAY_FILE=DEMO) as url:
+def demo_url(tmp_path_factory, demo_cache):
+    with dashboard(tmp_path_factory.mktemp("flow-demo"), cache_from=demo_cache, DBPA_REPLAY_FILE=DEMO) as url:
         yield url
 
 
