@@ -64,10 +64,9 @@ def _perturbations(page, n):
 
 
 @pytest.fixture(scope="module")
-def demo_url(tmp_path_factory, demo_cache):
-    with dashboard(
-        tmp_path_factory.mktemp("suite-demo"), cache_from=demo_cache, DBPA_REPLAY_FILE=DEMO
-    ) as url:
+def demo_url(tmp_path_factory):
+    # no demo_cache: the recorded suite is shown at once, nothing is embedded
+    with dashboard(tmp_path_factory.mktemp("suite-demo"), DBPA_REPLAY_FILE=DEMO) as url:
         yield url
 
 
