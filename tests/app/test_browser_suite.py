@@ -37,20 +37,28 @@ def _pick(page, label, options):
     """Choose ``options`` in the multiselect called ``label``, each one confirmed by its tag
     in the box (Streamlit draws a chosen value as a tag with a "Remove <value>" button): on
     a busy machine a click on an option is sometimes lost, so it is clicked again until the
-    tag is there."""
+    tag is there (never on an option the list already marks as chosen: that would take it
+    back)."""
     box = page.get_by_role("combobox", name=label)
     widget = page.get_by_test_id("stMultiSelect").filter(has=box)
     for o in options:
         tag = widget.get_by_role("button", name=f"Remove {o}", exact=True)
+        option = page.get_by_role("option", name=o, exact=True)
         for _ in range(5):
+            _wait_idle(page, 0)  # not while a rerun redraws the box
             if tag.count():
                 break
-            box.click()
-            option = page.get_by_role("option", name=o, exact=True)
             with contextlib.suppress(playwright.TimeoutError):
-                option.click(timeout=30_000)
-                tag.wait_for(timeout=30_000)
-        playwright.expect(tag).to_have_count(1, timeout=1_000)  # chosen, or the test stops here
+                if box.get_attribute("aria-expanded") != "true":
+                    box.click()
+                option.wait_for(timeout=30_000)
+                if option.get_attribute("aria-selected") != "true":
+                    option.click(timeout=30_000)
+                tag.wait_for(timeout=60_000)
+        if not tag.count():
+            page.screenshot(path=str(shots() / "failed-suite-pick.png"))
+            (shots() / "failed-suite-pick.html").write_text(widget.evaluate("e => e.outerHTML"))
+            pytest.fail(f"{o!r} is not chosen in {label!r} after five clicks on it")
     page.keyboard.press("Escape")
     playwright.expect(widget.locator("[data-tag]")).to_have_count(len(options))
 
