@@ -35,14 +35,14 @@ def _shot(page, name, at):
 
 def _pick(page, label, options):
     """Choose ``options`` in the multiselect called ``label``, each one confirmed by its tag
-    in the box (Streamlit draws a chosen value as a tag with a "Remove <value>" button): on
-    a busy machine a click on an option is sometimes lost, so it is clicked again until the
-    tag is there (never on an option the list already marks as chosen: that would take it
-    back)."""
+    in the box (Streamlit draws a chosen value as ``<span data-tag aria-label=VALUE>``; found
+    by CSS, not by role: while the list is open the tags are aria-hidden): on a busy machine
+    a click on an option is sometimes lost, so it is clicked again until the tag is there
+    (never on an option the list marks as chosen: that would take it back)."""
     box = page.get_by_role("combobox", name=label)
     widget = page.get_by_test_id("stMultiSelect").filter(has=box)
     for o in options:
-        tag = widget.get_by_role("button", name=f"Remove {o}", exact=True)
+        tag = widget.locator(f'[data-tag][aria-label="{o}"]')
         option = page.get_by_role("option", name=o, exact=True)
         for _ in range(5):
             _wait_idle(page, 0)  # not while a rerun redraws the box
