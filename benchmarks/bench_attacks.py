@@ -71,9 +71,10 @@ def bench_attack_speed(n: int = 10_000, rho: float = 0.5) -> bool:
 
 
 def bench_battery(n_items: int = 200, latency: float = 0.05, concurrency: int = 16) -> bool:
-    from dbpa_core.attacks.battery import estimate_battery, run_battery
+    from dbpa_core.attacks.battery import run_battery
     from dbpa_core.attacks.spec import parse_attack_spec
     from dbpa_core.cache import Cache
+    from dbpa_core.runs import estimate
     from tests.rule_model import RuleModelProcess, vocabulary_of
 
     items = sample_items(n_items // 4, seed=2)
@@ -95,7 +96,7 @@ attacks:
         run_battery(spec(1), cache=Cache(Path(tmp) / "warm"))
         warm = time.perf_counter() - t
         s = spec(n_items // 4)
-        calls = estimate_battery(s, cache=Cache(Path(tmp) / "c"))["calls"]
+        calls = estimate(s, cache=Cache(Path(tmp) / "c"))["calls"]
         t, c = time.perf_counter(), time.process_time()
         res = run_battery(s, cache=Cache(Path(tmp) / "c"))
         elapsed, cpu = time.perf_counter() - t, time.process_time() - c

@@ -25,12 +25,11 @@ import numpy as np
 from . import provenance
 from .backends import Backend, GenerationParams, SampleRequest
 from .cache import Cache
-from .checks import CheckResult, audit_checks, checks_csv, judge_estimate
+from .checks import CheckResult, audit_checks, checks_csv
 from .embedders import Embedder
 from .multitest import multiple_testing
 from .outputs import OutputDirError, check_out_dir, write_files  # noqa: F401 - re-exported
 from .permutation import DBPAWarning, dbpa_test, dbpa_test_similarity
-from .pricing import estimate_tokens, price_of
 from .roc import roc_over_alpha
 from .sampling import (
     Job,
@@ -332,8 +331,8 @@ def _params(spec: AuditSpec, model: dict[str, Any]) -> GenerationParams:
 
 def arm_requests(spec: AuditSpec, arm: Arm) -> list[SampleRequest]:
     """The samples an audit asks for one arm (its prompt, ``spec.samples`` of them, from the
-    arm's first sample on): the one definition the runners, the estimate and the batch
-    jobs share."""
+    arm's first sample on): the one definition the runners share, and through
+    :meth:`dbpa_core.runs.AuditRun.requests_of` the estimate and the batch jobs."""
     return requests_for(
         arm.prompt,
         n=spec.samples,
@@ -342,81 +341,6 @@ def arm_requests(spec: AuditSpec, arm: Arm) -> list[SampleRequest]:
         system_prompt=arm.system_prompt,
         start=arm.first_sample,
     )
-
-
-def estimate(spec: AuditSpec, *, cache: Cache | None = None) -> dict[str, Any]:
-    """Calls, tokens and cost of a spec, without calling anything.
-
-    Tokens are estimated at ~4 characters per token; output tokens are counted
-    at ``max_tokens`` (an upper bound). Samples already in the cache cost
-    nothing and are subtracted. A suite's (every case's arms) is
-    :func:`dbpa_core.suite.estimate_suite`; :func:`dbpa_core.runs.estimate` takes either.
-    """
-    if spec.cases:
-        raise ValueError(
-            "`spec` is a suite of cases: estimate it with dbpa_core.suite.estimate_suite "
-            "(or dbpa_core.runs.estimate, for a spec of any kind)"
-        )
-    rows: list[dict[str, Any]] = []
-    totals: dict[str, float] = {"calls": 0, "cached": 0, "input_tokens": 0, "output_tokens": 0, "cost": 0.0}
-    unknown_price = set()
-    # (arm, model, calls, cached, input tokens, output tokens)
-    lines: list[tuple[str, Mapping[str, Any], int, int, int, int]] = []
-    plan = None if spec.sequential_sampling is None else spec.sequential_sampling.plan(spec.samples)
-    best = 0
-    for arm in build_arms(spec):
-        reqs = arm_requests(spec, arm)
-        hit = [is_cached(cache, arm.model, r) for r in reqs]
-        cached = sum(hit)
-        calls = len(reqs) - cached
-        if plan is not None:  # at best every test stops at the first look
-            best += plan.looks[0] - sum(hit[: plan.looks[0]])
-        system = estimate_tokens(arm.system_prompt) if arm.system_prompt else 0
-        in_tok = calls * (estimate_tokens(arm.prompt) + system + 8)  # + chat-template overhead
-        lines.append((arm.name, arm.model, calls, cached, in_tok, calls * spec.max_tokens))
-    # the judges of model-graded checks read every arm's answers
-    arms = [(arm.model, arm_requests(spec, arm)) for arm in build_arms(spec)]
-    lines += judge_estimate(spec, cache, arms=arms)
-    for name, model, calls, cached, in_tok, out_tok in lines:
-        model_name = model.get("name", "") if model.get("backend") == "openai" else ""
-        price = price_of(model_name, spec.prices) if model_name else {"input": 0.0, "output": 0.0}
-        if price is None:
-            unknown_price.add(model_name)
-            cost = float("nan")
-        else:
-            cost = in_tok / 1e6 * price["input"] + out_tok / 1e6 * price["output"]
-        rows.append(
-            {
-                "arm": name,
-                "model": model_label(dict(model)),
-                "calls": calls,
-                "cached": cached,
-                "input_tokens": in_tok,
-                "output_tokens": out_tok,
-                "cost": cost,
-            }
-        )
-        for k in ("calls", "cached", "input_tokens", "output_tokens"):
-            totals[k] += rows[-1][k]
-        totals["cost"] += cost if cost == cost else 0.0
-    emb_cost = 0.0
-    emb_tokens = totals["output_tokens"]
-    if spec.embedder.get("backend") == "openai":
-        p = price_of(spec.embedder.get("name", "text-embedding-3-small"), spec.prices)
-        if p is None:
-            unknown_price.add(spec.embedder.get("name", ""))
-        else:
-            emb_cost = emb_tokens / 1e6 * p["input"]
-    totals["embedding_tokens"] = emb_tokens
-    totals["embedding_cost"] = emb_cost
-    totals["cost"] += emb_cost
-    out: dict[str, Any] = {"arms": rows, "totals": totals, "unknown_prices": sorted(unknown_price)}
-    if plan is not None:
-        # the rows and totals are the worst case (every test to the last look)
-        totals["sequential_best_calls"] = best
-        totals["sequential_worst_calls"] = sum(r[2] for r in lines[: len(build_arms(spec))])
-        out["sequential"] = sequential_estimate(spec, totals, sequential_pilot(spec, cache))
-    return out
 
 
 def sequential_estimate(

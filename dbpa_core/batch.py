@@ -115,7 +115,7 @@ def jobs(spec: Any) -> list[tuple[Mapping[str, Any], SampleRequest]]:
 
 
 def battery_batch_cost(est: Mapping[str, Any], spec: BatterySpec) -> float:
-    """A battery estimate's cost (:func:`~dbpa_core.attacks.battery.estimate_battery`)
+    """A battery estimate's cost (:func:`dbpa_core.runs.estimate` of a battery spec)
     through the Batch API: every call is its one model's, at the batch price when that
     model is OpenAI-compatible (RTI at its upper bound, as the job asks it)."""
     batched = spec.model.get("backend") == "openai"

@@ -35,7 +35,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import stats
 
-from .audit import arm_requests, build_arms, estimate, run_audit, sequential_estimate, sequential_fields
+from .audit import arm_requests, build_arms, run_audit, sequential_fields
 from .backends import Backend
 from .cache import Cache
 from .cases import Case, case_arm
@@ -658,43 +658,12 @@ def _prefetch(sampler: Sampler, spec: AuditSpec, cases: Sequence[Any], embedder:
         sampler.embed([r.text for r in records], spec.embedder)
 
 
-# --------------------------------------------------------------------------- estimate
-def estimate_suite(spec: AuditSpec, *, cache: Cache | None = None) -> dict[str, Any]:
-    """Calls, tokens and cost of every case of a suite (one row per arm, summed over the
-    cases), without calling anything."""
-    rows: dict[tuple[str, str], dict[str, Any]] = {}
-    totals: dict[str, float] = {}
-    unknown: set[str] = set()
-    for case in spec.cases:
-        est = estimate(case_spec(spec, case), cache=cache)
-        for r in est["arms"]:
-            row = rows.setdefault(
-                (r["arm"], r["model"]), dict(r, calls=0, cached=0, input_tokens=0, output_tokens=0, cost=0.0)
-            )
-            for k in ("calls", "cached", "input_tokens", "output_tokens", "cost"):
-                row[k] += r[k]
-        for k, v in est["totals"].items():
-            totals[k] = totals.get(k, 0) + v
-        unknown.update(est["unknown_prices"])
-    out = {
-        "arms": list(rows.values()),
-        "totals": totals,
-        "unknown_prices": sorted(unknown),
-        "cases": len(spec.cases),
-        "tests": len(spec.cases) * len(spec.perturbations),
-    }
-    if spec.sequential_sampling is not None:
-        out["sequential"] = sequential_estimate(spec, totals)
-    return out
-
-
 __all__ = [
     "SuiteResult",
     "bootstrap_mean",
     "case_spec",
     "correct_checks",
     "correct_tests",
-    "estimate_suite",
     "fisher_combined",
     "pool",
     "pool_checks",

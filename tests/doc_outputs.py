@@ -108,3 +108,36 @@ def assert_shown(shown: str, printed: str) -> None:
         + "\n--- printed today:\n"
         + printed
     )
+
+
+DATE_TIME = re.compile(r"\b\d{4}-\d\d-\d\d \d\d:\d\d\b")
+
+
+def undated(text: str) -> str:
+    """``text`` with each date and time of day (``2026-11-28 12:31``) written
+    ``YYYY-MM-DD hh:mm``: when a run was recorded differs between two honest runs (the
+    width stays, so the tables' columns still line up)."""
+    return DATE_TIME.sub("YYYY-MM-DD hh:mm", text)
+
+
+def run_documented_in_turn(commands: list[str], tmp: Path) -> list[str]:
+    """What each of ``commands`` (``dbpa ...`` as a page writes them) prints, run in turn as
+    :func:`run_documented` runs one, all with one ``--home`` and one cache in ``tmp`` (so a
+    later command reads the runs the earlier ones recorded) and each ``--out`` a folder of
+    its own; the folders are written back as the page writes them."""
+    out = []
+    for i, command in enumerate(commands):
+        argv = command.split()[1:]
+        places: dict[str, str] = {}
+        for option, folder in (("--out", tmp / f"out-{i}"), ("--home", tmp / "home")):
+            if option in argv:
+                at = argv.index(option) + 1
+                places[str(folder)], argv[at] = argv[at], str(folder)
+        argv += ["--cache-dir", str(tmp / "cache"), "--quiet"]
+        if "--out" in argv and "--home" not in argv:
+            argv.append("--no-history")
+        text = run_dbpa(argv)
+        for path, shown in places.items():
+            text = text.replace(path, shown)
+        out.append(text)
+    return out

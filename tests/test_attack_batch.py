@@ -7,10 +7,10 @@ import json
 import pytest
 
 from dbpa_core import batch
-from dbpa_core.attacks.battery import estimate_battery
 from dbpa_core.attacks.spec import parse_attack_spec
 from dbpa_core.cache import Cache
 from dbpa_core.cli import main
+from dbpa_core.runs import estimate
 from dbpa_core.sampling import backend_identity, sample_key
 
 from . import fake_openai
@@ -104,7 +104,7 @@ def test_battery_jobs_are_what_the_battery_asks(tmp_path, srv, data):  # noqa: F
     keys = {sample_key(backend_identity(m), r) for m, r in batch.jobs(spec)}
     asked = [k for k in keys if k in live]
     assert len(asked) == srv.chat_ok  # every live call is among the job's lines
-    est = estimate_battery(spec)
+    est = estimate(spec)
     assert len(keys) == est["calls"]  # the job asks what --estimate counts, RTI's bound too
 
 

@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 
 from dbpa_core.attacks import wordnet as W
-from dbpa_core.attacks.battery import RTI_RHOS, estimate_battery, run_battery
+from dbpa_core.attacks.battery import RTI_RHOS, run_battery
 from dbpa_core.attacks.spec import load_attack_spec, parse_attack_spec
 from dbpa_core.attacks.text import attack_text, derive_seed
 from dbpa_core.cache import Cache
 from dbpa_core.cli import main
+from dbpa_core.runs import estimate
 from dbpa_core.sampling import RunCancelled, Sampler
 from dbpa_core.spec import SpecError
 
@@ -213,7 +214,7 @@ attacks: [{level: char, rho: [0.3, 0.6]}, {level: visual, rho: [0.5]}]
 consistency: {option_orders: 3}
 """
     spec = parse_attack_spec(spec_text(server, data, body))
-    est = estimate_battery(spec, cache=Cache(tmp_path / "c"))
+    est = estimate(spec, cache=Cache(tmp_path / "c"))
     total = est["calls"]
     assert total == est["answers"] > 6 and est["cached"] == 0
     events = []
@@ -228,7 +229,7 @@ consistency: {option_orders: 3}
     assert 0 < res.usage["calls"] < total
     assert res.usage["calls"] + res.usage["cached_samples"] == total
     assert server.requests - before == res.usage["calls"]
-    assert estimate_battery(spec, cache=Cache(tmp_path / "c"))["calls"] == 0
+    assert estimate(spec, cache=Cache(tmp_path / "c"))["calls"] == 0
     again = run_battery(spec, cache=Cache(tmp_path / "c"))
     assert again.usage["calls"] == 0 and again.to_dict()["attacks"] == res.to_dict()["attacks"]
     assert res.to_dict()["attacks"][2]["er_parsed_only"] is None  # NaN: none parsed

@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 
 from dbpa_core import batch
-from dbpa_core.audit import estimate, run_audit
+from dbpa_core.audit import run_audit
 from dbpa_core.cache import Cache
 from dbpa_core.cli import main
 from dbpa_core.pricing import BATCH_DISCOUNT
+from dbpa_core.runs import estimate
 from dbpa_core.sampling import backend_identity, sample_key
 
 from .fake_batch import FakeBatch

@@ -6,10 +6,11 @@ import json
 
 import pytest
 
-from dbpa_core.audit import estimate, run_audit
+from dbpa_core.audit import run_audit
 from dbpa_core.cache import Cache
 from dbpa_core.cli import main
 from dbpa_core.history import History
+from dbpa_core.runs import estimate
 from dbpa_core.spec import load_spec
 
 from .judge_model import KEY, KEY_ENV, JudgeServer, judge_check_yaml

@@ -123,3 +123,20 @@ def test_the_scan(command, wordnet, tmp_path):
 def test_the_battery_table(wordnet, tmp_path):
     command = "dbpa attack examples/attack_replay.yaml --out out/attack"
     assert_shown(documented_block("docs/guides/battery.md", command), run_documented(command, tmp_path))
+
+
+@pytest.mark.slow  # two audits of recorded answers compared word by word (ROUGE), recorded
+def test_the_history_guides_listing_and_comparison(tmp_path):
+    """The history page's runs, recorded into a history of their own, then its `dbpa
+    history` listing and `history compare` as it shows them (when each run was recorded
+    masked on both sides: the ids are the same in a new history)."""
+    from tests.doc_outputs import run_documented_in_turn, undated
+
+    page = "docs/guides/history.md"
+    made = documented_block(page, "A history of its own")
+    shown = session(documented_block(page, "$ dbpa history --home", inside=True))
+    commands = [line for line in made.splitlines() if line.startswith("dbpa ")]
+    assert len(commands) == 3 and len(shown) == 2
+    printed = run_documented_in_turn(commands + list(shown), tmp_path)[len(commands) :]
+    for output, got in zip(shown.values(), printed, strict=True):
+        assert_shown(undated(output), undated(got))

@@ -460,3 +460,11 @@ def test_the_list_says_not_testable_when_no_control_could_have_failed(history, r
     # the same run at k = 8 could have failed its control: it passed
     fine = dataclasses.replace(a, perturbations=calm)
     assert history.get(history.record({"m": fine}, source="cli")).summary.control_gate == "pass"
+
+
+def test_a_changed_setting_is_written_as_a_spec_writes_it():
+    from dbpa_core.cli.history import setting_text
+
+    assert setting_text({"backend": "rouge1"}) == "{backend: rouge1}"
+    assert setting_text({"backend": "openai", "names": ["a", "b"]}) == "{backend: openai, names: [a, b]}"
+    assert setting_text(20) == "20"

@@ -350,3 +350,43 @@ def test_an_audit_that_cannot_run_leaves_a_report_in_error(tmp_path, capsys):
     (error,) = root.iter("error")
     assert "5 recorded responses" in error.get("message")
     assert error.get("message") in capsys.readouterr().err
+
+
+def test_a_scans_test_cases_name_each_part_once(server, data, tmp_path):  # noqa: F811
+    """A scan's JUnit cases are named part / test (its audit's name said once, not as the
+    audit's title and again as its spec's name), under the scan's own suite name."""
+    from dbpa_core.attacks.battery import run_battery
+    from dbpa_core.attacks.spec import parse_attack_spec
+    from dbpa_core.audit import run_audit
+    from dbpa_core.cache import Cache
+    from dbpa_core.runs import AuditRun, BatteryRun, ScanRun
+    from dbpa_core.spec import load_spec
+
+    cache = Cache(tmp_path / "c")
+    record(tmp_path / "rec.jsonl", funny=(CTRL, TARGET))
+    spec = load_spec(audit_spec(tmp_path, rec=str(tmp_path / "rec.jsonl"), name="personas and controls"))
+    battery = parse_attack_spec(spec_text(server, data, ATTACKS, extra="name: robustness battery"))
+    parts = (
+        AuditRun("scan of m: personas and controls", audits={"m": run_audit(spec, cache=cache)}),
+        BatteryRun(
+            "scan of m: robustness battery",
+            batteries={"robustness battery": run_battery(battery, cache=cache)},
+        ),
+    )
+    for names, audit_part, battery_part in (
+        (("personas and controls", "robustness battery"), "personas and controls", "robustness battery"),
+        ((), "scan of m: personas and controls", "scan of m: robustness battery"),  # by their titles
+    ):
+        scan = ScanRun("Scan of m", parts=parts, names=names)
+        suites = junit.run_suites(scan, fail_on=frozenset({"control"}))
+        assert [s.name for s in suites] == ["dbpa scan Scan of m"]
+        got = [c.name for c in suites[0].cases]
+        assert got == [
+            f"{audit_part} / name-change",
+            f"{audit_part} / comedian",
+            f"{battery_part} / char rho=0",
+            f"{battery_part} / char rho=1",
+        ]
+        assert not any(name.count("personas and controls") > 1 for name in got)
+    failed = [c.name for c in junit.gate_failures(suites, frozenset({"control"}))]
+    assert failed == ["scan of m: personas and controls / name-change"]

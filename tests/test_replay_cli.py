@@ -4,11 +4,12 @@ import json
 
 import pytest
 
-from dbpa_core.audit import estimate, run_audit
+from dbpa_core.audit import run_audit
 from dbpa_core.backends import BackendError
 from dbpa_core.backends.replay import ReplayBackend
 from dbpa_core.cache import Cache
 from dbpa_core.cli import main
+from dbpa_core.runs import estimate
 from dbpa_core.spec import load_spec
 
 from .fake_openai import fake_text

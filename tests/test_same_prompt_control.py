@@ -7,9 +7,10 @@ import textwrap
 import numpy as np
 import pytest
 
-from dbpa_core.audit import build_arms, estimate, run_audit
+from dbpa_core.audit import build_arms, run_audit
 from dbpa_core.backends import BackendError
 from dbpa_core.cache import Cache
+from dbpa_core.runs import estimate
 from dbpa_core.spec import parse_spec
 
 from .word_model import BASE, BagOfWords, noisy_model

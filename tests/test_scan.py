@@ -128,11 +128,11 @@ def test_the_report_lists_every_parts_verdict(scanned):
 def test_the_estimate_counts_every_part_and_calls_nothing(scanned):
     rc, before, _ = scanned["runs"]["before"]
     assert rc == 0
-    from dbpa_core.attacks.battery import estimate_battery
+    from dbpa_core.runs import estimate
 
     _, battery = scan.build_specs(RECORDED)
 
-    n_battery = estimate_battery(battery)["calls"]
+    n_battery = estimate(battery)["calls"]
     lines = before.splitlines()
     [a] = [x for x in lines if x.startswith("audit: 13 prompts x k = 20")]
     [b] = [x for x in lines if x.startswith("battery: 8 items")]

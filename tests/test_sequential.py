@@ -6,8 +6,9 @@ import textwrap
 import numpy as np
 import pytest
 
-from dbpa_core.audit import estimate, run_audit
+from dbpa_core.audit import run_audit
 from dbpa_core.cache import Cache
+from dbpa_core.runs import estimate
 from dbpa_core.sequential import (
     Plan,
     SequentialSampling,

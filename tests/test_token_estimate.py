@@ -4,11 +4,12 @@ format's tokens."""
 
 import pytest
 
-from dbpa_core.attacks.battery import answer_request, estimate_battery, plan
+from dbpa_core.attacks.battery import answer_request, plan
 from dbpa_core.attacks.spec import parse_attack_spec
 from dbpa_core.backends import local
 from dbpa_core.cache import Cache
 from dbpa_core.pricing import CHAT_TOKENS_PER_MESSAGE, CHAT_TOKENS_TO_ANSWER, prompt_token_counter
+from dbpa_core.runs import estimate
 
 
 def test_a_server_prompt_counts_its_messages_and_the_answers_start():
@@ -33,7 +34,7 @@ def test_the_battery_estimate_counts_the_local_models_chat_template(tmp_path):
         )
         prompts = list(dict.fromkeys(q.prompt for k in ("clean", "attack") for q in plan(spec)[k]))
         want = sum(len(local.chat_prompt_ids(tok, p, system)) for p in prompts)
-        got = estimate_battery(spec, cache=Cache(tmp_path / "c"))
+        got = estimate(spec, cache=Cache(tmp_path / "c"))
         assert got["answers"] == len(prompts) and got["input_tokens"] == want
         # what the backend reads: the same ids
         b = local.LocalBackend(tmp_path / "c")

@@ -13,7 +13,6 @@ import pandas as pd
 from dbpa_core.attacks.battery import (
     ALL,
     BatteryResult,
-    estimate_battery,
     highlighted_html,
     position_rows,
     run_battery,
@@ -145,7 +144,9 @@ def wordnet_problem(spec: BatterySpec) -> str | None:
 
 
 def estimate(spec: BatterySpec, cache) -> dict[str, Any]:
-    return estimate_battery(spec, cache=cache)
+    from dbpa_core.runs import estimate as estimate_run  # counted from the requests the run asks
+
+    return estimate_run(spec, cache=cache)
 
 
 def task(spec: BatterySpec, cache, api_keys: dict) -> Callable[[Callable[[Progress], None]], Any]:

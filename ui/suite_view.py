@@ -244,9 +244,9 @@ def show_estimate(spec: AuditSpec) -> None:
     """Calls, tokens, cost, the time they may take, and the smallest p each test can reach
     at this k and correction."""
     from dbpa_core.reach import reachability
-    from dbpa_core.suite import estimate_suite
+    from dbpa_core.runs import estimate
 
-    t = estimate_suite(spec, cache=state.cache())["totals"]
+    t = estimate(spec, cache=state.cache())["totals"]
     calls = int(t.get("calls", 0))
     runner.show_totals(
         calls,

@@ -45,10 +45,9 @@ from ..cache import Cache
 from ..fmt import table
 from ..multitest import multiple_testing
 from ..permutation import DBPAWarning, dbpa_test, dbpa_test_similarity
-from ..pricing import price_of, prompt_token_counter
 from ..render import document, markup
 from ..render import section as render_section
-from ..sampling import Job, Progress, Sampler, is_cached, requests_for
+from ..sampling import Job, Progress, Sampler, requests_for
 from ..similarity import TEXT_SIMILARITIES, text_similarity_matrix
 from ..spec import model_label
 from ..types import DBPAResult, jsonable
@@ -288,9 +287,9 @@ class BatteryRequest:
 
 
 def battery_requests(spec: BatterySpec) -> list[BatteryRequest]:
-    """Every sample a battery spec may ask for, each once: the one list that the estimate
-    (:func:`estimate_battery`) reads, and through
-    :meth:`dbpa_core.runs.BatteryRun.requests_of` the Batch API job and the replay check.
+    """Every sample a battery spec may ask for, each once: the one list that
+    :meth:`dbpa_core.runs.BatteryRun.requests_of` gives the estimate, the Batch API job and
+    the replay check.
     RTI counts every round of ρ, an upper bound (an item stops at the ρ where its answer
     changes); an attack that changed nothing reuses the clean answer."""
     p = plan(spec)
@@ -308,52 +307,6 @@ def battery_requests(spec: BatterySpec) -> list[BatteryRequest]:
         for x in dict.fromkeys(q.prompt for q in p["curve"]):
             out += [BatteryRequest("curve", x, r) for r in curve_requests(spec, x)]
     return out
-
-
-def estimate_battery(spec: BatterySpec, *, cache: Cache | None = None) -> dict[str, Any]:
-    """Calls, tokens and cost of a battery, without calling anything.
-
-    RTI's calls are an upper bound (an item stops at the ρ where its answer changes);
-    prompts that repeat (an attack that changed no word is the clean prompt) and
-    answers already cached are not counted.
-    """
-    tokens = prompt_token_counter(
-        spec.model, system_prompt=spec.system_prompt, cache_dir=cache.directory if cache is not None else None
-    )
-    requests = battery_requests(spec)
-
-    def count(part: str) -> tuple[int, int, int]:
-        calls = cached = in_tok = 0
-        for r in requests:
-            if r.part != part:
-                continue
-            if is_cached(cache, spec.model, r.request):
-                cached += 1
-            else:
-                calls += 1
-                in_tok += tokens(r.prompt)  # as the model reads it
-        return calls, cached, in_tok
-
-    a, r, c = count("answers"), count("rti"), count("curve")
-    out_tok = (a[0] + r[0]) * spec.max_tokens + (c[0] * _curve_params(spec).max_tokens if spec.curve else 0)
-    name = spec.model.get("name", "") if spec.model.get("backend") == "openai" else ""
-    price = price_of(name, spec.prices) if name else {"input": 0.0, "output": 0.0}
-    in_tok = a[2] + r[2] + c[2]
-    cost = float("nan") if price is None else in_tok / 1e6 * price["input"] + out_tok / 1e6 * price["output"]
-    return {
-        "answers": a[0],
-        "answers_cached": a[1],
-        "rti_max": r[0],
-        "rti_cached": r[1],
-        "curve": c[0],
-        "curve_cached": c[1],
-        "calls": a[0] + r[0] + c[0],
-        "cached": a[1] + r[1] + c[1],
-        "input_tokens": in_tok,
-        "output_tokens": out_tok,
-        "cost": cost,
-        "unknown_price": price is None,
-    }
 
 
 # --------------------------------------------------------------------------- results
@@ -1386,7 +1339,6 @@ __all__ = [
     "attack_queries",
     "attack_query",
     "battery_requests",
-    "estimate_battery",
     "highlighted_html",
     "needs_wordnet",
     "plan",

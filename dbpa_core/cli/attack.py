@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     from ..launcher import require_extra
 
     require_extra("battery")  # WordNet, confusables, spaCy, scikit-learn: one line if missing
-    from ..attacks.battery import estimate_battery, run_battery, summary_text
+    from ..attacks.battery import run_battery, summary_text
     from ..attacks.spec import load_attack_spec
     from ..attacks.wordnet import WordNetMissing
     from ..batch import battery_batch_cost
@@ -82,12 +82,13 @@ def run(args: argparse.Namespace) -> int:
         check_out_dir(args.out)  # before any paid call
     if args.estimate:
         from ..attacks.leaks import leak_notes, option_leaks
+        from ..runs import estimate
 
         for note in spec.notes:  # items left out of the data: said before anything runs
             print(f"note: {note}", file=sys.stderr)
         for note in leak_notes(option_leaks(spec.items)):  # the options alone, no model
             print(f"note: {note}", file=sys.stderr)
-        e = estimate_battery(spec, cache=open_cache(args))
+        e = estimate(spec, cache=open_cache(args))  # counted from the requests the run asks
         cost = "unknown (add 'prices:')" if e["unknown_price"] else f"${e['cost']:.4f}"
         print(
             f"{e['answers']} answers + at most {e['rti_max']} for RTI + {e['curve']} curve "
@@ -137,11 +138,11 @@ def run(args: argparse.Namespace) -> int:
 def _batch(spec: BatterySpec, cache: Cache, bars: Bars) -> int | None:
     """``--batch``: the battery's uncached samples (RTI's every round) as one Batch API
     job, with its batch price first; None to go on with the battery, else the exit code."""
-    from ..attacks.battery import estimate_battery
     from ..batch import battery_batch_cost, jobs, jobs_cli
+    from ..runs import estimate
 
     if cache.enabled:
-        e = estimate_battery(spec, cache=cache)
+        e = estimate(spec, cache=cache)
         if e["calls"] and spec.model.get("backend") == "openai":
             price = "unknown (add 'prices:')" if e["unknown_price"] else f"${battery_batch_cost(e, spec):.4f}"
             print(

@@ -13,7 +13,7 @@ import argparse
 import dataclasses
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .. import provenance
@@ -76,6 +76,16 @@ def _outcome(r: RunSummary, extra: dict) -> str:
 
 def _when(run_summary: RunSummary) -> str:
     return run_summary.created_at.strftime("%Y-%m-%d %H:%M")
+
+
+def setting_text(value: Any) -> str:
+    """A setting as a spec writes it: a mapping ``{backend: rouge1}``, a list ``[a, b]``
+    (not Python's ``{'backend': 'rouge1'}``), anything else as text."""
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{k}: {setting_text(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(setting_text(v) for v in value) + "]"
+    return str(value)
 
 
 def _short(text: str, n: int) -> str:
@@ -336,7 +346,7 @@ def compare_runs(history: History, args: argparse.Namespace) -> str | Failed:
             for side, r, run in (("A", a, ra), ("B", b, rb))
         ]
         head += [
-            f"changed: {k}: {short(str(va), 60)} -> {short(str(vb), 60)}"
+            f"changed: {k}: {short(setting_text(va), 60)} -> {short(setting_text(vb), 60)}"
             for k, (va, vb) in cmp.settings_changed.items()
         ]
         text = "\n".join([*head, *cmp.notes, "", *cmp.lines])

@@ -226,11 +226,10 @@ def estimate_scan(audit: AuditSpec, battery: BatterySpec, cache: Cache | None = 
     """Calls, tokens and cost of each part and in all, without calling anything:
     ``{"parts": [{"part", "calls", "cached", "input_tokens", "output_tokens", "cost"}],
     "totals": {...}, "unknown_prices": [...]}`` (a cost is NaN where a price is unknown)."""
-    from ..attacks.battery import estimate_battery
-    from ..audit import estimate
+    from ..runs import estimate  # each part counted from the requests its run asks
 
     a = estimate(audit, cache=cache)
-    b = estimate_battery(battery, cache=cache)
+    b = estimate(battery, cache=cache)
     keys = ("calls", "cached", "input_tokens", "output_tokens")
     unknown = list(a["unknown_prices"])
     if b["unknown_price"]:
@@ -398,7 +397,8 @@ def run(args: argparse.Namespace) -> int:
     rc = _write_report(ids, out, args.title or f"Scan of {label}")
     if rc:
         return rc
-    return finish(args, ScanRun(args.title or f"Scan of {label}", parts=parts), fail_on)
+    whole = ScanRun(args.title or f"Scan of {label}", parts=parts, names=(AUDIT_NAME, BATTERY_NAME))
+    return finish(args, whole, fail_on)
 
 
 PART_TIME_LEFT = re.compile(r",? ?(about [^,]* left|estimating the time left)$")

@@ -6,7 +6,8 @@ as one. History, ``dbpa
 report``, JUnit, ``--fail-on`` and the History page read runs only through this.
 
 Before a run, :func:`requests` gives what a spec of any kind will ask its models for
-(:class:`Request`: part, model, prompt and sample), which the Batch API job
+(:class:`Request`: part, model, prompt and sample), which the estimate of calls, tokens
+and cost (:func:`estimate`, counted in :mod:`dbpa_core.runs.costs`), the Batch API job
 (:func:`dbpa_core.batch.jobs`), the replay check (:func:`replay_need`) and the duration
 estimate (:func:`calls_by_model`) read.
 

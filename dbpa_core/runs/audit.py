@@ -108,16 +108,22 @@ class AuditRun(RunResult):
             return None
         from ..audit import arm_requests, build_arms
 
-        return [Request(arm.name, arm.model, r) for arm in build_arms(spec) for r in arm_requests(spec, arm)]
+        return [
+            Request(arm.name, arm.model, r, arm=arm.name)
+            for arm in build_arms(spec)
+            for r in arm_requests(spec, arm)
+        ]
 
     @classmethod
     def estimate_of(cls, spec: Any, cache: Any = None) -> dict[str, Any] | None:
-        """:func:`dbpa_core.audit.estimate` of an audit spec (not a suite's)."""
-        if not isinstance(spec, AuditSpec) or spec.cases:
+        """The calls, tokens and cost of an audit spec (not a suite's), counted from
+        :meth:`requests_of` (:func:`dbpa_core.runs.costs.audit_estimate`)."""
+        reqs = cls.requests_of(spec)
+        if reqs is None:
             return None
-        from ..audit import estimate
+        from .costs import audit_estimate
 
-        return estimate(spec, cache=cache)
+        return audit_estimate(spec, reqs, cache)
 
     # ---------------------------------------------------------------- RunResult
     def verdicts(self) -> tuple[Verdict, ...]:

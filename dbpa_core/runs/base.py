@@ -212,12 +212,15 @@ class Request:
     simulation's ``model: scenario``), ``model`` the model's config, ``sample`` the last
     turn, the sample's index, its seed and the sampling parameters; ``prompt`` the whole
     prompt as written (every turn of a prompt sent in several), as a replay file records
-    it ('' for ``sample.prompt``)."""
+    it ('' for ``sample.prompt``); ``arm`` and ``case``: the audit arm and the suite's case
+    it belongs to ('' for a kind without them), the rows of the estimate."""
 
     part: str
     model: Mapping[str, Any]
     sample: SampleRequest
     whole: str = ""
+    arm: str = ""
+    case: str = ""
 
     @property
     def prompt(self) -> str:
@@ -378,9 +381,11 @@ def requests(spec: Any) -> tuple[Request, ...]:
 
 
 def estimate(spec: Any, cache: Any = None) -> dict[str, Any]:
-    """The calls, tokens and cost of an audit or a suite spec (:meth:`RunResult.estimate_of`
-    of its kind: ``{"arms": [...], "totals": {...}, "unknown_prices": [...]}``); calls
-    nothing. :class:`RunRefused` when no kind estimates ``spec`` this way."""
+    """The calls, tokens and cost of a spec (:meth:`RunResult.estimate_of` of its kind,
+    counted from the requests its run asks: an audit's or a suite's is ``{"arms": [...],
+    "totals": {...}, "unknown_prices": [...]}``, a battery's its counts per part, see
+    :mod:`dbpa_core.runs.costs`); calls nothing. :class:`RunRefused` when no kind
+    estimates ``spec``."""
     for kind in _KINDS:
         found = kind.estimate_of(spec, cache)
         if found is not None:

@@ -94,6 +94,17 @@ class BatteryRun(RunResult):
 
         return [Request(r.part, spec.model, r.request, r.prompt) for r in battery_requests(spec)]
 
+    @classmethod
+    def estimate_of(cls, spec: Any, cache: Any = None) -> dict[str, Any] | None:
+        """The calls, tokens and cost of a battery spec, counted from :meth:`requests_of`
+        (:func:`dbpa_core.runs.costs.battery_estimate`)."""
+        reqs = cls.requests_of(spec)
+        if reqs is None:
+            return None
+        from .costs import battery_estimate
+
+        return battery_estimate(spec, reqs, cache)
+
     def compare(self, other: RunResult, *, max_asr: float | None = None) -> Comparison:
         """ER and ASR of each attack at each ρ in both batteries; given ``max_asr``, an
         attack whose success rate crossed it is a changed verdict."""

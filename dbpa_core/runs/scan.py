@@ -1,6 +1,6 @@
 """Scans as runs: ``dbpa scan`` runs an audit and a robustness battery and records each
 (so the history lists two runs); together they are one :class:`ScanRun`, whose verdicts,
-checks and answers are its parts', each part named by its own title."""
+checks and answers are its parts', each named by its part (its name in the scan) once."""
 
 from __future__ import annotations
 
@@ -14,9 +14,11 @@ from .base import Answer, CheckRow, Request, RunResult, Verdict, requests
 
 @dataclass
 class ScanRun(RunResult):
-    """``parts``: the runs a scan made (its audit, its battery)."""
+    """``parts``: the runs a scan made (its audit, its battery); ``names``: each part's name
+    within the scan (``personas and controls``; missing or '': the part's title)."""
 
     parts: Sequence[RunResult] = field(default_factory=tuple)
+    names: Sequence[str] = ()
 
     kind = "scan"
     label = "scan"
@@ -34,14 +36,29 @@ class ScanRun(RunResult):
             out += [replace(r, part=f"{name}: {r.part}") for r in requests(s)]
         return out
 
+    def part_of(self, i: int, part: str) -> str:
+        """Where a verdict, check or answer of the ``i``-th part stands in the scan: the
+        part's name, then its own ``part`` unless the name already says it (an audit of
+        one job names its verdicts' part after itself: said once, not twice)."""
+        name = self.names[i] if i < len(self.names) and self.names[i] else self.parts[i].title
+        if not name or not part:
+            return name or part
+        return name if name == part or name.endswith(f": {part}") else f"{name}: {part}"
+
     def verdicts(self) -> tuple[Verdict, ...]:
-        return tuple(replace(v, part=f"{p.title}: {v.part}") for p in self.parts for v in p.verdicts())
+        return tuple(
+            replace(v, part=self.part_of(i, v.part)) for i, p in enumerate(self.parts) for v in p.verdicts()
+        )
 
     def checks(self) -> tuple[CheckRow, ...]:
-        return tuple(replace(c, part=f"{p.title}: {c.part}") for p in self.parts for c in p.checks())
+        return tuple(
+            replace(c, part=self.part_of(i, c.part)) for i, p in enumerate(self.parts) for c in p.checks()
+        )
 
     def answers(self) -> tuple[Answer, ...]:
-        return tuple(replace(a, part=f"{p.title}: {a.part}") for p in self.parts for a in p.answers())
+        return tuple(
+            replace(a, part=self.part_of(i, a.part)) for i, p in enumerate(self.parts) for a in p.answers()
+        )
 
     def headline(self) -> str:
         return "; ".join(f"{p.title}: {p.headline()}" for p in self.parts)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..compare import SuiteComparison, compare_suites
@@ -146,17 +146,19 @@ class SuiteRun(RunResult):
         out: list[Request] = []
         for case in spec.cases:
             plain = AuditRun.requests_of(case_spec(spec, case)) or []
-            out += [Request(f"case {case.id}: {r.part}", r.model, r.sample, r.whole) for r in plain]
+            out += [replace(r, part=f"case {case.id}: {r.part}", case=case.id) for r in plain]
         return out
 
     @classmethod
     def estimate_of(cls, spec: Any, cache: Any = None) -> dict[str, Any] | None:
-        """:func:`dbpa_core.suite.estimate_suite` of a suite spec: every case's arms."""
-        if not isinstance(spec, AuditSpec) or not spec.cases:
+        """The calls, tokens and cost of a suite spec, counted from :meth:`requests_of`
+        (:func:`dbpa_core.runs.costs.suite_estimate`: a row per arm, summed over the cases)."""
+        reqs = cls.requests_of(spec)
+        if reqs is None:
             return None
-        from ..suite import estimate_suite
+        from .costs import suite_estimate
 
-        return estimate_suite(spec, cache=cache)
+        return suite_estimate(spec, reqs, cache)
 
     # ---------------------------------------------------------------- reading the summary
     @property
