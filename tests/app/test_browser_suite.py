@@ -38,7 +38,7 @@ def _pick(page, label, options):
     in the box (Streamlit draws a chosen value as ``<span data-tag aria-label=VALUE>``; found
     by CSS, not by role: while the list is open the tags are aria-hidden): on a busy machine
     a click on an option is sometimes lost, so it is clicked again until the tag is there
-    (never on an option the list marks as chosen: that would take it back)."""
+    (never when the list already marks it chosen, in case a click would take it back)."""
     box = page.get_by_role("combobox", name=label)
     widget = page.get_by_test_id("stMultiSelect").filter(has=box)
     for o in options:
@@ -58,7 +58,7 @@ def _pick(page, label, options):
         if not tag.count():
             page.screenshot(path=str(shots() / "failed-suite-pick.png"))
             (shots() / "failed-suite-pick.html").write_text(widget.evaluate("e => e.outerHTML"))
-            pytest.fail(f"{o!r} is not chosen in {label!r} after five clicks on it")
+            pytest.fail(f"{o!r} is not chosen in {label!r} after five tries")
     page.keyboard.press("Escape")
     playwright.expect(widget.locator("[data-tag]")).to_have_count(len(options))
 
