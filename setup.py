@@ -44,7 +44,8 @@ setup(
         # "dbpa_app" is the repository's root: of its files only app.py (a module) and the
         # Streamlit settings, which Streamlit reads next to the script it runs
         "dbpa_app": [".streamlit/config.toml"],
-        "dbpa_app.assets": ["*.jsonl", "*.npz", "*.csv", "*.txt", "*.css", "*.svg"],
+        # the demo's recordings included (demo_suite.json, demo_runs.sqlite3)
+        "dbpa_app.assets": ["*.jsonl", "*.json", "*.npz", "*.sqlite3", "*.csv", "*.txt", "*.css", "*.svg"],
         "dbpa_app.examples": ["*.yaml", "*.csv"],
     },
 )

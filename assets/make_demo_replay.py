@@ -21,6 +21,8 @@ greedy answer first, which a replayed curve reads as its first sample). ``dbpa s
 audit and battery (``dbpa_core/cli/scan.py``) are recorded too, so that a scan of the recorded
 model runs offline (``tests/test_scan.py``), and so is the survey simulation of
 ``examples/fidelity_simulate.yaml`` (``fidelity``, replayed by ``examples/fidelity_replay.yaml``).
+After re-recording, ``assets/make_demo_runs.py`` rebuilds demo mode's recorded battery,
+sensitivity study and History examples from these answers.
 """
 
 from __future__ import annotations

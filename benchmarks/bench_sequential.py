@@ -27,6 +27,16 @@ permutation test (energy-l2, the default measure) and the futility bound.
   exactly δ (for such a mixture it is λ² times the persona's: the populations are the
   recorded answers). Share of these tests wrongly stopped as "no change above δ" over all
   the looks. Target: <= 1 - confidence (0.05).
+
+Not run by default (``--only schedules,measures``):
+
+* **schedules**: the null-control share and the changes of δ wrongly stopped, for each
+  maximum (20, 30, 40, 80) and several round schedules; fresh recorded answers are drawn
+  only up to the looks that decide what is measured (see :func:`schedules`).
+  ``--bound first-order`` repeats it with a narrower bound (the first-order variance
+  alone), to see what the null-control target would cost the stated confidence.
+* **measures**: how often the futility bound covers the mean effect above chance, for
+  energy-l2, jsd, wasserstein and ks (k = 10; no change and two mixtures of a persona).
 """
 
 from __future__ import annotations
@@ -78,24 +88,50 @@ class Answers:
             start += emb[n].shape[0]
         self.sim = cosine_similarity_matrix(np.vstack([emb[n] for n in names]).astype(np.float64))
 
+    bound = "audit"  # the futility bound: the audit's, or "first-order" (a variant measured)
+
     def named(self, role: str) -> list[str]:
         return [n for n, r in self.role.items() if r == role]
 
-    def test(self, x: np.ndarray, y: np.ndarray, b: int, seed: int, confidence: float | None = None):
-        """The audit's test of answers ``x`` (base) against ``y``, and the futility bound."""
+    def test(
+        self,
+        x: np.ndarray,
+        y: np.ndarray,
+        b: int,
+        seed: int,
+        confidence: float | None = None,
+        measure: str = MEASURE,
+    ):
+        """The audit's test of answers ``x`` (base) against ``y``, and the futility bound
+        (with ``self.bound = "first-order"``, the variant without the split variance)."""
         idx = np.concatenate([x, y])
         s = self.sim[np.ix_(idx, idx)]
-        r = dbpa_test_similarity(s, len(x), measure=MEASURE, n_permutations=b, rng=seed)
+        r = dbpa_test_similarity(s, len(x), measure=measure, n_permutations=b, rng=seed)
         if confidence is None:
             return r, None
+        if self.bound == "first-order":
+            return r, first_order_bound(statistic_matrix(similarity=s, measure=measure), len(x), confidence)
         upper = effect_upper_bound(
-            statistic_matrix(similarity=s, measure=MEASURE),
+            statistic_matrix(similarity=s, measure=measure),
             len(x),
-            measure=MEASURE,
+            measure=measure,
             effect_above_chance=r.effect_above_chance,
             confidence=confidence,
         )
         return r, upper
+
+
+def first_order_bound(d: np.ndarray, k: int, confidence: float) -> float:
+    """A variant of the energy futility bound, measured against the audit's: the unbiased
+    energy distance plus z times the first-order (plug-in Hoeffding projection) standard
+    error alone, without the variance over random splits."""
+    from scipy.stats import norm
+
+    m = d.shape[0] - k
+    a = 2.0 * d[:k, k:].mean(axis=1) - 2.0 * d[:k, :k].sum(axis=1) / (k - 1)
+    b = 2.0 * d[:k, k:].mean(axis=0) - 2.0 * d[k:, k:].sum(axis=1) / (m - 1)
+    var = a.var(ddof=1) / k + b.var(ddof=1) / m
+    return float(energy_u_statistic(d, k) + norm.ppf(confidence) * np.sqrt(max(var, 0.0)))
 
 
 def persona_audit(data: Answers, *, sims: int, most: int, min_effect: float | None, seed: int) -> dict:
@@ -263,6 +299,175 @@ def futility_at_delta(
     return rows
 
 
+# ------------------------------------------------------------------ schedules
+# The recording holds 60 answers to the base prompt and 40 to each persona, too few to run
+# a null control of two disjoint groups to a maximum of 40 or 80. But only some looks
+# matter: a null counts as stopped "before half the maximum" only at looks below it, and a
+# test can stop for futility only before its last look. Each simulation below draws fresh
+# (disjoint, without replacement) recorded answers up to the looks that matter and stops
+# there; the decisions at those looks are exactly a full run's (the plan, its looks,
+# weights and the futility bound's confidence at each look are the full plan's).
+SCHEDULES = {
+    20: [(10, 20)],
+    30: [(10, 20, 30), (10, 30)],
+    40: [(10, 20, 40), (5, 10, 20, 40), (10, 40)],
+    80: [(10, 20, 40, 80), (5, 10, 20, 40, 80), (10, 20, 80)],
+}
+
+
+class _Enough(Exception):
+    """The simulation reached a look that cannot change what is measured."""
+
+
+def one_run(data: Answers, plan: Plan, x: np.ndarray, y: np.ndarray, delta: float, s: int, until: float):
+    """The test's record up to the looks below ``until`` (None when it was still open)."""
+
+    def test(i: int, k: int, b: int, conf: float | None):
+        if k >= until:
+            raise _Enough
+        return data.test(x[:k], y[:k], b, s, conf)
+
+    try:
+        _, (rec,) = run_rounds(
+            plan,
+            1,
+            level=ALPHA,
+            min_effect=delta,
+            permutations=PERMUTATIONS,
+            draw=lambda k, o: None,
+            test=test,
+        )
+    except _Enough:
+        return None
+    return rec
+
+
+def schedules(
+    data: Answers,
+    *,
+    maxima: list[int],
+    nulls: int,
+    delta_sims: int,
+    delta: float,
+    seed: int,
+    confidence: float = 0.95,
+) -> list[dict]:
+    """For each maximum and round schedule: the share of null controls (two disjoint groups
+    of the base prompt's answers) that stop for futility before half the maximum, and the
+    share of changes of exactly δ (base answers against a λ-mixture of a persona's and the
+    base prompt's other answers) wrongly stopped for futility at any look."""
+    base = data.index[data.named("base")[0]]
+    lams = {p: mixture_population(data, p, delta) for p in data.named("persona")}
+    lams = {p: lam for p, lam in lams.items() if lam is not None}
+    rows = []
+    for most in maxima:
+        for looks in SCHEDULES[most]:
+            plan = SequentialSampling(looks=looks, confidence=confidence).plan(most)
+            gen = np.random.default_rng(seed)
+            early = 0
+            need = max([k for k in looks if k < most / 2], default=0)
+            for s in range(nulls if need else 0):
+                z = gen.permutation(base)[: 2 * need]
+                rec = one_run(data, plan, z[:need], z[need:], delta, s, most / 2)
+                early += rec is not None and rec.reason == "futility"
+            wrong: dict[str, float] = {}
+            short = 0
+            last = looks[-2] if len(looks) > 1 else 0  # the last look that can stop for futility
+            for p, lam in lams.items():
+                bad = 0
+                for s in range(delta_sims if last else 0):
+                    order = gen.permutation(base)
+                    x, rest = order[:last], order[last:]
+                    n_persona = int(gen.binomial(last, lam))
+                    n_base = last - n_persona
+                    if n_persona > data.index[p].size or n_base > rest.size:
+                        short += 1
+                        n_persona = min(n_persona, data.index[p].size)
+                        n_base = min(last - n_persona, rest.size)
+                    y = gen.permutation(
+                        np.concatenate([gen.permutation(data.index[p])[:n_persona], rest[:n_base]])
+                    )
+                    k = min(len(x), len(y))
+                    rec = one_run(data, plan, x[:k], y[:k], delta, s, last + 1)
+                    bad += rec is not None and rec.reason == "futility"
+                wrong[p] = bad / delta_sims if last else 0.0
+            rows.append(
+                {
+                    "max": most,
+                    "plan": plan.describe(),
+                    "early": early / nulls if need else 0.0,
+                    "wrong_mean": float(np.mean(list(wrong.values()))),
+                    "wrong_max": max(wrong.values()),
+                    "pooled_se": float(np.sqrt((1 - confidence) * confidence / (delta_sims * len(wrong)))),
+                    "populations": len(wrong),
+                    "short": short,
+                }
+            )
+            r = rows[-1]
+            print(
+                f"  max {most:3d}, {r['plan']}: nulls stopped for futility before k = {most / 2:g}: "
+                f"{r['early']:.1%}; changes of δ wrongly stopped: mean {r['wrong_mean']:.3f} "
+                f"(SE {r['pooled_se']:.3f}), worst {r['wrong_max']:.3f} over {r['populations']} personas"
+                + (f" ({r['short']} draws short of answers)" if r["short"] else ""),
+                flush=True,
+            )
+    return rows
+
+
+# ------------------------------------------------------------------ the bound, other measures
+def bound_coverage(
+    data: Answers,
+    *,
+    measures: list[str],
+    personas: list[str],
+    k: int,
+    sims: int,
+    lams: list[float],
+    seed: int,
+    confidence: float,
+) -> list[dict]:
+    """How often the futility bound at ``confidence`` lies at or above the effect it bounds,
+    for each measure: ``k`` base answers against ``k`` answers each drawn from a persona
+    with probability λ and from the base prompt's other answers otherwise (λ = 0: no
+    change), all drawn without replacement. The effect bounded is the mean effect above
+    chance at that k (over the same simulations), which is what ω minus chance estimates
+    for every measure."""
+    base = data.index[data.named("base")[0]]
+    rows = []
+    for measure in measures:
+        for persona in personas:
+            for lam in lams:
+                gen = np.random.default_rng(seed)
+                eac, upper = [], []
+                for s in range(sims):
+                    order = gen.permutation(base)
+                    n_persona = int(gen.binomial(k, lam))
+                    y = np.concatenate(
+                        [gen.permutation(data.index[persona])[:n_persona], order[k : 2 * k - n_persona]]
+                    )
+                    r, up = data.test(order[:k], gen.permutation(y), 199, s, confidence, measure=measure)
+                    eac.append(r.effect_above_chance)
+                    upper.append(up)
+                truth = float(np.mean(eac))
+                rows.append(
+                    {
+                        "measure": measure,
+                        "persona": persona,
+                        "lambda": lam,
+                        "truth": truth,
+                        "coverage": float(np.mean(np.array(upper) >= truth)),
+                        "sims": sims,
+                    }
+                )
+                r = rows[-1]
+                print(
+                    f"  {measure:12s} {persona:24s} λ = {lam:.2f}: mean effect above chance "
+                    f"{truth:+.3f}; bound at or above it in {r['coverage']:.1%} (stated {confidence:.0%})",
+                    flush=True,
+                )
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--responses", default=str(ROOT / "assets" / "real_responses.jsonl"))
@@ -284,7 +489,22 @@ def main() -> int:
     ap.add_argument(
         "--only",
         default="audit,null,futility,delta",
-        help="which parts to run (comma-separated: audit, null, futility, delta)",
+        help="which parts to run (comma-separated: audit, null, futility, delta; and, not by "
+        "default, schedules and measures)",
+    )
+    ap.add_argument(
+        "--maxima", default="20,30,40,80", help="the maxima of the schedules part (of 20, 30, 40, 80)"
+    )
+    ap.add_argument("--schedule-nulls", type=int, default=300, help="null controls per schedule")
+    ap.add_argument(
+        "--schedule-delta-sims", type=int, default=60, help="changes of δ per persona and schedule"
+    )
+    ap.add_argument("--coverage-sims", type=int, default=200, help="simulations per measure, persona and λ")
+    ap.add_argument(
+        "--bound",
+        choices=("audit", "first-order"),
+        default="audit",
+        help="the futility bound simulated: the audit's, or the first-order variance alone",
     )
     args = ap.parse_args()
     import numba
@@ -292,8 +512,10 @@ def main() -> int:
     numba.set_num_threads(1)  # thousands of small tests: one thread each
     if args.quick:
         args.audits, args.nulls, args.futility_nulls, args.delta_sims = 6, 60, 30, 10
+        args.schedule_nulls, args.schedule_delta_sims, args.coverage_sims = 20, 4, 20
     t0 = time.perf_counter()
     data = Answers(Path(args.responses))
+    data.bound = args.bound
     print(f"answers embedded in {time.perf_counter() - t0:.0f} s")
     deltas = [float(d) for d in args.min_effect.split(",")]
 
@@ -376,6 +598,44 @@ def main() -> int:
         worst = max(r["wrong"] for r in rows)
         se = np.sqrt((1 - args.confidence) * args.confidence / args.delta_sims)
         print(f"  worst {worst:.3f}; one binomial SE at the target: {se:.3f}")
+        print(f"  ({time.perf_counter() - t:.0f} s)")
+
+    if "schedules" in args.only:
+        t = time.perf_counter()
+        print(
+            f"\nfutility by maximum and round schedule ({args.bound} bound; fresh recorded answers, "
+            f"drawn without replacement up to the looks that decide; δ = {deltas[-1]}, "
+            f"confidence {args.confidence}; "
+            f"{args.schedule_nulls} nulls, {args.schedule_delta_sims} changes of δ per persona):"
+        )
+        schedules(
+            data,
+            maxima=[int(m) for m in args.maxima.split(",")],
+            nulls=args.schedule_nulls,
+            delta_sims=args.schedule_delta_sims,
+            delta=deltas[-1],
+            seed=args.seed + 4,
+            confidence=args.confidence,
+        )
+        print(f"  ({time.perf_counter() - t:.0f} s)")
+
+    if "measures" in args.only:
+        t = time.perf_counter()
+        print(
+            f"\nthe futility bound's coverage by measure: k = 10 per arm, {args.coverage_sims} "
+            f"simulations per measure, persona and λ (answers drawn without replacement), "
+            f"confidence {args.confidence}:"
+        )
+        bound_coverage(
+            data,
+            measures=["energy-l2", "jsd", "wasserstein", "ks"],
+            personas=["doctor", "comedian"],
+            k=10,
+            sims=args.coverage_sims,
+            lams=[0.0, 0.5, 1.0],
+            seed=args.seed + 5,
+            confidence=args.confidence,
+        )
         print(f"  ({time.perf_counter() - t:.0f} s)")
 
     if "audit" in args.only and "futility" in args.only:

@@ -375,9 +375,17 @@ class _CacheOnly:
         raise _NotCached
 
 
-def sequential_pilot(spec: AuditSpec, cache: Cache | None) -> dict[str, Any] | None:
+def sequential_pilot(
+    spec: AuditSpec,
+    cache: Cache | None,
+    *,
+    permutation_seed: int | None = None,
+    family_size: int | None = None,
+) -> dict[str, Any] | None:
     """With ``sequential_sampling``: replay the rounds whose answers (and embeddings) are
     all in the cache, as the audit would decide them, and say what is left to call.
+    ``permutation_seed`` and ``family_size`` are :func:`run_audit`'s (a suite's case is
+    run with its own: :func:`dbpa_core.suite.case_run_options`).
 
     The first round's cached answers are a pilot: its tests are decided exactly as the run
     will decide them (the same answers, the same seeds), so the tests it stops cost nothing
@@ -416,6 +424,8 @@ def sequential_pilot(spec: AuditSpec, cache: Cache | None) -> dict[str, Any] | N
             backends=dict.fromkeys(range(len(spec.models)), cast("Backend", _CacheOnly())),
             embedder=cast("Embedder", _CacheOnly()),
             fetch_round=fetch,
+            permutation_seed=permutation_seed,
+            family_size=family_size,
         )
     except _NotCached:  # round j needs a call: the rounds before it are decided
         j, open_ = seen["round"], seen["open"]

@@ -457,8 +457,9 @@ STOPPED_WHILE_PENDING = (
 def round_fetch(
     cache: Cache, bars: ProgressBars
 ) -> Callable[[Sequence[tuple[Mapping[str, Any], SampleRequest]]], None]:
-    """``dbpa audit --batch`` with ``sequential_sampling``: the audit's ``fetch_round``,
-    which sends each round's uncached samples (the base and the arms still open) as one
+    """``dbpa audit --batch`` with ``sequential_sampling``: the audit's ``fetch_round`` (a
+    suite's: :func:`dbpa_core.suite.fill_rounds`'s ``fetch``), which sends each round's
+    uncached samples (the base and the arms still open, of every case) as one
     Batch API job per model and stores the answers in the cache before the round reads
     them. One line per round that sent a job; a stop while a job is pending raises
     :class:`BatchPending` (the job's id is saved, a rerun waits for the same job), failed
@@ -476,6 +477,34 @@ def round_fetch(
             )
 
     return fetch
+
+
+def suite_rounds_cli(spec: AuditSpec, cache: Cache, bars: ProgressBars) -> int | None:
+    """``dbpa audit --batch`` of a suite with ``sequential_sampling``: each round of all the
+    cases as one Batch API job per model (:func:`dbpa_core.suite.fill_rounds`, with
+    :func:`round_fetch`), before the suite runs from the cache. None to go on with the
+    suite, else the exit code (after one line on stderr); a :class:`BatchError` goes up."""
+    import sys
+
+    from .suite import fill_rounds
+
+    if not cache.enabled:
+        return jobs_cli([], cache, bars)
+    try:
+        fill_rounds(
+            spec,
+            cache,
+            round_fetch(cache, bars),
+            deferred=lambda m: m.get("backend") == "openai",
+            progress=bars,
+        )
+    except BatchPending as exc:
+        print(str(exc), file=sys.stderr)
+        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM while waiting: the job's id is saved
+        print(STOPPED_WHILE_PENDING, file=sys.stderr)
+        return 128 + int(getattr(exc, "signum", 2))
+    return None
 
 
 def jobs_cli(
@@ -524,4 +553,5 @@ __all__ = [
     "jobs_cli",
     "round_fetch",
     "run_batch_cli",
+    "suite_rounds_cli",
 ]

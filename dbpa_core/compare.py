@@ -202,6 +202,9 @@ COMPARED_SETTINGS = (
     "max_tokens",
     "embedder",
     "sequential",
+    "null",
+    "min_effect",
+    "sequential_sampling",
 )
 
 # the settings of a suite that comparing two suites names when they differ

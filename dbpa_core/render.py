@@ -52,11 +52,14 @@ def signed(v: Any, digits: int = 3) -> str:
 
 def setting_text(value: Any) -> str:
     """A setting's value as a reader writes it, never as Python's repr: a mapping as
-    ``backend: local, name: x`` (in parentheses when nested), a list as ``a, b``."""
+    ``backend: local, name: x`` (in parentheses when nested; entries left empty, which
+    mean the default, are left out), a list as ``a, b``, nothing as ``none``."""
+    if value is None:
+        return "none"
     if isinstance(value, Mapping):
         parts = []
         for k, v in value.items():
-            if v is None:
+            if v is None or (isinstance(v, (Mapping, list, tuple, set, frozenset)) and not v):
                 continue
             text = setting_text(v)
             parts.append(f"{k}: ({text})" if isinstance(v, Mapping) else f"{k}: {text}")

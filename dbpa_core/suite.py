@@ -27,7 +27,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
@@ -35,8 +35,9 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import stats
 
-from .audit import arm_requests, build_arms, run_audit, sequential_fields
+from .audit import RoundFetch, arm_requests, build_arms, run_audit, sequential_fields
 from .backends import Backend
+from .backends.base import BackendError, SampleRequest
 from .cache import Cache
 from .cases import Case, case_arm
 from .checks import CheckResult, fill_check, pooled_rate_test
@@ -44,7 +45,7 @@ from .embedders import Embedder
 from .multitest import multiple_testing
 from .outputs import write_files
 from .reach import reachability
-from .sampling import Job, Progress, Sampler, model_key
+from .sampling import Job, Progress, Sampler, is_cached, model_key
 from .similarity import TEXT_SIMILARITIES
 from .spec import AuditSpec, Perturbation
 from .timings import duration_text
@@ -90,6 +91,15 @@ def case_spec(spec: AuditSpec, case: Case) -> AuditSpec:
         checks=checks,
         name=f"{spec.name} [{case.id}]",
     )
+
+
+def case_run_options(spec: AuditSpec, i: int) -> dict[str, Any]:
+    """What :func:`~dbpa_core.audit.run_audit` of the suite's case ``i`` (from 0) is given
+    besides the case's spec: its own permutation seed (so that the cases' p-values are
+    independent) and the suite's number of tests (a sequential test stops at α over the
+    whole suite's tests). Whatever replays a case (the Batch API's rounds, the estimate's
+    pilot) passes the same, so it decides the case as the suite's run does."""
+    return {"permutation_seed": i + 1, "family_size": spec.n_tests}
 
 
 # --------------------------------------------------------------------------- statistics
@@ -590,8 +600,7 @@ def run_suite(
             api_keys=api_keys,
             backends={0: backend},
             embedder=embedder,
-            permutation_seed=i + 1,
-            family_size=spec.n_tests,  # a sequential test stops at α over the whole suite's tests
+            **case_run_options(spec, i),
         )
         for p in r.perturbations:
             tests.append(
@@ -658,18 +667,156 @@ def _prefetch(sampler: Sampler, spec: AuditSpec, cases: Sequence[Any], embedder:
         sampler.embed([r.text for r in records], spec.embedder)
 
 
+class _RoundNeeded(Exception):
+    """A replayed case reached a round whose answers are not all in the cache."""
+
+    def __init__(self, jobs: list[tuple[Mapping[str, Any], SampleRequest]]) -> None:
+        super().__init__(f"{len(jobs)} samples not cached")
+        self.jobs = jobs
+
+
+def fill_rounds(
+    spec: AuditSpec,
+    cache: Cache,
+    fetch: RoundFetch,
+    *,
+    deferred: Callable[[Mapping[str, Any]], bool] = lambda model: True,
+    progress: Callable[[Progress], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    api_keys: dict[str, str] | None = None,
+    backends: dict[int, Backend] | None = None,
+    embedder: Embedder | None = None,
+) -> int:
+    """With ``sequential_sampling``: bring every round every case of the suite will read
+    into the cache, one ``fetch`` per round for all the cases together (``dbpa audit
+    --batch``: one Batch API job per round instead of one per case and round).
+
+    Each pass replays every case not yet finished from the cache, exactly as
+    :func:`run_suite` runs it (the same spec, seeds and stop level,
+    :func:`case_run_options`), up to the first round with an uncached sample of a
+    ``deferred`` model; the samples that round asks for (the base and the tests still
+    open) of all the cases are then handed to ``fetch(jobs)`` at once, which must put them
+    in the cache. Samples of other models are drawn on the way, as a live run draws them.
+    It ends when every case replays to its end from the cache: :func:`run_suite` then
+    reads every answer from there, with the p-values of a run answered live, and a rerun
+    fetches nothing. The answer checks' judges are not replayed (they read the final
+    answers and are asked by the run).
+
+    Returns the number of ``fetch`` calls (0 when everything was cached). Raises
+    :class:`~dbpa_core.backends.base.BackendError` when a fetch left some of its samples
+    out of the cache.
+    """
+    if spec.sequential_sampling is None or not spec.cases:
+        raise ValueError("fill_rounds is for a suite with sequential_sampling")
+    report = progress or (lambda p: None)
+    # one backend and one embedder for every case and pass, as run_suite has them
+    shared = Sampler(
+        cache,
+        should_stop=should_stop,
+        api_keys=api_keys,
+        backends={model_key(spec.models[i]): b for i, b in (backends or {}).items()},
+        embedders={model_key(spec.embedder): embedder} if embedder else None,
+    )
+    given = {0: shared.backend(spec.model)}
+    if embedder is None and spec.embedder.get("backend") not in TEXT_SIMILARITIES:
+        embedder = shared.embedder(spec.embedder)
+    finished: set[int] = set()
+    fetches = 0
+    while True:
+        needed: list[tuple[Mapping[str, Any], SampleRequest]] = []
+        waiting: list[str] = []
+        for i, case in enumerate(spec.cases):
+            if i in finished:
+                continue
+            report(Progress("cases", i, len(spec.cases), f"round {fetches + 1}: {case.id}"))
+
+            def hold(jobs: Sequence[tuple[Mapping[str, Any], SampleRequest]]) -> None:
+                todo = [(m, r) for m, r in jobs if deferred(m) and not is_cached(cache, m, r)]
+                if todo:
+                    raise _RoundNeeded(todo)
+
+            try:
+                run_audit(
+                    replace(case_spec(spec, case), checks=()),
+                    cache=cache,
+                    should_stop=should_stop,
+                    api_keys=api_keys,
+                    backends=given,
+                    embedder=embedder,
+                    fetch_round=hold,
+                    **case_run_options(spec, i),
+                )
+            except _RoundNeeded as need:
+                needed += need.jobs
+                waiting.append(case.id)
+                continue
+            finished.add(i)
+        report(Progress("cases", len(spec.cases), len(spec.cases)))
+        if not needed:
+            return fetches
+        fetch(needed)
+        fetches += 1
+        missing = sum(not is_cached(cache, m, r) for m, r in needed)
+        if missing:
+            raise BackendError(
+                f"{missing} of the {len(needed)} samples of round {fetches} (cases "
+                f"{', '.join(waiting[:5])}{' ...' if len(waiting) > 5 else ''}) did not reach the cache."
+            )
+
+
+# --------------------------------------------------------------------------- estimate
+def suite_pilot(cases: Sequence[Mapping[str, Any]], n_perturbations: int) -> dict[str, Any] | None:
+    """The suite's pilot from its cases' sequential estimates (each an estimate's
+    ``sequential``, with its ``pilot`` when the case's first round is cached): the cases
+    piloted, the tests decided and open, and the calls still to make summed over every
+    case: a piloted case's ``best_calls``/``worst_calls`` from its pilot, any other
+    case's from its plan (every test stopping at the first look, or running to
+    ``samples``). None when no case has a pilot.
+
+    Examples
+    --------
+    >>> one = {"best_calls": 30, "worst_calls": 60}
+    >>> left = {"rounds": 2, "open": 0, "stopped": {"rejected": 2}, "best_calls": 0, "worst_calls": 0}
+    >>> done = dict(one, pilot=left)
+    >>> suite_pilot([done, one], 2)["best_calls"]
+    30
+    >>> suite_pilot([one, one], 2) is None
+    True
+    """
+    pilots = [c["pilot"] for c in cases if c.get("pilot")]
+    if not pilots:
+        return None
+    stopped: dict[str, int] = {}
+    for p in pilots:
+        for why, n in p["stopped"].items():
+            stopped[why] = stopped.get(why, 0) + n
+    rest = [c for c in cases if not c.get("pilot")]
+    return {
+        "cases": len(cases),
+        "piloted": len(pilots),
+        "rounds": min(p["rounds"] for p in pilots),
+        "open": sum(p["open"] for p in pilots) + len(rest) * n_perturbations,
+        "stopped": stopped,
+        "best_calls": sum(p["best_calls"] for p in pilots) + sum(int(c["best_calls"]) for c in rest),
+        "worst_calls": sum(p["worst_calls"] for p in pilots) + sum(int(c["worst_calls"]) for c in rest),
+    }
+
+
 __all__ = [
     "SuiteResult",
     "bootstrap_mean",
+    "case_run_options",
     "case_spec",
     "correct_checks",
     "correct_tests",
+    "fill_rounds",
     "fisher_combined",
     "pool",
     "pool_checks",
     "pooled_checks_rows",
     "run_suite",
     "storey_pi0",
+    "suite_pilot",
 ]
 
 

@@ -7,8 +7,9 @@ import pandas as pd
 import streamlit as st
 
 from dbpa_core.history import GATE_WORDS, HistoryError, where_responses_live
+from dbpa_core.render import short
 from dbpa_core.runs import RunRefused, kind_named
-from ui import history_figures, runner, specfile, state, views, widgets
+from ui import demo_runs, history_figures, runner, specfile, state, views, widgets
 from ui.export import RunMeta
 from ui.nav import PAGES
 from ui.widgets import md_escape
@@ -26,7 +27,19 @@ verdict = widgets.page_intro(
     "before and after an upgrade: which verdicts changed), or delete runs. From a "
     "terminal: <code>dbpa history</code>.",
 )
-st.caption(f"Database: `{history.where}`")
+# demo mode with no run of the user's: the recorded examples (a copy; never the user's history)
+examples = None
+if state.demo_file():
+    try:
+        mine = history.list(limit=1)
+    except HistoryError:
+        mine = [None]  # the error is shown below, on the user's own database
+    examples = None if mine else demo_runs.history()
+if examples is not None:
+    history = examples
+    st.info(demo_runs.HISTORY_NOTE, icon=":material/history:")
+else:
+    st.caption(f"Database: `{history.where}`")
 
 NO_RUNS = "No runs recorded yet: run an audit on any page (or `dbpa audit SPEC`), and it appears here."
 
@@ -103,7 +116,8 @@ except HistoryError as exc:
 filtered = any([f_model.strip(), f_prompt.strip(), f_since, f_until, f_source != "anywhere"])
 widgets.say_verdict(
     verdict,
-    history_figures.latest_sentence(runs, PAGE_TITLES),
+    ("Recorded examples: " if examples is not None and runs else "")
+    + (history_figures.latest_sentence(runs, PAGE_TITLES) or ""),
     waiting="No recorded run matches these filters." if filtered else NO_RUNS,
 )
 note = ss.pop("_hist_note", None)
@@ -283,7 +297,7 @@ with tab_open:
                 key="hist_load",
                 icon=":material/open_in_new:",
                 on_click=load_into_page,
-                args=(next(iter(run.audits.values())).spec, *load_into),
+                args=(demo_runs.localize(next(iter(run.audits.values())).spec), *load_into),
             )
         if run.audits:
             st.divider()
@@ -336,7 +350,7 @@ with tab_compare:
                     for k, (va, vb) in gen.settings_changed.items():
                         st.caption(
                             f"Changed between the runs — {md_escape(k)}: "
-                            f"{md_escape(str(va)[:120])} → {md_escape(str(vb)[:120])}"
+                            f"{md_escape(short(va, 120))} → {md_escape(short(vb, 120))}"
                         )
                     for note in gen.notes:
                         st.caption(md_escape(note))
@@ -371,7 +385,7 @@ with tab_compare:
                 for k, (va, vb) in cmp.settings_changed.items():
                     st.caption(
                         f"Changed between the runs — {md_escape(k)}: "
-                        f"{md_escape(str(va)[:120])} → {md_escape(str(vb)[:120])}"
+                        f"{md_escape(short(va, 120))} → {md_escape(short(vb, 120))}"
                     )
                 if both:
                     if {"measure", "embedder"} & set(cmp.settings_changed):
@@ -415,7 +429,9 @@ with tab_compare:
                 )
 
 with tab_delete:
-    if tab_delete.open is not False:
+    if examples is not None:
+        st.caption("The recorded examples cannot be deleted: they are not your runs.")
+    elif tab_delete.open is not False:
         doomed = st.multiselect(
             "Runs to delete", ids, format_func=lambda i: describe(by_id[i]), key="hist_delete_ids"
         )

@@ -8,7 +8,7 @@ from dbpa_core.attacks.sample import DATASETS
 from dbpa_core.launcher import MissingExtraError, require_extra
 from dbpa_core.spec import model_label
 from ui import attack_figures as figs
-from ui import battery, export, runner, state, widgets
+from ui import battery, demo_runs, export, runner, state, widgets
 
 KEY = "robustness"
 widgets.page_setup()
@@ -204,6 +204,8 @@ def show_estimate() -> None:
         st.caption(check)
 
 
+# demo mode: the default battery's recorded run, at once (while the inputs are the defaults)
+demo_runs.offer(KEY, "battery", spec, matches=lambda s, r: demo_runs.same_inputs(s, r.spec))
 tasks = {"battery": battery.task(spec, state.cache(), ss["api_keys"])} if spec else None
 results = runner.task_section(tasks, key=KEY, label="Run battery", before=show_estimate)
 result = results.get("battery") if results else None
@@ -215,6 +217,8 @@ widgets.say_verdict(
 )
 if result is not None:
     st.divider()
+    if note := demo_runs.label(KEY):
+        st.info(note, icon=":material/history:")
     st.subheader("Results")
     st.markdown(f"**{battery.summary(result)}**")
     for note in battery.notes(result):

@@ -7,7 +7,7 @@ from dbpa_core.audit import AuditResult
 from dbpa_core.measures import MEASURES
 from dbpa_core.pricing import DEFAULT_PRICES
 from dbpa_core.spec import model_label
-from ui import export, runner, state, widgets
+from ui import demo_runs, export, runner, state, widgets
 from ui import sensitivity_figures as sf
 
 KEY = "sensitivity"
@@ -130,9 +130,8 @@ if spec is not None:
 
 def _before() -> None:
     m1, m2, m3 = st.columns(3)
-    m1.metric(
-        "Model calls to make", f"{need['calls']:,}", help=f"{need['cached']:,} answers are already cached"
-    )
+    what, why = runner.calls_words(need["cached"], replay=runner.replays_only([spec]))
+    m1.metric(what, f"{need['calls']:,}", help=why)
     m2.metric("Comparisons", f"{len(spec.perturbations) or len(spec.models) - 1}")
     m3.metric(
         "Estimated cost",
@@ -148,6 +147,13 @@ if config is not None:
             spec, config, cache=state.cache(), progress=progress, api_keys=st.session_state["api_keys"]
         )
     }
+# demo mode: the default study's recorded run, at once (while the inputs are the defaults)
+demo_runs.offer(
+    KEY,
+    "sensitivity",
+    (spec, config) if config is not None else None,
+    matches=lambda sc, r: demo_runs.same_inputs(sc[0], r.spec) and sc[1] == r.config,
+)
 results = runner.task_section(tasks, key=KEY, label="Run sensitivity study", before=_before)
 result = results.get("sensitivity") if results else None
 widgets.say_verdict(
@@ -159,6 +165,8 @@ widgets.say_verdict(
 # ---------------------------------------------------------------- results
 if result is not None:
     st.divider()
+    if note := demo_runs.label(KEY):
+        st.info(note, icon=":material/history:")
     alpha = result.spec.alpha
     st.subheader("Does the verdict hold?")
     rs = result.spec

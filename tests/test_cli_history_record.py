@@ -82,7 +82,7 @@ samples: 4
     assert kind == "fidelity" and set(results) == {"simulation", "analysis"}
     assert results["simulation"].models == ("survey",)
     assert main(["history", "show", str(run_id)]) == 0
-    assert "simulator fidelity study of survey: 1 simulators, 12 answers read" in capsys.readouterr().out
+    assert "simulator fidelity study of survey: 1 simulator, 12 answers read" in capsys.readouterr().out
     # a data file (no simulation) is recorded too, with its guarantee and comparisons
     assert main(["fidelity", "sample", "--out", str(tmp_path / "a"), "--no-band"]) == 0
     assert "recorded as run" in capsys.readouterr().out
@@ -90,6 +90,9 @@ samples: 4
     kind, results = History().result(csv_run.id)
     assert kind == "fidelity" and set(results) == {"analysis"}
     assert csv_run.title == "fidelity of sample"
+    # three simulators and the baseline they are ranked against, not "4 simulators"
+    assert main(["history"]) == 0
+    assert "3 simulators and the uniform baseline on 40 que" in capsys.readouterr().out
     assert main(["fidelity", "sample", "--out", str(tmp_path / "b"), "--no-band", "--no-history"]) == 0
     assert "recorded as run" not in capsys.readouterr().out
 

@@ -463,8 +463,26 @@ def test_the_list_says_not_testable_when_no_control_could_have_failed(history, r
 
 
 def test_a_changed_setting_is_written_as_a_spec_writes_it():
-    from dbpa_core.cli.history import setting_text
+    from dbpa_core.render import setting_text
 
-    assert setting_text({"backend": "rouge1"}) == "{backend: rouge1}"
-    assert setting_text({"backend": "openai", "names": ["a", "b"]}) == "{backend: openai, names: [a, b]}"
+    assert setting_text({"backend": "rouge1"}) == "backend: rouge1"
+    assert setting_text({"backend": "openai", "names": ["a", "b"]}) == "backend: openai, names: a, b"
     assert setting_text(20) == "20"
+
+
+def test_compare_names_the_sampling_plan_and_the_smallest_effect(history, results):
+    """Two runs whose only difference is sequential sampling and ``min_effect`` are not said
+    to have the same settings: both in the stored runs' comparison and the interface's."""
+    import dataclasses
+
+    from dbpa_core.runs import AuditRun
+
+    a = results["a"]
+    spec = dataclasses.replace(a.spec, sequential_sampling=True, min_effect=0.1)
+    b = dataclasses.replace(a, spec=spec)
+    cmp = history.compare(history.record({"m": a}, source="cli"), history.record({"m": b}, source="cli"))
+    assert cmp.settings_changed["min_effect"] == (None, 0.1)
+    before, after = cmp.settings_changed["sequential_sampling"]
+    assert before is None and after == spec.sequential_sampling.to_dict()
+    live = AuditRun(audits={"m": a}).compare(AuditRun(audits={"m": b}))
+    assert {"min_effect", "sequential_sampling"} <= set(live.settings_changed)

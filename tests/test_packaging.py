@@ -282,6 +282,8 @@ def test_wheel_carries_the_dashboard_and_assets(installed):
         "assets/neutral_context.txt",
         "assets/demo_replay.jsonl",
         "assets/demo_landing.npz",
+        "assets/demo_suite.json",
+        "assets/demo_runs.sqlite3",
         "assets/style.css",
         "assets/logo.svg",
         "assets/fidelity_sample.csv",

@@ -50,3 +50,36 @@ def test_no_new_import_of_a_private_name():
 def test_the_run_interface_and_its_outputs_import_no_private_name():
     mine = ("dbpa_core/runs/", "dbpa_core/report.py", "dbpa_core/junit.py", "dbpa_core/intervals.py")
     assert not [x for x in private_imports() if x[0].startswith(mine)]
+
+
+def private_uses() -> set[tuple[str, str]]:
+    """(file, ``module._name``) of every private name reached through one of the project's
+    own modules imported whole (``from ui import runner`` then ``runner._save_run``)."""
+    found = set()
+    for pkg in PACKAGES:
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+            ours: set[str] = set()
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and (
+                    node.level or (node.module or "").split(".")[0] in PACKAGES
+                ):
+                    ours.update(a.asname or a.name for a in node.names)
+                elif isinstance(node, ast.Import):
+                    ours.update(a.asname or a.name for a in node.names if a.name.split(".")[0] in PACKAGES)
+            for node in ast.walk(tree):
+                if (
+                    isinstance(node, ast.Attribute)
+                    and isinstance(node.value, ast.Name)
+                    and node.value.id in ours
+                    and node.attr.startswith("_")
+                    and not node.attr.startswith("__")
+                ):
+                    found.add((path.relative_to(ROOT).as_posix(), f"{node.value.id}.{node.attr}"))
+    return found
+
+
+def test_no_private_name_is_reached_through_a_module():
+    assert not private_uses(), "private names used from another module: " + ", ".join(
+        f"{f} uses {n}" for f, n in sorted(private_uses())
+    )

@@ -309,6 +309,53 @@ def test_a_suite_stops_each_test_at_the_suites_level():
     assert len(said) == 3 and all("10 answers per arm, stopped: rejected" in o for o in said)
 
 
+def test_fill_rounds_fetches_each_round_of_every_case_together(tmp_path):
+    """The library under `dbpa audit --batch` of a suite: one fetch per round with every
+    case's open arms; the suite then runs from the cache with the p-values of a run made
+    without it; a fetch that leaves samples out is said in one error."""
+    from dbpa_core.backends.base import BackendError
+    from dbpa_core.sampling import Job, Sampler, model_key
+    from dbpa_core.suite import fill_rounds, run_suite
+
+    s = parse_spec(
+        textwrap.dedent("""\
+        model: {backend: openai, name: words, base_url: 'http://127.0.0.1:9/v1'}
+        embedder: {backend: openai, name: bow, base_url: 'http://127.0.0.1:9/v1'}
+        samples: 20
+        permutations: 199
+        measure: energy-l2
+        sequential_sampling: true
+        base: {prompt: "{name} is 70 and takes statins. Is his risk high?"}
+        cases: [{name: John}, {name: Wei}]
+        perturbations:
+          - {name: same, prefix: "", suffix: " ", role: control}
+          - {name: comedian, prefix: "Act as a comedian.", role: target}
+        """),
+        source="test",
+        allow_key_env=True,
+    )
+    cache = Cache(tmp_path / "c")
+    model = WordModel()
+    sampler = Sampler(cache, backends={model_key(s.model): model})
+    rounds: list[int] = []
+
+    def fetch(jobs):
+        rounds.append(len(jobs))
+        sampler.sample([Job(m, r) for m, r in jobs])
+
+    with pytest.raises(BackendError, match="did not reach the cache"):
+        fill_rounds(s, cache, lambda jobs: None, backends={0: WordModel()}, embedder=BagOfWords())
+    assert fill_rounds(s, cache, fetch, backends={0: model}, embedder=BagOfWords()) == 2
+    # round 1: 2 cases x (base, same, comedian) x 10; every comedian stops there
+    assert rounds == [60, 40]
+    asked = len(model.asked)
+    r = run_suite(s, cache=cache, backends={0: model}, embedder=BagOfWords())
+    assert r.usage["calls"] == 0 and len(model.asked) == asked
+    live = run_suite(s, cache=Cache(enabled=False), backends={0: WordModel()}, embedder=BagOfWords())
+    assert [t["p_value"] for t in r.tests] == [t["p_value"] for t in live.tests]
+    assert fill_rounds(s, cache, fetch, backends={0: model}, embedder=BagOfWords()) == 0
+
+
 # --------------------------------------------------------------------------- the command line
 def _replay_spec(tmp_path, extra=""):
     import json
@@ -411,6 +458,75 @@ def test_the_estimate_reads_a_pilot_from_the_cache(tmp_path, capsys):
     assert done.usage["calls"] == 20
 
 
+def _replay_suite_spec(tmp_path, samples=20):
+    """A suite of two cases on recorded answers (each case its own prompts)."""
+    import json
+
+    from .fake_openai import fake_text
+
+    prompts = [f"{x}: {BASE}" for x in ("a", "b")]
+    prompts += [f"{p} Thanks." for p in prompts] + [f"Act as a comedian. {p}" for p in prompts]
+    with open(tmp_path / "rec.jsonl", "w") as fh:
+        for p in prompts:
+            for i in range(20):
+                fh.write(json.dumps({"prompt": p, "response": fake_text(p, i), "model": "m"}) + "\n")
+    path = tmp_path / f"suite{samples}.yaml"
+    path.write_text(
+        textwrap.dedent(f"""\
+        model: {{backend: replay, file: rec.jsonl}}
+        embedder: {{backend: rouge1}}
+        samples: {samples}
+        permutations: 999
+        sequential_sampling: true
+        base: {{prompt: "{{x}}: {BASE}"}}
+        cases: [{{x: a}}, {{x: b}}]
+        perturbations:
+          - {{name: same, prompt: "{{x}}: {BASE} Thanks.", role: control}}
+          - {{name: comedian, prompt: "Act as a comedian. {{x}}: {BASE}", role: target}}
+        """)
+    )
+    return path
+
+
+def test_a_suites_estimate_reads_each_cases_pilot_from_the_cache(tmp_path, capsys):
+    """Every case's first round in the cache (a run at samples = 10 drew exactly those
+    answers): the suite's estimate replays each case as the suite decides it (its own
+    seed, the stop level over the suite's 4 tests) and sums the calls left; the suite's
+    run then makes exactly the predicted calls, and afterwards the estimate says nothing
+    is left."""
+    from dbpa_core.cli import main
+    from dbpa_core.runs import estimate as estimate_suite
+    from dbpa_core.spec import load_spec
+    from dbpa_core.suite import run_suite
+
+    spec_file = _replay_suite_spec(tmp_path)
+    cache = Cache(tmp_path / "c")
+    full = load_spec(spec_file)
+    assert "pilot" not in estimate_suite(full, cache=cache)["sequential"]  # nothing cached
+    first = run_suite(load_spec(_replay_suite_spec(tmp_path, samples=10)), cache=cache)
+    assert first.usage["calls"] == 2 * 3 * 10  # each case's first round, nothing more
+    pilot = estimate_suite(full, cache=cache)["sequential"]["pilot"]
+    # each comedian is already rejected at k = 10 (at 0.05 / 4); each case's base and
+    # control need the second round: 2 cases x 2 arms x 10
+    assert pilot == {
+        "cases": 2,
+        "piloted": 2,
+        "rounds": 1,
+        "open": 2,
+        "stopped": {"decided": 2},
+        "best_calls": 40,
+        "worst_calls": 40,
+    }
+    assert main(["--cache-dir", str(tmp_path / "c"), "estimate", str(spec_file)]) == 0
+    said = capsys.readouterr().out
+    assert "from the cached rounds of 2 of 2 cases (a pilot): 2 of 4 tests decided; 40 more calls" in said
+    done = run_suite(full, cache=cache)
+    assert done.usage["calls"] == 40  # the replays called nothing, the run what was predicted
+    assert estimate_suite(full, cache=cache)["sequential"]["pilot"]["worst_calls"] == 0
+    assert main(["--cache-dir", str(tmp_path / "c"), "estimate", str(spec_file)]) == 0
+    assert "the cached rounds of every case decide every test" in capsys.readouterr().out
+
+
 def _batch_spec(tmp_path, srv, extra=""):
     path = tmp_path / "batch.yaml"
     path.write_text(
@@ -467,16 +583,62 @@ def test_cli_batch_sends_each_round_as_one_job(tmp_path, capsys, monkeypatch):
         assert [p["p_value"] for p in live["perturbations"]] == [p["p_value"] for p in got["perturbations"]]
 
 
-def test_cli_batch_with_sequential_sampling_refuses_a_suite_in_one_line(tmp_path, capsys):
+def _batch_suite_spec(tmp_path, srv):
+    path = tmp_path / "suite.yaml"
+    path.write_text(
+        textwrap.dedent(f"""\
+        model: {{backend: openai, name: fake-model, base_url: "{srv.base_url}", api_key_env: DBPA_TEST_KEY}}
+        embedder: {{backend: rouge1}}
+        samples: 20
+        max_tokens: 50
+        permutations: 999
+        sequential_sampling: true
+        base: {{prompt: "{{name}}: {BASE}"}}
+        cases: [{{name: John}}, {{name: Ahmed}}, {{name: Wei}}]
+        perturbations:
+          - {{name: same, prefix: "", suffix: " ", role: control}}
+          - {{name: comedian, prefix: "Act as a comedian.", role: target}}
+        """)
+    )
+    return path
+
+
+def test_cli_batch_sends_each_round_of_a_suite_as_one_job(tmp_path, capsys, monkeypatch):
+    """A suite with --batch and sequential sampling: one Batch API job per round for all
+    the cases' open arms (not one per case and round); nothing asked live; the p-values of
+    a live run; a rerun sends nothing."""
+    import json
+
+    from dbpa_core import batch
     from dbpa_core.cli import main
 
-    spec_file = _replay_spec(tmp_path, "cases: [{x: a}, {x: b}]")
-    rc = main(
-        ["--cache-dir", str(tmp_path / "c"), "audit", str(spec_file), "--out", str(tmp_path / "o"), "--batch"]
-    )
-    assert rc == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "a suite's cases draw their rounds one case after another" in err
+    from .fake_batch import FakeBatch
+
+    monkeypatch.setenv("DBPA_TEST_KEY", "sk-test")
+    monkeypatch.setattr(batch, "POLL_FIRST", 0.01)
+    with FakeBatch(api_key="sk-test", models=("fake-model",)) as srv:
+        spec_file = _batch_suite_spec(tmp_path, srv)
+        args = ["--cache-dir", str(tmp_path / "c"), "audit", str(spec_file), "--no-history", "--quiet"]
+        assert main(args + ["--out", str(tmp_path / "o"), "--batch"]) == 0
+        cap = capsys.readouterr()
+        assert srv.chat_ok == 0  # every answer came from a job
+        # round 1: 3 cases x (base, control, comedian) x 10; every comedian stops there, so
+        # round 2 tops up each case's base and control (3 x 2 x 10)
+        assert [len(srv.lines(c["input_file_id"])) for c in srv.created] == [90, 60]
+        assert "Batch API, round of 90 samples: 90 answers of 90 requests cached from batch_1" in cap.err
+        assert "Batch API, round of 60 samples: 60 answers of 60 requests cached from batch_2" in cap.err
+        got = json.loads((tmp_path / "o" / "results.json").read_text())["tests"]
+        used = {(t["case"], t["perturbation"]): (t["samples_used"], t["stop_reason"]) for t in got}
+        assert set(used.values()) == {(20, "maximum"), (10, "rejected")}
+        assert all(used[c, "comedian"] == (10, "rejected") for c, _ in used)
+        # a rerun reads every round from the cache: no job, no call
+        assert main(args + ["--out", str(tmp_path / "o2"), "--batch"]) == 0
+        assert len(srv.created) == 2 and srv.chat_ok == 0
+        # the same p-values as answering live
+        assert main(["--cache-dir", str(tmp_path / "live"), *args[2:], "--out", str(tmp_path / "o3")]) == 0
+        assert srv.chat_ok == 150
+        live = json.loads((tmp_path / "o3" / "results.json").read_text())["tests"]
+        assert [t["p_value"] for t in live] == [t["p_value"] for t in got]
 
 
 def test_history_and_report_keep_why_each_test_stopped(tmp_path):
@@ -599,3 +761,31 @@ def test_the_effect_above_chance_is_the_scaled_u_statistic():
     s = d.max() - d
     up_jsd = effect_upper_bound(s, 5, measure="wasserstein", effect_above_chance=0.01, confidence=0.9)
     assert 0.01 < up_jsd < np.inf
+
+
+def test_wasserstein_futility_stops_come_with_a_note():
+    """The futility bound of 'wasserstein' undercovers once there is a change (measured in
+    benchmarks/bench_sequential.py --only measures): the spec check says so, and only then."""
+    from dbpa_core.spec import spec_notes
+
+    s = parse_spec(
+        textwrap.dedent(f"""\
+        model: {{backend: openai, name: words, base_url: 'http://127.0.0.1:9/v1'}}
+        embedder: {{backend: openai, name: bow, base_url: 'http://127.0.0.1:9/v1'}}
+        samples: 40
+        measure: wasserstein
+        min_effect: 0.1
+        sequential_sampling: true
+        base: {{prompt: "{BASE}"}}
+        perturbations:
+          - {{name: comedian, prefix: "Act as a comedian.", role: target}}
+        """),
+        source="test",
+        allow_key_env=True,
+    )
+    assert any("futility bound is too narrow" in n for n in spec_notes(s))
+    from dataclasses import replace
+
+    assert not any("'wasserstein'" in n for n in spec_notes(replace(s, min_effect=None)))
+    assert not any("'wasserstein'" in n for n in spec_notes(replace(s, measure="jsd")))
+    assert not any("'wasserstein'" in n for n in spec_notes(replace(s, sequential_sampling=None)))

@@ -251,7 +251,9 @@ class CachedReplies:
         return records  # type: ignore[return-value]
 
 
-def _fingerprint(result: AuditResult) -> str:
+def result_fingerprint(result: AuditResult) -> str:
+    """What a result's checks depend on: its spec and every answer, hashed (the checks
+    grid and this view cache their tables under it)."""
     h = hashlib.sha1(json.dumps(result.spec.to_dict(), sort_keys=True, default=str).encode())
     for a in (result.base, *result.arms):
         h.update(a.arm.name.encode() + b"\0")
@@ -300,7 +302,7 @@ def with_checks(results: Mapping[str, AuditResult], *, key: str) -> dict[str, Au
             out[job] = r
             continue
         mkey = (key, job)
-        fp = _fingerprint(r)
+        fp = result_fingerprint(r)
         if memo.get(mkey, (None,))[0] != fp:
             with st.spinner("Computing the answer checks from the recorded answers…"):
                 memo[mkey] = (fp, recompute(r, state.cache()))

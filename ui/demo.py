@@ -225,8 +225,9 @@ def label(key: str) -> str | None:
     )
 
 
-def default_spec() -> AuditSpec:
-    """The landing page's default example as a fresh session builds it."""
+def default_spec(model: Mapping[str, Any] | None = None) -> AuditSpec:
+    """The landing page's default example as a fresh session builds it, on the embedded
+    model (or on ``model``: demo mode's replay of the recording, ``ui/demo_runs.py``)."""
     from dbpa_core.spec import parse_spec
 
     from . import presets
@@ -236,7 +237,7 @@ def default_spec() -> AuditSpec:
     return parse_spec(
         {
             "name": "perturbation-test",
-            "model": {"backend": "local"},
+            "model": dict(model) if model is not None else {"backend": "local"},
             "samples": d["w_samples"],
             "permutations": d["w_permutations"],
             "measure": d["w_measure"],

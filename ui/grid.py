@@ -115,7 +115,7 @@ def _frame(results: Mapping[str, AuditResult], key: str) -> pd.DataFrame:
     from . import state
 
     memo = st.session_state.setdefault("_grid_memo", {})
-    fp = tuple((job, checks_view._fingerprint(r)) for job, r in results.items())
+    fp = tuple((job, checks_view.result_fingerprint(r)) for job, r in results.items())
     if memo.get(key, (None,))[0] != fp:
         try:
             cache = state.cache()

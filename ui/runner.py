@@ -122,6 +122,14 @@ def friendly(exc: BaseException) -> str:
     )
 
 
+def replays_only(specs: Sequence[AuditSpec]) -> bool:
+    """Whether every model the specs ask (their models and their checks' judges) replays a
+    recording: its "calls" are answers read from a file, free and at once."""
+    models = [m for s in specs for m in s.models]
+    models += [c.judge_model or {} for s in specs for c in s.checks if c.model_graded]
+    return bool(models) and all(m.get("backend") == "replay" for m in models)
+
+
 def show_estimate(specs: Sequence[AuditSpec]) -> None:
     calls = cached = tokens = 0
     cost = 0.0
@@ -134,22 +142,36 @@ def show_estimate(specs: Sequence[AuditSpec]) -> None:
         cost += t["cost"]
         if "sequential_best_calls" in t:  # sequential sampling: the calls at best
             best = (best or 0) + int(t["sequential_best_calls"])
-    show_totals(calls, cached, tokens, cost, best=best)
+    show_totals(calls, cached, tokens, cost, best=best, replay=replays_only(specs))
 
 
-def show_totals(calls: int, cached: int, tokens: int, cost: float, *, best: int | None = None) -> None:
+def calls_words(cached: int, *, replay: bool) -> tuple[str, str]:
+    """The calls metric's label and help: "Model calls to make", or for models that only
+    replay a recording "Recorded answers to read" (nothing is called)."""
+    if replay:
+        return "Recorded answers to read", (
+            f"Replay models call nothing: their answers come from the recording, free and at once; "
+            f"{cached:,} are already cached"
+        )
+    return "Model calls to make", f"{cached:,} responses are already cached"
+
+
+def show_totals(
+    calls: int, cached: int, tokens: int, cost: float, *, best: int | None = None, replay: bool = False
+) -> None:
     """The estimate's three numbers: calls to make, tokens, cost (with sequential sampling,
-    ``best``: the calls when every test stops at the first look)."""
+    ``best``: the calls when every test stops at the first look). ``replay``: every model
+    replays a recording, so its calls are answers read from the file."""
     c1, c2, c3 = st.columns(3)
+    what, why = calls_words(cached, replay=replay)
     if best is None:
-        c1.metric("Model calls to make", f"{calls:,}", help=f"{cached:,} responses are already cached")
+        c1.metric(what, f"{calls:,}", help=why)
     else:
         c1.metric(
-            "Model calls to make (at most)",
+            f"{what} (at most)",
             f"{calls:,}",
             help=f"Sequential sampling: {best:,} if every test stops at the first look, {calls:,} if "
-            f"every test runs to the last; {cached:,} responses are already cached. Tokens and cost "
-            "are the most.",
+            f"every test runs to the last. {why}. Tokens and cost are the most.",
         )
     c2.metric(
         "Tokens (upper bound)", f"{tokens:,}", help="~4 characters per token; output counted at max tokens"
@@ -488,7 +510,7 @@ def record(results: dict[str, Any], *, key: str) -> int | None:
         h.mark(run_id, fingerprint=fp, form=form_snapshot())
         return run_id
 
-    return _save_run(key, fp, fresh, save)
+    return save_run(key, fp, fresh, save)
 
 
 # the pages whose runs are not audits: page key -> the history's kind of run
@@ -522,10 +544,13 @@ def record_result(results: dict[str, Any], *, key: str, signature: str | None) -
             form=form_snapshot(),
         )
 
-    return _save_run(key, fp, run.used, save)
+    return save_run(key, fp, run.used, save)
 
 
-def _save_run(key: str, fp: str, fresh: int, save: Callable[[Any], int]) -> int | None:
+def save_run(key: str, fp: str, fresh: int, save: Callable[[Any], int]) -> int | None:
+    """Record page ``key``'s finished run with ``save(history)`` (a rerun that made no
+    ``fresh`` call or embedding is the first run with fingerprint ``fp``, shown again, not
+    recorded twice); the run's id, or None with a warning when the history cannot take it."""
     try:
         h = state.history()
         run_id = h.first_run(fp) if not fresh else None

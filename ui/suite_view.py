@@ -212,7 +212,7 @@ def record(out: dict[str, Any], spec: AuditSpec) -> int | None:
     usage = summary.get("usage") or {}
     fresh = int(usage.get("calls", 0)) + int(usage.get("embeddings_computed", 0))
     fp = runner.fingerprint(KEY, signature(spec))
-    return runner._save_run(
+    return runner.save_run(
         KEY,
         fp,
         fresh,
@@ -246,7 +246,8 @@ def show_estimate(spec: AuditSpec) -> None:
     from dbpa_core.reach import reachability
     from dbpa_core.runs import estimate
 
-    t = estimate(spec, cache=state.cache())["totals"]
+    est = estimate(spec, cache=state.cache())
+    t = est["totals"]
     calls = int(t.get("calls", 0))
     runner.show_totals(
         calls,
@@ -254,7 +255,13 @@ def show_estimate(spec: AuditSpec) -> None:
         int(t.get("input_tokens", 0) + t.get("output_tokens", 0)),
         float(t.get("cost", 0.0)),
         best=int(t["sequential_best_calls"]) if "sequential_best_calls" in t else None,
+        replay=runner.replays_only([spec]),
     )
+    pilot = (est.get("sequential") or {}).get("pilot")
+    if pilot:  # cached rounds of this suite: what they decided and the calls still to make
+        from dbpa_core.cli.estimate import pilot_line
+
+        st.caption(md_escape(f"Sequential sampling: {pilot_line(pilot)}."))
     reach = reachability(spec)
     st.caption(
         md_escape(duration_line(spec, calls))

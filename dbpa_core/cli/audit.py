@@ -119,15 +119,6 @@ def run(args: argparse.Namespace) -> int:
         return 2
     spec = load_spec(args.spec, allow_key_env=args.allow_key_env)
     by_round = bool(args.batch) and spec.sequential_sampling is not None  # a Batch API job per round
-    if by_round and spec.cases:
-        print(
-            "error: --batch with sequential_sampling sends one job per round, and a suite's cases "
-            "draw their rounds one case after another (a job per case and round, each waiting "
-            "for the server); run the suite without --batch, or turn sequential_sampling off "
-            "to batch a fixed k.",
-            file=sys.stderr,
-        )
-        return 2
     check_out_dir(args.out)  # before any paid call
     cache = open_cache(args)
     cache.check()
@@ -140,6 +131,12 @@ def run(args: argparse.Namespace) -> int:
         if rc is not None:
             return rc
     if spec.cases:  # a suite of cases
+        if by_round:  # each round of all the cases as one Batch API job, then the suite reads them
+            from ..batch import suite_rounds_cli
+
+            rc = suite_rounds_cli(spec, cache, bars)
+            if rc is not None:
+                return rc
         return run_suite_command(spec, args, cache, bars, fail_on)
     fetch = None
     if by_round:  # each round's uncached calls as one Batch API job; the round reads them

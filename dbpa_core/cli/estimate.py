@@ -78,6 +78,15 @@ def run(args: argparse.Namespace) -> int:
 
 def pilot_line(pilot: dict) -> str:
     """What the cached rounds of a sequential run already decided, and the calls left."""
+    if "cases" in pilot:  # a suite's: summed over its cases
+        decided = sum(pilot["stopped"].values())
+        if not pilot["open"]:
+            return "the cached rounds of every case decide every test: the run calls nothing more"
+        return (
+            f"from the cached rounds of {pilot['piloted']} of {pilot['cases']} cases (a pilot): "
+            f"{decided} of {decided + pilot['open']} tests decided; {pilot['best_calls']} more calls "
+            f"if the open ones stop at the next look, {pilot['worst_calls']} if they run to samples"
+        )
     rounds = f"{pilot['rounds']} cached round{'s' if pilot['rounds'] > 1 else ''}"
     if not pilot["open"]:
         return f"the {rounds} decide every test: the run calls nothing more"

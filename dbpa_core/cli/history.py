@@ -13,11 +13,12 @@ import argparse
 import dataclasses
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .. import provenance
 from ..fmt import SIZE_LEGEND, fmt_p, short, size_cell, table
+from ..render import setting_text
 
 if TYPE_CHECKING:
     from ..runs import RunResult, Verdict
@@ -76,16 +77,6 @@ def _outcome(r: RunSummary, extra: dict) -> str:
 
 def _when(run_summary: RunSummary) -> str:
     return run_summary.created_at.strftime("%Y-%m-%d %H:%M")
-
-
-def setting_text(value: Any) -> str:
-    """A setting as a spec writes it: a mapping ``{backend: rouge1}``, a list ``[a, b]``
-    (not Python's ``{'backend': 'rouge1'}``), anything else as text."""
-    if isinstance(value, Mapping):
-        return "{" + ", ".join(f"{k}: {setting_text(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(setting_text(v) for v in value) + "]"
-    return str(value)
 
 
 def _short(text: str, n: int) -> str:

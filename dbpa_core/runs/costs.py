@@ -46,11 +46,19 @@ def _cost(model: Mapping[str, Any], prices: Any, in_tok: float, out_tok: float) 
     return in_tok / 1e6 * price["input"] + out_tok / 1e6 * price["output"], None
 
 
-def audit_estimate(spec: AuditSpec, reqs: Sequence[Request], cache: Cache | None = None) -> dict[str, Any]:
+def audit_estimate(
+    spec: AuditSpec,
+    reqs: Sequence[Request],
+    cache: Cache | None = None,
+    run_options: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """Calls, tokens and cost of an audit spec whose run asks ``reqs``, without calling
     anything: ``{"arms": [row, ...], "totals": {...}, "unknown_prices": [...]}`` (and
     ``"sequential"`` with sequential sampling), a row per arm and per judge of a
-    model-graded check.
+    model-graded check. ``run_options``: the ``permutation_seed`` and ``family_size`` the
+    run will be given (a suite's case: :func:`dbpa_core.suite.case_run_options`), so that
+    a sequential pilot (:func:`dbpa_core.audit.sequential_pilot`) decides the cached
+    rounds as that run will.
 
     Tokens are estimated at ~4 characters per token (the prompt, the system prompt and
     :data:`CHAT_TEMPLATE_TOKENS`); output tokens are counted at each request's
@@ -120,7 +128,8 @@ def audit_estimate(spec: AuditSpec, reqs: Sequence[Request], cache: Cache | None
         # the rows and totals are the worst case (every test to the last look)
         totals["sequential_best_calls"] = best
         totals["sequential_worst_calls"] = sampled
-        out["sequential"] = sequential_estimate(spec, totals, sequential_pilot(spec, cache))
+        pilot = sequential_pilot(spec, cache, **(run_options or {}))
+        out["sequential"] = sequential_estimate(spec, totals, pilot)
     return out
 
 
@@ -128,9 +137,12 @@ def suite_estimate(spec: AuditSpec, reqs: Sequence[Request], cache: Cache | None
     """Calls, tokens and cost of a suite spec whose run asks ``reqs`` (each request's
     ``case`` names its case): each case counted as its plain audit
     (:func:`audit_estimate`), one row per arm summed over the cases, with ``cases`` and
-    ``tests`` (cases x perturbations)."""
+    ``tests`` (cases x perturbations). With sequential sampling, the best and worst calls
+    are summed over the cases, and so is each case's pilot (its cached rounds replayed
+    with the suite run's seed and stop level): ``sequential["pilot"]``, see
+    :func:`dbpa_core.suite.suite_pilot`."""
     from ..audit import sequential_estimate
-    from ..suite import case_spec
+    from ..suite import case_run_options, case_spec, suite_pilot
 
     of_case: dict[str, list[Request]] = {}
     for r in reqs:
@@ -138,8 +150,11 @@ def suite_estimate(spec: AuditSpec, reqs: Sequence[Request], cache: Cache | None
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     totals: dict[str, float] = {}
     unknown: set[str] = set()
-    for case in spec.cases:
-        est = audit_estimate(case_spec(spec, case), of_case.get(case.id, []), cache)
+    case_seq: list[dict[str, Any]] = []
+    for i, case in enumerate(spec.cases):
+        est = audit_estimate(
+            case_spec(spec, case), of_case.get(case.id, []), cache, run_options=case_run_options(spec, i)
+        )
         for r in est["arms"]:
             row = rows.setdefault(
                 (r["arm"], r["model"]), dict(r, calls=0, cached=0, input_tokens=0, output_tokens=0, cost=0.0)
@@ -149,6 +164,8 @@ def suite_estimate(spec: AuditSpec, reqs: Sequence[Request], cache: Cache | None
         for k, v in est["totals"].items():
             totals[k] = totals.get(k, 0) + v
         unknown.update(est["unknown_prices"])
+        if "sequential" in est:
+            case_seq.append(est["sequential"])
     out = {
         "arms": list(rows.values()),
         "totals": totals,
@@ -157,7 +174,7 @@ def suite_estimate(spec: AuditSpec, reqs: Sequence[Request], cache: Cache | None
         "tests": len(spec.cases) * len(spec.perturbations),
     }
     if spec.sequential_sampling is not None:
-        out["sequential"] = sequential_estimate(spec, totals)
+        out["sequential"] = sequential_estimate(spec, totals, suite_pilot(case_seq, len(spec.perturbations)))
     return out
 
 

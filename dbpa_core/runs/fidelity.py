@@ -80,13 +80,18 @@ class FidelityRun(RunResult):
         for _, s in self._simulations():
             parsed = sum(s.parsed_total(m) for m in s.models)
             parts.append(
-                f"{len(s.models)} simulators, {parsed:,} answers read" + (f" ({s.error})" if s.error else "")
+                f"{len(s.models)} simulator{'s' * (len(s.models) != 1)}, {parsed:,} answers read"
+                + (f" ({s.error})" if s.error else "")
             )
+        from ..fidelity.analysis import UNIFORM
+
         for _, f in self._analyses():
             good = sum(bool(c.guaranteed) for c in f.comparisons)
+            sims = [s for s in f.simulators if s.name != UNIFORM]  # the baseline is no simulator
+            baseline = " and the uniform baseline" if len(sims) < len(f.simulators) else ""
             parts.append(
-                f"{len(f.simulators)} simulators on {f.data.m} questions, {good} of "
-                f"{len(f.comparisons)} comparisons guaranteed"
+                f"{len(sims)} simulator{'s' * (len(sims) != 1)}{baseline} on {f.data.m} questions, "
+                f"{good} of {len(f.comparisons)} comparisons guaranteed"
             )
         return "; ".join(parts)
 

@@ -349,7 +349,7 @@ def test_demo_mode_runs_every_pages_default_example(make_app, demo_mode, page, k
     results = at.session_state["results"][key]
     assert results and all(r.spec.samples == 20 for r in results.values())
     # the estimate above Run is redrawn after the run: everything is cached now
-    assert next(m for m in at.metric if m.label == "Model calls to make").value == "0"
+    assert next(m for m in at.metric if m.label == "Recorded answers to read").value == "0"
     assert at.session_state["results_meta"][key]["run"].run_id == 1
     if key == "models":
         r = results["model comparison"]

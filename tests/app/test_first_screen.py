@@ -13,10 +13,11 @@ from .conftest import DEMO, plain
 PAGES = {  # page -> (words of its title, how its verdict starts)
     # the recorded result of the landing example, at once (demo mode replays the recording)
     "pages/perturbation_test.py": ("Does a perturbation change", "8 of 8 perturbations change the answers"),
-    "pages/robustness.py": ("do typos", "No verdict yet: press **Run battery**"),
+    # the battery, the sensitivity study and History: demo mode's recorded runs (ui/demo_runs.py)
+    "pages/robustness.py": ("do typos", "Clean: 7 of 8 items wrong"),
     "pages/fidelity.py": ("does the simulator answer surveys", "Lowest curve"),
-    "pages/sensitivity.py": ("does the verdict hold?", "No verdict yet: pick an audit"),
-    "pages/history.py": ("did a verdict change?", "No runs recorded yet"),
+    "pages/sensitivity.py": ("does the verdict hold?", "8 of 8 verdicts hold in every setting tried"),
+    "pages/history.py": ("did a verdict change?", "Recorded examples: 4 runs listed below. The latest, #4"),
     "pages/suite.py": ("Does a change to every case", "2 of 3 perturbations change the answers"),
 }
 

@@ -12,7 +12,7 @@ def test_the_switch_turns_sequential_sampling_on(make_app):
     at = make_app(page="pages/perturbation_test.py", w_samples=20, w_embedder="rouge1")
     at.toggle(key="w_landing_sequential").set_value(True).run()
     assert not at.exception, at.exception
-    assert "Model calls to make (at most)" in [m.label for m in at.metric]  # the worst case
+    assert "Recorded answers to read (at most)" in [m.label for m in at.metric]  # the worst case
     at.button(key="landing_run").click().run()
     assert not at.exception, at.exception
     table = next(d.value for d in at.dataframe if "answers per arm" in d.value.columns)
@@ -23,7 +23,7 @@ def test_the_switch_turns_sequential_sampling_on(make_app):
     assert "sequential, 2 looks (k = 10, 20), weights 0.5, 0.5; stopped at k = " in said
 
 
-def test_the_suite_page_switch_is_written_into_suite_yaml(make_app, tmp_path):
+def test_the_suite_page_switch_is_written_into_suite_yaml(make_app, tmp_path, monkeypatch):
     import yaml
 
     from dbpa_core.spec import load_spec
@@ -37,7 +37,7 @@ def test_the_suite_page_switch_is_written_into_suite_yaml(make_app, tmp_path):
     assert not at.exception, at.exception
     doc = at.session_state["_suite_doc"]
     assert doc["sequential_sampling"] is True
-    assert "Model calls to make (at most)" in [m.label for m in at.metric]  # the worst case
+    assert "Recorded answers to read (at most)" in [m.label for m in at.metric]  # the worst case
     # the downloaded suite.yaml carries it, and `dbpa audit` reads the same plan
     text = suite_builder.spec_yaml(doc)
     assert yaml.safe_load(text)["sequential_sampling"] is True
@@ -45,6 +45,33 @@ def test_the_suite_page_switch_is_written_into_suite_yaml(make_app, tmp_path):
     (tmp_path / "cases.csv").write_text(suite_builder.cases_csv(doc))
     spec = load_spec(tmp_path / "suite.yaml")
     assert spec.sequential_sampling.plan(spec.samples).looks == (10, 20)
+    # with rounds of this suite in the cache, the estimate's pilot (computed and tested in
+    # tests/test_sequential.py; the demo recording holds too few answers for a round of 10
+    # per suite prompt) is said under the totals
+    from dbpa_core import runs as runs_module
+
+    real = runs_module.estimate
+
+    def with_pilot(spec, **kw):
+        est = real(spec, **kw)
+        est["sequential"]["pilot"] = {
+            "cases": 3,
+            "piloted": 3,
+            "rounds": 1,
+            "open": 2,
+            "stopped": {"decided": 4},
+            "best_calls": 40,
+            "worst_calls": 40,
+        }
+        return est
+
+    monkeypatch.setattr(runs_module, "estimate", with_pilot)
+    at.run()
+    said = " ".join(plain(c.value) for c in at.caption)
+    assert (
+        "Sequential sampling: from the cached rounds of 3 of 3 cases (a pilot): 4 of 6 tests decided" in said
+    )
+    monkeypatch.setattr(runs_module, "estimate", real)
     # a suite with a plan of its own, opened again (a reload reads the draft the page keeps):
     # the switch is on and the plan is kept as written, not turned into `true`
     own = dict(doc, sequential_sampling={"looks": [5, 20], "weights": [0.2, 0.8]})

@@ -115,7 +115,7 @@ def test_build_run_and_download_a_suite_like_dbpa_audit(make_app, replay, tmp_pa
     assert "Act as a comedian. John is 70, smoker: yes. Should John take a statin?" in shown
     assert "Jamal is 70, smoker: yes. Should Jamal take a statin?" in shown
     # before the run: calls, and what the correction allows
-    calls = next(m for m in at.metric if m.label == "Model calls to make")
+    calls = next(m for m in at.metric if m.label == "Recorded answers to read")
     assert calls.value == str(5 * 5 * 6)
     assert any("The smallest p each test can reach" in c.value for c in at.caption)
     at.button(key="suite_run").click().run()
