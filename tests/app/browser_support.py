@@ -40,6 +40,7 @@ LAUNCH_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+STOP_GRACE_S = 3.0  # how long a stopped dashboard may take to exit before it is killed
 
 
 def require_browser():
@@ -129,7 +130,11 @@ def dashboard(
                 time.sleep(0.5)
         yield url
     finally:
-        stop_process(proc)
+        # once a page has been served, Streamlit says "Stopping..." at once but then does not
+        # exit (a thread dump shows its main thread collecting garbage, no other Python
+        # thread), so every module's teardown waited out stop_process's 10 s; nothing a
+        # test reads is written then, so it is killed after a few seconds
+        stop_process(proc, timeout=STOP_GRACE_S)
 
 
 def shots() -> Path:

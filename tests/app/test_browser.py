@@ -21,6 +21,9 @@ playwright = require_browser()
 
 @pytest.fixture(scope="module")
 def app_url(tmp_path_factory):
+    """The dashboard on the demo recording whose base answers start with an injected
+    script. (Not on the demo_cache: those answers are new, so the embedder is loaded
+    anyway, and the cache's build would cost more than it saves.)"""
     tmp = tmp_path_factory.mktemp("browser")
     replay = tmp / "replay.jsonl"
     from ui import presets
@@ -107,6 +110,10 @@ def test_persona_explorer_in_a_real_browser(app_url, browser):
     page.get_by_role("button", name="Run").click()
     page.locator(".js-plotly-plot").first.wait_for(timeout=240_000)
     page.wait_for_timeout(1500)
+    page.screenshot(path=str(shots() / "43-demo-personas.png"), full_page=True)
+    # personas x two recorded models: two columns
+    columns = page.locator(".js-plotly-plot").first.locator(".xtick text").filter(has_text="SmolLM2")
+    playwright.expect(columns).to_have_count(2, timeout=60_000)
     # click the heat map's "robot from the future" cell (row 6 of 8): it opens below
     page.wait_for_timeout(2000)  # the chart redraws once it knows its width
     box = page.locator(".js-plotly-plot").first.locator(".nsewdrag").first.bounding_box()

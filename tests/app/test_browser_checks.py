@@ -76,11 +76,12 @@ def test_checks_and_answers_in_a_real_browser(app_url, browser, tmp_path):
     search = page.get_by_role("textbox", name="Search the answers")
     search.fill("statin")
     search.press("Enter")
-    _wait_idle(page)
+    page.get_by_text("of 40 answers match").first.wait_for(timeout=60_000)
     assert "of 40 answers match" in page.inner_text("body")
     search.fill("")
     search.press("Enter")
-    _wait_idle(page)
+    page.get_by_text("40 of 40 answers").first.wait_for(timeout=60_000)
+    _wait_idle(page, 1000)  # the grid drawn anew before a click on its row
     grid = page.locator("[data-testid='stDataFrame']").last
     grid.scroll_into_view_if_needed()
     box = grid.bounding_box()

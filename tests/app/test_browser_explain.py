@@ -14,6 +14,7 @@ import pytest
 
 from .browser_support import require_browser, shots
 from .test_browser import app_url  # noqa: F401 - the server fixture
+from .test_browser_history import _wait_idle
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 playwright = require_browser()
@@ -33,7 +34,7 @@ def test_why_sensitivity_and_import_in_a_real_browser(app_url, browser):  # noqa
     page.get_by_role("button", name="Run audit").click()
     page.get_by_text("Similarity histograms").first.wait_for(timeout=300_000)
     page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
-    page.wait_for_timeout(2000)  # let the results finish drawing
+    _wait_idle(page)  # the results drawn to the end
 
     # the Why tab: words that moved, typical answers with the injected script as text
     page.get_by_role("tab", name="Why").click(timeout=60_000)
@@ -45,7 +46,7 @@ def test_why_sensitivity_and_import_in_a_real_browser(app_url, browser):  # noqa
         raise
     assert "<script>alert('pwned')</script>" in page.locator(".dbpa-why").first.inner_text()
     assert page.locator(".dbpa-why mark").count() > 0
-    page.wait_for_timeout(1500)
+    _wait_idle(page)
     page.screenshot(path=str(shots() / "10-why.png"))
 
     # a widget inside the tab keeps the tab open (the tabs are keyed)
@@ -63,7 +64,7 @@ def test_why_sensitivity_and_import_in_a_real_browser(app_url, browser):  # noqa
         raise
     body = page.inner_text("body")
     assert "of 6 measures" in body and "Traceback" not in body
-    page.wait_for_timeout(1000)
+    _wait_idle(page)
     page.screenshot(path=str(shots() / "11-why-verdict.png"))
 
     # the Sensitivity page on the same audit: zero calls to make
@@ -75,7 +76,7 @@ def test_why_sensitivity_and_import_in_a_real_browser(app_url, browser):  # noqa
     except Exception:
         _fail_shot(page, "sensitivity")
         raise
-    page.wait_for_timeout(2000)
+    _wait_idle(page, 1000)  # its charts
     page.screenshot(path=str(shots() / "12-sensitivity.png"))
     assert "Traceback" not in page.inner_text("body")
 
@@ -92,7 +93,7 @@ def test_why_sensitivity_and_import_in_a_real_browser(app_url, browser):  # noqa
         _fail_shot(page, "import")
         raise
     assert "promptfoo_repeat (imported)" in page.inner_text("body")
-    page.wait_for_timeout(1000)
+    _wait_idle(page)
     page.screenshot(path=str(shots() / "13-import.png"))
     assert not dialogs, f"a response ran as code: {dialogs}"
     page.close()

@@ -1,7 +1,7 @@
 """Flow in a real browser: Stop (and a reload) cancels the embedded model's batch, so the
 next Run starts at once instead of waiting for it; a reload shows the last form and
-results again; demo mode says so on every page, the Persona explorer shows personas x
-models, and the battery's RTI and robustness curve run on the recording. Screenshots go
+results again; demo mode says so on every page, and the battery's RTI and robustness curve run on the
+recording. Screenshots go
 to ``screenshots/`` (or ``$DBPA_SCREENSHOTS``)."""
 
 import re
@@ -146,8 +146,8 @@ def test_stop_abandons_a_servers_requests_in_flight(slow_server_url, browser):
 
 
 @pytest.fixture(scope="module")
-def demo_url(tmp_path_factory):
-    with dashboard(tmp_path_factory.mktemp("flow-demo"), DBPA_REPLAY_FILE=DEMO) as url:
+def demo_url(tmp_path_factory, demo_cache):
+    with dashboard(tmp_path_factory.mktemp("flow-demo"), cache_from=demo_cache, DBPA_REPLAY_FILE=DEMO) as url:
         yield url
 
 
@@ -196,15 +196,7 @@ def test_demo_mode_says_so_everywhere_and_runs_what_it_offers(demo_url, browser)
         page.goto(f"{demo_url}/{url}", wait_until="networkidle")
         page.get_by_text("Demo mode").first.wait_for(timeout=60_000)
         assert "Traceback" not in page.inner_text("body")
-    # the Persona explorer: personas x two recorded models
-    page.goto(f"{demo_url}/persona_explorer", wait_until="networkidle")
-    page.get_by_role("button", name="Run").wait_for(timeout=60_000)
-    page.get_by_role("button", name="Run").click()
-    page.locator(".js-plotly-plot").first.wait_for(timeout=240_000)
-    _wait_idle(page, 2500)
-    page.screenshot(path=str(shots() / "43-demo-personas.png"), full_page=True)
-    ticks = page.locator(".js-plotly-plot").first.locator(".xtick text").all_text_contents()
-    assert len([t for t in ticks if "SmolLM2" in t]) == 2, ticks  # two model columns
+    # (the Persona explorer's personas x two recorded models: test_browser.py runs it)
     # the battery with every RTI operation and the robustness curve, on the recording
     page.goto(f"{demo_url}/robustness", wait_until="networkidle")
     page.get_by_role("button", name="Run battery").wait_for(timeout=60_000)

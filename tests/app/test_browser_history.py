@@ -15,8 +15,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 playwright = require_browser()
 
 
-def _wait_idle(page, ms=1500):
-    """Until Streamlit's running indicator is gone (and a little longer for charts)."""
+def _wait_idle(page, ms=300):
+    """Until Streamlit's running indicator is gone (and ``ms`` longer for charts)."""
     page.wait_for_timeout(400)
     page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=240_000)
     page.wait_for_timeout(ms)
@@ -47,6 +47,7 @@ def test_history_page_in_a_real_browser(app_url, browser):  # noqa: F811 - fixtu
     page.get_by_role("option", name="comedian").first.click()
     _wait_idle(page)
     assert _selected_tab(page) == "Permutation test"
+    playwright.expect(page.locator(".gtitle").first).to_contain_text("comedian", timeout=60_000)  # redrawn
     title = page.locator(".gtitle").first.text_content()
     assert "comedian" in title and "p (raw)" in title and "p (adj.)" in title
     assert not re.search(r"(?<!\$)\b0\.0000\b", page.inner_text("body"))
@@ -67,7 +68,8 @@ def test_history_page_in_a_real_browser(app_url, browser):  # noqa: F811 - fixtu
     # the History page lists both runs and reopens the newest with its charts
     page.get_by_role("link", name="History").click()
     page.get_by_role("heading", name="History").wait_for(timeout=60_000)
-    _wait_idle(page, 2500)
+    page.get_by_text("2 run(s)").first.wait_for(timeout=60_000)
+    _wait_idle(page, 1500)
     page.screenshot(path=str(shots() / "12-history.png"), full_page=True)
     body = page.inner_text("body")
     assert "2 run(s)" in body and "Traceback" not in body
@@ -80,7 +82,8 @@ def test_history_page_in_a_real_browser(app_url, browser):  # noqa: F811 - fixtu
     # compare the two runs
     page.get_by_role("tab", name="Compare two runs").click()
     page.get_by_text("Run A vs run B").first.wait_for(timeout=60_000)
-    _wait_idle(page, 2000)
+    page.get_by_text("Changed between the runs").first.wait_for(timeout=60_000)
+    _wait_idle(page, 1500)
     page.screenshot(path=str(shots() / "13-history-compare.png"), full_page=True)
     body = page.inner_text("body")
     assert "changed verdict" in body or "No verdict changed" in body

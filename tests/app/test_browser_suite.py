@@ -4,6 +4,7 @@ and clicking (cases pasted, two presets, the example's checks), run on recorded 
 and its downloaded suite.yaml + cases.csv give the same pooled verdicts with `dbpa audit`.
 Screenshots go to screenshots/ (or $DBPA_SCREENSHOTS)."""
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -18,7 +19,8 @@ playwright = require_browser()
 DEMO = str(ROOT / "assets" / "demo_replay.jsonl")
 
 
-def _wait_idle(page, ms=1500):
+def _wait_idle(page, ms=300):
+    """Until the page's rerun is over (its running-man icon gone), then ``ms`` more."""
     page.wait_for_timeout(400)
     page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=300_000)
     page.wait_for_timeout(ms)
@@ -32,17 +34,46 @@ def _shot(page, name, at):
 
 
 def _pick(page, label, options):
-    """Choose ``options`` in the multiselect called ``label``."""
+    """Choose ``options`` in the multiselect called ``label``, each one confirmed by its tag
+    in the box (Streamlit draws a chosen value as ``<span data-tag aria-label=VALUE>``; found
+    by CSS, not by role: while the list is open the tags are aria-hidden): on a busy machine
+    a click on an option is sometimes lost, so it is clicked again until the tag is there
+    (never when the list already marks it chosen, in case a click would take it back)."""
     box = page.get_by_role("combobox", name=label)
+    widget = page.get_by_test_id("stMultiSelect").filter(has=box)
     for o in options:
-        box.click()
-        page.get_by_role("option", name=o, exact=True).click()
-        _wait_idle(page, 300)
+        tag = widget.locator(f'[data-tag][aria-label="{o}"]')
+        option = page.get_by_role("option", name=o, exact=True)
+        for _ in range(5):
+            _wait_idle(page, 0)  # not while a rerun redraws the box
+            if tag.count():
+                break
+            with contextlib.suppress(playwright.TimeoutError):
+                if box.get_attribute("aria-expanded") != "true":
+                    box.click()
+                option.wait_for(timeout=30_000)
+                if option.get_attribute("aria-selected") != "true":
+                    option.click(timeout=30_000)
+                tag.wait_for(timeout=60_000)
+        if not tag.count():
+            page.screenshot(path=str(shots() / "failed-suite-pick.png"))
+            (shots() / "failed-suite-pick.html").write_text(widget.evaluate("e => e.outerHTML"))
+            pytest.fail(f"{o!r} is not chosen in {label!r} after five tries")
     page.keyboard.press("Escape")
+    playwright.expect(widget.locator("[data-tag]")).to_have_count(len(options))
+
+
+def _perturbations(page, n):
+    """The run's estimate counts ``n`` perturbations (a lost choice fails here, at once,
+    not as a run that never reaches its verdict)."""
+    playwright.expect(page.get_by_text(f"5 cases x {n} perturbations = ").first).to_be_visible(
+        timeout=120_000
+    )
 
 
 @pytest.fixture(scope="module")
 def demo_url(tmp_path_factory):
+    # no demo_cache: the recorded suite is shown at once, nothing is embedded
     with dashboard(tmp_path_factory.mktemp("suite-demo"), DBPA_REPLAY_FILE=DEMO) as url:
         yield url
 
@@ -95,17 +126,20 @@ def test_build_run_and_download_a_suite(built_url, browser):
     page.get_by_role("button", name="Remove every perturbation").click()
     _wait_idle(page)
     page.get_by_text("Presets: personas, a name swap").click()
-    _wait_idle(page, 500)
+    _wait_idle(page)
     _pick(page, "Persona prefixes (the papers' eight)", ["comedian", "child"])
     page.get_by_role("button", name="Add personas").click()
+    _perturbations(page, 2)
     _wait_idle(page)
     _pick(page, "First names across groups", ["Jamal", "Emily"])
     page.get_by_role("button", name="Add name swap").click()
+    _perturbations(page, 4)
     _wait_idle(page)
     _shot(page, "suite-built", page.get_by_text("3 · Perturbations").first)
     page.get_by_text("Preview: one case's prompts").click()
-    _wait_idle(page, 500)
-    assert "Act as a comedian. John is 70, smoker: yes. Should John take a statin?" in page.inner_text("body")
+    prompt = "Act as a comedian. John is 70, smoker: yes. Should John take a statin?"
+    page.get_by_text(prompt).first.wait_for(timeout=60_000)
+    assert prompt in page.inner_text("body")
     _shot(page, "suite-preview", page.get_by_text("Preview: one case's prompts").first)
     # the two files, as downloaded
     files = tmp / "files"
@@ -120,7 +154,7 @@ def test_build_run_and_download_a_suite(built_url, browser):
     finally:
         page.screenshot(path=str(shots() / "suite-run-end.png"))
     page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
-    _wait_idle(page, 2500)
+    _wait_idle(page, 1500)
     body = page.inner_text("body")
     (shots() / "suite-run-body.txt").write_text(body)
     assert "2 of 4 perturbations change the answers across the cases" in body

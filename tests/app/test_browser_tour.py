@@ -24,10 +24,16 @@ def _out() -> Path:
     return d
 
 
+# the manual's pictures wait longer for every chart to settle; a test run only needs them taken
+SETTLE = 1.0 if os.environ.get("DBPA_DOCS_IMG") else 0.25
+
+
 def _wait_idle(page, ms=1500):
+    """Until the page's rerun is over (its running-man icon gone), then ``ms`` more (a
+    quarter of it in a test run)."""
     page.wait_for_timeout(400)
     page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=300_000)
-    page.wait_for_timeout(ms)
+    page.wait_for_timeout(ms * SETTLE)
 
 
 def _shot(page, name, at=None):
@@ -35,7 +41,7 @@ def _shot(page, name, at=None):
     banner at the page's top) is at the top."""
     # Streamlit scrolls its main block, not the window: scroll the element itself
     (at or page.get_by_text("Demo mode").first).evaluate("e => e.scrollIntoView({block: 'start'})")
-    page.wait_for_timeout(700)
+    page.wait_for_timeout(700 * SETTLE)
     page.screenshot(path=str(_out() / f"{name}.png"))
     assert "Traceback" not in page.inner_text("body")
 
@@ -53,8 +59,8 @@ def _run(page, label="Run"):
 
 
 @pytest.fixture(scope="module")
-def demo_url(tmp_path_factory):
-    with dashboard(tmp_path_factory.mktemp("tour"), DBPA_REPLAY_FILE=DEMO) as url:
+def demo_url(tmp_path_factory, demo_cache):
+    with dashboard(tmp_path_factory.mktemp("tour"), cache_from=demo_cache, DBPA_REPLAY_FILE=DEMO) as url:
         yield url
 
 
