@@ -43,7 +43,7 @@ def test_recorded_result_at_once_then_run_and_stop(local_app, browser):
 
     page.get_by_role("button", name="Run audit").click()
     line = ""
-    deadline = time.perf_counter() + 240
+    deadline = time.perf_counter() + 480  # the first group's answers (4 min were too few at load 15)
     while time.perf_counter() < deadline:  # until an answer is done, tokens counted
         page.wait_for_timeout(1000)
         line = _sampling_line(page)
@@ -55,13 +55,13 @@ def test_recorded_result_at_once_then_run_and_stop(local_app, browser):
         if m and int(m.group(1)) >= 1:
             break
     else:
-        pytest.fail(f"no answer finished in 4 minutes; last line: {line!r}")
+        pytest.fail(f"no answer finished in 8 minutes; last line: {line!r}")
     page.screenshot(path=str(shots() / "21-instant-demo-running.png"))
     assert "Loading the model: SmolLM2-135M-Instruct" in page.inner_text("body")
     page.get_by_role("button", name="Stop").click()
     # stopped within seconds, not after the batch's remaining answers (minutes): the page says
-    # so well inside 30 s (an event, not a tight wall-clock bound a busy machine can overrun)
-    page.get_by_text("The last run was stopped").first.wait_for(timeout=30_000)
+    # so within a minute (an event, not a tight wall-clock bound a busy machine can overrun)
+    page.get_by_text("The last run was stopped").first.wait_for(timeout=60_000)
     page.wait_for_timeout(1000)
     page.screenshot(path=str(shots() / "22-instant-demo-stopped.png"))
     # every finished answer is cached: fewer calls left to make
