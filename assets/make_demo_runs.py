@@ -53,7 +53,10 @@ def main() -> int:
         raise SystemExit("the recorded answers are missing: run assets/make_demo_replay.py first")
     when = datetime.fromisoformat(rec.date).replace(hour=12, tzinfo=UTC)
     model = demo_runs.replay_model()
-    landing = demo.recorded_result(demo.default_spec(model=model), rec)  # on the replay, as demo mode
+    # on the replay, as demo mode; its file kept relative (parsing the spec made it absolute:
+    # a path of the machine that recorded it)
+    landing_spec = replace(demo.default_spec(model=model), models=(model,))
+    landing = demo.recorded_result(landing_spec, rec)
     assert landing is not None, "the landing example is not fully recorded"
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -225,6 +225,24 @@ def label(key: str) -> str | None:
     )
 
 
+def default_settings() -> dict[str, Any]:
+    """The sidebar's settings of a fresh session (what ``ui.state.settings`` gives then)."""
+    from .state import DEFAULTS as d
+
+    return {
+        "samples": d["w_samples"],
+        "permutations": d["w_permutations"],
+        "measure": d["w_measure"],
+        "correction": d["w_correction"],
+        "alpha": d["w_alpha"],
+        "temperature": d["w_temperature"],
+        "max_tokens": d["w_max_tokens"],
+        "seed": d["w_seed"],
+        "embedder": {"backend": d["w_embedder"]},
+        "null": d["w_null"],
+    }
+
+
 def default_spec(model: Mapping[str, Any] | None = None) -> AuditSpec:
     """The landing page's default example as a fresh session builds it, on the embedded
     model (or on ``model``: demo mode's replay of the recording, ``ui/demo_runs.py``)."""
@@ -238,16 +256,7 @@ def default_spec(model: Mapping[str, Any] | None = None) -> AuditSpec:
         {
             "name": "perturbation-test",
             "model": dict(model) if model is not None else {"backend": "local"},
-            "samples": d["w_samples"],
-            "permutations": d["w_permutations"],
-            "measure": d["w_measure"],
-            "null": d["w_null"],
-            "correction": d["w_correction"],
-            "alpha": d["w_alpha"],
-            "temperature": d["w_temperature"],
-            "max_tokens": d["w_max_tokens"],
-            "seed": d["w_seed"],
-            "embedder": {"backend": d["w_embedder"]},
+            **default_settings(),
             "base": {"prompt": d["w_base_prompt"]},
             "perturbations": [
                 {"name": r["name"], "prefix": r["prefix"]} for r in presets.persona_rows(presets.PERSONAS)

@@ -67,21 +67,7 @@ def is_recorded_model(model: dict[str, Any] | None) -> bool:
 
 def default_settings() -> dict[str, Any]:
     """The sidebar's settings of a fresh session (what ``ui.state.settings`` gives then)."""
-    from .state import DEFAULTS as d
-
-    return {
-        "samples": d["w_samples"],
-        "permutations": d["w_permutations"],
-        "measure": d["w_measure"],
-        "correction": d["w_correction"],
-        "alpha": d["w_alpha"],
-        "temperature": d["w_temperature"],
-        "max_tokens": d["w_max_tokens"],
-        "seed": d["w_seed"],
-        "embedder": {"backend": d["w_embedder"]},
-        "null": d["w_null"],
-        "min_effect": None,
-    }
+    return {**demo.default_settings(), "min_effect": None}
 
 
 def sensitivity_audit() -> AuditSpec:

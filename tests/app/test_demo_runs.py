@@ -110,6 +110,26 @@ def test_the_sensitivity_study_shows_its_recorded_run(make_app, demo_mode):
     assert _verdict(at).startswith("No verdict yet")
 
 
+def test_the_recording_names_no_folder_of_the_machine_that_made_it():
+    """Every model the recorded runs name reads its file relative to the repository: an
+    absolute path is a folder of the machine that ran the script (it broke in every other
+    checkout, and a pip user's)."""
+    import re
+    import sqlite3
+
+    con = sqlite3.connect(f"file:{demo_runs.RECORDED}?mode=ro", uri=True)
+    cells = [
+        v
+        for (table,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        for row in con.execute(f"SELECT * FROM {table}")  # the file's own tables
+        for v in row
+        if isinstance(v, str)
+    ]
+    con.close()
+    files = [f for v in cells for f in re.findall(r'"file": "([^"]*)"', v)]
+    assert files and set(files) == {"assets/demo_replay.jsonl"}
+
+
 def test_history_lists_the_recorded_examples_and_writes_nothing(make_app, demo_mode):
     before = _digest()
     at = make_app(models=None, page="pages/history.py")
