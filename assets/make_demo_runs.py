@@ -53,10 +53,8 @@ def main() -> int:
         raise SystemExit("the recorded answers are missing: run assets/make_demo_replay.py first")
     when = datetime.fromisoformat(rec.date).replace(hour=12, tzinfo=UTC)
     model = demo_runs.replay_model()
-    # on the replay, as demo mode; its file kept relative (parsing the spec made it absolute:
-    # a path of the machine that recorded it)
-    landing_spec = replace(demo.default_spec(model=model), models=(model,))
-    landing = demo.recorded_result(landing_spec, rec)
+    # on the replay, as demo mode, its file kept relative (the Sensitivity page's audit is it)
+    landing = demo.recorded_result(demo_runs.sensitivity_audit(), rec)
     assert landing is not None, "the landing example is not fully recorded"
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -67,6 +65,7 @@ def main() -> int:
 
         print("battery: the page's default on the recorded answers", flush=True)
         bat_spec = battery.build_spec(dict(battery.DEFAULTS), demo_runs.default_settings(), model)
+        bat_spec = replace(bat_spec, model=model)  # its file kept relative, as the audits'
         bat = battery.task(bat_spec, cache, {})(progress)
         print("sensitivity: the page's default study of the landing audit", flush=True)
         sens_spec = demo_runs.sensitivity_audit()

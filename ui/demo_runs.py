@@ -72,8 +72,11 @@ def default_settings() -> dict[str, Any]:
 
 def sensitivity_audit() -> AuditSpec:
     """The audit the Sensitivity page examines by default in demo mode: the Perturbation
-    test's default example on the recorded answers."""
-    return demo.default_spec(model=replay_model())
+    test's default example on the recorded answers (the replay file kept relative to the
+    repository, as it is recorded: parsing the spec would make it a path of this machine)."""
+    from dataclasses import replace
+
+    return replace(demo.default_spec(model=replay_model()), models=(replay_model(),))
 
 
 def sensitivity_config(spec: AuditSpec) -> Any:

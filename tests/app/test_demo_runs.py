@@ -110,7 +110,7 @@ def test_the_sensitivity_study_shows_its_recorded_run(make_app, demo_mode):
     assert _verdict(at).startswith("No verdict yet")
 
 
-def test_the_recording_names_no_folder_of_the_machine_that_made_it():
+def test_the_recording_names_no_folder_of_the_machine_that_made_it(tmp_path):
     """Every model the recorded runs name reads its file relative to the repository: an
     absolute path is a folder of the machine that ran the script (it broke in every other
     checkout, and a pip user's)."""
@@ -127,6 +127,19 @@ def test_the_recording_names_no_folder_of_the_machine_that_made_it():
     ]
     con.close()
     files = [f for v in cells for f in re.findall(r'"file": "([^"]*)"', v)]
+    # and in the stored results themselves (compressed, so read back): their specs' models
+    copy = tmp_path / "runs.sqlite3"
+    shutil.copyfile(demo_runs.RECORDED, copy)
+    h = History(copy)
+    for run in h.list():
+        kept = h.get(run.id).audits or h.result(run.id)[1]  # an audit, else another kind
+        for result in kept.values():
+            spec = getattr(result, "spec", None) or (result.get("spec") if isinstance(result, dict) else None)
+            if isinstance(spec, dict):  # a suite keeps its spec as a dict
+                models = spec.get("models") or ()
+            else:  # an audit's models, a battery's one model
+                models = getattr(spec, "models", None) or (getattr(spec, "model", None),)
+            files += [m["file"] for m in models if isinstance(m, dict) and "file" in m]
     assert files and set(files) == {"assets/demo_replay.jsonl"}
 
 
