@@ -134,12 +134,21 @@ def first_order_bound(d: np.ndarray, k: int, confidence: float) -> float:
     return float(energy_u_statistic(d, k) + norm.ppf(confidence) * np.sqrt(max(var, 0.0)))
 
 
-def persona_audit(data: Answers, *, sims: int, most: int, min_effect: float | None, seed: int) -> dict:
-    """Fixed k against sequential on the same draws: calls and Holm-corrected power."""
+def persona_audit(
+    data: Answers,
+    *,
+    sims: int,
+    most: int,
+    min_effect: float | None,
+    seed: int,
+    looks: tuple[int, ...] = (),
+) -> dict:
+    """Fixed k against sequential on the same draws: calls and Holm-corrected power (the
+    default looks at ``most``, or ``looks``)."""
     base = data.named("base")[0]
     personas = data.named("persona")
     m = len(personas)
-    plan = SequentialSampling().plan(most)
+    plan = SequentialSampling(looks=looks).plan(most)
     level = stop_level(ALPHA, "holm", m)
     gen = np.random.default_rng(seed)
     fixed_hits = seq_hits = 0
@@ -179,9 +188,14 @@ def persona_audit(data: Answers, *, sims: int, most: int, min_effect: float | No
     }
 
 
-def null_groups(data: Answers, sims: int, size: int, gen: np.random.Generator):
-    """Two disjoint groups of ``size`` answers to one prompt, the prompts in turn."""
-    prompts = [n for n, r in data.role.items() if r != "off-topic" and data.index[n].size >= 2 * size]
+def null_groups(data: Answers, sims: int, size: int, gen: np.random.Generator, roles: tuple[str, ...] = ()):
+    """Two disjoint groups of ``size`` answers to one prompt, the prompts (of ``roles``, or
+    all on-topic ones) in turn."""
+    prompts = [
+        n
+        for n, r in data.role.items()
+        if (r in roles if roles else r != "off-topic") and data.index[n].size >= 2 * size
+    ]
     for s in range(sims):
         z = gen.permutation(data.index[prompts[s % len(prompts)]])[: 2 * size]
         yield s, z[:size], z[size:]
@@ -205,28 +219,21 @@ def null_rate(data: Answers, *, sims: int, plans: list[Plan], seed: int) -> list
 def futility(
     data: Answers, *, sims: int, most: int, deltas: list[float], seed: int, confidence: float = 0.95
 ) -> list[dict]:
-    """Share of null controls (one prompt's answers split in two) that stop for futility
-    before half the maximum, for each δ (the same nulls)."""
+    """Share of null controls (the base prompt's answers split in two) that stop for futility
+    before half the maximum, and at all, for each δ (the same nulls). A test can stop for
+    futility only before its last look, so each null draws answers up to the look before
+    the last and ends there (the rules at those looks are the full plan's)."""
     gen = np.random.default_rng(seed)
     plan = SequentialSampling(confidence=confidence).plan(most)
+    need = plan.looks[-2] if len(plan.looks) > 1 else 0
     early = np.zeros(len(deltas))
     futile = np.zeros(len(deltas))
     bounds = []
-    for s, x, y in null_groups(data, sims, most, gen):
+    for s, x, y in null_groups(data, sims if need else 0, need, gen, roles=("base",)):
         for j, delta in enumerate(deltas):
-
-            def test(i: int, k: int, b: int, confidence: float | None, x=x, y=y, s=s):
-                return data.test(x[:k], y[:k], b, s, confidence)
-
-            _, (rec,) = run_rounds(
-                plan,
-                1,
-                level=ALPHA,
-                min_effect=delta,
-                permutations=PERMUTATIONS,
-                draw=lambda k, o: None,
-                test=test,
-            )
+            rec = one_run(data, plan, x, y, delta, s, need + 1)
+            if rec is None:
+                continue
             futile[j] += rec.reason == "futility"
             early[j] += rec.reason == "futility" and rec.stopped_at < most / 2
             if j == 0:
@@ -237,7 +244,7 @@ def futility(
             "min_effect": d,
             "share_early": e / sims,
             "share_futile": f / sims,
-            "median_first_bound": float(np.median(bounds)),
+            "median_first_bound": float(np.median(bounds)) if bounds else float("nan"),
             "sims": sims,
         }
         for d, e, f in zip(deltas, early, futile, strict=True)
@@ -258,9 +265,11 @@ def mixture_population(data: Answers, persona: str, delta: float) -> float | Non
 def futility_at_delta(
     data: Answers, *, sims: int, most: int, deltas: list[float], seed: int, confidence: float = 0.95
 ) -> list[dict]:
-    """Tests whose change is exactly δ: the share wrongly stopped for futility."""
+    """Tests whose change is exactly δ: the share wrongly stopped for futility (at any look;
+    each test draws answers up to the look before the last, the last that can stop one)."""
     base = data.named("base")[0]
     plan = SequentialSampling(confidence=confidence).plan(most)
+    need = plan.looks[-2] if len(plan.looks) > 1 else 0
     gen = np.random.default_rng(seed)
     rows = []
     for persona in data.named("persona"):
@@ -268,31 +277,18 @@ def futility_at_delta(
             lam = mixture_population(data, persona, delta)
             if lam is None:
                 continue
-            wrong = early = 0
-            for s in range(sims):
+            wrong = 0
+            for s in range(sims if need else 0):
                 order = gen.permutation(data.index[base])
-                x, rest = order[:most], order[most:]
-                n_persona = int(gen.binomial(most, lam))
+                x, rest = order[:need], order[need:]
+                n_persona = int(gen.binomial(need, lam))
                 y = gen.permutation(
                     np.concatenate(
-                        [gen.permutation(data.index[persona])[:n_persona], rest[: most - n_persona]]
+                        [gen.permutation(data.index[persona])[:n_persona], rest[: need - n_persona]]
                     )
                 )
-
-                def test(i: int, k: int, b: int, conf: float | None, x=x, y=y, s=s):
-                    return data.test(x[:k], y[:k], b, s, conf)
-
-                _, (rec,) = run_rounds(
-                    plan,
-                    1,
-                    level=ALPHA,
-                    min_effect=delta,
-                    permutations=PERMUTATIONS,
-                    draw=lambda k, o: None,
-                    test=test,
-                )
-                wrong += rec.reason == "futility"
-                early += rec.reason == "futility" and rec.stopped_at < most / 2
+                rec = one_run(data, plan, x, y, delta, s, need + 1)
+                wrong += rec is not None and rec.reason == "futility"
             rows.append(
                 {"persona": persona, "min_effect": delta, "lambda": lam, "wrong": wrong / sims, "sims": sims}
             )
@@ -308,10 +304,19 @@ def futility_at_delta(
 # there; the decisions at those looks are exactly a full run's (the plan, its looks,
 # weights and the futility bound's confidence at each look are the full plan's).
 SCHEDULES = {
-    20: [(10, 20)],
-    30: [(10, 20, 30), (10, 30)],
-    40: [(10, 20, 40), (5, 10, 20, 40), (10, 40)],
-    80: [(10, 20, 40, 80), (5, 10, 20, 40, 80), (10, 20, 80)],
+    20: [(12, 20), (10, 20)],
+    30: [(12, 18, 30), (10, 20, 30), (10, 30)],
+    40: [
+        (12, 18, 40),
+        (10, 20, 40),
+        (10, 15, 40),
+        (15, 40),
+        (10, 15, 20, 40),
+        (12, 40),
+        (5, 10, 20, 40),
+        (10, 40),
+    ],
+    80: [(12, 18, 36, 80), (10, 20, 40, 80), (5, 10, 20, 40, 80), (10, 20, 80)],
 }
 
 
@@ -351,8 +356,10 @@ def schedules(
     delta: float,
     seed: int,
     confidence: float = 0.95,
+    looks_list: list[tuple[int, ...]] | None = None,
 ) -> list[dict]:
-    """For each maximum and round schedule: the share of null controls (two disjoint groups
+    """For each maximum and round schedule (or each of ``looks_list``, its maximum the last
+    look): the share of null controls (two disjoint groups
     of the base prompt's answers) that stop for futility before half the maximum, and the
     share of changes of exactly δ (base answers against a λ-mixture of a persona's and the
     base prompt's other answers) wrongly stopped for futility at any look."""
@@ -360,57 +367,61 @@ def schedules(
     lams = {p: mixture_population(data, p, delta) for p in data.named("persona")}
     lams = {p: lam for p, lam in lams.items() if lam is not None}
     rows = []
-    for most in maxima:
-        for looks in SCHEDULES[most]:
-            plan = SequentialSampling(looks=looks, confidence=confidence).plan(most)
-            gen = np.random.default_rng(seed)
-            early = 0
-            need = max([k for k in looks if k < most / 2], default=0)
-            for s in range(nulls if need else 0):
-                z = gen.permutation(base)[: 2 * need]
-                rec = one_run(data, plan, z[:need], z[need:], delta, s, most / 2)
-                early += rec is not None and rec.reason == "futility"
-            wrong: dict[str, float] = {}
-            short = 0
-            last = looks[-2] if len(looks) > 1 else 0  # the last look that can stop for futility
-            for p, lam in lams.items():
-                bad = 0
-                for s in range(delta_sims if last else 0):
-                    order = gen.permutation(base)
-                    x, rest = order[:last], order[last:]
-                    n_persona = int(gen.binomial(last, lam))
-                    n_base = last - n_persona
-                    if n_persona > data.index[p].size or n_base > rest.size:
-                        short += 1
-                        n_persona = min(n_persona, data.index[p].size)
-                        n_base = min(last - n_persona, rest.size)
-                    y = gen.permutation(
-                        np.concatenate([gen.permutation(data.index[p])[:n_persona], rest[:n_base]])
-                    )
-                    k = min(len(x), len(y))
-                    rec = one_run(data, plan, x[:k], y[:k], delta, s, last + 1)
-                    bad += rec is not None and rec.reason == "futility"
-                wrong[p] = bad / delta_sims if last else 0.0
-            rows.append(
-                {
-                    "max": most,
-                    "plan": plan.describe(),
-                    "early": early / nulls if need else 0.0,
-                    "wrong_mean": float(np.mean(list(wrong.values()))),
-                    "wrong_max": max(wrong.values()),
-                    "pooled_se": float(np.sqrt((1 - confidence) * confidence / (delta_sims * len(wrong)))),
-                    "populations": len(wrong),
-                    "short": short,
-                }
-            )
-            r = rows[-1]
-            print(
-                f"  max {most:3d}, {r['plan']}: nulls stopped for futility before k = {most / 2:g}: "
-                f"{r['early']:.1%}; changes of δ wrongly stopped: mean {r['wrong_mean']:.3f} "
-                f"(SE {r['pooled_se']:.3f}), worst {r['wrong_max']:.3f} over {r['populations']} personas"
-                + (f" ({r['short']} draws short of answers)" if r["short"] else ""),
-                flush=True,
-            )
+    runs = (
+        [(ls[-1], ls) for ls in looks_list]
+        if looks_list
+        else [(m, ls) for m in maxima for ls in SCHEDULES[m]]
+    )
+    for most, looks in runs:
+        plan = SequentialSampling(looks=looks, confidence=confidence).plan(most)
+        gen = np.random.default_rng(seed)
+        early = 0
+        need = max([k for k in looks if k < most / 2], default=0)
+        for s in range(nulls if need else 0):
+            z = gen.permutation(base)[: 2 * need]
+            rec = one_run(data, plan, z[:need], z[need:], delta, s, most / 2)
+            early += rec is not None and rec.reason == "futility"
+        wrong: dict[str, float] = {}
+        short = 0
+        last = looks[-2] if len(looks) > 1 else 0  # the last look that can stop for futility
+        for p, lam in lams.items():
+            bad = 0
+            for s in range(delta_sims if last else 0):
+                order = gen.permutation(base)
+                x, rest = order[:last], order[last:]
+                n_persona = int(gen.binomial(last, lam))
+                n_base = last - n_persona
+                if n_persona > data.index[p].size or n_base > rest.size:
+                    short += 1
+                    n_persona = min(n_persona, data.index[p].size)
+                    n_base = min(last - n_persona, rest.size)
+                y = gen.permutation(
+                    np.concatenate([gen.permutation(data.index[p])[:n_persona], rest[:n_base]])
+                )
+                k = min(len(x), len(y))
+                rec = one_run(data, plan, x[:k], y[:k], delta, s, last + 1)
+                bad += rec is not None and rec.reason == "futility"
+            wrong[p] = bad / delta_sims if last else 0.0
+        rows.append(
+            {
+                "max": most,
+                "plan": plan.describe(),
+                "early": early / nulls if need else 0.0,
+                "wrong_mean": float(np.mean(list(wrong.values()))),
+                "wrong_max": max(wrong.values()),
+                "pooled_se": float(np.sqrt((1 - confidence) * confidence / (delta_sims * len(wrong)))),
+                "populations": len(wrong),
+                "short": short,
+            }
+        )
+        r = rows[-1]
+        print(
+            f"  max {most:3d}, {r['plan']}: nulls stopped for futility before k = {most / 2:g}: "
+            f"{r['early']:.1%}; changes of δ wrongly stopped: mean {r['wrong_mean']:.3f} "
+            f"(SE {r['pooled_se']:.3f}), worst {r['wrong_max']:.3f} over {r['populations']} personas"
+            + (f" ({r['short']} draws short of answers)" if r["short"] else ""),
+            flush=True,
+        )
     return rows
 
 
@@ -473,13 +484,16 @@ def main() -> int:
     ap.add_argument("--responses", default=str(ROOT / "assets" / "real_responses.jsonl"))
     ap.add_argument("--audits", type=int, default=200, help="simulated persona audits")
     ap.add_argument("--max", type=int, default=40, help="most answers per arm in the persona audit")
+    ap.add_argument(
+        "--audit-looks", default="", help="the persona audit's looks (default: the audit's default looks)"
+    )
     ap.add_argument("--nulls", type=int, default=2000, help="null simulations (false-positive rate)")
     ap.add_argument("--futility-nulls", type=int, default=500)
     ap.add_argument(
         "--delta-sims", type=int, default=200, help="simulations per persona and δ at a change of exactly δ"
     )
     ap.add_argument("--null-max", type=int, default=20, help="most answers per group of a null")
-    ap.add_argument("--futility-max", type=int, default=30, help="most answers per group of a null control")
+    ap.add_argument("--futility-max", type=int, default=40, help="most answers per arm of a null control")
     ap.add_argument(
         "--min-effect", default="0.05,0.1", help="δ values for the futility rows, comma-separated"
     )
@@ -494,6 +508,12 @@ def main() -> int:
     )
     ap.add_argument(
         "--maxima", default="20,30,40,80", help="the maxima of the schedules part (of 20, 30, 40, 80)"
+    )
+    ap.add_argument(
+        "--looks",
+        default="",
+        help="schedules part: these schedules instead of the built-in ones, ';'-separated "
+        "(e.g. '10,15,40;15,40'; the maximum is the last look)",
     )
     ap.add_argument("--schedule-nulls", type=int, default=300, help="null controls per schedule")
     ap.add_argument(
@@ -518,10 +538,13 @@ def main() -> int:
     data.bound = args.bound
     print(f"answers embedded in {time.perf_counter() - t0:.0f} s")
     deltas = [float(d) for d in args.min_effect.split(",")]
+    audit_looks = tuple(int(k) for k in args.audit_looks.split(",") if k.strip())
 
     if "audit" in args.only:
         t = time.perf_counter()
-        a = persona_audit(data, sims=args.audits, most=args.max, min_effect=None, seed=args.seed)
+        a = persona_audit(
+            data, sims=args.audits, most=args.max, min_effect=None, seed=args.seed, looks=audit_looks
+        )
         print(
             f"\npersona audit: 8 personas, Holm at α = {ALPHA}, at most {args.max} answers per arm, "
             f"{args.audits} audits"
@@ -563,8 +586,9 @@ def main() -> int:
             confidence=args.confidence,
         )
         print(
-            f"\nfutility: {args.futility_nulls} null controls (the base prompt's 60 answers split "
-            f"{args.futility_max}/{args.futility_max}), {fut[0]['plan']}, confidence {args.confidence}"
+            f"\nfutility: {args.futility_nulls} null controls (two disjoint groups of the base prompt's "
+            f"60 answers, drawn up to the last look that can stop one), at most {args.futility_max} "
+            f"per arm, {fut[0]['plan']}, confidence {args.confidence}"
         )
         for f in fut:
             print(
@@ -596,8 +620,12 @@ def main() -> int:
                 f"for futility {r['wrong']:.3f} (target <= {1 - args.confidence:.2f})"
             )
         worst = max(r["wrong"] for r in rows)
+        mean = float(np.mean([r["wrong"] for r in rows]))
         se = np.sqrt((1 - args.confidence) * args.confidence / args.delta_sims)
-        print(f"  worst {worst:.3f}; one binomial SE at the target: {se:.3f}")
+        print(
+            f"  mean {mean:.3f} (SE {se / np.sqrt(len(rows)):.3f}), worst {worst:.3f} "
+            f"(one binomial SE at the target: {se:.3f})"
+        )
         print(f"  ({time.perf_counter() - t:.0f} s)")
 
     if "schedules" in args.only:
@@ -616,6 +644,7 @@ def main() -> int:
             delta=deltas[-1],
             seed=args.seed + 4,
             confidence=args.confidence,
+            looks_list=[tuple(int(k) for k in ls.split(",")) for ls in args.looks.split(";") if ls.strip()],
         )
         print(f"  ({time.perf_counter() - t:.0f} s)")
 
@@ -640,7 +669,9 @@ def main() -> int:
 
     if "audit" in args.only and "futility" in args.only:
         t = time.perf_counter()
-        b = persona_audit(data, sims=args.audits, most=args.max, min_effect=deltas[-1], seed=args.seed)
+        b = persona_audit(
+            data, sims=args.audits, most=args.max, min_effect=deltas[-1], seed=args.seed, looks=audit_looks
+        )
         print(f"\npersona audit with min_effect δ = {deltas[-1]} (the same draws)")
         print("  tests stopped at k: " + ", ".join(f"{k}: {v:.0%}" for k, v in b["stops"].items()))
         print(
