@@ -149,7 +149,7 @@ def smallest_sequential_p(spec: Any) -> tuple[float, str]:
     >>> from dbpa_core.spec import parse_spec
     >>> text = "samples: 40\\nsequential_sampling: true\\nbase: hi\\nperturbations: [{name: c, prefix: x}]"
     >>> smallest_sequential_p(parse_spec(text))  # 1 / 2001 at the last look, weight 0.5
-    (0.0009995002498750624, 'at k = 40 of looks 10, 20, 40')
+    (0.0009995002498750624, 'at k = 40 of looks 12, 18, 40')
     """
     plan = spec.sequential_sampling.plan(spec.samples)
     level = stop_level(spec.alpha, spec.correction, spec.n_tests)

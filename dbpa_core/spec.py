@@ -704,9 +704,8 @@ def _same_as_base(spec: AuditSpec, p: Any) -> bool:
 
 def spec_notes(spec: AuditSpec) -> list[str]:
     """Informational results of the spec check: which stars are out of reach (e.g.
-    ``***`` with B = 2000 and Holm over 3 or more perturbations), controls that ask the base
-    prompt again, and a futility bound known to be too narrow (``wasserstein`` with
-    sequential sampling and ``min_effect``)."""
+    ``***`` with B = 2000 and Holm over 3 or more perturbations) and controls that ask the
+    base prompt again."""
     reach = spec.attainability()
     out = [reach.message] if reach.reachable and reach.message else []
     out += [
@@ -716,13 +715,6 @@ def spec_notes(spec: AuditSpec) -> list[str]:
         for p in spec.perturbations
         if p.role == "control" and _same_as_base(spec, p)
     ]
-    if spec.sequential_sampling is not None and spec.min_effect is not None and spec.measure == "wasserstein":
-        out.append(
-            "Measure 'wasserstein' with sequential sampling and min_effect: its futility bound "
-            "is too narrow once there is a change (on recorded answers it covered the effect "
-            "in 90 % of samples at a stated 95 %), so a 'no change above δ' stop can be wrong "
-            "more often than 'confidence' says; energy-l2, jsd and ks hold it."
-        )
     return out
 
 

@@ -745,7 +745,7 @@ class AuditSpecModel(Section):
     ] = Field(
         None,
         description=(
-            "Draw the answers in rounds (k = 10, 20, 40, ... up to 'samples') and stop each test "
+            "Draw the answers in rounds (k = 12, 18, 36, ... up to 'samples') and stop each test "
             "as soon as it is significant (or, with min_effect, shown smaller than it), with a "
             "test that stays valid at every look: true, or a mapping of looks, weights, "
             "confidence."

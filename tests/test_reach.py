@@ -139,4 +139,4 @@ def test_sequential_sampling_reads_the_looks_and_their_weights():
     # the default plan at 40: the first look (B raised to 6,399 for 0.25 · .05/8) gives the floor
     dflt = reachability(parse_spec(spec_text(40, "sequential_sampling: true\n"))).rows[0]
     assert dflt.smallest_p == pytest.approx(1 / 6400 / 0.25)
-    assert "at k = 10 of looks 10, 20, 40" in dflt.test
+    assert "at k = 12 of looks 12, 18, 40" in dflt.test

@@ -67,20 +67,20 @@ def test_a_large_change_stops_at_the_first_look_and_the_control_runs_on():
     r = run(spec(), model=model)
     p = {x.name: x for x in r.perturbations}
     com, same = p["comedian"], p["same"]
-    assert com.sequential.reason == "rejected" and com.samples_used == 10 and com.significant
+    assert com.sequential.reason == "rejected" and com.samples_used == 12 and com.significant
     assert same.sequential.reason in ("maximum", "rejected")
     assert same.samples_used == 40 or same.sequential.reason == "rejected"
-    # the comedian's arm drew 10 answers, the control's and the base's 40
+    # the comedian's arm drew 12 answers, the control's and the base's 40
     per_prompt = {}
     for q in model.asked:
         per_prompt[q.prompt] = per_prompt.get(q.prompt, 0) + 1
-    assert per_prompt["Act as a comedian. " + BASE] == 10
-    assert len(model.asked) == 10 + 40 + 40
-    assert "sequential, 3 looks (k = 10, 20, 40), weights 0.25, 0.25, 0.5; stopped at k = 10" in (
+    assert per_prompt["Act as a comedian. " + BASE] == 12
+    assert len(model.asked) == 12 + 40 + 40
+    assert "sequential, 3 looks (k = 12, 18, 40), weights 0.25, 0.25, 0.5; stopped at k = 12" in (
         com.sequential.statement
     )
     d = com.to_dict()
-    assert d["samples_used"] == 10 and d["stop_reason"] == "rejected"
+    assert d["samples_used"] == 12 and d["stop_reason"] == "rejected"
     assert d["p_value"] == com.sequential.p_value == com.sequential.looks[0].p_value / 0.25
     assert r.to_dict()["sequential"].startswith("sequential, 3 looks")
     assert "samples_used,stop_reason" in r.to_csv().splitlines()[0]
@@ -88,14 +88,21 @@ def test_a_large_change_stops_at_the_first_look_and_the_control_runs_on():
 
 # --------------------------------------------------------------------------- the rules
 def test_plan_defaults():
-    assert default_looks(40) == (10, 20, 40)
-    assert default_looks(20) == (10, 20)
-    assert default_looks(100) == (10, 20, 40, 100)
+    assert default_looks(40) == (12, 18, 40)
+    assert default_looks(20) == (12, 20)
+    assert default_looks(30) == (12, 18, 30)
+    assert default_looks(80) == (12, 18, 36, 80)
+    assert default_looks(100) == (12, 18, 36, 100)
     assert default_looks(8) == (8,)
+    assert default_looks(17) == (17,)  # fewer than 1.5 times the first look: one look
+    assert default_looks(40, first=10) == (10, 15, 40)
+    # at the default maximum two looks that can stop a null control for futility come
+    # before half of it (the one at k = 18 is where most null controls stop)
+    assert [k for k in default_looks(40)[:-1] if k < 20] == [12, 18]
     assert default_weights(2) == (0.5, 0.5)
     assert default_weights(4) == pytest.approx((1 / 6, 1 / 6, 1 / 6, 0.5))
     plan = SequentialSampling().plan(40)
-    assert plan == Plan((10, 20, 40), (0.25, 0.25, 0.5), 0.95)
+    assert plan == Plan((12, 18, 40), (0.25, 0.25, 0.5), 0.95)
     # the futility bound's confidence is shared by the looks that can stop for futility
     assert plan.confidence_at(0) == plan.confidence_at(1) == pytest.approx(1 - 0.05 / 2)
 
@@ -222,21 +229,21 @@ def test_a_rerun_reads_every_round_from_the_cache(tmp_path):
     # the same answers a fixed-k run asks for: turning sequential off reuses them
     fixed_model = WordModel()
     run(spec(sequential=""), cache=cache, model=fixed_model)
-    assert len(fixed_model.asked) == 30  # only the comedian's answers 10..39 were missing
+    assert len(fixed_model.asked) == 28  # only the comedian's answers 12..39 were missing
 
 
 def test_min_effect_stops_a_null_control_early():
     r = run(spec(extra="min_effect: 0.3"))
     same = next(x for x in r.perturbations if x.name == "same")
-    assert same.sequential.reason == "futility" and same.samples_used == 10
+    assert same.sequential.reason == "futility" and same.samples_used == 12
     assert same.sequential.looks[0].upper_bound < 0.3
-    assert len(r.responses("base")) == 10  # nothing open after the first look
+    assert len(r.responses("base")) == 12  # nothing open after the first look
 
 
 def test_estimate_gives_best_and_worst_case():
     est = estimate(spec())
     seq = est["sequential"]
-    assert (seq["best_calls"], seq["worst_calls"]) == (30, 120)
+    assert (seq["best_calls"], seq["worst_calls"]) == (36, 120)
     assert est["totals"]["calls"] == 120  # the worst case, as a fixed-k run
 
 
@@ -293,11 +300,11 @@ def test_a_suite_stops_each_test_at_the_suites_level():
     model = WordModel()
     r = run_suite(s, cache=Cache(enabled=False), backends={0: model}, embedder=BagOfWords())
     com = [t for t in r.tests if t["perturbation"] == "comedian"]
-    assert all(t["stop_reason"] == "rejected" and t["samples_used"] == 10 for t in com)
+    assert all(t["stop_reason"] == "rejected" and t["samples_used"] == 12 for t in com)
     assert all(t["significant"] for t in com)
     # the stop level is α over the suite's 6 tests, not over one case's 2
     assert all(t["p_value"] <= 0.05 / 6 for t in com)
-    assert all("stopped at k = 10" in t["sequential_statement"] for t in com)
+    assert all("stopped at k = 12" in t["sequential_statement"] for t in com)
     assert len(model.asked) < 3 * (40 + 40 + 40)
     assert "samples_used,stop_reason" in r.to_csv().splitlines()[0]
     pooled = {d["perturbation"]: d for d in r.pooled}
@@ -306,7 +313,7 @@ def test_a_suite_stops_each_test_at_the_suites_level():
     from dbpa_core.runs import as_run
 
     said = [v.outcome for v in as_run(r).verdicts() if v.name == "comedian" and v.part.startswith("case")]
-    assert len(said) == 3 and all("10 answers per arm, stopped: rejected" in o for o in said)
+    assert len(said) == 3 and all("12 answers per arm, stopped: rejected" in o for o in said)
 
 
 def test_fill_rounds_fetches_each_round_of_every_case_together(tmp_path):
@@ -346,8 +353,9 @@ def test_fill_rounds_fetches_each_round_of_every_case_together(tmp_path):
     with pytest.raises(BackendError, match="did not reach the cache"):
         fill_rounds(s, cache, lambda jobs: None, backends={0: WordModel()}, embedder=BagOfWords())
     assert fill_rounds(s, cache, fetch, backends={0: model}, embedder=BagOfWords()) == 2
-    # round 1: 2 cases x (base, same, comedian) x 10; every comedian stops there
-    assert rounds == [60, 40]
+    # round 1: 2 cases x (base, same, comedian) x 12; every comedian stops there, and
+    # round 2 tops up each case's base and control to 20 (2 x 2 x 8)
+    assert rounds == [72, 32]
     asked = len(model.asked)
     r = run_suite(s, cache=cache, backends={0: model}, embedder=BagOfWords())
     assert r.usage["calls"] == 0 and len(model.asked) == asked
@@ -402,19 +410,19 @@ def test_cli_audit_says_why_each_test_stopped(tmp_path, capsys):
     ]
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "sequential sampling: 50 answers of at most 60 (17% fewer)" in out
-    assert "comedian: sequential, 2 looks (k = 10, 20), weights 0.5, 0.5; stopped at k = 10 because" in out
+    assert "sequential sampling: 52 answers of at most 60 (13% fewer)" in out
+    assert "comedian: sequential, 2 looks (k = 12, 20), weights 0.5, 0.5; stopped at k = 12 because" in out
     res = json.loads((tmp_path / "o" / "results.json").read_text())
     com = next(p for p in res["perturbations"] if p["name"] == "comedian")
-    assert com["samples_used"] == 10 and com["stop_reason"] == "rejected"
-    assert com["sequential"]["looks"][0]["k"] == 10
-    assert len((tmp_path / "o" / "responses.jsonl").read_text().splitlines()) == 50
+    assert com["samples_used"] == 12 and com["stop_reason"] == "rejected"
+    assert com["sequential"]["looks"][0]["k"] == 12
+    assert len((tmp_path / "o" / "responses.jsonl").read_text().splitlines()) == 52
     # a rerun calls nothing
     assert main(args) == 0
-    assert "0 new calls, 50 samples from the cache" in capsys.readouterr().out
+    assert "0 new calls, 52 samples from the cache" in capsys.readouterr().out
     # the estimate: best and worst case
     assert main(["--cache-dir", str(tmp_path / "c2"), "estimate", str(spec_file)]) == 0
-    assert "between 30 calls (every test stops at the first look) and 60" in capsys.readouterr().out
+    assert "between 36 calls (every test stops at the first look) and 60" in capsys.readouterr().out
     # after the finished run: its cached rounds decide everything
     assert main(["--cache-dir", str(tmp_path / "c"), "estimate", str(spec_file)]) == 0
     assert "the 2 cached rounds decide every test: the run calls nothing more" in capsys.readouterr().out
@@ -439,23 +447,23 @@ def test_the_estimate_reads_a_pilot_from_the_cache(tmp_path, capsys):
         if p.stage == "sampling":
             saved.append(p.done)
 
-    with pytest.raises(RunCancelled):  # stopped once the first round's 30 answers are saved
-        run_audit(full, cache=cache, progress=progress, should_stop=lambda: bool(saved) and saved[-1] >= 30)
+    with pytest.raises(RunCancelled):  # stopped once the first round's 36 answers are saved
+        run_audit(full, cache=cache, progress=progress, should_stop=lambda: bool(saved) and saved[-1] >= 36)
     pilot = sequential_pilot(full, cache)
     assert pilot == {
         "rounds": 1,
-        "k": 10,
+        "k": 12,
         "open": 1,
         "stopped": {"decided": 1},
-        "best_calls": 20,
-        "worst_calls": 20,
+        "best_calls": 16,
+        "worst_calls": 16,
     }
     assert main(["--cache-dir", str(tmp_path / "c"), "estimate", str(spec_file)]) == 0
     said = capsys.readouterr().out
-    assert "from the 1 cached round (a pilot, k = 10): 1 of 2 tests decided; 20 more calls" in said
-    # the replay called nothing: the sequential run then pays exactly those 20
+    assert "from the 1 cached round (a pilot, k = 12): 1 of 2 tests decided; 16 more calls" in said
+    # the replay called nothing: the sequential run then pays exactly those 16
     done = run_audit(full, cache=cache)
-    assert done.usage["calls"] == 20
+    assert done.usage["calls"] == 16
 
 
 def _replay_suite_spec(tmp_path, samples=20):
@@ -489,7 +497,7 @@ def _replay_suite_spec(tmp_path, samples=20):
 
 
 def test_a_suites_estimate_reads_each_cases_pilot_from_the_cache(tmp_path, capsys):
-    """Every case's first round in the cache (a run at samples = 10 drew exactly those
+    """Every case's first round in the cache (a run at samples = 12 drew exactly those
     answers): the suite's estimate replays each case as the suite decides it (its own
     seed, the stop level over the suite's 4 tests) and sums the calls left; the suite's
     run then makes exactly the predicted calls, and afterwards the estimate says nothing
@@ -503,25 +511,25 @@ def test_a_suites_estimate_reads_each_cases_pilot_from_the_cache(tmp_path, capsy
     cache = Cache(tmp_path / "c")
     full = load_spec(spec_file)
     assert "pilot" not in estimate_suite(full, cache=cache)["sequential"]  # nothing cached
-    first = run_suite(load_spec(_replay_suite_spec(tmp_path, samples=10)), cache=cache)
-    assert first.usage["calls"] == 2 * 3 * 10  # each case's first round, nothing more
+    first = run_suite(load_spec(_replay_suite_spec(tmp_path, samples=12)), cache=cache)
+    assert first.usage["calls"] == 2 * 3 * 12  # each case's first round, nothing more
     pilot = estimate_suite(full, cache=cache)["sequential"]["pilot"]
-    # each comedian is already rejected at k = 10 (at 0.05 / 4); each case's base and
-    # control need the second round: 2 cases x 2 arms x 10
+    # each comedian is already rejected at k = 12 (at 0.05 / 4); each case's base and
+    # control need the second round: 2 cases x 2 arms x 8
     assert pilot == {
         "cases": 2,
         "piloted": 2,
         "rounds": 1,
         "open": 2,
         "stopped": {"decided": 2},
-        "best_calls": 40,
-        "worst_calls": 40,
+        "best_calls": 32,
+        "worst_calls": 32,
     }
     assert main(["--cache-dir", str(tmp_path / "c"), "estimate", str(spec_file)]) == 0
     said = capsys.readouterr().out
-    assert "from the cached rounds of 2 of 2 cases (a pilot): 2 of 4 tests decided; 40 more calls" in said
+    assert "from the cached rounds of 2 of 2 cases (a pilot): 2 of 4 tests decided; 32 more calls" in said
     done = run_suite(full, cache=cache)
-    assert done.usage["calls"] == 40  # the replays called nothing, the run what was predicted
+    assert done.usage["calls"] == 32  # the replays called nothing, the run what was predicted
     assert estimate_suite(full, cache=cache)["sequential"]["pilot"]["worst_calls"] == 0
     assert main(["--cache-dir", str(tmp_path / "c"), "estimate", str(spec_file)]) == 0
     assert "the cached rounds of every case decide every test" in capsys.readouterr().out
@@ -562,23 +570,23 @@ def test_cli_batch_sends_each_round_as_one_job(tmp_path, capsys, monkeypatch):
         assert main(args + ["--out", str(tmp_path / "o"), "--batch"]) == 0
         cap = capsys.readouterr()
         assert srv.chat_ok == 0  # every answer came from a job
-        # round 1: base, control and comedian to k = 10 (30 requests); the comedian stops
-        # there, so round 2 tops up the base and the control only (20 requests)
-        assert [len(srv.lines(c["input_file_id"])) for c in srv.created] == [30, 20]
-        assert "Batch API, round of 30 samples: 30 answers of 30 requests cached from batch_1" in cap.err
-        assert "Batch API, round of 20 samples: 20 answers of 20 requests cached from batch_2" in cap.err
+        # round 1: base, control and comedian to k = 12 (36 requests); the comedian stops
+        # there, so round 2 tops up the base and the control only (16 requests)
+        assert [len(srv.lines(c["input_file_id"])) for c in srv.created] == [36, 16]
+        assert "Batch API, round of 36 samples: 36 answers of 36 requests cached from batch_1" in cap.err
+        assert "Batch API, round of 16 samples: 16 answers of 16 requests cached from batch_2" in cap.err
         import json
 
         got = json.loads((tmp_path / "o" / "results.json").read_text())
         used = {p["name"]: (p["samples_used"], p["stop_reason"]) for p in got["perturbations"]}
-        assert used == {"same": (20, "maximum"), "comedian": (10, "rejected")}
+        assert used == {"same": (20, "maximum"), "comedian": (12, "rejected")}
         # a rerun reads every round from the cache: no job, no call
         assert main(args + ["--out", str(tmp_path / "o2"), "--batch"]) == 0
-        assert "0 new calls, 50 samples from the cache" in capsys.readouterr().out
+        assert "0 new calls, 52 samples from the cache" in capsys.readouterr().out
         assert len(srv.created) == 2 and srv.chat_ok == 0
         # the same verdicts as answering live
         assert main(["--cache-dir", str(tmp_path / "live"), *args[2:], "--out", str(tmp_path / "o3")]) == 0
-        assert srv.chat_ok == 50
+        assert srv.chat_ok == 52
         live = json.loads((tmp_path / "o3" / "results.json").read_text())
         assert [p["p_value"] for p in live["perturbations"]] == [p["p_value"] for p in got["perturbations"]]
 
@@ -622,21 +630,21 @@ def test_cli_batch_sends_each_round_of_a_suite_as_one_job(tmp_path, capsys, monk
         assert main(args + ["--out", str(tmp_path / "o"), "--batch"]) == 0
         cap = capsys.readouterr()
         assert srv.chat_ok == 0  # every answer came from a job
-        # round 1: 3 cases x (base, control, comedian) x 10; every comedian stops there, so
-        # round 2 tops up each case's base and control (3 x 2 x 10)
-        assert [len(srv.lines(c["input_file_id"])) for c in srv.created] == [90, 60]
-        assert "Batch API, round of 90 samples: 90 answers of 90 requests cached from batch_1" in cap.err
-        assert "Batch API, round of 60 samples: 60 answers of 60 requests cached from batch_2" in cap.err
+        # round 1: 3 cases x (base, control, comedian) x 12; every comedian stops there, so
+        # round 2 tops up each case's base and control (3 x 2 x 8)
+        assert [len(srv.lines(c["input_file_id"])) for c in srv.created] == [108, 48]
+        assert "Batch API, round of 108 samples: 108 answers of 108 requests cached from batch_1" in cap.err
+        assert "Batch API, round of 48 samples: 48 answers of 48 requests cached from batch_2" in cap.err
         got = json.loads((tmp_path / "o" / "results.json").read_text())["tests"]
         used = {(t["case"], t["perturbation"]): (t["samples_used"], t["stop_reason"]) for t in got}
-        assert set(used.values()) == {(20, "maximum"), (10, "rejected")}
-        assert all(used[c, "comedian"] == (10, "rejected") for c, _ in used)
+        assert set(used.values()) == {(20, "maximum"), (12, "rejected")}
+        assert all(used[c, "comedian"] == (12, "rejected") for c, _ in used)
         # a rerun reads every round from the cache: no job, no call
         assert main(args + ["--out", str(tmp_path / "o2"), "--batch"]) == 0
         assert len(srv.created) == 2 and srv.chat_ok == 0
         # the same p-values as answering live
         assert main(["--cache-dir", str(tmp_path / "live"), *args[2:], "--out", str(tmp_path / "o3")]) == 0
-        assert srv.chat_ok == 150
+        assert srv.chat_ok == 156
         live = json.loads((tmp_path / "o3" / "results.json").read_text())["tests"]
         assert [t["p_value"] for t in live] == [t["p_value"] for t in got]
 
@@ -654,8 +662,8 @@ def test_history_and_report_keep_why_each_test_stopped(tmp_path):
         assert b.sequential == a.sequential
         assert b.samples_used == a.samples_used
     verdicts = {v.what: v.outcome for v in collect([run_id], h)[0].verdicts}
-    assert "10 answers per arm, stopped: rejected" in verdicts["comedian (target)"]
-    assert "10 answers per arm, stopped: rejected" in build_report([run_id], history=h)
+    assert "12 answers per arm, stopped: rejected" in verdicts["comedian (target)"]
+    assert "12 answers per arm, stopped: rejected" in build_report([run_id], history=h)
     # the dashboard's page report: a column per test and the sentence
     from ui.export import html_report
 
@@ -668,20 +676,20 @@ def test_a_stopped_run_resumes_with_only_the_missing_answers(tmp_path):
 
     cache = Cache(tmp_path / "cache")
     first = WordModel()
-    with pytest.raises(RunCancelled):  # stopped once the first round (3 x 10 answers) is in
+    with pytest.raises(RunCancelled):  # stopped once the first round (3 x 12 answers) is in
         run_audit(
             spec(),
             cache=cache,
             backends={0: first},
             embedder=BagOfWords(),
-            should_stop=lambda: len(first.asked) >= 30,
+            should_stop=lambda: len(first.asked) >= 36,
         )
-    assert len(first.asked) == 30
+    assert len(first.asked) == 36
     second = WordModel()
     r = run(spec(), cache=cache, model=second)
     asked = {(q.prompt, q.index) for q in first.asked}
     assert not asked & {(q.prompt, q.index) for q in second.asked}  # nothing paid twice
-    assert len(asked) + len(second.asked) == 10 + 40 + 40
+    assert len(asked) + len(second.asked) == 12 + 40 + 40
     assert {p.name: p.sequential.reason for p in r.perturbations}["comedian"] == "rejected"
 
 
@@ -710,7 +718,7 @@ def test_text_similarity_and_a_model_comparison_run_sequentially():
         models, cache=Cache(enabled=False), backends={0: WordModel(), 1: WordModel()}, embedder=BagOfWords()
     )
     (b,) = m.perturbations
-    assert b.sequential.reason in ("maximum", "rejected") and b.samples_used in (10, 20)
+    assert b.sequential.reason in ("maximum", "rejected") and b.samples_used in (12, 20)
 
 
 @pytest.mark.parametrize("shift", [0.0, 0.6])
@@ -763,9 +771,10 @@ def test_the_effect_above_chance_is_the_scaled_u_statistic():
     assert 0.01 < up_jsd < np.inf
 
 
-def test_wasserstein_futility_stops_come_with_a_note():
-    """The futility bound of 'wasserstein' undercovers once there is a change (measured in
-    benchmarks/bench_sequential.py --only measures): the spec check says so, and only then."""
+def test_wasserstein_futility_stops_need_no_note():
+    """The futility bound of 'wasserstein' covers its stated confidence since its variance
+    is the within-arm bootstrap's (benchmarks/bench_sequential.py --only measures): the
+    spec check no longer warns about it."""
     from dbpa_core.spec import spec_notes
 
     s = parse_spec(
@@ -783,9 +792,68 @@ def test_wasserstein_futility_stops_come_with_a_note():
         source="test",
         allow_key_env=True,
     )
-    assert any("futility bound is too narrow" in n for n in spec_notes(s))
-    from dataclasses import replace
+    assert not any("wasserstein" in n or "futility" in n for n in spec_notes(s))
 
-    assert not any("'wasserstein'" in n for n in spec_notes(replace(s, min_effect=None)))
-    assert not any("'wasserstein'" in n for n in spec_notes(replace(s, measure="jsd")))
-    assert not any("'wasserstein'" in n for n in spec_notes(replace(s, sequential_sampling=None)))
+
+@pytest.fixture(scope="module")
+def clustered_samples():
+    """40 samples of 10 base answers (two clusters) against 10 answers that come from a
+    third cluster with probability 0.7: a change like a persona's. Numba on one thread
+    while they are used: hundreds of small statistics, where starting threads costs most."""
+    import numba
+
+    threads = numba.get_num_threads()
+    numba.set_num_threads(1)
+    rng = np.random.default_rng(11)
+    centres = 2.0 * np.eye(8)[:3]
+    out = []
+    for _ in range(40):
+        x = centres[rng.integers(0, 2, 10)] + rng.standard_normal((10, 8))
+        moved = rng.random((10, 1)) < 0.7
+        y = np.where(moved, centres[2], centres[rng.integers(0, 2, 10)]) + rng.standard_normal((10, 8))
+        out.append(np.vstack([x, y]))
+    yield out
+    numba.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("measure", ["jsd", "wasserstein", "ks"])
+def test_the_bootstrap_variance_is_the_variance_of_omega(clustered_samples, measure):
+    """The within-arm bootstrap variance (the similarity measures' futility bound) is about
+    the variance of ω over fresh samples: neither a fraction nor a multiple of it."""
+    from dbpa_core.measures import get_measure
+    from dbpa_core.sequential import bootstrap_variance
+    from dbpa_core.similarity import cosine_similarity_matrix
+
+    omega, boot = [], []
+    first = np.arange(10, dtype=np.int32)[None, :]
+    for s, z in enumerate(clustered_samples):
+        sim = cosine_similarity_matrix(z)
+        omega.append(get_measure(measure).prepare(sim, 10, 10, 30, False)(first)[0])
+        boot.append(bootstrap_variance(sim, 10, measure=measure, rng=s, resamples=30))
+    ratio = np.mean(boot) / np.var(omega, ddof=1)
+    assert 0.5 < ratio < 2.5, ratio
+    sim = cosine_similarity_matrix(clustered_samples[0])
+    assert bootstrap_variance(sim, 10, measure=measure, rng=3, resamples=30) == bootstrap_variance(
+        sim, 10, measure=measure, rng=3, resamples=30
+    )  # seeded: the same variance twice
+
+
+def test_the_wasserstein_bound_covers_the_effect(clustered_samples):
+    """The bound at 95 % lies above the mean effect above chance in about 95 % of samples or
+    more (the jackknife it replaced held only 89.7 % on recorded answers)."""
+    from dbpa_core.permutation import dbpa_test_similarity
+    from dbpa_core.sequential import effect_upper_bound
+    from dbpa_core.similarity import cosine_similarity_matrix
+
+    eac, upper = [], []
+    for s, z in enumerate(clustered_samples):
+        sim = cosine_similarity_matrix(z)
+        r = dbpa_test_similarity(sim, 10, measure="wasserstein", n_permutations=99, rng=s)
+        eac.append(r.effect_above_chance)
+        upper.append(
+            effect_upper_bound(
+                sim, 10, measure="wasserstein", effect_above_chance=r.effect_above_chance, confidence=0.95
+            )
+        )
+    assert np.mean(eac) > 0.05  # a change, not a null
+    assert np.mean(np.array(upper) >= np.mean(eac)) >= 0.9  # nominal 0.95

@@ -121,7 +121,7 @@ def pick_models(
 
 
 SEQUENTIAL_HELP = (
-    "Draw the answers in rounds (k = 10, 20, 40, … up to the samples per prompt) and stop "
+    "Draw the answers in rounds (k = 12, 18, 36, … up to the samples per prompt) and stop "
     "each test once its verdict is settled: fewer calls, the same error rates. With δ set, a "
     "test also stops when its effect above chance is shown below δ."
 )

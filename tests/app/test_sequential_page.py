@@ -17,10 +17,10 @@ def test_the_switch_turns_sequential_sampling_on(make_app):
     assert not at.exception, at.exception
     table = next(d.value for d in at.dataframe if "answers per arm" in d.value.columns)
     assert set(table["stopped"]) <= {"rejected", "futility", "maximum"}
-    assert set(table["answers per arm"]) <= {10, 20}
+    assert set(table["answers per arm"]) <= {12, 20}
     said = " ".join(plain(c.value) for c in at.caption)
     assert "Sequential sampling: the answers were drawn in rounds" in said
-    assert "sequential, 2 looks (k = 10, 20), weights 0.5, 0.5; stopped at k = " in said
+    assert "sequential, 2 looks (k = 12, 20), weights 0.5, 0.5; stopped at k = " in said
 
 
 def test_the_suite_page_switch_is_written_into_suite_yaml(make_app, tmp_path, monkeypatch):
@@ -44,9 +44,9 @@ def test_the_suite_page_switch_is_written_into_suite_yaml(make_app, tmp_path, mo
     (tmp_path / "suite.yaml").write_text(text)
     (tmp_path / "cases.csv").write_text(suite_builder.cases_csv(doc))
     spec = load_spec(tmp_path / "suite.yaml")
-    assert spec.sequential_sampling.plan(spec.samples).looks == (10, 20)
+    assert spec.sequential_sampling.plan(spec.samples).looks == (12, 20)
     # with rounds of this suite in the cache, the estimate's pilot (computed and tested in
-    # tests/test_sequential.py; the demo recording holds too few answers for a round of 10
+    # tests/test_sequential.py; the demo recording holds too few answers for a round of 12
     # per suite prompt) is said under the totals
     from dbpa_core import runs as runs_module
 
