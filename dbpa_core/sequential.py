@@ -334,9 +334,13 @@ def effect_upper_bound(
     decomposition).
 
     * ``V₁``, the first-order part (each answer's own share of the statistic, zero when
-      nothing changed), estimated by plug-in: for the ``energy-*`` measures from the
-      Hoeffding projection of the U-statistic (:func:`energy_u_statistic`), for the others
-      by Arvesen's two-sample jackknife of ω.
+      nothing changed): for the ``energy-*`` measures by plug-in from the Hoeffding
+      projection of the U-statistic (:func:`energy_u_statistic`); for the others, which are
+      not U-statistics, by the within-arm bootstrap (:func:`bootstrap_variance`), which
+      estimates the variance of ω from each arm's own sampling. (Arvesen's two-sample
+      jackknife, used before, is unreliable for these non-smooth statistics: for
+      ``wasserstein`` it came out smallest exactly in the samples whose estimate was low,
+      and the bound covered the effect in 89.7 % of them at a stated 95 %.)
     * ``V₂``, the second-order part (all that is left when nothing changed), estimated by
       the variance of the statistic over :data:`BOUND_SPLITS` random splits of the pooled
       answers: the permutation distribution is the statistic's distribution under no change.
@@ -348,7 +352,10 @@ def effect_upper_bound(
     (the plug-in ``V₁`` carries the noise of its own means, which near no change is about
     ``V₂`` again), which keeps the bound honest where it matters: when the change is as
     large as δ, a bound below δ stays rarer than ``1 - confidence`` (measured on recorded
-    answers in the benchmarks, where the jackknife alone was not).
+    answers in the benchmarks, where the jackknife alone was not). For the similarity
+    measures ``V₂`` is added to the bootstrap's variance for the same reason: the bootstrap
+    is unreliable for a statistic whose first-order part vanishes (near no change), and the
+    split variance is exactly that case's variance.
 
     Parameters
     ----------
@@ -382,6 +389,9 @@ def effect_upper_bound(
     else:
         estimate = effect_above_chance
         var = bootstrap_variance(matrix, k, measure=measure, bins=bins, null=null, rng=gen)
+        stat = meas.prepare(np.ascontiguousarray(matrix), k, m, bins, null == "pooled")
+        splits = np.argsort(gen.random((BOUND_SPLITS, n)), axis=1)[:, :k].astype(np.int32)
+        var += float(np.var(stat(np.sort(splits, axis=1))))
     return float(estimate + norm.ppf(confidence) * math.sqrt(max(var, 0.0)))
 
 

@@ -818,8 +818,9 @@ def clustered_samples():
 
 @pytest.mark.parametrize("measure", ["jsd", "wasserstein", "ks"])
 def test_the_bootstrap_variance_is_the_variance_of_omega(clustered_samples, measure):
-    """The within-arm bootstrap variance (the similarity measures' futility bound) is about
-    the variance of ω over fresh samples: neither a fraction nor a multiple of it."""
+    """The within-arm bootstrap variance (the first-order part of the similarity measures'
+    futility bound) is about the variance of ω over fresh samples: neither a fraction nor a
+    multiple of it."""
     from dbpa_core.measures import get_measure
     from dbpa_core.sequential import bootstrap_variance
     from dbpa_core.similarity import cosine_similarity_matrix
