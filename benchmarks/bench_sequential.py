@@ -16,23 +16,28 @@ permutation test (energy-l2, the default measure) and the futility bound.
   included). Targets: >= 40 % fewer calls, power within 0.02 of fixed k.
 * **false-positive rate, every look taken**: two disjoint groups of 20 answers to *one*
   prompt (each of the 12 on-topic prompts in turn; a true null), p_seq at α = .05 with
-  every look taken (no stop), for the default plan (looks 10, 20) and a plan of four equal
+  every look taken (no stop), for the default plan (looks 12, 20) and a plan of four equal
   looks (5, 10, 15, 20). Target: <= α + 2 SE over >= 2,000 simulations.
-* **futility**: the same nulls with ``min_effect`` δ (default 0.05, below every persona's
-  effect above chance); share of nulls stopped for futility at or before half the maximum.
-  Target: >= 80 %.
+* **futility**: null controls (two disjoint groups of the base prompt's answers) with
+  ``min_effect`` δ (0.05 and 0.1), at most ``--futility-max`` (40) answers per arm; share
+  stopped for futility before half the maximum. Target: >= 80 %. A test can stop for
+  futility only before its last look, so each draws answers up to the look before the
+  last (k = 18 at 40) and ends there: the recording's 60 answers to the base prompt are
+  enough for a maximum of 40.
 * **futility at a change of exactly δ** (is the stated confidence honest?): the perturbed
   arm draws each answer from a persona with probability λ and from the base prompt's other
   answers otherwise, λ chosen so that the energy distance between the two populations is
   exactly δ (for such a mixture it is λ² times the persona's: the populations are the
   recorded answers). Share of these tests wrongly stopped as "no change above δ" over all
-  the looks. Target: <= 1 - confidence (0.05).
+  the looks (drawn, likewise, up to the look before the last). Target: <= 1 - confidence
+  (0.05).
 
 Not run by default (``--only schedules,measures``):
 
 * **schedules**: the null-control share and the changes of δ wrongly stopped, for each
   maximum (20, 30, 40, 80) and several round schedules; fresh recorded answers are drawn
-  only up to the looks that decide what is measured (see :func:`schedules`).
+  only up to the looks that decide what is measured (see :func:`schedules`); ``--looks
+  "12,18,40;15,40"`` measures chosen schedules instead.
   ``--bound first-order`` repeats it with a narrower bound (the first-order variance
   alone), to see what the null-control target would cost the stated confidence.
 * **measures**: how often the futility bound covers the mean effect above chance, for
