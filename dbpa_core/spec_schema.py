@@ -539,8 +539,8 @@ class SequentialSamplingEntry(Section):
     looks: list[Annotated[int, Field(ge=2)]] | None = Field(
         None,
         description=(
-            "Answers per arm at each look, increasing, the last equal to 'samples' (default: 10, "
-            "20, 40, ... doubling up to 'samples')."
+            "Answers per arm at each look, increasing, the last equal to 'samples' (default: 12, "
+            "18, then doubling up to 'samples': 12, 18, 40 at 40)."
         ),
     )
     weights: list[Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]] | None = Field(
