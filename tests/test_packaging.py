@@ -27,9 +27,13 @@ from .local_http import stop_process
 REPO = Path(__file__).resolve().parent.parent
 IGNORE = shutil.ignore_patterns(
     ".git",
-    ".venv",
+    ".venv*",  # .venv and make vllm's .venv-vllm (3.4 GB)
+    ".lockenv",
+    ".mypy_cache",
+    ".ruff_cache",
     "build",
     "dist",
+    "site",
     "*.egg-info",
     "__pycache__",
     ".pytest_cache",
@@ -40,6 +44,27 @@ IGNORE = shutil.ignore_patterns(
     "cache",
     ".dbpa_cache",
 )
+
+
+def copy_source(dest: Path) -> None:
+    """A clean copy of the repository at ``dest``: in a git checkout the files git knows
+    or would add (tracked, and untracked but not ignored), so that no virtual environment,
+    cache or build output of this checkout is copied (make vllm's environment alone is
+    3.4 GB); elsewhere the tree without :data:`IGNORE`."""
+    try:
+        listed = subprocess.run(
+            ["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            capture_output=True,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        shutil.copytree(REPO, dest, ignore=IGNORE)
+        return
+    for name in filter(None, listed.decode().split("\0")):
+        source = REPO / name
+        if source.is_file():  # a tracked file deleted in the working tree is left out
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / name)
 
 
 # --------------------------------------------------------------------------- fast
@@ -206,7 +231,7 @@ def wheel(tmp_path_factory) -> Path:
     """The wheel built from a clean copy of the repository (once for the module)."""
     base = tmp_path_factory.mktemp("build")
     src = base / "src"
-    shutil.copytree(REPO, src, ignore=IGNORE)
+    copy_source(src)
     dist = base / "dist"
     subprocess.run(
         [
