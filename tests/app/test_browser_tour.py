@@ -1,14 +1,22 @@
 """The manual's tour of the dashboard, in a real browser on the demo recordings: every page
 opens without an error, its default example runs, and a screenshot of each is saved.
 
+Offline means offline, too: the tour asks nothing of any host but the dashboard's own. Every
+request the browser makes is checked; one to another host (fonts.gstatic.com for a page
+icon, a CDN for a script or a font) fails the test, and is blocked so that nothing waits on
+it. (One tour for both: each page opened and its example run once, not twice.)
+
 The screenshots go to ``$DBPA_DOCS_IMG`` when set (``python docs/make_screenshots.py`` sets
 it to ``docs/img/``, the manual's pictures), else to ``screenshots/tour/``, so an ordinary
 test run never rewrites the manual's images."""
 
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
+
+from ui.nav import PAGES
 
 from .browser_support import ROOT, dashboard, require_browser, shots
 
@@ -64,9 +72,39 @@ def demo_url(tmp_path_factory, demo_cache):
         yield url
 
 
+def _offline(context, url: str) -> list[str]:
+    """Blocks every request of ``context`` to another host than ``url``'s; returns the list
+    the requests (and websockets) to other hosts are added to."""
+    own = urlsplit(url).netloc
+    foreign: list[str] = []
+
+    def local(u: str) -> bool:
+        return urlsplit(u).scheme in ("data", "blob") or urlsplit(u).netloc == own
+
+    context.route("**/*", lambda route: route.continue_() if local(route.request.url) else route.abort())
+    # every request, also those routing does not see (a favicon is fetched outside it)
+    context.on("request", lambda r: None if local(r.url) else foreign.append(r.url))
+    context.on("websocket", lambda ws: None if urlsplit(ws.url).netloc == own else foreign.append(ws.url))
+    return foreign
+
+
+def _chips_cut_off(page) -> list[str]:
+    """The chosen options of multiselects whose chip is not shown whole."""
+    return page.evaluate("""() => [...document.querySelectorAll(
+        '[data-testid=stMultiSelectTagsContainer]')].flatMap(box => {
+          const r = box.getBoundingClientRect();
+          return [...box.querySelectorAll('[data-tag]')].filter(t => {
+            const c = t.getBoundingClientRect();
+            return c.right > r.right + 1 || c.bottom > r.bottom + 1; })
+          .map(t => t.getAttribute('aria-label')); })""")
+
+
 def test_a_tour_of_every_page(demo_url, browser):
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    foreign = _offline(context, demo_url)
+    page = context.new_page()
     plot = page.locator(".js-plotly-plot")
+    visited = {""}
 
     # the landing page: the papers' eight personas, run on the recorded answers
     _open(page, demo_url, lambda p: p.get_by_role("button", name="Run audit"))
@@ -93,20 +131,26 @@ def test_a_tour_of_every_page(demo_url, browser):
         ("model_comparison", "tour-model-comparison", run),
     ):
         _open(page, f"{demo_url}/{url}", lambda p: p.get_by_role("button", name="Run", exact=True))
+        visited.add(url)
+        if url == "persona_explorer":  # every chosen persona's chip shown whole
+            assert not _chips_cut_off(page)
         _run(page)
         _shot(page, name, at)
 
     _open(page, f"{demo_url}/robustness", lambda p: p.get_by_role("button", name="Run battery"))
+    visited.add("robustness")
     _run(page, "Run battery")
     _shot(page, "tour-robustness", page.get_by_role("heading", name="Results").first)
 
     _open(page, f"{demo_url}/fidelity", lambda p: p.get_by_role("heading", name="Results"))
+    visited.add("fidelity")
     plot.first.wait_for(timeout=120_000)
     _wait_idle(page)
     _shot(page, "tour-fidelity", plot.first)  # the calibrated curves
 
     # the Suite page: its example's recorded result at once, the verdict in words first
     _open(page, f"{demo_url}/suite", lambda p: p.get_by_text("Recorded result"))
+    visited.add("suite")
     plot.first.wait_for(timeout=120_000)
     _wait_idle(page)
     assert "perturbations change the answers across the cases" in page.inner_text("body")
@@ -120,7 +164,14 @@ def test_a_tour_of_every_page(demo_url, browser):
         ("settings", "tour-settings"),
     ):
         _open(page, f"{demo_url}/{url}", lambda p: p.get_by_text("Demo mode"))
+        visited.add(url)
         _shot(page, name)
     body = page.inner_text("body")
     assert "Settings" in body
-    page.close()
+    # any page the tour has not shown by its own address is opened as well
+    for *_, title, _icon, url_path in PAGES:
+        if url_path not in visited:
+            _open(page, f"{demo_url}/{url_path}", lambda p: p.get_by_role("heading", level=1))
+            assert "Traceback" not in page.inner_text("body"), title
+    context.close()
+    assert not foreign, "requests to other hosts:\n" + "\n".join(foreign)
