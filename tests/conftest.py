@@ -72,6 +72,9 @@ def _private_dbpa_home(tmp_path_factory, monkeypatch):
     # a long CLI run under a busy machine prints no progress line into a test's stderr
     # (the tests of those lines set it themselves)
     monkeypatch.setenv("DBPA_PROGRESS_EVERY", "3600")
+    # the fake servers' faults are retried at once, not after half a second and more (the
+    # backoff itself is tested in tests/test_hostile_server.py)
+    monkeypatch.setattr("dbpa_core.backends.openai_compat.BACKOFF_BASE", 0.01)
 
 
 @pytest.fixture(autouse=True)

@@ -39,7 +39,7 @@ model:
   base_url: {server.base_url}
   api_key_env: DBPA_TEST_KEY
   concurrency: {concurrency}
-  max_retries: 4
+  max_retries: 6
   timeout: {timeout}
 {extra_model}
 embedder:
@@ -78,6 +78,8 @@ def server(**kw):
 
 def test_survives_faults_and_every_sample_arrives_once(cache, tmp_path):
     faults = {2: "429", 3: "500", 5: "slow", 7: "malformed", 8: "500", 11: "429"}
+    # by the server's request count, shared by the client's tasks: one task may meet all six
+    # in a row, and may retry six times (max_retries), so no run depends on the interleaving
     # the slow answer is held until the client has given up and asked again (an event, not a
     # race between two clocks); the client's timeout is the one short deadline, the path tested
     with server(faults=faults, slow_seconds=60.0, slow_until_retry=True) as srv:

@@ -139,6 +139,28 @@ def test_retry_wait_cap_defaults_to_60_seconds():
     assert s.model["max_retry_wait"] == 5
 
 
+def test_retries_back_off_exponentially_with_jitter(cache, monkeypatch):
+    """Without Retry-After the n-th retry waits 0.5 * 2**n s times a random 0.5-1 (the test
+    suite shrinks the base: here the product's own is put back and the pauses are recorded,
+    not waited)."""
+    from dbpa_core.backends import openai_compat
+
+    assert openai_compat.OpenAIClientSettings(backoff_base=0.5).backoff_base == 0.5
+    monkeypatch.setattr(openai_compat, "BACKOFF_BASE", 0.5)
+    assert openai_compat.OpenAIClientSettings().backoff_base == 0.5
+    pauses = []
+
+    async def record(seconds, should_stop):
+        pauses.append(seconds)
+
+    monkeypatch.setattr(openai_compat, "_sleep", record)
+    with server(faults={1: "500", 2: "500", 3: "500"}) as srv:
+        run_audit(spec_for(srv, samples=2, concurrency=1, embedder="rouge1", max_retries=3), cache=cache)
+    assert len(pauses) == 3
+    for n, pause in enumerate(pauses):
+        assert 0.5 * 2**n * 0.5 <= pause <= 0.5 * 2**n, pauses
+
+
 @pytest.mark.timeout(60)
 def test_stop_interrupts_a_long_retry_wait(cache):
     """Stop is pressed once the audit waits to retry (the progress line says so): the wait
@@ -315,8 +337,17 @@ def test_every_sample_paid_once_under_mixed_faults(cache):
         9: "500",
     }
     with server(faults=faults) as srv:
+        # faults are by the server's request count, and two tasks share it: a task may meet
+        # all six in a row, so it may retry six times (no run depends on how they interleave)
         res = run_audit(
-            spec_for(srv, samples=4, concurrency=2, embedder="rouge1", model_extra="  n_per_request: 2"),
+            spec_for(
+                srv,
+                samples=4,
+                concurrency=2,
+                embedder="rouge1",
+                max_retries=6,
+                model_extra="  n_per_request: 2",
+            ),
             cache=cache,
         )
         seen = list(srv.delivered)

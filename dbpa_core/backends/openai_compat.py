@@ -61,6 +61,10 @@ T = TypeVar("T")
 
 DEFAULT_MAX_RESPONSE_MB = 8.0
 DEFAULT_MAX_RETRY_WAIT = 60.0
+# The pause before the n-th retry of a request without Retry-After: BACKOFF_BASE * 2**n
+# seconds (at most the settings' backoff_max), times a random 0.5-1 (jitter). Read when a
+# client's settings are made (the test suite shrinks it: its fake servers need no pause).
+BACKOFF_BASE = 0.5
 # A chat answer may be at most this large for the max_tokens it was asked for: the JSON
 # envelope, plus per token of each choice more than any tokenizer's longest token written
 # as JSON escapes (\uXXXX is 6 bytes a character). 300 tokens: about 100 KB.
@@ -177,7 +181,7 @@ class OpenAIClientSettings:
         concurrency: int = 8,
         max_retries: int = 6,
         timeout: float = 60.0,
-        backoff_base: float = 0.5,
+        backoff_base: float | None = None,
         backoff_max: float = 30.0,
         max_retry_wait: float = DEFAULT_MAX_RETRY_WAIT,
         max_response_mb: float = DEFAULT_MAX_RESPONSE_MB,
@@ -188,7 +192,7 @@ class OpenAIClientSettings:
         self.concurrency = max(1, int(concurrency))
         self.max_retries = max(0, int(max_retries))
         self.timeout = float(timeout)
-        self.backoff_base = float(backoff_base)
+        self.backoff_base = float(BACKOFF_BASE if backoff_base is None else backoff_base)
         self.backoff_max = float(backoff_max)
         self.max_retry_wait = max(0.0, float(max_retry_wait))
         self.max_response_bytes = int(float(max_response_mb) * 1024**2)
