@@ -100,7 +100,7 @@ lint: $(STAMP)
 # process) and list the 15 slowest at the end (--durations=15, in pyproject's addopts).
 # SHUFFLE=<seed> runs them in a seeded order (tests/conftest.py): make test-fast SHUFFLE=7
 JOBS ?= auto
-PYTEST := $(PY) -m pytest -q $(if $(filter 1,$(JOBS)),,-n $(JOBS)) $(if $(SHUFFLE),--shuffle $(SHUFFLE))
+PYTEST := $(PY) -m pytest -q $(if $(filter 1,$(JOBS)),,-n $(JOBS) --dist loadfile --no-loadscope-reorder) $(if $(SHUFFLE),--shuffle $(SHUFFLE))
 
 test: $(STAMP) browser-deps postgres-deps vllm lint
 	$(PYTEST)

@@ -24,23 +24,36 @@ def pytest_report_header(config):
     return None if seed is None else f"shuffled with --shuffle {seed}"
 
 
+def _tier(items) -> int:
+    """0 for a file with a browser test, 1 with a slow one, 2 otherwise."""
+    marks = {m.name for item in items for m in item.iter_markers()}
+    return 0 if "browser" in marks else 1 if "slow" in marks else 2
+
+
 def pytest_collection_modifyitems(config, items):
-    """With ``--shuffle SEED``: the files in a seeded order, and each file's tests too. A
-    file's tests stay together (its module fixtures are set up once), and every pytest-xdist
-    worker, given the same seed, collects the same order, as xdist requires."""
+    """The files that take longest first: those with browser tests, then those with slow
+    tests, then the rest. Under pytest-xdist (``--dist loadfile``, as make test runs it) a
+    file is one unit of work, so a file of minutes that started last would leave the other
+    workers idle at the end; started first, the short files fill in around it.
+
+    With ``--shuffle SEED``: the files in a seeded order within each of those tiers, and
+    each file's tests too. A file's tests stay together (its module fixtures are set up
+    once), and every pytest-xdist worker, given the same seed, collects the same order, as
+    xdist requires."""
     seed = config.getoption("--shuffle")
-    if seed is None:
-        return
     rnd = random.Random(seed)
     by_file: dict[str, list] = {}
     for item in items:
         by_file.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
     files = list(by_file)
-    rnd.shuffle(files)
+    if seed is not None:
+        rnd.shuffle(files)
+    files.sort(key=lambda f: _tier(by_file[f]))  # stable: the order within a tier is kept
     items[:] = []
     for f in files:
         group = by_file[f]
-        rnd.shuffle(group)
+        if seed is not None:
+            rnd.shuffle(group)
         items.extend(group)
 
 

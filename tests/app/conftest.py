@@ -11,14 +11,19 @@ DEFAULT = object()
 
 
 @pytest.fixture
-def make_app(tmp_path):
+def make_app(tmp_path, demo_cache):
     """An AppTest of the dashboard with a temporary cache and given models (``models=None``:
     the defaults, as a fresh session gets them). DBPA_HOME is a temporary folder (see
-    tests/conftest.py), so the history and saved models start empty."""
+    tests/conftest.py), so the history and saved models start empty. The cache starts as a
+    copy of the session's demo cache (tests/demo_cache.py): the recorded answers' MiniLM
+    vectors are there, so no test embeds them again; nothing else is."""
+    from tests.demo_cache import copy_to
+
+    cache = copy_to(demo_cache, tmp_path / "cache")
 
     def make(models=DEFAULT, page=None, **state):
         at = AppTest.from_file(APP, default_timeout=240)
-        at.session_state["cache_dir"] = str(tmp_path / "cache")
+        at.session_state["cache_dir"] = str(cache)
         if models is DEFAULT:
             models = [{"backend": "replay", "file": DEMO, "label": "demo"}]
         if models is not None:
