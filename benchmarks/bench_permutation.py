@@ -14,7 +14,10 @@ same machine at the same time.
 Targets (issue 2, 2-core machine): k = 50, jsd: <= 20 ms and >= 100x faster
 than literal; k = 500: < 1 s. Beside a busy core (issue 35: another process spinning on
 one core, started by this script) k = 50 takes at most 2x its time without it; the load
-average is printed with it, since a machine busy with other work has no quiet time.
+average is printed with it, since a machine busy with other work has no quiet time. Two
+dashboard sessions at once (two threads of this process, as two sessions of one dashboard
+server run their audits, each calling the test) take at most 2x a single session's time
+per test.
 
 Then the other measures against jsd in the same run (issue 12: ``wasserstein`` and
 ``ks`` within 5x of jsd at k = 200), and sequential stopping on a clear null
@@ -78,12 +81,20 @@ def main() -> int:
     print(f"measure={args.measure}  B={B}  d=384  cores={os.cpu_count()}")
     print(f"{'k':>5} {'ours ms':>9} {'ours perm/s':>12} {'literal perm/s':>15} {'speed-up':>9}  target")
     ok = True
-    for k in sizes:
-        x, y = embeddings(k)
-        ours = best_time(
+    # ours at every k before any literal run: the literal version's numpy calls leave BLAS
+    # threads spinning for a while, which took cores from the next timing (k = 50 read
+    # 20-23 ms right after the literal k = 25, 12-14 ms without it)
+    ours_at = {
+        k: best_time(
             lambda x=x, y=y: dbpa_test(x, y, measure=args.measure, n_permutations=B, rng=0),
             repeats=7 if k <= 100 else 3,
         )
+        for k in sizes
+        for x, y in [embeddings(k)]
+    }
+    for k in sizes:
+        x, y = embeddings(k)
+        ours = ours_at[k]
         n_lit = max(20, args.literal_permutations // max(1, k // 50))
         lit = best_time(
             lambda x=x, y=y, n=n_lit: literal_dbpa_test(x, y, measure=args.measure, n_permutations=n, rng=0),
@@ -106,6 +117,7 @@ def main() -> int:
         )
     if args.measure == "jsd":
         ok &= bench_busy_core()
+        ok &= bench_two_sessions()
     if args.measure == "jsd" and not args.skip_others:
         ok &= bench_other_measures([int(v) for v in args.other_sizes.split(",")])
         ok &= bench_sequential()
@@ -166,6 +178,41 @@ def bench_busy_core() -> bool:
     print(
         f"\nbeside a busy core, k = 50, jsd: {busy * 1e3:.1f} ms against {quiet * 1e3:.1f} ms alone "
         f"({ratio:.1f}x; load average before {load:.1f}); target <= 2x: {'met' if met else 'MISSED'}"
+    )
+    return met
+
+
+def bench_two_sessions(repeats: int = 15) -> bool:
+    """k = 50, jsd, B = 10,000 in one session, then in two sessions at once: two threads of
+    this process, as one dashboard server runs two users' audits, each timing its calls."""
+    import threading
+
+    x, y = embeddings(50)
+    dbpa_test(x, y, n_permutations=B, rng=0)  # compiled
+
+    def session(out: list[float], start: threading.Barrier | None = None) -> None:
+        if start is not None:
+            start.wait()
+        for _ in range(repeats):
+            t = time.perf_counter()
+            dbpa_test(x, y, n_permutations=B, rng=0)
+            out.append(time.perf_counter() - t)
+
+    one: list[float] = []
+    session(one)
+    both: list[list[float]] = [[], []]
+    start = threading.Barrier(2)
+    threads = [threading.Thread(target=session, args=(out, start)) for out in both]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    alone, together = float(np.median(one)), float(np.median(both[0] + both[1]))
+    ratio = together / alone
+    met = ratio <= 2.0
+    print(
+        f"two dashboard sessions at once, k = 50, jsd: {together * 1e3:.1f} ms a test (median) against "
+        f"{alone * 1e3:.1f} ms in one session ({ratio:.1f}x); target <= 2x: {'met' if met else 'MISSED'}"
     )
     return met
 
