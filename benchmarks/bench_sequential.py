@@ -267,6 +267,25 @@ def mixture_population(data: Answers, persona: str, delta: float) -> float | Non
     return lam if lam <= 1 else None
 
 
+def mixture_arms(
+    gen: np.random.Generator, base: np.ndarray, persona: np.ndarray, lam: float, n: int
+) -> tuple[np.ndarray, np.ndarray, bool]:
+    """A test at a change of exactly δ: ``n`` base answers, and ``n`` answers each drawn from
+    the persona's with probability ``lam`` and from the base prompt's other answers
+    otherwise, without replacement (rows of the recording). Where the recording has too few
+    of either, the second arm is shorter, and the third value says so."""
+    order = gen.permutation(base)
+    x, rest = order[:n], order[n:]
+    n_persona = int(gen.binomial(n, lam))
+    n_base = n - n_persona
+    short = n_persona > persona.size or n_base > rest.size
+    if short:
+        n_persona = min(n_persona, persona.size)
+        n_base = min(n - n_persona, rest.size)
+    y = gen.permutation(np.concatenate([gen.permutation(persona)[:n_persona], rest[:n_base]]))
+    return x, y, short
+
+
 def futility_at_delta(
     data: Answers, *, sims: int, most: int, deltas: list[float], seed: int, confidence: float = 0.95
 ) -> list[dict]:
@@ -284,14 +303,7 @@ def futility_at_delta(
                 continue
             wrong = 0
             for s in range(sims if need else 0):
-                order = gen.permutation(data.index[base])
-                x, rest = order[:need], order[need:]
-                n_persona = int(gen.binomial(need, lam))
-                y = gen.permutation(
-                    np.concatenate(
-                        [gen.permutation(data.index[persona])[:n_persona], rest[: need - n_persona]]
-                    )
-                )
+                x, y, _ = mixture_arms(gen, data.index[base], data.index[persona], lam, need)
                 rec = one_run(data, plan, x, y, delta, s, need + 1)
                 wrong += rec is not None and rec.reason == "futility"
             rows.append(
@@ -392,17 +404,8 @@ def schedules(
         for p, lam in lams.items():
             bad = 0
             for s in range(delta_sims if last else 0):
-                order = gen.permutation(base)
-                x, rest = order[:last], order[last:]
-                n_persona = int(gen.binomial(last, lam))
-                n_base = last - n_persona
-                if n_persona > data.index[p].size or n_base > rest.size:
-                    short += 1
-                    n_persona = min(n_persona, data.index[p].size)
-                    n_base = min(last - n_persona, rest.size)
-                y = gen.permutation(
-                    np.concatenate([gen.permutation(data.index[p])[:n_persona], rest[:n_base]])
-                )
+                x, y, was_short = mixture_arms(gen, base, data.index[p], lam, last)
+                short += was_short
                 k = min(len(x), len(y))
                 rec = one_run(data, plan, x[:k], y[:k], delta, s, last + 1)
                 bad += rec is not None and rec.reason == "futility"
