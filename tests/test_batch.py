@@ -299,12 +299,22 @@ def test_a_suite_sends_every_case_in_one_job(tmp_path):
 
 def test_two_runs_at_once_share_one_job(tmp_path):
     """Two runs of one audit started together (two threads, one cache folder): one job is
-    created and both get every answer."""
+    created, the second run picks it up while it runs, and both get every answer. The job
+    is held at the server until both runs watch it, so a busy machine cannot let the first
+    run finish before the second starts (then the second would find every answer cached
+    and send nothing, which is right but not what this test is about)."""
     import threading
+    import time
 
-    with server(polls_until_done=4) as srv:
+    with server(polls_until_done=2, hold=True) as srv:
         spec = spec_for(srv, samples=K)
-        outs, errors = [], []
+        outs, errors, watching = [], [], set()
+        deadline = time.monotonic() + 120
+
+        def sleep(_seconds):
+            if len(watching) == 2 or time.monotonic() > deadline:
+                srv.hold = False
+            time.sleep(0.01)
 
         def run():
             try:
@@ -312,7 +322,8 @@ def test_two_runs_at_once_share_one_job(tmp_path):
                     batch.fill_cache(
                         batch.jobs(spec),
                         Cache(tmp_path / "c"),
-                        sleep=lambda s: __import__("time").sleep(0.01),
+                        progress=lambda p: watching.add(threading.get_ident()),
+                        sleep=sleep,
                     )
                 )
             except Exception as exc:  # noqa: BLE001 - reported by the assert below
@@ -323,8 +334,10 @@ def test_two_runs_at_once_share_one_job(tmp_path):
             t.start()
         for t in threads:
             t.join()
+        assert len(watching) == 2, "the second run never watched the first run's job"
         assert not errors and (srv.uploads, len(srv.created)) == (1, 1)
         assert sorted(o.batch_ids for o in outs) == [["batch_1"], ["batch_1"]]
+        assert sorted(o.resumed for o in outs) == [[], ["batch_1"]]
         assert run_audit(spec, cache=Cache(tmp_path / "c")).usage["calls"] == 0
 
 
