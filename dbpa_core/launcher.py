@@ -1,11 +1,11 @@
 """``dbpa ui``: start the dashboard, the same way as ``make run``.
 
 Runs ``streamlit run app.py --server.headless true --browser.gatherUsageStats false
---server.address 127.0.0.1`` in this process, with ``app.py`` from the repository or the
-installed ``dbpa_app`` folder (:func:`dbpa_core.resources.app_root`); Streamlit puts that
-folder first on ``sys.path`` (so the pages import ``ui`` from it). Options after ``dbpa ui``
-go to ``streamlit run`` unchanged and win over these defaults, e.g. ``dbpa ui
---server.port 8600``.
+--server.fileWatcherType none --server.address 127.0.0.1`` in this process, with
+``app.py`` from the repository or the installed ``dbpa_app`` folder
+(:func:`dbpa_core.resources.app_root`); Streamlit puts that folder first on ``sys.path`` (so
+the pages import ``ui`` from it). Options after ``dbpa ui`` go to ``streamlit run``
+unchanged and win over these defaults, e.g. ``dbpa ui --server.port 8600``.
 
 Safe by default: the dashboard listens on this machine only (127.0.0.1). Serving the
 network is an explicit choice (``--share``, or a ``--server.address`` that is not a loopback
@@ -27,7 +27,17 @@ from dataclasses import dataclass
 
 from .resources import MissingExtraError, app_root, require_extra
 
-DEFAULTS = ("--server.headless", "true", "--browser.gatherUsageStats", "false")
+DEFAULTS = (
+    "--server.headless",
+    "true",
+    "--browser.gatherUsageStats",
+    "false",
+    # no rerun when a source file is saved (an auditor never edits them): the watcher
+    # polled every source file and walked every loaded module's path after each rerun,
+    # about a tenth of the dashboard's CPU; ``--server.fileWatcherType poll`` brings it back
+    "--server.fileWatcherType",
+    "none",
+)
 LOOPBACK = "127.0.0.1"
 """The address the dashboard listens on unless told otherwise."""
 ALL_INTERFACES = "0.0.0.0"

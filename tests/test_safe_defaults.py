@@ -34,6 +34,19 @@ def test_the_dashboard_listens_on_this_machine_only_by_default():
     assert s.link == "http://127.0.0.1:8501/"
 
 
+def test_the_dashboard_watches_no_source_file_unless_asked():
+    """No file watcher by default (``dbpa ui``, ``make run`` and ``streamlit run app.py``
+    from the repository): it polled every source file and walked every loaded module's path
+    after each rerun. A developer's ``--server.fileWatcherType poll`` comes last and wins."""
+    import tomllib
+
+    assert option_value(plan([]).argv, "server.fileWatcherType") == "none"
+    dev = plan(["--server.fileWatcherType", "poll"]).argv
+    assert option_value(dev, "server.fileWatcherType") == "poll"
+    config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text(encoding="utf-8"))
+    assert config["server"]["fileWatcherType"] == "none"
+
+
 def test_share_serves_every_interface_behind_a_new_token():
     a, b = plan(["--server.port", "8600"], share=True), plan([], share=True)
     assert option_value(a.argv, "server.address") == "0.0.0.0"
