@@ -2,11 +2,15 @@
 
 Starts ``streamlit run app.py`` on 127.0.0.1 with the replay backend, runs the
 landing example, waits for the histograms, checks that a ``<script>`` inside a
-response is shown as text (and never runs), and saves screenshots to
-``screenshots/`` (or ``$DBPA_SCREENSHOTS``).
+response is shown as text (and never runs) in every tab and in the Why view, checks the
+verdict in one click, runs the Sensitivity page on the same audit, imports a promptfoo file
+in Settings, and saves screenshots to ``screenshots/`` (or ``$DBPA_SCREENSHOTS``). (Pages
+opened by their own address and the Persona explorer's heat map: the tour,
+``test_browser_tour.py``, on the same recording.)
 """
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +21,7 @@ INJECTED = "<script>alert('pwned')</script> <b>bold?</b> **not bold**"
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 playwright = require_browser()
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 @pytest.fixture(scope="module")
@@ -38,9 +43,24 @@ def app_url(tmp_path_factory):
         yield url
 
 
-def test_landing_example_in_a_real_browser(app_url, browser):
+def _wait_idle(page, ms=1200):
+    """Until the page's rerun is over (its running-man icon gone), then ``ms`` more."""
+    page.wait_for_timeout(400)
+    page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=240_000)
+    page.wait_for_timeout(ms)
+
+
+def _fail_shot(page, name):
+    page.screenshot(path=str(shots() / f"failed-{name}.png"))
+
+
+def test_landing_example_why_sensitivity_and_import_in_a_real_browser(app_url, browser):
+    """The landing example's results tab by tab (the injected script shown as text, never
+    run), the Why tab and the verdict's check, the Sensitivity page on the same audit (zero
+    calls), a promptfoo file imported in Settings, and the results still there when the
+    page is opened again. One landing audit for all: its new answers are embedded once."""
     # tall: Streamlit's main pane scrolls inside the page, so full_page does not help
-    page = browser.new_page(viewport={"width": 1400, "height": 2400})
+    page = browser.new_page(viewport={"width": 1400, "height": 3600})
     dialogs = []
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
     page.goto(app_url, wait_until="networkidle")
@@ -48,9 +68,9 @@ def test_landing_example_in_a_real_browser(app_url, browser):
     page.screenshot(path=str(shots() / "01-landing.png"), full_page=True)
 
     page.get_by_role("button", name="Run audit").click()
-    page.get_by_text("Similarity histograms").first.wait_for(timeout=240_000)
+    page.get_by_text("Similarity histograms").first.wait_for(timeout=300_000)
     page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
-    page.wait_for_timeout(1500)
+    _wait_idle(page)  # the results drawn to the end
     page.screenshot(path=str(shots() / "02-results.png"), full_page=True)
     body = page.inner_text("body")
     assert "perturbations change the answers detectably" in body
@@ -67,69 +87,71 @@ def test_landing_example_in_a_real_browser(app_url, browser):
     page.get_by_text("<script>alert('pwned')</script>", exact=False).first.wait_for(timeout=30_000)
     page.screenshot(path=str(shots() / "05-responses.png"), full_page=True)
     assert "**not bold**" in page.inner_text("body")  # markdown not rendered either
-    assert not dialogs, f"a response ran as code: {dialogs}"
 
-    # state survives a page switch in the real app
+    # the Why tab: words that moved, typical answers with the injected script as text
+    page.get_by_role("tab", name="Why").click(timeout=60_000)
+    try:
+        page.get_by_text("Words and phrases that moved").first.wait_for(timeout=60_000)
+        page.locator(".dbpa-why").first.wait_for(timeout=30_000)
+    except Exception:
+        _fail_shot(page, "why")
+        raise
+    assert "<script>alert('pwned')</script>" in page.locator(".dbpa-why").first.inner_text()
+    assert page.locator(".dbpa-why mark").count() > 0
+    _wait_idle(page)
+    page.screenshot(path=str(shots() / "10-why.png"))
+
+    # a widget inside the tab keeps the tab open (the tabs are keyed)
+    page.get_by_role("combobox", name="Why did the answers change? Perturbation").click()
+    page.get_by_role("option", name="robot from the future").click()
+    page.get_by_text("Why: robot from the future").first.wait_for(timeout=60_000)
+    assert page.get_by_role("tab", name="Why").get_attribute("aria-selected") == "true"
+
+    # one click: does the verdict hold?
+    page.get_by_role("button", name="Check the verdict").click()
+    try:
+        page.get_by_text("The audit says").first.wait_for(timeout=300_000)
+    except Exception:
+        _fail_shot(page, "verdict")
+        raise
+    body = page.inner_text("body")
+    assert "of 6 measures" in body and "Traceback" not in body
+    _wait_idle(page)
+    page.screenshot(path=str(shots() / "11-why-verdict.png"))
+
+    # the Sensitivity page on the same audit: zero calls to make
+    page.get_by_role("link", name="Sensitivity").click()
+    page.get_by_text("Audit to examine").first.wait_for(timeout=60_000)
+    page.get_by_role("button", name="Run sensitivity study").click()
+    try:
+        page.get_by_text("verdicts hold in every setting tried").first.wait_for(timeout=300_000)
+    except Exception:
+        _fail_shot(page, "sensitivity")
+        raise
+    _wait_idle(page, 1000)  # its charts
+    page.screenshot(path=str(shots() / "12-sensitivity.png"))
+    assert "Traceback" not in page.inner_text("body")
+
+    # Settings: a promptfoo file becomes a replay model
     page.get_by_role("link", name="Settings").click()
-    page.get_by_text("Cached items").wait_for(timeout=30_000)
+    page.get_by_text("Import recorded responses").first.wait_for(timeout=60_000)
     page.screenshot(path=str(shots() / "06-settings.png"), full_page=True)
+    page.locator("input[type=file]").first.set_input_files(str(DATA / "promptfoo_repeat.json"))
+    button = page.get_by_role("button", name="Import as a replay model")
+    playwright.expect(button).to_be_enabled(timeout=30_000)  # enabled once the file is up
+    button.click()
+    try:
+        page.get_by_text("Imported 7 responses").first.wait_for(timeout=60_000)
+    except Exception:
+        _fail_shot(page, "import")
+        raise
+    assert "promptfoo_repeat (imported)" in page.inner_text("body")
+    _wait_idle(page)
+    page.screenshot(path=str(shots() / "13-import.png"))
+
+    # the results survive the page switches
     page.get_by_role("link", name="Perturbation test").click()
     # the verdict, said twice on purpose: first under the page's question, then above the table
     page.get_by_text("perturbations change the answers detectably").first.wait_for(timeout=30_000)
-    page.close()
-
-
-def test_direct_page_urls_look_the_same(app_url, browser):
-    """With a pages/ folder Streamlit serves /settings from the file alone: same look."""
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    for url, heading in (
-        ("settings", "Settings"),
-        ("control_target", "Control vs target"),
-        ("model_comparison", "Model comparison"),
-    ):
-        page.goto(f"{app_url}/{url}", wait_until="networkidle")
-        try:
-            page.get_by_role("heading", name=heading).first.wait_for(timeout=60_000)
-        except Exception:
-            page.screenshot(path=str(shots() / f"failed-{url}.png"))
-            raise
-        side = page.locator("[data-testid='stSidebar']")
-        side.get_by_text("Persona explorer").wait_for(timeout=30_000)
-        side.get_by_text("Test settings").wait_for(timeout=30_000)
-        sidebar = side.inner_text()
-        assert "Persona explorer" in sidebar and "Test settings" in sidebar
-        assert "\napp\n" not in f"\n{sidebar}\n"  # Streamlit's own list stays hidden
-    page.screenshot(path=str(shots() / "08-direct-url.png"))
-    page.close()
-
-
-def test_persona_explorer_in_a_real_browser(app_url, browser):
-    page = browser.new_page(viewport={"width": 1400, "height": 2000})
-    page.goto(f"{app_url}/persona_explorer", wait_until="networkidle")
-    page.get_by_text("Persona explorer").first.wait_for(timeout=60_000)
-    page.get_by_role("button", name="Run").click()
-    page.locator(".js-plotly-plot").first.wait_for(timeout=240_000)
-    page.wait_for_timeout(1500)
-    page.screenshot(path=str(shots() / "43-demo-personas.png"), full_page=True)
-    # personas x two recorded models: two columns
-    columns = page.locator(".js-plotly-plot").first.locator(".xtick text").filter(has_text="SmolLM2")
-    playwright.expect(columns).to_have_count(2, timeout=60_000)
-    # click the heat map's "robot from the future" cell (row 6 of 8): it opens below
-    page.wait_for_timeout(2000)  # the chart redraws once it knows its width
-    box = page.locator(".js-plotly-plot").first.locator(".nsewdrag").first.bounding_box()
-    # demo mode starts on both recorded models: the cell of the first column
-    cell = (box["x"] + box["width"] / 4, box["y"] + box["height"] * (5.5 / 8))
-    page.mouse.move(*cell)
-    page.wait_for_timeout(300)
-    page.mouse.click(*cell)
-    try:
-        playwright.expect(page.get_by_role("combobox", name="Open a cell: persona").last).to_have_value(
-            "robot from the future", timeout=30_000
-        )
-    except Exception:
-        page.screenshot(path=str(shots() / "failed-click.png"), full_page=True)
-        raise
-    page.wait_for_timeout(1500)
-    page.screenshot(path=str(shots() / "07-persona-explorer.png"), full_page=True)
-    assert "Traceback" not in page.inner_text("body")
+    assert not dialogs, f"a response ran as code: {dialogs}"
     page.close()

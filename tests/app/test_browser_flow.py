@@ -1,7 +1,6 @@
 """Flow in a real browser: Stop (and a reload) cancels the embedded model's batch, so the
 next Run starts at once instead of waiting for it; a reload shows the last form and
-results again; demo mode says so on every page, and the battery's RTI and robustness curve run on the
-recording. Screenshots go
+results again; the battery's RTI and robustness curve run on the recording. Screenshots go
 to ``screenshots/`` (or ``$DBPA_SCREENSHOTS``)."""
 
 import re
@@ -177,27 +176,11 @@ def test_a_reload_keeps_the_form_and_the_results(demo_url, browser):
     page.close()
 
 
-PAGES = [
-    "perturbation_test",
-    "persona_explorer",
-    "control_target",
-    "model_comparison",
-    "sensitivity",
-    "robustness",
-    "fidelity",
-    "history",
-    "settings",
-]
-
-
-def test_demo_mode_says_so_everywhere_and_runs_what_it_offers(demo_url, browser):
+def test_the_battery_runs_every_rti_operation_and_the_curve_on_the_recording(demo_url, browser):
+    """Demo mode runs what it offers: the battery with every RTI operation and the
+    robustness curve, on the recording. (That every page says it is in demo mode: the
+    tour, ``test_browser_tour.py``.)"""
     page = browser.new_page(viewport={"width": 1400, "height": 2200})
-    for url in PAGES:
-        page.goto(f"{demo_url}/{url}", wait_until="networkidle")
-        page.get_by_text("Demo mode").first.wait_for(timeout=60_000)
-        assert "Traceback" not in page.inner_text("body")
-    # (the Persona explorer's personas x two recorded models: test_browser.py runs it)
-    # the battery with every RTI operation and the robustness curve, on the recording
     page.goto(f"{demo_url}/robustness", wait_until="networkidle")
     page.get_by_role("button", name="Run battery").wait_for(timeout=60_000)
     page.get_by_text("ω and p of the responses at ρ = 0.1 … 1.0").click()

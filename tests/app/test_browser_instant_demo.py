@@ -41,6 +41,13 @@ def test_recorded_result_at_once_then_run_and_stop(local_app, browser):
     assert "Loading the model" not in body and "Sampling responses" not in body
     assert page.get_by_test_id("stMetricValue").first.inner_text() == "180"
 
+    # shorter answers than the example's 120 tokens: the first group finishes sooner (the
+    # run, its progress line and Stop are the same)
+    tokens = page.get_by_role("spinbutton", name="Max tokens per response")
+    tokens.fill("24")
+    tokens.press("Enter")
+    playwright.expect(tokens).to_have_value("24", timeout=60_000)
+    page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=120_000)
     page.get_by_role("button", name="Run audit").click()
     line = ""
     deadline = time.perf_counter() + 480  # the first group's answers (4 min were too few at load 15)

@@ -1,8 +1,8 @@
-"""Issue 33 in a real browser: the Suite page's demo opens at once (the recorded suite:
-its verdict in words, the heat map, one case's answers), and a suite is built by pointing
-and clicking (cases pasted, two presets, the example's checks), run on recorded answers,
-and its downloaded suite.yaml + cases.csv give the same pooled verdicts with `dbpa audit`.
-Screenshots go to screenshots/ (or $DBPA_SCREENSHOTS)."""
+"""Issue 33 in a real browser: a suite is built on the Suite page by pointing and clicking
+(cases pasted, two presets, the example's checks), run on recorded answers, and its
+downloaded suite.yaml + cases.csv give the same pooled verdicts with `dbpa audit`.
+Screenshots go to screenshots/ (or $DBPA_SCREENSHOTS). (The page's demo, the recorded suite
+shown at once: the tour, ``test_browser_tour.py``.)"""
 
 import contextlib
 import json
@@ -16,7 +16,6 @@ from .test_suite_builder import BASE, PASTED, record_answers
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 playwright = require_browser()
-DEMO = str(ROOT / "assets" / "demo_replay.jsonl")
 
 
 def _wait_idle(page, ms=300):
@@ -69,30 +68,6 @@ def _perturbations(page, n):
     playwright.expect(page.get_by_text(f"5 cases x {n} perturbations = ").first).to_be_visible(
         timeout=120_000
     )
-
-
-@pytest.fixture(scope="module")
-def demo_url(tmp_path_factory):
-    # no demo_cache: the recorded suite is shown at once, nothing is embedded
-    with dashboard(tmp_path_factory.mktemp("suite-demo"), DBPA_REPLAY_FILE=DEMO) as url:
-        yield url
-
-
-def test_the_demo_suite_opens_at_once(demo_url, browser):
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.set_default_timeout(120_000)
-    page.goto(f"{demo_url}/suite", wait_until="networkidle")
-    page.get_by_text("Recorded result").first.wait_for(timeout=120_000)
-    page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
-    _wait_idle(page)
-    body = page.inner_text("body")
-    assert "perturbations change the answers across the cases" in body  # the verdict, first
-    assert "changes the answers" in body and "comedian" in body
-    _shot(page, "suite-demo-top", page.get_by_role("heading", name="Does a change to every case").first)
-    _shot(page, "suite-demo-results", page.get_by_text("Recorded result").first)
-    _shot(page, "suite-demo-heatmap", page.get_by_role("heading", name="Cases x perturbations").first)
-    _shot(page, "suite-demo-answers", page.get_by_text("its answers side by side").first)
-    page.close()
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,8 @@
 """The manual's tour of the dashboard, in a real browser on the demo recordings: every page
-opens without an error, its default example runs, and a screenshot of each is saved.
+opens without an error and says it is in demo mode, its default example runs, and a
+screenshot of each is saved. On the way: a page opened by its own address keeps the
+dashboard's sidebar, a click on a cell of the Persona explorer's heat map opens that cell,
+and the Suite page shows its recorded suite at once.
 
 Offline means offline, too: the tour asks nothing of any host but the dashboard's own. Every
 request the browser makes is checked; one to another host (fonts.gstatic.com for a page
@@ -55,9 +58,40 @@ def _shot(page, name, at=None):
 
 
 def _open(page, url, ready):
+    """Open ``url``, wait for ``ready`` and the rerun's end; every page says it is in demo
+    mode, and keeps the dashboard's own sidebar (not Streamlit's list of files)."""
     page.goto(url, wait_until="networkidle")
     ready(page).first.wait_for(timeout=120_000)
+    page.get_by_text("Demo mode").first.wait_for(timeout=60_000)
     _wait_idle(page)
+    side = page.locator("[data-testid='stSidebar']")
+    side.get_by_text("Persona explorer").first.wait_for(timeout=30_000)  # the pages' own links
+    sidebar = side.inner_text()
+    assert "History" in sidebar and "\napp\n" not in f"\n{sidebar}\n", sidebar
+
+
+def _open_a_cell(page, plot):
+    """Click the Persona explorer's heat-map cell "robot from the future" (row 6 of 8) of the
+    first recorded model: the page opens that cell below."""
+    plot.first.evaluate("e => e.scrollIntoView({block: 'start'})")
+    # personas x two recorded models: two columns
+    columns = plot.first.locator(".xtick text").filter(has_text="SmolLM2")
+    playwright.expect(columns).to_have_count(2, timeout=60_000)
+    page.wait_for_timeout(2000)  # the chart redraws once it knows its width
+    box = plot.first.locator(".nsewdrag").first.bounding_box()
+    cell = (box["x"] + box["width"] / 4, box["y"] + box["height"] * (5.5 / 8))
+    page.mouse.move(*cell)
+    page.wait_for_timeout(300)
+    page.mouse.click(*cell)
+    try:
+        playwright.expect(page.get_by_role("combobox", name="Open a cell: persona").last).to_have_value(
+            "robot from the future", timeout=30_000
+        )
+    except Exception:
+        page.screenshot(path=str(shots() / "failed-click.png"), full_page=True)
+        raise
+    _wait_idle(page)
+    assert "Traceback" not in page.inner_text("body")
 
 
 def _run(page, label="Run"):
@@ -136,6 +170,8 @@ def test_a_tour_of_every_page(demo_url, browser):
             assert not _chips_cut_off(page)
         _run(page)
         _shot(page, name, at)
+        if url == "persona_explorer":
+            _open_a_cell(page, plot)
 
     _open(page, f"{demo_url}/robustness", lambda p: p.get_by_role("button", name="Run battery"))
     _run(page, "Run battery")
@@ -150,7 +186,10 @@ def test_a_tour_of_every_page(demo_url, browser):
     _open(page, f"{demo_url}/suite", lambda p: p.get_by_text("Recorded result"))
     plot.first.wait_for(timeout=120_000)
     _wait_idle(page)
-    assert "perturbations change the answers across the cases" in page.inner_text("body")
+    body = page.inner_text("body")
+    assert "perturbations change the answers across the cases" in body  # the verdict, first
+    assert "changes the answers" in body and "comedian" in body
+    page.get_by_text("its answers side by side").first.wait_for(timeout=60_000)  # one case's
     _shot(page, "tour-suite")
     _shot(page, "tour-suite-results", page.get_by_text("Recorded result").first)
     _shot(page, "tour-suite-heatmap", page.get_by_role("heading", name="Cases x perturbations").first)
