@@ -50,8 +50,13 @@ def _wait_idle(page, ms=1200):
     page.wait_for_timeout(ms)
 
 
-def _fail_shot(page, name):
-    page.screenshot(path=str(shots() / f"failed-{name}.png"))
+def _shown(page, text, name, timeout=300_000):
+    """Wait for ``text`` on the page; when it does not come, ``failed-NAME.png`` is saved."""
+    try:
+        page.get_by_text(text).first.wait_for(timeout=timeout)
+    except Exception:
+        page.screenshot(path=str(shots() / f"failed-{name}.png"))
+        raise
 
 
 def test_landing_example_why_sensitivity_and_import_in_a_real_browser(app_url, browser):
@@ -90,12 +95,8 @@ def test_landing_example_why_sensitivity_and_import_in_a_real_browser(app_url, b
 
     # the Why tab: words that moved, typical answers with the injected script as text
     page.get_by_role("tab", name="Why").click(timeout=60_000)
-    try:
-        page.get_by_text("Words and phrases that moved").first.wait_for(timeout=60_000)
-        page.locator(".dbpa-why").first.wait_for(timeout=30_000)
-    except Exception:
-        _fail_shot(page, "why")
-        raise
+    _shown(page, "Words and phrases that moved", "why", 60_000)
+    page.locator(".dbpa-why").first.wait_for(timeout=30_000)
     assert "<script>alert('pwned')</script>" in page.locator(".dbpa-why").first.inner_text()
     assert page.locator(".dbpa-why mark").count() > 0
     _wait_idle(page)
@@ -109,11 +110,7 @@ def test_landing_example_why_sensitivity_and_import_in_a_real_browser(app_url, b
 
     # one click: does the verdict hold?
     page.get_by_role("button", name="Check the verdict").click()
-    try:
-        page.get_by_text("The audit says").first.wait_for(timeout=300_000)
-    except Exception:
-        _fail_shot(page, "verdict")
-        raise
+    _shown(page, "The audit says", "verdict")
     body = page.inner_text("body")
     assert "of 6 measures" in body and "Traceback" not in body
     _wait_idle(page)
@@ -123,11 +120,7 @@ def test_landing_example_why_sensitivity_and_import_in_a_real_browser(app_url, b
     page.get_by_role("link", name="Sensitivity").click()
     page.get_by_text("Audit to examine").first.wait_for(timeout=60_000)
     page.get_by_role("button", name="Run sensitivity study").click()
-    try:
-        page.get_by_text("verdicts hold in every setting tried").first.wait_for(timeout=300_000)
-    except Exception:
-        _fail_shot(page, "sensitivity")
-        raise
+    _shown(page, "verdicts hold in every setting tried", "sensitivity")
     _wait_idle(page, 1000)  # its charts
     page.screenshot(path=str(shots() / "12-sensitivity.png"))
     assert "Traceback" not in page.inner_text("body")
@@ -140,11 +133,7 @@ def test_landing_example_why_sensitivity_and_import_in_a_real_browser(app_url, b
     button = page.get_by_role("button", name="Import as a replay model")
     playwright.expect(button).to_be_enabled(timeout=30_000)  # enabled once the file is up
     button.click()
-    try:
-        page.get_by_text("Imported 7 responses").first.wait_for(timeout=60_000)
-    except Exception:
-        _fail_shot(page, "import")
-        raise
+    _shown(page, "Imported 7 responses", "import", 60_000)
     assert "promptfoo_repeat (imported)" in page.inner_text("body")
     _wait_idle(page)
     page.screenshot(path=str(shots() / "13-import.png"))
