@@ -97,10 +97,10 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 
 # The tests run in one worker more than the machine has cores (pytest-xdist; the browser
-# tests wait on their dashboard and Chromium about half the time: on 2 cores 3 workers took
-# 17.8 min where 2 took 21.7), each worker taking whole files (--dist loadfile), the files
-# with browser or slow tests first (tests/conftest.py); make test JOBS=1 runs them in one
-# process. They list the 15 slowest at the end (--durations=15, in pyproject's addopts).
+# tests wait on their dashboard and Chromium about two thirds of the time: on 2 cores 3
+# workers took 17.8 min where 2 took 21.7), each worker taking whole files (--dist
+# loadfile), the files with browser or slow tests first, in turn (tests/conftest.py); make
+# test JOBS=1 runs them in one process. They list the 15 slowest at the end (--durations=15, in pyproject's addopts).
 # SHUFFLE=<seed> runs them in a seeded order (tests/conftest.py): make test-fast SHUFFLE=7
 JOBS ?= $(shell echo $$(( $$(nproc) + 1 )))
 PYTEST := $(PY) -m pytest -q $(if $(filter 1,$(JOBS)),,-n $(JOBS) --dist loadfile --no-loadscope-reorder) $(if $(SHUFFLE),--shuffle $(SHUFFLE))

@@ -3,8 +3,8 @@ pyproject.toml: every function annotated, every body checked), finds no error.
 
 The full check takes about 40 s of CPU on a cold cache (torch's, transformers', numba's,
 spaCy's, Streamlit's and sentence-transformers' own types are not read: they are Any), so
-it is marked slow: ``make test``
-runs it, ``make test-fast`` leaves it out. The configuration's guard below is fast."""
+it is marked slow: ``make test`` runs it, ``make test-fast`` leaves it out. The
+configuration's guard below is fast."""
 
 from __future__ import annotations
 

@@ -137,6 +137,14 @@ def dashboard(
         stop_process(proc, timeout=STOP_GRACE_S)
 
 
+def wait_idle(page, ms: float = 300, *, timeout: float = 240_000) -> None:
+    """Until the page's rerun is over (Streamlit's running indicator gone, waited for at
+    most ``timeout`` ms), then ``ms`` more (for charts to settle)."""
+    page.wait_for_timeout(400)
+    page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=timeout)
+    page.wait_for_timeout(ms)
+
+
 def shots() -> Path:
     """Where screenshots go: ``$DBPA_SCREENSHOTS``, else ``screenshots/``."""
     d = Path(os.environ.get("DBPA_SCREENSHOTS", ROOT / "screenshots"))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .browser_support import dashboard, require_browser, shots
+from .browser_support import dashboard, require_browser, shots, wait_idle
 from .conftest import DEMO
 
 INJECTED = "<script>alert('pwned')</script> <b>bold?</b> **not bold**"
@@ -43,13 +43,6 @@ def app_url(tmp_path_factory):
         yield url
 
 
-def _wait_idle(page, ms=1200):
-    """Until the page's rerun is over (its running-man icon gone), then ``ms`` more."""
-    page.wait_for_timeout(400)
-    page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=240_000)
-    page.wait_for_timeout(ms)
-
-
 def _shown(page, text, name, timeout=300_000):
     """Wait for ``text`` on the page; when it does not come, ``failed-NAME.png`` is saved."""
     try:
@@ -75,7 +68,7 @@ def test_landing_example_why_sensitivity_and_import_in_a_real_browser(app_url, b
     page.get_by_role("button", name="Run audit").click()
     page.get_by_text("Similarity histograms").first.wait_for(timeout=300_000)
     page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
-    _wait_idle(page)  # the results drawn to the end
+    wait_idle(page, 1200)  # the results drawn to the end
     page.screenshot(path=str(shots() / "02-results.png"), full_page=True)
     body = page.inner_text("body")
     assert "perturbations change the answers detectably" in body
@@ -99,7 +92,7 @@ def test_landing_example_why_sensitivity_and_import_in_a_real_browser(app_url, b
     page.locator(".dbpa-why").first.wait_for(timeout=30_000)
     assert "<script>alert('pwned')</script>" in page.locator(".dbpa-why").first.inner_text()
     assert page.locator(".dbpa-why mark").count() > 0
-    _wait_idle(page)
+    wait_idle(page, 1200)
     page.screenshot(path=str(shots() / "10-why.png"))
 
     # a widget inside the tab keeps the tab open (the tabs are keyed)
@@ -113,7 +106,7 @@ def test_landing_example_why_sensitivity_and_import_in_a_real_browser(app_url, b
     _shown(page, "The audit says", "verdict")
     body = page.inner_text("body")
     assert "of 6 measures" in body and "Traceback" not in body
-    _wait_idle(page)
+    wait_idle(page, 1200)
     page.screenshot(path=str(shots() / "11-why-verdict.png"))
 
     # the Sensitivity page on the same audit: zero calls to make
@@ -121,7 +114,7 @@ def test_landing_example_why_sensitivity_and_import_in_a_real_browser(app_url, b
     page.get_by_text("Audit to examine").first.wait_for(timeout=60_000)
     page.get_by_role("button", name="Run sensitivity study").click()
     _shown(page, "verdicts hold in every setting tried", "sensitivity")
-    _wait_idle(page, 1000)  # its charts
+    wait_idle(page, 1000)  # its charts
     page.screenshot(path=str(shots() / "12-sensitivity.png"))
     assert "Traceback" not in page.inner_text("body")
 
@@ -135,7 +128,7 @@ def test_landing_example_why_sensitivity_and_import_in_a_real_browser(app_url, b
     button.click()
     _shown(page, "Imported 7 responses", "import", 60_000)
     assert "promptfoo_repeat (imported)" in page.inner_text("body")
-    _wait_idle(page)
+    wait_idle(page, 1200)
     page.screenshot(path=str(shots() / "13-import.png"))
 
     # the results survive the page switches

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from .browser_support import dashboard, require_browser, shots
+from .browser_support import dashboard, require_browser, shots, wait_idle
 from .conftest import DEMO
-from .test_browser_history import _wait_idle
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 playwright = require_browser()
@@ -47,20 +46,20 @@ def test_checks_and_answers_in_a_real_browser(app_url, browser, tmp_path):
     page = browser.new_page(viewport={"width": 1400, "height": 1300})
     page.goto(app_url, wait_until="networkidle")
     page.get_by_text("Does a perturbation change what the model says?").wait_for(timeout=60_000)
-    _wait_idle(page)
+    wait_idle(page)
     spec = Path(tmp_path) / "checks.yaml"
     spec.write_text(SPEC)
     page.get_by_text("Spec file: download this audit").click()
     page.locator("input[type=file]").first.set_input_files(str(spec))
     page.get_by_text("Opened").first.wait_for(timeout=60_000)
-    _wait_idle(page)
+    wait_idle(page)
     page.get_by_text("Answer checks (4)").first.wait_for(timeout=30_000)
     page.get_by_text("Answer checks (4)").first.scroll_into_view_if_needed()
     page.screenshot(path=str(shots() / "30-checks-editor.png"), full_page=False)
 
     page.get_by_role("button", name="Run audit").click()
     page.get_by_role("heading", name="Answer checks").wait_for(timeout=240_000)
-    _wait_idle(page, 2500)
+    wait_idle(page, 2500)
     body = page.inner_text("body")
     assert "check × arm comparisons" in body or "No answer check changed" in body
     assert "Traceback" not in body
@@ -71,7 +70,7 @@ def test_checks_and_answers_in_a_real_browser(app_url, browser, tmp_path):
     page.screenshot(path=str(shots() / "31-checks-results.png"), full_page=False)
 
     page.get_by_role("tab", name="Answers").click()
-    _wait_idle(page)
+    wait_idle(page)
     page.get_by_text("40 of 40 answers").first.wait_for(timeout=30_000)
     search = page.get_by_role("textbox", name="Search the answers")
     search.fill("statin")
@@ -81,19 +80,19 @@ def test_checks_and_answers_in_a_real_browser(app_url, browser, tmp_path):
     search.fill("")
     search.press("Enter")
     page.get_by_text("40 of 40 answers").first.wait_for(timeout=60_000)
-    _wait_idle(page, 1000)  # the grid drawn anew before a click on its row
+    wait_idle(page, 1000)  # the grid drawn anew before a click on its row
     grid = page.locator("[data-testid='stDataFrame']").last
     grid.scroll_into_view_if_needed()
     box = grid.bounding_box()
     page.mouse.click(box["x"] + 15, box["y"] + 35 * 11 + 17)  # row 11: doctor's answer 1
-    _wait_idle(page)
+    wait_idle(page)
     page.get_by_text("has the same number").first.wait_for(timeout=30_000)
     page.get_by_text("has the same number").first.scroll_into_view_if_needed()
     page.screenshot(path=str(shots() / "32-answers-grid.png"), full_page=False)
 
     page.get_by_role("link", name="History").click()
     page.get_by_role("heading", name="History").wait_for(timeout=60_000)
-    _wait_idle(page, 2500)
+    wait_idle(page, 2500)
     page.get_by_role("heading", name="Answer checks").wait_for(timeout=60_000)
     page.get_by_role("heading", name="Answer checks").scroll_into_view_if_needed()
     page.screenshot(path=str(shots() / "33-history-checks.png"), full_page=False)

@@ -8,17 +8,11 @@ import time
 
 import pytest
 
-from .browser_support import ROOT, dashboard, require_browser, shots
+from .browser_support import ROOT, dashboard, require_browser, shots, wait_idle
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 playwright = require_browser()
 DEMO = str(ROOT / "assets" / "demo_replay.jsonl")
-
-
-def _wait_idle(page, ms=1200):
-    page.wait_for_timeout(400)
-    page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=240_000)
-    page.wait_for_timeout(ms)
 
 
 def _lines(page, start="Sampling responses:") -> list[str]:
@@ -29,7 +23,7 @@ def _set_number(page, name, value):
     box = page.get_by_role("spinbutton", name=name)
     box.fill(str(value))
     box.press("Enter")
-    _wait_idle(page, 600)
+    wait_idle(page, 600)
 
 
 def _until_answers(page, at_least=1, limit=300):
@@ -163,10 +157,10 @@ def test_a_reload_keeps_the_form_and_the_results(demo_url, browser):
     # (.first: while Streamlit redraws, the old result's tabs and the new ones both exist)
     playwright.expect(page.get_by_text("Recorded result")).to_have_count(0, timeout=240_000)
     page.get_by_role("tab", name="Permutation test").first.wait_for(timeout=240_000)
-    _wait_idle(page)
+    wait_idle(page, 1200)
     page.reload(wait_until="networkidle")
     page.get_by_role("tab", name="Permutation test").first.wait_for(timeout=60_000)
-    _wait_idle(page)
+    wait_idle(page, 1200)
     # the restored form is drawn after the first pass of the page: wait for its value (a
     # read at once saw the input before it was restored), a lost form never shows 10
     playwright.expect(k).to_have_value("10", timeout=60_000)
@@ -184,20 +178,20 @@ def test_the_battery_runs_every_rti_operation_and_the_curve_on_the_recording(dem
     page.goto(f"{demo_url}/robustness", wait_until="networkidle")
     page.get_by_role("button", name="Run battery").wait_for(timeout=60_000)
     page.get_by_text("ω and p of the responses at ρ = 0.1 … 1.0").click()
-    _wait_idle(page)
+    wait_idle(page, 1200)
     rti = page.get_by_role("combobox", name="RTI for word attacks")
     for op in ("insert", "delete"):
         rti.click()
         page.get_by_role("option", name=op).click()
-        _wait_idle(page, 600)
+        wait_idle(page, 600)
     page.keyboard.press("Escape")
     body = page.inner_text("body")
     assert "does not hold" not in body and "holds no recorded answer" not in body, body[-2000:]
     page.get_by_role("button", name="Run battery").click()
     page.get_by_role("tab", name="Robustness curve").wait_for(timeout=300_000)
-    _wait_idle(page)
+    wait_idle(page, 1200)
     page.get_by_role("tab", name="RTI").click()
-    _wait_idle(page)
+    wait_idle(page, 1200)
     page.screenshot(path=str(shots() / "44-demo-battery-rti.png"), full_page=True)
     assert "Traceback" not in page.inner_text("body")
     page.close()

@@ -8,18 +8,11 @@ import re
 
 import pytest
 
-from .browser_support import require_browser, shots
+from .browser_support import require_browser, shots, wait_idle
 from .test_browser import app_url  # noqa: F401 - the server fixture
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 playwright = require_browser()
-
-
-def _wait_idle(page, ms=300):
-    """Until Streamlit's running indicator is gone (and ``ms`` longer for charts)."""
-    page.wait_for_timeout(400)
-    page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=240_000)
-    page.wait_for_timeout(ms)
 
 
 def _selected_tab(page) -> str:
@@ -35,17 +28,17 @@ def test_history_page_in_a_real_browser(app_url, browser):  # noqa: F811 - fixtu
     k = page.get_by_role("spinbutton", name="Samples per prompt (k)")
     k.fill("10")
     k.press("Enter")
-    _wait_idle(page)
+    wait_idle(page)
     page.get_by_role("button", name="Run audit").click()
     page.get_by_role("tab", name="Permutation test").wait_for(timeout=240_000)
-    _wait_idle(page)
+    wait_idle(page)
 
     # the first widget change after a run keeps the open tab (it used to jump back)
     page.get_by_role("tab", name="Permutation test").click()
-    _wait_idle(page)
+    wait_idle(page)
     page.get_by_role("combobox", name="Perturbation").first.click()
     page.get_by_role("option", name="comedian").first.click()
-    _wait_idle(page)
+    wait_idle(page)
     assert _selected_tab(page) == "Permutation test"
     playwright.expect(page.locator(".gtitle").first).to_contain_text("comedian", timeout=60_000)  # redrawn
     title = page.locator(".gtitle").first.text_content()
@@ -56,26 +49,26 @@ def test_history_page_in_a_real_browser(app_url, browser):  # noqa: F811 - fixtu
     # a changed input marks the results outdated; a second run is recorded too
     k.fill("12")
     k.press("Enter")
-    _wait_idle(page)
+    wait_idle(page)
     page.get_by_text("Outdated:").first.wait_for(timeout=30_000)
     assert page.locator("[class*='_results_outdated']").count() == 1
     page.screenshot(path=str(shots() / "11-outdated.png"), full_page=True)
     page.get_by_role("button", name="Run audit").click()
     page.get_by_text("Outdated:").first.wait_for(state="detached", timeout=240_000)
-    _wait_idle(page)
+    wait_idle(page)
     assert page.locator("[class*='_results_outdated']").count() == 0
 
     # the History page lists both runs and reopens the newest with its charts
     page.get_by_role("link", name="History").click()
     page.get_by_role("heading", name="History").wait_for(timeout=60_000)
     page.get_by_text("2 run(s)").first.wait_for(timeout=60_000)
-    _wait_idle(page, 1500)
+    wait_idle(page, 1500)
     page.screenshot(path=str(shots() / "12-history.png"), full_page=True)
     body = page.inner_text("body")
     assert "2 run(s)" in body and "Traceback" not in body
     page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
     page.get_by_role("tab", name="Responses").click()
-    _wait_idle(page)
+    wait_idle(page)
     page.get_by_text("<script>alert('pwned')</script>", exact=False).first.wait_for(timeout=30_000)
     assert not dialogs, f"a recorded response ran as code: {dialogs}"
 
@@ -83,7 +76,7 @@ def test_history_page_in_a_real_browser(app_url, browser):  # noqa: F811 - fixtu
     page.get_by_role("tab", name="Compare two runs").click()
     page.get_by_text("Run A vs run B").first.wait_for(timeout=60_000)
     page.get_by_text("Changed between the runs").first.wait_for(timeout=60_000)
-    _wait_idle(page, 1500)
+    wait_idle(page, 1500)
     page.screenshot(path=str(shots() / "13-history-compare.png"), full_page=True)
     body = page.inner_text("body")
     assert "changed verdict" in body or "No verdict changed" in body

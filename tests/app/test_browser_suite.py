@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from .browser_support import ROOT, dashboard, require_browser, shots
+from .browser_support import ROOT, dashboard, require_browser, shots, wait_idle
 from .test_suite_builder import BASE, PASTED, record_answers
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -19,10 +19,8 @@ playwright = require_browser()
 
 
 def _wait_idle(page, ms=300):
-    """Until the page's rerun is over (its running-man icon gone), then ``ms`` more."""
-    page.wait_for_timeout(400)
-    page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=300_000)
-    page.wait_for_timeout(ms)
+    """:func:`wait_idle` with this file's five minutes for a rerun (a suite's run)."""
+    wait_idle(page, ms, timeout=300_000)
 
 
 def _shot(page, name, at):

@@ -21,7 +21,7 @@ import pytest
 
 from ui.nav import PAGES
 
-from .browser_support import ROOT, dashboard, require_browser, shots
+from .browser_support import ROOT, dashboard, require_browser, shots, wait_idle
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 playwright = require_browser()
@@ -42,9 +42,7 @@ SETTLE = 1.0 if os.environ.get("DBPA_DOCS_IMG") else 0.25
 def _wait_idle(page, ms=1500):
     """Until the page's rerun is over (its running-man icon gone), then ``ms`` more (a
     quarter of it in a test run)."""
-    page.wait_for_timeout(400)
-    page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=300_000)
-    page.wait_for_timeout(ms * SETTLE)
+    wait_idle(page, ms * SETTLE, timeout=300_000)
 
 
 def _shot(page, name, at=None):
