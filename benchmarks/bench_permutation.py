@@ -84,16 +84,15 @@ def main() -> int:
     # ours at every k before any literal run: the literal version's numpy calls leave BLAS
     # threads spinning for a while, which took cores from the next timing (k = 50 read
     # 20-23 ms right after the literal k = 25, 12-14 ms without it)
+    data = {k: embeddings(k) for k in sizes}
     ours_at = {
         k: best_time(
             lambda x=x, y=y: dbpa_test(x, y, measure=args.measure, n_permutations=B, rng=0),
             repeats=7 if k <= 100 else 3,
         )
-        for k in sizes
-        for x, y in [embeddings(k)]
+        for k, (x, y) in data.items()
     }
-    for k in sizes:
-        x, y = embeddings(k)
+    for k, (x, y) in data.items():
         ours = ours_at[k]
         n_lit = max(20, args.literal_permutations // max(1, k // 50))
         lit = best_time(
@@ -160,7 +159,7 @@ def bench_busy_core() -> bool:
     x, y = embeddings(50)
 
     def run():
-        return best_time(lambda: dbpa_test(x, y, n_permutations=B, rng=0), repeats=15)
+        return best_time(lambda: dbpa_test(x, y, measure="jsd", n_permutations=B, rng=0), repeats=15)
 
     quiet = run()
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [0]
@@ -188,14 +187,14 @@ def bench_two_sessions(repeats: int = 15) -> bool:
     import threading
 
     x, y = embeddings(50)
-    dbpa_test(x, y, n_permutations=B, rng=0)  # compiled
+    dbpa_test(x, y, measure="jsd", n_permutations=B, rng=0)  # compiled
 
     def session(out: list[float], start: threading.Barrier | None = None) -> None:
         if start is not None:
             start.wait()
         for _ in range(repeats):
             t = time.perf_counter()
-            dbpa_test(x, y, n_permutations=B, rng=0)
+            dbpa_test(x, y, measure="jsd", n_permutations=B, rng=0)
             out.append(time.perf_counter() - t)
 
     one: list[float] = []
